@@ -1,0 +1,57 @@
+# SmartGo. `make run` starts SmartGo, `make test` runs the tests.
+GO        ?= go
+BIN       ?= bin/smartgo
+VERSION   ?= 0.1.0-dev
+FUZZTIME  ?= 30s
+STATICCHECK_VERSION ?= 2026.2.2
+PKGS      := ./...
+
+.PHONY: all build run test race short bench fuzz lint staticcheck interop clean
+
+all: lint build test
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/smartgo
+
+# Starts registry + broker + bridge in one process, data under ./data.
+run: build
+	./$(BIN) standalone
+
+# The default suite: every package, with the race detector.
+test:
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+# The same without the race detector (faster, for quick iterations).
+short:
+	$(GO) test -count=1 -short $(PKGS)
+
+race: test
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
+
+# Runs every Fuzz target for FUZZTIME each (go test allows one target per run).
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+	    echo "== $$pkg $$t ($(FUZZTIME))"; \
+	    $(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME); \
+	  done; \
+	done
+
+lint: staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$$($(GO) env GOPATH)/bin/staticcheck $(PKGS)
+
+staticcheck:
+	@test -x $$($(GO) env GOPATH)/bin/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# Interop tests against unmodified third-party clients (their own module).
+interop:
+	cd interop && $(GO) test -count=1 -timeout 20m ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCmdEverySubcommandHasHelp(t *testing.T) {
+	for name := range commands() {
+		code, _, stderr := runCmd(t, name, "-h")
+		if code != exitOK {
+			t.Errorf("%s -h: exit %d", name, code)
+		}
+		if !strings.Contains(stderr, "Usage: smartgo "+name) || len(stderr) < 80 {
+			t.Errorf("%s -h: help too thin:\n%s", name, stderr)
+		}
+	}
+}
+
+func TestCmdUsageAndUnknown(t *testing.T) {
+	if code, _, stderr := runCmd(t); code != exitUsage || !strings.Contains(stderr, "standalone") {
+		t.Fatalf("no args: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, "frobnicate"); code != exitUsage || !strings.Contains(stderr, `unknown command "frobnicate"`) {
+		t.Fatalf("unknown: exit %d\n%s", code, stderr)
+	}
+	if code, _, _ := runCmd(t, "broker", "-no-such-flag"); code != exitUsage {
+		t.Fatalf("bad flag: exit %d", code)
+	}
+}
+
+func TestCmdVersion(t *testing.T) {
+	code, stdout, _ := runCmd(t, "version")
+	if code != exitOK || !strings.HasPrefix(stdout, "smartgo "+version) {
+		t.Fatalf("version: exit %d, %q", code, stdout)
+	}
+}
+
+func TestCmdBadConfigNamesFileAndKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "b.toml")
+	if err := os.WriteFile(p, []byte("[store]\nsegment_sise = \"1GiB\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCmd(t, "broker", "-c", p)
+	if code != exitUsage || !strings.Contains(stderr, "b.toml") || !strings.Contains(stderr, "store.segment_sise") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = runCmd(t, "broker", "-set", "store.disk_full_ratio=120")
+	if code != exitUsage || !strings.Contains(stderr, "store.disk_full_ratio = 120") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = runCmd(t, "bridge", "-listen", "nowhere")
+	if code != exitUsage || !strings.Contains(stderr, "bridge.listen") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// Subsystems that are not built yet must say so and fail, never pretend.
+func TestCmdNotImplementedFailsLoudly(t *testing.T) {
+	for _, name := range []string{"broker", "bridge", "admin", "bench"} {
+		code, _, stderr := runCmd(t, name)
+		if code == exitOK {
+			t.Errorf("%s exited 0 without doing anything", name)
+		}
+		if code == exitNotImplemented && !strings.Contains(stderr, "not implemented yet") {
+			t.Errorf("%s: exit %d without the not-implemented line: %q", name, code, stderr)
+		}
+	}
+}

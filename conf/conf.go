@@ -1,0 +1,242 @@
+// Package conf is SmartGo's configuration file: its TOML schema, every
+// default (written once, in Default), loading with strict checks (an unknown
+// key is an error, not ignored), validation that names the file, the key and
+// the allowed range, and overrides by dotted key for command-line flags.
+//
+// One file may hold every section; each subcommand reads the sections it
+// needs (`smartgo registry` reads [log] and [registry], `smartgo standalone`
+// all of them). cmd/smartgo maps the sections onto each package's Options;
+// no other package reads files.
+package conf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// ErrInvalid is wrapped by every validation and decoding error.
+var ErrInvalid = errors.New("conf: invalid configuration")
+
+// File is the whole configuration file.
+type File struct {
+	Log      Log      `toml:"log"`
+	Registry Registry `toml:"registry"`
+	Broker   Broker   `toml:"broker"`
+	Store    Store    `toml:"store"`
+	Bridge   Bridge   `toml:"bridge"`
+}
+
+// Log configures the process logger.
+type Log struct {
+	Level  string `toml:"level"`  // debug, info, warn, error
+	Format string `toml:"format"` // text, json
+}
+
+// Registry configures a registry (name server).
+type Registry struct {
+	Listen       string   `toml:"listen"`
+	KVConfigPath string   `toml:"kv_config_path"`
+	ScanInterval Duration `toml:"scan_interval"`
+	BrokerExpiry Duration `toml:"broker_expiry"`
+	IdleTimeout  Duration `toml:"idle_timeout"`
+	MaxFrameSize Size     `toml:"max_frame_size"`
+}
+
+// Broker configures a broker.
+type Broker struct {
+	Name                       string   `toml:"name"`
+	Cluster                    string   `toml:"cluster"`
+	ID                         int64    `toml:"id"`
+	Role                       string   `toml:"role"` // async_master, sync_master, slave
+	Listen                     string   `toml:"listen"`
+	AdvertiseIP                string   `toml:"advertise_ip"`
+	HAListen                   string   `toml:"ha_listen"`
+	HAMasterAddress            string   `toml:"ha_master_address"`
+	Registries                 []string `toml:"registries"`
+	RegisterInterval           Duration `toml:"register_interval"`
+	AutoCreateTopic            bool     `toml:"auto_create_topic"`
+	AutoCreateSubscriptionGrp  bool     `toml:"auto_create_subscription_group"`
+	DefaultTopicQueues         int      `toml:"default_topic_queues"`
+	LongPolling                bool     `toml:"long_polling"`
+	SlaveReadEnable            bool     `toml:"slave_read_enable"`
+	InMemoryMaxRatio           int      `toml:"in_memory_max_ratio"`
+	DelayLevels                string   `toml:"delay_levels"`
+	ClientExpiry               Duration `toml:"client_expiry"`
+	IdleTimeout                Duration `toml:"idle_timeout"`
+	MaxFrameSize               Size     `toml:"max_frame_size"`
+	MetricsListen              string   `toml:"metrics_listen"`
+	ConsumerOffsetPersistEvery Duration `toml:"consumer_offset_persist_interval"`
+}
+
+// Store configures the message store of a broker.
+type Store struct {
+	Root                string   `toml:"root"`
+	SegmentSize         Size     `toml:"segment_size"`
+	CQEntriesPerFile    int      `toml:"cq_entries_per_file"`
+	IndexSlots          int      `toml:"index_slots"`
+	IndexEntries        int      `toml:"index_entries"`
+	MaxMessageSize      Size     `toml:"max_message_size"`
+	Flush               string   `toml:"flush"` // async, sync
+	FlushInterval       Duration `toml:"flush_interval"`
+	SyncFlushTimeout    Duration `toml:"sync_flush_timeout"`
+	FileReservedTime    Duration `toml:"file_reserved_time"`
+	DeleteWhen          string   `toml:"delete_when"` // "04" or "04;16": hours of the day
+	DiskMaxUsedRatio    int      `toml:"disk_max_used_ratio"`
+	DiskForceCleanRatio int      `toml:"disk_force_clean_ratio"`
+	DiskFullRatio       int      `toml:"disk_full_ratio"`
+	CheckCRCOnRecover   bool     `toml:"check_crc_on_recover"`
+}
+
+// Bridge configures an MQTT bridge node.
+type Bridge struct {
+	Listen          string   `toml:"listen"`
+	TLSListen       string   `toml:"tls_listen"`
+	TLSCert         string   `toml:"tls_cert"`
+	TLSKey          string   `toml:"tls_key"`
+	Registries      []string `toml:"registries"`
+	CredentialsFile string   `toml:"credentials_file"`
+	ACLFile         string   `toml:"acl_file"`
+	MaxPacketSize   Size     `toml:"max_packet_size"`
+	ReceiveMaximum  int      `toml:"receive_maximum"`
+	MaxKeepAlive    Duration `toml:"max_keep_alive"`
+	SessionExpiry   Duration `toml:"max_session_expiry"`
+	DefaultTopic    string   `toml:"default_topic"`
+	Routes          []Route  `toml:"route"`
+}
+
+// Route maps an MQTT topic filter to a broker topic; the first matching
+// route wins, DefaultTopic takes the rest.
+type Route struct {
+	Filter string `toml:"filter"`
+	Topic  string `toml:"topic"`
+}
+
+// Default returns the configuration used when no file is given. Every
+// default value of SmartGo's configuration is written here and nowhere else.
+func Default() File {
+	return File{
+		Log: Log{Level: "info", Format: "text"},
+		Registry: Registry{
+			Listen:       "0.0.0.0:9876",
+			KVConfigPath: "data/registry/kvConfig.json",
+			ScanInterval: Duration{10 * time.Second},
+			BrokerExpiry: Duration{120 * time.Second},
+			IdleTimeout:  Duration{120 * time.Second},
+			MaxFrameSize: 16 << 20,
+		},
+		Broker: Broker{
+			Name:                       "broker-a",
+			Cluster:                    "DefaultCluster",
+			ID:                         0,
+			Role:                       "async_master",
+			Listen:                     "0.0.0.0:10911",
+			Registries:                 []string{"127.0.0.1:9876"},
+			RegisterInterval:           Duration{30 * time.Second},
+			AutoCreateTopic:            true,
+			AutoCreateSubscriptionGrp:  true,
+			DefaultTopicQueues:         4,
+			LongPolling:                true,
+			InMemoryMaxRatio:           40,
+			DelayLevels:                "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+			ClientExpiry:               Duration{120 * time.Second},
+			IdleTimeout:                Duration{120 * time.Second},
+			MaxFrameSize:               16 << 20,
+			ConsumerOffsetPersistEvery: Duration{5 * time.Second},
+		},
+		Store: Store{
+			Root:                "data/store",
+			SegmentSize:         1 << 30,
+			CQEntriesPerFile:    300_000,
+			IndexSlots:          5_000_000,
+			IndexEntries:        20_000_000,
+			MaxMessageSize:      4 << 20,
+			Flush:               "async",
+			FlushInterval:       Duration{500 * time.Millisecond},
+			SyncFlushTimeout:    Duration{5 * time.Second},
+			FileReservedTime:    Duration{72 * time.Hour},
+			DeleteWhen:          "04",
+			DiskMaxUsedRatio:    75,
+			DiskForceCleanRatio: 85,
+			DiskFullRatio:       90,
+			CheckCRCOnRecover:   true,
+		},
+		Bridge: Bridge{
+			Listen:         "0.0.0.0:1883",
+			Registries:     []string{"127.0.0.1:9876"},
+			MaxPacketSize:  1 << 20,
+			ReceiveMaximum: 1024,
+			MaxKeepAlive:   Duration{20 * time.Minute},
+			SessionExpiry:  Duration{24 * time.Hour},
+			DefaultTopic:   "MQTT_INGRESS",
+		},
+	}
+}
+
+// Load reads path over the defaults and validates the result. An empty path
+// returns the validated defaults.
+func Load(path string) (File, error) {
+	f := Default()
+	if path == "" {
+		return f, f.Validate()
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return f, fmt.Errorf("conf: read %s: %w", path, err)
+	}
+	if err := decode(&f, path, string(data)); err != nil {
+		return f, err
+	}
+	if err := f.Validate(); err != nil {
+		return f, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Parse decodes TOML text over the defaults and validates it; name is used
+// in error messages in place of a file path.
+func Parse(name, text string) (File, error) {
+	f := Default()
+	if err := decode(&f, name, text); err != nil {
+		return f, err
+	}
+	if err := f.Validate(); err != nil {
+		return f, fmt.Errorf("%s: %w", name, err)
+	}
+	return f, nil
+}
+
+func decode(f *File, name, text string) error {
+	// Lists replace the defaults rather than merge with them.
+	f.Broker.Registries, f.Bridge.Registries = nil, nil
+	md, err := toml.Decode(text, f)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			if pe.LastKey != "" {
+				return fmt.Errorf("%w: %s: line %d: key %s: %s", ErrInvalid, name, pe.Position.Line, pe.LastKey, pe.Message)
+			}
+			return fmt.Errorf("%w: %s: line %d: %s", ErrInvalid, name, pe.Position.Line, pe.Message)
+		}
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return fmt.Errorf("%w: %s: unknown key %q (known keys: see conf/standalone.toml)", ErrInvalid, name, strings.Join(keys, ", "))
+	}
+	d := Default()
+	if !md.IsDefined("broker", "registries") {
+		f.Broker.Registries = d.Broker.Registries
+	}
+	if !md.IsDefined("bridge", "registries") {
+		f.Bridge.Registries = d.Bridge.Registries
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package conf
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Set overrides one value by its dotted key ("store.segment_size",
+// "broker.registries") with text as a command-line flag would give it:
+// durations and sizes in their TOML string forms, booleans as true/false,
+// lists comma-separated. It does not validate ranges; call Validate after
+// the last override.
+func (f *File) Set(key, text string) error {
+	section, name, ok := strings.Cut(key, ".")
+	if !ok {
+		return fmt.Errorf("%w: %q is not a key (want section.key, e.g. store.root)", ErrInvalid, key)
+	}
+	sv, ok := fieldByTag(reflect.ValueOf(f).Elem(), section)
+	if !ok || sv.Kind() != reflect.Struct {
+		return fmt.Errorf("%w: unknown section %q in key %q", ErrInvalid, section, key)
+	}
+	fv, ok := fieldByTag(sv, name)
+	if !ok {
+		return fmt.Errorf("%w: unknown key %q (known: %s)", ErrInvalid, key, strings.Join(Keys(section), ", "))
+	}
+	if err := setValue(fv, text); err != nil {
+		return fmt.Errorf("%w: %s = %q: %v", ErrInvalid, key, text, err)
+	}
+	return nil
+}
+
+// Keys lists the settable keys of a section, sorted.
+func Keys(section string) []string {
+	f := File{}
+	sv, ok := fieldByTag(reflect.ValueOf(&f).Elem(), section)
+	if !ok {
+		return nil
+	}
+	var keys []string
+	t := sv.Type()
+	for i := 0; i < t.NumField(); i++ {
+		ft := t.Field(i).Type
+		if ft.Kind() == reflect.Slice && ft.Elem().Kind() != reflect.String {
+			continue // tables such as [[bridge.route]] are file-only
+		}
+		keys = append(keys, section+"."+t.Field(i).Tag.Get("toml"))
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func fieldByTag(v reflect.Value, tag string) (reflect.Value, bool) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		if t.Field(i).Tag.Get("toml") == tag {
+			return v.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
+}
+
+func setValue(v reflect.Value, text string) error {
+	switch p := v.Addr().Interface().(type) {
+	case *Duration:
+		return p.UnmarshalText([]byte(text))
+	case *Size:
+		return p.UnmarshalText([]byte(text))
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(text)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(text)
+		if err != nil {
+			return fmt.Errorf("want true or false")
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int64:
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want an integer")
+		}
+		v.SetInt(n)
+	case reflect.Slice:
+		if v.Type().Elem().Kind() != reflect.String {
+			return fmt.Errorf("cannot be set from the command line; use the config file")
+		}
+		var items []string
+		for _, s := range strings.Split(text, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				items = append(items, s)
+			}
+		}
+		v.Set(reflect.ValueOf(items))
+	default:
+		return fmt.Errorf("cannot be set from the command line; use the config file")
+	}
+	return nil
+}

@@ -1,0 +1,265 @@
+package conf
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Validate checks every section and returns all problems joined, each
+// naming its key and the allowed values.
+func (f *File) Validate() error {
+	v := &validator{}
+	f.Log.validate(v)
+	f.Registry.validate(v)
+	f.Broker.validate(v)
+	f.Store.validate(v)
+	f.Bridge.validate(v)
+	return v.err()
+}
+
+// Validate checks the [log] section.
+func (l *Log) Validate() error { v := &validator{}; l.validate(v); return v.err() }
+
+// Validate checks the [registry] section.
+func (r *Registry) Validate() error { v := &validator{}; r.validate(v); return v.err() }
+
+// Validate checks the [broker] section.
+func (b *Broker) Validate() error { v := &validator{}; b.validate(v); return v.err() }
+
+// Validate checks the [store] section.
+func (s *Store) Validate() error { v := &validator{}; s.validate(v); return v.err() }
+
+// Validate checks the [bridge] section.
+func (b *Bridge) Validate() error { v := &validator{}; b.validate(v); return v.err() }
+
+type validator struct{ errs []error }
+
+func (v *validator) bad(key string, value any, why string) {
+	v.errs = append(v.errs, fmt.Errorf("%w: %s = %v: %s", ErrInvalid, key, value, why))
+}
+
+func (v *validator) err() error { return errors.Join(v.errs...) }
+
+func (v *validator) oneOf(key, value string, allowed ...string) {
+	for _, a := range allowed {
+		if value == a {
+			return
+		}
+	}
+	v.bad(key, strconv.Quote(value), "must be one of "+strings.Join(allowed, ", "))
+}
+
+func (v *validator) intRange(key string, value, lo, hi int64) {
+	if value < lo || value > hi {
+		v.bad(key, value, fmt.Sprintf("must be between %d and %d", lo, hi))
+	}
+}
+
+func (v *validator) sizeRange(key string, value, lo, hi Size) {
+	if value < lo || value > hi {
+		v.bad(key, value, fmt.Sprintf("must be between %s and %s", lo, hi))
+	}
+}
+
+func (v *validator) durRange(key string, value Duration, lo, hi time.Duration) {
+	if value.Duration < lo || value.Duration > hi {
+		v.bad(key, value.Duration, fmt.Sprintf("must be between %s and %s", lo, hi))
+	}
+}
+
+// addr checks a host:port listen or dial address; empty is allowed when
+// optional.
+func (v *validator) addr(key, value string, optional bool) {
+	if value == "" {
+		if !optional {
+			v.bad(key, `""`, "must be host:port")
+		}
+		return
+	}
+	host, port, err := net.SplitHostPort(value)
+	if err != nil {
+		v.bad(key, strconv.Quote(value), "must be host:port")
+		return
+	}
+	if host != "" && net.ParseIP(host) == nil && !validHostname(host) {
+		v.bad(key, strconv.Quote(value), "host must be an IP address or a host name")
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		v.bad(key, strconv.Quote(value), "port must be between 0 and 65535")
+	}
+}
+
+var hostnameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$`)
+
+func validHostname(h string) bool { return hostnameRE.MatchString(h) }
+
+// topicRE is RocketMQ's rule for topic and group names.
+var topicRE = regexp.MustCompile(`^[%|a-zA-Z0-9_-]{1,127}$`)
+
+func (l *Log) validate(v *validator) {
+	v.oneOf("log.level", l.Level, "debug", "info", "warn", "error")
+	v.oneOf("log.format", l.Format, "text", "json")
+}
+
+func (r *Registry) validate(v *validator) {
+	v.addr("registry.listen", r.Listen, false)
+	if r.KVConfigPath == "" {
+		v.bad("registry.kv_config_path", `""`, "must be a file path")
+	}
+	v.durRange("registry.scan_interval", r.ScanInterval, 100*time.Millisecond, time.Hour)
+	v.durRange("registry.broker_expiry", r.BrokerExpiry, time.Second, 24*time.Hour)
+	v.durRange("registry.idle_timeout", r.IdleTimeout, time.Second, 24*time.Hour)
+	v.sizeRange("registry.max_frame_size", r.MaxFrameSize, 64<<10, 1<<30)
+}
+
+func (b *Broker) validate(v *validator) {
+	if !topicRE.MatchString(b.Name) || strings.ContainsAny(b.Name, "%|") {
+		v.bad("broker.name", strconv.Quote(b.Name), "must be 1-127 characters of [a-zA-Z0-9_-]")
+	}
+	if !topicRE.MatchString(b.Cluster) || strings.ContainsAny(b.Cluster, "%|") {
+		v.bad("broker.cluster", strconv.Quote(b.Cluster), "must be 1-127 characters of [a-zA-Z0-9_-]")
+	}
+	v.oneOf("broker.role", b.Role, "async_master", "sync_master", "slave")
+	switch {
+	case b.Role == "slave" && b.ID <= 0:
+		v.bad("broker.id", b.ID, "a slave must have an id between 1 and 1023")
+	case b.Role != "slave" && b.ID != 0:
+		v.bad("broker.id", b.ID, "a master must have id 0 (slaves use 1-1023 with role = \"slave\")")
+	}
+	v.intRange("broker.id", b.ID, 0, 1023)
+	v.addr("broker.listen", b.Listen, false)
+	if b.AdvertiseIP != "" && net.ParseIP(b.AdvertiseIP) == nil {
+		v.bad("broker.advertise_ip", strconv.Quote(b.AdvertiseIP), "must be an IP address")
+	}
+	v.addr("broker.ha_listen", b.HAListen, true)
+	v.addr("broker.ha_master_address", b.HAMasterAddress, true)
+	for i, r := range b.Registries {
+		v.addr(fmt.Sprintf("broker.registries[%d]", i), r, false)
+	}
+	v.durRange("broker.register_interval", b.RegisterInterval, 10*time.Second, 60*time.Second)
+	v.intRange("broker.default_topic_queues", int64(b.DefaultTopicQueues), 1, 1024)
+	v.intRange("broker.in_memory_max_ratio", int64(b.InMemoryMaxRatio), 1, 100)
+	if _, err := ParseDelayLevels(b.DelayLevels); err != nil {
+		v.bad("broker.delay_levels", strconv.Quote(b.DelayLevels), err.Error())
+	}
+	v.durRange("broker.client_expiry", b.ClientExpiry, time.Second, 24*time.Hour)
+	v.durRange("broker.idle_timeout", b.IdleTimeout, time.Second, 24*time.Hour)
+	v.sizeRange("broker.max_frame_size", b.MaxFrameSize, 64<<10, 1<<30)
+	v.addr("broker.metrics_listen", b.MetricsListen, true)
+	v.durRange("broker.consumer_offset_persist_interval", b.ConsumerOffsetPersistEvery, 100*time.Millisecond, time.Hour)
+}
+
+func (s *Store) validate(v *validator) {
+	if s.Root == "" {
+		v.bad("store.root", `""`, "must be a directory path")
+	}
+	v.sizeRange("store.segment_size", s.SegmentSize, 4<<10, 16<<30)
+	v.intRange("store.cq_entries_per_file", int64(s.CQEntriesPerFile), 16, 50_000_000)
+	v.intRange("store.index_slots", int64(s.IndexSlots), 16, 50_000_000)
+	v.intRange("store.index_entries", int64(s.IndexEntries), 16, 100_000_000)
+	v.sizeRange("store.max_message_size", s.MaxMessageSize, 1<<10, 128<<20)
+	if s.MaxMessageSize+(1<<10) > s.SegmentSize {
+		v.bad("store.max_message_size", s.MaxMessageSize, fmt.Sprintf("must be at least 1KiB smaller than store.segment_size (%s)", s.SegmentSize))
+	}
+	v.oneOf("store.flush", s.Flush, "async", "sync")
+	v.durRange("store.flush_interval", s.FlushInterval, time.Millisecond, time.Minute)
+	v.durRange("store.sync_flush_timeout", s.SyncFlushTimeout, time.Millisecond, time.Minute)
+	v.durRange("store.file_reserved_time", s.FileReservedTime, time.Minute, 10*365*24*time.Hour)
+	if _, err := ParseDeleteWhen(s.DeleteWhen); err != nil {
+		v.bad("store.delete_when", strconv.Quote(s.DeleteWhen), err.Error())
+	}
+	v.intRange("store.disk_max_used_ratio", int64(s.DiskMaxUsedRatio), 10, 95)
+	v.intRange("store.disk_force_clean_ratio", int64(s.DiskForceCleanRatio), 10, 99)
+	v.intRange("store.disk_full_ratio", int64(s.DiskFullRatio), 10, 99)
+	if s.DiskMaxUsedRatio > s.DiskForceCleanRatio || s.DiskForceCleanRatio > s.DiskFullRatio {
+		v.bad("store.disk_force_clean_ratio", s.DiskForceCleanRatio,
+			fmt.Sprintf("must satisfy disk_max_used_ratio (%d) <= disk_force_clean_ratio <= disk_full_ratio (%d)", s.DiskMaxUsedRatio, s.DiskFullRatio))
+	}
+}
+
+func (b *Bridge) validate(v *validator) {
+	v.addr("bridge.listen", b.Listen, true)
+	v.addr("bridge.tls_listen", b.TLSListen, true)
+	if b.Listen == "" && b.TLSListen == "" {
+		v.bad("bridge.listen", `""`, "bridge.listen or bridge.tls_listen must be set")
+	}
+	if b.TLSListen != "" && (b.TLSCert == "" || b.TLSKey == "") {
+		v.bad("bridge.tls_listen", strconv.Quote(b.TLSListen), "needs bridge.tls_cert and bridge.tls_key")
+	}
+	for i, r := range b.Registries {
+		v.addr(fmt.Sprintf("bridge.registries[%d]", i), r, false)
+	}
+	v.sizeRange("bridge.max_packet_size", b.MaxPacketSize, 128, 268435455)
+	v.intRange("bridge.receive_maximum", int64(b.ReceiveMaximum), 1, 65535)
+	v.durRange("bridge.max_keep_alive", b.MaxKeepAlive, time.Second, 65535*time.Second)
+	v.durRange("bridge.max_session_expiry", b.SessionExpiry, 0, 4294967295*time.Second)
+	if !topicRE.MatchString(b.DefaultTopic) {
+		v.bad("bridge.default_topic", strconv.Quote(b.DefaultTopic), "must be 1-127 characters of [%|a-zA-Z0-9_-]")
+	}
+	for i, r := range b.Routes {
+		if err := validTopicFilter(r.Filter); err != nil {
+			v.bad(fmt.Sprintf("bridge.route[%d].filter", i), strconv.Quote(r.Filter), err.Error())
+		}
+		if !topicRE.MatchString(r.Topic) {
+			v.bad(fmt.Sprintf("bridge.route[%d].topic", i), strconv.Quote(r.Topic), "must be 1-127 characters of [%|a-zA-Z0-9_-]")
+		}
+	}
+}
+
+// validTopicFilter applies the MQTT rules for a topic filter: non-empty,
+// '#' only as the whole last level, '+' only as a whole level.
+func validTopicFilter(f string) error {
+	if f == "" {
+		return errors.New("must not be empty")
+	}
+	levels := strings.Split(f, "/")
+	for i, l := range levels {
+		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
+			return errors.New("'#' must be the whole last level")
+		}
+		if strings.Contains(l, "+") && l != "+" {
+			return errors.New("'+' must be a whole level")
+		}
+	}
+	return nil
+}
+
+// ParseDelayLevels parses RocketMQ's delay level list ("1s 5s 10s 30s 1m
+// ... 2h", units s, m, h, d) into durations; level L is index L-1.
+func ParseDelayLevels(s string) ([]time.Duration, error) {
+	fields := strings.Fields(s)
+	if len(fields) == 0 || len(fields) > 64 {
+		return nil, errors.New("must list 1 to 64 levels like \"1s 5s 1m 2h\"")
+	}
+	out := make([]time.Duration, 0, len(fields))
+	for _, f := range fields {
+		unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[f[len(f)-1]]
+		n, err := strconv.Atoi(f[:len(f)-1])
+		if unit == 0 || err != nil || n <= 0 {
+			return nil, fmt.Errorf("level %q must be a positive number with unit s, m, h or d", f)
+		}
+		out = append(out, time.Duration(n)*unit)
+	}
+	return out, nil
+}
+
+// ParseDeleteWhen parses the hours at which expired files are deleted: a
+// ';'-separated list of two-digit hours, "04" or "04;16".
+func ParseDeleteWhen(s string) ([]int, error) {
+	var hours []int
+	for _, p := range strings.Split(s, ";") {
+		p = strings.TrimSpace(p)
+		h, err := strconv.Atoi(p)
+		if err != nil || h < 0 || h > 23 || p == "" {
+			return nil, fmt.Errorf("hour %q must be between 00 and 23 (list separated by ';')", p)
+		}
+		hours = append(hours, h)
+	}
+	return hours, nil
+}
