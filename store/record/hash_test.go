@@ -1,0 +1,62 @@
+package record
+
+import (
+	"testing"
+	"unicode/utf16"
+)
+
+// javaHashRef is an independent reference: encode to UTF-16, then
+// s[0]*31^(n-1) + ... + s[n-1] with int32 wrap-around.
+func javaHashRef(s string) int32 {
+	var h int32
+	for _, u := range utf16.Encode([]rune(s)) {
+		h = 31*h + int32(u)
+	}
+	return h
+}
+
+func TestRecordTagsHash(t *testing.T) {
+	cases := []struct {
+		tag  string
+		want int32
+	}{
+		{"", 0},
+		{"a", 97},
+		{"TagA", 2598919},   // 84*31^3 + 97*31^2 + 103*31 + 65
+		{"hello", 99162322}, // Java "hello".hashCode()
+		{"polygenelubricants", -2147483648},
+		{"é", 0xE9},                // U+00E9, one UTF-16 unit
+		{"中文", 0x4E2D*31 + 0x6587}, // two BMP units: 646394
+		{"😀", 0xD83D*31 + 0xDE00},  // U+1F600 = surrogates D83D DE00: 1772899
+		{"a😀b", (97*31+0xD83D)*31*31 + 0xDE00*31 + 98},
+	}
+	for _, c := range cases {
+		if got := JavaHashCode([]byte(c.tag)); got != c.want {
+			t.Errorf("JavaHashCode(%q) = %d, want %d", c.tag, got, c.want)
+		}
+		if got := JavaHashCodeString(c.tag); got != c.want {
+			t.Errorf("JavaHashCodeString(%q) = %d, want %d", c.tag, got, c.want)
+		}
+		if got := TagsHash(c.tag); got != int64(c.want) {
+			t.Errorf("TagsHash(%q) = %d, want %d", c.tag, got, c.want)
+		}
+		if got := TagsHashBytes([]byte(c.tag)); got != int64(c.want) {
+			t.Errorf("TagsHashBytes(%q) = %d, want %d", c.tag, got, c.want)
+		}
+		if ref := javaHashRef(c.tag); ref != c.want {
+			t.Errorf("reference(%q) = %d, table says %d", c.tag, ref, c.want)
+		}
+	}
+	if TagsHash("polygenelubricants") != -2147483648 {
+		t.Errorf("negative hash not sign-extended")
+	}
+	for _, s := range []string{"TopicTest#order-1", "Ünïcødé ✓ 𝄞 tag", "\U0010FFFF", "x\xffy", "\xe2\x82"} {
+		if got, ref := JavaHashCode([]byte(s)), javaHashRef(s); got != ref {
+			t.Errorf("JavaHashCode(%q) = %d, reference %d", s, got, ref)
+		}
+	}
+	b := []byte("TagA||TagB 😀")
+	if a := testing.AllocsPerRun(1000, func() { _ = TagsHashBytes(b) }); a != 0 {
+		t.Errorf("TagsHashBytes allocates %.1f", a)
+	}
+}
