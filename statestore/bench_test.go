@@ -1,0 +1,131 @@
+package statestore
+
+import (
+	"bytes"
+	"strconv"
+	"testing"
+	"time"
+)
+
+const benchKeys = 1024
+
+func benchValue() []byte { return bytes.Repeat([]byte("v"), 64) }
+
+func benchSetRequests() []*Request {
+	reqs := make([]*Request, benchKeys)
+	for i := range reqs {
+		r := &Request{ClientID: "bench", Payload: cmd("SET", "key-"+strconv.Itoa(i), string(benchValue()))}
+		r.SetUserProperty(PropTimestamp, "1696374425000:0:01a201b4-ecff-7be4-923c-711a2b80d410")
+		reqs[i] = r
+	}
+	return reqs
+}
+
+// baselineMap is the raw work a key-value table cannot avoid: a map write
+// with copies of key and value for SET; a map read and a RESP bulk reply
+// for GET. The engine benchmarks report their cost as a multiple of it.
+type baselineMap map[string][]byte
+
+func (m baselineMap) set(key, value []byte) { m[string(key)] = bytes.Clone(value) }
+func (m baselineMap) get(key []byte) []byte { return bulkReply(m[string(key)]) }
+
+func timeBaseline(n int, f func(i int)) time.Duration {
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		f(i)
+	}
+	return time.Since(start)
+}
+
+// BenchmarkStateStoreSet measures Prepare+Apply of SET with 64-byte
+// values over 1024 keys (parse, checks, version, entry encoding, entry
+// decoding, apply, history), next to a plain map write.
+func BenchmarkStateStoreSet(b *testing.B) {
+	reqs := benchSetRequests()
+	keys := make([][]byte, benchKeys)
+	for i := range keys {
+		keys[i] = []byte("key-" + strconv.Itoa(i))
+	}
+	val := benchValue()
+	b.Run("baseline-map", func(b *testing.B) {
+		m := baselineMap{}
+		b.SetBytes(64)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			m.set(keys[i%benchKeys], val)
+		}
+	})
+	b.Run("engine", func(b *testing.B) {
+		e := mustEngine(b, Options{})
+		now := t0
+		m := baselineMap{}
+		base := timeBaseline(b.N, func(i int) { m.set(keys[i%benchKeys], val) })
+		b.SetBytes(64)
+		b.ReportAllocs()
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			entry, _, needsLog := e.Prepare(reqs[i%benchKeys], now)
+			if !needsLog {
+				b.Fatal("SET not logged")
+			}
+			out, err := e.Apply(entry, now)
+			if err != nil || len(out.Reply.Payload) != 5 {
+				b.Fatal(err, out.Reply.Payload)
+			}
+		}
+		b.ReportMetric(float64(time.Since(start))/float64(base), "x-baseline")
+	})
+}
+
+// BenchmarkStateStoreGet measures Prepare of GET (served from the table)
+// with 64-byte values, next to a plain map read plus bulk reply.
+func BenchmarkStateStoreGet(b *testing.B) {
+	e := mustEngine(b, Options{})
+	m := baselineMap{}
+	keys := make([][]byte, benchKeys)
+	gets := make([]*Request, benchKeys)
+	for i, r := range benchSetRequests() {
+		entry, _, _ := e.Prepare(r, t0)
+		apply(b, e, entry, t0)
+		keys[i] = []byte("key-" + strconv.Itoa(i))
+		m.set(keys[i], benchValue())
+		gets[i] = &Request{ClientID: "bench", Payload: cmd("GET", string(keys[i]))}
+		gets[i].SetUserProperty(PropTimestamp, "1696374425000:0:01a201b4-ecff-7be4-923c-711a2b80d410")
+	}
+	b.Run("baseline-map", func(b *testing.B) {
+		b.SetBytes(64)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if len(m.get(keys[i%benchKeys])) != 71 {
+				b.Fatal("bad reply")
+			}
+		}
+	})
+	b.Run("engine", func(b *testing.B) {
+		base := timeBaseline(b.N, func(i int) { m.get(keys[i%benchKeys]) })
+		b.SetBytes(64)
+		b.ReportAllocs()
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			_, out, needsLog := e.Prepare(gets[i%benchKeys], t0)
+			if needsLog || len(out.Reply.Payload) != 71 {
+				b.Fatalf("GET: %q", out.Reply.Payload)
+			}
+		}
+		b.ReportMetric(float64(time.Since(start))/float64(base), "x-baseline")
+	})
+}
+
+// BenchmarkStateStoreParse measures ParseCommand of the Go SDK's SET NX PX.
+func BenchmarkStateStoreParse(b *testing.B) {
+	p := []byte("*6\r\n$3\r\nSET\r\n$2\r\nk1\r\n$2\r\nv1\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n1500\r\n")
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseCommand(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

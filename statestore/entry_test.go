@@ -1,0 +1,134 @@
+package statestore
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"hash/crc32"
+	"testing"
+	"time"
+)
+
+var t0 = time.UnixMilli(1696374425000)
+
+func prepare(t testing.TB, e *Engine, now time.Time, r *Request) []byte {
+	t.Helper()
+	entry, out, needsLog := e.Prepare(r, now)
+	if !needsLog {
+		t.Fatalf("Prepare(%q) answered %q without the log", r.Payload, out.Reply.Payload)
+	}
+	return entry
+}
+
+func cmd(args ...string) []byte {
+	b := make([][]byte, len(args))
+	for i, a := range args {
+		b[i] = []byte(a)
+	}
+	return AppendRequest(nil, b...)
+}
+
+// The log entry format of doc.go, pinned byte for byte (the expected bytes
+// and their CRC32-C were computed outside Go, field by field).
+func TestStateStoreEntryBytesPinned(t *testing.T) {
+	e := mustEngine(t, Options{})
+	r := &Request{Payload: cmd("SET", "k", "v", "NX", "PX", "1500"), DedupKey: DedupKey([]byte("A"), "rt"), DedupTTL: 10 * time.Second}
+	r.SetUserProperty("__ts", "1696374425000:0:Client1")
+	r.SetUserProperty("__ft", "1696374425000:0:Client1")
+	got := prepare(t, e, t0, r)
+	want := "53" + "01" + "01" + "1d" + // magic, format, SET, NX|PX|FT|DEDUP
+		"0000018af7cb85a8" + "0000000000000001" + "0a" + hex.EncodeToString([]byte("StateStore")) + // version
+		"00000000000005dc" + // PX 1500
+		"0000018af7cb85a8" + "0000000000000000" + "07" + hex.EncodeToString([]byte("Client1")) + // ft
+		"00000001" + "6b" + "00000001" + "76" + // key, value
+		"0000000b" + "0000000141000000027274" + "0000000000002710" + // dedup key, ttl 10000 ms
+		"ed297343" // CRC32-C
+	if hex.EncodeToString(got) != want {
+		t.Errorf("SET entry\n got %x\nwant %s", got, want)
+	}
+	le, err := decodeEntry(got, "")
+	if err != nil || le.op != opSet || le.cond != CondNX || le.expiryMs != 1500 || le.ft.Node != "Client1" || le.dedupTTL != 10000 ||
+		le.version != (HLC{1696374425000, 1, "StateStore"}) || string(le.key) != "k" || string(le.value) != "v" {
+		t.Errorf("decode: %+v, %v", le, err)
+	}
+
+	del := prepare(t, e, t0, &Request{Payload: cmd("DEL", "k2")})
+	if got, want := hex.EncodeToString(del), "530102000000018af7cb85a800000000000000020a537461746553746f7265000000026b3298b7f2e9"; got != want {
+		t.Errorf("DEL entry\n got %s\nwant %s", got, want)
+	}
+}
+
+// Every truncation, every single-bit flip and every wrong field of an
+// entry is ErrCorrupt (or ErrUnsupportedFormat): Apply refuses it and
+// changes nothing.
+func TestStateStoreEntryCorruption(t *testing.T) {
+	e := mustEngine(t, Options{})
+	r := &Request{Payload: cmd("SET", "k", "v", "NEX", "PX", "10"), DedupKey: []byte("d"), DedupTTL: time.Second}
+	r.SetUserProperty("__ts", "1:0:c")
+	r.SetUserProperty("__ft", "1:0:c")
+	good := prepare(t, e, t0, r)
+	var before, after []byte
+	before = snapshotBytes(t, e)
+	for i := 0; i < len(good); i++ {
+		if _, err := e.Apply(good[:i], t0); !isCorrupt(err) {
+			t.Fatalf("prefix %d: %v", i, err)
+		}
+		for bit := 0; bit < 8; bit++ {
+			b := append([]byte(nil), good...)
+			b[i] ^= 1 << bit
+			if _, err := e.Apply(b, t0); !isCorrupt(err) {
+				t.Fatalf("flip byte %d bit %d: %v", i, bit, err)
+			}
+		}
+	}
+	if _, err := e.Apply(append(append([]byte(nil), good...), 0), t0); !isCorrupt(err) {
+		t.Errorf("trailing byte: %v", err)
+	}
+	after = snapshotBytes(t, e)
+	if string(before) != string(after) {
+		t.Error("a refused entry changed the engine")
+	}
+	// Well-checksummed but inconsistent entries.
+	bad := []logEntry{
+		{op: 9, version: HLC{1, 0, "n"}, key: []byte("k")},
+		{op: opDel, version: HLC{1, 0, "n"}},                                // no key
+		{op: opDel, version: HLC{1, 0, "n"}, key: []byte("k"), expiryMs: 5}, // PX on DEL
+		{op: opVDel, version: HLC{1, 0, "n"}, key: []byte("k"), cond: CondNX},
+		{op: opSet, version: HLC{1, 0, "a:b"}, key: []byte("k")}, // ':' in node
+		{op: opSet, version: HLC{}, key: []byte("k")},            // no node
+		{op: opSet, version: HLC{-1, 0, "n"}, key: []byte("k")},
+		{op: opExpire, version: HLC{1, 0, "n"}, ft: HLC{1, 0, "n"}},
+		{op: opSet, version: HLC{1, 0, "n"}, key: []byte("k"), dedup: []byte("d"), dedupTTL: 0},
+	}
+	for i, le := range bad {
+		b := le.appendTo(nil)
+		if _, err := decodeEntry(b, ""); !isCorrupt(err) {
+			t.Errorf("bad entry %d decoded: %v", i, err)
+		}
+	}
+	// A PX that is not positive: patch the 8 bytes after the version.
+	px := (&logEntry{op: opSet, version: HLC{1, 0, "n"}, key: []byte("k"), expiryMs: 5}).appendTo(nil)
+	for _, v := range []uint64{0, 1 << 63} {
+		binary.BigEndian.PutUint64(px[4+hlcSize(HLC{Node: "n"}):], v)
+		if _, err := decodeEntry(resum(px), ""); !isCorrupt(err) {
+			t.Errorf("PX %d decoded: %v", int64(v), err)
+		}
+	}
+	b := append([]byte(nil), good...)
+	b[1] = 2
+	if _, err := decodeEntry(resum(b), "n"); !errors.Is(err, ErrUnsupportedFormat) {
+		t.Errorf("format 2: %v", err)
+	}
+}
+
+// resum rewrites the trailing CRC of an entry after a deliberate change.
+func resum(b []byte) []byte {
+	n := len(b) - 4
+	binary.BigEndian.PutUint32(b[n:], crc32.Checksum(b[:n], castagnoli))
+	return b
+}
+
+// isCorrupt reports whether err is a decoding error.
+func isCorrupt(err error) bool {
+	return errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnsupportedFormat)
+}

@@ -1,0 +1,262 @@
+package statestore
+
+import (
+	"slices"
+	"sort"
+	"strings"
+)
+
+// watchTable holds KEYNOTIFY registrations: exact keys and (extension) key
+// prefixes, each a set of client ids. It is leader-local: registrations
+// are not in the log or in snapshots, and clients register again after a
+// reconnect.
+type watchTable struct {
+	exact     map[string]map[string]struct{} // key -> client ids
+	prefix    map[string]map[string]struct{} // prefix -> client ids
+	lens      []int                          // distinct lengths of the prefixes in use, ascending
+	lenCount  map[int]int                    // prefix length -> number of prefixes of that length
+	perClient map[string]*clientWatches
+	count     int // registrations in total
+}
+
+type clientWatches struct {
+	exact, prefix map[string]struct{}
+}
+
+func (w *watchTable) init() {
+	w.exact = make(map[string]map[string]struct{})
+	w.prefix = make(map[string]map[string]struct{})
+	w.lenCount = make(map[int]int)
+	w.perClient = make(map[string]*clientWatches)
+}
+
+// add registers (client, key or prefix). Registering twice is a no-op. It
+// returns false when the client already has max registrations.
+func (w *watchTable) add(client, key string, prefix bool, max int) bool {
+	cw := w.perClient[client]
+	if cw == nil {
+		cw = &clientWatches{exact: map[string]struct{}{}, prefix: map[string]struct{}{}}
+		w.perClient[client] = cw
+	}
+	own, table := cw.exact, w.exact
+	if prefix {
+		own, table = cw.prefix, w.prefix
+	}
+	if _, ok := own[key]; ok {
+		return true
+	}
+	if len(cw.exact)+len(cw.prefix) >= max {
+		if len(cw.exact)+len(cw.prefix) == 0 {
+			delete(w.perClient, client)
+		}
+		return false
+	}
+	own[key] = struct{}{}
+	set := table[key]
+	if set == nil {
+		set = make(map[string]struct{})
+		table[key] = set
+		if prefix {
+			w.addLen(len(key), 1)
+		}
+	}
+	set[client] = struct{}{}
+	w.count++
+	return true
+}
+
+// remove drops one registration and reports whether it existed.
+func (w *watchTable) remove(client, key string, prefix bool) bool {
+	cw := w.perClient[client]
+	if cw == nil {
+		return false
+	}
+	own := cw.exact
+	if prefix {
+		own = cw.prefix
+	}
+	if _, ok := own[key]; !ok {
+		return false
+	}
+	delete(own, key)
+	w.unlink(client, key, prefix)
+	if len(cw.exact)+len(cw.prefix) == 0 {
+		delete(w.perClient, client)
+	}
+	return true
+}
+
+// drop removes all of a client's registrations and returns how many.
+func (w *watchTable) drop(client string) int {
+	cw := w.perClient[client]
+	if cw == nil {
+		return 0
+	}
+	for k := range cw.exact {
+		w.unlink(client, k, false)
+	}
+	for k := range cw.prefix {
+		w.unlink(client, k, true)
+	}
+	delete(w.perClient, client)
+	return len(cw.exact) + len(cw.prefix)
+}
+
+func (w *watchTable) unlink(client, key string, prefix bool) {
+	table := w.exact
+	if prefix {
+		table = w.prefix
+	}
+	set := table[key]
+	delete(set, client)
+	if len(set) == 0 {
+		delete(table, key)
+		if prefix {
+			w.addLen(len(key), -1)
+		}
+	}
+	w.count--
+}
+
+func (w *watchTable) addLen(l, d int) {
+	n := w.lenCount[l] + d
+	i, found := slices.BinarySearch(w.lens, l)
+	switch {
+	case n == 0:
+		delete(w.lenCount, l)
+		if found {
+			w.lens = slices.Delete(w.lens, i, i+1)
+		}
+	default:
+		w.lenCount[l] = n
+		if !found {
+			w.lens = slices.Insert(w.lens, i, l)
+		}
+	}
+}
+
+// notify appends one notification per client watching key (exactly or by
+// a prefix), clients in byte order, each client once.
+func (w *watchTable) notify(key string, op Op, value []byte, v HLC, notes *[]Notification) {
+	if w.count == 0 {
+		return
+	}
+	var clients []string
+	for c := range w.exact[key] {
+		clients = append(clients, c)
+	}
+	for _, l := range w.lens {
+		if l > len(key) {
+			break
+		}
+		for c := range w.prefix[key[:l]] {
+			clients = append(clients, c)
+		}
+	}
+	if len(clients) == 0 {
+		return
+	}
+	sort.Strings(clients)
+	clients = slices.Compact(clients)
+	for _, c := range clients {
+		*notes = append(*notes, Notification{ClientID: c, Key: key, Op: op, Value: value, Version: v})
+	}
+}
+
+// histEvent is one change in the history.
+type histEvent struct {
+	version HLC
+	op      Op
+	key     string
+	value   []byte // OpSet
+}
+
+func (h *histEvent) size() int64 { return int64(len(h.key) + len(h.value)) }
+
+// history is the bounded change history, oldest first, versions strictly
+// increasing. It is replicated state (built by Apply, in snapshots).
+type history struct {
+	events   []histEvent
+	bytes    int64 // sum of size()
+	floor    HLC   // version of the newest event evicted; zero if none
+	maxLen   int
+	maxBytes int64
+}
+
+func (h *history) add(ev histEvent) {
+	h.events = append(h.events, ev)
+	h.bytes += ev.size()
+	for len(h.events) > 0 && (len(h.events) > h.maxLen || h.bytes > h.maxBytes) {
+		old := &h.events[0]
+		h.floor = old.version
+		h.bytes -= old.size()
+		*old = histEvent{}
+		h.events = h.events[1:]
+	}
+}
+
+// since returns, as notifications for client, the changes newer than v to
+// key (or, with prefix, to keys starting with it). ok is false when some
+// change newer than v may have left the history.
+func (h *history) since(v HLC, client, key string, prefix bool) (notes []Notification, ok bool) {
+	if h.floor.Compare(v) > 0 {
+		return nil, false
+	}
+	i := sort.Search(len(h.events), func(i int) bool { return h.events[i].version.Compare(v) > 0 })
+	for _, ev := range h.events[i:] {
+		if ev.key == key || prefix && strings.HasPrefix(ev.key, key) {
+			notes = append(notes, Notification{ClientID: client, Key: ev.key, Op: ev.op, Value: ev.value, Version: ev.version})
+		}
+	}
+	return notes, true
+}
+
+// dedupEntry is one cached reply.
+type dedupEntry struct {
+	key      string
+	reply    Reply
+	expireAt int64 // Unix ms (store time) at which it stops answering
+	dead     bool  // replaced by a newer entry for the same key
+}
+
+// dedupCache answers redelivered requests with the reply they first got.
+// It is replicated state: entries are added by Apply and leave, oldest
+// first, when their store time is up or when there are more than max.
+type dedupCache struct {
+	m     map[string]*dedupEntry
+	order []*dedupEntry // insertion order, may hold dead entries
+	max   int
+}
+
+func (c *dedupCache) lookup(key []byte, nowMs int64) (Reply, bool) {
+	d := c.m[string(key)]
+	if d == nil || d.expireAt <= nowMs {
+		return Reply{}, false
+	}
+	return d.reply, true
+}
+
+func (c *dedupCache) add(key string, r Reply, expireAt int64) {
+	if old := c.m[key]; old != nil {
+		old.dead = true
+	}
+	d := &dedupEntry{key: key, reply: r, expireAt: expireAt}
+	c.m[key] = d
+	c.order = append(c.order, d)
+}
+
+// evict drops entries from the front of the insertion order while they
+// are dead, expired, or beyond max.
+func (c *dedupCache) evict(nowMs int64) {
+	for len(c.order) > 0 {
+		d := c.order[0]
+		if !d.dead && d.expireAt > nowMs && len(c.m) <= c.max {
+			return
+		}
+		if !d.dead {
+			delete(c.m, d.key)
+		}
+		c.order[0] = nil
+		c.order = c.order[1:]
+	}
+}
