@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+
+	"github.com/smartgo/smartgo/conf"
+	"github.com/smartgo/smartgo/registry"
 )
 
 func runRegistry(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -11,14 +15,53 @@ func runRegistry(ctx context.Context, args []string, stdout, stderr io.Writer) i
 Runs a registry (name server): brokers register their topics with it every
 30 s and are dropped after 120 s of silence; producers and consumers ask it
 for topic routes. Several registries run side by side with no sync between
-them. Reads the [log] and [registry] sections of the configuration.`, stderr)
+them. Reads the [log] and [registry] sections of the configuration.
+Stops cleanly on SIGINT or SIGTERM.`, stderr)
 	cf.register(fs)
 	cf.stringFlag(fs, "listen", "registry.listen", "listen `address`")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if _, code, ok := loadOrExit(&cf, stderr, "registry"); !ok {
+	f, code, ok := loadOrExit(&cf, stderr, "registry")
+	if !ok {
 		return code
 	}
-	return notImplemented(stderr, "registry")
+	log := newLogger(f.Log, stderr)
+	opts := registryOptions(f.Registry)
+	opts.Logger = log
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(stderr, "smartgo registry: %v\n", err)
+		return exitUsage
+	}
+	r, err := registry.New(opts)
+	if err != nil {
+		log.Error("registry failed to start", "err", err)
+		return exitFailure
+	}
+	if err := r.Start(ctx); err != nil {
+		log.Error("registry failed to start", "err", err)
+		_ = r.Close()
+		return exitFailure
+	}
+	log.Info("registry running", "addr", r.Addr().String())
+	<-ctx.Done()
+	log.Info("shutting down", "reason", "signal")
+	if err := r.Close(); err != nil {
+		log.Error("registry shutdown", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// registryOptions maps [registry] onto registry.Options (flags were
+// already applied to the file values by configFlags).
+func registryOptions(r conf.Registry) registry.Options {
+	return registry.Options{
+		Addr:         r.Listen,
+		KVConfigPath: r.KVConfigPath,
+		ScanInterval: r.ScanInterval.D(),
+		BrokerExpiry: r.BrokerExpiry.D(),
+		IdleTimeout:  r.IdleTimeout.D(),
+		MaxFrameSize: r.MaxFrameSize.Bytes(),
+	}
 }

@@ -1,0 +1,160 @@
+package rocketmq
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// standalone is a running `smartgo standalone` process built from this
+// checkout.
+type standalone struct {
+	registry string
+	broker   string
+	cmd      *exec.Cmd
+	log      *os.File
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// smartgoBinary builds cmd/smartgo once per test run.
+func smartgoBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "smartgo-interop-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "smartgo")
+		// Build in the main module (its go.sum), not in this one.
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/smartgo")
+		cmd.Dir = filepath.Join("..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build smartgo: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startStandalone runs `smartgo standalone` on free loopback ports with
+// its data in a temp dir, and stops it (SIGTERM) at cleanup.
+func startStandalone(t *testing.T, extra ...string) *standalone {
+	t.Helper()
+	bin := smartgoBinary(t)
+	dir := t.TempDir()
+	s := &standalone{
+		registry: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		broker:   fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	}
+	args := append([]string{"standalone", "-data", filepath.Join(dir, "data"),
+		"-set", "registry.listen=" + s.registry, "-set", "broker.listen=" + s.broker,
+		"-set", "store.segment_size=64MiB", "-set", "log.level=" + logLevel()}, extra...)
+	s.cmd = exec.Command(bin, args...)
+	logf, err := os.Create(filepath.Join(dir, "smartgo.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.log = logf
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- s.cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("smartgo standalone exited with %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			_ = s.cmd.Process.Kill()
+			t.Error("smartgo standalone did not stop within 15 s of SIGINT")
+		}
+		if t.Failed() {
+			data, _ := os.ReadFile(logf.Name())
+			t.Logf("smartgo log:\n%s", tail(string(data), 400))
+		}
+		logf.Close()
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for !s.logContains("registered with registry") {
+		if time.Now().After(deadline) {
+			data, _ := os.ReadFile(logf.Name())
+			t.Fatalf("standalone did not come up:\n%s", data)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s
+}
+
+func (s *standalone) logContains(text string) bool {
+	f, err := os.Open(s.log.Name())
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), text) {
+			return true
+		}
+	}
+	return false
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// logLevel is smartgo's log level in interop runs (SMARTGO_LOG, default info).
+func logLevel() string {
+	if l := os.Getenv("SMARTGO_LOG"); l != "" {
+		return l
+	}
+	return "info"
+}

@@ -1,0 +1,571 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// copyBodyMax is the largest Body copied into the write buffer; larger
+// bodies are written from the caller's slice (no copy).
+const copyBodyMax = 16 << 10
+
+// dispatcher serves requests that arrive on a connection.
+type dispatcher interface {
+	dispatch(c *Conn, req *protocol.Command)
+}
+
+// mark records, at byte offset at of the write buffer, body parts written
+// from the caller's slices and the callback to run once they are written.
+type mark struct {
+	at      int
+	body    []byte
+	bufs    [][]byte
+	release func()
+}
+
+// call is a request waiting for its response.
+type call struct {
+	opaque int32 // protected by Conn.mu
+	resp   *protocol.Command
+	err    error
+	done   chan struct{}                  // closed on completion (sync calls)
+	cb     func(*protocol.Command, error) // async calls
+	timer  *time.Timer                    // async timeout
+}
+
+// Conn is one remoting connection, on either side: it reads frames, routes
+// responses to the requests waiting for them and requests to its
+// dispatcher, and lets any goroutine send requests, one-way requests and
+// responses. Writes are combined: the goroutine that finds the connection
+// idle writes everything queued meanwhile in one writev.
+type Conn struct {
+	nc     net.Conn
+	opts   ConnOptions
+	log    *slog.Logger
+	peer   string
+	disp   dispatcher
+	opaque atomic.Int32
+
+	mu      sync.Mutex
+	pending map[int32]*call            // protected by mu
+	hooks   []func(c *Conn, err error) // protected by mu
+	err     error                      // close reason; protected by mu
+
+	wmu     sync.Mutex
+	wcond   *sync.Cond // on wmu: signalled when a batch was written or the conn closed
+	wbuf    []byte     // frames waiting to be written; protected by wmu
+	marks   []mark     // external body parts in wbuf order; protected by wmu
+	wext    int64      // bytes of external parts in marks; protected by wmu
+	writing bool       // a goroutine is writing; protected by wmu
+	wclosed bool       // protected by wmu
+	spare   []byte     // second buffer swapped with wbuf; protected by wmu
+	spareMk []mark     // protected by wmu
+
+	closeOnce sync.Once
+	done      chan struct{}
+	readDone  chan struct{}
+	cbwg      sync.WaitGroup // async callbacks
+	value     atomic.Pointer[any]
+}
+
+func newConn(nc net.Conn, opts ConnOptions, log *slog.Logger, d dispatcher) *Conn {
+	c := &Conn{
+		nc: nc, opts: opts, log: log, peer: nc.RemoteAddr().String(), disp: d,
+		pending:  make(map[int32]*call),
+		done:     make(chan struct{}),
+		readDone: make(chan struct{}),
+	}
+	c.wcond = sync.NewCond(&c.wmu)
+	return c
+}
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// LocalAddr returns the local address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// Done is closed when the connection is closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection closed, or nil while it is open.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// SetValue attaches a value to the connection (e.g. the client id).
+func (c *Conn) SetValue(v any) { c.value.Store(&v) }
+
+// Value returns the value attached with SetValue, or nil.
+func (c *Conn) Value() any {
+	if p := c.value.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// OnClose registers fn to run once when the connection closes, with the
+// reason. If it is already closed fn runs at once.
+func (c *Conn) OnClose(fn func(c *Conn, err error)) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.hooks = append(c.hooks, fn)
+		c.mu.Unlock()
+		return
+	}
+	err := c.err
+	c.mu.Unlock()
+	fn(c, err)
+}
+
+// Close closes the connection; pending requests fail with ErrConnClosed.
+// It is idempotent and waits for the reader goroutine to stop unless
+// called from it.
+func (c *Conn) Close() error {
+	c.closeWith(ErrConnClosed)
+	return nil
+}
+
+// wait blocks until the reader goroutine has stopped.
+func (c *Conn) wait() { <-c.readDone }
+
+func (c *Conn) closeWith(reason error) {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.err = reason
+		pend := c.pending
+		c.pending = nil
+		hooks := c.hooks
+		c.hooks = nil
+		c.mu.Unlock()
+		close(c.done)
+		_ = c.nc.Close()
+
+		c.wmu.Lock()
+		c.wclosed = true
+		marks := c.marks
+		c.marks, c.wbuf = nil, nil
+		c.wcond.Broadcast()
+		c.wmu.Unlock()
+		runReleases(marks)
+
+		failErr := ErrConnClosed
+		if errors.Is(reason, ErrConnClosed) {
+			failErr = reason
+		} else {
+			failErr = fmt.Errorf("%w: %w", ErrConnClosed, reason)
+		}
+		for _, cl := range pend {
+			c.finish(cl, nil, failErr)
+		}
+		for _, fn := range hooks {
+			fn(c, reason)
+		}
+	})
+}
+
+func runReleases(marks []mark) {
+	for i := range marks {
+		if r := marks[i].release; r != nil {
+			marks[i].release = nil
+			r()
+		}
+	}
+}
+
+// serve runs the read loop until the connection fails or closes.
+func (c *Conn) serve() {
+	defer close(c.readDone)
+	err := c.readLoop()
+	c.logClose(err)
+	c.closeWith(err)
+}
+
+func (c *Conn) logClose(err error) {
+	select {
+	case <-c.done:
+		c.log.Debug("remoting: connection closed", "peer", c.peer)
+		return
+	default:
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		c.log.Debug("remoting: connection closed by peer", "peer", c.peer)
+	case errors.Is(err, ErrIdle):
+		c.log.Info("remoting: closing connection", "peer", c.peer, "reason", err)
+	default:
+		c.log.Warn("remoting: closing connection", "peer", c.peer, "reason", err)
+	}
+}
+
+func (c *Conn) readLoop() error {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var lw [4]byte
+	idle := c.opts.IdleTimeout
+	for {
+		if idle > 0 {
+			if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
+				return err
+			}
+		}
+		if _, err := io.ReadFull(br, lw[:]); err != nil {
+			return c.readErr(err, false)
+		}
+		n, err := protocol.FrameLength(binary.BigEndian.Uint32(lw[:]), int(c.opts.MaxFrameSize))
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return c.readErr(err, true)
+		}
+		cmd, err := protocol.DecodeFrame(buf)
+		if err != nil {
+			return err
+		}
+		if cmd.IsResponse() {
+			c.complete(cmd)
+			continue
+		}
+		c.disp.dispatch(c, cmd)
+	}
+}
+
+func (c *Conn) readErr(err error, midFrame bool) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if midFrame {
+			return fmt.Errorf("%w: frame not complete within %v", ErrIdle, c.opts.IdleTimeout)
+		}
+		return fmt.Errorf("%w: no frame for %v", ErrIdle, c.opts.IdleTimeout)
+	}
+	if midFrame && errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// complete hands a response to the request waiting for it; responses
+// nobody waits for (timed out, or clients that never set the oneway bit)
+// are dropped.
+func (c *Conn) complete(resp *protocol.Command) {
+	c.mu.Lock()
+	cl := c.pending[resp.Opaque]
+	if cl != nil {
+		delete(c.pending, resp.Opaque)
+	}
+	c.mu.Unlock()
+	if cl == nil {
+		c.log.Debug("remoting: response without request", "peer", c.peer, "opaque", resp.Opaque, "code", resp.Code)
+		return
+	}
+	c.finish(cl, resp, nil)
+}
+
+func (c *Conn) finish(cl *call, resp *protocol.Command, err error) {
+	cl.resp, cl.err = resp, err
+	if cl.cb == nil {
+		close(cl.done)
+		return
+	}
+	if cl.timer != nil {
+		cl.timer.Stop()
+	}
+	c.cbwg.Add(1)
+	go func() {
+		defer c.cbwg.Done()
+		cl.cb(resp, err)
+	}()
+}
+
+// register assigns req an opaque and records cl as waiting for it.
+func (c *Conn) register(req *protocol.Command, cl *call) error {
+	req.Opaque = c.opaque.Add(1)
+	for req.Opaque == 0 { // 0 marks "not registered"; skip it on wrap-around
+		req.Opaque = c.opaque.Add(1)
+	}
+	req.Flag &^= protocol.FlagResponse | protocol.FlagOneway
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending == nil {
+		return c.closedErrLocked()
+	}
+	cl.opaque = req.Opaque
+	c.pending[req.Opaque] = cl
+	return nil
+}
+
+func (c *Conn) closedErrLocked() error {
+	if c.err == nil || errors.Is(c.err, ErrConnClosed) {
+		return ErrConnClosed
+	}
+	return fmt.Errorf("%w: %w", ErrConnClosed, c.err)
+}
+
+// unregister removes a pending call; it reports whether it was still
+// pending (false: a response or close got there first).
+func (c *Conn) unregister(opaque int32, cl *call) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[opaque] == cl {
+		delete(c.pending, opaque)
+		return true
+	}
+	return false
+}
+
+var timerPool sync.Pool
+
+// getTimer returns a running timer from the pool (Go >= 1.23 timers drop
+// stale ticks on Reset, so reuse is safe).
+func getTimer(d time.Duration) *time.Timer {
+	if t, ok := timerPool.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timerPool.Put(t)
+}
+
+// Invoke sends req and waits for its response, until ctx is done or, when
+// ctx has no deadline, RequestTimeout. req's opaque and flag are set here;
+// req must not be modified until Invoke returns.
+func (c *Conn) Invoke(ctx context.Context, req *protocol.Command) (*protocol.Command, error) {
+	cl := &call{done: make(chan struct{})}
+	if err := c.register(req, cl); err != nil {
+		req.ReleaseBody()
+		return nil, err
+	}
+	opaque := req.Opaque
+	if err := c.Send(req); err != nil {
+		c.unregister(opaque, cl)
+		return nil, err
+	}
+	var timeout <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok {
+		t := getTimer(c.opts.RequestTimeout)
+		defer putTimer(t)
+		timeout = t.C
+	}
+	select {
+	case <-cl.done:
+		return cl.resp, cl.err
+	case <-ctx.Done():
+		if c.unregister(opaque, cl) {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, fmt.Errorf("%w: code %d to %s: %w", ErrTimeout, req.Code, c.peer, ctx.Err())
+			}
+			return nil, ctx.Err()
+		}
+	case <-timeout:
+		if c.unregister(opaque, cl) {
+			return nil, fmt.Errorf("%w: code %d to %s after %v", ErrTimeout, req.Code, c.peer, c.opts.RequestTimeout)
+		}
+	}
+	<-cl.done // lost the race: the result is already there
+	return cl.resp, cl.err
+}
+
+// InvokeAsync sends req and calls cb once with its response or an error
+// (ErrTimeout after timeout, RequestTimeout if zero; ErrConnClosed). cb runs
+// on its own goroutine. The returned error reports a failure to send, in
+// which case cb is not called.
+func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, cb func(*protocol.Command, error)) error {
+	if timeout <= 0 {
+		timeout = c.opts.RequestTimeout
+	}
+	cl := &call{cb: cb}
+	code := req.Code
+	cl.timer = time.AfterFunc(timeout, func() {
+		c.mu.Lock()
+		ok := cl.opaque != 0 && c.pending[cl.opaque] == cl
+		if ok {
+			delete(c.pending, cl.opaque)
+		}
+		c.mu.Unlock()
+		if ok {
+			c.finish(cl, nil, fmt.Errorf("%w: code %d to %s after %v", ErrTimeout, code, c.peer, timeout))
+		}
+	})
+	if err := c.register(req, cl); err != nil {
+		cl.timer.Stop()
+		req.ReleaseBody()
+		return err
+	}
+	opaque := req.Opaque
+	if err := c.Send(req); err != nil {
+		if c.unregister(opaque, cl) {
+			cl.timer.Stop()
+			return err
+		}
+		return nil // closed meanwhile: cb got ErrConnClosed
+	}
+	return nil
+}
+
+// Oneway sends req with the oneway bit set; no response is expected.
+func (c *Conn) Oneway(req *protocol.Command) error {
+	req.Opaque = c.opaque.Add(1)
+	req.Flag = req.Flag&^protocol.FlagResponse | protocol.FlagOneway
+	return c.Send(req)
+}
+
+// WriteResponse sends resp as the response to req: response bit, req's
+// opaque and serialize type. Processors that answer later (long polling)
+// keep req and the Conn and call this when ready. Responses to one-way
+// requests are dropped.
+func (c *Conn) WriteResponse(req, resp *protocol.Command) error {
+	if req.IsOneway() {
+		resp.ReleaseBody()
+		return nil
+	}
+	return c.Send(resp.ResponseTo(req))
+}
+
+// answerInline writes a response from the read loop without waiting on
+// backpressure.
+func (c *Conn) answerInline(req, resp *protocol.Command) {
+	if !req.IsOneway() {
+		_ = c.send(resp.ResponseTo(req), false)
+	}
+}
+
+// Send writes cmd as it is (opaque and flag untouched). It returns once cmd
+// is queued or written; while more than MaxWriteQueue bytes wait for a
+// slow socket it blocks (backpressure; a peer that stops reading is cut
+// off after WriteTimeout). cmd.Release runs after the bytes reached the
+// socket or were dropped. cmd must not be modified after Send.
+func (c *Conn) Send(cmd *protocol.Command) error { return c.send(cmd, true) }
+
+// send is Send; wait=false never blocks on backpressure (used by the read
+// loop for its inline answers, so two peers cannot block each other's
+// readers).
+func (c *Conn) send(cmd *protocol.Command, wait bool) error {
+	c.wmu.Lock()
+	for wait && c.writing && !c.wclosed && int64(len(c.wbuf))+c.wext >= c.opts.MaxWriteQueue {
+		c.wcond.Wait()
+	}
+	if c.wclosed {
+		c.wmu.Unlock()
+		cmd.ReleaseBody()
+		return c.sendClosedErr()
+	}
+	var err error
+	c.wbuf, err = protocol.AppendFramePrefix(c.wbuf, cmd)
+	if err != nil {
+		c.wmu.Unlock()
+		cmd.ReleaseBody()
+		return fmt.Errorf("remoting: encode %v: %w", cmd, err)
+	}
+	if len(cmd.Body) <= copyBodyMax {
+		c.wbuf = append(c.wbuf, cmd.Body...)
+		if len(cmd.BodyBuffers) > 0 || cmd.Release != nil {
+			c.marks = append(c.marks, mark{at: len(c.wbuf), bufs: cmd.BodyBuffers, release: cmd.Release})
+		}
+	} else {
+		c.marks = append(c.marks, mark{at: len(c.wbuf), body: cmd.Body, bufs: cmd.BodyBuffers, release: cmd.Release})
+		c.wext += int64(len(cmd.Body))
+	}
+	for _, b := range cmd.BodyBuffers {
+		c.wext += int64(len(b))
+	}
+	cmd.Release = nil
+	if c.writing {
+		c.wmu.Unlock()
+		return nil
+	}
+	c.writing = true
+	return c.flushLocked()
+}
+
+func (c *Conn) sendClosedErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closedErrLocked()
+}
+
+// flushLocked writes queued frames until the queue is empty; it is called
+// with wmu held and c.writing set, and returns with wmu released.
+func (c *Conn) flushLocked() error {
+	var iov net.Buffers
+	for {
+		if len(c.wbuf) == 0 || c.wclosed {
+			c.writing = false
+			c.wmu.Unlock()
+			return nil
+		}
+		buf, marks := c.wbuf, c.marks
+		c.wbuf, c.marks = c.spare[:0], c.spareMk[:0]
+		c.spare, c.spareMk = nil, nil
+		c.wext = 0
+		c.wmu.Unlock()
+
+		iov = iov[:0]
+		last := 0
+		for i := range marks {
+			m := &marks[i]
+			if m.at > last {
+				iov = append(iov, buf[last:m.at])
+				last = m.at
+			}
+			if len(m.body) > 0 {
+				iov = append(iov, m.body)
+			}
+			for _, b := range m.bufs {
+				if len(b) > 0 {
+					iov = append(iov, b)
+				}
+			}
+		}
+		if last < len(buf) {
+			iov = append(iov, buf[last:])
+		}
+		var err error
+		if c.opts.WriteTimeout > 0 {
+			err = c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
+		}
+		if err == nil {
+			w := iov // WriteTo consumes its receiver
+			_, err = w.WriteTo(c.nc)
+		}
+		runReleases(marks)
+		for i := range marks {
+			marks[i] = mark{}
+		}
+		for i := range iov {
+			iov[i] = nil
+		}
+
+		c.wmu.Lock()
+		if cap(buf) <= 2*int(c.opts.MaxWriteQueue) {
+			c.spare = buf[:0]
+		}
+		c.spareMk = marks[:0]
+		c.wcond.Broadcast()
+		if err != nil {
+			c.writing = false
+			c.wmu.Unlock()
+			err = fmt.Errorf("remoting: write to %s: %w", c.peer, err)
+			c.log.Warn("remoting: closing connection", "peer", c.peer, "reason", err)
+			c.closeWith(err)
+			return fmt.Errorf("%w: %w", ErrConnClosed, err)
+		}
+	}
+}

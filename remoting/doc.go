@@ -1,0 +1,44 @@
+// Package remoting is SmartGo's framed RPC over TCP, speaking RocketMQ's
+// remoting protocol (see package protocol for the bytes): a Server with
+// processors registered per request code on bounded worker pools, a Client
+// with one connection per address, and the Conn both are built on.
+//
+// # Connections
+//
+// A Conn is symmetric. Its one reader goroutine reads frames (the length
+// word is checked against MaxFrameSize before anything is allocated; the
+// whole frame must arrive within IdleTimeout), routes responses to the
+// requests waiting for them by opaque, and hands requests to the
+// dispatcher. Any side may send requests (Invoke, InvokeAsync, Oneway) and
+// responses (WriteResponse), so a broker can call the consumers connected
+// to it on their own connections.
+//
+// Writes are combined ("flush on drain"): a sender encodes its frame into
+// the connection's write buffer under a mutex; if no write is in progress
+// it becomes the writer and writes everything queued, swapping buffers so
+// that others keep appending meanwhile. Many small frames thus share one
+// writev. Bodies above 16 KiB and BodyBuffers parts are not copied: they
+// are written as their own net.Buffers parts and Release runs after the
+// write. While MaxWriteQueue bytes wait, senders block; the read loop's own
+// answers (SYSTEM_BUSY, not supported) never block.
+//
+// # Dispatch
+//
+// Unknown codes are answered REQUEST_CODE_NOT_SUPPORTED (3) with remark
+// " request type <code> not supported". A request whose pool queue is full
+// is answered SYSTEM_BUSY (2) with "[REJECTREQUEST]system busy, start flow
+// control for a while". Requests with the oneway bit are never answered.
+// A processor may return nil and answer later with Conn.WriteResponse.
+//
+// # Goroutines and locks
+//
+// Server: one accept loop, one reader per connection, the pool workers;
+// Close stops accepting, closes connections, drains the queued requests and
+// waits for all of them. Client: one reader per connection and its handler
+// pool workers. Async callbacks run on their own goroutines, counted per
+// connection and waited for by Close.
+//
+// Lock order: Server.mu and Client.mu are never held while a Conn lock is
+// taken. Conn.mu (pending calls, close state) and Conn.wmu (write buffer)
+// are never held together. Close hooks run with no lock held.
+package remoting

@@ -1,0 +1,227 @@
+package remoting
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// Pool names a worker pool of a server. Each request code is served by the
+// pool it was registered with.
+type Pool uint8
+
+// Worker pools.
+const (
+	PoolDefault Pool = iota
+	PoolSend
+	PoolPull
+	PoolAdmin
+	PoolHeartbeat
+	numPools
+)
+
+var poolNames = [numPools]string{"default", "send", "pull", "admin", "heartbeat"}
+
+// String returns the pool's name.
+func (p Pool) String() string {
+	if p < numPools {
+		return poolNames[p]
+	}
+	return fmt.Sprintf("Pool(%d)", p)
+}
+
+// PoolOptions sizes a worker pool: Workers goroutines take requests from a
+// queue of QueueSize; a request that finds the queue full is answered
+// SYSTEM_BUSY at once.
+type PoolOptions struct {
+	Workers   int
+	QueueSize int
+}
+
+// Defaults shared by servers and clients.
+const (
+	DefaultIdleTimeout    = 120 * time.Second
+	DefaultWriteTimeout   = 30 * time.Second
+	DefaultRequestTimeout = 3 * time.Second
+	DefaultDialTimeout    = 3 * time.Second
+	DefaultMaxWriteQueue  = 4 << 20
+)
+
+// ConnOptions are the per-connection settings shared by Options and
+// ClientOptions. Zero values take the documented defaults.
+type ConnOptions struct {
+	// IdleTimeout closes a connection on which no complete frame arrived
+	// for this long; it also bounds the time to receive one frame, so a
+	// peer trickling bytes is cut off. Default 120 s for servers, off for
+	// clients; negative disables.
+	IdleTimeout time.Duration
+	// MaxFrameSize is the largest frame accepted, length word included,
+	// checked before allocating. Default 16 MiB.
+	MaxFrameSize int64
+	// WriteTimeout bounds one socket write. Default 30 s.
+	WriteTimeout time.Duration
+	// MaxWriteQueue is how many bytes may wait for the socket before
+	// senders block until they are written (backpressure). Default 4 MiB.
+	MaxWriteQueue int64
+	// RequestTimeout is the timeout of requests sent on the connection
+	// when the context has no deadline. Default 3 s.
+	RequestTimeout time.Duration
+}
+
+func (o *ConnOptions) fill(idle time.Duration) {
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = idle
+	}
+	if o.MaxFrameSize == 0 {
+		o.MaxFrameSize = protocol.DefaultMaxFrameSize
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.MaxWriteQueue == 0 {
+		o.MaxWriteQueue = DefaultMaxWriteQueue
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+}
+
+func (o *ConnOptions) validate() error {
+	switch {
+	case o.MaxFrameSize < 0 || (o.MaxFrameSize > 0 && o.MaxFrameSize < 64) || o.MaxFrameSize > 1<<31:
+		return fmt.Errorf("%w: MaxFrameSize %d outside [64, 2 GiB]", ErrBadOptions, o.MaxFrameSize)
+	case o.WriteTimeout < 0:
+		return fmt.Errorf("%w: negative WriteTimeout", ErrBadOptions)
+	case o.MaxWriteQueue < 0:
+		return fmt.Errorf("%w: negative MaxWriteQueue", ErrBadOptions)
+	case o.RequestTimeout < 0:
+		return fmt.Errorf("%w: negative RequestTimeout", ErrBadOptions)
+	}
+	return nil
+}
+
+// Options configure a Server. Zero values take the documented defaults.
+type Options struct {
+	// Addr is the listen address. Default ":0".
+	Addr string
+	ConnOptions
+	// Worker pools per request-code group. Defaults: send 8/10000,
+	// pull 8/100000, admin 2/1000, heartbeat 2/50000, default 4/10000
+	// (workers/queue).
+	SendPool, PullPool, AdminPool, HeartbeatPool, DefaultPool PoolOptions
+	// Logger receives connection events; nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns Options with every default filled in.
+func DefaultOptions() Options {
+	var o Options
+	o.fill()
+	return o
+}
+
+func (o *Options) fill() {
+	if o.Addr == "" {
+		o.Addr = ":0"
+	}
+	o.ConnOptions.fill(DefaultIdleTimeout)
+	fillPool(&o.SendPool, 8, 10000)
+	fillPool(&o.PullPool, 8, 100000)
+	fillPool(&o.AdminPool, 2, 1000)
+	fillPool(&o.HeartbeatPool, 2, 50000)
+	fillPool(&o.DefaultPool, 4, 10000)
+}
+
+func fillPool(p *PoolOptions, workers, queue int) {
+	if p.Workers == 0 {
+		p.Workers = workers
+	}
+	if p.QueueSize == 0 {
+		p.QueueSize = queue
+	}
+}
+
+func (o *Options) pool(p Pool) PoolOptions {
+	switch p {
+	case PoolSend:
+		return o.SendPool
+	case PoolPull:
+		return o.PullPool
+	case PoolAdmin:
+		return o.AdminPool
+	case PoolHeartbeat:
+		return o.HeartbeatPool
+	}
+	return o.DefaultPool
+}
+
+// Validate reports the first invalid setting. Zero values are valid (they
+// mean "default").
+func (o *Options) Validate() error {
+	if err := o.ConnOptions.validate(); err != nil {
+		return err
+	}
+	for p := Pool(0); p < numPools; p++ {
+		if po := o.pool(p); po.Workers < 0 || po.QueueSize < 0 {
+			return fmt.Errorf("%w: negative size of pool %s", ErrBadOptions, p)
+		}
+	}
+	return nil
+}
+
+// ClientOptions configure a Client. Zero values take the documented
+// defaults.
+type ClientOptions struct {
+	ConnOptions
+	// DialTimeout bounds connecting when the context has no deadline.
+	// Default 3 s.
+	DialTimeout time.Duration
+	// SerializeType is the header encoding of requests. Default JSON.
+	SerializeType protocol.SerializeType
+	// HandlerPool serves requests servers send to the client. Default
+	// 4 workers, queue 1000.
+	HandlerPool PoolOptions
+	// Logger receives connection events; nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultClientOptions returns ClientOptions with every default filled in.
+func DefaultClientOptions() ClientOptions {
+	var o ClientOptions
+	o.fill()
+	return o
+}
+
+func (o *ClientOptions) fill() {
+	o.ConnOptions.fill(-1)
+	if o.DialTimeout == 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	fillPool(&o.HandlerPool, 4, 1000)
+}
+
+// Validate reports the first invalid setting.
+func (o *ClientOptions) Validate() error {
+	if err := o.ConnOptions.validate(); err != nil {
+		return err
+	}
+	if o.DialTimeout < 0 {
+		return fmt.Errorf("%w: negative DialTimeout", ErrBadOptions)
+	}
+	if o.SerializeType > protocol.SerializeRocketMQ {
+		return fmt.Errorf("%w: unknown serialize type %d", ErrBadOptions, o.SerializeType)
+	}
+	if o.HandlerPool.Workers < 0 || o.HandlerPool.QueueSize < 0 {
+		return fmt.Errorf("%w: negative handler pool size", ErrBadOptions)
+	}
+	return nil
+}
+
+func discardIfNil(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}

@@ -1,0 +1,100 @@
+package protocol
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// fieldReader decodes extFields values into typed header fields. It keeps
+// the first error, which names the header and the field, so DecodeFields
+// methods read as a flat list of assignments.
+type fieldReader struct {
+	f   ExtFields
+	hdr string
+	err error
+}
+
+func (r *fieldReader) missing(key string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s.%s", ErrMissingField, r.hdr, key)
+	}
+}
+
+func (r *fieldReader) bad(key, val string, cause error) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s.%s=%q: %w", ErrBadField, r.hdr, key, val, cause)
+	}
+}
+
+// str returns the value of key; a required key must be present (an empty
+// string is allowed, as in Java).
+func (r *fieldReader) str(key string, required bool) string {
+	v, ok := r.f[key]
+	if !ok && required {
+		r.missing(key)
+	}
+	return v
+}
+
+func (r *fieldReader) i32(key string, required bool) int32 {
+	v, ok := r.f[key]
+	if !ok {
+		if required {
+			r.missing(key)
+		}
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		r.bad(key, v, err)
+	}
+	return int32(n)
+}
+
+// optI32 returns the value and whether it was present.
+func (r *fieldReader) optI32(key string) (int32, bool) {
+	if _, ok := r.f[key]; !ok {
+		return 0, false
+	}
+	return r.i32(key, false), true
+}
+
+func (r *fieldReader) i64(key string, required bool) int64 {
+	v, ok := r.f[key]
+	if !ok {
+		if required {
+			r.missing(key)
+		}
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		r.bad(key, v, err)
+	}
+	return n
+}
+
+// boolean parses like Java's Boolean.parseBoolean: "true" in any case is
+// true, anything else false. A required key must be present.
+func (r *fieldReader) boolean(key string, required bool) bool {
+	v, ok := r.f[key]
+	if !ok {
+		if required {
+			r.missing(key)
+		}
+		return false
+	}
+	return len(v) == 4 && (v[0]|0x20) == 't' && (v[1]|0x20) == 'r' && (v[2]|0x20) == 'u' && (v[3]|0x20) == 'e'
+}
+
+func putI32(f ExtFields, key string, v int32) { f[key] = strconv.FormatInt(int64(v), 10) }
+func putI64(f ExtFields, key string, v int64) { f[key] = strconv.FormatInt(v, 10) }
+func putBool(f ExtFields, key string, v bool) { f[key] = strconv.FormatBool(v) }
+
+// putStr writes a string field; optional empty strings are left out (Java
+// sends no key for a null field).
+func putOptStr(f ExtFields, key, v string) {
+	if v != "" {
+		f[key] = v
+	}
+}

@@ -1,0 +1,151 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+)
+
+// Frame sizes.
+const (
+	// DefaultMaxFrameSize is the largest frame accepted by default,
+	// counting the 4-byte length word (Java's frameMaxLength).
+	DefaultMaxFrameSize = 16 << 20
+	// MaxHeaderLen is the largest header the 24-bit length can carry.
+	MaxHeaderLen = 1<<24 - 1
+	// frameOverhead is the length word plus the header-length word.
+	frameOverhead = 8
+)
+
+// FrameLength validates the length word of a frame (the first 4 bytes) and
+// returns the number of bytes that follow it. max is the largest whole frame
+// (length word included); max <= 0 means DefaultMaxFrameSize. It never
+// allocates, so callers check it before reading the rest.
+func FrameLength(word uint32, max int) (int, error) {
+	if max <= 0 {
+		max = DefaultMaxFrameSize
+	}
+	if uint64(word)+4 > uint64(max) {
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, uint64(word)+4, max)
+	}
+	if word < 4 {
+		return 0, fmt.Errorf("%w: length %d is below 4", ErrBadFrame, word)
+	}
+	return int(word), nil
+}
+
+// DecodeFrame decodes a frame without its leading length word: the
+// header-length word, the header and the body. The returned command's Body
+// aliases frame.
+func DecodeFrame(frame []byte) (*Command, error) {
+	if len(frame) < 4 {
+		return nil, fmt.Errorf("%w: %d bytes, need at least 4", ErrBadFrame, len(frame))
+	}
+	word := binary.BigEndian.Uint32(frame)
+	st := SerializeType(word >> 24)
+	hlen := int(word & 0xFFFFFF)
+	if hlen > len(frame)-4 {
+		return nil, fmt.Errorf("%w: header length %d exceeds frame of %d bytes", ErrBadFrame, hlen, len(frame)-4)
+	}
+	hdr := frame[4 : 4+hlen]
+	c := &Command{SerializeType: st}
+	var err error
+	switch st {
+	case SerializeJSON:
+		err = decodeJSONHeader(hdr, c)
+	case SerializeRocketMQ:
+		err = decodeBinaryHeader(hdr, c)
+	default:
+		return nil, fmt.Errorf("%w: %d", ErrUnknownSerializeType, st)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if body := frame[4+hlen:]; len(body) > 0 {
+		c.Body = body[:len(body):len(body)]
+	}
+	return c, nil
+}
+
+// ReadFrame reads one frame from r into buf (grown if too small) and
+// decodes it. max bounds the whole frame as in FrameLength. The returned
+// command's Body aliases the returned buffer.
+func ReadFrame(r io.Reader, buf []byte, max int) (*Command, []byte, error) {
+	var lw [4]byte
+	if _, err := io.ReadFull(r, lw[:]); err != nil {
+		return nil, buf, err
+	}
+	n, err := FrameLength(binary.BigEndian.Uint32(lw[:]), max)
+	if err != nil {
+		return nil, buf, err
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, buf, err
+	}
+	c, err := DecodeFrame(buf)
+	return c, buf, err
+}
+
+// AppendHeader appends c's header in c.SerializeType's encoding.
+func AppendHeader(dst []byte, c *Command) ([]byte, error) {
+	switch c.SerializeType {
+	case SerializeJSON:
+		return appendJSONHeader(dst, c), nil
+	case SerializeRocketMQ:
+		return appendBinaryHeader(dst, c), nil
+	}
+	return dst, fmt.Errorf("%w: %d", ErrUnknownSerializeType, c.SerializeType)
+}
+
+// AppendFramePrefix appends the length word, the header-length word and
+// the header, but no body. The length word counts c.Body and every
+// c.BodyBuffers part, which the caller writes right after (copied or as
+// further net.Buffers parts).
+func AppendFramePrefix(dst []byte, c *Command) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
+	dst, err := AppendHeader(dst, c)
+	if err != nil {
+		return dst[:start], err
+	}
+	hlen := len(dst) - start - frameOverhead
+	if hlen > MaxHeaderLen {
+		return dst[:start], fmt.Errorf("%w: %d bytes", ErrHeaderTooLarge, hlen)
+	}
+	total := uint64(4 + hlen + c.BodyLen())
+	if total > 0xFFFFFFFF-4 {
+		return dst[:start], fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, total)
+	}
+	binary.BigEndian.PutUint32(dst[start:], uint32(total))
+	binary.BigEndian.PutUint32(dst[start+4:], uint32(c.SerializeType)<<24|uint32(hlen))
+	return dst, nil
+}
+
+// AppendFrameHead is AppendFramePrefix followed by c.Body (not
+// c.BodyBuffers).
+func AppendFrameHead(dst []byte, c *Command) ([]byte, error) {
+	dst, err := AppendFramePrefix(dst, c)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, c.Body...), nil
+}
+
+// EncodeFrame returns the complete frame of c, BodyBuffers included.
+func EncodeFrame(c *Command) ([]byte, error) {
+	b, err := AppendFrameHead(make([]byte, 0, 256+c.BodyLen()), c)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range c.BodyBuffers {
+		b = append(b, p...)
+	}
+	return b, nil
+}
