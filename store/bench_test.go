@@ -1,0 +1,299 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/store/record"
+	"golang.org/x/sys/unix"
+)
+
+// Benchmarks measure the store next to a raw baseline in the same run:
+//
+//	BenchmarkBaselineWrite        plain sequential write(2) of the same record bytes
+//	BenchmarkStorePut             async-flush puts, 1 and 8 concurrent putters
+//	BenchmarkBaselineSyncEach     write(2) + fdatasync per message
+//	BenchmarkStorePutSync         sync-flush puts with 64 concurrent putters (group commit)
+//	BenchmarkStoreScan            queue scan, warm and cold page cache
+//	BenchmarkStoreReadCost        one random read as the queue grows (must stay flat)
+
+func benchOptions(root string) Options {
+	o := DefaultOptions(root)
+	o.SegmentSize = 256 << 20
+	o.CQEntriesPerFile = 300_000
+	o.IndexSlots = 1 << 16
+	o.IndexEntries = 1 << 18
+	o.DiskUsage = func(string) (float64, error) { return 0.1, nil }
+	return o
+}
+
+func benchMsg(size int) *record.Message {
+	m := newMsg(msgSpec{topic: "BenchTopic", body: "", tags: "TagA"})
+	m.Body = []byte(strings.Repeat("b", max(1, size-record.Size(m))))
+	return m
+}
+
+func reportRate(b *testing.B, start time.Time, n int, bytesPer int) {
+	b.StopTimer() // closing (final flush) is not part of the measurement
+	el := time.Since(start).Seconds()
+	b.ReportMetric(float64(n)/el, "msgs/s")
+	_ = bytesPer
+}
+
+func BenchmarkBaselineWrite(b *testing.B) {
+	for _, size := range []int{128, 1024} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			rec, _ := record.AppendRecord(nil, benchMsg(size))
+			f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			b.SetBytes(int64(len(rec)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				if _, err := f.Write(rec); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRate(b, start, b.N, len(rec))
+		})
+	}
+}
+
+func BenchmarkStorePut(b *testing.B) {
+	for _, size := range []int{128, 1024} {
+		for _, putters := range []int{1, 8} {
+			b.Run(fmt.Sprintf("size=%d/putters=%d", size, putters), func(b *testing.B) {
+				s, err := Open(benchOptions(b.TempDir()))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				m := benchMsg(size)
+				n := record.Size(m)
+				b.SetBytes(int64(n))
+				b.ReportAllocs()
+				ctx := context.Background()
+				b.ResetTimer()
+				start := time.Now()
+				if putters == 1 {
+					for i := 0; i < b.N; i++ {
+						if _, err := s.Put(ctx, m); err != nil {
+							b.Fatal(err)
+						}
+					}
+				} else {
+					b.SetParallelism((putters + 1) / 2)
+					b.RunParallel(func(pb *testing.PB) {
+						mm := *m
+						for pb.Next() {
+							if _, err := s.Put(ctx, &mm); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				reportRate(b, start, b.N, n)
+			})
+		}
+	}
+}
+
+func BenchmarkBaselineSyncEach(b *testing.B) {
+	rec, _ := record.AppendRecord(nil, benchMsg(128))
+	f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	b.SetBytes(int64(len(rec)))
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := f.Write(rec); err != nil {
+			b.Fatal(err)
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRate(b, start, b.N, len(rec))
+}
+
+func BenchmarkStorePutSync(b *testing.B) {
+	o := benchOptions(b.TempDir())
+	o.FlushMode = FlushSync
+	s, err := Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	m := benchMsg(128)
+	b.SetBytes(int64(record.Size(m)))
+	b.ReportAllocs()
+	flushes := s.Stats().Flushes
+	b.SetParallelism(32) // 64 putters on 2 CPUs
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		mm := *m
+		for pb.Next() {
+			res, err := s.Put(context.Background(), &mm)
+			if err != nil || res.Status != PutOK {
+				b.Error(res.Status, err)
+				return
+			}
+		}
+	})
+	reportRate(b, start, b.N, record.Size(m))
+	st := s.Stats()
+	b.ReportMetric(float64(b.N)/float64(max(1, st.Flushes-flushes)), "msgs/fsync")
+	b.ReportMetric(float64(st.FlushTime.Microseconds())/float64(max(1, st.Flushes)), "µs/fsync")
+}
+
+var scanSink byte
+
+func scanOptions(root string) Options {
+	o := benchOptions(root)
+	o.SegmentSize = 16 << 20
+	return o
+}
+
+// fillQueue writes n messages of size bytes to one queue.
+func fillQueue(b *testing.B, root string, n, size int) {
+	fillQueueOpts(b, benchOptions(root), n, size)
+}
+
+func fillQueueOpts(b *testing.B, o Options, n, size int) {
+	s, err := Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := benchMsg(size)
+	for i := 0; i < n; i++ {
+		if _, err := s.Put(context.Background(), m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// evict drops the page cache of the store's files (ours only).
+func evict(b *testing.B, root string) {
+	_ = filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return nil
+		}
+		_ = unix.Fdatasync(int(f.Fd()))
+		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+		return f.Close()
+	})
+}
+
+func BenchmarkStoreScan(b *testing.B) {
+	root := b.TempDir()
+	const n, size = 100_000, 1024
+	fillQueueOpts(b, scanOptions(root), n, size)
+	for _, cold := range []bool{false, true} {
+		b.Run(map[bool]string{false: "warm", true: "cold"}[cold], func(b *testing.B) {
+			var total int64
+			var el time.Duration
+			for i := 0; i < b.N; i++ {
+				if cold {
+					evict(b, root)
+				}
+				s, err := Open(scanOptions(root))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if cold {
+					evict(b, root) // what recovery read back in, except mapped pages
+				}
+				start := time.Now()
+				for off := int64(0); off < n; {
+					r, _ := s.GetMessages("BenchTopic", 0, off, 32, nil)
+					for _, buf := range r.Buffers {
+						total += int64(len(buf))
+						for i := 0; i < len(buf); i += 64 { // read every cache line
+							scanSink += buf[i]
+						}
+					}
+					off = r.NextBeginOffset
+					r.Release()
+				}
+				el += time.Since(start)
+				_ = s.Close()
+			}
+			b.ReportMetric(float64(total)/el.Seconds()/1e6, "MB/s")
+			b.ReportMetric(float64(int64(b.N)*n)/el.Seconds(), "msgs/s")
+		})
+	}
+}
+
+func BenchmarkStoreReadCost(b *testing.B) {
+	sizes := []int{1e3, 1e4, 1e5, 1e6}
+	if os.Getenv("SMARTGO_LONG") != "" {
+		sizes = append(sizes, 1e7)
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			root := b.TempDir()
+			fillQueue(b, root, n, 100)
+			s, err := Open(benchOptions(root))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			for off := int64(0); off < int64(n); { // map every page once: measure steady state
+				r, _ := s.GetMessages("BenchTopic", 0, off, 32, nil)
+				for _, buf := range r.Buffers {
+					scanSink += buf[0]
+				}
+				off = r.NextBeginOffset
+				r.Release()
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r, _ := s.GetMessages("BenchTopic", 0, rng.Int64N(int64(n)), 1, nil)
+				if r.Status != GetFound {
+					b.Fatal(r.Status)
+				}
+				r.Release()
+			}
+		})
+	}
+}
+
+func BenchmarkStoreGet(b *testing.B) {
+	root := b.TempDir()
+	fillQueue(b, root, 10_000, 128)
+	s, err := Open(benchOptions(root))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, _ := s.GetMessages("BenchTopic", 0, int64(i%9000), 32, nil)
+		r.Release()
+	}
+}

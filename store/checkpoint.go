@@ -1,0 +1,120 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+
+	"github.com/smartgo/smartgo/internal/fsutil"
+	"golang.org/x/sys/unix"
+)
+
+// Checkpoint file layout (frozen, see doc.go): three big-endian int64 store
+// timestamps and a CRC32-IEEE of those 24 bytes.
+const (
+	checkpointSize   = 28
+	checkpointName   = "checkpoint"
+	abortName        = "abort"
+	lockName         = "lock"
+	cpPhysicOffset   = 0
+	cpLogicsOffset   = 8
+	cpIndexOffset    = 16
+	cpChecksumOffset = 24
+)
+
+// checkpoint holds the store timestamps of the newest commitlog, consume
+// queue and index data known to be flushed.
+type checkpoint struct {
+	Physic, Logics, Index int64
+}
+
+func (c checkpoint) min() int64 { return min(c.Physic, c.Logics, c.Index) }
+
+func (c checkpoint) encode() []byte {
+	b := make([]byte, checkpointSize)
+	be.PutUint64(b[cpPhysicOffset:], uint64(c.Physic))
+	be.PutUint64(b[cpLogicsOffset:], uint64(c.Logics))
+	be.PutUint64(b[cpIndexOffset:], uint64(c.Index))
+	be.PutUint32(b[cpChecksumOffset:], crc32.ChecksumIEEE(b[:cpChecksumOffset]))
+	return b
+}
+
+// decodeCheckpoint parses checkpoint bytes; torn or altered files fail.
+func decodeCheckpoint(b []byte) (checkpoint, error) {
+	if len(b) != checkpointSize {
+		return checkpoint{}, fmt.Errorf("checkpoint is %d bytes, expected %d", len(b), checkpointSize)
+	}
+	if got, want := be.Uint32(b[cpChecksumOffset:]), crc32.ChecksumIEEE(b[:cpChecksumOffset]); got != want {
+		return checkpoint{}, fmt.Errorf("checkpoint checksum 0x%08x, computed 0x%08x", got, want)
+	}
+	return checkpoint{
+		Physic: int64(be.Uint64(b[cpPhysicOffset:])),
+		Logics: int64(be.Uint64(b[cpLogicsOffset:])),
+		Index:  int64(be.Uint64(b[cpIndexOffset:])),
+	}, nil
+}
+
+// readCheckpoint returns the checkpoint, ok=false if missing; a damaged file
+// is returned as a *CorruptError.
+func readCheckpoint(root string) (checkpoint, bool, error) {
+	path := filepath.Join(root, checkpointName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return checkpoint{}, false, nil
+	}
+	if err != nil {
+		return checkpoint{}, false, fmt.Errorf("store: read %s: %w", path, err)
+	}
+	cp, err := decodeCheckpoint(b)
+	if err != nil {
+		return checkpoint{}, false, &CorruptError{File: path, Reason: err.Error()}
+	}
+	return cp, true, nil
+}
+
+func writeCheckpoint(root string, c checkpoint) error {
+	return fsutil.WriteFileAtomic(filepath.Join(root, checkpointName), c.encode(), 0o644)
+}
+
+// lockRoot takes an exclusive flock on <root>/lock.
+func lockRoot(root string) (*os.File, error) {
+	path := filepath.Join(root, lockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRoot, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+		}
+		return nil, fmt.Errorf("store: flock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// createAbort creates the abort marker (durably) and reports whether one
+// was already there (the previous run did not shut down cleanly).
+func createAbort(root string) (existed bool, err error) {
+	path := filepath.Join(root, abortName)
+	if _, err := os.Stat(path); err == nil {
+		existed = true
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return existed, fmt.Errorf("%w: %v", ErrBadRoot, err)
+	}
+	if err := f.Close(); err != nil {
+		return existed, fmt.Errorf("store: close %s: %w", path, err)
+	}
+	return existed, fsutil.SyncDir(root)
+}
+
+func removeAbort(root string) error {
+	if err := os.Remove(filepath.Join(root, abortName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store: remove abort: %w", err)
+	}
+	return fsutil.SyncDir(root)
+}

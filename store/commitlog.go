@@ -1,0 +1,369 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// commitLog is the queue of mapped segments holding every record.
+//
+// One writer (under Store.putMu) appends; the dispatcher, the flusher and
+// readers only read bytes below committed. The segment list is an
+// immutable slice swapped atomically (copy on write), so readers find a
+// segment without a lock.
+type commitLog struct {
+	s       *Store
+	dir     string
+	segSize int64
+
+	segs   atomic.Pointer[[]*mappedFile]
+	listMu sync.Mutex // serialises replacements of segs (writer roll, retention, recovery, close)
+
+	committed atomic.Int64 // end of the last complete write; readers stay below it
+	flushed   atomic.Int64 // everything below is fdatasynced
+	lastTs    atomic.Int64 // store timestamp of the last record written
+	flushedTs atomic.Int64 // store timestamp of a record at or below flushed
+
+	// Writer state, protected by Store.putMu.
+	active   *mappedFile
+	writePos int64
+
+	allocMu  sync.Mutex
+	prepared *mappedFile // next segment made in the background; protected by allocMu
+	allocReq chan int64  // base offset of the segment to prepare
+}
+
+func newCommitLog(s *Store) *commitLog {
+	cl := &commitLog{
+		s:        s,
+		dir:      filepath.Join(s.opts.Root, "commitlog"),
+		segSize:  s.opts.SegmentSize,
+		allocReq: make(chan int64, 1),
+	}
+	empty := []*mappedFile{}
+	cl.segs.Store(&empty)
+	return cl
+}
+
+func (cl *commitLog) list() []*mappedFile { return *cl.segs.Load() }
+
+func (cl *commitLog) setList(l []*mappedFile) { cl.segs.Store(&l) }
+
+// findSeg locates the segment holding off in l, or nil.
+func findSeg(l []*mappedFile, off, size int64) *mappedFile {
+	if len(l) == 0 || off < l[0].base {
+		return nil
+	}
+	i := int((off - l[0].base) / size)
+	if i < len(l) && l[i].base <= off && off < l[i].base+l[i].size {
+		return l[i]
+	}
+	j := sort.Search(len(l), func(k int) bool { return l[k].base+l[k].size > off })
+	if j < len(l) && l[j].base <= off {
+		return l[j]
+	}
+	return nil
+}
+
+// acquireAt returns the segment holding off with a reader reference.
+func (cl *commitLog) acquireAt(off int64) *mappedFile {
+	for range 3 {
+		m := findSeg(cl.list(), off, cl.segSize)
+		if m == nil {
+			return nil
+		}
+		if m.acquire() {
+			return m
+		}
+	}
+	return nil
+}
+
+// minOffset is the first offset still stored.
+func (cl *commitLog) minOffset() int64 {
+	l := cl.list()
+	if len(l) == 0 {
+		return cl.committed.Load()
+	}
+	return l[0].base
+}
+
+// loadSegments maps the existing segment files in order. It fails with
+// ErrSegmentSize when their sizes or spacing disagree with SegmentSize and
+// reports (in damaged) files that were short and got extended with zeros.
+func (cl *commitLog) loadSegments() (damaged []*CorruptError, err error) {
+	if err := os.MkdirAll(cl.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRoot, err)
+	}
+	ents, err := os.ReadDir(cl.dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: read %s: %w", cl.dir, err)
+	}
+	type fileInfo struct {
+		base, size int64
+		path       string
+	}
+	var files []fileInfo
+	for _, e := range ents {
+		base, ok := parseFileName(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, fmt.Errorf("store: stat %s: %w", e.Name(), err)
+		}
+		files = append(files, fileInfo{base, info.Size(), filepath.Join(cl.dir, e.Name())})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].base < files[j].base })
+	for i, f := range files {
+		if f.size > cl.segSize {
+			return nil, fmt.Errorf("%w: %s is %d bytes, SegmentSize is %d", ErrSegmentSize, f.path, f.size, cl.segSize)
+		}
+		if f.base%cl.segSize != 0 {
+			return nil, fmt.Errorf("%w: %s does not start at a multiple of SegmentSize %d", ErrSegmentSize, f.path, cl.segSize)
+		}
+		if i > 0 && f.base-files[i-1].base != cl.segSize && files[i-1].size == f.base-files[i-1].base {
+			return nil, fmt.Errorf("%w: %s follows a %d-byte segment", ErrSegmentSize, f.path, files[i-1].size)
+		}
+	}
+	var segs []*mappedFile
+	for i, f := range files {
+		if i > 0 && f.base != files[i-1].base+cl.segSize {
+			// A hole in the sequence: everything after it is unreachable.
+			for _, g := range files[i:] {
+				damaged = append(damaged, &CorruptError{File: g.path, Reason: "segment after a gap in the commitlog sequence, removed"})
+				_ = os.Remove(g.path)
+			}
+			break
+		}
+		if f.size < cl.segSize && i == len(files)-1 && endsWithFiller(f.path, f.size) {
+			return nil, fmt.Errorf("%w: %s is a complete %d-byte segment, SegmentSize is %d", ErrSegmentSize, f.path, f.size, cl.segSize)
+		}
+		if f.size < cl.segSize {
+			damaged = append(damaged, &CorruptError{File: f.path, Offset: f.size, Reason: fmt.Sprintf("segment is %d bytes, expected %d (extended with zeros)", f.size, cl.segSize)})
+		}
+		m, err := openMappedFile(f.path, f.base, cl.segSize)
+		if err != nil {
+			for _, s := range segs {
+				s.close()
+			}
+			return nil, err
+		}
+		segs = append(segs, m)
+	}
+	cl.setList(segs)
+	return damaged, nil
+}
+
+// endsWithFiller reports whether the records of a file hop exactly to its
+// end through a filler: a complete segment written with a smaller
+// SegmentSize.
+func endsWithFiller(path string, size int64) bool {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) != size {
+		return false
+	}
+	for pos := int64(0); pos+record.BlankHeaderSize <= size; {
+		n, magic, _ := record.PeekHeader(b[pos:])
+		switch {
+		case magic == record.MagicBlank:
+			return int64(n) == size-pos
+		case magic != record.MagicMessage || n < record.MinRecordSize:
+			return false
+		}
+		pos += int64(n)
+	}
+	return false
+}
+
+// appendLocked writes m (whose encoded size is size) at the end of the log,
+// preceded by a blank filler and a segment roll when it does not fit with 8
+// bytes to spare. It sets m.PhysicalOffset. Caller holds Store.putMu.
+func (cl *commitLog) appendLocked(m *record.Message, size int) (int64, error) {
+	if cl.active == nil || cl.writePos >= cl.active.base+cl.segSize {
+		if err := cl.rollLocked(); err != nil {
+			return 0, err
+		}
+	}
+	seg := cl.active
+	rel := cl.writePos - seg.base
+	if rel+int64(size)+record.BlankHeaderSize > cl.segSize {
+		if err := record.PutBlank(seg.data[rel:cl.segSize]); err != nil {
+			return 0, fmt.Errorf("store: filler: %w", err)
+		}
+		seg.wrote.Store(cl.segSize)
+		cl.writePos = seg.base + cl.segSize
+		cl.committed.Store(cl.writePos)
+		if err := cl.rollLocked(); err != nil {
+			return 0, err
+		}
+		seg = cl.active
+		rel = 0
+	}
+	m.PhysicalOffset = cl.writePos
+	n, err := record.EncodeTo(seg.data[rel:rel+int64(size)], m)
+	if err != nil {
+		return 0, err
+	}
+	phy := cl.writePos
+	cl.writePos += int64(n)
+	seg.wrote.Store(rel + int64(n))
+	cl.lastTs.Store(m.StoreTimestamp)
+	cl.committed.Store(cl.writePos)
+	return phy, nil
+}
+
+// rollLocked makes the segment starting at writePos active, taking the
+// background-prepared one when it matches, and asks for the next one. It
+// holds allocMu for the whole roll so the allocator and the writer never
+// create the same file twice.
+func (cl *commitLog) rollLocked() error {
+	base := cl.writePos
+	if m := findSeg(cl.list(), base, cl.segSize); m != nil && m.base == base {
+		cl.active = m
+		cl.requestNext(base + cl.segSize)
+		return nil
+	}
+	cl.allocMu.Lock()
+	m := cl.prepared
+	cl.prepared = nil
+	if m != nil && m.base != base {
+		// Stale: never handed out, so not in the list; drop it.
+		m.close()
+		if findSeg(cl.list(), m.base, cl.segSize) == nil {
+			_ = os.Remove(m.path)
+		}
+		m = nil
+	}
+	if m == nil {
+		var err error
+		m, err = createMappedFile(filepath.Join(cl.dir, fileNameFor(base)), base, cl.segSize, warmNone)
+		if err != nil {
+			cl.allocMu.Unlock()
+			return err
+		}
+	}
+	cl.listMu.Lock()
+	l := cl.list()
+	nl := make([]*mappedFile, len(l), len(l)+1)
+	copy(nl, l)
+	cl.setList(append(nl, m))
+	cl.listMu.Unlock()
+	cl.allocMu.Unlock()
+	cl.active = m
+	cl.s.emit(Event{Kind: EventSegmentRolled, File: m.path, Offset: base})
+	cl.requestNext(base + cl.segSize)
+	return nil
+}
+
+func (cl *commitLog) requestNext(base int64) {
+	select {
+	case cl.allocReq <- base:
+	default:
+	}
+}
+
+// allocLoop prepares the next segment in the background (preallocated and,
+// with WarmSegments, pre-written) so the writer rarely waits for file
+// creation and first-touch page faults at a roll.
+func (cl *commitLog) allocLoop(done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case base := <-cl.allocReq:
+			cl.prepare(base)
+		}
+	}
+}
+
+func (cl *commitLog) warmMode() warmMode {
+	switch {
+	case !cl.s.opts.WarmSegments:
+		return warmNone
+	default:
+		return warmTouch
+	}
+}
+
+func (cl *commitLog) prepare(base int64) {
+	cl.allocMu.Lock()
+	defer cl.allocMu.Unlock()
+	if (cl.prepared != nil && cl.prepared.base == base) || findSeg(cl.list(), base, cl.segSize) != nil {
+		return
+	}
+	path := filepath.Join(cl.dir, fileNameFor(base))
+	m, err := createMappedFile(path, base, cl.segSize, cl.warmMode())
+	if err != nil {
+		cl.s.opts.Logger.Warn("store: preallocate segment failed", "file", path, "err", err)
+		return
+	}
+	if cl.prepared != nil {
+		cl.prepared.close()
+		if findSeg(cl.list(), cl.prepared.base, cl.segSize) == nil {
+			_ = os.Remove(cl.prepared.path)
+		}
+	}
+	cl.prepared = m
+}
+
+// syncTo fdatasyncs every segment holding bytes in [flushed, target) and
+// advances flushed. Only the flusher (and Close) call it.
+func (cl *commitLog) syncTo(target int64) error {
+	from := cl.flushed.Load()
+	if target <= from {
+		return nil
+	}
+	for _, m := range cl.list() {
+		if m.base+m.size <= from || m.base >= target {
+			continue
+		}
+		if !m.acquire() {
+			continue
+		}
+		err := m.sync(min(target, m.base+m.size) - m.base)
+		m.release()
+		if err != nil {
+			return err
+		}
+	}
+	cl.flushed.Store(target)
+	return nil
+}
+
+// flush syncs everything committed so far and returns the new flushed
+// offset. The timestamp is sampled before the target, so it belongs to a
+// record the sync covers.
+func (cl *commitLog) flush() (int64, error) {
+	ts := cl.lastTs.Load()
+	target := cl.committed.Load()
+	if err := cl.syncTo(target); err != nil {
+		return target, err
+	}
+	cl.flushedTs.Store(ts)
+	return target, nil
+}
+
+// closeAll drops the owner references of all segments (mappings go away
+// once readers release theirs).
+func (cl *commitLog) closeAll() {
+	cl.listMu.Lock()
+	for _, m := range cl.list() {
+		m.close()
+	}
+	cl.setList(nil)
+	cl.listMu.Unlock()
+	cl.allocMu.Lock()
+	if cl.prepared != nil {
+		cl.prepared.close()
+		cl.prepared = nil
+	}
+	cl.allocMu.Unlock()
+}

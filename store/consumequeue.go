@@ -1,0 +1,397 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// Consume-queue entry layout (frozen, see doc.go).
+const (
+	cqEntrySize = 20
+	holePhy     = -1 // phy offset of a hole entry (a queue offset with no record)
+)
+
+var be = binary.BigEndian
+
+// cqEntry is one decoded consume-queue entry.
+type cqEntry struct {
+	phy  int64
+	size int32
+	tags int64
+}
+
+func (e cqEntry) isHole() bool { return e.phy == holePhy && e.size == 0 }
+
+func putCQEntry(b []byte, e cqEntry) {
+	be.PutUint64(b[0:], uint64(e.phy))
+	be.PutUint32(b[8:], uint32(e.size))
+	be.PutUint64(b[12:], uint64(e.tags))
+}
+
+func getCQEntry(b []byte) cqEntry {
+	return cqEntry{phy: int64(be.Uint64(b[0:])), size: int32(be.Uint32(b[8:])), tags: int64(be.Uint64(b[12:]))}
+}
+
+// consumeQueue is the logical queue (topic, queueID): fixed 20-byte entries
+// in files of CQEntriesPerFile entries named by their start byte offset.
+// Only the dispatcher appends (and recovery truncates); retention removes
+// head files under listMu; readers use the atomic file list and refcounts.
+type consumeQueue struct {
+	topic    string
+	queueID  int32
+	dir      string
+	fileSize int64
+
+	files  atomic.Pointer[[]*mappedFile]
+	listMu sync.Mutex // serialises replacements of files
+
+	maxOff atomic.Int64 // next logical offset to be written (= entry count)
+	minOff atomic.Int64 // first logical offset whose record is still stored
+
+	touched uint64 // dispatcher-owned: last dispatch round that appended
+}
+
+func newConsumeQueue(root, topic string, queueID int32, entriesPerFile int) *consumeQueue {
+	cq := &consumeQueue{
+		topic:    topic,
+		queueID:  queueID,
+		dir:      filepath.Join(root, "consumequeue", topic, strconv.Itoa(int(queueID))),
+		fileSize: int64(entriesPerFile) * cqEntrySize,
+	}
+	empty := []*mappedFile{}
+	cq.files.Store(&empty)
+	return cq
+}
+
+func (cq *consumeQueue) list() []*mappedFile { return *cq.files.Load() }
+
+func (cq *consumeQueue) setList(l []*mappedFile) { cq.files.Store(&l) }
+
+// acquireFile returns the file holding logical offset off, with a reader
+// reference, and the byte position of the entry within it.
+func (cq *consumeQueue) acquireFile(off int64) (*mappedFile, int64) {
+	pos := off * cqEntrySize
+	for range 3 {
+		m := findSeg(cq.list(), pos, cq.fileSize)
+		if m == nil {
+			return nil, 0
+		}
+		if m.acquire() {
+			return m, pos - m.base
+		}
+	}
+	return nil, 0
+}
+
+// entry reads the entry at logical offset off (which must be below maxOff).
+func (cq *consumeQueue) entry(off int64) (cqEntry, bool) {
+	m, rel := cq.acquireFile(off)
+	if m == nil {
+		return cqEntry{}, false
+	}
+	e := getCQEntry(m.data[rel : rel+cqEntrySize])
+	m.release()
+	return e, true
+}
+
+// appendEntry writes e at logical offset qoff. Offsets below maxOff are
+// duplicates from a replay and are skipped. A queue with no entries at all
+// starts at qoff (a slave that began replicating mid-log, or a queue whose
+// files were lost): earlier offsets of qoff's file become holes and earlier
+// files simply do not exist. A jump ahead of at most maxGap entries is
+// padded with holes; a larger one means the record's QUEUEOFFSET is not
+// trustworthy and the record is refused (ok=false). Dispatcher-only.
+func (cq *consumeQueue) appendEntry(qoff int64, e cqEntry, maxGap int64) (holes int64, ok bool, err error) {
+	max := cq.maxOff.Load()
+	if qoff < max {
+		return 0, true, nil
+	}
+	fresh := max == 0 && qoff > 0 && len(cq.list()) == 0
+	if fresh {
+		per := cq.fileSize / cqEntrySize
+		max = qoff - qoff%per
+		cq.maxOff.Store(max)
+	} else if qoff-max > maxGap {
+		return 0, false, nil
+	}
+	for ; max < qoff; max++ {
+		if err := cq.writeAt(max, cqEntry{phy: holePhy}); err != nil {
+			return holes, false, err
+		}
+		holes++
+		cq.maxOff.Store(max + 1)
+	}
+	if err := cq.writeAt(qoff, e); err != nil {
+		return holes, false, err
+	}
+	if fresh {
+		cq.minOff.Store(qoff)
+	}
+	cq.maxOff.Store(qoff + 1)
+	return holes, true, nil
+}
+
+// nextFileOffset returns the first logical offset of the first file after
+// logical offset off, or limit.
+func (cq *consumeQueue) nextFileOffset(off, limit int64) int64 {
+	pos := off * cqEntrySize
+	for _, m := range cq.list() {
+		if m.base > pos {
+			return min(m.base/cqEntrySize, limit)
+		}
+	}
+	return limit
+}
+
+func (cq *consumeQueue) writeAt(off int64, e cqEntry) error {
+	pos := off * cqEntrySize
+	fileBase := pos - pos%cq.fileSize
+	l := cq.list()
+	var m *mappedFile
+	if n := len(l); n > 0 && l[n-1].base == fileBase {
+		m = l[n-1]
+	} else {
+		if err := os.MkdirAll(cq.dir, 0o755); err != nil {
+			return fmt.Errorf("store: create %s: %w", cq.dir, err)
+		}
+		nm, err := createMappedFile(filepath.Join(cq.dir, fileNameFor(fileBase)), fileBase, cq.fileSize, warmSparse)
+		if err != nil {
+			return err
+		}
+		cq.listMu.Lock()
+		l = cq.list()
+		nl := make([]*mappedFile, len(l), len(l)+1)
+		copy(nl, l)
+		cq.setList(append(nl, nm))
+		cq.listMu.Unlock()
+		m = nm
+	}
+	rel := pos - m.base
+	putCQEntry(m.data[rel:rel+cqEntrySize], e)
+	m.wrote.Store(rel + cqEntrySize)
+	return nil
+}
+
+// flush fdatasyncs files with unflushed entries.
+func (cq *consumeQueue) flush() error {
+	for _, m := range cq.list() {
+		w := m.wrote.Load()
+		if w <= m.flushedTo.Load() || !m.acquire() {
+			continue
+		}
+		err := m.sync(w)
+		m.release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lastPhyEnd returns phy+size of the newest non-hole entry, or -1.
+func (cq *consumeQueue) lastPhyEnd() int64 {
+	min := cq.minOff.Load()
+	for off := cq.maxOff.Load() - 1; off >= min && off >= 0; off-- {
+		e, ok := cq.entry(off)
+		if !ok {
+			return -1
+		}
+		if !e.isHole() {
+			return e.phy + int64(e.size)
+		}
+	}
+	return -1
+}
+
+// correctMin moves minOff to the first entry whose record is at or above
+// clMin (records below were deleted by retention).
+func (cq *consumeQueue) correctMin(clMin int64) {
+	l := cq.list()
+	if len(l) == 0 {
+		return
+	}
+	min := max(cq.minOff.Load(), l[0].base/cqEntrySize)
+	maxOff := cq.maxOff.Load()
+	for min < maxOff {
+		e, ok := cq.entry(min)
+		if !ok {
+			break
+		}
+		if !e.isHole() && e.phy >= clMin {
+			break
+		}
+		min++
+	}
+	cq.minOff.Store(min)
+}
+
+// deleteBelow removes head files (never the last) whose entries all point
+// below clMin, then corrects minOff. Returns the number of files removed.
+func (cq *consumeQueue) deleteBelow(clMin int64) int {
+	cq.listMu.Lock()
+	l := cq.list()
+	n := 0
+	for n < len(l)-1 {
+		m := l[n]
+		lastPos := m.size - cqEntrySize
+		e := getCQEntry(m.data[lastPos : lastPos+cqEntrySize])
+		if e.phy+int64(e.size) > clMin && !e.isHole() {
+			break
+		}
+		n++
+	}
+	if n > 0 {
+		for _, m := range l[:n] {
+			_ = m.destroy(true)
+		}
+		nl := append([]*mappedFile(nil), l[n:]...)
+		cq.setList(nl)
+	}
+	cq.listMu.Unlock()
+	cq.correctMin(clMin)
+	return n
+}
+
+func (cq *consumeQueue) closeAll(remove bool) {
+	cq.listMu.Lock()
+	for _, m := range cq.list() {
+		_ = m.destroy(remove)
+	}
+	cq.setList(nil)
+	cq.listMu.Unlock()
+}
+
+// loadCQFiles maps a queue's files. A file larger than the configured size
+// or off the size grid is ErrSegmentSize; short files are extended and
+// reported; files after a hole in the sequence are removed and reported.
+func (cq *consumeQueue) loadFiles() (damaged []*CorruptError, err error) {
+	ents, err := os.ReadDir(cq.dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: read %s: %w", cq.dir, err)
+	}
+	type fi struct {
+		base, size int64
+		path       string
+	}
+	var files []fi
+	for _, e := range ents {
+		base, ok := parseFileName(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, fmt.Errorf("store: stat %s: %w", e.Name(), err)
+		}
+		files = append(files, fi{base, info.Size(), filepath.Join(cq.dir, e.Name())})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].base < files[j].base })
+	for _, f := range files {
+		if f.size > cq.fileSize || f.base%cq.fileSize != 0 {
+			return nil, fmt.Errorf("%w: consume-queue file %s (%d bytes) does not match %d-byte files", ErrSegmentSize, f.path, f.size, cq.fileSize)
+		}
+	}
+	var l []*mappedFile
+	for _, f := range files {
+		// Files need not be contiguous: a queue may start mid-log (see
+		// appendEntry); reads of a missing file report OFFSET_FOUND_NULL.
+		if f.size < cq.fileSize {
+			damaged = append(damaged, &CorruptError{File: f.path, Offset: f.size, Reason: fmt.Sprintf("consume-queue file is %d bytes, expected %d (extended with zeros)", f.size, cq.fileSize)})
+		}
+		m, err := openMappedFile(f.path, f.base, cq.fileSize)
+		if err != nil {
+			for _, x := range l {
+				x.close()
+			}
+			return nil, err
+		}
+		l = append(l, m)
+	}
+	cq.setList(l)
+	if len(l) > 0 {
+		cq.minOff.Store(l[0].base / cqEntrySize)
+		cq.maxOff.Store(l[0].base / cqEntrySize)
+	}
+	return damaged, nil
+}
+
+// recoverEntries walks the last files and finds the end of the valid
+// entries: the first all-zero entry ends the queue; an entry that is not a
+// hole and fails check (bad size, offsets going backwards, record
+// mismatch) is damage; entries at or beyond clEnd were never made durable
+// in the commitlog. Everything from the cut on is zeroed and later files
+// removed. It returns the cut (if any) as a CorruptError (nil for a clean
+// end or a plain truncation beyond clEnd) and the phy end of the last good
+// entry (-1 if none was seen).
+func (cq *consumeQueue) recoverEntries(scanFiles int, clEnd int64, check func(off int64, e cqEntry) string) (cut *CorruptError, beyondEnd bool) {
+	l := cq.list()
+	if len(l) == 0 {
+		return nil, false
+	}
+	start := max(0, len(l)-scanFiles)
+	prevEnd := int64(-1)
+	cutFile, cutRel := -1, int64(0)
+outer:
+	for i := start; i < len(l); i++ {
+		m := l[i]
+		for rel := int64(0); rel < m.size; rel += cqEntrySize {
+			b := m.data[rel : rel+cqEntrySize]
+			if allZero(b) {
+				cutFile, cutRel = i, rel
+				break outer
+			}
+			e := getCQEntry(b)
+			if e.isHole() {
+				continue
+			}
+			reason := ""
+			switch {
+			case e.phy < 0 || e.size <= 0:
+				reason = fmt.Sprintf("invalid entry phy=%d size=%d", e.phy, e.size)
+			case e.phy < prevEnd:
+				reason = fmt.Sprintf("entry phy=%d goes below previous end %d", e.phy, prevEnd)
+			case e.phy+int64(e.size) > clEnd:
+				beyondEnd = true
+			default:
+				reason = check((m.base+rel)/cqEntrySize, e)
+			}
+			if reason != "" {
+				cut = &CorruptError{File: m.path, Offset: rel, Reason: reason}
+			}
+			if reason != "" || beyondEnd {
+				cutFile, cutRel = i, rel
+				break outer
+			}
+			prevEnd = e.phy + int64(e.size)
+		}
+	}
+	if cutFile < 0 {
+		// Every scanned file is full of valid entries.
+		last := l[len(l)-1]
+		cq.maxOff.Store((last.base + last.size) / cqEntrySize)
+		last.wrote.Store(last.size)
+		return nil, false
+	}
+	m := l[cutFile]
+	m.zeroFrom(cutRel)
+	m.wrote.Store(cutRel)
+	for _, x := range l[start:cutFile] {
+		x.wrote.Store(x.size)
+	}
+	if cutFile+1 < len(l) {
+		cq.listMu.Lock()
+		for _, x := range l[cutFile+1:] {
+			_ = x.destroy(true)
+		}
+		cq.setList(append([]*mappedFile(nil), l[:cutFile+1]...))
+		cq.listMu.Unlock()
+	}
+	cq.maxOff.Store((m.base + cutRel) / cqEntrySize)
+	return cut, beyondEnd
+}

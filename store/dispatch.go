@@ -1,0 +1,203 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// dispatcher follows the commitlog behind the writer and builds consume
+// queues and the index. Its state is owned by whoever holds Store.dispMu:
+// the dispatcher goroutine, or recovery before the goroutines start.
+type dispatcher struct {
+	pos      int64       // next commitlog offset to dispatch
+	cur      *mappedFile // segment being read, with a reader reference
+	round    uint64
+	touched  []*consumeQueue
+	fillGaps bool            // false during the first recovery pass: gaps are only noted
+	gapSeen  bool            // a record skipped ahead of its queue's end
+	broken   bool            // undecodable bytes met; dispatching stopped
+	count    int64           // records dispatched (recovery statistics)
+	refused  []*CorruptError // records refused during recovery (reported)
+}
+
+func (d *dispatcher) releaseCur() {
+	if d.cur != nil {
+		d.cur.release()
+		d.cur = nil
+	}
+}
+
+// segmentFor returns the segment holding off, keeping a reference across
+// calls.
+func (d *dispatcher) segmentFor(cl *commitLog, off int64) *mappedFile {
+	if d.cur != nil && d.cur.base <= off && off < d.cur.base+d.cur.size && !d.cur.removed.Load() {
+		return d.cur
+	}
+	d.releaseCur()
+	d.cur = cl.acquireAt(off)
+	return d.cur
+}
+
+// dispatchLoop is the dispatcher goroutine. The writer wakes it through
+// dispatchWake after every append; there is no polling.
+func (s *Store) dispatchLoop() {
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.dispatchWake:
+		}
+		s.dispatchAvailable()
+	}
+}
+
+// dispatchAvailable dispatches everything committed and tells arrival
+// listeners which queues grew.
+func (s *Store) dispatchAvailable() {
+	s.dispMu.Lock()
+	defer s.dispMu.Unlock()
+	s.dispatchRangeLocked(s.cl.committed.Load())
+	if fn := s.arrival.Load(); fn != nil {
+		for _, cq := range s.disp.touched {
+			(*fn)(cq.topic, cq.queueID, cq.maxOff.Load())
+		}
+	}
+	s.disp.touched = s.disp.touched[:0]
+}
+
+// dispatchRangeLocked dispatches complete records in [disp.pos, end).
+func (s *Store) dispatchRangeLocked(end int64) {
+	d := &s.disp
+	if d.broken {
+		return
+	}
+	d.round++
+	for d.pos < end {
+		seg := d.segmentFor(s.cl, d.pos)
+		if seg == nil {
+			if min := s.cl.minOffset(); d.pos < min {
+				d.pos = min
+				continue
+			}
+			break
+		}
+		rel := d.pos - seg.base
+		if d.pos+record.BlankHeaderSize > end {
+			break // header not complete yet (raw replication)
+		}
+		size, magic, _ := record.PeekHeader(seg.data[rel:])
+		if magic == record.MagicBlank && int64(size) == seg.size-rel {
+			d.pos = seg.base + seg.size
+			continue
+		}
+		if magic == record.MagicMessage && size >= record.MinRecordSize && int64(size) <= seg.size-rel && d.pos+int64(size) > end {
+			break // record not complete yet (raw replication)
+		}
+		var v record.View
+		var err error
+		if magic != record.MagicMessage || size < record.MinRecordSize || int64(size) > seg.size-rel {
+			err = fmt.Errorf("bad record header size=%d magic=0x%08X", size, magic)
+		} else {
+			v, err = record.Parse(seg.data[rel:rel+int64(size)], false)
+		}
+		if err != nil {
+			d.broken = true
+			ce := &CorruptError{File: seg.path, Offset: rel, Reason: "dispatcher cannot decode record", Err: err}
+			s.log.Error("store: dispatch stopped", "err", ce)
+			s.emit(Event{Kind: EventCorruption, File: seg.path, Offset: rel, Err: ce})
+			break
+		}
+		s.dispatchRecord(&v, d.pos, size)
+		d.pos += int64(size)
+	}
+	s.dispatched.Store(d.pos)
+}
+
+func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) {
+	d := &s.disp
+	tx := v.SysFlag & record.TxMask
+	if tx == record.TxNotType || tx == record.TxCommit {
+		tags := s.tagsCode(v)
+		cq := s.cqForDispatch(v.Topic, v.QueueID)
+		if !d.fillGaps && v.QueueOffset > cq.maxOff.Load() {
+			d.gapSeen = true
+		} else {
+			holes, ok, err := cq.appendEntry(v.QueueOffset, cqEntry{phy: phy, size: size, tags: tags}, int64(s.opts.CQEntriesPerFile))
+			if err != nil {
+				s.setWriteErr(err)
+			} else if !ok {
+				ce := &CorruptError{File: s.cl.dir, Offset: phy, Reason: fmt.Sprintf(
+					"record claims queue offset %d, queue %s/%d is at %d; not dispatched", v.QueueOffset, cq.topic, cq.queueID, cq.maxOff.Load())}
+				s.log.Error("store: implausible queue offset", "err", ce)
+				s.emit(Event{Kind: EventCorruption, File: ce.File, Offset: phy, Err: ce})
+				if len(d.refused) < 100 {
+					d.refused = append(d.refused, ce)
+				}
+			}
+			if holes > 0 {
+				s.log.Warn("store: consume queue gap filled with holes", "topic", cq.topic, "queue", cq.queueID, "holes", holes)
+				s.emit(Event{Kind: EventQueueGap, File: cq.dir, Offset: v.QueueOffset})
+			}
+			if cq.touched != d.round {
+				cq.touched = d.round
+				d.touched = append(d.touched, cq)
+			}
+		}
+		if s.rawMode.Load() {
+			s.putMu.Lock()
+			key := cqKey{cq.topic, cq.queueID}
+			if s.queueOffsets[key] < v.QueueOffset+1 {
+				s.queueOffsets[key] = v.QueueOffset + 1
+			}
+			s.putMu.Unlock()
+		}
+	}
+	if tx != record.TxRollback && phy > s.idx.skipPhy {
+		if keys, ok := record.LookupProperty(v.Properties, record.PropertyKeys); ok {
+			for len(keys) > 0 {
+				i := bytes.IndexByte(keys, ' ')
+				k := keys
+				if i >= 0 {
+					k, keys = keys[:i], keys[i+1:]
+				} else {
+					keys = nil
+				}
+				s.indexKey(v, k, phy)
+			}
+		}
+		if u, ok := record.LookupProperty(v.Properties, record.PropertyUniqueClientMessageIDKeyIndex); ok {
+			s.indexKey(v, u, phy)
+		}
+		s.idx.skipPhy = phy
+	}
+	d.count++
+	s.dispatchTs.Store(v.StoreTimestamp)
+	if s.rawMode.Load() {
+		s.cl.lastTs.Store(v.StoreTimestamp)
+	}
+}
+
+// tagsCode is the consume-queue tagsCode of a record: the hook's value,
+// else the Java hash of TAGS, else 0.
+func (s *Store) tagsCode(v *record.View) int64 {
+	if s.opts.TagsCode != nil {
+		if c, ok := s.opts.TagsCode(v.Topic, v.Properties, v.StoreTimestamp); ok {
+			return c
+		}
+	}
+	if t, ok := record.LookupProperty(v.Properties, record.PropertyTags); ok {
+		return record.TagsHashBytes(t)
+	}
+	return 0
+}
+
+func (s *Store) indexKey(v *record.View, key []byte, phy int64) {
+	if len(key) == 0 {
+		return
+	}
+	if err := s.idx.add(v.Topic, key, phy, v.StoreTimestamp); err != nil {
+		s.setWriteErr(err)
+	}
+}

@@ -1,0 +1,122 @@
+// Package store is SmartGo's message store: a RocketMQ-compatible
+// commitlog of memory-mapped segments, consume queues and a hash index
+// built from it by a dispatcher, group-commit flushing, checkpoint-based
+// crash recovery and time/space based retention.
+//
+// # Directory layout
+//
+//	<root>/commitlog/<20-digit start offset>         segments, SegmentSize bytes each
+//	<root>/consumequeue/<topic>/<queueId>/<20-digit>  consume-queue files, CQEntriesPerFile*20 bytes
+//	<root>/index/<yyyyMMddHHmmssSSS>                  index files
+//	<root>/checkpoint                                 28 bytes, see below
+//	<root>/abort                                      empty; exists while a store has the root open
+//	<root>/lock                                       empty; flock(LOCK_EX) held while open
+//
+// All integers are big-endian. File names are the zero-padded decimal start
+// offset of the file (commitlog: byte offset in the log; consume queue: byte
+// offset in the queue, i.e. logical offset*20), so the name of the file
+// holding offset x is x - x%fileSize.
+//
+// # Commitlog segments (frozen)
+//
+// A segment is a run of records (format: store/record, protocol section 3.1)
+// written back to back from byte 0. A record of n bytes is written only if
+// at least n+8 bytes remain in the segment; otherwise the rest of the
+// segment (r >= 8 bytes) is turned into a blank filler and the record goes
+// to the start of the next segment:
+//
+//	+-----------------+--------------------+-------------------------+
+//	| TOTALSIZE=r (4) | MAGIC 0xCBD43194 (4)| r-8 bytes, ignored      |
+//	+-----------------+--------------------+-------------------------+
+//
+// So every segment but the last ends with exactly one filler, whose
+// TOTALSIZE reaches the segment end. Bytes after the last record of the
+// last segment are zero (segments are preallocated and zero-filled); a
+// zero TOTALSIZE+MAGIC marks the end of the log. The store writes
+// QUEUEOFFSET, PHYSICALOFFSET (= the record's own log offset, checked at
+// recovery), STORETIMESTAMP and STOREHOST into each record.
+//
+// # Consume-queue entry (frozen), 20 bytes
+//
+//	0       8        12            20
+//	+-------+--------+-------------+
+//	| phy 8 | size 4 | tagsCode 8  |
+//	+-------+--------+-------------+
+//
+// phy is the commitlog offset of the record, size its TOTALSIZE, tagsCode
+// the Java String.hashCode of its TAGS property (0 without tags, or the
+// Options.TagsCode hook's value). Entry i of a queue (logical offset i) is
+// at byte i*20. An all-zero entry ends the queue; an entry with
+// phy=-1 (0xFFFFFFFFFFFFFFFF) and size=0 is a hole (a logical offset with
+// no record, written only when a gap had to be padded; readers skip it).
+// Prepared and rollback transaction records get no entry.
+//
+// # Index file (frozen)
+//
+//	header (40) | slots (IndexSlots*4) | entries (IndexEntries*20)
+//
+// Header: beginTimestamp 8, endTimestamp 8 (store ms of first/last
+// entry), beginPhyOffset 8, endPhyOffset 8, usedSlotCount 4 (slots that
+// hold a chain), indexCount 4 (next entry number; starts at 1, entry 0 is
+// never used). Slot i (4 bytes) holds the number of the newest entry whose
+// hash%IndexSlots == i, 0 for none. Entry n sits at
+// 40 + IndexSlots*4 + n*20:
+//
+//	0          4         12            16            20
+//	+----------+---------+-------------+-------------+
+//	| keyHash 4| phy 8   | timeDiff 4  | prevEntry 4 |
+//	+----------+---------+-------------+-------------+
+//
+// keyHash = |JavaHashCode(topic + "#" + key)| (0 for MinInt32); timeDiff
+// is (storeTimestamp - beginTimestamp) in seconds; prevEntry chains
+// entries of the same slot (0 ends the chain; chains only go to lower
+// numbers). Keys are each space-separated KEYS value and UNIQ_KEY;
+// rollback records are not indexed. A file is full when indexCount
+// reaches IndexEntries; a new file is named after the store clock (ms).
+// Entries are written entry first, then header, then slot.
+//
+// # Checkpoint (frozen), 28 bytes
+//
+//	0              8              16             24       28
+//	+--------------+--------------+--------------+--------+
+//	| physicMsgTs 8| logicsMsgTs 8| indexMsgTs 8 | CRC 4  |
+//	+--------------+--------------+--------------+--------+
+//
+// Store timestamps (ms) of the newest record known durable in the
+// commitlog, in consume queues and in the index; CRC is CRC32-IEEE of bytes
+// 0..23. It is replaced atomically (temp file, fsync, rename, fsync dir:
+// internal/fsutil), after the files it describes were fdatasynced. A torn
+// or altered checkpoint fails the CRC, is reported, and recovery scans from
+// the first segment.
+//
+// # Abort and lock
+//
+// Open takes flock(LOCK_EX|LOCK_NB) on <root>/lock (a second store on the
+// same root fails with ErrLocked) and creates <root>/abort (fsyncing the
+// directory). Close removes abort after everything is flushed. abort
+// present at Open means the last run crashed.
+//
+// # Recovery
+//
+// Normal start: records of the last RecoverSegments segments (and of any
+// segment found short) are validated (magic, sizes, PHYSICALOFFSET, CRC
+// with CheckCRCOnRecover); the log is cut at the first invalid record: the
+// rest of that segment is zeroed, later segments removed. After a crash:
+// validation starts at the newest segment whose first record is older than
+// min(checkpoint) - 3 s. Consume queues are validated from their last
+// RecoverSegments files (each entry must point at the matching record of
+// its queue, with the right tagsCode); entries beyond the log end or
+// invalid are cut. Then records are re-dispatched from the older of the
+// crash point and the end of the queues' last entries, skipping entries
+// that already exist; a gap in a queue triggers a re-dispatch from the log
+// start. Damaged index files are removed and the log re-indexed. Every cut
+// of non-zero bytes is a *CorruptError in Store.RecoveryReport.
+//
+// # Concurrency
+//
+// See LOCKING.md. One writer (putMu) appends into the mapping and then
+// publishes the new end (an atomic); the dispatcher, flusher and readers
+// only touch bytes below it. Files carry reference counts: readers hold a
+// reference until GetResult.Release, and a deleted file is unmapped when
+// the last reference goes.
+package store

@@ -1,0 +1,98 @@
+package store
+
+import (
+	"fmt"
+)
+
+// ReadRaw returns up to maxBytes of raw commitlog bytes starting at offset,
+// never crossing a segment end or the commitlog end (the master side of
+// HA replication). Release the result. An empty result means offset is
+// the end of the log.
+func (s *Store) ReadRaw(offset int64, maxBytes int) (*GetResult, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	end := s.cl.committed.Load()
+	if offset < s.cl.minOffset() || offset > end {
+		return nil, fmt.Errorf("%w: %d outside [%d, %d]", ErrNotFound, offset, s.cl.minOffset(), end)
+	}
+	r := s.newResult()
+	if offset == end || maxBytes <= 0 {
+		return r, nil
+	}
+	m := s.cl.acquireAt(offset)
+	if m == nil {
+		r.Release()
+		return nil, fmt.Errorf("%w: %d (segment gone)", ErrNotFound, offset)
+	}
+	r.held = append(r.held, m)
+	rel := offset - m.base
+	n := min(int64(maxBytes), m.size-rel, end-offset)
+	r.Buffers = append(r.Buffers, m.data[rel:rel+n:rel+n])
+	r.PhysicalOffsets = append(r.PhysicalOffsets, offset)
+	r.TotalBytes = int(n)
+	r.Status = GetFound
+	return r, nil
+}
+
+// startAt makes an empty store begin at a segment boundary (a slave that
+// starts replicating from the master's last segment).
+func (s *Store) startAt(offset int64) {
+	s.dispMu.Lock()
+	defer s.dispMu.Unlock()
+	s.putMu.Lock()
+	defer s.putMu.Unlock()
+	if s.cl.writePos != 0 || len(s.cl.list()) != 0 {
+		return
+	}
+	s.cl.writePos = offset
+	s.cl.committed.Store(offset)
+	s.cl.flushed.Store(offset)
+	s.disp.pos = offset
+	s.dispatched.Store(offset)
+}
+
+// AppendRaw copies replicated commitlog bytes to offset, which must equal
+// MaxPhysicalOffset (the slave side of HA replication); an empty store
+// also accepts any segment boundary, so a slave can start from the
+// master's last segment. data may end in the
+// middle of a record; the dispatcher only dispatches complete records. It
+// must not cross a segment end. Queue offsets for later local puts follow
+// the dispatched records.
+func (s *Store) AppendRaw(offset int64, data []byte) error {
+	if _, err := s.checkWritable(); err != nil {
+		return err
+	}
+	s.rawMode.Store(true)
+	if offset > 0 && s.cl.committed.Load() == 0 && offset%s.cl.segSize == 0 {
+		s.startAt(offset)
+	}
+	s.putMu.Lock()
+	defer s.putMu.Unlock()
+	if _, err := s.checkWritable(); err != nil {
+		return err
+	}
+	if offset != s.cl.writePos {
+		return fmt.Errorf("%w: got %d, end is %d", ErrBadOffset, offset, s.cl.writePos)
+	}
+	for len(data) > 0 {
+		if s.cl.active == nil || s.cl.writePos >= s.cl.active.base+s.cl.segSize {
+			if err := s.cl.rollLocked(); err != nil {
+				s.setWriteErr(err)
+				return s.Err()
+			}
+		}
+		seg := s.cl.active
+		rel := s.cl.writePos - seg.base
+		if int64(len(data)) > seg.size-rel {
+			return fmt.Errorf("%w: %d bytes at %d cross the segment end %d", ErrBadOffset, len(data), offset, seg.base+seg.size)
+		}
+		n := copy(seg.data[rel:], data)
+		data = data[n:]
+		s.cl.writePos += int64(n)
+		seg.wrote.Store(rel + int64(n))
+		s.cl.committed.Store(s.cl.writePos)
+	}
+	s.wakeDispatcher()
+	return nil
+}

@@ -1,0 +1,417 @@
+package store
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// Index file layout (frozen, see doc.go).
+const (
+	indexHeaderSize = 40
+	indexSlotSize   = 4
+	indexEntrySize  = 20
+	indexTimeLayout = "20060102150405.000" // rendered without the dot: yyyyMMddHHmmssSSS
+)
+
+func indexFileSize(slots, entries int) int64 {
+	return indexHeaderSize + int64(slots)*indexSlotSize + int64(entries)*indexEntrySize
+}
+
+// indexFile is one hash index file. The dispatcher adds entries under mu;
+// queries read under mu.RLock.
+type indexFile struct {
+	mf      *mappedFile
+	slots   int
+	entries int
+
+	mu sync.RWMutex
+	// Header mirror, protected by mu (also written to the mapped header).
+	beginTs, endTs, beginPhy, endPhy int64
+	usedSlots                        int32
+	count                            int32 // next entry number; starts at 1
+}
+
+func (f *indexFile) full() bool { return int(f.count) >= f.entries }
+
+func (f *indexFile) writeHeaderLocked() {
+	h := f.mf.data[:indexHeaderSize]
+	be.PutUint64(h[0:], uint64(f.beginTs))
+	be.PutUint64(h[8:], uint64(f.endTs))
+	be.PutUint64(h[16:], uint64(f.beginPhy))
+	be.PutUint64(h[24:], uint64(f.endPhy))
+	be.PutUint32(h[32:], uint32(f.usedSlots))
+	be.PutUint32(h[36:], uint32(f.count))
+}
+
+func (f *indexFile) readHeader() {
+	h := f.mf.data[:indexHeaderSize]
+	f.beginTs = int64(be.Uint64(h[0:]))
+	f.endTs = int64(be.Uint64(h[8:]))
+	f.beginPhy = int64(be.Uint64(h[16:]))
+	f.endPhy = int64(be.Uint64(h[24:]))
+	f.usedSlots = int32(be.Uint32(h[32:]))
+	f.count = int32(be.Uint32(h[36:]))
+}
+
+// checkHeader validates the header read from disk; "" when plausible.
+func (f *indexFile) checkHeader() string {
+	if f.count == 0 && f.beginTs == 0 && f.endTs == 0 && f.beginPhy == 0 && f.endPhy == 0 && f.usedSlots == 0 {
+		f.count = 1 // created, never written
+		return ""
+	}
+	switch {
+	case f.count < 1 || int(f.count) > f.entries:
+		return fmt.Sprintf("index count %d outside [1, %d]", f.count, f.entries)
+	case f.usedSlots < 0 || int(f.usedSlots) > f.slots:
+		return fmt.Sprintf("used slot count %d outside [0, %d]", f.usedSlots, f.slots)
+	case f.count > 1 && (f.beginTs > f.endTs || f.beginPhy > f.endPhy || f.beginPhy < 0):
+		return fmt.Sprintf("header range inverted (ts %d..%d, phy %d..%d)", f.beginTs, f.endTs, f.beginPhy, f.endPhy)
+	}
+	return ""
+}
+
+func indexHash(key []byte) int32 {
+	h := record.JavaHashCode(key)
+	if h < 0 {
+		h = -h
+	}
+	if h < 0 { // MinInt32
+		h = 0
+	}
+	return h
+}
+
+func (f *indexFile) slotPos(hash int32) int64 {
+	return indexHeaderSize + int64(int(hash)%f.slots)*indexSlotSize
+}
+
+func (f *indexFile) entryPos(n int32) int64 {
+	return indexHeaderSize + int64(f.slots)*indexSlotSize + int64(n)*indexEntrySize
+}
+
+// addLocked appends an entry for hash; caller holds mu and checked !full.
+func (f *indexFile) addLocked(hash int32, phy, storeTs int64) {
+	d := f.mf.data
+	sp := f.slotPos(hash)
+	prev := int32(be.Uint32(d[sp:]))
+	if prev <= 0 || prev >= f.count {
+		prev = 0
+	}
+	if f.count <= 1 {
+		f.beginTs, f.beginPhy = storeTs, phy
+	}
+	diff := (storeTs - f.beginTs) / 1000
+	if diff < 0 {
+		diff = 0
+	} else if diff > math.MaxInt32 {
+		diff = math.MaxInt32
+	}
+	n := f.count
+	ep := f.entryPos(n)
+	be.PutUint32(d[ep:], uint32(hash))
+	be.PutUint64(d[ep+4:], uint64(phy))
+	be.PutUint32(d[ep+12:], uint32(diff))
+	be.PutUint32(d[ep+16:], uint32(prev))
+	if prev == 0 {
+		f.usedSlots++
+	}
+	f.count = n + 1
+	f.endTs, f.endPhy = storeTs, phy
+	f.writeHeaderLocked()
+	be.PutUint32(d[sp:], uint32(n))
+}
+
+// lookup calls fn with the phy offset of each entry matching hash within
+// [begin, end] (ms; entries carry second granularity, so one second of
+// slack is allowed and fn must verify), newest first, until fn returns false.
+func (f *indexFile) lookup(hash int32, begin, end int64, fn func(phy int64) bool) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.count <= 1 || f.endTs+1000 < begin || f.beginTs > end {
+		return true
+	}
+	d := f.mf.data
+	n := int32(be.Uint32(d[f.slotPos(hash):]))
+	for steps := 0; n > 0 && n < f.count && steps < int(f.count); steps++ {
+		ep := f.entryPos(n)
+		h := int32(be.Uint32(d[ep:]))
+		phy := int64(be.Uint64(d[ep+4:]))
+		diff := int64(int32(be.Uint32(d[ep+12:])))
+		prev := int32(be.Uint32(d[ep+16:]))
+		ts := f.beginTs + diff*1000
+		if h == hash && ts+1000 > begin && ts <= end && phy >= 0 {
+			if !fn(phy) {
+				return false
+			}
+		}
+		if prev >= n { // chains only go backwards; anything else is damage
+			break
+		}
+		n = prev
+	}
+	return true
+}
+
+// indexService owns the index files.
+type indexService struct {
+	s       *Store
+	dir     string
+	files   atomic.Pointer[[]*indexFile]
+	listMu  sync.Mutex
+	keyBuf  []byte // dispatcher-owned scratch for topic#key
+	skipPhy int64  // dispatcher-owned: records at or below this phy are already indexed
+	// forceNew makes the next add start a new file (re-indexing old records
+	// must not extend a file whose range is newer). Dispatcher-owned.
+	forceNew bool
+}
+
+func newIndexService(s *Store) *indexService {
+	x := &indexService{s: s, dir: filepath.Join(s.opts.Root, "index"), skipPhy: -1}
+	empty := []*indexFile{}
+	x.files.Store(&empty)
+	return x
+}
+
+func (x *indexService) list() []*indexFile { return *x.files.Load() }
+
+// load maps the index files; damaged ones are removed and reported, and
+// reindex reports that records must be indexed again from the start.
+func (x *indexService) load() (damaged []*CorruptError, reindex bool, err error) {
+	if err := os.MkdirAll(x.dir, 0o755); err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrBadRoot, err)
+	}
+	ents, err := os.ReadDir(x.dir)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: read %s: %w", x.dir, err)
+	}
+	var names []string
+	for _, e := range ents {
+		if _, err := parseIndexName(e.Name()); err == nil && e.Type().IsRegular() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	want := indexFileSize(x.s.opts.IndexSlots, x.s.opts.IndexEntries)
+	var l []*indexFile
+	for _, name := range names {
+		path := filepath.Join(x.dir, name)
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, false, fmt.Errorf("store: stat %s: %w", path, err)
+		}
+		if st.Size() != want {
+			damaged = append(damaged, &CorruptError{File: path, Offset: st.Size(), Reason: fmt.Sprintf("index file is %d bytes, expected %d; removed", st.Size(), want)})
+			_ = os.Remove(path)
+			reindex = true
+			continue
+		}
+		mf, err := openMappedFile(path, 0, want)
+		if err != nil {
+			return nil, false, err
+		}
+		f := &indexFile{mf: mf, slots: x.s.opts.IndexSlots, entries: x.s.opts.IndexEntries}
+		f.readHeader()
+		if why := f.checkHeader(); why != "" {
+			damaged = append(damaged, &CorruptError{File: path, Offset: 0, Reason: why + "; removed"})
+			_ = mf.destroy(true)
+			reindex = true
+			continue
+		}
+		l = append(l, f)
+	}
+	x.files.Store(&l)
+	if n := len(l); n > 0 {
+		x.skipPhy = l[n-1].endPhy
+		if l[n-1].count <= 1 {
+			x.skipPhy = -1
+			for i := n - 2; i >= 0; i-- {
+				if l[i].count > 1 {
+					x.skipPhy = l[i].endPhy
+					break
+				}
+			}
+		}
+	}
+	if reindex {
+		x.skipPhy = -1
+		x.forceNew = true
+	}
+	return damaged, reindex, nil
+}
+
+func parseIndexName(name string) (time.Time, error) {
+	if len(name) != 17 {
+		return time.Time{}, fmt.Errorf("store: bad index name %q", name)
+	}
+	return time.ParseInLocation(indexTimeLayout, name[:14]+"."+name[14:], time.Local)
+}
+
+func formatIndexName(t time.Time) string {
+	s := t.Local().Format(indexTimeLayout)
+	return s[:14] + s[15:]
+}
+
+// current returns the index file to append to, creating one when needed.
+func (x *indexService) current() (*indexFile, error) {
+	l := x.list()
+	if n := len(l); n > 0 && !x.forceNew {
+		f := l[n-1]
+		f.mu.RLock()
+		full := f.full()
+		f.mu.RUnlock()
+		if !full {
+			return f, nil
+		}
+	}
+	x.forceNew = false
+	t := x.s.opts.Now().Truncate(time.Millisecond)
+	if n := len(l); n > 0 {
+		if last, err := parseIndexName(filepath.Base(l[n-1].mf.path)); err == nil && !t.After(last) {
+			t = last.Add(time.Millisecond)
+		}
+	}
+	path := filepath.Join(x.dir, formatIndexName(t))
+	size := indexFileSize(x.s.opts.IndexSlots, x.s.opts.IndexEntries)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("store: create %s: %w", path, err)
+	}
+	if err := f.Truncate(size); err != nil { // sparse: most slots stay empty
+		_ = f.Close()
+		return nil, fmt.Errorf("store: size %s: %w", path, err)
+	}
+	mf, err := mapFile(f, path, 0, size)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	nf := &indexFile{mf: mf, slots: x.s.opts.IndexSlots, entries: x.s.opts.IndexEntries, count: 1}
+	nf.mu.Lock()
+	nf.writeHeaderLocked()
+	nf.mu.Unlock()
+	x.listMu.Lock()
+	l = x.list()
+	nl := make([]*indexFile, len(l), len(l)+1)
+	copy(nl, l)
+	nl = append(nl, nf)
+	x.files.Store(&nl)
+	x.listMu.Unlock()
+	return nf, nil
+}
+
+// add indexes topic#key -> phy. Dispatcher-only.
+func (x *indexService) add(topic, key []byte, phy, storeTs int64) error {
+	if len(key) == 0 {
+		return nil
+	}
+	x.keyBuf = append(append(append(x.keyBuf[:0], topic...), '#'), key...)
+	hash := indexHash(x.keyBuf)
+	f, err := x.current()
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.addLocked(hash, phy, storeTs)
+	f.mu.Unlock()
+	return nil
+}
+
+// query walks files newest first.
+func (x *indexService) query(topic, key string, begin, end int64, fn func(phy int64) bool) {
+	buf := make([]byte, 0, len(topic)+1+len(key))
+	buf = append(append(append(buf, topic...), '#'), key...)
+	hash := indexHash(buf)
+	l := x.list()
+	for i := len(l) - 1; i >= 0; i-- {
+		f := l[i]
+		if !f.mf.acquire() {
+			continue
+		}
+		cont := f.lookup(hash, begin, end, fn)
+		f.mf.release()
+		if !cont {
+			return
+		}
+	}
+}
+
+// lastUpdate returns the newest indexed store timestamp and phy offset.
+func (x *indexService) lastUpdate() (ts, phy int64) {
+	l := x.list()
+	for i := len(l) - 1; i >= 0; i-- {
+		f := l[i]
+		f.mu.RLock()
+		c, t, p := f.count, f.endTs, f.endPhy
+		f.mu.RUnlock()
+		if c > 1 {
+			return t, p
+		}
+	}
+	return 0, 0
+}
+
+func (x *indexService) flush() error {
+	for _, f := range x.list() {
+		if !f.mf.acquire() {
+			continue
+		}
+		f.mu.RLock()
+		c := int64(f.count)
+		f.mu.RUnlock()
+		var err error
+		if c > f.mf.flushedTo.Load() {
+			err = f.mf.sync(c)
+		}
+		f.mf.release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteBelow removes index files (never the newest) whose entries all
+// point below clMin.
+func (x *indexService) deleteBelow(clMin int64) int {
+	x.listMu.Lock()
+	defer x.listMu.Unlock()
+	l := x.list()
+	n := 0
+	for n < len(l)-1 {
+		f := l[n]
+		f.mu.RLock()
+		endPhy := f.endPhy
+		f.mu.RUnlock()
+		if endPhy >= clMin {
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	for _, f := range l[:n] {
+		_ = f.mf.destroy(true)
+	}
+	nl := append([]*indexFile(nil), l[n:]...)
+	x.files.Store(&nl)
+	return n
+}
+
+func (x *indexService) closeAll() {
+	x.listMu.Lock()
+	for _, f := range x.list() {
+		f.mf.close()
+	}
+	empty := []*indexFile{}
+	x.files.Store(&empty)
+	x.listMu.Unlock()
+}

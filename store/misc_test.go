@@ -1,0 +1,413 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/store/record"
+)
+
+func TestStoreBadRoot(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(testOptions(file)); !errors.Is(err, ErrBadRoot) {
+		t.Fatalf("root is a file: %v", err)
+	}
+	if _, err := Open(testOptions(filepath.Join(file, "sub"))); !errors.Is(err, ErrBadRoot) {
+		t.Fatalf("root under a file: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		ro := filepath.Join(dir, "ro")
+		if err := os.Mkdir(ro, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(testOptions(filepath.Join(ro, "store"))); !errors.Is(err, ErrBadRoot) {
+			t.Fatalf("unwritable root: %v", err)
+		}
+	}
+	if _, err := Open(Options{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("empty options: %v", err)
+	}
+	o := testOptions(dir)
+	o.MaxMessageSize = int(o.SegmentSize)
+	if err := o.Validate(); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("message larger than segment: %v", err)
+	}
+	o = testOptions(dir)
+	o.DeleteWhen = "25"
+	if err := o.Validate(); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("DeleteWhen 25: %v", err)
+	}
+	if err := DefaultOptions(dir).Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+}
+
+func TestStoreLock(t *testing.T) {
+	root := t.TempDir()
+	s := openTest(t, root, nil)
+	if _, err := Open(testOptions(root)); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, abortName)); err != nil {
+		t.Fatalf("abort file missing while running: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, abortName)); !os.IsNotExist(err) {
+		t.Fatalf("abort file after clean close: %v", err)
+	}
+	s2 := openTest(t, root, nil)
+	_ = s2
+}
+
+func TestStoreSegmentSizeChange(t *testing.T) {
+	root := t.TempDir()
+	s, err := Open(testOptions(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 400 {
+		mustPut(t, s, msgSpec{topic: "T", body: fmt.Sprintf("%0300d", i)})
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{32 << 10, 128 << 10} {
+		o := testOptions(root)
+		o.SegmentSize = size
+		if _, err := Open(o); !errors.Is(err, ErrSegmentSize) {
+			t.Fatalf("segment size %d: %v", size, err)
+		}
+	}
+	// A single full segment written with a smaller size is recognised too.
+	root1 := t.TempDir()
+	s1, err := Open(testOptions(root1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 250 {
+		mustPut(t, s1, msgSpec{topic: "T", body: fmt.Sprintf("%0200d", i)})
+	}
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range segmentFiles(t, root1)[1:] {
+		_ = os.Remove(p)
+	}
+	o1 := testOptions(root1)
+	o1.SegmentSize = 1 << 20
+	if _, err := Open(o1); !errors.Is(err, ErrSegmentSize) {
+		t.Fatalf("single smaller segment: %v", err)
+	}
+	o := testOptions(root)
+	o.CQEntriesPerFile = 1000
+	if _, err := Open(o); !errors.Is(err, ErrSegmentSize) {
+		t.Fatalf("CQ entries change: %v", err)
+	}
+	// The original size still works.
+	s2 := openTest(t, root, nil)
+	if got := len(readAll(t, s2, "T", 0)); got != 400 {
+		t.Fatalf("%d messages", got)
+	}
+}
+
+func TestStoreMessageTooLarge(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	res, err := s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: strings.Repeat("x", 17<<10)}))
+	if !errors.Is(err, ErrMessageTooLarge) || res.Status != PutMessageIllegal {
+		t.Fatalf("too large: %v %v", res.Status, err)
+	}
+	res, err = s.Put(context.Background(), newMsg(msgSpec{topic: strings.Repeat("t", 200), body: "x"}))
+	if !errors.Is(err, ErrIllegalMessage) || res.Status != PutMessageIllegal {
+		t.Fatalf("long topic: %v %v", res.Status, err)
+	}
+	// Largest allowed message still fits a fresh segment.
+	m := newMsg(msgSpec{topic: "T"})
+	m.Body = make([]byte, 16<<10-record.Size(m))
+	for range 6 {
+		if _, err := s.Put(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Stats().PutErrors != 2 {
+		t.Fatalf("put errors %d", s.Stats().PutErrors)
+	}
+}
+
+func TestStoreSyncFlushGroupCommit(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.FlushMode = FlushSync
+		o.FlushInterval = time.Hour // only group-commit requests flush
+	})
+	const writers, each = 32, 40
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				res, err := s.Put(context.Background(), newMsg(msgSpec{topic: "T", qid: int32(w % 4), body: fmt.Sprint(w, "-", i)}))
+				if err != nil || res.Status != PutOK {
+					t.Errorf("put: %v %v", res.Status, err)
+					return
+				}
+				if s.FlushedPhysicalOffset() < res.PhysicalOffset+int64(res.WroteBytes) {
+					t.Errorf("acknowledged before flushed")
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := s.Stats()
+	if st.PutMessages != writers*each {
+		t.Fatalf("%d puts", st.PutMessages)
+	}
+	if st.Flushes >= writers*each/2 {
+		t.Fatalf("%d fdatasyncs for %d puts: no group commit", st.Flushes, st.PutMessages)
+	}
+	t.Logf("%d puts, %d fdatasyncs", st.PutMessages, st.Flushes)
+	// WAIT=false does not wait.
+	m := newMsg(msgSpec{topic: "T", body: "nowait"})
+	m.Properties = "WAIT\x01false"
+	if res, err := s.Put(context.Background(), m); err != nil || res.Status != PutOK {
+		t.Fatal(res, err)
+	}
+}
+
+func TestStoreSyncFlushTimeout(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.FlushMode = FlushSync
+		o.SyncFlushTimeout = time.Nanosecond
+	})
+	timeouts := 0
+	for i := range 50 {
+		res, err := s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: fmt.Sprint(i)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status == PutFlushDiskTimeout {
+			timeouts++
+		}
+	}
+	if timeouts == 0 {
+		t.Fatal("no FLUSH_DISK_TIMEOUT with a 1 ns timeout")
+	}
+	waitDispatched(t, s)
+	if got := len(readAll(t, s, "T", 0)); got != 50 {
+		t.Fatalf("timed-out messages must stay stored: %d", got)
+	}
+	// A cancelled context also stops the wait but keeps the message.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s2 := openTest(t, t.TempDir(), func(o *Options) { o.FlushMode = FlushSync; o.FlushInterval = time.Hour })
+	res, err := s2.Put(ctx, newMsg(msgSpec{topic: "T", body: "c"}))
+	if err != nil || (res.Status != PutFlushDiskTimeout && res.Status != PutOK) {
+		t.Fatal(res, err)
+	}
+}
+
+func TestStoreAppendRawReplication(t *testing.T) {
+	master := openTest(t, t.TempDir(), nil)
+	slave := openTest(t, t.TempDir(), nil)
+	for i := range 1500 {
+		mustPut(t, master, msgSpec{topic: fmt.Sprint("T", i%3), qid: int32(i % 2), body: fmt.Sprintf("%d-%0100d", i, i), keys: fmt.Sprint("k", i)})
+	}
+	// Ship in odd-sized chunks that split records.
+	for off := slave.MaxPhysicalOffset(); off < master.MaxPhysicalOffset(); off = slave.MaxPhysicalOffset() {
+		r, err := master.ReadRaw(off, 7000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := slave.AppendRaw(off, r.Buffers[0]); err != nil {
+			t.Fatal(err)
+		}
+		r.Release()
+	}
+	if err := slave.AppendRaw(1, []byte("x")); !errors.Is(err, ErrBadOffset) {
+		t.Fatalf("wrong offset: %v", err)
+	}
+	waitDispatched(t, slave)
+	waitDispatched(t, master)
+	for tp := range 3 {
+		for q := range int32(2) {
+			topic := fmt.Sprint("T", tp)
+			a, b := readAll(t, master, topic, q), readAll(t, slave, topic, q)
+			if len(a) != len(b) || len(a) == 0 {
+				t.Fatalf("%s/%d: master %d slave %d", topic, q, len(a), len(b))
+			}
+			for i := range a {
+				if string(a[i].Body) != string(b[i].Body) || a[i].PhysicalOffset != b[i].PhysicalOffset {
+					t.Fatalf("%s/%d[%d] differs", topic, q, i)
+				}
+			}
+		}
+	}
+	r, _ := slave.QueryByKey("T1", "k1000", 4, 0, 1<<62)
+	if r.MessageCount() != 1 {
+		t.Fatalf("slave index: %d", r.MessageCount())
+	}
+	r.Release()
+	// A new slave may start at the master's last segment: its queues start
+	// mid-way and read back the same records.
+	late := openTest(t, t.TempDir(), nil)
+	segs := master.cl.list()
+	from := segs[len(segs)-1].base
+	for off := from; off < master.MaxPhysicalOffset(); off = late.MaxPhysicalOffset() {
+		r, err := master.ReadRaw(off, 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := late.AppendRaw(off, r.Buffers[0]); err != nil {
+			t.Fatal(err)
+		}
+		r.Release()
+	}
+	waitDispatched(t, late)
+	for q := range int32(2) {
+		lmin, lmax := late.MinOffset("T2", q), late.MaxOffset("T2", q)
+		if lmax != master.MaxOffset("T2", q) || lmin == 0 || lmin >= lmax {
+			t.Fatalf("late slave T2/%d: [%d,%d)", q, lmin, lmax)
+		}
+		g, _ := late.GetMessages("T2", q, lmin, 32, nil)
+		m, _ := master.GetMessages("T2", q, lmin, 32, nil)
+		if g.Status != GetFound || g.MessageCount() != m.MessageCount() || g.PhysicalOffsets[0] != m.PhysicalOffsets[0] {
+			t.Fatalf("late slave read: %v %d vs %d", g.Status, g.MessageCount(), m.MessageCount())
+		}
+		g.Release()
+		m.Release()
+		// Below the start: the file is missing, the client is moved on.
+		if lmin >= int64(testOptions("").CQEntriesPerFile) {
+			r, _ := late.GetMessages("T2", q, 0, 32, nil)
+			if r.Status != GetOffsetTooSmall {
+				t.Fatalf("below late start: %v", r.Status)
+			}
+			r.Release()
+		}
+	}
+	// A promoted slave continues queue offsets.
+	res := mustPut(t, slave, msgSpec{topic: "T0", qid: 0, body: "promoted"})
+	if res.QueueOffset != master.MaxOffset("T0", 0) {
+		t.Fatalf("queue offset after promotion %d, want %d", res.QueueOffset, master.MaxOffset("T0", 0))
+	}
+}
+
+func TestStoreStats(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	for i := range 10 {
+		mustPut(t, s, msgSpec{topic: "T", body: fmt.Sprint(i)})
+	}
+	waitDispatched(t, s)
+	r, _ := s.GetMessages("T", 0, 0, 32, nil)
+	r.Release()
+	st := s.Stats()
+	var lat int64
+	for _, c := range st.PutLatency {
+		lat += c
+	}
+	if st.PutMessages != 10 || st.PutBytes == 0 || st.GetMessages != 10 || st.GetBytes != st.PutBytes || lat != 10 || st.DispatchLagBytes != 0 || st.Queues != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestStoreDeleteTopic(t *testing.T) {
+	root := t.TempDir()
+	s := openTest(t, root, nil)
+	for i := range 100 {
+		mustPut(t, s, msgSpec{topic: "Gone", qid: int32(i % 2), body: "x"})
+		mustPut(t, s, msgSpec{topic: "Kept", body: "y"})
+	}
+	waitDispatched(t, s)
+	r, _ := s.GetMessages("Gone", 0, 0, 4, nil) // held across the delete
+	if err := s.DeleteTopic("Gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := record.Parse(r.Buffers[0], true); err != nil {
+		t.Fatal(err)
+	}
+	r.Release()
+	if got := s.Topics(); len(got) != 1 || got[0] != "Kept" {
+		t.Fatalf("topics %v", got)
+	}
+	if s.MaxOffset("Gone", 0) != 0 {
+		t.Fatal("queue still there")
+	}
+	if _, err := os.Stat(filepath.Join(root, "consumequeue", "Gone")); !os.IsNotExist(err) {
+		t.Fatalf("directory left: %v", err)
+	}
+	res := mustPut(t, s, msgSpec{topic: "Gone", body: "again"})
+	if res.QueueOffset != 0 {
+		t.Fatalf("offset after delete %d", res.QueueOffset)
+	}
+}
+
+func TestStoreZeroAllocs(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("sync.Pool drops items at random under -race")
+	}
+	s := openTest(t, t.TempDir(), func(o *Options) { o.SegmentSize = 64 << 20 })
+	m := newMsg(msgSpec{topic: "T", body: strings.Repeat("a", 128), tags: "TagA"})
+	mustPut(t, s, msgSpec{topic: "T", body: "warm"})
+	putAllocs := testing.AllocsPerRun(2000, func() {
+		if _, err := s.Put(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitDispatched(t, s)
+	filter := TagSet{record.TagsHash("TagA")}.Match
+	getAllocs := testing.AllocsPerRun(2000, func() {
+		r, err := s.GetMessages("T", 0, 10, 32, filter)
+		if err != nil || r.Status != GetFound {
+			t.Fatal(err)
+		}
+		r.Release()
+	})
+	t.Logf("allocs per put %.2f, per get %.2f", putAllocs, getAllocs)
+	if putAllocs > 0.05 || getAllocs > 0.05 {
+		t.Fatalf("allocs per put %.2f, per get %.2f; want 0", putAllocs, getAllocs)
+	}
+}
+
+// TestStoreFailStop: after an fdatasync failure the store refuses writes
+// (and reports it) instead of acknowledging what it may not keep.
+func TestStoreFailStop(t *testing.T) {
+	var failed []Event
+	var mu sync.Mutex
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.FlushMode = FlushSync
+		o.Listener = func(e Event) {
+			if e.Kind == EventWriteFailed {
+				mu.Lock()
+				failed = append(failed, e)
+				mu.Unlock()
+			}
+		}
+	})
+	mustPut(t, s, msgSpec{topic: "T", body: "ok"})
+	_ = s.cl.active.f.Close() // the next fdatasync fails with EBADF
+	res, err := s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: "unsynced"}))
+	if err != nil || res.Status != PutFlushDiskTimeout {
+		t.Fatalf("put whose sync failed: %v %v", res.Status, err)
+	}
+	_, err = s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: "refused"}))
+	if !errors.Is(err, ErrWriteFailed) || !errors.Is(s.Err(), ErrWriteFailed) || !s.Stats().WriteFailed {
+		t.Fatalf("put after failure: %v", err)
+	}
+	mu.Lock()
+	n := len(failed)
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d write-failed events", n)
+	}
+}

@@ -1,0 +1,247 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// mappedFile is one fixed-size file mapped MAP_SHARED read-write: a
+// commitlog segment, a consume-queue file or an index file.
+//
+// Lifetime: the owner (the file list it sits in) holds one reference.
+// Readers take more with acquire and give them back with release. destroy
+// unlinks the file and drops the owner's reference; the mapping is removed
+// only when the last reference is released, so a reader never touches an
+// unmapped page.
+type mappedFile struct {
+	path string
+	base int64 // logical start offset (commitlog offset, CQ byte offset, ...)
+	size int64
+	f    *os.File
+	data []byte
+
+	refs     atomic.Int64 // owner + readers; 0 = unmapped
+	removed  atomic.Bool  // destroy called
+	unmapped atomic.Bool
+	// wrote is the number of valid bytes written from the start (commitlog
+	// and consume queue); published after the bytes themselves.
+	wrote atomic.Int64
+	// flushedTo is the byte position up to which the file was fdatasynced.
+	flushedTo atomic.Int64
+}
+
+// fileNameFor renders the 20-digit zero-padded file name of a start offset.
+func fileNameFor(base int64) string { return fmt.Sprintf("%020d", base) }
+
+// parseFileName parses a 20-digit file name; ok=false for anything else.
+func parseFileName(name string) (int64, bool) {
+	if len(name) != 20 {
+		return 0, false
+	}
+	var v int64
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if v > (1<<63-1-int64(c-'0'))/10 {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	return v, true
+}
+
+// warmMode says how a new segment is prepared before the writer reaches it.
+type warmMode int
+
+const (
+	warmNone   warmMode = iota // fallocate only
+	warmTouch                  // fallocate, then read-fault every page of the mapping
+	warmSparse                 // no fallocate: a sparse file (consume queues, many of them small)
+)
+
+// createMappedFile creates (or reuses an existing short or empty) file of
+// exactly size bytes, preallocates its blocks (fallocate), warms it and
+// maps it. Measured on this machine kind (see the store report): pre-writing
+// zeros makes appends through the mapping ~2.7x faster than an untouched
+// fallocated mapping (first-touch faults allocate blocks) but makes every
+// later small fdatasync ~3x slower; read-faulting the pages gives ~1.9x
+// faster appends with fdatasync as cheap as on a fresh file. End to end
+// (the background zero writes compete for the 2 CPUs and the disk)
+// read-faulting also won for async flush, so it is the warming used.
+func createMappedFile(path string, base, size int64, warm warmMode) (*mappedFile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("store: create %s: %w", path, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = f.Close()
+		}
+	}()
+	fd := int(f.Fd())
+	err = unix.EOPNOTSUPP
+	if warm != warmSparse {
+		err = unix.Fallocate(fd, 0, 0, size)
+	}
+	if err != nil {
+		if !errors.Is(err, unix.EOPNOTSUPP) {
+			return nil, fmt.Errorf("store: fallocate %s: %w", path, err)
+		}
+		if err := f.Truncate(size); err != nil {
+			return nil, fmt.Errorf("store: truncate %s: %w", path, err)
+		}
+	}
+	m, err := mapFile(f, path, base, size)
+	if err != nil {
+		return nil, err
+	}
+	if warm == warmTouch {
+		m.touchPages()
+	}
+	ok = true
+	return m, nil
+}
+
+// touchPages asks for readahead and read-faults every page of the mapping.
+func (m *mappedFile) touchPages() {
+	_ = unix.Madvise(m.data, unix.MADV_WILLNEED)
+	var sink byte
+	for i := 0; i < len(m.data); i += 4096 {
+		sink |= m.data[i]
+	}
+	touchSink.Store(int32(sink))
+}
+
+var touchSink atomic.Int32
+
+// openMappedFile maps an existing file; a file shorter than size is
+// extended with zeros first (the caller reports that as damage).
+func openMappedFile(path string, base, size int64) (*mappedFile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("store: stat %s: %w", path, err)
+	}
+	if st.Size() < size {
+		if err := f.Truncate(size); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("store: extend %s: %w", path, err)
+		}
+	}
+	m, err := mapFile(f, path, base, size)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func mapFile(f *os.File, path string, base, size int64) (*mappedFile, error) {
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("store: mmap %s: %w", path, err)
+	}
+	m := &mappedFile{path: path, base: base, size: size, f: f, data: data}
+	m.refs.Store(1)
+	return m, nil
+}
+
+// acquire takes a reader reference; false if the file is already unmapped
+// or being destroyed.
+func (m *mappedFile) acquire() bool {
+	for {
+		r := m.refs.Load()
+		if r <= 0 || m.removed.Load() {
+			return false
+		}
+		if m.refs.CompareAndSwap(r, r+1) {
+			return true
+		}
+	}
+}
+
+// release drops a reference; the last one unmaps and closes the file.
+func (m *mappedFile) release() {
+	if m.refs.Add(-1) == 0 {
+		_ = unix.Munmap(m.data)
+		_ = m.f.Close()
+		m.unmapped.Store(true)
+	}
+}
+
+// destroy unlinks the file (if remove) and drops the owner reference.
+// Idempotent.
+func (m *mappedFile) destroy(remove bool) error {
+	if !m.removed.CompareAndSwap(false, true) {
+		return nil
+	}
+	var err error
+	if remove {
+		if e := os.Remove(m.path); e != nil && !errors.Is(e, os.ErrNotExist) {
+			err = fmt.Errorf("store: remove %s: %w", m.path, e)
+		}
+	}
+	m.release()
+	return err
+}
+
+// close drops the owner reference without removing the file.
+func (m *mappedFile) close() { _ = m.destroy(false) }
+
+// sync fdatasyncs the file (data written through the mapping included) and
+// records that everything up to pos is durable.
+func (m *mappedFile) sync(pos int64) error {
+	if err := unix.Fdatasync(int(m.f.Fd())); err != nil {
+		return fmt.Errorf("store: fdatasync %s: %w", m.path, err)
+	}
+	for {
+		cur := m.flushedTo.Load()
+		if pos <= cur || m.flushedTo.CompareAndSwap(cur, pos) {
+			return nil
+		}
+	}
+}
+
+// zeroFrom clears [from, size) page by page, writing only pages that are not
+// already zero, so stale bytes after a truncation point can never be read as
+// records again. It reports whether anything was cleared.
+func (m *mappedFile) zeroFrom(from int64) bool {
+	const page = 4096
+	dirty := false
+	for off := from; off < m.size; {
+		end := min((off/page+1)*page, m.size)
+		seg := m.data[off:end]
+		if !allZero(seg) {
+			clear(seg)
+			dirty = true
+		}
+		off = end
+	}
+	return dirty
+}
+
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,267 @@
+package store
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// FlushMode selects how commitlog writes become durable.
+type FlushMode int
+
+const (
+	// FlushAsync acknowledges a put once it is in the mapped segment; a
+	// flusher goroutine fdatasyncs every FlushInterval.
+	FlushAsync FlushMode = iota
+	// FlushSync acknowledges a put (whose WAIT property is not "false") only
+	// after an fdatasync covering it (group commit), or reports
+	// PutFlushDiskTimeout after SyncFlushTimeout.
+	FlushSync
+)
+
+// String returns "ASYNC_FLUSH" or "SYNC_FLUSH".
+func (m FlushMode) String() string {
+	if m == FlushSync {
+		return "SYNC_FLUSH"
+	}
+	return "ASYNC_FLUSH"
+}
+
+// Defaults (RocketMQ 4.9 DefaultMessageStore values where one exists).
+const (
+	DefaultSegmentSize         = 1 << 30
+	DefaultCQEntriesPerFile    = 300_000
+	DefaultIndexSlots          = 5_000_000
+	DefaultIndexEntries        = 20_000_000
+	DefaultMaxMessageSize      = 4 << 20
+	DefaultFlushInterval       = 500 * time.Millisecond
+	DefaultLogicFlushInterval  = time.Second
+	DefaultSyncFlushTimeout    = 5 * time.Second
+	DefaultFileReservedTime    = 72 * time.Hour
+	DefaultDeleteWhen          = "04"
+	DefaultCleanInterval       = 10 * time.Second
+	DefaultDiskMaxUsedRatio    = 0.75
+	DefaultDiskForceCleanRatio = 0.85
+	DefaultDiskFullRatio       = 0.90
+	DefaultRecoverSegments     = 3
+)
+
+// Options configures a Store. Start from DefaultOptions; zero numeric and
+// duration fields are replaced by their defaults at Open.
+type Options struct {
+	Root string // store root directory (created if missing)
+
+	SegmentSize      int64 // commitlog segment size in bytes (default 1 GiB)
+	CQEntriesPerFile int   // consume-queue entries per file (default 300 000)
+	IndexSlots       int   // hash slots per index file (default 5 000 000)
+	IndexEntries     int   // entries per index file (default 20 000 000)
+	MaxMessageSize   int   // largest encoded record in bytes (default 4 MiB)
+
+	FlushMode          FlushMode
+	FlushInterval      time.Duration // async commitlog flush period (default 500 ms)
+	LogicFlushInterval time.Duration // consume queue + index + checkpoint flush period (default 1 s)
+	SyncFlushTimeout   time.Duration // group-commit wait bound (default 5 s)
+
+	FileReservedTime    time.Duration // commitlog segments older than this are deleted (default 72 h)
+	DeleteWhen          string        // hours ("04" or "03;04") when expired files are deleted (default "04")
+	CleanInterval       time.Duration // how often retention runs (default 10 s)
+	DiskMaxUsedRatio    float64       // above this usage expired files are deleted at any hour (default 0.75)
+	DiskForceCleanRatio float64       // above this, oldest files are deleted even if not expired (default 0.85)
+	DiskFullRatio       float64       // above this, puts are refused with ErrDiskFull (default 0.90)
+
+	CheckCRCOnRecover bool // verify BODYCRC of every record walked at recovery
+	RecoverSegments   int  // normal recovery validates this many last segments (default 3)
+	WarmSegments      bool // pre-write (zero) new segments in the background so appends overwrite allocated blocks
+
+	// MemoryResidentBytes: a message within this many bytes of the commitlog
+	// end counts as "in memory" for pull batch limits (default 40 % of RAM).
+	MemoryResidentBytes int64
+
+	StoreHost netip.AddrPort // written into every record (default 127.0.0.1:10911)
+	Logger    *slog.Logger   // nil discards
+
+	// Now is the clock for store timestamps and retention (default time.Now).
+	Now func() time.Time
+	// DiskUsage returns the used fraction (0..1) of the file system holding
+	// path (default: statfs).
+	DiskUsage func(path string) (float64, error)
+	// Listener receives store events (segment rolled, corruption, slow
+	// flush, ...). It is called synchronously from store goroutines and must
+	// not block or call back into the store.
+	Listener func(Event)
+	// TagsCode, if set, overrides the consume-queue tagsCode of a record
+	// (e.g. the broker's schedule topic stores the delivery time). It returns
+	// ok=false to keep the default (hash of TAGS).
+	TagsCode func(topic, properties []byte, storeTimestamp int64) (code int64, ok bool)
+}
+
+// DefaultOptions returns the defaults for a store rooted at root.
+func DefaultOptions(root string) Options {
+	return Options{
+		Root:                root,
+		SegmentSize:         DefaultSegmentSize,
+		CQEntriesPerFile:    DefaultCQEntriesPerFile,
+		IndexSlots:          DefaultIndexSlots,
+		IndexEntries:        DefaultIndexEntries,
+		MaxMessageSize:      DefaultMaxMessageSize,
+		FlushMode:           FlushAsync,
+		FlushInterval:       DefaultFlushInterval,
+		LogicFlushInterval:  DefaultLogicFlushInterval,
+		SyncFlushTimeout:    DefaultSyncFlushTimeout,
+		FileReservedTime:    DefaultFileReservedTime,
+		DeleteWhen:          DefaultDeleteWhen,
+		CleanInterval:       DefaultCleanInterval,
+		DiskMaxUsedRatio:    DefaultDiskMaxUsedRatio,
+		DiskForceCleanRatio: DefaultDiskForceCleanRatio,
+		DiskFullRatio:       DefaultDiskFullRatio,
+		CheckCRCOnRecover:   true,
+		RecoverSegments:     DefaultRecoverSegments,
+		WarmSegments:        true,
+	}
+}
+
+// withDefaults fills zero fields.
+func (o Options) withDefaults() Options {
+	d := DefaultOptions(o.Root)
+	if o.SegmentSize == 0 {
+		o.SegmentSize = d.SegmentSize
+	}
+	if o.CQEntriesPerFile == 0 {
+		o.CQEntriesPerFile = d.CQEntriesPerFile
+	}
+	if o.IndexSlots == 0 {
+		o.IndexSlots = d.IndexSlots
+	}
+	if o.IndexEntries == 0 {
+		o.IndexEntries = d.IndexEntries
+	}
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = d.MaxMessageSize
+	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = d.FlushInterval
+	}
+	if o.LogicFlushInterval == 0 {
+		o.LogicFlushInterval = d.LogicFlushInterval
+	}
+	if o.SyncFlushTimeout == 0 {
+		o.SyncFlushTimeout = d.SyncFlushTimeout
+	}
+	if o.FileReservedTime == 0 {
+		o.FileReservedTime = d.FileReservedTime
+	}
+	if o.DeleteWhen == "" {
+		o.DeleteWhen = d.DeleteWhen
+	}
+	if o.CleanInterval == 0 {
+		o.CleanInterval = d.CleanInterval
+	}
+	if o.DiskMaxUsedRatio == 0 {
+		o.DiskMaxUsedRatio = d.DiskMaxUsedRatio
+	}
+	if o.DiskForceCleanRatio == 0 {
+		o.DiskForceCleanRatio = d.DiskForceCleanRatio
+	}
+	if o.DiskFullRatio == 0 {
+		o.DiskFullRatio = d.DiskFullRatio
+	}
+	if o.RecoverSegments == 0 {
+		o.RecoverSegments = d.RecoverSegments
+	}
+	if o.MemoryResidentBytes == 0 {
+		o.MemoryResidentBytes = defaultResidentBytes()
+	}
+	if !o.StoreHost.IsValid() {
+		o.StoreHost = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 10911)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.DiskUsage == nil {
+		o.DiskUsage = statfsUsage
+	}
+	return o
+}
+
+// Validate reports the first invalid field (after defaults are applied to
+// zero fields). Errors wrap ErrInvalidOptions.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case o.Root == "":
+		return bad("Root is empty")
+	case o.SegmentSize < 4096 || o.SegmentSize > 1<<31-1:
+		return bad("SegmentSize %d outside [4096, 2^31-1]", o.SegmentSize)
+	case o.CQEntriesPerFile < 1 || int64(o.CQEntriesPerFile)*cqEntrySize > 1<<31-1:
+		return bad("CQEntriesPerFile %d out of range", o.CQEntriesPerFile)
+	case o.IndexSlots < 1 || o.IndexEntries < 2:
+		return bad("IndexSlots %d / IndexEntries %d too small", o.IndexSlots, o.IndexEntries)
+	case indexFileSize(o.IndexSlots, o.IndexEntries) > 1<<31-1:
+		return bad("index file of %d slots and %d entries exceeds 2 GiB", o.IndexSlots, o.IndexEntries)
+	case o.MaxMessageSize < 128:
+		return bad("MaxMessageSize %d too small", o.MaxMessageSize)
+	case int64(o.MaxMessageSize)+8 > o.SegmentSize:
+		return bad("MaxMessageSize %d + 8 exceeds SegmentSize %d", o.MaxMessageSize, o.SegmentSize)
+	case o.FlushMode != FlushAsync && o.FlushMode != FlushSync:
+		return bad("unknown FlushMode %d", o.FlushMode)
+	case o.FlushInterval < 0 || o.LogicFlushInterval < 0 || o.SyncFlushTimeout < 0 || o.CleanInterval < 0 || o.FileReservedTime < 0:
+		return bad("negative duration")
+	case !ratioOK(o.DiskMaxUsedRatio) || !ratioOK(o.DiskForceCleanRatio) || !ratioOK(o.DiskFullRatio):
+		return bad("disk ratios must be in (0, 1]")
+	case o.RecoverSegments < 1:
+		return bad("RecoverSegments %d < 1", o.RecoverSegments)
+	}
+	if _, err := parseDeleteWhen(o.DeleteWhen); err != nil {
+		return bad("%v", err)
+	}
+	return nil
+}
+
+func ratioOK(r float64) bool { return r > 0 && r <= 1 }
+
+// parseDeleteWhen parses "04" or "03;04" into a set of hours.
+func parseDeleteWhen(s string) ([24]bool, error) {
+	var hours [24]bool
+	for _, part := range strings.Split(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		h, err := strconv.Atoi(part)
+		if err != nil || h < 0 || h > 23 {
+			return hours, fmt.Errorf("DeleteWhen %q: bad hour %q", s, part)
+		}
+		hours[h] = true
+	}
+	return hours, nil
+}
+
+func statfsUsage(path string) (float64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, fmt.Errorf("store: statfs %s: %w", path, err)
+	}
+	if st.Blocks == 0 {
+		return 0, nil
+	}
+	return 1 - float64(st.Bavail)/float64(st.Blocks), nil
+}
+
+func defaultResidentBytes() int64 {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil || si.Totalram == 0 {
+		return 1 << 30
+	}
+	return int64(uint64(si.Totalram)*uint64(si.Unit)) * 40 / 100
+}

@@ -1,0 +1,487 @@
+package store
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// GetStatus is the outcome of GetMessages (RocketMQ GetMessageStatus).
+type GetStatus int
+
+const (
+	GetFound               GetStatus = iota // at least one message
+	GetNoMatchedMessage                     // entries scanned, none matched the filter
+	GetMessageWasRemoving                   // the records were deleted by retention
+	GetOffsetFoundNull                      // the consume-queue file for the offset is gone
+	GetOffsetOverflowBadly                  // offset > max offset
+	GetOffsetOverflowOne                    // offset == max offset (long-poll candidate)
+	GetOffsetTooSmall                       // offset < min offset
+	GetNoMatchedLogicQueue                  // no such queue
+	GetNoMessageInQueue                     // queue exists but is empty
+)
+
+var getStatusNames = [...]string{"FOUND", "NO_MATCHED_MESSAGE", "MESSAGE_WAS_REMOVING", "OFFSET_FOUND_NULL",
+	"OFFSET_OVERFLOW_BADLY", "OFFSET_OVERFLOW_ONE", "OFFSET_TOO_SMALL", "NO_MATCHED_LOGIC_QUEUE", "NO_MESSAGE_IN_QUEUE"}
+
+// String returns the RocketMQ status name.
+func (s GetStatus) String() string {
+	if int(s) < len(getStatusNames) {
+		return getStatusNames[s]
+	}
+	return fmt.Sprintf("GetStatus(%d)", int(s))
+}
+
+// Batch limits of one read (protocol section 2.4).
+const (
+	MaxMsgsInMemory    = 32
+	MaxBytesInMemory   = 256 << 10
+	MaxMsgsOnDisk      = 8
+	MaxBytesOnDisk     = 64 << 10
+	minScanBytes       = 16000
+	maxResultsPerQuery = 64
+)
+
+// TagFilter decides from a consume-queue tagsCode whether a message may
+// match a subscription. nil matches everything.
+type TagFilter func(tagsCode int64) bool
+
+// TagSet is a small set of tag hashes; its Match method is a TagFilter.
+type TagSet []int64
+
+// Match reports whether code is in the set (an empty set matches all).
+func (t TagSet) Match(code int64) bool {
+	if len(t) == 0 {
+		return true
+	}
+	for _, c := range t {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
+// GetResult holds records read from mapped segments, without copying.
+// Buffers are slices of the mappings (one per record, in order) suitable for
+// net.Buffers; they stay valid until Release, which must be called exactly
+// once. Results are pooled: do not use one after Release.
+type GetResult struct {
+	Status          GetStatus
+	NextBeginOffset int64
+	MinOffset       int64
+	MaxOffset       int64
+	Buffers         [][]byte
+	QueueOffsets    []int64 // logical offset of each buffer (GetMessages only)
+	PhysicalOffsets []int64 // commitlog offset of each buffer
+	TotalBytes      int
+	SuggestSlave    bool // the data read was judged "on disk" (far behind the writer)
+
+	// QueryByKey only: newest indexed store time and commitlog offset.
+	IndexLastUpdateTimestamp int64
+	IndexLastUpdatePhyOffset int64
+
+	held []*mappedFile
+	s    *Store
+}
+
+var resultPool = sync.Pool{New: func() any {
+	return &GetResult{Buffers: make([][]byte, 0, MaxMsgsInMemory), QueueOffsets: make([]int64, 0, MaxMsgsInMemory),
+		PhysicalOffsets: make([]int64, 0, MaxMsgsInMemory), held: make([]*mappedFile, 0, 4)}
+}}
+
+func (s *Store) newResult() *GetResult {
+	r := resultPool.Get().(*GetResult)
+	r.s = s
+	return r
+}
+
+// MessageCount is the number of records in Buffers.
+func (r *GetResult) MessageCount() int { return len(r.Buffers) }
+
+// Release drops the segment references; the buffers become invalid.
+func (r *GetResult) Release() {
+	if r == nil {
+		return
+	}
+	for _, m := range r.held {
+		m.release()
+	}
+	clear(r.held)
+	clear(r.Buffers)
+	*r = GetResult{Buffers: r.Buffers[:0], QueueOffsets: r.QueueOffsets[:0],
+		PhysicalOffsets: r.PhysicalOffsets[:0], held: r.held[:0]}
+	resultPool.Put(r)
+}
+
+// hold returns the commitlog segment for [phy, phy+size) with a reference
+// owned by r (reusing the last one taken), or nil.
+func (r *GetResult) hold(cl *commitLog, phy int64, size int32) []byte {
+	var m *mappedFile
+	if n := len(r.held); n > 0 {
+		if h := r.held[n-1]; h.base <= phy && phy < h.base+h.size {
+			m = h
+		}
+	}
+	if m == nil {
+		m = cl.acquireAt(phy)
+		if m == nil {
+			return nil
+		}
+		r.held = append(r.held, m)
+	}
+	rel := phy - m.base
+	if size <= 0 || rel+int64(size) > m.size {
+		return nil
+	}
+	return m.data[rel : rel+int64(size) : rel+int64(size)]
+}
+
+// GetMessages reads up to maxMsgs records of (topic, queueID) starting at
+// logical offset offset, skipping entries whose tagsCode the filter
+// rejects. It never returns nil; the caller must Release the result.
+func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxMsgs int, filter TagFilter) (*GetResult, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	r := s.newResult()
+	s.stats.getRequests.Add(1)
+	cq := s.lookupCQ(topic, queueID)
+	if cq == nil {
+		r.Status = GetNoMatchedLogicQueue
+		return r, nil
+	}
+	minOff, maxOff := cq.minOff.Load(), cq.maxOff.Load()
+	r.MinOffset, r.MaxOffset = minOff, maxOff
+	switch {
+	case maxOff == 0:
+		r.Status = GetNoMessageInQueue
+		return r, nil
+	case offset < minOff:
+		r.Status, r.NextBeginOffset = GetOffsetTooSmall, minOff
+		return r, nil
+	case offset == maxOff:
+		r.Status, r.NextBeginOffset = GetOffsetOverflowOne, offset
+		return r, nil
+	case offset > maxOff:
+		r.Status, r.NextBeginOffset = GetOffsetOverflowBadly, maxOff
+		return r, nil
+	}
+	if maxMsgs <= 0 {
+		maxMsgs = 1
+	}
+	maxScan := max(int64(minScanBytes), int64(maxMsgs)*cqEntrySize) / cqEntrySize
+	clMin := s.cl.minOffset()
+	clMax := s.cl.committed.Load()
+	removing := false
+	off := offset
+	scanned := int64(0)
+	r.Status = GetNoMatchedMessage
+scan:
+	for off < maxOff && scanned < maxScan {
+		f, rel := cq.acquireFile(off)
+		if f == nil {
+			if len(r.Buffers) == 0 {
+				r.Status = GetOffsetFoundNull
+				r.NextBeginOffset = cq.nextFileOffset(off, maxOff)
+				return r, nil
+			}
+			break
+		}
+		for ; rel+cqEntrySize <= f.size && off < maxOff && scanned < maxScan; rel += cqEntrySize {
+			e := getCQEntry(f.data[rel : rel+cqEntrySize])
+			if e.isHole() {
+				off++
+				scanned++
+				continue
+			}
+			if e.phy < clMin {
+				removing = true
+				off++
+				scanned++
+				continue
+			}
+			inMem := clMax-e.phy <= s.opts.MemoryResidentBytes
+			if len(r.Buffers) > 0 && s.batchFull(r, e.size, maxMsgs, inMem) {
+				f.release()
+				break scan
+			}
+			if filter != nil && !filter(e.tags) {
+				off++
+				scanned++
+				continue
+			}
+			buf := r.hold(s.cl, e.phy, e.size)
+			if buf == nil {
+				removing = true
+				off++
+				scanned++
+				continue
+			}
+			if size, magic, _ := record.PeekHeader(buf); magic != record.MagicMessage || size != e.size {
+				// The entry does not point at a record: never serve it.
+				s.emit(Event{Kind: EventCorruption, File: cq.dir, Offset: off * cqEntrySize,
+					Err: &CorruptError{File: cq.dir, Offset: off * cqEntrySize, Reason: "consume-queue entry does not point at a record"}})
+				off++
+				scanned++
+				continue
+			}
+			if !inMem {
+				r.SuggestSlave = true
+			}
+			r.Buffers = append(r.Buffers, buf)
+			r.QueueOffsets = append(r.QueueOffsets, off)
+			r.PhysicalOffsets = append(r.PhysicalOffsets, e.phy)
+			r.TotalBytes += len(buf)
+			off++
+			scanned++
+		}
+		f.release()
+	}
+	r.NextBeginOffset = off
+	switch {
+	case len(r.Buffers) > 0:
+		r.Status = GetFound
+		s.stats.getMessages.Add(int64(len(r.Buffers)))
+		s.stats.getBytes.Add(int64(r.TotalBytes))
+	case removing:
+		r.Status = GetMessageWasRemoving
+	}
+	return r, nil
+}
+
+func (s *Store) batchFull(r *GetResult, next int32, maxMsgs int, inMem bool) bool {
+	n := len(r.Buffers)
+	if n >= maxMsgs {
+		return true
+	}
+	if inMem {
+		return n >= MaxMsgsInMemory || r.TotalBytes+int(next) > MaxBytesInMemory
+	}
+	return n >= MaxMsgsOnDisk || r.TotalBytes+int(next) > MaxBytesOnDisk
+}
+
+// MinOffset is the first logical offset of the queue still readable (0 for
+// an unknown queue).
+func (s *Store) MinOffset(topic string, queueID int32) int64 {
+	if cq := s.lookupCQ(topic, queueID); cq != nil {
+		return cq.minOff.Load()
+	}
+	return 0
+}
+
+// MaxOffset is the next logical offset of the queue (its entry count; 0 for
+// an unknown queue).
+func (s *Store) MaxOffset(topic string, queueID int32) int64 {
+	if cq := s.lookupCQ(topic, queueID); cq != nil {
+		return cq.maxOff.Load()
+	}
+	return 0
+}
+
+// storeTimeAt reads the store timestamp of the record at phy, or ok=false.
+func (s *Store) storeTimeAt(phy int64, size int32) (int64, bool) {
+	m := s.cl.acquireAt(phy)
+	if m == nil {
+		return 0, false
+	}
+	defer m.release()
+	return storeTimeIn(m, phy, size)
+}
+
+// OffsetByTime returns the smallest logical offset of the queue whose
+// record was stored at or after ts (ms); MaxOffset if none, 0 for an
+// unknown queue. Binary search over the consume queue.
+func (s *Store) OffsetByTime(topic string, queueID int32, ts int64) int64 {
+	cq := s.lookupCQ(topic, queueID)
+	if cq == nil {
+		return 0
+	}
+	lo, hi := cq.minOff.Load(), cq.maxOff.Load()
+	clMin := s.cl.minOffset()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		t, ok := s.timeAtLogical(cq, mid, clMin)
+		if !ok || t < ts {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// timeAtLogical returns the store time of the entry at off, looking forward
+// past holes; ok=false means "treat as before everything".
+func (s *Store) timeAtLogical(cq *consumeQueue, off, clMin int64) (int64, bool) {
+	maxOff := cq.maxOff.Load()
+	for ; off < maxOff; off++ {
+		e, ok := cq.entry(off)
+		if !ok {
+			return 0, false
+		}
+		if e.isHole() {
+			continue
+		}
+		if e.phy < clMin {
+			return 0, false
+		}
+		return s.storeTimeAt(e.phy, e.size)
+	}
+	return 0, false
+}
+
+// EarliestStoreTime returns the store timestamp of the queue's first
+// readable message, or ok=false.
+func (s *Store) EarliestStoreTime(topic string, queueID int32) (int64, bool) {
+	cq := s.lookupCQ(topic, queueID)
+	if cq == nil {
+		return 0, false
+	}
+	return s.timeAtLogical(cq, cq.minOff.Load(), s.cl.minOffset())
+}
+
+// EarliestMessageTime returns the store timestamp of the first record in
+// the commitlog, or ok=false when it is empty.
+func (s *Store) EarliestMessageTime() (int64, bool) {
+	phy := s.cl.minOffset()
+	m := s.cl.acquireAt(phy)
+	if m == nil {
+		return 0, false
+	}
+	defer m.release()
+	size, magic, err := record.PeekHeader(m.data[phy-m.base:])
+	if err != nil || magic != record.MagicMessage {
+		return 0, false
+	}
+	return storeTimeIn(m, phy, size)
+}
+
+// storeTimeIn reads STORETIMESTAMP of the record at phy inside m.
+func storeTimeIn(m *mappedFile, phy int64, size int32) (int64, bool) {
+	rel := phy - m.base
+	if size < record.MinRecordSize || rel+int64(size) > m.size {
+		return 0, false
+	}
+	b := m.data[rel:]
+	sys := int32(be.Uint32(b[record.OffsetSysFlag:]))
+	off := record.OffsetBornHost + 8
+	if sys&record.FlagBornHostV6 != 0 {
+		off = record.OffsetBornHost + 20
+	}
+	return int64(be.Uint64(b[off:])), true
+}
+
+// MessageAt returns the record starting at physical offset phy as a
+// one-buffer result (Release it). ErrNotFound if there is none.
+func (s *Store) MessageAt(phy int64) (*GetResult, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if phy < s.cl.minOffset() || phy >= s.cl.committed.Load() {
+		return nil, fmt.Errorf("%w: %d outside [%d, %d)", ErrNotFound, phy, s.cl.minOffset(), s.cl.committed.Load())
+	}
+	r := s.newResult()
+	m := s.cl.acquireAt(phy)
+	if m == nil {
+		r.Release()
+		return nil, fmt.Errorf("%w: %d (segment gone)", ErrNotFound, phy)
+	}
+	r.held = append(r.held, m)
+	rel := phy - m.base
+	size, magic, err := record.PeekHeader(m.data[rel:])
+	if err != nil || magic != record.MagicMessage || size < record.MinRecordSize || rel+int64(size) > m.size || phy+int64(size) > s.cl.committed.Load() {
+		r.Release()
+		return nil, fmt.Errorf("%w: %d is not the start of a record", ErrNotFound, phy)
+	}
+	buf := m.data[rel : rel+int64(size) : rel+int64(size)]
+	r.Status = GetFound
+	r.Buffers = append(r.Buffers, buf)
+	r.PhysicalOffsets = append(r.PhysicalOffsets, phy)
+	r.TotalBytes = len(buf)
+	return r, nil
+}
+
+// ReadMessage decodes (copies) the record at phy.
+func (s *Store) ReadMessage(phy int64) (*record.Message, error) {
+	r, err := s.MessageAt(phy)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	m, _, err := record.Decode(r.Buffers[0], false)
+	if err != nil {
+		return nil, &CorruptError{File: "commitlog", Offset: phy, Reason: "record does not decode", Err: err}
+	}
+	return m, nil
+}
+
+// QueryByKey returns up to maxMsgs records of topic whose KEYS contain key
+// or whose UNIQ_KEY equals key, stored within [begin, end] (ms), newest
+// first, found through the index. The result must be Released.
+func (s *Store) QueryByKey(topic, key string, maxMsgs int, begin, end int64) (*GetResult, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if maxMsgs <= 0 || maxMsgs > maxResultsPerQuery {
+		maxMsgs = maxResultsPerQuery
+	}
+	r := s.newResult()
+	r.IndexLastUpdateTimestamp, r.IndexLastUpdatePhyOffset = s.idx.lastUpdate()
+	clMin, clMax := s.cl.minOffset(), s.cl.committed.Load()
+	s.idx.query(topic, key, begin, end, func(phy int64) bool {
+		if phy < clMin || phy >= clMax {
+			return true
+		}
+		for _, p := range r.PhysicalOffsets {
+			if p == phy {
+				return true
+			}
+		}
+		m := s.cl.acquireAt(phy)
+		if m == nil {
+			return true
+		}
+		rel := phy - m.base
+		size, magic, err := record.PeekHeader(m.data[rel:])
+		if err != nil || magic != record.MagicMessage || rel+int64(size) > m.size || size < record.MinRecordSize {
+			m.release()
+			return true
+		}
+		buf := m.data[rel : rel+int64(size) : rel+int64(size)]
+		v, err := record.Parse(buf, false)
+		if err != nil || string(v.Topic) != topic || v.StoreTimestamp < begin || v.StoreTimestamp > end || !hasKey(v.Properties, key) {
+			m.release()
+			return true
+		}
+		r.held = append(r.held, m)
+		r.Buffers = append(r.Buffers, buf)
+		r.PhysicalOffsets = append(r.PhysicalOffsets, phy)
+		r.TotalBytes += len(buf)
+		return len(r.Buffers) < maxMsgs
+	})
+	if len(r.Buffers) > 0 {
+		r.Status = GetFound
+	} else {
+		r.Status = GetNoMatchedMessage
+	}
+	return r, nil
+}
+
+func hasKey(props []byte, key string) bool {
+	if u, ok := record.LookupProperty(props, record.PropertyUniqueClientMessageIDKeyIndex); ok && string(u) == key {
+		return true
+	}
+	keys, ok := record.LookupProperty(props, record.PropertyKeys)
+	if !ok {
+		return false
+	}
+	found := false
+	record.ForEachKey(keys, func(k []byte) {
+		if string(k) == key {
+			found = true
+		}
+	})
+	return found
+}

@@ -1,0 +1,365 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// RecoveryReport describes what Open found: which recovery ran, where the
+// commitlog ends, what was re-dispatched and every cut made. Damage is
+// never skipped silently: each cut of non-zero bytes is a *CorruptError.
+type RecoveryReport struct {
+	Abnormal        bool       // the abort marker was present (crash recovery)
+	CheckpointValid bool       // the checkpoint was present and its checksum matched
+	Checkpoint      checkpoint // as read (zero if invalid)
+	ScanFrom        int64      // commitlog offset where record validation started
+	CommitLogEnd    int64      // offset after the last good record
+	DispatchFrom    int64      // offset re-dispatch started at
+	Redispatched    int64      // records walked by the re-dispatch
+	FullReplay      bool       // a queue gap forced a re-dispatch from the commitlog minimum
+	Reindexed       bool       // damaged index files forced re-indexing
+	Corruptions     []*CorruptError
+	Truncations     []string // benign cuts (e.g. consume-queue entries beyond the commitlog end)
+	Duration        time.Duration
+}
+
+// Err returns the corruptions found as one error (each errors.Is
+// ErrCorrupt), or nil.
+func (r RecoveryReport) Err() error {
+	errs := make([]error, len(r.Corruptions))
+	for i, c := range r.Corruptions {
+		errs[i] = c
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) corruption(c *CorruptError) {
+	s.report.Corruptions = append(s.report.Corruptions, c)
+	s.log.Error("store: corruption found", "file", c.File, "offset", c.Offset, "reason", c.Reason, "err", c.Err)
+	s.emit(Event{Kind: EventCorruption, File: c.File, Offset: c.Offset, Err: c})
+}
+
+// recover rebuilds the in-memory state from the files (before any
+// goroutine runs, so it owns everything).
+func (s *Store) recover(abnormal bool) error {
+	start := time.Now()
+	rep := &s.report
+	rep.Abnormal = abnormal
+	cp, ok, err := readCheckpoint(s.opts.Root)
+	var ce *CorruptError
+	switch {
+	case errors.As(err, &ce):
+		s.corruption(ce)
+	case err != nil:
+		return err
+	}
+	rep.CheckpointValid, rep.Checkpoint = ok, cp
+	s.cp = cp
+	s.cl.flushedTs.Store(cp.Physic)
+
+	damaged, err := s.cl.loadSegments()
+	if err != nil {
+		return err
+	}
+	for _, d := range damaged {
+		s.corruption(d)
+	}
+	segs := s.cl.list()
+	scanIdx := 0
+	switch {
+	case len(segs) == 0:
+	case !abnormal:
+		scanIdx = max(0, len(segs)-s.opts.RecoverSegments)
+	case ok:
+		limit := cp.min() - 3000
+		for i := len(segs) - 1; i >= 0; i-- {
+			if ts, ok := firstRecordTime(segs[i]); ok && ts <= limit {
+				scanIdx = i
+				break
+			}
+		}
+	}
+	// A segment that was short (extended with zeros) is validated too.
+	for _, d := range damaged {
+		for i, m := range segs {
+			if m.path == d.File && i < scanIdx {
+				scanIdx = i
+			}
+		}
+	}
+	end := int64(0)
+	if len(segs) > 0 {
+		rep.ScanFrom = segs[scanIdx].base
+		end = s.scanCommitLog(scanIdx)
+	}
+	rep.CommitLogEnd = end
+	s.cl.committed.Store(end)
+	s.cl.flushed.Store(end)
+	s.cl.writePos = end
+	if m := findSeg(s.cl.list(), end, s.cl.segSize); m != nil {
+		s.cl.active = m
+		m.wrote.Store(end - m.base)
+		m.flushedTo.Store(end - m.base)
+	}
+	clMin := s.cl.minOffset()
+
+	idxDamaged, reindex, err := s.idx.load()
+	if err != nil {
+		return err
+	}
+	for _, d := range idxDamaged {
+		s.corruption(d)
+	}
+	rep.Reindexed = reindex
+
+	dispatchFrom, err := s.recoverConsumeQueues(end)
+	if err != nil {
+		return err
+	}
+	if abnormal && len(segs) > 0 {
+		dispatchFrom = min(dispatchFrom, segs[scanIdx].base)
+	}
+	if reindex {
+		dispatchFrom = clMin
+	}
+	dispatchFrom = max(min(dispatchFrom, end), clMin)
+	rep.DispatchFrom = dispatchFrom
+
+	s.dispMu.Lock()
+	d := &s.disp
+	d.pos = dispatchFrom
+	d.fillGaps = false
+	s.dispatchRangeLocked(end)
+	if d.gapSeen {
+		rep.FullReplay = true
+		s.log.Warn("store: consume queue gap during recovery, re-dispatching from the commitlog start")
+		d.pos = clMin
+		d.fillGaps = true // what is still missing now is gone for good: pad with holes
+		s.dispatchRangeLocked(end)
+	}
+	if d.broken || d.pos < end {
+		s.corruption(&CorruptError{File: s.cl.dir, Offset: d.pos, Reason: "re-dispatch stopped before the commitlog end; later records are not in consume queues"})
+		d.broken = false
+		d.pos = end
+	}
+	for _, ce := range d.refused {
+		s.report.Corruptions = append(s.report.Corruptions, ce)
+	}
+	d.refused = nil
+	d.fillGaps = true
+	d.gapSeen = false
+	d.touched = d.touched[:0]
+	rep.Redispatched = d.count
+	d.releaseCur()
+	s.dispatched.Store(d.pos)
+	s.dispMu.Unlock()
+
+	for _, cq := range s.allCQs() {
+		cq.correctMin(clMin)
+		s.queueOffsets[cqKey{cq.topic, cq.queueID}] = cq.maxOff.Load()
+	}
+	rep.Duration = time.Since(start)
+	s.log.Info("store: recovered", "abnormal", abnormal, "commitlogEnd", end, "dispatchFrom", dispatchFrom,
+		"redispatched", rep.Redispatched, "corruptions", len(rep.Corruptions), "took", rep.Duration)
+	return nil
+}
+
+// firstRecordTime returns the store timestamp of a segment's first record.
+func firstRecordTime(m *mappedFile) (int64, bool) {
+	size, magic, err := record.PeekHeader(m.data)
+	if err != nil || magic != record.MagicMessage {
+		return 0, false
+	}
+	return storeTimeIn(m, m.base, size)
+}
+
+// scanCommitLog validates records from segment idx on and cuts at the first
+// bad one: the rest of that segment is zeroed and later segments removed.
+// It returns the commitlog end.
+func (s *Store) scanCommitLog(idx int) int64 {
+	segs := s.cl.list()
+	pos := segs[idx].base
+	var cut *CorruptError
+	cutIdx := idx
+scan:
+	for i := idx; i < len(segs); i++ {
+		m := segs[i]
+		cutIdx = i
+		if m.base != pos {
+			break
+		}
+		for rel := int64(0); ; {
+			if rel+record.BlankHeaderSize > m.size {
+				cut = &CorruptError{File: m.path, Offset: rel, Reason: "segment does not end with a filler"}
+				pos = m.base + rel
+				break scan
+			}
+			b := m.data[rel:]
+			size, magic, _ := record.PeekHeader(b)
+			if size == 0 && magic == 0 {
+				pos = m.base + rel
+				break scan
+			}
+			if magic == record.MagicBlank {
+				if int64(size) != m.size-rel {
+					cut = &CorruptError{File: m.path, Offset: rel, Reason: fmt.Sprintf("filler of %d bytes, %d left in segment", size, m.size-rel)}
+					pos = m.base + rel
+					break scan
+				}
+				pos = m.base + m.size
+				cutIdx = i + 1
+				break
+			}
+			if magic != record.MagicMessage || size < record.MinRecordSize || int64(size) > m.size-rel {
+				cut = &CorruptError{File: m.path, Offset: rel, Reason: fmt.Sprintf("bad record header (size %d, magic 0x%08X)", size, magic)}
+				pos = m.base + rel
+				break scan
+			}
+			v, err := record.Parse(b[:size], s.opts.CheckCRCOnRecover)
+			if err == nil && v.PhysicalOffset != m.base+rel {
+				err = fmt.Errorf("PHYSICALOFFSET %d, record is at %d", v.PhysicalOffset, m.base+rel)
+			}
+			if err != nil {
+				cut = &CorruptError{File: m.path, Offset: rel, Reason: "invalid record", Err: err}
+				pos = m.base + rel
+				break scan
+			}
+			rel += int64(size)
+		}
+	}
+	// Truncate: zero the tail of the segment holding pos, drop later ones.
+	dirty := false
+	var keep []*mappedFile
+	for i, m := range segs {
+		switch {
+		case m.base+m.size <= pos:
+			keep = append(keep, m)
+		case m.base <= pos:
+			if m.zeroFrom(pos - m.base) {
+				dirty = true
+			}
+			keep = append(keep, m)
+		default:
+			if i >= cutIdx && !allZero(m.data) {
+				dirty = true
+			}
+			_ = m.destroy(true)
+		}
+	}
+	s.cl.setList(keep)
+	if cut != nil {
+		s.corruption(cut)
+	} else if dirty {
+		s.corruption(&CorruptError{File: s.cl.dir, Offset: pos, Reason: "non-zero bytes after the last record removed"})
+	}
+	return pos
+}
+
+// recoverConsumeQueues loads every queue, cuts damaged or dangling entries
+// and returns the commitlog offset re-dispatch must start from.
+func (s *Store) recoverConsumeQueues(clEnd int64) (int64, error) {
+	root := filepath.Join(s.opts.Root, "consumequeue")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrBadRoot, err)
+	}
+	topics, err := os.ReadDir(root)
+	if err != nil {
+		return 0, fmt.Errorf("store: read %s: %w", root, err)
+	}
+	clMin := s.cl.minOffset()
+	from := int64(-1) // max over queues of the end of their last entry
+	lowest := clEnd   // lowered where a queue lost entries
+	for _, t := range topics {
+		if !t.IsDir() {
+			continue
+		}
+		qdirs, err := os.ReadDir(filepath.Join(root, t.Name()))
+		if err != nil {
+			return 0, fmt.Errorf("store: read %s: %w", t.Name(), err)
+		}
+		for _, q := range qdirs {
+			id, err := strconv.ParseInt(q.Name(), 10, 32)
+			if err != nil || !q.IsDir() {
+				continue
+			}
+			cq := newConsumeQueue(s.opts.Root, t.Name(), int32(id), s.opts.CQEntriesPerFile)
+			damaged, err := cq.loadFiles()
+			if err != nil {
+				cq.closeAll(false)
+				return 0, err
+			}
+			for _, d := range damaged {
+				s.corruption(d)
+			}
+			if len(cq.list()) == 0 {
+				continue
+			}
+			cut, beyond := cq.recoverEntries(s.opts.RecoverSegments, clEnd, func(off int64, e cqEntry) string {
+				return s.checkEntry(cq, off, e, clMin)
+			})
+			last := cq.lastPhyEnd()
+			if cut != nil {
+				s.corruption(cut)
+			}
+			if cut != nil || beyond || len(damaged) > 0 {
+				if last < 0 {
+					lowest = clMin
+				} else {
+					lowest = min(lowest, last)
+				}
+			}
+			if beyond {
+				s.report.Truncations = append(s.report.Truncations,
+					fmt.Sprintf("%s: entries beyond the commitlog end %d dropped from offset %d", cq.dir, clEnd, cq.maxOff.Load()))
+			}
+			from = max(from, last)
+			s.cqMu.Lock()
+			qs := s.cqs[cq.topic]
+			if qs == nil {
+				qs = make(map[int32]*consumeQueue)
+				s.cqs[cq.topic] = qs
+			}
+			qs[cq.queueID] = cq
+			s.cqMu.Unlock()
+		}
+	}
+	if from < 0 {
+		from = clMin
+	}
+	return min(from, lowest), nil
+}
+
+// checkEntry verifies that a consume-queue entry points at the record it
+// claims (only for records still stored).
+func (s *Store) checkEntry(cq *consumeQueue, off int64, e cqEntry, clMin int64) string {
+	if e.phy < clMin {
+		return ""
+	}
+	m := findSeg(s.cl.list(), e.phy, s.cl.segSize)
+	if m == nil {
+		return fmt.Sprintf("entry phy=%d outside the commitlog", e.phy)
+	}
+	rel := e.phy - m.base
+	if rel+int64(e.size) > m.size {
+		return fmt.Sprintf("entry phy=%d size=%d crosses a segment end", e.phy, e.size)
+	}
+	v, err := record.Parse(m.data[rel:rel+int64(e.size)], false)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("entry phy=%d does not point at a record: %v", e.phy, err)
+	case int64(v.TotalSize) != int64(e.size):
+		return fmt.Sprintf("entry size %d, record size %d", e.size, v.TotalSize)
+	case v.QueueOffset != off || v.QueueID != cq.queueID || string(v.Topic) != cq.topic:
+		return fmt.Sprintf("entry %d points at record of %s/%d offset %d", off, v.Topic, v.QueueID, v.QueueOffset)
+	}
+	if tags := s.tagsCode(&v); tags != e.tags {
+		return fmt.Sprintf("entry %d tagsCode %d, record's is %d", off, e.tags, tags)
+	}
+	return ""
+}

@@ -1,0 +1,121 @@
+package store
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// EventKind classifies store events.
+type EventKind int
+
+const (
+	EventSegmentRolled  EventKind = iota // the writer moved to a new commitlog segment
+	EventSegmentDeleted                  // retention removed a commitlog segment
+	EventCorruption                      // damaged bytes found (Err is a *CorruptError)
+	EventSlowFlush                       // an fdatasync took longer than a second
+	EventDiskFull                        // usage passed DiskFullRatio; puts are refused
+	EventDiskOK                          // usage fell back below DiskFullRatio
+	EventWriteFailed                     // a write or sync failed; the store is read-only
+	EventQueueGap                        // a consume queue had to be padded with holes
+)
+
+var eventNames = [...]string{"segment-rolled", "segment-deleted", "corruption", "slow-flush", "disk-full", "disk-ok", "write-failed", "queue-gap"}
+
+// String names the event kind.
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event is reported to Options.Listener.
+type Event struct {
+	Kind     EventKind
+	File     string
+	Offset   int64
+	Duration time.Duration
+	Err      error
+}
+
+// LatencyBuckets are the upper bounds of the put latency histogram; the
+// last bucket of Stats.PutLatency counts everything slower.
+var LatencyBuckets = [...]time.Duration{
+	10 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 500 * time.Millisecond, time.Second,
+}
+
+type statCounters struct {
+	putMessages atomic.Int64
+	putBytes    atomic.Int64
+	putErrors   atomic.Int64
+	getRequests atomic.Int64
+	getMessages atomic.Int64
+	getBytes    atomic.Int64
+	flushes     atomic.Int64
+	flushNanos  atomic.Int64
+	latency     [len(LatencyBuckets) + 1]atomic.Int64
+}
+
+func (c *statCounters) recordPut(n, bytes int, d time.Duration) {
+	c.putMessages.Add(int64(n))
+	c.putBytes.Add(int64(bytes))
+	i := 0
+	for i < len(LatencyBuckets) && d > LatencyBuckets[i] {
+		i++
+	}
+	c.latency[i].Add(1)
+}
+
+// Stats is a snapshot of store counters.
+type Stats struct {
+	PutMessages int64 // records stored
+	PutBytes    int64
+	PutErrors   int64 // puts refused
+	GetRequests int64
+	GetMessages int64 // records returned by GetMessages
+	GetBytes    int64
+	Flushes     int64         // commitlog fdatasync rounds
+	FlushTime   time.Duration // total time spent in them
+	// PutLatency[i] counts puts that took <= LatencyBuckets[i] (and more
+	// than the previous bound); the last element counts the rest.
+	PutLatency [len(LatencyBuckets) + 1]int64
+
+	DispatchLagBytes int64 // commitlog bytes written but not yet dispatched
+	FlushLagBytes    int64 // commitlog bytes written but not yet fdatasynced
+	MinPhysical      int64
+	MaxPhysical      int64
+	Segments         int
+	Queues           int
+	DiskFull         bool
+	WriteFailed      bool
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Store) Stats() Stats {
+	c := &s.stats
+	st := Stats{
+		PutMessages: c.putMessages.Load(),
+		PutBytes:    c.putBytes.Load(),
+		PutErrors:   c.putErrors.Load(),
+		GetRequests: c.getRequests.Load(),
+		GetMessages: c.getMessages.Load(),
+		GetBytes:    c.getBytes.Load(),
+		Flushes:     c.flushes.Load(),
+		FlushTime:   time.Duration(c.flushNanos.Load()),
+		MinPhysical: s.cl.minOffset(),
+		MaxPhysical: s.cl.committed.Load(),
+		Segments:    len(s.cl.list()),
+		Queues:      len(s.allCQs()),
+		DiskFull:    s.diskFull.Load(),
+		WriteFailed: s.werr.Load() != nil,
+	}
+	for i := range c.latency {
+		st.PutLatency[i] = c.latency[i].Load()
+	}
+	st.DispatchLagBytes = max(0, st.MaxPhysical-s.dispatched.Load())
+	st.FlushLagBytes = max(0, st.MaxPhysical-s.cl.flushed.Load())
+	return st
+}

@@ -1,0 +1,596 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// PutStatus is the outcome of a put, mirroring RocketMQ's PutMessageStatus.
+type PutStatus int
+
+const (
+	PutOK                  PutStatus = iota // stored (and flushed, in sync mode)
+	PutFlushDiskTimeout                     // stored, but the sync flush did not confirm in time
+	PutServiceNotAvailable                  // refused: store closed, disk full, or failed
+	PutMessageIllegal                       // refused: too large or not encodable
+	PutUnknownError                         // refused: unexpected error
+)
+
+var putStatusNames = [...]string{"PUT_OK", "FLUSH_DISK_TIMEOUT", "SERVICE_NOT_AVAILABLE", "MESSAGE_ILLEGAL", "UNKNOWN_ERROR"}
+
+// String returns the RocketMQ status name.
+func (s PutStatus) String() string {
+	if int(s) < len(putStatusNames) {
+		return putStatusNames[s]
+	}
+	return fmt.Sprintf("PutStatus(%d)", int(s))
+}
+
+// PutResult describes a stored message. A non-nil error from Put means
+// nothing was stored; PutFlushDiskTimeout comes with a nil error because
+// the message is stored.
+type PutResult struct {
+	Status         PutStatus
+	PhysicalOffset int64 // commitlog offset of the (first) record
+	QueueOffset    int64 // logical offset of the (first) record in its queue
+	WroteBytes     int   // bytes appended (all records of a batch)
+	StoreTimestamp int64 // ms
+	MsgCount       int   // records written (1, or the batch size)
+	StoreHost      netip.AddrPort
+}
+
+// AppendMsgID appends the offset message id (uppercase hex) of the first
+// record to dst.
+func (r PutResult) AppendMsgID(dst []byte) []byte {
+	return record.AppendOffsetMessageID(dst, r.StoreHost, r.PhysicalOffset)
+}
+
+// MsgID returns the offset message id of the first record.
+func (r PutResult) MsgID() string { return record.OffsetMessageID(r.StoreHost, r.PhysicalOffset) }
+
+// BatchResult is a PutResult plus the physical offset of every record.
+type BatchResult struct {
+	PutResult
+	PhysicalOffsets []int64
+}
+
+// cqKey identifies a logical queue in the writer's offset table.
+type cqKey struct {
+	topic   string
+	queueID int32
+}
+
+// Store is the message store: commitlog, consume queues, index, flush,
+// checkpoint, recovery and retention. All methods are safe for concurrent
+// use.
+type Store struct {
+	opts        Options
+	log         *slog.Logger
+	deleteHours [24]bool
+	lockFile    *os.File
+
+	cl  *commitLog
+	idx *indexService
+
+	putMu        sync.Mutex
+	queueOffsets map[cqKey]int64 // next queue offset per queue; protected by putMu
+	closed       atomic.Bool     // set under putMu by Close
+	werr         atomic.Pointer[error]
+	diskFull     atomic.Bool
+	rawMode      atomic.Bool // AppendRaw used: the dispatcher keeps queueOffsets in step
+
+	cqMu sync.RWMutex
+	cqs  map[string]map[int32]*consumeQueue // protected by cqMu
+
+	dispMu       sync.Mutex   // held by the dispatcher while it appends; DeleteTopic takes it
+	disp         dispatcher   // protected by dispMu
+	dispatched   atomic.Int64 // commitlog offset the dispatcher has processed up to
+	dispatchTs   atomic.Int64 // store timestamp of the last dispatched record
+	dispatchWake chan struct{}
+	arrival      atomic.Pointer[func(topic string, queueID int32, maxOffset int64)]
+
+	gc groupCommit
+
+	stats  statCounters
+	report RecoveryReport // set by Open, read-only afterwards
+
+	cleanMu sync.Mutex // serialises retention runs
+
+	cpMu sync.Mutex
+	cp   checkpoint // last checkpoint written; protected by cpMu
+
+	done      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (creating if needed) the store under opts.Root, recovers it
+// and starts its goroutines.
+func Open(opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	if st, err := os.Stat(opts.Root); err == nil && !st.IsDir() {
+		return nil, fmt.Errorf("%w: %s is not a directory", ErrBadRoot, opts.Root)
+	}
+	if err := os.MkdirAll(opts.Root, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRoot, err)
+	}
+	hours, _ := parseDeleteWhen(opts.DeleteWhen)
+	s := &Store{
+		opts:         opts,
+		log:          opts.Logger,
+		deleteHours:  hours,
+		queueOffsets: make(map[cqKey]int64),
+		cqs:          make(map[string]map[int32]*consumeQueue),
+		dispatchWake: make(chan struct{}, 1),
+		done:         make(chan struct{}),
+	}
+	s.gc.init()
+	s.cl = newCommitLog(s)
+	s.idx = newIndexService(s)
+	lf, err := lockRoot(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	s.lockFile = lf
+	abnormal, err := createAbort(opts.Root)
+	if err != nil {
+		_ = lf.Close()
+		return nil, err
+	}
+	if err := s.recover(abnormal); err != nil {
+		s.releaseFiles()
+		_ = lf.Close()
+		return nil, err
+	}
+	if s.cl.active == nil && len(s.cl.list()) == 0 && opts.WarmSegments {
+		// A new store: make the first segment warm before the first put.
+		s.cl.prepare(s.cl.writePos)
+	}
+	s.updateDiskUsage()
+	s.start("allocator", func() { s.cl.allocLoop(s.done) })
+	s.start("dispatcher", s.dispatchLoop)
+	s.start("flusher", s.flushLoop)
+	s.start("logic-flusher", s.logicFlushLoop)
+	s.start("cleaner", s.cleanLoop)
+	if s.cl.active != nil {
+		s.cl.requestNext(s.cl.active.base + s.cl.segSize)
+	}
+	return s, nil
+}
+
+// start runs fn on a goroutine owned by the store; Close waits for it.
+func (s *Store) start(name string, fn func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.log.Debug("store: goroutine started", "name", name)
+		fn()
+		s.log.Debug("store: goroutine stopped", "name", name)
+	}()
+}
+
+// Close stops accepting writes, dispatches and flushes everything written,
+// writes the checkpoint, removes the abort marker and releases the lock.
+// Mappings still held by unreleased results stay valid until released.
+// Close is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.shutdown(true) })
+	return s.closeErr
+}
+
+func (s *Store) shutdown(clean bool) error {
+	s.putMu.Lock()
+	s.closed.Store(true)
+	s.putMu.Unlock()
+	close(s.done)
+	s.wg.Wait()
+	var errs []error
+	if clean {
+		s.dispatchAvailable()
+		if _, err := s.cl.flush(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.flushLogic(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.gc.wakeAll()
+	s.releaseFiles()
+	if clean && len(errs) == 0 && s.werr.Load() == nil {
+		if err := removeAbort(s.opts.Root); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.lockFile != nil {
+		if err := s.lockFile.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("store: close lock: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) releaseFiles() {
+	s.disp.releaseCur()
+	s.cl.closeAll()
+	s.idx.closeAll()
+	s.cqMu.Lock()
+	for _, qs := range s.cqs {
+		for _, cq := range qs {
+			cq.closeAll(false)
+		}
+	}
+	s.cqMu.Unlock()
+}
+
+// setWriteErr makes a write failure sticky (fail-stop).
+func (s *Store) setWriteErr(err error) {
+	e := fmt.Errorf("%w: %w", ErrWriteFailed, err)
+	if s.werr.CompareAndSwap(nil, &e) {
+		s.log.Error("store: write failed, refusing further writes", "err", err)
+		s.emit(Event{Kind: EventWriteFailed, Err: err})
+	}
+}
+
+// Err returns the sticky write error, or nil.
+func (s *Store) Err() error {
+	if p := s.werr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (s *Store) emit(ev Event) {
+	if s.opts.Listener != nil {
+		s.opts.Listener(ev)
+	}
+}
+
+// OnArrival registers fn to be called by the dispatcher after it appended
+// entries to a queue (for long polling). fn must not block. A later call
+// replaces the previous function; nil unregisters.
+func (s *Store) OnArrival(fn func(topic string, queueID int32, maxOffset int64)) {
+	if fn == nil {
+		s.arrival.Store(nil)
+		return
+	}
+	s.arrival.Store(&fn)
+}
+
+func (s *Store) wakeDispatcher() {
+	select {
+	case s.dispatchWake <- struct{}{}:
+	default:
+	}
+}
+
+// checkWritable returns the status and error refusing a write, if any.
+func (s *Store) checkWritable() (PutStatus, error) {
+	if s.closed.Load() {
+		return PutServiceNotAvailable, ErrClosed
+	}
+	if p := s.werr.Load(); p != nil {
+		return PutServiceNotAvailable, *p
+	}
+	if s.diskFull.Load() {
+		return PutServiceNotAvailable, ErrDiskFull
+	}
+	return PutOK, nil
+}
+
+func isTxExcluded(sysFlag int32) bool {
+	t := sysFlag & record.TxMask
+	return t == record.TxPrepared || t == record.TxRollback
+}
+
+// Put appends m. The store sets m.QueueOffset, m.PhysicalOffset,
+// m.StoreTimestamp and m.StoreHost. Prepared and rollback transaction
+// messages get queue offset 0 and are not dispatched to consume queues. In
+// FlushSync mode Put waits for the group commit unless m's WAIT property is
+// "false". A non-nil error means nothing was stored.
+func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
+	start := time.Now()
+	if st, err := s.checkWritable(); err != nil {
+		s.stats.putErrors.Add(1)
+		return PutResult{Status: st}, err
+	}
+	size := record.Size(m)
+	if size > s.opts.MaxMessageSize {
+		s.stats.putErrors.Add(1)
+		return PutResult{Status: PutMessageIllegal}, fmt.Errorf("%w: %d bytes > %d", ErrMessageTooLarge, size, s.opts.MaxMessageSize)
+	}
+	excluded := isTxExcluded(m.SysFlag)
+	s.putMu.Lock()
+	if st, err := s.checkWritable(); err != nil {
+		s.putMu.Unlock()
+		s.stats.putErrors.Add(1)
+		return PutResult{Status: st}, err
+	}
+	key := cqKey{m.Topic, m.QueueID}
+	qoff := int64(0)
+	if !excluded {
+		qoff = s.queueOffsets[key]
+	}
+	m.QueueOffset = qoff
+	m.StoreTimestamp = s.opts.Now().UnixMilli()
+	m.StoreHost = s.opts.StoreHost
+	phy, err := s.cl.appendLocked(m, size)
+	if err != nil {
+		s.putMu.Unlock()
+		return s.putFailed(err)
+	}
+	if !excluded {
+		s.setQueueOffsetLocked(key, qoff+1)
+	}
+	s.putMu.Unlock()
+	s.wakeDispatcher()
+
+	res := PutResult{Status: PutOK, PhysicalOffset: phy, QueueOffset: qoff, WroteBytes: size,
+		StoreTimestamp: m.StoreTimestamp, MsgCount: 1, StoreHost: s.opts.StoreHost}
+	if s.opts.FlushMode == FlushSync && waitStore(m.Properties) {
+		if !s.waitFlushed(ctx, phy+int64(size)) {
+			res.Status = PutFlushDiskTimeout
+		}
+	}
+	s.stats.recordPut(1, size, time.Since(start))
+	return res, nil
+}
+
+// setQueueOffsetLocked stores next for key; new keys get their own copy
+// of the topic string (the caller's may be backed by a reused buffer).
+func (s *Store) setQueueOffsetLocked(key cqKey, next int64) {
+	if _, ok := s.queueOffsets[key]; !ok {
+		key.topic = strings.Clone(key.topic)
+	}
+	s.queueOffsets[key] = next
+}
+
+func (s *Store) putFailed(err error) (PutResult, error) {
+	s.stats.putErrors.Add(1)
+	if errors.Is(err, record.ErrTopicTooLong) || errors.Is(err, record.ErrPropertiesTooLong) ||
+		errors.Is(err, record.ErrBadHost) || errors.Is(err, record.ErrRecordTooLong) || errors.Is(err, record.ErrBadProperties) {
+		return PutResult{Status: PutMessageIllegal}, fmt.Errorf("%w: %w", ErrIllegalMessage, err)
+	}
+	s.setWriteErr(err)
+	return PutResult{Status: PutServiceNotAvailable}, s.Err()
+}
+
+// waitStore reports whether the WAIT property asks to wait (default yes).
+func waitStore(props string) bool {
+	v, ok := record.LookupPropertyString(props, record.PropertyWaitStoreMsgOK)
+	return !ok || v != "false"
+}
+
+// PutBatch appends one record per item of a SEND_BATCH body, all with tmpl's
+// topic, queue, hosts, timestamps and sys flag, under one writer lock so
+// they get consecutive queue offsets. Each item's properties are followed
+// by tmpl.Properties (the batch-level properties), separated by 0x02. Either
+// every record is stored or none (validation happens first).
+func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []record.BatchItem) (BatchResult, error) {
+	start := time.Now()
+	if st, err := s.checkWritable(); err != nil {
+		return BatchResult{PutResult: PutResult{Status: st}}, err
+	}
+	if len(items) == 0 {
+		return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}}, fmt.Errorf("%w: empty batch", ErrIllegalMessage)
+	}
+	msgs := make([]record.Message, len(items))
+	sizes := make([]int, len(items))
+	var propBuf []byte
+	for _, it := range items {
+		propBuf = append(propBuf, it.Properties...)
+		if len(it.Properties) > 0 && len(tmpl.Properties) > 0 && it.Properties[len(it.Properties)-1] != record.PropertySeparator {
+			propBuf = append(propBuf, record.PropertySeparator)
+		}
+		propBuf = append(propBuf, tmpl.Properties...)
+	}
+	off := 0
+	total := 0
+	for i, it := range items {
+		n := len(it.Properties)
+		if n > 0 && len(tmpl.Properties) > 0 && it.Properties[n-1] != record.PropertySeparator {
+			n++
+		}
+		n += len(tmpl.Properties)
+		msgs[i] = *tmpl
+		msgs[i].Flag = it.Flag
+		msgs[i].Body = it.Body
+		msgs[i].Properties = unsafe.String(unsafe.SliceData(propBuf[off:]), n)
+		off += n
+		sizes[i] = record.Size(&msgs[i])
+		if sizes[i] > s.opts.MaxMessageSize {
+			return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}},
+				fmt.Errorf("%w: batch item %d is %d bytes > %d", ErrMessageTooLarge, i, sizes[i], s.opts.MaxMessageSize)
+		}
+		if len(msgs[i].Topic) > record.MaxTopicLen || len(msgs[i].Properties) > record.MaxPropertiesLen {
+			return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}},
+				fmt.Errorf("%w: batch item %d: topic or properties too long", ErrIllegalMessage, i)
+		}
+		total += sizes[i]
+	}
+	excluded := isTxExcluded(tmpl.SysFlag)
+	res := BatchResult{PhysicalOffsets: make([]int64, len(items))}
+	s.putMu.Lock()
+	if st, err := s.checkWritable(); err != nil {
+		s.putMu.Unlock()
+		return BatchResult{PutResult: PutResult{Status: st}}, err
+	}
+	key := cqKey{tmpl.Topic, tmpl.QueueID}
+	qoff := int64(0)
+	if !excluded {
+		qoff = s.queueOffsets[key]
+	}
+	now := s.opts.Now().UnixMilli()
+	var end int64
+	for i := range msgs {
+		m := &msgs[i]
+		m.QueueOffset = qoff
+		if !excluded {
+			m.QueueOffset = qoff + int64(i)
+		}
+		m.StoreTimestamp = now
+		m.StoreHost = s.opts.StoreHost
+		phy, err := s.cl.appendLocked(m, sizes[i])
+		if err != nil {
+			if i > 0 && !excluded {
+				s.setQueueOffsetLocked(key, qoff+int64(i))
+			}
+			s.putMu.Unlock()
+			if i > 0 {
+				// Part of the batch is in the log: that is a write failure.
+				s.setWriteErr(err)
+				return BatchResult{PutResult: PutResult{Status: PutServiceNotAvailable}}, s.Err()
+			}
+			r, e := s.putFailed(err)
+			return BatchResult{PutResult: r}, e
+		}
+		res.PhysicalOffsets[i] = phy
+		end = phy + int64(sizes[i])
+	}
+	if !excluded {
+		s.setQueueOffsetLocked(key, qoff+int64(len(msgs)))
+	}
+	s.putMu.Unlock()
+	s.wakeDispatcher()
+	res.PutResult = PutResult{Status: PutOK, PhysicalOffset: res.PhysicalOffsets[0], QueueOffset: qoff,
+		WroteBytes: total, StoreTimestamp: now, MsgCount: len(msgs), StoreHost: s.opts.StoreHost}
+	if s.opts.FlushMode == FlushSync && waitStore(tmpl.Properties) {
+		if !s.waitFlushed(ctx, end) {
+			res.Status = PutFlushDiskTimeout
+		}
+	}
+	s.stats.recordPut(len(msgs), total, time.Since(start))
+	return res, nil
+}
+
+// MaxPhysicalOffset is the end of the commitlog (next write position).
+func (s *Store) MaxPhysicalOffset() int64 { return s.cl.committed.Load() }
+
+// MinPhysicalOffset is the first commitlog offset still stored.
+func (s *Store) MinPhysicalOffset() int64 { return s.cl.minOffset() }
+
+// FlushedPhysicalOffset is the commitlog offset up to which data is durable.
+func (s *Store) FlushedPhysicalOffset() int64 { return s.cl.flushed.Load() }
+
+// DispatchedPhysicalOffset is the commitlog offset up to which consume
+// queues and index are built.
+func (s *Store) DispatchedPhysicalOffset() int64 { return s.dispatched.Load() }
+
+// RecoveryReport returns what Open found and cut.
+func (s *Store) RecoveryReport() RecoveryReport { return s.report }
+
+// Options returns the effective options (defaults applied).
+func (s *Store) Options() Options { return s.opts }
+
+// lookupCQ returns the queue or nil.
+func (s *Store) lookupCQ(topic string, queueID int32) *consumeQueue {
+	s.cqMu.RLock()
+	cq := s.cqs[topic][queueID]
+	s.cqMu.RUnlock()
+	return cq
+}
+
+// cqForDispatch returns (creating) the queue for a topic given as bytes.
+func (s *Store) cqForDispatch(topic []byte, queueID int32) *consumeQueue {
+	s.cqMu.RLock()
+	cq := s.cqs[string(topic)][queueID]
+	s.cqMu.RUnlock()
+	if cq != nil {
+		return cq
+	}
+	s.cqMu.Lock()
+	defer s.cqMu.Unlock()
+	qs := s.cqs[string(topic)]
+	if qs == nil {
+		qs = make(map[int32]*consumeQueue)
+		s.cqs[string(topic)] = qs
+	}
+	if cq = qs[queueID]; cq == nil {
+		cq = newConsumeQueue(s.opts.Root, string(topic), queueID, s.opts.CQEntriesPerFile)
+		qs[queueID] = cq
+	}
+	return cq
+}
+
+// allCQs returns a snapshot of every queue.
+func (s *Store) allCQs() []*consumeQueue {
+	s.cqMu.RLock()
+	defer s.cqMu.RUnlock()
+	var out []*consumeQueue
+	for _, qs := range s.cqs {
+		for _, cq := range qs {
+			out = append(out, cq)
+		}
+	}
+	return out
+}
+
+// Topics returns the topics that have consume queues, sorted.
+func (s *Store) Topics() []string {
+	s.cqMu.RLock()
+	out := make([]string, 0, len(s.cqs))
+	for t := range s.cqs {
+		out = append(out, t)
+	}
+	s.cqMu.RUnlock()
+	sort.Strings(out)
+	return out
+}
+
+// QueueIDs returns the queue ids of topic that have consume queues, sorted.
+func (s *Store) QueueIDs(topic string) []int32 {
+	s.cqMu.RLock()
+	out := make([]int32, 0, len(s.cqs[topic]))
+	for id := range s.cqs[topic] {
+		out = append(out, id)
+	}
+	s.cqMu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// DeleteTopic removes the consume queues of topic and resets its queue
+// offsets. Its records stay in the commitlog until retention removes them.
+// Readers holding results keep their mappings until they release them.
+func (s *Store) DeleteTopic(topic string) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	s.dispMu.Lock()
+	defer s.dispMu.Unlock()
+	s.putMu.Lock()
+	for k := range s.queueOffsets {
+		if k.topic == topic {
+			delete(s.queueOffsets, k)
+		}
+	}
+	s.cqMu.Lock()
+	qs := s.cqs[topic]
+	delete(s.cqs, topic)
+	s.cqMu.Unlock()
+	s.putMu.Unlock()
+	for _, cq := range qs {
+		cq.closeAll(true)
+	}
+	dir := filepath.Join(s.opts.Root, "consumequeue", topic)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("store: remove %s: %w", dir, err)
+	}
+	return nil
+}
