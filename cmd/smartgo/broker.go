@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+
+	"github.com/smartgo/smartgo/broker"
 )
 
 func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -11,7 +14,8 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 Runs a broker: a master (id 0) or a slave (id > 0, role = "slave") of the
 broker group named in [broker]. It stores messages under [store].root,
 registers with every registry in broker.registries, and serves producers,
-consumers and admin tools on broker.listen. Reads [log], [broker], [store].`, stderr)
+consumers and admin tools on broker.listen. Reads [log], [broker], [store].
+Stops cleanly on SIGINT or SIGTERM (offsets persisted, store flushed).`, stderr)
 	cf.register(fs)
 	cf.stringFlag(fs, "listen", "broker.listen", "listen `address`")
 	cf.stringFlag(fs, "data", "store.root", "store root `directory`")
@@ -19,8 +23,26 @@ consumers and admin tools on broker.listen. Reads [log], [broker], [store].`, st
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if _, code, ok := loadOrExit(&cf, stderr, "broker"); !ok {
+	f, code, ok := loadOrExit(&cf, stderr, "broker")
+	if !ok {
 		return code
 	}
-	return notImplemented(stderr, "broker")
+	log := newLogger(f.Log, stderr)
+	opts, err := brokerOptions(f, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "smartgo broker: %v\n", err)
+		return exitUsage
+	}
+	b, err := broker.New(opts)
+	if err != nil {
+		log.Error("broker failed to start", "err", err)
+		return exitFailure
+	}
+	<-ctx.Done()
+	log.Info("shutting down", "reason", "signal")
+	if err := b.Close(); err != nil {
+		log.Error("broker shutdown", "err", err)
+		return exitFailure
+	}
+	return exitOK
 }

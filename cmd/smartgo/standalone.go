@@ -4,15 +4,23 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"path/filepath"
+
+	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/registry"
 )
 
 func runStandalone(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cf configFlags
 	fs := newFlagSet("standalone", "[-c FILE] [-data DIR] [-set key=value ...]", `
-Runs a registry, one broker and an MQTT bridge in one process, with data
-under ./data: the embedded default to start with. No configuration is
-needed; -c FILE reads every section (see conf/standalone.toml).`, stderr)
+Runs a registry and one broker in one process, with data under ./data: the
+embedded default to start with. No configuration is needed; -c FILE reads
+every section (see conf/standalone.toml). The broker registers with the
+registry of the same process; clients use 127.0.0.1:9876 as their name
+server. (The MQTT bridge joins standalone once it is built.)
+Stops cleanly on SIGINT or SIGTERM.`, stderr)
 	cf.register(fs)
 	data := fs.String("data", "data", "`directory` for the store and the registry's KV config")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -25,9 +33,51 @@ needed; -c FILE reads every section (see conf/standalone.toml).`, stderr)
 	if !ok {
 		return code
 	}
-	fmt.Fprintf(stdout, "smartgo standalone would start:\n")
-	fmt.Fprintf(stdout, "  registry  %s\n", f.Registry.Listen)
-	fmt.Fprintf(stdout, "  broker    %s (%s, store %s, %s flush)\n", f.Broker.Listen, f.Broker.Name, f.Store.Root, f.Store.Flush)
-	fmt.Fprintf(stdout, "  bridge    %s\n", f.Bridge.Listen)
-	return notImplemented(stderr, "standalone (the broker is not built yet)")
+	log := newLogger(f.Log, stderr)
+
+	if err := os.MkdirAll(filepath.Dir(f.Registry.KVConfigPath), 0o755); err != nil {
+		log.Error("create registry dir", "err", err)
+		return exitFailure
+	}
+	reg, err := registry.New(registry.Options{
+		Addr: f.Registry.Listen, KVConfigPath: f.Registry.KVConfigPath, ScanInterval: f.Registry.ScanInterval.D(),
+		BrokerExpiry: f.Registry.BrokerExpiry.D(), IdleTimeout: f.Registry.IdleTimeout.D(),
+		MaxFrameSize: f.Registry.MaxFrameSize.Bytes(), Logger: log.With("component", "registry"),
+	})
+	if err == nil {
+		err = reg.Start(ctx)
+	}
+	if err != nil {
+		log.Error("registry failed to start", "err", err)
+		return exitFailure
+	}
+	defer reg.Close()
+
+	// The broker registers with this process's registry.
+	_, port, _ := net.SplitHostPort(reg.Addr().String())
+	f.Broker.Registries = []string{net.JoinHostPort("127.0.0.1", port)}
+	opts, err := brokerOptions(f, log.With("component", "broker"))
+	if err != nil {
+		fmt.Fprintf(stderr, "smartgo standalone: %v\n", err)
+		return exitUsage
+	}
+	b, err := broker.New(opts)
+	if err != nil {
+		log.Error("broker failed to start", "err", err)
+		return exitFailure
+	}
+	log.Info("standalone running", "registry", reg.Addr().String(), "broker", b.Addr(),
+		"data", *data, "bridge", "not built yet")
+	<-ctx.Done()
+	log.Info("shutting down", "reason", "signal")
+	code = exitOK
+	if err := b.Close(); err != nil {
+		log.Error("broker shutdown", "err", err)
+		code = exitFailure
+	}
+	if err := reg.Close(); err != nil {
+		log.Error("registry shutdown", "err", err)
+		code = exitFailure
+	}
+	return code
 }

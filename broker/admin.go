@@ -1,0 +1,295 @@
+package broker
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// processCreateTopic serves UPDATE_AND_CREATE_TOPIC.
+func (b *Broker) processCreateTopic(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	var h protocol.CreateTopicRequestHeader
+	if err := req.DecodeHeader(&h); err != nil {
+		return errResp(protocol.SystemError, "bad header: %v", err), nil
+	}
+	if err := ValidateTopicName(h.Topic); err != nil {
+		return errResp(protocol.SystemError, "%v", err), nil
+	}
+	if h.Topic == AutoCreateTopicKey {
+		return errResp(protocol.SystemError, "the topic[%s] is conflict with system reserved words", h.Topic), nil
+	}
+	if h.TopicFilterType == "" {
+		h.TopicFilterType = protocol.TopicFilterSingleTag
+	}
+	if h.TopicFilterType != protocol.TopicFilterSingleTag && h.TopicFilterType != protocol.TopicFilterMultiTag {
+		return errResp(protocol.SystemError, "topicFilterType %q must be SINGLE_TAG or MULTI_TAG", h.TopicFilterType), nil
+	}
+	if h.Perm&^(PermRW|PermInherit|PermPriority) != 0 {
+		return errResp(protocol.SystemError, "perm %d has unknown bits", h.Perm), nil
+	}
+	tc := protocol.TopicConfig{TopicName: h.Topic, ReadQueueNums: h.ReadQueueNums, WriteQueueNums: h.WriteQueueNums,
+		Perm: h.Perm, TopicFilterType: h.TopicFilterType, TopicSysFlag: h.TopicSysFlag, Order: h.Order}
+	if err := b.topics.Update(tc); err != nil {
+		return errResp(protocol.SystemError, "%v", err), nil
+	}
+	b.triggerRegister()
+	return protocol.NewResponse(protocol.Success, ""), nil
+}
+
+// processDeleteTopic serves DELETE_TOPIC_IN_BROKER: the topic's config,
+// its consume queues and every group's offsets on it.
+func (b *Broker) processDeleteTopic(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	var h protocol.DeleteTopicRequestHeader
+	if err := req.DecodeHeader(&h); err != nil {
+		return errResp(protocol.SystemError, "bad header: %v", err), nil
+	}
+	if _, err := b.topics.Delete(h.Topic); err != nil {
+		return errResp(protocol.SystemError, "%v", err), nil
+	}
+	if err := b.store.DeleteTopic(h.Topic); err != nil {
+		return errResp(protocol.SystemError, "delete %s from the store: %v", h.Topic, err), nil
+	}
+	b.offsets.DeleteTopic(h.Topic)
+	b.triggerRegister()
+	return protocol.NewResponse(protocol.Success, ""), nil
+}
+
+// processAllTopicConfig serves GET_ALL_TOPIC_CONFIG.
+func (b *Broker) processAllTopicConfig(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	return jsonResponse(b.topics.Snapshot())
+}
+
+// processUpdateGroup serves UPDATE_AND_CREATE_SUBSCRIPTIONGROUP.
+func (b *Broker) processUpdateGroup(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	var g protocol.SubscriptionGroupConfig
+	if err := protocol.DecodeJSON(req.Body, &g); err != nil {
+		return errResp(protocol.SystemError, "bad subscription group body: %v", err), nil
+	}
+	if err := b.groups.Update(g); err != nil {
+		return errResp(protocol.SystemError, "%v", err), nil
+	}
+	return protocol.NewResponse(protocol.Success, ""), nil
+}
+
+// processDeleteGroup serves DELETE_SUBSCRIPTIONGROUP.
+func (b *Broker) processDeleteGroup(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	var h protocol.GroupHeader
+	if err := req.DecodeHeader(&h); err != nil {
+		return errResp(protocol.SystemError, "bad header: %v", err), nil
+	}
+	if _, err := b.groups.Delete(h.GroupName); err != nil {
+		return errResp(protocol.SystemError, "%v", err), nil
+	}
+	return protocol.NewResponse(protocol.Success, ""), nil
+}
+
+func (b *Broker) processAllGroups(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	return jsonResponse(b.groups.Snapshot())
+}
+
+func (b *Broker) processAllConsumerOffsets(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	return jsonResponse(b.offsets.Snapshot())
+}
+
+func (b *Broker) processAllDelayOffsets(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	body, err := b.delayOffsets.JSON()
+	if err != nil {
+		return nil, err
+	}
+	resp := protocol.NewResponse(protocol.Success, "")
+	resp.Body = body
+	return resp, nil
+}
+
+// processConsumeStats serves GET_CONSUME_STATS: per queue of the group's
+// topics (or of one topic), the broker's max offset and the group's
+// committed offset.
+func (b *Broker) processConsumeStats(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	var h protocol.GetConsumeStatsRequestHeader
+	if err := req.DecodeHeader(&h); err != nil {
+		return errResp(protocol.SystemError, "bad header: %v", err), nil
+	}
+	topics := []string{h.Topic}
+	if h.Topic == "" {
+		topics = b.offsets.TopicsOfGroup(h.ConsumerGroup)
+	}
+	var stats protocol.ConsumeStats
+	for _, topic := range topics {
+		tc, ok := b.topics.Get(topic)
+		if !ok {
+			continue
+		}
+		for q := int32(0); q < tc.ReadQueueNums; q++ {
+			w := &protocol.OffsetWrapper{BrokerOffset: b.store.MaxOffset(topic, q)}
+			if off, ok := b.offsets.Query(h.ConsumerGroup, topic, q); ok {
+				w.ConsumerOffset = off
+			}
+			if w.ConsumerOffset > 0 {
+				if ts, ok := b.storeTimeAtOffset(topic, q, w.ConsumerOffset-1); ok {
+					w.LastTimestamp = ts
+				}
+			}
+			stats.OffsetTable = append(stats.OffsetTable, protocol.MQEntry[*protocol.OffsetWrapper]{
+				Queue: protocol.MessageQueue{Topic: topic, BrokerName: b.opts.BrokerName, QueueID: q}, Value: w})
+		}
+		if snap, ok := b.stats.Get(GroupGetNums, topic+"@"+h.ConsumerGroup); ok && len(snap.Windows) > 0 {
+			stats.ConsumeTps += snap.Windows[0].TPS
+		}
+	}
+	stats.OffsetTable.Sort()
+	return jsonResponse(stats)
+}
+
+// storeTimeAtOffset returns the store time of the message at a logical
+// offset.
+func (b *Broker) storeTimeAtOffset(topic string, queueID int32, offset int64) (int64, bool) {
+	res, err := b.store.GetMessages(topic, queueID, offset, 1, nil)
+	if err != nil {
+		return 0, false
+	}
+	defer res.Release()
+	if len(res.PhysicalOffsets) == 0 {
+		return 0, false
+	}
+	m, err := b.store.ReadMessage(res.PhysicalOffsets[0])
+	if err != nil {
+		return 0, false
+	}
+	return m.StoreTimestamp, true
+}
+
+// processTopicStats serves GET_TOPIC_STATS_INFO.
+func (b *Broker) processTopicStats(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	var h protocol.TopicHeader
+	if err := req.DecodeHeader(&h); err != nil {
+		return errResp(protocol.SystemError, "bad header: %v", err), nil
+	}
+	tc, ok := b.topics.Get(h.Topic)
+	if !ok {
+		return errResp(protocol.TopicNotExist, "topic[%s] not exist", h.Topic), nil
+	}
+	var t protocol.TopicStatsTable
+	for q := int32(0); q < tc.WriteQueueNums; q++ {
+		o := &protocol.TopicOffset{MinOffset: b.store.MinOffset(h.Topic, q), MaxOffset: b.store.MaxOffset(h.Topic, q)}
+		if o.MaxOffset > 0 {
+			if ts, ok := b.storeTimeAtOffset(h.Topic, q, o.MaxOffset-1); ok {
+				o.LastUpdateTimestamp = ts
+			}
+		}
+		t.OffsetTable = append(t.OffsetTable, protocol.MQEntry[*protocol.TopicOffset]{
+			Queue: protocol.MessageQueue{Topic: h.Topic, BrokerName: b.opts.BrokerName, QueueID: q}, Value: o})
+	}
+	return jsonResponse(t)
+}
+
+// processConsumerConnections serves GET_CONSUMER_CONNECTION_LIST.
+func (b *Broker) processConsumerConnections(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	var h protocol.ConsumerGroupHeader
+	if err := req.DecodeHeader(&h); err != nil {
+		return errResp(protocol.SystemError, "bad header: %v", err), nil
+	}
+	info, ok := b.consumers.Group(h.ConsumerGroup)
+	if !ok {
+		return errResp(protocol.ConsumerNotOnline, "the consumer group[%s] not online", h.ConsumerGroup), nil
+	}
+	out := protocol.ConsumerConnection{ConsumeType: info.ConsumeType, MessageModel: info.MessageModel,
+		ConsumeFromWhere: info.ConsumeFromWhere, SubscriptionTable: map[string]*protocol.SubscriptionData{}}
+	for _, cl := range info.Clients {
+		out.ConnectionSet = append(out.ConnectionSet, &protocol.Connection{ClientID: cl.ClientID, ClientAddr: cl.Addr, Language: cl.Language, Version: cl.Version})
+	}
+	for t, s := range info.Subscriptions {
+		s := s
+		out.SubscriptionTable[t] = &s
+	}
+	return jsonResponse(out)
+}
+
+// processProducerConnections serves GET_PRODUCER_CONNECTION_LIST.
+func (b *Broker) processProducerConnections(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	group := req.ExtFields["producerGroup"]
+	if group == "" {
+		return errResp(protocol.SystemError, "bad header: missing producerGroup"), nil
+	}
+	clients := b.producers.Clients(group)
+	if len(clients) == 0 {
+		return errResp(protocol.SystemError, "the producer group[%s] not exist", group), nil
+	}
+	var out protocol.ProducerConnection
+	for _, cl := range clients {
+		out.ConnectionSet = append(out.ConnectionSet, &protocol.Connection{ClientID: cl.ClientID, ClientAddr: cl.Addr, Language: cl.Language, Version: cl.Version})
+	}
+	return jsonResponse(out)
+}
+
+// processRuntimeInfo serves GET_BROKER_RUNTIME_INFO: a KV table of the
+// broker's state and statistics, with RocketMQ's key names where one
+// exists. TPS values are "1m 10m 1h" triples.
+func (b *Broker) processRuntimeInfo(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	return jsonResponse(protocol.KVTable{Table: b.RuntimeInfo()})
+}
+
+// RuntimeInfo returns the table GET_BROKER_RUNTIME_INFO serves.
+func (b *Broker) RuntimeInfo() map[string]string {
+	s := b.store
+	st := s.Stats()
+	t := map[string]string{
+		"brokerVersionDesc":      "SmartGo",
+		"brokerVersion":          strconv.Itoa(int(protocol.CurrentVersion)),
+		"brokerRole":             b.opts.Role.String(),
+		"brokerName":             b.opts.BrokerName,
+		"brokerId":               strconv.FormatInt(b.opts.BrokerID, 10),
+		"brokerAddr":             b.addr,
+		"clusterName":            b.opts.ClusterName,
+		"commitLogMinOffset":     strconv.FormatInt(s.MinPhysicalOffset(), 10),
+		"commitLogMaxOffset":     strconv.FormatInt(s.MaxPhysicalOffset(), 10),
+		"commitLogFlushedOffset": strconv.FormatInt(s.FlushedPhysicalOffset(), 10),
+		"dispatchBehindBytes":    strconv.FormatInt(s.MaxPhysicalOffset()-s.DispatchedPhysicalOffset(), 10),
+		"msgPutTotalTodayNow":    strconv.FormatInt(b.stats.Totals(TopicPutNums), 10),
+		"msgGetTotalTodayNow":    strconv.FormatInt(b.stats.Totals(GroupGetNums), 10),
+		"putMessageTimesTotal":   strconv.FormatInt(st.PutMessages, 10),
+		"putMessageSizeTotal":    strconv.FormatInt(st.PutBytes, 10),
+		"getMessageTimesTotal":   strconv.FormatInt(st.GetMessages, 10),
+		"heldPulls":              strconv.Itoa(b.hold.Len()),
+		"flushDiskType":          s.Options().FlushMode.String(),
+		"runtime":                runtime.Version(),
+		"putTps":                 tpsTriple(b.stats, TopicPutNums),
+		"getTransferedTps":       tpsTriple(b.stats, GroupGetNums),
+	}
+	if ts, ok := s.EarliestMessageTime(); ok {
+		t["earliestMessageTimeStamp"] = strconv.FormatInt(ts, 10)
+	}
+	for _, snap := range b.stats.All(TopicPutNums) {
+		t["topicPutTps."+snap.Key] = windowTriple(snap)
+		t["topicPutTotal."+snap.Key] = strconv.FormatInt(snap.Total, 10)
+	}
+	for _, snap := range b.stats.All(GroupGetNums) {
+		t["groupGetTps."+snap.Key] = windowTriple(snap)
+		t["groupGetTotal."+snap.Key] = strconv.FormatInt(snap.Total, 10)
+	}
+	return t
+}
+
+// tpsTriple sums the TPS of every item of kind over the three windows.
+func tpsTriple(s *Stats, kind StatKind) string {
+	var sums [3]float64
+	for _, snap := range s.All(kind) {
+		for i, w := range snap.Windows {
+			if i < 3 {
+				sums[i] += w.TPS
+			}
+		}
+	}
+	return fmt.Sprintf("%.2f %.2f %.2f", sums[0], sums[1], sums[2])
+}
+
+func windowTriple(snap StatSnapshot) string {
+	parts := make([]string, 0, len(snap.Windows))
+	for _, w := range snap.Windows {
+		parts = append(parts, strconv.FormatFloat(w.TPS, 'f', 2, 64))
+	}
+	return strings.Join(parts, " ")
+}

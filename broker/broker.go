@@ -1,0 +1,373 @@
+// Package broker is SmartGo's message broker: it serves RocketMQ 4.x
+// producers, consumers and admin tools over remoting, keeps topics,
+// subscription groups and consumer offsets, holds pulls until messages
+// arrive, re-delivers failed messages through retry topics and delay
+// levels, keeps statistics, and registers with the registries.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store"
+)
+
+// Broker is one running broker. Start it with New; stop it with Close.
+type Broker struct {
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time
+
+	addr      string         // advertised ip:port of the remoting server
+	storeHost netip.AddrPort // written into every record
+
+	store        *store.Store
+	srv          *remoting.Server
+	client       *remoting.Client // to registries (and, for slaves, the master)
+	topics       *TopicManager
+	groups       *GroupManager
+	offsets      *OffsetManager
+	delayOffsets *DelayOffsets
+	consumers    *ConsumerManager
+	producers    *ProducerManager
+	locks        *LockManager
+	stats        *Stats
+	hold         *HoldService
+	schedule     *scheduleService
+	metrics      *http.Server
+
+	perm       atomic.Int32           // broker permission (read/write bits)
+	queueRR    atomic.Uint32          // round-robin for sends with queueId < 0
+	registered atomic.Bool            // registered with at least one registry once
+	regWake    chan struct{}          // asks the registration loop to register now
+	masterAddr atomic.Pointer[string] // a slave's master, as registries report it
+
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the broker's store and metadata, starts serving on
+// opts.ListenAddr and starts its background services.
+func New(opts Options) (*Broker, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts.fill()
+	var err error
+	b := &Broker{opts: opts, log: opts.Logger.With("broker", opts.BrokerName), now: opts.Now}
+	b.perm.Store(PermRW)
+
+	// Listen first: the store needs the real port for its store host.
+	ln, err := net.Listen("tcp", opts.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("broker: listen %s: %w", opts.ListenAddr, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = ln.Close()
+			_ = b.closeParts()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	ip := advertiseIP(opts.AdvertiseIP, ln.Addr().(*net.TCPAddr).IP)
+	b.addr = net.JoinHostPort(ip.String(), strconv.Itoa(port))
+	b.storeHost = netip.AddrPortFrom(ip, uint16(port))
+
+	configDir := filepath.Join(opts.Store.Root, "config")
+	if b.topics, err = OpenTopics(TopicOptions{Dir: configDir, BrokerName: opts.BrokerName, ClusterName: opts.ClusterName,
+		AutoCreateTopic: opts.AutoCreateTopic, DefaultQueueNums: opts.DefaultTopicQueues,
+		DelayLevels: int32(len(opts.DelayLevels)), Now: opts.Now, Logger: b.log}); err != nil {
+		return nil, err
+	}
+	if b.groups, err = OpenGroups(GroupOptions{Dir: configDir, AutoCreate: opts.AutoCreateGroup, Now: opts.Now, Logger: b.log}); err != nil {
+		return nil, err
+	}
+	if b.offsets, err = OpenOffsets(configDir); err != nil {
+		return nil, err
+	}
+	if b.delayOffsets, err = OpenDelayOffsets(configDir); err != nil {
+		return nil, err
+	}
+	b.consumers = NewConsumerManager()
+	b.producers = NewProducerManager()
+	b.locks = NewLockManager(0)
+	b.stats = NewStats(opts.Now)
+	b.hold = NewHoldService(2, opts.Now)
+
+	so := opts.Store
+	so.StoreHost = b.storeHost
+	if so.Logger == nil {
+		so.Logger = b.log
+	}
+	if so.Now == nil {
+		so.Now = opts.Now
+	}
+	so.TagsCode = b.scheduleTagsCode
+	if b.store, err = store.Open(so); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	b.schedule = newScheduleService(b)
+
+	ro := opts.Remoting
+	ro.Addr = opts.ListenAddr
+	if ro.Logger == nil {
+		ro.Logger = b.log
+	}
+	if b.srv, err = remoting.NewServer(ro); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if b.client, err = remoting.NewClient(remoting.ClientOptions{Logger: b.log}); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	b.registerProcessors()
+	b.srv.OnConnClose(b.connClosed)
+	b.store.OnArrival(b.onArrival)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	b.goFunc(func() { b.hold.Run(ctx) })
+	b.goFunc(func() { b.stats.Run(ctx) })
+	b.goFunc(func() { b.housekeeping(ctx) })
+	b.goFunc(func() { b.schedule.run(ctx) })
+	if len(opts.Registries) > 0 {
+		b.goFunc(func() { b.registerLoop(ctx) })
+	}
+	if opts.MetricsAddr != "" {
+		if err = b.startMetrics(); err != nil {
+			cancel()
+			b.wg.Wait()
+			return nil, err
+		}
+	}
+	if err = b.srv.Serve(ln); err != nil {
+		cancel()
+		b.wg.Wait()
+		return nil, fmt.Errorf("broker: serve: %w", err)
+	}
+	b.log.Info("broker started", "addr", b.addr, "role", opts.Role.String(), "id", opts.BrokerID,
+		"cluster", opts.ClusterName, "store", opts.Store.Root, "flush", b.store.Options().FlushMode.String())
+	return b, nil
+}
+
+// advertiseIP picks the address published for the broker.
+func advertiseIP(configured string, listen net.IP) netip.Addr {
+	if configured != "" {
+		if a, err := netip.ParseAddr(configured); err == nil {
+			return a.Unmap()
+		}
+	}
+	if listen != nil && !listen.IsUnspecified() {
+		if a, ok := netip.AddrFromSlice(listen); ok {
+			return a.Unmap()
+		}
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+				if ad, ok := netip.AddrFromSlice(ipn.IP.To4()); ok {
+					return ad
+				}
+			}
+		}
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+}
+
+// onArrival is the store's dispatch notification: it wakes held pulls of
+// the queue, and the delay service for the schedule topic.
+func (b *Broker) onArrival(topic string, queueID int32, maxOffset int64) {
+	b.hold.Notify(topic, queueID, maxOffset)
+	if topic == ScheduleTopic {
+		b.schedule.notify()
+	}
+}
+
+func (b *Broker) goFunc(fn func()) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		fn()
+	}()
+}
+
+// Addr returns the broker's advertised remoting address (ip:port).
+func (b *Broker) Addr() string { return b.addr }
+
+// Store returns the broker's message store.
+func (b *Broker) Store() *store.Store { return b.store }
+
+// Topics returns the topic manager.
+func (b *Broker) Topics() *TopicManager { return b.topics }
+
+// Offsets returns the consumer offset manager.
+func (b *Broker) Offsets() *OffsetManager { return b.offsets }
+
+// Stats returns the statistics service.
+func (b *Broker) Stats() *Stats { return b.stats }
+
+// Close unregisters from the registries, stops serving (held pulls are
+// answered), persists offsets and closes the store. It is idempotent.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		if len(b.opts.Registries) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			b.unregisterAll(ctx)
+			cancel()
+		}
+		b.cancel() // hold service answers held pulls before the server goes
+		b.wg.Wait()
+		var errs []error
+		if b.metrics != nil {
+			errs = append(errs, b.metrics.Close())
+		}
+		errs = append(errs, b.srv.Close())
+		errs = append(errs, b.offsets.Persist(), b.delayOffsets.Persist())
+		errs = append(errs, b.closeParts())
+		b.closeErr = errors.Join(errs...)
+		b.log.Info("broker stopped", "addr", b.addr)
+	})
+	return b.closeErr
+}
+
+// closeParts closes what New opened, in reverse order (also on a failed
+// start).
+func (b *Broker) closeParts() error {
+	var errs []error
+	if b.client != nil {
+		errs = append(errs, b.client.Close())
+	}
+	if b.store != nil {
+		errs = append(errs, b.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// housekeeping persists offsets and expires silent clients.
+func (b *Broker) housekeeping(ctx context.Context) {
+	persist := time.NewTicker(b.opts.OffsetPersistPeriod)
+	defer persist.Stop()
+	scan := time.NewTicker(10 * time.Second)
+	defer scan.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-persist.C:
+			if err := b.offsets.Persist(); err != nil {
+				b.log.Error("persist consumer offsets", "err", err)
+			}
+			if err := b.delayOffsets.Persist(); err != nil {
+				b.log.Error("persist delay offsets", "err", err)
+			}
+		case <-scan.C:
+			b.expireClients()
+		}
+	}
+}
+
+func (b *Broker) expireClients() {
+	deadline := b.now().Add(-b.opts.ClientExpiry)
+	for _, g := range b.consumers.ScanExpired(deadline) {
+		b.log.Info("consumer group members expired", "group", g)
+		b.notifyConsumerIDsChanged(g)
+	}
+	b.producers.ScanExpired(deadline)
+}
+
+func (b *Broker) connClosed(c *remoting.Conn, err error) {
+	for _, g := range b.consumers.ChannelClosed(c) {
+		b.log.Info("consumer left with its connection", "group", g, "peer", c.RemoteAddr().String())
+		b.notifyConsumerIDsChanged(g)
+	}
+	b.producers.ChannelClosed(c)
+}
+
+// notifyConsumerIDsChanged tells every member of group to rebalance.
+func (b *Broker) notifyConsumerIDsChanged(group string) {
+	if g, ok := b.groups.Get(group); ok && !g.NotifyConsumerIdsChangedEnable {
+		return
+	}
+	for _, ch := range b.consumers.Channels(group) {
+		c, ok := ch.(*remoting.Conn)
+		if !ok {
+			continue
+		}
+		req := protocol.NewRequest(protocol.NotifyConsumerIDsChanged, &protocol.ConsumerGroupHeader{ConsumerGroup: group}, nil)
+		req.SerializeType = protocol.SerializeJSON
+		if err := c.Oneway(req); err != nil {
+			b.log.Debug("notify consumer ids changed", "group", group, "peer", c.RemoteAddr().String(), "err", err)
+		}
+	}
+}
+
+func (b *Broker) startMetrics() error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b.stats.Collector(), newStoreCollector(b))
+	ln, err := net.Listen("tcp", b.opts.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("broker: metrics listen %s: %w", b.opts.MetricsAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	b.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	b.goFunc(func() {
+		if err := b.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			b.log.Error("metrics server", "err", err)
+		}
+	})
+	b.log.Info("metrics listening", "addr", ln.Addr().String())
+	return nil
+}
+
+// MetricsAddr returns the metrics listener's address, or "" when off.
+func (b *Broker) MetricsAddr() string {
+	if b.metrics == nil {
+		return ""
+	}
+	return b.opts.MetricsAddr
+}
+
+// storeCollector exports store-level gauges.
+type storeCollector struct{ b *Broker }
+
+func newStoreCollector(b *Broker) prometheus.Collector { return storeCollector{b} }
+
+var (
+	descCommitLogMax  = prometheus.NewDesc("smartgo_commitlog_max_offset", "Next commitlog write position.", nil, nil)
+	descCommitLogMin  = prometheus.NewDesc("smartgo_commitlog_min_offset", "First commitlog offset still stored.", nil, nil)
+	descDispatchLag   = prometheus.NewDesc("smartgo_dispatch_lag_bytes", "Commitlog bytes not yet dispatched to consume queues.", nil, nil)
+	descHeldPulls     = prometheus.NewDesc("smartgo_held_pulls", "Pull requests held by long polling.", nil, nil)
+	descFlushedOffset = prometheus.NewDesc("smartgo_commitlog_flushed_offset", "Commitlog offset made durable.", nil, nil)
+)
+
+func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descCommitLogMax, descCommitLogMin, descDispatchLag, descHeldPulls, descFlushedOffset} {
+		ch <- d
+	}
+}
+
+func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.b.store
+	ch <- prometheus.MustNewConstMetric(descCommitLogMax, prometheus.GaugeValue, float64(s.MaxPhysicalOffset()))
+	ch <- prometheus.MustNewConstMetric(descCommitLogMin, prometheus.GaugeValue, float64(s.MinPhysicalOffset()))
+	ch <- prometheus.MustNewConstMetric(descDispatchLag, prometheus.GaugeValue, float64(s.MaxPhysicalOffset()-s.DispatchedPhysicalOffset()))
+	ch <- prometheus.MustNewConstMetric(descHeldPulls, prometheus.GaugeValue, float64(c.b.hold.Len()))
+	ch <- prometheus.MustNewConstMetric(descFlushedOffset, prometheus.GaugeValue, float64(s.FlushedPhysicalOffset()))
+}

@@ -1,0 +1,400 @@
+package broker
+
+import (
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// Channel identifies the connection a client heartbeats on; the broker
+// passes its *remoting.Conn. The managers only compare and return it.
+type Channel any
+
+// ClientInfo is one client connection as the broker knows it.
+type ClientInfo struct {
+	ClientID   string
+	Channel    Channel
+	Addr       string // remote address of the connection
+	Language   string
+	Version    int32
+	LastUpdate time.Time
+}
+
+// ConsumerGroupInfo is a snapshot of one online consumer group.
+type ConsumerGroupInfo struct {
+	Group            string
+	ConsumeType      string
+	MessageModel     string
+	ConsumeFromWhere string
+	Clients          []ClientInfo                         // sorted by client id
+	Subscriptions    map[string]protocol.SubscriptionData // by topic
+	LastUpdate       time.Time
+}
+
+type consumerGroup struct {
+	consumeType, messageModel, consumeFromWhere string
+	clients                                     map[string]*ClientInfo                // by client id
+	subs                                        map[string]*protocol.SubscriptionData // by topic
+	lastUpdate                                  time.Time
+}
+
+// ConsumerManager tracks the online members of every consumer group and
+// their subscriptions, from HEART_BEAT, UNREGISTER_CLIENT, closed
+// connections and expiry. Methods that change a group's membership report
+// it so the broker can send NOTIFY_CONSUMER_IDS_CHANGED to the members.
+type ConsumerManager struct {
+	mu     sync.RWMutex
+	groups map[string]*consumerGroup // protected by mu
+}
+
+// NewConsumerManager returns an empty manager.
+func NewConsumerManager() *ConsumerManager {
+	return &ConsumerManager{groups: map[string]*consumerGroup{}}
+}
+
+// Register records a consumer heartbeat for one group: the client (added
+// or refreshed) and the group's subscriptions (a newer subVersion replaces,
+// topics no longer listed are dropped). It reports whether the set of
+// client ids changed and whether the subscriptions changed.
+func (m *ConsumerManager) Register(client ClientInfo, cd *protocol.ConsumerData) (membersChanged, subsChanged bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[cd.GroupName]
+	if g == nil {
+		g = &consumerGroup{clients: map[string]*ClientInfo{}, subs: map[string]*protocol.SubscriptionData{}}
+		m.groups[cd.GroupName] = g
+	}
+	g.consumeType, g.messageModel, g.consumeFromWhere = cd.ConsumeType, cd.MessageModel, cd.ConsumeFromWhere
+	g.lastUpdate = client.LastUpdate
+	// The same client id on a new connection is no membership change; the
+	// entry is replaced so notifications go to the new connection.
+	_, known := g.clients[client.ClientID]
+	membersChanged = !known
+	c := client
+	g.clients[client.ClientID] = &c
+
+	seen := make(map[string]bool, len(cd.SubscriptionDataSet))
+	for _, sd := range cd.SubscriptionDataSet {
+		if sd == nil || sd.Topic == "" {
+			continue
+		}
+		seen[sd.Topic] = true
+		cur, ok := g.subs[sd.Topic]
+		if !ok || sd.SubVersion > cur.SubVersion || sd.SubString != cur.SubString {
+			s := *sd
+			s.TagsSet = slices.Clone(sd.TagsSet)
+			s.CodeSet = slices.Clone(sd.CodeSet)
+			g.subs[sd.Topic] = &s
+			subsChanged = true
+		}
+	}
+	for topic := range g.subs {
+		if !seen[topic] {
+			delete(g.subs, topic)
+			subsChanged = true
+		}
+	}
+	return membersChanged, subsChanged
+}
+
+// Unregister removes a client from a group; it reports whether it was
+// there.
+func (m *ConsumerManager) Unregister(group, clientID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[group]
+	if g == nil || g.clients[clientID] == nil {
+		return false
+	}
+	delete(g.clients, clientID)
+	if len(g.clients) == 0 {
+		delete(m.groups, group)
+	}
+	return true
+}
+
+// ChannelClosed removes every client of a closed connection and returns
+// the groups whose membership changed, sorted.
+func (m *ConsumerManager) ChannelClosed(ch Channel) []string {
+	return m.removeWhere(func(c *ClientInfo) bool { return c.Channel == ch })
+}
+
+// ScanExpired removes clients silent since before deadline and returns the
+// groups whose membership changed, sorted.
+func (m *ConsumerManager) ScanExpired(deadline time.Time) []string {
+	return m.removeWhere(func(c *ClientInfo) bool { return c.LastUpdate.Before(deadline) })
+}
+
+func (m *ConsumerManager) removeWhere(drop func(*ClientInfo) bool) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var changed []string
+	for name, g := range m.groups {
+		n := len(g.clients)
+		for id, c := range g.clients {
+			if drop(c) {
+				delete(g.clients, id)
+			}
+		}
+		if len(g.clients) != n {
+			changed = append(changed, name)
+		}
+		if len(g.clients) == 0 {
+			delete(m.groups, name)
+		}
+	}
+	sort.Strings(changed)
+	return changed
+}
+
+// ClientIDs returns the online client ids of a group, sorted (the body of
+// GET_CONSUMER_LIST_BY_GROUP).
+func (m *ConsumerManager) ClientIDs(group string) []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.groups[group]
+	if g == nil {
+		return nil
+	}
+	ids := make([]string, 0, len(g.clients))
+	for id := range g.clients {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Channels returns the connections of a group's members.
+func (m *ConsumerManager) Channels(group string) []Channel {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.groups[group]
+	if g == nil {
+		return nil
+	}
+	chans := make([]Channel, 0, len(g.clients))
+	for _, c := range g.clients {
+		chans = append(chans, c.Channel)
+	}
+	return chans
+}
+
+// Subscription returns a group's subscription to a topic, as heartbeats
+// registered it.
+func (m *ConsumerManager) Subscription(group, topic string) (protocol.SubscriptionData, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.groups[group]
+	if g == nil {
+		return protocol.SubscriptionData{}, false
+	}
+	s, ok := g.subs[topic]
+	if !ok {
+		return protocol.SubscriptionData{}, false
+	}
+	return *s, true
+}
+
+// Group returns a snapshot of an online group.
+func (m *ConsumerManager) Group(group string) (ConsumerGroupInfo, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.groups[group]
+	if g == nil {
+		return ConsumerGroupInfo{}, false
+	}
+	info := ConsumerGroupInfo{Group: group, ConsumeType: g.consumeType, MessageModel: g.messageModel,
+		ConsumeFromWhere: g.consumeFromWhere, LastUpdate: g.lastUpdate, Subscriptions: make(map[string]protocol.SubscriptionData, len(g.subs))}
+	for _, c := range g.clients {
+		info.Clients = append(info.Clients, *c)
+	}
+	sort.Slice(info.Clients, func(i, j int) bool { return info.Clients[i].ClientID < info.Clients[j].ClientID })
+	for t, s := range g.subs {
+		info.Subscriptions[t] = *s
+	}
+	return info, true
+}
+
+// Groups returns the online group names, sorted.
+func (m *ConsumerManager) Groups() []string {
+	m.mu.RLock()
+	names := make([]string, 0, len(m.groups))
+	for n := range m.groups {
+		names = append(names, n)
+	}
+	m.mu.RUnlock()
+	sort.Strings(names)
+	return names
+}
+
+// GroupsSubscribing returns the online groups subscribed to topic, sorted.
+func (m *ConsumerManager) GroupsSubscribing(topic string) []string {
+	m.mu.RLock()
+	var names []string
+	for n, g := range m.groups {
+		if _, ok := g.subs[topic]; ok {
+			names = append(names, n)
+		}
+	}
+	m.mu.RUnlock()
+	sort.Strings(names)
+	return names
+}
+
+// ProducerManager tracks online producer groups.
+type ProducerManager struct {
+	mu     sync.RWMutex
+	groups map[string]map[string]*ClientInfo // protected by mu; group -> client id -> info
+}
+
+// NewProducerManager returns an empty manager.
+func NewProducerManager() *ProducerManager {
+	return &ProducerManager{groups: map[string]map[string]*ClientInfo{}}
+}
+
+// Register records a producer heartbeat.
+func (m *ProducerManager) Register(group string, client ClientInfo) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[group]
+	if g == nil {
+		g = map[string]*ClientInfo{}
+		m.groups[group] = g
+	}
+	c := client
+	g[client.ClientID] = &c
+}
+
+// Unregister removes a producer client from a group.
+func (m *ProducerManager) Unregister(group, clientID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.groups[group], clientID)
+	if len(m.groups[group]) == 0 {
+		delete(m.groups, group)
+	}
+}
+
+// ChannelClosed removes every producer of a closed connection.
+func (m *ProducerManager) ChannelClosed(ch Channel) {
+	m.removeWhere(func(c *ClientInfo) bool { return c.Channel == ch })
+}
+
+// ScanExpired removes producers silent since before deadline.
+func (m *ProducerManager) ScanExpired(deadline time.Time) {
+	m.removeWhere(func(c *ClientInfo) bool { return c.LastUpdate.Before(deadline) })
+}
+
+func (m *ProducerManager) removeWhere(drop func(*ClientInfo) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, g := range m.groups {
+		for id, c := range g {
+			if drop(c) {
+				delete(g, id)
+			}
+		}
+		if len(g) == 0 {
+			delete(m.groups, name)
+		}
+	}
+}
+
+// Clients returns the producers of a group, sorted by client id.
+func (m *ProducerManager) Clients(group string) []ClientInfo {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]ClientInfo, 0, len(m.groups[group]))
+	for _, c := range m.groups[group] {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ClientID < out[j].ClientID })
+	return out
+}
+
+// Groups returns the online producer group names, sorted.
+func (m *ProducerManager) Groups() []string {
+	m.mu.RLock()
+	names := make([]string, 0, len(m.groups))
+	for n := range m.groups {
+		names = append(names, n)
+	}
+	m.mu.RUnlock()
+	sort.Strings(names)
+	return names
+}
+
+// QueueLockExpiry is how long a queue lock of an orderly consumer lasts
+// without renewal (clients renew every 20 s).
+const QueueLockExpiry = 60 * time.Second
+
+type lockEntry struct {
+	clientID   string
+	lastUpdate time.Time
+}
+
+// LockManager holds the queue locks of orderly consumers (LOCK_BATCH_MQ):
+// a queue belongs to at most one client of a group at a time; a lock not
+// renewed within QueueLockExpiry may be taken by another client.
+type LockManager struct {
+	expiry time.Duration
+	mu     sync.Mutex
+	locks  map[string]map[protocol.MessageQueue]*lockEntry // protected by mu
+}
+
+// NewLockManager returns a lock manager with the given expiry (0 means
+// QueueLockExpiry).
+func NewLockManager(expiry time.Duration) *LockManager {
+	if expiry <= 0 {
+		expiry = QueueLockExpiry
+	}
+	return &LockManager{expiry: expiry, locks: map[string]map[protocol.MessageQueue]*lockEntry{}}
+}
+
+// TryLock locks as many of mqs as possible for clientID and returns the
+// ones it now holds (including renewed ones).
+func (m *LockManager) TryLock(group, clientID string, mqs []protocol.MessageQueue, now time.Time) []protocol.MessageQueue {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.locks[group]
+	if g == nil {
+		g = map[protocol.MessageQueue]*lockEntry{}
+		m.locks[group] = g
+	}
+	var ok []protocol.MessageQueue
+	for _, mq := range mqs {
+		e := g[mq]
+		switch {
+		case e == nil, e.clientID == clientID, now.Sub(e.lastUpdate) > m.expiry:
+			g[mq] = &lockEntry{clientID: clientID, lastUpdate: now}
+			ok = append(ok, mq)
+		}
+	}
+	return ok
+}
+
+// Unlock releases the locks clientID holds on mqs.
+func (m *LockManager) Unlock(group, clientID string, mqs []protocol.MessageQueue) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.locks[group]
+	for _, mq := range mqs {
+		if e := g[mq]; e != nil && e.clientID == clientID {
+			delete(g, mq)
+		}
+	}
+	if len(g) == 0 {
+		delete(m.locks, group)
+	}
+}
+
+// IsLocked reports whether clientID holds a live lock on mq.
+func (m *LockManager) IsLocked(group, clientID string, mq protocol.MessageQueue, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.locks[group][mq]
+	return e != nil && e.clientID == clientID && now.Sub(e.lastUpdate) <= m.expiry
+}

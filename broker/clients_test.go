@@ -1,0 +1,151 @@
+package broker
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+type testChan struct{ name string }
+
+func consumerData(group string, topics ...string) *protocol.ConsumerData {
+	cd := &protocol.ConsumerData{GroupName: group, ConsumeType: protocol.ConsumePassively, MessageModel: protocol.MessageModelClustering, ConsumeFromWhere: protocol.ConsumeFromLastOffset}
+	for i, t := range topics {
+		cd.SubscriptionDataSet = append(cd.SubscriptionDataSet, &protocol.SubscriptionData{Topic: t, SubString: "*", ExpressionType: "TAG", SubVersion: int64(100 + i)})
+	}
+	return cd
+}
+
+func TestBrokerConsumerMembership(t *testing.T) {
+	m := NewConsumerManager()
+	now := time.Unix(1000, 0)
+	ch1, ch2 := &testChan{"1"}, &testChan{"2"}
+	members, subs := m.Register(ClientInfo{ClientID: "10.0.0.1@1", Channel: ch1, LastUpdate: now}, consumerData("cg", "T", "%RETRY%cg"))
+	if !members || !subs {
+		t.Fatalf("first heartbeat: members %v subs %v", members, subs)
+	}
+	// The same heartbeat again changes nothing.
+	if members, subs := m.Register(ClientInfo{ClientID: "10.0.0.1@1", Channel: ch1, LastUpdate: now}, consumerData("cg", "T", "%RETRY%cg")); members || subs {
+		t.Fatalf("repeat heartbeat: members %v subs %v", members, subs)
+	}
+	if members, _ := m.Register(ClientInfo{ClientID: "10.0.0.2@1", Channel: ch2, LastUpdate: now.Add(50 * time.Second)}, consumerData("cg", "T", "%RETRY%cg")); !members {
+		t.Fatal("second member not reported")
+	}
+	if ids := m.ClientIDs("cg"); !reflect.DeepEqual(ids, []string{"10.0.0.1@1", "10.0.0.2@1"}) {
+		t.Fatalf("ids = %v", ids)
+	}
+	if s, ok := m.Subscription("cg", "T"); !ok || s.SubString != "*" {
+		t.Fatalf("subscription %+v %v", s, ok)
+	}
+	if g := m.GroupsSubscribing("T"); !reflect.DeepEqual(g, []string{"cg"}) {
+		t.Fatalf("groups subscribing %v", g)
+	}
+	// A subscription change: T now filtered by tags, %RETRY% dropped.
+	cd := consumerData("cg", "T")
+	cd.SubscriptionDataSet[0].SubString = "TagA || TagB"
+	cd.SubscriptionDataSet[0].TagsSet = []string{"TagA", "TagB"}
+	if _, subs := m.Register(ClientInfo{ClientID: "10.0.0.2@1", Channel: ch2, LastUpdate: now.Add(50 * time.Second)}, cd); !subs {
+		t.Fatal("subscription change not reported")
+	}
+	cd.SubscriptionDataSet[0].TagsSet[0] = "mutated" // the manager keeps its own copy
+	if s, _ := m.Subscription("cg", "T"); s.TagsSet[0] != "TagA" {
+		t.Fatalf("manager shares the caller's slice: %v", s.TagsSet)
+	}
+	if _, ok := m.Subscription("cg", "%RETRY%cg"); ok {
+		t.Fatal("dropped subscription remains")
+	}
+	// Expiry removes only the silent client.
+	if changed := m.ScanExpired(now.Add(10 * time.Second)); !reflect.DeepEqual(changed, []string{"cg"}) {
+		t.Fatalf("expired groups %v", changed)
+	}
+	if ids := m.ClientIDs("cg"); !reflect.DeepEqual(ids, []string{"10.0.0.2@1"}) {
+		t.Fatalf("after expiry ids = %v", ids)
+	}
+	// A closed connection removes its clients and, with the last one, the group.
+	if changed := m.ChannelClosed(ch2); !reflect.DeepEqual(changed, []string{"cg"}) {
+		t.Fatalf("closed groups %v", changed)
+	}
+	if _, ok := m.Group("cg"); ok || len(m.Groups()) != 0 {
+		t.Fatal("empty group remains")
+	}
+	if m.Unregister("cg", "10.0.0.2@1") {
+		t.Fatal("unregistered an absent client")
+	}
+}
+
+func TestBrokerConsumerGroupSnapshot(t *testing.T) {
+	m := NewConsumerManager()
+	now := time.Unix(2000, 0)
+	m.Register(ClientInfo{ClientID: "b", Channel: &testChan{}, LastUpdate: now}, consumerData("g", "T"))
+	m.Register(ClientInfo{ClientID: "a", Channel: &testChan{}, LastUpdate: now}, consumerData("g", "T"))
+	info, ok := m.Group("g")
+	if !ok || len(info.Clients) != 2 || info.Clients[0].ClientID != "a" || info.MessageModel != protocol.MessageModelClustering {
+		t.Fatalf("snapshot %+v", info)
+	}
+	if len(m.Channels("g")) != 2 {
+		t.Fatal("channels")
+	}
+	if !m.Unregister("g", "a") || len(m.ClientIDs("g")) != 1 {
+		t.Fatal("unregister")
+	}
+}
+
+func TestBrokerProducers(t *testing.T) {
+	m := NewProducerManager()
+	now := time.Unix(1000, 0)
+	ch := &testChan{}
+	m.Register("pg", ClientInfo{ClientID: "p1", Channel: ch, LastUpdate: now})
+	m.Register("pg", ClientInfo{ClientID: "p2", Channel: &testChan{}, LastUpdate: now.Add(time.Minute)})
+	if c := m.Clients("pg"); len(c) != 2 || c[0].ClientID != "p1" {
+		t.Fatalf("clients %+v", c)
+	}
+	m.ChannelClosed(ch)
+	if c := m.Clients("pg"); len(c) != 1 || c[0].ClientID != "p2" {
+		t.Fatalf("after close %+v", c)
+	}
+	m.ScanExpired(now.Add(2 * time.Minute))
+	if len(m.Groups()) != 0 {
+		t.Fatal("expired producer remains")
+	}
+}
+
+func TestBrokerQueueLocks(t *testing.T) {
+	m := NewLockManager(time.Minute)
+	now := time.Unix(1000, 0)
+	q := func(id int32) protocol.MessageQueue {
+		return protocol.MessageQueue{Topic: "T", BrokerName: "b", QueueID: id}
+	}
+	got := m.TryLock("g", "c1", []protocol.MessageQueue{q(0), q(1)}, now)
+	if len(got) != 2 {
+		t.Fatalf("c1 locked %v", got)
+	}
+	// c2 gets only the free queue.
+	got = m.TryLock("g", "c2", []protocol.MessageQueue{q(1), q(2)}, now.Add(time.Second))
+	if !reflect.DeepEqual(got, []protocol.MessageQueue{q(2)}) {
+		t.Fatalf("c2 locked %v", got)
+	}
+	// Another group is independent.
+	if got := m.TryLock("g2", "c2", []protocol.MessageQueue{q(1)}, now); len(got) != 1 {
+		t.Fatal("groups are not independent")
+	}
+	// c1 renews; after expiry without renewal c2 may take q(0).
+	m.TryLock("g", "c1", []protocol.MessageQueue{q(1)}, now.Add(50*time.Second))
+	got = m.TryLock("g", "c2", []protocol.MessageQueue{q(0), q(1)}, now.Add(90*time.Second))
+	if !reflect.DeepEqual(got, []protocol.MessageQueue{q(0)}) {
+		t.Fatalf("after expiry c2 locked %v", got)
+	}
+	if !m.IsLocked("g", "c1", q(1), now.Add(90*time.Second)) || m.IsLocked("g", "c1", q(0), now.Add(90*time.Second)) {
+		t.Fatal("IsLocked wrong")
+	}
+	// Only the holder can unlock.
+	m.Unlock("g", "c1", []protocol.MessageQueue{q(0)})
+	if !m.IsLocked("g", "c2", q(0), now.Add(91*time.Second)) {
+		t.Fatal("non-holder unlocked")
+	}
+	m.Unlock("g", "c2", []protocol.MessageQueue{q(0), q(2)})
+	if got := m.TryLock("g", "c3", []protocol.MessageQueue{q(0)}, now.Add(92*time.Second)); len(got) != 1 {
+		t.Fatal("unlocked queue not free")
+	}
+}

@@ -1,0 +1,94 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/internal/fsutil"
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// Metadata files live under <store root>/config/ as JSON, each replaced
+// atomically (temp file, fsync, rename, fsync dir) on every persist:
+//
+//	topic.json              {"dataVersion":{...},"topicConfigTable":{"T":TopicConfig,...}}
+//	subscriptionGroup.json  {"dataVersion":{...},"subscriptionGroupTable":{"G":SubscriptionGroupConfig,...}}
+//	consumerOffset.json     {"offsetTable":{"topic@group":{"0":12,...},...}}
+//	delayOffset.json        {"offsetTable":{"1":34,...}}   (delay level -> schedule queue offset)
+//
+// The same JSON is what a slave fetches from its master (GET_ALL_*).
+
+// Config file names under <store root>/config.
+const (
+	TopicConfigFile       = "topic.json"
+	SubscriptionGroupFile = "subscriptionGroup.json"
+	ConsumerOffsetFile    = "consumerOffset.json"
+	DelayOffsetFile       = "delayOffset.json"
+)
+
+// readConfig decodes path into v; a missing file leaves v untouched and
+// returns false.
+func readConfig(path string, v any) (bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("broker: read %s: %w", path, err)
+	}
+	if len(data) == 0 {
+		return false, nil
+	}
+	if err := protocol.DecodeJSON(data, v); err != nil {
+		return false, fmt.Errorf("%w: %s: %v", ErrCorruptConfig, path, err)
+	}
+	return true, nil
+}
+
+// writeConfig encodes v and replaces path atomically.
+func writeConfig(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "\t")
+	if err != nil {
+		return fmt.Errorf("broker: encode %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("broker: create config dir: %w", err)
+	}
+	if err := fsutil.WriteFileAtomic(path, data, 0o644); err != nil {
+		return fmt.Errorf("broker: persist %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// dataVersion is a DataVersion bumped on every change: the timestamp of the
+// change in ms and a counter that only grows.
+type dataVersion struct {
+	mu sync.Mutex
+	v  protocol.DataVersion // protected by mu
+}
+
+func (d *dataVersion) bump(now time.Time) protocol.DataVersion {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.v.Counter++
+	d.v.Timestamp = now.UnixMilli()
+	return d.v
+}
+
+func (d *dataVersion) get() protocol.DataVersion {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.v
+}
+
+func (d *dataVersion) set(v protocol.DataVersion) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.v = v
+}

@@ -1,0 +1,201 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// SubscriptionGroupConfig is a consumer group's configuration, as stored in
+// subscriptionGroup.json and exchanged with slaves and admin tools.
+type SubscriptionGroupConfig = protocol.SubscriptionGroupConfig
+
+// DefaultSubscriptionGroup returns RocketMQ's defaults for a new group:
+// consumption on, from-min on, broadcast allowed, 1 retry queue, 16
+// retries, read from broker 0, slave 1 when consuming slowly.
+func DefaultSubscriptionGroup(group string) SubscriptionGroupConfig {
+	return SubscriptionGroupConfig{
+		GroupName: group, ConsumeEnable: true, ConsumeFromMinEnable: true, ConsumeBroadcastEnable: true,
+		RetryQueueNums: 1, RetryMaxTimes: 16, BrokerID: 0, WhichBrokerWhenConsumeSlowly: 1,
+		NotifyConsumerIdsChangedEnable: true,
+	}
+}
+
+// SubscriptionGroupWrapper is subscriptionGroup.json and the body of
+// GET_ALL_SUBSCRIPTIONGROUP_CONFIG.
+type SubscriptionGroupWrapper = protocol.SubscriptionGroupWrapper
+
+// GroupOptions configures the subscription group manager.
+type GroupOptions struct {
+	Dir        string
+	AutoCreate bool
+	Now        func() time.Time
+	Logger     *slog.Logger
+}
+
+// GroupManager holds the subscription groups and persists them on change.
+type GroupManager struct {
+	opts      GroupOptions
+	path      string
+	log       *slog.Logger
+	version   dataVersion
+	mu        sync.RWMutex
+	groups    map[string]*SubscriptionGroupConfig // protected by mu; values replaced, never mutated
+	persistMu sync.Mutex
+}
+
+// OpenGroups loads subscriptionGroup.json, if any.
+func OpenGroups(opts GroupOptions) (*GroupManager, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	m := &GroupManager{opts: opts, path: filepath.Join(opts.Dir, SubscriptionGroupFile), log: opts.Logger, groups: map[string]*SubscriptionGroupConfig{}}
+	var w SubscriptionGroupWrapper
+	if _, err := readConfig(m.path, &w); err != nil {
+		return nil, err
+	}
+	for name, g := range w.SubscriptionGroupTable {
+		if g == nil {
+			continue
+		}
+		if g.GroupName == "" {
+			g.GroupName = name
+		}
+		m.groups[name] = g
+	}
+	m.version.set(w.DataVersion)
+	return m, nil
+}
+
+// ValidateGroupName applies the topic naming rules to a group name.
+func ValidateGroupName(group string) error {
+	if err := ValidateTopicName(group); err != nil {
+		return fmt.Errorf("%w: %q: %v", ErrInvalidGroup, group, err)
+	}
+	return nil
+}
+
+// Get returns the group's configuration.
+func (m *GroupManager) Get(group string) (SubscriptionGroupConfig, bool) {
+	m.mu.RLock()
+	g, ok := m.groups[group]
+	m.mu.RUnlock()
+	if !ok {
+		return SubscriptionGroupConfig{}, false
+	}
+	return *g, true
+}
+
+// FindOrCreate returns the group's configuration, creating it with the
+// defaults when auto-creation is on.
+func (m *GroupManager) FindOrCreate(group string) (SubscriptionGroupConfig, error) {
+	if g, ok := m.Get(group); ok {
+		return g, nil
+	}
+	if !m.opts.AutoCreate {
+		return SubscriptionGroupConfig{}, fmt.Errorf("%w: %s (auto-create is off)", ErrGroupNotExist, group)
+	}
+	if err := ValidateGroupName(group); err != nil {
+		return SubscriptionGroupConfig{}, err
+	}
+	g := DefaultSubscriptionGroup(group)
+	m.mu.Lock()
+	if cur, ok := m.groups[group]; ok {
+		m.mu.Unlock()
+		return *cur, nil
+	}
+	m.groups[group] = &g
+	m.mu.Unlock()
+	m.version.bump(m.opts.Now())
+	m.log.Info("subscription group created", "group", group)
+	return g, m.persist()
+}
+
+// Update creates or replaces a group's configuration.
+func (m *GroupManager) Update(g SubscriptionGroupConfig) error {
+	if err := ValidateGroupName(g.GroupName); err != nil {
+		return err
+	}
+	if g.RetryQueueNums < 0 || g.RetryQueueNums > 64 {
+		return fmt.Errorf("%w: %s: retryQueueNums %d must be between 0 and 64", ErrInvalidGroup, g.GroupName, g.RetryQueueNums)
+	}
+	if g.RetryMaxTimes < -1 || g.RetryMaxTimes > 64 {
+		return fmt.Errorf("%w: %s: retryMaxTimes %d must be between -1 and 64", ErrInvalidGroup, g.GroupName, g.RetryMaxTimes)
+	}
+	m.mu.Lock()
+	m.groups[g.GroupName] = &g
+	m.mu.Unlock()
+	m.version.bump(m.opts.Now())
+	m.log.Info("subscription group updated", "group", g.GroupName)
+	return m.persist()
+}
+
+// Delete removes a group; it reports whether it existed.
+func (m *GroupManager) Delete(group string) (bool, error) {
+	m.mu.Lock()
+	_, ok := m.groups[group]
+	delete(m.groups, group)
+	m.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	m.version.bump(m.opts.Now())
+	return true, m.persist()
+}
+
+// Names returns the group names, sorted.
+func (m *GroupManager) Names() []string {
+	m.mu.RLock()
+	names := make([]string, 0, len(m.groups))
+	for n := range m.groups {
+		names = append(names, n)
+	}
+	m.mu.RUnlock()
+	sort.Strings(names)
+	return names
+}
+
+// Snapshot returns every group with the data version.
+func (m *GroupManager) Snapshot() SubscriptionGroupWrapper {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	w := SubscriptionGroupWrapper{DataVersion: m.version.get(), SubscriptionGroupTable: make(map[string]*SubscriptionGroupConfig, len(m.groups))}
+	for n, g := range m.groups {
+		c := *g
+		w.SubscriptionGroupTable[n] = &c
+	}
+	return w
+}
+
+// Replace installs a master's group table on a slave.
+func (m *GroupManager) Replace(w SubscriptionGroupWrapper) error {
+	groups := make(map[string]*SubscriptionGroupConfig, len(w.SubscriptionGroupTable))
+	for n, g := range w.SubscriptionGroupTable {
+		if g != nil {
+			c := *g
+			groups[n] = &c
+		}
+	}
+	m.mu.Lock()
+	m.groups = groups
+	m.mu.Unlock()
+	m.version.set(w.DataVersion)
+	return m.persist()
+}
+
+// DataVersion returns the current data version.
+func (m *GroupManager) DataVersion() protocol.DataVersion { return m.version.get() }
+
+func (m *GroupManager) persist() error {
+	m.persistMu.Lock()
+	defer m.persistMu.Unlock()
+	return writeConfig(m.path, m.Snapshot())
+}

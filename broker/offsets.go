@@ -1,0 +1,247 @@
+package broker
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// OffsetManager holds the committed consume offset of every (group, topic,
+// queue). Commits only touch memory; Persist writes consumerOffset.json
+// (the broker calls it every few seconds and at shutdown).
+type OffsetManager struct {
+	path      string
+	mu        sync.RWMutex
+	table     map[string]map[int32]int64 // protected by mu; "topic@group" -> queue -> offset
+	dirty     bool                       // protected by mu
+	persistMu sync.Mutex
+}
+
+func offsetKey(topic, group string) string { return topic + "@" + group }
+
+// OpenOffsets loads consumerOffset.json from dir, if any.
+func OpenOffsets(dir string) (*OffsetManager, error) {
+	m := &OffsetManager{path: filepath.Join(dir, ConsumerOffsetFile), table: map[string]map[int32]int64{}}
+	var w protocol.ConsumerOffsetSerializeWrapper
+	if _, err := readConfig(m.path, &w); err != nil {
+		return nil, err
+	}
+	for k, q := range w.OffsetTable {
+		if !strings.Contains(k, "@") || q == nil {
+			return nil, fmt.Errorf("%w: %s: key %q is not topic@group", ErrCorruptConfig, m.path, k)
+		}
+		m.table[k] = q
+	}
+	return m, nil
+}
+
+// Commit records a consumer's offset for one queue. Negative offsets are
+// ignored.
+func (m *OffsetManager) Commit(group, topic string, queueID int32, offset int64) {
+	if offset < 0 {
+		return
+	}
+	k := offsetKey(topic, group)
+	m.mu.Lock()
+	q := m.table[k]
+	if q == nil {
+		q = map[int32]int64{}
+		m.table[k] = q
+	}
+	if q[queueID] != offset {
+		q[queueID] = offset
+		m.dirty = true
+	}
+	m.mu.Unlock()
+}
+
+// Query returns the committed offset of a queue and whether there is one.
+func (m *OffsetManager) Query(group, topic string, queueID int32) (int64, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	off, ok := m.table[offsetKey(topic, group)][queueID]
+	return off, ok
+}
+
+// QueueOffsets returns a copy of a (group, topic)'s offsets by queue.
+func (m *OffsetManager) QueueOffsets(group, topic string) map[int32]int64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make(map[int32]int64, len(m.table[offsetKey(topic, group)]))
+	for q, o := range m.table[offsetKey(topic, group)] {
+		out[q] = o
+	}
+	return out
+}
+
+// GroupsOfTopic returns the groups with committed offsets on topic, sorted.
+func (m *OffsetManager) GroupsOfTopic(topic string) []string {
+	m.mu.RLock()
+	var groups []string
+	for k := range m.table {
+		if t, g, _ := strings.Cut(k, "@"); t == topic {
+			groups = append(groups, g)
+		}
+	}
+	m.mu.RUnlock()
+	sort.Strings(groups)
+	return groups
+}
+
+// TopicsOfGroup returns the topics a group has committed offsets on, sorted.
+func (m *OffsetManager) TopicsOfGroup(group string) []string {
+	m.mu.RLock()
+	var topics []string
+	for k := range m.table {
+		if i := strings.LastIndexByte(k, '@'); i >= 0 && k[i+1:] == group {
+			topics = append(topics, k[:i])
+		}
+	}
+	m.mu.RUnlock()
+	sort.Strings(topics)
+	return topics
+}
+
+// DeleteTopic forgets every group's offsets on a deleted topic.
+func (m *OffsetManager) DeleteTopic(topic string) {
+	m.mu.Lock()
+	for k := range m.table {
+		if t, _, _ := strings.Cut(k, "@"); t == topic {
+			delete(m.table, k)
+			m.dirty = true
+		}
+	}
+	m.mu.Unlock()
+}
+
+// Snapshot returns a copy of the whole table (GET_ALL_CONSUMER_OFFSET).
+func (m *OffsetManager) Snapshot() protocol.ConsumerOffsetSerializeWrapper {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	w := protocol.ConsumerOffsetSerializeWrapper{OffsetTable: make(map[string]map[int32]int64, len(m.table))}
+	for k, q := range m.table {
+		c := make(map[int32]int64, len(q))
+		for id, o := range q {
+			c[id] = o
+		}
+		w.OffsetTable[k] = c
+	}
+	return w
+}
+
+// Replace installs a master's offsets on a slave (and marks them dirty).
+func (m *OffsetManager) Replace(w protocol.ConsumerOffsetSerializeWrapper) {
+	t := make(map[string]map[int32]int64, len(w.OffsetTable))
+	for k, q := range w.OffsetTable {
+		c := make(map[int32]int64, len(q))
+		for id, o := range q {
+			c[id] = o
+		}
+		t[k] = c
+	}
+	m.mu.Lock()
+	m.table, m.dirty = t, true
+	m.mu.Unlock()
+}
+
+// Persist writes consumerOffset.json if anything changed since the last
+// write.
+func (m *OffsetManager) Persist() error {
+	m.persistMu.Lock()
+	defer m.persistMu.Unlock()
+	m.mu.Lock()
+	dirty := m.dirty
+	m.dirty = false
+	m.mu.Unlock()
+	if !dirty {
+		return nil
+	}
+	if err := writeConfig(m.path, m.Snapshot()); err != nil {
+		m.mu.Lock()
+		m.dirty = true
+		m.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// DelayOffsets holds the progress of the delay-level service: for each
+// level, the next offset of its queue in SCHEDULE_TOPIC_XXXX.
+type DelayOffsets struct {
+	path      string
+	mu        sync.Mutex
+	table     map[int32]int64 // protected by mu
+	persistMu sync.Mutex
+}
+
+type delayOffsetFile struct {
+	OffsetTable map[int32]int64 `json:"offsetTable"`
+}
+
+// OpenDelayOffsets loads delayOffset.json from dir, if any.
+func OpenDelayOffsets(dir string) (*DelayOffsets, error) {
+	d := &DelayOffsets{path: filepath.Join(dir, DelayOffsetFile), table: map[int32]int64{}}
+	var f delayOffsetFile
+	if _, err := readConfig(d.path, &f); err != nil {
+		return nil, err
+	}
+	for l, o := range f.OffsetTable {
+		d.table[l] = o
+	}
+	return d, nil
+}
+
+// Get returns the next offset to process for a delay level.
+func (d *DelayOffsets) Get(level int32) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.table[level]
+}
+
+// Set records the next offset to process for a delay level.
+func (d *DelayOffsets) Set(level int32, offset int64) {
+	d.mu.Lock()
+	d.table[level] = offset
+	d.mu.Unlock()
+}
+
+// JSON returns delayOffset.json's content (GET_ALL_DELAY_OFFSET).
+func (d *DelayOffsets) JSON() ([]byte, error) {
+	return protocol.EncodeJSON(d.snapshot())
+}
+
+// Replace installs a master's delay offsets on a slave from their JSON.
+func (d *DelayOffsets) Replace(data []byte) error {
+	var f delayOffsetFile
+	if err := protocol.DecodeJSON(data, &f); err != nil {
+		return fmt.Errorf("%w: delay offsets: %v", ErrCorruptConfig, err)
+	}
+	d.mu.Lock()
+	d.table = map[int32]int64{}
+	for l, o := range f.OffsetTable {
+		d.table[l] = o
+	}
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *DelayOffsets) snapshot() delayOffsetFile {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := delayOffsetFile{OffsetTable: make(map[int32]int64, len(d.table))}
+	for l, o := range d.table {
+		f.OffsetTable[l] = o
+	}
+	return f
+}
+
+// Persist writes delayOffset.json.
+func (d *DelayOffsets) Persist() error {
+	d.persistMu.Lock()
+	defer d.persistMu.Unlock()
+	return writeConfig(d.path, d.snapshot())
+}

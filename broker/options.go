@@ -1,0 +1,168 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/store"
+)
+
+// Role is a broker's place in its group.
+type Role int
+
+const (
+	// RoleAsyncMaster answers a send once the local store has it.
+	RoleAsyncMaster Role = iota
+	// RoleSyncMaster answers a send once a slave has it too.
+	RoleSyncMaster
+	// RoleSlave replicates its master and serves reads only.
+	RoleSlave
+)
+
+// String returns RocketMQ's name of the role.
+func (r Role) String() string {
+	switch r {
+	case RoleSyncMaster:
+		return "SYNC_MASTER"
+	case RoleSlave:
+		return "SLAVE"
+	default:
+		return "ASYNC_MASTER"
+	}
+}
+
+// ParseRole parses "async_master", "sync_master" or "slave".
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "async_master", "ASYNC_MASTER", "":
+		return RoleAsyncMaster, nil
+	case "sync_master", "SYNC_MASTER":
+		return RoleSyncMaster, nil
+	case "slave", "SLAVE":
+		return RoleSlave, nil
+	}
+	return 0, fmt.Errorf("%w: unknown role %q", ErrBadOptions, s)
+}
+
+// ErrBadOptions is wrapped by Options.Validate errors.
+var ErrBadOptions = errors.New("broker: bad options")
+
+// DefaultDelayLevels are RocketMQ's 18 delay levels.
+var DefaultDelayLevels = []time.Duration{
+	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute,
+	6 * time.Minute, 7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute,
+	20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+}
+
+// Options configures a Broker. Zero values take the documented defaults.
+type Options struct {
+	BrokerName  string // default "broker-a"
+	ClusterName string // default "DefaultCluster"
+	BrokerID    int64  // 0 = master
+	Role        Role
+
+	// ListenAddr is the remoting listen address (default "0.0.0.0:10911";
+	// ":0" or "127.0.0.1:0" pick a free port).
+	ListenAddr string
+	// AdvertiseIP is the address published to registries and written as
+	// the store host of every record (default: 127.0.0.1 when listening on
+	// loopback, else the first non-loopback IPv4 address).
+	AdvertiseIP string
+	// Registries are the registry addresses to register with.
+	Registries []string
+	// RegisterInterval is the registration period (default 30 s; the first
+	// registration happens at start).
+	RegisterInterval time.Duration
+
+	AutoCreateTopic     bool
+	AutoCreateGroup     bool
+	DefaultTopicQueues  int32         // default 4
+	LongPolling         bool          // hold pulls until data arrives (otherwise 1 s short polling)
+	ShortPollingHold    time.Duration // hold time when LongPolling is off (default 1 s)
+	SlaveReadEnable     bool
+	DelayLevels         []time.Duration // default DefaultDelayLevels
+	ClientExpiry        time.Duration   // default 120 s
+	OffsetPersistPeriod time.Duration   // default 5 s
+	// MetricsAddr, if set, serves Prometheus metrics at /metrics.
+	MetricsAddr string
+
+	Remoting remoting.Options // Addr is taken from ListenAddr
+	Store    store.Options    // Root is required
+
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+func (o *Options) fill() {
+	if o.BrokerName == "" {
+		o.BrokerName = "broker-a"
+	}
+	if o.ClusterName == "" {
+		o.ClusterName = "DefaultCluster"
+	}
+	if o.ListenAddr == "" {
+		o.ListenAddr = "0.0.0.0:10911"
+	}
+	if o.RegisterInterval == 0 {
+		o.RegisterInterval = 30 * time.Second
+	}
+	if o.DefaultTopicQueues == 0 {
+		o.DefaultTopicQueues = 4
+	}
+	if o.ShortPollingHold == 0 {
+		o.ShortPollingHold = time.Second
+	}
+	if len(o.DelayLevels) == 0 {
+		o.DelayLevels = DefaultDelayLevels
+	}
+	if o.ClientExpiry == 0 {
+		o.ClientExpiry = 120 * time.Second
+	}
+	if o.OffsetPersistPeriod == 0 {
+		o.OffsetPersistPeriod = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	if err := ValidateTopicName(o.BrokerName); o.BrokerName != "" && err != nil {
+		return fmt.Errorf("%w: BrokerName %q: %v", ErrBadOptions, o.BrokerName, err)
+	}
+	if o.Role == RoleSlave && o.BrokerID <= 0 {
+		return fmt.Errorf("%w: a slave needs BrokerID > 0", ErrBadOptions)
+	}
+	if o.Role != RoleSlave && o.BrokerID != 0 {
+		return fmt.Errorf("%w: a master needs BrokerID 0, got %d", ErrBadOptions, o.BrokerID)
+	}
+	if o.ListenAddr != "" {
+		if _, _, err := net.SplitHostPort(o.ListenAddr); err != nil {
+			return fmt.Errorf("%w: ListenAddr %q: %v", ErrBadOptions, o.ListenAddr, err)
+		}
+	}
+	if o.AdvertiseIP != "" && net.ParseIP(o.AdvertiseIP) == nil {
+		return fmt.Errorf("%w: AdvertiseIP %q is not an IP address", ErrBadOptions, o.AdvertiseIP)
+	}
+	if o.Store.Root == "" {
+		return fmt.Errorf("%w: Store.Root is required", ErrBadOptions)
+	}
+	for i, d := range o.DelayLevels {
+		if d <= 0 {
+			return fmt.Errorf("%w: DelayLevels[%d] = %v must be positive", ErrBadOptions, i, d)
+		}
+	}
+	if o.RegisterInterval < 0 || o.ClientExpiry < 0 || o.OffsetPersistPeriod < 0 {
+		return fmt.Errorf("%w: negative interval", ErrBadOptions)
+	}
+	return nil
+}

@@ -1,0 +1,220 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// PullSysFlag bits of PULL_MESSAGE.
+const (
+	pullFlagCommitOffset = 0x1
+	pullFlagSuspend      = 0x2
+	pullFlagSubscription = 0x4
+)
+
+// MasterID is the broker id of a group's master.
+const MasterID = 0
+
+// processPull serves PULL_MESSAGE. A pull that finds nothing new and allows
+// suspension is held until the queue grows or the hold times out; its
+// response is then written by the hold service.
+func (b *Broker) processPull(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	resp := b.pull(c, req, true)
+	if resp != nil && resp.Code != protocol.Success && resp.Code != protocol.PullNotFound && b.log.Enabled(context.Background(), slog.LevelDebug) {
+		b.log.Debug("pull refused", "peer", c.RemoteAddr().String(), "code", resp.Code, "remark", resp.Remark,
+			"group", req.ExtFields["consumerGroup"], "topic", req.ExtFields["topic"], "queue", req.ExtFields["queueId"])
+	}
+	return resp, nil
+}
+
+// pull runs one pull. allowSuspend is false when a held pull is re-run.
+// A nil return means the pull is held.
+func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool) *protocol.Command {
+	var h protocol.PullMessageRequestHeader
+	if err := req.DecodeHeader(&h); err != nil {
+		return errResp(protocol.SystemError, "bad pull header: %v", err)
+	}
+	if b.perm.Load()&PermRead == 0 {
+		return errResp(protocol.NoPermission, "the broker[%s] pulling message is forbidden", b.addr)
+	}
+	g, err := b.groups.FindOrCreate(h.ConsumerGroup)
+	if err != nil {
+		return errResp(protocol.SubscriptionGroupNotExist, "subscription group [%s] does not exist", h.ConsumerGroup)
+	}
+	if !g.ConsumeEnable {
+		return errResp(protocol.NoPermission, "subscription group no permission, %s", h.ConsumerGroup)
+	}
+	tc, ok := b.topics.Get(h.Topic)
+	if !ok {
+		return errResp(protocol.TopicNotExist, "topic[%s] not exist, apply first please!", h.Topic)
+	}
+	if tc.Perm&PermRead == 0 {
+		return errResp(protocol.NoPermission, "the topic[%s] pulling message is forbidden", h.Topic)
+	}
+	if h.QueueID < 0 || h.QueueID >= tc.ReadQueueNums {
+		return errResp(protocol.SystemError, "queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
+			h.QueueID, h.Topic, tc.ReadQueueNums, peerAddr(c))
+	}
+	if h.MaxMsgNums <= 0 {
+		return errResp(protocol.SystemError, "maxMsgNums %d must be positive", h.MaxMsgNums)
+	}
+	filter, resp := b.pullFilter(&h, g)
+	if resp != nil {
+		return resp
+	}
+
+	res, err := b.store.GetMessages(h.Topic, h.QueueID, h.QueueOffset, int(h.MaxMsgNums), filter)
+	if err != nil {
+		return errResp(protocol.SystemError, "read %s:%d at %d: %v", h.Topic, h.QueueID, h.QueueOffset, err)
+	}
+	hdr := protocol.PullMessageResponseHeader{
+		NextBeginOffset: res.NextBeginOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset, SuggestWhichBrokerID: MasterID,
+	}
+	if res.SuggestSlave && b.opts.SlaveReadEnable {
+		hdr.SuggestWhichBrokerID = g.WhichBrokerWhenConsumeSlowly
+	}
+	code := pullCode(res.Status, h.QueueOffset)
+	out := protocol.NewResponse(code, res.Status.String())
+	out.SetHeader(&hdr)
+	if code == protocol.Success {
+		var bytes int64
+		for _, buf := range res.Buffers {
+			bytes += int64(len(buf))
+		}
+		b.stats.AddGet(h.ConsumerGroup, h.Topic, int64(len(res.Buffers)), bytes)
+		out.BodyBuffers = res.Buffers
+		out.Release = res.Release
+	} else {
+		res.Release()
+	}
+
+	// The piggy-backed commit counts once, on the first execution.
+	if allowSuspend && h.SysFlag&pullFlagCommitOffset != 0 && b.opts.Role != RoleSlave {
+		b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
+	}
+	if code == protocol.PullNotFound && allowSuspend && h.SysFlag&pullFlagSuspend != 0 {
+		hold := b.opts.ShortPollingHold
+		if b.opts.LongPolling {
+			hold = time.Duration(h.SuspendTimeoutMillis) * time.Millisecond
+			if hold <= 0 || hold > 5*time.Minute {
+				hold = 15 * time.Second
+			}
+		}
+		fire := func(bool) {
+			if r := b.pull(c, req, false); r != nil {
+				_ = c.WriteResponse(req, r)
+			}
+		}
+		if b.hold.Hold(h.Topic, h.QueueID, h.QueueOffset, b.now().Add(hold), fire) {
+			// A message may have arrived between the read and the hold:
+			// re-check so it is not missed until the timeout.
+			if b.store.MaxOffset(h.Topic, h.QueueID) > h.QueueOffset {
+				b.hold.Notify(h.Topic, h.QueueID, b.store.MaxOffset(h.Topic, h.QueueID))
+			}
+			return nil
+		}
+	}
+	return out
+}
+
+// pullFilter resolves the subscription of a pull: from the request when it
+// carries one (flag 0x4), else from the group's heartbeats.
+func (b *Broker) pullFilter(h *protocol.PullMessageRequestHeader, g SubscriptionGroupConfig) (store.TagFilter, *protocol.Command) {
+	if h.SysFlag&pullFlagSubscription != 0 {
+		if h.ExpressionType != "" && h.ExpressionType != protocol.ExpressionTypeTag {
+			return nil, errResp(protocol.SystemError, "the broker does not support consumer to filter message by %s", h.ExpressionType)
+		}
+		return tagFilter(tagCodes(parseTags(h.Subscription))), nil
+	}
+	info, ok := b.consumers.Group(h.ConsumerGroup)
+	if !ok {
+		return nil, errResp(protocol.SubscriptionNotExist, "the consumer's group info not exist")
+	}
+	if info.MessageModel == protocol.MessageModelBroadcasting && !g.ConsumeBroadcastEnable {
+		return nil, errResp(protocol.NoPermission, "the consumer group[%s] can not consume by broadcast way", h.ConsumerGroup)
+	}
+	sub, ok := info.Subscriptions[h.Topic]
+	if !ok {
+		return nil, errResp(protocol.SubscriptionNotExist, "the consumer's subscription not exist")
+	}
+	if sub.SubVersion < h.SubVersion {
+		return nil, errResp(protocol.SubscriptionNotLatest, "the consumer's subscription not latest")
+	}
+	if sub.ExpressionType != "" && sub.ExpressionType != protocol.ExpressionTypeTag {
+		return nil, errResp(protocol.SystemError, "the broker does not support consumer to filter message by %s", sub.ExpressionType)
+	}
+	if sub.SubString == "" || sub.SubString == protocol.SubscriptionAll {
+		return nil, nil
+	}
+	codes := make([]int64, 0, len(sub.CodeSet))
+	for _, c := range sub.CodeSet {
+		codes = append(codes, int64(c))
+	}
+	if len(codes) == 0 {
+		codes = tagCodes(parseTags(sub.SubString))
+	}
+	return tagFilter(codes), nil
+}
+
+// parseTags splits a tag expression ("*", "TagA || TagB") into its tags;
+// nil means all.
+func parseTags(expr string) []string {
+	expr = strings.TrimSpace(expr)
+	if expr == "" || expr == protocol.SubscriptionAll {
+		return nil
+	}
+	var tags []string
+	for _, t := range strings.Split(expr, "||") {
+		if t = strings.TrimSpace(t); t != "" {
+			tags = append(tags, t)
+		}
+	}
+	return tags
+}
+
+func tagCodes(tags []string) []int64 {
+	if len(tags) == 0 {
+		return nil
+	}
+	codes := make([]int64, len(tags))
+	for i, t := range tags {
+		codes[i] = record.TagsHash(t)
+	}
+	return codes
+}
+
+func tagFilter(codes []int64) store.TagFilter {
+	if len(codes) == 0 {
+		return nil
+	}
+	return store.TagSet(codes).Match
+}
+
+// pullCode maps a store read status to the pull response code (protocol
+// section 2.4).
+func pullCode(s store.GetStatus, offset int64) int32 {
+	switch s {
+	case store.GetFound:
+		return protocol.Success
+	case store.GetNoMessageInQueue, store.GetNoMatchedLogicQueue:
+		if offset != 0 {
+			return protocol.PullOffsetMoved
+		}
+		return protocol.PullNotFound
+	case store.GetOffsetTooSmall, store.GetOffsetOverflowBadly:
+		return protocol.PullOffsetMoved
+	case store.GetOffsetOverflowOne, store.GetOffsetFoundNull:
+		return protocol.PullNotFound
+	case store.GetNoMatchedMessage, store.GetMessageWasRemoving:
+		return protocol.PullRetryImmediately
+	default:
+		return protocol.SystemError
+	}
+}

@@ -1,0 +1,130 @@
+package broker
+
+import (
+	"context"
+	"hash/crc32"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// registerTimeout bounds one registration round trip (RocketMQ: 6 s).
+const registerTimeout = 6 * time.Second
+
+// syncRegisterTimeout bounds the registration a topic change waits for.
+const syncRegisterTimeout = 3 * time.Second
+
+// triggerRegister registers with every registry now, before the request
+// that created, changed or deleted a topic is answered: a client that saw
+// its send to a new topic succeed must find the topic's route (Java
+// brokers do the same; rocketmq-client-go's push consumer refuses to start
+// without a route).
+func (b *Broker) triggerRegister() {
+	if len(b.opts.Registries) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), syncRegisterTimeout)
+	defer cancel()
+	b.registerAll(ctx)
+}
+
+// registerLoop registers with every registry at start and every
+// RegisterInterval.
+func (b *Broker) registerLoop(ctx context.Context) {
+	b.registerAll(ctx)
+	t := time.NewTicker(b.opts.RegisterInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b.registerAll(ctx)
+	}
+}
+
+// haAddr is the replication address published to registries (listen port
+// + 1, as RocketMQ).
+func (b *Broker) haAddr() string {
+	host, port, err := net.SplitHostPort(b.addr)
+	if err != nil {
+		return ""
+	}
+	p, _ := strconv.Atoi(port)
+	return net.JoinHostPort(host, strconv.Itoa(p+1))
+}
+
+// registrationBody returns the REGISTER_BROKER body: every topic, with the
+// broker's own permission applied (a broker without write permission
+// publishes read-only topics).
+func (b *Broker) registrationBody() ([]byte, error) {
+	w := b.topics.Snapshot()
+	perm := b.perm.Load()
+	for _, tc := range w.TopicConfigTable {
+		tc.Perm &= perm | PermInherit | PermPriority
+	}
+	return protocol.EncodeJSON(protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: w})
+}
+
+// registrationCRC is RocketMQ's UtilAll.crc32 of the body: IEEE CRC-32
+// masked to 31 bits (registries reject any other value).
+func registrationCRC(body []byte) int32 { return int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF) }
+
+// registerAll registers with every registry in parallel.
+func (b *Broker) registerAll(ctx context.Context) {
+	body, err := b.registrationBody()
+	if err != nil {
+		b.log.Error("encode registration", "err", err)
+		return
+	}
+	hdr := protocol.RegisterBrokerRequestHeader{
+		BrokerName: b.opts.BrokerName, BrokerAddr: b.addr, ClusterName: b.opts.ClusterName,
+		HAServerAddr: b.haAddr(), BrokerID: b.opts.BrokerID, BodyCRC32: registrationCRC(body),
+	}
+	var wg sync.WaitGroup
+	for _, addr := range b.opts.Registries {
+		wg.Add(1)
+		go func(addr string) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, registerTimeout)
+			defer cancel()
+			resp, err := b.client.Invoke(cctx, addr, protocol.NewRequest(protocol.RegisterBroker, &hdr, body))
+			switch {
+			case err != nil:
+				b.log.Warn("register with registry failed", "registry", addr, "err", err)
+			case resp.Code != protocol.Success:
+				b.log.Warn("registry refused registration", "registry", addr, "code", resp.Code, "remark", resp.Remark)
+			default:
+				if !b.registered.Swap(true) {
+					b.log.Info("registered with registry", "registry", addr)
+				}
+				var rh protocol.RegisterBrokerResponseHeader
+				if resp.DecodeHeader(&rh) == nil && rh.MasterAddr != "" {
+					b.masterAddr.Store(&rh.MasterAddr)
+				}
+			}
+		}(addr)
+	}
+	wg.Wait()
+}
+
+// unregisterAll tells every registry the broker is going away.
+func (b *Broker) unregisterAll(ctx context.Context) {
+	hdr := protocol.UnregisterBrokerRequestHeader{BrokerName: b.opts.BrokerName, BrokerAddr: b.addr,
+		ClusterName: b.opts.ClusterName, BrokerID: b.opts.BrokerID}
+	var wg sync.WaitGroup
+	for _, addr := range b.opts.Registries {
+		wg.Add(1)
+		go func(addr string) {
+			defer wg.Done()
+			if _, err := b.client.Invoke(ctx, addr, protocol.NewRequest(protocol.UnregisterBroker, &hdr, nil)); err != nil {
+				b.log.Warn("unregister from registry failed", "registry", addr, "err", err)
+			}
+		}(addr)
+	}
+	wg.Wait()
+}

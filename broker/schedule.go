@@ -1,0 +1,170 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// scheduleService delivers delayed messages: a message with delay level L
+// waits in queue L-1 of SCHEDULE_TOPIC_XXXX until store time + the level's
+// delay, then is put again to its real topic and queue. Progress per level
+// is kept in delayOffsets (delayOffset.json). The service sleeps until the
+// earliest due message or until a new delayed message arrives; it does not
+// poll.
+type scheduleService struct {
+	b    *Broker
+	wake chan struct{}
+}
+
+func newScheduleService(b *Broker) *scheduleService {
+	return &scheduleService{b: b, wake: make(chan struct{}, 1)}
+}
+
+// notify is called on every arrival in the schedule topic.
+func (s *scheduleService) notify() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// maxScheduleSleep bounds a sleep so a failed re-put is retried.
+const maxScheduleSleep = time.Second
+
+func (s *scheduleService) run(ctx context.Context) {
+	if s.b.opts.Role == RoleSlave {
+		return
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-s.wake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+		next := s.deliverDue(ctx)
+		timer.Reset(min(max(time.Until(next), time.Millisecond), maxScheduleSleep))
+	}
+}
+
+// deliverDue re-puts every due message of every level and returns when the
+// next one falls due.
+func (s *scheduleService) deliverDue(ctx context.Context) time.Time {
+	b := s.b
+	now := b.now()
+	next := now.Add(maxScheduleSleep)
+	for i, delay := range b.opts.DelayLevels {
+		level := int32(i + 1)
+		due, ok := s.deliverLevel(ctx, level, delay, now)
+		if ok && due.Before(next) {
+			next = due
+		}
+	}
+	return next
+}
+
+// deliverLevel processes one level's queue from its saved offset. It
+// returns the due time of the first message not yet due (ok=false if the
+// queue is drained).
+func (s *scheduleService) deliverLevel(ctx context.Context, level int32, delay time.Duration, now time.Time) (time.Time, bool) {
+	b := s.b
+	qid := level - 1
+	for ctx.Err() == nil {
+		off := b.delayOffsets.Get(level)
+		if min := b.store.MinOffset(ScheduleTopic, qid); off < min {
+			off = min
+		}
+		res, err := b.store.GetMessages(ScheduleTopic, qid, off, 32, nil)
+		if err != nil || len(res.Buffers) == 0 {
+			if err == nil {
+				res.Release()
+			}
+			return time.Time{}, false
+		}
+		for i, buf := range res.Buffers {
+			v, err := record.Parse(buf, false)
+			if err != nil {
+				b.log.Error("schedule: skipping unreadable record", "level", level, "offset", res.QueueOffsets[i], "err", err)
+				b.delayOffsets.Set(level, res.QueueOffsets[i]+1)
+				continue
+			}
+			due := time.UnixMilli(v.StoreTimestamp).Add(delay)
+			if due.After(now) {
+				res.Release()
+				return due, true
+			}
+			if err := s.redeliver(ctx, buf); err != nil {
+				b.log.Warn("schedule: re-put failed, will retry", "level", level, "offset", res.QueueOffsets[i], "err", err)
+				res.Release()
+				return now.Add(100 * time.Millisecond), true
+			}
+			b.delayOffsets.Set(level, res.QueueOffsets[i]+1)
+		}
+		res.Release()
+	}
+	return time.Time{}, false
+}
+
+// redeliver puts a due message back to its real topic and queue.
+func (s *scheduleService) redeliver(ctx context.Context, buf []byte) error {
+	b := s.b
+	m, _, err := record.Decode(buf, false)
+	if err != nil {
+		return err
+	}
+	props, err := record.ParseProperties(m.Properties)
+	if err != nil {
+		return err
+	}
+	realTopic, ok := props.Get(record.PropertyRealTopic)
+	if !ok {
+		b.log.Error("schedule: delayed message without REAL_TOPIC dropped", "offset", m.PhysicalOffset)
+		return nil
+	}
+	qidText, _ := props.Get(record.PropertyRealQueueID)
+	qid, _ := strconv.Atoi(qidText)
+	props.Del(record.PropertyDelayLevel)
+	out := &record.Message{
+		Topic: realTopic, QueueID: int32(qid), Flag: m.Flag, SysFlag: m.SysFlag, BornTimestamp: m.BornTimestamp,
+		BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes, Body: m.Body, Properties: props.String(),
+	}
+	// The re-put need not wait for the flush: the delayed copy is durable.
+	out.Properties = appendProperty(out.Properties, record.PropertyWaitStoreMsgOK, "false")
+	if _, err := b.store.Put(ctx, out); err != nil {
+		return err
+	}
+	b.stats.AddPut(out.Topic, 1, int64(len(out.Body)))
+	return nil
+}
+
+var scheduleTopicBytes = []byte(ScheduleTopic)
+
+// scheduleTagsCode gives schedule-topic entries their delivery time as
+// consume-queue tagsCode (RocketMQ's convention; tools read it).
+func (b *Broker) scheduleTagsCode(topic, properties []byte, storeTimestamp int64) (int64, bool) {
+	if !bytes.Equal(topic, scheduleTopicBytes) {
+		return 0, false
+	}
+	v, ok := record.LookupProperty(properties, record.PropertyDelayLevel)
+	if !ok {
+		return 0, false
+	}
+	level, err := strconv.Atoi(string(v))
+	if err != nil || level <= 0 {
+		return 0, false
+	}
+	level = min(level, len(b.opts.DelayLevels))
+	return storeTimestamp + b.opts.DelayLevels[level-1].Milliseconds(), true
+}

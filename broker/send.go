@@ -1,0 +1,365 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// versionHonoursMaxReconsume is V3_4_9: from this client version on the
+// broker takes maxReconsumeTimes from the request header.
+const versionHonoursMaxReconsume = 121
+
+// putTimeout bounds a put's wait for the group commit beyond the store's own
+// sync flush timeout.
+const putTimeout = 30 * time.Second
+
+func errResp(code int32, format string, args ...any) *protocol.Command {
+	return protocol.NewResponse(code, fmt.Sprintf(format, args...))
+}
+
+// processSend serves SEND_MESSAGE (10, long header names),
+// SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320, short names).
+func (b *Broker) processSend(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	h, err := protocol.DecodeSendMessageHeader(req)
+	if err != nil {
+		return errResp(protocol.SystemError, "bad send header: %v", err), nil
+	}
+	batch := req.Code == protocol.SendBatchMessage || h.Batch
+	if resp := b.checkSendable(h.Topic); resp != nil {
+		return resp, nil
+	}
+	tc, resp := b.sendTopicConfig(h)
+	if resp != nil {
+		return resp, nil
+	}
+	m := &record.Message{
+		Topic: h.Topic, QueueID: h.QueueID, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
+		BornHost: peerAddr(c), ReconsumeTimes: h.ReconsumeTimes, Properties: h.Properties,
+	}
+	if m.QueueID < 0 {
+		m.QueueID = int32(b.queueRR.Add(1) % uint32(tc.WriteQueueNums))
+	}
+	if m.QueueID >= max(tc.WriteQueueNums, tc.ReadQueueNums) {
+		return errResp(protocol.SystemError, "request queueId[%d] is illegal, topic %s has %d write and %d read queues",
+			m.QueueID, h.Topic, tc.WriteQueueNums, tc.ReadQueueNums), nil
+	}
+	if tc.TopicFilterType == protocol.TopicFilterMultiTag {
+		m.SysFlag |= record.FlagMultiTags
+	}
+	if v, _ := record.LookupPropertyString(m.Properties, record.PropertyTransactionPrepared); v == "true" {
+		return errResp(protocol.NoPermission, "the broker[%s] does not accept transaction messages (not supported yet)", b.addr), nil
+	}
+	if IsRetryTopic(h.Topic) && !batch {
+		if resp := b.redirectRetry(m, h, req.Version); resp != nil {
+			return resp, nil
+		}
+	}
+	m.Properties = appendProperty(m.Properties, record.PropertyCluster, b.opts.ClusterName)
+
+	ctx, cancel := context.WithTimeout(context.Background(), putTimeout)
+	defer cancel()
+	if batch {
+		return b.putBatch(ctx, m, req.Body)
+	}
+	queueID := m.QueueID // the response names the requested queue, even when delayed
+	if err := b.divertDelayed(m); err != nil {
+		return errResp(protocol.MessageIllegal, "%v", err), nil
+	}
+	m.Body = req.Body
+	res, err := b.store.Put(ctx, m)
+	if err != nil {
+		return b.putErrorResponse(res.Status, err), nil
+	}
+	b.stats.AddPut(m.Topic, 1, int64(len(m.Body)))
+	out := protocol.NewResponse(putStatusCode(res.Status), "")
+	out.SetHeader(&protocol.SendMessageResponseHeader{
+		MsgID: res.MsgID(), QueueID: queueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
+	})
+	return out, nil
+}
+
+func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte) (*protocol.Command, error) {
+	if IsRetryTopic(tmpl.Topic) {
+		return errResp(protocol.MessageIllegal, "batch messages cannot be sent to retry topic %s", tmpl.Topic), nil
+	}
+	if _, ok := record.LookupPropertyString(tmpl.Properties, record.PropertyDelayLevel); ok {
+		return errResp(protocol.MessageIllegal, "batch messages cannot have a delay level"), nil
+	}
+	var items []record.BatchItem
+	if err := record.ForEachBatchItem(body, func(it record.BatchItem) error {
+		items = append(items, it)
+		return nil
+	}); err != nil {
+		return errResp(protocol.MessageIllegal, "bad batch body: %v", err), nil
+	}
+	if len(items) == 0 {
+		return errResp(protocol.MessageIllegal, "empty batch"), nil
+	}
+	res, err := b.store.PutBatch(ctx, tmpl, items)
+	if err != nil {
+		return b.putErrorResponse(res.Status, err), nil
+	}
+	var bodyBytes int64
+	for _, it := range items {
+		bodyBytes += int64(len(it.Body))
+	}
+	b.stats.AddPut(tmpl.Topic, int64(len(items)), bodyBytes)
+	ids := make([]byte, 0, len(items)*33)
+	for i, phy := range res.PhysicalOffsets {
+		if i > 0 {
+			ids = append(ids, ',')
+		}
+		ids = record.AppendOffsetMessageID(ids, res.StoreHost, phy)
+	}
+	resp := protocol.NewResponse(putStatusCode(res.Status), "")
+	resp.SetHeader(&protocol.SendMessageResponseHeader{
+		MsgID: string(ids), QueueID: tmpl.QueueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
+	})
+	return resp, nil
+}
+
+// checkSendable applies the broker-level checks of a send: role, broker
+// permission, topic name and reserved topics.
+func (b *Broker) checkSendable(topic string) *protocol.Command {
+	if b.opts.Role == RoleSlave {
+		return errResp(protocol.ServiceNotAvailable, "the broker[%s] is a slave and does not accept messages", b.addr)
+	}
+	if b.perm.Load()&PermWrite == 0 {
+		return errResp(protocol.NoPermission, "the broker[%s] sending message is forbidden", b.addr)
+	}
+	if err := ValidateTopicName(topic); err != nil {
+		return errResp(protocol.SystemError, "%v", err)
+	}
+	if notAllowedSend[topic] {
+		return errResp(protocol.NoPermission, "sending message to topic[%s] is forbidden", topic)
+	}
+	return nil
+}
+
+// sendTopicConfig finds (or auto-creates) the topic a send goes to and
+// checks its write permission.
+func (b *Broker) sendTopicConfig(h *protocol.SendMessageRequestHeader) (protocol.TopicConfig, *protocol.Command) {
+	tc, ok := b.topics.Get(h.Topic)
+	if !ok {
+		var err error
+		if IsRetryTopic(h.Topic) {
+			tc, err = b.topics.CreateSystemTopic(h.Topic, 1, PermRW)
+		} else {
+			template := h.DefaultTopic
+			if template == "" {
+				template = AutoCreateTopicKey
+			}
+			tc, err = b.topics.CreateOnSend(h.Topic, template, h.DefaultTopicQueueNums, 0)
+		}
+		if err != nil {
+			if errors.Is(err, ErrTopicNotExist) {
+				return tc, errResp(protocol.TopicNotExist, "topic[%s] not exist, apply first please! (%v)", h.Topic, err)
+			}
+			return tc, errResp(protocol.SystemError, "create topic %s: %v", h.Topic, err)
+		}
+		b.triggerRegister()
+	}
+	if tc.Perm&PermWrite == 0 {
+		return tc, errResp(protocol.NoPermission, "the topic[%s] sending message is forbidden", h.Topic)
+	}
+	return tc, nil
+}
+
+// redirectRetry applies the retry-topic rules to a message sent to
+// %RETRY%<group>: the group must exist, and past its maximum reconsume
+// count the message goes to %DLQ%<group> instead.
+func (b *Broker) redirectRetry(m *record.Message, h *protocol.SendMessageRequestHeader, clientVersion int32) *protocol.Command {
+	group := strings.TrimPrefix(h.Topic, RetryGroupPrefix)
+	g, err := b.groups.FindOrCreate(group)
+	if err != nil {
+		return errResp(protocol.SubscriptionGroupNotExist, "subscription group %s not exist", group)
+	}
+	maxTimes := g.RetryMaxTimes
+	if clientVersion >= versionHonoursMaxReconsume && h.HasMaxReconsumeTimes {
+		maxTimes = h.MaxReconsumeTimes
+	}
+	if m.ReconsumeTimes >= maxTimes {
+		dlq := DLQTopic(group)
+		if _, err := b.topics.CreateSystemTopic(dlq, 1, PermRW); err != nil {
+			return errResp(protocol.SystemError, "create %s: %v", dlq, err)
+		}
+		b.log.Warn("message moved to the dead-letter queue", "group", group, "reconsumeTimes", m.ReconsumeTimes, "max", maxTimes)
+		m.Topic, m.QueueID = dlq, 0
+	}
+	return nil
+}
+
+// divertDelayed parks a message with a DELAY property in the schedule
+// topic (queue level-1), remembering its real topic and queue.
+func (b *Broker) divertDelayed(m *record.Message) error {
+	if m.SysFlag&record.TxMask == record.TxPrepared || m.SysFlag&record.TxMask == record.TxRollback {
+		return nil
+	}
+	v, ok := record.LookupPropertyString(m.Properties, record.PropertyDelayLevel)
+	if !ok {
+		return nil
+	}
+	level, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("DELAY property %q is not a number", v)
+	}
+	if level <= 0 {
+		return nil
+	}
+	if level > len(b.opts.DelayLevels) {
+		level = len(b.opts.DelayLevels)
+		m.Properties = appendProperty(m.Properties, record.PropertyDelayLevel, strconv.Itoa(level))
+	}
+	m.Properties = appendProperty(m.Properties, record.PropertyRealTopic, m.Topic)
+	m.Properties = appendProperty(m.Properties, record.PropertyRealQueueID, strconv.Itoa(int(m.QueueID)))
+	m.Topic, m.QueueID = ScheduleTopic, int32(level-1)
+	return nil
+}
+
+// putStatusCode maps a stored message's status to the send response code.
+func putStatusCode(s store.PutStatus) int32 {
+	if s == store.PutFlushDiskTimeout {
+		return protocol.FlushDiskTimeout
+	}
+	return protocol.Success
+}
+
+func (b *Broker) putErrorResponse(s store.PutStatus, err error) *protocol.Command {
+	switch s {
+	case store.PutMessageIllegal:
+		return errResp(protocol.MessageIllegal, "%v", err)
+	case store.PutServiceNotAvailable:
+		return errResp(protocol.ServiceNotAvailable, "service not available now: %v", err)
+	default:
+		return errResp(protocol.SystemError, "%v", err)
+	}
+}
+
+// processSendBack serves CONSUMER_SEND_MSG_BACK: the message at offset goes
+// to the group's retry topic with delay level 3 + reconsumeTimes (or the
+// requested level), or to its dead-letter topic past the maximum.
+func (b *Broker) processSendBack(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	var h protocol.ConsumerSendMsgBackRequestHeader
+	if err := req.DecodeHeader(&h); err != nil {
+		return errResp(protocol.SystemError, "bad send-back header: %v", err), nil
+	}
+	if b.opts.Role == RoleSlave || b.perm.Load()&PermWrite == 0 {
+		return errResp(protocol.NoPermission, "the broker[%s] sending message is forbidden", b.addr), nil
+	}
+	g, err := b.groups.FindOrCreate(h.Group)
+	if err != nil {
+		return errResp(protocol.SubscriptionGroupNotExist, "subscription group not exist, %s", h.Group), nil
+	}
+	if g.RetryQueueNums <= 0 {
+		return protocol.NewResponse(protocol.Success, ""), nil // retries disabled for the group
+	}
+	orig, err := b.store.ReadMessage(h.Offset)
+	if err != nil {
+		return errResp(protocol.SystemError, "look message by offset failed, %d: %v", h.Offset, err), nil
+	}
+	props, err := record.ParseProperties(orig.Properties)
+	if err != nil {
+		return errResp(protocol.SystemError, "stored message at %d has bad properties: %v", h.Offset, err), nil
+	}
+	if _, ok := props.Get(record.PropertyRetryTopic); !ok {
+		props.Set(record.PropertyRetryTopic, orig.Topic)
+	}
+	if _, ok := props.Get(record.PropertyOriginMessageID); !ok {
+		id := h.OriginMsgID
+		if id == "" {
+			id = record.OffsetMessageID(orig.StoreHost, orig.PhysicalOffset)
+		}
+		props.Set(record.PropertyOriginMessageID, id)
+	}
+	props.Set(record.PropertyWaitStoreMsgOK, "false")
+	props.Del(record.PropertyRealTopic)
+	props.Del(record.PropertyRealQueueID)
+	props.Del(record.PropertyCluster)
+
+	maxTimes := g.RetryMaxTimes
+	if req.Version >= versionHonoursMaxReconsume && h.HasMaxReconsumeTimes {
+		maxTimes = h.MaxReconsumeTimes
+	}
+	m := &record.Message{
+		Flag: orig.Flag, SysFlag: orig.SysFlag, BornTimestamp: orig.BornTimestamp, BornHost: orig.BornHost,
+		ReconsumeTimes: orig.ReconsumeTimes + 1, Body: orig.Body,
+	}
+	delayLevel := h.DelayLevel
+	if orig.ReconsumeTimes >= maxTimes || delayLevel < 0 {
+		m.Topic, m.QueueID = DLQTopic(h.Group), 0
+		_, existed := b.topics.Get(m.Topic)
+		if _, err := b.topics.CreateSystemTopic(m.Topic, 1, PermRW); err != nil {
+			return errResp(protocol.SystemError, "create %s: %v", m.Topic, err), nil
+		}
+		if !existed {
+			b.triggerRegister() // publish the new DLQ's route, as Java does
+		}
+		props.Del(record.PropertyDelayLevel)
+		b.log.Warn("message moved to the dead-letter queue", "group", h.Group, "topic", orig.Topic,
+			"msgId", h.OriginMsgID, "reconsumeTimes", orig.ReconsumeTimes, "max", maxTimes)
+	} else {
+		m.Topic = RetryTopic(h.Group)
+		if _, err := b.topics.CreateSystemTopic(m.Topic, g.RetryQueueNums, PermRW); err != nil {
+			return errResp(protocol.SystemError, "create %s: %v", m.Topic, err), nil
+		}
+		m.QueueID = int32(b.queueRR.Add(1) % uint32(g.RetryQueueNums))
+		if delayLevel == 0 {
+			delayLevel = 3 + orig.ReconsumeTimes
+		}
+		props.Set(record.PropertyDelayLevel, strconv.Itoa(int(delayLevel)))
+	}
+	props.Set(record.PropertyCluster, b.opts.ClusterName)
+	m.Properties = props.String()
+	if err := b.divertDelayed(m); err != nil {
+		return errResp(protocol.SystemError, "%v", err), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), putTimeout)
+	defer cancel()
+	res, err := b.store.Put(ctx, m)
+	if err != nil {
+		return b.putErrorResponse(res.Status, err), nil
+	}
+	b.stats.AddPut(m.Topic, 1, int64(len(m.Body)))
+	return protocol.NewResponse(protocol.Success, ""), nil
+}
+
+// peerAddr returns the connection's remote address (the born host).
+func peerAddr(c *remoting.Conn) netip.AddrPort {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ap := ta.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0)
+}
+
+// appendProperty appends key=value to an encoded properties string,
+// replacing an existing value of key.
+func appendProperty(props, key, value string) string {
+	if _, ok := record.LookupPropertyString(props, key); ok {
+		if p, err := record.ParseProperties(props); err == nil {
+			p.Set(key, value)
+			return p.String()
+		}
+	}
+	var sb strings.Builder
+	sb.Grow(len(props) + len(key) + len(value) + 2)
+	sb.WriteString(props)
+	if props != "" && props[len(props)-1] != record.PropertySeparator {
+		sb.WriteByte(record.PropertySeparator)
+	}
+	sb.WriteString(key)
+	sb.WriteByte(record.NameValueSeparator)
+	sb.WriteString(value)
+	return sb.String()
+}

@@ -1,0 +1,292 @@
+package broker
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// StatKind names one family of broker statistics.
+type StatKind int
+
+// The statistics the broker keeps. Topic kinds are keyed by topic, group
+// kinds by "topic@group".
+const (
+	TopicPutNums StatKind = iota // messages stored into a topic
+	TopicPutSize                 // body bytes stored into a topic
+	GroupGetNums                 // messages pulled by a group from a topic
+	GroupGetSize                 // body bytes pulled by a group from a topic
+	numStatKinds
+)
+
+var statKindNames = [numStatKinds]string{"TOPIC_PUT_NUMS", "TOPIC_PUT_SIZE", "GROUP_GET_NUMS", "GROUP_GET_SIZE"}
+
+func (k StatKind) String() string {
+	if k < 0 || k >= numStatKinds {
+		return "UNKNOWN"
+	}
+	return statKindNames[k]
+}
+
+// Statistics windows reported for every item.
+var statWindows = []time.Duration{time.Minute, 10 * time.Minute, time.Hour}
+
+// statSampleEvery is the sampling period: windows are measured as the
+// difference of the running total against the sample one window ago.
+const statSampleEvery = 10 * time.Second
+
+// statItem is one counter: a running total (updated on the hot path with
+// atomics) and a ring of sampled totals for the windows.
+type statItem struct {
+	total   atomic.Int64
+	times   atomic.Int64 // number of Add calls, so TPS can count requests as well as messages
+	mu      sync.Mutex
+	samples []statSample // protected by mu; oldest first, at most ringSize
+}
+
+type statSample struct {
+	at    time.Time
+	total int64
+}
+
+// WindowStat is a counter's movement over one window.
+type WindowStat struct {
+	Window time.Duration
+	Sum    int64   // amount added during the window
+	TPS    float64 // Sum per second over the window (over the time covered, if shorter)
+}
+
+// StatSnapshot is one item's totals and windows.
+type StatSnapshot struct {
+	Kind    StatKind
+	Key     string
+	Total   int64
+	Windows []WindowStat
+}
+
+// Stats is the broker's statistics service (RocketMQ's BrokerStatsManager):
+// per topic put counts and bytes, per group get counts and bytes, each with
+// its movement over the last minute, 10 minutes and hour.
+type Stats struct {
+	now      func() time.Time
+	ringSize int
+
+	mu    sync.RWMutex
+	items [numStatKinds]map[string]*statItem // protected by mu (the maps; items have their own sync)
+}
+
+// NewStats returns an empty statistics service; now may be nil.
+func NewStats(now func() time.Time) *Stats {
+	if now == nil {
+		now = time.Now
+	}
+	s := &Stats{now: now, ringSize: int(time.Hour/statSampleEvery) + 2}
+	for i := range s.items {
+		s.items[i] = map[string]*statItem{}
+	}
+	return s
+}
+
+func (s *Stats) item(kind StatKind, key string) *statItem {
+	s.mu.RLock()
+	it := s.items[kind][key]
+	s.mu.RUnlock()
+	if it != nil {
+		return it
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if it = s.items[kind][key]; it == nil {
+		it = &statItem{}
+		// A first sample at zero lets windows count from creation.
+		it.samples = append(it.samples, statSample{at: s.now(), total: 0})
+		s.items[kind][key] = it
+	}
+	return it
+}
+
+// Add adds n to the counter kind/key.
+func (s *Stats) Add(kind StatKind, key string, n int64) {
+	if kind < 0 || kind >= numStatKinds {
+		return
+	}
+	it := s.item(kind, key)
+	it.total.Add(n)
+	it.times.Add(1)
+}
+
+// AddPut records messages stored into a topic.
+func (s *Stats) AddPut(topic string, msgs, bytes int64) {
+	s.Add(TopicPutNums, topic, msgs)
+	s.Add(TopicPutSize, topic, bytes)
+}
+
+// AddGet records messages pulled by a group.
+func (s *Stats) AddGet(group, topic string, msgs, bytes int64) {
+	key := topic + "@" + group
+	s.Add(GroupGetNums, key, msgs)
+	s.Add(GroupGetSize, key, bytes)
+}
+
+// Sample records every counter's total; Run calls it every 10 s.
+func (s *Stats) Sample() {
+	now := s.now()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for k := range s.items {
+		for _, it := range s.items[k] {
+			it.mu.Lock()
+			it.samples = append(it.samples, statSample{at: now, total: it.total.Load()})
+			if len(it.samples) > s.ringSize {
+				it.samples = append(it.samples[:0], it.samples[len(it.samples)-s.ringSize:]...)
+			}
+			it.mu.Unlock()
+		}
+	}
+}
+
+// Run samples every 10 s until ctx is done.
+func (s *Stats) Run(ctx context.Context) {
+	t := time.NewTicker(statSampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Sample()
+		}
+	}
+}
+
+// Get returns one item's snapshot.
+func (s *Stats) Get(kind StatKind, key string) (StatSnapshot, bool) {
+	if kind < 0 || kind >= numStatKinds {
+		return StatSnapshot{}, false
+	}
+	s.mu.RLock()
+	it := s.items[kind][key]
+	s.mu.RUnlock()
+	if it == nil {
+		return StatSnapshot{}, false
+	}
+	return s.snapshot(kind, key, it), true
+}
+
+func (s *Stats) snapshot(kind StatKind, key string, it *statItem) StatSnapshot {
+	now := s.now()
+	total := it.total.Load()
+	snap := StatSnapshot{Kind: kind, Key: key, Total: total}
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	for _, w := range statWindows {
+		// The newest sample at or before now-w; else the oldest we have.
+		base := it.samples[0]
+		for i := len(it.samples) - 1; i >= 0; i-- {
+			if !it.samples[i].at.After(now.Add(-w)) {
+				base = it.samples[i]
+				break
+			}
+		}
+		ws := WindowStat{Window: w, Sum: total - base.total}
+		if span := now.Sub(base.at); span > 0 {
+			ws.TPS = float64(ws.Sum) / span.Seconds()
+		}
+		snap.Windows = append(snap.Windows, ws)
+	}
+	return snap
+}
+
+// All returns snapshots of every item of a kind, sorted by key.
+func (s *Stats) All(kind StatKind) []StatSnapshot {
+	if kind < 0 || kind >= numStatKinds {
+		return nil
+	}
+	s.mu.RLock()
+	keys := make([]string, 0, len(s.items[kind]))
+	items := make(map[string]*statItem, len(s.items[kind]))
+	for k, it := range s.items[kind] {
+		keys = append(keys, k)
+		items[k] = it
+	}
+	s.mu.RUnlock()
+	sort.Strings(keys)
+	out := make([]StatSnapshot, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, s.snapshot(kind, k, items[k]))
+	}
+	return out
+}
+
+// Totals returns the sum of all items of a kind (e.g. all messages put).
+func (s *Stats) Totals(kind StatKind) int64 {
+	if kind < 0 || kind >= numStatKinds {
+		return 0
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var sum int64
+	for _, it := range s.items[kind] {
+		sum += it.total.Load()
+	}
+	return sum
+}
+
+// Collector exposes the statistics to Prometheus. Counters are read at
+// scrape time, so the hot path pays nothing for the export.
+func (s *Stats) Collector() prometheus.Collector { return statsCollector{s} }
+
+type statsCollector struct{ s *Stats }
+
+var (
+	descPutMsgs = prometheus.NewDesc("smartgo_topic_put_messages_total", "Messages stored into a topic.", []string{"topic"}, nil)
+	descPutSize = prometheus.NewDesc("smartgo_topic_put_bytes_total", "Body bytes stored into a topic.", []string{"topic"}, nil)
+	descGetMsgs = prometheus.NewDesc("smartgo_group_get_messages_total", "Messages pulled by a consumer group from a topic.", []string{"topic", "group"}, nil)
+	descGetSize = prometheus.NewDesc("smartgo_group_get_bytes_total", "Body bytes pulled by a consumer group from a topic.", []string{"topic", "group"}, nil)
+	descPutTPS  = prometheus.NewDesc("smartgo_topic_put_tps", "Messages per second stored into a topic over a window.", []string{"topic", "window"}, nil)
+	descGetTPS  = prometheus.NewDesc("smartgo_group_get_tps", "Messages per second pulled by a group over a window.", []string{"topic", "group", "window"}, nil)
+)
+
+func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPutMsgs, descPutSize, descGetMsgs, descGetSize, descPutTPS, descGetTPS} {
+		ch <- d
+	}
+}
+
+func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, snap := range c.s.All(TopicPutNums) {
+		ch <- prometheus.MustNewConstMetric(descPutMsgs, prometheus.CounterValue, float64(snap.Total), snap.Key)
+		for _, w := range snap.Windows {
+			ch <- prometheus.MustNewConstMetric(descPutTPS, prometheus.GaugeValue, w.TPS, snap.Key, w.Window.String())
+		}
+	}
+	for _, snap := range c.s.All(TopicPutSize) {
+		ch <- prometheus.MustNewConstMetric(descPutSize, prometheus.CounterValue, float64(snap.Total), snap.Key)
+	}
+	for _, snap := range c.s.All(GroupGetNums) {
+		topic, group := splitTopicGroup(snap.Key)
+		ch <- prometheus.MustNewConstMetric(descGetMsgs, prometheus.CounterValue, float64(snap.Total), topic, group)
+		for _, w := range snap.Windows {
+			ch <- prometheus.MustNewConstMetric(descGetTPS, prometheus.GaugeValue, w.TPS, topic, group, w.Window.String())
+		}
+	}
+	for _, snap := range c.s.All(GroupGetSize) {
+		topic, group := splitTopicGroup(snap.Key)
+		ch <- prometheus.MustNewConstMetric(descGetSize, prometheus.CounterValue, float64(snap.Total), topic, group)
+	}
+}
+
+// splitTopicGroup splits "topic@group" at the last '@' (topics cannot
+// contain '@').
+func splitTopicGroup(key string) (topic, group string) {
+	i := strings.LastIndexByte(key, '@')
+	if i < 0 {
+		return key, ""
+	}
+	return key[:i], key[i+1:]
+}

@@ -1,0 +1,140 @@
+package broker
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func TestBrokerStatsWindows(t *testing.T) {
+	clk := &manualClock{t: time.Unix(1_700_000_000, 0)}
+	s := NewStats(clk.now)
+	// 70 minutes of 100 messages (and 10 KB) every 10 s.
+	for i := 0; i < 420; i++ {
+		s.AddPut("T", 100, 10_000)
+		clk.advance(10 * time.Second)
+		s.Sample()
+	}
+	snap, ok := s.Get(TopicPutNums, "T")
+	if !ok || snap.Total != 42_000 {
+		t.Fatalf("total = %+v %v", snap, ok)
+	}
+	want := map[time.Duration]int64{time.Minute: 600, 10 * time.Minute: 6000, time.Hour: 36000}
+	for _, w := range snap.Windows {
+		if w.Sum != want[w.Window] {
+			t.Errorf("window %v: sum %d, want %d", w.Window, w.Sum, want[w.Window])
+		}
+		if w.TPS < 9.99 || w.TPS > 10.01 {
+			t.Errorf("window %v: tps %.3f, want 10", w.Window, w.TPS)
+		}
+	}
+	// Quiet for 2 minutes: the 1-minute window drops to zero, longer ones keep the past.
+	clk.advance(2 * time.Minute)
+	s.Sample()
+	snap, _ = s.Get(TopicPutNums, "T")
+	if snap.Windows[0].Sum != 0 || snap.Windows[1].Sum != 4800 {
+		t.Fatalf("after a quiet 2 minutes: %+v", snap.Windows)
+	}
+	if s.Totals(TopicPutSize) != 4_200_000 {
+		t.Fatalf("size total %d", s.Totals(TopicPutSize))
+	}
+}
+
+func TestBrokerStatsYoungItem(t *testing.T) {
+	clk := &manualClock{t: time.Unix(1_700_000_000, 0)}
+	s := NewStats(clk.now)
+	s.AddGet("cg", "T", 30, 300)
+	clk.advance(30 * time.Second)
+	snap, ok := s.Get(GroupGetNums, "T@cg")
+	if !ok {
+		t.Fatal("no item")
+	}
+	for _, w := range snap.Windows {
+		if w.Sum != 30 || w.TPS < 0.99 || w.TPS > 1.01 {
+			t.Errorf("window %v = %+v: a 30 s old item must count everything over 30 s", w.Window, w)
+		}
+	}
+	if _, ok := s.Get(GroupGetNums, "nope"); ok {
+		t.Fatal("unknown item found")
+	}
+}
+
+func TestBrokerStatsConcurrent(t *testing.T) {
+	s := NewStats(nil)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1000; i++ {
+				s.AddPut("T", 1, 10)
+				if i%100 == 0 {
+					s.Sample()
+					s.All(TopicPutNums)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if s.Totals(TopicPutNums) != 8000 {
+		t.Fatalf("total %d", s.Totals(TopicPutNums))
+	}
+}
+
+func TestBrokerStatsPrometheus(t *testing.T) {
+	s := NewStats(nil)
+	s.AddPut("Orders", 3, 300)
+	s.AddGet("billing", "Orders", 2, 200)
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(s.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range []string{
+		`smartgo_topic_put_messages_total{topic="Orders"} 3`,
+		`smartgo_topic_put_bytes_total{topic="Orders"} 300`,
+		`smartgo_group_get_messages_total{group="billing",topic="Orders"} 2`,
+		`smartgo_group_get_bytes_total{group="billing",topic="Orders"} 200`,
+		`smartgo_topic_put_tps{topic="Orders",window="1m0s"}`,
+	} {
+		if !strings.Contains(string(body), line) {
+			t.Errorf("metrics lack %q:\n%s", line, body)
+		}
+	}
+}
+
+func BenchmarkBrokerStatsAdd(b *testing.B) {
+	s := NewStats(nil)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			s.AddPut("TopicTest", 1, 128)
+		}
+	})
+}

@@ -1,0 +1,348 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// Permission bits of a topic or a broker (RocketMQ PermName).
+const (
+	PermPriority int32 = 8
+	PermRead     int32 = 4
+	PermWrite    int32 = 2
+	PermInherit  int32 = 1
+	PermRW             = PermRead | PermWrite
+)
+
+// Reserved and system topic names.
+const (
+	// AutoCreateTopicKey is the template topic producers fall back to for a
+	// topic with no route; its INHERIT bit allows auto-creation.
+	AutoCreateTopicKey = "TBW102"
+	// ScheduleTopic holds delayed messages, one queue per delay level.
+	ScheduleTopic    = "SCHEDULE_TOPIC_XXXX"
+	SelfTestTopic    = "SELF_TEST_TOPIC"
+	OffsetMovedEvent = "OFFSET_MOVED_EVENT"
+	TransHalfTopic   = "RMQ_SYS_TRANS_HALF_TOPIC"
+	TransOpHalfTopic = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+	TransCheckMax    = "TRANS_CHECK_MAX_TIME_TOPIC"
+	RetryGroupPrefix = "%RETRY%"
+	DLQGroupPrefix   = "%DLQ%"
+	// MaxTopicLength is the longest topic name (the record stores its
+	// length in one signed byte).
+	MaxTopicLength = 127
+)
+
+// notAllowedSend lists system topics producers may not write to directly.
+var notAllowedSend = map[string]bool{
+	AutoCreateTopicKey: true, ScheduleTopic: true, TransHalfTopic: true,
+	TransOpHalfTopic: true, TransCheckMax: true, OffsetMovedEvent: true,
+}
+
+// RetryTopic returns the retry topic of a consumer group.
+func RetryTopic(group string) string { return RetryGroupPrefix + group }
+
+// DLQTopic returns the dead-letter topic of a consumer group.
+func DLQTopic(group string) string { return DLQGroupPrefix + group }
+
+// ValidateTopicName checks RocketMQ's topic rules: 1 to 127 characters of
+// [%|a-zA-Z0-9_-].
+func ValidateTopicName(topic string) error {
+	if topic == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidTopic)
+	}
+	if len(topic) > MaxTopicLength {
+		return fmt.Errorf("%w: %q is %d bytes, at most %d", ErrInvalidTopic, topic, len(topic), MaxTopicLength)
+	}
+	for i := 0; i < len(topic); i++ {
+		if !topicChar(topic[i]) {
+			return fmt.Errorf("%w: %q has %q at %d; allowed are [%%|a-zA-Z0-9_-]", ErrInvalidTopic, topic, topic[i], i)
+		}
+	}
+	return nil
+}
+
+// ValidateSendTopic checks a topic a producer sends to: the name rules plus
+// the system topics no producer may write.
+func ValidateSendTopic(topic string) error {
+	if err := ValidateTopicName(topic); err != nil {
+		return err
+	}
+	if notAllowedSend[topic] {
+		return fmt.Errorf("%w: %q is a reserved system topic", ErrInvalidTopic, topic)
+	}
+	return nil
+}
+
+func topicChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '%' || c == '|'
+}
+
+// TopicOptions configures the topic manager.
+type TopicOptions struct {
+	Dir              string // <store root>/config
+	BrokerName       string
+	ClusterName      string
+	AutoCreateTopic  bool
+	DefaultQueueNums int32 // queues of TBW102 and of topics created without a count
+	DelayLevels      int32 // queues of SCHEDULE_TOPIC_XXXX
+	Now              func() time.Time
+	Logger           *slog.Logger
+}
+
+// TopicManager holds the broker's topic configurations and persists them to
+// topic.json on every change.
+type TopicManager struct {
+	opts    TopicOptions
+	path    string
+	log     *slog.Logger
+	version dataVersion
+
+	mu     sync.RWMutex
+	topics map[string]*protocol.TopicConfig // protected by mu; values are never mutated, only replaced
+	// persistMu serialises writes of the file so an older snapshot never
+	// replaces a newer one.
+	persistMu sync.Mutex
+}
+
+// OpenTopics loads topic.json (if any) and adds the system topics.
+func OpenTopics(opts TopicOptions) (*TopicManager, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.DefaultQueueNums <= 0 {
+		opts.DefaultQueueNums = 4
+	}
+	if opts.DelayLevels <= 0 {
+		opts.DelayLevels = 18
+	}
+	m := &TopicManager{opts: opts, path: filepath.Join(opts.Dir, TopicConfigFile), log: opts.Logger, topics: map[string]*protocol.TopicConfig{}}
+	var w protocol.TopicConfigSerializeWrapper
+	if _, err := readConfig(m.path, &w); err != nil {
+		return nil, err
+	}
+	for name, tc := range w.TopicConfigTable {
+		if tc == nil {
+			continue
+		}
+		if tc.TopicName == "" {
+			tc.TopicName = name
+		}
+		m.topics[name] = tc
+	}
+	m.version.set(w.DataVersion)
+	changed := false
+	for _, tc := range m.systemTopics() {
+		if _, ok := m.topics[tc.TopicName]; !ok {
+			m.topics[tc.TopicName] = tc
+			changed = true
+		}
+	}
+	if !opts.AutoCreateTopic {
+		if _, ok := m.topics[AutoCreateTopicKey]; ok {
+			delete(m.topics, AutoCreateTopicKey)
+			changed = true
+		}
+	}
+	if changed {
+		m.version.bump(opts.Now())
+		if err := m.persist(); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *TopicManager) systemTopics() []*protocol.TopicConfig {
+	mk := func(name string, queues, perm int32) *protocol.TopicConfig {
+		return &protocol.TopicConfig{TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: perm, TopicFilterType: protocol.TopicFilterSingleTag}
+	}
+	ts := []*protocol.TopicConfig{
+		mk(SelfTestTopic, 1, PermRW),
+		mk(OffsetMovedEvent, 1, PermRW),
+		mk(ScheduleTopic, m.opts.DelayLevels, PermRW),
+	}
+	if m.opts.AutoCreateTopic {
+		ts = append(ts, mk(AutoCreateTopicKey, 2*m.opts.DefaultQueueNums, PermRW|PermInherit))
+	}
+	// The cluster and broker names are topics too, so that tools can
+	// address one broker or one cluster (as RocketMQ does).
+	if m.opts.ClusterName != "" && ValidateTopicName(m.opts.ClusterName) == nil {
+		ts = append(ts, mk(m.opts.ClusterName, 16, PermRW|PermInherit))
+	}
+	if m.opts.BrokerName != "" && ValidateTopicName(m.opts.BrokerName) == nil {
+		ts = append(ts, mk(m.opts.BrokerName, 1, PermRW|PermInherit))
+	}
+	return ts
+}
+
+// Get returns a copy of the topic's configuration.
+func (m *TopicManager) Get(topic string) (protocol.TopicConfig, bool) {
+	m.mu.RLock()
+	tc, ok := m.topics[topic]
+	m.mu.RUnlock()
+	if !ok {
+		return protocol.TopicConfig{}, false
+	}
+	return *tc, true
+}
+
+// Update creates or replaces a topic's configuration and persists it.
+func (m *TopicManager) Update(tc protocol.TopicConfig) error {
+	if err := ValidateTopicName(tc.TopicName); err != nil {
+		return err
+	}
+	if tc.ReadQueueNums <= 0 || tc.WriteQueueNums <= 0 || tc.ReadQueueNums > 65535 || tc.WriteQueueNums > 65535 {
+		return fmt.Errorf("%w: %s: queue numbers must be between 1 and 65535 (read %d, write %d)", ErrInvalidTopic, tc.TopicName, tc.ReadQueueNums, tc.WriteQueueNums)
+	}
+	if tc.TopicFilterType == "" {
+		tc.TopicFilterType = protocol.TopicFilterSingleTag
+	}
+	m.mu.Lock()
+	m.topics[tc.TopicName] = &tc
+	m.mu.Unlock()
+	m.version.bump(m.opts.Now())
+	m.log.Info("topic updated", "topic", tc.TopicName, "read", tc.ReadQueueNums, "write", tc.WriteQueueNums, "perm", tc.Perm)
+	return m.persist()
+}
+
+// Delete removes a topic; it reports whether the topic existed.
+func (m *TopicManager) Delete(topic string) (bool, error) {
+	m.mu.Lock()
+	_, ok := m.topics[topic]
+	delete(m.topics, topic)
+	m.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	m.version.bump(m.opts.Now())
+	m.log.Info("topic deleted", "topic", topic)
+	return true, m.persist()
+}
+
+// CreateOnSend returns the topic's configuration, creating it from the
+// template topic when it does not exist: the template must exist and carry
+// the INHERIT permission, auto-creation must be on, and the new topic gets
+// min(queueNums, template write queues) queues (RocketMQ's rule).
+func (m *TopicManager) CreateOnSend(topic, template string, queueNums int32, sysFlag int32) (protocol.TopicConfig, error) {
+	if tc, ok := m.Get(topic); ok {
+		return tc, nil
+	}
+	if !m.opts.AutoCreateTopic {
+		return protocol.TopicConfig{}, fmt.Errorf("%w: %s (auto-create is off)", ErrTopicNotExist, topic)
+	}
+	tmpl, ok := m.Get(template)
+	if !ok {
+		return protocol.TopicConfig{}, fmt.Errorf("%w: %s (template topic %q does not exist)", ErrTopicNotExist, topic, template)
+	}
+	if tmpl.Perm&PermInherit == 0 {
+		return protocol.TopicConfig{}, fmt.Errorf("%w: %s (template topic %q does not allow inheritance)", ErrTopicNotExist, topic, template)
+	}
+	if queueNums <= 0 || queueNums > tmpl.WriteQueueNums {
+		queueNums = min(m.opts.DefaultQueueNums, tmpl.WriteQueueNums)
+	}
+	tc := protocol.TopicConfig{
+		TopicName: topic, ReadQueueNums: queueNums, WriteQueueNums: queueNums,
+		Perm: tmpl.Perm &^ PermInherit, TopicSysFlag: sysFlag, TopicFilterType: protocol.TopicFilterSingleTag,
+	}
+	return tc, m.createIfAbsent(tc)
+}
+
+// CreateSystemTopic returns the topic's configuration, creating it with the
+// given queue count and permission when absent (retry and DLQ topics).
+func (m *TopicManager) CreateSystemTopic(topic string, queueNums, perm int32) (protocol.TopicConfig, error) {
+	if tc, ok := m.Get(topic); ok {
+		return tc, nil
+	}
+	if err := ValidateTopicName(topic); err != nil {
+		return protocol.TopicConfig{}, err
+	}
+	tc := protocol.TopicConfig{TopicName: topic, ReadQueueNums: queueNums, WriteQueueNums: queueNums, Perm: perm, TopicFilterType: protocol.TopicFilterSingleTag}
+	return tc, m.createIfAbsent(tc)
+}
+
+func (m *TopicManager) createIfAbsent(tc protocol.TopicConfig) error {
+	m.mu.Lock()
+	if _, ok := m.topics[tc.TopicName]; ok {
+		m.mu.Unlock()
+		return nil
+	}
+	m.topics[tc.TopicName] = &tc
+	m.mu.Unlock()
+	m.version.bump(m.opts.Now())
+	m.log.Info("topic created", "topic", tc.TopicName, "queues", tc.WriteQueueNums, "perm", tc.Perm)
+	return m.persist()
+}
+
+// Names returns the topic names, sorted.
+func (m *TopicManager) Names() []string {
+	m.mu.RLock()
+	names := make([]string, 0, len(m.topics))
+	for n := range m.topics {
+		names = append(names, n)
+	}
+	m.mu.RUnlock()
+	sort.Strings(names)
+	return names
+}
+
+// Snapshot returns every topic configuration with the data version they
+// belong to: the body of GET_ALL_TOPIC_CONFIG and of the registration.
+func (m *TopicManager) Snapshot() protocol.TopicConfigSerializeWrapper {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	w := protocol.TopicConfigSerializeWrapper{DataVersion: m.version.get(), TopicConfigTable: make(map[string]*protocol.TopicConfig, len(m.topics))}
+	for n, tc := range m.topics {
+		c := *tc
+		w.TopicConfigTable[n] = &c
+	}
+	return w
+}
+
+// Replace installs a master's topic table on a slave, keeping the master's
+// data version, and persists it.
+func (m *TopicManager) Replace(w protocol.TopicConfigSerializeWrapper) error {
+	topics := make(map[string]*protocol.TopicConfig, len(w.TopicConfigTable))
+	for n, tc := range w.TopicConfigTable {
+		if tc != nil {
+			c := *tc
+			topics[n] = &c
+		}
+	}
+	m.mu.Lock()
+	m.topics = topics
+	m.mu.Unlock()
+	m.version.set(w.DataVersion)
+	return m.persist()
+}
+
+// DataVersion returns the current data version.
+func (m *TopicManager) DataVersion() protocol.DataVersion { return m.version.get() }
+
+// IsOrder reports whether the topic is configured as ordered.
+func (m *TopicManager) IsOrder(topic string) bool {
+	tc, ok := m.Get(topic)
+	return ok && tc.Order
+}
+
+func (m *TopicManager) persist() error {
+	m.persistMu.Lock()
+	defer m.persistMu.Unlock()
+	return writeConfig(m.path, m.Snapshot())
+}
+
+// IsRetryTopic reports whether topic is a consumer group's retry topic.
+func IsRetryTopic(topic string) bool { return strings.HasPrefix(topic, RetryGroupPrefix) }
+
+// IsDLQTopic reports whether topic is a consumer group's dead-letter topic.
+func IsDLQTopic(topic string) bool { return strings.HasPrefix(topic, DLQGroupPrefix) }
