@@ -1,0 +1,407 @@
+package benchmark
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smartgo/smartgo/client"
+)
+
+// Mode selects a workload.
+type Mode string
+
+const (
+	Produce Mode = "produce" // send as fast as allowed; latency = send round trip
+	Consume Mode = "consume" // consume what is there / arrives; latency = now - body stamp
+	E2E     Mode = "e2e"     // both at once; latency = end to end from the body stamp
+)
+
+// Config describes one run. Zero values take the defaults shown.
+type Config struct {
+	Mode       Mode
+	Registries []string
+	Topic      string // default "BenchTopic"
+	Group      string // consumer group, default "bench_group"
+	Size       int    // body bytes, default 128 (at least 8: the time stamp)
+	// Count bounds the messages sent (produce, e2e) or received (consume);
+	// Duration bounds the time. At least one must be set; both may be.
+	Count    int64
+	Duration time.Duration
+	// Concurrency is the number of producers (goroutines sending on one
+	// shared Producer; with Async each keeps Window sends in flight).
+	Concurrency int // default 1
+	Async       bool
+	Window      int // async sends in flight per goroutine, default 64
+	Queues      int32
+	// Rate limits sends per second over all goroutines (0 = unlimited).
+	Rate   float64
+	Logger *slog.Logger
+	// Progress receives one line per second (nil: none).
+	Progress io.Writer
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Mode       Mode          `json:"mode"`
+	Size       int           `json:"size"`
+	Sent       int64         `json:"sent"`
+	Received   int64         `json:"received"`
+	Errors     int64         `json:"errors"`
+	Elapsed    time.Duration `json:"elapsed"`
+	MsgsPerSec float64       `json:"msgsPerSec"`
+	MBPerSec   float64       `json:"mbPerSec"`
+	P50        time.Duration `json:"p50"`
+	P90        time.Duration `json:"p90"`
+	P99        time.Duration `json:"p99"`
+	P999       time.Duration `json:"p999"`
+	Max        time.Duration `json:"max"`
+}
+
+// String renders the summary.
+func (r Report) String() string {
+	return fmt.Sprintf("%s: %d sent, %d received, %d errors in %v: %.0f msgs/s, %.2f MB/s; latency p50 %v p90 %v p99 %v p99.9 %v max %v",
+		r.Mode, r.Sent, r.Received, r.Errors, r.Elapsed.Round(time.Millisecond), r.MsgsPerSec, r.MBPerSec,
+		r.P50, r.P90, r.P99, r.P999, r.Max)
+}
+
+func (c *Config) fill() error {
+	if c.Topic == "" {
+		c.Topic = "BenchTopic"
+	}
+	if c.Group == "" {
+		c.Group = "bench_group"
+	}
+	if c.Size == 0 {
+		c.Size = 128
+	}
+	if c.Size < 8 {
+		return fmt.Errorf("benchmark: size %d < 8 (the body carries a time stamp)", c.Size)
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 1
+	}
+	if c.Window <= 0 {
+		c.Window = 64
+	}
+	if c.Queues <= 0 {
+		c.Queues = 8
+	}
+	if c.Count <= 0 && c.Duration <= 0 {
+		return errors.New("benchmark: set a count or a duration")
+	}
+	switch c.Mode {
+	case Produce, Consume, E2E:
+	default:
+		return fmt.Errorf("benchmark: unknown mode %q", c.Mode)
+	}
+	return nil
+}
+
+// counters are shared by the workers and the progress line.
+type counters struct {
+	sent, received, errors atomic.Int64
+}
+
+// Run runs the workload and returns its report.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	if err := cfg.fill(); err != nil {
+		return Report{}, err
+	}
+	if cfg.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
+	}
+	var cnt counters
+	var hist Histogram
+	start := time.Now()
+
+	var wg sync.WaitGroup
+	progressDone := make(chan struct{})
+	if cfg.Progress != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			progress(cfg.Progress, &cnt, start, progressDone)
+		}()
+	}
+	var err error
+	switch cfg.Mode {
+	case Produce:
+		err = produce(ctx, cfg, &cnt, &hist, true)
+	case Consume:
+		err = consume(ctx, cfg, &cnt, &hist, nil, time.Time{})
+	case E2E:
+		err = e2e(ctx, cfg, &cnt, &hist)
+	}
+	elapsed := time.Since(start)
+	close(progressDone)
+	wg.Wait()
+	n := cnt.sent.Load()
+	if cfg.Mode != Produce {
+		n = cnt.received.Load()
+	}
+	r := Report{Mode: cfg.Mode, Size: cfg.Size, Sent: cnt.sent.Load(), Received: cnt.received.Load(), Errors: cnt.errors.Load(),
+		Elapsed: elapsed, P50: hist.Percentile(50), P90: hist.Percentile(90), P99: hist.Percentile(99), P999: hist.Percentile(99.9), Max: hist.Max()}
+	if s := elapsed.Seconds(); s > 0 {
+		r.MsgsPerSec = float64(n) / s
+		r.MBPerSec = float64(n) * float64(cfg.Size) / s / 1e6
+	}
+	return r, err
+}
+
+func progress(w io.Writer, cnt *counters, start time.Time, done <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var lastSent, lastRecv int64
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-t.C:
+			s, r := cnt.sent.Load(), cnt.received.Load()
+			fmt.Fprintf(w, "%5.0fs  sent %d (%d/s)  received %d (%d/s)  errors %d\n",
+				now.Sub(start).Seconds(), s, s-lastSent, r, r-lastRecv, cnt.errors.Load())
+			lastSent, lastRecv = s, r
+		}
+	}
+}
+
+// limiter spaces sends to a rate (0 = unlimited).
+type limiter struct {
+	interval time.Duration
+	mu       sync.Mutex
+	next     time.Time
+}
+
+func newLimiter(rate float64) *limiter {
+	if rate <= 0 {
+		return &limiter{}
+	}
+	return &limiter{interval: time.Duration(float64(time.Second) / rate), next: time.Now()}
+}
+
+func (l *limiter) wait(ctx context.Context) bool {
+	if l.interval == 0 {
+		return ctx.Err() == nil
+	}
+	l.mu.Lock()
+	at := l.next
+	l.next = l.next.Add(l.interval)
+	if now := time.Now(); l.next.Before(now.Add(-time.Second)) {
+		l.next = now // do not burst after a stall
+	}
+	l.mu.Unlock()
+	if d := time.Until(at); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return ctx.Err() == nil
+}
+
+func stamp(body []byte) {
+	binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
+}
+
+func stampAge(body []byte) time.Duration {
+	if len(body) < 8 {
+		return 0
+	}
+	return time.Duration(time.Now().UnixNano() - int64(binary.BigEndian.Uint64(body)))
+}
+
+func produce(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, record bool) error {
+	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: cfg.Registries, Logger: cfg.Logger},
+		Group: "bench_producer", DefaultTopicQueueNums: cfg.Queues})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	lim := newLimiter(cfg.Rate)
+	var issued atomic.Int64
+	take := func() bool {
+		if cfg.Count > 0 && issued.Add(1) > cfg.Count {
+			return false
+		}
+		return lim.wait(ctx)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < cfg.Concurrency; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if cfg.Async {
+				produceAsync(ctx, cfg, p, take, cnt, hist, record)
+				return
+			}
+			for take() {
+				body := make([]byte, cfg.Size)
+				stamp(body)
+				t0 := time.Now()
+				if _, err := p.Send(ctx, &client.Message{Topic: cfg.Topic, Body: body}); err != nil {
+					if ctx.Err() == nil {
+						cnt.errors.Add(1)
+					}
+					continue
+				}
+				if record {
+					hist.Record(time.Since(t0))
+				}
+				cnt.sent.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func produceAsync(ctx context.Context, cfg Config, p *client.Producer, take func() bool, cnt *counters, hist *Histogram, record bool) {
+	sem := make(chan struct{}, cfg.Window)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for take() {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		body := make([]byte, cfg.Size)
+		stamp(body)
+		t0 := time.Now()
+		wg.Add(1)
+		err := p.SendAsync(ctx, &client.Message{Topic: cfg.Topic, Body: body}, func(_ *client.SendResult, err error) {
+			defer wg.Done()
+			<-sem
+			if err != nil {
+				cnt.errors.Add(1)
+				return
+			}
+			if record {
+				hist.Record(time.Since(t0))
+			}
+			cnt.sent.Add(1)
+		})
+		if err != nil {
+			wg.Done()
+			<-sem
+			cnt.errors.Add(1)
+		}
+	}
+}
+
+// consume receives until Count messages arrived or ctx ends; ready (if
+// set) is closed once the consumer holds its queues.
+// Messages stamped before since (older runs, the e2e warm-up) are not
+// counted.
+func consume(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, ready chan<- struct{}, since time.Time) error {
+	done := make(chan struct{})
+	var once sync.Once
+	h := func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+		for _, m := range msgs {
+			if len(m.Body) < 8 || (!since.IsZero() && int64(binary.BigEndian.Uint64(m.Body)) < since.UnixNano()) {
+				continue
+			}
+			hist.Record(stampAge(m.Body))
+			if n := cnt.received.Add(1); cfg.Count > 0 && n >= cfg.Count {
+				once.Do(func() { close(done) })
+			}
+		}
+		return client.ConsumeSuccess
+	}
+	var consumers []*client.PushConsumer
+	defer func() {
+		for _, c := range consumers {
+			_ = c.Close()
+		}
+	}()
+	for i := 0; i < cfg.Concurrency; i++ {
+		c, err := client.NewPushConsumer(client.ConsumerOptions{ClientOptions: client.ClientOptions{Registries: cfg.Registries, Logger: cfg.Logger,
+			InstanceName: "bench" + strconv.Itoa(i)}, Group: cfg.Group, ConsumeBatchSize: 32}, h)
+		if err != nil {
+			return err
+		}
+		consumers = append(consumers, c)
+		if err := c.Subscribe(cfg.Topic, "*"); err != nil {
+			return err
+		}
+		if err := c.Start(ctx); err != nil {
+			return err
+		}
+	}
+	// Ready once the topic's queues are held (or after a short grace).
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		n := 0
+		for _, c := range consumers {
+			for _, q := range c.Assigned() {
+				if q.Topic == cfg.Topic {
+					n++
+				}
+			}
+		}
+		if n > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ready != nil {
+		close(ready)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func e2e(ctx context.Context, cfg Config, cnt *counters, hist *Histogram) error {
+	// Make sure the topic exists before the consumer looks for it.
+	warm, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: cfg.Registries},
+		DefaultTopicQueueNums: cfg.Queues})
+	if err != nil {
+		return err
+	}
+	_, err = warm.Send(ctx, &client.Message{Topic: cfg.Topic, Body: make([]byte, cfg.Size)})
+	_ = warm.Close()
+	if err != nil {
+		return fmt.Errorf("benchmark: create topic %s: %w", cfg.Topic, err)
+	}
+	since := time.Now()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := make(chan struct{})
+	cerr := make(chan error, 1)
+	var ignored Histogram
+	go func() { cerr <- consume(cctx, cfg, cnt, hist, ready, since) }()
+	select {
+	case <-ready:
+	case err := <-cerr:
+		return err
+	}
+	if err := produce(ctx, cfg, cnt, &ignored, false); err != nil {
+		cancel()
+		<-cerr
+		return err
+	}
+	// Wait for the consumer to catch up (bounded by ctx or 30 s).
+	wait, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	for cnt.received.Load() < cnt.sent.Load() && wait.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	return <-cerr
+}

@@ -1,0 +1,523 @@
+// Package admin is SmartGo's administration client: topics, clusters,
+// broker statistics, consumer group progress, message lookup and offset
+// resets, through the registries and the brokers.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// Options configure an Admin.
+type Options struct {
+	// Registries are the registry addresses, tried in turn (required).
+	Registries []string
+	// RequestTimeout bounds each request when the context has no earlier
+	// deadline. Default 3 s.
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// Validate reports the first invalid setting.
+func (o *Options) Validate() error {
+	if len(o.Registries) == 0 {
+		return fmt.Errorf("%w: no registry address", client.ErrBadOptions)
+	}
+	if o.RequestTimeout < 0 {
+		return fmt.Errorf("%w: negative RequestTimeout", client.ErrBadOptions)
+	}
+	return nil
+}
+
+// Admin is an administration client. It is safe for concurrent use.
+type Admin struct {
+	opts    Options
+	rc      *remoting.Client
+	regNext atomic.Uint32
+}
+
+// New returns an admin client.
+func New(opts Options) (*Admin, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = 3 * time.Second
+	}
+	rc, err := remoting.NewClient(remoting.ClientOptions{Logger: opts.Logger,
+		ConnOptions: remoting.ConnOptions{RequestTimeout: opts.RequestTimeout}})
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	return &Admin{opts: opts, rc: rc}, nil
+}
+
+// Close closes the connections.
+func (a *Admin) Close() error { return a.rc.Close() }
+
+func (a *Admin) invoke(ctx context.Context, op, addr string, req *protocol.Command) (*protocol.Command, error) {
+	cctx, cancel := context.WithTimeout(ctx, a.opts.RequestTimeout)
+	defer cancel()
+	resp, err := a.rc.Invoke(cctx, addr, req)
+	if err != nil {
+		switch {
+		case errors.Is(err, remoting.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+			return nil, fmt.Errorf("%w: admin: %s to %s: %w", client.ErrTimeout, op, addr, err)
+		case errors.Is(err, context.Canceled):
+			return nil, fmt.Errorf("admin: %s to %s: %w", op, addr, err)
+		}
+		return nil, fmt.Errorf("%w: admin: %s to %s: %w", client.ErrBrokerUnavailable, op, addr, err)
+	}
+	return resp, nil
+}
+
+func (a *Admin) invokeOK(ctx context.Context, op, addr string, req *protocol.Command) (*protocol.Command, error) {
+	resp, err := a.invoke(ctx, op, addr, req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != protocol.Success {
+		return nil, &client.BrokerError{Addr: addr, Op: op, Code: resp.Code, Remark: resp.Remark}
+	}
+	return resp, nil
+}
+
+// registry sends a request to the registries in turn until one answers.
+func (a *Admin) registry(ctx context.Context, op string, newReq func() *protocol.Command) (*protocol.Command, error) {
+	regs := a.opts.Registries
+	start := int(a.regNext.Load())
+	var errs []error
+	for i := range regs {
+		idx := (start + i) % len(regs)
+		resp, err := a.invoke(ctx, op, regs[idx], newReq())
+		if err == nil {
+			a.regNext.Store(uint32(idx))
+			if resp.Code == protocol.TopicNotExist {
+				return nil, fmt.Errorf("%w: %s", client.ErrTopicNotExist, resp.Remark)
+			}
+			if resp.Code != protocol.Success {
+				return nil, &client.BrokerError{Addr: regs[idx], Op: op, Code: resp.Code, Remark: resp.Remark}
+			}
+			return resp, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%w: %s: %w", client.ErrRegistryUnavailable, op, errors.Join(errs...))
+}
+
+// ClusterInfo returns the brokers of every cluster.
+func (a *Admin) ClusterInfo(ctx context.Context) (*protocol.ClusterInfo, error) {
+	resp, err := a.registry(ctx, "cluster info", func() *protocol.Command {
+		return protocol.NewRequest(protocol.GetBrokerClusterInfo, nil, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var ci protocol.ClusterInfo
+	if err := protocol.DecodeJSON(resp.Body, &ci); err != nil {
+		return nil, fmt.Errorf("admin: cluster info: %w", err)
+	}
+	return &ci, nil
+}
+
+// ListTopics returns every topic the registries know, sorted.
+func (a *Admin) ListTopics(ctx context.Context) ([]string, error) {
+	resp, err := a.registry(ctx, "topic list", func() *protocol.Command {
+		return protocol.NewRequest(protocol.GetAllTopicListFromNameserver, nil, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var tl protocol.TopicList
+	if err := protocol.DecodeJSON(resp.Body, &tl); err != nil {
+		return nil, fmt.Errorf("admin: topic list: %w", err)
+	}
+	sort.Strings(tl.TopicList)
+	return tl.TopicList, nil
+}
+
+// TopicRoute returns a topic's route.
+func (a *Admin) TopicRoute(ctx context.Context, topic string) (*protocol.TopicRouteData, error) {
+	resp, err := a.registry(ctx, "route", func() *protocol.Command {
+		return protocol.NewRequest(protocol.GetRouteInfoByTopic, &protocol.GetRouteInfoRequestHeader{Topic: topic, AcceptStandardJSONOnly: true}, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var rd protocol.TopicRouteData
+	if err := protocol.DecodeJSON(resp.Body, &rd); err != nil {
+		return nil, fmt.Errorf("admin: route: %w", err)
+	}
+	return &rd, nil
+}
+
+// Broker is one master broker.
+type Broker struct {
+	Cluster string `json:"cluster"`
+	Name    string `json:"name"`
+	Addr    string `json:"addr"`
+}
+
+// Masters returns the master brokers of a cluster ("" = every cluster).
+func (a *Admin) Masters(ctx context.Context, cluster string) ([]Broker, error) {
+	ci, err := a.ClusterInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Broker
+	for cl, names := range ci.ClusterAddrTable {
+		if cluster != "" && cl != cluster {
+			continue
+		}
+		for _, n := range names {
+			if bd := ci.BrokerAddrTable[n]; bd != nil && bd.MasterAddr() != "" {
+				out = append(out, Broker{Cluster: cl, Name: n, Addr: bd.MasterAddr()})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no master broker in cluster %q", client.ErrNoRoute, cluster)
+	}
+	return out, nil
+}
+
+// TopicConfig is what CreateTopic sets.
+type TopicConfig struct {
+	Name        string
+	ReadQueues  int32 // default 8
+	WriteQueues int32 // default 8
+	Perm        int32 // default 6 (read + write)
+	Order       bool
+}
+
+// CreateTopic creates or updates a topic on every master of cluster (""
+// = all); the brokers then register it with the registries.
+func (a *Admin) CreateTopic(ctx context.Context, cluster string, tc TopicConfig) error {
+	if tc.Name == "" {
+		return fmt.Errorf("%w: empty topic name", client.ErrBadOptions)
+	}
+	if tc.ReadQueues == 0 {
+		tc.ReadQueues = 8
+	}
+	if tc.WriteQueues == 0 {
+		tc.WriteQueues = 8
+	}
+	if tc.Perm == 0 {
+		tc.Perm = protocol.PermRead | protocol.PermWrite
+	}
+	masters, err := a.Masters(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range masters {
+		h := &protocol.CreateTopicRequestHeader{Topic: tc.Name, DefaultTopic: protocol.DefaultTopic, ReadQueueNums: tc.ReadQueues,
+			WriteQueueNums: tc.WriteQueues, Perm: tc.Perm, TopicFilterType: protocol.TopicFilterSingleTag, Order: tc.Order}
+		if _, err := a.invokeOK(ctx, "create topic", m.Addr, protocol.NewRequest(protocol.UpdateAndCreateTopic, h, nil)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DeleteTopic deletes a topic from every master of cluster and from every
+// registry.
+func (a *Admin) DeleteTopic(ctx context.Context, cluster, topic string) error {
+	masters, err := a.Masters(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range masters {
+		if _, err := a.invokeOK(ctx, "delete topic", m.Addr, protocol.NewRequest(protocol.DeleteTopicInBroker,
+			&protocol.DeleteTopicRequestHeader{Topic: topic}, nil)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, r := range a.opts.Registries {
+		if _, err := a.invokeOK(ctx, "delete topic in registry", r, protocol.NewRequest(protocol.DeleteTopicInNamesrv,
+			&protocol.DeleteTopicInNamesrvRequestHeader{Topic: topic, ClusterName: cluster}, nil)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// QueueStat is one queue's offsets.
+type QueueStat struct {
+	Queue          client.MessageQueue `json:"queue"`
+	MinOffset      int64               `json:"minOffset"`
+	MaxOffset      int64               `json:"maxOffset"`
+	LastUpdateTime int64               `json:"lastUpdateTimestamp"`
+}
+
+// TopicStats returns every queue's offsets on every broker of the topic.
+func (a *Admin) TopicStats(ctx context.Context, topic string) ([]QueueStat, error) {
+	rd, err := a.TopicRoute(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	var out []QueueStat
+	for _, bd := range rd.BrokerDatas {
+		addr := bd.MasterAddr()
+		if addr == "" {
+			continue
+		}
+		resp, err := a.invokeOK(ctx, "topic stats", addr, protocol.NewRequest(protocol.GetTopicStatsInfo, &protocol.TopicHeader{Topic: topic}, nil))
+		if err != nil {
+			return nil, err
+		}
+		var ts protocol.TopicStatsTable
+		if err := protocol.DecodeJSON(resp.Body, &ts); err != nil {
+			return nil, fmt.Errorf("admin: topic stats: %w", err)
+		}
+		for _, e := range ts.OffsetTable {
+			out = append(out, QueueStat{Queue: e.Queue, MinOffset: e.Value.MinOffset, MaxOffset: e.Value.MaxOffset, LastUpdateTime: e.Value.LastUpdateTimestamp})
+		}
+	}
+	return out, nil
+}
+
+// BrokerRuntimeInfo returns a broker's runtime statistics table.
+func (a *Admin) BrokerRuntimeInfo(ctx context.Context, addr string) (map[string]string, error) {
+	resp, err := a.invokeOK(ctx, "runtime info", addr, protocol.NewRequest(protocol.GetBrokerRuntimeInfo, nil, nil))
+	if err != nil {
+		return nil, err
+	}
+	var kv protocol.KVTable
+	if err := protocol.DecodeJSON(resp.Body, &kv); err != nil {
+		return nil, fmt.Errorf("admin: runtime info: %w", err)
+	}
+	return kv.Table, nil
+}
+
+// QueueProgress is a group's progress on one queue.
+type QueueProgress struct {
+	Queue          client.MessageQueue `json:"queue"`
+	BrokerOffset   int64               `json:"brokerOffset"`
+	ConsumerOffset int64               `json:"consumerOffset"`
+	Lag            int64               `json:"lag"`
+	LastTimestamp  int64               `json:"lastTimestamp"`
+}
+
+// GroupProgress returns a consumer group's committed offset and lag per
+// queue (GET_CONSUME_STATS on every master), for one topic or all ("").
+func (a *Admin) GroupProgress(ctx context.Context, group, topic string) ([]QueueProgress, error) {
+	masters, err := a.Masters(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []QueueProgress
+	for _, m := range masters {
+		resp, err := a.invokeOK(ctx, "consume stats", m.Addr, protocol.NewRequest(protocol.GetConsumeStats,
+			&protocol.GetConsumeStatsRequestHeader{ConsumerGroup: group, Topic: topic}, nil))
+		if err != nil {
+			var be *client.BrokerError
+			if errors.As(err, &be) && be.Code == protocol.TopicNotExist {
+				continue
+			}
+			return nil, err
+		}
+		var cs protocol.ConsumeStats
+		if err := protocol.DecodeJSON(resp.Body, &cs); err != nil {
+			return nil, fmt.Errorf("admin: consume stats: %w", err)
+		}
+		for _, e := range cs.OffsetTable {
+			out = append(out, QueueProgress{Queue: e.Queue, BrokerOffset: e.Value.BrokerOffset, ConsumerOffset: e.Value.ConsumerOffset,
+				Lag: max(e.Value.BrokerOffset-e.Value.ConsumerOffset, 0), LastTimestamp: e.Value.LastTimestamp})
+		}
+	}
+	return out, nil
+}
+
+// MessageByID returns the message with an offset message id (as a send
+// result's OffsetMsgID), read from the broker the id names.
+func (a *Admin) MessageByID(ctx context.Context, offsetMsgID string) (*client.MessageExt, error) {
+	host, off, err := record.ParseOffsetMessageID(offsetMsgID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", client.ErrBadMessage, err)
+	}
+	addr := host.String()
+	resp, err := a.invokeOK(ctx, "view message", addr, protocol.NewRequest(protocol.ViewMessageByID, &protocol.ViewMessageRequestHeader{Offset: off}, nil))
+	if err != nil {
+		var be *client.BrokerError
+		if errors.As(err, &be) {
+			return nil, fmt.Errorf("%w: message %s: %w", client.ErrNotFound, offsetMsgID, err)
+		}
+		return nil, err
+	}
+	msgs, err := client.DecodeMessages(resp.Body, a.brokerNameOf(ctx, addr))
+	if err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("%w: message %s", client.ErrNotFound, offsetMsgID)
+	}
+	return msgs[0], nil
+}
+
+func (a *Admin) brokerNameOf(ctx context.Context, addr string) string {
+	ci, err := a.ClusterInfo(ctx)
+	if err != nil {
+		return ""
+	}
+	for name, bd := range ci.BrokerAddrTable {
+		for _, ad := range bd.BrokerAddrs {
+			if ad == addr {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// MessagesByKey queries every broker of the topic for messages whose KEYS
+// (or, with unique, UNIQ_KEY) contain key, stored between begin and end.
+func (a *Admin) MessagesByKey(ctx context.Context, topic, key string, maxNum int, begin, end time.Time, unique bool) ([]*client.MessageExt, error) {
+	rd, err := a.TopicRoute(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if end.IsZero() {
+		end = time.Now().Add(time.Minute)
+	}
+	if maxNum <= 0 {
+		maxNum = 64
+	}
+	var out []*client.MessageExt
+	for _, bd := range rd.BrokerDatas {
+		addr := bd.MasterAddr()
+		if addr == "" {
+			continue
+		}
+		h := &protocol.QueryMessageRequestHeader{Topic: topic, Key: key, MaxNum: int32(maxNum), BeginTimestamp: begin.UnixMilli(),
+			EndTimestamp: end.UnixMilli(), UniqueKeyQuery: unique}
+		resp, err := a.invoke(ctx, "query message", addr, protocol.NewRequest(protocol.QueryMessage, h, nil))
+		if err != nil {
+			return nil, err
+		}
+		if resp.Code == protocol.QueryNotFound {
+			continue
+		}
+		if resp.Code != protocol.Success {
+			return nil, &client.BrokerError{Addr: addr, Op: "query message", Code: resp.Code, Remark: resp.Remark}
+		}
+		msgs, err := client.DecodeMessages(resp.Body, bd.BrokerName)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			if m.Topic != topic {
+				continue
+			}
+			if unique && m.MsgID != key {
+				continue
+			}
+			if !unique && !contains(m.Keys, key) {
+				continue
+			}
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].StoreTimestamp < out[j].StoreTimestamp })
+	return out, nil
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// OffsetReset is one queue's reset.
+type OffsetReset struct {
+	Queue     client.MessageQueue `json:"queue"`
+	OldOffset int64               `json:"oldOffset"`
+	NewOffset int64               `json:"newOffset"`
+}
+
+// ResetOffset moves a group's committed offset on every queue of topic to
+// the first message stored at or after ts (SEARCH_OFFSET_BY_TIMESTAMP, then
+// UPDATE_CONSUMER_OFFSET per queue). It is done client-side (the broker has
+// no INVOKE_BROKER_TO_RESET_OFFSET yet): running consumers of the group
+// keep their in-memory offsets and may commit over the reset, so stop them
+// first.
+func (a *Admin) ResetOffset(ctx context.Context, group, topic string, ts time.Time) ([]OffsetReset, error) {
+	rd, err := a.TopicRoute(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	var out []OffsetReset
+	for _, qd := range rd.QueueDatas {
+		addr := ""
+		for _, bd := range rd.BrokerDatas {
+			if bd.BrokerName == qd.BrokerName {
+				addr = bd.MasterAddr()
+			}
+		}
+		if addr == "" {
+			continue
+		}
+		for q := int32(0); q < qd.ReadQueueNums; q++ {
+			mq := client.MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: q}
+			resp, err := a.invokeOK(ctx, "search offset", addr, protocol.NewRequest(protocol.SearchOffsetByTimestamp,
+				&protocol.SearchOffsetRequestHeader{Topic: topic, QueueID: q, Timestamp: ts.UnixMilli()}, nil))
+			if err != nil {
+				return out, err
+			}
+			var oh protocol.OffsetResponseHeader
+			if err := resp.DecodeHeader(&oh); err != nil {
+				return out, fmt.Errorf("admin: search offset: %w", err)
+			}
+			old := int64(-1)
+			if r, err := a.invoke(ctx, "query offset", addr, protocol.NewRequest(protocol.QueryConsumerOffset,
+				&protocol.QueryConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: topic, QueueID: q}, nil)); err == nil && r.Code == protocol.Success {
+				var h protocol.OffsetResponseHeader
+				if r.DecodeHeader(&h) == nil {
+					old = h.Offset
+				}
+			}
+			if _, err := a.invokeOK(ctx, "update offset", addr, protocol.NewRequest(protocol.UpdateConsumerOffset,
+				&protocol.UpdateConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: topic, QueueID: q, CommitOffset: oh.Offset}, nil)); err != nil {
+				return out, err
+			}
+			out = append(out, OffsetReset{Queue: mq, OldOffset: old, NewOffset: oh.Offset})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Queue.BrokerName != out[j].Queue.BrokerName {
+			return out[i].Queue.BrokerName < out[j].Queue.BrokerName
+		}
+		return out[i].Queue.QueueID < out[j].Queue.QueueID
+	})
+	return out, nil
+}
+
+// ParseRegistries splits a comma-separated registry list.
+func ParseRegistries(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,479 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// Producer sends messages. It is safe for concurrent use.
+type Producer struct {
+	opts  ProducerOptions
+	core  *core
+	ids   *record.UniqueIDGenerator
+	fault *faultTracker
+	rr    atomic.Uint32
+
+	inflight  sync.WaitGroup // async sends whose callback has not run
+	amu       sync.Mutex     // orders inflight.Add against Close
+	closing   bool           // protected by amu
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewProducer validates opts and returns a producer. It starts the route
+// refresh (30 s) and heartbeat (30 s) tasks; routes are fetched on the first
+// send to a topic.
+func NewProducer(opts ProducerOptions) (*Producer, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts.fill()
+	c, err := newCore(opts.ClientOptions)
+	if err != nil {
+		return nil, err
+	}
+	ip, _ := netip.ParseAddr(localIP())
+	p := &Producer{opts: opts, core: c, ids: record.NewUniqueIDGenerator(ip, os.Getpid()), fault: newFaultTracker()}
+	c.every(opts.RouteRefresh, nil, c.refreshRoutes)
+	c.every(opts.HeartbeatInterval, nil, func() { _ = p.heartbeat(c.ctx) })
+	return p, nil
+}
+
+// ClientID returns the producer's client id.
+func (p *Producer) ClientID() string { return p.core.clientID }
+
+func (p *Producer) heartbeat(ctx context.Context) error {
+	hb := &protocol.HeartbeatData{ClientID: p.core.clientID, ProducerDataSet: []*protocol.ProducerData{{GroupName: p.opts.Group}}}
+	return p.core.sendHeartbeat(ctx, hb, true)
+}
+
+// Close waits for pending async sends, unregisters from the brokers and
+// closes the connections. It is idempotent.
+func (p *Producer) Close() error {
+	p.closeOnce.Do(func() {
+		p.amu.Lock()
+		p.closing = true
+		p.amu.Unlock()
+		p.inflight.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		p.core.unregister(ctx, p.opts.Group, "")
+		cancel()
+		p.core.closed.Store(true)
+		p.closeErr = p.core.close()
+	})
+	return p.closeErr
+}
+
+// publishRoute returns the route to send topic's messages on, falling back
+// to the TBW102 template (the broker then auto-creates the topic).
+func (p *Producer) publishRoute(ctx context.Context, topic string) (*topicRoute, error) {
+	tr, err := p.core.route(ctx, topic)
+	if err == nil && len(tr.publish) > 0 {
+		return tr, nil
+	}
+	if err != nil && !errors.Is(err, ErrTopicNotExist) {
+		return nil, err
+	}
+	tmpl, terr := p.core.fetchRoute(ctx, protocol.DefaultTopic)
+	if terr != nil {
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %s", ErrNoRoute, topic)
+	}
+	auto := buildRoute(topic, tmpl, p.opts.DefaultTopicQueueNums)
+	auto.autoCreate = true
+	if len(auto.publish) == 0 {
+		return nil, fmt.Errorf("%w: %s (no writable queue, no auto-create template)", ErrNoRoute, topic)
+	}
+	p.core.storeRoute(protocol.DefaultTopic, buildRoute(protocol.DefaultTopic, tmpl, 0))
+	// Not cached under topic: the next send asks again, and the periodic
+	// refresh picks the real route up once the broker registered it.
+	return auto, nil
+}
+
+// selectQueue picks the next queue round-robin, avoiding the broker that
+// failed last and, with fault tolerance, brokers that are isolated.
+func (p *Producer) selectQueue(qs []MessageQueue, lastBroker string) MessageQueue {
+	n := len(qs)
+	start := int(p.rr.Add(1))
+	if !p.opts.DisableFaultTolerance {
+		for i := 0; i < n; i++ {
+			q := qs[(start+i)%n]
+			if q.BrokerName != lastBroker && p.fault.available(q.BrokerName) {
+				return q
+			}
+		}
+	}
+	if lastBroker != "" {
+		for i := 0; i < n; i++ {
+			if q := qs[(start+i)%n]; q.BrokerName != lastBroker {
+				return q
+			}
+		}
+	}
+	return qs[start%n]
+}
+
+// prepared is a message encoded for the wire.
+type prepared struct {
+	header *protocol.SendMessageRequestHeader
+	body   []byte
+	uniq   string
+	code   int32
+}
+
+func (p *Producer) prepare(m *Message) (*prepared, error) {
+	if m == nil || m.Topic == "" {
+		return nil, fmt.Errorf("%w: empty topic", ErrBadMessage)
+	}
+	if len(m.Topic) > record.MaxTopicLen {
+		return nil, fmt.Errorf("%w: topic longer than %d", ErrBadMessage, record.MaxTopicLen)
+	}
+	if len(m.Body) == 0 {
+		return nil, fmt.Errorf("%w: empty body", ErrBadMessage)
+	}
+	if len(m.Body) > p.opts.MaxMessageSize {
+		return nil, fmt.Errorf("%w: body of %d bytes exceeds %d", ErrBadMessage, len(m.Body), p.opts.MaxMessageSize)
+	}
+	uniq := p.ids.Next()
+	props, err := m.properties(uniq, true)
+	if err != nil {
+		return nil, err
+	}
+	body, sysFlag := m.Body, int32(0)
+	if p.opts.CompressThreshold > 0 && len(body) > p.opts.CompressThreshold {
+		cb, flags, err := record.CompressBody(nil, body, record.CompressionAlgoZlib, p.opts.CompressLevel)
+		if err == nil {
+			body, sysFlag = cb, flags
+		}
+	}
+	h := &protocol.SendMessageRequestHeader{
+		ProducerGroup: p.opts.Group, Topic: m.Topic, DefaultTopic: protocol.DefaultTopic,
+		DefaultTopicQueueNums: p.opts.DefaultTopicQueueNums, SysFlag: sysFlag,
+		BornTimestamp: time.Now().UnixMilli(), Flag: m.Flag, Properties: props,
+	}
+	return &prepared{header: h, body: body, uniq: uniq, code: protocol.SendMessageV2}, nil
+}
+
+func (p *Producer) request(pm *prepared, mq MessageQueue) *protocol.Command {
+	h := *pm.header
+	h.QueueID = mq.QueueID
+	h.BrokerName = mq.BrokerName
+	return protocol.NewRequest(pm.code, h.V2(), pm.body)
+}
+
+// Send sends m synchronously: it returns once the broker stored it, or an
+// error after trying up to 1+Retries brokers.
+func (p *Producer) Send(ctx context.Context, m *Message) (*SendResult, error) {
+	pm, err := p.prepare(m)
+	if err != nil {
+		return nil, err
+	}
+	return p.sendPrepared(ctx, pm, m.Topic, nil)
+}
+
+// SendOrderly sends m to the queue chosen by selector for key (by default
+// hash(key) mod queue count), so that messages with one key keep their
+// order. It is not retried on another queue.
+func (p *Producer) SendOrderly(ctx context.Context, m *Message, key string, selector QueueSelector) (*SendResult, error) {
+	pm, err := p.prepare(m)
+	if err != nil {
+		return nil, err
+	}
+	if selector == nil {
+		selector = HashSelector
+	}
+	return p.sendPrepared(ctx, pm, m.Topic, func(qs []MessageQueue) MessageQueue { return selector(qs, key) })
+}
+
+// QueueSelector chooses a queue for a key among a topic's writable queues.
+type QueueSelector func(queues []MessageQueue, key string) MessageQueue
+
+// HashSelector picks queues[fnv32a(key) % len(queues)].
+func HashSelector(queues []MessageQueue, key string) MessageQueue {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return queues[int(h.Sum32()%uint32(len(queues)))]
+}
+
+func (p *Producer) sendPrepared(ctx context.Context, pm *prepared, topic string, pick func([]MessageQueue) MessageQueue) (*SendResult, error) {
+	if p.core.closed.Load() {
+		return nil, ErrClosed
+	}
+	attempts := 1 + p.opts.Retries
+	if pick != nil {
+		attempts = 1
+	}
+	var last error
+	lastBroker := ""
+	for i := 0; i < attempts; i++ {
+		tr, err := p.publishRoute(ctx, topic)
+		if err != nil {
+			if last != nil {
+				return nil, errors.Join(last, err)
+			}
+			return nil, err
+		}
+		var mq MessageQueue
+		if pick != nil {
+			mq = pick(tr.publish)
+		} else {
+			mq = p.selectQueue(tr.publish, lastBroker)
+		}
+		res, err := p.sendOnce(ctx, pm, mq)
+		if err == nil {
+			return res, nil
+		}
+		last = err
+		lastBroker = mq.BrokerName
+		if !retryableErr(err) || ctx.Err() != nil {
+			break
+		}
+		p.core.log.Debug("send failed, retrying on another broker", "topic", topic, "broker", mq.BrokerName, "err", err)
+	}
+	return nil, last
+}
+
+// sendOnce sends to one queue and records the broker's latency.
+func (p *Producer) sendOnce(ctx context.Context, pm *prepared, mq MessageQueue) (*SendResult, error) {
+	addr := p.core.masterAddr(mq.BrokerName)
+	if addr == "" {
+		return nil, fmt.Errorf("%w: no master address for %s", ErrBrokerUnavailable, mq.BrokerName)
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.opts.SendTimeout)
+	defer cancel()
+	start := time.Now()
+	resp, err := p.core.invoke(cctx, "send", addr, p.request(pm, mq))
+	p.fault.update(mq.BrokerName, time.Since(start), err != nil)
+	if err != nil {
+		return nil, err
+	}
+	return p.result(addr, pm, mq, resp)
+}
+
+func (p *Producer) result(addr string, pm *prepared, mq MessageQueue, resp *protocol.Command) (*SendResult, error) {
+	status := SendOK
+	switch resp.Code {
+	case protocol.Success:
+	case protocol.FlushDiskTimeout:
+		status = SendFlushDiskTimeout
+	case protocol.FlushSlaveTimeout:
+		status = SendFlushSlaveTimeout
+	case protocol.SlaveNotAvailable:
+		status = SendSlaveNotAvailable
+	default:
+		return nil, newBrokerError("send", addr, resp)
+	}
+	var h protocol.SendMessageResponseHeader
+	if err := resp.DecodeHeader(&h); err != nil {
+		return nil, fmt.Errorf("client: send response from %s: %w", addr, err)
+	}
+	mq.QueueID = h.QueueID
+	return &SendResult{Status: status, MsgID: pm.uniq, OffsetMsgID: h.MsgID, Queue: mq, QueueOffset: h.QueueOffset}, nil
+}
+
+// SendAsync sends m in the background; cb runs once with the result, on a
+// goroutine of the producer (retries on other brokers happen before it).
+// The returned error reports a message that cannot be sent at all.
+func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendResult, error)) error {
+	pm, err := p.prepare(m)
+	if err != nil {
+		return err
+	}
+	if p.core.closed.Load() {
+		return ErrClosed
+	}
+	tr, err := p.publishRoute(ctx, m.Topic)
+	if err != nil {
+		return err
+	}
+	p.amu.Lock()
+	if p.closing {
+		p.amu.Unlock()
+		return ErrClosed
+	}
+	p.inflight.Add(1)
+	p.amu.Unlock()
+	p.sendAsyncAttempt(ctx, pm, tr, "", 1+p.opts.Retries, func(r *SendResult, err error) {
+		defer p.inflight.Done()
+		cb(r, err)
+	})
+	return nil
+}
+
+// AsyncResult is what SendAsyncChan delivers.
+type AsyncResult struct {
+	Result *SendResult
+	Err    error
+}
+
+// SendAsyncChan is SendAsync delivering the outcome on a channel (buffered,
+// so nobody has to read it).
+func (p *Producer) SendAsyncChan(ctx context.Context, m *Message) <-chan AsyncResult {
+	ch := make(chan AsyncResult, 1)
+	if err := p.SendAsync(ctx, m, func(r *SendResult, err error) { ch <- AsyncResult{r, err} }); err != nil {
+		ch <- AsyncResult{nil, err}
+	}
+	return ch
+}
+
+func (p *Producer) sendAsyncAttempt(ctx context.Context, pm *prepared, tr *topicRoute, lastBroker string, left int, cb func(*SendResult, error)) {
+	mq := p.selectQueue(tr.publish, lastBroker)
+	addr := p.core.masterAddr(mq.BrokerName)
+	retry := func(err error) {
+		if left > 1 && retryableErr(err) && ctx.Err() == nil {
+			p.sendAsyncAttempt(ctx, pm, tr, mq.BrokerName, left-1, cb)
+			return
+		}
+		cb(nil, err)
+	}
+	if addr == "" {
+		retry(fmt.Errorf("%w: no master address for %s", ErrBrokerUnavailable, mq.BrokerName))
+		return
+	}
+	start := time.Now()
+	timeout := p.opts.SendTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	err := p.core.rc.InvokeAsync(ctx, addr, p.request(pm, mq), timeout, func(resp *protocol.Command, err error) {
+		p.fault.update(mq.BrokerName, time.Since(start), err != nil)
+		if err != nil {
+			retry(wrapCallErr("send", addr, err))
+			return
+		}
+		res, err := p.result(addr, pm, mq, resp)
+		if err != nil {
+			retry(err)
+			return
+		}
+		cb(res, nil)
+	})
+	if err != nil {
+		p.fault.update(mq.BrokerName, time.Since(start), true)
+		retry(wrapCallErr("send", addr, err))
+	}
+}
+
+// SendOneway sends m without waiting for the broker (no result, no retry).
+func (p *Producer) SendOneway(ctx context.Context, m *Message) error {
+	pm, err := p.prepare(m)
+	if err != nil {
+		return err
+	}
+	if p.core.closed.Load() {
+		return ErrClosed
+	}
+	tr, err := p.publishRoute(ctx, m.Topic)
+	if err != nil {
+		return err
+	}
+	mq := p.selectQueue(tr.publish, "")
+	addr := p.core.masterAddr(mq.BrokerName)
+	if addr == "" {
+		return fmt.Errorf("%w: no master address for %s", ErrBrokerUnavailable, mq.BrokerName)
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.opts.SendTimeout)
+	defer cancel()
+	if err := p.core.rc.InvokeOneway(cctx, addr, p.request(pm, mq)); err != nil {
+		return wrapCallErr("send oneway", addr, err)
+	}
+	return nil
+}
+
+// SendBatch sends messages of one topic in one request; they are stored
+// in one queue with consecutive offsets. Batches carry no delay level and
+// are not compressed.
+func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) (*SendResult, error) {
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("%w: empty batch", ErrBadMessage)
+	}
+	topic := msgs[0].Topic
+	var body []byte
+	uniqs := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		if m == nil || m.Topic != topic {
+			return nil, fmt.Errorf("%w: a batch must have one topic", ErrBadMessage)
+		}
+		if m.DelayLevel > 0 {
+			return nil, fmt.Errorf("%w: batch messages cannot have a delay level", ErrBadMessage)
+		}
+		if strings.HasPrefix(topic, "%RETRY%") {
+			return nil, fmt.Errorf("%w: batch to a retry topic", ErrBadMessage)
+		}
+		if len(m.Body) == 0 {
+			return nil, fmt.Errorf("%w: empty body", ErrBadMessage)
+		}
+		uniq := p.ids.Next()
+		props, err := m.properties(uniq, true)
+		if err != nil {
+			return nil, err
+		}
+		body = record.AppendBatchItem(body, m.Flag, m.Body, props)
+		uniqs = append(uniqs, uniq)
+	}
+	if len(body) > p.opts.MaxMessageSize {
+		return nil, fmt.Errorf("%w: batch of %d bytes exceeds %d", ErrBadMessage, len(body), p.opts.MaxMessageSize)
+	}
+	h := &protocol.SendMessageRequestHeader{
+		ProducerGroup: p.opts.Group, Topic: topic, DefaultTopic: protocol.DefaultTopic,
+		DefaultTopicQueueNums: p.opts.DefaultTopicQueueNums, BornTimestamp: time.Now().UnixMilli(), Batch: true,
+	}
+	pm := &prepared{header: h, body: body, uniq: strings.Join(uniqs, ","), code: protocol.SendBatchMessage}
+	return p.sendPrepared(ctx, pm, topic, nil)
+}
+
+// faultTracker is the latency fault strategy: a broker whose last call
+// failed or was slow is avoided for a while (RocketMQ's table: latency
+// >= 550 ms -> 30 s, 1 s -> 60 s, 2 s -> 120 s, 3 s -> 180 s, 15 s -> 600 s;
+// a failure counts as 30 s).
+type faultTracker struct {
+	mu    sync.Mutex
+	until map[string]time.Time // protected by mu
+}
+
+func newFaultTracker() *faultTracker { return &faultTracker{until: map[string]time.Time{}} }
+
+var (
+	faultLatency  = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 550 * time.Millisecond, time.Second, 2 * time.Second, 3 * time.Second, 15 * time.Second}
+	faultIsolated = []time.Duration{0, 0, 30 * time.Second, 60 * time.Second, 120 * time.Second, 180 * time.Second, 600 * time.Second}
+)
+
+func (f *faultTracker) update(broker string, latency time.Duration, failed bool) {
+	if failed {
+		latency = 30 * time.Second
+	}
+	var d time.Duration
+	for i := len(faultLatency) - 1; i >= 0; i-- {
+		if latency >= faultLatency[i] {
+			d = faultIsolated[i]
+			break
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d == 0 {
+		delete(f.until, broker)
+		return
+	}
+	f.until[broker] = time.Now().Add(d)
+}
+
+func (f *faultTracker) available(broker string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u, ok := f.until[broker]
+	return !ok || time.Now().After(u)
+}

@@ -1,0 +1,246 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// PullConsumer lets the application poll messages itself, from queues it
+// assigns explicitly or that the group's rebalancing gives it (Subscribe).
+// Background goroutines long-poll each queue into a bounded buffer; Poll
+// takes from it. Offsets advance as Poll returns messages and reach the
+// brokers on Commit (and every PersistInterval with AutoCommit).
+type PullConsumer struct {
+	base       *consumerBase
+	autoCommit bool
+	buf        chan consumeRequest
+
+	mu        sync.Mutex
+	started   bool                           // protected by mu
+	assign    bool                           // protected by mu; Assign mode
+	fixed     map[MessageQueue]*subscription // protected by mu; assigned queues
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// PullConsumerOptions configure a PullConsumer.
+type PullConsumerOptions struct {
+	ConsumerOptions
+	// AutoCommit commits the offsets of polled messages every
+	// PersistInterval and at Close.
+	AutoCommit bool
+}
+
+// NewPullConsumer validates opts and returns a pull consumer. Assign or
+// Subscribe, then Start.
+func NewPullConsumer(opts PullConsumerOptions) (*PullConsumer, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts.fill()
+	b, err := newConsumerBase(opts.ConsumerOptions, protocol.ConsumeActively)
+	if err != nil {
+		return nil, err
+	}
+	c := &PullConsumer{base: b, autoCommit: opts.AutoCommit, buf: make(chan consumeRequest, 64), fixed: map[MessageQueue]*subscription{}}
+	b.deliver = func(pq *processQueue, msgs []*MessageExt) {
+		select {
+		case c.buf <- consumeRequest{pq: pq, msgs: msgs}:
+		case <-pq.ctx.Done():
+		}
+	}
+	return c, nil
+}
+
+// Subscribe joins the group's rebalancing for topic with a tag expression.
+func (c *PullConsumer) Subscribe(topic, expr string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started || c.assign {
+		return fmt.Errorf("%w: Subscribe before Start and not with Assign", ErrBadOptions)
+	}
+	return c.base.subscribe(topic, expr)
+}
+
+// Assign consumes exactly these queues (no rebalancing), all messages.
+func (c *PullConsumer) Assign(queues []MessageQueue) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started || len(c.base.subscriptions()) > 0 {
+		return fmt.Errorf("%w: Assign before Start and not with Subscribe", ErrBadOptions)
+	}
+	c.assign = true
+	for _, mq := range queues {
+		c.fixed[mq] = parseSubscription(mq.Topic, "*")
+	}
+	return nil
+}
+
+// Queues returns the readable queues of a topic (for Assign).
+func (c *PullConsumer) Queues(ctx context.Context, topic string) ([]MessageQueue, error) {
+	tr, err := c.base.core.updateRoute(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if len(tr.read) == 0 {
+		return nil, fmt.Errorf("%w: %s has no readable queue", ErrNoRoute, topic)
+	}
+	out := append([]MessageQueue(nil), tr.read...)
+	sortQueues(out)
+	return out, nil
+}
+
+// Start begins pulling.
+func (c *PullConsumer) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return nil
+	}
+	b := c.base
+	core := b.core
+	if c.assign {
+		topics := map[string]bool{}
+		for mq := range c.fixed {
+			topics[mq.Topic] = true
+		}
+		for t := range topics {
+			if _, err := core.updateRoute(ctx, t); err != nil {
+				return err
+			}
+		}
+		for mq, sub := range c.fixed {
+			off, err := b.startOffset(ctx, mq)
+			if err != nil {
+				return err
+			}
+			c.startQueueAt(mq, sub, off)
+		}
+	} else {
+		if len(b.subscriptions()) == 0 {
+			return fmt.Errorf("%w: neither Assign nor Subscribe", ErrBadOptions)
+		}
+		if err := b.loadRoutes(ctx); err != nil {
+			return err
+		}
+		_ = b.heartbeat(ctx)
+		if !b.rebalance(ctx) {
+			b.wakeRebalance()
+		}
+		core.every(b.opts.HeartbeatInterval, nil, func() { _ = b.heartbeat(core.ctx) })
+		core.goFunc(b.rebalanceLoop)
+	}
+	core.every(b.opts.RouteRefresh, nil, core.refreshRoutes)
+	if c.autoCommit {
+		core.every(b.opts.PersistInterval, nil, func() { _ = b.persistOffsets(context.WithoutCancel(core.ctx)) })
+	}
+	c.started = true
+	return nil
+}
+
+func (c *PullConsumer) startQueueAt(mq MessageQueue, sub *subscription, off int64) {
+	b := c.base
+	pq := newProcessQueue(b.core.ctx, mq, sub, off)
+	b.qmu.Lock()
+	if old := b.queues[mq]; old != nil {
+		old.drop()
+	}
+	b.queues[mq] = pq
+	b.qmu.Unlock()
+	b.startQueue(pq)
+}
+
+// Poll returns the next pulled messages, waiting until some arrive or ctx
+// ends (then it returns ctx's error, wrapped in ErrTimeout for a deadline).
+func (c *PullConsumer) Poll(ctx context.Context) ([]*MessageExt, error) {
+	c.mu.Lock()
+	started := c.started
+	c.mu.Unlock()
+	if !started {
+		return nil, ErrNotStarted
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, fmt.Errorf("%w: poll: %w", ErrTimeout, ctx.Err())
+			}
+			return nil, ctx.Err()
+		case <-c.base.core.ctx.Done():
+			return nil, ErrClosed
+		case req := <-c.buf:
+			if req.pq.dropped.Load() {
+				continue // the queue was sought or released meanwhile
+			}
+			if off := req.pq.remove(req.msgs); off >= 0 {
+				c.base.offsets.update(req.pq.mq, off, false)
+			}
+			return req.msgs, nil
+		}
+	}
+}
+
+// Commit writes the offsets of everything polled so far to the brokers
+// (or the local file when broadcasting).
+func (c *PullConsumer) Commit(ctx context.Context) error {
+	return c.base.persistOffsets(ctx)
+}
+
+// Seek makes the next Poll of mq start at offset (messages of mq already
+// buffered are discarded). mq must be held.
+func (c *PullConsumer) Seek(mq MessageQueue, offset int64) error {
+	b := c.base
+	b.qmu.Lock()
+	pq := b.queues[mq]
+	b.qmu.Unlock()
+	if pq == nil {
+		return fmt.Errorf("%w: queue %v is not assigned", ErrBadOptions, mq)
+	}
+	b.offsets.update(mq, offset, false)
+	c.startQueueAt(mq, pq.sub, offset)
+	return nil
+}
+
+// Committed returns the group's committed offset of mq as its broker
+// stores it (-1 when none).
+func (c *PullConsumer) Committed(ctx context.Context, mq MessageQueue) (int64, error) {
+	return queryConsumerOffset(ctx, c.base.core, c.base.opts.Group, mq)
+}
+
+// Assigned returns the queues held now.
+func (c *PullConsumer) Assigned() []MessageQueue { return c.base.assigned() }
+
+// Close stops pulling, commits (with AutoCommit) and leaves the group.
+// It is idempotent.
+func (c *PullConsumer) Close() error {
+	c.closeOnce.Do(func() {
+		b := c.base
+		b.core.closed.Store(true)
+		b.core.cancel()
+		b.core.wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var errs []error
+		c.mu.Lock()
+		started, assign := c.started, c.assign
+		c.mu.Unlock()
+		if started && c.autoCommit {
+			if err := b.persistOffsets(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if started && !assign {
+			b.core.unregister(ctx, "", b.opts.Group)
+		}
+		if err := b.core.rc.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}
