@@ -1,0 +1,114 @@
+package mqtt
+
+import (
+	"context"
+	"time"
+
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// UserProperty is an MQTT 5 user property (name, value); order and
+// duplicates are kept end to end.
+type UserProperty = packets.UserProperty
+
+// Message is an application message as the server and its Backend see it:
+// a PUBLISH without its per-hop fields (packet id, DUP, topic alias,
+// subscription identifiers). A Message handed to the backend or to a
+// Handler must not be modified afterwards; it is shared by every receiver.
+type Message struct {
+	Topic   string
+	Payload []byte
+	QoS     byte
+	Retain  bool
+
+	// MQTT 5 properties, forwarded unaltered.
+	HasPayloadFormat bool
+	PayloadFormat    byte
+	ContentType      string
+	ResponseTopic    string
+	CorrelationData  []byte
+	User             []UserProperty
+	// Expiry is when the message expires (zero: never); the remaining
+	// interval is sent as Message Expiry Interval on delivery.
+	Expiry time.Time
+
+	// ClientID is the publishing client (empty for internal publishers);
+	// used for No Local.
+	ClientID string
+	// Username is the publisher's user name, when known.
+	Username string
+}
+
+// expired reports whether m has expired at now.
+func (m *Message) expired(now time.Time) bool {
+	return !m.Expiry.IsZero() && !now.Before(m.Expiry)
+}
+
+// ClientInfo identifies a connected client to hooks and handlers.
+type ClientInfo struct {
+	ClientID   string
+	Username   string
+	RemoteAddr string
+	Version    byte // protocol level: 3, 4 or 5
+}
+
+// Subscription is one stored subscription of a session.
+type Subscription struct {
+	Filter            string // as subscribed, "$share/g/f" included
+	QoS               byte
+	NoLocal           bool
+	RetainAsPublished bool
+	RetainHandling    byte
+	// Identifier is the v5 subscription identifier (0: none).
+	Identifier uint32
+}
+
+// SessionState is what a Backend stores of a session between connections:
+// its subscriptions, expiry and the QoS 1/2 messages not yet acknowledged
+// by the client, in delivery order.
+type SessionState struct {
+	ClientID      string
+	Username      string
+	Subscriptions []Subscription
+	// Expiry is the session expiry interval after disconnect; the session
+	// is deleted at DisconnectedAt+Expiry.
+	Expiry         time.Duration
+	DisconnectedAt time.Time
+	// Pending are QoS 1/2 messages queued for the client or delivered but
+	// unacknowledged (they are resent with DUP on reconnect).
+	Pending []*Message
+}
+
+// Deliverer is the server side of delivery: the backend calls Deliver for
+// every stored message, and the server hands it to every matching local
+// subscription. Deliver does not block on slow clients.
+type Deliverer interface {
+	Deliver(msg *Message)
+}
+
+// Backend is what the server needs from the system behind it. The
+// in-memory implementation is NewMemoryBackend; mqtt/bridge implements it
+// on RocketMQ.
+type Backend interface {
+	// Start binds the backend to the server's delivery side. The server
+	// calls it once from Server.Start, before any Publish.
+	Start(ctx context.Context, d Deliverer) error
+	// Publish stores msg durably and returns only then (the server sends
+	// PUBACK/PUBREC after it returns nil). A message with Retain set also
+	// replaces the retained message of its topic (an empty payload deletes
+	// it). Stored messages come back through Deliverer.Deliver, to this
+	// server and to every other node.
+	Publish(ctx context.Context, msg *Message) error
+	// Retained returns the unexpired retained messages whose topics match
+	// filter (a plain filter, never $share).
+	Retained(ctx context.Context, filter string) ([]*Message, error)
+	// LoadSession returns the stored session of clientID, if any.
+	LoadSession(ctx context.Context, clientID string) (*SessionState, bool, error)
+	// SaveSession stores (replaces) a session.
+	SaveSession(ctx context.Context, s *SessionState) error
+	// DeleteSession removes a stored session; deleting a missing one is
+	// not an error.
+	DeleteSession(ctx context.Context, clientID string) error
+	// Close releases the backend.
+	Close() error
+}

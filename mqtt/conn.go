@@ -1,0 +1,606 @@
+package mqtt
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// closeKind says who ends a connection and whether the will is published.
+type closeKind byte
+
+const (
+	closeClientNormal closeKind = iota // DISCONNECT 0x00: will discarded
+	closeClientWill                    // DISCONNECT with another code, or EOF: will published
+	closeServer                        // protocol error, keep alive, slow reader: DISCONNECT (v5), will published
+	closeTakeover                      // session taken over: DISCONNECT 0x8E, will handled by the new connection
+	closeShutdown                      // server shutting down: DISCONNECT 0x8B, will kept
+)
+
+// batchPackets is how many packets a worker handles for one connection
+// before yielding to others.
+const batchPackets = 64
+
+// conn is one client connection. Field groups are owned as commented; the
+// worker fields are touched only by the goroutine currently running
+// c.work (scheduled guarantees there is at most one).
+type conn struct {
+	srv    *Server
+	p      *poller // nil for TLS
+	fd     int
+	nc     net.Conn // TLS only
+	wake   chan struct{}
+	remote string
+
+	inMu      sync.Mutex
+	in        []byte // protected by inMu: unparsed input, nil when drained
+	scheduled bool   // protected by inMu
+	paused    bool   // protected by inMu
+	eof       bool   // protected by inMu
+	closed    bool   // protected by inMu and outMu
+
+	outMu   sync.Mutex
+	out     []byte // protected by outMu: bytes the socket has not taken
+	wclosed bool   // protected by outMu
+
+	lastRecv  atomic.Int64
+	connected atomic.Bool // CONNECT accepted; version, session and limits are set
+	closing   atomic.Bool
+	ka        timer
+
+	// Worker-owned; version, session, keepAlive, problemInfo, maxOut and
+	// username are written before connected is set and read-only after.
+	version     packets.Version
+	session     *session
+	username    string
+	keepAlive   time.Duration
+	problemInfo bool
+	maxOut      int
+	aliasIn     map[uint16]string
+
+	// Protected by session.mu.
+	sendQuota   int
+	aliasOutMax uint16
+	aliasOut    map[string]uint16
+}
+
+func (s *Server) newConn(remote string) *conn {
+	c := &conn{srv: s, remote: remote}
+	c.ka.slot = -1
+	c.lastRecv.Store(nanotime())
+	return c
+}
+
+func (c *conn) clientID() string {
+	if c.connected.Load() {
+		return c.session.id
+	}
+	return ""
+}
+
+func (c *conn) info() ClientInfo {
+	return ClientInfo{ClientID: c.session.id, Username: c.username, RemoteAddr: c.remote, Version: byte(c.version)}
+}
+
+// work decodes and handles the connection's buffered packets, in order.
+func (c *conn) work() {
+	for n := 0; ; n++ {
+		if n == batchPackets {
+			c.srv.pool.submit(c.work)
+			return
+		}
+		c.inMu.Lock()
+		if c.closed {
+			c.in, c.scheduled = nil, false
+			c.inMu.Unlock()
+			return
+		}
+		p, used, err := c.srv.dec.Next(c.version, c.in)
+		if err == packets.ErrIncomplete {
+			if c.eof {
+				c.inMu.Unlock()
+				c.closeWith(0, "connection closed by peer", closeClientWill)
+				return
+			}
+			if len(c.in) == 0 {
+				c.in = nil
+			}
+			c.scheduled = false
+			paused := c.paused
+			c.paused = false
+			c.inMu.Unlock()
+			if paused {
+				c.resume()
+			}
+			return
+		}
+		if err != nil {
+			c.inMu.Unlock()
+			c.decodeError(err)
+			return
+		}
+		c.in = c.in[used:]
+		c.inMu.Unlock()
+		c.handle(p)
+		if c.closing.Load() {
+			return
+		}
+	}
+}
+
+func (c *conn) handle(p packets.Packet) {
+	if cp, ok := p.(*packets.Connect); ok {
+		if c.connected.Load() {
+			c.closeWith(packets.ReasonProtocolError, "second CONNECT", closeServer)
+			return
+		}
+		c.handleConnect(cp)
+		return
+	}
+	switch p := p.(type) {
+	case *packets.Publish:
+		c.handlePublish(p)
+	case *packets.Puback:
+		ss := c.session
+		ss.mu.Lock()
+		if ss.conn == c {
+			ss.ackLocked(p.PacketID, false)
+		}
+		ss.mu.Unlock()
+	case *packets.Pubrec:
+		c.handlePubrec(p)
+	case *packets.Pubrel:
+		c.handlePubrel(p)
+	case *packets.Pubcomp:
+		ss := c.session
+		ss.mu.Lock()
+		if ss.conn == c {
+			ss.ackLocked(p.PacketID, true)
+		}
+		ss.mu.Unlock()
+	case *packets.Subscribe:
+		c.handleSubscribe(p)
+	case *packets.Unsubscribe:
+		c.handleUnsubscribe(p)
+	case *packets.Pingreq:
+		c.send(&packets.Pingresp{})
+	case *packets.Disconnect:
+		c.handleDisconnect(p)
+	case *packets.Auth:
+		c.closeWith(packets.ReasonProtocolError, "AUTH without an authentication method", closeServer)
+	default:
+		c.closeWith(packets.ReasonProtocolError, "unexpected "+p.Type().String()+" from a client", closeServer)
+	}
+}
+
+// decodeError answers a packet that failed to decode and closes.
+func (c *conn) decodeError(err error) {
+	code := packets.ReasonCodeOf(err)
+	if c.connected.Load() {
+		c.closeWith(code, err.Error(), closeServer)
+		return
+	}
+	var pe *packets.Error
+	if errors.As(err, &pe) && pe.Packet == packets.TypeConnect {
+		switch {
+		case errors.Is(err, packets.ErrUnsupportedProtocol):
+			c.version = packets.Version311
+			c.send(&packets.Connack{ReasonCode: packets.ConnectRefusedProtocolVersion})
+		case pe.Version == packets.Version5:
+			c.version = packets.Version5
+			if !packets.ValidReasonCode(packets.TypeConnack, packets.Version5, code) {
+				code = packets.ReasonMalformedPacket
+			}
+			c.send(&packets.Connack{ReasonCode: code, Properties: reasonProps(err.Error())})
+		}
+	}
+	c.closeWith(0, "bad CONNECT: "+err.Error(), closeServer)
+}
+
+func reasonProps(s string) packets.Properties {
+	var p packets.Properties
+	if s != "" {
+		p.Present.Add(packets.PropReasonString)
+		if len(s) > 200 {
+			s = s[:200]
+		}
+		p.ReasonString = s
+	}
+	return p
+}
+
+func (c *conn) refuse(code packets.ReasonCode, detail string) {
+	c.send(&packets.Connack{ReasonCode: code, Properties: reasonProps(detail)})
+	c.closeWith(0, "CONNECT refused: "+detail, closeServer)
+}
+
+func randomID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "smartgo-" + hex.EncodeToString(b[:])
+}
+
+func secs(d time.Duration) uint32 {
+	if d >= maxExpiry {
+		return 0xFFFFFFFF
+	}
+	return uint32(d / time.Second)
+}
+
+func (c *conn) handleConnect(cp *packets.Connect) {
+	s := c.srv
+	o := &s.opts
+	c.version = cp.Version
+	v5 := c.version == packets.Version5
+	pr := &cp.Properties
+	c.problemInfo = !pr.Present.Has(packets.PropRequestProblemInfo) || pr.RequestProblemInfo == 1
+	if v5 && pr.Present.Has(packets.PropAuthMethod) {
+		c.refuse(packets.ReasonBadAuthenticationMethod, "no enhanced authentication method is configured")
+		return
+	}
+	quota := 65535
+	if pr.Present.Has(packets.PropReceiveMaximum) {
+		quota = int(pr.ReceiveMaximum)
+	}
+	if pr.Present.Has(packets.PropMaximumPacketSize) {
+		c.maxOut = int(min(pr.MaximumPacketSize, 1<<30))
+	}
+	id := cp.ClientID
+	assigned := false
+	if id == "" {
+		if !v5 && !cp.CleanStart {
+			c.refuse(packets.ReasonClientIdentifierNotValid, "empty client identifier needs a clean session")
+			return
+		}
+		id, assigned = randomID(), true
+	}
+	if s.creds != nil {
+		if !cp.UsernameFlag {
+			if !o.AllowAnonymous {
+				c.refuse(packets.ReasonNotAuthorized, "user name required")
+				return
+			}
+		} else if !s.creds.Check(cp.Username, cp.Password) {
+			c.refuse(packets.ReasonBadUserNameOrPassword, "bad user name or password")
+			return
+		}
+	}
+	c.username = cp.Username
+	ka := time.Duration(cp.KeepAlive) * time.Second
+	serverKA := false
+	if v5 && (ka == 0 || ka > o.KeepAliveMax) {
+		ka, serverKA = o.KeepAliveMax, true
+	}
+	c.keepAlive = ka
+	var expiry time.Duration
+	expirySent := false
+	if v5 {
+		if pr.Present.Has(packets.PropSessionExpiry) {
+			expiry = time.Duration(pr.SessionExpiry) * time.Second
+		}
+	} else if !cp.CleanStart {
+		expiry = maxExpiry
+	}
+	if expiry > o.SessionExpiryMax {
+		expiry, expirySent = o.SessionExpiryMax, v5
+	}
+	var will *Message
+	var willDelay time.Duration
+	if cp.WillFlag {
+		will = messageFrom(cp.WillTopic, cp.WillPayload, cp.WillQoS, cp.WillRetain, &cp.WillProperties, time.Now())
+		will.ClientID, will.Username = id, cp.Username
+		willDelay = time.Duration(cp.WillProperties.WillDelay) * time.Second
+	}
+
+	var loaded *SessionState
+	if !cp.CleanStart {
+		s.mu.Lock()
+		_, inMem := s.sessions[id]
+		s.mu.Unlock()
+		if !inMem {
+			st, ok, err := s.backend.LoadSession(s.ctx, id)
+			if err != nil {
+				c.refuse(packets.ReasonServerUnavailable, "session store unavailable")
+				s.log.Warn("mqtt: load session", "client", id, "err", err)
+				return
+			}
+			if ok {
+				loaded = st
+			}
+		}
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.refuse(packets.ReasonServerUnavailable, "server shutting down")
+		return
+	}
+	var oldConn *conn
+	var pubWills []*Message
+	ss := s.sessions[id]
+	present := false
+	if ss != nil {
+		ss.mu.Lock()
+		oldConn = ss.conn
+		ss.conn = nil
+		s.wheel.disarm(&ss.expiryTimer)
+		s.wheel.disarm(&ss.willTimer)
+		if ss.will != nil && (cp.CleanStart || ss.willDelay == 0) {
+			pubWills = append(pubWills, ss.will)
+		}
+		ss.will = nil
+		if cp.CleanStart {
+			ss.dead = true
+			ss.dropSubsLocked()
+			ss.mu.Unlock()
+			delete(s.sessions, id)
+			ss = nil
+		} else {
+			present = true
+			ss.mu.Unlock()
+		}
+	}
+	if ss == nil {
+		ss = s.newSession(id)
+		if loaded != nil {
+			ss.restore(loaded)
+			present = true
+		}
+		s.sessions[id] = ss
+	}
+	ss.mu.Lock()
+	c.session = ss
+	c.sendQuota = min(quota, maxInflightOut)
+	if v5 {
+		c.aliasOutMax = pr.TopicAliasMaximum
+	}
+	ss.conn = c
+	ss.online.Store(true)
+	ss.username = cp.Username
+	ss.expiry = expiry
+	ss.will, ss.willDelay = will, willDelay
+	ack := &packets.Connack{SessionPresent: present}
+	if v5 {
+		ap := &ack.Properties
+		ap.Present = ap.Present | propSet(packets.PropReceiveMaximum, packets.PropMaximumPacketSize,
+			packets.PropTopicAliasMaximum, packets.PropRetainAvailable, packets.PropWildcardSubAvailable,
+			packets.PropSubIDAvailable, packets.PropSharedSubAvailable)
+		ap.ReceiveMaximum = uint16(o.ReceiveMaximum)
+		ap.MaximumPacketSize = uint32(o.MaxPacketSize)
+		ap.TopicAliasMaximum = uint16(o.TopicAliasMaximum)
+		ap.RetainAvailable, ap.WildcardSubAvail, ap.SubIDAvailable, ap.SharedSubAvailable = 1, 1, 1, 1
+		if assigned {
+			ap.Present.Add(packets.PropAssignedClientID)
+			ap.AssignedClientID = id
+		}
+		if serverKA {
+			ap.Present.Add(packets.PropServerKeepAlive)
+			ap.ServerKeepAlive = uint16(ka / time.Second)
+		}
+		if expirySent {
+			ap.Present.Add(packets.PropSessionExpiry)
+			ap.SessionExpiry = secs(expiry)
+		}
+	}
+	c.send(ack)
+	c.connected.Store(true)
+	if present {
+		ss.resendLocked(c)
+	}
+	ss.mu.Unlock()
+	s.mu.Unlock()
+
+	if ka > 0 {
+		s.wheel.arm(&c.ka, ka*3/2, c.keepAliveCheck)
+	} else {
+		s.wheel.disarm(&c.ka)
+	}
+	if oldConn != nil {
+		oldConn.closeWith(packets.ReasonSessionTakenOver, "session taken over by "+c.remote, closeTakeover)
+	}
+	for _, w := range pubWills {
+		s.publishWill(w)
+	}
+	if cp.CleanStart {
+		if err := s.backend.DeleteSession(s.ctx, id); err != nil {
+			s.log.Warn("mqtt: delete session", "client", id, "err", err)
+		}
+	}
+}
+
+func propSet(ids ...packets.PropID) packets.PropSet {
+	var s packets.PropSet
+	for _, id := range ids {
+		s.Add(id)
+	}
+	return s
+}
+
+// keepAliveCheck runs from the wheel: before CONNECT it enforces the
+// connect timeout, after it 1.5 times the keep alive.
+func (c *conn) keepAliveCheck() {
+	if c.closing.Load() {
+		return
+	}
+	if !c.connected.Load() {
+		c.closeWith(0, "no CONNECT within the connect timeout", closeServer)
+		return
+	}
+	limit := c.keepAlive * 3 / 2
+	idle := time.Duration(nanotime() - c.lastRecv.Load())
+	if idle >= limit {
+		c.closeWith(packets.ReasonKeepAliveTimeout, "keep alive timeout", closeServer)
+		return
+	}
+	c.srv.wheel.arm(&c.ka, limit-idle, c.keepAliveCheck)
+}
+
+// fail drops the connection after an I/O failure (no DISCONNECT).
+func (c *conn) fail(detail string) { c.closeWith(0, detail, closeServer) }
+
+// closeWith ends the connection once: a v5 DISCONNECT with code when the
+// server ends it with an error code, then the socket, then the session's
+// disconnect handling (will, expiry, backend save).
+func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind) {
+	if !c.closing.CompareAndSwap(false, true) {
+		return
+	}
+	s := c.srv
+	connected := c.connected.Load()
+	serverSide := kind == closeServer || kind == closeTakeover || kind == closeShutdown
+	if connected && serverSide && c.version == packets.Version5 && code != 0 {
+		d := &packets.Disconnect{ReasonCode: code}
+		if packets.ValidReasonCode(packets.TypeDisconnect, packets.Version5, code) {
+			d.Properties = reasonProps(detail)
+			c.send(d)
+		}
+	}
+	c.shutdownIO()
+	s.wheel.disarm(&c.ka)
+	s.untrack(c)
+	id := c.clientID()
+	if serverSide && kind != closeShutdown {
+		s.log.Info("mqtt: client disconnected", "client", id, "remote", c.remote, "reason", code.String(),
+			"code", byte(code), "detail", detail)
+	} else {
+		s.log.Debug("mqtt: client disconnected", "client", id, "remote", c.remote, "detail", detail)
+	}
+	if !connected {
+		return
+	}
+	ss := c.session
+	var will *Message
+	var save *SessionState
+	dead := false
+	s.mu.Lock()
+	ss.mu.Lock()
+	if ss.conn == c {
+		ss.conn = nil
+		ss.online.Store(false)
+		ss.disconnectedAt = time.Now()
+		if kind == closeClientNormal {
+			ss.will = nil
+		}
+		switch {
+		case ss.expiry == 0 && kind != closeShutdown:
+			ss.dead, dead = true, true
+			delete(s.sessions, ss.id)
+			ss.dropSubsLocked()
+			will, ss.will = ss.will, nil
+		default:
+			if ss.expiry != maxExpiry && kind != closeShutdown {
+				s.wheel.arm(&ss.expiryTimer, ss.expiry, ss.expire)
+			}
+			if ss.will != nil && kind != closeShutdown {
+				if d := min(ss.willDelay, ss.expiry); d == 0 {
+					will, ss.will = ss.will, nil
+				} else {
+					s.wheel.arm(&ss.willTimer, d, ss.fireWill)
+				}
+			}
+			if ss.expiry > 0 {
+				save = ss.stateLocked()
+			}
+		}
+	}
+	ss.mu.Unlock()
+	s.mu.Unlock()
+	if will != nil {
+		s.publishWill(will)
+	}
+	if save != nil {
+		if err := s.backend.SaveSession(s.ctx, save); err != nil {
+			s.log.Warn("mqtt: save session", "client", ss.id, "err", err)
+		}
+	}
+	if dead {
+		if err := s.backend.DeleteSession(s.ctx, ss.id); err != nil {
+			s.log.Warn("mqtt: delete session", "client", ss.id, "err", err)
+		}
+	}
+}
+
+func (c *conn) handleDisconnect(p *packets.Disconnect) {
+	ss := c.session
+	if p.Properties.Present.Has(packets.PropSessionExpiry) {
+		ss.mu.Lock()
+		bad := ss.expiry == 0 && p.Properties.SessionExpiry != 0
+		if !bad {
+			ss.expiry = min(time.Duration(p.Properties.SessionExpiry)*time.Second, c.srv.opts.SessionExpiryMax)
+		}
+		ss.mu.Unlock()
+		if bad {
+			c.closeWith(packets.ReasonProtocolError, "session expiry set in DISCONNECT after CONNECT gave 0", closeServer)
+			return
+		}
+	}
+	kind := closeClientNormal
+	if p.ReasonCode != packets.ReasonNormalDisconnection {
+		kind = closeClientWill
+	}
+	c.closeWith(p.ReasonCode, "client DISCONNECT", kind)
+}
+
+var encBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// send encodes p at the connection's version and writes it. Packets over
+// the client's Maximum Packet Size lose their reason string and user
+// properties, or are dropped.
+func (c *conn) send(p packets.Packet) bool {
+	bp := encBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 64<<10 {
+			encBufs.Put(bp)
+		}
+	}()
+	b, err := packets.AppendPacket((*bp)[:0], p, c.version)
+	if err != nil {
+		c.srv.log.Error("mqtt: encode", "client", c.clientID(), "packet", p.Type().String(), "err", err)
+		return false
+	}
+	if c.maxOut > 0 && len(b) > c.maxOut {
+		if props := propsOf(p); props != nil {
+			props.Present.Remove(packets.PropReasonString)
+			props.User = nil
+			b, err = packets.AppendPacket((*bp)[:0], p, c.version)
+		}
+		if err != nil || len(b) > c.maxOut {
+			c.srv.stats.Dropped.Add(1)
+			return false
+		}
+	}
+	*bp = b
+	return c.write(b)
+}
+
+func propsOf(p packets.Packet) *packets.Properties {
+	switch p := p.(type) {
+	case *packets.Puback:
+		return &p.Properties
+	case *packets.Pubrec:
+		return &p.Properties
+	case *packets.Pubrel:
+		return &p.Properties
+	case *packets.Pubcomp:
+		return &p.Properties
+	case *packets.Suback:
+		return &p.Properties
+	case *packets.Unsuback:
+		return &p.Properties
+	case *packets.Disconnect:
+		return &p.Properties
+	case *packets.Connack:
+		return &p.Properties
+	}
+	return nil
+}
+
+// sendLocked is send for callers holding the session lock.
+func (c *conn) sendLocked(p packets.Packet) bool { return c.send(p) }

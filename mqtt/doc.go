@@ -1,0 +1,63 @@
+// Package mqtt is SmartGo's MQTT 3.1.1/5.0 server engine. It knows nothing
+// of RocketMQ: it stores and distributes messages through the Backend
+// interface (NewMemoryBackend is the in-memory one used by tests and the
+// standalone mode; mqtt/bridge implements it on the broker).
+//
+// # Architecture
+//
+// Plain TCP connections are raw non-blocking descriptors in a few epoll
+// instances (edge-triggered). A poller goroutine reads ready sockets into
+// its own buffer and keeps per connection only the unparsed bytes (nil
+// when drained); the connection is then handed to a bounded worker pool
+// that decodes (mqtt/packets) and handles its packets in order, one worker
+// per connection at a time. Writes go straight to the socket; only what the
+// socket refuses is buffered (bounded by Options.MaxOutbound, after which
+// the client is dropped as a slow reader). Keep alive, connect timeout,
+// session expiry and will delay run on one hashed timing wheel. An idle
+// connection owns no goroutine and no buffer (about 1 KiB of heap, measured
+// by TestMQTTScaleIdleConnections). TLS connections use crypto/tls with a
+// reader and a writer goroutine each.
+//
+// Locks, in order: Server.mu (sessions) -> session.mu -> conn.inMu ->
+// conn.outMu; subIndex.mu and the wheel's lock are leaves. No session lock
+// is held while calling the backend or another session.
+//
+// # Credentials file (Options.CredentialsFile)
+//
+// One user per line, '#' starts a comment line:
+//
+//	<user>:pbkdf2-sha256:<iterations>:<salt>:<hash>
+//
+// salt and hash are unpadded standard base64; hash is PBKDF2-HMAC-SHA256 of
+// the password with that salt and iteration count, of the hash's length.
+// HashPassword makes a line (16-byte random salt, 100,000 iterations, 32-byte
+// key). User names may not contain ':'.
+//
+// # ACL file (Options.ACLFile)
+//
+// Line-oriented, '#' starts a comment line:
+//
+//	default allow|deny             what applies when no rule matches (deny)
+//	client <client id>             following rules apply to that client
+//	user <user name>               following rules apply to that user
+//	all                            following rules apply to everyone
+//	allow|deny publish|subscribe|pubsub <topic filter>
+//
+// Filters may hold %c (client id) and %u (user name); a rule is skipped
+// when the substituted value holds '+', '#' or '/'. Sections are tried in
+// the order client, user, all and the first matching rule decides. For
+// publish, the rule filter must match the topic; for subscribe it must
+// cover the requested filter ("a/#" covers "a/+", not the reverse; a
+// "$share/g/" prefix is ignored). A denied SUBSCRIBE gets 0x87 (0x80 in
+// 3.1.1); a denied PUBLISH gets PUBACK/PUBREC 0x87 in v5 and is dropped
+// silently in 3.1.1.
+//
+// # Reserved topics and internal handlers
+//
+// Options.ReservedFilters (default statestore/#, clients/statestore/#,
+// $SYS/#) may be neither published nor subscribed by clients, unless
+// Options.Reserved allows it. Server.Handle claims a filter for an internal
+// handler that receives matching PUBLISHes with the client's identity;
+// Server.SendTo puts a message into a client's session without a
+// subscription (the state store's RPC responses).
+package mqtt

@@ -1,0 +1,32 @@
+package mqtt
+
+import "errors"
+
+// Sentinel errors of the mqtt package. Callers test with errors.Is.
+var (
+	// ErrClosed is returned by operations on a server (or backend) after
+	// Close.
+	ErrClosed = errors.New("mqtt: closed")
+
+	// ErrInvalidOptions wraps every Options.Validate failure.
+	ErrInvalidOptions = errors.New("mqtt: invalid options")
+
+	// ErrNoSession is returned by Server.SendTo when no session exists for
+	// the client identifier.
+	ErrNoSession = errors.New("mqtt: no such session")
+
+	// ErrQueueFull means a session's bounded offline/pending queue has no
+	// room for another QoS 1/2 message; the message is dropped for that
+	// session (MQTT 5 reason 0x97 quota exceeded where one is reported).
+	ErrQueueFull = errors.New("mqtt: session queue full")
+
+	// ErrCredentials means a credentials file could not be parsed.
+	ErrCredentials = errors.New("mqtt: bad credentials file")
+
+	// ErrACL means an ACL file could not be parsed.
+	ErrACL = errors.New("mqtt: bad ACL file")
+
+	// ErrNotAuthorized is returned by a Handler or Backend to make the
+	// server answer a PUBLISH with 0x87 not authorized.
+	ErrNotAuthorized = errors.New("mqtt: not authorized")
+)

@@ -1,0 +1,249 @@
+package mqtt
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+func TestMQTTBadInput(t *testing.T) {
+	ts := startServer(t, nil)
+	bystander := connected(t, ts.addr, v5, "bystander")
+	bystander.subscribe(1, sub("ok", 0))
+	cases := []struct {
+		name string
+		v    packets.Version
+		pre  bool // connect first
+		raw  []byte
+		want int // DISCONNECT code, -1 for plain close
+	}{
+		{"publish before connect", v5, false, []byte{0x30, 0x05, 0, 1, 'a', 'h', 'i'}, -1},
+		{"second connect v5", v5, true, nil, int(packets.ReasonProtocolError)},
+		{"second connect v3", v311, true, nil, -1},
+		{"reserved flags on SUBSCRIBE", v5, true, []byte{0x80, 0x06, 0, 1, 0, 1, 'a', 0}, int(packets.ReasonMalformedPacket)},
+		{"wildcard topic name", v5, true, []byte{0x30, 0x04, 0, 1, '#', 0}, int(packets.ReasonTopicNameInvalid)},
+		{"invalid UTF-8 topic", v5, true, []byte{0x30, 0x05, 0, 2, 0xC3, 0x28, 0}, int(packets.ReasonMalformedPacket)},
+		{"invalid UTF-8 topic v3", v311, true, []byte{0x30, 0x04, 0, 2, 0xC3, 0x28}, -1},
+		{"QoS 3", v5, true, []byte{0x36, 0x04, 0, 1, 'a', 0}, int(packets.ReasonMalformedPacket)},
+		{"oversized", v5, true, []byte{0x30, 0xFF, 0xFF, 0xFF, 0x7F}, int(packets.ReasonPacketTooLarge)},
+		{"AUTH without method", v5, true, []byte{0xF0, 0x00}, int(packets.ReasonProtocolError)},
+		{"server-only packet", v5, true, []byte{0xD0, 0x00}, int(packets.ReasonProtocolError)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialRaw(t, ts.addr, tc.v)
+			if tc.pre {
+				r.connect(&packets.Connect{ClientID: "bad", CleanStart: true})
+			}
+			if tc.raw == nil {
+				r.send(&packets.Connect{ClientID: "bad", CleanStart: true})
+			} else {
+				r.sendBytes(tc.raw)
+			}
+			if code := r.closed(); code != tc.want {
+				t.Fatalf("got DISCONNECT %d, want %d", code, tc.want)
+			}
+		})
+	}
+	if !strings.Contains(ts.logs.String(), "client=bad") {
+		t.Fatalf("no log line naming the client:\n%s", ts.logs.String())
+	}
+	p := connected(t, ts.addr, v5, "p")
+	p.send(&packets.Publish{Topic: "ok", Payload: []byte("still here")})
+	if got := bystander.expectPublish(); string(got.Payload) != "still here" {
+		t.Fatal("bystander affected")
+	}
+}
+
+func TestMQTTMalformedConnectV5(t *testing.T) {
+	ts := startServer(t, nil)
+	r := dialRaw(t, ts.addr, v5)
+	// CONNECT v5 with the reserved connect flag set.
+	r.sendBytes([]byte{0x10, 0x0D, 0, 4, 'M', 'Q', 'T', 'T', 5, 0x03, 0, 60, 0, 0, 0})
+	ack, ok := r.recv().(*packets.Connack)
+	if !ok || ack.ReasonCode != packets.ReasonMalformedPacket {
+		t.Fatalf("want CONNACK 0x81, got %+v", ack)
+	}
+	r.closed()
+}
+
+func TestMQTTReceiveMaximumExceeded(t *testing.T) {
+	ts := startServer(t, func(o *Options) { o.ReceiveMaximum = 2 })
+	r := connected(t, ts.addr, v5, "flood")
+	for id := uint16(1); id <= 3; id++ {
+		r.send(&packets.Publish{QoS: 2, PacketID: id, Topic: "x"})
+	}
+	code := -1
+	for {
+		p, err := r.next(5 * time.Second)
+		if err != nil {
+			break
+		}
+		if d, ok := p.(*packets.Disconnect); ok {
+			code = int(d.ReasonCode)
+		}
+	}
+	if code != int(packets.ReasonReceiveMaximumExceeded) {
+		t.Fatalf("got %d, want 0x93", code)
+	}
+}
+
+func TestMQTTOutboundLimits(t *testing.T) {
+	ts := startServer(t, nil)
+	// The client allows packets of at most 64 bytes and receives 1 in flight.
+	s := dialRaw(t, ts.addr, v5)
+	cp := &packets.Connect{ClientID: "small", CleanStart: true}
+	cp.Properties.Present = propSet(packets.PropMaximumPacketSize, packets.PropReceiveMaximum)
+	cp.Properties.MaximumPacketSize, cp.Properties.ReceiveMaximum = 64, 1
+	s.connect(cp)
+	s.subscribe(1, sub("big/#", 1))
+	p := connected(t, ts.addr, v5, "p")
+	p.publish1(1, "big/a", strings.Repeat("x", 100))
+	p.publish1(2, "big/b", "small 1")
+	p.publish1(3, "big/c", "small 2")
+	got := s.expectPublish()
+	if string(got.Payload) != "small 1" {
+		t.Fatalf("oversized message not dropped: %q", got.Payload)
+	}
+	s.nothing(100 * time.Millisecond) // receive maximum 1
+	s.send(&packets.Puback{PacketID: got.PacketID})
+	if got := s.expectPublish(); string(got.Payload) != "small 2" {
+		t.Fatalf("%q", got.Payload)
+	}
+}
+
+func TestMQTTSlowReaderDisconnected(t *testing.T) {
+	ts := startServer(t, func(o *Options) { o.MaxOutbound = 256 << 10; o.MaxQueuedMessages = 100000 })
+	slow := dialRaw(t, ts.addr, v5)
+	slow.nc.(*net.TCPConn).SetReadBuffer(4096)
+	slow.connect(&packets.Connect{ClientID: "slow", CleanStart: true})
+	slow.subscribe(1, sub("flood", 1))
+	fast := connected(t, ts.addr, v5, "fast")
+	fast.subscribe(1, sub("flood", 0))
+	p := connected(t, ts.addr, v5, "p")
+	payload := strings.Repeat("y", 32<<10)
+	for i := 0; i < 600 && !strings.Contains(ts.logs.String(), "slow reader"); i++ {
+		p.send(&packets.Publish{Topic: "flood", QoS: 1, PacketID: uint16(i + 1), Payload: []byte(payload)})
+		fast.expectPublish()
+	}
+	checkFor(t, 5*time.Second, "slow reader log", func() bool { return strings.Contains(ts.logs.String(), "slow reader") })
+	if !strings.Contains(ts.logs.String(), "client=slow") {
+		t.Fatal("log does not name the client")
+	}
+}
+
+func TestMQTTKeepAliveTimeout(t *testing.T) {
+	ts := startServer(t, nil)
+	r := dialRaw(t, ts.addr, v5)
+	r.connect(&packets.Connect{ClientID: "ka", CleanStart: true, KeepAlive: 1})
+	start := time.Now()
+	if code := r.closed(); code != int(packets.ReasonKeepAliveTimeout) {
+		t.Fatalf("got %d, want 0x8D", code)
+	}
+	if el := time.Since(start); el < 1400*time.Millisecond || el > 3*time.Second {
+		t.Fatalf("closed after %v, want about 1.5 s", el)
+	}
+	// Pings keep it alive.
+	r = dialRaw(t, ts.addr, v5)
+	r.connect(&packets.Connect{ClientID: "ka2", CleanStart: true, KeepAlive: 1})
+	for range 4 {
+		time.Sleep(500 * time.Millisecond)
+		r.send(&packets.Pingreq{})
+		r.recv()
+	}
+}
+
+func TestMQTTConnectTimeout(t *testing.T) {
+	ts := startServer(t, func(o *Options) { o.ConnectTimeout = 300 * time.Millisecond })
+	r := dialRaw(t, ts.addr, v5)
+	r.closed()
+	checkFor(t, time.Second, "connection count", func() bool { return ts.Stats().Connections.Load() == 0 })
+}
+
+func TestMQTTTLS(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := writeSelfSigned(t, dir)
+	ts := startServer(t, func(o *Options) {
+		o.TLSListen = []string{"127.0.0.1:0"}
+		o.TLSCertFile, o.TLSKeyFile = cert, key
+	})
+	tlsAddr := ts.Addrs()[1].String()
+	nc, err := tls.Dial("tcp", tlsAddr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	r := dialRaw(t, ts.addr, v5)
+	r.nc.Close()
+	r.nc = nc
+	r.connect(&packets.Connect{ClientID: "tls", CleanStart: true})
+	r.subscribe(1, sub("sec", 1))
+	p := connected(t, ts.addr, v311, "plain")
+	p.publish1(1, "sec", "over tls")
+	if got := r.expectPublish(); string(got.Payload) != "over tls" {
+		t.Fatalf("%+v", got)
+	}
+	r.send(&packets.Disconnect{})
+	r.closed()
+}
+
+func TestMQTTOptionsValidate(t *testing.T) {
+	bad := []func(*Options){
+		func(o *Options) { o.Listen = nil },
+		func(o *Options) { o.MaxPacketSize = 10 },
+		func(o *Options) { o.ReceiveMaximum = 70000 },
+		func(o *Options) { o.TLSListen = []string{":0"} },
+		func(o *Options) { o.ReservedFilters = []string{"a/#/b"} },
+	}
+	for i, f := range bad {
+		o := DefaultOptions()
+		f(&o)
+		if err := o.Validate(); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("case %d: %v", i, err)
+		}
+	}
+	if err := DefaultOptions().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewServer(DefaultOptions(), nil); err == nil {
+		t.Fatal("nil backend accepted")
+	}
+}
+
+func TestMQTTServerCloseIdempotent(t *testing.T) {
+	ts := startServer(t, nil)
+	r := connected(t, ts.addr, v5, "c")
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code := r.closed(); code != int(packets.ReasonServerShuttingDown) {
+		t.Fatalf("got %d", code)
+	}
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Start(context.Background()); err == nil {
+		t.Fatal("restart after close accepted")
+	}
+}
+
+func writeSelfSigned(t testing.TB, dir string) (certFile, keyFile string) {
+	t.Helper()
+	certPEM, keyPEM := selfSigned(t)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}

@@ -1,0 +1,496 @@
+package mqtt
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Socket I/O. Plain TCP connections are raw non-blocking descriptors
+// accepted with accept4 and registered edge-triggered (EPOLLIN, EPOLLOUT,
+// EPOLLRDHUP) in one of a few epoll instances; a poller goroutine reads
+// ready sockets into its own 64 KiB buffer and appends only the bytes to a
+// connection's input (nil when drained), then hands the connection to the
+// worker pool. Writes go straight to the socket from whichever goroutine
+// sends; what the socket does not take waits in the connection's output
+// buffer (nil when empty) until EPOLLOUT. An idle connection therefore owns
+// no goroutine and no buffer. TLS connections use crypto/tls over net.Conn
+// with a reader and a writer goroutine each (documented cost).
+
+const (
+	readBufSize = 64 << 10
+	// pauseInput is the unparsed input above which a connection's socket
+	// is no longer read until its worker catches up.
+	pauseInput = 256 << 10
+)
+
+var readBufs = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
+
+type poller struct {
+	s     *Server
+	epfd  int
+	evfd  int
+	mu    sync.Mutex
+	conns map[int]*conn // protected by mu
+	done  chan struct{}
+
+	lmu       sync.Mutex
+	listeners map[int]string // protected by lmu: listening descriptors
+}
+
+func newPoller(s *Server) (*poller, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, err
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(evfd)}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
+		unix.Close(epfd)
+		unix.Close(evfd)
+		return nil, err
+	}
+	return &poller{s: s, epfd: epfd, evfd: evfd, conns: map[int]*conn{}, listeners: map[int]string{}, done: make(chan struct{})}, nil
+}
+
+func (p *poller) add(c *conn) error {
+	p.mu.Lock()
+	p.conns[c.fd] = c
+	p.mu.Unlock()
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(c.fd)}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+		p.remove(c)
+		return err
+	}
+	return nil
+}
+
+func (p *poller) remove(c *conn) {
+	p.mu.Lock()
+	if p.conns[c.fd] == c {
+		delete(p.conns, c.fd)
+	}
+	p.mu.Unlock()
+}
+
+func (p *poller) run() {
+	defer close(p.done)
+	events := make([]unix.EpollEvent, 256)
+	buf := make([]byte, readBufSize)
+	for {
+		n, err := unix.EpollWait(p.epfd, events, -1)
+		if err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			p.s.log.Error("mqtt: epoll wait", "err", err)
+			return
+		}
+		for i := 0; i < n; i++ {
+			ev := &events[i]
+			fd := int(ev.Fd)
+			if fd == p.evfd {
+				return // closing
+			}
+			if ev.Events&unix.EPOLLIN != 0 && p.accept(fd) {
+				continue
+			}
+			p.mu.Lock()
+			c := p.conns[fd]
+			p.mu.Unlock()
+			if c == nil {
+				continue
+			}
+			if ev.Events&(unix.EPOLLOUT|unix.EPOLLERR) != 0 {
+				c.flush()
+			}
+			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+				c.readable(buf)
+			}
+		}
+	}
+}
+
+func (p *poller) close() {
+	var one = [8]byte{1}
+	unix.Write(p.evfd, one[:])
+	<-p.done
+	unix.Close(p.epfd)
+	unix.Close(p.evfd)
+}
+
+// listen starts a plain TCP listener. Its descriptor is registered
+// (level-triggered) in the first poller, which accepts with accept4; Go's
+// own netpoller never waits on it because Accept is never called.
+func (s *Server) listen(addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := l.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	lfd := -1
+	rc.Control(func(fd uintptr) { lfd = int(fd) })
+	p := s.pollers[0]
+	p.lmu.Lock()
+	p.listeners[lfd] = addr
+	p.lmu.Unlock()
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(lfd)}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, lfd, &ev); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return &pollListener{Listener: l, fd: lfd, p: p}, nil
+}
+
+// pollListener unregisters the descriptor from epoll before closing it.
+type pollListener struct {
+	net.Listener
+	fd   int
+	p    *poller
+	once sync.Once
+}
+
+func (l *pollListener) Close() error {
+	l.once.Do(func() {
+		l.p.lmu.Lock()
+		delete(l.p.listeners, l.fd)
+		unix.EpollCtl(l.p.epfd, unix.EPOLL_CTL_DEL, l.fd, nil)
+		l.p.lmu.Unlock()
+	})
+	return l.Listener.Close()
+}
+
+// accept takes every pending connection of a listening descriptor.
+func (p *poller) accept(lfd int) bool {
+	p.lmu.Lock()
+	defer p.lmu.Unlock()
+	addr, ok := p.listeners[lfd]
+	if !ok {
+		return false
+	}
+	for {
+		nfd, sa, err := unix.Accept4(lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		if err != nil {
+			switch err {
+			case unix.EAGAIN:
+			case unix.EINTR, unix.ECONNABORTED:
+				continue
+			default:
+				p.s.log.Warn("mqtt: accept", "addr", addr, "err", err)
+				time.Sleep(10 * time.Millisecond) // EMFILE: back off
+			}
+			return true
+		}
+		unix.SetsockoptInt(nfd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		p.s.acceptFD(nfd, sockaddrString(sa))
+	}
+}
+
+func sockaddrString(sa unix.Sockaddr) string {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return net.JoinHostPort(net.IP(a.Addr[:]).String(), strconv.Itoa(a.Port))
+	case *unix.SockaddrInet6:
+		return net.JoinHostPort(net.IP(a.Addr[:]).String(), strconv.Itoa(a.Port))
+	}
+	return "?"
+}
+
+func (s *Server) acceptFD(fd int, remote string) {
+	p := s.pollers[fd%len(s.pollers)]
+	c := s.newConn(remote)
+	c.fd, c.p = fd, p
+	if !s.track(c) {
+		unix.Close(fd)
+		return
+	}
+	if err := p.add(c); err != nil {
+		s.untrack(c)
+		unix.Close(fd)
+		return
+	}
+}
+
+// listenTLS starts a TLS listener; its connections use goroutines.
+func (s *Server) listenTLS(addr string, cfg *tls.Config) (net.Listener, error) {
+	l, err := tls.Listen("tcp", addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			nc, err := l.Accept()
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				s.log.Warn("mqtt: accept", "addr", addr, "err", err)
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			c := s.newConn(nc.RemoteAddr().String())
+			c.nc, c.fd = nc, -1
+			c.wake = make(chan struct{}, 1)
+			if !s.track(c) {
+				nc.Close()
+				continue
+			}
+			s.wg.Add(2)
+			go c.tlsReader()
+			go c.tlsWriter()
+		}
+	}()
+	return l, nil
+}
+
+func (c *conn) tlsReader() {
+	defer c.srv.wg.Done()
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.nc.Read(buf)
+		if n > 0 {
+			c.feed(buf[:n])
+		}
+		if err != nil {
+			c.inMu.Lock()
+			c.eof = true
+			sched := !c.scheduled && !c.closed
+			c.scheduled = c.scheduled || sched
+			c.inMu.Unlock()
+			if sched {
+				c.srv.pool.submit(c.work)
+			}
+			return
+		}
+	}
+}
+
+func (c *conn) tlsWriter() {
+	defer c.srv.wg.Done()
+	var b []byte
+	for range c.wake {
+		c.outMu.Lock()
+		b, c.out = c.out, b[:0]
+		closed := c.wclosed
+		c.outMu.Unlock()
+		if len(b) > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := c.nc.Write(b); err != nil {
+				c.fail("write: " + err.Error())
+				return
+			}
+		}
+		if closed {
+			c.nc.Close()
+			return
+		}
+	}
+}
+
+// feed appends TLS plaintext to the input and schedules the worker (the
+// TLS path's counterpart of readable).
+func (c *conn) feed(b []byte) {
+	c.lastRecv.Store(nanotime())
+	c.inMu.Lock()
+	c.in = append(c.in, b...)
+	sched := !c.scheduled && !c.closed
+	c.scheduled = c.scheduled || sched
+	c.inMu.Unlock()
+	if sched {
+		c.srv.pool.submit(c.work)
+	}
+}
+
+// readable reads everything the socket holds (edge-triggered) into the
+// connection's input and schedules its worker.
+func (c *conn) readable(buf []byte) {
+	c.inMu.Lock()
+	if c.closed || c.eof {
+		c.inMu.Unlock()
+		return
+	}
+	if c.paused {
+		c.inMu.Unlock()
+		return // the worker reads again when it resumes
+	}
+	got := false
+	for {
+		n, err := unix.Read(c.fd, buf)
+		if n > 0 {
+			got = true
+			c.in = append(c.in, buf[:n]...)
+			if len(c.in) >= pauseInput {
+				c.paused = true
+				break
+			}
+			continue
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != unix.EAGAIN {
+			c.eof = true // n == 0 (peer closed) or a socket error
+		}
+		break
+	}
+	if got {
+		c.lastRecv.Store(nanotime())
+	}
+	sched := !c.scheduled && (len(c.in) > 0 || c.eof)
+	c.scheduled = c.scheduled || sched
+	c.inMu.Unlock()
+	if sched {
+		c.srv.pool.submit(c.work)
+	}
+}
+
+// resume reads a paused socket again (from the worker).
+func (c *conn) resume() {
+	bp := readBufs.Get().(*[]byte)
+	c.readable(*bp)
+	readBufs.Put(bp)
+}
+
+// write sends b, buffering what the socket does not take now. It returns
+// false if the connection is closed or its output is over the limit (then
+// the connection is being dropped as a slow reader).
+func (c *conn) write(b []byte) bool {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if c.wclosed {
+		return false
+	}
+	if c.nc != nil {
+		c.out = append(c.out, b...)
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	} else {
+		if len(c.out) == 0 {
+			for len(b) > 0 {
+				n, err := unix.Write(c.fd, b)
+				if n > 0 {
+					b = b[n:]
+					continue
+				}
+				if err == unix.EINTR {
+					continue
+				}
+				if err == unix.EAGAIN {
+					break
+				}
+				c.wclosed = true
+				c.out = nil
+				c.srv.pool.submit(func() { c.fail("write: " + errString(err)) })
+				return false
+			}
+		}
+		if len(b) > 0 {
+			c.out = append(c.out, b...)
+		}
+	}
+	if len(c.out) > c.srv.opts.MaxOutbound {
+		c.wclosed = true
+		c.out = nil
+		c.srv.pool.submit(func() { c.fail("slow reader: output buffer over " + strconv.Itoa(c.srv.opts.MaxOutbound) + " bytes") })
+		return false
+	}
+	return true
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "EOF"
+	}
+	return err.Error()
+}
+
+// outLen is the number of bytes waiting for the socket.
+func (c *conn) outLen() int {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	return len(c.out)
+}
+
+// flush writes buffered output when the socket becomes writable.
+func (c *conn) flush() {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if c.wclosed || len(c.out) == 0 {
+		return
+	}
+	for len(c.out) > 0 {
+		n, err := unix.Write(c.fd, c.out)
+		if n > 0 {
+			c.out = c.out[n:]
+			continue
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			return
+		}
+		c.wclosed = true
+		c.out = nil
+		c.srv.pool.submit(func() { c.fail("write: " + errString(err)) })
+		return
+	}
+	c.out = nil
+}
+
+// shutdownIO closes the socket after trying to push out what is buffered
+// (a final DISCONNECT). It is idempotent.
+func (c *conn) shutdownIO() {
+	c.inMu.Lock()
+	c.outMu.Lock()
+	if c.closed {
+		c.outMu.Unlock()
+		c.inMu.Unlock()
+		return
+	}
+	c.closed = true
+	c.in = nil
+	if c.nc != nil {
+		c.wclosed = true
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+		// the writer goroutine flushes and closes; bound it with a deadline
+		c.nc.SetDeadline(time.Now().Add(time.Second))
+	} else {
+		if !c.wclosed && len(c.out) > 0 {
+			unix.Write(c.fd, c.out)
+		}
+		c.wclosed = true
+		c.out = nil
+		unix.Close(c.fd)
+	}
+	c.outMu.Unlock()
+	c.inMu.Unlock()
+	if c.p != nil {
+		c.p.remove(c)
+	}
+}
+
+var clockStart = time.Now()
+
+// nanotime is a monotonic clock reading in nanoseconds.
+func nanotime() int64 { return int64(time.Since(clockStart)) }

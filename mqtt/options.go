@@ -1,0 +1,187 @@
+package mqtt
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxPacketSize     = 1 << 20
+	DefaultReceiveMaximum    = 128
+	DefaultKeepAliveMax      = 10 * time.Minute
+	DefaultSessionExpiryMax  = 24 * time.Hour
+	DefaultMaxQueuedMessages = 1000
+	DefaultMaxOutbound       = 4 << 20
+	DefaultTopicAliasMaximum = 64
+	DefaultConnectTimeout    = 10 * time.Second
+	DefaultWorkers           = 256
+)
+
+// DefaultReservedFilters are the topic filters no client may publish or
+// subscribe to unless a Handler claims them or Options.Reserved allows it:
+// the state store request and response trees and $SYS.
+var DefaultReservedFilters = []string{"statestore/#", "clients/statestore/#", "$SYS/#"}
+
+// Options configures a Server. DefaultOptions gives a usable set; a zero
+// field of the numeric kind means its default (documented per field).
+type Options struct {
+	// Listen are plain TCP listen addresses ("127.0.0.1:1883", ":0").
+	Listen []string
+	// TLSListen are TLS listen addresses; they need TLSCertFile and
+	// TLSKeyFile (or TLSConfig).
+	TLSListen   []string
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSConfig, when set, is used instead of loading the files above.
+	TLSConfig *tls.Config
+
+	// MaxPacketSize is the largest packet accepted from a client, fixed
+	// header included (advertised in CONNACK). 0 means DefaultMaxPacketSize.
+	MaxPacketSize int
+	// ReceiveMaximum is how many unacknowledged QoS 1/2 PUBLISHes a client
+	// may have in flight towards the server (advertised in CONNACK); a
+	// client exceeding it is disconnected with 0x93. 0 means
+	// DefaultReceiveMaximum.
+	ReceiveMaximum int
+	// TopicAliasMaximum is the number of topic aliases the server accepts
+	// from a client (0 means DefaultTopicAliasMaximum; negative disables).
+	TopicAliasMaximum int
+	// KeepAliveMax caps the keep alive a client asks for; a larger (or
+	// zero) request is answered with Server Keep Alive. 0 means
+	// DefaultKeepAliveMax.
+	KeepAliveMax time.Duration
+	// SessionExpiryMax caps the session expiry a client asks for. 0 means
+	// DefaultSessionExpiryMax.
+	SessionExpiryMax time.Duration
+	// MaxQueuedMessages bounds the QoS 1/2 messages one session keeps
+	// queued (offline or beyond the client's receive maximum). 0 means
+	// DefaultMaxQueuedMessages.
+	MaxQueuedMessages int
+	// MaxOutbound bounds the bytes buffered for one connection's socket; a
+	// reader slower than that is disconnected. 0 means DefaultMaxOutbound.
+	MaxOutbound int
+	// ConnectTimeout is how long a new connection may take to send
+	// CONNECT. 0 means DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// Workers bounds the goroutines that handle packets. 0 means
+	// DefaultWorkers.
+	Workers int
+	// Pollers is the number of epoll goroutines (0: 1 per 4 CPUs, at least 1).
+	Pollers int
+
+	// CredentialsFile, when set, turns on user name/password
+	// authentication against the file (format in doc.go).
+	CredentialsFile string
+	// AllowAnonymous lets clients without a user name connect when a
+	// credentials file is set.
+	AllowAnonymous bool
+	// ACLFile, when set, loads publish/subscribe rules (format in doc.go).
+	ACLFile string
+
+	// ReservedFilters are topic filters reserved for internal handlers;
+	// nil means DefaultReservedFilters, an empty non-nil slice none.
+	ReservedFilters []string
+	// Reserved, when set, is asked whether a client may use a reserved
+	// topic (subscribe is true for SUBSCRIBE); nil denies.
+	Reserved func(c ClientInfo, topicOrFilter string, subscribe bool) bool
+
+	// Logger receives one line per refused or dropped client; nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns options listening on 127.0.0.1:1883 with every
+// limit at its default.
+func DefaultOptions() Options {
+	return Options{
+		Listen:            []string{"127.0.0.1:1883"},
+		MaxPacketSize:     DefaultMaxPacketSize,
+		ReceiveMaximum:    DefaultReceiveMaximum,
+		TopicAliasMaximum: DefaultTopicAliasMaximum,
+		KeepAliveMax:      DefaultKeepAliveMax,
+		SessionExpiryMax:  DefaultSessionExpiryMax,
+		MaxQueuedMessages: DefaultMaxQueuedMessages,
+		MaxOutbound:       DefaultMaxOutbound,
+		ConnectTimeout:    DefaultConnectTimeout,
+		Workers:           DefaultWorkers,
+	}
+}
+
+// Validate checks the options.
+func (o Options) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	if len(o.Listen)+len(o.TLSListen) == 0 {
+		return bad("no listen address")
+	}
+	if len(o.TLSListen) > 0 && o.TLSConfig == nil && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
+		return bad("TLS listener without certificate and key")
+	}
+	if o.MaxPacketSize != 0 && (o.MaxPacketSize < 64 || o.MaxPacketSize > packets.MaxPacketSizeLimit) {
+		return bad("MaxPacketSize %d outside [64, %d]", o.MaxPacketSize, packets.MaxPacketSizeLimit)
+	}
+	if o.ReceiveMaximum < 0 || o.ReceiveMaximum > 65535 {
+		return bad("ReceiveMaximum %d outside [0, 65535]", o.ReceiveMaximum)
+	}
+	if o.TopicAliasMaximum > 65535 {
+		return bad("TopicAliasMaximum %d over 65535", o.TopicAliasMaximum)
+	}
+	if o.KeepAliveMax < 0 || o.KeepAliveMax > 65535*time.Second {
+		return bad("KeepAliveMax %v outside [0, 65535s]", o.KeepAliveMax)
+	}
+	if o.SessionExpiryMax < 0 {
+		return bad("negative SessionExpiryMax")
+	}
+	if o.MaxQueuedMessages < 0 || o.MaxOutbound < 0 || o.Workers < 0 || o.Pollers < 0 || o.ConnectTimeout < 0 {
+		return bad("negative limit")
+	}
+	for _, f := range o.ReservedFilters {
+		if !packets.ValidTopicFilter(f) {
+			return bad("reserved filter %q is not a topic filter", f)
+		}
+	}
+	return nil
+}
+
+// withDefaults fills zero fields.
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.MaxPacketSize == 0 {
+		o.MaxPacketSize = d.MaxPacketSize
+	}
+	if o.ReceiveMaximum == 0 {
+		o.ReceiveMaximum = d.ReceiveMaximum
+	}
+	if o.TopicAliasMaximum == 0 {
+		o.TopicAliasMaximum = d.TopicAliasMaximum
+	} else if o.TopicAliasMaximum < 0 {
+		o.TopicAliasMaximum = 0
+	}
+	if o.KeepAliveMax == 0 {
+		o.KeepAliveMax = d.KeepAliveMax
+	}
+	if o.SessionExpiryMax == 0 {
+		o.SessionExpiryMax = d.SessionExpiryMax
+	}
+	if o.MaxQueuedMessages == 0 {
+		o.MaxQueuedMessages = d.MaxQueuedMessages
+	}
+	if o.MaxOutbound == 0 {
+		o.MaxOutbound = d.MaxOutbound
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = d.ConnectTimeout
+	}
+	if o.Workers == 0 {
+		o.Workers = d.Workers
+	}
+	if o.ReservedFilters == nil {
+		o.ReservedFilters = DefaultReservedFilters
+	}
+	return o
+}

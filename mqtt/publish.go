@@ -1,0 +1,319 @@
+package mqtt
+
+import (
+	"errors"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// messageFrom builds a Message from a PUBLISH's (or will's) fields.
+func messageFrom(topic string, payload []byte, qos byte, retain bool, pr *packets.Properties, now time.Time) *Message {
+	m := &Message{Topic: topic, Payload: payload, QoS: qos, Retain: retain}
+	if pr.Present.Has(packets.PropPayloadFormat) {
+		m.HasPayloadFormat, m.PayloadFormat = true, pr.PayloadFormat
+	}
+	if pr.Present.Has(packets.PropMessageExpiry) {
+		m.Expiry = now.Add(time.Duration(pr.MessageExpiry) * time.Second)
+	}
+	if pr.Present.Has(packets.PropContentType) {
+		m.ContentType = pr.ContentType
+	}
+	if pr.Present.Has(packets.PropResponseTopic) {
+		m.ResponseTopic = pr.ResponseTopic
+	}
+	if pr.Present.Has(packets.PropCorrelationData) {
+		m.CorrelationData = pr.CorrelationData
+	}
+	m.User = pr.User
+	return m
+}
+
+// errReason maps a backend or handler error to a PUBACK/PUBREC reason.
+func errReason(err error) packets.ReasonCode {
+	switch {
+	case errors.Is(err, ErrNotAuthorized):
+		return packets.ReasonNotAuthorized
+	case errors.Is(err, ErrQueueFull):
+		return packets.ReasonQuotaExceeded
+	}
+	return packets.ReasonUnspecifiedError
+}
+
+func (c *conn) ackProps(code packets.ReasonCode, detail string) packets.Properties {
+	if code == 0 || !c.problemInfo {
+		return packets.Properties{}
+	}
+	return reasonProps(detail)
+}
+
+func (c *conn) handlePublish(p *packets.Publish) {
+	s := c.srv
+	ss := c.session
+	v5 := c.version == packets.Version5
+	s.stats.Received.Add(1)
+	if v5 && p.Properties.Present.Has(packets.PropTopicAlias) {
+		a := p.Properties.TopicAlias
+		if int(a) > s.opts.TopicAliasMaximum {
+			c.closeWith(packets.ReasonTopicAliasInvalid, "topic alias "+strconv.Itoa(int(a))+" over the maximum", closeServer)
+			return
+		}
+		if p.Topic == "" {
+			t, ok := c.aliasIn[a]
+			if !ok {
+				c.closeWith(packets.ReasonProtocolError, "unknown topic alias "+strconv.Itoa(int(a)), closeServer)
+				return
+			}
+			p.Topic = t
+		} else {
+			if c.aliasIn == nil {
+				c.aliasIn = map[uint16]string{}
+			}
+			c.aliasIn[a] = p.Topic
+		}
+	}
+	if p.QoS == 2 {
+		ss.mu.Lock()
+		_, dup := ss.inQoS2[p.PacketID]
+		over := !dup && len(ss.inQoS2) >= s.opts.ReceiveMaximum
+		ss.mu.Unlock()
+		if dup {
+			c.send(&packets.Pubrec{PacketID: p.PacketID})
+			return
+		}
+		if over {
+			c.closeWith(packets.ReasonReceiveMaximumExceeded, "more QoS 2 messages in flight than the receive maximum", closeServer)
+			return
+		}
+	}
+	info := c.info()
+	var code packets.ReasonCode
+	detail := ""
+	h := s.handlerFor(p.Topic)
+	switch {
+	case h == nil && s.reserved(p.Topic, false) && (s.opts.Reserved == nil || !s.opts.Reserved(info, p.Topic, false)):
+		code, detail = packets.ReasonNotAuthorized, "topic is reserved"
+	case h == nil && s.acl != nil && !s.acl.Allowed(info.ClientID, info.Username, p.Topic, false):
+		code, detail = packets.ReasonNotAuthorized, "publish not authorized"
+	case p.Properties.Present.Has(packets.PropPayloadFormat) && p.Properties.PayloadFormat == 1 && !utf8.Valid(p.Payload):
+		code, detail = packets.ReasonPayloadFormatInvalid, "payload is not UTF-8"
+	}
+	if code == 0 {
+		msg := messageFrom(p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties, time.Now())
+		msg.ClientID, msg.Username = info.ClientID, info.Username
+		var err error
+		if h != nil {
+			err = h(s.ctx, info, msg)
+		} else {
+			err = s.backend.Publish(s.ctx, msg)
+		}
+		if err != nil {
+			code, detail = errReason(err), err.Error()
+			if !v5 && code != packets.ReasonNotAuthorized {
+				c.closeWith(code, "publish failed: "+detail, closeServer)
+				return
+			}
+		}
+	}
+	if code != 0 {
+		s.log.Info("mqtt: publish refused", "client", info.ClientID, "topic", p.Topic, "reason", code.String(), "detail", detail)
+		if !v5 {
+			code = 0 // 3.1.1 has no negative acknowledgement: drop silently
+		}
+	}
+	switch p.QoS {
+	case 1:
+		c.send(&packets.Puback{PacketID: p.PacketID, ReasonCode: code, Properties: c.ackProps(code, detail)})
+	case 2:
+		if code < 0x80 {
+			ss.mu.Lock()
+			if ss.inQoS2 == nil {
+				ss.inQoS2 = map[uint16]struct{}{}
+			}
+			ss.inQoS2[p.PacketID] = struct{}{}
+			ss.mu.Unlock()
+		}
+		c.send(&packets.Pubrec{PacketID: p.PacketID, ReasonCode: code, Properties: c.ackProps(code, detail)})
+	}
+}
+
+func (c *conn) handlePubrel(p *packets.Pubrel) {
+	ss := c.session
+	ss.mu.Lock()
+	_, ok := ss.inQoS2[p.PacketID]
+	delete(ss.inQoS2, p.PacketID)
+	if len(ss.inQoS2) == 0 {
+		ss.inQoS2 = nil
+	}
+	ss.mu.Unlock()
+	var code packets.ReasonCode
+	if !ok {
+		code = packets.ReasonPacketIdentifierNotFound
+	}
+	c.send(&packets.Pubcomp{PacketID: p.PacketID, ReasonCode: code})
+}
+
+func (c *conn) handlePubrec(p *packets.Pubrec) {
+	ss := c.session
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.conn != c {
+		return
+	}
+	for i, o := range ss.inflight {
+		if o.id != p.PacketID || o.qos != 2 {
+			continue
+		}
+		if p.ReasonCode >= 0x80 {
+			ss.inflight = append(ss.inflight[:i], ss.inflight[i+1:]...)
+			ss.drainLocked()
+			return
+		}
+		o.rel = true
+		c.sendLocked(&packets.Pubrel{PacketID: p.PacketID})
+		return
+	}
+	c.sendLocked(&packets.Pubrel{PacketID: p.PacketID, ReasonCode: packets.ReasonPacketIdentifierNotFound})
+}
+
+func (c *conn) handleSubscribe(p *packets.Subscribe) {
+	s := c.srv
+	ss := c.session
+	info := c.info()
+	var subID uint32
+	if len(p.Properties.SubscriptionIdentifiers) > 0 {
+		subID = p.Properties.SubscriptionIdentifiers[0]
+	}
+	codes := make([]packets.ReasonCode, len(p.Subscriptions))
+	type granted struct {
+		sub   *Subscription
+		isNew bool
+	}
+	var retained []granted
+	for i, req := range p.Subscriptions {
+		switch {
+		case s.reserved(req.Filter, true) && (s.opts.Reserved == nil || !s.opts.Reserved(info, req.Filter, true)):
+			codes[i] = packets.ReasonNotAuthorized
+		case s.acl != nil && !s.acl.Allowed(info.ClientID, info.Username, req.Filter, true):
+			codes[i] = packets.ReasonNotAuthorized
+		}
+		if codes[i] != 0 {
+			s.log.Info("mqtt: subscribe refused", "client", info.ClientID, "filter", req.Filter, "reason", codes[i].String())
+			continue
+		}
+		sub := &Subscription{Filter: req.Filter, QoS: req.QoS, NoLocal: req.NoLocal,
+			RetainAsPublished: req.RetainAsPublished, RetainHandling: req.RetainHandling, Identifier: subID}
+		ss.mu.Lock()
+		isNew := false
+		if !ss.dead {
+			if ss.subs == nil {
+				ss.subs = map[string]*Subscription{}
+			}
+			ss.subs[req.Filter] = sub
+			isNew = s.subs.add(ss, sub)
+		}
+		ss.mu.Unlock()
+		codes[i] = packets.ReasonCode(req.QoS)
+		if !packets.IsShared(req.Filter) && (req.RetainHandling == 0 || req.RetainHandling == 1 && isNew) {
+			retained = append(retained, granted{sub, isNew})
+		}
+	}
+	c.send(&packets.Suback{PacketID: p.PacketID, ReasonCodes: codes})
+	for _, g := range retained {
+		ss.deliverRetained(s.ctx, g.sub)
+	}
+}
+
+func (c *conn) handleUnsubscribe(p *packets.Unsubscribe) {
+	s := c.srv
+	ss := c.session
+	codes := make([]packets.ReasonCode, len(p.Filters))
+	for i, f := range p.Filters {
+		ss.mu.Lock()
+		_, had := ss.subs[f]
+		delete(ss.subs, f)
+		if had {
+			s.subs.remove(ss, f)
+		}
+		ss.mu.Unlock()
+		if !had {
+			codes[i] = packets.ReasonNoSubscriptionExisted
+		}
+	}
+	c.send(&packets.Unsuback{PacketID: p.PacketID, ReasonCodes: codes})
+}
+
+// sendPublishLocked sends one PUBLISH to the client (caller holds the
+// session lock). It returns false if the message was not sent: expired,
+// over the client's Maximum Packet Size, or a QoS 0 message while the
+// socket is backed up.
+func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup bool, subIDs []uint32) bool {
+	s := c.srv
+	now := time.Now()
+	if msg.expired(now) {
+		return false
+	}
+	if qos == 0 && c.outLen() > s.opts.MaxOutbound/2 {
+		s.stats.Dropped.Add(1)
+		return false
+	}
+	p := packets.Publish{QoS: qos, PacketID: id, Retain: retain, Dup: dup, Topic: msg.Topic, Payload: msg.Payload}
+	newAlias := false
+	if c.version == packets.Version5 {
+		pr := &p.Properties
+		if msg.HasPayloadFormat {
+			pr.Present.Add(packets.PropPayloadFormat)
+			pr.PayloadFormat = msg.PayloadFormat
+		}
+		if !msg.Expiry.IsZero() {
+			pr.Present.Add(packets.PropMessageExpiry)
+			pr.MessageExpiry = uint32((msg.Expiry.Sub(now) + time.Second - 1) / time.Second)
+		}
+		if msg.ContentType != "" {
+			pr.Present.Add(packets.PropContentType)
+			pr.ContentType = msg.ContentType
+		}
+		if msg.ResponseTopic != "" {
+			pr.Present.Add(packets.PropResponseTopic)
+			pr.ResponseTopic = msg.ResponseTopic
+		}
+		if msg.CorrelationData != nil {
+			pr.Present.Add(packets.PropCorrelationData)
+			pr.CorrelationData = msg.CorrelationData
+		}
+		pr.User = msg.User
+		pr.SubscriptionIdentifiers = subIDs
+		if c.aliasOutMax > 0 {
+			if a, ok := c.aliasOut[msg.Topic]; ok {
+				pr.Present.Add(packets.PropTopicAlias)
+				pr.TopicAlias = a
+				p.Topic = ""
+			} else if len(c.aliasOut) < int(c.aliasOutMax) {
+				if c.aliasOut == nil {
+					c.aliasOut = map[string]uint16{}
+				}
+				a := uint16(len(c.aliasOut) + 1)
+				c.aliasOut[msg.Topic] = a
+				pr.Present.Add(packets.PropTopicAlias)
+				pr.TopicAlias = a
+				newAlias = true
+			}
+		}
+	}
+	if c.maxOut > 0 {
+		if n, err := packets.Size(&p, c.version); err != nil || n > c.maxOut {
+			if newAlias {
+				delete(c.aliasOut, msg.Topic)
+			}
+			s.stats.Dropped.Add(1)
+			s.log.Debug("mqtt: message over the client's maximum packet size dropped", "client", c.session.id, "topic", msg.Topic)
+			return false
+		}
+	}
+	if c.send(&p) {
+		s.stats.Sent.Add(1)
+	}
+	return true
+}

@@ -1,0 +1,346 @@
+package mqtt
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// maxExpiry is the v5 session expiry 0xFFFFFFFF: the session never expires.
+const maxExpiry = time.Duration(0xFFFFFFFF) * time.Second
+
+// Handler receives PUBLISHes to a topic filter registered with
+// Server.Handle, instead of the backend, with the publishing client's
+// identity. A non-nil error is reported to a v5 client in the PUBACK/PUBREC
+// (ErrNotAuthorized as 0x87, ErrQueueFull as 0x97, anything else 0x80).
+type Handler func(ctx context.Context, from ClientInfo, msg *Message) error
+
+type handlerEntry struct {
+	filter string
+	h      Handler
+	id     uint64
+}
+
+// Server is the MQTT server engine. Create it with NewServer, then Start.
+type Server struct {
+	opts    Options
+	backend Backend
+	log     *slog.Logger
+	dec     *packets.Decoder
+	creds   *Credentials
+	acl     *ACL
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	pool    *pool
+	wheel   *wheel
+	pollers []*poller
+	subs    subIndex
+
+	mu        sync.Mutex
+	sessions  map[string]*session // protected by mu
+	conns     map[*conn]struct{}  // protected by mu
+	listeners []net.Listener      // protected by mu
+	started   bool                // protected by mu
+	closed    bool                // protected by mu
+
+	hmu      sync.RWMutex
+	handlers []handlerEntry // protected by hmu
+	nextH    uint64         // protected by hmu
+
+	sessionSeq atomic.Uint64
+	stats      Stats
+}
+
+// Stats are the server's counters.
+type Stats struct {
+	Connections atomic.Int64 // open connections
+	Received    atomic.Int64 // PUBLISH packets received
+	Sent        atomic.Int64 // PUBLISH packets sent
+	Dropped     atomic.Int64 // messages dropped (queue full, too large, slow reader)
+}
+
+// NewServer checks the options, loads the credentials and ACL files, and
+// returns a server that is not yet listening.
+func NewServer(opts Options, backend Backend) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if backend == nil {
+		return nil, fmt.Errorf("%w: nil backend", ErrInvalidOptions)
+	}
+	opts = opts.withDefaults()
+	s := &Server{opts: opts, backend: backend, log: opts.Logger,
+		sessions: map[string]*session{}, conns: map[*conn]struct{}{}}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var err error
+	if s.dec, err = packets.NewDecoder(packets.Options{MaxPacketSize: opts.MaxPacketSize}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	if opts.CredentialsFile != "" {
+		if s.creds, err = LoadCredentials(opts.CredentialsFile); err != nil {
+			return nil, err
+		}
+	}
+	if opts.ACLFile != "" {
+		if s.acl, err = LoadACL(opts.ACLFile); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Start binds the backend and opens the listeners. The server runs until
+// Close (cancelling ctx does not stop it; it only bounds backend calls).
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started || s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("mqtt: server already started or closed")
+	}
+	s.started = true
+	s.mu.Unlock()
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.pool = newPool(s.opts.Workers)
+	s.wheel = newWheel(100*time.Millisecond, 4096, s.pool)
+	n := s.opts.Pollers
+	if n == 0 {
+		n = max(1, runtime.GOMAXPROCS(0)/4)
+	}
+	for range n {
+		p, err := newPoller(s)
+		if err != nil {
+			s.Close()
+			return fmt.Errorf("mqtt: epoll: %w", err)
+		}
+		s.pollers = append(s.pollers, p)
+		go p.run()
+	}
+	if err := s.backend.Start(s.ctx, s); err != nil {
+		s.Close()
+		return fmt.Errorf("mqtt: backend: %w", err)
+	}
+	var tlsCfg *tls.Config
+	if len(s.opts.TLSListen) > 0 {
+		tlsCfg = s.opts.TLSConfig
+		if tlsCfg == nil {
+			cert, err := tls.LoadX509KeyPair(s.opts.TLSCertFile, s.opts.TLSKeyFile)
+			if err != nil {
+				s.Close()
+				return fmt.Errorf("mqtt: TLS key pair: %w", err)
+			}
+			tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
+	}
+	for _, a := range s.opts.Listen {
+		l, err := s.listen(a)
+		if err != nil {
+			s.Close()
+			return fmt.Errorf("mqtt: listen %s: %w", a, err)
+		}
+		s.mu.Lock()
+		s.listeners = append(s.listeners, l)
+		s.mu.Unlock()
+	}
+	for _, a := range s.opts.TLSListen {
+		l, err := s.listenTLS(a, tlsCfg)
+		if err != nil {
+			s.Close()
+			return fmt.Errorf("mqtt: listen TLS %s: %w", a, err)
+		}
+		s.mu.Lock()
+		s.listeners = append(s.listeners, l)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// Addrs returns the listeners' addresses, plain TCP first, in Options order.
+func (s *Server) Addrs() []net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]net.Addr, len(s.listeners))
+	for i, l := range s.listeners {
+		out[i] = l.Addr()
+	}
+	return out
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() *Stats { return &s.stats }
+
+// Close disconnects every client (v5: DISCONNECT 0x8B), saves sessions that
+// outlive their connection to the backend, and stops every goroutine. It is
+// idempotent. It does not close the backend.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ls := s.listeners
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	for _, c := range conns {
+		c.closeWith(packets.ReasonServerShuttingDown, "server shutting down", closeShutdown)
+	}
+	if d, ok := s.backend.(interface{ Detach(Deliverer) }); ok {
+		d.Detach(s)
+	}
+	s.wg.Wait()
+	if s.wheel != nil {
+		s.wheel.close()
+	}
+	if s.pool != nil {
+		s.pool.close()
+	}
+	for _, p := range s.pollers {
+		p.close()
+	}
+	return nil
+}
+
+// track registers a new connection; false when the server is closed.
+func (s *Server) track(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.stats.Connections.Add(1)
+	s.wheel.arm(&c.ka, s.opts.ConnectTimeout, c.keepAliveCheck)
+	return true
+}
+
+func (s *Server) untrack(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.conns[c]; ok {
+		delete(s.conns, c)
+		s.stats.Connections.Add(-1)
+	}
+}
+
+// Handle registers h for PUBLISHes whose topic matches filter: they go to h
+// instead of the backend, and the filter is claimed from the reserved
+// topics. The returned function unregisters it.
+func (s *Server) Handle(filter string, h Handler) (unregister func()) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	s.nextH++
+	id := s.nextH
+	s.handlers = append(s.handlers, handlerEntry{filter: filter, h: h, id: id})
+	return func() {
+		s.hmu.Lock()
+		defer s.hmu.Unlock()
+		for i, e := range s.handlers {
+			if e.id == id {
+				s.handlers = append(s.handlers[:i:i], s.handlers[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+func (s *Server) handlerFor(topic string) Handler {
+	s.hmu.RLock()
+	defer s.hmu.RUnlock()
+	for _, e := range s.handlers {
+		if packets.Match(e.filter, topic) {
+			return e.h
+		}
+	}
+	return nil
+}
+
+// reserved reports whether topic (or filter) falls under a reserved filter.
+func (s *Server) reserved(topicOrFilter string, subscribe bool) bool {
+	for _, f := range s.opts.ReservedFilters {
+		if subscribe {
+			_, inner := splitFilter(topicOrFilter)
+			if covers(f, inner) || overlaps(f, inner) {
+				return true
+			}
+		} else if packets.Match(f, topicOrFilter) {
+			return true
+		}
+	}
+	return false
+}
+
+// overlaps reports whether some topic matches both filters (ignoring the
+// $-rule, conservatively).
+func overlaps(a, b string) bool {
+	for {
+		al, arest, amore := cut(a)
+		bl, brest, bmore := cut(b)
+		if al == "#" || bl == "#" {
+			return true
+		}
+		if al != "+" && bl != "+" && al != bl {
+			return false
+		}
+		if !amore || !bmore {
+			return !amore && !bmore || amore && arest == "#" || bmore && brest == "#"
+		}
+		a, b = arest, brest
+	}
+}
+
+// Publish stores an internal message through the backend, as if a client
+// had published it (without ACL checks).
+func (s *Server) Publish(ctx context.Context, msg *Message) error {
+	return s.backend.Publish(ctx, msg)
+}
+
+// Deliver implements Deliverer: the backend hands every stored message to
+// the matching local subscriptions.
+func (s *Server) Deliver(msg *Message) {
+	if msg.expired(time.Now()) {
+		return
+	}
+	for _, t := range s.subs.match(msg.Topic, msg.ClientID) {
+		retain := msg.Retain && t.rap
+		t.s.deliver(msg, min(msg.QoS, t.qos), retain, t.subIDs)
+	}
+}
+
+// SendTo delivers msg into clientID's session without a subscription: sent
+// now if the client is connected, queued (QoS 1/2) if its session is
+// offline. It returns ErrNoSession if the server has no session of that id.
+func (s *Server) SendTo(clientID string, msg *Message) error {
+	s.mu.Lock()
+	ss := s.sessions[clientID]
+	s.mu.Unlock()
+	if ss == nil {
+		return fmt.Errorf("%w: %q", ErrNoSession, clientID)
+	}
+	if !ss.deliver(msg, msg.QoS, msg.Retain, nil) {
+		return ErrQueueFull
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+package mqtt
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// maxInflightOut caps the QoS 1/2 messages in flight to one client,
+// whatever receive maximum it announces.
+const maxInflightOut = 1024
+
+// session is the server-side state of one client identifier; it outlives
+// its connections until it expires.
+type session struct {
+	srv    *Server
+	id     string
+	seq    uint64      // unique, orders match results
+	online atomic.Bool // a connection is attached (shared subscription choice)
+
+	mu             sync.Mutex
+	conn           *conn                    // protected by mu; nil while offline
+	username       string                   // protected by mu
+	subs           map[string]*Subscription // protected by mu
+	expiry         time.Duration            // protected by mu
+	disconnectedAt time.Time                // protected by mu
+	dead           bool                     // protected by mu; removed from the server
+	expiryTimer    timer                    // armed while offline
+
+	// Outbound QoS 1/2 (protected by mu): inflight in send order, then
+	// queued messages waiting for quota or a connection.
+	nextID   uint16
+	inflight []*outMsg
+	queue    []*queued
+	// Inbound QoS 2 packet ids received and not yet released (protected
+	// by mu).
+	inQoS2 map[uint16]struct{}
+
+	will      *Message      // protected by mu
+	willDelay time.Duration // protected by mu
+	willTimer timer
+}
+
+// outMsg is a QoS 1/2 message sent and not yet completed.
+type outMsg struct {
+	msg    *Message
+	id     uint16
+	qos    byte
+	retain bool
+	subIDs []uint32
+	rel    bool // PUBREC received, PUBREL sent
+}
+
+type queued struct {
+	msg    *Message
+	qos    byte
+	retain bool
+	subIDs []uint32
+}
+
+func (s *Server) newSession(id string) *session {
+	ss := &session{srv: s, id: id, seq: s.sessionSeq.Add(1)}
+	ss.expiryTimer.slot, ss.willTimer.slot = -1, -1
+	return ss
+}
+
+// deliver hands a message to the session at the given QoS: sent now when
+// connected and within quota, queued (QoS 1/2) otherwise. It returns false
+// when the message was dropped because the queue is full.
+func (ss *session) deliver(msg *Message, qos byte, retain bool, subIDs []uint32) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.dead {
+		return true
+	}
+	c := ss.conn
+	if qos == 0 {
+		if c != nil {
+			c.sendPublishLocked(msg, 0, 0, retain, false, subIDs)
+		}
+		return true
+	}
+	if c != nil && len(ss.queue) == 0 && len(ss.inflight) < c.sendQuota {
+		ss.sendNewLocked(c, msg, qos, retain, subIDs)
+		return true
+	}
+	if len(ss.queue) >= ss.srv.opts.MaxQueuedMessages {
+		ss.srv.stats.Dropped.Add(1)
+		ss.srv.log.Warn("mqtt: session queue full, message dropped", "client", ss.id, "topic", msg.Topic)
+		return false
+	}
+	ss.queue = append(ss.queue, &queued{msg: msg, qos: qos, retain: retain, subIDs: subIDs})
+	return true
+}
+
+func (ss *session) allocIDLocked() uint16 {
+	for {
+		ss.nextID++
+		if ss.nextID == 0 {
+			ss.nextID = 1
+		}
+		used := false
+		for _, o := range ss.inflight {
+			if o.id == ss.nextID {
+				used = true
+				break
+			}
+		}
+		if !used {
+			return ss.nextID
+		}
+	}
+}
+
+func (ss *session) sendNewLocked(c *conn, msg *Message, qos byte, retain bool, subIDs []uint32) {
+	o := &outMsg{msg: msg, id: ss.allocIDLocked(), qos: qos, retain: retain, subIDs: subIDs}
+	if !c.sendPublishLocked(msg, qos, o.id, retain, false, subIDs) {
+		return // too large for the client or expired: as if delivered
+	}
+	ss.inflight = append(ss.inflight, o)
+}
+
+// drainLocked moves queued messages into flight while the client's quota
+// allows.
+func (ss *session) drainLocked() {
+	c := ss.conn
+	if c == nil {
+		return
+	}
+	now := time.Now()
+	i := 0
+	for ; i < len(ss.queue) && len(ss.inflight) < c.sendQuota; i++ {
+		q := ss.queue[i]
+		ss.queue[i] = nil
+		if q.msg.expired(now) {
+			continue
+		}
+		ss.sendNewLocked(c, q.msg, q.qos, q.retain, q.subIDs)
+	}
+	ss.queue = ss.queue[i:]
+	if len(ss.queue) == 0 {
+		ss.queue = nil
+	}
+}
+
+// resendLocked redelivers everything in flight, in order, on a resumed
+// session: PUBLISH with DUP, or PUBREL for those already received.
+func (ss *session) resendLocked(c *conn) {
+	for _, o := range ss.inflight {
+		if o.rel {
+			c.sendLocked(&packets.Pubrel{PacketID: o.id})
+			continue
+		}
+		c.sendPublishLocked(o.msg, o.qos, o.id, o.retain, true, o.subIDs)
+	}
+	ss.drainLocked()
+}
+
+// ackLocked completes an outbound message: PUBACK (qos1) or PUBCOMP.
+func (ss *session) ackLocked(id uint16, comp bool) bool {
+	for i, o := range ss.inflight {
+		if o.id == id && (comp == (o.qos == 2)) && (!comp || o.rel) {
+			copy(ss.inflight[i:], ss.inflight[i+1:])
+			ss.inflight[len(ss.inflight)-1] = nil
+			ss.inflight = ss.inflight[:len(ss.inflight)-1]
+			if len(ss.inflight) == 0 {
+				ss.inflight = nil
+			}
+			ss.drainLocked()
+			return true
+		}
+	}
+	return false
+}
+
+// state snapshots the session for the backend.
+func (ss *session) stateLocked() *SessionState {
+	st := &SessionState{ClientID: ss.id, Username: ss.username, Expiry: ss.expiry, DisconnectedAt: ss.disconnectedAt}
+	for _, sub := range ss.subs {
+		st.Subscriptions = append(st.Subscriptions, *sub)
+	}
+	for _, o := range ss.inflight {
+		if !o.rel {
+			st.Pending = append(st.Pending, o.msg)
+		}
+	}
+	for _, q := range ss.queue {
+		st.Pending = append(st.Pending, q.msg)
+	}
+	return st
+}
+
+// restore fills a fresh session from a backend state.
+func (ss *session) restore(st *SessionState) {
+	ss.username = st.Username
+	ss.expiry = st.Expiry
+	for i := range st.Subscriptions {
+		sub := st.Subscriptions[i]
+		if ss.subs == nil {
+			ss.subs = map[string]*Subscription{}
+		}
+		ss.subs[sub.Filter] = &sub
+		ss.srv.subs.add(ss, &sub)
+	}
+	for _, m := range st.Pending {
+		ss.queue = append(ss.queue, &queued{msg: m, qos: m.QoS})
+	}
+}
+
+// dropSubs removes every subscription of ss from the index.
+func (ss *session) dropSubsLocked() {
+	for f := range ss.subs {
+		ss.srv.subs.remove(ss, f)
+	}
+	ss.subs = nil
+}
+
+// expire runs from the wheel when an offline session's expiry passes.
+func (ss *session) expire() {
+	s := ss.srv
+	s.mu.Lock()
+	ss.mu.Lock()
+	if ss.dead || ss.conn != nil || s.sessions[ss.id] != ss {
+		ss.mu.Unlock()
+		s.mu.Unlock()
+		return
+	}
+	ss.dead = true
+	delete(s.sessions, ss.id)
+	ss.dropSubsLocked()
+	will := ss.will
+	ss.will = nil
+	s.wheel.disarm(&ss.willTimer)
+	ss.mu.Unlock()
+	s.mu.Unlock()
+	if will != nil {
+		s.publishWill(will)
+	}
+	if err := s.backend.DeleteSession(s.ctx, ss.id); err != nil {
+		s.log.Warn("mqtt: delete session", "client", ss.id, "err", err)
+	}
+}
+
+// fireWill runs from the wheel when the will delay passes.
+func (ss *session) fireWill() {
+	ss.mu.Lock()
+	will := ss.will
+	if ss.conn != nil {
+		will = nil
+	}
+	ss.will = nil
+	ss.mu.Unlock()
+	if will != nil {
+		ss.srv.publishWill(will)
+	}
+}
+
+func (s *Server) publishWill(m *Message) {
+	if s.acl != nil && !s.acl.Allowed(m.ClientID, m.Username, m.Topic, false) {
+		s.log.Info("mqtt: will not authorized", "client", m.ClientID, "topic", m.Topic)
+		return
+	}
+	if err := s.backend.Publish(s.ctx, m); err != nil {
+		s.log.Warn("mqtt: publish will", "client", m.ClientID, "err", err)
+	}
+}
+
+func cut(s string) (string, string, bool) { return strings.Cut(s, "/") }
+
+// deliverRetained sends the retained messages matching filter to ss.
+func (ss *session) deliverRetained(ctx context.Context, sub *Subscription) {
+	_, inner := splitFilter(sub.Filter)
+	msgs, err := ss.srv.backend.Retained(ctx, inner)
+	if err != nil {
+		ss.srv.log.Warn("mqtt: retained lookup", "client", ss.id, "filter", inner, "err", err)
+		return
+	}
+	var ids []uint32
+	if sub.Identifier != 0 {
+		ids = []uint32{sub.Identifier}
+	}
+	for _, m := range msgs {
+		ss.deliver(m, min(m.QoS, sub.QoS), true, ids)
+	}
+}

@@ -1,0 +1,231 @@
+package mqtt
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// subIndex is the topic tree of local subscriptions: one node per filter
+// level, "+" and "#" as ordinary child names. Shared subscriptions hang off
+// the node of their inner filter, grouped by share name.
+type subIndex struct {
+	mu   sync.RWMutex
+	root node // protected by mu
+}
+
+type node struct {
+	children map[string]*node
+	subs     map[*session]*Subscription
+	shared   map[string]*shareGroup
+}
+
+// shareGroup is one $share/<group>/<filter>: every message goes to one
+// member, round robin, preferring connected members.
+type shareGroup struct {
+	members []shareMember
+	next    atomic.Uint32
+}
+
+type shareMember struct {
+	s   *session
+	sub *Subscription
+}
+
+// target is one session a message goes to, with the subscriptions that
+// matched it merged: the highest QoS, every subscription identifier.
+type target struct {
+	s      *session
+	qos    byte
+	rap    bool // retain as published
+	subIDs []uint32
+}
+
+func splitFilter(filter string) (group, inner string) {
+	if g, f, ok := packets.ParseShared(filter); ok {
+		return g, f
+	}
+	return "", filter
+}
+
+// add inserts (or replaces) s's subscription; it reports whether the
+// filter was new for s.
+func (x *subIndex) add(s *session, sub *Subscription) bool {
+	group, inner := splitFilter(sub.Filter)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := &x.root
+	for lvl := range strings.SplitSeq(inner, "/") {
+		c := n.children[lvl]
+		if c == nil {
+			c = &node{}
+			if n.children == nil {
+				n.children = map[string]*node{}
+			}
+			n.children[lvl] = c
+		}
+		n = c
+	}
+	if group == "" {
+		_, had := n.subs[s]
+		if n.subs == nil {
+			n.subs = map[*session]*Subscription{}
+		}
+		n.subs[s] = sub
+		return !had
+	}
+	if n.shared == nil {
+		n.shared = map[string]*shareGroup{}
+	}
+	g := n.shared[group]
+	if g == nil {
+		g = &shareGroup{}
+		n.shared[group] = g
+	}
+	for i := range g.members {
+		if g.members[i].s == s {
+			g.members[i].sub = sub
+			return false
+		}
+	}
+	g.members = append(g.members, shareMember{s, sub})
+	return true
+}
+
+// remove deletes s's subscription to filter; it reports whether it existed.
+func (x *subIndex) remove(s *session, filter string) bool {
+	group, inner := splitFilter(filter)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	path := []*node{&x.root}
+	n := &x.root
+	levels := strings.Split(inner, "/")
+	for _, lvl := range levels {
+		if n = n.children[lvl]; n == nil {
+			return false
+		}
+		path = append(path, n)
+	}
+	found := false
+	if group == "" {
+		_, found = n.subs[s]
+		delete(n.subs, s)
+	} else if g := n.shared[group]; g != nil {
+		for i := range g.members {
+			if g.members[i].s == s {
+				g.members = slices.Delete(g.members, i, i+1)
+				found = true
+				break
+			}
+		}
+		if len(g.members) == 0 {
+			delete(n.shared, group)
+		}
+	}
+	// Prune empty nodes bottom up.
+	for i := len(path) - 1; i > 0; i-- {
+		c := path[i]
+		if len(c.children) > 0 || len(c.subs) > 0 || len(c.shared) > 0 {
+			break
+		}
+		delete(path[i-1].children, levels[i-1])
+	}
+	return found
+}
+
+// match returns the sessions topic goes to, one target per session, with
+// no-local subscriptions of publisher skipped.
+func (x *subIndex) match(topic, publisher string) []target {
+	var out []target
+	x.mu.RLock()
+	dollar := len(topic) > 0 && topic[0] == '$'
+	x.matchLocked(&x.root, topic, 0, dollar, publisher, &out)
+	x.mu.RUnlock()
+	if len(out) > 1 {
+		slices.SortFunc(out, func(a, b target) int {
+			switch {
+			case a.s.seq < b.s.seq:
+				return -1
+			case a.s.seq > b.s.seq:
+				return 1
+			}
+			return 0
+		})
+		w := 0
+		for i := 1; i < len(out); i++ {
+			if out[i].s == out[w].s {
+				t := &out[w]
+				t.qos = max(t.qos, out[i].qos)
+				t.rap = t.rap || out[i].rap
+				t.subIDs = append(t.subIDs, out[i].subIDs...)
+				continue
+			}
+			w++
+			out[w] = out[i]
+		}
+		out = out[:w+1]
+	}
+	return out
+}
+
+func (x *subIndex) matchLocked(n *node, rest string, depth int, dollar bool, publisher string, out *[]target) {
+	lvl, more, hasMore := strings.Cut(rest, "/")
+	wild := !(dollar && depth == 0)
+	if wild {
+		if c := n.children["#"]; c != nil {
+			x.collect(c, publisher, out)
+		}
+		if c := n.children["+"]; c != nil {
+			x.step(c, more, hasMore, depth, dollar, publisher, out)
+		}
+	}
+	if c := n.children[lvl]; c != nil {
+		x.step(c, more, hasMore, depth, dollar, publisher, out)
+	}
+}
+
+func (x *subIndex) step(c *node, more string, hasMore bool, depth int, dollar bool, publisher string, out *[]target) {
+	if hasMore {
+		x.matchLocked(c, more, depth+1, dollar, publisher, out)
+		return
+	}
+	x.collect(c, publisher, out)
+	if h := c.children["#"]; h != nil { // "a/#" matches "a"
+		x.collect(h, publisher, out)
+	}
+}
+
+func (x *subIndex) collect(n *node, publisher string, out *[]target) {
+	for s, sub := range n.subs {
+		if sub.NoLocal && s.id == publisher {
+			continue
+		}
+		t := target{s: s, qos: sub.QoS, rap: sub.RetainAsPublished}
+		if sub.Identifier != 0 {
+			t.subIDs = []uint32{sub.Identifier}
+		}
+		*out = append(*out, t)
+	}
+	for _, g := range n.shared {
+		if len(g.members) == 0 {
+			continue
+		}
+		start := int(g.next.Add(1)-1) % len(g.members)
+		pick := start
+		for i := 0; i < len(g.members); i++ {
+			if j := (start + i) % len(g.members); g.members[j].s.online.Load() {
+				pick = j
+				break
+			}
+		}
+		m := g.members[pick]
+		t := target{s: m.s, qos: m.sub.QoS, rap: m.sub.RetainAsPublished}
+		if m.sub.Identifier != 0 {
+			t.subIDs = []uint32{m.sub.Identifier}
+		}
+		*out = append(*out, t)
+	}
+}
