@@ -54,7 +54,6 @@ type Broker struct {
 	perm       atomic.Int32           // broker permission (read/write bits)
 	queueRR    atomic.Uint32          // round-robin for sends with queueId < 0
 	registered atomic.Bool            // registered with at least one registry once
-	regWake    chan struct{}          // asks the registration loop to register now
 	masterAddr atomic.Pointer[string] // a slave's master, as registries report it
 
 	cancel    context.CancelFunc
