@@ -6,7 +6,7 @@ FUZZTIME  ?= 30s
 STATICCHECK_VERSION ?= 2026.2.2
 PKGS      := ./...
 
-.PHONY: all build run test race short bench fuzz lint staticcheck interop clean
+.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster clean
 
 all: lint build test
 
@@ -52,6 +52,16 @@ staticcheck:
 # Interop tests against unmodified third-party clients (their own module).
 interop:
 	cd interop && $(GO) test -count=1 -timeout 20m ./...
+
+# Master/slave tests with real processes (registry, master, slave).
+cluster:
+	$(GO) test -tags cluster -count=1 -timeout 10m -run 'TestCluster' ./internal/cluster/
+
+# SmartGo vs NATS JetStream (embedded, same run, loopback): publish rate
+# and e2e latency, durable (fsync before ack) and with defaults. Its own
+# module; not part of `make test`.
+compare:
+	cd compare && $(GO) run . -durable=true && $(GO) run . -durable=false
 
 clean:
 	rm -rf bin

@@ -259,6 +259,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"putTps":                 tpsTriple(b.stats, TopicPutNums),
 		"getTransferedTps":       tpsTriple(b.stats, GroupGetNums),
 	}
+	b.haRuntimeInfo(t)
 	if ts, ok := s.EarliestMessageTime(); ok {
 		t["earliestMessageTimeStamp"] = strconv.FormatInt(ts, 10)
 	}

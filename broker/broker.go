@@ -50,11 +50,18 @@ type Broker struct {
 	hold         *HoldService
 	schedule     *scheduleService
 	metrics      *http.Server
+	metricsAddr  string // bound address of the metrics listener
 
 	perm       atomic.Int32           // broker permission (read/write bits)
 	queueRR    atomic.Uint32          // round-robin for sends with queueId < 0
 	registered atomic.Bool            // registered with at least one registry once
 	masterAddr atomic.Pointer[string] // a slave's master, as registries report it
+
+	// Replication (broker/ha.go): ha on a master, haClient on a slave.
+	ha           *store.HAServer
+	haClient     *store.HAClient
+	haAdvertised string                 // master's published HA address
+	masterHAAddr atomic.Pointer[string] // a slave's master HA address, as registries report it
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -137,14 +144,21 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.registerProcessors()
 	b.srv.OnConnClose(b.connClosed)
-	b.store.OnArrival(b.onArrival)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	b.goFunc(func() { b.hold.Run(ctx) })
 	b.goFunc(func() { b.stats.Run(ctx) })
 	b.goFunc(func() { b.housekeeping(ctx) })
-	b.goFunc(func() { b.schedule.run(ctx) })
+	if opts.Role != RoleSlave {
+		b.goFunc(func() { b.schedule.run(ctx) }) // a slave's log is the master's copy
+	}
+	if err = b.startHA(ctx); err != nil {
+		cancel()
+		b.wg.Wait()
+		return nil, err
+	}
+	b.store.OnArrival(b.onArrival) // after startHA: it reads b.ha
 	if len(opts.Registries) > 0 {
 		b.goFunc(func() { b.registerLoop(ctx) })
 	}
@@ -193,6 +207,7 @@ func advertiseIP(configured string, listen net.IP) netip.Addr {
 // the queue, and the delay service for the schedule topic.
 func (b *Broker) onArrival(topic string, queueID int32, maxOffset int64) {
 	b.hold.Notify(topic, queueID, maxOffset)
+	b.notifyHA()
 	if topic == ScheduleTopic {
 		b.schedule.notify()
 	}
@@ -230,12 +245,16 @@ func (b *Broker) Close() error {
 			b.unregisterAll(ctx)
 			cancel()
 		}
+		// Stop replication and arrival callbacks first: the hold service
+		// must not be notified after it shut down.
+		closeHAErr := b.closeHA()
+		b.store.OnArrival(nil)
+		errs := []error{closeHAErr}
+		if b.metrics != nil {
+			errs = append(errs, b.metrics.Close()) // its Serve goroutine is in wg
+		}
 		b.cancel() // hold service answers held pulls before the server goes
 		b.wg.Wait()
-		var errs []error
-		if b.metrics != nil {
-			errs = append(errs, b.metrics.Close())
-		}
 		errs = append(errs, b.srv.Close())
 		errs = append(errs, b.offsets.Persist(), b.delayOffsets.Persist())
 		errs = append(errs, b.closeParts())
@@ -249,6 +268,7 @@ func (b *Broker) Close() error {
 // start).
 func (b *Broker) closeParts() error {
 	var errs []error
+	errs = append(errs, b.closeHA())
 	if b.client != nil {
 		errs = append(errs, b.client.Close())
 	}
@@ -326,6 +346,7 @@ func (b *Broker) startMetrics() error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	b.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	b.metricsAddr = ln.Addr().String()
 	b.goFunc(func() {
 		if err := b.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			b.log.Error("metrics server", "err", err)
@@ -335,13 +356,8 @@ func (b *Broker) startMetrics() error {
 	return nil
 }
 
-// MetricsAddr returns the metrics listener's address, or "" when off.
-func (b *Broker) MetricsAddr() string {
-	if b.metrics == nil {
-		return ""
-	}
-	return b.opts.MetricsAddr
-}
+// MetricsAddr returns the metrics listener's bound address, or "" when off.
+func (b *Broker) MetricsAddr() string { return b.metricsAddr }
 
 // storeCollector exports store-level gauges.
 type storeCollector struct{ b *Broker }

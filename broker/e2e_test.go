@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -445,5 +447,40 @@ func TestBrokerNotifiesConsumerIDsChanged(t *testing.T) {
 	waitFor(t, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return notified["ng"] > before })
 	if ids := b.consumers.ClientIDs("ng"); len(ids) != 1 || ids[0] != "c1" {
 		t.Fatalf("members after close: %v", ids)
+	}
+}
+
+// Per-topic and per-group statistics reach GET_BROKER_RUNTIME_INFO and the
+// Prometheus endpoint.
+func TestBrokerStatisticsEndpoints(t *testing.T) {
+	b := testBroker(t, t.TempDir(), func(o *Options) { o.MetricsAddr = "127.0.0.1:0" })
+	c := newTestClient(t, b.Addr())
+	for i := 0; i < 3; i++ {
+		c.mustSend("Counted", 0, "xyz", "")
+	}
+	if r := c.pull("statg", "Counted", 0, 0, flagSubscription, 0, "*"); len(r.msgs) != 3 {
+		t.Fatalf("pulled %d", len(r.msgs))
+	}
+	resp := c.invoke(protocol.GetBrokerRuntimeInfo, nil, nil)
+	var kv protocol.KVTable
+	if err := protocol.DecodeJSON(resp.Body, &kv); err != nil {
+		t.Fatal(err)
+	}
+	if kv.Table["topicPutTotal.Counted"] != "3" || kv.Table["groupGetTotal.Counted@statg"] != "3" || kv.Table["brokerRole"] != "ASYNC_MASTER" {
+		t.Fatalf("runtime info: %v", kv.Table)
+	}
+	if b.MetricsAddr() == "" {
+		t.Fatal("no metrics listener")
+	}
+	hr, err := http.Get("http://" + b.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hr.Body.Close()
+	text, _ := io.ReadAll(hr.Body)
+	for _, want := range []string{`smartgo_topic_put_messages_total{topic="Counted"} 3`, `smartgo_group_get_messages_total{group="statg",topic="Counted"} 3`, "smartgo_commitlog_max_offset"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

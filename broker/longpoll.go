@@ -23,10 +23,14 @@ type HoldService struct {
 	wakeup  chan struct{}            // the heap's head changed
 	closed  bool                     // protected by mu
 
-	work    chan *heldPull
-	workers int
-	wg      sync.WaitGroup
-	now     func() time.Time
+	work chan *heldPull
+	// sendMu orders sends on work against its close: senders hold it for
+	// reading; shutdown takes it for writing to close the channel.
+	sendMu     sync.RWMutex
+	workClosed bool // protected by sendMu
+	workers    int
+	wg         sync.WaitGroup
+	now        func() time.Time
 }
 
 type queueKey struct {
@@ -110,10 +114,28 @@ func (h *HoldService) expire() time.Time {
 		next = h.dl[0].deadline
 	}
 	h.mu.Unlock()
-	for _, p := range due {
+	h.dispatch(due)
+	return next
+}
+
+// dispatch hands fired pulls to the workers; after shutdown closed the
+// work channel it runs them inline, so no pull goes unanswered and no send
+// hits a closed channel.
+func (h *HoldService) dispatch(ps []*heldPull) {
+	if len(ps) == 0 {
+		return
+	}
+	h.sendMu.RLock()
+	defer h.sendMu.RUnlock()
+	if h.workClosed {
+		for _, p := range ps {
+			p.fire(p.timedOut)
+		}
+		return
+	}
+	for _, p := range ps {
 		h.work <- p
 	}
-	return next
 }
 
 func (h *HoldService) shutdown() {
@@ -129,10 +151,11 @@ func (h *HoldService) shutdown() {
 	h.byQueue = map[queueKey][]*heldPull{}
 	h.dl = nil
 	h.mu.Unlock()
-	for _, p := range all {
-		h.work <- p
-	}
+	h.dispatch(all)
+	h.sendMu.Lock()
+	h.workClosed = true
 	close(h.work)
+	h.sendMu.Unlock()
 	h.wg.Wait()
 }
 
@@ -187,14 +210,8 @@ func (h *HoldService) Notify(topic string, queueID int32, maxOffset int64) {
 	} else {
 		h.byQueue[key] = kept
 	}
-	closed := h.closed
 	h.mu.Unlock()
-	if closed {
-		return
-	}
-	for _, p := range due {
-		h.work <- p
-	}
+	h.dispatch(due)
 }
 
 // Len returns the number of held pulls.

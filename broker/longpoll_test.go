@@ -177,3 +177,34 @@ func TestBrokerHoldConcurrent(t *testing.T) {
 		t.Fatalf("held %d after all fired", h.Len())
 	}
 }
+
+// Notifications racing the shutdown neither panic nor lose a pull.
+func TestBrokerHoldNotifyRacesShutdown(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		h := NewHoldService(2, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { h.Run(ctx); close(done) }()
+		var answered atomic.Int32
+		for i := 0; i < 50; i++ {
+			h.Hold("T", 0, 0, time.Now().Add(time.Hour), func(bool) { answered.Add(1) })
+		}
+		stop := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					h.Notify("T", 0, 1)
+				}
+			}
+		}()
+		cancel()
+		<-done
+		close(stop)
+		if answered.Load() != 50 {
+			t.Fatalf("round %d: %d of 50 held pulls answered", round, answered.Load())
+		}
+	}
+}

@@ -91,6 +91,24 @@ type Options struct {
 	// MetricsAddr, if set, serves Prometheus metrics at /metrics.
 	MetricsAddr string
 
+	// HAListen is a master's replication listen address (default: the
+	// listen host with the listen port + 1, or port 0 when the listen port
+	// is 0).
+	HAListen string
+	// HAMasterAddress is a slave's master HA address; "" learns it from
+	// the registries' REGISTER_BROKER responses.
+	HAMasterAddress string
+	// SlaveAckTimeout bounds a sync master's wait for a slave's ack
+	// (default Store.SyncFlushTimeout, else 5 s); past it a send answers
+	// FLUSH_SLAVE_TIMEOUT.
+	SlaveAckTimeout time.Duration
+	// SlaveSyncInterval is how often a slave copies topics, groups,
+	// consumer offsets and delay offsets from its master (default 10 s).
+	SlaveSyncInterval time.Duration
+	// HA tunes replication (heartbeat, idle timeout, fall-behind limit,
+	// reconnect backoff); BrokerName and BrokerAddr are set by the broker.
+	HA store.HAOptions
+
 	Remoting remoting.Options // Addr is taken from ListenAddr
 	Store    store.Options    // Root is required
 
@@ -126,6 +144,15 @@ func (o *Options) fill() {
 	if o.OffsetPersistPeriod == 0 {
 		o.OffsetPersistPeriod = 5 * time.Second
 	}
+	if o.SlaveAckTimeout == 0 {
+		o.SlaveAckTimeout = o.Store.SyncFlushTimeout
+		if o.SlaveAckTimeout <= 0 {
+			o.SlaveAckTimeout = store.DefaultSyncFlushTimeout
+		}
+	}
+	if o.SlaveSyncInterval == 0 {
+		o.SlaveSyncInterval = 10 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -160,6 +187,17 @@ func (o *Options) Validate() error {
 		if d <= 0 {
 			return fmt.Errorf("%w: DelayLevels[%d] = %v must be positive", ErrBadOptions, i, d)
 		}
+	}
+	for name, a := range map[string]string{"HAListen": o.HAListen, "HAMasterAddress": o.HAMasterAddress} {
+		if a == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("%w: %s %q: %v", ErrBadOptions, name, a, err)
+		}
+	}
+	if o.SlaveAckTimeout < 0 || o.SlaveSyncInterval < 0 {
+		return fmt.Errorf("%w: negative SlaveAckTimeout or SlaveSyncInterval", ErrBadOptions)
 	}
 	if o.RegisterInterval < 0 || o.ClientExpiry < 0 || o.OffsetPersistPeriod < 0 {
 		return fmt.Errorf("%w: negative interval", ErrBadOptions)

@@ -44,6 +44,13 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 	if b.perm.Load()&PermRead == 0 {
 		return errResp(protocol.NoPermission, "the broker[%s] pulling message is forbidden", b.addr)
 	}
+	if b.opts.Role == RoleSlave && !b.opts.SlaveReadEnable && b.masterReachable() {
+		// Reads belong to the master while it is up: send the consumer back.
+		out := protocol.NewResponse(protocol.PullRetryImmediately, "the slave does not serve reads while its master is up (slave_read_enable = false)")
+		out.SetHeader(&protocol.PullMessageResponseHeader{NextBeginOffset: h.QueueOffset, MinOffset: b.store.MinOffset(h.Topic, h.QueueID),
+			MaxOffset: b.store.MaxOffset(h.Topic, h.QueueID), SuggestWhichBrokerID: MasterID})
+		return out
+	}
 	g, err := b.groups.FindOrCreate(h.ConsumerGroup)
 	if err != nil {
 		return errResp(protocol.SubscriptionGroupNotExist, "subscription group [%s] does not exist", h.ConsumerGroup)

@@ -38,10 +38,16 @@ func (b *Broker) registerLoop(ctx context.Context) {
 	t := time.NewTicker(b.opts.RegisterInterval)
 	defer t.Stop()
 	for {
+		// A slave that has not learnt its master yet asks again soon.
+		var soon <-chan time.Time
+		if b.opts.Role == RoleSlave && b.masterHAAddress() == "" {
+			soon = time.After(time.Second)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-soon:
 		}
 		b.registerAll(ctx)
 	}
@@ -50,6 +56,9 @@ func (b *Broker) registerLoop(ctx context.Context) {
 // haAddr is the replication address published to registries (listen port
 // + 1, as RocketMQ).
 func (b *Broker) haAddr() string {
+	if b.haAdvertised != "" {
+		return b.haAdvertised
+	}
 	host, port, err := net.SplitHostPort(b.addr)
 	if err != nil {
 		return ""
@@ -105,6 +114,9 @@ func (b *Broker) registerAll(ctx context.Context) {
 				var rh protocol.RegisterBrokerResponseHeader
 				if resp.DecodeHeader(&rh) == nil && rh.MasterAddr != "" {
 					b.masterAddr.Store(&rh.MasterAddr)
+				}
+				if rh.HAServerAddr != "" && b.opts.Role == RoleSlave {
+					b.masterHAAddr.Store(&rh.HAServerAddr)
 				}
 			}
 		}(addr)

@@ -82,7 +82,7 @@ func (b *Broker) processSend(c *remoting.Conn, req *protocol.Command) (*protocol
 		return b.putErrorResponse(res.Status, err), nil
 	}
 	b.stats.AddPut(m.Topic, 1, int64(len(m.Body)))
-	out := protocol.NewResponse(putStatusCode(res.Status), "")
+	out := protocol.NewResponse(b.waitSlave(ctx, putStatusCode(res.Status), res.PhysicalOffset+int64(res.WroteBytes), m.Properties), "")
 	out.SetHeader(&protocol.SendMessageResponseHeader{
 		MsgID: res.MsgID(), QueueID: queueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
 	})
@@ -122,7 +122,7 @@ func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte
 		}
 		ids = record.AppendOffsetMessageID(ids, res.StoreHost, phy)
 	}
-	resp := protocol.NewResponse(putStatusCode(res.Status), "")
+	resp := protocol.NewResponse(b.waitSlave(ctx, putStatusCode(res.Status), b.store.MaxPhysicalOffset(), tmpl.Properties), "")
 	resp.SetHeader(&protocol.SendMessageResponseHeader{
 		MsgID: string(ids), QueueID: tmpl.QueueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
 	})

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -520,4 +521,71 @@ func ParseRegistries(s string) []string {
 		}
 	}
 	return out
+}
+
+// Member is one broker of a broker group as `admin cluster` shows it.
+type Member struct {
+	Cluster   string `json:"cluster"`
+	Name      string `json:"name"`
+	ID        int64  `json:"id"`
+	Addr      string `json:"addr"`
+	Role      string `json:"role"`      // from GET_BROKER_RUNTIME_INFO brokerRole ("" if unreachable)
+	MaxOffset int64  `json:"maxOffset"` // commitLogMaxOffset
+	// LagBytes is, for a slave, its master's commitlog end minus its own
+	// (-1 when the master is unknown); for a master, haLagBytes (how far
+	// its best slave's ack is behind; -1 without a slave).
+	LagBytes int64  `json:"lagBytes"`
+	Err      string `json:"error,omitempty"`
+}
+
+// ClusterMembers returns every broker the registries know, with its role,
+// commitlog end and replication lag, sorted by cluster, name and id.
+func (a *Admin) ClusterMembers(ctx context.Context) ([]Member, error) {
+	ci, err := a.ClusterInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Member
+	for cluster, names := range ci.ClusterAddrTable {
+		for _, n := range names {
+			bd := ci.BrokerAddrTable[n]
+			if bd == nil {
+				continue
+			}
+			masterEnd := int64(-1)
+			start := len(out)
+			for id, addr := range bd.BrokerAddrs {
+				m := Member{Cluster: cluster, Name: n, ID: id, Addr: addr, MaxOffset: -1, LagBytes: -1}
+				info, err := a.BrokerRuntimeInfo(ctx, addr)
+				if err != nil {
+					m.Err = err.Error()
+				} else {
+					m.Role = info["brokerRole"]
+					m.MaxOffset, _ = strconv.ParseInt(info["commitLogMaxOffset"], 10, 64)
+					if v, ok := info["haLagBytes"]; ok && id == protocol.MasterID {
+						m.LagBytes, _ = strconv.ParseInt(v, 10, 64)
+					}
+					if id == protocol.MasterID {
+						masterEnd = m.MaxOffset
+					}
+				}
+				out = append(out, m)
+			}
+			for i := start; i < len(out); i++ {
+				if out[i].ID != protocol.MasterID && masterEnd >= 0 && out[i].MaxOffset >= 0 {
+					out[i].LagBytes = max(0, masterEnd-out[i].MaxOffset)
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Cluster != out[j].Cluster {
+			return out[i].Cluster < out[j].Cluster
+		}
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
 }

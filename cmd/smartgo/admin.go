@@ -24,7 +24,7 @@ Commands:
   topic delete -t TOPIC [-cluster C]  from the brokers and the registries
   topic route  -t TOPIC               brokers and queues of a topic
   topic stats  -t TOPIC               min/max offset per queue
-  cluster                             clusters, brokers and addresses
+  cluster                             brokers per group: role, address, max offset, replication lag
   broker stats [-b ADDR]              runtime statistics (every master by default)
   group progress -g GROUP [-t TOPIC]  committed offset and lag per queue
   msg by-id  -id OFFSET_MSG_ID        a message by its offset id
@@ -154,33 +154,21 @@ broker runtime statistics.`+adminCommands, stderr)
 			}
 		})
 	case "cluster":
-		ci, err := a.ClusterInfo(ctx)
+		members, err := a.ClusterMembers(ctx)
 		if err != nil {
 			return fail(stderr, cmd, err)
 		}
-		out.table(ci, []string{"CLUSTER", "BROKER", "ID", "ADDR"}, func(add func(...any)) {
-			clusters := make([]string, 0, len(ci.ClusterAddrTable))
-			for c := range ci.ClusterAddrTable {
-				clusters = append(clusters, c)
-			}
-			sort.Strings(clusters)
-			for _, c := range clusters {
-				names := append([]string(nil), ci.ClusterAddrTable[c]...)
-				sort.Strings(names)
-				for _, n := range names {
-					bd := ci.BrokerAddrTable[n]
-					if bd == nil {
-						continue
-					}
-					ids := make([]int64, 0, len(bd.BrokerAddrs))
-					for id := range bd.BrokerAddrs {
-						ids = append(ids, id)
-					}
-					sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-					for _, id := range ids {
-						add(c, n, id, bd.BrokerAddrs[id])
-					}
+		out.table(members, []string{"CLUSTER", "BROKER", "ID", "ADDR", "ROLE", "MAX_OFFSET", "LAG_BYTES"}, func(add func(...any)) {
+			for _, m := range members {
+				role := m.Role
+				if m.Err != "" {
+					role = "unreachable"
 				}
+				lag := "-"
+				if m.LagBytes >= 0 {
+					lag = strconv.FormatInt(m.LagBytes, 10)
+				}
+				add(m.Cluster, m.Name, m.ID, m.Addr, role, m.MaxOffset, lag)
 			}
 		})
 	case "broker stats":

@@ -58,6 +58,7 @@ func brokerOptions(f conf.File, log *slog.Logger) (broker.Options, error) {
 		LongPolling: c.LongPolling, SlaveReadEnable: c.SlaveReadEnable, DelayLevels: levels,
 		ClientExpiry: c.ClientExpiry.D(), OffsetPersistPeriod: c.ConsumerOffsetPersistEvery.D(),
 		MetricsAddr: c.MetricsListen, Store: storeOptions(f.Store, c.InMemoryMaxRatio, log), Logger: log,
+		HAListen: c.HAListen, HAMasterAddress: c.HAMasterAddress, SlaveAckTimeout: f.Store.SyncFlushTimeout.D(),
 	}
 	o.Remoting.IdleTimeout = c.IdleTimeout.D()
 	o.Remoting.MaxFrameSize = c.MaxFrameSize.Bytes()

@@ -1,5 +1,5 @@
 // Package cluster is an in-process SmartGo cluster for tests and tools:
-// N registries and M master brokers on 127.0.0.1 with free ports, each
+// N registries and M master brokers (each optionally with one slave) on 127.0.0.1 with free ports, each
 // broker registered with every registry, data in a directory of the
 // caller's (a test's t.TempDir()). Brokers and registries can be stopped
 // and restarted (on the same address and data) to exercise failures.
@@ -40,6 +40,12 @@ type Options struct {
 	NoAutoCreateTopic bool
 	// Broker, if set, adjusts each broker's options (index i).
 	Broker func(i int, o *broker.Options)
+	// Slaves gives every broker group one slave (id 1) replicating from
+	// its master over HA; SyncMaster makes the masters sync masters.
+	Slaves     bool
+	SyncMaster bool
+	// Slave, if set, adjusts each slave's options (group index i).
+	Slave  func(i int, o *broker.Options)
 	Logger *slog.Logger
 }
 
@@ -52,6 +58,8 @@ type Cluster struct {
 	regAddrs   []string
 	brokers    []*broker.Broker // protected by mu; nil when stopped
 	brokerOpts []broker.Options
+	slaves     []*broker.Broker // protected by mu; nil when stopped (or no slaves)
+	slaveOpts  []broker.Options
 }
 
 // Start starts the registries, then the brokers (which register at once),
@@ -88,14 +96,85 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, fmt.Errorf("cluster: broker %d: %w", i, err)
 		}
 		c.brokers = append(c.brokers, b)
-		// Restarts reuse the port.
+		// Restarts reuse the ports.
 		c.brokerOpts[i].ListenAddr = b.Addr()
+		c.brokerOpts[i].HAListen = b.HAAddr()
+	}
+	if opts.Slaves {
+		for i := 0; i < opts.Brokers; i++ {
+			so := c.defaultSlaveOptions(i)
+			c.slaveOpts = append(c.slaveOpts, so)
+			b, err := broker.New(so)
+			if err != nil {
+				_ = c.Close()
+				return nil, fmt.Errorf("cluster: slave %d: %w", i, err)
+			}
+			c.slaves = append(c.slaves, b)
+			c.slaveOpts[i].ListenAddr = b.Addr()
+		}
 	}
 	if err := c.WaitRegistered(ctx); err != nil {
 		_ = c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// defaultSlaveOptions are broker i's options turned into its slave's: id 1,
+// its own store directory and port, fast HA timers for tests.
+func (c *Cluster) defaultSlaveOptions(i int) broker.Options {
+	o := c.defaultBrokerOptions(i)
+	o.Role, o.BrokerID = broker.RoleSlave, 1
+	o.Store.Root = filepath.Join(c.opts.Dir, "broker-"+strconv.Itoa(i)+"-s")
+	o.SlaveSyncInterval = time.Second
+	if c.opts.Slave != nil {
+		c.opts.Slave(i, &o)
+	}
+	return o
+}
+
+// Slave returns group i's slave, or nil while it is stopped.
+func (c *Cluster) Slave(i int) *broker.Broker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i >= len(c.slaves) {
+		return nil
+	}
+	return c.slaves[i]
+}
+
+// SlaveAddr returns group i's slave address.
+func (c *Cluster) SlaveAddr(i int) string { return c.slaveOpts[i].ListenAddr }
+
+// StopSlave closes group i's slave.
+func (c *Cluster) StopSlave(i int) error {
+	c.mu.Lock()
+	b := c.slaves[i]
+	c.slaves[i] = nil
+	c.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	return b.Close()
+}
+
+// StartSlave restarts group i's stopped slave on its old address and data.
+func (c *Cluster) StartSlave(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.slaves[i] != nil {
+		return nil
+	}
+	var err error
+	for try := 0; try < 50; try++ {
+		var b *broker.Broker
+		if b, err = broker.New(c.slaveOpts[i]); err == nil {
+			c.slaves[i] = b
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("cluster: restart slave %d: %w", i, err)
 }
 
 // WaitRegistered polls every running registry until it knows every
@@ -170,6 +249,11 @@ func (c *Cluster) defaultBrokerOptions(i int) broker.Options {
 		AdvertiseIP: "127.0.0.1", Registries: append([]string(nil), c.regAddrs...),
 		AutoCreateTopic: !c.opts.NoAutoCreateTopic, AutoCreateGroup: true, LongPolling: true,
 		DelayLevels: c.opts.DelayLevels, Store: so, Logger: c.opts.Logger,
+		HA: store.HAOptions{HeartbeatInterval: 500 * time.Millisecond, IdleTimeout: 3 * time.Second,
+			ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond},
+	}
+	if c.opts.SyncMaster {
+		o.Role = broker.RoleSyncMaster
 	}
 	if c.opts.Broker != nil {
 		c.opts.Broker(i, &o)
@@ -276,10 +360,16 @@ func (c *Cluster) routeReady(topic string) bool {
 // Close stops every broker and registry.
 func (c *Cluster) Close() error {
 	c.mu.Lock()
-	brokers, regs := c.brokers, c.registries
+	brokers, regs, slaves := c.brokers, c.registries, c.slaves
 	c.brokers, c.registries = make([]*broker.Broker, len(brokers)), make([]*registry.Server, len(regs))
+	c.slaves = make([]*broker.Broker, len(slaves))
 	c.mu.Unlock()
 	var errs []error
+	for _, b := range slaves {
+		if b != nil {
+			errs = append(errs, b.Close())
+		}
+	}
 	for _, b := range brokers {
 		if b != nil {
 			errs = append(errs, b.Close())

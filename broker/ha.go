@@ -1,0 +1,282 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// Master/slave roles.
+//
+// The store ships the commitlog (store.HAServer on a master,
+// store.HAClient on a slave; wire format in store/ha_wire.go); the broker
+// picks the role, the addresses and what a send waits for:
+//
+//   - ASYNC_MASTER answers a send once the local store has it; slaves
+//     follow as fast as the stream goes.
+//   - SYNC_MASTER answers a send (whose WAIT property is not "false") once
+//     a slave reported an end at or past the message: SLAVE_NOT_AVAILABLE
+//     (11) at once when no slave is connected or the best one is more than
+//     HA.FallBehindMax (256 MiB) behind, FLUSH_SLAVE_TIMEOUT (12) after
+//     SlaveAckTimeout. Either way the message is stored on the master.
+//   - SLAVE refuses sends, replicates the master's log, copies its topics,
+//     subscription groups, consumer offsets and delay offsets every
+//     SlaveSyncInterval, and serves pulls: always when SlaveReadEnable,
+//     otherwise only while its master is unreachable (with the master up
+//     it answers PULL_RETRY_IMMEDIATELY suggesting broker 0). It takes
+//     consumer offset commits (UPDATE_CONSUMER_OFFSET) into its table, but
+//     the next copy from the master replaces them: commits made while the
+//     master is down are kept on the slave only until the master is back.
+//     SmartGo clients commit to the master only and keep offsets in memory
+//     while it is down.
+
+// errNoMaster: a slave does not know its master's remoting address yet.
+var errNoMaster = errors.New("broker: slave does not know its master yet")
+
+// defaultHAListen is the listen host with port + 1 (port 0 stays 0).
+func defaultHAListen(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	p, _ := strconv.Atoi(port)
+	if p != 0 {
+		p++
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p))
+}
+
+// startHA starts the master's HA server or the slave's HA client and
+// metadata copy.
+func (b *Broker) startHA(ctx context.Context) error {
+	ho := b.opts.HA
+	ho.BrokerName = b.opts.BrokerName
+	ho.BrokerAddr = b.addr
+	if ho.Logger == nil {
+		ho.Logger = b.log
+	}
+	if b.opts.Role == RoleSlave {
+		c, err := b.store.StartHAClient(ho, b.masterHAAddress)
+		if err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+		b.haClient = c
+		b.goFunc(func() { b.slaveSyncLoop(ctx) })
+		return nil
+	}
+	addr := b.opts.HAListen
+	if addr == "" {
+		addr = defaultHAListen(b.opts.ListenAddr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("broker: HA listen %s: %w", addr, err)
+	}
+	srv, err := b.store.ServeHA(ln, ho)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("broker: %w", err)
+	}
+	b.ha = srv
+	port := ln.Addr().(*net.TCPAddr).Port
+	b.haAdvertised = net.JoinHostPort(b.storeHost.Addr().String(), strconv.Itoa(port))
+	return nil
+}
+
+// closeHA stops replication (before the store closes).
+func (b *Broker) closeHA() error {
+	var errs []error
+	if b.ha != nil {
+		errs = append(errs, b.ha.Close())
+	}
+	if b.haClient != nil {
+		errs = append(errs, b.haClient.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// HAAddr returns the master's advertised HA address ("" on a slave).
+func (b *Broker) HAAddr() string { return b.haAdvertised }
+
+// HAServer returns the master's replication server (nil on a slave).
+func (b *Broker) HAServer() *store.HAServer { return b.ha }
+
+// HAClient returns the slave's replication client (nil on a master).
+func (b *Broker) HAClient() *store.HAClient { return b.haClient }
+
+// notifyHA wakes the replication senders after the log grew.
+func (b *Broker) notifyHA() {
+	if b.ha != nil {
+		b.ha.Notify()
+	}
+}
+
+// masterHAAddress is the HA address a slave connects to: configured, else
+// what the registries reported.
+func (b *Broker) masterHAAddress() string {
+	if b.opts.HAMasterAddress != "" {
+		return b.opts.HAMasterAddress
+	}
+	if p := b.masterHAAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// masterRemotingAddr is a slave's master's remoting address: from the
+// registries, else from the master's HA handshake.
+func (b *Broker) masterRemotingAddr() string {
+	if p := b.masterAddr.Load(); p != nil && *p != "" {
+		return *p
+	}
+	if b.haClient != nil {
+		return b.haClient.MasterAddr()
+	}
+	return ""
+}
+
+// masterReachable reports whether a slave currently replicates from its
+// master (the HA session is up).
+func (b *Broker) masterReachable() bool {
+	return b.haClient != nil && b.haClient.Connected()
+}
+
+// waitSlave applies the sync-master rule to a stored message ending at
+// end, returning the response code to answer with.
+func (b *Broker) waitSlave(ctx context.Context, code int32, end int64, props string) int32 {
+	if b.opts.Role != RoleSyncMaster || b.ha == nil || code != protocol.Success {
+		return code
+	}
+	if v, ok := record.LookupPropertyString(props, record.PropertyWaitStoreMsgOK); ok && v == "false" {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.opts.SlaveAckTimeout)
+	defer cancel()
+	switch err := b.ha.WaitAck(ctx, end); {
+	case err == nil:
+		return code
+	case errors.Is(err, store.ErrSlaveNotAvailable):
+		return protocol.SlaveNotAvailable
+	default:
+		b.log.Warn("slave did not acknowledge in time", "end", end, "err", err)
+		return protocol.FlushSlaveTimeout
+	}
+}
+
+// slaveSyncLoop copies the master's metadata: every second until the first
+// copy succeeds, then every SlaveSyncInterval.
+func (b *Broker) slaveSyncLoop(ctx context.Context) {
+	synced := false
+	for {
+		wait := b.opts.SlaveSyncInterval
+		if !synced {
+			wait = min(wait, time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if err := b.syncFromMaster(ctx); err != nil {
+			b.log.Debug("copy metadata from master", "err", err)
+			continue
+		}
+		synced = true
+	}
+}
+
+// syncFromMaster copies topics, groups, consumer offsets and delay offsets
+// from the master (GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+// GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET).
+func (b *Broker) syncFromMaster(ctx context.Context) error {
+	addr := b.masterRemotingAddr()
+	if addr == "" {
+		return errNoMaster
+	}
+	get := func(code int32) ([]byte, error) {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := b.client.Invoke(cctx, addr, protocol.NewRequest(code, nil, nil))
+		if err != nil {
+			return nil, fmt.Errorf("broker: request %d to master %s: %w", code, addr, err)
+		}
+		if resp.Code != protocol.Success {
+			return nil, fmt.Errorf("broker: master %s answered %d to request %d: %s", addr, resp.Code, code, resp.Remark)
+		}
+		return resp.Body, nil
+	}
+	body, err := get(protocol.GetAllTopicConfig)
+	if err != nil {
+		return err
+	}
+	var tw protocol.TopicConfigSerializeWrapper
+	if err := protocol.DecodeJSON(body, &tw); err != nil {
+		return fmt.Errorf("broker: master topics: %w", err)
+	}
+	if tw.DataVersion != b.topics.DataVersion() {
+		if err := b.topics.Replace(tw); err != nil {
+			return err
+		}
+		b.log.Info("copied topic config from master", "master", addr, "topics", len(tw.TopicConfigTable))
+	}
+	if body, err = get(protocol.GetAllSubscriptionGroupConfig); err != nil {
+		return err
+	}
+	var gw SubscriptionGroupWrapper
+	if err := protocol.DecodeJSON(body, &gw); err != nil {
+		return fmt.Errorf("broker: master groups: %w", err)
+	}
+	if gw.DataVersion != b.groups.DataVersion() {
+		if err := b.groups.Replace(gw); err != nil {
+			return err
+		}
+	}
+	if body, err = get(protocol.GetAllConsumerOffset); err != nil {
+		return err
+	}
+	var ow protocol.ConsumerOffsetSerializeWrapper
+	if err := protocol.DecodeJSON(body, &ow); err != nil {
+		return fmt.Errorf("broker: master consumer offsets: %w", err)
+	}
+	b.offsets.Replace(ow)
+	if body, err = get(protocol.GetAllDelayOffset); err != nil {
+		return err
+	}
+	return b.delayOffsets.Replace(body)
+}
+
+// haRuntimeInfo adds replication keys to GET_BROKER_RUNTIME_INFO:
+// on a master haSlaveCount, slaveAckOffset (best slave's reported end, -1
+// without one) and haLagBytes (commitlog end minus that); on a slave
+// haMasterAddr, haConnected, haMasterMaxOffset and haLagBytes (the
+// master's end as last seen minus the slave's).
+func (b *Broker) haRuntimeInfo(t map[string]string) {
+	maxOff := b.store.MaxPhysicalOffset()
+	if b.ha != nil {
+		t["haServerAddr"] = b.haAdvertised
+		t["haSlaveCount"] = strconv.Itoa(len(b.ha.Slaves()))
+		ack, ok := b.ha.AckOffset()
+		t["slaveAckOffset"] = strconv.FormatInt(ack, 10)
+		if ok {
+			t["haLagBytes"] = strconv.FormatInt(max(0, maxOff-ack), 10)
+		}
+	}
+	if b.haClient != nil {
+		t["haMasterAddr"] = b.masterHAAddress()
+		t["haConnected"] = strconv.FormatBool(b.haClient.Connected())
+		if mm := b.haClient.MasterMaxOffset(); mm >= 0 {
+			t["haMasterMaxOffset"] = strconv.FormatInt(mm, 10)
+			t["haLagBytes"] = strconv.FormatInt(max(0, mm-maxOff), 10)
+		}
+		if err := b.haClient.Err(); err != nil {
+			t["haLastError"] = err.Error()
+		}
+	}
+}

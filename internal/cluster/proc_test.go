@@ -1,0 +1,319 @@
+//go:build cluster
+
+// Real-process master/slave tests: `go test -tags cluster ./internal/cluster/`
+// (make cluster). They build cmd/smartgo and run registry, master and slave
+// as separate processes on loopback.
+
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/client/admin"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+func smartgoBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "smartgo-cluster-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "smartgo")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/smartgo")
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// freePorts returns n loopback ports, each with port+1 free too (HA).
+func freePort(t *testing.T) int {
+	t.Helper()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ln.Addr().(*net.TCPAddr).Port
+		ln2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
+		_ = ln.Close()
+		if err == nil {
+			_ = ln2.Close()
+			return p
+		}
+	}
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	args []string
+	log  string
+}
+
+func start(t *testing.T, dir, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{args: args, log: filepath.Join(dir, name+".log")}
+	p.run(t)
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+func (p *proc) run(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(smartgoBin(t), p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); _ = f.Close() }()
+}
+
+func (p *proc) kill() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (p *proc) stop() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		for range 100 {
+			if p.cmd.ProcessState != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+type procCluster struct {
+	dir, reg          string
+	masterPort        int
+	slavePort         int
+	master, slave     *proc
+	masterDir, slaveD string
+}
+
+func startProcCluster(t *testing.T, role string, extraSlave ...string) *procCluster {
+	t.Helper()
+	dir := t.TempDir()
+	c := &procCluster{dir: dir}
+	rp := freePort(t)
+	c.reg = "127.0.0.1:" + strconv.Itoa(rp)
+	start(t, dir, "registry", "registry", "-set", "registry.listen="+c.reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"))
+	c.masterPort, c.slavePort = freePort(t), freePort(t)
+	c.masterDir, c.slaveD = filepath.Join(dir, "m"), filepath.Join(dir, "s")
+	common := []string{"-registries", c.reg, "-set", "store.segment_size=8MiB", "-set", "broker.advertise_ip=127.0.0.1",
+		"-set", "store.sync_flush_timeout=1s"}
+	c.master = start(t, dir, "master", append([]string{"broker", "-listen", "127.0.0.1:" + strconv.Itoa(c.masterPort), "-data", c.masterDir,
+		"-set", "broker.role=" + role}, common...)...)
+	sargs := append([]string{"broker", "-listen", "127.0.0.1:" + strconv.Itoa(c.slavePort), "-data", c.slaveD,
+		"-set", "broker.role=slave", "-set", "broker.id=1"}, common...)
+	c.slave = start(t, dir, "slave", append(sargs, extraSlave...)...)
+	return c
+}
+
+func (c *procCluster) runtime(t *testing.T, addr string) map[string]string {
+	t.Helper()
+	a, err := admin.New(admin.Options{Registries: []string{c.reg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	info, err := a.BrokerRuntimeInfo(ctx, addr)
+	if err != nil {
+		return nil
+	}
+	return info
+}
+
+func (c *procCluster) masterAddr() string { return "127.0.0.1:" + strconv.Itoa(c.masterPort) }
+func (c *procCluster) slaveAddr() string  { return "127.0.0.1:" + strconv.Itoa(c.slavePort) }
+
+func (c *procCluster) waitSlaveConnected(t *testing.T) {
+	t.Helper()
+	checkFor(t, 30*time.Second, func() error {
+		if info := c.runtime(t, c.slaveAddr()); info["haConnected"] != "true" {
+			return fmt.Errorf("slave not connected: %v", info["haLastError"])
+		}
+		return nil
+	})
+}
+
+func (c *procCluster) producer(t *testing.T) *client.Producer {
+	t.Helper()
+	po := client.DefaultProducerOptions(c.reg)
+	po.Retries = -1
+	p, err := client.NewProducer(po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// commitlogBytes concatenates a store's commitlog files in [from, to).
+func commitlogBytes(t *testing.T, root string, from, to int64) []byte {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(root, "commitlog", "*"))
+	var out []byte
+	for _, f := range files {
+		base, err := strconv.ParseInt(filepath.Base(f), 10, 64)
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := max(from, base), min(to, base+int64(len(b)))
+		if lo < hi {
+			out = append(out, b[lo-base:hi-base]...)
+		}
+	}
+	return out
+}
+
+// TestClusterProcReplication: 100,000 messages to an async master; the
+// slave's commitlog is byte-identical and its queues serve them.
+func TestClusterProcReplication(t *testing.T) {
+	c := startProcCluster(t, "async_master")
+	c.waitSlaveConnected(t)
+	p := c.producer(t)
+	ctx := context.Background()
+	body := bytes.Repeat([]byte("r"), 100)
+	const batches, per = 1000, 100
+	for i := range batches {
+		msgs := make([]*client.Message, per)
+		for j := range msgs {
+			msgs[j] = &client.Message{Topic: "Repl", Body: body}
+		}
+		if _, err := p.SendBatch(ctx, msgs); err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+	}
+	var mEnd int64
+	checkFor(t, 60*time.Second, func() error {
+		mi, si := c.runtime(t, c.masterAddr()), c.runtime(t, c.slaveAddr())
+		if mi == nil || si == nil || mi["commitLogMaxOffset"] != si["commitLogMaxOffset"] {
+			return fmt.Errorf("master %s slave %s", mi["commitLogMaxOffset"], si["commitLogMaxOffset"])
+		}
+		mEnd, _ = strconv.ParseInt(mi["commitLogMaxOffset"], 10, 64)
+		return nil
+	})
+	c.master.stop()
+	c.slave.stop()
+	m := commitlogBytes(t, c.masterDir, 0, mEnd)
+	s := commitlogBytes(t, c.slaveD, 0, mEnd)
+	if int64(len(m)) != mEnd || !bytes.Equal(m, s) {
+		t.Fatalf("commitlogs differ: master %d bytes, slave %d bytes, end %d", len(m), len(s), mEnd)
+	}
+}
+
+// TestClusterProcSyncMasterKill: every message a sync master acknowledged
+// is on the slave after the master is killed with SIGKILL.
+func TestClusterProcSyncMasterKill(t *testing.T) {
+	c := startProcCluster(t, "sync_master")
+	c.waitSlaveConnected(t)
+	p := c.producer(t)
+	var mu sync.Mutex
+	var acked []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				r, err := p.Send(ctx, &client.Message{Topic: "SyncKill", Body: fmt.Appendf(nil, "g%d-%d", g, i)})
+				cancel()
+				if err == nil && r.Status == client.SendOK {
+					mu.Lock()
+					acked = append(acked, r.OffsetMsgID)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	c.master.kill()
+	close(stop)
+	wg.Wait()
+	if len(acked) == 0 {
+		t.Fatal("nothing acknowledged")
+	}
+	// Every acked message's offset is below the slave's end.
+	si := c.runtime(t, c.slaveAddr())
+	end, _ := strconv.ParseInt(si["commitLogMaxOffset"], 10, 64)
+	for _, id := range acked {
+		off, err := strconv.ParseInt(id[len(id)-16:], 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off >= end {
+			t.Fatalf("acked message at %d missing on the slave (end %d)", off, end)
+		}
+	}
+	t.Logf("%d acknowledged messages all on the slave (end %d)", len(acked), end)
+}
+
+// TestClusterProcWrongMaster: a slave of another group refuses to
+// replicate and keeps its log.
+func TestClusterProcWrongMaster(t *testing.T) {
+	c := startProcCluster(t, "async_master", "-set", "broker.name=broker-b")
+	// Point the slave explicitly at the master's HA port.
+	c.slave.kill()
+	c.slave.args = append(c.slave.args, "-set", "broker.ha_master_address=127.0.0.1:"+strconv.Itoa(c.masterPort+1))
+	c.slave.run(t)
+	checkFor(t, 30*time.Second, func() error {
+		info := c.runtime(t, c.slaveAddr())
+		if info == nil || info["haLastError"] == "" {
+			return fmt.Errorf("no refusal yet")
+		}
+		if info["haConnected"] == "true" {
+			t.Fatalf("slave of broker-b connected to broker-a's master")
+		}
+		return nil
+	})
+	if info := c.runtime(t, c.slaveAddr()); info["commitLogMaxOffset"] != "0" {
+		t.Fatalf("slave log changed: %v", info["commitLogMaxOffset"])
+	}
+}

@@ -1,0 +1,487 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// HA defaults (RocketMQ 4.x values).
+const (
+	DefaultHAHeartbeatInterval = 5 * time.Second  // haSendHeartbeatInterval
+	DefaultHAIdleTimeout       = 20 * time.Second // haHousekeepingInterval
+	DefaultHAFallBehindMax     = 256 << 20        // haSlaveFallbehindMax
+	DefaultHAReconnectMin      = 200 * time.Millisecond
+	DefaultHAReconnectMax      = 5 * time.Second
+	haPollInterval             = 100 * time.Millisecond // safety net when no Notify comes
+	haHandshakeTimeout         = 10 * time.Second
+)
+
+// HAOptions configures both ends of replication. Zero fields take the
+// defaults above.
+type HAOptions struct {
+	// BrokerName is the broker group; master and slave must agree.
+	BrokerName string
+	// BrokerAddr is the master's advertised remoting address, sent to
+	// slaves in the handshake (a slave leaves it empty).
+	BrokerAddr string
+	// HeartbeatInterval: the master sends an empty chunk, and the slave a
+	// report, after this long without traffic (default 5 s).
+	HeartbeatInterval time.Duration
+	// IdleTimeout: either side closes a connection silent this long
+	// (default 20 s).
+	IdleTimeout time.Duration
+	// FallBehindMax: a slave further behind than this does not count as
+	// available for sync replication (default 256 MiB).
+	FallBehindMax int64
+	// ReconnectMin and ReconnectMax bound the slave's reconnect backoff
+	// (defaults 200 ms and 5 s).
+	ReconnectMin, ReconnectMax time.Duration
+	// Logger, nil = the store's logger.
+	Logger *slog.Logger
+}
+
+func (o HAOptions) withDefaults(s *Store) HAOptions {
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = DefaultHAHeartbeatInterval
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultHAIdleTimeout
+	}
+	if o.FallBehindMax <= 0 {
+		o.FallBehindMax = DefaultHAFallBehindMax
+	}
+	if o.ReconnectMin <= 0 {
+		o.ReconnectMin = DefaultHAReconnectMin
+	}
+	if o.ReconnectMax < o.ReconnectMin {
+		o.ReconnectMax = max(DefaultHAReconnectMax, o.ReconnectMin)
+	}
+	if o.Logger == nil {
+		o.Logger = s.log
+	}
+	return o
+}
+
+// Validate checks the options.
+func (o HAOptions) Validate() error {
+	switch {
+	case o.BrokerName == "" || len(o.BrokerName) > haMaxString || len(o.BrokerAddr) > haMaxString:
+		return fmt.Errorf("%w: HA BrokerName must be 1..255 bytes, BrokerAddr at most 255", ErrInvalidOptions)
+	case o.HeartbeatInterval < 0 || o.IdleTimeout < 0 || o.ReconnectMin < 0 || o.ReconnectMax < 0 || o.FallBehindMax < 0:
+		return fmt.Errorf("%w: negative HA interval or size", ErrInvalidOptions)
+	case o.IdleTimeout > 0 && o.HeartbeatInterval >= o.IdleTimeout:
+		return fmt.Errorf("%w: HA HeartbeatInterval %v must be below IdleTimeout %v", ErrInvalidOptions, o.HeartbeatInterval, o.IdleTimeout)
+	}
+	return nil
+}
+
+// haNotifier wakes goroutines waiting for a change: wait returns a channel
+// that the next notify closes.
+type haNotifier struct {
+	mu      sync.Mutex
+	ch      chan struct{} // protected by mu
+	waiting atomic.Bool
+}
+
+func newHANotifier() *haNotifier { return &haNotifier{ch: make(chan struct{})} }
+
+func (n *haNotifier) wait() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.waiting.Store(true)
+	return n.ch
+}
+
+func (n *haNotifier) notify() {
+	if !n.waiting.Load() {
+		return
+	}
+	n.mu.Lock()
+	if n.waiting.Load() {
+		close(n.ch)
+		n.ch = make(chan struct{})
+		n.waiting.Store(false)
+	}
+	n.mu.Unlock()
+}
+
+// HAServer is the master side of replication: it accepts slaves on a
+// listener and streams the commitlog to each from the offset it reports.
+type HAServer struct {
+	s    *Store
+	opts HAOptions
+	log  *slog.Logger
+	ln   net.Listener
+
+	data *haNotifier // new commitlog bytes
+	acks *haNotifier // a slave's ack moved, or a slave came or went
+
+	mu    sync.Mutex
+	conns map[*haConn]struct{} // protected by mu
+
+	done      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// haConn is one connected slave.
+type haConn struct {
+	c         net.Conn
+	addr      string
+	since     time.Time
+	ack       atomic.Int64 // the slave's last reported end
+	sent      atomic.Int64 // next offset to send
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+func (c *haConn) close() {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		_ = c.c.Close()
+	})
+}
+
+// HASlave describes a connected slave.
+type HASlave struct {
+	Addr      string    // remote address of the HA connection
+	AckOffset int64     // the slave's commitlog end as last reported
+	Since     time.Time // when it connected
+}
+
+// ServeHA starts the master side of replication on ln (which the HA server
+// owns from now on). Close the server before the store.
+func (s *Store) ServeHA(ln net.Listener, opts HAOptions) (*HAServer, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults(s)
+	h := &HAServer{s: s, opts: opts, log: opts.Logger, ln: ln, data: newHANotifier(), acks: newHANotifier(),
+		conns: make(map[*haConn]struct{}), done: make(chan struct{})}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.acceptLoop()
+	}()
+	h.log.Info("store: ha: master listening", "addr", ln.Addr().String())
+	return h, nil
+}
+
+// Addr returns the listener's address.
+func (h *HAServer) Addr() net.Addr { return h.ln.Addr() }
+
+// Notify tells the senders that the commitlog grew. Cheap when nobody
+// waits; the broker calls it after puts.
+func (h *HAServer) Notify() { h.data.notify() }
+
+// Close stops accepting, closes every slave connection and waits for the
+// server's goroutines. It is idempotent.
+func (h *HAServer) Close() error {
+	var err error
+	h.closeOnce.Do(func() {
+		close(h.done)
+		err = h.ln.Close()
+		h.mu.Lock()
+		for c := range h.conns {
+			c.close()
+		}
+		h.mu.Unlock()
+		h.wg.Wait()
+		if errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+	})
+	return err
+}
+
+func (h *HAServer) acceptLoop() {
+	for {
+		c, err := h.ln.Accept()
+		if err != nil {
+			select {
+			case <-h.done:
+				return
+			default:
+			}
+			h.log.Warn("store: ha: accept", "err", err)
+			select {
+			case <-h.done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		hc := &haConn{c: c, addr: c.RemoteAddr().String(), since: time.Now(), done: make(chan struct{})}
+		hc.ack.Store(-1)
+		h.mu.Lock()
+		select {
+		case <-h.done:
+			h.mu.Unlock()
+			_ = c.Close()
+			return
+		default:
+		}
+		h.conns[hc] = struct{}{}
+		h.mu.Unlock()
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			err := h.serve(hc)
+			hc.close()
+			h.mu.Lock()
+			delete(h.conns, hc)
+			h.mu.Unlock()
+			h.acks.notify()
+			select {
+			case <-h.done:
+			default:
+				h.log.Warn("store: ha: slave disconnected", "slave", hc.addr, "err", err)
+			}
+		}()
+	}
+}
+
+// serve runs one slave connection: handshake, start point, then a report
+// reader goroutine and the chunk writer (this goroutine).
+func (h *HAServer) serve(hc *haConn) error {
+	_ = hc.c.SetDeadline(time.Now().Add(haHandshakeTimeout))
+	peer, err := readHello(hc.c)
+	if err != nil {
+		return err
+	}
+	me := HAHello{SegmentSize: h.s.opts.SegmentSize, MinOffset: h.s.MinPhysicalOffset(), MaxOffset: h.s.MaxPhysicalOffset(),
+		BrokerName: h.opts.BrokerName, BrokerAddr: h.opts.BrokerAddr}
+	buf, err := AppendHAHello(nil, me)
+	if err != nil {
+		return err
+	}
+	if _, err := hc.c.Write(buf); err != nil {
+		return fmt.Errorf("store: ha: write hello: %w", err)
+	}
+	if err := checkPeer(me, peer); err != nil {
+		h.log.Error("store: ha: refused slave", "slave", hc.addr, "err", err)
+		return err
+	}
+	var rb [HAReportSize]byte
+	if _, err := io.ReadFull(hc.c, rb[:]); err != nil {
+		return fmt.Errorf("store: ha: first report: %w", err)
+	}
+	report := int64(binary.BigEndian.Uint64(rb[:]))
+	start, err := h.startOffset(report)
+	if err != nil {
+		h.log.Error("store: ha: refused slave", "slave", hc.addr, "err", err)
+		return err
+	}
+	hc.ack.Store(report)
+	hc.sent.Store(start)
+	h.acks.notify()
+	h.log.Info("store: ha: slave connected", "slave", hc.addr, "report", report, "start", start)
+	_ = hc.c.SetDeadline(time.Time{})
+
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer hc.close()
+		h.readReports(hc)
+	}()
+	return h.writeChunks(hc, start)
+}
+
+// startOffset picks where streaming starts for a slave's first report.
+func (h *HAServer) startOffset(report int64) (int64, error) {
+	maxOff, minOff := h.s.MaxPhysicalOffset(), h.s.MinPhysicalOffset()
+	switch {
+	case report == 0:
+		l := h.s.cl.list()
+		if len(l) == 0 {
+			return maxOff, nil
+		}
+		return l[len(l)-1].base, nil
+	case report > maxOff:
+		return 0, fmt.Errorf("%w: slave at %d, master ends at %d", ErrHASlaveAhead, report, maxOff)
+	case report < minOff:
+		return 0, fmt.Errorf("%w: slave at %d, master starts at %d", ErrHASlaveBehind, report, minOff)
+	}
+	return report, nil
+}
+
+// checkPeer compares the two hellos of a handshake.
+func checkPeer(me, peer HAHello) error {
+	if me.BrokerName != peer.BrokerName {
+		return fmt.Errorf("%w: broker name %q, this broker is %q", ErrHAMismatch, peer.BrokerName, me.BrokerName)
+	}
+	if me.SegmentSize != peer.SegmentSize {
+		return fmt.Errorf("%w: segment size %d, this broker uses %d", ErrHAMismatch, peer.SegmentSize, me.SegmentSize)
+	}
+	return nil
+}
+
+// readHello reads one hello from r.
+func readHello(r io.Reader) (HAHello, error) {
+	buf := make([]byte, 0, 128)
+	tmp := make([]byte, 64)
+	for {
+		h, _, err := DecodeHAHello(buf)
+		if err == nil {
+			return h, nil
+		}
+		if !errors.Is(err, errHAShort) {
+			return h, err
+		}
+		if len(buf) > haHelloFixedSize+4+2*haMaxString {
+			return h, fmt.Errorf("%w: hello too long", ErrHAProtocol)
+		}
+		// Read at most what the hello still needs, so no stream bytes
+		// after it are swallowed.
+		need := helloNeed(buf)
+		n, err := r.Read(tmp[:min(len(tmp), need-len(buf))])
+		buf = append(buf, tmp[:n]...)
+		if err != nil && n == 0 {
+			return h, fmt.Errorf("store: ha: read hello: %w", err)
+		}
+	}
+}
+
+// helloNeed returns how many bytes the hello whose first len(buf) bytes
+// are known needs at least (always more than len(buf) for a short hello).
+func helloNeed(buf []byte) int {
+	need := haHelloFixedSize + 2
+	if len(buf) >= need {
+		need += int(binary.BigEndian.Uint16(buf[haHelloFixedSize:])) + 2
+	}
+	if len(buf) >= need {
+		need += int(binary.BigEndian.Uint16(buf[need-2:]))
+	}
+	return max(need, len(buf)+1)
+}
+
+// readReports updates the slave's ack from its 8-byte reports until the
+// connection fails or stays silent for IdleTimeout.
+func (h *HAServer) readReports(hc *haConn) {
+	var rb [HAReportSize]byte
+	for {
+		_ = hc.c.SetReadDeadline(time.Now().Add(h.opts.IdleTimeout))
+		if _, err := io.ReadFull(hc.c, rb[:]); err != nil {
+			return
+		}
+		off := int64(binary.BigEndian.Uint64(rb[:]))
+		if off > hc.ack.Load() {
+			hc.ack.Store(off)
+			h.acks.notify()
+		}
+	}
+}
+
+// writeChunks streams the commitlog from pos until the connection ends.
+func (h *HAServer) writeChunks(hc *haConn, pos int64) error {
+	hdr := make([]byte, 0, HAChunkHeaderSize)
+	lastWrite := time.Now()
+	timer := time.NewTimer(haPollInterval)
+	defer timer.Stop()
+	for {
+		wake := h.data.wait()
+		r, err := h.s.ReadRaw(pos, HATransferBatch)
+		if err != nil {
+			return fmt.Errorf("store: ha: read at %d: %w", pos, err)
+		}
+		if n := r.TotalBytes; n > 0 || time.Since(lastWrite) >= h.opts.HeartbeatInterval {
+			hdr = AppendHAChunkHeader(hdr[:0], pos, n)
+			bufs := net.Buffers{hdr}
+			bufs = append(bufs, r.Buffers...)
+			_ = hc.c.SetWriteDeadline(time.Now().Add(h.opts.IdleTimeout))
+			_, err := bufs.WriteTo(hc.c)
+			r.Release() // resets r
+			if err != nil {
+				return fmt.Errorf("store: ha: write: %w", err)
+			}
+			pos += int64(n)
+			hc.sent.Store(pos)
+			lastWrite = time.Now()
+			if n > 0 {
+				continue
+			}
+		} else {
+			r.Release()
+		}
+		timer.Reset(min(haPollInterval, h.opts.HeartbeatInterval))
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-hc.done:
+			return errors.New("store: ha: connection closed")
+		case <-h.done:
+			return ErrClosed
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// Slaves returns the connected slaves (those past the handshake), sorted
+// by address.
+func (h *HAServer) Slaves() []HASlave {
+	h.mu.Lock()
+	out := make([]HASlave, 0, len(h.conns))
+	for c := range h.conns {
+		if a := c.ack.Load(); a >= 0 {
+			out = append(out, HASlave{Addr: c.addr, AckOffset: a, Since: c.since})
+		}
+	}
+	h.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	return out
+}
+
+// AckOffset returns the highest end any connected slave reported, and
+// false when no slave is connected.
+func (h *HAServer) AckOffset() (int64, bool) {
+	best, ok := int64(-1), false
+	for _, s := range h.Slaves() {
+		if s.AckOffset > best {
+			best, ok = s.AckOffset, true
+		}
+	}
+	return best, ok
+}
+
+// WaitAck waits until a slave reported an end >= end. It fails at once with
+// ErrSlaveNotAvailable when no slave is connected or the best one is more
+// than FallBehindMax behind end (and when the last slave goes while
+// waiting), and with ErrSlaveAckTimeout when ctx ends first.
+func (h *HAServer) WaitAck(ctx context.Context, end int64) error {
+	first := true
+	for {
+		wake := h.acks.wait()
+		ack, ok := h.AckOffset()
+		if ok && ack >= end {
+			return nil
+		}
+		if !ok || (first && end-ack > h.opts.FallBehindMax) {
+			return fmt.Errorf("%w: best slave at %d, need %d", ErrSlaveNotAvailable, ack, end)
+		}
+		if first {
+			h.data.notify()
+			first = false
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: slave at %d, need %d", ErrSlaveAckTimeout, ack, end)
+		case <-h.done:
+			return ErrClosed
+		}
+	}
+}

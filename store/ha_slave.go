@@ -1,0 +1,295 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// HAClient is the slave side of replication: it keeps a connection to the
+// master's HA address, appends the streamed commitlog bytes at exactly the
+// offsets they come with (AppendRaw; the dispatcher builds consume queues
+// and index from them) and reports its end. It reconnects with backoff.
+type HAClient struct {
+	s        *Store
+	opts     HAOptions
+	log      *slog.Logger
+	masterHA func() string
+
+	connected   atomic.Bool
+	masterAddr  atomic.Pointer[string] // remoting address from the master's hello
+	masterMax   atomic.Int64           // master's end: from its hello, then the highest chunk end seen
+	lastContact atomic.Int64           // unix ms of the last byte from the master
+	lastErr     atomic.Pointer[error]
+	sessions    atomic.Int64
+
+	connMu sync.Mutex
+	conn   net.Conn // current connection; protected by connMu
+
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// StartHAClient starts replicating from the master whose HA address
+// masterHA returns (called before every connection attempt; "" waits).
+// The store should be used read-only by everything else from now on.
+func (s *Store) StartHAClient(opts HAOptions, masterHA func() string) (*HAClient, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if masterHA == nil {
+		return nil, fmt.Errorf("%w: HA master address function is nil", ErrInvalidOptions)
+	}
+	opts = opts.withDefaults(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &HAClient{s: s, opts: opts, log: opts.Logger, masterHA: masterHA, cancel: cancel}
+	c.masterMax.Store(-1)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.run(ctx)
+	}()
+	return c, nil
+}
+
+// Close stops replication and waits for the client's goroutines. It is
+// idempotent.
+func (c *HAClient) Close() error {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.dropConn()
+		c.wg.Wait()
+	})
+	return nil
+}
+
+// Connected reports whether a session with the master is established
+// (handshake done, not yet failed).
+func (c *HAClient) Connected() bool { return c.connected.Load() }
+
+// MasterAddr returns the master's remoting address from its last hello,
+// or "".
+func (c *HAClient) MasterAddr() string {
+	if p := c.masterAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// MasterMaxOffset returns the highest master commitlog end the slave has
+// seen (hello or chunk), or -1.
+func (c *HAClient) MasterMaxOffset() int64 { return c.masterMax.Load() }
+
+// LastContact returns when the master last sent something (zero if never).
+func (c *HAClient) LastContact() time.Time {
+	if ms := c.lastContact.Load(); ms > 0 {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
+}
+
+// Err returns the error that ended the last session (nil if none yet).
+func (c *HAClient) Err() error {
+	if p := c.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Sessions returns how many sessions passed the handshake.
+func (c *HAClient) Sessions() int64 { return c.sessions.Load() }
+
+// DropConnection closes the current session (tests and operators); the
+// client reconnects after its backoff.
+func (c *HAClient) DropConnection() { c.dropConn() }
+
+func (c *HAClient) dropConn() {
+	c.connMu.Lock()
+	if c.conn != nil {
+		_ = c.conn.Close()
+	}
+	c.connMu.Unlock()
+}
+
+func (c *HAClient) run(ctx context.Context) {
+	backoff := c.opts.ReconnectMin
+	for ctx.Err() == nil {
+		addr := c.masterHA()
+		if addr != "" {
+			before := c.sessions.Load()
+			err := c.session(ctx, addr)
+			c.connected.Store(false)
+			if ctx.Err() != nil {
+				return
+			}
+			c.lastErr.Store(&err)
+			refused := errors.Is(err, ErrHAMismatch) || errors.Is(err, ErrHASlaveAhead) || errors.Is(err, ErrHASlaveBehind) || errors.Is(err, ErrHAProtocol)
+			if refused {
+				c.log.Error("store: ha: replication refused; the slave keeps its data and retries", "master", addr, "err", err)
+				backoff = c.opts.ReconnectMax
+			} else {
+				c.log.Warn("store: ha: connection to master lost", "master", addr, "err", err)
+				if c.sessions.Load() != before {
+					backoff = c.opts.ReconnectMin // it worked for a while: retry soon
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if addr != "" {
+			backoff = min(2*backoff, c.opts.ReconnectMax)
+		}
+	}
+}
+
+// session runs one connection to the master until it fails.
+func (c *HAClient) session(ctx context.Context, addr string) error {
+	d := net.Dialer{Timeout: 3 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("store: ha: dial %s: %w", addr, err)
+	}
+	c.connMu.Lock()
+	c.conn = conn
+	c.connMu.Unlock()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	defer func() {
+		c.connMu.Lock()
+		c.conn = nil
+		c.connMu.Unlock()
+		_ = conn.Close()
+	}()
+
+	_ = conn.SetDeadline(time.Now().Add(haHandshakeTimeout))
+	me := HAHello{SegmentSize: c.s.opts.SegmentSize, MinOffset: c.s.MinPhysicalOffset(), MaxOffset: c.s.MaxPhysicalOffset(),
+		BrokerName: c.opts.BrokerName}
+	buf, err := AppendHAHello(nil, me)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Write(buf); err != nil {
+		return fmt.Errorf("store: ha: write hello: %w", err)
+	}
+	peer, err := readHello(conn)
+	if err != nil {
+		return err
+	}
+	if err := checkPeer(me, peer); err != nil {
+		return fmt.Errorf("master %s: %w", addr, err)
+	}
+	switch {
+	case me.MaxOffset > peer.MaxOffset:
+		return fmt.Errorf("master %s: %w: slave ends at %d, master at %d", addr, ErrHASlaveAhead, me.MaxOffset, peer.MaxOffset)
+	case me.MaxOffset != 0 && me.MaxOffset < peer.MinOffset:
+		return fmt.Errorf("master %s: %w: slave ends at %d, master starts at %d", addr, ErrHASlaveBehind, me.MaxOffset, peer.MinOffset)
+	}
+	c.masterAddr.Store(&peer.BrokerAddr)
+	c.masterMax.Store(peer.MaxOffset)
+	_ = conn.SetDeadline(time.Time{})
+
+	var wmu sync.Mutex
+	report := func() error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_ = conn.SetWriteDeadline(time.Now().Add(c.opts.IdleTimeout))
+		_, err := conn.Write(AppendHAReport(nil, c.s.MaxPhysicalOffset()))
+		return err
+	}
+	if err := report(); err != nil {
+		return fmt.Errorf("store: ha: report: %w", err)
+	}
+	c.connected.Store(true)
+	c.sessions.Add(1)
+	c.lastContact.Store(time.Now().UnixMilli())
+	c.log.Info("store: ha: connected to master", "master", addr, "masterAddr", peer.BrokerAddr,
+		"slaveEnd", me.MaxOffset, "masterEnd", peer.MaxOffset)
+
+	// Heartbeat reports, owned by this session.
+	hbDone := make(chan struct{})
+	var hbWG sync.WaitGroup
+	hbWG.Add(1)
+	go func() {
+		defer hbWG.Done()
+		t := time.NewTicker(c.opts.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-hbDone:
+				return
+			case <-t.C:
+				if report() != nil {
+					_ = conn.Close()
+					return
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(hbDone)
+		hbWG.Wait()
+	}()
+	return c.receive(conn, report)
+}
+
+// receive reads chunks and applies them until the connection fails.
+func (c *HAClient) receive(conn net.Conn, report func() error) error {
+	buf := make([]byte, HAChunkHeaderSize+HAMaxChunk)
+	n := 0
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(c.opts.IdleTimeout))
+		m, err := conn.Read(buf[n:])
+		if m > 0 {
+			c.lastContact.Store(time.Now().UnixMilli())
+		}
+		n += m
+		applied := false
+		used, perr := ParseHAChunks(buf[:n], func(off int64, data []byte) error {
+			if err := c.apply(off, data); err != nil {
+				return err
+			}
+			applied = applied || len(data) > 0
+			return nil
+		})
+		copy(buf, buf[used:n])
+		n -= used
+		if applied {
+			if err := report(); err != nil {
+				return fmt.Errorf("store: ha: report: %w", err)
+			}
+		}
+		if perr != nil {
+			return perr
+		}
+		if err != nil {
+			return fmt.Errorf("store: ha: read: %w", err)
+		}
+	}
+}
+
+// apply appends one chunk (or checks a heartbeat) at the slave's end.
+func (c *HAClient) apply(off int64, data []byte) error {
+	end := c.s.MaxPhysicalOffset()
+	if end != 0 && off != end {
+		return fmt.Errorf("%w: chunk at %d, slave ends at %d", ErrHAOffsetMismatch, off, end)
+	}
+	if e := off + int64(len(data)); e > c.masterMax.Load() {
+		c.masterMax.Store(e)
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	if err := c.s.AppendRaw(off, data); err != nil {
+		return fmt.Errorf("store: ha: append %d bytes at %d: %w", len(data), off, err)
+	}
+	return nil
+}

@@ -1,0 +1,390 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStoreHAWireBytes pins the HA wire format (ha_wire.go).
+func TestStoreHAWireBytes(t *testing.T) {
+	hello, err := AppendHAHello(nil, HAHello{SegmentSize: 0x10000, MinOffset: 1, MaxOffset: 0x0203, BrokerName: "ab", BrokerAddr: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "53474841" + "0001" + "0000" + "0000000000010000" + "0000000000000001" + "0000000000000203" +
+		"0002" + "6162" + "0001" + "63"
+	if got := hex.EncodeToString(hello); got != want {
+		t.Fatalf("hello\n got %s\nwant %s", got, want)
+	}
+	h, n, err := DecodeHAHello(append(hello, 0xEE))
+	if err != nil || n != len(hello) || h.BrokerName != "ab" || h.BrokerAddr != "c" || h.MaxOffset != 0x203 || h.SegmentSize != 0x10000 {
+		t.Fatalf("decode hello: %+v %d %v", h, n, err)
+	}
+	if got := hex.EncodeToString(AppendHAReport(nil, 0x0102030405060708)); got != "0102030405060708" {
+		t.Fatalf("report %s", got)
+	}
+	if got := hex.EncodeToString(AppendHAChunkHeader(nil, 0x1122, 0x8000)); got != "0000000000001122"+"00008000" {
+		t.Fatalf("chunk header %s", got)
+	}
+	if _, _, err := DecodeHAHello(hello[:10]); !errors.Is(err, errHAShort) {
+		t.Fatalf("short hello: %v", err)
+	}
+	bad := bytes.Clone(hello)
+	bad[0] = 'X'
+	if _, _, err := DecodeHAHello(bad); !errors.Is(err, ErrHAProtocol) {
+		t.Fatalf("bad magic: %v", err)
+	}
+	if _, err := AppendHAHello(nil, HAHello{BrokerName: strings.Repeat("x", 256)}); !errors.Is(err, ErrHAProtocol) {
+		t.Fatalf("long name: %v", err)
+	}
+}
+
+// TestStoreHAParseChunks: complete chunks are delivered, a partial one is
+// left for later, oversized ones are refused.
+func TestStoreHAParseChunks(t *testing.T) {
+	var b []byte
+	b = append(AppendHAChunkHeader(b, 100, 3), 'a', 'b', 'c')
+	b = AppendHAChunkHeader(b, 103, 0)
+	b = append(AppendHAChunkHeader(b, 103, 5), 'x') // incomplete
+	var got []string
+	used, err := ParseHAChunks(b, func(off int64, d []byte) error {
+		got = append(got, fmt.Sprintf("%d:%s", off, d))
+		return nil
+	})
+	if err != nil || used != 12+3+12 || strings.Join(got, ",") != "100:abc,103:" {
+		t.Fatalf("used %d err %v got %v", used, err, got)
+	}
+	over := AppendHAChunkHeader(nil, 0, HAMaxChunk+1)
+	if _, err := ParseHAChunks(over, func(int64, []byte) error { return nil }); !errors.Is(err, ErrHAProtocol) {
+		t.Fatalf("oversized chunk: %v", err)
+	}
+}
+
+// haPair is a master and a slave store replicating over loopback.
+type haPair struct {
+	master, slave *Store
+	srv           *HAServer
+	cli           *HAClient
+}
+
+func fastHA(name string) HAOptions {
+	return HAOptions{BrokerName: name, BrokerAddr: "127.0.0.1:1", HeartbeatInterval: 100 * time.Millisecond,
+		IdleTimeout: time.Second, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond}
+}
+
+func startMasterHA(t *testing.T, s *Store, name string) *HAServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := s.ServeHA(ln, fastHA(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+func startSlaveHA(t *testing.T, s *Store, name, addr string) *HAClient {
+	t.Helper()
+	cli, err := s.StartHAClient(fastHA(name), func() string { return addr })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+func waitCaughtUp(t *testing.T, master, slave *Store) {
+	t.Helper()
+	checkFor(t, 10*time.Second, func() error {
+		if m, s := master.MaxPhysicalOffset(), slave.MaxPhysicalOffset(); m != s {
+			return fmt.Errorf("slave at %d, master at %d", s, m)
+		}
+		if d, c := slave.DispatchedPhysicalOffset(), slave.MaxPhysicalOffset(); d != c {
+			return fmt.Errorf("slave dispatched %d of %d", d, c)
+		}
+		return nil
+	})
+}
+
+// sameLog compares the commitlog bytes of two stores in [from, to).
+func sameLog(t *testing.T, a, b *Store, from, to int64) {
+	t.Helper()
+	for pos := from; pos < to; {
+		ra, err := a.ReadRaw(pos, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := b.ReadRaw(pos, ra.TotalBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ra.TotalBytes == 0 || !bytes.Equal(ra.Buffers[0], rb.Buffers[0]) {
+			t.Fatalf("logs differ at %d (%d/%d bytes)", pos, ra.TotalBytes, rb.TotalBytes)
+		}
+		pos += int64(ra.TotalBytes)
+		ra.Release()
+		rb.Release()
+	}
+}
+
+// TestStoreHAReplicates: a slave receives the master's log byte for byte
+// across segments and builds the same queues; it survives a restart and a
+// dropped connection, and an empty slave starts at the master's last
+// segment.
+func TestStoreHAReplicates(t *testing.T) {
+	dir := t.TempDir()
+	m := openTest(t, filepath.Join(dir, "m"), nil)
+	srv := startMasterHA(t, m, "g")
+	body := strings.Repeat("x", 700)
+	for i := range 300 {
+		mustPut(t, m, msgSpec{topic: "T", qid: int32(i % 3), body: body, tags: "a", keys: fmt.Sprint("k", i)})
+	}
+	slaveRoot := filepath.Join(dir, "s")
+	s, err := Open(testOptions(slaveRoot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := startSlaveHA(t, s, "g", srv.Addr().String())
+	// A fresh slave starts at the master's last segment.
+	l := m.cl.list()
+	last := l[len(l)-1].base
+	checkFor(t, 5*time.Second, func() error {
+		if s.MaxPhysicalOffset() != m.MaxPhysicalOffset() {
+			return fmt.Errorf("slave %d master %d", s.MaxPhysicalOffset(), m.MaxPhysicalOffset())
+		}
+		return nil
+	})
+	if s.MinPhysicalOffset() != last {
+		t.Fatalf("fresh slave starts at %d, want the master's last segment %d", s.MinPhysicalOffset(), last)
+	}
+	_ = cli.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		mustPut(t, m, msgSpec{topic: "T", qid: 0, body: body, tags: "c"})
+	}
+
+	// Restart the slave on its data: it resumes from its own end.
+	s2 := openTest(t, slaveRoot, nil)
+	if s2.MinPhysicalOffset() != last {
+		t.Fatalf("restarted slave starts at %d", s2.MinPhysicalOffset())
+	}
+	cli2 := startSlaveHA(t, s2, "g", srv.Addr().String())
+	waitCaughtUp(t, m, s2)
+	for i := range 300 {
+		mustPut(t, m, msgSpec{topic: "T", qid: int32(i % 3), body: body, tags: "b"})
+	}
+	waitCaughtUp(t, m, s2)
+	cli2.DropConnection()
+	for i := range 50 {
+		mustPut(t, m, msgSpec{topic: "U", qid: 0, body: fmt.Sprint("u", i)})
+	}
+	waitCaughtUp(t, m, s2)
+	if cli2.Sessions() < 2 {
+		t.Fatalf("sessions %d after a dropped connection", cli2.Sessions())
+	}
+	sameLog(t, m, s2, s2.MinPhysicalOffset(), m.MaxPhysicalOffset())
+	for _, q := range []struct {
+		topic string
+		qid   int32
+	}{{"T", 2}, {"U", 0}} {
+		if a, b := m.MaxOffset(q.topic, q.qid), s2.MaxOffset(q.topic, q.qid); a != b {
+			t.Fatalf("%s/%d: master max %d, slave %d", q.topic, q.qid, a, b)
+		}
+	}
+	got := readAll(t, s2, "U", 0)
+	if len(got) != 50 || string(got[49].Body) != "u49" {
+		t.Fatalf("slave queue U/0: %d messages", len(got))
+	}
+	// Slave ack reached the master.
+	checkFor(t, 5*time.Second, func() error {
+		if a, ok := srv.AckOffset(); !ok || a != m.MaxPhysicalOffset() {
+			return fmt.Errorf("ack %d %v", a, ok)
+		}
+		return nil
+	})
+}
+
+// TestStoreHAWaitAck: sync replication waits for the slave, fails fast
+// without one, and times out when acks stop.
+func TestStoreHAWaitAck(t *testing.T) {
+	dir := t.TempDir()
+	m := openTest(t, filepath.Join(dir, "m"), nil)
+	srv := startMasterHA(t, m, "g")
+	r := mustPut(t, m, msgSpec{topic: "T", body: "one"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := srv.WaitAck(ctx, r.PhysicalOffset+int64(r.WroteBytes)); !errors.Is(err, ErrSlaveNotAvailable) {
+		t.Fatalf("no slave: %v", err)
+	}
+	s := openTest(t, filepath.Join(dir, "s"), nil)
+	cli := startSlaveHA(t, s, "g", srv.Addr().String())
+	checkFor(t, 5*time.Second, func() error {
+		if _, ok := srv.AckOffset(); !ok {
+			return errors.New("no slave yet")
+		}
+		return nil
+	})
+	for i := range 20 {
+		r := mustPut(t, m, msgSpec{topic: "T", body: fmt.Sprint("m", i)})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := srv.WaitAck(ctx, r.PhysicalOffset+int64(r.WroteBytes))
+		cancel()
+		if err != nil {
+			t.Fatalf("put %d: %v (slave err %v)", i, err, cli.Err())
+		}
+		if s.MaxPhysicalOffset() < r.PhysicalOffset+int64(r.WroteBytes) {
+			t.Fatalf("acked before the slave had it")
+		}
+	}
+	// Stop the slave's client: the master drops the slave after the
+	// connection closes, and WaitAck reports no slave.
+	_ = cli.Close()
+	checkFor(t, 5*time.Second, func() error {
+		if len(srv.Slaves()) != 0 {
+			return errors.New("slave still listed")
+		}
+		return nil
+	})
+	r = mustPut(t, m, msgSpec{topic: "T", body: "late"})
+	if err := srv.WaitAck(context.Background(), r.PhysicalOffset+int64(r.WroteBytes)); !errors.Is(err, ErrSlaveNotAvailable) {
+		t.Fatalf("after the slave left: %v", err)
+	}
+}
+
+// TestStoreHARefusesWrongMaster: another group's master, another segment
+// size, or a slave ahead of its master: nothing is appended or cut.
+func TestStoreHARefusesWrongMaster(t *testing.T) {
+	dir := t.TempDir()
+	m := openTest(t, filepath.Join(dir, "m"), nil)
+	srv := startMasterHA(t, m, "g")
+	mustPut(t, m, msgSpec{topic: "T", body: "m"})
+
+	check := func(name string, s *Store, group string, want error) {
+		t.Helper()
+		before := s.MaxPhysicalOffset()
+		cli := startSlaveHA(t, s, group, srv.Addr().String())
+		checkFor(t, 5*time.Second, func() error {
+			if err := cli.Err(); !errors.Is(err, want) {
+				return fmt.Errorf("%s: err %v, want %v", name, err, want)
+			}
+			return nil
+		})
+		_ = cli.Close()
+		if s.MaxPhysicalOffset() != before {
+			t.Fatalf("%s: slave log moved from %d to %d", name, before, s.MaxPhysicalOffset())
+		}
+	}
+	other := openTest(t, filepath.Join(dir, "other"), nil)
+	check("other group", other, "h", ErrHAMismatch)
+	seg := openTest(t, filepath.Join(dir, "seg"), func(o *Options) { o.SegmentSize = 128 << 10 })
+	check("segment size", seg, "g", ErrHAMismatch)
+	ahead := openTest(t, filepath.Join(dir, "ahead"), nil)
+	for range 10 {
+		mustPut(t, ahead, msgSpec{topic: "T", body: "a longer body than the master has"})
+	}
+	check("ahead", ahead, "g", ErrHASlaveAhead)
+	if got := readAll(t, ahead, "T", 0); len(got) != 10 {
+		t.Fatalf("ahead slave lost messages: %d", len(got))
+	}
+}
+
+// TestStoreHAProtocolErrors: a master that is not an HA peer, and one that
+// sends a chunk at the wrong offset.
+func TestStoreHAProtocolErrors(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, filepath.Join(dir, "s"), nil)
+	mustPut(t, s, msgSpec{topic: "T", body: "local"})
+	before := s.MaxPhysicalOffset()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := readHello(c); err != nil {
+					return
+				}
+				hello, _ := AppendHAHello(nil, HAHello{SegmentSize: s.opts.SegmentSize, MaxOffset: 1 << 20, BrokerName: "g"})
+				_, _ = c.Write(hello)
+				var rb [8]byte
+				_, _ = c.Read(rb[:])
+				_, _ = c.Write(append(AppendHAChunkHeader(nil, 5, 3), 1, 2, 3))
+				time.Sleep(time.Second)
+			}()
+		}
+	}()
+	cli := startSlaveHA(t, s, "g", ln.Addr().String())
+	checkFor(t, 5*time.Second, func() error {
+		if err := cli.Err(); !errors.Is(err, ErrHAOffsetMismatch) {
+			return fmt.Errorf("err %v", err)
+		}
+		return nil
+	})
+	_ = cli.Close()
+	if s.MaxPhysicalOffset() != before {
+		t.Fatalf("slave log moved")
+	}
+}
+
+// FuzzStoreHAChunks: the slave-side chunk decoder never panics, never
+// returns more than it was given, and delivers only in-bounds chunks.
+func FuzzStoreHAChunks(f *testing.F) {
+	f.Add(append(AppendHAChunkHeader(nil, 0, 3), 1, 2, 3))
+	f.Add(AppendHAChunkHeader(nil, -1, 0))
+	f.Add(AppendHAChunkHeader(nil, 1, 1<<31))
+	f.Add([]byte{0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		total := 0
+		used, _ := ParseHAChunks(b, func(off int64, d []byte) error {
+			if off < 0 || len(d) > HAMaxChunk {
+				t.Fatalf("bad chunk delivered: %d %d", off, len(d))
+			}
+			total += HAChunkHeaderSize + len(d)
+			return nil
+		})
+		if used < 0 || used > len(b) || used != total {
+			t.Fatalf("used %d of %d (chunks %d)", used, len(b), total)
+		}
+	})
+}
+
+// FuzzStoreHAHello: the handshake decoder never panics and round-trips
+// what it accepts.
+func FuzzStoreHAHello(f *testing.F) {
+	h, _ := AppendHAHello(nil, HAHello{SegmentSize: 4096, MaxOffset: 10, BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911"})
+	f.Add(h)
+	f.Add(h[:20])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, n, err := DecodeHAHello(b)
+		if err != nil {
+			return
+		}
+		if n > len(b) {
+			t.Fatalf("used %d of %d", n, len(b))
+		}
+		again, err := AppendHAHello(nil, v)
+		if err != nil || !bytes.Equal(again, b[:n]) {
+			t.Fatalf("no round trip: %x vs %x (%v)", again, b[:n], err)
+		}
+	})
+}
