@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,7 +59,7 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 	if !g.ConsumeEnable {
 		return errResp(protocol.NoPermission, "subscription group no permission, %s", h.ConsumerGroup)
 	}
-	tc, ok := b.topics.Get(h.Topic)
+	tc, ok := b.readableTopic(h.Topic)
 	if !ok {
 		return errResp(protocol.TopicNotExist, "topic[%s] not exist, apply first please!", h.Topic)
 	}
@@ -224,4 +225,21 @@ func pullCode(s store.GetStatus, offset int64) int32 {
 	default:
 		return protocol.SystemError
 	}
+}
+
+// readableTopic returns the configuration of a topic to read. A slave also
+// serves topics it has replicated data for but whose configuration it has
+// not copied from the master yet (that copy runs every few seconds, and
+// the master may die in between): their queues are derived from the store.
+func (b *Broker) readableTopic(topic string) (protocol.TopicConfig, bool) {
+	if tc, ok := b.topics.Get(topic); ok || b.opts.Role != RoleSlave {
+		return tc, ok
+	}
+	ids := b.store.QueueIDs(topic)
+	if len(ids) == 0 {
+		return protocol.TopicConfig{}, false
+	}
+	n := slices.Max(ids) + 1
+	return protocol.TopicConfig{TopicName: topic, ReadQueueNums: n, WriteQueueNums: n, Perm: PermRW,
+		TopicFilterType: protocol.TopicFilterSingleTag}, true
 }

@@ -72,6 +72,17 @@ func (b *Broker) haAddr() string {
 // publishes read-only topics).
 func (b *Broker) registrationBody() ([]byte, error) {
 	w := b.topics.Snapshot()
+	if b.opts.Role == RoleSlave {
+		// Publish replicated topics not copied from the master yet, so
+		// their route outlives a master that dies before the next copy.
+		for _, topic := range b.store.Topics() {
+			if _, ok := w.TopicConfigTable[topic]; !ok {
+				if tc, ok := b.readableTopic(topic); ok {
+					w.TopicConfigTable[topic] = &tc
+				}
+			}
+		}
+	}
 	perm := b.perm.Load()
 	for _, tc := range w.TopicConfigTable {
 		tc.Perm &= perm | PermInherit | PermPriority

@@ -348,13 +348,15 @@ func (b *consumerBase) startOffset(ctx context.Context, mq MessageQueue) (int64,
 // queueOffset asks a queue's master for its max/min offset, or the offset
 // at a timestamp (SEARCH_OFFSET_BY_TIMESTAMP).
 func queueOffset(ctx context.Context, c *core, code int32, mq MessageQueue, ts int64) (int64, error) {
-	addr := c.masterAddr(mq.BrokerName)
+	// The master, else a slave of the group (it serves reads while the
+	// master is down).
+	addr := c.brokerAddr(mq.BrokerName, protocol.MasterID)
 	if addr == "" {
 		if _, err := c.updateRoute(ctx, mq.Topic); err == nil {
-			addr = c.masterAddr(mq.BrokerName)
+			addr = c.brokerAddr(mq.BrokerName, protocol.MasterID)
 		}
 		if addr == "" {
-			return 0, fmt.Errorf("%w: no master for %s", ErrBrokerUnavailable, mq.BrokerName)
+			return 0, fmt.Errorf("%w: no broker for %s", ErrBrokerUnavailable, mq.BrokerName)
 		}
 	}
 	var hdr protocol.HeaderEncoder = &protocol.TopicQueueHeader{Topic: mq.Topic, QueueID: mq.QueueID}

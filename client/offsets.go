@@ -87,9 +87,11 @@ func (r *remoteOffsets) read(ctx context.Context, mq MessageQueue, memoryFirst b
 // queryConsumerOffset asks the queue's broker for the group's offset; -1
 // means none (QUERY_NOT_FOUND).
 func queryConsumerOffset(ctx context.Context, c *core, group string, mq MessageQueue) (int64, error) {
-	addr := c.masterAddr(mq.BrokerName)
+	// The master, else a slave (which keeps offsets while the master is
+	// down, as Java's offset store does).
+	addr := c.brokerAddr(mq.BrokerName, protocol.MasterID)
 	if addr == "" {
-		return 0, fmt.Errorf("%w: no master for %s", ErrBrokerUnavailable, mq.BrokerName)
+		return 0, fmt.Errorf("%w: no broker for %s", ErrBrokerUnavailable, mq.BrokerName)
 	}
 	cctx, cancel := c.callCtx(ctx, 0)
 	defer cancel()
@@ -113,9 +115,9 @@ func queryConsumerOffset(ctx context.Context, c *core, group string, mq MessageQ
 
 // updateConsumerOffset commits one queue's offset to its broker.
 func updateConsumerOffset(ctx context.Context, c *core, group string, mq MessageQueue, off int64) error {
-	addr := c.masterAddr(mq.BrokerName)
+	addr := c.brokerAddr(mq.BrokerName, protocol.MasterID)
 	if addr == "" {
-		return fmt.Errorf("%w: no master for %s", ErrBrokerUnavailable, mq.BrokerName)
+		return fmt.Errorf("%w: no broker for %s", ErrBrokerUnavailable, mq.BrokerName)
 	}
 	cctx, cancel := c.callCtx(ctx, 0)
 	defer cancel()
