@@ -106,6 +106,7 @@ type Bridge struct {
 	MaxKeepAlive    Duration `toml:"max_keep_alive"`
 	SessionExpiry   Duration `toml:"max_session_expiry"`
 	DefaultTopic    string   `toml:"default_topic"`
+	EgressTopic     string   `toml:"egress_topic"`
 	Routes          []Route  `toml:"route"`
 }
 
@@ -173,6 +174,7 @@ func Default() File {
 			MaxKeepAlive:   Duration{20 * time.Minute},
 			SessionExpiry:  Duration{24 * time.Hour},
 			DefaultTopic:   "MQTT_INGRESS",
+			EgressTopic:    "MQTT_EGRESS",
 		},
 	}
 }

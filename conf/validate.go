@@ -202,6 +202,9 @@ func (b *Bridge) validate(v *validator) {
 	if !topicRE.MatchString(b.DefaultTopic) {
 		v.bad("bridge.default_topic", strconv.Quote(b.DefaultTopic), "must be 1-127 characters of [%|a-zA-Z0-9_-]")
 	}
+	if !topicRE.MatchString(b.EgressTopic) {
+		v.bad("bridge.egress_topic", strconv.Quote(b.EgressTopic), "must be 1-127 characters of [%|a-zA-Z0-9_-]")
+	}
 	for i, r := range b.Routes {
 		if err := validTopicFilter(r.Filter); err != nil {
 			v.bad(fmt.Sprintf("bridge.route[%d].filter", i), strconv.Quote(r.Filter), err.Error())

@@ -2,7 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
+
+	"github.com/smartgo/smartgo/conf"
+	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/bridge"
 )
 
 func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -11,15 +18,82 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 Runs an MQTT 3.1.1/5 bridge node: devices connect to it, their publishes are
 stored in the brokers (routed by [[bridge.route]] rules), and messages for
 devices are consumed from the brokers and delivered to their sessions.
-Reads [log] and [bridge].`, stderr)
+Sessions and retained messages live in the cluster (MQTT_SESSION,
+MQTT_RETAINED), so any node can serve any device. Reads [log] and [bridge].
+Stops cleanly on SIGINT or SIGTERM (persistent sessions saved).`, stderr)
 	cf.register(fs)
 	cf.stringFlag(fs, "listen", "bridge.listen", "MQTT listen `address`")
 	cf.stringFlag(fs, "registries", "bridge.registries", "comma-separated registry `addresses`")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if _, code, ok := loadOrExit(&cf, stderr, "bridge"); !ok {
+	f, code, ok := loadOrExit(&cf, stderr, "bridge")
+	if !ok {
 		return code
 	}
-	return notImplemented(stderr, "bridge")
+	log := newLogger(f.Log, stderr)
+	b, err := startBridge(ctx, f.Bridge, log)
+	if err != nil {
+		log.Error("bridge failed to start", "err", err)
+		return exitFailure
+	}
+	<-ctx.Done()
+	log.Info("shutting down", "reason", "signal")
+	if err := b.Close(); err != nil {
+		log.Error("bridge shutdown", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// bridgeOptions maps [bridge] onto the MQTT server and bridge options.
+func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Options) {
+	mo := mqtt.DefaultOptions()
+	mo.Listen = nil
+	if c.Listen != "" {
+		mo.Listen = []string{c.Listen}
+	}
+	if c.TLSListen != "" {
+		mo.TLSListen = []string{c.TLSListen}
+		mo.TLSCertFile, mo.TLSKeyFile = c.TLSCert, c.TLSKey
+	}
+	mo.MaxPacketSize = int(c.MaxPacketSize.Bytes())
+	mo.ReceiveMaximum = c.ReceiveMaximum
+	mo.KeepAliveMax = c.MaxKeepAlive.D()
+	mo.SessionExpiryMax = c.SessionExpiry.D()
+	mo.CredentialsFile = c.CredentialsFile
+	mo.ACLFile = c.ACLFile
+	mo.Logger = log.With("component", "mqtt")
+	bo := bridge.DefaultOptions(c.Registries...)
+	bo.DefaultTopic = c.DefaultTopic
+	bo.EgressTopic = c.EgressTopic
+	for _, r := range c.Routes {
+		bo.Routes = append(bo.Routes, bridge.Route{Filter: r.Filter, Topic: r.Topic})
+	}
+	bo.Logger = log.With("component", "bridge")
+	return mo, bo
+}
+
+// startBridge builds and starts a bridge node from [bridge].
+func startBridge(ctx context.Context, c conf.Bridge, log *slog.Logger) (*bridge.Bridge, error) {
+	mo, bo := bridgeOptions(c, log)
+	b, err := bridge.New(mo, bo)
+	if err != nil {
+		return nil, fmt.Errorf("bridge options: %w", err)
+	}
+	if err := b.Start(ctx); err != nil {
+		return nil, err
+	}
+	addrs := make([]string, 0, 2)
+	for _, a := range b.Addrs() {
+		addrs = append(addrs, a.String())
+	}
+	log.Info("bridge started", "listen", addrs, "registries", c.Registries, "node", b.Backend().NodeID())
+	return b, nil
+}
+
+// localAddr turns a listener address into one reachable on this host.
+func localAddr(a net.Addr) string {
+	_, port, _ := net.SplitHostPort(a.String())
+	return net.JoinHostPort("127.0.0.1", port)
 }

@@ -15,12 +15,12 @@ import (
 func runStandalone(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cf configFlags
 	fs := newFlagSet("standalone", "[-c FILE] [-data DIR] [-set key=value ...]", `
-Runs a registry and one broker in one process, with data under ./data: the
-embedded default to start with. No configuration is needed; -c FILE reads
-every section (see conf/standalone.toml). The broker registers with the
-registry of the same process; clients use 127.0.0.1:9876 as their name
-server. (The MQTT bridge joins standalone once it is built.)
-Stops cleanly on SIGINT or SIGTERM.`, stderr)
+Runs a registry, one broker and an MQTT bridge in one process, with data
+under ./data: the embedded default to start with. No configuration is
+needed; -c FILE reads every section (see conf/standalone.toml). The broker
+registers with the registry of the same process; clients use
+127.0.0.1:9876 as their name server, devices connect to bridge.listen
+(1883). Stops cleanly on SIGINT or SIGTERM, in reverse order of start.`, stderr)
 	cf.register(fs)
 	data := fs.String("data", "data", "`directory` for the store and the registry's KV config")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -66,11 +66,23 @@ Stops cleanly on SIGINT or SIGTERM.`, stderr)
 		log.Error("broker failed to start", "err", err)
 		return exitFailure
 	}
+	// The bridge uses this process's registry too.
+	f.Bridge.Registries = f.Broker.Registries
+	br, err := startBridge(ctx, f.Bridge, log)
+	if err != nil {
+		log.Error("bridge failed to start", "err", err)
+		b.Close()
+		return exitFailure
+	}
 	log.Info("standalone running", "registry", reg.Addr().String(), "broker", b.Addr(),
-		"data", *data, "bridge", "not built yet")
+		"data", *data, "bridge", localAddr(br.Addrs()[0]))
 	<-ctx.Done()
 	log.Info("shutting down", "reason", "signal")
 	code = exitOK
+	if err := br.Close(); err != nil {
+		log.Error("bridge shutdown", "err", err)
+		code = exitFailure
+	}
 	if err := b.Close(); err != nil {
 		log.Error("broker shutdown", "err", err)
 		code = exitFailure

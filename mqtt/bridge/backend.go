@@ -1,0 +1,347 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/client/admin"
+	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// Consumer groups of the bridge. None of them ever commits an offset: the
+// live consumer always starts at the end of the device-facing topics, the
+// system consumer always replays its topics from the start.
+const (
+	groupLive   = "MQTT_BRIDGE_LIVE"
+	groupSys    = "MQTT_BRIDGE_SYS"
+	groupReplay = "MQTT_BRIDGE_REPLAY"
+)
+
+// ringSize is how many recent deliveries per queue are remembered to find
+// a session's resume point (and the log position of its pending messages).
+const ringSize = 2048
+
+// delivery is one message handed to the server by the live consumer.
+type delivery struct {
+	offset int64
+	end    time.Time // when Deliver returned
+	msg    *mqtt.Message
+}
+
+// queueState is the live consumer's progress on one queue.
+type queueState struct {
+	next int64      // offset after the last delivered message
+	ring []delivery // recent deliveries, oldest first, at most ringSize
+}
+
+// Backend implements mqtt.Backend on SmartGo brokers (see doc.go).
+type Backend struct {
+	opts   Options
+	log    *slog.Logger
+	prod   *client.Producer
+	adm    *admin.Admin
+	topics []string // device-facing broker topics, consumed live
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// gate pauses live delivery while a resumed session is replayed
+	// (write side) so that no message falls between replay and restore.
+	// Concurrent resumes share one pause (pauses counts them).
+	gate    sync.RWMutex
+	pauseMu sync.Mutex
+	pauses  int // protected by pauseMu
+
+	mu       sync.Mutex
+	started  bool                                // protected by mu
+	closed   bool                                // protected by mu
+	d        mqtt.Deliverer                      // protected by mu
+	live     *client.PullConsumer                // protected by mu
+	sys      *client.PullConsumer                // protected by mu
+	queues   map[client.MessageQueue]*queueState // protected by mu
+	sysNext  map[client.MessageQueue]int64       // protected by mu; system topic progress
+	retained map[string]*retainedEntry           // protected by mu
+	sessions map[string]*sessionRecord           // protected by mu; latest record per client
+	own      map[string]*sessionRecord           // protected by mu; last record this node wrote
+}
+
+// NewBackend validates opts and connects a producer; Start (called by the
+// mqtt server) does the rest.
+func NewBackend(opts Options) (*Backend, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts.fill()
+	po := client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: opts.Registries,
+		Logger: opts.Logger.With("component", "bridge-producer")}, Group: "MQTT_BRIDGE", SendTimeout: opts.SendTimeout,
+		Retries: -1, DefaultTopicQueueNums: opts.TopicQueues}
+	prod, err := client.NewProducer(po)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: producer: %w", err)
+	}
+	adm, err := admin.New(admin.Options{Registries: opts.Registries, Logger: opts.Logger})
+	if err != nil {
+		prod.Close()
+		return nil, fmt.Errorf("bridge: admin: %w", err)
+	}
+	if opts.NodeID == "" {
+		opts.NodeID = prod.ClientID()
+	}
+	b := &Backend{opts: opts, log: opts.Logger, prod: prod, adm: adm,
+		queues: map[client.MessageQueue]*queueState{}, sysNext: map[client.MessageQueue]int64{},
+		retained: map[string]*retainedEntry{}, sessions: map[string]*sessionRecord{}, own: map[string]*sessionRecord{}}
+	for _, r := range opts.Routes {
+		if !slices.Contains(b.topics, r.Topic) {
+			b.topics = append(b.topics, r.Topic)
+		}
+	}
+	for _, t := range []string{opts.DefaultTopic, opts.EgressTopic} {
+		if !slices.Contains(b.topics, t) {
+			b.topics = append(b.topics, t)
+		}
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	return b, nil
+}
+
+// NodeID returns the name this node writes into session records.
+func (b *Backend) NodeID() string { return b.opts.NodeID }
+
+// Topics returns the device-facing broker topics this node consumes.
+func (b *Backend) Topics() []string { return slices.Clone(b.topics) }
+
+// RouteOf returns the broker topic for an MQTT topic: the first matching
+// route, else the default topic.
+func (b *Backend) RouteOf(mqttTopic string) string {
+	for _, r := range b.opts.Routes {
+		if packets.Match(r.Filter, mqttTopic) {
+			return r.Topic
+		}
+	}
+	return b.opts.DefaultTopic
+}
+
+// Start implements mqtt.Backend: it creates missing topics, replays the
+// session and retained topics, and starts consuming the device-facing
+// topics from their end.
+func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
+	b.mu.Lock()
+	if b.closed || b.started {
+		b.mu.Unlock()
+		return fmt.Errorf("%w: started twice or closed", ErrClosed)
+	}
+	b.started, b.d = true, d
+	b.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, b.opts.StartTimeout)
+	defer cancel()
+	all := append(slices.Clone(b.topics), b.opts.SessionTopic, b.opts.RetainedTopic)
+	for _, t := range all {
+		if err := b.ensureTopic(sctx, t); err != nil {
+			return err
+		}
+	}
+	sys, err := b.newConsumer(sctx, groupSys, client.ConsumeFromFirst, []string{b.opts.SessionTopic, b.opts.RetainedTopic})
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.sys = sys
+	b.mu.Unlock()
+	b.wg.Add(1)
+	go b.tailSys(sys)
+	if err := b.catchUpSys(sctx, b.opts.SessionTopic, b.opts.RetainedTopic); err != nil {
+		return fmt.Errorf("bridge: replay system topics: %w", err)
+	}
+
+	// Positions before the live consumer starts: a message stored in
+	// between may be replayed twice into a resumed session, never lost.
+	for _, t := range b.topics {
+		stats, err := b.adm.TopicStats(sctx, t)
+		if err != nil {
+			return fmt.Errorf("bridge: offsets of %s: %w", t, err)
+		}
+		b.mu.Lock()
+		for _, s := range stats {
+			b.queues[s.Queue] = &queueState{next: s.MaxOffset}
+		}
+		b.mu.Unlock()
+	}
+	live, err := b.newConsumer(sctx, groupLive, client.ConsumeFromLast, b.topics)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.live = live
+	b.mu.Unlock()
+	b.wg.Add(1)
+	go b.deliverLoop(live)
+	b.log.Info("bridge backend started", "node", b.opts.NodeID, "topics", b.topics,
+		"sessions", len(b.sessions), "retained", len(b.retained))
+	return nil
+}
+
+// ensureTopic creates topic on every master when no registry knows it.
+func (b *Backend) ensureTopic(ctx context.Context, topic string) error {
+	created := false
+	var last error
+	for {
+		rd, err := b.adm.TopicRoute(ctx, topic)
+		if err == nil && len(rd.QueueDatas) > 0 {
+			return nil
+		}
+		if !created {
+			// Retried: right after start the broker may not have
+			// registered yet (standalone).
+			last = b.adm.CreateTopic(ctx, "", admin.TopicConfig{Name: topic, ReadQueues: b.opts.TopicQueues,
+				WriteQueues: b.opts.TopicQueues})
+			created = last == nil
+		}
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				last = ctx.Err()
+			}
+			return fmt.Errorf("bridge: create topic %s: %w", topic, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// newConsumer starts a pull consumer assigned every queue of topics.
+func (b *Backend) newConsumer(ctx context.Context, group string, from client.ConsumeFrom, topics []string) (*client.PullConsumer, error) {
+	co := client.PullConsumerOptions{ConsumerOptions: client.ConsumerOptions{
+		ClientOptions: client.ClientOptions{Registries: b.opts.Registries, Logger: b.log.With("component", "bridge-consumer")},
+		Group:         group, From: from, PullSuspend: 2 * time.Second}}
+	c, err := client.NewPullConsumer(co)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: consumer: %w", err)
+	}
+	var qs []client.MessageQueue
+	for _, t := range topics {
+		q, err := c.Queues(ctx, t)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("bridge: queues of %s: %w", t, err)
+		}
+		qs = append(qs, q...)
+	}
+	if err := c.Assign(qs); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("bridge: assign: %w", err)
+	}
+	if err := c.Start(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("bridge: start consumer %s: %w", group, err)
+	}
+	return c, nil
+}
+
+// deliverLoop hands every consumed device-facing message to the server.
+func (b *Backend) deliverLoop(c *client.PullConsumer) {
+	defer b.wg.Done()
+	for {
+		msgs, err := c.Poll(b.ctx)
+		if err != nil {
+			if b.ctx.Err() != nil || errors.Is(err, client.ErrClosed) {
+				return
+			}
+			b.log.Warn("bridge: poll", "err", err)
+			continue
+		}
+		b.mu.Lock()
+		d := b.d
+		b.mu.Unlock()
+		b.gate.RLock()
+		for _, x := range msgs {
+			m := fromBroker(x)
+			if packets.ValidTopicName(m.Topic) {
+				d.Deliver(m)
+			} else {
+				b.log.Warn("bridge: message with an invalid MQTT topic not delivered", "topic", m.Topic,
+					"queue", x.Queue, "offset", x.QueueOffset)
+			}
+			now := time.Now()
+			b.mu.Lock()
+			qs := b.queues[x.Queue]
+			if qs == nil {
+				qs = &queueState{}
+				b.queues[x.Queue] = qs
+			}
+			qs.next = max(qs.next, x.QueueOffset+1)
+			if len(qs.ring) == ringSize {
+				copy(qs.ring, qs.ring[1:])
+				qs.ring = qs.ring[:ringSize-1]
+			}
+			qs.ring = append(qs.ring, delivery{offset: x.QueueOffset, end: now, msg: m})
+			b.mu.Unlock()
+		}
+		b.gate.RUnlock()
+	}
+}
+
+// Publish implements mqtt.Backend: the message is stored in its routed
+// broker topic, on the queue picked by the publisher's client id (so one
+// client's messages keep their order), and returns once the broker
+// acknowledged the store. A retained message also writes a record to the
+// retained topic.
+func (b *Backend) Publish(ctx context.Context, m *mqtt.Message) error {
+	if b.isClosed() {
+		return ErrClosed
+	}
+	cm, err := toBroker(m, b.RouteOf(m.Topic))
+	if err != nil {
+		return err
+	}
+	key := m.ClientID
+	if key == "" {
+		key = m.Topic
+	}
+	if _, err := b.prod.SendOrderly(ctx, cm, key, client.HashSelector); err != nil {
+		return fmt.Errorf("bridge: store %s: %w", m.Topic, err)
+	}
+	if m.Retain {
+		rm, _ := toBroker(m, b.opts.RetainedTopic)
+		res, err := b.prod.SendOrderly(ctx, rm, m.Topic, client.HashSelector)
+		if err != nil {
+			return fmt.Errorf("bridge: store retained %s: %w", m.Topic, err)
+		}
+		b.applyRetained(m, res.Queue, res.QueueOffset)
+	}
+	return nil
+}
+
+func (b *Backend) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// Close implements mqtt.Backend. It is idempotent.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	live, sys := b.live, b.sys
+	b.mu.Unlock()
+	b.cancel()
+	var errs []error
+	for _, c := range []*client.PullConsumer{live, sys} {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	b.wg.Wait()
+	errs = append(errs, b.prod.Close(), b.adm.Close())
+	return errors.Join(errs...)
+}

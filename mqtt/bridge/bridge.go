@@ -1,0 +1,64 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/smartgo/smartgo/mqtt"
+)
+
+// Bridge is an MQTT server whose back end is the SmartGo cluster: a bridge
+// node. Other parts (the state store RPC front) extend it through Server
+// (Server.Handle, Server.SendTo) before or after Start.
+type Bridge struct {
+	server  *mqtt.Server
+	backend *Backend
+}
+
+// New builds a bridge node from the MQTT server options and the bridge
+// options; nothing listens before Start.
+func New(mo mqtt.Options, bo Options) (*Bridge, error) {
+	be, err := NewBackend(bo)
+	if err != nil {
+		return nil, err
+	}
+	if mo.Logger == nil {
+		mo.Logger = bo.Logger
+	}
+	var sb mqtt.Backend = be
+	if bo.WrapBackend != nil {
+		sb = bo.WrapBackend(be)
+	}
+	srv, err := mqtt.NewServer(mo, sb)
+	if err != nil {
+		be.Close()
+		return nil, err
+	}
+	return &Bridge{server: srv, backend: be}, nil
+}
+
+// Server returns the MQTT server (for Handle, SendTo, Stats).
+func (b *Bridge) Server() *mqtt.Server { return b.server }
+
+// Backend returns the broker back end.
+func (b *Bridge) Backend() *Backend { return b.backend }
+
+// Start starts the back end (topics, replay of sessions and retained
+// messages, live consumption) and the listeners.
+func (b *Bridge) Start(ctx context.Context) error {
+	if err := b.server.Start(ctx); err != nil {
+		b.backend.Close()
+		return err
+	}
+	return nil
+}
+
+// Addrs returns the listen addresses.
+func (b *Bridge) Addrs() []net.Addr { return b.server.Addrs() }
+
+// Close disconnects the clients, saves their persistent sessions to the
+// cluster, then closes the back end. It is idempotent.
+func (b *Bridge) Close() error {
+	return errors.Join(b.server.Close(), b.backend.Close())
+}

@@ -1,0 +1,142 @@
+// Package bridge joins the MQTT server engine (package mqtt) to the
+// SmartGo brokers: Backend implements mqtt.Backend with the client SDK, and
+// Bridge is a bridge node (an mqtt.Server on that backend). Bridge nodes
+// keep no state of their own: sessions and retained messages live in
+// system topics of the cluster, so any node can serve any device and a
+// restarted node picks everything up again.
+//
+// # Ingress
+//
+// A device PUBLISH is routed to a broker topic: the first Options.Routes
+// entry whose MQTT filter matches the topic, else Options.DefaultTopic
+// (MQTT_INGRESS). It is sent with SendOrderly on the queue picked by a hash
+// of the publisher's client id (client.HashSelector), so one client's
+// messages keep their order in one queue, and Publish returns only when the
+// broker acknowledged the store: the server sends PUBACK/PUBREC after that.
+// Each connection has at most one Publish in progress (the engine handles a
+// connection's packets in order), so per-client order needs no more;
+// throughput comes from many connections in parallel on the producer's
+// multiplexed broker connections. The SDK's SendBatch picks its own queue,
+// so it is not used (that would break the per-client queue).
+//
+// # Message properties
+//
+// The MQTT side of a message travels in broker message properties, so a
+// SmartGo (or RocketMQ) consumer gets all of it:
+//
+//	MQTT_TOPIC             the MQTT topic name
+//	MQTT_QOS               "0", "1" or "2": the publish QoS
+//	MQTT_RETAIN            "1" when the retain flag was set (absent otherwise)
+//	MQTT_CLIENT_ID         the publishing client id (absent for internal publishers)
+//	MQTT_USERNAME          the publisher's user name, when it gave one
+//	MQTT_USER_PROPERTIES   user properties in order, duplicates kept, as a JSON
+//	                       array of [name, value] pairs: [["unit","C"],["unit","K"]]
+//	MQTT_RESPONSE_TOPIC    the v5 response topic
+//	MQTT_CORRELATION_DATA  the v5 correlation data, standard padded base64
+//	                       ("=" stands for present but empty)
+//	MQTT_CONTENT_TYPE      the v5 content type
+//	MQTT_PAYLOAD_FORMAT    "0" or "1" when the v5 payload format indicator was sent
+//	MQTT_EXPIRY_AT         when the message expires, Unix milliseconds (from the v5
+//	                       message expiry interval at arrival)
+//	MQTT_EMPTY_PAYLOAD     "1": the MQTT payload was empty; the broker body is then
+//	                       the single byte 0x00 (brokers refuse empty bodies)
+//
+// Absent MQTT fields have no property (brokers refuse empty values). Names
+// and values may not hold the bytes 0x01 and 0x02 (property separators): a
+// topic, response topic, content type, client id or user name holding one
+// is refused (ErrUnencodable); user properties are safe because JSON
+// escapes them.
+//
+// # Delivery (egress)
+//
+// Every node consumes all device-facing topics (every route topic, the
+// default topic and Options.EgressTopic, MQTT_EGRESS) and hands each
+// message to its server, which delivers it to the matching local
+// subscriptions (shared subscriptions are balanced by the engine among the
+// group's members on that node). Each node must see every message, so each
+// runs its own pull consumer assigned every queue (group MQTT_BRIDGE_LIVE,
+// never committing: a node always starts at the end of the topics, and
+// what a restarted node missed reaches sessions through their resume
+// points below). Back ends send to devices by producing to MQTT_EGRESS with
+// MQTT_TOPIC set (MQTT_QOS default 1); a message without MQTT_TOPIC is
+// delivered on its broker topic's name.
+//
+// # Retained messages
+//
+// A retained PUBLISH is also written to Options.RetainedTopic
+// (MQTT_RETAINED), with the same properties, on the queue picked by a hash
+// of the MQTT topic. Every node replays that topic from its start at Start
+// and then follows it; the latest record of a topic (by queue offset) wins
+// and one with MQTT_EMPTY_PAYLOAD deletes it.
+//
+// # Sessions
+//
+// A persistent session is stored as JSON records in Options.SessionTopic
+// (MQTT_SESSION), one per change, on the queue picked by a hash of the
+// client id; every node replays the topic at Start and follows it, latest
+// record per client wins. A record:
+//
+//	{"clientId":"dev1","node":"<node id>","online":true?,"deleted":true?,
+//	 "username":"u","subscriptions":[{"filter":"cmd/#","qos":1,"noLocal":false,
+//	   "rap":false,"rh":0,"id":0}],
+//	 "expiryMs":3600000,"disconnectedAtMs":1763800000000,
+//	 "resume":[{"topic":"MQTT_EGRESS","broker":"broker-a","queue":0,
+//	            "from":17,"live":20,"pending":[17,19]}],
+//	 "pending":[{"topic":"t","payload":"<base64>","qos":1,...}]}
+//
+// SaveSession (a client went offline, or the node shuts down) writes the
+// subscriptions, expiry and, per consumed queue, the resume point: "live"
+// is the first message whose delivery ended after the disconnect (earlier
+// ones reached the session before the engine took its state), "pending"
+// are the log offsets of the session's unacknowledged messages and "from"
+// the smallest of both. Pending messages that did not come from the log
+// (retained deliveries, SendTo) are stored whole (at most 1 MiB of
+// payload, the rest dropped with a log line).
+//
+// LoadSession (a client resumes on a node that does not hold its session
+// in memory: another node, or after a restart) first waits (bounded) until
+// the node's live consumer has delivered what the brokers stored so far,
+// then returns the subscriptions and, read back from the log, the pending
+// offsets plus every later message matching a (non-shared) subscription,
+// QoS 1/2 only (at the lower of message and subscription QoS), unexpired,
+// up to where the live consumer is, ordered by store time then commitlog
+// offset (one publisher's messages keep their order), bounded by
+// Options.MaxOfflineMessages (the excess is dropped with a log line). The
+// last stretch of that read pauses the node's live delivery (concurrent
+// resumes share the pause), until 50 ms after return, so no message falls
+// between the replay and the session's installation. The node then writes
+// an "online" claim record (its own live positions as the resume points),
+// so a later resume elsewhere starts there even if this node dies without
+// saving. Delivery is at least once: messages near a disconnect may come
+// twice. Messages whose MQTT_TOPIC is not a valid MQTT topic name are
+// never delivered (a log line says so).
+//
+// DeleteSession writes a "deleted" record, unless the current record
+// belongs to another node and this node's own last record has expired by
+// now: that delete is the expiry of this node's stale offline copy of a
+// session that resumed elsewhere. A client id never stored costs no
+// write (clean-start connects call DeleteSession every time).
+//
+// The system topics are ordinary topics under the brokers' retention
+// (file_reserved_time, 72 h by default): a retained message or a session
+// record older than that is gone after the next restart of every node.
+// Compaction (re-appending live records before they age out) is not done
+// yet.
+//
+// Known limits: the engine reports a session to the backend only when its
+// connection ends (SaveSession) or at Close, so a node that crashes loses
+// the subscriptions made since the session's last record (graceful
+// restarts keep everything); the engine keeps an offline session in the memory of the
+// node that saw it last and does not consult the backend when the client
+// returns there, so a client that moves A -> B -> A resumes on A with A's
+// copy (subscriptions made on B are missing); a node never takes a session
+// away from another node's live connection (no cross-node takeover); a
+// shared subscription group with members on several nodes gets each
+// message once per node (the engine balances among one node's members).
+//
+// # Extending a node
+//
+// Bridge.Server exposes the mqtt.Server (Handle, SendTo, Stats) and
+// Options.WrapBackend lets a component hook the backend calls (the state
+// store front learns of session ends that way).
+package bridge

@@ -1,0 +1,22 @@
+package bridge
+
+import "errors"
+
+// Sentinel errors of the bridge package. Callers test with errors.Is.
+var (
+	// ErrInvalidOptions wraps every Options.Validate failure.
+	ErrInvalidOptions = errors.New("bridge: invalid options")
+
+	// ErrClosed is returned by a backend or bridge after Close.
+	ErrClosed = errors.New("bridge: closed")
+
+	// ErrUnencodable means an MQTT message cannot travel as a broker
+	// message: a topic, response topic, content type, client id or user
+	// name holds the bytes 0x01 or 0x02 (the broker's property
+	// separators). The publisher gets 0x80 (v5) or is disconnected (3.1.1).
+	ErrUnencodable = errors.New("bridge: message not encodable as broker properties")
+
+	// ErrBadRecord means a session or retained record read from a system
+	// topic could not be decoded; it is skipped with a log line.
+	ErrBadRecord = errors.New("bridge: bad system record")
+)

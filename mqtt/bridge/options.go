@@ -1,0 +1,140 @@
+package bridge
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// Defaults of Options.
+const (
+	DefaultDefaultTopic  = "MQTT_INGRESS"
+	DefaultEgressTopic   = "MQTT_EGRESS"
+	DefaultSessionTopic  = "MQTT_SESSION"
+	DefaultRetainedTopic = "MQTT_RETAINED"
+	// DefaultMaxOfflineMessages bounds the messages replayed from the log
+	// into one resumed session.
+	DefaultMaxOfflineMessages = 1000
+	// DefaultTopicQueues is the queue count of the topics the bridge
+	// creates when they do not exist.
+	DefaultTopicQueues = 8
+	// DefaultStartTimeout bounds topic creation and the replay of the
+	// system topics at Start.
+	DefaultStartTimeout = 30 * time.Second
+)
+
+// Route maps an MQTT topic filter to a broker topic.
+type Route struct {
+	Filter string // MQTT topic filter ('+', '#')
+	Topic  string // broker topic
+}
+
+// Options configure a Backend. Zero values take the documented defaults.
+type Options struct {
+	// Registries are the registry addresses (required).
+	Registries []string
+	// Routes map MQTT topics to broker topics; the first route whose
+	// filter matches wins.
+	Routes []Route
+	// DefaultTopic takes MQTT topics that no route matches. Default
+	// MQTT_INGRESS.
+	DefaultTopic string
+	// EgressTopic is where back ends send messages for devices (the MQTT
+	// topic in the MQTT_TOPIC property). Default MQTT_EGRESS.
+	EgressTopic string
+	// SessionTopic and RetainedTopic are the system topics holding session
+	// and retained-message records. Defaults MQTT_SESSION, MQTT_RETAINED.
+	SessionTopic  string
+	RetainedTopic string
+	// NodeID names this bridge node in session records (default: the
+	// producer's client id, unique per process).
+	NodeID string
+	// MaxOfflineMessages bounds the messages replayed into a resumed
+	// session from the log; the excess is dropped with a log line.
+	// Default 1000.
+	MaxOfflineMessages int
+	// TopicQueues is the queue count of topics the bridge creates.
+	// Default 8.
+	TopicQueues int32
+	// StartTimeout bounds Start (topic creation, system topic replay).
+	// Default 30 s.
+	StartTimeout time.Duration
+	// SendTimeout bounds one produce. Default 3 s.
+	SendTimeout time.Duration
+	// WrapBackend, when set, wraps the Backend that Bridge hands to the
+	// MQTT server (hooks such as the state store's session hook); the
+	// wrapper must forward every call. Unused by NewBackend.
+	WrapBackend func(mqtt.Backend) mqtt.Backend
+	// Logger receives events; nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns options with every default filled in.
+func DefaultOptions(registries ...string) Options {
+	o := Options{Registries: registries}
+	o.fill()
+	return o
+}
+
+func (o *Options) fill() {
+	if o.DefaultTopic == "" {
+		o.DefaultTopic = DefaultDefaultTopic
+	}
+	if o.EgressTopic == "" {
+		o.EgressTopic = DefaultEgressTopic
+	}
+	if o.SessionTopic == "" {
+		o.SessionTopic = DefaultSessionTopic
+	}
+	if o.RetainedTopic == "" {
+		o.RetainedTopic = DefaultRetainedTopic
+	}
+	if o.MaxOfflineMessages == 0 {
+		o.MaxOfflineMessages = DefaultMaxOfflineMessages
+	}
+	if o.TopicQueues == 0 {
+		o.TopicQueues = DefaultTopicQueues
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.SendTimeout == 0 {
+		o.SendTimeout = 3 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+var topicRE = regexp.MustCompile(`^[%|a-zA-Z0-9_-]{1,127}$`)
+
+// Validate reports the first invalid setting.
+func (o Options) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	if len(o.Registries) == 0 {
+		return bad("no registry address")
+	}
+	for i, r := range o.Routes {
+		if !packets.ValidTopicFilter(r.Filter) || packets.IsShared(r.Filter) {
+			return bad("route %d: filter %q is not a topic filter", i, r.Filter)
+		}
+		if !topicRE.MatchString(r.Topic) {
+			return bad("route %d: broker topic %q is not a topic name", i, r.Topic)
+		}
+	}
+	for _, t := range []string{o.DefaultTopic, o.EgressTopic, o.SessionTopic, o.RetainedTopic} {
+		if t != "" && !topicRE.MatchString(t) {
+			return bad("broker topic %q is not a topic name", t)
+		}
+	}
+	if o.MaxOfflineMessages < 0 || o.TopicQueues < 0 || o.StartTimeout < 0 || o.SendTimeout < 0 {
+		return bad("negative limit")
+	}
+	return nil
+}

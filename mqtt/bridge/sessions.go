@@ -1,0 +1,496 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// maxExpiry is the v5 session expiry 0xFFFFFFFF: never expires.
+const maxExpiry = time.Duration(0xFFFFFFFF) * time.Second
+
+// maxPendingBytes bounds the payload bytes of pending messages stored
+// whole in one session record; the rest are dropped with a log line.
+const maxPendingBytes = 1 << 20
+
+// gateHold is how long live delivery stays paused after a resumed
+// session's replay, for the server to install the session.
+const gateHold = 50 * time.Millisecond
+
+// writeSession appends rec to the session topic and makes it the node's
+// current record of its client.
+func (b *Backend) writeSession(ctx context.Context, rec *sessionRecord) error {
+	// The server saves sessions while it shuts down, after cancelling its
+	// context: the record must still be written.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.SendTimeout)
+	defer cancel()
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("bridge: encode session: %w", err)
+	}
+	m := &client.Message{Topic: b.opts.SessionTopic, Body: body}
+	if encodable(rec.ClientID) {
+		m.Properties = map[string]string{PropClientID: rec.ClientID}
+	}
+	res, err := b.prod.SendOrderly(ctx, m, rec.ClientID, client.HashSelector)
+	if err != nil {
+		return fmt.Errorf("bridge: store session %q: %w", rec.ClientID, err)
+	}
+	rec.q, rec.off = res.Queue, res.QueueOffset
+	b.mu.Lock()
+	b.applySessionLocked(rec)
+	if rec.Deleted {
+		delete(b.own, rec.ClientID)
+	} else {
+		b.own[rec.ClientID] = rec
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+func subRecords(subs []mqtt.Subscription) []subRecord {
+	out := make([]subRecord, len(subs))
+	for i, s := range subs {
+		out[i] = subRecord{Filter: s.Filter, QoS: s.QoS, NoLocal: s.NoLocal, RetainAsPublished: s.RetainAsPublished,
+			RetainHandling: s.RetainHandling, Identifier: s.Identifier}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Filter < out[j].Filter })
+	return out
+}
+
+// resumePointsLocked computes, per live queue, where a session that went
+// offline at disc resumes: the first message whose delivery ended after
+// disc (earlier ones reached the session before its state was taken).
+func (b *Backend) resumePointsLocked(clientID string, disc time.Time) map[client.MessageQueue]*resumePoint {
+	out := make(map[client.MessageQueue]*resumePoint, len(b.queues))
+	for q, qs := range b.queues {
+		live := qs.next
+		if !disc.IsZero() {
+			for i, d := range qs.ring {
+				if d.end.After(disc) {
+					live = d.offset
+					if i == 0 && len(qs.ring) == ringSize {
+						b.log.Warn("bridge: session resume point older than the delivery history; messages may be missed",
+							"client", clientID, "queue", q)
+					}
+					break
+				}
+			}
+		}
+		out[q] = &resumePoint{Topic: q.Topic, Broker: q.BrokerName, Queue: q.QueueID, From: live, Live: live}
+	}
+	return out
+}
+
+func sortedPoints(m map[client.MessageQueue]*resumePoint) []resumePoint {
+	out := make([]resumePoint, 0, len(m))
+	for _, r := range m {
+		slices.Sort(r.Pending)
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, c := out[i], out[j]
+		if a.Topic != c.Topic {
+			return a.Topic < c.Topic
+		}
+		if a.Broker != c.Broker {
+			return a.Broker < c.Broker
+		}
+		return a.Queue < c.Queue
+	})
+	return out
+}
+
+// SaveSession implements mqtt.Backend: one record in the session topic
+// with the subscriptions, the expiry, and where in the log the session's
+// messages resume (see doc.go).
+func (b *Backend) SaveSession(ctx context.Context, st *mqtt.SessionState) error {
+	if b.isClosed() {
+		return ErrClosed
+	}
+	rec := &sessionRecord{ClientID: st.ClientID, Node: b.opts.NodeID, Username: st.Username,
+		Subscriptions: subRecords(st.Subscriptions), ExpiryMs: st.Expiry.Milliseconds()}
+	if !st.DisconnectedAt.IsZero() {
+		rec.DisconnectedAt = st.DisconnectedAt.UnixMilli()
+	}
+	b.mu.Lock()
+	points := b.resumePointsLocked(st.ClientID, st.DisconnectedAt)
+	type pos struct {
+		q   client.MessageQueue
+		off int64
+	}
+	var where map[*mqtt.Message]pos
+	if len(st.Pending) > 0 {
+		where = map[*mqtt.Message]pos{}
+		for q, qs := range b.queues {
+			for _, d := range qs.ring {
+				where[d.msg] = pos{q, d.offset}
+			}
+		}
+	}
+	b.mu.Unlock()
+	bytes, dropped := 0, 0
+	for _, m := range st.Pending {
+		if p, ok := where[m]; ok {
+			if rp := points[p.q]; rp != nil {
+				rp.Pending = append(rp.Pending, p.off)
+				rp.From = min(rp.From, p.off)
+				continue
+			}
+		}
+		if bytes+len(m.Payload) > maxPendingBytes {
+			dropped++
+			continue
+		}
+		bytes += len(m.Payload)
+		rec.Pending = append(rec.Pending, pendingOf(m))
+	}
+	if dropped > 0 {
+		b.log.Warn("bridge: pending messages over the session record limit dropped", "client", st.ClientID, "dropped", dropped)
+	}
+	rec.Resume = sortedPoints(points)
+	return b.writeSession(ctx, rec)
+}
+
+// DeleteSession implements mqtt.Backend. A delete that looks like the
+// expiry of this node's stale offline copy (the current record is another
+// node's, and this node's own last record has expired by now) is ignored:
+// the client resumed elsewhere.
+func (b *Backend) DeleteSession(ctx context.Context, clientID string) error {
+	b.mu.Lock()
+	rec, own := b.sessions[clientID], b.own[clientID]
+	b.mu.Unlock()
+	if rec == nil || rec.Deleted {
+		return nil
+	}
+	if rec.Node != b.opts.NodeID && own != nil && expiredAt(own, time.Now()) {
+		b.log.Debug("bridge: stale session delete ignored", "client", clientID, "owner", rec.Node)
+		return nil
+	}
+	return b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Deleted: true})
+}
+
+func expiredAt(r *sessionRecord, now time.Time) bool {
+	exp := time.Duration(r.ExpiryMs) * time.Millisecond
+	if r.Online || r.DisconnectedAt == 0 || exp >= maxExpiry {
+		return false
+	}
+	return !now.Before(time.UnixMilli(r.DisconnectedAt).Add(exp))
+}
+
+// LoadSession implements mqtt.Backend: the latest session record of the
+// cluster, with its pending messages and those the log holds for its
+// subscriptions since it went offline. The node then claims the session
+// (an online record).
+func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.SessionState, bool, error) {
+	if b.isClosed() {
+		return nil, false, ErrClosed
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.opts.SendTimeout)
+	err := b.catchUpSys(cctx, b.opts.SessionTopic)
+	cancel()
+	if err != nil {
+		return nil, false, fmt.Errorf("bridge: session topic: %w", err)
+	}
+	b.mu.Lock()
+	rec := b.sessions[clientID]
+	b.mu.Unlock()
+	if rec == nil || rec.Deleted || expiredAt(rec, time.Now()) {
+		return nil, false, nil
+	}
+	st := &mqtt.SessionState{ClientID: clientID, Username: rec.Username, Expiry: time.Duration(rec.ExpiryMs) * time.Millisecond}
+	if rec.DisconnectedAt > 0 {
+		st.DisconnectedAt = time.UnixMilli(rec.DisconnectedAt)
+	}
+	for _, s := range rec.Subscriptions {
+		st.Subscriptions = append(st.Subscriptions, mqtt.Subscription{Filter: s.Filter, QoS: s.QoS, NoLocal: s.NoLocal,
+			RetainAsPublished: s.RetainAsPublished, RetainHandling: s.RetainHandling, Identifier: s.Identifier})
+	}
+	for i := range rec.Pending {
+		st.Pending = append(st.Pending, rec.Pending[i].message())
+	}
+	replayed, err := b.replay(ctx, rec)
+	if err != nil {
+		b.log.Warn("bridge: offline messages not replayed", "client", clientID, "err", err)
+	}
+	st.Pending = append(st.Pending, replayed...)
+	if n := len(st.Pending) - b.opts.MaxOfflineMessages; n > 0 {
+		b.log.Warn("bridge: offline messages over the session limit dropped", "client", clientID, "dropped", n)
+		st.Pending = st.Pending[:b.opts.MaxOfflineMessages]
+	}
+	// Claim: resumes elsewhere start from here if this node disappears.
+	b.mu.Lock()
+	claim := &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Online: true, Username: rec.Username,
+		Subscriptions: rec.Subscriptions, ExpiryMs: rec.ExpiryMs, Resume: sortedPoints(b.resumePointsLocked(clientID, time.Time{}))}
+	b.mu.Unlock()
+	if err := b.writeSession(ctx, claim); err != nil {
+		b.log.Warn("bridge: session claim", "client", clientID, "err", err)
+	}
+	return st, true, nil
+}
+
+// replayed is one message read back from the log.
+type replayed struct {
+	ts  int64 // store time, ms
+	pos int64 // commitlog offset: the order within one broker
+	msg *mqtt.Message
+}
+
+// replay reads the queues of rec's resume points from their start up to
+// the live consumer's position, keeping the pending offsets and, from the
+// live point on, what matches the subscriptions. The last stretch runs
+// with live delivery paused, released shortly after return.
+func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]*mqtt.Message, error) {
+	type qr struct {
+		rp      resumePoint
+		pending map[int64]bool
+		next    int64
+	}
+	// However replay ends, live delivery is paused on return until
+	// shortly after, for the server to install the session.
+	paused := false
+	defer func() {
+		if !paused {
+			b.pause()
+		}
+		time.AfterFunc(gateHold, b.unpause)
+	}()
+	b.waitLive(ctx, rec.Resume)
+	work := map[client.MessageQueue]*qr{}
+	need := false
+	b.mu.Lock()
+	for _, rp := range rec.Resume {
+		qs := b.queues[rp.mq()]
+		if qs == nil {
+			continue
+		}
+		need = need || qs.next > rp.From
+		r := &qr{rp: rp, pending: map[int64]bool{}, next: rp.From}
+		for _, o := range rp.Pending {
+			r.pending[o] = true
+		}
+		work[rp.mq()] = r
+	}
+	b.mu.Unlock()
+	if !need {
+		// Nothing to read unless a message arrives now: check again
+		// with delivery paused.
+		b.pause()
+		paused = true
+		b.mu.Lock()
+		for q, r := range work {
+			need = need || b.queues[q].next > r.rp.From
+		}
+		b.mu.Unlock()
+		if !need {
+			return nil, nil
+		}
+		b.unpause()
+		paused = false
+	}
+	qs := make([]client.MessageQueue, 0, len(work))
+	for q := range work {
+		qs = append(qs, q)
+	}
+	co := client.PullConsumerOptions{ConsumerOptions: client.ConsumerOptions{
+		ClientOptions: client.ClientOptions{Registries: b.opts.Registries, Logger: b.log},
+		Group:         groupReplay, From: client.ConsumeFromLast, PullSuspend: time.Second}}
+	c, err := client.NewPullConsumer(co)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := c.Assign(qs); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.opts.StartTimeout)
+	defer cancel()
+	if err := c.Start(rctx); err != nil {
+		return nil, err
+	}
+	for q, r := range work {
+		if err := c.Seek(q, r.rp.From); err != nil {
+			return nil, err
+		}
+	}
+	subs := rec.Subscriptions
+	var out []replayed
+	var held []*client.MessageExt // read beyond the first target
+	take := func(x *client.MessageExt) {
+		r := work[x.Queue]
+		if r == nil || x.QueueOffset < r.next {
+			return
+		}
+		if x.QueueOffset > r.next {
+			b.log.Warn("bridge: offline messages no longer in the log (retention) skipped", "client", rec.ClientID,
+				"queue", x.Queue, "from", r.next, "to", x.QueueOffset)
+		}
+		r.next = x.QueueOffset + 1
+		m := fromBroker(x)
+		if !packets.ValidTopicName(m.Topic) || !m.Expiry.IsZero() && !time.Now().Before(m.Expiry) {
+			return
+		}
+		var qos byte
+		if r.pending[x.QueueOffset] {
+			qos = m.QoS
+		} else if x.QueueOffset >= r.rp.Live {
+			qos = matchQoS(subs, m, rec.ClientID)
+		}
+		if qos == 0 {
+			return
+		}
+		cp := *m
+		cp.QoS = qos
+		out = append(out, replayed{ts: x.StoreTimestamp, pos: x.CommitLogOffset, msg: &cp})
+	}
+	runTo := func(target map[client.MessageQueue]int64) error {
+		var keep []*client.MessageExt
+		for _, x := range held {
+			if x.QueueOffset < target[x.Queue] {
+				take(x)
+			} else {
+				keep = append(keep, x)
+			}
+		}
+		held = keep
+		for {
+			done := true
+			for q, r := range work {
+				if r.next < target[q] {
+					done = false
+				}
+			}
+			if done {
+				return nil
+			}
+			msgs, err := c.Poll(rctx)
+			if err != nil {
+				return err
+			}
+			for _, x := range msgs {
+				if x.QueueOffset < target[x.Queue] {
+					take(x)
+				} else {
+					held = append(held, x)
+				}
+			}
+		}
+	}
+	livePos := func() map[client.MessageQueue]int64 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		t := map[client.MessageQueue]int64{}
+		for q := range work {
+			t[q] = b.queues[q].next
+		}
+		return t
+	}
+	if err := runTo(livePos()); err != nil {
+		return msgsOf(out), err
+	}
+	b.pause()
+	paused = true
+	err = runTo(livePos())
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].ts != out[j].ts {
+			return out[i].ts < out[j].ts
+		}
+		return out[i].pos < out[j].pos
+	})
+	return msgsOf(out), err
+}
+
+func msgsOf(rs []replayed) []*mqtt.Message {
+	out := make([]*mqtt.Message, len(rs))
+	for i, r := range rs {
+		out[i] = r.msg
+	}
+	return out
+}
+
+// matchQoS is the QoS a session with subs receives m at (0: not at all,
+// or QoS 0 which is not kept offline). Shared subscriptions are not
+// replayed: their messages went to another member of the group.
+func matchQoS(subs []subRecord, m *mqtt.Message, clientID string) byte {
+	var q byte
+	for _, s := range subs {
+		if packets.IsShared(s.Filter) || s.NoLocal && m.ClientID == clientID {
+			continue
+		}
+		if packets.Match(s.Filter, m.Topic) {
+			q = max(q, min(s.QoS, m.QoS))
+		}
+	}
+	return q
+}
+
+// pause stops live delivery (after the batch in progress) until the
+// matching unpause; pauses nest.
+func (b *Backend) pause() {
+	b.pauseMu.Lock()
+	defer b.pauseMu.Unlock()
+	b.pauses++
+	if b.pauses == 1 {
+		b.gate.Lock()
+	}
+}
+
+func (b *Backend) unpause() {
+	b.pauseMu.Lock()
+	defer b.pauseMu.Unlock()
+	b.pauses--
+	if b.pauses == 0 {
+		b.gate.Unlock()
+	}
+}
+
+// waitLive waits (bounded by SendTimeout) until the live consumer has
+// delivered everything the brokers stored so far on the queues of points,
+// so that a resumed session gets those messages from the replay, in
+// order, rather than some later from live delivery.
+func (b *Backend) waitLive(ctx context.Context, points []resumePoint) {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.SendTimeout)
+	defer cancel()
+	topics := map[string]bool{}
+	for _, rp := range points {
+		topics[rp.Topic] = true
+	}
+	target := map[client.MessageQueue]int64{}
+	for t := range topics {
+		stats, err := b.adm.TopicStats(ctx, t)
+		if err != nil {
+			b.log.Warn("bridge: offsets for a session resume", "topic", t, "err", err)
+			return
+		}
+		for _, s := range stats {
+			target[s.Queue] = s.MaxOffset
+		}
+	}
+	for {
+		behind := false
+		b.mu.Lock()
+		for q, off := range target {
+			if qs := b.queues[q]; qs != nil && qs.next < off {
+				behind = true
+				break
+			}
+		}
+		b.mu.Unlock()
+		if !behind {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b.log.Warn("bridge: live consumer behind at a session resume; some messages may come out of order")
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}

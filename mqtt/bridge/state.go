@@ -1,0 +1,233 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// retainedEntry is the latest retained record of one MQTT topic; msg is
+// nil after a delete (kept so that an older record does not resurrect it).
+type retainedEntry struct {
+	msg *mqtt.Message
+	q   client.MessageQueue
+	off int64
+}
+
+// applyRetained records a retained message (latest per topic by queue
+// offset; an empty payload deletes).
+func (b *Backend) applyRetained(m *mqtt.Message, q client.MessageQueue, off int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.retained[m.Topic]; e != nil && e.q == q && e.off > off {
+		return
+	}
+	e := &retainedEntry{q: q, off: off}
+	if len(m.Payload) > 0 {
+		rm := *m
+		rm.Retain = true
+		e.msg = &rm
+	}
+	b.retained[m.Topic] = e
+}
+
+// Retained implements mqtt.Backend from the node's copy of the retained
+// topic.
+func (b *Backend) Retained(_ context.Context, filter string) ([]*mqtt.Message, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	var out []*mqtt.Message
+	for topic, e := range b.retained {
+		if e.msg == nil {
+			continue
+		}
+		if !e.msg.Expiry.IsZero() && !now.Before(e.msg.Expiry) {
+			e.msg = nil
+			continue
+		}
+		if packets.Match(filter, topic) {
+			out = append(out, e.msg)
+		}
+	}
+	return out, nil
+}
+
+// tailSys applies every record of the session and retained topics, from
+// the start of the log, for the node's lifetime.
+func (b *Backend) tailSys(c *client.PullConsumer) {
+	defer b.wg.Done()
+	for {
+		msgs, err := c.Poll(b.ctx)
+		if err != nil {
+			if b.ctx.Err() != nil || errors.Is(err, client.ErrClosed) {
+				return
+			}
+			b.log.Warn("bridge: poll system topics", "err", err)
+			continue
+		}
+		for _, x := range msgs {
+			b.applySys(x)
+		}
+	}
+}
+
+func (b *Backend) applySys(x *client.MessageExt) {
+	switch x.Topic {
+	case b.opts.RetainedTopic:
+		b.applyRetained(fromBroker(x), x.Queue, x.QueueOffset)
+	case b.opts.SessionTopic:
+		rec, err := decodeSessionRecord(x.Body)
+		if err != nil {
+			b.log.Warn("bridge: skipping session record", "queue", x.Queue, "offset", x.QueueOffset, "err", err)
+		} else {
+			rec.q, rec.off = x.Queue, x.QueueOffset
+			b.mu.Lock()
+			b.applySessionLocked(rec)
+			b.mu.Unlock()
+		}
+	}
+	b.mu.Lock()
+	b.sysNext[x.Queue] = max(b.sysNext[x.Queue], x.QueueOffset+1)
+	b.mu.Unlock()
+}
+
+// catchUpSys waits until the node applied every record stored so far in
+// topics (the session and/or retained topic).
+func (b *Backend) catchUpSys(ctx context.Context, topics ...string) error {
+	target := map[client.MessageQueue]int64{}
+	for _, t := range topics {
+		stats, err := b.adm.TopicStats(ctx, t)
+		if err != nil {
+			return err
+		}
+		for _, s := range stats {
+			if s.MaxOffset > s.MinOffset {
+				target[s.Queue] = s.MaxOffset
+			}
+		}
+	}
+	for {
+		done := true
+		b.mu.Lock()
+		for q, off := range target {
+			if b.sysNext[q] < off {
+				done = false
+				break
+			}
+		}
+		b.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// sessionRecord is one change of a session, stored as JSON in the session
+// topic (format in doc.go).
+type sessionRecord struct {
+	ClientID       string          `json:"clientId"`
+	Node           string          `json:"node"`
+	Deleted        bool            `json:"deleted,omitempty"`
+	Online         bool            `json:"online,omitempty"`
+	Username       string          `json:"username,omitempty"`
+	Subscriptions  []subRecord     `json:"subscriptions,omitempty"`
+	ExpiryMs       int64           `json:"expiryMs"`
+	DisconnectedAt int64           `json:"disconnectedAtMs,omitempty"`
+	Resume         []resumePoint   `json:"resume,omitempty"`
+	Pending        []pendingRecord `json:"pending,omitempty"`
+
+	q   client.MessageQueue
+	off int64
+}
+
+// applySessionLocked makes rec the current record of its client unless a
+// later one of the same queue is already applied; a delete is kept as a
+// tombstone for that comparison.
+func (b *Backend) applySessionLocked(rec *sessionRecord) {
+	if cur := b.sessions[rec.ClientID]; cur != nil && cur.q == rec.q && cur.off > rec.off {
+		return
+	}
+	b.sessions[rec.ClientID] = rec
+}
+
+type subRecord struct {
+	Filter            string `json:"filter"`
+	QoS               byte   `json:"qos"`
+	NoLocal           bool   `json:"noLocal,omitempty"`
+	RetainAsPublished bool   `json:"rap,omitempty"`
+	RetainHandling    byte   `json:"rh,omitempty"`
+	Identifier        uint32 `json:"id,omitempty"`
+}
+
+// resumePoint is where the replay of one queue starts (From) and from where
+// any message matching the subscriptions is replayed (Live); between the
+// two only the listed pending offsets are.
+type resumePoint struct {
+	Topic   string  `json:"topic"`
+	Broker  string  `json:"broker"`
+	Queue   int32   `json:"queue"`
+	From    int64   `json:"from"`
+	Live    int64   `json:"live"`
+	Pending []int64 `json:"pending,omitempty"`
+}
+
+func (r resumePoint) mq() client.MessageQueue {
+	return client.MessageQueue{Topic: r.Topic, BrokerName: r.Broker, QueueID: r.Queue}
+}
+
+// pendingRecord is a pending message that did not come from the log
+// (retained deliveries, SendTo): stored whole.
+type pendingRecord struct {
+	Topic           string              `json:"topic"`
+	Payload         []byte              `json:"payload,omitempty"`
+	QoS             byte                `json:"qos"`
+	HasFormat       bool                `json:"hasFormat,omitempty"`
+	Format          byte                `json:"format,omitempty"`
+	ContentType     string              `json:"contentType,omitempty"`
+	ResponseTopic   string              `json:"responseTopic,omitempty"`
+	CorrelationData []byte              `json:"correlationData,omitempty"`
+	User            []mqtt.UserProperty `json:"user,omitempty"`
+	ExpiryAt        int64               `json:"expiryAtMs,omitempty"`
+	ClientID        string              `json:"clientId,omitempty"`
+}
+
+func decodeSessionRecord(b []byte) (*sessionRecord, error) {
+	var r sessionRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRecord, err)
+	}
+	if r.ClientID == "" {
+		return nil, fmt.Errorf("%w: no client id", ErrBadRecord)
+	}
+	return &r, nil
+}
+
+func pendingOf(m *mqtt.Message) pendingRecord {
+	p := pendingRecord{Topic: m.Topic, Payload: m.Payload, QoS: m.QoS, HasFormat: m.HasPayloadFormat, Format: m.PayloadFormat,
+		ContentType: m.ContentType, ResponseTopic: m.ResponseTopic, CorrelationData: m.CorrelationData, User: m.User, ClientID: m.ClientID}
+	if !m.Expiry.IsZero() {
+		p.ExpiryAt = m.Expiry.UnixMilli()
+	}
+	return p
+}
+
+func (p *pendingRecord) message() *mqtt.Message {
+	m := &mqtt.Message{Topic: p.Topic, Payload: p.Payload, QoS: p.QoS, HasPayloadFormat: p.HasFormat, PayloadFormat: p.Format,
+		ContentType: p.ContentType, ResponseTopic: p.ResponseTopic, CorrelationData: p.CorrelationData, User: p.User, ClientID: p.ClientID}
+	if p.ExpiryAt > 0 {
+		m.Expiry = time.UnixMilli(p.ExpiryAt)
+	}
+	return m
+}
