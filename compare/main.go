@@ -1,0 +1,172 @@
+// Command compare measures SmartGo against NATS JetStream in one process
+// and one run, on the same machine, message size and publisher count.
+//
+// Both servers run in-process on loopback with their data in a temp
+// directory:
+//
+//   - JetStream: an embedded nats-server with file storage. With -durable
+//     (the default) the server runs with sync_always, so every stored
+//     message is fsynced before its publish ack.
+//   - SmartGo: registry.New + broker.New with a FlushSync store (group
+//     commit: a send is answered after the fdatasync that covers it).
+//     Without -durable both use their defaults: JetStream fsyncs every 2
+//     minutes, SmartGo every 500 ms.
+//
+// Each run is end to end: P publishers, each keeping W asynchronous
+// publishes in flight, and one push consumer. The rate is acknowledged
+// publishes per second; latency is taken from a time stamp in each body
+// to its delivery to the consumer. The table prints SmartGo/JetStream
+// ratios (rate: higher is better; latency: lower is better).
+//
+//	go run . -sizes 128,1024 -publishers 4 -count 100000
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/smartgo/smartgo/benchmark"
+	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/registry"
+	"github.com/smartgo/smartgo/store"
+)
+
+type result struct {
+	rate     float64 // acknowledged publishes per second
+	p50, p99 time.Duration
+	errors   int64
+}
+
+func main() {
+	sizes := flag.String("sizes", "128,1024", "comma-separated body sizes in bytes")
+	publishers := flag.Int("publishers", 4, "concurrent publishers")
+	window := flag.Int("window", 64, "async publishes in flight per publisher")
+	count := flag.Int64("count", 100000, "messages per run")
+	durable := flag.Bool("durable", true, "fsync before every ack (JetStream sync_always, SmartGo FlushSync)")
+	only := flag.String("only", "", "run only one system: smartgo or jetstream")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole process to `file`")
+	flag.Parse()
+
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var rows [][]string
+	rows = append(rows, []string{"size", "pubs", "system", "msgs/s", "p50", "p99", "errors"})
+	var ratios []string
+	for _, s := range strings.Split(*sizes, ",") {
+		size, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || size < 8 {
+			fatal(fmt.Errorf("bad size %q", s))
+		}
+		var sg, js result
+		if *only != "jetstream" {
+			sg, err = runSmartGo(size, *publishers, *window, *count, *durable)
+			if err != nil {
+				fatal(fmt.Errorf("smartgo: %w", err))
+			}
+			rows = append(rows, row(size, *publishers, "smartgo", sg))
+		}
+		if *only != "smartgo" {
+			js, err = runJetStream(size, *publishers, *window, *count, *durable)
+			if err != nil {
+				fatal(fmt.Errorf("jetstream: %w", err))
+			}
+			rows = append(rows, row(size, *publishers, "jetstream", js))
+		}
+		if *only == "" {
+			ratios = append(ratios, fmt.Sprintf("size %d: rate smartgo/jetstream %.2fx (target >= 1.5x), p99 smartgo/jetstream %.2fx (target <= 1x)",
+				size, sg.rate/js.rate, float64(sg.p99)/float64(max(js.p99, 1))))
+		}
+	}
+	mode := "durable: fsync before ack on both"
+	if !*durable {
+		mode = "defaults: JetStream fsync every 2 min, SmartGo every 500 ms"
+	}
+	fmt.Printf("%s; %d publishers x %d in flight, %d messages per run\n", mode, *publishers, *window, *count)
+	printTable(rows)
+	for _, r := range ratios {
+		fmt.Println(r)
+	}
+}
+
+func row(size, pubs int, sys string, r result) []string {
+	return []string{strconv.Itoa(size), strconv.Itoa(pubs), sys, fmt.Sprintf("%.0f", r.rate),
+		r.p50.Round(10 * time.Microsecond).String(), r.p99.Round(10 * time.Microsecond).String(), strconv.FormatInt(r.errors, 10)}
+}
+
+func printTable(rows [][]string) {
+	w := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			w[i] = max(w[i], len(c))
+		}
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			fmt.Printf("%-*s  ", w[i], c)
+		}
+		fmt.Println()
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "compare:", err)
+	os.Exit(1)
+}
+
+// runSmartGo starts a registry and a broker in-process and runs the e2e
+// benchmark of the smartgo bench command against them.
+func runSmartGo(size, pubs, window int, count int64, durable bool) (result, error) {
+	dir, err := os.MkdirTemp("", "compare-smartgo-")
+	if err != nil {
+		return result{}, err
+	}
+	defer os.RemoveAll(dir)
+	reg, err := registry.New(registry.Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		return result{}, err
+	}
+	ctx := context.Background()
+	if err := reg.Start(ctx); err != nil {
+		return result{}, err
+	}
+	defer reg.Close()
+	_, port, _ := net.SplitHostPort(reg.Addr().String())
+	regAddr := net.JoinHostPort("127.0.0.1", port)
+	so := store.DefaultOptions(filepath.Join(dir, "store"))
+	so.SegmentSize = 256 << 20
+	if durable {
+		so.FlushMode = store.FlushSync
+	}
+	b, err := broker.New(broker.Options{ListenAddr: "127.0.0.1:0", Registries: []string{regAddr}, BrokerName: "compare",
+		ClusterName: "compare", AutoCreateTopic: true, AutoCreateGroup: true, LongPolling: true, Store: so})
+	if err != nil {
+		return result{}, err
+	}
+	defer b.Close()
+	// Wait for the broker's registration.
+	time.Sleep(500 * time.Millisecond)
+	r, err := benchmark.Run(ctx, benchmark.Config{Mode: benchmark.E2E, Registries: []string{regAddr}, Topic: "Compare" + strconv.Itoa(size),
+		Size: size, Count: count, Duration: 2 * time.Minute, Concurrency: pubs, Async: true, Window: window, Queues: 8,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return result{}, err
+	}
+	return result{rate: float64(r.Sent) / r.Elapsed.Seconds(), p50: r.P50, p99: r.P99, errors: r.Errors}, nil
+}
