@@ -1,0 +1,578 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/statestore"
+	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// State store errors (kept here rather than errors.go, which another
+// change owns; the coordinator may move them).
+var (
+	// ErrStateStoreNotOwner: this broker does not own the shard (a slave,
+	// or a shard number outside the topic). Sent as ServiceNotAvailable.
+	ErrStateStoreNotOwner = errors.New("broker: state store shard not owned here")
+	// ErrStateStoreUnavailable: the entry could not be appended to the
+	// log (nothing changed). Sent as ServiceNotAvailable.
+	ErrStateStoreUnavailable = errors.New("broker: state store unavailable")
+	// ErrStateStoreFailed: the shard stopped after an apply or log error
+	// (fail-stop); a restart replays the log. Sent as SystemError.
+	ErrStateStoreFailed = errors.New("broker: state store shard failed")
+)
+
+// StateStoreTopic is the system topic whose queues are the state store's
+// shard logs: queue i holds the log entries (statestore log entry format,
+// one per record body) of shard i. The broker hosting the queue's master
+// owns the shard.
+const StateStoreTopic = "%SYS_STATESTORE"
+
+// Defaults for StateStoreOptions.
+const (
+	DefaultStateStoreShards   = 8
+	DefaultSnapshotInterval   = time.Minute
+	DefaultSlavePollInterval  = 20 * time.Millisecond
+	defaultStateStoreMaxDelay = time.Second // longest sleep of the expiry loop
+)
+
+// StateStoreOptions configures the state store hosted by a broker.
+// Zero values take the documented defaults.
+type StateStoreOptions struct {
+	// Shards is the number of shards, i.e. queues of StateStoreTopic
+	// (default 8). It is FROZEN once the topic exists: keys are mapped to
+	// shards by statestore.ShardOf(key, Shards).
+	Shards int
+	// Engine configures each shard's engine (see statestore.Options; the
+	// fields that shape applied state must match on every replica).
+	Engine statestore.Options
+	// Dir holds the shard snapshots (default <store root>/statestore).
+	Dir string
+	// SnapshotInterval is the period of snapshots (default 1 minute); a
+	// snapshot is also written on Close.
+	SnapshotInterval time.Duration
+	// SlavePollInterval is how often a slave looks for replicated entries
+	// (default 20 ms).
+	SlavePollInterval time.Duration
+	// Logger receives events; nil uses the broker's.
+	Logger *slog.Logger
+}
+
+// Validate reports the first invalid field.
+func (o *StateStoreOptions) Validate() error {
+	if o.Shards < 0 || o.Shards > 1024 {
+		return fmt.Errorf("%w: state store shards %d not in 0..1024", ErrBadOptions, o.Shards)
+	}
+	if o.SnapshotInterval < 0 || o.SlavePollInterval < 0 {
+		return fmt.Errorf("%w: negative state store interval", ErrBadOptions)
+	}
+	if err := o.Engine.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
+	return nil
+}
+
+func (o *StateStoreOptions) fill(root string) {
+	if o.Shards == 0 {
+		o.Shards = DefaultStateStoreShards
+	}
+	if o.Dir == "" {
+		o.Dir = filepath.Join(root, "statestore")
+	}
+	if o.SnapshotInterval == 0 {
+		o.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if o.SlavePollInterval == 0 {
+		o.SlavePollInterval = DefaultSlavePollInterval
+	}
+}
+
+// StateStore hosts the state store shards of one broker: on a master it
+// serves StateStoreInvoke (Prepare, append the entry to the shard's queue,
+// Apply, answer), expires keys on time and snapshots; on a slave it applies
+// the replicated queues to keep the same tables. Open it after the broker
+// with OpenStateStore and close it before the broker.
+type StateStore struct {
+	b      *Broker
+	opts   StateStoreOptions
+	log    *slog.Logger
+	slave  bool
+	shards []*ssShard
+
+	connMu sync.Mutex
+	conns  map[string]*remoting.Conn // client id -> front end conn that last carried its request; protected by connMu
+
+	wake      chan struct{} // nudges the expiry loop after an apply
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// ssShard is one shard: its engine and log position.
+type ssShard struct {
+	id  int32
+	eng *statestore.Engine
+
+	mu      sync.Mutex // serializes Prepare/append/Apply and snapshots
+	next    int64      // queue offset of the next entry to apply; protected by mu
+	lastEnd int64      // commitlog offset just past the last applied entry; protected by mu
+	snapAt  int64      // next when the last snapshot was written; protected by mu
+	failed  error      // set on an Apply or log error: the shard stops (fail-stop); protected by mu
+}
+
+// OpenStateStore creates (or checks) StateStoreTopic, restores every shard
+// from its snapshot and the log after it, registers the state store request
+// codes with the broker's server and starts the expiry, snapshot and (on a
+// slave) replication loops.
+func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts.fill(b.opts.Store.Root)
+	lg := opts.Logger
+	if lg == nil {
+		lg = b.log
+	}
+	s := &StateStore{b: b, opts: opts, log: lg.With("component", "statestore"), slave: b.opts.Role == RoleSlave,
+		conns: map[string]*remoting.Conn{}, wake: make(chan struct{}, 1)}
+	if !s.slave {
+		tc, err := b.topics.CreateSystemTopic(StateStoreTopic, int32(opts.Shards), PermRW)
+		if err != nil {
+			return nil, fmt.Errorf("broker: state store topic: %w", err)
+		}
+		if int(tc.WriteQueueNums) != opts.Shards {
+			return nil, fmt.Errorf("%w: %s has %d queues, state store configured for %d shards (the shard count is frozen)",
+				ErrBadOptions, StateStoreTopic, tc.WriteQueueNums, opts.Shards)
+		}
+		// Publish the shard route now, not at the next registration.
+		b.triggerRegister()
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: state store dir: %w", err)
+	}
+	if err := s.waitDispatched(30 * time.Second); err != nil {
+		return nil, err
+	}
+	for i := 0; i < opts.Shards; i++ {
+		eng, err := statestore.New(opts.Engine, s.log)
+		if err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+		sh := &ssShard{id: int32(i), eng: eng}
+		if err := s.restore(sh); err != nil {
+			return nil, err
+		}
+		s.shards = append(s.shards, sh)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.goFunc(func() { s.snapshotLoop(ctx) })
+	if s.slave {
+		s.goFunc(func() { s.replicateLoop(ctx) })
+	} else {
+		s.goFunc(func() { s.expiryLoop(ctx) })
+	}
+	b.srv.RegisterFunc(protocol.StateStoreInvoke, remoting.PoolSend, s.processInvoke)
+	b.srv.RegisterFunc(protocol.StateStoreDropClient, remoting.PoolDefault, s.processDropClient)
+	b.srv.OnConnClose(s.connClosed)
+	s.log.Info("state store open", "shards", opts.Shards, "slave", s.slave, "dir", opts.Dir)
+	return s, nil
+}
+
+func (s *StateStore) goFunc(fn func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+}
+
+// waitDispatched waits until the consume queues cover the whole commitlog
+// (after recovery the dispatcher may still be rebuilding them).
+func (s *StateStore) waitDispatched(limit time.Duration) error {
+	st := s.b.store
+	deadline := time.Now().Add(limit)
+	for st.DispatchedPhysicalOffset() < st.MaxPhysicalOffset() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("broker: state store: consume queues not rebuilt after %v", limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
+// Close stops the loops and writes a final snapshot of every healthy
+// shard. It is idempotent. Call it before Broker.Close.
+func (s *StateStore) Close() error {
+	s.closeOnce.Do(func() {
+		s.stop()
+		var errs []error
+		for _, sh := range s.shards {
+			sh.mu.Lock()
+			if sh.failed == nil {
+				errs = append(errs, s.snapshotLocked(sh))
+			}
+			sh.mu.Unlock()
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// stop ends the loops without a snapshot (Close, and tests that simulate
+// a crash).
+func (s *StateStore) stop() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+}
+
+// Shards returns the number of shards.
+func (s *StateStore) Shards() int { return len(s.shards) }
+
+// Engine returns shard i's engine (for inspection: Get, Stats, Snapshot).
+func (s *StateStore) Engine(i int) *statestore.Engine { return s.shards[i].eng }
+
+// Err returns the error that stopped a shard, if any.
+func (s *StateStore) Err() error {
+	var errs []error
+	for _, sh := range s.shards {
+		sh.mu.Lock()
+		errs = append(errs, sh.failed)
+		sh.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Do serves one request in process: shard ownership checks, Prepare,
+// append, Apply. Notifications for clients whose requests came through a
+// different front end connection than from are pushed to that connection
+// (StateStoreNotify); the rest are returned in the response. from may be
+// nil (in-process callers), and then every notification is returned.
+func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, from *remoting.Conn) (*protocol.StateStoreResponse, error) {
+	if s.slave {
+		return nil, fmt.Errorf("%w: slave", ErrStateStoreNotOwner)
+	}
+	if req.Shard < 0 || int(req.Shard) >= len(s.shards) {
+		return nil, fmt.Errorf("%w: shard %d of %d", ErrStateStoreNotOwner, req.Shard, len(s.shards))
+	}
+	if from != nil && req.ClientID != "" {
+		s.connMu.Lock()
+		s.conns[req.ClientID] = from
+		s.connMu.Unlock()
+	}
+	r := &statestore.Request{Payload: req.Payload, ClientID: req.ClientID, DedupKey: req.DedupKey,
+		DedupTTL: time.Duration(req.DedupTTLMillis) * time.Millisecond}
+	if len(r.DedupKey) == 0 {
+		r.DedupKey = nil
+	}
+	if req.HasTimestamp {
+		r.SetUserProperty(statestore.PropTimestamp, req.Timestamp)
+	}
+	if req.HasFencingToken {
+		r.SetUserProperty(statestore.PropFencingToken, req.FencingToken)
+	}
+	sh := s.shards[req.Shard]
+	sh.mu.Lock()
+	if sh.failed != nil {
+		err := sh.failed
+		sh.mu.Unlock()
+		return nil, fmt.Errorf("%w: shard %d: %w", ErrStateStoreFailed, sh.id, err)
+	}
+	entry, out, needsLog := sh.eng.Prepare(r, s.b.now())
+	var end int64
+	if needsLog {
+		var err error
+		out, err = s.appendApply(ctx, sh, entry)
+		if err != nil {
+			sh.mu.Unlock()
+			return nil, err
+		}
+		end = sh.lastEnd
+	}
+	sh.mu.Unlock()
+	if needsLog {
+		s.nudge()
+		// A sync master answers once a slave has the entry too. The entry
+		// is applied either way; a late slave is logged, not reported (a
+		// redelivered request gets the cached reply).
+		if code := s.b.waitSlave(ctx, protocol.Success, end, ""); code != protocol.Success {
+			s.log.Warn("state store entry not acknowledged by a slave", "shard", sh.id, "code", code)
+		}
+	}
+	resp := &protocol.StateStoreResponse{Reply: out.Reply.Payload}
+	if !out.Reply.Version.IsZero() {
+		resp.Version = out.Reply.Version.String()
+	}
+	resp.Notifications = s.route(out.Notifications, from, from == nil)
+	return resp, nil
+}
+
+// appendApply appends entry to the shard's queue and applies it. Called
+// with sh.mu held. An append failure leaves the engine unchanged; an Apply
+// failure stops the shard.
+func (s *StateStore) appendApply(ctx context.Context, sh *ssShard, entry []byte) (statestore.Outcome, error) {
+	pctx, cancel := context.WithTimeout(ctx, putTimeout)
+	defer cancel()
+	now := s.b.now()
+	m := &record.Message{Topic: StateStoreTopic, QueueID: sh.id, Body: entry, BornTimestamp: now.UnixMilli(),
+		BornHost: s.b.storeHost, StoreHost: s.b.storeHost}
+	res, err := s.b.store.Put(pctx, m)
+	if err != nil {
+		return statestore.Outcome{}, fmt.Errorf("%w: append to shard %d: %w", ErrStateStoreUnavailable, sh.id, err)
+	}
+	if res.QueueOffset != sh.next {
+		// Someone else wrote to the queue: the table would diverge.
+		sh.failed = fmt.Errorf("broker: state store shard %d: entry stored at queue offset %d, expected %d", sh.id, res.QueueOffset, sh.next)
+		s.log.Error("state store shard stopped", "shard", sh.id, "err", sh.failed)
+		return statestore.Outcome{}, fmt.Errorf("%w: %w", ErrStateStoreFailed, sh.failed)
+	}
+	out, err := sh.eng.Apply(entry, time.UnixMilli(res.StoreTimestamp))
+	if err != nil {
+		sh.failed = fmt.Errorf("broker: state store shard %d: apply offset %d: %w", sh.id, res.QueueOffset, err)
+		s.log.Error("state store shard stopped", "shard", sh.id, "err", sh.failed)
+		return statestore.Outcome{}, fmt.Errorf("%w: %w", ErrStateStoreFailed, sh.failed)
+	}
+	sh.next = res.QueueOffset + 1
+	sh.lastEnd = res.PhysicalOffset + int64(res.WroteBytes)
+	if res.Status != store.PutOK {
+		s.log.Warn("state store entry stored with status", "shard", sh.id, "status", res.Status.String())
+	}
+	return out, nil
+}
+
+// route converts notifications, pushes those of clients last seen on a
+// connection other than from, and returns the rest (with keepAll, all of
+// them, pushing none).
+func (s *StateStore) route(ns []statestore.Notification, from *remoting.Conn, keepAll bool) []protocol.StateStoreNotification {
+	if len(ns) == 0 {
+		return nil
+	}
+	var mine []protocol.StateStoreNotification
+	other := map[*remoting.Conn][]protocol.StateStoreNotification{}
+	s.connMu.Lock()
+	for _, n := range ns {
+		w := protocol.StateStoreNotification{ClientID: n.ClientID, Key: []byte(n.Key), Op: uint8(n.Op),
+			Value: n.Value, Version: n.Version.String()}
+		c := s.conns[n.ClientID]
+		if keepAll || (c == from && c != nil) {
+			mine = append(mine, w)
+		} else if c != nil {
+			other[c] = append(other[c], w)
+		}
+	}
+	s.connMu.Unlock()
+	for c, list := range other {
+		body := (&protocol.StateStoreResponse{Notifications: list}).AppendBody(nil)
+		if err := c.Oneway(protocol.NewRequest(protocol.StateStoreNotify, nil, body)); err != nil {
+			s.log.Debug("state store notify push", "peer", c.RemoteAddr().String(), "err", err)
+		}
+	}
+	return mine
+}
+
+func (s *StateStore) nudge() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// DropClient removes a client's KEYNOTIFY registrations on every shard.
+func (s *StateStore) DropClient(clientID string) int {
+	n := 0
+	for _, sh := range s.shards {
+		n += sh.eng.DropClient(clientID)
+	}
+	s.connMu.Lock()
+	delete(s.conns, clientID)
+	s.connMu.Unlock()
+	return n
+}
+
+func (s *StateStore) connClosed(c *remoting.Conn, _ error) {
+	var gone []string
+	s.connMu.Lock()
+	for id, cc := range s.conns {
+		if cc == c {
+			gone = append(gone, id)
+		}
+	}
+	s.connMu.Unlock()
+	for _, id := range gone {
+		s.DropClient(id)
+	}
+}
+
+func (s *StateStore) processInvoke(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	r, err := protocol.DecodeStateStoreRequest(req)
+	if err != nil {
+		return errResp(protocol.SystemError, "bad state store request: %v", err), nil
+	}
+	resp, err := s.Do(context.Background(), r, c)
+	switch {
+	case errors.Is(err, ErrStateStoreNotOwner), errors.Is(err, ErrStateStoreUnavailable):
+		return errResp(protocol.ServiceNotAvailable, "%v", err), nil
+	case err != nil:
+		return errResp(protocol.SystemError, "%v", err), nil
+	}
+	out := protocol.NewResponse(protocol.Success, "")
+	out.Body = resp.AppendBody(nil)
+	return out, nil
+}
+
+func (s *StateStore) processDropClient(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	id := req.ExtFields["clientId"]
+	if id == "" {
+		return errResp(protocol.SystemError, "state store drop client: missing clientId"), nil
+	}
+	s.DropClient(id)
+	return protocol.NewResponse(protocol.Success, ""), nil
+}
+
+// expiryLoop logs an expire entry for every shard whose next expiry is due.
+func (s *StateStore) expiryLoop(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.wake:
+		}
+		now := s.b.now()
+		wait := defaultStateStoreMaxDelay
+		for _, sh := range s.shards {
+			due, ok := sh.eng.NextExpiry()
+			if !ok {
+				continue
+			}
+			if d := due.Sub(now); d > 0 {
+				wait = min(wait, d)
+				continue
+			}
+			s.expire(ctx, sh)
+			wait = min(wait, time.Millisecond) // look again soon: more keys may be due
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(max(wait, time.Millisecond))
+	}
+}
+
+func (s *StateStore) expire(ctx context.Context, sh *ssShard) {
+	sh.mu.Lock()
+	if sh.failed != nil {
+		sh.mu.Unlock()
+		return
+	}
+	entry, ok := sh.eng.PrepareExpire(s.b.now())
+	if !ok {
+		sh.mu.Unlock()
+		return
+	}
+	out, err := s.appendApply(ctx, sh, entry)
+	sh.mu.Unlock()
+	if err != nil {
+		s.log.Warn("state store expire", "shard", sh.id, "err", err)
+		return
+	}
+	s.route(out.Notifications, nil, false)
+}
+
+// replicateLoop (slave) applies the entries the master's log brought.
+func (s *StateStore) replicateLoop(ctx context.Context) {
+	t := time.NewTicker(s.opts.SlavePollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, sh := range s.shards {
+			sh.mu.Lock()
+			if sh.failed == nil {
+				if err := s.catchUp(sh); err != nil {
+					sh.failed = err
+					s.log.Error("state store shard stopped", "shard", sh.id, "err", err)
+				}
+			}
+			sh.mu.Unlock()
+		}
+	}
+}
+
+// Sync (slave) applies every replicated entry already dispatched; tests
+// use it instead of waiting for the poll.
+func (s *StateStore) Sync() error {
+	for _, sh := range s.shards {
+		sh.mu.Lock()
+		if sh.failed == nil {
+			if err := s.catchUp(sh); err != nil {
+				sh.failed = err
+			}
+		}
+		err := sh.failed
+		sh.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// catchUp applies the shard's queue from sh.next to its end. Called with
+// sh.mu held.
+func (s *StateStore) catchUp(sh *ssShard) error {
+	st := s.b.store
+	for {
+		maxOff := st.MaxOffset(StateStoreTopic, sh.id)
+		if sh.next >= maxOff {
+			return nil
+		}
+		if minOff := st.MinOffset(StateStoreTopic, sh.id); sh.next < minOff {
+			return fmt.Errorf("broker: state store shard %d: log starts at %d, snapshot needs %d (retention removed entries not in a snapshot)",
+				sh.id, minOff, sh.next)
+		}
+		res, err := st.GetMessages(StateStoreTopic, sh.id, sh.next, 256, nil)
+		if err != nil {
+			return fmt.Errorf("broker: state store shard %d: read log: %w", sh.id, err)
+		}
+		if len(res.Buffers) == 0 {
+			status := res.Status
+			res.Release()
+			return fmt.Errorf("broker: state store shard %d: read log at %d: %s", sh.id, sh.next, status.String())
+		}
+		for i, buf := range res.Buffers {
+			off, phy := res.QueueOffsets[i], res.PhysicalOffsets[i]
+			m, _, err := record.Decode(buf, true)
+			if err == nil {
+				_, err = sh.eng.Apply(m.Body, time.UnixMilli(m.StoreTimestamp))
+			}
+			if err != nil {
+				res.Release()
+				return fmt.Errorf("broker: state store shard %d: entry at queue offset %d: %w", sh.id, off, err)
+			}
+			sh.next = off + 1
+			sh.lastEnd = phy + int64(len(buf))
+		}
+		res.Release()
+	}
+}

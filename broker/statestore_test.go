@@ -1,0 +1,319 @@
+package broker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/statestore"
+	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+func ssOpen(t testing.TB, b *Broker, mod func(*StateStoreOptions)) *StateStore {
+	t.Helper()
+	o := StateStoreOptions{Shards: 4, SnapshotInterval: time.Hour}
+	if mod != nil {
+		mod(&o)
+	}
+	s, err := OpenStateStore(b, o)
+	if err != nil {
+		t.Fatalf("open state store: %v", err)
+	}
+	return s
+}
+
+func ssTS() string {
+	return statestore.HLC{Wall: time.Now().UnixMilli(), Node: "client"}.String()
+}
+
+// ssDo runs one command on the shard of args[1] and decodes the reply.
+func ssDo(t testing.TB, s *StateStore, client string, args ...string) (statestore.Value, string) {
+	t.Helper()
+	bs := make([][]byte, len(args))
+	for i, a := range args {
+		bs[i] = []byte(a)
+	}
+	req := &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(bs[1], s.Shards())), ClientID: client,
+		Timestamp: ssTS(), HasTimestamp: true, Payload: statestore.AppendRequest(nil, bs...)}
+	resp, err := s.Do(context.Background(), req, nil)
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	v, err := statestore.DecodeReply(resp.Reply)
+	if err != nil {
+		t.Fatalf("%v: reply %q: %v", args, resp.Reply, err)
+	}
+	return v, resp.Version
+}
+
+func ssSnapshots(t testing.TB, s *StateStore) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for i := 0; i < s.Shards(); i++ {
+		var buf bytes.Buffer
+		if err := s.Engine(i).Snapshot(&buf); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, buf.Bytes())
+	}
+	return out
+}
+
+func TestStateStoreHostBasicAndNotifications(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	s := ssOpen(t, b, nil)
+	defer s.Close()
+	if v, _ := ssDo(t, s, "w", "KEYNOTIFY", "k1"); string(v.Str) != "OK" {
+		t.Fatalf("keynotify: %+v", v)
+	}
+	bs := [][]byte{[]byte("SET"), []byte("k1"), []byte("v1")}
+	req := &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(bs[1], 4)), ClientID: "c", Timestamp: ssTS(),
+		HasTimestamp: true, Payload: statestore.AppendRequest(nil, bs...)}
+	resp, err := s.Do(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(resp.Reply) != "+OK\r\n" || resp.Version == "" {
+		t.Fatalf("set: %q %q", resp.Reply, resp.Version)
+	}
+	if len(resp.Notifications) != 1 || resp.Notifications[0].ClientID != "w" || string(resp.Notifications[0].Key) != "k1" ||
+		resp.Notifications[0].Op != 1 || resp.Notifications[0].Version != resp.Version {
+		t.Fatalf("notifications: %+v", resp.Notifications)
+	}
+	v, ver := ssDo(t, s, "c", "GET", "k1")
+	if string(v.Str) != "v1" || ver != resp.Version {
+		t.Fatalf("get: %+v %s", v, ver)
+	}
+	// Expiry by the timer, logged and applied.
+	ssDo(t, s, "c", "SET", "e1", "x", "PX", "50")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		sh := statestore.ShardOf([]byte("e1"), 4)
+		if s.Engine(sh).Stats().Expiring == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("key never expired by the timer")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := b.Store().MaxOffset(StateStoreTopic, int32(statestore.ShardOf([]byte("e1"), 4))); got < 2 {
+		t.Fatalf("expire entry not logged: max offset %d", got)
+	}
+	if n := s.DropClient("w"); n != 1 {
+		t.Fatalf("drop client removed %d", n)
+	}
+}
+
+// TestStateStoreHostSnapshotPlusReplayEqualsFullReplay restarts one data
+// directory twice: once from snapshot + the log after it, once from the
+// whole log (snapshots removed); both must equal the live state.
+func TestStateStoreHostSnapshotPlusReplayEqualsFullReplay(t *testing.T) {
+	dir := t.TempDir()
+	b := testBroker(t, dir, func(o *Options) { o.Store.FlushMode = store.FlushSync })
+	s := ssOpen(t, b, nil)
+	for i := 0; i < 200; i++ {
+		k := fmt.Sprintf("key-%d", i%37)
+		switch i % 5 {
+		case 0, 1:
+			ssDo(t, s, "c", "SET", k, fmt.Sprint(i))
+		case 2:
+			ssDo(t, s, "c", "SET", k, "nx", "NX", "PX", "100000")
+		case 3:
+			ssDo(t, s, "c", "DEL", k)
+		case 4:
+			ssDo(t, s, "c", "VDEL", k, fmt.Sprint(i-4))
+		}
+		if i == 100 {
+			if err := s.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	live := ssSnapshots(t, s)
+	s.stop() // no final snapshot: the one at i=100 stays
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "statestore", "*.snap"))
+	if len(files) == 0 {
+		t.Fatal("no snapshot written")
+	}
+
+	check := func(name string) {
+		b := testBroker(t, dir, func(o *Options) { o.Store.FlushMode = store.FlushSync })
+		s := ssOpen(t, b, nil)
+		got := ssSnapshots(t, s)
+		for i := range live {
+			if !bytes.Equal(got[i], live[i]) {
+				t.Errorf("%s: shard %d state differs from the live one", name, i)
+			}
+		}
+		s.stop()
+		_ = b.Close()
+	}
+	check("snapshot+replay")
+	for _, f := range files {
+		_ = os.Remove(f)
+	}
+	check("full replay")
+}
+
+func TestStateStoreSnapshotFilePinned(t *testing.T) {
+	got := hex.EncodeToString(encodeShardSnapshot(2, 7, []byte{0xAB}))
+	want := hex.EncodeToString([]byte("SGSSHARD")) + "00000001" + "00000002" + "0000000000000007" + "ab"
+	if !strings.HasPrefix(got, want) || len(got) != len(want)+8 {
+		t.Fatalf("snapshot file\n got %s\nwant %s+crc", got, want)
+	}
+	if _, _, err := decodeShardSnapshot(encodeShardSnapshot(2, 7, nil), 3); err == nil {
+		t.Fatal("wrong shard accepted")
+	}
+	bad := encodeShardSnapshot(2, 7, []byte{1})
+	bad[len(bad)-5] ^= 1
+	if _, _, err := decodeShardSnapshot(bad, 2); err == nil {
+		t.Fatal("bad checksum accepted")
+	}
+}
+
+// TestStateStoreHostKill9 runs a broker with sync flush in a child process
+// under a SET load, kills it with SIGKILL, restarts on the same directory
+// and checks that every acknowledged SET is there with its version.
+func TestStateStoreHostKill9(t *testing.T) {
+	if dir := os.Getenv("SMARTGO_SS_CHILD_DIR"); dir != "" {
+		ssChild(t, dir)
+		return
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStateStoreHostKill9$", "-test.v")
+	cmd.Env = append(os.Environ(), "SMARTGO_SS_CHILD_DIR="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[string][2]string{} // key -> value, version
+	sc := bufio.NewScanner(out)
+	n := 0
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 4 || f[0] != "ACK" {
+			continue
+		}
+		acked[f[1]] = [2]string{f[2], f[3]}
+		if n++; n == 1500 {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			break
+		}
+	}
+	_ = cmd.Wait()
+	if n < 1500 {
+		t.Fatalf("child acknowledged only %d SETs", n)
+	}
+	b := testBroker(t, dir, func(o *Options) { o.Store.FlushMode = store.FlushSync })
+	s := ssOpen(t, b, nil)
+	defer s.stop()
+	for k, vv := range acked {
+		sh := statestore.ShardOf([]byte(k), s.Shards())
+		val, ver, ok := s.Engine(sh).Get([]byte(k), time.Now())
+		if !ok {
+			t.Fatalf("acknowledged key %s lost", k)
+		}
+		// A later, unacknowledged SET of the same key may have landed.
+		ackVer, err := statestore.ParseHLC(vv[1])
+		if err != nil {
+			t.Fatalf("acked version %q: %v", vv[1], err)
+		}
+		if ver.Compare(ackVer) < 0 {
+			t.Fatalf("key %s: version %s older than acknowledged %s (value %s, acked %s)", k, ver, vv[1], val, vv[0])
+		}
+		if ver.Compare(ackVer) == 0 && string(val) != vv[0] {
+			t.Fatalf("key %s: value %s at acknowledged version, want %s", k, val, vv[0])
+		}
+	}
+	t.Logf("%d keys checked after SIGKILL", len(acked))
+}
+
+func ssChild(t *testing.T, dir string) {
+	b := testBroker(t, dir, func(o *Options) { o.Store.FlushMode = store.FlushSync })
+	s := ssOpen(t, b, func(o *StateStoreOptions) { o.SnapshotInterval = 30 * time.Millisecond })
+	var mu sync.Mutex
+	w := bufio.NewWriter(os.Stdout)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				k := "k" + strconv.Itoa(g) + "-" + strconv.Itoa(i%50)
+				val := strconv.Itoa(i)
+				_, ver := ssDo(t, s, "c", "SET", k, val)
+				mu.Lock()
+				fmt.Fprintf(w, "ACK %s %s %s\n", k, val, ver)
+				_ = w.Flush()
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestStateStoreHostFailStop writes a foreign record into one shard's
+// queue: the shard stops (at the next append, and at replay after a
+// restart) while the other shards keep serving.
+func TestStateStoreHostFailStop(t *testing.T) {
+	dir := t.TempDir()
+	b := testBroker(t, dir, nil)
+	s := ssOpen(t, b, nil)
+	key := "victim"
+	shard := int32(statestore.ShardOf([]byte(key), s.Shards()))
+	other := "other"
+	for statestore.ShardOf([]byte(other), s.Shards()) == int(shard) {
+		other += "x"
+	}
+	ssDo(t, s, "c", "SET", key, "v")
+	if _, err := b.Store().Put(context.Background(), &record.Message{Topic: StateStoreTopic, QueueID: shard, Body: []byte("garbage"),
+		BornHost: b.storeHost, StoreHost: b.storeHost}); err != nil {
+		t.Fatal(err)
+	}
+	req := &protocol.StateStoreRequest{Shard: shard, ClientID: "c", Timestamp: ssTS(), HasTimestamp: true,
+		Payload: statestore.AppendRequest(nil, []byte("SET"), []byte(key), []byte("w"))}
+	if _, err := s.Do(context.Background(), req, nil); !errors.Is(err, ErrStateStoreFailed) {
+		t.Fatalf("append after a foreign record: %v", err)
+	}
+	if _, err := s.Do(context.Background(), req, nil); !errors.Is(err, ErrStateStoreFailed) {
+		t.Fatalf("stopped shard served: %v", err)
+	}
+	ssDo(t, s, "c", "SET", other, "ok")
+	s.stop()
+	_ = b.Close()
+
+	b = testBroker(t, dir, nil)
+	s = ssOpen(t, b, nil)
+	defer s.stop()
+	if err := s.Err(); err == nil || !errors.Is(err, statestore.ErrCorrupt) {
+		t.Fatalf("replay of a corrupt entry: %v", err)
+	}
+	if v, _ := ssDo(t, s, "c", "GET", other); string(v.Str) != "ok" {
+		t.Fatalf("healthy shard after restart: %+v", v)
+	}
+	if _, err := s.Do(context.Background(), req, nil); !errors.Is(err, ErrStateStoreFailed) {
+		t.Fatalf("corrupt shard served after restart: %v", err)
+	}
+}

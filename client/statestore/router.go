@@ -1,0 +1,328 @@
+package statestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/statestore"
+)
+
+// SystemTopic is the broker topic whose queues are the state store shards
+// (broker.StateStoreTopic; repeated here because client may not import
+// broker).
+const SystemTopic = "%SYS_STATESTORE"
+
+// RouterOptions configures a Router. Either Registries (routes are looked
+// up for SystemTopic) or Brokers (a fixed broker name -> master address
+// table, each broker hosting Shards shards) must be set.
+type RouterOptions struct {
+	Registries   []string
+	RouteRefresh time.Duration // default 30 s
+
+	Brokers map[string]string
+	Shards  int // shards per broker with Brokers (default 8, the broker's default)
+
+	// RequestTimeout bounds a request whose context has no deadline
+	// (default 10 s).
+	RequestTimeout time.Duration
+	// OnNotify receives notifications that brokers push (changes made
+	// through other front ends, and expiries). It must not block long.
+	OnNotify func([]protocol.StateStoreNotification)
+	Logger   *slog.Logger
+}
+
+// Validate reports the first invalid field.
+func (o *RouterOptions) Validate() error {
+	if len(o.Registries) == 0 && len(o.Brokers) == 0 {
+		return fmt.Errorf("%w: router needs Registries or Brokers", ErrBadOptions)
+	}
+	if o.Shards < 0 || o.RouteRefresh < 0 || o.RequestTimeout < 0 {
+		return fmt.Errorf("%w: negative router option", ErrBadOptions)
+	}
+	return nil
+}
+
+// shardRef is one global shard: a queue of SystemTopic on a broker.
+type shardRef struct {
+	broker string
+	addr   string
+	queue  int32
+}
+
+// Router sends state store commands to the broker that owns the key's
+// shard. The global shard list is every (broker name, queue) of
+// SystemTopic sorted by broker name then queue id, and a key's shard is
+// statestore.ShardOf(key, len(list)): the brokers' set and shard counts
+// are FROZEN once keys exist (resharding is not supported).
+type Router struct {
+	opts RouterOptions
+	log  *slog.Logger
+	rc   *remoting.Client
+
+	mu     sync.Mutex
+	shards []shardRef // protected by mu
+	fetch  time.Time  // when shards was loaded; protected by mu
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+// NewRouter returns a router; it connects lazily.
+func NewRouter(opts RouterOptions) (*Router, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.RouteRefresh == 0 {
+		opts.RouteRefresh = 30 * time.Second
+	}
+	if opts.Shards == 0 {
+		opts.Shards = 8
+	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = 10 * time.Second
+	}
+	lg := opts.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	rc, err := remoting.NewClient(remoting.ClientOptions{Logger: lg, SerializeType: protocol.SerializeRocketMQ})
+	if err != nil {
+		return nil, fmt.Errorf("statestore: %w", err)
+	}
+	r := &Router{opts: opts, log: lg, rc: rc}
+	rc.RegisterFunc(protocol.StateStoreNotify, r.onNotify)
+	if len(opts.Brokers) > 0 {
+		names := make([]string, 0, len(opts.Brokers))
+		for n := range opts.Brokers {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			for q := 0; q < opts.Shards; q++ {
+				r.shards = append(r.shards, shardRef{broker: n, addr: opts.Brokers[n], queue: int32(q)})
+			}
+		}
+		r.fetch = time.Now().Add(100 * 365 * 24 * time.Hour)
+	}
+	return r, nil
+}
+
+// Close closes the broker connections. It is idempotent.
+func (r *Router) Close() error {
+	var err error
+	r.closeOnce.Do(func() {
+		r.closed.Store(true)
+		err = r.rc.Close()
+	})
+	return err
+}
+
+func (r *Router) onNotify(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	resp, err := protocol.DecodeStateStoreResponse(req.Body)
+	if err != nil {
+		r.log.Warn("statestore: bad notify push", "err", err)
+		return nil, nil
+	}
+	if r.opts.OnNotify != nil && len(resp.Notifications) > 0 {
+		r.opts.OnNotify(resp.Notifications)
+	}
+	return nil, nil
+}
+
+// Shards returns the current number of global shards (loading the route
+// if needed).
+func (r *Router) Shards(ctx context.Context) (int, error) {
+	s, err := r.route(ctx, false)
+	return len(s), err
+}
+
+func (r *Router) route(ctx context.Context, force bool) ([]shardRef, error) {
+	r.mu.Lock()
+	s, at := r.shards, r.fetch
+	r.mu.Unlock()
+	if len(s) > 0 && !force && time.Since(at) < r.opts.RouteRefresh {
+		return s, nil
+	}
+	if len(r.opts.Brokers) > 0 {
+		return s, nil
+	}
+	rd, err := r.fetchRoute(ctx)
+	if err != nil {
+		if len(s) > 0 {
+			return s, nil // keep serving on the old route
+		}
+		return nil, err
+	}
+	masters := map[string]string{}
+	for _, bd := range rd.BrokerDatas {
+		masters[bd.BrokerName] = bd.MasterAddr()
+	}
+	qds := append([]*protocol.QueueData(nil), rd.QueueDatas...)
+	sort.Slice(qds, func(i, j int) bool { return qds[i].BrokerName < qds[j].BrokerName })
+	var next []shardRef
+	for _, qd := range qds {
+		for q := int32(0); q < qd.WriteQueueNums; q++ {
+			next = append(next, shardRef{broker: qd.BrokerName, addr: masters[qd.BrokerName], queue: q})
+		}
+	}
+	if len(next) == 0 {
+		return nil, fmt.Errorf("%w: %s has no queues", ErrNoRoute, SystemTopic)
+	}
+	r.mu.Lock()
+	r.shards, r.fetch = next, time.Now()
+	r.mu.Unlock()
+	return next, nil
+}
+
+func (r *Router) fetchRoute(ctx context.Context) (*protocol.TopicRouteData, error) {
+	var errs []error
+	for _, reg := range r.opts.Registries {
+		req := protocol.NewRequest(protocol.GetRouteInfoByTopic, &protocol.GetRouteInfoRequestHeader{Topic: SystemTopic, AcceptStandardJSONOnly: true}, nil)
+		resp, err := r.rc.Invoke(ctx, reg, req)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if resp.Code != protocol.Success {
+			errs = append(errs, fmt.Errorf("registry %s: code %d %s", reg, resp.Code, resp.Remark))
+			continue
+		}
+		var rd protocol.TopicRouteData
+		if err := protocol.DecodeJSON(resp.Body, &rd); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		return &rd, nil
+	}
+	return nil, fmt.Errorf("%w: %s: %w", ErrNoRoute, SystemTopic, errors.Join(errs...))
+}
+
+// Invoke sends req (Shard is ignored: the shard is picked from key) to
+// the owning broker and returns its response. On a routing failure the
+// route is refreshed once and the request retried.
+func (r *Router) Invoke(ctx context.Context, key []byte, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.opts.RequestTimeout)
+		defer cancel()
+	}
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		shards, err := r.route(ctx, attempt > 0)
+		if err != nil {
+			return nil, err
+		}
+		ref := shards[statestore.ShardOf(key, len(shards))]
+		if ref.addr == "" {
+			lastErr = fmt.Errorf("%w: no master for broker %s", ErrNoRoute, ref.broker)
+			continue
+		}
+		req.Shard = ref.queue
+		resp, err := r.rc.Invoke(ctx, ref.addr, protocol.NewStateStoreRequest(req))
+		if err != nil {
+			lastErr = fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.addr, err)
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		switch resp.Code {
+		case protocol.Success:
+			out, err := protocol.DecodeStateStoreResponse(resp.Body)
+			if err != nil {
+				return nil, fmt.Errorf("statestore: response from %s: %w", ref.addr, err)
+			}
+			return out, nil
+		case protocol.ServiceNotAvailable, protocol.RequestCodeNotSupported:
+			lastErr = fmt.Errorf("%w: %s: %s", ErrUnavailable, ref.addr, resp.Remark)
+			continue
+		default:
+			return nil, fmt.Errorf("%w: %s: code %d: %s", ErrFailed, ref.addr, resp.Code, resp.Remark)
+		}
+	}
+	return nil, lastErr
+}
+
+// DropClient tells every broker that clientID disconnected, so they drop
+// its KEYNOTIFY registrations.
+func (r *Router) DropClient(ctx context.Context, clientID string) error {
+	shards, err := r.route(ctx, false)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	var errs []error
+	for _, s := range shards {
+		if s.addr == "" || seen[s.addr] {
+			continue
+		}
+		seen[s.addr] = true
+		req := protocol.NewRequest(protocol.StateStoreDropClient, nil, nil)
+		req.ExtFields = protocol.ExtFields{"clientId": clientID}
+		if _, err := r.rc.Invoke(ctx, s.addr, req); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Wire types of the broker RPC (remoting/protocol), re-exported so front
+// ends that may not import remoting/protocol (mqtt/bridge) can use them.
+type (
+	// BrokerRequest is one state store command for a broker.
+	BrokerRequest = protocol.StateStoreRequest
+	// BrokerResponse is a broker's answer.
+	BrokerResponse = protocol.StateStoreResponse
+	// BrokerNotification is one notification a broker returned or pushed.
+	BrokerNotification = protocol.StateStoreNotification
+)
+
+// InvokeAll sends req to every shard (a KEYNOTIFY ... PREFIX watch spans
+// them all) and returns the responses in shard order. It stops at the
+// first error.
+func (r *Router) InvokeAll(ctx context.Context, req *protocol.StateStoreRequest) ([]*protocol.StateStoreResponse, error) {
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.opts.RequestTimeout)
+		defer cancel()
+	}
+	shards, err := r.route(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*protocol.StateStoreResponse, 0, len(shards))
+	for _, ref := range shards {
+		if ref.addr == "" {
+			return nil, fmt.Errorf("%w: no master for broker %s", ErrNoRoute, ref.broker)
+		}
+		one := *req
+		one.Shard = ref.queue
+		resp, err := r.rc.Invoke(ctx, ref.addr, protocol.NewStateStoreRequest(&one))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.addr, err)
+		}
+		if resp.Code != protocol.Success {
+			return nil, fmt.Errorf("%w: %s: code %d: %s", ErrFailed, ref.addr, resp.Code, resp.Remark)
+		}
+		sr, err := protocol.DecodeStateStoreResponse(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("statestore: response from %s: %w", ref.addr, err)
+		}
+		out = append(out, sr)
+	}
+	return out, nil
+}

@@ -1,0 +1,106 @@
+// Package statestore drives SmartGo's state store through its MQTT 5
+// front: brokers hosting the shards, an mqtt.Server with the
+// bridge.StateStoreFront, and clients (SmartGo's Go client, raw paho, the
+// Azure IoT Operations SDK).
+package statestore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/broker"
+	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/bridge"
+	"github.com/smartgo/smartgo/store"
+)
+
+const testShards = 4
+
+type env struct {
+	b     *broker.Broker
+	ss    *broker.StateStore
+	srv   *mqtt.Server
+	front *bridge.StateStoreFront
+	addr  string // MQTT address
+}
+
+// startEnv starts one broker with the state store, an MQTT server with the
+// state store front, all on 127.0.0.1 free ports.
+func startEnv(t testing.TB, syncFlush bool) *env {
+	t.Helper()
+	so := store.DefaultOptions(t.TempDir())
+	so.SegmentSize = 8 << 20
+	so.CQEntriesPerFile = 10000
+	so.IndexSlots = 1000
+	so.IndexEntries = 4000
+	so.WarmSegments = false
+	if syncFlush {
+		so.FlushMode = store.FlushSync
+	}
+	b, err := broker.New(broker.Options{BrokerName: "broker-ss", ClusterName: "SS", ListenAddr: "127.0.0.1:0", Store: so})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := broker.OpenStateStore(b, broker.StateStoreOptions{Shards: testShards})
+	if err != nil {
+		_ = b.Close()
+		t.Fatal(err)
+	}
+	mo := mqtt.DefaultOptions()
+	mo.Listen = []string{"127.0.0.1:0"}
+	hook := bridge.NewStateStoreSessionHook(mqtt.NewMemoryBackend())
+	srv, err := mqtt.NewServer(mo, hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front, err := bridge.NewStateStoreFront(srv, bridge.StateStoreFrontOptions{
+		Router: sscli.RouterOptions{Brokers: map[string]string{"broker-ss": b.Addr()}, Shards: testShards},
+		Hook:   hook,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{b: b, ss: ss, srv: srv, front: front, addr: srv.Addrs()[0].String()}
+	t.Cleanup(func() {
+		_ = srv.Close()
+		_ = front.Close()
+		_ = ss.Close()
+		_ = b.Close()
+	})
+	return e
+}
+
+func (e *env) dial(t testing.TB, id string) *sscli.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := sscli.Dial(ctx, sscli.Options{Addr: e.addr, ClientID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func ctx10(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond until it holds or 5 s pass.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

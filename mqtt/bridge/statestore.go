@@ -1,0 +1,342 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/statestore"
+)
+
+// The protocol's status codes and property names used by the front
+// (statestore-protocol.md 1.4, 1.5).
+const (
+	ssStatusBadRequest  = "400"
+	ssStatusBadContent  = "415"
+	ssStatusInternal    = "500"
+	ssStatusUnavailable = "503"
+	ssPropName          = "__propName"
+	ssPropVal           = "__propVal"
+)
+
+// StateStoreFrontOptions configures a StateStoreFront.
+type StateStoreFrontOptions struct {
+	// Router reaches the brokers hosting the shards (its OnNotify is set
+	// by the front).
+	Router sscli.RouterOptions
+	// Hook, when the server was built on it, tells the front when clients
+	// disconnect so their KEYNOTIFY registrations are dropped. Without it
+	// registrations are dropped only when a notification finds no session.
+	Hook *StateStoreSessionHook
+	// DropTimeout bounds telling the brokers a client left (default 2 s).
+	DropTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// StateStoreFront serves the state store's MQTT 5 RPC on an mqtt.Server:
+// it claims statestore.RequestTopic with Server.Handle, checks each
+// request's envelope, forwards it to the broker owning the key's shard and
+// puts the response (to the request's response topic, with its correlation
+// data) and the KEYNOTIFY notifications straight into the clients'
+// sessions with Server.SendTo, without subscription matching, so each
+// session gets one copy whether or not it subscribed.
+type StateStoreFront struct {
+	srv        *mqtt.Server
+	router     *sscli.Router
+	opts       StateStoreFrontOptions
+	log        *slog.Logger
+	unregister func()
+
+	mu       sync.Mutex
+	watchers map[string]bool // clients that sent KEYNOTIFY since they connected; protected by mu
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+// NewStateStoreFront registers the front on srv (call before or after
+// srv.Start).
+func NewStateStoreFront(srv *mqtt.Server, opts StateStoreFrontOptions) (*StateStoreFront, error) {
+	if srv == nil {
+		return nil, fmt.Errorf("%w: nil mqtt server", ErrInvalidOptions)
+	}
+	if opts.DropTimeout == 0 {
+		opts.DropTimeout = 2 * time.Second
+	}
+	lg := opts.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	f := &StateStoreFront{srv: srv, opts: opts, log: lg.With("component", "statestore-front"), watchers: map[string]bool{}}
+	ro := opts.Router
+	ro.OnNotify = f.pushNotifications
+	if ro.Logger == nil {
+		ro.Logger = f.log
+	}
+	r, err := sscli.NewRouter(ro)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: state store: %w", err)
+	}
+	f.router = r
+	if opts.Hook != nil {
+		opts.Hook.set(f.clientGone)
+	}
+	f.unregister = srv.Handle(statestore.RequestTopic, f.handle)
+	return f, nil
+}
+
+// Close unregisters the handler and closes the broker connections. It is
+// idempotent.
+func (f *StateStoreFront) Close() error {
+	var err error
+	f.closeOnce.Do(func() {
+		f.closed.Store(true)
+		f.unregister()
+		if f.opts.Hook != nil {
+			f.opts.Hook.set(nil)
+		}
+		err = f.router.Close()
+	})
+	return err
+}
+
+// handle serves one request PUBLISH.
+func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg *mqtt.Message) error {
+	if msg.ResponseTopic == "" {
+		f.log.Debug("state store request without response topic dropped", "client", from.ClientID)
+		return nil
+	}
+	if statestore.ForbiddenResponseTopic(msg.ResponseTopic) {
+		// The protocol disconnects such clients; the mqtt engine has no
+		// API for that, so the PUBLISH is refused (PUBACK 0x87).
+		f.log.Warn("state store request with forbidden response topic", "client", from.ClientID, "topic", msg.ResponseTopic)
+		return mqtt.ErrNotAuthorized
+	}
+	var protVer string
+	var hasProtVer bool
+	req := &sscli.BrokerRequest{ClientID: from.ClientID, Payload: msg.Payload}
+	for _, up := range msg.User {
+		switch up.Key {
+		case statestore.PropProtocolVersion:
+			protVer, hasProtVer = up.Value, true
+		case statestore.PropTimestamp:
+			req.Timestamp, req.HasTimestamp = up.Value, true
+		case statestore.PropFencingToken:
+			req.FencingToken, req.HasFencingToken = up.Value, true
+		}
+	}
+	if !statestore.ProtocolVersionSupported(protVer, hasProtVer) {
+		props := statestore.UnsupportedVersionProperties(protVer)
+		f.respond(from.ClientID, msg, nil, props)
+		return nil
+	}
+	now := time.Now()
+	switch {
+	case len(msg.CorrelationData) == 0:
+		f.respondError(from.ClientID, msg, ssStatusBadRequest, "correlation data missing", "Correlation Data", "")
+		return nil
+	case len(msg.CorrelationData) != 16:
+		f.respondError(from.ClientID, msg, ssStatusBadRequest, "correlation data is not a UUID", "Correlation Data", "")
+		return nil
+	case msg.QoS != 1:
+		f.respondError(from.ClientID, msg, ssStatusBadRequest, "requests must be sent at QoS 1", "QoS", fmt.Sprint(msg.QoS))
+		return nil
+	case msg.Expiry.IsZero():
+		f.respondError(from.ClientID, msg, ssStatusBadRequest, "message expiry missing", "Message Expiry", "")
+		return nil
+	case msg.ContentType != "" && !ssOctetStream(msg.ContentType):
+		f.respondError(from.ClientID, msg, ssStatusBadContent, "content type mismatch", "Content Type", msg.ContentType)
+		return nil
+	case msg.HasPayloadFormat && msg.PayloadFormat != 0:
+		f.respondError(from.ClientID, msg, ssStatusBadContent, "payload format indicator mismatch", "Payload Format Indicator", "1")
+		return nil
+	}
+	req.DedupKey = statestore.DedupKey(msg.CorrelationData, msg.ResponseTopic)
+	req.DedupTTLMillis = max(msg.Expiry.Sub(now).Milliseconds(), 0)
+	req.ProtVer, req.HasProtVer = protVer, hasProtVer
+
+	// The key picks the shard; a malformed request goes to the shard of
+	// the empty key, whose engine answers the RESP-level error.
+	var key []byte
+	prefix := false
+	if cmd, err := statestore.ParseCommand(msg.Payload); err == nil {
+		key = cmd.Key
+		if cmd.Verb == statestore.VerbKeyNotify {
+			prefix = cmd.Prefix
+			if !cmd.Stop {
+				f.mu.Lock()
+				f.watchers[from.ClientID] = true
+				f.mu.Unlock()
+			}
+		}
+	}
+	ictx, cancel := context.WithDeadline(ctx, msg.Expiry)
+	defer cancel()
+	var resp *sscli.BrokerResponse
+	var err error
+	if prefix {
+		resp, err = f.invokeAll(ictx, req)
+	} else {
+		resp, err = f.router.Invoke(ictx, key, req)
+	}
+	if err != nil {
+		f.log.Warn("state store request failed", "client", from.ClientID, "err", err)
+		if errors.Is(err, sscli.ErrFailed) {
+			f.respondError(from.ClientID, msg, ssStatusInternal, "the state store shard failed", "", "")
+		} else {
+			f.respondError(from.ClientID, msg, ssStatusUnavailable, "the state store shard is unavailable", "", "")
+		}
+		return nil
+	}
+	reply := statestore.Reply{Payload: resp.Reply}
+	if resp.Version != "" {
+		if v, err := statestore.ParseHLC(resp.Version); err == nil {
+			reply.Version = v
+		}
+	}
+	f.respond(from.ClientID, msg, resp.Reply, reply.UserProperties())
+	f.pushNotifications(resp.Notifications)
+	return nil
+}
+
+// invokeAll serves a KEYNOTIFY ... PREFIX, which every shard must see: the
+// first error reply wins; otherwise +OK, or :0 when a STOP found the watch
+// on no shard. A SINCE backlog is merged across shards in version order.
+func (f *StateStoreFront) invokeAll(ctx context.Context, req *sscli.BrokerRequest) (*sscli.BrokerResponse, error) {
+	all, err := f.router.InvokeAll(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := &sscli.BrokerResponse{Reply: []byte(":0\r\n")}
+	for _, r := range all {
+		switch {
+		case len(r.Reply) > 0 && r.Reply[0] == '-':
+			return &sscli.BrokerResponse{Reply: r.Reply}, nil
+		case string(r.Reply) == "+OK\r\n":
+			out.Reply = r.Reply
+		}
+		out.Notifications = append(out.Notifications, r.Notifications...)
+	}
+	slices.SortStableFunc(out.Notifications, func(a, b sscli.BrokerNotification) int {
+		va, _ := statestore.ParseHLC(a.Version)
+		vb, _ := statestore.ParseHLC(b.Version)
+		return va.Compare(vb)
+	})
+	return out, nil
+}
+
+func ssOctetStream(ct string) bool {
+	rest, ok := strings.CutPrefix(ct, statestore.ContentType)
+	return ok && (rest == "" || rest[0] == ';' || rest[0] == '+')
+}
+
+// respond puts a response into the requester's session.
+func (f *StateStoreFront) respond(clientID string, req *mqtt.Message, payload []byte, props []statestore.UserProperty) {
+	m := &mqtt.Message{Topic: req.ResponseTopic, Payload: payload, QoS: 1, ContentType: statestore.ContentType,
+		CorrelationData: req.CorrelationData, Expiry: req.Expiry}
+	for _, p := range props {
+		m.User = append(m.User, mqtt.UserProperty{Key: p.Key, Value: p.Value})
+	}
+	if err := f.srv.SendTo(clientID, m); err != nil {
+		f.log.Debug("state store response not delivered", "client", clientID, "err", err)
+	}
+}
+
+func (f *StateStoreFront) respondError(clientID string, req *mqtt.Message, status, text, propName, propVal string) {
+	props := []statestore.UserProperty{
+		{Key: statestore.PropStatus, Value: status},
+		{Key: statestore.PropStatusMessage, Value: text},
+		{Key: statestore.PropProtocolVersion, Value: statestore.ProtocolVersion},
+	}
+	if propName != "" {
+		props = append(props, statestore.UserProperty{Key: ssPropName, Value: propName})
+	}
+	if propVal != "" {
+		props = append(props, statestore.UserProperty{Key: ssPropVal, Value: propVal})
+	}
+	f.respond(clientID, req, nil, props)
+}
+
+// pushNotifications puts each notification into its client's session.
+func (f *StateStoreFront) pushNotifications(ns []sscli.BrokerNotification) {
+	for _, n := range ns {
+		sn := statestore.Notification{ClientID: n.ClientID, Key: string(n.Key), Op: statestore.Op(n.Op), Value: n.Value}
+		if v, err := statestore.ParseHLC(n.Version); err == nil {
+			sn.Version = v
+		}
+		m := &mqtt.Message{Topic: sn.Topic(), Payload: sn.Payload(), QoS: 1, ContentType: statestore.ContentType}
+		for _, p := range sn.UserProperties() {
+			m.User = append(m.User, mqtt.UserProperty{Key: p.Key, Value: p.Value})
+		}
+		if err := f.srv.SendTo(n.ClientID, m); errors.Is(err, mqtt.ErrNoSession) {
+			f.clientGone(n.ClientID)
+		} else if err != nil {
+			f.log.Debug("state store notification not delivered", "client", n.ClientID, "err", err)
+		}
+	}
+}
+
+// clientGone drops a disconnected client's registrations on the brokers.
+func (f *StateStoreFront) clientGone(clientID string) {
+	f.mu.Lock()
+	had := f.watchers[clientID]
+	delete(f.watchers, clientID)
+	f.mu.Unlock()
+	if !had || f.closed.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.opts.DropTimeout)
+	defer cancel()
+	if err := f.router.DropClient(ctx, clientID); err != nil {
+		f.log.Warn("state store: drop client registrations", "client", clientID, "err", err)
+	}
+}
+
+// StateStoreSessionHook wraps the mqtt server's Backend to learn when
+// clients disconnect: the server saves (persistent session) or deletes
+// (expiry 0) a session exactly when its connection ends, and deletes it
+// on a clean start. Build the server on it and pass it in
+// StateStoreFrontOptions.Hook.
+type StateStoreSessionHook struct {
+	mqtt.Backend
+	gone atomic.Pointer[func(clientID string)]
+}
+
+// NewStateStoreSessionHook wraps b.
+func NewStateStoreSessionHook(b mqtt.Backend) *StateStoreSessionHook {
+	return &StateStoreSessionHook{Backend: b}
+}
+
+func (h *StateStoreSessionHook) set(fn func(string)) {
+	if fn == nil {
+		h.gone.Store(nil)
+		return
+	}
+	h.gone.Store(&fn)
+}
+
+func (h *StateStoreSessionHook) fire(clientID string) {
+	if fn := h.gone.Load(); fn != nil {
+		(*fn)(clientID)
+	}
+}
+
+// SaveSession implements mqtt.Backend.
+func (h *StateStoreSessionHook) SaveSession(ctx context.Context, s *mqtt.SessionState) error {
+	h.fire(s.ClientID)
+	return h.Backend.SaveSession(ctx, s)
+}
+
+// DeleteSession implements mqtt.Backend.
+func (h *StateStoreSessionHook) DeleteSession(ctx context.Context, clientID string) error {
+	h.fire(clientID)
+	return h.Backend.DeleteSession(ctx, clientID)
+}
