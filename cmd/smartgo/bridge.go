@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -72,24 +71,6 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	}
 	bo.Logger = log.With("component", "bridge")
 	return mo, bo
-}
-
-// startBridge builds and starts a bridge node from [bridge].
-func startBridge(ctx context.Context, c conf.Bridge, log *slog.Logger) (*bridge.Bridge, error) {
-	mo, bo := bridgeOptions(c, log)
-	b, err := bridge.New(mo, bo)
-	if err != nil {
-		return nil, fmt.Errorf("bridge options: %w", err)
-	}
-	if err := b.Start(ctx); err != nil {
-		return nil, err
-	}
-	addrs := make([]string, 0, 2)
-	for _, a := range b.Addrs() {
-		addrs = append(addrs, a.String())
-	}
-	log.Info("bridge started", "listen", addrs, "registries", c.Registries, "node", b.Backend().NodeID())
-	return b, nil
 }
 
 // localAddr turns a listener address into one reachable on this host.

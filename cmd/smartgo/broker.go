@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-
-	"github.com/smartgo/smartgo/broker"
 )
 
 func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -28,12 +25,7 @@ Stops cleanly on SIGINT or SIGTERM (offsets persisted, store flushed).`, stderr)
 		return code
 	}
 	log := newLogger(f.Log, stderr)
-	opts, err := brokerOptions(f, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "smartgo broker: %v\n", err)
-		return exitUsage
-	}
-	b, err := broker.New(opts)
+	b, err := startBrokerNode(f, log)
 	if err != nil {
 		log.Error("broker failed to start", "err", err)
 		return exitFailure

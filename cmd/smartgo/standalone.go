@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 
-	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/registry"
 )
 
@@ -56,12 +54,7 @@ registers with the registry of the same process; clients use
 	// The broker registers with this process's registry.
 	_, port, _ := net.SplitHostPort(reg.Addr().String())
 	f.Broker.Registries = []string{net.JoinHostPort("127.0.0.1", port)}
-	opts, err := brokerOptions(f, log.With("component", "broker"))
-	if err != nil {
-		fmt.Fprintf(stderr, "smartgo standalone: %v\n", err)
-		return exitUsage
-	}
-	b, err := broker.New(opts)
+	b, err := startBrokerNode(f, log.With("component", "broker"))
 	if err != nil {
 		log.Error("broker failed to start", "err", err)
 		return exitFailure

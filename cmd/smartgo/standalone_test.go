@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"regexp"
+	"testing"
+	"time"
+
+	sscli "github.com/smartgo/smartgo/client/statestore"
+)
+
+// smartgo standalone serves the state store over MQTT 5: registry, broker
+// (hosting the shards) and bridge (the MQTT front) in one process.
+func TestCmdStandaloneStateStore(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"standalone", "-data", dir, "-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0",
+			"-set", "bridge.listen=127.0.0.1:0", "-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB"}, &out, &errb)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != exitOK {
+				t.Errorf("standalone exit %d:\n%s", code, errb.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("standalone did not stop")
+		}
+	}()
+	re := regexp.MustCompile(`standalone running.*bridge=(127\.0\.0\.1:\d+)`)
+	var addr string
+	deadline := time.Now().Add(30 * time.Second)
+	for addr == "" {
+		if m := re.FindStringSubmatch(errb.String()); m != nil {
+			addr = m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("standalone did not come up:\n%s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	c, err := sscli.Dial(cctx, sscli.Options{Addr: addr, ClientID: "cmd-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The shards' topic route may take a moment to reach the registry.
+	var applied bool
+	for {
+		applied, _, err = c.Set(cctx, []byte("device-7/temp"), []byte("21.5"), sscli.SetOptions{})
+		if err == nil || cctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || !applied {
+		t.Fatalf("SET: applied %v err %v\n%s", applied, err, errb.String())
+	}
+	v, _, ok, err := c.Get(cctx, []byte("device-7/temp"))
+	if err != nil || !ok || string(v) != "21.5" {
+		t.Fatalf("GET = %q %v %v", v, ok, err)
+	}
+}
