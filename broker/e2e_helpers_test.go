@@ -160,3 +160,10 @@ type remotingConn = remoting.Conn
 func contextTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
+
+// waitDispatched waits until the store dispatched n messages into the
+// queue (dispatch follows the commitlog asynchronously).
+func waitDispatched(t *testing.T, b *Broker, topic string, queueID int32, n int64) {
+	t.Helper()
+	waitFor(t, 5*time.Second, func() bool { return b.Store().MaxOffset(topic, queueID) >= n })
+}

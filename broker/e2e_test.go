@@ -35,6 +35,7 @@ func TestBrokerProduceConsumeRoundTrip(t *testing.T) {
 	if !ok || tc.WriteQueueNums != 4 {
 		t.Fatalf("auto-created topic %+v %v", tc, ok)
 	}
+	waitDispatched(t, b, "Orders", 1, 10)
 	r := c.pull("cg", "Orders", 1, 0, flagSubscription, 0, "*")
 	if r.code != protocol.Success || len(r.msgs) != 10 {
 		t.Fatalf("pull: code %d, %d msgs", r.code, len(r.msgs))
@@ -85,6 +86,7 @@ func TestBrokerTagFilterAndHeartbeatSubscription(t *testing.T) {
 		c.mustSend("Tagged", 0, tag+"-"+itoa(i), props(record.PropertyTags, tag))
 	}
 	// Subscription from the request.
+	waitDispatched(t, b, "Tagged", 0, 6)
 	r := c.pull("g1", "Tagged", 0, 0, flagSubscription, 0, "TagA || TagC")
 	if r.code != protocol.Success || len(r.msgs) != 4 {
 		t.Fatalf("filtered pull: %d, %d msgs", r.code, len(r.msgs))
@@ -412,6 +414,7 @@ func TestBrokerBatchSend(t *testing.T) {
 	if ids := strings.Split(rh.MsgID, ","); len(ids) != 5 || rh.QueueOffset != 0 {
 		t.Fatalf("batch ids %q offset %d", rh.MsgID, rh.QueueOffset)
 	}
+	waitDispatched(t, b, "Batchy", 3, 5)
 	r := c.pull("bg", "Batchy", 3, 0, flagSubscription, 0, "*")
 	if len(r.msgs) != 5 {
 		t.Fatalf("pulled %d", len(r.msgs))
@@ -458,6 +461,7 @@ func TestBrokerStatisticsEndpoints(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		c.mustSend("Counted", 0, "xyz", "")
 	}
+	waitDispatched(t, b, "Counted", 0, 3)
 	if r := c.pull("statg", "Counted", 0, 0, flagSubscription, 0, "*"); len(r.msgs) != 3 {
 		t.Fatalf("pulled %d", len(r.msgs))
 	}

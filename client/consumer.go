@@ -93,12 +93,6 @@ func (b *consumerBase) subscriptions() []*subscription {
 	return out
 }
 
-func (b *consumerBase) subscriptionOf(topic string) *subscription {
-	b.smu.RLock()
-	defer b.smu.RUnlock()
-	return b.subs[topic]
-}
-
 func (b *consumerBase) heartbeatData() *protocol.HeartbeatData {
 	cd := &protocol.ConsumerData{GroupName: b.opts.Group, ConsumeType: b.consumeType, MessageModel: b.opts.Model.String(),
 		ConsumeFromWhere: b.opts.From.String()}

@@ -282,17 +282,6 @@ func (c *core) refreshRoutes() {
 	}
 }
 
-// topics returns the cached topics.
-func (c *core) cachedRoutes() map[string]*topicRoute {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make(map[string]*topicRoute, len(c.routes))
-	for t, r := range c.routes {
-		out[t] = r
-	}
-	return out
-}
-
 // brokerAddr returns the address of a broker name's broker id, falling back
 // to the master, then to any address.
 func (c *core) brokerAddr(name string, id int64) string {

@@ -140,9 +140,6 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// wait blocks until the reader goroutine has stopped.
-func (c *Conn) wait() { <-c.readDone }
-
 func (c *Conn) closeWith(reason error) {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
@@ -163,10 +160,8 @@ func (c *Conn) closeWith(reason error) {
 		c.wmu.Unlock()
 		runReleases(marks)
 
-		failErr := ErrConnClosed
-		if errors.Is(reason, ErrConnClosed) {
-			failErr = reason
-		} else {
+		failErr := reason
+		if !errors.Is(reason, ErrConnClosed) {
 			failErr = fmt.Errorf("%w: %w", ErrConnClosed, reason)
 		}
 		for _, cl := range pend {

@@ -68,13 +68,6 @@ func TestStoreHAParseChunks(t *testing.T) {
 	}
 }
 
-// haPair is a master and a slave store replicating over loopback.
-type haPair struct {
-	master, slave *Store
-	srv           *HAServer
-	cli           *HAClient
-}
-
 func fastHA(name string) HAOptions {
 	return HAOptions{BrokerName: name, BrokerAddr: "127.0.0.1:1", HeartbeatInterval: 100 * time.Millisecond,
 		IdleTimeout: time.Second, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond}

@@ -148,9 +148,7 @@ func (s *Store) recover(abnormal bool) error {
 		d.broken = false
 		d.pos = end
 	}
-	for _, ce := range d.refused {
-		s.report.Corruptions = append(s.report.Corruptions, ce)
-	}
+	s.report.Corruptions = append(s.report.Corruptions, d.refused...)
 	d.refused = nil
 	d.fillGaps = true
 	d.gapSeen = false
