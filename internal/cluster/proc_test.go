@@ -233,7 +233,18 @@ func TestClusterProcReplication(t *testing.T) {
 		mEnd, _ = strconv.ParseInt(mi["commitLogMaxOffset"], 10, 64)
 		return nil
 	})
+	// The slave's consume queues serve the same messages: with the master
+	// gone it answers pulls, and every one of the 100,000 is there.
 	c.master.stop()
+	checkFor(t, 30*time.Second, func() error {
+		if info := c.runtime(t, c.slaveAddr()); info == nil || info["haConnected"] == "true" {
+			return fmt.Errorf("slave has not noticed the master is gone")
+		}
+		return nil
+	})
+	if got := pullAll(t, c.slaveAddr(), "Repl", 4); len(got) != batches*per {
+		t.Fatalf("slave's queues serve %d of %d messages", len(got), batches*per)
+	}
 	c.slave.stop()
 	m := commitlogBytes(t, c.masterDir, 0, mEnd)
 	s := commitlogBytes(t, c.slaveD, 0, mEnd)
