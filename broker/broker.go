@@ -174,12 +174,18 @@ func New(opts Options) (*Broker, error) {
 		b.wg.Wait()
 		return nil, fmt.Errorf("broker: serve: %w", err)
 	}
+	if opts.AdvertiseIP == "" && ln.Addr().(*net.TCPAddr).IP.IsUnspecified() {
+		b.log.Info("advertising a loopback address; set broker.advertise_ip for clients on other hosts", "addr", b.addr)
+	}
 	b.log.Info("broker started", "addr", b.addr, "role", opts.Role.String(), "id", opts.BrokerID,
 		"cluster", opts.ClusterName, "store", opts.Store.Root, "flush", b.store.Options().FlushMode.String())
 	return b, nil
 }
 
-// advertiseIP picks the address published for the broker.
+// advertiseIP picks the address published for the broker: the configured
+// one, else the listen address when it is a specific IP, else loopback (a
+// broker listening on every interface must be told which address other
+// hosts reach it at: broker.advertise_ip).
 func advertiseIP(configured string, listen net.IP) netip.Addr {
 	if configured != "" {
 		if a, err := netip.ParseAddr(configured); err == nil {
@@ -189,15 +195,6 @@ func advertiseIP(configured string, listen net.IP) netip.Addr {
 	if listen != nil && !listen.IsUnspecified() {
 		if a, ok := netip.AddrFromSlice(listen); ok {
 			return a.Unmap()
-		}
-	}
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
-				if ad, ok := netip.AddrFromSlice(ipn.IP.To4()); ok {
-					return ad
-				}
-			}
 		}
 	}
 	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
