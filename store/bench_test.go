@@ -18,7 +18,8 @@ import (
 //
 //	BenchmarkBaselineWrite        plain sequential write(2) of the same record bytes
 //	BenchmarkStorePut             async-flush puts, 1 and 8 concurrent putters
-//	BenchmarkBaselineSyncEach     write(2) + fdatasync per message
+//	BenchmarkBaselineSyncEach     write(2) + fdatasync per message (appending)
+//	BenchmarkBaselineSyncEachPrealloc  the same, overwriting a preallocated, zeroed, synced file
 //	BenchmarkStorePutSync         sync-flush puts with 64 concurrent putters (group commit)
 //	BenchmarkStoreScan            queue scan, warm and cold page cache
 //	BenchmarkStoreReadCost        one random read as the queue grows (must stay flat)
@@ -123,6 +124,43 @@ func BenchmarkBaselineSyncEach(b *testing.B) {
 		if _, err := f.Write(rec); err != nil {
 			b.Fatal(err)
 		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRate(b, start, b.N, len(rec))
+}
+
+// BenchmarkBaselineSyncEachPrealloc is write(2) + fdatasync per message
+// overwriting a preallocated, zero-filled, synced file: the same kind of
+// file the store's FlushSync segments are (BenchmarkBaselineSyncEach
+// appends and so also pays for the size change in every sync).
+func BenchmarkBaselineSyncEachPrealloc(b *testing.B) {
+	rec, _ := record.AppendRecord(nil, benchMsg(128))
+	const size = 64 << 20
+	f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
+		b.Fatal(err)
+	}
+	if err := writeZeros(f, size); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(rec)))
+	b.ResetTimer()
+	start := time.Now()
+	off := int64(0)
+	for i := 0; i < b.N; i++ {
+		if off+int64(len(rec)) > size {
+			off = 0
+		}
+		if _, err := f.WriteAt(rec, off); err != nil {
+			b.Fatal(err)
+		}
+		off += int64(len(rec))
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
 			b.Fatal(err)
 		}

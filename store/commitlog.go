@@ -2,15 +2,18 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 
 	"github.com/smartgo/smartgo/store/record"
+	"golang.org/x/sys/unix"
 )
 
 // commitLog is the queue of mapped segments holding every record.
@@ -28,6 +31,7 @@ type commitLog struct {
 	listMu sync.Mutex // serialises replacements of segs (writer roll, retention, recovery, close)
 
 	committed atomic.Int64 // end of the last complete write; readers stay below it
+	appended  atomic.Int64 // end of the log including records still in pend (= writePos)
 	flushed   atomic.Int64 // everything below is fdatasynced
 	lastTs    atomic.Int64 // store timestamp of the last record written
 	flushedTs atomic.Int64 // store timestamp of a record at or below flushed
@@ -35,15 +39,48 @@ type commitLog struct {
 	// Writer state, protected by Store.putMu.
 	active   *mappedFile
 	writePos int64
-	// pwrite: records are encoded into scratch and written with pwrite(2)
-	// on the segment's descriptor instead of through the mapping (FlushSync
-	// mode). Writes through a shared mapping make every later fdatasync
-	// several times dearer on ext4 (page_mkwrite faults, write-protect on
-	// writeback); pwrite overwriting zeroed, synced blocks leaves each
-	// group-commit fdatasync only the new data pages. Readers still read the
-	// mapping: it shares the page cache with the descriptor.
+	// pwrite: records are written with pwrite(2) on the segment's
+	// descriptor instead of through the mapping (FlushSync mode). Writes
+	// through a shared mapping make every later fdatasync several times
+	// dearer on ext4 (page_mkwrite faults, write-protect on writeback);
+	// pwrite overwriting zeroed, synced blocks leaves each group-commit
+	// fdatasync only the new data pages. Readers still read the mapping: it
+	// shares the page cache with the descriptor.
+	//
+	// Records are not written one by one: appendLocked encodes them into
+	// pend (write-behind), and drainLocked writes the whole run with one
+	// pwrite just before the flusher's fdatasync (or when a putter stops
+	// waiting, a segment rolls or pend grows large). One pwrite per group
+	// commit instead of one per record (~8 µs each, under putMu) is what
+	// lets many putters reach one fdatasync. committed (what readers see)
+	// advances only when the bytes are in the page cache; appended is the
+	// end of the log including pend.
 	pwrite  bool
-	scratch []byte // protected by Store.putMu
+	pend    []byte      // encoded records not yet written; protected by Store.putMu
+	pendSeg *mappedFile // segment pend belongs to; protected by Store.putMu
+	pendRel int64       // position of pend[0] in pendSeg; protected by Store.putMu
+	// nextAt is the write position at which the next segment is requested
+	// from the allocator (0: already requested); protected by Store.putMu.
+	// Preparing a segment writes and syncs it whole, so it is asked for
+	// only once the active one is half full: a fresh segment does not start
+	// its life with a segment-sized pre-write competing with the
+	// group-commit fdatasyncs on the same disk.
+	nextAt int64
+
+	// Write pre-faulting (FlushAsync): the writer copies records into the
+	// mapping, and the first store to each fresh page costs a write fault
+	// (page_mkwrite, several µs: most of a 1 KiB put). The prefaulter
+	// goroutine populates the pages ahead of the writer writable
+	// (MADV_POPULATE_WRITE), prefaultChunk at a time, keeping prefaultAhead
+	// bytes ready. faulted is the end of the range requested so far in the
+	// active segment; protected by Store.putMu. Populated pages are dirty
+	// zeros until the writer fills them: an async flush that finds some
+	// ahead of the writer writes them out once more (at most prefaultAhead
+	// per flush), the price of the fault-free appends.
+	prefault   bool        // set at construction (FlushAsync), never changed
+	noPrefault atomic.Bool // MADV_POPULATE_WRITE unsupported: stop asking
+	faulted    int64
+	faultReq   chan faultRange
 
 	allocMu  sync.Mutex
 	prepared *mappedFile // next segment made in the background; protected by allocMu
@@ -57,7 +94,9 @@ func newCommitLog(s *Store) *commitLog {
 		segSize:  s.opts.SegmentSize,
 		allocReq: make(chan int64, 1),
 		pwrite:   s.opts.FlushMode == FlushSync,
+		faultReq: make(chan faultRange, 1),
 	}
+	cl.prefault = !cl.pwrite
 	empty := []*mappedFile{}
 	cl.segs.Store(&empty)
 	return cl
@@ -207,11 +246,15 @@ func (cl *commitLog) appendLocked(m *record.Message, size int) (int64, error) {
 	seg := cl.active
 	rel := cl.writePos - seg.base
 	if rel+int64(size)+record.BlankHeaderSize > cl.segSize {
+		if err := cl.drainLocked(); err != nil {
+			return 0, err
+		}
 		if err := cl.putBlank(seg, rel); err != nil {
 			return 0, err
 		}
 		seg.wrote.Store(cl.segSize)
 		cl.writePos = seg.base + cl.segSize
+		cl.appended.Store(cl.writePos)
 		cl.committed.Store(cl.writePos)
 		if err := cl.rollLocked(); err != nil {
 			return 0, err
@@ -223,25 +266,80 @@ func (cl *commitLog) appendLocked(m *record.Message, size int) (int64, error) {
 	var n int
 	var err error
 	if cl.pwrite {
-		if cap(cl.scratch) < size {
-			cl.scratch = make([]byte, max(size, 4096))
+		if len(cl.pend) > 0 && (cl.pendSeg != seg || len(cl.pend)+size > maxPend) {
+			if err := cl.drainLocked(); err != nil {
+				return 0, err
+			}
 		}
-		buf := cl.scratch[:size]
-		if n, err = record.EncodeTo(buf, m); err != nil {
+		if len(cl.pend) == 0 {
+			cl.pendSeg, cl.pendRel = seg, rel
+		}
+		at := len(cl.pend)
+		cl.pend = slices.Grow(cl.pend, size)[:at+size]
+		n, err = record.EncodeTo(cl.pend[at:], m)
+		cl.pend = cl.pend[:at+n]
+		if err != nil {
 			return 0, err
-		}
-		if _, err := seg.f.WriteAt(buf[:n], rel); err != nil {
-			return 0, fmt.Errorf("store: write %s: %w", seg.path, err)
 		}
 	} else if n, err = record.EncodeTo(seg.data[rel:rel+int64(size)], m); err != nil {
 		return 0, err
 	}
 	phy := cl.writePos
 	cl.writePos += int64(n)
-	seg.wrote.Store(rel + int64(n))
+	cl.appended.Store(cl.writePos)
 	cl.lastTs.Store(m.StoreTimestamp)
-	cl.committed.Store(cl.writePos)
+	if !cl.pwrite {
+		seg.wrote.Store(rel + int64(n))
+		cl.committed.Store(cl.writePos)
+		if cl.prefault && cl.writePos+prefaultAhead > cl.faulted {
+			cl.requestFaultLocked(seg)
+		}
+	}
+	if cl.nextAt != 0 && cl.writePos >= cl.nextAt {
+		cl.nextAt = 0
+		cl.requestNext(seg.base + cl.segSize)
+	}
 	return phy, nil
+}
+
+// maxPend bounds the write-behind buffer: a putter that would grow it
+// beyond this writes it out first (puts that do not wait for the flush).
+const maxPend = 256 << 10
+
+// drainLocked writes the records buffered in pend with one pwrite and
+// makes them visible to readers (committed). On failure the bytes are
+// dropped; the caller makes the error sticky, so nothing after them is
+// ever acknowledged. Caller holds Store.putMu.
+func (cl *commitLog) drainLocked() error {
+	if len(cl.pend) == 0 {
+		return nil
+	}
+	seg, rel, n := cl.pendSeg, cl.pendRel, int64(len(cl.pend))
+	_, err := seg.f.WriteAt(cl.pend, rel)
+	cl.pend, cl.pendSeg = cl.pend[:0], nil
+	if cap(cl.pend) > 4*maxPend {
+		cl.pend = nil // one huge record: do not keep its buffer
+	}
+	if err != nil {
+		return fmt.Errorf("store: write %s: %w", seg.path, err)
+	}
+	seg.wrote.Store(rel + n)
+	cl.committed.Store(seg.base + rel + n)
+	cl.s.wakeDispatcher()
+	return nil
+}
+
+// drain writes out pend under Store.putMu; a failure is sticky.
+func (cl *commitLog) drain() {
+	if !cl.pwrite {
+		return
+	}
+	cl.s.putMu.Lock()
+	err := cl.drainLocked()
+	cl.s.putMu.Unlock()
+	if err != nil {
+		cl.s.setWriteErr(err)
+	}
 }
 
 // putBlank writes the filler that closes seg from rel to its end.
@@ -272,7 +370,7 @@ func (cl *commitLog) rollLocked() error {
 	base := cl.writePos
 	if m := findSeg(cl.list(), base, cl.segSize); m != nil && m.base == base {
 		cl.active = m
-		cl.requestNext(base + cl.segSize)
+		cl.scheduleNextLocked()
 		return nil
 	}
 	cl.allocMu.Lock()
@@ -303,8 +401,83 @@ func (cl *commitLog) rollLocked() error {
 	cl.allocMu.Unlock()
 	cl.active = m
 	cl.s.emit(Event{Kind: EventSegmentRolled, File: m.path, Offset: base})
-	cl.requestNext(base + cl.segSize)
+	cl.scheduleNextLocked()
 	return nil
+}
+
+// scheduleNextLocked arranges for the segment after the active one to be
+// prepared once the writer is half way through the active one (at once if
+// it already is). Caller holds Store.putMu (or owns the store exclusively).
+func (cl *commitLog) scheduleNextLocked() {
+	cl.faulted = cl.writePos
+	next := cl.active.base + cl.segSize
+	cl.nextAt = max(1, cl.active.base+cl.segSize/2)
+	if cl.writePos >= cl.nextAt {
+		cl.nextAt = 0
+		cl.requestNext(next)
+	}
+}
+
+// Write pre-fault window (see commitLog.prefault).
+const (
+	prefaultChunk = 2 << 20
+	prefaultAhead = 16 << 20
+)
+
+// faultRange is a range of a segment to populate writable.
+type faultRange struct {
+	seg      *mappedFile
+	from, to int64 // relative to seg
+}
+
+// requestFaultLocked asks the prefaulter for the next chunk of seg after
+// faulted; when it is busy the writer asks again on a later append.
+// Caller holds Store.putMu.
+func (cl *commitLog) requestFaultLocked(seg *mappedFile) {
+	if cl.noPrefault.Load() {
+		return
+	}
+	r, ok := cl.nextFaultLocked(seg)
+	if !ok {
+		return
+	}
+	select {
+	case cl.faultReq <- r:
+		cl.faulted = seg.base + r.to
+	default:
+	}
+}
+
+// nextFaultLocked returns the next chunk of seg to populate: from the
+// page holding max(faulted, writePos), at most prefaultChunk bytes.
+func (cl *commitLog) nextFaultLocked(seg *mappedFile) (faultRange, bool) {
+	from := (max(cl.faulted, cl.writePos) - seg.base) &^ (4096 - 1) // madvise wants page alignment
+	to := min(from+prefaultChunk, seg.size)
+	return faultRange{seg, from, to}, from < to
+}
+
+// populate maps r's pages writable (MADV_POPULATE_WRITE) without changing
+// their contents.
+func (r faultRange) populate() error {
+	if !r.seg.acquire() {
+		return nil
+	}
+	defer r.seg.release()
+	return unix.Madvise(r.seg.data[r.from:r.to], unix.MADV_POPULATE_WRITE)
+}
+
+// prefaultLoop is the prefaulter goroutine (FlushAsync only).
+func (cl *commitLog) prefaultLoop(done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case r := <-cl.faultReq:
+			if err := r.populate(); errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+				cl.noPrefault.Store(true) // kernel older than 5.14
+			}
+		}
+	}
 }
 
 func (cl *commitLog) requestNext(base int64) {
@@ -334,6 +507,11 @@ func (cl *commitLog) warmMode() warmMode {
 		return warmNone
 	case cl.pwrite:
 		return warmZero
+	case cl.prefault && !cl.noPrefault.Load():
+		// The prefaulter populates pages writable just ahead of the
+		// writer; read-faulting the whole segment first would only double
+		// the faults.
+		return warmNone
 	default:
 		// Async flush writes through the mapping and syncs rarely: faulting
 		// the pages in is enough, and zero writes would only compete with
@@ -392,6 +570,7 @@ func (cl *commitLog) syncTo(target int64) error {
 // record the sync covers.
 func (cl *commitLog) flush() (int64, error) {
 	ts := cl.lastTs.Load()
+	cl.drain()
 	target := cl.committed.Load()
 	if err := cl.syncTo(target); err != nil {
 		return target, err

@@ -114,9 +114,11 @@
 //
 // # Concurrency
 //
-// See LOCKING.md. One writer (putMu) appends into the mapping and then
-// publishes the new end (an atomic); the dispatcher, flusher and readers
-// only touch bytes below it. Files carry reference counts: readers hold a
+// See LOCKING.md. One writer (putMu) appends into the mapping (FlushAsync)
+// or into a write-behind buffer written with one pwrite per group commit
+// (FlushSync) and then publishes the new end (an atomic) once the bytes
+// are in the page cache; the dispatcher, flusher and readers only touch
+// bytes below it. Files carry reference counts: readers hold a
 // reference until GetResult.Release, and a deleted file is unmapped when
 // the last reference goes.
 package store

@@ -83,8 +83,9 @@ func (s *Store) waitFlushed(ctx context.Context, end int64) bool {
 }
 
 // flushLoop is the commitlog flusher. In sync mode it syncs as soon as a
-// putter asks (group commit: one fdatasync covers everything written up
-// to that moment); in both modes it also syncs every FlushInterval.
+// putter asks (group commit: it writes out the records buffered so far
+// with one pwrite, and one fdatasync covers them all); in both modes it
+// also syncs every FlushInterval.
 func (s *Store) flushLoop() {
 	tick := time.NewTicker(s.opts.FlushInterval)
 	defer tick.Stop()
@@ -105,7 +106,7 @@ func (s *Store) flushLoop() {
 }
 
 func (s *Store) flushCommitLog() {
-	if s.cl.committed.Load() > s.cl.flushed.Load() && s.werr.Load() == nil {
+	if s.cl.appended.Load() > s.cl.flushed.Load() && s.werr.Load() == nil {
 		start := time.Now()
 		target, err := s.cl.flush()
 		if err != nil {

@@ -46,6 +46,7 @@ func (s *Store) startAt(offset int64) {
 		return
 	}
 	s.cl.writePos = offset
+	s.cl.appended.Store(offset)
 	s.cl.committed.Store(offset)
 	s.cl.flushed.Store(offset)
 	s.disp.pos = offset
@@ -75,6 +76,10 @@ func (s *Store) AppendRaw(offset int64, data []byte) error {
 	if offset != s.cl.writePos {
 		return fmt.Errorf("%w: got %d, end is %d", ErrBadOffset, offset, s.cl.writePos)
 	}
+	if err := s.cl.drainLocked(); err != nil {
+		s.setWriteErr(err)
+		return s.Err()
+	}
 	for len(data) > 0 {
 		if s.cl.active == nil || s.cl.writePos >= s.cl.active.base+s.cl.segSize {
 			if err := s.cl.rollLocked(); err != nil {
@@ -90,6 +95,7 @@ func (s *Store) AppendRaw(offset int64, data []byte) error {
 		n := copy(seg.data[rel:], data)
 		data = data[n:]
 		s.cl.writePos += int64(n)
+		s.cl.appended.Store(s.cl.writePos)
 		seg.wrote.Store(rel + int64(n))
 		s.cl.committed.Store(s.cl.writePos)
 	}

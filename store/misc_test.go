@@ -414,3 +414,139 @@ func TestStoreFailStop(t *testing.T) {
 		t.Fatalf("%d write-failed events", n)
 	}
 }
+
+// TestStoreSyncFlushWriteBehind: in FlushSync mode records of waiting
+// putters are buffered and written with one pwrite per group commit. Every
+// acknowledged put must be durable, every WAIT=false put readable at once,
+// across segment rolls, and all of them must come back after a restart in
+// each writer's order.
+func TestStoreSyncFlushWriteBehind(t *testing.T) {
+	root := t.TempDir()
+	mut := func(o *Options) {
+		o.FlushMode = FlushSync
+		o.FlushInterval = time.Hour // only group-commit requests flush
+		o.WarmSegments = true
+	}
+	s := openTest(t, root, mut)
+	const writers, each = 16, 120
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				m := newMsg(msgSpec{topic: "W", qid: int32(w % 3), body: fmt.Sprintf("%d-%d-%s", w, i, strings.Repeat("x", (w*31+i*7)%300))})
+				nowait := i%5 == 4
+				if nowait {
+					m.Properties = "WAIT\x01false"
+				}
+				res, err := s.Put(context.Background(), m)
+				if err != nil || res.Status != PutOK {
+					t.Errorf("put: %v %v", res.Status, err)
+					return
+				}
+				end := res.PhysicalOffset + int64(res.WroteBytes)
+				if nowait && s.MaxPhysicalOffset() < end {
+					t.Errorf("WAIT=false put not written: max %d < %d", s.MaxPhysicalOffset(), end)
+				}
+				if !nowait && s.FlushedPhysicalOffset() < end {
+					t.Errorf("acknowledged before flushed")
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(s.cl.list()) < 3 {
+		t.Fatalf("%d segments: the test must cross segment rolls", len(s.cl.list()))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, root, mut)
+	if rep := s.RecoveryReport(); len(rep.Truncations) > 0 || rep.Abnormal {
+		t.Fatalf("clean restart report %+v", rep)
+	}
+	next := make([]int, writers)
+	total := 0
+	for q := range int32(3) {
+		for _, m := range readAll(t, s, "W", q) {
+			var w, i int
+			if _, err := fmt.Sscanf(string(m.Body), "%d-%d-", &w, &i); err != nil {
+				t.Fatalf("body %q: %v", m.Body, err)
+			}
+			if w%3 != int(q) || i != next[w] {
+				t.Fatalf("queue %d: writer %d message %d, want %d", q, w, i, next[w])
+			}
+			if want := fmt.Sprintf("%d-%d-%s", w, i, strings.Repeat("x", (w*31+i*7)%300)); string(m.Body) != want {
+				t.Fatalf("body %q, want %q", m.Body, want)
+			}
+			next[w]++
+			total++
+		}
+	}
+	if total != writers*each {
+		t.Fatalf("%d messages after restart, want %d", total, writers*each)
+	}
+}
+
+// TestStoreSegmentPreparedAtHalf: the allocator pre-writes the next
+// segment only once the active one is half full, not right after a roll
+// (a whole-segment pre-write competes with group-commit fdatasyncs).
+func TestStoreSegmentPreparedAtHalf(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.FlushMode = FlushSync
+		o.WarmSegments = true
+	})
+	prepared := func() *mappedFile {
+		s.cl.allocMu.Lock()
+		defer s.cl.allocMu.Unlock()
+		return s.cl.prepared
+	}
+	mustPut(t, s, msgSpec{topic: "T", body: "first"})
+	s.putMu.Lock()
+	nextAt := s.cl.nextAt
+	s.putMu.Unlock()
+	if m := prepared(); m != nil || nextAt != s.opts.SegmentSize/2 || len(s.cl.allocReq) != 0 {
+		t.Fatalf("next segment requested right after the roll (prepared %v, nextAt %d)", m != nil, nextAt)
+	}
+	for s.MaxPhysicalOffset() < s.opts.SegmentSize/2 {
+		mustPut(t, s, msgSpec{topic: "T", body: strings.Repeat("y", 500)})
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if m := prepared(); m == nil || m.base != s.opts.SegmentSize {
+			return errors.New("next segment not prepared")
+		}
+		return nil
+	})
+}
+
+// TestStorePrefaultWindow: in FlushAsync mode the prefaulter populates the
+// pages ahead of the writer; its ranges are page aligned (madvise refuses
+// others, which silently turned pre-faulting off) and the populate keeps
+// the bytes already written.
+func TestStorePrefaultWindow(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) { o.WarmSegments = true })
+	if !s.cl.prefault {
+		t.Fatal("FlushAsync store without pre-faulting")
+	}
+	for i := range 5 {
+		mustPut(t, s, msgSpec{topic: "T", body: fmt.Sprint("m", i)})
+	}
+	s.putMu.Lock()
+	s.cl.faulted = s.cl.writePos
+	r, ok := s.cl.nextFaultLocked(s.cl.active)
+	s.putMu.Unlock()
+	if !ok || r.from%4096 != 0 || r.to <= r.from || r.to > r.seg.size {
+		t.Fatalf("fault range [%d, %d) ok=%v", r.from, r.to, ok)
+	}
+	if err := r.populate(); err != nil {
+		t.Fatalf("populate: %v", err)
+	}
+	if s.cl.noPrefault.Load() {
+		t.Fatal("pre-faulting turned itself off")
+	}
+	waitDispatched(t, s)
+	if got := readAll(t, s, "T", 0); len(got) != 5 || string(got[4].Body) != "m4" {
+		t.Fatalf("read back %d messages after populate", len(got))
+	}
+}

@@ -102,6 +102,7 @@ func (s *Store) recover(abnormal bool) error {
 	s.cl.committed.Store(end)
 	s.cl.flushed.Store(end)
 	s.cl.writePos = end
+	s.cl.appended.Store(end)
 	if m := findSeg(s.cl.list(), end, s.cl.segSize); m != nil {
 		s.cl.active = m
 		m.wrote.Store(end - m.base)

@@ -165,12 +165,15 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.updateDiskUsage()
 	s.start("allocator", func() { s.cl.allocLoop(s.done) })
+	if s.cl.prefault {
+		s.start("prefaulter", func() { s.cl.prefaultLoop(s.done) })
+	}
 	s.start("dispatcher", s.dispatchLoop)
 	s.start("flusher", s.flushLoop)
 	s.start("logic-flusher", s.logicFlushLoop)
 	s.start("cleaner", s.cleanLoop)
 	if s.cl.active != nil {
-		s.cl.requestNext(s.cl.active.base + s.cl.segSize)
+		s.cl.scheduleNextLocked()
 	}
 	return s, nil
 }
@@ -338,18 +341,53 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 	if !excluded {
 		s.setQueueOffsetLocked(key, qoff+1)
 	}
+	wait := s.opts.FlushMode == FlushSync && waitStore(m.Properties)
+	if err := s.afterAppendLocked(wait); err != nil {
+		s.putMu.Unlock()
+		return s.putFailed(err)
+	}
 	s.putMu.Unlock()
-	s.wakeDispatcher()
 
 	res := PutResult{Status: PutOK, PhysicalOffset: phy, QueueOffset: qoff, WroteBytes: size,
 		StoreTimestamp: m.StoreTimestamp, MsgCount: 1, StoreHost: s.opts.StoreHost}
-	if s.opts.FlushMode == FlushSync && waitStore(m.Properties) {
-		if !s.waitFlushed(ctx, phy+int64(size)) {
-			res.Status = PutFlushDiskTimeout
+	if wait {
+		if res.Status = s.waitDurable(ctx, phy+int64(size)); res.Status != PutOK && res.Status != PutFlushDiskTimeout {
+			s.stats.putErrors.Add(1)
+			return PutResult{Status: res.Status}, s.Err()
 		}
 	}
 	s.stats.recordPut(1, size, time.Since(start))
 	return res, nil
+}
+
+// afterAppendLocked finishes an append under putMu: records a putter will
+// not wait for are written out at once (FlushSync buffers the records of
+// waiting putters until the flusher's next fdatasync), and the dispatcher
+// is woken for bytes that are readable.
+func (s *Store) afterAppendLocked(wait bool) error {
+	if !s.cl.pwrite {
+		s.wakeDispatcher()
+		return nil
+	}
+	if !wait {
+		return s.cl.drainLocked()
+	}
+	return nil
+}
+
+// waitDurable waits for the group commit covering end. When the wait ends
+// without it (timeout, ctx, close, failure) the record is written out so
+// that a FLUSH_DISK_TIMEOUT put is still stored and readable; if even that
+// fails (the store failed), the put is reported as not stored.
+func (s *Store) waitDurable(ctx context.Context, end int64) PutStatus {
+	if s.waitFlushed(ctx, end) {
+		return PutOK
+	}
+	s.cl.drain()
+	if s.cl.committed.Load() < end {
+		return PutServiceNotAvailable
+	}
+	return PutFlushDiskTimeout
 }
 
 // setQueueOffsetLocked stores next for key; new keys get their own copy
@@ -466,13 +504,18 @@ func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []reco
 	if !excluded {
 		s.setQueueOffsetLocked(key, qoff+int64(len(msgs)))
 	}
+	wait := s.opts.FlushMode == FlushSync && waitStore(tmpl.Properties)
+	if err := s.afterAppendLocked(wait); err != nil {
+		s.putMu.Unlock()
+		s.setWriteErr(err)
+		return BatchResult{PutResult: PutResult{Status: PutServiceNotAvailable}}, s.Err()
+	}
 	s.putMu.Unlock()
-	s.wakeDispatcher()
 	res.PutResult = PutResult{Status: PutOK, PhysicalOffset: res.PhysicalOffsets[0], QueueOffset: qoff,
 		WroteBytes: total, StoreTimestamp: now, MsgCount: len(msgs), StoreHost: s.opts.StoreHost}
-	if s.opts.FlushMode == FlushSync && waitStore(tmpl.Properties) {
-		if !s.waitFlushed(ctx, end) {
-			res.Status = PutFlushDiskTimeout
+	if wait {
+		if res.Status = s.waitDurable(ctx, end); res.Status != PutOK && res.Status != PutFlushDiskTimeout {
+			return BatchResult{PutResult: PutResult{Status: res.Status}}, s.Err()
 		}
 	}
 	s.stats.recordPut(len(msgs), total, time.Since(start))
