@@ -190,7 +190,9 @@ func TestBrokerHoldNotifyRacesShutdown(t *testing.T) {
 			h.Hold("T", 0, 0, time.Now().Add(time.Hour), func(bool) { answered.Add(1) })
 		}
 		stop := make(chan struct{})
+		notifierDone := make(chan struct{})
 		go func() {
+			defer close(notifierDone)
 			for {
 				select {
 				case <-stop:
@@ -203,6 +205,9 @@ func TestBrokerHoldNotifyRacesShutdown(t *testing.T) {
 		cancel()
 		<-done
 		close(stop)
+		// A Notify that took pulls just before the shutdown answers them
+		// itself, possibly after Run returned: wait for it.
+		<-notifierDone
 		if answered.Load() != 50 {
 			t.Fatalf("round %d: %d of 50 held pulls answered", round, answered.Load())
 		}

@@ -24,6 +24,21 @@ const versionHonoursMaxReconsume = 121
 // sync flush timeout.
 const putTimeout = 30 * time.Second
 
+// putWaits reports whether a put may wait after its append: for the
+// group commit (sync flush) or for a slave (sync master).
+func (b *Broker) putWaits() bool {
+	return b.opts.Store.FlushMode == store.FlushSync || b.opts.Role == RoleSyncMaster
+}
+
+// putContext bounds a put's waits by putTimeout; when a put cannot wait it
+// returns the background context and costs no timer.
+func (b *Broker) putContext() (context.Context, context.CancelFunc) {
+	if !b.putWaits() {
+		return context.Background(), func() {}
+	}
+	return context.WithTimeout(context.Background(), putTimeout)
+}
+
 func errResp(code int32, format string, args ...any) *protocol.Command {
 	return protocol.NewResponse(code, fmt.Sprintf(format, args...))
 }
@@ -67,7 +82,7 @@ func (b *Broker) processSend(c *remoting.Conn, req *protocol.Command) (*protocol
 	}
 	m.Properties = appendProperty(m.Properties, record.PropertyCluster, b.opts.ClusterName)
 
-	ctx, cancel := context.WithTimeout(context.Background(), putTimeout)
+	ctx, cancel := b.putContext()
 	defer cancel()
 	if batch {
 		return b.putBatch(ctx, m, req.Body)

@@ -25,6 +25,19 @@ import (
 var benchSizes = []int{128, 4096}
 var benchCallers = []int{1, 64}
 
+// benchDispatch names how the server runs the processor: "pool" hands
+// every request to a worker (Register), "inline" lets it run on the
+// connection's reader when the pool is idle (RegisterInline).
+var benchDispatch = []string{"pool", "inline"}
+
+func benchRegister(s *Server, mode string, fn func(c *Conn, req *protocol.Command) (*protocol.Command, error)) {
+	if mode == "inline" {
+		s.RegisterInline(codeEcho, PoolDefault, ProcessorFunc(fn))
+		return
+	}
+	s.RegisterFunc(codeEcho, PoolDefault, fn)
+}
+
 // echoServer echoes length-prefixed frames, one write per frame.
 func echoServer(b *testing.B) (addr string, stop func()) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -181,156 +194,160 @@ func interleave(b *testing.B, n int, base, ours func(n int) time.Duration) (base
 }
 
 func BenchmarkRemotingRoundTrip(b *testing.B) {
-	for _, size := range benchSizes {
-		for _, callers := range benchCallers {
-			b.Run(fmt.Sprintf("size=%d/callers=%d", size, callers), func(b *testing.B) {
-				b.StopTimer()
-				frame, err := protocol.EncodeFrame(benchRequest(size))
-				if err != nil {
-					b.Fatal(err)
-				}
-				// Baseline: plain TCP echo, one connection per caller.
-				eaddr, stopEcho := echoServer(b)
-				defer stopEcho()
-				conns := make([]net.Conn, callers)
-				readers := make([]*bufio.Reader, callers)
-				bufs := make([][]byte, callers)
-				for i := range conns {
-					if conns[i], err = net.Dial("tcp", eaddr); err != nil {
+	for _, mode := range benchDispatch {
+		for _, size := range benchSizes {
+			for _, callers := range benchCallers {
+				b.Run(fmt.Sprintf("dispatch=%s/size=%d/callers=%d", mode, size, callers), func(b *testing.B) {
+					b.StopTimer()
+					frame, err := protocol.EncodeFrame(benchRequest(size))
+					if err != nil {
 						b.Fatal(err)
 					}
-					defer conns[i].Close()
-					readers[i] = bufio.NewReaderSize(conns[i], 64<<10)
-					bufs[i] = make([]byte, len(frame))
-				}
-				s, err := NewServer(Options{Addr: "127.0.0.1:0"})
-				if err != nil {
-					b.Fatal(err)
-				}
-				s.RegisterFunc(codeEcho, PoolDefault, echo)
-				if err := s.Start(context.Background()); err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				c, err := NewClient(ClientOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
-				addr := s.Addr().String()
-				if _, err := c.Invoke(context.Background(), addr, benchRequest(size)); err != nil {
-					b.Fatal(err)
-				}
-				b.SetBytes(int64(2 * len(frame)))
-				b.ReportAllocs()
-				b.ResetTimer()
-				b.StopTimer()
-				echoDur, rpcDur := interleave(b, b.N, func(n int) time.Duration {
-					return runCallers(b, n, callers, func(g int) error {
-						if _, err := conns[g].Write(frame); err != nil {
+					// Baseline: plain TCP echo, one connection per caller.
+					eaddr, stopEcho := echoServer(b)
+					defer stopEcho()
+					conns := make([]net.Conn, callers)
+					readers := make([]*bufio.Reader, callers)
+					bufs := make([][]byte, callers)
+					for i := range conns {
+						if conns[i], err = net.Dial("tcp", eaddr); err != nil {
+							b.Fatal(err)
+						}
+						defer conns[i].Close()
+						readers[i] = bufio.NewReaderSize(conns[i], 64<<10)
+						bufs[i] = make([]byte, len(frame))
+					}
+					s, err := NewServer(Options{Addr: "127.0.0.1:0"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					benchRegister(s, mode, echo)
+					if err := s.Start(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+					defer s.Close()
+					c, err := NewClient(ClientOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer c.Close()
+					addr := s.Addr().String()
+					if _, err := c.Invoke(context.Background(), addr, benchRequest(size)); err != nil {
+						b.Fatal(err)
+					}
+					b.SetBytes(int64(2 * len(frame)))
+					b.ReportAllocs()
+					b.ResetTimer()
+					b.StopTimer()
+					echoDur, rpcDur := interleave(b, b.N, func(n int) time.Duration {
+						return runCallers(b, n, callers, func(g int) error {
+							if _, err := conns[g].Write(frame); err != nil {
+								return err
+							}
+							_, err := io.ReadFull(readers[g], bufs[g])
 							return err
-						}
-						_, err := io.ReadFull(readers[g], bufs[g])
-						return err
+						})
+					}, func(n int) time.Duration {
+						return runCallers(b, n, callers, func(g int) error {
+							resp, err := c.Invoke(context.Background(), addr, benchRequest(size))
+							if err == nil && len(resp.Body) != size {
+								err = fmt.Errorf("short body %d", len(resp.Body))
+							}
+							return err
+						})
 					})
-				}, func(n int) time.Duration {
-					return runCallers(b, n, callers, func(g int) error {
-						resp, err := c.Invoke(context.Background(), addr, benchRequest(size))
-						if err == nil && len(resp.Body) != size {
-							err = fmt.Errorf("short body %d", len(resp.Body))
-						}
-						return err
-					})
+					echoRate := float64(b.N) / echoDur.Seconds()
+					rpcRate := float64(b.N) / rpcDur.Seconds()
+					b.ReportMetric(rpcRate, "rpc/s")
+					b.ReportMetric(echoRate, "echo/s")
+					b.ReportMetric(rpcRate/echoRate, "ratio")
 				})
-				echoRate := float64(b.N) / echoDur.Seconds()
-				rpcRate := float64(b.N) / rpcDur.Seconds()
-				b.ReportMetric(rpcRate, "rpc/s")
-				b.ReportMetric(echoRate, "echo/s")
-				b.ReportMetric(rpcRate/echoRate, "ratio")
-			})
+			}
 		}
 	}
 }
 
 func BenchmarkRemotingOneway(b *testing.B) {
-	for _, size := range benchSizes {
-		for _, callers := range benchCallers {
-			b.Run(fmt.Sprintf("size=%d/callers=%d", size, callers), func(b *testing.B) {
-				b.StopTimer()
-				req := benchRequest(size)
-				req.MarkOneway()
-				frame, err := protocol.EncodeFrame(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				// Baseline: plain TCP writes of the same frames, one
-				// connection per caller, until the peer has read them all.
-				saddr, got, stopSink := sinkServer(b, len(frame))
-				defer stopSink()
-				conns := make([]net.Conn, callers)
-				for i := range conns {
-					if conns[i], err = net.Dial("tcp", saddr); err != nil {
+	for _, mode := range benchDispatch {
+		for _, size := range benchSizes {
+			for _, callers := range benchCallers {
+				b.Run(fmt.Sprintf("dispatch=%s/size=%d/callers=%d", mode, size, callers), func(b *testing.B) {
+					b.StopTimer()
+					req := benchRequest(size)
+					req.MarkOneway()
+					frame, err := protocol.EncodeFrame(req)
+					if err != nil {
 						b.Fatal(err)
 					}
-					defer conns[i].Close()
-				}
-				var seen atomic.Int64
-				// A queue that holds every frame: a full queue would drop
-				// one-way frames (SYSTEM_BUSY is never sent for them).
-				s, err := NewServer(Options{Addr: "127.0.0.1:0", DefaultPool: PoolOptions{QueueSize: b.N + 16}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				s.RegisterFunc(codeEcho, PoolDefault, func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
-					seen.Add(1)
-					return nil, nil
-				})
-				if err := s.Start(context.Background()); err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				c, err := NewClient(ClientOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
-				cn, err := c.Conn(context.Background(), s.Addr().String())
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.SetBytes(int64(len(frame)))
-				b.ReportAllocs()
-				b.ResetTimer()
-				b.StopTimer()
-				var rawSent, sent int64
-				rawDur, dur := interleave(b, b.N, func(n int) time.Duration {
-					start := time.Now()
-					runCallers(b, n, callers, func(g int) error {
-						_, err := conns[g].Write(frame)
-						return err
-					})
-					rawSent += int64(n)
-					for got.Load() < rawSent*int64(len(frame)) {
-						time.Sleep(20 * time.Microsecond)
+					// Baseline: plain TCP writes of the same frames, one
+					// connection per caller, until the peer has read them all.
+					saddr, got, stopSink := sinkServer(b, len(frame))
+					defer stopSink()
+					conns := make([]net.Conn, callers)
+					for i := range conns {
+						if conns[i], err = net.Dial("tcp", saddr); err != nil {
+							b.Fatal(err)
+						}
+						defer conns[i].Close()
 					}
-					return time.Since(start)
-				}, func(n int) time.Duration {
-					start := time.Now()
-					runCallers(b, n, callers, func(g int) error {
-						return cn.Oneway(benchRequest(size))
-					})
-					sent += int64(n)
-					for seen.Load() < sent {
-						time.Sleep(20 * time.Microsecond)
+					var seen atomic.Int64
+					// A queue that holds every frame: a full queue would drop
+					// one-way frames (SYSTEM_BUSY is never sent for them).
+					s, err := NewServer(Options{Addr: "127.0.0.1:0", DefaultPool: PoolOptions{QueueSize: b.N + 16}})
+					if err != nil {
+						b.Fatal(err)
 					}
-					return time.Since(start)
+					benchRegister(s, mode, func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
+						seen.Add(1)
+						return nil, nil
+					})
+					if err := s.Start(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+					defer s.Close()
+					c, err := NewClient(ClientOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer c.Close()
+					cn, err := c.Conn(context.Background(), s.Addr().String())
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.SetBytes(int64(len(frame)))
+					b.ReportAllocs()
+					b.ResetTimer()
+					b.StopTimer()
+					var rawSent, sent int64
+					rawDur, dur := interleave(b, b.N, func(n int) time.Duration {
+						start := time.Now()
+						runCallers(b, n, callers, func(g int) error {
+							_, err := conns[g].Write(frame)
+							return err
+						})
+						rawSent += int64(n)
+						for got.Load() < rawSent*int64(len(frame)) {
+							time.Sleep(20 * time.Microsecond)
+						}
+						return time.Since(start)
+					}, func(n int) time.Duration {
+						start := time.Now()
+						runCallers(b, n, callers, func(g int) error {
+							return cn.Oneway(benchRequest(size))
+						})
+						sent += int64(n)
+						for seen.Load() < sent {
+							time.Sleep(20 * time.Microsecond)
+						}
+						return time.Since(start)
+					})
+					rawRate := float64(b.N) / rawDur.Seconds()
+					rate := float64(b.N) / dur.Seconds()
+					b.ReportMetric(rate, "frames/s")
+					b.ReportMetric(rawRate, "raw/s")
+					b.ReportMetric(rate/rawRate, "ratio")
 				})
-				rawRate := float64(b.N) / rawDur.Seconds()
-				rate := float64(b.N) / dur.Seconds()
-				b.ReportMetric(rate, "frames/s")
-				b.ReportMetric(rawRate, "raw/s")
-				b.ReportMetric(rate/rawRate, "ratio")
-			})
+			}
 		}
 	}
 }

@@ -51,11 +51,11 @@ func NewClient(opts ClientOptions) (*Client, error) {
 
 // Register serves requests with code sent by servers (e.g.
 // NOTIFY_CONSUMER_IDS_CHANGED) by p.
-func (c *Client) Register(code int32, p Processor) { c.mux.register(code, PoolDefault, p) }
+func (c *Client) Register(code int32, p Processor) { c.mux.register(code, PoolDefault, p, false) }
 
 // RegisterFunc is Register with a function.
 func (c *Client) RegisterFunc(code int32, fn func(c *Conn, req *protocol.Command) (*protocol.Command, error)) {
-	c.mux.register(code, PoolDefault, ProcessorFunc(fn))
+	c.mux.register(code, PoolDefault, ProcessorFunc(fn), false)
 }
 
 // OnConnClose registers fn to run when any of the client's connections

@@ -17,6 +17,14 @@ import (
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
+// Small received frames are carved from shared slabs of slabSize bytes
+// instead of being allocated one by one. A received Body thus keeps its slab
+// (at most slabSize) alive while it is referenced; headers are copied out.
+const (
+	slabSize     = 32 << 10
+	slabFrameMax = 4<<10 + 512
+)
+
 // copyBodyMax is the largest Body copied into the write buffer; larger
 // bodies are written from the caller's slice (no copy).
 const copyBodyMax = 16 << 10
@@ -40,7 +48,7 @@ type call struct {
 	opaque int32 // protected by Conn.mu
 	resp   *protocol.Command
 	err    error
-	done   chan struct{}                  // closed on completion (sync calls)
+	done   chan struct{}                  // sync calls: receives one value on completion
 	cb     func(*protocol.Command, error) // async calls
 	timer  *time.Timer                    // async timeout
 }
@@ -64,14 +72,17 @@ type Conn struct {
 	err     error                      // close reason; protected by mu
 
 	wmu     sync.Mutex
-	wcond   *sync.Cond // on wmu: signalled when a batch was written or the conn closed
-	wbuf    []byte     // frames waiting to be written; protected by wmu
-	marks   []mark     // external body parts in wbuf order; protected by wmu
-	wext    int64      // bytes of external parts in marks; protected by wmu
-	writing bool       // a goroutine is writing; protected by wmu
-	wclosed bool       // protected by wmu
-	spare   []byte     // second buffer swapped with wbuf; protected by wmu
-	spareMk []mark     // protected by wmu
+	wcond   *sync.Cond  // on wmu: signalled when a batch was written or the conn closed
+	wbuf    []byte      // frames waiting to be written; protected by wmu
+	marks   []mark      // external body parts in wbuf order; protected by wmu
+	wext    int64       // bytes of external parts in marks; protected by wmu
+	writing bool        // a goroutine is writing; protected by wmu
+	wclosed bool        // protected by wmu
+	spare   []byte      // second buffer swapped with wbuf; protected by wmu
+	spareMk []mark      // protected by wmu
+	iov     net.Buffers // parts of one writev; owned by the goroutine that set writing
+	wv      net.Buffers // iov as consumed by WriteTo; owned like iov
+	lazy    bool        // a lazy send may wait for flushQueued; owned by the reader
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -210,6 +221,7 @@ func (c *Conn) logClose(err error) {
 func (c *Conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var lw [4]byte
+	var slab []byte // carved into small frames, saving one allocation each
 	idle := c.opts.IdleTimeout
 	for {
 		if idle > 0 {
@@ -224,7 +236,15 @@ func (c *Conn) readLoop() error {
 		if err != nil {
 			return err
 		}
-		buf := make([]byte, n)
+		var buf []byte
+		if n <= slabFrameMax {
+			if len(slab) < n {
+				slab = make([]byte, slabSize)
+			}
+			buf, slab = slab[:n:n], slab[n:]
+		} else {
+			buf = make([]byte, n)
+		}
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return c.readErr(err, true)
 		}
@@ -234,10 +254,25 @@ func (c *Conn) readLoop() error {
 		}
 		if cmd.IsResponse() {
 			c.complete(cmd)
-			continue
+		} else {
+			c.disp.dispatch(c, cmd)
 		}
-		c.disp.dispatch(c, cmd)
+		if c.lazy && !frameBuffered(br) { // the next read may block: first write the answers inline processors queued
+			c.lazy = false
+			c.flushQueued()
+		}
 	}
+}
+
+// frameBuffered reports whether br holds a whole frame, so reading it
+// will not block.
+func frameBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n < 4 {
+		return false
+	}
+	lw, err := br.Peek(4)
+	return err == nil && uint64(n) >= 4+uint64(binary.BigEndian.Uint32(lw))
 }
 
 func (c *Conn) readErr(err error, midFrame bool) error {
@@ -273,7 +308,7 @@ func (c *Conn) complete(resp *protocol.Command) {
 func (c *Conn) finish(cl *call, resp *protocol.Command, err error) {
 	cl.resp, cl.err = resp, err
 	if cl.cb == nil {
-		close(cl.done)
+		cl.done <- struct{}{} // buffered; the last touch of cl here
 		return
 	}
 	if cl.timer != nil {
@@ -343,14 +378,17 @@ func putTimer(t *time.Timer) {
 // ctx has no deadline, RequestTimeout. req's opaque and flag are set here;
 // req must not be modified until Invoke returns.
 func (c *Conn) Invoke(ctx context.Context, req *protocol.Command) (*protocol.Command, error) {
-	cl := &call{done: make(chan struct{})}
+	cl := getCall()
 	if err := c.register(req, cl); err != nil {
+		putCall(cl)
 		req.ReleaseBody()
 		return nil, err
 	}
 	opaque := req.Opaque
 	if err := c.Send(req); err != nil {
-		c.unregister(opaque, cl)
+		if c.unregister(opaque, cl) {
+			putCall(cl)
+		} // else finish owns cl now: let it go
 		return nil, err
 	}
 	var timeout <-chan time.Time
@@ -361,9 +399,10 @@ func (c *Conn) Invoke(ctx context.Context, req *protocol.Command) (*protocol.Com
 	}
 	select {
 	case <-cl.done:
-		return cl.resp, cl.err
+		return takeCall(cl)
 	case <-ctx.Done():
 		if c.unregister(opaque, cl) {
+			putCall(cl)
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return nil, fmt.Errorf("%w: code %d to %s: %w", ErrTimeout, req.Code, c.peer, ctx.Err())
 			}
@@ -371,11 +410,31 @@ func (c *Conn) Invoke(ctx context.Context, req *protocol.Command) (*protocol.Com
 		}
 	case <-timeout:
 		if c.unregister(opaque, cl) {
+			putCall(cl)
 			return nil, fmt.Errorf("%w: code %d to %s after %v", ErrTimeout, req.Code, c.peer, c.opts.RequestTimeout)
 		}
 	}
 	<-cl.done // lost the race: the result is already there
-	return cl.resp, cl.err
+	return takeCall(cl)
+}
+
+// callPool recycles the calls of Invoke with their buffered done channels.
+// A call goes back only when nobody else can reach it: its result was
+// received from done, or it was unregistered before any completion.
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+func getCall() *call { return callPool.Get().(*call) }
+
+func putCall(cl *call) {
+	*cl = call{done: cl.done}
+	callPool.Put(cl)
+}
+
+// takeCall returns cl's result and recycles it.
+func takeCall(cl *call) (*protocol.Command, error) {
+	resp, err := cl.resp, cl.err
+	putCall(cl)
+	return resp, err
 }
 
 // InvokeAsync sends req and calls cb once with its response or an error
@@ -434,11 +493,22 @@ func (c *Conn) WriteResponse(req, resp *protocol.Command) error {
 	return c.Send(resp.ResponseTo(req))
 }
 
+// writeResponseLazy is WriteResponse for processors run on the reader: the
+// response is queued and written by the reader's next flushQueued.
+func (c *Conn) writeResponseLazy(req, resp *protocol.Command) error {
+	if req.IsOneway() {
+		resp.ReleaseBody()
+		return nil
+	}
+	c.lazy = true
+	return c.send(resp.ResponseTo(req), true, true)
+}
+
 // answerInline writes a response from the read loop without waiting on
 // backpressure.
 func (c *Conn) answerInline(req, resp *protocol.Command) {
 	if !req.IsOneway() {
-		_ = c.send(resp.ResponseTo(req), false)
+		_ = c.send(resp.ResponseTo(req), false, false)
 	}
 }
 
@@ -447,12 +517,14 @@ func (c *Conn) answerInline(req, resp *protocol.Command) {
 // slow socket it blocks (backpressure; a peer that stops reading is cut
 // off after WriteTimeout). cmd.Release runs after the bytes reached the
 // socket or were dropped. cmd must not be modified after Send.
-func (c *Conn) Send(cmd *protocol.Command) error { return c.send(cmd, true) }
+func (c *Conn) Send(cmd *protocol.Command) error { return c.send(cmd, true, false) }
 
 // send is Send; wait=false never blocks on backpressure (used by the read
 // loop for its inline answers, so two peers cannot block each other's
-// readers).
-func (c *Conn) send(cmd *protocol.Command, wait bool) error {
+// readers). lazy=true (reader goroutine only) queues cmd without writing
+// it while the queue is below MaxWriteQueue: the reader's flushQueued
+// writes it, with the answers to the other requests it has buffered.
+func (c *Conn) send(cmd *protocol.Command, wait, lazy bool) error {
 	c.wmu.Lock()
 	for wait && c.writing && !c.wclosed && int64(len(c.wbuf))+c.wext >= c.opts.MaxWriteQueue {
 		c.wcond.Wait()
@@ -482,12 +554,61 @@ func (c *Conn) send(cmd *protocol.Command, wait bool) error {
 		c.wext += int64(len(b))
 	}
 	cmd.Release = nil
-	if c.writing {
+	if c.writing || (lazy && int64(len(c.wbuf))+c.wext < c.opts.MaxWriteQueue) {
 		c.wmu.Unlock()
 		return nil
 	}
 	c.writing = true
 	return c.flushLocked()
+}
+
+// flushQueued writes what lazy sends left queued, unless a writer is at
+// it already. The reader calls it before it may block reading.
+func (c *Conn) flushQueued() {
+	c.wmu.Lock()
+	if c.writing || c.wclosed || len(c.wbuf) == 0 {
+		c.wmu.Unlock()
+		return
+	}
+	c.writing = true
+	_ = c.flushLocked()
+}
+
+// writeParts writes buf with the external parts of marks spliced in: one
+// plain write when there are none, else one writev. It runs on the
+// goroutine that set c.writing, which owns c.iov and c.wv.
+func (c *Conn) writeParts(buf []byte, marks []mark) error {
+	if len(marks) == 0 {
+		_, err := c.nc.Write(buf)
+		return err
+	}
+	iov := c.iov[:0]
+	last := 0
+	for i := range marks {
+		m := &marks[i]
+		if m.at > last {
+			iov = append(iov, buf[last:m.at])
+			last = m.at
+		}
+		if len(m.body) > 0 {
+			iov = append(iov, m.body)
+		}
+		for _, b := range m.bufs {
+			if len(b) > 0 {
+				iov = append(iov, b)
+			}
+		}
+	}
+	if last < len(buf) {
+		iov = append(iov, buf[last:])
+	}
+	c.wv = iov // WriteTo consumes its receiver
+	_, err := c.wv.WriteTo(c.nc)
+	for i := range iov {
+		iov[i] = nil
+	}
+	c.iov, c.wv = iov[:0], nil
+	return err
 }
 
 func (c *Conn) sendClosedErr() error {
@@ -499,7 +620,6 @@ func (c *Conn) sendClosedErr() error {
 // flushLocked writes queued frames until the queue is empty; it is called
 // with wmu held and c.writing set, and returns with wmu released.
 func (c *Conn) flushLocked() error {
-	var iov net.Buffers
 	for {
 		if len(c.wbuf) == 0 || c.wclosed {
 			c.writing = false
@@ -512,40 +632,16 @@ func (c *Conn) flushLocked() error {
 		c.wext = 0
 		c.wmu.Unlock()
 
-		iov = iov[:0]
-		last := 0
-		for i := range marks {
-			m := &marks[i]
-			if m.at > last {
-				iov = append(iov, buf[last:m.at])
-				last = m.at
-			}
-			if len(m.body) > 0 {
-				iov = append(iov, m.body)
-			}
-			for _, b := range m.bufs {
-				if len(b) > 0 {
-					iov = append(iov, b)
-				}
-			}
-		}
-		if last < len(buf) {
-			iov = append(iov, buf[last:])
-		}
 		var err error
 		if c.opts.WriteTimeout > 0 {
 			err = c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
 		}
 		if err == nil {
-			w := iov // WriteTo consumes its receiver
-			_, err = w.WriteTo(c.nc)
+			err = c.writeParts(buf, marks)
 		}
 		runReleases(marks)
 		for i := range marks {
 			marks[i] = mark{}
-		}
-		for i := range iov {
-			iov[i] = nil
 		}
 
 		c.wmu.Lock()

@@ -30,6 +30,13 @@
 // control for a while". Requests with the oneway bit are never answered.
 // A processor may return nil and answer later with Conn.WriteResponse.
 //
+// Processors registered with RegisterInline skip the worker hand-off:
+// while their pool's queue is empty and fewer than Workers of its requests
+// run, the reader runs the processor itself and queues its response; the
+// reader writes the queued responses in one write before it may block
+// reading again (no whole frame left in its buffer) or once MaxWriteQueue
+// bytes wait.
+//
 // # Goroutines and locks
 //
 // Server: one accept loop, one reader per connection, the pool workers;

@@ -26,8 +26,9 @@ func (f ProcessorFunc) ProcessRequest(c *Conn, req *protocol.Command) (*protocol
 }
 
 type route struct {
-	proc Processor
-	pool *workerPool
+	proc   Processor
+	pool   *workerPool
+	inline bool // may run on the connection's reader (RegisterInline)
 }
 
 type task struct {
@@ -42,6 +43,27 @@ type workerPool struct {
 	name  string
 	queue chan task
 	n     int
+	busy  atomic.Int32 // tasks running, on workers or inline
+}
+
+// tryInline claims a slot for a task run on the reader goroutine: it
+// succeeds only while the queue is empty and fewer than n tasks run, so
+// inline work never overtakes queued requests and at most n tasks run
+// inline at once (the workers may run n more from the queue meanwhile).
+// The caller releases the slot with busy.Add(-1).
+func (p *workerPool) tryInline() bool {
+	if len(p.queue) > 0 {
+		return false
+	}
+	for {
+		b := p.busy.Load()
+		if int(b) >= p.n {
+			return false
+		}
+		if p.busy.CompareAndSwap(b, b+1) {
+			return true
+		}
+	}
 }
 
 // mux maps request codes to processors and their pools. Registration
@@ -83,7 +105,7 @@ func (m *mux) close() {
 	m.wg.Wait()
 }
 
-func (m *mux) register(code int32, pool Pool, p Processor) {
+func (m *mux) register(code int32, pool Pool, p Processor, inline bool) {
 	if pool >= numPools {
 		pool = PoolDefault
 	}
@@ -94,15 +116,21 @@ func (m *mux) register(code int32, pool Pool, p Processor) {
 	for k, v := range old {
 		next[k] = v
 	}
-	next[code] = route{proc: p, pool: m.pools[pool]}
+	next[code] = route{proc: p, pool: m.pools[pool], inline: inline}
 	m.routes.Store(&next)
 }
 
+// dispatch serves req from the reader goroutine.
 func (m *mux) dispatch(c *Conn, req *protocol.Command) {
 	r, ok := (*m.routes.Load())[req.Code]
 	if !ok {
 		m.log.Debug("remoting: request code not supported", "peer", c.peer, "code", req.Code)
 		c.answerInline(req, protocol.NewResponse(protocol.RequestCodeNotSupported, protocol.NotSupportedRemark(req.Code)))
+		return
+	}
+	if r.inline && r.pool.tryInline() {
+		m.run(task{c: c, req: req, proc: r.proc}, true)
+		r.pool.busy.Add(-1)
 		return
 	}
 	select {
@@ -118,12 +146,14 @@ func (m *mux) work(p *workerPool) {
 	for {
 		select {
 		case t := <-p.queue:
-			m.run(t)
+			p.busy.Add(1)
+			m.run(t, false)
+			p.busy.Add(-1)
 		case <-m.stop:
 			for { // drain what is queued, then stop
 				select {
 				case t := <-p.queue:
-					m.run(t)
+					m.run(t, false)
 				default:
 					return
 				}
@@ -132,13 +162,19 @@ func (m *mux) work(p *workerPool) {
 	}
 }
 
-func (m *mux) run(t task) {
+// run serves t; inline (on the reader) queues the response for the
+// reader's next flush.
+func (m *mux) run(t task, inline bool) {
 	resp, err := m.call(t)
 	if err != nil {
 		m.log.Debug("remoting: processor failed", "peer", t.c.peer, "code", t.req.Code, "err", err)
 		resp = protocol.NewResponse(protocol.SystemError, err.Error())
 	}
 	if resp == nil {
+		return
+	}
+	if inline {
+		_ = t.c.writeResponseLazy(t.req, resp)
 		return
 	}
 	_ = t.c.WriteResponse(t.req, resp)

@@ -47,11 +47,25 @@ func NewServer(opts Options) (*Server, error) {
 
 // Register serves requests with code by p on pool. Registering a code
 // again replaces its processor. Safe at any time.
-func (s *Server) Register(code int32, pool Pool, p Processor) { s.mux.register(code, pool, p) }
+func (s *Server) Register(code int32, pool Pool, p Processor) { s.mux.register(code, pool, p, false) }
+
+// RegisterInline is Register for quick processors: while the pool's queue
+// is empty and fewer than Workers of its requests run, a request runs
+// directly on its connection's reader goroutine, saving the hand-off to a
+// worker, and its response is written together with those of the other
+// requests the reader had already received (one write per batch);
+// otherwise it goes through the pool as with Register (same SYSTEM_BUSY
+// rule). Requests pipelined on one connection thus run one after another.
+// While p runs the connection reads nothing, so p must never wait for
+// anything that arrives on the same connection (e.g. a response to a
+// request it sends to the peer) and should not block long (no disk flush).
+func (s *Server) RegisterInline(code int32, pool Pool, p Processor) {
+	s.mux.register(code, pool, p, true)
+}
 
 // RegisterFunc is Register with a function.
 func (s *Server) RegisterFunc(code int32, pool Pool, fn func(c *Conn, req *protocol.Command) (*protocol.Command, error)) {
-	s.mux.register(code, pool, ProcessorFunc(fn))
+	s.mux.register(code, pool, ProcessorFunc(fn), false)
 }
 
 // OnConnOpen registers fn to run for every accepted connection before its

@@ -16,6 +16,9 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
 func init() { rlog.SetLogLevel(os.Getenv("RLOG")) }
@@ -225,6 +228,11 @@ func TestInteropConsumerRetry(t *testing.T) {
 	if _, err := p.SendSync(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
+	// The Go client fetches the route of %RETRY%<group> when it starts,
+	// before its first heartbeat makes the broker create that topic; it
+	// would only see the retry queue at its next 30 s route refresh. Create
+	// the retry topic first, as an operator deploying a new group would.
+	createTopic(t, s.broker, "%RETRY%interop-retry", 1)
 	var attempts atomic.Int64
 	var second atomic.Pointer[primitive.MessageExt]
 	newPushConsumer(t, s, "interop-retry", "cons-retry", topic, consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
@@ -237,9 +245,27 @@ func TestInteropConsumerRetry(t *testing.T) {
 		second.CompareAndSwap(nil, m)
 		return consumer.ConsumeSuccess
 	})
-	waitUntil(t, 60*time.Second, "the retried message", func() bool { return second.Load() != nil })
+	waitUntil(t, 90*time.Second, "the retried message", func() bool { return second.Load() != nil })
 	r := second.Load()
 	if r.ReconsumeTimes < 1 || r.Topic != topic || r.GetTags() != "TagR" {
 		t.Fatalf("retried message: topic %q reconsume %d tags %q", r.Topic, r.ReconsumeTimes, r.GetTags())
+	}
+}
+
+// createTopic creates a topic on a SmartGo broker with SmartGo's own
+// remoting client (UPDATE_AND_CREATE_TOPIC, read/write, 1 queue).
+func createTopic(t *testing.T, brokerAddr, name string, queues int32) {
+	t.Helper()
+	c, err := remoting.NewClient(remoting.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.Invoke(ctx, brokerAddr, protocol.NewRequest(protocol.UpdateAndCreateTopic, &protocol.CreateTopicRequestHeader{
+		Topic: name, DefaultTopic: "TBW102", ReadQueueNums: queues, WriteQueueNums: queues, Perm: 6, TopicFilterType: protocol.TopicFilterSingleTag}, nil))
+	if err != nil || resp.Code != protocol.Success {
+		t.Fatalf("create topic %s: %v %v", name, resp, err)
 	}
 }

@@ -49,10 +49,21 @@ type Command struct {
 func NewRequest(code int32, hdr HeaderEncoder, body []byte) *Command {
 	c := &Command{Code: code, Language: LanguageGo, Version: CurrentVersion, Body: body}
 	if hdr != nil {
-		c.ExtFields = make(ExtFields, 8)
+		c.ExtFields = make(ExtFields, fieldsHint(hdr))
 		hdr.EncodeFields(c.ExtFields)
 	}
 	return c
+}
+
+// fieldCounter is implemented by headers with more than 8 fields, so that
+// their map is sized once instead of grown.
+type fieldCounter interface{ numFields() int }
+
+func fieldsHint(hdr HeaderEncoder) int {
+	if fc, ok := hdr.(fieldCounter); ok {
+		return fc.numFields()
+	}
+	return 8
 }
 
 // NewResponse returns a response command with the given code and remark.
@@ -74,7 +85,7 @@ func (c *Command) ResponseTo(req *Command) *Command {
 // SetHeader encodes hdr into c's extFields (created if nil) and returns c.
 func (c *Command) SetHeader(hdr HeaderEncoder) *Command {
 	if c.ExtFields == nil {
-		c.ExtFields = make(ExtFields, 8)
+		c.ExtFields = make(ExtFields, fieldsHint(hdr))
 	}
 	hdr.EncodeFields(c.ExtFields)
 	return c

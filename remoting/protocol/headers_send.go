@@ -28,6 +28,8 @@ type SendMessageRequestHeader struct {
 	BrokerName           string
 }
 
+func (h *SendMessageRequestHeader) numFields() int { return 14 }
+
 // EncodeFields implements HeaderEncoder.
 func (h *SendMessageRequestHeader) EncodeFields(f ExtFields) {
 	f["producerGroup"] = h.ProducerGroup
@@ -87,6 +89,8 @@ func (h *SendMessageRequestHeaderV2) V1() *SendMessageRequestHeader {
 	v := SendMessageRequestHeader(*h)
 	return &v
 }
+
+func (h *SendMessageRequestHeaderV2) numFields() int { return 14 }
 
 // EncodeFields implements HeaderEncoder.
 func (h *SendMessageRequestHeaderV2) EncodeFields(f ExtFields) {

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strconv"
@@ -440,6 +441,8 @@ func (s *jsonScanner) language() (LanguageCode, error) {
 	}
 }
 
+var quoteColon = []byte(`":`)
+
 // extFields reads an object of string values. Non-string scalars are kept
 // as their JSON text; null values are dropped; nested values are skipped.
 func (s *jsonScanner) extFields() (ExtFields, error) {
@@ -454,7 +457,11 @@ func (s *jsonScanner) extFields() (ExtFields, error) {
 	default:
 		return nil, s.errorf("extFields is not an object")
 	}
-	f := make(ExtFields, 8)
+	// Size the map once: every entry has a `":` after its key (the
+	// header's own keys after extFields make this an over-estimate by a
+	// few, which costs no extra allocation); growing a map past its hint
+	// reallocates it.
+	f := make(ExtFields, max(8, bytes.Count(s.b[s.i:], quoteColon)))
 	if s.peek() == '}' {
 		s.i++
 		return f, nil
