@@ -182,7 +182,13 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	} else {
 		s.goFunc(func() { s.expiryLoop(ctx) })
 	}
-	b.srv.RegisterFunc(protocol.StateStoreInvoke, remoting.PoolSend, s.processInvoke)
+	if ir, ok := any(b.srv).(inlineRegistrar); ok && b.opts.Store.FlushMode == store.FlushAsync && b.opts.Role != RoleSyncMaster {
+		// Nothing in Do waits for a disk flush or a slave: run it on the
+		// connection's reader while the pool is idle (no hand-off).
+		ir.RegisterInline(protocol.StateStoreInvoke, remoting.PoolSend, remoting.ProcessorFunc(s.processInvoke))
+	} else {
+		b.srv.RegisterFunc(protocol.StateStoreInvoke, remoting.PoolSend, s.processInvoke)
+	}
 	b.srv.RegisterFunc(protocol.StateStoreDropClient, remoting.PoolDefault, s.processDropClient)
 	b.srv.OnConnClose(s.connClosed)
 	s.log.Info("state store open", "shards", opts.Shards, "slave", s.slave, "dir", opts.Dir)
@@ -413,6 +419,12 @@ func (s *StateStore) connClosed(c *remoting.Conn, _ error) {
 	for _, id := range gone {
 		s.DropClient(id)
 	}
+}
+
+// inlineRegistrar is the remoting server's RegisterInline (run quick
+// processors on the connection's reader goroutine), used when present.
+type inlineRegistrar interface {
+	RegisterInline(code int32, pool remoting.Pool, p remoting.Processor)
 }
 
 func (s *StateStore) processInvoke(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {

@@ -397,42 +397,69 @@ func (p *Producer) SendOneway(ctx context.Context, m *Message) error {
 // in one queue with consecutive offsets. Batches carry no delay level and
 // are not compressed.
 func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) (*SendResult, error) {
+	pm, topic, err := p.prepareBatch(msgs)
+	if err != nil {
+		return nil, err
+	}
+	return p.sendPrepared(ctx, pm, topic, nil)
+}
+
+// SendBatchOrderly sends msgs as one batch to the queue selector picks for
+// key (HashSelector when nil): the batch lands on one queue, in order, and
+// after earlier orderly sends with the same key. The MQTT bridge uses it to
+// store one device's messages in order with one broker round trip.
+func (p *Producer) SendBatchOrderly(ctx context.Context, msgs []*Message, key string, selector QueueSelector) (*SendResult, error) {
+	pm, topic, err := p.prepareBatch(msgs)
+	if err != nil {
+		return nil, err
+	}
+	if selector == nil {
+		selector = HashSelector
+	}
+	return p.sendPrepared(ctx, pm, topic, func(qs []MessageQueue) MessageQueue { return selector(qs, key) })
+}
+
+// prepareBatch validates a batch (one topic, no delay level, not a retry
+// topic, non-empty bodies, within the size limit) and encodes its body.
+func (p *Producer) prepareBatch(msgs []*Message) (*prepared, string, error) {
 	if len(msgs) == 0 {
-		return nil, fmt.Errorf("%w: empty batch", ErrBadMessage)
+		return nil, "", fmt.Errorf("%w: empty batch", ErrBadMessage)
+	}
+	if msgs[0] == nil {
+		return nil, "", fmt.Errorf("%w: nil message in batch", ErrBadMessage)
 	}
 	topic := msgs[0].Topic
 	var body []byte
 	uniqs := make([]string, 0, len(msgs))
 	for _, m := range msgs {
 		if m == nil || m.Topic != topic {
-			return nil, fmt.Errorf("%w: a batch must have one topic", ErrBadMessage)
+			return nil, "", fmt.Errorf("%w: a batch must have one topic", ErrBadMessage)
 		}
 		if m.DelayLevel > 0 {
-			return nil, fmt.Errorf("%w: batch messages cannot have a delay level", ErrBadMessage)
+			return nil, "", fmt.Errorf("%w: batch messages cannot have a delay level", ErrBadMessage)
 		}
 		if strings.HasPrefix(topic, "%RETRY%") {
-			return nil, fmt.Errorf("%w: batch to a retry topic", ErrBadMessage)
+			return nil, "", fmt.Errorf("%w: batch to a retry topic", ErrBadMessage)
 		}
 		if len(m.Body) == 0 {
-			return nil, fmt.Errorf("%w: empty body", ErrBadMessage)
+			return nil, "", fmt.Errorf("%w: empty body", ErrBadMessage)
 		}
 		uniq := p.ids.Next()
 		props, err := m.properties(uniq, true)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		body = record.AppendBatchItem(body, m.Flag, m.Body, props)
 		uniqs = append(uniqs, uniq)
 	}
 	if len(body) > p.opts.MaxMessageSize {
-		return nil, fmt.Errorf("%w: batch of %d bytes exceeds %d", ErrBadMessage, len(body), p.opts.MaxMessageSize)
+		return nil, "", fmt.Errorf("%w: batch of %d bytes exceeds %d", ErrBadMessage, len(body), p.opts.MaxMessageSize)
 	}
 	h := &protocol.SendMessageRequestHeader{
 		ProducerGroup: p.opts.Group, Topic: topic, DefaultTopic: protocol.DefaultTopic,
 		DefaultTopicQueueNums: p.opts.DefaultTopicQueueNums, BornTimestamp: time.Now().UnixMilli(), Batch: true,
 	}
-	pm := &prepared{header: h, body: body, uniq: strings.Join(uniqs, ","), code: protocol.SendBatchMessage}
-	return p.sendPrepared(ctx, pm, topic, nil)
+	return &prepared{header: h, body: body, uniq: strings.Join(uniqs, ","), code: protocol.SendBatchMessage}, topic, nil
 }
 
 // faultTracker is the latency fault strategy: a broker whose last call

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,4 +178,57 @@ func TestMQTTReservedTopicsAndHandlers(t *testing.T) {
 		t.Fatalf("%+v", got)
 	}
 	_ = time.Second
+}
+
+// TestServerDisconnectAndSendToConnected: Server.Disconnect sends a v5
+// DISCONNECT with the reason (and closes a 3.1.1 connection), logs it and
+// keeps a persistent session; SendToConnected never queues for an offline
+// session.
+func TestServerDisconnectAndSendToConnected(t *testing.T) {
+	ts := startServer(t, nil)
+	if err := ts.Disconnect("nobody", packets.ReasonNotAuthorized); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("Disconnect unknown: %v", err)
+	}
+	r5 := connected(t, ts.addr, v5, "d5")
+	if err := ts.SendToConnected("d5", &Message{Topic: "n/1", QoS: 1, Payload: []byte("on")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r5.expectPublish(); string(got.Payload) != "on" {
+		t.Fatalf("%+v", got)
+	}
+	if err := ts.Disconnect("d5", packets.ReasonNotAuthorized); err != nil {
+		t.Fatal(err)
+	}
+	if code := r5.closed(); code != int(packets.ReasonNotAuthorized) {
+		t.Fatalf("v5 DISCONNECT reason %d, want 0x87", code)
+	}
+	checkFor(t, 5*time.Second, "disconnect log line", func() bool {
+		return strings.Contains(ts.logs.String(), "disconnecting client") && strings.Contains(ts.logs.String(), "client=d5")
+	})
+	r3 := dialRaw(t, ts.addr, v311)
+	r3.connect(&packets.Connect{ClientID: "d3", KeepAlive: 60}) // persistent session
+	if err := ts.Disconnect("d3", packets.ReasonNotAuthorized); err != nil {
+		t.Fatal(err)
+	}
+	if code := r3.closed(); code != -1 {
+		t.Fatalf("3.1.1 got a DISCONNECT %d", code)
+	}
+	checkFor(t, 5*time.Second, "d3 offline", func() bool {
+		return errors.Is(ts.Disconnect("d3", 0x87), ErrNotConnected)
+	})
+	// Offline: SendToConnected refuses and queues nothing; SendTo queues.
+	if err := ts.SendToConnected("d3", &Message{Topic: "n/x", QoS: 1, Payload: []byte("lost")}); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("SendToConnected offline: %v", err)
+	}
+	if err := ts.SendTo("d3", &Message{Topic: "n/x", QoS: 1, Payload: []byte("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	r3 = dialRaw(t, ts.addr, v311)
+	if ack := r3.connect(&packets.Connect{ClientID: "d3", KeepAlive: 60}); !ack.SessionPresent {
+		t.Fatal("session not kept after Disconnect")
+	}
+	if got := r3.expectPublish(); string(got.Payload) != "kept" {
+		t.Fatalf("resumed session got %q, want only the SendTo message", got.Payload)
+	}
+	r3.nothing(200 * time.Millisecond)
 }

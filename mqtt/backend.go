@@ -86,9 +86,29 @@ type Deliverer interface {
 	Deliver(msg *Message)
 }
 
+// AsyncBackend is an optional extension of Backend for pipelined ingress:
+// when the backend implements it, the server hands every client PUBLISH
+// (not handler topics, wills or Server.Publish) to PublishAsync and keeps
+// reading the connection while the stores are in flight, up to
+// Options.ReceiveMaximum unacknowledged QoS 1/2 messages per connection.
+//
+// PublishAsync must store the messages of one publishing client (one
+// Message.ClientID) in the order of the calls, and call done exactly once
+// per message, after the message is stored durably (nil) or failed; done
+// may run on any goroutine, also before PublishAsync returns, and must not
+// be called with a lock the backend needs to accept further messages. The
+// server sends PUBACK/PUBREC from done, in the order the PUBLISHes arrived
+// on the connection; a backend completing several messages at once should
+// call done for the last one first, so that the acknowledgements leave in
+// one write. The retain semantics are those of Backend.Publish.
+type AsyncBackend interface {
+	Backend
+	PublishAsync(ctx context.Context, msg *Message, done func(error))
+}
+
 // Backend is what the server needs from the system behind it. The
 // in-memory implementation is NewMemoryBackend; mqtt/bridge implements it
-// on RocketMQ.
+// on RocketMQ. A Backend may also implement AsyncBackend.
 type Backend interface {
 	// Start binds the backend to the server's delivery side. The server
 	// calls it once from Server.Start, before any Publish.

@@ -64,6 +64,12 @@ type conn struct {
 	maxOut      int
 	aliasIn     map[uint16]string
 
+	// Pipelined ingress (AsyncBackend, see acks.go).
+	ackMu     sync.Mutex
+	acks      []*pendingAck       // protected by ackMu: owed acknowledgements, arrival order
+	qos2Store map[uint16]struct{} // protected by ackMu: QoS 2 packet ids being stored
+	parked    bool                // protected by ackMu: the worker waits for acks to drain
+
 	// Protected by session.mu.
 	sendQuota   int
 	aliasOutMax uint16
@@ -94,6 +100,9 @@ func (c *conn) work() {
 		if n == batchPackets {
 			c.srv.pool.submit(c.work)
 			return
+		}
+		if c.srv.async != nil && c.connected.Load() && c.parkIfFull() {
+			return // completeAck reschedules the worker
 		}
 		c.inMu.Lock()
 		if c.closed {

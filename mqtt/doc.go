@@ -59,5 +59,19 @@
 // Options.Reserved allows it. Server.Handle claims a filter for an internal
 // handler that receives matching PUBLISHes with the client's identity;
 // Server.SendTo puts a message into a client's session without a
-// subscription (the state store's RPC responses).
+// subscription (the state store's RPC responses); Server.SendToConnected
+// does so only while the client is connected (nothing is queued for an
+// offline session: the state store's KEYNOTIFY notifications).
+// Server.Disconnect ends a client's connection with a reason (v5
+// DISCONNECT; 3.1.1: the connection is closed) and logs it.
+//
+// # Pipelined ingress
+//
+// A Backend that also implements AsyncBackend gets client PUBLISHes with
+// PublishAsync: the connection keeps decoding while stores are in flight,
+// up to Options.ReceiveMaximum owed acknowledgements per connection (then
+// its worker parks until some complete). PUBACK/PUBREC leave only after
+// the store completed and always in the order the PUBLISHes arrived;
+// acknowledgements completed together go out in one write. A 3.1.1 client
+// whose publish fails is disconnected, as on the synchronous path.
 package mqtt

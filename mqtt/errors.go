@@ -15,6 +15,10 @@ var (
 	// the client identifier.
 	ErrNoSession = errors.New("mqtt: no such session")
 
+	// ErrNotConnected is returned by Server.SendToConnected and
+	// Server.Disconnect when the client's session has no connection.
+	ErrNotConnected = errors.New("mqtt: client not connected")
+
 	// ErrQueueFull means a session's bounded offline/pending queue has no
 	// room for another QoS 1/2 message; the message is dropped for that
 	// session (MQTT 5 reason 0x97 quota exceeded where one is reported).

@@ -127,3 +127,9 @@ func (b *MemoryBackend) Close() error {
 	b.deliver = nil
 	return nil
 }
+
+// PublishAsync implements AsyncBackend: the store is immediate, so done
+// runs before PublishAsync returns.
+func (b *MemoryBackend) PublishAsync(ctx context.Context, msg *Message, done func(error)) {
+	done(b.Publish(ctx, msg))
+}

@@ -75,12 +75,15 @@ func (c *conn) handlePublish(p *packets.Publish) {
 		}
 	}
 	if p.QoS == 2 {
+		if s.async != nil && c.qos2InStore(p.PacketID) {
+			return // a duplicate of a PUBLISH being stored: its PUBREC follows
+		}
 		ss.mu.Lock()
 		_, dup := ss.inQoS2[p.PacketID]
 		over := !dup && len(ss.inQoS2) >= s.opts.ReceiveMaximum
 		ss.mu.Unlock()
 		if dup {
-			c.send(&packets.Pubrec{PacketID: p.PacketID})
+			c.ack(2, p.PacketID, 0, "")
 			return
 		}
 		if over {
@@ -103,6 +106,10 @@ func (c *conn) handlePublish(p *packets.Publish) {
 	if code == 0 {
 		msg := messageFrom(p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties, time.Now())
 		msg.ClientID, msg.Username = info.ClientID, info.Username
+		if h == nil && s.async != nil {
+			c.publishAsync(p, msg)
+			return
+		}
 		var err error
 		if h != nil {
 			err = h(s.ctx, info, msg)
@@ -123,20 +130,7 @@ func (c *conn) handlePublish(p *packets.Publish) {
 			code = 0 // 3.1.1 has no negative acknowledgement: drop silently
 		}
 	}
-	switch p.QoS {
-	case 1:
-		c.send(&packets.Puback{PacketID: p.PacketID, ReasonCode: code, Properties: c.ackProps(code, detail)})
-	case 2:
-		if code < 0x80 {
-			ss.mu.Lock()
-			if ss.inQoS2 == nil {
-				ss.inQoS2 = map[uint16]struct{}{}
-			}
-			ss.inQoS2[p.PacketID] = struct{}{}
-			ss.mu.Unlock()
-		}
-		c.send(&packets.Pubrec{PacketID: p.PacketID, ReasonCode: code, Properties: c.ackProps(code, detail)})
-	}
+	c.ack(p.QoS, p.PacketID, code, detail)
 }
 
 func (c *conn) handlePubrel(p *packets.Pubrel) {

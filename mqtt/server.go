@@ -34,6 +34,7 @@ type handlerEntry struct {
 type Server struct {
 	opts    Options
 	backend Backend
+	async   AsyncBackend // backend, when it implements AsyncBackend
 	log     *slog.Logger
 	dec     *packets.Decoder
 	creds   *Credentials
@@ -83,6 +84,7 @@ func NewServer(opts Options, backend Backend) (*Server, error) {
 	opts = opts.withDefaults()
 	s := &Server{opts: opts, backend: backend, log: opts.Logger,
 		sessions: map[string]*session{}, conns: map[*conn]struct{}{}}
+	s.async, _ = backend.(AsyncBackend)
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -333,14 +335,54 @@ func (s *Server) Deliver(msg *Message) {
 // now if the client is connected, queued (QoS 1/2) if its session is
 // offline. It returns ErrNoSession if the server has no session of that id.
 func (s *Server) SendTo(clientID string, msg *Message) error {
+	return s.sendTo(clientID, msg, false)
+}
+
+// SendToConnected is SendTo for a connected client only: when the session
+// is offline (or missing) the message is not queued and ErrNotConnected
+// (or ErrNoSession) is returned. A QoS 1/2 message may still wait in the
+// session queue for the client's receive quota, and is resent on a resumed
+// session like any other unacknowledged message.
+func (s *Server) SendToConnected(clientID string, msg *Message) error {
+	return s.sendTo(clientID, msg, true)
+}
+
+func (s *Server) sendTo(clientID string, msg *Message, connectedOnly bool) error {
 	s.mu.Lock()
 	ss := s.sessions[clientID]
 	s.mu.Unlock()
 	if ss == nil {
 		return fmt.Errorf("%w: %q", ErrNoSession, clientID)
 	}
-	if !ss.deliver(msg, msg.QoS, msg.Retain, nil) {
+	switch ss.deliverTo(msg, connectedOnly) {
+	case deliverFull:
 		return ErrQueueFull
+	case deliverOffline:
+		return fmt.Errorf("%w: %q", ErrNotConnected, clientID)
 	}
+	return nil
+}
+
+// Disconnect ends the connection of clientID: a v5 client gets a
+// DISCONNECT with reason (when it is a valid DISCONNECT reason code), a
+// 3.1.1 client has its connection closed. The disconnect is logged and
+// handled like any server-side close (the will is published, a persistent
+// session is kept). It returns ErrNotConnected when the client has no
+// connection and ErrNoSession when the server has no such session.
+func (s *Server) Disconnect(clientID string, reason packets.ReasonCode) error {
+	s.mu.Lock()
+	ss := s.sessions[clientID]
+	s.mu.Unlock()
+	if ss == nil {
+		return fmt.Errorf("%w: %q", ErrNoSession, clientID)
+	}
+	ss.mu.Lock()
+	c := ss.conn
+	ss.mu.Unlock()
+	if c == nil {
+		return fmt.Errorf("%w: %q", ErrNotConnected, clientID)
+	}
+	s.log.Info("mqtt: disconnecting client", "client", clientID, "remote", c.remote, "reason", reason.String(), "code", byte(reason))
+	c.closeWith(reason, "disconnected by the server", closeServer)
 	return nil
 }

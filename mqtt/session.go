@@ -68,12 +68,39 @@ func (s *Server) newSession(id string) *session {
 	return ss
 }
 
+// deliverResult is the outcome of session.deliverTo.
+type deliverResult byte
+
+const (
+	deliverOK      deliverResult = iota // sent, queued, or dropped as allowed
+	deliverFull                         // QoS 1/2 dropped: the queue is full
+	deliverOffline                      // not delivered: the session is offline
+)
+
+// deliverTo is deliver for Server.SendTo at the message's own QoS and
+// retain flag; with connectedOnly an offline session gets nothing.
+func (ss *session) deliverTo(msg *Message, connectedOnly bool) deliverResult {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if connectedOnly && (ss.dead || ss.conn == nil) {
+		return deliverOffline
+	}
+	if !ss.deliverLocked(msg, msg.QoS, msg.Retain, nil) {
+		return deliverFull
+	}
+	return deliverOK
+}
+
 // deliver hands a message to the session at the given QoS: sent now when
 // connected and within quota, queued (QoS 1/2) otherwise. It returns false
 // when the message was dropped because the queue is full.
 func (ss *session) deliver(msg *Message, qos byte, retain bool, subIDs []uint32) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	return ss.deliverLocked(msg, qos, retain, subIDs)
+}
+
+func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []uint32) bool {
 	if ss.dead {
 		return true
 	}

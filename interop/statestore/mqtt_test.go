@@ -2,7 +2,9 @@ package statestore
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -201,11 +203,50 @@ func TestStateStoreMQTTEnvelopeErrors(t *testing.T) {
 		!bytes.Equal(p.Properties.CorrelationData, corr) || string(p.Payload) != "$-1\r\n" || p.Properties.User.Get("__ts") != "" {
 		t.Fatalf("200 response %+v %q", p.Properties, p.Payload)
 	}
-	// Forbidden response topic: refused.
-	r, err := pc.Publish(ctx, &paho.Publish{Topic: statestore.RequestTopic, QoS: 1, Payload: get,
-		Properties: &paho.PublishProperties{ResponseTopic: statestore.RequestTopic, CorrelationData: corr, MessageExpiry: &exp}})
-	if err == nil && (r == nil || r.ReasonCode < 0x80) {
-		t.Fatalf("forbidden response topic accepted: %+v", r)
+}
+
+// TestStateStoreMQTTForbiddenResponseTopicDisconnects: a request whose
+// response topic is forbidden (the request topic, or under the notify
+// prefix) gets the client disconnected with DISCONNECT 0x87 and is not
+// executed.
+func TestStateStoreMQTTForbiddenResponseTopicDisconnects(t *testing.T) {
+	e := startEnv(t, false)
+	corr := bytes.Repeat([]byte{7}, 16)
+	exp := uint32(10)
+	set := statestore.AppendRequest(nil, []byte("SET"), []byte("forbidden"), []byte("v"))
+	ts := statestore.HLC{Wall: time.Now().UnixMilli(), Node: "bad"}.String()
+	for i, topic := range []string{statestore.RequestTopic, "clients/statestore/v1/FA9AE35F-2F64-47CD-9BFF-08E2B32A0FE8/x"} {
+		nc, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone := make(chan *paho.Disconnect, 1)
+		id := fmt.Sprintf("bad%d", i)
+		pc := paho.NewClient(paho.ClientConfig{ClientID: id, Conn: nc,
+			OnServerDisconnect: func(d *paho.Disconnect) { gone <- d }})
+		if _, err := pc.Connect(ctx10(t), &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 30}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		r, err := pc.Publish(ctx, &paho.Publish{Topic: statestore.RequestTopic, QoS: 1, Payload: set,
+			Properties: &paho.PublishProperties{ResponseTopic: topic, CorrelationData: corr, MessageExpiry: &exp,
+				User: paho.UserProperties{{Key: "__ts", Value: ts}}}})
+		cancel()
+		if err == nil {
+			t.Fatalf("%s: forbidden response topic acknowledged: %+v", topic, r)
+		}
+		select {
+		case d := <-gone:
+			if d.ReasonCode != 0x87 {
+				t.Fatalf("%s: DISCONNECT reason %#x, want 0x87", topic, d.ReasonCode)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: client not disconnected", topic)
+		}
+	}
+	c := e.dial(t, "good")
+	if v, _, ok, err := c.Get(ctx10(t), []byte("forbidden")); err != nil || ok {
+		t.Fatalf("forbidden request executed: %q %v", v, err)
 	}
 }
 

@@ -24,8 +24,9 @@ const (
 	groupReplay = "MQTT_BRIDGE_REPLAY"
 )
 
-// ringSize is how many recent deliveries per queue are remembered to find
-// a session's resume point (and the log position of its pending messages).
+// ringSize is how many recent deliveries per queue are at least
+// remembered (once that many happened; at most twice as many) to find a
+// session's resume point (and the log position of its pending messages).
 const ringSize = 2048
 
 // delivery is one message handed to the server by the live consumer.
@@ -38,7 +39,9 @@ type delivery struct {
 // queueState is the live consumer's progress on one queue.
 type queueState struct {
 	next int64      // offset after the last delivered message
-	ring []delivery // recent deliveries, oldest first, at most ringSize
+	ring []delivery // recent deliveries, oldest first, ringSize to 2*ringSize-1 once trimmed
+	// trimmed is set once older deliveries were dropped from ring.
+	trimmed bool
 }
 
 // Backend implements mqtt.Backend on SmartGo brokers (see doc.go).
@@ -71,6 +74,11 @@ type Backend struct {
 	retained map[string]*retainedEntry           // protected by mu
 	sessions map[string]*sessionRecord           // protected by mu; latest record per client
 	own      map[string]*sessionRecord           // protected by mu; last record this node wrote
+
+	// Pipelined ingress (ingress.go).
+	imu       sync.Mutex
+	chains    map[string]*ingressChain                                            // protected by imu: busy ordering keys
+	sendBatch func(ctx context.Context, msgs []*client.Message, key string) error // nil: no ordered batch send
 }
 
 // NewBackend validates opts and connects a producer; Start (called by the
@@ -97,7 +105,14 @@ func NewBackend(opts Options) (*Backend, error) {
 	}
 	b := &Backend{opts: opts, log: opts.Logger, prod: prod, adm: adm,
 		queues: map[client.MessageQueue]*queueState{}, sysNext: map[client.MessageQueue]int64{},
-		retained: map[string]*retainedEntry{}, sessions: map[string]*sessionRecord{}, own: map[string]*sessionRecord{}}
+		retained: map[string]*retainedEntry{}, sessions: map[string]*sessionRecord{}, own: map[string]*sessionRecord{},
+		chains: map[string]*ingressChain{}}
+	if bs, ok := any(prod).(orderedBatchSender); ok {
+		b.sendBatch = func(ctx context.Context, msgs []*client.Message, key string) error {
+			_, err := bs.SendBatchOrderly(ctx, msgs, key, client.HashSelector)
+			return err
+		}
+	}
 	for _, r := range opts.Routes {
 		if !slices.Contains(b.topics, r.Topic) {
 			b.topics = append(b.topics, r.Topic)
@@ -276,9 +291,12 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 				b.queues[x.Queue] = qs
 			}
 			qs.next = max(qs.next, x.QueueOffset+1)
-			if len(qs.ring) == ringSize {
-				copy(qs.ring, qs.ring[1:])
-				qs.ring = qs.ring[:ringSize-1]
+			if len(qs.ring) == 2*ringSize {
+				// Drop the older half at once (amortized O(1) per delivery).
+				n := copy(qs.ring, qs.ring[ringSize:])
+				clear(qs.ring[n:])
+				qs.ring = qs.ring[:n]
+				qs.trimmed = true
 			}
 			qs.ring = append(qs.ring, delivery{offset: x.QueueOffset, end: now, msg: m})
 			b.mu.Unlock()

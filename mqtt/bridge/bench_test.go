@@ -16,6 +16,9 @@ import (
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
+// ingressSize is the payload size of the ingress benchmarks (issue 8).
+const ingressSize = 128
+
 // qos1Load runs pubs MQTT v3.1.1 publishers against addr, n QoS 1
 // messages of size bytes in all, each with up to window unacknowledged,
 // and returns when every PUBACK arrived.
@@ -117,10 +120,10 @@ func BenchmarkBridgeIngressQoS1(b *testing.B) {
 	br := startBridge(b, c, nil)
 	for _, pubs := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("pubs=%d", pubs), func(b *testing.B) {
-			b.SetBytes(64)
+			b.SetBytes(ingressSize)
 			b.ReportAllocs()
 			start := time.Now()
-			qos1Load(b, addrOf(br), pubs, b.N, 64, 64)
+			qos1Load(b, addrOf(br), pubs, b.N, ingressSize, 64)
 			reportRate(b, start)
 		})
 	}
@@ -131,10 +134,10 @@ func BenchmarkBridgeIngressQoS1(b *testing.B) {
 func BenchmarkBridgeProducerBaseline(b *testing.B) {
 	c := startCluster(b)
 	prod := newProducer(b, c)
-	payload := make([]byte, 64)
+	payload := make([]byte, ingressSize)
 	for _, pubs := range []int{1, 16} {
 		b.Run(fmt.Sprintf("pubs=%d", pubs), func(b *testing.B) {
-			b.SetBytes(64)
+			b.SetBytes(ingressSize)
 			b.ReportAllocs()
 			start := time.Now()
 			var wg sync.WaitGroup
@@ -198,10 +201,10 @@ func BenchmarkMosquittoIngressQoS1(b *testing.B) {
 	}
 	for _, pubs := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("pubs=%d", pubs), func(b *testing.B) {
-			b.SetBytes(64)
+			b.SetBytes(ingressSize)
 			b.ReportAllocs()
 			start := time.Now()
-			qos1Load(b, addr, pubs, b.N, 64, 64)
+			qos1Load(b, addr, pubs, b.N, ingressSize, 64)
 			reportRate(b, start)
 		})
 	}

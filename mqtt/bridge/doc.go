@@ -13,11 +13,19 @@
 // of the publisher's client id (client.HashSelector), so one client's
 // messages keep their order in one queue, and Publish returns only when the
 // broker acknowledged the store: the server sends PUBACK/PUBREC after that.
-// Each connection has at most one Publish in progress (the engine handles a
-// connection's packets in order), so per-client order needs no more;
-// throughput comes from many connections in parallel on the producer's
-// multiplexed broker connections. The SDK's SendBatch picks its own queue,
-// so it is not used (that would break the per-client queue).
+//
+// The backend implements mqtt.AsyncBackend, so the engine keeps reading a
+// connection while its messages are stored (pipelined ingress). The
+// backend keeps one chain per ordering key (the client id, else the MQTT
+// topic); a goroutine per busy chain stores its messages in arrival order
+// and completes each (the PUBACK) only once the broker stored it. What
+// arrived while a store was in flight is taken in one go: when the producer
+// has an ordered batch send (SendBatchOrderly: one request, stored on the
+// key's queue with consecutive offsets), runs of non-retained messages of
+// one broker topic (up to 256 messages, 1 MiB) go out as one batch;
+// otherwise, and for retained messages, one SendOrderly each. The SDK's
+// plain SendBatch picks its own queue, so it is not used (that would break
+// the per-client queue).
 //
 // # Message properties
 //

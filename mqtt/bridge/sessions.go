@@ -76,7 +76,7 @@ func (b *Backend) resumePointsLocked(clientID string, disc time.Time) map[client
 			for i, d := range qs.ring {
 				if d.end.After(disc) {
 					live = d.offset
-					if i == 0 && len(qs.ring) == ringSize {
+					if i == 0 && qs.trimmed {
 						b.log.Warn("bridge: session resume point older than the delivery history; messages may be missed",
 							"client", clientID, "queue", q)
 					}

@@ -13,6 +13,7 @@ import (
 
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/packets"
 	"github.com/smartgo/smartgo/statestore"
 )
 
@@ -115,9 +116,12 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		return nil
 	}
 	if statestore.ForbiddenResponseTopic(msg.ResponseTopic) {
-		// The protocol disconnects such clients; the mqtt engine has no
-		// API for that, so the PUBLISH is refused (PUBACK 0x87).
-		f.log.Warn("state store request with forbidden response topic", "client", from.ClientID, "topic", msg.ResponseTopic)
+		// The protocol disconnects such clients (v5: DISCONNECT 0x87);
+		// the PUBACK is not sent on the closed connection.
+		f.log.Warn("state store request with forbidden response topic: disconnecting", "client", from.ClientID, "topic", msg.ResponseTopic)
+		if err := f.srv.Disconnect(from.ClientID, packets.ReasonNotAuthorized); err != nil {
+			f.log.Debug("state store: disconnect", "client", from.ClientID, "err", err)
+		}
 		return mqtt.ErrNotAuthorized
 	}
 	var protVer string
@@ -276,7 +280,9 @@ func (f *StateStoreFront) pushNotifications(ns []sscli.BrokerNotification) {
 		for _, p := range sn.UserProperties() {
 			m.User = append(m.User, mqtt.UserProperty{Key: p.Key, Value: p.Value})
 		}
-		if err := f.srv.SendTo(n.ClientID, m); errors.Is(err, mqtt.ErrNoSession) {
+		// Notifications are not queued for an offline session (the
+		// protocol drops them; the client re-reads on reconnect).
+		if err := f.srv.SendToConnected(n.ClientID, m); errors.Is(err, mqtt.ErrNoSession) {
 			f.clientGone(n.ClientID)
 		} else if err != nil {
 			f.log.Debug("state store notification not delivered", "client", n.ClientID, "err", err)
@@ -327,6 +333,16 @@ func (h *StateStoreSessionHook) fire(clientID string) {
 	if fn := h.gone.Load(); fn != nil {
 		(*fn)(clientID)
 	}
+}
+
+// PublishAsync implements mqtt.AsyncBackend with the wrapped backend's
+// PublishAsync, or its Publish when it has none.
+func (h *StateStoreSessionHook) PublishAsync(ctx context.Context, msg *mqtt.Message, done func(error)) {
+	if ab, ok := h.Backend.(mqtt.AsyncBackend); ok {
+		ab.PublishAsync(ctx, msg, done)
+		return
+	}
+	done(h.Backend.Publish(ctx, msg))
 }
 
 // SaveSession implements mqtt.Backend.

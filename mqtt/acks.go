@@ -1,0 +1,178 @@
+package mqtt
+
+import (
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// Pipelined ingress (AsyncBackend): a connection hands each PUBLISH to the
+// backend without waiting and keeps decoding; the acknowledgements wait in
+// c.acks, in arrival order, and leave as soon as every earlier one is
+// complete (MQTT requires PUBACKs in PUBLISH order). When ReceiveMaximum
+// acknowledgements are pending the worker parks until some complete.
+
+// pendingAck is the PUBACK/PUBREC owed for one received QoS 1/2 PUBLISH.
+type pendingAck struct {
+	id     uint16
+	qos    byte
+	done   bool
+	code   packets.ReasonCode
+	detail string
+}
+
+// ackLimit is how many acknowledgements may be pending per connection.
+func (c *conn) ackLimit() int { return max(c.srv.opts.ReceiveMaximum, 1) }
+
+// parkIfFull stops the worker when the connection has ackLimit pending
+// acknowledgements; completeAck reschedules it. The caller keeps
+// c.scheduled set, so no other worker starts meanwhile.
+func (c *conn) parkIfFull() bool {
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	if len(c.acks) < c.ackLimit() {
+		return false
+	}
+	c.parked = true
+	return true
+}
+
+// qos2InStore reports whether a QoS 2 PUBLISH with id is still being
+// stored (its PUBREC is coming; a duplicate is ignored).
+func (c *conn) qos2InStore(id uint16) bool {
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	_, ok := c.qos2Store[id]
+	return ok
+}
+
+// ack sends (or queues behind pending ones) the acknowledgement of a
+// PUBLISH whose outcome is known.
+func (c *conn) ack(qos byte, id uint16, code packets.ReasonCode, detail string) {
+	if qos == 0 {
+		return
+	}
+	if c.srv.async == nil {
+		c.sendAck(qos, id, code, detail)
+		return
+	}
+	a := c.addAck(qos, id)
+	c.completeAck(a, code, detail)
+}
+
+// addAck registers a pending acknowledgement in arrival order.
+func (c *conn) addAck(qos byte, id uint16) *pendingAck {
+	a := &pendingAck{id: id, qos: qos}
+	c.ackMu.Lock()
+	c.acks = append(c.acks, a)
+	if qos == 2 {
+		if c.qos2Store == nil {
+			c.qos2Store = map[uint16]struct{}{}
+		}
+		c.qos2Store[id] = struct{}{}
+	}
+	c.ackMu.Unlock()
+	return a
+}
+
+// publishAsync hands a PUBLISH to the AsyncBackend; its acknowledgement is
+// sent from the completion.
+func (c *conn) publishAsync(p *packets.Publish, msg *Message) {
+	var a *pendingAck
+	if p.QoS > 0 {
+		a = c.addAck(p.QoS, p.PacketID)
+	}
+	v5 := c.version == packets.Version5
+	c.srv.async.PublishAsync(c.srv.ctx, msg, func(err error) {
+		var code packets.ReasonCode
+		detail := ""
+		if err != nil {
+			code, detail = errReason(err), err.Error()
+			c.srv.log.Info("mqtt: publish refused", "client", msg.ClientID, "topic", msg.Topic, "reason", code.String(), "detail", detail)
+			if !v5 {
+				if code != packets.ReasonNotAuthorized {
+					c.closeWith(code, "publish failed: "+detail, closeServer)
+				}
+				code = 0 // 3.1.1 has no negative acknowledgement
+			}
+		}
+		if a != nil {
+			c.completeAck(a, code, detail)
+		}
+	})
+}
+
+// completeAck records a's outcome and sends every acknowledgement at the
+// head of the queue that is complete, in one write when they carry no
+// reason (a backend completing a batch last message first gets one write
+// for all of it). It resumes a parked worker once there is room again.
+func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string) {
+	c.ackMu.Lock()
+	a.done, a.code, a.detail = true, code, detail
+	n := 0
+	var buf []byte
+	for ; n < len(c.acks) && c.acks[n].done; n++ {
+		x := c.acks[n]
+		c.acks[n] = nil
+		if x.qos == 2 {
+			delete(c.qos2Store, x.id)
+			if x.code < 0x80 {
+				ss := c.session
+				ss.mu.Lock()
+				if ss.inQoS2 == nil {
+					ss.inQoS2 = map[uint16]struct{}{}
+				}
+				ss.inQoS2[x.id] = struct{}{}
+				ss.mu.Unlock()
+			}
+		}
+		if x.code == 0 {
+			var pk packets.Packet = &packets.Puback{PacketID: x.id}
+			if x.qos == 2 {
+				pk = &packets.Pubrec{PacketID: x.id}
+			}
+			buf, _ = packets.AppendPacket(buf, pk, c.version)
+			continue
+		}
+		if len(buf) > 0 {
+			c.write(buf)
+			buf = buf[:0]
+		}
+		c.sendAck(x.qos, x.id, x.code, x.detail)
+	}
+	if len(buf) > 0 {
+		c.write(buf)
+	}
+	if n > 0 {
+		c.acks = c.acks[n:]
+		if len(c.acks) == 0 {
+			c.acks = nil
+		}
+	}
+	resume := c.parked && len(c.acks) < c.ackLimit()
+	if resume {
+		c.parked = false
+	}
+	c.ackMu.Unlock()
+	if resume {
+		c.srv.pool.submit(c.work)
+	}
+}
+
+// sendAck sends one PUBACK (QoS 1) or PUBREC (QoS 2); a successful PUBREC
+// of the synchronous path also records the packet id as received.
+func (c *conn) sendAck(qos byte, id uint16, code packets.ReasonCode, detail string) {
+	switch qos {
+	case 1:
+		c.send(&packets.Puback{PacketID: id, ReasonCode: code, Properties: c.ackProps(code, detail)})
+	case 2:
+		if code < 0x80 && c.srv.async == nil {
+			ss := c.session
+			ss.mu.Lock()
+			if ss.inQoS2 == nil {
+				ss.inQoS2 = map[uint16]struct{}{}
+			}
+			ss.inQoS2[id] = struct{}{}
+			ss.mu.Unlock()
+		}
+		c.send(&packets.Pubrec{PacketID: id, ReasonCode: code, Properties: c.ackProps(code, detail)})
+	}
+}

@@ -1,0 +1,165 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/mqtt"
+)
+
+// Pipelined ingress (mqtt.AsyncBackend). The engine hands a connection's
+// PUBLISHes over without waiting; the backend keeps one chain per
+// ordering key (the publisher's client id, else the topic), and one
+// goroutine per busy chain stores the chain's messages in arrival order.
+// Whatever arrived while a store was in flight is taken in one go: runs of
+// non-retained messages of one broker topic go out as one ordered batch
+// when the producer offers one (orderedBatchSender), else one by one.
+
+// maxIngressBatch bounds one ordered batch: messages and body bytes.
+const (
+	maxIngressBatch      = 256
+	maxIngressBatchBytes = 1 << 20
+)
+
+// orderedBatchSender is the producer call the chains use for batches: msgs
+// (one topic) stored in the queue selector picks for key, with consecutive
+// offsets in slice order, acknowledged once all are stored.
+type orderedBatchSender interface {
+	SendBatchOrderly(ctx context.Context, msgs []*client.Message, key string, selector client.QueueSelector) (*client.SendResult, error)
+}
+
+// ingressItem is one message waiting in a chain.
+type ingressItem struct {
+	m    *mqtt.Message
+	done func(error)
+}
+
+// ingressChain is the queue of one ordering key; its items are protected
+// by Backend.imu and it exists while its goroutine runs.
+type ingressChain struct {
+	items []ingressItem
+}
+
+// orderKey is the key that keeps one publisher's messages in one queue.
+func orderKey(m *mqtt.Message) string {
+	if m.ClientID != "" {
+		return m.ClientID
+	}
+	return m.Topic
+}
+
+// PublishAsync implements mqtt.AsyncBackend: m is stored after every
+// earlier message of its publisher, and done runs once it is stored
+// (with the retained record, for a retained message) or failed.
+func (b *Backend) PublishAsync(ctx context.Context, m *mqtt.Message, done func(error)) {
+	key := orderKey(m)
+	b.imu.Lock()
+	if ch := b.chains[key]; ch != nil {
+		ch.items = append(ch.items, ingressItem{m, done})
+		b.imu.Unlock()
+		return
+	}
+	ch := &ingressChain{items: []ingressItem{{m, done}}}
+	b.chains[key] = ch
+	b.imu.Unlock()
+
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.imu.Lock()
+		delete(b.chains, key)
+		items := ch.items
+		ch.items = nil
+		b.imu.Unlock()
+		for _, it := range items {
+			it.done(ErrClosed)
+		}
+		return
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go b.runChain(ctx, key, ch)
+}
+
+// runChain stores a chain's messages until it is empty.
+func (b *Backend) runChain(ctx context.Context, key string, ch *ingressChain) {
+	defer b.wg.Done()
+	for {
+		b.imu.Lock()
+		items := ch.items
+		ch.items = nil
+		if len(items) == 0 {
+			delete(b.chains, key)
+			b.imu.Unlock()
+			return
+		}
+		b.imu.Unlock()
+		b.storeOrdered(ctx, key, items)
+	}
+}
+
+// storeOrdered stores items in order: batches where possible, otherwise
+// one Publish each. A failed batch fails each of its messages.
+func (b *Backend) storeOrdered(ctx context.Context, key string, items []ingressItem) {
+	for len(items) > 0 {
+		n, topic := b.batchable(items)
+		if n < 2 {
+			items[0].done(b.Publish(ctx, items[0].m))
+			items = items[1:]
+			continue
+		}
+		msgs := make([]*client.Message, 0, n)
+		var err error
+		for _, it := range items[:n] {
+			cm, cerr := toBroker(it.m, topic)
+			if cerr != nil {
+				err = cerr // not reached: batchable converted it already
+				break
+			}
+			msgs = append(msgs, cm)
+		}
+		if err == nil {
+			err = b.sendBatch(ctx, msgs, key)
+		}
+		if err != nil {
+			err = fmt.Errorf("bridge: store %d messages: %w", n, err)
+		}
+		// Last first: the engine then acknowledges the batch in one write.
+		for i := n - 1; i >= 0; i-- {
+			items[i].done(err)
+		}
+		items = items[n:]
+	}
+}
+
+// batchable returns how many leading items can go in one batch (0 or 1:
+// none) and their broker topic.
+func (b *Backend) batchable(items []ingressItem) (int, string) {
+	if b.sendBatch == nil || b.isClosed() {
+		return 0, ""
+	}
+	topic := ""
+	bytes := 0
+	n := 0
+	for ; n < len(items) && n < maxIngressBatch; n++ {
+		m := items[n].m
+		if m.Retain {
+			break
+		}
+		t := b.RouteOf(m.Topic)
+		if n == 0 {
+			topic = t
+		} else if t != topic {
+			break
+		}
+		if _, err := toBroker(m, t); err != nil {
+			break
+		}
+		bytes += len(m.Payload) + 256
+		if n > 0 && bytes > maxIngressBatchBytes {
+			break
+		}
+	}
+	return n, topic
+}
