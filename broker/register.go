@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -34,13 +35,20 @@ func (b *Broker) triggerRegister() {
 // registerLoop registers with every registry at start and every
 // RegisterInterval.
 func (b *Broker) registerLoop(ctx context.Context) {
-	b.registerAll(ctx)
+	ok := b.registerAll(ctx)
 	t := time.NewTicker(b.opts.RegisterInterval)
 	defer t.Stop()
+	retry := time.Second
 	for {
-		// A slave that has not learnt its master yet asks again soon.
+		// A registry that refused or was unreachable (e.g. it starts after
+		// the broker) is retried soon, backing off to the interval; a slave
+		// that has not learnt its master yet asks again every second.
 		var soon <-chan time.Time
-		if b.opts.Role == RoleSlave && b.masterHAAddress() == "" {
+		switch {
+		case !ok:
+			soon = time.After(retry)
+			retry = min(2*retry, b.opts.RegisterInterval)
+		case b.opts.Role == RoleSlave && b.masterHAAddress() == "":
 			soon = time.After(time.Second)
 		}
 		select {
@@ -49,7 +57,9 @@ func (b *Broker) registerLoop(ctx context.Context) {
 		case <-t.C:
 		case <-soon:
 		}
-		b.registerAll(ctx)
+		if ok = b.registerAll(ctx); ok {
+			retry = time.Second
+		}
 	}
 }
 
@@ -95,17 +105,20 @@ func (b *Broker) registrationBody() ([]byte, error) {
 func registrationCRC(body []byte) int32 { return int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF) }
 
 // registerAll registers with every registry in parallel.
-func (b *Broker) registerAll(ctx context.Context) {
+//
+// It reports whether every registry accepted the registration.
+func (b *Broker) registerAll(ctx context.Context) bool {
 	body, err := b.registrationBody()
 	if err != nil {
 		b.log.Error("encode registration", "err", err)
-		return
+		return false
 	}
 	hdr := protocol.RegisterBrokerRequestHeader{
 		BrokerName: b.opts.BrokerName, BrokerAddr: b.addr, ClusterName: b.opts.ClusterName,
 		HAServerAddr: b.haAddr(), BrokerID: b.opts.BrokerID, BodyCRC32: registrationCRC(body),
 	}
 	var wg sync.WaitGroup
+	var failed atomic.Int32
 	for _, addr := range b.opts.Registries {
 		wg.Add(1)
 		go func(addr string) {
@@ -115,8 +128,10 @@ func (b *Broker) registerAll(ctx context.Context) {
 			resp, err := b.client.Invoke(cctx, addr, protocol.NewRequest(protocol.RegisterBroker, &hdr, body))
 			switch {
 			case err != nil:
+				failed.Add(1)
 				b.log.Warn("register with registry failed", "registry", addr, "err", err)
 			case resp.Code != protocol.Success:
+				failed.Add(1)
 				b.log.Warn("registry refused registration", "registry", addr, "code", resp.Code, "remark", resp.Remark)
 			default:
 				if !b.registered.Swap(true) {
@@ -133,6 +148,7 @@ func (b *Broker) registerAll(ctx context.Context) {
 		}(addr)
 	}
 	wg.Wait()
+	return failed.Load() == 0
 }
 
 // unregisterAll tells every registry the broker is going away.

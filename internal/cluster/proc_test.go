@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -51,23 +52,38 @@ func smartgoBin(t *testing.T) string {
 	return binPath
 }
 
-// freePorts returns n loopback ports, each with port+1 free too (HA).
-func freePort(t *testing.T) int {
+// freePorts returns n loopback ports such that each port and port+1 (a
+// broker's HA port) are free and no two of these 2n ports coincide. Every
+// candidate stays bound until all are chosen, so one call cannot hand out
+// another's HA port.
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	for {
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			_ = ln.Close()
+		}
+	}()
+	var ports []int
+	for len(ports) < n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		held = append(held, ln)
 		p := ln.Addr().(*net.TCPAddr).Port
 		ln2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
-		_ = ln.Close()
-		if err == nil {
-			_ = ln2.Close()
-			return p
+		if err != nil {
+			continue // p+1 taken (possibly by one of ours): keep p held, try another
 		}
+		held = append(held, ln2)
+		ports = append(ports, p)
 	}
+	return ports
 }
+
+// freePort returns one port with port+1 free too.
+func freePort(t *testing.T) int { return freePorts(t, 1)[0] }
 
 type proc struct {
 	cmd  *exec.Cmd
@@ -128,10 +144,11 @@ func startProcCluster(t *testing.T, role string, extraSlave ...string) *procClus
 	t.Helper()
 	dir := t.TempDir()
 	c := &procCluster{dir: dir}
-	rp := freePort(t)
+	ports := freePorts(t, 3)
+	rp := ports[0]
 	c.reg = "127.0.0.1:" + strconv.Itoa(rp)
 	start(t, dir, "registry", "registry", "-set", "registry.listen="+c.reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"))
-	c.masterPort, c.slavePort = freePort(t), freePort(t)
+	c.masterPort, c.slavePort = ports[1], ports[2]
 	c.masterDir, c.slaveD = filepath.Join(dir, "m"), filepath.Join(dir, "s")
 	common := []string{"-registries", c.reg, "-set", "store.segment_size=8MiB", "-set", "broker.advertise_ip=127.0.0.1",
 		"-set", "store.sync_flush_timeout=1s"}
@@ -164,6 +181,14 @@ func (c *procCluster) slaveAddr() string  { return "127.0.0.1:" + strconv.Itoa(c
 
 func (c *procCluster) waitSlaveConnected(t *testing.T) {
 	t.Helper()
+	defer func() {
+		if t.Failed() {
+			for _, p := range []*proc{c.master, c.slave} {
+				data, _ := os.ReadFile(p.log)
+				t.Logf("%s:\n%s", p.log, tailLines(string(data), 40))
+			}
+		}
+	}()
 	checkFor(t, 30*time.Second, func() error {
 		if info := c.runtime(t, c.slaveAddr()); info["haConnected"] != "true" {
 			return fmt.Errorf("slave not connected: %v", info["haLastError"])
@@ -327,4 +352,12 @@ func TestClusterProcWrongMaster(t *testing.T) {
 	if info := c.runtime(t, c.slaveAddr()); info["commitLogMaxOffset"] != "0" {
 		t.Fatalf("slave log changed: %v", info["commitLogMaxOffset"])
 	}
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
