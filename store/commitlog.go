@@ -152,27 +152,10 @@ func (cl *commitLog) loadSegments() (damaged []*CorruptError, err error) {
 	if err := os.MkdirAll(cl.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRoot, err)
 	}
-	ents, err := os.ReadDir(cl.dir)
+	files, err := listNumberedFiles(cl.dir)
 	if err != nil {
-		return nil, fmt.Errorf("store: read %s: %w", cl.dir, err)
+		return nil, err
 	}
-	type fileInfo struct {
-		base, size int64
-		path       string
-	}
-	var files []fileInfo
-	for _, e := range ents {
-		base, ok := parseFileName(e.Name())
-		if !ok || !e.Type().IsRegular() {
-			continue
-		}
-		info, err := e.Info()
-		if err != nil {
-			return nil, fmt.Errorf("store: stat %s: %w", e.Name(), err)
-		}
-		files = append(files, fileInfo{base, info.Size(), filepath.Join(cl.dir, e.Name())})
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].base < files[j].base })
 	for i, f := range files {
 		if f.size > cl.segSize {
 			return nil, fmt.Errorf("%w: %s is %d bytes, SegmentSize is %d", ErrSegmentSize, f.path, f.size, cl.segSize)
@@ -594,4 +577,34 @@ func (cl *commitLog) closeAll() {
 		cl.prepared = nil
 	}
 	cl.allocMu.Unlock()
+}
+
+// numberedFile is a commitlog segment or consume-queue file: its name is
+// its 20-digit start offset.
+type numberedFile struct {
+	base, size int64
+	path       string
+}
+
+// listNumberedFiles returns the regular files of dir whose names are
+// 20-digit offsets, sorted by offset; other entries are ignored.
+func listNumberedFiles(dir string) ([]numberedFile, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: read %s: %w", dir, err)
+	}
+	var files []numberedFile
+	for _, e := range ents {
+		base, ok := parseFileName(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, fmt.Errorf("store: stat %s: %w", e.Name(), err)
+		}
+		files = append(files, numberedFile{base, info.Size(), filepath.Join(dir, e.Name())})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].base < files[j].base })
+	return files, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -271,27 +270,10 @@ func (cq *consumeQueue) closeAll(remove bool) {
 // or off the size grid is ErrSegmentSize; short files are extended and
 // reported; files after a hole in the sequence are removed and reported.
 func (cq *consumeQueue) loadFiles() (damaged []*CorruptError, err error) {
-	ents, err := os.ReadDir(cq.dir)
+	files, err := listNumberedFiles(cq.dir)
 	if err != nil {
-		return nil, fmt.Errorf("store: read %s: %w", cq.dir, err)
+		return nil, err
 	}
-	type fi struct {
-		base, size int64
-		path       string
-	}
-	var files []fi
-	for _, e := range ents {
-		base, ok := parseFileName(e.Name())
-		if !ok || !e.Type().IsRegular() {
-			continue
-		}
-		info, err := e.Info()
-		if err != nil {
-			return nil, fmt.Errorf("store: stat %s: %w", e.Name(), err)
-		}
-		files = append(files, fi{base, info.Size(), filepath.Join(cq.dir, e.Name())})
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].base < files[j].base })
 	for _, f := range files {
 		if f.size > cq.fileSize || f.base%cq.fileSize != 0 {
 			return nil, fmt.Errorf("%w: consume-queue file %s (%d bytes) does not match %d-byte files", ErrSegmentSize, f.path, f.size, cq.fileSize)
