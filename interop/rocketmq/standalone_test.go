@@ -52,14 +52,33 @@ func smartgoBinary(t *testing.T) string {
 	return binPath
 }
 
-func freePort(t *testing.T) int {
+// freePorts returns n loopback ports such that each port and port+1 (a
+// broker's HA port) are free and no two of these 2n ports coincide; every
+// candidate stays bound until all are chosen.
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			_ = ln.Close()
+		}
+	}()
+	var ports []int
+	for len(ports) < n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, ln)
+		p := ln.Addr().(*net.TCPAddr).Port
+		ln2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1))
+		if err != nil {
+			continue
+		}
+		held = append(held, ln2)
+		ports = append(ports, p)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // startStandalone runs `smartgo standalone` on free loopback ports with
@@ -68,12 +87,14 @@ func startStandalone(t *testing.T, extra ...string) *standalone {
 	t.Helper()
 	bin := smartgoBinary(t)
 	dir := t.TempDir()
+	ports := freePorts(t, 3)
 	s := &standalone{
-		registry: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		broker:   fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		registry: fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		broker:   fmt.Sprintf("127.0.0.1:%d", ports[1]),
 	}
 	args := append([]string{"standalone", "-data", filepath.Join(dir, "data"),
 		"-set", "registry.listen=" + s.registry, "-set", "broker.listen=" + s.broker,
+		"-set", fmt.Sprintf("bridge.listen=127.0.0.1:%d", ports[2]),
 		"-set", "store.segment_size=64MiB", "-set", "log.level=" + logLevel()}, extra...)
 	s.cmd = exec.Command(bin, args...)
 	logf, err := os.Create(filepath.Join(dir, "smartgo.log"))
