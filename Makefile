@@ -51,7 +51,7 @@ staticcheck:
 
 # Interop tests against unmodified third-party clients (their own module).
 interop:
-	cd interop && $(GO) test -count=1 -timeout 20m ./...
+	cd interop && $(GO) test -p 1 -count=1 -timeout 20m ./...
 
 # Master/slave tests with real processes (registry, master, slave).
 cluster:
