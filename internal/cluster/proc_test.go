@@ -10,7 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
+	"github.com/smartgo/smartgo/internal/testnet"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,35 +52,8 @@ func smartgoBin(t *testing.T) string {
 	return binPath
 }
 
-// freePorts returns n loopback ports such that each port and port+1 (a
-// broker's HA port) are free and no two of these 2n ports coincide. Every
-// candidate stays bound until all are chosen, so one call cannot hand out
-// another's HA port.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var held []net.Listener
-	defer func() {
-		for _, ln := range held {
-			_ = ln.Close()
-		}
-	}()
-	var ports []int
-	for len(ports) < n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, ln)
-		p := ln.Addr().(*net.TCPAddr).Port
-		ln2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
-		if err != nil {
-			continue // p+1 taken (possibly by one of ours): keep p held, try another
-		}
-		held = append(held, ln2)
-		ports = append(ports, p)
-	}
-	return ports
-}
+// freePorts: see testnet.FreePorts.
+func freePorts(t *testing.T, n int) []int { return testnet.FreePorts(t, n) }
 
 // freePort returns one port with port+1 free too.
 func freePort(t *testing.T) int { return freePorts(t, 1)[0] }

@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
+	"github.com/smartgo/smartgo/internal/testnet"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,34 +52,8 @@ func smartgoBinary(t *testing.T) string {
 	return binPath
 }
 
-// freePorts returns n loopback ports such that each port and port+1 (a
-// broker's HA port) are free and no two of these 2n ports coincide; every
-// candidate stays bound until all are chosen.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var held []net.Listener
-	defer func() {
-		for _, ln := range held {
-			_ = ln.Close()
-		}
-	}()
-	var ports []int
-	for len(ports) < n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, ln)
-		p := ln.Addr().(*net.TCPAddr).Port
-		ln2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1))
-		if err != nil {
-			continue
-		}
-		held = append(held, ln2)
-		ports = append(ports, p)
-	}
-	return ports
-}
+// freePorts: see testnet.FreePorts.
+func freePorts(t *testing.T, n int) []int { return testnet.FreePorts(t, n) }
 
 // startStandalone runs `smartgo standalone` on free loopback ports with
 // its data in a temp dir, and stops it (SIGTERM) at cleanup.
