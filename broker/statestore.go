@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting"
@@ -109,7 +110,7 @@ type StateStore struct {
 	shards []*ssShard
 
 	connMu sync.Mutex
-	conns  map[string]*remoting.Conn // client id -> front end conn that last carried its request; protected by connMu
+	conns  map[string]ssPeer // client id -> front end that last carried its request; protected by connMu
 
 	wake      chan struct{} // nudges the expiry loop after an apply
 	cancel    context.CancelFunc
@@ -123,11 +124,44 @@ type ssShard struct {
 	id  int32
 	eng *statestore.Engine
 
-	mu      sync.Mutex // serializes Prepare/append/Apply and snapshots
-	next    int64      // queue offset of the next entry to apply; protected by mu
-	lastEnd int64      // commitlog offset just past the last applied entry; protected by mu
-	snapAt  int64      // next when the last snapshot was written; protected by mu
-	failed  error      // set on an Apply or log error: the shard stops (fail-stop); protected by mu
+	mu      sync.Mutex  // serializes mutations (Prepare/append/Apply) and snapshots; a GET does not take it
+	next    int64       // queue offset of the next entry to apply; protected by mu
+	lastEnd int64       // commitlog offset just past the last applied entry; protected by mu
+	snapAt  int64       // next when the last snapshot was written; protected by mu
+	failed  error       // set on an Apply or log error: the shard stops (fail-stop); protected by mu
+	down    atomic.Bool // failed != nil, readable without mu (the read path)
+}
+
+// fail stops the shard with err. Called with mu held.
+func (sh *ssShard) fail(err error) {
+	sh.failed = err
+	sh.down.Store(true)
+}
+
+// ssPeer is where the notifications of a client go when a request of
+// another front end causes them: the front end that carried the client's
+// last request. Peers are compared with ==.
+type ssPeer interface {
+	push([]protocol.StateStoreNotification) error
+}
+
+// ssConnPeer is a front end behind a remoting connection (StateStoreNotify).
+type ssConnPeer struct{ c *remoting.Conn }
+
+func (p ssConnPeer) push(list []protocol.StateStoreNotification) error {
+	body := (&protocol.StateStoreResponse{Notifications: list}).AppendBody(nil)
+	if err := p.c.Oneway(protocol.NewRequest(protocol.StateStoreNotify, nil, body)); err != nil {
+		return fmt.Errorf("%s: %w", p.c.RemoteAddr(), err)
+	}
+	return nil
+}
+
+// ssSinkPeer is an in-process front end (InvokeLocal).
+type ssSinkPeer struct{ s protocol.StateStoreSink }
+
+func (p ssSinkPeer) push(list []protocol.StateStoreNotification) error {
+	p.s.PushStateStoreNotifications(list)
+	return nil
 }
 
 // OpenStateStore creates (or checks) StateStoreTopic, restores every shard
@@ -144,7 +178,7 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 		lg = b.log
 	}
 	s := &StateStore{b: b, opts: opts, log: lg.With("component", "statestore"), slave: b.opts.Role == RoleSlave,
-		conns: map[string]*remoting.Conn{}, wake: make(chan struct{}, 1)}
+		conns: map[string]ssPeer{}, wake: make(chan struct{}, 1)}
 	if !s.slave {
 		tc, err := b.topics.CreateSystemTopic(StateStoreTopic, int32(opts.Shards), PermRW)
 		if err != nil {
@@ -267,6 +301,30 @@ func (s *StateStore) Err() error {
 // (StateStoreNotify); the rest are returned in the response. from may be
 // nil (in-process callers), and then every notification is returned.
 func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, from *remoting.Conn) (*protocol.StateStoreResponse, error) {
+	if from == nil {
+		return s.do(ctx, req, nil)
+	}
+	return s.do(ctx, req, ssConnPeer{from})
+}
+
+// InvokeLocal serves req for a front end in the same process (the MQTT
+// bridge of `smartgo standalone`), without the remoting round trip: it is
+// Do with sink in place of the connection. Notifications for clients whose
+// last request came through sink are returned in the response; those of
+// clients last seen on another front end go to it; notifications caused
+// later by others (another front end's request, an expiry) for clients
+// last seen on sink go to sink. A nil sink returns every notification. Errors
+// wrap ErrStateStoreNotOwner or ErrStateStoreUnavailable (try again, maybe
+// elsewhere) or ErrStateStoreFailed.
+func (s *StateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
+	if sink == nil {
+		return s.do(ctx, req, nil)
+	}
+	return s.do(ctx, req, ssSinkPeer{sink})
+}
+
+// do serves Do and InvokeLocal; from nil returns every notification.
+func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, from ssPeer) (*protocol.StateStoreResponse, error) {
 	if s.slave {
 		return nil, fmt.Errorf("%w: slave", ErrStateStoreNotOwner)
 	}
@@ -290,6 +348,28 @@ func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, fr
 		r.SetUserProperty(statestore.PropFencingToken, req.FencingToken)
 	}
 	sh := s.shards[req.Shard]
+	if cmd, err := statestore.ParseCommand(req.Payload); err != nil || cmd.Verb == statestore.VerbGet {
+		// A GET (or a request the engine rejects) is answered by Prepare
+		// alone, from the applied table: it needs no log position, so it
+		// does not wait behind another request's append (and its flush
+		// under sync flush) for sh.mu.
+		if sh.down.Load() {
+			sh.mu.Lock()
+			err := sh.failed
+			sh.mu.Unlock()
+			return nil, fmt.Errorf("%w: shard %d: %w", ErrStateStoreFailed, sh.id, err)
+		}
+		if _, out, needsLog := sh.eng.Prepare(r, s.b.now()); !needsLog {
+			return s.reply(out, from), nil
+		}
+		// Unreachable (Prepare logs only SET, DEL and VDEL); a version was
+		// issued out of order, so stop rather than diverge.
+		sh.mu.Lock()
+		sh.fail(fmt.Errorf("broker: state store shard %d: a read asked for the log", sh.id))
+		err := sh.failed
+		sh.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", ErrStateStoreFailed, err)
+	}
 	sh.mu.Lock()
 	if sh.failed != nil {
 		err := sh.failed
@@ -317,12 +397,17 @@ func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, fr
 			s.log.Warn("state store entry not acknowledged by a slave", "shard", sh.id, "code", code)
 		}
 	}
+	return s.reply(out, from), nil
+}
+
+// reply builds the response for an outcome, routing its notifications.
+func (s *StateStore) reply(out statestore.Outcome, from ssPeer) *protocol.StateStoreResponse {
 	resp := &protocol.StateStoreResponse{Reply: out.Reply.Payload}
 	if !out.Reply.Version.IsZero() {
 		resp.Version = out.Reply.Version.String()
 	}
 	resp.Notifications = s.route(out.Notifications, from, from == nil)
-	return resp, nil
+	return resp
 }
 
 // appendApply appends entry to the shard's queue and applies it. Called
@@ -340,13 +425,13 @@ func (s *StateStore) appendApply(ctx context.Context, sh *ssShard, entry []byte)
 	}
 	if res.QueueOffset != sh.next {
 		// Someone else wrote to the queue: the table would diverge.
-		sh.failed = fmt.Errorf("broker: state store shard %d: entry stored at queue offset %d, expected %d", sh.id, res.QueueOffset, sh.next)
+		sh.fail(fmt.Errorf("broker: state store shard %d: entry stored at queue offset %d, expected %d", sh.id, res.QueueOffset, sh.next))
 		s.log.Error("state store shard stopped", "shard", sh.id, "err", sh.failed)
 		return statestore.Outcome{}, fmt.Errorf("%w: %w", ErrStateStoreFailed, sh.failed)
 	}
 	out, err := sh.eng.Apply(entry, time.UnixMilli(res.StoreTimestamp))
 	if err != nil {
-		sh.failed = fmt.Errorf("broker: state store shard %d: apply offset %d: %w", sh.id, res.QueueOffset, err)
+		sh.fail(fmt.Errorf("broker: state store shard %d: apply offset %d: %w", sh.id, res.QueueOffset, err))
 		s.log.Error("state store shard stopped", "shard", sh.id, "err", sh.failed)
 		return statestore.Outcome{}, fmt.Errorf("%w: %w", ErrStateStoreFailed, sh.failed)
 	}
@@ -359,14 +444,14 @@ func (s *StateStore) appendApply(ctx context.Context, sh *ssShard, entry []byte)
 }
 
 // route converts notifications, pushes those of clients last seen on a
-// connection other than from, and returns the rest (with keepAll, all of
+// front end other than from, and returns the rest (with keepAll, all of
 // them, pushing none).
-func (s *StateStore) route(ns []statestore.Notification, from *remoting.Conn, keepAll bool) []protocol.StateStoreNotification {
+func (s *StateStore) route(ns []statestore.Notification, from ssPeer, keepAll bool) []protocol.StateStoreNotification {
 	if len(ns) == 0 {
 		return nil
 	}
 	var mine []protocol.StateStoreNotification
-	other := map[*remoting.Conn][]protocol.StateStoreNotification{}
+	other := map[ssPeer][]protocol.StateStoreNotification{}
 	s.connMu.Lock()
 	for _, n := range ns {
 		w := protocol.StateStoreNotification{ClientID: n.ClientID, Key: []byte(n.Key), Op: uint8(n.Op),
@@ -380,9 +465,8 @@ func (s *StateStore) route(ns []statestore.Notification, from *remoting.Conn, ke
 	}
 	s.connMu.Unlock()
 	for c, list := range other {
-		body := (&protocol.StateStoreResponse{Notifications: list}).AppendBody(nil)
-		if err := c.Oneway(protocol.NewRequest(protocol.StateStoreNotify, nil, body)); err != nil {
-			s.log.Debug("state store notify push", "peer", c.RemoteAddr().String(), "err", err)
+		if err := c.push(list); err != nil {
+			s.log.Debug("state store notify push", "err", err)
 		}
 	}
 	return mine
@@ -411,7 +495,7 @@ func (s *StateStore) connClosed(c *remoting.Conn, _ error) {
 	var gone []string
 	s.connMu.Lock()
 	for id, cc := range s.conns {
-		if cc == c {
+		if cc == (ssConnPeer{c}) {
 			gone = append(gone, id)
 		}
 	}
@@ -522,7 +606,7 @@ func (s *StateStore) replicateLoop(ctx context.Context) {
 			sh.mu.Lock()
 			if sh.failed == nil {
 				if err := s.catchUp(sh); err != nil {
-					sh.failed = err
+					sh.fail(err)
 					s.log.Error("state store shard stopped", "shard", sh.id, "err", err)
 				}
 			}
@@ -538,7 +622,7 @@ func (s *StateStore) Sync() error {
 		sh.mu.Lock()
 		if sh.failed == nil {
 			if err := s.catchUp(sh); err != nil {
-				sh.failed = err
+				sh.fail(err)
 			}
 		}
 		err := sh.failed

@@ -102,7 +102,7 @@ func (s *StateStore) restore(sh *ssShard) error {
 	if err := s.catchUp(sh); err != nil {
 		// Fail-stop for this shard only: it answers errors until an
 		// operator repairs its log; the other shards serve.
-		sh.failed = err
+		sh.fail(err)
 		s.log.Error("state store shard stopped at replay", "shard", sh.id, "err", err)
 		return nil
 	}

@@ -13,10 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/statestore"
 	"github.com/smartgo/smartgo/store"
@@ -300,6 +302,10 @@ func TestStateStoreHostFailStop(t *testing.T) {
 	if _, err := s.Do(context.Background(), req, nil); !errors.Is(err, ErrStateStoreFailed) {
 		t.Fatalf("stopped shard served: %v", err)
 	}
+	get := &protocol.StateStoreRequest{Shard: shard, ClientID: "c", Payload: statestore.AppendRequest(nil, []byte("GET"), []byte(key))}
+	if _, err := s.Do(context.Background(), get, nil); !errors.Is(err, ErrStateStoreFailed) {
+		t.Fatalf("stopped shard served a GET: %v", err)
+	}
 	ssDo(t, s, "c", "SET", other, "ok")
 	s.stop()
 	_ = b.Close()
@@ -315,5 +321,186 @@ func TestStateStoreHostFailStop(t *testing.T) {
 	}
 	if _, err := s.Do(context.Background(), req, nil); !errors.Is(err, ErrStateStoreFailed) {
 		t.Fatalf("corrupt shard served after restart: %v", err)
+	}
+	if _, err := s.Do(context.Background(), get, nil); !errors.Is(err, ErrStateStoreFailed) {
+		t.Fatalf("corrupt shard served a GET after restart: %v", err)
+	}
+}
+
+// ssSink is a protocol.StateStoreSink that collects what is pushed to it.
+type ssSink struct {
+	mu  sync.Mutex
+	got []protocol.StateStoreNotification
+}
+
+func (s *ssSink) PushStateStoreNotifications(ns []protocol.StateStoreNotification) {
+	s.mu.Lock()
+	s.got = append(s.got, ns...)
+	s.mu.Unlock()
+}
+
+func (s *ssSink) take() []protocol.StateStoreNotification {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.got
+	s.got = nil
+	return out
+}
+
+// TestStateStoreHostLocalSinks drives InvokeLocal from two in-process
+// front ends: a watcher's notifications come back in the response when
+// the change came through the watcher's own front end, are pushed to its
+// sink when another front end (or the expiry timer) caused them, and stop
+// after DropClient.
+func TestStateStoreHostLocalSinks(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	s := ssOpen(t, b, nil)
+	defer s.Close()
+	a, other := &ssSink{}, &ssSink{}
+	invoke := func(sink protocol.StateStoreSink, client string, args ...string) *protocol.StateStoreResponse {
+		t.Helper()
+		bs := make([][]byte, len(args))
+		for i, x := range args {
+			bs[i] = []byte(x)
+		}
+		req := &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(bs[1], s.Shards())), ClientID: client,
+			Timestamp: ssTS(), HasTimestamp: true, Payload: statestore.AppendRequest(nil, bs...)}
+		resp, err := s.InvokeLocal(context.Background(), req, sink)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return resp
+	}
+	if r := invoke(a, "w", "KEYNOTIFY", "k"); string(r.Reply) != "+OK\r\n" {
+		t.Fatalf("keynotify: %q", r.Reply)
+	}
+	// Through the watcher's front end: returned, nothing pushed.
+	r := invoke(a, "c1", "SET", "k", "v1")
+	if len(r.Notifications) != 1 || r.Notifications[0].ClientID != "w" || string(r.Notifications[0].Value) != "v1" {
+		t.Fatalf("own front end: %+v", r.Notifications)
+	}
+	if got := a.take(); len(got) != 0 {
+		t.Fatalf("pushed although returned: %+v", got)
+	}
+	// Through another front end: pushed to the watcher's sink.
+	r = invoke(other, "c2", "SET", "k", "v2")
+	if len(r.Notifications) != 0 {
+		t.Fatalf("other front end got the watcher's notification: %+v", r.Notifications)
+	}
+	if got := a.take(); len(got) != 1 || got[0].ClientID != "w" || string(got[0].Value) != "v2" || got[0].Version != r.Version {
+		t.Fatalf("pushed: %+v (version %s)", got, r.Version)
+	}
+	// A GET changes nothing and notifies nobody.
+	if r := invoke(other, "c2", "GET", "k"); string(r.Reply) != "$2\r\nv2\r\n" || len(r.Notifications) != 0 {
+		t.Fatalf("get: %q %+v", r.Reply, r.Notifications)
+	}
+	// Expiry, by the broker's timer: pushed.
+	invoke(a, "w", "KEYNOTIFY", "e")
+	invoke(other, "c2", "SET", "e", "x", "PX", "30")
+	a.take()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if got := a.take(); len(got) == 1 && got[0].Op == uint8(statestore.OpDelete) && string(got[0].Key) == "e" {
+			break
+		} else if len(got) != 0 {
+			t.Fatalf("expiry pushed %+v", got)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("expiry notification never pushed to the sink")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := s.DropClient("w"); n != 2 { // k and e (a registration outlives its key)
+		t.Fatalf("drop client removed %d registrations", n)
+	}
+	invoke(other, "c2", "SET", "k", "v3")
+	if got := a.take(); len(got) != 0 {
+		t.Fatalf("pushed after DropClient: %+v", got)
+	}
+}
+
+// BenchmarkStateStoreGetPath serves GETs of 100-byte values from 50
+// concurrent callers through the two ways a front end reaches the
+// broker's state store: remote, a StateStoreInvoke over loopback remoting
+// (the baseline: a bridge in its own process), and local, InvokeLocal in
+// process (`smartgo standalone`). Every reply is checked.
+func BenchmarkStateStoreGetPath(b *testing.B) {
+	so := store.DefaultOptions(b.TempDir())
+	so.SegmentSize = 8 << 20
+	so.WarmSegments = false
+	br, err := New(Options{BrokerName: "broker-bench", ClusterName: "B", ListenAddr: "127.0.0.1:0", Store: so})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	s, err := OpenStateStore(br, StateStoreOptions{Shards: 8, SnapshotInterval: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const keys = 1000
+	val := bytes.Repeat([]byte{'x'}, 100)
+	want := append(append([]byte("$100\r\n"), val...), "\r\n"...)
+	reqs := make([]*protocol.StateStoreRequest, keys)
+	for i := range reqs {
+		k := []byte("key:" + strconv.Itoa(i))
+		set := &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(k, 8)), ClientID: "c", Timestamp: ssTS(), HasTimestamp: true,
+			Payload: statestore.AppendRequest(nil, []byte("SET"), k, val)}
+		if _, err := s.Do(context.Background(), set, nil); err != nil {
+			b.Fatal(err)
+		}
+		reqs[i] = &protocol.StateStoreRequest{Shard: set.Shard, ClientID: "c", Payload: statestore.AppendRequest(nil, []byte("GET"), k)}
+	}
+	rc, err := remoting.NewClient(remoting.ClientOptions{SerializeType: protocol.SerializeRocketMQ})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rc.Close()
+	paths := []struct {
+		name string
+		get  func(*protocol.StateStoreRequest) ([]byte, error)
+	}{
+		{"remote", func(r *protocol.StateStoreRequest) ([]byte, error) {
+			resp, err := rc.Invoke(context.Background(), br.Addr(), protocol.NewStateStoreRequest(r))
+			if err != nil {
+				return nil, err
+			}
+			if resp.Code != protocol.Success {
+				return nil, fmt.Errorf("code %d %s", resp.Code, resp.Remark)
+			}
+			out, err := protocol.DecodeStateStoreResponse(resp.Body)
+			if err != nil {
+				return nil, err
+			}
+			return out.Reply, nil
+		}},
+		{"local", func(r *protocol.StateStoreRequest) ([]byte, error) {
+			out, err := s.InvokeLocal(context.Background(), r, nil)
+			if err != nil {
+				return nil, err
+			}
+			return out.Reply, nil
+		}},
+	}
+	for _, p := range paths {
+		b.Run(p.name, func(b *testing.B) {
+			b.SetBytes(int64(len(val)))
+			b.ReportAllocs()
+			b.SetParallelism(25) // 50 callers on 2 CPUs
+			var next atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					reply, err := p.get(reqs[next.Add(1)%keys])
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if !bytes.Equal(reply, want) {
+						b.Errorf("reply %q", reply)
+						return
+					}
+				}
+			})
+		})
 	}
 }

@@ -6,7 +6,11 @@
 //     remoting/protocol/statestore.go), finds that broker through the
 //     route of SystemTopic (or a fixed broker table), receives the
 //     notifications brokers push (StateStoreNotify, 9101) and tells brokers
-//     when MQTT clients leave (StateStoreDropClient, 9102).
+//     when MQTT clients leave (StateStoreDropClient, 9102). A broker in the
+//     front end's own process (RouterOptions.Local, wired by `smartgo
+//     standalone`) is called directly instead, through LocalBroker, with
+//     the Router as its protocol.StateStoreSink for pushed notifications:
+//     the same requests and responses without the loopback round trip.
 //
 //   - Client, an application client over MQTT 5 (paho.golang) speaking the
 //     protocol of ../../shared/docs/statestore-protocol.md: SET/GET/DEL/

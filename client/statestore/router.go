@@ -33,10 +33,32 @@ type RouterOptions struct {
 	// RequestTimeout bounds a request whose context has no deadline
 	// (default 10 s).
 	RequestTimeout time.Duration
+	// Local maps the address of a broker running in this process (its
+	// Broker.Addr(), the address it registers) to its state store: the
+	// shards of that broker are served by a direct call instead of a
+	// remoting round trip over loopback. `smartgo standalone` wires its
+	// broker here; other brokers are reached over the network as usual.
+	Local map[string]LocalBroker
+
 	// OnNotify receives notifications that brokers push (changes made
 	// through other front ends, and expiries). It must not block long.
 	OnNotify func([]protocol.StateStoreNotification)
 	Logger   *slog.Logger
+}
+
+// LocalBroker is a broker's state store in the router's process (see
+// RouterOptions.Local); cmd/smartgo adapts broker.StateStore to it.
+type LocalBroker interface {
+	// InvokeLocal serves req (req.Shard set) like a StateStoreInvoke
+	// request, with sink standing for the connection: notifications for
+	// clients whose requests came through sink are returned or, when
+	// caused later by others, pushed to sink. Errors wrap ErrUnavailable
+	// (not owned here, or nothing changed: another attempt may succeed)
+	// or ErrFailed (the shard stopped).
+	InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error)
+	// DropClient drops the client's KEYNOTIFY registrations on every
+	// shard the broker owns and returns how many there were.
+	DropClient(clientID string) int
 }
 
 // Validate reports the first invalid field.
@@ -55,6 +77,7 @@ type shardRef struct {
 	broker string
 	addr   string
 	queue  int32
+	local  LocalBroker // RouterOptions.Local[addr]: served in process when set
 }
 
 // Router sends state store commands to the broker that owns the key's
@@ -107,7 +130,7 @@ func NewRouter(opts RouterOptions) (*Router, error) {
 		sort.Strings(names)
 		for _, n := range names {
 			for q := 0; q < opts.Shards; q++ {
-				r.shards = append(r.shards, shardRef{broker: n, addr: opts.Brokers[n], queue: int32(q)})
+				r.shards = append(r.shards, shardRef{broker: n, addr: opts.Brokers[n], queue: int32(q), local: opts.Local[opts.Brokers[n]]})
 			}
 		}
 		r.fetch = time.Now().Add(100 * 365 * 24 * time.Hour)
@@ -170,7 +193,8 @@ func (r *Router) route(ctx context.Context, force bool) ([]shardRef, error) {
 	var next []shardRef
 	for _, qd := range qds {
 		for q := int32(0); q < qd.WriteQueueNums; q++ {
-			next = append(next, shardRef{broker: qd.BrokerName, addr: masters[qd.BrokerName], queue: q})
+			addr := masters[qd.BrokerName]
+			next = append(next, shardRef{broker: qd.BrokerName, addr: addr, queue: q, local: r.opts.Local[addr]})
 		}
 	}
 	if len(next) == 0 {
@@ -205,17 +229,48 @@ func (r *Router) fetchRoute(ctx context.Context) (*protocol.TopicRouteData, erro
 	return nil, fmt.Errorf("%w: %s: %w", ErrNoRoute, SystemTopic, errors.Join(errs...))
 }
 
+// PushStateStoreNotifications implements protocol.StateStoreSink: a local
+// broker's notifications go to OnNotify, like those pushed over remoting.
+func (r *Router) PushStateStoreNotifications(ns []protocol.StateStoreNotification) {
+	if r.opts.OnNotify != nil && len(ns) > 0 {
+		r.opts.OnNotify(ns)
+	}
+}
+
+// invokeLocal calls a local broker, shaping its errors like the remote
+// path's.
+func (r *Router) invokeLocal(ctx context.Context, lb LocalBroker, addr string, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
+	resp, err := lb.InvokeLocal(ctx, req, r)
+	switch {
+	case err == nil:
+		return resp, nil
+	case errors.Is(err, ErrFailed), errors.Is(err, ErrUnavailable):
+		return nil, fmt.Errorf("statestore: local broker %s: %w", addr, err)
+	default:
+		return nil, fmt.Errorf("%w: local broker %s: %w", ErrFailed, addr, err)
+	}
+}
+
 // Invoke sends req (Shard is ignored: the shard is picked from key) to
 // the owning broker and returns its response. On a routing failure the
-// route is refreshed once and the request retried.
+// route is refreshed once and the request retried. A shard of a local
+// broker (RouterOptions.Local) is served by a direct call.
 func (r *Router) Invoke(ctx context.Context, key []byte, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
+	return r.InvokeBefore(ctx, time.Time{}, key, req)
+}
+
+// InvokeBefore is Invoke bounded by deadline as well as by ctx (zero: no
+// extra bound). A remote call gets a context with the deadline; a local
+// call (RouterOptions.Local) gets none, which spares a timer per request:
+// it is refused when the deadline has already passed, and otherwise the
+// broker bounds its own waits.
+func (r *Router) InvokeBefore(ctx context.Context, deadline time.Time, key []byte, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.opts.RequestTimeout)
-		defer cancel()
+	hasDeadline := false
+	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || !d.After(deadline)) {
+		hasDeadline = true
 	}
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
@@ -229,6 +284,31 @@ func (r *Router) Invoke(ctx context.Context, key []byte, req *protocol.StateStor
 			continue
 		}
 		req.Shard = ref.queue
+		if lb := ref.local; lb != nil {
+			// No timer for the direct call: the broker bounds its own
+			// waits (append, slave acknowledgement).
+			if !deadline.IsZero() && !time.Now().Before(deadline) {
+				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.addr, context.DeadlineExceeded)
+			}
+			resp, err := r.invokeLocal(ctx, lb, ref.addr, req)
+			if err != nil {
+				lastErr = err
+				if errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+					continue
+				}
+				return nil, err
+			}
+			return resp, nil
+		}
+		if !hasDeadline {
+			if deadline.IsZero() {
+				deadline = time.Now().Add(r.opts.RequestTimeout)
+			}
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+			hasDeadline = true
+		}
 		resp, err := r.rc.Invoke(ctx, ref.addr, protocol.NewStateStoreRequest(req))
 		if err != nil {
 			lastErr = fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.addr, err)
@@ -268,6 +348,10 @@ func (r *Router) DropClient(ctx context.Context, clientID string) error {
 			continue
 		}
 		seen[s.addr] = true
+		if lb := s.local; lb != nil {
+			lb.DropClient(clientID)
+			continue
+		}
 		req := protocol.NewRequest(protocol.StateStoreDropClient, nil, nil)
 		req.ExtFields = protocol.ExtFields{"clientId": clientID}
 		if _, err := r.rc.Invoke(ctx, s.addr, req); err != nil {
@@ -311,6 +395,14 @@ func (r *Router) InvokeAll(ctx context.Context, req *protocol.StateStoreRequest)
 		}
 		one := *req
 		one.Shard = ref.queue
+		if lb := ref.local; lb != nil {
+			sr, err := r.invokeLocal(ctx, lb, ref.addr, &one)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sr)
+			continue
+		}
 		resp, err := r.rc.Invoke(ctx, ref.addr, protocol.NewStateStoreRequest(&one))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.addr, err)

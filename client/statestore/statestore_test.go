@@ -3,7 +3,9 @@ package statestore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,5 +108,127 @@ func TestStateStoreRouterShardsAndRetry(t *testing.T) {
 	_ = r.Close()
 	if _, err := r.Invoke(ctx, onA, &protocol.StateStoreRequest{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after close: %v", err)
+	}
+}
+
+// fakeLocal is a LocalBroker recording its calls.
+type fakeLocal struct {
+	mu     sync.Mutex
+	calls  []int32 // shards invoked
+	sinks  []protocol.StateStoreSink
+	drops  []string
+	answer func() (*protocol.StateStoreResponse, error)
+}
+
+func (f *fakeLocal) InvokeLocal(_ context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, req.Shard)
+	f.sinks = append(f.sinks, sink)
+	f.mu.Unlock()
+	return f.answer()
+}
+
+func (f *fakeLocal) DropClient(id string) int {
+	f.mu.Lock()
+	f.drops = append(f.drops, id)
+	f.mu.Unlock()
+	return 0
+}
+
+// TestStateStoreRouterLocal routes over a table of one remote broker and
+// one in-process broker (RouterOptions.Local): the local broker's shards
+// are called directly with the router as the sink, its errors map like
+// the remote path's (unavailable: retried once; anything else: failed),
+// a passed deadline is refused without a call, DropClient reaches both,
+// and a pushed notification reaches OnNotify.
+func TestStateStoreRouterLocal(t *testing.T) {
+	srv, err := remoting.NewServer(remoting.Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remoteCalls := make(chan int32, 16)
+	srv.RegisterFunc(protocol.StateStoreInvoke, remoting.PoolSend, func(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+		r, _ := protocol.DecodeStateStoreRequest(req)
+		remoteCalls <- r.Shard
+		resp := protocol.NewResponse(protocol.Success, "")
+		resp.Body = (&protocol.StateStoreResponse{Reply: []byte("+remote\r\n")}).AppendBody(nil)
+		return resp, nil
+	})
+	srv.RegisterFunc(protocol.StateStoreDropClient, remoting.PoolDefault, func(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+		return protocol.NewResponse(protocol.Success, ""), nil
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(ln); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	loc := &fakeLocal{answer: func() (*protocol.StateStoreResponse, error) {
+		return &protocol.StateStoreResponse{Reply: []byte("+local\r\n")}, nil
+	}}
+	notified := make(chan []protocol.StateStoreNotification, 1)
+	r, err := NewRouter(RouterOptions{Brokers: map[string]string{"a": ln.Addr().String(), "b": "in-process:1"}, Shards: 2,
+		Local: map[string]LocalBroker{"in-process:1": loc}, OnNotify: func(ns []protocol.StateStoreNotification) { notified <- ns }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Global shards 0,1 are a's (remote), 2,3 b's (local).
+	var onLocal []byte
+	for i := 0; i < 64; i++ {
+		k := []byte{byte('a' + i%26), byte(i / 26)}
+		resp, err := r.Invoke(ctx, k, &protocol.StateStoreRequest{ClientID: "c", Payload: []byte("p")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch string(resp.Reply) {
+		case "+remote\r\n":
+			if s := <-remoteCalls; s < 0 || s > 1 {
+				t.Fatalf("remote shard %d", s)
+			}
+		case "+local\r\n":
+			onLocal = k
+		default:
+			t.Fatalf("reply %q", resp.Reply)
+		}
+	}
+	loc.mu.Lock()
+	calls, sinks := loc.calls, loc.sinks
+	loc.calls, loc.sinks = nil, nil
+	loc.mu.Unlock()
+	if onLocal == nil || len(calls) == 0 {
+		t.Fatal("no key was served by the local broker")
+	}
+	for i, s := range calls {
+		if s < 0 || s > 1 || sinks[i] != protocol.StateStoreSink(r) {
+			t.Fatalf("local call shard %d sink %v", s, sinks[i])
+		}
+	}
+	loc.answer = func() (*protocol.StateStoreResponse, error) { return nil, fmt.Errorf("%w: test", ErrUnavailable) }
+	if _, err := r.Invoke(ctx, onLocal, &protocol.StateStoreRequest{}); !errors.Is(err, ErrUnavailable) || len(loc.calls) != 2 {
+		t.Fatalf("unavailable: %v after %d calls (want a retry)", err, len(loc.calls))
+	}
+	loc.answer = func() (*protocol.StateStoreResponse, error) { return nil, errors.New("boom") }
+	if _, err := r.Invoke(ctx, onLocal, &protocol.StateStoreRequest{}); !errors.Is(err, ErrFailed) || len(loc.calls) != 3 {
+		t.Fatalf("other error: %v after %d calls", err, len(loc.calls))
+	}
+	if _, err := r.InvokeBefore(ctx, time.Now().Add(-time.Millisecond), onLocal, &protocol.StateStoreRequest{}); !errors.Is(err, ErrUnavailable) || len(loc.calls) != 3 {
+		t.Fatalf("past deadline: %v after %d calls", err, len(loc.calls))
+	}
+	if err := r.DropClient(ctx, "gone"); err != nil || len(loc.drops) != 1 || loc.drops[0] != "gone" {
+		t.Fatalf("drop client: %v %v", err, loc.drops)
+	}
+	r.PushStateStoreNotifications([]protocol.StateStoreNotification{{ClientID: "w", Key: []byte("k"), Op: 1}})
+	select {
+	case ns := <-notified:
+		if len(ns) != 1 || ns[0].ClientID != "w" {
+			t.Fatalf("notified %+v", ns)
+		}
+	default:
+		t.Fatal("pushed notification did not reach OnNotify")
 	}
 }

@@ -5,13 +5,44 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"sync"
 
 	"github.com/smartgo/smartgo/broker"
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/conf"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/bridge"
+	"github.com/smartgo/smartgo/remoting/protocol"
 )
+
+// localStateStores are the state stores of the brokers running in this
+// process, by the address each broker registers: a bridge started in the
+// same process (`smartgo standalone`) calls their shards directly instead
+// of over loopback remoting. Brokers elsewhere are reached over the
+// network as usual.
+var localStateStores = struct {
+	mu sync.Mutex
+	m  map[string]sscli.LocalBroker // protected by mu
+}{m: map[string]sscli.LocalBroker{}}
+
+// localStateStore adapts broker.StateStore to sscli.LocalBroker.
+type localStateStore struct{ ss *broker.StateStore }
+
+func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
+	resp, err := l.ss.InvokeLocal(ctx, req, sink)
+	switch {
+	case err == nil:
+		return resp, nil
+	case errors.Is(err, broker.ErrStateStoreNotOwner), errors.Is(err, broker.ErrStateStoreUnavailable):
+		return nil, fmt.Errorf("%w: %w", sscli.ErrUnavailable, err)
+	default:
+		return nil, fmt.Errorf("%w: %w", sscli.ErrFailed, err)
+	}
+}
+
+func (l localStateStore) DropClient(clientID string) int { return l.ss.DropClient(clientID) }
 
 // brokerNode is a broker with the state store shards it hosts.
 type brokerNode struct {
@@ -35,11 +66,19 @@ func startBrokerNode(f conf.File, log *slog.Logger) (*brokerNode, error) {
 		_ = b.Close()
 		return nil, fmt.Errorf("state store: %w", err)
 	}
+	localStateStores.mu.Lock()
+	localStateStores.m[b.Addr()] = localStateStore{ss}
+	localStateStores.mu.Unlock()
 	return &brokerNode{Broker: b, ss: ss}, nil
 }
 
 // Close closes the state store, then the broker.
 func (n *brokerNode) Close() error {
+	localStateStores.mu.Lock()
+	if l, ok := localStateStores.m[n.Addr()].(localStateStore); ok && l.ss == n.ss {
+		delete(localStateStores.m, n.Addr())
+	}
+	localStateStores.mu.Unlock()
 	return errors.Join(n.ss.Close(), n.Broker.Close())
 }
 
@@ -65,8 +104,12 @@ func startBridge(ctx context.Context, c conf.Bridge, log *slog.Logger) (*bridgeN
 	if err := b.Start(ctx); err != nil {
 		return nil, err
 	}
+	// Shards of a broker in this process (standalone) are called directly.
+	localStateStores.mu.Lock()
+	local := maps.Clone(localStateStores.m)
+	localStateStores.mu.Unlock()
 	front, err := bridge.NewStateStoreFront(b.Server(), bridge.StateStoreFrontOptions{
-		Router: sscli.RouterOptions{Registries: c.Registries}, Hook: hook, Logger: log.With("component", "statestore-front"),
+		Router: sscli.RouterOptions{Registries: c.Registries, Local: local}, Hook: hook, Logger: log.With("component", "statestore-front"),
 	})
 	if err != nil {
 		_ = b.Close()
@@ -76,7 +119,8 @@ func startBridge(ctx context.Context, c conf.Bridge, log *slog.Logger) (*bridgeN
 	for _, a := range b.Addrs() {
 		addrs = append(addrs, a.String())
 	}
-	log.Info("bridge started", "listen", addrs, "registries", c.Registries, "node", b.Backend().NodeID())
+	log.Info("bridge started", "listen", addrs, "registries", c.Registries, "node", b.Backend().NodeID(),
+		"statestore_local_brokers", slices.Sorted(maps.Keys(local)))
 	return &bridgeNode{Bridge: b, front: front}, nil
 }
 

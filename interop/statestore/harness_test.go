@@ -6,6 +6,8 @@ package statestore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/bridge"
+	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
 )
 
@@ -27,8 +30,34 @@ type env struct {
 }
 
 // startEnv starts one broker with the state store, an MQTT server with the
-// state store front, all on 127.0.0.1 free ports.
+// state store front reaching the broker over loopback remoting (the path
+// of a bridge in its own process), all on 127.0.0.1 free ports.
 func startEnv(t testing.TB, syncFlush bool) *env {
+	t.Helper()
+	return startEnvWith(t, syncFlush, false)
+}
+
+// localStateStore is cmd/smartgo's adapter of broker.StateStore to
+// sscli.LocalBroker (the in-process path of `smartgo standalone`).
+type localStateStore struct{ ss *broker.StateStore }
+
+func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
+	resp, err := l.ss.InvokeLocal(ctx, req, sink)
+	switch {
+	case err == nil:
+		return resp, nil
+	case errors.Is(err, broker.ErrStateStoreNotOwner), errors.Is(err, broker.ErrStateStoreUnavailable):
+		return nil, fmt.Errorf("%w: %w", sscli.ErrUnavailable, err)
+	default:
+		return nil, fmt.Errorf("%w: %w", sscli.ErrFailed, err)
+	}
+}
+
+func (l localStateStore) DropClient(clientID string) int { return l.ss.DropClient(clientID) }
+
+// startEnvWith is startEnv; with local the front calls the broker's state
+// store in process (RouterOptions.Local), as `smartgo standalone` does.
+func startEnvWith(t testing.TB, syncFlush, local bool) *env {
 	t.Helper()
 	so := store.DefaultOptions(t.TempDir())
 	so.SegmentSize = 8 << 20
@@ -48,6 +77,20 @@ func startEnv(t testing.TB, syncFlush bool) *env {
 		_ = b.Close()
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		_ = ss.Close()
+		_ = b.Close()
+	})
+	e := &env{b: b, ss: ss}
+	e.srv, e.front, e.addr = e.startFront(t, local)
+	return e
+}
+
+// startFront starts an MQTT server with a state store front on e's broker
+// (local: called in process) and returns it with its address; cleanup
+// closes it before the broker.
+func (e *env) startFront(t testing.TB, local bool) (*mqtt.Server, *bridge.StateStoreFront, string) {
+	t.Helper()
 	mo := mqtt.DefaultOptions()
 	mo.Listen = []string{"127.0.0.1:0"}
 	hook := bridge.NewStateStoreSessionHook(mqtt.NewMemoryBackend())
@@ -55,27 +98,31 @@ func startEnv(t testing.TB, syncFlush bool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	front, err := bridge.NewStateStoreFront(srv, bridge.StateStoreFrontOptions{
-		Router: sscli.RouterOptions{Brokers: map[string]string{"broker-ss": b.Addr()}, Shards: testShards},
-		Hook:   hook,
-	})
+	ro := sscli.RouterOptions{Brokers: map[string]string{"broker-ss": e.b.Addr()}, Shards: testShards}
+	if local {
+		ro.Local = map[string]sscli.LocalBroker{e.b.Addr(): localStateStore{e.ss}}
+	}
+	front, err := bridge.NewStateStoreFront(srv, bridge.StateStoreFrontOptions{Router: ro, Hook: hook})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{b: b, ss: ss, srv: srv, front: front, addr: srv.Addrs()[0].String()}
 	t.Cleanup(func() {
 		_ = srv.Close()
 		_ = front.Close()
-		_ = ss.Close()
-		_ = b.Close()
 	})
-	return e
+	return srv, front, srv.Addrs()[0].String()
 }
 
 func (e *env) dial(t testing.TB, id string) *sscli.Client {
+	t.Helper()
+	return dialAt(t, e.addr, id)
+}
+
+// dialAt connects SmartGo's Go client to the MQTT server at addr.
+func dialAt(t testing.TB, addr, id string) *sscli.Client {
 	t.Helper()
 	var c *sscli.Client
 	var err error
@@ -85,7 +132,7 @@ func (e *env) dial(t testing.TB, id string) *sscli.Client {
 	// say so, so the flake stays visible in the test log.
 	for attempt := 1; attempt <= 2; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, err = sscli.Dial(ctx, sscli.Options{Addr: e.addr, ClientID: id})
+		c, err = sscli.Dial(ctx, sscli.Options{Addr: addr, ClientID: id})
 		cancel()
 		if err == nil {
 			break

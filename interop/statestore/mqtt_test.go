@@ -15,8 +15,19 @@ import (
 	"github.com/smartgo/smartgo/statestore"
 )
 
+// TestStateStoreMQTTCrudAndNotifications runs through a front that
+// reaches the broker over remoting (a separate bridge process) and through
+// one that calls it in process (`smartgo standalone`).
 func TestStateStoreMQTTCrudAndNotifications(t *testing.T) {
-	e := startEnv(t, false)
+	for _, local := range []bool{false, true} {
+		t.Run(map[bool]string{false: "remote", true: "local"}[local], func(t *testing.T) {
+			crudAndNotifications(t, local)
+		})
+	}
+}
+
+func crudAndNotifications(t *testing.T, local bool) {
+	e := startEnvWith(t, false, local)
 	ctx := ctx10(t)
 	w := e.dial(t, "watcher")
 	c := e.dial(t, "writer")
@@ -320,4 +331,55 @@ func TestStateStoreMQTTPrefixWatch(t *testing.T) {
 	if err != nil || r.Value.Kind != statestore.KindInteger || r.Value.Int != 0 {
 		t.Fatalf("second stop: %+v %v", r, err)
 	}
+}
+
+// TestStateStoreMQTTLocalAndRemoteFronts serves one broker through two
+// fronts, one calling its state store in process and one over remoting: a
+// watcher on either front gets the notifications of changes made through
+// the other, and of expiries; both read the same versions.
+func TestStateStoreMQTTLocalAndRemoteFronts(t *testing.T) {
+	e := startEnvWith(t, false, true)
+	_, _, remoteAddr := e.startFront(t, false)
+	ctx := ctx10(t)
+	wl, wr := dialAt(t, e.addr, "w-local"), dialAt(t, remoteAddr, "w-remote")
+	cl, cr := dialAt(t, e.addr, "c-local"), dialAt(t, remoteAddr, "c-remote")
+	for _, w := range []*sscli.Client{wl, wr} {
+		for _, k := range []string{"k", "e"} {
+			if err := w.KeyNotify(ctx, []byte(k), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	expect := func(key string, op statestore.Op, val string) {
+		t.Helper()
+		for name, w := range map[string]*sscli.Client{"local": wl, "remote": wr} {
+			select {
+			case n := <-w.Notifications():
+				if string(n.Key) != key || n.Op != op || (op == statestore.OpSet && string(n.Value) != val) {
+					t.Fatalf("%s watcher: %s %q=%q, want %s %q=%q", name, n.Op, n.Key, n.Value, op, key, val)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s watcher: no %s notification for %q", name, op, key)
+			}
+		}
+	}
+	if _, _, err := cr.Set(ctx, []byte("k"), []byte("v1"), sscli.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("k", statestore.OpSet, "v1")
+	_, v2, err := cl.Set(ctx, []byte("k"), []byte("v2"), sscli.SetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect("k", statestore.OpSet, "v2")
+	for name, c := range map[string]*sscli.Client{"local": cl, "remote": cr} {
+		if val, ver, ok, err := c.Get(ctx, []byte("k")); err != nil || !ok || string(val) != "v2" || ver.Compare(v2) != 0 {
+			t.Fatalf("%s get: %q %v %v %v (want version %v)", name, val, ver, ok, err, v2)
+		}
+	}
+	if _, _, err := cl.Set(ctx, []byte("e"), []byte("x"), sscli.SetOptions{Expiry: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	expect("e", statestore.OpSet, "x")
+	expect("e", statestore.OpDelete, "")
 }

@@ -163,9 +163,8 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		f.respondError(from.ClientID, msg, ssStatusBadContent, "payload format indicator mismatch", "Payload Format Indicator", "1")
 		return nil
 	}
-	req.DedupKey = statestore.DedupKey(msg.CorrelationData, msg.ResponseTopic)
-	req.DedupTTLMillis = max(msg.Expiry.Sub(now).Milliseconds(), 0)
 	req.ProtVer, req.HasProtVer = protVer, hasProtVer
+	dedup := true
 
 	// The key picks the shard; a malformed request goes to the shard of
 	// the empty key, whose engine answers the RESP-level error.
@@ -173,6 +172,9 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	prefix := false
 	if cmd, err := statestore.ParseCommand(msg.Payload); err == nil {
 		key = cmd.Key
+		// Only mutations' replies are cached: a redelivered GET is simply
+		// served again, so it needs no cache key (nor a cache lookup).
+		dedup = cmd.Verb != statestore.VerbGet
 		if cmd.Verb == statestore.VerbKeyNotify {
 			prefix = cmd.Prefix
 			if !cmd.Stop {
@@ -182,14 +184,18 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 			}
 		}
 	}
-	ictx, cancel := context.WithDeadline(ctx, msg.Expiry)
-	defer cancel()
+	if dedup {
+		req.DedupKey = statestore.DedupKey(msg.CorrelationData, msg.ResponseTopic)
+		req.DedupTTLMillis = max(msg.Expiry.Sub(now).Milliseconds(), 0)
+	}
 	var resp *sscli.BrokerResponse
 	var err error
 	if prefix {
+		ictx, cancel := context.WithDeadline(ctx, msg.Expiry)
 		resp, err = f.invokeAll(ictx, req)
+		cancel()
 	} else {
-		resp, err = f.router.Invoke(ictx, key, req)
+		resp, err = f.router.InvokeBefore(ctx, msg.Expiry, key, req)
 	}
 	if err != nil {
 		f.log.Warn("state store request failed", "client", from.ClientID, "err", err)
@@ -200,15 +206,43 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		}
 		return nil
 	}
-	reply := statestore.Reply{Payload: resp.Reply}
-	if resp.Version != "" {
-		if v, err := statestore.ParseHLC(resp.Version); err == nil {
-			reply.Version = v
-		}
-	}
-	f.respond(from.ClientID, msg, resp.Reply, reply.UserProperties())
+	f.respondOK(from.ClientID, msg, resp.Reply, resp.Version)
 	f.pushNotifications(resp.Notifications)
 	return nil
+}
+
+// respondOK sends a 200 response: the properties of statestore.Reply's
+// UserProperties, built in one slice, with the broker's version string
+// reused when it is already in canonical form.
+func (f *StateStoreFront) respondOK(clientID string, req *mqtt.Message, payload []byte, version string) {
+	m := &mqtt.Message{Topic: req.ResponseTopic, Payload: payload, QoS: 1, ContentType: statestore.ContentType,
+		CorrelationData: req.CorrelationData, Expiry: req.Expiry}
+	m.User = make([]mqtt.UserProperty, 2, 3)
+	m.User[0] = mqtt.UserProperty{Key: statestore.PropStatus, Value: statestore.Status200}
+	m.User[1] = mqtt.UserProperty{Key: statestore.PropProtocolVersion, Value: statestore.ProtocolVersion}
+	if ts, ok := ssCanonicalHLC(version); ok {
+		m.User = append(m.User, mqtt.UserProperty{Key: statestore.PropTimestamp, Value: ts})
+	}
+	if err := f.srv.SendTo(clientID, m); err != nil {
+		f.log.Debug("state store response not delivered", "client", clientID, "err", err)
+	}
+}
+
+// ssCanonicalHLC returns the String form of the HLC s, and false when s
+// is empty or not an HLC (the response then carries no __ts). s itself is
+// returned when it is already canonical (15-digit ms, 5-digit counter).
+func ssCanonicalHLC(s string) (string, bool) {
+	if s == "" {
+		return "", false
+	}
+	v, err := statestore.ParseHLC(s)
+	if err != nil || v.IsZero() {
+		return "", false
+	}
+	if len(s) > 22 && s[15] == ':' && s[21] == ':' {
+		return s, true
+	}
+	return v.String(), true
 }
 
 // invokeAll serves a KEYNOTIFY ... PREFIX, which every shard must see: the

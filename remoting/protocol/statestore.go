@@ -101,6 +101,17 @@ type StateStoreResponse struct {
 	Notifications []StateStoreNotification
 }
 
+// StateStoreSink receives the notifications a broker pushes to an
+// in-process front end: the counterpart of StateStoreNotify for a front end
+// that calls the broker's state store directly instead of over a
+// connection. The broker remembers the sink a watching client's last
+// request came through, as it remembers the connection, and compares
+// sinks with ==, so a sink must be a comparable value (a pointer). The
+// method must not block long and must not call back into the broker.
+type StateStoreSink interface {
+	PushStateStoreNotifications([]StateStoreNotification)
+}
+
 // NewStateStoreRequest builds the StateStoreInvoke command for r.
 func NewStateStoreRequest(r *StateStoreRequest) *Command {
 	c := NewRequest(StateStoreInvoke, nil, r.AppendBody(nil))

@@ -1,0 +1,210 @@
+package statestore
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/statestore"
+)
+
+// standalone is a running `smartgo standalone` process built from this
+// checkout: the server setup a user gets (registry, broker with the state
+// store, MQTT bridge with the state store front calling the broker in
+// process).
+type standalone struct {
+	mqtt string // bridge MQTT address
+	cmd  *exec.Cmd
+	log  string // path of its combined output
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// smartgoBinary builds cmd/smartgo once per test run (SMARTGO_SS_BIN
+// names a prebuilt binary instead, e.g. to benchmark another build).
+func smartgoBinary(t testing.TB) string {
+	t.Helper()
+	if bin := os.Getenv("SMARTGO_SS_BIN"); bin != "" {
+		return bin
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "smartgo-ss-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "smartgo")
+		// Build in the main module (its go.sum), not in this one.
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/smartgo")
+		cmd.Dir = filepath.Join("..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build smartgo: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// startStandalone runs `smartgo standalone` on free loopback ports with
+// its data in a temp dir (extra: more -set flags), waits until it runs and
+// stops it with SIGINT at cleanup.
+func startStandalone(t testing.TB, extra ...string) *standalone {
+	t.Helper()
+	return startStandaloneBin(t, smartgoBinary(t), nil, extra...)
+}
+
+// startStandaloneBin is startStandalone with binary bin and env added to
+// the process's environment.
+func startStandaloneBin(t testing.TB, bin string, env []string, extra ...string) *standalone {
+	t.Helper()
+	dir := t.TempDir()
+	ports := testnet.FreePorts(t, 3)
+	s := &standalone{mqtt: fmt.Sprintf("127.0.0.1:%d", ports[2]), log: filepath.Join(dir, "smartgo.log")}
+	args := []string{"standalone", "-data", filepath.Join(dir, "data"),
+		"-set", fmt.Sprintf("registry.listen=127.0.0.1:%d", ports[0]),
+		"-set", fmt.Sprintf("broker.listen=127.0.0.1:%d", ports[1]),
+		"-set", "bridge.listen=" + s.mqtt,
+		"-set", "store.segment_size=64MiB", "-set", "log.level=info"}
+	for _, e := range extra {
+		args = append(args, "-set", e)
+	}
+	s.cmd = exec.Command(bin, args...)
+	if env != nil {
+		s.cmd.Env = append(os.Environ(), env...)
+	}
+	logf, err := os.Create(s.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- s.cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("smartgo standalone exited with %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			_ = s.cmd.Process.Kill()
+			t.Error("smartgo standalone did not stop within 15 s of SIGINT")
+		}
+		if t.Failed() {
+			data, _ := os.ReadFile(s.log)
+			t.Logf("smartgo log:\n%s", data)
+		}
+		_ = logf.Close()
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !s.logContains("standalone running") {
+		if time.Now().After(deadline) {
+			data, _ := os.ReadFile(s.log)
+			t.Fatalf("standalone did not come up:\n%s", data)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s
+}
+
+func (s *standalone) logContains(text string) bool {
+	f, err := os.Open(s.log)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), text) {
+			return true
+		}
+	}
+	return false
+}
+
+// dialStandalone connects SmartGo's Go client and waits until the state
+// store answers (the front learns the shard route from the registry).
+func dialStandalone(t testing.TB, s *standalone, id string) *sscli.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := sscli.Dial(ctx, sscli.Options{Addr: s.mqtt, ClientID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	var lastErr error
+	waitFor(t, "a state store answer from "+id, func() bool {
+		_, _, _, lastErr = c.Get(ctx, []byte("warmup"))
+		return lastErr == nil
+	})
+	return c
+}
+
+// TestStateStoreStandaloneProcess drives a real `smartgo standalone`
+// process, whose bridge calls the broker's state store in process: CRUD,
+// a SET notification, and an expiry's DELETE notification (pushed by the
+// broker's timer to the in-process front end).
+func TestStateStoreStandaloneProcess(t *testing.T) {
+	s := startStandalone(t)
+	if !s.logContains("statestore_local_brokers=[127.0.0.1:") {
+		data, _ := os.ReadFile(s.log)
+		t.Fatalf("the bridge does not call the broker in process:\n%s", data)
+	}
+	ctx := ctx10(t)
+	w := dialStandalone(t, s, "sa-watcher")
+	c := dialStandalone(t, s, "sa-writer")
+	if err := w.KeyNotify(ctx, []byte("k"), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.KeyNotify(ctx, []byte("e"), false); err != nil {
+		t.Fatal(err)
+	}
+	applied, v1, err := c.Set(ctx, []byte("k"), []byte("v1"), sscli.SetOptions{})
+	if err != nil || !applied || v1.IsZero() {
+		t.Fatalf("set: %v %v %v", applied, v1, err)
+	}
+	val, ver, ok, err := c.Get(ctx, []byte("k"))
+	if err != nil || !ok || string(val) != "v1" || ver.Compare(v1) != 0 {
+		t.Fatalf("get: %q %v %v %v", val, ver, ok, err)
+	}
+	if n, err := c.Del(ctx, []byte("k"), statestore.HLC{}); err != nil || n != 1 {
+		t.Fatalf("del: %d %v", n, err)
+	}
+	if _, _, err := c.Set(ctx, []byte("e"), []byte("x"), sscli.SetOptions{Expiry: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		key string
+		op  statestore.Op
+	}{{"k", statestore.OpSet}, {"k", statestore.OpDelete}, {"e", statestore.OpSet}, {"e", statestore.OpDelete}}
+	for _, wn := range want {
+		select {
+		case n := <-w.Notifications():
+			if string(n.Key) != wn.key || n.Op != wn.op {
+				t.Fatalf("notification %s %q, want %s %q", n.Op, n.Key, wn.op, wn.key)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %s notification for %q", wn.op, wn.key)
+		}
+	}
+}
