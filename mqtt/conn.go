@@ -48,6 +48,14 @@ type conn struct {
 	outMu   sync.Mutex
 	out     []byte // protected by outMu: bytes the socket has not taken
 	wclosed bool   // protected by outMu
+	// Backpressure (see dropQoS0), protected by outMu: when the output
+	// went over MaxOutbound/2 (nanotime, 0 while not backed up), QoS 0
+	// drops not yet logged, when the last drop line was logged, and
+	// whether the client is being disconnected as a slow reader.
+	backedUpSince int64
+	dropsUnlogged int64
+	lastDropLog   int64
+	slowReader    bool
 
 	lastRecv  atomic.Int64
 	connected atomic.Bool // CONNECT accepted; version, session and limits are set

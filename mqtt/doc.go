@@ -11,12 +11,36 @@
 // when drained); the connection is then handed to a bounded worker pool
 // that decodes (mqtt/packets) and handles its packets in order, one worker
 // per connection at a time. Writes go straight to the socket; only what the
-// socket refuses is buffered (bounded by Options.MaxOutbound, after which
-// the client is dropped as a slow reader). Keep alive, connect timeout,
-// session expiry and will delay run on one hashed timing wheel. An idle
-// connection owns no goroutine and no buffer (about 1 KiB of heap, measured
-// by TestMQTTScaleIdleConnections). TLS connections use crypto/tls with a
-// reader and a writer goroutine each.
+// socket refuses is buffered (see Backpressure below). Keep alive, connect
+// timeout, session expiry and will delay run on one hashed timing wheel.
+// An idle connection owns no goroutine and no buffer (about 1 KiB of heap,
+// measured by TestMQTTScaleIdleConnections). TLS connections use
+// crypto/tls with a reader and a writer goroutine each.
+//
+// The pool starts a worker for a task whenever no waiting worker is left
+// unclaimed, so a handler or backend call that blocks (the state store
+// front waits for a broker) holds up only its own connection, up to
+// Options.Workers blocked at once.
+//
+// # Backpressure
+//
+// Output the socket does not take waits in the connection's buffer. Over
+// Options.MaxOutbound/2 buffered bytes the client's QoS 0 messages are
+// dropped (allowed by MQTT): Stats.DroppedQoS0 counts them and one Warn
+// line per client every 10 s names it with the count. A client still
+// dropping QoS 0 messages Options.SlowReaderTimeout after its buffer went
+// over that mark (it has not drained below MaxOutbound/4 since), or whose
+// buffer passes MaxOutbound (QoS 1/2 in flight, acknowledgements), is
+// disconnected and counted in
+// Stats.SlowReaders: reason 0x97 quota exceeded (a per-client limit the
+// server imposes; 0x89 server busy would blame the server and invite the
+// same client back unchanged). The v5 DISCONNECT goes only if the socket
+// takes it before the close: over MaxOutbound the stream may be cut
+// mid-packet, so none is sent and the log line carries the code. QoS 1/2
+// messages wait in the session queue (Options.MaxQueuedMessages, then
+// dropped with one Warn line per client every 10 s). Per connection the
+// server thus holds at most MaxOutbound bytes plus the kernel's socket
+// buffer.
 //
 // Locks, in order: Server.mu (sessions) -> session.mu -> conn.inMu ->
 // conn.outMu; subIndex.mu and the wheel's lock are leaves. No session lock

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/smartgo/smartgo/mqtt/packets"
 	"golang.org/x/sys/unix"
 )
 
@@ -286,6 +287,7 @@ func (c *conn) tlsWriter() {
 	for range c.wake {
 		c.outMu.Lock()
 		b, c.out = c.out, b[:0]
+		c.backedUpSince = 0
 		closed := c.wclosed
 		c.outMu.Unlock()
 		if len(b) > 0 {
@@ -406,10 +408,72 @@ func (c *conn) write(b []byte) bool {
 		}
 	}
 	if len(c.out) > c.srv.opts.MaxOutbound {
+		// The stream may end mid-packet here, so no DISCONNECT follows;
+		// the log line carries 0x97.
 		c.wclosed = true
 		c.out = nil
-		c.srv.pool.submit(func() { c.fail("slow reader: output buffer over " + strconv.Itoa(c.srv.opts.MaxOutbound) + " bytes") })
+		if !c.slowReader {
+			c.slowReader = true
+			c.srv.stats.SlowReaders.Add(1)
+		}
+		c.srv.pool.submit(func() {
+			c.closeWith(packets.ReasonQuotaExceeded, "slow reader: output buffer over "+strconv.Itoa(c.srv.opts.MaxOutbound)+" bytes", closeServer)
+		})
 		return false
+	}
+	return true
+}
+
+// dropLogEvery is the least time between two "QoS 0 messages dropped"
+// lines for one client.
+const dropLogEvery = 10 * time.Second
+
+// dropQoS0 reports whether a QoS 0 message must be dropped because the
+// client's output is backed up (over MaxOutbound/2). MQTT allows the drop;
+// it is counted (Stats.Dropped, Stats.DroppedQoS0) and logged, at most
+// one line per client every dropLogEvery with the count since the last
+// one. A client backed up for SlowReaderTimeout (the output has not
+// drained below MaxOutbound/4 since it went over half) is disconnected
+// with 0x97 quota exceeded: the limit is the client's own, imposed by
+// the server, not a server-wide overload (0x89 server busy would invite
+// the client to retry unchanged). The DISCONNECT queues behind the
+// pending output and goes only if the socket takes it before the close.
+func (c *conn) dropQoS0() bool {
+	s := c.srv
+	c.outMu.Lock()
+	if c.wclosed || len(c.out) <= s.opts.MaxOutbound/2 {
+		c.outMu.Unlock()
+		return false
+	}
+	now := nanotime()
+	if c.backedUpSince == 0 {
+		c.backedUpSince = now
+	}
+	c.dropsUnlogged++
+	var logN int64
+	if c.lastDropLog == 0 || now-c.lastDropLog >= int64(dropLogEvery) {
+		logN, c.dropsUnlogged, c.lastDropLog = c.dropsUnlogged, 0, now
+	}
+	backlog := len(c.out)
+	since := time.Duration(now - c.backedUpSince)
+	slow := s.opts.SlowReaderTimeout > 0 && since >= s.opts.SlowReaderTimeout && !c.slowReader
+	if slow {
+		c.slowReader = true
+	}
+	c.outMu.Unlock()
+	s.stats.Dropped.Add(1)
+	s.stats.DroppedQoS0.Add(1)
+	if logN > 0 {
+		s.log.Warn("mqtt: QoS 0 messages dropped, client output backed up", "client", c.clientID(), "remote", c.remote,
+			"dropped", logN, "backlog", backlog, "backed_up_for", since.Round(time.Millisecond))
+	}
+	if slow {
+		s.stats.SlowReaders.Add(1)
+		// Not inline: the caller holds a session lock, closeWith takes
+		// the server's.
+		s.pool.submit(func() {
+			c.closeWith(packets.ReasonQuotaExceeded, "slow reader: output backed up for "+since.Round(time.Millisecond).String(), closeServer)
+		})
 	}
 	return true
 }
@@ -445,6 +509,9 @@ func (c *conn) flush() {
 			continue
 		}
 		if err == unix.EAGAIN {
+			if len(c.out) <= c.srv.opts.MaxOutbound/4 {
+				c.backedUpSince = 0
+			}
 			return
 		}
 		c.wclosed = true
@@ -453,6 +520,7 @@ func (c *conn) flush() {
 		return
 	}
 	c.out = nil
+	c.backedUpSince = 0
 }
 
 // shutdownIO closes the socket after trying to push out what is buffered

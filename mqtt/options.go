@@ -19,6 +19,7 @@ const (
 	DefaultMaxOutbound       = 4 << 20
 	DefaultTopicAliasMaximum = 64
 	DefaultConnectTimeout    = 10 * time.Second
+	DefaultSlowReaderTimeout = 10 * time.Second
 	DefaultWorkers           = 256
 )
 
@@ -62,9 +63,19 @@ type Options struct {
 	// queued (offline or beyond the client's receive maximum). 0 means
 	// DefaultMaxQueuedMessages.
 	MaxQueuedMessages int
-	// MaxOutbound bounds the bytes buffered for one connection's socket; a
-	// reader slower than that is disconnected. 0 means DefaultMaxOutbound.
+	// MaxOutbound bounds the bytes buffered for one connection's socket: a
+	// reader slower than that is disconnected at once. Over half of it,
+	// QoS 0 messages to the client are dropped (counted in
+	// Stats.DroppedQoS0 and logged); see SlowReaderTimeout. 0 means
+	// DefaultMaxOutbound.
 	MaxOutbound int
+	// SlowReaderTimeout is how long a connection's output may stay backed
+	// up (over MaxOutbound/2 bytes waiting for the socket, where QoS 0
+	// messages to it are dropped, until it drains below MaxOutbound/4)
+	// before the client is disconnected, at its next dropped message (v5:
+	// DISCONNECT 0x97 quota exceeded). 0 means DefaultSlowReaderTimeout;
+	// negative disables the time limit (MaxOutbound still applies).
+	SlowReaderTimeout time.Duration
 	// ConnectTimeout is how long a new connection may take to send
 	// CONNECT. 0 means DefaultConnectTimeout.
 	ConnectTimeout time.Duration
@@ -107,6 +118,7 @@ func DefaultOptions() Options {
 		MaxQueuedMessages: DefaultMaxQueuedMessages,
 		MaxOutbound:       DefaultMaxOutbound,
 		ConnectTimeout:    DefaultConnectTimeout,
+		SlowReaderTimeout: DefaultSlowReaderTimeout,
 		Workers:           DefaultWorkers,
 	}
 }
@@ -176,6 +188,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = d.ConnectTimeout
+	}
+	if o.SlowReaderTimeout == 0 {
+		o.SlowReaderTimeout = d.SlowReaderTimeout
 	}
 	if o.Workers == 0 {
 		o.Workers = d.Workers

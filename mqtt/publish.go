@@ -249,8 +249,7 @@ func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup 
 	if msg.expired(now) {
 		return false
 	}
-	if qos == 0 && c.outLen() > s.opts.MaxOutbound/2 {
-		s.stats.Dropped.Add(1)
+	if qos == 0 && c.dropQoS0() {
 		return false
 	}
 	p := packets.Publish{QoS: qos, PacketID: id, Retain: retain, Dup: dup, Topic: msg.Topic, Payload: msg.Payload}

@@ -14,7 +14,7 @@ type pool struct {
 	cond    sync.Cond
 	queue   []func() // protected by mu
 	running int      // protected by mu
-	idle    int      // protected by mu
+	idle    int      // protected by mu: waiting workers not yet signalled
 	max     int
 	closed  bool // protected by mu
 	wg      sync.WaitGroup
@@ -35,6 +35,10 @@ func (p *pool) submit(f func()) {
 	}
 	p.queue = append(p.queue, f)
 	if p.idle > 0 {
+		// The woken worker stops counting as idle now, not when it gets
+		// the lock back: a task submitted before it wakes must start
+		// another worker rather than wait behind this one's task.
+		p.idle--
 		p.cond.Signal()
 	} else if p.running < p.max {
 		p.running++
@@ -53,9 +57,8 @@ func (p *pool) run() {
 				p.mu.Unlock()
 				return
 			}
-			p.idle++
+			p.idle++ // submit decrements it when it signals
 			p.cond.Wait()
-			p.idle--
 		}
 		f := p.queue[0]
 		p.queue[0] = nil

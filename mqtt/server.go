@@ -70,6 +70,12 @@ type Stats struct {
 	Received    atomic.Int64 // PUBLISH packets received
 	Sent        atomic.Int64 // PUBLISH packets sent
 	Dropped     atomic.Int64 // messages dropped (queue full, too large, slow reader)
+	// DroppedQoS0 counts the QoS 0 messages (also in Dropped) not sent
+	// because the client's output was backed up.
+	DroppedQoS0 atomic.Int64
+	// SlowReaders counts clients disconnected as slow readers (output over
+	// MaxOutbound, or backed up longer than SlowReaderTimeout).
+	SlowReaders atomic.Int64
 }
 
 // NewServer checks the options, loads the credentials and ACL files, and

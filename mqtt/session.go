@@ -39,6 +39,10 @@ type session struct {
 	// Inbound QoS 2 packet ids received and not yet released (protected
 	// by mu).
 	inQoS2 map[uint16]struct{}
+	// Queue-full drops not yet logged and when the last line was logged
+	// (nanotime), protected by mu: at most one line every dropLogEvery.
+	dropsUnlogged int64
+	lastDropLog   int64
 
 	will      *Message      // protected by mu
 	willDelay time.Duration // protected by mu
@@ -117,7 +121,11 @@ func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []u
 	}
 	if len(ss.queue) >= ss.srv.opts.MaxQueuedMessages {
 		ss.srv.stats.Dropped.Add(1)
-		ss.srv.log.Warn("mqtt: session queue full, message dropped", "client", ss.id, "topic", msg.Topic)
+		ss.dropsUnlogged++
+		if now := nanotime(); ss.lastDropLog == 0 || now-ss.lastDropLog >= int64(dropLogEvery) {
+			ss.srv.log.Warn("mqtt: session queue full, messages dropped", "client", ss.id, "topic", msg.Topic, "dropped", ss.dropsUnlogged)
+			ss.dropsUnlogged, ss.lastDropLog = 0, now
+		}
 		return false
 	}
 	ss.queue = append(ss.queue, &queued{msg: msg, qos: qos, retain: retain, subIDs: subIDs})

@@ -117,12 +117,23 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 }
 
 // bufConn buffers reads: paho reads packets a few bytes at a time.
+//
+// It is also a sync.Locker, and that matters: paho writes a packet as
+// several buffers and keeps them together only on a *net.TCPConn (one
+// writev) or on a connection it can Lock. Without the lock its pinger's
+// PINGREQ, sent right after CONNACK, could land between the buffers of a
+// SUBSCRIBE, and the server rightly closes such a malformed stream.
 type bufConn struct {
 	net.Conn
-	r *bufio.Reader
+	r  *bufio.Reader
+	mu sync.Mutex
 }
 
 func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// Lock and Unlock make paho hold the connection for each whole packet.
+func (b *bufConn) Lock()   { b.mu.Lock() }
+func (b *bufConn) Unlock() { b.mu.Unlock() }
 
 // Close disconnects. It is idempotent.
 func (c *Client) Close() error {
