@@ -214,6 +214,12 @@ func (c *conn) handleSubscribe(p *packets.Subscribe) {
 			retained = append(retained, granted{sub, isNew})
 		}
 	}
+	// A persistent session's subscriptions reach the cluster's session log
+	// before the client is told they exist (the backend decides whether
+	// to write: only sessions that outlive the connection are recorded).
+	if err := s.SaveSubscriptions(ss.id); err != nil {
+		s.log.Warn("mqtt: save subscriptions", "client", ss.id, "err", err)
+	}
 	c.send(&packets.Suback{PacketID: p.PacketID, ReasonCodes: codes})
 	for _, g := range retained {
 		ss.deliverRetained(s.ctx, g.sub)
@@ -235,6 +241,12 @@ func (c *conn) handleUnsubscribe(p *packets.Unsubscribe) {
 		if !had {
 			codes[i] = packets.ReasonNoSubscriptionExisted
 		}
+	}
+	// A persistent session's subscriptions reach the cluster's session log
+	// before the client is told they exist (the backend decides whether
+	// to write: only sessions that outlive the connection are recorded).
+	if err := s.SaveSubscriptions(ss.id); err != nil {
+		s.log.Warn("mqtt: save subscriptions", "client", ss.id, "err", err)
 	}
 	c.send(&packets.Unsuback{PacketID: p.PacketID, ReasonCodes: codes})
 }

@@ -55,9 +55,6 @@ func smartgoBin(t *testing.T) string {
 // freePorts: see testnet.FreePorts.
 func freePorts(t *testing.T, n int) []int { return testnet.FreePorts(t, n) }
 
-// freePort returns one port with port+1 free too.
-func freePort(t *testing.T) int { return freePorts(t, 1)[0] }
-
 type proc struct {
 	cmd  *exec.Cmd
 	args []string

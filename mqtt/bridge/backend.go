@@ -63,17 +63,27 @@ type Backend struct {
 	pauseMu sync.Mutex
 	pauses  int // protected by pauseMu
 
-	mu       sync.Mutex
-	started  bool                                // protected by mu
-	closed   bool                                // protected by mu
-	d        mqtt.Deliverer                      // protected by mu
-	live     *client.PullConsumer                // protected by mu
-	sys      *client.PullConsumer                // protected by mu
-	queues   map[client.MessageQueue]*queueState // protected by mu
-	sysNext  map[client.MessageQueue]int64       // protected by mu; system topic progress
-	retained map[string]*retainedEntry           // protected by mu
-	sessions map[string]*sessionRecord           // protected by mu; latest record per client
-	own      map[string]*sessionRecord           // protected by mu; last record this node wrote
+	mu        sync.Mutex
+	started   bool                                // protected by mu
+	closed    bool                                // protected by mu
+	d         mqtt.Deliverer                      // protected by mu
+	srv       clusterServer                       // protected by mu; d, when it is one
+	shares    map[string]*client.PullConsumer     // protected by mu; running share consumers (shares.go)
+	shareWake chan struct{}                       // wakes the share loop (capacity 1)
+	live      *client.PullConsumer                // protected by mu
+	sys       *client.PullConsumer                // protected by mu
+	queues    map[client.MessageQueue]*queueState // protected by mu
+	sysNext   map[client.MessageQueue]int64       // protected by mu; system topic progress
+	retained  map[string]*retainedEntry           // protected by mu
+	sessions  map[string]*sessionRecord           // protected by mu; latest record per client
+	own       map[string]*sessionRecord           // protected by mu; last record this node wrote
+	writing   map[string]int                      // protected by mu; session writes in flight per client
+	deferred  map[string][]*sessionRecord         // protected by mu; other nodes' records waiting for them
+	vouches   map[string]*vouch                   // protected by mu; the record standing for each local session
+	// connectPrev holds, per connect request of this node the tail
+	// applied, the client's record before it (protected by mu).
+	connectPrev map[sysPos]*sessionRecord
+	connecting  map[string]int // protected by mu; connects in progress per client
 
 	// Pipelined ingress (ingress.go).
 	imu       sync.Mutex
@@ -106,7 +116,9 @@ func NewBackend(opts Options) (*Backend, error) {
 	b := &Backend{opts: opts, log: opts.Logger, prod: prod, adm: adm,
 		queues: map[client.MessageQueue]*queueState{}, sysNext: map[client.MessageQueue]int64{},
 		retained: map[string]*retainedEntry{}, sessions: map[string]*sessionRecord{}, own: map[string]*sessionRecord{},
-		chains: map[string]*ingressChain{}}
+		writing: map[string]int{}, deferred: map[string][]*sessionRecord{}, vouches: map[string]*vouch{},
+		connectPrev: map[sysPos]*sessionRecord{}, connecting: map[string]int{},
+		chains: map[string]*ingressChain{}, shareWake: make(chan struct{}, 1)}
 	if bs, ok := any(prod).(orderedBatchSender); ok {
 		b.sendBatch = func(ctx context.Context, msgs []*client.Message, key string) error {
 			_, err := bs.SendBatchOrderly(ctx, msgs, key, client.HashSelector)
@@ -154,6 +166,7 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 		return fmt.Errorf("%w: started twice or closed", ErrClosed)
 	}
 	b.started, b.d = true, d
+	b.srv, _ = d.(clusterServer)
 	b.mu.Unlock()
 	sctx, cancel := context.WithTimeout(ctx, b.opts.StartTimeout)
 	defer cancel()
@@ -198,6 +211,10 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 	b.mu.Unlock()
 	b.wg.Add(1)
 	go b.deliverLoop(live)
+	if b.srv != nil {
+		b.wg.Add(1)
+		go b.shareLoop(b.srv)
+	}
 	b.log.Info("bridge backend started", "node", b.opts.NodeID, "topics", b.topics,
 		"sessions", len(b.sessions), "retained", len(b.retained))
 	return nil
@@ -272,13 +289,13 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 			continue
 		}
 		b.mu.Lock()
-		d := b.d
+		d, srv := b.d, b.srv
 		b.mu.Unlock()
 		b.gate.RLock()
 		for _, x := range msgs {
 			m := fromBroker(x)
 			if packets.ValidTopicName(m.Topic) {
-				d.Deliver(m)
+				deliverLive(d, srv, m)
 			} else {
 				b.log.Warn("bridge: message with an invalid MQTT topic not delivered", "topic", m.Topic,
 					"queue", x.Queue, "offset", x.QueueOffset)

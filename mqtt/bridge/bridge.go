@@ -29,6 +29,11 @@ func New(mo mqtt.Options, bo Options) (*Bridge, error) {
 	var sb mqtt.Backend = be
 	if bo.WrapBackend != nil {
 		sb = bo.WrapBackend(be)
+		if _, ok := sb.(mqtt.SubscriptionBackend); !ok {
+			// The wrapper does not forward subscription saves: the
+			// server reaches the backend's directly.
+			sb = &subscriptionForward{Backend: sb, be: be}
+		}
 	}
 	srv, err := mqtt.NewServer(mo, sb)
 	if err != nil {
@@ -61,4 +66,26 @@ func (b *Bridge) Addrs() []net.Addr { return b.server.Addrs() }
 // cluster, then closes the back end. It is idempotent.
 func (b *Bridge) Close() error {
 	return errors.Join(b.server.Close(), b.backend.Close())
+}
+
+// subscriptionForward adds Backend.SaveSubscriptions to a wrapped backend
+// that lacks it; every other call goes through the wrapper.
+type subscriptionForward struct {
+	mqtt.Backend
+	be *Backend
+}
+
+// SaveSubscriptions implements mqtt.SubscriptionBackend.
+func (f *subscriptionForward) SaveSubscriptions(ctx context.Context, st *mqtt.SessionState) error {
+	return f.be.SaveSubscriptions(ctx, st)
+}
+
+// PublishAsync implements mqtt.AsyncBackend with the wrapper's
+// PublishAsync, or its Publish when it has none.
+func (f *subscriptionForward) PublishAsync(ctx context.Context, m *mqtt.Message, done func(error)) {
+	if ab, ok := f.Backend.(mqtt.AsyncBackend); ok {
+		ab.PublishAsync(ctx, m, done)
+		return
+	}
+	done(f.Backend.Publish(ctx, m))
 }

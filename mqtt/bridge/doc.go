@@ -59,15 +59,35 @@
 //
 // Every node consumes all device-facing topics (every route topic, the
 // default topic and Options.EgressTopic, MQTT_EGRESS) and hands each
-// message to its server, which delivers it to the matching local
-// subscriptions (shared subscriptions are balanced by the engine among the
-// group's members on that node). Each node must see every message, so each
-// runs its own pull consumer assigned every queue (group MQTT_BRIDGE_LIVE,
-// never committing: a node always starts at the end of the topics, and
-// what a restarted node missed reaches sessions through their resume
-// points below). Back ends send to devices by producing to MQTT_EGRESS with
-// MQTT_TOPIC set (MQTT_QOS default 1); a message without MQTT_TOPIC is
-// delivered on its broker topic's name.
+// message to its server, which delivers it to the matching local plain
+// subscriptions (shared subscriptions: below). Each node must see every
+// message, so each runs its own pull consumer assigned every queue (group
+// MQTT_BRIDGE_LIVE, never committing: a node always starts at the end of
+// the topics, and what a restarted node missed reaches sessions through
+// their resume points below). Back ends send to devices by producing to
+// MQTT_EGRESS with MQTT_TOPIC set (MQTT_QOS default 1); a message without
+// MQTT_TOPIC is delivered on its broker topic's name.
+//
+// # Shared subscriptions
+//
+// A shared subscription $share/<group>/<filter> is one broker consumer
+// group in clustering mode over every device-facing topic, named
+// MQTT_SHARE_<group's [A-Za-z0-9_-] characters, others as "_", at most
+// 32>_<16 hex digits of the FNV-1a 64 hash of the whole
+// "$share/<group>/<filter>">. Every node with a member of it runs a
+// consumer in that group (reconciled with the server's shared
+// subscriptions every Options.ShareRefresh and when a session's
+// subscriptions change, by a walk of the server's subscription tree held
+// to about 2% of a core: the pause between walks is at least 50 times the
+// last walk), so the brokers split the
+// queues among those nodes: each message reaches one node, which hands it
+// to one local member (round robin, connected members first). The group
+// commits its offsets (every second and when a node leaves), so a queue
+// that moves continues where its previous owner stopped; messages near a
+// rebalance may come twice (at least once). The live consumer above
+// delivers plain subscriptions only. A member whose session is offline
+// keeps its node in the group: its share of the messages waits in its
+// session. Shared subscriptions are not replayed into resumed sessions.
 //
 // # Retained messages
 //
@@ -81,16 +101,25 @@
 //
 // A persistent session is stored as JSON records in Options.SessionTopic
 // (MQTT_SESSION), one per change, on the queue picked by a hash of the
-// client id; every node replays the topic at Start and follows it, latest
+// client id, so one client's records are totally ordered by their queue
+// offset; every node replays the topic at Start and follows it, latest
 // record per client wins. A record:
 //
 //	{"clientId":"dev1","node":"<node id>","online":true?,"deleted":true?,
+//	 "connect":true?,"gen":18?,
 //	 "username":"u","subscriptions":[{"filter":"cmd/#","qos":1,"noLocal":false,
 //	   "rap":false,"rh":0,"id":0}],
 //	 "expiryMs":3600000,"disconnectedAtMs":1763800000000,
 //	 "resume":[{"topic":"MQTT_EGRESS","broker":"broker-a","queue":0,
 //	            "from":17,"live":20,"pending":[17,19]}],
 //	 "pending":[{"topic":"t","payload":"<base64>","qos":1,...}]}
+//
+// Kinds of record: a connect request ("connect"), a clean-start
+// announcement ("connect" and "deleted"), a claim or subscription change
+// of a connected session ("online"), an offline save, a handoff (an
+// offline save, or "deleted" for a session that ended with its
+// connection, answering the connect request at queue offset gen-1), and a
+// delete ("deleted").
 //
 // SaveSession (a client went offline, or the node shuts down) writes the
 // subscriptions, expiry and, per consumed queue, the resume point: "live"
@@ -102,28 +131,59 @@
 // payload, the rest dropped with a log line).
 //
 // LoadSession (a client resumes on a node that does not hold its session
-// in memory: another node, or after a restart) first waits (bounded) until
-// the node's live consumer has delivered what the brokers stored so far,
-// then returns the subscriptions and, read back from the log, the pending
-// offsets plus every later message matching a (non-shared) subscription,
-// QoS 1/2 only (at the lower of message and subscription QoS), unexpired,
-// up to where the live consumer is, ordered by store time then commitlog
-// offset (one publisher's messages keep their order), bounded by
-// Options.MaxOfflineMessages (the excess is dropped with a log line). The
-// last stretch of that read pauses the node's live delivery (concurrent
-// resumes share the pause), until 50 ms after return, so no message falls
-// between the replay and the session's installation. The node then writes
-// an "online" claim record (its own live positions as the resume points),
-// so a later resume elsewhere starts there even if this node dies without
-// saving. Delivery is at least once: messages near a disconnect may come
-// twice. Messages whose MQTT_TOPIC is not a valid MQTT topic name are
-// never delivered (a log line says so).
+// in memory: another node, or after a restart) writes a connect request
+// and waits until the node's tail has applied it: the client's record
+// before it is then its latest state (see Takeover). It waits (bounded)
+// until the node's live consumer has delivered what the brokers stored so
+// far, then returns the subscriptions and, read back from the log, the
+// pending offsets plus every later message matching a (non-shared)
+// subscription, QoS 1/2 only (at the lower of message and subscription
+// QoS), unexpired, up to where the live consumer is, ordered by store time
+// then commitlog offset (one publisher's messages keep their order),
+// bounded by Options.MaxOfflineMessages (the excess is dropped with a log
+// line). The last stretch of that read pauses the node's live delivery
+// (concurrent resumes share the pause), until 50 ms after return, so no
+// message falls between the replay and the session's installation. The
+// node then writes an "online" claim record (its own live positions as the
+// resume points), so a later resume elsewhere starts there even if this
+// node dies without saving. Delivery is at least once: messages near a
+// disconnect may come twice. Messages whose MQTT_TOPIC is not a valid MQTT
+// topic name are never delivered (a log line says so).
 //
-// DeleteSession writes a "deleted" record, unless the current record
-// belongs to another node and this node's own last record has expired by
-// now: that delete is the expiry of this node's stale offline copy of a
-// session that resumed elsewhere. A client id never stored costs no
-// write (clean-start connects call DeleteSession every time).
+// SaveSubscriptions (mqtt.SubscriptionBackend: the server calls it when a
+// SUBSCRIBE or UNSUBSCRIBE changed a connected session, before the
+// SUBACK/UNSUBACK) writes, for a session that outlives its connection, an
+// "online" record with the subscriptions, so a crash of the node loses no
+// acknowledged subscription.
+//
+// DeleteSession of a client connected to this node (a clean start, called
+// after the CONNACK) writes a clean-start announcement. Otherwise it writes
+// a "deleted" record, unless the current record belongs to another node
+// and this node's own last record has expired by now (the expiry of a
+// stale offline copy of a session that resumed elsewhere); a client id
+// never stored costs no write.
+//
+// # Takeover
+//
+// Every connect is a record of the client's queue (a connect request from
+// LoadSession, or a clean-start announcement), and every node follows the
+// topic. A node whose server holds the client id (connected, or offline in
+// memory) drops it (mqtt.Server.Evict: DISCONNECT 0x8E for v5, the
+// connection closed for 3.1.1, no save) when another node's connect,
+// announcement or claim is newer than the record that stands for the local
+// session (the node's last record written for that session instance; a
+// local session with no such record yet, or with one being written, is
+// judged once it is stored, at most Options.SendTimeout later). Answering
+// a connect request, it writes a handoff record with the session's state
+// at that moment (subscriptions, unacknowledged messages, resume points).
+// The connecting node, when the record before its request was another
+// node's connect or claim, waits for a later record of another node
+// (bounded by Options.HandoffTimeout; past it, that node is taken as dead
+// and the session resumes from its last record) and resumes from it,
+// before its CONNACK. A session therefore lives on one node at a time, and
+// A -> B -> A resumes from B's state. The will of a session taken over is
+// published when the new connect is a clean start or the will has no
+// delay.
 //
 // The system topics are ordinary topics under the brokers' retention
 // (file_reserved_time, 72 h by default): a retained message or a session
@@ -131,16 +191,14 @@
 // Compaction (re-appending live records before they age out) is not done
 // yet.
 //
-// Known limits: the engine reports a session to the backend only when its
-// connection ends (SaveSession) or at Close, so a node that crashes loses
-// the subscriptions made since the session's last record (graceful
-// restarts keep everything); the engine keeps an offline session in the memory of the
-// node that saw it last and does not consult the backend when the client
-// returns there, so a client that moves A -> B -> A resumes on A with A's
-// copy (subscriptions made on B are missing); a node never takes a session
-// away from another node's live connection (no cross-node takeover); a
-// shared subscription group with members on several nodes gets each
-// message once per node (the engine balances among one node's members).
+// Known limits: a node keeps the latest record of every client id ever
+// seen (clean-start announcements included) in memory; clients that
+// connect to two nodes at the same moment, or move faster than the nodes
+// follow the session topic, may see one extra takeover; a node that
+// crashes while holding a session is waited for HandoffTimeout at the next
+// connect of that client; SaveSubscriptions needs the engine to call it
+// (mqtt.Server.SaveSubscriptions), otherwise a crash loses the
+// subscriptions made since the session's last record.
 //
 // # Extending a node
 //

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,4 +74,53 @@ func FuzzBridgeFromBroker(f *testing.F) {
 			t.Fatalf("bad message %+v", m)
 		}
 	})
+}
+
+// TestBridgeTakeoverRecordBytes pins the JSON of the takeover records
+// (doc.go, Takeover): a connect request, a clean-start announcement and a
+// handoff.
+func TestBridgeTakeoverRecordBytes(t *testing.T) {
+	for _, c := range []struct {
+		rec  *sessionRecord
+		want string
+	}{
+		{&sessionRecord{ClientID: "d", Node: "n", Connect: true, vouch: true, tailOnly: true},
+			`{"clientId":"d","node":"n","connect":true,"expiryMs":0}`},
+		{&sessionRecord{ClientID: "d", Node: "n", Connect: true, Deleted: true},
+			`{"clientId":"d","node":"n","deleted":true,"connect":true,"expiryMs":0}`},
+		{&sessionRecord{ClientID: "d", Node: "n", Gen: 18, ExpiryMs: 1000, DisconnectedAt: 5},
+			`{"clientId":"d","node":"n","gen":18,"expiryMs":1000,"disconnectedAtMs":5}`},
+	} {
+		b, err := json.Marshal(c.rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != c.want {
+			t.Errorf("record\n got %s\nwant %s", b, c.want)
+		}
+	}
+}
+
+// TestBridgeShareGroupName pins the consumer group names of shared
+// subscriptions (doc.go, Shared subscriptions).
+func TestBridgeShareGroupName(t *testing.T) {
+	for share, want := range map[string]string{
+		"$share/g/jobs/#": "MQTT_SHARE_g_",
+		"$share/a.b c/x":  "MQTT_SHARE_a_b_c_",
+		"$share/" + strings.Repeat("z", 40) + "/x": "MQTT_SHARE_" + strings.Repeat("z", 32) + "_",
+	} {
+		got := shareGroup(share)
+		if !strings.HasPrefix(got, want) || len(got) != len(want)+16 {
+			t.Errorf("%s: %s, want %s<16 hex>", share, got, want)
+		}
+		if !topicRE.MatchString(got) {
+			t.Errorf("%s: %s is not a valid name", share, got)
+		}
+	}
+	if got := shareGroup("$share/g/jobs/#"); got != "MQTT_SHARE_g_8cb902fd2e773d0f" {
+		t.Errorf("name %s", got)
+	}
+	if shareGroup("$share/g/a") == shareGroup("$share/g/b") {
+		t.Error("two shared subscriptions share a consumer group")
+	}
 }

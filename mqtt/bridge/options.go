@@ -22,6 +22,12 @@ const (
 	// DefaultTopicQueues is the queue count of the topics the bridge
 	// creates when they do not exist.
 	DefaultTopicQueues = 8
+	// DefaultHandoffTimeout bounds how long a connect waits for the node
+	// that held the session to hand it over.
+	DefaultHandoffTimeout = 2 * time.Second
+	// DefaultShareRefresh is how often a node reconciles its shared
+	// subscription consumers with the server's shared subscriptions.
+	DefaultShareRefresh = 500 * time.Millisecond
 	// DefaultStartTimeout bounds topic creation and the replay of the
 	// system topics at Start.
 	DefaultStartTimeout = 30 * time.Second
@@ -65,6 +71,14 @@ type Options struct {
 	StartTimeout time.Duration
 	// SendTimeout bounds one produce. Default 3 s.
 	SendTimeout time.Duration
+	// HandoffTimeout bounds how long a connect waits for the node holding
+	// the session (connected there) to hand it over; past it the session
+	// resumes from that node's last record. Default 2 s.
+	HandoffTimeout time.Duration
+	// ShareRefresh is how often the node reconciles its consumer groups
+	// for shared subscriptions with the local members (a walk of the
+	// server's subscription tree). Default 500 ms.
+	ShareRefresh time.Duration
 	// WrapBackend, when set, wraps the Backend that Bridge hands to the
 	// MQTT server (hooks such as the state store's session hook); the
 	// wrapper must forward every call. Unused by NewBackend.
@@ -105,6 +119,12 @@ func (o *Options) fill() {
 	if o.SendTimeout == 0 {
 		o.SendTimeout = 3 * time.Second
 	}
+	if o.HandoffTimeout == 0 {
+		o.HandoffTimeout = DefaultHandoffTimeout
+	}
+	if o.ShareRefresh == 0 {
+		o.ShareRefresh = DefaultShareRefresh
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -133,7 +153,8 @@ func (o Options) Validate() error {
 			return bad("broker topic %q is not a topic name", t)
 		}
 	}
-	if o.MaxOfflineMessages < 0 || o.TopicQueues < 0 || o.StartTimeout < 0 || o.SendTimeout < 0 {
+	if o.MaxOfflineMessages < 0 || o.TopicQueues < 0 || o.StartTimeout < 0 || o.SendTimeout < 0 ||
+		o.HandoffTimeout < 0 || o.ShareRefresh < 0 {
 		return bad("negative limit")
 	}
 	return nil

@@ -39,19 +39,35 @@ func (b *Backend) writeSession(ctx context.Context, rec *sessionRecord) error {
 	if encodable(rec.ClientID) {
 		m.Properties = map[string]string{PropClientID: rec.ClientID}
 	}
+	// Other nodes' records of the client that the tail applies while this
+	// write is in flight wait for it (takeover.go).
+	b.mu.Lock()
+	b.writing[rec.ClientID]++
+	b.mu.Unlock()
 	res, err := b.prod.SendOrderly(ctx, m, rec.ClientID, client.HashSelector)
+	b.mu.Lock()
+	if err == nil {
+		rec.q, rec.off = res.Queue, res.QueueOffset
+		if !rec.tailOnly {
+			b.applySessionLocked(rec)
+		}
+		if rec.Deleted && !rec.Connect {
+			delete(b.own, rec.ClientID)
+		} else {
+			b.own[rec.ClientID] = rec
+		}
+	}
+	if err == nil {
+		b.setVouchLocked(rec)
+	}
+	if b.writing[rec.ClientID]--; b.writing[rec.ClientID] == 0 {
+		delete(b.writing, rec.ClientID)
+		b.judgeDeferredLocked(rec.ClientID)
+	}
+	b.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("bridge: store session %q: %w", rec.ClientID, err)
 	}
-	rec.q, rec.off = res.Queue, res.QueueOffset
-	b.mu.Lock()
-	b.applySessionLocked(rec)
-	if rec.Deleted {
-		delete(b.own, rec.ClientID)
-	} else {
-		b.own[rec.ClientID] = rec
-	}
-	b.mu.Unlock()
 	return nil
 }
 
@@ -115,6 +131,14 @@ func (b *Backend) SaveSession(ctx context.Context, st *mqtt.SessionState) error 
 	if b.isClosed() {
 		return ErrClosed
 	}
+	rec := b.offlineRecord(st)
+	rec.vouch, rec.inst = true, b.instance(st.ClientID)
+	return b.writeSession(ctx, rec)
+}
+
+// offlineRecord is the record of a session that went offline (or moves
+// to another node) with state st.
+func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
 	rec := &sessionRecord{ClientID: st.ClientID, Node: b.opts.NodeID, Username: st.Username,
 		Subscriptions: subRecords(st.Subscriptions), ExpiryMs: st.Expiry.Milliseconds()}
 	if !st.DisconnectedAt.IsZero() {
@@ -156,7 +180,7 @@ func (b *Backend) SaveSession(ctx context.Context, st *mqtt.SessionState) error 
 		b.log.Warn("bridge: pending messages over the session record limit dropped", "client", st.ClientID, "dropped", dropped)
 	}
 	rec.Resume = sortedPoints(points)
-	return b.writeSession(ctx, rec)
+	return rec
 }
 
 // DeleteSession implements mqtt.Backend. A delete that looks like the
@@ -164,6 +188,13 @@ func (b *Backend) SaveSession(ctx context.Context, st *mqtt.SessionState) error 
 // node's, and this node's own last record has expired by now) is ignored:
 // the client resumed elsewhere.
 func (b *Backend) DeleteSession(ctx context.Context, clientID string) error {
+	b.wakeShares()
+	if srv := b.server(); srv != nil && srv.Connected(clientID) {
+		// A clean-start connect on this node: announced, so that a node
+		// holding the client id drops it.
+		return b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Connect: true, Deleted: true,
+			vouch: true, inst: srv.SessionInstance(clientID)})
+	}
 	b.mu.Lock()
 	rec, own := b.sessions[clientID], b.own[clientID]
 	b.mu.Unlock()
@@ -193,25 +224,30 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 	if b.isClosed() {
 		return nil, false, ErrClosed
 	}
-	cctx, cancel := context.WithTimeout(ctx, b.opts.SendTimeout)
-	err := b.catchUpSys(cctx, b.opts.SessionTopic)
-	cancel()
+	// The connect is a record of the client's queue: once the node's
+	// tail has applied it, the record before it is the client's latest
+	// state (takeover.go).
+	rec, err := b.connect(ctx, clientID)
 	if err != nil {
-		return nil, false, fmt.Errorf("bridge: session topic: %w", err)
+		return nil, false, err
 	}
-	b.mu.Lock()
-	rec := b.sessions[clientID]
-	b.mu.Unlock()
-	if rec == nil || rec.Deleted || expiredAt(rec, time.Now()) {
+	if rec == nil || rec.Deleted || rec.Connect || expiredAt(rec, time.Now()) {
 		return nil, false, nil
 	}
 	st := &mqtt.SessionState{ClientID: clientID, Username: rec.Username, Expiry: time.Duration(rec.ExpiryMs) * time.Millisecond}
 	if rec.DisconnectedAt > 0 {
 		st.DisconnectedAt = time.UnixMilli(rec.DisconnectedAt)
 	}
+	shared := false
 	for _, s := range rec.Subscriptions {
 		st.Subscriptions = append(st.Subscriptions, mqtt.Subscription{Filter: s.Filter, QoS: s.QoS, NoLocal: s.NoLocal,
 			RetainAsPublished: s.RetainAsPublished, RetainHandling: s.RetainHandling, Identifier: s.Identifier})
+		shared = shared || packets.IsShared(s.Filter)
+	}
+	if shared {
+		// Usually before the server installed the session: the next
+		// periodic walk finds it otherwise.
+		defer b.wakeShares()
 	}
 	for i := range rec.Pending {
 		st.Pending = append(st.Pending, rec.Pending[i].message())
@@ -226,14 +262,40 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 		st.Pending = st.Pending[:b.opts.MaxOfflineMessages]
 	}
 	// Claim: resumes elsewhere start from here if this node disappears.
-	b.mu.Lock()
-	claim := &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Online: true, Username: rec.Username,
-		Subscriptions: rec.Subscriptions, ExpiryMs: rec.ExpiryMs, Resume: sortedPoints(b.resumePointsLocked(clientID, time.Time{}))}
-	b.mu.Unlock()
+	claim := b.onlineRecord(clientID, rec.Username, rec.Subscriptions, rec.ExpiryMs)
+	claim.vouch = true
 	if err := b.writeSession(ctx, claim); err != nil {
 		b.log.Warn("bridge: session claim", "client", clientID, "err", err)
 	}
 	return st, true, nil
+}
+
+// onlineRecord is the record of a session connected to this node: its
+// subscriptions, and this node's live positions as resume points (where a
+// resume elsewhere starts if this node disappears).
+func (b *Backend) onlineRecord(clientID, username string, subs []subRecord, expiryMs int64) *sessionRecord {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Online: true, Username: username,
+		Subscriptions: subs, ExpiryMs: expiryMs, Resume: sortedPoints(b.resumePointsLocked(clientID, time.Time{}))}
+}
+
+// SaveSubscriptions implements mqtt.SubscriptionBackend: the server calls
+// it when a SUBSCRIBE or UNSUBSCRIBE changed a connected persistent
+// session, before acknowledging; it writes an online record with the
+// subscriptions, so a crash of this node loses no acknowledged
+// subscription.
+func (b *Backend) SaveSubscriptions(ctx context.Context, st *mqtt.SessionState) error {
+	if b.isClosed() {
+		return ErrClosed
+	}
+	b.wakeShares()
+	if st.Expiry == 0 {
+		return nil // the session ends with its connection
+	}
+	rec := b.onlineRecord(st.ClientID, st.Username, subRecords(st.Subscriptions), st.Expiry.Milliseconds())
+	rec.vouch, rec.inst = true, b.instance(st.ClientID)
+	return b.writeSession(ctx, rec)
 }
 
 // replayed is one message read back from the log.

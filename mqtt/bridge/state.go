@@ -89,8 +89,14 @@ func (b *Backend) applySys(x *client.MessageExt) {
 		} else {
 			rec.q, rec.off = x.Queue, x.QueueOffset
 			b.mu.Lock()
+			if rec.Node == b.opts.NodeID && rec.Connect && !rec.Deleted && b.connecting[rec.ClientID] > 0 {
+				// This node's connect request: Backend.connect wants
+				// the record before it.
+				b.connectPrev[sysPos{rec.q, rec.off}] = b.sessions[rec.ClientID]
+			}
 			b.applySessionLocked(rec)
 			b.mu.Unlock()
+			b.onSessionRecord(rec)
 		}
 	}
 	b.mu.Lock()
@@ -141,6 +147,8 @@ type sessionRecord struct {
 	Node           string          `json:"node"`
 	Deleted        bool            `json:"deleted,omitempty"`
 	Online         bool            `json:"online,omitempty"`
+	Connect        bool            `json:"connect,omitempty"`
+	Gen            int64           `json:"gen,omitempty"`
 	Username       string          `json:"username,omitempty"`
 	Subscriptions  []subRecord     `json:"subscriptions,omitempty"`
 	ExpiryMs       int64           `json:"expiryMs"`
@@ -150,6 +158,13 @@ type sessionRecord struct {
 
 	q   client.MessageQueue
 	off int64
+	// vouch: once stored, the record stands for the local session inst
+	// (takeover.go); not part of the JSON.
+	vouch bool
+	inst  uint64
+	// tailOnly: the writer does not apply the record itself; its tail
+	// does (a connect request, see Backend.connect).
+	tailOnly bool
 }
 
 // applySessionLocked makes rec the current record of its client unless a

@@ -1,0 +1,219 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// Shared subscriptions across nodes. Each shared subscription
+// $share/<group>/<filter> is a broker consumer group (shareGroup), in
+// clustering mode, over every device-facing topic, run by the nodes that
+// have members of it: the brokers split the queues among those nodes, so
+// each message reaches one node, which hands it to one local member
+// (mqtt.Server.DeliverShared). The live consumer delivers plain
+// subscriptions only (DeliverUnshared). A node reconciles its share
+// consumers with the server's shared subscriptions every
+// Options.ShareRefresh.
+
+// sharePrefix starts the consumer group names of shared subscriptions.
+const sharePrefix = "MQTT_SHARE_"
+
+// shareGroup is the consumer group of a shared subscription: the share
+// name's safe characters (at most 32) and a hash of the whole
+// "$share/<group>/<filter>", so distinct subscriptions never share a group.
+func shareGroup(share string) string {
+	g, _, _ := packets.ParseShared(share)
+	var sb strings.Builder
+	sb.WriteString(sharePrefix)
+	for _, r := range g {
+		if sb.Len() == len(sharePrefix)+32 {
+			break
+		}
+		if r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			sb.WriteRune(r)
+		} else {
+			sb.WriteByte('_')
+		}
+	}
+	h := fnv.New64a()
+	h.Write([]byte(share))
+	fmt.Fprintf(&sb, "_%016x", h.Sum64())
+	return sb.String()
+}
+
+// shareConsumer consumes one shared subscription's group on this node.
+type shareConsumer struct {
+	share  string
+	c      *client.PullConsumer
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// shareLoop keeps the share consumers in line with the server's shared
+// subscriptions until the backend closes; then it closes them (their
+// offsets are committed, their queues go to the other members).
+func (b *Backend) shareLoop(srv clusterServer) {
+	defer b.wg.Done()
+	running := map[string]*shareConsumer{}
+	defer func() {
+		for _, sc := range running {
+			sc.stop()
+		}
+	}()
+	var gap time.Duration // the least pause between walks: 50 times the last one (~2% of a core)
+	for {
+		t := time.NewTimer(max(b.opts.ShareRefresh, gap))
+		select {
+		case <-b.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-b.shareWake:
+			t.Stop()
+			select {
+			case <-b.ctx.Done():
+				return
+			case <-time.After(gap):
+			}
+		}
+		began := time.Now()
+		want := map[string]bool{}
+		for _, s := range srv.SharedSubscriptions() {
+			want[s] = true
+		}
+		gap = 50 * time.Since(began)
+		for s, sc := range running {
+			if !want[s] {
+				sc.stop()
+				delete(running, s)
+				b.setShares(running)
+				b.log.Info("bridge: left shared subscription group", "share", s, "group", shareGroup(s))
+			}
+		}
+		for s := range want {
+			if running[s] != nil || b.ctx.Err() != nil {
+				continue
+			}
+			sc, err := b.startShare(srv, s)
+			if err != nil {
+				b.log.Warn("bridge: shared subscription consumer", "share", s, "err", err)
+				continue
+			}
+			running[s] = sc
+			b.setShares(running)
+			b.log.Info("bridge: joined shared subscription group", "share", s, "group", shareGroup(s))
+		}
+	}
+}
+
+// wakeShares asks the share loop to reconcile soon (a subscription of a
+// session changed); it never blocks.
+func (b *Backend) wakeShares() {
+	select {
+	case b.shareWake <- struct{}{}:
+	default:
+	}
+}
+
+// setShares publishes the running share consumers (for Shares).
+func (b *Backend) setShares(running map[string]*shareConsumer) {
+	m := make(map[string]*client.PullConsumer, len(running))
+	for s, sc := range running {
+		m[s] = sc.c
+	}
+	b.mu.Lock()
+	b.shares = m
+	b.mu.Unlock()
+}
+
+// ShareQueues returns the queues this node consumes for the shared
+// subscription share ("$share/<group>/<filter>"), nil when it has no
+// member of it.
+func (b *Backend) ShareQueues(share string) []client.MessageQueue {
+	b.mu.Lock()
+	c := b.shares[share]
+	b.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.Assigned()
+}
+
+func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, error) {
+	co := client.PullConsumerOptions{AutoCommit: true, ConsumerOptions: client.ConsumerOptions{
+		ClientOptions: client.ClientOptions{Registries: b.opts.Registries, Logger: b.log.With("component", "bridge-share")},
+		Group:         shareGroup(share), Model: client.Clustering, From: client.ConsumeFromLast,
+		PullSuspend: 2 * time.Second, PersistInterval: time.Second, RebalanceInterval: 5 * time.Second}}
+	c, err := client.NewPullConsumer(co)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range b.topics {
+		if err := c.Subscribe(t, "*"); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	sctx, cancel := context.WithTimeout(b.ctx, b.opts.StartTimeout)
+	err = c.Start(sctx)
+	cancel()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	sc := &shareConsumer{share: share, c: c, cancel: cancel, done: make(chan struct{})}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer close(sc.done)
+		for {
+			msgs, err := c.Poll(ctx)
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, client.ErrClosed) {
+					return
+				}
+				b.log.Warn("bridge: poll shared subscription", "share", share, "err", err)
+				continue
+			}
+			for _, x := range msgs {
+				b.deliverShared(srv, share, x)
+			}
+		}
+	}()
+	return sc, nil
+}
+
+func (b *Backend) deliverShared(srv clusterServer, share string, x *client.MessageExt) {
+	m := fromBroker(x)
+	if !packets.ValidTopicName(m.Topic) {
+		return // the live consumer logs it
+	}
+	srv.DeliverShared(share, m)
+}
+
+// stop ends the consumer: its poll loop, then the consumer (committing
+// its offsets and leaving the group).
+func (sc *shareConsumer) stop() {
+	sc.cancel()
+	<-sc.done
+	sc.c.Close()
+}
+
+// deliverLive hands a live message to the server: plain subscriptions
+// only when shared ones are balanced across nodes.
+func deliverLive(d mqtt.Deliverer, srv clusterServer, m *mqtt.Message) {
+	if srv != nil {
+		srv.DeliverUnshared(m)
+		return
+	}
+	d.Deliver(m)
+}

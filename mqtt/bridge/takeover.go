@@ -1,0 +1,268 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/mqtt"
+)
+
+// Session takeover across nodes (format and rules in doc.go, "Takeover").
+// Every connect is a record of the client's queue in the session topic,
+// so the queue offset orders connects and every other record of that
+// client; every node follows the topic. A node that holds a client id
+// (connected or offline in memory) and sees a newer connect or claim of
+// another node drops it (mqtt.Server.Evict: DISCONNECT 0x8E); asked by a
+// connect request, it first writes the session's state as a handoff
+// record, which the connecting node waits for before its CONNACK.
+
+// clusterServer is the part of *mqtt.Server a multi-node backend uses
+// (mqtt/cluster.go). Without it (another Deliverer) the node neither
+// takes sessions away from other nodes nor balances shared subscriptions
+// across nodes.
+type clusterServer interface {
+	Evict(clientID string, sessionEnds bool) (*mqtt.SessionState, bool)
+	Connected(clientID string) bool
+	SessionInstance(clientID string) uint64
+	DeliverUnshared(msg *mqtt.Message)
+	DeliverShared(share string, msg *mqtt.Message) bool
+	SharedSubscriptions() []string
+}
+
+// instance is the server's session instance of clientID (0: none, or no
+// cluster server).
+func (b *Backend) instance(clientID string) uint64 {
+	if srv := b.server(); srv != nil {
+		return srv.SessionInstance(clientID)
+	}
+	return 0
+}
+
+func (b *Backend) server() clusterServer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.srv
+}
+
+// connect writes a connect request of clientID, waits until the node's
+// system tail has applied it, and returns the record before it: the
+// client's latest state (nil: none). When that record says another node
+// may hold the session on a connection (its connect or claim), it waits
+// (bounded by HandoffTimeout) for a later record of another node,
+// normally that node's handoff, and returns it; past the bound it returns
+// the earlier record.
+func (b *Backend) connect(ctx context.Context, clientID string) (*sessionRecord, error) {
+	req := &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Connect: true, vouch: true, tailOnly: true}
+	b.mu.Lock()
+	b.connecting[clientID]++
+	b.mu.Unlock()
+	err := b.writeSession(ctx, req)
+	key := sysPos{req.q, req.off}
+	defer func() {
+		b.mu.Lock()
+		delete(b.connectPrev, key)
+		if b.connecting[clientID]--; b.connecting[clientID] == 0 {
+			delete(b.connecting, clientID)
+		}
+		b.mu.Unlock()
+	}()
+	if err != nil {
+		return nil, err
+	}
+	tctx, cancel := context.WithTimeout(ctx, b.opts.SendTimeout)
+	defer cancel()
+	var rec *sessionRecord
+	for {
+		b.mu.Lock()
+		done := b.sysNext[req.q] > req.off
+		rec = b.connectPrev[key]
+		b.mu.Unlock()
+		if done {
+			break
+		}
+		select {
+		case <-tctx.Done():
+			return nil, fmt.Errorf("bridge: session topic behind at a connect of %q: %w", clientID, tctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if rec == nil || rec.Node == b.opts.NodeID || !rec.Connect && !rec.Online {
+		return rec, nil
+	}
+	hctx, cancel := context.WithTimeout(ctx, b.opts.HandoffTimeout)
+	defer cancel()
+	for {
+		b.mu.Lock()
+		cur := b.sessions[clientID]
+		b.mu.Unlock()
+		if cur != nil && cur.Node != b.opts.NodeID && cur.q == req.q && cur.off > req.off {
+			b.log.Debug("bridge: session handed over", "client", clientID, "from", cur.Node, "gen", cur.Gen)
+			return cur, nil
+		}
+		select {
+		case <-hctx.Done():
+			b.log.Warn("bridge: no session handoff from the node holding it; resuming from its last record",
+				"client", clientID, "node", rec.Node, "timeout", b.opts.HandoffTimeout)
+			return rec, nil
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// sysPos is a record's position in a system topic.
+type sysPos struct {
+	q   client.MessageQueue
+	off int64
+}
+
+// vouch is the record of this node that stands for its local session of
+// a client: a record of another node newer than it takes the session
+// away. inst is the server's session instance it was written for (0:
+// written by LoadSession, bound to the session the server installs next).
+type vouch struct {
+	inst uint64
+	q    client.MessageQueue
+	off  int64
+}
+
+// setVouchLocked makes rec (just stored) the client's vouch when rec.vouch
+// is set, else drops the vouch.
+func (b *Backend) setVouchLocked(rec *sessionRecord) {
+	if rec.vouch {
+		b.vouches[rec.ClientID] = &vouch{inst: rec.inst, q: rec.q, off: rec.off}
+	} else {
+		delete(b.vouches, rec.ClientID)
+	}
+}
+
+// onSessionRecord runs on the system tail for every applied session
+// record: a connect or claim of another node that is newer than this
+// node's session of the client takes the client id away from this node;
+// a connect request is answered with a handoff record.
+func (b *Backend) onSessionRecord(rec *sessionRecord) { b.judge(rec, false) }
+
+// judge decides whether rec takes the client away from this node. A local
+// session that has no record yet (a clean start announces itself just
+// after its CONNACK), or while a record of the client is being written,
+// is judged once that record is stored (deferred), or after SendTimeout
+// as older (late).
+func (b *Backend) judge(rec *sessionRecord, late bool) {
+	if rec.Node == b.opts.NodeID || !rec.Connect && !rec.Online {
+		return
+	}
+	srv := b.server()
+	if srv == nil {
+		return
+	}
+	id := rec.ClientID
+	inst := srv.SessionInstance(id)
+	b.mu.Lock()
+	v := b.vouches[id]
+	if v != nil && v.inst == 0 && inst != 0 {
+		v.inst = inst
+	}
+	own := b.own[id]
+	var older bool // rec is older than what this node holds
+	switch {
+	case b.writing[id] > 0 && !late:
+		b.deferLocked(rec)
+		b.mu.Unlock()
+		return
+	case inst == 0:
+		older = own != nil && own.q == rec.q && own.off > rec.off
+	case v != nil && v.inst == inst:
+		older = v.q == rec.q && v.off > rec.off
+	case !late:
+		b.deferLocked(rec)
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	if older {
+		return
+	}
+	st, held := srv.Evict(id, rec.Connect && rec.Deleted)
+	if held {
+		b.log.Info("bridge: session taken over by another node", "client", id, "node", rec.Node)
+		b.wakeShares()
+	}
+	if !rec.Connect || rec.Deleted {
+		return
+	}
+	var h *sessionRecord
+	switch {
+	case held && st.Expiry > 0:
+		h = b.offlineRecord(st)
+	case held:
+		h = &sessionRecord{ClientID: id, Node: b.opts.NodeID, Deleted: true}
+	case own != nil && own.Online:
+		// Not held (any more), but this node's last word was that it
+		// was: answer with that record's state, offline.
+		cp := *own
+		h = &cp
+		h.Online = false
+		if h.DisconnectedAt == 0 {
+			h.DisconnectedAt = time.Now().UnixMilli()
+		}
+	case own != nil && own.Connect:
+		// A connect of this node that left no session here.
+		h = &sessionRecord{ClientID: id, Node: b.opts.NodeID, Deleted: true}
+	default:
+		return
+	}
+	h.Gen = rec.off + 1
+	if err := b.writeSession(b.ctx, h); err != nil {
+		b.log.Warn("bridge: session handoff", "client", id, "err", err)
+	}
+}
+
+// deferLocked keeps rec until this node's next record of its client is
+// stored (writeSession judges it then), at most SendTimeout.
+func (b *Backend) deferLocked(rec *sessionRecord) {
+	if b.closed {
+		return
+	}
+	b.deferred[rec.ClientID] = append(b.deferred[rec.ClientID], rec)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-time.After(b.opts.SendTimeout):
+		}
+		b.mu.Lock()
+		list := b.deferred[rec.ClientID]
+		i := slices.Index(list, rec)
+		if i >= 0 {
+			b.deferred[rec.ClientID] = slices.Delete(list, i, i+1)
+			if len(b.deferred[rec.ClientID]) == 0 {
+				delete(b.deferred, rec.ClientID)
+			}
+		}
+		b.mu.Unlock()
+		if i >= 0 {
+			b.judge(rec, true)
+		}
+	}()
+}
+
+// judgeDeferredLocked hands the records deferred for clientID to judge,
+// on a goroutine (writeSession calls it once its record is stored).
+func (b *Backend) judgeDeferredLocked(clientID string) {
+	list := b.deferred[clientID]
+	if len(list) == 0 || b.closed {
+		return
+	}
+	delete(b.deferred, clientID)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		for _, r := range list {
+			b.judge(r, false)
+		}
+	}()
+}

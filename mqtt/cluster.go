@@ -1,0 +1,287 @@
+package mqtt
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// Cluster support: what a Backend spanning several server nodes (the
+// broker bridge) needs beyond Backend and Deliverer. A session lives on one
+// node at a time; the backend moves it (Evict on the node losing it,
+// LoadSession on the node gaining it). Shared subscriptions can be balanced
+// by the backend across nodes: it delivers plain subscriptions with
+// DeliverUnshared and each shared subscription's messages with
+// DeliverShared.
+
+// SubscriptionBackend is an optional extension of Backend: the server
+// calls SaveSubscriptions (through Server.SaveSubscriptions) when a
+// SUBSCRIBE or UNSUBSCRIBE changed the subscriptions of a connected
+// session, before the SUBACK/UNSUBACK is sent, so that an acknowledged
+// subscription of a session that outlives its connection (Expiry > 0)
+// survives a node crash. The state has no Pending messages.
+type SubscriptionBackend interface {
+	Backend
+	SaveSubscriptions(ctx context.Context, st *SessionState) error
+}
+
+// SaveSubscriptions hands the subscriptions of clientID's connected
+// session to the backend when it implements SubscriptionBackend;
+// otherwise, or when the session is missing or offline, it does nothing.
+// The server calls it after a SUBSCRIBE or UNSUBSCRIBE changed the
+// session, before acknowledging.
+func (s *Server) SaveSubscriptions(clientID string) error {
+	sb, ok := s.backend.(SubscriptionBackend)
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	ss := s.sessions[clientID]
+	s.mu.Unlock()
+	if ss == nil {
+		return nil
+	}
+	ss.mu.Lock()
+	if ss.dead || ss.conn == nil {
+		ss.mu.Unlock()
+		return nil
+	}
+	st := ss.stateLocked()
+	st.Pending = nil
+	ss.mu.Unlock()
+	return sb.SaveSubscriptions(s.ctx, st)
+}
+
+// SessionInstance identifies the server's current session of clientID:
+// a new value when a session is created (a clean start, a session loaded
+// from the backend), the same while it lives (also across connections
+// resumed from memory), 0 when the server has none.
+func (s *Server) SessionInstance(clientID string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss := s.sessions[clientID]; ss != nil {
+		return ss.seq
+	}
+	return 0
+}
+
+// Connected reports whether clientID has a connection on this server.
+func (s *Server) Connected(clientID string) bool {
+	s.mu.Lock()
+	ss := s.sessions[clientID]
+	s.mu.Unlock()
+	if ss == nil {
+		return false
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return !ss.dead && ss.conn != nil
+}
+
+// Evict removes clientID's session from this server because another node
+// took it over, without telling the backend (no SaveSession or
+// DeleteSession): a connection gets DISCONNECT 0x8E (v5) or is closed
+// (3.1.1). The will is published when sessionEnds (the new connection
+// started clean) or when it has no delay; a delayed will of a session that
+// continues elsewhere is dropped. Evict returns the session's state at
+// that moment (DisconnectedAt set to now) and false when the server had no
+// session of that id.
+func (s *Server) Evict(clientID string, sessionEnds bool) (*SessionState, bool) {
+	s.mu.Lock()
+	ss := s.sessions[clientID]
+	if ss == nil {
+		s.mu.Unlock()
+		return nil, false
+	}
+	ss.mu.Lock()
+	old := ss.conn
+	ss.conn = nil
+	ss.online.Store(false)
+	ss.disconnectedAt = time.Now()
+	st := ss.stateLocked()
+	ss.dead = true
+	delete(s.sessions, clientID)
+	ss.dropSubsLocked()
+	s.wheel.disarm(&ss.expiryTimer)
+	s.wheel.disarm(&ss.willTimer)
+	will := ss.will
+	if will != nil && !sessionEnds && ss.willDelay > 0 {
+		will = nil
+	}
+	ss.will = nil
+	ss.mu.Unlock()
+	s.mu.Unlock()
+	if old != nil {
+		old.closeWith(packets.ReasonSessionTakenOver, "session taken over on another node", closeTakeover)
+	}
+	if will != nil {
+		s.publishWill(will)
+	}
+	return st, true
+}
+
+// DeliverUnshared is Deliver for the plain (not shared) subscriptions
+// only; the backend delivers shared subscriptions with DeliverShared.
+func (s *Server) DeliverUnshared(msg *Message) {
+	if msg.expired(time.Now()) {
+		return
+	}
+	for _, t := range s.subs.matchPlain(msg.Topic, msg.ClientID) {
+		retain := msg.Retain && t.rap
+		t.s.deliver(msg, min(msg.QoS, t.qos), retain, t.subIDs)
+	}
+}
+
+// DeliverShared hands msg to one local member of the shared subscription
+// share ("$share/<group>/<filter>"), round robin, preferring connected
+// members, if the filter matches msg's topic. It reports whether a member
+// got it.
+func (s *Server) DeliverShared(share string, msg *Message) bool {
+	group, inner, ok := packets.ParseShared(share)
+	if !ok || !packets.Match(inner, msg.Topic) || msg.expired(time.Now()) {
+		return false
+	}
+	x := &s.subs
+	x.mu.RLock()
+	n := &x.root
+	for lvl := range strings.SplitSeq(inner, "/") {
+		if n = n.children[lvl]; n == nil {
+			break
+		}
+	}
+	var t target
+	found := false
+	if n != nil {
+		if g := n.shared[group]; g != nil && len(g.members) > 0 {
+			t, found = pickShared(g), true
+		}
+	}
+	x.mu.RUnlock()
+	if !found {
+		return false
+	}
+	t.s.deliver(msg, min(msg.QoS, t.qos), msg.Retain && t.rap, t.subIDs)
+	return true
+}
+
+// SharedSubscriptions returns the shared subscriptions
+// ("$share/<group>/<filter>") that have members on this server, sorted. It
+// walks the whole subscription tree (no allocation per node).
+func (s *Server) SharedSubscriptions() []string {
+	x := &s.subs
+	var out []string
+	path := make([]string, 0, 16)
+	var walk func(n *node)
+	walk = func(n *node) {
+		for g, sg := range n.shared {
+			if len(sg.members) > 0 {
+				out = append(out, "$share/"+g+"/"+strings.Join(path, "/"))
+			}
+		}
+		for lvl, c := range n.children {
+			path = append(path, lvl)
+			walk(c)
+			path = path[:len(path)-1]
+		}
+	}
+	x.mu.RLock()
+	walk(&x.root)
+	x.mu.RUnlock()
+	slices.Sort(out)
+	return out
+}
+
+// pickShared chooses the member of g for the next message (caller holds
+// the index lock).
+func pickShared(g *shareGroup) target {
+	start := int(g.next.Add(1)-1) % len(g.members)
+	pick := start
+	for i := 0; i < len(g.members); i++ {
+		if j := (start + i) % len(g.members); g.members[j].s.online.Load() {
+			pick = j
+			break
+		}
+	}
+	m := g.members[pick]
+	t := target{s: m.s, qos: m.sub.QoS, rap: m.sub.RetainAsPublished}
+	if m.sub.Identifier != 0 {
+		t.subIDs = []uint32{m.sub.Identifier}
+	}
+	return t
+}
+
+// matchPlain is match without shared subscriptions.
+func (x *subIndex) matchPlain(topic, publisher string) []target {
+	var out []target
+	x.mu.RLock()
+	dollar := len(topic) > 0 && topic[0] == '$'
+	x.plainLocked(&x.root, topic, 0, dollar, publisher, &out)
+	x.mu.RUnlock()
+	if len(out) > 1 {
+		slices.SortFunc(out, func(a, b target) int {
+			switch {
+			case a.s.seq < b.s.seq:
+				return -1
+			case a.s.seq > b.s.seq:
+				return 1
+			}
+			return 0
+		})
+		w := 0
+		for i := 1; i < len(out); i++ {
+			if out[i].s == out[w].s {
+				t := &out[w]
+				t.qos = max(t.qos, out[i].qos)
+				t.rap = t.rap || out[i].rap
+				t.subIDs = append(t.subIDs, out[i].subIDs...)
+				continue
+			}
+			w++
+			out[w] = out[i]
+		}
+		out = out[:w+1]
+	}
+	return out
+}
+
+func (x *subIndex) plainLocked(n *node, rest string, depth int, dollar bool, publisher string, out *[]target) {
+	lvl, more, hasMore := strings.Cut(rest, "/")
+	if !(dollar && depth == 0) {
+		if c := n.children["#"]; c != nil {
+			collectPlain(c, publisher, out)
+		}
+		if c := n.children["+"]; c != nil {
+			x.plainStep(c, more, hasMore, depth, dollar, publisher, out)
+		}
+	}
+	if c := n.children[lvl]; c != nil {
+		x.plainStep(c, more, hasMore, depth, dollar, publisher, out)
+	}
+}
+
+func (x *subIndex) plainStep(c *node, more string, hasMore bool, depth int, dollar bool, publisher string, out *[]target) {
+	if hasMore {
+		x.plainLocked(c, more, depth+1, dollar, publisher, out)
+		return
+	}
+	collectPlain(c, publisher, out)
+	if h := c.children["#"]; h != nil {
+		collectPlain(h, publisher, out)
+	}
+}
+
+func collectPlain(n *node, publisher string, out *[]target) {
+	for s, sub := range n.subs {
+		if sub.NoLocal && s.id == publisher {
+			continue
+		}
+		t := target{s: s, qos: sub.QoS, rap: sub.RetainAsPublished}
+		if sub.Identifier != 0 {
+			t.subIDs = []uint32{sub.Identifier}
+		}
+		*out = append(*out, t)
+	}
+}
