@@ -114,6 +114,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*Conn, error) {
 		_ = tc.SetNoDelay(true)
 	}
 	cn := newConn(nc, c.opts.ConnOptions, c.log, c.mux)
+	cn.shareReads()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

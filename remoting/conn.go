@@ -1,28 +1,17 @@
 package remoting
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
-)
-
-// Small received frames are carved from shared slabs of slabSize bytes
-// instead of being allocated one by one. A received Body thus keeps its slab
-// (at most slabSize) alive while it is referenced; headers are copied out.
-const (
-	slabSize     = 32 << 10
-	slabFrameMax = 4<<10 + 512
 )
 
 // copyBodyMax is the largest Body copied into the write buffer; larger
@@ -45,12 +34,14 @@ type mark struct {
 
 // call is a request waiting for its response.
 type call struct {
-	opaque int32 // protected by Conn.mu
-	resp   *protocol.Command
-	err    error
-	done   chan struct{}                  // sync calls: receives one value on completion
-	cb     func(*protocol.Command, error) // async calls
-	timer  *time.Timer                    // async timeout
+	opaque   int32 // protected by Conn.mu
+	waiting  bool  // in Conn.waiters; protected by Conn.mu
+	promoted bool  // was handed the read token; protected by Conn.mu
+	resp     *protocol.Command
+	err      error
+	done     chan struct{}                  // sync calls: one value on completion, one more if promoted
+	cb       func(*protocol.Command, error) // async calls
+	timer    *time.Timer                    // async timeout
 }
 
 // Conn is one remoting connection, on either side: it reads frames, routes
@@ -71,6 +62,20 @@ type Conn struct {
 	hooks   []func(c *Conn, err error) // protected by mu
 	err     error                      // close reason; protected by mu
 
+	// Shared reading (client connections, see read.go): the goroutine
+	// holding the read token reads; a caller waiting for a response takes
+	// it when free, so that its own response wakes it directly.
+	shared  bool          // set before serve starts
+	reading bool          // the read token is held; protected by mu
+	waiters []*call       // sync calls waiting without the token; protected by mu
+	asyncN  int           // async calls pending; protected by mu
+	bgWake  chan struct{} // cap 1: the background reader should look at the token
+	standby *time.Timer   // wakes the background reader when callers stop reading
+	rb      readBuf       // owned by the token holder (by the reader goroutine when !shared)
+	idleAt  time.Time     // read deadline for IdleTimeout; owned like rb
+	dlSet   time.Time     // read deadline last set; owned like rb
+	dlKnown bool          // dlSet is the socket's deadline; owned like rb
+
 	wmu     sync.Mutex
 	wcond   *sync.Cond  // on wmu: signalled when a batch was written or the conn closed
 	wbuf    []byte      // frames waiting to be written; protected by wmu
@@ -82,6 +87,7 @@ type Conn struct {
 	spareMk []mark      // protected by wmu
 	iov     net.Buffers // parts of one writev; owned by the goroutine that set writing
 	wv      net.Buffers // iov as consumed by WriteTo; owned like iov
+	wdl     time.Time   // write deadline set; owned like iov
 	lazy    bool        // a lazy send may wait for flushQueued; owned by the reader
 
 	closeOnce sync.Once
@@ -100,6 +106,15 @@ func newConn(nc net.Conn, opts ConnOptions, log *slog.Logger, d dispatcher) *Con
 	}
 	c.wcond = sync.NewCond(&c.wmu)
 	return c
+}
+
+// shareReads makes callers read their own responses (client connections);
+// it is called before serve.
+func (c *Conn) shareReads() {
+	c.shared = true
+	c.bgWake = make(chan struct{}, 1)
+	c.standby = time.NewTimer(time.Hour)
+	c.standby.Stop()
 }
 
 // RemoteAddr returns the peer's address.
@@ -157,6 +172,7 @@ func (c *Conn) closeWith(reason error) {
 		c.err = reason
 		pend := c.pending
 		c.pending = nil
+		c.waiters = nil
 		hooks := c.hooks
 		c.hooks = nil
 		c.mu.Unlock()
@@ -196,7 +212,12 @@ func runReleases(marks []mark) {
 // serve runs the read loop until the connection fails or closes.
 func (c *Conn) serve() {
 	defer close(c.readDone)
-	err := c.readLoop()
+	var err error
+	if c.shared {
+		err = c.serveShared()
+	} else {
+		err = c.readLoop()
+	}
 	c.logClose(err)
 	c.closeWith(err)
 }
@@ -218,91 +239,44 @@ func (c *Conn) logClose(err error) {
 	}
 }
 
-func (c *Conn) readLoop() error {
-	br := bufio.NewReaderSize(c.nc, 64<<10)
-	var lw [4]byte
-	var slab []byte // carved into small frames, saving one allocation each
-	idle := c.opts.IdleTimeout
-	for {
-		if idle > 0 {
-			if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
-				return err
-			}
-		}
-		if _, err := io.ReadFull(br, lw[:]); err != nil {
-			return c.readErr(err, false)
-		}
-		n, err := protocol.FrameLength(binary.BigEndian.Uint32(lw[:]), int(c.opts.MaxFrameSize))
-		if err != nil {
-			return err
-		}
-		var buf []byte
-		if n <= slabFrameMax {
-			if len(slab) < n {
-				slab = make([]byte, slabSize)
-			}
-			buf, slab = slab[:n:n], slab[n:]
-		} else {
-			buf = make([]byte, n)
-		}
-		if _, err := io.ReadFull(br, buf); err != nil {
-			return c.readErr(err, true)
-		}
-		cmd, err := protocol.DecodeFrame(buf)
-		if err != nil {
-			return err
-		}
-		if cmd.IsResponse() {
-			c.complete(cmd)
-		} else {
-			c.disp.dispatch(c, cmd)
-		}
-		if c.lazy && !frameBuffered(br) { // the next read may block: first write the answers inline processors queued
-			c.lazy = false
-			c.flushQueued()
-		}
-	}
-}
-
-// frameBuffered reports whether br holds a whole frame, so reading it
-// will not block.
-func frameBuffered(br *bufio.Reader) bool {
-	n := br.Buffered()
-	if n < 4 {
-		return false
-	}
-	lw, err := br.Peek(4)
-	return err == nil && uint64(n) >= 4+uint64(binary.BigEndian.Uint32(lw))
-}
-
-func (c *Conn) readErr(err error, midFrame bool) error {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		if midFrame {
-			return fmt.Errorf("%w: frame not complete within %v", ErrIdle, c.opts.IdleTimeout)
-		}
-		return fmt.Errorf("%w: no frame for %v", ErrIdle, c.opts.IdleTimeout)
-	}
-	if midFrame && errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
-	}
-	return err
-}
-
-// complete hands a response to the request waiting for it; responses
-// nobody waits for (timed out, or clients that never set the oneway bit)
-// are dropped.
-func (c *Conn) complete(resp *protocol.Command) {
+// complete hands a response to the request waiting for it and reports
+// whether that was a synchronous call; responses nobody waits for (timed
+// out, or clients that never set the oneway bit) are dropped.
+func (c *Conn) complete(resp *protocol.Command) bool {
 	c.mu.Lock()
 	cl := c.pending[resp.Opaque]
 	if cl != nil {
-		delete(c.pending, resp.Opaque)
+		c.removeLocked(cl)
 	}
 	c.mu.Unlock()
 	if cl == nil {
 		c.log.Debug("remoting: response without request", "peer", c.peer, "opaque", resp.Opaque, "code", resp.Code)
-		return
+		return false
 	}
+	isSync := cl.cb == nil
 	c.finish(cl, resp, nil)
+	return isSync
+}
+
+// removeLocked removes cl from the pending calls (and the waiters); c.mu
+// is held.
+func (c *Conn) removeLocked(cl *call) {
+	delete(c.pending, cl.opaque)
+	if cl.cb != nil {
+		c.asyncN--
+	}
+	if cl.waiting {
+		cl.waiting = false
+		for i, w := range c.waiters {
+			if w == cl {
+				n := len(c.waiters)
+				copy(c.waiters[i:], c.waiters[i+1:])
+				c.waiters[n-1] = nil
+				c.waiters = c.waiters[:n-1]
+				break
+			}
+		}
+	}
 }
 
 func (c *Conn) finish(cl *call, resp *protocol.Command, err error) {
@@ -335,6 +309,9 @@ func (c *Conn) register(req *protocol.Command, cl *call) error {
 	}
 	cl.opaque = req.Opaque
 	c.pending[req.Opaque] = cl
+	if cl.cb != nil {
+		c.asyncN++
+	}
 	return nil
 }
 
@@ -351,7 +328,7 @@ func (c *Conn) unregister(opaque int32, cl *call) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pending[opaque] == cl {
-		delete(c.pending, opaque)
+		c.removeLocked(cl)
 		return true
 	}
 	return false
@@ -391,6 +368,9 @@ func (c *Conn) Invoke(ctx context.Context, req *protocol.Command) (*protocol.Com
 		} // else finish owns cl now: let it go
 		return nil, err
 	}
+	if c.shared {
+		return c.awaitShared(ctx, req, cl)
+	}
 	var timeout <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
 		t := getTimer(c.opts.RequestTimeout)
@@ -421,7 +401,7 @@ func (c *Conn) Invoke(ctx context.Context, req *protocol.Command) (*protocol.Com
 // callPool recycles the calls of Invoke with their buffered done channels.
 // A call goes back only when nobody else can reach it: its result was
 // received from done, or it was unregistered before any completion.
-var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 2)} }}
 
 func getCall() *call { return callPool.Get().(*call) }
 
@@ -451,7 +431,7 @@ func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, cb func
 		c.mu.Lock()
 		ok := cl.opaque != 0 && c.pending[cl.opaque] == cl
 		if ok {
-			delete(c.pending, cl.opaque)
+			c.removeLocked(cl)
 		}
 		c.mu.Unlock()
 		if ok {
@@ -470,6 +450,14 @@ func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, cb func
 			return err
 		}
 		return nil // closed meanwhile: cb got ErrConnClosed
+	}
+	if c.shared {
+		c.mu.Lock()
+		idle := !c.reading
+		c.mu.Unlock()
+		if idle { // nobody reads: the background reader must, for cb
+			c.wakeBackground()
+		}
 	}
 	return nil
 }
@@ -633,8 +621,11 @@ func (c *Conn) flushLocked() error {
 		c.wmu.Unlock()
 
 		var err error
-		if c.opts.WriteTimeout > 0 {
-			err = c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
+		if d := c.opts.WriteTimeout; d > 0 {
+			if now := time.Now(); now.Add(d).After(c.wdl) {
+				c.wdl = now.Add(d + deadlineSlack(d))
+				err = c.nc.SetWriteDeadline(c.wdl)
+			}
 		}
 		if err == nil {
 			err = c.writeParts(buf, marks)

@@ -5,13 +5,32 @@
 //
 // # Connections
 //
-// A Conn is symmetric. Its one reader goroutine reads frames (the length
-// word is checked against MaxFrameSize before anything is allocated; the
-// whole frame must arrive within IdleTimeout), routes responses to the
-// requests waiting for them by opaque, and hands requests to the
-// dispatcher. Any side may send requests (Invoke, InvokeAsync, Oneway) and
-// responses (WriteResponse), so a broker can call the consumers connected
-// to it on their own connections.
+// A Conn is symmetric. Its reader reads frames (the length word is checked
+// against MaxFrameSize before anything is allocated; a connection on which
+// no frame completes for IdleTimeout is closed, so the whole frame must
+// arrive within it), routes responses to the requests waiting for them by
+// opaque, and hands requests to the dispatcher. Any side may send requests
+// (Invoke, InvokeAsync, Oneway) and responses (WriteResponse), so a broker
+// can call the consumers connected to it on their own connections.
+//
+// Frames are read with large reads straight into 64 KiB chunks (bigger for
+// bigger frames) and decoded in place: a received Body aliases its chunk
+// and keeps it alive while referenced; headers are copied out.
+//
+// On a server connection one goroutine reads. On a client connection
+// reading is a token: a caller of Invoke that finds nobody reading reads
+// itself until its own response is there, serving whatever else arrives,
+// and then passes the token to the longest-waiting caller; a background
+// goroutine reads when no caller does (at once for async calls, else after
+// 500 µs without a reading caller, so that a caller calling again soon
+// finds the token free). A lone caller is thus woken by its own response
+// instead of by a reader goroutine. A reading caller's deadline is the read
+// deadline; cancellation interrupts the read.
+//
+// Socket deadlines (IdleTimeout, WriteTimeout) move lazily: set to the
+// timeout plus a slack of 1/16 of it (at most 100 ms) and left alone while
+// more than the timeout remains, so they fire between the timeout and the
+// timeout plus slack after the last activity.
 //
 // Writes are combined ("flush on drain"): a sender encodes its frame into
 // the connection's write buffer under a mutex; if no write is in progress
@@ -41,7 +60,8 @@
 //
 // Server: one accept loop, one reader per connection, the pool workers;
 // Close stops accepting, closes connections, drains the queued requests and
-// waits for all of them. Client: one reader per connection and its handler
+// waits for all of them. Client: one background reader per connection
+// (reading only while no caller holds the read token) and its handler
 // pool workers. Async callbacks run on their own goroutines, counted per
 // connection and waited for by Close.
 //

@@ -53,14 +53,16 @@ const (
 // ClientOptions. Zero values take the documented defaults.
 type ConnOptions struct {
 	// IdleTimeout closes a connection on which no complete frame arrived
-	// for this long; it also bounds the time to receive one frame, so a
-	// peer trickling bytes is cut off. Default 120 s for servers, off for
+	// for this long (plus up to 1/16 of it, at most 100 ms: deadlines move
+	// lazily); it also bounds the time to receive one frame, so a peer
+	// trickling bytes is cut off. Default 120 s for servers, off for
 	// clients; negative disables.
 	IdleTimeout time.Duration
 	// MaxFrameSize is the largest frame accepted, length word included,
 	// checked before allocating. Default 16 MiB.
 	MaxFrameSize int64
-	// WriteTimeout bounds one socket write. Default 30 s.
+	// WriteTimeout bounds one socket write (to within 1/16 of it, at most
+	// 100 ms, more). Default 30 s.
 	WriteTimeout time.Duration
 	// MaxWriteQueue is how many bytes may wait for the socket before
 	// senders block until they are written (backpressure). Default 4 MiB.
