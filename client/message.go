@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -85,14 +86,22 @@ func (m *MessageExt) Property(key string) string {
 }
 
 // fromRecord converts a decoded record; the body is decompressed.
+//
+// The body is always the message's own memory: r.Body points into the
+// pull response, which shares a large read buffer with other frames of
+// the connection, and an application may keep a message for as long as
+// it likes (a retained MQTT message, a queued delivery). A slice would
+// keep the whole buffer alive with it.
 func fromRecord(r *record.Message, brokerName string) (*MessageExt, error) {
-	body := r.Body
+	var body []byte
 	if r.SysFlag&record.FlagCompressed != 0 {
 		b, err := record.DecompressBody(nil, r.Body, r.SysFlag, 0)
 		if err != nil {
 			return nil, fmt.Errorf("client: decompress message at %d: %w", r.PhysicalOffset, err)
 		}
 		body = b
+	} else if r.Body != nil {
+		body = bytes.Clone(r.Body)
 	}
 	m := &MessageExt{
 		Message:         Message{Topic: r.Topic, Body: body, Flag: r.Flag},
