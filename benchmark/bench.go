@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,17 @@ type Config struct {
 	Async       bool
 	Window      int // async sends in flight per goroutine, default 64
 	Queues      int32
+	// Consumers is the number of push consumers in the group (consume,
+	// e2e). Default Concurrency.
+	Consumers int
+	// PullConnections is each consumer's pull connections per broker
+	// (client.ConsumerOptions.PullConnections). Default 4.
+	PullConnections int
+	// Warmup (e2e) is a number of messages sent and consumed before the
+	// measured run, outside its counts, rates and latencies: connections,
+	// queue files and the runtime are warm when the clock starts. Default
+	// 0.
+	Warmup int64
 	// Rate limits sends per second over all goroutines (0 = unlimited).
 	Rate   float64
 	Logger *slog.Logger
@@ -63,12 +75,22 @@ type Report struct {
 	P99        time.Duration `json:"p99"`
 	P999       time.Duration `json:"p999"`
 	Max        time.Duration `json:"max"`
+	// SendElapsed runs from the first send to the last acknowledgement
+	// (produce, e2e); SendRate is Sent over it. Unlike MsgsPerSec it
+	// leaves out the set-up (topic creation, consumer start) and the
+	// consumer's catch-up at the end.
+	SendElapsed time.Duration `json:"sendElapsed"`
+	SendRate    float64       `json:"sendRate"`
 }
 
 // String renders the summary.
 func (r Report) String() string {
-	return fmt.Sprintf("%s: %d sent, %d received, %d errors in %v: %.0f msgs/s, %.2f MB/s; latency p50 %v p90 %v p99 %v p99.9 %v max %v",
-		r.Mode, r.Sent, r.Received, r.Errors, r.Elapsed.Round(time.Millisecond), r.MsgsPerSec, r.MBPerSec,
+	send := ""
+	if r.Mode == E2E && r.SendElapsed > 0 {
+		send = fmt.Sprintf(" (sending: %.0f msgs/s over %v)", r.SendRate, r.SendElapsed.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%s: %d sent, %d received, %d errors in %v: %.0f msgs/s, %.2f MB/s%s; latency p50 %v p90 %v p99 %v p99.9 %v max %v",
+		r.Mode, r.Sent, r.Received, r.Errors, r.Elapsed.Round(time.Millisecond), r.MsgsPerSec, r.MBPerSec, send,
 		r.P50, r.P90, r.P99, r.P999, r.Max)
 }
 
@@ -94,6 +116,12 @@ func (c *Config) fill() error {
 	if c.Queues <= 0 {
 		c.Queues = 8
 	}
+	if c.Consumers <= 0 {
+		c.Consumers = c.Concurrency
+	}
+	if c.PullConnections <= 0 {
+		c.PullConnections = 4
+	}
 	if c.Count <= 0 && c.Duration <= 0 {
 		return errors.New("benchmark: set a count or a duration")
 	}
@@ -108,6 +136,7 @@ func (c *Config) fill() error {
 // counters are shared by the workers and the progress line.
 type counters struct {
 	sent, received, errors atomic.Int64
+	sendNanos              atomic.Int64 // first send to last acknowledgement
 }
 
 // Run runs the workload and returns its report.
@@ -138,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	case Produce:
 		err = produce(ctx, cfg, &cnt, &hist, true)
 	case Consume:
-		err = consume(ctx, cfg, &cnt, &hist, nil, time.Time{})
+		err = consume(ctx, cfg, &cnt, &hist, nil, nil, nil)
 	case E2E:
 		err = e2e(ctx, cfg, &cnt, &hist)
 	}
@@ -150,10 +179,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		n = cnt.received.Load()
 	}
 	r := Report{Mode: cfg.Mode, Size: cfg.Size, Sent: cnt.sent.Load(), Received: cnt.received.Load(), Errors: cnt.errors.Load(),
-		Elapsed: elapsed, P50: hist.Percentile(50), P90: hist.Percentile(90), P99: hist.Percentile(99), P999: hist.Percentile(99.9), Max: hist.Max()}
+		Elapsed: elapsed, SendElapsed: time.Duration(cnt.sendNanos.Load()), P50: hist.Percentile(50), P90: hist.Percentile(90), P99: hist.Percentile(99), P999: hist.Percentile(99.9), Max: hist.Max()}
 	if s := elapsed.Seconds(); s > 0 {
 		r.MsgsPerSec = float64(n) / s
 		r.MBPerSec = float64(n) * float64(cfg.Size) / s / 1e6
+	}
+	if s := r.SendElapsed.Seconds(); s > 0 {
+		r.SendRate = float64(r.Sent) / s
 	}
 	return r, err
 }
@@ -239,6 +271,8 @@ func produce(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, re
 		return lim.wait(ctx)
 	}
 	var wg sync.WaitGroup
+	start := time.Now()
+	defer func() { cnt.sendNanos.Store(int64(time.Since(start))) }()
 	for g := 0; g < cfg.Concurrency; g++ {
 		wg.Add(1)
 		go func() {
@@ -304,14 +338,20 @@ func produceAsync(ctx context.Context, cfg Config, p *client.Producer, take func
 
 // consume receives until Count messages arrived or ctx ends; ready (if
 // set) is closed once the consumer holds its queues.
-// Messages stamped before since (older runs, the e2e warm-up) are not
-// counted.
-func consume(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, ready chan<- struct{}, since time.Time) error {
+// Messages stamped before since (unix ns; nil: none) are older runs or
+// the e2e warm-up: they are not counted, only added to warm (if set).
+func consume(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, ready chan<- struct{}, since, warm *atomic.Int64) error {
 	done := make(chan struct{})
 	var once sync.Once
 	h := func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
 		for _, m := range msgs {
-			if len(m.Body) < 8 || (!since.IsZero() && int64(binary.BigEndian.Uint64(m.Body)) < since.UnixNano()) {
+			if len(m.Body) < 8 {
+				continue
+			}
+			if since != nil && int64(binary.BigEndian.Uint64(m.Body)) < since.Load() {
+				if warm != nil {
+					warm.Add(1)
+				}
 				continue
 			}
 			hist.Record(stampAge(m.Body))
@@ -327,9 +367,9 @@ func consume(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, re
 			_ = c.Close()
 		}
 	}()
-	for i := 0; i < cfg.Concurrency; i++ {
+	for i := 0; i < cfg.Consumers; i++ {
 		c, err := client.NewPushConsumer(client.ConsumerOptions{ClientOptions: client.ClientOptions{Registries: cfg.Registries, Logger: cfg.Logger,
-			InstanceName: "bench" + strconv.Itoa(i)}, Group: cfg.Group, ConsumeBatchSize: 32}, h)
+			InstanceName: "bench" + strconv.Itoa(i)}, Group: cfg.Group, ConsumeBatchSize: 32, PullConnections: cfg.PullConnections}, h)
 		if err != nil {
 			return err
 		}
@@ -341,8 +381,11 @@ func consume(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, re
 			return err
 		}
 	}
-	// Ready once the topic's queues are held (or after a short grace).
+	// Ready once the topic's queues are all held, or the count of held
+	// queues stayed put for half a second (a topic made with fewer
+	// queues), or after a grace: the run should not start mid-rebalance.
 	deadline := time.Now().Add(5 * time.Second)
+	last, stable := -1, time.Now()
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		n := 0
 		for _, c := range consumers {
@@ -352,8 +395,11 @@ func consume(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, re
 				}
 			}
 		}
-		if n > 0 {
+		if n >= int(cfg.Queues) || (n > 0 && n == last && time.Since(stable) >= 500*time.Millisecond) {
 			break
+		}
+		if n != last {
+			last, stable = n, time.Now()
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -379,17 +425,37 @@ func e2e(ctx context.Context, cfg Config, cnt *counters, hist *Histogram) error 
 	if err != nil {
 		return fmt.Errorf("benchmark: create topic %s: %w", cfg.Topic, err)
 	}
-	since := time.Now()
+	var since, warmed atomic.Int64
+	since.Store(time.Now().UnixNano())
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ready := make(chan struct{})
 	cerr := make(chan error, 1)
 	var ignored Histogram
-	go func() { cerr <- consume(cctx, cfg, cnt, hist, ready, since) }()
+	go func() { cerr <- consume(cctx, cfg, cnt, hist, ready, &since, &warmed) }()
 	select {
 	case <-ready:
 	case err := <-cerr:
 		return err
+	}
+	if cfg.Warmup > 0 {
+		// Everything sent now is warm-up; then wait (bounded) for the
+		// consumer to have seen it.
+		since.Store(math.MaxInt64)
+		wcfg := cfg
+		wcfg.Count, wcfg.Duration = cfg.Warmup, 0
+		var wcnt counters
+		if err := produce(ctx, wcfg, &wcnt, &ignored, false); err != nil {
+			cancel()
+			<-cerr
+			return err
+		}
+		wait, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		for warmed.Load() < wcnt.sent.Load() && wait.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		wcancel()
+		since.Store(time.Now().UnixNano())
 	}
 	if err := produce(ctx, cfg, cnt, &ignored, false); err != nil {
 		cancel()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,6 +77,70 @@ func BenchmarkBrokerProduce(b *testing.B) {
 					}
 				}
 			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+		// The same messages as SEND_BATCH_MESSAGE requests of 32 (what an
+		// auto-batching producer sends under load); one op is one message.
+		b.Run(fmt.Sprintf("broker-batch32/%dB", size), func(b *testing.B) {
+			const per = 32
+			br := benchBroker(b)
+			c, err := remoting.NewClient(remoting.ClientOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			hdr := &protocol.SendMessageRequestHeader{ProducerGroup: "bench", Topic: "Bench", DefaultTopic: AutoCreateTopicKey,
+				DefaultTopicQueueNums: 4, QueueID: -1, Batch: true}
+			v2 := hdr.V2()
+			var batch []byte
+			for range per {
+				batch = record.AppendBatchItem(batch, 0, body, "TAGS\x01t")
+			}
+			send := func() error {
+				resp, err := c.Invoke(context.Background(), br.Addr(), protocol.NewRequest(protocol.SendBatchMessage, v2, batch))
+				if err != nil {
+					return err
+				}
+				if resp.Code != protocol.Success {
+					return fmt.Errorf("code %d: %s", resp.Code, resp.Remark)
+				}
+				var rh protocol.SendMessageResponseHeader
+				if err := resp.DecodeHeader(&rh); err != nil {
+					return err
+				}
+				if n := strings.Count(rh.MsgID, ",") + 1; n != per {
+					return fmt.Errorf("batch stored %d messages, want %d", n, per)
+				}
+				return nil
+			}
+			if err := send(); err != nil { // creates the topic
+				b.Fatalf("warm-up batch: %v", err)
+			}
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.SetParallelism(2)
+			b.ResetTimer()
+			var sent atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				for {
+					// One request per 32 ops.
+					n := 0
+					for n < per && pb.Next() {
+						n++
+					}
+					if n == 0 {
+						return
+					}
+					if err := send(); err != nil {
+						b.Error(err)
+						return
+					}
+					sent.Add(per)
+				}
+			})
+			if sent.Load() < int64(b.N) {
+				b.Fatalf("stored %d of %d messages", sent.Load(), b.N)
+			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting"
@@ -40,6 +41,11 @@ type consumerBase struct {
 	// piggyback commits offsets on pulls (PullSysFlag COMMIT_OFFSET), as
 	// push consumers do; pull consumers commit only on Commit.
 	piggyback bool
+	// readAheads counts read-ahead pulls whose result was used.
+	readAheads atomic.Int64
+	// pullRCs are the extra pull connections (PullConnections-1 clients;
+	// the core's client is the first).
+	pullRCs []*remoting.Client
 }
 
 func newConsumerBase(opts ConsumerOptions, consumeType string) (*consumerBase, error) {
@@ -49,9 +55,22 @@ func newConsumerBase(opts ConsumerOptions, consumeType string) (*consumerBase, e
 	}
 	b := &consumerBase{opts: opts, core: c, consumeType: consumeType, subs: map[string]*subscription{},
 		queues: map[MessageQueue]*processQueue{}, rebalanceWake: make(chan struct{}, 1)}
+	for i := 1; i < opts.PullConnections; i++ {
+		rc, err := remoting.NewClient(remoting.ClientOptions{
+			ConnOptions: remoting.ConnOptions{RequestTimeout: opts.RequestTimeout},
+			Logger:      opts.Logger,
+		})
+		if err != nil {
+			_ = b.closePullConns()
+			_ = c.close()
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		b.pullRCs = append(b.pullRCs, rc)
+	}
 	if opts.Model == Broadcasting {
 		lo, err := newLocalOffsets(opts.OffsetDir, opts.Group)
 		if err != nil {
+			_ = b.closePullConns()
 			_ = c.close()
 			return nil, err
 		}
@@ -461,6 +480,7 @@ type pullResult struct {
 	next, minOff, maxOff int64
 	suggest              int64
 	msgs                 []*MessageExt
+	raw                  int // messages in the response before the client-side tag match
 }
 
 // pull runs one PULL_MESSAGE for pq at offset; suspend > 0 allows the
@@ -482,7 +502,15 @@ func (b *consumerBase) pull(ctx context.Context, mq MessageQueue, sub *subscript
 		Subscription: sub.expr, SubVersion: sub.version, ExpressionType: protocol.ExpressionTypeTag}
 	cctx, cancel := context.WithTimeout(ctx, suspend+b.opts.RequestTimeout+15*time.Second)
 	defer cancel()
-	resp, err := b.core.invoke(cctx, "pull", addr, protocol.NewRequest(protocol.PullMessage, h, nil))
+	req := protocol.NewRequest(protocol.PullMessage, h, nil)
+	var resp *protocol.Command
+	var err error
+	if i := int(mq.QueueID) % (len(b.pullRCs) + 1); i > 0 {
+		resp, err = b.pullRCs[i-1].Invoke(cctx, addr, req)
+		err = wrapCallErr("pull", addr, err)
+	} else {
+		resp, err = b.core.invoke(cctx, "pull", addr, req)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -503,6 +531,7 @@ func (b *consumerBase) pull(ctx context.Context, mq MessageQueue, sub *subscript
 	if err != nil {
 		return nil, err
 	}
+	r.raw = len(msgs)
 	for _, m := range msgs {
 		if !sub.match(m.Tags) {
 			continue
@@ -528,9 +557,26 @@ func (b *consumerBase) startQueue(pq *processQueue) {
 
 // pullLoop pulls pq until it is dropped: flow control first, then a
 // long-polling pull, then delivery.
+//
+// Read-ahead: while the broker reports a backlog of full pulls, the loop
+// keeps up to maxReadAhead more pulls in flight, each at the offset where
+// the one before is expected to end (its start plus the step of the last
+// full pull), so that a queue's pulls do not wait for each other's round
+// trips. The guess is exact for queues read without a tag filter (a pull
+// returns consecutive offsets); read-aheads whose start turns out not to
+// be where the current pull ended are discarded unread. With a tag filter
+// the loop pulls one at a time.
 func (b *consumerBase) pullLoop(pq *processQueue) {
 	ctx := pq.ctx
 	orderlyLock := b.opts.Orderly && b.opts.Model == Clustering
+	var aheads []*pullCall // read-ahead pulls in flight, by offset
+	drain := func() {
+		for _, pc := range aheads {
+			<-pc.done
+		}
+		aheads = aheads[:0]
+	}
+	defer drain()
 	for ctx.Err() == nil && !pq.dropped.Load() {
 		if pq.count.Load() >= int64(b.opts.QueueMaxMessages) || pq.bytes.Load() >= b.opts.QueueMaxBytes {
 			if !sleepCtx(ctx, 50*time.Millisecond) {
@@ -550,7 +596,19 @@ func (b *consumerBase) pullLoop(pq *processQueue) {
 				commit = off
 			}
 		}
-		r, err := b.pull(ctx, pq.mq, pq.sub, pq.nextOffset, pq.brokerID.Load(), b.opts.PullSuspend, commit)
+		offset := pq.nextOffset
+		var r *pullResult
+		var err error
+		if len(aheads) > 0 && aheads[0].offset == offset && aheads[0].brokerID == pq.brokerID.Load() {
+			cur := aheads[0]
+			aheads = append(aheads[:0], aheads[1:]...)
+			b.readAheads.Add(1)
+			<-cur.done
+			r, err = cur.r, cur.err
+		} else {
+			drain() // wrong guesses: drop them unread
+			r, err = b.pull(ctx, pq.mq, pq.sub, offset, pq.brokerID.Load(), b.opts.PullSuspend, commit)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -581,6 +639,15 @@ func (b *consumerBase) pullLoop(pq *processQueue) {
 		switch r.code {
 		case protocol.Success:
 			pq.nextOffset = r.next
+			// Read ahead while the backlog holds full pulls and the
+			// queue is read without a filter.
+			if n := r.next - offset; n > 0 && n == int64(r.raw) && pq.sub.tags == nil {
+				at := r.next + n*int64(len(aheads))
+				for len(aheads) < maxReadAhead && at+n <= r.maxOff {
+					aheads = append(aheads, b.startPull(ctx, pq, at))
+					at += n
+				}
+			}
 			if len(r.msgs) > 0 {
 				pq.add(r.msgs)
 				b.deliver(pq, r.msgs)
@@ -595,6 +662,41 @@ func (b *consumerBase) pullLoop(pq *processQueue) {
 			}
 		}
 	}
+}
+
+// closePullConns closes the extra pull connections.
+func (b *consumerBase) closePullConns() error {
+	var errs []error
+	for _, rc := range b.pullRCs {
+		if err := rc.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// maxReadAhead is the most read-ahead pulls a queue keeps in flight.
+const maxReadAhead = 3
+
+// pullCall is a read-ahead pull running on its own goroutine.
+type pullCall struct {
+	offset   int64
+	brokerID int64
+	done     chan struct{} // closed when r, err are set
+	r        *pullResult
+	err      error
+}
+
+// startPull starts a pull of pq at offset without long polling (the
+// broker reported the messages there) and without an offset commit; the
+// caller must wait on its done channel.
+func (b *consumerBase) startPull(ctx context.Context, pq *processQueue, offset int64) *pullCall {
+	pc := &pullCall{offset: offset, brokerID: pq.brokerID.Load(), done: make(chan struct{})}
+	go func() {
+		defer close(pc.done)
+		pc.r, pc.err = b.pull(ctx, pq.mq, pq.sub, offset, pc.brokerID, 0, 0)
+	}()
+	return pc
 }
 
 func sortStrings(s []string) {

@@ -26,6 +26,8 @@ const (
 	DefaultMaxReconsumeTimes = 16
 	DefaultSendRetries       = 2
 	DefaultTopicQueueNums    = 4
+	DefaultAutoBatchRequests = 8
+	DefaultAutoBatchMaxBytes = 256 << 10
 )
 
 // ClientOptions are the settings every producer and consumer shares.
@@ -105,6 +107,15 @@ type ProducerOptions struct {
 	DisableFaultTolerance bool
 	// MaxMessageSize is the largest body accepted. Default 4 MiB.
 	MaxMessageSize int
+	// AutoBatchRequests is how many send requests of one topic SendAsync
+	// keeps in flight; async sends beyond them wait and leave together,
+	// as one batch request, when a request completes (see autobatch.go).
+	// Default 8; negative turns auto-batching off (every async send is
+	// its own request).
+	AutoBatchRequests int
+	// AutoBatchMaxBytes bounds the body of an auto-batch request. Default
+	// 256 KiB (at most MaxMessageSize).
+	AutoBatchMaxBytes int
 }
 
 // DefaultProducerOptions returns producer options with the defaults filled
@@ -140,6 +151,15 @@ func (o *ProducerOptions) fill() {
 	if o.MaxMessageSize == 0 {
 		o.MaxMessageSize = 4 << 20
 	}
+	if o.AutoBatchRequests == 0 {
+		o.AutoBatchRequests = DefaultAutoBatchRequests
+	} else if o.AutoBatchRequests < 0 {
+		o.AutoBatchRequests = 0
+	}
+	if o.AutoBatchMaxBytes == 0 {
+		o.AutoBatchMaxBytes = DefaultAutoBatchMaxBytes
+	}
+	o.AutoBatchMaxBytes = min(o.AutoBatchMaxBytes, o.MaxMessageSize)
 }
 
 // Validate reports the first invalid setting.
@@ -149,6 +169,9 @@ func (o *ProducerOptions) Validate() error {
 	}
 	if o.SendTimeout < 0 {
 		return fmt.Errorf("%w: negative SendTimeout", ErrBadOptions)
+	}
+	if o.AutoBatchMaxBytes < 0 {
+		return fmt.Errorf("%w: negative AutoBatchMaxBytes", ErrBadOptions)
 	}
 	if o.CompressLevel < -1 || o.CompressLevel > 9 {
 		return fmt.Errorf("%w: CompressLevel %d outside -1..9", ErrBadOptions, o.CompressLevel)
@@ -219,6 +242,12 @@ type ConsumerOptions struct {
 	PullBatchSize int32
 	// PullSuspend is the long-polling hold of a pull. Default 15 s.
 	PullSuspend time.Duration
+	// PullConnections is the number of connections to each broker that
+	// carry pulls, the queues spread over them by queue id. A broker
+	// answers the requests of one connection one after another, so a
+	// consumer holding many busy queues reads faster over several.
+	// Default 1: pulls share the connection of heartbeats and commits.
+	PullConnections int
 	// QueueMaxMessages and QueueMaxBytes bound the messages cached per
 	// queue before pulling pauses. Defaults 1000 and 100 MiB.
 	QueueMaxMessages int
@@ -259,6 +288,9 @@ func (o *ConsumerOptions) fill() {
 	if o.PullSuspend == 0 {
 		o.PullSuspend = DefaultPullSuspend
 	}
+	if o.PullConnections == 0 {
+		o.PullConnections = 1
+	}
 	if o.QueueMaxMessages == 0 {
 		o.QueueMaxMessages = DefaultQueueMaxMessages
 	}
@@ -293,7 +325,8 @@ func (o *ConsumerOptions) Validate() error {
 	if o.Group == "" {
 		return fmt.Errorf("%w: Group is required", ErrBadOptions)
 	}
-	if o.ConsumeGoroutines < 0 || o.ConsumeBatchSize < 0 || o.PullBatchSize < 0 || o.QueueMaxMessages < 0 || o.QueueMaxBytes < 0 {
+	if o.ConsumeGoroutines < 0 || o.ConsumeBatchSize < 0 || o.PullBatchSize < 0 || o.QueueMaxMessages < 0 || o.QueueMaxBytes < 0 ||
+		o.PullConnections < 0 {
 		return fmt.Errorf("%w: negative size", ErrBadOptions)
 	}
 	if o.PullSuspend < 0 || o.RebalanceInterval < 0 || o.PersistInterval < 0 || o.LockInterval < 0 {

@@ -29,6 +29,10 @@ type Producer struct {
 	closing   bool           // protected by amu
 	closeOnce sync.Once
 	closeErr  error
+
+	bmu      sync.Mutex
+	batchers map[string]*topicBatcher // protected by bmu; auto-batching by topic
+	batches  atomic.Int64             // auto-batch requests sent (more than one message)
 }
 
 // NewProducer validates opts and returns a producer. It starts the route
@@ -44,7 +48,8 @@ func NewProducer(opts ProducerOptions) (*Producer, error) {
 		return nil, err
 	}
 	ip, _ := netip.ParseAddr(localIP())
-	p := &Producer{opts: opts, core: c, ids: record.NewUniqueIDGenerator(ip, os.Getpid()), fault: newFaultTracker()}
+	p := &Producer{opts: opts, core: c, ids: record.NewUniqueIDGenerator(ip, os.Getpid()), fault: newFaultTracker(),
+		batchers: map[string]*topicBatcher{}}
 	c.every(opts.RouteRefresh, nil, c.refreshRoutes)
 	c.every(opts.HeartbeatInterval, nil, func() { _ = p.heartbeat(c.ctx) })
 	return p, nil
@@ -287,6 +292,12 @@ func (p *Producer) result(addr string, pm *prepared, mq MessageQueue, resp *prot
 // SendAsync sends m in the background; cb runs once with the result, on a
 // goroutine of the producer (retries on other brokers happen before it).
 // The returned error reports a message that cannot be sent at all.
+//
+// Under load, sends of one topic beyond AutoBatchRequests requests in
+// flight wait and then travel together in one batch request (see
+// autobatch.go); the callbacks of one batch run one after another on one
+// goroutine, so a callback should not block. ctx is checked again when a
+// waiting send leaves.
 func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendResult, error)) error {
 	pm, err := p.prepare(m)
 	if err != nil {
@@ -306,10 +317,15 @@ func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendResul
 	}
 	p.inflight.Add(1)
 	p.amu.Unlock()
-	p.sendAsyncAttempt(ctx, pm, tr, "", 1+p.opts.Retries, func(r *SendResult, err error) {
+	done := func(r *SendResult, err error) {
 		defer p.inflight.Done()
 		cb(r, err)
-	})
+	}
+	if p.batchable(m, pm, tr) {
+		p.enqueue(p.batcher(m.Topic), asyncItem{ctx: ctx, pm: pm, cb: done})
+		return nil
+	}
+	p.sendAsyncAttempt(ctx, pm, tr, "", 1+p.opts.Retries, done)
 	return nil
 }
 

@@ -172,6 +172,9 @@ func (c *PushConsumer) Close() error {
 		if err := b.core.rc.Close(); err != nil {
 			errs = append(errs, err)
 		}
+		if err := b.closePullConns(); err != nil {
+			errs = append(errs, err)
+		}
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr

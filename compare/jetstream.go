@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -19,7 +21,7 @@ import (
 // embedded nats-server with a file-stored JetStream stream: pubs
 // publishers (one connection each) with window async publishes in flight,
 // and one ordered push-style consumer without acks.
-func runJetStream(size, pubs, window int, count int64, durable bool) (result, error) {
+func runJetStream(size, pubs, window int, count, warmup int64, durable bool) (result, error) {
 	dir, err := os.MkdirTemp("", "compare-jetstream-")
 	if err != nil {
 		return result{}, err
@@ -56,13 +58,20 @@ func runJetStream(size, pubs, window int, count int64, durable bool) (result, er
 		return result{}, err
 	}
 	var hist benchmark.Histogram
-	var received atomic.Int64
+	var received, warmed, since atomic.Int64
 	done := make(chan struct{})
 	var once sync.Once
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		if b := m.Data(); len(b) >= 8 {
-			hist.Record(time.Duration(time.Now().UnixNano() - int64(binary.BigEndian.Uint64(b))))
+		b := m.Data()
+		if len(b) < 8 {
+			return
 		}
+		st := int64(binary.BigEndian.Uint64(b))
+		if st < since.Load() {
+			warmed.Add(1) // warm-up: not counted
+			return
+		}
+		hist.Record(time.Duration(time.Now().UnixNano() - st))
 		if received.Add(1) >= count {
 			once.Do(func() { close(done) })
 		}
@@ -74,14 +83,16 @@ func runJetStream(size, pubs, window int, count int64, durable bool) (result, er
 
 	var issued, acked, failed atomic.Int64
 	var wg sync.WaitGroup
-	start := time.Now()
-	for range pubs {
+	// Connect the publishers before the clock starts (the SmartGo side
+	// creates its producer outside the window too).
+	pubJS := make([]jetstream.JetStream, pubs)
+	for i := range pubJS {
 		nc, err := nats.Connect(srv.ClientURL())
 		if err != nil {
 			return result{}, err
 		}
 		defer nc.Close()
-		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(window),
+		pubJS[i], err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(window),
 			jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) {
 				acked.Add(-1)
 				failed.Add(1)
@@ -89,6 +100,35 @@ func runJetStream(size, pubs, window int, count int64, durable bool) (result, er
 		if err != nil {
 			return result{}, err
 		}
+	}
+	// Warm-up, as on the SmartGo side: sent and consumed before the clock
+	// starts, not counted.
+	if warmup > 0 {
+		since.Store(math.MaxInt64)
+		for i := int64(0); i < warmup; i++ {
+			body := make([]byte, size)
+			binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
+			if _, err := pubJS[i%int64(pubs)].PublishAsync("compare", body); err != nil {
+				return result{}, fmt.Errorf("warm-up publish: %w", err)
+			}
+		}
+		for _, js := range pubJS {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-ctx.Done():
+				return result{}, ctx.Err()
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for warmed.Load() < warmup && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		acked.Store(0)
+		failed.Store(0)
+	}
+	since.Store(time.Now().UnixNano())
+	start := time.Now()
+	for _, js := range pubJS {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

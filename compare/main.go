@@ -14,8 +14,15 @@
 //
 // Each run is end to end: P publishers, each keeping W asynchronous
 // publishes in flight, and one push consumer. The rate is acknowledged
-// publishes per second; latency is taken from a time stamp in each body
-// to its delivery to the consumer. The table prints SmartGo/JetStream
+// publishes per second, timed the same way for both: from the first
+// publish to the last acknowledgement, with the consumer running (server
+// start, stream/topic creation, connections and the consumer's catch-up
+// after the last ack are outside the window). Latency is taken from a
+// time stamp in each body to its delivery to the consumer. -warmup N
+// sends and consumes N messages on both before the clock starts (each run
+// starts fresh servers, so their first half second, with cold queue
+// files, connections and heap, otherwise weighs on the p99); -repeat
+// interleaves runs and reports medians. The table prints SmartGo/JetStream
 // ratios (rate: higher is better; latency: lower is better).
 //
 //	go run . -sizes 128,1024 -publishers 4 -count 100000
@@ -30,6 +37,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +63,12 @@ func main() {
 	durable := flag.Bool("durable", true, "fsync before every ack (JetStream sync_always, SmartGo FlushSync)")
 	only := flag.String("only", "", "run only one system: smartgo or jetstream")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole process to `file`")
+	warmup := flag.Int64("warmup", 0, "messages sent and consumed before each measured run, not counted (both systems)")
+	repeat := flag.Int("repeat", 1, "runs per system and size, interleaved (the order alternates); the table shows medians and the rate's range")
 	flag.Parse()
+	if *repeat < 1 {
+		fatal(fmt.Errorf("bad -repeat %d", *repeat))
+	}
 
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -67,29 +81,49 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	var rows [][]string
-	rows = append(rows, []string{"size", "pubs", "system", "msgs/s", "p50", "p99", "errors"})
+	rows = append(rows, []string{"size", "pubs", "system", "msgs/s", "range", "p50", "p99", "errors"})
 	var ratios []string
 	for _, s := range strings.Split(*sizes, ",") {
 		size, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || size < 8 {
 			fatal(fmt.Errorf("bad size %q", s))
 		}
-		var sg, js result
-		if *only != "jetstream" {
-			sg, err = runSmartGo(size, *publishers, *window, *count, *durable)
+		var sgs, jss []result
+		runSG := func() {
+			r, err := runSmartGo(size, *publishers, *window, *count, *warmup, *durable)
 			if err != nil {
 				fatal(fmt.Errorf("smartgo: %w", err))
 			}
-			rows = append(rows, row(size, *publishers, "smartgo", sg))
+			sgs = append(sgs, r)
 		}
-		if *only != "smartgo" {
-			js, err = runJetStream(size, *publishers, *window, *count, *durable)
+		runJS := func() {
+			r, err := runJetStream(size, *publishers, *window, *count, *warmup, *durable)
 			if err != nil {
 				fatal(fmt.Errorf("jetstream: %w", err))
 			}
-			rows = append(rows, row(size, *publishers, "jetstream", js))
+			jss = append(jss, r)
+		}
+		var order []func()
+		if *only != "jetstream" {
+			order = append(order, runSG)
+		}
+		if *only != "smartgo" {
+			order = append(order, runJS)
+		}
+		for range *repeat {
+			for _, run := range order {
+				run()
+			}
+			slices.Reverse(order)
+		}
+		if *only != "jetstream" {
+			rows = append(rows, row(size, *publishers, "smartgo", sgs))
+		}
+		if *only != "smartgo" {
+			rows = append(rows, row(size, *publishers, "jetstream", jss))
 		}
 		if *only == "" {
+			sg, js := median(sgs), median(jss)
 			ratios = append(ratios, fmt.Sprintf("size %d: rate smartgo/jetstream %.2fx (target >= 1.5x), p99 smartgo/jetstream %.2fx (target <= 1x)",
 				size, sg.rate/js.rate, float64(sg.p99)/float64(max(js.p99, 1))))
 		}
@@ -98,16 +132,45 @@ func main() {
 	if !*durable {
 		mode = "defaults: JetStream fsync every 2 min, SmartGo every 500 ms"
 	}
-	fmt.Printf("%s; %d publishers x %d in flight, %d messages per run\n", mode, *publishers, *window, *count)
+	fmt.Printf("%s; %d publishers x %d in flight, %d messages per run, %d run(s) each\n", mode, *publishers, *window, *count, *repeat)
 	printTable(rows)
 	for _, r := range ratios {
 		fmt.Println(r)
 	}
 }
 
-func row(size, pubs int, sys string, r result) []string {
-	return []string{strconv.Itoa(size), strconv.Itoa(pubs), sys, fmt.Sprintf("%.0f", r.rate),
+func row(size, pubs int, sys string, rs []result) []string {
+	r := median(rs)
+	lo, hi := rs[0].rate, rs[0].rate
+	for _, x := range rs {
+		lo, hi = min(lo, x.rate), max(hi, x.rate)
+	}
+	return []string{strconv.Itoa(size), strconv.Itoa(pubs), sys, fmt.Sprintf("%.0f", r.rate), fmt.Sprintf("%.0f..%.0f", lo, hi),
 		r.p50.Round(10 * time.Microsecond).String(), r.p99.Round(10 * time.Microsecond).String(), strconv.FormatInt(r.errors, 10)}
+}
+
+// median returns the median of each field of rs (the errors summed).
+func median(rs []result) result {
+	pick := func(f func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		sort.Float64s(v)
+		if n := len(v); n%2 == 0 {
+			return (v[n/2-1] + v[n/2]) / 2
+		}
+		return v[len(v)/2]
+	}
+	out := result{
+		rate: pick(func(r result) float64 { return r.rate }),
+		p50:  time.Duration(pick(func(r result) float64 { return float64(r.p50) })),
+		p99:  time.Duration(pick(func(r result) float64 { return float64(r.p99) })),
+	}
+	for _, r := range rs {
+		out.errors += r.errors
+	}
+	return out
 }
 
 func printTable(rows [][]string) {
@@ -132,7 +195,7 @@ func fatal(err error) {
 
 // runSmartGo starts a registry and a broker in-process and runs the e2e
 // benchmark of the smartgo bench command against them.
-func runSmartGo(size, pubs, window int, count int64, durable bool) (result, error) {
+func runSmartGo(size, pubs, window int, count, warmup int64, durable bool) (result, error) {
 	dir, err := os.MkdirTemp("", "compare-smartgo-")
 	if err != nil {
 		return result{}, err
@@ -163,10 +226,10 @@ func runSmartGo(size, pubs, window int, count int64, durable bool) (result, erro
 	// Wait for the broker's registration.
 	time.Sleep(500 * time.Millisecond)
 	r, err := benchmark.Run(ctx, benchmark.Config{Mode: benchmark.E2E, Registries: []string{regAddr}, Topic: "Compare" + strconv.Itoa(size),
-		Size: size, Count: count, Duration: 2 * time.Minute, Concurrency: pubs, Async: true, Window: window, Queues: 8,
+		Size: size, Count: count, Duration: 2 * time.Minute, Concurrency: pubs, Consumers: 1, Async: true, Window: window, Queues: 8, Warmup: warmup,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return result{}, err
 	}
-	return result{rate: float64(r.Sent) / r.Elapsed.Seconds(), p50: r.P50, p99: r.P99, errors: r.Errors}, nil
+	return result{rate: r.SendRate, p50: r.P50, p99: r.P99, errors: r.Errors}, nil
 }

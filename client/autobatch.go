@@ -1,0 +1,228 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// Auto-batching of asynchronous sends (RocketMQ 5's autoBatch, without its
+// linger timer).
+//
+// Each topic may have AutoBatchRequests send requests in flight from this
+// producer. A SendAsync that finds a free slot goes out at once, alone, as
+// a plain SEND_MESSAGE_V2: a lightly loaded producer adds no delay and
+// sends exactly what it would without batching. Sends that find every slot
+// taken wait in the topic's pending list; each time a request completes,
+// the pending sends (up to AutoBatchMaxBytes of batch body) leave as one
+// SEND_BATCH_MESSAGE to one queue. Under load a request therefore carries
+// many messages, which cuts the per-message cost of framing, header
+// coding, syscalls and broker dispatch; the wait of a pending send is at
+// most the round trip of the request ahead of it.
+//
+// Each message keeps its own flag, properties (tags, keys, UNIQ_KEY, user
+// properties) and callback with its own SendResult (its UNIQ_KEY, its
+// offset message id and queue offset inside the batch). A batch is stored
+// all-or-nothing, so a failure is reported to every message of it; a
+// retryable failure retries the whole batch on another broker, as a single
+// send would be. Messages that cannot travel in a batch go alone: delay
+// levels, compressed bodies, retry topics, topics still being auto-created.
+
+// asyncItem is one pending async send.
+type asyncItem struct {
+	ctx context.Context
+	pm  *prepared
+	cb  func(*SendResult, error)
+}
+
+// topicBatcher is the auto-batching state of one topic.
+type topicBatcher struct {
+	topic string
+
+	mu       sync.Mutex
+	pending  []asyncItem // protected by mu
+	inflight int         // requests in flight; protected by mu
+}
+
+// batcher returns the batcher of topic, creating it.
+func (p *Producer) batcher(topic string) *topicBatcher {
+	p.bmu.Lock()
+	defer p.bmu.Unlock()
+	tb := p.batchers[topic]
+	if tb == nil {
+		tb = &topicBatcher{topic: topic}
+		p.batchers[topic] = tb
+	}
+	return tb
+}
+
+// batchable reports whether an async send of m may share a request.
+func (p *Producer) batchable(m *Message, pm *prepared, tr *topicRoute) bool {
+	return p.opts.AutoBatchRequests > 0 && !tr.autoCreate && pm.code == protocol.SendMessageV2 &&
+		pm.header.SysFlag == 0 && m.DelayLevel <= 0 && !strings.HasPrefix(m.Topic, retryPrefix)
+}
+
+// enqueue adds an async send to tb and sends what the free request slots
+// allow.
+func (p *Producer) enqueue(tb *topicBatcher, it asyncItem) {
+	tb.mu.Lock()
+	tb.pending = append(tb.pending, it)
+	tb.mu.Unlock()
+	p.pump(tb)
+}
+
+// pump sends pending items while tb has free request slots.
+func (p *Producer) pump(tb *topicBatcher) {
+	for {
+		tb.mu.Lock()
+		if len(tb.pending) == 0 || tb.inflight >= p.opts.AutoBatchRequests {
+			tb.mu.Unlock()
+			return
+		}
+		items := p.takeLocked(tb)
+		tb.inflight++
+		tb.mu.Unlock()
+		p.sendItems(tb, items)
+	}
+}
+
+// takeLocked removes the next batch from tb.pending: the items in order
+// while the batch body stays within AutoBatchMaxBytes (at least one).
+func (p *Producer) takeLocked(tb *topicBatcher) []asyncItem {
+	n, size := 0, 0
+	for n < len(tb.pending) {
+		pm := tb.pending[n].pm
+		sz := batchItemSize(pm)
+		if n > 0 && size+sz > p.opts.AutoBatchMaxBytes {
+			break
+		}
+		size += sz
+		n++
+	}
+	items := make([]asyncItem, n)
+	copy(items, tb.pending)
+	clear(tb.pending[:n])
+	tb.pending = tb.pending[n:]
+	if len(tb.pending) == 0 {
+		tb.pending = tb.pending[:0:0] // let the old array go
+	}
+	return items
+}
+
+// batchItemSize is the encoded size of pm as a batch item.
+func batchItemSize(pm *prepared) int {
+	return 20 + len(pm.body) + 2 + len(pm.header.Properties)
+}
+
+// sendItems sends items as one request (alone: a plain send) and frees
+// the request slot when it completes.
+func (p *Producer) sendItems(tb *topicBatcher, items []asyncItem) {
+	// Items whose context ended while they waited fail now.
+	live := items[:0]
+	for _, it := range items {
+		if err := it.ctx.Err(); err != nil {
+			it.cb(nil, wrapCallErr("send", "", err))
+			continue
+		}
+		live = append(live, it)
+	}
+	items = live
+	done := func() {
+		tb.mu.Lock()
+		tb.inflight--
+		tb.mu.Unlock()
+		p.pump(tb)
+	}
+	if len(items) == 0 {
+		done()
+		return
+	}
+	tr, err := p.core.route(p.core.ctx, tb.topic)
+	if err == nil && len(tr.publish) == 0 {
+		err = fmt.Errorf("%w: %s", ErrNoRoute, tb.topic)
+	}
+	if err != nil {
+		for _, it := range items {
+			it.cb(nil, err)
+		}
+		done()
+		return
+	}
+	ctx := items[0].ctx
+	if len(items) == 1 {
+		it := items[0]
+		p.sendAsyncAttempt(ctx, it.pm, tr, "", 1+p.opts.Retries, func(r *SendResult, err error) {
+			it.cb(r, err)
+			done()
+		})
+		return
+	}
+	// The batch lives as long as its longest-lived item.
+	ctx = context.WithoutCancel(ctx)
+	var deadline time.Time
+	for _, it := range items {
+		dl, ok := it.ctx.Deadline()
+		if !ok {
+			deadline = time.Time{}
+			break
+		}
+		if dl.After(deadline) {
+			deadline = dl
+		}
+	}
+	cancel := context.CancelFunc(func() {})
+	if !deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+	}
+	pm := p.batchOf(items)
+	p.batches.Add(1)
+	p.sendAsyncAttempt(ctx, pm, tr, "", 1+p.opts.Retries, func(r *SendResult, err error) {
+		cancel()
+		splitBatchResult(items, r, err)
+		done()
+	})
+}
+
+// batchOf encodes items (all of one topic) as one SEND_BATCH_MESSAGE.
+func (p *Producer) batchOf(items []asyncItem) *prepared {
+	size := 0
+	for _, it := range items {
+		size += batchItemSize(it.pm)
+	}
+	body := make([]byte, 0, size)
+	for _, it := range items {
+		body = record.AppendBatchItem(body, it.pm.header.Flag, it.pm.body, it.pm.header.Properties)
+	}
+	first := items[0].pm.header
+	h := &protocol.SendMessageRequestHeader{
+		ProducerGroup: first.ProducerGroup, Topic: first.Topic, DefaultTopic: first.DefaultTopic,
+		DefaultTopicQueueNums: first.DefaultTopicQueueNums, BornTimestamp: first.BornTimestamp, Batch: true,
+	}
+	return &prepared{header: h, body: body, code: protocol.SendBatchMessage}
+}
+
+// splitBatchResult hands each item its part of a batch's result.
+func splitBatchResult(items []asyncItem, r *SendResult, err error) {
+	if err != nil {
+		for _, it := range items {
+			it.cb(nil, err)
+		}
+		return
+	}
+	// A broker that does not list one offset id per message still stored
+	// them all: the ids are then left out, not the success.
+	ids := strings.Split(r.OffsetMsgID, ",")
+	for i, it := range items {
+		id := ""
+		if len(ids) == len(items) {
+			id = ids[i]
+		}
+		it.cb(&SendResult{Status: r.Status, MsgID: it.pm.uniq, OffsetMsgID: id, Queue: r.Queue,
+			QueueOffset: r.QueueOffset + int64(i)}, nil)
+	}
+}
