@@ -1,6 +1,8 @@
 package mqtt
 
 import (
+	"sync/atomic"
+
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -17,6 +19,11 @@ type pendingAck struct {
 	done   bool
 	code   packets.ReasonCode
 	detail string
+	// inCall is set while the worker is inside PublishAsync: a completion
+	// then (MemoryBackend's) is part of the worker's unit of work and its
+	// acknowledgement may be held; a later one, from the backend's
+	// goroutine, is written at once (batch.go).
+	inCall atomic.Bool
 }
 
 // ackLimit is how many acknowledgements may be pending per connection.
@@ -33,6 +40,14 @@ func (c *conn) parkIfFull() bool {
 	}
 	c.parked = true
 	return true
+}
+
+// acksFull reports whether the connection has ackLimit pending
+// acknowledgements (the worker flushes its held output, then parks).
+func (c *conn) acksFull() bool {
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	return len(c.acks) >= c.ackLimit()
 }
 
 // qos2InStore reports whether a QoS 2 PUBLISH with id is still being
@@ -55,6 +70,7 @@ func (c *conn) ack(qos byte, id uint16, code packets.ReasonCode, detail string) 
 		return
 	}
 	a := c.addAck(qos, id)
+	a.inCall.Store(true) // completed by the worker: part of its unit
 	c.completeAck(a, code, detail)
 }
 
@@ -79,9 +95,11 @@ func (c *conn) publishAsync(p *packets.Publish, msg *Message) {
 	var a *pendingAck
 	if p.QoS > 0 {
 		a = c.addAck(p.QoS, p.PacketID)
+		a.inCall.Store(true)
+		defer a.inCall.Store(false)
 	}
 	v5 := c.version == packets.Version5
-	c.srv.async.PublishAsync(c.srv.ctx, msg, func(err error) {
+	c.srv.async.PublishAsync(c.workCtx(), msg, func(err error) {
 		var code packets.ReasonCode
 		detail := ""
 		if err != nil {
@@ -105,6 +123,7 @@ func (c *conn) publishAsync(p *packets.Publish, msg *Message) {
 // reason (a backend completing a batch last message first gets one write
 // for all of it). It resumes a parked worker once there is room again.
 func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string) {
+	now := !a.inCall.Load()
 	c.ackMu.Lock()
 	a.done, a.code, a.detail = true, code, detail
 	n := 0
@@ -133,13 +152,13 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 			continue
 		}
 		if len(buf) > 0 {
-			c.write(buf)
+			c.writeOut(buf, now)
 			buf = buf[:0]
 		}
 		c.sendAck(x.qos, x.id, x.code, x.detail)
 	}
 	if len(buf) > 0 {
-		c.write(buf)
+		c.writeOut(buf, now)
 	}
 	if n > 0 {
 		c.acks = c.acks[n:]

@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -46,8 +47,10 @@ type conn struct {
 	closed    bool   // protected by inMu and outMu
 
 	outMu   sync.Mutex
-	out     []byte // protected by outMu: bytes the socket has not taken
-	wclosed bool   // protected by outMu
+	out     []byte    // protected by outMu: bytes the socket has not taken
+	wclosed bool      // protected by outMu
+	blocked bool      // protected by outMu: the socket refused, EPOLLOUT flushes
+	heldBy  *outBatch // protected by outMu: the unit of work holding the output
 	// Backpressure (see dropQoS0), protected by outMu: when the output
 	// went over MaxOutbound/2 (nanotime, 0 while not backed up), QoS 0
 	// drops not yet logged, when the last drop line was logged, and
@@ -71,6 +74,9 @@ type conn struct {
 	problemInfo bool
 	maxOut      int
 	aliasIn     map[uint16]string
+	fl          outBatch        // connections held by this connection's unit of work
+	more        bool            // input follows the packet being handled (deliverContext)
+	wctx        context.Context // workCtx
 
 	// Pipelined ingress (AsyncBackend, see acks.go).
 	ackMu     sync.Mutex
@@ -103,23 +109,48 @@ func (c *conn) info() ClientInfo {
 }
 
 // work decodes and handles the connection's buffered packets, in order.
+// It is one unit of work for write coalescing (batch.go): the output of
+// this connection, and of those its packets deliver to through a
+// synchronous backend, is held and flushed before work returns, parks or
+// yields, always while it still owns the connection (scheduled or parked),
+// since the next worker reuses c.fl.
 func (c *conn) work() {
+	held := false
 	for n := 0; ; n++ {
 		if n == batchPackets {
+			c.fl.release()
 			c.srv.pool.submit(c.work)
 			return
 		}
-		if c.srv.async != nil && c.connected.Load() && c.parkIfFull() {
-			return // completeAck reschedules the worker
+		if c.srv.async != nil && c.connected.Load() && c.acksFull() {
+			c.fl.release()
+			held = false
+			if c.parkIfFull() {
+				return // completeAck reschedules the worker
+			}
 		}
 		c.inMu.Lock()
 		if c.closed {
+			if c.fl.pending() {
+				c.inMu.Unlock()
+				c.fl.release()
+				held = false
+				continue
+			}
 			c.in, c.scheduled = nil, false
 			c.inMu.Unlock()
 			return
 		}
 		p, used, err := c.srv.dec.Next(c.version, c.in)
 		if err == packets.ErrIncomplete {
+			if c.fl.pending() {
+				// Flush before giving the connection up; then look
+				// again, input may have come meanwhile.
+				c.inMu.Unlock()
+				c.fl.release()
+				held = false
+				continue
+			}
 			if c.eof {
 				c.inMu.Unlock()
 				c.closeWith(0, "connection closed by peer", closeClientWill)
@@ -139,13 +170,20 @@ func (c *conn) work() {
 		}
 		if err != nil {
 			c.inMu.Unlock()
+			c.fl.release()
 			c.decodeError(err)
 			return
 		}
 		c.in = c.in[used:]
+		c.more = len(c.in) > 0 && n+1 < batchPackets
 		c.inMu.Unlock()
+		if !held {
+			c.fl.hold(c)
+			held = true
+		}
 		c.handle(p)
 		if c.closing.Load() {
+			c.fl.release()
 			return
 		}
 	}

@@ -10,8 +10,20 @@
 // its own buffer and keeps per connection only the unparsed bytes (nil
 // when drained); the connection is then handed to a bounded worker pool
 // that decodes (mqtt/packets) and handles its packets in order, one worker
-// per connection at a time. Writes go straight to the socket; only what the
-// socket refuses is buffered (see Backpressure below). Keep alive, connect
+// per connection at a time. A read shorter than the buffer ends the read
+// loop (the receive queue is drained; edge-triggered epoll reports the
+// next arrival) unless the event carried a hang-up, so a request costs one
+// read(2), not a second one for EAGAIN. Writes go to the socket at the end
+// of a unit of work: while a worker handles one connection's packets, the
+// output it causes (its own answers, a handler's response, the deliveries
+// to subscribers while more of the publisher's input follows) is appended
+// to each connection's buffer and written once per connection when the
+// unit ends, before the worker parks or calls a handler or a synchronous
+// backend, or when 64 KiB (at most MaxOutbound/4) is held. A request
+// answered by a handler thus costs one write(2) for the response and its
+// PUBACK, and a publisher's batch one write per subscriber. Output from
+// outside a unit goes straight to the socket; only what the socket refuses
+// is buffered (see Backpressure below). Keep alive, connect
 // timeout, session expiry and will delay run on one hashed timing wheel.
 // An idle connection owns no goroutine and no buffer (about 1 KiB of heap,
 // measured by TestMQTTScaleIdleConnections). TLS connections use

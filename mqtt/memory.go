@@ -51,8 +51,10 @@ func (b *MemoryBackend) Detach(d Deliverer) {
 	}
 }
 
-// Publish implements Backend.
-func (b *MemoryBackend) Publish(_ context.Context, msg *Message) error {
+// Publish implements Backend. Deliveries are synchronous; under the
+// context a server worker passes, they are held by the worker's unit of
+// work and written once per subscriber when it ends (batch.go).
+func (b *MemoryBackend) Publish(ctx context.Context, msg *Message) error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -68,7 +70,11 @@ func (b *MemoryBackend) Publish(_ context.Context, msg *Message) error {
 	ds := b.deliver
 	b.mu.Unlock()
 	for _, d := range ds {
-		d.Deliver(msg)
+		if cd, ok := d.(contextDeliverer); ok {
+			cd.deliverContext(ctx, msg)
+		} else {
+			d.Deliver(msg)
+		}
 	}
 	return nil
 }

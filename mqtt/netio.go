@@ -19,8 +19,10 @@ import (
 // connection's input (nil when drained), then hands the connection to the
 // worker pool. Writes go straight to the socket from whichever goroutine
 // sends; what the socket does not take waits in the connection's output
-// buffer (nil when empty) until EPOLLOUT. An idle connection therefore owns
-// no goroutine and no buffer. TLS connections use crypto/tls over net.Conn
+// buffer (nil when empty) until EPOLLOUT; a worker's unit of work holds
+// the output of the connections it writes to and flushes each once at its
+// end (batch.go). An idle connection therefore owns no goroutine and no
+// buffer. TLS connections use crypto/tls over net.Conn
 // with a reader and a writer goroutine each (documented cost).
 
 const (
@@ -115,7 +117,7 @@ func (p *poller) run() {
 				c.flush()
 			}
 			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-				c.readable(buf)
+				c.readable(buf, ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0)
 			}
 		}
 	}
@@ -319,8 +321,15 @@ func (c *conn) feed(b []byte) {
 }
 
 // readable reads everything the socket holds (edge-triggered) into the
-// connection's input and schedules its worker.
-func (c *conn) readable(buf []byte) {
+// connection's input and schedules its worker. A read shorter than buf
+// drained the socket's receive queue, so readable stops there instead of
+// reading again for EAGAIN: with EPOLLET every arrival of data (and of the
+// peer's FIN) after that read queues a new event for this descriptor, so
+// nothing is missed. The one thing a short read can leave unread is an
+// end of stream that arrived before it; hup (the event carried EPOLLRDHUP,
+// EPOLLHUP or EPOLLERR) says so, and then readable reads on to the 0 or
+// the error. resume passes hup too (it was not called for an event).
+func (c *conn) readable(buf []byte, hup bool) {
 	c.inMu.Lock()
 	if c.closed || c.eof {
 		c.inMu.Unlock()
@@ -333,12 +342,16 @@ func (c *conn) readable(buf []byte) {
 	got := false
 	for {
 		n, err := unix.Read(c.fd, buf)
+		c.srv.io.reads.Add(1)
 		if n > 0 {
 			got = true
 			c.in = append(c.in, buf[:n]...)
 			if len(c.in) >= pauseInput {
 				c.paused = true
 				break
+			}
+			if n < len(buf) && !hup {
+				break // drained; the next arrival is a new edge
 			}
 			continue
 		}
@@ -364,29 +377,40 @@ func (c *conn) readable(buf []byte) {
 // resume reads a paused socket again (from the worker).
 func (c *conn) resume() {
 	bp := readBufs.Get().(*[]byte)
-	c.readable(*bp)
+	c.readable(*bp, true)
 	readBufs.Put(bp)
 }
 
-// write sends b, buffering what the socket does not take now. It returns
-// false if the connection is closed or its output is over the limit (then
-// the connection is being dropped as a slow reader).
-func (c *conn) write(b []byte) bool {
+// write sends b, buffering what the socket does not take now (and, while
+// a unit of work holds the connection, everything up to holdMax: see
+// batch.go). It returns false if the connection is closed or its output is
+// over the limit (then the connection is being dropped as a slow reader).
+func (c *conn) write(b []byte) bool { return c.writeOut(b, false) }
+
+// writeOut is write; with now it writes at once even while the
+// connection is held (what the unit holds goes first, in order).
+func (c *conn) writeOut(b []byte, now bool) bool {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
 	if c.wclosed {
 		return false
 	}
+	if c.heldBy != nil && !now && !c.blocked && len(c.out)+len(b) <= c.srv.holdMax {
+		if c.out == nil && c.nc == nil {
+			c.out = getOutBuf()
+		}
+		c.out = append(c.out, b...)
+		return true
+	}
 	if c.nc != nil {
 		c.out = append(c.out, b...)
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		c.wakeWriter()
 	} else {
-		if len(c.out) == 0 {
+		switch {
+		case len(c.out) == 0:
 			for len(b) > 0 {
 				n, err := unix.Write(c.fd, b)
+				c.srv.io.writes.Add(1)
 				if n > 0 {
 					b = b[n:]
 					continue
@@ -395,6 +419,7 @@ func (c *conn) write(b []byte) bool {
 					continue
 				}
 				if err == unix.EAGAIN {
+					c.blocked = true
 					break
 				}
 				c.wclosed = true
@@ -402,9 +427,17 @@ func (c *conn) write(b []byte) bool {
 				c.srv.pool.submit(func() { c.fail("write: " + errString(err)) })
 				return false
 			}
-		}
-		if len(b) > 0 {
+			if len(b) > 0 {
+				c.out = append(c.out, b...)
+			}
+		case c.blocked:
+			c.out = append(c.out, b...) // EPOLLOUT flushes it
+		default:
+			// Held output about to pass holdMax (or now): write it all.
 			c.out = append(c.out, b...)
+			if !c.flushLocked() {
+				return false
+			}
 		}
 	}
 	if len(c.out) > c.srv.opts.MaxOutbound {
@@ -422,6 +455,28 @@ func (c *conn) write(b []byte) bool {
 		return false
 	}
 	return true
+}
+
+// wakeWriter signals a TLS connection's writer goroutine (caller holds
+// outMu).
+func (c *conn) wakeWriter() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// outBufs recycles output buffers of held connections (an idle connection
+// keeps none).
+var outBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+func getOutBuf() []byte { return (*outBufs.Get().(*[]byte))[:0] }
+
+func putOutBuf(b []byte) {
+	if c := cap(b); c >= 1<<10 && c <= holdMaxBytes {
+		b = b[:0]
+		outBufs.Put(&b)
+	}
 }
 
 // dropLogEvery is the least time between two "QoS 0 messages dropped"
@@ -497,10 +552,19 @@ func (c *conn) flush() {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
 	if c.wclosed || len(c.out) == 0 {
+		c.blocked = false
 		return
 	}
+	c.flushLocked()
+}
+
+// flushLocked writes c.out until it is empty or the socket refuses
+// (blocked: EPOLLOUT flushes the rest). It returns false after a write
+// error (the connection is being dropped). Caller holds outMu.
+func (c *conn) flushLocked() bool {
 	for len(c.out) > 0 {
 		n, err := unix.Write(c.fd, c.out)
+		c.srv.io.writes.Add(1)
 		if n > 0 {
 			c.out = c.out[n:]
 			continue
@@ -509,18 +573,22 @@ func (c *conn) flush() {
 			continue
 		}
 		if err == unix.EAGAIN {
+			c.blocked = true
 			if len(c.out) <= c.srv.opts.MaxOutbound/4 {
 				c.backedUpSince = 0
 			}
-			return
+			return true
 		}
 		c.wclosed = true
 		c.out = nil
 		c.srv.pool.submit(func() { c.fail("write: " + errString(err)) })
-		return
+		return false
 	}
+	putOutBuf(c.out[:cap(c.out)])
 	c.out = nil
+	c.blocked = false
 	c.backedUpSince = 0
+	return true
 }
 
 // shutdownIO closes the socket after trying to push out what is buffered

@@ -112,9 +112,11 @@ func (c *conn) handlePublish(p *packets.Publish) {
 		}
 		var err error
 		if h != nil {
+			c.flushHeld() // the handler may block: do not hold earlier output behind it
 			err = h(s.ctx, info, msg)
 		} else {
-			err = s.backend.Publish(s.ctx, msg)
+			c.flushHeld() // a synchronous backend may block too
+			err = s.backend.Publish(c.workCtx(), msg)
 		}
 		if err != nil {
 			code, detail = errReason(err), err.Error()

@@ -62,6 +62,15 @@ type Server struct {
 
 	sessionSeq atomic.Uint64
 	stats      Stats
+	holdMax    int // output a unit of work holds per connection (batch.go)
+	io         ioCounters
+}
+
+// ioCounters count the socket syscalls of the epoll path (tests read
+// them: writes and reads per request).
+type ioCounters struct {
+	writes atomic.Int64 // write(2) calls
+	reads  atomic.Int64 // read(2) calls
 }
 
 // Stats are the server's counters.
@@ -90,6 +99,7 @@ func NewServer(opts Options, backend Backend) (*Server, error) {
 	opts = opts.withDefaults()
 	s := &Server{opts: opts, backend: backend, log: opts.Logger,
 		sessions: map[string]*session{}, conns: map[*conn]struct{}{}}
+	s.holdMax = min(holdMaxBytes, opts.MaxOutbound/4)
 	s.async, _ = backend.(AsyncBackend)
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
