@@ -64,26 +64,27 @@ type Backend struct {
 	pauses  int // protected by pauseMu
 
 	mu        sync.Mutex
-	started   bool                                // protected by mu
-	closed    bool                                // protected by mu
-	d         mqtt.Deliverer                      // protected by mu
-	srv       clusterServer                       // protected by mu; d, when it is one
-	shares    map[string]*client.PullConsumer     // protected by mu; running share consumers (shares.go)
-	shareWake chan struct{}                       // wakes the share loop (capacity 1)
-	live      *client.PullConsumer                // protected by mu
-	sys       *client.PullConsumer                // protected by mu
-	queues    map[client.MessageQueue]*queueState // protected by mu
-	sysNext   map[client.MessageQueue]int64       // protected by mu; system topic progress
-	retained  map[string]*retainedEntry           // protected by mu
-	sessions  map[string]*sessionRecord           // protected by mu; latest record per client
-	own       map[string]*sessionRecord           // protected by mu; last record this node wrote
-	writing   map[string]int                      // protected by mu; session writes in flight per client
-	deferred  map[string][]*sessionRecord         // protected by mu; other nodes' records waiting for them
-	vouches   map[string]*vouch                   // protected by mu; the record standing for each local session
+	started   bool                                         // protected by mu
+	closed    bool                                         // protected by mu
+	d         mqtt.Deliverer                               // protected by mu
+	srv       clusterServer                                // protected by mu; d, when it is one
+	shares    map[string]*client.PullConsumer              // protected by mu; running share consumers (shares.go)
+	shareWake chan struct{}                                // wakes the share loop (capacity 1)
+	live      *client.PullConsumer                         // protected by mu
+	sys       *client.PullConsumer                         // protected by mu
+	queues    map[client.MessageQueue]*queueState          // protected by mu
+	sysNext   map[client.MessageQueue]int64                // protected by mu; system topic progress
+	retained  map[string]*retainedEntry                    // protected by mu
+	sessions  map[string]*sessionRecord                    // protected by mu; latest live record per client (state.go)
+	own       map[string]*sessionRecord                    // protected by mu; last record this node wrote, while it matters
+	writing   map[string]int                               // protected by mu; session writes in flight per client
+	deferred  map[string][]*sessionRecord                  // protected by mu; other nodes' records waiting for them
+	vouches   map[string]vouch                             // protected by mu; the record standing for each local session
+	sysQueues map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
 	// connectPrev holds, per connect request of this node the tail
 	// applied, the client's record before it (protected by mu).
 	connectPrev map[sysPos]*sessionRecord
-	connecting  map[string]int // protected by mu; connects in progress per client
+	waits       map[string][]*handoffWait // protected by mu; connects in progress per client
 
 	// Pipelined ingress (ingress.go).
 	imu       sync.Mutex
@@ -116,8 +117,9 @@ func NewBackend(opts Options) (*Backend, error) {
 	b := &Backend{opts: opts, log: opts.Logger, prod: prod, adm: adm,
 		queues: map[client.MessageQueue]*queueState{}, sysNext: map[client.MessageQueue]int64{},
 		retained: map[string]*retainedEntry{}, sessions: map[string]*sessionRecord{}, own: map[string]*sessionRecord{},
-		writing: map[string]int{}, deferred: map[string][]*sessionRecord{}, vouches: map[string]*vouch{},
-		connectPrev: map[sysPos]*sessionRecord{}, connecting: map[string]int{},
+		writing: map[string]int{}, deferred: map[string][]*sessionRecord{}, vouches: map[string]vouch{},
+		sysQueues:   map[client.MessageQueue]*client.MessageQueue{},
+		connectPrev: map[sysPos]*sessionRecord{}, waits: map[string][]*handoffWait{},
 		chains: map[string]*ingressChain{}, shareWake: make(chan struct{}, 1)}
 	if bs, ok := any(prod).(orderedBatchSender); ok {
 		b.sendBatch = func(ctx context.Context, msgs []*client.Message, key string) error {

@@ -176,8 +176,10 @@
 // judged once it is stored, at most Options.SendTimeout later). Answering
 // a connect request, it writes a handoff record with the session's state
 // at that moment (subscriptions, unacknowledged messages, resume points).
-// The connecting node, when the record before its request was another
-// node's connect or claim, waits for a later record of another node
+// The connecting node, when the live record before its request (deletes
+// and clean-start announcements end a stored session: a node keeps no
+// record for them) was another node's connect or claim, waits for a later
+// record of another node
 // (bounded by Options.HandoffTimeout; past it, that node is taken as dead
 // and the session resumes from its last record) and resumes from it,
 // before its CONNACK. A session therefore lives on one node at a time, and
@@ -191,8 +193,21 @@
 // Compaction (re-appending live records before they age out) is not done
 // yet.
 //
-// Known limits: a node keeps the latest record of every client id ever
-// seen (clean-start announcements included) in memory; clients that
+// Memory: a node keeps the latest live record of every stored session
+// (none for clean sessions or deleted ones; its own records once, not
+// again as decoded by its tail), its own last record of each persistent
+// session it held, the position of the record standing for each of its
+// local sessions (a clean one costs just that), and a delete or
+// announcement it wrote until its tail passes it. A clean session that
+// ends or moves to another node leaves nothing behind on any node. A
+// connect waiting for a handoff is told of the records of other nodes
+// that the tail applies for its client meanwhile.
+//
+// Known limits: a persistent connect of a client whose clean session is
+// connected to another node does not wait for that node's handoff (the
+// node still drops the client on seeing the request; a clean session
+// carries no state, except a v5 clean start with a session expiry that
+// has not written a record yet, i.e. has no subscription); clients that
 // connect to two nodes at the same moment, or move faster than the nodes
 // follow the session topic, may see one extra takeover; a node that
 // crashes while holding a session is waited for HandoffTimeout at the next

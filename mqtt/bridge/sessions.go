@@ -49,9 +49,12 @@ func (b *Backend) writeSession(ctx context.Context, rec *sessionRecord) error {
 	if err == nil {
 		rec.q, rec.off = res.Queue, res.QueueOffset
 		if !rec.tailOnly {
-			b.applySessionLocked(rec)
+			b.applySessionLocked(rec, false)
 		}
-		if rec.Deleted && !rec.Connect {
+		if rec.Deleted {
+			// A delete, or a clean-start announcement: nothing a
+			// handoff or a stale delete needs (the vouch stands for
+			// the clean session).
 			delete(b.own, rec.ClientID)
 		} else {
 			b.own[rec.ClientID] = rec
@@ -197,8 +200,15 @@ func (b *Backend) DeleteSession(ctx context.Context, clientID string) error {
 	}
 	b.mu.Lock()
 	rec, own := b.sessions[clientID], b.own[clientID]
+	v, hasV := b.vouches[clientID]
 	b.mu.Unlock()
 	if rec == nil || rec.Deleted {
+		// Nothing stored to delete (a clean session ended): forget the
+		// vouch of the local session, which stands for nothing now
+		// (kept, it leaked one client's worth per connect).
+		if hasV && b.endedLocal(clientID, v, own) {
+			b.forgetLocal(clientID, &v, own)
+		}
 		return nil
 	}
 	if rec.Node != b.opts.NodeID && own != nil && expiredAt(own, time.Now()) {
@@ -206,6 +216,23 @@ func (b *Backend) DeleteSession(ctx context.Context, clientID string) error {
 		return nil
 	}
 	return b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Deleted: true})
+}
+
+// endedLocal reports whether the vouch v of clientID stood for a local
+// session that has ended (DeleteSession found nothing stored): it was
+// bound to another session instance than the server's current one, or,
+// written by a connect request that loaded nothing (a session that ends
+// with its connection), it is still this node's last record and no
+// connect or write of the client is in progress.
+func (b *Backend) endedLocal(clientID string, v vouch, own *sessionRecord) bool {
+	inst := b.instance(clientID)
+	if v.inst != 0 {
+		return v.inst != inst
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return inst == 0 && own != nil && own.Connect && own.q == *v.q && own.off == v.off && b.own[clientID] == own &&
+		len(b.waits[clientID]) == 0 && b.writing[clientID] == 0
 }
 
 func expiredAt(r *sessionRecord, now time.Time) bool {

@@ -89,12 +89,21 @@ func (b *Backend) applySys(x *client.MessageExt) {
 		} else {
 			rec.q, rec.off = x.Queue, x.QueueOffset
 			b.mu.Lock()
-			if rec.Node == b.opts.NodeID && rec.Connect && !rec.Deleted && b.connecting[rec.ClientID] > 0 {
-				// This node's connect request: Backend.connect wants
-				// the record before it.
-				b.connectPrev[sysPos{rec.q, rec.off}] = b.sessions[rec.ClientID]
+			if own := b.own[rec.ClientID]; own != nil && own.q == rec.q && own.off == rec.off {
+				rec = own // this node's record: one copy, not two
 			}
-			b.applySessionLocked(rec)
+			if len(b.waits[rec.ClientID]) > 0 {
+				if rec.Node == b.opts.NodeID && rec.Connect && !rec.Deleted {
+					// This node's connect request: Backend.connect
+					// wants the record before it.
+					b.connectPrev[sysPos{rec.q, rec.off}] = b.sessions[rec.ClientID]
+				}
+				b.noteWaitsLocked(rec)
+			}
+			b.applySessionLocked(rec, true)
+			// Together with the apply: writeSession keeps no tombstone
+			// of a delete the tail has passed.
+			b.sysNext[x.Queue] = max(b.sysNext[x.Queue], x.QueueOffset+1)
 			b.mu.Unlock()
 			b.onSessionRecord(rec)
 		}
@@ -143,11 +152,18 @@ func (b *Backend) catchUpSys(ctx context.Context, topics ...string) error {
 // sessionRecord is one change of a session, stored as JSON in the session
 // topic (format in doc.go).
 type sessionRecord struct {
-	ClientID       string          `json:"clientId"`
-	Node           string          `json:"node"`
-	Deleted        bool            `json:"deleted,omitempty"`
-	Online         bool            `json:"online,omitempty"`
-	Connect        bool            `json:"connect,omitempty"`
+	ClientID string `json:"clientId"`
+	Node     string `json:"node"`
+	Deleted  bool   `json:"deleted,omitempty"`
+	Online   bool   `json:"online,omitempty"`
+	Connect  bool   `json:"connect,omitempty"`
+	// vouch: once stored, the record stands for the local session inst
+	// (takeover.go); tailOnly: the writer does not apply the record
+	// itself, its tail does (a connect request, see Backend.connect).
+	// Neither is part of the JSON; next to the other flags, they keep
+	// the struct at 208 bytes.
+	vouch          bool
+	tailOnly       bool
 	Gen            int64           `json:"gen,omitempty"`
 	Username       string          `json:"username,omitempty"`
 	Subscriptions  []subRecord     `json:"subscriptions,omitempty"`
@@ -156,25 +172,36 @@ type sessionRecord struct {
 	Resume         []resumePoint   `json:"resume,omitempty"`
 	Pending        []pendingRecord `json:"pending,omitempty"`
 
-	q   client.MessageQueue
-	off int64
-	// vouch: once stored, the record stands for the local session inst
-	// (takeover.go); not part of the JSON.
-	vouch bool
-	inst  uint64
-	// tailOnly: the writer does not apply the record itself; its tail
-	// does (a connect request, see Backend.connect).
-	tailOnly bool
+	q    client.MessageQueue
+	off  int64
+	inst uint64 // with vouch
 }
 
 // applySessionLocked makes rec the current record of its client unless a
-// later one of the same queue is already applied; a delete is kept as a
-// tombstone for that comparison.
-func (b *Backend) applySessionLocked(rec *sessionRecord) {
-	if cur := b.sessions[rec.ClientID]; cur != nil && cur.q == rec.q && cur.off > rec.off {
+// later one of the same queue is already applied. The tail (fromTail)
+// applies records in queue order; this node applies its own records as
+// soon as they are stored (writeSession), ahead of its tail. A delete
+// applied by the tail removes the client's entry: b.sessions holds live
+// records only, so a node keeps no state for clients that merely passed
+// through the log. A delete this node applied itself stays as a tombstone
+// until the tail reaches it, so that the older records the tail applies
+// meanwhile do not resurrect the session.
+func (b *Backend) applySessionLocked(rec *sessionRecord, fromTail bool) {
+	cur := b.sessions[rec.ClientID]
+	if cur != nil && cur.q == rec.q && cur.off > rec.off {
 		return
 	}
-	b.sessions[rec.ClientID] = rec
+	switch {
+	case fromTail && cur != nil && cur.q == rec.q && cur.off == rec.off && !cur.Deleted:
+		// The tail reached the record this node applied itself: keep it.
+	case rec.Deleted && (fromTail || b.sysNext[rec.q] > rec.off):
+		// Applied by the tail, or this node's delete that its tail has
+		// passed already (the tail can be quicker than the send's
+		// response): no tombstone.
+		delete(b.sessions, rec.ClientID)
+	default:
+		b.sessions[rec.ClientID] = rec
+	}
 }
 
 type subRecord struct {

@@ -56,16 +56,20 @@ func (b *Backend) server() clusterServer {
 // the earlier record.
 func (b *Backend) connect(ctx context.Context, clientID string) (*sessionRecord, error) {
 	req := &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Connect: true, vouch: true, tailOnly: true}
+	w := &handoffWait{}
 	b.mu.Lock()
-	b.connecting[clientID]++
+	b.waits[clientID] = append(b.waits[clientID], w)
 	b.mu.Unlock()
 	err := b.writeSession(ctx, req)
 	key := sysPos{req.q, req.off}
 	defer func() {
 		b.mu.Lock()
 		delete(b.connectPrev, key)
-		if b.connecting[clientID]--; b.connecting[clientID] == 0 {
-			delete(b.connecting, clientID)
+		ws := slices.DeleteFunc(b.waits[clientID], func(x *handoffWait) bool { return x == w })
+		if len(ws) == 0 {
+			delete(b.waits, clientID)
+		} else {
+			b.waits[clientID] = ws
 		}
 		b.mu.Unlock()
 	}()
@@ -96,9 +100,9 @@ func (b *Backend) connect(ctx context.Context, clientID string) (*sessionRecord,
 	defer cancel()
 	for {
 		b.mu.Lock()
-		cur := b.sessions[clientID]
+		cur := w.other
 		b.mu.Unlock()
-		if cur != nil && cur.Node != b.opts.NodeID && cur.q == req.q && cur.off > req.off {
+		if cur != nil && cur.q == req.q && cur.off > req.off {
 			b.log.Debug("bridge: session handed over", "client", clientID, "from", cur.Node, "gen", cur.Gen)
 			return cur, nil
 		}
@@ -112,6 +116,25 @@ func (b *Backend) connect(ctx context.Context, clientID string) (*sessionRecord,
 	}
 }
 
+// handoffWait is one connect of this node in progress: the tail keeps in
+// it the latest record of another node of the client (a handoff, which
+// may be a delete: b.sessions keeps no deletes), so that the connect
+// finds the handoff without every node keeping every client's records.
+type handoffWait struct {
+	other *sessionRecord // protected by Backend.mu
+}
+
+// noteWaitsLocked hands rec, applied by the tail, to the connects of its
+// client in progress on this node.
+func (b *Backend) noteWaitsLocked(rec *sessionRecord) {
+	if rec.Node == b.opts.NodeID {
+		return
+	}
+	for _, w := range b.waits[rec.ClientID] {
+		w.other = rec
+	}
+}
+
 // sysPos is a record's position in a system topic.
 type sysPos struct {
 	q   client.MessageQueue
@@ -122,17 +145,28 @@ type sysPos struct {
 // a client: a record of another node newer than it takes the session
 // away. inst is the server's session instance it was written for (0:
 // written by LoadSession, bound to the session the server installs next).
+// One per local session, kept by value with the queue interned (24 bytes).
 type vouch struct {
 	inst uint64
-	q    client.MessageQueue
+	q    *client.MessageQueue // interned: compare pointers
 	off  int64
+}
+
+// internQueueLocked returns the one shared copy of q.
+func (b *Backend) internQueueLocked(q client.MessageQueue) *client.MessageQueue {
+	p := b.sysQueues[q]
+	if p == nil {
+		p = &q
+		b.sysQueues[q] = p
+	}
+	return p
 }
 
 // setVouchLocked makes rec (just stored) the client's vouch when rec.vouch
 // is set, else drops the vouch.
 func (b *Backend) setVouchLocked(rec *sessionRecord) {
 	if rec.vouch {
-		b.vouches[rec.ClientID] = &vouch{inst: rec.inst, q: rec.q, off: rec.off}
+		b.vouches[rec.ClientID] = vouch{inst: rec.inst, q: b.internQueueLocked(rec.q), off: rec.off}
 	} else {
 		delete(b.vouches, rec.ClientID)
 	}
@@ -160,9 +194,13 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 	id := rec.ClientID
 	inst := srv.SessionInstance(id)
 	b.mu.Lock()
-	v := b.vouches[id]
-	if v != nil && v.inst == 0 && inst != 0 {
-		v.inst = inst
+	var v *vouch
+	if cur, ok := b.vouches[id]; ok {
+		if cur.inst == 0 && inst != 0 {
+			cur.inst = inst
+			b.vouches[id] = cur
+		}
+		v = &cur
 	}
 	own := b.own[id]
 	var older bool // rec is older than what this node holds
@@ -174,7 +212,7 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 	case inst == 0:
 		older = own != nil && own.q == rec.q && own.off > rec.off
 	case v != nil && v.inst == inst:
-		older = v.q == rec.q && v.off > rec.off
+		older = *v.q == rec.q && v.off > rec.off
 	case !late:
 		b.deferLocked(rec)
 		b.mu.Unlock()
@@ -189,6 +227,10 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 		b.log.Info("bridge: session taken over by another node", "client", id, "node", rec.Node)
 		b.wakeShares()
 	}
+	// This node holds no session of the client any more: its vouch and
+	// connect records stand for nothing (a handoff below is the node's
+	// last word).
+	b.forgetLocal(id, v, own)
 	if !rec.Connect || rec.Deleted {
 		return
 	}
@@ -216,6 +258,21 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 	h.Gen = rec.off + 1
 	if err := b.writeSession(b.ctx, h); err != nil {
 		b.log.Warn("bridge: session handoff", "client", id, "err", err)
+	}
+}
+
+// forgetLocal drops the vouch v and the own record own of clientID (the
+// local session they stood for is gone) unless newer ones replaced them.
+// An own record with session state (an online or offline record) stays:
+// DeleteSession tells by it the expiry of a stale offline copy.
+func (b *Backend) forgetLocal(clientID string, v *vouch, own *sessionRecord) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cur, ok := b.vouches[clientID]; ok && v != nil && cur.q == v.q && cur.off == v.off {
+		delete(b.vouches, clientID)
+	}
+	if own != nil && own.Connect && b.own[clientID] == own {
+		delete(b.own, clientID)
 	}
 }
 
