@@ -86,7 +86,7 @@ func (c *conn) unhold(b *outBatch) {
 	if c.wclosed || len(c.out) == 0 || c.blocked {
 		return
 	}
-	if c.nc != nil {
+	if c.tls != nil {
 		c.wakeWriter()
 		return
 	}

@@ -33,32 +33,30 @@ const batchPackets = 64
 // c.work (scheduled guarantees there is at most one).
 type conn struct {
 	srv    *Server
-	p      *poller // nil for TLS
-	fd     int
-	nc     net.Conn // TLS only
-	wake   chan struct{}
+	p      *poller  // nil for TLS
+	fd     int      // -1 for TLS
+	tls    *tlsPipe // TLS only
 	remote string
 
 	inMu      sync.Mutex
-	in        []byte // protected by inMu: unparsed input, nil when drained
 	scheduled bool   // protected by inMu
 	paused    bool   // protected by inMu
 	eof       bool   // protected by inMu
 	closed    bool   // protected by inMu and outMu
+	in        []byte // protected by inMu: unparsed input, nil when drained
 
-	outMu   sync.Mutex
-	out     []byte    // protected by outMu: bytes the socket has not taken
-	wclosed bool      // protected by outMu
-	blocked bool      // protected by outMu: the socket refused, EPOLLOUT flushes
-	heldBy  *outBatch // protected by outMu: the unit of work holding the output
+	outMu      sync.Mutex
+	wclosed    bool      // protected by outMu
+	blocked    bool      // protected by outMu: the socket refused, EPOLLOUT flushes
+	slowReader bool      // protected by outMu: being disconnected as a slow reader
+	out        []byte    // protected by outMu: bytes the socket has not taken
+	heldBy     *outBatch // protected by outMu: the unit of work holding the output
 	// Backpressure (see dropQoS0), protected by outMu: when the output
 	// went over MaxOutbound/2 (nanotime, 0 while not backed up), QoS 0
-	// drops not yet logged, when the last drop line was logged, and
-	// whether the client is being disconnected as a slow reader.
+	// drops not yet logged, and when the last drop line was logged.
 	backedUpSince int64
 	dropsUnlogged int64
 	lastDropLog   int64
-	slowReader    bool
 
 	lastRecv  atomic.Int64
 	connected atomic.Bool // CONNECT accepted; version, session and limits are set
@@ -68,26 +66,36 @@ type conn struct {
 	// Worker-owned; version, session, keepAlive, problemInfo, maxOut and
 	// username are written before connected is set and read-only after.
 	version     packets.Version
+	problemInfo bool
+	more        bool // input follows the packet being handled (deliverContext)
+	// parked is protected by ackMu and aliasOutMax by session.mu (below);
+	// they sit here only to share this word's padding.
+	parked      bool   // protected by ackMu: the worker waits for acks to drain
+	aliasOutMax uint16 // protected by session.mu
 	session     *session
 	username    string
 	keepAlive   time.Duration
-	problemInfo bool
 	maxOut      int
 	aliasIn     map[uint16]string
 	fl          outBatch        // connections held by this connection's unit of work
-	more        bool            // input follows the packet being handled (deliverContext)
 	wctx        context.Context // workCtx
 
 	// Pipelined ingress (AsyncBackend, see acks.go).
 	ackMu     sync.Mutex
 	acks      []*pendingAck       // protected by ackMu: owed acknowledgements, arrival order
 	qos2Store map[uint16]struct{} // protected by ackMu: QoS 2 packet ids being stored
-	parked    bool                // protected by ackMu: the worker waits for acks to drain
 
 	// Protected by session.mu.
-	sendQuota   int
-	aliasOutMax uint16
-	aliasOut    map[string]uint16
+	sendQuota int
+	aliasOut  map[string]uint16
+}
+
+// tlsPipe is the state only a TLS connection has: the crypto/tls
+// connection, read and written by the connection's own two goroutines
+// (TLS cannot share the epoll loop), and the wake-up of its writer.
+type tlsPipe struct {
+	nc   net.Conn
+	wake chan struct{}
 }
 
 func (s *Server) newConn(remote string) *conn {

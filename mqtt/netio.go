@@ -247,8 +247,7 @@ func (s *Server) listenTLS(addr string, cfg *tls.Config) (net.Listener, error) {
 				continue
 			}
 			c := s.newConn(nc.RemoteAddr().String())
-			c.nc, c.fd = nc, -1
-			c.wake = make(chan struct{}, 1)
+			c.tls, c.fd = &tlsPipe{nc: nc, wake: make(chan struct{}, 1)}, -1
 			if !s.track(c) {
 				nc.Close()
 				continue
@@ -265,7 +264,7 @@ func (c *conn) tlsReader() {
 	defer c.srv.wg.Done()
 	buf := make([]byte, 4096)
 	for {
-		n, err := c.nc.Read(buf)
+		n, err := c.tls.nc.Read(buf)
 		if n > 0 {
 			c.feed(buf[:n])
 		}
@@ -286,21 +285,21 @@ func (c *conn) tlsReader() {
 func (c *conn) tlsWriter() {
 	defer c.srv.wg.Done()
 	var b []byte
-	for range c.wake {
+	for range c.tls.wake {
 		c.outMu.Lock()
 		b, c.out = c.out, b[:0]
 		c.backedUpSince = 0
 		closed := c.wclosed
 		c.outMu.Unlock()
 		if len(b) > 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := c.nc.Write(b); err != nil {
+			c.tls.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := c.tls.nc.Write(b); err != nil {
 				c.fail("write: " + err.Error())
 				return
 			}
 		}
 		if closed {
-			c.nc.Close()
+			c.tls.nc.Close()
 			return
 		}
 	}
@@ -396,13 +395,13 @@ func (c *conn) writeOut(b []byte, now bool) bool {
 		return false
 	}
 	if c.heldBy != nil && !now && !c.blocked && len(c.out)+len(b) <= c.srv.holdMax {
-		if c.out == nil && c.nc == nil {
+		if c.out == nil && c.tls == nil {
 			c.out = getOutBuf()
 		}
 		c.out = append(c.out, b...)
 		return true
 	}
-	if c.nc != nil {
+	if c.tls != nil {
 		c.out = append(c.out, b...)
 		c.wakeWriter()
 	} else {
@@ -461,7 +460,7 @@ func (c *conn) writeOut(b []byte, now bool) bool {
 // outMu).
 func (c *conn) wakeWriter() {
 	select {
-	case c.wake <- struct{}{}:
+	case c.tls.wake <- struct{}{}:
 	default:
 	}
 }
@@ -603,14 +602,14 @@ func (c *conn) shutdownIO() {
 	}
 	c.closed = true
 	c.in = nil
-	if c.nc != nil {
+	if c.tls != nil {
 		c.wclosed = true
 		select {
-		case c.wake <- struct{}{}:
+		case c.tls.wake <- struct{}{}:
 		default:
 		}
 		// the writer goroutine flushes and closes; bound it with a deadline
-		c.nc.SetDeadline(time.Now().Add(time.Second))
+		c.tls.nc.SetDeadline(time.Now().Add(time.Second))
 	} else {
 		if !c.wclosed && len(c.out) > 0 {
 			unix.Write(c.fd, c.out)

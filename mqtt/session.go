@@ -28,8 +28,8 @@ type session struct {
 	subs           map[string]*Subscription // protected by mu
 	expiry         time.Duration            // protected by mu
 	disconnectedAt time.Time                // protected by mu
-	dead           bool                     // protected by mu; removed from the server
 	expiryTimer    timer                    // armed while offline
+	dead           bool                     // protected by mu; removed from the server
 
 	// Outbound QoS 1/2 (protected by mu): inflight in send order, then
 	// queued messages waiting for quota or a connection.

@@ -6,7 +6,9 @@
 //
 //	SMARTGO_SCALE=1 go test -tags cluster ./internal/cluster/ -run TestClusterScaleBridgeIdle -v -timeout 15m
 //
-// SMARTGO_SCALE_N sets the connection count (default 15000). The clients
+// SMARTGO_SCALE_N sets the connection count (default 15000) and
+// SMARTGO_SCALE_IDLE how long the bridge then idles before its
+// steady-state RSS is read (default 150s). The clients
 // are 3 child processes (this test binary re-executed) on 127.0.0.1-8.
 // mosquitto, when installed, takes the same storm in the same run.
 
@@ -161,6 +163,17 @@ func settledRSS(t *testing.T, pid int) int64 {
 	return prev
 }
 
+// scaleIdle is how long the bridge is left idle before its steady-state
+// RSS is read (SMARTGO_SCALE_IDLE, a duration; default 150s; 0 skips).
+func scaleIdle() time.Duration {
+	if v := os.Getenv("SMARTGO_SCALE_IDLE"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return 150 * time.Second
+}
+
 func TestClusterScaleBridgeIdle(t *testing.T) {
 	if os.Getenv("SMARTGO_SCALE") != "1" {
 		t.Skip("set SMARTGO_SCALE=1 to measure a bridge process's idle connections")
@@ -195,10 +208,20 @@ func TestClusterScaleBridgeIdle(t *testing.T) {
 	before := settledRSS(t, bridge.cmd.Process.Pid)
 	el, release := scaleStorm(t, target, n, "s")
 	defer release()
+	stormEnd := time.Now()
 	after := settledRSS(t, bridge.cmd.Process.Pid)
 	per := float64(after-before) / float64(n)
-	t.Logf("smartgo bridge process: %d connections in %v (%.0f connects/s); RSS %d -> %d KiB: %.2f KiB per idle connection",
+	t.Logf("smartgo bridge process: %d connections in %v (%.0f connects/s); RSS %d -> %d KiB: %.2f KiB per idle connection right after the storm",
 		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), before, after, per)
+	// Idle for longer than the Go runtime's forced-GC period (2 min): the
+	// storm's garbage is collected and the scavenger returns it, which is
+	// what an idle fleet costs in steady state.
+	if idle := scaleIdle(); idle > 0 {
+		time.Sleep(time.Until(stormEnd.Add(idle)))
+		idleRSS := settledRSS(t, bridge.cmd.Process.Pid)
+		t.Logf("smartgo bridge process after %v idle: RSS %d KiB: %.2f KiB per idle connection",
+			idle, idleRSS, float64(idleRSS-before)/float64(n))
+	}
 	if data, err := os.ReadFile(bridge.log); err == nil && strings.Contains(string(data), "level=ERROR") {
 		t.Errorf("bridge logged errors:\n%s", tailLines(string(data), 20))
 	}
