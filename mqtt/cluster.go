@@ -220,31 +220,7 @@ func (x *subIndex) matchPlain(topic, publisher string) []target {
 	dollar := len(topic) > 0 && topic[0] == '$'
 	x.plainLocked(&x.root, topic, 0, dollar, publisher, &out)
 	x.mu.RUnlock()
-	if len(out) > 1 {
-		slices.SortFunc(out, func(a, b target) int {
-			switch {
-			case a.s.seq < b.s.seq:
-				return -1
-			case a.s.seq > b.s.seq:
-				return 1
-			}
-			return 0
-		})
-		w := 0
-		for i := 1; i < len(out); i++ {
-			if out[i].s == out[w].s {
-				t := &out[w]
-				t.qos = max(t.qos, out[i].qos)
-				t.rap = t.rap || out[i].rap
-				t.subIDs = append(t.subIDs, out[i].subIDs...)
-				continue
-			}
-			w++
-			out[w] = out[i]
-		}
-		out = out[:w+1]
-	}
-	return out
+	return mergeTargets(out)
 }
 
 func (x *subIndex) plainLocked(n *node, rest string, depth int, dollar bool, publisher string, out *[]target) {

@@ -136,6 +136,37 @@ func (x *subIndex) remove(s *session, filter string) bool {
 	return found
 }
 
+// mergeTargets orders matches by session and merges the matches of one
+// session into one target: the highest QoS, retain-as-published if any
+// asked for it, and every subscription identifier.
+func mergeTargets(out []target) []target {
+	if len(out) < 2 {
+		return out
+	}
+	slices.SortFunc(out, func(a, b target) int {
+		switch {
+		case a.s.seq < b.s.seq:
+			return -1
+		case a.s.seq > b.s.seq:
+			return 1
+		}
+		return 0
+	})
+	w := 0
+	for i := 1; i < len(out); i++ {
+		if out[i].s == out[w].s {
+			t := &out[w]
+			t.qos = max(t.qos, out[i].qos)
+			t.rap = t.rap || out[i].rap
+			t.subIDs = append(t.subIDs, out[i].subIDs...)
+			continue
+		}
+		w++
+		out[w] = out[i]
+	}
+	return out[:w+1]
+}
+
 // match returns the sessions topic goes to, one target per session, with
 // no-local subscriptions of publisher skipped.
 func (x *subIndex) match(topic, publisher string) []target {
@@ -144,31 +175,7 @@ func (x *subIndex) match(topic, publisher string) []target {
 	dollar := len(topic) > 0 && topic[0] == '$'
 	x.matchLocked(&x.root, topic, 0, dollar, publisher, &out)
 	x.mu.RUnlock()
-	if len(out) > 1 {
-		slices.SortFunc(out, func(a, b target) int {
-			switch {
-			case a.s.seq < b.s.seq:
-				return -1
-			case a.s.seq > b.s.seq:
-				return 1
-			}
-			return 0
-		})
-		w := 0
-		for i := 1; i < len(out); i++ {
-			if out[i].s == out[w].s {
-				t := &out[w]
-				t.qos = max(t.qos, out[i].qos)
-				t.rap = t.rap || out[i].rap
-				t.subIDs = append(t.subIDs, out[i].subIDs...)
-				continue
-			}
-			w++
-			out[w] = out[i]
-		}
-		out = out[:w+1]
-	}
-	return out
+	return mergeTargets(out)
 }
 
 func (x *subIndex) matchLocked(n *node, rest string, depth int, dollar bool, publisher string, out *[]target) {
