@@ -215,49 +215,5 @@ func pickShared(g *shareGroup) target {
 
 // matchPlain is match without shared subscriptions.
 func (x *subIndex) matchPlain(topic, publisher string) []target {
-	var out []target
-	x.mu.RLock()
-	dollar := len(topic) > 0 && topic[0] == '$'
-	x.plainLocked(&x.root, topic, 0, dollar, publisher, &out)
-	x.mu.RUnlock()
-	return mergeTargets(out)
-}
-
-func (x *subIndex) plainLocked(n *node, rest string, depth int, dollar bool, publisher string, out *[]target) {
-	lvl, more, hasMore := strings.Cut(rest, "/")
-	if !(dollar && depth == 0) {
-		if c := n.children["#"]; c != nil {
-			collectPlain(c, publisher, out)
-		}
-		if c := n.children["+"]; c != nil {
-			x.plainStep(c, more, hasMore, depth, dollar, publisher, out)
-		}
-	}
-	if c := n.children[lvl]; c != nil {
-		x.plainStep(c, more, hasMore, depth, dollar, publisher, out)
-	}
-}
-
-func (x *subIndex) plainStep(c *node, more string, hasMore bool, depth int, dollar bool, publisher string, out *[]target) {
-	if hasMore {
-		x.plainLocked(c, more, depth+1, dollar, publisher, out)
-		return
-	}
-	collectPlain(c, publisher, out)
-	if h := c.children["#"]; h != nil {
-		collectPlain(h, publisher, out)
-	}
-}
-
-func collectPlain(n *node, publisher string, out *[]target) {
-	for s, sub := range n.subs {
-		if sub.NoLocal && s.id == publisher {
-			continue
-		}
-		t := target{s: s, qos: sub.QoS, rap: sub.RetainAsPublished}
-		if sub.Identifier != 0 {
-			t.subIDs = []uint32{sub.Identifier}
-		}
-		*out = append(*out, t)
-	}
+	return x.matchWith(topic, publisher, false)
 }

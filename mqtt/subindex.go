@@ -170,69 +170,70 @@ func mergeTargets(out []target) []target {
 // match returns the sessions topic goes to, one target per session, with
 // no-local subscriptions of publisher skipped.
 func (x *subIndex) match(topic, publisher string) []target {
-	var out []target
-	x.mu.RLock()
-	dollar := len(topic) > 0 && topic[0] == '$'
-	x.matchLocked(&x.root, topic, 0, dollar, publisher, &out)
-	x.mu.RUnlock()
-	return mergeTargets(out)
+	return x.matchWith(topic, publisher, true)
 }
 
-func (x *subIndex) matchLocked(n *node, rest string, depth int, dollar bool, publisher string, out *[]target) {
+// matchWith is match; shared groups pick a member only when withShared.
+func (x *subIndex) matchWith(topic, publisher string, withShared bool) []target {
+	w := matchWalk{publisher: publisher, dollar: len(topic) > 0 && topic[0] == '$', shared: withShared}
+	x.mu.RLock()
+	w.node(&x.root, topic, 0)
+	x.mu.RUnlock()
+	return mergeTargets(w.out)
+}
+
+// matchWalk is one walk of the tree for a topic (under the index's read
+// lock).
+type matchWalk struct {
+	publisher string
+	dollar    bool // the topic starts with '$': no wildcard at the first level
+	shared    bool // pick a member of each matching shared group
+	out       []target
+}
+
+func (w *matchWalk) node(n *node, rest string, depth int) {
 	lvl, more, hasMore := strings.Cut(rest, "/")
-	wild := !(dollar && depth == 0)
-	if wild {
+	if !(w.dollar && depth == 0) {
 		if c := n.children["#"]; c != nil {
-			x.collect(c, publisher, out)
+			w.collect(c)
 		}
 		if c := n.children["+"]; c != nil {
-			x.step(c, more, hasMore, depth, dollar, publisher, out)
+			w.step(c, more, hasMore, depth)
 		}
 	}
 	if c := n.children[lvl]; c != nil {
-		x.step(c, more, hasMore, depth, dollar, publisher, out)
+		w.step(c, more, hasMore, depth)
 	}
 }
 
-func (x *subIndex) step(c *node, more string, hasMore bool, depth int, dollar bool, publisher string, out *[]target) {
+func (w *matchWalk) step(c *node, more string, hasMore bool, depth int) {
 	if hasMore {
-		x.matchLocked(c, more, depth+1, dollar, publisher, out)
+		w.node(c, more, depth+1)
 		return
 	}
-	x.collect(c, publisher, out)
+	w.collect(c)
 	if h := c.children["#"]; h != nil { // "a/#" matches "a"
-		x.collect(h, publisher, out)
+		w.collect(h)
 	}
 }
 
-func (x *subIndex) collect(n *node, publisher string, out *[]target) {
+func (w *matchWalk) collect(n *node) {
 	for s, sub := range n.subs {
-		if sub.NoLocal && s.id == publisher {
+		if sub.NoLocal && s.id == w.publisher {
 			continue
 		}
 		t := target{s: s, qos: sub.QoS, rap: sub.RetainAsPublished}
 		if sub.Identifier != 0 {
 			t.subIDs = []uint32{sub.Identifier}
 		}
-		*out = append(*out, t)
+		w.out = append(w.out, t)
+	}
+	if !w.shared {
+		return
 	}
 	for _, g := range n.shared {
-		if len(g.members) == 0 {
-			continue
+		if len(g.members) > 0 {
+			w.out = append(w.out, pickShared(g))
 		}
-		start := int(g.next.Add(1)-1) % len(g.members)
-		pick := start
-		for i := 0; i < len(g.members); i++ {
-			if j := (start + i) % len(g.members); g.members[j].s.online.Load() {
-				pick = j
-				break
-			}
-		}
-		m := g.members[pick]
-		t := target{s: m.s, qos: m.sub.QoS, rap: m.sub.RetainAsPublished}
-		if m.sub.Identifier != 0 {
-			t.subIDs = []uint32{m.sub.Identifier}
-		}
-		*out = append(*out, t)
 	}
 }
