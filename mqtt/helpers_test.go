@@ -3,15 +3,13 @@ package mqtt
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/mqtttest"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -81,72 +79,35 @@ func checkFor(t testing.TB, timeout time.Duration, what string, fn func() bool) 
 // rawClient speaks MQTT with the packets codec over a plain socket: the
 // v3.1.1 test client and the tool for protocol violations.
 type rawClient struct {
-	t   testing.TB
-	nc  net.Conn
-	v   packets.Version
-	buf []byte
-	dec *packets.Decoder
+	*mqtttest.Conn
+	t  testing.TB
+	nc net.Conn
+	v  packets.Version
 }
 
 func dialRaw(t testing.TB, addr string, v packets.Version) *rawClient {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	dec, _ := packets.NewDecoder(packets.Options{MaxPacketSize: packets.MaxPacketSizeLimit})
-	return &rawClient{t: t, nc: nc, v: v, dec: dec}
+	c := mqtttest.Dial(t, addr, v)
+	return &rawClient{Conn: c, t: t, nc: c.NC, v: v}
 }
 
-func (r *rawClient) send(p packets.Packet) {
-	r.t.Helper()
-	b, err := packets.AppendPacket(nil, p, r.v)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.sendBytes(b)
+// wrapRaw makes a test client of a connection the test dialled itself
+// (closed when the test ends).
+func wrapRaw(t testing.TB, nc net.Conn, v packets.Version) *rawClient {
+	return &rawClient{Conn: mqtttest.New(t, nc, v), t: t, nc: nc, v: v}
 }
 
-func (r *rawClient) sendBytes(b []byte) {
+func (r *rawClient) send(p packets.Packet) { r.t.Helper(); r.Send(p) }
+func (r *rawClient) sendBytes(b []byte)    { r.t.Helper(); r.SendBytes(b) }
+func (r *rawClient) recv() packets.Packet  { r.t.Helper(); return r.Recv() }
+func (r *rawClient) closed() int           { r.t.Helper(); return r.Closed() }
+func (r *rawClient) connect(cp *packets.Connect) *packets.Connack {
 	r.t.Helper()
-	if _, err := r.nc.Write(b); err != nil {
-		r.t.Fatal(err)
-	}
+	return r.Connect(cp)
 }
 
 // next returns the next packet, or an error (io.EOF when the server closed).
-func (r *rawClient) next(timeout time.Duration) (packets.Packet, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		if len(r.buf) > 0 {
-			p, n, err := r.dec.Next(r.v, r.buf)
-			if err == nil {
-				r.buf = r.buf[n:]
-				return p, nil
-			}
-			if err != packets.ErrIncomplete {
-				return nil, err
-			}
-		}
-		r.nc.SetReadDeadline(deadline)
-		tmp := make([]byte, 64<<10)
-		n, err := r.nc.Read(tmp)
-		r.buf = append(r.buf, tmp[:n]...)
-		if err != nil && n == 0 {
-			return nil, err
-		}
-	}
-}
-
-func (r *rawClient) recv() packets.Packet {
-	r.t.Helper()
-	p, err := r.next(5 * time.Second)
-	if err != nil {
-		r.t.Fatalf("recv: %v", err)
-	}
-	return p
-}
+func (r *rawClient) next(timeout time.Duration) (packets.Packet, error) { return r.Next(timeout) }
 
 // nothing asserts no packet arrives within d.
 func (r *rawClient) nothing(d time.Duration) {
@@ -154,37 +115,6 @@ func (r *rawClient) nothing(d time.Duration) {
 	if p, err := r.next(d); err == nil {
 		r.t.Fatalf("unexpected %T %+v", p, p)
 	}
-}
-
-// closed asserts the server closes the connection, after an optional
-// DISCONNECT whose reason code it returns (-1 when none was sent).
-func (r *rawClient) closed() int {
-	r.t.Helper()
-	code := -1
-	for {
-		p, err := r.next(5 * time.Second)
-		if err != nil {
-			var ne net.Error
-			if errors.Is(err, io.EOF) || strings.Contains(err.Error(), "reset") || !(errors.As(err, &ne) && ne.Timeout()) {
-				return code
-			}
-			r.t.Fatalf("connection not closed: %v", err)
-		}
-		if d, ok := p.(*packets.Disconnect); ok {
-			code = int(d.ReasonCode)
-		}
-	}
-}
-
-func (r *rawClient) connect(cp *packets.Connect) *packets.Connack {
-	r.t.Helper()
-	r.send(cp)
-	p := r.recv()
-	ack, ok := p.(*packets.Connack)
-	if !ok {
-		r.t.Fatalf("want CONNACK, got %T", p)
-	}
-	return ack
 }
 
 // connected dials and connects a client with the given id (clean start).

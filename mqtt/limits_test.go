@@ -180,10 +180,7 @@ func TestMQTTTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	r := dialRaw(t, ts.addr, v5)
-	r.nc.Close()
-	r.nc = nc
+	r := wrapRaw(t, nc, v5)
 	r.connect(&packets.Connect{ClientID: "tls", CleanStart: true})
 	r.subscribe(1, sub("sec", 1))
 	p := connected(t, ts.addr, v311, "plain")

@@ -17,59 +17,21 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/internal/mqtttest"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
-// mqttConn is a minimal MQTT client on mqtt/packets.
+// mqttConn is a minimal MQTT client on mqtt/packets (internal/mqtttest).
 type mqttConn struct {
-	t   *testing.T
-	nc  net.Conn
-	v   packets.Version
-	buf []byte
-	dec *packets.Decoder
+	*mqtttest.Conn
+	t  *testing.T
+	nc net.Conn
 }
 
-func (m *mqttConn) send(p packets.Packet) {
-	m.t.Helper()
-	b, err := packets.AppendPacket(nil, p, m.v)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	if _, err := m.nc.Write(b); err != nil {
-		m.t.Fatal(err)
-	}
-}
-
+func (m *mqttConn) send(p packets.Packet) { m.t.Helper(); m.Send(p) }
+func (m *mqttConn) recv() packets.Packet  { m.t.Helper(); return m.Recv() }
 func (m *mqttConn) next(timeout time.Duration) (packets.Packet, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		if len(m.buf) > 0 {
-			p, n, err := m.dec.Next(m.v, m.buf)
-			if err == nil {
-				m.buf = m.buf[n:]
-				return p, nil
-			}
-			if !errors.Is(err, packets.ErrIncomplete) {
-				return nil, err
-			}
-		}
-		m.nc.SetReadDeadline(deadline)
-		tmp := make([]byte, 16<<10)
-		n, err := m.nc.Read(tmp)
-		m.buf = append(m.buf, tmp[:n]...)
-		if err != nil && n == 0 {
-			return nil, err
-		}
-	}
-}
-
-func (m *mqttConn) recv() packets.Packet {
-	m.t.Helper()
-	p, err := m.next(15 * time.Second)
-	if err != nil {
-		m.t.Fatalf("recv: %v", err)
-	}
-	return p
+	return m.Next(timeout)
 }
 
 // dialMQTT connects a v5 client with a one-hour session expiry, retrying
@@ -80,9 +42,9 @@ func dialMQTT(t *testing.T, addr, id string, clean bool) (*mqttConn, bool) {
 	for {
 		nc, err := net.Dial("tcp", addr)
 		if err == nil {
-			dec, _ := packets.NewDecoder(packets.Options{MaxPacketSize: packets.MaxPacketSizeLimit})
-			m := &mqttConn{t: t, nc: nc, v: packets.Version5, dec: dec}
-			t.Cleanup(func() { nc.Close() })
+			c := mqtttest.New(t, nc, packets.Version5)
+			c.RecvTimeout = 15 * time.Second
+			m := &mqttConn{Conn: c, t: t, nc: nc}
 			cp := &packets.Connect{ClientID: id, CleanStart: clean, KeepAlive: 60}
 			cp.Properties.Present.Add(packets.PropSessionExpiry)
 			cp.Properties.SessionExpiry = 3600

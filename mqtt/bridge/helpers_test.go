@@ -10,6 +10,7 @@ import (
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/mqtttest"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -106,69 +107,28 @@ func pollN(t testing.TB, pc *client.PullConsumer, n int) []*client.MessageExt {
 	return out
 }
 
-// rawClient is a minimal MQTT client on mqtt/packets.
+// rawClient is a minimal MQTT client on mqtt/packets (internal/mqtttest).
 type rawClient struct {
-	t   testing.TB
-	nc  net.Conn
-	v   packets.Version
-	buf []byte
-	dec *packets.Decoder
+	*mqtttest.Conn
+	t  testing.TB
+	nc net.Conn
+	v  packets.Version
 }
 
 func dialRaw(t testing.TB, addr string, v packets.Version) *rawClient {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	dec, _ := packets.NewDecoder(packets.Options{MaxPacketSize: packets.MaxPacketSizeLimit})
-	return &rawClient{t: t, nc: nc, v: v, dec: dec}
+	c := mqtttest.Dial(t, addr, v)
+	c.RecvTimeout = 10 * time.Second
+	return &rawClient{Conn: c, t: t, nc: c.NC, v: v}
 }
 
-func (r *rawClient) send(p packets.Packet) {
-	r.t.Helper()
-	b, err := packets.AppendPacket(nil, p, r.v)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if _, err := r.nc.Write(b); err != nil {
-		r.t.Fatal(err)
-	}
-}
-
+func (r *rawClient) send(p packets.Packet) { r.t.Helper(); r.Send(p) }
+func (r *rawClient) recv() packets.Packet  { r.t.Helper(); return r.Recv() }
 func (r *rawClient) next(timeout time.Duration) (packets.Packet, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		if len(r.buf) > 0 {
-			p, n, err := r.dec.Next(r.v, r.buf)
-			if err == nil {
-				r.buf = r.buf[n:]
-				return p, nil
-			}
-			if !errors.Is(err, packets.ErrIncomplete) {
-				return nil, err
-			}
-		}
-		r.nc.SetReadDeadline(deadline)
-		tmp := make([]byte, 64<<10)
-		n, err := r.nc.Read(tmp)
-		r.buf = append(r.buf, tmp[:n]...)
-		if err != nil && n == 0 {
-			return nil, err
-		}
-	}
+	return r.Next(timeout)
 }
 
-func (r *rawClient) recv() packets.Packet {
-	r.t.Helper()
-	p, err := r.next(10 * time.Second)
-	if err != nil {
-		r.t.Fatalf("recv: %v", err)
-	}
-	return p
-}
-
+// nothing asserts no packet arrives within d and the connection stays.
 func (r *rawClient) nothing(d time.Duration) {
 	r.t.Helper()
 	if p, err := r.next(d); err == nil {
@@ -178,14 +138,10 @@ func (r *rawClient) nothing(d time.Duration) {
 	}
 }
 
+// connect sends cp and requires a successful CONNACK.
 func (r *rawClient) connect(cp *packets.Connect) *packets.Connack {
 	r.t.Helper()
-	r.send(cp)
-	p := r.recv()
-	ack, ok := p.(*packets.Connack)
-	if !ok {
-		r.t.Fatalf("want CONNACK, got %T", p)
-	}
+	ack := r.Connect(cp)
 	if ack.ReasonCode != 0 {
 		r.t.Fatalf("CONNACK %v", ack.ReasonCode)
 	}
