@@ -25,32 +25,7 @@ import (
 	"github.com/smartgo/smartgo/client/admin"
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-func smartgoBin(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "smartgo-cluster-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "smartgo")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/smartgo")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
+func smartgoBin(t *testing.T) string { return testnet.SmartgoBinary(t, filepath.Join("..", "..")) }
 
 // freePorts: see testnet.FreePorts.
 func freePorts(t *testing.T, n int) []int { return testnet.FreePorts(t, n) }

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -23,34 +22,8 @@ type standalone struct {
 	log      *os.File
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 // smartgoBinary builds cmd/smartgo once per test run.
-func smartgoBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "smartgo-interop-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "smartgo")
-		// Build in the main module (its go.sum), not in this one.
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/smartgo")
-		cmd.Dir = filepath.Join("..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build smartgo: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func smartgoBinary(t *testing.T) string { return testnet.SmartgoBinary(t, filepath.Join("..", "..")) }
 
 // freePorts: see testnet.FreePorts.
 func freePorts(t *testing.T, n int) []int { return testnet.FreePorts(t, n) }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,12 +26,6 @@ type standalone struct {
 	log  string // path of its combined output
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 // smartgoBinary builds cmd/smartgo once per test run (SMARTGO_SS_BIN
 // names a prebuilt binary instead, e.g. to benchmark another build).
 func smartgoBinary(t testing.TB) string {
@@ -40,24 +33,7 @@ func smartgoBinary(t testing.TB) string {
 	if bin := os.Getenv("SMARTGO_SS_BIN"); bin != "" {
 		return bin
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "smartgo-ss-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "smartgo")
-		// Build in the main module (its go.sum), not in this one.
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/smartgo")
-		cmd.Dir = filepath.Join("..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build smartgo: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testnet.SmartgoBinary(t, filepath.Join("..", ".."))
 }
 
 // startStandalone runs `smartgo standalone` on free loopback ports with
