@@ -49,8 +49,7 @@ func (s *Server) SaveSubscriptions(clientID string) error {
 		ss.mu.Unlock()
 		return nil
 	}
-	st := ss.stateLocked()
-	st.Pending = nil
+	st := ss.subsStateLocked()
 	ss.mu.Unlock()
 	return sb.SaveSubscriptions(s.ctx, st)
 }

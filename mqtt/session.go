@@ -214,10 +214,7 @@ func (ss *session) ackLocked(id uint16, comp bool) bool {
 
 // state snapshots the session for the backend.
 func (ss *session) stateLocked() *SessionState {
-	st := &SessionState{ClientID: ss.id, Username: ss.username, Expiry: ss.expiry, DisconnectedAt: ss.disconnectedAt}
-	for _, sub := range ss.subs {
-		st.Subscriptions = append(st.Subscriptions, *sub)
-	}
+	st := ss.subsStateLocked()
 	for _, o := range ss.inflight {
 		if !o.rel {
 			st.Pending = append(st.Pending, o.msg)
@@ -225,6 +222,15 @@ func (ss *session) stateLocked() *SessionState {
 	}
 	for _, q := range ss.queue {
 		st.Pending = append(st.Pending, q.msg)
+	}
+	return st
+}
+
+// subsStateLocked is the session's state without its pending messages.
+func (ss *session) subsStateLocked() *SessionState {
+	st := &SessionState{ClientID: ss.id, Username: ss.username, Expiry: ss.expiry, DisconnectedAt: ss.disconnectedAt}
+	for _, sub := range ss.subs {
+		st.Subscriptions = append(st.Subscriptions, *sub)
 	}
 	return st
 }
