@@ -21,7 +21,7 @@ import (
 // embedded nats-server with a file-stored JetStream stream: pubs
 // publishers (one connection each) with window async publishes in flight,
 // and one ordered push-style consumer without acks.
-func runJetStream(size, pubs, window int, count, warmup int64, durable bool) (result, error) {
+func runJetStream(size, pubs, window int, count, warmup int64, rate float64, durable bool) (result, error) {
 	dir, err := os.MkdirTemp("", "compare-jetstream-")
 	if err != nil {
 		return result{}, err
@@ -132,7 +132,16 @@ func runJetStream(size, pubs, window int, count, warmup int64, durable bool) (re
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for issued.Add(1) <= count && ctx.Err() == nil {
+			for {
+				i := issued.Add(1)
+				if i > count || ctx.Err() != nil {
+					break
+				}
+				if rate > 0 { // publish i is due at start + (i-1)/rate
+					if d := time.Until(start.Add(time.Duration(float64(i-1) / rate * float64(time.Second)))); d > 0 {
+						time.Sleep(d)
+					}
+				}
 				body := make([]byte, size)
 				binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
 				if _, err := js.PublishAsync("compare", body); err != nil {

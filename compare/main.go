@@ -22,8 +22,12 @@
 // sends and consumes N messages on both before the clock starts (each run
 // starts fresh servers, so their first half second, with cold queue
 // files, connections and heap, otherwise weighs on the p99); -repeat
-// interleaves runs and reports medians. The table prints SmartGo/JetStream
-// ratios (rate: higher is better; latency: lower is better).
+// interleaves runs and reports medians. -rate R paces both to R publishes
+// per second in all (each publish due at start + i/R): at a rate both
+// sustain, latencies compare at equal load instead of at each system's own
+// saturation, where the faster system also queues more. The table prints
+// SmartGo/JetStream ratios (rate: higher is better; latency: lower is
+// better). -cpuprofile, -memprofile and -trace cover the whole process.
 //
 //	go run . -sizes 128,1024 -publishers 4 -count 100000
 package main
@@ -36,7 +40,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sort"
 	"strconv"
@@ -63,7 +69,10 @@ func main() {
 	durable := flag.Bool("durable", true, "fsync before every ack (JetStream sync_always, SmartGo FlushSync)")
 	only := flag.String("only", "", "run only one system: smartgo or jetstream")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole process to `file`")
+	traceFile := flag.String("trace", "", "write a runtime execution trace of the whole process to `file`")
+	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole process to `file` at the end")
 	warmup := flag.Int64("warmup", 0, "messages sent and consumed before each measured run, not counted (both systems)")
+	rate := flag.Float64("rate", 0, "publishes per second in all, paced the same way on both (0 = as fast as each goes); at a rate both sustain, the latencies compare at equal load")
 	repeat := flag.Int("repeat", 1, "runs per system and size, interleaved (the order alternates); the table shows medians and the rate's range")
 	flag.Parse()
 	if *repeat < 1 {
@@ -80,6 +89,29 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			fatal(err)
+		}
+		if err := trace.Start(f); err != nil {
+			fatal(err)
+		}
+		defer trace.Stop()
+	}
+	if *memprofile != "" {
+		runtime.MemProfileRate = 64 << 10
+		defer func() {
+			f, err := os.Create(*memprofile)
+			if err != nil {
+				fatal(err)
+			}
+			defer f.Close()
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				fatal(err)
+			}
+		}()
+	}
 	var rows [][]string
 	rows = append(rows, []string{"size", "pubs", "system", "msgs/s", "range", "p50", "p99", "errors"})
 	var ratios []string
@@ -90,14 +122,14 @@ func main() {
 		}
 		var sgs, jss []result
 		runSG := func() {
-			r, err := runSmartGo(size, *publishers, *window, *count, *warmup, *durable)
+			r, err := runSmartGo(size, *publishers, *window, *count, *warmup, *rate, *durable)
 			if err != nil {
 				fatal(fmt.Errorf("smartgo: %w", err))
 			}
 			sgs = append(sgs, r)
 		}
 		runJS := func() {
-			r, err := runJetStream(size, *publishers, *window, *count, *warmup, *durable)
+			r, err := runJetStream(size, *publishers, *window, *count, *warmup, *rate, *durable)
 			if err != nil {
 				fatal(fmt.Errorf("jetstream: %w", err))
 			}
@@ -132,7 +164,11 @@ func main() {
 	if !*durable {
 		mode = "defaults: JetStream fsync every 2 min, SmartGo every 500 ms"
 	}
-	fmt.Printf("%s; %d publishers x %d in flight, %d messages per run, %d run(s) each\n", mode, *publishers, *window, *count, *repeat)
+	load := "as fast as each goes"
+	if *rate > 0 {
+		load = fmt.Sprintf("paced at %.0f msgs/s on both", *rate)
+	}
+	fmt.Printf("%s; %d publishers x %d in flight, %s, %d messages per run, %d run(s) each\n", mode, *publishers, *window, load, *count, *repeat)
 	printTable(rows)
 	for _, r := range ratios {
 		fmt.Println(r)
@@ -195,7 +231,7 @@ func fatal(err error) {
 
 // runSmartGo starts a registry and a broker in-process and runs the e2e
 // benchmark of the smartgo bench command against them.
-func runSmartGo(size, pubs, window int, count, warmup int64, durable bool) (result, error) {
+func runSmartGo(size, pubs, window int, count, warmup int64, rate float64, durable bool) (result, error) {
 	dir, err := os.MkdirTemp("", "compare-smartgo-")
 	if err != nil {
 		return result{}, err
@@ -226,7 +262,7 @@ func runSmartGo(size, pubs, window int, count, warmup int64, durable bool) (resu
 	// Wait for the broker's registration.
 	time.Sleep(500 * time.Millisecond)
 	r, err := benchmark.Run(ctx, benchmark.Config{Mode: benchmark.E2E, Registries: []string{regAddr}, Topic: "Compare" + strconv.Itoa(size),
-		Size: size, Count: count, Duration: 2 * time.Minute, Concurrency: pubs, Consumers: 1, Async: true, Window: window, Queues: 8, Warmup: warmup,
+		Size: size, Count: count, Duration: 2 * time.Minute, Concurrency: pubs, Consumers: 1, Async: true, Window: window, Queues: 8, Warmup: warmup, Rate: rate,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return result{}, err
