@@ -16,53 +16,61 @@ func (b *Broker) registerProcessors() {
 		// the connection's reader when its pool is idle (saves a
 		// goroutine hand-off per request; see remoting.RegisterInline).
 		inline bool
+		// noRetain: checked to keep no reference to req.Body (or a slice
+		// of it) once it returned, so the connection may reuse the
+		// request's receive buffer (remoting.RegisterOptions.NoRetain).
+		// Header fields (ExtFields, Remark) are copies and do not count.
+		noRetain bool
 	}
 	// Sends wait only for the in-memory append unless a put waits for a
 	// disk flush or a slave: then they stay on the pool so that many of
 	// them share one group commit.
 	quickSend := !b.putWaits()
+	// noRetain was checked per processor: sends (store.Put/PutBatch encode
+	// the body into the log, or its write-behind buffer, before they
+	// return); pull (no body; a held pull keeps req but reads only its
+	// header fields); heartbeat, lock/unlock and group updates
+	// (DecodeJSON copies every string out of the body); the rest read
+	// header fields only. The other admin codes are rare and stay unmarked.
 	routes := []route{
-		{protocol.SendMessage, remoting.PoolSend, b.processSend, quickSend},
-		{protocol.SendMessageV2, remoting.PoolSend, b.processSend, quickSend},
-		{protocol.SendBatchMessage, remoting.PoolSend, b.processSend, quickSend},
-		{protocol.ConsumerSendMsgBack, remoting.PoolSend, b.processSendBack, false},
+		{protocol.SendMessage, remoting.PoolSend, b.processSend, quickSend, true},
+		{protocol.SendMessageV2, remoting.PoolSend, b.processSend, quickSend, true},
+		{protocol.SendBatchMessage, remoting.PoolSend, b.processSend, quickSend, true},
+		{protocol.ConsumerSendMsgBack, remoting.PoolSend, b.processSendBack, false, true},
 
-		{protocol.PullMessage, remoting.PoolPull, b.processPull, true},
+		{protocol.PullMessage, remoting.PoolPull, b.processPull, true, true},
 
-		{protocol.HeartBeat, remoting.PoolHeartbeat, b.processHeartbeat, false},
-		{protocol.UnregisterClient, remoting.PoolHeartbeat, b.processUnregisterClient, false},
+		{protocol.HeartBeat, remoting.PoolHeartbeat, b.processHeartbeat, false, true},
+		{protocol.UnregisterClient, remoting.PoolHeartbeat, b.processUnregisterClient, false, true},
 
-		{protocol.GetConsumerListByGroup, remoting.PoolDefault, b.processConsumerList, false},
-		{protocol.QueryConsumerOffset, remoting.PoolDefault, b.processQueryOffset, false},
-		{protocol.UpdateConsumerOffset, remoting.PoolDefault, b.processUpdateOffset, false},
-		{protocol.GetMaxOffset, remoting.PoolDefault, b.processMaxOffset, false},
-		{protocol.GetMinOffset, remoting.PoolDefault, b.processMinOffset, false},
-		{protocol.SearchOffsetByTimestamp, remoting.PoolDefault, b.processSearchOffset, false},
-		{protocol.GetEarliestMsgStoretime, remoting.PoolDefault, b.processEarliestTime, false},
-		{protocol.LockBatchMQ, remoting.PoolDefault, b.processLockBatch, false},
-		{protocol.UnlockBatchMQ, remoting.PoolDefault, b.processUnlockBatch, false},
-		{protocol.ViewMessageByID, remoting.PoolDefault, b.processViewMessage, false},
-		{protocol.QueryMessage, remoting.PoolDefault, b.processQueryMessage, false},
+		{protocol.GetConsumerListByGroup, remoting.PoolDefault, b.processConsumerList, false, true},
+		{protocol.QueryConsumerOffset, remoting.PoolDefault, b.processQueryOffset, false, true},
+		{protocol.UpdateConsumerOffset, remoting.PoolDefault, b.processUpdateOffset, false, true},
+		{protocol.GetMaxOffset, remoting.PoolDefault, b.processMaxOffset, false, true},
+		{protocol.GetMinOffset, remoting.PoolDefault, b.processMinOffset, false, true},
+		{protocol.SearchOffsetByTimestamp, remoting.PoolDefault, b.processSearchOffset, false, true},
+		{protocol.GetEarliestMsgStoretime, remoting.PoolDefault, b.processEarliestTime, false, true},
+		{protocol.LockBatchMQ, remoting.PoolDefault, b.processLockBatch, false, true},
+		{protocol.UnlockBatchMQ, remoting.PoolDefault, b.processUnlockBatch, false, true},
+		{protocol.ViewMessageByID, remoting.PoolDefault, b.processViewMessage, false, true},
+		{protocol.QueryMessage, remoting.PoolDefault, b.processQueryMessage, false, true},
 
-		{protocol.UpdateAndCreateTopic, remoting.PoolAdmin, b.processCreateTopic, false},
-		{protocol.DeleteTopicInBroker, remoting.PoolAdmin, b.processDeleteTopic, false},
-		{protocol.GetAllTopicConfig, remoting.PoolAdmin, b.processAllTopicConfig, false},
-		{protocol.UpdateAndCreateSubscriptionGroup, remoting.PoolAdmin, b.processUpdateGroup, false},
-		{protocol.DeleteSubscriptionGroup, remoting.PoolAdmin, b.processDeleteGroup, false},
-		{protocol.GetAllSubscriptionGroupConfig, remoting.PoolAdmin, b.processAllGroups, false},
-		{protocol.GetAllConsumerOffset, remoting.PoolAdmin, b.processAllConsumerOffsets, false},
-		{protocol.GetAllDelayOffset, remoting.PoolAdmin, b.processAllDelayOffsets, false},
-		{protocol.GetBrokerRuntimeInfo, remoting.PoolAdmin, b.processRuntimeInfo, false},
-		{protocol.GetConsumeStats, remoting.PoolAdmin, b.processConsumeStats, false},
-		{protocol.GetTopicStatsInfo, remoting.PoolAdmin, b.processTopicStats, false},
-		{protocol.GetConsumerConnectionList, remoting.PoolAdmin, b.processConsumerConnections, false},
-		{protocol.GetProducerConnectionList, remoting.PoolAdmin, b.processProducerConnections, false},
+		{protocol.UpdateAndCreateTopic, remoting.PoolAdmin, b.processCreateTopic, false, false},
+		{protocol.DeleteTopicInBroker, remoting.PoolAdmin, b.processDeleteTopic, false, false},
+		{protocol.GetAllTopicConfig, remoting.PoolAdmin, b.processAllTopicConfig, false, false},
+		{protocol.UpdateAndCreateSubscriptionGroup, remoting.PoolAdmin, b.processUpdateGroup, false, true},
+		{protocol.DeleteSubscriptionGroup, remoting.PoolAdmin, b.processDeleteGroup, false, true},
+		{protocol.GetAllSubscriptionGroupConfig, remoting.PoolAdmin, b.processAllGroups, false, false},
+		{protocol.GetAllConsumerOffset, remoting.PoolAdmin, b.processAllConsumerOffsets, false, false},
+		{protocol.GetAllDelayOffset, remoting.PoolAdmin, b.processAllDelayOffsets, false, false},
+		{protocol.GetBrokerRuntimeInfo, remoting.PoolAdmin, b.processRuntimeInfo, false, false},
+		{protocol.GetConsumeStats, remoting.PoolAdmin, b.processConsumeStats, false, false},
+		{protocol.GetTopicStatsInfo, remoting.PoolAdmin, b.processTopicStats, false, false},
+		{protocol.GetConsumerConnectionList, remoting.PoolAdmin, b.processConsumerConnections, false, false},
+		{protocol.GetProducerConnectionList, remoting.PoolAdmin, b.processProducerConnections, false, false},
 	}
 	for _, r := range routes {
-		if r.inline {
-			b.srv.RegisterInline(r.code, r.pool, remoting.ProcessorFunc(r.fn))
-			continue
-		}
-		b.srv.RegisterFunc(r.code, r.pool, r.fn)
+		b.srv.RegisterWith(r.code, r.pool, remoting.ProcessorFunc(r.fn),
+			remoting.RegisterOptions{Inline: r.inline, NoRetain: r.noRetain})
 	}
 }

@@ -37,15 +37,13 @@ var benchCallers = []int{1, 64}
 
 // benchDispatch names how the server runs the processor: "pool" hands
 // every request to a worker (Register), "inline" lets it run on the
-// connection's reader when the pool is idle (RegisterInline).
+// connection's reader when the pool is idle (RegisterInline). Either way
+// the processor is NoRetain and the callers recycle their responses, so
+// receive buffers are reused on both ends.
 var benchDispatch = []string{"pool", "inline"}
 
 func benchRegister(s *Server, mode string, fn func(c *Conn, req *protocol.Command) (*protocol.Command, error)) {
-	if mode == "inline" {
-		s.RegisterInline(codeEcho, PoolDefault, ProcessorFunc(fn))
-		return
-	}
-	s.RegisterFunc(codeEcho, PoolDefault, fn)
+	s.RegisterWith(codeEcho, PoolDefault, ProcessorFunc(fn), RegisterOptions{Inline: mode == "inline", NoRetain: true})
 }
 
 // echoServer echoes length-prefixed frames, one write per frame.
@@ -303,6 +301,9 @@ func BenchmarkRemotingRoundTrip(b *testing.B) {
 							resp, err := c.Invoke(context.Background(), addr, benchRequest(size))
 							if err == nil && len(resp.Body) != size {
 								err = fmt.Errorf("short body %d", len(resp.Body))
+							}
+							if err == nil {
+								resp.Recycle()
 							}
 							return err
 						})

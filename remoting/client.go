@@ -51,11 +51,13 @@ func NewClient(opts ClientOptions) (*Client, error) {
 
 // Register serves requests with code sent by servers (e.g.
 // NOTIFY_CONSUMER_IDS_CHANGED) by p.
-func (c *Client) Register(code int32, p Processor) { c.mux.register(code, PoolDefault, p, false) }
+func (c *Client) Register(code int32, p Processor) {
+	c.mux.register(code, PoolDefault, p, RegisterOptions{})
+}
 
 // RegisterFunc is Register with a function.
 func (c *Client) RegisterFunc(code int32, fn func(c *Conn, req *protocol.Command) (*protocol.Command, error)) {
-	c.mux.register(code, PoolDefault, ProcessorFunc(fn), false)
+	c.mux.register(code, PoolDefault, ProcessorFunc(fn), RegisterOptions{})
 }
 
 // OnConnClose registers fn to run when any of the client's connections

@@ -214,9 +214,12 @@ func (c *Conn) serve() {
 	defer close(c.readDone)
 	var err error
 	if c.shared {
+		// Not released: a caller holding the read token may still look at
+		// the buffer after the connection failed.
 		err = c.serveShared()
 	} else {
 		err = c.readLoop()
+		c.rb.release()
 	}
 	c.logClose(err)
 	c.closeWith(err)
@@ -251,6 +254,7 @@ func (c *Conn) complete(resp *protocol.Command) bool {
 	c.mu.Unlock()
 	if cl == nil {
 		c.log.Debug("remoting: response without request", "peer", c.peer, "opaque", resp.Opaque, "code", resp.Code)
+		resp.Recycle()
 		return false
 	}
 	isSync := cl.cb == nil
@@ -353,7 +357,9 @@ func putTimer(t *time.Timer) {
 
 // Invoke sends req and waits for its response, until ctx is done or, when
 // ctx has no deadline, RequestTimeout. req's opaque and flag are set here;
-// req must not be modified until Invoke returns.
+// req must not be modified until Invoke returns. The response's Body
+// aliases the connection's receive buffer: a caller done with it (having
+// copied what it keeps) may call resp.Recycle so the buffer can be reused.
 func (c *Conn) Invoke(ctx context.Context, req *protocol.Command) (*protocol.Command, error) {
 	cl := getCall()
 	if err := c.register(req, cl); err != nil {
@@ -420,7 +426,7 @@ func takeCall(cl *call) (*protocol.Command, error) {
 // InvokeAsync sends req and calls cb once with its response or an error
 // (ErrTimeout after timeout, RequestTimeout if zero; ErrConnClosed). cb runs
 // on its own goroutine. The returned error reports a failure to send, in
-// which case cb is not called.
+// which case cb is not called. cb may recycle the response as after Invoke.
 func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, cb func(*protocol.Command, error)) error {
 	if timeout <= 0 {
 		timeout = c.opts.RequestTimeout

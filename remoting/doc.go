@@ -14,8 +14,27 @@
 // can call the consumers connected to it on their own connections.
 //
 // Frames are read with large reads straight into 64 KiB chunks (bigger for
-// bigger frames) and decoded in place: a received Body aliases its chunk
-// and keeps it alive while referenced; headers are copied out.
+// bigger frames) and decoded in place: a received Body aliases its chunk;
+// Remark and ExtFields are copied out of the header.
+//
+// # Receive buffer reuse
+//
+// Chunks are reference counted: the reader holds one while it reads into
+// a chunk and every command decoded from it holds one until
+// protocol.Command.Recycle drops it. A chunk whose references are all
+// dropped is reused (in place by its reader, or through a pool); a command
+// that is never recycled keeps its chunk from being reused, which is
+// always safe. Who recycles:
+//
+//   - Requests to processors registered with RegisterOptions.NoRetain: the
+//     connection, once the processor returned and its response no longer
+//     needs the body (queued with the body copied, or written or dropped
+//     when it is sent without a copy: bodies above 16 KiB, BodyBuffers).
+//   - Requests answered REQUEST_CODE_NOT_SUPPORTED or SYSTEM_BUSY, and
+//     responses nobody waits for: the connection.
+//   - Responses returned by Invoke or passed to an InvokeAsync callback:
+//     the caller, optionally, when done with Body.
+//   - Requests to other processors: nobody (their chunks are never reused).
 //
 // On a server connection one goroutine reads. On a client connection
 // reading is a token: a caller of Invoke that finds nobody reading reads

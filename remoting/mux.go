@@ -26,15 +26,18 @@ func (f ProcessorFunc) ProcessRequest(c *Conn, req *protocol.Command) (*protocol
 }
 
 type route struct {
-	proc   Processor
-	pool   *workerPool
-	inline bool // may run on the connection's reader (RegisterInline)
+	proc     Processor
+	pool     *workerPool
+	inline   bool // may run on the connection's reader (RegisterInline)
+	noRetain bool // keeps no part of req.Body (RegisterOptions.NoRetain)
 }
 
+// task is one request for a pool (24 bytes: the queues hold up to
+// QueueSize of them).
 type task struct {
-	c    *Conn
-	req  *protocol.Command
-	proc Processor
+	c   *Conn
+	req *protocol.Command
+	r   *route
 }
 
 // workerPool runs tasks on a fixed number of goroutines from a bounded
@@ -71,7 +74,7 @@ func (p *workerPool) tryInline() bool {
 type mux struct {
 	log    *slog.Logger
 	pools  [numPools]*workerPool
-	routes atomic.Pointer[map[int32]route]
+	routes atomic.Pointer[map[int32]*route]
 	regMu  sync.Mutex // serializes registrations
 	wg     sync.WaitGroup
 	stop   chan struct{}
@@ -80,7 +83,7 @@ type mux struct {
 
 func newMux(log *slog.Logger, sizes func(Pool) PoolOptions) *mux {
 	m := &mux{log: log, stop: make(chan struct{})}
-	empty := map[int32]route{}
+	empty := map[int32]*route{}
 	m.routes.Store(&empty)
 	for p := Pool(0); p < numPools; p++ {
 		po := sizes(p)
@@ -105,18 +108,18 @@ func (m *mux) close() {
 	m.wg.Wait()
 }
 
-func (m *mux) register(code int32, pool Pool, p Processor, inline bool) {
+func (m *mux) register(code int32, pool Pool, p Processor, ro RegisterOptions) {
 	if pool >= numPools {
 		pool = PoolDefault
 	}
 	m.regMu.Lock()
 	defer m.regMu.Unlock()
 	old := *m.routes.Load()
-	next := make(map[int32]route, len(old)+1)
+	next := make(map[int32]*route, len(old)+1)
 	for k, v := range old {
 		next[k] = v
 	}
-	next[code] = route{proc: p, pool: m.pools[pool], inline: inline}
+	next[code] = &route{proc: p, pool: m.pools[pool], inline: ro.Inline, noRetain: ro.NoRetain}
 	m.routes.Store(&next)
 }
 
@@ -126,18 +129,21 @@ func (m *mux) dispatch(c *Conn, req *protocol.Command) {
 	if !ok {
 		m.log.Debug("remoting: request code not supported", "peer", c.peer, "code", req.Code)
 		c.answerInline(req, protocol.NewResponse(protocol.RequestCodeNotSupported, protocol.NotSupportedRemark(req.Code)))
+		req.Recycle() // never seen by a processor
 		return
 	}
+	t := task{c: c, req: req, r: r}
 	if r.inline && r.pool.tryInline() {
-		m.run(task{c: c, req: req, proc: r.proc}, true)
+		m.run(t, true)
 		r.pool.busy.Add(-1)
 		return
 	}
 	select {
-	case r.pool.queue <- task{c: c, req: req, proc: r.proc}:
+	case r.pool.queue <- t:
 	default:
 		m.log.Warn("remoting: pool full, rejecting request", "pool", r.pool.name, "peer", c.peer, "code", req.Code)
 		c.answerInline(req, protocol.NewResponse(protocol.SystemBusy, protocol.RemarkSystemBusy))
+		req.Recycle() // never seen by a processor
 	}
 }
 
@@ -164,6 +170,13 @@ func (m *mux) work(p *workerPool) {
 
 // run serves t; inline (on the reader) queues the response for the
 // reader's next flush.
+//
+// The request of a NoRetain processor is recycled once the processor
+// returned and nothing written may still read its body: at once when there
+// is no response; right after the response was queued when its Body is
+// copied into the write buffer (at most copyBodyMax bytes, no BodyBuffers:
+// send copies before it returns, so an echo may alias the request); else
+// after the response was written or dropped, chained to its Release.
 func (m *mux) run(t task, inline bool) {
 	resp, err := m.call(t)
 	if err != nil {
@@ -171,13 +184,38 @@ func (m *mux) run(t task, inline bool) {
 		resp = protocol.NewResponse(protocol.SystemError, err.Error())
 	}
 	if resp == nil {
+		if t.r.noRetain {
+			t.req.Recycle()
+		}
 		return
+	}
+	recycleAfter := false
+	if t.r.noRetain {
+		if len(resp.Body) <= copyBodyMax && len(resp.BodyBuffers) == 0 {
+			recycleAfter = true
+		} else {
+			resp.Release = recycleWith(resp.Release, t.req)
+		}
 	}
 	if inline {
 		_ = t.c.writeResponseLazy(t.req, resp)
-		return
+	} else {
+		_ = t.c.WriteResponse(t.req, resp)
 	}
-	_ = t.c.WriteResponse(t.req, resp)
+	if recycleAfter {
+		t.req.Recycle()
+	}
+}
+
+// recycleWith returns a release callback that runs release (if any) and
+// then recycles req.
+func recycleWith(release func(), req *protocol.Command) func() {
+	return func() {
+		if release != nil {
+			release()
+		}
+		req.Recycle()
+	}
 }
 
 // call runs the processor, turning a panic into an error so one bad
@@ -189,5 +227,5 @@ func (m *mux) call(t task) (resp *protocol.Command, err error) {
 			resp, err = nil, errPanic
 		}
 	}()
-	return t.proc.ProcessRequest(t.c, t.req)
+	return t.r.proc.ProcessRequest(t.c, t.req)
 }

@@ -40,6 +40,27 @@ type PoolOptions struct {
 	QueueSize int
 }
 
+// RegisterOptions qualify a processor registered with
+// Server.RegisterWith. The zero value is Register's behaviour.
+type RegisterOptions struct {
+	// Inline lets the processor run on the connection's reader while its
+	// pool is idle (see Server.RegisterInline).
+	Inline bool
+	// NoRetain declares that the processor keeps no reference to the
+	// request's Body, nor to any slice of it, once it returned: not in
+	// state it stores, not in goroutines it starts, not in a response it
+	// writes later with Conn.WriteResponse (a long-polling processor may
+	// keep req itself: Remark, ExtFields, Code, Opaque and the other
+	// fields stay valid). The response it returns may alias the body (an
+	// echo). The connection then reuses the request's receive buffer once
+	// the response was written (or dropped) and recycles req
+	// (protocol.Command.Recycle sets req.Body to nil). Header-derived
+	// strings (Remark, ExtFields values, typed headers) are copies and
+	// are never affected. A processor that breaks the promise may see
+	// another request's bytes in what it kept.
+	NoRetain bool
+}
+
 // Defaults shared by servers and clients.
 const (
 	DefaultIdleTimeout    = 120 * time.Second

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -52,19 +54,71 @@ func (c *Conn) touchIdle(now time.Time) {
 }
 
 // Received frames are read straight into chunks of at least readChunk
-// bytes and decoded in place: a received Body aliases its chunk, which
-// stays alive while any body carved from it is referenced. Bytes before the
-// read position are never written again, so chunks are not reused; a
-// frame that does not fit the rest of a chunk moves, with its bytes read so
-// far, to a new one sized for it.
+// bytes and decoded in place: a received Body aliases its chunk. A chunk is
+// reference counted: the reader holds one reference while it reads into
+// it, and every command decoded from it holds one until Recycle (see
+// protocol.Command.Recycle). Commands nobody recycles keep their chunk
+// from ever being reused; it is then garbage collected like any slice.
+//
+// Bytes of a chunk that the reader has consumed are written again only
+// when no command holds a reference: then a chunk of the standard size is
+// reused in place (read from its start again, or its partial frame moved
+// to the front), and a chunk whose last reference is dropped elsewhere
+// goes back to chunkPool. Otherwise a frame that does not fit the rest of
+// the chunk moves, with its bytes read so far, to another chunk from the
+// pool (a new one sized for it if it is larger than readChunk).
 const (
 	readChunk   = 64 << 10
-	readMinRoom = 4 << 10 // below this much room a fresh chunk is taken
+	readMinRoom = 4 << 10 // below this much room, room is made before reading
 )
 
-// readBuf is the read loop's buffer: buf[r:w] are read but not consumed.
-type readBuf struct {
+// chunk is a reference-counted read buffer.
+type chunk struct {
 	buf  []byte
+	refs atomic.Int32
+}
+
+// chunkPool holds chunks of readChunk bytes whose references were all
+// dropped.
+var chunkPool sync.Pool
+
+// chunksMade counts the chunks allocated (not taken from chunkPool), for
+// tests.
+var chunksMade atomic.Int64
+
+// getChunk returns a chunk of at least size bytes holding one reference.
+func getChunk(size int) *chunk {
+	if size <= readChunk {
+		if k, ok := chunkPool.Get().(*chunk); ok {
+			k.refs.Store(1)
+			return k
+		}
+		size = readChunk
+	}
+	chunksMade.Add(1)
+	k := &chunk{buf: make([]byte, size)}
+	k.refs.Store(1)
+	return k
+}
+
+// Unref drops one reference; the last one returns a standard-size chunk to
+// the pool. It implements protocol.BufferRef.
+func (k *chunk) Unref() {
+	switch n := k.refs.Add(-1); {
+	case n == 0:
+		if len(k.buf) == readChunk {
+			chunkPool.Put(k)
+		}
+	case n < 0:
+		panic("remoting: read chunk released more often than referenced")
+	}
+}
+
+// readBuf is the read loop's buffer: buf[r:w] of chunk k are read but not
+// consumed.
+type readBuf struct {
+	k    *chunk // the reader holds one reference; nil before the first fill
+	buf  []byte // k.buf
 	r, w int
 }
 
@@ -91,8 +145,28 @@ func (b *readBuf) next(max int) ([]byte, error) {
 	return b.buf[start:b.r:b.r], nil
 }
 
-// fill reads at least one byte, first moving the unconsumed bytes to a new
-// chunk when the current one has too little room for the frame under way.
+// decode decodes a frame returned by next; the command holds a reference
+// to the chunk until it is recycled.
+func (b *readBuf) decode(frame []byte) (*protocol.Command, error) {
+	cmd, err := protocol.DecodeFrameRef(frame, b.k)
+	if err == nil {
+		b.k.refs.Add(1)
+	}
+	return cmd, err
+}
+
+// sole reports whether the reader holds the only reference to a
+// standard-size chunk, whose consumed bytes may then be overwritten. Only
+// the reader adds references, so the answer cannot turn false until it
+// decodes again; the atomic load orders the releasers' last reads before
+// the reader's next writes.
+func (b *readBuf) sole() bool {
+	return b.k != nil && len(b.buf) == readChunk && b.k.refs.Load() == 1
+}
+
+// fill reads at least one byte, first making room for the frame under way:
+// in place when no command references the chunk, else by moving the
+// unconsumed bytes to another chunk.
 func (b *readBuf) fill(r io.Reader, max int) error {
 	need := readMinRoom // room wanted after w
 	if avail := b.w - b.r; avail >= 4 {
@@ -104,15 +178,21 @@ func (b *readBuf) fill(r io.Reader, max int) error {
 		}
 		need = 4 + n - avail
 	}
-	if len(b.buf)-b.w < need {
-		size := readChunk
-		if keep := b.w - b.r + need; keep > size {
-			size = keep
+	if b.r > 0 && (b.r == b.w || len(b.buf)-b.w < need) && b.sole() {
+		keep := b.w - b.r
+		if keep+need <= len(b.buf) {
+			b.w = copy(b.buf, b.buf[b.r:b.w])
+			b.r = 0
 		}
-		nb := make([]byte, size)
-		b.w = copy(nb, b.buf[b.r:b.w])
+	}
+	if len(b.buf)-b.w < need {
+		nk := getChunk(b.w - b.r + need)
+		b.w = copy(nk.buf, b.buf[b.r:b.w])
 		b.r = 0
-		b.buf = nb
+		if b.k != nil {
+			b.k.Unref()
+		}
+		b.k, b.buf = nk, nk.buf
 	}
 	n, err := r.Read(b.buf[b.w:])
 	b.w += n
@@ -123,6 +203,14 @@ func (b *readBuf) fill(r io.Reader, max int) error {
 		err = io.ErrNoProgress
 	}
 	return err
+}
+
+// release drops the reader's reference; the buffer is not used again.
+func (b *readBuf) release() {
+	if b.k != nil {
+		b.k.Unref()
+	}
+	*b = readBuf{}
 }
 
 func (c *Conn) readErr(err error, midFrame bool) error {
@@ -306,7 +394,7 @@ func (c *Conn) serveBuffered(max int) (syncDone bool, n int, err error) {
 			break
 		}
 		n++
-		cmd, err := protocol.DecodeFrame(frame)
+		cmd, err := c.rb.decode(frame)
 		if err != nil {
 			return syncDone, n, err
 		}

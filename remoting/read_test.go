@@ -34,8 +34,10 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 }
 
 // readFrames splits stream into frames with a readBuf, as the read loops
-// do.
-func readFrames(stream, sizes []byte, max int) ([][]byte, error) {
+// do. Each frame holds a reference to its chunk, like an unrecycled
+// command, unless recycle is set: then it is copied out and its reference
+// dropped at once.
+func readFrames(stream, sizes []byte, max int, recycle bool) ([][]byte, error) {
 	var rb readBuf
 	r := &chunkReader{b: stream, sizes: sizes}
 	var out [][]byte
@@ -48,6 +50,11 @@ func readFrames(stream, sizes []byte, max int) ([][]byte, error) {
 			if f == nil {
 				break
 			}
+			if recycle {
+				out = append(out, bytes.Clone(f))
+				continue
+			}
+			rb.k.refs.Add(1)
 			out = append(out, f)
 		}
 		if err := rb.fill(r, max); err != nil {
@@ -70,37 +77,41 @@ func TestRemotingReadBufFrames(t *testing.T) {
 		stream = append(stream, frame...)
 		want = append(want, frame[4:])
 	}
-	for _, sizes := range [][]byte{nil, {255}, {7, 200, 3}, {255, 255, 255, 255, 40}} {
-		got, err := readFrames(stream, sizes, 0)
-		if !errors.Is(err, io.EOF) {
-			t.Fatalf("sizes %v: %v", sizes, err)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("sizes %v: %d frames, want %d", sizes, len(got), len(want))
-		}
-		for i := range want {
-			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("sizes %v: frame %d differs (len %d, want %d)", sizes, i, len(got[i]), len(want[i]))
+	for _, recycle := range []bool{false, true} {
+		for _, sizes := range [][]byte{nil, {255}, {7, 200, 3}, {255, 255, 255, 255, 40}} {
+			got, err := readFrames(stream, sizes, 0, recycle)
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("recycle %v sizes %v: %v", recycle, sizes, err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("recycle %v sizes %v: %d frames, want %d", recycle, sizes, len(got), len(want))
+			}
+			for i := range want {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("recycle %v sizes %v: frame %d differs (len %d, want %d)", recycle, sizes, i, len(got[i]), len(want[i]))
+				}
 			}
 		}
 	}
 	// A length word over the limit fails before anything is allocated.
 	big := binary.BigEndian.AppendUint32(nil, 1<<30)
-	if _, err := readFrames(big, nil, 1<<20); !errors.Is(err, protocol.ErrFrameTooLarge) {
+	if _, err := readFrames(big, nil, 1<<20, false); !errors.Is(err, protocol.ErrFrameTooLarge) {
 		t.Fatalf("oversized frame: %v", err)
 	}
 }
 
 // FuzzRemotingReadBuf checks that the read buffer never panics and splits
 // any stream, arriving in any pieces, into the frames of a plain parse of
-// the whole stream, failing on the same bad length word.
+// the whole stream, failing on the same bad length word; frames are held
+// (unrecycled) or recycled at once depending on the first piece size.
 func FuzzRemotingReadBuf(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 4, 0, 0, 0, 0}, []byte{0})
 	f.Add([]byte{0, 0, 0, 6, 0, 0, 0, 0, 'h', 'i', 0, 0, 0, 3}, []byte{2, 0, 9})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, []byte(nil))
+	f.Add([]byte{0, 0, 0, 6, 0, 0, 0, 0, 'h', 'i', 0, 0, 0, 4, 0, 0, 0, 0}, []byte{1, 3}) // odd first size: recycled frames
 	f.Fuzz(func(t *testing.T, stream, sizes []byte) {
 		const max = 1 << 16
-		got, gotErr := readFrames(stream, sizes, max)
+		got, gotErr := readFrames(stream, sizes, max, len(sizes) > 0 && sizes[0]&1 == 1)
 		var want [][]byte
 		var wantErr error
 		for p := stream; len(p) >= 4; {

@@ -47,7 +47,9 @@ func NewServer(opts Options) (*Server, error) {
 
 // Register serves requests with code by p on pool. Registering a code
 // again replaces its processor. Safe at any time.
-func (s *Server) Register(code int32, pool Pool, p Processor) { s.mux.register(code, pool, p, false) }
+func (s *Server) Register(code int32, pool Pool, p Processor) {
+	s.mux.register(code, pool, p, RegisterOptions{})
+}
 
 // RegisterInline is Register for quick processors: while the pool's queue
 // is empty and fewer than Workers of its requests run, a request runs
@@ -60,12 +62,19 @@ func (s *Server) Register(code int32, pool Pool, p Processor) { s.mux.register(c
 // anything that arrives on the same connection (e.g. a response to a
 // request it sends to the peer) and should not block long (no disk flush).
 func (s *Server) RegisterInline(code int32, pool Pool, p Processor) {
-	s.mux.register(code, pool, p, true)
+	s.mux.register(code, pool, p, RegisterOptions{Inline: true})
+}
+
+// RegisterWith is Register with options: RegisterWith(code, pool, p,
+// RegisterOptions{Inline: true}) is RegisterInline; NoRetain lets the
+// connection reuse the requests' receive buffers (see RegisterOptions).
+func (s *Server) RegisterWith(code int32, pool Pool, p Processor, opts RegisterOptions) {
+	s.mux.register(code, pool, p, opts)
 }
 
 // RegisterFunc is Register with a function.
 func (s *Server) RegisterFunc(code int32, pool Pool, fn func(c *Conn, req *protocol.Command) (*protocol.Command, error)) {
-	s.mux.register(code, pool, ProcessorFunc(fn), false)
+	s.mux.register(code, pool, ProcessorFunc(fn), RegisterOptions{})
 }
 
 // OnConnOpen registers fn to run for every accepted connection before its

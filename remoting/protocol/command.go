@@ -22,7 +22,9 @@ type HeaderDecoder interface {
 
 // Command is one remoting frame: a request or a response. A received
 // command's Body aliases the frame buffer it was decoded from and belongs to
-// the receiver.
+// the receiver; its Remark and ExtFields are copies and stay valid for
+// ever. A receiver done with Body (and every slice of it) may call Recycle
+// so that the buffer can be reused.
 type Command struct {
 	Code      int32
 	Language  LanguageCode
@@ -42,6 +44,33 @@ type Command struct {
 	// SerializeType is the header encoding used on the wire: the one the
 	// command was received in, or the one to send it in.
 	SerializeType SerializeType
+
+	// ref is the receive buffer Body lives in, if the decoder was given
+	// one (DecodeFrameRef); Recycle drops it.
+	ref BufferRef
+}
+
+// BufferRef is one reference to a shared receive buffer: the buffer may be
+// reused once every reference to it was dropped with Unref. Unref is called
+// at most once per reference.
+type BufferRef interface {
+	Unref()
+}
+
+// Recycle declares that the caller keeps no reference to c.Body, nor to
+// any slice of it, from now on: the receive buffer Body was decoded into
+// may then be reused for other frames, and c.Body is set to nil. Remark,
+// ExtFields and the other fields stay valid. It is a no-op on commands that
+// were not decoded into a shared buffer (NewRequest, NewResponse,
+// DecodeFrame) and on a second call; it must not race with another use of
+// c. A command that is never recycled simply keeps its buffer from being
+// reused.
+func (c *Command) Recycle() {
+	if r := c.ref; r != nil {
+		c.ref = nil
+		c.Body = nil
+		r.Unref()
+	}
 }
 
 // NewRequest returns a request command with the given code, header fields

@@ -36,8 +36,13 @@ func FrameLength(word uint32, max int) (int, error) {
 
 // DecodeFrame decodes a frame without its leading length word: the
 // header-length word, the header and the body. The returned command's Body
-// aliases frame.
-func DecodeFrame(frame []byte) (*Command, error) {
+// aliases frame; everything else is copied out of it.
+func DecodeFrame(frame []byte) (*Command, error) { return DecodeFrameRef(frame, nil) }
+
+// DecodeFrameRef is DecodeFrame for a frame in a shared receive buffer: on
+// success the command holds ref (the caller took it for this command) and
+// drops it in Recycle; on error ref is not kept.
+func DecodeFrameRef(frame []byte, ref BufferRef) (*Command, error) {
 	if len(frame) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes, need at least 4", ErrBadFrame, len(frame))
 	}
@@ -64,6 +69,7 @@ func DecodeFrame(frame []byte) (*Command, error) {
 	if body := frame[4+hlen:]; len(body) > 0 {
 		c.Body = body[:len(body):len(body)]
 	}
+	c.ref = ref
 	return c, nil
 }
 
