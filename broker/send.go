@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting"
@@ -111,13 +112,23 @@ func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte
 	if _, ok := record.LookupPropertyString(tmpl.Properties, record.PropertyDelayLevel); ok {
 		return errResp(protocol.MessageIllegal, "batch messages cannot have a delay level"), nil
 	}
-	var items []record.BatchItem
+	bp := batchItemsPool.Get().(*[]record.BatchItem)
+	defer func() {
+		clear(*bp) // the items point into the request body
+		if cap(*bp) <= maxPooledBatchItems {
+			*bp = (*bp)[:0]
+			batchItemsPool.Put(bp)
+		}
+	}()
+	items := (*bp)[:0]
 	if err := record.ForEachBatchItem(body, func(it record.BatchItem) error {
 		items = append(items, it)
 		return nil
 	}); err != nil {
+		*bp = items
 		return errResp(protocol.MessageIllegal, "bad batch body: %v", err), nil
 	}
+	*bp = items
 	if len(items) == 0 {
 		return errResp(protocol.MessageIllegal, "empty batch"), nil
 	}
@@ -130,19 +141,29 @@ func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte
 		bodyBytes += int64(len(it.Body))
 	}
 	b.stats.AddPut(tmpl.Topic, int64(len(items)), bodyBytes)
-	ids := make([]byte, 0, len(items)*33)
+	var ids strings.Builder
+	var id [record.OffsetMessageIDLenV6]byte
 	for i, phy := range res.PhysicalOffsets {
-		if i > 0 {
-			ids = append(ids, ',')
+		idb := record.AppendOffsetMessageID(id[:0], res.StoreHost, phy)
+		if i == 0 {
+			ids.Grow(len(res.PhysicalOffsets) * (len(idb) + 1))
+		} else {
+			ids.WriteByte(',')
 		}
-		ids = record.AppendOffsetMessageID(ids, res.StoreHost, phy)
+		ids.Write(idb)
 	}
 	resp := protocol.NewResponse(b.waitSlave(ctx, putStatusCode(res.Status), b.store.MaxPhysicalOffset(), tmpl.Properties), "")
 	resp.SetHeader(&protocol.SendMessageResponseHeader{
-		MsgID: string(ids), QueueID: tmpl.QueueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
+		MsgID: ids.String(), QueueID: tmpl.QueueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
 	})
 	return resp, nil
 }
+
+// batchItemsPool recycles the item lists of SEND_BATCH requests.
+var batchItemsPool = sync.Pool{New: func() any { return new([]record.BatchItem) }}
+
+// maxPooledBatchItems bounds the item lists kept in batchItemsPool.
+const maxPooledBatchItems = 4096
 
 // checkSendable applies the broker-level checks of a send: role, broker
 // permission, topic name and reserved topics.

@@ -113,8 +113,16 @@ func TestStateStoreHostBasicAndNotifications(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := b.Store().MaxOffset(StateStoreTopic, int32(statestore.ShardOf([]byte("e1"), 4))); got < 2 {
-		t.Fatalf("expire entry not logged: max offset %d", got)
+	// The consume queue is built by the store's dispatcher, after the put
+	// returned: wait for it.
+	for q := int32(statestore.ShardOf([]byte("e1"), 4)); ; time.Sleep(5 * time.Millisecond) {
+		got := b.Store().MaxOffset(StateStoreTopic, q)
+		if got >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("expire entry not logged: max offset %d", got)
+		}
 	}
 	if n := s.DropClient("w"); n != 1 {
 		t.Fatalf("drop client removed %d", n)

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,7 +38,13 @@ import (
 type asyncItem struct {
 	ctx context.Context
 	pm  *prepared
-	cb  func(*SendResult, error)
+	cb  func(*SendResult, error) // the caller's; run through finish
+}
+
+// finish runs the item's callback and ends its part of Producer.inflight.
+func (p *Producer) finish(it *asyncItem, r *SendResult, err error) {
+	defer p.inflight.Done()
+	it.cb(r, err)
 }
 
 // topicBatcher is the auto-batching state of one topic.
@@ -46,6 +53,7 @@ type topicBatcher struct {
 
 	mu       sync.Mutex
 	pending  []asyncItem // protected by mu
+	spare    []asyncItem // an empty list for pending to reuse; protected by mu
 	inflight int         // requests in flight; protected by mu
 }
 
@@ -104,14 +112,29 @@ func (p *Producer) takeLocked(tb *topicBatcher) []asyncItem {
 		size += sz
 		n++
 	}
+	if n == len(tb.pending) {
+		// All of it: the list goes with the request and pending
+		// continues in the spare one (see recycleLocked).
+		items := tb.pending
+		tb.pending, tb.spare = tb.spare, nil
+		return items
+	}
 	items := make([]asyncItem, n)
 	copy(items, tb.pending)
 	clear(tb.pending[:n])
 	tb.pending = tb.pending[n:]
-	if len(tb.pending) == 0 {
-		tb.pending = tb.pending[:0:0] // let the old array go
-	}
 	return items
+}
+
+// maxSpareItems bounds the item list a topic keeps for reuse.
+const maxSpareItems = 4096
+
+// recycleLocked keeps the list of a completed request as tb's spare.
+func (tb *topicBatcher) recycleLocked(items []asyncItem) {
+	if tb.spare == nil && cap(items) <= maxSpareItems {
+		clear(items[:cap(items)])
+		tb.spare = items[:0]
+	}
 }
 
 // batchItemSize is the encoded size of pm as a batch item.
@@ -123,18 +146,20 @@ func batchItemSize(pm *prepared) int {
 // the request slot when it completes.
 func (p *Producer) sendItems(tb *topicBatcher, items []asyncItem) {
 	// Items whose context ended while they waited fail now.
+	all := items
 	live := items[:0]
-	for _, it := range items {
-		if err := it.ctx.Err(); err != nil {
-			it.cb(nil, wrapCallErr("send", "", err))
+	for i := range items {
+		if err := items[i].ctx.Err(); err != nil {
+			p.finish(&items[i], nil, wrapCallErr("send", "", err))
 			continue
 		}
-		live = append(live, it)
+		live = append(live, items[i])
 	}
 	items = live
 	done := func() {
 		tb.mu.Lock()
 		tb.inflight--
+		tb.recycleLocked(all)
 		tb.mu.Unlock()
 		p.pump(tb)
 	}
@@ -147,8 +172,8 @@ func (p *Producer) sendItems(tb *topicBatcher, items []asyncItem) {
 		err = fmt.Errorf("%w: %s", ErrNoRoute, tb.topic)
 	}
 	if err != nil {
-		for _, it := range items {
-			it.cb(nil, err)
+		for i := range items {
+			p.finish(&items[i], nil, err)
 		}
 		done()
 		return
@@ -157,7 +182,7 @@ func (p *Producer) sendItems(tb *topicBatcher, items []asyncItem) {
 	if len(items) == 1 {
 		it := items[0]
 		p.sendAsyncAttempt(ctx, it.pm, tr, "", 1+p.opts.Retries, func(r *SendResult, err error) {
-			it.cb(r, err)
+			p.finish(&it, r, err)
 			done()
 		})
 		return
@@ -183,7 +208,10 @@ func (p *Producer) sendItems(tb *topicBatcher, items []asyncItem) {
 	p.batches.Add(1)
 	p.sendAsyncAttempt(ctx, pm, tr, "", 1+p.opts.Retries, func(r *SendResult, err error) {
 		cancel()
-		splitBatchResult(items, r, err)
+		p.splitBatchResult(items, r, err)
+		if pm.pool != nil {
+			pm.release() // the owner's reference
+		}
 		done()
 	})
 }
@@ -194,35 +222,57 @@ func (p *Producer) batchOf(items []asyncItem) *prepared {
 	for _, it := range items {
 		size += batchItemSize(it.pm)
 	}
-	body := make([]byte, 0, size)
+	var pool *[]byte
+	var body []byte
+	if size <= maxPooledBatchBody {
+		pool = batchBodies.Get().(*[]byte)
+		body = slices.Grow((*pool)[:0], size)
+	} else {
+		body = make([]byte, 0, size)
+	}
 	for _, it := range items {
 		body = record.AppendBatchItem(body, it.pm.header.Flag, it.pm.body, it.pm.header.Properties)
 	}
-	first := items[0].pm.header
-	h := &protocol.SendMessageRequestHeader{
+	first := &items[0].pm.header
+	pm := &prepared{header: protocol.SendMessageRequestHeader{
 		ProducerGroup: first.ProducerGroup, Topic: first.Topic, DefaultTopic: first.DefaultTopic,
 		DefaultTopicQueueNums: first.DefaultTopicQueueNums, BornTimestamp: first.BornTimestamp, Batch: true,
+	}, body: body, code: protocol.SendBatchMessage, pool: pool}
+	if pool != nil {
+		pm.refs.Store(1)
 	}
-	return &prepared{header: h, body: body, code: protocol.SendBatchMessage}
+	return pm
 }
 
+// batchBodies recycles the bodies of auto-batched requests (*[]byte).
+var batchBodies = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBatchBody bounds the batch bodies kept in batchBodies (the
+// default AutoBatchMaxBytes fits).
+const maxPooledBatchBody = 1 << 20
+
 // splitBatchResult hands each item its part of a batch's result.
-func splitBatchResult(items []asyncItem, r *SendResult, err error) {
+func (p *Producer) splitBatchResult(items []asyncItem, r *SendResult, err error) {
 	if err != nil {
-		for _, it := range items {
-			it.cb(nil, err)
+		for i := range items {
+			p.finish(&items[i], nil, err)
 		}
 		return
 	}
 	// A broker that does not list one offset id per message still stored
 	// them all: the ids are then left out, not the success.
-	ids := strings.Split(r.OffsetMsgID, ",")
-	for i, it := range items {
-		id := ""
-		if len(ids) == len(items) {
-			id = ids[i]
+	ids := r.OffsetMsgID
+	if strings.Count(ids, ",") != len(items)-1 {
+		ids = ""
+	}
+	rs := make([]SendResult, len(items)) // one allocation for the batch
+	for i := range items {
+		id := ids
+		if j := strings.IndexByte(ids, ','); j >= 0 {
+			id, ids = ids[:j], ids[j+1:]
 		}
-		it.cb(&SendResult{Status: r.Status, MsgID: it.pm.uniq, OffsetMsgID: id, Queue: r.Queue,
-			QueueOffset: r.QueueOffset + int64(i)}, nil)
+		rs[i] = SendResult{Status: r.Status, MsgID: items[i].pm.uniq, OffsetMsgID: id, Queue: r.Queue,
+			QueueOffset: r.QueueOffset + int64(i)}
+		p.finish(&items[i], &rs[i], nil)
 	}
 }

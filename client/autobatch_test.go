@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,10 +16,20 @@ import (
 // Async sends that queue up behind the request in flight leave as batch
 // requests; every message still gets its own result (unique ids, its own
 // queue offset) and arrives once with its tag, keys and user properties.
+//
+// With several batch requests in flight their (pooled) bodies are
+// recycled while others are on the wire: a body reused too early would
+// show as a corrupted message.
 func TestClientAutoBatchAsync(t *testing.T) {
+	for _, reqs := range []int{1, 4} {
+		t.Run(fmt.Sprint("requests=", reqs), func(t *testing.T) { testAutoBatchAsync(t, reqs) })
+	}
+}
+
+func testAutoBatchAsync(t *testing.T, reqs int) {
 	c := startCluster(t, cluster.Options{})
 	createTopic(t, c, 1, "AutoBatch", 2)
-	p := newTestProducer(t, c, func(o *ProducerOptions) { o.AutoBatchRequests = 1 })
+	p := newTestProducer(t, c, func(o *ProducerOptions) { o.AutoBatchRequests = reqs })
 	ctx := testCtx(t, 30*time.Second)
 	const n = 600
 	var (
@@ -28,7 +39,7 @@ func TestClientAutoBatchAsync(t *testing.T) {
 		errs    []error
 	)
 	for i := 0; i < n; i++ {
-		body := "ab-" + strconv.Itoa(i)
+		body := "ab-" + strconv.Itoa(i) + "-" + strings.Repeat(strconv.Itoa(i%10), i%200)
 		m := &Message{Topic: "AutoBatch", Body: []byte(body), Tags: "T" + strconv.Itoa(i%3), Keys: []string{"k" + strconv.Itoa(i)},
 			Flag: int32(i), Properties: map[string]string{"seq": strconv.Itoa(i)}}
 		wg.Add(1)
@@ -100,7 +111,7 @@ func TestClientAutoBatchAsync(t *testing.T) {
 		if r == nil || col.seen[body] != 1 {
 			t.Fatalf("%s received %d times (result %v)", body, col.seen[body], r)
 		}
-		i, _ := strconv.Atoi(body[len("ab-"):])
+		i, _ := strconv.Atoi(strings.Split(body, "-")[1])
 		if m.MsgID != r.MsgID || m.Tags != "T"+strconv.Itoa(i%3) || len(m.Keys) != 1 || m.Keys[0] != "k"+strconv.Itoa(i) ||
 			m.Flag != int32(i) || m.Property("seq") != strconv.Itoa(i) || m.QueueOffset != r.QueueOffset || m.Queue.QueueID != r.Queue.QueueID {
 			t.Fatalf("%s arrived as %+v (sent %+v)", body, m, r)

@@ -514,6 +514,9 @@ func (b *consumerBase) pull(ctx context.Context, mq MessageQueue, sub *subscript
 	if err != nil {
 		return nil, err
 	}
+	// decodeMessages copies every byte a message keeps out of the body, so
+	// the receive buffer is free for reuse once this returns.
+	defer resp.Recycle()
 	switch resp.Code {
 	case protocol.Success, protocol.PullNotFound, protocol.PullRetryImmediately, protocol.PullOffsetMoved:
 	default:
@@ -532,6 +535,7 @@ func (b *consumerBase) pull(ctx context.Context, mq MessageQueue, sub *subscript
 		return nil, err
 	}
 	r.raw = len(msgs)
+	r.msgs = msgs[:0] // the matching messages, in place
 	for _, m := range msgs {
 		if !sub.match(m.Tags) {
 			continue
@@ -544,6 +548,7 @@ func (b *consumerBase) pull(ctx context.Context, mq MessageQueue, sub *subscript
 		}
 		r.msgs = append(r.msgs, m)
 	}
+	clear(msgs[len(r.msgs):])
 	return r, nil
 }
 

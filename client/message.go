@@ -1,11 +1,11 @@
 package client
 
 import (
-	"bytes"
 	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
@@ -30,6 +30,88 @@ type Message struct {
 	// Properties are user properties; keys and values must not contain
 	// 0x01 or 0x02.
 	Properties map[string]string
+}
+
+// encodeProperties encodes the message's properties with a new unique id
+// from ids, returning both (uniq is a substring of props). It gives what
+// properties(ids.Next(), wait) gives, pair for pair; a message without
+// user properties, whose tags and keys need no checks beyond the
+// separators, is encoded in one allocation.
+func (m *Message) encodeProperties(ids *record.UniqueIDGenerator, wait bool) (props, uniq string, err error) {
+	if n, ok := m.plainPropertiesLen(wait); ok {
+		var idb [record.UniqueIDLenV6]byte
+		id := ids.AppendNext(idb[:0])
+		buf := make([]byte, 0, n-len(idb)+len(id))
+		sep := func() {
+			if len(buf) > 0 {
+				buf = append(buf, record.PropertySeparator)
+			}
+		}
+		if m.Tags != "" {
+			buf = append(append(append(buf, record.PropertyTags...), record.NameValueSeparator), m.Tags...)
+		}
+		if len(m.Keys) > 0 {
+			sep()
+			buf = append(append(buf, record.PropertyKeys...), record.NameValueSeparator)
+			for i, k := range m.Keys {
+				if i > 0 {
+					buf = append(buf, record.KeySeparator...)
+				}
+				buf = append(buf, k...)
+			}
+		}
+		if m.DelayLevel > 0 {
+			sep()
+			buf = strconv.AppendInt(append(append(buf, record.PropertyDelayLevel...), record.NameValueSeparator), int64(m.DelayLevel), 10)
+		}
+		sep()
+		buf = append(append(buf, record.PropertyUniqueClientMessageIDKeyIndex...), record.NameValueSeparator)
+		at := len(buf)
+		buf = append(buf, id...)
+		end := len(buf)
+		if !wait {
+			buf = append(append(append(buf, record.PropertySeparator), record.PropertyWaitStoreMsgOK...), record.NameValueSeparator)
+			buf = append(buf, "false"...)
+		}
+		props = bufString(buf)
+		return props, props[at:end], nil
+	}
+	uniq = ids.Next()
+	props, err = m.properties(uniq, wait)
+	return props, uniq, err
+}
+
+// plainPropertiesLen reports whether encodeProperties may encode m
+// directly (no user properties; tags and keys valid without Validate's
+// other checks) and the encoded length with a 56-character unique id
+// (IPv6; an IPv4 one is 32), delay levels counted at 20 digits.
+func (m *Message) plainPropertiesLen(wait bool) (int, bool) {
+	if len(m.Properties) > 0 || strings.ContainsAny(m.Tags, "\x01\x02") {
+		return 0, false
+	}
+	n := len(record.PropertyUniqueClientMessageIDKeyIndex) + 1 + record.UniqueIDLenV6
+	if m.Tags != "" {
+		n += len(record.PropertyTags) + 2 + len(m.Tags)
+	}
+	if len(m.Keys) > 0 {
+		n += len(record.PropertyKeys) + 2 + len(m.Keys) - 1
+		for _, k := range m.Keys {
+			if strings.ContainsAny(k, "\x01\x02") {
+				return 0, false
+			}
+			n += len(k)
+		}
+		if len(m.Keys) == 1 && m.Keys[0] == "" {
+			return 0, false // an empty KEYS value: properties() reports it
+		}
+	}
+	if m.DelayLevel > 0 {
+		n += len(record.PropertyDelayLevel) + 2 + 20
+	}
+	if !wait {
+		n += len(record.PropertyWaitStoreMsgOK) + 2 + len("false")
+	}
+	return n, n <= record.MaxPropertiesLen
 }
 
 // properties encodes the message's properties with the given unique id.
@@ -85,61 +167,96 @@ func (m *MessageExt) Property(key string) string {
 	return v
 }
 
-// fromRecord converts a decoded record; the body is decompressed.
+// fromView converts a parsed record; the body is decompressed. topic
+// holds the topic string of the previous record of the same response, so
+// that the records of one queue share one copy.
 //
-// The body is always the message's own memory: r.Body points into the
-// pull response, which shares a large read buffer with other frames of
-// the connection, and an application may keep a message for as long as
-// it likes (a retained MQTT message, a queued delivery). A slice would
-// keep the whole buffer alive with it.
-func fromRecord(r *record.Message, brokerName string) (*MessageExt, error) {
+// Everything is the message's own memory: v points into the pull
+// response, which shares a large read buffer with other frames of the
+// connection, and an application may keep a message for as long as it
+// likes (a retained MQTT message, a queued delivery). A slice or string
+// into v would keep the whole buffer alive with it. The body (when not
+// compressed), the raw properties and the offset id are copied into one
+// allocation; the body's capacity ends at its length, so appending to it
+// cannot overwrite the strings that follow it. Tags, keys and the client
+// id are substrings of RawProperties.
+func fromView(v *record.View, brokerName string, topic *string) (*MessageExt, error) {
+	born, err := v.BornAddr()
+	if err != nil {
+		return nil, fmt.Errorf("client: decode message: %w", err)
+	}
+	storeHost, err := v.StoreAddr()
+	if err != nil {
+		return nil, fmt.Errorf("client: decode message: %w", err)
+	}
+	if *topic != string(v.Topic) {
+		*topic = string(v.Topic)
+	}
+	nb := 0
+	if v.SysFlag&record.FlagCompressed == 0 {
+		nb = len(v.Body)
+	}
+	buf := make([]byte, 0, nb+len(v.Properties)+2*(len(v.StoreHost)+8))
+	buf = append(buf, v.Body[:nb]...)
+	buf = append(buf, v.Properties...)
+	buf = record.AppendOffsetMessageID(buf, storeHost, v.PhysicalOffset)
 	var body []byte
-	if r.SysFlag&record.FlagCompressed != 0 {
-		b, err := record.DecompressBody(nil, r.Body, r.SysFlag, 0)
+	if v.SysFlag&record.FlagCompressed != 0 {
+		b, err := record.DecompressBody(nil, v.Body, v.SysFlag, 0)
 		if err != nil {
-			return nil, fmt.Errorf("client: decompress message at %d: %w", r.PhysicalOffset, err)
+			return nil, fmt.Errorf("client: decompress message at %d: %w", v.PhysicalOffset, err)
 		}
 		body = b
-	} else if r.Body != nil {
-		body = bytes.Clone(r.Body)
+	} else if nb > 0 {
+		body = buf[:nb:nb]
 	}
+	np := nb + len(v.Properties)
+	props := bufString(buf[nb:np])
 	m := &MessageExt{
-		Message:         Message{Topic: r.Topic, Body: body, Flag: r.Flag},
-		OffsetMsgID:     record.OffsetMessageID(r.StoreHost, r.PhysicalOffset),
-		Queue:           MessageQueue{Topic: r.Topic, BrokerName: brokerName, QueueID: r.QueueID},
-		QueueOffset:     r.QueueOffset,
-		CommitLogOffset: r.PhysicalOffset,
-		BornTimestamp:   r.BornTimestamp,
-		StoreTimestamp:  r.StoreTimestamp,
-		BornHost:        r.BornHost,
-		StoreHost:       r.StoreHost,
-		ReconsumeTimes:  r.ReconsumeTimes,
-		SysFlag:         r.SysFlag,
-		RawProperties:   r.Properties,
+		Message:         Message{Topic: *topic, Body: body, Flag: v.Flag},
+		OffsetMsgID:     bufString(buf[np:]),
+		Queue:           MessageQueue{Topic: *topic, BrokerName: brokerName, QueueID: v.QueueID},
+		QueueOffset:     v.QueueOffset,
+		CommitLogOffset: v.PhysicalOffset,
+		BornTimestamp:   v.BornTimestamp,
+		StoreTimestamp:  v.StoreTimestamp,
+		BornHost:        born,
+		StoreHost:       storeHost,
+		ReconsumeTimes:  v.ReconsumeTimes,
+		SysFlag:         v.SysFlag,
+		RawProperties:   props,
 	}
-	props, _ := record.ParseProperties(r.Properties)
-	for _, p := range props {
-		switch p.Key {
+	for k, val := range record.AllProperties(props) {
+		switch k {
 		case record.PropertyTags:
-			m.Tags = p.Value
+			m.Tags = val
 		case record.PropertyKeys:
-			m.Keys = strings.Fields(p.Value)
+			m.Keys = strings.Fields(val)
 		case record.PropertyDelayLevel:
-			m.DelayLevel, _ = strconv.Atoi(p.Value)
+			m.DelayLevel, _ = strconv.Atoi(val)
 		case record.PropertyUniqueClientMessageIDKeyIndex:
-			m.MsgID = p.Value
+			m.MsgID = val
 		}
-		if !systemProperty(p.Key) {
+		if !systemProperty(k) {
 			if m.Properties == nil {
 				m.Properties = map[string]string{}
 			}
-			m.Properties[p.Key] = p.Value
+			m.Properties[k] = val
 		}
 	}
 	if m.MsgID == "" {
 		m.MsgID = m.OffsetMsgID
 	}
 	return m, nil
+}
+
+// bufString is b as a string without a copy: b is a message's own buffer,
+// never written after it is built.
+func bufString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 var systemProperties = map[string]bool{
@@ -162,18 +279,27 @@ func DecodeMessages(body []byte, brokerName string) ([]*MessageExt, error) {
 
 // decodeMessages decodes a pull or query body (records back to back).
 func decodeMessages(body []byte, brokerName string) ([]*MessageExt, error) {
-	var out []*MessageExt
+	n := 0
+	for b := body; len(b) >= record.BlankHeaderSize; n++ {
+		sz, _, _ := record.PeekHeader(b)
+		if sz <= 0 || int(sz) > len(b) {
+			break
+		}
+		b = b[sz:]
+	}
+	out := make([]*MessageExt, 0, n)
+	var topic string
 	for len(body) > 0 {
-		r, n, err := record.Decode(body, false)
+		v, err := record.Parse(body, false)
 		if err != nil {
 			return out, fmt.Errorf("client: decode message: %w", err)
 		}
-		body = body[n:]
-		m, err := fromRecord(r, brokerName)
+		m, err := fromView(&v, brokerName, &topic)
 		if err != nil {
 			return out, err
 		}
 		out = append(out, m)
+		body = body[v.TotalSize:]
 	}
 	return out, nil
 }

@@ -133,10 +133,25 @@ func (p *Producer) selectQueue(qs []MessageQueue, lastBroker string) MessageQueu
 
 // prepared is a message encoded for the wire.
 type prepared struct {
-	header *protocol.SendMessageRequestHeader
+	header protocol.SendMessageRequestHeader
 	body   []byte
 	uniq   string
 	code   int32
+
+	// A body from batchBodies (pool != nil) goes back once its owner and
+	// every request written from it let go (refs reaches 0): requests
+	// hold it until remoting wrote or dropped their frame.
+	pool *[]byte
+	refs atomic.Int32
+}
+
+// release drops one reference to a pooled body.
+func (pm *prepared) release() {
+	if pm.refs.Add(-1) == 0 {
+		*pm.pool = pm.body[:0]
+		pm.body = nil
+		batchBodies.Put(pm.pool)
+	}
 }
 
 func (p *Producer) prepare(m *Message) (*prepared, error) {
@@ -152,8 +167,7 @@ func (p *Producer) prepare(m *Message) (*prepared, error) {
 	if len(m.Body) > p.opts.MaxMessageSize {
 		return nil, fmt.Errorf("%w: body of %d bytes exceeds %d", ErrBadMessage, len(m.Body), p.opts.MaxMessageSize)
 	}
-	uniq := p.ids.Next()
-	props, err := m.properties(uniq, true)
+	props, uniq, err := m.encodeProperties(p.ids, true)
 	if err != nil {
 		return nil, err
 	}
@@ -164,19 +178,23 @@ func (p *Producer) prepare(m *Message) (*prepared, error) {
 			body, sysFlag = cb, flags
 		}
 	}
-	h := &protocol.SendMessageRequestHeader{
+	return &prepared{header: protocol.SendMessageRequestHeader{
 		ProducerGroup: p.opts.Group, Topic: m.Topic, DefaultTopic: protocol.DefaultTopic,
 		DefaultTopicQueueNums: p.opts.DefaultTopicQueueNums, SysFlag: sysFlag,
 		BornTimestamp: time.Now().UnixMilli(), Flag: m.Flag, Properties: props,
-	}
-	return &prepared{header: h, body: body, uniq: uniq, code: protocol.SendMessageV2}, nil
+	}, body: body, uniq: uniq, code: protocol.SendMessageV2}, nil
 }
 
 func (p *Producer) request(pm *prepared, mq MessageQueue) *protocol.Command {
-	h := *pm.header
+	h := pm.header
 	h.QueueID = mq.QueueID
 	h.BrokerName = mq.BrokerName
-	return protocol.NewRequest(pm.code, h.V2(), pm.body)
+	req := protocol.NewRequest(pm.code, h.V2(), pm.body)
+	if pm.pool != nil {
+		pm.refs.Add(1)
+		req.Release = pm.release
+	}
+	return req
 }
 
 // Send sends m synchronously: it returns once the broker stored it, or an
@@ -269,6 +287,7 @@ func (p *Producer) sendOnce(ctx context.Context, pm *prepared, mq MessageQueue) 
 }
 
 func (p *Producer) result(addr string, pm *prepared, mq MessageQueue, resp *protocol.Command) (*SendResult, error) {
+	defer resp.Recycle() // a send response's body is not used; header fields are copies
 	status := SendOK
 	switch resp.Code {
 	case protocol.Success:
@@ -317,15 +336,12 @@ func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendResul
 	}
 	p.inflight.Add(1)
 	p.amu.Unlock()
-	done := func(r *SendResult, err error) {
-		defer p.inflight.Done()
-		cb(r, err)
-	}
 	if p.batchable(m, pm, tr) {
-		p.enqueue(p.batcher(m.Topic), asyncItem{ctx: ctx, pm: pm, cb: done})
+		p.enqueue(p.batcher(m.Topic), asyncItem{ctx: ctx, pm: pm, cb: cb})
 		return nil
 	}
-	p.sendAsyncAttempt(ctx, pm, tr, "", 1+p.opts.Retries, done)
+	it := &asyncItem{ctx: ctx, pm: pm, cb: cb}
+	p.sendAsyncAttempt(ctx, pm, tr, "", 1+p.opts.Retries, func(r *SendResult, err error) { p.finish(it, r, err) })
 	return nil
 }
 
@@ -460,8 +476,7 @@ func (p *Producer) prepareBatch(msgs []*Message) (*prepared, string, error) {
 		if len(m.Body) == 0 {
 			return nil, "", fmt.Errorf("%w: empty body", ErrBadMessage)
 		}
-		uniq := p.ids.Next()
-		props, err := m.properties(uniq, true)
+		props, uniq, err := m.encodeProperties(p.ids, true)
 		if err != nil {
 			return nil, "", err
 		}
@@ -471,7 +486,7 @@ func (p *Producer) prepareBatch(msgs []*Message) (*prepared, string, error) {
 	if len(body) > p.opts.MaxMessageSize {
 		return nil, "", fmt.Errorf("%w: batch of %d bytes exceeds %d", ErrBadMessage, len(body), p.opts.MaxMessageSize)
 	}
-	h := &protocol.SendMessageRequestHeader{
+	h := protocol.SendMessageRequestHeader{
 		ProducerGroup: p.opts.Group, Topic: topic, DefaultTopic: protocol.DefaultTopic,
 		DefaultTopicQueueNums: p.opts.DefaultTopicQueueNums, BornTimestamp: time.Now().UnixMilli(), Batch: true,
 	}

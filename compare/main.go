@@ -55,6 +55,9 @@ import (
 	"github.com/smartgo/smartgo/store"
 )
 
+// sgWrites is SmartGo's store.Options.AsyncWrites (-async-writes).
+var sgWrites store.AsyncWriteMode
+
 type result struct {
 	rate     float64 // acknowledged publishes per second
 	p50, p99 time.Duration
@@ -73,8 +76,18 @@ func main() {
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole process to `file` at the end")
 	warmup := flag.Int64("warmup", 0, "messages sent and consumed before each measured run, not counted (both systems)")
 	rate := flag.Float64("rate", 0, "publishes per second in all, paced the same way on both (0 = as fast as each goes); at a rate both sustain, the latencies compare at equal load")
+	asyncWrites := flag.String("async-writes", "hybrid", "SmartGo's store.async_writes without -durable: hybrid, mapped or pwrite")
 	repeat := flag.Int("repeat", 1, "runs per system and size, interleaved (the order alternates); the table shows medians and the rate's range")
 	flag.Parse()
+	switch *asyncWrites {
+	case "hybrid":
+	case "mapped":
+		sgWrites = store.AsyncWriteMapped
+	case "pwrite":
+		sgWrites = store.AsyncWritePwrite
+	default:
+		fatal(fmt.Errorf("bad -async-writes %q", *asyncWrites))
+	}
 	if *repeat < 1 {
 		fatal(fmt.Errorf("bad -repeat %d", *repeat))
 	}
@@ -250,6 +263,7 @@ func runSmartGo(size, pubs, window int, count, warmup int64, rate float64, durab
 	regAddr := net.JoinHostPort("127.0.0.1", port)
 	so := store.DefaultOptions(filepath.Join(dir, "store"))
 	so.SegmentSize = 256 << 20
+	so.AsyncWrites = sgWrites
 	if durable {
 		so.FlushMode = store.FlushSync
 	}

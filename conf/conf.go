@@ -83,6 +83,7 @@ type Store struct {
 	MaxMessageSize      Size     `toml:"max_message_size"`
 	Flush               string   `toml:"flush"` // async, sync
 	FlushInterval       Duration `toml:"flush_interval"`
+	AsyncWrites         string   `toml:"async_writes"` // hybrid, mapped, pwrite (flush = async)
 	SyncFlushTimeout    Duration `toml:"sync_flush_timeout"`
 	FileReservedTime    Duration `toml:"file_reserved_time"`
 	DeleteWhen          string   `toml:"delete_when"` // "04" or "04;16": hours of the day
@@ -157,6 +158,7 @@ func Default() File {
 			IndexEntries:        20_000_000,
 			MaxMessageSize:      4 << 20,
 			Flush:               "async",
+			AsyncWrites:         "hybrid",
 			FlushInterval:       Duration{500 * time.Millisecond},
 			SyncFlushTimeout:    Duration{5 * time.Second},
 			FileReservedTime:    Duration{72 * time.Hour},

@@ -84,6 +84,7 @@ func TestConfBadInputNamesFileKeyAndRange(t *testing.T) {
 		{"size range", "[store]\nsegment_size = \"1KiB\"\n", []string{"store.segment_size", "between 4KiB and 16GiB"}},
 		{"bad duration", "[store]\nflush_interval = \"soon\"\n", []string{"flush_interval", "invalid duration"}},
 		{"bad enum", "[store]\nflush = \"sometimes\"\n", []string{"store.flush", "one of async, sync"}},
+		{"bad write mode", "[store]\nasync_writes = \"lazily\"\n", []string{"store.async_writes", "one of hybrid, mapped, pwrite"}},
 		{"bad addr", "[registry]\nlisten = \"nine-eight-seven-six\"\n", []string{"registry.listen", "host:port"}},
 		{"slave id", "[broker]\nrole = \"slave\"\n", []string{"broker.id", "slave"}},
 		{"master id", "[broker]\nid = 3\n", []string{"broker.id", "master must have id 0"}},
@@ -196,7 +197,7 @@ func TestConfSizeAndDuration(t *testing.T) {
 
 func TestConfKeys(t *testing.T) {
 	keys := Keys("store")
-	if len(keys) != 15 || keys[0] != "store.check_crc_on_recover" {
+	if len(keys) != 16 || keys[0] != "store.async_writes" {
 		t.Fatalf("Keys(store) = %v", keys)
 	}
 	for _, k := range Keys("bridge") {

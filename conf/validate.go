@@ -168,6 +168,7 @@ func (s *Store) validate(v *validator) {
 		v.bad("store.max_message_size", s.MaxMessageSize, fmt.Sprintf("must be at least 1KiB smaller than store.segment_size (%s)", s.SegmentSize))
 	}
 	v.oneOf("store.flush", s.Flush, "async", "sync")
+	v.oneOf("store.async_writes", s.AsyncWrites, "hybrid", "mapped", "pwrite")
 	v.durRange("store.flush_interval", s.FlushInterval, time.Millisecond, time.Minute)
 	v.durRange("store.sync_flush_timeout", s.SyncFlushTimeout, time.Millisecond, time.Minute)
 	v.durRange("store.file_reserved_time", s.FileReservedTime, time.Minute, 10*365*24*time.Hour)

@@ -87,44 +87,99 @@ func BenchmarkBaselineWrite(b *testing.B) {
 	}
 }
 
+// asyncModes are the FlushAsync write modes the put benchmarks compare.
+var asyncModes = []AsyncWriteMode{AsyncWriteHybrid, AsyncWritePwrite}
+
+// BenchmarkStorePut measures FlushAsync puts of one record: through the
+// mapping (AsyncWriteHybrid, the default, and AsyncWriteMapped) or with a
+// pwrite each (AsyncWritePwrite).
 func BenchmarkStorePut(b *testing.B) {
 	for _, size := range []int{128, 1024} {
 		for _, putters := range []int{1, 8} {
-			b.Run(fmt.Sprintf("size=%d/putters=%d", size, putters), func(b *testing.B) {
-				s, err := Open(benchOptions(b.TempDir()))
+			for _, mode := range asyncModes {
+				b.Run(fmt.Sprintf("size=%d/putters=%d/writes=%v", size, putters, mode), func(b *testing.B) {
+					o := benchOptions(b.TempDir())
+					o.AsyncWrites = mode
+					benchStorePut(b, o, size, putters)
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkStorePutBatch measures FlushAsync puts of 32-record batches (a
+// SEND_BATCH request), written with one pwrite (AsyncWriteHybrid, the
+// default) or through the mapping (AsyncWriteMapped).
+func BenchmarkStorePutBatch(b *testing.B) {
+	const n = 32
+	for _, size := range []int{128, 1024} {
+		for _, mode := range []AsyncWriteMode{AsyncWriteHybrid, AsyncWriteMapped} {
+			b.Run(fmt.Sprintf("size=%d/batch=%d/writes=%v", size, n, mode), func(b *testing.B) {
+				o := benchOptions(b.TempDir())
+				o.AsyncWrites = mode
+				s, err := Open(o)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer s.Close()
-				m := benchMsg(size)
-				n := record.Size(m)
-				b.SetBytes(int64(n))
-				b.ReportAllocs()
+				tmpl := benchMsg(size)
+				items := make([]record.BatchItem, n)
+				for i := range items {
+					items[i] = record.BatchItem{Body: tmpl.Body, Properties: []byte(tmpl.Properties)}
+				}
+				tmpl.Properties = ""
 				ctx := context.Background()
+				res, err := s.PutBatch(ctx, tmpl, items)
+				if err != nil || res.MsgCount != n {
+					b.Fatalf("PutBatch: %+v %v", res, err)
+				}
+				b.SetBytes(int64(res.WroteBytes))
+				b.ReportAllocs()
 				b.ResetTimer()
 				start := time.Now()
-				if putters == 1 {
-					for i := 0; i < b.N; i++ {
-						if _, err := s.Put(ctx, m); err != nil {
-							b.Fatal(err)
-						}
+				for i := 0; i < b.N; i++ {
+					if _, err := s.PutBatch(ctx, tmpl, items); err != nil {
+						b.Fatal(err)
 					}
-				} else {
-					b.SetParallelism((putters + 1) / 2)
-					b.RunParallel(func(pb *testing.PB) {
-						mm := *m
-						for pb.Next() {
-							if _, err := s.Put(ctx, &mm); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
 				}
-				reportRate(b, start, b.N, n)
+				reportRate(b, start, b.N*n, res.WroteBytes/n)
 			})
 		}
 	}
+}
+
+func benchStorePut(b *testing.B, o Options, size, putters int) {
+	s, err := Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	m := benchMsg(size)
+	n := record.Size(m)
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	if putters == 1 {
+		for i := 0; i < b.N; i++ {
+			if _, err := s.Put(ctx, m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	} else {
+		b.SetParallelism((putters + 1) / 2)
+		b.RunParallel(func(pb *testing.PB) {
+			mm := *m
+			for pb.Next() {
+				if _, err := s.Put(ctx, &mm); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	reportRate(b, start, b.N, n)
 }
 
 func BenchmarkBaselineSyncEach(b *testing.B) {

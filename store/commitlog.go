@@ -40,25 +40,32 @@ type commitLog struct {
 	active   *mappedFile
 	writePos int64
 	// pwrite: records are written with pwrite(2) on the segment's
-	// descriptor instead of through the mapping (FlushSync mode). Writes
-	// through a shared mapping make every later fdatasync several times
-	// dearer on ext4 (page_mkwrite faults, write-protect on writeback);
-	// pwrite overwriting zeroed, synced blocks leaves each group-commit
-	// fdatasync only the new data pages. Readers still read the mapping: it
-	// shares the page cache with the descriptor.
+	// descriptor instead of through the mapping (FlushSync, and FlushAsync
+	// with AsyncWritePwrite; with AsyncWriteHybrid, batches only: see
+	// inBatch). Writes through a
+	// shared mapping make every later fdatasync several times dearer on
+	// ext4 (page_mkwrite faults, write-protect on writeback); pwrite
+	// leaves each fdatasync only the new data pages. Readers still read
+	// the mapping: it shares the page cache with the descriptor.
 	//
 	// Records are not written one by one: appendLocked encodes them into
 	// pend (write-behind), and drainLocked writes the whole run with one
-	// pwrite just before the flusher's fdatasync (or when a putter stops
-	// waiting, a segment rolls or pend grows large). One pwrite per group
-	// commit instead of one per record (~8 µs each, under putMu) is what
-	// lets many putters reach one fdatasync. committed (what readers see)
-	// advances only when the bytes are in the page cache; appended is the
-	// end of the log including pend.
-	pwrite  bool
-	pend    []byte      // encoded records not yet written; protected by Store.putMu
-	pendSeg *mappedFile // segment pend belongs to; protected by Store.putMu
-	pendRel int64       // position of pend[0] in pendSeg; protected by Store.putMu
+	// pwrite just before the flusher's fdatasync (or when a putter does
+	// not wait for it, as every FlushAsync put, a segment rolls or pend
+	// grows large). One pwrite per group commit instead of one per record
+	// (~8 µs each, under putMu) is what lets many putters reach one
+	// fdatasync. committed (what readers see) advances only when the bytes
+	// are in the page cache; appended is the end of the log including pend.
+	pwrite bool
+	// batchPwrite (AsyncWriteHybrid): PutBatch sets inBatch for its
+	// records, which then take the pend/pwrite path like pwrite's, and
+	// writes them out before it releases putMu, so pend is empty whenever
+	// putMu is free and single puts write through the mapping.
+	batchPwrite bool
+	inBatch     bool        // protected by Store.putMu
+	pend        []byte      // encoded records not yet written; protected by Store.putMu
+	pendSeg     *mappedFile // segment pend belongs to; protected by Store.putMu
+	pendRel     int64       // position of pend[0] in pendSeg; protected by Store.putMu
 	// nextAt is the write position at which the next segment is requested
 	// from the allocator (0: already requested); protected by Store.putMu.
 	// Preparing a segment writes and syncs it whole, so it is asked for
@@ -67,17 +74,17 @@ type commitLog struct {
 	// group-commit fdatasyncs on the same disk.
 	nextAt int64
 
-	// Write pre-faulting (FlushAsync): the writer copies records into the
-	// mapping, and the first store to each fresh page costs a write fault
-	// (page_mkwrite, several µs: most of a 1 KiB put). The prefaulter
-	// goroutine populates the pages ahead of the writer writable
-	// (MADV_POPULATE_WRITE), prefaultChunk at a time, keeping prefaultAhead
-	// bytes ready. faulted is the end of the range requested so far in the
-	// active segment; protected by Store.putMu. Populated pages are dirty
-	// zeros until the writer fills them: an async flush that finds some
-	// ahead of the writer writes them out once more (at most prefaultAhead
-	// per flush), the price of the fault-free appends.
-	prefault   bool        // set at construction (FlushAsync), never changed
+	// Write pre-faulting (FlushAsync, unless AsyncWritePwrite): the writer copies
+	// records into the mapping, and the first store to each fresh page
+	// costs a write fault (page_mkwrite, several µs: most of a 1 KiB put).
+	// The prefaulter goroutine populates the pages ahead of the writer
+	// writable (MADV_POPULATE_WRITE), prefaultChunk at a time, keeping
+	// prefaultAhead bytes ready. faulted is the end of the range requested
+	// so far in the active segment; protected by Store.putMu. Populated
+	// pages are dirty zeros until the writer fills them: an async flush
+	// that finds some ahead of the writer writes them out once more (at
+	// most prefaultAhead per flush), the price of the fault-free appends.
+	prefault   bool        // set at construction (mapped writes), never changed
 	noPrefault atomic.Bool // MADV_POPULATE_WRITE unsupported: stop asking
 	faulted    int64
 	faultReq   chan faultRange
@@ -93,10 +100,11 @@ func newCommitLog(s *Store) *commitLog {
 		dir:      filepath.Join(s.opts.Root, "commitlog"),
 		segSize:  s.opts.SegmentSize,
 		allocReq: make(chan int64, 1),
-		pwrite:   s.opts.FlushMode == FlushSync,
+		pwrite:   s.opts.FlushMode == FlushSync || s.opts.AsyncWrites == AsyncWritePwrite,
 		faultReq: make(chan faultRange, 1),
 	}
 	cl.prefault = !cl.pwrite
+	cl.batchPwrite = !cl.pwrite && s.opts.AsyncWrites == AsyncWriteHybrid
 	empty := []*mappedFile{}
 	cl.segs.Store(&empty)
 	return cl
@@ -248,7 +256,8 @@ func (cl *commitLog) appendLocked(m *record.Message, size int) (int64, error) {
 	m.PhysicalOffset = cl.writePos
 	var n int
 	var err error
-	if cl.pwrite {
+	viaPend := cl.pwrite || cl.inBatch
+	if viaPend {
 		if len(cl.pend) > 0 && (cl.pendSeg != seg || len(cl.pend)+size > maxPend) {
 			if err := cl.drainLocked(); err != nil {
 				return 0, err
@@ -271,7 +280,7 @@ func (cl *commitLog) appendLocked(m *record.Message, size int) (int64, error) {
 	cl.writePos += int64(n)
 	cl.appended.Store(cl.writePos)
 	cl.lastTs.Store(m.StoreTimestamp)
-	if !cl.pwrite {
+	if !viaPend {
 		seg.wrote.Store(rel + int64(n))
 		cl.committed.Store(cl.writePos)
 		if cl.prefault && cl.writePos+prefaultAhead > cl.faulted {
@@ -488,8 +497,15 @@ func (cl *commitLog) warmMode() warmMode {
 	switch {
 	case !cl.s.opts.WarmSegments:
 		return warmNone
-	case cl.pwrite:
+	case cl.pwrite && cl.s.opts.FlushMode == FlushSync:
 		return warmZero
+	case cl.pwrite:
+		// FlushAsync: the extent conversions of fallocated blocks ride on
+		// a flush every FlushInterval, which costs less than a
+		// segment-sized zero write (and sync) competing with the appends
+		// (measured in e2e runs: rate and p99 both better without it), and
+		// Open of a new store does not wait for one (~3 s per GiB).
+		return warmNone
 	case cl.prefault && !cl.noPrefault.Load():
 		// The prefaulter populates pages writable just ahead of the
 		// writer; read-faulting the whole segment first would only double

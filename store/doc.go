@@ -114,11 +114,12 @@
 //
 // # Concurrency
 //
-// See LOCKING.md. One writer (putMu) appends into the mapping (FlushAsync)
-// or into a write-behind buffer written with one pwrite per group commit
-// (FlushSync) and then publishes the new end (an atomic) once the bytes
-// are in the page cache; the dispatcher, flusher and readers only touch
-// bytes below it. Files carry reference counts: readers hold a
+// See LOCKING.md. One writer (putMu) appends into a write-behind buffer
+// written with one pwrite per group commit (FlushSync), or, with FlushAsync,
+// copies a single put into the mapping and writes a batch with one pwrite
+// (Options.AsyncWrites has the other choices), and
+// then publishes the new end (an atomic) once the bytes are in the page
+// cache; the dispatcher, flusher and readers only touch bytes below it. Files carry reference counts: readers hold a
 // reference until GetResult.Release, and a deleted file is unmapped when
 // the last reference goes.
 package store

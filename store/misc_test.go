@@ -520,7 +520,7 @@ func TestStoreSegmentPreparedAtHalf(t *testing.T) {
 	})
 }
 
-// TestStorePrefaultWindow: in FlushAsync mode the prefaulter populates the
+// TestStorePrefaultWindow: with mapped writes the prefaulter populates the
 // pages ahead of the writer; its ranges are page aligned (madvise refuses
 // others, which silently turned pre-faulting off) and the populate keeps
 // the bytes already written.

@@ -87,6 +87,7 @@ type Store struct {
 
 	putMu        sync.Mutex
 	queueOffsets map[cqKey]int64 // next queue offset per queue; protected by putMu
+	batchProps   []byte          // PutBatch's properties scratch; protected by putMu
 	closed       atomic.Bool     // set under putMu by Close
 	werr         atomic.Pointer[error]
 	diskFull     atomic.Bool
@@ -313,6 +314,7 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 		s.stats.putErrors.Add(1)
 		return PutResult{Status: st}, err
 	}
+	m.StoreHost = s.opts.StoreHost // before sizing: an IPv6 host is wider
 	size := record.Size(m)
 	if size > s.opts.MaxMessageSize {
 		s.stats.putErrors.Add(1)
@@ -332,7 +334,6 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 	}
 	m.QueueOffset = qoff
 	m.StoreTimestamp = s.opts.Now().UnixMilli()
-	m.StoreHost = s.opts.StoreHost
 	phy, err := s.cl.appendLocked(m, size)
 	if err != nil {
 		s.putMu.Unlock()
@@ -365,7 +366,7 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 // waiting putters until the flusher's next fdatasync), and the dispatcher
 // is woken for bytes that are readable.
 func (s *Store) afterAppendLocked(wait bool) error {
-	if !s.cl.pwrite {
+	if !s.cl.pwrite && !s.cl.inBatch {
 		s.wakeDispatcher()
 		return nil
 	}
@@ -428,39 +429,22 @@ func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []reco
 	if len(items) == 0 {
 		return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}}, fmt.Errorf("%w: empty batch", ErrIllegalMessage)
 	}
-	msgs := make([]record.Message, len(items))
-	sizes := make([]int, len(items))
-	var propBuf []byte
-	for _, it := range items {
-		propBuf = append(propBuf, it.Properties...)
-		if len(it.Properties) > 0 && len(tmpl.Properties) > 0 && it.Properties[len(it.Properties)-1] != record.PropertySeparator {
-			propBuf = append(propBuf, record.PropertySeparator)
-		}
-		propBuf = append(propBuf, tmpl.Properties...)
-	}
-	off := 0
+	// Records differ only in flag, body and properties: their sizes follow
+	// from the lengths, and one Message is reused for all of them.
+	base := record.Size(&record.Message{Topic: tmpl.Topic, BornHost: tmpl.BornHost, StoreHost: s.opts.StoreHost})
 	total := 0
 	for i, it := range items {
-		n := len(it.Properties)
-		if n > 0 && len(tmpl.Properties) > 0 && it.Properties[n-1] != record.PropertySeparator {
-			n++
-		}
-		n += len(tmpl.Properties)
-		msgs[i] = *tmpl
-		msgs[i].Flag = it.Flag
-		msgs[i].Body = it.Body
-		msgs[i].Properties = unsafe.String(unsafe.SliceData(propBuf[off:]), n)
-		off += n
-		sizes[i] = record.Size(&msgs[i])
-		if sizes[i] > s.opts.MaxMessageSize {
+		np := batchPropsLen(it.Properties, tmpl.Properties)
+		size := base + len(it.Body) + np
+		if size > s.opts.MaxMessageSize {
 			return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}},
-				fmt.Errorf("%w: batch item %d is %d bytes > %d", ErrMessageTooLarge, i, sizes[i], s.opts.MaxMessageSize)
+				fmt.Errorf("%w: batch item %d is %d bytes > %d", ErrMessageTooLarge, i, size, s.opts.MaxMessageSize)
 		}
-		if len(msgs[i].Topic) > record.MaxTopicLen || len(msgs[i].Properties) > record.MaxPropertiesLen {
+		if len(tmpl.Topic) > record.MaxTopicLen || np > record.MaxPropertiesLen {
 			return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}},
 				fmt.Errorf("%w: batch item %d: topic or properties too long", ErrIllegalMessage, i)
 		}
-		total += sizes[i]
+		total += size
 	}
 	excluded := isTxExcluded(tmpl.SysFlag)
 	res := BatchResult{PhysicalOffsets: make([]int64, len(items))}
@@ -469,6 +453,7 @@ func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []reco
 		s.putMu.Unlock()
 		return BatchResult{PutResult: PutResult{Status: st}}, err
 	}
+	s.cl.inBatch = s.cl.batchPwrite // cleared before every unlock below
 	key := cqKey{tmpl.Topic, tmpl.QueueID}
 	qoff := int64(0)
 	if !excluded {
@@ -476,19 +461,30 @@ func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []reco
 	}
 	now := s.opts.Now().UnixMilli()
 	var end int64
-	for i := range msgs {
-		m := &msgs[i]
+	m := *tmpl
+	m.StoreTimestamp = now
+	m.StoreHost = s.opts.StoreHost
+	for i, it := range items {
+		// batchProps is protected by putMu; m.Properties views it only
+		// until the record is encoded.
+		s.batchProps = appendBatchProps(s.batchProps[:0], it.Properties, tmpl.Properties)
+		m.Flag = it.Flag
+		m.Body = it.Body
+		m.Properties = unsafe.String(unsafe.SliceData(s.batchProps), len(s.batchProps))
 		m.QueueOffset = qoff
 		if !excluded {
 			m.QueueOffset = qoff + int64(i)
 		}
-		m.StoreTimestamp = now
-		m.StoreHost = s.opts.StoreHost
-		phy, err := s.cl.appendLocked(m, sizes[i])
+		size := base + len(it.Body) + len(s.batchProps)
+		phy, err := s.cl.appendLocked(&m, size)
 		if err != nil {
 			if i > 0 && !excluded {
 				s.setQueueOffsetLocked(key, qoff+int64(i))
 			}
+			if i > 0 && s.cl.inBatch {
+				_ = s.cl.drainLocked() // what was appended is readable; the write error is sticky below
+			}
+			s.cl.inBatch = false
 			s.putMu.Unlock()
 			if i > 0 {
 				// Part of the batch is in the log: that is a write failure.
@@ -499,27 +495,55 @@ func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []reco
 			return BatchResult{PutResult: r}, e
 		}
 		res.PhysicalOffsets[i] = phy
-		end = phy + int64(sizes[i])
+		end = phy + int64(size)
+	}
+	if cap(s.batchProps) > maxBatchPropsKeep {
+		s.batchProps = nil
 	}
 	if !excluded {
-		s.setQueueOffsetLocked(key, qoff+int64(len(msgs)))
+		s.setQueueOffsetLocked(key, qoff+int64(len(items)))
 	}
 	wait := s.opts.FlushMode == FlushSync && waitStore(tmpl.Properties)
-	if err := s.afterAppendLocked(wait); err != nil {
+	err := s.afterAppendLocked(wait)
+	s.cl.inBatch = false
+	if err != nil {
 		s.putMu.Unlock()
 		s.setWriteErr(err)
 		return BatchResult{PutResult: PutResult{Status: PutServiceNotAvailable}}, s.Err()
 	}
 	s.putMu.Unlock()
 	res.PutResult = PutResult{Status: PutOK, PhysicalOffset: res.PhysicalOffsets[0], QueueOffset: qoff,
-		WroteBytes: total, StoreTimestamp: now, MsgCount: len(msgs), StoreHost: s.opts.StoreHost}
+		WroteBytes: total, StoreTimestamp: now, MsgCount: len(items), StoreHost: s.opts.StoreHost}
 	if wait {
 		if res.Status = s.waitDurable(ctx, end); res.Status != PutOK && res.Status != PutFlushDiskTimeout {
 			return BatchResult{PutResult: PutResult{Status: res.Status}}, s.Err()
 		}
 	}
-	s.stats.recordPut(len(msgs), total, time.Since(start))
+	s.stats.recordPut(len(items), total, time.Since(start))
 	return res, nil
+}
+
+// maxBatchPropsKeep bounds the properties scratch a store keeps between
+// batches.
+const maxBatchPropsKeep = 64 << 10
+
+// batchPropsLen is len(appendBatchProps(nil, item, tmpl)).
+func batchPropsLen(item []byte, tmpl string) int {
+	n := len(item) + len(tmpl)
+	if len(item) > 0 && len(tmpl) > 0 && item[len(item)-1] != record.PropertySeparator {
+		n++
+	}
+	return n
+}
+
+// appendBatchProps appends a batch record's properties: the item's own,
+// a separator unless the item's end with one, then the template's.
+func appendBatchProps(dst, item []byte, tmpl string) []byte {
+	dst = append(dst, item...)
+	if len(item) > 0 && len(tmpl) > 0 && item[len(item)-1] != record.PropertySeparator {
+		dst = append(dst, record.PropertySeparator)
+	}
+	return append(dst, tmpl...)
 }
 
 // MaxPhysicalOffset is the end of the commitlog (next write position).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -329,6 +330,138 @@ func TestStorePutBatch(t *testing.T) {
 	big := []record.BatchItem{{Body: make([]byte, 20<<10)}}
 	if _, err := s.PutBatch(context.Background(), tmpl, big); !errors.Is(err, ErrMessageTooLarge) {
 		t.Fatalf("oversized batch item: %v", err)
+	}
+}
+
+// TestStorePutIPv6StoreHost: records are sized with the store's own host,
+// which is 12 bytes wider as IPv6 than the zero host a sender leaves.
+func TestStorePutIPv6StoreHost(t *testing.T) {
+	host := netip.MustParseAddrPort("[2001:db8::1]:10911")
+	s := openTest(t, t.TempDir(), func(o *Options) { o.StoreHost = host })
+	if _, err := s.Put(context.Background(), newMsg(msgSpec{topic: "V6", body: "single"})); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	tmpl := newMsg(msgSpec{topic: "V6"})
+	res, err := s.PutBatch(context.Background(), tmpl, []record.BatchItem{{Body: []byte("b0")}, {Body: []byte("b1")}})
+	if err != nil || res.MsgCount != 2 {
+		t.Fatalf("PutBatch: %+v %v", res, err)
+	}
+	waitDispatched(t, s)
+	got := readAll(t, s, "V6", 0)
+	if len(got) != 3 {
+		t.Fatalf("%d messages", len(got))
+	}
+	for i, m := range got {
+		if m.StoreHost != host || string(m.Body) != []string{"single", "b0", "b1"}[i] {
+			t.Errorf("message %d: host %v body %q", i, m.StoreHost, m.Body)
+		}
+	}
+}
+
+// TestStoreAsyncWriteModes: in every FlushAsync write mode a put, single
+// or batched, is in the page cache and readable when Put or PutBatch
+// returns (nothing waits in the write-behind buffer), and mixing mapped
+// single puts with pwritten batches (hybrid) keeps the log contiguous.
+func TestStoreAsyncWriteModes(t *testing.T) {
+	for _, mode := range []AsyncWriteMode{AsyncWriteHybrid, AsyncWriteMapped, AsyncWritePwrite} {
+		mapped := mode
+		dir := t.TempDir()
+		s := openTest(t, dir, func(o *Options) { o.FlushMode, o.AsyncWrites = FlushAsync, mode })
+		if s.cl.pwrite != (mode == AsyncWritePwrite) || s.cl.prefault == (mode == AsyncWritePwrite) || s.cl.batchPwrite != (mode == AsyncWriteHybrid) {
+			t.Fatalf("%v: pwrite=%v prefault=%v batchPwrite=%v", mode, s.cl.pwrite, s.cl.prefault, s.cl.batchPwrite)
+		}
+		ctx := context.Background()
+		for i := range 50 {
+			res, err := s.Put(ctx, newMsg(msgSpec{topic: "W", body: fmt.Sprint("single", i)}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m, err := s.ReadMessage(res.PhysicalOffset); err != nil || string(m.Body) != fmt.Sprint("single", i) {
+				t.Fatalf("%v: read back put %d: %v", mapped, i, err)
+			}
+			items := []record.BatchItem{{Body: []byte(fmt.Sprint("a", i))}, {Body: []byte(fmt.Sprint("b", i))}}
+			br, err := s.PutBatch(ctx, newMsg(msgSpec{topic: "W"}), items)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j, phy := range br.PhysicalOffsets {
+				if m, err := s.ReadMessage(phy); err != nil || string(m.Body) != string(items[j].Body) {
+					t.Fatalf("%v: read back batch %d item %d: %v", mapped, i, j, err)
+				}
+			}
+			if c, a := s.cl.committed.Load(), s.cl.appended.Load(); c != a {
+				t.Fatalf("%v: committed %d, appended %d after a put", mapped, c, a)
+			}
+		}
+		// Reopen: recovery walks all 150 records, in order, from the files.
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s = openTest(t, dir, nil)
+		if got := s.MaxOffset("W", 0); got != 150 {
+			t.Fatalf("%v: %d records in queue W/0 after reopen, want 150", mode, got)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestStorePutBatchProperties: each record's properties are the item's,
+// a separator unless the item's end with one, then the template's.
+func TestStorePutBatchProperties(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	cases := []struct{ item, tmpl, want string }{
+		{"A\x01a", "T\x01t", "A\x01a\x02T\x01t"},
+		{"A\x01a\x02", "T\x01t", "A\x01a\x02T\x01t"},
+		{"", "T\x01t", "T\x01t"},
+		{"A\x01a", "", "A\x01a"},
+		{"", "", ""},
+		{strings.Repeat("K\x01v\x02", 300), "T\x01t", strings.Repeat("K\x01v\x02", 300) + "T\x01t"},
+	}
+	for i, c := range cases {
+		tmpl := newMsg(msgSpec{topic: "P", qid: int32(i)})
+		tmpl.Properties = c.tmpl
+		// Two items: the second must not see the first's properties.
+		items := []record.BatchItem{{Body: []byte("x"), Properties: []byte(c.item)}, {Body: []byte("y")}}
+		if _, err := s.PutBatch(context.Background(), tmpl, items); err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		waitDispatched(t, s)
+		got := readAll(t, s, "P", int32(i))
+		if len(got) != 2 || got[0].Properties != c.want || got[1].Properties != c.tmpl {
+			for _, m := range got {
+				t.Logf("properties %q", m.Properties)
+			}
+			t.Fatalf("case %d: %d records, want %q then %q", i, len(got), c.want, c.tmpl)
+		}
+	}
+}
+
+// TestStorePutBatchAllocs: a batch costs a fixed number of allocations,
+// not one or more per record.
+func TestStorePutBatchAllocs(t *testing.T) {
+	// Files large enough that the dispatcher, whose allocations count
+	// too, does not create new ones during the measurement.
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.FlushMode, o.CQEntriesPerFile, o.IndexSlots, o.IndexEntries = FlushAsync, 1<<16, 1<<10, 1<<16
+	})
+	tmpl := newMsg(msgSpec{topic: "A"})
+	tmpl.Properties = "CLUSTER\x01c"
+	items := make([]record.BatchItem, 64)
+	for i := range items {
+		items[i] = record.BatchItem{Body: make([]byte, 128), Properties: []byte("UNIQ_KEY\x01AAAABBBBCCCCDDDDEEEEFFFF00001111\x02WAIT\x01true")}
+	}
+	ctx := context.Background()
+	a := testing.AllocsPerRun(50, func() {
+		if _, err := s.PutBatch(ctx, tmpl, items); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// One for the offsets; the rest is slack for background goroutines
+	// (flushers, dispatcher), whose allocations AllocsPerRun counts too.
+	if a > 8 {
+		t.Errorf("PutBatch of %d items: %.1f allocations, want <= 8", len(items), a)
 	}
 }
 

@@ -23,6 +23,12 @@ func storeOptions(s conf.Store, inMemoryRatio int, log *slog.Logger) store.Optio
 	if s.Flush == "sync" {
 		o.FlushMode = store.FlushSync
 	}
+	switch s.AsyncWrites {
+	case "mapped":
+		o.AsyncWrites = store.AsyncWriteMapped
+	case "pwrite":
+		o.AsyncWrites = store.AsyncWritePwrite
+	}
 	o.FlushInterval = s.FlushInterval.D()
 	o.SyncFlushTimeout = s.SyncFlushTimeout.D()
 	o.FileReservedTime = s.FileReservedTime.D()

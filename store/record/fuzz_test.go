@@ -135,6 +135,13 @@ func FuzzPropertiesParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("ParseProperties: %v", err)
 		}
+		var seq Properties
+		for k, v := range AllProperties(s) {
+			seq = append(seq, Property{k, v})
+		}
+		if !slices.Equal(seq, p) {
+			t.Fatalf("AllProperties(%q) = %q, ParseProperties = %q", s, seq, p)
+		}
 		for _, kv := range p {
 			if kv.Key == "" || kv.Value == "" {
 				t.Fatalf("empty key or value in %q", p)

@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"fmt"
+	"iter"
 	"strings"
 	"unsafe"
 )
@@ -175,6 +176,20 @@ func ParseProperties(s string) (Properties, error) {
 		}
 		p = append(p, Property{Key: s[k0:k1], Value: s[k1+1 : v1]})
 		pos = next
+	}
+}
+
+// AllProperties yields the pairs ParseProperties would return, in order
+// (duplicates included), as substrings of s. It does not allocate.
+func AllProperties(s string) iter.Seq2[string, string] {
+	return func(yield func(key, value string) bool) {
+		for pos := 0; ; {
+			k0, k1, v1, next, ok := nextPair(s, pos)
+			if !ok || !yield(s[k0:k1], s[k1+1:v1]) {
+				return
+			}
+			pos = next
+		}
 	}
 }
 

@@ -32,6 +32,14 @@ func TestRecordPropertiesParse(t *testing.T) {
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("ParseProperties(%q) = %q, want %q", c.in, got, c.want)
 		}
+		// AllProperties yields the same pairs.
+		var seq Properties
+		for k, v := range AllProperties(c.in) {
+			seq = append(seq, Property{k, v})
+		}
+		if !reflect.DeepEqual(seq, c.want) {
+			t.Errorf("AllProperties(%q) = %q, want %q", c.in, seq, c.want)
+		}
 		// LookupProperty agrees with Get on every key (first match wins).
 		for _, kv := range got {
 			want, _ := got.Get(kv.Key)
@@ -151,6 +159,7 @@ func TestRecordForEachKey(t *testing.T) {
 
 func TestRecordPropertiesZeroAlloc(t *testing.T) {
 	raw := []byte("KEYS\x01order-1 order-2 order-3\x02TAGS\x01TagA\x02UNIQ_KEY\x017F0000010A8418B4AAC2000000000000\x02WAIT\x01true")
+	rawS := string(raw)
 	var n int
 	if a := testing.AllocsPerRun(1000, func() {
 		v, ok := LookupProperty(raw, PropertyUniqueClientMessageIDKeyIndex)
@@ -162,7 +171,13 @@ func TestRecordPropertiesZeroAlloc(t *testing.T) {
 		if _, ok := LookupProperty(raw, "MISSING"); ok {
 			t.Fatal("found MISSING")
 		}
+		for k, v := range AllProperties(rawS) {
+			n += len(k) + len(v)
+			if k == PropertyTags {
+				break
+			}
+		}
 	}); a != 0 {
-		t.Errorf("LookupProperty/ForEachKey allocate %.1f times per call, want 0", a)
+		t.Errorf("LookupProperty/ForEachKey/AllProperties allocate %.1f times per call, want 0", a)
 	}
 }
