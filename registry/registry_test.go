@@ -480,3 +480,34 @@ func TestRegistryJavaClientFrame(t *testing.T) {
 		t.Fatalf("route body %s", rest[hl:])
 	}
 }
+
+// The processors are NoRetain, so the connection reuses the receive
+// buffers of their requests: what a registration stored must not change
+// when later requests land in the same bytes.
+func TestRegistryBodiesNotRetained(t *testing.T) {
+	_, reg := startRegistry(t, Options{})
+	b := newTestBroker(t, "broker-a", "10.0.0.1:10911", 0, "TopicA01", "TopicA02")
+	b.register(reg)
+	// Same version (ignored by the registry), topic names of the same
+	// length: their bytes overwrite the first body's if it is reused.
+	for i := 0; i < 50; i++ {
+		b.topics = map[string]*protocol.TopicConfig{}
+		for _, tp := range []string{fmt.Sprintf("TopicZ%02d", i), fmt.Sprintf("TopicY%02d", i)} {
+			b.topics[tp] = &protocol.TopicConfig{TopicName: tp, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6, TopicFilterType: "SINGLE_TAG"}
+		}
+		b.register(reg)
+		dv, _ := protocol.EncodeJSON(protocol.DataVersion{Counter: 1, Timestamp: 1700000000000 + int64(i)})
+		call(t, b.c, reg, protocol.QueryDataVersion, &protocol.QueryDataVersionRequestHeader{
+			BrokerName: "broker-a", BrokerAddr: "10.0.0.1:10911", ClusterName: "DefaultCluster"}, dv)
+	}
+	c := newCaller(t)
+	resp := call(t, c, reg, protocol.GetAllTopicListFromNameserver, nil, nil)
+	if string(resp.Body) != `{"topicList":["TopicA01","TopicA02"]}` {
+		t.Fatalf("topics after reused buffers: %s", resp.Body)
+	}
+	for _, tp := range []string{"TopicA01", "TopicA02"} {
+		if rd, _ := route(t, c, reg, tp); rd == nil || rd.QueueDatas[0].WriteQueueNums != 4 {
+			t.Fatalf("route of %s lost", tp)
+		}
+	}
+}

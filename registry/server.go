@@ -110,9 +110,16 @@ func (s *Server) connClosed(c *remoting.Conn, err error) {
 	}
 }
 
+// registerProcessors registers every processor NoRetain: none keeps any
+// part of req.Body once it returned. Only REGISTER_BROKER and
+// QUERY_DATA_VERSION read the body: they check its CRC and decode it with
+// encoding/json (through protocol.DecodeJSON), which copies every string
+// and slice it stores, and keep only the decoded values; none keeps req
+// to answer later. The remoting connection may thus reuse the requests'
+// receive buffers.
 func (s *Server) registerProcessors() {
 	reg := func(code int32, pool remoting.Pool, fn func(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error)) {
-		s.rs.RegisterFunc(code, pool, fn)
+		s.rs.RegisterWith(code, pool, remoting.ProcessorFunc(fn), remoting.RegisterOptions{NoRetain: true})
 	}
 	reg(protocol.RegisterBroker, remoting.PoolHeartbeat, s.registerBroker)
 	reg(protocol.UnregisterBroker, remoting.PoolHeartbeat, s.unregisterBroker)

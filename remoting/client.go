@@ -45,7 +45,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	log := discardIfNil(opts.Logger)
 	c := &Client{opts: opts, log: log, conns: make(map[string]*Conn), dialing: make(map[string]*dialing)}
 	c.mux = newMux(log, func(Pool) PoolOptions { return opts.HandlerPool })
-	c.mux.start()
+	c.mux.start(false)
 	return c, nil
 }
 
@@ -139,7 +139,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*Conn, error) {
 	})
 	go func() {
 		defer c.wg.Done()
-		cn.serve()
+		_ = cn.serve() // client connections never hand off
 		cn.cbwg.Wait()
 	}()
 	c.log.Debug("remoting: connected", "addr", addr)

@@ -18,9 +18,12 @@ import (
 // bodies are written from the caller's slice (no copy).
 const copyBodyMax = 16 << 10
 
-// dispatcher serves requests that arrive on a connection.
+// dispatcher serves requests that arrive on a connection: dispatch answers,
+// queues or runs req, or returns a task for the reader to run with lead
+// (which may hand the reading to another goroutine meanwhile).
 type dispatcher interface {
-	dispatch(c *Conn, req *protocol.Command)
+	dispatch(c *Conn, req *protocol.Command) (task, bool)
+	lead(c *Conn, t task) (handedOff bool)
 }
 
 // mark records, at byte offset at of the write buffer, body parts written
@@ -56,6 +59,18 @@ type Conn struct {
 	peer   string
 	disp   dispatcher
 	opaque atomic.Int32
+	// spawn, set before serve on server connections, starts a goroutine
+	// that continues reading c: called when the reading passes from a
+	// reader running a processor to a new goroutine (see mux.lead).
+	spawn func()
+	// Leading (server connections, see mux.lead): leadSeq is odd while the
+	// reader runs a processor with nobody reading; the reader sets it, the
+	// reader or the watchdog ends it by moving it to the next even value,
+	// and the watchdog that does so spawns a reader and signals handed.
+	leadSeq   atomic.Uint64
+	leadRoute atomic.Pointer[route] // the route of the lead in progress
+	handed    chan struct{}         // cap 1
+	seenLead  uint64                // owned by the watchdog
 
 	mu      sync.Mutex
 	pending map[int32]*call            // protected by mu
@@ -209,9 +224,10 @@ func runReleases(marks []mark) {
 	}
 }
 
-// serve runs the read loop until the connection fails or closes.
-func (c *Conn) serve() {
-	defer close(c.readDone)
+// serve runs the read loop until the connection fails or closes and
+// reports true; it reports false when its goroutine handed the reading to
+// another goroutine (spawn) and ran a processor instead.
+func (c *Conn) serve() bool {
 	var err error
 	if c.shared {
 		// Not released: a caller holding the read token may still look at
@@ -219,10 +235,15 @@ func (c *Conn) serve() {
 		err = c.serveShared()
 	} else {
 		err = c.readLoop()
+		if errors.Is(err, errHandedOff) {
+			return false
+		}
 		c.rb.release()
 	}
+	close(c.readDone)
 	c.logClose(err)
 	c.closeWith(err)
+	return true
 }
 
 func (c *Conn) logClose(err error) {

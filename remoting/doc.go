@@ -68,18 +68,41 @@
 // control for a while". Requests with the oneway bit are never answered.
 // A processor may return nil and answer later with Conn.WriteResponse.
 //
+// A pool runs at most Workers of its requests at once (each holds one of
+// its slots) and accepts at most QueueSize more, which wait in its queue
+// (or in a worker waiting for a slot); a request arriving beyond that is
+// answered SYSTEM_BUSY. A request skips the queue only while nothing of its
+// pool is pending, so it never overtakes a request queued before it (with
+// one worker, a pool runs one connection's requests in arrival order).
+//
+// Processors registered with Register lead on server connections: while
+// their pool has a free slot and nothing pending, the reader runs the
+// processor itself instead of waking a worker (the wake-up of an idle
+// thread per request was most of the cost of the hand-off), and queues
+// the response like an inline one. Nobody reads the connection meanwhile;
+// a watchdog goroutine, ticking every millisecond while leads run (asleep
+// after 100 ms without one), gives the reading to a new goroutine when a
+// lead runs for more than one to two ticks, so that a processor that
+// blocks (a sync flush, a call to the peer on the same connection) delays
+// the connection's other requests by one to two milliseconds; the old
+// reader stops once its processor returned. The next 10000 leads of a route
+// whose lead was taken over hand the reading off before the processor
+// runs. Client connections never lead: their requests go to the pool.
+//
 // Processors registered with RegisterInline skip the worker hand-off:
-// while their pool's queue is empty and fewer than Workers of its requests
-// run, the reader runs the processor itself and queues its response; the
-// reader writes the queued responses in one write before it may block
-// reading again (no whole frame left in its buffer) or once MaxWriteQueue
-// bytes wait.
+// while their pool has nothing pending and fewer than Workers of its
+// requests run, the reader runs the processor itself, takes no slot and is
+// never taken over; the reader writes the queued responses in one write
+// before it may block reading again (no whole frame left in its buffer) or
+// once MaxWriteQueue bytes wait.
 //
 // # Goroutines and locks
 //
-// Server: one accept loop, one reader per connection, the pool workers;
-// Close stops accepting, closes connections, drains the queued requests and
-// waits for all of them. Client: one background reader per connection
+// Server: one accept loop, one reader per connection (a new goroutine
+// each time the reading is handed off; the old one ends with its
+// processor), the pool workers and the watchdog; Close stops accepting,
+// closes connections, drains the queued requests and waits for all of
+// them. Client: one background reader per connection
 // (reading only while no caller holds the read token) and its handler
 // pool workers. Async callbacks run on their own goroutines, counted per
 // connection and waited for by Close.

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -30,6 +31,10 @@ type route struct {
 	pool     *workerPool
 	inline   bool // may run on the connection's reader (RegisterInline)
 	noRetain bool // keeps no part of req.Body (RegisterOptions.NoRetain)
+	// eager counts the next leads that hand off the reading before the
+	// processor runs: set when the watchdog had to take the reading from
+	// a lead of this route (its processor blocks).
+	eager atomic.Int32
 }
 
 // task is one request for a pool (24 bytes: the queues hold up to
@@ -40,22 +45,38 @@ type task struct {
 	r   *route
 }
 
-// workerPool runs tasks on a fixed number of goroutines from a bounded
+// workerPool runs tasks on a bounded number of goroutines from a bounded
 // queue.
+//
+// slots bounds the tasks of the pool that run at once to n: a worker holds
+// a slot while it runs a task, and so does a connection reader that leads
+// (runs a task itself, see mux.lead). Tasks run inline on a reader
+// (RegisterInline) take no slot: they are bounded by busy < n on their own.
+//
+// pending counts the tasks queued or taken by a worker that waits for a
+// slot; it bounds the accepted tasks not yet running to QueueSize. A
+// request may skip the queue (lead or run inline) only while pending is 0,
+// so it never overtakes a request queued before it.
 type workerPool struct {
-	name  string
-	queue chan task
-	n     int
-	busy  atomic.Int32 // tasks running, on workers or inline
+	name    string
+	queue   chan task
+	slots   chan struct{} // cap n: one element per task running on a slot
+	n       int
+	size    int          // QueueSize
+	pending atomic.Int32 // queued or waiting for a slot
+	busy    atomic.Int32 // tasks running: on workers, leading or inline
+	// leaders lists the connections whose reader runs a task of the pool
+	// with nobody reading (at most n: each holds a slot), for the watchdog.
+	leaders []atomic.Pointer[Conn]
 }
 
-// tryInline claims a slot for a task run on the reader goroutine: it
-// succeeds only while the queue is empty and fewer than n tasks run, so
-// inline work never overtakes queued requests and at most n tasks run
-// inline at once (the workers may run n more from the queue meanwhile).
-// The caller releases the slot with busy.Add(-1).
+// tryInline claims a busy slot for a task run inline on the reader
+// goroutine: it succeeds only while nothing is pending and fewer than n
+// tasks run, so inline work never overtakes queued requests and at most n
+// tasks run inline at once (the workers may run n more from the queue
+// meanwhile). The caller releases the slot with busy.Add(-1).
 func (p *workerPool) tryInline() bool {
-	if len(p.queue) > 0 {
+	if p.pending.Load() > 0 {
 		return false
 	}
 	for {
@@ -69,6 +90,42 @@ func (p *workerPool) tryInline() bool {
 	}
 }
 
+// tryLead claims a slot for a task its reader runs (mux.lead): only while
+// nothing is pending and a slot is free. The caller releases it with
+// endLead.
+func (p *workerPool) tryLead() bool {
+	if p.pending.Load() > 0 {
+		return false
+	}
+	select {
+	case p.slots <- struct{}{}:
+		p.busy.Add(1)
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *workerPool) endLead() {
+	p.busy.Add(-1)
+	<-p.slots
+}
+
+// enqueue queues t unless QueueSize tasks are pending already.
+func (p *workerPool) enqueue(t task) bool {
+	if int(p.pending.Add(1)) > p.size {
+		p.pending.Add(-1)
+		return false
+	}
+	select {
+	case p.queue <- t: // len(queue) <= pending <= size: never blocks
+		return true
+	default:
+		p.pending.Add(-1)
+		return false
+	}
+}
+
 // mux maps request codes to processors and their pools. Registration
 // copies the table (registrations are rare, lookups constant).
 type mux struct {
@@ -79,26 +136,37 @@ type mux struct {
 	wg     sync.WaitGroup
 	stop   chan struct{}
 	once   sync.Once
+
+	watching atomic.Bool   // the watchdog ticks (or was woken to)
+	wake     chan struct{} // cap 1: starts the watchdog ticking
 }
 
 func newMux(log *slog.Logger, sizes func(Pool) PoolOptions) *mux {
-	m := &mux{log: log, stop: make(chan struct{})}
+	m := &mux{log: log, stop: make(chan struct{}), wake: make(chan struct{}, 1)}
 	empty := map[int32]*route{}
 	m.routes.Store(&empty)
 	for p := Pool(0); p < numPools; p++ {
 		po := sizes(p)
-		m.pools[p] = &workerPool{name: p.String(), queue: make(chan task, po.QueueSize), n: po.Workers}
+		m.pools[p] = &workerPool{
+			name: p.String(), n: po.Workers, size: po.QueueSize,
+			queue: make(chan task, po.QueueSize), slots: make(chan struct{}, po.Workers),
+			leaders: make([]atomic.Pointer[Conn], po.Workers),
+		}
 	}
 	return m
 }
 
-// start launches the workers.
-func (m *mux) start() {
+// start launches the workers, and the watchdog if readers may lead.
+func (m *mux) start(watch bool) {
 	for _, p := range m.pools {
 		for i := 0; i < p.n; i++ {
 			m.wg.Add(1)
 			go m.work(p)
 		}
+	}
+	if watch {
+		m.wg.Add(1)
+		go m.watch()
 	}
 }
 
@@ -123,28 +191,164 @@ func (m *mux) register(code int32, pool Pool, p Processor, ro RegisterOptions) {
 	m.routes.Store(&next)
 }
 
-// dispatch serves req from the reader goroutine.
-func (m *mux) dispatch(c *Conn, req *protocol.Command) {
-	r, ok := (*m.routes.Load())[req.Code]
-	if !ok {
+// dispatch serves req from the reader goroutine of c. It returns ok when
+// the caller is to lead: the task holds a slot of its pool, and the caller
+// hands the reading of c to another goroutine and then runs it with lead.
+// Only readers of connections that can hand off (c.spawn set) lead.
+func (m *mux) dispatch(c *Conn, req *protocol.Command) (t task, ok bool) {
+	r, found := (*m.routes.Load())[req.Code]
+	if !found {
 		m.log.Debug("remoting: request code not supported", "peer", c.peer, "code", req.Code)
 		c.answerInline(req, protocol.NewResponse(protocol.RequestCodeNotSupported, protocol.NotSupportedRemark(req.Code)))
 		req.Recycle() // never seen by a processor
-		return
+		return task{}, false
 	}
-	t := task{c: c, req: req, r: r}
-	if r.inline && r.pool.tryInline() {
-		m.run(t, true)
-		r.pool.busy.Add(-1)
-		return
+	t = task{c: c, req: req, r: r}
+	if r.inline {
+		if r.pool.tryInline() {
+			m.run(t, true)
+			r.pool.busy.Add(-1)
+			return task{}, false
+		}
+	} else if c.spawn != nil && r.pool.tryLead() {
+		return t, true
 	}
-	select {
-	case r.pool.queue <- t:
-	default:
+	if !r.pool.enqueue(t) {
 		m.log.Warn("remoting: pool full, rejecting request", "pool", r.pool.name, "peer", c.peer, "code", req.Code)
 		c.answerInline(req, protocol.NewResponse(protocol.SystemBusy, protocol.RemarkSystemBusy))
 		req.Recycle() // never seen by a processor
 	}
+	return task{}, false
+}
+
+// Leading.
+//
+// A request for a pool with a free slot and nothing pending runs on the
+// goroutine that read it, like an inline one, so that no other goroutine
+// has to be woken for it (a wake-up of an idle P's thread per request is
+// what the hand-off to a worker costs). Meanwhile nobody reads the
+// connection; the watchdog, which ticks every watchPeriod while leads are
+// under way, hands the reading to a new goroutine when it finds the same
+// lead still running on two ticks in a row (it ran for between one and
+// two periods at least). Whoever of the leader (done) and the watchdog
+// (timeout) moves Conn.leadSeq from the lead's odd value on first decides:
+// the leader reads on, or the new goroutine does and the leader stops
+// once its processor returned. A route whose lead had to be taken over
+// hands the reading off eagerly, before the processor runs, for its next
+// eagerLeads leads, so blocking processors (a sync flush) do not stall
+// their connection for a period each.
+const (
+	watchPeriod = time.Millisecond
+	watchQuiet  = 100 // ticks without leads before the watchdog sleeps
+	eagerLeads  = 10000
+)
+
+// lead runs t, whose slot dispatch claimed, on c's reader and releases the
+// slot; it reports whether the reading was handed off meanwhile (then the
+// caller must not touch the reader's state again).
+func (m *mux) lead(c *Conn, t task) (handedOff bool) {
+	p := t.r.pool
+	defer p.endLead()
+	if e := t.r.eager.Load(); e > 0 {
+		t.r.eager.CompareAndSwap(e, e-1)
+		c.spawn()
+		m.run(t, false)
+		return true
+	}
+	v := c.leadSeq.Load() + 1 // odd: a lead with nobody reading
+	c.leadRoute.Store(t.r)
+	c.leadSeq.Store(v)
+	i := 0
+	for !p.leaders[i].CompareAndSwap(nil, c) { // a free entry exists: we hold a slot
+		i = (i + 1) % len(p.leaders)
+	}
+	if !m.watching.Load() && m.watching.CompareAndSwap(false, true) {
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
+	}
+	resp, err := m.call(t)
+	p.leaders[i].Store(nil)
+	if c.leadSeq.CompareAndSwap(v, v+1) {
+		// Still the reader: queue the answer for the batch's one write.
+		m.respond(t, resp, err, true)
+		return false
+	}
+	m.respond(t, resp, err, false)
+	<-c.handed // the watchdog spawned the new reader
+	return true
+}
+
+// watch is the watchdog: asleep until a lead starts, then ticking until
+// watchQuiet ticks found no lead.
+func (m *mux) watch() {
+	defer m.wg.Done()
+	tk := time.NewTicker(watchPeriod)
+	tk.Stop()
+	for {
+		select {
+		case <-m.wake:
+		case <-m.stop:
+			return
+		}
+		tk.Reset(watchPeriod)
+		for quiet := 0; quiet < watchQuiet; {
+			select {
+			case <-tk.C:
+			case <-m.stop:
+				tk.Stop()
+				return
+			}
+			if m.scan() {
+				quiet = 0
+			} else {
+				quiet++
+			}
+		}
+		tk.Stop()
+		m.watching.Store(false)
+		// A lead that started before the store saw watching set and did
+		// not wake us; it is listed already, so this scan finds it.
+		if m.scan() && m.watching.CompareAndSwap(false, true) {
+			select {
+			case m.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// scan hands off the reading of the connections whose lead it saw on the
+// previous scan already, and reports whether any lead is under way.
+func (m *mux) scan() bool {
+	active := false
+	for _, p := range m.pools {
+		for i := range p.leaders {
+			c := p.leaders[i].Load()
+			if c == nil {
+				continue
+			}
+			active = true
+			v := c.leadSeq.Load()
+			if v&1 == 0 {
+				continue
+			}
+			if v != c.seenLead {
+				c.seenLead = v
+				continue
+			}
+			r := c.leadRoute.Load()
+			if c.leadSeq.CompareAndSwap(v, v+1) {
+				if r != nil {
+					r.eager.Store(eagerLeads)
+				}
+				c.spawn()
+				c.handed <- struct{}{}
+			}
+		}
+	}
+	return active
 }
 
 func (m *mux) work(p *workerPool) {
@@ -152,20 +356,28 @@ func (m *mux) work(p *workerPool) {
 	for {
 		select {
 		case t := <-p.queue:
-			p.busy.Add(1)
-			m.run(t, false)
-			p.busy.Add(-1)
+			m.runQueued(p, t)
 		case <-m.stop:
 			for { // drain what is queued, then stop
 				select {
 				case t := <-p.queue:
-					m.run(t, false)
+					m.runQueued(p, t)
 				default:
 					return
 				}
 			}
 		}
 	}
+}
+
+// runQueued runs a task taken from p's queue on a slot, waiting for one.
+func (m *mux) runQueued(p *workerPool, t task) {
+	p.slots <- struct{}{}
+	p.pending.Add(-1)
+	p.busy.Add(1)
+	m.run(t, false)
+	p.busy.Add(-1)
+	<-p.slots
 }
 
 // run serves t; inline (on the reader) queues the response for the
@@ -179,6 +391,11 @@ func (m *mux) work(p *workerPool) {
 // after the response was written or dropped, chained to its Release.
 func (m *mux) run(t task, inline bool) {
 	resp, err := m.call(t)
+	m.respond(t, resp, err, inline)
+}
+
+// respond writes what the processor of t returned (see run).
+func (m *mux) respond(t task, resp *protocol.Command, err error, inline bool) {
 	if err != nil {
 		m.log.Debug("remoting: processor failed", "peer", t.c.peer, "code", t.req.Code, "err", err)
 		resp = protocol.NewResponse(protocol.SystemError, err.Error())

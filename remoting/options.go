@@ -32,9 +32,10 @@ func (p Pool) String() string {
 	return fmt.Sprintf("Pool(%d)", p)
 }
 
-// PoolOptions sizes a worker pool: Workers goroutines take requests from a
-// queue of QueueSize; a request that finds the queue full is answered
-// SYSTEM_BUSY at once.
+// PoolOptions sizes a worker pool: at most Workers of its requests run at
+// once (on its Workers goroutines or on the readers that lead, see the
+// package doc) and at most QueueSize more wait; a request beyond that is
+// answered SYSTEM_BUSY at once.
 type PoolOptions struct {
 	Workers   int
 	QueueSize int

@@ -381,9 +381,17 @@ func (c *Conn) readBatch(dl time.Time, ctx context.Context) (bool, error) {
 	return syncDone, err
 }
 
+// errHandedOff ends a server connection's read loop on a goroutine that
+// handed the reading to another one and ran a processor.
+var errHandedOff = errors.New("remoting: reading handed off")
+
 // serveBuffered serves the whole frames in c.rb and then writes the answers
-// inline processors queued. It returns whether a synchronous call was
-// completed and how many frames were served.
+// inline processors queued. On a server connection, a request for a pool
+// with a free slot and nothing pending is run by the reader itself (it
+// leads, see mux.lead); if the reading was handed to another goroutine
+// meanwhile, serveBuffered returns errHandedOff once the processor
+// returned, and this goroutine stops reading for good. It returns whether
+// a synchronous call was completed and how many frames were served.
 func (c *Conn) serveBuffered(max int) (syncDone bool, n int, err error) {
 	for {
 		frame, err := c.rb.next(max)
@@ -402,8 +410,10 @@ func (c *Conn) serveBuffered(max int) (syncDone bool, n int, err error) {
 			if c.complete(cmd) {
 				syncDone = true
 			}
-		} else {
-			c.disp.dispatch(c, cmd)
+		} else if t, lead := c.disp.dispatch(c, cmd); lead {
+			if c.disp.lead(c, t) {
+				return syncDone, n, errHandedOff
+			}
 		}
 	}
 	if n > 0 && c.opts.IdleTimeout > 0 {

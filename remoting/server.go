@@ -46,13 +46,17 @@ func NewServer(opts Options) (*Server, error) {
 }
 
 // Register serves requests with code by p on pool. Registering a code
-// again replaces its processor. Safe at any time.
+// again replaces its processor. Safe at any time. A request that finds its
+// pool with a free slot and nothing pending runs on the connection's
+// reader, which hands the reading to another goroutine if p runs for more
+// than a millisecond or two (see the package doc, Dispatch); p may block and
+// may wait for the peer.
 func (s *Server) Register(code int32, pool Pool, p Processor) {
 	s.mux.register(code, pool, p, RegisterOptions{})
 }
 
-// RegisterInline is Register for quick processors: while the pool's queue
-// is empty and fewer than Workers of its requests run, a request runs
+// RegisterInline is Register for quick processors: while the pool has
+// nothing pending and fewer than Workers of its requests run, a request runs
 // directly on its connection's reader goroutine, saving the hand-off to a
 // worker, and its response is written together with those of the other
 // requests the reader had already received (one write per batch);
@@ -126,7 +130,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.started = true
 	s.ln = ln
 	s.mu.Unlock()
-	s.mux.start()
+	s.mux.start(true)
 	s.wg.Add(1)
 	go s.acceptLoop(ln)
 	s.log.Info("remoting: listening", "addr", ln.Addr().String())
@@ -209,12 +213,24 @@ func (s *Server) startConn(nc net.Conn) {
 		fn(c)
 	}
 	s.log.Debug("remoting: connection accepted", "peer", c.peer)
+	c.handed = make(chan struct{}, 1)
+	c.spawn = func() {
+		// The goroutine handing off is counted, and waits for this when
+		// the watchdog spawns: Close is not done waiting.
+		s.wg.Add(1)
+		go s.read(c)
+	}
 	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		c.serve()
+	go s.read(c)
+}
+
+// read serves c on the calling goroutine until the connection ends or the
+// goroutine hands the reading off (and ran a processor).
+func (s *Server) read(c *Conn) {
+	defer s.wg.Done()
+	if c.serve() {
 		c.cbwg.Wait()
-	}()
+	}
 }
 
 // Close stops accepting, closes every connection, lets the workers finish

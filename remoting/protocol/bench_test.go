@@ -40,3 +40,42 @@ func BenchmarkProtocolFrame(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProtocolDecodeResponse decodes the JSON headers of responses
+// with no, few and many extFields (a SEND_MESSAGE response has 5), next
+// to copying the frame.
+func BenchmarkProtocolDecodeResponse(b *testing.B) {
+	send := NewResponse(Success, "")
+	send.SetHeader(&SendMessageResponseHeader{MsgID: "7F00000100002A9F0000000000001234", QueueID: 3, QueueOffset: 12345, Region: "DefaultRegion", TraceOn: true})
+	many := NewResponse(Success, "")
+	many.ExtFields = ExtFields{}
+	for i := 0; i < 12; i++ {
+		many.ExtFields[string(rune('a'+i))+"key"] = "value"
+	}
+	for _, tc := range []struct {
+		name string
+		c    *Command
+	}{{"empty", NewResponse(Success, "")}, {"send", send}, {"12fields", many}} {
+		frame, err := EncodeFrame(tc.c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("copy/"+tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				_ = append([]byte(nil), frame...)
+			}
+		})
+		b.Run("decode/"+tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				c, err := DecodeFrame(frame[4:])
+				if err != nil || len(c.ExtFields) != len(tc.c.ExtFields) {
+					b.Fatalf("%v %v", c, err)
+				}
+			}
+		})
+	}
+}

@@ -72,7 +72,7 @@ func decodeBinaryHeader(b []byte, c *Command) error {
 	m := p[:elen]
 	off := len(b) - len(p) // offset of m in b and hs
 	if elen > 0 {
-		c.ExtFields = make(ExtFields, 8)
+		c.ExtFields = make(ExtFields, countBinFields(m))
 	}
 	for len(m) > 0 {
 		if len(m) < 2 {
@@ -101,4 +101,24 @@ func decodeBinaryHeader(b []byte, c *Command) error {
 		off += int(vl)
 	}
 	return nil
+}
+
+// countBinFields counts the entries of a binary extFields map up to the
+// first malformed one (the decoder reports that), to size the map once.
+func countBinFields(m []byte) int {
+	n := 0
+	for len(m) >= 2 {
+		kl := int(binary.BigEndian.Uint16(m))
+		if 2+kl+4 > len(m) {
+			break
+		}
+		vl := binary.BigEndian.Uint32(m[2+kl:])
+		m = m[2+kl+4:]
+		if uint64(vl) > uint64(len(m)) {
+			break
+		}
+		m = m[vl:]
+		n++
+	}
+	return n
 }

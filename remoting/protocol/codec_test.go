@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -289,6 +291,32 @@ func TestRemotingHeaderFields(t *testing.T) {
 			if err := p.out.DecodeFields(g); err != nil && !strings.Contains(err.Error(), "."+k) {
 				t.Fatalf("%T without %s: error %v does not name it", p.in, k, err)
 			}
+		}
+	}
+}
+
+// The extFields map is sized from the entries before the first '}': a
+// value holding braces or `":` only makes the estimate wrong, never the
+// decoded fields; the binary map is counted the same way.
+func TestRemotingCodecExtFieldsSizing(t *testing.T) {
+	want := ExtFields{"a": `x}":{`, "b": "{}", "c": `":`}
+	for i := 0; i < 12; i++ {
+		want[fmt.Sprintf("k%02d", i)] = fmt.Sprint(i)
+	}
+	for _, st := range []SerializeType{SerializeJSON, SerializeRocketMQ} {
+		cmd := NewResponse(Success, "r")
+		cmd.ExtFields = want
+		cmd.SerializeType = st
+		frame, err := EncodeFrame(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeFrame(frame[4:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got.ExtFields, want) || got.Remark != "r" {
+			t.Fatalf("%v: got %v", st, got.ExtFields)
 		}
 	}
 }

@@ -457,11 +457,16 @@ func (s *jsonScanner) extFields() (ExtFields, error) {
 	default:
 		return nil, s.errorf("extFields is not an object")
 	}
-	// Size the map once: every entry has a `":` after its key (the
-	// header's own keys after extFields make this an over-estimate by a
-	// few, which costs no extra allocation); growing a map past its hint
-	// reallocates it.
-	f := make(ExtFields, max(8, bytes.Count(s.b[s.i:], quoteColon)))
+	// Size the map once: every entry has a `":` after its key. Counting up
+	// to the first '}' (the object's end unless a value holds one, when
+	// the map just grows) leaves out the header's own keys after
+	// extFields: up to 8 entries fit a small map, whose allocations a
+	// larger hint would multiply.
+	obj := s.b[s.i:]
+	if end := bytes.IndexByte(obj, '}'); end >= 0 {
+		obj = obj[:end]
+	}
+	f := make(ExtFields, bytes.Count(obj, quoteColon))
 	if s.peek() == '}' {
 		s.i++
 		return f, nil
