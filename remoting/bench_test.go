@@ -320,90 +320,128 @@ func BenchmarkRemotingRoundTrip(b *testing.B) {
 	}
 }
 
+// BenchmarkRemotingOneway sends one-way frames. With several senders it
+// runs against two baselines: "conns" gives each sender its own connection
+// (the receiving side then reads on every core, while SmartGo's senders
+// share one connection and its one reader, as RocketMQ clients do), and
+// "shared" has the senders take turns writing their frames on one
+// connection, the raw form of SmartGo's topology.
 func BenchmarkRemotingOneway(b *testing.B) {
 	for _, mode := range benchDispatch {
 		for _, size := range benchSizes {
 			for _, callers := range benchCallers {
-				b.Run(fmt.Sprintf("dispatch=%s/size=%d/callers=%d", mode, size, callers), func(b *testing.B) {
-					b.StopTimer()
-					req := benchRequest(size)
-					req.MarkOneway()
-					frame, err := protocol.EncodeFrame(req)
-					if err != nil {
-						b.Fatal(err)
+				for _, baseline := range []string{"conns", "shared"} {
+					if baseline == "shared" && callers == 1 {
+						continue // the same as conns
 					}
-					// Baseline: plain TCP writes of the same frames, one
-					// connection per caller, until the peer has read them all.
-					saddr, got, stopSink := sinkServer(b)
-					defer stopSink()
-					conns := make([]net.Conn, callers)
-					for i := range conns {
-						if conns[i], err = net.Dial("tcp", saddr); err != nil {
-							b.Fatal(err)
-						}
-						defer conns[i].Close()
-					}
-					var seen atomic.Int64
-					// A queue that holds every frame: a full queue would drop
-					// one-way frames (SYSTEM_BUSY is never sent for them).
-					s, err := NewServer(Options{Addr: "127.0.0.1:0", DefaultPool: PoolOptions{QueueSize: b.N + 16}})
-					if err != nil {
-						b.Fatal(err)
-					}
-					var bad atomic.Int64
-					benchRegister(s, mode, func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
-						if len(req.Body) != size || req.ExtFields["v"] != "x" {
-							bad.Add(1)
-						}
-						seen.Add(1)
-						return nil, nil
-					})
-					if err := s.Start(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-					defer s.Close()
-					c, err := NewClient(ClientOptions{})
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer c.Close()
-					cn, err := c.Conn(context.Background(), s.Addr().String())
-					if err != nil {
-						b.Fatal(err)
-					}
-					b.SetBytes(int64(len(frame)))
-					b.ReportAllocs()
-					b.ResetTimer()
-					b.StopTimer()
-					var rawSent, sent int64
-					rawT, oursT := interleave(b, b.N, func(n int) time.Duration {
-						start := time.Now()
-						runCallers(b, n, callers, func(g int) error {
-							_, err := conns[g].Write(frame)
-							return err
-						})
-						rawSent += int64(n)
-						for got.Load() < rawSent {
-							time.Sleep(20 * time.Microsecond)
-						}
-						return time.Since(start)
-					}, func(n int) time.Duration {
-						start := time.Now()
-						runCallers(b, n, callers, func(g int) error {
-							return cn.Oneway(benchRequest(size))
-						})
-						sent += int64(n)
-						for seen.Load() < sent {
-							time.Sleep(20 * time.Microsecond)
-						}
-						return time.Since(start)
-					})
-					if n := bad.Load(); n > 0 {
-						b.Fatalf("%d one-way frames arrived damaged", n)
-					}
-					reportRates(b, rawT, oursT, "frames/s", "raw/s")
-				})
+					benchOneway(b, mode, size, callers, baseline)
+				}
 			}
 		}
 	}
+}
+
+// onewayWarmup is how many frames each side of a one-way benchmark sends
+// before the clock starts.
+const onewayWarmup = 20000
+
+func benchOneway(b *testing.B, mode string, size, callers int, baseline string) {
+	b.Run(fmt.Sprintf("dispatch=%s/size=%d/callers=%d/baseline=%s", mode, size, callers, baseline), func(b *testing.B) {
+		b.StopTimer()
+		req := benchRequest(size)
+		req.MarkOneway()
+		frame, err := protocol.EncodeFrame(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Baseline: plain TCP writes of the same frames, one
+		// connection per caller, until the peer has read them all.
+		saddr, got, stopSink := sinkServer(b)
+		defer stopSink()
+		nconns := callers
+		if baseline == "shared" {
+			nconns = 1
+		}
+		conns := make([]net.Conn, nconns)
+		for i := range conns {
+			if conns[i], err = net.Dial("tcp", saddr); err != nil {
+				b.Fatal(err)
+			}
+			defer conns[i].Close()
+		}
+		var connMu sync.Mutex // baseline=shared: one frame at a time on conns[0]
+		var seen atomic.Int64
+		// A queue that holds every frame: a full queue would drop
+		// one-way frames (SYSTEM_BUSY is never sent for them).
+		s, err := NewServer(Options{Addr: "127.0.0.1:0", DefaultPool: PoolOptions{QueueSize: b.N + onewayWarmup + 16}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var bad atomic.Int64
+		benchRegister(s, mode, func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
+			if len(req.Body) != size || req.ExtFields["v"] != "x" {
+				bad.Add(1)
+			}
+			seen.Add(1)
+			return nil, nil
+		})
+		if err := s.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		c, err := NewClient(ClientOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		cn, err := c.Conn(context.Background(), s.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(len(frame)))
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.StopTimer()
+		var rawSent, sent int64
+		raw := func(n int) time.Duration {
+			start := time.Now()
+			runCallers(b, n, callers, func(g int) error {
+				if baseline == "shared" {
+					connMu.Lock()
+					defer connMu.Unlock()
+					_, err := conns[0].Write(frame)
+					return err
+				}
+				_, err := conns[g].Write(frame)
+				return err
+			})
+			rawSent += int64(n)
+			for got.Load() < rawSent {
+				time.Sleep(20 * time.Microsecond)
+			}
+			return time.Since(start)
+		}
+		ours := func(n int) time.Duration {
+			start := time.Now()
+			runCallers(b, n, callers, func(g int) error {
+				return cn.Oneway(benchRequest(size))
+			})
+			sent += int64(n)
+			for seen.Load() < sent {
+				time.Sleep(20 * time.Microsecond)
+			}
+			return time.Since(start)
+		}
+		// Warm-up, untimed, on both sides: the first megabytes through a
+		// fresh connection also grow its buffers (SmartGo's write queue,
+		// the kernel's socket buffers), which a short run would otherwise
+		// mostly measure.
+		raw(onewayWarmup)
+		ours(onewayWarmup)
+		rawT, oursT := interleave(b, b.N, raw, ours)
+		if n := bad.Load(); n > 0 {
+			b.Fatalf("%d one-way frames arrived damaged", n)
+		}
+		reportRates(b, rawT, oursT, "frames/s", "raw/s")
+	})
 }
