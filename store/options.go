@@ -25,10 +25,11 @@ import (
 type AsyncWriteMode int
 
 const (
-	// AsyncWriteHybrid (the default): a single put is copied into the
-	// mapping; a batch (PutBatch) is written with one pwrite. Under load
-	// producers batch, so most bytes take the pwrite path, while a lone put
-	// stays cheap.
+	// AsyncWriteHybrid (the default): a batch (PutBatch) is written with
+	// one pwrite, and so is a single put within a second of a batch; other
+	// single puts are copied into the mapping. Under load producers batch
+	// and every record takes the pwrite path, while a trickle of single
+	// puts stays cheap.
 	AsyncWriteHybrid AsyncWriteMode = iota
 	// AsyncWriteMapped copies every put, batches too, into the mapping.
 	AsyncWriteMapped

@@ -334,8 +334,11 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 	}
 	m.QueueOffset = qoff
 	m.StoreTimestamp = s.opts.Now().UnixMilli()
+	// Cleared before every unlock below.
+	s.cl.inBatch = s.cl.batchPwrite && m.StoreTimestamp-s.cl.lastBatchMs < hybridWindow.Milliseconds()
 	phy, err := s.cl.appendLocked(m, size)
 	if err != nil {
+		s.cl.inBatch = false // nothing was encoded: pend is empty
 		s.putMu.Unlock()
 		return s.putFailed(err)
 	}
@@ -343,7 +346,9 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 		s.setQueueOffsetLocked(key, qoff+1)
 	}
 	wait := s.opts.FlushMode == FlushSync && waitStore(m.Properties)
-	if err := s.afterAppendLocked(wait); err != nil {
+	err = s.afterAppendLocked(wait)
+	s.cl.inBatch = false
+	if err != nil {
 		s.putMu.Unlock()
 		return s.putFailed(err)
 	}
@@ -460,6 +465,9 @@ func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []reco
 		qoff = s.queueOffsets[key]
 	}
 	now := s.opts.Now().UnixMilli()
+	if s.cl.batchPwrite {
+		s.cl.lastBatchMs = now
+	}
 	var end int64
 	m := *tmpl
 	m.StoreTimestamp = now

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -404,6 +405,64 @@ func TestStoreAsyncWriteModes(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestStoreHybridWrites: with AsyncWriteHybrid a single put goes through
+// the mapping unless a batch was put within hybridWindow; then it takes
+// the pwrite path too (pend is used only by pwrites).
+func TestStoreHybridWrites(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.FlushMode, o.AsyncWrites = FlushAsync, AsyncWriteHybrid
+		o.Now = func() time.Time { return time.Unix(0, clock.Load()) }
+	})
+	ctx := context.Background()
+	usedPend := func() bool {
+		s.putMu.Lock()
+		defer s.putMu.Unlock()
+		used := cap(s.cl.pend) > 0
+		s.cl.pend = nil
+		return used
+	}
+	single := func(body string) {
+		t.Helper()
+		res, err := s.Put(ctx, newMsg(msgSpec{topic: "H", body: body}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := s.ReadMessage(res.PhysicalOffset); err != nil || string(m.Body) != body {
+			t.Fatalf("read back %q: %v", body, err)
+		}
+	}
+	single("first")
+	if usedPend() {
+		t.Fatal("a single put before any batch took the pwrite path")
+	}
+	if _, err := s.PutBatch(ctx, newMsg(msgSpec{topic: "H"}), []record.BatchItem{{Body: []byte("b0")}, {Body: []byte("b1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if !usedPend() {
+		t.Fatal("a batch did not take the pwrite path")
+	}
+	clock.Add(int64(hybridWindow / 2))
+	single("near")
+	if !usedPend() {
+		t.Fatal("a single put right after a batch went through the mapping")
+	}
+	clock.Add(int64(2 * hybridWindow))
+	single("later")
+	if usedPend() {
+		t.Fatal("a single put long after the last batch took the pwrite path")
+	}
+	// Both paths feed one log: the dispatcher indexes all five records.
+	deadline := time.Now().Add(5 * time.Second)
+	for s.MaxOffset("H", 0) != 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue H/0 holds %d records, want 5", s.MaxOffset("H", 0))
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 
