@@ -550,8 +550,9 @@ func (cl *commitLog) prepare(base int64) {
 	cl.prepared = m
 }
 
-// syncTo fdatasyncs every segment holding bytes in [flushed, target) and
-// advances flushed. Only the flusher (and Close) call it.
+// syncTo makes every segment's bytes in [flushed, target) durable and
+// advances flushed: fdatasync with pwrite, else an msync of just that range
+// (syncRange). Only the flusher (and Close) call it.
 func (cl *commitLog) syncTo(target int64) error {
 	from := cl.flushed.Load()
 	if target <= from {
@@ -564,7 +565,12 @@ func (cl *commitLog) syncTo(target int64) error {
 		if !m.acquire() {
 			continue
 		}
-		err := m.sync(min(target, m.base+m.size) - m.base)
+		var err error
+		if cl.pwrite {
+			err = m.sync(min(target, m.base+m.size) - m.base)
+		} else {
+			err = m.syncRange(min(target, m.base+m.size) - m.base)
+		}
 		m.release()
 		if err != nil {
 			return err

@@ -550,3 +550,32 @@ func TestStorePrefaultWindow(t *testing.T) {
 		t.Fatalf("read back %d messages after populate", len(got))
 	}
 }
+
+// TestStoreSyncRange: the mapped flush syncs [flushedTo, pos) from the page
+// holding flushedTo (msync wants a page-aligned start), only ever advances
+// flushedTo, and clamps pos to the file.
+func TestStoreSyncRange(t *testing.T) {
+	m, err := createMappedFile(filepath.Join(t.TempDir(), fileNameFor(0)), 0, 64<<10, warmNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	copy(m.data[5000:], "records")
+	m.flushedTo.Store(5000) // not page aligned
+	if err := m.syncRange(9000); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.flushedTo.Load(); got != 9000 {
+		t.Fatalf("flushedTo %d, want 9000", got)
+	}
+	if err := m.syncRange(3000); err != nil || m.flushedTo.Load() != 9000 {
+		t.Fatalf("a lower pos moved flushedTo to %d (err %v)", m.flushedTo.Load(), err)
+	}
+	if err := m.syncRange(1 << 30); err != nil || m.flushedTo.Load() != 64<<10 {
+		t.Fatalf("pos past the end: flushedTo %d, err %v", m.flushedTo.Load(), err)
+	}
+	b, err := os.ReadFile(m.path)
+	if err != nil || string(b[5000:5007]) != "records" {
+		t.Fatalf("file bytes %q, %v", b[5000:5007], err)
+	}
+}

@@ -256,6 +256,31 @@ func (m *mappedFile) sync(pos int64) error {
 	}
 }
 
+// syncRange makes [flushedTo, pos) durable with msync(MS_SYNC) of that
+// range (from its page): on Linux the same data sync as fdatasync
+// (vfs_fsync_range with datasync, device cache flush included), limited to
+// the range. Pages beyond pos, which the write pre-faulter has made dirty
+// and writable ahead of the writer, are then neither written out nor
+// write-protected at every flush, and the writer does not fault on them
+// again while the flush has them under writeback.
+func (m *mappedFile) syncRange(pos int64) error {
+	from := m.flushedTo.Load() &^ (4096 - 1)
+	if pos > m.size {
+		pos = m.size
+	}
+	if from < pos {
+		if err := unix.Msync(m.data[from:pos], unix.MS_SYNC); err != nil {
+			return fmt.Errorf("store: msync %s: %w", m.path, err)
+		}
+	}
+	for {
+		cur := m.flushedTo.Load()
+		if pos <= cur || m.flushedTo.CompareAndSwap(cur, pos) {
+			return nil
+		}
+	}
+}
+
 // zeroFrom clears [from, size) page by page, writing only pages that are not
 // already zero, so stale bytes after a truncation point can never be read as
 // records again. It reports whether anything was cleared.
