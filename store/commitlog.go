@@ -96,6 +96,7 @@ type commitLog struct {
 	prefault   bool        // set at construction (mapped writes), never changed
 	noPrefault atomic.Bool // MADV_POPULATE_WRITE unsupported: stop asking
 	faulted    int64
+	mappedRun  int64 // bytes written through the mapping since the last pwrite; protected by Store.putMu
 	faultReq   chan faultRange
 
 	allocMu  sync.Mutex
@@ -297,9 +298,12 @@ func (cl *commitLog) appendLocked(m *record.Message, size int) (int64, error) {
 		cl.mappedDirty.Store(true)
 		seg.wrote.Store(rel + int64(n))
 		cl.committed.Store(cl.writePos)
-		if cl.prefault && cl.writePos+prefaultAhead > cl.faulted {
+		cl.mappedRun += int64(n)
+		if cl.prefault && cl.mappedRun >= prefaultAfter && cl.writePos+prefaultAhead > cl.faulted {
 			cl.requestFaultLocked(seg)
 		}
+	} else {
+		cl.mappedRun = 0
 	}
 	if cl.nextAt != 0 && cl.writePos >= cl.nextAt {
 		cl.nextAt = 0
@@ -428,6 +432,11 @@ func (cl *commitLog) scheduleNextLocked() {
 const (
 	prefaultChunk = 2 << 20
 	prefaultAhead = 16 << 20
+	// prefaultAfter: pre-faulting starts once this many bytes in a row
+	// went through the mapping. A few single puts (hybrid writes before
+	// the first batch, a trickle) are not worth populating prefaultAhead
+	// bytes of dirty zero pages that every later sync has to write out.
+	prefaultAfter = 1 << 20
 )
 
 // faultRange is a range of a segment to populate writable.
