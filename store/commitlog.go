@@ -43,7 +43,7 @@ type commitLog struct {
 	// pwrite: records are written with pwrite(2) on the segment's
 	// descriptor instead of through the mapping (FlushSync, and FlushAsync
 	// with AsyncWritePwrite; with AsyncWriteHybrid, batches only: see
-	// inBatch and hybridWindow). Writes through a
+	// viaPendLocked). Writes through a
 	// shared mapping make every later fdatasync several times dearer on
 	// ext4 (page_mkwrite faults, write-protect on writeback); pwrite
 	// leaves each fdatasync only the new data pages. Readers still read
@@ -58,16 +58,15 @@ type commitLog struct {
 	// fdatasync. committed (what readers see) advances only when the bytes
 	// are in the page cache; appended is the end of the log including pend.
 	pwrite bool
-	// batchPwrite (AsyncWriteHybrid): a PutBatch, and a single Put within
-	// hybridWindow of the last PutBatch, sets inBatch for its records,
-	// which then take the pend/pwrite path like pwrite's and are written
-	// out before putMu is released: pend is empty whenever putMu is free.
+	// batchPwrite (AsyncWriteHybrid): the records of a PutBatch, and of a
+	// single Put within hybridWindow of the last PutBatch, take the
+	// pend/pwrite path like pwrite's (viaPendLocked) and are written out
+	// before putMu is released: pend is empty whenever putMu is free.
 	// Other single puts write through the mapping. So a trickle of single
 	// puts stays cheap (~1 µs against 3-4 µs for a lone pwrite), while
 	// under batch traffic the log is not written through both paths at
 	// once (a mapped write faults on pages the flush has under writeback).
 	batchPwrite bool
-	inBatch     bool  // protected by Store.putMu
 	lastBatchMs int64 // store time of the last PutBatch (batchPwrite); protected by Store.putMu
 	// mappedDirty: a record was written through the mapping since the
 	// flusher's last sync (syncTo then msyncs its range, see syncRange).
@@ -107,6 +106,24 @@ type commitLog struct {
 // hybridWindow is how long after a PutBatch single puts keep taking the
 // pwrite path (AsyncWriteHybrid).
 const hybridWindow = time.Second
+
+// viaPendLocked reports whether the records of a put (batch: a PutBatch)
+// at store time nowMs go through pend and pwrite rather than the mapping.
+// A batch records nowMs for the single puts after it. Caller holds
+// Store.putMu.
+func (cl *commitLog) viaPendLocked(batch bool, nowMs int64) bool {
+	if cl.pwrite {
+		return true
+	}
+	if !cl.batchPwrite {
+		return false
+	}
+	if batch {
+		cl.lastBatchMs = nowMs
+		return true
+	}
+	return nowMs-cl.lastBatchMs < hybridWindow.Milliseconds()
+}
 
 func newCommitLog(s *Store) *commitLog {
 	cl := &commitLog{
@@ -242,7 +259,7 @@ func endsWithFiller(path string, size int64) bool {
 // appendLocked writes m (whose encoded size is size) at the end of the log,
 // preceded by a blank filler and a segment roll when it does not fit with 8
 // bytes to spare. It sets m.PhysicalOffset. Caller holds Store.putMu.
-func (cl *commitLog) appendLocked(m *record.Message, size int) (int64, error) {
+func (cl *commitLog) appendLocked(m *record.Message, size int, viaPend bool) (int64, error) {
 	if cl.active == nil || cl.writePos >= cl.active.base+cl.segSize {
 		if err := cl.rollLocked(); err != nil {
 			return 0, err
@@ -270,7 +287,6 @@ func (cl *commitLog) appendLocked(m *record.Message, size int) (int64, error) {
 	m.PhysicalOffset = cl.writePos
 	var n int
 	var err error
-	viaPend := cl.pwrite || cl.inBatch
 	if viaPend {
 		if len(cl.pend) > 0 && (cl.pendSeg != seg || len(cl.pend)+size > maxPend) {
 			if err := cl.drainLocked(); err != nil {

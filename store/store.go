@@ -334,11 +334,9 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 	}
 	m.QueueOffset = qoff
 	m.StoreTimestamp = s.opts.Now().UnixMilli()
-	// Cleared before every unlock below.
-	s.cl.inBatch = s.cl.batchPwrite && m.StoreTimestamp-s.cl.lastBatchMs < hybridWindow.Milliseconds()
-	phy, err := s.cl.appendLocked(m, size)
+	viaPend := s.cl.viaPendLocked(false, m.StoreTimestamp)
+	phy, err := s.cl.appendLocked(m, size, viaPend)
 	if err != nil {
-		s.cl.inBatch = false // nothing was encoded: pend is empty
 		s.putMu.Unlock()
 		return s.putFailed(err)
 	}
@@ -346,9 +344,7 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 		s.setQueueOffsetLocked(key, qoff+1)
 	}
 	wait := s.opts.FlushMode == FlushSync && waitStore(m.Properties)
-	err = s.afterAppendLocked(wait)
-	s.cl.inBatch = false
-	if err != nil {
+	if err := s.afterAppendLocked(wait, viaPend); err != nil {
 		s.putMu.Unlock()
 		return s.putFailed(err)
 	}
@@ -370,8 +366,8 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 // not wait for are written out at once (FlushSync buffers the records of
 // waiting putters until the flusher's next fdatasync), and the dispatcher
 // is woken for bytes that are readable.
-func (s *Store) afterAppendLocked(wait bool) error {
-	if !s.cl.pwrite && !s.cl.inBatch {
+func (s *Store) afterAppendLocked(wait, viaPend bool) error {
+	if !viaPend {
 		s.wakeDispatcher()
 		return nil
 	}
@@ -458,16 +454,13 @@ func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []reco
 		s.putMu.Unlock()
 		return BatchResult{PutResult: PutResult{Status: st}}, err
 	}
-	s.cl.inBatch = s.cl.batchPwrite // cleared before every unlock below
 	key := cqKey{tmpl.Topic, tmpl.QueueID}
 	qoff := int64(0)
 	if !excluded {
 		qoff = s.queueOffsets[key]
 	}
 	now := s.opts.Now().UnixMilli()
-	if s.cl.batchPwrite {
-		s.cl.lastBatchMs = now
-	}
+	viaPend := s.cl.viaPendLocked(true, now)
 	var end int64
 	m := *tmpl
 	m.StoreTimestamp = now
@@ -484,15 +477,14 @@ func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []reco
 			m.QueueOffset = qoff + int64(i)
 		}
 		size := base + len(it.Body) + len(s.batchProps)
-		phy, err := s.cl.appendLocked(&m, size)
+		phy, err := s.cl.appendLocked(&m, size, viaPend)
 		if err != nil {
 			if i > 0 && !excluded {
 				s.setQueueOffsetLocked(key, qoff+int64(i))
 			}
-			if i > 0 && s.cl.inBatch {
+			if i > 0 && viaPend && !s.cl.pwrite {
 				_ = s.cl.drainLocked() // what was appended is readable; the write error is sticky below
 			}
-			s.cl.inBatch = false
 			s.putMu.Unlock()
 			if i > 0 {
 				// Part of the batch is in the log: that is a write failure.
@@ -512,9 +504,7 @@ func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []reco
 		s.setQueueOffsetLocked(key, qoff+int64(len(items)))
 	}
 	wait := s.opts.FlushMode == FlushSync && waitStore(tmpl.Properties)
-	err := s.afterAppendLocked(wait)
-	s.cl.inBatch = false
-	if err != nil {
+	if err := s.afterAppendLocked(wait, viaPend); err != nil {
 		s.putMu.Unlock()
 		s.setWriteErr(err)
 		return BatchResult{PutResult: PutResult{Status: PutServiceNotAvailable}}, s.Err()
