@@ -72,7 +72,7 @@ func decodeBinaryHeader(b []byte, c *Command) error {
 	m := p[:elen]
 	off := len(b) - len(p) // offset of m in b and hs
 	if elen > 0 {
-		c.ExtFields = make(ExtFields, countBinFields(m))
+		c.ExtFields = make(ExtFields, min(countBinFields(m), maxFieldsHint))
 	}
 	for len(m) > 0 {
 		if len(m) < 2 {
@@ -102,6 +102,12 @@ func decodeBinaryHeader(b []byte, c *Command) error {
 	}
 	return nil
 }
+
+// maxFieldsHint caps the size hint of a decoded extFields map: a header of
+// many tiny or repeated entries (up to MaxFrameSize of them) must not make
+// the decoder allocate a map for all of them up front; beyond the hint the
+// map grows with what it really holds.
+const maxFieldsHint = 64
 
 // countBinFields counts the entries of a binary extFields map up to the
 // first malformed one (the decoder reports that), to size the map once.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -317,6 +318,36 @@ func TestRemotingCodecExtFieldsSizing(t *testing.T) {
 		}
 		if !maps.Equal(got.ExtFields, want) || got.Remark != "r" {
 			t.Fatalf("%v: got %v", st, got.ExtFields)
+		}
+	}
+}
+
+// TestRemotingCodecExtFieldsHintBounded: a header of a million tiny
+// entries (all the same key, so the map holds one) is decoded without
+// allocating a map for a million entries up front, in either encoding.
+func TestRemotingCodecExtFieldsHintBounded(t *testing.T) {
+	const n = 1 << 20
+	ext := bytes.Repeat([]byte{0, 0, 0, 0, 0, 0}, n) // binary: empty key, empty value
+	bin := make([]byte, 0, binaryFixedLen+4+len(ext))
+	bin = append(bin, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) // code .. flag, remark length 0
+	bin = binary.BigEndian.AppendUint32(bin, uint32(len(ext)))
+	bin = append(bin, ext...)
+	json := []byte(`{"code":0,"extFields":{` + strings.Repeat(`"":"",`, n) + `"":""},"flag":0}`)
+	for name, decode := range map[string]func() (*Command, error){
+		"binary": func() (*Command, error) { var c Command; return &c, decodeBinaryHeader(bin, &c) },
+		"json":   func() (*Command, error) { var c Command; return &c, decodeJSONHeader(json, &c) },
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		c, err := decode()
+		runtime.ReadMemStats(&after)
+		if err != nil || len(c.ExtFields) != 1 {
+			t.Fatalf("%s: %d fields, %v", name, len(c.ExtFields), err)
+		}
+		// The header string copy is ~6-7 MB; a map sized for 2^20
+		// entries would add tens of MB.
+		if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+			t.Fatalf("%s: decoding allocated %d MB", name, got>>20)
 		}
 	}
 }

@@ -466,7 +466,7 @@ func (s *jsonScanner) extFields() (ExtFields, error) {
 	if end := bytes.IndexByte(obj, '}'); end >= 0 {
 		obj = obj[:end]
 	}
-	f := make(ExtFields, bytes.Count(obj, quoteColon))
+	f := make(ExtFields, min(bytes.Count(obj, quoteColon), maxFieldsHint))
 	if s.peek() == '}' {
 		s.i++
 		return f, nil
