@@ -163,6 +163,7 @@ func (cq *consumeQueue) writeAt(off int64, e cqEntry) error {
 		if err != nil {
 			return err
 		}
+		nm.adviseRandom()
 		cq.listMu.Lock()
 		l = cq.list()
 		nl := make([]*mappedFile, len(l), len(l)+1)

@@ -1,18 +1,17 @@
 package store
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/smartgo/smartgo/store/record"
 )
 
 // dispatcher follows the commitlog behind the writer and builds consume
-// queues and the index. Its state is owned by whoever holds Store.dispMu:
+// queues (the indexer follows it, see indexer.go). Its state is owned by whoever holds Store.dispMu:
 // the dispatcher goroutine, or recovery before the goroutines start.
 type dispatcher struct {
-	pos      int64       // next commitlog offset to dispatch
-	cur      *mappedFile // segment being read, with a reader reference
+	segCursor
+	pos      int64 // next commitlog offset to dispatch
 	round    uint64
 	touched  []*consumeQueue
 	fillGaps bool            // false during the first recovery pass: gaps are only noted
@@ -20,24 +19,6 @@ type dispatcher struct {
 	broken   bool            // undecodable bytes met; dispatching stopped
 	count    int64           // records dispatched (recovery statistics)
 	refused  []*CorruptError // records refused during recovery (reported)
-}
-
-func (d *dispatcher) releaseCur() {
-	if d.cur != nil {
-		d.cur.release()
-		d.cur = nil
-	}
-}
-
-// segmentFor returns the segment holding off, keeping a reference across
-// calls.
-func (d *dispatcher) segmentFor(cl *commitLog, off int64) *mappedFile {
-	if d.cur != nil && d.cur.base <= off && off < d.cur.base+d.cur.size && !d.cur.removed.Load() {
-		return d.cur
-	}
-	d.releaseCur()
-	d.cur = cl.acquireAt(off)
-	return d.cur
 }
 
 // dispatchLoop is the dispatcher goroutine. The writer wakes it through
@@ -58,7 +39,11 @@ func (s *Store) dispatchLoop() {
 func (s *Store) dispatchAvailable() {
 	s.dispMu.Lock()
 	defer s.dispMu.Unlock()
+	from := s.disp.pos
 	s.dispatchRangeLocked(s.cl.committed.Load())
+	if s.disp.pos != from {
+		s.wakeIndexer()
+	}
 	if fn := s.arrival.Load(); fn != nil {
 		for _, cq := range s.disp.touched {
 			(*fn)(cq.topic, cq.queueID, cq.maxOff.Load())
@@ -154,24 +139,6 @@ func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) {
 			s.putMu.Unlock()
 		}
 	}
-	if tx != record.TxRollback && phy > s.idx.skipPhy {
-		if keys, ok := record.LookupProperty(v.Properties, record.PropertyKeys); ok {
-			for len(keys) > 0 {
-				i := bytes.IndexByte(keys, ' ')
-				k := keys
-				if i >= 0 {
-					k, keys = keys[:i], keys[i+1:]
-				} else {
-					keys = nil
-				}
-				s.indexKey(v, k, phy)
-			}
-		}
-		if u, ok := record.LookupProperty(v.Properties, record.PropertyUniqueClientMessageIDKeyIndex); ok {
-			s.indexKey(v, u, phy)
-		}
-		s.idx.skipPhy = phy
-	}
 	d.count++
 	s.dispatchTs.Store(v.StoreTimestamp)
 	if s.rawMode.Load() {
@@ -191,13 +158,4 @@ func (s *Store) tagsCode(v *record.View) int64 {
 		return record.TagsHashBytes(t)
 	}
 	return 0
-}
-
-func (s *Store) indexKey(v *record.View, key []byte, phy int64) {
-	if len(key) == 0 {
-		return
-	}
-	if err := s.idx.add(v.Topic, key, phy, v.StoreTimestamp); err != nil {
-		s.setWriteErr(err)
-	}
 }

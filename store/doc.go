@@ -56,7 +56,9 @@
 //	header (40) | slots (IndexSlots*4) | entries (IndexEntries*20)
 //
 // Header: beginTimestamp 8, endTimestamp 8 (store ms of first/last
-// entry), beginPhyOffset 8, endPhyOffset 8, usedSlotCount 4 (slots that
+// entry), beginPhyOffset 8, endPhyOffset 8 (in the newest file, the last
+// record the indexer walked, keys or not: where it resumes after a
+// restart), usedSlotCount 4 (slots that
 // hold a chain), indexCount 4 (next entry number; starts at 1, entry 0 is
 // never used). Slot i (4 bytes) holds the number of the newest entry whose
 // hash%IndexSlots == i, 0 for none. Entry n sits at
@@ -109,7 +111,9 @@
 // invalid are cut. Then records are re-dispatched from the older of the
 // crash point and the end of the queues' last entries, skipping entries
 // that already exist; a gap in a queue triggers a re-dispatch from the log
-// start. Damaged index files are removed and the log re-indexed. Every cut
+// start. The indexer then walks from the newest index file's endPhyOffset
+// (it trails the dispatcher on its own goroutine, see indexer.go).
+// Damaged index files are removed and the log re-indexed. Every cut
 // of non-zero bytes is a *CorruptError in Store.RecoveryReport.
 //
 // # Concurrency

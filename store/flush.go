@@ -146,6 +146,7 @@ func (s *Store) logicFlushLoop() {
 // what was synced.
 func (s *Store) flushLogic() error {
 	logicTs := s.dispatchTs.Load()
+	indexTs := s.indexTs.Load()
 	physTs := s.cl.flushedTs.Load()
 	for _, cq := range s.allCQs() {
 		if err := cq.flush(); err != nil {
@@ -155,7 +156,7 @@ func (s *Store) flushLogic() error {
 	if err := s.idx.flush(); err != nil {
 		return err
 	}
-	cp := checkpoint{Physic: physTs, Logics: logicTs, Index: logicTs}
+	cp := checkpoint{Physic: physTs, Logics: logicTs, Index: indexTs}
 	prev := s.lastCheckpoint()
 	if cp == prev {
 		return nil

@@ -51,6 +51,10 @@ func (s *Store) startAt(offset int64) {
 	s.cl.flushed.Store(offset)
 	s.disp.pos = offset
 	s.dispatched.Store(offset)
+	s.ix.run.Lock()
+	s.ix.pos = offset
+	s.indexed.Store(offset)
+	s.ix.run.Unlock()
 }
 
 // AppendRaw copies replicated commitlog bytes to offset, which must equal
@@ -98,6 +102,7 @@ func (s *Store) AppendRaw(offset int64, data []byte) error {
 		s.cl.appended.Store(s.cl.writePos)
 		seg.wrote.Store(rel + int64(n))
 		s.cl.committed.Store(s.cl.writePos)
+		s.cl.moveReadaheadEdgeLocked()
 	}
 	s.wakeDispatcher()
 	return nil

@@ -25,7 +25,7 @@ func indexFileSize(slots, entries int) int64 {
 	return indexHeaderSize + int64(slots)*indexSlotSize + int64(entries)*indexEntrySize
 }
 
-// indexFile is one hash index file. The dispatcher adds entries under mu;
+// indexFile is one hash index file. The indexer adds entries under mu;
 // queries read under mu.RLock.
 type indexFile struct {
 	mf      *mappedFile
@@ -166,10 +166,10 @@ type indexService struct {
 	dir     string
 	files   atomic.Pointer[[]*indexFile]
 	listMu  sync.Mutex
-	keyBuf  []byte // dispatcher-owned scratch for topic#key
-	skipPhy int64  // dispatcher-owned: records at or below this phy are already indexed
+	keyBuf  []byte // indexer-owned scratch for topic#key
+	skipPhy int64  // indexer-owned: records at or below this phy are already indexed
 	// forceNew makes the next add start a new file (re-indexing old records
-	// must not extend a file whose range is newer). Dispatcher-owned.
+	// must not extend a file whose range is newer). Indexer-owned.
 	forceNew bool
 }
 
@@ -217,6 +217,7 @@ func (x *indexService) load() (damaged []*CorruptError, reindex bool, err error)
 		if err != nil {
 			return nil, false, err
 		}
+		mf.adviseRandom()
 		f := &indexFile{mf: mf, slots: x.s.opts.IndexSlots, entries: x.s.opts.IndexEntries}
 		f.readHeader()
 		if why := f.checkHeader(); why != "" {
@@ -293,6 +294,7 @@ func (x *indexService) current() (*indexFile, error) {
 		_ = f.Close()
 		return nil, err
 	}
+	mf.adviseRandom()
 	nf := &indexFile{mf: mf, slots: x.s.opts.IndexSlots, entries: x.s.opts.IndexEntries, count: 1}
 	nf.mu.Lock()
 	nf.writeHeaderLocked()
@@ -307,7 +309,7 @@ func (x *indexService) current() (*indexFile, error) {
 	return nf, nil
 }
 
-// add indexes topic#key -> phy. Dispatcher-only.
+// add indexes topic#key -> phy. Indexer-only.
 func (x *indexService) add(topic, key []byte, phy, storeTs int64) error {
 	if len(key) == 0 {
 		return nil
@@ -322,6 +324,26 @@ func (x *indexService) add(topic, key []byte, phy, storeTs int64) error {
 	f.addLocked(hash, phy, storeTs)
 	f.mu.Unlock()
 	return nil
+}
+
+// walked records that the indexer has walked the commitlog up to the
+// record at phy (stored at storeTs), whether or not it had keys: the newest
+// file's header range is extended to it, so recovery resumes there and not
+// at the last record that had keys. Indexer-owned.
+func (x *indexService) walked(phy, storeTs int64) {
+	l := x.list()
+	if len(l) == 0 {
+		return
+	}
+	f := l[len(l)-1]
+	f.mu.Lock()
+	if f.count > 1 && f.endPhy < phy {
+		f.endPhy = phy
+		f.endTs = max(f.endTs, storeTs)
+		f.writeHeaderLocked()
+	}
+	f.mu.Unlock()
+	x.skipPhy = max(x.skipPhy, phy)
 }
 
 // query walks files newest first.

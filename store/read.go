@@ -427,6 +427,9 @@ func (s *Store) QueryByKey(topic, key string, maxMsgs int, begin, end int64) (*G
 	if maxMsgs <= 0 || maxMsgs > maxResultsPerQuery {
 		maxMsgs = maxResultsPerQuery
 	}
+	// Whatever a consumer could already read is found by key too: wait
+	// (briefly) for the indexer to catch up with the dispatcher.
+	s.waitIndexed(s.dispatched.Load(), indexCatchUpWait)
 	r := s.newResult()
 	r.IndexLastUpdateTimestamp, r.IndexLastUpdatePhyOffset = s.idx.lastUpdate()
 	clMin, clMax := s.cl.minOffset(), s.cl.committed.Load()

@@ -22,6 +22,7 @@ type RecoveryReport struct {
 	CommitLogEnd    int64      // offset after the last good record
 	DispatchFrom    int64      // offset re-dispatch started at
 	Redispatched    int64      // records walked by the re-dispatch
+	IndexFrom       int64      // offset the key index walk started at
 	FullReplay      bool       // a queue gap forced a re-dispatch from the commitlog minimum
 	Reindexed       bool       // damaged index files forced re-indexing
 	Corruptions     []*CorruptError
@@ -157,6 +158,13 @@ func (s *Store) recover(abnormal bool) error {
 	rep.Redispatched = d.count
 	d.releaseCur()
 	s.dispatched.Store(d.pos)
+	if s.dispatchTs.Load() == 0 {
+		s.dispatchTs.Store(cp.Logics)
+	}
+	s.recoverIndex(dispatchFrom, d.pos, reindex)
+	if s.indexTs.Load() == 0 {
+		s.indexTs.Store(cp.Index)
+	}
 	s.dispMu.Unlock()
 
 	for _, cq := range s.allCQs() {

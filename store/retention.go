@@ -71,8 +71,8 @@ func (s *Store) clean(manual bool) int {
 			break
 		}
 		m := l[0]
-		// Never delete what the dispatcher or flusher still needs.
-		if m.base+m.size > s.dispatched.Load() || m.base+m.size > s.cl.flushed.Load() {
+		// Never delete what the dispatcher, indexer or flusher still needs.
+		if end := m.base + m.size; end > s.dispatched.Load() || end > s.indexed.Load() || end > s.cl.flushed.Load() {
 			break
 		}
 		st, err := os.Stat(m.path)

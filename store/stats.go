@@ -84,6 +84,7 @@ type Stats struct {
 	PutLatency [len(LatencyBuckets) + 1]int64
 
 	DispatchLagBytes int64 // commitlog bytes written but not yet dispatched
+	IndexLagBytes    int64 // commitlog bytes dispatched but not yet indexed
 	FlushLagBytes    int64 // commitlog bytes written but not yet fdatasynced
 	MinPhysical      int64
 	MaxPhysical      int64
@@ -115,7 +116,9 @@ func (s *Store) Stats() Stats {
 	for i := range c.latency {
 		st.PutLatency[i] = c.latency[i].Load()
 	}
-	st.DispatchLagBytes = max(0, st.MaxPhysical-s.dispatched.Load())
+	disp := s.dispatched.Load()
+	st.DispatchLagBytes = max(0, st.MaxPhysical-disp)
+	st.IndexLagBytes = max(0, disp-s.indexed.Load())
 	st.FlushLagBytes = max(0, st.MaxPhysical-s.cl.flushed.Load())
 	return st
 }

@@ -101,6 +101,9 @@ type Store struct {
 	dispatched   atomic.Int64 // commitlog offset the dispatcher has processed up to
 	dispatchTs   atomic.Int64 // store timestamp of the last dispatched record
 	dispatchWake chan struct{}
+	ix           indexer      // index follower, see indexer.go
+	indexed      atomic.Int64 // commitlog offset the indexer has walked up to
+	indexTs      atomic.Int64 // store timestamp of the last indexed record
 	arrival      atomic.Pointer[func(topic string, queueID int32, maxOffset int64)]
 
 	gc groupCommit
@@ -143,6 +146,7 @@ func Open(opts Options) (*Store, error) {
 		done:         make(chan struct{}),
 	}
 	s.gc.init()
+	s.ix.init()
 	s.cl = newCommitLog(s)
 	s.idx = newIndexService(s)
 	lf, err := lockRoot(opts.Root)
@@ -170,6 +174,7 @@ func Open(opts Options) (*Store, error) {
 		s.start("prefaulter", func() { s.cl.prefaultLoop(s.done) })
 	}
 	s.start("dispatcher", s.dispatchLoop)
+	s.start("indexer", s.indexLoop)
 	s.start("flusher", s.flushLoop)
 	s.start("logic-flusher", s.logicFlushLoop)
 	s.start("cleaner", s.cleanLoop)
@@ -208,6 +213,7 @@ func (s *Store) shutdown(clean bool) error {
 	var errs []error
 	if clean {
 		s.dispatchAvailable()
+		s.indexAvailable()
 		if _, err := s.cl.flush(); err != nil {
 			errs = append(errs, err)
 		}
@@ -232,6 +238,7 @@ func (s *Store) shutdown(clean bool) error {
 
 func (s *Store) releaseFiles() {
 	s.disp.releaseCur()
+	s.ix.releaseCur()
 	s.cl.closeAll()
 	s.idx.closeAll()
 	s.cqMu.Lock()

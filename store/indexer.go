@@ -1,0 +1,242 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// The key index is built by its own goroutine, the indexer, which follows
+// the dispatcher through the commitlog. Index writes land on random pages
+// of a large mapped file (the slot table), and after every index fsync
+// each of those pages faults again on its next write; on the dispatcher
+// such faults held up consume queues, and so every consumer, for 10-30 ms.
+// The indexer only ever trails the dispatcher, so it reads records that
+// were already validated.
+//
+// Progress survives a restart through the newest index file's header:
+// its endPhy is the last record walked (keys or not), and recovery walks
+// again from there.
+
+// segCursor holds a reader reference on the commitlog segment a follower
+// (dispatcher or indexer) is reading, across rounds.
+type segCursor struct {
+	cur *mappedFile
+}
+
+func (c *segCursor) releaseCur() {
+	if c.cur != nil {
+		c.cur.release()
+		c.cur = nil
+	}
+}
+
+// segmentFor returns the segment holding off, keeping a reference across
+// calls.
+func (c *segCursor) segmentFor(cl *commitLog, off int64) *mappedFile {
+	if c.cur != nil && c.cur.base <= off && off < c.cur.base+c.cur.size && !c.cur.removed.Load() {
+		return c.cur
+	}
+	c.releaseCur()
+	c.cur = cl.acquireAt(off)
+	return c.cur
+}
+
+// indexer is the index follower's state, owned by whoever holds run: the
+// indexer goroutine, or recovery and shutdown when it is not running.
+type indexer struct {
+	run sync.Mutex // held while indexing (and by HA's startAt)
+	segCursor
+	pos    int64 // next commitlog offset to index
+	lastTs int64 // store timestamp of the last record walked
+	last   int64 // phy of the last record walked, -1 if none this round
+
+	wake chan struct{} // capacity 1: the dispatcher moved on
+
+	mu  sync.Mutex
+	gen chan struct{} // closed when the current round ends; protected by mu
+}
+
+func (ix *indexer) init() {
+	ix.wake = make(chan struct{}, 1)
+	ix.gen = make(chan struct{})
+}
+
+// round returns the channel closed when the indexer next finishes a round.
+func (ix *indexer) round() chan struct{} {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.gen
+}
+
+func (ix *indexer) endRound() {
+	ix.mu.Lock()
+	close(ix.gen)
+	ix.gen = make(chan struct{})
+	ix.mu.Unlock()
+}
+
+func (s *Store) wakeIndexer() {
+	select {
+	case s.ix.wake <- struct{}{}:
+	default:
+	}
+}
+
+// indexLoop is the indexer goroutine; the dispatcher wakes it after every
+// round that moved.
+func (s *Store) indexLoop() {
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.ix.wake:
+		}
+		s.indexAvailable()
+	}
+}
+
+// indexAvailable indexes everything dispatched so far.
+func (s *Store) indexAvailable() {
+	s.ix.run.Lock()
+	s.indexRange(s.dispatched.Load())
+	s.ix.run.Unlock()
+	s.ix.endRound()
+}
+
+// indexRange adds the keys of records in [ix.pos, end) to the index; end
+// must be a record boundary the dispatcher reached. It reports false if
+// it met bytes it cannot decode (the rest of the range is then skipped).
+func (s *Store) indexRange(end int64) bool {
+	ix := &s.ix
+	ix.last = -1
+	ok := true
+	for ix.pos < end {
+		seg := ix.segmentFor(s.cl, ix.pos)
+		if seg == nil {
+			if min := s.cl.minOffset(); ix.pos < min {
+				ix.pos = min
+				continue
+			}
+			break
+		}
+		rel := ix.pos - seg.base
+		size, magic, _ := record.PeekHeader(seg.data[rel:])
+		if magic == record.MagicBlank && int64(size) == seg.size-rel {
+			ix.pos = seg.base + seg.size
+			continue
+		}
+		var v record.View
+		var err error
+		if magic != record.MagicMessage || size < record.MinRecordSize || int64(size) > seg.size-rel {
+			err = fmt.Errorf("bad record header size=%d magic=0x%08X", size, magic)
+		} else {
+			v, err = record.Parse(seg.data[rel:rel+int64(size)], false)
+		}
+		if err != nil {
+			s.log.Error("store: indexer cannot decode record; skipping to the dispatcher's position",
+				"file", seg.path, "offset", rel, "err", err)
+			ix.pos = end
+			ok = false
+			break
+		}
+		s.indexRecord(&v, ix.pos)
+		ix.last, ix.lastTs = ix.pos, v.StoreTimestamp
+		ix.pos += int64(size)
+	}
+	if ix.last >= 0 {
+		s.idx.walked(ix.last, ix.lastTs)
+		s.indexTs.Store(ix.lastTs)
+	}
+	s.indexed.Store(ix.pos)
+	return ok
+}
+
+// indexRecord adds a record's KEYS (space separated) and UNIQ_KEY.
+func (s *Store) indexRecord(v *record.View, phy int64) {
+	if v.SysFlag&record.TxMask == record.TxRollback || phy <= s.idx.skipPhy {
+		return
+	}
+	if keys, ok := record.LookupProperty(v.Properties, record.PropertyKeys); ok {
+		for len(keys) > 0 {
+			i := bytes.IndexByte(keys, ' ')
+			k := keys
+			if i >= 0 {
+				k, keys = keys[:i], keys[i+1:]
+			} else {
+				keys = nil
+			}
+			s.indexKey(v, k, phy)
+		}
+	}
+	if u, ok := record.LookupProperty(v.Properties, record.PropertyUniqueClientMessageIDKeyIndex); ok {
+		s.indexKey(v, u, phy)
+	}
+	s.idx.skipPhy = phy
+}
+
+func (s *Store) indexKey(v *record.View, key []byte, phy int64) {
+	if len(key) == 0 {
+		return
+	}
+	if err := s.idx.add(v.Topic, key, phy, v.StoreTimestamp); err != nil {
+		s.setWriteErr(err)
+	}
+}
+
+// recoverIndex brings the index up to end (the dispatcher's position after
+// recovery) before the goroutines start. It walks from the last record the
+// index had walked; with no index file at all, from dispatchFrom, as
+// nothing before it had keys to index; after damage, from the commitlog
+// start.
+func (s *Store) recoverIndex(dispatchFrom, end int64, reindex bool) {
+	clMin := s.cl.minOffset()
+	from := dispatchFrom
+	switch {
+	case reindex:
+		from = clMin
+	case s.idx.skipPhy >= 0:
+		from = s.idx.skipPhy
+	}
+	from = max(min(from, end), clMin)
+	s.ix.pos = from
+	if !s.indexRange(end) && from != dispatchFrom {
+		// The resume point was not a record boundary of this commitlog.
+		from = max(min(dispatchFrom, end), clMin)
+		s.ix.pos = from
+		s.indexRange(end)
+	}
+	s.report.IndexFrom = from
+	s.ix.pos = end
+	s.indexed.Store(end)
+	s.ix.releaseCur()
+}
+
+// indexCatchUpWait bounds how long a key query waits for the indexer.
+const indexCatchUpWait = 2 * time.Second
+
+// waitIndexed waits (at most d) until the indexer has reached target.
+func (s *Store) waitIndexed(target int64, d time.Duration) {
+	if s.indexed.Load() >= target {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		ch := s.ix.round()
+		if s.indexed.Load() >= target {
+			return
+		}
+		s.wakeIndexer()
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-s.done:
+			return
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+)
+
+// A key is found as soon as its record is consumable: QueryByKey waits for
+// the indexer to reach the dispatcher.
+func TestIndexerQueryAfterDispatch(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) { o.IndexEntries = 5000; o.IndexSlots = 512 })
+	for i := range 300 {
+		mustPut(t, s, msgSpec{topic: "T", body: "b", keys: fmt.Sprintf("k%d", i)})
+		waitDispatched(t, s)
+		r, err := s.QueryByKey("T", fmt.Sprintf("k%d", i), 4, 0, 1<<62)
+		if err != nil || r.MessageCount() != 1 {
+			t.Fatalf("key k%d right after dispatch: %d results, %v", i, r.MessageCount(), err)
+		}
+		r.Release()
+	}
+	if st := s.Stats(); st.IndexLagBytes != 0 {
+		t.Fatalf("index lag %d after queries", st.IndexLagBytes)
+	}
+}
+
+// Records without keys still move the index's resume point: a restart
+// walks from the last record walked, not from the last one that had keys.
+func TestIndexerResumeCoversKeylessRecords(t *testing.T) {
+	root := t.TempDir()
+	s := openTest(t, root, func(o *Options) { o.IndexEntries = 5000; o.IndexSlots = 512 })
+	for i := range 20 {
+		mustPut(t, s, msgSpec{topic: "T", body: "keyed", keys: fmt.Sprintf("k%d", i)})
+	}
+	var last int64
+	for range 200 {
+		last = mustPut(t, s, msgSpec{topic: "T", body: "no keys"}).PhysicalOffset
+	}
+	waitDispatched(t, s)
+	r, _ := s.QueryByKey("T", "k3", 4, 0, 1<<62)
+	if r.MessageCount() != 1 || r.IndexLastUpdatePhyOffset != last {
+		t.Fatalf("k3: %d results, index at %d, last record at %d", r.MessageCount(), r.IndexLastUpdatePhyOffset, last)
+	}
+	r.Release()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openTest(t, root, func(o *Options) { o.IndexEntries = 5000; o.IndexSlots = 512 })
+	if rep := s2.RecoveryReport(); rep.IndexFrom != last {
+		t.Fatalf("index walk resumed at %d, want the last record %d", rep.IndexFrom, last)
+	}
+	for _, k := range []string{"k0", "k19"} {
+		r, _ := s2.QueryByKey("T", k, 4, 0, 1<<62)
+		if r.MessageCount() != 1 {
+			t.Fatalf("%s after restart: %d results", k, r.MessageCount())
+		}
+		r.Release()
+	}
+}
+
+// A crash while the indexer trails the dispatcher loses no key: recovery
+// indexes from where the index had got to.
+func TestIndexerCatchesUpAfterCrash(t *testing.T) {
+	root := t.TempDir()
+	opts := func(o *Options) { o.IndexEntries = 5000; o.IndexSlots = 512 }
+	s := openTest(t, root, opts)
+	for i := range 50 {
+		mustPut(t, s, msgSpec{topic: "T", body: "early", keys: fmt.Sprintf("e%d", i)})
+	}
+	waitDispatched(t, s)
+	s.waitIndexed(s.dispatched.Load(), indexCatchUpWait)
+	indexedBefore := s.indexed.Load()
+
+	// Hold the indexer back while more records are stored and dispatched,
+	// and take the files as a crash would leave them.
+	s.ix.run.Lock()
+	for i := range 80 {
+		mustPut(t, s, msgSpec{topic: "T", body: "late", keys: fmt.Sprintf("l%d", i)})
+	}
+	waitDispatched(t, s)
+	if s.indexed.Load() != indexedBefore {
+		s.ix.run.Unlock()
+		t.Fatal("indexer moved while held")
+	}
+	// Copies read the page cache: what a killed process leaves behind.
+	image := filepath.Join(t.TempDir(), "image")
+	copyTree(t, root, image)
+	s.ix.run.Unlock()
+
+	s2 := openTest(t, image, opts)
+	rep := s2.RecoveryReport()
+	if !rep.Abnormal || rep.IndexFrom >= indexedBefore {
+		t.Fatalf("abnormal=%v index walk from %d (indexed before %d)", rep.Abnormal, rep.IndexFrom, indexedBefore)
+	}
+	for _, k := range []string{"e0", "e49", "l0", "l40", "l79"} {
+		r, _ := s2.QueryByKey("T", k, 4, 0, 1<<62)
+		if r.MessageCount() != 1 {
+			t.Fatalf("%s after crash recovery: %d results", k, r.MessageCount())
+		}
+		r.Release()
+	}
+}
