@@ -133,18 +133,20 @@ func (s *Store) logicFlushLoop() {
 		case <-s.done:
 			return
 		case <-tick.C:
-			if err := s.flushLogic(); err != nil {
+			if err := s.flushLogic(false); err != nil {
 				s.setWriteErr(err)
 			}
 		}
 	}
 }
 
-// flushLogic makes consume queues and index durable, then records in the
+// flushLogic makes consume queues durable, and the index too when
+// IndexFlushInterval has passed (or all is set), then records in the
 // checkpoint the store timestamps they (and the flushed commitlog) cover.
 // Timestamps are sampled before the syncs, so they never claim more than
-// what was synced.
-func (s *Store) flushLogic() error {
+// what was synced. Only the logic flusher, and Close after it stopped,
+// call it.
+func (s *Store) flushLogic(all bool) error {
 	logicTs := s.dispatchTs.Load()
 	indexTs := s.indexTs.Load()
 	physTs := s.cl.flushedTs.Load()
@@ -153,11 +155,16 @@ func (s *Store) flushLogic() error {
 			return err
 		}
 	}
-	if err := s.idx.flush(); err != nil {
-		return err
+	prev := s.lastCheckpoint()
+	if now := time.Now(); all || now.Sub(s.indexFlushedAt) >= s.opts.IndexFlushInterval {
+		if err := s.idx.flush(); err != nil {
+			return err
+		}
+		s.indexFlushedAt = now
+	} else {
+		indexTs = prev.Index
 	}
 	cp := checkpoint{Physic: physTs, Logics: logicTs, Index: indexTs}
-	prev := s.lastCheckpoint()
 	if cp == prev {
 		return nil
 	}

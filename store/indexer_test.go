@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // A key is found as soon as its record is consumable: QueryByKey waits for
@@ -98,5 +99,52 @@ func TestIndexerCatchesUpAfterCrash(t *testing.T) {
 			t.Fatalf("%s after crash recovery: %d results", k, r.MessageCount())
 		}
 		r.Release()
+	}
+}
+
+// Index files are synced every IndexFlushInterval, not at every logic
+// flush, and always at Close; the checkpoint's index timestamp only
+// claims what was synced.
+func TestIndexFlushInterval(t *testing.T) {
+	root := t.TempDir()
+	s := openTest(t, root, func(o *Options) { o.IndexEntries = 5000; o.IndexSlots = 512; o.IndexFlushInterval = time.Hour })
+	first := mustPut(t, s, msgSpec{topic: "T", body: "b", keys: "first"})
+	// The first logic flush syncs the index (none before it).
+	checkFor(t, 5*time.Second, func() error {
+		if cp := s.lastCheckpoint(); cp.Index < first.StoreTimestamp {
+			return fmt.Errorf("checkpoint %+v", cp)
+		}
+		return nil
+	})
+	time.Sleep(5 * time.Millisecond) // a later store timestamp
+	var last PutResult
+	for i := range 50 {
+		last = mustPut(t, s, msgSpec{topic: "T", body: "b", keys: fmt.Sprintf("k%d", i)})
+	}
+	waitDispatched(t, s)
+	s.waitIndexed(s.dispatched.Load(), indexCatchUpWait)
+	// Consume queues go on being synced and checkpointed; the index not.
+	checkFor(t, 5*time.Second, func() error {
+		if cp := s.lastCheckpoint(); cp.Logics < last.StoreTimestamp {
+			return fmt.Errorf("checkpoint %+v", cp)
+		}
+		return nil
+	})
+	f := s.idx.list()[len(s.idx.list())-1]
+	f.mu.RLock()
+	count := int64(f.count)
+	f.mu.RUnlock()
+	if cp := s.lastCheckpoint(); cp.Index >= last.StoreTimestamp || f.mf.flushedTo.Load() >= count {
+		t.Fatalf("index synced before its interval: checkpoint %+v, synced to entry %d of %d", cp, f.mf.flushedTo.Load(), count)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if f.mf.flushedTo.Load() != count {
+		t.Fatalf("Close synced the index to %d of %d", f.mf.flushedTo.Load(), count)
+	}
+	cp, ok, err := readCheckpoint(root)
+	if !ok || err != nil || cp.Index < last.StoreTimestamp {
+		t.Fatalf("checkpoint after Close %+v ok=%v err=%v", cp, ok, err)
 	}
 }

@@ -81,6 +81,7 @@ const (
 	DefaultMaxMessageSize      = 4 << 20
 	DefaultFlushInterval       = 500 * time.Millisecond
 	DefaultLogicFlushInterval  = time.Second
+	DefaultIndexFlushInterval  = 10 * time.Second
 	DefaultSyncFlushTimeout    = 5 * time.Second
 	DefaultFileReservedTime    = 72 * time.Hour
 	DefaultDeleteWhen          = "04"
@@ -104,7 +105,13 @@ type Options struct {
 
 	FlushMode          FlushMode
 	FlushInterval      time.Duration // async commitlog flush period (default 500 ms)
-	LogicFlushInterval time.Duration // consume queue + index + checkpoint flush period (default 1 s)
+	LogicFlushInterval time.Duration // consume queue + checkpoint flush period (default 1 s)
+	// IndexFlushInterval is how often index files are made durable (at a
+	// logic flush, so rounded up to LogicFlushInterval; default 10 s).
+	// Syncing a mapped file write-protects every page it wrote, one TLB
+	// shootdown each, and index slot pages are rewritten all the time;
+	// the index is rebuilt from the commitlog after a crash anyway.
+	IndexFlushInterval time.Duration
 	SyncFlushTimeout   time.Duration // group-commit wait bound (default 5 s)
 
 	FileReservedTime    time.Duration // commitlog segments older than this are deleted (default 72 h)
@@ -155,6 +162,7 @@ func DefaultOptions(root string) Options {
 		FlushMode:           FlushAsync,
 		FlushInterval:       DefaultFlushInterval,
 		LogicFlushInterval:  DefaultLogicFlushInterval,
+		IndexFlushInterval:  DefaultIndexFlushInterval,
 		SyncFlushTimeout:    DefaultSyncFlushTimeout,
 		FileReservedTime:    DefaultFileReservedTime,
 		DeleteWhen:          DefaultDeleteWhen,
@@ -188,6 +196,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.FlushInterval == 0 {
 		o.FlushInterval = d.FlushInterval
+	}
+	if o.IndexFlushInterval == 0 {
+		o.IndexFlushInterval = d.IndexFlushInterval
 	}
 	if o.LogicFlushInterval == 0 {
 		o.LogicFlushInterval = d.LogicFlushInterval
@@ -260,7 +271,7 @@ func (o Options) Validate() error {
 		return bad("unknown FlushMode %d", o.FlushMode)
 	case o.AsyncWrites < AsyncWriteHybrid || o.AsyncWrites > AsyncWritePwrite:
 		return bad("unknown AsyncWrites %d", o.AsyncWrites)
-	case o.FlushInterval < 0 || o.LogicFlushInterval < 0 || o.SyncFlushTimeout < 0 || o.CleanInterval < 0 || o.FileReservedTime < 0:
+	case o.FlushInterval < 0 || o.LogicFlushInterval < 0 || o.IndexFlushInterval < 0 || o.SyncFlushTimeout < 0 || o.CleanInterval < 0 || o.FileReservedTime < 0:
 		return bad("negative duration")
 	case !ratioOK(o.DiskMaxUsedRatio) || !ratioOK(o.DiskForceCleanRatio) || !ratioOK(o.DiskFullRatio):
 		return bad("disk ratios must be in (0, 1]")

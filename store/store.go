@@ -113,6 +113,8 @@ type Store struct {
 
 	cleanMu sync.Mutex // serialises retention runs
 
+	indexFlushedAt time.Time // last index sync; owned by the logic flusher
+
 	cpMu sync.Mutex
 	cp   checkpoint // last checkpoint written; protected by cpMu
 
@@ -217,7 +219,7 @@ func (s *Store) shutdown(clean bool) error {
 		if _, err := s.cl.flush(); err != nil {
 			errs = append(errs, err)
 		}
-		if err := s.flushLogic(); err != nil {
+		if err := s.flushLogic(true); err != nil {
 			errs = append(errs, err)
 		}
 	}
