@@ -365,12 +365,13 @@ var (
 	descCommitLogMax  = prometheus.NewDesc("smartgo_commitlog_max_offset", "Next commitlog write position.", nil, nil)
 	descCommitLogMin  = prometheus.NewDesc("smartgo_commitlog_min_offset", "First commitlog offset still stored.", nil, nil)
 	descDispatchLag   = prometheus.NewDesc("smartgo_dispatch_lag_bytes", "Commitlog bytes not yet dispatched to consume queues.", nil, nil)
+	descIndexLag      = prometheus.NewDesc("smartgo_index_lag_bytes", "Commitlog bytes dispatched but not yet in the key index.", nil, nil)
 	descHeldPulls     = prometheus.NewDesc("smartgo_held_pulls", "Pull requests held by long polling.", nil, nil)
 	descFlushedOffset = prometheus.NewDesc("smartgo_commitlog_flushed_offset", "Commitlog offset made durable.", nil, nil)
 )
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descCommitLogMax, descCommitLogMin, descDispatchLag, descHeldPulls, descFlushedOffset} {
+	for _, d := range []*prometheus.Desc{descCommitLogMax, descCommitLogMin, descDispatchLag, descIndexLag, descHeldPulls, descFlushedOffset} {
 		ch <- d
 	}
 }
@@ -380,6 +381,7 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCommitLogMax, prometheus.GaugeValue, float64(s.MaxPhysicalOffset()))
 	ch <- prometheus.MustNewConstMetric(descCommitLogMin, prometheus.GaugeValue, float64(s.MinPhysicalOffset()))
 	ch <- prometheus.MustNewConstMetric(descDispatchLag, prometheus.GaugeValue, float64(s.MaxPhysicalOffset()-s.DispatchedPhysicalOffset()))
+	ch <- prometheus.MustNewConstMetric(descIndexLag, prometheus.GaugeValue, float64(max(0, s.DispatchedPhysicalOffset()-s.IndexedPhysicalOffset())))
 	ch <- prometheus.MustNewConstMetric(descHeldPulls, prometheus.GaugeValue, float64(c.b.hold.Len()))
 	ch <- prometheus.MustNewConstMetric(descFlushedOffset, prometheus.GaugeValue, float64(s.FlushedPhysicalOffset()))
 }

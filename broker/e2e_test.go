@@ -482,7 +482,7 @@ func TestBrokerStatisticsEndpoints(t *testing.T) {
 	}
 	defer hr.Body.Close()
 	text, _ := io.ReadAll(hr.Body)
-	for _, want := range []string{`smartgo_topic_put_messages_total{topic="Counted"} 3`, `smartgo_group_get_messages_total{group="statg",topic="Counted"} 3`, "smartgo_commitlog_max_offset"} {
+	for _, want := range []string{`smartgo_topic_put_messages_total{topic="Counted"} 3`, `smartgo_group_get_messages_total{group="statg",topic="Counted"} 3`, "smartgo_commitlog_max_offset", "smartgo_index_lag_bytes"} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

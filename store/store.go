@@ -563,8 +563,12 @@ func (s *Store) MinPhysicalOffset() int64 { return s.cl.minOffset() }
 func (s *Store) FlushedPhysicalOffset() int64 { return s.cl.flushed.Load() }
 
 // DispatchedPhysicalOffset is the commitlog offset up to which consume
-// queues and index are built.
+// queues are built.
 func (s *Store) DispatchedPhysicalOffset() int64 { return s.dispatched.Load() }
+
+// IndexedPhysicalOffset is the commitlog offset up to which the key index
+// is built (it trails DispatchedPhysicalOffset).
+func (s *Store) IndexedPhysicalOffset() int64 { return s.indexed.Load() }
 
 // RecoveryReport returns what Open found and cut.
 func (s *Store) RecoveryReport() RecoveryReport { return s.report }
