@@ -75,7 +75,10 @@
 // numbers). Keys are each space-separated KEYS value and UNIQ_KEY;
 // rollback records are not indexed. A file is full when indexCount
 // reaches IndexEntries; a new file is named after the store clock (ms).
-// Entries are written entry first, then header, then slot.
+// New entries are written (pwrite) at the end of every indexer round; the
+// newest file's header and slot table are kept in memory and written
+// together at each index sync (IndexFlushInterval, and Close), so the file
+// is always read, never written, through its mapping.
 //
 // # Checkpoint (frozen), 28 bytes
 //

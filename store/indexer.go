@@ -147,6 +147,9 @@ func (s *Store) indexRange(end int64) bool {
 		ix.last, ix.lastTs = ix.pos, v.StoreTimestamp
 		ix.pos += int64(size)
 	}
+	if err := s.idx.commit(); err != nil {
+		s.setWriteErr(err)
+	}
 	if ix.last >= 0 {
 		s.idx.walked(ix.last, ix.lastTs)
 		s.indexTs.Store(ix.lastTs)
