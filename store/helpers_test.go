@@ -75,6 +75,19 @@ func waitDispatched(t testing.TB, s *Store) {
 	})
 }
 
+// waitIndexed waits until the dispatcher has caught up with the writer and
+// the indexer with the dispatcher.
+func waitIndexed(t testing.TB, s *Store) {
+	t.Helper()
+	waitDispatched(t, s)
+	checkFor(t, 5*time.Second, func() error {
+		if i, d := s.indexed.Load(), s.dispatched.Load(); i != d {
+			return fmt.Errorf("indexed %d of %d", i, d)
+		}
+		return nil
+	})
+}
+
 type msgSpec struct {
 	topic string
 	qid   int32

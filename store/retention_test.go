@@ -43,7 +43,7 @@ func TestStoreRetentionDeletesExpired(t *testing.T) {
 	for i := range 2000 {
 		mustPut(t, s, msgSpec{topic: "T", qid: int32(i % 2), body: fmt.Sprintf("%d-%0300d", i, i), keys: fmt.Sprint("k", i)})
 	}
-	waitDispatched(t, s)
+	waitIndexed(t, s)
 	checkFor(t, 5*time.Second, func() error {
 		if s.cl.flushed.Load() != s.cl.committed.Load() {
 			return errors.New("not flushed")
@@ -124,7 +124,7 @@ func TestStoreRetentionDiskPressure(t *testing.T) {
 	for i := range 800 {
 		mustPut(t, s, msgSpec{topic: "T", body: fmt.Sprintf("%0300d", i)})
 	}
-	waitDispatched(t, s)
+	waitIndexed(t, s)
 	checkFor(t, 5*time.Second, func() error {
 		if s.cl.flushed.Load() != s.cl.committed.Load() {
 			return errors.New("not flushed")
@@ -255,7 +255,7 @@ func TestStoreUnmapAfterRelease(t *testing.T) {
 	for i := range 600 {
 		mustPut(t, s, msgSpec{topic: "T", body: fmt.Sprintf("%0300d", i)})
 	}
-	waitDispatched(t, s)
+	waitIndexed(t, s)
 	checkFor(t, 5*time.Second, func() error {
 		if s.cl.flushed.Load() != s.cl.committed.Load() {
 			return errors.New("not flushed")

@@ -178,7 +178,7 @@ func TestStoreQueryByKey(t *testing.T) {
 			keys: fmt.Sprintf("order-%d common", i%50), uniq: fmt.Sprintf("UNIQ%04d", i)})
 	}
 	mustPut(t, s, msgSpec{topic: "Other", body: "x", keys: "order-7"})
-	waitDispatched(t, s)
+	waitIndexed(t, s)
 	if n := len(s.idx.list()); n < 3 {
 		t.Fatalf("%d index files, want >= 3", n)
 	}
