@@ -27,7 +27,10 @@
 // sustain, latencies compare at equal load instead of at each system's own
 // saturation, where the faster system also queues more. The table prints
 // SmartGo/JetStream ratios (rate: higher is better; latency: lower is
-// better). -cpuprofile, -memprofile and -trace cover the whole process.
+// better). -factor F reads the target literally: JetStream runs as
+// fast as it goes, and SmartGo, run right after it, is paced at F times the
+// rate that JetStream run reached; its p99 must still be at most
+// JetStream's. -cpuprofile, -memprofile and -trace cover the whole process.
 //
 //	go run . -sizes 128,1024 -publishers 4 -count 100000
 package main
@@ -77,6 +80,7 @@ func main() {
 	warmup := flag.Int64("warmup", 0, "messages sent and consumed before each measured run, not counted (both systems)")
 	rate := flag.Float64("rate", 0, "publishes per second in all, paced the same way on both (0 = as fast as each goes); at a rate both sustain, the latencies compare at equal load")
 	asyncWrites := flag.String("async-writes", "hybrid", "SmartGo's store.async_writes without -durable: hybrid, mapped or pwrite")
+	factor := flag.Float64("factor", 0, "pace SmartGo at this multiple of the rate of the JetStream run just before it (JetStream unpaced; excludes -rate and -only)")
 	repeat := flag.Int("repeat", 1, "runs per system and size, interleaved (the order alternates); the table shows medians and the rate's range")
 	flag.Parse()
 	switch *asyncWrites {
@@ -90,6 +94,9 @@ func main() {
 	}
 	if *repeat < 1 {
 		fatal(fmt.Errorf("bad -repeat %d", *repeat))
+	}
+	if *factor < 0 || (*factor > 0 && (*rate > 0 || *only != "")) {
+		fatal(fmt.Errorf("-factor %g: must be positive and excludes -rate and -only", *factor))
 	}
 
 	if *cpuprofile != "" {
@@ -155,7 +162,22 @@ func main() {
 		if *only != "smartgo" {
 			order = append(order, runJS)
 		}
+		if *factor > 0 {
+			order = []func(){runJS, func() {
+				r, err := runSmartGo(size, *publishers, *window, *count, *warmup, *factor*jss[len(jss)-1].rate, *durable)
+				if err != nil {
+					fatal(fmt.Errorf("smartgo: %w", err))
+				}
+				sgs = append(sgs, r)
+			}}
+		}
 		for range *repeat {
+			if *factor > 0 {
+				for _, run := range order {
+					run()
+				}
+				continue
+			}
 			for _, run := range order {
 				run()
 			}
@@ -178,7 +200,9 @@ func main() {
 		mode = "defaults: JetStream fsync every 2 min, SmartGo every 500 ms"
 	}
 	load := "as fast as each goes"
-	if *rate > 0 {
+	if *factor > 0 {
+		load = fmt.Sprintf("JetStream as fast as it goes, SmartGo paced at %.2gx the rate of the JetStream run before it", *factor)
+	} else if *rate > 0 {
 		load = fmt.Sprintf("paced at %.0f msgs/s on both", *rate)
 	}
 	fmt.Printf("%s; %d publishers x %d in flight, %s, %d messages per run, %d run(s) each\n", mode, *publishers, *window, load, *count, *repeat)
