@@ -98,10 +98,13 @@ type commitLog struct {
 	mappedRun  int64 // bytes written through the mapping since the last pwrite; protected by Store.putMu
 	faultReq   chan faultRange
 
-	// raSeg is the segment whose mapping is advised random from raEdge
-	// (relative) to its end; see readahead.go. Protected by Store.putMu.
-	raSeg  *mappedFile
-	raEdge int64
+	// Readahead advice of the active segment (readahead.go), protected by
+	// Store.putMu: raSeg's mapping is random from raEdge (relative) to its
+	// end when raRandom; raWant is the last put's write path (pwrite).
+	raSeg    *mappedFile
+	raEdge   int64
+	raRandom bool
+	raWant   bool
 
 	allocMu  sync.Mutex
 	prepared *mappedFile // next segment made in the background; protected by allocMu
@@ -326,7 +329,7 @@ func (cl *commitLog) appendLocked(m *record.Message, size int, viaPend bool) (in
 	} else {
 		cl.mappedRun = 0
 	}
-	cl.moveReadaheadEdgeLocked()
+	cl.moveReadaheadEdgeLocked(viaPend)
 	if cl.nextAt != 0 && cl.writePos >= cl.nextAt {
 		cl.nextAt = 0
 		cl.requestNext(seg.base + cl.segSize)
@@ -442,7 +445,7 @@ func (cl *commitLog) rollLocked() error {
 // it already is). Caller holds Store.putMu (or owns the store exclusively).
 func (cl *commitLog) scheduleNextLocked() {
 	cl.faulted = cl.writePos
-	cl.moveReadaheadEdgeLocked()
+	cl.moveReadaheadEdgeLocked(cl.raWant)
 	next := cl.active.base + cl.segSize
 	cl.nextAt = max(1, cl.active.base+cl.segSize/2)
 	if cl.writePos >= cl.nextAt {

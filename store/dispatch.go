@@ -18,6 +18,9 @@ type dispatcher struct {
 	gapSeen  bool            // a record skipped ahead of its queue's end
 	broken   bool            // undecodable bytes met; dispatching stopped
 	count    int64           // records dispatched (recovery statistics)
+	lastPhy  int64           // newest record dispatched, -1 if none yet
+	lastTs   int64           // its store timestamp
+	keyedPhy int64           // newest record dispatched that the index wants (keys), -1 if none
 	refused  []*CorruptError // records refused during recovery (reported)
 }
 
@@ -98,6 +101,19 @@ func (s *Store) dispatchRangeLocked(end int64) {
 		d.pos += int64(size)
 	}
 	s.dispatched.Store(d.pos)
+	if m := s.dispMark.Load(); m == nil || m.end != d.pos {
+		s.dispMark.Store(&dispatchMark{end: d.pos, lastPhy: d.lastPhy, lastTs: d.lastTs, keyedPhy: d.keyedPhy})
+	}
+}
+
+// dispatchMark is what a dispatch round tells the indexer: where it ended
+// and which of its records need the index at all, so that a run of
+// records without keys is not parsed a second time.
+type dispatchMark struct {
+	end      int64 // the dispatched offset
+	lastPhy  int64 // newest record before end, -1 if none
+	lastTs   int64 // its store timestamp
+	keyedPhy int64 // newest record before end with keys to index, -1 if none
 }
 
 func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) {
@@ -140,6 +156,10 @@ func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) {
 		}
 	}
 	d.count++
+	d.lastPhy, d.lastTs = phy, v.StoreTimestamp
+	if tx != record.TxRollback && hasIndexKeys(v.Properties) {
+		d.keyedPhy = phy
+	}
 	s.dispatchTs.Store(v.StoreTimestamp)
 	if s.rawMode.Load() {
 		s.cl.lastTs.Store(v.StoreTimestamp)

@@ -102,7 +102,7 @@ func (s *Store) AppendRaw(offset int64, data []byte) error {
 		s.cl.appended.Store(s.cl.writePos)
 		seg.wrote.Store(rel + int64(n))
 		s.cl.committed.Store(s.cl.writePos)
-		s.cl.moveReadaheadEdgeLocked()
+		s.cl.moveReadaheadEdgeLocked(false)
 	}
 	s.wakeDispatcher()
 	return nil

@@ -99,12 +99,30 @@ func (s *Store) indexLoop() {
 	}
 }
 
-// indexAvailable indexes everything dispatched so far.
+// indexAvailable indexes everything dispatched so far. When no record
+// since the indexer's position has keys, it moves on without reading them.
 func (s *Store) indexAvailable() {
 	s.ix.run.Lock()
-	s.indexRange(s.dispatched.Load())
+	ix := &s.ix
+	if m := s.dispMark.Load(); m != nil && m.keyedPhy < ix.pos && m.lastPhy >= ix.pos {
+		ix.pos = m.end
+		s.idx.walked(m.lastPhy, m.lastTs)
+		s.indexTs.Store(m.lastTs)
+		s.indexed.Store(m.end)
+	} else {
+		s.indexRange(s.dispatched.Load())
+	}
 	s.ix.run.Unlock()
 	s.ix.endRound()
+}
+
+// hasIndexKeys reports whether properties hold KEYS or UNIQ_KEY.
+func hasIndexKeys(props []byte) bool {
+	if k, ok := record.LookupProperty(props, record.PropertyKeys); ok && len(k) > 0 {
+		return true
+	}
+	u, ok := record.LookupProperty(props, record.PropertyUniqueClientMessageIDKeyIndex)
+	return ok && len(u) > 0
 }
 
 // indexRange adds the keys of records in [ix.pos, end) to the index; end

@@ -191,3 +191,34 @@ func TestIndexKilledBetweenSyncs(t *testing.T) {
 		r.Release()
 	}
 }
+
+// Runs of records without keys are skipped by the indexer without being
+// read; keys between such runs are all indexed, and the resume point still
+// moves to the last record.
+func TestIndexerKeylessRunsAndKeys(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) { o.IndexEntries = 5000; o.IndexSlots = 512 })
+	var last int64
+	for round := range 20 {
+		for range 30 {
+			last = mustPut(t, s, msgSpec{topic: "T", body: "no keys"}).PhysicalOffset
+		}
+		last = mustPut(t, s, msgSpec{topic: "T", body: "keyed", keys: fmt.Sprintf("r%d", round)}).PhysicalOffset
+		if round%2 == 0 {
+			waitIndexed(t, s) // let some rounds end on a keyed record, some not
+		}
+	}
+	for range 30 {
+		last = mustPut(t, s, msgSpec{topic: "T", body: "no keys"}).PhysicalOffset
+	}
+	waitIndexed(t, s)
+	for round := range 20 {
+		r, _ := s.QueryByKey("T", fmt.Sprintf("r%d", round), 4, 0, 1<<62)
+		if r.MessageCount() != 1 {
+			t.Fatalf("r%d: %d results", round, r.MessageCount())
+		}
+		if round == 19 && r.IndexLastUpdatePhyOffset != last {
+			t.Fatalf("index at %d, last record at %d", r.IndexLastUpdatePhyOffset, last)
+		}
+		r.Release()
+	}
+}

@@ -6,7 +6,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/store/record"
 )
 
 // vmaAdvice lists, for each mapping of path in /proc/self/smaps, its
@@ -92,5 +96,49 @@ func TestCommitLogReadaheadEdge(t *testing.T) {
 	next := s.cl.list()[1]
 	if got := vmaAdvice(t, next.path); len(got) != 1 || !got[0].random {
 		t.Fatalf("new active segment: %v", got)
+	}
+}
+
+// Puts written through the mapping keep normal readahead (the prefaulter
+// fills the page cache ahead of them); in the hybrid mode the advice
+// follows the write path: random while batches go out with pwrite, normal
+// again once single puts go through the mapping.
+func TestCommitLogReadaheadFollowsWritePath(t *testing.T) {
+	const segSize = 4 * raStep
+	now := time.UnixMilli(1_700_000_000_000)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.SegmentSize = segSize
+		o.AsyncWrites = AsyncWriteHybrid
+		o.Now = clock
+	})
+	random := func() bool {
+		t.Helper()
+		got := vmaAdvice(t, s.cl.list()[0].path)
+		for _, r := range got {
+			if r.random {
+				return true
+			}
+		}
+		return false
+	}
+	mustPut(t, s, msgSpec{topic: "T", body: "single"})
+	if random() {
+		t.Fatal("random advice after a put through the mapping")
+	}
+	tmpl := newMsg(msgSpec{topic: "T"})
+	if _, err := s.PutBatch(t.Context(), tmpl, []record.BatchItem{{Body: []byte("a")}, {Body: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	if !random() {
+		t.Fatal("no random advice after a batch written with pwrite")
+	}
+	mu.Lock()
+	now = now.Add(2 * hybridWindow)
+	mu.Unlock()
+	mustPut(t, s, msgSpec{topic: "T", body: "single again"})
+	if random() {
+		t.Fatal("random advice kept after single puts went back to the mapping")
 	}
 }

@@ -101,6 +101,7 @@ type Store struct {
 	dispatched   atomic.Int64 // commitlog offset the dispatcher has processed up to
 	dispatchTs   atomic.Int64 // store timestamp of the last dispatched record
 	dispatchWake chan struct{}
+	dispMark     atomic.Pointer[dispatchMark]
 	ix           indexer      // index follower, see indexer.go
 	indexed      atomic.Int64 // commitlog offset the indexer has walked up to
 	indexTs      atomic.Int64 // store timestamp of the last indexed record
@@ -149,6 +150,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.gc.init()
 	s.ix.init()
+	s.disp.lastPhy, s.disp.keyedPhy = -1, -1
 	s.cl = newCommitLog(s)
 	s.idx = newIndexService(s)
 	lf, err := lockRoot(opts.Root)
