@@ -62,40 +62,20 @@ func (s *Store) dispatchRangeLocked(end int64) {
 		return
 	}
 	d.round++
+walk:
 	for d.pos < end {
-		seg := d.segmentFor(s.cl, d.pos)
-		if seg == nil {
-			if min := s.cl.minOffset(); d.pos < min {
-				d.pos = min
-				continue
-			}
-			break
-		}
-		rel := d.pos - seg.base
-		if d.pos+record.BlankHeaderSize > end {
-			break // header not complete yet (raw replication)
-		}
-		size, magic, _ := record.PeekHeader(seg.data[rel:])
-		if magic == record.MagicBlank && int64(size) == seg.size-rel {
-			d.pos = seg.base + seg.size
+		v, size, seg, rel, st, err := d.next(s.cl, &d.pos, end)
+		switch st {
+		case stepMoved:
 			continue
-		}
-		if magic == record.MagicMessage && size >= record.MinRecordSize && int64(size) <= seg.size-rel && d.pos+int64(size) > end {
-			break // record not complete yet (raw replication)
-		}
-		var v record.View
-		var err error
-		if magic != record.MagicMessage || size < record.MinRecordSize || int64(size) > seg.size-rel {
-			err = fmt.Errorf("bad record header size=%d magic=0x%08X", size, magic)
-		} else {
-			v, err = record.Parse(seg.data[rel:rel+int64(size)], false)
-		}
-		if err != nil {
+		case stepStop:
+			break walk
+		case stepBad:
 			d.broken = true
 			ce := &CorruptError{File: seg.path, Offset: rel, Reason: "dispatcher cannot decode record", Err: err}
 			s.log.Error("store: dispatch stopped", "err", ce)
 			s.emit(Event{Kind: EventCorruption, File: seg.path, Offset: rel, Err: ce})
-			break
+			break walk
 		}
 		s.dispatchRecord(&v, d.pos, size)
 		d.pos += int64(size)

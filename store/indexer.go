@@ -45,6 +45,50 @@ func (c *segCursor) segmentFor(cl *commitLog, off int64) *mappedFile {
 	return c.cur
 }
 
+// step is what segCursor.next found.
+type step int
+
+const (
+	stepRecord step = iota // a complete record
+	stepMoved              // the position moved past a segment filler or a deleted segment: call again
+	stepStop               // nothing complete before end (no segment, or a record still arriving)
+	stepBad                // bytes that are not a record
+)
+
+// next reads the record at *pos for a follower of the commitlog, taking
+// only what lies below end (raw replication can end mid-record). On
+// stepRecord, v is the record and size its length (the caller advances
+// *pos); on stepBad, err says why and seg/rel locate the bytes.
+func (c *segCursor) next(cl *commitLog, pos *int64, end int64) (v record.View, size int32, seg *mappedFile, rel int64, st step, err error) {
+	seg = c.segmentFor(cl, *pos)
+	if seg == nil {
+		if min := cl.minOffset(); *pos < min {
+			*pos = min
+			return v, 0, nil, 0, stepMoved, nil
+		}
+		return v, 0, nil, 0, stepStop, nil
+	}
+	rel = *pos - seg.base
+	if *pos+record.BlankHeaderSize > end {
+		return v, 0, seg, rel, stepStop, nil // header not complete yet
+	}
+	size, magic, _ := record.PeekHeader(seg.data[rel:])
+	if magic == record.MagicBlank && int64(size) == seg.size-rel {
+		*pos = seg.base + seg.size
+		return v, 0, seg, rel, stepMoved, nil
+	}
+	if magic != record.MagicMessage || size < record.MinRecordSize || int64(size) > seg.size-rel {
+		return v, 0, seg, rel, stepBad, fmt.Errorf("bad record header size=%d magic=0x%08X", size, magic)
+	}
+	if *pos+int64(size) > end {
+		return v, 0, seg, rel, stepStop, nil // record not complete yet
+	}
+	if v, err = record.Parse(seg.data[rel:rel+int64(size)], false); err != nil {
+		return v, 0, seg, rel, stepBad, err
+	}
+	return v, size, seg, rel, stepRecord, nil
+}
+
 // indexer is the index follower's state, owned by whoever holds run: the
 // indexer goroutine, or recovery and shutdown when it is not running.
 type indexer struct {
@@ -132,34 +176,20 @@ func (s *Store) indexRange(end int64) bool {
 	ix := &s.ix
 	ix.last = -1
 	ok := true
+walk:
 	for ix.pos < end {
-		seg := ix.segmentFor(s.cl, ix.pos)
-		if seg == nil {
-			if min := s.cl.minOffset(); ix.pos < min {
-				ix.pos = min
-				continue
-			}
-			break
-		}
-		rel := ix.pos - seg.base
-		size, magic, _ := record.PeekHeader(seg.data[rel:])
-		if magic == record.MagicBlank && int64(size) == seg.size-rel {
-			ix.pos = seg.base + seg.size
+		v, size, seg, rel, st, err := ix.next(s.cl, &ix.pos, end)
+		switch st {
+		case stepMoved:
 			continue
-		}
-		var v record.View
-		var err error
-		if magic != record.MagicMessage || size < record.MinRecordSize || int64(size) > seg.size-rel {
-			err = fmt.Errorf("bad record header size=%d magic=0x%08X", size, magic)
-		} else {
-			v, err = record.Parse(seg.data[rel:rel+int64(size)], false)
-		}
-		if err != nil {
+		case stepStop:
+			break walk
+		case stepBad:
 			s.log.Error("store: indexer cannot decode record; skipping to the dispatcher's position",
 				"file", seg.path, "offset", rel, "err", err)
 			ix.pos = end
 			ok = false
-			break
+			break walk
 		}
 		s.indexRecord(&v, ix.pos)
 		ix.last, ix.lastTs = ix.pos, v.StoreTimestamp
