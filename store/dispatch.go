@@ -81,9 +81,9 @@ walk:
 		d.pos += int64(size)
 	}
 	s.dispatched.Store(d.pos)
-	if m := s.dispMark.Load(); m == nil || m.end != d.pos {
-		s.dispMark.Store(&dispatchMark{end: d.pos, lastPhy: d.lastPhy, lastTs: d.lastTs, keyedPhy: d.keyedPhy})
-	}
+	s.markMu.Lock()
+	s.dispMark = dispatchMark{end: d.pos, lastPhy: d.lastPhy, lastTs: d.lastTs, keyedPhy: d.keyedPhy}
+	s.markMu.Unlock()
 }
 
 // dispatchMark is what a dispatch round tells the indexer: where it ended

@@ -148,7 +148,10 @@ func (s *Store) indexLoop() {
 func (s *Store) indexAvailable() {
 	s.ix.run.Lock()
 	ix := &s.ix
-	if m := s.dispMark.Load(); m != nil && m.keyedPhy < ix.pos && m.lastPhy >= ix.pos {
+	s.markMu.Lock()
+	m := s.dispMark
+	s.markMu.Unlock()
+	if m.keyedPhy < ix.pos && m.lastPhy >= ix.pos {
 		ix.pos = m.end
 		s.idx.walked(m.lastPhy, m.lastTs)
 		s.indexTs.Store(m.lastTs)

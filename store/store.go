@@ -101,7 +101,8 @@ type Store struct {
 	dispatched   atomic.Int64 // commitlog offset the dispatcher has processed up to
 	dispatchTs   atomic.Int64 // store timestamp of the last dispatched record
 	dispatchWake chan struct{}
-	dispMark     atomic.Pointer[dispatchMark]
+	markMu       sync.Mutex
+	dispMark     dispatchMark // the dispatcher's last round, for the indexer; protected by markMu
 	ix           indexer      // index follower, see indexer.go
 	indexed      atomic.Int64 // commitlog offset the indexer has walked up to
 	indexTs      atomic.Int64 // store timestamp of the last indexed record
@@ -151,6 +152,7 @@ func Open(opts Options) (*Store, error) {
 	s.gc.init()
 	s.ix.init()
 	s.disp.lastPhy, s.disp.keyedPhy = -1, -1
+	s.dispMark = dispatchMark{lastPhy: -1, keyedPhy: -1}
 	s.cl = newCommitLog(s)
 	s.idx = newIndexService(s)
 	lf, err := lockRoot(opts.Root)
