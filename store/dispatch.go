@@ -62,23 +62,11 @@ func (s *Store) dispatchRangeLocked(end int64) {
 		return
 	}
 	d.round++
-walk:
-	for d.pos < end {
-		v, size, seg, rel, st, err := d.next(s.cl, &d.pos, end)
-		switch st {
-		case stepMoved:
-			continue
-		case stepStop:
-			break walk
-		case stepBad:
-			d.broken = true
-			ce := &CorruptError{File: seg.path, Offset: rel, Reason: "dispatcher cannot decode record", Err: err}
-			s.log.Error("store: dispatch stopped", "err", ce)
-			s.emit(Event{Kind: EventCorruption, File: seg.path, Offset: rel, Err: ce})
-			break walk
-		}
-		s.dispatchRecord(&v, d.pos, size)
-		d.pos += int64(size)
+	if seg, rel, err := d.walk(s.cl, &d.pos, end, s.dispatchRecord); err != nil {
+		d.broken = true
+		ce := &CorruptError{File: seg.path, Offset: rel, Reason: "dispatcher cannot decode record", Err: err}
+		s.log.Error("store: dispatch stopped", "err", ce)
+		s.emit(Event{Kind: EventCorruption, File: seg.path, Offset: rel, Err: ce})
 	}
 	s.dispatched.Store(d.pos)
 	s.markMu.Lock()

@@ -89,6 +89,27 @@ func (c *segCursor) next(cl *commitLog, pos *int64, end int64) (v record.View, s
 	return v, size, seg, rel, stepRecord, nil
 }
 
+// walk calls visit for each complete record from *pos up to end, moving
+// *pos past it, and stops at end or at the first record not yet complete.
+// At bytes that are not a record it stops there and returns where they
+// are and why.
+func (c *segCursor) walk(cl *commitLog, pos *int64, end int64, visit func(v *record.View, phy int64, size int32)) (bad *mappedFile, rel int64, err error) {
+	for *pos < end {
+		v, size, seg, rel, st, err := c.next(cl, pos, end)
+		switch st {
+		case stepMoved:
+			continue
+		case stepStop:
+			return nil, 0, nil
+		case stepBad:
+			return seg, rel, err
+		}
+		visit(&v, *pos, size)
+		*pos += int64(size)
+	}
+	return nil, 0, nil
+}
+
 // indexer is the index follower's state, owned by whoever holds run: the
 // indexer goroutine, or recovery and shutdown when it is not running.
 type indexer struct {
@@ -179,24 +200,15 @@ func (s *Store) indexRange(end int64) bool {
 	ix := &s.ix
 	ix.last = -1
 	ok := true
-walk:
-	for ix.pos < end {
-		v, size, seg, rel, st, err := ix.next(s.cl, &ix.pos, end)
-		switch st {
-		case stepMoved:
-			continue
-		case stepStop:
-			break walk
-		case stepBad:
-			s.log.Error("store: indexer cannot decode record; skipping to the dispatcher's position",
-				"file", seg.path, "offset", rel, "err", err)
-			ix.pos = end
-			ok = false
-			break walk
-		}
-		s.indexRecord(&v, ix.pos)
-		ix.last, ix.lastTs = ix.pos, v.StoreTimestamp
-		ix.pos += int64(size)
+	seg, rel, err := ix.walk(s.cl, &ix.pos, end, func(v *record.View, phy int64, _ int32) {
+		s.indexRecord(v, phy)
+		ix.last, ix.lastTs = phy, v.StoreTimestamp
+	})
+	if err != nil {
+		s.log.Error("store: indexer cannot decode record; skipping to the dispatcher's position",
+			"file", seg.path, "offset", rel, "err", err)
+		ix.pos = end
+		ok = false
 	}
 	if err := s.idx.commit(); err != nil {
 		s.setWriteErr(err)
