@@ -44,15 +44,16 @@ func (s *Store) dispatchAvailable() {
 	defer s.dispMu.Unlock()
 	from := s.disp.pos
 	s.dispatchRangeLocked(s.cl.committed.Load())
-	if s.disp.pos != from {
-		s.wakeIndexer()
-	}
 	if fn := s.arrival.Load(); fn != nil {
 		for _, cq := range s.disp.touched {
 			(*fn)(cq.topic, cq.queueID, cq.maxOff.Load())
 		}
 	}
 	s.disp.touched = s.disp.touched[:0]
+	// Consumers first: the indexer is woken after the waiting pulls.
+	if s.disp.pos != from {
+		s.wakeIndexer()
+	}
 }
 
 // dispatchRangeLocked dispatches complete records in [disp.pos, end).
