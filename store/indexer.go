@@ -25,6 +25,10 @@ import (
 // (dispatcher or indexer) is reading, across rounds.
 type segCursor struct {
 	cur *mappedFile
+	// view is the record next parsed last. It lives here because handing
+	// a local to walk's visit (an unknown function) moves it to the heap,
+	// once per record (TestStorePutBatchAllocs).
+	view record.View
 }
 
 func (c *segCursor) releaseCur() {
@@ -57,36 +61,36 @@ const (
 
 // next reads the record at *pos for a follower of the commitlog, taking
 // only what lies below end (raw replication can end mid-record). On
-// stepRecord, v is the record and size its length (the caller advances
+// stepRecord, c.view is the record and size its length (the caller advances
 // *pos); on stepBad, err says why and seg/rel locate the bytes.
-func (c *segCursor) next(cl *commitLog, pos *int64, end int64) (v record.View, size int32, seg *mappedFile, rel int64, st step, err error) {
+func (c *segCursor) next(cl *commitLog, pos *int64, end int64) (size int32, seg *mappedFile, rel int64, st step, err error) {
 	seg = c.segmentFor(cl, *pos)
 	if seg == nil {
 		if min := cl.minOffset(); *pos < min {
 			*pos = min
-			return v, 0, nil, 0, stepMoved, nil
+			return 0, nil, 0, stepMoved, nil
 		}
-		return v, 0, nil, 0, stepStop, nil
+		return 0, nil, 0, stepStop, nil
 	}
 	rel = *pos - seg.base
 	if *pos+record.BlankHeaderSize > end {
-		return v, 0, seg, rel, stepStop, nil // header not complete yet
+		return 0, seg, rel, stepStop, nil // header not complete yet
 	}
 	size, magic, _ := record.PeekHeader(seg.data[rel:])
 	if magic == record.MagicBlank && int64(size) == seg.size-rel {
 		*pos = seg.base + seg.size
-		return v, 0, seg, rel, stepMoved, nil
+		return 0, seg, rel, stepMoved, nil
 	}
 	if magic != record.MagicMessage || size < record.MinRecordSize || int64(size) > seg.size-rel {
-		return v, 0, seg, rel, stepBad, fmt.Errorf("bad record header size=%d magic=0x%08X", size, magic)
+		return 0, seg, rel, stepBad, fmt.Errorf("bad record header size=%d magic=0x%08X", size, magic)
 	}
 	if *pos+int64(size) > end {
-		return v, 0, seg, rel, stepStop, nil // record not complete yet
+		return 0, seg, rel, stepStop, nil // record not complete yet
 	}
-	if v, err = record.Parse(seg.data[rel:rel+int64(size)], false); err != nil {
-		return v, 0, seg, rel, stepBad, err
+	if c.view, err = record.Parse(seg.data[rel:rel+int64(size)], false); err != nil {
+		return 0, seg, rel, stepBad, err
 	}
-	return v, size, seg, rel, stepRecord, nil
+	return size, seg, rel, stepRecord, nil
 }
 
 // walk calls visit for each complete record from *pos up to end, moving
@@ -95,7 +99,7 @@ func (c *segCursor) next(cl *commitLog, pos *int64, end int64) (v record.View, s
 // are and why.
 func (c *segCursor) walk(cl *commitLog, pos *int64, end int64, visit func(v *record.View, phy int64, size int32)) (bad *mappedFile, rel int64, err error) {
 	for *pos < end {
-		v, size, seg, rel, st, err := c.next(cl, pos, end)
+		size, seg, rel, st, err := c.next(cl, pos, end)
 		switch st {
 		case stepMoved:
 			continue
@@ -104,7 +108,7 @@ func (c *segCursor) walk(cl *commitLog, pos *int64, end int64, visit func(v *rec
 		case stepBad:
 			return seg, rel, err
 		}
-		visit(&v, *pos, size)
+		visit(&c.view, *pos, size)
 		*pos += int64(size)
 	}
 	return nil, 0, nil
