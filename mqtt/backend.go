@@ -107,7 +107,7 @@ type AsyncBackend interface {
 }
 
 // Backend is what the server needs from the system behind it. The
-// in-memory implementation is NewMemoryBackend; mqtt/bridge implements it
+// in-memory implementation is NewMemoryBackend; bridge implements it
 // on RocketMQ. A Backend may also implement AsyncBackend.
 type Backend interface {
 	// Start binds the backend to the server's delivery side. The server

@@ -1,7 +1,7 @@
 // Package mqtt is SmartGo's MQTT 3.1.1/5.0 server engine. It knows nothing
 // of RocketMQ: it stores and distributes messages through the Backend
 // interface (NewMemoryBackend is the in-memory one used by tests and the
-// standalone mode; mqtt/bridge implements it on the broker).
+// standalone mode; bridge implements it on the broker).
 //
 // # Architecture
 //

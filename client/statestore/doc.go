@@ -1,6 +1,6 @@
 // Package statestore holds SmartGo's two client sides of the state store:
 //
-//   - Router, used by front ends (mqtt/bridge's StateStoreFront): it sends
+//   - Router, used by front ends (bridge's StateStoreFront): it sends
 //     one command to the broker owning the key's shard with the
 //     SmartGo-only remoting code StateStoreInvoke (9100, format in
 //     remoting/protocol/statestore.go), finds that broker through the

@@ -362,7 +362,7 @@ func (r *Router) DropClient(ctx context.Context, clientID string) error {
 }
 
 // Wire types of the broker RPC (remoting/protocol), re-exported so front
-// ends that may not import remoting/protocol (mqtt/bridge) can use them.
+// ends that may not import remoting/protocol (bridge) can use them.
 type (
 	// BrokerRequest is one state store command for a broker.
 	BrokerRequest = protocol.StateStoreRequest

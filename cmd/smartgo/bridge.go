@@ -8,7 +8,7 @@ import (
 
 	"github.com/smartgo/smartgo/conf"
 	"github.com/smartgo/smartgo/mqtt"
-	"github.com/smartgo/smartgo/mqtt/bridge"
+	"github.com/smartgo/smartgo/bridge"
 )
 
 func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int {

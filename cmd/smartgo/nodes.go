@@ -13,7 +13,7 @@ import (
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/conf"
 	"github.com/smartgo/smartgo/mqtt"
-	"github.com/smartgo/smartgo/mqtt/bridge"
+	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 

@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"broker":            {"store", "store/record", "remoting", "remoting/protocol", "statestore"},
 	"client":            {"remoting", "remoting/protocol", "store/record", "statestore"},
 	"mqtt":              {},
-	"mqtt/bridge":       {"mqtt", "client", "statestore"},
+	"bridge":            {"mqtt", "client", "statestore"},
 	"benchmark":         {"client", "store"},
 }
 
@@ -142,8 +142,8 @@ func TestLintImportTable(t *testing.T) {
 		{"store", "store/record", true},
 		{"store/record", "store", false},
 		{"mqtt", "client", false},
-		{"mqtt/bridge", "mqtt", true},
-		{"mqtt/bridge", "broker", false},
+		{"bridge", "mqtt", true},
+		{"bridge", "broker", false},
 		{"client/admin", "remoting", true},
 		{"client/statestore", "statestore", true},
 		{"conf", "store/record", false},

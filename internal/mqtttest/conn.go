@@ -1,4 +1,4 @@
-// Package mqtttest is the raw MQTT client the tests of mqtt, mqtt/bridge
+// Package mqtttest is the raw MQTT client the tests of mqtt, bridge
 // and internal/cluster share: packets from mqtt/packets over a plain
 // socket, with no session logic of its own, so a test can send exactly
 // what it wants (protocol violations included) and see exactly what comes

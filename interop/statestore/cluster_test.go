@@ -11,7 +11,7 @@ import (
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/internal/cluster"
 	"github.com/smartgo/smartgo/mqtt"
-	"github.com/smartgo/smartgo/mqtt/bridge"
+	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/statestore"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/smartgo/smartgo/broker"
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/mqtt"
-	"github.com/smartgo/smartgo/mqtt/bridge"
+	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
 )

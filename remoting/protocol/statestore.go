@@ -8,7 +8,7 @@ import (
 
 // StateStoreInvoke is SmartGo's own request code (not RocketMQ's; RocketMQ
 // codes stay far below it): one state store command for one shard, sent by
-// the MQTT front (mqtt/bridge) to the broker that owns the shard. Header
+// the MQTT front (bridge) to the broker that owns the shard. Header
 // field shard! (decimal); body: StateStoreRequest, answered by Success with
 // a StateStoreResponse body, or by an error code (ServiceNotAvailable when
 // the broker does not own the shard, e.g. a slave or a wrong route;
