@@ -2,8 +2,10 @@
 GO        ?= go
 BIN       ?= bin/smartgo
 VERSION   ?= 0.1.0-dev
+COMMIT    ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 FUZZTIME  ?= 30s
-STATICCHECK_VERSION ?= 2026.2.2
+# staticcheck 2026.2.2: the module proxy knows it only by its semver tag.
+STATICCHECK_VERSION ?= v0.8.2
 PKGS      := ./...
 
 .PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale clean
@@ -11,7 +13,7 @@ PKGS      := ./...
 all: lint build test
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/smartgo
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(BIN) ./cmd/smartgo
 
 # Starts registry + broker + bridge in one process, data under ./data.
 run: build

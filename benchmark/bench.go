@@ -3,6 +3,7 @@ package benchmark
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,10 @@ type Config struct {
 	// queue files and the runtime are warm when the clock starts. Default
 	// 0.
 	Warmup int64
+	// Idle (consume, e2e) ends the consuming side when no message arrived
+	// for this long: an empty or drained topic ends a consume run, and an
+	// e2e run stops waiting for stragglers. Default DefaultIdle.
+	Idle time.Duration
 	// Rate limits sends per second over all goroutines (0 = unlimited).
 	Rate   float64
 	Logger *slog.Logger
@@ -60,7 +65,15 @@ type Config struct {
 	Progress io.Writer
 }
 
-// Report is the outcome of a run.
+// DefaultIdle is Config.Idle's default.
+const DefaultIdle = 10 * time.Second
+
+// ErrIdle: a consume run ended because no message arrived within
+// Config.Idle, before any message arrived at all.
+var ErrIdle = errors.New("benchmark: no message arrived")
+
+// Report is the outcome of a run. Its JSON form gives every duration in
+// milliseconds, in keys ending in Ms.
 type Report struct {
 	Mode       Mode          `json:"mode"`
 	Size       int           `json:"size"`
@@ -81,6 +94,33 @@ type Report struct {
 	// consumer's catch-up at the end.
 	SendElapsed time.Duration `json:"sendElapsed"`
 	SendRate    float64       `json:"sendRate"`
+	// IdleStop: the consuming side ended because nothing arrived for
+	// Config.Idle.
+	IdleStop bool `json:"idleStop"`
+}
+
+// MarshalJSON writes the report with durations as milliseconds.
+func (r Report) MarshalJSON() ([]byte, error) {
+	ms := func(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+	return json.Marshal(struct {
+		Mode          Mode    `json:"mode"`
+		Size          int     `json:"size"`
+		Sent          int64   `json:"sent"`
+		Received      int64   `json:"received"`
+		Errors        int64   `json:"errors"`
+		ElapsedMs     float64 `json:"elapsedMs"`
+		MsgsPerSec    float64 `json:"msgsPerSec"`
+		MBPerSec      float64 `json:"mbPerSec"`
+		P50Ms         float64 `json:"p50Ms"`
+		P90Ms         float64 `json:"p90Ms"`
+		P99Ms         float64 `json:"p99Ms"`
+		P999Ms        float64 `json:"p999Ms"`
+		MaxMs         float64 `json:"maxMs"`
+		SendElapsedMs float64 `json:"sendElapsedMs"`
+		SendRate      float64 `json:"sendRate"`
+		IdleStop      bool    `json:"idleStop"`
+	}{r.Mode, r.Size, r.Sent, r.Received, r.Errors, ms(r.Elapsed), r.MsgsPerSec, r.MBPerSec, ms(r.P50), ms(r.P90), ms(r.P99),
+		ms(r.P999), ms(r.Max), ms(r.SendElapsed), r.SendRate, r.IdleStop})
 }
 
 // String renders the summary.
@@ -116,6 +156,9 @@ func (c *Config) fill() error {
 	if c.Queues <= 0 {
 		c.Queues = 8
 	}
+	if c.Idle <= 0 {
+		c.Idle = DefaultIdle
+	}
 	if c.Consumers <= 0 {
 		c.Consumers = c.Concurrency
 	}
@@ -137,6 +180,10 @@ func (c *Config) fill() error {
 type counters struct {
 	sent, received, errors atomic.Int64
 	sendNanos              atomic.Int64 // first send to last acknowledgement
+	lastRecv               atomic.Int64 // unix ns of the latest arrival (0: none yet)
+	sending                atomic.Bool  // e2e: the producer is running (the consumer does not idle out)
+	lastSend               atomic.Int64 // e2e: unix ns when the producer stopped
+	idle                   atomic.Bool  // the consuming side stopped for Idle
 }
 
 // Run runs the workload and returns its report.
@@ -159,7 +206,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			progress(cfg.Progress, &cnt, start, progressDone)
+			progress(cfg.Progress, &cnt, &hist, start, progressDone)
 		}()
 	}
 	var err error
@@ -178,8 +225,17 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Mode != Produce {
 		n = cnt.received.Load()
 	}
+	if cfg.Mode == Consume && cnt.idle.Load() {
+		// The idle wait is not part of the run: it ended at the last arrival.
+		if last := cnt.lastRecv.Load(); last > 0 {
+			elapsed = time.Unix(0, last).Sub(start)
+		}
+		if cnt.received.Load() == 0 && err == nil {
+			err = fmt.Errorf("%w within %v on topic %s", ErrIdle, cfg.Idle, cfg.Topic)
+		}
+	}
 	r := Report{Mode: cfg.Mode, Size: cfg.Size, Sent: cnt.sent.Load(), Received: cnt.received.Load(), Errors: cnt.errors.Load(),
-		Elapsed: elapsed, SendElapsed: time.Duration(cnt.sendNanos.Load()), P50: hist.Percentile(50), P90: hist.Percentile(90), P99: hist.Percentile(99), P999: hist.Percentile(99.9), Max: hist.Max()}
+		IdleStop: cnt.idle.Load(), Elapsed: elapsed, SendElapsed: time.Duration(cnt.sendNanos.Load()), P50: hist.Percentile(50), P90: hist.Percentile(90), P99: hist.Percentile(99), P999: hist.Percentile(99.9), Max: hist.Max()}
 	if s := elapsed.Seconds(); s > 0 {
 		r.MsgsPerSec = float64(n) / s
 		r.MBPerSec = float64(n) * float64(cfg.Size) / s / 1e6
@@ -190,7 +246,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	return r, err
 }
 
-func progress(w io.Writer, cnt *counters, start time.Time, done <-chan struct{}) {
+// progress writes one line a second: counts, rates and the latency
+// percentiles of the run so far.
+func progress(w io.Writer, cnt *counters, hist *Histogram, start time.Time, done <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var lastSent, lastRecv int64
@@ -200,10 +258,23 @@ func progress(w io.Writer, cnt *counters, start time.Time, done <-chan struct{})
 			return
 		case now := <-t.C:
 			s, r := cnt.sent.Load(), cnt.received.Load()
-			fmt.Fprintf(w, "%5.0fs  sent %d (%d/s)  received %d (%d/s)  errors %d\n",
-				now.Sub(start).Seconds(), s, s-lastSent, r, r-lastRecv, cnt.errors.Load())
+			fmt.Fprintf(w, "%5.0fs  sent %d (%d/s)  received %d (%d/s)  errors %d  latency p50 %v p99 %v max %v\n",
+				now.Sub(start).Seconds(), s, s-lastSent, r, r-lastRecv, cnt.errors.Load(),
+				roundLatency(hist.Percentile(50)), roundLatency(hist.Percentile(99)), roundLatency(hist.Max()))
 			lastSent, lastRecv = s, r
 		}
+	}
+}
+
+// roundLatency keeps three significant digits or so for display.
+func roundLatency(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	default:
+		return d.Round(time.Microsecond)
 	}
 }
 
@@ -349,12 +420,14 @@ func consume(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, re
 				continue
 			}
 			if since != nil && int64(binary.BigEndian.Uint64(m.Body)) < since.Load() {
+				cnt.lastRecv.Store(time.Now().UnixNano())
 				if warm != nil {
 					warm.Add(1)
 				}
 				continue
 			}
 			hist.Record(stampAge(m.Body))
+			cnt.lastRecv.Store(time.Now().UnixNano())
 			if n := cnt.received.Add(1); cfg.Count > 0 && n >= cfg.Count {
 				once.Do(func() { close(done) })
 			}
@@ -406,11 +479,26 @@ func consume(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, re
 	if ready != nil {
 		close(ready)
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
+	// Idle: no arrival for cfg.Idle since the later of the last arrival
+	// and the moment the consumers were ready (e2e: and the end of the
+	// sending; never while it sends).
+	readyAt := time.Now().UnixNano()
+	tick := time.NewTicker(min(cfg.Idle/10, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			last := max(cnt.lastRecv.Load(), readyAt, cnt.lastSend.Load())
+			if !cnt.sending.Load() && time.Since(time.Unix(0, last)) >= cfg.Idle {
+				cnt.idle.Store(true)
+				return nil
+			}
+		}
 	}
-	return nil
 }
 
 func e2e(ctx context.Context, cfg Config, cnt *counters, hist *Histogram) error {
@@ -432,6 +520,8 @@ func e2e(ctx context.Context, cfg Config, cnt *counters, hist *Histogram) error 
 	ready := make(chan struct{})
 	cerr := make(chan error, 1)
 	var ignored Histogram
+	cnt.sending.Store(true)
+	defer cnt.sending.Store(false)
 	go func() { cerr <- consume(cctx, cfg, cnt, hist, ready, &since, &warmed) }()
 	select {
 	case <-ready:
@@ -457,16 +547,22 @@ func e2e(ctx context.Context, cfg Config, cnt *counters, hist *Histogram) error 
 		wcancel()
 		since.Store(time.Now().UnixNano())
 	}
-	if err := produce(ctx, cfg, cnt, &ignored, false); err != nil {
+	err = produce(ctx, cfg, cnt, &ignored, false)
+	cnt.lastSend.Store(time.Now().UnixNano())
+	cnt.sending.Store(false)
+	if err != nil {
 		cancel()
 		<-cerr
 		return err
 	}
-	// Wait for the consumer to catch up (bounded by ctx or 30 s).
-	wait, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	for cnt.received.Load() < cnt.sent.Load() && wait.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
+	// Wait for the consumer to catch up, bounded by ctx and by the
+	// consumer's idle stop (no arrival for cfg.Idle).
+	for cnt.received.Load() < cnt.sent.Load() && ctx.Err() == nil && !cnt.idle.Load() {
+		select {
+		case err := <-cerr:
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	cancel()
 	return <-cerr

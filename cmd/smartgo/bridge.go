@@ -6,24 +6,31 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/conf"
 	"github.com/smartgo/smartgo/mqtt"
-	"github.com/smartgo/smartgo/bridge"
 )
+
+func init() {
+	register(command{name: "bridge", summary: "an MQTT 3.1.1/5 bridge node, port 1883 by default", server: true, run: runBridge})
+}
 
 func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cf configFlags
-	fs := newFlagSet("bridge", "[-c FILE] [-listen ADDR] [-set key=value ...]", `
+	fs := newCmdFlags("bridge", "[-c FILE] [-listen ADDR] [-set key=value ...]", `
 Runs an MQTT 3.1.1/5 bridge node: devices connect to it, their publishes are
 stored in the brokers (routed by [[bridge.route]] rules), and messages for
 devices are consumed from the brokers and delivered to their sessions.
 Sessions and retained messages live in the cluster (MQTT_SESSION,
 MQTT_RETAINED), so any node can serve any device. Reads [log] and [bridge].
-Stops cleanly on SIGINT or SIGTERM (persistent sessions saved).`, stderr)
+Stops cleanly on SIGINT or SIGTERM (persistent sessions saved).`, stdout, stderr)
+	fs.example("smartgo bridge -registries 127.0.0.1:9876",
+		"smartgo bridge -c conf/bridge.toml -listen 0.0.0.0:1884",
+		"smartgo bridge -set 'bridge.registries=[\"10.0.0.1:9876\",\"10.0.0.2:9876\"]'")
 	cf.register(fs)
 	cf.stringFlag(fs, "listen", "bridge.listen", "MQTT listen `address`")
-	cf.stringFlag(fs, "registries", "bridge.registries", "comma-separated registry `addresses`")
-	if code, ok := parseFlags(fs, args); !ok {
+	cf.stringFlag(fs, "registries", "bridge.registries", "registry `addresses`: a,b or [\"a\",\"b\"]")
+	if code, ok := fs.parse(args); !ok {
 		return code
 	}
 	f, code, ok := loadOrExit(&cf, stderr, "bridge")
@@ -31,10 +38,10 @@ Stops cleanly on SIGINT or SIGTERM (persistent sessions saved).`, stderr)
 		return code
 	}
 	log := newLogger(f.Log, stderr)
+	logStart(log, "bridge")
 	b, err := startBridge(ctx, f.Bridge, log)
 	if err != nil {
-		log.Error("bridge failed to start", "err", err)
-		return exitFailure
+		return startFailed(ctx, log, "bridge", err)
 	}
 	<-ctx.Done()
 	log.Info("shutting down", "reason", "signal")

@@ -5,19 +5,26 @@ import (
 	"io"
 )
 
+func init() {
+	register(command{name: "broker", summary: "a broker (master or slave by its configuration), port 10911 by default", server: true, run: runBroker})
+}
+
 func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cf configFlags
-	fs := newFlagSet("broker", "[-c FILE] [-listen ADDR] [-data DIR] [-set key=value ...]", `
+	fs := newCmdFlags("broker", "[-c FILE] [-listen ADDR] [-data DIR] [-registries ADDRS] [-set key=value ...]", `
 Runs a broker: a master (id 0) or a slave (id > 0, role = "slave") of the
 broker group named in [broker]. It stores messages under [store].root,
 registers with every registry in broker.registries, and serves producers,
 consumers and admin tools on broker.listen. Reads [log], [broker], [store].
-Stops cleanly on SIGINT or SIGTERM (offsets persisted, store flushed).`, stderr)
+Stops cleanly on SIGINT or SIGTERM (offsets persisted, store flushed).`, stdout, stderr)
+	fs.example("smartgo broker -c conf/broker-a.toml",
+		"smartgo broker -c conf/broker-a-s.toml -set store.flush=sync",
+		"smartgo broker -registries 10.0.0.1:9876,10.0.0.2:9876 -data /var/lib/smartgo")
 	cf.register(fs)
 	cf.stringFlag(fs, "listen", "broker.listen", "listen `address`")
 	cf.stringFlag(fs, "data", "store.root", "store root `directory`")
-	cf.stringFlag(fs, "registries", "broker.registries", "comma-separated registry `addresses`")
-	if code, ok := parseFlags(fs, args); !ok {
+	cf.stringFlag(fs, "registries", "broker.registries", "registry `addresses`: a,b or [\"a\",\"b\"]")
+	if code, ok := fs.parse(args); !ok {
 		return code
 	}
 	f, code, ok := loadOrExit(&cf, stderr, "broker")
@@ -25,6 +32,7 @@ Stops cleanly on SIGINT or SIGTERM (offsets persisted, store flushed).`, stderr)
 		return code
 	}
 	log := newLogger(f.Log, stderr)
+	logStart(log, "broker")
 	b, err := startBrokerNode(f, log)
 	if err != nil {
 		log.Error("broker failed to start", "err", err)

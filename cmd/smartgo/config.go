@@ -1,7 +1,7 @@
 package main
 
 import (
-	"flag"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,13 +41,14 @@ func (s *setList) Set(v string) error {
 	return nil
 }
 
-func (c *configFlags) register(fs *flag.FlagSet) {
+func (c *configFlags) register(fs *cmdFlags) {
 	fs.StringVar(&c.file, "c", "", "TOML configuration `file` (see conf/standalone.toml); defaults apply without one")
-	fs.Var(&c.sets, "set", "override one configuration `key=value` (repeatable), e.g. -set store.flush=sync")
+	fs.Var(&c.sets, "set", "override one configuration `key=value` (repeatable), e.g. -set store.flush=sync;\n"+
+		"a list takes a,b or TOML's [\"a\",\"b\"], e.g. -set 'broker.registries=[\"h1:9876\",\"h2:9876\"]'")
 }
 
 // stringFlag registers a flag that, when given, overrides the config key.
-func (c *configFlags) stringFlag(fs *flag.FlagSet, name, key, usage string) {
+func (c *configFlags) stringFlag(fs *cmdFlags, name, key, usage string) {
 	fs.Func(name, usage+" (config key "+key+")", func(v string) error {
 		c.named = append(c.named, keyValue{key, v})
 		return nil
@@ -90,4 +91,15 @@ func loadOrExit(c *configFlags, stderr io.Writer, name string) (conf.File, int, 
 		return f, exitUsage, false
 	}
 	return f, 0, true
+}
+
+// startFailed reports a component that did not start: when a signal ended
+// the start-up wait, that is a requested stop (exit 0), else a failure.
+func startFailed(ctx context.Context, log *slog.Logger, what string, err error) int {
+	if ctx.Err() != nil {
+		log.Info("start-up interrupted", "component", what, "reason", "signal", "err", err)
+		return exitOK
+	}
+	log.Error(what+" failed to start", "err", err)
+	return exitFailure
 }

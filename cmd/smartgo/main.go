@@ -10,14 +10,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
-	"strings"
+	"slices"
 	"syscall"
 )
 
@@ -28,40 +26,55 @@ const (
 	exitNotImplemented = 3
 )
 
-// command is one subcommand.
+// command is one subcommand. Each lives in its own file and adds itself
+// to the table with register from an init function, so a new command is a
+// new file and no edit elsewhere.
 type command struct {
-	summary string
+	name    string
+	summary string // one line for `smartgo -h`
+	server  bool   // a long-running process (listed under "Servers")
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
-func commands() map[string]command {
-	return map[string]command{
-		"standalone": {"registry + broker + MQTT bridge in one process, data under ./data", runStandalone},
-		"registry":   {"a registry (name server), port 9876 by default", runRegistry},
-		"broker":     {"a broker (master or slave by its configuration)", runBroker},
-		"bridge":     {"an MQTT 3.1.1/5 bridge node, port 1883 by default", runBridge},
-		"admin":      {"topics, clusters, consumer progress, message lookup, stats", runAdmin},
-		"bench":      {"load generators: produce, consume, e2e", runBench},
-		"version":    {"print the version", runVersion},
+// commandTable holds every command by name; written only by init functions.
+var commandTable = map[string]command{}
+
+// register adds a command; a duplicate name is a programming error.
+func register(c command) {
+	if _, dup := commandTable[c.name]; dup {
+		panic("smartgo: command registered twice: " + c.name)
 	}
+	commandTable[c.name] = c
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, a second one kills the process at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
+		return exitUsage
 	}
-	cmd, ok := commands()[args[0]]
+	switch {
+	case args[0] == "help" && len(args) > 1:
+		// smartgo help <command> [sub-command...] = smartgo <command> ... -h
+		return run(ctx, append(args[1:len(args):len(args)], "-h"), stdout, stderr)
+	case isHelp(args[0]):
+		usage(stdout)
+		return exitOK
+	case args[0] == "--version" || args[0] == "-version":
+		return runVersion(ctx, args[1:], stdout, stderr)
+	}
+	cmd, ok := commandTable[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "smartgo: unknown command %q\n\n", args[0])
 		usage(stderr)
@@ -73,40 +86,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "SmartGo %s: a RocketMQ-compatible message middleware with an MQTT bridge.\n\n", version)
 	fmt.Fprintln(w, "Usage: smartgo <command> [flags]")
-	fmt.Fprintln(w, "\nCommands:")
-	cmds := commands()
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-11s %s\n", n, cmds[n].summary)
-	}
-	fmt.Fprintln(w, "\nRun 'smartgo <command> -h' for a command's flags.")
-}
-
-// newFlagSet returns a flag set whose -h output starts with the command's
-// usage line and description.
-func newFlagSet(name, synopsis, description string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("smartgo "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: smartgo %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(description))
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseFlags parses args and maps flag.ErrHelp to exit code 0.
-func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
+	names := slices.Sorted(maps.Keys(commandTable))
+	for _, server := range []bool{true, false} {
+		if server {
+			fmt.Fprintln(w, "\nServers (run until SIGINT or SIGTERM):")
+		} else {
+			fmt.Fprintln(w, "\nTools:")
 		}
-		return exitUsage, false
+		for _, n := range names {
+			if c := commandTable[n]; c.server == server {
+				fmt.Fprintf(w, "  %-11s %s\n", n, c.summary)
+			}
+		}
 	}
-	return 0, true
+	fmt.Fprintln(w, "\nRun 'smartgo <command> -h' (or 'smartgo help <command>') for a command's flags and")
+	fmt.Fprintln(w, "examples; 'smartgo --version' for the version.")
 }
 
 // notImplemented reports, in one line, a subcommand whose subsystem does not

@@ -37,13 +37,13 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestCmdEverySubcommandHasHelp(t *testing.T) {
-	for name := range commands() {
-		code, _, stderr := runCmd(t, name, "-h")
-		if code != exitOK {
-			t.Errorf("%s -h: exit %d", name, code)
+	for name := range commandTable {
+		code, stdout, stderr := runCmd(t, name, "-h")
+		if code != exitOK || stderr != "" {
+			t.Errorf("%s -h: exit %d, stderr %q", name, code, stderr)
 		}
-		if !strings.Contains(stderr, "Usage: smartgo "+name) || len(stderr) < 80 {
-			t.Errorf("%s -h: help too thin:\n%s", name, stderr)
+		if !strings.Contains(stdout, "Usage: smartgo "+name) || !strings.Contains(stdout, "Examples:") || len(stdout) < 80 {
+			t.Errorf("%s -h: help too thin:\n%s", name, stdout)
 		}
 	}
 }
@@ -51,6 +51,9 @@ func TestCmdEverySubcommandHasHelp(t *testing.T) {
 func TestCmdUsageAndUnknown(t *testing.T) {
 	if code, _, stderr := runCmd(t); code != exitUsage || !strings.Contains(stderr, "standalone") {
 		t.Fatalf("no args: exit %d\n%s", code, stderr)
+	}
+	if code, stdout, _ := runCmd(t, "--help"); code != exitOK || !strings.Contains(stdout, "standalone") {
+		t.Fatalf("--help: exit %d\n%s", code, stdout)
 	}
 	if code, _, stderr := runCmd(t, "frobnicate"); code != exitUsage || !strings.Contains(stderr, `unknown command "frobnicate"`) {
 		t.Fatalf("unknown: exit %d\n%s", code, stderr)

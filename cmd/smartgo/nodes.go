@@ -9,11 +9,11 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/broker"
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/conf"
 	"github.com/smartgo/smartgo/mqtt"
-	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 

@@ -9,17 +9,23 @@ import (
 	"github.com/smartgo/smartgo/registry"
 )
 
+func init() {
+	register(command{name: "registry", summary: "a registry (name server), port 9876 by default", server: true, run: runRegistry})
+}
+
 func runRegistry(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cf configFlags
-	fs := newFlagSet("registry", "[-c FILE] [-listen ADDR] [-set key=value ...]", `
+	fs := newCmdFlags("registry", "[-c FILE] [-listen ADDR] [-set key=value ...]", `
 Runs a registry (name server): brokers register their topics with it every
 30 s and are dropped after 120 s of silence; producers and consumers ask it
 for topic routes. Several registries run side by side with no sync between
 them. Reads the [log] and [registry] sections of the configuration.
-Stops cleanly on SIGINT or SIGTERM.`, stderr)
+Stops cleanly on SIGINT or SIGTERM.`, stdout, stderr)
+	fs.example("smartgo registry",
+		"smartgo registry -c conf/registry.toml -listen 0.0.0.0:9877")
 	cf.register(fs)
 	cf.stringFlag(fs, "listen", "registry.listen", "listen `address`")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := fs.parse(args); !ok {
 		return code
 	}
 	f, code, ok := loadOrExit(&cf, stderr, "registry")
@@ -27,6 +33,7 @@ Stops cleanly on SIGINT or SIGTERM.`, stderr)
 		return code
 	}
 	log := newLogger(f.Log, stderr)
+	logStart(log, "registry")
 	opts := registryOptions(f.Registry)
 	opts.Logger = log
 	if err := opts.Validate(); err != nil {

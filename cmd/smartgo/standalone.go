@@ -10,18 +10,25 @@ import (
 	"github.com/smartgo/smartgo/registry"
 )
 
+func init() {
+	register(command{name: "standalone", summary: "registry + broker + MQTT bridge in one process, data under ./data", server: true, run: runStandalone})
+}
+
 func runStandalone(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cf configFlags
-	fs := newFlagSet("standalone", "[-c FILE] [-data DIR] [-set key=value ...]", `
+	fs := newCmdFlags("standalone", "[-c FILE] [-data DIR] [-set key=value ...]", `
 Runs a registry, one broker and an MQTT bridge in one process, with data
 under ./data: the embedded default to start with. No configuration is
 needed; -c FILE reads every section (see conf/standalone.toml). The broker
 registers with the registry of the same process; clients use
 127.0.0.1:9876 as their name server, devices connect to bridge.listen
-(1883). Stops cleanly on SIGINT or SIGTERM, in reverse order of start.`, stderr)
+(1883). Stops cleanly on SIGINT or SIGTERM, in reverse order of start.`, stdout, stderr)
+	fs.example("smartgo standalone",
+		"smartgo standalone -data /tmp/sg -set bridge.listen=127.0.0.1:1884",
+		"smartgo standalone -c conf/standalone.toml")
 	cf.register(fs)
 	data := fs.String("data", "data", "`directory` for the store and the registry's KV config")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := fs.parse(args); !ok {
 		return code
 	}
 	cf.named = append(cf.named,
@@ -32,6 +39,7 @@ registers with the registry of the same process; clients use
 		return code
 	}
 	log := newLogger(f.Log, stderr)
+	logStart(log, "standalone")
 
 	if err := os.MkdirAll(filepath.Dir(f.Registry.KVConfigPath), 0o755); err != nil {
 		log.Error("create registry dir", "err", err)
@@ -63,9 +71,8 @@ registers with the registry of the same process; clients use
 	f.Bridge.Registries = f.Broker.Registries
 	br, err := startBridge(ctx, f.Bridge, log)
 	if err != nil {
-		log.Error("bridge failed to start", "err", err)
 		b.Close()
-		return exitFailure
+		return startFailed(ctx, log, "bridge", err)
 	}
 	log.Info("standalone running", "registry", reg.Addr().String(), "broker", b.Addr(),
 		"data", *data, "bridge", localAddr(br.Addrs()[0]))

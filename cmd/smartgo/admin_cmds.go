@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/client/admin"
+)
+
+// maxQueues bounds -r and -w (a typo such as -r 80000 is refused here
+// rather than creating that many queue files on every broker).
+const maxQueues = 1024
+
+func init() {
+	registerAdmin(adminCommand{name: "topic list", summary: "every topic the registries know",
+		description: "Lists every topic the registries know (system topics included).",
+		examples:    []string{"smartgo admin topic list", "smartgo admin topic list -registry 10.0.0.1:9876 -o json"},
+		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+			return func(ctx context.Context, e *adminEnv) error {
+				topics, err := e.a.ListTopics(ctx)
+				if err != nil {
+					return err
+				}
+				e.out.table(topics, []string{"TOPIC"}, func(add func(...any)) {
+					for _, t := range topics {
+						add(t)
+					}
+				})
+				return nil
+			}
+		}})
+	for _, verb := range []string{"create", "update"} {
+		registerAdmin(adminCommand{name: "topic " + verb, synopsis: "-t TOPIC [-r N] [-w N] [-perm 2|4|6] [-order] [-cluster C]",
+			summary: verb + " a topic on every master (of one cluster)",
+			description: "Creates or updates a topic on every master broker (of -cluster, else of every\n" +
+				"cluster); the brokers then register it with the registries. -perm is the\n" +
+				"topic's access: 6 read and write, 4 read only, 2 write only.",
+			examples: []string{"smartgo admin topic " + verb + " -t Orders -r 4 -w 4",
+				"smartgo admin topic " + verb + " -t Orders -perm 4   # read only"},
+			setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+				topic := fs.String("t", "", "`topic` name")
+				readQ := fs.Int("r", 8, "read `queues` (1.."+strconv.Itoa(maxQueues)+")")
+				writeQ := fs.Int("w", 8, "write `queues` (1.."+strconv.Itoa(maxQueues)+")")
+				perm := fs.Int("perm", 6, "`permission`: 6 read+write, 4 read only, 2 write only")
+				order := fs.Bool("order", false, "ordered topic")
+				cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
+				return func(ctx context.Context, e *adminEnv) error {
+					if err := required(*topic, "-t"); err != nil {
+						return err
+					}
+					if *readQ < 1 || *readQ > maxQueues || *writeQ < 1 || *writeQ > maxQueues {
+						return usagef("-r and -w must be between 1 and %d (got -r %d -w %d)", maxQueues, *readQ, *writeQ)
+					}
+					if *perm != 2 && *perm != 4 && *perm != 6 {
+						return usagef("-perm must be 6 (read and write), 4 (read only) or 2 (write only), not %d", *perm)
+					}
+					err := e.a.CreateTopic(ctx, *cluster, admin.TopicConfig{Name: *topic, ReadQueues: int32(*readQ),
+						WriteQueues: int32(*writeQ), Perm: int32(*perm), Order: *order})
+					if err != nil {
+						return err
+					}
+					e.out.message(map[string]any{"topic": *topic, "result": "ok"}, fmt.Sprintf("topic %s: ok", *topic))
+					return nil
+				}
+			}})
+	}
+	registerAdmin(adminCommand{name: "topic delete", synopsis: "-t TOPIC [-cluster C]",
+		summary:     "delete a topic from the brokers and the registries",
+		description: "Deletes a topic (its messages' queues, its offsets) from every master of\n-cluster (else of every cluster) and from every registry. A topic that\nno broker and no registry knows is an error.",
+		examples:    []string{"smartgo admin topic delete -t Orders"},
+		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+			topic := fs.String("t", "", "`topic` name")
+			cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
+			return func(ctx context.Context, e *adminEnv) error {
+				if err := required(*topic, "-t"); err != nil {
+					return err
+				}
+				if err := e.a.DeleteTopic(ctx, *cluster, *topic); err != nil {
+					return err
+				}
+				e.out.message(map[string]any{"topic": *topic, "deleted": true}, fmt.Sprintf("topic %s deleted", *topic))
+				return nil
+			}
+		}})
+	registerAdmin(adminCommand{name: "topic route", synopsis: "-t TOPIC", summary: "brokers and queues of a topic",
+		description: "Shows the route the registries give clients for a topic: its brokers, their\naddresses, read and write queue counts and permission.",
+		examples:    []string{"smartgo admin topic route -t Orders"},
+		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+			topic := fs.String("t", "", "`topic` name")
+			return func(ctx context.Context, e *adminEnv) error {
+				if err := required(*topic, "-t"); err != nil {
+					return err
+				}
+				rd, err := e.a.TopicRoute(ctx, *topic)
+				if err != nil {
+					return err
+				}
+				addrs := map[string]string{}
+				for _, bd := range rd.BrokerDatas {
+					addrs[bd.BrokerName] = bd.MasterAddr()
+				}
+				e.out.table(rd, []string{"BROKER", "ADDR", "READ", "WRITE", "PERM"}, func(add func(...any)) {
+					for _, qd := range rd.QueueDatas {
+						add(qd.BrokerName, addrs[qd.BrokerName], qd.ReadQueueNums, qd.WriteQueueNums, qd.Perm)
+					}
+				})
+				return nil
+			}
+		}})
+	registerAdmin(adminCommand{name: "topic stats", synopsis: "-t TOPIC", summary: "min/max offset per queue",
+		description: "Shows each queue's smallest and largest offset and when its last message\nwas stored.",
+		examples:    []string{"smartgo admin topic stats -t Orders"},
+		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+			topic := fs.String("t", "", "`topic` name")
+			return func(ctx context.Context, e *adminEnv) error {
+				if err := required(*topic, "-t"); err != nil {
+					return err
+				}
+				st, err := e.a.TopicStats(ctx, *topic)
+				if err != nil {
+					return err
+				}
+				e.out.table(st, []string{"BROKER", "QUEUE", "MIN", "MAX", "LAST_UPDATE"}, func(add func(...any)) {
+					for _, s := range st {
+						add(s.Queue.BrokerName, s.Queue.QueueID, s.MinOffset, s.MaxOffset, fmtMillis(s.LastUpdateTime))
+					}
+				})
+				return nil
+			}
+		}})
+	registerAdmin(adminCommand{name: "cluster", summary: "brokers per group: role, address, max offset, replication lag",
+		description: "Lists every broker the registries know, per cluster and broker group: id,\naddress, role, commitlog max offset and replication lag in bytes (for a\nslave: master end minus its end; for a master: how far its best slave's\nacknowledgement is behind).",
+		examples:    []string{"smartgo admin cluster", "smartgo admin cluster -o json"},
+		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+			return func(ctx context.Context, e *adminEnv) error {
+				members, err := e.a.ClusterMembers(ctx)
+				if err != nil {
+					return err
+				}
+				e.out.table(members, []string{"CLUSTER", "BROKER", "ID", "ADDR", "ROLE", "MAX_OFFSET", "LAG_BYTES"}, func(add func(...any)) {
+					for _, m := range members {
+						role := m.Role
+						if m.Err != "" {
+							role = "unreachable"
+						}
+						lag := "-"
+						if m.LagBytes >= 0 {
+							lag = strconv.FormatInt(m.LagBytes, 10)
+						}
+						add(m.Cluster, m.Name, m.ID, m.Addr, role, m.MaxOffset, lag)
+					}
+				})
+				return nil
+			}
+		}})
+	registerAdmin(adminCommand{name: "broker stats", synopsis: "[-b ADDR] [-cluster C]", summary: "runtime statistics of brokers",
+		description: "Shows a broker's runtime statistics (GET_BROKER_RUNTIME_INFO): by default\nof every master (of -cluster), or of the broker at -b.",
+		examples:    []string{"smartgo admin broker stats", "smartgo admin broker stats -b 127.0.0.1:10911 -o json"},
+		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+			brokerAddr := fs.String("b", "", "broker `address` (empty: every master)")
+			cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
+			return func(ctx context.Context, e *adminEnv) error {
+				targets := []admin.Broker{{Addr: *brokerAddr}}
+				if *brokerAddr == "" {
+					var err error
+					if targets, err = e.a.Masters(ctx, *cluster); err != nil {
+						return err
+					}
+				}
+				all := map[string]map[string]string{}
+				for _, b := range targets {
+					info, err := e.a.BrokerRuntimeInfo(ctx, b.Addr)
+					if err != nil {
+						return err
+					}
+					all[b.Addr] = info
+				}
+				e.out.table(all, []string{"BROKER", "KEY", "VALUE"}, func(add func(...any)) {
+					for _, b := range targets {
+						keys := make([]string, 0, len(all[b.Addr]))
+						for k := range all[b.Addr] {
+							keys = append(keys, k)
+						}
+						sort.Strings(keys)
+						for _, k := range keys {
+							add(b.Addr, k, all[b.Addr][k])
+						}
+					}
+				})
+				return nil
+			}
+		}})
+	registerAdmin(adminCommand{name: "group progress", synopsis: "-g GROUP [-t TOPIC]", summary: "committed offset and lag per queue",
+		description: "Shows a consumer group's committed offset, the broker's max offset and the\nlag per queue, for one topic or every topic the group consumes. A group no\nbroker knows is an error.",
+		examples:    []string{"smartgo admin group progress -g billing", "smartgo admin group progress -g billing -t Orders -o json"},
+		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+			group := fs.String("g", "", "consumer `group`")
+			topic := fs.String("t", "", "`topic` (empty: every topic of the group)")
+			return func(ctx context.Context, e *adminEnv) error {
+				if err := required(*group, "-g"); err != nil {
+					return err
+				}
+				prog, err := e.a.GroupProgress(ctx, *group, *topic)
+				if err != nil {
+					return err
+				}
+				var lag int64
+				for _, p := range prog {
+					lag += p.Lag
+				}
+				e.out.table(map[string]any{"group": *group, "queues": prog, "totalLag": lag},
+					[]string{"TOPIC", "BROKER", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG", "LAST_CONSUMED"}, func(add func(...any)) {
+						for _, p := range prog {
+							add(p.Queue.Topic, p.Queue.BrokerName, p.Queue.QueueID, p.BrokerOffset, p.ConsumerOffset, p.Lag, fmtMillis(p.LastTimestamp))
+						}
+						add("TOTAL", "", "", "", "", lag, "")
+					})
+				return nil
+			}
+		}})
+	registerAdmin(adminCommand{name: "msg by-id", synopsis: "-id OFFSET_MSG_ID", summary: "a message by its offset id",
+		description: "Reads one message by its offset message id (a send result's OffsetMsgID:\nthe broker address and commitlog offset in hex), from the broker it names.",
+		examples:    []string{"smartgo admin msg by-id -id 7F00000100002A9F0000000000000000"},
+		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+			msgID := fs.String("id", "", "offset message `id`")
+			return func(ctx context.Context, e *adminEnv) error {
+				if err := required(*msgID, "-id"); err != nil {
+					return err
+				}
+				m, err := e.a.MessageByID(ctx, *msgID)
+				if err != nil {
+					return err
+				}
+				e.out.messages([]*client.MessageExt{m})
+				return nil
+			}
+		}})
+	registerAdmin(adminCommand{name: "msg by-key", synopsis: "-t TOPIC -k KEY [-max N] [-uniq]", summary: "messages by business key (or UNIQ_KEY)",
+		description: "Finds a topic's messages by business key (the KEYS property) through the\nbrokers' key index, or with -uniq by client message id (UNIQ_KEY).",
+		examples:    []string{"smartgo admin msg by-key -t Orders -k order-42", "smartgo admin msg by-key -t Orders -k 0A0B0C...  -uniq -o json"},
+		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+			topic := fs.String("t", "", "`topic` name")
+			key := fs.String("k", "", "message `key`")
+			uniq := fs.Bool("uniq", false, "look -k up as a UNIQ_KEY (client message id)")
+			maxNum := fs.Int("max", 64, "most `messages` to return")
+			return func(ctx context.Context, e *adminEnv) error {
+				if err := required(*topic, "-t"); err != nil {
+					return err
+				}
+				if err := required(*key, "-k"); err != nil {
+					return err
+				}
+				if *maxNum < 1 {
+					return usagef("-max must be at least 1, not %d", *maxNum)
+				}
+				msgs, err := e.a.MessagesByKey(ctx, *topic, *key, *maxNum, time.Time{}, time.Time{}, *uniq)
+				if err != nil {
+					return err
+				}
+				e.out.messages(msgs)
+				return nil
+			}
+		}})
+	registerAdmin(adminCommand{name: "offset reset", synopsis: "-g GROUP -t TOPIC -ts TIME", summary: "move a group's offsets to a time",
+		description: "Sets a consumer group's committed offset on every queue of a topic to the\nfirst message stored at TIME (RFC 3339, unix milliseconds, or a duration\nago such as 1h). Client-side: stop the group's consumers first, or they\nmay commit over the reset. A group no broker knows is an error.",
+		examples:    []string{"smartgo admin offset reset -g billing -t Orders -ts 1h", "smartgo admin offset reset -g billing -t Orders -ts 2026-01-02T15:04:05Z"},
+		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+			group := fs.String("g", "", "consumer `group`")
+			topic := fs.String("t", "", "`topic` name")
+			ts := fs.String("ts", "", "`time`: RFC 3339, unix ms, or a duration ago (1h)")
+			return func(ctx context.Context, e *adminEnv) error {
+				for _, r := range [][2]string{{*group, "-g"}, {*topic, "-t"}, {*ts, "-ts"}} {
+					if err := required(r[0], r[1]); err != nil {
+						return err
+					}
+				}
+				at, err := parseTime(*ts)
+				if err != nil {
+					return usagef("-ts: %v", err)
+				}
+				resets, err := e.a.ResetOffset(ctx, *group, *topic, at)
+				if err != nil {
+					return err
+				}
+				e.out.table(resets, []string{"BROKER", "QUEUE", "OLD", "NEW"}, func(add func(...any)) {
+					for _, r := range resets {
+						add(r.Queue.BrokerName, r.Queue.QueueID, r.OldOffset, r.NewOffset)
+					}
+				})
+				return nil
+			}
+		}})
+}

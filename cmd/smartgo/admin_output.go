@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/smartgo/smartgo/client"
+)
+
+// parseTime accepts RFC 3339, unix milliseconds or a duration ago.
+func parseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMilli(ms), nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	return time.Time{}, errors.New("want RFC 3339, unix milliseconds or a duration such as 1h")
+}
+
+func fmtMillis(ms int64) string {
+	if ms <= 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339)
+}
+
+// output renders results as an aligned table or as JSON.
+type output struct {
+	w    io.Writer
+	json bool
+	err  error
+}
+
+func (o *output) writeJSON(v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		o.err = err
+		return
+	}
+	_, o.err = fmt.Fprintf(o.w, "%s\n", b)
+}
+
+func (o *output) table(v any, header []string, rows func(add func(...any))) {
+	if o.json {
+		o.writeJSON(v)
+		return
+	}
+	tw := tabwriter.NewWriter(o.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	rows(func(cells ...any) {
+		parts := make([]string, len(cells))
+		for i, c := range cells {
+			parts[i] = fmt.Sprint(c)
+		}
+		fmt.Fprintln(tw, strings.Join(parts, "\t"))
+	})
+	o.err = tw.Flush()
+}
+
+func (o *output) message(v any, text string) {
+	if o.json {
+		o.writeJSON(v)
+		return
+	}
+	_, o.err = fmt.Fprintln(o.w, text)
+}
+
+type jsonMessage struct {
+	MsgID          string            `json:"msgId"`
+	OffsetMsgID    string            `json:"offsetMsgId"`
+	Topic          string            `json:"topic"`
+	Broker         string            `json:"broker"`
+	QueueID        int32             `json:"queueId"`
+	QueueOffset    int64             `json:"queueOffset"`
+	Tags           string            `json:"tags,omitempty"`
+	Keys           []string          `json:"keys,omitempty"`
+	BornTimestamp  int64             `json:"bornTimestamp"`
+	StoreTimestamp int64             `json:"storeTimestamp"`
+	ReconsumeTimes int32             `json:"reconsumeTimes"`
+	Properties     map[string]string `json:"properties,omitempty"`
+	Body           string            `json:"body"`
+}
+
+func (o *output) messages(msgs []*client.MessageExt) {
+	js := make([]jsonMessage, 0, len(msgs))
+	for _, m := range msgs {
+		js = append(js, jsonMessage{MsgID: m.MsgID, OffsetMsgID: m.OffsetMsgID, Topic: m.Topic, Broker: m.Queue.BrokerName,
+			QueueID: m.Queue.QueueID, QueueOffset: m.QueueOffset, Tags: m.Tags, Keys: m.Keys, BornTimestamp: m.BornTimestamp,
+			StoreTimestamp: m.StoreTimestamp, ReconsumeTimes: m.ReconsumeTimes, Properties: m.Properties, Body: string(m.Body)})
+	}
+	o.table(js, []string{"MSG_ID", "OFFSET_MSG_ID", "TOPIC", "QUEUE", "OFFSET", "TAGS", "KEYS", "STORED", "BODY"}, func(add func(...any)) {
+		for _, m := range js {
+			body := m.Body
+			if len(body) > 48 {
+				body = body[:45] + "..."
+			}
+			add(m.MsgID, m.OffsetMsgID, m.Topic, fmt.Sprintf("%s:%d", m.Broker, m.QueueID), m.QueueOffset, m.Tags,
+				strings.Join(m.Keys, " "), fmtMillis(m.StoreTimestamp), strconv.Quote(body))
+		}
+	})
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/internal/testnet"
+)
+
+// binary builds the smartgo binary once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	return testnet.SmartgoBinary(t, filepath.Join("..", ".."))
+}
+
+// runBin runs the built binary with args and returns its exit code and
+// output; it fails the test when the process outlives timeout (a command
+// that should have stopped at once and did not).
+func runBin(t *testing.T, timeout time.Duration, args ...string) (int, string, string) {
+	t.Helper()
+	bin := binary(t) // built before the clock starts
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("smartgo %s: still running after %v (killed)\nstderr:\n%s", strings.Join(args, " "), timeout, errb.String())
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String(), errb.String()
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out.String(), errb.String()
+	}
+	t.Fatalf("smartgo %s: %v", strings.Join(args, " "), err)
+	return 0, "", ""
+}
+
+// commandLines lists every command, admin sub-command and bench mode as
+// the words that name it on the command line.
+func commandLines() [][]string {
+	var lines [][]string
+	for name := range commandTable {
+		switch name {
+		case "admin":
+			for sub := range adminTable {
+				lines = append(lines, append([]string{"admin"}, strings.Fields(sub)...))
+			}
+		case "bench":
+			for _, m := range benchModes {
+				lines = append(lines, []string{"bench", string(m.mode)})
+			}
+		default:
+			lines = append(lines, []string{name})
+		}
+	}
+	slices.SortFunc(lines, func(a, b []string) int { return strings.Compare(strings.Join(a, " "), strings.Join(b, " ")) })
+	return lines
+}
+
+// A word left over after the flags is refused with exit 2 by every
+// command, before it starts anything: `standalone extra -set ...` used to
+// drop every flag after "extra" and start on the default ports.
+func TestCmdBinaryRejectsStrayWords(t *testing.T) {
+	for _, words := range commandLines() {
+		args := append(slices.Clone(words), "extra", "-set", "registry.listen=127.0.0.1:1")
+		code, stdout, stderr := runBin(t, 20*time.Second, args...)
+		if code != exitUsage || !strings.Contains(stderr, `unexpected argument "extra"`) || stdout != "" {
+			t.Errorf("smartgo %s: exit %d, stdout %q, stderr:\n%s", strings.Join(args, " "), code, stdout, stderr)
+		}
+		// The same word after valid flags is refused too.
+		args = append(slices.Clone(words), "-h-no-such-flag")
+		if code, _, stderr := runBin(t, 20*time.Second, args...); code != exitUsage || !strings.Contains(stderr, "Usage: smartgo "+strings.Join(words, " ")) {
+			t.Errorf("smartgo %s: exit %d, stderr:\n%s", strings.Join(args, " "), code, stderr)
+		}
+	}
+	for _, args := range [][]string{{"frob"}, {"admin", "frob"}, {"admin", "topic", "frob"}, {"bench", "sideways"}, {"bench"}, {"admin"}, {"admin", "topic"}} {
+		if code, stdout, stderr := runBin(t, 20*time.Second, args...); code != exitUsage || stdout != "" || !strings.Contains(stderr, "Usage: smartgo") {
+			t.Errorf("smartgo %s: exit %d, stdout %q, stderr:\n%s", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+}
+
+// Help asked for goes to stdout with exit 0, and every command, admin
+// sub-command and bench mode has its own page with an example.
+func TestCmdBinaryHelpPages(t *testing.T) {
+	seen := map[string]string{}
+	for _, words := range commandLines() {
+		name := strings.Join(words, " ")
+		for _, ask := range [][]string{append(slices.Clone(words), "-h"), append(slices.Clone(words), "--help"), append([]string{"help"}, words...)} {
+			code, stdout, stderr := runBin(t, 20*time.Second, ask...)
+			if code != exitOK || stderr != "" {
+				t.Errorf("smartgo %s: exit %d, stderr %q", strings.Join(ask, " "), code, stderr)
+			}
+			if !strings.HasPrefix(stdout, "Usage: smartgo "+name+" ") || !strings.Contains(stdout, "\nExamples:\n  smartgo "+name) {
+				t.Errorf("smartgo %s: no own usage line or example:\n%s", strings.Join(ask, " "), stdout)
+			}
+			if other, dup := seen[stdout]; dup && other != name {
+				t.Errorf("%s and %s print the same help page", name, other)
+			}
+			seen[stdout] = name
+		}
+	}
+	for _, ask := range [][]string{{"-h"}, {"--help"}, {"help"}, {"admin", "-h"}, {"bench", "-h"}, {"admin", "topic", "-h"}} {
+		if code, stdout, stderr := runBin(t, 20*time.Second, ask...); code != exitOK || stderr != "" || !strings.Contains(stdout, "Usage: smartgo") {
+			t.Errorf("smartgo %s: exit %d, stdout %q, stderr %q", strings.Join(ask, " "), code, stdout, stderr)
+		}
+	}
+}
+
+// --version and version print the version and the commit; -o json gives
+// the same as fields.
+func TestCmdBinaryVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}, {"-version"}} {
+		code, stdout, stderr := runBin(t, 20*time.Second, args...)
+		if code != exitOK || !strings.HasPrefix(stdout, "smartgo "+version+" (commit ") || stderr != "" {
+			t.Errorf("smartgo %s: exit %d, %q %q", args[0], code, stdout, stderr)
+		}
+	}
+	code, stdout, _ := runBin(t, 20*time.Second, "version", "-o", "json")
+	if code != exitOK || !strings.Contains(stdout, `"commit": "`) || !strings.Contains(stdout, `"version": "`+version+`"`) {
+		t.Errorf("version -o json: exit %d, %s", code, stdout)
+	}
+}
