@@ -11,6 +11,7 @@ import (
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
+	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -114,7 +115,9 @@ func NewBackend(opts Options) (*Backend, error) {
 	if opts.NodeID == "" {
 		opts.NodeID = prod.ClientID()
 	}
-	b := &Backend{opts: opts, log: opts.Logger, prod: prod, adm: adm,
+	// Most lines are driven by MQTT clients (sessions, takeovers) or
+	// repeat every poll while a broker is away: rate-limited per reason.
+	b := &Backend{opts: opts, log: ratelog.Wrap(opts.Logger, 0), prod: prod, adm: adm,
 		queues: map[client.MessageQueue]*queueState{}, sysNext: map[client.MessageQueue]int64{},
 		retained: map[string]*retainedEntry{}, sessions: map[string]*sessionRecord{}, own: map[string]*sessionRecord{},
 		writing: map[string]int{}, deferred: map[string][]*sessionRecord{}, vouches: map[string]vouch{},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 
+	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/mqtt"
 )
 
@@ -26,6 +27,9 @@ func New(mo mqtt.Options, bo Options) (*Bridge, error) {
 	if mo.Logger == nil {
 		mo.Logger = bo.Logger
 	}
+	// The MQTT server logs what its clients do: each reason at most once
+	// per interval, with the count of lines suppressed.
+	mo.Logger = ratelog.Wrap(mo.Logger, 0)
 	var sb mqtt.Backend = be
 	if bo.WrapBackend != nil {
 		sb = bo.WrapBackend(be)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 	"github.com/smartgo/smartgo/statestore"
@@ -72,10 +73,7 @@ func NewStateStoreFront(srv *mqtt.Server, opts StateStoreFrontOptions) (*StateSt
 	if opts.DropTimeout == 0 {
 		opts.DropTimeout = 2 * time.Second
 	}
-	lg := opts.Logger
-	if lg == nil {
-		lg = slog.New(slog.DiscardHandler)
-	}
+	lg := ratelog.Wrap(opts.Logger, 0) // requests come from MQTT clients
 	f := &StateStoreFront{srv: srv, opts: opts, log: lg.With("component", "statestore-front"), watchers: map[string]bool{}}
 	ro := opts.Router
 	ro.OnNotify = f.pushNotifications

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
@@ -31,6 +32,10 @@ import (
 type Broker struct {
 	opts Options
 	log  *slog.Logger
+	// plog is for lines a client can cause (joins, leaves, send-backs,
+	// topics and groups it creates): each reason at most once per
+	// ratelog.DefaultInterval, with the count of lines suppressed.
+	plog *slog.Logger
 	now  func() time.Time
 
 	addr      string         // advertised ip:port of the remoting server
@@ -78,6 +83,7 @@ func New(opts Options) (*Broker, error) {
 	opts.fill()
 	var err error
 	b := &Broker{opts: opts, log: opts.Logger.With("broker", opts.BrokerName), now: opts.Now}
+	b.plog = ratelog.Wrap(b.log, 0)
 	b.perm.Store(PermRW)
 
 	// Listen first: the store needs the real port for its store host.
@@ -99,10 +105,10 @@ func New(opts Options) (*Broker, error) {
 	configDir := filepath.Join(opts.Store.Root, "config")
 	if b.topics, err = OpenTopics(TopicOptions{Dir: configDir, BrokerName: opts.BrokerName, ClusterName: opts.ClusterName,
 		AutoCreateTopic: opts.AutoCreateTopic, DefaultQueueNums: opts.DefaultTopicQueues,
-		DelayLevels: int32(len(opts.DelayLevels)), Now: opts.Now, Logger: b.log}); err != nil {
+		DelayLevels: int32(len(opts.DelayLevels)), Now: opts.Now, Logger: b.plog}); err != nil {
 		return nil, err
 	}
-	if b.groups, err = OpenGroups(GroupOptions{Dir: configDir, AutoCreate: opts.AutoCreateGroup, Now: opts.Now, Logger: b.log}); err != nil {
+	if b.groups, err = OpenGroups(GroupOptions{Dir: configDir, AutoCreate: opts.AutoCreateGroup, Now: opts.Now, Logger: b.plog}); err != nil {
 		return nil, err
 	}
 	if b.offsets, err = OpenOffsets(configDir); err != nil {
@@ -301,7 +307,7 @@ func (b *Broker) housekeeping(ctx context.Context) {
 func (b *Broker) expireClients() {
 	deadline := b.now().Add(-b.opts.ClientExpiry)
 	for _, g := range b.consumers.ScanExpired(deadline) {
-		b.log.Info("consumer group members expired", "group", g)
+		b.plog.Info("consumer group members expired", "group", g)
 		b.notifyConsumerIDsChanged(g)
 	}
 	b.producers.ScanExpired(deadline)
@@ -309,7 +315,7 @@ func (b *Broker) expireClients() {
 
 func (b *Broker) connClosed(c *remoting.Conn, err error) {
 	for _, g := range b.consumers.ChannelClosed(c) {
-		b.log.Info("consumer left with its connection", "group", g, "peer", c.RemoteAddr().String())
+		b.plog.Info("consumer left with its connection", "group", g, "peer", c.RemoteAddr().String())
 		b.notifyConsumerIDsChanged(g)
 	}
 	b.producers.ChannelClosed(c)

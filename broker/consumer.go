@@ -43,7 +43,7 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 			retry := RetryTopic(cd.GroupName)
 			if _, ok := b.topics.Get(retry); !ok {
 				if _, err := b.topics.CreateSystemTopic(retry, g.RetryQueueNums, PermRW); err != nil {
-					b.log.Warn("create retry topic", "topic", retry, "err", err)
+					b.plog.Warn("create retry topic", "topic", retry, "err", err)
 				} else {
 					b.triggerRegister()
 				}
@@ -51,7 +51,7 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 		}
 		members, _ := b.consumers.Register(info, cd)
 		if members {
-			b.log.Info("consumer joined", "group", cd.GroupName, "client", hb.ClientID, "peer", info.Addr)
+			b.plog.Info("consumer joined", "group", cd.GroupName, "client", hb.ClientID, "peer", info.Addr)
 			b.notifyConsumerIDsChanged(cd.GroupName)
 		}
 	}
@@ -73,7 +73,7 @@ func (b *Broker) processUnregisterClient(c *remoting.Conn, req *protocol.Command
 		b.producers.Unregister(h.ProducerGroup, h.ClientID)
 	}
 	if h.ConsumerGroup != "" && b.consumers.Unregister(h.ConsumerGroup, h.ClientID) {
-		b.log.Info("consumer left", "group", h.ConsumerGroup, "client", h.ClientID)
+		b.plog.Info("consumer left", "group", h.ConsumerGroup, "client", h.ClientID)
 		b.notifyConsumerIDsChanged(h.ConsumerGroup)
 	}
 	return protocol.NewResponse(protocol.Success, ""), nil

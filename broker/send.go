@@ -230,7 +230,7 @@ func (b *Broker) redirectRetry(m *record.Message, h *protocol.SendMessageRequest
 		if _, err := b.topics.CreateSystemTopic(dlq, 1, PermRW); err != nil {
 			return errResp(protocol.SystemError, "create %s: %v", dlq, err)
 		}
-		b.log.Warn("message moved to the dead-letter queue", "group", group, "reconsumeTimes", m.ReconsumeTimes, "max", maxTimes)
+		b.plog.Warn("message moved to the dead-letter queue", "group", group, "reconsumeTimes", m.ReconsumeTimes, "max", maxTimes)
 		m.Topic, m.QueueID = dlq, 0
 	}
 	return nil
@@ -342,7 +342,7 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *protocol.Command) (*prot
 			b.triggerRegister() // publish the new DLQ's route, as Java does
 		}
 		props.Del(record.PropertyDelayLevel)
-		b.log.Warn("message moved to the dead-letter queue", "group", h.Group, "topic", orig.Topic,
+		b.plog.Warn("message moved to the dead-letter queue", "group", h.Group, "topic", orig.Topic,
 			"msgId", h.OriginMsgID, "reconsumeTimes", orig.ReconsumeTimes, "max", maxTimes)
 	} else {
 		m.Topic = RetryTopic(h.Group)

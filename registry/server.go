@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -36,10 +37,9 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	opts.fill()
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	// Every line the registry writes is caused by a broker or client
+	// request: each reason at most once per interval.
+	log := ratelog.Wrap(opts.Logger, 0)
 	kv, err := openKV(opts.KVConfigPath)
 	if err != nil {
 		return nil, err

@@ -42,7 +42,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		return nil, err
 	}
 	opts.fill()
-	log := discardIfNil(opts.Logger)
+	log := peerLogger(opts.Logger)
 	c := &Client{opts: opts, log: log, conns: make(map[string]*Conn), dialing: make(map[string]*dialing)}
 	c.mux = newMux(log, func(Pool) PoolOptions { return opts.HandlerPool })
 	c.mux.start(false)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -247,9 +248,10 @@ func (o *ClientOptions) Validate() error {
 	return nil
 }
 
-func discardIfNil(l *slog.Logger) *slog.Logger {
-	if l == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return l
+// peerLogger is the logger of a server or client: every line its
+// connections write is driven by a peer, so each reason is written at most
+// once per ratelog.DefaultInterval, with the count of lines suppressed. A
+// nil logger discards.
+func peerLogger(l *slog.Logger) *slog.Logger {
+	return ratelog.Wrap(l, 0)
 }

@@ -39,7 +39,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	opts.fill()
-	log := discardIfNil(opts.Logger)
+	log := peerLogger(opts.Logger)
 	s := &Server{opts: opts, log: log, conns: make(map[*Conn]struct{})}
 	s.mux = newMux(log, opts.pool)
 	return s, nil
