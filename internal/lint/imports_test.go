@@ -27,6 +27,7 @@ var allowed = map[string][]string{
 	"remoting":          {"remoting/protocol"},
 	"store":             {"store/record"},
 	"registry":          {"remoting", "remoting/protocol"},
+	"controller":        {"remoting", "remoting/protocol"},
 	"broker":            {"store", "store/record", "remoting", "remoting/protocol", "statestore"},
 	"client":            {"remoting", "remoting/protocol", "store/record", "statestore"},
 	"mqtt":              {},

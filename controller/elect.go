@@ -1,0 +1,216 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// The leader's election loop: every scan it looks at each group and, when
+// the master's heartbeats stopped for HeartbeatTimeout (counted from when
+// this replica became leader at the earliest), proposes the best live
+// member of the sync state set as the new master. A proposal names the
+// epoch it was decided on and applies only if that is still the epoch, so
+// a late or repeated decision changes nothing.
+
+// scanInterval is the period of the election scan.
+func (c *Controller) scanInterval() time.Duration {
+	return max(c.opts.HeartbeatInterval/2, 20*time.Millisecond)
+}
+
+// run is the replica's loop: elections while leading, the no-majority
+// watchdog otherwise.
+func (c *Controller) run() {
+	t := time.NewTicker(c.scanInterval())
+	defer t.Stop()
+	var leaderlessSince time.Time
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		case <-c.kick:
+		}
+		if c.raft.State() != raft.Leader {
+			c.mu.Lock()
+			c.leaderSince = time.Time{}
+			c.mu.Unlock()
+			leaderlessSince = c.watchMajority(leaderlessSince)
+			continue
+		}
+		if !leaderlessSince.IsZero() {
+			leaderlessSince = time.Time{}
+		}
+		c.mu.Lock()
+		since := c.leaderSince
+		c.mu.Unlock()
+		if since.IsZero() {
+			// Apply everything committed before deciding anything.
+			if err := c.raft.Barrier(applyTimeout).Error(); err != nil {
+				c.log.Warn("controller: barrier after becoming leader failed", "err", err)
+				continue
+			}
+			c.mu.Lock()
+			c.leaderSince = time.Now()
+			c.mu.Unlock()
+			c.log.Info("controller: this replica leads; masters are judged after a grace period",
+				"self", c.self.Addr, "grace", c.opts.HeartbeatTimeout)
+			continue
+		}
+		for _, g := range c.fsm.groups() {
+			c.scanGroup(g, since)
+		}
+	}
+}
+
+// watchMajority logs, once per outage and then every 30 s, that there is
+// no leader: brokers keep their masters, elections wait.
+func (c *Controller) watchMajority(since time.Time) time.Time {
+	_, id := c.raft.LeaderWithID()
+	if id != "" {
+		if !since.IsZero() {
+			c.log.Info("controller: a leader is back; elections resume", "leader", string(id))
+		}
+		return time.Time{}
+	}
+	now := time.Now()
+	if since.IsZero() {
+		return now
+	}
+	if now.Sub(since) > 2*c.opts.ElectionTimeout && c.note("no-majority", 30*time.Second) {
+		c.log.Warn("controller: no leader: a majority of controller replicas is not reachable; "+
+			"brokers keep their current masters, elections are suspended", "self", c.self.Addr,
+			"replicas", len(c.peers), "for", now.Sub(since).Round(time.Millisecond))
+	}
+	return since
+}
+
+// scanGroup elects a master for g if it needs one.
+func (c *Controller) scanGroup(g *groupState, leaderSince time.Time) {
+	now := time.Now()
+	if g.MasterID != 0 {
+		if alive, _, _ := c.liveness(g.Name, g.MasterID, now); alive {
+			return
+		}
+		if now.Sub(leaderSince) < c.opts.HeartbeatTimeout {
+			return // a new leader gives the master a full timeout
+		}
+	} else if g.MasterEpoch == 0 && g.SeenEpoch > 0 {
+		// Brokers with a history but a controller without one: wait a
+		// timeout for the others to register, then take the best log.
+		c.mu.Lock()
+		first, ok := c.firstSeen[g.Name]
+		c.mu.Unlock()
+		if !ok || now.Sub(first) < c.opts.HeartbeatTimeout {
+			return
+		}
+	}
+	cand, unclean := c.pickMaster(g, now, 0, false)
+	if cand == 0 {
+		if c.note("nomaster/"+g.Name, 10*time.Second) {
+			c.log.Warn("controller: no broker may become master: none alive in the sync state set (unclean election is off)",
+				"group", g.Name, "master", g.MasterID, "epoch", g.MasterEpoch, "syncStateSet", g.SyncStateSet)
+		}
+		return
+	}
+	reason := "master heartbeat timed out"
+	if g.MasterID == 0 {
+		reason = "group has no master"
+	}
+	if _, err := c.electAndNotify(g, cand, reason, unclean); err != nil && !errors.Is(err, ErrNotLeader) {
+		c.log.Warn("controller: election failed", "group", g.Name, "candidate", cand, "err", err)
+	}
+}
+
+// pickMaster chooses the new master of g: among the live members of the
+// sync state set other than the current master (any live member for a
+// group that never had one), the one with the highest (epoch, log end),
+// then the lowest id. want != 0 asks for that broker. With no candidate
+// and unclean elections allowed (by option or by the request), any live
+// member qualifies; unclean reports that.
+func (c *Controller) pickMaster(g *groupState, now time.Time, want int64, allowUnclean bool) (id int64, unclean bool) {
+	var pool []int64
+	if g.MasterID == 0 && g.MasterEpoch == 0 {
+		pool = g.ids()
+	} else {
+		for _, m := range g.SyncStateSet {
+			if m != g.MasterID {
+				pool = append(pool, m)
+			}
+		}
+	}
+	best := c.best(g, pool, now, want)
+	if best == 0 && (c.opts.UncleanElection || allowUnclean) {
+		others := slices.DeleteFunc(g.ids(), func(m int64) bool { return m == g.MasterID })
+		if best = c.best(g, others, now, want); best != 0 {
+			return best, true
+		}
+	}
+	return best, false
+}
+
+func (c *Controller) best(g *groupState, pool []int64, now time.Time, want int64) int64 {
+	var bestID int64
+	var bestEpoch int32
+	var bestEnd int64
+	for _, id := range pool {
+		alive, epoch, end := c.liveness(g.Name, id, now)
+		if !alive || (want != 0 && id != want) {
+			continue
+		}
+		if bestID == 0 || epoch > bestEpoch || (epoch == bestEpoch && end > bestEnd) {
+			bestID, bestEpoch, bestEnd = id, epoch, end
+		}
+	}
+	return bestID
+}
+
+// electAndNotify proposes cand as g's master (applied only if g's epoch
+// is unchanged) and tells the group.
+func (c *Controller) electAndNotify(g *groupState, cand int64, reason string, unclean bool) (result, error) {
+	r, err := c.propose(&command{Op: opElect, Group: g.Name, ID: cand, Epoch: g.MasterEpoch})
+	if err != nil {
+		return r, err
+	}
+	if r.Code != protocol.Success {
+		return r, fmt.Errorf("controller: elect %d in %s: %s", cand, g.Name, r.Remark)
+	}
+	lvl := c.log.Info
+	if unclean {
+		lvl = c.log.Warn
+		reason += "; UNCLEAN: the new master was not in the sync state set, messages only the old master had are lost"
+	}
+	lvl("controller: elected master", "group", g.Name, "master", cand, "addr", r.Group.Members[cand].Addr,
+		"epoch", r.Group.MasterEpoch, "oldMaster", g.MasterID, "reason", reason)
+	c.notify(r.Group)
+	return r, nil
+}
+
+// notify tells every broker of g its new state (one-way
+// NOTIFY_BROKER_ROLE_CHANGED; brokers also learn it from heartbeat
+// answers, so a lost notification only costs time).
+func (c *Controller) notify(g *groupState) {
+	v := c.view(g)
+	body, err := protocol.EncodeJSON(v)
+	if err != nil {
+		c.log.Error("controller: encode notification", "err", err)
+		return
+	}
+	for _, m := range v.Brokers {
+		addr := m.Addr
+		c.goFunc(func() {
+			ctx, cancel := context.WithTimeout(c.ctx, time.Second)
+			defer cancel()
+			req := protocol.NewRequest(protocol.NotifyBrokerRoleChanged, nil, body)
+			if err := c.client.InvokeOneway(ctx, addr, req); err != nil {
+				c.log.Debug("controller: notify broker", "broker", addr, "err", err)
+			}
+		})
+	}
+}
