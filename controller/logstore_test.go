@@ -179,9 +179,9 @@ func TestControllerLogStoreCorruptMiddle(t *testing.T) {
 func TestControllerLogStoreCompaction(t *testing.T) {
 	dir := t.TempDir()
 	ls := openLS(t, dir)
-	big := bytes.Repeat([]byte("x"), 4096)
+	big := bytes.Repeat([]byte("x"), 12<<10)
 	var next uint64 = 1
-	for range 600 {
+	for range 200 {
 		if err := ls.StoreLogs([]*raft.Log{{Index: next, Term: 1, Data: big}}); err != nil {
 			t.Fatal(err)
 		}
