@@ -29,6 +29,9 @@ type File struct {
 	Broker   Broker   `toml:"broker"`
 	Store    Store    `toml:"store"`
 	Bridge   Bridge   `toml:"bridge"`
+	// Controller configures a controller replica (`smartgo controller`,
+	// or inside `smartgo registry` with registry.controller = true).
+	Controller Controller `toml:"controller"`
 }
 
 // Log configures the process logger.
@@ -45,6 +48,24 @@ type Registry struct {
 	BrokerExpiry Duration `toml:"broker_expiry"`
 	IdleTimeout  Duration `toml:"idle_timeout"`
 	MaxFrameSize Size     `toml:"max_frame_size"`
+	// Controller runs a controller replica ([controller]) in the registry
+	// process, serving on the registry's port.
+	Controller bool `toml:"controller"`
+}
+
+// Controller configures a controller replica.
+type Controller struct {
+	Listen            string   `toml:"listen"`
+	Advertise         string   `toml:"advertise"`
+	RaftListen        string   `toml:"raft_listen"`
+	RaftAdvertise     string   `toml:"raft_advertise"`
+	Peers             []string `toml:"peers"` // "addr=raftAddr" per replica
+	DataDir           string   `toml:"data_dir"`
+	HeartbeatInterval Duration `toml:"heartbeat_interval"`
+	HeartbeatTimeout  Duration `toml:"heartbeat_timeout"`
+	ElectionTimeout   Duration `toml:"election_timeout"`
+	UncleanElection   bool     `toml:"unclean_election"`
+	SnapshotThreshold int      `toml:"snapshot_threshold"`
 }
 
 // Broker configures a broker.
@@ -167,6 +188,16 @@ func Default() File {
 			DiskForceCleanRatio: 85,
 			DiskFullRatio:       90,
 			CheckCRCOnRecover:   true,
+		},
+		Controller: Controller{
+			Listen:            "0.0.0.0:9878",
+			RaftListen:        "0.0.0.0:9880",
+			Peers:             []string{},
+			DataDir:           "data/controller",
+			HeartbeatInterval: Duration{500 * time.Millisecond},
+			HeartbeatTimeout:  Duration{3 * time.Second},
+			ElectionTimeout:   Duration{time.Second},
+			SnapshotThreshold: 256,
 		},
 		Bridge: Bridge{
 			Listen:         "0.0.0.0:1883",

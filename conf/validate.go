@@ -19,6 +19,7 @@ func (f *File) Validate() error {
 	f.Broker.validate(v)
 	f.Store.validate(v)
 	f.Bridge.validate(v)
+	f.Controller.validate(v)
 	return v.err()
 }
 
@@ -33,6 +34,9 @@ func (b *Broker) Validate() error { v := &validator{}; b.validate(v); return v.e
 
 // Validate checks the [store] section.
 func (s *Store) Validate() error { v := &validator{}; s.validate(v); return v.err() }
+
+// Validate checks the [controller] section.
+func (c *Controller) Validate() error { v := &validator{}; c.validate(v); return v.err() }
 
 // Validate checks the [bridge] section.
 func (b *Bridge) Validate() error { v := &validator{}; b.validate(v); return v.err() }
@@ -153,6 +157,38 @@ func (b *Broker) validate(v *validator) {
 	v.sizeRange("broker.max_frame_size", b.MaxFrameSize, 64<<10, 1<<30)
 	v.addr("broker.metrics_listen", b.MetricsListen, true)
 	v.durRange("broker.consumer_offset_persist_interval", b.ConsumerOffsetPersistEvery, 100*time.Millisecond, time.Hour)
+}
+
+func (c *Controller) validate(v *validator) {
+	v.addr("controller.listen", c.Listen, false)
+	v.addr("controller.advertise", c.Advertise, true)
+	v.addr("controller.raft_listen", c.RaftListen, false)
+	v.addr("controller.raft_advertise", c.RaftAdvertise, true)
+	switch len(c.Peers) {
+	case 0, 1, 3, 5:
+	default:
+		v.bad("controller.peers", len(c.Peers), "list 1, 3 or 5 replicas (or none for a single one)")
+	}
+	for i, p := range c.Peers {
+		a, r, ok := strings.Cut(p, "=")
+		if !ok {
+			v.bad(fmt.Sprintf("controller.peers[%d]", i), strconv.Quote(p), "must be \"addr=raftAddr\", e.g. \"10.0.0.1:9878=10.0.0.1:9880\"")
+			continue
+		}
+		v.addr(fmt.Sprintf("controller.peers[%d] (address)", i), strings.TrimSpace(a), false)
+		v.addr(fmt.Sprintf("controller.peers[%d] (raft address)", i), strings.TrimSpace(r), false)
+	}
+	if c.DataDir == "" {
+		v.bad("controller.data_dir", `""`, "must be a directory path")
+	}
+	v.durRange("controller.heartbeat_interval", c.HeartbeatInterval, 10*time.Millisecond, time.Minute)
+	v.durRange("controller.heartbeat_timeout", c.HeartbeatTimeout, time.Second, 10*time.Minute)
+	if c.HeartbeatTimeout.Duration < 3*c.HeartbeatInterval.Duration {
+		v.bad("controller.heartbeat_timeout", c.HeartbeatTimeout.Duration,
+			fmt.Sprintf("must be at least 3 heartbeat intervals (controller.heartbeat_interval = %s)", c.HeartbeatInterval.Duration))
+	}
+	v.durRange("controller.election_timeout", c.ElectionTimeout, 50*time.Millisecond, time.Minute)
+	v.intRange("controller.snapshot_threshold", int64(c.SnapshotThreshold), 16, 1<<20)
 }
 
 func (s *Store) validate(v *validator) {

@@ -68,6 +68,11 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
+// Remoting returns the registry's remoting server, for a component that
+// serves its own request codes on the registry's port (a controller
+// replica inside `smartgo registry`).
+func (s *Server) Remoting() *remoting.Server { return s.rs }
+
 // Addr returns the listening address, or nil before Start.
 func (s *Server) Addr() net.Addr { return s.rs.Addr() }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/smartgo/smartgo/conf"
+	"github.com/smartgo/smartgo/controller"
 	"github.com/smartgo/smartgo/registry"
 )
 
@@ -19,8 +20,9 @@ func runRegistry(ctx context.Context, args []string, stdout, stderr io.Writer) i
 Runs a registry (name server): brokers register their topics with it every
 30 s and are dropped after 120 s of silence; producers and consumers ask it
 for topic routes. Several registries run side by side with no sync between
-them. Reads the [log] and [registry] sections of the configuration.
-Stops cleanly on SIGINT or SIGTERM.`, stdout, stderr)
+them. Reads the [log] and [registry] sections of the configuration; with
+registry.controller = true it also runs a controller replica ([controller])
+on the registry's port. Stops cleanly on SIGINT or SIGTERM.`, stdout, stderr)
 	fs.example("smartgo registry",
 		"smartgo registry -c conf/registry.toml -listen 0.0.0.0:9877")
 	cf.register(fs)
@@ -45,14 +47,38 @@ Stops cleanly on SIGINT or SIGTERM.`, stdout, stderr)
 		log.Error("registry failed to start", "err", err)
 		return exitFailure
 	}
+	var ctl *controller.Controller
+	if f.Registry.Controller {
+		cc := f.Controller
+		cc.Listen = f.Registry.Listen // the replica answers on the registry's port
+		co, err := controllerOptions(cc, r.Remoting(), log)
+		if err != nil {
+			fmt.Fprintf(stderr, "smartgo registry: %v\n", err)
+			_ = r.Close()
+			return exitUsage
+		}
+		if ctl, err = controller.New(co); err != nil {
+			log.Error("controller failed to start", "err", err)
+			_ = r.Close()
+			return exitFailure
+		}
+	}
 	if err := r.Start(ctx); err != nil {
 		log.Error("registry failed to start", "err", err)
+		if ctl != nil {
+			_ = ctl.Close()
+		}
 		_ = r.Close()
 		return exitFailure
 	}
-	log.Info("registry running", "addr", r.Addr().String())
+	log.Info("registry running", "addr", r.Addr().String(), "controller", ctl != nil)
 	<-ctx.Done()
 	log.Info("shutting down", "reason", "signal")
+	if ctl != nil {
+		if err := ctl.Close(); err != nil {
+			log.Error("controller shutdown", "err", err)
+		}
+	}
 	if err := r.Close(); err != nil {
 		log.Error("registry shutdown", "err", err)
 		return exitFailure
