@@ -26,6 +26,7 @@ import (
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/ha"
 )
 
 // Broker is one running broker. Start it with New; stop it with Close.
@@ -63,8 +64,8 @@ type Broker struct {
 	masterAddr atomic.Pointer[string] // a slave's master, as registries report it
 
 	// Replication (broker/ha.go): ha on a master, haClient on a slave.
-	ha           *store.HAServer
-	haClient     *store.HAClient
+	ha           *ha.Server
+	haClient     *ha.Client
 	haAdvertised string                 // master's published HA address
 	masterHAAddr atomic.Pointer[string] // a slave's master HA address, as registries report it
 

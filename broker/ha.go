@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
-	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/ha"
 	"github.com/smartgo/smartgo/store/record"
 )
 
 // Master/slave roles.
 //
-// The store ships the commitlog (store.HAServer on a master,
-// store.HAClient on a slave; wire format in store/ha_wire.go); the broker
+// The store ships the commitlog (ha.Server on a master,
+// ha.Client on a slave; wire format in store/ha/wire.go); the broker
 // picks the role, the addresses and what a send waits for:
 //
 //   - ASYNC_MASTER answers a send once the local store has it; slaves
@@ -63,7 +63,7 @@ func (b *Broker) startHA(ctx context.Context) error {
 		ho.Logger = b.log
 	}
 	if b.opts.Role == RoleSlave {
-		c, err := b.store.StartHAClient(ho, b.masterHAAddress)
+		c, err := ha.StartClient(b.store, ho, b.masterHAAddress)
 		if err != nil {
 			return fmt.Errorf("broker: %w", err)
 		}
@@ -79,7 +79,7 @@ func (b *Broker) startHA(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("broker: HA listen %s: %w", addr, err)
 	}
-	srv, err := b.store.ServeHA(ln, ho)
+	srv, err := ha.Serve(b.store, ln, ho)
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("broker: %w", err)
@@ -106,10 +106,10 @@ func (b *Broker) closeHA() error {
 func (b *Broker) HAAddr() string { return b.haAdvertised }
 
 // HAServer returns the master's replication server (nil on a slave).
-func (b *Broker) HAServer() *store.HAServer { return b.ha }
+func (b *Broker) HAServer() *ha.Server { return b.ha }
 
 // HAClient returns the slave's replication client (nil on a master).
-func (b *Broker) HAClient() *store.HAClient { return b.haClient }
+func (b *Broker) HAClient() *ha.Client { return b.haClient }
 
 // notifyHA wakes the replication senders after the log grew.
 func (b *Broker) notifyHA() {
@@ -162,7 +162,7 @@ func (b *Broker) waitSlave(ctx context.Context, code int32, end int64, props str
 	switch err := b.ha.WaitAck(ctx, end); {
 	case err == nil:
 		return code
-	case errors.Is(err, store.ErrSlaveNotAvailable):
+	case errors.Is(err, ha.ErrSlaveNotAvailable):
 		return protocol.SlaveNotAvailable
 	default:
 		b.log.Warn("slave did not acknowledge in time", "end", end, "err", err)

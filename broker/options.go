@@ -9,6 +9,7 @@ import (
 
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/ha"
 )
 
 // Role is a broker's place in its group.
@@ -107,7 +108,7 @@ type Options struct {
 	SlaveSyncInterval time.Duration
 	// HA tunes replication (heartbeat, idle timeout, fall-behind limit,
 	// reconnect backoff); BrokerName and BrokerAddr are set by the broker.
-	HA store.HAOptions
+	HA ha.Options
 
 	Remoting remoting.Options // Addr is taken from ListenAddr
 	Store    store.Options    // Root is required

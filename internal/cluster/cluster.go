@@ -19,6 +19,7 @@ import (
 	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/registry"
 	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/ha"
 )
 
 // Options configure a Cluster.
@@ -249,7 +250,7 @@ func (c *Cluster) defaultBrokerOptions(i int) broker.Options {
 		AdvertiseIP: "127.0.0.1", Registries: append([]string(nil), c.regAddrs...),
 		AutoCreateTopic: !c.opts.NoAutoCreateTopic, AutoCreateGroup: true, LongPolling: true,
 		DelayLevels: c.opts.DelayLevels, Store: so, Logger: c.opts.Logger,
-		HA: store.HAOptions{HeartbeatInterval: 500 * time.Millisecond, IdleTimeout: 3 * time.Second,
+		HA: ha.Options{HeartbeatInterval: 500 * time.Millisecond, IdleTimeout: 3 * time.Second,
 			ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond},
 	}
 	if c.opts.SyncMaster {

@@ -26,9 +26,10 @@ var allowed = map[string][]string{
 	"statestore":        {},
 	"remoting":          {"remoting/protocol"},
 	"store":             {"store/record"},
+	"store/ha":          {"store", "store/record"},
 	"registry":          {"remoting", "remoting/protocol"},
 	"controller":        {"remoting", "remoting/protocol"},
-	"broker":            {"store", "store/record", "remoting", "remoting/protocol", "statestore"},
+	"broker":            {"store", "store/ha", "store/record", "remoting", "remoting/protocol", "statestore"},
 	"client":            {"remoting", "remoting/protocol", "store/record", "statestore"},
 	"mqtt":              {},
 	"bridge":            {"mqtt", "client", "statestore"},
@@ -153,6 +154,10 @@ func TestLintImportTable(t *testing.T) {
 		{"internal/cluster", "broker", true},
 		{"broker", "internal/lint", false},
 		{"statestore", "store", false},
+		{"store/ha", "store", true},
+		{"store", "store/ha", false},
+		{"store/ha", "remoting", false},
+		{"broker", "store/ha", true},
 	} {
 		if got := importAllowed(c.from, c.to); got != c.ok {
 			t.Errorf("importAllowed(%s -> %s) = %v, want %v", c.from, c.to, got, c.ok)

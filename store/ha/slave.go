@@ -1,4 +1,4 @@
-package store
+package ha
 
 import (
 	"context"
@@ -9,15 +9,17 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/smartgo/smartgo/store"
 )
 
-// HAClient is the slave side of replication: it keeps a connection to the
+// Client is the slave side of replication: it keeps a connection to the
 // master's HA address, appends the streamed commitlog bytes at exactly the
 // offsets they come with (AppendRaw; the dispatcher builds consume queues
 // and index from them) and reports its end. It reconnects with backoff.
-type HAClient struct {
-	s        *Store
-	opts     HAOptions
+type Client struct {
+	s        *store.Store
+	opts     Options
 	log      *slog.Logger
 	masterHA func() string
 
@@ -36,10 +38,10 @@ type HAClient struct {
 	closeOnce sync.Once
 }
 
-// StartHAClient starts replicating from the master whose HA address
+// StartClient starts replicating into s from the master whose HA address
 // masterHA returns (called before every connection attempt; "" waits).
 // The store should be used read-only by everything else from now on.
-func (s *Store) StartHAClient(opts HAOptions, masterHA func() string) (*HAClient, error) {
+func StartClient(s *store.Store, opts Options, masterHA func() string) (*Client, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -48,7 +50,7 @@ func (s *Store) StartHAClient(opts HAOptions, masterHA func() string) (*HAClient
 	}
 	opts = opts.withDefaults(s)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &HAClient{s: s, opts: opts, log: opts.Logger, masterHA: masterHA, cancel: cancel}
+	c := &Client{s: s, opts: opts, log: opts.Logger, masterHA: masterHA, cancel: cancel}
 	c.masterMax.Store(-1)
 	c.wg.Add(1)
 	go func() {
@@ -60,7 +62,7 @@ func (s *Store) StartHAClient(opts HAOptions, masterHA func() string) (*HAClient
 
 // Close stops replication and waits for the client's goroutines. It is
 // idempotent.
-func (c *HAClient) Close() error {
+func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.cancel()
 		c.dropConn()
@@ -71,11 +73,11 @@ func (c *HAClient) Close() error {
 
 // Connected reports whether a session with the master is established
 // (handshake done, not yet failed).
-func (c *HAClient) Connected() bool { return c.connected.Load() }
+func (c *Client) Connected() bool { return c.connected.Load() }
 
 // MasterAddr returns the master's remoting address from its last hello,
 // or "".
-func (c *HAClient) MasterAddr() string {
+func (c *Client) MasterAddr() string {
 	if p := c.masterAddr.Load(); p != nil {
 		return *p
 	}
@@ -84,10 +86,10 @@ func (c *HAClient) MasterAddr() string {
 
 // MasterMaxOffset returns the highest master commitlog end the slave has
 // seen (hello or chunk), or -1.
-func (c *HAClient) MasterMaxOffset() int64 { return c.masterMax.Load() }
+func (c *Client) MasterMaxOffset() int64 { return c.masterMax.Load() }
 
 // LastContact returns when the master last sent something (zero if never).
-func (c *HAClient) LastContact() time.Time {
+func (c *Client) LastContact() time.Time {
 	if ms := c.lastContact.Load(); ms > 0 {
 		return time.UnixMilli(ms)
 	}
@@ -95,7 +97,7 @@ func (c *HAClient) LastContact() time.Time {
 }
 
 // Err returns the error that ended the last session (nil if none yet).
-func (c *HAClient) Err() error {
+func (c *Client) Err() error {
 	if p := c.lastErr.Load(); p != nil {
 		return *p
 	}
@@ -103,13 +105,13 @@ func (c *HAClient) Err() error {
 }
 
 // Sessions returns how many sessions passed the handshake.
-func (c *HAClient) Sessions() int64 { return c.sessions.Load() }
+func (c *Client) Sessions() int64 { return c.sessions.Load() }
 
 // DropConnection closes the current session (tests and operators); the
 // client reconnects after its backoff.
-func (c *HAClient) DropConnection() { c.dropConn() }
+func (c *Client) DropConnection() { c.dropConn() }
 
-func (c *HAClient) dropConn() {
+func (c *Client) dropConn() {
 	c.connMu.Lock()
 	if c.conn != nil {
 		_ = c.conn.Close()
@@ -117,7 +119,7 @@ func (c *HAClient) dropConn() {
 	c.connMu.Unlock()
 }
 
-func (c *HAClient) run(ctx context.Context) {
+func (c *Client) run(ctx context.Context) {
 	backoff := c.opts.ReconnectMin
 	for ctx.Err() == nil {
 		addr := c.masterHA()
@@ -129,12 +131,12 @@ func (c *HAClient) run(ctx context.Context) {
 				return
 			}
 			c.lastErr.Store(&err)
-			refused := errors.Is(err, ErrHAMismatch) || errors.Is(err, ErrHASlaveAhead) || errors.Is(err, ErrHASlaveBehind) || errors.Is(err, ErrHAProtocol)
+			refused := errors.Is(err, ErrMismatch) || errors.Is(err, ErrSlaveAhead) || errors.Is(err, ErrSlaveBehind) || errors.Is(err, ErrProtocol)
 			if refused {
-				c.log.Error("store: ha: replication refused; the slave keeps its data and retries", "master", addr, "err", err)
+				c.log.Error("ha: replication refused; the slave keeps its data and retries", "master", addr, "err", err)
 				backoff = c.opts.ReconnectMax
 			} else {
-				c.log.Warn("store: ha: connection to master lost", "master", addr, "err", err)
+				c.log.Warn("ha: connection to master lost", "master", addr, "err", err)
 				if c.sessions.Load() != before {
 					backoff = c.opts.ReconnectMin // it worked for a while: retry soon
 				}
@@ -152,11 +154,11 @@ func (c *HAClient) run(ctx context.Context) {
 }
 
 // session runs one connection to the master until it fails.
-func (c *HAClient) session(ctx context.Context, addr string) error {
+func (c *Client) session(ctx context.Context, addr string) error {
 	d := net.Dialer{Timeout: 3 * time.Second}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return fmt.Errorf("store: ha: dial %s: %w", addr, err)
+		return fmt.Errorf("ha: dial %s: %w", addr, err)
 	}
 	c.connMu.Lock()
 	c.conn = conn
@@ -170,15 +172,15 @@ func (c *HAClient) session(ctx context.Context, addr string) error {
 		_ = conn.Close()
 	}()
 
-	_ = conn.SetDeadline(time.Now().Add(haHandshakeTimeout))
-	me := HAHello{SegmentSize: c.s.opts.SegmentSize, MinOffset: c.s.MinPhysicalOffset(), MaxOffset: c.s.MaxPhysicalOffset(),
+	_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	me := Hello{SegmentSize: c.s.Options().SegmentSize, MinOffset: c.s.MinPhysicalOffset(), MaxOffset: c.s.MaxPhysicalOffset(),
 		BrokerName: c.opts.BrokerName}
-	buf, err := AppendHAHello(nil, me)
+	buf, err := AppendHello(nil, me)
 	if err != nil {
 		return err
 	}
 	if _, err := conn.Write(buf); err != nil {
-		return fmt.Errorf("store: ha: write hello: %w", err)
+		return fmt.Errorf("ha: write hello: %w", err)
 	}
 	peer, err := readHello(conn)
 	if err != nil {
@@ -189,9 +191,9 @@ func (c *HAClient) session(ctx context.Context, addr string) error {
 	}
 	switch {
 	case me.MaxOffset > peer.MaxOffset:
-		return fmt.Errorf("master %s: %w: slave ends at %d, master at %d", addr, ErrHASlaveAhead, me.MaxOffset, peer.MaxOffset)
+		return fmt.Errorf("master %s: %w: slave ends at %d, master at %d", addr, ErrSlaveAhead, me.MaxOffset, peer.MaxOffset)
 	case me.MaxOffset != 0 && me.MaxOffset < peer.MinOffset:
-		return fmt.Errorf("master %s: %w: slave ends at %d, master starts at %d", addr, ErrHASlaveBehind, me.MaxOffset, peer.MinOffset)
+		return fmt.Errorf("master %s: %w: slave ends at %d, master starts at %d", addr, ErrSlaveBehind, me.MaxOffset, peer.MinOffset)
 	}
 	c.masterAddr.Store(&peer.BrokerAddr)
 	c.masterMax.Store(peer.MaxOffset)
@@ -202,16 +204,16 @@ func (c *HAClient) session(ctx context.Context, addr string) error {
 		wmu.Lock()
 		defer wmu.Unlock()
 		_ = conn.SetWriteDeadline(time.Now().Add(c.opts.IdleTimeout))
-		_, err := conn.Write(AppendHAReport(nil, c.s.MaxPhysicalOffset()))
+		_, err := conn.Write(AppendReport(nil, c.s.MaxPhysicalOffset()))
 		return err
 	}
 	if err := report(); err != nil {
-		return fmt.Errorf("store: ha: report: %w", err)
+		return fmt.Errorf("ha: report: %w", err)
 	}
 	c.connected.Store(true)
 	c.sessions.Add(1)
 	c.lastContact.Store(time.Now().UnixMilli())
-	c.log.Info("store: ha: connected to master", "master", addr, "masterAddr", peer.BrokerAddr,
+	c.log.Info("ha: connected to master", "master", addr, "masterAddr", peer.BrokerAddr,
 		"slaveEnd", me.MaxOffset, "masterEnd", peer.MaxOffset)
 
 	// Heartbeat reports, owned by this session.
@@ -242,8 +244,8 @@ func (c *HAClient) session(ctx context.Context, addr string) error {
 }
 
 // receive reads chunks and applies them until the connection fails.
-func (c *HAClient) receive(conn net.Conn, report func() error) error {
-	buf := make([]byte, HAChunkHeaderSize+HAMaxChunk)
+func (c *Client) receive(conn net.Conn, report func() error) error {
+	buf := make([]byte, ChunkHeaderSize+MaxChunk)
 	n := 0
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(c.opts.IdleTimeout))
@@ -253,7 +255,7 @@ func (c *HAClient) receive(conn net.Conn, report func() error) error {
 		}
 		n += m
 		applied := false
-		used, perr := ParseHAChunks(buf[:n], func(off int64, data []byte) error {
+		used, perr := ParseChunks(buf[:n], func(off int64, data []byte) error {
 			if err := c.apply(off, data); err != nil {
 				return err
 			}
@@ -264,23 +266,23 @@ func (c *HAClient) receive(conn net.Conn, report func() error) error {
 		n -= used
 		if applied {
 			if err := report(); err != nil {
-				return fmt.Errorf("store: ha: report: %w", err)
+				return fmt.Errorf("ha: report: %w", err)
 			}
 		}
 		if perr != nil {
 			return perr
 		}
 		if err != nil {
-			return fmt.Errorf("store: ha: read: %w", err)
+			return fmt.Errorf("ha: read: %w", err)
 		}
 	}
 }
 
 // apply appends one chunk (or checks a heartbeat) at the slave's end.
-func (c *HAClient) apply(off int64, data []byte) error {
+func (c *Client) apply(off int64, data []byte) error {
 	end := c.s.MaxPhysicalOffset()
 	if end != 0 && off != end {
-		return fmt.Errorf("%w: chunk at %d, slave ends at %d", ErrHAOffsetMismatch, off, end)
+		return fmt.Errorf("%w: chunk at %d, slave ends at %d", ErrOffsetMismatch, off, end)
 	}
 	if e := off + int64(len(data)); e > c.masterMax.Load() {
 		c.masterMax.Store(e)
@@ -289,7 +291,7 @@ func (c *HAClient) apply(off int64, data []byte) error {
 		return nil
 	}
 	if err := c.s.AppendRaw(off, data); err != nil {
-		return fmt.Errorf("store: ha: append %d bytes at %d: %w", len(data), off, err)
+		return fmt.Errorf("ha: append %d bytes at %d: %w", len(data), off, err)
 	}
 	return nil
 }

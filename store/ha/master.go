@@ -1,4 +1,4 @@
-package store
+package ha
 
 import (
 	"context"
@@ -12,22 +12,24 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/smartgo/smartgo/store"
 )
 
 // HA defaults (RocketMQ 4.x values).
 const (
-	DefaultHAHeartbeatInterval = 5 * time.Second  // haSendHeartbeatInterval
-	DefaultHAIdleTimeout       = 20 * time.Second // haHousekeepingInterval
-	DefaultHAFallBehindMax     = 256 << 20        // haSlaveFallbehindMax
-	DefaultHAReconnectMin      = 200 * time.Millisecond
-	DefaultHAReconnectMax      = 5 * time.Second
-	haPollInterval             = 100 * time.Millisecond // safety net when no Notify comes
-	haHandshakeTimeout         = 10 * time.Second
+	DefaultHeartbeatInterval = 5 * time.Second  // haSendHeartbeatInterval
+	DefaultIdleTimeout       = 20 * time.Second // haHousekeepingInterval
+	DefaultFallBehindMax     = 256 << 20        // haSlaveFallbehindMax
+	DefaultReconnectMin      = 200 * time.Millisecond
+	DefaultReconnectMax      = 5 * time.Second
+	pollInterval             = 100 * time.Millisecond // safety net when no Notify comes
+	handshakeTimeout         = 10 * time.Second
 )
 
-// HAOptions configures both ends of replication. Zero fields take the
+// Options configures both ends of replication. Zero fields take the
 // defaults above.
-type HAOptions struct {
+type Options struct {
 	// BrokerName is the broker group; master and slave must agree.
 	BrokerName string
 	// BrokerAddr is the master's advertised remoting address, sent to
@@ -49,32 +51,32 @@ type HAOptions struct {
 	Logger *slog.Logger
 }
 
-func (o HAOptions) withDefaults(s *Store) HAOptions {
+func (o Options) withDefaults(s *store.Store) Options {
 	if o.HeartbeatInterval <= 0 {
-		o.HeartbeatInterval = DefaultHAHeartbeatInterval
+		o.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = DefaultHAIdleTimeout
+		o.IdleTimeout = DefaultIdleTimeout
 	}
 	if o.FallBehindMax <= 0 {
-		o.FallBehindMax = DefaultHAFallBehindMax
+		o.FallBehindMax = DefaultFallBehindMax
 	}
 	if o.ReconnectMin <= 0 {
-		o.ReconnectMin = DefaultHAReconnectMin
+		o.ReconnectMin = DefaultReconnectMin
 	}
 	if o.ReconnectMax < o.ReconnectMin {
-		o.ReconnectMax = max(DefaultHAReconnectMax, o.ReconnectMin)
+		o.ReconnectMax = max(DefaultReconnectMax, o.ReconnectMin)
 	}
 	if o.Logger == nil {
-		o.Logger = s.log
+		o.Logger = s.Options().Logger
 	}
 	return o
 }
 
 // Validate checks the options.
-func (o HAOptions) Validate() error {
+func (o Options) Validate() error {
 	switch {
-	case o.BrokerName == "" || len(o.BrokerName) > haMaxString || len(o.BrokerAddr) > haMaxString:
+	case o.BrokerName == "" || len(o.BrokerName) > maxString || len(o.BrokerAddr) > maxString:
 		return fmt.Errorf("%w: HA BrokerName must be 1..255 bytes, BrokerAddr at most 255", ErrInvalidOptions)
 	case o.HeartbeatInterval < 0 || o.IdleTimeout < 0 || o.ReconnectMin < 0 || o.ReconnectMax < 0 || o.FallBehindMax < 0:
 		return fmt.Errorf("%w: negative HA interval or size", ErrInvalidOptions)
@@ -84,24 +86,24 @@ func (o HAOptions) Validate() error {
 	return nil
 }
 
-// haNotifier wakes goroutines waiting for a change: wait returns a channel
+// notifier wakes goroutines waiting for a change: wait returns a channel
 // that the next notify closes.
-type haNotifier struct {
+type notifier struct {
 	mu      sync.Mutex
 	ch      chan struct{} // protected by mu
 	waiting atomic.Bool
 }
 
-func newHANotifier() *haNotifier { return &haNotifier{ch: make(chan struct{})} }
+func newNotifier() *notifier { return &notifier{ch: make(chan struct{})} }
 
-func (n *haNotifier) wait() <-chan struct{} {
+func (n *notifier) wait() <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.waiting.Store(true)
 	return n.ch
 }
 
-func (n *haNotifier) notify() {
+func (n *notifier) notify() {
 	if !n.waiting.Load() {
 		return
 	}
@@ -114,27 +116,27 @@ func (n *haNotifier) notify() {
 	n.mu.Unlock()
 }
 
-// HAServer is the master side of replication: it accepts slaves on a
+// Server is the master side of replication: it accepts slaves on a
 // listener and streams the commitlog to each from the offset it reports.
-type HAServer struct {
-	s    *Store
-	opts HAOptions
+type Server struct {
+	s    *store.Store
+	opts Options
 	log  *slog.Logger
 	ln   net.Listener
 
-	data *haNotifier // new commitlog bytes
-	acks *haNotifier // a slave's ack moved, or a slave came or went
+	data *notifier // new commitlog bytes
+	acks *notifier // a slave's ack moved, or a slave came or went
 
 	mu    sync.Mutex
-	conns map[*haConn]struct{} // protected by mu
+	conns map[*slaveConn]struct{} // protected by mu
 
 	done      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
 
-// haConn is one connected slave.
-type haConn struct {
+// slaveConn is one connected slave.
+type slaveConn struct {
 	c         net.Conn
 	addr      string
 	since     time.Time
@@ -144,48 +146,48 @@ type haConn struct {
 	done      chan struct{}
 }
 
-func (c *haConn) close() {
+func (c *slaveConn) close() {
 	c.closeOnce.Do(func() {
 		close(c.done)
 		_ = c.c.Close()
 	})
 }
 
-// HASlave describes a connected slave.
-type HASlave struct {
+// Slave describes a connected slave.
+type Slave struct {
 	Addr      string    // remote address of the HA connection
 	AckOffset int64     // the slave's commitlog end as last reported
 	Since     time.Time // when it connected
 }
 
-// ServeHA starts the master side of replication on ln (which the HA server
-// owns from now on). Close the server before the store.
-func (s *Store) ServeHA(ln net.Listener, opts HAOptions) (*HAServer, error) {
+// Serve starts the master side of replication for s on ln (which the
+// server owns from now on). Close the server before the store.
+func Serve(s *store.Store, ln net.Listener, opts Options) (*Server, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults(s)
-	h := &HAServer{s: s, opts: opts, log: opts.Logger, ln: ln, data: newHANotifier(), acks: newHANotifier(),
-		conns: make(map[*haConn]struct{}), done: make(chan struct{})}
+	h := &Server{s: s, opts: opts, log: opts.Logger, ln: ln, data: newNotifier(), acks: newNotifier(),
+		conns: make(map[*slaveConn]struct{}), done: make(chan struct{})}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		h.acceptLoop()
 	}()
-	h.log.Info("store: ha: master listening", "addr", ln.Addr().String())
+	h.log.Info("ha: master listening", "addr", ln.Addr().String())
 	return h, nil
 }
 
 // Addr returns the listener's address.
-func (h *HAServer) Addr() net.Addr { return h.ln.Addr() }
+func (h *Server) Addr() net.Addr { return h.ln.Addr() }
 
 // Notify tells the senders that the commitlog grew. Cheap when nobody
 // waits; the broker calls it after puts.
-func (h *HAServer) Notify() { h.data.notify() }
+func (h *Server) Notify() { h.data.notify() }
 
 // Close stops accepting, closes every slave connection and waits for the
 // server's goroutines. It is idempotent.
-func (h *HAServer) Close() error {
+func (h *Server) Close() error {
 	var err error
 	h.closeOnce.Do(func() {
 		close(h.done)
@@ -203,7 +205,7 @@ func (h *HAServer) Close() error {
 	return err
 }
 
-func (h *HAServer) acceptLoop() {
+func (h *Server) acceptLoop() {
 	for {
 		c, err := h.ln.Accept()
 		if err != nil {
@@ -212,7 +214,7 @@ func (h *HAServer) acceptLoop() {
 				return
 			default:
 			}
-			h.log.Warn("store: ha: accept", "err", err)
+			h.log.Warn("ha: accept", "err", err)
 			select {
 			case <-h.done:
 				return
@@ -220,7 +222,7 @@ func (h *HAServer) acceptLoop() {
 			}
 			continue
 		}
-		hc := &haConn{c: c, addr: c.RemoteAddr().String(), since: time.Now(), done: make(chan struct{})}
+		hc := &slaveConn{c: c, addr: c.RemoteAddr().String(), since: time.Now(), done: make(chan struct{})}
 		hc.ack.Store(-1)
 		h.mu.Lock()
 		select {
@@ -244,7 +246,7 @@ func (h *HAServer) acceptLoop() {
 			select {
 			case <-h.done:
 			default:
-				h.log.Warn("store: ha: slave disconnected", "slave", hc.addr, "err", err)
+				h.log.Warn("ha: slave disconnected", "slave", hc.addr, "err", err)
 			}
 		}()
 	}
@@ -252,39 +254,39 @@ func (h *HAServer) acceptLoop() {
 
 // serve runs one slave connection: handshake, start point, then a report
 // reader goroutine and the chunk writer (this goroutine).
-func (h *HAServer) serve(hc *haConn) error {
-	_ = hc.c.SetDeadline(time.Now().Add(haHandshakeTimeout))
+func (h *Server) serve(hc *slaveConn) error {
+	_ = hc.c.SetDeadline(time.Now().Add(handshakeTimeout))
 	peer, err := readHello(hc.c)
 	if err != nil {
 		return err
 	}
-	me := HAHello{SegmentSize: h.s.opts.SegmentSize, MinOffset: h.s.MinPhysicalOffset(), MaxOffset: h.s.MaxPhysicalOffset(),
+	me := Hello{SegmentSize: h.s.Options().SegmentSize, MinOffset: h.s.MinPhysicalOffset(), MaxOffset: h.s.MaxPhysicalOffset(),
 		BrokerName: h.opts.BrokerName, BrokerAddr: h.opts.BrokerAddr}
-	buf, err := AppendHAHello(nil, me)
+	buf, err := AppendHello(nil, me)
 	if err != nil {
 		return err
 	}
 	if _, err := hc.c.Write(buf); err != nil {
-		return fmt.Errorf("store: ha: write hello: %w", err)
+		return fmt.Errorf("ha: write hello: %w", err)
 	}
 	if err := checkPeer(me, peer); err != nil {
-		h.log.Error("store: ha: refused slave", "slave", hc.addr, "err", err)
+		h.log.Error("ha: refused slave", "slave", hc.addr, "err", err)
 		return err
 	}
-	var rb [HAReportSize]byte
+	var rb [ReportSize]byte
 	if _, err := io.ReadFull(hc.c, rb[:]); err != nil {
-		return fmt.Errorf("store: ha: first report: %w", err)
+		return fmt.Errorf("ha: first report: %w", err)
 	}
 	report := int64(binary.BigEndian.Uint64(rb[:]))
 	start, err := h.startOffset(report)
 	if err != nil {
-		h.log.Error("store: ha: refused slave", "slave", hc.addr, "err", err)
+		h.log.Error("ha: refused slave", "slave", hc.addr, "err", err)
 		return err
 	}
 	hc.ack.Store(report)
 	hc.sent.Store(start)
 	h.acks.notify()
-	h.log.Info("store: ha: slave connected", "slave", hc.addr, "report", report, "start", start)
+	h.log.Info("ha: slave connected", "slave", hc.addr, "report", report, "start", start)
 	_ = hc.c.SetDeadline(time.Time{})
 
 	h.wg.Add(1)
@@ -297,48 +299,44 @@ func (h *HAServer) serve(hc *haConn) error {
 }
 
 // startOffset picks where streaming starts for a slave's first report.
-func (h *HAServer) startOffset(report int64) (int64, error) {
+func (h *Server) startOffset(report int64) (int64, error) {
 	maxOff, minOff := h.s.MaxPhysicalOffset(), h.s.MinPhysicalOffset()
 	switch {
 	case report == 0:
-		l := h.s.cl.list()
-		if len(l) == 0 {
-			return maxOff, nil
-		}
-		return l[len(l)-1].base, nil
+		return h.s.LastSegmentOffset(), nil
 	case report > maxOff:
-		return 0, fmt.Errorf("%w: slave at %d, master ends at %d", ErrHASlaveAhead, report, maxOff)
+		return 0, fmt.Errorf("%w: slave at %d, master ends at %d", ErrSlaveAhead, report, maxOff)
 	case report < minOff:
-		return 0, fmt.Errorf("%w: slave at %d, master starts at %d", ErrHASlaveBehind, report, minOff)
+		return 0, fmt.Errorf("%w: slave at %d, master starts at %d", ErrSlaveBehind, report, minOff)
 	}
 	return report, nil
 }
 
 // checkPeer compares the two hellos of a handshake.
-func checkPeer(me, peer HAHello) error {
+func checkPeer(me, peer Hello) error {
 	if me.BrokerName != peer.BrokerName {
-		return fmt.Errorf("%w: broker name %q, this broker is %q", ErrHAMismatch, peer.BrokerName, me.BrokerName)
+		return fmt.Errorf("%w: broker name %q, this broker is %q", ErrMismatch, peer.BrokerName, me.BrokerName)
 	}
 	if me.SegmentSize != peer.SegmentSize {
-		return fmt.Errorf("%w: segment size %d, this broker uses %d", ErrHAMismatch, peer.SegmentSize, me.SegmentSize)
+		return fmt.Errorf("%w: segment size %d, this broker uses %d", ErrMismatch, peer.SegmentSize, me.SegmentSize)
 	}
 	return nil
 }
 
 // readHello reads one hello from r.
-func readHello(r io.Reader) (HAHello, error) {
+func readHello(r io.Reader) (Hello, error) {
 	buf := make([]byte, 0, 128)
 	tmp := make([]byte, 64)
 	for {
-		h, _, err := DecodeHAHello(buf)
+		h, _, err := DecodeHello(buf)
 		if err == nil {
 			return h, nil
 		}
-		if !errors.Is(err, errHAShort) {
+		if !errors.Is(err, errShort) {
 			return h, err
 		}
-		if len(buf) > haHelloFixedSize+4+2*haMaxString {
-			return h, fmt.Errorf("%w: hello too long", ErrHAProtocol)
+		if len(buf) > helloFixedSize+4+2*maxString {
+			return h, fmt.Errorf("%w: hello too long", ErrProtocol)
 		}
 		// Read at most what the hello still needs, so no stream bytes
 		// after it are swallowed.
@@ -346,7 +344,7 @@ func readHello(r io.Reader) (HAHello, error) {
 		n, err := r.Read(tmp[:min(len(tmp), need-len(buf))])
 		buf = append(buf, tmp[:n]...)
 		if err != nil && n == 0 {
-			return h, fmt.Errorf("store: ha: read hello: %w", err)
+			return h, fmt.Errorf("ha: read hello: %w", err)
 		}
 	}
 }
@@ -354,9 +352,9 @@ func readHello(r io.Reader) (HAHello, error) {
 // helloNeed returns how many bytes the hello whose first len(buf) bytes
 // are known needs at least (always more than len(buf) for a short hello).
 func helloNeed(buf []byte) int {
-	need := haHelloFixedSize + 2
+	need := helloFixedSize + 2
 	if len(buf) >= need {
-		need += int(binary.BigEndian.Uint16(buf[haHelloFixedSize:])) + 2
+		need += int(binary.BigEndian.Uint16(buf[helloFixedSize:])) + 2
 	}
 	if len(buf) >= need {
 		need += int(binary.BigEndian.Uint16(buf[need-2:]))
@@ -366,8 +364,8 @@ func helloNeed(buf []byte) int {
 
 // readReports updates the slave's ack from its 8-byte reports until the
 // connection fails or stays silent for IdleTimeout.
-func (h *HAServer) readReports(hc *haConn) {
-	var rb [HAReportSize]byte
+func (h *Server) readReports(hc *slaveConn) {
+	var rb [ReportSize]byte
 	for {
 		_ = hc.c.SetReadDeadline(time.Now().Add(h.opts.IdleTimeout))
 		if _, err := io.ReadFull(hc.c, rb[:]); err != nil {
@@ -382,26 +380,26 @@ func (h *HAServer) readReports(hc *haConn) {
 }
 
 // writeChunks streams the commitlog from pos until the connection ends.
-func (h *HAServer) writeChunks(hc *haConn, pos int64) error {
-	hdr := make([]byte, 0, HAChunkHeaderSize)
+func (h *Server) writeChunks(hc *slaveConn, pos int64) error {
+	hdr := make([]byte, 0, ChunkHeaderSize)
 	lastWrite := time.Now()
-	timer := time.NewTimer(haPollInterval)
+	timer := time.NewTimer(pollInterval)
 	defer timer.Stop()
 	for {
 		wake := h.data.wait()
-		r, err := h.s.ReadRaw(pos, HATransferBatch)
+		r, err := h.s.ReadRaw(pos, TransferBatch)
 		if err != nil {
-			return fmt.Errorf("store: ha: read at %d: %w", pos, err)
+			return fmt.Errorf("ha: read at %d: %w", pos, err)
 		}
 		if n := r.TotalBytes; n > 0 || time.Since(lastWrite) >= h.opts.HeartbeatInterval {
-			hdr = AppendHAChunkHeader(hdr[:0], pos, n)
+			hdr = AppendChunkHeader(hdr[:0], pos, n)
 			bufs := net.Buffers{hdr}
 			bufs = append(bufs, r.Buffers...)
 			_ = hc.c.SetWriteDeadline(time.Now().Add(h.opts.IdleTimeout))
 			_, err := bufs.WriteTo(hc.c)
 			r.Release() // resets r
 			if err != nil {
-				return fmt.Errorf("store: ha: write: %w", err)
+				return fmt.Errorf("ha: write: %w", err)
 			}
 			pos += int64(n)
 			hc.sent.Store(pos)
@@ -412,12 +410,12 @@ func (h *HAServer) writeChunks(hc *haConn, pos int64) error {
 		} else {
 			r.Release()
 		}
-		timer.Reset(min(haPollInterval, h.opts.HeartbeatInterval))
+		timer.Reset(min(pollInterval, h.opts.HeartbeatInterval))
 		select {
 		case <-wake:
 		case <-timer.C:
 		case <-hc.done:
-			return errors.New("store: ha: connection closed")
+			return errors.New("ha: connection closed")
 		case <-h.done:
 			return ErrClosed
 		}
@@ -432,12 +430,12 @@ func (h *HAServer) writeChunks(hc *haConn, pos int64) error {
 
 // Slaves returns the connected slaves (those past the handshake), sorted
 // by address.
-func (h *HAServer) Slaves() []HASlave {
+func (h *Server) Slaves() []Slave {
 	h.mu.Lock()
-	out := make([]HASlave, 0, len(h.conns))
+	out := make([]Slave, 0, len(h.conns))
 	for c := range h.conns {
 		if a := c.ack.Load(); a >= 0 {
-			out = append(out, HASlave{Addr: c.addr, AckOffset: a, Since: c.since})
+			out = append(out, Slave{Addr: c.addr, AckOffset: a, Since: c.since})
 		}
 	}
 	h.mu.Unlock()
@@ -447,7 +445,7 @@ func (h *HAServer) Slaves() []HASlave {
 
 // AckOffset returns the highest end any connected slave reported, and
 // false when no slave is connected.
-func (h *HAServer) AckOffset() (int64, bool) {
+func (h *Server) AckOffset() (int64, bool) {
 	best, ok := int64(-1), false
 	for _, s := range h.Slaves() {
 		if s.AckOffset > best {
@@ -461,7 +459,7 @@ func (h *HAServer) AckOffset() (int64, bool) {
 // ErrSlaveNotAvailable when no slave is connected or the best one is more
 // than FallBehindMax behind end (and when the last slave goes while
 // waiting), and with ErrSlaveAckTimeout when ctx ends first.
-func (h *HAServer) WaitAck(ctx context.Context, end int64) error {
+func (h *Server) WaitAck(ctx context.Context, end int64) error {
 	first := true
 	for {
 		wake := h.acks.wait()

@@ -6,7 +6,7 @@ import (
 
 // ReadRaw returns up to maxBytes of raw commitlog bytes starting at offset,
 // never crossing a segment end or the commitlog end (the master side of
-// HA replication). Release the result. An empty result means offset is
+// replication, package store/ha). Release the result. An empty result means offset is
 // the end of the log.
 func (s *Store) ReadRaw(offset int64, maxBytes int) (*GetResult, error) {
 	if s.closed.Load() {
@@ -35,6 +35,17 @@ func (s *Store) ReadRaw(offset int64, maxBytes int) (*GetResult, error) {
 	return r, nil
 }
 
+// LastSegmentOffset returns the base offset of the last commitlog segment
+// (where a master starts streaming to an empty slave), or the commitlog
+// end when there is no segment yet.
+func (s *Store) LastSegmentOffset() int64 {
+	l := s.cl.list()
+	if len(l) == 0 {
+		return s.cl.committed.Load()
+	}
+	return l[len(l)-1].base
+}
+
 // startAt makes an empty store begin at a segment boundary (a slave that
 // starts replicating from the master's last segment).
 func (s *Store) startAt(offset int64) {
@@ -58,7 +69,8 @@ func (s *Store) startAt(offset int64) {
 }
 
 // AppendRaw copies replicated commitlog bytes to offset, which must equal
-// MaxPhysicalOffset (the slave side of HA replication); an empty store
+// MaxPhysicalOffset (the slave side of
+// replication, package store/ha); an empty store
 // also accepts any segment boundary, so a slave can start from the
 // master's last segment. data may end in the
 // middle of a record; the dispatcher only dispatches complete records. It

@@ -1,4 +1,4 @@
-package store
+package ha
 
 import (
 	"bytes"
@@ -7,15 +7,95 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/record"
 )
 
-// TestStoreHAWireBytes pins the HA wire format (ha_wire.go).
+// testOptions are small sizes so tests cross segment boundaries.
+func testOptions(root string) store.Options {
+	o := store.DefaultOptions(root)
+	o.SegmentSize = 64 << 10
+	o.CQEntriesPerFile = 64
+	o.IndexSlots = 32
+	o.IndexEntries = 200
+	o.MaxMessageSize = 16 << 10
+	o.FlushInterval = 20 * time.Millisecond
+	o.WarmSegments = false
+	o.DiskUsage = func(string) (float64, error) { return 0.1, nil }
+	return o
+}
+
+func openTest(t testing.TB, root string, mutate func(*store.Options)) *store.Store {
+	t.Helper()
+	o := testOptions(root)
+	if mutate != nil {
+		mutate(&o)
+	}
+	s, err := store.Open(o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+type msgSpec struct {
+	topic string
+	qid   int32
+	body  string
+	tags  string
+	keys  string
+}
+
+func mustPut(t testing.TB, s *store.Store, sp msgSpec) store.PutResult {
+	t.Helper()
+	var p record.Properties
+	if sp.tags != "" {
+		p.Set(record.PropertyTags, sp.tags)
+	}
+	if sp.keys != "" {
+		p.Set(record.PropertyKeys, sp.keys)
+	}
+	r, err := s.Put(context.Background(), &record.Message{Topic: sp.topic, QueueID: sp.qid, BornTimestamp: 1_700_000_000_000,
+		BornHost: netip.MustParseAddrPort("10.0.0.5:50000"), Body: []byte(sp.body), Properties: p.String()})
+	if err != nil || r.Status != store.PutOK {
+		t.Fatalf("Put %+v: %v %v", sp, r.Status, err)
+	}
+	return r
+}
+
+// readAll reads a queue from its min offset to its max offset.
+func readAll(t testing.TB, s *store.Store, topic string, qid int32) []*record.Message {
+	t.Helper()
+	var out []*record.Message
+	for off := s.MinOffset(topic, qid); off < s.MaxOffset(topic, qid); {
+		r, err := s.GetMessages(topic, qid, off, 32, nil)
+		if err != nil || r.Status != store.GetFound {
+			t.Fatalf("GetMessages(%s,%d,%d): %v", topic, qid, off, err)
+		}
+		for _, b := range r.Buffers {
+			m, _, err := record.Decode(b, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+		}
+		off = r.NextBeginOffset
+		r.Release()
+	}
+	return out
+}
+
+// TestStoreHAWireBytes pins the HA wire format (wire.go).
 func TestStoreHAWireBytes(t *testing.T) {
-	hello, err := AppendHAHello(nil, HAHello{SegmentSize: 0x10000, MinOffset: 1, MaxOffset: 0x0203, BrokerName: "ab", BrokerAddr: "c"})
+	hello, err := AppendHello(nil, Hello{SegmentSize: 0x10000, MinOffset: 1, MaxOffset: 0x0203, BrokerName: "ab", BrokerAddr: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,25 +104,25 @@ func TestStoreHAWireBytes(t *testing.T) {
 	if got := hex.EncodeToString(hello); got != want {
 		t.Fatalf("hello\n got %s\nwant %s", got, want)
 	}
-	h, n, err := DecodeHAHello(append(hello, 0xEE))
+	h, n, err := DecodeHello(append(hello, 0xEE))
 	if err != nil || n != len(hello) || h.BrokerName != "ab" || h.BrokerAddr != "c" || h.MaxOffset != 0x203 || h.SegmentSize != 0x10000 {
 		t.Fatalf("decode hello: %+v %d %v", h, n, err)
 	}
-	if got := hex.EncodeToString(AppendHAReport(nil, 0x0102030405060708)); got != "0102030405060708" {
+	if got := hex.EncodeToString(AppendReport(nil, 0x0102030405060708)); got != "0102030405060708" {
 		t.Fatalf("report %s", got)
 	}
-	if got := hex.EncodeToString(AppendHAChunkHeader(nil, 0x1122, 0x8000)); got != "0000000000001122"+"00008000" {
+	if got := hex.EncodeToString(AppendChunkHeader(nil, 0x1122, 0x8000)); got != "0000000000001122"+"00008000" {
 		t.Fatalf("chunk header %s", got)
 	}
-	if _, _, err := DecodeHAHello(hello[:10]); !errors.Is(err, errHAShort) {
+	if _, _, err := DecodeHello(hello[:10]); !errors.Is(err, errShort) {
 		t.Fatalf("short hello: %v", err)
 	}
 	bad := bytes.Clone(hello)
 	bad[0] = 'X'
-	if _, _, err := DecodeHAHello(bad); !errors.Is(err, ErrHAProtocol) {
+	if _, _, err := DecodeHello(bad); !errors.Is(err, ErrProtocol) {
 		t.Fatalf("bad magic: %v", err)
 	}
-	if _, err := AppendHAHello(nil, HAHello{BrokerName: strings.Repeat("x", 256)}); !errors.Is(err, ErrHAProtocol) {
+	if _, err := AppendHello(nil, Hello{BrokerName: strings.Repeat("x", 256)}); !errors.Is(err, ErrProtocol) {
 		t.Fatalf("long name: %v", err)
 	}
 }
@@ -51,35 +131,35 @@ func TestStoreHAWireBytes(t *testing.T) {
 // left for later, oversized ones are refused.
 func TestStoreHAParseChunks(t *testing.T) {
 	var b []byte
-	b = append(AppendHAChunkHeader(b, 100, 3), 'a', 'b', 'c')
-	b = AppendHAChunkHeader(b, 103, 0)
-	b = append(AppendHAChunkHeader(b, 103, 5), 'x') // incomplete
+	b = append(AppendChunkHeader(b, 100, 3), 'a', 'b', 'c')
+	b = AppendChunkHeader(b, 103, 0)
+	b = append(AppendChunkHeader(b, 103, 5), 'x') // incomplete
 	var got []string
-	used, err := ParseHAChunks(b, func(off int64, d []byte) error {
+	used, err := ParseChunks(b, func(off int64, d []byte) error {
 		got = append(got, fmt.Sprintf("%d:%s", off, d))
 		return nil
 	})
 	if err != nil || used != 12+3+12 || strings.Join(got, ",") != "100:abc,103:" {
 		t.Fatalf("used %d err %v got %v", used, err, got)
 	}
-	over := AppendHAChunkHeader(nil, 0, HAMaxChunk+1)
-	if _, err := ParseHAChunks(over, func(int64, []byte) error { return nil }); !errors.Is(err, ErrHAProtocol) {
+	over := AppendChunkHeader(nil, 0, MaxChunk+1)
+	if _, err := ParseChunks(over, func(int64, []byte) error { return nil }); !errors.Is(err, ErrProtocol) {
 		t.Fatalf("oversized chunk: %v", err)
 	}
 }
 
-func fastHA(name string) HAOptions {
-	return HAOptions{BrokerName: name, BrokerAddr: "127.0.0.1:1", HeartbeatInterval: 100 * time.Millisecond,
+func fastHA(name string) Options {
+	return Options{BrokerName: name, BrokerAddr: "127.0.0.1:1", HeartbeatInterval: 100 * time.Millisecond,
 		IdleTimeout: time.Second, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond}
 }
 
-func startMasterHA(t *testing.T, s *Store, name string) *HAServer {
+func startMasterHA(t *testing.T, s *store.Store, name string) *Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := s.ServeHA(ln, fastHA(name))
+	srv, err := Serve(s, ln, fastHA(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +167,9 @@ func startMasterHA(t *testing.T, s *Store, name string) *HAServer {
 	return srv
 }
 
-func startSlaveHA(t *testing.T, s *Store, name, addr string) *HAClient {
+func startSlaveHA(t *testing.T, s *store.Store, name, addr string) *Client {
 	t.Helper()
-	cli, err := s.StartHAClient(fastHA(name), func() string { return addr })
+	cli, err := StartClient(s, fastHA(name), func() string { return addr })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,9 +177,9 @@ func startSlaveHA(t *testing.T, s *Store, name, addr string) *HAClient {
 	return cli
 }
 
-func waitCaughtUp(t *testing.T, master, slave *Store) {
+func waitCaughtUp(t *testing.T, master, slave *store.Store) {
 	t.Helper()
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if m, s := master.MaxPhysicalOffset(), slave.MaxPhysicalOffset(); m != s {
 			return fmt.Errorf("slave at %d, master at %d", s, m)
 		}
@@ -111,7 +191,7 @@ func waitCaughtUp(t *testing.T, master, slave *Store) {
 }
 
 // sameLog compares the commitlog bytes of two stores in [from, to).
-func sameLog(t *testing.T, a, b *Store, from, to int64) {
+func sameLog(t *testing.T, a, b *store.Store, from, to int64) {
 	t.Helper()
 	for pos := from; pos < to; {
 		ra, err := a.ReadRaw(pos, 1<<20)
@@ -144,15 +224,14 @@ func TestStoreHAReplicates(t *testing.T) {
 		mustPut(t, m, msgSpec{topic: "T", qid: int32(i % 3), body: body, tags: "a", keys: fmt.Sprint("k", i)})
 	}
 	slaveRoot := filepath.Join(dir, "s")
-	s, err := Open(testOptions(slaveRoot))
+	s, err := store.Open(testOptions(slaveRoot))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cli := startSlaveHA(t, s, "g", srv.Addr().String())
 	// A fresh slave starts at the master's last segment.
-	l := m.cl.list()
-	last := l[len(l)-1].base
-	checkFor(t, 5*time.Second, func() error {
+	last := m.LastSegmentOffset()
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if s.MaxPhysicalOffset() != m.MaxPhysicalOffset() {
 			return fmt.Errorf("slave %d master %d", s.MaxPhysicalOffset(), m.MaxPhysicalOffset())
 		}
@@ -202,7 +281,7 @@ func TestStoreHAReplicates(t *testing.T) {
 		t.Fatalf("slave queue U/0: %d messages", len(got))
 	}
 	// Slave ack reached the master.
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if a, ok := srv.AckOffset(); !ok || a != m.MaxPhysicalOffset() {
 			return fmt.Errorf("ack %d %v", a, ok)
 		}
@@ -224,7 +303,7 @@ func TestStoreHAWaitAck(t *testing.T) {
 	}
 	s := openTest(t, filepath.Join(dir, "s"), nil)
 	cli := startSlaveHA(t, s, "g", srv.Addr().String())
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if _, ok := srv.AckOffset(); !ok {
 			return errors.New("no slave yet")
 		}
@@ -245,7 +324,7 @@ func TestStoreHAWaitAck(t *testing.T) {
 	// Stop the slave's client: the master drops the slave after the
 	// connection closes, and WaitAck reports no slave.
 	_ = cli.Close()
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if len(srv.Slaves()) != 0 {
 			return errors.New("slave still listed")
 		}
@@ -265,11 +344,11 @@ func TestStoreHARefusesWrongMaster(t *testing.T) {
 	srv := startMasterHA(t, m, "g")
 	mustPut(t, m, msgSpec{topic: "T", body: "m"})
 
-	check := func(name string, s *Store, group string, want error) {
+	check := func(name string, s *store.Store, group string, want error) {
 		t.Helper()
 		before := s.MaxPhysicalOffset()
 		cli := startSlaveHA(t, s, group, srv.Addr().String())
-		checkFor(t, 5*time.Second, func() error {
+		testutil.Eventually(t, 5*time.Second, func() error {
 			if err := cli.Err(); !errors.Is(err, want) {
 				return fmt.Errorf("%s: err %v, want %v", name, err, want)
 			}
@@ -281,14 +360,14 @@ func TestStoreHARefusesWrongMaster(t *testing.T) {
 		}
 	}
 	other := openTest(t, filepath.Join(dir, "other"), nil)
-	check("other group", other, "h", ErrHAMismatch)
-	seg := openTest(t, filepath.Join(dir, "seg"), func(o *Options) { o.SegmentSize = 128 << 10 })
-	check("segment size", seg, "g", ErrHAMismatch)
+	check("other group", other, "h", ErrMismatch)
+	seg := openTest(t, filepath.Join(dir, "seg"), func(o *store.Options) { o.SegmentSize = 128 << 10 })
+	check("segment size", seg, "g", ErrMismatch)
 	ahead := openTest(t, filepath.Join(dir, "ahead"), nil)
 	for range 10 {
 		mustPut(t, ahead, msgSpec{topic: "T", body: "a longer body than the master has"})
 	}
-	check("ahead", ahead, "g", ErrHASlaveAhead)
+	check("ahead", ahead, "g", ErrSlaveAhead)
 	if got := readAll(t, ahead, "T", 0); len(got) != 10 {
 		t.Fatalf("ahead slave lost messages: %d", len(got))
 	}
@@ -317,18 +396,18 @@ func TestStoreHAProtocolErrors(t *testing.T) {
 				if _, err := readHello(c); err != nil {
 					return
 				}
-				hello, _ := AppendHAHello(nil, HAHello{SegmentSize: s.opts.SegmentSize, MaxOffset: 1 << 20, BrokerName: "g"})
+				hello, _ := AppendHello(nil, Hello{SegmentSize: s.Options().SegmentSize, MaxOffset: 1 << 20, BrokerName: "g"})
 				_, _ = c.Write(hello)
 				var rb [8]byte
 				_, _ = c.Read(rb[:])
-				_, _ = c.Write(append(AppendHAChunkHeader(nil, 5, 3), 1, 2, 3))
+				_, _ = c.Write(append(AppendChunkHeader(nil, 5, 3), 1, 2, 3))
 				time.Sleep(time.Second)
 			}()
 		}
 	}()
 	cli := startSlaveHA(t, s, "g", ln.Addr().String())
-	checkFor(t, 5*time.Second, func() error {
-		if err := cli.Err(); !errors.Is(err, ErrHAOffsetMismatch) {
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if err := cli.Err(); !errors.Is(err, ErrOffsetMismatch) {
 			return fmt.Errorf("err %v", err)
 		}
 		return nil
@@ -342,17 +421,17 @@ func TestStoreHAProtocolErrors(t *testing.T) {
 // FuzzStoreHAChunks: the slave-side chunk decoder never panics, never
 // returns more than it was given, and delivers only in-bounds chunks.
 func FuzzStoreHAChunks(f *testing.F) {
-	f.Add(append(AppendHAChunkHeader(nil, 0, 3), 1, 2, 3))
-	f.Add(AppendHAChunkHeader(nil, -1, 0))
-	f.Add(AppendHAChunkHeader(nil, 1, 1<<31))
+	f.Add(append(AppendChunkHeader(nil, 0, 3), 1, 2, 3))
+	f.Add(AppendChunkHeader(nil, -1, 0))
+	f.Add(AppendChunkHeader(nil, 1, 1<<31))
 	f.Add([]byte{0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		total := 0
-		used, _ := ParseHAChunks(b, func(off int64, d []byte) error {
-			if off < 0 || len(d) > HAMaxChunk {
+		used, _ := ParseChunks(b, func(off int64, d []byte) error {
+			if off < 0 || len(d) > MaxChunk {
 				t.Fatalf("bad chunk delivered: %d %d", off, len(d))
 			}
-			total += HAChunkHeaderSize + len(d)
+			total += ChunkHeaderSize + len(d)
 			return nil
 		})
 		if used < 0 || used > len(b) || used != total {
@@ -364,18 +443,18 @@ func FuzzStoreHAChunks(f *testing.F) {
 // FuzzStoreHAHello: the handshake decoder never panics and round-trips
 // what it accepts.
 func FuzzStoreHAHello(f *testing.F) {
-	h, _ := AppendHAHello(nil, HAHello{SegmentSize: 4096, MaxOffset: 10, BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911"})
+	h, _ := AppendHello(nil, Hello{SegmentSize: 4096, MaxOffset: 10, BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911"})
 	f.Add(h)
 	f.Add(h[:20])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		v, n, err := DecodeHAHello(b)
+		v, n, err := DecodeHello(b)
 		if err != nil {
 			return
 		}
 		if n > len(b) {
 			t.Fatalf("used %d of %d", n, len(b))
 		}
-		again, err := AppendHAHello(nil, v)
+		again, err := AppendHello(nil, v)
 		if err != nil || !bytes.Equal(again, b[:n]) {
 			t.Fatalf("no round trip: %x vs %x (%v)", again, b[:n], err)
 		}
