@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/client/statestore/router"
 	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
@@ -33,7 +33,7 @@ const (
 type StateStoreFrontOptions struct {
 	// Router reaches the brokers hosting the shards (its OnNotify is set
 	// by the front).
-	Router sscli.RouterOptions
+	Router router.Options
 	// Hook, when the server was built on it, tells the front when clients
 	// disconnect so their KEYNOTIFY registrations are dropped. Without it
 	// registrations are dropped only when a notification finds no session.
@@ -52,7 +52,7 @@ type StateStoreFrontOptions struct {
 // session gets one copy whether or not it subscribed.
 type StateStoreFront struct {
 	srv        *mqtt.Server
-	router     *sscli.Router
+	router     *router.Router
 	opts       StateStoreFrontOptions
 	log        *slog.Logger
 	unregister func()
@@ -80,7 +80,7 @@ func NewStateStoreFront(srv *mqtt.Server, opts StateStoreFrontOptions) (*StateSt
 	if ro.Logger == nil {
 		ro.Logger = f.log
 	}
-	r, err := sscli.NewRouter(ro)
+	r, err := router.New(ro)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: state store: %w", err)
 	}
@@ -124,7 +124,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	}
 	var protVer string
 	var hasProtVer bool
-	req := &sscli.BrokerRequest{ClientID: from.ClientID, Payload: msg.Payload}
+	req := &router.BrokerRequest{ClientID: from.ClientID, Payload: msg.Payload}
 	for _, up := range msg.User {
 		switch up.Key {
 		case statestore.PropProtocolVersion:
@@ -186,7 +186,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		req.DedupKey = statestore.DedupKey(msg.CorrelationData, msg.ResponseTopic)
 		req.DedupTTLMillis = max(msg.Expiry.Sub(now).Milliseconds(), 0)
 	}
-	var resp *sscli.BrokerResponse
+	var resp *router.BrokerResponse
 	var err error
 	if prefix {
 		ictx, cancel := context.WithDeadline(ctx, msg.Expiry)
@@ -197,7 +197,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	}
 	if err != nil {
 		f.log.Warn("state store request failed", "client", from.ClientID, "err", err)
-		if errors.Is(err, sscli.ErrFailed) {
+		if errors.Is(err, router.ErrFailed) {
 			f.respondError(from.ClientID, msg, ssStatusInternal, "the state store shard failed", "", "")
 		} else {
 			f.respondError(from.ClientID, msg, ssStatusUnavailable, "the state store shard is unavailable", "", "")
@@ -246,22 +246,22 @@ func ssCanonicalHLC(s string) (string, bool) {
 // invokeAll serves a KEYNOTIFY ... PREFIX, which every shard must see: the
 // first error reply wins; otherwise +OK, or :0 when a STOP found the watch
 // on no shard. A SINCE backlog is merged across shards in version order.
-func (f *StateStoreFront) invokeAll(ctx context.Context, req *sscli.BrokerRequest) (*sscli.BrokerResponse, error) {
+func (f *StateStoreFront) invokeAll(ctx context.Context, req *router.BrokerRequest) (*router.BrokerResponse, error) {
 	all, err := f.router.InvokeAll(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	out := &sscli.BrokerResponse{Reply: []byte(":0\r\n")}
+	out := &router.BrokerResponse{Reply: []byte(":0\r\n")}
 	for _, r := range all {
 		switch {
 		case len(r.Reply) > 0 && r.Reply[0] == '-':
-			return &sscli.BrokerResponse{Reply: r.Reply}, nil
+			return &router.BrokerResponse{Reply: r.Reply}, nil
 		case string(r.Reply) == "+OK\r\n":
 			out.Reply = r.Reply
 		}
 		out.Notifications = append(out.Notifications, r.Notifications...)
 	}
-	slices.SortStableFunc(out.Notifications, func(a, b sscli.BrokerNotification) int {
+	slices.SortStableFunc(out.Notifications, func(a, b router.BrokerNotification) int {
 		va, _ := statestore.ParseHLC(a.Version)
 		vb, _ := statestore.ParseHLC(b.Version)
 		return va.Compare(vb)
@@ -302,7 +302,7 @@ func (f *StateStoreFront) respondError(clientID string, req *mqtt.Message, statu
 }
 
 // pushNotifications puts each notification into its client's session.
-func (f *StateStoreFront) pushNotifications(ns []sscli.BrokerNotification) {
+func (f *StateStoreFront) pushNotifications(ns []router.BrokerNotification) {
 	for _, n := range ns {
 		sn := statestore.Notification{ClientID: n.ClientID, Key: string(n.Key), Op: statestore.Op(n.Op), Value: n.Value}
 		if v, err := statestore.ParseHLC(n.Version); err == nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/broker"
-	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/client/statestore/router"
 	"github.com/smartgo/smartgo/conf"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -24,10 +24,10 @@ import (
 // network as usual.
 var localStateStores = struct {
 	mu sync.Mutex
-	m  map[string]sscli.LocalBroker // protected by mu
-}{m: map[string]sscli.LocalBroker{}}
+	m  map[string]router.LocalBroker // protected by mu
+}{m: map[string]router.LocalBroker{}}
 
-// localStateStore adapts broker.StateStore to sscli.LocalBroker.
+// localStateStore adapts broker.StateStore to router.LocalBroker.
 type localStateStore struct{ ss *broker.StateStore }
 
 func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
@@ -36,9 +36,9 @@ func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateSto
 	case err == nil:
 		return resp, nil
 	case errors.Is(err, broker.ErrStateStoreNotOwner), errors.Is(err, broker.ErrStateStoreUnavailable):
-		return nil, fmt.Errorf("%w: %w", sscli.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", router.ErrUnavailable, err)
 	default:
-		return nil, fmt.Errorf("%w: %w", sscli.ErrFailed, err)
+		return nil, fmt.Errorf("%w: %w", router.ErrFailed, err)
 	}
 }
 
@@ -109,7 +109,7 @@ func startBridge(ctx context.Context, c conf.Bridge, log *slog.Logger) (*bridgeN
 	local := maps.Clone(localStateStores.m)
 	localStateStores.mu.Unlock()
 	front, err := bridge.NewStateStoreFront(b.Server(), bridge.StateStoreFrontOptions{
-		Router: sscli.RouterOptions{Registries: c.Registries, Local: local}, Hook: hook, Logger: log.With("component", "statestore-front"),
+		Router: router.Options{Registries: c.Registries, Local: local}, Hook: hook, Logger: log.With("component", "statestore-front"),
 	})
 	if err != nil {
 		_ = b.Close()

@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/broker"
 	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/client/statestore/router"
 	"github.com/smartgo/smartgo/internal/cluster"
 	"github.com/smartgo/smartgo/mqtt"
-	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/statestore"
 )
 
@@ -36,7 +37,7 @@ func TestStateStoreClusterSlaveReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slave.Close()
-	if err := c.WaitRoute(ctx, sscli.SystemTopic); err != nil {
+	if err := c.WaitRoute(ctx, router.SystemTopic); err != nil {
 		t.Fatal(err)
 	}
 
@@ -47,7 +48,7 @@ func TestStateStoreClusterSlaveReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	front, err := bridge.NewStateStoreFront(srv, bridge.StateStoreFrontOptions{
-		Router: sscli.RouterOptions{Registries: c.RegistryAddrs()}})
+		Router: router.Options{Registries: c.RegistryAddrs()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/broker"
 	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/client/statestore/router"
 	"github.com/smartgo/smartgo/mqtt"
-	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
 )
@@ -38,7 +39,7 @@ func startEnv(t testing.TB, syncFlush bool) *env {
 }
 
 // localStateStore is cmd/smartgo's adapter of broker.StateStore to
-// sscli.LocalBroker (the in-process path of `smartgo standalone`).
+// router.LocalBroker (the in-process path of `smartgo standalone`).
 type localStateStore struct{ ss *broker.StateStore }
 
 func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
@@ -47,9 +48,9 @@ func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateSto
 	case err == nil:
 		return resp, nil
 	case errors.Is(err, broker.ErrStateStoreNotOwner), errors.Is(err, broker.ErrStateStoreUnavailable):
-		return nil, fmt.Errorf("%w: %w", sscli.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", router.ErrUnavailable, err)
 	default:
-		return nil, fmt.Errorf("%w: %w", sscli.ErrFailed, err)
+		return nil, fmt.Errorf("%w: %w", router.ErrFailed, err)
 	}
 }
 
@@ -98,9 +99,9 @@ func (e *env) startFront(t testing.TB, local bool) (*mqtt.Server, *bridge.StateS
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro := sscli.RouterOptions{Brokers: map[string]string{"broker-ss": e.b.Addr()}, Shards: testShards}
+	ro := router.Options{Brokers: map[string]string{"broker-ss": e.b.Addr()}, Shards: testShards}
 	if local {
-		ro.Local = map[string]sscli.LocalBroker{e.b.Addr(): localStateStore{e.ss}}
+		ro.Local = map[string]router.LocalBroker{e.b.Addr(): localStateStore{e.ss}}
 	}
 	front, err := bridge.NewStateStoreFront(srv, bridge.StateStoreFrontOptions{Router: ro, Hook: hook})
 	if err != nil {

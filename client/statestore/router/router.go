@@ -1,4 +1,4 @@
-package statestore
+package router
 
 import (
 	"context"
@@ -20,10 +20,10 @@ import (
 // broker).
 const SystemTopic = "%SYS_STATESTORE"
 
-// RouterOptions configures a Router. Either Registries (routes are looked
+// Options configures a Router. Either Registries (routes are looked
 // up for SystemTopic) or Brokers (a fixed broker name -> master address
 // table, each broker hosting Shards shards) must be set.
-type RouterOptions struct {
+type Options struct {
 	Registries   []string
 	RouteRefresh time.Duration // default 30 s
 
@@ -47,7 +47,7 @@ type RouterOptions struct {
 }
 
 // LocalBroker is a broker's state store in the router's process (see
-// RouterOptions.Local); cmd/smartgo adapts broker.StateStore to it.
+// Options.Local); cmd/smartgo adapts broker.StateStore to it.
 type LocalBroker interface {
 	// InvokeLocal serves req (req.Shard set) like a StateStoreInvoke
 	// request, with sink standing for the connection: notifications for
@@ -62,7 +62,7 @@ type LocalBroker interface {
 }
 
 // Validate reports the first invalid field.
-func (o *RouterOptions) Validate() error {
+func (o *Options) Validate() error {
 	if len(o.Registries) == 0 && len(o.Brokers) == 0 {
 		return fmt.Errorf("%w: router needs Registries or Brokers", ErrBadOptions)
 	}
@@ -77,7 +77,7 @@ type shardRef struct {
 	broker string
 	addr   string
 	queue  int32
-	local  LocalBroker // RouterOptions.Local[addr]: served in process when set
+	local  LocalBroker // Options.Local[addr]: served in process when set
 }
 
 // Router sends state store commands to the broker that owns the key's
@@ -86,7 +86,7 @@ type shardRef struct {
 // statestore.ShardOf(key, len(list)): the brokers' set and shard counts
 // are FROZEN once keys exist (resharding is not supported).
 type Router struct {
-	opts RouterOptions
+	opts Options
 	log  *slog.Logger
 	rc   *remoting.Client
 
@@ -99,7 +99,7 @@ type Router struct {
 }
 
 // NewRouter returns a router; it connects lazily.
-func NewRouter(opts RouterOptions) (*Router, error) {
+func New(opts Options) (*Router, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func NewRouter(opts RouterOptions) (*Router, error) {
 	}
 	rc, err := remoting.NewClient(remoting.ClientOptions{Logger: lg, SerializeType: protocol.SerializeRocketMQ})
 	if err != nil {
-		return nil, fmt.Errorf("statestore: %w", err)
+		return nil, fmt.Errorf("router: %w", err)
 	}
 	r := &Router{opts: opts, log: lg, rc: rc}
 	rc.RegisterFunc(protocol.StateStoreNotify, r.onNotify)
@@ -151,7 +151,7 @@ func (r *Router) Close() error {
 func (r *Router) onNotify(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	resp, err := protocol.DecodeStateStoreResponse(req.Body)
 	if err != nil {
-		r.log.Warn("statestore: bad notify push", "err", err)
+		r.log.Warn("router: bad notify push", "err", err)
 		return nil, nil
 	}
 	if r.opts.OnNotify != nil && len(resp.Notifications) > 0 {
@@ -245,7 +245,7 @@ func (r *Router) invokeLocal(ctx context.Context, lb LocalBroker, addr string, r
 	case err == nil:
 		return resp, nil
 	case errors.Is(err, ErrFailed), errors.Is(err, ErrUnavailable):
-		return nil, fmt.Errorf("statestore: local broker %s: %w", addr, err)
+		return nil, fmt.Errorf("router: local broker %s: %w", addr, err)
 	default:
 		return nil, fmt.Errorf("%w: local broker %s: %w", ErrFailed, addr, err)
 	}
@@ -254,14 +254,14 @@ func (r *Router) invokeLocal(ctx context.Context, lb LocalBroker, addr string, r
 // Invoke sends req (Shard is ignored: the shard is picked from key) to
 // the owning broker and returns its response. On a routing failure the
 // route is refreshed once and the request retried. A shard of a local
-// broker (RouterOptions.Local) is served by a direct call.
+// broker (Options.Local) is served by a direct call.
 func (r *Router) Invoke(ctx context.Context, key []byte, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
 	return r.InvokeBefore(ctx, time.Time{}, key, req)
 }
 
 // InvokeBefore is Invoke bounded by deadline as well as by ctx (zero: no
 // extra bound). A remote call gets a context with the deadline; a local
-// call (RouterOptions.Local) gets none, which spares a timer per request:
+// call (Options.Local) gets none, which spares a timer per request:
 // it is refused when the deadline has already passed, and otherwise the
 // broker bounds its own waits.
 func (r *Router) InvokeBefore(ctx context.Context, deadline time.Time, key []byte, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
@@ -321,7 +321,7 @@ func (r *Router) InvokeBefore(ctx context.Context, deadline time.Time, key []byt
 		case protocol.Success:
 			out, err := protocol.DecodeStateStoreResponse(resp.Body)
 			if err != nil {
-				return nil, fmt.Errorf("statestore: response from %s: %w", ref.addr, err)
+				return nil, fmt.Errorf("router: response from %s: %w", ref.addr, err)
 			}
 			return out, nil
 		case protocol.ServiceNotAvailable, protocol.RequestCodeNotSupported:
@@ -412,7 +412,7 @@ func (r *Router) InvokeAll(ctx context.Context, req *protocol.StateStoreRequest)
 		}
 		sr, err := protocol.DecodeStateStoreResponse(resp.Body)
 		if err != nil {
-			return nil, fmt.Errorf("statestore: response from %s: %w", ref.addr, err)
+			return nil, fmt.Errorf("router: response from %s: %w", ref.addr, err)
 		}
 		out = append(out, sr)
 	}

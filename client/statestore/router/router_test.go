@@ -1,4 +1,4 @@
-package statestore
+package router
 
 import (
 	"context"
@@ -13,18 +13,9 @@ import (
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
-func TestStateStoreClientOptions(t *testing.T) {
+func TestStateStoreOptions(t *testing.T) {
 	if err := (&Options{}).Validate(); !errors.Is(err, ErrBadOptions) {
-		t.Fatalf("empty options: %v", err)
-	}
-	if err := (&RouterOptions{}).Validate(); !errors.Is(err, ErrBadOptions) {
 		t.Fatalf("empty router options: %v", err)
-	}
-	if got := string(hexDecode("6B31")); got != "k1" {
-		t.Fatalf("hexDecode %q", got)
-	}
-	if hexDecode("6") != nil || hexDecode("ZZ") != nil {
-		t.Fatal("bad hex accepted")
 	}
 }
 
@@ -67,7 +58,7 @@ func TestStateStoreRouterShardsAndRetry(t *testing.T) {
 		return ln.Addr().String()
 	}
 	a, b := start("a", protocol.Success), start("b", protocol.SystemError)
-	r, err := NewRouter(RouterOptions{Brokers: map[string]string{"a": a, "b": b}, Shards: 2})
+	r, err := New(Options{Brokers: map[string]string{"a": a, "b": b}, Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +127,7 @@ func (f *fakeLocal) DropClient(id string) int {
 }
 
 // TestStateStoreRouterLocal routes over a table of one remote broker and
-// one in-process broker (RouterOptions.Local): the local broker's shards
+// one in-process broker (Options.Local): the local broker's shards
 // are called directly with the router as the sink, its errors map like
 // the remote path's (unavailable: retried once; anything else: failed),
 // a passed deadline is refused without a call, DropClient reaches both,
@@ -169,7 +160,7 @@ func TestStateStoreRouterLocal(t *testing.T) {
 		return &protocol.StateStoreResponse{Reply: []byte("+local\r\n")}, nil
 	}}
 	notified := make(chan []protocol.StateStoreNotification, 1)
-	r, err := NewRouter(RouterOptions{Brokers: map[string]string{"a": ln.Addr().String(), "b": "in-process:1"}, Shards: 2,
+	r, err := New(Options{Brokers: map[string]string{"a": ln.Addr().String(), "b": "in-process:1"}, Shards: 2,
 		Local: map[string]LocalBroker{"in-process:1": loc}, OnNotify: func(ns []protocol.StateStoreNotification) { notified <- ns }})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,18 @@
+package router
+
+import "errors"
+
+// Sentinel errors of package router. Callers test them with errors.Is.
+var (
+	// ErrBadOptions is wrapped by Options.Validate errors.
+	ErrBadOptions = errors.New("router: invalid options")
+	// ErrNoRoute means no broker route for the state store topic.
+	ErrNoRoute = errors.New("router: no route")
+	// ErrUnavailable means the owning broker could not be reached or did
+	// not own the shard.
+	ErrUnavailable = errors.New("router: shard unavailable")
+	// ErrFailed means the broker answered with an error (a stopped shard).
+	ErrFailed = errors.New("router: broker error")
+	// ErrClosed means the router is closed.
+	ErrClosed = errors.New("router: closed")
+)
