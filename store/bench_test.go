@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -11,7 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/smartgo/smartgo/store/record"
 	"golang.org/x/sys/unix"
@@ -196,7 +196,7 @@ func BenchmarkBaselineSyncEach(b *testing.B) {
 		if _, err := f.Write(rec); err != nil {
 			b.Fatal(err)
 		}
-		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		if err := fdatasync(int(f.Fd())); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -225,7 +225,7 @@ func syncWrites(b *testing.B, batch []byte) time.Duration {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
+	if err := fallocate(int(f.Fd()), size); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
 		b.Fatal(err)
 	}
 	if err := writeZeros(f, size); err != nil {
@@ -242,7 +242,7 @@ func syncWrites(b *testing.B, batch []byte) time.Duration {
 			b.Fatal(err)
 		}
 		off += int64(len(batch))
-		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		if err := fdatasync(int(f.Fd())); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -309,48 +309,6 @@ func fillQueueOpts(b *testing.B, o Options, n, size int) {
 	}
 }
 
-// dropCaches makes every page of an open store cold: it drops the store's
-// own page-table entries for each mapped file (madvise DONTNEED: the page
-// cache keeps the data), syncs the file and asks the kernel to evict its
-// cached pages (fadvise DONTNEED evicts only pages no process maps). It
-// returns the fraction of the files' pages still resident afterwards, from
-// mincore on the mappings, so a benchmark can show it really read cold.
-func dropCaches(b *testing.B, s *Store) float64 {
-	b.Helper()
-	files := append([]*mappedFile(nil), s.cl.list()...)
-	s.cqMu.Lock()
-	for _, qs := range s.cqs {
-		for _, cq := range qs {
-			files = append(files, cq.list()...)
-		}
-	}
-	s.cqMu.Unlock()
-	var pages, resident int
-	for _, m := range files {
-		if err := unix.Madvise(m.data, unix.MADV_DONTNEED); err != nil {
-			b.Fatal(err)
-		}
-		fd := int(m.f.Fd())
-		if err := unix.Fdatasync(fd); err != nil {
-			b.Fatal(err)
-		}
-		if err := unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED); err != nil {
-			b.Fatal(err)
-		}
-		vec := make([]byte, (len(m.data)+4095)/4096)
-		_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m.data[0])),
-			uintptr(len(m.data)), uintptr(unsafe.Pointer(&vec[0])))
-		if errno != 0 {
-			b.Fatal(errno)
-		}
-		for _, v := range vec {
-			pages++
-			resident += int(v & 1)
-		}
-	}
-	return float64(resident) / float64(max(1, pages))
-}
-
 func BenchmarkStoreScan(b *testing.B) {
 	root := b.TempDir()
 	const n, size = 100_000, 1024
@@ -412,9 +370,7 @@ func BenchmarkBaselineColdRead(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-				b.Fatal(err)
-			}
+			evictFile(b, f)
 			start := time.Now()
 			for {
 				k, err := f.Read(buf)

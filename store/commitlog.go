@@ -504,7 +504,7 @@ func (r faultRange) populate() error {
 		return nil
 	}
 	defer r.seg.release()
-	return unix.Madvise(r.seg.data[r.from:r.to], unix.MADV_POPULATE_WRITE)
+	return unix.Madvise(r.seg.data[r.from:r.to], madvPopulateWrite)
 }
 
 // prefaultLoop is the prefaulter goroutine (FlushAsync only).

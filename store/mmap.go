@@ -94,7 +94,7 @@ func createMappedFile(path string, base, size int64, warm warmMode) (*mappedFile
 	fd := int(f.Fd())
 	err = unix.EOPNOTSUPP
 	if warm != warmSparse {
-		err = unix.Fallocate(fd, 0, 0, size)
+		err = fallocate(fd, size)
 	}
 	if err != nil {
 		if !errors.Is(err, unix.EOPNOTSUPP) {
@@ -141,15 +141,14 @@ func writeZeros(f *os.File, size int64) error {
 		}
 		off += n
 		if off-started >= zeroWindow || off == size {
-			err := unix.SyncFileRange(fd, started, off-started,
-				unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+			err := writeBack(fd, started, off-started)
 			if err != nil && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
 				return err
 			}
 			started = off
 		}
 	}
-	return unix.Fdatasync(fd)
+	return fdatasync(fd)
 }
 
 // touchPages asks for readahead and read-faults every page of the mapping.
@@ -245,7 +244,7 @@ func (m *mappedFile) close() { _ = m.destroy(false) }
 // sync fdatasyncs the file (data written through the mapping included) and
 // records that everything up to pos is durable.
 func (m *mappedFile) sync(pos int64) error {
-	if err := unix.Fdatasync(int(m.f.Fd())); err != nil {
+	if err := fdatasync(int(m.f.Fd())); err != nil {
 		return fmt.Errorf("store: fdatasync %s: %w", m.path, err)
 	}
 	for {

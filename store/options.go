@@ -315,9 +315,9 @@ func statfsUsage(path string) (float64, error) {
 }
 
 func defaultResidentBytes() int64 {
-	var si unix.Sysinfo_t
-	if err := unix.Sysinfo(&si); err != nil || si.Totalram == 0 {
+	total := TotalMemory()
+	if total == 0 {
 		return 1 << 30
 	}
-	return int64(uint64(si.Totalram)*uint64(si.Unit)) * 40 / 100
+	return int64(total) * 40 / 100
 }

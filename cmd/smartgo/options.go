@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/conf"
 	"github.com/smartgo/smartgo/store"
@@ -37,9 +35,8 @@ func storeOptions(s conf.Store, inMemoryRatio int, log *slog.Logger) store.Optio
 	o.DiskForceCleanRatio = float64(s.DiskForceCleanRatio) / 100
 	o.DiskFullRatio = float64(s.DiskFullRatio) / 100
 	o.CheckCRCOnRecover = s.CheckCRCOnRecover
-	var si unix.Sysinfo_t
-	if unix.Sysinfo(&si) == nil && inMemoryRatio > 0 {
-		o.MemoryResidentBytes = int64(si.Totalram) * int64(si.Unit) * int64(inMemoryRatio) / 100
+	if total := store.TotalMemory(); total > 0 && inMemoryRatio > 0 {
+		o.MemoryResidentBytes = int64(total) * int64(inMemoryRatio) / 100
 	}
 	o.Logger = log
 	return o

@@ -1,0 +1,26 @@
+//go:build !linux
+
+package mqtt
+
+import "net"
+
+// Without epoll (development on macOS), plain TCP connections are served
+// like TLS ones: a reader and a writer goroutine each (netio.go,
+// acceptPiped). The epoll path's poller is an empty stand-in.
+
+type poller struct{}
+
+func newPoller(*Server) (*poller, error) { return &poller{}, nil }
+func (p *poller) run()                   {}
+func (p *poller) close()                 {}
+func (p *poller) remove(*conn)           {}
+
+// listen starts a plain TCP listener served by goroutines.
+func (s *Server) listen(addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s.acceptPiped(l, addr)
+	return l, nil
+}
