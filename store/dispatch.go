@@ -43,7 +43,7 @@ func (s *Store) dispatchAvailable() {
 	s.dispMu.Lock()
 	defer s.dispMu.Unlock()
 	from := s.disp.pos
-	s.dispatchRangeLocked(s.cl.committed.Load())
+	s.dispatchRangeLocked(min(s.cl.committed.Load(), s.dispatchLimit.Load()))
 	if fn := s.arrival.Load(); fn != nil {
 		for _, cq := range s.disp.touched {
 			(*fn)(cq.topic, cq.queueID, cq.maxOff.Load())
@@ -53,6 +53,19 @@ func (s *Store) dispatchAvailable() {
 	// Consumers first: the indexer is woken after the waiting pulls.
 	if s.disp.pos != from {
 		s.wakeIndexer()
+	}
+}
+
+// SetDispatchLimit makes the dispatcher stop at limit: records at or past
+// it stay out of the consume queues (consumers do not see them) until the
+// limit moves past them. A master whose master is chosen by a controller
+// sets it to the offset every replica of its sync state set has, so that
+// no consumer reads a record a failover could still take back. A limit
+// below what was dispatched already hides nothing; math.MaxInt64 (the
+// default) means none.
+func (s *Store) SetDispatchLimit(limit int64) {
+	if s.dispatchLimit.Swap(limit) < limit {
+		s.wakeDispatcher()
 	}
 }
 

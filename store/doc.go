@@ -11,6 +11,7 @@
 //	<root>/checkpoint                                 28 bytes, see below
 //	<root>/abort                                      empty; exists while a store has the root open
 //	<root>/lock                                       empty; flock(LOCK_EX) held while open
+//	<root>/epochs                                     master epochs and their start offsets (controller mode), see epoch.go
 //
 // All integers are big-endian. File names are the zero-padded decimal start
 // offset of the file (commitlog: byte offset in the log; consume queue: byte

@@ -18,9 +18,10 @@ const (
 	EventDiskOK                          // usage fell back below DiskFullRatio
 	EventWriteFailed                     // a write or sync failed; the store is read-only
 	EventQueueGap                        // a consume queue had to be padded with holes
+	EventTruncated                       // TruncateTail removed the log's tail (Offset: the new end)
 )
 
-var eventNames = [...]string{"segment-rolled", "segment-deleted", "corruption", "slow-flush", "disk-full", "disk-ok", "write-failed", "queue-gap"}
+var eventNames = [...]string{"segment-rolled", "segment-deleted", "corruption", "slow-flush", "disk-full", "disk-ok", "write-failed", "queue-gap", "truncated"}
 
 // String names the event kind.
 func (k EventKind) String() string {

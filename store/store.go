@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -108,6 +109,11 @@ type Store struct {
 	indexTs      atomic.Int64 // store timestamp of the last indexed record
 	arrival      atomic.Pointer[func(topic string, queueID int32, maxOffset int64)]
 
+	// dispatchLimit caps what the dispatcher makes visible to consumers
+	// (SetDispatchLimit; math.MaxInt64 when unlimited).
+	dispatchLimit atomic.Int64
+	epochs        *epochs // the epoch file (epoch.go)
+
 	gc groupCommit
 
 	stats  statCounters
@@ -151,6 +157,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.gc.init()
 	s.ix.init()
+	s.dispatchLimit.Store(math.MaxInt64)
 	s.disp.lastPhy, s.disp.keyedPhy = -1, -1
 	s.dispMark = dispatchMark{lastPhy: -1, keyedPhy: -1}
 	s.cl = newCommitLog(s)
@@ -160,6 +167,10 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.lockFile = lf
+	if s.epochs, err = loadEpochs(opts.Root); err != nil {
+		_ = lf.Close()
+		return nil, err
+	}
 	abnormal, err := createAbort(opts.Root)
 	if err != nil {
 		_ = lf.Close()
