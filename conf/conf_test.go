@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,59 @@ func TestConfKeys(t *testing.T) {
 	for _, k := range Keys("bridge") {
 		if k == "bridge.route" {
 			t.Fatal("tables are not settable keys")
+		}
+	}
+}
+
+// Every list key takes a,b and TOML's ["a","b"] from the command line,
+// with the same result.
+func TestConfSetListSyntaxes(t *testing.T) {
+	var listKeys []string
+	ft := reflect.TypeOf(File{})
+	for i := 0; i < ft.NumField(); i++ {
+		section := ft.Field(i).Tag.Get("toml")
+		st := ft.Field(i).Type
+		if st.Kind() != reflect.Struct {
+			continue
+		}
+		for j := 0; j < st.NumField(); j++ {
+			if f := st.Field(j); f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.String {
+				listKeys = append(listKeys, section+"."+f.Tag.Get("toml"))
+			}
+		}
+	}
+	if len(listKeys) < 2 {
+		t.Fatalf("found only %v", listKeys)
+	}
+	get := func(f *File, key string) []string {
+		section, name, _ := strings.Cut(key, ".")
+		sv, _ := fieldByTag(reflect.ValueOf(f).Elem(), section)
+		fv, _ := fieldByTag(sv, name)
+		return fv.Interface().([]string)
+	}
+	for _, key := range listKeys {
+		for _, text := range []string{`a:1,b:2`, ` a:1 , b:2 `, `["a:1","b:2"]`, `[ "a:1", 'b:2' ]`, `["a:1",
+"b:2",]`} {
+			f := Default()
+			if err := f.Set(key, text); err != nil {
+				t.Errorf("Set(%s, %q): %v", key, text, err)
+				continue
+			}
+			if got := get(&f, key); !slices.Equal(got, []string{"a:1", "b:2"}) {
+				t.Errorf("Set(%s, %q) = %q", key, text, got)
+			}
+		}
+		for _, empty := range []string{``, `[]`} {
+			f := Default()
+			if err := f.Set(key, empty); err != nil || len(get(&f, key)) != 0 {
+				t.Errorf("Set(%s, %q) = %q, %v", key, empty, get(&f, key), err)
+			}
+		}
+		for _, bad := range []string{`["a", 1]`, `["a"`, `[a, b]`} {
+			f := Default()
+			if err := f.Set(key, bad); err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "TOML array") {
+				t.Errorf("Set(%s, %q) = %v, want an error naming the key and the syntax", key, bad, err)
+			}
 		}
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/BurntSushi/toml"
 )
 
 // Set overrides one value by its dotted key ("store.segment_size",
 // "broker.registries") with text as a command-line flag would give it:
 // durations and sizes in their TOML string forms, booleans as true/false,
-// lists comma-separated. It does not validate ranges; call Validate after
+// lists comma-separated (a,b) or as a TOML array (["a","b"]). It does not validate ranges; call Validate after
 // the last override.
 func (f *File) Set(key, text string) error {
 	section, name, ok := strings.Cut(key, ".")
@@ -88,15 +90,40 @@ func setValue(v reflect.Value, text string) error {
 		if v.Type().Elem().Kind() != reflect.String {
 			return fmt.Errorf("cannot be set from the command line; use the config file")
 		}
-		var items []string
-		for _, s := range strings.Split(text, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				items = append(items, s)
-			}
+		items, err := parseList(text)
+		if err != nil {
+			return err
 		}
 		v.Set(reflect.ValueOf(items))
 	default:
 		return fmt.Errorf("cannot be set from the command line; use the config file")
 	}
 	return nil
+}
+
+// parseList reads a list of strings given on the command line: a TOML
+// array (["a", "b"], as the file writes it) or comma-separated words
+// (a,b). Empty items are dropped; "" and [] are the empty list.
+func parseList(text string) ([]string, error) {
+	var items []string
+	if t := strings.TrimSpace(text); strings.HasPrefix(t, "[") {
+		var doc struct {
+			V []string `toml:"v"`
+		}
+		if _, err := toml.Decode("v = "+t, &doc); err != nil {
+			return nil, fmt.Errorf(`want a TOML array of strings such as ["a", "b"], or a,b`)
+		}
+		for _, s := range doc.V {
+			if s = strings.TrimSpace(s); s != "" {
+				items = append(items, s)
+			}
+		}
+		return items, nil
+	}
+	for _, s := range strings.Split(text, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			items = append(items, s)
+		}
+	}
+	return items, nil
 }
