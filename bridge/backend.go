@@ -144,6 +144,10 @@ func NewBackend(opts Options) (*Backend, error) {
 	return b, nil
 }
 
+// waitLogEvery spaces the log lines of a start-up that waits for the
+// registries.
+const waitLogEvery = 10 * time.Second
+
 // NodeID returns the name this node writes into session records.
 func (b *Backend) NodeID() string { return b.opts.NodeID }
 
@@ -226,13 +230,27 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 }
 
 // ensureTopic creates topic on every master when no registry knows it.
+// While the registries or brokers do not answer it waits (until ctx
+// ends), saying so in the log every waitLogEvery.
 func (b *Backend) ensureTopic(ctx context.Context, topic string) error {
 	created := false
 	var last error
+	start, logged := time.Now(), time.Time{}
 	for {
 		rd, err := b.adm.TopicRoute(ctx, topic)
 		if err == nil && len(rd.QueueDatas) > 0 {
+			if !logged.IsZero() {
+				b.log.Info("registries answer; start-up goes on", "topic", topic, "waited", time.Since(start).Round(time.Millisecond).String())
+			}
 			return nil
+		}
+		if err == nil {
+			err = last
+		}
+		if now := time.Now(); err != nil && now.Sub(start) >= time.Second && now.Sub(logged) >= waitLogEvery {
+			logged = now
+			b.log.Warn("waiting for the registries and brokers", "registries", b.opts.Registries, "topic", topic,
+				"waited", now.Sub(start).Round(time.Second).String(), "err", err)
 		}
 		if !created {
 			// Retried: right after start the broker may not have

@@ -60,7 +60,7 @@ type Broker struct {
 
 	perm       atomic.Int32           // broker permission (read/write bits)
 	queueRR    atomic.Uint32          // round-robin for sends with queueId < 0
-	registered atomic.Bool            // registered with at least one registry once
+	registered sync.Map               // registry address -> bool: its last registration succeeded
 	masterAddr atomic.Pointer[string] // a slave's master, as registries report it
 
 	// Replication (broker/ha.go): ha on a master, haClient on a slave.

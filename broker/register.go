@@ -129,12 +129,15 @@ func (b *Broker) registerAll(ctx context.Context) bool {
 			switch {
 			case err != nil:
 				failed.Add(1)
+				b.registered.Store(addr, false)
 				b.log.Warn("register with registry failed", "registry", addr, "err", err)
 			case resp.Code != protocol.Success:
 				failed.Add(1)
+				b.registered.Store(addr, false)
 				b.log.Warn("registry refused registration", "registry", addr, "code", resp.Code, "remark", resp.Remark)
 			default:
-				if !b.registered.Swap(true) {
+				// Logged once per registry, and again after it failed.
+				if prev, ok := b.registered.Swap(addr, true); !ok || !prev.(bool) {
 					b.log.Info("registered with registry", "registry", addr)
 				}
 				var rh protocol.RegisterBrokerResponseHeader

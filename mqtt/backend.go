@@ -111,7 +111,9 @@ type AsyncBackend interface {
 // on RocketMQ. A Backend may also implement AsyncBackend.
 type Backend interface {
 	// Start binds the backend to the server's delivery side. The server
-	// calls it once from Server.Start, before any Publish.
+	// calls it once from Server.Start, before any Publish. ctx ends when
+	// Server.Start's context does (a signal during start-up) or at Close;
+	// it bounds the start only and must not be kept.
 	Start(ctx context.Context, d Deliverer) error
 	// Publish stores msg durably and returns only then (the server sends
 	// PUBACK/PUBREC after it returns nil). A message with Retain set also

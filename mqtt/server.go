@@ -122,7 +122,8 @@ func NewServer(opts Options, backend Backend) (*Server, error) {
 }
 
 // Start binds the backend and opens the listeners. The server runs until
-// Close (cancelling ctx does not stop it; it only bounds backend calls).
+// Close: cancelling ctx does not stop it once started; during Start it
+// ends the backend's start-up (Backend.Start's context).
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	if s.started || s.closed {
@@ -147,7 +148,14 @@ func (s *Server) Start(ctx context.Context) error {
 		s.pollers = append(s.pollers, p)
 		go p.run()
 	}
-	if err := s.backend.Start(s.ctx, s); err != nil {
+	// The backend's start-up waits end with ctx (a signal during start)
+	// as well as with Close.
+	startCtx, cancelStart := context.WithCancel(s.ctx)
+	stopStart := context.AfterFunc(ctx, cancelStart)
+	err := s.backend.Start(startCtx, s)
+	stopStart()
+	cancelStart()
+	if err != nil {
 		s.Close()
 		return fmt.Errorf("mqtt: backend: %w", err)
 	}

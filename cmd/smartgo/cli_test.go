@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,5 +134,111 @@ func TestCmdBinaryVersion(t *testing.T) {
 	code, stdout, _ := runBin(t, 20*time.Second, "version", "-o", "json")
 	if code != exitOK || !strings.Contains(stdout, `"commit": "`) || !strings.Contains(stdout, `"version": "`+version+`"`) {
 		t.Errorf("version -o json: exit %d, %s", code, stdout)
+	}
+}
+
+// proc is a smartgo process started by a test.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr lockedBuffer
+	stdout lockedBuffer
+	done   chan struct{}
+	code   int
+}
+
+// startBin starts the binary with args; the process is killed at the end
+// of the test if it is still running.
+func startBin(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			p.code = ee.ExitCode()
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// waitLog waits until the process's stderr matches re and returns the
+// first match's groups.
+func (p *proc) waitLog(t *testing.T, re *regexp.Regexp, timeout time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if m := re.FindStringSubmatch(p.stderr.String()); m != nil {
+			return m
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("exited (code %d) before logging %v:\n%s", p.code, re, p.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %v in the log after %v:\n%s", re, timeout, p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends sig and returns the exit code and how long the process took
+// to exit; it fails the test after timeout.
+func (p *proc) stop(t *testing.T, sig os.Signal, timeout time.Duration) (int, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+		return p.code, time.Since(start)
+	case <-time.After(timeout):
+		t.Fatalf("still running %v after %v:\n%s", timeout, sig, p.stderr.String())
+		return 0, 0
+	}
+}
+
+// deadAddr returns a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// A bridge whose registries do not answer says it waits, naming them, and
+// stops at once on SIGTERM (it used to log nothing and ignore the signal
+// for its 30 s start timeout), with exit 0: nothing failed, it was asked
+// to stop. -set takes the list in TOML syntax.
+func TestCmdBinaryBridgeWaitIsCancelledBySignal(t *testing.T) {
+	r1, r2 := deadAddr(t), deadAddr(t)
+	for _, sig := range []os.Signal{syscall.SIGTERM, os.Interrupt} {
+		p := startBin(t, "bridge", "-listen", "127.0.0.1:0", "-set", `bridge.registries=["`+r1+`", "`+r2+`"]`)
+		p.waitLog(t, regexp.MustCompile(`waiting for the registries.*registries="?\[`+regexp.QuoteMeta(r1)+` `+regexp.QuoteMeta(r2)+`\]`), 20*time.Second)
+		code, took := p.stop(t, sig, 10*time.Second)
+		if code != exitOK || took > 5*time.Second {
+			t.Fatalf("%v: exit %d after %v:\n%s", sig, code, took, p.stderr.String())
+		}
+		if n := strings.Count(p.stderr.String(), "waiting for the registries"); n > 2 {
+			t.Fatalf("the wait is logged %d times in a few seconds:\n%s", n, p.stderr.String())
+		}
 	}
 }

@@ -77,9 +77,9 @@ func newLogger(l conf.Log, w io.Writer) *slog.Logger {
 	level := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[l.Level]
 	opts := &slog.HandlerOptions{Level: level}
 	if l.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(newComponentHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(newComponentHandler(slog.NewTextHandler(w, opts)))
 }
 
 // loadOrExit loads the configuration, printing the error and returning a
@@ -97,9 +97,54 @@ func loadOrExit(c *configFlags, stderr io.Writer, name string) (conf.File, int, 
 // the start-up wait, that is a requested stop (exit 0), else a failure.
 func startFailed(ctx context.Context, log *slog.Logger, what string, err error) int {
 	if ctx.Err() != nil {
-		log.Info("start-up interrupted", "component", what, "reason", "signal", "err", err)
+		log.Info(what+" start-up interrupted", "reason", "signal", "err", err)
 		return exitOK
 	}
 	log.Error(what+" failed to start", "err", err)
 	return exitFailure
 }
+
+// componentHandler keeps one "component" key per record: a logger made
+// With("component", x) from one that already has a component names the
+// inner part x instead of adding a second key (which JSON readers take as
+// a duplicate, keeping either value). Attributes inside a group pass
+// through unchanged.
+type componentHandler struct {
+	base slog.Handler // without the component
+	comp slog.Attr    // the innermost component (empty key: none)
+	full slog.Handler // base with comp
+}
+
+func newComponentHandler(h slog.Handler) *componentHandler {
+	return &componentHandler{base: h, full: h}
+}
+
+func (h *componentHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.base.Enabled(ctx, l)
+}
+
+func (h *componentHandler) Handle(ctx context.Context, r slog.Record) error {
+	return h.full.Handle(ctx, r)
+}
+
+func (h *componentHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	n := &componentHandler{base: h.base, comp: h.comp}
+	others := make([]slog.Attr, 0, len(attrs))
+	for _, a := range attrs {
+		if a.Key == "component" {
+			n.comp = a
+		} else {
+			others = append(others, a)
+		}
+	}
+	if len(others) > 0 {
+		n.base = n.base.WithAttrs(others)
+	}
+	n.full = n.base
+	if n.comp.Key != "" {
+		n.full = n.base.WithAttrs([]slog.Attr{n.comp})
+	}
+	return n
+}
+
+func (h *componentHandler) WithGroup(name string) slog.Handler { return h.full.WithGroup(name) }

@@ -109,7 +109,7 @@ func startBridge(ctx context.Context, c conf.Bridge, log *slog.Logger) (*bridgeN
 	local := maps.Clone(localStateStores.m)
 	localStateStores.mu.Unlock()
 	front, err := bridge.NewStateStoreFront(b.Server(), bridge.StateStoreFrontOptions{
-		Router: router.Options{Registries: c.Registries, Local: local}, Hook: hook, Logger: log.With("component", "statestore-front"),
+		Router: router.Options{Registries: c.Registries, Local: local}, Hook: hook, Logger: log,
 	})
 	if err != nil {
 		_ = b.Close()
