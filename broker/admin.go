@@ -107,15 +107,25 @@ func (b *Broker) processAllDelayOffsets(c *remoting.Conn, req *protocol.Command)
 
 // processConsumeStats serves GET_CONSUME_STATS: per queue of the group's
 // topics (or of one topic), the broker's max offset and the group's
-// committed offset.
+// committed offset; SUBSCRIPTION_GROUP_NOT_EXIST for a group the broker
+// does not know at all.
 func (b *Broker) processConsumeStats(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	var h protocol.GetConsumeStatsRequestHeader
 	if err := req.DecodeHeader(&h); err != nil {
 		return errResp(protocol.SystemError, "bad header: %v", err), nil
 	}
 	topics := []string{h.Topic}
+	groupTopics := b.offsets.TopicsOfGroup(h.ConsumerGroup)
 	if h.Topic == "" {
-		topics = b.offsets.TopicsOfGroup(h.ConsumerGroup)
+		topics = groupTopics
+	}
+	// A group this broker has no config, no offsets and no consumers of is
+	// unknown here: say so rather than answer lags of a group that never
+	// was (a typo in the group name).
+	if _, cfg := b.groups.Get(h.ConsumerGroup); !cfg && len(groupTopics) == 0 {
+		if _, online := b.consumers.Group(h.ConsumerGroup); !online {
+			return errResp(protocol.SubscriptionGroupNotExist, "subscription group [%s] does not exist", h.ConsumerGroup), nil
+		}
 	}
 	var stats protocol.ConsumeStats
 	for _, topic := range topics {

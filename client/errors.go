@@ -39,6 +39,9 @@ var (
 	// ErrBrokerError: the broker answered with an error code; the error is a
 	// *BrokerError carrying the code.
 	ErrBrokerError = errors.New("client: broker error")
+	// ErrGroupNotExist: the broker knows no such consumer group
+	// (SUBSCRIPTION_GROUP_NOT_EXIST).
+	ErrGroupNotExist = errors.New("client: consumer group does not exist")
 	// ErrNotFound: a queried message or offset does not exist.
 	ErrNotFound = errors.New("client: not found")
 	// ErrNotStarted: a consumer call that needs Start was made before it.
@@ -75,6 +78,8 @@ func (e *BrokerError) Is(target error) bool {
 		return e.Code == protocol.MessageIllegal
 	case ErrNotFound:
 		return e.Code == protocol.QueryNotFound
+	case ErrGroupNotExist:
+		return e.Code == protocol.SubscriptionGroupNotExist
 	}
 	return false
 }

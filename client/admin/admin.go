@@ -237,11 +237,29 @@ func (a *Admin) CreateTopic(ctx context.Context, cluster string, tc TopicConfig)
 }
 
 // DeleteTopic deletes a topic from every master of cluster and from every
-// registry.
+// registry. A topic that no registry and none of those masters knows is
+// client.ErrTopicNotExist (the brokers, as Java's, answer a delete of a
+// missing topic with success).
 func (a *Admin) DeleteTopic(ctx context.Context, cluster, topic string) error {
+	if topic == "" {
+		return fmt.Errorf("%w: empty topic name", client.ErrBadOptions)
+	}
 	masters, err := a.Masters(ctx, cluster)
 	if err != nil {
 		return err
+	}
+	if _, err := a.TopicRoute(ctx, topic); errors.Is(err, client.ErrTopicNotExist) {
+		known := false
+		for _, m := range masters {
+			_, err := a.invokeOK(ctx, "topic stats", m.Addr, protocol.NewRequest(protocol.GetTopicStatsInfo, &protocol.TopicHeader{Topic: topic}, nil))
+			if !errors.Is(err, client.ErrTopicNotExist) {
+				known = true // it has the topic, or cannot tell: delete
+				break
+			}
+		}
+		if !known {
+			return fmt.Errorf("%w: %s (no registry and no master knows it)", client.ErrTopicNotExist, topic)
+		}
 	}
 	var errs []error
 	for _, m := range masters {
@@ -318,18 +336,23 @@ type QueueProgress struct {
 
 // GroupProgress returns a consumer group's committed offset and lag per
 // queue (GET_CONSUME_STATS on every master), for one topic or all ("").
+// A group that no master knows is client.ErrGroupNotExist.
 func (a *Admin) GroupProgress(ctx context.Context, group, topic string) ([]QueueProgress, error) {
 	masters, err := a.Masters(ctx, "")
 	if err != nil {
 		return nil, err
 	}
 	var out []QueueProgress
+	unknown := 0
 	for _, m := range masters {
 		resp, err := a.invokeOK(ctx, "consume stats", m.Addr, protocol.NewRequest(protocol.GetConsumeStats,
 			&protocol.GetConsumeStatsRequestHeader{ConsumerGroup: group, Topic: topic}, nil))
 		if err != nil {
-			var be *client.BrokerError
-			if errors.As(err, &be) && be.Code == protocol.TopicNotExist {
+			if errors.Is(err, client.ErrGroupNotExist) {
+				unknown++
+				continue
+			}
+			if errors.Is(err, client.ErrTopicNotExist) {
 				continue
 			}
 			return nil, err
@@ -343,7 +366,27 @@ func (a *Admin) GroupProgress(ctx context.Context, group, topic string) ([]Queue
 				Lag: max(e.Value.BrokerOffset-e.Value.ConsumerOffset, 0), LastTimestamp: e.Value.LastTimestamp})
 		}
 	}
+	if unknown > 0 && unknown == len(masters) {
+		return nil, fmt.Errorf("%w: %s (no master knows it)", client.ErrGroupNotExist, group)
+	}
 	return out, nil
+}
+
+// checkGroup returns client.ErrGroupNotExist when no master knows group
+// (no subscription config, offsets or consumers on any of them).
+func (a *Admin) checkGroup(ctx context.Context, group string) error {
+	masters, err := a.Masters(ctx, "")
+	if err != nil {
+		return err
+	}
+	for _, m := range masters {
+		_, err := a.invokeOK(ctx, "consume stats", m.Addr, protocol.NewRequest(protocol.GetConsumeStats,
+			&protocol.GetConsumeStatsRequestHeader{ConsumerGroup: group}, nil))
+		if !errors.Is(err, client.ErrGroupNotExist) {
+			return nil // it knows the group, or cannot tell
+		}
+	}
+	return fmt.Errorf("%w: %s (no master knows it)", client.ErrGroupNotExist, group)
 }
 
 // MessageByID returns the message with an offset message id (as a send
@@ -460,10 +503,13 @@ type OffsetReset struct {
 // UPDATE_CONSUMER_OFFSET per queue). It is done client-side (the broker has
 // no INVOKE_BROKER_TO_RESET_OFFSET yet): running consumers of the group
 // keep their in-memory offsets and may commit over the reset, so stop them
-// first.
+// first. A group that no master knows is client.ErrGroupNotExist.
 func (a *Admin) ResetOffset(ctx context.Context, group, topic string, ts time.Time) ([]OffsetReset, error) {
 	rd, err := a.TopicRoute(ctx, topic)
 	if err != nil {
+		return nil, err
+	}
+	if err := a.checkGroup(ctx, group); err != nil {
 		return nil, err
 	}
 	var out []OffsetReset

@@ -69,6 +69,25 @@ func TestCmdAdminCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(admin("-o", "json", "msg", "by-key", "-t", "AdminT", "-k", "order-42")), &msgs); err != nil || len(msgs) != 1 || msgs[0]["body"] != "hello admin" {
 		t.Fatalf("by-key: %v %v", msgs, err)
 	}
+	// The group exists once a consumer of it has come and gone.
+	pc, err := client.NewPushConsumer(client.ConsumerOptions{ClientOptions: client.ClientOptions{Registries: c.RegistryAddrs()}, Group: "ag"},
+		func(context.Context, []*client.MessageExt) client.ConsumeResult { return client.ConsumeSuccess })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Subscribe("AdminT", "*"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for code, _, _ := runCmd(t, "admin", "-registry", reg, "group", "progress", "-g", "ag"); code != exitOK; code, _, _ = runCmd(t, "admin", "-registry", reg, "group", "progress", "-g", "ag") {
+		if ctx.Err() != nil {
+			t.Fatal("the consumer's group never reached the broker")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pc.Close()
 	if out := admin("offset", "reset", "-g", "ag", "-t", "AdminT", "-ts", "1h"); !strings.Contains(out, "NEW") {
 		t.Fatalf("reset: %q", out)
 	}
@@ -86,5 +105,47 @@ func TestCmdAdminCommands(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, "admin", "-registry", reg, "frob"); code != exitUsage {
 		t.Fatalf("unknown command: exit %d", code)
+	}
+}
+
+// Mistakes are refused with a message saying what is wrong and a non-zero
+// exit, through the binary: a missing topic or group (exit 1, the brokers
+// and registries were asked) and out-of-range flags (exit 2, nothing sent).
+func TestCmdBinaryAdminRefusesMistakes(t *testing.T) {
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reg := strings.Join(c.RegistryAddrs(), ",")
+	if code, _, stderr := runBin(t, 60*time.Second, "admin", "-registry", reg, "topic", "create", "-t", "RealT", "-r", "2", "-w", "2"); code != exitOK {
+		t.Fatalf("create: exit %d: %s", code, stderr)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"topic", "delete", "-t", "NoSuchTopic"}, exitFailure, "topic does not exist: NoSuchTopic"},
+		{[]string{"topic", "create", "-t", "PermT", "-perm", "9"}, exitUsage, "-perm must be 6 (read and write), 4 (read only) or 2 (write only), not 9"},
+		{[]string{"topic", "update", "-t", "RealT", "-perm", "1"}, exitUsage, "-perm must be"},
+		{[]string{"topic", "create", "-t", "QueueT", "-r", "0"}, exitUsage, "-r and -w must be between 1 and 1024"},
+		{[]string{"topic", "create", "-t", "QueueT", "-w", "5000"}, exitUsage, "-r and -w must be between 1 and 1024"},
+		{[]string{"topic", "create"}, exitUsage, "-t is required"},
+		{[]string{"offset", "reset", "-g", "no_such_group", "-t", "RealT", "-ts", "1h"}, exitFailure, "consumer group does not exist: no_such_group"},
+		{[]string{"offset", "reset", "-g", "g", "-t", "RealT", "-ts", "yesterday"}, exitUsage, "-ts: want RFC 3339"},
+		{[]string{"group", "progress", "-g", "no_such_group"}, exitFailure, "consumer group does not exist: no_such_group"},
+		{[]string{"group", "progress", "-g", "no_such_group", "-t", "RealT"}, exitFailure, "consumer group does not exist"},
+		{[]string{"msg", "by-key", "-t", "RealT", "-k", "x", "-max", "0"}, exitUsage, "-max must be at least 1"},
+		{[]string{"topic", "list", "-o", "yaml"}, exitUsage, "-o must be table or json"},
+	} {
+		code, stdout, stderr := runBin(t, 60*time.Second, append([]string{"admin", "-registry", reg}, tc.args...)...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) || stdout != "" {
+			t.Errorf("admin %s: exit %d (want %d), stdout %q, stderr:\n%s", strings.Join(tc.args, " "), code, tc.code, stdout, stderr)
+		}
+	}
+	_, out, _ := runBin(t, 60*time.Second, "admin", "-registry", reg, "topic", "list")
+	if strings.Contains(out, "PermT") || strings.Contains(out, "QueueT") {
+		t.Fatalf("a refused create created a topic:\n%s", out)
 	}
 }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/smartgo/smartgo/internal/cluster"
 )
@@ -26,5 +29,56 @@ func TestCmdBenchE2E(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, "bench", "sideways", "-registry", reg); code != exitFailure && code != exitUsage {
 		t.Fatalf("bad mode: exit %d", code)
+	}
+}
+
+// bench consume ends on an idle topic instead of running forever (exit 1
+// when nothing arrived, 0 with the summary once a drained topic idles),
+// shows live percentiles, and its JSON gives durations in milliseconds.
+func TestCmdBinaryBenchConsumeIdle(t *testing.T) {
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reg := strings.Join(c.RegistryAddrs(), ",")
+	if code, _, stderr := runBin(t, 60*time.Second, "admin", "-registry", reg, "topic", "create", "-t", "IdleT", "-r", "2", "-w", "2"); code != exitOK {
+		t.Fatalf("create: exit %d: %s", code, stderr)
+	}
+	start := time.Now()
+	code, stdout, stderr := runBin(t, 60*time.Second, "bench", "consume", "-registry", reg, "-topic", "IdleT", "-group", "idle_g", "-idle", "2s")
+	if code != exitFailure || !strings.Contains(stderr, "no message arrived within 2s") || time.Since(start) > 40*time.Second {
+		t.Fatalf("empty topic: exit %d after %v\nstdout %s\nstderr %s", code, time.Since(start), stdout, stderr)
+	}
+
+	code, stdout, stderr = runBin(t, 60*time.Second, "bench", "produce", "-registry", reg, "-topic", "IdleT", "-count", "300", "-o", "json")
+	var prod map[string]any
+	if err := json.Unmarshal([]byte(stdout), &prod); code != exitOK || err != nil || prod["sent"] != 300.0 {
+		t.Fatalf("produce: exit %d %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	code, stdout, stderr = runBin(t, 60*time.Second, "bench", "consume", "-registry", reg, "-topic", "IdleT", "-group", "idle_g2",
+		"-idle", "2s", "-count", "1000000", "-json")
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(stdout), &rep); code != exitOK || err != nil {
+		t.Fatalf("consume: exit %d %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	if rep["received"] != 300.0 || rep["idleStop"] != true {
+		t.Fatalf("consume report: %v", rep)
+	}
+	for _, k := range []string{"elapsedMs", "p50Ms", "p90Ms", "p99Ms", "p999Ms", "maxMs", "sendElapsedMs"} {
+		if _, ok := rep[k].(float64); !ok {
+			t.Errorf("no number %q in %v", k, rep)
+		}
+	}
+	for _, k := range []string{"elapsed", "p50", "p99", "max"} {
+		if _, ok := rep[k]; ok {
+			t.Errorf("unitless key %q in %v", k, rep)
+		}
+	}
+	if rep["p50Ms"].(float64) <= 0 || rep["maxMs"].(float64) < rep["p50Ms"].(float64) {
+		t.Errorf("latencies: %v", rep)
+	}
+	if !regexp.MustCompile(`received \d+ .*latency p50 \S+ p99 \S+ max \S+`).MatchString(stderr) {
+		t.Errorf("no live percentiles in the progress lines:\n%s", stderr)
 	}
 }
