@@ -70,6 +70,14 @@ func (r *received) distinct() int {
 func newPushConsumer(t *testing.T, s *standalone, group, instance, topic string, model consumer.MessageModel,
 	handle func(*primitive.MessageExt) consumer.ConsumeResult) rocketmq.PushConsumer {
 	t.Helper()
+	return newTagConsumer(t, s, group, instance, topic, "*", model, handle)
+}
+
+// newTagConsumer is newPushConsumer with a tag expression ("TagA",
+// "TagA || TagB").
+func newTagConsumer(t *testing.T, s *standalone, group, instance, topic, expr string, model consumer.MessageModel,
+	handle func(*primitive.MessageExt) consumer.ConsumeResult) rocketmq.PushConsumer {
+	t.Helper()
 	c, err := rocketmq.NewPushConsumer(
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.registry})),
 		consumer.WithGroupName(group), consumer.WithInstance(instance), consumer.WithConsumerModel(model),
@@ -77,7 +85,7 @@ func newPushConsumer(t *testing.T, s *standalone, group, instance, topic string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+	err = c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: expr},
 		func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			for _, m := range msgs {
 				if r := handle(m); r != consumer.ConsumeSuccess {

@@ -146,7 +146,7 @@ func (m *MQMap[V]) UnmarshalJSON(b []byte) error {
 			}
 			key = json.RawMessage(s)
 		}
-		if err := json.Unmarshal(key, &e.Queue); err != nil {
+		if err := unmarshalLenient(key, &e.Queue); err != nil {
 			return fmt.Errorf("%w: MessageQueue map key %s: %v", ErrBadBody, key, err)
 		}
 		i = skipWS(b, i)
@@ -155,7 +155,11 @@ func (m *MQMap[V]) UnmarshalJSON(b []byte) error {
 		}
 		i++
 		dec = json.NewDecoder(bytes.NewReader(b[i:]))
-		if err := dec.Decode(&e.Value); err != nil {
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return fmt.Errorf("%w: MessageQueue map value: %v", ErrBadBody, err)
+		}
+		if err := unmarshalLenient(val, &e.Value); err != nil {
 			return fmt.Errorf("%w: MessageQueue map value: %v", ErrBadBody, err)
 		}
 		i += int(dec.InputOffset())

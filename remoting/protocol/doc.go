@@ -61,5 +61,8 @@
 // DecodeFields methods; a decoding error wraps ErrMissingField or
 // ErrBadField and names the header type and key. Bodies are JSON (see
 // bodies.go); DecodeJSON accepts fastjson's bare numeric map keys
-// ({0:"addr"}), EncodeJSON always quotes them.
+// ({0:"addr"}), EncodeJSON always quotes them. Like fastjson, DecodeJSON
+// converts scalars to the kind the field wants (rocketmq-client-go writes
+// a subscription's codeSet as ["2598919"]; see jsonlenient.go and the
+// client's captured bodies in testdata/clientgo).
 package protocol

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -32,12 +33,28 @@ func EncodeJSON(v any) ([]byte, error) {
 // DecodeJSON unmarshals a body sent by Java or Go clients into v. It first
 // quotes bare map keys (fastjson writes non-string keys unquoted, e.g.
 // "brokerAddrs":{0:"10.0.0.1:10911"}), then decodes; unknown keys are
-// ignored and missing ones left zero.
+// ignored and missing ones left zero. Scalars of the wrong JSON kind are
+// converted as fastjson converts them (numbers sent as strings, see
+// jsonlenient.go).
 func DecodeJSON(b []byte, v any) error {
-	if err := json.Unmarshal(quoteObjectKeys(QuoteBareKeys(b)), v); err != nil {
+	if err := unmarshalLenient(quoteObjectKeys(QuoteBareKeys(b)), v); err != nil {
 		return fmt.Errorf("%w: %T: %w", ErrBadBody, v, err)
 	}
 	return nil
+}
+
+// unmarshalLenient is json.Unmarshal, retried with fastjson's scalar
+// conversions (decodeLenient) when it fails on a type mismatch.
+func unmarshalLenient(b []byte, v any) error {
+	err := json.Unmarshal(b, v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && decodeLenient(b, v) {
+		return nil
+	}
+	return err
 }
 
 // QuoteBareKeys returns b with every unquoted object key (a number or a
