@@ -420,7 +420,8 @@ func TestBrokerBatchSend(t *testing.T) {
 		t.Fatalf("pulled %d", len(r.msgs))
 	}
 	for i, m := range r.msgs {
-		if string(m.Body) != "item-"+itoa(i) || propOf(m, record.PropertyUniqueClientMessageIDKeyIndex) != "U"+itoa(i) || propOf(m, record.PropertyWaitStoreMsgOK) != "true" {
+		if string(m.Body) != "item-"+itoa(i) || propOf(m, record.PropertyUniqueClientMessageIDKeyIndex) != "U"+itoa(i) ||
+			propOf(m, record.PropertyCluster) != "TestCluster" || hasProp(m, record.PropertyWaitStoreMsgOK) {
 			t.Fatalf("item %d: %q %q", i, m.Body, m.Properties)
 		}
 	}

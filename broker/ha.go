@@ -10,7 +10,6 @@ import (
 
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/ha"
-	"github.com/smartgo/smartgo/store/record"
 )
 
 // Master/slave roles.
@@ -149,12 +148,10 @@ func (b *Broker) masterReachable() bool {
 }
 
 // waitSlave applies the sync-master rule to a stored message ending at
-// end, returning the response code to answer with.
-func (b *Broker) waitSlave(ctx context.Context, code int32, end int64, props string) int32 {
-	if b.opts.Role != RoleSyncMaster || b.ha == nil || code != protocol.Success {
-		return code
-	}
-	if v, ok := record.LookupPropertyString(props, record.PropertyWaitStoreMsgOK); ok && v == "false" {
+// end, returning the response code to answer with. wait is the send's
+// WAIT property: false answers without waiting for the slave.
+func (b *Broker) waitSlave(ctx context.Context, code int32, end int64, wait bool) int32 {
+	if b.opts.Role != RoleSyncMaster || b.ha == nil || code != protocol.Success || !wait {
 		return code
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.SlaveAckTimeout)

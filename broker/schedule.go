@@ -136,13 +136,13 @@ func (s *scheduleService) redeliver(ctx context.Context, buf []byte) error {
 	qidText, _ := props.Get(record.PropertyRealQueueID)
 	qid, _ := strconv.Atoi(qidText)
 	props.Del(record.PropertyDelayLevel)
+	props.Del(record.PropertyWaitStoreMsgOK) // records stored before WAIT was stripped
 	out := &record.Message{
 		Topic: realTopic, QueueID: int32(qid), Flag: m.Flag, SysFlag: m.SysFlag, BornTimestamp: m.BornTimestamp,
 		BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes, Body: m.Body, Properties: props.String(),
 	}
 	// The re-put need not wait for the flush: the delayed copy is durable.
-	out.Properties = appendProperty(out.Properties, record.PropertyWaitStoreMsgOK, "false")
-	if _, err := b.store.Put(ctx, out); err != nil {
+	if _, err := b.store.PutWait(ctx, out, false); err != nil {
 		return err
 	}
 	b.stats.AddPut(out.Topic, 1, int64(len(out.Body)))

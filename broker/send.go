@@ -81,31 +81,36 @@ func (b *Broker) processSend(c *remoting.Conn, req *protocol.Command) (*protocol
 			return resp, nil
 		}
 	}
-	m.Properties = appendProperty(m.Properties, record.PropertyCluster, b.opts.ClusterName)
+	var wait bool
+	m.Properties, wait = storedProperties(m.Properties, b.opts.ClusterName)
 
 	ctx, cancel := b.putContext()
 	defer cancel()
 	if batch {
-		return b.putBatch(ctx, m, req.Body)
+		return b.putBatch(ctx, m, req.Body, wait)
 	}
 	queueID := m.QueueID // the response names the requested queue, even when delayed
 	if err := b.divertDelayed(m); err != nil {
 		return errResp(protocol.MessageIllegal, "%v", err), nil
 	}
 	m.Body = req.Body
-	res, err := b.store.Put(ctx, m)
+	res, err := b.store.PutWait(ctx, m, wait)
 	if err != nil {
 		return b.putErrorResponse(res.Status, err), nil
 	}
 	b.stats.AddPut(m.Topic, 1, int64(len(m.Body)))
-	out := protocol.NewResponse(b.waitSlave(ctx, putStatusCode(res.Status), res.PhysicalOffset+int64(res.WroteBytes), m.Properties), "")
+	out := protocol.NewResponse(b.waitSlave(ctx, putStatusCode(res.Status), res.PhysicalOffset+int64(res.WroteBytes), wait), "")
 	out.SetHeader(&protocol.SendMessageResponseHeader{
 		MsgID: res.MsgID(), QueueID: queueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
 	})
 	return out, nil
 }
 
-func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte) (*protocol.Command, error) {
+// putBatch stores the items of a SEND_BATCH body. tmpl.Properties are the
+// batch-level properties, already without WAIT (wait is its value); WAIT
+// pairs in the items' own properties are cut out of the request body in
+// place.
+func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte, wait bool) (*protocol.Command, error) {
 	if IsRetryTopic(tmpl.Topic) {
 		return errResp(protocol.MessageIllegal, "batch messages cannot be sent to retry topic %s", tmpl.Topic), nil
 	}
@@ -122,6 +127,7 @@ func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte
 	}()
 	items := (*bp)[:0]
 	if err := record.ForEachBatchItem(body, func(it record.BatchItem) error {
+		it.Properties = stripWaitInPlace(it.Properties)
 		items = append(items, it)
 		return nil
 	}); err != nil {
@@ -132,7 +138,7 @@ func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte
 	if len(items) == 0 {
 		return errResp(protocol.MessageIllegal, "empty batch"), nil
 	}
-	res, err := b.store.PutBatch(ctx, tmpl, items)
+	res, err := b.store.PutBatchWait(ctx, tmpl, items, wait)
 	if err != nil {
 		return b.putErrorResponse(res.Status, err), nil
 	}
@@ -152,7 +158,7 @@ func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte
 		}
 		ids.Write(idb)
 	}
-	resp := protocol.NewResponse(b.waitSlave(ctx, putStatusCode(res.Status), b.store.MaxPhysicalOffset(), tmpl.Properties), "")
+	resp := protocol.NewResponse(b.waitSlave(ctx, putStatusCode(res.Status), b.store.MaxPhysicalOffset(), wait), "")
 	resp.SetHeader(&protocol.SendMessageResponseHeader{
 		MsgID: ids.String(), QueueID: tmpl.QueueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
 	})
@@ -318,7 +324,7 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *protocol.Command) (*prot
 		}
 		props.Set(record.PropertyOriginMessageID, id)
 	}
-	props.Set(record.PropertyWaitStoreMsgOK, "false")
+	props.Del(record.PropertyWaitStoreMsgOK) // never stored; the re-put below does not wait
 	props.Del(record.PropertyRealTopic)
 	props.Del(record.PropertyRealQueueID)
 	props.Del(record.PropertyCluster)
@@ -362,7 +368,7 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *protocol.Command) (*prot
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), putTimeout)
 	defer cancel()
-	res, err := b.store.Put(ctx, m)
+	res, err := b.store.PutWait(ctx, m, false)
 	if err != nil {
 		return b.putErrorResponse(res.Status, err), nil
 	}

@@ -393,7 +393,7 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, fr
 		// A sync master answers once a slave has the entry too. The entry
 		// is applied either way; a late slave is logged, not reported (a
 		// redelivered request gets the cached reply).
-		if code := s.b.waitSlave(ctx, protocol.Success, end, ""); code != protocol.Success {
+		if code := s.b.waitSlave(ctx, protocol.Success, end, true); code != protocol.Success {
 			s.log.Warn("state store entry not acknowledged by a slave", "shard", sh.id, "code", code)
 		}
 	}

@@ -43,16 +43,21 @@ func TestRemotingSharedReadsMixedLoad(t *testing.T) {
 		resp.ExtFields = protocol.ExtFields{"v": req.ExtFields["v"]}
 		return resp, nil
 	})
-	// Learn the server side of the connection.
+	// Connect first (a dial under load may take longer than the short
+	// timeout below), then learn the server side of the connection.
+	ctxDial, cancelDial := context.WithTimeout(context.Background(), 10*time.Second)
+	if _, err := c.Invoke(ctxDial, addr, protocol.NewRequest(codeEcho, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	cancelDial()
 	ctx0, cancel0 := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	if _, err := c.Invoke(ctx0, addr, protocol.NewRequest(codeNeverAnswered, nil, nil)); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("want timeout, got %v", err)
 	}
 	cancel0()
+	// The request may still wait for a worker when the client gives up.
+	checkFor(t, 10*time.Second, "the server to run the request", func() bool { return serverConn.Load() != nil })
 	sc := serverConn.Load()
-	if sc == nil {
-		t.Fatal("no server conn")
-	}
 
 	const goroutines, ops = 16, 200
 	var wg sync.WaitGroup

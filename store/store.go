@@ -333,6 +333,13 @@ func isTxExcluded(sysFlag int32) bool {
 // FlushSync mode Put waits for the group commit unless m's WAIT property is
 // "false". A non-nil error means nothing was stored.
 func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
+	return s.PutWait(ctx, m, waitStore(m.Properties))
+}
+
+// PutWait is Put with the wait for the group commit (FlushSync mode)
+// chosen by the caller instead of read from m's WAIT property: a broker
+// strips WAIT before storing, as RocketMQ does, and passes its value here.
+func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutResult, error) {
 	start := time.Now()
 	if st, err := s.checkWritable(); err != nil {
 		s.stats.putErrors.Add(1)
@@ -367,7 +374,7 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 	if !excluded {
 		s.setQueueOffsetLocked(key, qoff+1)
 	}
-	wait := s.opts.FlushMode == FlushSync && waitStore(m.Properties)
+	wait = wait && s.opts.FlushMode == FlushSync
 	if err := s.afterAppendLocked(wait, viaPend); err != nil {
 		s.putMu.Unlock()
 		return s.putFailed(err)
@@ -445,8 +452,15 @@ func waitStore(props string) bool {
 // topic, queue, hosts, timestamps and sys flag, under one writer lock so
 // they get consecutive queue offsets. Each item's properties are followed
 // by tmpl.Properties (the batch-level properties), separated by 0x02. Either
-// every record is stored or none (validation happens first).
+// every record is stored or none (validation happens first). In FlushSync
+// mode it waits for the group commit unless tmpl's WAIT property is "false".
 func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []record.BatchItem) (BatchResult, error) {
+	return s.PutBatchWait(ctx, tmpl, items, waitStore(tmpl.Properties))
+}
+
+// PutBatchWait is PutBatch with the wait for the group commit chosen by the
+// caller (see PutWait).
+func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []record.BatchItem, wait bool) (BatchResult, error) {
 	start := time.Now()
 	if st, err := s.checkWritable(); err != nil {
 		return BatchResult{PutResult: PutResult{Status: st}}, err
@@ -527,7 +541,7 @@ func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []reco
 	if !excluded {
 		s.setQueueOffsetLocked(key, qoff+int64(len(items)))
 	}
-	wait := s.opts.FlushMode == FlushSync && waitStore(tmpl.Properties)
+	wait = wait && s.opts.FlushMode == FlushSync
 	if err := s.afterAppendLocked(wait, viaPend); err != nil {
 		s.putMu.Unlock()
 		s.setWriteErr(err)

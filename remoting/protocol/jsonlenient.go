@@ -122,10 +122,7 @@ func coerceInteger(x any) any {
 	var s string
 	switch y := x.(type) {
 	case bool:
-		if y {
-			return json.Number("1")
-		}
-		return json.Number("0")
+		return boolNumber(y)
 	case string:
 		s = strings.TrimSpace(y)
 		if s == "" {
@@ -152,10 +149,7 @@ func coerceInteger(x any) any {
 func coerceFloat(x any) any {
 	switch y := x.(type) {
 	case bool:
-		if y {
-			return json.Number("1")
-		}
-		return json.Number("0")
+		return boolNumber(y)
 	case string:
 		s := strings.TrimSpace(y)
 		if s == "" {
@@ -166,6 +160,14 @@ func coerceFloat(x any) any {
 		}
 	}
 	return x
+}
+
+// boolNumber is fastjson's number for a boolean: 1 or 0.
+func boolNumber(b bool) json.Number {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 func coerceBool(x any) any {

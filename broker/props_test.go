@@ -1,0 +1,142 @@
+package broker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+func hasProp(m *record.Message, key string) bool {
+	_, ok := record.LookupPropertyString(m.Properties, key)
+	return ok
+}
+
+func TestBrokerStoredProperties(t *testing.T) {
+	const sep, kv = "\x02", "\x01"
+	cases := []struct {
+		in, want string
+		wait     bool
+	}{
+		{"", "CLUSTER" + kv + "C", true},
+		{"WAIT" + kv + "true", "CLUSTER" + kv + "C", true},
+		{"WAIT" + kv + "false", "CLUSTER" + kv + "C", false},
+		// rocketmq-client-go ends its properties with a separator.
+		{"TAGS" + kv + "A" + sep + "WAIT" + kv + "true" + sep + "KEYS" + kv + "k1 k2" + sep,
+			"TAGS" + kv + "A" + sep + "KEYS" + kv + "k1 k2" + sep + "CLUSTER" + kv + "C", true},
+		{"CLUSTER" + kv + "other" + sep + "UNIQ_KEY" + kv + "U" + sep + sep + "WAIT" + kv + "false",
+			"UNIQ_KEY" + kv + "U" + sep + "CLUSTER" + kv + "C", false},
+		// A key merely starting with WAIT is kept.
+		{"WAITING" + kv + "x", "WAITING" + kv + "x" + sep + "CLUSTER" + kv + "C", true},
+	}
+	for _, c := range cases {
+		got, wait := storedProperties(c.in, "C")
+		if got != c.want || wait != c.wait {
+			t.Errorf("storedProperties(%q) = %q, %v; want %q, %v", c.in, got, wait, c.want, c.wait)
+		}
+	}
+	items := map[string]string{
+		"":                              "",
+		"TAGS\x01A":                     "TAGS\x01A",
+		"WAIT\x01true":                  "",
+		"WAIT\x01true\x02TAGS\x01A\x02": "TAGS\x01A",
+		"TAGS\x01A\x02WAIT\x01true\x02UNIQ_KEY\x01U":  "TAGS\x01A\x02UNIQ_KEY\x01U",
+		"TAGS\x01A\x02WAITING\x01x\x02WAIT\x01false":  "TAGS\x01A\x02WAITING\x01x",
+		"WAIT\x01true\x02WAIT\x01true\x02KEYS\x01a b": "KEYS\x01a b",
+	}
+	for in, want := range items {
+		b := []byte(in)
+		if got := string(stripWaitInPlace(b)); got != want {
+			t.Errorf("stripWaitInPlace(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { stripWaitInPlace([]byte("TAGS\x01A\x02WAIT\x01true\x02UNIQ_KEY\x01U")) }); n > 1 {
+		t.Errorf("stripWaitInPlace allocates %v times", n)
+	}
+}
+
+// WAIT is a request flag: no stored message carries it, whichever path
+// stored it (send, batch, delay re-put, send-back), and CLUSTER names the
+// storing broker's cluster.
+func TestBrokerStripsWaitBeforeStoring(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	c := newTestClient(t, b.Addr())
+	noWait := func(what string, m *record.Message) {
+		t.Helper()
+		if hasProp(m, record.PropertyWaitStoreMsgOK) || propOf(m, record.PropertyCluster) != "TestCluster" {
+			t.Errorf("%s stored with properties %q", what, m.Properties)
+		}
+	}
+	first := c.mustSend("WaitTopic", 0, "w-true", props(record.PropertyTags, "A", record.PropertyWaitStoreMsgOK, "true")+"\x02")
+	c.mustSend("WaitTopic", 0, "w-false", props(record.PropertyWaitStoreMsgOK, "false", record.PropertyKeys, "k"))
+	c.mustSend("WaitTopic", 0, "w-delayed", props(record.PropertyWaitStoreMsgOK, "true", record.PropertyDelayLevel, "1"))
+	waitDispatched(t, b, "WaitTopic", 0, 2)
+	r := c.pull("wg", "WaitTopic", 0, 0, flagSubscription, 0, "*")
+	if r.code != protocol.Success || len(r.msgs) != 2 {
+		t.Fatalf("pull: %d, %d msgs", r.code, len(r.msgs))
+	}
+	noWait("WAIT=true send", r.msgs[0])
+	noWait("WAIT=false send", r.msgs[1])
+	if propOf(r.msgs[0], record.PropertyTags) != "A" || propOf(r.msgs[1], record.PropertyKeys) != "k" {
+		t.Fatalf("other properties lost: %q %q", r.msgs[0].Properties, r.msgs[1].Properties)
+	}
+	var delayed pullResult
+	waitFor(t, 5*time.Second, func() bool {
+		delayed = c.pull("wg", "WaitTopic", 0, 2, flagSubscription, 0, "*")
+		return delayed.code == protocol.Success
+	})
+	noWait("delayed message", delayed.msgs[0])
+
+	var body []byte
+	for i := 0; i < 3; i++ {
+		body = record.AppendBatchItem(body, 0, []byte("item-"+itoa(i)), props(record.PropertyWaitStoreMsgOK, "true", record.PropertyTags, "B")+"\x02")
+	}
+	bh := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "WaitBatch", DefaultTopic: AutoCreateTopicKey, DefaultTopicQueueNums: 4,
+		QueueID: 0, BornTimestamp: time.Now().UnixMilli(), Batch: true, Properties: props(record.PropertyWaitStoreMsgOK, "true")}
+	if resp := c.invoke(protocol.SendBatchMessage, bh.V2(), body); resp.Code != protocol.Success {
+		t.Fatalf("batch: %d %s", resp.Code, resp.Remark)
+	}
+	waitDispatched(t, b, "WaitBatch", 0, 3)
+	r = c.pull("wg", "WaitBatch", 0, 0, flagSubscription, 0, "*")
+	for _, m := range r.msgs {
+		noWait("batch item", m)
+		if propOf(m, record.PropertyTags) != "B" {
+			t.Fatalf("batch item lost its tag: %q", m.Properties)
+		}
+	}
+
+	_, phy, _ := record.ParseOffsetMessageID(first.MsgID)
+	if resp := c.invoke(protocol.ConsumerSendMsgBack, &protocol.ConsumerSendMsgBackRequestHeader{Offset: phy, Group: "wg", OriginMsgID: first.MsgID}, nil); resp.Code != protocol.Success {
+		t.Fatalf("send back: %d %s", resp.Code, resp.Remark)
+	}
+	var retry pullResult
+	waitFor(t, 5*time.Second, func() bool {
+		retry = c.pull("wg", "%RETRY%wg", 0, 0, flagSubscription, 0, "*")
+		return retry.code == protocol.Success
+	})
+	noWait("retried message", retry.msgs[0])
+	if propOf(retry.msgs[0], record.PropertyRetryTopic) != "WaitTopic" {
+		t.Fatalf("retried message %q", retry.msgs[0].Properties)
+	}
+}
+
+// The stripped WAIT still decides whether a sync master waits for a slave:
+// with no slave, WAIT=true answers SLAVE_NOT_AVAILABLE and WAIT=false
+// answers at once.
+func TestBrokerWaitFalseStillHonoured(t *testing.T) {
+	b := testBroker(t, t.TempDir(), func(o *Options) { o.Role = RoleSyncMaster })
+	c := newTestClient(t, b.Addr())
+	if resp := c.send("SyncTopic", 0, "a", props(record.PropertyWaitStoreMsgOK, "true")); resp.Code != protocol.SlaveNotAvailable {
+		t.Fatalf("WAIT=true without a slave answered %d %s", resp.Code, resp.Remark)
+	}
+	if resp := c.send("SyncTopic", 0, "b", props(record.PropertyWaitStoreMsgOK, "false")); resp.Code != protocol.Success {
+		t.Fatalf("WAIT=false answered %d %s", resp.Code, resp.Remark)
+	}
+	waitDispatched(t, b, "SyncTopic", 0, 2)
+	for _, m := range c.pull("sg", "SyncTopic", 0, 0, flagSubscription, 0, "*").msgs {
+		if hasProp(m, record.PropertyWaitStoreMsgOK) {
+			t.Fatalf("stored %q", m.Properties)
+		}
+	}
+}
