@@ -7,17 +7,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smartgo/smartgo/internal/mqtttest"
 )
 
-func mosquittoClients(t *testing.T) (sub, pub string) {
-	t.Helper()
-	sub, err1 := exec.LookPath("mosquitto_sub")
-	pub, err2 := exec.LookPath("mosquitto_pub")
-	if err1 != nil || err2 != nil {
-		t.Skip("mosquitto_sub/mosquitto_pub not installed (apt-get install mosquitto-clients)")
-	}
-	return sub, pub
-}
+func mosquittoClients(t *testing.T) (sub, pub string) { t.Helper(); return mqtttest.Mosquitto(t) }
 
 // TestBridgeMosquittoEndToEnd: mosquitto_pub (3.1.1 and 5) -> bridge ->
 // broker -> SmartGo consumer and -> bridge -> mosquitto_sub (5).

@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/smartgo/smartgo/mqtt/packets"
@@ -50,13 +51,28 @@ func (c *conn) acksFull() bool {
 	return len(c.acks) >= c.ackLimit()
 }
 
-// qos2InStore reports whether a QoS 2 PUBLISH with id is still being
-// stored (its PUBREC is coming; a duplicate is ignored).
-func (c *conn) qos2InStore(id uint16) bool {
+// qos2State looks up an incoming QoS 2 packet id: inStore when a PUBLISH
+// with that id is still being stored (its PUBREC is coming; a duplicate is
+// ignored), received when it was stored and awaits its PUBREL (a duplicate
+// gets its PUBREC again), and over when a new one would pass the receive
+// maximum. Every QoS 2 message the client has not released counts against
+// that maximum, stored or still being stored: a client pipelining QoS 2
+// PUBLISHes faster than the backend stores them must not slip past it.
+// The two sets are read under ackMu then session.mu (completeAck's order),
+// so a message moving from one to the other is counted once.
+func (c *conn) qos2State(id uint16) (inStore, received, over bool) {
+	ss := c.session
 	c.ackMu.Lock()
 	defer c.ackMu.Unlock()
-	_, ok := c.qos2Store[id]
-	return ok
+	if _, inStore = c.qos2Store[id]; inStore {
+		return true, false, false
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if _, received = ss.inQoS2[id]; received {
+		return false, true, false
+	}
+	return false, false, len(ss.inQoS2)+len(c.qos2Store) >= c.srv.opts.ReceiveMaximum
 }
 
 // ack sends (or queues behind pending ones) the acknowledgement of a
@@ -104,7 +120,7 @@ func (c *conn) publishAsync(p *packets.Publish, msg *Message) {
 		detail := ""
 		if err != nil {
 			code, detail = errReason(err), err.Error()
-			c.srv.log.Info("mqtt: publish refused", "client", msg.ClientID, "topic", msg.Topic, "reason", code.String(), "detail", detail)
+			c.logRefusal(slog.LevelInfo, "mqtt: publish refused", "topic", msg.Topic, "reason", code.String(), "code", byte(code), "detail", detail)
 			if !v5 {
 				if code != packets.ReasonNotAuthorized {
 					c.closeWith(code, "publish failed: "+detail, closeServer)
@@ -149,6 +165,7 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 				pk = &packets.Pubrec{PacketID: x.id}
 			}
 			buf, _ = packets.AppendPacket(buf, pk, c.version)
+			c.srv.stats.PacketsSent.Add(1)
 			continue
 		}
 		if len(buf) > 0 {

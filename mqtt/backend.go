@@ -106,6 +106,13 @@ type AsyncBackend interface {
 	PublishAsync(ctx context.Context, msg *Message, done func(error))
 }
 
+// RetainedCounter is an optional extension of Backend: the number of
+// retained messages it holds, published in $SYS and returned by
+// Server.RetainedCount.
+type RetainedCounter interface {
+	RetainedCount() int
+}
+
 // Backend is what the server needs from the system behind it. The
 // in-memory implementation is NewMemoryBackend; bridge implements it
 // on RocketMQ. A Backend may also implement AsyncBackend.

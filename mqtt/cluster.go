@@ -103,6 +103,7 @@ func (s *Server) Evict(clientID string, sessionEnds bool) (*SessionState, bool) 
 	st := ss.stateLocked()
 	ss.dead = true
 	delete(s.sessions, clientID)
+	s.stats.Sessions.Store(int64(len(s.sessions)))
 	ss.dropSubsLocked()
 	s.wheel.disarm(&ss.expiryTimer)
 	s.wheel.disarm(&ss.willTimer)
@@ -140,7 +141,7 @@ func (s *Server) DeliverUnshared(msg *Message) {
 // got it.
 func (s *Server) DeliverShared(share string, msg *Message) bool {
 	group, inner, ok := packets.ParseShared(share)
-	if !ok || !packets.Match(inner, msg.Topic) || msg.expired(time.Now()) {
+	if !ok || !packets.Match(inner, msg.Topic) || !s.res.visible(inner, msg.Topic) || msg.expired(time.Now()) {
 		return false
 	}
 	x := &s.subs

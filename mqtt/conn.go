@@ -43,12 +43,14 @@ type conn struct {
 	paused    bool   // protected by inMu
 	eof       bool   // protected by inMu
 	closed    bool   // protected by inMu and outMu
+	fdClosed  bool   // protected by inMu and outMu: the descriptor is closed
 	in        []byte // protected by inMu: unparsed input, nil when drained
 
 	outMu      sync.Mutex
 	wclosed    bool      // protected by outMu
 	blocked    bool      // protected by outMu: the socket refused, EPOLLOUT flushes
 	slowReader bool      // protected by outMu: being disconnected as a slow reader
+	draining   bool      // protected by inMu and outMu: closed, lingering (shutdownIO)
 	out        []byte    // protected by outMu: bytes the socket has not taken
 	heldBy     *outBatch // protected by outMu: the unit of work holding the output
 	// Backpressure (see dropQoS0), protected by outMu: when the output
@@ -85,6 +87,10 @@ type conn struct {
 	acks      []*pendingAck       // protected by ackMu: owed acknowledgements, arrival order
 	qos2Store map[uint16]struct{} // protected by ackMu: QoS 2 packet ids being stored
 
+	// refusals is the budget of log lines the client causes, allocated
+	// at the first (loglimit.go).
+	refusals atomic.Pointer[logLimit]
+
 	// Protected by session.mu.
 	sendQuota int
 	aliasOut  map[string]uint16
@@ -96,6 +102,13 @@ type conn struct {
 type tlsPipe struct {
 	nc   net.Conn
 	wake chan struct{}
+	// linger (protected by conn.outMu) makes the writer shut only the
+	// write side after the last bytes (shutdownIO); the reader reads on
+	// to the client's close or the linger deadline.
+	linger bool
+	// ends counts the reader's exit and a lingering writer's: the second
+	// closes the connection.
+	ends atomic.Int32
 }
 
 func (s *Server) newConn(remote string) *conn {
@@ -185,6 +198,7 @@ func (c *conn) work() {
 		c.in = c.in[used:]
 		c.more = len(c.in) > 0 && n+1 < batchPackets
 		c.inMu.Unlock()
+		c.srv.stats.PacketsReceived.Add(1)
 		if !held {
 			c.fl.hold(c)
 			held = true
@@ -254,6 +268,7 @@ func (c *conn) decodeError(err error) {
 		switch {
 		case errors.Is(err, packets.ErrUnsupportedProtocol):
 			c.version = packets.Version311
+			code = packets.ReasonUnsupportedProtocolVersion
 			c.send(&packets.Connack{ReasonCode: packets.ConnectRefusedProtocolVersion})
 		case pe.Version == packets.Version5:
 			c.version = packets.Version5
@@ -263,7 +278,7 @@ func (c *conn) decodeError(err error) {
 			c.send(&packets.Connack{ReasonCode: code, Properties: reasonProps(err.Error())})
 		}
 	}
-	c.closeWith(0, "bad CONNECT: "+err.Error(), closeServer)
+	c.closeWith(code, "bad CONNECT: "+err.Error(), closeServer)
 }
 
 func reasonProps(s string) packets.Properties {
@@ -280,7 +295,7 @@ func reasonProps(s string) packets.Properties {
 
 func (c *conn) refuse(code packets.ReasonCode, detail string) {
 	c.send(&packets.Connack{ReasonCode: code, Properties: reasonProps(detail)})
-	c.closeWith(0, "CONNECT refused: "+detail, closeServer)
+	c.closeWith(code, "CONNECT refused: "+detail, closeServer)
 }
 
 func randomID() string {
@@ -404,6 +419,7 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 			ss.dropSubsLocked()
 			ss.mu.Unlock()
 			delete(s.sessions, id)
+			s.stats.Sessions.Store(int64(len(s.sessions)))
 			ss = nil
 		} else {
 			present = true
@@ -417,6 +433,7 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 			present = true
 		}
 		s.sessions[id] = ss
+		s.stats.Sessions.Store(int64(len(s.sessions)))
 	}
 	ss.mu.Lock()
 	c.session = ss
@@ -454,6 +471,7 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 	}
 	c.send(ack)
 	c.connected.Store(true)
+	s.stats.Clients.Add(1)
 	if present {
 		ss.resendLocked(c)
 	}
@@ -517,6 +535,9 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 	}
 	s := c.srv
 	connected := c.connected.Load()
+	if connected {
+		s.stats.Clients.Add(-1)
+	}
 	serverSide := kind == closeServer || kind == closeTakeover || kind == closeShutdown
 	if connected && serverSide && c.version == packets.Version5 && code != 0 {
 		d := &packets.Disconnect{ReasonCode: code}
@@ -525,13 +546,25 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 			c.send(d)
 		}
 	}
-	c.shutdownIO()
+	// After a reason the client must see (a DISCONNECT or a refused
+	// CONNACK) the close lingers: the client reads it before the socket
+	// goes, and what it sent meanwhile is read, so no reset destroys it.
+	linger := serverSide && kind != closeShutdown && code != 0
+	linger = c.shutdownIO(linger)
 	s.wheel.disarm(&c.ka)
+	if linger {
+		s.wheel.arm(&c.ka, closeLinger, c.closeFD)
+	}
 	s.untrack(c)
 	id := c.clientID()
 	if serverSide && kind != closeShutdown {
-		s.log.Info("mqtt: client disconnected", "client", id, "remote", c.remote, "reason", code.String(),
-			"code", byte(code), "detail", detail)
+		// code 0: the server closed without a reason code (I/O failure,
+		// no CONNECT in time); the log then carries none either.
+		attrs := []any{"client", id, "remote", c.remote}
+		if code != 0 {
+			attrs = append(attrs, "reason", code.String(), "code", byte(code))
+		}
+		s.log.Info("mqtt: client disconnected", append(attrs, "detail", detail)...)
 	} else {
 		s.log.Debug("mqtt: client disconnected", "client", id, "remote", c.remote, "detail", detail)
 	}
@@ -555,6 +588,7 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 		case ss.expiry == 0 && kind != closeShutdown:
 			ss.dead, dead = true, true
 			delete(s.sessions, ss.id)
+			s.stats.Sessions.Store(int64(len(s.sessions)))
 			ss.dropSubsLocked()
 			will, ss.will = ss.will, nil
 		default:
@@ -640,7 +674,11 @@ func (c *conn) send(p packets.Packet) bool {
 		}
 	}
 	*bp = b
-	return c.write(b)
+	if !c.write(b) {
+		return false
+	}
+	c.srv.stats.PacketsSent.Add(1)
+	return true
 }
 
 func propsOf(p packets.Packet) *packets.Properties {

@@ -54,8 +54,9 @@
 // server thus holds at most MaxOutbound bytes plus the kernel's socket
 // buffer.
 //
-// Locks, in order: Server.mu (sessions) -> session.mu -> conn.inMu ->
-// conn.outMu; subIndex.mu and the wheel's lock are leaves. No session lock
+// Locks, in order: Server.mu (sessions) -> conn.ackMu -> session.mu ->
+// conn.inMu -> conn.outMu; subIndex.mu, the wheel's lock, the $SYS tree's
+// and a connection's log budget are leaves. No session lock
 // is held while calling the backend or another session.
 //
 // # Credentials file (Options.CredentialsFile)
@@ -90,9 +91,26 @@
 //
 // # Reserved topics and internal handlers
 //
-// Options.ReservedFilters (default statestore/#, clients/statestore/#,
-// $SYS/#) may be neither published nor subscribed by clients, unless
-// Options.Reserved allows it. Server.Handle claims a filter for an internal
+// Topics under Options.ReservedFilters (default statestore/#,
+// clients/statestore/#) may be neither published to nor named in a
+// subscription by clients, unless Options.Reserved allows it: such a
+// SUBSCRIBE gets 0x8F topic filter invalid (0x80 in 3.1.1). A filter that
+// reaches reserved topics only through a wildcard ("#", "+/+",
+// "clients/#") is granted, and the reserved topics are kept out of it at
+// delivery, live or retained, as MQTT keeps '$' topics out of filters
+// starting with a wildcard: a reserved topic goes only to a subscription
+// that has the reserved filter's literal name at each of its literal
+// levels (reserved.go). Refused subscriptions are logged at debug level
+// with the client and the filter, at most 10 lines per connection every
+// 10 s; a SUBSCRIBE whose subscriptions the backend cannot record
+// (SubscriptionBackend) is undone and refused with 0x80.
+//
+// The $SYS tree (sys.go) is the server's own: its counters, published
+// every Options.SysInterval under mosquitto's topic names; clients may
+// subscribe to it as the ACL allows and never publish into it (PUBACK
+// 0x87 in v5, dropped in 3.1.1; a will there is not published).
+//
+// Server.Handle claims a filter for an internal
 // handler that receives matching PUBLISHes with the client's identity;
 // Server.SendTo puts a message into a client's session without a
 // subscription (the state store's RPC responses); Server.SendToConnected

@@ -97,6 +97,13 @@ func (b *MemoryBackend) Retained(_ context.Context, filter string) ([]*Message, 
 	return out, nil
 }
 
+// RetainedCount implements RetainedCounter.
+func (b *MemoryBackend) RetainedCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.retained)
+}
+
 // LoadSession implements Backend.
 func (b *MemoryBackend) LoadSession(_ context.Context, clientID string) (*SessionState, bool, error) {
 	b.mu.Lock()

@@ -76,6 +76,11 @@ func (s *Server) acceptPiped(l net.Listener, addr string) {
 
 func (c *conn) tlsReader() {
 	defer c.srv.wg.Done()
+	defer func() {
+		if c.tls.ends.Add(1) == 2 {
+			c.tls.nc.Close()
+		}
+	}()
 	buf := make([]byte, 4096)
 	for {
 		n, err := c.tls.nc.Read(buf)
@@ -103,16 +108,28 @@ func (c *conn) tlsWriter() {
 		c.outMu.Lock()
 		b, c.out = c.out, b[:0]
 		c.backedUpSince = 0
-		closed := c.wclosed
+		closed, linger := c.wclosed, c.tls.linger
 		c.outMu.Unlock()
 		if len(b) > 0 {
-			c.tls.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := c.tls.nc.Write(b); err != nil {
+			if !closed {
+				c.tls.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			}
+			n, err := c.tls.nc.Write(b)
+			c.srv.stats.BytesSent.Add(int64(n))
+			if err != nil {
+				c.tls.nc.Close()
 				c.fail("write: " + err.Error())
 				return
 			}
 		}
 		if closed {
+			if cw, ok := c.tls.nc.(interface{ CloseWrite() error }); linger && ok {
+				cw.CloseWrite()
+				if c.tls.ends.Add(1) == 2 {
+					c.tls.nc.Close()
+				}
+				return
+			}
 			c.tls.nc.Close()
 			return
 		}
@@ -123,7 +140,12 @@ func (c *conn) tlsWriter() {
 // TLS path's counterpart of readable).
 func (c *conn) feed(b []byte) {
 	c.lastRecv.Store(nanotime())
+	c.srv.stats.BytesReceived.Add(int64(len(b)))
 	c.inMu.Lock()
+	if c.closed {
+		c.inMu.Unlock()
+		return // closed, lingering: dropped
+	}
 	c.in = append(c.in, b...)
 	sched := !c.scheduled && !c.closed
 	c.scheduled = c.scheduled || sched
@@ -145,7 +167,11 @@ func (c *conn) feed(b []byte) {
 func (c *conn) readable(buf []byte, hup bool) {
 	c.inMu.Lock()
 	if c.closed || c.eof {
+		draining := c.draining
 		c.inMu.Unlock()
+		if draining {
+			c.drain()
+		}
 		return
 	}
 	if c.paused {
@@ -157,6 +183,7 @@ func (c *conn) readable(buf []byte, hup bool) {
 		n, err := unix.Read(c.fd, buf)
 		c.srv.io.reads.Add(1)
 		if n > 0 {
+			c.srv.stats.BytesReceived.Add(int64(n))
 			got = true
 			c.in = append(c.in, buf[:n]...)
 			if len(c.in) >= pauseInput {
@@ -205,7 +232,7 @@ func (c *conn) write(b []byte) bool { return c.writeOut(b, false) }
 func (c *conn) writeOut(b []byte, now bool) bool {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	if c.wclosed {
+	if c.wclosed || c.draining {
 		return false
 	}
 	if c.heldBy != nil && !now && !c.blocked && len(c.out)+len(b) <= c.srv.holdMax {
@@ -225,6 +252,7 @@ func (c *conn) writeOut(b []byte, now bool) bool {
 				n, err := unix.Write(c.fd, b)
 				c.srv.io.writes.Add(1)
 				if n > 0 {
+					c.srv.stats.BytesSent.Add(int64(n))
 					b = b[n:]
 					continue
 				}
@@ -366,9 +394,11 @@ func (c *conn) flush() {
 	defer c.outMu.Unlock()
 	if c.wclosed || len(c.out) == 0 {
 		c.blocked = false
+		c.shutWriteLocked()
 		return
 	}
 	c.flushLocked()
+	c.shutWriteLocked()
 }
 
 // flushLocked writes c.out until it is empty or the socket refuses
@@ -379,6 +409,7 @@ func (c *conn) flushLocked() bool {
 		n, err := unix.Write(c.fd, c.out)
 		c.srv.io.writes.Add(1)
 		if n > 0 {
+			c.srv.stats.BytesSent.Add(int64(n))
 			c.out = c.out[n:]
 			continue
 		}
@@ -404,39 +435,138 @@ func (c *conn) flushLocked() bool {
 	return true
 }
 
-// shutdownIO closes the socket after trying to push out what is buffered
-// (a final DISCONNECT). It is idempotent.
-func (c *conn) shutdownIO() {
+// closeLinger bounds how long a connection closed by the server with a
+// reason (DISCONNECT, refused CONNACK) stays half open after it: its
+// output is flushed and the write side shut (FIN), and its input is read
+// and dropped until the client closes too or closeLinger passes. Closing
+// a socket with unread input makes the kernel send a reset, and a reset
+// can destroy the DISCONNECT before the client reads it (a client
+// pipelining PUBLISHes into a receive maximum violation always has input
+// in flight).
+const closeLinger = 2 * time.Second
+
+// shutdownIO stops the connection's input and output once: with linger
+// (see closeLinger) it returns true when the socket lingers half open and
+// closeFD must follow (the caller arms the timer); otherwise it pushes
+// out what is buffered (a final DISCONNECT) and closes the socket.
+func (c *conn) shutdownIO(linger bool) bool {
 	c.inMu.Lock()
 	c.outMu.Lock()
 	if c.closed {
 		c.outMu.Unlock()
 		c.inMu.Unlock()
-		return
+		return false
 	}
 	c.closed = true
 	c.in = nil
 	if c.tls != nil {
+		linger = linger && !c.wclosed
+		c.tls.linger = linger
 		c.wclosed = true
 		select {
 		case c.tls.wake <- struct{}{}:
 		default:
 		}
-		// the writer goroutine flushes and closes; bound it with a deadline
-		c.tls.nc.SetDeadline(time.Now().Add(time.Second))
-	} else {
-		if !c.wclosed && len(c.out) > 0 {
-			unix.Write(c.fd, c.out)
+		// The writer goroutine flushes and closes (or, lingering, shuts
+		// the write side and leaves the close to the reader): bound both.
+		c.tls.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		if linger {
+			c.tls.nc.SetReadDeadline(time.Now().Add(closeLinger))
+		} else {
+			c.tls.nc.SetReadDeadline(time.Now())
 		}
-		c.wclosed = true
-		c.out = nil
-		unix.Close(c.fd)
+		c.outMu.Unlock()
+		c.inMu.Unlock()
+		return false // the TLS goroutines end on their own
 	}
+	if linger && !c.wclosed {
+		c.draining = true
+		c.flushLocked()
+		c.shutWriteLocked()
+		c.outMu.Unlock()
+		c.inMu.Unlock()
+		c.drain()
+		return true
+	}
+	if !c.wclosed && len(c.out) > 0 {
+		unix.Write(c.fd, c.out)
+	}
+	c.closeFDLocked()
 	c.outMu.Unlock()
 	c.inMu.Unlock()
 	if c.p != nil {
 		c.p.remove(c)
 	}
+	return false
+}
+
+// shutWriteLocked ends a draining connection's output with a FIN once
+// everything buffered is written (EPOLLOUT calls it again through flush
+// while the socket refuses). Caller holds outMu.
+func (c *conn) shutWriteLocked() {
+	if c.draining && !c.wclosed && len(c.out) == 0 {
+		c.wclosed = true
+		unix.Shutdown(c.fd, unix.SHUT_WR)
+	}
+}
+
+// drain reads and drops a lingering connection's input; at the client's
+// end of stream (or an error) the socket is closed.
+func (c *conn) drain() {
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	c.inMu.Lock()
+	if !c.draining || c.fdClosed {
+		c.inMu.Unlock()
+		return
+	}
+	end := false
+	for {
+		n, err := unix.Read(c.fd, *bp)
+		if n > 0 {
+			c.srv.stats.BytesReceived.Add(int64(n))
+			continue
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		end = err != unix.EAGAIN
+		break
+	}
+	c.inMu.Unlock()
+	if end {
+		c.closeFD()
+	}
+}
+
+// closeFD closes the socket of a closed connection (the end of a linger,
+// from the wheel, drain or the poller's close). It is idempotent.
+func (c *conn) closeFD() {
+	if c.tls != nil {
+		return
+	}
+	c.inMu.Lock()
+	c.outMu.Lock()
+	done := c.fdClosed
+	c.closeFDLocked()
+	c.outMu.Unlock()
+	c.inMu.Unlock()
+	if !done && c.p != nil {
+		c.p.remove(c)
+	}
+}
+
+// closeFDLocked closes the descriptor once (caller holds inMu and outMu).
+func (c *conn) closeFDLocked() {
+	if c.fdClosed {
+		return
+	}
+	c.fdClosed, c.draining, c.wclosed = true, false, true
+	if c.out != nil {
+		putOutBuf(c.out[:cap(c.out)])
+		c.out = nil
+	}
+	unix.Close(c.fd)
 }
 
 var clockStart = time.Now()

@@ -105,6 +105,16 @@ func (p *poller) close() {
 	var one = [8]byte{1}
 	unix.Write(p.evfd, one[:])
 	<-p.done
+	// Sockets still lingering after their close (shutdownIO) go now.
+	p.mu.Lock()
+	left := make([]*conn, 0, len(p.conns))
+	for _, c := range p.conns {
+		left = append(left, c)
+	}
+	p.mu.Unlock()
+	for _, c := range left {
+		c.closeFD()
+	}
 	unix.Close(p.epfd)
 	unix.Close(p.evfd)
 }

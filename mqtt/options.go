@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/smartgo/smartgo/mqtt/packets"
@@ -21,12 +22,15 @@ const (
 	DefaultConnectTimeout    = 10 * time.Second
 	DefaultSlowReaderTimeout = 10 * time.Second
 	DefaultWorkers           = 256
+	DefaultSysInterval       = 10 * time.Second
 )
 
-// DefaultReservedFilters are the topic filters no client may publish or
-// subscribe to unless a Handler claims them or Options.Reserved allows it:
-// the state store request and response trees and $SYS.
-var DefaultReservedFilters = []string{"statestore/#", "clients/statestore/#", "$SYS/#"}
+// DefaultReservedFilters are the topic filters no client may publish to or
+// name in a subscription unless a Handler claims them or Options.Reserved
+// allows it: the state store request and response trees. (The $SYS tree
+// is not among them: it is read-only for every client and subscribable
+// as the ACL allows; see sys.go.)
+var DefaultReservedFilters = []string{"statestore/#", "clients/statestore/#"}
 
 // Options configures a Server. DefaultOptions gives a usable set; a zero
 // field of the numeric kind means its default (documented per field).
@@ -84,6 +88,9 @@ type Options struct {
 	Workers int
 	// Pollers is the number of epoll goroutines (0: 1 per 4 CPUs, at least 1).
 	Pollers int
+	// SysInterval is how often the $SYS tree is published (sys.go). 0
+	// means DefaultSysInterval; negative disables the tree.
+	SysInterval time.Duration
 
 	// CredentialsFile, when set, turns on user name/password
 	// authentication against the file (format in doc.go).
@@ -95,10 +102,13 @@ type Options struct {
 	ACLFile string
 
 	// ReservedFilters are topic filters reserved for internal handlers;
-	// nil means DefaultReservedFilters, an empty non-nil slice none.
+	// nil means DefaultReservedFilters, an empty non-nil slice none. A
+	// subscription that reaches them only through a wildcard is granted
+	// and never receives their topics (reserved.go).
 	ReservedFilters []string
-	// Reserved, when set, is asked whether a client may use a reserved
-	// topic (subscribe is true for SUBSCRIBE); nil denies.
+	// Reserved, when set, is asked whether a client may publish to a
+	// reserved topic or subscribe with a filter naming one (subscribe
+	// true); nil denies.
 	Reserved func(c ClientInfo, topicOrFilter string, subscribe bool) bool
 
 	// Logger receives one line per refused or dropped client; nil discards.
@@ -120,6 +130,7 @@ func DefaultOptions() Options {
 		ConnectTimeout:    DefaultConnectTimeout,
 		SlowReaderTimeout: DefaultSlowReaderTimeout,
 		Workers:           DefaultWorkers,
+		SysInterval:       DefaultSysInterval,
 	}
 }
 
@@ -153,8 +164,11 @@ func (o Options) Validate() error {
 		return bad("negative limit")
 	}
 	for _, f := range o.ReservedFilters {
-		if !packets.ValidTopicFilter(f) {
+		if !packets.ValidTopicFilter(f) || packets.IsShared(f) {
 			return bad("reserved filter %q is not a topic filter", f)
+		}
+		if strings.Count(f, "/") >= maxReservedLevels {
+			return bad("reserved filter %q has over %d levels", f, maxReservedLevels)
 		}
 	}
 	return nil
@@ -194,6 +208,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Workers == 0 {
 		o.Workers = d.Workers
+	}
+	if o.SysInterval == 0 {
+		o.SysInterval = d.SysInterval
 	}
 	if o.ReservedFilters == nil {
 		o.ReservedFilters = DefaultReservedFilters

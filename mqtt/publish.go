@@ -2,6 +2,8 @@ package mqtt
 
 import (
 	"errors"
+	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -51,7 +53,6 @@ func (c *conn) ackProps(code packets.ReasonCode, detail string) packets.Properti
 
 func (c *conn) handlePublish(p *packets.Publish) {
 	s := c.srv
-	ss := c.session
 	v5 := c.version == packets.Version5
 	s.stats.Received.Add(1)
 	if v5 && p.Properties.Present.Has(packets.PropTopicAlias) {
@@ -75,13 +76,10 @@ func (c *conn) handlePublish(p *packets.Publish) {
 		}
 	}
 	if p.QoS == 2 {
-		if s.async != nil && c.qos2InStore(p.PacketID) {
+		inStore, dup, over := c.qos2State(p.PacketID)
+		if inStore {
 			return // a duplicate of a PUBLISH being stored: its PUBREC follows
 		}
-		ss.mu.Lock()
-		_, dup := ss.inQoS2[p.PacketID]
-		over := !dup && len(ss.inQoS2) >= s.opts.ReceiveMaximum
-		ss.mu.Unlock()
 		if dup {
 			c.ack(2, p.PacketID, 0, "")
 			return
@@ -95,12 +93,12 @@ func (c *conn) handlePublish(p *packets.Publish) {
 	var code packets.ReasonCode
 	detail := ""
 	h := s.handlerFor(p.Topic)
-	switch {
-	case h == nil && s.reserved(p.Topic, false) && (s.opts.Reserved == nil || !s.opts.Reserved(info, p.Topic, false)):
-		code, detail = packets.ReasonNotAuthorized, "topic is reserved"
-	case h == nil && s.acl != nil && !s.acl.Allowed(info.ClientID, info.Username, p.Topic, false):
-		code, detail = packets.ReasonNotAuthorized, "publish not authorized"
-	case p.Properties.Present.Has(packets.PropPayloadFormat) && p.Properties.PayloadFormat == 1 && !utf8.Valid(p.Payload):
+	if h == nil {
+		if ok, why := s.mayPublish(info, p.Topic); !ok {
+			code, detail = packets.ReasonNotAuthorized, why
+		}
+	}
+	if code == 0 && p.Properties.Present.Has(packets.PropPayloadFormat) && p.Properties.PayloadFormat == 1 && !utf8.Valid(p.Payload) {
 		code, detail = packets.ReasonPayloadFormatInvalid, "payload is not UTF-8"
 	}
 	if code == 0 {
@@ -127,7 +125,7 @@ func (c *conn) handlePublish(p *packets.Publish) {
 		}
 	}
 	if code != 0 {
-		s.log.Info("mqtt: publish refused", "client", info.ClientID, "topic", p.Topic, "reason", code.String(), "detail", detail)
+		c.logRefusal(slog.LevelInfo, "mqtt: publish refused", "topic", p.Topic, "reason", code.String(), "code", byte(code), "detail", detail)
 		if !v5 {
 			code = 0 // 3.1.1 has no negative acknowledgement: drop silently
 		}
@@ -183,49 +181,87 @@ func (c *conn) handleSubscribe(p *packets.Subscribe) {
 		subID = p.Properties.SubscriptionIdentifiers[0]
 	}
 	codes := make([]packets.ReasonCode, len(p.Subscriptions))
+	// granted are this packet's new subscriptions, with what each
+	// replaced, to undo them if the backend cannot record them.
 	type granted struct {
+		i     int
 		sub   *Subscription
+		prev  *Subscription
 		isNew bool
 	}
-	var retained []granted
+	var done []granted
 	for i, req := range p.Subscriptions {
-		switch {
-		case s.reserved(req.Filter, true) && (s.opts.Reserved == nil || !s.opts.Reserved(info, req.Filter, true)):
-			codes[i] = packets.ReasonNotAuthorized
-		case s.acl != nil && !s.acl.Allowed(info.ClientID, info.Username, req.Filter, true):
-			codes[i] = packets.ReasonNotAuthorized
-		}
-		if codes[i] != 0 {
-			s.log.Info("mqtt: subscribe refused", "client", info.ClientID, "filter", req.Filter, "reason", codes[i].String())
+		code, detail := s.maySubscribe(info, req.Filter)
+		if code != 0 {
+			codes[i] = code
+			c.logRefusal(slog.LevelDebug, "mqtt: subscribe refused", "filter", req.Filter,
+				"reason", code.String(), "code", byte(code), "detail", detail)
 			continue
 		}
 		sub := &Subscription{Filter: req.Filter, QoS: req.QoS, NoLocal: req.NoLocal,
 			RetainAsPublished: req.RetainAsPublished, RetainHandling: req.RetainHandling, Identifier: subID}
+		g := granted{i: i, sub: sub}
 		ss.mu.Lock()
-		isNew := false
 		if !ss.dead {
 			if ss.subs == nil {
 				ss.subs = map[string]*Subscription{}
 			}
+			g.prev = ss.subs[req.Filter]
 			ss.subs[req.Filter] = sub
-			isNew = s.subs.add(ss, sub)
+			g.isNew = s.subs.add(ss, sub)
 		}
 		ss.mu.Unlock()
 		codes[i] = packets.ReasonCode(req.QoS)
-		if !packets.IsShared(req.Filter) && (req.RetainHandling == 0 || req.RetainHandling == 1 && isNew) {
-			retained = append(retained, granted{sub, isNew})
-		}
+		done = append(done, g)
 	}
 	// A persistent session's subscriptions reach the cluster's session log
 	// before the client is told they exist (the backend decides whether
-	// to write: only sessions that outlive the connection are recorded).
-	if err := s.SaveSubscriptions(ss.id); err != nil {
-		s.log.Warn("mqtt: save subscriptions", "client", ss.id, "err", err)
+	// to write: only sessions that outlive the connection are recorded);
+	// when that fails they are undone and refused with 0x80.
+	if len(done) > 0 {
+		if err := s.SaveSubscriptions(ss.id); err != nil {
+			s.log.Warn("mqtt: save subscriptions: SUBSCRIBE refused", "client", ss.id, "err", err)
+			ss.mu.Lock()
+			for _, g := range slices.Backward(done) { // a filter given twice unwinds in order
+				codes[g.i] = packets.ReasonUnspecifiedError
+				if ss.dead || ss.subs[g.sub.Filter] != g.sub {
+					continue
+				}
+				if g.prev != nil {
+					ss.subs[g.sub.Filter] = g.prev
+					s.subs.add(ss, g.prev)
+				} else {
+					delete(ss.subs, g.sub.Filter)
+					s.subs.remove(ss, g.sub.Filter)
+				}
+			}
+			ss.mu.Unlock()
+			done = nil
+		}
 	}
 	c.send(&packets.Suback{PacketID: p.PacketID, ReasonCodes: codes})
-	for _, g := range retained {
-		ss.deliverRetained(s.ctx, g.sub)
+	for _, g := range done {
+		rh := g.sub.RetainHandling
+		if !packets.IsShared(g.sub.Filter) && (rh == 0 || rh == 1 && g.isNew) {
+			ss.deliverRetained(s.ctx, g.sub)
+		}
 	}
+}
+
+// maySubscribe decides a SUBSCRIBE's filter: 0 when granted, else the v5
+// reason code (3.1.1 sends 0x80 for all) and a detail for the log. A
+// filter naming a reserved topic (reserved.go) is refused with 0x8F topic
+// filter invalid unless Options.Reserved allows it; an ACL denial is 0x87
+// not authorized.
+func (s *Server) maySubscribe(info ClientInfo, filter string) (packets.ReasonCode, string) {
+	_, inner := splitFilter(filter)
+	switch {
+	case s.res.names(inner) && (s.opts.Reserved == nil || !s.opts.Reserved(info, filter, true)):
+		return packets.ReasonTopicFilterInvalid, "the filter names a reserved topic"
+	case s.acl != nil && !s.acl.Allowed(info.ClientID, info.Username, filter, true):
+		return packets.ReasonNotAuthorized, "denied by the ACL"
+	}
+	return 0, ""
 }
 
 func (c *conn) handleUnsubscribe(p *packets.Unsubscribe) {

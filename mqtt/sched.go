@@ -122,7 +122,10 @@ func (w *wheel) arm(t *timer, d time.Duration, fn func()) {
 	if ticks < 1 {
 		ticks = 1
 	}
-	t.at = w.now + ticks
+	// Count from the real current tick: w.now lags when the wheel's
+	// goroutine was late (a loaded machine), and a timer armed on it
+	// would fire early by the lag when run catches up.
+	t.at = max(w.now, int64(time.Since(w.start)/w.tick)) + ticks
 	t.fn = fn
 	t.slot = int(t.at % int64(len(w.slots)))
 	t.prev, t.next = nil, w.slots[t.slot]

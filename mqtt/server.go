@@ -39,6 +39,7 @@ type Server struct {
 	dec     *packets.Decoder
 	creds   *Credentials
 	acl     *ACL
+	res     *reservedSet
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -62,7 +63,8 @@ type Server struct {
 
 	sessionSeq atomic.Uint64
 	stats      Stats
-	holdMax    int // output a unit of work holds per connection (batch.go)
+	sys        sysTree // the $SYS topics (sys.go)
+	holdMax    int     // output a unit of work holds per connection (batch.go)
 	io         ioCounters
 }
 
@@ -73,12 +75,29 @@ type ioCounters struct {
 	reads  atomic.Int64 // read(2) calls
 }
 
-// Stats are the server's counters.
+// Stats are the server's counters; the $SYS tree (sys.go) publishes them.
 type Stats struct {
-	Connections atomic.Int64 // open connections
-	Received    atomic.Int64 // PUBLISH packets received
-	Sent        atomic.Int64 // PUBLISH packets sent
-	Dropped     atomic.Int64 // messages dropped (queue full, too large, slow reader)
+	Connections atomic.Int64 // open connections (CONNECT accepted or not)
+	// Clients is the number of connections whose CONNECT was accepted
+	// ($SYS/broker/clients/connected).
+	Clients atomic.Int64
+	// Sessions is the number of sessions the server holds, connected or
+	// not ($SYS/broker/clients/total).
+	Sessions atomic.Int64
+	// Subscriptions is the number of subscriptions of those sessions
+	// ($SYS/broker/subscriptions/count).
+	Subscriptions atomic.Int64
+	Received      atomic.Int64 // PUBLISH packets received
+	Sent          atomic.Int64 // PUBLISH packets sent
+	// PacketsReceived and PacketsSent count control packets of every
+	// type ($SYS/broker/messages/received and .../sent).
+	PacketsReceived atomic.Int64
+	PacketsSent     atomic.Int64
+	// BytesReceived and BytesSent count the bytes read from and written
+	// to client sockets (TLS: plaintext).
+	BytesReceived atomic.Int64
+	BytesSent     atomic.Int64
+	Dropped       atomic.Int64 // messages dropped (queue full, too large, slow reader)
 	// DroppedQoS0 counts the QoS 0 messages (also in Dropped) not sent
 	// because the client's output was backed up.
 	DroppedQoS0 atomic.Int64
@@ -100,6 +119,8 @@ func NewServer(opts Options, backend Backend) (*Server, error) {
 	s := &Server{opts: opts, backend: backend, log: opts.Logger,
 		sessions: map[string]*session{}, conns: map[*conn]struct{}{}}
 	s.holdMax = min(holdMaxBytes, opts.MaxOutbound/4)
+	s.res = newReservedSet(opts.ReservedFilters)
+	s.subs.res, s.subs.count = s.res, &s.stats.Subscriptions
 	s.async, _ = backend.(AsyncBackend)
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -159,6 +180,7 @@ func (s *Server) Start(ctx context.Context) error {
 		s.Close()
 		return fmt.Errorf("mqtt: backend: %w", err)
 	}
+	s.startSys()
 	var tlsCfg *tls.Config
 	if len(s.opts.TLSListen) > 0 {
 		tlsCfg = s.opts.TLSConfig
@@ -301,40 +323,6 @@ func (s *Server) handlerFor(topic string) Handler {
 		}
 	}
 	return nil
-}
-
-// reserved reports whether topic (or filter) falls under a reserved filter.
-func (s *Server) reserved(topicOrFilter string, subscribe bool) bool {
-	for _, f := range s.opts.ReservedFilters {
-		if subscribe {
-			_, inner := splitFilter(topicOrFilter)
-			if covers(f, inner) || overlaps(f, inner) {
-				return true
-			}
-		} else if packets.Match(f, topicOrFilter) {
-			return true
-		}
-	}
-	return false
-}
-
-// overlaps reports whether some topic matches both filters (ignoring the
-// $-rule, conservatively).
-func overlaps(a, b string) bool {
-	for {
-		al, arest, amore := cut(a)
-		bl, brest, bmore := cut(b)
-		if al == "#" || bl == "#" {
-			return true
-		}
-		if al != "+" && bl != "+" && al != bl {
-			return false
-		}
-		if !amore || !bmore {
-			return !amore && !bmore || amore && arest == "#" || bmore && brest == "#"
-		}
-		a, b = arest, brest
-	}
 }
 
 // Publish stores an internal message through the backend, as if a client

@@ -272,6 +272,7 @@ func (ss *session) expire() {
 	}
 	ss.dead = true
 	delete(s.sessions, ss.id)
+	s.stats.Sessions.Store(int64(len(s.sessions)))
 	ss.dropSubsLocked()
 	will := ss.will
 	ss.will = nil
@@ -301,8 +302,8 @@ func (ss *session) fireWill() {
 }
 
 func (s *Server) publishWill(m *Message) {
-	if s.acl != nil && !s.acl.Allowed(m.ClientID, m.Username, m.Topic, false) {
-		s.log.Info("mqtt: will not authorized", "client", m.ClientID, "topic", m.Topic)
+	if ok, why := s.mayPublish(ClientInfo{ClientID: m.ClientID, Username: m.Username}, m.Topic); !ok {
+		s.log.Info("mqtt: will not published", "client", m.ClientID, "topic", m.Topic, "detail", why)
 		return
 	}
 	if err := s.backend.Publish(s.ctx, m); err != nil {
@@ -314,17 +315,22 @@ func cut(s string) (string, string, bool) { return strings.Cut(s, "/") }
 
 // deliverRetained sends the retained messages matching filter to ss.
 func (ss *session) deliverRetained(ctx context.Context, sub *Subscription) {
+	s := ss.srv
 	_, inner := splitFilter(sub.Filter)
-	msgs, err := ss.srv.backend.Retained(ctx, inner)
+	msgs, err := s.backend.Retained(ctx, inner)
 	if err != nil {
-		ss.srv.log.Warn("mqtt: retained lookup", "client", ss.id, "filter", inner, "err", err)
+		s.log.Warn("mqtt: retained lookup", "client", ss.id, "filter", inner, "err", err)
 		return
 	}
+	msgs = append(msgs, s.sysRetained(inner)...)
 	var ids []uint32
 	if sub.Identifier != 0 {
 		ids = []uint32{sub.Identifier}
 	}
 	for _, m := range msgs {
+		if !s.res.visible(inner, m.Topic) {
+			continue // a reserved topic the filter reaches only by a wildcard
+		}
 		ss.deliver(m, min(m.QoS, sub.QoS), true, ids)
 	}
 }

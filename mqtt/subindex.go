@@ -15,6 +15,11 @@ import (
 type subIndex struct {
 	mu   sync.RWMutex
 	root node // protected by mu
+	// res keeps reserved and '$' topics out of wildcard subscriptions
+	// (reserved.go); set once by NewServer.
+	res *reservedSet
+	// count is the number of subscriptions in the index (Stats).
+	count *atomic.Int64
 }
 
 type node struct {
@@ -75,6 +80,9 @@ func (x *subIndex) add(s *session, sub *Subscription) bool {
 			n.subs = map[*session]*Subscription{}
 		}
 		n.subs[s] = sub
+		if !had {
+			x.count.Add(1)
+		}
 		return !had
 	}
 	if n.shared == nil {
@@ -92,6 +100,7 @@ func (x *subIndex) add(s *session, sub *Subscription) bool {
 		}
 	}
 	g.members = append(g.members, shareMember{s, sub})
+	x.count.Add(1)
 	return true
 }
 
@@ -124,6 +133,9 @@ func (x *subIndex) remove(s *session, filter string) bool {
 		if len(g.members) == 0 {
 			delete(n.shared, group)
 		}
+	}
+	if found {
+		x.count.Add(-1)
 	}
 	// Prune empty nodes bottom up.
 	for i := len(path) - 1; i > 0; i-- {
@@ -175,7 +187,7 @@ func (x *subIndex) match(topic, publisher string) []target {
 
 // matchWith is match; shared groups pick a member only when withShared.
 func (x *subIndex) matchWith(topic, publisher string, withShared bool) []target {
-	w := matchWalk{publisher: publisher, dollar: len(topic) > 0 && topic[0] == '$', shared: withShared}
+	w := matchWalk{publisher: publisher, literal: x.res.literalMask(topic), shared: withShared}
 	x.mu.RLock()
 	w.node(&x.root, topic, 0)
 	x.mu.RUnlock()
@@ -186,17 +198,22 @@ func (x *subIndex) matchWith(topic, publisher string, withShared bool) []target 
 // lock).
 type matchWalk struct {
 	publisher string
-	dollar    bool // the topic starts with '$': no wildcard at the first level
-	shared    bool // pick a member of each matching shared group
-	out       []target
+	// literal has bit i set when level i of the topic must be matched by
+	// name, not by a wildcard (a '$' topic's first level, a reserved
+	// filter's literal levels: see reserved.go).
+	literal uint64
+	shared  bool // pick a member of each matching shared group
+	out     []target
 }
 
 func (w *matchWalk) node(n *node, rest string, depth int) {
 	lvl, more, hasMore := strings.Cut(rest, "/")
-	if !(w.dollar && depth == 0) {
+	if w.literal>>depth == 0 {
 		if c := n.children["#"]; c != nil {
 			w.collect(c)
 		}
+	}
+	if w.literal&(1<<depth) == 0 {
 		if c := n.children["+"]; c != nil {
 			w.step(c, more, hasMore, depth)
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -143,3 +144,16 @@ func (c *Conn) Closed() int {
 // Discard drops bytes read but not yet decoded, for a test that then
 // reads the socket itself and knows it stopped at a packet boundary.
 func (c *Conn) Discard() { c.buf = nil }
+
+// Mosquitto returns the paths of mosquitto_sub and mosquitto_pub, or skips
+// the test when they are not installed (apt-get install
+// mosquitto-clients; .ci/run installs them).
+func Mosquitto(t testing.TB) (sub, pub string) {
+	t.Helper()
+	sub, err1 := exec.LookPath("mosquitto_sub")
+	pub, err2 := exec.LookPath("mosquitto_pub")
+	if err1 != nil || err2 != nil {
+		t.Skip("mosquitto_sub/mosquitto_pub not installed (apt-get install mosquitto-clients)")
+	}
+	return sub, pub
+}
