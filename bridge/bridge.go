@@ -93,3 +93,7 @@ func (f *subscriptionForward) PublishAsync(ctx context.Context, m *mqtt.Message,
 	}
 	done(f.Backend.Publish(ctx, m))
 }
+
+// RetainedCount implements mqtt.RetainedCounter from the broker back end
+// ($SYS/broker/retained messages/count).
+func (f *subscriptionForward) RetainedCount() int { return f.be.RetainedCount() }

@@ -59,6 +59,21 @@ func (b *Backend) Retained(_ context.Context, filter string) ([]*mqtt.Message, e
 	return out, nil
 }
 
+// RetainedCount implements mqtt.RetainedCounter: the retained messages
+// of the node's copy (deletions and expired ones not counted).
+func (b *Backend) RetainedCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	n := 0
+	for _, e := range b.retained {
+		if e.msg != nil && (e.msg.Expiry.IsZero() || now.Before(e.msg.Expiry)) {
+			n++
+		}
+	}
+	return n
+}
+
 // tailSys applies every record of the session and retained topics, from
 // the start of the log, for the node's lifetime.
 func (b *Backend) tailSys(c *client.PullConsumer) {
