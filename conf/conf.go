@@ -127,6 +127,7 @@ type Bridge struct {
 	ReceiveMaximum  int      `toml:"receive_maximum"`
 	MaxKeepAlive    Duration `toml:"max_keep_alive"`
 	SessionExpiry   Duration `toml:"max_session_expiry"`
+	SysInterval     Duration `toml:"sys_interval"`
 	DefaultTopic    string   `toml:"default_topic"`
 	EgressTopic     string   `toml:"egress_topic"`
 	Routes          []Route  `toml:"route"`
@@ -206,6 +207,7 @@ func Default() File {
 			ReceiveMaximum: 1024,
 			MaxKeepAlive:   Duration{20 * time.Minute},
 			SessionExpiry:  Duration{24 * time.Hour},
+			SysInterval:    Duration{10 * time.Second},
 			DefaultTopic:   "MQTT_INGRESS",
 			EgressTopic:    "MQTT_EGRESS",
 		},

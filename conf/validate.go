@@ -236,6 +236,7 @@ func (b *Bridge) validate(v *validator) {
 	v.intRange("bridge.receive_maximum", int64(b.ReceiveMaximum), 1, 65535)
 	v.durRange("bridge.max_keep_alive", b.MaxKeepAlive, time.Second, 65535*time.Second)
 	v.durRange("bridge.max_session_expiry", b.SessionExpiry, 0, 4294967295*time.Second)
+	v.durRange("bridge.sys_interval", b.SysInterval, 0, 24*time.Hour)
 	if !topicRE.MatchString(b.DefaultTopic) {
 		v.bad("bridge.default_topic", strconv.Quote(b.DefaultTopic), "must be 1-127 characters of [%|a-zA-Z0-9_-]")
 	}

@@ -67,6 +67,10 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	mo.ReceiveMaximum = c.ReceiveMaximum
 	mo.KeepAliveMax = c.MaxKeepAlive.D()
 	mo.SessionExpiryMax = c.SessionExpiry.D()
+	mo.SysInterval = c.SysInterval.D()
+	if mo.SysInterval == 0 {
+		mo.SysInterval = -1 // sys_interval = "0s": no $SYS tree
+	}
 	mo.CredentialsFile = c.CredentialsFile
 	mo.ACLFile = c.ACLFile
 	mo.Logger = log.With("component", "mqtt")

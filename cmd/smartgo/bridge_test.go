@@ -11,6 +11,7 @@ import (
 
 	"github.com/smartgo/smartgo/conf"
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -125,8 +126,13 @@ func TestCmdBridgeOptionsMapping(t *testing.T) {
 	mo, bo := bridgeOptions(f.Bridge, slog.New(slog.DiscardHandler))
 	if len(mo.Listen) != 1 || mo.Listen[0] != "0.0.0.0:1883" || mo.TLSListen[0] != "127.0.0.1:8883" || mo.TLSCertFile != "c.pem" ||
 		mo.TLSKeyFile != "k.pem" || mo.MaxPacketSize != 1<<20 || mo.ReceiveMaximum != 1024 || mo.KeepAliveMax != 20*time.Minute ||
-		mo.SessionExpiryMax != 24*time.Hour || mo.ACLFile != "acl" || mo.CredentialsFile != "creds" {
+		mo.SessionExpiryMax != 24*time.Hour || mo.ACLFile != "acl" || mo.CredentialsFile != "creds" ||
+		mo.SysInterval != mqtt.DefaultSysInterval {
 		t.Fatalf("mqtt options %+v", mo)
+	}
+	f.Bridge.SysInterval = conf.Duration{}
+	if mo, _ := bridgeOptions(f.Bridge, slog.New(slog.DiscardHandler)); mo.SysInterval >= 0 {
+		t.Fatalf(`sys_interval = "0s" maps to SysInterval %v, want the tree disabled`, mo.SysInterval)
 	}
 	if bo.DefaultTopic != "MQTT_INGRESS" || bo.EgressTopic != "MQTT_EGRESS" || len(bo.Routes) != 1 ||
 		bo.Routes[0].Filter != "a/#" || bo.Routes[0].Topic != "A" || bo.Registries[0] != "127.0.0.1:9876" {
