@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/client"
@@ -87,6 +88,9 @@ type Backend struct {
 	connectPrev map[sysPos]*sessionRecord
 	waits       map[string][]*handoffWait // protected by mu; connects in progress per client
 
+	metrics *backendMetrics
+	ready   atomic.Bool // Start finished (metrics.go)
+
 	// Pipelined ingress (ingress.go).
 	imu       sync.Mutex
 	chains    map[string]*ingressChain                                            // protected by imu: busy ordering keys
@@ -123,7 +127,7 @@ func NewBackend(opts Options) (*Backend, error) {
 		writing: map[string]int{}, deferred: map[string][]*sessionRecord{}, vouches: map[string]vouch{},
 		sysQueues:   map[client.MessageQueue]*client.MessageQueue{},
 		connectPrev: map[sysPos]*sessionRecord{}, waits: map[string][]*handoffWait{},
-		chains: map[string]*ingressChain{}, shareWake: make(chan struct{}, 1)}
+		chains: map[string]*ingressChain{}, shareWake: make(chan struct{}, 1), metrics: newBackendMetrics()}
 	if bs, ok := any(prod).(orderedBatchSender); ok {
 		b.sendBatch = func(ctx context.Context, msgs []*client.Message, key string) error {
 			_, err := bs.SendBatchOrderly(ctx, msgs, key, client.HashSelector)
@@ -224,6 +228,7 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 		b.wg.Add(1)
 		go b.shareLoop(b.srv)
 	}
+	b.ready.Store(true)
 	b.log.Info("bridge backend started", "node", b.opts.NodeID, "topics", b.topics,
 		"sessions", len(b.sessions), "retained", len(b.retained))
 	return nil
@@ -362,7 +367,10 @@ func (b *Backend) Publish(ctx context.Context, m *mqtt.Message) error {
 	if key == "" {
 		key = m.Topic
 	}
-	if _, err := b.prod.SendOrderly(ctx, cm, key, client.HashSelector); err != nil {
+	start := time.Now()
+	_, err = b.prod.SendOrderly(ctx, cm, key, client.HashSelector)
+	b.metrics.observe(start, 1, err)
+	if err != nil {
 		return fmt.Errorf("bridge: store %s: %w", m.Topic, err)
 	}
 	if m.Retain {

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/mqtt"
@@ -120,7 +121,9 @@ func (b *Backend) storeOrdered(ctx context.Context, key string, items []ingressI
 			msgs = append(msgs, cm)
 		}
 		if err == nil {
+			start := time.Now()
 			err = b.sendBatch(ctx, msgs, key)
+			b.metrics.observe(start, len(msgs), err)
 		}
 		if err != nil {
 			err = fmt.Errorf("bridge: store %d messages: %w", n, err)

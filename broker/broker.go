@@ -11,16 +11,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/remoting"
@@ -55,8 +51,7 @@ type Broker struct {
 	stats        *Stats
 	hold         *HoldService
 	schedule     *scheduleService
-	metrics      *http.Server
-	metricsAddr  string // bound address of the metrics listener
+	metrics      *metrics
 
 	perm       atomic.Int32           // broker permission (read/write bits)
 	queueRR    atomic.Uint32          // round-robin for sends with queueId < 0
@@ -83,7 +78,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	opts.fill()
 	var err error
-	b := &Broker{opts: opts, log: opts.Logger.With("broker", opts.BrokerName), now: opts.Now}
+	b := &Broker{opts: opts, log: opts.Logger.With("broker", opts.BrokerName), now: opts.Now, metrics: newMetrics()}
 	b.plog = ratelog.Wrap(b.log, 0)
 	b.perm.Store(PermRW)
 
@@ -133,6 +128,7 @@ func New(opts Options) (*Broker, error) {
 		so.Now = opts.Now
 	}
 	so.TagsCode = b.scheduleTagsCode
+	so.Listener = b.onStoreEvent(so.Listener)
 	if b.store, err = store.Open(so); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -166,15 +162,9 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.store.OnArrival(b.onArrival) // after startHA: it reads b.ha
+	b.goFunc(func() { b.trackReplication(ctx) })
 	if len(opts.Registries) > 0 {
 		b.goFunc(func() { b.registerLoop(ctx) })
-	}
-	if opts.MetricsAddr != "" {
-		if err = b.startMetrics(); err != nil {
-			cancel()
-			b.wg.Wait()
-			return nil, err
-		}
 	}
 	if err = b.srv.Serve(ln); err != nil {
 		cancel()
@@ -254,9 +244,6 @@ func (b *Broker) Close() error {
 		closeHAErr := b.closeHA()
 		b.store.OnArrival(nil)
 		errs := []error{closeHAErr}
-		if b.metrics != nil {
-			errs = append(errs, b.metrics.Close()) // its Serve goroutine is in wg
-		}
 		b.cancel() // hold service answers held pulls before the server goes
 		b.wg.Wait()
 		errs = append(errs, b.srv.Close())
@@ -338,57 +325,4 @@ func (b *Broker) notifyConsumerIDsChanged(group string) {
 			b.log.Debug("notify consumer ids changed", "group", group, "peer", c.RemoteAddr().String(), "err", err)
 		}
 	}
-}
-
-func (b *Broker) startMetrics() error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(b.stats.Collector(), newStoreCollector(b))
-	ln, err := net.Listen("tcp", b.opts.MetricsAddr)
-	if err != nil {
-		return fmt.Errorf("broker: metrics listen %s: %w", b.opts.MetricsAddr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	b.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	b.metricsAddr = ln.Addr().String()
-	b.goFunc(func() {
-		if err := b.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			b.log.Error("metrics server", "err", err)
-		}
-	})
-	b.log.Info("metrics listening", "addr", ln.Addr().String())
-	return nil
-}
-
-// MetricsAddr returns the metrics listener's bound address, or "" when off.
-func (b *Broker) MetricsAddr() string { return b.metricsAddr }
-
-// storeCollector exports store-level gauges.
-type storeCollector struct{ b *Broker }
-
-func newStoreCollector(b *Broker) prometheus.Collector { return storeCollector{b} }
-
-var (
-	descCommitLogMax  = prometheus.NewDesc("smartgo_commitlog_max_offset", "Next commitlog write position.", nil, nil)
-	descCommitLogMin  = prometheus.NewDesc("smartgo_commitlog_min_offset", "First commitlog offset still stored.", nil, nil)
-	descDispatchLag   = prometheus.NewDesc("smartgo_dispatch_lag_bytes", "Commitlog bytes not yet dispatched to consume queues.", nil, nil)
-	descIndexLag      = prometheus.NewDesc("smartgo_index_lag_bytes", "Commitlog bytes dispatched but not yet in the key index.", nil, nil)
-	descHeldPulls     = prometheus.NewDesc("smartgo_held_pulls", "Pull requests held by long polling.", nil, nil)
-	descFlushedOffset = prometheus.NewDesc("smartgo_commitlog_flushed_offset", "Commitlog offset made durable.", nil, nil)
-)
-
-func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descCommitLogMax, descCommitLogMin, descDispatchLag, descIndexLag, descHeldPulls, descFlushedOffset} {
-		ch <- d
-	}
-}
-
-func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.b.store
-	ch <- prometheus.MustNewConstMetric(descCommitLogMax, prometheus.GaugeValue, float64(s.MaxPhysicalOffset()))
-	ch <- prometheus.MustNewConstMetric(descCommitLogMin, prometheus.GaugeValue, float64(s.MinPhysicalOffset()))
-	ch <- prometheus.MustNewConstMetric(descDispatchLag, prometheus.GaugeValue, float64(s.MaxPhysicalOffset()-s.DispatchedPhysicalOffset()))
-	ch <- prometheus.MustNewConstMetric(descIndexLag, prometheus.GaugeValue, float64(max(0, s.DispatchedPhysicalOffset()-s.IndexedPhysicalOffset())))
-	ch <- prometheus.MustNewConstMetric(descHeldPulls, prometheus.GaugeValue, float64(c.b.hold.Len()))
-	ch <- prometheus.MustNewConstMetric(descFlushedOffset, prometheus.GaugeValue, float64(s.FlushedPhysicalOffset()))
 }

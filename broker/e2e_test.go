@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/obs"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -457,7 +458,16 @@ func TestBrokerNotifiesConsumerIDsChanged(t *testing.T) {
 // Per-topic and per-group statistics reach GET_BROKER_RUNTIME_INFO and the
 // Prometheus endpoint.
 func TestBrokerStatisticsEndpoints(t *testing.T) {
-	b := testBroker(t, t.TempDir(), func(o *Options) { o.MetricsAddr = "127.0.0.1:0" })
+	b := testBroker(t, t.TempDir(), nil)
+	reg := obs.NewRegistry()
+	reg.MustRegister(b.Collectors()...)
+	var health obs.Health
+	health.Add("broker", b.Ready)
+	ms, err := obs.Serve("127.0.0.1:0", reg, &health, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ms.Close() })
 	c := newTestClient(t, b.Addr())
 	for i := 0; i < 3; i++ {
 		c.mustSend("Counted", 0, "xyz", "")
@@ -474,16 +484,15 @@ func TestBrokerStatisticsEndpoints(t *testing.T) {
 	if kv.Table["topicPutTotal.Counted"] != "3" || kv.Table["groupGetTotal.Counted@statg"] != "3" || kv.Table["brokerRole"] != "ASYNC_MASTER" {
 		t.Fatalf("runtime info: %v", kv.Table)
 	}
-	if b.MetricsAddr() == "" {
-		t.Fatal("no metrics listener")
-	}
-	hr, err := http.Get("http://" + b.MetricsAddr() + "/metrics")
+	hr, err := http.Get("http://" + ms.Addr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer hr.Body.Close()
 	text, _ := io.ReadAll(hr.Body)
-	for _, want := range []string{`smartgo_topic_put_messages_total{topic="Counted"} 3`, `smartgo_group_get_messages_total{group="statg",topic="Counted"} 3`, "smartgo_commitlog_max_offset", "smartgo_index_lag_bytes"} {
+	for _, want := range []string{`smartgo_topic_put_messages_total{topic="Counted"} 3`, `smartgo_group_get_messages_total{group="statg",topic="Counted"} 3`, "smartgo_commitlog_max_offset", "smartgo_index_lag_bytes",
+		"smartgo_broker_send_latency_seconds_count 3", "smartgo_broker_pull_latency_seconds_count 1", "smartgo_store_disk_used_ratio",
+		`smartgo_store_writes_refused{reason="disk-full"} 0`, "go_goroutines", "process_cpu_seconds_total"} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -89,8 +89,6 @@ type Options struct {
 	DelayLevels         []time.Duration // default DefaultDelayLevels
 	ClientExpiry        time.Duration   // default 120 s
 	OffsetPersistPeriod time.Duration   // default 5 s
-	// MetricsAddr, if set, serves Prometheus metrics at /metrics.
-	MetricsAddr string
 
 	// HAListen is a master's replication listen address (default: the
 	// listen host with the listen port + 1, or port 0 when the listen port

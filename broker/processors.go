@@ -26,6 +26,7 @@ func (b *Broker) registerProcessors() {
 	// disk flush or a slave: then they stay on the pool so that many of
 	// them share one group commit.
 	quickSend := !b.putWaits()
+	send := b.metrics.timedSend(b.processSend)
 	// noRetain was checked per processor: sends (store.Put/PutBatch encode
 	// the body into the log, or its write-behind buffer, before they
 	// return); pull (no body; a held pull keeps req but reads only its
@@ -33,12 +34,12 @@ func (b *Broker) registerProcessors() {
 	// (DecodeJSON copies every string out of the body); the rest read
 	// header fields only. The other admin codes are rare and stay unmarked.
 	routes := []route{
-		{protocol.SendMessage, remoting.PoolSend, b.processSend, quickSend, true},
-		{protocol.SendMessageV2, remoting.PoolSend, b.processSend, quickSend, true},
-		{protocol.SendBatchMessage, remoting.PoolSend, b.processSend, quickSend, true},
+		{protocol.SendMessage, remoting.PoolSend, send, quickSend, true},
+		{protocol.SendMessageV2, remoting.PoolSend, send, quickSend, true},
+		{protocol.SendBatchMessage, remoting.PoolSend, send, quickSend, true},
 		{protocol.ConsumerSendMsgBack, remoting.PoolSend, b.processSendBack, false, true},
 
-		{protocol.PullMessage, remoting.PoolPull, b.processPull, true, true},
+		{protocol.PullMessage, remoting.PoolPull, b.metrics.timedPull(b.processPull), true, true},
 
 		{protocol.HeartBeat, remoting.PoolHeartbeat, b.processHeartbeat, false, true},
 		{protocol.UnregisterClient, remoting.PoolHeartbeat, b.processUnregisterClient, false, true},

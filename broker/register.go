@@ -136,6 +136,7 @@ func (b *Broker) registerAll(ctx context.Context) bool {
 				b.registered.Store(addr, false)
 				b.log.Warn("registry refused registration", "registry", addr, "code", resp.Code, "remark", resp.Remark)
 			default:
+				b.metrics.lastRegistered.Store(b.now().UnixNano())
 				// Logged once per registry, and again after it failed.
 				if prev, ok := b.registered.Swap(addr, true); !ok || !prev.(bool) {
 					b.log.Info("registered with registry", "registry", addr)

@@ -103,11 +103,12 @@ func (o *StateStoreOptions) fill(root string) {
 // the replicated queues to keep the same tables. Open it after the broker
 // with OpenStateStore and close it before the broker.
 type StateStore struct {
-	b      *Broker
-	opts   StateStoreOptions
-	log    *slog.Logger
-	slave  bool
-	shards []*ssShard
+	b       *Broker
+	opts    StateStoreOptions
+	log     *slog.Logger
+	slave   bool
+	shards  []*ssShard
+	metrics *ssMetrics
 
 	connMu sync.Mutex
 	conns  map[string]ssPeer // client id -> front end that last carried its request; protected by connMu
@@ -177,7 +178,7 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	if lg == nil {
 		lg = b.log
 	}
-	s := &StateStore{b: b, opts: opts, log: lg.With("component", "statestore"), slave: b.opts.Role == RoleSlave,
+	s := &StateStore{b: b, opts: opts, metrics: newSSMetrics(), log: lg.With("component", "statestore"), slave: b.opts.Role == RoleSlave,
 		conns: map[string]ssPeer{}, wake: make(chan struct{}, 1)}
 	if !s.slave {
 		tc, err := b.topics.CreateSystemTopic(StateStoreTopic, int32(opts.Shards), PermRW)
@@ -300,7 +301,8 @@ func (s *StateStore) Err() error {
 // different front end connection than from are pushed to that connection
 // (StateStoreNotify); the rest are returned in the response. from may be
 // nil (in-process callers), and then every notification is returned.
-func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, from *remoting.Conn) (*protocol.StateStoreResponse, error) {
+func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, from *remoting.Conn) (resp *protocol.StateStoreResponse, err error) {
+	defer func(start time.Time) { s.metrics.observe(req.Payload, start, err) }(time.Now())
 	if from == nil {
 		return s.do(ctx, req, nil)
 	}
@@ -316,7 +318,8 @@ func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, fr
 // last seen on sink go to sink. A nil sink returns every notification. Errors
 // wrap ErrStateStoreNotOwner or ErrStateStoreUnavailable (try again, maybe
 // elsewhere) or ErrStateStoreFailed.
-func (s *StateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
+func (s *StateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (resp *protocol.StateStoreResponse, err error) {
+	defer func(start time.Time) { s.metrics.observe(req.Payload, start, err) }(time.Now())
 	if sink == nil {
 		return s.do(ctx, req, nil)
 	}

@@ -32,6 +32,14 @@ type File struct {
 	// Controller configures a controller replica (`smartgo controller`,
 	// or inside `smartgo registry` with registry.controller = true).
 	Controller Controller `toml:"controller"`
+	Metrics    Metrics    `toml:"metrics"`
+}
+
+// Metrics configures the process's monitoring endpoint: Prometheus
+// metrics at /metrics, liveness at /healthz and readiness at /readyz, on
+// one HTTP listener per process (every subcommand that runs a server).
+type Metrics struct {
+	Listen string `toml:"listen"` // "" = off
 }
 
 // Log configures the process logger.
@@ -90,7 +98,6 @@ type Broker struct {
 	ClientExpiry               Duration `toml:"client_expiry"`
 	IdleTimeout                Duration `toml:"idle_timeout"`
 	MaxFrameSize               Size     `toml:"max_frame_size"`
-	MetricsListen              string   `toml:"metrics_listen"`
 	ConsumerOffsetPersistEvery Duration `toml:"consumer_offset_persist_interval"`
 }
 

@@ -20,6 +20,7 @@ func (f *File) Validate() error {
 	f.Store.validate(v)
 	f.Bridge.validate(v)
 	f.Controller.validate(v)
+	v.addr("metrics.listen", f.Metrics.Listen, true)
 	return v.err()
 }
 
@@ -155,7 +156,6 @@ func (b *Broker) validate(v *validator) {
 	v.durRange("broker.client_expiry", b.ClientExpiry, time.Second, 24*time.Hour)
 	v.durRange("broker.idle_timeout", b.IdleTimeout, time.Second, 24*time.Hour)
 	v.sizeRange("broker.max_frame_size", b.MaxFrameSize, 64<<10, 1<<30)
-	v.addr("broker.metrics_listen", b.MetricsListen, true)
 	v.durRange("broker.consumer_offset_persist_interval", b.ConsumerOffsetPersistEvery, 100*time.Millisecond, time.Hour)
 }
 

@@ -341,10 +341,12 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 	if s.creds != nil {
 		if !cp.UsernameFlag {
 			if !o.AllowAnonymous {
+				s.stats.AuthFailures.Add(1)
 				c.refuse(packets.ReasonNotAuthorized, "user name required")
 				return
 			}
 		} else if !s.creds.Check(cp.Username, cp.Password) {
+			s.stats.AuthFailures.Add(1)
 			c.refuse(packets.ReasonBadUserNameOrPassword, "bad user name or password")
 			return
 		}

@@ -55,6 +55,7 @@ func (c *conn) handlePublish(p *packets.Publish) {
 	s := c.srv
 	v5 := c.version == packets.Version5
 	s.stats.Received.Add(1)
+	s.stats.ReceivedQoS[min(p.QoS, 2)].Add(1)
 	if v5 && p.Properties.Present.Has(packets.PropTopicAlias) {
 		a := p.Properties.TopicAlias
 		if int(a) > s.opts.TopicAliasMaximum {
@@ -357,6 +358,7 @@ func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup 
 	}
 	if c.send(&p) {
 		s.stats.Sent.Add(1)
+		s.stats.SentQoS[min(qos, 2)].Add(1)
 	}
 	return true
 }

@@ -104,6 +104,12 @@ type Stats struct {
 	// SlowReaders counts clients disconnected as slow readers (output over
 	// MaxOutbound, or backed up longer than SlowReaderTimeout).
 	SlowReaders atomic.Int64
+	// ReceivedQoS and SentQoS split Received and Sent by QoS (0, 1, 2).
+	ReceivedQoS [3]atomic.Int64
+	SentQoS     [3]atomic.Int64
+	// AuthFailures counts CONNECTs refused for a missing or wrong user
+	// name or password.
+	AuthFailures atomic.Int64
 }
 
 // NewServer checks the options, loads the credentials and ACL files, and

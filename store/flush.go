@@ -112,9 +112,8 @@ func (s *Store) flushCommitLog() {
 		if err != nil {
 			s.setWriteErr(err)
 		} else {
-			s.stats.flushes.Add(1)
 			d := time.Since(start)
-			s.stats.flushNanos.Add(int64(d))
+			s.stats.recordFlush(d)
 			if d > time.Second {
 				s.emit(Event{Kind: EventSlowFlush, Offset: target, Duration: d})
 			}

@@ -58,16 +58,29 @@ type statCounters struct {
 	flushes     atomic.Int64
 	flushNanos  atomic.Int64
 	latency     [len(LatencyBuckets) + 1]atomic.Int64
+	flushLat    [len(LatencyBuckets) + 1]atomic.Int64
+}
+
+// latencyBucket returns the index in LatencyBuckets (len for the rest)
+// of a duration.
+func latencyBucket(d time.Duration) int {
+	i := 0
+	for i < len(LatencyBuckets) && d > LatencyBuckets[i] {
+		i++
+	}
+	return i
+}
+
+func (c *statCounters) recordFlush(d time.Duration) {
+	c.flushes.Add(1)
+	c.flushNanos.Add(int64(d))
+	c.flushLat[latencyBucket(d)].Add(1)
 }
 
 func (c *statCounters) recordPut(n, bytes int, d time.Duration) {
 	c.putMessages.Add(int64(n))
 	c.putBytes.Add(int64(bytes))
-	i := 0
-	for i < len(LatencyBuckets) && d > LatencyBuckets[i] {
-		i++
-	}
-	c.latency[i].Add(1)
+	c.latency[latencyBucket(d)].Add(1)
 }
 
 // Stats is a snapshot of store counters.
@@ -83,6 +96,9 @@ type Stats struct {
 	// PutLatency[i] counts puts that took <= LatencyBuckets[i] (and more
 	// than the previous bound); the last element counts the rest.
 	PutLatency [len(LatencyBuckets) + 1]int64
+	// FlushLatency counts commitlog fdatasync rounds by duration, in the
+	// buckets of PutLatency.
+	FlushLatency [len(LatencyBuckets) + 1]int64
 
 	DispatchLagBytes int64 // commitlog bytes written but not yet dispatched
 	IndexLagBytes    int64 // commitlog bytes dispatched but not yet indexed
@@ -116,6 +132,7 @@ func (s *Store) Stats() Stats {
 	}
 	for i := range c.latency {
 		st.PutLatency[i] = c.latency[i].Load()
+		st.FlushLatency[i] = c.flushLat[i].Load()
 	}
 	disp := s.dispatched.Load()
 	st.DispatchLagBytes = max(0, st.MaxPhysical-disp)

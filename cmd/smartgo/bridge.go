@@ -39,10 +39,17 @@ Stops cleanly on SIGINT or SIGTERM (persistent sessions saved).`, stdout, stderr
 	}
 	log := newLogger(f.Log, stderr)
 	logStart(log, "bridge")
+	mon, err := startMonitor(f.Metrics, log)
+	if err != nil {
+		log.Error("metrics failed to start", "err", err)
+		return exitFailure
+	}
+	defer mon.Close()
 	b, err := startBridge(ctx, f.Bridge, log)
 	if err != nil {
 		return startFailed(ctx, log, "bridge", err)
 	}
+	b.monitor(mon)
 	<-ctx.Done()
 	log.Info("shutting down", "reason", "signal")
 	if err := b.Close(); err != nil {

@@ -33,11 +33,18 @@ Stops cleanly on SIGINT or SIGTERM (offsets persisted, store flushed).`, stdout,
 	}
 	log := newLogger(f.Log, stderr)
 	logStart(log, "broker")
+	mon, err := startMonitor(f.Metrics, log)
+	if err != nil {
+		log.Error("metrics failed to start", "err", err)
+		return exitFailure
+	}
+	defer mon.Close()
 	b, err := startBrokerNode(f, log)
 	if err != nil {
 		log.Error("broker failed to start", "err", err)
 		return exitFailure
 	}
+	b.monitor(mon)
 	<-ctx.Done()
 	log.Info("shutting down", "reason", "signal")
 	if err := b.Close(); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,6 +41,12 @@ broker.controllers. A registry can run a replica too (registry.controller
 	}
 	log := newLogger(f.Log, stderr)
 	logStart(log, "controller")
+	mon, err := startMonitor(f.Metrics, log)
+	if err != nil {
+		log.Error("metrics failed to start", "err", err)
+		return exitFailure
+	}
+	defer mon.Close()
 	opts, err := controllerOptions(f.Controller, nil, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "smartgo controller: %v\n", err)
@@ -50,6 +57,12 @@ broker.controllers. A registry can run a replica too (registry.controller
 		log.Error("controller failed to start", "err", err)
 		return exitFailure
 	}
+	mon.add("controller", nil, func() error {
+		if c.Leader() == "" {
+			return errors.New("controller: no Raft leader known")
+		}
+		return nil
+	})
 	log.Info("controller running", "addr", c.Addr(), "raft", c.RaftAddr())
 	<-ctx.Done()
 	log.Info("shutting down", "reason", "signal")

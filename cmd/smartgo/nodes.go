@@ -72,6 +72,13 @@ func startBrokerNode(f conf.File, log *slog.Logger) (*brokerNode, error) {
 	return &brokerNode{Broker: b, ss: ss}, nil
 }
 
+// monitor adds the broker's and its state store's metrics and readiness
+// to the process's monitor.
+func (n *brokerNode) monitor(m *monitor) {
+	m.add("broker", n.Collectors(), n.Ready)
+	m.add("statestore", n.ss.Collectors(), n.ss.Err)
+}
+
 // Close closes the state store, then the broker.
 func (n *brokerNode) Close() error {
 	localStateStores.mu.Lock()
@@ -123,6 +130,10 @@ func startBridge(ctx context.Context, c conf.Bridge, log *slog.Logger) (*bridgeN
 		"statestore_local_brokers", slices.Sorted(maps.Keys(local)))
 	return &bridgeNode{Bridge: b, front: front}, nil
 }
+
+// monitor adds the bridge's metrics and readiness to the process's
+// monitor.
+func (n *bridgeNode) monitor(m *monitor) { m.add("bridge", n.Collectors(), n.Ready) }
 
 // Close closes the state store front, then the bridge.
 func (n *bridgeNode) Close() error {

@@ -60,7 +60,7 @@ func brokerOptions(f conf.File, log *slog.Logger) (broker.Options, error) {
 		AutoCreateGroup: c.AutoCreateSubscriptionGrp, DefaultTopicQueues: int32(c.DefaultTopicQueues),
 		LongPolling: c.LongPolling, SlaveReadEnable: c.SlaveReadEnable, DelayLevels: levels,
 		ClientExpiry: c.ClientExpiry.D(), OffsetPersistPeriod: c.ConsumerOffsetPersistEvery.D(),
-		MetricsAddr: c.MetricsListen, Store: storeOptions(f.Store, c.InMemoryMaxRatio, log), Logger: log,
+		Store: storeOptions(f.Store, c.InMemoryMaxRatio, log), Logger: log,
 		HAListen: c.HAListen, HAMasterAddress: c.HAMasterAddress, SlaveAckTimeout: f.Store.SyncFlushTimeout.D(),
 	}
 	o.Remoting.IdleTimeout = c.IdleTimeout.D()

@@ -36,6 +36,12 @@ on the registry's port. Stops cleanly on SIGINT or SIGTERM.`, stdout, stderr)
 	}
 	log := newLogger(f.Log, stderr)
 	logStart(log, "registry")
+	mon, err := startMonitor(f.Metrics, log)
+	if err != nil {
+		log.Error("metrics failed to start", "err", err)
+		return exitFailure
+	}
+	defer mon.Close()
 	opts := registryOptions(f.Registry)
 	opts.Logger = log
 	if err := opts.Validate(); err != nil {
@@ -71,6 +77,7 @@ on the registry's port. Stops cleanly on SIGINT or SIGTERM.`, stdout, stderr)
 		_ = r.Close()
 		return exitFailure
 	}
+	mon.add("registry", r.Collectors(), r.Ready)
 	log.Info("registry running", "addr", r.Addr().String(), "controller", ctl != nil)
 	<-ctx.Done()
 	log.Info("shutting down", "reason", "signal")

@@ -40,6 +40,12 @@ registers with the registry of the same process; clients use
 	}
 	log := newLogger(f.Log, stderr)
 	logStart(log, "standalone")
+	mon, err := startMonitor(f.Metrics, log)
+	if err != nil {
+		log.Error("metrics failed to start", "err", err)
+		return exitFailure
+	}
+	defer mon.Close()
 
 	if err := os.MkdirAll(filepath.Dir(f.Registry.KVConfigPath), 0o755); err != nil {
 		log.Error("create registry dir", "err", err)
@@ -58,6 +64,7 @@ registers with the registry of the same process; clients use
 		return exitFailure
 	}
 	defer reg.Close()
+	mon.add("registry", reg.Collectors(), reg.Ready)
 
 	// The broker registers with this process's registry.
 	_, port, _ := net.SplitHostPort(reg.Addr().String())
@@ -67,6 +74,7 @@ registers with the registry of the same process; clients use
 		log.Error("broker failed to start", "err", err)
 		return exitFailure
 	}
+	b.monitor(mon)
 	// The bridge uses this process's registry too.
 	f.Bridge.Registries = f.Broker.Registries
 	br, err := startBridge(ctx, f.Bridge, log)
@@ -74,6 +82,7 @@ registers with the registry of the same process; clients use
 		b.Close()
 		return startFailed(ctx, log, "bridge", err)
 	}
+	br.monitor(mon)
 	log.Info("standalone running", "registry", reg.Addr().String(), "broker", b.Addr(),
 		"data", *data, "bridge", localAddr(br.Addrs()[0]))
 	<-ctx.Done()

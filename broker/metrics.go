@@ -1,0 +1,261 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store"
+)
+
+// Broker metrics. Everything the hot path updates is an atomic (the two
+// latency histograms); the rest is read from the store and the broker's
+// state when Prometheus scrapes, so an unscraped broker pays nothing for
+// it. Names and meanings are listed in the README's metrics section.
+
+// LatencyBuckets are the upper bounds, in seconds, of the broker's latency
+// histograms (send, pull, state store commands).
+var LatencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+
+// metrics are the broker's own metrics.
+type metrics struct {
+	send prometheus.Histogram
+	pull prometheus.Histogram
+
+	evMu   sync.Mutex
+	events map[store.EventKind]int64 // protected by evMu
+
+	// caughtUp is when replication was last seen with no lag (Unix
+	// nanoseconds), sampled every second by trackReplication.
+	caughtUp atomic.Int64
+	// lastRegistered is when a registry last accepted the registration
+	// (Unix nanoseconds, 0 = never).
+	lastRegistered atomic.Int64
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		send: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "smartgo_broker_send_latency_seconds",
+			Help: "Time from a send request's dispatch to its response (stored; flushed or replicated when the broker waits for that).", Buckets: LatencyBuckets}),
+		pull: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "smartgo_broker_pull_latency_seconds",
+			Help: "Time to answer a pull request that was not held by long polling.", Buckets: LatencyBuckets}),
+		events: map[store.EventKind]int64{},
+	}
+}
+
+// timed wraps a send processor with the send latency histogram.
+func (m *metrics) timedSend(fn func(*remoting.Conn, *protocol.Command) (*protocol.Command, error)) func(*remoting.Conn, *protocol.Command) (*protocol.Command, error) {
+	return func(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+		start := time.Now()
+		resp, err := fn(c, req)
+		m.send.Observe(time.Since(start).Seconds())
+		return resp, err
+	}
+}
+
+// timedPull wraps the pull processor: a pull answered at once is timed, a
+// held one (nil response) is not (its time is the hold).
+func (m *metrics) timedPull(fn func(*remoting.Conn, *protocol.Command) (*protocol.Command, error)) func(*remoting.Conn, *protocol.Command) (*protocol.Command, error) {
+	return func(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+		start := time.Now()
+		resp, err := fn(c, req)
+		if resp != nil {
+			m.pull.Observe(time.Since(start).Seconds())
+		}
+		return resp, err
+	}
+}
+
+// onStoreEvent is the store's Listener: it counts events by kind for
+// smartgo_store_events_total and logs the ones the store does not log
+// itself, then calls next (a listener the broker's user set, if any).
+func (b *Broker) onStoreEvent(next func(store.Event)) func(store.Event) {
+	return func(ev store.Event) {
+		b.metrics.evMu.Lock()
+		b.metrics.events[ev.Kind]++
+		b.metrics.evMu.Unlock()
+		switch ev.Kind {
+		case store.EventSlowFlush:
+			b.log.Warn("slow commitlog flush", "duration", ev.Duration, "offset", ev.Offset)
+		case store.EventSegmentRolled:
+			b.log.Debug("commitlog segment rolled", "file", ev.File, "offset", ev.Offset)
+		}
+		if next != nil {
+			next(ev)
+		}
+	}
+}
+
+// trackReplication samples the replication lag every second, so that
+// ReplicationLag can say how long the copy has been behind.
+func (b *Broker) trackReplication(ctx context.Context) {
+	b.metrics.caughtUp.Store(b.now().UnixNano())
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if lag, ok := b.replicationLagBytes(); !ok || lag == 0 {
+			b.metrics.caughtUp.Store(b.now().UnixNano())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// replicationLagBytes is, on a master, its commitlog end minus the best
+// connected slave's acknowledged end; on a slave, its master's end as last
+// reported minus its own. ok is false when there is nothing to measure (a
+// master without a slave, a slave that has not heard from its master).
+func (b *Broker) replicationLagBytes() (int64, bool) {
+	maxOff := b.store.MaxPhysicalOffset()
+	if b.ha != nil {
+		if ack, ok := b.ha.AckOffset(); ok {
+			return max(0, maxOff-ack), true
+		}
+		return 0, false
+	}
+	if b.haClient != nil {
+		if mm := b.haClient.MasterMaxOffset(); mm >= 0 {
+			return max(0, mm-maxOff), true
+		}
+	}
+	return 0, false
+}
+
+// ReplicationLag returns the replication lag in bytes (see
+// replicationLagBytes) and in time: zero while caught up, else how long
+// the copy has been behind (since the last one-second sample that found
+// no lag). ok is false when there is nothing to measure.
+func (b *Broker) ReplicationLag() (bytes int64, behind time.Duration, ok bool) {
+	bytes, ok = b.replicationLagBytes()
+	if !ok || bytes == 0 {
+		return bytes, 0, ok
+	}
+	return bytes, max(0, b.now().Sub(time.Unix(0, b.metrics.caughtUp.Load()))), true
+}
+
+// Ready reports whether the broker can take its share of the traffic:
+// nil when its store is open and accepting writes (no write failure, disk
+// not over the full mark), a registry accepted its registration within
+// three register intervals (when it has registries), and, on a slave, its
+// master is known. Otherwise the error says what is missing.
+func (b *Broker) Ready() error {
+	var errs []error
+	if err := b.store.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("store refuses writes: %w", err))
+	}
+	if b.store.Stats().DiskFull {
+		errs = append(errs, errors.New("disk over the full mark (store.disk_full_ratio): writes refused"))
+	}
+	if len(b.opts.Registries) > 0 {
+		last := b.metrics.lastRegistered.Load()
+		switch {
+		case last == 0:
+			errs = append(errs, errors.New("not registered with any registry yet"))
+		case b.now().Sub(time.Unix(0, last)) > 3*b.opts.RegisterInterval:
+			errs = append(errs, fmt.Errorf("no registry accepted a registration since %s", time.Unix(0, last).UTC().Format(time.RFC3339)))
+		}
+	}
+	if b.opts.Role == RoleSlave && b.masterRemotingAddr() == "" {
+		errs = append(errs, errNoMaster)
+	}
+	return errors.Join(errs...)
+}
+
+// Collectors returns the broker's metric collectors: statistics per topic
+// and group, store and replication gauges, store events, and the send and
+// pull latency histograms. The process adds the Go runtime's.
+func (b *Broker) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{b.stats.Collector(), storeCollector{b}, b.metrics.send, b.metrics.pull}
+}
+
+// storeCollector exports store-level and replication gauges, read at
+// scrape time.
+type storeCollector struct{ b *Broker }
+
+var (
+	descCommitLogMax   = prometheus.NewDesc("smartgo_commitlog_max_offset", "Next commitlog write position.", nil, nil)
+	descCommitLogMin   = prometheus.NewDesc("smartgo_commitlog_min_offset", "First commitlog offset still stored.", nil, nil)
+	descDispatchLag    = prometheus.NewDesc("smartgo_dispatch_lag_bytes", "Commitlog bytes not yet dispatched to consume queues.", nil, nil)
+	descIndexLag       = prometheus.NewDesc("smartgo_index_lag_bytes", "Commitlog bytes dispatched but not yet in the key index.", nil, nil)
+	descHeldPulls      = prometheus.NewDesc("smartgo_held_pulls", "Pull requests held by long polling.", nil, nil)
+	descFlushedOffset  = prometheus.NewDesc("smartgo_commitlog_flushed_offset", "Commitlog offset made durable.", nil, nil)
+	descFlushLatency   = prometheus.NewDesc("smartgo_store_flush_latency_seconds", "Duration of commitlog fdatasync rounds.", nil, nil)
+	descDiskUsed       = prometheus.NewDesc("smartgo_store_disk_used_ratio", "Used fraction (0..1) of the file system holding the store.", nil, nil)
+	descWritesRefused  = prometheus.NewDesc("smartgo_store_writes_refused", "1 while the store refuses writes (disk over the full mark, or a write failed), else 0.", []string{"reason"}, nil)
+	descStoreEvents    = prometheus.NewDesc("smartgo_store_events_total", "Store events by kind (segment-rolled, segment-deleted, corruption, slow-flush, disk-full, disk-ok, write-failed, queue-gap).", []string{"kind"}, nil)
+	descReplLagBytes   = prometheus.NewDesc("smartgo_replication_lag_bytes", "Master: commitlog end minus the best slave's acknowledged end. Slave: its master's end minus its own.", nil, nil)
+	descReplLagSeconds = prometheus.NewDesc("smartgo_replication_lag_seconds", "How long replication has been behind (0 while caught up; sampled every second).", nil, nil)
+	descSlaves         = prometheus.NewDesc("smartgo_replication_slaves", "Slaves connected to this master.", nil, nil)
+	descInfo           = prometheus.NewDesc("smartgo_broker_info", "Always 1; labels name the broker.", []string{"cluster", "broker", "id", "role", "addr"}, nil)
+)
+
+func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descCommitLogMax, descCommitLogMin, descDispatchLag, descIndexLag, descHeldPulls,
+		descFlushedOffset, descFlushLatency, descDiskUsed, descWritesRefused, descStoreEvents, descReplLagBytes,
+		descReplLagSeconds, descSlaves, descInfo} {
+		ch <- d
+	}
+}
+
+func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
+	b := c.b
+	s := b.store
+	st := s.Stats()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(descCommitLogMax, float64(st.MaxPhysical))
+	gauge(descCommitLogMin, float64(st.MinPhysical))
+	gauge(descDispatchLag, float64(st.DispatchLagBytes))
+	gauge(descIndexLag, float64(st.IndexLagBytes))
+	gauge(descHeldPulls, float64(b.hold.Len()))
+	gauge(descFlushedOffset, float64(s.FlushedPhysicalOffset()))
+
+	buckets := make(map[float64]uint64, len(store.LatencyBuckets))
+	var cum uint64
+	for i, ub := range store.LatencyBuckets {
+		cum += uint64(st.FlushLatency[i])
+		buckets[ub.Seconds()] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(descFlushLatency, uint64(st.Flushes), st.FlushTime.Seconds(), buckets)
+
+	if o := s.Options(); o.DiskUsage != nil {
+		if used, err := o.DiskUsage(o.Root); err == nil {
+			gauge(descDiskUsed, used)
+		}
+	}
+	gauge(descWritesRefused, b2f(st.DiskFull), "disk-full")
+	gauge(descWritesRefused, b2f(st.WriteFailed), "write-failed")
+
+	b.metrics.evMu.Lock()
+	for k, n := range b.metrics.events {
+		ch <- prometheus.MustNewConstMetric(descStoreEvents, prometheus.CounterValue, float64(n), k.String())
+	}
+	b.metrics.evMu.Unlock()
+
+	if lag, behind, ok := b.ReplicationLag(); ok {
+		gauge(descReplLagBytes, float64(lag))
+		gauge(descReplLagSeconds, behind.Seconds())
+	}
+	if b.ha != nil {
+		gauge(descSlaves, float64(len(b.ha.Slaves())))
+	}
+	gauge(descInfo, 1, b.opts.ClusterName, b.opts.BrokerName, fmt.Sprint(b.opts.BrokerID), b.opts.Role.String(), b.addr)
+}
+
+func b2f(v bool) float64 {
+	if v {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,104 @@
+package broker
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// State store metrics: commands served by this broker's shards, counted
+// and timed by command verb, and the size of the shards' tables.
+
+// ssVerbs are the verbs labelled in the metrics; anything else (a request
+// the engine rejects) is "other".
+var ssVerbs = [...]string{"SET", "GET", "DEL", "VDEL", "KEYNOTIFY", "other"}
+
+const ssVerbOther = len(ssVerbs) - 1
+
+type ssMetrics struct {
+	ops *prometheus.CounterVec
+	lat *prometheus.HistogramVec
+	// Resolved per verb once, so a command pays no label lookup.
+	ok, failed [len(ssVerbs)]prometheus.Counter
+	timer      [len(ssVerbs)]prometheus.Observer
+}
+
+func newSSMetrics() *ssMetrics {
+	m := &ssMetrics{
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "smartgo_statestore_commands_total",
+			Help: "State store commands served by this broker's shards, by command and result (ok: answered, the reply may be a RESP error; error: not served, e.g. not the owner or a failed shard)."},
+			[]string{"command", "result"}),
+		lat: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "smartgo_statestore_command_latency_seconds",
+			Help: "Time to serve a state store command on its shard (log append and apply included).", Buckets: LatencyBuckets},
+			[]string{"command"}),
+	}
+	for i, v := range ssVerbs {
+		m.ok[i] = m.ops.WithLabelValues(v, "ok")
+		m.failed[i] = m.ops.WithLabelValues(v, "error")
+		m.timer[i] = m.lat.WithLabelValues(v)
+	}
+	return m
+}
+
+// observe records one command that started at start.
+func (m *ssMetrics) observe(payload []byte, start time.Time, err error) {
+	v := ssVerbOf(payload)
+	m.timer[v].Observe(time.Since(start).Seconds())
+	if err != nil {
+		m.failed[v].Inc()
+	} else {
+		m.ok[v].Inc()
+	}
+}
+
+// ssVerbOf returns the index in ssVerbs of a request's verb, read from the
+// first bulk string of the RESP array ("*<n>\r\n$<len>\r\n<verb>\r\n")
+// without parsing the rest.
+func ssVerbOf(p []byte) int {
+	i := bytes.Index(p, []byte("\r\n$"))
+	if len(p) == 0 || p[0] != '*' || i < 0 {
+		return ssVerbOther
+	}
+	p = p[i+3:]
+	j := bytes.Index(p, []byte("\r\n"))
+	if j < 0 {
+		return ssVerbOther
+	}
+	n, err := strconv.Atoi(string(p[:j]))
+	if err != nil || n < 0 || n > len(p)-j-2 {
+		return ssVerbOther
+	}
+	verb := p[j+2 : j+2+n]
+	for k, v := range ssVerbs[:ssVerbOther] {
+		if bytes.EqualFold(verb, []byte(v)) {
+			return k
+		}
+	}
+	return ssVerbOther
+}
+
+// Collectors returns the state store's metric collectors: commands by verb
+// and result, their latency, and keys and bytes held per shard.
+func (s *StateStore) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.metrics.ops, s.metrics.lat, ssTableCollector{s}}
+}
+
+type ssTableCollector struct{ s *StateStore }
+
+var (
+	descSSKeys  = prometheus.NewDesc("smartgo_statestore_keys", "Keys held by a state store shard (expired ones not yet removed included).", []string{"shard"}, nil)
+	descSSBytes = prometheus.NewDesc("smartgo_statestore_bytes", "Key and value bytes held by a state store shard.", []string{"shard"}, nil)
+)
+
+func (c ssTableCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descSSKeys; ch <- descSSBytes }
+
+func (c ssTableCollector) Collect(ch chan<- prometheus.Metric) {
+	for i, sh := range c.s.shards {
+		st := sh.eng.Stats()
+		id := strconv.Itoa(i)
+		ch <- prometheus.MustNewConstMetric(descSSKeys, prometheus.GaugeValue, float64(st.Keys), id)
+		ch <- prometheus.MustNewConstMetric(descSSBytes, prometheus.GaugeValue, float64(st.Bytes), id)
+	}
+}

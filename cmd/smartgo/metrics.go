@@ -1,0 +1,49 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/smartgo/smartgo/conf"
+	"github.com/smartgo/smartgo/internal/obs"
+)
+
+// monitor is the process's metrics registry and readiness checks, served
+// on [metrics].listen when set.
+type monitor struct {
+	reg    *prometheus.Registry
+	health obs.Health
+	srv    *obs.Server
+}
+
+// startMonitor creates the process's metrics registry and, when
+// [metrics].listen is set, serves /metrics, /healthz and /readyz.
+func startMonitor(c conf.Metrics, log *slog.Logger) (*monitor, error) {
+	m := &monitor{reg: obs.NewRegistry()}
+	if c.Listen == "" {
+		return m, nil
+	}
+	srv, err := obs.Serve(c.Listen, m.reg, &m.health, log.With("component", "metrics"))
+	if err != nil {
+		return nil, err
+	}
+	m.srv = srv
+	return m, nil
+}
+
+// add registers a component's collectors and readiness check.
+func (m *monitor) add(name string, collectors []prometheus.Collector, ready func() error) {
+	m.reg.MustRegister(collectors...)
+	if ready != nil {
+		m.health.Add(name, ready)
+	}
+}
+
+// Close stops the listener (idempotent).
+func (m *monitor) Close() error {
+	if m == nil || m.srv == nil {
+		return nil
+	}
+	return m.srv.Close()
+}

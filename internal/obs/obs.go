@@ -1,0 +1,151 @@
+// Package obs serves what production monitoring scrapes from a SmartGo
+// process: Prometheus metrics at /metrics, liveness at /healthz and
+// readiness at /readyz, on one HTTP listener per process. The components
+// of the process (registry, broker, bridge, console) hand it their
+// collectors and readiness checks; cmd/smartgo wires them.
+//
+// /healthz answers 200 "ok" while the process serves HTTP at all.
+// /readyz runs every check and answers 200 when all pass, else 503; the
+// body has one line per check, "ok <name>" or "fail <name>: <reason>", so
+// an operator reading it (curl) sees what is missing. A process with no
+// check yet (still starting) is not ready.
+package obs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// NewRegistry returns a metrics registry holding the Go runtime and
+// process collectors (go_*, process_*), to which the components add
+// their own.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Check is one readiness condition: Fn returns nil when it is met, else
+// the reason it is not.
+type Check struct {
+	Name string
+	Fn   func() error
+}
+
+// Health holds the readiness checks of a process. The zero value is ready
+// to use; checks are added as components start.
+type Health struct {
+	mu     sync.Mutex
+	checks []Check // protected by mu
+}
+
+// Add adds a readiness check.
+func (h *Health) Add(name string, fn func() error) {
+	h.mu.Lock()
+	h.checks = append(h.checks, Check{Name: name, Fn: fn})
+	h.mu.Unlock()
+}
+
+// errStarting is the reason of a process with no check yet.
+var errStarting = errors.New("obs: starting: no component is up yet")
+
+// Ready runs every check and returns one line per check and whether all
+// passed.
+func (h *Health) Ready() (lines []string, ok bool) {
+	h.mu.Lock()
+	checks := append([]Check(nil), h.checks...)
+	h.mu.Unlock()
+	if len(checks) == 0 {
+		return []string{"fail process: " + errStarting.Error()}, false
+	}
+	ok = true
+	for _, c := range checks {
+		if err := c.Fn(); err != nil {
+			ok = false
+			lines = append(lines, fmt.Sprintf("fail %s: %v", c.Name, err))
+		} else {
+			lines = append(lines, "ok "+c.Name)
+		}
+	}
+	return lines, ok
+}
+
+// Handler serves /metrics from g and /healthz and /readyz from h.
+func Handler(g prometheus.Gatherer, h *Health) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		lines, ok := h.Ready()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = w.Write([]byte(strings.Join(lines, "\n") + "\n"))
+	})
+	return mux
+}
+
+// Server is the HTTP listener of /metrics, /healthz and /readyz.
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+	once sync.Once
+	err  error
+}
+
+// Serve listens on addr and serves Handler(g, h) until Close.
+func Serve(addr string, g prometheus.Gatherer, h *Health, log *slog.Logger) (*Server, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("obs: metrics listen %s: %w", addr, err)
+	}
+	s := &Server{
+		srv:  &http.Server{Handler: Handler(g, h), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)},
+		ln:   ln,
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	log.Info("metrics listening", "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz")
+	return s, nil
+}
+
+// Addr returns the bound address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops serving, waiting up to 2 s for requests in progress. It is
+// idempotent.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := s.srv.Shutdown(ctx); err != nil {
+			s.err = errors.Join(err, s.srv.Close())
+		}
+		<-s.done
+	})
+	return s.err
+}

@@ -1,0 +1,88 @@
+package obs
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestObsEndpoints: /healthz answers at once, /readyz is 503 until every
+// check passes and names the failing one, /metrics carries the process's
+// and the components' series; Close is idempotent.
+func TestObsEndpoints(t *testing.T) {
+	reg := NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "smartgo_test_total", Help: "test"})
+	reg.MustRegister(c)
+	c.Add(3)
+	var h Health
+	s, err := Serve("127.0.0.1:0", reg, &h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + s.Addr()
+	if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz: %d %q", code, body)
+	}
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "starting") {
+		t.Fatalf("/readyz with no component: %d %q", code, body)
+	}
+	var registered atomic.Bool
+	h.Add("store", func() error { return nil })
+	h.Add("broker", func() error {
+		if !registered.Load() {
+			return errors.New("not registered with any registry yet")
+		}
+		return nil
+	})
+	if code, body := get(t, base+"/readyz"); code != 503 || body != "ok store\nfail broker: not registered with any registry yet\n" {
+		t.Fatalf("/readyz unregistered: %d %q", code, body)
+	}
+	registered.Store(true)
+	if code, body := get(t, base+"/readyz"); code != 200 || body != "ok store\nok broker\n" {
+		t.Fatalf("/readyz ready: %d %q", code, body)
+	}
+	code, body := get(t, base+"/metrics")
+	for _, want := range []string{"smartgo_test_total 3", "go_goroutines", "process_cpu_seconds_total"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q (%d)", want, code)
+		}
+	}
+	if code, _ := get(t, base+"/nothing"); code != 404 {
+		t.Errorf("unknown path: %d", code)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Fatal("still serving after Close")
+	}
+}
+
+func TestObsListenError(t *testing.T) {
+	var h Health
+	if _, err := Serve("127.0.0.1:notaport", NewRegistry(), &h, nil); err == nil {
+		t.Fatal("bad address accepted")
+	}
+}
