@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smartgo/smartgo/internal/datadriven"
 )
 
 // The datadriven scripts under testdata/*.txt drive an Engine the way a
@@ -33,85 +33,8 @@ import (
 //	snapshot                Snapshot, Restore into a new engine, compare bytes
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of datadriven scripts under testdata/")
 
-type ddCase struct {
-	pos      string
-	cmd      string
-	input    []string
-	expected string
-	// line range of the expected block, for rewriting
-	outStart, outEnd int
-}
-
 func TestStateStoreScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runScript(t, f) })
-	}
-}
-
-func runScript(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(data), "\n")
-	cases := parseScript(t, path, lines)
-	h := newHarness(t)
-	var out []string // rewritten file
-	last := 0
-	for _, c := range cases {
-		got := h.run(c)
-		if *rewrite {
-			out = append(out, lines[last:c.outStart]...)
-			out = append(out, strings.Split(strings.TrimRight(got, "\n"), "\n")...)
-			last = c.outEnd
-			continue
-		}
-		if got != c.expected {
-			t.Errorf("%s: %s\n--- got:\n%s--- want:\n%s", c.pos, c.cmd, got, c.expected)
-		}
-	}
-	if *rewrite {
-		out = append(out, lines[last:]...)
-		if err := os.WriteFile(path, []byte(strings.Join(out, "\n")), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func parseScript(t *testing.T, path string, lines []string) []ddCase {
-	var cases []ddCase
-	for i := 0; i < len(lines); {
-		l := strings.TrimSpace(lines[i])
-		if l == "" || strings.HasPrefix(l, "#") {
-			i++
-			continue
-		}
-		c := ddCase{pos: fmt.Sprintf("%s:%d", path, i+1), cmd: l}
-		i++
-		for i < len(lines) && lines[i] != "----" {
-			c.input = append(c.input, lines[i])
-			i++
-		}
-		if i == len(lines) {
-			t.Fatalf("%s: no ---- after the directive", c.pos)
-		}
-		i++
-		c.outStart = i
-		var exp strings.Builder
-		for i < len(lines) && strings.TrimSpace(lines[i]) != "" {
-			exp.WriteString(lines[i])
-			exp.WriteByte('\n')
-			i++
-		}
-		c.outEnd = i
-		c.expected = exp.String()
-		cases = append(cases, c)
-	}
-	return cases
+	datadriven.RunGlob(t, "testdata/*.txt", *rewrite, func(t *testing.T) func(*datadriven.Case) string { return newHarness(t).run })
 }
 
 type harness struct {
@@ -136,28 +59,13 @@ func mustEngine(t testing.TB, o Options) *Engine {
 	return e
 }
 
-// args splits a directive into its name and key=value arguments.
-func ddArgs(line string) (string, map[string]string, []string) {
-	f := strings.Fields(line)
-	kv := map[string]string{}
-	var pos []string
-	for _, a := range f[1:] {
-		if k, v, ok := strings.Cut(a, "="); ok {
-			kv[k] = v
-		} else {
-			pos = append(pos, a)
-		}
-	}
-	return f[0], kv, pos
-}
-
-func (h *harness) run(c ddCase) (out string) {
+func (h *harness) run(c *datadriven.Case) (out string) {
 	defer func() {
 		if r := recover(); r != nil {
 			out = fmt.Sprintf("panic: %v\n", r)
 		}
 	}()
-	name, kv, pos := ddArgs(c.cmd)
+	name, kv, pos := c.Args()
 	var b strings.Builder
 	switch name {
 	case "new":
@@ -234,7 +142,7 @@ func (h *harness) run(c ddCase) (out string) {
 		}
 		return fmt.Sprintf("ok, %d bytes\n", s1.Len())
 	}
-	h.t.Fatalf("%s: unknown directive %q", c.pos, name)
+	h.t.Fatalf("%s: unknown directive %q", c.Pos, name)
 	return ""
 }
 
@@ -273,7 +181,7 @@ func (h *harness) hlcArg(v string) string {
 	return v
 }
 
-func (h *harness) req(c ddCase, kv map[string]string) string {
+func (h *harness) req(c *datadriven.Case, kv map[string]string) string {
 	r := &Request{ClientID: kv["client"]}
 	if v, ok := kv["ts"]; ok {
 		r.SetUserProperty(PropTimestamp, h.hlcArg(v))
@@ -285,15 +193,15 @@ func (h *harness) req(c ddCase, kv map[string]string) string {
 		r.DedupKey = DedupKey([]byte(v), "resp/topic")
 		r.DedupTTL = h.dur(kv["ttl"])
 	}
-	in := strings.TrimSpace(strings.Join(c.input, " "))
+	in := strings.TrimSpace(strings.Join(c.Input, " "))
 	if raw, ok := strings.CutPrefix(in, "raw "); ok {
 		p, err := strconv.Unquote(raw)
 		if err != nil {
-			h.t.Fatalf("%s: %v", c.pos, err)
+			h.t.Fatalf("%s: %v", c.Pos, err)
 		}
 		r.Payload = []byte(p)
 	} else {
-		r.Payload = AppendRequest(nil, words(h.t, c.pos, in)...)
+		r.Payload = AppendRequest(nil, words(h.t, c.Pos, in)...)
 	}
 	entry, out, needsLog := h.e.Prepare(r, h.now)
 	via := ""
