@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"store/record":      {},
 	"remoting/protocol": {"store/record"},
 	"statestore":        {},
+	"twin":              {},
 	"remoting":          {"remoting/protocol"},
 	"store":             {"store/record"},
 	"store/ha":          {"store", "store/record"},

@@ -1,0 +1,142 @@
+package twin
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// benchFleet builds (once per size) an engine holding n device twins
+// shaped like a fleet's: tags {region (10 values), building (n/100
+// values, so 100 twins each), type}, reported {fw, battery 0..99, temp}.
+// It reports the heap the fleet holds per twin.
+var benchFleets = struct {
+	sync.Mutex
+	m map[int]*Engine
+	b map[int]float64 // heap bytes per twin
+}{m: map[int]*Engine{}, b: map[int]float64{}}
+
+func benchFleet(b *testing.B, n int) (*Engine, float64) {
+	benchFleets.Lock()
+	defer benchFleets.Unlock()
+	if e, ok := benchFleets.m[n]; ok {
+		return e, benchFleets.b[n]
+	}
+	for k := range benchFleets.m { // keep one fleet alive at a time
+		delete(benchFleets.m, k)
+	}
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	e := mustEngine(b, Options{Rand: &counterReader{}})
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	// The entries Prepare would build, applied through the engine's own
+	// write paths (the JSON and entry codecs are measured elsewhere).
+	now := t0.UnixMilli()
+	var out Outcome
+	e.mu.Lock()
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("device-%07d", i)
+		p, s, g, _ := e.generate()
+		e.putIdentityLocked(&logEntry{op: OpPutDevice, deviceID: id, genPrimary: p, genSecondary: s, generationID: g}, now, &out)
+		tags := mustParse(b, fmt.Sprintf(`{"region":"r%d","building":"b%d","type":"sensor"}`, i%10, i/100))
+		e.writeTwinLocked(&logEntry{op: OpUpdateTwin, deviceID: id, hasTags: true, tags: tags}, now, &out)
+		rep := mustParse(b, fmt.Sprintf(`{"fw":"1.%d.0","battery":%d,"temp":%d.5}`, i%3, i%100, i%40))
+		e.patchReportedLocked(&logEntry{op: OpPatchReported, deviceID: id, reported: rep}, now, &out)
+		if out.Reply.Err != nil {
+			b.Fatal(out.Reply.Err)
+		}
+		out = Outcome{}
+	}
+	e.mu.Unlock()
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+	benchFleets.m[n], benchFleets.b[n] = e, per
+	return e, per
+}
+
+func mustParse(b testing.TB, s string) node {
+	v, err := parseJSON([]byte(s))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
+}
+
+var benchSizes = []int{1_000, 10_000, 100_000, 1_000_000}
+
+// BenchmarkTwinQuery measures one query page (100 items) or one aggregate
+// over one shard of n twins: an indexed tag equality (100 matches), a
+// scan whose predicate matches nothing (every twin evaluated), a GROUP
+// BY over everything, and an indexed COUNT. Sizes above 10^4 run only
+// without -short.
+func BenchmarkTwinQuery(b *testing.B) {
+	queries := []struct{ name, q string }{
+		{"indexed-tag", "SELECT * FROM devices WHERE tags.building = 'b7'"},
+		{"scan-nomatch", "SELECT * FROM devices WHERE properties.reported.battery = -1"},
+		{"groupby-all", "SELECT tags.region, COUNT() AS n FROM devices GROUP BY tags.region"},
+		{"count-indexed", "SELECT COUNT() AS n FROM devices WHERE tags.building = 'b7' AND properties.reported.battery >= 0"},
+	}
+	for _, n := range benchSizes {
+		if testing.Short() && n > 10_000 {
+			continue
+		}
+		for _, q := range queries {
+			b.Run(fmt.Sprintf("%s/n=%d", q.name, n), func(b *testing.B) {
+				e, per := benchFleet(b, n)
+				req := &Request{Op: OpQuery, Body: []byte(q.q), Limit: 100}
+				b.ResetTimer()
+				for b.Loop() {
+					if _, rep, _ := e.Prepare(req); rep.Err != nil {
+						b.Fatal(rep.Err)
+					}
+				}
+				b.ReportMetric(per, "heapB/twin")
+			})
+		}
+	}
+}
+
+// BenchmarkTwinEngine measures the engine alone (no log): a reported
+// patch (Prepare, Apply) and a device's properties GET, on a shard of
+// 10^4 twins.
+func BenchmarkTwinEngine(b *testing.B) {
+	e, _ := benchFleet(b, 10_000)
+	b.Run("patch-reported", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			id := "device-" + fmt.Sprintf("%07d", i%10_000)
+			body := []byte(`{"battery":` + strconv.Itoa(i%100) + `,"temp":21.5}`)
+			entry, rep, _ := e.Prepare(&Request{Op: OpPatchReported, DeviceID: id, Body: body})
+			if entry == nil {
+				b.Fatal(rep.Err)
+			}
+			if _, err := e.Apply(entry, t0.Add(time.Duration(i)*time.Millisecond)); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("get-properties", func(b *testing.B) {
+		req := &Request{Op: OpGetProperties, DeviceID: "device-0000042"}
+		for b.Loop() {
+			if _, rep, _ := e.Prepare(req); rep.Err != nil {
+				b.Fatal(rep.Err)
+			}
+		}
+	})
+	b.Run("get-twin", func(b *testing.B) {
+		req := &Request{Op: OpGetTwin, DeviceID: "device-0000042"}
+		for b.Loop() {
+			if _, rep, _ := e.Prepare(req); rep.Err != nil {
+				b.Fatal(rep.Err)
+			}
+		}
+	})
+}
