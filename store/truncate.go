@@ -81,14 +81,14 @@ func (s *Store) epochsTruncate(offset int64) error {
 }
 
 // truncateLocked cuts the commitlog at offset: the segment holding it is
-// zeroed from there (and synced), later segments are deleted. Caller holds
-// Store.putMu with pend drained.
+// zeroed from there (and synced), later segments (and one starting at the
+// cut) are deleted. Caller holds Store.putMu with pend drained.
 func (cl *commitLog) truncateLocked(offset int64) error {
 	cl.listMu.Lock()
 	l := cl.list()
 	keep := len(l)
-	for keep > 0 && l[keep-1].base >= offset && (l[keep-1].base > offset || keep > 1) {
-		keep--
+	for keep > 0 && l[keep-1].base >= offset {
+		keep-- // a segment starting at the cut goes too: the next put recreates it
 	}
 	gone := l[keep:]
 	cl.setList(append([]*mappedFile(nil), l[:keep]...))

@@ -9,6 +9,13 @@
 // exactly the offsets it comes with (the store's dispatcher builds consume
 // queues and the index from it) and reports its end.
 //
+// Controlled mode (Options.Controlled: a controller elects the master)
+// adds master epochs to the handshake: a slave cuts the tail of its log
+// the new master does not have before it replicates, a write waits for
+// every member of the sync state set the broker names (SetSyncStateSet),
+// and consumers see only what every member has (the store's dispatch
+// limit follows the confirm offset).
+//
 // The package reads the log only through the store's public API
 // (ReadRaw, AppendRaw, the physical offsets), so replication cannot reach
 // into the writer's state.

@@ -30,6 +30,16 @@ var (
 	// ErrSlaveAckTimeout: no slave acknowledged the offset in time (the
 	// message is stored on the master).
 	ErrSlaveAckTimeout = errors.New("ha: slave acknowledgement timed out")
+	// ErrStaleEpoch (controlled mode): the two sides disagree on the
+	// master epoch: a slave following a newer master than this one, or a
+	// master older than the one the slave was told to follow (it may not
+	// know yet that it was elected). The slave retries.
+	ErrStaleEpoch = errors.New("ha: master epoch is stale")
+	// ErrDiverged (controlled mode): the slave's log and the master's have
+	// nothing in common that the slave still stores (the consistent offset
+	// is below its first offset); it keeps its data and needs an operator
+	// (an empty store replicates from scratch).
+	ErrDiverged = errors.New("ha: slave log diverges from the master's before its first stored offset")
 	// errShort: more bytes are needed (decoders).
 	errShort = errors.New("ha: short buffer")
 )

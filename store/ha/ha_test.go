@@ -446,6 +446,9 @@ func FuzzStoreHAHello(f *testing.F) {
 	h, _ := AppendHello(nil, Hello{SegmentSize: 4096, MaxOffset: 10, BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911"})
 	f.Add(h)
 	f.Add(h[:20])
+	hc, _ := AppendHello(nil, Hello{SegmentSize: 4096, MaxOffset: 10, BrokerName: "g", Controlled: true, BrokerID: 3, Epoch: 2,
+		Epochs: []store.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 10}}})
+	f.Add(hc)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		v, n, err := DecodeHello(b)
 		if err != nil {

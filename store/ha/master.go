@@ -47,6 +47,17 @@ type Options struct {
 	// ReconnectMin and ReconnectMax bound the slave's reconnect backoff
 	// (defaults 200 ms and 5 s).
 	ReconnectMin, ReconnectMax time.Duration
+	// Controlled turns on the epoch extension (a controller elects the
+	// master; see wire.go): BrokerID is this broker's controller id, Epoch
+	// the master epoch (a master's own; the one a slave was told to
+	// follow).
+	Controlled bool
+	BrokerID   int64
+	Epoch      int32
+	// OnTruncate (controlled slave) is called after the slave cut its log
+	// to match the master's, before it appends anything; an error ends
+	// the session.
+	OnTruncate func(offset int64) error
 	// Logger, nil = the store's logger.
 	Logger *slog.Logger
 }
@@ -130,6 +141,13 @@ type Server struct {
 	mu    sync.Mutex
 	conns map[*slaveConn]struct{} // protected by mu
 
+	// Controlled mode: the sync state set whose acks a write waits for.
+	syncMu    sync.Mutex
+	syncSet   []int64         // member ids other than this broker; protected by syncMu
+	minInSync int             // fewest members (this broker included); protected by syncMu
+	acked     map[int64]int64 // highest end each broker id reported; protected by syncMu
+	limit     int64           // dispatch limit last set; protected by syncMu
+
 	done      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -140,10 +158,60 @@ type slaveConn struct {
 	c         net.Conn
 	addr      string
 	since     time.Time
+	brokerID  atomic.Int64 // controlled mode: the slave's broker id
 	ack       atomic.Int64 // the slave's last reported end
 	sent      atomic.Int64 // next offset to send
+	caughtUp  atomic.Int64 // unix ns: the slave had everything the master had then
 	closeOnce sync.Once
 	done      chan struct{}
+
+	sampleMu sync.Mutex
+	samples  [64]endSample // master ends over time, a ring; protected by sampleMu
+	nSample  int           // samples written; protected by sampleMu
+}
+
+// endSample is the master's log end at a moment.
+type endSample struct {
+	end int64
+	at  int64 // unix ns
+}
+
+// sample records the master's end now (at most every 5 ms).
+func (c *slaveConn) sample(end int64, now time.Time) {
+	c.sampleMu.Lock()
+	defer c.sampleMu.Unlock()
+	if c.nSample > 0 {
+		last := c.samples[(c.nSample-1)%len(c.samples)]
+		if last.end == end || now.UnixNano()-last.at < int64(5*time.Millisecond) {
+			return
+		}
+	}
+	c.samples[c.nSample%len(c.samples)] = endSample{end, now.UnixNano()}
+	c.nSample++
+}
+
+// reached notes that the slave reported ack: it then has everything the
+// master had at the newest sample not beyond ack.
+func (c *slaveConn) reached(ack, masterEnd int64, now time.Time) {
+	at := int64(0)
+	if ack >= masterEnd {
+		at = now.UnixNano()
+	} else {
+		c.sampleMu.Lock()
+		for i := c.nSample - 1; i >= 0 && i >= c.nSample-len(c.samples); i-- {
+			if sm := c.samples[i%len(c.samples)]; sm.end <= ack {
+				at = sm.at
+				break
+			}
+		}
+		c.sampleMu.Unlock()
+	}
+	for {
+		cur := c.caughtUp.Load()
+		if at <= cur || c.caughtUp.CompareAndSwap(cur, at) {
+			return
+		}
+	}
 }
 
 func (c *slaveConn) close() {
@@ -158,6 +226,11 @@ type Slave struct {
 	Addr      string    // remote address of the HA connection
 	AckOffset int64     // the slave's commitlog end as last reported
 	Since     time.Time // when it connected
+	// BrokerID (controlled mode) is the slave's broker id; CaughtUp the
+	// latest moment whose master log the slave has entirely (zero if
+	// none yet).
+	BrokerID int64
+	CaughtUp time.Time
 }
 
 // Serve starts the master side of replication for s on ln (which the
@@ -168,7 +241,7 @@ func Serve(s *store.Store, ln net.Listener, opts Options) (*Server, error) {
 	}
 	opts = opts.withDefaults(s)
 	h := &Server{s: s, opts: opts, log: opts.Logger, ln: ln, data: newNotifier(), acks: newNotifier(),
-		conns: make(map[*slaveConn]struct{}), done: make(chan struct{})}
+		conns: make(map[*slaveConn]struct{}), done: make(chan struct{}), acked: map[int64]int64{}, limit: -1}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -261,7 +334,14 @@ func (h *Server) serve(hc *slaveConn) error {
 		return err
 	}
 	me := Hello{SegmentSize: h.s.Options().SegmentSize, MinOffset: h.s.MinPhysicalOffset(), MaxOffset: h.s.MaxPhysicalOffset(),
-		BrokerName: h.opts.BrokerName, BrokerAddr: h.opts.BrokerAddr}
+		BrokerName: h.opts.BrokerName, BrokerAddr: h.opts.BrokerAddr,
+		Controlled: h.opts.Controlled, BrokerID: h.opts.BrokerID, Epoch: h.opts.Epoch}
+	if me.Controlled {
+		me.Epochs = h.s.Epochs()
+		if n := len(me.Epochs); n > MaxHelloEpochs {
+			me.Epochs = me.Epochs[n-MaxHelloEpochs:]
+		}
+	}
 	buf, err := AppendHello(nil, me)
 	if err != nil {
 		return err
@@ -273,6 +353,12 @@ func (h *Server) serve(hc *slaveConn) error {
 		h.log.Error("ha: refused slave", "slave", hc.addr, "err", err)
 		return err
 	}
+	if me.Controlled && peer.Epoch > me.Epoch {
+		err := fmt.Errorf("%w: slave %d follows master epoch %d, this master is at epoch %d", ErrStaleEpoch, peer.BrokerID, peer.Epoch, me.Epoch)
+		h.log.Warn("ha: refused slave of a newer master", "slave", hc.addr, "err", err)
+		return err
+	}
+	hc.brokerID.Store(peer.BrokerID)
 	var rb [ReportSize]byte
 	if _, err := io.ReadFull(hc.c, rb[:]); err != nil {
 		return fmt.Errorf("ha: first report: %w", err)
@@ -285,8 +371,8 @@ func (h *Server) serve(hc *slaveConn) error {
 	}
 	hc.ack.Store(report)
 	hc.sent.Store(start)
-	h.acks.notify()
-	h.log.Info("ha: slave connected", "slave", hc.addr, "report", report, "start", start)
+	h.noteAck(hc, report)
+	h.log.Info("ha: slave connected", "slave", hc.addr, "id", peer.BrokerID, "report", report, "start", start)
 	_ = hc.c.SetDeadline(time.Time{})
 
 	h.wg.Add(1)
@@ -320,6 +406,9 @@ func checkPeer(me, peer Hello) error {
 	if me.SegmentSize != peer.SegmentSize {
 		return fmt.Errorf("%w: segment size %d, this broker uses %d", ErrMismatch, peer.SegmentSize, me.SegmentSize)
 	}
+	if me.Controlled != peer.Controlled {
+		return fmt.Errorf("%w: one side has its master elected by a controller, the other not", ErrMismatch)
+	}
 	return nil
 }
 
@@ -335,31 +424,21 @@ func readHello(r io.Reader) (Hello, error) {
 		if !errors.Is(err, errShort) {
 			return h, err
 		}
-		if len(buf) > helloFixedSize+4+2*maxString {
+		if len(buf) > maxHelloSize {
 			return h, fmt.Errorf("%w: hello too long", ErrProtocol)
 		}
 		// Read at most what the hello still needs, so no stream bytes
 		// after it are swallowed.
 		need := helloNeed(buf)
+		if cap(tmp) < need-len(buf) {
+			tmp = make([]byte, min(need-len(buf), maxHelloSize))
+		}
 		n, err := r.Read(tmp[:min(len(tmp), need-len(buf))])
 		buf = append(buf, tmp[:n]...)
 		if err != nil && n == 0 {
 			return h, fmt.Errorf("ha: read hello: %w", err)
 		}
 	}
-}
-
-// helloNeed returns how many bytes the hello whose first len(buf) bytes
-// are known needs at least (always more than len(buf) for a short hello).
-func helloNeed(buf []byte) int {
-	need := helloFixedSize + 2
-	if len(buf) >= need {
-		need += int(binary.BigEndian.Uint16(buf[helloFixedSize:])) + 2
-	}
-	if len(buf) >= need {
-		need += int(binary.BigEndian.Uint16(buf[need-2:]))
-	}
-	return max(need, len(buf)+1)
 }
 
 // readReports updates the slave's ack from its 8-byte reports until the
@@ -374,9 +453,25 @@ func (h *Server) readReports(hc *slaveConn) {
 		off := int64(binary.BigEndian.Uint64(rb[:]))
 		if off > hc.ack.Load() {
 			hc.ack.Store(off)
-			h.acks.notify()
 		}
+		h.noteAck(hc, off)
 	}
+}
+
+// noteAck records a slave's report: caught-up time, the per-id ack and
+// the confirm offset (controlled mode), and wakes the waiters.
+func (h *Server) noteAck(hc *slaveConn, off int64) {
+	hc.reached(off, h.s.MaxPhysicalOffset(), time.Now())
+	if h.opts.Controlled {
+		id := hc.brokerID.Load()
+		h.syncMu.Lock()
+		if off > h.acked[id] {
+			h.acked[id] = off
+		}
+		h.updateLimitLocked()
+		h.syncMu.Unlock()
+	}
+	h.acks.notify()
 }
 
 // writeChunks streams the commitlog from pos until the connection ends.
@@ -387,6 +482,7 @@ func (h *Server) writeChunks(hc *slaveConn, pos int64) error {
 	defer timer.Stop()
 	for {
 		wake := h.data.wait()
+		hc.sample(h.s.MaxPhysicalOffset(), time.Now())
 		r, err := h.s.ReadRaw(pos, TransferBatch)
 		if err != nil {
 			return fmt.Errorf("ha: read at %d: %w", pos, err)
@@ -435,7 +531,11 @@ func (h *Server) Slaves() []Slave {
 	out := make([]Slave, 0, len(h.conns))
 	for c := range h.conns {
 		if a := c.ack.Load(); a >= 0 {
-			out = append(out, Slave{Addr: c.addr, AckOffset: a, Since: c.since})
+			sl := Slave{Addr: c.addr, AckOffset: a, Since: c.since, BrokerID: c.brokerID.Load()}
+			if ns := c.caughtUp.Load(); ns > 0 {
+				sl.CaughtUp = time.Unix(0, ns)
+			}
+			out = append(out, sl)
 		}
 	}
 	h.mu.Unlock()
@@ -458,8 +558,13 @@ func (h *Server) AckOffset() (int64, bool) {
 // WaitAck waits until a slave reported an end >= end. It fails at once with
 // ErrSlaveNotAvailable when no slave is connected or the best one is more
 // than FallBehindMax behind end (and when the last slave goes while
-// waiting), and with ErrSlaveAckTimeout when ctx ends first.
+// waiting), and with ErrSlaveAckTimeout when ctx ends first. In
+// controlled mode it waits for every member of the sync state set instead
+// (see SetSyncStateSet).
 func (h *Server) WaitAck(ctx context.Context, end int64) error {
+	if h.opts.Controlled {
+		return h.waitSyncSet(ctx, end)
+	}
 	first := true
 	for {
 		wake := h.acks.wait()

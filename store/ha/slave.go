@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,12 @@ type Client struct {
 
 	connMu sync.Mutex
 	conn   net.Conn // current connection; protected by connMu
+
+	// Controlled mode: the master's epoch history from its hello, and how
+	// many of its entries this log has recorded (owned by the session).
+	masterEpochs []store.EpochEntry
+	recorded     int
+	truncations  atomic.Int64
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -131,11 +138,17 @@ func (c *Client) run(ctx context.Context) {
 				return
 			}
 			c.lastErr.Store(&err)
-			refused := errors.Is(err, ErrMismatch) || errors.Is(err, ErrSlaveAhead) || errors.Is(err, ErrSlaveBehind) || errors.Is(err, ErrProtocol)
-			if refused {
+			refused := errors.Is(err, ErrMismatch) || errors.Is(err, ErrSlaveAhead) || errors.Is(err, ErrSlaveBehind) ||
+				errors.Is(err, ErrProtocol) || errors.Is(err, ErrDiverged)
+			switch {
+			case errors.Is(err, ErrStaleEpoch):
+				// The master may not know yet that it was elected.
+				c.log.Info("ha: master not at the expected epoch yet; retrying", "master", addr, "err", err)
+				backoff = c.opts.ReconnectMin
+			case refused:
 				c.log.Error("ha: replication refused; the slave keeps its data and retries", "master", addr, "err", err)
 				backoff = c.opts.ReconnectMax
-			} else {
+			default:
 				c.log.Warn("ha: connection to master lost", "master", addr, "err", err)
 				if c.sessions.Load() != before {
 					backoff = c.opts.ReconnectMin // it worked for a while: retry soon
@@ -174,7 +187,7 @@ func (c *Client) session(ctx context.Context, addr string) error {
 
 	_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	me := Hello{SegmentSize: c.s.Options().SegmentSize, MinOffset: c.s.MinPhysicalOffset(), MaxOffset: c.s.MaxPhysicalOffset(),
-		BrokerName: c.opts.BrokerName}
+		BrokerName: c.opts.BrokerName, Controlled: c.opts.Controlled, BrokerID: c.opts.BrokerID, Epoch: c.opts.Epoch}
 	buf, err := AppendHello(nil, me)
 	if err != nil {
 		return err
@@ -188,6 +201,15 @@ func (c *Client) session(ctx context.Context, addr string) error {
 	}
 	if err := checkPeer(me, peer); err != nil {
 		return fmt.Errorf("master %s: %w", addr, err)
+	}
+	if me.Controlled {
+		if peer.Epoch < me.Epoch {
+			return fmt.Errorf("master %s: %w: it is at epoch %d, the controller elected epoch %d", addr, ErrStaleEpoch, peer.Epoch, me.Epoch)
+		}
+		if err := c.converge(peer); err != nil {
+			return fmt.Errorf("master %s: %w", addr, err)
+		}
+		me.MaxOffset = c.s.MaxPhysicalOffset()
 	}
 	switch {
 	case me.MaxOffset > peer.MaxOffset:
@@ -293,5 +315,50 @@ func (c *Client) apply(off int64, data []byte) error {
 	if err := c.s.AppendRaw(off, data); err != nil {
 		return fmt.Errorf("ha: append %d bytes at %d: %w", len(data), off, err)
 	}
+	return c.recordEpochs()
+}
+
+// converge (controlled mode) cuts this log where it stops matching the
+// master's (the tail an old master wrote that this one never had), then
+// records the master's epochs the log covers and lets consumers see all of
+// it: a slave's log is its master's.
+func (c *Client) converge(peer Hello) error {
+	local, end := c.s.Epochs(), c.s.MaxPhysicalOffset()
+	point := store.ConsistentOffset(local, end, peer.Epochs, peer.MaxOffset)
+	if point < end {
+		if point < c.s.MinPhysicalOffset() {
+			return fmt.Errorf("%w: logs agree up to %d, this log starts at %d", ErrDiverged, point, c.s.MinPhysicalOffset())
+		}
+		c.log.Warn("ha: cutting the log tail the new master does not have", "at", point, "end", end, "bytes", end-point,
+			"masterEpoch", peer.Epoch, "localEpochs", local, "masterEpochs", peer.Epochs)
+		if err := c.s.TruncateTail(point); err != nil {
+			return fmt.Errorf("ha: truncate to %d: %w", point, err)
+		}
+		c.truncations.Add(1)
+		if c.opts.OnTruncate != nil {
+			if err := c.opts.OnTruncate(point); err != nil {
+				return fmt.Errorf("ha: after truncating to %d: %w", point, err)
+			}
+		}
+	}
+	c.s.SetDispatchLimit(math.MaxInt64)
+	c.masterEpochs, c.recorded = peer.Epochs, 0
+	return c.recordEpochs()
+}
+
+// recordEpochs adds the master's epochs this log has reached to its own
+// history (controlled mode).
+func (c *Client) recordEpochs() error {
+	end := c.s.MaxPhysicalOffset()
+	for c.recorded < len(c.masterEpochs) && c.masterEpochs[c.recorded].StartOffset <= end {
+		if err := c.s.RecordEpoch(c.masterEpochs[c.recorded]); err != nil {
+			return fmt.Errorf("ha: record epoch: %w", err)
+		}
+		c.recorded++
+	}
 	return nil
 }
+
+// Truncations returns how many times the client cut the log to match a
+// master (controlled mode).
+func (c *Client) Truncations() int64 { return c.truncations.Load() }

@@ -3,6 +3,8 @@ package ha
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/smartgo/smartgo/store"
 )
 
 // HA (master-slave replication) wire format.
@@ -25,13 +27,35 @@ import (
 //	| nameLen 2 | brokerName nameLen bytes | addrLen 2 | brokerAddr addrLen bytes |
 //	+-----------+--------------------------+-----------+------------------------+
 //
-// magic is 0x53474841 ("SGHA"), version 1, flags 0. segmentSize is the
+// magic is 0x53474841 ("SGHA"), version 1, flags 0 or FlagControlled
+// (then an epoch extension follows, below). segmentSize is the
 // commitlog segment size (both sides must agree, or a replicated segment
 // would not fit). minOffset/maxOffset are the sender's commitlog bounds at
 // the time of sending. brokerName is the broker group name (must be
 // equal); brokerAddr is the master's remoting address (the slave sends "")
 // so a slave configured with only an HA address can still copy the
 // master's metadata. Names and addresses are at most 255 bytes.
+//
+// # Epoch extension (brokers whose master a controller elects)
+//
+// With FlagControlled set, both hellos go on after brokerAddr with:
+//
+//	+------------+---------+---------+----------------------------------------+
+//	| brokerId 8 | epoch 4 | count 2 | count x (epoch 4 | startOffset 8)     |
+//	+------------+---------+---------+----------------------------------------+
+//
+// brokerId is the sender's controller-assigned broker id. In the slave's
+// hello, epoch is the master epoch the controller told it to follow and
+// count is 0; in the master's, epoch is its own master epoch and the
+// entries are its epoch history (store.EpochEntry, oldest first, at most
+// MaxHelloEpochs, the newest ones). Both sides must use the flag or
+// neither (ErrMismatch). A master refuses a slave following a newer epoch
+// than its own, and a slave a master older than the one it follows
+// (ErrStaleEpoch). The slave then cuts its log at
+// store.ConsistentOffset of the two histories (the part an old master
+// wrote that this master never had), records the master's epochs its log
+// now covers, and reports its end; from there on the stream is the classic
+// one below, and the slave records each master epoch as its log reaches it.
 //
 // # Stream (RocketMQ 4.x classic HA)
 //
@@ -67,15 +91,27 @@ const (
 	MaxChunk               = 1 << 20  // largest chunk a slave accepts
 	helloFixedSize         = 32
 	maxString              = 255
+	// FlagControlled marks a hello with the epoch extension.
+	FlagControlled uint16 = 0x0001
+	// MaxHelloEpochs bounds the epoch history in a hello.
+	MaxHelloEpochs = 4096
+	epochExtFixed  = 8 + 4 + 2
+	epochEntryWire = 4 + 8
+	maxHelloSize   = helloFixedSize + 4 + 2*maxString + epochExtFixed + MaxHelloEpochs*epochEntryWire
 )
 
-// Hello is the handshake message (see the wire format above).
+// Hello is the handshake message (see the wire format above). Controlled
+// and the fields after it are the epoch extension.
 type Hello struct {
 	SegmentSize int64
 	MinOffset   int64
 	MaxOffset   int64
 	BrokerName  string
 	BrokerAddr  string
+	Controlled  bool
+	BrokerID    int64
+	Epoch       int32
+	Epochs      []store.EpochEntry
 }
 
 // AppendHello appends the encoded hello to dst. Strings longer than 255
@@ -84,9 +120,16 @@ func AppendHello(dst []byte, h Hello) ([]byte, error) {
 	if len(h.BrokerName) > maxString || len(h.BrokerAddr) > maxString {
 		return dst, fmt.Errorf("%w: name or address longer than %d bytes", ErrProtocol, maxString)
 	}
+	if len(h.Epochs) > MaxHelloEpochs {
+		return dst, fmt.Errorf("%w: %d epochs in a hello, at most %d", ErrProtocol, len(h.Epochs), MaxHelloEpochs)
+	}
+	var flags uint16
+	if h.Controlled {
+		flags = FlagControlled
+	}
 	dst = binary.BigEndian.AppendUint32(dst, Magic)
 	dst = binary.BigEndian.AppendUint16(dst, Version)
-	dst = binary.BigEndian.AppendUint16(dst, 0)
+	dst = binary.BigEndian.AppendUint16(dst, flags)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(h.SegmentSize))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(h.MinOffset))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(h.MaxOffset))
@@ -94,6 +137,15 @@ func AppendHello(dst []byte, h Hello) ([]byte, error) {
 	dst = append(dst, h.BrokerName...)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(h.BrokerAddr)))
 	dst = append(dst, h.BrokerAddr...)
+	if h.Controlled {
+		dst = binary.BigEndian.AppendUint64(dst, uint64(h.BrokerID))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(h.Epoch))
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(h.Epochs)))
+		for _, e := range h.Epochs {
+			dst = binary.BigEndian.AppendUint32(dst, uint32(e.Epoch))
+			dst = binary.BigEndian.AppendUint64(dst, uint64(e.StartOffset))
+		}
+	}
 	return dst, nil
 }
 
@@ -114,9 +166,11 @@ func DecodeHello(b []byte) (Hello, int, error) {
 	if v := binary.BigEndian.Uint16(b[4:]); v != Version {
 		return h, 0, fmt.Errorf("%w: version %d, want %d", ErrProtocol, v, Version)
 	}
-	if f := binary.BigEndian.Uint16(b[6:]); f != 0 {
+	f := binary.BigEndian.Uint16(b[6:])
+	if f&^FlagControlled != 0 {
 		return h, 0, fmt.Errorf("%w: unknown flags 0x%04X", ErrProtocol, f)
 	}
+	h.Controlled = f&FlagControlled != 0
 	h.SegmentSize = int64(binary.BigEndian.Uint64(b[8:]))
 	h.MinOffset = int64(binary.BigEndian.Uint64(b[16:]))
 	h.MaxOffset = int64(binary.BigEndian.Uint64(b[24:]))
@@ -141,7 +195,51 @@ func DecodeHello(b []byte) (Hello, int, error) {
 		pos += n
 	}
 	h.BrokerName, h.BrokerAddr = strs[0], strs[1]
+	if !h.Controlled {
+		return h, pos, nil
+	}
+	if len(b) < pos+epochExtFixed {
+		return h, 0, errShort
+	}
+	h.BrokerID = int64(binary.BigEndian.Uint64(b[pos:]))
+	h.Epoch = int32(binary.BigEndian.Uint32(b[pos+8:]))
+	n := int(binary.BigEndian.Uint16(b[pos+12:]))
+	pos += epochExtFixed
+	if h.BrokerID < 0 || h.Epoch < 0 || n > MaxHelloEpochs {
+		return h, 0, fmt.Errorf("%w: implausible epoch extension (broker id %d, epoch %d, %d entries)", ErrProtocol, h.BrokerID, h.Epoch, n)
+	}
+	if len(b) < pos+n*epochEntryWire {
+		return h, 0, errShort
+	}
+	for i := 0; i < n; i++ {
+		e := store.EpochEntry{Epoch: int32(binary.BigEndian.Uint32(b[pos:])), StartOffset: int64(binary.BigEndian.Uint64(b[pos+4:]))}
+		if e.Epoch <= 0 || e.StartOffset < 0 || e.StartOffset > h.MaxOffset ||
+			(i > 0 && (e.Epoch <= h.Epochs[i-1].Epoch || e.StartOffset < h.Epochs[i-1].StartOffset)) {
+			return h, 0, fmt.Errorf("%w: epoch entry %d (%d at %d) out of order or beyond the log", ErrProtocol, i, e.Epoch, e.StartOffset)
+		}
+		h.Epochs = append(h.Epochs, e)
+		pos += epochEntryWire
+	}
 	return h, pos, nil
+}
+
+// helloNeed returns how many bytes the hello whose first len(buf) bytes
+// are known needs at least (always more than len(buf) for a short hello).
+func helloNeed(buf []byte) int {
+	need := helloFixedSize + 2
+	if len(buf) >= need {
+		need += int(binary.BigEndian.Uint16(buf[helloFixedSize:])) + 2
+	}
+	if len(buf) >= need {
+		need += int(binary.BigEndian.Uint16(buf[need-2:]))
+		if len(buf) >= 8 && binary.BigEndian.Uint16(buf[6:])&FlagControlled != 0 {
+			need += epochExtFixed
+			if len(buf) >= need {
+				need += int(binary.BigEndian.Uint16(buf[need-2:])) * epochEntryWire
+			}
+		}
+	}
+	return max(need, len(buf)+1)
 }
 
 // AppendReport appends a slave report (its commitlog end).

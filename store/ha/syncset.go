@@ -1,0 +1,110 @@
+package ha
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Sync state set (controlled mode). The broker tells the server which
+// brokers' acknowledgements a write needs: the members of the group's sync
+// state set (during a change, the union of the old and the new set) and
+// the fewest members for a write to be acknowledged at all. A write is
+// acknowledged once every member other than this master reported an end
+// at or past it. The confirm offset, the end every member has, is the
+// store's dispatch limit, so consumers only see what a failover keeps.
+
+// SetSyncStateSet sets the members (broker ids, this master's included or
+// not) whose acknowledgements a write needs and the fewest members for a
+// write to be acknowledged (minInSync, counting this master). Waiters are
+// re-evaluated at once.
+func (h *Server) SetSyncStateSet(members []int64, minInSync int) {
+	others := slices.DeleteFunc(slices.Clone(members), func(id int64) bool { return id == h.opts.BrokerID })
+	slices.Sort(others)
+	others = slices.Compact(others)
+	h.syncMu.Lock()
+	h.syncSet, h.minInSync = others, minInSync
+	h.updateLimitLocked()
+	h.syncMu.Unlock()
+	h.acks.notify()
+}
+
+// SyncStateSet returns the members set by SetSyncStateSet other than this
+// master, and minInSync.
+func (h *Server) SyncStateSet() ([]int64, int) {
+	h.syncMu.Lock()
+	defer h.syncMu.Unlock()
+	return slices.Clone(h.syncSet), h.minInSync
+}
+
+// ConfirmOffset returns the commitlog end every member of the sync state
+// set reported (this master's own end when it is the only member).
+func (h *Server) ConfirmOffset() int64 {
+	h.syncMu.Lock()
+	defer h.syncMu.Unlock()
+	return h.confirmLocked()
+}
+
+func (h *Server) confirmLocked() int64 {
+	c := h.s.MaxPhysicalOffset()
+	for _, id := range h.syncSet {
+		c = min(c, h.acked[id])
+	}
+	return c
+}
+
+// updateLimitLocked moves the store's dispatch limit to the confirm offset
+// (no limit while this master is the only member).
+func (h *Server) updateLimitLocked() {
+	limit := int64(math.MaxInt64)
+	if len(h.syncSet) > 0 {
+		limit = h.confirmLocked()
+	}
+	if limit != h.limit {
+		h.limit = limit
+		h.s.SetDispatchLimit(limit)
+	}
+}
+
+// AckedBy returns the highest end broker id reported to this master.
+func (h *Server) AckedBy(id int64) int64 {
+	h.syncMu.Lock()
+	defer h.syncMu.Unlock()
+	return h.acked[id]
+}
+
+// waitSyncSet is WaitAck in controlled mode.
+func (h *Server) waitSyncSet(ctx context.Context, end int64) error {
+	first := true
+	for {
+		wake := h.acks.wait()
+		h.syncMu.Lock()
+		members, minIn := len(h.syncSet)+1, h.minInSync
+		missing := int64(-1)
+		for _, id := range h.syncSet {
+			if h.acked[id] < end {
+				missing = id
+				break
+			}
+		}
+		h.syncMu.Unlock()
+		if members < minIn {
+			return fmt.Errorf("%w: %d in-sync replicas, %d required", ErrSlaveNotAvailable, members, minIn)
+		}
+		if missing < 0 {
+			return nil
+		}
+		if first {
+			h.data.notify()
+			first = false
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: in-sync replica %d has not reached %d", ErrSlaveAckTimeout, missing, end)
+		case <-h.done:
+			return ErrClosed
+		}
+	}
+}
