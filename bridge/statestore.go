@@ -19,7 +19,7 @@ import (
 )
 
 // The protocol's status codes and property names used by the front
-// (statestore-protocol.md 1.4, 1.5).
+// (docs/protocols.md, "State store over MQTT 5").
 const (
 	ssStatusBadRequest  = "400"
 	ssStatusBadContent  = "415"

@@ -5,8 +5,8 @@
 // tokens, expiry, quotas, KEYNOTIFY registrations and notifications, and a
 // response cache for redelivered requests. It does no I/O: time comes in
 // as arguments, bytes in and out as slices, and it imports nothing from
-// SmartGo. The wire rules it follows are in
-// ../shared/docs/statestore-protocol.md.
+// SmartGo. The wire rules it follows are summed up in docs/protocols.md
+// ("State store over MQTT 5") and pinned by this package's tests.
 //
 // # Calling protocol
 //

@@ -48,7 +48,7 @@ func (e ServiceError) Error() string { return "statestore: " + string(e) }
 // Text returns the text exactly as it goes on the wire after "-ERR ".
 func (e ServiceError) Text() string { return string(e) }
 
-// The protocol's error texts (statestore-protocol.md 1.8), then SmartGo's
+// The protocol's error texts (docs/protocols.md), then SmartGo's
 // own for its extensions.
 const (
 	// ErrTimestampSkew: the request's __ts is more than MaxClockSkew ahead

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// MQTT-level constants of the protocol (statestore-protocol.md 1.1-1.9).
+// MQTT-level constants of the protocol (docs/protocols.md, "State store over MQTT 5").
 // They are FROZEN: the SDKs hard-code them.
 const (
 	// RequestTopic is the topic clients publish requests to.
@@ -186,7 +186,7 @@ func ShardOf(key []byte, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// Protocol-version handling (statestore-protocol.md 1.5): the front end
+// Protocol-version handling (docs/protocols.md): the front end
 // checks __protVer before anything else and answers an unsupported major
 // with UnsupportedVersionProperties, without executing the request.
 const (
