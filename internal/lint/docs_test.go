@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -77,6 +78,57 @@ func TestLintDocs(t *testing.T) {
 					t.Errorf("%s: names %s, which no test file defines", rel, s)
 				}
 			}
+		}
+	}
+}
+
+// TestLintArchitectureDoc keeps the package table of docs/architecture.md
+// equal to the import table above: the same rows, each allowing the same
+// imports ("nothing" for none). Rows of internal/..., examples/... and
+// cmd/... follow rules of their own and are not compared.
+func TestLintArchitectureDoc(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "\n## Packages\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string][]string{}
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) != 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		name := codeSpan.FindStringSubmatch(cells[1])[1]
+		if strings.HasPrefix(name, "internal/") || strings.HasPrefix(name, "cmd/") {
+			continue
+		}
+		name = strings.TrimSuffix(name, "/...")
+		var imports []string
+		for _, m := range codeSpan.FindAllStringSubmatch(cells[3], -1) {
+			imports = append(imports, m[1])
+		}
+		sort.Strings(imports)
+		rows[name] = imports
+	}
+	if len(rows) < 10 {
+		t.Fatalf("found %d rows in the Packages table of docs/architecture.md", len(rows))
+	}
+	for name, want := range allowed {
+		got, ok := rows[name]
+		if !ok {
+			t.Errorf("package %s has a row in internal/lint but none in docs/architecture.md", name)
+			continue
+		}
+		w := append([]string(nil), want...)
+		sort.Strings(w)
+		if strings.Join(got, ",") != strings.Join(w, ",") {
+			t.Errorf("docs/architecture.md lets %s import %v, internal/lint %v", name, got, w)
+		}
+	}
+	for name := range rows {
+		if _, ok := allowed[name]; !ok {
+			t.Errorf("docs/architecture.md has a row for %s, internal/lint none", name)
 		}
 	}
 }
