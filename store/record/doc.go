@@ -73,6 +73,39 @@
 // 0x700 compression type (0x100 LZ4, 0x200 ZSTD, 0x300 ZLIB; 0 with
 // COMPRESSED set means zlib, as older clients write).
 //
+// # Record CRC trailer (sealed records)
+//
+// BODYCRC covers only the body: damage to TOPIC, QUEUEID, QUEUEOFFSET or
+// any other header field would pass it. So SmartGo seals every record it
+// writes the way RocketMQ 5 does with enabledAppendPropCRC: the last
+// property of PROPERTIES is a CRC of the whole record,
+//
+//	... PROPERTIES as sent | 0x02 | "__CRC32#" | 0x01 | 10 ASCII digits | 0x02
+//	                                 `------------- trailer, 20 bytes -------'
+//
+// where the 0x02 before the trailer is written only when the properties
+// string is not empty and does not already end with one, PROPERTIESLEN and
+// TOTALSIZE count the separator and the trailer, and the digits are the
+// decimal value of
+//
+//	CRC32-IEEE(record bytes [0, TOTALSIZE-20)) & 0x7FFFFFFF
+//
+// least significant digit first, padded with '0' to ten digits (RocketMQ's
+// order: 1912040457 is written "7540402191"). The CRC covers every byte
+// before the trailer: TOTALSIZE, MAGICCODE, BODYCRC, all header fields,
+// body, topic, PROPERTIESLEN and the other properties. The record is still
+// a v1 record (same magic, same fields): a RocketMQ 4.x reader sees one
+// more property, named as RocketMQ 5 names it. A producer's own
+// "__CRC32#" pair is removed before sealing (StripCRCProperty).
+//
+// Records written before sealing (SmartGo before record CRCs, or
+// RocketMQ 4.x) have no trailer and stay readable as legacy records,
+// checked by BODYCRC and their structure. A record whose properties end in
+// something that is nearly a trailer (six of the eight key bytes in place,
+// or only trailer bytes and zeros in the last 20 bytes, or zeros alone) is
+// a sealed record whose trailer was damaged, not a legacy one; Verify
+// documents the rule.
+//
 // # Blank filler (magic 0xCBD43194)
 //
 // When a record does not fit in the rest of a segment, the writer fills the

@@ -170,8 +170,14 @@ func EncodeTo(dst []byte, m *Message) (int, error) {
 	if len(dst) < n {
 		return 0, fmt.Errorf("%w: record needs %d bytes, have %d", ErrShortBuffer, n, len(dst))
 	}
-	b := dst[:n]
-	be.PutUint32(b[OffsetTotalSize:], uint32(n))
+	return encode(dst[:n], m, n, len(m.Properties))
+}
+
+// encode writes m's record into b (len(b) == total) with TOTALSIZE total and
+// PROPERTIESLEN propsLen; m.Properties fills the first len(m.Properties)
+// bytes of PROPERTIES, the caller the rest (a sealed record's trailer).
+func encode(b []byte, m *Message, total, propsLen int) (int, error) {
+	be.PutUint32(b[OffsetTotalSize:], uint32(total))
 	be.PutUint32(b[OffsetMagic:], MagicMessage)
 	be.PutUint32(b[OffsetBodyCRC:], BodyCRC(m.Body))
 	be.PutUint32(b[OffsetQueueID:], uint32(m.QueueID))
@@ -195,10 +201,10 @@ func EncodeTo(dst []byte, m *Message) (int, error) {
 	b[off] = byte(len(m.Topic))
 	off++
 	off += copy(b[off:], m.Topic)
-	be.PutUint16(b[off:], uint16(len(m.Properties)))
+	be.PutUint16(b[off:], uint16(propsLen))
 	off += 2
 	copy(b[off:], m.Properties)
-	return n, nil
+	return total, nil
 }
 
 // AppendRecord appends the encoded record of m to dst, growing it if needed
@@ -268,8 +274,9 @@ type View struct {
 // View.TotalSize and View.Magic set. Malformed input (bad magic, TOTALSIZE
 // out of range, lengths that overrun TOTALSIZE or b, or that do not add up
 // to TOTALSIZE exactly) yields a *CorruptError, which wraps ErrCorrupt.
-// checkCRC also verifies BODYCRC. Parse never panics and does not allocate
-// unless it fails.
+// checkCRC also verifies the record's integrity (see Verify: the
+// whole-record CRC of a sealed record, BODYCRC of a legacy one). Parse never
+// panics and does not allocate unless it fails.
 func Parse(b []byte, checkCRC bool) (View, error) {
 	var v View
 	if len(b) < BlankHeaderSize {
@@ -364,8 +371,8 @@ func Parse(b []byte, checkCRC bool) (View, error) {
 	v.Properties = r[off:size:size]
 
 	if checkCRC {
-		if crc := BodyCRC(v.Body); crc != v.BodyCRC {
-			return v, corrupt(OffsetBodyCRC, "BODYCRC", "stored 0x%08X, body has 0x%08X", v.BodyCRC, crc)
+		if _, err := verify(&v, r); err != nil {
+			return v, err
 		}
 	}
 	return v, nil
