@@ -266,7 +266,7 @@ var systemProperties = map[string]bool{
 	record.PropertyMinOffset: true, record.PropertyMaxOffset: true, record.PropertyOriginMessageID: true,
 	record.PropertyReconsumeTime: true, record.PropertyMsgRegion: true, record.PropertyTraceSwitch: true,
 	record.PropertyUniqueClientMessageIDKeyIndex: true, record.PropertyMaxReconsumeTimes: true,
-	record.PropertyConsumeStartTimestamp: true, record.PropertyCluster: true,
+	record.PropertyConsumeStartTimestamp: true, record.PropertyCluster: true, record.PropertyCRC32: true,
 }
 
 func systemProperty(k string) bool { return systemProperties[k] }

@@ -119,6 +119,7 @@ type Store struct {
 	DiskForceCleanRatio int      `toml:"disk_force_clean_ratio"`
 	DiskFullRatio       int      `toml:"disk_full_ratio"`
 	CheckCRCOnRecover   bool     `toml:"check_crc_on_recover"`
+	VerifyAllOnCrash    bool     `toml:"verify_all_on_crash"`
 }
 
 // Bridge configures an MQTT bridge node.
@@ -196,6 +197,7 @@ func Default() File {
 			DiskForceCleanRatio: 85,
 			DiskFullRatio:       90,
 			CheckCRCOnRecover:   true,
+			VerifyAllOnCrash:    true,
 		},
 		Controller: Controller{
 			Listen:            "0.0.0.0:9878",

@@ -194,7 +194,8 @@ func (cl *commitLog) minOffset() int64 {
 
 // loadSegments maps the existing segment files in order. It fails with
 // ErrSegmentSize when their sizes or spacing disagree with SegmentSize and
-// reports (in damaged) files that were short and got extended with zeros.
+// reports (in damaged) files that were short and got extended with zeros
+// and segments missing in the middle (recreated empty).
 func (cl *commitLog) loadSegments() (damaged []*CorruptError, err error) {
 	if err := os.MkdirAll(cl.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRoot, err)
@@ -215,14 +216,30 @@ func (cl *commitLog) loadSegments() (damaged []*CorruptError, err error) {
 		}
 	}
 	var segs []*mappedFile
+	fail := func(err error) ([]*CorruptError, error) {
+		for _, s := range segs {
+			s.close()
+		}
+		return nil, err
+	}
 	for i, f := range files {
 		if i > 0 && f.base != files[i-1].base+cl.segSize {
-			// A hole in the sequence: everything after it is unreachable.
-			for _, g := range files[i:] {
-				damaged = append(damaged, &CorruptError{File: g.path, Reason: "segment after a gap in the commitlog sequence, removed"})
-				_ = os.Remove(g.path)
+			// Missing segments in the middle: their records are lost, but
+			// the segments after them are kept. Each is recreated empty
+			// (sparse) so the list stays contiguous; recovery skips it.
+			missing := (f.base - files[i-1].base - cl.segSize) / cl.segSize
+			if missing > maxMissingSegments {
+				return fail(fmt.Errorf("%w: %d segments missing before %s; is it a stray file?", ErrSegmentSize, missing, f.path))
 			}
-			break
+			for base := files[i-1].base + cl.segSize; base < f.base; base += cl.segSize {
+				path := filepath.Join(cl.dir, fileNameFor(base))
+				m, err := createMappedFile(path, base, cl.segSize, warmSparse)
+				if err != nil {
+					return fail(err)
+				}
+				damaged = append(damaged, &CorruptError{File: path, Reason: "missing segment in the middle of the commitlog, recreated empty; its records are lost"})
+				segs = append(segs, m)
+			}
 		}
 		if f.size < cl.segSize && i == len(files)-1 && endsWithFiller(f.path, f.size) {
 			return nil, fmt.Errorf("%w: %s is a complete %d-byte segment, SegmentSize is %d", ErrSegmentSize, f.path, f.size, cl.segSize)
@@ -232,16 +249,17 @@ func (cl *commitLog) loadSegments() (damaged []*CorruptError, err error) {
 		}
 		m, err := openMappedFile(f.path, f.base, cl.segSize)
 		if err != nil {
-			for _, s := range segs {
-				s.close()
-			}
-			return nil, err
+			return fail(err)
 		}
 		segs = append(segs, m)
 	}
 	cl.setList(segs)
 	return damaged, nil
 }
+
+// maxMissingSegments bounds the segments recovery recreates for a gap in
+// the sequence; a wider gap is a stray file, not lost segments.
+const maxMissingSegments = 1024
 
 // endsWithFiller reports whether the records of a file hop exactly to its
 // end through a filler: a complete segment written with a smaller
@@ -264,7 +282,8 @@ func endsWithFiller(path string, size int64) bool {
 	return false
 }
 
-// appendLocked writes m (whose encoded size is size) at the end of the log,
+// appendLocked writes m, sealed (record.EncodeSealedTo; size is
+// record.SealedSize(m)), at the end of the log,
 // preceded by a blank filler and a segment roll when it does not fit with 8
 // bytes to spare. It sets m.PhysicalOffset. Caller holds Store.putMu.
 func (cl *commitLog) appendLocked(m *record.Message, size int, viaPend bool) (int64, error) {
@@ -306,12 +325,12 @@ func (cl *commitLog) appendLocked(m *record.Message, size int, viaPend bool) (in
 		}
 		at := len(cl.pend)
 		cl.pend = slices.Grow(cl.pend, size)[:at+size]
-		n, err = record.EncodeTo(cl.pend[at:], m)
+		n, err = record.EncodeSealedTo(cl.pend[at:], m)
 		cl.pend = cl.pend[:at+n]
 		if err != nil {
 			return 0, err
 		}
-	} else if n, err = record.EncodeTo(seg.data[rel:rel+int64(size)], m); err != nil {
+	} else if n, err = record.EncodeSealedTo(seg.data[rel:rel+int64(size)], m); err != nil {
 		return 0, err
 	}
 	phy := cl.writePos

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -377,4 +378,31 @@ outer:
 	}
 	cq.maxOff.Store((m.base + cutRel) / cqEntrySize)
 	return cut, beyondEnd
+}
+
+// entriesIn counts the entries whose record starts in [from, to) of the
+// commitlog. Entries are in commitlog order (holes aside), so it searches
+// for the first entry at or after each bound.
+func (cq *consumeQueue) entriesIn(from, to int64) int {
+	lo, hi := cq.minOff.Load(), cq.maxOff.Load()
+	first := cq.firstAtOrAfter(lo, hi, from)
+	last := cq.firstAtOrAfter(first, hi, to)
+	return int(last - first)
+}
+
+// firstAtOrAfter returns the first logical offset in [lo, hi) whose entry
+// (the next non-hole entry from there) points at or after phy, or hi.
+func (cq *consumeQueue) firstAtOrAfter(lo, hi, phy int64) int64 {
+	return lo + int64(sort.Search(int(hi-lo), func(i int) bool {
+		for off := lo + int64(i); off < hi; off++ {
+			e, ok := cq.entry(off)
+			if !ok {
+				return true
+			}
+			if !e.isHole() {
+				return e.phy >= phy
+			}
+		}
+		return true
+	}))
 }

@@ -22,20 +22,7 @@ type corpusMsg struct {
 // and closes it cleanly.
 func buildCorpus(t *testing.T, root string) []corpusMsg {
 	t.Helper()
-	s, err := Open(testOptions(root))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []corpusMsg
-	for i := range 600 {
-		sp := msgSpec{topic: fmt.Sprintf("T%d", i%2), qid: int32(i % 3), body: fmt.Sprintf("%d:%s", i, strings.Repeat("z", i%300)),
-			tags: fmt.Sprint("tag", i%4), keys: fmt.Sprint("key", i), uniq: fmt.Sprintf("U%05d", i)}
-		out = append(out, corpusMsg{mustPut(t, s, sp), sp})
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return buildCorpusN(t, root, 600)
 }
 
 func copyTree(t *testing.T, src, dst string) {
@@ -67,7 +54,7 @@ func copyTree(t *testing.T, src, dst string) {
 	}
 }
 
-func flipByte(t *testing.T, path string, off int64) {
+func flipByte(t testing.TB, path string, off int64) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"log/slog"
+	"math"
 
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -16,7 +18,9 @@ type dispatcher struct {
 	touched  []*consumeQueue
 	fillGaps bool            // false during the first recovery pass: gaps are only noted
 	gapSeen  bool            // a record skipped ahead of its queue's end
-	broken   bool            // undecodable bytes met; dispatching stopped
+	skips    []SkippedRange  // bytes skipped (not records) while recovering, reported by recovery
+	lost     bool            // bytes were skipped: queues may have gaps of any size
+	recovery bool            // recovery runs the dispatcher (skips are collected, not logged)
 	count    int64           // records dispatched (recovery statistics)
 	lastPhy  int64           // newest record dispatched, -1 if none yet
 	lastTs   int64           // its store timestamp
@@ -72,16 +76,8 @@ func (s *Store) SetDispatchLimit(limit int64) {
 // dispatchRangeLocked dispatches complete records in [disp.pos, end).
 func (s *Store) dispatchRangeLocked(end int64) {
 	d := &s.disp
-	if d.broken {
-		return
-	}
 	d.round++
-	if seg, rel, err := d.walk(s.cl, &d.pos, end, s.dispatchRecord); err != nil {
-		d.broken = true
-		ce := &CorruptError{File: seg.path, Offset: rel, Reason: "dispatcher cannot decode record", Err: err}
-		s.log.Error("store: dispatch stopped", "err", ce)
-		s.emit(Event{Kind: EventCorruption, File: seg.path, Offset: rel, Err: ce})
-	}
+	d.walk(s.cl, &d.pos, end, s.dispatchRecord, s.dispatchSkipped)
 	s.dispatched.Store(d.pos)
 	s.markMu.Lock()
 	s.dispMark = dispatchMark{end: d.pos, lastPhy: d.lastPhy, lastTs: d.lastTs, keyedPhy: d.keyedPhy}
@@ -98,6 +94,23 @@ type dispatchMark struct {
 	keyedPhy int64 // newest record before end with keys to index, -1 if none
 }
 
+// dispatchSkipped notes bytes of seg ([rel, to)) that are not a record:
+// the records they held (if any) get no consume-queue entries, and their
+// queue offsets become holes when later records of the queue arrive.
+func (s *Store) dispatchSkipped(seg *mappedFile, rel, to int64, err error) {
+	d := &s.disp
+	d.lost = true
+	r := SkippedRange{File: seg.path, From: seg.base + rel, To: seg.base + to, Err: err}
+	if d.recovery {
+		d.skips = append(d.skips, r)
+		return
+	}
+	ce := &CorruptError{File: seg.path, Offset: rel, Reason: fmt.Sprintf("%d bytes that are not a record skipped by the dispatcher", to-rel), Err: err}
+	s.rlog.Log(s.log, slog.LevelError, "dispatch skip", "store: dispatcher skipped bytes that are not a record",
+		"file", seg.path, "from", r.From, "to", r.To, "err", err)
+	s.emit(Event{Kind: EventCorruption, File: seg.path, Offset: rel, Err: ce})
+}
+
 func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) {
 	d := &s.disp
 	tx := v.SysFlag & record.TxMask
@@ -107,7 +120,13 @@ func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) {
 		if !d.fillGaps && v.QueueOffset > cq.maxOff.Load() {
 			d.gapSeen = true
 		} else {
-			holes, ok, err := cq.appendEntry(v.QueueOffset, cqEntry{phy: phy, size: size, tags: tags}, int64(s.opts.CQEntriesPerFile))
+			maxGap := int64(s.opts.CQEntriesPerFile)
+			if d.lost || (d.verify && record.IsSealed(v.Properties)) {
+				// Records were lost to damage, or this record's CRC vouches
+				// for its QUEUEOFFSET: a gap of any size is real.
+				maxGap = math.MaxInt64
+			}
+			holes, ok, err := cq.appendEntry(v.QueueOffset, cqEntry{phy: phy, size: size, tags: tags}, maxGap)
 			if err != nil {
 				s.setWriteErr(err)
 			} else if !ok {

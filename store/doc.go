@@ -35,7 +35,21 @@
 // last segment are zero (segments are preallocated and zero-filled); a
 // zero TOTALSIZE+MAGIC marks the end of the log. The store writes
 // QUEUEOFFSET, PHYSICALOFFSET (= the record's own log offset, checked at
-// recovery), STORETIMESTAMP and STOREHOST into each record.
+// recovery), STORETIMESTAMP and STOREHOST into each record, and seals it:
+// the last property is a CRC of the whole record (store/record, "Record
+// CRC trailer"; RocketMQ 5's __CRC32# property). Records written before
+// sealing have no trailer and stay readable (legacy, checked by BODYCRC).
+//
+// # Verification on read
+//
+// Every record that leaves the process is verified first (record.Verify):
+// pulls (GetMessages), lookups by offset (MessageAt, ReadMessage), queries
+// by key (QueryByKey) and replication (ReadRaw). A record that fails is
+// never served: a pull skips it (its queue offset is passed over), a
+// lookup returns a *CorruptError, a query leaves it out; each refusal is
+// counted (Stats.BadRecords), reported as an EventCorruption, and logged
+// at ERROR, at most once per read path and reason every 10 s with the
+// number of refusals in between (internal/ratelog).
 //
 // # Consume-queue entry (frozen), 20 bytes
 //
@@ -104,21 +118,46 @@
 //
 // # Recovery
 //
-// Normal start: records of the last RecoverSegments segments (and of any
-// segment found short) are validated (magic, sizes, PHYSICALOFFSET, CRC
-// with CheckCRCOnRecover); the log is cut at the first invalid record: the
-// rest of that segment is zeroed, later segments removed. After a crash:
-// validation starts at the newest segment whose first record is older than
-// min(checkpoint) - 3 s. Consume queues are validated from their last
-// RecoverSegments files (each entry must point at the matching record of
-// its queue, with the right tagsCode); entries beyond the log end or
-// invalid are cut. Then records are re-dispatched from the older of the
-// crash point and the end of the queues' last entries, skipping entries
-// that already exist; a gap in a queue triggers a re-dispatch from the log
-// start. The indexer then walks from the newest index file's endPhyOffset
-// (it trails the dispatcher on its own goroutine, see indexer.go).
-// Damaged index files are removed and the log re-indexed. Every cut
-// of non-zero bytes is a *CorruptError in Store.RecoveryReport.
+// Recovery keeps every valid record. A record is valid when its magic,
+// TOTALSIZE, PHYSICALOFFSET (its own position) and integrity (whole-record
+// CRC; BODYCRC for legacy records, with CheckCRCOnRecover) agree. From the
+// first segment it validates, recovery steps over valid records; at bytes
+// that are anything else (damage, zeros, the rest of a short segment) it
+// searches forward for the next valid record (resync.go), in this segment
+// or a later one. If there is one, the bytes in between are a skipped
+// range: reported, never cut, and the records after it stay readable
+// through their consume queues. If there is none, those bytes are the torn
+// tail: the log ends at the last valid record, the rest of its segment is
+// zeroed and synced (so no stale record can reappear after a later hole)
+// and later segments, which hold no valid record, are removed. A segment
+// missing in the middle of the sequence is recreated empty (sparse) and
+// skipped the same way; the segments after it are kept.
+//
+// Which segments are validated: at a normal start, the last
+// RecoverSegments (and any segment found short); after a crash (abort file
+// present), every segment with VerifyAllOnCrash (the default), else from
+// the newest segment whose first record is older than min(checkpoint) -
+// 3 s. RecoveryReport.ScanBytes and ScanDuration give the cost; the broker
+// serves only after Open returns.
+//
+// Consume queues are validated from their last RecoverSegments files (each
+// entry must point at the matching record of its queue, with the right
+// tagsCode); entries beyond the log end or invalid are cut. Then records
+// are re-dispatched from the older of the crash point and the end of the
+// queues' last entries, each record verified before it makes an entry
+// (a damaged record never makes a phantom topic or queue), skipping
+// entries that already exist; a gap in a queue triggers a re-dispatch from
+// the log start, and offsets of records lost to damage become holes. The
+// indexer then walks from the newest index file's endPhyOffset (it trails
+// the dispatcher on its own goroutine, see indexer.go). Damaged index
+// files are removed and the log re-indexed.
+//
+// Every skipped range (RecoveryReport.Skipped: segment, offset range,
+// bytes, and the number of consume-queue entries pointing into it, i.e.
+// stored records lost) is logged at ERROR; it and every cut of non-zero
+// bytes is a *CorruptError in RecoveryReport.Corruptions. At run time the
+// dispatcher and indexer skip bytes that are not a record the same way
+// (replicated zeros, see ReadRaw), logging at ERROR (rate-limited).
 //
 // # Concurrency
 //

@@ -78,7 +78,7 @@ func TestStoreFormatOnDisk(t *testing.T) {
 		o.IndexEntries = 8
 	})
 	m := newMsg(msgSpec{topic: "T", qid: 1, body: "hello", tags: "TagA", keys: "k1"})
-	size := record.Size(m)
+	size := record.SealedSize(m)
 	var last PutResult
 	for range 4096 / size {
 		last = mustPut(t, s, msgSpec{topic: "T", qid: 1, body: "hello", tags: "TagA", keys: "k1"})

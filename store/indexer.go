@@ -29,6 +29,10 @@ type segCursor struct {
 	// a local to walk's visit (an unknown function) moves it to the heap,
 	// once per record (TestStorePutBatchAllocs).
 	view record.View
+	// verify: check each record's integrity (record.Verify), not only its
+	// structure. The dispatcher does for bytes that did not come from this
+	// store's writer in this run: at recovery and for replicated bytes.
+	verify bool
 }
 
 func (c *segCursor) releaseCur() {
@@ -56,13 +60,18 @@ const (
 	stepRecord step = iota // a complete record
 	stepMoved              // the position moved past a segment filler or a deleted segment: call again
 	stepStop               // nothing complete before end (no segment, or a record still arriving)
-	stepBad                // bytes that are not a record
+	stepSkip               // bytes that are not a record were skipped: call again
 )
 
 // next reads the record at *pos for a follower of the commitlog, taking
 // only what lies below end (raw replication can end mid-record). On
 // stepRecord, c.view is the record and size its length (the caller advances
-// *pos); on stepBad, err says why and seg/rel locate the bytes.
+// *pos). Bytes that are not a valid record (damage, a hole of zeros) are
+// skipped up to the next valid record (nextValid), or to the end of their
+// segment when the log goes on after it: stepSkip, with seg/rel locating
+// them, *pos moved past them and err saying why. When nothing valid follows
+// them yet, it returns stepStop at them (a replicated record may still be
+// arriving).
 func (c *segCursor) next(cl *commitLog, pos *int64, end int64) (size int32, seg *mappedFile, rel int64, st step, err error) {
 	seg = c.segmentFor(cl, *pos)
 	if seg == nil {
@@ -81,37 +90,56 @@ func (c *segCursor) next(cl *commitLog, pos *int64, end int64) (size int32, seg 
 		*pos = seg.base + seg.size
 		return 0, seg, rel, stepMoved, nil
 	}
-	if magic != record.MagicMessage || size < record.MinRecordSize || int64(size) > seg.size-rel {
-		return 0, seg, rel, stepBad, fmt.Errorf("bad record header size=%d magic=0x%08X", size, magic)
+	limit := min(seg.size, end-seg.base)
+	if magic == record.MagicMessage && size >= record.MinRecordSize && int64(size) <= seg.size-rel {
+		if *pos+int64(size) > end {
+			if _, ok := nextValid(seg, rel+1, limit); !ok {
+				return 0, seg, rel, stepStop, nil // record not complete yet
+			}
+			err = fmt.Errorf("record of %d bytes overruns the next valid record", size)
+		} else if c.view, err = record.Parse(seg.data[rel:rel+int64(size)], c.verify); err == nil {
+			if c.view.PhysicalOffset == *pos {
+				return size, seg, rel, stepRecord, nil
+			}
+			err = fmt.Errorf("PHYSICALOFFSET %d, record is at %d", c.view.PhysicalOffset, *pos)
+		}
+	} else {
+		err = fmt.Errorf("bad record header size=%d magic=0x%08X", size, magic)
 	}
-	if *pos+int64(size) > end {
-		return 0, seg, rel, stepStop, nil // record not complete yet
+	q, ok := nextValid(seg, rel+1, limit)
+	switch {
+	case ok:
+		*pos = seg.base + q
+	case end >= seg.base+seg.size:
+		*pos = seg.base + seg.size
+	default:
+		return 0, seg, rel, stepStop, err
 	}
-	if c.view, err = record.Parse(seg.data[rel:rel+int64(size)], false); err != nil {
-		return 0, seg, rel, stepBad, err
-	}
-	return size, seg, rel, stepRecord, nil
+	return 0, seg, rel, stepSkip, err
 }
 
 // walk calls visit for each complete record from *pos up to end, moving
 // *pos past it, and stops at end or at the first record not yet complete.
-// At bytes that are not a record it stops there and returns where they
-// are and why.
-func (c *segCursor) walk(cl *commitLog, pos *int64, end int64, visit func(v *record.View, phy int64, size int32)) (bad *mappedFile, rel int64, err error) {
+// Bytes that are not a record are skipped; skip (if not nil) is told where
+// they were ([rel, to) of seg) and why.
+func (c *segCursor) walk(cl *commitLog, pos *int64, end int64, visit func(v *record.View, phy int64, size int32),
+	skip func(seg *mappedFile, rel, to int64, err error)) {
 	for *pos < end {
 		size, seg, rel, st, err := c.next(cl, pos, end)
 		switch st {
 		case stepMoved:
 			continue
 		case stepStop:
-			return nil, 0, nil
-		case stepBad:
-			return seg, rel, err
+			return
+		case stepSkip:
+			if skip != nil {
+				skip(seg, rel, *pos-seg.base, err)
+			}
+			continue
 		}
 		visit(&c.view, *pos, size)
 		*pos += int64(size)
 	}
-	return nil, 0, nil
 }
 
 // indexer is the index follower's state, owned by whoever holds run: the
@@ -199,19 +227,18 @@ func hasIndexKeys(props []byte) bool {
 
 // indexRange adds the keys of records in [ix.pos, end) to the index; end
 // must be a record boundary the dispatcher reached. It reports false if
-// it met bytes it cannot decode (the rest of the range is then skipped).
+// it met bytes that are not a record (skipped, as the dispatcher skips
+// them).
 func (s *Store) indexRange(end int64) bool {
 	ix := &s.ix
 	ix.last = -1
 	ok := true
-	seg, rel, err := ix.walk(s.cl, &ix.pos, end, func(v *record.View, phy int64, _ int32) {
+	ix.walk(s.cl, &ix.pos, end, func(v *record.View, phy int64, _ int32) {
 		s.indexRecord(v, phy)
 		ix.last, ix.lastTs = phy, v.StoreTimestamp
-	})
-	if err != nil {
-		s.log.Error("store: indexer cannot decode record; skipping to the dispatcher's position",
-			"file", seg.path, "offset", rel, "err", err)
-		ix.pos = end
+	}, func(*mappedFile, int64, int64, error) { ok = false }) // the dispatcher reports damage
+	if ix.pos < end {
+		ix.pos = end // bad bytes at the end: the dispatcher has the same view
 		ok = false
 	}
 	if err := s.idx.commit(); err != nil {

@@ -135,7 +135,7 @@ func TestStoreMessageTooLarge(t *testing.T) {
 	}
 	// Largest allowed message still fits a fresh segment.
 	m := newMsg(msgSpec{topic: "T"})
-	m.Body = make([]byte, 16<<10-record.Size(m))
+	m.Body = make([]byte, 16<<10-record.SealedSize(m))
 	for range 6 {
 		if _, err := s.Put(context.Background(), m); err != nil {
 			t.Fatal(err)

@@ -255,6 +255,15 @@ func (m *mappedFile) sync(pos int64) error {
 	}
 }
 
+// syncAll fdatasyncs the whole file (recovery, after it changed bytes
+// through the mapping).
+func (m *mappedFile) syncAll() error {
+	if err := fdatasync(int(m.f.Fd())); err != nil {
+		return fmt.Errorf("store: fdatasync %s: %w", m.path, err)
+	}
+	return nil
+}
+
 // syncRange makes [flushedTo, pos) durable with msync(MS_SYNC) of that
 // range (from its page): on Linux the same data sync as fdatasync
 // (vfs_fsync_range with datasync, device cache flush included), limited to

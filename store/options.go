@@ -121,9 +121,18 @@ type Options struct {
 	DiskForceCleanRatio float64       // above this, oldest files are deleted even if not expired (default 0.85)
 	DiskFullRatio       float64       // above this, puts are refused with ErrDiskFull (default 0.90)
 
-	CheckCRCOnRecover bool // verify BODYCRC of every record walked at recovery
-	RecoverSegments   int  // normal recovery validates this many last segments (default 3)
-	WarmSegments      bool // prepare new segments in the background (FlushSync pre-writes zeros so appends overwrite allocated blocks; FlushAsync allocates them)
+	// CheckCRCOnRecover: recovery checks the integrity of every record it
+	// walks (the whole-record CRC, or BODYCRC of a legacy record), not
+	// only its structure (default true). Finding the next record after
+	// damage always checks it.
+	CheckCRCOnRecover bool
+	// VerifyAllOnCrash: after a crash (abort file present), recovery checks
+	// every record of every segment (the whole-record CRC of each), not
+	// only those after the checkpoint, and reports damage found in old
+	// segments before the broker serves (default true).
+	VerifyAllOnCrash bool
+	RecoverSegments  int  // normal recovery validates this many last segments (default 3)
+	WarmSegments     bool // prepare new segments in the background (FlushSync pre-writes zeros so appends overwrite allocated blocks; FlushAsync allocates them)
 	// AsyncWrites (FlushAsync only) says how puts reach the page cache;
 	// the default is AsyncWriteHybrid.
 	AsyncWrites AsyncWriteMode
@@ -171,6 +180,7 @@ func DefaultOptions(root string) Options {
 		DiskForceCleanRatio: DefaultDiskForceCleanRatio,
 		DiskFullRatio:       DefaultDiskFullRatio,
 		CheckCRCOnRecover:   true,
+		VerifyAllOnCrash:    true,
 		RecoverSegments:     DefaultRecoverSegments,
 		WarmSegments:        true,
 	}

@@ -6,8 +6,11 @@ import (
 
 // ReadRaw returns up to maxBytes of raw commitlog bytes starting at offset,
 // never crossing a segment end or the commitlog end (the master side of
-// replication, package store/ha). Release the result. An empty result means offset is
-// the end of the log.
+// replication, package store/ha), ending at a record boundary unless a
+// single record is larger than maxBytes. Every record in it is verified;
+// bytes that are not a valid record are sent as zeros (rawread.go).
+// Release the result. An empty result means offset is the end of the log
+// (or the rest of a record not complete yet).
 func (s *Store) ReadRaw(offset int64, maxBytes int) (*GetResult, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
@@ -28,10 +31,7 @@ func (s *Store) ReadRaw(offset int64, maxBytes int) (*GetResult, error) {
 	r.held = append(r.held, m)
 	rel := offset - m.base
 	n := min(int64(maxBytes), m.size-rel, end-offset)
-	r.Buffers = append(r.Buffers, m.data[rel:rel+n:rel+n])
-	r.PhysicalOffsets = append(r.PhysicalOffsets, offset)
-	r.TotalBytes = int(n)
-	r.Status = GetFound
+	s.rawChunk(r, m, rel, n, end-m.base) // verified: see rawread.go
 	return r, nil
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/smartgo/smartgo/store/record"
@@ -221,8 +222,13 @@ scan:
 			}
 			if size, magic, _ := record.PeekHeader(buf); magic != record.MagicMessage || size != e.size {
 				// The entry does not point at a record: never serve it.
-				s.emit(Event{Kind: EventCorruption, File: cq.dir, Offset: off * cqEntrySize,
-					Err: &CorruptError{File: cq.dir, Offset: off * cqEntrySize, Reason: "consume-queue entry does not point at a record"}})
+				s.badRead("pull", cq.dir, off*cqEntrySize, "consume-queue entry does not point at a record", nil)
+				off++
+				scanned++
+				continue
+			}
+			if err := s.verifyRead(buf); err != nil {
+				s.badRead("pull", s.cl.dir, e.phy, "record fails verification, not served", err)
 				off++
 				scanned++
 				continue
@@ -396,6 +402,11 @@ func (s *Store) MessageAt(phy int64) (*GetResult, error) {
 		return nil, fmt.Errorf("%w: %d is not the start of a record", ErrNotFound, phy)
 	}
 	buf := m.data[rel : rel+int64(size) : rel+int64(size)]
+	if err := s.verifyRead(buf); err != nil {
+		r.Release()
+		s.badRead("lookup", s.cl.dir, phy, "record fails verification, not served", err)
+		return nil, &CorruptError{File: m.path, Offset: rel, Reason: "record fails verification", Err: err}
+	}
 	r.Status = GetFound
 	r.Buffers = append(r.Buffers, buf)
 	r.PhysicalOffsets = append(r.PhysicalOffsets, phy)
@@ -453,8 +464,13 @@ func (s *Store) QueryByKey(topic, key string, maxMsgs int, begin, end int64) (*G
 			return true
 		}
 		buf := m.data[rel : rel+int64(size) : rel+int64(size)]
-		v, err := record.Parse(buf, false)
-		if err != nil || string(v.Topic) != topic || v.StoreTimestamp < begin || v.StoreTimestamp > end || !hasKey(v.Properties, key) {
+		v, err := record.Parse(buf, !s.noVerify)
+		if err != nil {
+			m.release()
+			s.badRead("query", s.cl.dir, phy, "record fails verification, not served", err)
+			return true
+		}
+		if string(v.Topic) != topic || v.StoreTimestamp < begin || v.StoreTimestamp > end || !hasKey(v.Properties, key) {
 			m.release()
 			return true
 		}
@@ -487,4 +503,26 @@ func hasKey(props []byte, key string) bool {
 		}
 	})
 	return found
+}
+
+// verifyRead checks a record about to leave the process (pull, lookup,
+// query, replication): its whole-record CRC when sealed, its BODYCRC and
+// structure when legacy (record.Verify).
+func (s *Store) verifyRead(rec []byte) error {
+	if s.noVerify {
+		return nil
+	}
+	_, err := record.Verify(rec)
+	return err
+}
+
+// badRead counts and reports a record refused on a read path: an error
+// line (at most one per path and reason every ratelog.DefaultInterval,
+// with the count of those suppressed) and a corruption event. The record
+// is not served.
+func (s *Store) badRead(path, file string, off int64, reason string, err error) {
+	s.stats.badRecords.Add(1)
+	ce := &CorruptError{File: file, Offset: off, Reason: path + ": " + reason, Err: err}
+	s.rlog.Log(s.log, slog.LevelError, path+" "+reason, "store: bad record not served", "path", path, "file", file, "offset", off, "reason", reason, "err", err)
+	s.emit(Event{Kind: EventCorruption, File: file, Offset: off, Err: ce})
 }

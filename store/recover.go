@@ -15,19 +15,25 @@ import (
 // commitlog ends, what was re-dispatched and every cut made. Damage is
 // never skipped silently: each cut of non-zero bytes is a *CorruptError.
 type RecoveryReport struct {
-	Abnormal        bool       // the abort marker was present (crash recovery)
-	CheckpointValid bool       // the checkpoint was present and its checksum matched
-	Checkpoint      checkpoint // as read (zero if invalid)
-	ScanFrom        int64      // commitlog offset where record validation started
-	CommitLogEnd    int64      // offset after the last good record
-	DispatchFrom    int64      // offset re-dispatch started at
-	Redispatched    int64      // records walked by the re-dispatch
-	IndexFrom       int64      // offset the key index walk started at
-	FullReplay      bool       // a queue gap forced a re-dispatch from the commitlog minimum
-	Reindexed       bool       // damaged index files forced re-indexing
+	Abnormal        bool          // the abort marker was present (crash recovery)
+	CheckpointValid bool          // the checkpoint was present and its checksum matched
+	Checkpoint      checkpoint    // as read (zero if invalid)
+	ScanFrom        int64         // commitlog offset where record validation started
+	ScanBytes       int64         // bytes of commitlog validated (every record's integrity checked)
+	ScanDuration    time.Duration // time the validation took
+	CommitLogEnd    int64         // offset after the last good record
+	DispatchFrom    int64         // offset re-dispatch started at
+	Redispatched    int64         // records walked by the re-dispatch
+	IndexFrom       int64         // offset the key index walk started at
+	FullReplay      bool          // a queue gap forced a re-dispatch from the commitlog minimum
+	Reindexed       bool          // damaged index files forced re-indexing
 	Corruptions     []*CorruptError
-	Truncations     []string // benign cuts (e.g. consume-queue entries beyond the commitlog end)
-	Duration        time.Duration
+	// Skipped lists the ranges of the commitlog that held bytes that are
+	// not records (damage, holes) and were skipped: the records after
+	// them stay readable.
+	Skipped     []SkippedRange
+	Truncations []string // benign cuts (e.g. consume-queue entries beyond the commitlog end)
+	Duration    time.Duration
 }
 
 // Err returns the corruptions found as one error (each errors.Is
@@ -38,6 +44,16 @@ func (r RecoveryReport) Err() error {
 		errs[i] = c
 	}
 	return errors.Join(errs...)
+}
+
+// SkippedRange is a range of the commitlog recovery (or the dispatcher)
+// skipped because it holds no valid record: damaged records, zeros, a
+// missing or short segment.
+type SkippedRange struct {
+	File     string // the segment holding From
+	From, To int64  // commitlog offsets [From, To)
+	Records  int    // consume-queue entries that point into it: stored records lost
+	Err      error  // why the first bytes are not a record, if known
 }
 
 func (s *Store) corruption(c *CorruptError) {
@@ -96,8 +112,15 @@ func (s *Store) recover(abnormal bool) error {
 	}
 	end := int64(0)
 	if len(segs) > 0 {
-		rep.ScanFrom = segs[scanIdx].base
-		end = s.scanCommitLog(scanIdx)
+		from := scanIdx
+		if abnormal && s.opts.VerifyAllOnCrash {
+			from = 0 // every record is checked after a crash, not only the recent ones
+		}
+		rep.ScanFrom = segs[from].base
+		scanStart := time.Now()
+		end = s.scanCommitLog(from)
+		rep.ScanBytes = end - rep.ScanFrom
+		rep.ScanDuration = time.Since(scanStart)
 	}
 	rep.CommitLogEnd = end
 	s.cl.committed.Store(end)
@@ -137,6 +160,7 @@ func (s *Store) recover(abnormal bool) error {
 	d := &s.disp
 	d.pos = dispatchFrom
 	d.fillGaps = false
+	d.verify, d.recovery = true, true // bytes from disk: check every record before it makes an entry
 	s.dispatchRangeLocked(end)
 	if d.gapSeen {
 		rep.FullReplay = true
@@ -145,11 +169,13 @@ func (s *Store) recover(abnormal bool) error {
 		d.fillGaps = true // what is still missing now is gone for good: pad with holes
 		s.dispatchRangeLocked(end)
 	}
-	if d.broken || d.pos < end {
+	if d.pos < end {
 		s.corruption(&CorruptError{File: s.cl.dir, Offset: d.pos, Reason: "re-dispatch stopped before the commitlog end; later records are not in consume queues"})
-		d.broken = false
 		d.pos = end
 	}
+	d.verify, d.recovery = false, false
+	s.addSkipped(d.skips...)
+	d.skips = nil
 	s.report.Corruptions = append(s.report.Corruptions, d.refused...)
 	d.refused = nil
 	d.fillGaps = true
@@ -171,9 +197,11 @@ func (s *Store) recover(abnormal bool) error {
 		cq.correctMin(clMin)
 		s.queueOffsets[cqKey{cq.topic, cq.queueID}] = cq.maxOff.Load()
 	}
+	s.reportSkipped()
 	rep.Duration = time.Since(start)
 	s.log.Info("store: recovered", "abnormal", abnormal, "commitlogEnd", end, "dispatchFrom", dispatchFrom,
-		"redispatched", rep.Redispatched, "corruptions", len(rep.Corruptions), "took", rep.Duration)
+		"redispatched", rep.Redispatched, "corruptions", len(rep.Corruptions), "skippedRanges", len(rep.Skipped),
+		"checked", rep.ScanBytes, "checkTook", rep.ScanDuration, "took", rep.Duration)
 	return nil
 }
 
@@ -184,88 +212,6 @@ func firstRecordTime(m *mappedFile) (int64, bool) {
 		return 0, false
 	}
 	return storeTimeIn(m, m.base, size)
-}
-
-// scanCommitLog validates records from segment idx on and cuts at the first
-// bad one: the rest of that segment is zeroed and later segments removed.
-// It returns the commitlog end.
-func (s *Store) scanCommitLog(idx int) int64 {
-	segs := s.cl.list()
-	pos := segs[idx].base
-	var cut *CorruptError
-	cutIdx := idx
-scan:
-	for i := idx; i < len(segs); i++ {
-		m := segs[i]
-		cutIdx = i
-		if m.base != pos {
-			break
-		}
-		for rel := int64(0); ; {
-			if rel+record.BlankHeaderSize > m.size {
-				cut = &CorruptError{File: m.path, Offset: rel, Reason: "segment does not end with a filler"}
-				pos = m.base + rel
-				break scan
-			}
-			b := m.data[rel:]
-			size, magic, _ := record.PeekHeader(b)
-			if size == 0 && magic == 0 {
-				pos = m.base + rel
-				break scan
-			}
-			if magic == record.MagicBlank {
-				if int64(size) != m.size-rel {
-					cut = &CorruptError{File: m.path, Offset: rel, Reason: fmt.Sprintf("filler of %d bytes, %d left in segment", size, m.size-rel)}
-					pos = m.base + rel
-					break scan
-				}
-				pos = m.base + m.size
-				cutIdx = i + 1
-				break
-			}
-			if magic != record.MagicMessage || size < record.MinRecordSize || int64(size) > m.size-rel {
-				cut = &CorruptError{File: m.path, Offset: rel, Reason: fmt.Sprintf("bad record header (size %d, magic 0x%08X)", size, magic)}
-				pos = m.base + rel
-				break scan
-			}
-			v, err := record.Parse(b[:size], s.opts.CheckCRCOnRecover)
-			if err == nil && v.PhysicalOffset != m.base+rel {
-				err = fmt.Errorf("PHYSICALOFFSET %d, record is at %d", v.PhysicalOffset, m.base+rel)
-			}
-			if err != nil {
-				cut = &CorruptError{File: m.path, Offset: rel, Reason: "invalid record", Err: err}
-				pos = m.base + rel
-				break scan
-			}
-			rel += int64(size)
-		}
-	}
-	// Truncate: zero the tail of the segment holding pos, drop later ones.
-	dirty := false
-	var keep []*mappedFile
-	for i, m := range segs {
-		switch {
-		case m.base+m.size <= pos:
-			keep = append(keep, m)
-		case m.base <= pos:
-			if m.zeroFrom(pos - m.base) {
-				dirty = true
-			}
-			keep = append(keep, m)
-		default:
-			if i >= cutIdx && !allZero(m.data) {
-				dirty = true
-			}
-			_ = m.destroy(true)
-		}
-	}
-	s.cl.setList(keep)
-	if cut != nil {
-		s.corruption(cut)
-	} else if dirty {
-		s.corruption(&CorruptError{File: s.cl.dir, Offset: pos, Reason: "non-zero bytes after the last record removed"})
-	}
-	return pos
 }
 
 // recoverConsumeQueues loads every queue, cuts damaged or dangling entries

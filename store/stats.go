@@ -57,6 +57,7 @@ type statCounters struct {
 	getBytes    atomic.Int64
 	flushes     atomic.Int64
 	flushNanos  atomic.Int64
+	badRecords  atomic.Int64
 	latency     [len(LatencyBuckets) + 1]atomic.Int64
 	flushLat    [len(LatencyBuckets) + 1]atomic.Int64
 }
@@ -93,6 +94,10 @@ type Stats struct {
 	GetBytes    int64
 	Flushes     int64         // commitlog fdatasync rounds
 	FlushTime   time.Duration // total time spent in them
+	// BadRecords counts records refused on a read path (pull, lookup by
+	// offset, query by key, replication) because they failed verification:
+	// damaged on disk, never served.
+	BadRecords int64
 	// PutLatency[i] counts puts that took <= LatencyBuckets[i] (and more
 	// than the previous bound); the last element counts the rest.
 	PutLatency [len(LatencyBuckets) + 1]int64
@@ -123,6 +128,7 @@ func (s *Store) Stats() Stats {
 		GetBytes:    c.getBytes.Load(),
 		Flushes:     c.flushes.Load(),
 		FlushTime:   time.Duration(c.flushNanos.Load()),
+		BadRecords:  c.badRecords.Load(),
 		MinPhysical: s.cl.minOffset(),
 		MaxPhysical: s.cl.committed.Load(),
 		Segments:    len(s.cl.list()),

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/store/record"
 )
 
@@ -80,6 +82,8 @@ type cqKey struct {
 type Store struct {
 	opts        Options
 	log         *slog.Logger
+	rlog        *ratelog.Limiter // lines a read of damaged data causes (ratelog)
+	noVerify    bool             // benchmarks only: serve records without verifying them
 	deleteHours [24]bool
 	lockFile    *os.File
 
@@ -116,6 +120,8 @@ type Store struct {
 
 	gc groupCommit
 
+	raw rawHints // where replication chunks that ended inside a record resume
+
 	stats  statCounters
 	report RecoveryReport // set by Open, read-only afterwards
 
@@ -149,6 +155,7 @@ func Open(opts Options) (*Store, error) {
 	s := &Store{
 		opts:         opts,
 		log:          opts.Logger,
+		rlog:         ratelog.New(0, nil),
 		deleteHours:  hours,
 		queueOffsets: make(map[cqKey]int64),
 		cqs:          make(map[string]map[int32]*consumeQueue),
@@ -346,7 +353,10 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 		return PutResult{Status: st}, err
 	}
 	m.StoreHost = s.opts.StoreHost // before sizing: an IPv6 host is wider
-	size := record.Size(m)
+	// A message read back from a sealed record (a retry, a delayed
+	// message) is sealed afresh: its old CRC property goes.
+	m.Properties = record.StripCRCProperty(m.Properties)
+	size := record.SealedSize(m)
 	if size > s.opts.MaxMessageSize {
 		s.stats.putErrors.Add(1)
 		return PutResult{Status: PutMessageIllegal}, fmt.Errorf("%w: %d bytes > %d", ErrMessageTooLarge, size, s.opts.MaxMessageSize)
@@ -471,9 +481,10 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 	// Records differ only in flag, body and properties: their sizes follow
 	// from the lengths, and one Message is reused for all of them.
 	base := record.Size(&record.Message{Topic: tmpl.Topic, BornHost: tmpl.BornHost, StoreHost: s.opts.StoreHost})
+	tmplProps := record.StripCRCProperty(tmpl.Properties)
 	total := 0
 	for i, it := range items {
-		np := batchPropsLen(it.Properties, tmpl.Properties)
+		np := batchPropsLen(it.Properties, tmplProps)
 		size := base + len(it.Body) + np
 		if size > s.opts.MaxMessageSize {
 			return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}},
@@ -506,7 +517,7 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 	for i, it := range items {
 		// batchProps is protected by putMu; m.Properties views it only
 		// until the record is encoded.
-		s.batchProps = appendBatchProps(s.batchProps[:0], it.Properties, tmpl.Properties)
+		s.batchProps = appendBatchProps(s.batchProps[:0], it.Properties, tmplProps)
 		m.Flag = it.Flag
 		m.Body = it.Body
 		m.Properties = unsafe.String(unsafe.SliceData(s.batchProps), len(s.batchProps))
@@ -514,7 +525,7 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 		if !excluded {
 			m.QueueOffset = qoff + int64(i)
 		}
-		size := base + len(it.Body) + len(s.batchProps)
+		size := base + len(it.Body) + sealedPropsLen(s.batchProps)
 		phy, err := s.cl.appendLocked(&m, size, viaPend)
 		if err != nil {
 			if i > 0 && !excluded {
@@ -563,18 +574,50 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 // batches.
 const maxBatchPropsKeep = 64 << 10
 
-// batchPropsLen is len(appendBatchProps(nil, item, tmpl)).
+// batchPropsLen is the PROPERTIESLEN of a batch record, sealed:
+// len(appendBatchProps(nil, item, tmpl)) and the CRC trailer.
 func batchPropsLen(item []byte, tmpl string) int {
+	item = stripCRCBytes(item)
 	n := len(item) + len(tmpl)
 	if len(item) > 0 && len(tmpl) > 0 && item[len(item)-1] != record.PropertySeparator {
 		n++
 	}
-	return n
+	last := byte(0)
+	switch {
+	case len(tmpl) > 0:
+		last = tmpl[len(tmpl)-1]
+	case len(item) > 0:
+		last = item[len(item)-1]
+	}
+	return record.SealedPropertiesLen(n, last)
 }
 
-// appendBatchProps appends a batch record's properties: the item's own,
-// a separator unless the item's end with one, then the template's.
+// sealedPropsLen is the PROPERTIESLEN of a record whose properties string
+// before sealing is props.
+func sealedPropsLen(props []byte) int {
+	last := byte(0)
+	if len(props) > 0 {
+		last = props[len(props)-1]
+	}
+	return record.SealedPropertiesLen(len(props), last)
+}
+
+var crcKey = []byte(record.PropertyCRC32)
+
+// stripCRCBytes is record.StripCRCProperty for a batch item's properties
+// (allocating only when the item carries the CRC key).
+func stripCRCBytes(props []byte) []byte {
+	if !bytes.Contains(props, crcKey) {
+		return props
+	}
+	return []byte(record.StripCRCProperty(string(props)))
+}
+
+// appendBatchProps appends a batch record's properties: the item's own
+// (without a CRC property), a separator unless they end with one, then the
+// template's.
 func appendBatchProps(dst, item []byte, tmpl string) []byte {
+	item = stripCRCBytes(item)
 	dst = append(dst, item...)
 	if len(item) > 0 && len(tmpl) > 0 && item[len(item)-1] != record.PropertySeparator {
 		dst = append(dst, record.PropertySeparator)

@@ -324,7 +324,7 @@ func TestStorePutBatch(t *testing.T) {
 		if string(m.Body) != fmt.Sprint("item", i) || m.Flag != int32(i) || m.QueueOffset != int64(i+1) {
 			t.Fatalf("item %d: %+v", i, m)
 		}
-		if m.Properties != fmt.Sprintf("UNIQ_KEY\x01U%d\x02WAIT\x01true", i) {
+		if !sealedAs(m.Properties, fmt.Sprintf("UNIQ_KEY\x01U%d\x02WAIT\x01true", i)) {
 			t.Fatalf("item %d properties %q", i, m.Properties)
 		}
 	}
@@ -488,7 +488,7 @@ func TestStorePutBatchProperties(t *testing.T) {
 		}
 		waitDispatched(t, s)
 		got := readAll(t, s, "P", int32(i))
-		if len(got) != 2 || got[0].Properties != c.want || got[1].Properties != c.tmpl {
+		if len(got) != 2 || !sealedAs(got[0].Properties, c.want) || !sealedAs(got[1].Properties, c.tmpl) {
 			for _, m := range got {
 				t.Logf("properties %q", m.Properties)
 			}

@@ -177,10 +177,10 @@ func (cq *consumeQueue) truncatePhy(offset int64) error {
 func (s *Store) DropPartialTail() (int64, error) {
 	s.dispMu.Lock()
 	s.dispatchRangeLocked(s.cl.committed.Load())
-	pos, broken := s.disp.pos, s.disp.broken
+	pos := s.disp.pos // before a partial record, or bytes with no valid record after them
 	s.dispMu.Unlock()
 	end := s.MaxPhysicalOffset()
-	if broken || pos >= end {
+	if pos >= end {
 		return end, nil
 	}
 	if err := s.TruncateTail(pos); err != nil {

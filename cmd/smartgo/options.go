@@ -35,6 +35,7 @@ func storeOptions(s conf.Store, inMemoryRatio int, log *slog.Logger) store.Optio
 	o.DiskForceCleanRatio = float64(s.DiskForceCleanRatio) / 100
 	o.DiskFullRatio = float64(s.DiskFullRatio) / 100
 	o.CheckCRCOnRecover = s.CheckCRCOnRecover
+	o.VerifyAllOnCrash = s.VerifyAllOnCrash
 	if total := store.TotalMemory(); total > 0 && inMemoryRatio > 0 {
 		o.MemoryResidentBytes = int64(total) * int64(inMemoryRatio) / 100
 	}
