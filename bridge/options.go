@@ -25,6 +25,8 @@ const (
 	// DefaultHandoffTimeout bounds how long a connect waits for the node
 	// that held the session to hand it over.
 	DefaultHandoffTimeout = 2 * time.Second
+	// DefaultSendTimeout bounds one produce.
+	DefaultSendTimeout = 3 * time.Second
 	// DefaultShareRefresh is how often a node reconciles its shared
 	// subscription consumers with the server's shared subscriptions.
 	DefaultShareRefresh = 500 * time.Millisecond
@@ -117,7 +119,7 @@ func (o *Options) fill() {
 		o.StartTimeout = DefaultStartTimeout
 	}
 	if o.SendTimeout == 0 {
-		o.SendTimeout = 3 * time.Second
+		o.SendTimeout = DefaultSendTimeout
 	}
 	if o.HandoffTimeout == 0 {
 		o.HandoffTimeout = DefaultHandoffTimeout

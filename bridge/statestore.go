@@ -29,6 +29,9 @@ const (
 	ssPropVal           = "__propVal"
 )
 
+// DefaultDropTimeout bounds telling the brokers a client left.
+const DefaultDropTimeout = 2 * time.Second
+
 // StateStoreFrontOptions configures a StateStoreFront.
 type StateStoreFrontOptions struct {
 	// Router reaches the brokers hosting the shards (its OnNotify is set
@@ -71,7 +74,7 @@ func NewStateStoreFront(srv *mqtt.Server, opts StateStoreFrontOptions) (*StateSt
 		return nil, fmt.Errorf("%w: nil mqtt server", ErrInvalidOptions)
 	}
 	if opts.DropTimeout == 0 {
-		opts.DropTimeout = 2 * time.Second
+		opts.DropTimeout = DefaultDropTimeout
 	}
 	lg := ratelog.Wrap(opts.Logger, 0) // requests come from MQTT clients
 	f := &StateStoreFront{srv: srv, opts: opts, log: lg.With("component", "statestore-front"), watchers: map[string]bool{}}

@@ -60,7 +60,34 @@ var DefaultDelayLevels = []time.Duration{
 	20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
 }
 
-// Options configures a Broker. Zero values take the documented defaults.
+// Defaults of Options (RocketMQ 4.9 BrokerConfig values where one exists).
+const (
+	DefaultBrokerName          = "broker-a"
+	DefaultClusterName         = "DefaultCluster"
+	DefaultListenAddr          = "0.0.0.0:10911"
+	DefaultRegisterInterval    = 30 * time.Second
+	DefaultTopicQueues         = 4
+	DefaultShortPollingHold    = time.Second
+	DefaultClientExpiry        = 120 * time.Second
+	DefaultOffsetPersistPeriod = 5 * time.Second
+	DefaultSlaveSyncInterval   = 10 * time.Second
+)
+
+// DefaultOptions returns the options of a broker whose store is rooted at
+// root, with every default filled in (the embedded store's, remoting's
+// and replication's too) and RocketMQ's switches on: topic and group
+// auto-creation and long polling.
+func DefaultOptions(root string) Options {
+	o := Options{AutoCreateTopic: true, AutoCreateGroup: true, LongPolling: true,
+		Store: store.DefaultOptions(root), Remoting: remoting.DefaultOptions(), HA: ha.DefaultOptions()}
+	o.fill()
+	o.Logger = nil
+	o.Now = nil
+	return o
+}
+
+// Options configures a Broker. Zero values take the documented defaults
+// (booleans are off: DefaultOptions turns RocketMQ's on).
 type Options struct {
 	BrokerName  string // default "broker-a"
 	ClusterName string // default "DefaultCluster"
@@ -117,31 +144,31 @@ type Options struct {
 
 func (o *Options) fill() {
 	if o.BrokerName == "" {
-		o.BrokerName = "broker-a"
+		o.BrokerName = DefaultBrokerName
 	}
 	if o.ClusterName == "" {
-		o.ClusterName = "DefaultCluster"
+		o.ClusterName = DefaultClusterName
 	}
 	if o.ListenAddr == "" {
-		o.ListenAddr = "0.0.0.0:10911"
+		o.ListenAddr = DefaultListenAddr
 	}
 	if o.RegisterInterval == 0 {
-		o.RegisterInterval = 30 * time.Second
+		o.RegisterInterval = DefaultRegisterInterval
 	}
 	if o.DefaultTopicQueues == 0 {
-		o.DefaultTopicQueues = 4
+		o.DefaultTopicQueues = DefaultTopicQueues
 	}
 	if o.ShortPollingHold == 0 {
-		o.ShortPollingHold = time.Second
+		o.ShortPollingHold = DefaultShortPollingHold
 	}
 	if len(o.DelayLevels) == 0 {
 		o.DelayLevels = DefaultDelayLevels
 	}
 	if o.ClientExpiry == 0 {
-		o.ClientExpiry = 120 * time.Second
+		o.ClientExpiry = DefaultClientExpiry
 	}
 	if o.OffsetPersistPeriod == 0 {
-		o.OffsetPersistPeriod = 5 * time.Second
+		o.OffsetPersistPeriod = DefaultOffsetPersistPeriod
 	}
 	if o.SlaveAckTimeout == 0 {
 		o.SlaveAckTimeout = o.Store.SyncFlushTimeout
@@ -150,7 +177,7 @@ func (o *Options) fill() {
 		}
 	}
 	if o.SlaveSyncInterval == 0 {
-		o.SlaveSyncInterval = 10 * time.Second
+		o.SlaveSyncInterval = DefaultSlaveSyncInterval
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -68,6 +68,15 @@ type StateStoreOptions struct {
 	Logger *slog.Logger
 }
 
+// DefaultStateStoreOptions returns the defaults (Dir stays empty: it
+// follows the broker's store root).
+func DefaultStateStoreOptions() StateStoreOptions {
+	o := StateStoreOptions{Engine: statestore.DefaultOptions()}
+	o.fill("")
+	o.Dir = ""
+	return o
+}
+
 // Validate reports the first invalid field.
 func (o *StateStoreOptions) Validate() error {
 	if o.Shards < 0 || o.Shards > 1024 {

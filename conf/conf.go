@@ -29,6 +29,9 @@ type File struct {
 	Broker   Broker   `toml:"broker"`
 	Store    Store    `toml:"store"`
 	Bridge   Bridge   `toml:"bridge"`
+	// StateStore configures the key-value state store: its shards on the
+	// brokers (`smartgo broker`) and its front on the bridges.
+	StateStore StateStore `toml:"statestore"`
 	// Controller configures a controller replica (`smartgo controller`,
 	// or inside `smartgo registry` with registry.controller = true).
 	Controller Controller `toml:"controller"`
@@ -99,6 +102,31 @@ type Broker struct {
 	IdleTimeout                Duration `toml:"idle_timeout"`
 	MaxFrameSize               Size     `toml:"max_frame_size"`
 	ConsumerOffsetPersistEvery Duration `toml:"consumer_offset_persist_interval"`
+	ShortPollingHold           Duration `toml:"short_polling_hold"`
+	SlaveAckTimeout            Duration `toml:"slave_ack_timeout"`
+	SlaveSyncInterval          Duration `toml:"slave_sync_interval"`
+
+	// Connections and worker pools of the remoting server.
+	WriteTimeout     Duration `toml:"write_timeout"`
+	MaxWriteQueue    Size     `toml:"max_write_queue"`
+	RequestTimeout   Duration `toml:"request_timeout"`
+	SendWorkers      int      `toml:"send_workers"`
+	SendQueue        int      `toml:"send_queue"`
+	PullWorkers      int      `toml:"pull_workers"`
+	PullQueue        int      `toml:"pull_queue"`
+	AdminWorkers     int      `toml:"admin_workers"`
+	AdminQueue       int      `toml:"admin_queue"`
+	HeartbeatWorkers int      `toml:"heartbeat_workers"`
+	HeartbeatQueue   int      `toml:"heartbeat_queue"`
+	DefaultWorkers   int      `toml:"default_workers"`
+	DefaultQueue     int      `toml:"default_queue"`
+
+	// Master-slave replication (the HA stream).
+	HAHeartbeatInterval Duration `toml:"ha_heartbeat_interval"`
+	HAIdleTimeout       Duration `toml:"ha_idle_timeout"`
+	HAFallBehindMax     Size     `toml:"ha_fall_behind_max"`
+	HAReconnectMin      Duration `toml:"ha_reconnect_min"`
+	HAReconnectMax      Duration `toml:"ha_reconnect_max"`
 }
 
 // Store configures the message store of a broker.
@@ -120,6 +148,11 @@ type Store struct {
 	DiskFullRatio       int      `toml:"disk_full_ratio"`
 	CheckCRCOnRecover   bool     `toml:"check_crc_on_recover"`
 	VerifyAllOnCrash    bool     `toml:"verify_all_on_crash"`
+	LogicFlushInterval  Duration `toml:"logic_flush_interval"`
+	IndexFlushInterval  Duration `toml:"index_flush_interval"`
+	CleanInterval       Duration `toml:"clean_interval"`
+	RecoverSegments     int      `toml:"recover_segments"`
+	WarmSegments        bool     `toml:"warm_segments"`
 }
 
 // Bridge configures an MQTT bridge node.
@@ -139,6 +172,46 @@ type Bridge struct {
 	DefaultTopic    string   `toml:"default_topic"`
 	EgressTopic     string   `toml:"egress_topic"`
 	Routes          []Route  `toml:"route"`
+
+	TopicAliasMaximum  int      `toml:"topic_alias_maximum"`
+	MaxQueuedMessages  int      `toml:"max_queued_messages"`
+	MaxOutbound        Size     `toml:"max_outbound"`
+	SlowReaderTimeout  Duration `toml:"slow_reader_timeout"`
+	ConnectTimeout     Duration `toml:"connect_timeout"`
+	Workers            int      `toml:"workers"`
+	Pollers            int      `toml:"pollers"`
+	AllowAnonymous     bool     `toml:"allow_anonymous"`
+	SessionTopic       string   `toml:"session_topic"`
+	RetainedTopic      string   `toml:"retained_topic"`
+	NodeID             string   `toml:"node_id"`
+	MaxOfflineMessages int      `toml:"max_offline_messages"`
+	TopicQueues        int      `toml:"topic_queues"`
+	StartTimeout       Duration `toml:"start_timeout"`
+	SendTimeout        Duration `toml:"send_timeout"`
+	HandoffTimeout     Duration `toml:"handoff_timeout"`
+	ShareRefresh       Duration `toml:"share_refresh"`
+}
+
+// StateStore configures the state store: the shards a broker hosts (the
+// queues of its system topic) and the front a bridge serves it with.
+type StateStore struct {
+	Shards              int      `toml:"shards"` // FROZEN once keys exist
+	Dir                 string   `toml:"dir"`    // "" = <store root>/statestore
+	SnapshotInterval    Duration `toml:"snapshot_interval"`
+	NodeID              string   `toml:"node_id"`
+	MaxKeys             int      `toml:"max_keys"`
+	MaxBytes            Size     `toml:"max_bytes"`
+	MaxKeySize          Size     `toml:"max_key_size"`
+	MaxValueSize        Size     `toml:"max_value_size"`
+	MaxClockSkew        Duration `toml:"max_clock_skew"`
+	HistoryLen          int      `toml:"history_len"`
+	HistoryBytes        Size     `toml:"history_bytes"`
+	DedupLen            int      `toml:"dedup_len"`
+	MaxWatchesPerClient int      `toml:"max_watches_per_client"`
+	// The bridge's front.
+	RequestTimeout Duration `toml:"request_timeout"`
+	RouteRefresh   Duration `toml:"route_refresh"`
+	DropTimeout    Duration `toml:"drop_timeout"`
 }
 
 // Route maps an MQTT topic filter to a broker topic; the first matching
@@ -179,6 +252,27 @@ func Default() File {
 			IdleTimeout:                Duration{120 * time.Second},
 			MaxFrameSize:               16 << 20,
 			ConsumerOffsetPersistEvery: Duration{5 * time.Second},
+			ShortPollingHold:           Duration{time.Second},
+			SlaveAckTimeout:            Duration{5 * time.Second},
+			SlaveSyncInterval:          Duration{10 * time.Second},
+			WriteTimeout:               Duration{30 * time.Second},
+			MaxWriteQueue:              4 << 20,
+			RequestTimeout:             Duration{3 * time.Second},
+			SendWorkers:                128,
+			SendQueue:                  10000,
+			PullWorkers:                8,
+			PullQueue:                  100000,
+			AdminWorkers:               2,
+			AdminQueue:                 1000,
+			HeartbeatWorkers:           2,
+			HeartbeatQueue:             50000,
+			DefaultWorkers:             4,
+			DefaultQueue:               10000,
+			HAHeartbeatInterval:        Duration{5 * time.Second},
+			HAIdleTimeout:              Duration{20 * time.Second},
+			HAFallBehindMax:            256 << 20,
+			HAReconnectMin:             Duration{200 * time.Millisecond},
+			HAReconnectMax:             Duration{5 * time.Second},
 		},
 		Store: Store{
 			Root:                "data/store",
@@ -198,6 +292,11 @@ func Default() File {
 			DiskFullRatio:       90,
 			CheckCRCOnRecover:   true,
 			VerifyAllOnCrash:    true,
+			LogicFlushInterval:  Duration{time.Second},
+			IndexFlushInterval:  Duration{10 * time.Second},
+			CleanInterval:       Duration{10 * time.Second},
+			RecoverSegments:     3,
+			WarmSegments:        true,
 		},
 		Controller: Controller{
 			Listen:            "0.0.0.0:9878",
@@ -219,6 +318,38 @@ func Default() File {
 			SysInterval:    Duration{10 * time.Second},
 			DefaultTopic:   "MQTT_INGRESS",
 			EgressTopic:    "MQTT_EGRESS",
+
+			TopicAliasMaximum:  64,
+			MaxQueuedMessages:  1000,
+			MaxOutbound:        4 << 20,
+			SlowReaderTimeout:  Duration{10 * time.Second},
+			ConnectTimeout:     Duration{10 * time.Second},
+			Workers:            256,
+			SessionTopic:       "MQTT_SESSION",
+			RetainedTopic:      "MQTT_RETAINED",
+			MaxOfflineMessages: 1000,
+			TopicQueues:        8,
+			StartTimeout:       Duration{30 * time.Second},
+			SendTimeout:        Duration{3 * time.Second},
+			HandoffTimeout:     Duration{2 * time.Second},
+			ShareRefresh:       Duration{500 * time.Millisecond},
+		},
+		StateStore: StateStore{
+			Shards:              8,
+			SnapshotInterval:    Duration{time.Minute},
+			NodeID:              "StateStore",
+			MaxKeys:             1_000_000,
+			MaxBytes:            1 << 30,
+			MaxKeySize:          64 << 10,
+			MaxValueSize:        3 << 20,
+			MaxClockSkew:        Duration{time.Minute},
+			HistoryLen:          1000,
+			HistoryBytes:        16 << 20,
+			DedupLen:            10_000,
+			MaxWatchesPerClient: 10_000,
+			RequestTimeout:      Duration{10 * time.Second},
+			RouteRefresh:        Duration{30 * time.Second},
+			DropTimeout:         Duration{2 * time.Second},
 		},
 	}
 }

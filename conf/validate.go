@@ -21,6 +21,7 @@ func (f *File) Validate() error {
 	f.Bridge.validate(v)
 	f.Controller.validate(v)
 	v.addr("metrics.listen", f.Metrics.Listen, true)
+	f.StateStore.validate(v)
 	return v.err()
 }
 
@@ -38,6 +39,9 @@ func (s *Store) Validate() error { v := &validator{}; s.validate(v); return v.er
 
 // Validate checks the [controller] section.
 func (c *Controller) Validate() error { v := &validator{}; c.validate(v); return v.err() }
+
+// Validate checks the [statestore] section.
+func (s *StateStore) Validate() error { v := &validator{}; s.validate(v); return v.err() }
 
 // Validate checks the [bridge] section.
 func (b *Bridge) Validate() error { v := &validator{}; b.validate(v); return v.err() }
@@ -157,6 +161,29 @@ func (b *Broker) validate(v *validator) {
 	v.durRange("broker.idle_timeout", b.IdleTimeout, time.Second, 24*time.Hour)
 	v.sizeRange("broker.max_frame_size", b.MaxFrameSize, 64<<10, 1<<30)
 	v.durRange("broker.consumer_offset_persist_interval", b.ConsumerOffsetPersistEvery, 100*time.Millisecond, time.Hour)
+	v.durRange("broker.short_polling_hold", b.ShortPollingHold, 10*time.Millisecond, time.Minute)
+	v.durRange("broker.slave_ack_timeout", b.SlaveAckTimeout, time.Millisecond, time.Minute)
+	v.durRange("broker.slave_sync_interval", b.SlaveSyncInterval, 100*time.Millisecond, time.Hour)
+	v.durRange("broker.write_timeout", b.WriteTimeout, 100*time.Millisecond, time.Hour)
+	v.sizeRange("broker.max_write_queue", b.MaxWriteQueue, 64<<10, 1<<30)
+	v.durRange("broker.request_timeout", b.RequestTimeout, 10*time.Millisecond, 10*time.Minute)
+	for _, p := range []struct {
+		name          string
+		workers, size int
+	}{{"send", b.SendWorkers, b.SendQueue}, {"pull", b.PullWorkers, b.PullQueue}, {"admin", b.AdminWorkers, b.AdminQueue},
+		{"heartbeat", b.HeartbeatWorkers, b.HeartbeatQueue}, {"default", b.DefaultWorkers, b.DefaultQueue}} {
+		v.intRange("broker."+p.name+"_workers", int64(p.workers), 1, 4096)
+		v.intRange("broker."+p.name+"_queue", int64(p.size), 1, 10_000_000)
+	}
+	v.durRange("broker.ha_heartbeat_interval", b.HAHeartbeatInterval, 10*time.Millisecond, time.Minute)
+	v.durRange("broker.ha_idle_timeout", b.HAIdleTimeout, 100*time.Millisecond, time.Hour)
+	if b.HAHeartbeatInterval.Duration >= b.HAIdleTimeout.Duration {
+		v.bad("broker.ha_heartbeat_interval", b.HAHeartbeatInterval.Duration,
+			fmt.Sprintf("must be below broker.ha_idle_timeout (%s)", b.HAIdleTimeout.Duration))
+	}
+	v.sizeRange("broker.ha_fall_behind_max", b.HAFallBehindMax, 1<<20, 1<<40)
+	v.durRange("broker.ha_reconnect_min", b.HAReconnectMin, time.Millisecond, time.Minute)
+	v.durRange("broker.ha_reconnect_max", b.HAReconnectMax, b.HAReconnectMin.Duration, 10*time.Minute)
 }
 
 func (c *Controller) validate(v *validator) {
@@ -218,6 +245,30 @@ func (s *Store) validate(v *validator) {
 		v.bad("store.disk_force_clean_ratio", s.DiskForceCleanRatio,
 			fmt.Sprintf("must satisfy disk_max_used_ratio (%d) <= disk_force_clean_ratio <= disk_full_ratio (%d)", s.DiskMaxUsedRatio, s.DiskFullRatio))
 	}
+	v.durRange("store.logic_flush_interval", s.LogicFlushInterval, 10*time.Millisecond, time.Minute)
+	v.durRange("store.index_flush_interval", s.IndexFlushInterval, 100*time.Millisecond, time.Hour)
+	v.durRange("store.clean_interval", s.CleanInterval, 100*time.Millisecond, time.Hour)
+	v.intRange("store.recover_segments", int64(s.RecoverSegments), 1, 1000)
+}
+
+func (s *StateStore) validate(v *validator) {
+	v.intRange("statestore.shards", int64(s.Shards), 1, 1024)
+	v.durRange("statestore.snapshot_interval", s.SnapshotInterval, time.Second, 24*time.Hour)
+	if s.NodeID == "" || len(s.NodeID) > 64 || strings.Contains(s.NodeID, ":") {
+		v.bad("statestore.node_id", strconv.Quote(s.NodeID), "must be 1-64 bytes without ':'")
+	}
+	v.intRange("statestore.max_keys", int64(s.MaxKeys), 1, 1<<31-1)
+	v.sizeRange("statestore.max_bytes", s.MaxBytes, 1<<10, 1<<40)
+	v.sizeRange("statestore.max_key_size", s.MaxKeySize, 1, 1<<20)
+	v.sizeRange("statestore.max_value_size", s.MaxValueSize, 1, 100<<20)
+	v.durRange("statestore.max_clock_skew", s.MaxClockSkew, time.Second, time.Hour)
+	v.intRange("statestore.history_len", int64(s.HistoryLen), 1, 10_000_000)
+	v.sizeRange("statestore.history_bytes", s.HistoryBytes, 1<<10, 1<<40)
+	v.intRange("statestore.dedup_len", int64(s.DedupLen), 1, 10_000_000)
+	v.intRange("statestore.max_watches_per_client", int64(s.MaxWatchesPerClient), 1, 10_000_000)
+	v.durRange("statestore.request_timeout", s.RequestTimeout, 100*time.Millisecond, 10*time.Minute)
+	v.durRange("statestore.route_refresh", s.RouteRefresh, time.Second, time.Hour)
+	v.durRange("statestore.drop_timeout", s.DropTimeout, 100*time.Millisecond, time.Minute)
 }
 
 func (b *Bridge) validate(v *validator) {
@@ -243,6 +294,27 @@ func (b *Bridge) validate(v *validator) {
 	if !topicRE.MatchString(b.EgressTopic) {
 		v.bad("bridge.egress_topic", strconv.Quote(b.EgressTopic), "must be 1-127 characters of [%|a-zA-Z0-9_-]")
 	}
+	v.intRange("bridge.topic_alias_maximum", int64(b.TopicAliasMaximum), 0, 65535)
+	v.intRange("bridge.max_queued_messages", int64(b.MaxQueuedMessages), 1, 10_000_000)
+	v.sizeRange("bridge.max_outbound", b.MaxOutbound, 4<<10, 1<<30)
+	v.durRange("bridge.slow_reader_timeout", b.SlowReaderTimeout, 0, time.Hour)
+	v.durRange("bridge.connect_timeout", b.ConnectTimeout, 100*time.Millisecond, 10*time.Minute)
+	v.intRange("bridge.workers", int64(b.Workers), 1, 65536)
+	v.intRange("bridge.pollers", int64(b.Pollers), 0, 256)
+	for key, t := range map[string]string{"bridge.session_topic": b.SessionTopic, "bridge.retained_topic": b.RetainedTopic} {
+		if !topicRE.MatchString(t) {
+			v.bad(key, strconv.Quote(t), "must be 1-127 characters of [%|a-zA-Z0-9_-]")
+		}
+	}
+	if len(b.NodeID) > 255 {
+		v.bad("bridge.node_id", strconv.Quote(b.NodeID), "must be at most 255 bytes")
+	}
+	v.intRange("bridge.max_offline_messages", int64(b.MaxOfflineMessages), 1, 10_000_000)
+	v.intRange("bridge.topic_queues", int64(b.TopicQueues), 1, 1024)
+	v.durRange("bridge.start_timeout", b.StartTimeout, time.Second, time.Hour)
+	v.durRange("bridge.send_timeout", b.SendTimeout, 100*time.Millisecond, 10*time.Minute)
+	v.durRange("bridge.handoff_timeout", b.HandoffTimeout, 10*time.Millisecond, time.Minute)
+	v.durRange("bridge.share_refresh", b.ShareRefresh, 10*time.Millisecond, time.Minute)
 	for i, r := range b.Routes {
 		if err := validTopicFilter(r.Filter); err != nil {
 			v.bad(fmt.Sprintf("bridge.route[%d].filter", i), strconv.Quote(r.Filter), err.Error())

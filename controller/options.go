@@ -90,6 +90,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultOptions returns the defaults of a single replica keeping its
+// state in dir.
+func DefaultOptions(dir string) Options {
+	o := Options{Dir: dir}
+	o.fill()
+	o.Logger = nil
+	return o
+}
+
 func (o *Options) fill() {
 	if o.Addr == "" {
 		o.Addr = DefaultAddr

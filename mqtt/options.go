@@ -13,8 +13,9 @@ import (
 // Defaults of Options.
 const (
 	DefaultMaxPacketSize     = 1 << 20
-	DefaultReceiveMaximum    = 128
-	DefaultKeepAliveMax      = 10 * time.Minute
+	DefaultListen            = "0.0.0.0:1883"
+	DefaultReceiveMaximum    = 1024
+	DefaultKeepAliveMax      = 20 * time.Minute
 	DefaultSessionExpiryMax  = 24 * time.Hour
 	DefaultMaxQueuedMessages = 1000
 	DefaultMaxOutbound       = 4 << 20
@@ -115,11 +116,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultOptions returns options listening on 127.0.0.1:1883 with every
+// DefaultOptions returns options listening on DefaultListen with every
 // limit at its default.
 func DefaultOptions() Options {
 	return Options{
-		Listen:            []string{"127.0.0.1:1883"},
+		Listen:            []string{DefaultListen},
 		MaxPacketSize:     DefaultMaxPacketSize,
 		ReceiveMaximum:    DefaultReceiveMaximum,
 		TopicAliasMaximum: DefaultTopicAliasMaximum,

@@ -13,8 +13,9 @@ import (
 type Options struct {
 	// Addr is the listen address. Default "0.0.0.0:9876".
 	Addr string
-	// KVConfigPath is the KV config file (e.g. ORDER_TOPIC_CONFIG). Empty
-	// keeps the KV config in memory only.
+	// KVConfigPath is the KV config file (e.g. ORDER_TOPIC_CONFIG).
+	// DefaultOptions has DefaultKVConfigPath; empty keeps the KV config in
+	// memory only.
 	KVConfigPath string
 	// ScanInterval is the period of the scan for silent brokers. Default
 	// 10 s.
@@ -34,6 +35,7 @@ type Options struct {
 // Defaults.
 const (
 	DefaultAddr         = "0.0.0.0:9876"
+	DefaultKVConfigPath = "data/registry/kvConfig.json"
 	DefaultScanInterval = 10 * time.Second
 	DefaultBrokerExpiry = 120 * time.Second
 	DefaultIdleTimeout  = 120 * time.Second
@@ -41,7 +43,7 @@ const (
 
 // DefaultOptions returns Options with every default filled in.
 func DefaultOptions() Options {
-	var o Options
+	o := Options{KVConfigPath: DefaultKVConfigPath}
 	o.fill()
 	return o
 }

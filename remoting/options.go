@@ -132,7 +132,7 @@ type Options struct {
 	// Addr is the listen address. Default ":0".
 	Addr string
 	ConnOptions
-	// Worker pools per request-code group. Defaults: send 8/10000,
+	// Worker pools per request-code group. Defaults: send 128/10000,
 	// pull 8/100000, admin 2/1000, heartbeat 2/50000, default 4/10000
 	// (workers/queue).
 	SendPool, PullPool, AdminPool, HeartbeatPool, DefaultPool PoolOptions

@@ -183,6 +183,7 @@ func DefaultOptions(root string) Options {
 		VerifyAllOnCrash:    true,
 		RecoverSegments:     DefaultRecoverSegments,
 		WarmSegments:        true,
+		MemoryResidentBytes: defaultResidentBytes(),
 	}
 }
 

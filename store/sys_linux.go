@@ -22,7 +22,8 @@ func writeBack(fd int, off, n int64) error {
 func fdatasync(fd int) error { return unix.Fdatasync(fd) }
 
 // TotalMemory returns the machine's RAM in bytes, or 0 if unknown (the
-// base of the memory-residency rule, Options.MemoryResidentBytes).
+// base of the memory-residency rule: Options.MemoryResidentBytes is 40 %
+// of it by default).
 func TotalMemory() uint64 {
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil {

@@ -45,7 +45,7 @@ Stops cleanly on SIGINT or SIGTERM (persistent sessions saved).`, stdout, stderr
 		return exitFailure
 	}
 	defer mon.Close()
-	b, err := startBridge(ctx, f.Bridge, log)
+	b, err := startBridge(ctx, f.Bridge, f.StateStore, log)
 	if err != nil {
 		return startFailed(ctx, log, "bridge", err)
 	}
@@ -68,8 +68,8 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	}
 	if c.TLSListen != "" {
 		mo.TLSListen = []string{c.TLSListen}
-		mo.TLSCertFile, mo.TLSKeyFile = c.TLSCert, c.TLSKey
 	}
+	mo.TLSCertFile, mo.TLSKeyFile = c.TLSCert, c.TLSKey
 	mo.MaxPacketSize = int(c.MaxPacketSize.Bytes())
 	mo.ReceiveMaximum = c.ReceiveMaximum
 	mo.KeepAliveMax = c.MaxKeepAlive.D()
@@ -80,10 +80,32 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	}
 	mo.CredentialsFile = c.CredentialsFile
 	mo.ACLFile = c.ACLFile
+	mo.AllowAnonymous = c.AllowAnonymous
+	mo.TopicAliasMaximum = c.TopicAliasMaximum
+	if c.TopicAliasMaximum == 0 {
+		mo.TopicAliasMaximum = -1 // none (0 would mean the default)
+	}
+	mo.MaxQueuedMessages = c.MaxQueuedMessages
+	mo.MaxOutbound = int(c.MaxOutbound.Bytes())
+	mo.SlowReaderTimeout = c.SlowReaderTimeout.D()
+	if c.SlowReaderTimeout.D() == 0 {
+		mo.SlowReaderTimeout = -1 // no time limit (0 would mean the default)
+	}
+	mo.ConnectTimeout = c.ConnectTimeout.D()
+	mo.Workers = c.Workers
+	mo.Pollers = c.Pollers
 	mo.Logger = log.With("component", "mqtt")
 	bo := bridge.DefaultOptions(c.Registries...)
 	bo.DefaultTopic = c.DefaultTopic
 	bo.EgressTopic = c.EgressTopic
+	bo.SessionTopic, bo.RetainedTopic = c.SessionTopic, c.RetainedTopic
+	bo.NodeID = c.NodeID
+	bo.MaxOfflineMessages = c.MaxOfflineMessages
+	bo.TopicQueues = int32(c.TopicQueues)
+	bo.StartTimeout = c.StartTimeout.D()
+	bo.SendTimeout = c.SendTimeout.D()
+	bo.HandoffTimeout = c.HandoffTimeout.D()
+	bo.ShareRefresh = c.ShareRefresh.D()
 	for _, r := range c.Routes {
 		bo.Routes = append(bo.Routes, bridge.Route{Filter: r.Filter, Topic: r.Topic})
 	}

@@ -61,7 +61,7 @@ func startBrokerNode(f conf.File, log *slog.Logger) (*brokerNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	ss, err := broker.OpenStateStore(b, broker.StateStoreOptions{})
+	ss, err := broker.OpenStateStore(b, stateStoreOptions(f.StateStore))
 	if err != nil {
 		_ = b.Close()
 		return nil, fmt.Errorf("state store: %w", err)
@@ -97,7 +97,7 @@ type bridgeNode struct {
 
 // startBridge builds and starts a bridge node from [bridge], with the state
 // store front on its MQTT server.
-func startBridge(ctx context.Context, c conf.Bridge, log *slog.Logger) (*bridgeNode, error) {
+func startBridge(ctx context.Context, c conf.Bridge, sc conf.StateStore, log *slog.Logger) (*bridgeNode, error) {
 	mo, bo := bridgeOptions(c, log)
 	var hook *bridge.StateStoreSessionHook
 	bo.WrapBackend = func(be mqtt.Backend) mqtt.Backend {
@@ -115,9 +115,9 @@ func startBridge(ctx context.Context, c conf.Bridge, log *slog.Logger) (*bridgeN
 	localStateStores.mu.Lock()
 	local := maps.Clone(localStateStores.m)
 	localStateStores.mu.Unlock()
-	front, err := bridge.NewStateStoreFront(b.Server(), bridge.StateStoreFrontOptions{
-		Router: router.Options{Registries: c.Registries, Local: local}, Hook: hook, Logger: log,
-	})
+	fo := frontOptions(c, sc)
+	fo.Router.Local, fo.Hook, fo.Logger = local, hook, log
+	front, err := bridge.NewStateStoreFront(b.Server(), fo)
 	if err != nil {
 		_ = b.Close()
 		return nil, fmt.Errorf("state store front: %w", err)

@@ -4,9 +4,14 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/client/statestore/router"
 	"github.com/smartgo/smartgo/conf"
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/statestore"
 	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/ha"
 )
 
 // storeOptions maps [store] (and the broker's in-memory ratio) onto
@@ -36,6 +41,11 @@ func storeOptions(s conf.Store, inMemoryRatio int, log *slog.Logger) store.Optio
 	o.DiskFullRatio = float64(s.DiskFullRatio) / 100
 	o.CheckCRCOnRecover = s.CheckCRCOnRecover
 	o.VerifyAllOnCrash = s.VerifyAllOnCrash
+	o.LogicFlushInterval = s.LogicFlushInterval.D()
+	o.IndexFlushInterval = s.IndexFlushInterval.D()
+	o.CleanInterval = s.CleanInterval.D()
+	o.RecoverSegments = s.RecoverSegments
+	o.WarmSegments = s.WarmSegments
 	if total := store.TotalMemory(); total > 0 && inMemoryRatio > 0 {
 		o.MemoryResidentBytes = int64(total) * int64(inMemoryRatio) / 100
 	}
@@ -62,9 +72,39 @@ func brokerOptions(f conf.File, log *slog.Logger) (broker.Options, error) {
 		LongPolling: c.LongPolling, SlaveReadEnable: c.SlaveReadEnable, DelayLevels: levels,
 		ClientExpiry: c.ClientExpiry.D(), OffsetPersistPeriod: c.ConsumerOffsetPersistEvery.D(),
 		Store: storeOptions(f.Store, c.InMemoryMaxRatio, log), Logger: log,
-		HAListen: c.HAListen, HAMasterAddress: c.HAMasterAddress, SlaveAckTimeout: f.Store.SyncFlushTimeout.D(),
+		HAListen: c.HAListen, HAMasterAddress: c.HAMasterAddress, SlaveAckTimeout: c.SlaveAckTimeout.D(),
+		ShortPollingHold: c.ShortPollingHold.D(), SlaveSyncInterval: c.SlaveSyncInterval.D(),
 	}
-	o.Remoting.IdleTimeout = c.IdleTimeout.D()
-	o.Remoting.MaxFrameSize = c.MaxFrameSize.Bytes()
+	o.Remoting.ConnOptions = remoting.ConnOptions{IdleTimeout: c.IdleTimeout.D(), MaxFrameSize: c.MaxFrameSize.Bytes(),
+		WriteTimeout: c.WriteTimeout.D(), MaxWriteQueue: c.MaxWriteQueue.Bytes(), RequestTimeout: c.RequestTimeout.D()}
+	o.Remoting.SendPool = remoting.PoolOptions{Workers: c.SendWorkers, QueueSize: c.SendQueue}
+	o.Remoting.PullPool = remoting.PoolOptions{Workers: c.PullWorkers, QueueSize: c.PullQueue}
+	o.Remoting.AdminPool = remoting.PoolOptions{Workers: c.AdminWorkers, QueueSize: c.AdminQueue}
+	o.Remoting.HeartbeatPool = remoting.PoolOptions{Workers: c.HeartbeatWorkers, QueueSize: c.HeartbeatQueue}
+	o.Remoting.DefaultPool = remoting.PoolOptions{Workers: c.DefaultWorkers, QueueSize: c.DefaultQueue}
+	o.HA = ha.Options{HeartbeatInterval: c.HAHeartbeatInterval.D(), IdleTimeout: c.HAIdleTimeout.D(),
+		FallBehindMax: c.HAFallBehindMax.Bytes(), ReconnectMin: c.HAReconnectMin.D(), ReconnectMax: c.HAReconnectMax.D()}
 	return o, o.Validate()
+}
+
+// stateStoreOptions maps [statestore] onto the shards a broker hosts.
+func stateStoreOptions(s conf.StateStore) broker.StateStoreOptions {
+	return broker.StateStoreOptions{
+		Shards: s.Shards, Dir: s.Dir, SnapshotInterval: s.SnapshotInterval.D(),
+		Engine: statestore.Options{
+			NodeID: s.NodeID, MaxKeys: s.MaxKeys, MaxBytes: s.MaxBytes.Bytes(),
+			MaxKeySize: int(s.MaxKeySize.Bytes()), MaxValueSize: int(s.MaxValueSize.Bytes()),
+			MaxClockSkew: s.MaxClockSkew.D(), HistoryLen: s.HistoryLen, HistoryBytes: s.HistoryBytes.Bytes(),
+			DedupLen: s.DedupLen, MaxWatchesPerClient: s.MaxWatchesPerClient,
+		},
+	}
+}
+
+// frontOptions maps [bridge] and [statestore] onto the bridge's state
+// store front (its Hook, Local brokers and Logger are the caller's).
+func frontOptions(b conf.Bridge, s conf.StateStore) bridge.StateStoreFrontOptions {
+	return bridge.StateStoreFrontOptions{
+		Router:      router.Options{Registries: b.Registries, RouteRefresh: s.RouteRefresh.D(), RequestTimeout: s.RequestTimeout.D()},
+		DropTimeout: s.DropTimeout.D(),
+	}
 }

@@ -62,6 +62,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultOptions returns the defaults (BrokerName, BrokerAddr and Logger
+// are the caller's).
+func DefaultOptions() Options {
+	return Options{HeartbeatInterval: DefaultHeartbeatInterval, IdleTimeout: DefaultIdleTimeout,
+		FallBehindMax: DefaultFallBehindMax, ReconnectMin: DefaultReconnectMin, ReconnectMax: DefaultReconnectMax}
+}
+
 func (o Options) withDefaults(s *store.Store) Options {
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval

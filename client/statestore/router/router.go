@@ -20,6 +20,18 @@ import (
 // broker).
 const SystemTopic = "%SYS_STATESTORE"
 
+// Defaults of Options.
+const (
+	DefaultRouteRefresh   = 30 * time.Second
+	DefaultShards         = 8 // the broker's default (broker.DefaultStateStoreShards)
+	DefaultRequestTimeout = 10 * time.Second
+)
+
+// DefaultOptions returns the defaults of a router using registries.
+func DefaultOptions(registries ...string) Options {
+	return Options{Registries: registries, RouteRefresh: DefaultRouteRefresh, Shards: DefaultShards, RequestTimeout: DefaultRequestTimeout}
+}
+
 // Options configures a Router. Either Registries (routes are looked
 // up for SystemTopic) or Brokers (a fixed broker name -> master address
 // table, each broker hosting Shards shards) must be set.
@@ -103,14 +115,15 @@ func New(opts Options) (*Router, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	d := DefaultOptions()
 	if opts.RouteRefresh == 0 {
-		opts.RouteRefresh = 30 * time.Second
+		opts.RouteRefresh = d.RouteRefresh
 	}
 	if opts.Shards == 0 {
-		opts.Shards = 8
+		opts.Shards = d.Shards
 	}
 	if opts.RequestTimeout == 0 {
-		opts.RequestTimeout = 10 * time.Second
+		opts.RequestTimeout = d.RequestTimeout
 	}
 	lg := opts.Logger
 	if lg == nil {

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/bridge"
+	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/client/statestore/router"
+	"github.com/smartgo/smartgo/conf"
+	"github.com/smartgo/smartgo/controller"
+	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/registry"
+)
+
+// allOptions is every package Options the binary builds from the
+// configuration file.
+type allOptions struct {
+	Registry   registry.Options
+	Broker     broker.Options // with Store, Remoting and HA inside
+	StateStore broker.StateStoreOptions
+	MQTT       mqtt.Options
+	Bridge     bridge.Options
+	Front      bridge.StateStoreFrontOptions
+	Controller controller.Options
+}
+
+// fromConf maps f the way the subcommands do.
+func fromConf(t *testing.T, f conf.File) allOptions {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	var o allOptions
+	var err error
+	o.Registry = registryOptions(f.Registry)
+	if o.Broker, err = brokerOptions(f, log); err != nil {
+		t.Fatalf("brokerOptions: %v", err)
+	}
+	o.StateStore = stateStoreOptions(f.StateStore)
+	o.MQTT, o.Bridge = bridgeOptions(f.Bridge, log)
+	o.Front = frontOptions(f.Bridge, f.StateStore)
+	if o.Controller, err = controllerOptions(f.Controller, nil, log); err != nil {
+		t.Fatalf("controllerOptions: %v", err)
+	}
+	return o
+}
+
+// packageDefaults is what each package takes by default.
+func packageDefaults(f conf.File) allOptions {
+	mo := mqtt.DefaultOptions()
+	mo.ReservedFilters = mqtt.DefaultReservedFilters
+	return allOptions{
+		Registry:   registry.DefaultOptions(),
+		Broker:     broker.DefaultOptions(f.Store.Root),
+		StateStore: broker.DefaultStateStoreOptions(),
+		MQTT:       mo,
+		Bridge:     bridge.DefaultOptions(f.Bridge.Registries...),
+		Front: bridge.StateStoreFrontOptions{Router: router.DefaultOptions(f.Bridge.Registries...),
+			DropTimeout: bridge.DefaultDropTimeout},
+		Controller: controller.DefaultOptions(f.Controller.DataDir),
+	}
+}
+
+// notFromTOML lists the option fields the configuration file does not
+// set, each with the reason. Everything else must be reachable from TOML.
+var notFromTOML = map[string]string{
+	"Broker.Logger": "injected", "Broker.Now": "injected (tests)", "Broker.Store.Logger": "injected",
+	"Broker.Store.Now": "injected (tests)", "Broker.Store.DiskUsage": "injected (tests)",
+	"Broker.Store.Listener": "wired by the broker", "Broker.Store.TagsCode": "wired by the broker (delay levels)",
+	"Broker.Store.StoreHost":       "derived from broker.advertise_ip and broker.listen",
+	"Broker.Remoting.Addr":         "taken from broker.listen",
+	"Broker.Remoting.Logger":       "injected",
+	"Broker.HA.BrokerName":         "broker.name",
+	"Broker.HA.BrokerAddr":         "the broker's advertised address",
+	"Broker.HA.Logger":             "injected",
+	"Broker.Registries":            "where to register is the deployment's: no package default",
+	"Registry.Logger":              "injected",
+	"StateStore.Logger":            "injected",
+	"StateStore.SlavePollInterval": "goes with the slave's wake-up (issue 19 item 5)",
+	"MQTT.TLSConfig":               "tests; files come from bridge.tls_cert/tls_key",
+	"MQTT.ReservedFilters":         "the program's own topics, not an operator's choice",
+	"MQTT.Reserved":                "wired by the program",
+	"MQTT.Logger":                  "injected",
+	"Bridge.WrapBackend":           "wired by cmd (state store session hook)",
+	"Bridge.Logger":                "injected",
+	"Front.Hook":                   "wired by cmd",
+	"Front.Logger":                 "injected",
+	"Front.Router.Brokers":         "fixed broker tables are for tests",
+	"Front.Router.Shards":          "used with fixed broker tables only",
+	"Front.Router.Local":           "in-process brokers, wired by cmd",
+	"Front.Router.OnNotify":        "wired by the front",
+	"Front.Router.Logger":          "injected",
+	"Controller.Server":            "wired by cmd (registry.controller)",
+	"Controller.RaftListener":      "tests",
+	"Controller.Logger":            "injected",
+}
+
+// leaves flattens v into its leaf fields by dotted path: structs are
+// walked (time and address types are leaves), everything else is a leaf.
+func leaves(prefix string, v reflect.Value, out map[string]reflect.Value) {
+	if v.Kind() == reflect.Struct && v.Type() != reflect.TypeOf(netip.AddrPort{}) && v.Type() != reflect.TypeOf(time.Time{}) {
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name := f.Name
+			if prefix != "" && !f.Anonymous {
+				name = prefix + "." + f.Name
+			} else if prefix != "" {
+				name = prefix // embedded: its fields sit at the parent's level
+			}
+			if f.Anonymous {
+				leaves(name, v.Field(i), out)
+				continue
+			}
+			leaves(name, v.Field(i), out)
+		}
+		return
+	}
+	out[prefix] = v
+}
+
+func leafMap(o allOptions) map[string]reflect.Value {
+	m := map[string]reflect.Value{}
+	leaves("", reflect.ValueOf(o), m)
+	return m
+}
+
+// TestOptionsDefaultsAreThePackages: the binary with no configuration file
+// runs every package with that package's own defaults, so conf.Default()
+// and the DefaultOptions of each package cannot disagree.
+func TestOptionsDefaultsAreThePackages(t *testing.T) {
+	f := conf.Default()
+	got, want := leafMap(fromConf(t, f)), leafMap(packageDefaults(f))
+	if len(got) < 100 {
+		t.Fatalf("only %d option fields found: is the walk broken?", len(got))
+	}
+	var bad []string
+	for path, g := range got {
+		if _, skip := notFromTOML[path]; skip {
+			continue
+		}
+		w := want[path]
+		if !reflect.DeepEqual(g.Interface(), w.Interface()) {
+			bad = append(bad, fmt.Sprintf("%s: conf.Default() gives %v, the package's default is %v", path, g, w))
+		}
+	}
+	sort.Strings(bad)
+	for _, b := range bad {
+		t.Error(b)
+	}
+}
+
+// perturb returns a value for key different from its default and valid
+// for the package mapping, as text for conf.File.Set.
+func perturb(key string, def reflect.Value) (string, bool) {
+	special := map[string]string{
+		"broker.role": "sync_master", "store.flush": "sync", "store.async_writes": "mapped",
+		"broker.delay_levels": "1s 2s", "store.delete_when": "05", "broker.advertise_ip": "10.0.0.1",
+		"log.level": "debug", "log.format": "json",
+		"controller.peers": "127.0.0.1:9878=127.0.0.1:9880",
+	}
+	if s, ok := special[key]; ok {
+		return s, true
+	}
+	switch d := def.Interface().(type) {
+	case conf.Duration:
+		if d.D() == 0 {
+			return "1s", true
+		}
+		return (2 * d.D()).String(), true
+	case conf.Size:
+		return fmt.Sprint(max(d.Bytes()/2, 1024)), true
+	case bool:
+		return fmt.Sprint(!d), true
+	case int, int64:
+		return fmt.Sprint(def.Int() + 1), true
+	case []string:
+		return "127.0.0.2:1", true
+	case string:
+		switch {
+		case strings.Contains(d, ":"), strings.HasSuffix(key, "listen"), strings.HasSuffix(key, "address"), strings.HasSuffix(key, "advertise"):
+			return "127.0.0.2:1", true
+		case d == "":
+			return "x", true
+		}
+		return d + "2", true
+	}
+	return "", false
+}
+
+// TestOptionsEveryFieldFromTOML changes each key of the configuration file
+// in turn and records which option fields move: every field of every
+// package's Options must be moved by some key, unless notFromTOML says
+// why not.
+func TestOptionsEveryFieldFromTOML(t *testing.T) {
+	base := conf.Default()
+	before := leafMap(fromConf(t, base))
+	reached := map[string][]string{}
+	record := func(key string, f conf.File) {
+		for path, v := range leafMap(fromConf(t, f)) {
+			if !reflect.DeepEqual(v.Interface(), before[path].Interface()) {
+				reached[path] = append(reached[path], key)
+			}
+		}
+	}
+	fv := reflect.ValueOf(base)
+	for i := 0; i < fv.NumField(); i++ {
+		section := fv.Type().Field(i).Tag.Get("toml")
+		for _, key := range conf.Keys(section) {
+			sv := fv.Field(i)
+			var def reflect.Value
+			for j := 0; j < sv.NumField(); j++ {
+				if section+"."+sv.Type().Field(j).Tag.Get("toml") == key {
+					def = sv.Field(j)
+				}
+			}
+			text, ok := perturb(key, def)
+			if !ok {
+				t.Errorf("%s: no way to change a %s", key, def.Type())
+				continue
+			}
+			f := conf.Default()
+			if err := f.Set(key, text); err != nil {
+				t.Errorf("set %s=%s: %v", key, text, err)
+				continue
+			}
+			if key == "broker.id" {
+				f.Broker.Role = "slave"
+			}
+			record(key, f)
+		}
+	}
+	f := conf.Default()
+	f.Bridge.Routes = []conf.Route{{Filter: "a/#", Topic: "A"}}
+	record("[[bridge.route]]", f)
+
+	var missing []string
+	for path := range before {
+		if _, skip := notFromTOML[path]; !skip && len(reached[path]) == 0 {
+			missing = append(missing, path)
+		}
+	}
+	sort.Strings(missing)
+	for _, m := range missing {
+		t.Errorf("option %s is not reachable from the configuration file (add a key to conf, or a reason to notFromTOML)", m)
+	}
+	for path := range notFromTOML {
+		if _, ok := before[path]; !ok {
+			t.Errorf("notFromTOML names %s, which is no option field", path)
+		}
+	}
+}
