@@ -98,6 +98,13 @@ command words.`+adminCommandList(""), stdout, stderr)
 	if len(rest) == 0 {
 		return top.misuse("missing command")
 	}
+	if rest[0] == "help" { // smartgo admin help [command words]
+		if len(rest) == 1 {
+			top.printUsage(stdout)
+			return exitOK
+		}
+		return runAdmin(ctx, append(rest[1:len(rest):len(rest)], "-h"), stdout, stderr)
+	}
 	name, n := matchAdmin(rest)
 	if n == 0 {
 		// A group word alone ("topic") or with -h lists its commands.

@@ -115,7 +115,8 @@ func TestCmdBinaryHelpPages(t *testing.T) {
 			seen[stdout] = name
 		}
 	}
-	for _, ask := range [][]string{{"-h"}, {"--help"}, {"help"}, {"admin", "-h"}, {"bench", "-h"}, {"admin", "topic", "-h"}} {
+	for _, ask := range [][]string{{"-h"}, {"--help"}, {"help"}, {"admin", "-h"}, {"admin", "help"}, {"admin", "help", "topic", "create"},
+		{"bench", "-h"}, {"bench", "help"}, {"admin", "topic", "-h"}, {"help", "admin", "topic"}} {
 		if code, stdout, stderr := runBin(t, 20*time.Second, ask...); code != exitOK || stderr != "" || !strings.Contains(stdout, "Usage: smartgo") {
 			t.Errorf("smartgo %s: exit %d, stdout %q, stderr %q", strings.Join(ask, " "), code, stdout, stderr)
 		}

@@ -58,3 +58,16 @@ func TestCmdBinaryReadmeStateStoreExample(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 }
+
+// The README's command table names every command the binary has.
+func TestCmdReadmeListsEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range commandTable {
+		if !regexp.MustCompile("(?m)^\\| `smartgo " + name + "[ `]").Match(readme) {
+			t.Errorf("README.md's command table has no row for smartgo %s", name)
+		}
+	}
+}
