@@ -120,15 +120,24 @@ func TestMQTTQoS0SlowReaderDisconnected(t *testing.T) {
 // a new SlowReaderTimeout.
 func TestMQTTQoS0BackedUpThenDrained(t *testing.T) {
 	ts := startServer(t, func(o *Options) { o.MaxOutbound = 128 << 10; o.SlowReaderTimeout = 500 * time.Millisecond })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", ts.logs.String())
+		}
+	})
 	r := slowSubscriber(t, ts.addr, "stall", "q0")
 	p := connected(t, ts.addr, v5, "pub1")
 	payload := []byte(strings.Repeat("z", 4<<10))
-	// The client does not read: the output backs up and drops start.
+	// The client does not read: the output backs up and drops start. The
+	// publisher waits for each PUBACK (sent after the delivery), so no
+	// publish is still queued in the server when the first drop is seen:
+	// a loaded machine working through a queue of them for longer than
+	// SlowReaderTimeout would disconnect the subscriber.
 	for i := 0; ts.Stats().DroppedQoS0.Load() == 0; i++ {
 		if i == 10000 {
 			t.Fatal("no drop while the client does not read")
 		}
-		p.send(&packets.Publish{Topic: "q0", Payload: payload})
+		p.publish1(uint16(i%60000+1), "q0", string(payload))
 	}
 	// It reads everything queued; then, past the timeout, a new message
 	// is delivered and the connection stays.
@@ -158,7 +167,7 @@ func TestMQTTQoS0BackedUpThenDrained(t *testing.T) {
 		if i == 10000 {
 			t.Fatal("no drop on the second backlog")
 		}
-		p.send(&packets.Publish{Topic: "q0", Payload: payload})
+		p.publish1(uint16(i%60000+1), "q0", string(payload))
 	}
 	time.Sleep(100 * time.Millisecond) // a disconnect would be queued by now
 	if n := ts.Stats().SlowReaders.Load(); n != 0 {

@@ -523,6 +523,11 @@ func (c *conn) keepAliveCheck() {
 		return
 	}
 	c.srv.wheel.arm(&c.ka, limit-idle, c.keepAliveCheck)
+	if c.closing.Load() {
+		// closeWith ran meanwhile and may have armed c.ka for the end of
+		// a linger (closeFD) before the line above replaced it.
+		c.srv.wheel.arm(&c.ka, closeLinger, c.closeFD)
+	}
 }
 
 // fail drops the connection after an I/O failure (no DISCONNECT).

@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"sync"
@@ -68,5 +69,55 @@ func TestMQTTReceiveMaximumPipelinedQoS2(t *testing.T) {
 	}
 	if n := hb.count(); n != recvMax {
 		t.Fatalf("%d publishes reached the backend, want %d", n, recvMax)
+	}
+}
+
+// TestMQTTGracefulCloseTLS: the lingering close over TLS (CloseWrite by
+// the writer, the reader drains and closes): a client closed for a
+// protocol error while it keeps sending reads the DISCONNECT and then an
+// orderly end of stream, and the server's Close does not wait for the
+// linger. (TLS's close_notify reaches the client ahead of any reset, so
+// unlike plain TCP the old immediate close passed this too.)
+func TestMQTTGracefulCloseTLS(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := writeSelfSigned(t, dir)
+	ts := startServer(t, func(o *Options) {
+		o.TLSListen = []string{"127.0.0.1:0"}
+		o.TLSCertFile, o.TLSKeyFile = cert, key
+	})
+	nc, err := tls.Dial("tcp", ts.Addrs()[1].String(), &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wrapRaw(t, nc, v5)
+	r.connect(&packets.Connect{ClientID: "tls-violator", CleanStart: true, KeepAlive: 60})
+	second, _ := packets.AppendPacket(nil, &packets.Connect{ClientID: "again", CleanStart: true}, v5)
+	filler, _ := packets.AppendPacket(nil, &packets.Publish{Topic: "f", Payload: make([]byte, 16<<10)}, v5)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := nc.Write(second); err != nil {
+			return
+		}
+		for range 64 {
+			if _, err := nc.Write(filler); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(wg.Wait)
+	p, err := r.next(10 * time.Second)
+	if d, ok := p.(*packets.Disconnect); err != nil || !ok || d.ReasonCode != packets.ReasonProtocolError {
+		t.Fatalf("want DISCONNECT 0x82, got %T %+v %v", p, p, err)
+	}
+	if _, err := r.next(10 * time.Second); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the DISCONNECT: %v, want an orderly end of stream", err)
+	}
+	nc.Close()
+	start := time.Now()
+	ts.Close()
+	if d := time.Since(start); d > closeLinger {
+		t.Fatalf("Close took %v", d)
 	}
 }
