@@ -136,6 +136,25 @@ func TestCmdBinaryVersion(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, `"commit": "`) || !strings.Contains(stdout, `"version": "`+version+`"`) {
 		t.Errorf("version -o json: exit %d, %s", code, stdout)
 	}
+	// The Makefile's -ldflags reach the binary and its start-up log line.
+	bin := filepath.Join(t.TempDir(), "smartgo")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=9.8.7 -X main.commit=0123456789ab", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "smartgo 9.8.7 (commit 0123456789ab") {
+		t.Fatalf("--version of a Makefile-style build: %q %v", out, err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0") // the registry starts, logs, and fails to listen
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	out, _ = exec.Command(bin, "registry", "-listen", taken.Addr().String(), "-set", "registry.kv_config_path="+filepath.Join(t.TempDir(), "kv.json")).CombinedOutput()
+	if first, _, _ := strings.Cut(string(out), "\n"); !strings.Contains(first, "version=9.8.7 commit=0123456789ab") {
+		t.Fatalf("first log line of a server: %q", first)
+	}
 }
 
 // proc is a smartgo process started by a test.
