@@ -127,6 +127,11 @@ type aclSection struct {
 type ACL struct {
 	sections     []aclSection
 	defaultAllow bool
+	// denySubscribe is set when some rule denies a subscription: then a
+	// subscription granted through a wider filter ("#") may still reach
+	// topics a rule denies by name, and every delivery is checked
+	// (MayRead).
+	denySubscribe bool
 }
 
 // LoadACL reads an ACL file.
@@ -188,6 +193,9 @@ func ParseACL(data []byte) (*ACL, error) {
 				cur = len(a.sections) - 1
 			}
 			a.sections[cur].rules = append(a.sections[cur].rules, r)
+			if !r.allow && r.subscribe {
+				a.denySubscribe = true
+			}
 		default:
 			return nil, fmt.Errorf("%w: line %d: unknown directive %q", ErrACL, n, f[0])
 		}
@@ -229,6 +237,21 @@ func (a *ACL) Allowed(clientID, username, topic string, subscribe bool) bool {
 		}
 	}
 	return a.defaultAllow
+}
+
+// MayRead reports whether a message on topic may be delivered to the
+// client through a subscription the ACL granted. A subscribe rule decides
+// for the topic as it would for a subscription to that topic alone, so a
+// "#" subscription granted by "allow subscribe #" does not receive
+// "secret/x" when an earlier "deny subscribe secret/#" would refuse a
+// subscription to it (mosquitto checks read access per message too). With
+// no deny-subscribe rule in the file every granted subscription may read
+// all it matches, and MayRead answers true without looking.
+func (a *ACL) MayRead(clientID, username, topic string) bool {
+	if !a.denySubscribe {
+		return true
+	}
+	return a.Allowed(clientID, username, topic, true)
 }
 
 // covers reports whether every topic matching filter sub also matches rule.

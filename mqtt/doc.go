@@ -87,7 +87,11 @@
 // cover the requested filter ("a/#" covers "a/+", not the reverse; a
 // "$share/g/" prefix is ignored). A denied SUBSCRIBE gets 0x87 (0x80 in
 // 3.1.1); a denied PUBLISH gets PUBACK/PUBREC 0x87 in v5 and is dropped
-// silently in 3.1.1.
+// silently in 3.1.1. Subscribe rules also decide each delivery: a message
+// reaches a granted subscription only if a subscription to its topic alone
+// would be granted, so "deny subscribe secret/#" before "allow subscribe
+// #" keeps secret/x out of a "#" subscription (checked per message only
+// when the file has a deny-subscribe rule).
 //
 // # Reserved topics and internal handlers
 //

@@ -428,3 +428,49 @@ func (b *failingSubsBackend) SaveSubscriptions(_ context.Context, st *SessionSta
 	}
 	return nil
 }
+
+// TestMQTTACLDenyByNameUnderWildcard: a "#" subscription granted by a
+// wide allow rule does not receive topics that an earlier deny rule
+// refuses by name, neither live nor retained; a client whose own section
+// allows them still gets them. Before the per-delivery check, "#" received
+// secret/x.
+func TestMQTTACLDenyByNameUnderWildcard(t *testing.T) {
+	acl := filepath.Join(t.TempDir(), "acl")
+	rules := "default deny\nclient boss\nallow subscribe #\nallow publish #\n" +
+		"all\ndeny subscribe secret/#\nallow subscribe #\nallow publish #\n"
+	if err := os.WriteFile(acl, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, func(o *Options) { o.ACLFile = acl; o.SysInterval = -1 })
+	ctx := context.Background()
+	pub := pahoDial(t, ts.addr, &paho.Connect{ClientID: "pub", CleanStart: true, KeepAlive: 30}, nil)
+	if _, err := pub.Publish(ctx, &paho.Publish{Topic: "secret/kept", QoS: 1, Retain: true, Payload: []byte("r")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.Publish(ctx, &paho.Publish{Topic: "public/kept", QoS: 1, Retain: true, Payload: []byte("r")}); err != nil {
+		t.Fatal(err)
+	}
+	user := pahoDial(t, ts.addr, &paho.Connect{ClientID: "user", CleanStart: true, KeepAlive: 30}, nil)
+	boss := pahoDial(t, ts.addr, &paho.Connect{ClientID: "boss", CleanStart: true, KeepAlive: 30}, nil)
+	if codes := user.subscribe(t, nil, paho.SubscribeOptions{Topic: "#", QoS: 1}, paho.SubscribeOptions{Topic: "secret/x"}); !slices.Equal(codes, []byte{1, 0x87}) {
+		t.Fatalf("user SUBACK %#x, want [1 0x87]", codes)
+	}
+	if codes := boss.subscribe(t, nil, paho.SubscribeOptions{Topic: "#", QoS: 1}); !slices.Equal(codes, []byte{1}) {
+		t.Fatalf("boss SUBACK %#x", codes)
+	}
+	for _, topic := range []string{"secret/x", "secret/y/z", "public/x", "end"} {
+		if _, err := pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(topic)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := user.topicsUntil(t, "end")
+	slices.Sort(got)
+	if want := []string{"public/kept", "public/x"}; !slices.Equal(got, want) {
+		t.Fatalf("user under # got %q, want %q", got, want)
+	}
+	got = boss.topicsUntil(t, "end")
+	slices.Sort(got)
+	if want := []string{"public/kept", "public/x", "secret/kept", "secret/x", "secret/y/z"}; !slices.Equal(got, want) {
+		t.Fatalf("boss under # got %q, want %q", got, want)
+	}
+}

@@ -108,6 +108,9 @@ func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []u
 	if ss.dead {
 		return true
 	}
+	if acl := ss.srv.acl; acl != nil && !acl.MayRead(ss.id, ss.username, msg.Topic) {
+		return true // denied by name although a wider filter was granted
+	}
 	c := ss.conn
 	if qos == 0 {
 		if c != nil {
