@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/mqtt"
@@ -15,6 +18,13 @@ import (
 type Bridge struct {
 	server  *mqtt.Server
 	backend *Backend
+
+	started        time.Time
+	lastRegistered atomic.Int64 // Unix nanoseconds of the last heartbeat a registry accepted (admin.go)
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
+	closeOnce      sync.Once
+	closeErr       error
 }
 
 // New builds a bridge node from the MQTT server options and the bridge
@@ -44,7 +54,9 @@ func New(mo mqtt.Options, bo Options) (*Bridge, error) {
 		be.Close()
 		return nil, err
 	}
-	return &Bridge{server: srv, backend: be}, nil
+	b := &Bridge{server: srv, backend: be}
+	be.adm.ServeBridge(adminHandler{b})
+	return b, nil
 }
 
 // Server returns the MQTT server (for Handle, SendTo, Stats).
@@ -54,22 +66,44 @@ func (b *Bridge) Server() *mqtt.Server { return b.server }
 func (b *Bridge) Backend() *Backend { return b.backend }
 
 // Start starts the back end (topics, replay of sessions and retained
-// messages, live consumption) and the listeners.
+// messages, live consumption) and the listeners, then heartbeats to the
+// registries.
 func (b *Bridge) Start(ctx context.Context) error {
+	b.started = time.Now()
 	if err := b.server.Start(ctx); err != nil {
 		b.backend.Close()
 		return err
 	}
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b.cancel = cancel
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.heartbeat(hctx)
+	}()
 	return nil
 }
 
 // Addrs returns the listen addresses.
 func (b *Bridge) Addrs() []net.Addr { return b.server.Addrs() }
 
-// Close disconnects the clients, saves their persistent sessions to the
-// cluster, then closes the back end. It is idempotent.
+// Close leaves the registries, disconnects the clients, saves their
+// persistent sessions to the cluster, then closes the back end. It is
+// idempotent.
 func (b *Bridge) Close() error {
-	return errors.Join(b.server.Close(), b.backend.Close())
+	b.closeOnce.Do(func() {
+		if b.cancel != nil {
+			b.cancel()
+			b.wg.Wait()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if err := b.backend.adm.UnregisterBridge(ctx, b.backend.NodeID()); err != nil {
+				b.backend.log.Debug("bridge: unregister from registries", "err", err)
+			}
+			cancel()
+		}
+		b.closeErr = errors.Join(b.server.Close(), b.backend.Close())
+	})
+	return b.closeErr
 }
 
 // subscriptionForward adds Backend.SaveSubscriptions to a wrapped backend

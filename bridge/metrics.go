@@ -87,8 +87,9 @@ func (b *Bridge) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{mqttCollector{b}, m.latency, m.produced, m.failed}
 }
 
-// Ready reports whether the node serves devices (see Backend.Ready) and
-// listens.
+// Ready reports whether the node serves devices (see Backend.Ready),
+// listens, and a registry accepted its heartbeat within three heartbeat
+// intervals.
 func (b *Bridge) Ready() error {
 	if err := b.backend.Ready(); err != nil {
 		return err
@@ -96,7 +97,7 @@ func (b *Bridge) Ready() error {
 	if len(b.server.Addrs()) == 0 {
 		return errors.New("bridge: not listening")
 	}
-	return nil
+	return b.registered()
 }
 
 type mqttCollector struct{ b *Bridge }
@@ -104,8 +105,10 @@ type mqttCollector struct{ b *Bridge }
 var (
 	descConns       = prometheus.NewDesc("smartgo_mqtt_connections", "Open MQTT connections on this node.", nil, nil)
 	descSessions    = prometheus.NewDesc("smartgo_mqtt_sessions", "MQTT sessions held by this node (connected or not).", nil, nil)
-	descOnline      = prometheus.NewDesc("smartgo_mqtt_sessions_online", "MQTT sessions with a connection on this node.", nil, nil)
+	descOnline      = prometheus.NewDesc("smartgo_mqtt_sessions_online", "MQTT sessions with a connection on this node (CONNECT accepted).", nil, nil)
 	descSubs        = prometheus.NewDesc("smartgo_mqtt_subscriptions", "Subscriptions of the sessions held by this node.", nil, nil)
+	descBytesIn     = prometheus.NewDesc("smartgo_mqtt_received_bytes_total", "Bytes read from MQTT client sockets (TLS: plaintext).", nil, nil)
+	descBytesOut    = prometheus.NewDesc("smartgo_mqtt_sent_bytes_total", "Bytes written to MQTT client sockets (TLS: plaintext).", nil, nil)
 	descReceived    = prometheus.NewDesc("smartgo_mqtt_messages_received_total", "PUBLISH packets received from clients, by QoS.", []string{"qos"}, nil)
 	descSent        = prometheus.NewDesc("smartgo_mqtt_messages_sent_total", "PUBLISH packets sent to clients, by QoS.", []string{"qos"}, nil)
 	descDropped     = prometheus.NewDesc("smartgo_mqtt_messages_dropped_total", "Messages not delivered: queue full, over the client's packet size, or its output backed up.", nil, nil)
@@ -117,7 +120,7 @@ var (
 )
 
 func (c mqttCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descSessions, descOnline, descSubs, descReceived, descSent, descDropped,
+	for _, d := range []*prometheus.Desc{descConns, descSessions, descOnline, descSubs, descBytesIn, descBytesOut, descReceived, descSent, descDropped,
 		descDroppedQoS0, descSlow, descAuthFail, descClusterSess, descRetained} {
 		ch <- d
 	}
@@ -125,7 +128,6 @@ func (c mqttCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c mqttCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.b.server.Stats()
-	n := c.b.server.Counts()
 	gauge := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
 	}
@@ -133,9 +135,11 @@ func (c mqttCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v.Load()), labels...)
 	}
 	gauge(descConns, st.Connections.Load())
-	gauge(descSessions, int64(n.Sessions))
-	gauge(descOnline, int64(n.Online))
-	gauge(descSubs, int64(n.Subscriptions))
+	gauge(descSessions, st.Sessions.Load())
+	gauge(descOnline, st.Clients.Load())
+	gauge(descSubs, st.Subscriptions.Load())
+	counter(descBytesIn, &st.BytesReceived)
+	counter(descBytesOut, &st.BytesSent)
 	for q := range st.ReceivedQoS {
 		counter(descReceived, &st.ReceivedQoS[q], strconv.Itoa(q))
 		counter(descSent, &st.SentQoS[q], strconv.Itoa(q))

@@ -73,9 +73,7 @@ func TestBridgeMetricsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startBridge(t, c, func(mo *mqtt.Options, _ *Options) { mo.CredentialsFile = creds })
-	if err := b.Ready(); err != nil {
-		t.Fatalf("started node not ready: %v", err)
-	}
+	waitFor(t, 10*time.Second, "node ready (registered)", func() bool { return b.Ready() == nil })
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(b.Collectors()...)
 

@@ -33,6 +33,9 @@ const (
 	// DefaultStartTimeout bounds topic creation and the replay of the
 	// system topics at Start.
 	DefaultStartTimeout = 30 * time.Second
+	// DefaultHeartbeatInterval is how often a node registers with the
+	// registries (with its connection counts).
+	DefaultHeartbeatInterval = 10 * time.Second
 )
 
 // Route maps an MQTT topic filter to a broker topic.
@@ -81,6 +84,12 @@ type Options struct {
 	// for shared subscriptions with the local members (a walk of the
 	// server's subscription tree). Default 500 ms.
 	ShareRefresh time.Duration
+	// HeartbeatInterval is how often the node registers with every
+	// registry, with its connection counts, so that admin tools list it
+	// and reach it. Default 10 s.
+	HeartbeatInterval time.Duration
+	// Version is the SmartGo version the node reports in its heartbeat.
+	Version string
 	// WrapBackend, when set, wraps the Backend that Bridge hands to the
 	// MQTT server (hooks such as the state store's session hook); the
 	// wrapper must forward every call. Unused by NewBackend.
@@ -127,6 +136,9 @@ func (o *Options) fill() {
 	if o.ShareRefresh == 0 {
 		o.ShareRefresh = DefaultShareRefresh
 	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -156,7 +168,7 @@ func (o Options) Validate() error {
 		}
 	}
 	if o.MaxOfflineMessages < 0 || o.TopicQueues < 0 || o.StartTimeout < 0 || o.SendTimeout < 0 ||
-		o.HandoffTimeout < 0 || o.ShareRefresh < 0 {
+		o.HandoffTimeout < 0 || o.ShareRefresh < 0 || o.HeartbeatInterval < 0 {
 		return bad("negative limit")
 	}
 	return nil

@@ -234,6 +234,7 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 		b.srv.RegisterFunc(protocol.StateStoreInvoke, remoting.PoolSend, s.processInvoke)
 	}
 	b.srv.RegisterFunc(protocol.StateStoreDropClient, remoting.PoolDefault, s.processDropClient)
+	b.srv.RegisterFunc(protocol.StateStoreScan, remoting.PoolAdmin, s.processScan)
 	b.srv.OnConnClose(s.connClosed)
 	s.log.Info("state store open", "shards", opts.Shards, "slave", s.slave, "dir", opts.Dir)
 	return s, nil

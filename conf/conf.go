@@ -169,6 +169,7 @@ type Bridge struct {
 	MaxKeepAlive    Duration `toml:"max_keep_alive"`
 	SessionExpiry   Duration `toml:"max_session_expiry"`
 	SysInterval     Duration `toml:"sys_interval"`
+	HeartbeatEvery  Duration `toml:"heartbeat_interval"`
 	DefaultTopic    string   `toml:"default_topic"`
 	EgressTopic     string   `toml:"egress_topic"`
 	Routes          []Route  `toml:"route"`
@@ -316,6 +317,7 @@ func Default() File {
 			MaxKeepAlive:   Duration{20 * time.Minute},
 			SessionExpiry:  Duration{24 * time.Hour},
 			SysInterval:    Duration{10 * time.Second},
+			HeartbeatEvery: Duration{10 * time.Second},
 			DefaultTopic:   "MQTT_INGRESS",
 			EgressTopic:    "MQTT_EGRESS",
 

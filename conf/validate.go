@@ -288,6 +288,7 @@ func (b *Bridge) validate(v *validator) {
 	v.durRange("bridge.max_keep_alive", b.MaxKeepAlive, time.Second, 65535*time.Second)
 	v.durRange("bridge.max_session_expiry", b.SessionExpiry, 0, 4294967295*time.Second)
 	v.durRange("bridge.sys_interval", b.SysInterval, 0, 24*time.Hour)
+	v.durRange("bridge.heartbeat_interval", b.HeartbeatEvery, time.Second, 60*time.Second)
 	if !topicRE.MatchString(b.DefaultTopic) {
 		v.bad("bridge.default_topic", strconv.Quote(b.DefaultTopic), "must be 1-127 characters of [%|a-zA-Z0-9_-]")
 	}

@@ -23,14 +23,6 @@ type ClientSnapshot struct {
 	Queued        int // QoS 1/2 messages waiting for quota
 }
 
-// SessionCounts are the sessions this server holds and their
-// subscriptions.
-type SessionCounts struct {
-	Sessions      int // sessions held, connected or not
-	Online        int // sessions with a connection
-	Subscriptions int // subscriptions of every session held
-}
-
 // Clients returns the connected clients (past CONNECT), sorted by client
 // id.
 func (s *Server) Clients() []ClientSnapshot {
@@ -61,25 +53,4 @@ func (s *Server) Clients() []ClientSnapshot {
 	}
 	slices.SortFunc(out, func(a, b ClientSnapshot) int { return strings.Compare(a.ClientID, b.ClientID) })
 	return out
-}
-
-// Counts returns the number of sessions, connected sessions and
-// subscriptions held by this server.
-func (s *Server) Counts() SessionCounts {
-	s.mu.Lock()
-	sessions := make([]*session, 0, len(s.sessions))
-	for _, ss := range s.sessions {
-		sessions = append(sessions, ss)
-	}
-	s.mu.Unlock()
-	n := SessionCounts{Sessions: len(sessions)}
-	for _, ss := range sessions {
-		if ss.online.Load() {
-			n.Online++
-		}
-		ss.mu.Lock()
-		n.Subscriptions += len(ss.subs)
-		ss.mu.Unlock()
-	}
-	return n
 }

@@ -12,6 +12,7 @@ var (
 	descBrokers  = prometheus.NewDesc("smartgo_registry_brokers", "Broker addresses registered and alive.", nil, nil)
 	descTopics   = prometheus.NewDesc("smartgo_registry_topics", "Topics with a route.", nil, nil)
 	descClusters = prometheus.NewDesc("smartgo_registry_clusters", "Clusters with at least one broker.", nil, nil)
+	descBridges  = prometheus.NewDesc("smartgo_registry_bridges", "MQTT bridge nodes registered and alive.", nil, nil)
 )
 
 type collector struct{ s *Server }
@@ -20,6 +21,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descBrokers
 	ch <- descTopics
 	ch <- descClusters
+	ch <- descBridges
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -30,6 +32,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBrokers, prometheus.GaugeValue, float64(brokers))
 	ch <- prometheus.MustNewConstMetric(descTopics, prometheus.GaugeValue, float64(topics))
 	ch <- prometheus.MustNewConstMetric(descClusters, prometheus.GaugeValue, float64(clusters))
+	ch <- prometheus.MustNewConstMetric(descBridges, prometheus.GaugeValue, float64(c.s.bridges.len()))
 }
 
 // Collectors returns the registry's metric collectors.

@@ -18,12 +18,13 @@ import (
 // 30 s, clients ask it for topic routes. Registries keep no state in common;
 // brokers register with each of them.
 type Server struct {
-	opts   Options
-	log    *slog.Logger
-	routes *routeTable
-	kv     *kvStore
-	rs     *remoting.Server
-	now    func() time.Time
+	opts    Options
+	log     *slog.Logger
+	routes  *routeTable
+	bridges bridgeTable
+	kv      *kvStore
+	rs      *remoting.Server
+	now     func() time.Time
 
 	stop chan struct{}
 	wg   sync.WaitGroup // scan loop
@@ -107,11 +108,17 @@ func (s *Server) scan() {
 	for _, c := range conns {
 		c.Close()
 	}
+	for _, n := range s.bridges.expire(s.now(), s.opts.BrokerExpiry) {
+		s.log.Warn("registry: bridge node expired", "node", n, "expiry", s.opts.BrokerExpiry)
+	}
 }
 
 func (s *Server) connClosed(c *remoting.Conn, err error) {
 	for _, a := range s.routes.removeConn(c) {
 		s.log.Info("registry: broker connection closed, broker removed", "broker", a, "peer", c.RemoteAddr().String(), "reason", err)
+	}
+	for _, n := range s.bridges.removeConn(c) {
+		s.log.Info("registry: bridge connection closed, node removed", "node", n, "peer", c.RemoteAddr().String(), "reason", err)
 	}
 }
 
@@ -140,6 +147,11 @@ func (s *Server) registerProcessors() {
 	reg(protocol.GetKVConfig, remoting.PoolDefault, s.getKV)
 	reg(protocol.DeleteKVConfig, remoting.PoolAdmin, s.deleteKV)
 	reg(protocol.GetKVListByNamespace, remoting.PoolDefault, s.getKVList)
+	reg(protocol.RegisterBridge, remoting.PoolHeartbeat, s.registerBridge)
+	reg(protocol.UnregisterBridge, remoting.PoolHeartbeat, s.unregisterBridge)
+	reg(protocol.GetBridgeList, remoting.PoolDefault, s.getBridgeList)
+	// Answered later, from the bridge's answer: keeps the request.
+	s.rs.RegisterWith(protocol.MQTTAdmin, remoting.PoolAdmin, remoting.ProcessorFunc(s.relayMQTTAdmin), remoting.RegisterOptions{})
 }
 
 func errResponse(code int32, format string, args ...any) *protocol.Command {

@@ -132,8 +132,8 @@ func init() {
 				return nil
 			}
 		}})
-	registerAdmin(adminCommand{name: "cluster", summary: "brokers per group: role, address, max offset, replication lag",
-		description: "Lists every broker the registries know, per cluster and broker group: id,\naddress, role, commitlog max offset and replication lag in bytes (for a\nslave: master end minus its end; for a master: how far its best slave's\nacknowledgement is behind).",
+	registerAdmin(adminCommand{name: "cluster", summary: "brokers per group (role, address, max offset, replication lag) and MQTT bridge nodes",
+		description: "Lists every broker the registries know, per cluster and broker group: id,\naddress, role, commitlog max offset and replication lag in bytes (for a\nslave: master end minus its end; for a master: how far its best slave's\nacknowledgement is behind); then every MQTT bridge node with its addresses\nand connection counts. JSON: {\"brokers\": [...], \"bridges\": [...]}.",
 		examples:    []string{"smartgo admin cluster", "smartgo admin cluster -o json"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			return func(ctx context.Context, e *adminEnv) error {
@@ -141,6 +141,15 @@ func init() {
 				if err != nil {
 					return err
 				}
+				bridges, err := e.a.Bridges(ctx)
+				if err != nil {
+					return err
+				}
+				if e.out.json {
+					e.out.writeJSON(map[string]any{"brokers": members, "bridges": bridges})
+					return nil
+				}
+				defer printBridges(e.out, bridges)
 				e.out.table(members, []string{"CLUSTER", "BROKER", "ID", "ADDR", "ROLE", "MAX_OFFSET", "LAG_BYTES"}, func(add func(...any)) {
 					for _, m := range members {
 						role := m.Role

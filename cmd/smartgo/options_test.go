@@ -92,6 +92,7 @@ var notFromTOML = map[string]string{
 	"MQTT.Logger":                  "injected",
 	"Bridge.WrapBackend":           "wired by cmd (state store session hook)",
 	"Bridge.Logger":                "injected",
+	"Bridge.Version":               "the binary's version (main.version), reported in heartbeats",
 	"Front.Hook":                   "wired by cmd",
 	"Front.Logger":                 "injected",
 	"Front.Router.Brokers":         "fixed broker tables are for tests",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +66,17 @@ func TestCmdStandaloneStateStore(t *testing.T) {
 	v, _, ok, err := c.Get(cctx, []byte("device-7/temp"))
 	if err != nil || !ok || string(v) != "21.5" {
 		t.Fatalf("GET = %q %v %v", v, ok, err)
+	}
+	// The key is browsable with its version from the admin CLI.
+	reg := regexp.MustCompile(`standalone running.*registry=(127\.0\.0\.1:\d+)`).FindStringSubmatch(errb.String())
+	if reg == nil {
+		t.Fatalf("no registry address in the log:\n%s", errb.String())
+	}
+	code, stdout, stderr := runCmd(t, "admin", "-registry", reg[1], "statestore", "keys", "-prefix", "device-7/")
+	if code != exitOK || !strings.Contains(stdout, `"device-7/temp"`) || !strings.Contains(stdout, `"21.5"`) {
+		t.Fatalf("statestore keys: %d %q %q", code, stdout, stderr)
+	}
+	if code, _, stderr := runCmd(t, "admin", "-registry", reg[1], "statestore", "keys", "-limit", "5000"); code != exitUsage {
+		t.Fatalf("huge limit: %d %q", code, stderr)
 	}
 }

@@ -139,7 +139,7 @@ func TestClusterProcMetrics(t *testing.T) {
 	}
 
 	series := map[string][]string{
-		mReg: {"smartgo_registry_brokers", "smartgo_registry_topics", "go_goroutines", "process_cpu_seconds_total",
+		mReg: {"smartgo_registry_brokers", "smartgo_registry_topics", "smartgo_registry_bridges", "go_goroutines", "process_cpu_seconds_total",
 			"process_resident_memory_bytes"},
 		mMaster: {"smartgo_broker_send_latency_seconds_count", "smartgo_broker_pull_latency_seconds_count", "smartgo_held_pulls",
 			"smartgo_store_flush_latency_seconds_count", "smartgo_store_disk_used_ratio", "smartgo_replication_lag_bytes",
@@ -233,7 +233,8 @@ func TestClusterProcMetrics(t *testing.T) {
 			"smartgo_group_get_messages_total", "smartgo_commitlog_max_offset"},
 		mSlave: {"smartgo_commitlog_max_offset"},
 		mBridge: {"smartgo_mqtt_messages_received_total", "smartgo_mqtt_messages_sent_total", "smartgo_mqtt_connections",
-			"smartgo_mqtt_subscriptions", "smartgo_bridge_produce_latency_seconds_count"},
+			"smartgo_mqtt_subscriptions", "smartgo_bridge_produce_latency_seconds_count",
+			"smartgo_mqtt_received_bytes_total", "smartgo_mqtt_sent_bytes_total"},
 		mReg: {"smartgo_registry_topics", "process_cpu_seconds_total"},
 	}
 	deadline = time.Now().Add(30 * time.Second)
@@ -292,6 +293,10 @@ func TestClusterProcMetrics(t *testing.T) {
 		}
 	}
 
+	// The bridge node registered with the registry (it is ready).
+	if n, _ := sum(scrape(t, mReg), "smartgo_registry_bridges"); n != 1 {
+		t.Errorf("smartgo_registry_bridges = %v, want 1", n)
+	}
 	// Each QoS moved on the bridge.
 	m := scrape(t, mBridge)
 	for q := 0; q <= 2; q++ {
