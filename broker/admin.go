@@ -1,11 +1,6 @@
 package broker
 
 import (
-	"fmt"
-	"runtime"
-	"strconv"
-	"strings"
-
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -233,74 +228,4 @@ func (b *Broker) processProducerConnections(c *remoting.Conn, req *protocol.Comm
 		out.ConnectionSet = append(out.ConnectionSet, &protocol.Connection{ClientID: cl.ClientID, ClientAddr: cl.Addr, Language: cl.Language, Version: cl.Version})
 	}
 	return jsonResponse(out)
-}
-
-// processRuntimeInfo serves GET_BROKER_RUNTIME_INFO: a KV table of the
-// broker's state and statistics, with RocketMQ's key names where one
-// exists. TPS values are "1m 10m 1h" triples.
-func (b *Broker) processRuntimeInfo(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
-	return jsonResponse(protocol.KVTable{Table: b.RuntimeInfo()})
-}
-
-// RuntimeInfo returns the table GET_BROKER_RUNTIME_INFO serves.
-func (b *Broker) RuntimeInfo() map[string]string {
-	s := b.store
-	st := s.Stats()
-	t := map[string]string{
-		"brokerVersionDesc":      "SmartGo",
-		"brokerVersion":          strconv.Itoa(int(protocol.CurrentVersion)),
-		"brokerRole":             b.opts.Role.String(),
-		"brokerName":             b.opts.BrokerName,
-		"brokerId":               strconv.FormatInt(b.opts.BrokerID, 10),
-		"brokerAddr":             b.addr,
-		"clusterName":            b.opts.ClusterName,
-		"commitLogMinOffset":     strconv.FormatInt(s.MinPhysicalOffset(), 10),
-		"commitLogMaxOffset":     strconv.FormatInt(s.MaxPhysicalOffset(), 10),
-		"commitLogFlushedOffset": strconv.FormatInt(s.FlushedPhysicalOffset(), 10),
-		"dispatchBehindBytes":    strconv.FormatInt(s.MaxPhysicalOffset()-s.DispatchedPhysicalOffset(), 10),
-		"msgPutTotalTodayNow":    strconv.FormatInt(b.stats.Totals(TopicPutNums), 10),
-		"msgGetTotalTodayNow":    strconv.FormatInt(b.stats.Totals(GroupGetNums), 10),
-		"putMessageTimesTotal":   strconv.FormatInt(st.PutMessages, 10),
-		"putMessageSizeTotal":    strconv.FormatInt(st.PutBytes, 10),
-		"getMessageTimesTotal":   strconv.FormatInt(st.GetMessages, 10),
-		"heldPulls":              strconv.Itoa(b.hold.Len()),
-		"flushDiskType":          s.Options().FlushMode.String(),
-		"runtime":                runtime.Version(),
-		"putTps":                 tpsTriple(b.stats, TopicPutNums),
-		"getTransferedTps":       tpsTriple(b.stats, GroupGetNums),
-	}
-	b.haRuntimeInfo(t)
-	if ts, ok := s.EarliestMessageTime(); ok {
-		t["earliestMessageTimeStamp"] = strconv.FormatInt(ts, 10)
-	}
-	for _, snap := range b.stats.All(TopicPutNums) {
-		t["topicPutTps."+snap.Key] = windowTriple(snap)
-		t["topicPutTotal."+snap.Key] = strconv.FormatInt(snap.Total, 10)
-	}
-	for _, snap := range b.stats.All(GroupGetNums) {
-		t["groupGetTps."+snap.Key] = windowTriple(snap)
-		t["groupGetTotal."+snap.Key] = strconv.FormatInt(snap.Total, 10)
-	}
-	return t
-}
-
-// tpsTriple sums the TPS of every item of kind over the three windows.
-func tpsTriple(s *Stats, kind StatKind) string {
-	var sums [3]float64
-	for _, snap := range s.All(kind) {
-		for i, w := range snap.Windows {
-			if i < 3 {
-				sums[i] += w.TPS
-			}
-		}
-	}
-	return fmt.Sprintf("%.2f %.2f %.2f", sums[0], sums[1], sums[2])
-}
-
-func windowTriple(snap StatSnapshot) string {
-	parts := make([]string, 0, len(snap.Windows))
-	for _, w := range snap.Windows {
-		parts = append(parts, strconv.FormatFloat(w.TPS, 'f', 2, 64))
-	}
-	return strings.Join(parts, " ")
 }

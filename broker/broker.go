@@ -49,6 +49,7 @@ type Broker struct {
 	producers    *ProducerManager
 	locks        *LockManager
 	stats        *Stats
+	rt           *runtimeStats // broker-wide counters of GET_BROKER_RUNTIME_INFO
 	hold         *HoldService
 	schedule     *scheduleService
 	metrics      *metrics
@@ -133,6 +134,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	b.schedule = newScheduleService(b)
+	b.rt = newRuntimeStats(opts.Now, func() int64 { return b.store.Stats().PutMessages })
 
 	ro := opts.Remoting
 	ro.Addr = opts.ListenAddr
@@ -152,6 +154,7 @@ func New(opts Options) (*Broker, error) {
 	b.cancel = cancel
 	b.goFunc(func() { b.hold.Run(ctx) })
 	b.goFunc(func() { b.stats.Run(ctx) })
+	b.goFunc(func() { b.rt.run(ctx) })
 	b.goFunc(func() { b.housekeeping(ctx) })
 	if opts.Role != RoleSlave {
 		b.goFunc(func() { b.schedule.run(ctx) }) // a slave's log is the master's copy

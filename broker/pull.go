@@ -78,10 +78,12 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 		return resp
 	}
 
+	t0 := time.Now()
 	res, err := b.store.GetMessages(h.Topic, h.QueueID, h.QueueOffset, int(h.MaxMsgNums), filter)
 	if err != nil {
 		return errResp(protocol.SystemError, "read %s:%d at %d: %v", h.Topic, h.QueueID, h.QueueOffset, err)
 	}
+	b.rt.observeGet(len(res.Buffers), time.Since(t0))
 	hdr := protocol.PullMessageResponseHeader{
 		NextBeginOffset: res.NextBeginOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset, SuggestWhichBrokerID: MasterID,
 	}

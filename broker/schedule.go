@@ -142,7 +142,7 @@ func (s *scheduleService) redeliver(ctx context.Context, buf []byte) error {
 		BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes, Body: m.Body, Properties: props.String(),
 	}
 	// The re-put need not wait for the flush: the delayed copy is durable.
-	if _, err := b.store.PutWait(ctx, out, false); err != nil {
+	if _, err := b.put(ctx, out, false); err != nil {
 		return err
 	}
 	b.stats.AddPut(out.Topic, 1, int64(len(out.Body)))

@@ -94,7 +94,7 @@ func (b *Broker) processSend(c *remoting.Conn, req *protocol.Command) (*protocol
 		return errResp(protocol.MessageIllegal, "%v", err), nil
 	}
 	m.Body = req.Body
-	res, err := b.store.PutWait(ctx, m, wait)
+	res, err := b.put(ctx, m, wait)
 	if err != nil {
 		return b.putErrorResponse(res.Status, err), nil
 	}
@@ -138,7 +138,9 @@ func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte
 	if len(items) == 0 {
 		return errResp(protocol.MessageIllegal, "empty batch"), nil
 	}
+	t0 := time.Now()
 	res, err := b.store.PutBatchWait(ctx, tmpl, items, wait)
+	b.rt.observePut(time.Since(t0))
 	if err != nil {
 		return b.putErrorResponse(res.Status, err), nil
 	}
@@ -163,6 +165,14 @@ func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte
 		MsgID: ids.String(), QueueID: tmpl.QueueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
 	})
 	return resp, nil
+}
+
+// put stores m, timing the store call for the runtime statistics.
+func (b *Broker) put(ctx context.Context, m *record.Message, wait bool) (store.PutResult, error) {
+	t0 := time.Now()
+	res, err := b.store.PutWait(ctx, m, wait)
+	b.rt.observePut(time.Since(t0))
+	return res, err
 }
 
 // batchItemsPool recycles the item lists of SEND_BATCH requests.
@@ -368,7 +378,7 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *protocol.Command) (*prot
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), putTimeout)
 	defer cancel()
-	res, err := b.store.PutWait(ctx, m, false)
+	res, err := b.put(ctx, m, false)
 	if err != nil {
 		return b.putErrorResponse(res.Status, err), nil
 	}

@@ -37,12 +37,13 @@ type route struct {
 	eager atomic.Int32
 }
 
-// task is one request for a pool (24 bytes: the queues hold up to
+// task is one request for a pool (32 bytes: the queues hold up to
 // QueueSize of them).
 type task struct {
 	c   *Conn
 	req *protocol.Command
 	r   *route
+	at  int64 // when it was queued (monoNanos); 0 when it never was
 }
 
 // workerPool runs tasks on a bounded number of goroutines from a bounded
@@ -68,6 +69,11 @@ type workerPool struct {
 	// leaders lists the connections whose reader runs a task of the pool
 	// with nobody reading (at most n: each holds a slot), for the watchdog.
 	leaders []atomic.Pointer[Conn]
+	// For PoolStats' head wait: the queue time of the last task a worker
+	// took, and of the last task queued while nothing was pending. The
+	// oldest task still queued was queued no earlier than either (FIFO).
+	lastTakenAt atomic.Int64
+	firstAt     atomic.Int64
 }
 
 // tryInline claims a busy slot for a task run inline on the reader
@@ -113,9 +119,14 @@ func (p *workerPool) endLead() {
 
 // enqueue queues t unless QueueSize tasks are pending already.
 func (p *workerPool) enqueue(t task) bool {
-	if int(p.pending.Add(1)) > p.size {
+	n := p.pending.Add(1)
+	if int(n) > p.size {
 		p.pending.Add(-1)
 		return false
+	}
+	t.at = monoNanos()
+	if n == 1 {
+		p.firstAt.Store(t.at)
 	}
 	select {
 	case p.queue <- t: // len(queue) <= pending <= size: never blocks
@@ -372,6 +383,7 @@ func (m *mux) work(p *workerPool) {
 
 // runQueued runs a task taken from p's queue on a slot, waiting for one.
 func (m *mux) runQueued(p *workerPool, t task) {
+	p.lastTakenAt.Store(t.at)
 	p.slots <- struct{}{}
 	p.pending.Add(-1)
 	p.busy.Add(1)

@@ -91,6 +91,7 @@ type Store struct {
 	idx *indexService
 
 	putMu        sync.Mutex
+	putLockedAt  atomic.Int64    // store time (ms) at which the current Put or PutBatch took putMu; 0 when free
 	queueOffsets map[cqKey]int64 // next queue offset per queue; protected by putMu
 	batchProps   []byte          // PutBatch's properties scratch; protected by putMu
 	closed       atomic.Bool     // set under putMu by Close
@@ -375,10 +376,11 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 	}
 	m.QueueOffset = qoff
 	m.StoreTimestamp = s.opts.Now().UnixMilli()
+	s.putLockedAt.Store(m.StoreTimestamp)
 	viaPend := s.cl.viaPendLocked(false, m.StoreTimestamp)
 	phy, err := s.cl.appendLocked(m, size, viaPend)
 	if err != nil {
-		s.putMu.Unlock()
+		s.unlockPut()
 		return s.putFailed(err)
 	}
 	if !excluded {
@@ -386,10 +388,10 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 	}
 	wait = wait && s.opts.FlushMode == FlushSync
 	if err := s.afterAppendLocked(wait, viaPend); err != nil {
-		s.putMu.Unlock()
+		s.unlockPut()
 		return s.putFailed(err)
 	}
-	s.putMu.Unlock()
+	s.unlockPut()
 
 	res := PutResult{Status: PutOK, PhysicalOffset: phy, QueueOffset: qoff, WroteBytes: size,
 		StoreTimestamp: m.StoreTimestamp, MsgCount: 1, StoreHost: s.opts.StoreHost}
@@ -401,6 +403,24 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 	}
 	s.stats.recordPut(1, size, time.Since(start))
 	return res, nil
+}
+
+// unlockPut releases putMu taken by Put or PutBatch.
+func (s *Store) unlockPut() {
+	s.putLockedAt.Store(0)
+	s.putMu.Unlock()
+}
+
+// PutLockHeld reports how long the put in progress has held the writer
+// lock (0 when no put holds it), by the store's clock in milliseconds:
+// RocketMQ's pageCacheLockTimeMills, which grows when writes to the page
+// cache stall.
+func (s *Store) PutLockHeld() time.Duration {
+	at := s.putLockedAt.Load()
+	if at == 0 {
+		return 0
+	}
+	return max(0, time.Duration(s.opts.Now().UnixMilli()-at)*time.Millisecond)
 }
 
 // afterAppendLocked finishes an append under putMu: records a putter will
@@ -509,6 +529,7 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 		qoff = s.queueOffsets[key]
 	}
 	now := s.opts.Now().UnixMilli()
+	s.putLockedAt.Store(now)
 	viaPend := s.cl.viaPendLocked(true, now)
 	var end int64
 	m := *tmpl
@@ -534,7 +555,7 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 			if i > 0 && viaPend && !s.cl.pwrite {
 				_ = s.cl.drainLocked() // what was appended is readable; the write error is sticky below
 			}
-			s.putMu.Unlock()
+			s.unlockPut()
 			if i > 0 {
 				// Part of the batch is in the log: that is a write failure.
 				s.setWriteErr(err)
@@ -554,11 +575,11 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 	}
 	wait = wait && s.opts.FlushMode == FlushSync
 	if err := s.afterAppendLocked(wait, viaPend); err != nil {
-		s.putMu.Unlock()
+		s.unlockPut()
 		s.setWriteErr(err)
 		return BatchResult{PutResult: PutResult{Status: PutServiceNotAvailable}}, s.Err()
 	}
-	s.putMu.Unlock()
+	s.unlockPut()
 	res.PutResult = PutResult{Status: PutOK, PhysicalOffset: res.PhysicalOffsets[0], QueueOffset: qoff,
 		WroteBytes: total, StoreTimestamp: now, MsgCount: len(items), StoreHost: s.opts.StoreHost}
 	if wait {
