@@ -296,6 +296,55 @@ func (t *routeTable) topics() []string {
 	return sortedKeys(t.topicQueues)
 }
 
+// systemTopics returns the cluster and broker names, sorted, and the
+// address of one broker (the master of the first broker name, if any).
+func (t *routeTable) systemTopics() ([]string, string) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	seen := map[string]struct{}{}
+	for c, names := range t.clusters {
+		seen[c] = struct{}{}
+		for n := range names {
+			seen[n] = struct{}{}
+		}
+	}
+	addr := ""
+	for _, name := range sortedKeys(t.brokers) {
+		bd := t.brokers[name]
+		if a := bd.MasterAddr(); a != "" {
+			addr = a
+			break
+		}
+		ids := make([]int64, 0, len(bd.BrokerAddrs))
+		for id := range bd.BrokerAddrs {
+			ids = append(ids, id)
+		}
+		if len(ids) > 0 {
+			addr = bd.BrokerAddrs[slices.Min(ids)]
+			break
+		}
+	}
+	return sortedKeys(seen), addr
+}
+
+// topicsWhere returns the topics, sorted, whose queue data (of any one
+// broker name) has a sys flag match accepts.
+func (t *routeTable) topicsWhere(match func(sysFlag int32) bool) []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var out []string
+	for topic, qs := range t.topicQueues {
+		for _, qd := range qs {
+			if match(qd.TopicSysFlag) {
+				out = append(out, topic)
+			}
+			break
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 func (t *routeTable) topicsByCluster(cluster string) []string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()

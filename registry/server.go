@@ -25,10 +25,12 @@ type Server struct {
 	kv      *kvStore
 	rs      *remoting.Server
 	now     func() time.Time
+	rt      runtimeOptions // what UPDATE_NAMESRV_CONFIG may change
 
-	stop chan struct{}
-	wg   sync.WaitGroup // scan loop
-	once sync.Once
+	stop   chan struct{}
+	rescan chan struct{}  // cap 1: the scan period changed
+	wg     sync.WaitGroup // scan loop
+	once   sync.Once
 }
 
 // New validates opts, loads the KV config and returns a registry that is
@@ -52,7 +54,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
-	s := &Server{opts: opts, log: log, routes: newRouteTable(), kv: kv, rs: rs, now: time.Now, stop: make(chan struct{})}
+	s := &Server{opts: opts, log: log, routes: newRouteTable(), kv: kv, rs: rs, now: time.Now, stop: make(chan struct{}),
+		rescan: make(chan struct{}, 1)}
+	s.rt.scanInterval.Store(int64(opts.ScanInterval))
+	s.rt.brokerExpiry.Store(int64(opts.BrokerExpiry))
 	s.registerProcessors()
 	rs.OnConnClose(s.connClosed)
 	return s, nil
@@ -86,24 +91,28 @@ func (s *Server) Close() error {
 
 func (s *Server) scanLoop() {
 	defer s.wg.Done()
-	t := time.NewTicker(s.opts.ScanInterval)
+	t := time.NewTimer(time.Duration(s.rt.scanInterval.Load()))
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
+		case <-s.rescan:
+			t.Reset(time.Duration(s.rt.scanInterval.Load()))
 		case <-t.C:
 			s.scan()
+			t.Reset(time.Duration(s.rt.scanInterval.Load()))
 		}
 	}
 }
 
-// scan removes brokers silent for longer than BrokerExpiry and closes
-// their connections.
+// scan removes brokers silent for longer than the broker expiry and
+// closes their connections.
 func (s *Server) scan() {
-	addrs, conns := s.routes.expire(s.now(), s.opts.BrokerExpiry)
+	expiry := time.Duration(s.rt.brokerExpiry.Load())
+	addrs, conns := s.routes.expire(s.now(), expiry)
 	for _, a := range addrs {
-		s.log.Warn("registry: broker expired", "broker", a, "expiry", s.opts.BrokerExpiry)
+		s.log.Warn("registry: broker expired", "broker", a, "expiry", expiry)
 	}
 	for _, c := range conns {
 		c.Close()
@@ -152,6 +161,37 @@ func (s *Server) registerProcessors() {
 	reg(protocol.GetBridgeList, remoting.PoolDefault, s.getBridgeList)
 	// Answered later, from the bridge's answer: keeps the request.
 	s.rs.RegisterWith(protocol.MQTTAdmin, remoting.PoolAdmin, remoting.ProcessorFunc(s.relayMQTTAdmin), remoting.RegisterOptions{})
+	reg(protocol.GetSystemTopicListFromNS, remoting.PoolDefault, s.getSystemTopics)
+	reg(protocol.GetUnitTopicList, remoting.PoolDefault, s.topicsWithFlags(func(f int32) bool { return f&topicSysFlagUnit != 0 }))
+	reg(protocol.GetHasUnitSubTopicList, remoting.PoolDefault, s.topicsWithFlags(func(f int32) bool { return f&topicSysFlagUnitSub != 0 }))
+	reg(protocol.GetHasUnitSubUnunitTopicList, remoting.PoolDefault, s.topicsWithFlags(func(f int32) bool {
+		return f&topicSysFlagUnit == 0 && f&topicSysFlagUnitSub != 0
+	}))
+	reg(protocol.GetNamesrvConfig, remoting.PoolAdmin, s.getConfig)
+	reg(protocol.UpdateNamesrvConfig, remoting.PoolAdmin, s.updateConfig)
+}
+
+// TopicSysFlag bits of a QueueData.
+const (
+	topicSysFlagUnit    int32 = 1 << 0
+	topicSysFlagUnitSub int32 = 1 << 1
+)
+
+// getSystemTopics serves GET_SYSTEM_TOPIC_LIST_FROM_NS: the cluster names
+// and broker names (RocketMQ brokers create a topic of each), with one
+// broker address to ask about them.
+func (s *Server) getSystemTopics(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	topics, addr := s.routes.systemTopics()
+	return jsonResponse(protocol.TopicList{TopicList: topics, BrokerAddr: addr})
+}
+
+// topicsWithFlags serves the unit topic lists (GET_UNIT_TOPIC_LIST and the
+// two GET_HAS_UNIT_SUB_* lists): topics whose queue data's sys flag
+// matches.
+func (s *Server) topicsWithFlags(match func(int32) bool) func(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	return func(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+		return jsonResponse(protocol.TopicList{TopicList: s.routes.topicsWhere(match)})
+	}
 }
 
 func errResponse(code int32, format string, args ...any) *protocol.Command {
