@@ -71,13 +71,17 @@ func (b *Broker) processUpdateGroup(c *remoting.Conn, req *protocol.Command) (*p
 }
 
 // processDeleteGroup serves DELETE_SUBSCRIPTIONGROUP.
+// With removeOffset the group's committed offsets go too.
 func (b *Broker) processDeleteGroup(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
-	var h protocol.GroupHeader
+	var h protocol.DeleteSubscriptionGroupRequestHeader
 	if err := req.DecodeHeader(&h); err != nil {
 		return errResp(protocol.SystemError, "bad header: %v", err), nil
 	}
 	if _, err := b.groups.Delete(h.GroupName); err != nil {
 		return errResp(protocol.SystemError, "%v", err), nil
+	}
+	if h.RemoveOffset {
+		b.offsets.DeleteGroup(h.GroupName)
 	}
 	return protocol.NewResponse(protocol.Success, ""), nil
 }
@@ -124,29 +128,53 @@ func (b *Broker) processConsumeStats(c *remoting.Conn, req *protocol.Command) (*
 	}
 	var stats protocol.ConsumeStats
 	for _, topic := range topics {
-		tc, ok := b.topics.Get(topic)
-		if !ok {
-			continue
-		}
-		for q := int32(0); q < tc.ReadQueueNums; q++ {
-			w := &protocol.OffsetWrapper{BrokerOffset: b.store.MaxOffset(topic, q)}
-			if off, ok := b.offsets.Query(h.ConsumerGroup, topic, q); ok {
-				w.ConsumerOffset = off
-			}
-			if w.ConsumerOffset > 0 {
-				if ts, ok := b.storeTimeAtOffset(topic, q, w.ConsumerOffset-1); ok {
-					w.LastTimestamp = ts
-				}
-			}
-			stats.OffsetTable = append(stats.OffsetTable, protocol.MQEntry[*protocol.OffsetWrapper]{
-				Queue: protocol.MessageQueue{Topic: topic, BrokerName: b.opts.BrokerName, QueueID: q}, Value: w})
-		}
-		if snap, ok := b.stats.Get(GroupGetNums, topic+"@"+h.ConsumerGroup); ok && len(snap.Windows) > 0 {
-			stats.ConsumeTps += snap.Windows[0].TPS
+		if cs, ok := b.topicConsumeStats(h.ConsumerGroup, topic, false); ok {
+			stats.OffsetTable = append(stats.OffsetTable, cs.OffsetTable...)
+			stats.ConsumeTps += cs.ConsumeTps
 		}
 	}
 	stats.OffsetTable.Sort()
 	return jsonResponse(stats)
+}
+
+// topicConsumeStats is a group's progress on one topic of this broker: per
+// queue (read queues, or write queues when byWrite) the broker's max
+// offset, the group's committed offset (0 if none) and the store time of
+// the last message it consumed, and its consume rate (last minute). A
+// topic the broker does not have, or that an online group does not
+// subscribe, has none (RocketMQ skips both).
+func (b *Broker) topicConsumeStats(group, topic string, byWrite bool) (protocol.ConsumeStats, bool) {
+	var stats protocol.ConsumeStats
+	tc, ok := b.topics.Get(topic)
+	if !ok {
+		return stats, false
+	}
+	if info, online := b.consumers.Group(group); online && len(info.Subscriptions) > 0 {
+		if _, subscribed := info.Subscriptions[topic]; !subscribed {
+			return stats, false
+		}
+	}
+	queues := tc.ReadQueueNums
+	if byWrite {
+		queues = tc.WriteQueueNums
+	}
+	for q := int32(0); q < queues; q++ {
+		w := &protocol.OffsetWrapper{BrokerOffset: max(0, b.store.MaxOffset(topic, q))}
+		if off, ok := b.offsets.Query(group, topic, q); ok {
+			w.ConsumerOffset = max(0, off)
+		}
+		if w.ConsumerOffset > 0 {
+			if ts, ok := b.storeTimeAtOffset(topic, q, w.ConsumerOffset-1); ok {
+				w.LastTimestamp = ts
+			}
+		}
+		stats.OffsetTable = append(stats.OffsetTable, protocol.MQEntry[*protocol.OffsetWrapper]{
+			Queue: protocol.MessageQueue{Topic: topic, BrokerName: b.opts.BrokerName, QueueID: q}, Value: w})
+	}
+	if snap, ok := b.stats.Get(GroupGetNums, topic+"@"+group); ok && len(snap.Windows) > 0 {
+		stats.ConsumeTps = snap.Windows[0].TPS
+	}
+	return stats, true
 }
 
 // storeTimeAtOffset returns the store time of the message at a logical

@@ -55,6 +55,8 @@ type Broker struct {
 	metrics      *metrics
 
 	perm       atomic.Int32           // broker permission (read/write bits)
+	slaveRead  atomic.Bool            // Options.SlaveReadEnable, changeable by UPDATE_BROKER_CONFIG
+	cfgVersion dataVersion            // bumped by UPDATE_BROKER_CONFIG
 	queueRR    atomic.Uint32          // round-robin for sends with queueId < 0
 	registered sync.Map               // registry address -> bool: its last registration succeeded
 	masterAddr atomic.Pointer[string] // a slave's master, as registries report it
@@ -82,6 +84,7 @@ func New(opts Options) (*Broker, error) {
 	b := &Broker{opts: opts, log: opts.Logger.With("broker", opts.BrokerName), now: opts.Now, metrics: newMetrics()}
 	b.plog = ratelog.Wrap(b.log, 0)
 	b.perm.Store(PermRW)
+	b.slaveRead.Store(opts.SlaveReadEnable)
 
 	// Listen first: the store needs the real port for its store host.
 	ln, err := net.Listen("tcp", opts.ListenAddr)

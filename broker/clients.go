@@ -182,6 +182,17 @@ func (m *ConsumerManager) Channels(group string) []Channel {
 	return chans
 }
 
+// Client returns one online member of a group.
+func (m *ConsumerManager) Client(group, clientID string) (ClientInfo, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.groups[group]
+	if g == nil || g.clients[clientID] == nil {
+		return ClientInfo{}, false
+	}
+	return *g.clients[clientID], true
+}
+
 // Subscription returns a group's subscription to a topic, as heartbeats
 // registered it.
 func (m *ConsumerManager) Subscription(group, topic string) (protocol.SubscriptionData, bool) {
@@ -242,6 +253,23 @@ func (m *ConsumerManager) GroupsSubscribing(topic string) []string {
 	m.mu.RUnlock()
 	sort.Strings(names)
 	return names
+}
+
+// All returns every online producer by group, each group's producers
+// sorted by client id.
+func (m *ProducerManager) All() map[string][]ClientInfo {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make(map[string][]ClientInfo, len(m.groups))
+	for name, g := range m.groups {
+		list := make([]ClientInfo, 0, len(g))
+		for _, c := range g {
+			list = append(list, *c)
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i].ClientID < list[j].ClientID })
+		out[name] = list
+	}
+	return out
 }
 
 // ProducerManager tracks online producer groups.

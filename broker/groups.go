@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -40,13 +41,14 @@ type GroupOptions struct {
 
 // GroupManager holds the subscription groups and persists them on change.
 type GroupManager struct {
-	opts      GroupOptions
-	path      string
-	log       *slog.Logger
-	version   dataVersion
-	mu        sync.RWMutex
-	groups    map[string]*SubscriptionGroupConfig // protected by mu; values replaced, never mutated
-	persistMu sync.Mutex
+	opts       GroupOptions
+	autoCreate atomic.Bool // opts.AutoCreate, changeable at run time
+	path       string
+	log        *slog.Logger
+	version    dataVersion
+	mu         sync.RWMutex
+	groups     map[string]*SubscriptionGroupConfig // protected by mu; values replaced, never mutated
+	persistMu  sync.Mutex
 }
 
 // OpenGroups loads subscriptionGroup.json, if any.
@@ -58,6 +60,7 @@ func OpenGroups(opts GroupOptions) (*GroupManager, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	m := &GroupManager{opts: opts, path: filepath.Join(opts.Dir, SubscriptionGroupFile), log: opts.Logger, groups: map[string]*SubscriptionGroupConfig{}}
+	m.autoCreate.Store(opts.AutoCreate)
 	var w SubscriptionGroupWrapper
 	if _, err := readConfig(m.path, &w); err != nil {
 		return nil, err
@@ -100,7 +103,7 @@ func (m *GroupManager) FindOrCreate(group string) (SubscriptionGroupConfig, erro
 	if g, ok := m.Get(group); ok {
 		return g, nil
 	}
-	if !m.opts.AutoCreate {
+	if !m.autoCreate.Load() {
 		return SubscriptionGroupConfig{}, fmt.Errorf("%w: %s (auto-create is off)", ErrGroupNotExist, group)
 	}
 	if err := ValidateGroupName(group); err != nil {
@@ -118,6 +121,12 @@ func (m *GroupManager) FindOrCreate(group string) (SubscriptionGroupConfig, erro
 	m.log.Info("subscription group created", "group", group)
 	return g, m.persist()
 }
+
+// AutoCreate reports whether unknown groups are created on first use.
+func (m *GroupManager) AutoCreate() bool { return m.autoCreate.Load() }
+
+// SetAutoCreate turns the creation of unknown groups on or off.
+func (m *GroupManager) SetAutoCreate(on bool) { m.autoCreate.Store(on) }
 
 // Update creates or replaces a group's configuration.
 func (m *GroupManager) Update(g SubscriptionGroupConfig) error {

@@ -106,6 +106,36 @@ func (m *OffsetManager) TopicsOfGroup(group string) []string {
 	return topics
 }
 
+// Clone copies src's offsets on topic to dst, replacing dst's; it
+// reports whether src had any.
+func (m *OffsetManager) Clone(src, dst, topic string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	q, ok := m.table[offsetKey(topic, src)]
+	if !ok {
+		return false
+	}
+	c := make(map[int32]int64, len(q))
+	for id, off := range q {
+		c[id] = off
+	}
+	m.table[offsetKey(topic, dst)] = c
+	m.dirty = true
+	return true
+}
+
+// DeleteGroup forgets a group's offsets on every topic.
+func (m *OffsetManager) DeleteGroup(group string) {
+	m.mu.Lock()
+	for k := range m.table {
+		if i := strings.LastIndexByte(k, '@'); i >= 0 && k[i+1:] == group {
+			delete(m.table, k)
+			m.dirty = true
+		}
+	}
+	m.mu.Unlock()
+}
+
 // DeleteTopic forgets every group's offsets on a deleted topic.
 func (m *OffsetManager) DeleteTopic(topic string) {
 	m.mu.Lock()

@@ -69,6 +69,28 @@ func (b *Broker) registerProcessors() {
 		{protocol.GetTopicStatsInfo, remoting.PoolAdmin, b.processTopicStats, false, false},
 		{protocol.GetConsumerConnectionList, remoting.PoolAdmin, b.processConsumerConnections, false, false},
 		{protocol.GetProducerConnectionList, remoting.PoolAdmin, b.processProducerConnections, false, false},
+		{protocol.GetAllProducerInfo, remoting.PoolAdmin, b.processAllProducers, false, true},
+		{protocol.GetBrokerConfig, remoting.PoolAdmin, b.processGetBrokerConfig, false, true},
+		{protocol.UpdateBrokerConfig, remoting.PoolAdmin, b.processUpdateBrokerConfig, false, true},
+		{protocol.GetSystemTopicListFromBroker, remoting.PoolAdmin, b.processSystemTopics, false, true},
+		{protocol.CleanExpiredConsumeQueue, remoting.PoolAdmin, b.processCleanExpiredCQ, false, true},
+		{protocol.CleanUnusedTopic, remoting.PoolAdmin, b.processCleanUnusedTopic, false, true},
+		{protocol.DeleteExpiredCommitlog, remoting.PoolAdmin, b.processDeleteExpiredCommitLog, false, true},
+		{protocol.ViewBrokerStatsData, remoting.PoolAdmin, b.processViewStatsData, false, true},
+		{protocol.QueryConsumeQueue, remoting.PoolAdmin, b.processQueryConsumeQueue, false, true},
+		{protocol.GetBrokerConsumeStats, remoting.PoolAdmin, b.processBrokerConsumeStats, false, true},
+		{protocol.QueryTopicConsumeByWho, remoting.PoolAdmin, b.processTopicConsumeByWho, false, true},
+		{protocol.QueryTopicsByConsumer, remoting.PoolAdmin, b.processTopicsByConsumer, false, true},
+		{protocol.QuerySubscriptionByConsumer, remoting.PoolAdmin, b.processSubscriptionByConsumer, false, true},
+		{protocol.QueryConsumeTimeSpan, remoting.PoolAdmin, b.processConsumeTimeSpan, false, true},
+		{protocol.CloneGroupOffset, remoting.PoolAdmin, b.processCloneGroupOffset, false, true},
+		{protocol.InvokeBrokerToResetOffset, remoting.PoolAdmin, b.processResetOffset, false, true},
+		// The calls to clients wait for them: on the default pool, so that
+		// a slow client does not hold up the admin pool.
+		{protocol.InvokeBrokerToGetConsumerStatus, remoting.PoolDefault, b.processConsumerStatus, false, true},
+		{protocol.GetConsumerRunningInfo, remoting.PoolDefault, b.processConsumerRunningInfo, false, false},
+		{protocol.ConsumeMessageDirectly, remoting.PoolDefault, b.processConsumeMessageDirectly, false, true},
+		{protocol.CheckClientConfig, remoting.PoolDefault, b.processCheckClientConfig, false, true},
 	}
 	for _, r := range routes {
 		b.srv.RegisterWith(r.code, r.pool, remoting.ProcessorFunc(r.fn),

@@ -45,7 +45,7 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 	if b.perm.Load()&PermRead == 0 {
 		return errResp(protocol.NoPermission, "the broker[%s] pulling message is forbidden", b.addr)
 	}
-	if b.opts.Role == RoleSlave && !b.opts.SlaveReadEnable && b.masterReachable() {
+	if b.opts.Role == RoleSlave && !b.slaveRead.Load() && b.masterReachable() {
 		// Reads belong to the master while it is up: send the consumer back.
 		out := protocol.NewResponse(protocol.PullRetryImmediately, "the slave does not serve reads while its master is up (slave_read_enable = false)")
 		out.SetHeader(&protocol.PullMessageResponseHeader{NextBeginOffset: h.QueueOffset, MinOffset: b.store.MinOffset(h.Topic, h.QueueID),
@@ -87,7 +87,7 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 	hdr := protocol.PullMessageResponseHeader{
 		NextBeginOffset: res.NextBeginOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset, SuggestWhichBrokerID: MasterID,
 	}
-	if res.SuggestSlave && b.opts.SlaveReadEnable {
+	if res.SuggestSlave && b.slaveRead.Load() {
 		hdr.SuggestWhichBrokerID = g.WhichBrokerWhenConsumeSlowly
 	}
 	code := pullCode(res.Status, h.QueueOffset)

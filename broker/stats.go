@@ -47,18 +47,32 @@ type statItem struct {
 	times   atomic.Int64 // number of Add calls, so TPS can count requests as well as messages
 	mu      sync.Mutex
 	samples []statSample // protected by mu; oldest first, at most ringSize
+	hourly  []statSample // protected by mu; one an hour, oldest first, at most hourlyKeep
 }
 
 type statSample struct {
 	at    time.Time
 	total int64
+	times int64
 }
+
+// hourlyKeep is how many hourly samples an item keeps: a day's window.
+const hourlyKeep = 25
 
 // WindowStat is a counter's movement over one window.
 type WindowStat struct {
 	Window time.Duration
 	Sum    int64   // amount added during the window
+	Times  int64   // Add calls during the window
 	TPS    float64 // Sum per second over the window (over the time covered, if shorter)
+}
+
+// AvgPerAdd is the amount per Add call over the window (RocketMQ's avgpt).
+func (w WindowStat) AvgPerAdd() float64 {
+	if w.Times == 0 {
+		return 0
+	}
+	return float64(w.Sum) / float64(w.Times)
 }
 
 // StatSnapshot is one item's totals and windows.
@@ -104,7 +118,8 @@ func (s *Stats) item(kind StatKind, key string) *statItem {
 	if it = s.items[kind][key]; it == nil {
 		it = &statItem{}
 		// A first sample at zero lets windows count from creation.
-		it.samples = append(it.samples, statSample{at: s.now(), total: 0})
+		it.samples = append(it.samples, statSample{at: s.now()})
+		it.hourly = append(it.hourly, statSample{at: s.now()})
 		s.items[kind][key] = it
 	}
 	return it
@@ -141,9 +156,16 @@ func (s *Stats) Sample() {
 	for k := range s.items {
 		for _, it := range s.items[k] {
 			it.mu.Lock()
-			it.samples = append(it.samples, statSample{at: now, total: it.total.Load()})
+			smp := statSample{at: now, total: it.total.Load(), times: it.times.Load()}
+			it.samples = append(it.samples, smp)
 			if len(it.samples) > s.ringSize {
 				it.samples = append(it.samples[:0], it.samples[len(it.samples)-s.ringSize:]...)
+			}
+			if now.Sub(it.hourly[len(it.hourly)-1].at) >= time.Hour {
+				it.hourly = append(it.hourly, smp)
+				if len(it.hourly) > hourlyKeep {
+					it.hourly = append(it.hourly[:0], it.hourly[len(it.hourly)-hourlyKeep:]...)
+				}
 			}
 			it.mu.Unlock()
 		}
@@ -179,27 +201,63 @@ func (s *Stats) Get(kind StatKind, key string) (StatSnapshot, bool) {
 }
 
 func (s *Stats) snapshot(kind StatKind, key string, it *statItem) StatSnapshot {
-	now := s.now()
-	total := it.total.Load()
-	snap := StatSnapshot{Kind: kind, Key: key, Total: total}
-	it.mu.Lock()
-	defer it.mu.Unlock()
+	snap := StatSnapshot{Kind: kind, Key: key, Total: it.total.Load()}
 	for _, w := range statWindows {
-		// The newest sample at or before now-w; else the oldest we have.
-		base := it.samples[0]
-		for i := len(it.samples) - 1; i >= 0; i-- {
-			if !it.samples[i].at.After(now.Add(-w)) {
-				base = it.samples[i]
-				break
-			}
-		}
-		ws := WindowStat{Window: w, Sum: total - base.total}
-		if span := now.Sub(base.at); span > 0 {
-			ws.TPS = float64(ws.Sum) / span.Seconds()
-		}
-		snap.Windows = append(snap.Windows, ws)
+		snap.Windows = append(snap.Windows, s.window(it, w))
 	}
 	return snap
+}
+
+// window measures an item over the last d: from the newest sample at or
+// before now-d (hourly samples for windows over an hour), else from the
+// oldest it has.
+func (s *Stats) window(it *statItem, d time.Duration) WindowStat {
+	now := s.now()
+	total, times := it.total.Load(), it.times.Load()
+	it.mu.Lock()
+	ring := it.samples
+	if d > time.Hour {
+		ring = it.hourly
+	}
+	base := ring[0]
+	for i := len(ring) - 1; i >= 0; i-- {
+		if !ring[i].at.After(now.Add(-d)) {
+			base = ring[i]
+			break
+		}
+	}
+	it.mu.Unlock()
+	ws := WindowStat{Window: d, Sum: total - base.total, Times: times - base.times}
+	if span := now.Sub(base.at); span > 0 {
+		ws.TPS = float64(ws.Sum) / span.Seconds()
+	}
+	return ws
+}
+
+// MinuteHourDay returns an item's movement over the last minute, hour and
+// day (VIEW_BROKER_STATS_DATA), and whether the item exists.
+func (s *Stats) MinuteHourDay(kind StatKind, key string) (minute, hour, day WindowStat, ok bool) {
+	if kind < 0 || kind >= numStatKinds {
+		return minute, hour, day, false
+	}
+	s.mu.RLock()
+	it := s.items[kind][key]
+	s.mu.RUnlock()
+	if it == nil {
+		return minute, hour, day, false
+	}
+	return s.window(it, time.Minute), s.window(it, time.Hour), s.window(it, 24*time.Hour), true
+}
+
+// ParseStatKind maps RocketMQ's statistic names (TOPIC_PUT_NUMS, ...) to a
+// kind.
+func ParseStatKind(name string) (StatKind, bool) {
+	for i, n := range statKindNames {
+		if n == name {
+			return StatKind(i), true
+		}
+	}
+	return 0, false
 }
 
 // All returns snapshots of every item of a kind, sorted by key.

@@ -104,6 +104,9 @@ const (
 	AddWritePermOfBroker             RequestCode = 327
 	GetAllProducerInfo               RequestCode = 328
 	DeleteExpiredCommitlog           RequestCode = 329
+	// RocketMQ 5 codes newer admin tools send; SmartGo serves them too.
+	QueryTopicsByConsumer       RequestCode = 343
+	QuerySubscriptionByConsumer RequestCode = 345
 )
 
 // ResponseCode is the result code of a response (RemotingSysResponseCode

@@ -163,6 +163,12 @@ func FuzzDecodeJSONBody(f *testing.F) {
 		_ = DecodeJSON(b, &g)
 		var cs ConsumeStats
 		_ = DecodeJSON(b, &cs)
+		var st GetConsumerStatusBody
+		if DecodeJSON(b, &st) == nil {
+			if _, err := EncodeJSON(st); err != nil {
+				t.Fatalf("re-encode consumer status: %v", err)
+			}
+		}
 	})
 }
 
