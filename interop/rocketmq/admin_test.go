@@ -1,0 +1,194 @@
+package rocketmq
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// rocketmq-client-go's admin API (what it has of mqadmin: updateTopic,
+// topicList, topicRoute, getConsumerConfig, deleteTopic) against
+// `smartgo standalone`.
+func TestInteropGoAdminAPI(t *testing.T) {
+	s := startStandalone(t)
+	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{s.registry})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = adm.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const name = "InteropAdminTopic"
+	if err := adm.CreateTopic(ctx, admin.WithTopicCreate(name), admin.WithBrokerAddrCreate(s.broker),
+		admin.WithReadQueueNums(3), admin.WithWriteQueueNums(3)); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	waitUntil(t, 30*time.Second, "the new topic's route", func() bool {
+		mqs, err := adm.FetchPublishMessageQueues(ctx, name)
+		return err == nil && len(mqs) == 3
+	})
+	list, err := adm.FetchAllTopicList(ctx)
+	if err != nil || !contains(list.TopicList, name) {
+		t.Fatalf("FetchAllTopicList: %+v %v", list, err)
+	}
+
+	// A consumer group appears in the broker's subscription groups.
+	newPushConsumer(t, s, "interop-admin-cg", "cons-admin", name, consumer.Clustering, func(*primitive.MessageExt) consumer.ConsumeResult {
+		return consumer.ConsumeSuccess
+	})
+	waitUntil(t, 30*time.Second, "the consumer's group", func() bool {
+		w, err := adm.GetAllSubscriptionGroup(ctx, s.broker, 3*time.Second)
+		if err != nil {
+			return false
+		}
+		g, ok := w.SubscriptionGroupTable["interop-admin-cg"]
+		return ok && g.ConsumeEnable && g.RetryMaxTimes == 16
+	})
+
+	if err := adm.DeleteTopic(ctx, admin.WithTopicDelete(name), admin.WithBrokerAddrDelete(s.broker),
+		admin.WithNameSrvAddr([]string{s.registry})); err != nil {
+		t.Fatalf("DeleteTopic: %v", err)
+	}
+	// (The Go admin caches routes: ask the registry itself.)
+	resp := testnet.JavaInvoke(t, s.registry, protocol.GetRouteInfoByTopic, map[string]string{"topic": name}, nil)
+	if resp.Code != protocol.TopicNotExist {
+		t.Fatalf("route after DeleteTopic: %d %s", resp.Code, resp.Body)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// deliveries counts deliveries per body.
+type deliveries struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (d *deliveries) add(body string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n == nil {
+		d.n = map[string]int{}
+	}
+	d.n[body]++
+}
+
+func (d *deliveries) count(body string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n[body]
+}
+
+// The mqadmin requests that reach a consumer through the broker, sent as
+// mqadmin 4.9.8 sends them, with a live rocketmq-client-go push consumer:
+// queryMsgById's QUERY_TOPIC_CONSUME_BY_WHO, consumerStatus's
+// GET_CONSUMER_RUNNING_INFO, getConsumerStatus, queryMsgById -g -d's
+// CONSUME_MESSAGE_DIRECTLY, and resetOffsetByTime, after which the
+// consumer receives again what was stored after the reset time.
+func TestInteropMQAdminWithGoConsumer(t *testing.T) {
+	s := startStandalone(t)
+	const topicName, group = "InteropMQAdmin", "interop-mqadmin-cg"
+	createTopic(t, s.broker, topicName, 2)
+	createTopic(t, s.broker, "%RETRY%"+group, 1)
+	p := newProducer(t, s, "prod-mqadmin")
+	send := func(body string) *primitive.SendResult {
+		res, err := p.SendSync(context.Background(), primitive.NewMessage(topicName, []byte(body)))
+		if err != nil {
+			t.Fatalf("send %s: %v", body, err)
+		}
+		return res
+	}
+	first := send("before-0")
+	send("before-1")
+	cut := time.Now().UnixMilli() + 1
+	waitUntil(t, 5*time.Second, "the clock to pass the cut", func() bool { return time.Now().UnixMilli() > cut })
+	send("after-0")
+	send("after-1")
+
+	var got deliveries
+	newPushConsumer(t, s, group, "cons-mqadmin", topicName, consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
+		got.add(string(m.Body))
+		return consumer.ConsumeSuccess
+	})
+	waitUntil(t, 60*time.Second, "the four messages", func() bool {
+		return got.count("before-0") > 0 && got.count("before-1") > 0 && got.count("after-0") > 0 && got.count("after-1") > 0
+	})
+	java := func(code int32, fields map[string]string) *protocol.Command {
+		return testnet.JavaInvoke(t, s.broker, code, fields, nil)
+	}
+
+	// The consumer's client id, as consumerConnection learns it.
+	var conn protocol.ConsumerConnection
+	resp := java(protocol.GetConsumerConnectionList, map[string]string{"consumerGroup": group})
+	if resp.Code != protocol.Success || protocol.DecodeJSON(resp.Body, &conn) != nil || len(conn.ConnectionSet) != 1 {
+		t.Fatalf("consumer connection: %d %s %s", resp.Code, resp.Remark, resp.Body)
+	}
+	clientID := conn.ConnectionSet[0].ClientID
+
+	var groups protocol.GroupList
+	resp = java(protocol.QueryTopicConsumeByWho, map[string]string{"topic": topicName})
+	if resp.Code != protocol.Success || protocol.DecodeJSON(resp.Body, &groups) != nil || !contains(groups.GroupList, group) {
+		t.Fatalf("consume by who: %d %s", resp.Code, resp.Body)
+	}
+
+	resp = java(protocol.GetConsumerRunningInfo, map[string]string{"consumerGroup": group, "clientId": clientID, "jstackEnable": "false"})
+	if resp.Code != protocol.Success || !bytes.Contains(resp.Body, []byte(`"subscriptionSet"`)) || !bytes.Contains(resp.Body, []byte(topicName)) {
+		t.Fatalf("running info: %d %s %s", resp.Code, resp.Remark, resp.Body)
+	}
+
+	waitUntil(t, 30*time.Second, "the consumer's offsets in its status", func() bool {
+		var st protocol.GetConsumerStatusBody
+		resp := java(protocol.InvokeBrokerToGetConsumerStatus, map[string]string{"topic": topicName, "group": group})
+		if resp.Code != protocol.Success || protocol.DecodeJSON(resp.Body, &st) != nil {
+			return false
+		}
+		var sum int64
+		for _, e := range st.ConsumerTable[clientID] {
+			sum += e.Value
+		}
+		return sum == 4
+	})
+
+	resp = java(protocol.ConsumeMessageDirectly, map[string]string{"consumerGroup": group, "clientId": clientID, "msgId": first.OffsetMsgID})
+	if resp.Code != protocol.Success || !bytes.Contains(resp.Body, []byte("consumeResult")) {
+		t.Fatalf("consume directly: %d %s %s", resp.Code, resp.Remark, resp.Body)
+	}
+	waitUntil(t, 10*time.Second, "the direct delivery", func() bool { return got.count("before-0") >= 2 })
+
+	if resp := java(protocol.InvokeBrokerToResetOffset, map[string]string{"topic": topicName, "group": "never-online",
+		"timestamp": strconv.FormatInt(cut, 10), "isForce": "true"}); resp.Code != protocol.ConsumerNotOnline {
+		t.Fatalf("reset of an offline group: %d %s", resp.Code, resp.Remark)
+	}
+	resp = java(protocol.InvokeBrokerToResetOffset, map[string]string{"topic": topicName, "group": group,
+		"timestamp": strconv.FormatInt(cut, 10), "isForce": "true"})
+	var table protocol.ResetOffsetBody
+	if resp.Code != protocol.Success || protocol.DecodeJSON(resp.Body, &table) != nil || len(table.OffsetTable) != 2 {
+		t.Fatalf("reset: %d %s %s", resp.Code, resp.Remark, resp.Body)
+	}
+	// The Go client pauses 10 s before it applies a reset.
+	waitUntil(t, 60*time.Second, "the messages after the reset time again", func() bool {
+		return got.count("after-0") >= 2 && got.count("after-1") >= 2
+	})
+	if n := got.count("before-1"); n != 1 {
+		t.Errorf("before-1 delivered %d times; the reset went too far back", n)
+	}
+	t.Logf("deliveries: %s", fmt.Sprint(got.n))
+}
