@@ -2,7 +2,6 @@ package broker
 
 import (
 	"bytes"
-	"context"
 	"reflect"
 	"strconv"
 	"sync"
@@ -462,4 +461,48 @@ func TestBrokerMQAdminStatsQueuesProducers(t *testing.T) {
 	}
 }
 
-var _ = context.Background
+
+// When no consumer of the group is online mqadmin resetOffsetByTime falls
+// back to its old way: the group's consume stats (208), an offset search
+// by time per queue (29) and a commit per queue (15, with RocketMQ 4.9.8's
+// bname field), all answered as a 4.9 broker answers them.
+func TestBrokerMQAdminResetOffsetFallback(t *testing.T) {
+	clk := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
+	b := testBroker(t, t.TempDir(), func(o *Options) { o.Now = clk.now })
+	c := newTestClient(t, b.Addr())
+	var times []int64
+	for i := 0; i < 3; i++ {
+		times = append(times, clk.now().UnixMilli())
+		c.mustSend("Fallback", 0, "m"+itoa(i), "")
+		clk.advance(time.Second)
+	}
+	waitDispatched(t, b, "Fallback", 0, 3)
+	commitOffset(t, c, "fbg", "Fallback", 0, 3)
+	ts := strconv.FormatInt(times[1], 10)
+	if resp := javaInvoke(t, b.Addr(), protocol.InvokeBrokerToResetOffset, map[string]string{
+		"topic": "Fallback", "group": "fbg", "timestamp": ts, "isForce": "true"}, nil); resp.Code != protocol.ConsumerNotOnline {
+		t.Fatalf("reset with nobody online: %d %s", resp.Code, resp.Remark)
+	}
+	cs := decodeBody[protocol.ConsumeStats](t, javaInvoke(t, b.Addr(), protocol.GetConsumeStats, map[string]string{"consumerGroup": "fbg"}, nil))
+	for _, e := range cs.OffsetTable {
+		if e.Queue.Topic != "Fallback" {
+			continue
+		}
+		resp := javaInvoke(t, b.Addr(), protocol.SearchOffsetByTimestamp, map[string]string{
+			"topic": "Fallback", "queueId": itoa(int(e.Queue.QueueID)), "timestamp": ts, "bname": "broker-t"}, nil)
+		var oh protocol.OffsetResponseHeader
+		if resp.Code != protocol.Success || resp.DecodeHeader(&oh) != nil {
+			t.Fatalf("search offset: %d %s", resp.Code, resp.Remark)
+		}
+		if e.Queue.QueueID == 0 && oh.Offset != 1 {
+			t.Fatalf("offset at %s: %d", ts, oh.Offset)
+		}
+		if resp := javaInvoke(t, b.Addr(), protocol.UpdateConsumerOffset, map[string]string{"consumerGroup": "fbg", "topic": "Fallback",
+			"queueId": itoa(int(e.Queue.QueueID)), "commitOffset": strconv.FormatInt(oh.Offset, 10), "bname": "broker-t"}, nil); resp.Code != protocol.Success {
+			t.Fatalf("commit: %d %s", resp.Code, resp.Remark)
+		}
+	}
+	if off, _ := b.Offsets().Query("fbg", "Fallback", 0); off != 1 {
+		t.Fatalf("offset after the fallback reset: %d", off)
+	}
+}
