@@ -461,7 +461,6 @@ func TestBrokerMQAdminStatsQueuesProducers(t *testing.T) {
 	}
 }
 
-
 // When no consumer of the group is online mqadmin resetOffsetByTime falls
 // back to its old way: the group's consume stats (208), an offset search
 // by time per queue (29) and a commit per queue (15, with RocketMQ 4.9.8's
