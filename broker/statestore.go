@@ -8,14 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/statestore"
 	"github.com/smartgo/smartgo/store"
-	"github.com/smartgo/smartgo/store/record"
 )
 
 // State store errors (kept here rather than errors.go, which another
@@ -117,6 +115,7 @@ type StateStore struct {
 	log     *slog.Logger
 	slave   bool
 	shards  []*ssShard
+	host    shardLog
 	metrics *ssMetrics
 
 	connMu sync.Mutex
@@ -129,23 +128,10 @@ type StateStore struct {
 	closeErr  error
 }
 
-// ssShard is one shard: its engine and log position.
+// ssShard is one shard: its engine and its place in the log.
 type ssShard struct {
-	id  int32
+	logShard
 	eng *statestore.Engine
-
-	mu      sync.Mutex  // serializes mutations (Prepare/append/Apply) and snapshots; a GET does not take it
-	next    int64       // queue offset of the next entry to apply; protected by mu
-	lastEnd int64       // commitlog offset just past the last applied entry; protected by mu
-	snapAt  int64       // next when the last snapshot was written; protected by mu
-	failed  error       // set on an Apply or log error: the shard stops (fail-stop); protected by mu
-	down    atomic.Bool // failed != nil, readable without mu (the read path)
-}
-
-// fail stops the shard with err. Called with mu held.
-func (sh *ssShard) fail(err error) {
-	sh.failed = err
-	sh.down.Store(true)
 }
 
 // ssPeer is where the notifications of a client go when a request of
@@ -204,7 +190,9 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: state store dir: %w", err)
 	}
-	if err := s.waitDispatched(30 * time.Second); err != nil {
+	s.host = shardLog{b: b, topic: StateStoreTopic, dir: opts.Dir, magic: ssSnapMagic, what: "state store", log: s.log,
+		errUnavailable: ErrStateStoreUnavailable, errFailed: ErrStateStoreFailed}
+	if err := s.host.waitDispatched(30 * time.Second); err != nil {
 		return nil, err
 	}
 	for i := 0; i < opts.Shards; i++ {
@@ -212,17 +200,24 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 		if err != nil {
 			return nil, fmt.Errorf("broker: %w", err)
 		}
-		sh := &ssShard{id: int32(i), eng: eng}
-		if err := s.restore(sh); err != nil {
+		sh := &ssShard{logShard: logShard{id: int32(i), snap: eng}, eng: eng}
+		sh.replay = func(entry []byte, storeTime time.Time, _ int64) error {
+			_, err := eng.Apply(entry, storeTime)
+			return err
+		}
+		start := time.Now()
+		if err := s.host.loadSnapshot(&sh.logShard); err != nil {
 			return nil, err
 		}
+		s.host.replayAll(&sh.logShard, start)
 		s.shards = append(s.shards, sh)
+		s.host.shards = append(s.host.shards, &sh.logShard)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.goFunc(func() { s.snapshotLoop(ctx) })
+	s.goFunc(func() { s.host.snapshotLoop(ctx, opts.SnapshotInterval) })
 	if s.slave {
-		s.goFunc(func() { s.replicateLoop(ctx) })
+		s.goFunc(func() { s.host.replicateLoop(ctx, opts.SlavePollInterval) })
 	} else {
 		s.goFunc(func() { s.expiryLoop(ctx) })
 	}
@@ -248,34 +243,12 @@ func (s *StateStore) goFunc(fn func()) {
 	}()
 }
 
-// waitDispatched waits until the consume queues cover the whole commitlog
-// (after recovery the dispatcher may still be rebuilding them).
-func (s *StateStore) waitDispatched(limit time.Duration) error {
-	st := s.b.store
-	deadline := time.Now().Add(limit)
-	for st.DispatchedPhysicalOffset() < st.MaxPhysicalOffset() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("broker: state store: consume queues not rebuilt after %v", limit)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return nil
-}
-
 // Close stops the loops and writes a final snapshot of every healthy
 // shard. It is idempotent. Call it before Broker.Close.
 func (s *StateStore) Close() error {
 	s.closeOnce.Do(func() {
 		s.stop()
-		var errs []error
-		for _, sh := range s.shards {
-			sh.mu.Lock()
-			if sh.failed == nil {
-				errs = append(errs, s.snapshotLocked(sh))
-			}
-			sh.mu.Unlock()
-		}
-		s.closeErr = errors.Join(errs...)
+		s.closeErr = s.host.snapshotAll()
 	})
 	return s.closeErr
 }
@@ -296,15 +269,7 @@ func (s *StateStore) Shards() int { return len(s.shards) }
 func (s *StateStore) Engine(i int) *statestore.Engine { return s.shards[i].eng }
 
 // Err returns the error that stopped a shard, if any.
-func (s *StateStore) Err() error {
-	var errs []error
-	for _, sh := range s.shards {
-		sh.mu.Lock()
-		errs = append(errs, sh.failed)
-		sh.mu.Unlock()
-	}
-	return errors.Join(errs...)
-}
+func (s *StateStore) Err() error { return s.host.err() }
 
 // Do serves one request in process: shard ownership checks, Prepare,
 // append, Apply. Notifications for clients whose requests came through a
@@ -427,33 +392,13 @@ func (s *StateStore) reply(out statestore.Outcome, from ssPeer) *protocol.StateS
 // with sh.mu held. An append failure leaves the engine unchanged; an Apply
 // failure stops the shard.
 func (s *StateStore) appendApply(ctx context.Context, sh *ssShard, entry []byte) (statestore.Outcome, error) {
-	pctx, cancel := context.WithTimeout(ctx, putTimeout)
-	defer cancel()
-	now := s.b.now()
-	m := &record.Message{Topic: StateStoreTopic, QueueID: sh.id, Body: entry, BornTimestamp: now.UnixMilli(),
-		BornHost: s.b.storeHost, StoreHost: s.b.storeHost}
-	res, err := s.b.store.Put(pctx, m)
-	if err != nil {
-		return statestore.Outcome{}, fmt.Errorf("%w: append to shard %d: %w", ErrStateStoreUnavailable, sh.id, err)
-	}
-	if res.QueueOffset != sh.next {
-		// Someone else wrote to the queue: the table would diverge.
-		sh.fail(fmt.Errorf("broker: state store shard %d: entry stored at queue offset %d, expected %d", sh.id, res.QueueOffset, sh.next))
-		s.log.Error("state store shard stopped", "shard", sh.id, "err", sh.failed)
-		return statestore.Outcome{}, fmt.Errorf("%w: %w", ErrStateStoreFailed, sh.failed)
-	}
-	out, err := sh.eng.Apply(entry, time.UnixMilli(res.StoreTimestamp))
-	if err != nil {
-		sh.fail(fmt.Errorf("broker: state store shard %d: apply offset %d: %w", sh.id, res.QueueOffset, err))
-		s.log.Error("state store shard stopped", "shard", sh.id, "err", sh.failed)
-		return statestore.Outcome{}, fmt.Errorf("%w: %w", ErrStateStoreFailed, sh.failed)
-	}
-	sh.next = res.QueueOffset + 1
-	sh.lastEnd = res.PhysicalOffset + int64(res.WroteBytes)
-	if res.Status != store.PutOK {
-		s.log.Warn("state store entry stored with status", "shard", sh.id, "status", res.Status.String())
-	}
-	return out, nil
+	var out statestore.Outcome
+	err := s.host.appendLocked(ctx, &sh.logShard, entry, func(storeTime time.Time, _ int64) error {
+		var err error
+		out, err = sh.eng.Apply(entry, storeTime)
+		return err
+	})
+	return out, err
 }
 
 // route converts notifications, pushes those of clients last seen on a
@@ -605,83 +550,10 @@ func (s *StateStore) expire(ctx context.Context, sh *ssShard) {
 	s.route(out.Notifications, nil, false)
 }
 
-// replicateLoop (slave) applies the entries the master's log brought.
-func (s *StateStore) replicateLoop(ctx context.Context) {
-	t := time.NewTicker(s.opts.SlavePollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for _, sh := range s.shards {
-			sh.mu.Lock()
-			if sh.failed == nil {
-				if err := s.catchUp(sh); err != nil {
-					sh.fail(err)
-					s.log.Error("state store shard stopped", "shard", sh.id, "err", err)
-				}
-			}
-			sh.mu.Unlock()
-		}
-	}
-}
-
 // Sync (slave) applies every replicated entry already dispatched; tests
 // use it instead of waiting for the poll.
-func (s *StateStore) Sync() error {
-	for _, sh := range s.shards {
-		sh.mu.Lock()
-		if sh.failed == nil {
-			if err := s.catchUp(sh); err != nil {
-				sh.fail(err)
-			}
-		}
-		err := sh.failed
-		sh.mu.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (s *StateStore) Sync() error { return s.host.syncAll() }
 
-// catchUp applies the shard's queue from sh.next to its end. Called with
-// sh.mu held.
-func (s *StateStore) catchUp(sh *ssShard) error {
-	st := s.b.store
-	for {
-		maxOff := st.MaxOffset(StateStoreTopic, sh.id)
-		if sh.next >= maxOff {
-			return nil
-		}
-		if minOff := st.MinOffset(StateStoreTopic, sh.id); sh.next < minOff {
-			return fmt.Errorf("broker: state store shard %d: log starts at %d, snapshot needs %d (retention removed entries not in a snapshot)",
-				sh.id, minOff, sh.next)
-		}
-		res, err := st.GetMessages(StateStoreTopic, sh.id, sh.next, 256, nil)
-		if err != nil {
-			return fmt.Errorf("broker: state store shard %d: read log: %w", sh.id, err)
-		}
-		if len(res.Buffers) == 0 {
-			status := res.Status
-			res.Release()
-			return fmt.Errorf("broker: state store shard %d: read log at %d: %s", sh.id, sh.next, status.String())
-		}
-		for i, buf := range res.Buffers {
-			off, phy := res.QueueOffsets[i], res.PhysicalOffsets[i]
-			m, _, err := record.Decode(buf, true)
-			if err == nil {
-				_, err = sh.eng.Apply(m.Body, time.UnixMilli(m.StoreTimestamp))
-			}
-			if err != nil {
-				res.Release()
-				return fmt.Errorf("broker: state store shard %d: entry at queue offset %d: %w", sh.id, off, err)
-			}
-			sh.next = off + 1
-			sh.lastEnd = phy + int64(len(buf))
-		}
-		res.Release()
-	}
-}
+// Snapshot writes every shard's snapshot now (when its entries are
+// flushed). The file format is shardLog's (logshard.go).
+func (s *StateStore) Snapshot() error { return s.host.snapshotAll() }

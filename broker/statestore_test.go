@@ -184,18 +184,27 @@ func TestStateStoreHostSnapshotPlusReplayEqualsFullReplay(t *testing.T) {
 }
 
 func TestStateStoreSnapshotFilePinned(t *testing.T) {
-	got := hex.EncodeToString(encodeShardSnapshot(2, 7, []byte{0xAB}))
-	want := hex.EncodeToString([]byte("SGSSHARD")) + "00000001" + "00000002" + "0000000000000007" + "ab"
-	if !strings.HasPrefix(got, want) || len(got) != len(want)+8 {
-		t.Fatalf("snapshot file\n got %s\nwant %s+crc", got, want)
+	for _, magic := range []string{ssSnapMagic, twinSnapMagic} {
+		got := hex.EncodeToString(encodeShardSnapshot(magic, 2, 7, []byte{0xAB}))
+		want := hex.EncodeToString([]byte(magic)) + "00000001" + "00000002" + "0000000000000007" + "ab"
+		if !strings.HasPrefix(got, want) || len(got) != len(want)+8 {
+			t.Fatalf("snapshot file\n got %s\nwant %s+crc", got, want)
+		}
+		if _, _, err := decodeShardSnapshot(encodeShardSnapshot(magic, 2, 7, nil), magic, 3); err == nil {
+			t.Fatal("wrong shard accepted")
+		}
+		if _, _, err := decodeShardSnapshot(encodeShardSnapshot(magic, 2, 7, nil), "SGXSHARD", 2); err == nil {
+			t.Fatal("wrong magic accepted")
+		}
+		bad := encodeShardSnapshot(magic, 2, 7, []byte{1})
+		bad[len(bad)-5] ^= 1
+		if _, _, err := decodeShardSnapshot(bad, magic, 2); err == nil {
+			t.Fatal("bad checksum accepted")
+		}
 	}
-	if _, _, err := decodeShardSnapshot(encodeShardSnapshot(2, 7, nil), 3); err == nil {
-		t.Fatal("wrong shard accepted")
-	}
-	bad := encodeShardSnapshot(2, 7, []byte{1})
-	bad[len(bad)-5] ^= 1
-	if _, _, err := decodeShardSnapshot(bad, 2); err == nil {
-		t.Fatal("bad checksum accepted")
+	// The CRC of the example, computed outside Go: CRC32-C of the header and 0xab.
+	if got := hex.EncodeToString(encodeShardSnapshot(ssSnapMagic, 2, 7, []byte{0xAB})); !strings.HasSuffix(got, "ab3313f51e") {
+		t.Fatalf("snapshot file CRC: %s", got)
 	}
 }
 

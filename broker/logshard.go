@@ -1,0 +1,361 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smartgo/smartgo/internal/fsutil"
+	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// An engine shard hosted on the log: a deterministic engine (a state
+// store or twin shard) whose entries are the records of one queue of a
+// system topic. The owner (the master) appends an entry and applies it; a
+// slave, or a restart, applies the queue from where its snapshot ends.
+// shardLog holds what the hosts of the two kinds of engines share: the
+// append with its offset check, the replay, the snapshot files and the
+// loops.
+
+// snapshotter is what a hosted engine offers for snapshots.
+type snapshotter interface {
+	Snapshot(w io.Writer) error
+	Restore(r io.Reader) error
+}
+
+// logShard is one hosted shard: its engine's snapshot side, how an entry
+// is applied on replay, and its log position.
+type logShard struct {
+	id   int32
+	snap snapshotter
+	// replay applies an entry read back from the queue (on a slave, at a
+	// restart) at queue offset off with the record's store time.
+	replay func(entry []byte, storeTime time.Time, off int64) error
+
+	mu      sync.Mutex  // serializes appends and applies and snapshots; reads do not take it
+	next    int64       // queue offset of the next entry to apply; protected by mu
+	lastEnd int64       // commitlog offset past the last record the shard wrote or applied; protected by mu
+	snapAt  int64       // next when the last snapshot was written; protected by mu
+	failed  error       // set on an apply or log error: the shard stops (fail-stop); protected by mu
+	down    atomic.Bool // failed != nil, readable without mu
+}
+
+// fail stops the shard with err. Called with mu held.
+func (sh *logShard) fail(err error) {
+	sh.failed = err
+	sh.down.Store(true)
+}
+
+// failure returns the error that stopped the shard, if any.
+func (sh *logShard) failure() error {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.failed
+}
+
+// shardLog is the log side of one kind of hosted engine.
+type shardLog struct {
+	b      *Broker
+	topic  string
+	dir    string // snapshot files <dir>/shard-<n>.snap
+	magic  string // the snapshot file's 8-byte magic
+	what   string // "state store", "twin": in errors and logs
+	log    *slog.Logger
+	shards []*logShard
+
+	errUnavailable error // wrapped when an append fails (nothing changed)
+	errFailed      error // wrapped when a shard stopped
+}
+
+// Shard snapshot file <dir>/shard-<n>.snap (format 1). Integers
+// big-endian.
+//
+//	size  field
+//	   8  MAGIC     "SGSSHARD" (state store) or "SGTSHARD" (twins)
+//	   4  FORMAT    1
+//	   4  SHARD     uint32 shard number
+//	   8  NEXT      int64 queue offset of the first log entry NOT in the snapshot
+//	   n  STATE     the engine's Snapshot bytes (own format and CRC)
+//	   4  CRC       CRC32-C (Castagnoli) of every byte before it
+//
+// It is written with fsutil.WriteFileAtomic, only when every record the
+// shard wrote up to NEXT is flushed in the commitlog, so the log never
+// lacks an entry below NEXT. Restart: Restore(STATE), then apply the
+// queue from NEXT. TestStateStoreSnapshotFilePinned pins the header.
+const (
+	shardSnapFormat = 1
+	shardSnapHead   = 8 + 4 + 4 + 8
+	ssSnapMagic     = "SGSSHARD"
+	twinSnapMagic   = "SGTSHARD"
+)
+
+var ssCastagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func (h *shardLog) snapPath(id int32) string {
+	return filepath.Join(h.dir, fmt.Sprintf("shard-%d.snap", id))
+}
+
+// encodeShardSnapshot builds the snapshot file of a shard at next.
+func encodeShardSnapshot(magic string, id int32, next int64, state []byte) []byte {
+	b := make([]byte, 0, shardSnapHead+len(state)+4)
+	b = append(b, magic...)
+	b = binary.BigEndian.AppendUint32(b, shardSnapFormat)
+	b = binary.BigEndian.AppendUint32(b, uint32(id))
+	b = binary.BigEndian.AppendUint64(b, uint64(next))
+	b = append(b, state...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, ssCastagnoli))
+}
+
+// decodeShardSnapshot checks a snapshot file and returns NEXT and STATE.
+func decodeShardSnapshot(b []byte, magic string, id int32) (next int64, state []byte, err error) {
+	if len(b) < shardSnapHead+4 || string(b[:8]) != magic {
+		return 0, nil, errors.New("bad magic or too short")
+	}
+	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
+	if crc32.Checksum(body, ssCastagnoli) != sum {
+		return 0, nil, errors.New("checksum mismatch")
+	}
+	if f := binary.BigEndian.Uint32(b[8:]); f != shardSnapFormat {
+		return 0, nil, fmt.Errorf("unsupported format %d", f)
+	}
+	if got := int32(binary.BigEndian.Uint32(b[12:])); got != id {
+		return 0, nil, fmt.Errorf("snapshot of shard %d", got)
+	}
+	next = int64(binary.BigEndian.Uint64(b[16:]))
+	if next < 0 {
+		return 0, nil, fmt.Errorf("negative offset %d", next)
+	}
+	return next, body[shardSnapHead:], nil
+}
+
+// waitDispatched waits until the consume queues cover the whole commitlog
+// (after recovery the dispatcher may still be rebuilding them).
+func (h *shardLog) waitDispatched(limit time.Duration) error {
+	st := h.b.store
+	deadline := time.Now().Add(limit)
+	for st.DispatchedPhysicalOffset() < st.MaxPhysicalOffset() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("broker: %s: consume queues not rebuilt after %v", h.what, limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
+// loadSnapshot restores a shard from its snapshot file, if there is a
+// usable one, and sets its position to the snapshot's NEXT.
+func (h *shardLog) loadSnapshot(sh *logShard) error {
+	data, err := os.ReadFile(h.snapPath(sh.id))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("broker: %s shard %d: %w", h.what, sh.id, err)
+	}
+	next, state, derr := decodeShardSnapshot(data, h.magic, sh.id)
+	if derr == nil {
+		derr = sh.snap.Restore(bytes.NewReader(state))
+	}
+	if derr != nil {
+		// A bad snapshot is survivable while the whole log is there.
+		if h.b.store.MinOffset(h.topic, sh.id) > 0 {
+			return fmt.Errorf("broker: %s shard %d: snapshot unusable and log truncated: %v", h.what, sh.id, derr)
+		}
+		h.log.Warn("snapshot unusable, replaying the whole log", "shard", sh.id, "err", derr)
+		return nil
+	}
+	sh.next, sh.snapAt = next, next
+	return nil
+}
+
+// replayAll applies the log after the snapshot; a shard whose log cannot
+// be replayed stops (it answers errors until an operator repairs its
+// log) and the others serve.
+func (h *shardLog) replayAll(sh *logShard, start time.Time) {
+	from := sh.next
+	if err := h.catchUpLocked(sh); err != nil {
+		sh.fail(err)
+		h.log.Error("shard stopped at replay", "shard", sh.id, "err", err)
+		return
+	}
+	if sh.next > 0 {
+		h.log.Info("shard restored", "shard", sh.id, "snapshot", from, "replayed", sh.next-from, "took", time.Since(start))
+	}
+}
+
+// catchUpLocked applies the shard's queue from sh.next to its end.
+// Called with sh.mu held.
+func (h *shardLog) catchUpLocked(sh *logShard) error {
+	st := h.b.store
+	for {
+		maxOff := st.MaxOffset(h.topic, sh.id)
+		if sh.next >= maxOff {
+			return nil
+		}
+		if minOff := st.MinOffset(h.topic, sh.id); sh.next < minOff {
+			return fmt.Errorf("broker: %s shard %d: log starts at %d, snapshot needs %d (retention removed entries not in a snapshot)",
+				h.what, sh.id, minOff, sh.next)
+		}
+		res, err := st.GetMessages(h.topic, sh.id, sh.next, 256, nil)
+		if err != nil {
+			return fmt.Errorf("broker: %s shard %d: read log: %w", h.what, sh.id, err)
+		}
+		if len(res.Buffers) == 0 {
+			status := res.Status
+			res.Release()
+			return fmt.Errorf("broker: %s shard %d: read log at %d: %s", h.what, sh.id, sh.next, status.String())
+		}
+		for i, buf := range res.Buffers {
+			off, phy := res.QueueOffsets[i], res.PhysicalOffsets[i]
+			m, _, err := record.Decode(buf, true)
+			if err == nil {
+				err = sh.replay(m.Body, time.UnixMilli(m.StoreTimestamp), off)
+			}
+			if err != nil {
+				res.Release()
+				return fmt.Errorf("broker: %s shard %d: entry at queue offset %d: %w", h.what, sh.id, off, err)
+			}
+			sh.next = off + 1
+			sh.lastEnd = max(sh.lastEnd, phy+int64(len(buf)))
+		}
+		res.Release()
+	}
+}
+
+// appendLocked appends entry to the shard's queue and, once stored, calls
+// apply with the record's store time and queue offset. Called with sh.mu
+// held. An append failure changes nothing (errUnavailable); an entry
+// stored at an unexpected offset or an apply error stops the shard
+// (errFailed).
+func (h *shardLog) appendLocked(ctx context.Context, sh *logShard, entry []byte, apply func(storeTime time.Time, off int64) error) error {
+	pctx, cancel := context.WithTimeout(ctx, putTimeout)
+	defer cancel()
+	now := h.b.now()
+	m := &record.Message{Topic: h.topic, QueueID: sh.id, Body: entry, BornTimestamp: now.UnixMilli(),
+		BornHost: h.b.storeHost, StoreHost: h.b.storeHost}
+	res, err := h.b.store.Put(pctx, m)
+	if err != nil {
+		return fmt.Errorf("%w: append to shard %d: %w", h.errUnavailable, sh.id, err)
+	}
+	if res.QueueOffset != sh.next {
+		// Someone else wrote to the queue: the engine would diverge.
+		sh.fail(fmt.Errorf("broker: %s shard %d: entry stored at queue offset %d, expected %d", h.what, sh.id, res.QueueOffset, sh.next))
+		h.log.Error("shard stopped", "shard", sh.id, "err", sh.failed)
+		return fmt.Errorf("%w: %w", h.errFailed, sh.failed)
+	}
+	if err := apply(time.UnixMilli(res.StoreTimestamp), res.QueueOffset); err != nil {
+		sh.fail(fmt.Errorf("broker: %s shard %d: apply offset %d: %w", h.what, sh.id, res.QueueOffset, err))
+		h.log.Error("shard stopped", "shard", sh.id, "err", sh.failed)
+		return fmt.Errorf("%w: %w", h.errFailed, sh.failed)
+	}
+	sh.next = res.QueueOffset + 1
+	sh.lastEnd = max(sh.lastEnd, res.PhysicalOffset+int64(res.WroteBytes))
+	if res.Status != store.PutOK {
+		h.log.Warn("entry stored with status", "shard", sh.id, "status", res.Status.String())
+	}
+	return nil
+}
+
+// snapshotLocked writes the shard's snapshot if it changed and every
+// record it covers is flushed. Called with sh.mu held.
+func (h *shardLog) snapshotLocked(sh *logShard) error {
+	if sh.next == sh.snapAt {
+		return nil
+	}
+	if sh.lastEnd > h.b.store.FlushedPhysicalOffset() {
+		return nil // not durable yet; the next round (or the log) covers it
+	}
+	var buf bytes.Buffer
+	if err := sh.snap.Snapshot(&buf); err != nil {
+		return fmt.Errorf("broker: %s shard %d snapshot: %w", h.what, sh.id, err)
+	}
+	if err := fsutil.WriteFileAtomic(h.snapPath(sh.id), encodeShardSnapshot(h.magic, sh.id, sh.next, buf.Bytes()), 0o644); err != nil {
+		return fmt.Errorf("broker: %s shard %d snapshot: %w", h.what, sh.id, err)
+	}
+	sh.snapAt = sh.next
+	return nil
+}
+
+// snapshotAll writes every healthy shard's snapshot (when its records
+// are flushed).
+func (h *shardLog) snapshotAll() error {
+	var errs []error
+	for _, sh := range h.shards {
+		sh.mu.Lock()
+		if sh.failed == nil {
+			errs = append(errs, h.snapshotLocked(sh))
+		}
+		sh.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (h *shardLog) snapshotLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := h.snapshotAll(); err != nil {
+				h.log.Error("snapshot", "err", err)
+			}
+		}
+	}
+}
+
+// syncAll (slave) applies every replicated entry already dispatched, and
+// returns the first shard's failure.
+func (h *shardLog) syncAll() error {
+	var first error
+	for _, sh := range h.shards {
+		sh.mu.Lock()
+		if sh.failed == nil {
+			if err := h.catchUpLocked(sh); err != nil {
+				sh.fail(err)
+				h.log.Error("shard stopped", "shard", sh.id, "err", err)
+			}
+		}
+		if first == nil {
+			first = sh.failed
+		}
+		sh.mu.Unlock()
+	}
+	return first
+}
+
+// replicateLoop (slave) applies the entries the master's log brought.
+func (h *shardLog) replicateLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = h.syncAll()
+		}
+	}
+}
+
+// err joins the errors that stopped shards.
+func (h *shardLog) err() error {
+	var errs []error
+	for _, sh := range h.shards {
+		errs = append(errs, sh.failure())
+	}
+	return errors.Join(errs...)
+}
