@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/smartgo/smartgo/client/internal/shardroute"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/statestore"
@@ -86,10 +86,8 @@ func (o *Options) Validate() error {
 
 // shardRef is one global shard: a queue of SystemTopic on a broker.
 type shardRef struct {
-	broker string
-	addr   string
-	queue  int32
-	local  LocalBroker // Options.Local[addr]: served in process when set
+	shardroute.Ref
+	local LocalBroker // Options.Local[Addr]: served in process when set
 }
 
 // Router sends state store commands to the broker that owns the key's
@@ -101,10 +99,7 @@ type Router struct {
 	opts Options
 	log  *slog.Logger
 	rc   *remoting.Client
-
-	mu     sync.Mutex
-	shards []shardRef // protected by mu
-	fetch  time.Time  // when shards was loaded; protected by mu
+	tab  *shardroute.Table
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -136,17 +131,9 @@ func New(opts Options) (*Router, error) {
 	r := &Router{opts: opts, log: lg, rc: rc}
 	rc.RegisterFunc(protocol.StateStoreNotify, r.onNotify)
 	if len(opts.Brokers) > 0 {
-		names := make([]string, 0, len(opts.Brokers))
-		for n := range opts.Brokers {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			for q := 0; q < opts.Shards; q++ {
-				r.shards = append(r.shards, shardRef{broker: n, addr: opts.Brokers[n], queue: int32(q), local: opts.Local[opts.Brokers[n]]})
-			}
-		}
-		r.fetch = time.Now().Add(100 * 365 * 24 * time.Hour)
+		r.tab = shardroute.Fixed(SystemTopic, opts.Brokers, opts.Shards)
+	} else {
+		r.tab = shardroute.New(rc, SystemTopic, opts.Registries, opts.RouteRefresh)
 	}
 	return r, nil
 }
@@ -181,65 +168,15 @@ func (r *Router) Shards(ctx context.Context) (int, error) {
 }
 
 func (r *Router) route(ctx context.Context, force bool) ([]shardRef, error) {
-	r.mu.Lock()
-	s, at := r.shards, r.fetch
-	r.mu.Unlock()
-	if len(s) > 0 && !force && time.Since(at) < r.opts.RouteRefresh {
-		return s, nil
-	}
-	if len(r.opts.Brokers) > 0 {
-		return s, nil
-	}
-	rd, err := r.fetchRoute(ctx)
+	refs, err := r.tab.Get(ctx, force)
 	if err != nil {
-		if len(s) > 0 {
-			return s, nil // keep serving on the old route
-		}
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrNoRoute, err)
 	}
-	masters := map[string]string{}
-	for _, bd := range rd.BrokerDatas {
-		masters[bd.BrokerName] = bd.MasterAddr()
+	out := make([]shardRef, len(refs))
+	for i, ref := range refs {
+		out[i] = shardRef{Ref: ref, local: r.opts.Local[ref.Addr]}
 	}
-	qds := append([]*protocol.QueueData(nil), rd.QueueDatas...)
-	sort.Slice(qds, func(i, j int) bool { return qds[i].BrokerName < qds[j].BrokerName })
-	var next []shardRef
-	for _, qd := range qds {
-		for q := int32(0); q < qd.WriteQueueNums; q++ {
-			addr := masters[qd.BrokerName]
-			next = append(next, shardRef{broker: qd.BrokerName, addr: addr, queue: q, local: r.opts.Local[addr]})
-		}
-	}
-	if len(next) == 0 {
-		return nil, fmt.Errorf("%w: %s has no queues", ErrNoRoute, SystemTopic)
-	}
-	r.mu.Lock()
-	r.shards, r.fetch = next, time.Now()
-	r.mu.Unlock()
-	return next, nil
-}
-
-func (r *Router) fetchRoute(ctx context.Context) (*protocol.TopicRouteData, error) {
-	var errs []error
-	for _, reg := range r.opts.Registries {
-		req := protocol.NewRequest(protocol.GetRouteInfoByTopic, &protocol.GetRouteInfoRequestHeader{Topic: SystemTopic, AcceptStandardJSONOnly: true}, nil)
-		resp, err := r.rc.Invoke(ctx, reg, req)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if resp.Code != protocol.Success {
-			errs = append(errs, fmt.Errorf("registry %s: code %d %s", reg, resp.Code, resp.Remark))
-			continue
-		}
-		var rd protocol.TopicRouteData
-		if err := protocol.DecodeJSON(resp.Body, &rd); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		return &rd, nil
-	}
-	return nil, fmt.Errorf("%w: %s: %w", ErrNoRoute, SystemTopic, errors.Join(errs...))
+	return out, nil
 }
 
 // PushStateStoreNotifications implements protocol.StateStoreSink: a local
@@ -292,18 +229,18 @@ func (r *Router) InvokeBefore(ctx context.Context, deadline time.Time, key []byt
 			return nil, err
 		}
 		ref := shards[statestore.ShardOf(key, len(shards))]
-		if ref.addr == "" {
-			lastErr = fmt.Errorf("%w: no master for broker %s", ErrNoRoute, ref.broker)
+		if ref.Addr == "" {
+			lastErr = fmt.Errorf("%w: no master for broker %s", ErrNoRoute, ref.Broker)
 			continue
 		}
-		req.Shard = ref.queue
+		req.Shard = ref.Queue
 		if lb := ref.local; lb != nil {
 			// No timer for the direct call: the broker bounds its own
 			// waits (append, slave acknowledgement).
 			if !deadline.IsZero() && !time.Now().Before(deadline) {
-				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.addr, context.DeadlineExceeded)
+				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, context.DeadlineExceeded)
 			}
-			resp, err := r.invokeLocal(ctx, lb, ref.addr, req)
+			resp, err := r.invokeLocal(ctx, lb, ref.Addr, req)
 			if err != nil {
 				lastErr = err
 				if errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
@@ -322,9 +259,9 @@ func (r *Router) InvokeBefore(ctx context.Context, deadline time.Time, key []byt
 			defer cancel()
 			hasDeadline = true
 		}
-		resp, err := r.rc.Invoke(ctx, ref.addr, protocol.NewStateStoreRequest(req))
+		resp, err := r.rc.Invoke(ctx, ref.Addr, protocol.NewStateStoreRequest(req))
 		if err != nil {
-			lastErr = fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.addr, err)
+			lastErr = fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, err)
 			if ctx.Err() != nil {
 				break
 			}
@@ -334,14 +271,14 @@ func (r *Router) InvokeBefore(ctx context.Context, deadline time.Time, key []byt
 		case protocol.Success:
 			out, err := protocol.DecodeStateStoreResponse(resp.Body)
 			if err != nil {
-				return nil, fmt.Errorf("router: response from %s: %w", ref.addr, err)
+				return nil, fmt.Errorf("router: response from %s: %w", ref.Addr, err)
 			}
 			return out, nil
 		case protocol.ServiceNotAvailable, protocol.RequestCodeNotSupported:
-			lastErr = fmt.Errorf("%w: %s: %s", ErrUnavailable, ref.addr, resp.Remark)
+			lastErr = fmt.Errorf("%w: %s: %s", ErrUnavailable, ref.Addr, resp.Remark)
 			continue
 		default:
-			return nil, fmt.Errorf("%w: %s: code %d: %s", ErrFailed, ref.addr, resp.Code, resp.Remark)
+			return nil, fmt.Errorf("%w: %s: code %d: %s", ErrFailed, ref.Addr, resp.Code, resp.Remark)
 		}
 	}
 	return nil, lastErr
@@ -357,17 +294,17 @@ func (r *Router) DropClient(ctx context.Context, clientID string) error {
 	seen := map[string]bool{}
 	var errs []error
 	for _, s := range shards {
-		if s.addr == "" || seen[s.addr] {
+		if s.Addr == "" || seen[s.Addr] {
 			continue
 		}
-		seen[s.addr] = true
+		seen[s.Addr] = true
 		if lb := s.local; lb != nil {
 			lb.DropClient(clientID)
 			continue
 		}
 		req := protocol.NewRequest(protocol.StateStoreDropClient, nil, nil)
 		req.ExtFields = protocol.ExtFields{"clientId": clientID}
-		if _, err := r.rc.Invoke(ctx, s.addr, req); err != nil {
+		if _, err := r.rc.Invoke(ctx, s.Addr, req); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -403,29 +340,29 @@ func (r *Router) InvokeAll(ctx context.Context, req *protocol.StateStoreRequest)
 	}
 	out := make([]*protocol.StateStoreResponse, 0, len(shards))
 	for _, ref := range shards {
-		if ref.addr == "" {
-			return nil, fmt.Errorf("%w: no master for broker %s", ErrNoRoute, ref.broker)
+		if ref.Addr == "" {
+			return nil, fmt.Errorf("%w: no master for broker %s", ErrNoRoute, ref.Broker)
 		}
 		one := *req
-		one.Shard = ref.queue
+		one.Shard = ref.Queue
 		if lb := ref.local; lb != nil {
-			sr, err := r.invokeLocal(ctx, lb, ref.addr, &one)
+			sr, err := r.invokeLocal(ctx, lb, ref.Addr, &one)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, sr)
 			continue
 		}
-		resp, err := r.rc.Invoke(ctx, ref.addr, protocol.NewStateStoreRequest(&one))
+		resp, err := r.rc.Invoke(ctx, ref.Addr, protocol.NewStateStoreRequest(&one))
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.addr, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, err)
 		}
 		if resp.Code != protocol.Success {
-			return nil, fmt.Errorf("%w: %s: code %d: %s", ErrFailed, ref.addr, resp.Code, resp.Remark)
+			return nil, fmt.Errorf("%w: %s: code %d: %s", ErrFailed, ref.Addr, resp.Code, resp.Remark)
 		}
 		sr, err := protocol.DecodeStateStoreResponse(resp.Body)
 		if err != nil {
-			return nil, fmt.Errorf("router: response from %s: %w", ref.addr, err)
+			return nil, fmt.Errorf("router: response from %s: %w", ref.Addr, err)
 		}
 		out = append(out, sr)
 	}

@@ -1,0 +1,125 @@
+// Package shardroute finds the shards of an engine hosted on a system
+// topic (the state store's, the twins'): the global shard list is every
+// (broker name, queue) of the topic sorted by broker name then queue, each
+// with the address of its broker's master, looked up in the registries
+// (or given as a fixed table) and refreshed periodically.
+package shardroute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// ErrNoRoute means the registries know no queue of the topic.
+var ErrNoRoute = errors.New("shardroute: no route")
+
+// Ref is one global shard: a queue of the topic on a broker.
+type Ref struct {
+	Broker string
+	Addr   string // the broker master's address; "" when it has none
+	Queue  int32
+}
+
+// Table is the shard list of one topic.
+type Table struct {
+	topic      string
+	registries []string
+	refresh    time.Duration
+	rc         *remoting.Client
+	fixed      bool
+
+	mu    sync.Mutex
+	refs  []Ref     // protected by mu
+	fetch time.Time // when refs was loaded; protected by mu
+}
+
+// New returns the table of topic, looked up through rc in the registries
+// and reused for refresh.
+func New(rc *remoting.Client, topic string, registries []string, refresh time.Duration) *Table {
+	return &Table{topic: topic, registries: registries, refresh: refresh, rc: rc}
+}
+
+// Fixed returns a table of brokers (name -> address) with shards queues
+// each, never looked up.
+func Fixed(topic string, brokers map[string]string, shards int) *Table {
+	names := make([]string, 0, len(brokers))
+	for n := range brokers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	t := &Table{topic: topic, fixed: true}
+	for _, n := range names {
+		for q := 0; q < shards; q++ {
+			t.refs = append(t.refs, Ref{Broker: n, Addr: brokers[n], Queue: int32(q)})
+		}
+	}
+	return t
+}
+
+// Get returns the shard list, looking it up when it is older than the
+// refresh period or force is set. When a lookup fails the old list is
+// kept (and returned) if there is one.
+func (t *Table) Get(ctx context.Context, force bool) ([]Ref, error) {
+	t.mu.Lock()
+	refs, at := t.refs, t.fetch
+	t.mu.Unlock()
+	if t.fixed || (len(refs) > 0 && !force && time.Since(at) < t.refresh) {
+		return refs, nil
+	}
+	rd, err := t.lookup(ctx)
+	if err != nil {
+		if len(refs) > 0 {
+			return refs, nil // keep serving on the old route
+		}
+		return nil, err
+	}
+	masters := map[string]string{}
+	for _, bd := range rd.BrokerDatas {
+		masters[bd.BrokerName] = bd.MasterAddr()
+	}
+	qds := append([]*protocol.QueueData(nil), rd.QueueDatas...)
+	sort.Slice(qds, func(i, j int) bool { return qds[i].BrokerName < qds[j].BrokerName })
+	var next []Ref
+	for _, qd := range qds {
+		for q := int32(0); q < qd.WriteQueueNums; q++ {
+			next = append(next, Ref{Broker: qd.BrokerName, Addr: masters[qd.BrokerName], Queue: q})
+		}
+	}
+	if len(next) == 0 {
+		return nil, fmt.Errorf("%w: %s has no queues", ErrNoRoute, t.topic)
+	}
+	t.mu.Lock()
+	t.refs, t.fetch = next, time.Now()
+	t.mu.Unlock()
+	return next, nil
+}
+
+func (t *Table) lookup(ctx context.Context) (*protocol.TopicRouteData, error) {
+	var errs []error
+	for _, reg := range t.registries {
+		req := protocol.NewRequest(protocol.GetRouteInfoByTopic, &protocol.GetRouteInfoRequestHeader{Topic: t.topic, AcceptStandardJSONOnly: true}, nil)
+		resp, err := t.rc.Invoke(ctx, reg, req)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if resp.Code != protocol.Success {
+			errs = append(errs, fmt.Errorf("registry %s: code %d %s", reg, resp.Code, resp.Remark))
+			continue
+		}
+		var rd protocol.TopicRouteData
+		if err := protocol.DecodeJSON(resp.Body, &rd); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		return &rd, nil
+	}
+	return nil, fmt.Errorf("%w: %s: %w", ErrNoRoute, t.topic, errors.Join(errs...))
+}
