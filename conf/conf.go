@@ -32,6 +32,9 @@ type File struct {
 	// StateStore configures the key-value state store: its shards on the
 	// brokers (`smartgo broker`) and its front on the bridges.
 	StateStore StateStore `toml:"statestore"`
+	// Twin configures device and module twins: their shards on the
+	// brokers and their change events.
+	Twin Twin `toml:"twin"`
 	// Controller configures a controller replica (`smartgo controller`,
 	// or inside `smartgo registry` with registry.controller = true).
 	Controller Controller `toml:"controller"`
@@ -215,6 +218,19 @@ type StateStore struct {
 	DropTimeout    Duration `toml:"drop_timeout"`
 }
 
+// Twin configures the device and module twins a broker hosts (the queues
+// of the system topic %SYS_TWIN) and their change events.
+type Twin struct {
+	Shards              int      `toml:"shards"` // FROZEN once twins exist
+	Dir                 string   `toml:"dir"`    // "" = <store root>/twin
+	SnapshotInterval    Duration `toml:"snapshot_interval"`
+	Events              bool     `toml:"events"`
+	EventsTopic         string   `toml:"events_topic"`
+	MaxModulesPerDevice int      `toml:"max_modules_per_device"`
+	IndexPaths          []string `toml:"index_paths"`
+	MaxPageSize         int      `toml:"max_page_size"`
+}
+
 // Route maps an MQTT topic filter to a broker topic; the first matching
 // route wins, DefaultTopic takes the rest.
 type Route struct {
@@ -352,6 +368,15 @@ func Default() File {
 			RequestTimeout:      Duration{10 * time.Second},
 			RouteRefresh:        Duration{30 * time.Second},
 			DropTimeout:         Duration{2 * time.Second},
+		},
+		Twin: Twin{
+			Shards:              8,
+			SnapshotInterval:    Duration{time.Minute},
+			Events:              true,
+			EventsTopic:         "twin-events",
+			MaxModulesPerDevice: 50,
+			IndexPaths:          []string{},
+			MaxPageSize:         1000,
 		},
 	}
 }

@@ -22,6 +22,7 @@ func (f *File) Validate() error {
 	f.Controller.validate(v)
 	v.addr("metrics.listen", f.Metrics.Listen, true)
 	f.StateStore.validate(v)
+	f.Twin.validate(v)
 	return v.err()
 }
 
@@ -42,6 +43,9 @@ func (c *Controller) Validate() error { v := &validator{}; c.validate(v); return
 
 // Validate checks the [statestore] section.
 func (s *StateStore) Validate() error { v := &validator{}; s.validate(v); return v.err() }
+
+// Validate checks the [twin] section.
+func (t *Twin) Validate() error { v := &validator{}; t.validate(v); return v.err() }
 
 // Validate checks the [bridge] section.
 func (b *Bridge) Validate() error { v := &validator{}; b.validate(v); return v.err() }
@@ -376,4 +380,19 @@ func ParseDeleteWhen(s string) ([]int, error) {
 		hours = append(hours, h)
 	}
 	return hours, nil
+}
+
+func (t *Twin) validate(v *validator) {
+	v.intRange("twin.shards", int64(t.Shards), 1, 1024)
+	v.durRange("twin.snapshot_interval", t.SnapshotInterval, time.Second, 24*time.Hour)
+	if t.Events && !topicRE.MatchString(t.EventsTopic) {
+		v.bad("twin.events_topic", strconv.Quote(t.EventsTopic), "must be 1-127 letters, digits, '-', '_' or '%'")
+	}
+	v.intRange("twin.max_modules_per_device", int64(t.MaxModulesPerDevice), 1, 10000)
+	v.intRange("twin.max_page_size", int64(t.MaxPageSize), 1, 100000)
+	for _, p := range t.IndexPaths {
+		if !strings.HasPrefix(p, "properties.desired.") && !strings.HasPrefix(p, "properties.reported.") || strings.Contains(p, "..") || strings.HasSuffix(p, ".") {
+			v.bad("twin.index_paths", strconv.Quote(p), "each must be properties.desired.<path> or properties.reported.<path>")
+		}
+	}
 }

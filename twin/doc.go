@@ -130,7 +130,7 @@
 //
 // # Wire request (format 1)
 //
-// The body of the broker request TwinInvoke (remoting code 9110; the shard
+// The body of the broker request TwinInvoke (remoting code 9120; the shard
 // travels in the header field "shard").
 //
 //	size  field
@@ -161,14 +161,14 @@
 //
 // # Wire notification (format 1)
 //
-// The body of TwinNotify (9111), pushed by a broker to the connection
+// The body of TwinNotify (9121), pushed by a broker to the connection
 // that watches the twins: uvarint N, then N × (str DEVICEID, str MODULEID,
 // varint VERSION, str PATCH) after the FORMAT byte. PATCH is the JSON a
 // device gets on $iothub/twin/PATCH/properties/desired/?$version=VERSION.
 //
 // # Wire watch (format 1)
 //
-// The body of TwinWatch (9112): FORMAT, ACTION u8 (1 add, 2 remove,
+// The body of TwinWatch (9122): FORMAT, ACTION u8 (1 add, 2 remove,
 // 3 replace the connection's whole set, 4 ping), uvarint N, N × str KEY
 // (deviceId or deviceId/moduleId). TestTwinWireBytesPinned pins the four
 // wire bodies.

@@ -47,8 +47,8 @@ func (o Op) String() string {
 	return "Op(" + strconv.Itoa(int(o)) + ")"
 }
 
-// logged reports whether the operation goes through the log.
-func (o Op) logged() bool {
+// Logged reports whether the operation is a write: it goes through the log.
+func (o Op) Logged() bool {
 	switch o {
 	case OpPutDevice, OpDeleteDevice, OpPutModule, OpDeleteModule, OpUpdateTwin, OpReplaceTwin, OpPatchReported, OpSetConnection:
 		return true
@@ -253,7 +253,7 @@ func (e *Engine) Prepare(req *Request) (entry []byte, reply Reply, needsLog bool
 	if req.Op == OpQuery {
 		return nil, e.query(req), false
 	}
-	if !req.Op.logged() {
+	if !req.Op.Logged() {
 		e.mu.RLock()
 		defer e.mu.RUnlock()
 		return nil, e.readLocked(req), false

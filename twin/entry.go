@@ -124,7 +124,7 @@ func decodeEntry(b []byte) (*logEntry, error) {
 	}
 	le := &logEntry{op: Op(d.u8())}
 	flags := d.u8()
-	if d.err == nil && (!le.op.logged() || flags&^flagsKnown != 0) {
+	if d.err == nil && (!le.op.Logged() || flags&^flagsKnown != 0) {
 		return nil, corruptf("log entry: op %d flags %#x", le.op, flags)
 	}
 	le.deviceID = d.str()

@@ -200,6 +200,12 @@ func TestTwinWireBytesPinned(t *testing.T) {
 	if got := hex.EncodeToString(AppendWatch(nil, WatchAdd, []string{"d1", "d1/m"})); got != want {
 		t.Errorf("watch\n got %s\nwant %s", got, want)
 	}
+	if got := hex.EncodeToString(AppendWatchReply(nil, 0x0102030405060708)); got != "01"+"0102030405060708" {
+		t.Errorf("watch reply %s", got)
+	}
+	if e, err := DecodeWatchReply(AppendWatchReply(nil, 42)); err != nil || e != 42 {
+		t.Errorf("watch reply round trip %d %v", e, err)
+	}
 }
 
 // Decoders of untrusted bodies refuse every truncation with an error.
@@ -209,6 +215,7 @@ func TestTwinWireTruncated(t *testing.T) {
 		"reply":   (&Reply{Status: 200, Etag: "e", Body: []byte("{}")}).AppendBinary(nil),
 		"notify":  AppendDesiredChanges(nil, []DesiredChange{{DeviceID: "d", Version: 1, Patch: []byte("{}")}}),
 		"watch":   AppendWatch(nil, WatchReplace, []string{"a", "b"}),
+		"wreply":  AppendWatchReply(nil, 7),
 	}
 	for name, b := range bodies {
 		for i := 0; i < len(b); i++ {
@@ -220,6 +227,8 @@ func TestTwinWireTruncated(t *testing.T) {
 				_, err = DecodeReply(b[:i])
 			case "notify":
 				_, err = DecodeDesiredChanges(b[:i])
+			case "wreply":
+				_, err = DecodeWatchReply(b[:i])
 			default:
 				_, _, err = DecodeWatch(b[:i])
 			}

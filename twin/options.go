@@ -34,6 +34,13 @@ type Options struct {
 	Rand io.Reader
 }
 
+// DefaultOptions returns the options with every default filled in.
+func DefaultOptions() Options {
+	o := Options{}
+	o.setDefaults()
+	return o
+}
+
 // Validate reports the first invalid field.
 func (o *Options) Validate() error {
 	if o.MaxModulesPerDevice < 0 || o.MaxModulesPerDevice > 10000 {

@@ -219,3 +219,37 @@ func ShardOf(deviceID string, n int) int {
 	}
 	return int(h % uint32(n))
 }
+
+// AppendWatchReply appends the body of a TwinWatch answer: FORMAT, then
+// the broker's EPOCH (uint64 big-endian).
+func AppendWatchReply(dst []byte, epoch uint64) []byte {
+	e := enc{b: dst}
+	e.u8(WireFormat)
+	e.u64(epoch)
+	return e.b
+}
+
+// DecodeWatchReply decodes the body of a TwinWatch answer.
+func DecodeWatchReply(b []byte) (uint64, error) {
+	d := dec{b: b}
+	if f := d.u8(); d.err == nil && f != WireFormat {
+		return 0, fmt.Errorf("%w: twin watch reply format %d", ErrUnsupportedFormat, f)
+	}
+	epoch := d.u64()
+	if d.err == nil && d.off != len(d.b) {
+		d.fail("trailing bytes")
+	}
+	if d.err != nil {
+		return 0, fmt.Errorf("twin watch reply: %w", d.err)
+	}
+	return epoch, nil
+}
+
+// Sink receives the desired changes of watched twins in process: a front
+// end in the broker's own process (standalone) watches through a Sink
+// instead of a connection. Sinks are compared with ==, so a Sink must be
+// comparable (a pointer). PushDesired must not block long nor call back
+// into the broker.
+type Sink interface {
+	PushDesired([]DesiredChange)
+}

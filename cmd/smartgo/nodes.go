@@ -44,14 +44,15 @@ func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateSto
 
 func (l localStateStore) DropClient(clientID string) int { return l.ss.DropClient(clientID) }
 
-// brokerNode is a broker with the state store shards it hosts.
+// brokerNode is a broker with the state store and twin shards it hosts.
 type brokerNode struct {
 	*broker.Broker
 	ss *broker.StateStore
+	tw *broker.Twins
 }
 
 // startBrokerNode starts a broker from the configuration and opens the
-// state store shards in it.
+// state store and twin shards in it.
 func startBrokerNode(f conf.File, log *slog.Logger) (*brokerNode, error) {
 	opts, err := brokerOptions(f, log)
 	if err != nil {
@@ -66,10 +67,16 @@ func startBrokerNode(f conf.File, log *slog.Logger) (*brokerNode, error) {
 		_ = b.Close()
 		return nil, fmt.Errorf("state store: %w", err)
 	}
+	tw, err := broker.OpenTwins(b, twinOptions(f.Twin))
+	if err != nil {
+		_ = ss.Close()
+		_ = b.Close()
+		return nil, fmt.Errorf("twins: %w", err)
+	}
 	localStateStores.mu.Lock()
 	localStateStores.m[b.Addr()] = localStateStore{ss}
 	localStateStores.mu.Unlock()
-	return &brokerNode{Broker: b, ss: ss}, nil
+	return &brokerNode{Broker: b, ss: ss, tw: tw}, nil
 }
 
 // monitor adds the broker's and its state store's metrics and readiness
@@ -77,16 +84,17 @@ func startBrokerNode(f conf.File, log *slog.Logger) (*brokerNode, error) {
 func (n *brokerNode) monitor(m *monitor) {
 	m.add("broker", n.Collectors(), n.Ready)
 	m.add("statestore", n.ss.Collectors(), n.ss.Err)
+	m.add("twin", nil, n.tw.Err)
 }
 
-// Close closes the state store, then the broker.
+// Close closes the twins and the state store, then the broker.
 func (n *brokerNode) Close() error {
 	localStateStores.mu.Lock()
 	if l, ok := localStateStores.m[n.Addr()].(localStateStore); ok && l.ss == n.ss {
 		delete(localStateStores.m, n.Addr())
 	}
 	localStateStores.mu.Unlock()
-	return errors.Join(n.ss.Close(), n.Broker.Close())
+	return errors.Join(n.tw.Close(), n.ss.Close(), n.Broker.Close())
 }
 
 // bridgeNode is an MQTT bridge with the state store's MQTT front.

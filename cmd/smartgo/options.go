@@ -12,6 +12,7 @@ import (
 	"github.com/smartgo/smartgo/statestore"
 	"github.com/smartgo/smartgo/store"
 	"github.com/smartgo/smartgo/store/ha"
+	"github.com/smartgo/smartgo/twin"
 )
 
 // storeOptions maps [store] (and the broker's in-memory ratio) onto
@@ -97,6 +98,19 @@ func stateStoreOptions(s conf.StateStore) broker.StateStoreOptions {
 			MaxClockSkew: s.MaxClockSkew.D(), HistoryLen: s.HistoryLen, HistoryBytes: s.HistoryBytes.Bytes(),
 			DedupLen: s.DedupLen, MaxWatchesPerClient: s.MaxWatchesPerClient,
 		},
+	}
+}
+
+// twinOptions maps [twin] onto the broker's twin shards.
+func twinOptions(t conf.Twin) broker.TwinOptions {
+	var paths []string // nil when none, as the package's default
+	if len(t.IndexPaths) > 0 {
+		paths = t.IndexPaths
+	}
+	return broker.TwinOptions{
+		Shards: t.Shards, Dir: t.Dir, SnapshotInterval: t.SnapshotInterval.D(),
+		EventsTopic: t.EventsTopic, NoEvents: !t.Events,
+		Engine: twin.Options{MaxModulesPerDevice: t.MaxModulesPerDevice, IndexPaths: paths, MaxPageSize: t.MaxPageSize},
 	}
 }
 

@@ -25,6 +25,7 @@ type allOptions struct {
 	Registry   registry.Options
 	Broker     broker.Options // with Store, Remoting and HA inside
 	StateStore broker.StateStoreOptions
+	Twin       broker.TwinOptions
 	MQTT       mqtt.Options
 	Bridge     bridge.Options
 	Front      bridge.StateStoreFrontOptions
@@ -42,6 +43,7 @@ func fromConf(t *testing.T, f conf.File) allOptions {
 		t.Fatalf("brokerOptions: %v", err)
 	}
 	o.StateStore = stateStoreOptions(f.StateStore)
+	o.Twin = twinOptions(f.Twin)
 	o.MQTT, o.Bridge = bridgeOptions(f.Bridge, log)
 	o.Front = frontOptions(f.Bridge, f.StateStore)
 	if o.Controller, err = controllerOptions(f.Controller, nil, log); err != nil {
@@ -58,6 +60,7 @@ func packageDefaults(f conf.File) allOptions {
 		Registry:   registry.DefaultOptions(),
 		Broker:     broker.DefaultOptions(f.Store.Root),
 		StateStore: broker.DefaultStateStoreOptions(),
+		Twin:       broker.DefaultTwinOptions(),
 		MQTT:       mo,
 		Bridge:     bridge.DefaultOptions(f.Bridge.Registries...),
 		Front: bridge.StateStoreFrontOptions{Router: router.DefaultOptions(f.Bridge.Registries...),
@@ -86,6 +89,9 @@ var notFromTOML = map[string]string{
 	"Registry.Logger":              "injected",
 	"StateStore.Logger":            "injected",
 	"StateStore.SlavePollInterval": "goes with the slave's wake-up (issue 19 item 5)",
+	"Twin.Logger":                  "injected",
+	"Twin.SlavePollInterval":       "goes with the slave's wake-up, as StateStore's",
+	"Twin.Engine.Rand":             "tests (fixed keys)",
 	"MQTT.TLSConfig":               "tests; files come from bridge.tls_cert/tls_key",
 	"MQTT.ReservedFilters":         "the program's own topics, not an operator's choice",
 	"MQTT.Reserved":                "wired by the program",

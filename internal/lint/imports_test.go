@@ -30,10 +30,10 @@ var allowed = map[string][]string{
 	"store/ha":          {"store", "store/record"},
 	"registry":          {"remoting", "remoting/protocol"},
 	"controller":        {"remoting", "remoting/protocol"},
-	"broker":            {"store", "store/ha", "store/record", "remoting", "remoting/protocol", "statestore"},
-	"client":            {"remoting", "remoting/protocol", "store/record", "statestore"},
+	"broker":            {"store", "store/ha", "store/record", "remoting", "remoting/protocol", "statestore", "twin"},
+	"client":            {"remoting", "remoting/protocol", "store/record", "statestore", "twin"},
 	"mqtt":              {},
-	"bridge":            {"mqtt", "client", "statestore"},
+	"bridge":            {"mqtt", "client", "statestore", "twin"},
 	"benchmark":         {"client", "store"},
 	"examples":          {"client"},
 }

@@ -1,0 +1,284 @@
+package twin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smartgo/smartgo/client/internal/shardroute"
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	tw "github.com/smartgo/smartgo/twin"
+)
+
+// SystemTopic is the broker topic whose queues are the twin shards
+// (broker.TwinTopic; repeated because client may not import broker).
+const SystemTopic = "%SYS_TWIN"
+
+// Defaults for Options.
+const (
+	DefaultRouteRefresh   = 30 * time.Second
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultWatchCheck     = 2 * time.Second
+	DefaultShards         = 8 // the broker's default (broker.DefaultTwinShards)
+)
+
+// Options configures a Client. Either Registries (the route of
+// SystemTopic is looked up there) or Brokers (a fixed broker name ->
+// master address table, each broker hosting Shards shards) must be set.
+type Options struct {
+	Registries []string
+	// RouteRefresh is how long a route is used before it is looked up
+	// again (default 30 s); a request the owner refuses refreshes it at
+	// once.
+	RouteRefresh time.Duration
+
+	Brokers map[string]string
+	Shards  int // shards per broker with Brokers (default 8)
+
+	// RequestTimeout bounds a request whose context has no deadline
+	// (default 10 s).
+	RequestTimeout time.Duration
+
+	// Local maps the address of a broker running in this process (the
+	// address it registers) to its twins: their shards are served by a
+	// direct call instead of a loopback round trip (`smartgo standalone`).
+	Local map[string]LocalBroker
+
+	// OnDesired receives the desired changes of the twins this client
+	// watches (Watch). It is called from the connection's reader: it must
+	// not block long; hand the changes to the device sessions and return.
+	OnDesired func([]DesiredChange)
+	// WatchCheck is how often the brokers of watched twins are asked
+	// whether they restarted (or a slave took over), so the watches are
+	// registered again (default 2 s).
+	WatchCheck time.Duration
+
+	Logger *slog.Logger
+}
+
+// LocalBroker is a broker's twins in the client's process (see
+// Options.Local); cmd/smartgo adapts broker.Twins to it.
+type LocalBroker interface {
+	// InvokeLocal serves req on shard like a TwinInvoke request. Errors
+	// wrap ErrUnavailable (not owned here, nothing changed) or ErrFailed.
+	InvokeLocal(ctx context.Context, shard int32, req *tw.Request) (tw.Reply, error)
+	// WatchLocal is TwinWatch with sink standing for the connection; it
+	// returns the broker's epoch.
+	WatchLocal(action tw.WatchAction, keys []string, sink tw.Sink) uint64
+}
+
+// Validate reports the first invalid field.
+func (o *Options) Validate() error {
+	if len(o.Registries) == 0 && len(o.Brokers) == 0 {
+		return fmt.Errorf("%w: twin client needs Registries or Brokers", ErrBadOptions)
+	}
+	if o.Shards < 0 || o.RouteRefresh < 0 || o.RequestTimeout < 0 || o.WatchCheck < 0 {
+		return fmt.Errorf("%w: negative option", ErrBadOptions)
+	}
+	return nil
+}
+
+// shardRef is one global shard: a queue of SystemTopic on a broker, and
+// the broker's twins when it runs in this process.
+type shardRef struct {
+	shardroute.Ref
+	local LocalBroker
+}
+
+// Client is SmartGo's Go API for device identities and twins: the back
+// end's operations (identities, twins, queries), a device's (reported
+// patches and reads, connection state) as a front end such as an MQTT
+// bridge performs them for its devices, and the desired-change
+// notifications of the twins a front end watches. It finds the broker
+// owning a device's shard through the route of SystemTopic. Its methods
+// are safe for concurrent use.
+type Client struct {
+	opts Options
+	log  *slog.Logger
+	rc   *remoting.Client
+	tab  *shardroute.Table
+
+	w watches
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// New returns a client; it connects lazily.
+func New(opts Options) (*Client, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.RouteRefresh == 0 {
+		opts.RouteRefresh = DefaultRouteRefresh
+	}
+	if opts.Shards == 0 {
+		opts.Shards = DefaultShards
+	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.WatchCheck == 0 {
+		opts.WatchCheck = DefaultWatchCheck
+	}
+	lg := opts.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	rc, err := remoting.NewClient(remoting.ClientOptions{Logger: lg, SerializeType: protocol.SerializeRocketMQ})
+	if err != nil {
+		return nil, fmt.Errorf("twin: %w", err)
+	}
+	c := &Client{opts: opts, log: lg, rc: rc}
+	c.w.init()
+	rc.RegisterFunc(protocol.TwinNotify, c.onNotify)
+	rc.OnConnClose(func(conn *remoting.Conn, _ error) { c.w.connLost() })
+	if len(opts.Brokers) > 0 {
+		c.tab = shardroute.Fixed(SystemTopic, opts.Brokers, opts.Shards)
+	} else {
+		c.tab = shardroute.New(rc, SystemTopic, opts.Registries, opts.RouteRefresh)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.watchLoop(ctx)
+	}()
+	return c, nil
+}
+
+// Close stops the watch loop and closes the broker connections. It is
+// idempotent.
+func (c *Client) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.cancel()
+		c.wg.Wait()
+		err = c.rc.Close()
+	})
+	return err
+}
+
+// Shards returns the number of global shards (loading the route if
+// needed).
+func (c *Client) Shards(ctx context.Context) (int, error) {
+	s, err := c.route(ctx, false)
+	return len(s), err
+}
+
+// route returns the global shard list.
+func (c *Client) route(ctx context.Context, force bool) ([]shardRef, error) {
+	refs, err := c.tab.Get(ctx, force)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoRoute, err)
+	}
+	out := make([]shardRef, len(refs))
+	for i, r := range refs {
+		out[i] = shardRef{Ref: r, local: c.opts.Local[r.Addr]}
+	}
+	return out, nil
+}
+
+// withTimeout gives ctx the client's request timeout when it has no
+// deadline.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.opts.RequestTimeout)
+}
+
+// Do sends one request to the broker owning its device's shard and
+// returns the reply. An operation that fails (404, 412, ...) returns the
+// reply and its *Error (errors.Is with ErrNotFound, ErrPrecondition, ...);
+// a transport failure returns ErrUnavailable, ErrFailed, ErrNoRoute or
+// ErrClosed. When the owner refuses (a slave, a route that moved) the
+// route is looked up again and the request sent once more: a write the
+// owner refused changed nothing.
+func (c *Client) Do(ctx context.Context, req *Request) (*Reply, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		shards, err := c.route(ctx, attempt > 0)
+		if err != nil {
+			return nil, err
+		}
+		rep, err := c.doShard(ctx, shards[tw.ShardOf(req.DeviceID, len(shards))], req)
+		if err == nil {
+			if rep.Err != nil {
+				return rep, rep.Err
+			}
+			return rep, nil
+		}
+		lastErr = err
+		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+// doShard sends req to one shard.
+func (c *Client) doShard(ctx context.Context, ref shardRef, req *Request) (*Reply, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if ref.Addr == "" {
+		return nil, fmt.Errorf("%w: no master for broker %s", ErrUnavailable, ref.Broker)
+	}
+	if lb := ref.local; lb != nil {
+		rep, err := lb.InvokeLocal(ctx, ref.Queue, req)
+		switch {
+		case err == nil:
+			return &rep, nil
+		case errors.Is(err, ErrFailed), errors.Is(err, ErrUnavailable):
+			return nil, fmt.Errorf("twin: local broker %s: %w", ref.Addr, err)
+		default:
+			return nil, fmt.Errorf("%w: local broker %s: %w", ErrFailed, ref.Addr, err)
+		}
+	}
+	resp, err := c.rc.Invoke(ctx, ref.Addr, protocol.NewTwinRequest(ref.Queue, req.AppendBinary(nil)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, err)
+	}
+	switch resp.Code {
+	case protocol.Success:
+		rep, err := tw.DecodeReply(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("%w: reply from %s: %w", ErrFailed, ref.Addr, err)
+		}
+		return rep, nil
+	case protocol.ServiceNotAvailable, protocol.RequestCodeNotSupported:
+		return nil, fmt.Errorf("%w: %s: %s", ErrUnavailable, ref.Addr, resp.Remark)
+	default:
+		return nil, fmt.Errorf("%w: %s: code %d: %s", ErrFailed, ref.Addr, resp.Code, resp.Remark)
+	}
+}
+
+func (c *Client) onNotify(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	list, err := tw.DecodeDesiredChanges(req.Body)
+	if err != nil {
+		c.log.Warn("twin: bad notification push", "err", err)
+		return nil, nil
+	}
+	c.PushDesired(list)
+	return nil, nil
+}
+
+// PushDesired implements twin.Sink: a local broker's desired changes go
+// to OnDesired like those pushed over remoting.
+func (c *Client) PushDesired(list []DesiredChange) {
+	if c.opts.OnDesired != nil && len(list) > 0 {
+		c.opts.OnDesired(list)
+	}
+}

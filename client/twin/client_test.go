@@ -1,0 +1,42 @@
+package twin
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"testing"
+)
+
+func TestTwinClientOptions(t *testing.T) {
+	if err := (&Options{}).Validate(); !errors.Is(err, ErrBadOptions) {
+		t.Fatalf("empty options: %v", err)
+	}
+	if err := (&Options{Registries: []string{"x"}, WatchCheck: -1}).Validate(); !errors.Is(err, ErrBadOptions) {
+		t.Fatalf("negative option: %v", err)
+	}
+}
+
+// The continuation token format of query.go, pinned.
+func TestTwinContinuationPinned(t *testing.T) {
+	tok := encodeContinuation(8, 3, "dev-42")
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hex.EncodeToString(raw), "01"+"08"+"03"+"06"+hex.EncodeToString([]byte("dev-42")); got != want {
+		t.Fatalf("token bytes %s, want %s", got, want)
+	}
+	if tok != "AQgDBmRldi00Mg" {
+		t.Fatalf("token %q", tok)
+	}
+	shard, after, err := decodeContinuation(tok, 8)
+	if err != nil || shard != 3 || after != "dev-42" {
+		t.Fatalf("decode: %d %q %v", shard, after, err)
+	}
+	for _, bad := range []string{"", "!!", "AQ", encodeContinuation(4, 3, "x"), encodeContinuation(8, 8, ""), tok + "A",
+		base64.RawURLEncoding.EncodeToString([]byte{2, 8, 3, 0})} {
+		if _, _, err := decodeContinuation(bad, 8); !errors.Is(err, ErrBadContinuation) {
+			t.Errorf("token %q: %v", bad, err)
+		}
+	}
+}

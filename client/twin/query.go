@@ -1,0 +1,213 @@
+package twin
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	tw "github.com/smartgo/smartgo/twin"
+)
+
+// DefaultPageSize is the page size of Query and ListDevices when the
+// caller gives none.
+const DefaultPageSize = 100
+
+// QueryOptions pages a query.
+type QueryOptions struct {
+	// PageSize is the most items a page holds (default 100; the brokers
+	// cap it at their page limit, 1000 by default).
+	PageSize int
+	// Continuation is the token of the page to read (a previous page's
+	// Continuation); "" reads the first page.
+	Continuation string
+}
+
+// QueryPage is one page of a query's results.
+type QueryPage struct {
+	// Items are JSON objects: whole twins for SELECT *, projections for a
+	// field list, count rows for COUNT() (with GROUP BY: one per group).
+	Items []json.RawMessage
+	// Aggregate is true for a COUNT() query (its items are not twins).
+	Aggregate bool
+	// Continuation asks for the next page; "" on the last page. A page
+	// may be short, or even empty, and still have a continuation.
+	Continuation string
+}
+
+// Query runs a twin query (the language of docs/twins.md): a listing is
+// read page by page, shard after shard, each in id order; a COUNT() is
+// counted on every shard at once and summed, in one page. A query that
+// does not parse returns an *Error with status 400 (ErrInvalid) without
+// a round trip.
+func (c *Client) Query(ctx context.Context, query string, opts QueryOptions) (*QueryPage, error) {
+	q, err := tw.ParseQuery(query)
+	if err != nil {
+		return nil, err
+	}
+	if q.Aggregate() {
+		return c.aggregate(ctx, q, query)
+	}
+	items, next, err := c.pages(ctx, &Request{Op: tw.OpQuery, Body: []byte(query)}, opts.PageSize, opts.Continuation)
+	if err != nil {
+		return nil, err
+	}
+	page := &QueryPage{Items: make([]json.RawMessage, len(items)), Continuation: next}
+	for i, it := range items {
+		page.Items[i] = it
+	}
+	return page, nil
+}
+
+// aggregate asks every shard for its groups, in parallel, and merges them.
+func (c *Client) aggregate(ctx context.Context, q *tw.Query, text string) (*QueryPage, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	shards, err := c.route(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	lists := make([][]tw.Group, len(shards))
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for i := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep, err := c.doIndex(ctx, i, len(shards), &Request{Op: tw.OpQuery, Body: []byte(text)})
+			if err == nil {
+				lists[i], err = tw.DecodeGroups(rep.Body)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	page := &QueryPage{Aggregate: true}
+	for _, row := range q.AggregateRows(tw.MergeGroups(lists...)) {
+		page.Items = append(page.Items, row)
+	}
+	return page, nil
+}
+
+// doIndex sends req to global shard i of a layout of n shards, looking
+// the route up again (once) when the owner refuses. The reply's own
+// error is returned as the error.
+func (c *Client) doIndex(ctx context.Context, i, n int, req *Request) (*Reply, error) {
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		shards, err := c.route(ctx, attempt > 0)
+		if err != nil {
+			return nil, err
+		}
+		if len(shards) != n {
+			return nil, fmt.Errorf("%w: the shard layout changed (%d shards, was %d)", ErrBadContinuation, len(shards), n)
+		}
+		rep, err := c.doShard(ctx, shards[i], req)
+		if err == nil {
+			if rep.Err != nil {
+				return nil, rep.Err
+			}
+			return rep, nil
+		}
+		lastErr = err
+		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+// pages reads one page of a paged read (ListDevices, a query listing)
+// shard after shard from the position of the continuation token.
+func (c *Client) pages(ctx context.Context, base *Request, pageSize int, continuation string) ([][]byte, string, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	if pageSize <= 0 {
+		pageSize = DefaultPageSize
+	}
+	shards, err := c.route(ctx, false)
+	if err != nil {
+		return nil, "", err
+	}
+	n := len(shards)
+	s, after := 0, ""
+	if continuation != "" {
+		if s, after, err = decodeContinuation(continuation, n); err != nil {
+			return nil, "", err
+		}
+	}
+	var items [][]byte
+	for s < n {
+		req := *base
+		req.After, req.Limit = after, pageSize-len(items)
+		rep, err := c.doIndex(ctx, s, n, &req)
+		if err != nil {
+			return nil, "", err
+		}
+		var raw []json.RawMessage
+		if err := json.Unmarshal(rep.Body, &raw); err != nil {
+			return nil, "", fmt.Errorf("%w: page from shard %d: %w", ErrFailed, s, err)
+		}
+		for _, r := range raw {
+			items = append(items, r)
+		}
+		if rep.Next != "" {
+			after = rep.Next
+			if len(items) >= pageSize {
+				return items, encodeContinuation(n, s, after), nil
+			}
+			continue
+		}
+		s, after = s+1, ""
+		if len(items) >= pageSize && s < n {
+			return items, encodeContinuation(n, s, ""), nil
+		}
+	}
+	return items, "", nil
+}
+
+// Continuation token (format 1): the unpadded URL-safe base64 of
+//
+//	FORMAT  1
+//	SHARDS  uvarint: the number of global shards the token was made for
+//	SHARD   uvarint: the global shard to continue in
+//	AFTER   uvarint length, then the key to continue after ("" = from the start)
+//
+// TestTwinContinuationPinned pins an example.
+func encodeContinuation(shards, shard int, after string) string {
+	b := []byte{1}
+	b = binary.AppendUvarint(b, uint64(shards))
+	b = binary.AppendUvarint(b, uint64(shard))
+	b = binary.AppendUvarint(b, uint64(len(after)))
+	b = append(b, after...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinuation(tok string, shards int) (int, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || len(b) < 1 || b[0] != 1 {
+		return 0, "", fmt.Errorf("%w: %q", ErrBadContinuation, tok)
+	}
+	b = b[1:]
+	var v [3]uint64
+	for i := range v {
+		x, k := binary.Uvarint(b)
+		if k <= 0 {
+			return 0, "", fmt.Errorf("%w: %q", ErrBadContinuation, tok)
+		}
+		v[i], b = x, b[k:]
+	}
+	if v[2] != uint64(len(b)) {
+		return 0, "", fmt.Errorf("%w: %q", ErrBadContinuation, tok)
+	}
+	if v[0] != uint64(shards) || v[1] >= v[0] {
+		return 0, "", fmt.Errorf("%w: made for %d shards, there are %d", ErrBadContinuation, v[0], shards)
+	}
+	return int(v[1]), string(b), nil
+}
