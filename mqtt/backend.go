@@ -50,6 +50,9 @@ type ClientInfo struct {
 	Username   string
 	RemoteAddr string
 	Version    byte // protocol level: 3, 4 or 5
+	// ConnID identifies the connection among all of this server's
+	// connections (never reused while the server runs).
+	ConnID uint64
 }
 
 // Subscription is one stored subscription of a session.

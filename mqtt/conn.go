@@ -37,6 +37,7 @@ type conn struct {
 	fd     int      // -1 for TLS
 	tls    *tlsPipe // TLS only
 	remote string
+	id     uint64 // ClientInfo.ConnID
 
 	inMu      sync.Mutex
 	scheduled bool   // protected by inMu
@@ -112,7 +113,7 @@ type tlsPipe struct {
 }
 
 func (s *Server) newConn(remote string) *conn {
-	c := &conn{srv: s, remote: remote}
+	c := &conn{srv: s, remote: remote, id: s.connSeq.Add(1)}
 	c.ka.slot = -1
 	c.lastRecv.Store(nanotime())
 	return c
@@ -126,7 +127,7 @@ func (c *conn) clientID() string {
 }
 
 func (c *conn) info() ClientInfo {
-	return ClientInfo{ClientID: c.session.id, Username: c.username, RemoteAddr: c.remote, Version: byte(c.version)}
+	return ClientInfo{ClientID: c.session.id, Username: c.username, RemoteAddr: c.remote, Version: byte(c.version), ConnID: c.id}
 }
 
 // work decodes and handles the connection's buffered packets, in order.
@@ -338,7 +339,13 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 		}
 		id, assigned = randomID(), true
 	}
-	if s.creds != nil {
+	decided, code, detail := s.authenticate(c, cp)
+	if code != 0 {
+		s.stats.AuthFailures.Add(1)
+		c.refuse(code, detail)
+		return
+	}
+	if s.creds != nil && !decided {
 		if !cp.UsernameFlag {
 			if !o.AllowAnonymous {
 				s.stats.AuthFailures.Add(1)
@@ -491,6 +498,7 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 	for _, w := range pubWills {
 		s.publishWill(w)
 	}
+	s.connected(c)
 	if cp.CleanStart {
 		if err := s.backend.DeleteSession(s.ctx, id); err != nil {
 			s.log.Warn("mqtt: delete session", "client", id, "err", err)
@@ -578,6 +586,7 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 	if !connected {
 		return
 	}
+	defer s.disconnected(c.info())
 	ss := c.session
 	var will *Message
 	var save *SessionState

@@ -70,6 +70,19 @@
 // HashPassword makes a line (16-byte random salt, 100,000 iterations, 32-byte
 // key). User names may not contain ':'.
 //
+// # Authentication and connection hooks (hooks.go)
+//
+// Options.Authenticate sees every CONNECT (client id, user name,
+// password, clean start, and the TLS client certificate chain on a TLS
+// listener whose tls.Config requests one) before the credentials file: it
+// accepts, refuses (its error picks 0x86, 0x88 or 0x87 and is the reason
+// string), or leaves the decision to the file. Options.OnConnect and
+// OnDisconnect are told of every accepted connection and its end, with a
+// connection id (ClientInfo.ConnID) that tells a takeover's two
+// connections apart. Server.SendToSubscriber delivers into one client's
+// session through that session's own subscriptions, for topics every
+// client subscribes to under the same name (per-device replies).
+//
 // # ACL file (Options.ACLFile)
 //
 // Line-oriented, '#' starts a comment line:

@@ -112,6 +112,27 @@ type Options struct {
 	// true); nil denies.
 	Reserved func(c ClientInfo, topicOrFilter string, subscribe bool) bool
 
+	// Authenticate, when set, is asked about every CONNECT before the
+	// credentials file: (true, nil) accepts the client without the file,
+	// (false, nil) leaves the decision to the file (or lets the client in
+	// when there is none), an error refuses it (ErrBadCredentials: 0x86,
+	// ErrUnavailable: 0x88, others 0x87; the error text is the v5 reason
+	// string and the log's detail). It runs on a connection worker and
+	// may block briefly (a registry lookup); see hooks.go.
+	Authenticate func(*ConnectRequest) (bool, error)
+	// OnConnect is called once the server accepted a connection (CONNACK
+	// sent); OnDisconnect once such a connection ended, for any reason
+	// (a takeover's new connection may be announced before the old one's
+	// end: ClientInfo.ConnID tells them apart). Both run on server
+	// goroutines and must not block.
+	OnConnect    func(ClientInfo)
+	OnDisconnect func(ClientInfo)
+	// Authorize, when set, is asked about every PUBLISH no Handler claims
+	// and every SUBSCRIBE filter, after the reserved-topic and ACL checks:
+	// an error refuses it (0x87 not authorized; the error text is the
+	// detail). It must be fast: it runs for every message.
+	Authorize func(c ClientInfo, topicOrFilter string, subscribe bool) error
+
 	// Logger receives one line per refused or dropped client; nil discards.
 	Logger *slog.Logger
 }

@@ -262,6 +262,11 @@ func (s *Server) maySubscribe(info ClientInfo, filter string) (packets.ReasonCod
 	case s.acl != nil && !s.acl.Allowed(info.ClientID, info.Username, filter, true):
 		return packets.ReasonNotAuthorized, "denied by the ACL"
 	}
+	if s.opts.Authorize != nil {
+		if err := s.opts.Authorize(info, filter, true); err != nil {
+			return packets.ReasonNotAuthorized, err.Error()
+		}
+	}
 	return 0, ""
 }
 

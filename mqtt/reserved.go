@@ -193,5 +193,10 @@ func (s *Server) mayPublish(info ClientInfo, topic string) (ok bool, detail stri
 	case s.acl != nil && !s.acl.Allowed(info.ClientID, info.Username, topic, false):
 		return false, "publish not authorized"
 	}
+	if s.opts.Authorize != nil {
+		if err := s.opts.Authorize(info, topic, false); err != nil {
+			return false, err.Error()
+		}
+	}
 	return true, ""
 }

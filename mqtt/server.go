@@ -62,6 +62,7 @@ type Server struct {
 	nextH    uint64         // protected by hmu
 
 	sessionSeq atomic.Uint64
+	connSeq    atomic.Uint64 // ClientInfo.ConnID
 	stats      Stats
 	sys        sysTree // the $SYS topics (sys.go)
 	holdMax    int     // output a unit of work holds per connection (batch.go)
@@ -366,11 +367,9 @@ func (s *Server) SendToConnected(clientID string, msg *Message) error {
 }
 
 func (s *Server) sendTo(clientID string, msg *Message, connectedOnly bool) error {
-	s.mu.Lock()
-	ss := s.sessions[clientID]
-	s.mu.Unlock()
-	if ss == nil {
-		return fmt.Errorf("%w: %q", ErrNoSession, clientID)
+	ss, err := s.sessionOf(clientID)
+	if err != nil {
+		return err
 	}
 	switch ss.deliverTo(msg, connectedOnly) {
 	case deliverFull:
@@ -388,11 +387,9 @@ func (s *Server) sendTo(clientID string, msg *Message, connectedOnly bool) error
 // session is kept). It returns ErrNotConnected when the client has no
 // connection and ErrNoSession when the server has no such session.
 func (s *Server) Disconnect(clientID string, reason packets.ReasonCode) error {
-	s.mu.Lock()
-	ss := s.sessions[clientID]
-	s.mu.Unlock()
-	if ss == nil {
-		return fmt.Errorf("%w: %q", ErrNoSession, clientID)
+	ss, err := s.sessionOf(clientID)
+	if err != nil {
+		return err
 	}
 	ss.mu.Lock()
 	c := ss.conn
@@ -403,4 +400,15 @@ func (s *Server) Disconnect(clientID string, reason packets.ReasonCode) error {
 	s.log.Info("mqtt: disconnecting client", "client", clientID, "remote", c.remote, "reason", reason.String(), "code", byte(reason))
 	c.closeWith(reason, "disconnected by the server", closeServer)
 	return nil
+}
+
+// sessionOf returns the session of clientID, or ErrNoSession.
+func (s *Server) sessionOf(clientID string) (*session, error) {
+	s.mu.Lock()
+	ss := s.sessions[clientID]
+	s.mu.Unlock()
+	if ss == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNoSession, clientID)
+	}
+	return ss, nil
 }
