@@ -135,7 +135,7 @@ func NewBackend(opts Options) (*Backend, error) {
 		}
 	}
 	for _, r := range opts.Routes {
-		if !slices.Contains(b.topics, r.Topic) {
+		if !r.IngressOnly && !slices.Contains(b.topics, r.Topic) {
 			b.topics = append(b.topics, r.Topic)
 		}
 	}
@@ -184,6 +184,11 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 	sctx, cancel := context.WithTimeout(ctx, b.opts.StartTimeout)
 	defer cancel()
 	all := append(slices.Clone(b.topics), b.opts.SessionTopic, b.opts.RetainedTopic)
+	for _, r := range b.opts.Routes {
+		if !slices.Contains(all, r.Topic) {
+			all = append(all, r.Topic) // ingress-only topics are created too
+		}
+	}
 	for _, t := range all {
 		if err := b.ensureTopic(sctx, t); err != nil {
 			return err
@@ -359,7 +364,7 @@ func (b *Backend) Publish(ctx context.Context, m *mqtt.Message) error {
 	if b.isClosed() {
 		return ErrClosed
 	}
-	cm, err := toBroker(m, b.RouteOf(m.Topic))
+	cm, err := b.ingressMessage(m, b.RouteOf(m.Topic))
 	if err != nil {
 		return err
 	}
@@ -382,6 +387,64 @@ func (b *Backend) Publish(ctx context.Context, m *mqtt.Message) error {
 		b.applyRetained(m, res.Queue, res.QueueOffset)
 	}
 	return nil
+}
+
+// PublishTo stores m in the broker topic topic with the bridge's message
+// properties (doc.go), on the queue picked by its client id (else its MQTT
+// topic), and returns once the broker acknowledged the store. Components
+// that send to devices use it with EgressTopic: every node then delivers
+// m to the matching sessions, and offline persistent sessions get it when
+// they resume. It bypasses routes and IngressProps.
+func (b *Backend) PublishTo(ctx context.Context, topic string, m *mqtt.Message) error {
+	if b.isClosed() {
+		return ErrClosed
+	}
+	cm, err := toBroker(m, topic)
+	if err != nil {
+		return err
+	}
+	if _, err := b.prod.SendOrderly(ctx, cm, orderKey(m), client.HashSelector); err != nil {
+		return fmt.Errorf("bridge: store %s in %s: %w", m.Topic, topic, err)
+	}
+	return nil
+}
+
+// EnsureTopic creates topic on every master unless the registries know
+// it (with the bridge's queue count), waiting for them until ctx ends:
+// for components that keep their own topics beside the bridge's.
+func (b *Backend) EnsureTopic(ctx context.Context, topic string) error {
+	return b.ensureTopic(ctx, topic)
+}
+
+// NewTailConsumer starts a pull consumer of group assigned every queue of
+// topics from their end, never committing: each node that runs one sees
+// every message stored after it started (the bridge's live delivery uses
+// the same). The caller polls and closes it.
+func (b *Backend) NewTailConsumer(ctx context.Context, group string, topics ...string) (*client.PullConsumer, error) {
+	return b.newConsumer(ctx, group, client.ConsumeFromLast, topics)
+}
+
+// EgressTopic returns the broker topic back ends send device messages to.
+func (b *Backend) EgressTopic() string { return b.opts.EgressTopic }
+
+// ingressMessage converts a client's message for the broker topic topic,
+// with the properties of Options.IngressProps.
+func (b *Backend) ingressMessage(m *mqtt.Message, topic string) (*client.Message, error) {
+	cm, err := toBroker(m, topic)
+	if err != nil || b.opts.IngressProps == nil || m.ClientID == "" {
+		return cm, err
+	}
+	extra, err := b.opts.IngressProps(m)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		if _, own := cm.Properties[k]; own || k == "" || v == "" || !encodable(k) || !encodable(v) {
+			return nil, fmt.Errorf("%w: property %q=%q", ErrUnencodable, k, v)
+		}
+		cm.Properties[k] = v
+	}
+	return cm, nil
 }
 
 func (b *Backend) isClosed() bool {

@@ -14,6 +14,13 @@
 // messages keep their order in one queue, and Publish returns only when the
 // broker acknowledged the store: the server sends PUBACK/PUBREC after that.
 //
+// A route marked IngressOnly stores into its broker topic and is not
+// consumed for delivery (device telemetry meant for back ends only).
+// Options.IngressProps may add broker properties to a client's message
+// (a property bag decoded from the topic); it cannot replace the MQTT_*
+// ones below, and its error fails the publish. Components send to
+// devices with Backend.PublishTo(EgressTopic), as back ends do.
+//
 // The backend implements mqtt.AsyncBackend, so the engine keeps reading a
 // connection while its messages are stored (pipelined ingress). The
 // backend keeps one chain per ordering key (the client id, else the MQTT

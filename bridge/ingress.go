@@ -104,27 +104,16 @@ func (b *Backend) runChain(ctx context.Context, key string, ch *ingressChain) {
 // one Publish each. A failed batch fails each of its messages.
 func (b *Backend) storeOrdered(ctx context.Context, key string, items []ingressItem) {
 	for len(items) > 0 {
-		n, topic := b.batchable(items)
+		msgs := b.batchable(items)
+		n := len(msgs)
 		if n < 2 {
 			items[0].done(b.Publish(ctx, items[0].m))
 			items = items[1:]
 			continue
 		}
-		msgs := make([]*client.Message, 0, n)
-		var err error
-		for _, it := range items[:n] {
-			cm, cerr := toBroker(it.m, topic)
-			if cerr != nil {
-				err = cerr // not reached: batchable converted it already
-				break
-			}
-			msgs = append(msgs, cm)
-		}
-		if err == nil {
-			start := time.Now()
-			err = b.sendBatch(ctx, msgs, key)
-			b.metrics.observe(start, len(msgs), err)
-		}
+		start := time.Now()
+		err := b.sendBatch(ctx, msgs, key)
+		b.metrics.observe(start, n, err)
 		if err != nil {
 			err = fmt.Errorf("bridge: store %d messages: %w", n, err)
 		}
@@ -136,16 +125,17 @@ func (b *Backend) storeOrdered(ctx context.Context, key string, items []ingressI
 	}
 }
 
-// batchable returns how many leading items can go in one batch (0 or 1:
-// none) and their broker topic.
-func (b *Backend) batchable(items []ingressItem) (int, string) {
+// batchable converts the leading items that can go in one batch (one
+// broker topic, none retained, within the batch bounds); fewer than two
+// means no batch.
+func (b *Backend) batchable(items []ingressItem) []*client.Message {
 	if b.sendBatch == nil || b.isClosed() {
-		return 0, ""
+		return nil
 	}
 	topic := ""
 	bytes := 0
-	n := 0
-	for ; n < len(items) && n < maxIngressBatch; n++ {
+	var msgs []*client.Message
+	for n := 0; n < len(items) && n < maxIngressBatch; n++ {
 		m := items[n].m
 		if m.Retain {
 			break
@@ -156,13 +146,15 @@ func (b *Backend) batchable(items []ingressItem) (int, string) {
 		} else if t != topic {
 			break
 		}
-		if _, err := toBroker(m, t); err != nil {
-			break
-		}
 		bytes += len(m.Payload) + 256
 		if n > 0 && bytes > maxIngressBatchBytes {
 			break
 		}
+		cm, err := b.ingressMessage(m, t)
+		if err != nil {
+			break // stored (and failed) on its own
+		}
+		msgs = append(msgs, cm)
 	}
-	return n, topic
+	return msgs
 }

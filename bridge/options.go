@@ -42,6 +42,12 @@ const (
 type Route struct {
 	Filter string // MQTT topic filter ('+', '#')
 	Topic  string // broker topic
+	// IngressOnly keeps the broker topic out of delivery: its messages are
+	// for back-end consumers only (device telemetry), so no bridge node
+	// consumes it and no MQTT subscriber receives them. A topic that
+	// another route (or the default or egress topic) delivers is still
+	// delivered.
+	IngressOnly bool
 }
 
 // Options configure a Backend. Zero values take the documented defaults.
@@ -90,6 +96,12 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// Version is the SmartGo version the node reports in its heartbeat.
 	Version string
+	// IngressProps, when set, is asked for extra broker message properties
+	// of every message a client publishes (a property bag decoded from
+	// the topic, say); they are stored beside the MQTT_* properties, which
+	// they may not replace. An error fails the publish. Names and values
+	// may not be empty or hold the bytes 0x01 and 0x02 (ErrUnencodable).
+	IngressProps func(*mqtt.Message) (map[string]string, error)
 	// WrapBackend, when set, wraps the Backend that Bridge hands to the
 	// MQTT server (hooks such as the state store's session hook); the
 	// wrapper must forward every call. Unused by NewBackend.

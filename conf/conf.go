@@ -236,6 +236,9 @@ type Twin struct {
 type Route struct {
 	Filter string `toml:"filter"`
 	Topic  string `toml:"topic"`
+	// IngressOnly: the topic's messages are for back ends only; no bridge
+	// node consumes it to deliver to MQTT subscribers.
+	IngressOnly bool `toml:"ingress_only"`
 }
 
 // Default returns the configuration used when no file is given. Every

@@ -50,7 +50,7 @@ func TestConfExamplesLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Route{{"devices/+/telemetry", "TELEMETRY"}, {"devices/#", "DEVICES"}}
+	want := []Route{{Filter: "devices/+/telemetry", Topic: "TELEMETRY"}, {Filter: "devices/#", Topic: "DEVICES"}}
 	if !reflect.DeepEqual(f.Bridge.Routes, want) {
 		t.Fatalf("routes = %+v, want %+v", f.Bridge.Routes, want)
 	}

@@ -109,7 +109,7 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	bo.HeartbeatInterval = c.HeartbeatEvery.D()
 	bo.Version = version
 	for _, r := range c.Routes {
-		bo.Routes = append(bo.Routes, bridge.Route{Filter: r.Filter, Topic: r.Topic})
+		bo.Routes = append(bo.Routes, bridge.Route{Filter: r.Filter, Topic: r.Topic, IngressOnly: r.IngressOnly})
 	}
 	bo.Logger = log.With("component", "bridge")
 	return mo, bo
