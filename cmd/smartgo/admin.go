@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register(command{name: "admin", summary: "topics, clusters, consumer progress, message lookup, offsets, stats", run: runAdmin})
+	register(command{name: "admin", summary: "topics, clusters, consumer progress, message lookup, offsets, stats, devices and twins", run: runAdmin})
 }
 
 // adminCommand is one `smartgo admin` sub-command ("topic create"). Each
@@ -34,8 +34,10 @@ type adminCommand struct {
 
 // adminEnv is what a running admin command works with.
 type adminEnv struct {
-	a   *admin.Admin
-	out *output
+	a          *admin.Admin
+	out        *output
+	registries []string
+	onClose    []func() // run when the command ends (clients it opened)
 }
 
 // usageError is a mistake in a command's flags found after parsing (a
@@ -86,7 +88,8 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	top := newCmdFlags("admin", "<command> [flags] "+adminSynopsis, `
 Administers a SmartGo cluster through its registries and brokers: topics,
 clusters, consumer group progress, message lookup by id and key, offsets,
-broker runtime statistics. The flags below work before or after the
+broker runtime statistics, device identities and twins. The flags below
+work before or after the
 command words.`+adminCommandList(""), stdout, stderr)
 	top.example("smartgo admin cluster", "smartgo admin topic create -t Orders -r 4 -w 4",
 		"smartgo admin group progress -g billing -o json", "smartgo admin topic create -h")
@@ -139,7 +142,11 @@ command words.`+adminCommandList(""), stdout, stderr)
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	out := &output{w: stdout, json: g.format == "json"}
-	err = exec(ctx, &adminEnv{a: a, out: out})
+	env := &adminEnv{a: a, out: out, registries: admin.ParseRegistries(g.registry)}
+	err = exec(ctx, env)
+	for _, fn := range env.onClose {
+		fn()
+	}
 	if err == nil {
 		err = out.err
 	}
