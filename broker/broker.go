@@ -61,9 +61,29 @@ type Broker struct {
 	registered sync.Map               // registry address -> bool: its last registration succeeded
 	masterAddr atomic.Pointer[string] // a slave's master, as registries report it
 
-	// Replication (broker/ha.go): ha on a master, haClient on a slave.
-	ha           *ha.Server
-	haClient     *ha.Client
+	// Replication (broker/ha.go): haSrv on a master, haCli on a slave
+	// (both change with the role in controller mode).
+	haSrv     atomic.Pointer[ha.Server]
+	haCli     atomic.Pointer[ha.Client]
+	ctlCancel context.CancelFunc // stops the controller-mode loops (ctlWG)
+	ctlWG     sync.WaitGroup
+	regMu     sync.Mutex // serialises registrations in controller mode
+
+	// Controller mode (broker/controller.go, broker/isr.go); ctl is nil
+	// otherwise.
+	ctl          *ctrlState
+	acting       atomic.Bool  // acts as master
+	leaseUntil   atomic.Int64 // mono() until which the master lease holds
+	leaseHeld    atomic.Bool  // acting master with a valid lease, as ctrlLoop last saw it
+	monoBase     time.Time
+	roleCh       chan protocol.ControllerGroup // views for roleLoop (latest wins)
+	hbKick       chan struct{}
+	haLn         net.Listener    // HA listener opened at start, used by the first promotion; owned by roleLoop
+	haListen     string          // its bound address, listened on again at later promotions
+	pendingSet   []int64         // a sync state set change asked of the controller; protected by ctl.mu
+	candidates   map[int64]int64 // slaves about to join the set -> log end when they became candidates; protected by ctl.mu
+	roleMu       sync.Mutex
+	roleLs       []roleListener         // services following the role; protected by roleMu
 	haAdvertised string                 // master's published HA address
 	masterHAAddr atomic.Pointer[string] // a slave's master HA address, as registries report it
 
@@ -162,18 +182,29 @@ func New(opts Options) (*Broker, error) {
 	if opts.Role != RoleSlave {
 		b.goFunc(func() { b.schedule.run(ctx) }) // a slave's log is the master's copy
 	}
-	if err = b.startHA(ctx); err != nil {
+	if b.controlled() {
+		b.monoBase = time.Now()
+		b.roleCh, b.hbKick = make(chan protocol.ControllerGroup, 1), make(chan struct{}, 1)
+		cctx, ccancel := context.WithCancel(ctx)
+		b.ctlCancel = ccancel
+		err = b.startController(cctx)
+	} else {
+		err = b.startHA(ctx)
+	}
+	if err != nil {
 		cancel()
+		b.stopController()
 		b.wg.Wait()
 		return nil, err
 	}
-	b.store.OnArrival(b.onArrival) // after startHA: it reads b.ha
+	b.store.OnArrival(b.onArrival) // after startHA: it reads b.haSrv
 	b.goFunc(func() { b.trackReplication(ctx) })
 	if len(opts.Registries) > 0 {
 		b.goFunc(func() { b.registerLoop(ctx) })
 	}
 	if err = b.srv.Serve(ln); err != nil {
 		cancel()
+		b.stopController()
 		b.wg.Wait()
 		return nil, fmt.Errorf("broker: serve: %w", err)
 	}
@@ -240,6 +271,7 @@ func (b *Broker) Stats() *Stats { return b.stats }
 // answered), persists offsets and closes the store. It is idempotent.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
+		b.stopController()
 		if len(b.opts.Registries) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			b.unregisterAll(ctx)

@@ -66,7 +66,7 @@ func (b *Broker) startHA(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("broker: %w", err)
 		}
-		b.haClient = c
+		b.haCli.Store(c)
 		b.goFunc(func() { b.slaveSyncLoop(ctx) })
 		return nil
 	}
@@ -83,7 +83,7 @@ func (b *Broker) startHA(ctx context.Context) error {
 		_ = ln.Close()
 		return fmt.Errorf("broker: %w", err)
 	}
-	b.ha = srv
+	b.haSrv.Store(srv)
 	port := ln.Addr().(*net.TCPAddr).Port
 	b.haAdvertised = net.JoinHostPort(b.storeHost.Addr().String(), strconv.Itoa(port))
 	return nil
@@ -92,11 +92,11 @@ func (b *Broker) startHA(ctx context.Context) error {
 // closeHA stops replication (before the store closes).
 func (b *Broker) closeHA() error {
 	var errs []error
-	if b.ha != nil {
-		errs = append(errs, b.ha.Close())
+	if srv := b.haSrv.Swap(nil); srv != nil {
+		errs = append(errs, srv.Close())
 	}
-	if b.haClient != nil {
-		errs = append(errs, b.haClient.Close())
+	if c := b.haCli.Swap(nil); c != nil {
+		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -105,21 +105,25 @@ func (b *Broker) closeHA() error {
 func (b *Broker) HAAddr() string { return b.haAdvertised }
 
 // HAServer returns the master's replication server (nil on a slave).
-func (b *Broker) HAServer() *ha.Server { return b.ha }
+func (b *Broker) HAServer() *ha.Server { return b.haSrv.Load() }
 
 // HAClient returns the slave's replication client (nil on a master).
-func (b *Broker) HAClient() *ha.Client { return b.haClient }
+func (b *Broker) HAClient() *ha.Client { return b.haCli.Load() }
 
 // notifyHA wakes the replication senders after the log grew.
 func (b *Broker) notifyHA() {
-	if b.ha != nil {
-		b.ha.Notify()
+	if srv := b.haSrv.Load(); srv != nil {
+		srv.Notify()
 	}
 }
 
 // masterHAAddress is the HA address a slave connects to: configured, else
 // what the registries reported.
 func (b *Broker) masterHAAddress() string {
+	if b.controlled() {
+		_, a := b.ctrlMaster()
+		return a
+	}
 	if b.opts.HAMasterAddress != "" {
 		return b.opts.HAMasterAddress
 	}
@@ -132,11 +136,15 @@ func (b *Broker) masterHAAddress() string {
 // masterRemotingAddr is a slave's master's remoting address: from the
 // registries, else from the master's HA handshake.
 func (b *Broker) masterRemotingAddr() string {
+	if b.controlled() {
+		a, _ := b.ctrlMaster()
+		return a
+	}
 	if p := b.masterAddr.Load(); p != nil && *p != "" {
 		return *p
 	}
-	if b.haClient != nil {
-		return b.haClient.MasterAddr()
+	if c := b.haCli.Load(); c != nil {
+		return c.MasterAddr()
 	}
 	return ""
 }
@@ -144,20 +152,33 @@ func (b *Broker) masterRemotingAddr() string {
 // masterReachable reports whether a slave currently replicates from its
 // master (the HA session is up).
 func (b *Broker) masterReachable() bool {
-	return b.haClient != nil && b.haClient.Connected()
+	c := b.haCli.Load()
+	return c != nil && c.Connected()
 }
 
 // waitSlave applies the sync-master rule to a stored message ending at
 // end, returning the response code to answer with. wait is the send's
 // WAIT property: false answers without waiting for the slave.
 func (b *Broker) waitSlave(ctx context.Context, code int32, end int64, wait bool) int32 {
-	if b.opts.Role != RoleSyncMaster || b.ha == nil || code != protocol.Success || !wait {
+	if b.opts.Role != RoleSyncMaster || code != protocol.Success || !wait {
+		return code
+	}
+	srv := b.haSrv.Load()
+	if srv == nil {
+		if b.controlled() {
+			return protocol.SlaveNotAvailable // demoted while the message was being stored
+		}
 		return code
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.SlaveAckTimeout)
 	defer cancel()
-	switch err := b.ha.WaitAck(ctx, end); {
+	switch err := srv.WaitAck(ctx, end); {
 	case err == nil:
+		if b.controlled() && !b.leaseValid() {
+			// Every member has it, but this broker may no longer be the
+			// master: it does not acknowledge past its lease.
+			return protocol.SlaveNotAvailable
+		}
 		return code
 	case errors.Is(err, ha.ErrSlaveNotAvailable):
 		return protocol.SlaveNotAvailable
@@ -180,6 +201,10 @@ func (b *Broker) slaveSyncLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
+		}
+		if !b.isSlave() {
+			synced = false // controller mode: a master copies nothing
+			continue
 		}
 		if err := b.syncFromMaster(ctx); err != nil {
 			b.log.Debug("copy metadata from master", "err", err)
@@ -256,23 +281,23 @@ func (b *Broker) syncFromMaster(ctx context.Context) error {
 // master's end as last seen minus the slave's).
 func (b *Broker) haRuntimeInfo(t map[string]string) {
 	maxOff := b.store.MaxPhysicalOffset()
-	if b.ha != nil {
+	if srv := b.haSrv.Load(); srv != nil {
 		t["haServerAddr"] = b.haAdvertised
-		t["haSlaveCount"] = strconv.Itoa(len(b.ha.Slaves()))
-		ack, ok := b.ha.AckOffset()
+		t["haSlaveCount"] = strconv.Itoa(len(srv.Slaves()))
+		ack, ok := srv.AckOffset()
 		t["slaveAckOffset"] = strconv.FormatInt(ack, 10)
 		if ok {
 			t["haLagBytes"] = strconv.FormatInt(max(0, maxOff-ack), 10)
 		}
 	}
-	if b.haClient != nil {
+	if c := b.haCli.Load(); c != nil {
 		t["haMasterAddr"] = b.masterHAAddress()
-		t["haConnected"] = strconv.FormatBool(b.haClient.Connected())
-		if mm := b.haClient.MasterMaxOffset(); mm >= 0 {
+		t["haConnected"] = strconv.FormatBool(c.Connected())
+		if mm := c.MasterMaxOffset(); mm >= 0 {
 			t["haMasterMaxOffset"] = strconv.FormatInt(mm, 10)
 			t["haLagBytes"] = strconv.FormatInt(max(0, mm-maxOff), 10)
 		}
-		if err := b.haClient.Err(); err != nil {
+		if err := c.Err(); err != nil {
 			t["haLastError"] = err.Error()
 		}
 	}

@@ -44,12 +44,13 @@ type logShard struct {
 	// restart) at queue offset off with the record's store time.
 	replay func(entry []byte, storeTime time.Time, off int64) error
 
-	mu      sync.Mutex  // serializes appends and applies and snapshots; reads do not take it
-	next    int64       // queue offset of the next entry to apply; protected by mu
-	lastEnd int64       // commitlog offset past the last record the shard wrote or applied; protected by mu
-	snapAt  int64       // next when the last snapshot was written; protected by mu
-	failed  error       // set on an apply or log error: the shard stops (fail-stop); protected by mu
-	down    atomic.Bool // failed != nil, readable without mu
+	mu      sync.Mutex   // serializes appends and applies and snapshots; reads do not take it
+	next    int64        // queue offset of the next entry to apply; protected by mu
+	lastEnd int64        // commitlog offset past the last record the shard wrote or applied; protected by mu
+	snapAt  int64        // next when the last snapshot was written; protected by mu
+	applied atomic.Int64 // lastEnd, readable without mu (the read barrier, logshard_role.go)
+	failed  error        // set on an apply or log error: the shard stops (fail-stop); protected by mu
+	down    atomic.Bool  // failed != nil, readable without mu
 }
 
 // fail stops the shard with err. Called with mu held.
@@ -75,7 +76,17 @@ type shardLog struct {
 	log    *slog.Logger
 	shards []*logShard
 
+	// Controller mode (logshard_role.go): slave while the shards follow
+	// the log; wantMaster once the broker became master, until every
+	// shard applied its whole queue; empty is the snapshot of an empty
+	// engine (to reset a shard the log was cut under).
+	slave      atomic.Bool
+	wantMaster atomic.Bool
+	roleMu     sync.Mutex
+	empty      []byte
+
 	errUnavailable error // wrapped when an append fails (nothing changed)
+	errNotOwner    error // wrapped when this broker may not serve (controller mode)
 	errFailed      error // wrapped when a shard stopped
 }
 
@@ -229,6 +240,7 @@ func (h *shardLog) catchUpLocked(sh *logShard) error {
 			}
 			sh.next = off + 1
 			sh.lastEnd = max(sh.lastEnd, phy+int64(len(buf)))
+			sh.applied.Store(sh.lastEnd)
 		}
 		res.Release()
 	}
@@ -262,6 +274,7 @@ func (h *shardLog) appendLocked(ctx context.Context, sh *logShard, entry []byte,
 	}
 	sh.next = res.QueueOffset + 1
 	sh.lastEnd = max(sh.lastEnd, res.PhysicalOffset+int64(res.WroteBytes))
+	sh.applied.Store(sh.lastEnd)
 	if res.Status != store.PutOK {
 		h.log.Warn("entry stored with status", "shard", sh.id, "status", res.Status.String())
 	}
@@ -276,6 +289,9 @@ func (h *shardLog) snapshotLocked(sh *logShard) error {
 	}
 	if sh.lastEnd > h.b.store.FlushedPhysicalOffset() {
 		return nil // not durable yet; the next round (or the log) covers it
+	}
+	if h.b.controlled() && sh.lastEnd > h.b.store.DispatchedPhysicalOffset() {
+		return nil // not on the whole sync state set yet: a failover could cut it
 	}
 	var buf bytes.Buffer
 	if err := sh.snap.Snapshot(&buf); err != nil {
@@ -346,7 +362,13 @@ func (h *shardLog) replicateLoop(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if !h.slave.Load() {
+				continue // controller mode: the master applies its own entries
+			}
 			_ = h.syncAll()
+			if h.wantMaster.Load() {
+				h.tryTakeOver()
+			}
 		}
 	}
 }

@@ -117,14 +117,14 @@ func (b *Broker) trackReplication(ctx context.Context) {
 // master without a slave, a slave that has not heard from its master).
 func (b *Broker) replicationLagBytes() (int64, bool) {
 	maxOff := b.store.MaxPhysicalOffset()
-	if b.ha != nil {
-		if ack, ok := b.ha.AckOffset(); ok {
+	if srv := b.haSrv.Load(); srv != nil {
+		if ack, ok := srv.AckOffset(); ok {
 			return max(0, maxOff-ack), true
 		}
 		return 0, false
 	}
-	if b.haClient != nil {
-		if mm := b.haClient.MasterMaxOffset(); mm >= 0 {
+	if c := b.haCli.Load(); c != nil {
+		if mm := c.MasterMaxOffset(); mm >= 0 {
 			return max(0, mm-maxOff), true
 		}
 	}
@@ -165,7 +165,7 @@ func (b *Broker) Ready() error {
 			errs = append(errs, fmt.Errorf("no registry accepted a registration since %s", time.Unix(0, last).UTC().Format(time.RFC3339)))
 		}
 	}
-	if b.opts.Role == RoleSlave && b.masterRemotingAddr() == "" {
+	if b.isSlave() && b.masterRemotingAddr() == "" {
 		errs = append(errs, errNoMaster)
 	}
 	return errors.Join(errs...)
@@ -247,10 +247,11 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descReplLagBytes, float64(lag))
 		gauge(descReplLagSeconds, behind.Seconds())
 	}
-	if b.ha != nil {
-		gauge(descSlaves, float64(len(b.ha.Slaves())))
+	if srv := b.haSrv.Load(); srv != nil {
+		gauge(descSlaves, float64(len(srv.Slaves())))
 	}
-	gauge(descInfo, 1, b.opts.ClusterName, b.opts.BrokerName, fmt.Sprint(b.opts.BrokerID), b.opts.Role.String(), b.addr)
+	id, _ := b.registryBrokerID()
+	gauge(descInfo, 1, b.opts.ClusterName, b.opts.BrokerName, fmt.Sprint(id), b.roleName(), b.addr)
 }
 
 func b2f(v bool) float64 {

@@ -49,6 +49,10 @@ func ParseRole(s string) (Role, error) {
 	return 0, fmt.Errorf("%w: unknown role %q", ErrBadOptions, s)
 }
 
+// DefaultSyncLagMax is how long a slave may go without catching up
+// before it leaves the sync state set (controller mode).
+const DefaultSyncLagMax = 5 * time.Second
+
 // ErrBadOptions is wrapped by Options.Validate errors.
 var ErrBadOptions = errors.New("broker: bad options")
 
@@ -135,6 +139,22 @@ type Options struct {
 	// reconnect backoff); BrokerName and BrokerAddr are set by the broker.
 	HA ha.Options
 
+	// Controllers are the controller replicas' addresses. Set, the broker
+	// is in controller mode: the controller elects its group's master and
+	// the broker takes its role from it (Role then only says how a master
+	// acknowledges: RoleSyncMaster once every member of the sync state set
+	// has a message, RoleAsyncMaster at once; RoleSlave is refused), and
+	// BrokerID is its controller id (0: the controller assigns one, kept
+	// in the store directory).
+	Controllers []string
+	// MinInSyncReplicas (controller mode, sync): the fewest members of the
+	// sync state set, this master included, for a send to be acknowledged
+	// (default 1: the master alone when every slave is out of the set).
+	MinInSyncReplicas int
+	// SyncLagMax (controller mode): a slave that has not had everything
+	// the master had for this long leaves the sync state set (default 5 s).
+	SyncLagMax time.Duration
+
 	Remoting remoting.Options // Addr is taken from ListenAddr
 	Store    store.Options    // Root is required
 
@@ -179,6 +199,17 @@ func (o *Options) fill() {
 	if o.SlaveSyncInterval == 0 {
 		o.SlaveSyncInterval = DefaultSlaveSyncInterval
 	}
+	if o.MinInSyncReplicas == 0 {
+		o.MinInSyncReplicas = 1
+	}
+	if o.SyncLagMax == 0 {
+		o.SyncLagMax = DefaultSyncLagMax
+	}
+	if hb := min(time.Second, o.SyncLagMax/4); len(o.Controllers) > 0 && (o.HA.HeartbeatInterval == 0 || o.HA.HeartbeatInterval > hb) {
+		// Controller mode: idle slaves report this often, often enough to
+		// stay in the sync state set.
+		o.HA.HeartbeatInterval = hb
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -192,10 +223,28 @@ func (o *Options) Validate() error {
 	if err := ValidateTopicName(o.BrokerName); o.BrokerName != "" && err != nil {
 		return fmt.Errorf("%w: BrokerName %q: %v", ErrBadOptions, o.BrokerName, err)
 	}
-	if o.Role == RoleSlave && o.BrokerID <= 0 {
+	switch {
+	case len(o.Controllers) > 0:
+		if o.Role == RoleSlave {
+			return fmt.Errorf("%w: with controllers the controller picks the role; Role slave is not allowed (use sync_master or async_master for how a master acknowledges)", ErrBadOptions)
+		}
+		if o.BrokerID < 0 {
+			return fmt.Errorf("%w: BrokerID %d: must be 0 (assigned by the controller) or positive", ErrBadOptions, o.BrokerID)
+		}
+		for _, a := range o.Controllers {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return fmt.Errorf("%w: controller address %q: %v", ErrBadOptions, a, err)
+			}
+		}
+		if o.MinInSyncReplicas < 0 || o.MinInSyncReplicas > 16 {
+			return fmt.Errorf("%w: MinInSyncReplicas %d not in 1..16", ErrBadOptions, o.MinInSyncReplicas)
+		}
+		if o.SyncLagMax < 0 || (o.SyncLagMax > 0 && o.SyncLagMax < 100*time.Millisecond) {
+			return fmt.Errorf("%w: SyncLagMax %v below 100ms", ErrBadOptions, o.SyncLagMax)
+		}
+	case o.Role == RoleSlave && o.BrokerID <= 0:
 		return fmt.Errorf("%w: a slave needs BrokerID > 0", ErrBadOptions)
-	}
-	if o.Role != RoleSlave && o.BrokerID != 0 {
+	case o.Role != RoleSlave && o.BrokerID != 0:
 		return fmt.Errorf("%w: a master needs BrokerID 0, got %d", ErrBadOptions, o.BrokerID)
 	}
 	if o.ListenAddr != "" {

@@ -45,7 +45,7 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 	if b.perm.Load()&PermRead == 0 {
 		return errResp(protocol.NoPermission, "the broker[%s] pulling message is forbidden", b.addr)
 	}
-	if b.opts.Role == RoleSlave && !b.slaveRead.Load() && b.masterReachable() {
+	if b.isSlave() && !b.slaveRead.Load() && b.masterReachable() {
 		// Reads belong to the master while it is up: send the consumer back.
 		out := protocol.NewResponse(protocol.PullRetryImmediately, "the slave does not serve reads while its master is up (slave_read_enable = false)")
 		out.SetHeader(&protocol.PullMessageResponseHeader{NextBeginOffset: h.QueueOffset, MinOffset: b.store.MinOffset(h.Topic, h.QueueID),
@@ -106,7 +106,7 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 	}
 
 	// The piggy-backed commit counts once, on the first execution.
-	if allowSuspend && h.SysFlag&pullFlagCommitOffset != 0 && b.opts.Role != RoleSlave {
+	if allowSuspend && h.SysFlag&pullFlagCommitOffset != 0 && !b.isSlave() {
 		b.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
 	}
 	if code == protocol.PullNotFound && allowSuspend && h.SysFlag&pullFlagSuspend != 0 {
@@ -234,7 +234,7 @@ func pullCode(s store.GetStatus, offset int64) int32 {
 // not copied from the master yet (that copy runs every few seconds, and
 // the master may die in between): their queues are derived from the store.
 func (b *Broker) readableTopic(topic string) (protocol.TopicConfig, bool) {
-	if tc, ok := b.topics.Get(topic); ok || b.opts.Role != RoleSlave {
+	if tc, ok := b.topics.Get(topic); ok || !b.isSlave() {
 		return tc, ok
 	}
 	ids := b.store.QueueIDs(topic)

@@ -48,7 +48,7 @@ func (b *Broker) registerLoop(ctx context.Context) {
 		case !ok:
 			soon = time.After(retry)
 			retry = min(2*retry, b.opts.RegisterInterval)
-		case b.opts.Role == RoleSlave && b.masterHAAddress() == "":
+		case !b.controlled() && b.isSlave() && b.masterHAAddress() == "":
 			soon = time.After(time.Second)
 		}
 		select {
@@ -82,7 +82,7 @@ func (b *Broker) haAddr() string {
 // publishes read-only topics).
 func (b *Broker) registrationBody() ([]byte, error) {
 	w := b.topics.Snapshot()
-	if b.opts.Role == RoleSlave {
+	if b.isSlave() {
 		// Publish replicated topics not copied from the master yet, so
 		// their route outlives a master that dies before the next copy.
 		for _, topic := range b.store.Topics() {
@@ -108,6 +108,16 @@ func registrationCRC(body []byte) int32 { return int32(crc32.ChecksumIEEE(body) 
 //
 // It reports whether every registry accepted the registration.
 func (b *Broker) registerAll(ctx context.Context) bool {
+	if b.controlled() {
+		// One at a time: a registration under the old role must not
+		// arrive after one under the new role.
+		b.regMu.Lock()
+		defer b.regMu.Unlock()
+	}
+	id, ok := b.registryBrokerID()
+	if !ok {
+		return false // no controller id yet
+	}
 	body, err := b.registrationBody()
 	if err != nil {
 		b.log.Error("encode registration", "err", err)
@@ -115,7 +125,7 @@ func (b *Broker) registerAll(ctx context.Context) bool {
 	}
 	hdr := protocol.RegisterBrokerRequestHeader{
 		BrokerName: b.opts.BrokerName, BrokerAddr: b.addr, ClusterName: b.opts.ClusterName,
-		HAServerAddr: b.haAddr(), BrokerID: b.opts.BrokerID, BodyCRC32: registrationCRC(body),
+		HAServerAddr: b.haAddr(), BrokerID: id, BodyCRC32: registrationCRC(body),
 	}
 	var wg sync.WaitGroup
 	var failed atomic.Int32
@@ -145,7 +155,7 @@ func (b *Broker) registerAll(ctx context.Context) bool {
 				if resp.DecodeHeader(&rh) == nil && rh.MasterAddr != "" {
 					b.masterAddr.Store(&rh.MasterAddr)
 				}
-				if rh.HAServerAddr != "" && b.opts.Role == RoleSlave {
+				if rh.HAServerAddr != "" && !b.controlled() && b.isSlave() {
 					b.masterHAAddr.Store(&rh.HAServerAddr)
 				}
 			}
@@ -157,8 +167,12 @@ func (b *Broker) registerAll(ctx context.Context) bool {
 
 // unregisterAll tells every registry the broker is going away.
 func (b *Broker) unregisterAll(ctx context.Context) {
+	id, ok := b.registryBrokerID()
+	if !ok {
+		return
+	}
 	hdr := protocol.UnregisterBrokerRequestHeader{BrokerName: b.opts.BrokerName, BrokerAddr: b.addr,
-		ClusterName: b.opts.ClusterName, BrokerID: b.opts.BrokerID}
+		ClusterName: b.opts.ClusterName, BrokerID: id}
 	var wg sync.WaitGroup
 	for _, addr := range b.opts.Registries {
 		wg.Add(1)

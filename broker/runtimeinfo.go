@@ -72,9 +72,9 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"remainTransientStoreBufferNumbs": strconv.Itoa(1<<31 - 1),
 		"remainHowManyDataToFlush":        humanBytes(st.FlushLagBytes),
 		// SmartGo's own
-		"brokerRole":             b.opts.Role.String(),
+		"brokerRole":             b.roleName(),
 		"brokerName":             b.opts.BrokerName,
-		"brokerId":               itoa64(b.opts.BrokerID),
+		"brokerId":               itoa64(b.runtimeBrokerID()),
 		"brokerAddr":             b.addr,
 		"clusterName":            b.opts.ClusterName,
 		"commitLogFlushedOffset": itoa64(s.FlushedPhysicalOffset()),
@@ -86,6 +86,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	b.poolRuntimeInfo(t)
 	b.diskRuntimeInfo(t)
 	b.haRuntimeInfo(t)
+	b.controllerRuntimeInfo(t)
 	if ts, ok := s.EarliestMessageTime(); ok {
 		t["earliestMessageTimeStamp"] = itoa64(ts)
 	} else {

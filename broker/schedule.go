@@ -36,7 +36,7 @@ func (s *scheduleService) notify() {
 const maxScheduleSleep = time.Second
 
 func (s *scheduleService) run(ctx context.Context) {
-	if s.b.opts.Role == RoleSlave {
+	if s.b.opts.Role == RoleSlave && !s.b.controlled() {
 		return
 	}
 	timer := time.NewTimer(0)
@@ -65,6 +65,9 @@ func (s *scheduleService) deliverDue(ctx context.Context) time.Time {
 	b := s.b
 	now := b.now()
 	next := now.Add(maxScheduleSleep)
+	if ok, _ := b.writable(); !ok {
+		return next // controller mode: only the master re-puts
+	}
 	for i, delay := range b.opts.DelayLevels {
 		level := int32(i + 1)
 		due, ok := s.deliverLevel(ctx, level, delay, now)

@@ -184,8 +184,8 @@ const maxPooledBatchItems = 4096
 // checkSendable applies the broker-level checks of a send: role, broker
 // permission, topic name and reserved topics.
 func (b *Broker) checkSendable(topic string) *protocol.Command {
-	if b.opts.Role == RoleSlave {
-		return errResp(protocol.ServiceNotAvailable, "the broker[%s] is a slave and does not accept messages", b.addr)
+	if ok, why := b.writable(); !ok {
+		return errResp(protocol.ServiceNotAvailable, "the broker[%s] %s and does not accept messages", b.addr, why)
 	}
 	if b.perm.Load()&PermWrite == 0 {
 		return errResp(protocol.NoPermission, "the broker[%s] sending message is forbidden", b.addr)
@@ -306,7 +306,10 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *protocol.Command) (*prot
 	if err := req.DecodeHeader(&h); err != nil {
 		return errResp(protocol.SystemError, "bad send-back header: %v", err), nil
 	}
-	if b.opts.Role == RoleSlave || b.perm.Load()&PermWrite == 0 {
+	if ok, why := b.writable(); !ok {
+		return errResp(protocol.ServiceNotAvailable, "the broker[%s] %s and does not accept messages", b.addr, why), nil
+	}
+	if b.perm.Load()&PermWrite == 0 {
 		return errResp(protocol.NoPermission, "the broker[%s] sending message is forbidden", b.addr), nil
 	}
 	g, err := b.groups.FindOrCreate(h.Group)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -113,9 +114,8 @@ type StateStore struct {
 	b       *Broker
 	opts    StateStoreOptions
 	log     *slog.Logger
-	slave   bool
 	shards  []*ssShard
-	host    shardLog
+	host    shardLog // host.slave: the shards follow the log and serve nothing
 	metrics *ssMetrics
 
 	connMu sync.Mutex
@@ -173,9 +173,12 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	if lg == nil {
 		lg = b.log
 	}
-	s := &StateStore{b: b, opts: opts, metrics: newSSMetrics(), log: lg.With("component", "statestore"), slave: b.opts.Role == RoleSlave,
+	s := &StateStore{b: b, opts: opts, metrics: newSSMetrics(), log: lg.With("component", "statestore"),
 		conns: map[string]ssPeer{}, wake: make(chan struct{}, 1)}
-	if !s.slave {
+	// Controller mode: a slave until the broker's promotion reaches the
+	// state store (becameMaster).
+	slave := b.isSlave() || b.controlled()
+	if !slave {
 		tc, err := b.topics.CreateSystemTopic(StateStoreTopic, int32(opts.Shards), PermRW)
 		if err != nil {
 			return nil, fmt.Errorf("broker: state store topic: %w", err)
@@ -191,9 +194,21 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 		return nil, fmt.Errorf("broker: state store dir: %w", err)
 	}
 	s.host = shardLog{b: b, topic: StateStoreTopic, dir: opts.Dir, magic: ssSnapMagic, what: "state store", log: s.log,
-		errUnavailable: ErrStateStoreUnavailable, errFailed: ErrStateStoreFailed}
-	if err := s.host.waitDispatched(30 * time.Second); err != nil {
-		return nil, err
+		errUnavailable: ErrStateStoreUnavailable, errFailed: ErrStateStoreFailed, errNotOwner: ErrStateStoreNotOwner}
+	s.host.slave.Store(slave)
+	if !b.controlled() { // controller mode: the dispatch limit may hide what a master's slaves lack
+		if err := s.host.waitDispatched(30 * time.Second); err != nil {
+			return nil, err
+		}
+	}
+	if fresh, err := statestore.New(opts.Engine, s.log); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	} else {
+		var empty bytes.Buffer
+		if err := fresh.Snapshot(&empty); err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+		s.host.empty = empty.Bytes()
 	}
 	for i := 0; i < opts.Shards; i++ {
 		eng, err := statestore.New(opts.Engine, s.log)
@@ -216,9 +231,10 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.goFunc(func() { s.host.snapshotLoop(ctx, opts.SnapshotInterval) })
-	if s.slave {
+	if slave {
 		s.goFunc(func() { s.host.replicateLoop(ctx, opts.SlavePollInterval) })
-	} else {
+	}
+	if !slave || b.controlled() {
 		s.goFunc(func() { s.expiryLoop(ctx) })
 	}
 	if ir, ok := any(b.srv).(inlineRegistrar); ok && b.opts.Store.FlushMode == store.FlushAsync && b.opts.Role != RoleSyncMaster {
@@ -231,9 +247,38 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	b.srv.RegisterFunc(protocol.StateStoreDropClient, remoting.PoolDefault, s.processDropClient)
 	b.srv.RegisterFunc(protocol.StateStoreScan, remoting.PoolAdmin, s.processScan)
 	b.srv.OnConnClose(s.connClosed)
-	s.log.Info("state store open", "shards", opts.Shards, "slave", s.slave, "dir", opts.Dir)
+	if b.controlled() {
+		b.addRoleListener(s)
+		if !b.isSlave() {
+			if err := s.becameMaster(); err != nil {
+				s.log.Warn("state store: taking over as master", "err", err)
+			}
+		}
+	}
+	s.log.Info("state store open", "shards", opts.Shards, "slave", s.host.slave.Load(), "dir", opts.Dir)
 	return s, nil
 }
+
+// becameMaster implements roleListener (controller mode): the shard topic
+// exists, then the shards take over once caught up.
+func (s *StateStore) becameMaster() error {
+	tc, err := s.b.topics.CreateSystemTopic(StateStoreTopic, int32(s.opts.Shards), PermRW)
+	if err != nil {
+		return fmt.Errorf("broker: state store topic: %w", err)
+	}
+	if int(tc.WriteQueueNums) != s.opts.Shards {
+		return fmt.Errorf("%w: %s has %d queues, state store configured for %d shards", ErrBadOptions, StateStoreTopic, tc.WriteQueueNums, s.opts.Shards)
+	}
+	s.host.becameMaster()
+	s.nudge()
+	return nil
+}
+
+// becameSlave implements roleListener.
+func (s *StateStore) becameSlave() { s.host.becameSlave() }
+
+// truncated implements roleListener.
+func (s *StateStore) truncated(offset int64) error { return s.host.truncated(offset) }
 
 func (s *StateStore) goFunc(fn func()) {
 	s.wg.Add(1)
@@ -247,6 +292,9 @@ func (s *StateStore) goFunc(fn func()) {
 // shard. It is idempotent. Call it before Broker.Close.
 func (s *StateStore) Close() error {
 	s.closeOnce.Do(func() {
+		if s.b.controlled() {
+			s.b.removeRoleListener(s)
+		}
 		s.stop()
 		s.closeErr = s.host.snapshotAll()
 	})
@@ -303,8 +351,11 @@ func (s *StateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRe
 
 // do serves Do and InvokeLocal; from nil returns every notification.
 func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, from ssPeer) (*protocol.StateStoreResponse, error) {
-	if s.slave {
+	if s.host.slave.Load() {
 		return nil, fmt.Errorf("%w: slave", ErrStateStoreNotOwner)
+	}
+	if ok, why := s.b.writable(); !ok {
+		return nil, fmt.Errorf("%w: the broker %s", ErrStateStoreNotOwner, why)
 	}
 	if req.Shard < 0 || int(req.Shard) >= len(s.shards) {
 		return nil, fmt.Errorf("%w: shard %d of %d", ErrStateStoreNotOwner, req.Shard, len(s.shards))
@@ -337,7 +388,11 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, fr
 			sh.mu.Unlock()
 			return nil, fmt.Errorf("%w: shard %d: %w", ErrStateStoreFailed, sh.id, err)
 		}
+		end := sh.applied.Load()
 		if _, out, needsLog := sh.eng.Prepare(r, s.b.now()); !needsLog {
+			if err := s.host.readBarrier(ctx, end); err != nil {
+				return nil, err
+			}
 			return s.reply(out, from), nil
 		}
 		// Unreachable (Prepare logs only SET, DEL and VDEL); a version was
@@ -372,6 +427,13 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, fr
 		// is applied either way; a late slave is logged, not reported (a
 		// redelivered request gets the cached reply).
 		if code := s.b.waitSlave(ctx, protocol.Success, end, true); code != protocol.Success {
+			if s.b.controlled() {
+				// Not on every member of the sync state set: a failover
+				// may take it back, so it is not acknowledged. A retry
+				// with the same dedup key gets the cached reply if it
+				// survives.
+				return nil, fmt.Errorf("%w: shard %d: entry not on the sync state set (code %d)", ErrStateStoreUnavailable, sh.id, code)
+			}
 			s.log.Warn("state store entry not acknowledged by a slave", "shard", sh.id, "code", code)
 		}
 	}
@@ -509,6 +571,9 @@ func (s *StateStore) expiryLoop(ctx context.Context) {
 		now := s.b.now()
 		wait := defaultStateStoreMaxDelay
 		for _, sh := range s.shards {
+			if s.host.slave.Load() {
+				break // controller mode: a slave's tables follow the log
+			}
 			due, ok := sh.eng.NextExpiry()
 			if !ok {
 				continue

@@ -239,9 +239,16 @@ func (p *Producer) sendPrepared(ctx context.Context, pm *prepared, topic string,
 	if pick != nil {
 		attempts = 1
 	}
+	// The whole send, failover waits included, fits in the time its
+	// attempts would take (SendTimeout each).
+	deadline := time.Now().Add(time.Duration(max(attempts, 1)) * p.opts.SendTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	var last error
 	lastBroker := ""
-	for i := 0; i < attempts; i++ {
+	backoff := 50 * time.Millisecond
+	for used := 0; ; {
 		tr, err := p.publishRoute(ctx, topic)
 		if err != nil {
 			if last != nil {
@@ -255,7 +262,7 @@ func (p *Producer) sendPrepared(ctx context.Context, pm *prepared, topic string,
 		} else {
 			mq = p.selectQueue(tr.publish, lastBroker)
 		}
-		res, err := p.sendOnce(ctx, pm, mq)
+		res, err := p.sendOnce(ctx, pm, mq, deadline)
 		if err == nil {
 			return res, nil
 		}
@@ -264,18 +271,51 @@ func (p *Producer) sendPrepared(ctx context.Context, pm *prepared, topic string,
 		if !retryableErr(err) || ctx.Err() != nil {
 			break
 		}
+		used++
+		down := masterDown(err)
+		if (used >= attempts && !down) || time.Until(deadline) <= backoff {
+			break // answer before the deadline rather than at it
+		}
+		if down {
+			// The group's master is gone (failover in progress, or a
+			// restart): ask the registries again until a master is back,
+			// within the send's time.
+			p.core.log.Debug("send failed, waiting for a master", "topic", topic, "broker", mq.BrokerName, "err", err)
+			select {
+			case <-ctx.Done():
+				return nil, errors.Join(last, ctx.Err())
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 400*time.Millisecond)
+			if _, rerr := p.core.updateRoute(ctx, topic); rerr != nil {
+				p.core.log.Debug("route refresh failed", "topic", topic, "err", rerr)
+			}
+			lastBroker = "" // the same group, once it has a master again
+			continue
+		}
 		p.core.log.Debug("send failed, retrying on another broker", "topic", topic, "broker", mq.BrokerName, "err", err)
 	}
 	return nil, last
 }
 
+// masterDown reports errors that mean the group has no reachable master
+// right now: no master address, a broken or refused connection, or a
+// broker that is not (or no longer) master.
+func masterDown(err error) bool {
+	var be *BrokerError
+	if errors.As(err, &be) {
+		return be.Code == protocol.ServiceNotAvailable
+	}
+	return errors.Is(err, ErrBrokerUnavailable) && !errors.Is(err, ErrClosed)
+}
+
 // sendOnce sends to one queue and records the broker's latency.
-func (p *Producer) sendOnce(ctx context.Context, pm *prepared, mq MessageQueue) (*SendResult, error) {
+func (p *Producer) sendOnce(ctx context.Context, pm *prepared, mq MessageQueue, deadline time.Time) (*SendResult, error) {
 	addr := p.core.masterAddr(mq.BrokerName)
 	if addr == "" {
 		return nil, fmt.Errorf("%w: no master address for %s", ErrBrokerUnavailable, mq.BrokerName)
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.opts.SendTimeout)
+	cctx, cancel := context.WithTimeout(ctx, min(p.opts.SendTimeout, max(time.Until(deadline), time.Millisecond)))
 	defer cancel()
 	start := time.Now()
 	resp, err := p.core.invoke(cctx, "send", addr, p.request(pm, mq))

@@ -130,6 +130,10 @@ type Broker struct {
 	HAFallBehindMax     Size     `toml:"ha_fall_behind_max"`
 	HAReconnectMin      Duration `toml:"ha_reconnect_min"`
 	HAReconnectMax      Duration `toml:"ha_reconnect_max"`
+	// Controller mode: the controller elects the group's master.
+	Controllers       []string `toml:"controllers"`
+	MinInSyncReplicas int      `toml:"min_insync_replicas"`
+	SyncLagMax        Duration `toml:"sync_lag_max"`
 }
 
 // Store configures the message store of a broker.
@@ -293,6 +297,9 @@ func Default() File {
 			HAFallBehindMax:            256 << 20,
 			HAReconnectMin:             Duration{200 * time.Millisecond},
 			HAReconnectMax:             Duration{5 * time.Second},
+			Controllers:                []string{},
+			MinInSyncReplicas:          1,
+			SyncLagMax:                 Duration{5 * time.Second},
 		},
 		Store: Store{
 			Root:                "data/store",

@@ -140,6 +140,13 @@ func (b *Broker) validate(v *validator) {
 	}
 	v.oneOf("broker.role", b.Role, "async_master", "sync_master", "slave")
 	switch {
+	case len(b.Controllers) > 0:
+		if b.Role == "slave" {
+			v.bad("broker.role", `"slave"`, "with broker.controllers the controller picks master and slaves; role says how a master acknowledges: sync_master or async_master")
+		}
+		for i, c := range b.Controllers {
+			v.addr(fmt.Sprintf("broker.controllers[%d]", i), c, false)
+		}
 	case b.Role == "slave" && b.ID <= 0:
 		v.bad("broker.id", b.ID, "a slave must have an id between 1 and 1023")
 	case b.Role != "slave" && b.ID != 0:
@@ -188,6 +195,8 @@ func (b *Broker) validate(v *validator) {
 	v.sizeRange("broker.ha_fall_behind_max", b.HAFallBehindMax, 1<<20, 1<<40)
 	v.durRange("broker.ha_reconnect_min", b.HAReconnectMin, time.Millisecond, time.Minute)
 	v.durRange("broker.ha_reconnect_max", b.HAReconnectMax, b.HAReconnectMin.Duration, 10*time.Minute)
+	v.intRange("broker.min_insync_replicas", int64(b.MinInSyncReplicas), 1, 16)
+	v.durRange("broker.sync_lag_max", b.SyncLagMax, 100*time.Millisecond, time.Hour)
 }
 
 func (c *Controller) validate(v *validator) {

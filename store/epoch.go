@@ -248,3 +248,12 @@ func ConsistentOffset(local []EpochEntry, localEnd int64, remote []EpochEntry, r
 	}
 	return min(first(local, localEnd), first(remote, remoteEnd))
 }
+
+// NextQueueOffset returns the queue offset the next message put to
+// (topic, queueID) gets: past every record written, dispatched (visible
+// to consumers) or not.
+func (s *Store) NextQueueOffset(topic string, queueID int32) int64 {
+	s.putMu.Lock()
+	defer s.putMu.Unlock()
+	return s.queueOffsets[cqKey{topic, queueID}]
+}

@@ -75,6 +75,10 @@ func brokerOptions(f conf.File, log *slog.Logger) (broker.Options, error) {
 		Store: storeOptions(f.Store, c.InMemoryMaxRatio, log), Logger: log,
 		HAListen: c.HAListen, HAMasterAddress: c.HAMasterAddress, SlaveAckTimeout: c.SlaveAckTimeout.D(),
 		ShortPollingHold: c.ShortPollingHold.D(), SlaveSyncInterval: c.SlaveSyncInterval.D(),
+		MinInSyncReplicas: c.MinInSyncReplicas, SyncLagMax: c.SyncLagMax.D(),
+	}
+	if len(c.Controllers) > 0 {
+		o.Controllers = c.Controllers
 	}
 	o.Remoting.ConnOptions = remoting.ConnOptions{IdleTimeout: c.IdleTimeout.D(), MaxFrameSize: c.MaxFrameSize.Bytes(),
 		WriteTimeout: c.WriteTimeout.D(), MaxWriteQueue: c.MaxWriteQueue.Bytes(), RequestTimeout: c.RequestTimeout.D()}

@@ -35,36 +35,49 @@ func rawRouteExists(conn net.Conn, topic string) bool {
 	return false
 }
 
-// rawBrokerNames asks a registry for the broker names it knows.
+// rawBrokerNames asks a registry for the broker names it knows with a
+// master.
 func rawBrokerNames(addr string) map[string]bool {
+	out := map[string]bool{}
+	for name, bd := range rawClusterInfo(addr).BrokerAddrTable {
+		if bd != nil && bd.MasterAddr() != "" {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// rawMasterAddr asks a registry for a broker name's master address.
+func rawMasterAddr(addr, name string) string {
+	if bd := rawClusterInfo(addr).BrokerAddrTable[name]; bd != nil {
+		return bd.MasterAddr()
+	}
+	return ""
+}
+
+// rawClusterInfo asks a registry for GET_BROKER_CLUSTER_INFO (empty on
+// failure).
+func rawClusterInfo(addr string) protocol.ClusterInfo {
+	var ci protocol.ClusterInfo
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
-		return nil
+		return ci
 	}
 	defer conn.Close()
 	req := protocol.NewRequest(protocol.GetBrokerClusterInfo, nil, nil)
 	req.Opaque = 1
 	frame, err := protocol.EncodeFrame(req)
 	if err != nil {
-		return nil
+		return ci
 	}
 	_ = conn.SetDeadline(time.Now().Add(time.Second))
 	if _, err := conn.Write(frame); err != nil {
-		return nil
+		return ci
 	}
 	resp, _, err := protocol.ReadFrame(conn, nil, 0)
 	if err != nil || resp.Code != protocol.Success {
-		return nil
+		return ci
 	}
-	var ci protocol.ClusterInfo
-	if protocol.DecodeJSON(resp.Body, &ci) != nil {
-		return nil
-	}
-	out := map[string]bool{}
-	for name, bd := range ci.BrokerAddrTable {
-		if bd != nil && bd.MasterAddr() != "" {
-			out[name] = true
-		}
-	}
-	return out
+	_ = protocol.DecodeJSON(resp.Body, &ci)
+	return ci
 }
