@@ -201,15 +201,15 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 			return nil, err
 		}
 	}
-	if fresh, err := statestore.New(opts.Engine, s.log); err != nil {
+	fresh, err := statestore.New(opts.Engine, s.log)
+	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
-	} else {
-		var empty bytes.Buffer
-		if err := fresh.Snapshot(&empty); err != nil {
-			return nil, fmt.Errorf("broker: %w", err)
-		}
-		s.host.empty = empty.Bytes()
 	}
+	var empty bytes.Buffer
+	if err := fresh.Snapshot(&empty); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	s.host.empty = empty.Bytes()
 	for i := 0; i < opts.Shards; i++ {
 		eng, err := statestore.New(opts.Engine, s.log)
 		if err != nil {

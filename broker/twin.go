@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -129,8 +130,7 @@ type Twins struct {
 	b      *Broker
 	opts   TwinOptions
 	log    *slog.Logger
-	slave  bool
-	host   shardLog
+	host   shardLog // host.slave: the shards follow the log and serve nothing
 	shards []*twShard
 	epoch  uint64
 
@@ -199,22 +199,14 @@ func OpenTwins(b *Broker, opts TwinOptions) (*Twins, error) {
 	if _, err := rand.Read(eb[:]); err != nil {
 		return nil, fmt.Errorf("broker: twin epoch: %w", err)
 	}
-	t := &Twins{b: b, opts: opts, log: lg.With("component", "twin"), slave: b.opts.Role == RoleSlave,
+	t := &Twins{b: b, opts: opts, log: lg.With("component", "twin"),
 		epoch: binary.BigEndian.Uint64(eb[:]), watchers: map[string]map[twPeer]struct{}{}, watched: map[twPeer]map[string]struct{}{}}
-	if !t.slave {
-		topics := []string{TwinTopic}
-		if !opts.NoEvents {
-			topics = append(topics, opts.EventsTopic)
-		}
-		for _, name := range topics {
-			tc, err := b.topics.CreateSystemTopic(name, int32(opts.Shards), PermRW)
-			if err != nil {
-				return nil, fmt.Errorf("broker: twin topic %s: %w", name, err)
-			}
-			if int(tc.WriteQueueNums) != opts.Shards {
-				return nil, fmt.Errorf("%w: %s has %d queues, twins configured for %d shards (the shard count is frozen)",
-					ErrBadOptions, name, tc.WriteQueueNums, opts.Shards)
-			}
+	// Controller mode: a slave until the broker's promotion reaches the
+	// twins (becameMaster).
+	slave := b.isSlave() || b.controlled()
+	if !slave {
+		if err := t.createTopics(); err != nil {
+			return nil, err
 		}
 		b.triggerRegister()
 	}
@@ -222,10 +214,22 @@ func OpenTwins(b *Broker, opts TwinOptions) (*Twins, error) {
 		return nil, fmt.Errorf("broker: twin dir: %w", err)
 	}
 	t.host = shardLog{b: b, topic: TwinTopic, dir: opts.Dir, magic: twinSnapMagic, what: "twin", log: t.log,
-		errUnavailable: ErrTwinUnavailable, errFailed: ErrTwinFailed}
-	if err := t.host.waitDispatched(30 * time.Second); err != nil {
-		return nil, err
+		errUnavailable: ErrTwinUnavailable, errFailed: ErrTwinFailed, errNotOwner: ErrTwinNotOwner}
+	t.host.slave.Store(slave)
+	if !b.controlled() { // controller mode: the dispatch limit may hide what a master's slaves lack
+		if err := t.host.waitDispatched(30 * time.Second); err != nil {
+			return nil, err
+		}
 	}
+	fresh, err := twin.New(opts.Engine, t.log)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	var empty bytes.Buffer
+	if err := fresh.Snapshot(&empty); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	t.host.empty = empty.Bytes()
 	for i := 0; i < opts.Shards; i++ {
 		eng, err := twin.New(opts.Engine, t.log)
 		if err != nil {
@@ -237,7 +241,7 @@ func OpenTwins(b *Broker, opts TwinOptions) (*Twins, error) {
 		if err := t.host.loadSnapshot(&sh.logShard); err != nil {
 			return nil, err
 		}
-		if !t.slave && !opts.NoEvents {
+		if !slave && !opts.NoEvents {
 			t.eventsFloor(sh)
 		}
 		t.host.replayAll(&sh.logShard, start)
@@ -248,15 +252,60 @@ func OpenTwins(b *Broker, opts TwinOptions) (*Twins, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
 	t.goFunc(func() { t.host.snapshotLoop(ctx, opts.SnapshotInterval) })
-	if t.slave {
+	if slave {
 		t.goFunc(func() { t.host.replicateLoop(ctx, opts.SlavePollInterval) })
 	}
 	b.srv.RegisterFunc(protocol.TwinInvoke, remoting.PoolSend, t.processInvoke)
 	b.srv.RegisterFunc(protocol.TwinWatch, remoting.PoolDefault, t.processWatch)
 	b.srv.OnConnClose(t.connClosed)
-	t.log.Info("twins open", "shards", opts.Shards, "slave", t.slave, "dir", opts.Dir, "events", !opts.NoEvents && !t.slave)
+	if b.controlled() {
+		b.addRoleListener(t)
+		if !b.isSlave() {
+			if err := t.becameMaster(); err != nil {
+				t.log.Warn("twins: taking over as master", "err", err)
+			}
+		}
+	}
+	t.log.Info("twins open", "shards", opts.Shards, "slave", slave, "dir", opts.Dir, "events", !opts.NoEvents && !slave)
 	return t, nil
 }
+
+// createTopics creates (or checks) the twin topic and the events topic.
+func (t *Twins) createTopics() error {
+	topics := []string{TwinTopic}
+	if !t.opts.NoEvents {
+		topics = append(topics, t.opts.EventsTopic)
+	}
+	for _, name := range topics {
+		tc, err := t.b.topics.CreateSystemTopic(name, int32(t.opts.Shards), PermRW)
+		if err != nil {
+			return fmt.Errorf("broker: twin topic %s: %w", name, err)
+		}
+		if int(tc.WriteQueueNums) != t.opts.Shards {
+			return fmt.Errorf("%w: %s has %d queues, twins configured for %d shards (the shard count is frozen)",
+				ErrBadOptions, name, tc.WriteQueueNums, t.opts.Shards)
+		}
+	}
+	return nil
+}
+
+// becameMaster implements roleListener (controller mode): the topics
+// exist, then the shards take over once caught up. Events of entries the
+// old master applied but did not get to emit are not produced again (a
+// restart's replay does that; a promotion does not replay).
+func (t *Twins) becameMaster() error {
+	if err := t.createTopics(); err != nil {
+		return err
+	}
+	t.host.becameMaster()
+	return nil
+}
+
+// becameSlave implements roleListener.
+func (t *Twins) becameSlave() { t.host.becameSlave() }
+
+// truncated implements roleListener.
+func (t *Twins) truncated(offset int64) error { return t.host.truncated(offset) }
 
 func (t *Twins) goFunc(fn func()) {
 	t.wg.Add(1)
@@ -270,6 +319,9 @@ func (t *Twins) goFunc(fn func()) {
 // shard. It is idempotent. Call it before Broker.Close.
 func (t *Twins) Close() error {
 	t.closeOnce.Do(func() {
+		if t.b.controlled() {
+			t.b.removeRoleListener(t)
+		}
 		t.stop()
 		t.closeErr = t.host.snapshotAll()
 	})
@@ -319,8 +371,11 @@ func (t *Twins) Sync() error { return t.host.syncAll() }
 // in the reply; errors wrap ErrTwinNotOwner or ErrTwinUnavailable (try
 // again, maybe elsewhere; nothing changed) or ErrTwinFailed.
 func (t *Twins) Do(ctx context.Context, shard int32, req *twin.Request) (twin.Reply, error) {
-	if t.slave {
+	if t.host.slave.Load() {
 		return twin.Reply{}, fmt.Errorf("%w: slave", ErrTwinNotOwner)
+	}
+	if ok, why := t.b.writable(); !ok {
+		return twin.Reply{}, fmt.Errorf("%w: the broker %s", ErrTwinNotOwner, why)
 	}
 	if shard < 0 || int(shard) >= len(t.shards) {
 		return twin.Reply{}, fmt.Errorf("%w: shard %d of %d", ErrTwinNotOwner, shard, len(t.shards))
@@ -332,7 +387,11 @@ func (t *Twins) Do(ctx context.Context, shard int32, req *twin.Request) (twin.Re
 	if !req.Op.Logged() {
 		// Reads need no log position, so they do not wait behind another
 		// request's append (and its flush under sync flush) for sh.mu.
+		end := sh.applied.Load()
 		_, rep, _ := sh.eng.Prepare(req)
+		if err := t.host.readBarrier(ctx, end); err != nil {
+			return twin.Reply{}, err
+		}
 		return rep, nil
 	}
 	sh.mu.Lock()
@@ -364,6 +423,10 @@ func (t *Twins) Do(ctx context.Context, shard int32, req *twin.Request) (twin.Re
 	// A sync master answers once a slave has the entry too; the entry is
 	// applied either way.
 	if code := t.b.waitSlave(ctx, protocol.Success, end, true); code != protocol.Success {
+		if t.b.controlled() {
+			// Not on the whole sync state set: a failover may take it back.
+			return twin.Reply{}, fmt.Errorf("%w: shard %d: entry not on the sync state set (code %d)", ErrTwinUnavailable, sh.id, code)
+		}
 		t.log.Warn("twin entry not acknowledged by a slave", "shard", sh.id, "code", code)
 	}
 	return out.Reply, nil

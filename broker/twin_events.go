@@ -88,7 +88,7 @@ func parseEventIndex(s string) (i, n int, ok bool) {
 // logged (the store fails-stop on write errors; a restart produces the
 // event again).
 func (t *Twins) emitLocked(ctx context.Context, sh *twShard, events []twin.Event, off int64, from int) {
-	if t.opts.NoEvents || t.slave {
+	if t.opts.NoEvents || t.host.slave.Load() {
 		return
 	}
 	for i := from; i < len(events); i++ {
