@@ -20,15 +20,27 @@ import (
 )
 
 // pullAll reads every message of topic's queues 0..queues-1 from addr with
-// raw pulls and returns their bodies.
+// raw pulls and returns their bodies, sorted.
 func pullAll(t *testing.T, addr, topic string, queues int32) []string {
+	t.Helper()
+	var bodies []string
+	for _, m := range pullRecords(t, addr, topic, queues) {
+		bodies = append(bodies, string(m.Body))
+	}
+	sort.Strings(bodies)
+	return bodies
+}
+
+// pullRecords reads every message of topic's queues 0..queues-1 from addr
+// with raw pulls, queue after queue in offset order.
+func pullRecords(t *testing.T, addr, topic string, queues int32) []*record.Message {
 	t.Helper()
 	rc, err := remoting.NewClient(remoting.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	var bodies []string
+	var msgs []*record.Message
 	for q := int32(0); q < queues; q++ {
 		off := int64(0)
 		for {
@@ -55,14 +67,13 @@ func pullAll(t *testing.T, addr, topic string, queues int32) []string {
 				if err != nil {
 					t.Fatalf("decode pulled record: %v", err)
 				}
-				bodies = append(bodies, string(m.Body))
+				msgs = append(msgs, m)
 				b = b[n:]
 			}
 			off = rh.NextBeginOffset
 		}
 	}
-	sort.Strings(bodies)
-	return bodies
+	return msgs
 }
 
 func sendN(t *testing.T, p *client.Producer, topic string, from, n int) {
