@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -22,8 +23,12 @@ func startServer(t *testing.T, want string, args ...string) *lockedBuffer {
 	var out, errb lockedBuffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, &out, &errb) }()
+	exited := false
 	t.Cleanup(func() {
 		cancel()
+		if exited {
+			return
+		}
 		select {
 		case code := <-done:
 			if code != exitOK {
@@ -37,6 +42,7 @@ func startServer(t *testing.T, want string, args ...string) *lockedBuffer {
 	for !strings.Contains(errb.String(), want) {
 		select {
 		case code := <-done:
+			exited = true
 			t.Fatalf("%s exited %d: %s", args[0], code, errb.String())
 		default:
 		}
@@ -80,6 +86,33 @@ func TestCmdControllerInRegistryAndAlone(t *testing.T) {
 	md := controllerMetadata(t, reg)
 	if md.Self != reg || md.State != "Leader" || md.Leader != reg || len(md.Peers) != 1 {
 		t.Fatalf("embedded controller metadata %+v", md)
+	}
+
+	// A broker in controller mode becomes master; admin controller shows it.
+	startServer(t, "became master", "broker", "-listen", "127.0.0.1:0", "-data", filepath.Join(dir, "b"), "-registries", reg,
+		"-set", "broker.controllers="+reg, "-set", "broker.ha_listen=127.0.0.1:0", "-set", "store.segment_size=8MiB")
+	var view struct {
+		Replicas []protocol.ControllerMetadata `json:"replicas"`
+		Groups   []protocol.ControllerGroup    `json:"groups"`
+	}
+	code, stdout, stderr := runCmd(t, "admin", "controller", "-registry", reg, "-o", "json")
+	if code != exitOK || json.Unmarshal([]byte(stdout), &view) != nil {
+		t.Fatalf("admin controller: exit %d %q %q", code, stdout, stderr)
+	}
+	if len(view.Replicas) != 1 || len(view.Groups) != 1 || view.Groups[0].MasterID == 0 || view.Groups[0].MasterEpoch != 1 ||
+		!view.Groups[0].Brokers[0].Alive {
+		t.Fatalf("admin controller view %+v", view)
+	}
+	if code, stdout, _ := runCmd(t, "admin", "controller", "-registry", reg); code != exitOK || !strings.Contains(stdout, "Leader") ||
+		!strings.Contains(stdout, "broker-a") {
+		t.Fatalf("admin controller table: %d %s", code, stdout)
+	}
+	if code, _, stderr := runCmd(t, "admin", "controller", "elect", "-group", "broker-a", "-registry", reg); code != exitFailure ||
+		!strings.Contains(stderr, "alive") {
+		t.Fatalf("elect with a live master: exit %d %q", code, stderr)
+	}
+	if code, _, _ := runCmd(t, "admin", "controller", "elect", "-registry", reg); code != exitUsage {
+		t.Fatalf("elect without -group: exit %d", code)
 	}
 
 	ctl := "127.0.0.1:" + strconv.Itoa(ports[1])
