@@ -64,6 +64,11 @@ func (t TagSet) Match(code int64) bool {
 	return false
 }
 
+// RecordFilter decides from a stored record (the bytes a pull returns)
+// whether it matches a subscription; it runs after the TagFilter let the
+// entry through and must not keep rec. nil matches everything.
+type RecordFilter func(rec []byte) bool
+
 // GetResult holds records read from mapped segments, without copying.
 // Buffers are slices of the mappings (one per record, in order) suitable for
 // net.Buffers; they stay valid until Release, which must be called exactly
@@ -143,6 +148,13 @@ func (r *GetResult) hold(cl *commitLog, phy int64, size int32) []byte {
 // logical offset offset, skipping entries whose tagsCode the filter
 // rejects. It never returns nil; the caller must Release the result.
 func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxMsgs int, filter TagFilter) (*GetResult, error) {
+	return s.GetMessagesFiltered(topic, queueID, offset, maxMsgs, filter, nil)
+}
+
+// GetMessagesFiltered is GetMessages with a second filter on the records
+// the tag filter lets through (SQL92 subscriptions); a record it rejects
+// is skipped like an entry the tag filter rejects.
+func (s *Store) GetMessagesFiltered(topic string, queueID int32, offset int64, maxMsgs int, filter TagFilter, recFilter RecordFilter) (*GetResult, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -229,6 +241,11 @@ scan:
 			}
 			if err := s.verifyRead(buf); err != nil {
 				s.badRead("pull", s.cl.dir, e.phy, "record fails verification, not served", err)
+				off++
+				scanned++
+				continue
+			}
+			if recFilter != nil && !recFilter(buf) {
 				off++
 				scanned++
 				continue

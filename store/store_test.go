@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,6 +150,48 @@ func TestStoreTagFilter(t *testing.T) {
 		t.Fatalf("no match: %v next %d", r.Status, r.NextBeginOffset)
 	}
 	r.Release()
+}
+
+// A record filter sees only what the tag filter let through, and what it
+// rejects is skipped without ending the scan.
+func TestStoreRecordFilter(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	for i := range 90 {
+		tag := []string{"TagA", "TagB", ""}[i%3]
+		mustPut(t, s, msgSpec{topic: "T", qid: 0, body: fmt.Sprint(i), tags: tag})
+	}
+	waitDispatched(t, s)
+	set := TagSet{record.TagsHash("TagA")}
+	seen := 0
+	evenBody := func(rec []byte) bool {
+		seen++
+		v, err := record.Parse(rec, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tg, _ := record.LookupProperty(v.Properties, record.PropertyTags); string(tg) != "TagA" {
+			t.Fatalf("record filter saw tag %q the tag filter rejects", tg)
+		}
+		n, _ := strconv.Atoi(string(v.Body))
+		return n%2 == 0
+	}
+	var got []string
+	for off := int64(0); off < 90; {
+		r, err := s.GetMessagesFiltered("T", 0, off, 32, set.Match, evenBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range r.Buffers {
+			v, _ := record.Parse(b, false)
+			got = append(got, string(v.Body))
+		}
+		off = r.NextBeginOffset
+		r.Release()
+	}
+	// TagA is every third message from 0; of those the even ones: 0, 6, 12, ... 84.
+	if len(got) != 15 || got[0] != "0" || got[14] != "84" || seen != 30 {
+		t.Fatalf("got %v after %d record checks", got, seen)
+	}
 }
 
 func TestStoreBatchLimits(t *testing.T) {
