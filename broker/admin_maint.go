@@ -189,17 +189,3 @@ func (b *Broker) entryTagsCode(topic string, rec []byte) int64 {
 	}
 	return 0
 }
-
-// processCheckClientConfig serves CHECK_CLIENT_CONFIG, which Java push
-// consumers send for subscriptions that are not TAG: SmartGo filters by
-// tag only.
-func (b *Broker) processCheckClientConfig(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
-	var body protocol.CheckClientRequestBody
-	if err := protocol.DecodeJSON(req.Body, &body); err != nil {
-		return errResp(protocol.SystemError, "bad check-client body: %v", err), nil
-	}
-	if sd := body.SubscriptionData; sd != nil && sd.ExpressionType != "" && sd.ExpressionType != protocol.ExpressionTypeTag {
-		return errResp(protocol.SystemError, "The broker does not support consumer to filter message by %s", sd.ExpressionType), nil
-	}
-	return protocol.NewResponse(protocol.Success, ""), nil
-}

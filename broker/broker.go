@@ -52,6 +52,7 @@ type Broker struct {
 	rt           *runtimeStats // broker-wide counters of GET_BROKER_RUNTIME_INFO
 	hold         *HoldService
 	schedule     *scheduleService
+	selectors    selectorCache // compiled SQL92 subscriptions
 	metrics      *metrics
 
 	perm       atomic.Int32           // broker permission (read/write bits)

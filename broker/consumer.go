@@ -32,12 +32,17 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 		return errResp(protocol.SystemError, "heartbeat without clientID"), nil
 	}
 	info := clientInfo(c, req, hb.ClientID, b)
+	var refused *protocol.Command // the first subscription refused
 	for _, cd := range hb.ConsumerDataSet {
 		if cd == nil || cd.GroupName == "" {
 			continue
 		}
 		if err := ValidateGroupName(cd.GroupName); err != nil {
 			return errResp(protocol.SystemError, "%v", err), nil
+		}
+		cd, bad := b.acceptedSubscriptions(cd, hb.ClientID, info.Addr)
+		if refused == nil {
+			refused = bad
 		}
 		if g, err := b.groups.FindOrCreate(cd.GroupName); err == nil && g.RetryQueueNums > 0 {
 			retry := RetryTopic(cd.GroupName)
@@ -59,6 +64,9 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 		if pd != nil && pd.GroupName != "" {
 			b.producers.Register(pd.GroupName, info)
 		}
+	}
+	if refused != nil {
+		return refused, nil // the rest of the heartbeat was registered
 	}
 	return protocol.NewResponse(protocol.Success, ""), nil
 }

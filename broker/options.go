@@ -80,9 +80,9 @@ const (
 // DefaultOptions returns the options of a broker whose store is rooted at
 // root, with every default filled in (the embedded store's, remoting's
 // and replication's too) and RocketMQ's switches on: topic and group
-// auto-creation and long polling.
+// auto-creation, long polling and SQL92 property filters.
 func DefaultOptions(root string) Options {
-	o := Options{AutoCreateTopic: true, AutoCreateGroup: true, LongPolling: true,
+	o := Options{AutoCreateTopic: true, AutoCreateGroup: true, LongPolling: true, EnablePropertyFilter: true,
 		Store: store.DefaultOptions(root), Remoting: remoting.DefaultOptions(), HA: ha.DefaultOptions()}
 	o.fill()
 	o.Logger = nil
@@ -120,6 +120,10 @@ type Options struct {
 	DelayLevels         []time.Duration // default DefaultDelayLevels
 	ClientExpiry        time.Duration   // default 120 s
 	OffsetPersistPeriod time.Duration   // default 5 s
+	// EnablePropertyFilter serves SQL92 subscriptions (property filters);
+	// off, they are refused at subscribe time. DefaultOptions turns it on
+	// (RocketMQ's enablePropertyFilter defaults to off).
+	EnablePropertyFilter bool
 
 	// HAListen is a master's replication listen address (default: the
 	// listen host with the listen port + 1, or port 0 when the listen port

@@ -73,13 +73,13 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 	if h.MaxMsgNums <= 0 {
 		return errResp(protocol.SystemError, "maxMsgNums %d must be positive", h.MaxMsgNums)
 	}
-	filter, resp := b.pullFilter(&h, g)
+	filter, recFilter, resp := b.pullFilter(&h, g)
 	if resp != nil {
 		return resp
 	}
 
 	t0 := time.Now()
-	res, err := b.store.GetMessages(h.Topic, h.QueueID, h.QueueOffset, int(h.MaxMsgNums), filter)
+	res, err := b.store.GetMessagesFiltered(h.Topic, h.QueueID, h.QueueOffset, int(h.MaxMsgNums), filter, recFilter)
 	if err != nil {
 		return errResp(protocol.SystemError, "read %s:%d at %d: %v", h.Topic, h.QueueID, h.QueueOffset, err)
 	}
@@ -135,33 +135,34 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 }
 
 // pullFilter resolves the subscription of a pull: from the request when it
-// carries one (flag 0x4), else from the group's heartbeats.
-func (b *Broker) pullFilter(h *protocol.PullMessageRequestHeader, g SubscriptionGroupConfig) (store.TagFilter, *protocol.Command) {
+// carries one (flag 0x4), else from the group's heartbeats. A SQL92
+// subscription also filters records (sqlfilter.go).
+func (b *Broker) pullFilter(h *protocol.PullMessageRequestHeader, g SubscriptionGroupConfig) (store.TagFilter, store.RecordFilter, *protocol.Command) {
 	if h.SysFlag&pullFlagSubscription != 0 {
-		if h.ExpressionType != "" && h.ExpressionType != protocol.ExpressionTypeTag {
-			return nil, errResp(protocol.SystemError, "the broker does not support consumer to filter message by %s", h.ExpressionType)
+		if !isTagType(h.ExpressionType) {
+			return b.sqlFilters(&protocol.SubscriptionData{Topic: h.Topic, SubString: h.Subscription, ExpressionType: h.ExpressionType})
 		}
-		return tagFilter(tagCodes(parseTags(h.Subscription))), nil
+		return tagFilter(tagCodes(parseTags(h.Subscription))), nil, nil
 	}
 	info, ok := b.consumers.Group(h.ConsumerGroup)
 	if !ok {
-		return nil, errResp(protocol.SubscriptionNotExist, "the consumer's group info not exist")
+		return nil, nil, errResp(protocol.SubscriptionNotExist, "the consumer's group info not exist")
 	}
 	if info.MessageModel == protocol.MessageModelBroadcasting && !g.ConsumeBroadcastEnable {
-		return nil, errResp(protocol.NoPermission, "the consumer group[%s] can not consume by broadcast way", h.ConsumerGroup)
+		return nil, nil, errResp(protocol.NoPermission, "the consumer group[%s] can not consume by broadcast way", h.ConsumerGroup)
 	}
 	sub, ok := info.Subscriptions[h.Topic]
 	if !ok {
-		return nil, errResp(protocol.SubscriptionNotExist, "the consumer's subscription not exist")
+		return nil, nil, errResp(protocol.SubscriptionNotExist, "the consumer's subscription not exist")
 	}
 	if sub.SubVersion < h.SubVersion {
-		return nil, errResp(protocol.SubscriptionNotLatest, "the consumer's subscription not latest")
+		return nil, nil, errResp(protocol.SubscriptionNotLatest, "the consumer's subscription not latest")
 	}
-	if sub.ExpressionType != "" && sub.ExpressionType != protocol.ExpressionTypeTag {
-		return nil, errResp(protocol.SystemError, "the broker does not support consumer to filter message by %s", sub.ExpressionType)
+	if !isTagType(sub.ExpressionType) {
+		return b.sqlFilters(&sub)
 	}
 	if sub.SubString == "" || sub.SubString == protocol.SubscriptionAll {
-		return nil, nil
+		return nil, nil, nil
 	}
 	codes := make([]int64, 0, len(sub.CodeSet))
 	for _, c := range sub.CodeSet {
@@ -170,7 +171,7 @@ func (b *Broker) pullFilter(h *protocol.PullMessageRequestHeader, g Subscription
 	if len(codes) == 0 {
 		codes = tagCodes(parseTags(sub.SubString))
 	}
-	return tagFilter(codes), nil
+	return tagFilter(codes), nil, nil
 }
 
 // parseTags splits a tag expression ("*", "TagA || TagB") into its tags;

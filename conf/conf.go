@@ -108,6 +108,7 @@ type Broker struct {
 	ShortPollingHold           Duration `toml:"short_polling_hold"`
 	SlaveAckTimeout            Duration `toml:"slave_ack_timeout"`
 	SlaveSyncInterval          Duration `toml:"slave_sync_interval"`
+	EnablePropertyFilter       bool     `toml:"enable_property_filter"`
 
 	// Connections and worker pools of the remoting server.
 	WriteTimeout     Duration `toml:"write_timeout"`
@@ -279,6 +280,7 @@ func Default() File {
 			ShortPollingHold:           Duration{time.Second},
 			SlaveAckTimeout:            Duration{5 * time.Second},
 			SlaveSyncInterval:          Duration{10 * time.Second},
+			EnablePropertyFilter:       true,
 			WriteTimeout:               Duration{30 * time.Second},
 			MaxWriteQueue:              4 << 20,
 			RequestTimeout:             Duration{3 * time.Second},

@@ -76,6 +76,7 @@ func brokerOptions(f conf.File, log *slog.Logger) (broker.Options, error) {
 		HAListen: c.HAListen, HAMasterAddress: c.HAMasterAddress, SlaveAckTimeout: c.SlaveAckTimeout.D(),
 		ShortPollingHold: c.ShortPollingHold.D(), SlaveSyncInterval: c.SlaveSyncInterval.D(),
 		MinInSyncReplicas: c.MinInSyncReplicas, SyncLagMax: c.SyncLagMax.D(),
+		EnablePropertyFilter: c.EnablePropertyFilter,
 	}
 	if len(c.Controllers) > 0 {
 		o.Controllers = c.Controllers

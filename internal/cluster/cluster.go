@@ -248,7 +248,7 @@ func (c *Cluster) defaultBrokerOptions(i int) broker.Options {
 	o := broker.Options{
 		BrokerName: "broker-" + string(rune('a'+i)), ClusterName: "TestCluster", ListenAddr: "127.0.0.1:0",
 		AdvertiseIP: "127.0.0.1", Registries: append([]string(nil), c.regAddrs...),
-		AutoCreateTopic: !c.opts.NoAutoCreateTopic, AutoCreateGroup: true, LongPolling: true,
+		AutoCreateTopic: !c.opts.NoAutoCreateTopic, AutoCreateGroup: true, LongPolling: true, EnablePropertyFilter: true,
 		DelayLevels: c.opts.DelayLevels, Store: so, Logger: c.opts.Logger,
 		HA: ha.Options{HeartbeatInterval: 500 * time.Millisecond, IdleTimeout: 3 * time.Second,
 			ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond},
