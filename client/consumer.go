@@ -499,7 +499,7 @@ func (b *consumerBase) pull(ctx context.Context, mq MessageQueue, sub *subscript
 	}
 	h := &protocol.PullMessageRequestHeader{ConsumerGroup: b.opts.Group, Topic: mq.Topic, QueueID: mq.QueueID, QueueOffset: offset,
 		MaxMsgNums: b.opts.PullBatchSize, SysFlag: flag, CommitOffset: commitOffset, SuspendTimeoutMillis: suspend.Milliseconds(),
-		Subscription: sub.expr, SubVersion: sub.version, ExpressionType: protocol.ExpressionTypeTag}
+		Subscription: sub.expr, SubVersion: sub.version, ExpressionType: sub.exprType}
 	cctx, cancel := context.WithTimeout(ctx, suspend+b.opts.RequestTimeout+15*time.Second)
 	defer cancel()
 	req := protocol.NewRequest(protocol.PullMessage, h, nil)

@@ -46,6 +46,10 @@ var (
 	ErrNotFound = errors.New("client: not found")
 	// ErrNotStarted: a consumer call that needs Start was made before it.
 	ErrNotStarted = errors.New("client: not started")
+	// ErrBadSubscription: a broker refused a subscription: a SQL92
+	// selector that does not compile (SUBSCRIPTION_PARSE_FAILED), or one
+	// sent to a broker with property filters off.
+	ErrBadSubscription = errors.New("client: subscription refused")
 )
 
 // BrokerError is an error response from a broker or registry.
@@ -80,6 +84,8 @@ func (e *BrokerError) Is(target error) bool {
 		return e.Code == protocol.QueryNotFound
 	case ErrGroupNotExist:
 		return e.Code == protocol.SubscriptionGroupNotExist
+	case ErrBadSubscription:
+		return e.Code == protocol.SubscriptionParseFailed || e.Op == opCheckSubscription
 	}
 	return false
 }

@@ -128,6 +128,9 @@ func (c *PullConsumer) Start(ctx context.Context) error {
 		if err := b.loadRoutes(ctx); err != nil {
 			return err
 		}
+		if err := b.checkSubscriptions(ctx); err != nil {
+			return err
+		}
 		_ = b.heartbeat(ctx)
 		if !b.rebalance(ctx) {
 			b.wakeRebalance()

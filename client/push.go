@@ -105,6 +105,9 @@ func (c *PushConsumer) Start(ctx context.Context) error {
 	if err := b.loadRoutes(ctx); err != nil {
 		return err
 	}
+	if err := b.checkSubscriptions(ctx); err != nil {
+		return err
+	}
 	if err := b.heartbeat(ctx); err != nil {
 		b.core.log.Warn("first heartbeat failed", "err", err)
 	}

@@ -11,20 +11,22 @@ import (
 	"github.com/smartgo/smartgo/store/record"
 )
 
-// subscription is one topic subscription with its parsed tag expression.
+// subscription is one topic subscription with its parsed tag expression,
+// or a SQL92 selector the brokers evaluate (exprType SQL92, tags nil).
 type subscription struct {
-	topic   string
-	expr    string
-	tags    map[string]bool // nil = every message
-	codes   []int32
-	version int64
+	topic    string
+	expr     string
+	exprType string          // protocol.ExpressionTypeTag or ExpressionTypeSQL92
+	tags     map[string]bool // nil = every message
+	codes    []int32
+	version  int64
 }
 
 // parseSubscription parses a tag expression: "" or "*" subscribes to
 // everything; otherwise tags separated by "||" (blanks trimmed, empties
 // dropped), as RocketMQ's FilterAPI does.
 func parseSubscription(topic, expr string) *subscription {
-	s := &subscription{topic: topic, expr: strings.TrimSpace(expr), version: time.Now().UnixNano() / 1e6}
+	s := &subscription{topic: topic, expr: strings.TrimSpace(expr), exprType: protocol.ExpressionTypeTag, version: time.Now().UnixNano() / 1e6}
 	if s.expr == "" || s.expr == protocol.SubscriptionAll {
 		s.expr = protocol.SubscriptionAll
 		return s
@@ -46,8 +48,15 @@ func parseSubscription(topic, expr string) *subscription {
 	return s
 }
 
+// sqlSubscription is a SQL92 subscription: the broker filters, every
+// message pulled matches.
+func sqlSubscription(topic, selector string) *subscription {
+	return &subscription{topic: topic, expr: strings.TrimSpace(selector), exprType: protocol.ExpressionTypeSQL92,
+		version: time.Now().UnixNano() / 1e6}
+}
+
 func (s *subscription) data() *protocol.SubscriptionData {
-	sd := &protocol.SubscriptionData{Topic: s.topic, SubString: s.expr, ExpressionType: protocol.ExpressionTypeTag,
+	sd := &protocol.SubscriptionData{Topic: s.topic, SubString: s.expr, ExpressionType: s.exprType,
 		SubVersion: s.version, TagsSet: []string{}, CodeSet: []int32{}}
 	for t := range s.tags {
 		sd.TagsSet = append(sd.TagsSet, t)

@@ -78,6 +78,14 @@ func newPushConsumer(t *testing.T, s *standalone, group, instance, topic string,
 func newTagConsumer(t *testing.T, s *standalone, group, instance, topic, expr string, model consumer.MessageModel,
 	handle func(*primitive.MessageExt) consumer.ConsumeResult) rocketmq.PushConsumer {
 	t.Helper()
+	return newSelectorConsumer(t, s, group, instance, topic, consumer.MessageSelector{Type: consumer.TAG, Expression: expr}, model, handle)
+}
+
+// newSelectorConsumer starts a push consumer subscribed with sel (a tag
+// expression or a SQL92 selector).
+func newSelectorConsumer(t *testing.T, s *standalone, group, instance, topic string, sel consumer.MessageSelector,
+	model consumer.MessageModel, handle func(*primitive.MessageExt) consumer.ConsumeResult) rocketmq.PushConsumer {
+	t.Helper()
 	c, err := rocketmq.NewPushConsumer(
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.registry})),
 		consumer.WithGroupName(group), consumer.WithInstance(instance), consumer.WithConsumerModel(model),
@@ -85,7 +93,7 @@ func newTagConsumer(t *testing.T, s *standalone, group, instance, topic, expr st
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: expr},
+	err = c.Subscribe(topic, sel,
 		func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			for _, m := range msgs {
 				if r := handle(m); r != consumer.ConsumeSuccess {
