@@ -1,0 +1,144 @@
+package vfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+func TestVFSDefaultFile(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Default.OpenFile(filepath.Join(dir, "a"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Allocate(0, 1<<20); err != nil && !errors.Is(err, ErrNotSupported) {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("hello"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Datasync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WriteBack(0, 8192); err != nil && !errors.Is(err, ErrNotSupported) {
+		t.Fatal(err)
+	}
+	b := make([]byte, 5)
+	if _, err := f.ReadAt(b, 4096); err != nil || string(b) != "hello" {
+		t.Fatalf("read %q %v", b, err)
+	}
+	sp, err := Default.Statfs(dir)
+	if err != nil || sp.Total == 0 || sp.Avail > sp.Total || sp.Used() <= 0 || sp.Used() > 1 {
+		t.Fatalf("statfs %+v %v", sp, err)
+	}
+}
+
+func TestVFSFaultyRules(t *testing.T) {
+	dir := t.TempDir()
+	fs := NewFaulty(nil)
+	eio := syscall.EIO
+	fs.Inject(Rule{Op: OpSync, Path: "seg", After: 2, Count: 1, Err: eio})
+	rm := fs.Inject(Rule{Op: OpWrite, Path: "cq", Err: eio})
+	seg, err := fs.OpenFile(filepath.Join(dir, "seg"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	cq, err := fs.OpenFile(filepath.Join(dir, "cq"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Close()
+	var got []bool
+	for range 5 {
+		got = append(got, seg.Datasync() == nil)
+	}
+	if want := []bool{true, true, false, true, true}; !equal(got, want) {
+		t.Fatalf("sync results %v, want %v (after 2, once)", got, want)
+	}
+	if err := cq.Datasync(); err != nil {
+		t.Fatal("a rule for another path failed this one")
+	}
+	for range 3 {
+		if _, err := cq.WriteAt([]byte("x"), 0); !errors.Is(err, eio) {
+			t.Fatalf("write with a permanent rule: %v", err)
+		}
+	}
+	rm()
+	if _, err := cq.WriteAt([]byte("x"), 0); err != nil {
+		t.Fatalf("after removing the rule: %v", err)
+	}
+	if fs.Failed(OpSync) != 1 || fs.Failed(OpWrite) != 3 || fs.Calls(OpSync) != 6 {
+		t.Fatalf("counts sync %d/%d write %d", fs.Failed(OpSync), fs.Calls(OpSync), fs.Failed(OpWrite))
+	}
+}
+
+func equal(a, b []bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestVFSFaultyCapacity(t *testing.T) {
+	dir := t.TempDir()
+	fs := NewFaulty(nil)
+	fs.SetCapacity(64 << 10)
+	p := filepath.Join(dir, "f")
+	f, err := fs.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(1 << 20); err != nil { // sparse: no blocks
+		t.Fatal(err)
+	}
+	if fs.Used() != 0 {
+		t.Fatalf("a sparse file uses %d", fs.Used())
+	}
+	if err := f.Allocate(0, 32<<10); err != nil && !errors.Is(err, ErrNotSupported) {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 100), 1000); err != nil { // inside the allocation: no new block
+		t.Fatal(err)
+	}
+	if fs.Used() != 32<<10 {
+		t.Fatalf("used %d", fs.Used())
+	}
+	sp, _ := fs.Statfs(dir)
+	if sp.Total != 64<<10 || sp.Avail != 32<<10 {
+		t.Fatalf("statfs %+v", sp)
+	}
+	if err := f.Allocate(32<<10, 64<<10); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("allocation beyond the capacity: %v", err)
+	}
+	if _, err := f.WriteAt(make([]byte, 40<<10), 40<<10); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write beyond the capacity: %v", err)
+	}
+	fs.Fill(16 << 10)
+	if _, err := f.WriteAt(make([]byte, 20<<10), 32<<10); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatal("others' bytes not counted")
+	}
+	fs.Fill(-16 << 10)
+	if _, err := f.WriteAt(make([]byte, 20<<10), 32<<10); err != nil {
+		t.Fatalf("after Fill freed: %v", err)
+	}
+	if err := f.Truncate(8 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Used() != 8<<10 {
+		t.Fatalf("after truncate used %d", fs.Used())
+	}
+	if err := fs.Remove(p); err != nil || fs.Used() != 0 {
+		t.Fatalf("remove: %v, used %d", err, fs.Used())
+	}
+}
