@@ -133,7 +133,7 @@ func (b *Broker) poolRuntimeInfo(t map[string]string) {
 func (b *Broker) diskRuntimeInfo(t map[string]string) {
 	o := b.store.Options()
 	ratio := func(dir string) string {
-		u, err := o.DiskUsage(dir)
+		u, err := b.store.DiskUsage(dir)
 		if err != nil {
 			return "-1.0" // RocketMQ's value for a path it cannot measure
 		}

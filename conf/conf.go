@@ -154,6 +154,8 @@ type Store struct {
 	DiskMaxUsedRatio    int      `toml:"disk_max_used_ratio"`
 	DiskForceCleanRatio int      `toml:"disk_force_clean_ratio"`
 	DiskFullRatio       int      `toml:"disk_full_ratio"`
+	DiskForceClean      bool     `toml:"disk_force_clean"`
+	Preallocate         Size     `toml:"preallocate"`
 	CheckCRCOnRecover   bool     `toml:"check_crc_on_recover"`
 	VerifyAllOnCrash    bool     `toml:"verify_all_on_crash"`
 	LogicFlushInterval  Duration `toml:"logic_flush_interval"`
@@ -319,6 +321,8 @@ func Default() File {
 			DiskMaxUsedRatio:    75,
 			DiskForceCleanRatio: 85,
 			DiskFullRatio:       90,
+			DiskForceClean:      false,
+			Preallocate:         64 << 20,
 			CheckCRCOnRecover:   true,
 			VerifyAllOnCrash:    true,
 			LogicFlushInterval:  Duration{time.Second},

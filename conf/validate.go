@@ -243,6 +243,7 @@ func (s *Store) validate(v *validator) {
 	if s.MaxMessageSize+(1<<10) > s.SegmentSize {
 		v.bad("store.max_message_size", s.MaxMessageSize, fmt.Sprintf("must be at least 1KiB smaller than store.segment_size (%s)", s.SegmentSize))
 	}
+	v.sizeRange("store.preallocate", s.Preallocate, 64<<10, 16<<30)
 	v.oneOf("store.flush", s.Flush, "async", "sync")
 	v.oneOf("store.async_writes", s.AsyncWrites, "hybrid", "mapped", "pwrite")
 	v.durRange("store.flush_interval", s.FlushInterval, time.Millisecond, time.Minute)

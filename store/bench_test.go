@@ -10,11 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/smartgo/smartgo/store/record"
-	"golang.org/x/sys/unix"
+	"github.com/smartgo/smartgo/store/vfs"
 )
 
 // Benchmarks measure the store next to a raw baseline in the same run:
@@ -220,15 +221,15 @@ func BenchmarkBaselineSyncEachPrealloc(b *testing.B) {
 // (the benchmark timer is reset after the setup too).
 func syncWrites(b *testing.B, batch []byte) time.Duration {
 	const size = 64 << 20
-	f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
+	f, err := vfs.Default.OpenFile(filepath.Join(b.TempDir(), "baseline"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	if err := fallocate(int(f.Fd()), size); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+	if err := f.Allocate(0, size); err != nil && !errors.Is(err, vfs.ErrNotSupported) {
 		b.Fatal(err)
 	}
-	if err := writeZeros(f, size); err != nil {
+	if err := writeZeros(f, 0, size, true); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
@@ -242,7 +243,7 @@ func syncWrites(b *testing.B, batch []byte) time.Duration {
 			b.Fatal(err)
 		}
 		off += int64(len(batch))
-		if err := fdatasync(int(f.Fd())); err != nil {
+		if err := f.Datasync(); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -516,5 +517,62 @@ func BenchmarkStoreGetVerify(b *testing.B) {
 			})
 		}
 		s.Close()
+	}
+}
+
+// BenchmarkStorePreallocate compares how a segment's blocks are
+// allocated, in one run: whole segments up front (Preallocate =
+// SegmentSize, the old behaviour) against chunks of DefaultPreallocate
+// ahead of the writer (the default). Each sub-benchmark puts b.N 1 KiB
+// messages into a new store (256 MiB segments), FlushAsync from one putter
+// and FlushSync from 64; it reports msgs/s and the disk the first segment
+// took when the store opened (MiB-at-open, from the file's blocks).
+// Run with -benchtime=200000x or more so the writer crosses chunks.
+func BenchmarkStorePreallocate(b *testing.B) {
+	for _, mode := range []FlushMode{FlushAsync, FlushSync} {
+		for _, whole := range []bool{true, false} {
+			name := fmt.Sprintf("%s/prealloc=%s", mode, map[bool]string{true: "whole", false: "ahead"}[whole])
+			b.Run(name, func(b *testing.B) {
+				o := benchOptions(b.TempDir())
+				o.FlushMode = mode
+				if whole {
+					o.Preallocate = o.SegmentSize
+				}
+				s, err := Open(o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				var st syscall.Stat_t
+				seg := filepath.Join(o.Root, "commitlog", fileNameFor(0))
+				if err := syscall.Stat(seg, &st); err == nil {
+					b.ReportMetric(float64(st.Blocks*512)/(1<<20), "MiB-at-open")
+				}
+				m := benchMsg(1024)
+				b.SetBytes(int64(record.SealedSize(m)))
+				ctx := context.Background()
+				b.ResetTimer()
+				start := time.Now()
+				if mode == FlushAsync {
+					for i := 0; i < b.N; i++ {
+						if _, err := s.Put(ctx, m); err != nil {
+							b.Fatal(err)
+						}
+					}
+				} else {
+					b.SetParallelism(32)
+					b.RunParallel(func(pb *testing.PB) {
+						mm := *m
+						for pb.Next() {
+							if _, err := s.Put(ctx, &mm); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				reportRate(b, start, b.N, record.SealedSize(m))
+			})
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/store/record"
+	"github.com/smartgo/smartgo/store/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -72,6 +74,7 @@ type commitLog struct {
 	// flusher's last sync (syncTo then msyncs its range, see syncRange).
 	mappedDirty atomic.Bool
 	pend        []byte      // encoded records not yet written; protected by Store.putMu
+	discards    discardLog  // pend taken back because the disk was full
 	pendSeg     *mappedFile // segment pend belongs to; protected by Store.putMu
 	pendRel     int64       // position of pend[0] in pendSeg; protected by Store.putMu
 	// nextAt is the write position at which the next segment is requested
@@ -106,9 +109,19 @@ type commitLog struct {
 	raRandom bool
 	raWant   bool
 
-	allocMu  sync.Mutex
-	prepared *mappedFile // next segment made in the background; protected by allocMu
-	allocReq chan int64  // base offset of the segment to prepare
+	allocMu   sync.Mutex
+	prepared  *mappedFile      // next segment made in the background; protected by allocMu
+	allocReq  chan int64       // base offset of the segment to prepare
+	extendReq chan *mappedFile // the active segment, to allocate one more chunk of
+	// chunk is how far ahead of the writer a segment's blocks are
+	// allocated (Options.Preallocate, at most the segment size): a new
+	// segment gets its first chunk, and the allocator adds one more each
+	// time the writer enters the last allocated chunk.
+	chunk int64
+	// extendAt is the write position at which the active segment's next
+	// chunk is requested from the allocator (0: requested or none left);
+	// protected by Store.putMu.
+	extendAt int64
 }
 
 // hybridWindow is how long after a PutBatch single puts keep taking the
@@ -135,12 +148,14 @@ func (cl *commitLog) viaPendLocked(batch bool, nowMs int64) bool {
 
 func newCommitLog(s *Store) *commitLog {
 	cl := &commitLog{
-		s:        s,
-		dir:      filepath.Join(s.opts.Root, "commitlog"),
-		segSize:  s.opts.SegmentSize,
-		allocReq: make(chan int64, 1),
-		pwrite:   s.opts.FlushMode == FlushSync || s.opts.AsyncWrites == AsyncWritePwrite,
-		faultReq: make(chan faultRange, 1),
+		s:         s,
+		dir:       filepath.Join(s.opts.Root, "commitlog"),
+		segSize:   s.opts.SegmentSize,
+		allocReq:  make(chan int64, 1),
+		extendReq: make(chan *mappedFile, 1),
+		chunk:     min(s.opts.Preallocate, s.opts.SegmentSize),
+		pwrite:    s.opts.FlushMode == FlushSync || s.opts.AsyncWrites == AsyncWritePwrite,
+		faultReq:  make(chan faultRange, 1),
 	}
 	cl.prefault = !cl.pwrite
 	cl.batchPwrite = !cl.pwrite && s.opts.AsyncWrites == AsyncWriteHybrid
@@ -197,10 +212,10 @@ func (cl *commitLog) minOffset() int64 {
 // reports (in damaged) files that were short and got extended with zeros
 // and segments missing in the middle (recreated empty).
 func (cl *commitLog) loadSegments() (damaged []*CorruptError, err error) {
-	if err := os.MkdirAll(cl.dir, 0o755); err != nil {
+	if err := cl.s.fs.MkdirAll(cl.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRoot, err)
 	}
-	files, err := listNumberedFiles(cl.dir)
+	files, err := listNumberedFiles(cl.s.fs, cl.dir)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +248,7 @@ func (cl *commitLog) loadSegments() (damaged []*CorruptError, err error) {
 			}
 			for base := files[i-1].base + cl.segSize; base < f.base; base += cl.segSize {
 				path := filepath.Join(cl.dir, fileNameFor(base))
-				m, err := createMappedFile(path, base, cl.segSize, warmSparse)
+				m, err := createMappedFile(cl.s.fs, path, base, cl.segSize, 0, warmNone)
 				if err != nil {
 					return fail(err)
 				}
@@ -247,7 +262,7 @@ func (cl *commitLog) loadSegments() (damaged []*CorruptError, err error) {
 		if f.size < cl.segSize {
 			damaged = append(damaged, &CorruptError{File: f.path, Offset: f.size, Reason: fmt.Sprintf("segment is %d bytes, expected %d (extended with zeros)", f.size, cl.segSize)})
 		}
-		m, err := openMappedFile(f.path, f.base, cl.segSize)
+		m, err := openMappedFile(cl.s.fs, f.path, f.base, cl.segSize)
 		if err != nil {
 			return fail(err)
 		}
@@ -298,6 +313,9 @@ func (cl *commitLog) appendLocked(m *record.Message, size int, viaPend bool) (in
 		if err := cl.drainLocked(); err != nil {
 			return 0, err
 		}
+		if err := cl.reserveLocked(seg, rel+record.BlankHeaderSize); err != nil {
+			return 0, err
+		}
 		if err := cl.putBlank(seg, rel); err != nil {
 			return 0, err
 		}
@@ -310,6 +328,9 @@ func (cl *commitLog) appendLocked(m *record.Message, size int, viaPend bool) (in
 		}
 		seg = cl.active
 		rel = 0
+	}
+	if err := cl.reserveLocked(seg, rel+int64(size)); err != nil {
+		return 0, err
 	}
 	m.PhysicalOffset = cl.writePos
 	var n int
@@ -349,6 +370,10 @@ func (cl *commitLog) appendLocked(m *record.Message, size int, viaPend bool) (in
 		cl.mappedRun = 0
 	}
 	cl.moveReadaheadEdgeLocked(viaPend)
+	if cl.extendAt != 0 && cl.writePos >= cl.extendAt {
+		cl.extendAt = 0
+		cl.requestExtend(seg)
+	}
 	if cl.nextAt != 0 && cl.writePos >= cl.nextAt {
 		cl.nextAt = 0
 		cl.requestNext(seg.base + cl.segSize)
@@ -361,15 +386,23 @@ func (cl *commitLog) appendLocked(m *record.Message, size int, viaPend bool) (in
 const maxPend = 256 << 10
 
 // drainLocked writes the records buffered in pend with one pwrite and
-// makes them visible to readers (committed). On failure the bytes are
-// dropped; the caller makes the error sticky, so nothing after them is
-// ever acknowledged. Caller holds Store.putMu.
+// makes them visible to readers (committed). When the disk is full
+// (ENOSPC), nothing of pend was written: its records are taken back
+// (discardPendLocked) and the error wraps ErrDiskFull; the putters that
+// waited for them are told they were not stored. On any other failure
+// the bytes are dropped and the caller makes the error sticky, so nothing
+// after them is ever acknowledged. Caller holds Store.putMu.
 func (cl *commitLog) drainLocked() error {
 	if len(cl.pend) == 0 {
 		return nil
 	}
 	seg, rel, n := cl.pendSeg, cl.pendRel, int64(len(cl.pend))
 	_, err := seg.f.WriteAt(cl.pend, rel)
+	if err != nil && isNoSpace(err) {
+		cl.discardPendLocked()
+		cl.s.noSpace(err)
+		return fmt.Errorf("%w: write %s: %w", ErrDiskFull, seg.path, err)
+	}
 	cl.pend, cl.pendSeg = cl.pend[:0], nil
 	if cap(cl.pend) > 4*maxPend {
 		cl.pend = nil // one huge record: do not keep its buffer
@@ -383,7 +416,8 @@ func (cl *commitLog) drainLocked() error {
 	return nil
 }
 
-// drain writes out pend under Store.putMu; a failure is sticky.
+// drain writes out pend under Store.putMu; a failure other than a full
+// disk is sticky.
 func (cl *commitLog) drain() {
 	if !cl.pwrite {
 		return
@@ -391,9 +425,74 @@ func (cl *commitLog) drain() {
 	cl.s.putMu.Lock()
 	err := cl.drainLocked()
 	cl.s.putMu.Unlock()
-	if err != nil {
+	if err != nil && !isNoSpace(err) {
 		cl.s.setWriteErr(err)
 	}
+}
+
+// discardPendLocked takes back the records of pend, which could not be
+// written: the log ends where pend began again, and each record's queue
+// offset is given back, so the next puts take the same offsets. Putters
+// waiting for them learn it from the discard history (discarded). Caller
+// holds Store.putMu; pend is the tail of the log.
+func (cl *commitLog) discardPendLocked() {
+	at := cl.pendSeg.base + cl.pendRel
+	for b := cl.pend; len(b) > 0; {
+		v, err := record.Parse(b, false)
+		if err != nil {
+			break // our own encoding: cannot happen
+		}
+		if !isTxExcluded(v.SysFlag) {
+			key := cqKey{string(v.Topic), v.QueueID}
+			if cur, ok := cl.s.queueOffsets[key]; ok && v.QueueOffset < cur {
+				cl.s.queueOffsets[key] = v.QueueOffset
+			}
+		}
+		b = b[v.TotalSize:]
+	}
+	cl.pend, cl.pendSeg = cl.pend[:0], nil
+	cl.writePos = at
+	cl.appended.Store(at)
+	cl.discards.mu.Lock()
+	cl.discards.cuts = append(cl.discards.cuts, at)
+	if len(cl.discards.cuts) > maxDiscards {
+		cl.discards.cuts = cl.discards.cuts[1:]
+		cl.discards.dropped++
+	}
+	cl.discards.gen.Add(1)
+	cl.discards.mu.Unlock()
+}
+
+// maxDiscards bounds the discard history; a putter older than it is told
+// its record was not stored.
+const maxDiscards = 1024
+
+// discardLog is the history of pend discards: cuts[i] is where discard
+// number dropped+i took the log back to.
+type discardLog struct {
+	gen     atomic.Int64 // discards so far
+	mu      sync.Mutex   // leaf lock
+	cuts    []int64      // protected by mu
+	dropped int64        // cuts forgotten from the front; protected by mu
+}
+
+// discarded reports whether a record at start, appended when gen discards
+// had happened, was taken back by a later one.
+func (d *discardLog) discarded(gen, start int64) bool {
+	if d.gen.Load() == gen {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if gen < d.dropped {
+		return true
+	}
+	for _, cut := range d.cuts[gen-d.dropped:] {
+		if cut <= start {
+			return true
+		}
+	}
+	return false
 }
 
 // putBlank writes the filler that closes seg from rel to its end.
@@ -434,16 +533,18 @@ func (cl *commitLog) rollLocked() error {
 		// Stale: never handed out, so not in the list; drop it.
 		m.close()
 		if findSeg(cl.list(), m.base, cl.segSize) == nil {
-			_ = os.Remove(m.path)
+			_ = cl.s.fs.Remove(m.path)
 		}
 		m = nil
 	}
 	if m == nil {
 		var err error
-		m, err = createMappedFile(filepath.Join(cl.dir, fileNameFor(base)), base, cl.segSize, warmNone)
+		if err = cl.s.roomFor(cl.chunk); err == nil {
+			m, err = createMappedFile(cl.s.fs, filepath.Join(cl.dir, fileNameFor(base)), base, cl.segSize, cl.chunk, warmNone)
+		}
 		if err != nil {
 			cl.allocMu.Unlock()
-			return err
+			return fmt.Errorf("%w: %w", errNotWritten, err)
 		}
 	}
 	cl.listMu.Lock()
@@ -465,6 +566,10 @@ func (cl *commitLog) rollLocked() error {
 func (cl *commitLog) scheduleNextLocked() {
 	cl.faulted = cl.writePos
 	cl.moveReadaheadEdgeLocked(cl.raWant)
+	// Bytes below the write position hold records: never warmed (zeroed)
+	// again by the allocator.
+	cl.active.raiseAllocated(cl.writePos - cl.active.base)
+	cl.scheduleExtendLocked()
 	next := cl.active.base + cl.segSize
 	cl.nextAt = max(1, cl.active.base+cl.segSize/2)
 	if cl.writePos >= cl.nextAt {
@@ -512,7 +617,7 @@ func (cl *commitLog) requestFaultLocked(seg *mappedFile) {
 // page holding max(faulted, writePos), at most prefaultChunk bytes.
 func (cl *commitLog) nextFaultLocked(seg *mappedFile) (faultRange, bool) {
 	from := (max(cl.faulted, cl.writePos) - seg.base) &^ (4096 - 1) // madvise wants page alignment
-	to := min(from+prefaultChunk, seg.size)
+	to := min(from+prefaultChunk, seg.allocated.Load())             // never past the allocated blocks
 	return faultRange{seg, from, to}, from < to
 }
 
@@ -557,6 +662,8 @@ func (cl *commitLog) allocLoop(done <-chan struct{}) {
 			return
 		case base := <-cl.allocReq:
 			cl.prepare(base)
+		case seg := <-cl.extendReq:
+			cl.extend(seg)
 		}
 	}
 }
@@ -594,15 +701,20 @@ func (cl *commitLog) prepare(base int64) {
 		return
 	}
 	path := filepath.Join(cl.dir, fileNameFor(base))
-	m, err := createMappedFile(path, base, cl.segSize, cl.warmMode())
+	err := cl.s.roomFor(cl.chunk)
+	var m *mappedFile
+	if err == nil {
+		m, err = createMappedFile(cl.s.fs, path, base, cl.segSize, cl.chunk, cl.warmMode())
+	}
 	if err != nil {
-		cl.s.opts.Logger.Warn("store: preallocate segment failed", "file", path, "err", err)
+		cl.s.noSpace(err)
+		cl.s.rlog.Log(cl.s.log, slog.LevelWarn, "prepare segment", "store: prepare segment failed", "file", path, "err", err)
 		return
 	}
 	if cl.prepared != nil {
 		cl.prepared.close()
 		if findSeg(cl.list(), cl.prepared.base, cl.segSize) == nil {
-			_ = os.Remove(cl.prepared.path)
+			_ = cl.s.fs.Remove(cl.prepared.path)
 		}
 	}
 	cl.prepared = m
@@ -684,8 +796,8 @@ type numberedFile struct {
 
 // listNumberedFiles returns the regular files of dir whose names are
 // 20-digit offsets, sorted by offset; other entries are ignored.
-func listNumberedFiles(dir string) ([]numberedFile, error) {
-	ents, err := os.ReadDir(dir)
+func listNumberedFiles(fs vfs.FS, dir string) ([]numberedFile, error) {
+	ents, err := fs.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("store: read %s: %w", dir, err)
 	}
@@ -703,4 +815,74 @@ func listNumberedFiles(dir string) ([]numberedFile, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].base < files[j].base })
 	return files, nil
+}
+
+// reserveLocked makes sure the writer may write seg's bytes below to: if
+// the allocator has not got that far, the writer allocates up to a chunk
+// beyond them itself. Allocating checks the disk first (Store.roomFor):
+// a put that would need blocks past the full mark fails with ErrDiskFull
+// before anything is written. Caller holds Store.putMu.
+func (cl *commitLog) reserveLocked(seg *mappedFile, to int64) error {
+	if to <= seg.allocated.Load() {
+		return nil
+	}
+	want := min(seg.size, max(to, seg.allocated.Load()+cl.chunk))
+	if err := cl.s.roomFor(want - seg.allocated.Load()); err != nil {
+		return err
+	}
+	if err := seg.allocate(want, warmNone); err != nil {
+		cl.s.noSpace(err)
+		return fmt.Errorf("%w: %w", errNotWritten, err)
+	}
+	cl.scheduleExtendLocked()
+	return nil
+}
+
+// scheduleExtendLocked sets where the writer asks the allocator for the
+// active segment's next chunk: when it enters the last allocated chunk.
+// Caller holds Store.putMu.
+func (cl *commitLog) scheduleExtendLocked() {
+	seg := cl.active
+	if seg == nil || seg.allocated.Load() >= seg.size {
+		cl.extendAt = 0
+		return
+	}
+	cl.extendAt = max(1, seg.base+seg.allocated.Load()-cl.chunk)
+	if cl.writePos >= cl.extendAt {
+		cl.extendAt = 0
+		cl.requestExtend(seg)
+	}
+}
+
+func (cl *commitLog) requestExtend(seg *mappedFile) {
+	select {
+	case cl.extendReq <- seg:
+	default:
+	}
+}
+
+// extend allocates (and warms) one more chunk of seg ahead of the writer,
+// if the disk has room for it, and sets the next request point.
+func (cl *commitLog) extend(seg *mappedFile) {
+	if !seg.acquire() {
+		return
+	}
+	defer seg.release()
+	to := min(seg.size, seg.allocated.Load()+cl.chunk)
+	err := cl.s.roomFor(to - seg.allocated.Load())
+	if err == nil {
+		err = seg.allocate(to, cl.warmMode())
+	}
+	if err != nil {
+		// The writer allocates for itself when it gets there (and fails
+		// its put cleanly while the disk is full); no retry loop here.
+		cl.s.noSpace(err)
+		cl.s.rlog.Log(cl.s.log, slog.LevelWarn, "extend segment", "store: allocate ahead of the writer failed", "file", seg.path, "err", err)
+		return
+	}
+	cl.s.putMu.Lock()
+	if cl.active == seg {
+		cl.scheduleExtendLocked()
+	}
+	cl.s.putMu.Unlock()
 }

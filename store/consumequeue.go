@@ -3,12 +3,13 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/smartgo/smartgo/store/vfs"
 )
 
 // Consume-queue entry layout (frozen, see doc.go).
@@ -16,6 +17,10 @@ const (
 	cqEntrySize = 20
 	holePhy     = -1 // phy offset of a hole entry (a queue offset with no record)
 )
+
+// cqAllocChunk is how many bytes of a consume-queue file are allocated at
+// a time ahead of its entries (the file itself is sparse).
+const cqAllocChunk = 64 << 10
 
 var be = binary.BigEndian
 
@@ -47,6 +52,7 @@ type consumeQueue struct {
 	queueID  int32
 	dir      string
 	fileSize int64
+	fs       vfs.FS
 
 	files  atomic.Pointer[[]*mappedFile]
 	listMu sync.Mutex // serialises replacements of files
@@ -57,8 +63,9 @@ type consumeQueue struct {
 	touched uint64 // dispatcher-owned: last dispatch round that appended
 }
 
-func newConsumeQueue(root, topic string, queueID int32, entriesPerFile int) *consumeQueue {
+func newConsumeQueue(fs vfs.FS, root, topic string, queueID int32, entriesPerFile int) *consumeQueue {
 	cq := &consumeQueue{
+		fs:       fs,
 		topic:    topic,
 		queueID:  queueID,
 		dir:      filepath.Join(root, "consumequeue", topic, strconv.Itoa(int(queueID))),
@@ -157,10 +164,10 @@ func (cq *consumeQueue) writeAt(off int64, e cqEntry) error {
 	if n := len(l); n > 0 && l[n-1].base == fileBase {
 		m = l[n-1]
 	} else {
-		if err := os.MkdirAll(cq.dir, 0o755); err != nil {
+		if err := cq.fs.MkdirAll(cq.dir, 0o755); err != nil {
 			return fmt.Errorf("store: create %s: %w", cq.dir, err)
 		}
-		nm, err := createMappedFile(filepath.Join(cq.dir, fileNameFor(fileBase)), fileBase, cq.fileSize, warmSparse)
+		nm, err := createMappedFile(cq.fs, filepath.Join(cq.dir, fileNameFor(fileBase)), fileBase, cq.fileSize, cqAllocChunk, warmNone)
 		if err != nil {
 			return err
 		}
@@ -174,6 +181,12 @@ func (cq *consumeQueue) writeAt(off int64, e cqEntry) error {
 		m = nm
 	}
 	rel := pos - m.base
+	if rel+cqEntrySize > m.allocated.Load() {
+		// Entries are written through the mapping: their blocks first.
+		if err := m.allocate(rel+cqAllocChunk, warmNone); err != nil {
+			return err
+		}
+	}
 	putCQEntry(m.data[rel:rel+cqEntrySize], e)
 	m.wrote.Store(rel + cqEntrySize)
 	return nil
@@ -272,7 +285,7 @@ func (cq *consumeQueue) closeAll(remove bool) {
 // or off the size grid is ErrSegmentSize; short files are extended and
 // reported; files after a hole in the sequence are removed and reported.
 func (cq *consumeQueue) loadFiles() (damaged []*CorruptError, err error) {
-	files, err := listNumberedFiles(cq.dir)
+	files, err := listNumberedFiles(cq.fs, cq.dir)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +301,7 @@ func (cq *consumeQueue) loadFiles() (damaged []*CorruptError, err error) {
 		if f.size < cq.fileSize {
 			damaged = append(damaged, &CorruptError{File: f.path, Offset: f.size, Reason: fmt.Sprintf("consume-queue file is %d bytes, expected %d (extended with zeros)", f.size, cq.fileSize)})
 		}
-		m, err := openMappedFile(f.path, f.base, cq.fileSize)
+		m, err := openMappedFile(cq.fs, f.path, f.base, cq.fileSize)
 		if err != nil {
 			for _, x := range l {
 				x.close()

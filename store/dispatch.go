@@ -111,7 +111,11 @@ func (s *Store) dispatchSkipped(seg *mappedFile, rel, to int64, err error) {
 	s.emit(Event{Kind: EventCorruption, File: seg.path, Offset: rel, Err: ce})
 }
 
-func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) {
+// dispatchRecord makes the consume-queue entry of a record. It returns
+// false when the entry could not be written (the disk is full): the
+// dispatcher stops at the record and tries it again at its next round
+// (the disk watcher wakes it every second).
+func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) bool {
 	d := &s.disp
 	tx := v.SysFlag & record.TxMask
 	if tx == record.TxNotType || tx == record.TxCommit {
@@ -128,7 +132,10 @@ func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) {
 			}
 			holes, ok, err := cq.appendEntry(v.QueueOffset, cqEntry{phy: phy, size: size, tags: tags}, maxGap)
 			if err != nil {
-				s.setWriteErr(err)
+				s.noSpace(err)
+				s.rlog.Log(s.log, slog.LevelError, "dispatch write", "store: consume-queue entry not written; dispatching waits for disk space",
+					"topic", cq.topic, "queue", cq.queueID, "err", err)
+				return false
 			} else if !ok {
 				ce := &CorruptError{File: s.cl.dir, Offset: phy, Reason: fmt.Sprintf(
 					"record claims queue offset %d, queue %s/%d is at %d; not dispatched", v.QueueOffset, cq.topic, cq.queueID, cq.maxOff.Load())}
@@ -165,6 +172,7 @@ func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) {
 	if s.rawMode.Load() {
 		s.cl.lastTs.Store(v.StoreTimestamp)
 	}
+	return true
 }
 
 // tagsCode is the consume-queue tagsCode of a record: the hook's value,

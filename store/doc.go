@@ -32,8 +32,9 @@
 //
 // So every segment but the last ends with exactly one filler, whose
 // TOTALSIZE reaches the segment end. Bytes after the last record of the
-// last segment are zero (segments are preallocated and zero-filled); a
-// zero TOTALSIZE+MAGIC marks the end of the log. The store writes
+// last segment are zero (a segment file is created sparse at its full
+// size, and zeros are all it holds where nothing was written); a zero
+// TOTALSIZE+MAGIC marks the end of the log. The store writes
 // QUEUEOFFSET, PHYSICALOFFSET (= the record's own log offset, checked at
 // recovery), STORETIMESTAMP and STOREHOST into each record, and seals it:
 // the last property is a CRC of the whole record (store/record, "Record
@@ -158,6 +159,65 @@
 // bytes is a *CorruptError in RecoveryReport.Corruptions. At run time the
 // dispatcher and indexer skip bytes that are not a record the same way
 // (replicated zeros, see ReadRaw), logging at ERROR (rate-limited).
+//
+// # Segment allocation
+//
+// A segment's blocks are allocated ahead of the writer, Preallocate bytes
+// (default 64 MiB) at a time: a new segment gets its first chunk
+// (fallocate; with WarmSegments and FlushSync also written with zeros and
+// synced, so that group-commit fdatasyncs overwrite written blocks and
+// carry no extent conversions), and the allocator goroutine adds the next
+// chunk when the writer enters the last allocated one. So a segment takes
+// the disk its records need plus at most two chunks, not SegmentSize up
+// front (Preallocate >= SegmentSize allocates whole segments, as before).
+// Nothing is ever written through a mapping where no block is allocated:
+// a store to such a page faults (SIGBUS) when the disk is full. Consume-
+// queue files are allocated 64 KiB ahead of their entries the same way.
+//
+// # Disk space
+//
+// Writes are refused while the disk is full: while the commitlog's next
+// chunk would take the disk holding the root above DiskFullRatio (see
+// space.go). Puts then fail with ErrDiskFull (PutServiceNotAvailable; the
+// broker answers SERVICE_NOT_AVAILABLE and registers without write
+// permission), WritesRefused says why, and writes resume by themselves
+// within a second or so of space freeing. Every commitlog allocation is
+// checked against the mark first, and a put near the mark checks the disk
+// itself, so refusal comes before ENOSPC. Retention deletes expired
+// segments; above DiskForceCleanRatio it deletes an unexpired one only
+// when every consumer group has consumed it (Options.Consumed), unless
+// DiskForceClean is set, which deletes the oldest anyway and logs, at
+// WARN, how many unconsumed messages that lost (Stats.ForceDeletedUnconsumed).
+//
+// # Failures
+//
+// What the store does when a file operation fails (tested by injecting
+// each with store/vfs.Faulty):
+//
+//   - fdatasync or msync of the commitlog fails: fail-stop. The error is
+//     sticky (ErrWriteFailed), puts waiting for that sync are not
+//     acknowledged as durable, later puts are refused, reads go on, and
+//     Close keeps the abort file so the next start recovers as after a
+//     crash (after a failed fsync, what the page cache held may be gone).
+//   - a commitlog write fails with EIO: fail-stop, as above.
+//   - a commitlog write, or an allocation of its blocks, fails with ENOSPC
+//     or EDQUOT: nothing of that put stays in the log (records buffered
+//     for a group commit are taken back and their queue offsets reused,
+//     and their putters are told they were not stored); the put fails with
+//     ErrDiskFull, the disk counts as full until the space check finds
+//     room, and the store does not fail. A batch refused part way may
+//     leave its first records stored, as a retry of it may.
+//   - any other allocation failure: that put fails, nothing was written,
+//     the next put tries again.
+//   - a consume-queue entry cannot be written (its file cannot grow): the
+//     dispatcher waits at that record and tries again every second; the
+//     message is stored and appears in its queue once the entry is
+//     written.
+//   - a consume-queue, index or checkpoint flush fails: logged (rate-
+//     limited), the checkpoint stays where it was until a flush succeeds,
+//     writes go on; if the flush at Close fails, the abort file is kept.
+//   - an index write fails: logged (rate-limited); keys of the records
+//     being indexed are not found by key queries.
 //
 // # Concurrency
 //

@@ -158,8 +158,7 @@ func (s *Store) StartEpoch(epoch int32) (EpochEntry, error) {
 		return EpochEntry{}, err
 	}
 	if err := s.cl.drainLocked(); err != nil {
-		s.setWriteErr(err)
-		return EpochEntry{}, s.Err()
+		return EpochEntry{}, s.drainFailed(err)
 	}
 	e := EpochEntry{Epoch: epoch, StartOffset: s.cl.writePos}
 	s.epochs.mu.Lock()

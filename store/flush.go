@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
 	"sync"
 	"time"
@@ -45,8 +46,10 @@ var timerPool = sync.Pool{New: func() any {
 }}
 
 // waitFlushed waits until the commitlog is durable up to end, the sync
-// timeout passes, ctx ends or the store closes. It reports success.
-func (s *Store) waitFlushed(ctx context.Context, end int64) bool {
+// timeout passes, ctx ends, the store closes or fails, or the records in
+// [start, end), appended after gen discards, are taken back. It reports
+// success.
+func (s *Store) waitFlushed(ctx context.Context, start, end, gen int64) bool {
 	if s.cl.flushed.Load() >= end {
 		return true
 	}
@@ -67,6 +70,12 @@ func (s *Store) waitFlushed(ctx context.Context, end int64) bool {
 		}
 		if s.closed.Load() || s.werr.Load() != nil {
 			return false
+		}
+		if g := s.cl.discards.gen.Load(); g != gen {
+			if s.cl.discards.discarded(gen, start) {
+				return false // these records were taken back
+			}
+			gen = g // later ones were: keep waiting
 		}
 		select {
 		case s.gc.req <- struct{}{}:
@@ -132,8 +141,12 @@ func (s *Store) logicFlushLoop() {
 		case <-s.done:
 			return
 		case <-tick.C:
+			// Consume queues, index and checkpoint are rebuilt from the
+			// commitlog after a failure: writes go on, the checkpoint
+			// stays where it was until a flush succeeds (and Close keeps
+			// the abort file if its own does not).
 			if err := s.flushLogic(false); err != nil {
-				s.setWriteErr(err)
+				s.rlog.Log(s.log, slog.LevelError, "logic flush", "store: consume-queue, index or checkpoint flush failed; will retry", "err", err)
 			}
 		}
 	}

@@ -306,10 +306,11 @@ func (x *indexService) list() []*indexFile { return *x.files.Load() }
 // load maps the index files; damaged ones are removed and reported, and
 // reindex reports that records must be indexed again from the start.
 func (x *indexService) load() (damaged []*CorruptError, reindex bool, err error) {
-	if err := os.MkdirAll(x.dir, 0o755); err != nil {
+	fs := x.s.fs
+	if err := fs.MkdirAll(x.dir, 0o755); err != nil {
 		return nil, false, fmt.Errorf("%w: %v", ErrBadRoot, err)
 	}
-	ents, err := os.ReadDir(x.dir)
+	ents, err := fs.ReadDir(x.dir)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: read %s: %w", x.dir, err)
 	}
@@ -324,17 +325,17 @@ func (x *indexService) load() (damaged []*CorruptError, reindex bool, err error)
 	var l []*indexFile
 	for _, name := range names {
 		path := filepath.Join(x.dir, name)
-		st, err := os.Stat(path)
+		st, err := fs.Stat(path)
 		if err != nil {
 			return nil, false, fmt.Errorf("store: stat %s: %w", path, err)
 		}
 		if st.Size() != want {
 			damaged = append(damaged, &CorruptError{File: path, Offset: st.Size(), Reason: fmt.Sprintf("index file is %d bytes, expected %d; removed", st.Size(), want)})
-			_ = os.Remove(path)
+			_ = fs.Remove(path)
 			reindex = true
 			continue
 		}
-		mf, err := openMappedFile(path, 0, want)
+		mf, err := openMappedFile(fs, path, 0, want)
 		if err != nil {
 			return nil, false, err
 		}
@@ -419,7 +420,7 @@ func (x *indexService) current() (*indexFile, error) {
 	}
 	path := filepath.Join(x.dir, formatIndexName(t))
 	size := indexFileSize(x.s.opts.IndexSlots, x.s.opts.IndexEntries)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := x.s.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", path, err)
 	}
@@ -427,7 +428,7 @@ func (x *indexService) current() (*indexFile, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("store: size %s: %w", path, err)
 	}
-	mf, err := mapFile(f, path, 0, size)
+	mf, err := mapFile(x.s.fs, f, path, 0, size)
 	if err != nil {
 		_ = f.Close()
 		return nil, err

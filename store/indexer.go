@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -119,10 +120,11 @@ func (c *segCursor) next(cl *commitLog, pos *int64, end int64) (size int32, seg 
 }
 
 // walk calls visit for each complete record from *pos up to end, moving
-// *pos past it, and stops at end or at the first record not yet complete.
-// Bytes that are not a record are skipped; skip (if not nil) is told where
-// they were ([rel, to) of seg) and why.
-func (c *segCursor) walk(cl *commitLog, pos *int64, end int64, visit func(v *record.View, phy int64, size int32),
+// *pos past it, and stops at end, at the first record not yet complete, or
+// when visit returns false (*pos stays at that record). Bytes that are not
+// a record are skipped; skip (if not nil) is told where they were ([rel,
+// to) of seg) and why.
+func (c *segCursor) walk(cl *commitLog, pos *int64, end int64, visit func(v *record.View, phy int64, size int32) bool,
 	skip func(seg *mappedFile, rel, to int64, err error)) {
 	for *pos < end {
 		size, seg, rel, st, err := c.next(cl, pos, end)
@@ -137,7 +139,9 @@ func (c *segCursor) walk(cl *commitLog, pos *int64, end int64, visit func(v *rec
 			}
 			continue
 		}
-		visit(&c.view, *pos, size)
+		if !visit(&c.view, *pos, size) {
+			return
+		}
 		*pos += int64(size)
 	}
 }
@@ -233,16 +237,17 @@ func (s *Store) indexRange(end int64) bool {
 	ix := &s.ix
 	ix.last = -1
 	ok := true
-	ix.walk(s.cl, &ix.pos, end, func(v *record.View, phy int64, _ int32) {
+	ix.walk(s.cl, &ix.pos, end, func(v *record.View, phy int64, _ int32) bool {
 		s.indexRecord(v, phy)
 		ix.last, ix.lastTs = phy, v.StoreTimestamp
+		return true
 	}, func(*mappedFile, int64, int64, error) { ok = false }) // the dispatcher reports damage
 	if ix.pos < end {
 		ix.pos = end // bad bytes at the end: the dispatcher has the same view
 		ok = false
 	}
 	if err := s.idx.commit(); err != nil {
-		s.setWriteErr(err)
+		s.indexFailed(err)
 	}
 	if ix.last >= 0 {
 		s.idx.walked(ix.last, ix.lastTs)
@@ -280,8 +285,16 @@ func (s *Store) indexKey(v *record.View, key []byte, phy int64) {
 		return
 	}
 	if err := s.idx.add(v.Topic, key, phy, v.StoreTimestamp); err != nil {
-		s.setWriteErr(err)
+		s.indexFailed(err)
 	}
+}
+
+// indexFailed reports an index write that failed (a full disk): the keys
+// of the records being indexed are not found by key queries; messages
+// and their queues are not affected, and the store keeps taking writes.
+func (s *Store) indexFailed(err error) {
+	s.noSpace(err)
+	s.rlog.Log(s.log, slog.LevelError, "index write", "store: index write failed; keys of the records being indexed are not found by key", "err", err)
 }
 
 // recoverIndex brings the index up to end (the dispatcher's position after

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/store/record"
+	"github.com/smartgo/smartgo/store/vfs"
 )
 
 func TestStoreBadRoot(t *testing.T) {
@@ -555,7 +556,7 @@ func TestStorePrefaultWindow(t *testing.T) {
 // holding flushedTo (msync wants a page-aligned start), only ever advances
 // flushedTo, and clamps pos to the file.
 func TestStoreSyncRange(t *testing.T) {
-	m, err := createMappedFile(filepath.Join(t.TempDir(), fileNameFor(0)), 0, 64<<10, warmNone)
+	m, err := createMappedFile(vfs.Default, filepath.Join(t.TempDir(), fileNameFor(0)), 0, 64<<10, 64<<10, warmNone)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 
+	"github.com/smartgo/smartgo/store/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +23,8 @@ type mappedFile struct {
 	path string
 	base int64 // logical start offset (commitlog offset, CQ byte offset, ...)
 	size int64
-	f    *os.File
+	fs   vfs.FS
+	f    vfs.File
 	data []byte
 
 	refs     atomic.Int64 // owner + readers; 0 = unmapped
@@ -32,6 +35,12 @@ type mappedFile struct {
 	wrote atomic.Int64
 	// flushedTo is the byte position up to which the file was fdatasynced.
 	flushedTo atomic.Int64
+	// allocated: the blocks of [0, allocated) are reserved (Allocate) and,
+	// for warmed segments, written and synced; nothing is written through
+	// the mapping at or beyond it (a store to a page without a block
+	// faults with SIGBUS when the disk is full). Raised under allocMu.
+	allocated atomic.Int64
+	allocMu   sync.Mutex // serialises extending allocated (leaf lock)
 }
 
 // fileNameFor renders the 20-digit zero-padded file name of a start offset.
@@ -60,64 +69,82 @@ func parseFileName(name string) (int64, bool) {
 type warmMode int
 
 const (
-	warmNone   warmMode = iota // fallocate only
-	warmTouch                  // fallocate, then read-fault every page of the mapping
-	warmSparse                 // no fallocate: a sparse file (consume queues, many of them small)
-	warmZero                   // fallocate, write zeros, fdatasync, then read-fault (commitlog segments)
+	warmNone  warmMode = iota // allocate only
+	warmTouch                 // allocate, then read-fault every page of the range
+	warmZero                  // allocate, write zeros, fdatasync, then read-fault (commitlog segments)
 )
 
 // createMappedFile creates (or reuses an existing short or empty) file of
-// exactly size bytes, preallocates its blocks (fallocate), warms it and
-// maps it.
+// exactly size bytes, sparse, allocates and warms its first alloc bytes
+// (all of it when alloc >= size; none when alloc is 0) and maps it. Blocks
+// beyond are allocated later, ahead of the writer (mappedFile.allocate).
 //
-// Commitlog segments use warmZero: zeros are written through the file
-// descriptor over the whole file and made durable with fdatasync BEFORE the
-// segment is handed to the writer. fallocate alone leaves unwritten extents:
-// the first write to each block converts it, and every group-commit
-// fdatasync then carries that conversion through the journal. Zeros that
-// are written but not yet synced are worse still: the first fdatasync after
-// the writer starts flushes them all (this is why an earlier, unsynced
-// pre-write looked ~3x slower). Written and synced, later fdatasyncs carry
-// only the new record pages and no metadata (measured in the store
-// benchmarks: BenchmarkStorePutSync, msgs/s and µs/fsync).
-func createMappedFile(path string, base, size int64, warm warmMode) (*mappedFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// Commitlog segments use warmZero with FlushSync: zeros are written through
+// the file descriptor over each allocated range and made durable with
+// fdatasync BEFORE the writer reaches it. Allocation alone leaves
+// unwritten extents: the first write to each block converts it, and every
+// group-commit fdatasync then carries that conversion through the journal.
+// Zeros that are written but not yet synced are worse still: the first
+// fdatasync after the writer starts flushes them all (this is why an
+// earlier, unsynced pre-write looked ~3x slower). Written and synced, later
+// fdatasyncs carry only the new record pages and no metadata (measured in
+// the store benchmarks: BenchmarkStorePutSync, msgs/s and µs/fsync).
+func createMappedFile(fs vfs.FS, path string, base, size, alloc int64, warm warmMode) (*mappedFile, error) {
+	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", path, err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = f.Close()
-		}
-	}()
-	fd := int(f.Fd())
-	err = unix.EOPNOTSUPP
-	if warm != warmSparse {
-		err = fallocate(fd, size)
+	if err := f.Truncate(size); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("store: size %s: %w", path, err)
 	}
+	m, err := mapFile(fs, f, path, base, size)
 	if err != nil {
-		if !errors.Is(err, unix.EOPNOTSUPP) {
-			return nil, fmt.Errorf("store: fallocate %s: %w", path, err)
-		}
-		if err := f.Truncate(size); err != nil {
-			return nil, fmt.Errorf("store: truncate %s: %w", path, err)
-		}
-	}
-	if warm == warmZero {
-		if err := writeZeros(f, size); err != nil {
-			return nil, fmt.Errorf("store: pre-write %s: %w", path, err)
-		}
-	}
-	m, err := mapFile(f, path, base, size)
-	if err != nil {
+		_ = f.Close()
 		return nil, err
 	}
-	if warm == warmTouch || warm == warmZero {
-		m.touchPages()
+	if alloc > 0 {
+		if err := m.allocate(min(alloc, size), warm); err != nil {
+			m.close()
+			_ = fs.Remove(path)
+			return nil, err
+		}
 	}
-	ok = true
 	return m, nil
+}
+
+// allocate makes sure the blocks of [0, to) are reserved and warmed (see
+// warmMode), extending allocated. A failure (ENOSPC: the disk is full)
+// leaves allocated where it was; nothing was written through the mapping.
+func (m *mappedFile) allocate(to int64, warm warmMode) error {
+	to = min(to, m.size)
+	if to <= m.allocated.Load() {
+		return nil
+	}
+	m.allocMu.Lock()
+	defer m.allocMu.Unlock()
+	from := m.allocated.Load()
+	if to <= from {
+		return nil
+	}
+	err := m.f.Allocate(from, to-from)
+	if errors.Is(err, vfs.ErrNotSupported) && warm != warmZero {
+		// No fallocate here: writing zeros gives the range its blocks.
+		err = writeZeros(m.f, from, to, false)
+	}
+	if err != nil && !errors.Is(err, vfs.ErrNotSupported) {
+		return fmt.Errorf("store: allocate %s [%d, %d): %w", m.path, from, to, err)
+	}
+	if warm == warmZero {
+		if err := writeZeros(m.f, from, to, true); err != nil {
+			return fmt.Errorf("store: pre-write %s: %w", m.path, err)
+		}
+	}
+	if warm == warmTouch || warm == warmZero {
+		m.touchPages(from, to)
+	}
+	m.allocated.Store(to)
+	return nil
 }
 
 // zeroChunk is the write size of the segment pre-write.
@@ -125,38 +152,40 @@ const zeroChunk = 1 << 20
 
 var zeroBuf = make([]byte, zeroChunk)
 
-// writeZeros overwrites [0, size) of f with zeros and fdatasyncs it. It
-// runs beside a writer that group-commits on the same disk, so it keeps at
-// most zeroWindow bytes in writeback at a time (sync_file_range write and
-// wait per window): a commitlog fdatasync never queues behind a whole
-// segment of zeros.
-func writeZeros(f *os.File, size int64) error {
+// writeZeros overwrites [from, to) of f with zeros, and with sync
+// fdatasyncs it. It runs beside a writer that group-commits on the same
+// disk, so it keeps at most zeroWindow bytes in writeback at a time
+// (sync_file_range write and wait per window): a commitlog fdatasync never
+// queues behind a whole chunk of zeros.
+func writeZeros(f vfs.File, from, to int64, sync bool) error {
 	const zeroWindow = 4 << 20
-	fd := int(f.Fd())
-	var started int64
-	for off := int64(0); off < size; {
-		n := min(int64(zeroChunk), size-off)
+	started := from
+	for off := from; off < to; {
+		n := min(int64(zeroChunk), to-off)
 		if _, err := f.WriteAt(zeroBuf[:n], off); err != nil {
 			return err
 		}
 		off += n
-		if off-started >= zeroWindow || off == size {
-			err := writeBack(fd, started, off-started)
-			if err != nil && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
+		if sync && (off-started >= zeroWindow || off == to) {
+			if err := f.WriteBack(started, off-started); err != nil && !errors.Is(err, vfs.ErrNotSupported) {
 				return err
 			}
 			started = off
 		}
 	}
-	return fdatasync(fd)
+	if !sync {
+		return nil
+	}
+	return f.Datasync()
 }
 
-// touchPages asks for readahead and read-faults every page of the mapping.
-func (m *mappedFile) touchPages() {
-	_ = unix.Madvise(m.data, unix.MADV_WILLNEED)
+// touchPages asks for readahead and read-faults every page of [from, to).
+func (m *mappedFile) touchPages(from, to int64) {
+	b := m.data[from:to]
+	_ = unix.Madvise(b, unix.MADV_WILLNEED)
 	var sink byte
-	for i := 0; i < len(m.data); i += 4096 {
-		sink |= m.data[i]
+	for i := 0; i < len(b); i += 4096 {
+		sink |= b[i]
 	}
 	touchSink.Store(int32(sink))
 }
@@ -164,9 +193,12 @@ func (m *mappedFile) touchPages() {
 var touchSink atomic.Int32
 
 // openMappedFile maps an existing file; a file shorter than size is
-// extended with zeros first (the caller reports that as damage).
-func openMappedFile(path string, base, size int64) (*mappedFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+// extended with zeros first (the caller reports that as damage). Nothing
+// counts as allocated: whoever writes to it allocates first (the blocks
+// that exist already cost nothing), and a segment made active counts
+// what lies below its write position as allocated (raiseAllocated).
+func openMappedFile(fs vfs.FS, path string, base, size int64) (*mappedFile, error) {
+	f, err := fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -181,7 +213,7 @@ func openMappedFile(path string, base, size int64) (*mappedFile, error) {
 			return nil, fmt.Errorf("store: extend %s: %w", path, err)
 		}
 	}
-	m, err := mapFile(f, path, base, size)
+	m, err := mapFile(fs, f, path, base, size)
 	if err != nil {
 		_ = f.Close()
 		return nil, err
@@ -189,12 +221,23 @@ func openMappedFile(path string, base, size int64) (*mappedFile, error) {
 	return m, nil
 }
 
-func mapFile(f *os.File, path string, base, size int64) (*mappedFile, error) {
+// raiseAllocated records that [0, to) needs no allocation from the
+// writer's side: it holds data already, never written again (a segment
+// made active at its write position).
+func (m *mappedFile) raiseAllocated(to int64) {
+	m.allocMu.Lock()
+	if m.allocated.Load() < to {
+		m.allocated.Store(min(to, m.size))
+	}
+	m.allocMu.Unlock()
+}
+
+func mapFile(fs vfs.FS, f vfs.File, path string, base, size int64) (*mappedFile, error) {
 	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("store: mmap %s: %w", path, err)
 	}
-	m := &mappedFile{path: path, base: base, size: size, f: f, data: data}
+	m := &mappedFile{path: path, base: base, size: size, fs: fs, f: f, data: data}
 	m.refs.Store(1)
 	return m, nil
 }
@@ -230,7 +273,7 @@ func (m *mappedFile) destroy(remove bool) error {
 	}
 	var err error
 	if remove {
-		if e := os.Remove(m.path); e != nil && !errors.Is(e, os.ErrNotExist) {
+		if e := m.fs.Remove(m.path); e != nil && !errors.Is(e, os.ErrNotExist) {
 			err = fmt.Errorf("store: remove %s: %w", m.path, e)
 		}
 	}
@@ -244,7 +287,7 @@ func (m *mappedFile) close() { _ = m.destroy(false) }
 // sync fdatasyncs the file (data written through the mapping included) and
 // records that everything up to pos is durable.
 func (m *mappedFile) sync(pos int64) error {
-	if err := fdatasync(int(m.f.Fd())); err != nil {
+	if err := m.f.Datasync(); err != nil {
 		return fmt.Errorf("store: fdatasync %s: %w", m.path, err)
 	}
 	for {
@@ -258,7 +301,7 @@ func (m *mappedFile) sync(pos int64) error {
 // syncAll fdatasyncs the whole file (recovery, after it changed bytes
 // through the mapping).
 func (m *mappedFile) syncAll() error {
-	if err := fdatasync(int(m.f.Fd())); err != nil {
+	if err := m.f.Datasync(); err != nil {
 		return fmt.Errorf("store: fdatasync %s: %w", m.path, err)
 	}
 	return nil
@@ -277,7 +320,7 @@ func (m *mappedFile) syncRange(pos int64) error {
 		pos = m.size
 	}
 	if from < pos {
-		if err := unix.Msync(m.data[from:pos], unix.MS_SYNC); err != nil {
+		if err := m.f.Msync(m.data[from:pos]); err != nil {
 			return fmt.Errorf("store: msync %s: %w", m.path, err)
 		}
 	}
@@ -296,6 +339,17 @@ func (m *mappedFile) zeroFrom(from int64) bool {
 	const page = 4096
 	dirty := false
 	for off := from; off < m.size; {
+		if off%page == 0 {
+			// Skip the file's holes: nothing to clear, nothing to read.
+			d, ok := dataFrom(m, off)
+			if !ok {
+				break
+			}
+			if p := d &^ (page - 1); p > off {
+				off = p
+				continue
+			}
+		}
 		end := min((off/page+1)*page, m.size)
 		seg := m.data[off:end]
 		if !allZero(seg) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/smartgo/smartgo/store/vfs"
 )
 
 // AsyncWriteMode says how FlushAsync puts reach the page cache (FlushSync
@@ -90,6 +90,7 @@ const (
 	DefaultDiskForceCleanRatio = 0.85
 	DefaultDiskFullRatio       = 0.90
 	DefaultRecoverSegments     = 3
+	DefaultPreallocate         = 64 << 20
 )
 
 // Options configures a Store. Start from DefaultOptions; zero numeric and
@@ -120,6 +121,24 @@ type Options struct {
 	DiskMaxUsedRatio    float64       // above this usage expired files are deleted at any hour (default 0.75)
 	DiskForceCleanRatio float64       // above this, oldest files are deleted even if not expired (default 0.85)
 	DiskFullRatio       float64       // above this, puts are refused with ErrDiskFull (default 0.90)
+	// DiskForceClean lets retention delete the oldest segments above
+	// DiskForceCleanRatio although they are unexpired and consumer groups
+	// have not consumed them all (each deletion logs the number of such
+	// messages at WARN and adds it to Stats.ForceDeletedUnconsumed).
+	// Off (the default), an unexpired segment goes only once every group
+	// has consumed it, and writes are refused at DiskFullRatio instead.
+	DiskForceClean bool
+	// Consumed tells retention how far consumer groups have consumed a
+	// queue: the lowest next offset any group has committed, ok=false when
+	// no group has (an unconsumed queue). nil: nothing counts as consumed.
+	Consumed func(topic string, queueID int32) (offset int64, ok bool)
+	// Preallocate is how far ahead of the writer a commitlog segment's
+	// blocks are allocated (and, with WarmSegments and FlushSync, written
+	// with zeros and synced): a new segment takes this much disk, not its
+	// whole size, and grows a chunk at a time before the writer gets there
+	// (default 64 MiB; SegmentSize or more allocates whole segments up
+	// front, as before).
+	Preallocate int64
 
 	// CheckCRCOnRecover: recovery checks the integrity of every record it
 	// walks (the whole-record CRC, or BODYCRC of a legacy record), not
@@ -146,9 +165,13 @@ type Options struct {
 
 	// Now is the clock for store timestamps and retention (default time.Now).
 	Now func() time.Time
-	// DiskUsage returns the used fraction (0..1) of the file system holding
-	// path (default: statfs).
+	// DiskUsage, if set, returns the used fraction (0..1) of the file system
+	// holding path instead of FS.Statfs (whose sizes also let allocations
+	// be checked against the full mark before they are made).
 	DiskUsage func(path string) (float64, error)
+	// FS is the file layer every data file goes through (default
+	// vfs.Default; tests put a fault-injecting one here).
+	FS vfs.FS
 	// Listener receives store events (segment rolled, corruption, slow
 	// flush, ...). It is called synchronously from store goroutines and must
 	// not block or call back into the store.
@@ -184,6 +207,7 @@ func DefaultOptions(root string) Options {
 		RecoverSegments:     DefaultRecoverSegments,
 		WarmSegments:        true,
 		MemoryResidentBytes: defaultResidentBytes(),
+		Preallocate:         DefaultPreallocate,
 	}
 }
 
@@ -250,8 +274,11 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.DiskUsage == nil {
-		o.DiskUsage = statfsUsage
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.Preallocate == 0 {
+		o.Preallocate = d.Preallocate
 	}
 	return o
 }
@@ -286,6 +313,8 @@ func (o Options) Validate() error {
 		return bad("negative duration")
 	case !ratioOK(o.DiskMaxUsedRatio) || !ratioOK(o.DiskForceCleanRatio) || !ratioOK(o.DiskFullRatio):
 		return bad("disk ratios must be in (0, 1]")
+	case o.Preallocate < 0:
+		return bad("Preallocate %d < 0", o.Preallocate)
 	case o.RecoverSegments < 1:
 		return bad("RecoverSegments %d < 1", o.RecoverSegments)
 	}
@@ -312,17 +341,6 @@ func parseDeleteWhen(s string) ([24]bool, error) {
 		hours[h] = true
 	}
 	return hours, nil
-}
-
-func statfsUsage(path string) (float64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return 0, fmt.Errorf("store: statfs %s: %w", path, err)
-	}
-	if st.Blocks == 0 {
-		return 0, nil
-	}
-	return 1 - float64(st.Bavail)/float64(st.Blocks), nil
 }
 
 func defaultResidentBytes() int64 {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -93,20 +94,21 @@ func (s *Store) AppendRaw(offset int64, data []byte) error {
 		return fmt.Errorf("%w: got %d, end is %d", ErrBadOffset, offset, s.cl.writePos)
 	}
 	if err := s.cl.drainLocked(); err != nil {
-		s.setWriteErr(err)
-		return s.Err()
+		return s.drainFailed(err)
 	}
 	for len(data) > 0 {
 		if s.cl.active == nil || s.cl.writePos >= s.cl.active.base+s.cl.segSize {
 			if err := s.cl.rollLocked(); err != nil {
-				s.setWriteErr(err)
-				return s.Err()
+				return s.rawFailed(err)
 			}
 		}
 		seg := s.cl.active
 		rel := s.cl.writePos - seg.base
 		if int64(len(data)) > seg.size-rel {
 			return fmt.Errorf("%w: %d bytes at %d cross the segment end %d", ErrBadOffset, len(data), offset, seg.base+seg.size)
+		}
+		if err := s.cl.reserveLocked(seg, rel+int64(len(data))); err != nil {
+			return s.rawFailed(err) // nothing of data copied: the slave retries it
 		}
 		n := copy(seg.data[rel:], data)
 		data = data[n:]
@@ -118,4 +120,16 @@ func (s *Store) AppendRaw(offset int64, data []byte) error {
 	}
 	s.wakeDispatcher()
 	return nil
+}
+
+// rawFailed is AppendRaw's answer to an append that wrote nothing: a full
+// disk or a failed allocation refuses these bytes (replication sends them
+// again), anything else fails the store.
+func (s *Store) rawFailed(err error) error {
+	if isNoSpace(err) || errors.Is(err, errNotWritten) {
+		s.noSpace(err)
+		return err
+	}
+	s.setWriteErr(err)
+	return s.Err()
 }

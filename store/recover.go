@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -218,10 +217,10 @@ func firstRecordTime(m *mappedFile) (int64, bool) {
 // and returns the commitlog offset re-dispatch must start from.
 func (s *Store) recoverConsumeQueues(clEnd int64) (int64, error) {
 	root := filepath.Join(s.opts.Root, "consumequeue")
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	if err := s.fs.MkdirAll(root, 0o755); err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrBadRoot, err)
 	}
-	topics, err := os.ReadDir(root)
+	topics, err := s.fs.ReadDir(root)
 	if err != nil {
 		return 0, fmt.Errorf("store: read %s: %w", root, err)
 	}
@@ -232,7 +231,7 @@ func (s *Store) recoverConsumeQueues(clEnd int64) (int64, error) {
 		if !t.IsDir() {
 			continue
 		}
-		qdirs, err := os.ReadDir(filepath.Join(root, t.Name()))
+		qdirs, err := s.fs.ReadDir(filepath.Join(root, t.Name()))
 		if err != nil {
 			return 0, fmt.Errorf("store: read %s: %w", t.Name(), err)
 		}
@@ -241,7 +240,7 @@ func (s *Store) recoverConsumeQueues(clEnd int64) (int64, error) {
 			if err != nil || !q.IsDir() {
 				continue
 			}
-			cq := newConsumeQueue(s.opts.Root, t.Name(), int32(id), s.opts.CQEntriesPerFile)
+			cq := newConsumeQueue(s.fs, s.opts.Root, t.Name(), int32(id), s.opts.CQEntriesPerFile)
 			damaged, err := cq.loadFiles()
 			if err != nil {
 				cq.closeAll(false)

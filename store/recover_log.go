@@ -101,18 +101,12 @@ func anyValidFrom(segs []*mappedFile) bool {
 // (lseek SEEK_DATA/SEEK_HOLE): the unwritten rest of a preallocated
 // segment is not read page by page.
 func nextValidData(m *mappedFile, from, limit int64) (int64, bool) {
-	fd := int(m.f.Fd())
 	for from < limit {
-		d, err := unix.Seek(fd, from, unix.SEEK_DATA)
-		switch {
-		case errors.Is(err, unix.ENXIO):
-			return 0, false // only a hole from here
-		case err != nil:
-			return nextValid(m, from, limit) // no SEEK_DATA here: read it all
-		case d >= limit:
+		d, ok := dataFrom(m, from)
+		if !ok || d >= limit {
 			return 0, false
 		}
-		h, err := unix.Seek(fd, d, unix.SEEK_HOLE)
+		h, err := unix.Seek(int(m.f.Fd()), d, unix.SEEK_HOLE)
 		if err != nil || h > limit {
 			h = limit
 		}
@@ -194,3 +188,17 @@ func (s *Store) reportSkipped() {
 
 // segBase is the start of the segment holding off.
 func segBase(off, segSize int64) int64 { return off - off%segSize }
+
+// dataFrom returns the first offset at or after off where m's file holds
+// data (lseek SEEK_DATA), ok=false when only a hole follows. Where the
+// file system cannot tell, everything is data.
+func dataFrom(m *mappedFile, off int64) (int64, bool) {
+	d, err := unix.Seek(int(m.f.Fd()), off, unix.SEEK_DATA)
+	switch {
+	case errors.Is(err, unix.ENXIO):
+		return 0, false
+	case err != nil:
+		return off, true
+	}
+	return d, true
+}

@@ -1,7 +1,7 @@
 package store
 
 import (
-	"os"
+	"log/slog"
 	"time"
 )
 
@@ -29,38 +29,22 @@ func (s *Store) CleanExpired() int {
 	return s.clean(true)
 }
 
-// updateDiskUsage refreshes the disk-full flag and returns the usage.
-func (s *Store) updateDiskUsage() float64 {
-	usage, err := s.opts.DiskUsage(s.opts.Root)
-	if err != nil {
-		s.log.Warn("store: disk usage", "err", err)
-		return 0
-	}
-	full := usage > s.opts.DiskFullRatio
-	if s.diskFull.Swap(full) != full {
-		if full {
-			s.log.Error("store: disk full, refusing writes", "usage", usage)
-			s.emit(Event{Kind: EventDiskFull})
-		} else {
-			s.log.Info("store: disk usage back below the full mark", "usage", usage)
-			s.emit(Event{Kind: EventDiskOK})
-		}
-	}
-	return usage
-}
-
 // clean deletes commitlog segments older than FileReservedTime when the
-// hour is in DeleteWhen, usage is above DiskMaxUsedRatio or manual is set;
-// above DiskForceCleanRatio the oldest segments go even if not expired.
-// Consume-queue and index files that only point below the new commitlog
-// minimum follow. The active segment is never deleted.
+// hour is in DeleteWhen, usage is above DiskMaxUsedRatio or manual is set.
+// Above DiskForceCleanRatio the oldest segment may go although it is not
+// expired: when every consumer group has consumed it (Options.Consumed),
+// or, with DiskForceClean, whatever it holds (logged at WARN with the
+// number of unconsumed messages lost, counted in
+// Stats.ForceDeletedUnconsumed). Consume-queue and index files that only
+// point below the new commitlog minimum follow. The active segment is
+// never deleted.
 func (s *Store) clean(manual bool) int {
 	s.cleanMu.Lock()
 	defer s.cleanMu.Unlock()
-	usage := s.updateDiskUsage()
+	usage := s.checkSpace()
 	now := s.opts.Now()
-	force := usage > s.opts.DiskForceCleanRatio
-	if !manual && !force && !s.deleteHours[now.Hour()] && usage <= s.opts.DiskMaxUsedRatio {
+	pressure := usage > s.opts.DiskForceCleanRatio
+	if !manual && !pressure && !s.deleteHours[now.Hour()] && usage <= s.opts.DiskMaxUsedRatio {
 		return 0
 	}
 	deleted := 0
@@ -75,13 +59,23 @@ func (s *Store) clean(manual bool) int {
 		if end := m.base + m.size; end > s.dispatched.Load() || end > s.indexed.Load() || end > s.cl.flushed.Load() {
 			break
 		}
-		st, err := os.Stat(m.path)
+		st, err := s.fs.Stat(m.path)
 		if err != nil {
 			break
 		}
 		expired := now.Sub(st.ModTime()) > s.opts.FileReservedTime
-		if !expired && !(force && deleted == 0) {
-			break
+		unconsumed := int64(0)
+		if !expired {
+			if !pressure || deleted > 0 { // one unexpired segment per run
+				break
+			}
+			unconsumed = s.unconsumedIn(m)
+			if unconsumed > 0 && !s.opts.DiskForceClean {
+				s.rlog.Log(s.log, slog.LevelWarn, "force clean refused",
+					"store: disk above the force-clean mark, but the oldest segment holds unconsumed messages; not deleted (disk_force_clean is off)",
+					"file", m.path, "unconsumed", unconsumed, "usage", usage)
+				break
+			}
 		}
 		s.cl.listMu.Lock()
 		cur := s.cl.list()
@@ -94,15 +88,46 @@ func (s *Store) clean(manual bool) int {
 		if err := m.destroy(true); err != nil {
 			s.log.Warn("store: delete segment", "err", err)
 		}
-		s.log.Info("store: commitlog segment deleted", "file", m.path, "forced", !expired)
+		switch {
+		case expired:
+			s.log.Info("store: expired commitlog segment deleted", "file", m.path)
+		case unconsumed > 0:
+			s.stats.forceDeletedUnconsumed.Add(unconsumed)
+			s.log.Warn("store: unexpired segment deleted to free disk space; its unconsumed messages are lost",
+				"file", m.path, "unconsumed", unconsumed, "usage", usage)
+		default:
+			s.log.Info("store: unexpired segment deleted to free disk space; every consumer group had consumed it", "file", m.path, "usage", usage)
+		}
 		s.emit(Event{Kind: EventSegmentDeleted, File: m.path, Offset: m.base})
 		deleted++
 	}
 	if deleted > 0 {
 		s.cleanLogic()
-		s.updateDiskUsage()
+		s.checkSpace()
 	}
 	return deleted
+}
+
+// unconsumedIn counts the messages of segment m that some queue's
+// consumers have not consumed yet (every message of a queue no group has
+// committed an offset for).
+func (s *Store) unconsumedIn(m *mappedFile) int64 {
+	n := int64(0)
+	for _, cq := range s.allCQs() {
+		lo, hi := cq.minOff.Load(), cq.maxOff.Load()
+		first := cq.firstAtOrAfter(lo, hi, m.base)
+		last := cq.firstAtOrAfter(first, hi, m.base+m.size)
+		if first == last {
+			continue
+		}
+		if s.opts.Consumed != nil {
+			if off, ok := s.opts.Consumed(cq.topic, cq.queueID); ok {
+				first = max(first, off)
+			}
+		}
+		n += max(0, last-first)
+	}
+	return n
 }
 
 // cleanLogic removes consume-queue and index files below the commitlog

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,45 +114,120 @@ func TestStoreRetentionDeletesExpired(t *testing.T) {
 	}
 }
 
+// Above DiskForceCleanRatio, an unexpired segment is deleted only when
+// every consumer group has consumed it, or when the operator opted in
+// (DiskForceClean): then the unconsumed messages it held are logged at
+// WARN and counted. Above DiskFullRatio puts are refused with ErrDiskFull
+// until usage falls again.
 func TestStoreRetentionDiskPressure(t *testing.T) {
-	clock := &fakeClock{now: time.Now()}
-	var usage atomic.Value
-	usage.Store(0.1)
-	s := openTest(t, t.TempDir(), func(o *Options) {
-		o.Now = clock.Now
-		o.DeleteWhen = fmt.Sprintf("%02d", (time.Now().Hour()+12)%24)
-		o.DiskUsage = func(string) (float64, error) { return usage.Load().(float64), nil }
-	})
-	for i := range 800 {
-		mustPut(t, s, msgSpec{topic: "T", body: fmt.Sprintf("%0300d", i)})
+	type state struct {
+		usage    atomic.Value
+		consumed atomic.Int64 // next offset consumed of T/0, -1: no group
 	}
-	waitIndexed(t, s)
-	checkFor(t, 5*time.Second, func() error {
-		if s.cl.flushed.Load() != s.cl.committed.Load() {
-			return errors.New("not flushed")
+	open := func(t *testing.T, force bool) (*Store, *state, *syncBuf) {
+		st := &state{}
+		st.usage.Store(0.1)
+		st.consumed.Store(-1)
+		logs := &syncBuf{}
+		clock := &fakeClock{now: time.Now()}
+		s := openTest(t, t.TempDir(), func(o *Options) {
+			o.Now = clock.Now
+			o.DeleteWhen = fmt.Sprintf("%02d", (time.Now().Hour()+12)%24)
+			o.DiskUsage = func(string) (float64, error) { return st.usage.Load().(float64), nil }
+			o.DiskForceClean = force
+			o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+			o.Consumed = func(topic string, q int32) (int64, bool) {
+				c := st.consumed.Load()
+				return c, c >= 0 && topic == "T" && q == 0
+			}
+		})
+		for i := range 800 {
+			mustPut(t, s, msgSpec{topic: "T", body: fmt.Sprintf("%0300d", i)})
 		}
-		return nil
+		waitIndexed(t, s)
+		checkFor(t, 5*time.Second, func() error {
+			if s.cl.flushed.Load() != s.cl.committed.Load() {
+				return errors.New("not flushed")
+			}
+			return nil
+		})
+		return s, st, logs
+	}
+	// Messages of the oldest segment: queue offsets [0, n).
+	firstSegCount := func(s *Store) int64 {
+		m := s.cl.list()[0]
+		return int64(s.lookupCQ("T", 0).entriesIn(m.base, m.base+m.size))
+	}
+
+	t.Run("unconsumed segment kept", func(t *testing.T) {
+		s, st, logs := open(t, false)
+		before := len(s.cl.list())
+		st.usage.Store(0.87)
+		if n := s.clean(false); n != 0 || len(s.cl.list()) != before {
+			t.Fatalf("unexpired, unconsumed segment deleted (%d) without disk_force_clean", n)
+		}
+		if !strings.Contains(logs.String(), "holds unconsumed messages; not deleted") {
+			t.Fatalf("refusal not logged:\n%s", logs.String())
+		}
+		// Consumed part way: still kept.
+		st.consumed.Store(firstSegCount(s) - 1)
+		if n := s.clean(false); n != 0 {
+			t.Fatalf("partly consumed segment deleted")
+		}
+		// Consumed by every group: it may go.
+		st.consumed.Store(firstSegCount(s))
+		if n := s.clean(false); n != 1 || len(s.cl.list()) != before-1 {
+			t.Fatalf("consumed segment not deleted under pressure: %d", n)
+		}
+		if s.Stats().ForceDeletedUnconsumed != 0 {
+			t.Fatal("consumed messages counted as lost")
+		}
 	})
-	before := len(s.cl.list())
-	// Above the force ratio: the oldest segment goes although not expired.
-	usage.Store(0.87)
-	if n := s.clean(false); n != 1 || len(s.cl.list()) != before-1 {
-		t.Fatalf("forced clean deleted %d", n)
-	}
-	// Above the full ratio: puts are refused with a clear status.
-	usage.Store(0.95)
-	s.clean(false)
-	_, err := s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: "x"}))
-	if !errors.Is(err, ErrDiskFull) {
-		t.Fatalf("put on full disk: %v", err)
-	}
-	res, _ := s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: "x"}))
-	if res.Status != PutServiceNotAvailable || !s.Stats().DiskFull {
-		t.Fatalf("status %v", res.Status)
-	}
-	usage.Store(0.5)
-	s.clean(false)
-	mustPut(t, s, msgSpec{topic: "T", body: "ok again"})
+
+	t.Run("force clean opted in", func(t *testing.T) {
+		s, st, logs := open(t, true)
+		before := len(s.cl.list())
+		want := firstSegCount(s)
+		st.usage.Store(0.87)
+		if n := s.clean(false); n != 1 || len(s.cl.list()) != before-1 {
+			t.Fatalf("forced clean deleted %d", n)
+		}
+		if got := s.Stats().ForceDeletedUnconsumed; got != want {
+			t.Fatalf("ForceDeletedUnconsumed = %d, want %d", got, want)
+		}
+		if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), fmt.Sprintf("unconsumed=%d", want)) {
+			t.Fatalf("forced deletion not logged at WARN with the count:\n%s", logs.String())
+		}
+	})
+
+	t.Run("full disk refuses then resumes", func(t *testing.T) {
+		s, st, _ := open(t, false)
+		st.usage.Store(0.95)
+		s.clean(false)
+		_, err := s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: "x"}))
+		if !errors.Is(err, ErrDiskFull) {
+			t.Fatalf("put on full disk: %v", err)
+		}
+		res, _ := s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: "x"}))
+		if res.Status != PutServiceNotAvailable || !s.Stats().DiskFull {
+			t.Fatalf("status %v", res.Status)
+		}
+		if refused, why := s.WritesRefused(); !refused || !strings.Contains(why, "disk full") {
+			t.Fatalf("WritesRefused = %v %q", refused, why)
+		}
+		if s.Err() != nil {
+			t.Fatal("a full disk made the store fail")
+		}
+		// The watcher sees the room by itself: no clean, no call.
+		st.usage.Store(0.5)
+		checkFor(t, 5*time.Second, func() error {
+			if refused, why := s.WritesRefused(); refused {
+				return errors.New(why)
+			}
+			return nil
+		})
+		mustPut(t, s, msgSpec{topic: "T", body: "ok again"})
+	})
 }
 
 // TestStoreConcurrentReadersAndDeletion: one writer, many readers holding

@@ -49,17 +49,18 @@ var LatencyBuckets = [...]time.Duration{
 }
 
 type statCounters struct {
-	putMessages atomic.Int64
-	putBytes    atomic.Int64
-	putErrors   atomic.Int64
-	getRequests atomic.Int64
-	getMessages atomic.Int64
-	getBytes    atomic.Int64
-	flushes     atomic.Int64
-	flushNanos  atomic.Int64
-	badRecords  atomic.Int64
-	latency     [len(LatencyBuckets) + 1]atomic.Int64
-	flushLat    [len(LatencyBuckets) + 1]atomic.Int64
+	putMessages            atomic.Int64
+	putBytes               atomic.Int64
+	putErrors              atomic.Int64
+	getRequests            atomic.Int64
+	getMessages            atomic.Int64
+	getBytes               atomic.Int64
+	flushes                atomic.Int64
+	flushNanos             atomic.Int64
+	badRecords             atomic.Int64
+	forceDeletedUnconsumed atomic.Int64
+	latency                [len(LatencyBuckets) + 1]atomic.Int64
+	flushLat               [len(LatencyBuckets) + 1]atomic.Int64
 }
 
 // latencyBucket returns the index in LatencyBuckets (len for the rest)
@@ -98,6 +99,9 @@ type Stats struct {
 	// offset, query by key, replication) because they failed verification:
 	// damaged on disk, never served.
 	BadRecords int64
+	// ForceDeletedUnconsumed counts messages retention deleted before every
+	// consumer group had consumed them (only with Options.DiskForceClean).
+	ForceDeletedUnconsumed int64
 	// PutLatency[i] counts puts that took <= LatencyBuckets[i] (and more
 	// than the previous bound); the last element counts the rest.
 	PutLatency [len(LatencyBuckets) + 1]int64
@@ -120,21 +124,22 @@ type Stats struct {
 func (s *Store) Stats() Stats {
 	c := &s.stats
 	st := Stats{
-		PutMessages: c.putMessages.Load(),
-		PutBytes:    c.putBytes.Load(),
-		PutErrors:   c.putErrors.Load(),
-		GetRequests: c.getRequests.Load(),
-		GetMessages: c.getMessages.Load(),
-		GetBytes:    c.getBytes.Load(),
-		Flushes:     c.flushes.Load(),
-		FlushTime:   time.Duration(c.flushNanos.Load()),
-		BadRecords:  c.badRecords.Load(),
-		MinPhysical: s.cl.minOffset(),
-		MaxPhysical: s.cl.committed.Load(),
-		Segments:    len(s.cl.list()),
-		Queues:      len(s.allCQs()),
-		DiskFull:    s.diskFull.Load(),
-		WriteFailed: s.werr.Load() != nil,
+		PutMessages:            c.putMessages.Load(),
+		PutBytes:               c.putBytes.Load(),
+		PutErrors:              c.putErrors.Load(),
+		GetRequests:            c.getRequests.Load(),
+		GetMessages:            c.getMessages.Load(),
+		GetBytes:               c.getBytes.Load(),
+		Flushes:                c.flushes.Load(),
+		FlushTime:              time.Duration(c.flushNanos.Load()),
+		BadRecords:             c.badRecords.Load(),
+		ForceDeletedUnconsumed: c.forceDeletedUnconsumed.Load(),
+		MinPhysical:            s.cl.minOffset(),
+		MaxPhysical:            s.cl.committed.Load(),
+		Segments:               len(s.cl.list()),
+		Queues:                 len(s.allCQs()),
+		DiskFull:               s.diskFull.Load(),
+		WriteFailed:            s.werr.Load() != nil,
 	}
 	for i := range c.latency {
 		st.PutLatency[i] = c.latency[i].Load()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/store/record"
+	"github.com/smartgo/smartgo/store/vfs"
 )
 
 // PutStatus is the outcome of a put, mirroring RocketMQ's PutMessageStatus.
@@ -81,6 +82,7 @@ type cqKey struct {
 // use.
 type Store struct {
 	opts        Options
+	fs          vfs.FS // every data file goes through it (Options.FS)
 	log         *slog.Logger
 	rlog        *ratelog.Limiter // lines a read of damaged data causes (ratelog)
 	noVerify    bool             // benchmarks only: serve records without verifying them
@@ -96,7 +98,8 @@ type Store struct {
 	batchProps   []byte          // PutBatch's properties scratch; protected by putMu
 	closed       atomic.Bool     // set under putMu by Close
 	werr         atomic.Pointer[error]
-	diskFull     atomic.Bool
+	diskFull     atomic.Bool // writes refused until the disk has room (space.go)
+	space        spaceState
 	rawMode      atomic.Bool // AppendRaw used: the dispatcher keeps queueOffsets in step
 
 	cqMu sync.RWMutex
@@ -146,15 +149,16 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	if st, err := os.Stat(opts.Root); err == nil && !st.IsDir() {
+	if st, err := opts.FS.Stat(opts.Root); err == nil && !st.IsDir() {
 		return nil, fmt.Errorf("%w: %s is not a directory", ErrBadRoot, opts.Root)
 	}
-	if err := os.MkdirAll(opts.Root, 0o755); err != nil {
+	if err := opts.FS.MkdirAll(opts.Root, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRoot, err)
 	}
 	hours, _ := parseDeleteWhen(opts.DeleteWhen)
 	s := &Store{
 		opts:         opts,
+		fs:           opts.FS,
 		log:          opts.Logger,
 		rlog:         ratelog.New(0, nil),
 		deleteHours:  hours,
@@ -193,8 +197,9 @@ func Open(opts Options) (*Store, error) {
 		// A new store: make the first segment warm before the first put.
 		s.cl.prepare(s.cl.writePos)
 	}
-	s.updateDiskUsage()
+	s.checkSpace()
 	s.start("allocator", func() { s.cl.allocLoop(s.done) })
+	s.start("space-watcher", s.spaceLoop)
 	if s.cl.prefault {
 		s.start("prefaulter", func() { s.cl.prefaultLoop(s.done) })
 	}
@@ -275,6 +280,17 @@ func (s *Store) releaseFiles() {
 	s.cqMu.Unlock()
 }
 
+// drainFailed handles a failed write-out of pend outside a put: a full
+// disk took the records back (no harm done, the error is returned), any
+// other failure is sticky.
+func (s *Store) drainFailed(err error) error {
+	if isNoSpace(err) {
+		return err
+	}
+	s.setWriteErr(err)
+	return s.Err()
+}
+
 // setWriteErr makes a write failure sticky (fail-stop).
 func (s *Store) setWriteErr(err error) {
 	e := fmt.Errorf("%w: %w", ErrWriteFailed, err)
@@ -324,7 +340,11 @@ func (s *Store) checkWritable() (PutStatus, error) {
 	if p := s.werr.Load(); p != nil {
 		return PutServiceNotAvailable, *p
 	}
+	s.nearFull()
 	if s.diskFull.Load() {
+		if r := s.space.reason.Load(); r != nil {
+			return PutServiceNotAvailable, fmt.Errorf("%w: %s", ErrDiskFull, *r)
+		}
 		return PutServiceNotAvailable, ErrDiskFull
 	}
 	return PutOK, nil
@@ -383,6 +403,7 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 		s.unlockPut()
 		return s.putFailed(err)
 	}
+	gen := s.cl.discards.gen.Load()
 	if !excluded {
 		s.setQueueOffsetLocked(key, qoff+1)
 	}
@@ -396,9 +417,9 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 	res := PutResult{Status: PutOK, PhysicalOffset: phy, QueueOffset: qoff, WroteBytes: size,
 		StoreTimestamp: m.StoreTimestamp, MsgCount: 1, StoreHost: s.opts.StoreHost}
 	if wait {
-		if res.Status = s.waitDurable(ctx, phy+int64(size)); res.Status != PutOK && res.Status != PutFlushDiskTimeout {
+		if res.Status = s.waitDurable(ctx, phy, phy+int64(size), gen); res.Status != PutOK && res.Status != PutFlushDiskTimeout {
 			s.stats.putErrors.Add(1)
-			return PutResult{Status: res.Status}, s.Err()
+			return PutResult{Status: res.Status}, s.notStored()
 		}
 	}
 	s.stats.recordPut(1, size, time.Since(start))
@@ -438,19 +459,37 @@ func (s *Store) afterAppendLocked(wait, viaPend bool) error {
 	return nil
 }
 
-// waitDurable waits for the group commit covering end. When the wait ends
-// without it (timeout, ctx, close, failure) the record is written out so
-// that a FLUSH_DISK_TIMEOUT put is still stored and readable; if even that
-// fails (the store failed), the put is reported as not stored.
-func (s *Store) waitDurable(ctx context.Context, end int64) PutStatus {
-	if s.waitFlushed(ctx, end) {
+// waitDurable waits for the group commit covering the records in [start,
+// end), appended after gen discards. When the wait ends without it
+// (timeout, ctx, close, failure) the records are written out so that a
+// FLUSH_DISK_TIMEOUT put is still stored and readable; if even that fails
+// (the store failed, or the disk was full and the records were taken back:
+// discardPendLocked), the put is reported as not stored.
+func (s *Store) waitDurable(ctx context.Context, start, end, gen int64) PutStatus {
+	ok := s.waitFlushed(ctx, start, end, gen)
+	if s.cl.discards.discarded(gen, start) {
+		return PutServiceNotAvailable
+	}
+	if ok {
 		return PutOK
 	}
 	s.cl.drain()
-	if s.cl.committed.Load() < end {
+	if s.cl.committed.Load() < end || s.cl.discards.discarded(gen, start) {
 		return PutServiceNotAvailable
 	}
 	return PutFlushDiskTimeout
+}
+
+// notStored is the error of a put that waited and was not stored: the
+// sticky write error, or the disk being full.
+func (s *Store) notStored() error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	if _, err := s.checkWritable(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: records taken back, not stored", ErrDiskFull)
 }
 
 // setQueueOffsetLocked stores next for key; new keys get their own copy
@@ -468,9 +507,26 @@ func (s *Store) putFailed(err error) (PutResult, error) {
 		errors.Is(err, record.ErrBadHost) || errors.Is(err, record.ErrRecordTooLong) || errors.Is(err, record.ErrBadProperties) {
 		return PutResult{Status: PutMessageIllegal}, fmt.Errorf("%w: %w", ErrIllegalMessage, err)
 	}
+	if isNoSpace(err) {
+		// Nothing of this put is in the log and nothing acknowledged is
+		// lost: refuse, do not fail the store (space.go).
+		s.noSpace(err)
+		if !errors.Is(err, ErrDiskFull) {
+			err = fmt.Errorf("%w: %w", ErrDiskFull, err)
+		}
+		return PutResult{Status: PutServiceNotAvailable}, err
+	}
+	if errors.Is(err, errNotWritten) {
+		return PutResult{Status: PutServiceNotAvailable}, err
+	}
 	s.setWriteErr(err)
 	return PutResult{Status: PutServiceNotAvailable}, s.Err()
 }
+
+// errNotWritten marks an append that failed before writing anything
+// (allocating blocks or creating a segment): the put fails, the store
+// does not.
+var errNotWritten = errors.New("store: nothing written")
 
 // waitStore reports whether the WAIT property asks to wait (default yes).
 func waitStore(props string) bool {
@@ -553,14 +609,17 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 				s.setQueueOffsetLocked(key, qoff+int64(i))
 			}
 			if i > 0 && viaPend && !s.cl.pwrite {
-				_ = s.cl.drainLocked() // what was appended is readable; the write error is sticky below
+				_ = s.cl.drainLocked() // what was appended is readable
 			}
 			s.unlockPut()
-			if i > 0 {
+			if i > 0 && !isNoSpace(err) && !errors.Is(err, errNotWritten) {
 				// Part of the batch is in the log: that is a write failure.
 				s.setWriteErr(err)
 				return BatchResult{PutResult: PutResult{Status: PutServiceNotAvailable}}, s.Err()
 			}
+			// Nothing more could be written (the disk filled between the
+			// check and this record): the batch is refused; its first i
+			// records stay stored, as a retry of it may store them again.
 			r, e := s.putFailed(err)
 			return BatchResult{PutResult: r}, e
 		}
@@ -573,18 +632,19 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 	if !excluded {
 		s.setQueueOffsetLocked(key, qoff+int64(len(items)))
 	}
+	gen := s.cl.discards.gen.Load()
 	wait = wait && s.opts.FlushMode == FlushSync
 	if err := s.afterAppendLocked(wait, viaPend); err != nil {
 		s.unlockPut()
-		s.setWriteErr(err)
-		return BatchResult{PutResult: PutResult{Status: PutServiceNotAvailable}}, s.Err()
+		r, e := s.putFailed(err)
+		return BatchResult{PutResult: r}, e
 	}
 	s.unlockPut()
 	res.PutResult = PutResult{Status: PutOK, PhysicalOffset: res.PhysicalOffsets[0], QueueOffset: qoff,
 		WroteBytes: total, StoreTimestamp: now, MsgCount: len(items), StoreHost: s.opts.StoreHost}
 	if wait {
-		if res.Status = s.waitDurable(ctx, end); res.Status != PutOK && res.Status != PutFlushDiskTimeout {
-			return BatchResult{PutResult: PutResult{Status: res.Status}}, s.Err()
+		if res.Status = s.waitDurable(ctx, res.PhysicalOffsets[0], end, gen); res.Status != PutOK && res.Status != PutFlushDiskTimeout {
+			return BatchResult{PutResult: PutResult{Status: res.Status}}, s.notStored()
 		}
 	}
 	s.stats.recordPut(len(items), total, time.Since(start))
@@ -693,7 +753,7 @@ func (s *Store) cqForDispatch(topic []byte, queueID int32) *consumeQueue {
 		s.cqs[string(topic)] = qs
 	}
 	if cq = qs[queueID]; cq == nil {
-		cq = newConsumeQueue(s.opts.Root, string(topic), queueID, s.opts.CQEntriesPerFile)
+		cq = newConsumeQueue(s.fs, s.opts.Root, string(topic), queueID, s.opts.CQEntriesPerFile)
 		qs[queueID] = cq
 	}
 	return cq
@@ -760,7 +820,7 @@ func (s *Store) DeleteTopic(topic string) error {
 		cq.closeAll(true)
 	}
 	dir := filepath.Join(s.opts.Root, "consumequeue", topic)
-	if err := os.RemoveAll(dir); err != nil {
+	if err := s.fs.RemoveAll(dir); err != nil {
 		return fmt.Errorf("store: remove %s: %w", dir, err)
 	}
 	return nil

@@ -9,15 +9,6 @@ import "golang.org/x/sys/unix"
 // madvPopulateWrite maps pages writable without changing their contents.
 const madvPopulateWrite = unix.MADV_POPULATE_WRITE
 
-// fallocate reserves size bytes of f's blocks.
-func fallocate(fd int, size int64) error { return unix.Fallocate(fd, 0, 0, size) }
-
-// writeBack starts writeback of [off, off+n) and waits for it.
-func writeBack(fd int, off, n int64) error {
-	return unix.SyncFileRange(fd, off, n,
-		unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
-}
-
 // fdatasync makes the file's data (not its metadata) durable.
 func fdatasync(fd int) error { return unix.Fdatasync(fd) }
 

@@ -10,12 +10,6 @@ import "golang.org/x/sys/unix"
 // madvise and stops, as on an old Linux kernel.
 const madvPopulateWrite = -1
 
-// fallocate is not available: the caller falls back to ftruncate.
-func fallocate(int, int64) error { return unix.EOPNOTSUPP }
-
-// writeBack is not available: the caller skips write-behind pacing.
-func writeBack(int, int64, int64) error { return unix.ENOSYS }
-
 // fdatasync falls back to fsync.
 func fdatasync(fd int) error { return unix.Fsync(fd) }
 

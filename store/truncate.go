@@ -31,8 +31,7 @@ func (s *Store) TruncateTail(offset int64) error {
 		return err
 	}
 	if err := s.cl.drainLocked(); err != nil {
-		s.setWriteErr(err)
-		return s.Err()
+		return s.drainFailed(err)
 	}
 	end := s.cl.writePos
 	if offset == end {

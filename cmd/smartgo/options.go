@@ -40,6 +40,8 @@ func storeOptions(s conf.Store, inMemoryRatio int, log *slog.Logger) store.Optio
 	o.DiskMaxUsedRatio = float64(s.DiskMaxUsedRatio) / 100
 	o.DiskForceCleanRatio = float64(s.DiskForceCleanRatio) / 100
 	o.DiskFullRatio = float64(s.DiskFullRatio) / 100
+	o.DiskForceClean = s.DiskForceClean
+	o.Preallocate = s.Preallocate.Bytes()
 	o.CheckCRCOnRecover = s.CheckCRCOnRecover
 	o.VerifyAllOnCrash = s.VerifyAllOnCrash
 	o.LogicFlushInterval = s.LogicFlushInterval.D()

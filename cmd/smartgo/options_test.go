@@ -75,6 +75,7 @@ var notFromTOML = map[string]string{
 	"Broker.Logger": "injected", "Broker.Now": "injected (tests)", "Broker.Store.Logger": "injected",
 	"Broker.Store.Now": "injected (tests)", "Broker.Store.DiskUsage": "injected (tests)",
 	"Broker.Store.Listener": "wired by the broker", "Broker.Store.TagsCode": "wired by the broker (delay levels)",
+	"Broker.Store.Consumed": "wired by the broker (consumer offsets)", "Broker.Store.FS": "injected (tests: fault injection)",
 	"Broker.Store.StoreHost":       "derived from broker.advertise_ip and broker.listen",
 	"Broker.Remoting.Addr":         "taken from broker.listen",
 	"Broker.Remoting.Logger":       "injected",
