@@ -60,6 +60,7 @@ type Broker struct {
 	cfgVersion dataVersion            // bumped by UPDATE_BROKER_CONFIG
 	queueRR    atomic.Uint32          // round-robin for sends with queueId < 0
 	registered sync.Map               // registry address -> bool: its last registration succeeded
+	regNow     chan struct{}          // capacity 1: register now (the store's write state changed)
 	masterAddr atomic.Pointer[string] // a slave's master, as registries report it
 
 	// Replication (broker/ha.go): haSrv on a master, haCli on a slave
@@ -104,22 +105,29 @@ func New(opts Options) (*Broker, error) {
 	var err error
 	b := &Broker{opts: opts, log: opts.Logger.With("broker", opts.BrokerName), now: opts.Now, metrics: newMetrics()}
 	b.plog = ratelog.Wrap(b.log, 0)
+	b.regNow = make(chan struct{}, 1)
 	b.perm.Store(PermRW)
 	b.slaveRead.Store(opts.SlaveReadEnable)
 
-	// Listen first: the store needs the real port for its store host.
-	ln, err := net.Listen("tcp", opts.ListenAddr)
+	// Take the port first (the store needs it for its store host), but
+	// listen only after the store's recovery: until then a client that
+	// connects is refused at once and goes to another broker.
+	bound, err := bindTCP(opts.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen %s: %w", opts.ListenAddr, err)
 	}
+	var ln net.Listener
 	defer func() {
 		if err != nil {
-			_ = ln.Close()
+			bound.close()
+			if ln != nil {
+				_ = ln.Close()
+			}
 			_ = b.closeParts()
 		}
 	}()
-	port := ln.Addr().(*net.TCPAddr).Port
-	ip := advertiseIP(opts.AdvertiseIP, ln.Addr().(*net.TCPAddr).IP)
+	port := bound.Addr().Port
+	ip := advertiseIP(opts.AdvertiseIP, bound.Addr().IP)
 	b.addr = net.JoinHostPort(ip.String(), strconv.Itoa(port))
 	b.storeHost = netip.AddrPortFrom(ip, uint16(port))
 
@@ -153,9 +161,13 @@ func New(opts Options) (*Broker, error) {
 		so.Now = opts.Now
 	}
 	so.TagsCode = b.scheduleTagsCode
+	so.Consumed = b.consumed
 	so.Listener = b.onStoreEvent(so.Listener)
 	if b.store, err = store.Open(so); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if ln, err = bound.listen(); err != nil { // recovery is done: accept clients
+		return nil, fmt.Errorf("broker: listen %s: %w", opts.ListenAddr, err)
 	}
 	b.schedule = newScheduleService(b)
 	b.rt = newRuntimeStats(opts.Now, func() int64 { return b.store.Stats().PutMessages })
@@ -209,7 +221,7 @@ func New(opts Options) (*Broker, error) {
 		b.wg.Wait()
 		return nil, fmt.Errorf("broker: serve: %w", err)
 	}
-	if opts.AdvertiseIP == "" && ln.Addr().(*net.TCPAddr).IP.IsUnspecified() {
+	if opts.AdvertiseIP == "" && bound.Addr().IP.IsUnspecified() {
 		b.log.Info("advertising a loopback address; set broker.advertise_ip for clients on other hosts", "addr", b.addr)
 	}
 	b.log.Info("broker started", "addr", b.addr, "role", opts.Role.String(), "id", opts.BrokerID,
@@ -252,6 +264,22 @@ func (b *Broker) goFunc(fn func()) {
 		fn()
 	}()
 }
+
+// consumed is the store's Options.Consumed: how far the consumers of a
+// queue have got, the lowest offset any group committed (for the delay
+// levels' queues, the delay service's own offsets). Retention deletes an
+// unexpired segment only when every queue's messages in it are below it.
+func (b *Broker) consumed(topic string, queueID int32) (int64, bool) {
+	if topic == ScheduleTopic {
+		return b.delayOffsets.Get(queueID + 1), true
+	}
+	return b.offsets.MinConsumed(topic, queueID)
+}
+
+// WritesRefused reports whether the broker's store refuses writes now
+// (disk full, a failed write, closed) and why: the broker then registers
+// without write permission and answers sends with SERVICE_NOT_AVAILABLE.
+func (b *Broker) WritesRefused() (bool, string) { return b.store.WritesRefused() }
 
 // Addr returns the broker's advertised remoting address (ip:port).
 func (b *Broker) Addr() string { return b.addr }

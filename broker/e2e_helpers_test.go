@@ -16,6 +16,16 @@ import (
 // files and short delay levels.
 func testBroker(t *testing.T, dir string, mod func(*Options)) *Broker {
 	t.Helper()
+	b, err := New(testBrokerOptions(dir, mod))
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// testBrokerOptions are testBroker's options.
+func testBrokerOptions(dir string, mod func(*Options)) Options {
 	so := store.DefaultOptions(dir)
 	so.SegmentSize = 1 << 20
 	so.CQEntriesPerFile = 1000
@@ -32,12 +42,7 @@ func testBroker(t *testing.T, dir string, mod func(*Options)) *Broker {
 	if mod != nil {
 		mod(&opts)
 	}
-	b, err := New(opts)
-	if err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	return b
+	return opts
 }
 
 type testClient struct {

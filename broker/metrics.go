@@ -86,6 +86,15 @@ func (b *Broker) onStoreEvent(next func(store.Event)) func(store.Event) {
 			b.log.Warn("slow commitlog flush", "duration", ev.Duration, "offset", ev.Offset)
 		case store.EventSegmentRolled:
 			b.log.Debug("commitlog segment rolled", "file", ev.File, "offset", ev.Offset)
+		case store.EventDiskFull, store.EventDiskOK, store.EventWriteFailed:
+			// Tell the registries (write permission) at once; a new data
+			// version makes them take the topics again, as a Java broker
+			// does when its permission changes.
+			b.topics.version.bump(b.now())
+			select {
+			case b.regNow <- struct{}{}:
+			default:
+			}
 		}
 		if next != nil {
 			next(ev)
@@ -191,6 +200,8 @@ var (
 	descFlushedOffset  = prometheus.NewDesc("smartgo_commitlog_flushed_offset", "Commitlog offset made durable.", nil, nil)
 	descFlushLatency   = prometheus.NewDesc("smartgo_store_flush_latency_seconds", "Duration of commitlog fdatasync rounds.", nil, nil)
 	descDiskUsed       = prometheus.NewDesc("smartgo_store_disk_used_ratio", "Used fraction (0..1) of the file system holding the store.", nil, nil)
+	descBadRecords     = prometheus.NewDesc("smartgo_store_bad_records_total", "Records refused on a read path (pull, lookup, query, replication) because they failed verification: damaged on disk, never served.", nil, nil)
+	descForceDeleted   = prometheus.NewDesc("smartgo_store_force_deleted_unconsumed_total", "Messages retention deleted before every consumer group consumed them (store.disk_force_clean).", nil, nil)
 	descWritesRefused  = prometheus.NewDesc("smartgo_store_writes_refused", "1 while the store refuses writes (disk over the full mark, or a write failed), else 0.", []string{"reason"}, nil)
 	descStoreEvents    = prometheus.NewDesc("smartgo_store_events_total", "Store events by kind (segment-rolled, segment-deleted, corruption, slow-flush, disk-full, disk-ok, write-failed, queue-gap).", []string{"kind"}, nil)
 	descReplLagBytes   = prometheus.NewDesc("smartgo_replication_lag_bytes", "Master: commitlog end minus the best slave's acknowledged end. Slave: its master's end minus its own.", nil, nil)
@@ -201,7 +212,7 @@ var (
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommitLogMax, descCommitLogMin, descDispatchLag, descIndexLag, descHeldPulls,
-		descFlushedOffset, descFlushLatency, descDiskUsed, descWritesRefused, descStoreEvents, descReplLagBytes,
+		descFlushedOffset, descFlushLatency, descDiskUsed, descBadRecords, descForceDeleted, descWritesRefused, descStoreEvents, descReplLagBytes,
 		descReplLagSeconds, descSlaves, descInfo} {
 		ch <- d
 	}
@@ -229,11 +240,9 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstHistogram(descFlushLatency, uint64(st.Flushes), st.FlushTime.Seconds(), buckets)
 
-	if o := s.Options(); o.DiskUsage != nil {
-		if used, err := o.DiskUsage(o.Root); err == nil {
-			gauge(descDiskUsed, used)
-		}
-	}
+	gauge(descDiskUsed, s.DiskUsed())
+	ch <- prometheus.MustNewConstMetric(descBadRecords, prometheus.CounterValue, float64(st.BadRecords))
+	ch <- prometheus.MustNewConstMetric(descForceDeleted, prometheus.CounterValue, float64(st.ForceDeletedUnconsumed))
 	gauge(descWritesRefused, b2f(st.DiskFull), "disk-full")
 	gauge(descWritesRefused, b2f(st.WriteFailed), "write-failed")
 

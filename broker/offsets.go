@@ -78,6 +78,23 @@ func (m *OffsetManager) QueueOffsets(group, topic string) map[int32]int64 {
 	return out
 }
 
+// MinConsumed returns the lowest offset any group committed for a queue,
+// ok=false when none has.
+func (m *OffsetManager) MinConsumed(topic string, queueID int32) (int64, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	lowest, ok := int64(0), false
+	for k, q := range m.table {
+		if t, _, _ := strings.Cut(k, "@"); t != topic {
+			continue
+		}
+		if off, has := q[queueID]; has && (!ok || off < lowest) {
+			lowest, ok = off, true
+		}
+	}
+	return lowest, ok
+}
+
 // GroupsOfTopic returns the groups with committed offsets on topic, sorted.
 func (m *OffsetManager) GroupsOfTopic(topic string) []string {
 	m.mu.RLock()

@@ -56,6 +56,7 @@ func (b *Broker) registerLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-soon:
+		case <-b.regNow: // the store started or stopped refusing writes
 		}
 		if ok = b.registerAll(ctx); ok {
 			retry = time.Second
@@ -94,6 +95,12 @@ func (b *Broker) registrationBody() ([]byte, error) {
 		}
 	}
 	perm := b.perm.Load()
+	if refused, _ := b.store.WritesRefused(); refused {
+		// Disk full (or a failed write): producers are sent elsewhere
+		// until the store takes writes again, as a Java broker whose
+		// write permission was taken away.
+		perm &^= PermWrite
+	}
 	for _, tc := range w.TopicConfigTable {
 		tc.Perm &= perm | PermInherit | PermPriority
 	}
