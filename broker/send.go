@@ -90,6 +90,11 @@ func (b *Broker) processSend(c *remoting.Conn, req *protocol.Command) (*protocol
 		return b.putBatch(ctx, m, req.Body, wait)
 	}
 	queueID := m.QueueID // the response names the requested queue, even when delayed
+	if req.ExtFields[protocol.SendResendField] == "true" {
+		if out := b.answerResend(ctx, m, wait); out != nil {
+			return out, nil // stored by an earlier attempt (resend.go)
+		}
+	}
 	if err := b.divertDelayed(m); err != nil {
 		return errResp(protocol.MessageIllegal, "%v", err), nil
 	}

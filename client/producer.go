@@ -248,6 +248,7 @@ func (p *Producer) sendPrepared(ctx context.Context, pm *prepared, topic string,
 	var last error
 	lastBroker := ""
 	backoff := 50 * time.Millisecond
+	resend := false // an earlier attempt may have stored the message
 	for used := 0; ; {
 		tr, err := p.publishRoute(ctx, topic)
 		if err != nil {
@@ -262,11 +263,12 @@ func (p *Producer) sendPrepared(ctx context.Context, pm *prepared, topic string,
 		} else {
 			mq = p.selectQueue(tr.publish, lastBroker)
 		}
-		res, err := p.sendOnce(ctx, pm, mq, deadline)
+		res, err := p.sendOnce(ctx, pm, mq, deadline, resend)
 		if err == nil {
 			return res, nil
 		}
 		last = err
+		resend = resend || outcomeUnknown(err)
 		lastBroker = mq.BrokerName
 		if !retryableErr(err) || ctx.Err() != nil {
 			break
@@ -298,6 +300,21 @@ func (p *Producer) sendPrepared(ctx context.Context, pm *prepared, topic string,
 	return nil, last
 }
 
+// errNoMasterAddr: the route names no master for the queue's broker (no
+// request was sent).
+var errNoMasterAddr = errors.New("no master address")
+
+// outcomeUnknown reports a failed attempt whose request may have reached
+// the broker and been stored: a timeout or a connection broken after the
+// request was written (not a broker's answer, not a missing address).
+func outcomeUnknown(err error) bool {
+	var be *BrokerError
+	if errors.As(err, &be) || errors.Is(err, errNoMasterAddr) {
+		return false
+	}
+	return errors.Is(err, ErrTimeout) || errors.Is(err, ErrBrokerUnavailable)
+}
+
 // masterDown reports errors that mean the group has no reachable master
 // right now: no master address, a broken or refused connection, or a
 // broker that is not (or no longer) master.
@@ -310,15 +327,19 @@ func masterDown(err error) bool {
 }
 
 // sendOnce sends to one queue and records the broker's latency.
-func (p *Producer) sendOnce(ctx context.Context, pm *prepared, mq MessageQueue, deadline time.Time) (*SendResult, error) {
+func (p *Producer) sendOnce(ctx context.Context, pm *prepared, mq MessageQueue, deadline time.Time, resend bool) (*SendResult, error) {
 	addr := p.core.masterAddr(mq.BrokerName)
 	if addr == "" {
-		return nil, fmt.Errorf("%w: no master address for %s", ErrBrokerUnavailable, mq.BrokerName)
+		return nil, fmt.Errorf("%w: %w for %s", ErrBrokerUnavailable, errNoMasterAddr, mq.BrokerName)
 	}
 	cctx, cancel := context.WithTimeout(ctx, min(p.opts.SendTimeout, max(time.Until(deadline), time.Millisecond)))
 	defer cancel()
 	start := time.Now()
-	resp, err := p.core.invoke(cctx, "send", addr, p.request(pm, mq))
+	req := p.request(pm, mq)
+	if resend && pm.uniq != "" {
+		req.ExtFields[protocol.SendResendField] = "true"
+	}
+	resp, err := p.core.invoke(cctx, "send", addr, req)
 	p.fault.update(mq.BrokerName, time.Since(start), err != nil)
 	if err != nil {
 		return nil, err
@@ -412,7 +433,7 @@ func (p *Producer) sendAsyncAttempt(ctx context.Context, pm *prepared, tr *topic
 		cb(nil, err)
 	}
 	if addr == "" {
-		retry(fmt.Errorf("%w: no master address for %s", ErrBrokerUnavailable, mq.BrokerName))
+		retry(fmt.Errorf("%w: %w for %s", ErrBrokerUnavailable, errNoMasterAddr, mq.BrokerName))
 		return
 	}
 	start := time.Now()
@@ -455,7 +476,7 @@ func (p *Producer) SendOneway(ctx context.Context, m *Message) error {
 	mq := p.selectQueue(tr.publish, "")
 	addr := p.core.masterAddr(mq.BrokerName)
 	if addr == "" {
-		return fmt.Errorf("%w: no master address for %s", ErrBrokerUnavailable, mq.BrokerName)
+		return fmt.Errorf("%w: %w for %s", ErrBrokerUnavailable, errNoMasterAddr, mq.BrokerName)
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.opts.SendTimeout)
 	defer cancel()

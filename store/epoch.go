@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/smartgo/smartgo/internal/fsutil"
 )
@@ -255,4 +256,12 @@ func (s *Store) NextQueueOffset(topic string, queueID int32) int64 {
 	s.putMu.Lock()
 	defer s.putMu.Unlock()
 	return s.queueOffsets[cqKey{topic, queueID}]
+}
+
+// WaitIndexed waits up to d until the key index covers the log up to
+// target (records past a dispatch limit are not indexed until it moves)
+// and reports whether it does.
+func (s *Store) WaitIndexed(target int64, d time.Duration) bool {
+	s.waitIndexed(target, d)
+	return s.indexed.Load() >= target
 }

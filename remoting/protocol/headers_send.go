@@ -153,6 +153,14 @@ func DecodeSendMessageHeader(req *Command) (*SendMessageRequestHeader, error) {
 	}
 }
 
+// SendResendField is a SmartGo extField of any send request: "true" marks
+// a retry after an attempt whose outcome the producer does not know (the
+// connection broke or timed out after the request may have been written).
+// A broker that already stored a message with the same UNIQ_KEY in the
+// topic answers with that message instead of storing it again, so a retry
+// across a failover does not duplicate. Other brokers ignore the field.
+const SendResendField = "sgResend"
+
 // SendMessageResponseHeader answers a send: msgId!, queueId!, queueOffset!,
 // transactionId. Java brokers also add MSG_REGION and TRACE_ON; Region and
 // TraceOn carry them (written when Region is set).
