@@ -8,7 +8,7 @@ FUZZTIME  ?= 30s
 STATICCHECK_VERSION ?= v0.8.2
 PKGS      := ./...
 
-.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale clean
+.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale browser clean
 
 all: lint build test
 
@@ -54,6 +54,12 @@ staticcheck:
 # Interop tests against unmodified third-party clients (their own module).
 interop:
 	cd interop && $(GO) test -p 1 -count=1 -timeout 20m ./...
+
+# The web console in a real headless browser (Debian's chromium through
+# chromedp, its own module): every page, screenshots to $(ARTIFACTS).
+ARTIFACTS ?= $(CURDIR)/artifacts/console
+browser:
+	cd browsertest && SMARTGO_ARTIFACTS=$(ARTIFACTS) $(GO) test -count=1 -timeout 10m ./...
 
 # Master/slave tests with real processes (registry, master, slave).
 cluster:

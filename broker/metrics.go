@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,7 @@ type metrics struct {
 	// lastRegistered is when a registry last accepted the registration
 	// (Unix nanoseconds, 0 = never).
 	lastRegistered atomic.Int64
+	started        time.Time // when New began
 }
 
 func newMetrics() *metrics {
@@ -46,7 +48,30 @@ func newMetrics() *metrics {
 			Help: "Time from a send request's dispatch to its response (stored; flushed or replicated when the broker waits for that).", Buckets: LatencyBuckets}),
 		pull: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "smartgo_broker_pull_latency_seconds",
 			Help: "Time to answer a pull request that was not held by long polling.", Buckets: LatencyBuckets}),
-		events: map[store.EventKind]int64{},
+		events:  map[store.EventKind]int64{},
+		started: time.Now(),
+	}
+}
+
+// monitorRuntimeInfo adds to GET_BROKER_RUNTIME_INFO what the console
+// shows and the table has no other key for (Java's names where Java has
+// one; a key already set is kept): bootTimestamp (Unix ms),
+// commitLogDiskRatio (used fraction of the store's file system, 0..1) and
+// replicationLagSeconds (see ReplicationLag).
+func (b *Broker) monitorRuntimeInfo(t map[string]string) {
+	set := func(k, v string) {
+		if _, ok := t[k]; !ok {
+			t[k] = v
+		}
+	}
+	set("bootTimestamp", strconv.FormatInt(b.metrics.started.UnixMilli(), 10))
+	if o := b.store.Options(); o.DiskUsage != nil {
+		if used, err := o.DiskUsage(o.Root); err == nil {
+			set("commitLogDiskRatio", strconv.FormatFloat(used, 'f', 4, 64))
+		}
+	}
+	if _, behind, ok := b.ReplicationLag(); ok {
+		set("replicationLagSeconds", strconv.FormatFloat(behind.Seconds(), 'f', 1, 64))
 	}
 }
 

@@ -86,6 +86,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	b.poolRuntimeInfo(t)
 	b.diskRuntimeInfo(t)
 	b.haRuntimeInfo(t)
+	b.monitorRuntimeInfo(t)
 	b.controllerRuntimeInfo(t)
 	if ts, ok := s.EarliestMessageTime(); ok {
 		t["earliestMessageTimeStamp"] = itoa64(ts)

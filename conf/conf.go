@@ -39,6 +39,19 @@ type File struct {
 	// or inside `smartgo registry` with registry.controller = true).
 	Controller Controller `toml:"controller"`
 	Metrics    Metrics    `toml:"metrics"`
+	Console    Console    `toml:"console"`
+}
+
+// Console configures the web console (`smartgo console`, and inside
+// `smartgo standalone`).
+type Console struct {
+	Listen          string   `toml:"listen"` // "" = off
+	Registries      []string `toml:"registries"`
+	CredentialsFile string   `toml:"credentials_file"`
+	AdminUsers      []string `toml:"admin_users"`
+	SampleInterval  Duration `toml:"sample_interval"`
+	SessionTTL      Duration `toml:"session_ttl"`
+	RequestTimeout  Duration `toml:"request_timeout"`
 }
 
 // Metrics configures the process's monitoring endpoint: Prometheus
@@ -331,6 +344,14 @@ func Default() File {
 			RecoverSegments:     3,
 			WarmSegments:        true,
 		},
+		Console: Console{
+			Listen:         "127.0.0.1:8080",
+			Registries:     []string{"127.0.0.1:9876"},
+			AdminUsers:     []string{},
+			SampleInterval: Duration{5 * time.Second},
+			SessionTTL:     Duration{12 * time.Hour},
+			RequestTimeout: Duration{10 * time.Second},
+		},
 		Controller: Controller{
 			Listen:            "0.0.0.0:9878",
 			RaftListen:        "0.0.0.0:9880",
@@ -432,7 +453,7 @@ func Parse(name, text string) (File, error) {
 
 func decode(f *File, name, text string) error {
 	// Lists replace the defaults rather than merge with them.
-	f.Broker.Registries, f.Bridge.Registries = nil, nil
+	f.Broker.Registries, f.Bridge.Registries, f.Console.Registries = nil, nil, nil
 	md, err := toml.Decode(text, f)
 	if err != nil {
 		var pe toml.ParseError
@@ -457,6 +478,9 @@ func decode(f *File, name, text string) error {
 	}
 	if !md.IsDefined("bridge", "registries") {
 		f.Bridge.Registries = d.Bridge.Registries
+	}
+	if !md.IsDefined("console", "registries") {
+		f.Console.Registries = d.Console.Registries
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ func (f *File) Validate() error {
 	f.Bridge.validate(v)
 	f.Controller.validate(v)
 	v.addr("metrics.listen", f.Metrics.Listen, true)
+	f.Console.validate(v)
 	f.StateStore.validate(v)
 	f.Twin.validate(v)
 	return v.err()
@@ -405,4 +406,21 @@ func (t *Twin) validate(v *validator) {
 			v.bad("twin.index_paths", strconv.Quote(p), "each must be properties.desired.<path> or properties.reported.<path>")
 		}
 	}
+}
+
+func (c *Console) validate(v *validator) {
+	v.addr("console.listen", c.Listen, true)
+	for i, r := range c.Registries {
+		v.addr(fmt.Sprintf("console.registries[%d]", i), r, false)
+	}
+	if c.Listen != "" && c.CredentialsFile == "" {
+		if host, _, err := net.SplitHostPort(c.Listen); err == nil {
+			if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+				v.bad("console.listen", strconv.Quote(c.Listen), "without console.credentials_file the console may listen on a loopback address only (127.0.0.1:8080)")
+			}
+		}
+	}
+	v.durRange("console.sample_interval", c.SampleInterval, time.Second, time.Minute)
+	v.durRange("console.session_ttl", c.SessionTTL, time.Minute, 30*24*time.Hour)
+	v.durRange("console.request_timeout", c.RequestTimeout, time.Second, 5*time.Minute)
 }

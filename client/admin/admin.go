@@ -209,8 +209,8 @@ type TopicConfig struct {
 // CreateTopic creates or updates a topic on every master of cluster (""
 // = all); the brokers then register it with the registries.
 func (a *Admin) CreateTopic(ctx context.Context, cluster string, tc TopicConfig) error {
-	if tc.Name == "" {
-		return fmt.Errorf("%w: empty topic name", client.ErrBadOptions)
+	if err := client.ValidateTopic(tc.Name); err != nil {
+		return fmt.Errorf("admin: create topic: %w", err)
 	}
 	if tc.ReadQueues == 0 {
 		tc.ReadQueues = 8
@@ -580,8 +580,41 @@ type Member struct {
 	// LagBytes is, for a slave, its master's commitlog end minus its own
 	// (-1 when the master is unknown); for a master, haLagBytes (how far
 	// its best slave's ack is behind; -1 without a slave).
-	LagBytes int64  `json:"lagBytes"`
-	Err      string `json:"error,omitempty"`
+	LagBytes int64 `json:"lagBytes"`
+	// From the same runtime info, when the broker reports them: its
+	// version, start time (Unix ms, 0 unknown), first commitlog offset,
+	// used fraction of its disk (-1 unknown), how long replication has
+	// been behind (-1 unknown), and messages stored and pulled per second
+	// over the last minute.
+	Version    string  `json:"version,omitempty"`
+	BootTime   int64   `json:"bootTime,omitempty"`
+	MinOffset  int64   `json:"minOffset"`
+	DiskRatio  float64 `json:"diskRatio"`
+	LagSeconds float64 `json:"lagSeconds"`
+	PutTPS     float64 `json:"putTps"`
+	GetTPS     float64 `json:"getTps"`
+	Err        string  `json:"error,omitempty"`
+}
+
+// fillRuntime copies the optional runtime info keys into m.
+func (m *Member) fillRuntime(info map[string]string) {
+	m.Version = info["brokerVersionDesc"]
+	m.BootTime, _ = strconv.ParseInt(info["bootTimestamp"], 10, 64)
+	m.MinOffset, _ = strconv.ParseInt(info["commitLogMinOffset"], 10, 64)
+	num := func(k string, def float64) float64 {
+		f := strings.Fields(info[k]) // TPS values are window triples: the first is the shortest
+		if len(f) == 0 {
+			return def
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return def
+		}
+		return v
+	}
+	m.DiskRatio = num("commitLogDiskRatio", -1)
+	m.LagSeconds = num("replicationLagSeconds", -1)
+	m.PutTPS, m.GetTPS = num("putTps", 0), num("getTransferedTps", 0)
 }
 
 // ClusterMembers returns every broker the registries know, with its role,
@@ -601,12 +634,13 @@ func (a *Admin) ClusterMembers(ctx context.Context) ([]Member, error) {
 			masterEnd := int64(-1)
 			start := len(out)
 			for id, addr := range bd.BrokerAddrs {
-				m := Member{Cluster: cluster, Name: n, ID: id, Addr: addr, MaxOffset: -1, LagBytes: -1}
+				m := Member{Cluster: cluster, Name: n, ID: id, Addr: addr, MaxOffset: -1, LagBytes: -1, DiskRatio: -1, LagSeconds: -1}
 				info, err := a.BrokerRuntimeInfo(ctx, addr)
 				if err != nil {
 					m.Err = err.Error()
 				} else {
 					m.Role = info["brokerRole"]
+					m.fillRuntime(info)
 					m.MaxOffset, _ = strconv.ParseInt(info["commitLogMaxOffset"], 10, 64)
 					if v, ok := info["haLagBytes"]; ok && id == protocol.MasterID {
 						m.LagBytes, _ = strconv.ParseInt(v, 10, 64)

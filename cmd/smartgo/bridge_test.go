@@ -104,7 +104,7 @@ func TestCmdStandaloneRunsBridge(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(rctx, []string{"standalone", "-data", dir, "-set", "registry.listen=127.0.0.1:0",
-			"-set", "broker.listen=127.0.0.1:0", "-set", "bridge.listen=127.0.0.1:0",
+			"-set", "broker.listen=127.0.0.1:0", "-set", "bridge.listen=127.0.0.1:0", "-set", "console.listen=127.0.0.1:0",
 			"-set", "store.segment_size=1MiB", "-set", "store.max_message_size=64KiB"}, &out, &errb)
 	}()
 	waitLog(t, &errb, "standalone running", done)

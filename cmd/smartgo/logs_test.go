@@ -79,7 +79,7 @@ func TestCmdJSONKeysUniqueChecker(t *testing.T) {
 func TestCmdBinaryJSONLogs(t *testing.T) {
 	p := startBin(t, "standalone", "-data", t.TempDir(), "-set", "log.format=json", "-set", "log.level=debug",
 		"-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0", "-set", "bridge.listen=127.0.0.1:0",
-		"-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB")
+		"-set", "console.listen=127.0.0.1:0", "-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB")
 	p.waitLog(t, regexp.MustCompile(`"standalone running"`), 60*time.Second)
 	// The components below the broker and the bridge have logged by now.
 	p.waitLog(t, regexp.MustCompile(`"component":"statestore"`), 30*time.Second)

@@ -101,7 +101,7 @@ func TestCmdBinaryPasswdMosquitto(t *testing.T) {
 		t.Fatalf("passwd: exit %d %q", code, stderr)
 	}
 	p := startBin(t, "standalone", "-data", filepath.Join(dir, "data"), "-set", "registry.listen=127.0.0.1:0",
-		"-set", "broker.listen=127.0.0.1:0", "-set", "bridge.listen=127.0.0.1:0", "-set", "bridge.credentials_file="+file,
+		"-set", "broker.listen=127.0.0.1:0", "-set", "bridge.listen=127.0.0.1:0", "-set", "bridge.credentials_file="+file, "-set", "console.listen=127.0.0.1:0",
 		"-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB")
 	m := p.waitLog(t, regexp.MustCompile(`standalone running.*bridge=127\.0\.0\.1:(\d+)`), 60*time.Second)
 	pub := func(v string, extra ...string) (int, string) {

@@ -28,7 +28,7 @@ func TestCmdBinaryReadmeStateStoreExample(t *testing.T) {
 		t.Fatal("README.md has no sh block defining ss()")
 	}
 	p := startBin(t, "standalone", "-data", t.TempDir(), "-set", "registry.listen=127.0.0.1:0",
-		"-set", "broker.listen=127.0.0.1:0", "-set", "bridge.listen=127.0.0.1:0",
+		"-set", "broker.listen=127.0.0.1:0", "-set", "bridge.listen=127.0.0.1:0", "-set", "console.listen=127.0.0.1:0",
 		"-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB")
 	m := p.waitLog(t, regexp.MustCompile(`standalone running.*bridge=127\.0\.0\.1:(\d+)`), 60*time.Second)
 	// The shard routes reach the registry shortly after start; wait for a

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/smartgo/smartgo/console"
 	"github.com/smartgo/smartgo/registry"
 )
 
@@ -83,11 +84,29 @@ registers with the registry of the same process; clients use
 		return startFailed(ctx, log, "bridge", err)
 	}
 	br.monitor(mon)
+	// The console, on by default on 127.0.0.1:8080, uses this process's
+	// registry.
+	var con *console.Console
+	if f.Console.Listen != "" {
+		if con, err = startConsole(ctx, f.Console, f.Broker.Registries, log); err != nil {
+			br.Close()
+			b.Close()
+			return startFailed(ctx, log, "console", err)
+		}
+		mon.add("console", con.Collectors(), con.Ready)
+		defer con.Close()
+	}
 	log.Info("standalone running", "registry", reg.Addr().String(), "broker", b.Addr(),
 		"data", *data, "bridge", localAddr(br.Addrs()[0]))
 	<-ctx.Done()
 	log.Info("shutting down", "reason", "signal")
 	code = exitOK
+	if con != nil {
+		if err := con.Close(); err != nil {
+			log.Error("console shutdown", "err", err)
+			code = exitFailure
+		}
+	}
 	if err := br.Close(); err != nil {
 		log.Error("bridge shutdown", "err", err)
 		code = exitFailure

@@ -19,7 +19,7 @@ func TestCmdStandaloneStateStore(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"standalone", "-data", dir, "-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0",
-			"-set", "bridge.listen=127.0.0.1:0", "-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB"}, &out, &errb)
+			"-set", "bridge.listen=127.0.0.1:0", "-set", "console.listen=127.0.0.1:0", "-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB"}, &out, &errb)
 	}()
 	defer func() {
 		cancel()

@@ -36,6 +36,7 @@ var allowed = map[string][]string{
 	"mqtt":              {},
 	"bridge":            {"mqtt", "client", "statestore", "twin"},
 	"benchmark":         {"client", "store"},
+	"console":           {"client"}, // client and client/admin
 	"examples":          {"client"},
 }
 

@@ -40,7 +40,7 @@ func startStandalone(t *testing.T, extra ...string) *standalone {
 		broker:   fmt.Sprintf("127.0.0.1:%d", ports[1]),
 	}
 	args := append([]string{"standalone", "-data", filepath.Join(dir, "data"),
-		"-set", "registry.listen=" + s.registry, "-set", "broker.listen=" + s.broker,
+		"-set", "registry.listen=" + s.registry, "-set", "broker.listen=" + s.broker, "-set", "console.listen=127.0.0.1:0",
 		"-set", fmt.Sprintf("bridge.listen=127.0.0.1:%d", ports[2]),
 		"-set", "store.segment_size=64MiB", "-set", "log.level=" + logLevel()}, extra...)
 	s.cmd = exec.Command(bin, args...)

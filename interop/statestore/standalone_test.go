@@ -54,7 +54,7 @@ func startStandaloneBin(t testing.TB, bin string, env []string, extra ...string)
 	args := []string{"standalone", "-data", filepath.Join(dir, "data"),
 		"-set", fmt.Sprintf("registry.listen=127.0.0.1:%d", ports[0]),
 		"-set", fmt.Sprintf("broker.listen=127.0.0.1:%d", ports[1]),
-		"-set", "bridge.listen=" + s.mqtt,
+		"-set", "bridge.listen=" + s.mqtt, "-set", "console.listen=127.0.0.1:0",
 		"-set", "store.segment_size=64MiB", "-set", "log.level=info"}
 	for _, e := range extra {
 		args = append(args, "-set", e)

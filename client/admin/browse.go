@@ -1,0 +1,308 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// Calls the web console uses beside the CLI's: every topic's and group's
+// configuration in one call per broker, a group's members, messages read
+// by queue offset, and re-delivery of a message to one consumer group.
+
+// TopicOnBroker is a topic's queues and permission on one broker group.
+type TopicOnBroker struct {
+	Broker      string `json:"broker"`
+	ReadQueues  int32  `json:"readQueues"`
+	WriteQueues int32  `json:"writeQueues"`
+	Perm        int32  `json:"perm"`
+}
+
+// TopicInfo is a topic's configuration on every master that has it.
+type TopicInfo struct {
+	Name    string          `json:"name"`
+	Order   bool            `json:"order"`
+	System  bool            `json:"system"` // a retry, dead-letter or SmartGo system topic
+	Brokers []TopicOnBroker `json:"brokers"`
+}
+
+// systemTopic reports the topics SmartGo and RocketMQ create themselves.
+func systemTopic(name string) bool {
+	for _, p := range []string{"%RETRY%", "%DLQ%", "RMQ_SYS_", "SCHEDULE_TOPIC", "TBW102", "MQTT_", "SMARTGO_", "$"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// TopicConfigs returns every topic of every master (GET_ALL_TOPIC_CONFIG),
+// sorted by name.
+func (a *Admin) TopicConfigs(ctx context.Context) ([]TopicInfo, error) {
+	masters, err := a.Masters(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*TopicInfo{}
+	for _, m := range masters {
+		resp, err := a.invokeOK(ctx, "topic configs", m.Addr, protocol.NewRequest(protocol.GetAllTopicConfig, nil, nil))
+		if err != nil {
+			return nil, err
+		}
+		var w protocol.TopicConfigSerializeWrapper
+		if err := protocol.DecodeJSON(resp.Body, &w); err != nil {
+			return nil, fmt.Errorf("admin: topic configs: %w", err)
+		}
+		for name, tc := range w.TopicConfigTable {
+			ti := byName[name]
+			if ti == nil {
+				ti = &TopicInfo{Name: name, Order: tc.Order, System: systemTopic(name)}
+				byName[name] = ti
+			}
+			ti.Brokers = append(ti.Brokers, TopicOnBroker{Broker: m.Name, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums, Perm: tc.Perm})
+		}
+	}
+	out := make([]TopicInfo, 0, len(byName))
+	for _, ti := range byName {
+		sort.Slice(ti.Brokers, func(i, j int) bool { return ti.Brokers[i].Broker < ti.Brokers[j].Broker })
+		out = append(out, *ti)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// GroupInfo is a consumer group's configuration on the masters that know
+// it.
+type GroupInfo struct {
+	Name          string   `json:"name"`
+	Brokers       []string `json:"brokers"`
+	ConsumeEnable bool     `json:"consumeEnable"`
+	Broadcast     bool     `json:"broadcast"`
+	RetryMaxTimes int32    `json:"retryMaxTimes"`
+	System        bool     `json:"system"`
+}
+
+// Groups returns every subscription group of every master
+// (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), sorted by name.
+func (a *Admin) Groups(ctx context.Context) ([]GroupInfo, error) {
+	masters, err := a.Masters(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*GroupInfo{}
+	for _, m := range masters {
+		resp, err := a.invokeOK(ctx, "group configs", m.Addr, protocol.NewRequest(protocol.GetAllSubscriptionGroupConfig, nil, nil))
+		if err != nil {
+			return nil, err
+		}
+		var w protocol.SubscriptionGroupWrapper
+		if err := protocol.DecodeJSON(resp.Body, &w); err != nil {
+			return nil, fmt.Errorf("admin: group configs: %w", err)
+		}
+		for name, g := range w.SubscriptionGroupTable {
+			gi := byName[name]
+			if gi == nil {
+				gi = &GroupInfo{Name: name, ConsumeEnable: g.ConsumeEnable, Broadcast: g.ConsumeBroadcastEnable,
+					RetryMaxTimes: g.RetryMaxTimes, System: systemTopic(name) || strings.HasPrefix(name, "TOOLS_") || strings.HasPrefix(name, "CID_RMQ_SYS")}
+				byName[name] = gi
+			}
+			gi.Brokers = append(gi.Brokers, m.Name)
+		}
+	}
+	out := make([]GroupInfo, 0, len(byName))
+	for _, gi := range byName {
+		sort.Strings(gi.Brokers)
+		out = append(out, *gi)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// GroupMember is one consumer client of a group, as a broker sees it.
+type GroupMember struct {
+	ClientID      string            `json:"clientId"`
+	Addr          string            `json:"addr"`
+	Language      string            `json:"language"`
+	Version       int32             `json:"version"`
+	Broker        string            `json:"broker"`
+	Subscriptions map[string]string `json:"subscriptions"` // topic -> expression
+}
+
+// GroupMembers returns the online members of a group on every master
+// (GET_CONSUMER_CONNECTION_LIST); none when the group is offline.
+func (a *Admin) GroupMembers(ctx context.Context, group string) ([]GroupMember, error) {
+	masters, err := a.Masters(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []GroupMember
+	seen := map[string]bool{}
+	for _, m := range masters {
+		resp, err := a.invoke(ctx, "consumer connections", m.Addr, protocol.NewRequest(protocol.GetConsumerConnectionList,
+			&protocol.ConsumerGroupHeader{ConsumerGroup: group}, nil))
+		if err != nil {
+			return nil, err
+		}
+		if resp.Code == protocol.ConsumerNotOnline {
+			continue
+		}
+		if resp.Code != protocol.Success {
+			return nil, &client.BrokerError{Addr: m.Addr, Op: "consumer connections", Code: resp.Code, Remark: resp.Remark}
+		}
+		var cc protocol.ConsumerConnection
+		if err := protocol.DecodeJSON(resp.Body, &cc); err != nil {
+			return nil, fmt.Errorf("admin: consumer connections: %w", err)
+		}
+		subs := map[string]string{}
+		for t, sd := range cc.SubscriptionTable {
+			if sd != nil {
+				subs[t] = sd.SubString
+			}
+		}
+		for _, c := range cc.ConnectionSet {
+			if c == nil || seen[c.ClientID] {
+				continue
+			}
+			seen[c.ClientID] = true
+			out = append(out, GroupMember{ClientID: c.ClientID, Addr: c.ClientAddr, Language: c.Language, Version: c.Version,
+				Broker: m.Name, Subscriptions: subs})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ClientID < out[j].ClientID })
+	return out, nil
+}
+
+// ToolsGroup is the consumer group BrowseMessages pulls with (it never
+// commits an offset).
+const ToolsGroup = "TOOLS_CONSUMER"
+
+// MaxBrowse bounds the messages one BrowseMessages call returns.
+const MaxBrowse = 256
+
+// BrowseMessages reads up to max messages of one queue starting at a
+// queue offset, without committing anything; it also returns the offset
+// after the last message read and the queue's min and max offsets.
+func (a *Admin) BrowseMessages(ctx context.Context, topic, brokerName string, queueID int32, offset int64, max int) (msgs []*client.MessageExt, next, minOff, maxOff int64, err error) {
+	if max <= 0 || max > MaxBrowse {
+		return nil, 0, 0, 0, fmt.Errorf("%w: count %d outside 1..%d", client.ErrBadOptions, max, MaxBrowse)
+	}
+	if offset < 0 || queueID < 0 {
+		return nil, 0, 0, 0, fmt.Errorf("%w: negative queue or offset", client.ErrBadOptions)
+	}
+	rd, err := a.TopicRoute(ctx, topic)
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	addr := ""
+	for _, bd := range rd.BrokerDatas {
+		if bd.BrokerName == brokerName {
+			addr = bd.MasterAddr()
+		}
+	}
+	if addr == "" {
+		return nil, 0, 0, 0, fmt.Errorf("%w: topic %s has no master on broker %q", client.ErrNoRoute, topic, brokerName)
+	}
+	h := &protocol.PullMessageRequestHeader{ConsumerGroup: ToolsGroup, Topic: topic, QueueID: queueID, QueueOffset: offset,
+		MaxMsgNums: int32(max), SysFlag: protocol.PullFlagSubscription, Subscription: "*", ExpressionType: protocol.ExpressionTypeTag}
+	resp, err := a.invoke(ctx, "browse", addr, protocol.NewRequest(protocol.PullMessage, h, nil))
+	if err == nil && resp.Code == protocol.SubscriptionGroupNotExist {
+		// The broker does not create groups by itself: make the tools group.
+		if err = a.createGroup(ctx, addr, ToolsGroup); err == nil {
+			resp, err = a.invoke(ctx, "browse", addr, protocol.NewRequest(protocol.PullMessage, h, nil))
+		}
+	}
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	defer resp.Recycle()
+	switch resp.Code {
+	case protocol.Success, protocol.PullNotFound, protocol.PullOffsetMoved, protocol.PullRetryImmediately:
+	default:
+		return nil, 0, 0, 0, &client.BrokerError{Addr: addr, Op: "browse", Code: resp.Code, Remark: resp.Remark}
+	}
+	var rh protocol.PullMessageResponseHeader
+	if err := resp.DecodeHeader(&rh); err != nil {
+		return nil, 0, 0, 0, fmt.Errorf("admin: browse: %w", err)
+	}
+	if resp.Code == protocol.Success {
+		if msgs, err = client.DecodeMessages(resp.Body, brokerName); err != nil {
+			return nil, 0, 0, 0, err
+		}
+		for _, m := range msgs {
+			m.Queue = client.MessageQueue{Topic: topic, BrokerName: brokerName, QueueID: queueID}
+		}
+	}
+	return msgs, rh.NextBeginOffset, rh.MinOffset, rh.MaxOffset, nil
+}
+
+func (a *Admin) createGroup(ctx context.Context, addr, group string) error {
+	body, err := protocol.EncodeJSON(protocol.SubscriptionGroupConfig{GroupName: group, ConsumeEnable: true, RetryMaxTimes: 16, RetryQueueNums: 1})
+	if err != nil {
+		return err
+	}
+	_, err = a.invokeOK(ctx, "create group", addr, protocol.NewRequest(protocol.UpdateAndCreateSubscriptionGroup, nil, body))
+	return err
+}
+
+// ResendToGroup re-delivers a stored message (by its offset message id) to
+// one consumer group: the broker holding it copies it to the group's
+// retry topic with a one-second delay (CONSUMER_SEND_MSG_BACK, delay level
+// 1), so only that group's consumers receive it again, with its original
+// topic. The group must exist.
+func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) error {
+	if group == "" {
+		return fmt.Errorf("%w: empty group", client.ErrBadOptions)
+	}
+	host, off, err := record.ParseOffsetMessageID(offsetMsgID)
+	if err != nil {
+		return fmt.Errorf("%w: %w", client.ErrBadMessage, err)
+	}
+	if err := a.checkGroup(ctx, group); err != nil {
+		return err
+	}
+	m, err := a.MessageByID(ctx, offsetMsgID)
+	if err != nil {
+		return err
+	}
+	h := &protocol.ConsumerSendMsgBackRequestHeader{Offset: off, Group: group, DelayLevel: 1, OriginMsgID: m.MsgID, OriginTopic: m.Topic}
+	_, err = a.invokeOK(ctx, "resend", host.String(), protocol.NewRequest(protocol.ConsumerSendMsgBack, h, nil))
+	if errors.Is(err, client.ErrGroupNotExist) {
+		return fmt.Errorf("%w: %s", client.ErrGroupNotExist, group)
+	}
+	return err
+}
+
+// RegistryState is one registry's answer to a cluster info request.
+type RegistryState struct {
+	Addr    string `json:"addr"`
+	OK      bool   `json:"ok"`
+	Brokers int    `json:"brokers"` // broker groups it knows
+	Err     string `json:"error,omitempty"`
+}
+
+// Registries asks every configured registry for its cluster table and
+// reports which answered and how many broker groups each knows.
+func (a *Admin) Registries(ctx context.Context) []RegistryState {
+	out := make([]RegistryState, len(a.opts.Registries))
+	for i, r := range a.opts.Registries {
+		out[i].Addr = r
+		resp, err := a.invokeOK(ctx, "cluster info", r, protocol.NewRequest(protocol.GetBrokerClusterInfo, nil, nil))
+		if err != nil {
+			out[i].Err = err.Error()
+			continue
+		}
+		var ci protocol.ClusterInfo
+		if err := protocol.DecodeJSON(resp.Body, &ci); err != nil {
+			out[i].Err = err.Error()
+			continue
+		}
+		out[i].OK, out[i].Brokers = true, len(ci.BrokerAddrTable)
+	}
+	return out
+}

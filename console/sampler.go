@@ -1,0 +1,254 @@
+package console
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/client/admin"
+)
+
+// The charts' data: every SampleInterval the console reads the message
+// totals of every master (GET_BROKER_RUNTIME_INFO: topicPutTotal.<topic>,
+// groupGetTotal.<topic>@<group>) and the bridge nodes' heartbeats
+// (connections, messages in and out), and keeps the rates for History in
+// one ring per series. Series names:
+//
+//	topic:<topic>     messages stored per second
+//	group:<group>     messages pulled per second (all its topics)
+//	total:put         messages stored per second, all topics
+//	total:get         messages pulled per second, all groups
+//	mqtt:connections  MQTT connections, all bridge nodes
+//	mqtt:in, mqtt:out MQTT PUBLISH packets per second received and sent
+//
+// The sampler keeps at most maxSeries series; it costs each broker one
+// runtime info request per interval.
+
+const maxSeries = 2000
+
+type point struct {
+	T int64   `json:"t"` // Unix milliseconds
+	V float64 `json:"v"`
+}
+
+type ring struct {
+	pts []point // oldest first; at most the sampler's capacity
+}
+
+func (r *ring) add(p point, capacity int) {
+	if len(r.pts) == capacity {
+		copy(r.pts, r.pts[1:])
+		r.pts = r.pts[:capacity-1]
+	}
+	r.pts = append(r.pts, p)
+}
+
+type counterPrev struct {
+	total float64
+	at    time.Time
+}
+
+type sampler struct {
+	adm      *admin.Admin
+	every    time.Duration
+	capacity int
+	now      func() time.Time
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	series map[string]*ring         // protected by mu
+	prev   map[string]counterPrev   // protected by mu: last totals, for rates
+	nodes  map[string]*nodeCounters // protected by mu: bridge nodes' last counters
+	full   bool                     // protected by mu: maxSeries reached (logged once)
+	// lastRound is when the previous round read the brokers (protected
+	// by mu); zero before the first.
+	lastRound time.Time
+}
+
+// nodeCounters are a bridge node's message counters at its last
+// heartbeat, and the rates since the one before.
+type nodeCounters struct {
+	in, out         float64
+	at              time.Time
+	inRate, outRate float64
+}
+
+func newSampler(adm *admin.Admin, every, history time.Duration, now func() time.Time, log *slog.Logger) *sampler {
+	return &sampler{adm: adm, every: every, capacity: int(history/every) + 1, now: now, log: log,
+		series: map[string]*ring{}, prev: map[string]counterPrev{}, nodes: map[string]*nodeCounters{}}
+}
+
+func (s *sampler) run(ctx context.Context) {
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for {
+		s.sample(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sample takes one round.
+func (s *sampler) sample(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.every)
+	defer cancel()
+	now := s.now()
+	totals := map[string]float64{}
+	if masters, err := s.adm.Masters(ctx, ""); err == nil {
+		for _, m := range masters {
+			info, err := s.adm.BrokerRuntimeInfo(ctx, m.Addr)
+			if err != nil {
+				s.log.Debug("console: sample broker", "broker", m.Addr, "err", err)
+				continue
+			}
+			for k, v := range info {
+				n, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					continue
+				}
+				switch {
+				case strings.HasPrefix(k, "topicPutTotal."):
+					totals["topic:"+k[len("topicPutTotal."):]] += n
+					totals["total:put"] += n
+				case strings.HasPrefix(k, "groupGetTotal."):
+					key := k[len("groupGetTotal."):]
+					if i := strings.LastIndexByte(key, '@'); i >= 0 {
+						totals["group:"+key[i+1:]] += n
+					}
+					totals["total:get"] += n
+				}
+			}
+		}
+	}
+	bridges, berr := s.adm.Bridges(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, total := range totals {
+		p, ok := s.prev[name]
+		if !ok && !s.lastRound.IsZero() {
+			// New since the last round (a new topic or group): it counted
+			// from zero.
+			p, ok = counterPrev{at: s.lastRound}, true
+		}
+		if ok && total >= p.total && now.After(p.at) {
+			s.addLocked(name, point{T: now.UnixMilli(), V: (total - p.total) / now.Sub(p.at).Seconds()})
+		}
+		s.prev[name] = counterPrev{total: total, at: now}
+	}
+	s.lastRound = now
+	for name, p := range s.prev {
+		if now.Sub(p.at) > time.Duration(s.capacity)*s.every {
+			delete(s.prev, name) // gone for a whole history
+		}
+	}
+	if berr != nil {
+		return
+	}
+	var conns, in, out float64
+	seen := map[string]bool{}
+	for _, b := range bridges {
+		conns += float64(b.Connections)
+		// Per node incarnation, so that a restarted node does not read
+		// as a drop. A node's counters move with its heartbeats: between
+		// two, its last rates stand.
+		id := b.Node + "/" + strconv.FormatInt(b.StartedAt, 10)
+		seen[id] = true
+		at := time.UnixMilli(b.LastUpdate)
+		n := s.nodes[id]
+		switch {
+		case n == nil:
+			s.nodes[id] = &nodeCounters{in: float64(b.Received), out: float64(b.Sent), at: at}
+			continue
+		case at.After(n.at):
+			dt := at.Sub(n.at).Seconds()
+			n.inRate = max(0, float64(b.Received)-n.in) / dt
+			n.outRate = max(0, float64(b.Sent)-n.out) / dt
+			n.in, n.out, n.at = float64(b.Received), float64(b.Sent), at
+		}
+		in += n.inRate
+		out += n.outRate
+	}
+	for id := range s.nodes {
+		if !seen[id] {
+			delete(s.nodes, id)
+		}
+	}
+	t := now.UnixMilli()
+	s.addLocked("mqtt:connections", point{T: t, V: conns})
+	s.addLocked("mqtt:in", point{T: t, V: in})
+	s.addLocked("mqtt:out", point{T: t, V: out})
+}
+
+func (s *sampler) addLocked(name string, p point) {
+	r := s.series[name]
+	if r == nil {
+		if len(s.series) >= maxSeries {
+			if !s.full {
+				s.full = true
+				s.log.Warn("console: chart series limit reached; new topics and groups are not charted", "limit", maxSeries)
+			}
+			return
+		}
+		r = &ring{}
+		s.series[name] = r
+	}
+	r.add(p, s.capacity)
+}
+
+// latest returns the last value of every series with the prefix.
+func (s *sampler) latest(prefix string) map[string]float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]float64{}
+	for name, r := range s.series {
+		if strings.HasPrefix(name, prefix) && len(r.pts) > 0 {
+			out[strings.TrimPrefix(name, prefix)] = r.pts[len(r.pts)-1].V
+		}
+	}
+	return out
+}
+
+// query returns the named series, and the top series of the prefix by
+// their latest value, with points after since (Unix ms).
+func (s *sampler) query(names []string, prefix string, top int, since int64) map[string][]point {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	if prefix != "" && top > 0 {
+		type cand struct {
+			name string
+			v    float64
+		}
+		var cs []cand
+		for name, r := range s.series {
+			if strings.HasPrefix(name, prefix) && len(r.pts) > 0 {
+				cs = append(cs, cand{name, r.pts[len(r.pts)-1].V})
+			}
+		}
+		sort.Slice(cs, func(i, j int) bool { return cs[i].v > cs[j].v || cs[i].v == cs[j].v && cs[i].name < cs[j].name })
+		for i := 0; i < len(cs) && i < top; i++ {
+			want[cs[i].name] = true
+		}
+	}
+	out := map[string][]point{}
+	for n := range want {
+		r := s.series[n]
+		pts := []point{}
+		if r != nil {
+			i := sort.Search(len(r.pts), func(i int) bool { return r.pts[i].T > since })
+			pts = append(pts, r.pts[i:]...)
+		}
+		out[n] = pts
+	}
+	return out
+}
