@@ -309,9 +309,17 @@ func TestBrowserConsole(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// A device made with the admin CLI shows with its twin.
+	if out, err := exec.Command(testnet.SmartgoBinary(t, ".."), "admin", "-registry", c.registry, "device", "create", "-d", "pump-17").CombinedOutput(); err != nil {
+		t.Fatalf("admin device create: %v\n%s", err, out)
+	}
 	run("state store", chromedp.Navigate(base+"/#/statestore"), chromedp.WaitVisible("#ss-prefix", chromedp.ByQuery),
 		chromedp.SendKeys("#ss-prefix", "device-7/", chromedp.ByQuery), chromedp.Click("#ss-search", chromedp.ByQuery),
-		waitJS(`!!document.querySelector('table[data-table=statestore] tr[data-key="device-7/temperature"]')`), shot("statestore"))
+		waitJS(`!!document.querySelector('table[data-table=statestore] tr[data-key="device-7/temperature"]')`),
+		waitJS(`!!document.querySelector('table[data-table=devices] tr[data-key="pump-17"]')`),
+		chromedp.Click(`table[data-table=devices] tr[data-key="pump-17"]`, chromedp.ByQuery),
+		waitJS(`(document.querySelector('pre[data-twin="pump-17"]')||{textContent:""}).textContent.includes('"deviceId": "pump-17"')`),
+		shot("statestore"))
 
 	// Dark mode, and a read-only user who sees no admin controls.
 	run("dark", chromedp.Navigate(base+"/#/cluster"), chromedp.Click("#theme-toggle", chromedp.ByQuery),

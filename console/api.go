@@ -154,6 +154,8 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /api/mqtt/retained", g(false, c.apiMQTTRetained))
 	mux.HandleFunc("POST /api/mqtt/clients/{client}/disconnect", g(true, c.apiMQTTDisconnect))
 	mux.HandleFunc("GET /api/statestore/keys", g(false, c.apiStateStoreKeys))
+	mux.HandleFunc("GET /api/twins", g(false, c.apiDevices))
+	mux.HandleFunc("GET /api/twins/{device}", g(false, c.apiTwin))
 	mux.HandleFunc("GET /api/series", g(false, c.apiSeries))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API call: "+r.Method+" "+r.URL.Path)

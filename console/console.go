@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smartgo/smartgo/client/admin"
+	twc "github.com/smartgo/smartgo/client/twin"
 )
 
 //go:embed assets
@@ -116,6 +117,7 @@ type Console struct {
 	opts    Options
 	log     *slog.Logger
 	adm     *admin.Admin
+	twins   *twc.Client
 	auth    *authenticator
 	sampler *sampler
 	handler http.Handler
@@ -140,7 +142,12 @@ func New(opts Options) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	c := &Console{opts: opts, log: opts.Logger, adm: adm, metrics: newConsoleMetrics()}
+	twins, err := twc.New(twc.Options{Registries: opts.Registries, RequestTimeout: opts.RequestTimeout, Logger: opts.Logger})
+	if err != nil {
+		_ = adm.Close()
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	c := &Console{opts: opts, log: opts.Logger, adm: adm, twins: twins, metrics: newConsoleMetrics()}
 	c.auth = newAuthenticator(opts, c.metrics)
 	c.sampler = newSampler(adm, opts.SampleInterval, opts.History, opts.Now, opts.Logger)
 	c.handler = c.routes()
@@ -217,7 +224,7 @@ func (c *Console) Close() error {
 			c.cancel()
 		}
 		c.wg.Wait()
-		errs = append(errs, c.adm.Close())
+		errs = append(errs, c.adm.Close(), c.twins.Close())
 		c.err = errors.Join(errs...)
 	})
 	return c.err

@@ -419,6 +419,21 @@ func TestCmdConsoleAPI(t *testing.T) {
 	}
 	bob.want(http.StatusBadRequest, "GET", "/api/statestore/keys?limit=5000", nil)
 
+	// Twins: a device made with the admin CLI is listed, its twin shown,
+	// its keys never.
+	if code, _, stderr := runCmd(t, "admin", "-registry", addrs["registry"], "device", "create", "-d", "console-pump"); code != exitOK {
+		t.Fatalf("device create: %s", stderr)
+	}
+	devs := decode[map[string]any](t, bob.want(200, "GET", "/api/twins?pageSize=10", nil))
+	if d := devs["devices"].([]any); len(d) != 1 || d[0].(map[string]any)["deviceId"] != "console-pump" || d[0].(map[string]any)["authentication"] != nil {
+		t.Fatalf("devices: %v", devs)
+	}
+	if tw := decode[map[string]any](t, bob.want(200, "GET", "/api/twins/console-pump", nil)); tw["twin"].(map[string]any)["deviceId"] != "console-pump" {
+		t.Fatalf("twin: %v", tw)
+	}
+	bob.want(http.StatusNotFound, "GET", "/api/twins/no-such-device", nil)
+	bob.want(http.StatusBadRequest, "GET", "/api/twins?pageSize=100000", nil)
+
 	// Delete the topic (admin only); then log out.
 	bob.want(http.StatusForbidden, "DELETE", "/api/topics/ConsoleT", nil)
 	alice.want(200, "DELETE", "/api/topics/ConsoleT", nil)

@@ -341,14 +341,41 @@ async function stateStorePage() {
       if (p.keys.length) after = new TextDecoder().decode(SG.b64bytes(p.keys[p.keys.length - 1].key));
     } catch (e) { SG.fail(e); }
   }
+  const twins = twinPanel();
   page("State store",
     panel(null, h("form", { class: "inline", onsubmit: (e) => { e.preventDefault(); load(false); } },
       h("label", {}, "Key prefix", prefix), h("button", { class: "primary", id: "ss-search" }, "Browse"), more)),
-    panel("Keys", table.el),
-    // Extension point: device and module twins get a tab here once the
-    // twin client API serves them (see docs/console.md).
-    panel("Twins", h("p", { class: "muted" }, "Device and module twins are not served by this version yet.")));
+    panel("Keys", table.el), twins.el);
   load(false);
+  twins.load();
+}
+
+// twinPanel lists device identities (a page at a time) and shows a
+// device's twin document.
+function twinPanel() {
+  let next = "";
+  const doc = h("div", { id: "twin-doc" });
+  const more = h("button", { type: "button", id: "twin-more", hidden: true, onclick: () => load(true) }, "Next page");
+  const table = SG.table([
+    { key: "deviceId", label: "Device", cls: "mono" }, { key: "status", label: "Status" },
+    { key: "connectionState", label: "Connection" }, { key: "lastActivityTime", label: "Last activity" },
+    { key: "cloudToDeviceMessageCount", label: "C2D messages", num: true },
+  ], [], { name: "devices", key: (r) => r.deviceId, empty: "No device identity.", onclick: async (r) => {
+    try {
+      const t = await SG.get("/api/twins/" + encodeURIComponent(r.deviceId));
+      doc.replaceChildren(h("h2", {}, "Twin of " + r.deviceId + " (version " + t.version + ")"),
+        h("pre", { class: "body", "data-twin": r.deviceId }, JSON.stringify(t.twin, null, 2)));
+    } catch (e) { SG.fail(e); }
+  } });
+  async function load(page) {
+    try {
+      const p = await SG.get("/api/twins?" + SG.qs({ pageSize: 100, continuation: page ? next : "" }));
+      table.set(p.devices);
+      next = p.continuation || "";
+      more.hidden = !next;
+    } catch (e) { table.set([]); doc.replaceChildren(h("p", { class: "muted" }, "Twins: " + e.message)); }
+  }
+  return { el: panel("Device twins", h("div", { class: "row" }, more), table.el, doc), load: () => load(false) };
 }
 
 // ---- Router, login, theme ------------------------------------------------------------
