@@ -8,7 +8,7 @@ FUZZTIME  ?= 30s
 STATICCHECK_VERSION ?= v0.8.2
 PKGS      := ./...
 
-.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale browser clean
+.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale browser failover-long clean
 
 all: lint build test
 
@@ -76,6 +76,12 @@ compare:
 	cd compare && $(GO) run . -durable=true -count 20000 -repeat 2 && \
 		$(GO) run . -durable=false -count 300000 -repeat 3 -warmup 20000 && \
 		$(GO) run . -durable=false -count 300000 -repeat 3 -warmup 20000 -factor 1.5
+
+# The master kill loop of the cluster suite with 100 kills instead of 20
+# (TestClusterControllerKillLoop): failover time p50/p99, every
+# acknowledged message once on every broker, logs byte-identical.
+failover-long:
+	SMARTGO_FAILOVER_KILLS=100 $(GO) test -tags cluster -count=1 -timeout 60m -run 'TestClusterControllerKillLoop' -v ./internal/cluster/
 
 # Idle connections of a real bridge process vs mosquitto (15,000 clients
 # from 3 processes): RSS per connection and connects per second.

@@ -470,17 +470,23 @@ func (b *Broker) heartbeatRound(ctx context.Context) {
 	wg.Wait()
 	close(answers)
 	var best *protocol.ControllerGroup
-	reregister := false
+	unknown, known := 0, 0
 	for a := range answers {
 		if a.reg {
-			reregister = true
+			unknown++
+		} else {
+			known++
 		}
 		if a.ok && (best == nil || newerView(a.g, *best)) {
 			g := a.g
 			best = &g
 		}
 	}
-	if reregister {
+	if unknown > 0 && known == 0 {
+		// Only replicas that do not know this broker answered (a
+		// controller whose state was lost): register again. A replica
+		// that restarted and has not caught up yet does not stop the
+		// heartbeats to the others.
 		st.mu.Lock()
 		st.registered = false
 		st.mu.Unlock()

@@ -239,6 +239,13 @@ func (c *Controller) Close() error {
 		c.mu.Unlock()
 		c.cancel()
 		c.wg.Wait()
+		// A snapshot now lets the replica answer with the current state
+		// as soon as it restarts, before it hears from a leader.
+		if c.raft != nil {
+			if err := c.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+				c.log.Warn("controller: snapshot at shutdown", "err", err)
+			}
+		}
 		c.closeErr = c.closeParts()
 		c.log.Info("controller: stopped", "self", c.self.Addr)
 	})

@@ -224,9 +224,7 @@ func (c *Controller) Metadata() protocol.ControllerMetadata {
 	leader := c.Leader()
 	md := protocol.ControllerMetadata{Groups: []protocol.ControllerGroup{}, Leader: leader, Self: c.self.Addr,
 		State: c.raft.State().String(), LastContactMillis: -1}
-	if st := c.raft.Stats(); st != nil {
-		fmt.Sscan(st["term"], &md.Term)
-	}
+	md.Term = c.raft.CurrentTerm() // not Stats: it waits for Raft's main loop
 	switch lc := c.raft.LastContact(); {
 	case c.raft.State() == raft.Leader:
 		md.LastContactMillis = 0
