@@ -1,0 +1,113 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// produceRate runs 16 senders of 1 KiB messages (SEND_MESSAGE_V2 over
+// loopback) against the group's master for d and returns the
+// acknowledged messages per second.
+func produceRate(b *testing.B, c *Controlled, d time.Duration) float64 {
+	b.Helper()
+	rc, err := remoting.NewClient(remoting.ClientOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rc.Close()
+	m, ok := c.Master()
+	if !ok {
+		b.Fatal("no master")
+	}
+	master := c.BrokerAddr(m)
+	hdr := (&protocol.SendMessageRequestHeader{ProducerGroup: "bench", Topic: "CtlBench", DefaultTopic: broker.AutoCreateTopicKey,
+		DefaultTopicQueueNums: 4, QueueID: -1}).V2()
+	body := make([]byte, 1024)
+	send := func() int32 {
+		resp, err := rc.Invoke(context.Background(), master, protocol.NewRequest(protocol.SendMessageV2, hdr, body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return resp.Code
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for send() != protocol.Success {
+		if time.Now().After(deadline) {
+			b.Fatal("no acknowledged send while warming up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var n, failed atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	start := time.Now()
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				if send() == protocol.Success {
+					n.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		b.Fatalf("%d sends not acknowledged", failed.Load())
+	}
+	return float64(n.Load()) / time.Since(start).Seconds()
+}
+
+// BenchmarkClusterControllerProduce measures, in one run, the produce
+// throughput of a controller-mode group whose master acknowledges at once
+// (async_master, two slaves), once one slave has a message (sync_master,
+// a group of two: one sync replica) and once both slaves have it
+// (sync_master, a group of three: two sync replicas), and reports the
+// sync rates as ratios of the async one.
+func BenchmarkClusterControllerProduce(b *testing.B) {
+	modes := []struct {
+		name  string
+		sync  bool
+		group int
+	}{{"async", false, 3}, {"sync1", true, 2}, {"sync2", true, 3}}
+	rates := make([]float64, len(modes))
+	for range b.N {
+		for i, m := range modes {
+			c, err := StartControlled(context.Background(), CtlOptions{Dir: b.TempDir(), Sync: m.sync, GroupSize: m.group,
+				Broker: func(_ int, o *broker.Options) { o.Store.SegmentSize = 256 << 20 }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			waitSet := time.Now().Add(30 * time.Second)
+			for {
+				j, ok := c.Master()
+				if ok {
+					if _, _, _, set := c.Broker(j).ControllerState(); len(set) == m.group {
+						break
+					}
+				}
+				if time.Now().After(waitSet) {
+					b.Fatal("sync state set not complete")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			rates[i] += produceRate(b, c, 3*time.Second)
+			_ = c.Close()
+		}
+	}
+	for i, m := range modes {
+		b.ReportMetric(rates[i]/float64(b.N), m.name+"-msgs/s")
+	}
+	b.ReportMetric(rates[1]/rates[0], "sync1/async")
+	b.ReportMetric(rates[2]/rates[0], "sync2/async")
+}
