@@ -8,7 +8,7 @@ FUZZTIME  ?= 30s
 STATICCHECK_VERSION ?= v0.8.2
 PKGS      := ./...
 
-.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale browser failover-long clean
+.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale browser failover-long console-overhead clean
 
 all: lint build test
 
@@ -54,6 +54,12 @@ staticcheck:
 # Interop tests against unmodified third-party clients (their own module).
 interop:
 	cd interop && $(GO) test -p 1 -count=1 -timeout 20m ./...
+
+# What the console and a Prometheus scraper cost a broker under 100k
+# msgs/s: alternating phases with and without them, same run (real
+# processes; ~8 minutes; not in CI).
+console-overhead:
+	$(GO) test -tags cluster -run '^$$' -bench BenchmarkClusterConsoleOverhead -benchtime 1x -timeout 30m -v ./internal/cluster/
 
 # The web console in a real headless browser (Debian's chromium through
 # chromedp, its own module): every page, screenshots to $(ARTIFACTS).

@@ -325,7 +325,8 @@ func (s *StateStore) Err() error { return s.host.err() }
 // (StateStoreNotify); the rest are returned in the response. from may be
 // nil (in-process callers), and then every notification is returned.
 func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, from *remoting.Conn) (resp *protocol.StateStoreResponse, err error) {
-	defer func(start time.Time) { s.metrics.observe(req.Payload, start, err) }(time.Now())
+	start, _ := s.metrics.timed()
+	defer func() { s.metrics.observe(req.Payload, start, err) }()
 	if from == nil {
 		return s.do(ctx, req, nil)
 	}
@@ -342,7 +343,8 @@ func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, fr
 // wrap ErrStateStoreNotOwner or ErrStateStoreUnavailable (try again, maybe
 // elsewhere) or ErrStateStoreFailed.
 func (s *StateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (resp *protocol.StateStoreResponse, err error) {
-	defer func(start time.Time) { s.metrics.observe(req.Payload, start, err) }(time.Now())
+	start, _ := s.metrics.timed()
+	defer func() { s.metrics.observe(req.Payload, start, err) }()
 	if sink == nil {
 		return s.do(ctx, req, nil)
 	}

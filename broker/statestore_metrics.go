@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,7 @@ type ssMetrics struct {
 	// Resolved per verb once, so a command pays no label lookup.
 	ok, failed [len(ssVerbs)]prometheus.Counter
 	timer      [len(ssVerbs)]prometheus.Observer
+	seq        atomic.Uint64 // commands seen, for latencySample
 }
 
 func newSSMetrics() *ssMetrics {
@@ -31,7 +33,7 @@ func newSSMetrics() *ssMetrics {
 			Help: "State store commands served by this broker's shards, by command and result (ok: answered, the reply may be a RESP error; error: not served, e.g. not the owner or a failed shard)."},
 			[]string{"command", "result"}),
 		lat: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "smartgo_statestore_command_latency_seconds",
-			Help: "Time to serve a state store command on its shard (log append and apply included).", Buckets: LatencyBuckets},
+			Help: "Time to serve a state store command on its shard (log append and apply included); one command in 8 is timed.", Buckets: LatencyBuckets},
 			[]string{"command"}),
 	}
 	for i, v := range ssVerbs {
@@ -42,10 +44,21 @@ func newSSMetrics() *ssMetrics {
 	return m
 }
 
-// observe records one command that started at start.
+// timed reports whether this command is one of those timed (one in
+// latencySample); start is then its start.
+func (m *ssMetrics) timed() (start time.Time, ok bool) {
+	if (m.seq.Add(1)-1)%latencySample != 0 {
+		return time.Time{}, false
+	}
+	return time.Now(), true
+}
+
+// observe records one command; start is zero when it was not timed.
 func (m *ssMetrics) observe(payload []byte, start time.Time, err error) {
 	v := ssVerbOf(payload)
-	m.timer[v].Observe(time.Since(start).Seconds())
+	if !start.IsZero() {
+		m.timer[v].Observe(time.Since(start).Seconds())
+	}
 	if err != nil {
 		m.failed[v].Inc()
 	} else {

@@ -25,10 +25,10 @@ import (
 	"github.com/smartgo/smartgo/client/admin"
 )
 
-func smartgoBin(t *testing.T) string { return testnet.SmartgoBinary(t, filepath.Join("..", "..")) }
+func smartgoBin(t testing.TB) string { return testnet.SmartgoBinary(t, filepath.Join("..", "..")) }
 
 // freePorts: see testnet.FreePorts.
-func freePorts(t *testing.T, n int) []int { return testnet.FreePorts(t, n) }
+func freePorts(t testing.TB, n int) []int { return testnet.FreePorts(t, n) }
 
 type proc struct {
 	cmd  *exec.Cmd
@@ -36,7 +36,7 @@ type proc struct {
 	log  string
 }
 
-func start(t *testing.T, dir, name string, args ...string) *proc {
+func start(t testing.TB, dir, name string, args ...string) *proc {
 	t.Helper()
 	p := &proc{args: args, log: filepath.Join(dir, name+".log")}
 	p.run(t)
@@ -44,7 +44,7 @@ func start(t *testing.T, dir, name string, args ...string) *proc {
 	return p
 }
 
-func (p *proc) run(t *testing.T) {
+func (p *proc) run(t testing.TB) {
 	t.Helper()
 	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
