@@ -24,6 +24,7 @@ type Producer struct {
 	fault *faultTracker
 	rr    atomic.Uint32
 
+	routeWake chan struct{}  // refreshes the routes now (an async send found no master)
 	inflight  sync.WaitGroup // async sends whose callback has not run
 	amu       sync.Mutex     // orders inflight.Add against Close
 	closing   bool           // protected by amu
@@ -50,7 +51,8 @@ func NewProducer(opts ProducerOptions) (*Producer, error) {
 	ip, _ := netip.ParseAddr(localIP())
 	p := &Producer{opts: opts, core: c, ids: record.NewUniqueIDGenerator(ip, os.Getpid()), fault: newFaultTracker(),
 		batchers: map[string]*topicBatcher{}}
-	c.every(opts.RouteRefresh, nil, c.refreshRoutes)
+	p.routeWake = make(chan struct{}, 1)
+	c.every(opts.RouteRefresh, p.routeWake, c.refreshRoutes)
 	c.every(opts.HeartbeatInterval, nil, func() { _ = p.heartbeat(c.ctx) })
 	return p, nil
 }
@@ -87,6 +89,11 @@ func (p *Producer) publishRoute(ctx context.Context, topic string) (*topicRoute,
 	if err == nil && len(tr.publish) > 0 {
 		return tr, nil
 	}
+	if err == nil && masterless(tr) {
+		// Writable queues on brokers without a master: a failover (or a
+		// restart) is in progress; the caller waits for a new master.
+		return nil, fmt.Errorf("%w: %w: topic %s", ErrBrokerUnavailable, errNoMasterAddr, topic)
+	}
 	if err != nil && !errors.Is(err, ErrTopicNotExist) {
 		return nil, err
 	}
@@ -99,6 +106,9 @@ func (p *Producer) publishRoute(ctx context.Context, topic string) (*topicRoute,
 	}
 	auto := buildRoute(topic, tmpl, p.opts.DefaultTopicQueueNums)
 	auto.autoCreate = true
+	if len(auto.publish) == 0 && masterless(auto) {
+		return nil, fmt.Errorf("%w: %w: auto-create template for topic %s", ErrBrokerUnavailable, errNoMasterAddr, topic)
+	}
 	if len(auto.publish) == 0 {
 		return nil, fmt.Errorf("%w: %s (no writable queue, no auto-create template)", ErrNoRoute, topic)
 	}
@@ -251,6 +261,15 @@ func (p *Producer) sendPrepared(ctx context.Context, pm *prepared, topic string,
 	resend := false // an earlier attempt may have stored the message
 	for used := 0; ; {
 		tr, err := p.publishRoute(ctx, topic)
+		if err != nil && masterDown(err) && time.Until(deadline) > backoff && ctx.Err() == nil {
+			if last == nil {
+				last = err
+			}
+			if !p.waitForMaster(ctx, topic, &backoff) {
+				return nil, errors.Join(last, ctx.Err())
+			}
+			continue
+		}
 		if err != nil {
 			if last != nil {
 				return nil, errors.Join(last, err)
@@ -283,14 +302,8 @@ func (p *Producer) sendPrepared(ctx context.Context, pm *prepared, topic string,
 			// restart): ask the registries again until a master is back,
 			// within the send's time.
 			p.core.log.Debug("send failed, waiting for a master", "topic", topic, "broker", mq.BrokerName, "err", err)
-			select {
-			case <-ctx.Done():
+			if !p.waitForMaster(ctx, topic, &backoff) {
 				return nil, errors.Join(last, ctx.Err())
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 400*time.Millisecond)
-			if _, rerr := p.core.updateRoute(ctx, topic); rerr != nil {
-				p.core.log.Debug("route refresh failed", "topic", topic, "err", rerr)
 			}
 			lastBroker = "" // the same group, once it has a master again
 			continue
@@ -313,6 +326,42 @@ func outcomeUnknown(err error) bool {
 		return false
 	}
 	return errors.Is(err, ErrTimeout) || errors.Is(err, ErrBrokerUnavailable)
+}
+
+// waitForMaster sleeps backoff (doubling it up to 400 ms) and refreshes
+// topic's route; false when ctx ended.
+func (p *Producer) waitForMaster(ctx context.Context, topic string, backoff *time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(*backoff):
+	}
+	*backoff = min(2**backoff, 400*time.Millisecond)
+	if _, err := p.core.updateRoute(ctx, topic); err != nil {
+		p.core.log.Debug("route refresh failed", "topic", topic, "err", err)
+	}
+	return true
+}
+
+// masterless reports a route whose writable queues are all on brokers
+// without a master address.
+func masterless(tr *topicRoute) bool {
+	masters := map[string]bool{}
+	for _, bd := range tr.data.BrokerDatas {
+		if bd != nil && bd.MasterAddr() != "" {
+			masters[bd.BrokerName] = true
+		}
+	}
+	writable := false
+	for _, qd := range tr.data.QueueDatas {
+		if qd != nil && qd.Perm&protocol.PermWrite != 0 {
+			writable = true
+			if masters[qd.BrokerName] {
+				return false
+			}
+		}
+	}
+	return writable
 }
 
 // masterDown reports errors that mean the group has no reachable master
@@ -387,7 +436,7 @@ func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendResul
 		return ErrClosed
 	}
 	tr, err := p.publishRoute(ctx, m.Topic)
-	if err != nil {
+	if err != nil && !masterDown(err) {
 		return err
 	}
 	p.amu.Lock()
@@ -397,7 +446,11 @@ func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendResul
 	}
 	p.inflight.Add(1)
 	p.amu.Unlock()
-	if p.batchable(m, pm, tr) {
+	if err != nil {
+		// No master right now: the send waits for one within its time.
+		tr = &topicRoute{data: &protocol.TopicRouteData{}}
+	}
+	if err == nil && p.batchable(m, pm, tr) {
 		p.enqueue(p.batcher(m.Topic), asyncItem{ctx: ctx, pm: pm, cb: cb})
 		return nil
 	}
@@ -423,11 +476,68 @@ func (p *Producer) SendAsyncChan(ctx context.Context, m *Message) <-chan AsyncRe
 }
 
 func (p *Producer) sendAsyncAttempt(ctx context.Context, pm *prepared, tr *topicRoute, lastBroker string, left int, cb func(*SendResult, error)) {
-	mq := p.selectQueue(tr.publish, lastBroker)
-	addr := p.core.masterAddr(mq.BrokerName)
+	p.sendAsyncRetry(ctx, pm, tr, asyncRetry{lastBroker: lastBroker, left: left, deadline: p.sendDeadline(ctx, left),
+		backoff: 50 * time.Millisecond}, cb)
+}
+
+// sendDeadline is when a send with attempts attempts gives up, failover
+// waits included: the time its attempts would take (bounded by ctx).
+func (p *Producer) sendDeadline(ctx context.Context, attempts int) time.Time {
+	d := time.Now().Add(time.Duration(max(attempts, 1)) * p.opts.SendTimeout)
+	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
+		d = cd
+	}
+	return d
+}
+
+// asyncRetry is where an async send stands: the broker of its last
+// attempt, the attempts left, when it gives up, whether an earlier attempt
+// may have stored it, and the wait before it asks again for a master.
+type asyncRetry struct {
+	lastBroker string
+	left       int
+	deadline   time.Time
+	resend     bool
+	backoff    time.Duration
+}
+
+// sendAsyncRetry is one attempt of an async send and its retries, the way
+// sendPrepared does them: another broker for a failed attempt, a wait for
+// a new master (route refresh) while the group has none.
+func (p *Producer) sendAsyncRetry(ctx context.Context, pm *prepared, tr *topicRoute, st asyncRetry, cb func(*SendResult, error)) {
+	var mq MessageQueue
+	var addr string
+	if len(tr.publish) > 0 {
+		mq = p.selectQueue(tr.publish, st.lastBroker)
+		addr = p.core.masterAddr(mq.BrokerName)
+	}
 	retry := func(err error) {
-		if left > 1 && retryableErr(err) && ctx.Err() == nil {
-			p.sendAsyncAttempt(ctx, pm, tr, mq.BrokerName, left-1, cb)
+		if !retryableErr(err) || ctx.Err() != nil || p.core.closed.Load() {
+			cb(nil, err)
+			return
+		}
+		next := st
+		next.resend = st.resend || outcomeUnknown(err)
+		next.lastBroker, next.left = mq.BrokerName, st.left-1
+		if masterDown(err) && time.Until(st.deadline) > st.backoff {
+			// No reachable master: the route refresh runs now, and the
+			// send tries again on the refreshed route after the backoff.
+			select {
+			case p.routeWake <- struct{}{}:
+			default:
+			}
+			next.lastBroker, next.backoff = "", min(2*st.backoff, 400*time.Millisecond)
+			time.AfterFunc(st.backoff, func() {
+				ntr, rerr := p.publishRoute(ctx, pm.header.Topic)
+				if rerr != nil {
+					ntr = tr
+				}
+				p.sendAsyncRetry(ctx, pm, ntr, next, cb)
+			})
+			return
+		}
+		if st.left > 1 && time.Until(st.deadline) > 0 {
+			p.sendAsyncRetry(ctx, pm, tr, next, cb)
 			return
 		}
 		cb(nil, err)
@@ -437,11 +547,12 @@ func (p *Producer) sendAsyncAttempt(ctx context.Context, pm *prepared, tr *topic
 		return
 	}
 	start := time.Now()
-	timeout := p.opts.SendTimeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-		timeout = max(time.Until(dl), time.Millisecond)
+	timeout := min(p.opts.SendTimeout, max(time.Until(st.deadline), time.Millisecond))
+	req := p.request(pm, mq)
+	if st.resend && pm.uniq != "" {
+		req.ExtFields[protocol.SendResendField] = "true"
 	}
-	err := p.core.rc.InvokeAsync(ctx, addr, p.request(pm, mq), timeout, func(resp *protocol.Command, err error) {
+	err := p.core.rc.InvokeAsync(ctx, addr, req, timeout, func(resp *protocol.Command, err error) {
 		p.fault.update(mq.BrokerName, time.Since(start), err != nil)
 		if err != nil {
 			retry(wrapCallErr("send", addr, err))

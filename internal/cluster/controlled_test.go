@@ -197,3 +197,64 @@ func decodeBody(buf []byte) (string, error) {
 	}
 	return string(m.Body), nil
 }
+
+// TestClusterControlledAsyncSends (in process): asynchronous sends made
+// while the master stops wait for the new master within their time and
+// land there once each.
+func TestClusterControlledAsyncSends(t *testing.T) {
+	c := startControlled(t, CtlOptions{Sync: true})
+	po := client.DefaultProducerOptions(c.RegistryAddrs()...)
+	po.RouteRefresh, po.SendTimeout = 200*time.Millisecond, 3*time.Second
+	p, err := client.NewProducer(po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	ctx := context.Background()
+	if _, err := p.Send(ctx, &client.Message{Topic: "Async", Body: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	waitSyncSet(t, c, 3)
+	old, _ := c.Master()
+	type result struct {
+		body string
+		ok   bool
+	}
+	results := make(chan result, 400)
+	for i := range 400 {
+		body := fmt.Sprintf("a-%04d", i)
+		if i == 100 {
+			go func() { _ = c.StopBroker(old) }()
+		}
+		if err := p.SendAsync(ctx, &client.Message{Topic: "Async", Body: []byte(body)}, func(r *client.SendResult, err error) {
+			results <- result{body, err == nil && r.Status == client.SendOK}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var acked []string
+	for range 400 {
+		select {
+		case r := <-results:
+			if r.ok {
+				acked = append(acked, r.body)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("an async send never called back")
+		}
+	}
+	nm, err := c.WaitMaster(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acked) < 380 {
+		t.Fatalf("only %d of 400 async sends acknowledged across the failover", len(acked))
+	}
+	got := readTopic(t, c.Broker(nm), "Async")
+	for _, b := range acked {
+		if got[b] != 1 {
+			t.Fatalf("%s is %d times on the new master", b, got[b])
+		}
+	}
+}
