@@ -126,17 +126,21 @@ func TestClusterDiskFullRefusesThenResumes(t *testing.T) {
 	if direct := newRemotingSend(t, rc, c.BrokerAddr(0), topic); direct.Code != protocol.Success {
 		t.Fatalf("send after space freed: code %d %s", direct.Code, direct.Remark)
 	}
-	// Every message sent before, during and after is stored.
-	total := int64(0)
-	for i := range 2 {
-		s := c.Broker(i).Store()
-		for _, q := range s.QueueIDs(topic) {
-			total += s.MaxOffset(topic, q)
+	// Every message sent before, during and after is stored (the consume
+	// queues are built after the reply, so wait for the last one).
+	checkFor(t, 5*time.Second, func() error {
+		total := int64(0)
+		for i := range 2 {
+			s := c.Broker(i).Store()
+			for _, q := range s.QueueIDs(topic) {
+				total += s.MaxOffset(topic, q)
+			}
 		}
-	}
-	if total < 41 {
-		t.Fatalf("%d messages stored, want at least 41", total)
-	}
+		if total < 41 {
+			return fmt.Errorf("%d messages stored, want at least 41", total)
+		}
+		return nil
+	})
 }
 
 // newRemotingSend sends one message straight to a broker.
