@@ -75,11 +75,7 @@ func (b *Broker) monitorRuntimeInfo(t map[string]string) {
 		}
 	}
 	set("bootTimestamp", strconv.FormatInt(b.metrics.started.UnixMilli(), 10))
-	if o := b.store.Options(); o.DiskUsage != nil {
-		if used, err := o.DiskUsage(o.Root); err == nil {
-			set("commitLogDiskRatio", strconv.FormatFloat(used, 'f', 4, 64))
-		}
-	}
+	set("commitLogDiskRatio", strconv.FormatFloat(b.store.DiskUsed(), 'f', 4, 64))
 	if _, behind, ok := b.ReplicationLag(); ok {
 		set("replicationLagSeconds", strconv.FormatFloat(behind.Seconds(), 'f', 1, 64))
 	}
@@ -196,17 +192,14 @@ func (b *Broker) ReplicationLag() (bytes int64, behind time.Duration, ok bool) {
 }
 
 // Ready reports whether the broker can take its share of the traffic:
-// nil when its store is open and accepting writes (no write failure, disk
-// not over the full mark), a registry accepted its registration within
+// nil when its store accepts writes (store.WritesRefused: not closed, no
+// write failure, disk not full), a registry accepted its registration within
 // three register intervals (when it has registries), and, on a slave, its
 // master is known. Otherwise the error says what is missing.
 func (b *Broker) Ready() error {
 	var errs []error
-	if err := b.store.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("store refuses writes: %w", err))
-	}
-	if b.store.Stats().DiskFull {
-		errs = append(errs, errors.New("disk over the full mark (store.disk_full_ratio): writes refused"))
+	if refused, why := b.WritesRefused(); refused {
+		errs = append(errs, fmt.Errorf("store refuses writes: %s", why))
 	}
 	if len(b.opts.Registries) > 0 {
 		last := b.metrics.lastRegistered.Load()
