@@ -89,8 +89,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 Administers a SmartGo cluster through its registries and brokers: topics,
 clusters, consumer group progress, message lookup by id and key, offsets,
 broker runtime statistics, device identities and twins. The flags below
-work before or after the
-command words.`+adminCommandList(""), stdout, stderr)
+work before or after the command words.`+adminCommandList(""), stdout, stderr)
 	top.example("smartgo admin cluster", "smartgo admin topic create -t Orders -r 4 -w 4",
 		"smartgo admin group progress -g billing -o json", "smartgo admin topic create -h")
 	g.register(top)
