@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -340,6 +342,8 @@ func alterSSS(b *fakeBroker, g protocol.ControllerGroup, set ...int64) (*protoco
 		if err == nil || time.Now().After(deadline) {
 			return resp, err
 		}
+		// The outcome is unknown: the change may have been applied.
+		b.t.Logf("sync state set change to %v: %v; trying again", set, err)
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -349,7 +353,8 @@ func alterSSS(b *fakeBroker, g protocol.ControllerGroup, set ...int64) (*protoco
 // takes over with a higher epoch; the old master is fenced; an operator
 // can move the master.
 func TestControllerFailoverSingleReplica(t *testing.T) {
-	rs := startReplicas(t, 1, nil)
+	var logs lockedBuffer
+	rs := startReplicas(t, 1, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	addrs := rs.addrs()
 	bs := []*fakeBroker{newFakeBroker(t, addrs, "g", "t1"), newFakeBroker(t, addrs, "g", "t2"), newFakeBroker(t, addrs, "g", "t3")}
 	for _, b := range bs {
@@ -394,6 +399,9 @@ func TestControllerFailoverSingleReplica(t *testing.T) {
 	resp, hb, err := bs[0].heartbeat(addrs[0])
 	if err != nil || resp.Code != protocol.ControllerFencedMasterEpoch || hb.Group.MasterEpoch != 2 {
 		t.Fatalf("stale master heartbeat: %v %+v %v", resp, hb, err)
+	}
+	if want := fmt.Sprintf("refused: broker g/%d claims to be master at epoch 1; the group is at epoch 2", bs[0].ID()); !strings.Contains(logs.String(), want) {
+		t.Fatalf("no log line %q in:\n%s", want, logs.String())
 	}
 	old := g
 	old.MasterID, old.MasterEpoch = bs[0].ID(), 1
@@ -461,6 +469,12 @@ func TestControllerRaftLeaderLoss(t *testing.T) {
 		t.Fatalf("expand: %v %v", resp, err)
 	}
 	groupOn(t, bs[0], "a full set", func(g protocol.ControllerGroup) bool { return len(g.SyncStateSet) == 3 })
+	// The same request again, as a master sends it when the answer to the
+	// first was lost (a timeout, the leader stepping down after the change
+	// was committed): the change is in effect, so it is answered as done.
+	if resp, err := alterSSS(m, g, ids...); err != nil || resp.Code != protocol.Success {
+		t.Fatalf("repeated expand: %v %v", resp, err)
+	}
 
 	// The leader goes; the master dies during the leader election.
 	rs.stop(l)
@@ -540,6 +554,24 @@ func TestControllerRaftLeaderLoss(t *testing.T) {
 	if md.Groups[0].MasterEpoch != 3 || md.Groups[0].MasterID != m3.ID() {
 		t.Fatalf("elected without a majority: %+v", md.Groups[0])
 	}
+}
+
+// lockedBuffer collects a controller's log.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 func otherLive(bs []*fakeBroker, dead ...*fakeBroker) []int64 {

@@ -201,15 +201,22 @@ func (s *state) alterSyncStateSet(c *command) result {
 	case g.MasterID == 0 || c.ID != g.MasterID:
 		return result{Code: protocol.ControllerInvalidMaster, Group: g,
 			Remark: fmt.Sprintf("broker %d is not the master of group %s (master is %d)", c.ID, c.Group, g.MasterID)}
-	case c.SyncEpoch != g.SyncEpoch:
-		return result{Code: protocol.ControllerFencedSyncStateSetEpoch, Group: g,
-			Remark: fmt.Sprintf("sync state set epoch %d is not the current %d", c.SyncEpoch, g.SyncEpoch)}
 	case !slices.Contains(c.Set, g.MasterID):
 		return result{Code: protocol.ControllerInvalidReplicas, Group: g, Remark: "the sync state set must contain the master"}
 	}
 	set := slices.Clone(c.Set)
 	slices.Sort(set)
 	set = slices.Compact(set)
+	if c.SyncEpoch != g.SyncEpoch {
+		if c.SyncEpoch < g.SyncEpoch && slices.Equal(set, g.SyncStateSet) {
+			// The set is already what the master asks for: a request
+			// repeated after its first attempt was applied but its answer
+			// lost (timeout, leader change). Answered as done.
+			return result{Code: protocol.Success, Group: g}
+		}
+		return result{Code: protocol.ControllerFencedSyncStateSetEpoch, Group: g,
+			Remark: fmt.Sprintf("sync state set epoch %d is not the current %d", c.SyncEpoch, g.SyncEpoch)}
+	}
 	for _, id := range set {
 		if g.Members[id] == nil {
 			return result{Code: protocol.ControllerInvalidReplicas, Group: g, Remark: fmt.Sprintf("broker id %d is not in group %s", id, c.Group)}

@@ -92,6 +92,14 @@ func TestControllerStateElectAndAlter(t *testing.T) {
 	if g.SyncEpoch != 2 {
 		t.Fatalf("no-op change bumped the epoch to %d", g.SyncEpoch)
 	}
+	// A repeat of the applied expansion (its answer was lost) is answered
+	// as done; a stale request for another set is still fenced.
+	mustCode(t, alter(1, 1, 1, 3, 1, 2), protocol.Success)
+	mustCode(t, alter(1, 1, 1, 1, 2), protocol.ControllerFencedSyncStateSetEpoch)
+	mustCode(t, alter(1, 1, 3, 1, 2, 3), protocol.ControllerFencedSyncStateSetEpoch)
+	if !slices.Equal(g.SyncStateSet, []int64{1, 2, 3}) || g.SyncEpoch != 2 {
+		t.Fatalf("repeated changes altered the set: %v epoch %d", g.SyncStateSet, g.SyncEpoch)
+	}
 	// Failover to 3: epoch 2, the set is just the new master.
 	mustCode(t, s.apply(&command{Op: opElect, Group: "g", ID: 3, Epoch: 1}), protocol.Success)
 	if g.MasterID != 3 || g.MasterEpoch != 2 || !slices.Equal(g.SyncStateSet, []int64{3}) {
