@@ -109,6 +109,8 @@ var (
 	descSubs        = prometheus.NewDesc("smartgo_mqtt_subscriptions", "Subscriptions of the sessions held by this node.", nil, nil)
 	descBytesIn     = prometheus.NewDesc("smartgo_mqtt_received_bytes_total", "Bytes read from MQTT client sockets (TLS: plaintext).", nil, nil)
 	descBytesOut    = prometheus.NewDesc("smartgo_mqtt_sent_bytes_total", "Bytes written to MQTT client sockets (TLS: plaintext).", nil, nil)
+	descPacketsIn   = prometheus.NewDesc("smartgo_mqtt_packets_received_total", "MQTT control packets of every type received from clients.", nil, nil)
+	descPacketsOut  = prometheus.NewDesc("smartgo_mqtt_packets_sent_total", "MQTT control packets of every type sent to clients.", nil, nil)
 	descReceived    = prometheus.NewDesc("smartgo_mqtt_messages_received_total", "PUBLISH packets received from clients, by QoS.", []string{"qos"}, nil)
 	descSent        = prometheus.NewDesc("smartgo_mqtt_messages_sent_total", "PUBLISH packets sent to clients, by QoS.", []string{"qos"}, nil)
 	descDropped     = prometheus.NewDesc("smartgo_mqtt_messages_dropped_total", "Messages not delivered: queue full, over the client's packet size, or its output backed up.", nil, nil)
@@ -120,7 +122,7 @@ var (
 )
 
 func (c mqttCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descSessions, descOnline, descSubs, descBytesIn, descBytesOut, descReceived, descSent, descDropped,
+	for _, d := range []*prometheus.Desc{descConns, descSessions, descOnline, descSubs, descBytesIn, descBytesOut, descPacketsIn, descPacketsOut, descReceived, descSent, descDropped,
 		descDroppedQoS0, descSlow, descAuthFail, descClusterSess, descRetained} {
 		ch <- d
 	}
@@ -140,6 +142,8 @@ func (c mqttCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descSubs, st.Subscriptions.Load())
 	counter(descBytesIn, &st.BytesReceived)
 	counter(descBytesOut, &st.BytesSent)
+	counter(descPacketsIn, &st.PacketsReceived)
+	counter(descPacketsOut, &st.PacketsSent)
 	for q := range st.ReceivedQoS {
 		counter(descReceived, &st.ReceivedQoS[q], strconv.Itoa(q))
 		counter(descSent, &st.SentQoS[q], strconv.Itoa(q))

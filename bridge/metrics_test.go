@@ -132,6 +132,13 @@ func TestBridgeMetricsMove(t *testing.T) {
 		}
 		waitFor(t, 5*time.Second, "sent qos "+qs, func() bool { return gathered(t, reg, "smartgo_mqtt_messages_sent_total", qs) == 1 })
 	}
+	// Control packets of every type: at least two CONNECTs, a SUBSCRIBE,
+	// three PUBLISHes and the QoS 2 PUBREL in; CONNACKs, the SUBACK,
+	// the acknowledgements and three PUBLISHes out.
+	if n := gathered(t, reg, "smartgo_mqtt_packets_received_total"); n < 7 {
+		t.Errorf("packets received %v, want at least 7", n)
+	}
+	waitFor(t, 5*time.Second, "packets sent", func() bool { return gathered(t, reg, "smartgo_mqtt_packets_sent_total") >= 9 })
 	if n := gathered(t, reg, "smartgo_mqtt_connections"); n != 2 {
 		t.Errorf("connections %v, want 2", n)
 	}

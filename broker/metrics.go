@@ -239,7 +239,7 @@ var (
 	descBadRecords     = prometheus.NewDesc("smartgo_store_bad_records_total", "Records refused on a read path (pull, lookup, query, replication) because they failed verification: damaged on disk, never served.", nil, nil)
 	descForceDeleted   = prometheus.NewDesc("smartgo_store_force_deleted_unconsumed_total", "Messages retention deleted before every consumer group consumed them (store.disk_force_clean).", nil, nil)
 	descWritesRefused  = prometheus.NewDesc("smartgo_store_writes_refused", "1 while the store refuses writes (disk over the full mark, or a write failed), else 0.", []string{"reason"}, nil)
-	descStoreEvents    = prometheus.NewDesc("smartgo_store_events_total", "Store events by kind (segment-rolled, segment-deleted, corruption, slow-flush, disk-full, disk-ok, write-failed, queue-gap).", []string{"kind"}, nil)
+	descStoreEvents    = prometheus.NewDesc("smartgo_store_events_total", "Store events by kind (segment-rolled, segment-deleted, corruption, slow-flush, disk-full, disk-ok, write-failed, queue-gap, truncated).", []string{"kind"}, nil)
 	descReplLagBytes   = prometheus.NewDesc("smartgo_replication_lag_bytes", "Master: commitlog end minus the best slave's acknowledged end. Slave: its master's end minus its own.", nil, nil)
 	descReplLagSeconds = prometheus.NewDesc("smartgo_replication_lag_seconds", "How long replication has been behind (0 while caught up; sampled every second).", nil, nil)
 	descSlaves         = prometheus.NewDesc("smartgo_replication_slaves", "Slaves connected to this master.", nil, nil)
