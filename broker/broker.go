@@ -53,6 +53,7 @@ type Broker struct {
 	hold         *HoldService
 	schedule     *scheduleService
 	selectors    selectorCache // compiled SQL92 subscriptions
+	tx           *txService    // transactional messages
 	metrics      *metrics
 
 	perm       atomic.Int32           // broker permission (read/write bits)
@@ -170,6 +171,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("broker: listen %s: %w", opts.ListenAddr, err)
 	}
 	b.schedule = newScheduleService(b)
+	b.tx = newTxService(b)
 	b.rt = newRuntimeStats(opts.Now, func() int64 { return b.store.Stats().PutMessages })
 
 	ro := opts.Remoting
@@ -194,6 +196,12 @@ func New(opts Options) (*Broker, error) {
 	b.goFunc(func() { b.housekeeping(ctx) })
 	if opts.Role != RoleSlave {
 		b.goFunc(func() { b.schedule.run(ctx) }) // a slave's log is the master's copy
+		b.goFunc(func() { b.tx.run(ctx) })
+	}
+	if b.controlled() {
+		b.addRoleListener(b.tx)
+	} else if opts.Role != RoleSlave {
+		b.tx.prepare(ctx)
 	}
 	if b.controlled() {
 		b.monoBase = time.Now()

@@ -75,6 +75,11 @@ const (
 	DefaultClientExpiry        = 120 * time.Second
 	DefaultOffsetPersistPeriod = 5 * time.Second
 	DefaultSlaveSyncInterval   = 10 * time.Second
+	// RocketMQ 4.9's transaction check-back: a half message is checked once
+	// it is older than the timeout, every interval, at most max times.
+	DefaultTransactionTimeout       = 6 * time.Second
+	DefaultTransactionCheckInterval = 60 * time.Second
+	DefaultTransactionCheckMax      = 15
 )
 
 // DefaultOptions returns the options of a broker whose store is rooted at
@@ -124,6 +129,19 @@ type Options struct {
 	// off, they are refused at subscribe time. DefaultOptions turns it on
 	// (RocketMQ's enablePropertyFilter defaults to off).
 	EnablePropertyFilter bool
+
+	// TransactionTimeout is how old (by its born time) a transaction's half
+	// message must be before the broker asks a producer of its group for
+	// the outcome, unless its CHECK_IMMUNITY_TIME_IN_SECONDS property says
+	// otherwise (default 6 s).
+	TransactionTimeout time.Duration
+	// TransactionCheckInterval is how often the check-back scan runs
+	// (default 60 s).
+	TransactionCheckInterval time.Duration
+	// TransactionCheckMax is how many times a half message is checked
+	// back before it is discarded to TRANS_CHECK_MAX_TIME_TOPIC with a
+	// warning (default 15).
+	TransactionCheckMax int
 
 	// HAListen is a master's replication listen address (default: the
 	// listen host with the listen port + 1, or port 0 when the listen port
@@ -203,6 +221,15 @@ func (o *Options) fill() {
 	if o.SlaveSyncInterval == 0 {
 		o.SlaveSyncInterval = DefaultSlaveSyncInterval
 	}
+	if o.TransactionTimeout == 0 {
+		o.TransactionTimeout = DefaultTransactionTimeout
+	}
+	if o.TransactionCheckInterval == 0 {
+		o.TransactionCheckInterval = DefaultTransactionCheckInterval
+	}
+	if o.TransactionCheckMax == 0 {
+		o.TransactionCheckMax = DefaultTransactionCheckMax
+	}
 	if o.MinInSyncReplicas == 0 {
 		o.MinInSyncReplicas = 1
 	}
@@ -277,6 +304,9 @@ func (o *Options) Validate() error {
 	}
 	if o.SlaveAckTimeout < 0 || o.SlaveSyncInterval < 0 {
 		return fmt.Errorf("%w: negative SlaveAckTimeout or SlaveSyncInterval", ErrBadOptions)
+	}
+	if o.TransactionTimeout < 0 || o.TransactionCheckInterval < 0 || o.TransactionCheckMax < 0 {
+		return fmt.Errorf("%w: negative transaction timeout, check interval or check max", ErrBadOptions)
 	}
 	if o.RegisterInterval < 0 || o.ClientExpiry < 0 || o.OffsetPersistPeriod < 0 {
 		return fmt.Errorf("%w: negative interval", ErrBadOptions)

@@ -38,6 +38,7 @@ func (b *Broker) registerProcessors() {
 		{protocol.SendMessageV2, remoting.PoolSend, send, quickSend, true},
 		{protocol.SendBatchMessage, remoting.PoolSend, send, quickSend, true},
 		{protocol.ConsumerSendMsgBack, remoting.PoolSend, b.processSendBack, false, true},
+		{protocol.EndTransaction, remoting.PoolSend, b.processEndTransaction, false, true},
 
 		{protocol.PullMessage, remoting.PoolPull, b.metrics.timedPull(b.processPull), true, true},
 

@@ -73,8 +73,8 @@ func (b *Broker) processSend(c *remoting.Conn, req *protocol.Command) (*protocol
 	if tc.TopicFilterType == protocol.TopicFilterMultiTag {
 		m.SysFlag |= record.FlagMultiTags
 	}
-	if v, _ := record.LookupPropertyString(m.Properties, record.PropertyTransactionPrepared); v == "true" {
-		return errResp(protocol.NoPermission, "the broker[%s] does not accept transaction messages (not supported yet)", b.addr), nil
+	if resp := b.markHalf(m, batch, h.ProducerGroup); resp != nil {
+		return resp, nil
 	}
 	if IsRetryTopic(h.Topic) && !batch {
 		if resp := b.redirectRetry(m, h, req.Version); resp != nil {
@@ -258,9 +258,13 @@ func (b *Broker) redirectRetry(m *record.Message, h *protocol.SendMessageRequest
 }
 
 // divertDelayed parks a message with a DELAY property in the schedule
-// topic (queue level-1), remembering its real topic and queue.
+// topic (queue level-1), remembering its real topic and queue; a
+// transaction's half message goes to the half topic instead.
 func (b *Broker) divertDelayed(m *record.Message) error {
-	if m.SysFlag&record.TxMask == record.TxPrepared || m.SysFlag&record.TxMask == record.TxRollback {
+	switch m.SysFlag & record.TxMask {
+	case record.TxPrepared:
+		return b.divertHalf(m) // a transaction's half message waits in the half topic (transaction.go)
+	case record.TxRollback:
 		return nil
 	}
 	v, ok := record.LookupPropertyString(m.Properties, record.PropertyDelayLevel)

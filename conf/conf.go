@@ -122,6 +122,9 @@ type Broker struct {
 	SlaveAckTimeout            Duration `toml:"slave_ack_timeout"`
 	SlaveSyncInterval          Duration `toml:"slave_sync_interval"`
 	EnablePropertyFilter       bool     `toml:"enable_property_filter"`
+	TransactionTimeout         Duration `toml:"transaction_timeout"`
+	TransactionCheckInterval   Duration `toml:"transaction_check_interval"`
+	TransactionCheckMax        int      `toml:"transaction_check_max"`
 
 	// Connections and worker pools of the remoting server.
 	WriteTimeout     Duration `toml:"write_timeout"`
@@ -296,6 +299,9 @@ func Default() File {
 			SlaveAckTimeout:            Duration{5 * time.Second},
 			SlaveSyncInterval:          Duration{10 * time.Second},
 			EnablePropertyFilter:       true,
+			TransactionTimeout:         Duration{6 * time.Second},
+			TransactionCheckInterval:   Duration{60 * time.Second},
+			TransactionCheckMax:        15,
 			WriteTimeout:               Duration{30 * time.Second},
 			MaxWriteQueue:              4 << 20,
 			RequestTimeout:             Duration{3 * time.Second},

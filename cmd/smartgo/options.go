@@ -79,6 +79,8 @@ func brokerOptions(f conf.File, log *slog.Logger) (broker.Options, error) {
 		ShortPollingHold: c.ShortPollingHold.D(), SlaveSyncInterval: c.SlaveSyncInterval.D(),
 		MinInSyncReplicas: c.MinInSyncReplicas, SyncLagMax: c.SyncLagMax.D(),
 		EnablePropertyFilter: c.EnablePropertyFilter,
+		TransactionTimeout:   c.TransactionTimeout.D(), TransactionCheckInterval: c.TransactionCheckInterval.D(),
+		TransactionCheckMax: c.TransactionCheckMax,
 	}
 	if len(c.Controllers) > 0 {
 		o.Controllers = c.Controllers
