@@ -39,6 +39,9 @@ type Options struct {
 	DelayLevels []time.Duration
 	// NoAutoCreateTopic turns the brokers' topic auto-creation off.
 	NoAutoCreateTopic bool
+	// TransactionChecks, when set, is the brokers' transaction timeout and
+	// check interval (tests see check-backs quickly).
+	TransactionChecks time.Duration
 	// Broker, if set, adjusts each broker's options (index i).
 	Broker func(i int, o *broker.Options)
 	// Slaves gives every broker group one slave (id 1) replicating from
@@ -255,6 +258,9 @@ func (c *Cluster) defaultBrokerOptions(i int) broker.Options {
 	}
 	if c.opts.SyncMaster {
 		o.Role = broker.RoleSyncMaster
+	}
+	if d := c.opts.TransactionChecks; d > 0 {
+		o.TransactionTimeout, o.TransactionCheckInterval = d, d
 	}
 	if c.opts.Broker != nil {
 		c.opts.Broker(i, &o)

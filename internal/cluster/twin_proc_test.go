@@ -218,16 +218,7 @@ func TestClusterProcTwinMasterToSlave(t *testing.T) {
 
 	// The slave becomes the group's master: restarted with the master's id
 	// and role on its own data.
-	c.slave.stop()
-	for i, a := range c.slave.args {
-		switch a {
-		case "broker.role=slave":
-			c.slave.args[i] = "broker.role=async_master"
-		case "broker.id=1":
-			c.slave.args[i] = "broker.id=0"
-		}
-	}
-	c.slave.run(t)
+	c.restartSlaveAsMaster(t)
 	cl2 := twinProcClient(t, c.reg)
 	checkFor(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
