@@ -85,6 +85,10 @@ type shardLog struct {
 	roleMu     sync.Mutex
 	empty      []byte
 
+	// onTakeOver, when set, runs for each healthy shard (mu held) when a
+	// promotion completes, before the host serves as master.
+	onTakeOver func(sh *logShard)
+
 	errUnavailable error // wrapped when an append fails (nothing changed)
 	errNotOwner    error // wrapped when this broker may not serve (controller mode)
 	errFailed      error // wrapped when a shard stopped

@@ -76,6 +76,15 @@ func (h *shardLog) takeOverLocked() {
 		h.log.Info("waiting for shards to catch up before serving as master", "behind", behind)
 		return
 	}
+	if h.onTakeOver != nil {
+		for _, sh := range h.shards {
+			sh.mu.Lock()
+			if sh.failed == nil {
+				h.onTakeOver(sh)
+			}
+			sh.mu.Unlock()
+		}
+	}
 	h.slave.Store(false)
 	h.log.Info("serves as master")
 }

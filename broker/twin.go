@@ -155,7 +155,22 @@ type twShard struct {
 	emitFrom    int64
 	partialOff  int64
 	partialFrom int
+	// recent holds the events of the last entries a following shard
+	// applied (controller mode), so that a promotion can produce those the
+	// old master did not get to; oldest first. Protected by mu.
+	recent []recentEvents
 }
+
+// recentEvents are the events of the entry at queue offset off.
+type recentEvents struct {
+	off    int64
+	events []twin.Event
+}
+
+// recentEntries bounds twShard.recent: the old master writes an entry's
+// events right after the entry, under the shard's lock, so at most the
+// last entry of a shard can lack them; a few more cover a slow writer.
+const recentEntries = 8
 
 // twPeer is where a watched twin's desired changes go; peers are compared
 // with ==.
@@ -216,6 +231,7 @@ func OpenTwins(b *Broker, opts TwinOptions) (*Twins, error) {
 	t.host = shardLog{b: b, topic: TwinTopic, dir: opts.Dir, magic: twinSnapMagic, what: "twin", log: t.log,
 		errUnavailable: ErrTwinUnavailable, errFailed: ErrTwinFailed, errNotOwner: ErrTwinNotOwner}
 	t.host.slave.Store(slave)
+	t.host.onTakeOver = func(sh *logShard) { t.takeOverLocked(t.shards[sh.id]) }
 	if !b.controlled() { // controller mode: the dispatch limit may hide what a master's slaves lack
 		if err := t.host.waitDispatched(30 * time.Second); err != nil {
 			return nil, err
@@ -255,6 +271,9 @@ func OpenTwins(b *Broker, opts TwinOptions) (*Twins, error) {
 	if slave {
 		t.goFunc(func() { t.host.replicateLoop(ctx, opts.SlavePollInterval) })
 	}
+	// Not inline (unlike the state store): a query may scan a shard for
+	// long, and an inline processor has no watchdog to hand the
+	// connection's reading on; a lead does.
 	b.srv.RegisterFunc(protocol.TwinInvoke, remoting.PoolSend, t.processInvoke)
 	b.srv.RegisterFunc(protocol.TwinWatch, remoting.PoolDefault, t.processWatch)
 	b.srv.OnConnClose(t.connClosed)
@@ -290,13 +309,15 @@ func (t *Twins) createTopics() error {
 }
 
 // becameMaster implements roleListener (controller mode): the topics
-// exist, then the shards take over once caught up. Events of entries the
-// old master applied but did not get to emit are not produced again (a
-// restart's replay does that; a promotion does not replay).
+// exist, then the shards take over once caught up; the events of the last
+// entries the old master applied but did not get to emit are produced
+// then (takeOverLocked), as a restart's replay produces them.
 func (t *Twins) becameMaster() error {
 	if err := t.createTopics(); err != nil {
 		return err
 	}
+	// Publish the topics' route now, not at the next registration.
+	t.goFunc(t.b.triggerRegister)
 	t.host.becameMaster()
 	return nil
 }
@@ -444,6 +465,12 @@ func (t *Twins) replay(sh *twShard, entry []byte, storeTime time.Time, off int64
 		t.emitLocked(context.Background(), sh, out.Events, off, 0)
 	case off == sh.partialOff:
 		t.emitLocked(context.Background(), sh, out.Events, off, sh.partialFrom)
+	case t.host.slave.Load() && t.b.controlled() && !t.opts.NoEvents && len(out.Events) > 0:
+		if len(sh.recent) == recentEntries {
+			copy(sh.recent, sh.recent[1:])
+			sh.recent = sh.recent[:recentEntries-1]
+		}
+		sh.recent = append(sh.recent, recentEvents{off: off, events: out.Events})
 	}
 	return nil
 }

@@ -28,7 +28,9 @@ import (
 // their own flush; a snapshot is written only once the events of the
 // entries it covers are flushed too. A master that restarts (or a slave
 // restarted as master) reads the last event of each shard's queue and
-// produces the events of the entries it replays after that one, so a
+// produces the events of the entries it replays after that one; a slave
+// the controller promotes keeps the events of the last entries it applied
+// and produces those past the last event stored when it takes over. So a
 // crash between an entry and its events loses none: events are delivered
 // at least once, in order per shard.
 const (
@@ -43,36 +45,70 @@ const (
 // the replay, with the shard not yet shared.
 func (t *Twins) eventsFloor(sh *twShard) {
 	sh.emitFrom = sh.next // the replay starts here; the snapshot's entries had their events flushed
-	st := t.b.store
-	q := st.MaxOffset(t.opts.EventsTopic, sh.id)
-	if q <= st.MinOffset(t.opts.EventsTopic, sh.id) {
+	off, i, n, ok := t.lastEvent(sh)
+	if !ok {
 		return
-	}
-	res, err := st.GetMessages(t.opts.EventsTopic, sh.id, q-1, 1, nil)
-	if err != nil || len(res.Buffers) == 0 {
-		if res != nil {
-			res.Release()
-		}
-		t.log.Warn("twin events: last event unreadable; replayed entries produce theirs", "shard", sh.id, "err", err)
-		return
-	}
-	m, _, err := record.Decode(res.Buffers[0], false)
-	res.Release()
-	if err != nil {
-		return
-	}
-	offProp, _ := record.LookupPropertyString(m.Properties, propTwinOffset)
-	idxProp, _ := record.LookupPropertyString(m.Properties, propTwinEvent)
-	off, err1 := strconv.ParseInt(offProp, 10, 64)
-	i, n, ok := parseEventIndex(idxProp)
-	if err1 != nil || !ok {
-		return // not ours
 	}
 	if off+1 > sh.emitFrom {
 		sh.emitFrom = off + 1
 	}
 	if i+1 < n && off >= sh.next {
 		sh.partialOff, sh.partialFrom = off, i+1
+	}
+}
+
+// lastEvent returns the source of the last event in the shard's events
+// queue: the entry's queue offset, the event's index among the entry's n
+// events. ok is false when the queue is empty or its last message is not
+// a twin event.
+func (t *Twins) lastEvent(sh *twShard) (off int64, i, n int, ok bool) {
+	st := t.b.store
+	q := st.MaxOffset(t.opts.EventsTopic, sh.id)
+	if q <= st.MinOffset(t.opts.EventsTopic, sh.id) {
+		return 0, 0, 0, false
+	}
+	res, err := st.GetMessages(t.opts.EventsTopic, sh.id, q-1, 1, nil)
+	if err != nil || len(res.Buffers) == 0 {
+		if res != nil {
+			res.Release()
+		}
+		t.log.Warn("twin events: last event unreadable", "shard", sh.id, "err", err)
+		return 0, 0, 0, false
+	}
+	m, _, err := record.Decode(res.Buffers[0], false)
+	res.Release()
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	offProp, _ := record.LookupPropertyString(m.Properties, propTwinOffset)
+	idxProp, _ := record.LookupPropertyString(m.Properties, propTwinEvent)
+	off, err = strconv.ParseInt(offProp, 10, 64)
+	i, n, ok = parseEventIndex(idxProp)
+	return off, i, n, ok && err == nil
+}
+
+// takeOverLocked (controller mode, a promotion completing) produces the
+// events of the last entries the old master applied but did not get to
+// emit: those of the recent entries past the last event stored. Called
+// with sh.mu held, before the host serves.
+func (t *Twins) takeOverLocked(sh *twShard) {
+	recent := sh.recent
+	sh.recent = nil
+	if t.opts.NoEvents || len(recent) == 0 {
+		return
+	}
+	off, i, n, ok := t.lastEvent(sh)
+	if ok && off+1 < recent[0].off {
+		// Only if the old master fell behind by more than recentEntries.
+		t.log.Warn("twin events of entries before the promotion were not produced", "shard", sh.id, "from", off+1, "to", recent[0].off-1)
+	}
+	for _, r := range recent {
+		switch {
+		case !ok || r.off > off:
+			t.produceLocked(context.Background(), sh, r.events, r.off, 0)
+		case r.off == off && i+1 < n:
+			t.produceLocked(context.Background(), sh, r.events, r.off, i+1)
+		}
 	}
 }
 
@@ -91,6 +127,12 @@ func (t *Twins) emitLocked(ctx context.Context, sh *twShard, events []twin.Event
 	if t.opts.NoEvents || t.host.slave.Load() {
 		return
 	}
+	t.produceLocked(ctx, sh, events, off, from)
+}
+
+// produceLocked puts events[from:] into the events topic. Called with
+// sh.mu held.
+func (t *Twins) produceLocked(ctx context.Context, sh *twShard, events []twin.Event, off int64, from int) {
 	for i := from; i < len(events); i++ {
 		ev := &events[i]
 		props := record.Properties{

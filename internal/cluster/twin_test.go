@@ -14,6 +14,7 @@ import (
 	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/client"
 	twc "github.com/smartgo/smartgo/client/twin"
+	"github.com/smartgo/smartgo/store/record"
 	"github.com/smartgo/smartgo/twin"
 )
 
@@ -545,5 +546,135 @@ func TestClusterTwinRaces(t *testing.T) {
 	}
 	if len(won) == 0 || reportedWins == 0 {
 		t.Fatal("no writer ever won")
+	}
+}
+
+// TestClusterTwinControlledFailover: in controller mode every broker of
+// the group hosts the twin shards; when the master stops, the elected
+// slave serves every acknowledged twin write, and produces the events of
+// an entry the old master stored but did not get to emit (a crash between
+// the entry and its events, simulated by storing an entry alone).
+func TestClusterTwinControlledFailover(t *testing.T) {
+	c := startControlled(t, CtlOptions{Sync: true})
+	twins := make([]*broker.Twins, 3)
+	for j := range twins {
+		tw, err := broker.OpenTwins(c.Broker(j), broker.TwinOptions{Shards: 4, SnapshotInterval: time.Hour, SlavePollInterval: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		twins[j] = tw
+		t.Cleanup(func() { _ = tw.Close() })
+	}
+	cl, err := twc.New(twc.Options{Registries: c.RegistryAddrs(), RouteRefresh: 200 * time.Millisecond, RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	ctx := context.Background()
+	checkFor(t, 20*time.Second, func() error {
+		_, err := cl.CreateDevice(ctx, &twc.Device{DeviceID: "f00"})
+		return err
+	})
+	waitSyncSet(t, c, 3)
+	// A master that cannot reach the controller for a moment (a loaded
+	// machine) refuses writes as unavailable, changing nothing: retry as a
+	// back end would.
+	retry := func(op func() error) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			err := op()
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, twc.ErrUnavailable) || time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	acked := map[string]int64{}
+	for i := 1; i < 30; i++ {
+		id := fmt.Sprintf("f%02d", i)
+		retry(func() error {
+			_, err := cl.CreateDevice(ctx, &twc.Device{DeviceID: id})
+			if errors.Is(err, twc.ErrExists) {
+				err = nil // an earlier attempt reported unavailable was applied after all
+			}
+			return err
+		})
+		retry(func() error {
+			ver, err := cl.PatchReported(ctx, id, "", []byte(`{"n":`+fmt.Sprint(i)+`}`), 0)
+			acked[id] = ver
+			return err
+		})
+	}
+	old, _ := c.Master()
+	// The old master's last act: an entry stored without its events.
+	spare, _ := twin.New(twin.Options{}, nil)
+	entry, _, _ := spare.Prepare(&twin.Request{Op: twin.OpPutDevice, DeviceID: "orphan"})
+	shard := int32(twin.ShardOf("orphan", 4))
+	host := c.Broker(old).Store().Options().StoreHost
+	if _, err := c.Broker(old).Store().Put(ctx, &record.Message{Topic: broker.TwinTopic, QueueID: shard, Body: entry, BornHost: host}); err != nil {
+		t.Fatal(err)
+	}
+	ob := c.Broker(old)
+	checkFor(t, 10*time.Second, func() error { // on the sync state set before the master goes
+		for j := range twins {
+			if j != old && c.Broker(j).Store().MaxPhysicalOffset() < ob.Store().MaxPhysicalOffset() {
+				return fmt.Errorf("broker %d behind", j)
+			}
+		}
+		return nil
+	})
+	_ = twins[old].Close()
+	if err := c.StopBroker(old); err != nil {
+		t.Fatal(err)
+	}
+	nm, err := c.WaitMaster(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 20*time.Second, func() error {
+		_, err := cl.GetDevice(ctx, "orphan")
+		return err
+	})
+	for id, ver := range acked {
+		props, err := cl.GetProperties(ctx, id, "")
+		if err != nil {
+			t.Fatalf("%s after the failover: %v", id, err)
+		}
+		if !bytes.Contains(props.JSON, []byte(fmt.Sprintf(`"$version":%d}}`, ver))) {
+			t.Fatalf("%s: %s, acknowledged reported $version %d", id, props.JSON, ver)
+		}
+	}
+	retry(func() error { _, err := cl.PatchReported(ctx, "f01", "", []byte(`{"after":true}`), 0); return err })
+	// The orphan's event was produced once by the new master.
+	nb := c.Broker(nm)
+	orphanEvents := 0
+	checkFor(t, 10*time.Second, func() error {
+		orphanEvents = 0
+		st := nb.Store()
+		for off := st.MinOffset(broker.DefaultTwinEventsTopic, shard); off < st.MaxOffset(broker.DefaultTwinEventsTopic, shard); off++ {
+			r, err := st.GetMessages(broker.DefaultTwinEventsTopic, shard, off, 1, nil)
+			if err != nil || len(r.Buffers) == 0 {
+				return fmt.Errorf("read event %d: %v", off, err)
+			}
+			m, _, err := record.Decode(r.Buffers[0], false)
+			r.Release()
+			if err != nil {
+				return err
+			}
+			if dev, _ := record.LookupPropertyString(m.Properties, "deviceId"); dev == "orphan" {
+				orphanEvents++
+			}
+		}
+		if orphanEvents == 0 {
+			return errors.New("no event for the orphan entry")
+		}
+		return nil
+	})
+	if orphanEvents != 1 {
+		t.Fatalf("%d events for the orphan entry", orphanEvents)
 	}
 }
