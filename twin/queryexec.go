@@ -396,7 +396,8 @@ func (e *Engine) query(req *Request) Reply {
 	}
 	limit := e.pageLimit(req.Limit)
 	agg := q.Aggregate()
-	groups := map[string]int64{}
+	groups := map[string]*int64{}
+	var gbuf []byte
 	body := []byte{'['}
 	n := 0
 	after := req.After
@@ -420,13 +421,18 @@ func (e *Engine) query(req *Request) Reply {
 				return true
 			}
 			if agg {
-				gk := ""
+				gbuf = gbuf[:0]
 				if q.GroupBy != nil {
 					if v, ok := fieldValue(r, q.GroupBy); ok {
-						gk = string(appendValue(nil, &v))
+						gbuf = appendValue(gbuf, &v)
 					}
 				}
-				groups[gk]++
+				if c := groups[string(gbuf)]; c != nil { // no allocation for a known group
+					*c++
+				} else {
+					groups[string(gbuf)] = new(int64)
+					*groups[string(gbuf)] = 1
+				}
 				return true
 			}
 			if n > 0 {
@@ -486,7 +492,7 @@ type Group struct {
 	Count int64
 }
 
-func appendGroups(dst []byte, groups map[string]int64) []byte {
+func appendGroups(dst []byte, groups map[string]*int64) []byte {
 	keys := make([]string, 0, len(groups))
 	for k := range groups {
 		keys = append(keys, k)
@@ -504,7 +510,7 @@ func appendGroups(dst []byte, groups map[string]int64) []byte {
 			dst = append(dst, k...)
 		}
 		dst = append(dst, ',')
-		dst = strconv.AppendInt(dst, groups[k], 10)
+		dst = strconv.AppendInt(dst, *groups[k], 10)
 		dst = append(dst, ']')
 	}
 	return append(dst, ']')
