@@ -34,6 +34,7 @@ type proc struct {
 	cmd  *exec.Cmd
 	args []string
 	log  string
+	done chan struct{} // closed when cmd.Wait returned (cmd.ProcessState set)
 }
 
 func start(t testing.TB, dir, name string, args ...string) *proc {
@@ -55,7 +56,9 @@ func (p *proc) run(t testing.TB) {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = p.cmd.Wait(); _ = f.Close() }()
+	done := make(chan struct{})
+	p.done = done
+	go func() { _ = p.cmd.Wait(); _ = f.Close(); close(done) }()
 }
 
 func (p *proc) kill() {
@@ -68,11 +71,9 @@ func (p *proc) kill() {
 func (p *proc) stop() {
 	if p.cmd != nil && p.cmd.Process != nil {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		for range 100 {
-			if p.cmd.ProcessState != nil {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
+		select { // read ProcessState only after Wait set it
+		case <-p.done:
+		case <-time.After(5 * time.Second):
 		}
 	}
 }
