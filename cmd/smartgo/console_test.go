@@ -20,6 +20,7 @@ import (
 
 	"github.com/smartgo/smartgo/client"
 	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/conf"
 	"github.com/smartgo/smartgo/mqtt"
 )
 
@@ -184,7 +185,7 @@ func writeCredentials(t *testing.T, users ...string) string {
 // name, a huge page size, a body that is too large or not JSON.
 func TestCmdConsoleAPI(t *testing.T) {
 	creds := writeCredentials(t, "alice", "alice-pw", "bob", "bob-pw")
-	_, addrs := standalone(t, "-set", "console.credentials_file="+creds, "-set", "console.admin_users=alice",
+	logs, addrs := standalone(t, "-set", "console.credentials_file="+creds, "-set", "console.admin_users=alice",
 		"-set", "console.sample_interval=1s")
 	anon := newWebClient(t, addrs["console"])
 	anon.want(http.StatusUnauthorized, "GET", "/api/cluster", nil)
@@ -453,6 +454,23 @@ func TestCmdConsoleAPI(t *testing.T) {
 	if code != http.StatusTooManyRequests {
 		t.Fatalf("after 5 failures: %d, want 429", code)
 	}
+	// Logged with the user and the address, and the log is rate limited
+	// too: one line per reason per 10 s, not one per attempt.
+	var failed int
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "console: login failed") {
+			failed++
+			if !strings.Contains(line, "user=alice") || !strings.Contains(line, "remote=127.0.0.1") {
+				t.Errorf("failed login logged without user or address: %s", line)
+			}
+		}
+	}
+	if failed < 1 || failed >= 5 {
+		t.Errorf("%d log lines for 5 failed logins, want one per 10 s", failed)
+	}
+	if !strings.Contains(logs.String(), "console: login refused: too many failures") {
+		t.Error("the locked-out login was not logged")
+	}
 }
 
 // TestCmdConsoleOpenMode: without a credentials file the console needs no
@@ -474,6 +492,10 @@ func TestCmdConsoleOpenMode(t *testing.T) {
 	}
 	w.want(200, "POST", "/api/topics", body)
 
+	// Bound to loopback unless configured otherwise.
+	if h, _, err := net.SplitHostPort(conf.Default().Console.Listen); err != nil || !net.ParseIP(h).IsLoopback() {
+		t.Fatalf("default console.listen %q is not a loopback address", conf.Default().Console.Listen)
+	}
 	if code, _, stderr := runCmd(t, "console", "-listen", "0.0.0.0:0"); code != exitUsage || !strings.Contains(stderr, "loopback") {
 		t.Fatalf("open console on every interface: %d %q", code, stderr)
 	}
