@@ -69,7 +69,7 @@ browser:
 
 # Master/slave tests with real processes (registry, master, slave).
 cluster:
-	$(GO) test -tags cluster -count=1 -timeout 10m -run 'TestCluster' ./internal/cluster/
+	$(GO) test -tags cluster -count=1 -timeout 20m -run 'TestCluster' ./internal/cluster/
 	$(GO) test -tags cluster -count=1 -timeout 5m -run 'TestStoreDiskFullRealTmpfs' ./store/
 
 # SmartGo vs NATS JetStream (embedded, same run, loopback): publish rate

@@ -440,6 +440,54 @@ func TestControllerFailoverSingleReplica(t *testing.T) {
 	}
 }
 
+// TestControllerUncleanElectionSwitch: with the switch on, a master whose
+// sync state set has no other live member is replaced by any live member,
+// and the log says messages may be lost; with it off (the default) nobody
+// is elected and the log says why.
+func TestControllerUncleanElectionSwitch(t *testing.T) {
+	for _, unclean := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unclean=%v", unclean), func(t *testing.T) {
+			var logs lockedBuffer
+			rs := startReplicas(t, 1, func(o *Options) {
+				o.UncleanElection = unclean
+				o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			})
+			addrs := rs.addrs()
+			bs := []*fakeBroker{newFakeBroker(t, addrs, "g", "t1"), newFakeBroker(t, addrs, "g", "t2")}
+			for _, b := range bs {
+				b.register()
+				b.startHeartbeats()
+			}
+			g := groupOn(t, bs[0], "a master", func(g protocol.ControllerGroup) bool { return g.MasterID != 0 })
+			m, other := bs[0], bs[1]
+			if g.MasterID == bs[1].ID() {
+				m, other = bs[1], bs[0]
+			}
+			m.stopHeartbeats()
+			if !unclean {
+				checkFor(t, 20*time.Second, func() error {
+					if !strings.Contains(logs.String(), "no broker may become master") {
+						return errors.New("no log line about the missing candidate")
+					}
+					return nil
+				})
+				md, err := metadata(t, other.cl, addrs[0])
+				if err != nil || md.Groups[0].MasterID != m.ID() || md.Groups[0].MasterEpoch != 1 {
+					t.Fatalf("elected outside the sync state set with the switch off: %+v %v", md.Groups, err)
+				}
+				return
+			}
+			g = groupOn(t, other, "an unclean election", func(g protocol.ControllerGroup) bool { return g.MasterEpoch == 2 })
+			if g.MasterID != other.ID() || !slices.Equal(g.SyncStateSet, []int64{other.ID()}) {
+				t.Fatalf("after the unclean election %+v", g)
+			}
+			if !strings.Contains(logs.String(), "UNCLEAN") {
+				t.Fatalf("the unclean election was not logged as such:\n%s", logs.String())
+			}
+		})
+	}
+}
+
 // TestControllerRaftLeaderLoss: with three replicas, losing the leader
 // (and then a second replica's restart) keeps elections going while a
 // majority is up; with one replica left there is no leader, heartbeats
