@@ -77,6 +77,9 @@ func (s *Store) SetDispatchLimit(limit int64) {
 func (s *Store) dispatchRangeLocked(end int64) {
 	d := &s.disp
 	d.round++
+	// Records this store's writer wrote in this run are not checked again;
+	// replicated ones are (and everything at recovery).
+	d.verify = d.recovery || s.rawMode.Load()
 	d.walk(s.cl, &d.pos, end, s.dispatchRecord, s.dispatchSkipped)
 	s.dispatched.Store(d.pos)
 	s.markMu.Lock()

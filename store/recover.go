@@ -159,7 +159,7 @@ func (s *Store) recover(abnormal bool) error {
 	d := &s.disp
 	d.pos = dispatchFrom
 	d.fillGaps = false
-	d.verify, d.recovery = true, true // bytes from disk: check every record before it makes an entry
+	d.recovery = true // bytes from disk: check every record before it makes an entry
 	s.dispatchRangeLocked(end)
 	if d.gapSeen {
 		rep.FullReplay = true
@@ -172,7 +172,7 @@ func (s *Store) recover(abnormal bool) error {
 		s.corruption(&CorruptError{File: s.cl.dir, Offset: d.pos, Reason: "re-dispatch stopped before the commitlog end; later records are not in consume queues"})
 		d.pos = end
 	}
-	d.verify, d.recovery = false, false
+	d.recovery = false
 	s.addSkipped(d.skips...)
 	d.skips = nil
 	s.report.Corruptions = append(s.report.Corruptions, d.refused...)
