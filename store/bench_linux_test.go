@@ -135,6 +135,8 @@ func BenchmarkStoreRecover1GiB(b *testing.B) {
 				b.StopTimer()
 				rep := s.RecoveryReport()
 				scanned += rep.ScanBytes
+				b.Logf("%s: checkpoint %+v valid %v, scan from %d, dispatch from %d, redispatched %d, took %v (check %v)",
+					c.name, rep.Checkpoint, rep.CheckpointValid, rep.ScanFrom, rep.DispatchFrom, rep.Redispatched, rep.Duration, rep.ScanDuration)
 				if len(rep.Skipped) > 0 || rep.CommitLogEnd < 1<<30 {
 					b.Fatalf("recovery of an intact log: %+v", rep)
 				}

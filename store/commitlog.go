@@ -766,7 +766,9 @@ func (cl *commitLog) flush() (int64, error) {
 	if err := cl.syncTo(target); err != nil {
 		return target, err
 	}
-	cl.flushedTs.Store(ts)
+	if ts != 0 { // 0: nothing written since Open, the recovered value stands
+		cl.flushedTs.Store(ts)
+	}
 	return target, nil
 }
 

@@ -2,8 +2,11 @@ package store
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Recovery re-dispatching many records of one queue in one round sees them
@@ -34,5 +37,40 @@ func TestRecoveryRedispatchOneRoundIsNotAGap(t *testing.T) {
 	got := readAll(t, s2, "T", 1)
 	if len(got) != 80 || string(got[20].Body) != "late 0" || string(got[79].Body) != "late 59" {
 		t.Fatalf("queue after recovery: %d messages", len(got))
+	}
+}
+
+// A restart without writes keeps the checkpoint's commitlog time: a crash
+// after it recovers from the checkpoint, not from the start of the log.
+func TestRecoveryIdleRestartKeepsCheckpoint(t *testing.T) {
+	root := t.TempDir()
+	var now atomic.Int64
+	now.Store(time.Now().UnixMilli())
+	clock := func(o *Options) { o.Now = func() time.Time { return time.UnixMilli(now.Load()) } }
+	s := openTest(t, root, clock)
+	for i := range 2000 {
+		now.Add(10) // 20 s of records: the checkpoint's 3 s margin covers only the last ones
+		mustPut(t, s, msgSpec{topic: "T", body: fmt.Sprintf("%0200d", i)})
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cp, _, err := readCheckpoint(root)
+	if err != nil || cp.Physic == 0 {
+		t.Fatalf("checkpoint after writes %+v %v", cp, err)
+	}
+	s = openTest(t, root, clock) // no writes
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := readCheckpoint(root); got.Physic != cp.Physic {
+		t.Fatalf("idle restart changed the checkpoint's commitlog time %d -> %d", cp.Physic, got.Physic)
+	}
+	if err := os.WriteFile(filepath.Join(root, abortName), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, root, func(o *Options) { clock(o); o.VerifyAllOnCrash = false })
+	if rep := s.RecoveryReport(); rep.DispatchFrom == 0 || rep.Redispatched > 1000 {
+		t.Fatalf("crash after an idle restart re-dispatched from %d (%d records)", rep.DispatchFrom, rep.Redispatched)
 	}
 }
