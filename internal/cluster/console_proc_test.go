@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -113,6 +114,18 @@ func (c *consoleCluster) member(addr string) (admin.Member, error) {
 	return admin.Member{}, fmt.Errorf("no broker at %s in %+v", addr, c.Brokers)
 }
 
+// logsOnFailure logs the tail of each process's log when the test fails.
+func logsOnFailure(t *testing.T, ps ...*proc) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range ps {
+				data, _ := os.ReadFile(p.log)
+				t.Logf("%s:\n%s", p.log, tailLines(string(data), 40))
+			}
+		}
+	})
+}
+
 // TestClusterProcConsole: the console process shows the cluster as its
 // processes are: the master and the slave with their roles, versions,
 // uptime, disk use and offsets, the replication lag while the slave is
@@ -124,22 +137,23 @@ func TestClusterProcConsole(t *testing.T) {
 	ports := freePorts(t, 6)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	reg, masterAddr, slaveAddr, mqttAddr, consoleAddr, mMaster := addr(0), addr(1), addr(2), addr(3), addr(4), addr(5)
-	start(t, dir, "registry", "registry", "-set", "registry.listen="+reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"))
+	rp := start(t, dir, "registry", "registry", "-set", "registry.listen="+reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"))
 	common := []string{"-registries", reg, "-set", "store.segment_size=8MiB", "-set", "broker.advertise_ip=127.0.0.1"}
-	start(t, dir, "master", append([]string{"broker", "-listen", masterAddr, "-data", filepath.Join(dir, "m"),
+	master := start(t, dir, "master", append([]string{"broker", "-listen", masterAddr, "-data", filepath.Join(dir, "m"),
 		"-set", "metrics.listen=" + mMaster}, common...)...)
 	slave := start(t, dir, "slave", append([]string{"broker", "-listen", slaveAddr, "-data", filepath.Join(dir, "s"),
 		"-set", "broker.role=slave", "-set", "broker.id=1"}, common...)...)
 	t.Cleanup(func() { _ = slave.cmd.Process.Signal(syscall.SIGCONT) })
-	start(t, dir, "bridge", "bridge", "-listen", mqttAddr, "-registries", reg, "-set", "bridge.heartbeat_interval=1s")
+	bridge := start(t, dir, "bridge", "bridge", "-listen", mqttAddr, "-registries", reg, "-set", "bridge.heartbeat_interval=1s")
 	creds := filepath.Join(dir, "console.passwd")
 	for _, u := range []string{"alice", "bob"} {
 		if out, err := exec.Command(smartgoBin(t), "passwd", "-f", creds, "-u", u, "-p", u+"-pw").CombinedOutput(); err != nil {
 			t.Fatalf("passwd %s: %v %s", u, err, out)
 		}
 	}
-	start(t, dir, "console", "console", "-listen", consoleAddr, "-registries", reg, "-set", "console.credentials_file="+creds,
+	console := start(t, dir, "console", "console", "-listen", consoleAddr, "-registries", reg, "-set", "console.credentials_file="+creds,
 		"-set", "console.admin_users=alice", "-set", "console.sample_interval=1s")
+	logsOnFailure(t, rp, master, slave, bridge, console)
 	alice, bob := consoleLogin(t, consoleAddr, "alice", "alice-pw"), consoleLogin(t, consoleAddr, "bob", "bob-pw")
 	waitReady(t, "master", mMaster)
 

@@ -122,15 +122,16 @@ func TestClusterProcMetrics(t *testing.T) {
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	reg, masterAddr, mqttAddr := addr(0), addr(1), addr(3)
 	mReg, mMaster, mSlave, mBridge := addr(4), addr(5), addr(6), addr(7)
-	start(t, dir, "registry", "registry", "-set", "registry.listen="+reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"),
+	rp := start(t, dir, "registry", "registry", "-set", "registry.listen="+reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"),
 		"-set", "metrics.listen="+mReg)
 	// Health answers while the process starts; readiness waits for it.
 	common := []string{"-registries", reg, "-set", "store.segment_size=8MiB", "-set", "broker.advertise_ip=127.0.0.1"}
-	start(t, dir, "master", append([]string{"broker", "-listen", masterAddr, "-data", filepath.Join(dir, "m"),
+	master := start(t, dir, "master", append([]string{"broker", "-listen", masterAddr, "-data", filepath.Join(dir, "m"),
 		"-set", "metrics.listen=" + mMaster}, common...)...)
-	start(t, dir, "slave", append([]string{"broker", "-listen", addr(2), "-data", filepath.Join(dir, "s"),
+	slave := start(t, dir, "slave", append([]string{"broker", "-listen", addr(2), "-data", filepath.Join(dir, "s"),
 		"-set", "broker.role=slave", "-set", "broker.id=1", "-set", "metrics.listen=" + mSlave}, common...)...)
-	start(t, dir, "bridge", "bridge", "-listen", mqttAddr, "-registries", reg, "-set", "metrics.listen="+mBridge)
+	bridge := start(t, dir, "bridge", "bridge", "-listen", mqttAddr, "-registries", reg, "-set", "metrics.listen="+mBridge)
+	logsOnFailure(t, rp, master, slave, bridge)
 	for name, a := range map[string]string{"registry": mReg, "master": mMaster, "slave": mSlave, "bridge": mBridge} {
 		waitReady(t, name, a)
 		if code, body := httpGet(a, "/healthz"); code != 200 || body != "ok\n" {
