@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/controller"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -44,7 +45,9 @@ func produceRate(b *testing.B, c *Controlled, d time.Duration) float64 {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	var n, failed atomic.Int64
+	var n atomic.Int64
+	var fmu sync.Mutex
+	failed := map[int32]int{} // response code -> count, protected by fmu
 	var wg sync.WaitGroup
 	stop := time.Now().Add(d)
 	start := time.Now()
@@ -53,17 +56,19 @@ func produceRate(b *testing.B, c *Controlled, d time.Duration) float64 {
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(stop) {
-				if send() == protocol.Success {
+				if code := send(); code == protocol.Success {
 					n.Add(1)
 				} else {
-					failed.Add(1)
+					fmu.Lock()
+					failed[code]++
+					fmu.Unlock()
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if failed.Load() > 0 {
-		b.Fatalf("%d sends not acknowledged", failed.Load())
+	if len(failed) > 0 {
+		b.Fatalf("sends not acknowledged (response code: count): %v", failed)
 	}
 	return float64(n.Load()) / time.Since(start).Seconds()
 }
@@ -83,8 +88,12 @@ func BenchmarkClusterControllerProduce(b *testing.B) {
 	rates := make([]float64, len(modes))
 	for range b.N {
 		for i, m := range modes {
+			// A 5 s heartbeat timeout (a lease of 3.3 s): the senders load
+			// the CPU, and the heartbeats that renew the master's lease
+			// must not be late enough for it to stop acknowledging.
 			c, err := StartControlled(context.Background(), CtlOptions{Dir: b.TempDir(), Sync: m.sync, GroupSize: m.group,
-				Broker: func(_ int, o *broker.Options) { o.Store.SegmentSize = 256 << 20 }})
+				Broker:     func(_ int, o *broker.Options) { o.Store.SegmentSize = 256 << 20 },
+				Controller: func(_ int, o *controller.Options) { o.HeartbeatTimeout = 5 * time.Second }})
 			if err != nil {
 				b.Fatal(err)
 			}
