@@ -167,12 +167,14 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	req.ProtVer, req.HasProtVer = protVer, hasProtVer
 	dedup := true
 
-	// The key picks the shard; a malformed request goes to the shard of
-	// the empty key, whose engine answers the RESP-level error.
-	var key []byte
+	// The payload is parsed here, once: the key picks the shard, and the
+	// command goes along to a broker in this process, whose engine uses
+	// it as it is. A malformed request goes to the shard of the empty key,
+	// whose engine answers the RESP-level error.
+	var cmd *statestore.Command
 	prefix := false
-	if cmd, err := statestore.ParseCommand(msg.Payload); err == nil {
-		key = cmd.Key
+	if c, err := statestore.ParseCommand(msg.Payload); err == nil {
+		cmd = &c
 		// Only mutations' replies are cached: a redelivered GET is simply
 		// served again, so it needs no cache key (nor a cache lookup).
 		dedup = cmd.Verb != statestore.VerbGet
@@ -196,7 +198,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		resp, err = f.invokeAll(ictx, req)
 		cancel()
 	} else {
-		resp, err = f.router.InvokeBefore(ctx, msg.Expiry, key, req)
+		resp, err = f.router.InvokeCommand(ctx, msg.Expiry, cmd, req)
 	}
 	if err != nil {
 		f.log.Warn("state store request failed", "client", from.ClientID, "err", err)

@@ -324,13 +324,11 @@ func (s *StateStore) Err() error { return s.host.err() }
 // different front end connection than from are pushed to that connection
 // (StateStoreNotify); the rest are returned in the response. from may be
 // nil (in-process callers), and then every notification is returned.
-func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, from *remoting.Conn) (resp *protocol.StateStoreResponse, err error) {
-	start, _ := s.metrics.timed()
-	defer func() { s.metrics.observe(req.Payload, start, err) }()
+func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, from *remoting.Conn) (*protocol.StateStoreResponse, error) {
 	if from == nil {
-		return s.do(ctx, req, nil)
+		return s.serve(ctx, req, nil, nil)
 	}
-	return s.do(ctx, req, ssConnPeer{from})
+	return s.serve(ctx, req, nil, ssConnPeer{from})
 }
 
 // InvokeLocal serves req for a front end in the same process (the MQTT
@@ -339,20 +337,36 @@ func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, fr
 // last request came through sink are returned in the response; those of
 // clients last seen on another front end go to it; notifications caused
 // later by others (another front end's request, an expiry) for clients
-// last seen on sink go to sink. A nil sink returns every notification. Errors
-// wrap ErrStateStoreNotOwner or ErrStateStoreUnavailable (try again, maybe
-// elsewhere) or ErrStateStoreFailed.
-func (s *StateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (resp *protocol.StateStoreResponse, err error) {
-	start, _ := s.metrics.timed()
-	defer func() { s.metrics.observe(req.Payload, start, err) }()
+// last seen on sink go to sink. A nil sink returns every notification.
+// cmd, when not nil, is statestore.ParseCommand(req.Payload) done by the
+// front end (to pick the shard): it is used as it is, so the payload is
+// parsed once on its way. Errors wrap ErrStateStoreNotOwner or
+// ErrStateStoreUnavailable (try again, maybe elsewhere) or
+// ErrStateStoreFailed.
+func (s *StateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
 	if sink == nil {
-		return s.do(ctx, req, nil)
+		return s.serve(ctx, req, cmd, nil)
 	}
-	return s.do(ctx, req, ssSinkPeer{sink})
+	return s.serve(ctx, req, cmd, ssSinkPeer{sink})
 }
 
-// do serves Do and InvokeLocal; from nil returns every notification.
-func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, from ssPeer) (*protocol.StateStoreResponse, error) {
+// serve serves Do and InvokeLocal: cmd nil parses req.Payload, once (the
+// metrics and the engine use the result); from nil returns every
+// notification.
+func (s *StateStore) serve(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer) (resp *protocol.StateStoreResponse, err error) {
+	start, _ := s.metrics.timed()
+	if cmd == nil {
+		if c, err := statestore.ParseCommand(req.Payload); err == nil {
+			cmd = &c
+		}
+	}
+	defer func() { s.metrics.observe(cmd, start, err) }()
+	return s.do(ctx, req, cmd, from)
+}
+
+// do serves one request; cmd is the parsed req.Payload, nil when it did
+// not parse (the engine answers the error).
+func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer) (*protocol.StateStoreResponse, error) {
 	if s.host.slave.Load() {
 		return nil, fmt.Errorf("%w: slave", ErrStateStoreNotOwner)
 	}
@@ -378,8 +392,9 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, fr
 	if req.HasFencingToken {
 		r.SetUserProperty(statestore.PropFencingToken, req.FencingToken)
 	}
+	r.Command = cmd // nil after a parse error: Prepare parses again and answers it
 	sh := s.shards[req.Shard]
-	if cmd, err := statestore.ParseCommand(req.Payload); err != nil || cmd.Verb == statestore.VerbGet {
+	if cmd == nil || cmd.Verb == statestore.VerbGet {
 		// A GET (or a request the engine rejects) is answered by Prepare
 		// alone, from the applied table: it needs no log position, so it
 		// does not wait behind another request's append (and its flush

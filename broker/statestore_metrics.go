@@ -1,12 +1,13 @@
 package broker
 
 import (
-	"bytes"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/smartgo/smartgo/statestore"
 )
 
 // State store metrics: commands served by this broker's shards, counted
@@ -54,8 +55,8 @@ func (m *ssMetrics) timed() (start time.Time, ok bool) {
 }
 
 // observe records one command; start is zero when it was not timed.
-func (m *ssMetrics) observe(payload []byte, start time.Time, err error) {
-	v := ssVerbOf(payload)
+func (m *ssMetrics) observe(cmd *statestore.Command, start time.Time, err error) {
+	v := ssVerbOf(cmd)
 	if !start.IsZero() {
 		m.timer[v].Observe(time.Since(start).Seconds())
 	}
@@ -66,28 +67,23 @@ func (m *ssMetrics) observe(payload []byte, start time.Time, err error) {
 	}
 }
 
-// ssVerbOf returns the index in ssVerbs of a request's verb, read from the
-// first bulk string of the RESP array ("*<n>\r\n$<len>\r\n<verb>\r\n")
-// without parsing the rest.
-func ssVerbOf(p []byte) int {
-	i := bytes.Index(p, []byte("\r\n$"))
-	if len(p) == 0 || p[0] != '*' || i < 0 {
+// ssVerbOf returns the index in ssVerbs of a parsed request's verb (nil:
+// the request did not parse).
+func ssVerbOf(cmd *statestore.Command) int {
+	if cmd == nil {
 		return ssVerbOther
 	}
-	p = p[i+3:]
-	j := bytes.Index(p, []byte("\r\n"))
-	if j < 0 {
-		return ssVerbOther
-	}
-	n, err := strconv.Atoi(string(p[:j]))
-	if err != nil || n < 0 || n > len(p)-j-2 {
-		return ssVerbOther
-	}
-	verb := p[j+2 : j+2+n]
-	for k, v := range ssVerbs[:ssVerbOther] {
-		if bytes.EqualFold(verb, []byte(v)) {
-			return k
-		}
+	switch cmd.Verb {
+	case statestore.VerbSet:
+		return 0
+	case statestore.VerbGet:
+		return 1
+	case statestore.VerbDel:
+		return 2
+	case statestore.VerbVDel:
+		return 3
+	case statestore.VerbKeyNotify:
+		return 4
 	}
 	return ssVerbOther
 }

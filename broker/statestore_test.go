@@ -382,7 +382,11 @@ func TestStateStoreHostLocalSinks(t *testing.T) {
 		}
 		req := &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(bs[1], s.Shards())), ClientID: client,
 			Timestamp: ssTS(), HasTimestamp: true, Payload: statestore.AppendRequest(nil, bs...)}
-		resp, err := s.InvokeLocal(context.Background(), req, sink)
+		cmd, err := statestore.ParseCommand(req.Payload) // as the front end does, to pick the shard
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := s.InvokeLocal(context.Background(), req, &cmd, sink)
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
@@ -492,7 +496,11 @@ func BenchmarkStateStoreGetPath(b *testing.B) {
 			return out.Reply, nil
 		}},
 		{"local", func(r *protocol.StateStoreRequest) ([]byte, error) {
-			out, err := s.InvokeLocal(context.Background(), r, nil)
+			cmd, err := statestore.ParseCommand(r.Payload) // the front end's one parse
+			if err != nil {
+				return nil, err
+			}
+			out, err := s.InvokeLocal(context.Background(), r, &cmd, nil)
 			if err != nil {
 				return nil, err
 			}

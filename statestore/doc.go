@@ -16,6 +16,9 @@
 //
 //	req := &statestore.Request{Payload: p, ClientID: id,
 //	        DedupKey: statestore.DedupKey(corr, respTopic), DedupTTL: expiry}
+//	if cmd, err := statestore.ParseCommand(p); err == nil {
+//	        req.Command = &cmd // parsed once: ShardOf(cmd.Key, n) picks the shard, Prepare reuses it
+//	}
 //	for _, up := range userProps { req.SetUserProperty(up.Key, up.Value) }
 //	entry, out, needsLog := eng.Prepare(req, time.Now())
 //	if needsLog {

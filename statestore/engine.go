@@ -15,6 +15,13 @@ type Request struct {
 	Payload  []byte // RESP3 request payload
 	ClientID string // MQTT client id of the sender; KEYNOTIFY registrations belong to it
 
+	// Command, when not nil, is ParseCommand(Payload) done by the caller
+	// (a front end that parsed the request to find its shard), so Prepare
+	// does not parse the payload again. It must be the successful parse
+	// of Payload; leave it nil when the parse failed (Prepare then
+	// answers the parse error).
+	Command *Command
+
 	Timestamp       string // __ts user property, when HasTimestamp
 	HasTimestamp    bool
 	FencingToken    string // __ft user property, when HasFencingToken
@@ -131,7 +138,13 @@ func errOutcome(err error) Outcome {
 // order Prepare produced them.
 func (e *Engine) Prepare(req *Request, now time.Time) (entry []byte, out Outcome, needsLog bool) {
 	nowMs := now.UnixMilli()
-	cmd, err := ParseCommand(req.Payload) // outside the lock; its error counts only after the cache
+	var cmd Command
+	var err error // ParseCommand's: it counts only after the cache lookup
+	if req.Command != nil {
+		cmd = *req.Command
+	} else {
+		cmd, err = ParseCommand(req.Payload) // outside the lock
+	}
 	dedup := req.DedupKey
 	ttl := req.DedupTTL.Milliseconds()
 	if len(dedup) > maxDedupKeyLen || ttl <= 0 {

@@ -107,3 +107,36 @@ func TestStateStoreEngineExpirySchedule(t *testing.T) {
 		t.Error("c lost although its expiry was cleared")
 	}
 }
+
+// A front end that parsed the payload passes the Command along: Prepare
+// uses it as it is and produces the same entries and replies as when it
+// parses the payload itself (two engines fed the same requests).
+func TestStateStoreEnginePreparsedCommand(t *testing.T) {
+	own, given := mustEngine(t, Options{}), mustEngine(t, Options{})
+	for _, args := range [][]string{
+		{"SET", "k", "v", "NX", "PX", "1500"}, {"GET", "k"}, {"SET", "k", "w"}, {"VDEL", "k", "w"},
+		{"KEYNOTIFY", "k"}, {"DEL", "k"}, {"GET", "k"},
+	} {
+		payload := cmd(args...)
+		parsed, err := ParseCommand(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &Request{Payload: payload, ClientID: "c", DedupKey: []byte(args[0]), DedupTTL: time.Second}
+		b := *a
+		b.Command = &parsed
+		a.SetUserProperty(PropTimestamp, "1696374425000:0:c")
+		b.SetUserProperty(PropTimestamp, "1696374425000:0:c")
+		ea, oa, la := own.Prepare(a, t0)
+		eb, ob, lb := given.Prepare(&b, t0)
+		if string(ea) != string(eb) || la != lb || string(oa.Reply.Payload) != string(ob.Reply.Payload) || oa.Reply.Version != ob.Reply.Version {
+			t.Fatalf("%v: parsed by Prepare %q %q %v, given %q %q %v", args, ea, oa.Reply.Payload, la, eb, ob.Reply.Payload, lb)
+		}
+		if la {
+			ra, rb := apply(t, own, ea, t0), apply(t, given, eb, t0)
+			if string(ra.Reply.Payload) != string(rb.Reply.Payload) || ra.Reply.Version != rb.Reply.Version {
+				t.Fatalf("%v: applied %q / %q", args, ra.Reply.Payload, rb.Reply.Payload)
+			}
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync"
 
 	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/broker"
@@ -15,23 +14,14 @@ import (
 	"github.com/smartgo/smartgo/conf"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/statestore"
 )
-
-// localStateStores are the state stores of the brokers running in this
-// process, by the address each broker registers: a bridge started in the
-// same process (`smartgo standalone`) calls their shards directly instead
-// of over loopback remoting. Brokers elsewhere are reached over the
-// network as usual.
-var localStateStores = struct {
-	mu sync.Mutex
-	m  map[string]router.LocalBroker // protected by mu
-}{m: map[string]router.LocalBroker{}}
 
 // localStateStore adapts broker.StateStore to router.LocalBroker.
 type localStateStore struct{ ss *broker.StateStore }
 
-func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
-	resp, err := l.ss.InvokeLocal(ctx, req, sink)
+func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
+	resp, err := l.ss.InvokeLocal(ctx, req, cmd, sink)
 	switch {
 	case err == nil:
 		return resp, nil
@@ -73,10 +63,15 @@ func startBrokerNode(f conf.File, log *slog.Logger) (*brokerNode, error) {
 		_ = b.Close()
 		return nil, fmt.Errorf("twins: %w", err)
 	}
-	localStateStores.mu.Lock()
-	localStateStores.m[b.Addr()] = localStateStore{ss}
-	localStateStores.mu.Unlock()
 	return &brokerNode{Broker: b, ss: ss, tw: tw}, nil
+}
+
+// localStateStores returns the broker's state store keyed by the address
+// the broker registers, for the router of a bridge in the same process
+// (`smartgo standalone`): its shards are called directly instead of over
+// loopback remoting.
+func (n *brokerNode) localStateStores() map[string]router.LocalBroker {
+	return map[string]router.LocalBroker{n.Addr(): localStateStore{n.ss}}
 }
 
 // monitor adds the broker's and its state store's metrics and readiness
@@ -89,11 +84,6 @@ func (n *brokerNode) monitor(m *monitor) {
 
 // Close closes the twins and the state store, then the broker.
 func (n *brokerNode) Close() error {
-	localStateStores.mu.Lock()
-	if l, ok := localStateStores.m[n.Addr()].(localStateStore); ok && l.ss == n.ss {
-		delete(localStateStores.m, n.Addr())
-	}
-	localStateStores.mu.Unlock()
 	return errors.Join(n.tw.Close(), n.ss.Close(), n.Broker.Close())
 }
 
@@ -104,8 +94,10 @@ type bridgeNode struct {
 }
 
 // startBridge builds and starts a bridge node from [bridge], with the state
-// store front on its MQTT server.
-func startBridge(ctx context.Context, c conf.Bridge, sc conf.StateStore, log *slog.Logger) (*bridgeNode, error) {
+// store front on its MQTT server. local holds the state stores of brokers
+// in this process (standalone; nil for a bridge of its own), which the
+// front calls directly.
+func startBridge(ctx context.Context, c conf.Bridge, sc conf.StateStore, local map[string]router.LocalBroker, log *slog.Logger) (*bridgeNode, error) {
 	mo, bo := bridgeOptions(c, log)
 	var hook *bridge.StateStoreSessionHook
 	bo.WrapBackend = func(be mqtt.Backend) mqtt.Backend {
@@ -119,10 +111,6 @@ func startBridge(ctx context.Context, c conf.Bridge, sc conf.StateStore, log *sl
 	if err := b.Start(ctx); err != nil {
 		return nil, err
 	}
-	// Shards of a broker in this process (standalone) are called directly.
-	localStateStores.mu.Lock()
-	local := maps.Clone(localStateStores.m)
-	localStateStores.mu.Unlock()
 	fo := frontOptions(c, sc)
 	fo.Router.Local, fo.Hook, fo.Logger = local, hook, log
 	front, err := bridge.NewStateStoreFront(b.Server(), fo)

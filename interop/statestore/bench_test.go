@@ -214,6 +214,14 @@ func startRedis(t *testing.T, args []string) (string, string) {
 		t.Log("redis-server/redis-benchmark not installed (apt-get install redis-server redis-tools); no baseline")
 		return "", ""
 	}
+	port, _ := startRedisServer(t, srvBin, args)
+	return port, benchBin
+}
+
+// startRedisServer runs redis-server srvBin with args on a free loopback
+// port until cleanup and waits until it accepts connections.
+func startRedisServer(t testing.TB, srvBin string, args []string) (string, *exec.Cmd) {
+	t.Helper()
 	port := strconv.Itoa(testnet.FreePorts(t, 1)[0])
 	rs := exec.Command(srvBin, append([]string{"--bind", "127.0.0.1", "--port", port, "--dir", t.TempDir()}, args...)...)
 	if err := rs.Start(); err != nil {
@@ -227,7 +235,7 @@ func startRedis(t *testing.T, args []string) (string, string) {
 		}
 		return err == nil
 	})
-	return port, benchBin
+	return port, rs
 }
 
 // runRedisBenchmark runs redis-benchmark SET,GET and returns each test's

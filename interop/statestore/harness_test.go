@@ -17,6 +17,7 @@ import (
 	"github.com/smartgo/smartgo/client/statestore/router"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/statestore"
 	"github.com/smartgo/smartgo/store"
 )
 
@@ -42,8 +43,8 @@ func startEnv(t testing.TB, syncFlush bool) *env {
 // router.LocalBroker (the in-process path of `smartgo standalone`).
 type localStateStore struct{ ss *broker.StateStore }
 
-func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
-	resp, err := l.ss.InvokeLocal(ctx, req, sink)
+func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
+	resp, err := l.ss.InvokeLocal(ctx, req, cmd, sink)
 	switch {
 	case err == nil:
 		return resp, nil

@@ -64,10 +64,12 @@ type LocalBroker interface {
 	// InvokeLocal serves req (req.Shard set) like a StateStoreInvoke
 	// request, with sink standing for the connection: notifications for
 	// clients whose requests came through sink are returned or, when
-	// caused later by others, pushed to sink. Errors wrap ErrUnavailable
-	// (not owned here, or nothing changed: another attempt may succeed)
-	// or ErrFailed (the shard stopped).
-	InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error)
+	// caused later by others, pushed to sink. cmd is the front end's
+	// statestore.ParseCommand(req.Payload), so the broker does not parse
+	// the payload again, or nil (the broker parses it). Errors wrap
+	// ErrUnavailable (not owned here, or nothing changed: another attempt
+	// may succeed) or ErrFailed (the shard stopped).
+	InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error)
 	// DropClient drops the client's KEYNOTIFY registrations on every
 	// shard the broker owns and returns how many there were.
 	DropClient(clientID string) int
@@ -100,6 +102,8 @@ type Router struct {
 	log  *slog.Logger
 	rc   *remoting.Client
 	tab  *shardroute.Table
+
+	routes atomic.Pointer[routeConv] // the last route converted
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -172,11 +176,24 @@ func (r *Router) route(ctx context.Context, force bool) ([]shardRef, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoRoute, err)
 	}
+	// The table returns the same slice until the route changes: reuse
+	// its conversion rather than build one per request.
+	if c := r.routes.Load(); c != nil && len(c.refs) == len(refs) && len(refs) > 0 && &c.refs[0] == &refs[0] {
+		return c.out, nil
+	}
 	out := make([]shardRef, len(refs))
 	for i, ref := range refs {
 		out[i] = shardRef{Ref: ref, local: r.opts.Local[ref.Addr]}
 	}
+	r.routes.Store(&routeConv{refs: refs, out: out})
 	return out, nil
+}
+
+// routeConv is the table's route (refs) with each shard's local broker
+// looked up (out); out is never modified once stored.
+type routeConv struct {
+	refs []shardroute.Ref
+	out  []shardRef
 }
 
 // PushStateStoreNotifications implements protocol.StateStoreSink: a local
@@ -189,8 +206,8 @@ func (r *Router) PushStateStoreNotifications(ns []protocol.StateStoreNotificatio
 
 // invokeLocal calls a local broker, shaping its errors like the remote
 // path's.
-func (r *Router) invokeLocal(ctx context.Context, lb LocalBroker, addr string, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
-	resp, err := lb.InvokeLocal(ctx, req, r)
+func (r *Router) invokeLocal(ctx context.Context, lb LocalBroker, addr string, req *protocol.StateStoreRequest, cmd *statestore.Command) (*protocol.StateStoreResponse, error) {
+	resp, err := lb.InvokeLocal(ctx, req, cmd, r)
 	switch {
 	case err == nil:
 		return resp, nil
@@ -215,6 +232,24 @@ func (r *Router) Invoke(ctx context.Context, key []byte, req *protocol.StateStor
 // it is refused when the deadline has already passed, and otherwise the
 // broker bounds its own waits.
 func (r *Router) InvokeBefore(ctx context.Context, deadline time.Time, key []byte, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
+	return r.invoke(ctx, deadline, key, nil, req)
+}
+
+// InvokeCommand is InvokeBefore for a request the caller has parsed: cmd
+// is statestore.ParseCommand(req.Payload) (nil when that failed: the
+// request goes to the shard of the empty key, whose engine answers the
+// error). The shard is cmd's key's, and a local broker (Options.Local)
+// gets cmd along, so the payload is parsed once on its way.
+func (r *Router) InvokeCommand(ctx context.Context, deadline time.Time, cmd *statestore.Command, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
+	var key []byte
+	if cmd != nil {
+		key = cmd.Key
+	}
+	return r.invoke(ctx, deadline, key, cmd, req)
+}
+
+// invoke serves InvokeBefore and InvokeCommand; cmd may be nil.
+func (r *Router) invoke(ctx context.Context, deadline time.Time, key []byte, cmd *statestore.Command, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -240,7 +275,7 @@ func (r *Router) InvokeBefore(ctx context.Context, deadline time.Time, key []byt
 			if !deadline.IsZero() && !time.Now().Before(deadline) {
 				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, context.DeadlineExceeded)
 			}
-			resp, err := r.invokeLocal(ctx, lb, ref.Addr, req)
+			resp, err := r.invokeLocal(ctx, lb, ref.Addr, req, cmd)
 			if err != nil {
 				lastErr = err
 				if errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
@@ -346,7 +381,7 @@ func (r *Router) InvokeAll(ctx context.Context, req *protocol.StateStoreRequest)
 		one := *req
 		one.Shard = ref.Queue
 		if lb := ref.local; lb != nil {
-			sr, err := r.invokeLocal(ctx, lb, ref.Addr, &one)
+			sr, err := r.invokeLocal(ctx, lb, ref.Addr, &one, nil)
 			if err != nil {
 				return nil, err
 			}

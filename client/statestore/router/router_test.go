@@ -11,6 +11,7 @@ import (
 
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/statestore"
 )
 
 func TestStateStoreOptions(t *testing.T) {
@@ -107,14 +108,16 @@ type fakeLocal struct {
 	mu     sync.Mutex
 	calls  []int32 // shards invoked
 	sinks  []protocol.StateStoreSink
+	cmds   []*statestore.Command
 	drops  []string
 	answer func() (*protocol.StateStoreResponse, error)
 }
 
-func (f *fakeLocal) InvokeLocal(_ context.Context, req *protocol.StateStoreRequest, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
+func (f *fakeLocal) InvokeLocal(_ context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, req.Shard)
 	f.sinks = append(f.sinks, sink)
+	f.cmds = append(f.cmds, cmd)
 	f.mu.Unlock()
 	return f.answer()
 }
@@ -189,7 +192,7 @@ func TestStateStoreRouterLocal(t *testing.T) {
 	}
 	loc.mu.Lock()
 	calls, sinks := loc.calls, loc.sinks
-	loc.calls, loc.sinks = nil, nil
+	loc.sinks = nil
 	loc.mu.Unlock()
 	if onLocal == nil || len(calls) == 0 {
 		t.Fatal("no key was served by the local broker")
@@ -199,6 +202,21 @@ func TestStateStoreRouterLocal(t *testing.T) {
 			t.Fatalf("local call shard %d sink %v", s, sinks[i])
 		}
 	}
+	// A parsed command picks the shard of its key and reaches the local
+	// broker as it is (parsed once).
+	cmd, err := statestore.ParseCommand(statestore.AppendRequest(nil, []byte("GET"), onLocal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := r.InvokeCommand(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}); err != nil || string(resp.Reply) != "+local\r\n" {
+		t.Fatalf("invoke command: %v %v", resp, err)
+	}
+	loc.mu.Lock()
+	if len(loc.cmds) != len(calls)+1 || loc.cmds[len(loc.cmds)-1] != &cmd || loc.cmds[0] != nil {
+		t.Fatalf("commands passed to the local broker: %v", loc.cmds)
+	}
+	loc.calls, loc.cmds = nil, nil
+	loc.mu.Unlock()
 	loc.answer = func() (*protocol.StateStoreResponse, error) { return nil, fmt.Errorf("%w: test", ErrUnavailable) }
 	if _, err := r.Invoke(ctx, onLocal, &protocol.StateStoreRequest{}); !errors.Is(err, ErrUnavailable) || len(loc.calls) != 2 {
 		t.Fatalf("unavailable: %v after %d calls (want a retry)", err, len(loc.calls))
