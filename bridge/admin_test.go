@@ -102,16 +102,23 @@ func TestBridgeAdminCalls(t *testing.T) {
 		t.Fatalf("page 2: %+v %v", p2, err)
 	}
 
-	sp, err := a.MQTTSessions(ctx, node, admin.MQTTQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The sleeper's connection count drops when its socket closes; its
+	// session is saved offline just after.
+	var sp *admin.MQTTSessionPage
 	var sleeper *admin.MQTTSession
-	for i := range sp.Items {
-		if sp.Items[i].ClientID == "sleeper" {
-			sleeper = &sp.Items[i]
+	waitFor(t, 10*time.Second, "the sleeper's session offline", func() bool {
+		var err error
+		if sp, err = a.MQTTSessions(ctx, node, admin.MQTTQuery{}); err != nil {
+			t.Fatal(err)
 		}
-	}
+		sleeper = nil
+		for i := range sp.Items {
+			if sp.Items[i].ClientID == "sleeper" {
+				sleeper = &sp.Items[i]
+			}
+		}
+		return sleeper != nil && !sleeper.Online
+	})
 	if sp.Total != 4 || sleeper == nil || sleeper.Online || sleeper.DisconnectedAt == 0 || sleeper.ExpirySecs != 3600 ||
 		len(sleeper.Subscriptions) != 1 || sleeper.Subscriptions[0].Filter != "wake/#" {
 		t.Fatalf("sessions: %+v", sp)
