@@ -22,17 +22,28 @@ const (
 // scalar value) the ordered set of twin keys holding that value there. It
 // covers status and connectionState, every scalar leaf of tags, and the
 // configured property paths (Options.IndexPaths). Queries use it for =
-// and IN on those paths; deviceId and moduleId need no index (the twins
-// are kept in key order).
+// and IN on those paths, and counts (COUNT() with no WHERE but one such
+// term, GROUP BY such a path) read the postings' sizes; deviceId and
+// moduleId need no index (the twins are kept in key order).
+//
+// The twins holding an object or an array at a covered path (any object
+// level of tags) are kept under the value key nonScalar, so a count knows
+// when a path is not scalar on every twin that has it.
 type index struct {
 	desired  [][]string // configured paths below properties.desired, split
 	reported [][]string
 	post     map[string]*keyset
-	entries  int
+	// byPath holds the same postings by collection+path, then value key.
+	byPath  map[string]map[string]*keyset
+	entries int
 }
+
+// nonScalar is the value key of objects and arrays.
+const nonScalar = "x"
 
 func (x *index) init(paths []string) {
 	x.post = map[string]*keyset{}
+	x.byPath = map[string]map[string]*keyset{}
 	for _, p := range paths {
 		segs := strings.Split(p, ".")
 		if segs[1] == "desired" {
@@ -115,10 +126,13 @@ func (x *index) each(r *record, mask indexMask, fn func(pk string)) {
 			for i := range n.kids {
 				k := &n.kids[i]
 				p := path + "." + k.key
+				if v, ok := scalarKey(k); ok {
+					fn(postingKey(coll, p, v))
+					continue
+				}
+				fn(postingKey(coll, p, nonScalar))
 				if k.kind == KindObject {
 					walk(k, p)
-				} else if v, ok := scalarKey(k); ok {
-					fn(postingKey(coll, p, v))
 				}
 			}
 		}
@@ -135,9 +149,11 @@ func (x *index) each(r *record, mask indexMask, fn func(pk string)) {
 		}
 		for _, p := range sec.paths {
 			if n := lookupPath(sec.root, p); n != nil {
-				if v, ok := scalarKey(n); ok {
-					fn(postingKey(coll, sec.name+strings.Join(p, "."), v))
+				v, ok := scalarKey(n)
+				if !ok {
+					v = nonScalar
 				}
+				fn(postingKey(coll, sec.name+strings.Join(p, "."), v))
 			}
 		}
 	}
@@ -149,6 +165,13 @@ func (x *index) add(r *record, mask indexMask) {
 		if ks == nil {
 			ks = &keyset{}
 			x.post[pk] = ks
+			path, val := splitPostingKey(pk)
+			vals := x.byPath[path]
+			if vals == nil {
+				vals = map[string]*keyset{}
+				x.byPath[path] = vals
+			}
+			vals[val] = ks
 		}
 		if ks.insert(r.key) {
 			x.entries++
@@ -163,9 +186,45 @@ func (x *index) remove(r *record, mask indexMask) {
 			x.entries--
 			if ks.len() == 0 {
 				delete(x.post, pk)
+				path, val := splitPostingKey(pk)
+				if vals := x.byPath[path]; vals != nil {
+					delete(vals, val)
+					if len(vals) == 0 {
+						delete(x.byPath, path)
+					}
+				}
 			}
 		}
 	})
+}
+
+// splitPostingKey splits a posting key into collection+path and the
+// value key.
+func splitPostingKey(pk string) (path, val string) {
+	i := strings.IndexByte(pk, 0)
+	return pk[:i], pk[i+1:]
+}
+
+// values calls fn with each value key of (collection, path) and the size
+// of its posting (nonScalar included), in no order.
+func (x *index) values(coll byte, path string, fn func(val string, n int)) {
+	for v, ks := range x.byPath[string(coll)+path] {
+		fn(v, ks.len())
+	}
+}
+
+// scalarValue is the value a scalar key stands for (scalarKey's inverse).
+func scalarValue(key string) node {
+	switch key[0] {
+	case 's':
+		return node{kind: KindString, str: key[1:]}
+	case 'n':
+		f, _ := strconv.ParseFloat(key[1:], 64)
+		return node{kind: KindNumber, num: f}
+	case 't':
+		return node{kind: KindTrue}
+	}
+	return node{kind: KindFalse}
 }
 
 // lookup returns the posting of (collection, path, scalar), or nil.

@@ -401,6 +401,14 @@ func (e *Engine) query(req *Request) Reply {
 	body := []byte{'['}
 	n := 0
 	after := req.After
+	if agg && req.After == "" {
+		e.mu.RLock()
+		fast, ok := e.countLocked(q)
+		e.mu.RUnlock()
+		if ok {
+			return Reply{Status: StatusOK, Body: appendGroups(nil, fast)}
+		}
+	}
 	var src source
 	planned := false
 	for {
@@ -459,6 +467,93 @@ func (e *Engine) query(req *Request) Reply {
 		rep.Next = after
 	}
 	return rep
+}
+
+// countLocked answers a count from the index's posting sizes, without
+// looking at a twin, when the query is COUNT() with
+//   - no WHERE, or a WHERE of one = or IN term on an indexed path, and no
+//     GROUP BY; or
+//   - no WHERE and GROUP BY an indexed path that holds a scalar on every
+//     twin that has it.
+//
+// ok is false for any other query (it is then counted by a scan). The
+// groups are keyed as the scan keys them: the value's JSON, "" when
+// undefined.
+func (e *Engine) countLocked(q *Query) (groups map[string]*int64, ok bool) {
+	coll, all := byte('d'), &e.devs
+	if q.Modules {
+		coll, all = 'm', &e.mods
+	}
+	groups = map[string]*int64{}
+	add := func(key string, n int64) {
+		if n <= 0 {
+			return
+		}
+		if c := groups[key]; c != nil {
+			*c += n
+		} else {
+			groups[key] = &n
+		}
+	}
+	if q.GroupBy == nil {
+		var path []string
+		var lits []Literal
+		switch w := q.Where.(type) {
+		case nil:
+			add("", int64(all.len()))
+			return groups, true
+		case *CmpExpr:
+			if w.Op != "=" {
+				return nil, false
+			}
+			path, lits = w.Path, []Literal{w.Lit}
+		case *InExpr:
+			path, lits = w.Path, w.Lits
+		default:
+			return nil, false
+		}
+		if !e.idx.indexed(path) {
+			return nil, false
+		}
+		keys := map[string]bool{}
+		for i := range lits {
+			k, ok := scalarKey(&lits[i].v)
+			if !ok {
+				return nil, false
+			}
+			keys[k] = true // -0 is read as 0: one posting
+		}
+		p := strings.Join(path, ".")
+		var n int64
+		for k := range keys {
+			if ks := e.idx.post[postingKey(coll, p, k)]; ks != nil {
+				n += int64(ks.len())
+			}
+		}
+		add("", n)
+		return groups, true
+	}
+	if q.Where != nil || !e.idx.indexed(q.GroupBy) {
+		return nil, false
+	}
+	var total int64
+	scalar := true
+	var buf []byte
+	e.idx.values(coll, strings.Join(q.GroupBy, "."), func(val string, n int) {
+		if val == nonScalar {
+			scalar = false
+			return
+		}
+		v := scalarValue(val)
+		buf = appendValue(buf[:0], &v)
+		add(string(buf), int64(n))
+		total += int64(n)
+	})
+	if !scalar {
+		return nil, false
+	}
+	add("", int64(all.len())-total)
+	return groups, true
 }
 
 // appendItem renders one result of a listing: the twin, or the projection
