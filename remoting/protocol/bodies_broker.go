@@ -215,47 +215,13 @@ type GetConsumeStatsRequestHeader struct {
 	Topic         string
 }
 
-// EncodeFields implements HeaderEncoder.
-func (h *GetConsumeStatsRequestHeader) EncodeFields(f ExtFields) {
-	f["consumerGroup"] = h.ConsumerGroup
-	putOptStr(f, "topic", h.Topic)
-}
-
-// DecodeFields implements HeaderDecoder.
-func (h *GetConsumeStatsRequestHeader) DecodeFields(f ExtFields) error {
-	r := fieldReader{f: f, hdr: "GetConsumeStatsRequestHeader"}
-	h.ConsumerGroup = r.str("consumerGroup", true)
-	h.Topic = r.str("topic", false)
-	return r.err
-}
-
 // TopicHeader is a request header with only topic! (GET_TOPIC_STATS_INFO,
 // QUERY_TOPIC_CONSUME_BY_WHO).
 type TopicHeader struct {
 	Topic string
 }
 
-// EncodeFields implements HeaderEncoder.
-func (h *TopicHeader) EncodeFields(f ExtFields) { f["topic"] = h.Topic }
-
-// DecodeFields implements HeaderDecoder.
-func (h *TopicHeader) DecodeFields(f ExtFields) error {
-	r := fieldReader{f: f, hdr: "TopicHeader"}
-	h.Topic = r.str("topic", true)
-	return r.err
-}
-
 // GroupHeader is a request header with only groupName! (DELETE_SUBSCRIPTIONGROUP).
 type GroupHeader struct {
 	GroupName string
-}
-
-// EncodeFields implements HeaderEncoder.
-func (h *GroupHeader) EncodeFields(f ExtFields) { f["groupName"] = h.GroupName }
-
-// DecodeFields implements HeaderDecoder.
-func (h *GroupHeader) DecodeFields(f ExtFields) error {
-	r := fieldReader{f: f, hdr: "GroupHeader"}
-	h.GroupName = r.str("groupName", true)
-	return r.err
 }

@@ -57,8 +57,12 @@
 //
 // # Headers and bodies
 //
-// Typed headers map to and from ExtFields with hand-written EncodeFields and
-// DecodeFields methods; a decoding error wraps ErrMissingField or
+// Typed headers map to and from ExtFields with EncodeFields and
+// DecodeFields methods generated (headers_gen.go) from one table,
+// internal/headergen/table.go, which gives each field's key, kind and
+// presence rule; the structs stay hand-written with their documentation.
+// Edit the table and run go generate; TestHeadersGenerated fails on a
+// stale headers_gen.go. A decoding error wraps ErrMissingField or
 // ErrBadField and names the header type and key. Bodies are JSON (see
 // bodies.go); DecodeJSON accepts fastjson's bare numeric map keys
 // ({0:"addr"}), EncodeJSON always quotes them. Like fastjson, DecodeJSON

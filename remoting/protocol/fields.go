@@ -98,3 +98,8 @@ func putOptStr(f ExtFields, key, v string) {
 		f[key] = v
 	}
 }
+
+// The typed headers' EncodeFields and DecodeFields methods are generated
+// from the table in internal/headergen (TestHeadersGenerated keeps them
+// equal).
+//go:generate go run ./internal/headergen/cmd/headergen -o headers_gen.go

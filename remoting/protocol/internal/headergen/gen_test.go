@@ -1,0 +1,49 @@
+package headergen
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestHeadergenRejectsBadTables(t *testing.T) {
+	for name, h := range map[string][]Header{
+		"duplicate type": {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str}}}, {Type: "A"}},
+		"duplicate key":  {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str}, {Go: "Y", Key: "x", Kind: I32}}}},
+		"no kind":        {{Type: "A", Fields: []Field{{Go: "X", Key: "x"}}}},
+		"Has on a bool":  {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Bool, Has: "HasX"}}}},
+		"bad condition":  {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str, If: "h.X !="}}}},
+	} {
+		if _, err := Generate(h); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// The rules of the table, as the generated code states them.
+func TestHeadergenRules(t *testing.T) {
+	src, err := Generate([]Header{{Type: "H", Fields: []Field{
+		{Go: "A", Key: "a", Kind: Str, Req: Required},
+		{Go: "B", Key: "b", Kind: Str},
+		{Go: "C", Key: "c", Kind: Str, Always: true},
+		{Go: "D", Key: "d", Kind: I32, Has: "HasD"},
+		{Go: "E", Key: "e", Kind: Bool, If: "h.E"},
+		{Go: "F", Key: "f", Kind: I64, Req: "h.A != \"\""},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"EncodeFields implements HeaderEncoder: a!, b, c, d, e, f.",
+		`f["a"] = h.A`, `putOptStr(f, "b", h.B)`, `f["c"] = h.C`,
+		"if h.HasD {\n\t\tputI32(f, \"d\", h.D)\n\t}", "if h.E {\n\t\tputBool(f, \"e\", h.E)\n\t}", `putI64(f, "f", h.F)`,
+		`r := fieldReader{f: f, hdr: "H"}`, `h.A = r.str("a", true)`, `h.B = r.str("b", false)`,
+		`h.D, h.HasD = r.optI32("d")`, `h.E = r.boolean("e", false)`, `h.F = r.i64("f", h.A != "")`,
+	} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("generated code lacks %q:\n%s", want, src)
+		}
+	}
+	if strings.Contains(string(src), "numFields") {
+		t.Error("numFields for a header of 6 fields")
+	}
+}
