@@ -19,7 +19,7 @@ import (
 func (b *Broker) systemTopicNames() []string {
 	names := []string{AutoCreateTopicKey, ScheduleTopic, SelfTestTopic, OffsetMovedEvent, TransHalfTopic,
 		TransOpHalfTopic, TransCheckMax, "BenchmarkTest", "RMQ_SYS_TRACE_TOPIC", StateStoreTopic,
-		b.opts.ClusterName, b.opts.BrokerName}
+		b.opts.ClusterName, b.opts.BrokerName, protocol.ReplyTopic(b.opts.ClusterName)}
 	slices.Sort(names)
 	return slices.Compact(names)
 }

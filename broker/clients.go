@@ -343,6 +343,23 @@ func (m *ProducerManager) Clients(group string) []ClientInfo {
 	return out
 }
 
+// Find returns the newest registration of the producer client id in any
+// group (request-reply pushes a reply to the connection it names).
+func (m *ProducerManager) Find(clientID string) (ClientInfo, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var found *ClientInfo
+	for _, g := range m.groups {
+		if c := g[clientID]; c != nil && (found == nil || c.LastUpdate.After(found.LastUpdate)) {
+			found = c
+		}
+	}
+	if found == nil {
+		return ClientInfo{}, false
+	}
+	return *found, true
+}
+
 // Groups returns the online producer group names, sorted.
 func (m *ProducerManager) Groups() []string {
 	m.mu.RLock()

@@ -92,6 +92,10 @@ func (b *Broker) registerProcessors() {
 		{protocol.GetConsumerRunningInfo, remoting.PoolDefault, b.processConsumerRunningInfo, false, false},
 		{protocol.ConsumeMessageDirectly, remoting.PoolDefault, b.processConsumeMessageDirectly, false, true},
 		{protocol.CheckClientConfig, remoting.PoolDefault, b.processCheckClientConfig, false, true},
+		// A reply waits for the requester to take the push (reply.go),
+		// and the push frame carries the request's body: retained.
+		{protocol.SendReplyMessage, remoting.PoolDefault, b.processSendReply, false, false},
+		{protocol.SendReplyMessageV2, remoting.PoolDefault, b.processSendReply, false, false},
 	}
 	for _, r := range routes {
 		b.srv.RegisterWith(r.code, r.pool, remoting.ProcessorFunc(r.fn),

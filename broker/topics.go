@@ -183,6 +183,10 @@ func (m *TopicManager) systemTopics() []*protocol.TopicConfig {
 	if m.opts.BrokerName != "" && ValidateTopicName(m.opts.BrokerName) == nil {
 		ts = append(ts, mk(m.opts.BrokerName, 1, PermRW|PermInherit))
 	}
+	// Replies of request-reply go to the cluster's reply topic (reply.go).
+	if rt := protocol.ReplyTopic(m.opts.ClusterName); m.opts.ClusterName != "" && ValidateTopicName(rt) == nil {
+		ts = append(ts, mk(rt, 1, PermRW))
+	}
 	return ts
 }
 

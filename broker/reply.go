@@ -1,0 +1,133 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// Request-reply (RocketMQ 4.6+; the wire is described in
+// remoting/protocol/headers_reply.go).
+//
+// A responder sends its reply with SEND_REPLY_MESSAGE (324) or
+// SEND_REPLY_MESSAGE_V2 (325), normally to the cluster's reply topic. The
+// broker pushes it at once, with PUSH_REPLY_MESSAGE_TO_CLIENT (326), to
+// the connection of the producer that REPLY_TO_CLIENT names (it must have
+// sent this broker a heartbeat), and then stores it in the topic, as
+// RocketMQ does, so a reply is on record whether or not it reached the
+// requester. The responder gets SUCCESS when the push was answered, and
+// SYSTEM_ERROR with the reason (requester not connected here, push
+// failed or timed out) when not; the latter is logged (rate-limited), and
+// nothing else is affected.
+
+// replyPushTimeout bounds the wait for the requester's answer to a push.
+const replyPushTimeout = 3 * time.Second
+
+// errReplyNoClient: the reply names no requester connected here.
+var errReplyNoClient = errors.New("broker: the requesting client is not connected to this broker")
+
+// processSendReply serves SEND_REPLY_MESSAGE (324) and
+// SEND_REPLY_MESSAGE_V2 (325).
+func (b *Broker) processSendReply(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	h, err := protocol.DecodeSendMessageHeader(req)
+	if err != nil {
+		return errResp(protocol.SystemError, "bad reply header: %v", err), nil
+	}
+	if resp := b.checkSendable(h.Topic); resp != nil {
+		return resp, nil
+	}
+	tc, resp := b.sendTopicConfig(h)
+	if resp != nil {
+		return resp, nil
+	}
+	queueID := h.QueueID
+	if queueID < 0 {
+		queueID = int32(b.queueRR.Add(1) % uint32(tc.WriteQueueNums))
+	}
+	if queueID >= max(tc.WriteQueueNums, tc.ReadQueueNums) {
+		return errResp(protocol.SystemError, "request queueId[%d] is illegal, topic %s has %d write and %d read queues",
+			queueID, h.Topic, tc.WriteQueueNums, tc.ReadQueueNums), nil
+	}
+	target, _ := record.LookupPropertyString(h.Properties, record.PropertyReplyToClient)
+	corr, _ := record.LookupPropertyString(h.Properties, record.PropertyCorrelationID)
+	pushErr := b.pushReply(c, h, req.Body, target)
+
+	m := &record.Message{
+		Topic: h.Topic, QueueID: queueID, Flag: h.Flag, SysFlag: h.SysFlag &^ record.TxMask, BornTimestamp: h.BornTimestamp,
+		BornHost: peerAddr(c), ReconsumeTimes: h.ReconsumeTimes, Body: req.Body,
+	}
+	m.Properties, _ = storedProperties(h.Properties, b.opts.ClusterName)
+	ctx, cancel := b.putContext()
+	defer cancel()
+	res, putErr := b.put(ctx, m, false)
+	if putErr == nil {
+		b.stats.AddPut(m.Topic, 1, int64(len(m.Body)))
+	} else {
+		b.log.Error("reply message not stored", "topic", h.Topic, "correlationId", corr, "err", putErr)
+	}
+
+	var out *protocol.Command
+	if pushErr != nil {
+		b.plog.Warn("reply not delivered", "replyTo", target, "correlationId", corr, "topic", h.Topic,
+			"from", c.RemoteAddr().String(), "reason", pushErr.Error())
+		out = errResp(protocol.SystemError, "push reply message fail: %v", pushErr)
+	} else {
+		out = protocol.NewResponse(protocol.Success, "")
+	}
+	rh := &protocol.SendMessageResponseHeader{MsgID: "0", QueueID: queueID, Region: "DefaultRegion", TraceOn: true}
+	if putErr == nil {
+		rh.MsgID, rh.QueueOffset = res.MsgID(), res.QueueOffset
+	}
+	out.SetHeader(rh)
+	return out, nil
+}
+
+// pushReply sends a reply to the connection of the producer client target
+// and waits for its answer.
+func (b *Broker) pushReply(from *remoting.Conn, h *protocol.SendMessageRequestHeader, body []byte, target string) error {
+	if target == "" {
+		return fmt.Errorf("the reply has no %s property", record.PropertyReplyToClient)
+	}
+	conn := b.producerConn(target)
+	if conn == nil {
+		return fmt.Errorf("%w: client %s (it left, or never sent this broker a heartbeat)", errReplyNoClient, target)
+	}
+	now := b.now().UnixMilli()
+	ph := &protocol.ReplyMessageRequestHeader{
+		ProducerGroup: h.ProducerGroup, Topic: h.Topic, DefaultTopic: h.DefaultTopic,
+		DefaultTopicQueueNums: h.DefaultTopicQueueNums, QueueID: h.QueueID, SysFlag: h.SysFlag,
+		BornTimestamp: h.BornTimestamp, Flag: h.Flag,
+		Properties:     appendProperty(h.Properties, record.PropertyPushReplyTime, strconv.FormatInt(now, 10)),
+		ReconsumeTimes: h.ReconsumeTimes, UnitMode: h.UnitMode,
+		BornHost: peerAddr(from).String(), StoreHost: b.storeHost.String(), StoreTimestamp: now,
+	}
+	push := protocol.NewRequest(protocol.PushReplyMessageToClient, ph, body)
+	push.SerializeType = protocol.SerializeJSON
+	ctx, cancel := context.WithTimeout(context.Background(), replyPushTimeout)
+	defer cancel()
+	resp, err := conn.Invoke(ctx, push)
+	if err != nil {
+		return fmt.Errorf("push reply message to %s (%s): %w", target, conn.RemoteAddr(), err)
+	}
+	defer resp.Recycle()
+	if resp.Code != protocol.Success {
+		return fmt.Errorf("client %s answered the pushed reply with code %d (%s)", target, resp.Code, resp.Remark)
+	}
+	return nil
+}
+
+// producerConn returns the connection of the producer client id, or nil.
+func (b *Broker) producerConn(clientID string) *remoting.Conn {
+	ci, ok := b.producers.Find(clientID)
+	if !ok {
+		return nil
+	}
+	conn, _ := ci.Channel.(*remoting.Conn)
+	return conn
+}
