@@ -224,8 +224,16 @@ func fromView(v *record.View, brokerName string, topic *string) (*MessageExt, er
 		StoreHost:       storeHost,
 		ReconsumeTimes:  v.ReconsumeTimes,
 		SysFlag:         v.SysFlag,
-		RawProperties:   props,
 	}
+	m.setProperties(props)
+	return m, nil
+}
+
+// setProperties sets RawProperties to props and the fields it carries:
+// tags, keys, delay level, the message id (UNIQ_KEY, else OffsetMsgID)
+// and the user properties.
+func (m *MessageExt) setProperties(props string) {
+	m.RawProperties = props
 	for k, val := range record.AllProperties(props) {
 		switch k {
 		case record.PropertyTags:
@@ -247,7 +255,6 @@ func fromView(v *record.View, brokerName string, topic *string) (*MessageExt, er
 	if m.MsgID == "" {
 		m.MsgID = m.OffsetMsgID
 	}
-	return m, nil
 }
 
 // bufString is b as a string without a copy: b is a message's own buffer,

@@ -34,6 +34,10 @@ type Producer struct {
 	bmu      sync.Mutex
 	batchers map[string]*topicBatcher // protected by bmu; auto-batching by topic
 	batches  atomic.Int64             // auto-batch requests sent (more than one message)
+
+	rmu           sync.Mutex
+	waiters       map[string]*replyWaiter // protected by rmu; requests waiting for a reply, by correlation id
+	replyClusters map[string]bool         // protected by rmu; clusters whose reply topic brokers know us
 }
 
 // NewProducer validates opts and returns a producer. It starts the route
@@ -50,8 +54,9 @@ func NewProducer(opts ProducerOptions) (*Producer, error) {
 	}
 	ip, _ := netip.ParseAddr(localIP())
 	p := &Producer{opts: opts, core: c, ids: record.NewUniqueIDGenerator(ip, os.Getpid()), fault: newFaultTracker(),
-		batchers: map[string]*topicBatcher{}}
+		batchers: map[string]*topicBatcher{}, waiters: map[string]*replyWaiter{}, replyClusters: map[string]bool{}}
 	p.routeWake = make(chan struct{}, 1)
+	c.rc.RegisterFunc(protocol.PushReplyMessageToClient, p.onReply)
 	c.every(opts.RouteRefresh, p.routeWake, c.refreshRoutes)
 	c.every(opts.HeartbeatInterval, nil, func() { _ = p.heartbeat(c.ctx) })
 	return p, nil
@@ -73,6 +78,7 @@ func (p *Producer) Close() error {
 		p.closing = true
 		p.amu.Unlock()
 		p.inflight.Wait()
+		p.failWaiters(ErrClosed)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		p.core.unregister(ctx, p.opts.Group, "")
 		cancel()
@@ -188,11 +194,15 @@ func (p *Producer) prepare(m *Message) (*prepared, error) {
 			body, sysFlag = cb, flags
 		}
 	}
+	code := int32(protocol.SendMessageV2)
+	if m.Properties[record.PropertyMsgType] == protocol.ReplyMessageFlag {
+		code = protocol.SendReplyMessageV2 // a reply (request.go)
+	}
 	return &prepared{header: protocol.SendMessageRequestHeader{
 		ProducerGroup: p.opts.Group, Topic: m.Topic, DefaultTopic: protocol.DefaultTopic,
 		DefaultTopicQueueNums: p.opts.DefaultTopicQueueNums, SysFlag: sysFlag,
 		BornTimestamp: time.Now().UnixMilli(), Flag: m.Flag, Properties: props,
-	}, body: body, uniq: uniq, code: protocol.SendMessageV2}, nil
+	}, body: body, uniq: uniq, code: code}, nil
 }
 
 func (p *Producer) request(pm *prepared, mq MessageQueue) *protocol.Command {
