@@ -307,3 +307,31 @@ func TestClusterProcMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterProcControllerHealth: a controller process serves the same
+// monitoring endpoints: /healthz at once, /readyz once it knows its Raft
+// leader (a single replica elects itself), /metrics with the Go runtime
+// and process series.
+func TestClusterProcControllerHealth(t *testing.T) {
+	dir := t.TempDir()
+	ports := freePorts(t, 3)
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	ctl, mon := addr(0), addr(2)
+	p := start(t, dir, "controller", "controller", "-listen", ctl, "-data", filepath.Join(dir, "c"),
+		"-peers", ctl+"="+addr(1), "-set", "controller.raft_listen="+addr(1), "-set", "controller.election_timeout=500ms",
+		"-set", "metrics.listen="+mon)
+	logsOnFailure(t, p)
+	waitReady(t, "controller", mon)
+	if code, body := httpGet(mon, "/readyz"); code != 200 || !strings.Contains(body, "ok controller") {
+		t.Fatalf("/readyz: %d %q", code, body)
+	}
+	if code, body := httpGet(mon, "/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz: %d %q", code, body)
+	}
+	m := scrape(t, mon)
+	for _, n := range []string{"go_goroutines", "process_cpu_seconds_total", "process_resident_memory_bytes"} {
+		if _, ok := sum(m, n); !ok {
+			t.Errorf("controller /metrics lacks %s", n)
+		}
+	}
+}
