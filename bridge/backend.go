@@ -390,12 +390,13 @@ func (b *Backend) Publish(ctx context.Context, m *mqtt.Message) error {
 }
 
 // PublishTo stores m in the broker topic topic with the bridge's message
-// properties (doc.go), on the queue picked by its client id (else its MQTT
-// topic), and returns once the broker acknowledged the store. Components
-// that send to devices use it with EgressTopic: every node then delivers
-// m to the matching sessions, and offline persistent sessions get it when
-// they resume. It bypasses routes and IngressProps.
-func (b *Backend) PublishTo(ctx context.Context, topic string, m *mqtt.Message) error {
+// properties (doc.go), on the queue picked by key (messages of one key
+// keep their order; "" uses m's client id, else its MQTT topic), and
+// returns once the broker acknowledged the store. Components that send to
+// devices use it with EgressTopic: every node then delivers m to the
+// matching sessions, and offline persistent sessions get it when they
+// resume. It bypasses routes and IngressProps.
+func (b *Backend) PublishTo(ctx context.Context, topic, key string, m *mqtt.Message) error {
 	if b.isClosed() {
 		return ErrClosed
 	}
@@ -403,7 +404,10 @@ func (b *Backend) PublishTo(ctx context.Context, topic string, m *mqtt.Message) 
 	if err != nil {
 		return err
 	}
-	if _, err := b.prod.SendOrderly(ctx, cm, orderKey(m), client.HashSelector); err != nil {
+	if key == "" {
+		key = orderKey(m)
+	}
+	if _, err := b.prod.SendOrderly(ctx, cm, key, client.HashSelector); err != nil {
 		return fmt.Errorf("bridge: store %s in %s: %w", m.Topic, topic, err)
 	}
 	return nil

@@ -81,7 +81,7 @@ func TestBridgePublishTo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	msg := &mqtt.Message{Topic: "devices/d1/messages/devicebound/%24.mid=7", Payload: []byte("hi"), QoS: 1}
-	if err := a.Backend().PublishTo(ctx, a.Backend().EgressTopic(), msg); err != nil {
+	if err := a.Backend().PublishTo(ctx, a.Backend().EgressTopic(), "d1", msg); err != nil {
 		t.Fatal(err)
 	}
 	if p := live.expectPublish(); string(p.Payload) != "hi" || p.Topic != msg.Topic {

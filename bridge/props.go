@@ -33,6 +33,11 @@ var emptyBody = []byte{0}
 
 func encodable(s string) bool { return !strings.ContainsAny(s, "\x01\x02") }
 
+// EncodeMessage converts an MQTT message into the broker message of topic
+// that the bridge stores for it (doc.go): a back end producing it itself
+// (to EgressTopic, say) reaches devices as the bridge's own would.
+func EncodeMessage(m *mqtt.Message, topic string) (*client.Message, error) { return toBroker(m, topic) }
+
 // toBroker converts an MQTT message into a broker message of topic.
 func toBroker(m *mqtt.Message, topic string) (*client.Message, error) {
 	for _, s := range []string{m.Topic, m.ResponseTopic, m.ContentType, m.ClientID, m.Username} {

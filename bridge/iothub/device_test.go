@@ -1,0 +1,192 @@
+package iothub
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	twincli "github.com/smartgo/smartgo/client/twin"
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// TestHubDeviceTwinFlow: a SAS device connects over MQTT 3.1.1 with clean
+// session 0, reads its twin, patches reported properties, and is told of
+// a desired change the back end makes; its connection state follows the
+// connection.
+func TestHubDeviceTwinFlow(t *testing.T) {
+	c := startTestCluster(t, 1)
+	n := startNode(t, c)
+	dev := createDevice(t, n, "thermo-1")
+	id := Identity{DeviceID: "thermo-1"}
+	d := dialDevice(t, n.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+	if codes := d.subscribe(twinResFilter, twinDesiredFilter); codes[0] != 1 || codes[1] != 1 {
+		t.Fatalf("SUBACK %v", codes)
+	}
+	st, _, body := d.request("$iothub/twin/GET/?$rid=1", []byte(" "))
+	var props struct {
+		Desired, Reported map[string]any
+	}
+	if st != 200 || json.Unmarshal(body, &props) != nil || props.Desired["$version"] != float64(1) {
+		t.Fatalf("GET: %d %s", st, body)
+	}
+	st, topic, body := d.request("$iothub/twin/PATCH/properties/reported/?$rid=2", []byte(`{"fw":"1.0","battery":{"level":80}}`))
+	if st != 204 || topic != "$iothub/twin/res/204/?$rid=2&$version=2" || len(body) != 0 {
+		t.Fatalf("PATCH: %d %s %q", st, topic, body)
+	}
+	doc := twinDoc(t, n, id)
+	if doc["connectionState"] != "Connected" {
+		t.Fatalf("connection state %v", doc["connectionState"])
+	}
+	rep := doc["properties"].(map[string]any)["reported"].(map[string]any)
+	if rep["fw"] != "1.0" || rep["$version"] != float64(2) {
+		t.Fatalf("reported %v", rep)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := n.hub.Twins().UpdateDesired(ctx, id.DeviceID, "", []byte(`{"rate":5}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	p := d.expect()
+	if p.Topic != "$iothub/twin/PATCH/properties/desired/?$version=2" {
+		t.Fatalf("desired topic %q", p.Topic)
+	}
+	var patch map[string]any
+	if err := json.Unmarshal(p.Payload, &patch); err != nil || patch["rate"] != float64(5) || patch["$version"] != float64(2) {
+		t.Fatalf("desired patch %s", p.Payload)
+	}
+	d.Send(&packets.Disconnect{})
+	d.Closed()
+	waitFor(t, 10*time.Second, "Disconnected", func() bool { return twinDoc(t, n, id)["connectionState"] == "Disconnected" })
+}
+
+// TestHubDeviceReconnectKeepsSubscriptions: a device that reconnects
+// (clean session 0, no new SUBSCRIBE, as the SDKs do) to another node
+// still gets desired changes and twin responses: the subscriptions live
+// in its persistent session; the twin stays Connected across the move.
+func TestHubDeviceReconnectKeepsSubscriptions(t *testing.T) {
+	c := startTestCluster(t, 1)
+	a, b := startNode(t, c), startNode(t, c)
+	dev := createDevice(t, a, "roamer")
+	id := Identity{DeviceID: "roamer"}
+	key := dev.Authentication.SymmetricKey.PrimaryKey
+	d := dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
+	d.subscribe(twinResFilter, twinDesiredFilter)
+	d.Send(&packets.Disconnect{})
+	d.Closed()
+	d2 := dialDevice(t, b.addr, id, deviceToken(t, id, key, time.Hour))
+	if st, _, body := d2.request("$iothub/twin/GET/?$rid=9", nil); st != 200 {
+		t.Fatalf("GET after reconnect: %d %s", st, body)
+	}
+	waitFor(t, 10*time.Second, "watched on node b", func() bool { return b.hub.Twins().Watched() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := a.hub.Twins().UpdateDesired(ctx, id.DeviceID, "", []byte(`{"mode":"eco"}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	if p := d2.expect(); !strings.HasPrefix(p.Topic, desiredTopicPrefix) || !strings.Contains(string(p.Payload), "eco") {
+		t.Fatalf("desired after reconnect: %s %s", p.Topic, p.Payload)
+	}
+	if got := twinDoc(t, a, id)["connectionState"]; got != "Connected" {
+		t.Fatalf("state %v", got)
+	}
+}
+
+// TestHubDeviceAuthRefused: bad credentials are refused with a clear
+// CONNACK and counted; a client that is not a device is left to the
+// server's own rules.
+func TestHubDeviceAuthRefused(t *testing.T) {
+	c := startTestCluster(t, 1)
+	n := startNode(t, c)
+	dev := createDevice(t, n, "d1")
+	key := dev.Authentication.SymmetricKey.PrimaryKey
+	id := Identity{DeviceID: "d1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := n.hub.Twins().CreateDevice(ctx, &twincli.Device{DeviceID: "off", Status: "disabled"}); err != nil {
+		t.Fatal(err)
+	}
+	otherKey := createDevice(t, n, "d2").Authentication.SymmetricKey.PrimaryKey
+	wrongHost, _ := SignToken("other.test/devices/d1", "", key, time.Now().Add(time.Hour))
+	expired, _ := SignToken(testHost+"/devices/d1", "", key, time.Now().Add(-time.Minute))
+	forD2 := deviceToken(t, Identity{DeviceID: "d2"}, otherKey, time.Hour)
+	mismatch := connectCP(id, deviceToken(t, id, key, time.Hour))
+	mismatch.ClientID = "d2"
+	for _, tc := range []struct {
+		name string
+		cp   *packets.Connect
+		want packets.ReasonCode
+	}{
+		{"signed with another device's key", connectCP(id, deviceToken(t, id, otherKey, time.Hour)), packets.ConnectRefusedBadUsernameOrPassword},
+		{"expired", connectCP(id, expired), packets.ConnectRefusedBadUsernameOrPassword},
+		{"token of another device", connectCP(id, forD2), packets.ConnectRefusedNotAuthorized},
+		{"token for another host", connectCP(id, wrongHost), packets.ConnectRefusedNotAuthorized},
+		{"no password", connectCP(id, ""), packets.ConnectRefusedBadUsernameOrPassword},
+		{"not a token", connectCP(id, "hunter2"), packets.ConnectRefusedBadUsernameOrPassword},
+		{"malformed token", connectCP(id, "SharedAccessSignature sr=x"), packets.ConnectRefusedBadUsernameOrPassword},
+		{"client id differs", mismatch, packets.ConnectRefusedNotAuthorized},
+		{"unknown device", connectCP(Identity{DeviceID: "ghost"}, deviceToken(t, Identity{DeviceID: "ghost"}, key, time.Hour)), packets.ConnectRefusedNotAuthorized},
+		{"disabled device", connectCP(Identity{DeviceID: "off"}, deviceToken(t, Identity{DeviceID: "off"}, key, time.Hour)), packets.ConnectRefusedNotAuthorized},
+	} {
+		if got := refused(t, n.addr, tc.cp); got != tc.want {
+			t.Errorf("%s: CONNACK %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := n.hub.Stats().AuthFailures.Load(); got != 10 {
+		t.Errorf("auth failures %d, want 10", got)
+	}
+	// A plain MQTT client is not a device.
+	if got := refused(t, n.addr, &packets.Connect{ClientID: "plain", CleanStart: true}); got != 0 {
+		t.Errorf("plain client: CONNACK %v", got)
+	}
+	if !strings.Contains(n.logs.String(), "iothub: device refused") {
+		t.Error("refusals not logged")
+	}
+	// Nothing of it changed the registry.
+	if got := twinDoc(t, n, id)["connectionState"]; got != "Disconnected" {
+		t.Errorf("state %v", got)
+	}
+}
+
+// TestHubDeviceTopicsConfined: a device uses only its own topics; the
+// $iothub tree and other devices' topics are closed to it and to plain
+// clients.
+func TestHubDeviceTopicsConfined(t *testing.T) {
+	c := startTestCluster(t, 1)
+	n := startNode(t, c)
+	dev := createDevice(t, n, "d1")
+	createDevice(t, n, "d2")
+	id := Identity{DeviceID: "d1"}
+	d := dialDevice(t, n.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+	codes := d.subscribe("devices/d1/messages/devicebound/#", "devices/d2/messages/devicebound/#", "devices/+/messages/devicebound/#",
+		"#", "$iothub/#", "$iothub/methods/POST/#")
+	want := []packets.ReasonCode{1, 0x80, 0x80, 0x80, 0x80, 1}
+	for i := range want {
+		if codes[i] != want[i] {
+			t.Fatalf("SUBACK %v, want %v", codes, want)
+		}
+	}
+	plain := mqttPlain(t, n.addr, "watcher")
+	plain.Send(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.Subscription{{Filter: "devices/#", QoS: 1},
+		{Filter: "$iothub/twin/res/#", QoS: 1}, {Filter: "#", QoS: 1}}})
+	if sa := plain.Recv().(*packets.Suback); sa.ReasonCodes[0] != 0x80 || sa.ReasonCodes[1] != 0x80 || sa.ReasonCodes[2] != 1 {
+		t.Fatalf("plain SUBACK %v", sa.ReasonCodes)
+	}
+	events := pullAll(t, c, DefaultEventsTopic)
+	// Another device's telemetry topic, a C2D topic and a plain topic:
+	// acknowledged (3.1.1 has no refusal) and dropped.
+	d.publish1(2, "devices/d2/messages/events/", []byte("spoof"))
+	d.publish1(3, "devices/d1/messages/devicebound/x", []byte("self c2d"))
+	d.publish1(4, "plain/topic", []byte("x"))
+	d.publish1(5, "devices/d1/messages/events/a=1", []byte("mine"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	msgs, err := events.Poll(ctx)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "mine" || msgs[0].Properties[PropDeviceID] != "d1" {
+		t.Fatalf("stored telemetry %v %v", msgs, err)
+	}
+	plain.nothing(200 * time.Millisecond)
+	d.nothing(100 * time.Millisecond)
+}

@@ -1,0 +1,250 @@
+package iothub
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"time"
+
+	twincli "github.com/smartgo/smartgo/client/twin"
+	"github.com/smartgo/smartgo/mqtt"
+)
+
+// Connection bookkeeping: every device connection on this node is
+// recorded in the registry (connectionState, lastActivityTime) and its
+// twin watched for desired changes while it lasts. The MQTT server's
+// connect and disconnect callbacks must not block, so the work goes to a
+// few workers; one client's events always go to the same worker, in
+// order.
+
+// lifecycleWorkers is the number of bookkeeping workers.
+const lifecycleWorkers = 32
+
+type lifecycle struct {
+	workers [lifecycleWorkers]lcWorker
+	wg      sync.WaitGroup
+}
+
+type lcWorker struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	queue []func(context.Context) // protected by mu
+	busy  bool                    // protected by mu: running a job
+	done  bool                    // protected by mu
+}
+
+// start runs the workers; drain stops them.
+func (l *lifecycle) start(ctx context.Context) {
+	for i := range l.workers {
+		w := &l.workers[i]
+		w.cond = sync.NewCond(&w.mu)
+		l.wg.Add(1)
+		go w.run(ctx, &l.wg)
+	}
+}
+
+func (w *lcWorker) run(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for {
+		w.mu.Lock()
+		for len(w.queue) == 0 && !w.done {
+			w.cond.Wait()
+		}
+		if len(w.queue) == 0 {
+			w.mu.Unlock()
+			return
+		}
+		job := w.queue[0]
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		w.busy = true
+		w.mu.Unlock()
+		job(ctx)
+		w.mu.Lock()
+		w.busy = false
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	}
+}
+
+// enqueue runs job on key's worker after the key's earlier jobs.
+func (l *lifecycle) enqueue(key string, job func(context.Context)) {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	w := &l.workers[h.Sum32()%lifecycleWorkers]
+	w.mu.Lock()
+	if !w.done {
+		w.queue = append(w.queue, job)
+		w.cond.Broadcast()
+	}
+	w.mu.Unlock()
+}
+
+// idle reports whether no job is queued or running.
+func (l *lifecycle) idle() bool {
+	for i := range l.workers {
+		w := &l.workers[i]
+		w.mu.Lock()
+		busy := len(w.queue) > 0 || w.busy
+		w.mu.Unlock()
+		if busy {
+			return false
+		}
+	}
+	return true
+}
+
+// drain lets the queued jobs run for up to d, then stops the workers
+// (jobs still queued are dropped) and waits for them.
+func (l *lifecycle) drain(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for !l.idle() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range l.workers {
+		w := &l.workers[i]
+		w.mu.Lock()
+		w.done = true
+		w.queue = nil
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	}
+	l.wg.Wait()
+}
+
+// connID is the registry's name of a connection: the node and the
+// server's connection id.
+func (h *Hub) connID(c mqtt.ClientInfo) string {
+	return h.nodeID + "#" + strconv.FormatUint(c.ConnID, 10)
+}
+
+// onConnect (mqtt.Options.OnConnect) records a device connection.
+func (h *Hub) onConnect(c mqtt.ClientInfo) {
+	id, ok := h.deviceOf(c)
+	if !ok {
+		return
+	}
+	d := &deviceConn{id: id, connID: c.ConnID}
+	d.bucket.init(h.opts.TwinRate, time.Now())
+	h.mu.Lock()
+	if exp, ok := h.expiries[c.ClientID]; ok {
+		delete(h.expiries, c.ClientID)
+		clientID, connID := c.ClientID, c.ConnID
+		d.expiry = time.AfterFunc(time.Until(exp), func() { h.tokenExpired(clientID, connID) })
+	}
+	if old := h.dev[c.ClientID]; old != nil && old.expiry != nil {
+		old.expiry.Stop()
+	}
+	h.dev[c.ClientID] = d
+	h.mu.Unlock()
+	cid := h.connID(c)
+	h.lc.enqueue(c.ClientID, func(ctx context.Context) {
+		if h.opts.DeviceAuth == AuthNone {
+			h.register(ctx, id)
+		}
+		rctx, cancel := h.requestCtx(ctx)
+		defer cancel()
+		if err := h.twins.SetConnected(rctx, id.DeviceID, id.ModuleID, cid); err != nil {
+			h.log.Warn("iothub: record connection", "device", id.String(), "err", err)
+		}
+		if err := h.twins.Watch(rctx, id.DeviceID, id.ModuleID); err != nil {
+			h.log.Warn("iothub: watch desired properties", "device", id.String(), "err", err)
+		}
+	})
+}
+
+// onDisconnect (mqtt.Options.OnDisconnect) records the end of a device
+// connection; the twin stays watched while another connection of the
+// device is on this node.
+func (h *Hub) onDisconnect(c mqtt.ClientInfo) {
+	id, ok := h.deviceOf(c)
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	last := false
+	if d := h.dev[c.ClientID]; d != nil && d.connID == c.ConnID {
+		if d.expiry != nil {
+			d.expiry.Stop()
+		}
+		delete(h.dev, c.ClientID)
+		last = true
+	}
+	h.mu.Unlock()
+	h.m.dropClient(c.ClientID)
+	cid := h.connID(c)
+	h.lc.enqueue(c.ClientID, func(ctx context.Context) {
+		rctx, cancel := h.requestCtx(ctx)
+		defer cancel()
+		if last && !h.connectedHere(c.ClientID) {
+			if err := h.twins.Unwatch(rctx, id.DeviceID, id.ModuleID); err != nil {
+				h.log.Debug("iothub: unwatch", "device", id.String(), "err", err)
+			}
+		}
+		// A device that reconnected elsewhere meanwhile owns the state
+		// now: the registry refuses this close (ErrPrecondition).
+		err := h.twins.SetDisconnected(rctx, id.DeviceID, id.ModuleID, cid)
+		if err != nil && !errors.Is(err, twincli.ErrPrecondition) && !errors.Is(err, twincli.ErrNotFound) {
+			h.log.Warn("iothub: record disconnection", "device", id.String(), "err", err)
+		}
+	})
+}
+
+// connectedHere reports whether clientID has a connection on this node.
+func (h *Hub) connectedHere(clientID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dev[clientID] != nil
+}
+
+// tokenExpired closes a connection whose SAS token expired (the SDKs
+// reconnect with a fresh one).
+func (h *Hub) tokenExpired(clientID string, connID uint64) {
+	h.mu.Lock()
+	d := h.dev[clientID]
+	h.mu.Unlock()
+	if d == nil || d.connID != connID || h.srv == nil {
+		return
+	}
+	h.log.Info("iothub: SAS token expired: disconnecting", "device", clientID)
+	if err := h.srv.Disconnect(clientID, 0x87); err != nil {
+		h.log.Debug("iothub: disconnect", "device", clientID, "err", err)
+	}
+}
+
+// register creates a development-mode identity on its first connect.
+func (h *Hub) register(ctx context.Context, id Identity) {
+	rctx, cancel := h.requestCtx(ctx)
+	defer cancel()
+	none := &twincli.Authentication{Type: "none"}
+	_, err := h.twins.CreateDevice(rctx, &twincli.Device{DeviceID: id.DeviceID, Authentication: none})
+	if err != nil && !errors.Is(err, twincli.ErrExists) {
+		h.log.Warn("iothub: register device", "device", id.DeviceID, "err", err)
+		return
+	}
+	if id.ModuleID != "" {
+		_, err := h.twins.CreateModule(rctx, &twincli.Module{DeviceID: id.DeviceID, ModuleID: id.ModuleID, Authentication: none})
+		if err != nil && !errors.Is(err, twincli.ErrExists) {
+			h.log.Warn("iothub: register module", "device", id.String(), "err", err)
+		}
+	}
+}
+
+// pushDesired (twin client OnDesired) sends desired changes to the
+// connected devices that subscribed to them.
+func (h *Hub) pushDesired(list []twincli.DesiredChange) {
+	if h.srv == nil {
+		return
+	}
+	for _, d := range list {
+		key := d.Key()
+		m := &mqtt.Message{Topic: desiredTopicPrefix + strconv.FormatInt(d.Version, 10), Payload: d.Patch, QoS: 1}
+		if err := h.srv.SendToSubscriber(key, m); err != nil {
+			h.log.Debug("iothub: desired change not delivered", "device", key, "version", d.Version, "err", err)
+			continue
+		}
+		h.stats.DesiredPushed.Add(1)
+	}
+}

@@ -1,0 +1,195 @@
+package iothub
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/smartgo/smartgo/mqtt"
+)
+
+// Telemetry and cloud-to-device messages.
+//
+// Telemetry (devices/{id}/messages/events/{bag}, and the module form)
+// goes to EventsTopic, a route no node delivers from. The property bag
+// becomes broker message properties: application properties under their
+// own names, and the system properties under IoT Hub's names:
+//
+//	$.mid  message-id          $.cid  correlation-id     $.uid  user-id
+//	$.ct   content-type        $.ce   content-encoding   $.to   to
+//	$.exp  absolute-expiry-time   $.on  iothub-outputname   $.ifid  iothub-interface-id
+//	$.sub  dt-subject          other $.x  as sent
+//
+// with iothub-connection-device-id, iothub-connection-module-id and
+// iothub-message-source ("Telemetry") added; a retained PUBLISH gets
+// mqtt-retain=true. An application property whose name could be taken
+// for a broker property (upper-case letters, digits and '_' only, like
+// KEYS or TAGS, or starting with "MQTT_" or "iothub-") is stored as
+// "app-<name>". A bag that does not decode, or holds the bytes 0x01 or
+// 0x02, fails the publish.
+//
+// A cloud-to-device message is an MQTT message on
+// devices/{id}/messages/devicebound/{bag}, QoS 1, stored in the bridge's
+// egress topic: every node delivers it to the device's session when the
+// device is connected and subscribed, an offline persistent session
+// (clean session 0, as the device SDKs connect) gets it when it resumes,
+// within the session's queue bound, and it is dropped once its expiry has
+// passed. The bag holds $.mid, $.to (/devices/{id}/messages/deviceBound),
+// $.exp when it expires, $.cid, $.uid, $.ct, $.ce when given, then the
+// application properties.
+
+// System properties of a property bag and their broker names.
+var bagSystemNames = map[string]string{
+	"$.mid": "message-id", "$.cid": "correlation-id", "$.uid": "user-id", "$.ct": "content-type",
+	"$.ce": "content-encoding", "$.to": "to", "$.exp": "absolute-expiry-time", "$.on": "iothub-outputname",
+	"$.ifid": "iothub-interface-id", "$.sub": "dt-subject",
+}
+
+// Broker property names of telemetry.
+const (
+	PropDeviceID      = "iothub-connection-device-id"
+	PropModuleID      = "iothub-connection-module-id"
+	PropMessageSource = "iothub-message-source"
+)
+
+var brokerLikeName = regexp.MustCompile(`^[A-Z0-9_]+$`)
+
+// appPropName is the broker name of an application property.
+func appPropName(name string) string {
+	if brokerLikeName.MatchString(name) || strings.HasPrefix(name, "MQTT_") || strings.HasPrefix(strings.ToLower(name), "iothub-") {
+		return "app-" + name
+	}
+	return name
+}
+
+// ingressProps is bridge.Options.IngressProps: the properties of a
+// device's telemetry message.
+func (h *Hub) ingressProps(m *mqtt.Message) (map[string]string, error) {
+	id, bag, ok := eventsIdentity(m.Topic)
+	if !ok {
+		return nil, nil
+	}
+	return EventProperties(id, bag, m.Retain)
+}
+
+// EventProperties decodes a telemetry message's property bag into broker
+// message properties (see above).
+func EventProperties(id Identity, bag string, retain bool) (map[string]string, error) {
+	props, err := DecodeBag(bag)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{PropDeviceID: id.DeviceID, PropMessageSource: "Telemetry"}
+	if id.ModuleID != "" {
+		out[PropModuleID] = id.ModuleID
+	}
+	if retain {
+		out["mqtt-retain"] = "true"
+	}
+	for _, p := range props {
+		name := p.Name
+		if strings.HasPrefix(name, "$.") {
+			if n, ok := bagSystemNames[name]; ok {
+				name = n
+			}
+		} else {
+			name = appPropName(name)
+		}
+		if strings.ContainsAny(name, "\x01\x02") || strings.ContainsAny(p.Value, "\x01\x02") {
+			return nil, fmt.Errorf("%w: property %q holds the byte 0x01 or 0x02", ErrBadRequest, truncate(p.Name, 32))
+		}
+		if p.Value == "" {
+			continue // brokers keep no empty values
+		}
+		out[name] = p.Value
+	}
+	return out, nil
+}
+
+// C2DMessage is a cloud-to-device message.
+type C2DMessage struct {
+	DeviceID      string
+	Body          []byte
+	MessageID     string // "" generates one
+	CorrelationID string
+	UserID        string
+	ContentType   string
+	Encoding      string
+	// Expiry is when the message expires; zero: the hub's C2DTTL.
+	Expiry     time.Time
+	Properties []Property // application properties, in order
+}
+
+// MQTT returns the message as the device receives it, expiring at
+// expiry.
+func (c *C2DMessage) MQTT(expiry time.Time) *mqtt.Message {
+	props := []Property{{"$.mid", c.MessageID}, {"$.to", "/devices/" + c.DeviceID + "/messages/deviceBound"}}
+	if !expiry.IsZero() {
+		props = append(props, Property{"$.exp", expiry.UTC().Format("2006-01-02T15:04:05.000Z")})
+	}
+	for _, p := range []Property{{"$.cid", c.CorrelationID}, {"$.uid", c.UserID}, {"$.ct", c.ContentType}, {"$.ce", c.Encoding}} {
+		if p.Value != "" {
+			props = append(props, p)
+		}
+	}
+	props = append(props, c.Properties...)
+	return &mqtt.Message{Topic: c2dTopic(c.DeviceID, props), Payload: c.Body, QoS: 1, Expiry: expiry}
+}
+
+// PrepareC2D checks a cloud-to-device message and fills in its id and
+// expiry with the given limits.
+func PrepareC2D(c *C2DMessage, maxSize int, ttl, maxTTL time.Duration, now time.Time) error {
+	if err := (Identity{DeviceID: c.DeviceID}).check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if strings.ContainsAny(c.DeviceID, "+#") {
+		return fmt.Errorf("%w: device id %q cannot be an MQTT topic level", ErrBadRequest, c.DeviceID)
+	}
+	if len(c.Body) > maxSize {
+		return fmt.Errorf("%w: body of %d bytes (at most %d)", ErrTooLarge, len(c.Body), maxSize)
+	}
+	if c.MessageID == "" {
+		c.MessageID = randomHex(16)
+	}
+	switch {
+	case c.Expiry.IsZero():
+		c.Expiry = now.Add(ttl)
+	case !c.Expiry.After(now):
+		return fmt.Errorf("%w: the expiry %s has passed", ErrBadRequest, c.Expiry.UTC().Format(time.RFC3339))
+	case c.Expiry.Sub(now) > maxTTL:
+		return fmt.Errorf("%w: the expiry is over %s away", ErrBadRequest, maxTTL)
+	}
+	for _, p := range c.Properties {
+		if p.Name == "" || strings.HasPrefix(p.Name, "$") {
+			return fmt.Errorf("%w: application property name %q empty or starting with '$'", ErrBadRequest, truncate(p.Name, 32))
+		}
+	}
+	return nil
+}
+
+// SendC2D stores a cloud-to-device message for a device (registry mode:
+// a registered one).
+func (h *Hub) SendC2D(ctx context.Context, c *C2DMessage) error {
+	if !h.started.Load() {
+		return ErrClosed
+	}
+	if err := PrepareC2D(c, h.opts.C2DMaxSize, h.opts.C2DTTL, h.opts.C2DMaxTTL, time.Now()); err != nil {
+		return err
+	}
+	if h.opts.DeviceAuth == AuthRegistry {
+		rctx, cancel := h.requestCtx(ctx)
+		_, err := h.twins.GetDevice(rctx, c.DeviceID)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	be := h.br.Backend()
+	if err := be.PublishTo(ctx, be.EgressTopic(), c.DeviceID, c.MQTT(c.Expiry)); err != nil {
+		return fmt.Errorf("iothub: cloud-to-device message: %w", err)
+	}
+	h.stats.C2DSent.Add(1)
+	return nil
+}

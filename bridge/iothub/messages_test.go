@@ -1,0 +1,173 @@
+package iothub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/bridge"
+	twincli "github.com/smartgo/smartgo/client/twin"
+	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// c2dProps decodes the property bag of a devicebound topic.
+func c2dProps(t testing.TB, topic string) map[string]string {
+	t.Helper()
+	bag, ok := strings.CutPrefix(topic, "devices/")
+	if !ok {
+		t.Fatalf("topic %q", topic)
+	}
+	_, bag, _ = strings.Cut(bag, "/messages/devicebound/")
+	props, err := DecodeBag(bag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range props {
+		out[p.Name] = p.Value
+	}
+	return out
+}
+
+// TestHubC2D: a cloud-to-device message sent through one node reaches
+// the device on another with its properties; one sent while the device is
+// offline comes when it reconnects; an expired one never comes; a full
+// session queue drops the excess; unknown devices and oversized bodies
+// are refused.
+func TestHubC2D(t *testing.T) {
+	c := startTestCluster(t, 1)
+	a := startNode(t, c, func(mo *mqtt.Options, _ *bridge.Options, _ *Options) { mo.MaxQueuedMessages = 3 })
+	b := startNode(t, c)
+	dev := createDevice(t, a, "lamp")
+	id := Identity{DeviceID: "lamp"}
+	key := dev.Authentication.SymmetricKey.PrimaryKey
+	d := dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
+	d.subscribe("devices/lamp/messages/devicebound/#")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msg := &C2DMessage{DeviceID: "lamp", Body: []byte("on"), MessageID: "m-1", CorrelationID: "c-1", ContentType: "text/plain",
+		Properties: []Property{{"color", "warm white"}}}
+	if err := b.hub.SendC2D(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	p := d.expect()
+	props := c2dProps(t, p.Topic)
+	if string(p.Payload) != "on" || props["$.mid"] != "m-1" || props["$.cid"] != "c-1" || props["$.ct"] != "text/plain" ||
+		props["color"] != "warm white" || props["$.to"] != "/devices/lamp/messages/deviceBound" || props["$.exp"] == "" || p.QoS != 1 {
+		t.Fatalf("got %s %q %v", p.Topic, p.Payload, props)
+	}
+
+	// Offline (persistent session held by node a): queued, bounded.
+	d.Send(&packets.Disconnect{})
+	d.Closed()
+	waitFor(t, 10*time.Second, "offline", func() bool { return !a.hub.connectedHere("lamp") })
+	soon := time.Now().Add(time.Second)
+	if err := b.hub.SendC2D(ctx, &C2DMessage{DeviceID: "lamp", Body: []byte("expires"), Expiry: soon}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if err := b.hub.SendC2D(ctx, &C2DMessage{DeviceID: "lamp", Body: fmt.Appendf(nil, "queued-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the expiry", func() bool { return time.Now().After(soon) })
+	d = dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
+	var got []string
+	for range 2 {
+		got = append(got, string(d.expect().Payload))
+	}
+	d.nothing(300 * time.Millisecond)
+	// The queue held 3 (the expired one among them, dropped at delivery).
+	if fmt.Sprint(got) != "[queued-0 queued-1]" {
+		t.Fatalf("after reconnect: %q", got)
+	}
+
+	if err := b.hub.SendC2D(ctx, &C2DMessage{DeviceID: "nobody", Body: []byte("x")}); !errors.Is(err, twincli.ErrNotFound) {
+		t.Fatalf("unknown device: %v", err)
+	}
+	if err := b.hub.SendC2D(ctx, &C2DMessage{DeviceID: "lamp", Body: make([]byte, DefaultC2DMaxSize+1)}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversized: %v", err)
+	}
+	if err := b.hub.SendC2D(ctx, &C2DMessage{DeviceID: "lamp", Body: []byte("x"), Expiry: time.Now().Add(-time.Second)}); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("expired at send: %v", err)
+	}
+}
+
+// TestHubC2DResumeOnAnotherNode: a message for an offline device whose
+// session is stored in the cluster reaches it when it reconnects to
+// another node (the session's replay from the log).
+func TestHubC2DResumeOnAnotherNode(t *testing.T) {
+	c := startTestCluster(t, 1)
+	a, b := startNode(t, c), startNode(t, c)
+	dev := createDevice(t, a, "valve")
+	id := Identity{DeviceID: "valve"}
+	key := dev.Authentication.SymmetricKey.PrimaryKey
+	d := dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
+	d.subscribe("devices/valve/messages/devicebound/#")
+	d.Send(&packets.Disconnect{})
+	d.Closed()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.hub.SendC2D(ctx, &C2DMessage{DeviceID: "valve", Body: []byte("close")}); err != nil {
+		t.Fatal(err)
+	}
+	d2 := dialDevice(t, b.addr, id, deviceToken(t, id, key, time.Hour))
+	if p := d2.expect(); string(p.Payload) != "close" {
+		t.Fatalf("got %s %q", p.Topic, p.Payload)
+	}
+}
+
+// TestHubTelemetry: device and module telemetry reach the events topic
+// with the property bag as broker properties.
+func TestHubTelemetry(t *testing.T) {
+	c := startTestCluster(t, 1)
+	n := startNode(t, c)
+	dev := createDevice(t, n, "meter")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mod, err := n.hub.Twins().CreateModule(ctx, &twincli.Module{DeviceID: "meter", ModuleID: "adc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, mid := Identity{DeviceID: "meter"}, Identity{DeviceID: "meter", ModuleID: "adc"}
+	d := dialDevice(t, n.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+	m := dialDevice(t, n.addr, mid, deviceToken(t, mid, mod.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+	d.publish1(1, "devices/meter/messages/events/%24.mid=42&%24.ct=application%2Fjson&unit=kWh", []byte(`{"v":1}`))
+	m.publish1(1, "devices/meter/modules/adc/messages/events/%24.on=raw&ch=3/", []byte("raw"))
+	pc := pullAll(t, c, DefaultEventsTopic)
+	var msgs []map[string]string
+	bodies := map[string]string{}
+	for len(msgs) < 2 {
+		got, err := pc.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range got {
+			msgs = append(msgs, x.Properties)
+			bodies[x.Properties[PropDeviceID]+"/"+x.Properties[PropModuleID]] = string(x.Body)
+		}
+	}
+	for _, p := range msgs {
+		switch p[PropModuleID] {
+		case "":
+			if p["message-id"] != "42" || p["content-type"] != "application/json" || p["unit"] != "kWh" || p[PropDeviceID] != "meter" {
+				t.Errorf("device telemetry %v", p)
+			}
+		case "adc":
+			if p["iothub-outputname"] != "raw" || p["ch"] != "3" || p[PropMessageSource] != "Telemetry" {
+				t.Errorf("module telemetry %v", p)
+			}
+		}
+	}
+	if bodies["meter/"] != `{"v":1}` || bodies["meter/adc"] != "raw" {
+		t.Fatalf("bodies %v", bodies)
+	}
+	// A bag that does not decode: the device's connection is closed
+	// (3.1.1 has no negative PUBACK) and nothing is stored.
+	d.Send(&packets.Publish{Topic: "devices/meter/messages/events/a=%zz", Payload: []byte("x"), QoS: 1, PacketID: 7})
+	d.Closed()
+}

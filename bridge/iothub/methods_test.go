@@ -1,0 +1,121 @@
+package iothub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// answerMethods serves direct methods on d until it returns: each request
+// is answered with status 200 and {"echo": <payload>, "method": name}.
+func answerMethods(t testing.TB, d *device, n int) {
+	for range n {
+		p := d.expect()
+		name := strings.TrimPrefix(p.Topic, methodPostTopicBase)
+		name, _, _ = strings.Cut(name, "/")
+		rid, ok := topicQuery(p.Topic, "$rid")
+		if !ok {
+			t.Errorf("method request without $rid: %q", p.Topic)
+			return
+		}
+		body, _ := json.Marshal(map[string]any{"echo": json.RawMessage(p.Payload), "method": name})
+		d.Send(&packets.Publish{Topic: "$iothub/methods/res/200/?$rid=" + rid, Payload: body})
+	}
+}
+
+// TestHubMethodsAcrossNodes: the back end on one node calls a method of a
+// device connected to another; the device's answer comes back. A device
+// that is not connected, not subscribed, or does not answer in time gets
+// 404, 404 and 504.
+func TestHubMethodsAcrossNodes(t *testing.T) {
+	c := startTestCluster(t, 1)
+	a, b := startNode(t, c), startNode(t, c)
+	dev := createDevice(t, a, "pump")
+	id := Identity{DeviceID: "pump"}
+	key := dev.Authentication.SymmetricKey.PrimaryKey
+	d := dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
+	d.subscribe(methodPostFilter)
+	waitFor(t, 10*time.Second, "registered as connected", func() bool { return twinDoc(t, a, id)["connectionState"] == "Connected" })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		answerMethods(t, d, 1)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := b.hub.InvokeMethod(ctx, id, MethodCall{Name: "reboot", Payload: json.RawMessage(`{"delay":3}`), ResponseTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if res.Status != 200 || string(res.Payload) != `{"echo":{"delay":3},"method":"reboot"}` {
+		t.Fatalf("result %d %s", res.Status, res.Payload)
+	}
+	// Same node: delivered directly.
+	go answerMethods(t, d, 1)
+	if res, err := a.hub.InvokeMethod(ctx, id, MethodCall{Name: "ping"}); err != nil || res.Status != 200 {
+		t.Fatalf("local call: %+v %v", res, err)
+	}
+	// No answer: 504 after the response timeout.
+	start := time.Now()
+	_, err = b.hub.InvokeMethod(ctx, id, MethodCall{Name: "slow", ResponseTimeout: time.Second})
+	if !errors.Is(err, ErrMethodTimeout) || time.Since(start) < time.Second {
+		t.Fatalf("timeout: %v after %v", err, time.Since(start))
+	}
+	d.expect() // the unanswered request
+	// Not subscribed to methods: 404 at once.
+	other := createDevice(t, a, "mute")
+	oid := Identity{DeviceID: "mute"}
+	dialDevice(t, a.addr, oid, deviceToken(t, oid, other.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+	if _, err := b.hub.InvokeMethod(ctx, oid, MethodCall{Name: "x"}); !errors.Is(err, ErrDeviceNotOnline) ||
+		!strings.Contains(err.Error(), "not subscribed") {
+		t.Fatalf("unsubscribed device: %v", err)
+	}
+	// Not connected: 404 after the ack timeout.
+	d.Send(&packets.Disconnect{})
+	d.Closed()
+	waitFor(t, 10*time.Second, "disconnected", func() bool { return !a.hub.connectedHere("pump") })
+	if _, err := b.hub.InvokeMethod(ctx, id, MethodCall{Name: "x"}); !errors.Is(err, ErrDeviceNotOnline) {
+		t.Fatalf("offline device: %v", err)
+	}
+	if _, err := b.hub.InvokeMethod(ctx, id, MethodCall{Name: "a/b"}); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("bad name: %v", err)
+	}
+}
+
+// TestHubMethodConnectTimeout: a call with a connect timeout waits for the
+// device to come online (on another node) and is delivered then.
+func TestHubMethodConnectTimeout(t *testing.T) {
+	c := startTestCluster(t, 1)
+	a, b := startNode(t, c), startNode(t, c)
+	dev := createDevice(t, a, "late")
+	id := Identity{DeviceID: "late"}
+	key := dev.Authentication.SymmetricKey.PrimaryKey
+	first := dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
+	first.subscribe(methodPostFilter)
+	first.Send(&packets.Disconnect{})
+	first.Closed()
+	type out struct {
+		res MethodResult
+		err error
+	}
+	got := make(chan out, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r, err := b.hub.InvokeMethod(ctx, id, MethodCall{Name: "wake", ConnectTimeout: 10 * time.Second, ResponseTimeout: 10 * time.Second})
+		got <- out{r, err}
+	}()
+	waitFor(t, 10*time.Second, "the call started", func() bool { return b.hub.Stats().MethodCalls.Load() == 1 })
+	d := dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
+	answerMethods(t, d, 1)
+	r := <-got
+	if r.err != nil || r.res.Status != 200 {
+		t.Fatalf("%+v %v", r.res, r.err)
+	}
+}

@@ -1,0 +1,270 @@
+package iothub
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// The back end's HTTPS API, in IoT Hub's REST shape (docs/iothub.md):
+//
+//	GET    /devices                                list identities (?top=N)
+//	PUT    /devices/{id}                           create (no If-Match) or update (If-Match): 200
+//	GET    /devices/{id}                           read an identity
+//	DELETE /devices/{id}                           delete (If-Match optional): 204
+//	GET    /devices/{id}/modules                   list a device's modules
+//	PUT    /devices/{id}/modules/{mid}             create or update a module: 200
+//	GET    /devices/{id}/modules/{mid}             read a module
+//	DELETE /devices/{id}/modules/{mid}             delete a module: 204
+//	POST   /devices/{id}/messages/devicebound      send a cloud-to-device message (SmartGo's): 204
+//	POST   /devices/query                          query twins (x-ms-max-item-count, x-ms-continuation)
+//	GET    /twins/{id}[/modules/{mid}]             read a twin
+//	PATCH  /twins/{id}[/modules/{mid}]             update tags and desired (If-Match optional)
+//	PUT    /twins/{id}[/modules/{mid}]             replace tags and desired (If-Match optional)
+//	POST   /twins/{id}[/modules/{mid}]/methods     invoke a direct method
+//
+// Path segments are URL-decoded; the api-version query parameter is
+// accepted and not interpreted. Every request carries
+// "Authorization: SharedAccessSignature sr={host}&sig=...&se=...&skn={policy}"
+// signed with a configured policy's key; reading identities, twins and
+// queries needs registryRead (or registryWrite), writing identities
+// registryWrite, twin writes, methods and cloud-to-device messages
+// serviceConnect. Errors answer IoT Hub's body,
+//
+//	{"Message":"ErrorCode:DeviceNotFound;device d1 not found","ExceptionMessage":"..."}
+//
+// which the service SDKs parse for the error code.
+
+// startHTTPS opens the API's listeners.
+func (h *Hub) startHTTPS() error {
+	if len(h.opts.HTTPSListen) == 0 {
+		return nil
+	}
+	cfg := h.opts.TLSConfig
+	if cfg == nil {
+		cert, err := tls.LoadX509KeyPair(h.opts.TLSCertFile, h.opts.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("iothub: HTTPS key pair: %w", err)
+		}
+		cfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	for _, addr := range h.opts.HTTPSListen {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("iothub: HTTPS listen %s: %w", addr, err)
+		}
+		srv := &http.Server{Handler: h, TLSConfig: cfg, ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+			ErrorLog: nil}
+		h.https = append(h.https, srv)
+		h.lnAddrs = append(h.lnAddrs, ln.Addr())
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				h.log.Error("iothub: HTTPS server", "addr", addr, "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+// route is a parsed API path.
+type route struct {
+	kind     string // "devices", "device", "modules", "module", "c2d", "query", "twin", "methods"
+	deviceID string
+	moduleID string
+}
+
+// parseRoute splits an escaped request path.
+func parseRoute(escaped string) (route, error) {
+	var segs []string
+	for s := range strings.SplitSeq(strings.Trim(escaped, "/"), "/") {
+		u, err := url.PathUnescape(s)
+		if err != nil {
+			return route{}, fmt.Errorf("%w: path segment %q: %w", ErrBadRequest, truncate(s, 64), err)
+		}
+		segs = append(segs, u)
+	}
+	n := len(segs)
+	switch {
+	case n == 1 && segs[0] == "devices":
+		return route{kind: "devices"}, nil
+	case n == 2 && segs[0] == "devices" && segs[1] == "query":
+		return route{kind: "query"}, nil
+	case n == 2 && segs[0] == "devices":
+		return route{kind: "device", deviceID: segs[1]}, nil
+	case n == 3 && segs[0] == "devices" && segs[2] == "modules":
+		return route{kind: "modules", deviceID: segs[1]}, nil
+	case n == 4 && segs[0] == "devices" && segs[2] == "modules":
+		return route{kind: "module", deviceID: segs[1], moduleID: segs[3]}, nil
+	case n == 4 && segs[0] == "devices" && segs[2] == "messages" && strings.EqualFold(segs[3], "devicebound"):
+		return route{kind: "c2d", deviceID: segs[1]}, nil
+	case n == 2 && segs[0] == "twins":
+		return route{kind: "twin", deviceID: segs[1]}, nil
+	case n == 3 && segs[0] == "twins" && segs[2] == "methods":
+		return route{kind: "methods", deviceID: segs[1]}, nil
+	case n == 4 && segs[0] == "twins" && segs[2] == "modules":
+		return route{kind: "twin", deviceID: segs[1], moduleID: segs[3]}, nil
+	case n == 5 && segs[0] == "twins" && segs[2] == "modules" && segs[4] == "methods":
+		return route{kind: "methods", deviceID: segs[1], moduleID: segs[3]}, nil
+	}
+	return route{}, errNotFound
+}
+
+// errNotFound is an unknown path.
+var errNotFound = errors.New("iothub: no such resource")
+
+// permissions are what a request needs: any one of them.
+func permissions(rt route, method string) []string {
+	switch rt.kind {
+	case "twin":
+		if method == http.MethodGet {
+			return []string{PermRegistryRead, PermServiceConnect}
+		}
+		return []string{PermServiceConnect}
+	case "methods", "c2d":
+		return []string{PermServiceConnect}
+	case "query":
+		return []string{PermRegistryRead, PermServiceConnect}
+	}
+	if method == http.MethodGet {
+		return []string{PermRegistryRead}
+	}
+	return []string{PermRegistryWrite}
+}
+
+// ServeHTTP implements http.Handler: the API.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, err := parseRoute(r.URL.EscapedPath())
+	if errors.Is(err, errNotFound) {
+		h.writeError(w, r, http.StatusNotFound, "NotFound", "no resource at "+truncate(r.URL.Path, 128))
+		return
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.authorizeAPI(r, permissions(rt, r.Method)); err != nil {
+		h.writeError(w, r, http.StatusUnauthorized, "IotHubUnauthorizedAccess", err.Error())
+		return
+	}
+	if !h.started.Load() {
+		h.fail(w, r, ErrClosed)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBody)
+	switch {
+	case rt.kind == "devices" && r.Method == http.MethodGet:
+		h.listDevices(w, r)
+	case rt.kind == "device" || rt.kind == "module":
+		h.identity(w, r, rt)
+	case rt.kind == "modules" && r.Method == http.MethodGet:
+		h.listModules(w, r, rt)
+	case rt.kind == "query" && r.Method == http.MethodPost:
+		h.query(w, r)
+	case rt.kind == "twin":
+		h.twin(w, r, rt)
+	case rt.kind == "methods" && r.Method == http.MethodPost:
+		h.invoke(w, r, rt)
+	case rt.kind == "c2d" && r.Method == http.MethodPost:
+		h.c2d(w, r, rt)
+	default:
+		w.Header().Set("Allow", allowed(rt.kind))
+		h.writeError(w, r, http.StatusMethodNotAllowed, "MethodNotAllowed", r.Method+" is not supported on "+truncate(r.URL.Path, 128))
+	}
+}
+
+func allowed(kind string) string {
+	switch kind {
+	case "device", "module":
+		return "GET, PUT, DELETE"
+	case "twin":
+		return "GET, PATCH, PUT"
+	case "devices", "modules":
+		return "GET"
+	}
+	return "POST"
+}
+
+// authorizeAPI checks a request's SAS token against the policies.
+func (h *Hub) authorizeAPI(r *http.Request, perms []string) error {
+	raw := r.Header.Get("Authorization")
+	if raw == "" {
+		return fmt.Errorf("%w: no Authorization header", ErrUnauthorized)
+	}
+	tok, err := ParseToken(raw)
+	if err != nil {
+		return err
+	}
+	p := h.policies[tok.KeyName]
+	if tok.KeyName == "" || p == nil {
+		return fmt.Errorf("%w: the token names no known policy (skn %q)", ErrUnauthorized, truncate(tok.KeyName, 64))
+	}
+	if err := tok.VerifyBase64(p.Key, time.Now()); err != nil {
+		return err
+	}
+	host := h.opts.HostName
+	if host == "" {
+		host, _, _ = strings.Cut(r.Host, ":")
+	}
+	if !tok.Grants(host, "") {
+		return fmt.Errorf("%w: the token's resource %q is not this hub (%s)", ErrUnauthorized, truncate(tok.Resource, 96), host)
+	}
+	for _, perm := range perms {
+		if p.has(perm) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: policy %s lacks %s", ErrUnauthorized, p.Name, strings.Join(perms, " or "))
+}
+
+// readBody reads a request body (bounded by MaxBody).
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, fmt.Errorf("%w: request body over %d bytes", ErrTooLarge, mbe.Limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the body: %w", ErrBadRequest, err)
+	}
+	return b, nil
+}
+
+// writeJSON answers status with a JSON body.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// fail answers an error.
+func (h *Hub) fail(w http.ResponseWriter, r *http.Request, err error) {
+	st, code, text := statusOf(err)
+	h.writeError(w, r, st, code, text)
+}
+
+// writeError answers IoT Hub's error body.
+func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, status int, code, text string) {
+	if status >= 500 {
+		h.log.Warn("iothub: API request failed", "method", r.Method, "path", truncate(r.URL.Path, 96), "status", status, "err", text)
+	} else {
+		h.log.Info("iothub: API request refused", "method", r.Method, "path", truncate(r.URL.Path, 96), "status", status,
+			"reason", code, "err", text)
+	}
+	// The SDKs split Message at ';' and ':'.
+	text = strings.ReplaceAll(text, ";", ",")
+	body, _ := json.Marshal(map[string]string{
+		"Message":          "ErrorCode:" + code + ";" + text,
+		"ExceptionMessage": "Tracking ID:" + randomHex(8) + "-TimestampUtc:" + time.Now().UTC().Format(time.RFC3339),
+	})
+	writeJSON(w, status, body)
+}
