@@ -35,6 +35,10 @@ type File struct {
 	// Twin configures device and module twins: their shards on the
 	// brokers and their change events.
 	Twin Twin `toml:"twin"`
+	// IoTHub configures the IoT Hub surface of the bridge nodes: devices
+	// over MQTT (the Azure IoT device SDKs) and the back end's HTTPS API
+	// (the service SDKs). See docs/iothub.md.
+	IoTHub IoTHub `toml:"iothub"`
 	// Controller configures a controller replica (`smartgo controller`,
 	// or inside `smartgo registry` with registry.controller = true).
 	Controller Controller `toml:"controller"`
@@ -254,6 +258,40 @@ type Twin struct {
 	MaxPageSize         int      `toml:"max_page_size"`
 }
 
+// IoTHub configures the IoT Hub surface of every bridge node (`smartgo
+// bridge`, `smartgo standalone`).
+type IoTHub struct {
+	Enabled          bool     `toml:"enabled"`
+	HostName         string   `toml:"hostname"`
+	DeviceAuth       string   `toml:"device_auth"` // "registry" or "none" (development)
+	HTTPSListen      string   `toml:"https_listen"`
+	TLSCert          string   `toml:"tls_cert"` // "" = bridge.tls_cert
+	TLSKey           string   `toml:"tls_key"`  // "" = bridge.tls_key
+	X509CAFile       string   `toml:"x509_ca_file"`
+	EventsTopic      string   `toml:"events_topic"`
+	RPCTopic         string   `toml:"rpc_topic"`
+	MethodAckTimeout Duration `toml:"method_ack_timeout"`
+	MaxMethodTimeout Duration `toml:"max_method_timeout"`
+	C2DTTL           Duration `toml:"c2d_ttl"`
+	C2DMaxTTL        Duration `toml:"c2d_max_ttl"`
+	C2DMaxSize       Size     `toml:"c2d_max_size"`
+	TwinRate         int      `toml:"twin_rate"` // per device per second; 0 = unlimited
+	RequestTimeout   Duration `toml:"request_timeout"`
+	RouteRefresh     Duration `toml:"route_refresh"`
+	WatchCheck       Duration `toml:"watch_check"`
+	MaxBody          Size     `toml:"max_body"`
+	// Policies are the shared access policies ([[iothub.policy]]).
+	Policies []IoTHubPolicy `toml:"policy"`
+}
+
+// IoTHubPolicy is a shared access policy: back ends sign SAS tokens with
+// its key and name it in skn.
+type IoTHubPolicy struct {
+	Name        string   `toml:"name"`
+	Key         string   `toml:"key"` // base64, at least 16 bytes
+	Permissions []string `toml:"permissions"`
+}
+
 // Route maps an MQTT topic filter to a broker topic; the first matching
 // route wins, DefaultTopic takes the rest.
 type Route struct {
@@ -411,6 +449,22 @@ func Default() File {
 			RequestTimeout:      Duration{10 * time.Second},
 			RouteRefresh:        Duration{30 * time.Second},
 			DropTimeout:         Duration{2 * time.Second},
+		},
+		IoTHub: IoTHub{
+			DeviceAuth:       "registry",
+			EventsTopic:      "IOTHUB_EVENTS",
+			RPCTopic:         "IOTHUB_RPC",
+			MethodAckTimeout: Duration{3 * time.Second},
+			MaxMethodTimeout: Duration{300 * time.Second},
+			C2DTTL:           Duration{time.Hour},
+			C2DMaxTTL:        Duration{48 * time.Hour},
+			C2DMaxSize:       64 << 10,
+			TwinRate:         100,
+			RequestTimeout:   Duration{10 * time.Second},
+			RouteRefresh:     Duration{30 * time.Second},
+			WatchCheck:       Duration{2 * time.Second},
+			MaxBody:          256 << 10,
+			Policies:         []IoTHubPolicy{},
 		},
 		Twin: Twin{
 			Shards:              8,

@@ -1,10 +1,12 @@
 package conf
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +26,7 @@ func (f *File) Validate() error {
 	f.Console.validate(v)
 	f.StateStore.validate(v)
 	f.Twin.validate(v)
+	f.IoTHub.validate(v, &f.Bridge)
 	return v.err()
 }
 
@@ -47,6 +50,10 @@ func (s *StateStore) Validate() error { v := &validator{}; s.validate(v); return
 
 // Validate checks the [twin] section.
 func (t *Twin) Validate() error { v := &validator{}; t.validate(v); return v.err() }
+
+// Validate checks the [iothub] section alone (with the bridge's TLS files
+// it may fall back on).
+func (h *IoTHub) Validate(b *Bridge) error { v := &validator{}; h.validate(v, b); return v.err() }
 
 // Validate checks the [bridge] section.
 func (b *Bridge) Validate() error { v := &validator{}; b.validate(v); return v.err() }
@@ -426,4 +433,52 @@ func (c *Console) validate(v *validator) {
 	v.durRange("console.sample_interval", c.SampleInterval, time.Second, time.Minute)
 	v.durRange("console.session_ttl", c.SessionTTL, time.Minute, 30*24*time.Hour)
 	v.durRange("console.request_timeout", c.RequestTimeout, time.Second, 5*time.Minute)
+}
+
+// IoTHub permissions ([[iothub.policy]] permissions).
+var iotHubPermissions = []string{"registryRead", "registryWrite", "serviceConnect", "deviceConnect"}
+
+func (h *IoTHub) validate(v *validator, b *Bridge) {
+	v.oneOf("iothub.device_auth", h.DeviceAuth, "registry", "none")
+	if strings.ContainsAny(h.HostName, "/ ?&") {
+		v.bad("iothub.hostname", strconv.Quote(h.HostName), "must be a host name")
+	}
+	v.addr("iothub.https_listen", h.HTTPSListen, true)
+	if h.Enabled && h.HTTPSListen != "" && (h.TLSCert == "" && b.TLSCert == "" || h.TLSKey == "" && b.TLSKey == "") {
+		v.bad("iothub.https_listen", strconv.Quote(h.HTTPSListen), "needs iothub.tls_cert and iothub.tls_key (or bridge.tls_cert and bridge.tls_key)")
+	}
+	for key, t := range map[string]string{"iothub.events_topic": h.EventsTopic, "iothub.rpc_topic": h.RPCTopic} {
+		if !topicRE.MatchString(t) {
+			v.bad(key, strconv.Quote(t), "must be 1-127 characters of [%|a-zA-Z0-9_-]")
+		}
+	}
+	v.durRange("iothub.method_ack_timeout", h.MethodAckTimeout, 100*time.Millisecond, time.Minute)
+	v.durRange("iothub.max_method_timeout", h.MaxMethodTimeout, time.Second, time.Hour)
+	v.durRange("iothub.c2d_ttl", h.C2DTTL, time.Second, 30*24*time.Hour)
+	v.durRange("iothub.c2d_max_ttl", h.C2DMaxTTL, time.Second, 30*24*time.Hour)
+	if h.C2DTTL.D() > h.C2DMaxTTL.D() {
+		v.bad("iothub.c2d_ttl", h.C2DTTL.D().String(), "must not exceed iothub.c2d_max_ttl")
+	}
+	v.sizeRange("iothub.c2d_max_size", h.C2DMaxSize, 1, 1<<20)
+	v.intRange("iothub.twin_rate", int64(h.TwinRate), 0, 1_000_000)
+	v.durRange("iothub.request_timeout", h.RequestTimeout, 100*time.Millisecond, 10*time.Minute)
+	v.durRange("iothub.route_refresh", h.RouteRefresh, time.Second, time.Hour)
+	v.durRange("iothub.watch_check", h.WatchCheck, 100*time.Millisecond, time.Hour)
+	v.sizeRange("iothub.max_body", h.MaxBody, 1<<10, 64<<20)
+	seen := map[string]bool{}
+	for i, p := range h.Policies {
+		key := fmt.Sprintf("iothub.policy[%d]", i)
+		if p.Name == "" || strings.ContainsAny(p.Name, "&= ") || seen[p.Name] {
+			v.bad(key+".name", strconv.Quote(p.Name), "must be a unique name without '&', '=' or spaces")
+		}
+		seen[p.Name] = true
+		if k, err := base64.StdEncoding.DecodeString(p.Key); err != nil || len(k) < 16 {
+			v.bad(key+".key", "(hidden)", "must be base64 of at least 16 bytes")
+		}
+		for _, perm := range p.Permissions {
+			if !slices.Contains(iotHubPermissions, perm) {
+				v.bad(key+".permissions", strconv.Quote(perm), "must be one of "+strings.Join(iotHubPermissions, ", "))
+			}
+		}
+	}
 }

@@ -45,7 +45,7 @@ Stops cleanly on SIGINT or SIGTERM (persistent sessions saved).`, stdout, stderr
 		return exitFailure
 	}
 	defer mon.Close()
-	b, err := startBridge(ctx, f.Bridge, f.StateStore, nil, log)
+	b, err := startBridge(ctx, f, nil, log)
 	if err != nil {
 		return startFailed(ctx, log, "bridge", err)
 	}

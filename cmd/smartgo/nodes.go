@@ -9,8 +9,10 @@ import (
 	"slices"
 
 	"github.com/smartgo/smartgo/bridge"
+	"github.com/smartgo/smartgo/bridge/iothub"
 	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/client/statestore/router"
+	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/conf"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -74,6 +76,12 @@ func (n *brokerNode) localStateStores() map[string]router.LocalBroker {
 	return map[string]router.LocalBroker{n.Addr(): localStateStore{n.ss}}
 }
 
+// localTwins returns the broker's twin shards keyed by the address the
+// broker registers, for the IoT hub of a bridge in the same process.
+func (n *brokerNode) localTwins() map[string]twincli.LocalBroker {
+	return map[string]twincli.LocalBroker{n.Addr(): localTwin{n.tw}}
+}
+
 // monitor adds the broker's and its state store's metrics and readiness
 // to the process's monitor.
 func (n *brokerNode) monitor(m *monitor) {
@@ -87,18 +95,30 @@ func (n *brokerNode) Close() error {
 	return errors.Join(n.tw.Close(), n.ss.Close(), n.Broker.Close())
 }
 
-// bridgeNode is an MQTT bridge with the state store's MQTT front.
+// bridgeNode is an MQTT bridge with the state store's MQTT front and,
+// when [iothub] enables it, the IoT Hub surface.
 type bridgeNode struct {
 	*bridge.Bridge
 	front *bridge.StateStoreFront
+	hub   *iothub.Hub // nil unless iothub.enabled
 }
 
 // startBridge builds and starts a bridge node from [bridge], with the state
-// store front on its MQTT server. local holds the state stores of brokers
-// in this process (standalone; nil for a bridge of its own), which the
-// front calls directly.
-func startBridge(ctx context.Context, c conf.Bridge, sc conf.StateStore, local map[string]router.LocalBroker, log *slog.Logger) (*bridgeNode, error) {
+// store front on its MQTT server and the IoT Hub surface ([iothub]). local
+// is the broker of this process (standalone; nil for a bridge of its own),
+// whose state store and twin shards the front and the hub call directly.
+func startBridge(ctx context.Context, f conf.File, localBroker *brokerNode, log *slog.Logger) (*bridgeNode, error) {
+	c, sc := f.Bridge, f.StateStore
+	var local map[string]router.LocalBroker
+	var localTw map[string]twincli.LocalBroker
+	if localBroker != nil {
+		local, localTw = localBroker.localStateStores(), localBroker.localTwins()
+	}
 	mo, bo := bridgeOptions(c, log)
+	hub, err := newHub(f, &mo, &bo, localTw, log)
+	if err != nil {
+		return nil, err
+	}
 	var hook *bridge.StateStoreSessionHook
 	bo.WrapBackend = func(be mqtt.Backend) mqtt.Backend {
 		hook = bridge.NewStateStoreSessionHook(be)
@@ -106,17 +126,29 @@ func startBridge(ctx context.Context, c conf.Bridge, sc conf.StateStore, local m
 	}
 	b, err := bridge.New(mo, bo)
 	if err != nil {
+		closeHub(hub)
 		return nil, fmt.Errorf("bridge options: %w", err)
 	}
 	if err := b.Start(ctx); err != nil {
+		closeHub(hub)
 		return nil, err
 	}
 	fo := frontOptions(c, sc)
 	fo.Router.Local, fo.Hook, fo.Logger = local, hook, log
 	front, err := bridge.NewStateStoreFront(b.Server(), fo)
 	if err != nil {
+		closeHub(hub)
 		_ = b.Close()
 		return nil, fmt.Errorf("state store front: %w", err)
+	}
+	if hub != nil {
+		if err := hub.Start(ctx, b); err != nil {
+			_ = b.Server().Close()
+			closeHub(hub)
+			_ = front.Close()
+			_ = b.Close()
+			return nil, fmt.Errorf("iothub: %w", err)
+		}
 	}
 	addrs := make([]string, 0, 2)
 	for _, a := range b.Addrs() {
@@ -124,14 +156,18 @@ func startBridge(ctx context.Context, c conf.Bridge, sc conf.StateStore, local m
 	}
 	log.Info("bridge started", "listen", addrs, "registries", c.Registries, "node", b.Backend().NodeID(),
 		"statestore_local_brokers", slices.Sorted(maps.Keys(local)))
-	return &bridgeNode{Bridge: b, front: front}, nil
+	return &bridgeNode{Bridge: b, front: front, hub: hub}, nil
 }
 
 // monitor adds the bridge's metrics and readiness to the process's
 // monitor.
 func (n *bridgeNode) monitor(m *monitor) { m.add("bridge", n.Collectors(), n.Ready) }
 
-// Close closes the state store front, then the bridge.
+// Close closes the MQTT server (its devices' disconnects reach the hub),
+// the hub, the state store front, then the bridge.
 func (n *bridgeNode) Close() error {
-	return errors.Join(n.front.Close(), n.Bridge.Close())
+	if n.hub == nil {
+		return errors.Join(n.front.Close(), n.Bridge.Close())
+	}
+	return errors.Join(n.Server().Close(), n.hub.Close(), n.front.Close(), n.Bridge.Close())
 }

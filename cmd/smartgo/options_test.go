@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/bridge"
+	"github.com/smartgo/smartgo/bridge/iothub"
 	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/client/statestore/router"
 	"github.com/smartgo/smartgo/conf"
@@ -30,6 +31,7 @@ type allOptions struct {
 	Bridge     bridge.Options
 	Front      bridge.StateStoreFrontOptions
 	Controller controller.Options
+	IoTHub     iothub.Options
 }
 
 // fromConf maps f the way the subcommands do.
@@ -49,6 +51,7 @@ func fromConf(t *testing.T, f conf.File) allOptions {
 	if o.Controller, err = controllerOptions(f.Controller, nil, log); err != nil {
 		t.Fatalf("controllerOptions: %v", err)
 	}
+	o.IoTHub = iothubOptions(f.IoTHub, f.Bridge, log)
 	return o
 }
 
@@ -66,6 +69,7 @@ func packageDefaults(f conf.File) allOptions {
 		Front: bridge.StateStoreFrontOptions{Router: router.DefaultOptions(f.Bridge.Registries...),
 			DropTimeout: bridge.DefaultDropTimeout},
 		Controller: controller.DefaultOptions(f.Controller.DataDir),
+		IoTHub:     iothub.DefaultOptions(f.Bridge.Registries...),
 	}
 }
 
@@ -115,6 +119,14 @@ var notFromTOML = map[string]string{
 	"Controller.Server":            "wired by cmd (registry.controller)",
 	"Controller.RaftListener":      "tests",
 	"Controller.Logger":            "injected",
+	"IoTHub.Logger":                "injected",
+	"IoTHub.TLSConfig":             "tests; files come from iothub.tls_cert/tls_key",
+	"IoTHub.Twins.Registries":      "bridge.registries",
+	"IoTHub.Twins.Brokers":         "fixed broker tables are for tests",
+	"IoTHub.Twins.Shards":          "used with fixed broker tables only",
+	"IoTHub.Twins.Local":           "in-process brokers, wired by cmd",
+	"IoTHub.Twins.OnDesired":       "wired by the hub",
+	"IoTHub.Twins.Logger":          "injected",
 }
 
 // leaves flattens v into its leaf fields by dotted path: structs are
@@ -181,7 +193,8 @@ func perturb(key string, def reflect.Value) (string, bool) {
 		"broker.role": "sync_master", "store.flush": "sync", "store.async_writes": "mapped",
 		"broker.delay_levels": "1s 2s", "store.delete_when": "05", "broker.advertise_ip": "10.0.0.1",
 		"log.level": "debug", "log.format": "json",
-		"controller.peers": "127.0.0.1:9878=127.0.0.1:9880",
+		"controller.peers":   "127.0.0.1:9878=127.0.0.1:9880",
+		"iothub.device_auth": "none",
 	}
 	if s, ok := special[key]; ok {
 		return s, true
@@ -257,6 +270,9 @@ func TestOptionsEveryFieldFromTOML(t *testing.T) {
 	f := conf.Default()
 	f.Bridge.Routes = []conf.Route{{Filter: "a/#", Topic: "A"}}
 	record("[[bridge.route]]", f)
+	f = conf.Default()
+	f.IoTHub.Policies = []conf.IoTHubPolicy{{Name: "p", Key: "MDEyMzQ1Njc4OWFiY2RlZg==", Permissions: []string{"registryRead"}}}
+	record("[[iothub.policy]]", f)
 
 	var missing []string
 	for path := range before {

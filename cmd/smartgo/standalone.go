@@ -78,7 +78,7 @@ registers with the registry of the same process; clients use
 	b.monitor(mon)
 	// The bridge uses this process's registry too.
 	f.Bridge.Registries = f.Broker.Registries
-	br, err := startBridge(ctx, f.Bridge, f.StateStore, b.localStateStores(), log)
+	br, err := startBridge(ctx, f, b, log)
 	if err != nil {
 		b.Close()
 		return startFailed(ctx, log, "bridge", err)
