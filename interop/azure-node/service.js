@@ -1,0 +1,85 @@
+// A back end built on the unmodified Azure IoT service SDK for Node
+// (azure-iothub), driven by azure_test.go: node service.js <command> ...
+// with SERVICE_CONNECTION_STRING set. Each command writes one JSON object
+// to stdout: {"ok":true,...} or {"ok":false,"error":<class>,"status":<HTTP status>,"message":...}.
+'use strict';
+const { Registry, Client } = require('azure-iothub');
+
+const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
+const cs = process.env.SERVICE_CONNECTION_STRING;
+
+function failure(err) {
+  return { ok: false, error: err.constructor && err.constructor.name, status: err.response && err.response.statusCode,
+    message: String(err.message) };
+}
+
+const commands = {
+  // create <deviceId>: a SAS device with generated keys.
+  async create(id) {
+    const { responseBody } = await Registry.fromConnectionString(cs).create({ deviceId: id });
+    return { device: responseBody };
+  },
+  // create-x509 <deviceId> <thumbprint>: a self-signed certificate device.
+  async 'create-x509'(id, thumb) {
+    const { responseBody } = await Registry.fromConnectionString(cs).create({ deviceId: id,
+      authentication: { x509Thumbprint: { primaryThumbprint: thumb } } });
+    return { device: responseBody };
+  },
+  // get-twin <deviceId>
+  async 'get-twin'(id) {
+    const { responseBody } = await Registry.fromConnectionString(cs).getTwin(id);
+    return { twin: responseBody };
+  },
+  // update-desired <deviceId> <patch JSON>: with the twin's current etag.
+  async 'update-desired'(id, patch) {
+    const registry = Registry.fromConnectionString(cs);
+    const { responseBody: twin } = await registry.getTwin(id);
+    const { result } = await twin.update({ properties: { desired: JSON.parse(patch) } });
+    return { etag: result.etag, desired: result.properties.desired };
+  },
+  // stale-update <deviceId> <patch1 JSON> <patch2 JSON>: two back ends read
+  // the twin, the first updates it, the second's etag is then stale.
+  async 'stale-update'(id, p1, p2) {
+    const registry = Registry.fromConnectionString(cs);
+    const { responseBody: a } = await registry.getTwin(id);
+    const { responseBody: b } = await registry.getTwin(id);
+    await a.update({ properties: { desired: JSON.parse(p1) } });
+    try {
+      await b.update({ properties: { desired: JSON.parse(p2) } });
+      return { secondUpdated: true };
+    } catch (err) {
+      return { secondUpdated: false, second: failure(err) };
+    }
+  },
+  // query <SQL> <page size>: every page, as twins.
+  async query(sql, pageSize) {
+    const query = Registry.fromConnectionString(cs).createQuery(sql, Number(pageSize));
+    const ids = [];
+    let pages = 0;
+    while (query.hasMoreResults) {
+      const { result } = await query.nextAsTwin();
+      pages++;
+      for (const twin of result) ids.push(twin.deviceId);
+    }
+    return { pages, ids };
+  },
+  // invoke <deviceId> <method> <payload JSON> <response timeout s>
+  async invoke(id, method, payload, timeout) {
+    const client = Client.fromConnectionString(cs);
+    const { result } = await client.invokeDeviceMethod(id, { methodName: method, payload: JSON.parse(payload),
+      responseTimeoutInSeconds: Number(timeout) });
+    return { result };
+  },
+};
+
+async function main() {
+  const [cmd, ...args] = process.argv.slice(2);
+  if (!commands[cmd]) throw new Error('unknown command ' + cmd);
+  try {
+    out({ ok: true, ...(await commands[cmd](...args)) });
+  } catch (err) {
+    out(failure(err));
+  }
+}
+
+main().catch((err) => { out(failure(err)); process.exit(1); });
