@@ -3,12 +3,16 @@ package iothub
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/smartgo/smartgo/bridge"
+	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
 // TestHubTwinBadInput: malformed requests and patches that break a rule
@@ -113,5 +117,124 @@ func TestHubMethodResponseUnknownRid(t *testing.T) {
 	d.subscribe(twinResFilter)
 	if st, _, _ := d.request("$iothub/twin/GET/?$rid=alive", nil); st != 200 {
 		t.Fatalf("device after bad responses: GET %d", st)
+	}
+}
+
+// logMsg and logReason find a text-handler line's message and reason.
+var (
+	logMsg    = regexp.MustCompile(`msg="([^"]*)"`)
+	logReason = regexp.MustCompile(` reason=("[^"]*"|\S+)`)
+)
+
+// TestHubBadInputFloodBounded: one bad device and one bad back end repeat
+// every kind of bad input 40 times (bad signature, expired token, another
+// device's topics, malformed patch, unknown method $rid, stale etag, bad
+// API signature): each gets its clear status every time, nothing changes,
+// and the log holds at most one line per kind and 10 s (the MQTT server:
+// ten per connection), whatever the rate.
+func TestHubBadInputFloodBounded(t *testing.T) {
+	c := startTestCluster(t, 1)
+	n := startNode(t, c, withHTTPS(t), func(mo *mqtt.Options, _ *bridge.Options, o *Options) {
+		o.TwinRate = 100000
+		mo.Logger = o.Logger // the MQTT server's refusals count too
+	})
+	d1 := createDevice(t, n, "flood-1")
+	key := d1.Authentication.SymmetricKey.PrimaryKey
+	otherKey := createDevice(t, n, "flood-2").Authentication.SymmetricKey.PrimaryKey
+	id, id2 := Identity{DeviceID: "flood-1"}, Identity{DeviceID: "flood-2"}
+	owner := newAPI(t, n, "owner")
+	if st, _, body := owner.do("PATCH", "/twins/flood-2", []byte(`{"tags":{"site":"a"},"properties":{"desired":{"rate":1}}}`), nil); st != 200 {
+		t.Fatalf("seed twin: %d %s", st, body)
+	}
+	before2, before1 := twinDoc(t, n, id2), twinDoc(t, n, id)
+	d := dialDevice(t, n.addr, id, deviceToken(t, id, key, time.Hour))
+	d.subscribe(twinResFilter)
+	badKey := newAPI(t, n, "owner")
+	badKey.key = "YW5vdGhlciBrZXkgb2YgdGhlIGh1YiB0ZXN0cy4uLi4="
+	expired, _ := SignToken(testHost+"/devices/flood-1", "", key, time.Now().Add(-time.Minute))
+	logged := len(n.logs.String())
+	start := time.Now()
+	const rounds = 40
+	for i := range rounds {
+		if got := refused(t, n.addr, connectCP(id, deviceToken(t, id, otherKey, time.Hour))); got != packets.ConnectRefusedBadUsernameOrPassword {
+			t.Fatalf("bad signature: CONNACK %v", got)
+		}
+		if got := refused(t, n.addr, connectCP(id, expired)); got != packets.ConnectRefusedBadUsernameOrPassword {
+			t.Fatalf("expired token: CONNACK %v", got)
+		}
+		d.publish1(uint16(3*i+1), "devices/flood-2/messages/events/", []byte("spoof"))
+		d.publish1(uint16(3*i+2), "$iothub/methods/res/200/?$rid=nobody."+strconv.Itoa(i), []byte(`{}`))
+		if codes := d.subscribe("devices/flood-2/messages/devicebound/#"); codes[0] != 0x80 {
+			t.Fatalf("subscribe to another device's C2D: %v", codes)
+		}
+		if st, _, body := d.request(fmt.Sprintf("$iothub/twin/PATCH/properties/reported/?$rid=m%d", i), []byte(`{"a":`)); st != 400 ||
+			!strings.Contains(string(body), "JSON") {
+			t.Fatalf("malformed patch: %d %s", st, body)
+		}
+		if st, _, body := owner.do("PATCH", "/twins/flood-2", []byte(`{"tags":{"site":"b"}}`), map[string]string{"If-Match": `"c3RhbGU="`}); st != 412 ||
+			errorCode(t, body) != "PreconditionFailed" {
+			t.Fatalf("stale etag: %d %s", st, body)
+		}
+		if st, _, body := badKey.do("PATCH", "/twins/flood-2", []byte(`{"tags":{"site":"c"}}`), nil); st != 401 ||
+			!strings.Contains(string(body), "signature") {
+			t.Fatalf("bad API signature: %d %s", st, body)
+		}
+	}
+	elapsed := time.Since(start)
+	// Nothing changed: the other device's twin and this one's reported
+	// properties are as they were (etag and versions included).
+	after2, after1 := twinDoc(t, n, id2), twinDoc(t, n, id)
+	for _, k := range []string{"etag", "version", "tags"} {
+		if fmt.Sprint(after2[k]) != fmt.Sprint(before2[k]) {
+			t.Errorf("flood-2 %s: %v, was %v", k, after2[k], before2[k])
+		}
+	}
+	if fmt.Sprint(after2["properties"].(map[string]any)["desired"]) != fmt.Sprint(before2["properties"].(map[string]any)["desired"]) {
+		t.Errorf("flood-2 desired changed: %v", after2["properties"])
+	}
+	r1, r0 := after1["properties"].(map[string]any)["reported"].(map[string]any), before1["properties"].(map[string]any)["reported"].(map[string]any)
+	if r1["$version"] != r0["$version"] {
+		t.Errorf("flood-1 reported version %v, was %v", r1["$version"], r0["$version"])
+	}
+	if got := n.hub.Stats().AuthFailures.Load(); got != 2*rounds {
+		t.Errorf("auth failures %d, want %d", got, 2*rounds)
+	}
+	if got := n.hub.Stats().UnknownResponses.Load(); got != rounds {
+		t.Errorf("unknown responses %d, want %d", got, rounds)
+	}
+	// The log: every kind is there, none more than once per 10 s.
+	perKind := map[string]int{}
+	for line := range strings.Lines(n.logs.String()[logged:]) {
+		if m := logMsg.FindStringSubmatch(line); m != nil {
+			k := m[1] + " "
+			if r := logReason.FindStringSubmatch(line); r != nil {
+				k += r[1]
+			}
+			perKind[k]++
+		}
+	}
+	allowed := 1 + int(elapsed/ratelog.DefaultInterval)
+	for _, want := range []string{"iothub: device refused", "iothub: twin request refused", "iothub: method response for an unknown $rid dropped",
+		"iothub: API request refused", "mqtt: publish refused"} {
+		found := false
+		for k := range perKind {
+			found = found || strings.HasPrefix(k, want+" ")
+		}
+		if !found {
+			t.Errorf("no %q line logged", want)
+		}
+	}
+	for k, got := range perKind {
+		allowed := allowed
+		if strings.HasPrefix(k, "mqtt: ") {
+			allowed *= 10 // the MQTT server's own budget: 10 lines per connection and 10 s
+		}
+		if got > allowed {
+			t.Errorf("%d lines of %q for %d bad inputs in %v, want at most %d", got, k, rounds, elapsed.Round(time.Millisecond), allowed)
+		}
+	}
+	t.Logf("%d rounds of bad input in %v: log lines per kind %v", rounds, elapsed.Round(time.Millisecond), perKind)
+	if st, _, _ := d.request("$iothub/twin/GET/?$rid=alive", nil); st != 200 {
+		t.Fatalf("device after the flood: GET %d", st)
 	}
 }
