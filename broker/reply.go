@@ -63,7 +63,7 @@ func (b *Broker) processSendReply(c *remoting.Conn, req *protocol.Command) (*pro
 		BornHost: peerAddr(c), ReconsumeTimes: h.ReconsumeTimes, Body: req.Body,
 	}
 	m.Properties, _ = storedProperties(h.Properties, b.opts.ClusterName)
-	ctx, cancel := b.putContext()
+	ctx, cancel := context.WithTimeout(context.Background(), putTimeout)
 	defer cancel()
 	res, putErr := b.put(ctx, m, false)
 	if putErr == nil {

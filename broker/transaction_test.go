@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -294,7 +295,8 @@ func TestBrokerTransactionCheckBack(t *testing.T) {
 // Without a producer of the group connected, checks are counted and the
 // half message is discarded after the maximum, with a warning.
 func TestBrokerTransactionNoProducer(t *testing.T) {
-	b := txBroker(t, t.TempDir(), nil)
+	var logs lockedBuf
+	b := txBroker(t, t.TempDir(), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	c := newTestClient(t, b.Addr())
 	c.sendHalf("TxOrphan", 0, "orphan", "UNIQ-O")
 	waitFor(t, 20*time.Second, func() bool { return b.Store().MaxOffset(TransCheckMax, 0) == 1 })
@@ -302,6 +304,11 @@ func TestBrokerTransactionNoProducer(t *testing.T) {
 	if len(d.msgs) != 1 || propOf(d.msgs[0], record.PropertyTransactionCheckTimes) != "3" {
 		t.Fatalf("discarded: %d msgs", len(d.msgs))
 	}
+	waitFor(t, 5*time.Second, func() bool {
+		l := logs.String()
+		return strings.Contains(l, "level=WARN") && strings.Contains(l, "half message discarded to "+TransCheckMax) &&
+			strings.Contains(l, "key=UNIQ-O") && strings.Contains(l, "checks=3")
+	})
 }
 
 // The state survives a restart: settled transactions stay settled, a
