@@ -1,9 +1,9 @@
 //go:build cluster
 
 // More real-process failover tests: what the controller may not do
-// (unclean elections, writes below the minimum of in-sync replicas), and
-// what follows a master to its successor (consumer offsets, the MQTT
-// bridge).
+// (unclean elections, writes below the minimum of in-sync replicas), a
+// slow slave leaving and rejoining the sync state set, and what follows a
+// master to its successor (consumer offsets, the MQTT bridge).
 
 package cluster
 
@@ -11,9 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -413,4 +415,90 @@ func TestClusterControllerBridgeFailover(t *testing.T) {
 	}
 	t.Logf("publishes acknowledged again %v after the kill; %d refused meanwhile; %d acknowledged, all delivered",
 		back.Round(time.Millisecond), failed, len(acked))
+}
+
+// TestClusterControllerSlowSlave: a slave that stops reading (SIGSTOP: its
+// connections stay open) holds up sync writes until the master drops it
+// from the sync state set after broker.sync_lag_max (2 s here); writes are
+// acknowledged again with the other slave. Resumed, the slave catches up
+// and is taken back into the set; every acknowledged message is on every
+// broker once and the logs are byte-identical.
+func TestClusterControllerSlowSlave(t *testing.T) {
+	c := startCtlProc(t, ctlProcOpts{brokers: 3, controllers: 1, minISR: 2})
+	m := c.waitHealthy(t, 3)
+	s := (m + 1) % 3
+	g, _, err := c.group()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sID := brokerID(t, g, c.bAddrs[s])
+	p := c.producer(t)
+	l := startLoad(p, "Slow", 4)
+	checkFor(t, 30*time.Second, func() error {
+		if n := l.acked(); n < 100 {
+			return fmt.Errorf("%d acknowledged", n)
+		}
+		return nil
+	})
+	stopped := time.Now()
+	if err := c.brokers[s].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.brokers[s].cmd.Process.Signal(syscall.SIGCONT) })
+	var dropped time.Duration
+	checkFor(t, 30*time.Second, func() error {
+		g, _, err := c.group()
+		if err != nil || len(g.SyncStateSet) != 2 || slices.Contains(g.SyncStateSet, sID) {
+			return fmt.Errorf("sync state set %v (%v)", g.SyncStateSet, err)
+		}
+		dropped = time.Since(stopped)
+		return nil
+	})
+	if dropped < 1500*time.Millisecond {
+		t.Fatalf("the slave was dropped %v after it stopped, before sync_lag_max (2s)", dropped)
+	}
+	n := l.acked()
+	checkFor(t, 30*time.Second, func() error {
+		if l.acked() < n+100 {
+			return fmt.Errorf("%d acknowledged since the slave was dropped", l.acked()-n)
+		}
+		return nil
+	})
+	if err := c.brokers[s].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	c.waitHealthy(t, 3)
+	back := time.Since(resumed)
+	recs := l.end()
+	checkFor(t, 60*time.Second, func() error {
+		var ends []string
+		for _, a := range c.bAddrs {
+			ends = append(ends, c.runtime(a)["commitLogMaxOffset"])
+		}
+		if ends[0] == "" || ends[0] != ends[1] || ends[1] != ends[2] {
+			return fmt.Errorf("log ends %v", ends)
+		}
+		return nil
+	})
+	stores := c.stopAndOpen(t)
+	size := sameLogs(t, stores)
+	acked := 0
+	for j, st := range stores {
+		counts := bodies(t, st, "Slow")
+		for _, r := range recs {
+			if !r.acked {
+				continue
+			}
+			if j == 0 {
+				acked++
+			}
+			if counts[r.body] != 1 {
+				t.Fatalf("broker %d holds acknowledged message %s %d times", j, r.body, counts[r.body])
+			}
+		}
+	}
+	t.Logf("stopped slave dropped from the sync state set after %v (sync_lag_max 2s), back in it %v after resuming; "+
+		"%d acknowledged messages on all 3 brokers once, logs identical over %d bytes",
+		dropped.Round(time.Millisecond), back.Round(time.Millisecond), acked, size)
 }
