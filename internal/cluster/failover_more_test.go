@@ -162,13 +162,7 @@ func TestClusterControllerUncleanElection(t *testing.T) {
 		}
 		acked = append(acked, body)
 	}
-	checkFor(t, 30*time.Second, func() error {
-		a, b := c.runtime(c.bAddrs[0])["commitLogMaxOffset"], c.runtime(c.bAddrs[1])["commitLogMaxOffset"]
-		if a == "" || a != b {
-			return fmt.Errorf("log ends %s and %s", a, b)
-		}
-		return nil
-	})
+	c.waitSameEnds(t)
 	stores := c.stopAndOpen(t)
 	n := sameLogs(t, stores)
 	for j, st := range stores {
@@ -471,33 +465,10 @@ func TestClusterControllerSlowSlave(t *testing.T) {
 	c.waitHealthy(t, 3)
 	back := time.Since(resumed)
 	recs := l.end()
-	checkFor(t, 60*time.Second, func() error {
-		var ends []string
-		for _, a := range c.bAddrs {
-			ends = append(ends, c.runtime(a)["commitLogMaxOffset"])
-		}
-		if ends[0] == "" || ends[0] != ends[1] || ends[1] != ends[2] {
-			return fmt.Errorf("log ends %v", ends)
-		}
-		return nil
-	})
+	c.waitSameEnds(t)
 	stores := c.stopAndOpen(t)
 	size := sameLogs(t, stores)
-	acked := 0
-	for j, st := range stores {
-		counts := bodies(t, st, "Slow")
-		for _, r := range recs {
-			if !r.acked {
-				continue
-			}
-			if j == 0 {
-				acked++
-			}
-			if counts[r.body] != 1 {
-				t.Fatalf("broker %d holds acknowledged message %s %d times", j, r.body, counts[r.body])
-			}
-		}
-	}
+	acked := ackedOnce(t, stores, "Slow", recs)
 	t.Logf("stopped slave dropped from the sync state set after %v (sync_lag_max 2s), back in it %v after resuming; "+
 		"%d acknowledged messages on all 3 brokers once, logs identical over %d bytes",
 		dropped.Round(time.Millisecond), back.Round(time.Millisecond), acked, size)

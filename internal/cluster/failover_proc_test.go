@@ -366,6 +366,43 @@ func sameLogs(t *testing.T, stores []*store.Store) int64 {
 	return to - from
 }
 
+// waitSameEnds waits until every broker reports the same commitlog end.
+func (c *ctlProc) waitSameEnds(t *testing.T) {
+	t.Helper()
+	checkFor(t, 60*time.Second, func() error {
+		var ends []string
+		for _, a := range c.bAddrs {
+			ends = append(ends, c.runtime(a)["commitLogMaxOffset"])
+		}
+		if ends[0] == "" || slices.ContainsFunc(ends, func(e string) bool { return e != ends[0] }) {
+			return fmt.Errorf("log ends %v", ends)
+		}
+		return nil
+	})
+}
+
+// ackedOnce checks that every store holds each acknowledged message of
+// recs (topics with prefix) exactly once, and returns how many there are.
+func ackedOnce(t *testing.T, stores []*store.Store, prefix string, recs []sendRec) int {
+	t.Helper()
+	n := 0
+	for j, s := range stores {
+		counts := bodies(t, s, prefix)
+		for _, r := range recs {
+			if !r.acked {
+				continue
+			}
+			if j == 0 {
+				n++
+			}
+			if counts[r.body] != 1 {
+				t.Fatalf("broker %d holds acknowledged message %s %d times", j, r.body, counts[r.body])
+			}
+		}
+	}
+	return n
+}
+
 func percentile(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -484,33 +521,10 @@ func TestClusterControllerKillLoop(t *testing.T) {
 
 	// Every broker has every acknowledged message once, in the same log.
 	c.waitHealthy(t, 3)
-	checkFor(t, 60*time.Second, func() error {
-		var ends []string
-		for _, a := range c.bAddrs {
-			ends = append(ends, c.runtime(a)["commitLogMaxOffset"])
-		}
-		if ends[0] == "" || ends[0] != ends[1] || ends[1] != ends[2] {
-			return fmt.Errorf("log ends %v", ends)
-		}
-		return nil
-	})
+	c.waitSameEnds(t)
 	stores := c.stopAndOpen(t)
 	n := sameLogs(t, stores)
-	ackedN := 0
-	for j, s := range stores {
-		counts := bodies(t, s, "")
-		for _, r := range all {
-			if !r.acked {
-				continue
-			}
-			if j == 0 {
-				ackedN++
-			}
-			if counts[r.body] != 1 {
-				t.Fatalf("broker %d holds acknowledged message %s %d times", j, r.body, counts[r.body])
-			}
-		}
-	}
+	ackedN := ackedOnce(t, stores, "", all)
 	t.Logf("%d acknowledged messages on all 3 brokers once each; logs identical over %d bytes", ackedN, n)
 }
 
@@ -631,14 +645,7 @@ func TestClusterControllerPartition(t *testing.T) {
 	})
 	stores := c.stopAndOpen(t)
 	sameLogs(t, stores)
-	for j, s := range stores {
-		counts := bodies(t, s, "Part")
-		for _, r := range recs {
-			if r.acked && counts[r.body] != 1 {
-				t.Fatalf("broker %d holds acknowledged message %s %d times", j, r.body, counts[r.body])
-			}
-		}
-	}
+	ackedOnce(t, stores, "Part", recs)
 }
 
 // TestClusterControllerReplicaLoss: a controller replica killed while an
