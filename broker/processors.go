@@ -92,8 +92,8 @@ func (b *Broker) registerProcessors() {
 		{protocol.GetConsumerRunningInfo, remoting.PoolDefault, b.processConsumerRunningInfo, false, false},
 		{protocol.ConsumeMessageDirectly, remoting.PoolDefault, b.processConsumeMessageDirectly, false, true},
 		{protocol.CheckClientConfig, remoting.PoolDefault, b.processCheckClientConfig, false, true},
-		// A reply waits for the requester to take the push (reply.go),
-		// and the push frame carries the request's body: retained.
+		// A reply is answered once the requester took its push
+		// (reply.go), which carries the request's body: retained.
 		{protocol.SendReplyMessage, remoting.PoolDefault, b.processSendReply, false, false},
 		{protocol.SendReplyMessageV2, remoting.PoolDefault, b.processSendReply, false, false},
 	}

@@ -24,9 +24,12 @@ import (
 // requester. The responder gets SUCCESS when the push was answered, and
 // SYSTEM_ERROR with the reason (requester not connected here, push
 // failed or timed out) when not; the latter is logged (rate-limited), and
-// nothing else is affected.
+// nothing else is affected. No worker waits for the requester: its answer
+// to the push arrives on a callback, which stores the reply and answers
+// the responder.
 
-// replyPushTimeout bounds the wait for the requester's answer to a push.
+// replyPushTimeout bounds the wait for the requester's answer to a push
+// (the responder's send is answered then).
 const replyPushTimeout = 3 * time.Second
 
 // errReplyNoClient: the reply names no requester connected here.
@@ -55,12 +58,39 @@ func (b *Broker) processSendReply(c *remoting.Conn, req *protocol.Command) (*pro
 			queueID, h.Topic, tc.WriteQueueNums, tc.ReadQueueNums), nil
 	}
 	target, _ := record.LookupPropertyString(h.Properties, record.PropertyReplyToClient)
-	corr, _ := record.LookupPropertyString(h.Properties, record.PropertyCorrelationID)
-	pushErr := b.pushReply(c, h, req.Body, target)
+	finish := func(pushErr error) *protocol.Command { return b.storeReply(c, h, queueID, req.Body, target, pushErr) }
+	push, conn, err := b.replyPush(c, h, req.Body, target)
+	if err != nil {
+		return finish(err), nil
+	}
+	// The requester's answer comes back on its own goroutine: no worker
+	// waits for a slow or stuck requester.
+	err = conn.InvokeAsync(push, replyPushTimeout, func(resp *protocol.Command, err error) {
+		switch {
+		case err != nil:
+			err = fmt.Errorf("push reply message to %s (%s): %w", target, conn.RemoteAddr(), err)
+		case resp.Code != protocol.Success:
+			err = fmt.Errorf("client %s answered the pushed reply with code %d (%s)", target, resp.Code, resp.Remark)
+		}
+		if resp != nil {
+			resp.Recycle()
+		}
+		_ = c.WriteResponse(req, finish(err))
+	})
+	if err != nil {
+		return finish(fmt.Errorf("push reply message to %s (%s): %w", target, conn.RemoteAddr(), err)), nil
+	}
+	return nil, nil // answered by the callback
+}
 
+// storeReply stores a reply in its topic once its push is over (pushErr
+// nil: the requester took it) and returns the responder's answer.
+func (b *Broker) storeReply(c *remoting.Conn, h *protocol.SendMessageRequestHeader, queueID int32, body []byte,
+	target string, pushErr error) *protocol.Command {
+	corr, _ := record.LookupPropertyString(h.Properties, record.PropertyCorrelationID)
 	m := &record.Message{
 		Topic: h.Topic, QueueID: queueID, Flag: h.Flag, SysFlag: h.SysFlag &^ record.TxMask, BornTimestamp: h.BornTimestamp,
-		BornHost: peerAddr(c), ReconsumeTimes: h.ReconsumeTimes, Body: req.Body,
+		BornHost: peerAddr(c), ReconsumeTimes: h.ReconsumeTimes, Body: body,
 	}
 	m.Properties, _ = storedProperties(h.Properties, b.opts.ClusterName)
 	ctx, cancel := context.WithTimeout(context.Background(), putTimeout)
@@ -71,7 +101,6 @@ func (b *Broker) processSendReply(c *remoting.Conn, req *protocol.Command) (*pro
 	} else {
 		b.log.Error("reply message not stored", "topic", h.Topic, "correlationId", corr, "err", putErr)
 	}
-
 	var out *protocol.Command
 	if pushErr != nil {
 		b.plog.Warn("reply not delivered", "replyTo", target, "correlationId", corr, "topic", h.Topic,
@@ -85,18 +114,18 @@ func (b *Broker) processSendReply(c *remoting.Conn, req *protocol.Command) (*pro
 		rh.MsgID, rh.QueueOffset = res.MsgID(), res.QueueOffset
 	}
 	out.SetHeader(rh)
-	return out, nil
+	return out
 }
 
-// pushReply sends a reply to the connection of the producer client target
-// and waits for its answer.
-func (b *Broker) pushReply(from *remoting.Conn, h *protocol.SendMessageRequestHeader, body []byte, target string) error {
+// replyPush builds the push of a reply to the producer client target
+// and finds its connection.
+func (b *Broker) replyPush(from *remoting.Conn, h *protocol.SendMessageRequestHeader, body []byte, target string) (*protocol.Command, *remoting.Conn, error) {
 	if target == "" {
-		return fmt.Errorf("the reply has no %s property", record.PropertyReplyToClient)
+		return nil, nil, fmt.Errorf("the reply has no %s property", record.PropertyReplyToClient)
 	}
 	conn := b.producerConn(target)
 	if conn == nil {
-		return fmt.Errorf("%w: client %s (it left, or never sent this broker a heartbeat)", errReplyNoClient, target)
+		return nil, nil, fmt.Errorf("%w: client %s (it left, or never sent this broker a heartbeat)", errReplyNoClient, target)
 	}
 	now := b.now().UnixMilli()
 	ph := &protocol.ReplyMessageRequestHeader{
@@ -109,17 +138,7 @@ func (b *Broker) pushReply(from *remoting.Conn, h *protocol.SendMessageRequestHe
 	}
 	push := protocol.NewRequest(protocol.PushReplyMessageToClient, ph, body)
 	push.SerializeType = protocol.SerializeJSON
-	ctx, cancel := context.WithTimeout(context.Background(), replyPushTimeout)
-	defer cancel()
-	resp, err := conn.Invoke(ctx, push)
-	if err != nil {
-		return fmt.Errorf("push reply message to %s (%s): %w", target, conn.RemoteAddr(), err)
-	}
-	defer resp.Recycle()
-	if resp.Code != protocol.Success {
-		return fmt.Errorf("client %s answered the pushed reply with code %d (%s)", target, resp.Code, resp.Remark)
-	}
-	return nil
+	return push, conn, nil
 }
 
 // producerConn returns the connection of the producer client id, or nil.

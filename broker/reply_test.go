@@ -166,11 +166,32 @@ func TestBrokerRequestReply(t *testing.T) {
 		t.Fatalf("stored reply properties %q", got.msgs[0].Properties)
 	}
 
+	// The requester takes the push but never answers it: the responder's
+	// connection is served meanwhile (its plain send is answered first),
+	// and the reply is refused once the push timed out.
+	resp.write(javaRequest(protocol.SendReplyMessageV2, 30, cases[0].ext), []byte("unanswered"))
+	if _, push := req.read(); push.Code != protocol.PushReplyMessageToClient || string(push.Body) != "unanswered" {
+		t.Fatalf("push of the unanswered reply: %+v", push)
+	}
+	sendV2 := map[string]string{"a": "pg", "b": "AfterReplies", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": now, "h": "0", "i": ""}
+	start := time.Now()
+	resp.write(javaRequest(protocol.SendMessageV2, 31, sendV2), []byte("meanwhile"))
+	if raw, out := resp.read(); out.Opaque != 31 || out.Code != protocol.Success {
+		t.Fatalf("send while a push waits: %s", raw)
+	}
+	raw, out := resp.read()
+	if out.Opaque != 30 || out.Code != protocol.SystemError || !strings.Contains(out.Remark, "timed out") {
+		t.Fatalf("reply whose push was not answered: %s", raw)
+	}
+	if d := time.Since(start); d > replyPushTimeout+10*time.Second {
+		t.Fatalf("unanswered push ended after %v", d)
+	}
+
 	// The requester leaves; a late reply is refused with a reason.
 	_ = req.nc.Close()
 	waitFor(t, 10*time.Second, func() bool { _, ok := b.producers.Find(requester); return !ok })
 	resp.write(javaRequest(protocol.SendReplyMessageV2, 20, cases[0].ext), []byte("late"))
-	raw, out := resp.read()
+	raw, out = resp.read()
 	if out.Code != protocol.SystemError || !strings.Contains(out.Remark, requester) || !strings.Contains(out.Remark, "not connected") {
 		t.Fatalf("reply to a client that left: %s", raw)
 	}
