@@ -8,7 +8,7 @@ FUZZTIME  ?= 30s
 STATICCHECK_VERSION ?= v0.8.2
 PKGS      := ./...
 
-.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale browser failover-long console-overhead clean
+.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale browser failover-long console-overhead iothub-bench clean
 
 all: lint build test
 
@@ -60,6 +60,12 @@ interop:
 # processes; ~8 minutes; not in CI).
 console-overhead:
 	$(GO) test -tags cluster -run '^$$' -bench BenchmarkClusterConsoleOverhead -benchtime 1x -timeout 30m -v ./internal/cluster/
+
+# The IoT hub at fleet scale against a real standalone process: twin
+# PATCH/GET round trips of 1,000 devices next to state store SET/GET, and
+# a desired change fanned out to 10,000 devices (~5 minutes; not in CI).
+iothub-bench:
+	$(GO) test -tags cluster -run '^$$' -bench 'BenchmarkHub' -benchtime 1x -timeout 30m -v ./bridge/iothub/
 
 # The web console in a real headless browser (Debian's chromium through
 # chromedp, its own module): every page, screenshots to $(ARTIFACTS).
