@@ -1,46 +1,18 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/smartgo/smartgo/broker"
-	"github.com/smartgo/smartgo/internal/cluster"
 )
 
 // Every device and twin admin command, against a live in-process
 // cluster whose broker hosts twins; mistakes exit 2 (usage) or 1 (the
 // operation's error, named).
 func TestCmdAdminDevicesAndTwins(t *testing.T) {
-	c, err := cluster.Start(context.Background(), cluster.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tw, err := broker.OpenTwins(c.Broker(0), broker.TwinOptions{Shards: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tw.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.WaitRoute(ctx, broker.TwinTopic); err != nil {
-		t.Fatal(err)
-	}
-	reg := strings.Join(c.RegistryAddrs(), ",")
-	run := func(want int, args ...string) (string, string) {
-		t.Helper()
-		code, stdout, stderr := runCmd(t, append([]string{"admin", "-registry", reg}, args...)...)
-		if code != want {
-			t.Fatalf("admin %v: exit %d, want %d: %s%s", args, code, want, stdout, stderr)
-		}
-		return stdout, stderr
-	}
+	_, run := twinAdmin(t)
 	out, _ := run(exitOK, "device", "create", "-d", "pump-17")
 	if !strings.Contains(out, "pump-17") || !strings.Contains(out, "enabled") || !strings.Contains(out, "sas") {
 		t.Fatalf("create: %q", out)
