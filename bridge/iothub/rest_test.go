@@ -2,8 +2,10 @@ package iothub
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -257,4 +259,58 @@ func TestHubRESTMethodsAndC2D(t *testing.T) {
 		t.Fatalf("oversized c2d: %d %s", st, body)
 	}
 	d.Send(&packets.Disconnect{})
+}
+
+// FuzzHubRESTRoute: any request path parses to a route or a clear error
+// (ErrBadRequest, or not found), and a parsed route's ids, escaped again,
+// parse to the same route.
+func FuzzHubRESTRoute(f *testing.F) {
+	for _, s := range []string{"/devices/d1", "/devices/d%2F1/modules/m1", "/twins/d1/modules/m1/methods", "/devices/query",
+		"/devices/d1/messages/deviceBound", "/twins/%zz", "//devices//", "/devices/d1/modules"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		rt, err := parseRoute(path)
+		if err != nil {
+			if !errors.Is(err, ErrBadRequest) && !errors.Is(err, errNotFound) {
+				t.Fatalf("%q: %v", path, err)
+			}
+			return
+		}
+		if len(permissions(rt, "GET")) == 0 || allowed(rt.kind) == "" {
+			t.Fatalf("%q: route %+v without permissions or methods", path, rt)
+		}
+		var again string
+		esc := url.PathEscape
+		switch rt.kind {
+		case "devices":
+			again = "/devices"
+		case "query":
+			again = "/devices/query"
+		case "device":
+			again = "/devices/" + esc(rt.deviceID)
+		case "modules":
+			again = "/devices/" + esc(rt.deviceID) + "/modules"
+		case "module":
+			again = "/devices/" + esc(rt.deviceID) + "/modules/" + esc(rt.moduleID)
+		case "c2d":
+			again = "/devices/" + esc(rt.deviceID) + "/messages/devicebound"
+		case "twin":
+			again = "/twins/" + esc(rt.deviceID)
+			if rt.moduleID != "" {
+				again += "/modules/" + esc(rt.moduleID)
+			}
+		case "methods":
+			again = "/twins/" + esc(rt.deviceID)
+			if rt.moduleID != "" {
+				again += "/modules/" + esc(rt.moduleID)
+			}
+			again += "/methods"
+		default:
+			t.Fatalf("%q: unknown route kind %q", path, rt.kind)
+		}
+		if back, err := parseRoute(again); err != nil || back != rt {
+			t.Fatalf("%q → %+v → %q → %+v %v", path, rt, again, back, err)
+		}
+	})
 }
