@@ -132,12 +132,16 @@ func (p *Producer) RequestAsync(ctx context.Context, m *Message, timeout time.Du
 	}
 	p.prepareReplies(ctx, req.Topic)
 	w := &replyWaiter{done: cb}
+	// Registered and timed under the lock: the timer cannot fire before
+	// the waiter is there, and whoever takes it sees its timer.
+	p.rmu.Lock()
+	p.waiters[corr] = w
 	w.timer = time.AfterFunc(timeout, func() {
 		if p.takeWaiter(corr) != nil {
 			cb(nil, fmt.Errorf("%w: no reply to request %s (topic %s) within %v", ErrTimeout, corr, req.Topic, timeout))
 		}
 	})
-	p.addWaiter(corr, w)
+	p.rmu.Unlock()
 	err = p.SendAsync(ctx, req, func(_ *SendResult, err error) {
 		if err != nil && p.takeWaiter(corr) != nil {
 			w.timer.Stop()
