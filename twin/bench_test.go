@@ -96,7 +96,11 @@ func cpuTime(b *testing.B) time.Duration {
 //   - count-tag-and: COUNT() of an indexed tag AND a range, evaluated on
 //     the tag's 100 twins;
 //   - groupby-tag: GROUP BY an indexed tag, from the postings' sizes;
-//   - groupby-scan: GROUP BY an unindexed property (every twin).
+//   - groupby-scan: GROUP BY an unindexed property (every twin);
+//   - page-range: the first page of SELECT * on an order comparison of an
+//     indexed tag that 200 twins match (b0 to b1...: n/100 values to
+//     compare, then the 200 keys sorted);
+//   - count-range: COUNT() of the same, from the postings' sizes.
 //
 // vs-scan is the query's CPU time over the scan's at the same size.
 func BenchmarkTwinQuery(b *testing.B) {
@@ -109,6 +113,8 @@ func BenchmarkTwinQuery(b *testing.B) {
 		{"count-tag-and", "SELECT COUNT() AS n FROM devices WHERE tags.building = 'b7' AND properties.reported.battery >= 50"},
 		{"groupby-tag", "SELECT tags.region, COUNT() AS n FROM devices GROUP BY tags.region"},
 		{"groupby-scan", "SELECT properties.reported.battery, COUNT() AS n FROM devices GROUP BY properties.reported.battery"},
+		{"page-range", "SELECT * FROM devices WHERE tags.building < 'b10'"},
+		{"count-range", "SELECT COUNT() AS n FROM devices WHERE tags.building < 'b10'"},
 	}
 	for _, n := range benchSizes {
 		if testing.Short() && n > 10_000 {

@@ -56,6 +56,11 @@ func TestTwinCountFromIndexMatchesScan(t *testing.T) {
 		"SELECT COUNT() FROM devices WHERE properties.reported.fw = '1.1'",
 		"SELECT COUNT() FROM devices.modules WHERE properties.reported.fw = '0.9'",
 		"SELECT COUNT() FROM devices WHERE connectionState = 'Connected'",
+		"SELECT COUNT() FROM devices WHERE tags.floor > 1",
+		"SELECT COUNT() FROM devices WHERE tags.region <= 'eu'",
+		"SELECT COUNT() FROM devices WHERE tags.region < 1",
+		"SELECT COUNT() FROM devices WHERE properties.reported.fw >= '1.1'",
+		"SELECT COUNT() FROM devices WHERE tags.site < 5",
 		"SELECT tags.region, COUNT() FROM devices GROUP BY tags.region",
 		"SELECT tags.floor, COUNT() FROM devices GROUP BY tags.floor",
 		"SELECT tags.site.b, COUNT() FROM devices GROUP BY tags.site.b",
@@ -70,7 +75,7 @@ func TestTwinCountFromIndexMatchesScan(t *testing.T) {
 		"SELECT properties.desired.mode, COUNT() FROM devices GROUP BY properties.desired.mode", // an object on one twin
 		"SELECT properties.reported.b, COUNT() FROM devices GROUP BY properties.reported.b",     // not indexed
 		"SELECT COUNT() FROM devices WHERE tags.region = 'us' AND tags.floor = 1",               // two terms
-		"SELECT COUNT() FROM devices WHERE tags.floor > 1",                                      // a range
+		"SELECT COUNT() FROM devices WHERE tags.floor > 1 AND tags.region = 'us'",               // a range and a term
 		"SELECT tags.floor, COUNT() FROM devices WHERE tags.region = 'eu' GROUP BY tags.floor",  // WHERE and GROUP BY
 		"SELECT COUNT() FROM devices WHERE properties.reported.b = 3",                           // not indexed
 	}

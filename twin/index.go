@@ -205,11 +205,11 @@ func splitPostingKey(pk string) (path, val string) {
 	return pk[:i], pk[i+1:]
 }
 
-// values calls fn with each value key of (collection, path) and the size
-// of its posting (nonScalar included), in no order.
-func (x *index) values(coll byte, path string, fn func(val string, n int)) {
+// values calls fn with each value key of (collection, path) and its
+// posting (nonScalar included), in no order.
+func (x *index) values(coll byte, path string, fn func(val string, ks *keyset)) {
 	for v, ks := range x.byPath[string(coll)+path] {
-		fn(v, ks.len())
+		fn(v, ks)
 	}
 }
 

@@ -286,7 +286,13 @@ func (s *source) ascend(after string, fn func(k string) bool) {
 // planLocked picks the candidates of a query: the smallest index posting,
 // key list or key range a top-level AND term allows, else the whole
 // collection.
-func (e *Engine) planLocked(q *Query) source {
+//
+// An order comparison (<, >, <=, >=) on an indexed field gathers the
+// postings of the values that satisfy it into a sorted key list, worth
+// it only when few twins match: a listing stops once its page is full,
+// so a scan looks at about limit·n/m twins for m matches spread over n
+// (the list costs about m); a count (limit 0) looks at all n.
+func (e *Engine) planLocked(q *Query, limit int) source {
 	coll, all := byte('d'), &e.devs
 	if q.Modules {
 		coll, all = 'm', &e.mods
@@ -314,6 +320,20 @@ func (e *Engine) planLocked(q *Query) source {
 	for _, t := range terms {
 		switch t := t.(type) {
 		case *CmpExpr:
+			if rangeOp(t.Op) && e.idx.indexed(t.Path) {
+				lists, m := e.rangePostings(coll, t.Path, t.Op, &t.Lit.v)
+				n := all.len()
+				if m >= bestCost || (limit == 0 && m > n/2) || (limit > 0 && m*m > limit*n) {
+					continue
+				}
+				keys := make([]string, 0, m)
+				for _, ks := range lists {
+					ks.ascend("", func(k string) bool { keys = append(keys, k); return true })
+				}
+				sort.Strings(keys) // the postings of distinct values are disjoint
+				consider(source{keys: keys}, m)
+				continue
+			}
 			if t.Op != "=" {
 				continue
 			}
@@ -347,6 +367,25 @@ func (e *Engine) planLocked(q *Query) source {
 		}
 	}
 	return best
+}
+
+func rangeOp(op string) bool { return op == "<" || op == ">" || op == "<=" || op == ">=" }
+
+// rangePostings returns the postings of (coll, path) whose value
+// satisfies op lit, and how many twins they hold. Objects and arrays
+// never compare.
+func (e *Engine) rangePostings(coll byte, path []string, op string, lit *node) (lists []*keyset, m int) {
+	e.idx.values(coll, strings.Join(path, "."), func(val string, ks *keyset) {
+		if val == nonScalar {
+			return
+		}
+		v := scalarValue(val)
+		if compare(&v, op, lit) == triTrue {
+			lists = append(lists, ks)
+			m += ks.len()
+		}
+	})
+	return lists, m
 }
 
 // keySource turns deviceId (and, for modules, moduleId-free) equality
@@ -414,7 +453,11 @@ func (e *Engine) query(req *Request) Reply {
 	for {
 		e.mu.RLock()
 		if !planned {
-			src, planned = e.planLocked(q), true
+			lim := limit
+			if agg {
+				lim = 0
+			}
+			src, planned = e.planLocked(q, lim), true
 		}
 		seen, done := 0, true
 		src.ascend(after, func(k string) bool {
@@ -471,8 +514,8 @@ func (e *Engine) query(req *Request) Reply {
 
 // countLocked answers a count from the index's posting sizes, without
 // looking at a twin, when the query is COUNT() with
-//   - no WHERE, or a WHERE of one = or IN term on an indexed path, and no
-//     GROUP BY; or
+//   - no WHERE, or a WHERE of one =, IN, <, >, <= or >= term on an indexed
+//     path, and no GROUP BY; or
 //   - no WHERE and GROUP BY an indexed path that holds a scalar on every
 //     twin that has it.
 //
@@ -503,6 +546,11 @@ func (e *Engine) countLocked(q *Query) (groups map[string]*int64, ok bool) {
 			add("", int64(all.len()))
 			return groups, true
 		case *CmpExpr:
+			if rangeOp(w.Op) && e.idx.indexed(w.Path) {
+				_, m := e.rangePostings(coll, w.Path, w.Op, &w.Lit.v)
+				add("", int64(m))
+				return groups, true
+			}
 			if w.Op != "=" {
 				return nil, false
 			}
@@ -539,15 +587,15 @@ func (e *Engine) countLocked(q *Query) (groups map[string]*int64, ok bool) {
 	var total int64
 	scalar := true
 	var buf []byte
-	e.idx.values(coll, strings.Join(q.GroupBy, "."), func(val string, n int) {
+	e.idx.values(coll, strings.Join(q.GroupBy, "."), func(val string, ks *keyset) {
 		if val == nonScalar {
 			scalar = false
 			return
 		}
 		v := scalarValue(val)
 		buf = appendValue(buf[:0], &v)
-		add(string(buf), int64(n))
-		total += int64(n)
+		add(string(buf), int64(ks.len()))
+		total += int64(ks.len())
 	})
 	if !scalar {
 		return nil, false
