@@ -1,6 +1,6 @@
 // Package azurenode drives SmartGo's IoT Hub surface with the unmodified
 // Azure IoT SDKs for Node from npm: azure-iot-device 1.18.4 with
-// azure-iot-device-mqtt 1.16.4 (device.js) and azure-iothub 1.16.6
+// azure-iot-device-mqtt 1.16.4 (device.js, module.js) and azure-iothub 1.16.6
 // (service.js), against a `smartgo standalone` process with [iothub]
 // enabled.
 //
@@ -281,8 +281,14 @@ type device struct {
 
 func (h *hub) startDevice(t *testing.T, connectionString string, extra ...string) *device {
 	t.Helper()
-	cmd := exec.Command("node", "device.js")
-	cmd.Env = h.nodeEnv(append([]string{"DEVICE_CONNECTION_STRING=" + connectionString}, extra...)...)
+	return h.startScript(t, "device.js", append([]string{"DEVICE_CONNECTION_STRING=" + connectionString}, extra...)...)
+}
+
+// startScript runs a device-side script (device.js, module.js) with env.
+func (h *hub) startScript(t *testing.T, script string, env ...string) *device {
+	t.Helper()
+	cmd := exec.Command("node", script)
+	cmd.Env = h.nodeEnv(env...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	var stderr strings.Builder
@@ -370,8 +376,8 @@ func event(name string) func(map[string]any) bool {
 // TestAzureNodeSDKs is the end-to-end run: identities and twins from the
 // service SDK, a device SDK device with twin, reported properties, desired
 // changes (also after its connection was taken away and restored), a
-// direct method, cloud-to-device messages and telemetry, and an X.509
-// device.
+// direct method, cloud-to-device messages and telemetry, an X.509 device,
+// and a module (ModuleClient) with its own twin.
 func TestAzureNodeSDKs(t *testing.T) {
 	nodeReady(t)
 	h := startHub(t, hubAddress(t))
@@ -475,6 +481,29 @@ func TestAzureNodeSDKs(t *testing.T) {
 	mustOK(t, h.service(t, "create-x509", "sdk-x509", thumb), "create x509")
 	x := h.startDevice(t, "HostName="+hubHost+";DeviceId=sdk-x509;x509=true", "DEVICE_CERT="+certFile, "DEVICE_KEY="+keyFile)
 	x.await(t, "the X.509 device ready", event("ready"))
+
+	// A module of sdk-dev-1 (ModuleClient): its own twin, reported and
+	// desired, beside the device's.
+	mod := mustOK(t, h.service(t, "create-module", "sdk-dev-1", "sensor"), "create module")["module"].(map[string]any)
+	mkey := mod["authentication"].(map[string]any)["symmetricKey"].(map[string]any)["primaryKey"].(string)
+	m := h.startScript(t, "module.js", "MODULE_CONNECTION_STRING=HostName="+hubHost+";DeviceId=sdk-dev-1;ModuleId=sensor;SharedAccessKey="+mkey)
+	if mt := m.await(t, "the module twin", event("twin")); mt["desired"].(map[string]any)["$version"] != float64(1) {
+		t.Fatalf("module twin %v", mt)
+	}
+	m.await(t, "the module ready", event("ready"))
+	mtw := mustOK(t, h.service(t, "get-module-twin", "sdk-dev-1", "sensor"), "get module twin")["twin"].(map[string]any)
+	if mtw["moduleId"] != "sensor" || mtw["properties"].(map[string]any)["reported"].(map[string]any)["role"] != "sensor" {
+		t.Fatalf("module twin after its report: %v", mtw)
+	}
+	mustOK(t, h.service(t, "module-update-desired", "sdk-dev-1", "sensor", `{"interval":60}`), "module desired")
+	m.await(t, "the module's desired interval 60", func(ev map[string]any) bool {
+		delta, _ := ev["delta"].(map[string]any)
+		return ev["event"] == "desired" && delta["interval"] == float64(60)
+	})
+	devTwin := mustOK(t, h.service(t, "get-twin", "sdk-dev-1"), "get twin")["twin"].(map[string]any)
+	if devTwin["properties"].(map[string]any)["reported"].(map[string]any)["role"] != nil {
+		t.Fatalf("the module's report reached the device twin: %v", devTwin["properties"])
+	}
 }
 
 // sendC2D posts a cloud-to-device message to SmartGo's HTTPS API.

@@ -25,6 +25,23 @@ const commands = {
       authentication: { x509Thumbprint: { primaryThumbprint: thumb } } });
     return { device: responseBody };
   },
+  // create-module <deviceId> <moduleId>: a SAS module with generated keys.
+  async 'create-module'(id, mid) {
+    const { responseBody } = await Registry.fromConnectionString(cs).addModule({ deviceId: id, moduleId: mid });
+    return { module: responseBody };
+  },
+  // module-update-desired <deviceId> <moduleId> <patch JSON>: with the module twin's etag.
+  async 'module-update-desired'(id, mid, patch) {
+    const registry = Registry.fromConnectionString(cs);
+    const { responseBody: twin } = await registry.getModuleTwin(id, mid);
+    const { responseBody: updated } = await registry.updateModuleTwin(id, mid, { properties: { desired: JSON.parse(patch) } }, twin.etag);
+    return { twin: updated };
+  },
+  // get-module-twin <deviceId> <moduleId>
+  async 'get-module-twin'(id, mid) {
+    const { responseBody } = await Registry.fromConnectionString(cs).getModuleTwin(id, mid);
+    return { twin: responseBody };
+  },
   // get-twin <deviceId>
   async 'get-twin'(id) {
     const { responseBody } = await Registry.fromConnectionString(cs).getTwin(id);
