@@ -42,22 +42,41 @@ func (s *Store) dispatchLoop() {
 }
 
 // dispatchAvailable dispatches everything committed and tells arrival
-// listeners which queues grew.
+// listeners which queues grew, after releasing dispMu (a listener never
+// holds up DeleteTopic or the next round). arriveMu, taken before dispMu
+// is released, keeps the notifications of concurrent callers in dispatch
+// order.
 func (s *Store) dispatchAvailable() {
 	s.dispMu.Lock()
-	defer s.dispMu.Unlock()
 	from := s.disp.pos
 	s.dispatchRangeLocked(min(s.cl.committed.Load(), s.dispatchLimit.Load()))
-	if fn := s.arrival.Load(); fn != nil {
+	s.arriveMu.Lock()
+	fn := s.arrival.Load()
+	if fn != nil {
 		for _, cq := range s.disp.touched {
-			(*fn)(cq.topic, cq.queueID, cq.maxOff.Load())
+			s.arrived = append(s.arrived, arrivedQueue{cq.topic, cq.queueID, cq.maxOff.Load()})
 		}
 	}
 	s.disp.touched = s.disp.touched[:0]
+	moved := s.disp.pos != from
+	s.dispMu.Unlock()
+	for i, a := range s.arrived {
+		(*fn)(a.topic, a.queueID, a.maxOffset)
+		s.arrived[i] = arrivedQueue{}
+	}
+	s.arrived = s.arrived[:0]
+	s.arriveMu.Unlock()
 	// Consumers first: the indexer is woken after the waiting pulls.
-	if s.disp.pos != from {
+	if moved {
 		s.wakeIndexer()
 	}
+}
+
+// arrivedQueue is a queue a dispatch round grew, for the arrival listener.
+type arrivedQueue struct {
+	topic     string
+	queueID   int32
+	maxOffset int64
 }
 
 // SetDispatchLimit makes the dispatcher stop at limit: records at or past

@@ -8,14 +8,25 @@ import (
 	"time"
 )
 
-// groupCommit lets many sync-flush putters share one fdatasync: each waiter
-// asks the flusher for a sync and waits on the current generation channel;
-// the flusher syncs everything written so far, publishes the flushed offset
-// and closes the channel, waking every waiter it covered at once.
+// groupCommit lets many sync-flush putters share one fdatasync. A putter
+// asks the flusher for a sync and then either waits on the current
+// generation channel (PutWait: the flusher closes it after the sync,
+// waking every waiter it covered at once) or leaves a callback in waiters
+// (PutAsync: no goroutine waits; the flusher calls back every put its sync
+// covered, and those whose SyncFlushTimeout passed).
 type groupCommit struct {
-	mu  sync.Mutex
-	gen chan struct{} // closed after the next sync; protected by mu
-	req chan struct{} // wakes the flusher (capacity 1)
+	mu      sync.Mutex
+	gen     chan struct{} // closed after the next sync; protected by mu
+	waiters []flushWaiter // puts to call back, in append order; protected by mu
+	closed  bool          // the store's last sync is done; protected by mu
+	req     chan struct{} // wakes the flusher (capacity 1)
+}
+
+// flushWaiter is a put whose result waits for the group commit.
+type flushWaiter struct {
+	ap       appended  // durable once the flushed offset reaches ap.end
+	deadline time.Time // SyncFlushTimeout after the put
+	done     func(PutStatus)
 }
 
 func (g *groupCommit) init() {
@@ -44,6 +55,71 @@ var timerPool = sync.Pool{New: func() any {
 	t.Stop()
 	return t
 }}
+
+// whenDurable arranges for done to be called once the commitlog is
+// durable up to ap.end (PutOK), or the records were taken back (the disk
+// filled: PutServiceNotAvailable), or the sync timeout passed, or the
+// store failed or closed (the status of failedWait). It reports false, without
+// calling done, when the answer is known now; st is that answer.
+func (s *Store) whenDurable(ap appended, done func(PutStatus)) (st PutStatus, pending bool) {
+	if s.cl.flushed.Load() >= ap.end {
+		if s.cl.discards.discarded(ap.gen, ap.start) {
+			return PutServiceNotAvailable, false
+		}
+		return PutOK, false
+	}
+	s.gc.mu.Lock()
+	if s.gc.closed || s.werr.Load() != nil {
+		s.gc.mu.Unlock()
+		return s.failedWait(ap), false
+	}
+	s.gc.waiters = append(s.gc.waiters, flushWaiter{ap: ap, deadline: time.Now().Add(s.opts.SyncFlushTimeout), done: done})
+	s.gc.mu.Unlock()
+	select {
+	case s.gc.req <- struct{}{}:
+	default:
+	}
+	return 0, true
+}
+
+// settle calls back the waiting puts that the flushed offset covers, and
+// those whose deadline passed (all of them when final: the store is
+// closing and nothing will be synced again). It returns the earliest
+// deadline left (zero if none). Only the flusher, and shutdown after it
+// stopped, call it.
+func (s *Store) settle(now time.Time, final bool) time.Time {
+	s.gc.mu.Lock()
+	flushed := s.cl.flushed.Load()
+	failed := s.werr.Load() != nil
+	var due []flushWaiter
+	keep := s.gc.waiters[:0]
+	for _, w := range s.gc.waiters {
+		if w.ap.end <= flushed || final || failed || !now.Before(w.deadline) || s.cl.discards.discarded(w.ap.gen, w.ap.start) {
+			due = append(due, w)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(s.gc.waiters[len(keep):])
+	s.gc.waiters = keep
+	s.gc.closed = s.gc.closed || final
+	var next time.Time
+	if len(keep) > 0 {
+		next = keep[0].deadline // deadlines grow with the append order
+	}
+	s.gc.mu.Unlock()
+	for _, w := range due {
+		switch {
+		case s.cl.discards.discarded(w.ap.gen, w.ap.start):
+			w.done(PutServiceNotAvailable)
+		case w.ap.end <= flushed:
+			w.done(PutOK)
+		default:
+			w.done(s.failedWait(w.ap))
+		}
+	}
+	return next
+}
 
 // waitFlushed waits until the commitlog is durable up to end, the sync
 // timeout passes, ctx ends, the store closes or fails, or the records in
@@ -98,9 +174,12 @@ func (s *Store) waitFlushed(ctx context.Context, start, end, gen int64) bool {
 func (s *Store) flushLoop() {
 	tick := time.NewTicker(s.opts.FlushInterval)
 	defer tick.Stop()
+	expire := time.NewTimer(time.Hour) // the earliest waiting put's deadline
+	expire.Stop()
 	for {
 		select {
 		case <-s.done:
+			expire.Stop()
 			return
 		case <-s.gc.req:
 			// Let putters that were just woken (and are runnable) append
@@ -108,9 +187,16 @@ func (s *Store) flushLoop() {
 			for range 3 {
 				runtime.Gosched()
 			}
+			s.flushCommitLog()
 		case <-tick.C:
+			s.flushCommitLog()
+		case <-expire.C:
 		}
-		s.flushCommitLog()
+		if next := s.settle(time.Now(), false); !next.IsZero() {
+			expire.Reset(time.Until(next))
+		} else {
+			expire.Stop()
+		}
 	}
 }
 

@@ -69,6 +69,7 @@ func (r PutResult) MsgID() string { return record.OffsetMessageID(r.StoreHost, r
 type BatchResult struct {
 	PutResult
 	PhysicalOffsets []int64
+	End             int64 // commitlog offset just past the last record
 }
 
 // cqKey identifies a logical queue in the writer's offset table.
@@ -116,6 +117,8 @@ type Store struct {
 	indexed      atomic.Int64 // commitlog offset the indexer has walked up to
 	indexTs      atomic.Int64 // store timestamp of the last indexed record
 	arrival      atomic.Pointer[func(topic string, queueID int32, maxOffset int64)]
+	arriveMu     sync.Mutex     // held while the arrival listener is called
+	arrived      []arrivedQueue // a round's grown queues; protected by arriveMu
 
 	// dispatchLimit caps what the dispatcher makes visible to consumers
 	// (SetDispatchLimit; math.MaxInt64 when unlimited).
@@ -252,6 +255,7 @@ func (s *Store) shutdown(clean bool) error {
 		}
 	}
 	s.gc.wakeAll()
+	s.settle(time.Now(), true)
 	s.releaseFiles()
 	if clean && len(errs) == 0 && s.werr.Load() == nil {
 		if err := removeAbort(s.opts.Root); err != nil {
@@ -315,7 +319,8 @@ func (s *Store) emit(ev Event) {
 }
 
 // OnArrival registers fn to be called by the dispatcher after it appended
-// entries to a queue (for long polling). fn must not block. A later call
+// entries to a queue (for long polling), with no store lock held. fn must
+// not block: the dispatcher waits for it before its next round. A later call
 // replaces the previous function; nil unregisters.
 func (s *Store) OnArrival(fn func(topic string, queueID int32, maxOffset int64)) {
 	if fn == nil {
@@ -369,9 +374,69 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 // strips WAIT before storing, as RocketMQ does, and passes its value here.
 func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutResult, error) {
 	start := time.Now()
+	res, ap, err := s.put(m, wait)
+	if err != nil {
+		return res, err
+	}
+	if ap.wait {
+		if res.Status = s.waitDurable(ctx, ap); res.Status != PutOK && res.Status != PutFlushDiskTimeout {
+			s.stats.putErrors.Add(1)
+			return PutResult{Status: res.Status}, s.notStored()
+		}
+	}
+	s.stats.recordPut(1, res.WroteBytes, time.Since(start))
+	return res, nil
+}
+
+// PutAsync is PutWait without a waiting goroutine. When the put needs no
+// wait (FlushAsync, or wait false) it returns the final result, pending
+// false, and never calls done. Otherwise it returns at once with pending
+// true, and done is called once, later, from the store's flusher, with
+// what PutWait would have returned: when the group commit covers the
+// record, or after SyncFlushTimeout (PutFlushDiskTimeout, the record
+// stored), or when the store failed, closed or took the record back.
+// done must not block: the flusher runs the callbacks of every put a
+// sync covered.
+func (s *Store) PutAsync(m *record.Message, wait bool, done func(PutResult, error)) (res PutResult, pending bool, err error) {
+	start := time.Now()
+	res, ap, err := s.put(m, wait)
+	if err != nil || !ap.wait {
+		if err == nil {
+			s.stats.recordPut(1, res.WroteBytes, time.Since(start))
+		}
+		return res, false, err
+	}
+	finish := func(st PutStatus) (PutResult, error) {
+		if st != PutOK && st != PutFlushDiskTimeout {
+			s.stats.putErrors.Add(1)
+			return PutResult{Status: st}, s.notStored()
+		}
+		r := res
+		r.Status = st
+		s.stats.recordPut(1, r.WroteBytes, time.Since(start))
+		return r, nil
+	}
+	st, pending := s.whenDurable(ap, func(st PutStatus) { done(finish(st)) })
+	if pending {
+		return res, true, nil
+	}
+	res, err = finish(st)
+	return res, false, err
+}
+
+// appended is where the records of a put went, for its wait: the bytes
+// [start, end), appended after gen pend discards (see discardLog), and
+// whether the putter is to wait for the group commit.
+type appended struct {
+	start, end, gen int64
+	wait            bool
+}
+
+// put appends m (the part of PutWait under the writer lock).
+func (s *Store) put(m *record.Message, wait bool) (PutResult, appended, error) {
 	if st, err := s.checkWritable(); err != nil {
 		s.stats.putErrors.Add(1)
-		return PutResult{Status: st}, err
+		return PutResult{Status: st}, appended{}, err
 	}
 	m.StoreHost = s.opts.StoreHost // before sizing: an IPv6 host is wider
 	// A message read back from a sealed record (a retry, a delayed
@@ -380,14 +445,14 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 	size := record.SealedSize(m)
 	if size > s.opts.MaxMessageSize {
 		s.stats.putErrors.Add(1)
-		return PutResult{Status: PutMessageIllegal}, fmt.Errorf("%w: %d bytes > %d", ErrMessageTooLarge, size, s.opts.MaxMessageSize)
+		return PutResult{Status: PutMessageIllegal}, appended{}, fmt.Errorf("%w: %d bytes > %d", ErrMessageTooLarge, size, s.opts.MaxMessageSize)
 	}
 	excluded := isTxExcluded(m.SysFlag)
 	s.putMu.Lock()
 	if st, err := s.checkWritable(); err != nil {
 		s.putMu.Unlock()
 		s.stats.putErrors.Add(1)
-		return PutResult{Status: st}, err
+		return PutResult{Status: st}, appended{}, err
 	}
 	key := cqKey{m.Topic, m.QueueID}
 	qoff := int64(0)
@@ -401,7 +466,8 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 	phy, err := s.cl.appendLocked(m, size, viaPend)
 	if err != nil {
 		s.unlockPut()
-		return s.putFailed(err)
+		res, err := s.putFailed(err)
+		return res, appended{}, err
 	}
 	gen := s.cl.discards.gen.Load()
 	if !excluded {
@@ -410,20 +476,13 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 	wait = wait && s.opts.FlushMode == FlushSync
 	if err := s.afterAppendLocked(wait, viaPend); err != nil {
 		s.unlockPut()
-		return s.putFailed(err)
+		res, err := s.putFailed(err)
+		return res, appended{}, err
 	}
 	s.unlockPut()
-
-	res := PutResult{Status: PutOK, PhysicalOffset: phy, QueueOffset: qoff, WroteBytes: size,
-		StoreTimestamp: m.StoreTimestamp, MsgCount: 1, StoreHost: s.opts.StoreHost}
-	if wait {
-		if res.Status = s.waitDurable(ctx, phy, phy+int64(size), gen); res.Status != PutOK && res.Status != PutFlushDiskTimeout {
-			s.stats.putErrors.Add(1)
-			return PutResult{Status: res.Status}, s.notStored()
-		}
-	}
-	s.stats.recordPut(1, size, time.Since(start))
-	return res, nil
+	return PutResult{Status: PutOK, PhysicalOffset: phy, QueueOffset: qoff, WroteBytes: size,
+			StoreTimestamp: m.StoreTimestamp, MsgCount: 1, StoreHost: s.opts.StoreHost},
+		appended{start: phy, end: phy + int64(size), gen: gen, wait: wait}, nil
 }
 
 // unlockPut releases putMu taken by Put or PutBatch.
@@ -459,22 +518,27 @@ func (s *Store) afterAppendLocked(wait, viaPend bool) error {
 	return nil
 }
 
-// waitDurable waits for the group commit covering the records in [start,
-// end), appended after gen discards. When the wait ends without it
-// (timeout, ctx, close, failure) the records are written out so that a
-// FLUSH_DISK_TIMEOUT put is still stored and readable; if even that fails
-// (the store failed, or the disk was full and the records were taken back:
-// discardPendLocked), the put is reported as not stored.
-func (s *Store) waitDurable(ctx context.Context, start, end, gen int64) PutStatus {
-	ok := s.waitFlushed(ctx, start, end, gen)
-	if s.cl.discards.discarded(gen, start) {
+// waitDurable waits for the group commit covering the records of ap (see
+// failedWait for when it ends without it).
+func (s *Store) waitDurable(ctx context.Context, ap appended) PutStatus {
+	ok := s.waitFlushed(ctx, ap.start, ap.end, ap.gen)
+	if s.cl.discards.discarded(ap.gen, ap.start) {
 		return PutServiceNotAvailable
 	}
 	if ok {
 		return PutOK
 	}
+	return s.failedWait(ap)
+}
+
+// failedWait is the status of a put whose wait for the group commit ended
+// without it (timeout, ctx, close, failure): the records are written out
+// so that a FLUSH_DISK_TIMEOUT put is still stored and readable; if even
+// that fails (the store failed, or the disk was full and the records were
+// taken back: discardPendLocked), the put is reported as not stored.
+func (s *Store) failedWait(ap appended) PutStatus {
 	s.cl.drain()
-	if s.cl.committed.Load() < end || s.cl.discards.discarded(gen, start) {
+	if s.cl.committed.Load() < ap.end || s.cl.discards.discarded(ap.gen, ap.start) {
 		return PutServiceNotAvailable
 	}
 	return PutFlushDiskTimeout
@@ -548,11 +612,56 @@ func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []reco
 // caller (see PutWait).
 func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []record.BatchItem, wait bool) (BatchResult, error) {
 	start := time.Now()
+	res, ap, err := s.putBatch(tmpl, items, wait)
+	if err != nil {
+		return res, err
+	}
+	if ap.wait {
+		if res.Status = s.waitDurable(ctx, ap); res.Status != PutOK && res.Status != PutFlushDiskTimeout {
+			return BatchResult{PutResult: PutResult{Status: res.Status}}, s.notStored()
+		}
+	}
+	s.stats.recordPut(len(items), res.WroteBytes, time.Since(start))
+	return res, nil
+}
+
+// PutBatchAsync is PutBatchWait without a waiting goroutine, as PutAsync
+// is PutWait.
+func (s *Store) PutBatchAsync(tmpl *record.Message, items []record.BatchItem, wait bool, done func(BatchResult, error)) (res BatchResult, pending bool, err error) {
+	start := time.Now()
+	res, ap, err := s.putBatch(tmpl, items, wait)
+	if err != nil || !ap.wait {
+		if err == nil {
+			s.stats.recordPut(len(items), res.WroteBytes, time.Since(start))
+		}
+		return res, false, err
+	}
+	n := len(items)
+	finish := func(st PutStatus) (BatchResult, error) {
+		if st != PutOK && st != PutFlushDiskTimeout {
+			return BatchResult{PutResult: PutResult{Status: st}}, s.notStored()
+		}
+		r := res
+		r.Status = st
+		s.stats.recordPut(n, r.WroteBytes, time.Since(start))
+		return r, nil
+	}
+	st, pending := s.whenDurable(ap, func(st PutStatus) { done(finish(st)) })
+	if pending {
+		return res, true, nil
+	}
+	res, err = finish(st)
+	return res, false, err
+}
+
+// putBatch appends the records of a batch (the part of PutBatchWait under
+// the writer lock).
+func (s *Store) putBatch(tmpl *record.Message, items []record.BatchItem, wait bool) (BatchResult, appended, error) {
 	if st, err := s.checkWritable(); err != nil {
-		return BatchResult{PutResult: PutResult{Status: st}}, err
+		return BatchResult{PutResult: PutResult{Status: st}}, appended{}, err
 	}
 	if len(items) == 0 {
-		return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}}, fmt.Errorf("%w: empty batch", ErrIllegalMessage)
+		return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}}, appended{}, fmt.Errorf("%w: empty batch", ErrIllegalMessage)
 	}
 	// Records differ only in flag, body and properties: their sizes follow
 	// from the lengths, and one Message is reused for all of them.
@@ -563,11 +672,11 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 		np := batchPropsLen(it.Properties, tmplProps)
 		size := base + len(it.Body) + np
 		if size > s.opts.MaxMessageSize {
-			return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}},
+			return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}}, appended{},
 				fmt.Errorf("%w: batch item %d is %d bytes > %d", ErrMessageTooLarge, i, size, s.opts.MaxMessageSize)
 		}
 		if len(tmpl.Topic) > record.MaxTopicLen || np > record.MaxPropertiesLen {
-			return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}},
+			return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}}, appended{},
 				fmt.Errorf("%w: batch item %d: topic or properties too long", ErrIllegalMessage, i)
 		}
 		total += size
@@ -577,7 +686,7 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 	s.putMu.Lock()
 	if st, err := s.checkWritable(); err != nil {
 		s.putMu.Unlock()
-		return BatchResult{PutResult: PutResult{Status: st}}, err
+		return BatchResult{PutResult: PutResult{Status: st}}, appended{}, err
 	}
 	key := cqKey{tmpl.Topic, tmpl.QueueID}
 	qoff := int64(0)
@@ -615,13 +724,13 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 			if i > 0 && !isNoSpace(err) && !errors.Is(err, errNotWritten) {
 				// Part of the batch is in the log: that is a write failure.
 				s.setWriteErr(err)
-				return BatchResult{PutResult: PutResult{Status: PutServiceNotAvailable}}, s.Err()
+				return BatchResult{PutResult: PutResult{Status: PutServiceNotAvailable}}, appended{}, s.Err()
 			}
 			// Nothing more could be written (the disk filled between the
 			// check and this record): the batch is refused; its first i
 			// records stay stored, as a retry of it may store them again.
 			r, e := s.putFailed(err)
-			return BatchResult{PutResult: r}, e
+			return BatchResult{PutResult: r}, appended{}, e
 		}
 		res.PhysicalOffsets[i] = phy
 		end = phy + int64(size)
@@ -637,18 +746,13 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 	if err := s.afterAppendLocked(wait, viaPend); err != nil {
 		s.unlockPut()
 		r, e := s.putFailed(err)
-		return BatchResult{PutResult: r}, e
+		return BatchResult{PutResult: r}, appended{}, e
 	}
 	s.unlockPut()
 	res.PutResult = PutResult{Status: PutOK, PhysicalOffset: res.PhysicalOffsets[0], QueueOffset: qoff,
 		WroteBytes: total, StoreTimestamp: now, MsgCount: len(items), StoreHost: s.opts.StoreHost}
-	if wait {
-		if res.Status = s.waitDurable(ctx, res.PhysicalOffsets[0], end, gen); res.Status != PutOK && res.Status != PutFlushDiskTimeout {
-			return BatchResult{PutResult: PutResult{Status: res.Status}}, s.notStored()
-		}
-	}
-	s.stats.recordPut(len(items), total, time.Since(start))
-	return res, nil
+	res.End = end
+	return res, appended{start: res.PhysicalOffsets[0], end: end, gen: gen, wait: wait}, nil
 }
 
 // maxBatchPropsKeep bounds the properties scratch a store keeps between

@@ -1,0 +1,149 @@
+package store
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// TestStoreAsyncPutSync: in FlushSync mode PutAsync returns at once and
+// calls back once per put, only after the flushed offset covers it; many
+// puts share fdatasyncs, and no goroutine waits meanwhile.
+func TestStoreAsyncPutSync(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) { o.FlushMode = FlushSync })
+	const n = 400
+	var wg sync.WaitGroup
+	var calls, early atomic.Int64
+	var mu sync.Mutex
+	seen := map[int64]bool{}
+	wg.Add(n)
+	for i := range n {
+		m := newMsg(msgSpec{topic: "T", qid: int32(i % 4), body: fmt.Sprint("m", i)})
+		res, pending, err := s.PutAsync(m, true, func(r PutResult, err error) {
+			defer wg.Done()
+			calls.Add(1)
+			if err != nil || r.Status != PutOK {
+				t.Errorf("put: %v %v", r.Status, err)
+				return
+			}
+			if s.FlushedPhysicalOffset() < r.PhysicalOffset+int64(r.WroteBytes) {
+				early.Add(1)
+			}
+			mu.Lock()
+			dup := seen[r.PhysicalOffset]
+			seen[r.PhysicalOffset] = true
+			mu.Unlock()
+			if dup {
+				t.Errorf("put at %d called back twice", r.PhysicalOffset)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !pending { // already durable: the result is final, done is not called
+			if res.Status != PutOK {
+				t.Fatalf("put %d: %v", i, res.Status)
+			}
+			mu.Lock()
+			seen[res.PhysicalOffset] = true
+			mu.Unlock()
+			wg.Done()
+		}
+	}
+	wg.Wait()
+	if e := early.Load(); e > 0 {
+		t.Fatalf("%d puts called back before they were durable", e)
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct results for %d puts", len(seen), n)
+	}
+	st := s.Stats()
+	t.Logf("%d callbacks, %d fdatasyncs", calls.Load(), st.Flushes)
+	if st.Flushes >= n {
+		t.Fatalf("%d fdatasyncs for %d puts: no group commit", st.Flushes, n)
+	}
+	waitDispatched(t, s)
+	total := 0
+	for q := range int32(4) {
+		total += len(readAll(t, s, "T", q))
+	}
+	if total != n {
+		t.Fatalf("%d of %d messages readable", total, n)
+	}
+
+	// A batch waits the same way.
+	var bwg sync.WaitGroup
+	bwg.Add(1)
+	items := []record.BatchItem{{Body: []byte("b1")}, {Body: []byte("b2")}}
+	_, pending, err := s.PutBatchAsync(newMsg(msgSpec{topic: "B"}), items, true, func(r BatchResult, err error) {
+		defer bwg.Done()
+		if err != nil || r.Status != PutOK || len(r.PhysicalOffsets) != 2 {
+			t.Errorf("batch: %+v %v", r, err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pending {
+		bwg.Done()
+	}
+	bwg.Wait()
+}
+
+// TestStoreAsyncPutNoWait: without a wait (FlushAsync, or WAIT false) the
+// result is final at once and the callback never runs.
+func TestStoreAsyncPutNoWait(t *testing.T) {
+	never := func(PutResult, error) { t.Error("callback of a put that does not wait") }
+	async := openTest(t, t.TempDir(), nil)
+	if res, pending, err := async.PutAsync(newMsg(msgSpec{topic: "T", body: "a"}), true, never); err != nil || pending || res.Status != PutOK {
+		t.Fatal(res, pending, err)
+	}
+	sync := openTest(t, t.TempDir(), func(o *Options) { o.FlushMode = FlushSync })
+	if res, pending, err := sync.PutAsync(newMsg(msgSpec{topic: "T", body: "a"}), false, never); err != nil || pending || res.Status != PutOK {
+		t.Fatal(res, pending, err)
+	}
+	// Refused puts fail at once.
+	big := newMsg(msgSpec{topic: "T", body: string(make([]byte, 64<<10))})
+	if _, pending, err := sync.PutAsync(big, true, never); err == nil || pending {
+		t.Fatalf("oversized put: pending %v err %v", pending, err)
+	}
+}
+
+// TestStoreAsyncPutTimeout: a put whose group commit has not come by its
+// deadline is called back with PutFlushDiskTimeout, and stays stored; one
+// whose bytes never made it into the log, with PutServiceNotAvailable.
+func TestStoreAsyncPutTimeout(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.FlushMode = FlushSync
+		o.FlushInterval = time.Hour // only settle below completes the waiter
+	})
+	res, ap, err := s.put(newMsg(msgSpec{topic: "T", body: "late"}), true)
+	if err != nil || !ap.wait {
+		t.Fatal(res, ap, err)
+	}
+	beyond := ap
+	beyond.end += 1 << 20
+	got := make(chan PutStatus, 2)
+	s.gc.mu.Lock()
+	s.gc.waiters = append(s.gc.waiters,
+		flushWaiter{ap: ap, deadline: time.Now(), done: func(st PutStatus) { got <- st }},
+		flushWaiter{ap: beyond, deadline: time.Now(), done: func(st PutStatus) { got <- st }})
+	s.gc.mu.Unlock()
+	if next := s.settle(time.Now().Add(time.Second), false); !next.IsZero() {
+		t.Fatalf("waiters left after their deadline: next %v", next)
+	}
+	if st := <-got; st != PutFlushDiskTimeout {
+		t.Fatalf("timed-out put: %v", st)
+	}
+	if st := <-got; st != PutServiceNotAvailable {
+		t.Fatalf("put beyond the log: %v", st)
+	}
+	waitDispatched(t, s)
+	if got := readAll(t, s, "T", 0); len(got) != 1 || string(got[0].Body) != "late" {
+		t.Fatalf("the timed-out message must stay stored: %d", len(got))
+	}
+}
