@@ -177,6 +177,17 @@ func startSlaveHA(t *testing.T, s *store.Store, name, addr string) *Client {
 	return cli
 }
 
+// waitSlaveConnected waits until srv has a slave past the handshake.
+func waitSlaveConnected(t *testing.T, srv *Server) {
+	t.Helper()
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if _, ok := srv.AckOffset(); !ok {
+			return errors.New("no slave yet")
+		}
+		return nil
+	})
+}
+
 func waitCaughtUp(t *testing.T, master, slave *store.Store) {
 	t.Helper()
 	testutil.Eventually(t, 10*time.Second, func() error {
@@ -303,12 +314,7 @@ func TestStoreHAWaitAck(t *testing.T) {
 	}
 	s := openTest(t, filepath.Join(dir, "s"), nil)
 	cli := startSlaveHA(t, s, "g", srv.Addr().String())
-	testutil.Eventually(t, 5*time.Second, func() error {
-		if _, ok := srv.AckOffset(); !ok {
-			return errors.New("no slave yet")
-		}
-		return nil
-	})
+	waitSlaveConnected(t, srv)
 	for i := range 20 {
 		r := mustPut(t, m, msgSpec{topic: "T", body: fmt.Sprint("m", i)})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -462,4 +468,64 @@ func FuzzStoreHAHello(f *testing.F) {
 			t.Fatalf("no round trip: %x vs %x (%v)", again, b[:n], err)
 		}
 	})
+}
+
+// TestStoreHAWhenAcked: the callback form of WaitAck answers at once
+// without a slave, after the slave's report with one, on time when the
+// slave cannot reach the offset, and when the slave leaves.
+func TestStoreHAWhenAcked(t *testing.T) {
+	dir := t.TempDir()
+	m := openTest(t, filepath.Join(dir, "m"), nil)
+	srv := startMasterHA(t, m, "g")
+	r := mustPut(t, m, msgSpec{topic: "T", body: "one"})
+	got := make(chan error, 64)
+	cb := func(err error) { got <- err }
+	srv.WhenAcked(r.PhysicalOffset+int64(r.WroteBytes), time.Second, cb)
+	if err := <-got; !errors.Is(err, ErrSlaveNotAvailable) {
+		t.Fatalf("no slave: %v", err)
+	}
+	s := openTest(t, filepath.Join(dir, "s"), nil)
+	cli := startSlaveHA(t, s, "g", srv.Addr().String())
+	waitSlaveConnected(t, srv)
+	const n = 20
+	for i := range n {
+		r := mustPut(t, m, msgSpec{topic: "T", body: fmt.Sprint("m", i)})
+		end := r.PhysicalOffset + int64(r.WroteBytes)
+		srv.WhenAcked(end, 5*time.Second, func(err error) {
+			if err == nil && s.MaxPhysicalOffset() < end {
+				err = fmt.Errorf("acknowledged %d before the slave had it (%d)", end, s.MaxPhysicalOffset())
+			}
+			got <- err
+		})
+	}
+	for range n {
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An offset the slave cannot reach (nothing is written there) times out.
+	start := time.Now()
+	srv.WhenAcked(m.MaxPhysicalOffset()+1000, 100*time.Millisecond, cb)
+	if err := <-got; !errors.Is(err, ErrSlaveAckTimeout) || time.Since(start) > 5*time.Second {
+		t.Fatalf("unreachable offset: %v after %v", err, time.Since(start))
+	}
+	// A waiter left when the last slave goes is told at once.
+	srv.WhenAcked(m.MaxPhysicalOffset()+1000, time.Hour, cb)
+	_ = cli.Close()
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrSlaveNotAvailable) {
+			t.Fatalf("after the slave left: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not answered when the slave left")
+	}
+	// Close answers the waiters left.
+	startSlaveHA(t, s, "g", srv.Addr().String())
+	waitSlaveConnected(t, srv)
+	srv.WhenAcked(m.MaxPhysicalOffset()+1000, time.Hour, cb)
+	_ = srv.Close()
+	if err := <-got; !errors.Is(err, ErrClosed) {
+		t.Fatalf("at close: %v", err)
+	}
 }

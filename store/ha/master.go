@@ -1,7 +1,6 @@
 package ha
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/wake"
 	"github.com/smartgo/smartgo/store"
 )
 
@@ -104,36 +104,6 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// notifier wakes goroutines waiting for a change: wait returns a channel
-// that the next notify closes.
-type notifier struct {
-	mu      sync.Mutex
-	ch      chan struct{} // protected by mu
-	waiting atomic.Bool
-}
-
-func newNotifier() *notifier { return &notifier{ch: make(chan struct{})} }
-
-func (n *notifier) wait() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.waiting.Store(true)
-	return n.ch
-}
-
-func (n *notifier) notify() {
-	if !n.waiting.Load() {
-		return
-	}
-	n.mu.Lock()
-	if n.waiting.Load() {
-		close(n.ch)
-		n.ch = make(chan struct{})
-		n.waiting.Store(false)
-	}
-	n.mu.Unlock()
-}
-
 // Server is the master side of replication: it accepts slaves on a
 // listener and streams the commitlog to each from the offset it reports.
 type Server struct {
@@ -142,8 +112,8 @@ type Server struct {
 	log  *slog.Logger
 	ln   net.Listener
 
-	data *notifier // new commitlog bytes
-	acks *notifier // a slave's ack moved, or a slave came or went
+	data wake.Notifier // new commitlog bytes
+	acks wake.Notifier // a slave's ack moved, or a slave came or went
 
 	mu    sync.Mutex
 	conns map[*slaveConn]struct{} // protected by mu
@@ -154,6 +124,13 @@ type Server struct {
 	minInSync int             // fewest members (this broker included); protected by syncMu
 	acked     map[int64]int64 // highest end each broker id reported; protected by syncMu
 	limit     int64           // dispatch limit last set; protected by syncMu
+
+	// Writes waiting for acknowledgements (WhenAcked), answered by
+	// ackLoop; see acks.go. waitMu is taken before mu and syncMu, never
+	// after.
+	waitMu   sync.Mutex
+	waiters  []ackWaiter   // in registration order; protected by waitMu
+	waitKick chan struct{} // cap 1: a waiter was added to an empty list
 
 	done      chan struct{}
 	wg        sync.WaitGroup
@@ -247,12 +224,17 @@ func Serve(s *store.Store, ln net.Listener, opts Options) (*Server, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults(s)
-	h := &Server{s: s, opts: opts, log: opts.Logger, ln: ln, data: newNotifier(), acks: newNotifier(),
-		conns: make(map[*slaveConn]struct{}), done: make(chan struct{}), acked: map[int64]int64{}, limit: -1}
-	h.wg.Add(1)
+	h := &Server{s: s, opts: opts, log: opts.Logger, ln: ln,
+		conns: make(map[*slaveConn]struct{}), done: make(chan struct{}), acked: map[int64]int64{}, limit: -1,
+		waitKick: make(chan struct{}, 1)}
+	h.wg.Add(2)
 	go func() {
 		defer h.wg.Done()
 		h.acceptLoop()
+	}()
+	go func() {
+		defer h.wg.Done()
+		h.ackLoop()
 	}()
 	h.log.Info("ha: master listening", "addr", ln.Addr().String())
 	return h, nil
@@ -263,7 +245,7 @@ func (h *Server) Addr() net.Addr { return h.ln.Addr() }
 
 // Notify tells the senders that the commitlog grew. Cheap when nobody
 // waits; the broker calls it after puts.
-func (h *Server) Notify() { h.data.notify() }
+func (h *Server) Notify() { h.data.Notify() }
 
 // Close stops accepting, closes every slave connection and waits for the
 // server's goroutines. It is idempotent.
@@ -322,7 +304,7 @@ func (h *Server) acceptLoop() {
 			h.mu.Lock()
 			delete(h.conns, hc)
 			h.mu.Unlock()
-			h.acks.notify()
+			h.acks.Notify()
 			select {
 			case <-h.done:
 			default:
@@ -478,7 +460,7 @@ func (h *Server) noteAck(hc *slaveConn, off int64) {
 		h.updateLimitLocked()
 		h.syncMu.Unlock()
 	}
-	h.acks.notify()
+	h.acks.Notify()
 }
 
 // writeChunks streams the commitlog from pos until the connection ends.
@@ -488,7 +470,7 @@ func (h *Server) writeChunks(hc *slaveConn, pos int64) error {
 	timer := time.NewTimer(pollInterval)
 	defer timer.Stop()
 	for {
-		wake := h.data.wait()
+		wake := h.data.Wait()
 		hc.sample(h.s.MaxPhysicalOffset(), time.Now())
 		r, err := h.s.ReadRaw(pos, TransferBatch)
 		if err != nil {
@@ -560,38 +542,4 @@ func (h *Server) AckOffset() (int64, bool) {
 		}
 	}
 	return best, ok
-}
-
-// WaitAck waits until a slave reported an end >= end. It fails at once with
-// ErrSlaveNotAvailable when no slave is connected or the best one is more
-// than FallBehindMax behind end (and when the last slave goes while
-// waiting), and with ErrSlaveAckTimeout when ctx ends first. In
-// controlled mode it waits for every member of the sync state set instead
-// (see SetSyncStateSet).
-func (h *Server) WaitAck(ctx context.Context, end int64) error {
-	if h.opts.Controlled {
-		return h.waitSyncSet(ctx, end)
-	}
-	first := true
-	for {
-		wake := h.acks.wait()
-		ack, ok := h.AckOffset()
-		if ok && ack >= end {
-			return nil
-		}
-		if !ok || (first && end-ack > h.opts.FallBehindMax) {
-			return fmt.Errorf("%w: best slave at %d, need %d", ErrSlaveNotAvailable, ack, end)
-		}
-		if first {
-			h.data.notify()
-			first = false
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return fmt.Errorf("%w: slave at %d, need %d", ErrSlaveAckTimeout, ack, end)
-		case <-h.done:
-			return ErrClosed
-		}
-	}
 }

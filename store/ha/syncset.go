@@ -1,8 +1,6 @@
 package ha
 
 import (
-	"context"
-	"fmt"
 	"math"
 	"slices"
 )
@@ -27,7 +25,7 @@ func (h *Server) SetSyncStateSet(members []int64, minInSync int) {
 	h.syncSet, h.minInSync = others, minInSync
 	h.updateLimitLocked()
 	h.syncMu.Unlock()
-	h.acks.notify()
+	h.acks.Notify()
 }
 
 // SyncStateSet returns the members set by SetSyncStateSet other than this
@@ -74,37 +72,18 @@ func (h *Server) AckedBy(id int64) int64 {
 	return h.acked[id]
 }
 
-// waitSyncSet is WaitAck in controlled mode.
-func (h *Server) waitSyncSet(ctx context.Context, end int64) error {
-	first := true
-	for {
-		wake := h.acks.wait()
-		h.syncMu.Lock()
-		members, minIn := len(h.syncSet)+1, h.minInSync
-		missing := int64(-1)
-		for _, id := range h.syncSet {
-			if h.acked[id] < end {
-				missing = id
-				break
-			}
-		}
-		h.syncMu.Unlock()
-		if members < minIn {
-			return fmt.Errorf("%w: %d in-sync replicas, %d required", ErrSlaveNotAvailable, members, minIn)
-		}
-		if missing < 0 {
-			return nil
-		}
-		if first {
-			h.data.notify()
-			first = false
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return fmt.Errorf("%w: in-sync replica %d has not reached %d", ErrSlaveAckTimeout, missing, end)
-		case <-h.done:
-			return ErrClosed
+// syncSetSnap is ackSnap in controlled mode: the member of the sync
+// state set (other than this master) with the lowest reported end.
+func (h *Server) syncSetSnap() ackSnap {
+	h.syncMu.Lock()
+	defer h.syncMu.Unlock()
+	snap := ackSnap{controlled: true, ack: h.s.MaxPhysicalOffset(), lowest: -1,
+		members: len(h.syncSet) + 1, minInSync: h.minInSync}
+	snap.ok = snap.members >= snap.minInSync
+	for _, id := range h.syncSet {
+		if a := h.acked[id]; snap.lowest < 0 || a < snap.ack {
+			snap.ack, snap.lowest = a, id
 		}
 	}
+	return snap
 }
