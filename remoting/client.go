@@ -45,7 +45,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	log := peerLogger(opts.Logger)
 	c := &Client{opts: opts, log: log, conns: make(map[string]*Conn), dialing: make(map[string]*dialing)}
 	c.mux = newMux(log, func(Pool) PoolOptions { return opts.HandlerPool })
-	c.mux.start(false)
+	c.mux.start()
 	return c, nil
 }
 
@@ -116,7 +116,6 @@ func (c *Client) dial(ctx context.Context, addr string) (*Conn, error) {
 		_ = tc.SetNoDelay(true)
 	}
 	cn := newConn(nc, c.opts.ConnOptions, c.log, c.mux)
-	cn.shareReads()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -125,7 +124,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*Conn, error) {
 	}
 	c.conns[addr] = cn
 	hooks := append([]func(*Conn, error){}, c.onClose...)
-	c.wg.Add(1) // under mu: Close cannot be waiting yet
+	cn.start(&c.wg) // under mu: Close cannot be waiting yet
 	c.mu.Unlock()
 	cn.OnClose(func(cn *Conn, err error) {
 		c.mu.Lock()
@@ -137,11 +136,6 @@ func (c *Client) dial(ctx context.Context, addr string) (*Conn, error) {
 			fn(cn, err)
 		}
 	})
-	go func() {
-		defer c.wg.Done()
-		_ = cn.serve() // client connections never hand off
-		cn.cbwg.Wait()
-	}()
 	c.log.Debug("remoting: connected", "addr", addr)
 	return cn, nil
 }

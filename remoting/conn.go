@@ -18,12 +18,10 @@ import (
 // bodies are written from the caller's slice (no copy).
 const copyBodyMax = 16 << 10
 
-// dispatcher serves requests that arrive on a connection: dispatch answers,
-// queues or runs req, or returns a task for the reader to run with lead
-// (which may hand the reading to another goroutine meanwhile).
+// dispatcher serves requests that arrive on a connection: dispatch, called
+// by the connection's reader, answers, queues or runs req.
 type dispatcher interface {
-	dispatch(c *Conn, req *protocol.Command) (task, bool)
-	lead(c *Conn, t task) (handedOff bool)
+	dispatch(c *Conn, req *protocol.Command)
 }
 
 // mark records, at byte offset at of the write buffer, body parts written
@@ -37,21 +35,19 @@ type mark struct {
 
 // call is a request waiting for its response.
 type call struct {
-	opaque   int32 // protected by Conn.mu
-	waiting  bool  // in Conn.waiters; protected by Conn.mu
-	promoted bool  // was handed the read token; protected by Conn.mu
-	resp     *protocol.Command
-	err      error
-	done     chan struct{}                  // sync calls: one value on completion, one more if promoted
-	cb       func(*protocol.Command, error) // async calls
-	timer    *time.Timer                    // async timeout
+	opaque int32 // protected by Conn.mu
+	resp   *protocol.Command
+	err    error
+	done   chan struct{}                  // sync calls: one value on completion
+	cb     func(*protocol.Command, error) // async calls
+	timer  *time.Timer                    // async timeout
 }
 
-// Conn is one remoting connection, on either side: it reads frames, routes
-// responses to the requests waiting for them and requests to its
-// dispatcher, and lets any goroutine send requests, one-way requests and
-// responses. Writes are combined: the goroutine that finds the connection
-// idle writes everything queued meanwhile in one writev.
+// Conn is one remoting connection, on either side: its reader goroutine
+// reads frames, routes responses to the requests waiting for them and
+// requests to its dispatcher; any goroutine may send requests, one-way
+// requests and responses. Writes are combined into one writev per batch
+// (see the package doc, Writing).
 type Conn struct {
 	nc     net.Conn
 	opts   ConnOptions
@@ -59,55 +55,38 @@ type Conn struct {
 	peer   string
 	disp   dispatcher
 	opaque atomic.Int32
-	// spawn, set before serve on server connections, starts a goroutine
-	// that continues reading c: called when the reading passes from a
-	// reader running a processor to a new goroutine (see mux.lead).
-	spawn func()
-	// Leading (server connections, see mux.lead): leadSeq is odd while the
-	// reader runs a processor with nobody reading; the reader sets it, the
-	// reader or the watchdog ends it by moving it to the next even value,
-	// and the watchdog that does so spawns a reader and signals handed.
-	leadSeq   atomic.Uint64
-	leadRoute atomic.Pointer[route] // the route of the lead in progress
-	handed    chan struct{}         // cap 1
-	seenLead  uint64                // owned by the watchdog
+	// server: the reader stops reading while MaxWriteQueue bytes of
+	// responses wait (a peer that sends requests but does not read their
+	// answers is held back). Client readers never wait for writes, so
+	// two peers can never block each other's readers.
+	server bool
 
 	mu      sync.Mutex
 	pending map[int32]*call            // protected by mu
 	hooks   []func(c *Conn, err error) // protected by mu
 	err     error                      // close reason; protected by mu
 
-	// Shared reading (client connections, see read.go): the goroutine
-	// holding the read token reads; a caller waiting for a response takes
-	// it when free, so that its own response wakes it directly.
-	shared  bool          // set before serve starts
-	reading bool          // the read token is held; protected by mu
-	waiters []*call       // sync calls waiting without the token; protected by mu
-	asyncN  int           // async calls pending; protected by mu
-	bgWake  chan struct{} // cap 1: the background reader should look at the token
-	standby *time.Timer   // wakes the background reader when callers stop reading
-	rb      readBuf       // owned by the token holder (by the reader goroutine when !shared)
-	idleAt  time.Time     // read deadline for IdleTimeout; owned like rb
-	dlSet   time.Time     // read deadline last set; owned like rb
-	dlKnown bool          // dlSet is the socket's deadline; owned like rb
+	rb     readBuf   // owned by the reader goroutine
+	idleAt time.Time // read deadline for IdleTimeout; owned by the reader
+	dlSet  time.Time // read deadline last set; owned by the reader
+	queued bool      // the reader queued answers not written yet; owned by the reader
 
 	wmu     sync.Mutex
-	wcond   *sync.Cond  // on wmu: signalled when a batch was written or the conn closed
-	wbuf    []byte      // frames waiting to be written; protected by wmu
-	marks   []mark      // external body parts in wbuf order; protected by wmu
-	wext    int64       // bytes of external parts in marks; protected by wmu
-	writing bool        // a goroutine is writing; protected by wmu
-	wclosed bool        // protected by wmu
-	spare   []byte      // second buffer swapped with wbuf; protected by wmu
-	spareMk []mark      // protected by wmu
-	iov     net.Buffers // parts of one writev; owned by the goroutine that set writing
-	wv      net.Buffers // iov as consumed by WriteTo; owned like iov
-	wdl     time.Time   // write deadline set; owned like iov
-	lazy    bool        // a lazy send may wait for flushQueued; owned by the reader
+	wcond   *sync.Cond    // on wmu: signalled when a batch was written or the conn closed
+	wbuf    []byte        // frames waiting to be written; protected by wmu
+	marks   []mark        // external body parts in wbuf order; protected by wmu
+	wext    int64         // bytes of external parts in marks; protected by wmu
+	writing bool          // a goroutine owns the socket's write side; protected by wmu
+	wclosed bool          // protected by wmu
+	spare   []byte        // second buffer swapped with wbuf; protected by wmu
+	spareMk []mark        // protected by wmu
+	wkick   chan struct{} // cap 1: the writer goroutine has a batch to write
+	iov     net.Buffers   // parts of one writev; owned by the goroutine that set writing
+	wv      net.Buffers   // iov as consumed by WriteTo; owned like iov
+	wdl     time.Time     // write deadline set; owned like iov
 
 	closeOnce sync.Once
 	done      chan struct{}
-	readDone  chan struct{}
 	cbwg      sync.WaitGroup // async callbacks
 	value     atomic.Pointer[any]
 }
@@ -115,21 +94,27 @@ type Conn struct {
 func newConn(nc net.Conn, opts ConnOptions, log *slog.Logger, d dispatcher) *Conn {
 	c := &Conn{
 		nc: nc, opts: opts, log: log, peer: nc.RemoteAddr().String(), disp: d,
-		pending:  make(map[int32]*call),
-		done:     make(chan struct{}),
-		readDone: make(chan struct{}),
+		pending: make(map[int32]*call),
+		done:    make(chan struct{}),
+		wkick:   make(chan struct{}, 1),
 	}
 	c.wcond = sync.NewCond(&c.wmu)
 	return c
 }
 
-// shareReads makes callers read their own responses (client connections);
-// it is called before serve.
-func (c *Conn) shareReads() {
-	c.shared = true
-	c.bgWake = make(chan struct{}, 1)
-	c.standby = time.NewTimer(time.Hour)
-	c.standby.Stop()
+// start runs the connection's reader and writer goroutines, counted in wg;
+// the reader waits for the connection's async callbacks before it ends.
+func (c *Conn) start(wg *sync.WaitGroup) {
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		c.serve()
+		c.cbwg.Wait()
+	}()
+	go func() {
+		defer wg.Done()
+		c.writeLoop()
+	}()
 }
 
 // RemoteAddr returns the peer's address.
@@ -187,7 +172,6 @@ func (c *Conn) closeWith(reason error) {
 		c.err = reason
 		pend := c.pending
 		c.pending = nil
-		c.waiters = nil
 		hooks := c.hooks
 		c.hooks = nil
 		c.mu.Unlock()
@@ -224,26 +208,12 @@ func runReleases(marks []mark) {
 	}
 }
 
-// serve runs the read loop until the connection fails or closes and
-// reports true; it reports false when its goroutine handed the reading to
-// another goroutine (spawn) and ran a processor instead.
-func (c *Conn) serve() bool {
-	var err error
-	if c.shared {
-		// Not released: a caller holding the read token may still look at
-		// the buffer after the connection failed.
-		err = c.serveShared()
-	} else {
-		err = c.readLoop()
-		if errors.Is(err, errHandedOff) {
-			return false
-		}
-		c.rb.release()
-	}
-	close(c.readDone)
+// serve runs the read loop until the connection fails or closes.
+func (c *Conn) serve() {
+	err := c.readLoop()
+	c.rb.release()
 	c.logClose(err)
 	c.closeWith(err)
-	return true
 }
 
 func (c *Conn) logClose(err error) {
@@ -263,45 +233,22 @@ func (c *Conn) logClose(err error) {
 	}
 }
 
-// complete hands a response to the request waiting for it and reports
-// whether that was a synchronous call; responses nobody waits for (timed
-// out, or clients that never set the oneway bit) are dropped.
-func (c *Conn) complete(resp *protocol.Command) bool {
+// complete hands a response to the request waiting for it; responses
+// nobody waits for (timed out, or clients that never set the oneway bit)
+// are dropped.
+func (c *Conn) complete(resp *protocol.Command) {
 	c.mu.Lock()
 	cl := c.pending[resp.Opaque]
 	if cl != nil {
-		c.removeLocked(cl)
+		delete(c.pending, cl.opaque)
 	}
 	c.mu.Unlock()
 	if cl == nil {
 		c.log.Debug("remoting: response without request", "peer", c.peer, "opaque", resp.Opaque, "code", resp.Code)
 		resp.Recycle()
-		return false
+		return
 	}
-	isSync := cl.cb == nil
 	c.finish(cl, resp, nil)
-	return isSync
-}
-
-// removeLocked removes cl from the pending calls (and the waiters); c.mu
-// is held.
-func (c *Conn) removeLocked(cl *call) {
-	delete(c.pending, cl.opaque)
-	if cl.cb != nil {
-		c.asyncN--
-	}
-	if cl.waiting {
-		cl.waiting = false
-		for i, w := range c.waiters {
-			if w == cl {
-				n := len(c.waiters)
-				copy(c.waiters[i:], c.waiters[i+1:])
-				c.waiters[n-1] = nil
-				c.waiters = c.waiters[:n-1]
-				break
-			}
-		}
-	}
 }
 
 func (c *Conn) finish(cl *call, resp *protocol.Command, err error) {
@@ -334,9 +281,6 @@ func (c *Conn) register(req *protocol.Command, cl *call) error {
 	}
 	cl.opaque = req.Opaque
 	c.pending[req.Opaque] = cl
-	if cl.cb != nil {
-		c.asyncN++
-	}
 	return nil
 }
 
@@ -353,7 +297,7 @@ func (c *Conn) unregister(opaque int32, cl *call) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pending[opaque] == cl {
-		c.removeLocked(cl)
+		delete(c.pending, opaque)
 		return true
 	}
 	return false
@@ -395,9 +339,6 @@ func (c *Conn) Invoke(ctx context.Context, req *protocol.Command) (*protocol.Com
 		} // else finish owns cl now: let it go
 		return nil, err
 	}
-	if c.shared {
-		return c.awaitShared(ctx, req, cl)
-	}
 	var timeout <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
 		t := getTimer(c.opts.RequestTimeout)
@@ -428,7 +369,7 @@ func (c *Conn) Invoke(ctx context.Context, req *protocol.Command) (*protocol.Com
 // callPool recycles the calls of Invoke with their buffered done channels.
 // A call goes back only when nobody else can reach it: its result was
 // received from done, or it was unregistered before any completion.
-var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 2)} }}
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
 func getCall() *call { return callPool.Get().(*call) }
 
@@ -458,7 +399,7 @@ func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, cb func
 		c.mu.Lock()
 		ok := cl.opaque != 0 && c.pending[cl.opaque] == cl
 		if ok {
-			c.removeLocked(cl)
+			delete(c.pending, cl.opaque)
 		}
 		c.mu.Unlock()
 		if ok {
@@ -478,14 +419,6 @@ func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, cb func
 		}
 		return nil // closed meanwhile: cb got ErrConnClosed
 	}
-	if c.shared {
-		c.mu.Lock()
-		idle := !c.reading
-		c.mu.Unlock()
-		if idle { // nobody reads: the background reader must, for cb
-			c.wakeBackground()
-		}
-	}
 	return nil
 }
 
@@ -497,7 +430,10 @@ func (c *Conn) Oneway(req *protocol.Command) error {
 }
 
 // WriteResponse sends resp as the response to req: response bit, req's
-// opaque and serialize type. Processors that answer later (long polling)
+// opaque and serialize type. It never blocks: the response is queued and
+// the connection's writer goroutine writes it, so any goroutine may
+// answer (a group commit completing sends, a held pull woken by a new
+// message) without waiting for a slow peer. Processors that answer later
 // keep req and the Conn and call this when ready. Responses to one-way
 // requests are dropped.
 func (c *Conn) WriteResponse(req, resp *protocol.Command) error {
@@ -505,43 +441,41 @@ func (c *Conn) WriteResponse(req, resp *protocol.Command) error {
 		resp.ReleaseBody()
 		return nil
 	}
-	return c.Send(resp.ResponseTo(req))
+	return c.send(resp.ResponseTo(req), sendKick)
 }
 
-// writeResponseLazy is WriteResponse for processors run on the reader: the
-// response is queued and written by the reader's next flushQueued.
-func (c *Conn) writeResponseLazy(req, resp *protocol.Command) error {
+// answerQueued is WriteResponse for the reader goroutine: the response is
+// queued and written by the reader's flushQueued at the end of its batch,
+// with the answers to the other requests it read.
+func (c *Conn) answerQueued(req, resp *protocol.Command) {
 	if req.IsOneway() {
 		resp.ReleaseBody()
-		return nil
+		return
 	}
-	c.lazy = true
-	return c.send(resp.ResponseTo(req), true, true)
-}
-
-// answerInline writes a response from the read loop without waiting on
-// backpressure.
-func (c *Conn) answerInline(req, resp *protocol.Command) {
-	if !req.IsOneway() {
-		_ = c.send(resp.ResponseTo(req), false, false)
-	}
+	c.queued = true
+	_ = c.send(resp.ResponseTo(req), sendQueue)
 }
 
 // Send writes cmd as it is (opaque and flag untouched). It returns once cmd
 // is queued or written; while more than MaxWriteQueue bytes wait for a
 // slow socket it blocks (backpressure; a peer that stops reading is cut
-// off after WriteTimeout). cmd.Release runs after the bytes reached the
-// socket or were dropped. cmd must not be modified after Send.
-func (c *Conn) Send(cmd *protocol.Command) error { return c.send(cmd, true, false) }
+// off after WriteTimeout). If no write is under way the calling goroutine
+// writes itself. cmd.Release runs after the bytes reached the socket or
+// were dropped. cmd must not be modified after Send.
+func (c *Conn) Send(cmd *protocol.Command) error { return c.send(cmd, sendWait) }
 
-// send is Send; wait=false never blocks on backpressure (used by the read
-// loop for its inline answers, so two peers cannot block each other's
-// readers). lazy=true (reader goroutine only) queues cmd without writing
-// it while the queue is below MaxWriteQueue: the reader's flushQueued
-// writes it, with the answers to the other requests it has buffered.
-func (c *Conn) send(cmd *protocol.Command, wait, lazy bool) error {
+// How send hands cmd to the socket.
+type sendMode uint8
+
+const (
+	sendWait  sendMode = iota // wait while MaxWriteQueue bytes wait; write if idle (Send)
+	sendKick                  // never wait; wake the writer goroutine if idle (WriteResponse)
+	sendQueue                 // never wait; leave it for the reader's flushQueued
+)
+
+func (c *Conn) send(cmd *protocol.Command, mode sendMode) error {
 	c.wmu.Lock()
-	for wait && c.writing && !c.wclosed && int64(len(c.wbuf))+c.wext >= c.opts.MaxWriteQueue {
+	for mode == sendWait && c.writing && !c.wclosed && int64(len(c.wbuf))+c.wext >= c.opts.MaxWriteQueue {
 		c.wcond.Wait()
 	}
 	if c.wclosed {
@@ -569,24 +503,50 @@ func (c *Conn) send(cmd *protocol.Command, wait, lazy bool) error {
 		c.wext += int64(len(b))
 	}
 	cmd.Release = nil
-	if c.writing || (lazy && int64(len(c.wbuf))+c.wext < c.opts.MaxWriteQueue) {
+	switch {
+	case c.writing || mode == sendQueue:
 		c.wmu.Unlock()
+		return nil
+	case mode == sendKick:
+		c.writing = true
+		c.wmu.Unlock()
+		c.wkick <- struct{}{} // cap 1, and only the one who set writing sends
 		return nil
 	}
 	c.writing = true
 	return c.flushLocked()
 }
 
-// flushQueued writes what lazy sends left queued, unless a writer is at
-// it already. The reader calls it before it may block reading.
+// writeLoop is the writer goroutine: it writes what non-blocking senders
+// queued (WriteResponse) when they find no write under way.
+func (c *Conn) writeLoop() {
+	for {
+		select {
+		case <-c.wkick:
+			c.wmu.Lock()
+			_ = c.flushLocked()
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// flushQueued writes what the reader queued, unless a write is under way
+// already (then its writer takes the reader's answers along). On a server
+// connection it then holds the reader back while MaxWriteQueue bytes
+// still wait: the peer is not reading its answers, so its requests are
+// not read either. The reader calls it before it may block reading.
 func (c *Conn) flushQueued() {
 	c.wmu.Lock()
-	if c.writing || c.wclosed || len(c.wbuf) == 0 {
-		c.wmu.Unlock()
-		return
+	if !c.writing && !c.wclosed && len(c.wbuf) > 0 {
+		c.writing = true
+		_ = c.flushLocked()
+		c.wmu.Lock()
 	}
-	c.writing = true
-	_ = c.flushLocked()
+	for c.server && c.writing && !c.wclosed && int64(len(c.wbuf))+c.wext >= c.opts.MaxWriteQueue {
+		c.wcond.Wait()
+	}
+	c.wmu.Unlock()
 }
 
 // writeParts writes buf with the external parts of marks spliced in: one

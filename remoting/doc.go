@@ -36,29 +36,44 @@
 //     the caller, optionally, when done with Body.
 //   - Requests to other processors: nobody (their chunks are never reused).
 //
-// On a server connection one goroutine reads. On a client connection
-// reading is a token: a caller of Invoke that finds nobody reading reads
-// itself until its own response is there, serving whatever else arrives,
-// and then passes the token to the longest-waiting caller; a background
-// goroutine reads when no caller does (at once for async calls, else after
-// 500 µs without a reading caller, so that a caller calling again soon
-// finds the token free). A lone caller is thus woken by its own response
-// instead of by a reader goroutine. A reading caller's deadline is the read
-// deadline; cancellation interrupts the read.
+// # Reading and writing
+//
+// Every connection, on either side, has two goroutines: a reader and a
+// writer (nats-server's readLoop and writeLoop). The reader reads frames,
+// hands responses to their callers and requests to the dispatcher, which
+// runs inline processors on the reader itself and queues the others for
+// their pool. A caller of Invoke is woken by the reader when its response
+// arrives.
 //
 // Socket deadlines (IdleTimeout, WriteTimeout) move lazily: set to the
 // timeout plus a slack of 1/16 of it (at most 100 ms) and left alone while
 // more than the timeout remains, so they fire between the timeout and the
 // timeout plus slack after the last activity.
 //
-// Writes are combined ("flush on drain"): a sender encodes its frame into
-// the connection's write buffer under a mutex; if no write is in progress
-// it becomes the writer and writes everything queued, swapping buffers so
-// that others keep appending meanwhile. Many small frames thus share one
-// writev. Bodies above 16 KiB and BodyBuffers parts are not copied: they
-// are written as their own net.Buffers parts and Release runs after the
-// write. While MaxWriteQueue bytes wait, senders block; the read loop's own
-// answers (SYSTEM_BUSY, not supported) never block.
+// Writes are combined: a sender appends its frame to the connection's
+// write buffer under a mutex; whoever owns the write side writes
+// everything queued in one writev, swapping buffers so that others keep
+// appending meanwhile. Who writes depends on the sender:
+//
+//   - Send (requests, and Invoke): the sender writes itself when no write
+//     is under way; while MaxWriteQueue bytes wait it blocks
+//     (backpressure; a peer that stops reading is cut off after
+//     WriteTimeout).
+//   - WriteResponse (answers given later: a pool worker's, a group commit
+//     completing sends, a held pull woken by a message): never blocks; the
+//     writer goroutine is woken when no write is under way.
+//   - The reader's own answers (inline processors, SYSTEM_BUSY, not
+//     supported) are queued and written by the reader once it has served
+//     every whole frame it read, before it may block reading again: one
+//     write per batch of requests. On a server connection the reader then
+//     waits while MaxWriteQueue bytes are still queued, so a peer that
+//     sends requests without reading their answers is not read either;
+//     client readers never wait for writes, so two peers cannot block
+//     each other's readers.
+//
+// Bodies above 16 KiB and BodyBuffers parts are not copied: they are
+// written as their own net.Buffers parts and Release runs after the
+// write.
 //
 // # Dispatch
 //
@@ -68,44 +83,27 @@
 // control for a while". Requests with the oneway bit are never answered.
 // A processor may return nil and answer later with Conn.WriteResponse.
 //
-// A pool runs at most Workers of its requests at once (each holds one of
-// its slots) and accepts at most QueueSize more, which wait in its queue
-// (or in a worker waiting for a slot); a request arriving beyond that is
-// answered SYSTEM_BUSY. A request skips the queue only while nothing of its
-// pool is pending, so it never overtakes a request queued before it (with
-// one worker, a pool runs one connection's requests in arrival order).
+// A pool runs its requests on Workers goroutines and queues at most
+// QueueSize more, in arrival order (with one worker, a pool runs one
+// connection's requests in arrival order); a request arriving beyond that
+// is answered SYSTEM_BUSY.
 //
-// Processors registered with Register lead on server connections: while
-// their pool has a free slot and nothing pending, the reader runs the
-// processor itself instead of waking a worker (the wake-up of an idle
-// thread per request was most of the cost of the hand-off), and queues
-// the response like an inline one. Nobody reads the connection meanwhile;
-// a watchdog goroutine, ticking every millisecond while leads run (asleep
-// after 100 ms without one), gives the reading to a new goroutine when a
-// lead runs for more than one to two ticks, so that a processor that
-// blocks (a sync flush, a call to the peer on the same connection) delays
-// the connection's other requests by one to two milliseconds; the old
-// reader stops once its processor returned. The next 10000 leads of a route
-// whose lead was taken over hand the reading off before the processor
-// runs. Client connections never lead: their requests go to the pool.
-//
-// Processors registered with RegisterInline skip the worker hand-off:
-// while their pool has nothing pending and fewer than Workers of its
-// requests run, the reader runs the processor itself, takes no slot and is
-// never taken over; the reader writes the queued responses in one write
-// before it may block reading again (no whole frame left in its buffer) or
-// once MaxWriteQueue bytes wait.
+// Processors registered with Register run on their pool's workers, so
+// they may block (and may call the peer on the same connection: its reader
+// keeps reading). Processors registered with RegisterInline run on the
+// connection's reader, in arrival order, with no hand-off; they must not
+// block. A processor whose answer takes time (a send waiting for its group
+// commit or a slave, a held pull) returns nil and answers later with
+// Conn.WriteResponse from whatever goroutine completes it.
 //
 // # Goroutines and locks
 //
-// Server: one accept loop, one reader per connection (a new goroutine
-// each time the reading is handed off; the old one ends with its
-// processor), the pool workers and the watchdog; Close stops accepting,
-// closes connections, drains the queued requests and waits for all of
-// them. Client: one background reader per connection
-// (reading only while no caller holds the read token) and its handler
-// pool workers. Async callbacks run on their own goroutines, counted per
-// connection and waited for by Close.
+// Server: one accept loop, a reader and a writer per connection, and the
+// pool workers; Close stops accepting, closes connections, drains the
+// queued requests and waits for all of them. Client: a reader and a
+// writer per connection and its handler pool workers. Async callbacks run
+// on their own goroutines, counted per connection and waited for by
+// Close.
 //
 // Lock order: Server.mu and Client.mu are never held while a Conn lock is
 // taken. Conn.mu (pending calls, close state) and Conn.wmu (write buffer)

@@ -17,18 +17,18 @@ const (
 	codeToClient      int32 = 9102
 )
 
-// sharedState reports a client connection's read-token bookkeeping.
-func sharedState(cn *Conn) (pending, waiters, async int) {
+// pendingCalls reports how many calls of a connection wait for their
+// responses.
+func pendingCalls(cn *Conn) int {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	return len(cn.pending), len(cn.waiters), cn.asyncN
+	return len(cn.pending)
 }
 
-// Callers that lead (read their own responses), callers that wait, calls
-// that time out while leading or waiting, async calls and server requests
+// Sync callers, calls that time out, async calls and server requests
 // to the client all mix on one connection; afterwards nothing is left
 // pending and the connection still serves.
-func TestRemotingSharedReadsMixedLoad(t *testing.T) {
+func TestRemotingMixedLoad(t *testing.T) {
 	var serverConn atomic.Pointer[Conn]
 	_, addr, _ := startServer(t, Options{}, func(s *Server) {
 		s.RegisterInline(codeEcho, PoolDefault, ProcessorFunc(echo))
@@ -69,7 +69,7 @@ func TestRemotingSharedReadsMixedLoad(t *testing.T) {
 			for i := 0; i < ops; i++ {
 				v := fmt.Sprintf("%d-%d", g, i)
 				switch i % 6 {
-				case 3: // times out (short deadline) while leading or waiting
+				case 3: // times out (short deadline)
 					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+i%3)*time.Millisecond)
 					_, err := c.Invoke(ctx, addr, protocol.NewRequest(codeNeverAnswered, nil, nil))
 					cancel()
@@ -143,17 +143,16 @@ func TestRemotingSharedReadsMixedLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFor(t, 2*time.Second, "no pending calls", func() bool {
-		p, w, a := sharedState(cn)
-		return p == 0 && w == 0 && a == 0
+		return pendingCalls(cn) == 0
 	})
 	if _, err := c.Invoke(context.Background(), addr, echoReq("last", nil)); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// A leading caller blocked in read notices its context's cancellation and
-// deadline at once, not at RequestTimeout.
-func TestRemotingSharedReadsLeaderCancel(t *testing.T) {
+// A caller notices its context's cancellation and deadline at once, not
+// at RequestTimeout.
+func TestRemotingCallerCancel(t *testing.T) {
 	_, addr, _ := startServer(t, Options{}, func(s *Server) {
 		s.RegisterFunc(codeNeverAnswered, PoolPull, func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
 			return nil, nil
@@ -178,16 +177,16 @@ func TestRemotingSharedReadsLeaderCancel(t *testing.T) {
 		if !errors.Is(err, ErrTimeout) || time.Since(start) > 2*time.Second {
 			t.Fatalf("deadline: %v after %v", err, time.Since(start))
 		}
-		// The token was passed on: the next call is served.
+		// The connection still serves the next call.
 		if _, err := c.Invoke(context.Background(), addr, echoReq("next", nil)); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-// Between calls nobody may be reading; the background reader takes over
-// so that server requests are answered and the peer's close is seen.
-func TestRemotingSharedReadsIdleClient(t *testing.T) {
+// Between calls the client's reader still answers server requests and
+// sees the peer's close.
+func TestRemotingIdleClientServesServer(t *testing.T) {
 	var serverConn atomic.Pointer[Conn]
 	_, addr, _ := startServer(t, Options{}, func(s *Server) {
 		s.OnConnOpen(func(c *Conn) { serverConn.Store(c) })
@@ -200,8 +199,7 @@ func TestRemotingSharedReadsIdleClient(t *testing.T) {
 		if _, err := c.Invoke(context.Background(), addr, echoReq("x", nil)); err != nil {
 			t.Fatal(err)
 		}
-		// Right after a call the client leads no read; the server's request
-		// must still be answered.
+		// Right after a call the server's request is answered too.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		resp, err := serverConn.Load().Invoke(ctx, protocol.NewRequest(codeToClient, nil, nil))
 		cancel()

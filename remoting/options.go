@@ -33,10 +33,9 @@ func (p Pool) String() string {
 	return fmt.Sprintf("Pool(%d)", p)
 }
 
-// PoolOptions sizes a worker pool: at most Workers of its requests run at
-// once (on its Workers goroutines or on the readers that lead, see the
-// package doc) and at most QueueSize more wait; a request beyond that is
-// answered SYSTEM_BUSY at once.
+// PoolOptions sizes a worker pool: its Workers goroutines run its
+// requests, and at most QueueSize more wait; a request beyond that is
+// answered SYSTEM_BUSY at once. Inline processors take no worker.
 type PoolOptions struct {
 	Workers   int
 	QueueSize int
@@ -132,7 +131,7 @@ type Options struct {
 	// Addr is the listen address. Default ":0".
 	Addr string
 	ConnOptions
-	// Worker pools per request-code group. Defaults: send 128/10000,
+	// Worker pools per request-code group. Defaults: send 16/10000,
 	// pull 8/100000, admin 2/1000, heartbeat 2/50000, default 4/10000
 	// (workers/queue).
 	SendPool, PullPool, AdminPool, HeartbeatPool, DefaultPool PoolOptions
@@ -152,11 +151,7 @@ func (o *Options) fill() {
 		o.Addr = ":0"
 	}
 	o.ConnOptions.fill(DefaultIdleTimeout)
-	// Send workers block in the store's group commit in sync-flush mode,
-	// so their number caps the messages one fdatasync can cover (8 workers
-	// gave ~5k msgs/s durable with 256 sends in flight). Idle workers cost
-	// only a parked goroutine each.
-	fillPool(&o.SendPool, 128, 10000)
+	fillPool(&o.SendPool, 16, 10000)
 	fillPool(&o.PullPool, 8, 100000)
 	fillPool(&o.AdminPool, 2, 1000)
 	fillPool(&o.HeartbeatPool, 2, 50000)

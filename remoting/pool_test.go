@@ -13,10 +13,10 @@ import (
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
-// A pool request on an idle pool runs on the reader (leads); one that
-// blocks has its connection's reading taken over, so that the requests
-// behind it on the same connection are still served.
-func TestRemotingLeadBlockedProcessorKeepsReading(t *testing.T) {
+// Pool processors run on workers, never on the reader, so one that blocks
+// leaves its connection read: the requests behind it on the same
+// connection, for the same pool and another, are still served.
+func TestRemotingPoolBlockedProcessorKeepsReading(t *testing.T) {
 	const codeBlock int32 = 9201
 	release := make(chan struct{})
 	var once sync.Once
@@ -37,16 +37,16 @@ func TestRemotingLeadBlockedProcessorKeepsReading(t *testing.T) {
 	})
 	t.Cleanup(unblock) // before the server's Close, which waits for the processor
 	c := newClient(t, ClientOptions{})
-	if resp, err := c.Invoke(context.Background(), addr, protocol.NewRequest(codeBlock, nil, []byte("x"))); err != nil || resp.Remark != "reader" {
-		t.Fatalf("idle pool: the request did not run on the reader: %v %v", resp, err)
+	if resp, err := c.Invoke(context.Background(), addr, protocol.NewRequest(codeBlock, nil, []byte("x"))); err != nil || resp.Remark == "reader" {
+		t.Fatalf("a pool processor ran on the reader: %v %v", resp, err)
 	}
 	done := make(chan *protocol.Command, 1)
 	if err := c.InvokeAsync(context.Background(), addr, protocol.NewRequest(codeBlock, nil, []byte("block")), 10*time.Second,
 		func(resp *protocol.Command, err error) { done <- resp }); err != nil {
 		t.Fatal(err)
 	}
-	if !<-started {
-		t.Fatal("the blocking request did not run on the reader")
+	if <-started {
+		t.Fatal("the blocking request ran on the reader")
 	}
 	// Same connection, same pool and another pool: both answered while the
 	// first processor blocks.
@@ -65,8 +65,8 @@ func TestRemotingLeadBlockedProcessorKeepsReading(t *testing.T) {
 }
 
 // A processor that waits for a response from the peer on its own
-// connection gets it: a lead never leaves the connection unread for long.
-func TestRemotingLeadProcessorCallsPeer(t *testing.T) {
+// connection gets it: the reader keeps reading while a worker waits.
+func TestRemotingPoolProcessorCallsPeer(t *testing.T) {
 	const codeAsk int32 = 9202
 	_, addr, _ := startServer(t, Options{}, func(s *Server) {
 		s.RegisterFunc(codeAsk, PoolDefault, func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
@@ -91,9 +91,9 @@ func TestRemotingLeadProcessorCallsPeer(t *testing.T) {
 	}
 }
 
-// However requests reach a pool (leading, queued, taken over), no more
-// than Workers of them run at once and all are answered.
-func TestRemotingLeadPoolBound(t *testing.T) {
+// No more than Workers requests of a pool run at once, from however many
+// connections, and all are answered.
+func TestRemotingPoolBound(t *testing.T) {
 	const codeSlow int32 = 9203
 	var running, most atomic.Int32
 	_, addr, _ := startServer(t, Options{SendPool: PoolOptions{Workers: 2, QueueSize: 1000}}, func(s *Server) {
@@ -106,7 +106,7 @@ func TestRemotingLeadPoolBound(t *testing.T) {
 				}
 			}
 			if req.Body[0]%4 == 0 {
-				time.Sleep(3 * time.Millisecond) // long enough to be taken over
+				time.Sleep(3 * time.Millisecond) // others queue meanwhile
 			}
 			running.Add(-1)
 			return protocol.NewResponse(protocol.Success, ""), nil
@@ -145,9 +145,9 @@ func TestRemotingLeadPoolBound(t *testing.T) {
 }
 
 // Requests pipelined on one connection to a one-worker pool run in the
-// order they arrived, while some lead, some are taken over and some wait
-// in the queue.
-func TestRemotingLeadOrder(t *testing.T) {
+// order they arrived, whether they found the worker idle or waited in the
+// queue.
+func TestRemotingPoolOrder(t *testing.T) {
 	const codeOrder int32 = 9204
 	var mu sync.Mutex
 	var order []int
@@ -158,7 +158,7 @@ func TestRemotingLeadOrder(t *testing.T) {
 			order = append(order, i)
 			mu.Unlock()
 			if i%25 == 0 {
-				time.Sleep(3 * time.Millisecond) // taken over: later ones queue
+				time.Sleep(3 * time.Millisecond) // later ones queue
 			} else {
 				runtime.Gosched() // a window between a worker's tasks
 			}

@@ -8,7 +8,7 @@ type PoolStats struct {
 	Pool     Pool
 	Workers  int // requests of the pool that may run at once
 	Capacity int // requests that may wait (PoolOptions.QueueSize)
-	Queued   int // requests waiting for a worker now (queued, or taken by a worker waiting for a slot)
+	Queued   int // requests waiting for a worker now
 	Running  int // requests being served now
 	// HeadWait is how long the oldest waiting request has waited, 0 when
 	// none waits. It is measured from the later of the queueing of the

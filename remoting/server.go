@@ -45,26 +45,22 @@ func NewServer(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Register serves requests with code by p on pool. Registering a code
-// again replaces its processor. Safe at any time. A request that finds its
-// pool with a free slot and nothing pending runs on the connection's
-// reader, which hands the reading to another goroutine if p runs for more
-// than a millisecond or two (see the package doc, Dispatch); p may block and
-// may wait for the peer.
+// Register serves requests with code by p on one of pool's workers.
+// Registering a code again replaces its processor. Safe at any time. p may
+// block and may wait for the peer.
 func (s *Server) Register(code int32, pool Pool, p Processor) {
 	s.mux.register(code, pool, p, RegisterOptions{})
 }
 
-// RegisterInline is Register for quick processors: while the pool has
-// nothing pending and fewer than Workers of its requests run, a request runs
-// directly on its connection's reader goroutine, saving the hand-off to a
-// worker, and its response is written together with those of the other
-// requests the reader had already received (one write per batch);
-// otherwise it goes through the pool as with Register (same SYSTEM_BUSY
-// rule). Requests pipelined on one connection thus run one after another.
-// While p runs the connection reads nothing, so p must never wait for
-// anything that arrives on the same connection (e.g. a response to a
-// request it sends to the peer) and should not block long (no disk flush).
+// RegisterInline is Register for quick processors that never block: a
+// request runs directly on its connection's reader goroutine, saving the
+// hand-off to a worker, and its response is written together with those
+// of the other requests the reader had already received (one write per
+// batch). Requests pipelined on one connection thus run one after
+// another. While p runs the connection reads nothing, so p must never
+// wait for anything (a disk flush, a slave, a response from the peer): a
+// processor whose answer takes time returns nil and answers later with
+// Conn.WriteResponse. pool is unused by inline processors.
 func (s *Server) RegisterInline(code int32, pool Pool, p Processor) {
 	s.mux.register(code, pool, p, RegisterOptions{Inline: true})
 }
@@ -130,7 +126,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.started = true
 	s.ln = ln
 	s.mu.Unlock()
-	s.mux.start(true)
+	s.mux.start()
 	s.wg.Add(1)
 	go s.acceptLoop(ln)
 	s.log.Info("remoting: listening", "addr", ln.Addr().String())
@@ -191,6 +187,7 @@ func (s *Server) acceptLoop(ln net.Listener) {
 
 func (s *Server) startConn(nc net.Conn) {
 	c := newConn(nc, s.opts.ConnOptions, s.log, s.mux)
+	c.server = true
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -213,24 +210,7 @@ func (s *Server) startConn(nc net.Conn) {
 		fn(c)
 	}
 	s.log.Debug("remoting: connection accepted", "peer", c.peer)
-	c.handed = make(chan struct{}, 1)
-	c.spawn = func() {
-		// The goroutine handing off is counted, and waits for this when
-		// the watchdog spawns: Close is not done waiting.
-		s.wg.Add(1)
-		go s.read(c)
-	}
-	s.wg.Add(1)
-	go s.read(c)
-}
-
-// read serves c on the calling goroutine until the connection ends or the
-// goroutine hands the reading off (and ran a processor).
-func (s *Server) read(c *Conn) {
-	defer s.wg.Done()
-	if c.serve() {
-		c.cbwg.Wait()
-	}
+	c.start(&s.wg)
 }
 
 // Close stops accepting, closes every connection, lets the workers finish
