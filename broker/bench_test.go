@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -244,4 +245,112 @@ func BenchmarkBrokerE2ELatency(b *testing.B) {
 	b.ReportMetric(pct(0.50), "p50-µs")
 	b.ReportMetric(pct(0.99), "p99-µs")
 	b.ReportMetric(float64(len(lats)), "consumed")
+}
+
+// BenchmarkBrokerProduceSyncFlush: 64 producers sending one message per
+// request (SEND_MESSAGE_V2, 1 KiB, waiting for each answer) over 8
+// connections to a sync-flush broker, next to the store-only sync put
+// rate of as many goroutines in the same run. It reports the rates, and
+// the goroutines of the process while the load runs ("goroutines") and
+// those of them waiting inside the store for a group commit
+// ("blocked-in-store").
+func BenchmarkBrokerProduceSyncFlush(b *testing.B) {
+	const producers, conns = 64, 8
+	body := make([]byte, 1024)
+	so := store.DefaultOptions(b.TempDir())
+	so.SegmentSize = 256 << 20
+	so.FlushMode = store.FlushSync
+	st, err := store.Open(so)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	base := runParallel(b, producers, b.N, func(int) error {
+		m := &record.Message{Topic: "Bench", BornHost: st.Options().StoreHost, Body: body, Properties: "TAGS\x01t"}
+		_, err := st.Put(context.Background(), m)
+		return err
+	}, nil)
+
+	bo := store.DefaultOptions(b.TempDir())
+	bo.SegmentSize = 256 << 20
+	bo.FlushMode = store.FlushSync
+	br, err := New(Options{ListenAddr: "127.0.0.1:0", AutoCreateTopic: true, AutoCreateGroup: true, LongPolling: true, Store: bo})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	clients := make([]*remoting.Client, conns)
+	for i := range clients {
+		if clients[i], err = remoting.NewClient(remoting.ClientOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		defer clients[i].Close()
+	}
+	v2 := (&protocol.SendMessageRequestHeader{ProducerGroup: "bench", Topic: "Bench", DefaultTopic: AutoCreateTopicKey,
+		DefaultTopicQueueNums: 8, QueueID: -1, Properties: "TAGS\x01t"}).V2()
+	for _, c := range clients { // connect and create the topic before timing
+		if resp, err := c.Invoke(context.Background(), br.Addr(), protocol.NewRequest(protocol.SendMessageV2, v2, body)); err != nil || resp.Code != protocol.Success {
+			b.Fatalf("warm-up send: %v %v", resp, err)
+		}
+	}
+	var load goroutineSample
+	b.ResetTimer()
+	d := runParallel(b, producers, b.N, func(g int) error {
+		resp, err := clients[g%conns].Invoke(context.Background(), br.Addr(), protocol.NewRequest(protocol.SendMessageV2, v2, body))
+		if err == nil && resp.Code != protocol.Success {
+			err = fmt.Errorf("code %d %s", resp.Code, resp.Remark)
+		}
+		return err
+	}, &load)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/d.Seconds(), "msgs/s")
+	b.ReportMetric(float64(b.N)/base.Seconds(), "store-msgs/s")
+	b.ReportMetric(base.Seconds()/d.Seconds(), "ratio")
+	b.ReportMetric(float64(load.total), "goroutines")
+	b.ReportMetric(float64(load.inStore), "blocked-in-store")
+}
+
+// goroutineSample is the goroutines of the process at one moment under
+// load, and how many of them wait in the store's group commit.
+type goroutineSample struct {
+	total, inStore int
+}
+
+func (s *goroutineSample) take() {
+	buf := make([]byte, 8<<20)
+	n := runtime.Stack(buf, true)
+	stacks := string(buf[:n])
+	s.total = strings.Count(stacks, "goroutine ") // one header line per goroutine
+	s.inStore = strings.Count(stacks, "store.(*Store).waitFlushed(")
+}
+
+// runParallel runs n calls of fn over g goroutines and returns the time
+// taken; with sample set it takes a goroutine sample once half the calls
+// are done.
+func runParallel(b *testing.B, g, n int, fn func(g int) error, sample *goroutineSample) time.Duration {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	start := time.Now()
+	for i := range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := next.Add(1)
+				if k > int64(n) {
+					return
+				}
+				if sample != nil && k == int64(n/2) {
+					once.Do(sample.take)
+				}
+				if err := fn(i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/ratelog"
+	"github.com/smartgo/smartgo/internal/wake"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
@@ -63,6 +64,12 @@ type Broker struct {
 	registered sync.Map               // registry address -> bool: its last registration succeeded
 	regNow     chan struct{}          // capacity 1: register now (the store's write state changed)
 	masterAddr atomic.Pointer[string] // a slave's master, as registries report it
+	// arrivalWakes: topic -> *wake.Notifier of a log-hosted engine (state
+	// store, twins) that a slave applies as entries are dispatched.
+	arrivalWakes sync.Map
+	// Sends not answered yet (sendasync.go), at most sendLimit.
+	sendsInFlight atomic.Int64
+	sendLimit     int64
 
 	// Replication (broker/ha.go): haSrv on a master, haCli on a slave
 	// (both change with the role in controller mode).
@@ -105,6 +112,10 @@ func New(opts Options) (*Broker, error) {
 	opts.fill()
 	var err error
 	b := &Broker{opts: opts, log: opts.Logger.With("broker", opts.BrokerName), now: opts.Now, metrics: newMetrics()}
+	b.sendLimit = int64(opts.Remoting.SendPool.QueueSize)
+	if b.sendLimit <= 0 {
+		b.sendLimit = int64(remoting.DefaultOptions().SendPool.QueueSize)
+	}
 	b.plog = ratelog.Wrap(b.log, 0)
 	b.regNow = make(chan struct{}, 1)
 	b.perm.Store(PermRW)
@@ -260,8 +271,13 @@ func advertiseIP(configured string, listen net.IP) netip.Addr {
 func (b *Broker) onArrival(topic string, queueID int32, maxOffset int64) {
 	b.hold.Notify(topic, queueID, maxOffset)
 	b.notifyHA()
-	if topic == ScheduleTopic {
+	switch topic {
+	case ScheduleTopic:
 		b.schedule.notify()
+	default:
+		if n, ok := b.arrivalWakes.Load(topic); ok {
+			n.(*wake.Notifier).Notify() // a slave's state store or twins apply it
+		}
 	}
 }
 

@@ -156,9 +156,10 @@ func (b *Broker) masterReachable() bool {
 	return c != nil && c.Connected()
 }
 
-// waitSlave applies the sync-master rule to a stored message ending at
-// end, returning the response code to answer with. wait is the send's
-// WAIT property: false answers without waiting for the slave.
+// waitSlave applies the sync-master rule to a stored entry ending at end,
+// waiting on the calling goroutine (the state store; sends use
+// pendingSend.replicated, which does not wait), and returns the response
+// code. wait false answers without waiting for the slave.
 func (b *Broker) waitSlave(ctx context.Context, code int32, end int64, wait bool) int32 {
 	if b.opts.Role != RoleSyncMaster || code != protocol.Success || !wait {
 		return code
@@ -172,20 +173,7 @@ func (b *Broker) waitSlave(ctx context.Context, code int32, end int64, wait bool
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.SlaveAckTimeout)
 	defer cancel()
-	switch err := srv.WaitAck(ctx, end); {
-	case err == nil:
-		if b.controlled() && !b.leaseValid() {
-			// Every member has it, but this broker may no longer be the
-			// master: it does not acknowledge past its lease.
-			return protocol.SlaveNotAvailable
-		}
-		return code
-	case errors.Is(err, ha.ErrSlaveNotAvailable):
-		return protocol.SlaveNotAvailable
-	default:
-		b.log.Warn("slave did not acknowledge in time", "end", end, "err", err)
-		return protocol.FlushSlaveTimeout
-	}
+	return b.slaveCode(end, srv.WaitAck(ctx, end))
 }
 
 // slaveSyncLoop copies the master's metadata: every second until the first

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/fsutil"
+	"github.com/smartgo/smartgo/internal/wake"
 	"github.com/smartgo/smartgo/store"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -82,6 +83,7 @@ type shardLog struct {
 	// engine (to reset a shard the log was cut under).
 	slave      atomic.Bool
 	wantMaster atomic.Bool
+	roleWake   atomic.Pointer[wake.Notifier] // replicateLoop's wake-up, for role changes
 	roleMu     sync.Mutex
 	empty      []byte
 
@@ -357,22 +359,26 @@ func (h *shardLog) syncAll() error {
 	return first
 }
 
-// replicateLoop (slave) applies the entries the master's log brought.
-func (h *shardLog) replicateLoop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
+// replicateLoop (slave) applies the entries the master's log brought. It
+// is woken by the broker's arrival listener whenever entries of its topic
+// are dispatched (and by role changes); there is no polling.
+func (h *shardLog) replicateLoop(ctx context.Context) {
+	n := &wake.Notifier{}
+	h.b.arrivalWakes.Store(h.topic, n)
+	defer h.b.arrivalWakes.CompareAndDelete(h.topic, n)
+	h.roleWake.Store(n)
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if !h.slave.Load() {
-				continue // controller mode: the master applies its own entries
-			}
+		ch := n.Wait()
+		if h.slave.Load() { // controller mode: a master applies its own entries
 			_ = h.syncAll()
 			if h.wantMaster.Load() {
 				h.tryTakeOver()
 			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
 		}
 	}
 }

@@ -44,6 +44,9 @@ func (h *shardLog) becameSlave() {
 	h.wantMaster.Store(false)
 	h.slave.Store(true)
 	h.log.Info("follows the log (slave)")
+	if n := h.roleWake.Load(); n != nil {
+		n.Notify()
+	}
 }
 
 // tryTakeOver finishes a promotion once every shard caught up.

@@ -10,27 +10,33 @@ import (
 // HoldService parks pull requests that found nothing new (RocketMQ's
 // PullRequestHoldService). A held pull is woken when the store dispatches a
 // message to its queue past the pulled offset, or when its deadline passes;
-// either way its fire function runs once, on one of the service's workers,
-// so the store's dispatcher never waits for a pull to be re-run.
+// either way its fire function runs once, on one of the service's workers.
 //
-// Costs: Hold and Notify are O(log n) and O(k) for the k pulls of the
-// notified queue; there is no periodic scan over held pulls. Deadlines sit
-// in one min-heap served by a single timer.
+// Nothing the store's dispatcher calls waits: Notify only records, under
+// one short lock, that the queue grew (notifications of one queue
+// coalesce into one entry holding the highest offset) and wakes a worker;
+// the workers take the ready queues in order, pick their pulls below the
+// offset and fire them. A fire re-runs the pull and answers with
+// Conn.WriteResponse, which does not wait for the socket either, so a
+// consumer that stops reading delays nobody.
+//
+// Costs: Hold is O(log n); Notify O(1); a worker's turn O(k log n) for the
+// k pulls of the queue it serves. There is no periodic scan over held
+// pulls. Deadlines sit in one min-heap served by a single timer.
 type HoldService struct {
 	mu      sync.Mutex
+	work    *sync.Cond               // on mu: ready or due work, or closed
 	byQueue map[queueKey][]*heldPull // protected by mu
 	dl      deadlineHeap             // protected by mu
-	wakeup  chan struct{}            // the heap's head changed
+	ready   map[queueKey]int64       // queues grown past their pulls: highest offset notified; protected by mu
+	order   []queueKey               // the keys of ready in notification order; protected by mu
+	due     []*heldPull              // pulls to fire now (timed out); protected by mu
 	closed  bool                     // protected by mu
+	wakeup  chan struct{}            // the heap's head changed
 
-	work chan *heldPull
-	// sendMu orders sends on work against its close: senders hold it for
-	// reading; shutdown takes it for writing to close the channel.
-	sendMu     sync.RWMutex
-	workClosed bool // protected by sendMu
-	workers    int
-	wg         sync.WaitGroup
-	now        func() time.Time
+	workers int
+	wg      sync.WaitGroup
+	now     func() time.Time
 }
 
 type queueKey struct {
@@ -43,8 +49,7 @@ type heldPull struct {
 	offset   int64
 	deadline time.Time
 	fire     func(timedOut bool)
-	idx      int  // index in the heap, -1 when out
-	done     bool // fired or about to be; protected by HoldService.mu
+	idx      int // index in the heap, -1 when out
 	timedOut bool
 }
 
@@ -57,8 +62,10 @@ func NewHoldService(workers int, now func() time.Time) *HoldService {
 	if now == nil {
 		now = time.Now
 	}
-	return &HoldService{byQueue: map[queueKey][]*heldPull{}, wakeup: make(chan struct{}, 1),
-		work: make(chan *heldPull, 1024), workers: workers, now: now}
+	h := &HoldService{byQueue: map[queueKey][]*heldPull{}, ready: map[queueKey]int64{},
+		wakeup: make(chan struct{}, 1), workers: workers, now: now}
+	h.work = sync.NewCond(&h.mu)
+	return h
 }
 
 // Run serves deadlines and fires until ctx ends; then every pull still
@@ -69,9 +76,7 @@ func (h *HoldService) Run(ctx context.Context) {
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			for p := range h.work {
-				p.fire(p.timedOut)
-			}
+			h.serve()
 		}()
 	}
 	timer := time.NewTimer(time.Hour)
@@ -97,65 +102,98 @@ func (h *HoldService) Run(ctx context.Context) {
 	}
 }
 
-// expire fires every pull whose deadline passed and returns the next
-// deadline (zero if none).
+// serve is a worker: it fires due pulls and the pulls of ready queues
+// until the service is closed and nothing is left.
+func (h *HoldService) serve() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var batch []*heldPull
+	for {
+		for len(h.due) == 0 && len(h.order) == 0 && !h.closed {
+			h.work.Wait()
+		}
+		switch {
+		case len(h.due) > 0:
+			batch = append(batch[:0], h.due...)
+			clear(h.due)
+			h.due = h.due[:0]
+		case len(h.order) > 0:
+			key := h.order[0]
+			h.order[0] = queueKey{}
+			h.order = h.order[1:]
+			batch = h.takeBelowLocked(batch[:0], key, h.ready[key])
+			delete(h.ready, key)
+		default: // closed, nothing left
+			return
+		}
+		h.mu.Unlock()
+		for i, p := range batch {
+			p.fire(p.timedOut)
+			batch[i] = nil
+		}
+		h.mu.Lock()
+	}
+}
+
+// takeBelowLocked removes the pulls of key waiting for an offset below
+// maxOffset and appends them to dst.
+func (h *HoldService) takeBelowLocked(dst []*heldPull, key queueKey, maxOffset int64) []*heldPull {
+	ps := h.byQueue[key]
+	kept := ps[:0]
+	for _, p := range ps {
+		if p.offset < maxOffset {
+			heap.Remove(&h.dl, p.idx)
+			dst = append(dst, p)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	clear(ps[len(kept):])
+	if len(kept) == 0 {
+		delete(h.byQueue, key)
+	} else {
+		h.byQueue[key] = kept
+	}
+	return dst
+}
+
+// expire moves every pull whose deadline passed to the workers and
+// returns the next deadline (zero if none).
 func (h *HoldService) expire() time.Time {
 	now := h.now()
-	var due []*heldPull
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(h.due)
 	for h.dl.Len() > 0 && !h.dl[0].deadline.After(now) {
 		p := heap.Pop(&h.dl).(*heldPull)
 		h.removeFromQueueLocked(p)
-		p.done, p.timedOut = true, true
-		due = append(due, p)
+		p.timedOut = true
+		h.due = append(h.due, p)
 	}
-	var next time.Time
+	if len(h.due) > n {
+		h.work.Signal()
+	}
 	if h.dl.Len() > 0 {
-		next = h.dl[0].deadline
+		return h.dl[0].deadline
 	}
-	h.mu.Unlock()
-	h.dispatch(due)
-	return next
+	return time.Time{}
 }
 
-// dispatch hands fired pulls to the workers; after shutdown closed the
-// work channel it runs them inline, so no pull goes unanswered and no send
-// hits a closed channel.
-func (h *HoldService) dispatch(ps []*heldPull) {
-	if len(ps) == 0 {
-		return
-	}
-	h.sendMu.RLock()
-	defer h.sendMu.RUnlock()
-	if h.workClosed {
-		for _, p := range ps {
-			p.fire(p.timedOut)
-		}
-		return
-	}
-	for _, p := range ps {
-		h.work <- p
-	}
-}
-
+// shutdown fires every held pull as timed out and waits for the workers
+// to finish the work left.
 func (h *HoldService) shutdown() {
 	h.mu.Lock()
 	h.closed = true
-	var all []*heldPull
 	for _, ps := range h.byQueue {
 		for _, p := range ps {
-			p.done, p.timedOut = true, true
-			all = append(all, p)
+			p.timedOut = true
+			h.due = append(h.due, p)
 		}
 	}
 	h.byQueue = map[queueKey][]*heldPull{}
 	h.dl = nil
+	h.work.Broadcast()
 	h.mu.Unlock()
-	h.dispatch(all)
-	h.sendMu.Lock()
-	h.workClosed = true
-	close(h.work)
-	h.sendMu.Unlock()
 	h.wg.Wait()
 }
 
@@ -184,34 +222,23 @@ func (h *HoldService) Hold(topic string, queueID int32, offset int64, deadline t
 }
 
 // Notify tells the service that (topic, queueID) now holds messages below
-// maxOffset: every pull held there for an offset below it is fired.
+// maxOffset: every pull held there for an offset below it is fired soon,
+// on a worker. Notify never waits for them.
 func (h *HoldService) Notify(topic string, queueID int32, maxOffset int64) {
 	key := queueKey{topic, queueID}
-	var due []*heldPull
 	h.mu.Lock()
-	ps := h.byQueue[key]
-	if len(ps) == 0 {
+	if len(h.byQueue[key]) == 0 {
 		h.mu.Unlock()
 		return
 	}
-	kept := ps[:0]
-	for _, p := range ps {
-		if p.offset < maxOffset {
-			p.done = true
-			heap.Remove(&h.dl, p.idx)
-			due = append(due, p)
-		} else {
-			kept = append(kept, p)
-		}
-	}
-	clear(ps[len(kept):])
-	if len(kept) == 0 {
-		delete(h.byQueue, key)
-	} else {
-		h.byQueue[key] = kept
+	if old, ok := h.ready[key]; !ok {
+		h.ready[key] = maxOffset
+		h.order = append(h.order, key)
+		h.work.Signal()
+	} else if maxOffset > old {
+		h.ready[key] = maxOffset
 	}
 	h.mu.Unlock()
-	h.dispatch(due)
 }
 
 // Len returns the number of held pulls.

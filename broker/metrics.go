@@ -81,17 +81,19 @@ func (b *Broker) monitorRuntimeInfo(t map[string]string) {
 	}
 }
 
-// timedSend wraps a send processor with the send latency histogram (one
-// request in latencySample).
-func (m *metrics) timedSend(fn func(*remoting.Conn, *protocol.Command) (*protocol.Command, error)) func(*remoting.Conn, *protocol.Command) (*protocol.Command, error) {
-	return func(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
-		if (m.sendSeq.Add(1)-1)%latencySample != 0 {
-			return fn(c, req)
-		}
-		start := time.Now()
-		resp, err := fn(c, req)
+// sendStart starts timing a send request when it is one of the
+// latencySample requests timed: the zero time when it is not.
+func (m *metrics) sendStart() time.Time {
+	if (m.sendSeq.Add(1)-1)%latencySample != 0 {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// sendDone records the latency of a send request sendStart timed.
+func (m *metrics) sendDone(start time.Time) {
+	if !start.IsZero() {
 		m.send.Observe(time.Since(start).Seconds())
-		return resp, err
 	}
 }
 

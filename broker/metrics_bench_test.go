@@ -14,7 +14,12 @@ func BenchmarkBrokerMetricsSendTimer(b *testing.B) {
 	resp := protocol.NewResponse(protocol.Success, "")
 	proc := func(*remoting.Conn, *protocol.Command) (*protocol.Command, error) { return resp, nil }
 	m := newMetrics()
-	timed := m.timedSend(proc)
+	timed := func(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+		start := m.sendStart()
+		resp, err := proc(c, req)
+		m.sendDone(start)
+		return resp, err
+	}
 	req := protocol.NewRequest(protocol.SendMessage, nil, nil)
 	b.Run("baseline", func(b *testing.B) {
 		for range b.N {

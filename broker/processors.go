@@ -22,11 +22,9 @@ func (b *Broker) registerProcessors() {
 		// Header fields (ExtFields, Remark) are copies and do not count.
 		noRetain bool
 	}
-	// Sends wait only for the in-memory append unless a put waits for a
-	// disk flush or a slave: then they stay on the pool so that many of
-	// them share one group commit.
-	quickSend := !b.putWaits()
-	send := b.metrics.timedSend(b.processSend)
+	// Sends never wait (see sendasync.go): a send that waits for the
+	// group commit or a slave is answered by its callback.
+	send := b.processSend
 	// noRetain was checked per processor: sends (store.Put/PutBatch encode
 	// the body into the log, or its write-behind buffer, before they
 	// return); pull (no body; a held pull keeps req but reads only its
@@ -34,9 +32,9 @@ func (b *Broker) registerProcessors() {
 	// (DecodeJSON copies every string out of the body); the rest read
 	// header fields only. The other admin codes are rare and stay unmarked.
 	routes := []route{
-		{protocol.SendMessage, remoting.PoolSend, send, quickSend, true},
-		{protocol.SendMessageV2, remoting.PoolSend, send, quickSend, true},
-		{protocol.SendBatchMessage, remoting.PoolSend, send, quickSend, true},
+		{protocol.SendMessage, remoting.PoolSend, send, true, true},
+		{protocol.SendMessageV2, remoting.PoolSend, send, true, true},
+		{protocol.SendBatchMessage, remoting.PoolSend, send, true, true},
 		{protocol.ConsumerSendMsgBack, remoting.PoolSend, b.processSendBack, false, true},
 		{protocol.EndTransaction, remoting.PoolSend, b.processEndTransaction, false, true},
 

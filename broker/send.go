@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,23 +23,8 @@ import (
 const versionHonoursMaxReconsume = 121
 
 // putTimeout bounds a put's wait for the group commit beyond the store's own
-// sync flush timeout.
+// sync flush timeout (blocking puts: send-back, the state store).
 const putTimeout = 30 * time.Second
-
-// putWaits reports whether a put may wait after its append: for the
-// group commit (sync flush) or for a slave (sync master).
-func (b *Broker) putWaits() bool {
-	return b.opts.Store.FlushMode == store.FlushSync || b.opts.Role == RoleSyncMaster
-}
-
-// putContext bounds a put's waits by putTimeout; when a put cannot wait it
-// returns the background context and costs no timer.
-func (b *Broker) putContext() (context.Context, context.CancelFunc) {
-	if !b.putWaits() {
-		return context.Background(), func() {}
-	}
-	return context.WithTimeout(context.Background(), putTimeout)
-}
 
 func errResp(code int32, format string, args ...any) *protocol.Command {
 	return protocol.NewResponse(code, fmt.Sprintf(format, args...))
@@ -46,7 +32,32 @@ func errResp(code int32, format string, args ...any) *protocol.Command {
 
 // processSend serves SEND_MESSAGE (10, long header names),
 // SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320, short names).
+//
+// It never waits. The store appends the message and, when the send waits
+// for durability (sync flush) or for a slave (sync master), the answer is
+// written later by whoever completes that wait: the store's flusher calls
+// back once the group commit covers the message, then the HA server's ack
+// loop once a slave has it (see answerSend). Meanwhile the processor has
+// returned nil and the connection's reader goes on with the next request.
 func (b *Broker) processSend(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+	start := b.metrics.sendStart()
+	resp := b.send(c, req, start)
+	if resp != nil {
+		b.metrics.sendDone(start)
+	}
+	return resp, nil
+}
+
+// send is processSend; a nil response means it is answered later.
+func (b *Broker) send(c *remoting.Conn, req *protocol.Command, start time.Time) *protocol.Command {
+	resp, err := b.sendOrAnswerLater(c, req, start)
+	if err != nil {
+		return protocol.NewResponse(protocol.SystemError, err.Error())
+	}
+	return resp
+}
+
+func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, start time.Time) (*protocol.Command, error) {
 	h, err := protocol.DecodeSendMessageHeader(req)
 	if err != nil {
 		return errResp(protocol.SystemError, "bad send header: %v", err), nil
@@ -83,44 +94,70 @@ func (b *Broker) processSend(c *remoting.Conn, req *protocol.Command) (*protocol
 	}
 	var wait bool
 	m.Properties, wait = storedProperties(m.Properties, b.opts.ClusterName)
-
-	ctx, cancel := b.putContext()
-	defer cancel()
+	if !b.acceptAsync() {
+		return errResp(protocol.SystemBusy, "%s", protocol.RemarkSystemBusy), nil
+	}
+	a := &pendingSend{b: b, c: c, req: req, start: start, wait: wait}
 	if batch {
-		return b.putBatch(ctx, m, req.Body, wait)
+		resp := b.putBatch(a, m, req.Body)
+		return a.unlessPending(resp), nil
 	}
-	queueID := m.QueueID // the response names the requested queue, even when delayed
+	a.queueID = m.QueueID // the response names the requested queue, even when delayed
 	if req.ExtFields[protocol.SendResendField] == "true" {
-		if out := b.answerResend(ctx, m, wait); out != nil {
-			return out, nil // stored by an earlier attempt (resend.go)
-		}
-	}
-	if err := b.divertDelayed(m); err != nil {
-		return errResp(protocol.MessageIllegal, "%v", err), nil
+		// A resend may have to wait for the index (resend.go): it is
+		// served off the reader. The body is copied: the request's
+		// receive buffer is reused once this processor returned.
+		m.Body = bytes.Clone(req.Body)
+		b.goFunc(func() {
+			if resp := b.resendOrStore(a, m); resp != nil {
+				a.answer(resp)
+			}
+		})
+		return nil, nil
 	}
 	m.Body = req.Body
-	res, err := b.put(ctx, m, wait)
-	if err != nil {
-		return b.putErrorResponse(res.Status, err), nil
-	}
-	b.stats.AddPut(m.Topic, 1, int64(len(m.Body)))
-	out := protocol.NewResponse(b.waitSlave(ctx, putStatusCode(res.Status), res.PhysicalOffset+int64(res.WroteBytes), wait), "")
-	out.SetHeader(&protocol.SendMessageResponseHeader{
-		MsgID: res.MsgID(), QueueID: queueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
-	})
-	return out, nil
+	return a.unlessPending(b.storeSend(a, m)), nil
 }
 
-// putBatch stores the items of a SEND_BATCH body. tmpl.Properties are the
-// batch-level properties, already without WAIT (wait is its value); WAIT
-// pairs in the items' own properties are cut out of the request body in
-// place.
-func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte, wait bool) (*protocol.Command, error) {
+// storeSend stores the message of a single send: the response, or nil
+// when the store (or the HA server) answers later.
+func (b *Broker) storeSend(a *pendingSend, m *record.Message) *protocol.Command {
+	if err := b.divertDelayed(m); err != nil {
+		return errResp(protocol.MessageIllegal, "%v", err)
+	}
+	t0 := time.Now()
+	res, pending, err := b.store.PutAsync(m, a.wait, a.stored)
+	b.rt.observePut(time.Since(t0))
+	if err != nil {
+		return b.putErrorResponse(res.Status, err)
+	}
+	b.stats.AddPut(m.Topic, 1, int64(len(m.Body)))
+	if pending {
+		return nil // the store calls a.stored
+	}
+	return a.storedResponse(res)
+}
+
+// resendOrStore serves a send marked as a resend: the message an earlier
+// attempt stored, if the log has it, else the message stored now.
+func (b *Broker) resendOrStore(a *pendingSend, m *record.Message) *protocol.Command {
+	if hdr, end := b.findResent(m); hdr != nil {
+		return a.replicated(protocol.Success, end, hdr)
+	}
+	return b.storeSend(a, m)
+}
+
+// putBatch stores the items of a SEND_BATCH body for a. tmpl.Properties
+// are the batch-level properties, already without WAIT (a.wait is its
+// value); WAIT pairs in the items' own properties are cut out of the
+// request body in place. A nil response means the store calls back.
+func (b *Broker) putBatch(a *pendingSend, tmpl *record.Message, body []byte) *protocol.Command {
+	a.queueID = tmpl.QueueID
 	if IsRetryTopic(tmpl.Topic) {
-		return errResp(protocol.MessageIllegal, "batch messages cannot be sent to retry topic %s", tmpl.Topic), nil
+		return errResp(protocol.MessageIllegal, "batch messages cannot be sent to retry topic %s", tmpl.Topic)
 	}
 	if _, ok := record.LookupPropertyString(tmpl.Properties, record.PropertyDelayLevel); ok {
-		return errResp(protocol.MessageIllegal, "batch messages cannot have a delay level"), nil
+		return errResp(protocol.MessageIllegal, "batch messages cannot have a delay level")
 	}
 	bp := batchItemsPool.Get().(*[]record.BatchItem)
 	defer func() {
@@ -137,39 +174,27 @@ func (b *Broker) putBatch(ctx context.Context, tmpl *record.Message, body []byte
 		return nil
 	}); err != nil {
 		*bp = items
-		return errResp(protocol.MessageIllegal, "bad batch body: %v", err), nil
+		return errResp(protocol.MessageIllegal, "bad batch body: %v", err)
 	}
 	*bp = items
 	if len(items) == 0 {
-		return errResp(protocol.MessageIllegal, "empty batch"), nil
+		return errResp(protocol.MessageIllegal, "empty batch")
 	}
 	t0 := time.Now()
-	res, err := b.store.PutBatchWait(ctx, tmpl, items, wait)
+	res, pending, err := b.store.PutBatchAsync(tmpl, items, a.wait, a.storedBatch)
 	b.rt.observePut(time.Since(t0))
 	if err != nil {
-		return b.putErrorResponse(res.Status, err), nil
+		return b.putErrorResponse(res.Status, err)
 	}
 	var bodyBytes int64
 	for _, it := range items {
 		bodyBytes += int64(len(it.Body))
 	}
 	b.stats.AddPut(tmpl.Topic, int64(len(items)), bodyBytes)
-	var ids strings.Builder
-	var id [record.OffsetMessageIDLenV6]byte
-	for i, phy := range res.PhysicalOffsets {
-		idb := record.AppendOffsetMessageID(id[:0], res.StoreHost, phy)
-		if i == 0 {
-			ids.Grow(len(res.PhysicalOffsets) * (len(idb) + 1))
-		} else {
-			ids.WriteByte(',')
-		}
-		ids.Write(idb)
+	if pending {
+		return nil
 	}
-	resp := protocol.NewResponse(b.waitSlave(ctx, putStatusCode(res.Status), b.store.MaxPhysicalOffset(), wait), "")
-	resp.SetHeader(&protocol.SendMessageResponseHeader{
-		MsgID: ids.String(), QueueID: tmpl.QueueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
-	})
-	return resp, nil
+	return a.storedBatchResponse(res)
 }
 
 // put stores m, timing the store call for the runtime statistics.

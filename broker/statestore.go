@@ -41,7 +41,6 @@ const StateStoreTopic = "%SYS_STATESTORE"
 const (
 	DefaultStateStoreShards   = 8
 	DefaultSnapshotInterval   = time.Minute
-	DefaultSlavePollInterval  = 20 * time.Millisecond
 	defaultStateStoreMaxDelay = time.Second // longest sleep of the expiry loop
 )
 
@@ -60,9 +59,6 @@ type StateStoreOptions struct {
 	// SnapshotInterval is the period of snapshots (default 1 minute); a
 	// snapshot is also written on Close.
 	SnapshotInterval time.Duration
-	// SlavePollInterval is how often a slave looks for replicated entries
-	// (default 20 ms).
-	SlavePollInterval time.Duration
 	// Logger receives events; nil uses the broker's.
 	Logger *slog.Logger
 }
@@ -81,7 +77,7 @@ func (o *StateStoreOptions) Validate() error {
 	if o.Shards < 0 || o.Shards > 1024 {
 		return fmt.Errorf("%w: state store shards %d not in 0..1024", ErrBadOptions, o.Shards)
 	}
-	if o.SnapshotInterval < 0 || o.SlavePollInterval < 0 {
+	if o.SnapshotInterval < 0 {
 		return fmt.Errorf("%w: negative state store interval", ErrBadOptions)
 	}
 	if err := o.Engine.Validate(); err != nil {
@@ -99,9 +95,6 @@ func (o *StateStoreOptions) fill(root string) {
 	}
 	if o.SnapshotInterval == 0 {
 		o.SnapshotInterval = DefaultSnapshotInterval
-	}
-	if o.SlavePollInterval == 0 {
-		o.SlavePollInterval = DefaultSlavePollInterval
 	}
 }
 
@@ -232,7 +225,7 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	s.cancel = cancel
 	s.goFunc(func() { s.host.snapshotLoop(ctx, opts.SnapshotInterval) })
 	if slave {
-		s.goFunc(func() { s.host.replicateLoop(ctx, opts.SlavePollInterval) })
+		s.goFunc(func() { s.host.replicateLoop(ctx) })
 	}
 	if !slave || b.controlled() {
 		s.goFunc(func() { s.expiryLoop(ctx) })

@@ -61,9 +61,6 @@ type TwinOptions struct {
 	// SnapshotInterval is the period of snapshots (default 1 minute); a
 	// snapshot is also written on Close.
 	SnapshotInterval time.Duration
-	// SlavePollInterval is how often a slave looks for replicated entries
-	// (default 20 ms).
-	SlavePollInterval time.Duration
 	// EventsTopic receives a message per twin change and connection change
 	// (default "twin-events"); it gets one queue per shard.
 	EventsTopic string
@@ -87,7 +84,7 @@ func (o *TwinOptions) Validate() error {
 	if o.Shards < 0 || o.Shards > 1024 {
 		return fmt.Errorf("%w: twin shards %d not in 0..1024", ErrBadOptions, o.Shards)
 	}
-	if o.SnapshotInterval < 0 || o.SlavePollInterval < 0 {
+	if o.SnapshotInterval < 0 {
 		return fmt.Errorf("%w: negative twin interval", ErrBadOptions)
 	}
 	if o.EventsTopic != "" {
@@ -110,9 +107,6 @@ func (o *TwinOptions) fill(root string) {
 	}
 	if o.SnapshotInterval == 0 {
 		o.SnapshotInterval = DefaultSnapshotInterval
-	}
-	if o.SlavePollInterval == 0 {
-		o.SlavePollInterval = DefaultSlavePollInterval
 	}
 	if o.EventsTopic == "" {
 		o.EventsTopic = DefaultTwinEventsTopic
@@ -269,7 +263,7 @@ func OpenTwins(b *Broker, opts TwinOptions) (*Twins, error) {
 	t.cancel = cancel
 	t.goFunc(func() { t.host.snapshotLoop(ctx, opts.SnapshotInterval) })
 	if slave {
-		t.goFunc(func() { t.host.replicateLoop(ctx, opts.SlavePollInterval) })
+		t.goFunc(func() { t.host.replicateLoop(ctx) })
 	}
 	// Not inline (unlike the state store): a query may scan a shard for
 	// long, and an inline processor has no watchdog to hand the

@@ -343,7 +343,7 @@ func Default() File {
 			WriteTimeout:               Duration{30 * time.Second},
 			MaxWriteQueue:              4 << 20,
 			RequestTimeout:             Duration{3 * time.Second},
-			SendWorkers:                128,
+			SendWorkers:                16,
 			SendQueue:                  10000,
 			PullWorkers:                8,
 			PullQueue:                  100000,

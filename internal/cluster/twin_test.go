@@ -35,7 +35,7 @@ func startTwinCluster(t *testing.T, brokers int, slaves bool) *twinCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := &twinCluster{Cluster: c, t: t, opts: broker.TwinOptions{Shards: 4, SnapshotInterval: time.Hour, SlavePollInterval: 5 * time.Millisecond}}
+	tc := &twinCluster{Cluster: c, t: t, opts: broker.TwinOptions{Shards: 4, SnapshotInterval: time.Hour}}
 	for i := 0; i < brokers; i++ {
 		tc.twins = append(tc.twins, tc.open(c.Broker(i)))
 		if slaves {

@@ -1,0 +1,160 @@
+package broker
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/ha"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// Asynchronous send replies.
+//
+// A send is answered when its message is stored and, if the send waits
+// (its WAIT property, true by default), durable (FlushSync) and on a
+// slave (RoleSyncMaster). No goroutine waits for that: processSend
+// appends and returns; the store's flusher calls pendingSend.stored once
+// the group commit covers the message, and for a sync master the HA
+// server's ack loop calls back once a slave has it. Whoever completes the
+// last wait writes the response with Conn.WriteResponse, which never
+// blocks. A send needing neither wait is answered by processSend itself.
+//
+// Sends not yet answered are bounded by the send pool's QueueSize per
+// broker (acceptAsync): past it a send is refused with SYSTEM_BUSY, as a
+// full pool queue would refuse it.
+
+// pendingSend is one send request between its append and its answer.
+type pendingSend struct {
+	b       *Broker
+	c       *remoting.Conn
+	req     *protocol.Command
+	start   time.Time // zero when the send is not timed (metrics.sendStart)
+	wait    bool      // the WAIT property: wait for the flush and the slave
+	queueID int32     // the queue the response names (the requested one)
+}
+
+// acceptAsync counts a send in; false when too many wait for an answer.
+func (b *Broker) acceptAsync() bool {
+	if b.sendsInFlight.Add(1) > b.sendLimit {
+		b.sendsInFlight.Add(-1)
+		return false
+	}
+	return true
+}
+
+// release counts a send out.
+func (a *pendingSend) release() { a.b.sendsInFlight.Add(-1) }
+
+// unlessPending returns resp, counting the send out when there is one (a
+// nil resp is answered later by a callback).
+func (a *pendingSend) unlessPending(resp *protocol.Command) *protocol.Command {
+	if resp != nil {
+		a.release()
+	}
+	return resp
+}
+
+// answer writes the response of a send answered after processSend
+// returned.
+func (a *pendingSend) answer(resp *protocol.Command) {
+	a.b.metrics.sendDone(a.start)
+	_ = a.c.WriteResponse(a.req, resp)
+	a.release()
+}
+
+// stored is the store's callback for a message whose group commit the
+// send waited for.
+func (a *pendingSend) stored(res store.PutResult, err error) {
+	if err != nil {
+		a.answer(a.b.putErrorResponse(res.Status, err))
+		return
+	}
+	if resp := a.storedResponse(res); resp != nil {
+		a.answer(resp)
+	}
+}
+
+// storedResponse is the response for a stored message, or nil when the
+// send waits for a slave (the HA callback answers then).
+func (a *pendingSend) storedResponse(res store.PutResult) *protocol.Command {
+	hdr := &protocol.SendMessageResponseHeader{
+		MsgID: res.MsgID(), QueueID: a.queueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
+	}
+	return a.replicated(putStatusCode(res.Status), res.PhysicalOffset+int64(res.WroteBytes), hdr)
+}
+
+// storedBatch is stored for a batch.
+func (a *pendingSend) storedBatch(res store.BatchResult, err error) {
+	if err != nil {
+		a.answer(a.b.putErrorResponse(res.Status, err))
+		return
+	}
+	if resp := a.storedBatchResponse(res); resp != nil {
+		a.answer(resp)
+	}
+}
+
+// storedBatchResponse is storedResponse for a batch: the message ids of
+// every record, joined by ','.
+func (a *pendingSend) storedBatchResponse(res store.BatchResult) *protocol.Command {
+	var ids strings.Builder
+	var id [record.OffsetMessageIDLenV6]byte
+	for i, phy := range res.PhysicalOffsets {
+		idb := record.AppendOffsetMessageID(id[:0], res.StoreHost, phy)
+		if i == 0 {
+			ids.Grow(len(res.PhysicalOffsets) * (len(idb) + 1))
+		} else {
+			ids.WriteByte(',')
+		}
+		ids.Write(idb)
+	}
+	hdr := &protocol.SendMessageResponseHeader{
+		MsgID: ids.String(), QueueID: a.queueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
+	}
+	return a.replicated(putStatusCode(res.Status), res.End, hdr)
+}
+
+// replicated applies the sync-master rule to a stored message ending at
+// end: the response now, or nil when a slave's acknowledgement is awaited
+// (the HA server calls back; see slaveCode for the codes).
+func (a *pendingSend) replicated(code int32, end int64, hdr *protocol.SendMessageResponseHeader) *protocol.Command {
+	b := a.b
+	if b.opts.Role != RoleSyncMaster || code != protocol.Success || !a.wait {
+		return protocol.NewResponse(code, "").SetHeader(hdr)
+	}
+	srv := b.haSrv.Load()
+	if srv == nil {
+		if b.controlled() {
+			code = protocol.SlaveNotAvailable // demoted while the message was being stored
+		}
+		return protocol.NewResponse(code, "").SetHeader(hdr)
+	}
+	srv.WhenAcked(end, b.opts.SlaveAckTimeout, func(err error) {
+		a.answer(protocol.NewResponse(b.slaveCode(end, err), "").SetHeader(hdr))
+	})
+	return nil
+}
+
+// slaveCode maps the outcome of a wait for a slave to the send response
+// code: SLAVE_NOT_AVAILABLE (none fit, or in controller mode a master past
+// its lease) or FLUSH_SLAVE_TIMEOUT.
+func (b *Broker) slaveCode(end int64, err error) int32 {
+	switch {
+	case err == nil:
+		if b.controlled() && !b.leaseValid() {
+			// Every member has it, but this broker may no longer be the
+			// master: it does not acknowledge past its lease.
+			return protocol.SlaveNotAvailable
+		}
+		return protocol.Success
+	case errors.Is(err, ha.ErrSlaveNotAvailable):
+		return protocol.SlaveNotAvailable
+	default:
+		b.log.Warn("slave did not acknowledge in time", "end", end, "err", err)
+		return protocol.FlushSlaveTimeout
+	}
+}
