@@ -13,6 +13,7 @@ import (
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
 	"github.com/smartgo/smartgo/internal/ratelog"
+	"github.com/smartgo/smartgo/internal/wake"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -87,6 +88,9 @@ type Backend struct {
 	// applied, the client's record before it (protected by mu).
 	connectPrev map[sysPos]*sessionRecord
 	waits       map[string][]*handoffWait // protected by mu; connects in progress per client
+	// applied wakes the goroutines waiting for the system tail (connects,
+	// catchUpSys): notified after every record it applied.
+	applied wake.Notifier
 
 	metrics *backendMetrics
 	ready   atomic.Bool // Start finished (metrics.go)

@@ -126,6 +126,7 @@ func (b *Backend) applySys(x *client.MessageExt) {
 	b.mu.Lock()
 	b.sysNext[x.Queue] = max(b.sysNext[x.Queue], x.QueueOffset+1)
 	b.mu.Unlock()
+	b.applied.Notify()
 }
 
 // catchUpSys waits until the node applied every record stored so far in
@@ -144,6 +145,7 @@ func (b *Backend) catchUpSys(ctx context.Context, topics ...string) error {
 		}
 	}
 	for {
+		ch := b.applied.Wait()
 		done := true
 		b.mu.Lock()
 		for q, off := range target {
@@ -159,7 +161,7 @@ func (b *Backend) catchUpSys(ctx context.Context, topics ...string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-ch:
 		}
 	}
 }

@@ -80,6 +80,7 @@ func (b *Backend) connect(ctx context.Context, clientID string) (*sessionRecord,
 	defer cancel()
 	var rec *sessionRecord
 	for {
+		ch := b.applied.Wait()
 		b.mu.Lock()
 		done := b.sysNext[req.q] > req.off
 		rec = b.connectPrev[key]
@@ -90,7 +91,7 @@ func (b *Backend) connect(ctx context.Context, clientID string) (*sessionRecord,
 		select {
 		case <-tctx.Done():
 			return nil, fmt.Errorf("bridge: session topic behind at a connect of %q: %w", clientID, tctx.Err())
-		case <-time.After(time.Millisecond):
+		case <-ch:
 		}
 	}
 	if rec == nil || rec.Node == b.opts.NodeID || !rec.Connect && !rec.Online {
@@ -99,6 +100,7 @@ func (b *Backend) connect(ctx context.Context, clientID string) (*sessionRecord,
 	hctx, cancel := context.WithTimeout(ctx, b.opts.HandoffTimeout)
 	defer cancel()
 	for {
+		ch := b.applied.Wait()
 		b.mu.Lock()
 		cur := w.other
 		b.mu.Unlock()
@@ -111,7 +113,7 @@ func (b *Backend) connect(ctx context.Context, clientID string) (*sessionRecord,
 			b.log.Warn("bridge: no session handoff from the node holding it; resuming from its last record",
 				"client", clientID, "node", rec.Node, "timeout", b.opts.HandoffTimeout)
 			return rec, nil
-		case <-time.After(time.Millisecond):
+		case <-ch:
 		}
 	}
 }

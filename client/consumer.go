@@ -299,8 +299,7 @@ func (b *consumerBase) updateQueues(ctx context.Context, s *subscription, alloc 
 		}
 		pq := newProcessQueue(b.core.ctx, mq, s, off)
 		if orderlyLock {
-			pq.locked.Store(true)
-			pq.lockedAt.Store(time.Now().UnixNano())
+			pq.setLocked(time.Now().UnixNano())
 		}
 		b.qmu.Lock()
 		if _, ok := b.queues[mq]; ok {
@@ -460,8 +459,7 @@ func (b *consumerBase) lockAll(ctx context.Context) {
 		now := time.Now().UnixNano()
 		for _, pq := range pqs {
 			if locked[pq.mq] {
-				pq.locked.Store(true)
-				pq.lockedAt.Store(now)
+				pq.setLocked(now)
 			} else {
 				pq.locked.Store(false)
 			}
@@ -583,17 +581,13 @@ func (b *consumerBase) pullLoop(pq *processQueue) {
 	}
 	defer drain()
 	for ctx.Err() == nil && !pq.dropped.Load() {
-		if pq.count.Load() >= int64(b.opts.QueueMaxMessages) || pq.bytes.Load() >= b.opts.QueueMaxBytes {
-			if !sleepCtx(ctx, 50*time.Millisecond) {
-				return
-			}
-			continue
+		// Flow control: wait (without polling) until consumed messages
+		// make room, and for the orderly lock.
+		if !pq.waitRoom(b.opts.QueueMaxMessages, b.opts.QueueMaxBytes) {
+			return
 		}
-		if orderlyLock && !pq.lockValid() {
-			if !sleepCtx(ctx, 100*time.Millisecond) {
-				return
-			}
-			continue
+		if orderlyLock && !pq.waitLock() {
+			return
 		}
 		commit := int64(0)
 		if b.piggyback && b.opts.Model == Clustering {

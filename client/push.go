@@ -296,11 +296,8 @@ func (c *PushConsumer) orderlyLoop(pq *processQueue) {
 		case <-pq.signal:
 		}
 		for pq.ctx.Err() == nil && !pq.dropped.Load() {
-			if needLock && !pq.lockValid() {
-				if !sleepCtx(pq.ctx, 100*time.Millisecond) {
-					return
-				}
-				continue
+			if needLock && !pq.waitLock() {
+				return
 			}
 			msgs := pq.peek(b.opts.ConsumeBatchSize)
 			if len(msgs) == 0 {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/wake"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -84,6 +85,8 @@ type processQueue struct {
 	count    atomic.Int64 // cached messages
 	bytes    atomic.Int64 // cached body bytes
 	signal   chan struct{}
+	room     wake.Notifier // consumed messages left the cache (flow control)
+	lockWake wake.Notifier // the orderly lock was taken or renewed
 
 	mu      sync.Mutex
 	order   []int64               // protected by mu; queue offsets still cached, ascending
@@ -137,6 +140,7 @@ func (pq *processQueue) remove(msgs []*MessageExt) int64 {
 			pq.bytes.Add(-int64(len(m.Body)))
 		}
 	}
+	pq.room.Notify()
 	for len(pq.order) > 0 {
 		if _, ok := pq.msgs[pq.order[0]]; ok {
 			break
@@ -179,6 +183,48 @@ func (pq *processQueue) attempt(m *MessageExt) int32 {
 // lockValid reports an orderly lock renewed within 30 s.
 func (pq *processQueue) lockValid() bool {
 	return pq.locked.Load() && time.Since(time.Unix(0, pq.lockedAt.Load())) < 30*time.Second
+}
+
+// setLocked records that the orderly lock was taken (or renewed) at now
+// and wakes the loops waiting for it.
+func (pq *processQueue) setLocked(now int64) {
+	pq.lockedAt.Store(now)
+	pq.locked.Store(true)
+	pq.lockWake.Notify()
+}
+
+// waitLock waits until the orderly lock is valid; it reports false when
+// the queue is dropped first. The lock is renewed every LockInterval
+// (20 s by default), so a queue whose lock another member holds waits for
+// a renewal, with no polling in between.
+func (pq *processQueue) waitLock() bool {
+	for {
+		ch := pq.lockWake.Wait()
+		if pq.lockValid() {
+			return true
+		}
+		select {
+		case <-pq.ctx.Done():
+			return false
+		case <-ch:
+		}
+	}
+}
+
+// waitRoom waits until the cache is below the flow-control limits; it
+// reports false when the queue is dropped first.
+func (pq *processQueue) waitRoom(maxMsgs int, maxBytes int64) bool {
+	for {
+		ch := pq.room.Wait()
+		if pq.count.Load() < int64(maxMsgs) && pq.bytes.Load() < maxBytes {
+			return true
+		}
+		select {
+		case <-pq.ctx.Done():
+			return false
+		case <-ch:
+		}
+	}
 }
 
 // sleepCtx waits d or until ctx ends; it reports whether ctx is still live.
