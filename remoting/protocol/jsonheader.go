@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -193,17 +194,21 @@ func (s *jsonScanner) str() (string, error) {
 }
 
 func (s *jsonScanner) strSlow(start int) (string, error) {
-	out := append([]byte(nil), s.b[start:s.i]...)
+	// One allocation: the unescaped string is never longer than its
+	// escaped form, which ends at the next unescaped quote (or the end).
+	var out strings.Builder
+	out.Grow(escapedLen(s.b[start:]))
+	out.Write(s.b[start:s.i])
 	for s.i < len(s.b) {
 		c := s.b[s.i]
 		switch {
 		case c == '"':
 			s.i++
-			return string(out), nil
+			return out.String(), nil
 		case c < 0x20:
 			return "", s.errorf("control character in string")
 		case c != '\\':
-			out = append(out, c)
+			out.WriteByte(c)
 			s.i++
 			continue
 		}
@@ -214,17 +219,17 @@ func (s *jsonScanner) strSlow(start int) (string, error) {
 		s.i += 2
 		switch e {
 		case '"', '\\', '/':
-			out = append(out, e)
+			out.WriteByte(e)
 		case 'b':
-			out = append(out, '\b')
+			out.WriteByte('\b')
 		case 'f':
-			out = append(out, '\f')
+			out.WriteByte('\f')
 		case 'n':
-			out = append(out, '\n')
+			out.WriteByte('\n')
 		case 'r':
-			out = append(out, '\r')
+			out.WriteByte('\r')
 		case 't':
-			out = append(out, '\t')
+			out.WriteByte('\t')
 		case 'u':
 			r, ok := s.hex4()
 			if !ok {
@@ -243,12 +248,26 @@ func (s *jsonScanner) strSlow(start int) (string, error) {
 				}
 				r = utf16.DecodeRune(r, r2)
 			}
-			out = utf8.AppendRune(out, r)
+			out.WriteRune(r)
 		default:
 			return "", s.errorf("bad escape \\%c", e)
 		}
 	}
 	return "", s.errorf("unterminated string")
+}
+
+// escapedLen is the length of the JSON string body at the start of b: up
+// to the first quote not escaped by a backslash, or all of b.
+func escapedLen(b []byte) int {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(b)
 }
 
 func (s *jsonScanner) hex4() (rune, bool) {
