@@ -8,7 +8,7 @@ FUZZTIME  ?= 30s
 STATICCHECK_VERSION ?= v0.8.2
 PKGS      := ./...
 
-.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale browser failover-long console-overhead iothub-bench clean
+.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale browser failover-long console-overhead iothub-bench compare-cpu clean
 
 all: lint build test
 
@@ -88,6 +88,13 @@ compare:
 	cd compare && $(GO) run . -durable=true -count 20000 -repeat 2 && \
 		$(GO) run . -durable=false -count 300000 -repeat 3 -warmup 20000 && \
 		$(GO) run . -durable=false -count 300000 -repeat 3 -warmup 20000 -factor 1.5
+
+# Server CPU per message with single-message SEND_MESSAGE requests (the
+# way rocketmq-client-go sends), next to a plain TCP request/response of
+# the same bytes and to NATS JetStream driven by nats.go, each server in
+# its own process, same run (compare/cpu_test.go).
+compare-cpu:
+	cd compare && $(GO) test -run '^$$' -bench ServerCPUPerMessage -benchtime 100000x -timeout 20m .
 
 # The master kill loop of the cluster suite with 100 kills instead of 20
 # (TestClusterControllerKillLoop): failover time p50/p99, every

@@ -1,0 +1,512 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// Server CPU per message with single-message requests.
+//
+// BenchmarkServerCPUPerMessage runs three servers, each in its own process
+// (this test binary, re-executed), one after the other in the same run,
+// and drives each with the same load from this process: conns connections
+// with window requests in flight on each, one message per request, 1 KiB
+// bodies, 8 queues. The figure is the server process's CPU time (utime +
+// stime from /proc) divided by the messages acknowledged:
+//
+//   - smartgo: a broker (default options: asynchronous flush) answering
+//     SEND_MESSAGE (code 10, long header names, JSON header), the request
+//     rocketmq-client-go v2.1.2 sends for each message; the client writes
+//     each request with its own write, as that client does.
+//   - tcp: a plain TCP server that reads each of the same request frames
+//     and writes back a response frame of the same bytes as the broker's
+//     answer, with the same client: the floor (syscalls and framing only).
+//   - jetstream: an embedded nats-server with a file-stored stream,
+//     driven by nats.go's asynchronous JetStream publishes (its own
+//     client), the same bodies, connections and window.
+//
+// One op is one message on each server. Run it with a fixed count
+// (COMPARE_CPU_PROFILE=/tmp/%s.pprof profiles each server):
+//
+//	go test -run '^$' -bench ServerCPUPerMessage -benchtime 100000x
+func BenchmarkServerCPUPerMessage(b *testing.B) {
+	const (
+		conns  = 4
+		window = 250 // 1,000 in flight in all
+		size   = 1024
+		queues = 8
+	)
+	n := int64(b.N)
+	warm := min(n/10, 5000)
+	frames, err := sendFrames(size, queues)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := sendResponseFrame()
+	if err != nil {
+		b.Fatal(err)
+	}
+	type result struct{ cpuPerMsg, rate float64 }
+	results := map[string]result{}
+	for _, sys := range []string{"tcp", "smartgo", "jetstream"} {
+		srv := startCPUServer(b, sys, map[string]string{"COMPARE_CPU_RESPONSE_LEN": strconv.Itoa(len(resp))})
+		load := func(count int64) error { return frameLoad(srv.addr, frames, conns, window, count) }
+		if sys == "jetstream" {
+			js, err := newJSLoad(srv.addr, conns, window)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer js.close()
+			load = func(count int64) error { return js.run(count, size) }
+		}
+		if warm > 0 {
+			if err := load(warm); err != nil {
+				b.Fatalf("%s warm-up: %v", sys, err)
+			}
+		}
+		cpu0, err := processCPU(srv.pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := load(n); err != nil {
+			b.Fatalf("%s: %v", sys, err)
+		}
+		el := time.Since(start)
+		cpu1, err := processCPU(srv.pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv.stop(b)
+		results[sys] = result{cpuPerMsg: float64(cpu1-cpu0) / float64(time.Microsecond) / float64(n), rate: float64(n) / el.Seconds()}
+	}
+	for sys, r := range results {
+		b.ReportMetric(r.cpuPerMsg, sys+"-cpu-µs/msg")
+		b.ReportMetric(r.rate, sys+"-msgs/s")
+	}
+	if t := results["tcp"].cpuPerMsg; t > 0 {
+		b.ReportMetric(results["smartgo"].cpuPerMsg/t, "smartgo/tcp")
+	}
+	if j := results["jetstream"].cpuPerMsg; j > 0 {
+		b.ReportMetric(results["smartgo"].cpuPerMsg/j, "smartgo/jetstream")
+	}
+}
+
+// sendFrames encodes one SEND_MESSAGE request per queue, as
+// rocketmq-client-go v2.1.2 encodes a single-message send: code 10, the
+// long header names, a JSON header, the properties that client sets.
+func sendFrames(size, queues int) ([][]byte, error) {
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	var frames [][]byte
+	for q := range queues {
+		props := string(record.AppendProperties(nil, record.Properties{
+			{Key: record.PropertyUniqueClientMessageIDKeyIndex, Value: fmt.Sprintf("7F0000010001%020X", q)},
+			{Key: record.PropertyWaitStoreMsgOK, Value: "true"},
+			{Key: record.PropertyTags, Value: "tag"},
+		}))
+		h := &protocol.SendMessageRequestHeader{ProducerGroup: "cpu-producers", Topic: "CPU", DefaultTopic: broker.AutoCreateTopicKey,
+			DefaultTopicQueueNums: int32(queues), QueueID: int32(q), BornTimestamp: time.Now().UnixMilli(), Properties: props}
+		req := protocol.NewRequest(protocol.SendMessage, h, body)
+		req.Language = protocol.LanguageGo
+		req.Version = 317
+		f, err := protocol.EncodeFrame(req)
+		if err != nil {
+			return nil, err
+		}
+		frames = append(frames, f)
+	}
+	return frames, nil
+}
+
+// sendResponseFrame is a typical broker answer to one of sendFrames'
+// requests: what the plain TCP server writes back.
+func sendResponseFrame() ([]byte, error) {
+	resp := protocol.NewResponse(protocol.Success, "").SetHeader(&protocol.SendMessageResponseHeader{
+		MsgID: strings.Repeat("7F00000100002A9F", 2), QueueID: 3, QueueOffset: 123456, Region: "DefaultRegion", TraceOn: true})
+	resp.Opaque = 1
+	return protocol.EncodeFrame(resp)
+}
+
+// frameLoad sends count requests (frames in turn) over conns connections,
+// window in flight on each, each with its own write, and reads the
+// responses, which must be SUCCESS.
+func frameLoad(addr string, frames [][]byte, conns, window int, count int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	errc := make(chan error, conns)
+	for i := range int64(conns) {
+		per := count / int64(conns)
+		if i < count%int64(conns) {
+			per++
+		}
+		go func() { errc <- frameConn(ctx, addr, frames, window, per) }()
+	}
+	var first error
+	for range conns {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
+}
+
+// frameConn is one connection of frameLoad: n requests and their answers.
+func frameConn(ctx context.Context, addr string, frames [][]byte, window int, n int64) error {
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+	credit := make(chan struct{}, window)
+	go func() {
+		for i := range n {
+			select {
+			case credit <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			if _, err := nc.Write(frames[i%int64(len(frames))]); err != nil {
+				return // the reader fails
+			}
+		}
+	}()
+	r := bufio.NewReaderSize(nc, 64<<10)
+	var word [4]byte
+	buf := make([]byte, 4096)
+	for range n {
+		if _, err := io.ReadFull(r, word[:]); err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		fl := int(binary.BigEndian.Uint32(word[:]))
+		if fl > len(buf) {
+			buf = make([]byte, fl)
+		}
+		if _, err := io.ReadFull(r, buf[:fl]); err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		resp, err := protocol.DecodeFrame(buf[:fl])
+		if err != nil {
+			return err
+		}
+		if resp.Code != protocol.Success {
+			return fmt.Errorf("response %d: %s", resp.Code, resp.Remark)
+		}
+		<-credit
+	}
+	return nil
+}
+
+// jsLoad publishes to a JetStream stream over conns connections.
+type jsLoad struct {
+	ncs    []*nats.Conn
+	js     []jetstream.JetStream
+	window int
+	failed atomic.Int64 // publishes whose ack was an error
+}
+
+func newJSLoad(url string, conns, window int) (*jsLoad, error) {
+	l := &jsLoad{window: window}
+	for range conns {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			l.close()
+			return nil, err
+		}
+		l.ncs = append(l.ncs, nc)
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(window),
+			jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { l.failed.Add(1) }))
+		if err != nil {
+			l.close()
+			return nil, err
+		}
+		l.js = append(l.js, js)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := l.js[0].CreateStream(ctx, jetstream.StreamConfig{Name: "CPU", Subjects: []string{"cpu"}, Storage: jetstream.FileStorage}); err != nil {
+		l.close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *jsLoad) run(count int64, size int) error {
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	var issued, failed atomic.Int64
+	l.failed.Store(0)
+	var wg sync.WaitGroup
+	for _, js := range l.js {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for issued.Add(1) <= count {
+				if _, err := js.PublishAsync("cpu", body, jetstream.WithStallWait(time.Minute)); err != nil {
+					failed.Add(1)
+				}
+			}
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(5 * time.Minute):
+				failed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load() + l.failed.Load(); n > 0 {
+		return fmt.Errorf("%d publishes failed", n)
+	}
+	return nil
+}
+
+func (l *jsLoad) close() {
+	for _, nc := range l.ncs {
+		nc.Close()
+	}
+}
+
+// cpuServer is a server process started by startCPUServer.
+type cpuServer struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	pid   int
+	addr  string
+}
+
+// startCPUServer re-executes this test binary as the server sys (see
+// TestMain) and waits for its address.
+func startCPUServer(tb testing.TB, sys string, env map[string]string) *cpuServer {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "COMPARE_CPU_SERVER="+sys, "COMPARE_CPU_DIR="+tb.TempDir())
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	s := &cpuServer{cmd: cmd, stdin: in, pid: cmd.Process.Pid}
+	tb.Cleanup(func() { s.stop(tb) })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		tb.Fatalf("%s server: %v", sys, err)
+	}
+	s.addr = strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
+	return s
+}
+
+// stop closes the server's stdin (it exits) and waits for it.
+func (s *cpuServer) stop(tb testing.TB) {
+	if s.stdin == nil {
+		return
+	}
+	s.stdin.Close()
+	s.stdin = nil
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			tb.Errorf("server process: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+		tb.Errorf("server process did not exit")
+	}
+}
+
+// processCPU is the CPU time (user + system) the process pid has used,
+// from /proc/<pid>/stat (in USER_HZ ticks of 10 ms).
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (which is in parentheses and may
+	// hold spaces): state is field 3, utime 14, stime 15.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}
+
+// TestMain runs the server of BenchmarkServerCPUPerMessage when this
+// binary is started as one.
+func TestMain(m *testing.M) {
+	if sys := os.Getenv("COMPARE_CPU_SERVER"); sys != "" {
+		if err := runCPUServer(sys, os.Getenv("COMPARE_CPU_DIR")); err != nil {
+			fmt.Fprintf(os.Stderr, "%s server: %v\n", sys, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runCPUServer serves as sys until stdin is closed. With
+// COMPARE_CPU_PROFILE set it writes a CPU profile of the whole process to
+// that file (sys replacing "%s").
+func runCPUServer(sys, dir string) error {
+	if p := os.Getenv("COMPARE_CPU_PROFILE"); p != "" {
+		f, err := os.Create(strings.ReplaceAll(p, "%s", sys))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var addr string
+	var stop func()
+	switch sys {
+	case "smartgo":
+		so := store.DefaultOptions(filepath.Join(dir, "store"))
+		so.SegmentSize = 256 << 20
+		b, err := broker.New(broker.Options{ListenAddr: "127.0.0.1:0", BrokerName: "cpu", ClusterName: "cpu",
+			AutoCreateTopic: true, AutoCreateGroup: true, Store: so})
+		if err != nil {
+			return err
+		}
+		addr, stop = b.Addr(), func() { b.Close() }
+	case "jetstream":
+		srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+		if err != nil {
+			return err
+		}
+		go srv.Start()
+		if !srv.ReadyForConnections(10 * time.Second) {
+			return errors.New("nats-server not ready")
+		}
+		addr, stop = srv.ClientURL(), srv.Shutdown
+	case "tcp":
+		n, err := strconv.Atoi(os.Getenv("COMPARE_CPU_RESPONSE_LEN"))
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		go echoServe(ln, n)
+		addr, stop = ln.Addr().String(), func() { ln.Close() }
+	default:
+		return fmt.Errorf("unknown server %q", sys)
+	}
+	fmt.Printf("ADDR %s\n", addr)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	stop()
+	return nil
+}
+
+// echoServe answers every frame it reads on a connection with a
+// SUCCESS response frame of n bytes (the length word included); the
+// answers to the requests one read brought are written together.
+func echoServe(ln net.Listener, n int) {
+	resp := protocol.NewResponse(protocol.Success, "")
+	resp.Opaque = 1
+	base, _ := protocol.EncodeFrame(resp)
+	// Pad the remark so the frame is n bytes.
+	if pad := n - len(base); pad > 0 {
+		resp.Remark = strings.Repeat("x", pad)
+		base, _ = protocol.EncodeFrame(resp)
+	}
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer nc.Close()
+			r := bufio.NewReaderSize(nc, 64<<10)
+			w := bufio.NewWriterSize(nc, 64<<10)
+			var word [4]byte
+			buf := make([]byte, 4096)
+			for {
+				if !wholeFrame(r) && w.Buffered() > 0 {
+					if err := w.Flush(); err != nil {
+						return
+					}
+				}
+				if _, err := io.ReadFull(r, word[:]); err != nil {
+					return
+				}
+				fl := int(binary.BigEndian.Uint32(word[:]))
+				if fl > len(buf) {
+					buf = make([]byte, fl)
+				}
+				if _, err := io.ReadFull(r, buf[:fl]); err != nil {
+					return
+				}
+				if _, err := w.Write(base); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// wholeFrame reports whether r has a whole frame buffered.
+func wholeFrame(r *bufio.Reader) bool {
+	if r.Buffered() < 4 {
+		return false
+	}
+	word, err := r.Peek(4) // buffered: does not block
+	if err != nil {
+		return false
+	}
+	return r.Buffered() >= 4+int(binary.BigEndian.Uint32(word))
+}
