@@ -558,7 +558,7 @@ func TestClusterTwinControlledFailover(t *testing.T) {
 	c := startControlled(t, CtlOptions{Sync: true})
 	twins := make([]*broker.Twins, 3)
 	for j := range twins {
-		tw, err := broker.OpenTwins(c.Broker(j), broker.TwinOptions{Shards: 4, SnapshotInterval: time.Hour, SlavePollInterval: 5 * time.Millisecond})
+		tw, err := broker.OpenTwins(c.Broker(j), broker.TwinOptions{Shards: 4, SnapshotInterval: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
