@@ -373,6 +373,13 @@ func TestStoreHARefusesWrongMaster(t *testing.T) {
 	for range 10 {
 		mustPut(t, ahead, msgSpec{topic: "T", body: "a longer body than the master has"})
 	}
+	// Dispatch is asynchronous: the queue holds all ten before the check.
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if n := ahead.MaxOffset("T", 0); n != 10 {
+			return fmt.Errorf("ahead slave dispatched %d of 10", n)
+		}
+		return nil
+	})
 	check("ahead", ahead, "g", ErrSlaveAhead)
 	if got := readAll(t, ahead, "T", 0); len(got) != 10 {
 		t.Fatalf("ahead slave lost messages: %d", len(got))
