@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/smartgo/smartgo/internal/ratelog"
 )
 
 // The back end's HTTPS API, in IoT Hub's REST shape (docs/iothub.md):
@@ -62,7 +65,7 @@ func (h *Hub) startHTTPS() error {
 		}
 		srv := &http.Server{Handler: h, TLSConfig: cfg, ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
-			ErrorLog: nil}
+			ErrorLog: ratelog.StdLogger(h.log, slog.LevelWarn, "iothub: HTTPS server error")}
 		h.https = append(h.https, srv)
 		h.lnAddrs = append(h.lnAddrs, ln.Addr())
 		h.wg.Add(1)

@@ -204,3 +204,21 @@ func TestRatelogHandlerKeysOnReasonWithoutDigits(t *testing.T) {
 		t.Fatalf("%d lines, want one per reason (3):\n%s", c, buf.String())
 	}
 }
+
+// A standard logger fed one failed handshake per peer writes one line per
+// kind of error and interval, with the text of the first.
+func TestStdLoggerLimitsPerReason(t *testing.T) {
+	var buf bytes.Buffer
+	l := StdLogger(slog.New(slog.NewTextHandler(&buf, nil)), slog.LevelWarn, "https: server error")
+	for i := range 200 {
+		l.Printf("http: TLS handshake error from 127.0.0.%d:%d: EOF", i%250, 40000+i)
+	}
+	l.Printf("http: panic serving 127.0.0.1:1: boom")
+	out := buf.String()
+	if n := strings.Count(out, "\n"); n != 2 {
+		t.Fatalf("want 2 lines (one per reason), got %d:\n%s", n, out)
+	}
+	if !strings.Contains(out, `reason="http: TLS handshake error from 127.0.0.0:40000: EOF"`) || !strings.Contains(out, "level=WARN") {
+		t.Fatalf("first handshake line not written as is:\n%s", out)
+	}
+}
