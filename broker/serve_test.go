@@ -50,6 +50,8 @@ func TestBrokerServesOnlyAfterRecovery(t *testing.T) {
 	go func() {
 		nb, err := New(testBrokerOptions(dir, func(o *Options) {
 			o.ListenAddr = addr
+			// Not the listen port + 1: another test may hold that one.
+			o.HAListen = "127.0.0.1:0"
 			o.Store.Listener = func(ev store.Event) {
 				if ev.Kind == store.EventCorruption {
 					once.Do(func() {

@@ -328,7 +328,7 @@ func TestBrokerTransactionRestart(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b = txBroker(t, dir, func(o *Options) { o.ListenAddr = addr })
+	b = txBroker(t, dir, func(o *Options) { o.ListenAddr, o.HAListen = addr, "127.0.0.1:0" })
 	c = newTestClient(t, b.Addr())
 	for _, x := range []protocol.SendMessageResponseHeader{hc, hr} {
 		if resp := c.endTx(x, "pg", record.TxCommit); resp.Code != protocol.TransactionFailed {
