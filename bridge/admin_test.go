@@ -12,6 +12,7 @@ import (
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt"
 )
 
@@ -71,7 +72,7 @@ func TestBridgeAdminCalls(t *testing.T) {
 	_ = offline.Disconnect(&paho.Disconnect{})
 
 	node := b.Backend().NodeID()
-	waitFor(t, 10*time.Second, "node listed with 3 connections", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "node listed with 3 connections", func() bool {
 		bs, err := a.Bridges(ctx)
 		return err == nil && len(bs) == 1 && bs[0].Node == node && bs[0].Connections == 3 && bs[0].Version == "test-v" &&
 			len(bs[0].Addrs) == 1 && bs[0].ClusterSessions == 4 && bs[0].Retained == 1
@@ -106,7 +107,7 @@ func TestBridgeAdminCalls(t *testing.T) {
 	// session is saved offline just after.
 	var sp *admin.MQTTSessionPage
 	var sleeper *admin.MQTTSession
-	waitFor(t, 10*time.Second, "the sleeper's session offline", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the sleeper's session offline", func() bool {
 		var err error
 		if sp, err = a.MQTTSessions(ctx, node, admin.MQTTQuery{}); err != nil {
 			t.Fatal(err)
@@ -152,7 +153,7 @@ func TestBridgeAdminCalls(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("client got no DISCONNECT")
 	}
-	waitFor(t, 5*time.Second, "dev-1 gone", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "dev-1 gone", func() bool {
 		p, err := a.MQTTClients(ctx, node, admin.MQTTQuery{})
 		if err != nil || p.Total != 2 {
 			return false
@@ -178,7 +179,7 @@ func TestBridgeLeavesRegistriesOnClose(t *testing.T) {
 	defer a.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	waitFor(t, 10*time.Second, "node listed", func() bool { bs, err := a.Bridges(ctx); return err == nil && len(bs) == 1 })
+	testutil.WaitFor(t, 10*time.Second, "node listed", func() bool { bs, err := a.Bridges(ctx); return err == nil && len(bs) == 1 })
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}

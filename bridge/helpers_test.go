@@ -211,15 +211,3 @@ func (r *rawClient) disconnect() {
 func sub(filter string, qos byte) packets.Subscription {
 	return packets.Subscription{Filter: filter, QoS: qos}
 }
-
-// waitFor polls fn until it is true or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, fn func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !fn() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -45,17 +46,12 @@ func caughtUp(t *testing.T, n *Bridge) {
 func waitMaps(t *testing.T, n *Bridge, name string, max int) {
 	t.Helper()
 	caughtUp(t, n)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		m := mapsOf(n)
-		if m.atMost(max) {
-			return
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if m := mapsOf(n); !m.atMost(max) {
+			return fmt.Errorf("node %s keeps session state for gone clients: %+v (want at most %d each)", name, m, max)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s keeps session state for gone clients: %+v (want at most %d each)", name, m, max)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestBridgeSessionChurnForgetsClients: 1,000 clean 3.1.1 clients with
@@ -126,7 +122,7 @@ func TestBridgeSessionOneCopyOfOwnRecords(t *testing.T) {
 		t.Fatalf("two records of a local client: current %p, own %p", cur, own)
 	}
 	dev.disconnect() // an offline save
-	waitFor(t, 5*time.Second, "offline record", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "offline record", func() bool {
 		be.mu.Lock()
 		defer be.mu.Unlock()
 		o := be.own["single"]

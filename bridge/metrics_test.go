@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt"
 )
 
@@ -73,7 +74,7 @@ func TestBridgeMetricsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startBridge(t, c, func(mo *mqtt.Options, _ *Options) { mo.CredentialsFile = creds })
-	waitFor(t, 10*time.Second, "node ready (registered)", func() bool { return b.Ready() == nil })
+	testutil.WaitFor(t, 10*time.Second, "node ready (registered)", func() bool { return b.Ready() == nil })
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(b.Collectors()...)
 
@@ -130,7 +131,7 @@ func TestBridgeMetricsMove(t *testing.T) {
 		if n := gathered(t, reg, "smartgo_mqtt_messages_received_total", qs); n != 1 {
 			t.Errorf("received qos %d: %v", q, n)
 		}
-		waitFor(t, 5*time.Second, "sent qos "+qs, func() bool { return gathered(t, reg, "smartgo_mqtt_messages_sent_total", qs) == 1 })
+		testutil.WaitFor(t, 5*time.Second, "sent qos "+qs, func() bool { return gathered(t, reg, "smartgo_mqtt_messages_sent_total", qs) == 1 })
 	}
 	// Control packets of every type: at least two CONNECTs, a SUBSCRIBE,
 	// three PUBLISHes and the QoS 2 PUBREL in; CONNACKs, the SUBACK,
@@ -138,7 +139,7 @@ func TestBridgeMetricsMove(t *testing.T) {
 	if n := gathered(t, reg, "smartgo_mqtt_packets_received_total"); n < 7 {
 		t.Errorf("packets received %v, want at least 7", n)
 	}
-	waitFor(t, 5*time.Second, "packets sent", func() bool { return gathered(t, reg, "smartgo_mqtt_packets_sent_total") >= 9 })
+	testutil.WaitFor(t, 5*time.Second, "packets sent", func() bool { return gathered(t, reg, "smartgo_mqtt_packets_sent_total") >= 9 })
 	if n := gathered(t, reg, "smartgo_mqtt_connections"); n != 2 {
 		t.Errorf("connections %v, want 2", n)
 	}
@@ -156,8 +157,8 @@ func TestBridgeMetricsMove(t *testing.T) {
 	}
 	// The subscriber's session has a record (its subscription); the
 	// publisher's gets one when it goes offline with its expiry.
-	waitFor(t, 5*time.Second, "cluster sessions", func() bool { return gathered(t, reg, "smartgo_bridge_cluster_sessions") == 1 })
+	testutil.WaitFor(t, 5*time.Second, "cluster sessions", func() bool { return gathered(t, reg, "smartgo_bridge_cluster_sessions") == 1 })
 	_ = pub.Disconnect(&paho.Disconnect{})
-	waitFor(t, 5*time.Second, "offline session", func() bool { return gathered(t, reg, "smartgo_bridge_cluster_sessions") == 2 })
-	waitFor(t, 5*time.Second, "connections", func() bool { return gathered(t, reg, "smartgo_mqtt_connections") == 1 })
+	testutil.WaitFor(t, 5*time.Second, "offline session", func() bool { return gathered(t, reg, "smartgo_bridge_cluster_sessions") == 2 })
+	testutil.WaitFor(t, 5*time.Second, "connections", func() bool { return gathered(t, reg, "smartgo_mqtt_connections") == 1 })
 }

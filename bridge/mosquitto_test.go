@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/mqtttest"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 func mosquittoClients(t *testing.T) (sub, pub string) { t.Helper(); return mqtttest.Mosquitto(t) }
@@ -31,7 +32,7 @@ func TestBridgeMosquittoEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait for the subscription before publishing.
-	waitFor(t, 10*time.Second, "mosquitto_sub subscribed", func() bool { return b.Server().Stats().Connections.Load() >= 1 })
+	testutil.WaitFor(t, 10*time.Second, "mosquitto_sub subscribed", func() bool { return b.Server().Stats().Connections.Load() >= 1 })
 	time.Sleep(200 * time.Millisecond)
 	for _, args := range [][]string{
 		{"-V", "311", "-t", "devices/m1/telemetry", "-m", "v311", "-i", "mosq-pub-3"},

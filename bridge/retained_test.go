@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -43,7 +44,7 @@ func TestBridgeMosquittoCleanRetained(t *testing.T) {
 		run(false, pubBin, "-h", ha, "-p", pa, "-V", "5", "-q", "1", "-r", "-t", topic, "-m", v)
 	}
 	count := func(br *Bridge) int { n, _ := br.Server().RetainedCount(); return n }
-	waitFor(t, 20*time.Second, "node B's copy of the retained topic", func() bool { return count(b) == 3 })
+	testutil.WaitFor(t, 20*time.Second, "node B's copy of the retained topic", func() bool { return count(b) == 3 })
 	want := []string{"devices/d1/telemetry 3", "home/a 1", "home/b/c 2"}
 	sorted := func(out string) []string {
 		l := strings.Split(strings.TrimSpace(out), "\n")
@@ -60,7 +61,7 @@ func TestBridgeMosquittoCleanRetained(t *testing.T) {
 	if got := sorted(run(true, subBin, "-h", hb, "-p", pb, "-V", "mqttv5", "-t", "#", "-v", "--remove-retained", "--retained-only", "-W", "3")); !slices.Equal(got, want) {
 		t.Fatalf("--remove-retained on node B printed %q, want %q", got, want)
 	}
-	waitFor(t, 20*time.Second, "deletions on both nodes", func() bool { return count(a) == 0 && count(b) == 0 })
+	testutil.WaitFor(t, 20*time.Second, "deletions on both nodes", func() bool { return count(a) == 0 && count(b) == 0 })
 	cmd := exec.CommandContext(ctx, subBin, "-h", ha, "-p", pa, "-i", "after-clean", "-t", "#", "-v", "-C", "1")
 	var buf strings.Builder
 	cmd.Stdout = &buf
@@ -68,7 +69,7 @@ func TestBridgeMosquittoCleanRetained(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "mosquitto_sub subscribed", func() bool { return a.Server().Stats().Subscriptions.Load() > subs })
+	testutil.WaitFor(t, 10*time.Second, "mosquitto_sub subscribed", func() bool { return a.Server().Stats().Subscriptions.Load() > subs })
 	run(false, pubBin, "-h", ha, "-p", pa, "-q", "1", "-t", "done", "-m", "live")
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -47,7 +48,7 @@ func collectAll(quiet time.Duration, rs ...*rawClient) [][]string {
 // share that together cover every queue of the device-facing topics.
 func waitShareSettled(t *testing.T, share string, want int, nodes ...*Bridge) {
 	t.Helper()
-	waitFor(t, 20*time.Second, "share queues split among "+fmt.Sprint(len(nodes))+" nodes", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "share queues split among "+fmt.Sprint(len(nodes))+" nodes", func() bool {
 		seen := map[client.MessageQueue]bool{}
 		for _, n := range nodes {
 			qs := n.Backend().ShareQueues(share)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
@@ -150,7 +151,7 @@ func TestBrokerMQAdminResetOffsetByTime(t *testing.T) {
 	if off, _ := b.Offsets().Query("rg", "Reset", 0); off != 1 {
 		t.Fatalf("committed offset after reset: %d", off)
 	}
-	waitFor(t, 5*time.Second, func() bool { return len(oc.received(protocol.ResetConsumerClientOffset)) == 1 })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return len(oc.received(protocol.ResetConsumerClientOffset)) == 1 })
 	notice := oc.received(protocol.ResetConsumerClientOffset)[0]
 	var nh protocol.ResetOffsetRequestHeader
 	if err := notice.DecodeHeader(&nh); err != nil || nh.Topic != "Reset" || nh.Group != "rg" || nh.Timestamp != times[1] || !notice.IsOneway() {
@@ -346,7 +347,7 @@ func TestBrokerMQAdminCleanUps(t *testing.T) {
 	}
 	c.mustSend("New", 0, "fresh", "")
 	c.mustSend("Unused", 0, "u", "")
-	waitFor(t, 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "", func() bool {
 		return b.Store().MaxOffset("New", 0) == 1 && b.Store().FlushedPhysicalOffset() == b.Store().MaxPhysicalOffset() &&
 			b.Store().IndexedPhysicalOffset() == b.Store().MaxPhysicalOffset()
 	})

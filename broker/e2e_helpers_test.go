@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
@@ -170,5 +171,5 @@ func contextTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 // queue (dispatch follows the commitlog asynchronously).
 func waitDispatched(t *testing.T, b *Broker, topic string, queueID int32, n int64) {
 	t.Helper()
-	waitFor(t, 5*time.Second, func() bool { return b.Store().MaxOffset(topic, queueID) >= n })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return b.Store().MaxOffset(topic, queueID) >= n })
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/obs"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -131,7 +132,7 @@ func TestBrokerLongPollWakeUp(t *testing.T) {
 		r := c.pull("lpg", "LP", 0, 1, flagSubscription|pullFlagSuspend, 10*time.Second, "*")
 		got <- res{r, time.Now()}
 	}()
-	waitFor(t, 5*time.Second, func() bool { return b.hold.Len() == 1 })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return b.hold.Len() == 1 })
 	sent := time.Now()
 	c.mustSend("LP", 0, "second", "")
 	select {
@@ -178,7 +179,7 @@ func TestBrokerRetryThenDLQ(t *testing.T) {
 			break
 		}
 		var r pullResult
-		waitFor(t, 5*time.Second, func() bool {
+		testutil.WaitFor(t, 5*time.Second, "", func() bool {
 			r = c.pull("rg", "%RETRY%rg", 0, int64(attempt), flagSubscription, 0, "*")
 			return r.code == protocol.Success
 		})
@@ -192,7 +193,7 @@ func TestBrokerRetryThenDLQ(t *testing.T) {
 		offset = m.PhysicalOffset
 	}
 	var r pullResult
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "", func() bool {
 		if _, ok := b.Topics().Get("%DLQ%rg"); !ok {
 			return false
 		}
@@ -217,7 +218,7 @@ func TestBrokerDelayLevels(t *testing.T) {
 		t.Fatal("delayed message visible immediately")
 	}
 	var r pullResult
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "", func() bool {
 		r = c.pull("dg", "Later", 2, 0, flagSubscription, 0, "*")
 		return r.code == protocol.Success
 	})
@@ -443,13 +444,13 @@ func TestBrokerNotifiesConsumerIDsChanged(t *testing.T) {
 	c1.heartbeat("c1", "ng", protocol.MessageModelClustering, map[string]string{"N": "*"})
 	c2 := newTestClient(t, b.Addr())
 	c2.heartbeat("c2", "ng", protocol.MessageModelClustering, map[string]string{"N": "*"})
-	waitFor(t, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return notified["ng"] >= 2 })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { mu.Lock(); defer mu.Unlock(); return notified["ng"] >= 2 })
 	// c2 goes away with its connection: c1 hears about it.
 	mu.Lock()
 	before := notified["ng"]
 	mu.Unlock()
 	_ = c2.c.Close()
-	waitFor(t, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return notified["ng"] > before })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { mu.Lock(); defer mu.Unlock(); return notified["ng"] > before })
 	if ids := b.consumers.ClientIDs("ng"); len(ids) != 1 || ids[0] != "c1" {
 		t.Fatalf("members after close: %v", ids)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/obs"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // Retention under disk pressure (usage above disk_force_clean_ratio,
@@ -54,10 +55,10 @@ func TestBrokerForceCleanOnlyWhenOptedIn(t *testing.T) {
 				c.mustSend("Kept", 0, body, "")
 			}
 			st := b.Store()
-			waitFor(t, 10*time.Second, func() bool { return st.MaxOffset("Kept", 0) == n })
+			testutil.WaitFor(t, 10*time.Second, "", func() bool { return st.MaxOffset("Kept", 0) == n })
 			usage.Store(0.87)
 			if !force {
-				waitFor(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "holds unconsumed messages; not deleted") })
+				testutil.WaitFor(t, 10*time.Second, "", func() bool { return strings.Contains(logs.String(), "holds unconsumed messages; not deleted") })
 				// Retention ran under pressure and kept everything.
 				if min := st.MinOffset("Kept", 0); min != 0 || st.MinPhysicalOffset() != 0 {
 					t.Fatalf("unconsumed messages deleted without disk_force_clean: queue min %d", min)
@@ -69,7 +70,7 @@ func TestBrokerForceCleanOnlyWhenOptedIn(t *testing.T) {
 				r.Release()
 				// The group consumed everything: the segments may go now.
 				commitOffset(t, c, "g", "Kept", 0, n)
-				waitFor(t, 10*time.Second, func() bool { return st.MinPhysicalOffset() > 0 })
+				testutil.WaitFor(t, 10*time.Second, "", func() bool { return st.MinPhysicalOffset() > 0 })
 				if v := forced(); v != 0 {
 					t.Fatalf("consumed messages counted as force-deleted: %v", v)
 				}
@@ -78,7 +79,7 @@ func TestBrokerForceCleanOnlyWhenOptedIn(t *testing.T) {
 				}
 				return
 			}
-			waitFor(t, 10*time.Second, func() bool { v := forced(); return !math.IsNaN(v) && v > 0 })
+			testutil.WaitFor(t, 10*time.Second, "", func() bool { v := forced(); return !math.IsNaN(v) && v > 0 })
 			usage.Store(0.10)
 			// Every message deleted unconsumed is in the counter and in the
 			// WARN lines' counts (retention may have taken more than one
@@ -86,7 +87,7 @@ func TestBrokerForceCleanOnlyWhenOptedIn(t *testing.T) {
 			warn := regexp.MustCompile(`level=WARN msg="store: unexpired segment deleted to free disk space; its unconsumed messages are lost".* unconsumed=(\d+)`)
 			var logged, lost int64
 			var counted float64
-			waitFor(t, 10*time.Second, func() bool {
+			testutil.WaitFor(t, 10*time.Second, "", func() bool {
 				logged = 0
 				for _, m := range warn.FindAllStringSubmatch(logs.String(), -1) {
 					var k int64

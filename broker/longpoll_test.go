@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 type fired struct {
@@ -37,17 +39,6 @@ func (f *fired) snapshot() ([]int, map[int]bool) {
 	return append([]int(nil), f.ids...), to
 }
 
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func startHold(t *testing.T, workers int) (*HoldService, context.CancelFunc, chan struct{}) {
 	t.Helper()
 	h := NewHoldService(workers, nil)
@@ -67,7 +58,7 @@ func TestBrokerHoldNotifyWakesOnlyPullsBelowMax(t *testing.T) {
 	h.Hold("T", 1, 5, far, f.fn(3))
 	h.Hold("U", 0, 5, far, f.fn(4))
 	h.Notify("T", 0, 6) // offset 5 now readable: wakes 1 only
-	waitFor(t, time.Second, func() bool { ids, _ := f.snapshot(); return len(ids) == 1 })
+	testutil.WaitFor(t, time.Second, "", func() bool { ids, _ := f.snapshot(); return len(ids) == 1 })
 	ids, to := f.snapshot()
 	if ids[0] != 1 || to[1] {
 		t.Fatalf("fired %v (timed out %v), want 1 woken", ids, to)
@@ -77,7 +68,7 @@ func TestBrokerHoldNotifyWakesOnlyPullsBelowMax(t *testing.T) {
 	}
 	h.Notify("T", 0, 6) // no new data: nothing more
 	h.Notify("T", 0, 8)
-	waitFor(t, time.Second, func() bool { ids, _ := f.snapshot(); return len(ids) == 2 })
+	testutil.WaitFor(t, time.Second, "", func() bool { ids, _ := f.snapshot(); return len(ids) == 2 })
 	if ids, _ := f.snapshot(); ids[1] != 2 {
 		t.Fatalf("fired %v", ids)
 	}
@@ -95,7 +86,7 @@ func TestBrokerHoldDeadlinesFireInOrder(t *testing.T) {
 	h.Hold("T", 0, 0, now.Add(20*time.Millisecond), f.fn(1))
 	h.Hold("T", 0, 0, now.Add(40*time.Millisecond), f.fn(2))
 	h.Hold("T", 0, 0, now.Add(time.Hour), f.fn(9))
-	waitFor(t, 2*time.Second, func() bool { ids, _ := f.snapshot(); return len(ids) == 3 })
+	testutil.WaitFor(t, 2*time.Second, "", func() bool { ids, _ := f.snapshot(); return len(ids) == 3 })
 	ids, to := f.snapshot()
 	if ids[0] != 1 || ids[1] != 2 || ids[2] != 3 || !to[1] || !to[2] || !to[3] {
 		t.Fatalf("fired %v timedOut %v", ids, to)
@@ -105,7 +96,7 @@ func TestBrokerHoldDeadlinesFireInOrder(t *testing.T) {
 	}
 	// A timed-out pull is gone: a later notify does not fire it again.
 	h.Notify("T", 0, 100)
-	waitFor(t, time.Second, func() bool { ids, _ := f.snapshot(); return len(ids) == 4 })
+	testutil.WaitFor(t, time.Second, "", func() bool { ids, _ := f.snapshot(); return len(ids) == 4 })
 	if ids, to := f.snapshot(); ids[3] != 9 || to[9] {
 		t.Fatalf("fired %v %v", ids, to)
 	}
@@ -146,7 +137,7 @@ func TestBrokerHoldIdleCostsNothing(t *testing.T) {
 	}
 	// And a notification reaches exactly its queue's pulls.
 	h.Notify("T", 7, 1)
-	waitFor(t, time.Second, func() bool { return h.Len() == n-n/1000 })
+	testutil.WaitFor(t, time.Second, "", func() bool { return h.Len() == n-n/1000 })
 }
 
 func cpuTime() time.Duration {
@@ -172,7 +163,7 @@ func TestBrokerHoldConcurrent(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
-	waitFor(t, 5*time.Second, func() bool { return got.Load() == 4000 })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return got.Load() == 4000 })
 	if h.Len() != 0 {
 		t.Fatalf("held %d after all fired", h.Len())
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -111,7 +112,7 @@ func TestBrokerStripsWaitBeforeStoring(t *testing.T) {
 		t.Fatalf("send back: %d %s", resp.Code, resp.Remark)
 	}
 	var retry pullResult
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "", func() bool {
 		retry = c.pull("wg", "%RETRY%wg", 0, 0, flagSubscription, 0, "*")
 		return retry.code == protocol.Success
 	})

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -189,13 +190,13 @@ func TestBrokerRequestReply(t *testing.T) {
 
 	// The requester leaves; a late reply is refused with a reason.
 	_ = req.nc.Close()
-	waitFor(t, 10*time.Second, func() bool { _, ok := b.producers.Find(requester); return !ok })
+	testutil.WaitFor(t, 10*time.Second, "", func() bool { _, ok := b.producers.Find(requester); return !ok })
 	resp.write(javaRequest(protocol.SendReplyMessageV2, 20, cases[0].ext), []byte("late"))
 	raw, out = resp.read()
 	if out.Code != protocol.SystemError || !strings.Contains(out.Remark, requester) || !strings.Contains(out.Remark, "not connected") {
 		t.Fatalf("reply to a client that left: %s", raw)
 	}
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(logs.String(), "reply not delivered") })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return strings.Contains(logs.String(), "reply not delivered") })
 	if !strings.Contains(logs.String(), requester) {
 		t.Fatalf("log line does not name the client:\n%s", logs.String())
 	}

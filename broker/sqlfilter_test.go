@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -155,7 +156,7 @@ func TestBrokerSQL92Heartbeat(t *testing.T) {
 	go func() {
 		done <- c.pull("cg-hb", "SqlHB", 0, 100, pullFlagSuspend, 10*time.Second, "")
 	}()
-	waitFor(t, 5*time.Second, func() bool { return b.hold.Len() > 0 })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return b.hold.Len() > 0 })
 	c.mustSend("SqlHB", 0, "late", props("a", "1000"))
 	select {
 	case r := <-done:

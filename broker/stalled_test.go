@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -52,7 +53,7 @@ func stalledRun(tb testing.TB, stall bool, n int) time.Duration {
 				tb.Fatal(err)
 			}
 		}
-		waitFor(t, 10*time.Second, func() bool { return b.hold.Len() >= 200 })
+		testutil.WaitFor(t, 10*time.Second, "", func() bool { return b.hold.Len() >= 200 })
 		// One batch, so that every woken pull finds 32 messages (128 KiB):
 		// 200 such answers are far more than the socket buffers take.
 		var batch []byte
@@ -66,7 +67,7 @@ func stalledRun(tb testing.TB, stall bool, n int) time.Duration {
 		}
 		// Every stalled pull was woken and answered (into a socket nobody
 		// reads) before the clock starts.
-		waitFor(t, 10*time.Second, func() bool { return b.hold.Len() == 0 })
+		testutil.WaitFor(t, 10*time.Second, "", func() bool { return b.hold.Len() == 0 })
 	}
 	var got atomic.Int64
 	var wg sync.WaitGroup

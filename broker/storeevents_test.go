@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/obs"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
 )
@@ -110,7 +111,7 @@ func TestBrokerStoreEventsReachMetricsAndLogs(t *testing.T) {
 	for range 24 {
 		c.mustSend("Rolled", 0, body, "")
 	}
-	waitFor(t, 5*time.Second, func() bool { return sample(scrapeMetrics(t, ms.Addr()), rolled) >= 1 })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return sample(scrapeMetrics(t, ms.Addr()), rolled) >= 1 })
 	if n := heardOf(store.EventSegmentRolled); n < 1 {
 		t.Fatalf("the user's listener heard %d segment rolls", n)
 	}
@@ -123,7 +124,7 @@ func TestBrokerStoreEventsReachMetricsAndLogs(t *testing.T) {
 
 	// The disk fills: counted, refused, not ready; then it frees.
 	usage.Store(0.95)
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "", func() bool {
 		page := scrapeMetrics(t, ms.Addr())
 		return sample(page, `smartgo_store_events_total{kind="disk-full"}`) == 1 && sample(page, `smartgo_store_writes_refused{reason="disk-full"}`) == 1
 	})
@@ -134,7 +135,7 @@ func TestBrokerStoreEventsReachMetricsAndLogs(t *testing.T) {
 		t.Fatal("a send with the disk full succeeded")
 	}
 	usage.Store(0.10)
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "", func() bool {
 		page := scrapeMetrics(t, ms.Addr())
 		return sample(page, `smartgo_store_events_total{kind="disk-ok"}`) == 1 && sample(page, `smartgo_store_writes_refused{reason="disk-full"}`) == 0
 	})

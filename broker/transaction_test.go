@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
@@ -144,7 +145,7 @@ func TestBrokerTransactionDelayAndBatch(t *testing.T) {
 		t.Fatalf("commit: %d %s", resp.Code, resp.Remark)
 	}
 	committed := time.Now()
-	waitFor(t, 10*time.Second, func() bool { return b.Store().MaxOffset("TxDelay", 0) == 1 })
+	testutil.WaitFor(t, 10*time.Second, "", func() bool { return b.Store().MaxOffset("TxDelay", 0) == 1 })
 	if d := time.Since(committed); d < 80*time.Millisecond {
 		t.Fatalf("delivered %v after the commit; delay level 2 is 100 ms", d)
 	}
@@ -239,7 +240,7 @@ func TestBrokerTransactionCheckBack(t *testing.T) {
 	sentImmune := time.Now()
 
 	// Checked back and committed.
-	waitFor(t, 10*time.Second, func() bool { return b.Store().MaxOffset("TxCheck", 0) >= 1 })
+	testutil.WaitFor(t, 10*time.Second, "", func() bool { return b.Store().MaxOffset("TxCheck", 0) >= 1 })
 	r := c.pull("cg", "TxCheck", 0, 0, flagSubscription, 0, "*")
 	if len(r.msgs) != 1 || string(r.msgs[0].Body) != "checked-commit" {
 		t.Fatalf("after the check: %d msgs", len(r.msgs))
@@ -262,7 +263,7 @@ func TestBrokerTransactionCheckBack(t *testing.T) {
 
 	// The unknown one is checked TransactionCheckMax (3) times, then
 	// discarded to TRANS_CHECK_MAX_TIME_TOPIC.
-	waitFor(t, 20*time.Second, func() bool { return b.Store().MaxOffset(TransCheckMax, 0) == 1 })
+	testutil.WaitFor(t, 20*time.Second, "", func() bool { return b.Store().MaxOffset(TransCheckMax, 0) == 1 })
 	if n := len(p.checked("UNIQ-U")); n != 3 {
 		t.Fatalf("UNIQ-U checked %d times, want 3", n)
 	}
@@ -279,11 +280,11 @@ func TestBrokerTransactionCheckBack(t *testing.T) {
 	}
 
 	// The immune one is not checked before its 3 s.
-	waitFor(t, 20*time.Second, func() bool { return len(p.checked("UNIQ-I")) > 0 })
+	testutil.WaitFor(t, 20*time.Second, "", func() bool { return len(p.checked("UNIQ-I")) > 0 })
 	if d := time.Since(sentImmune); d < 3*time.Second {
 		t.Fatalf("checked %v after sending despite CHECK_IMMUNITY_TIME_IN_SECONDS = 3", d)
 	}
-	waitFor(t, 10*time.Second, func() bool { return b.Store().MaxOffset("TxCheck", 0) == 2 })
+	testutil.WaitFor(t, 10*time.Second, "", func() bool { return b.Store().MaxOffset("TxCheck", 0) == 2 })
 	if n := len(p.checked("UNIQ-R")); n != 1 {
 		t.Fatalf("rolled back UNIQ-R checked %d times", n)
 	}
@@ -299,12 +300,12 @@ func TestBrokerTransactionNoProducer(t *testing.T) {
 	b := txBroker(t, t.TempDir(), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	c := newTestClient(t, b.Addr())
 	c.sendHalf("TxOrphan", 0, "orphan", "UNIQ-O")
-	waitFor(t, 20*time.Second, func() bool { return b.Store().MaxOffset(TransCheckMax, 0) == 1 })
+	testutil.WaitFor(t, 20*time.Second, "", func() bool { return b.Store().MaxOffset(TransCheckMax, 0) == 1 })
 	d := c.pull("cg", TransCheckMax, 0, 0, flagSubscription, 0, "*")
 	if len(d.msgs) != 1 || propOf(d.msgs[0], record.PropertyTransactionCheckTimes) != "3" {
 		t.Fatalf("discarded: %d msgs", len(d.msgs))
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "", func() bool {
 		l := logs.String()
 		return strings.Contains(l, "level=WARN") && strings.Contains(l, "half message discarded to "+TransCheckMax) &&
 			strings.Contains(l, "key=UNIQ-O") && strings.Contains(l, "checks=3")
@@ -336,7 +337,7 @@ func TestBrokerTransactionRestart(t *testing.T) {
 		}
 	}
 	p := newTxProducer(t, b.Addr(), "pg", func(string) int32 { return record.TxCommit })
-	waitFor(t, 10*time.Second, func() bool { return b.Store().MaxOffset("TxR", 0) == 2 })
+	testutil.WaitFor(t, 10*time.Second, "", func() bool { return b.Store().MaxOffset("TxR", 0) == 2 })
 	r := c.pull("cg", "TxR", 0, 0, flagSubscription, 0, "*")
 	if len(r.msgs) != 2 || string(r.msgs[0].Body) != "commit-before" || string(r.msgs[1].Body) != "pending" {
 		t.Fatalf("after restart: %d msgs", len(r.msgs))
@@ -394,9 +395,9 @@ func TestBrokerTransactionCrashRepair(t *testing.T) {
 		t.Fatalf("commit after the repair: %d %q", resp.Code, resp.Remark)
 	}
 	p := newTxProducer(t, b.Addr(), "pg", func(string) int32 { return record.TxRollback })
-	waitFor(t, 5*time.Second, func() bool { return time.Since(sent) > 200*time.Millisecond }) // both overdue
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return time.Since(sent) > 200*time.Millisecond }) // both overdue
 	b.tx.checkOnce()
-	waitFor(t, 5*time.Second, func() bool { return len(p.checked("UNIQ-Y")) == 1 })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return len(p.checked("UNIQ-Y")) == 1 })
 	if n := len(p.checked("UNIQ-X")); n != 0 {
 		t.Fatalf("repaired transaction checked back %d times", n)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
@@ -58,7 +59,7 @@ func twSnapshots(t testing.TB, tw *Twins) [][]byte {
 func twEvents(t *testing.T, b *Broker, topic string, shards int) []string {
 	t.Helper()
 	st := b.Store()
-	waitFor(t, 5*time.Second, func() bool { return st.DispatchedPhysicalOffset() >= st.MaxPhysicalOffset() })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return st.DispatchedPhysicalOffset() >= st.MaxPhysicalOffset() })
 	var out []string
 	for q := int32(0); q < int32(shards); q++ {
 		for off := b.Store().MinOffset(topic, q); off < b.Store().MaxOffset(topic, q); off++ {
@@ -136,7 +137,7 @@ func TestTwinHostRemoting(t *testing.T) {
 	if rep.Status != 200 || rep.Etag != "AAAAAAAAAAI=" {
 		t.Fatalf("update: %+v", rep)
 	}
-	waitFor(t, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(pushed) == 1 })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { mu.Lock(); defer mu.Unlock(); return len(pushed) == 1 })
 	if p := pushed[0]; p.DeviceID != "dev1" || p.Version != 2 || string(p.Patch) != `{"fan":"on","$version":2}` {
 		t.Fatalf("pushed %+v %s", p, p.Patch)
 	}
@@ -162,7 +163,7 @@ func TestTwinHostRemoting(t *testing.T) {
 	}
 	// Closing the watching connection drops its watches.
 	watcher.CloseConn(b.Addr())
-	waitFor(t, 5*time.Second, func() bool { return tw.Watching() == 0 })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return tw.Watching() == 0 })
 
 	got := strings.Join(twEvents(t, b, DefaultTwinEventsTopic, tw.Shards()), "\n")
 	want := strings.Join([]string{
@@ -187,7 +188,7 @@ func TestTwinHostRestartAndLostEvents(t *testing.T) {
 		twDo(t, tw, twin.Request{Op: twin.OpPutDevice, DeviceID: id})
 		twDo(t, tw, twin.Request{Op: twin.OpUpdateTwin, DeviceID: id, Body: []byte(`{"tags":{"k":1}}`)})
 	}
-	waitFor(t, 5*time.Second, func() bool { return tw.Snapshot() == nil && snapshotsWritten(dir) == tw.Shards() })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return tw.Snapshot() == nil && snapshotsWritten(dir) == tw.Shards() })
 	for _, id := range ids {
 		twDo(t, tw, twin.Request{Op: twin.OpPatchReported, DeviceID: id, Body: []byte(`{"r":true}`)})
 	}
@@ -205,7 +206,7 @@ func TestTwinHostRestartAndLostEvents(t *testing.T) {
 		BornHost: b.storeHost, StoreHost: b.storeHost}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return b.Store().MaxOffset(TwinTopic, lateShard) == lateOff+1 })
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return b.Store().MaxOffset(TwinTopic, lateShard) == lateOff+1 })
 	_ = b.Close()
 
 	b = testBroker(t, dir, nil)

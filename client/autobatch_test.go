@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // Async sends that queue up behind the request in flight leave as batch
@@ -97,7 +98,7 @@ func testAutoBatchAsync(t *testing.T, reqs int) {
 
 	col := newCollector()
 	newTestPush(t, c, "gAutoBatch", "AutoBatch", "*", col.handler, func(o *ConsumerOptions) { o.From = ConsumeFromFirst })
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		if got := col.total(); got < n {
 			return fmt.Errorf("received %d of %d", got, n)
 		}
@@ -210,7 +211,7 @@ func TestClientPushReadAhead(t *testing.T) {
 	if err := pc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		if got := col.total(); got < n {
 			return fmt.Errorf("received %d of %d", got, n)
 		}

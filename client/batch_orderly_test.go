@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // SendBatchOrderly stores a batch on the queue the selector picks for the
@@ -31,7 +32,7 @@ func TestClientSendBatchOrderly(t *testing.T) {
 		t.Fatalf("batch went to %+v@%d, single to %+v@%d: want the same queue, right after", res.Queue, res.QueueOffset, first.Queue, first.QueueOffset)
 	}
 	b := c.Broker(0)
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if n := b.Store().MaxOffset("BatchOrd", res.Queue.QueueID); n != 11 {
 			return fmt.Errorf("queue holds %d", n)
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -198,9 +199,9 @@ func TestClientClusteringRebalance(t *testing.T) {
 		}
 		return nil
 	}
-	checkFor(t, 20*time.Second, func() error { return settled(cons) })
+	testutil.Eventually(t, 20*time.Second, func() error { return settled(cons) })
 	sendN(t, p, "TopicR", "a", 120)
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		if n := col.total(); n < 120 {
 			return fmt.Errorf("received %d", n)
 		}
@@ -214,9 +215,9 @@ func TestClientClusteringRebalance(t *testing.T) {
 	if err := cons[0].Close(); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 20*time.Second, func() error { return settled(cons[1:]) })
+	testutil.Eventually(t, 20*time.Second, func() error { return settled(cons[1:]) })
 	sendN(t, p, "TopicR", "b", 80)
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		for i := 0; i < 80; i++ {
 			if n := col.count(fmt.Sprintf("b-%d", i)); n != 1 {
 				return fmt.Errorf("b-%d received %d times", i, n)
@@ -239,7 +240,7 @@ func TestClientBroadcasting(t *testing.T) {
 		}))
 	}
 	for _, pc := range cons {
-		checkFor(t, 10*time.Second, func() error {
+		testutil.Eventually(t, 10*time.Second, func() error {
 			if n := len(pc.Assigned()); n != 4 {
 				return fmt.Errorf("%d queues", n)
 			}
@@ -248,7 +249,7 @@ func TestClientBroadcasting(t *testing.T) {
 	}
 	sendN(t, p, "TopicB", "m", 40)
 	for _, col := range cols {
-		checkFor(t, 20*time.Second, func() error {
+		testutil.Eventually(t, 20*time.Second, func() error {
 			for i := 0; i < 40; i++ {
 				if col.count(fmt.Sprintf("m-%d", i)) != 1 {
 					return fmt.Errorf("m-%d: %d", i, col.count(fmt.Sprintf("m-%d", i)))
@@ -296,7 +297,7 @@ func TestClientOrderlyPerKey(t *testing.T) {
 			}
 		}
 	}
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		for k := 0; k < 3; k++ {
@@ -338,7 +339,7 @@ func TestClientRetryThenDLQ(t *testing.T) {
 	}
 	newTestPush(t, c, "gD", "TopicD", "*", h, func(o *ConsumerOptions) { o.MaxReconsumeTimes = 2 })
 	res := sendN(t, p, "TopicD", "dead", 1)
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(attempts) < 3 {
@@ -354,7 +355,7 @@ func TestClientRetryThenDLQ(t *testing.T) {
 	}
 	defer pc.Close()
 	var qs []MessageQueue
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		var err error
 		qs, err = pc.Queues(testCtx(t, 3*time.Second), "%DLQ%gD")
 		return err
@@ -392,7 +393,7 @@ func TestClientConsumerResumesFromCommittedOffset(t *testing.T) {
 	col := newCollector()
 	pc := newTestPush(t, c, "gC", "TopicC", "*", col.handler, nil)
 	sendN(t, p, "TopicC", "first", 20)
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if col.total() < 20 {
 			return fmt.Errorf("got %d", col.total())
 		}
@@ -404,7 +405,7 @@ func TestClientConsumerResumesFromCommittedOffset(t *testing.T) {
 	sendN(t, p, "TopicC", "second", 20)
 	col2 := newCollector()
 	newTestPush(t, c, "gC", "TopicC", "*", col2.handler, nil)
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if col2.total() < 20 {
 			return fmt.Errorf("got %d", col2.total())
 		}
@@ -480,7 +481,7 @@ func TestClientProducerModes(t *testing.T) {
 	// Consume everything back with a tag filter and check bodies.
 	col := newCollector()
 	newTestPush(t, c, "gModes", "TopicAuto", "Big || B", col.handler, func(o *ConsumerOptions) { o.From = ConsumeFromFirst })
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		if n := col.total(); n != 11 {
 			return fmt.Errorf("got %d of 11", n)
 		}
@@ -594,7 +595,7 @@ func TestClientBrokerRestartLosesNoAckedMessage(t *testing.T) {
 	}
 	col := newCollector()
 	newTestPush(t, c, "gS", "TopicS", "*", col.handler, func(o *ConsumerOptions) { o.From = ConsumeFromFirst })
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		for _, b := range acked {
 			if col.count(b) == 0 {
 				return fmt.Errorf("acknowledged %s missing", b)
@@ -690,7 +691,7 @@ func TestClientCloseLeavesNoGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	sendN(t, p, "TopicG", "g", 10)
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if col.total() < 10 {
 			return fmt.Errorf("got %d", col.total())
 		}

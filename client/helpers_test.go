@@ -9,24 +9,9 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
-
-// checkFor polls fn until it returns nil or timeout passes.
-func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func startCluster(t *testing.T, opts cluster.Options) *cluster.Cluster {
 	t.Helper()
@@ -65,7 +50,7 @@ func createTopic(t *testing.T, c *cluster.Cluster, brokers int, topic string, n 
 			t.Fatal(err)
 		}
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		rd, err := core.fetchRoute(ctx, topic)
 		if err != nil {
 			return err
@@ -146,15 +131,13 @@ func newTestPush(t *testing.T, c *cluster.Cluster, group, topic, expr string, h 
 // waitGoroutines polls until the goroutine count is at most base.
 func waitGoroutines(t *testing.T, base int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := runtime.NumGoroutine(); n > base {
 			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			t.Fatalf("goroutines: %d > %d\n%s", runtime.NumGoroutine(), base, buf[:n])
+			return fmt.Errorf("goroutines: %d > %d\n%s", n, base, buf[:runtime.Stack(buf, true)])
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func sendN(t *testing.T, p *Producer, topic, prefix string, n int) []*SendResult {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -99,7 +100,7 @@ func TestClientRequestReply(t *testing.T) {
 		t.Fatalf("requests reached brokers %v", brokers)
 	}
 	// (The broker pushes a reply before it stores it.)
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		stored := int64(0)
 		for i := range 2 {
 			stored += c.Broker(i).Store().MaxOffset(protocol.ReplyTopic("TestCluster"), 0)
@@ -172,7 +173,7 @@ func TestClientRequestReply(t *testing.T) {
 		t.Fatalf("slow request: %v", err)
 	}
 	var slow *MessageExt
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range requests {
@@ -193,7 +194,7 @@ func TestClientRequestReply(t *testing.T) {
 		!strings.Contains(be.Remark, "not connected") {
 		t.Fatalf("reply to a client that left: %v", err)
 	}
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if !strings.Contains(logs.String(), "reply not delivered") {
 			return errors.New("no log line about the undelivered reply")
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 func TestClientSQL92Subscription(t *testing.T) {
@@ -45,7 +46,7 @@ func TestClientSQL92Subscription(t *testing.T) {
 	if err := pc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if n := col.total(); n < len(want) {
 			return fmt.Errorf("%d of %d messages", n, len(want))
 		}

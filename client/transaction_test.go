@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // bodyListener decides by body: "commit", "rollback", "unknown" (then
@@ -74,7 +75,7 @@ func TestClientTransactionProducer(t *testing.T) {
 	}
 	col := newCollector()
 	newTestPush(t, c, "tx-cg", "TxOrders", "*", col.handler, func(o *ConsumerOptions) { o.From = ConsumeFromFirst })
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		for _, b := range []string{"commit", "unknown", "panic"} {
 			if col.count(b) != 1 {
 				return fmt.Errorf("%s received %d times", b, col.count(b))
@@ -153,7 +154,7 @@ func TestClientTransactionCheckedByAnotherProducer(t *testing.T) {
 	}
 	col := newCollector()
 	newTestPush(t, c, "tx-hand-cg", "TxHandover", "*", col.handler, func(o *ConsumerOptions) { o.From = ConsumeFromFirst })
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if col.count("handed-over") != 1 {
 			return errors.New("not delivered")
 		}

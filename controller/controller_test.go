@@ -16,24 +16,10 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
-
-func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 func testLogger(t *testing.T) *slog.Logger {
 	if os.Getenv("SMARTGO_TEST_LOG") != "" {
@@ -121,7 +107,7 @@ func (rs *replicas) addrs() []string {
 func (rs *replicas) leader() int {
 	rs.t.Helper()
 	idx := -1
-	checkFor(rs.t, 15*time.Second, func() error {
+	testutil.Eventually(rs.t, 15*time.Second, func() error {
 		rs.mu.Lock()
 		defer rs.mu.Unlock()
 		for i, c := range rs.ctrls {
@@ -225,7 +211,7 @@ func (b *fakeBroker) call(code int32, body any) (*protocol.Command, error) {
 func (b *fakeBroker) register() protocol.ControllerRegisterResponse {
 	b.t.Helper()
 	var out protocol.ControllerRegisterResponse
-	checkFor(b.t, 15*time.Second, func() error {
+	testutil.Eventually(b.t, 15*time.Second, func() error {
 		b.mu.Lock()
 		body := protocol.ControllerRegister{BrokerAddr: b.addr, BrokerID: b.id, BrokerName: b.name, ClusterName: "C",
 			Epoch: b.epoch, HAAddr: b.addr, MaxOffset: b.end, Token: b.token}
@@ -313,7 +299,7 @@ func metadata(t *testing.T, cl *remoting.Client, a string) (protocol.ControllerM
 func groupOn(t *testing.T, b *fakeBroker, what string, ok func(protocol.ControllerGroup) bool) protocol.ControllerGroup {
 	t.Helper()
 	var got protocol.ControllerGroup
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		for _, a := range b.ctrls {
 			md, err := metadata(t, b.cl, a)
 			if err != nil {
@@ -465,7 +451,7 @@ func TestControllerUncleanElectionSwitch(t *testing.T) {
 			}
 			m.stopHeartbeats()
 			if !unclean {
-				checkFor(t, 20*time.Second, func() error {
+				testutil.Eventually(t, 20*time.Second, func() error {
 					if !strings.Contains(logs.String(), "no broker may become master") {
 						return errors.New("no log line about the missing candidate")
 					}
@@ -533,7 +519,7 @@ func TestControllerRaftLeaderLoss(t *testing.T) {
 	}
 	// The replica comes back and catches up; then another one goes.
 	rs.start(l)
-	checkFor(t, 15*time.Second, func() error {
+	testutil.Eventually(t, 15*time.Second, func() error {
 		md, err := metadata(t, bs[0].cl, addrs[l])
 		if err != nil {
 			return err
@@ -563,7 +549,7 @@ func TestControllerRaftLeaderLoss(t *testing.T) {
 			last = i
 		}
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		md, err := metadata(t, bs[0].cl, addrs[last])
 		if err != nil {
 			return err
@@ -578,7 +564,7 @@ func TestControllerRaftLeaderLoss(t *testing.T) {
 			rs.stop(i)
 		}
 	}
-	checkFor(t, 15*time.Second, func() error {
+	testutil.Eventually(t, 15*time.Second, func() error {
 		md, err := metadata(t, bs[0].cl, addrs[last])
 		if err != nil {
 			return err

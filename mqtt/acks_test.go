@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -86,7 +87,7 @@ func TestPublishAsyncAcksInOrder(t *testing.T) {
 		}
 		r.send(&packets.Publish{QoS: qos, PacketID: uint16(i), Topic: "t", Payload: []byte{byte(i)}})
 	}
-	checkFor(t, 5*time.Second, "4 publishes in flight", func() bool { return hb.count() == 4 })
+	testutil.WaitFor(t, 5*time.Second, "4 publishes in flight", func() bool { return hb.count() == 4 })
 	r.nothing(100 * time.Millisecond)
 	if hb.count() != 4 {
 		t.Fatalf("%d publishes handed to the backend, receive maximum is 4", hb.count())
@@ -122,7 +123,7 @@ func TestPublishAsyncAcksInOrder(t *testing.T) {
 		}
 	}
 	// The worker resumed: the last two publishes reach the backend.
-	checkFor(t, 5*time.Second, "parked publishes resumed", func() bool { return hb.count() == 6 })
+	testutil.WaitFor(t, 5*time.Second, "parked publishes resumed", func() bool { return hb.count() == 6 })
 	hb.release([]int{5, 4}, nil)
 	for i := 5; i <= 6; i++ {
 		if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != uint16(i) {
@@ -141,7 +142,7 @@ func TestPublishAsyncQoS2Duplicate(t *testing.T) {
 	hb, addr := startHeld(t, 16)
 	r := connected(t, addr, v5, "dup2")
 	r.send(&packets.Publish{QoS: 2, PacketID: 9, Topic: "t", Payload: []byte("x")})
-	checkFor(t, 5*time.Second, "publish in flight", func() bool { return hb.count() == 1 })
+	testutil.WaitFor(t, 5*time.Second, "publish in flight", func() bool { return hb.count() == 1 })
 	r.send(&packets.Publish{QoS: 2, PacketID: 9, Dup: true, Topic: "t", Payload: []byte("x")})
 	r.send(&packets.Pingreq{})
 	if _, ok := r.recv().(*packets.Pingresp); !ok {
@@ -163,7 +164,7 @@ func TestPublishAsyncV311FailureCloses(t *testing.T) {
 	hb, addr := startHeld(t, 16)
 	r := connected(t, addr, v311, "old")
 	r.send(&packets.Publish{QoS: 1, PacketID: 1, Topic: "t", Payload: []byte("x")})
-	checkFor(t, 5*time.Second, "publish in flight", func() bool { return hb.count() == 1 })
+	testutil.WaitFor(t, 5*time.Second, "publish in flight", func() bool { return hb.count() == 1 })
 	hb.release([]int{0}, map[int]error{0: errors.New("broker down")})
 	if code := r.closed(); code != -1 {
 		t.Fatalf("3.1.1 got DISCONNECT %d", code)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -205,7 +206,7 @@ func TestServerDisconnectAndSendToConnected(t *testing.T) {
 	if code := r5.closed(); code != int(packets.ReasonNotAuthorized) {
 		t.Fatalf("v5 DISCONNECT reason %d, want 0x87", code)
 	}
-	checkFor(t, 5*time.Second, "disconnect log line", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "disconnect log line", func() bool {
 		return strings.Contains(ts.logs.String(), "disconnecting client") && strings.Contains(ts.logs.String(), "client=d5")
 	})
 	r3 := dialRaw(t, ts.addr, v311)
@@ -216,7 +217,7 @@ func TestServerDisconnectAndSendToConnected(t *testing.T) {
 	if code := r3.closed(); code != -1 {
 		t.Fatalf("3.1.1 got a DISCONNECT %d", code)
 	}
-	checkFor(t, 5*time.Second, "d3 offline", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "d3 offline", func() bool {
 		return errors.Is(ts.Disconnect("d3", 0x87), ErrNotConnected)
 	})
 	// Offline: SendToConnected refuses and queues nothing; SendTo queues.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -104,7 +105,7 @@ func TestMQTTQoS0SlowReaderDisconnected(t *testing.T) {
 	if dropLines != 1 || !strings.Contains(logs, "client=slow0") {
 		t.Fatalf("want one rate-limited drop line naming the client, got %d:\n%s", dropLines, logs)
 	}
-	checkFor(t, 5*time.Second, "disconnect log", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "disconnect log", func() bool {
 		return strings.Contains(ts.logs.String(), "slow reader: output backed up for")
 	})
 	for _, line := range strings.Split(ts.logs.String(), "\n") {

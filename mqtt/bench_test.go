@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -51,7 +52,7 @@ func startMosquitto(b *testing.B) string {
 	}
 	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	addr := "127.0.0.1:" + port
-	checkFor(b, 5*time.Second, "mosquitto", func() bool {
+	testutil.WaitFor(b, 5*time.Second, "mosquitto", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -177,7 +178,7 @@ func TestMQTTShortReadEOF(t *testing.T) {
 			r.sendBytes(ping)
 			r.nc.(*net.TCPConn).CloseWrite()
 		}
-		checkFor(t, 5*time.Second, "the server to see the close", func() bool { return ts.stats.Connections.Load() == 0 })
+		testutil.WaitFor(t, 5*time.Second, "the server to see the close", func() bool { return ts.stats.Connections.Load() == 0 })
 	}
 }
 

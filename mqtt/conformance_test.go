@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -103,7 +104,7 @@ func TestMQTTSessionResumeAndRedelivery(t *testing.T) {
 				t.Fatalf("got %+v", got)
 			}
 			r.nc.Close()
-			checkFor(t, 2*time.Second, "offline", func() bool {
+			testutil.WaitFor(t, 2*time.Second, "offline", func() bool {
 				ts.mu.Lock()
 				defer ts.mu.Unlock()
 				ss := ts.sessions["s1"]
@@ -163,7 +164,7 @@ func TestMQTTSessionExpiry(t *testing.T) {
 	r.subscribe(1, sub("x", 1))
 	r.send(&packets.Disconnect{})
 	r.closed()
-	checkFor(t, 3*time.Second, "session expired", func() bool {
+	testutil.WaitFor(t, 3*time.Second, "session expired", func() bool {
 		ts.mu.Lock()
 		defer ts.mu.Unlock()
 		return ts.sessions["e1"] == nil

@@ -64,18 +64,6 @@ func startServer(t testing.TB, mod func(*Options), backend ...*MemoryBackend) *t
 	return &testServer{Server: s, addr: s.Addrs()[0].String(), backend: b, logs: lb}
 }
 
-// checkFor polls fn until it returns true or the timeout passes.
-func checkFor(t testing.TB, timeout time.Duration, what string, fn func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !fn() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // rawClient speaks MQTT with the packets codec over a plain socket: the
 // v3.1.1 test client and the tool for protocol violations.
 type rawClient struct {

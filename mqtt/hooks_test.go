@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -200,18 +201,18 @@ func TestMQTTConnectHooks(t *testing.T) {
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(events) }
 	a := dialRaw(t, ts.addr, v311)
 	a.connect(&packets.Connect{ClientID: "dev", KeepAlive: 60}) // persistent session
-	checkFor(t, 5*time.Second, "first connect", func() bool { return count() == 1 })
+	testutil.WaitFor(t, 5*time.Second, "first connect", func() bool { return count() == 1 })
 	b := dialRaw(t, ts.addr, v311)
 	b.connect(&packets.Connect{ClientID: "dev", KeepAlive: 60}) // takes over
 	a.closed()
-	checkFor(t, 5*time.Second, "takeover", func() bool { return count() == 3 })
+	testutil.WaitFor(t, 5*time.Second, "takeover", func() bool { return count() == 3 })
 	r := dialRaw(t, ts.addr, v311)
 	if ack := r.connect(&packets.Connect{ClientID: "refused", CleanStart: true}); ack.ReasonCode == 0 {
 		t.Fatal("refused client accepted")
 	}
 	b.send(&packets.Disconnect{})
 	b.closed()
-	checkFor(t, 5*time.Second, "disconnect", func() bool { return count() == 4 })
+	testutil.WaitFor(t, 5*time.Second, "disconnect", func() bool { return count() == 4 })
 	mu.Lock()
 	defer mu.Unlock()
 	want := []string{"connect dev", "disconnect dev", "connect dev", "disconnect dev"}
@@ -267,7 +268,7 @@ func TestMQTTSendToSubscriber(t *testing.T) {
 	d.subscribe(1, sub("$hub/res/#", 1))
 	d.send(&packets.Disconnect{})
 	d.closed()
-	checkFor(t, 5*time.Second, "d offline", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "d offline", func() bool {
 		return errors.Is(ts.SendToSubscriber("d", msg), ErrNotConnected)
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -170,7 +171,7 @@ func TestMQTTTopicAliasesInterop(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, "mosquitto_sub subscribed", func() bool { return ts.subscribedTo("alias-sub", "alias/x") })
+	testutil.WaitFor(t, 10*time.Second, "mosquitto_sub subscribed", func() bool { return ts.subscribedTo("alias-sub", "alias/x") })
 	pub := pahoDial(t, ts.addr, &paho.Connect{ClientID: "alias-pub", CleanStart: true, KeepAlive: 30}, nil)
 	for i, pp := range []*paho.Publish{
 		{Topic: "alias/one", Properties: &paho.PublishProperties{TopicAlias: u16(1)}},
@@ -312,7 +313,7 @@ func TestMQTTPahoSessionExpiry(t *testing.T) {
 	}
 	p.subscribe(t, nil, paho.SubscribeOptions{Topic: "away/#", QoS: 1})
 	p.Disconnect(&paho.Disconnect{})
-	checkFor(t, 5*time.Second, "offline", func() bool { return !ts.Connected("resume") })
+	testutil.WaitFor(t, 5*time.Second, "offline", func() bool { return !ts.Connected("resume") })
 	if err := ts.Publish(context.Background(), &Message{Topic: "away/1", QoS: 1, Payload: []byte("queued")}); err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +350,7 @@ func TestMQTTRefusedConnectLogged(t *testing.T) {
 			t.Errorf("%s: mosquitto_pub printed %q", ver, out)
 		}
 	}
-	checkFor(t, 5*time.Second, "two refusals logged", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "two refusals logged", func() bool {
 		return strings.Count(ts.logs.String(), "CONNECT refused") == 2
 	})
 	for _, l := range strings.Split(ts.logs.String(), "\n") {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -134,7 +135,7 @@ func TestMQTTSlowReaderDisconnected(t *testing.T) {
 		p.send(&packets.Publish{Topic: "flood", QoS: 1, PacketID: uint16(i + 1), Payload: []byte(payload)})
 		fast.expectPublish()
 	}
-	checkFor(t, 5*time.Second, "slow reader log", func() bool { return strings.Contains(ts.logs.String(), "slow reader") })
+	testutil.WaitFor(t, 5*time.Second, "slow reader log", func() bool { return strings.Contains(ts.logs.String(), "slow reader") })
 	if !strings.Contains(ts.logs.String(), "client=slow") {
 		t.Fatal("log does not name the client")
 	}
@@ -165,7 +166,7 @@ func TestMQTTConnectTimeout(t *testing.T) {
 	ts := startServer(t, func(o *Options) { o.ConnectTimeout = 300 * time.Millisecond })
 	r := dialRaw(t, ts.addr, v5)
 	r.closed()
-	checkFor(t, time.Second, "connection count", func() bool { return ts.Stats().Connections.Load() == 0 })
+	testutil.WaitFor(t, time.Second, "connection count", func() bool { return ts.Stats().Connections.Load() == 0 })
 }
 
 func TestMQTTTLS(t *testing.T) {

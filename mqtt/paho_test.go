@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 func pahoClient(t testing.TB, addr, id string, onMsg func(*paho.Publish)) *paho.Client {
@@ -88,7 +90,7 @@ func TestMQTTMosquittoClients(t *testing.T) {
 			if err := sub.Start(); err != nil {
 				t.Fatal(err)
 			}
-			checkFor(t, 5*time.Second, "subscription", func() bool {
+			testutil.WaitFor(t, 5*time.Second, "subscription", func() bool {
 				return len(ts.subs.match("mq/"+ver+"/x", "")) > 0
 			})
 			for i, qos := range []string{"0", "1", "2"} {

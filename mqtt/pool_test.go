@@ -3,6 +3,8 @@ package mqtt
 import (
 	"testing"
 	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // TestPoolNoStarvationBehindSignalledWorker: a task submitted right after
@@ -15,7 +17,7 @@ func TestPoolNoStarvationBehindSignalledWorker(t *testing.T) {
 		warm := make(chan struct{})
 		p.submit(func() { close(warm) })
 		<-warm
-		checkFor(t, time.Second, "idle worker", func() bool {
+		testutil.WaitFor(t, time.Second, "idle worker", func() bool {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			return p.idle == p.running

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -50,7 +51,7 @@ func TestMQTTReceiveMaximumPipelinedQoS2(t *testing.T) {
 		}
 	}()
 	t.Cleanup(wg.Wait)
-	checkFor(t, 10*time.Second, "the receive maximum of stores in flight", func() bool { return hb.count() == recvMax })
+	testutil.WaitFor(t, 10*time.Second, "the receive maximum of stores in flight", func() bool { return hb.count() == recvMax })
 	// One store completes: its PUBREC goes out and the worker resumes
 	// with 1,023 messages still being stored.
 	hb.release([]int{0}, nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -194,7 +195,7 @@ func TestMQTTMosquittoSubAll(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			checkFor(t, 10*time.Second, "mosquitto_sub subscribed", func() bool { return ts.subscribedTo(id, sentinel) })
+			testutil.WaitFor(t, 10*time.Second, "mosquitto_sub subscribed", func() bool { return ts.subscribedTo(id, sentinel) })
 			publishInternal(t, ts, sentinel)
 			if err := cmd.Wait(); err != nil {
 				t.Fatalf("mosquitto_sub -t '#': %v\n%s", err, out)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // TestMQTTMosquittoCleanRetained: the "clean retained" pattern with the
@@ -54,7 +56,7 @@ func TestMQTTMosquittoCleanRetained(t *testing.T) {
 	if !slices.Equal(lines, want) {
 		t.Fatalf("--remove-retained printed %q, want %q", lines, want)
 	}
-	checkFor(t, 10*time.Second, "retained messages deleted", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "retained messages deleted", func() bool {
 		n, _ := ts.RetainedCount()
 		return n == 1
 	})
@@ -69,7 +71,7 @@ func TestMQTTMosquittoCleanRetained(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, "subscribed", func() bool { return ts.subscribedTo("after-clean", "done") })
+	testutil.WaitFor(t, 10*time.Second, "subscribed", func() bool { return ts.subscribedTo("after-clean", "done") })
 	runMosquitto(t, ctx, false, pubBin, "-h", host, "-p", port, "-t", "done", "-m", "live")
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)

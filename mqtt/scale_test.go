@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -126,7 +127,7 @@ func TestMQTTScaleIdleConnections(t *testing.T) {
 	debug.FreeOSMemory()
 	before := rssKiB(os.Getpid())
 	el, release := storm(t, addr, n, "s")
-	checkFor(t, 30*time.Second, "connections", func() bool { return ts.Stats().Connections.Load() >= int64(n/3*3) })
+	testutil.WaitFor(t, 30*time.Second, "connections", func() bool { return ts.Stats().Connections.Load() >= int64(n/3*3) })
 	runtime.GC()
 	debug.FreeOSMemory()
 	after := rssKiB(os.Getpid())
@@ -152,7 +153,7 @@ func TestMQTTScaleIdleConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	checkFor(t, 5*time.Second, "mosquitto listening", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "mosquitto listening", func() bool {
 		c, err := net.Dial("tcp", "127.0.0.1:"+mport)
 		if err == nil {
 			c.Close()

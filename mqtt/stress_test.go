@@ -14,6 +14,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -174,7 +175,7 @@ func TestMQTTSubscribeWithSplicedPingreq(t *testing.T) {
 	if code := r.closed(); code != int(packets.ReasonMalformedPacket) {
 		t.Fatalf("got DISCONNECT %d, want 0x81", code)
 	}
-	checkFor(t, 5*time.Second, "log line", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "log line", func() bool {
 		l := ts.logs.String()
 		return strings.Contains(l, "client=watcher") && strings.Contains(l, "malformed")
 	})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -115,7 +116,7 @@ func TestRegistryBridgeNodes(t *testing.T) {
 		t.Fatal("no answer after the node's connection closed")
 	}
 	close(block)
-	checkFor(t, 5*time.Second, "node removed", func() bool { return len(bridgeList(t, adm, addr)) == 0 })
+	testutil.WaitFor(t, 5*time.Second, "node removed", func() bool { return len(bridgeList(t, adm, addr)) == 0 })
 
 	// Unregister removes a node at once.
 	callJSON(t, node, addr, protocol.RegisterBridge, info)
@@ -141,5 +142,5 @@ func TestRegistryBridgeExpiry(t *testing.T) {
 	if s.bridges.len() != 1 {
 		t.Fatal("not registered")
 	}
-	checkFor(t, 5*time.Second, "expiry", func() bool { return s.bridges.len() == 0 })
+	testutil.WaitFor(t, 5*time.Second, "expiry", func() bool { return s.bridges.len() == 0 })
 }

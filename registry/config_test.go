@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -40,7 +41,7 @@ func TestRegistryNamesrvConfig(t *testing.T) {
 		t.Fatalf("config after update %v", c)
 	}
 	c := newCaller(t)
-	checkFor(t, 10*time.Second, "the silent broker to expire", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the silent broker to expire", func() bool {
 		rd, _ := route(t, c, reg, "ConfTopic")
 		return rd == nil
 	})

@@ -14,20 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
-
-func checkFor(t *testing.T, timeout time.Duration, what string, fn func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !fn() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 func startRegistry(t *testing.T, opts Options) (*Server, string) {
 	t.Helper()
@@ -270,7 +260,7 @@ func TestRegistryExpiryAndReRegister(t *testing.T) {
 		t.Fatal("live broker expired")
 	}
 	// Silent: removed with its topic, and its connection closed.
-	checkFor(t, 3*time.Second, "expiry", func() bool {
+	testutil.WaitFor(t, 3*time.Second, "expiry", func() bool {
 		_, resp := route(t, c, reg, "T")
 		return resp.Code == protocol.TopicNotExist
 	})
@@ -299,7 +289,7 @@ func TestRegistryConnCloseAndAddressReuse(t *testing.T) {
 		t.Fatalf("two brokers expected: %+v", rd)
 	}
 	a.c.CloseConn(reg)
-	checkFor(t, 3*time.Second, "removal on close", func() bool {
+	testutil.WaitFor(t, 3*time.Second, "removal on close", func() bool {
 		rd, _ := route(t, c, reg, "T")
 		return rd != nil && len(rd.QueueDatas) == 1 && rd.QueueDatas[0].BrokerName == "broker-b"
 	})
@@ -308,7 +298,7 @@ func TestRegistryConnCloseAndAddressReuse(t *testing.T) {
 	sl := newTestBroker(t, "broker-b", "10.0.0.4:10911", 1, "T")
 	sl.register(reg)
 	b.c.CloseConn(reg) // master b gone; its slave stays, so does the name
-	checkFor(t, 3*time.Second, "master removal", func() bool {
+	testutil.WaitFor(t, 3*time.Second, "master removal", func() bool {
 		rd, _ := route(t, c, reg, "T")
 		return rd != nil && len(rd.BrokerDatas[0].BrokerAddrs) == 1
 	})

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // A peer flooding the server with connections that each send a bad frame
@@ -29,7 +31,7 @@ func TestRemotingBadPeerFloodLogsBounded(t *testing.T) {
 		}
 		nc.Close()
 	}
-	checkFor(t, 5*time.Second, "all connections closed", func() bool { return len(s.Conns()) == 0 })
+	testutil.WaitFor(t, 5*time.Second, "all connections closed", func() bool { return len(s.Conns()) == 0 })
 	lines := 0
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "closing connection") {

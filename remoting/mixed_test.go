@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -56,7 +57,7 @@ func TestRemotingMixedLoad(t *testing.T) {
 	}
 	cancel0()
 	// The request may still wait for a worker when the client gives up.
-	checkFor(t, 10*time.Second, "the server to run the request", func() bool { return serverConn.Load() != nil })
+	testutil.WaitFor(t, 10*time.Second, "the server to run the request", func() bool { return serverConn.Load() != nil })
 	sc := serverConn.Load()
 
 	const goroutines, ops = 16, 200
@@ -142,7 +143,7 @@ func TestRemotingMixedLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 2*time.Second, "no pending calls", func() bool {
+	testutil.WaitFor(t, 2*time.Second, "no pending calls", func() bool {
 		return pendingCalls(cn) == 0
 	})
 	if _, err := c.Invoke(context.Background(), addr, echoReq("last", nil)); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -39,7 +40,7 @@ func TestRemotingPoolStats(t *testing.T) {
 		}()
 	}
 	<-started
-	checkFor(t, 10*time.Second, "three queued requests", func() bool { return srv.PoolStats(PoolAdmin).Queued == 3 })
+	testutil.WaitFor(t, 10*time.Second, "three queued requests", func() bool { return srv.PoolStats(PoolAdmin).Queued == 3 })
 	first := srv.PoolStats(PoolAdmin).HeadWait
 	time.Sleep(30 * time.Millisecond) // let the head age measurably
 	st := srv.PoolStats(PoolAdmin)
@@ -52,7 +53,7 @@ func TestRemotingPoolStats(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	checkFor(t, 10*time.Second, "an idle pool", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "an idle pool", func() bool {
 		st := srv.PoolStats(PoolAdmin)
 		return st.Queued == 0 && st.Running == 0 && st.HeadWait == 0
 	})

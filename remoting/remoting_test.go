@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -35,17 +36,6 @@ func (l *logBuf) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-func checkFor(t *testing.T, timeout time.Duration, what string, fn func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !fn() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 const codeEcho int32 = 9000
@@ -167,7 +157,7 @@ func TestRemotingUnknownCodeAndOneway(t *testing.T) {
 		resp.SerializeType != protocol.SerializeRocketMQ {
 		t.Fatalf("response %v type %v", resp, resp.SerializeType)
 	}
-	checkFor(t, time.Second, "oneway processed", func() bool { return oneways.Load() == 1 })
+	testutil.WaitFor(t, time.Second, "oneway processed", func() bool { return oneways.Load() == 1 })
 }
 
 func TestRemotingSystemBusy(t *testing.T) {
@@ -334,7 +324,7 @@ func TestRemotingBodyBuffersAndRelease(t *testing.T) {
 			t.Fatalf("body of %d bytes, want %d", len(resp.Body), len(want))
 		}
 	}
-	checkFor(t, time.Second, "release callbacks", func() bool { return released.Load() == 3 })
+	testutil.WaitFor(t, time.Second, "release callbacks", func() bool { return released.Load() == 3 })
 }
 
 func TestRemotingConcurrentCallers(t *testing.T) {
@@ -408,7 +398,7 @@ func TestRemotingBadInput(t *testing.T) {
 				t.Fatalf("connection not closed: %v", err)
 			}
 			peer := r.nc.LocalAddr().String()
-			checkFor(t, 2*time.Second, "log line", func() bool {
+			testutil.WaitFor(t, 2*time.Second, "log line", func() bool {
 				for _, l := range strings.Split(logs.String(), "\n") {
 					if strings.Contains(l, "peer="+peer) && strings.Contains(l, tc.reason) {
 						return true
@@ -442,7 +432,7 @@ func TestRemotingBadInput(t *testing.T) {
 			}
 		}
 		peer := r.nc.LocalAddr().String()
-		checkFor(t, 2*time.Second, "idle log line", func() bool {
+		testutil.WaitFor(t, 2*time.Second, "idle log line", func() bool {
 			return strings.Contains(logs.String(), "peer="+peer) && strings.Contains(logs.String(), "frame not complete within 2s")
 		})
 	})
@@ -540,5 +530,5 @@ func TestRemotingBackpressureAndWriteTimeout(t *testing.T) {
 	if err := cn.Err(); err == nil || !strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("close reason %v", err)
 	}
-	checkFor(t, time.Second, "every release callback", func() bool { return released.Load() == created.Load() })
+	testutil.WaitFor(t, time.Second, "every release callback", func() bool { return released.Load() == created.Load() })
 }

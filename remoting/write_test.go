@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -86,7 +87,7 @@ func TestRemotingReaderWaitsForSlowPeer(t *testing.T) {
 	// The server serves until its write queue and the socket buffers are
 	// full, then stops: the count stays far below n.
 	var last int64 = -1
-	checkFor(t, 10*time.Second, "the server to stop reading", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the server to stop reading", func() bool {
 		cur := served.Load()
 		stable := cur == last && cur > 0
 		last = cur

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/store/record"
 	"github.com/smartgo/smartgo/store/vfs"
 )
@@ -133,7 +134,7 @@ func fillUntilRefused(t *testing.T, s *Store, check func()) (p *producers, stop 
 		p.wg.Wait()
 	}
 	t.Cleanup(stop)
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		if p.refused.Load() < 50 {
 			return fmt.Errorf("%d refusals so far", p.refused.Load())
 		}
@@ -158,7 +159,7 @@ func freeAndResume(t *testing.T, s *Store, p *producers, stop func(), free func(
 	t.Helper()
 	freed := time.Now()
 	free()
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if refused, why := s.WritesRefused(); refused {
 			return errors.New(why)
 		}
@@ -166,7 +167,7 @@ func freeAndResume(t *testing.T, s *Store, p *producers, stop func(), free func(
 	})
 	took := time.Since(freed)
 	n := len(snapshot(p))
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		if len(snapshot(p)) < n+20 {
 			return fmt.Errorf("%d acknowledged since space freed", len(snapshot(p))-n)
 		}
@@ -226,14 +227,14 @@ func TestStoreDiskFilledByAnotherProcess(t *testing.T) {
 			s, fs, _ := smallDisk(t, capacity, 0, func(o *Options) { o.FlushMode = mode; o.AsyncWrites = AsyncWritePwrite })
 			stop := make(chan struct{})
 			p := startProducers(t, s, 4, stop, false)
-			checkFor(t, 10*time.Second, func() error {
+			testutil.Eventually(t, 10*time.Second, func() error {
 				if len(snapshot(p)) < 500 {
 					return fmt.Errorf("%d acknowledged", len(snapshot(p)))
 				}
 				return nil
 			})
 			fs.Fill(capacity) // the disk is full now, whatever the store checked
-			checkFor(t, 10*time.Second, func() error {
+			testutil.Eventually(t, 10*time.Second, func() error {
 				if p.refused.Load() < 20 {
 					return fmt.Errorf("%d refusals", p.refused.Load())
 				}
@@ -244,7 +245,7 @@ func TestStoreDiskFilledByAnotherProcess(t *testing.T) {
 			}
 			fs.Fill(-capacity)
 			n := len(snapshot(p))
-			checkFor(t, 20*time.Second, func() error {
+			testutil.Eventually(t, 20*time.Second, func() error {
 				if len(snapshot(p)) < n+20 {
 					return fmt.Errorf("%d acknowledged since space freed", len(snapshot(p))-n)
 				}

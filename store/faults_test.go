@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/store/vfs"
 )
 
@@ -116,7 +117,7 @@ func TestStoreFaultCommitLogWrite(t *testing.T) {
 				t.Fatalf("ENOSPC made the store fail: %v", s.Err())
 			}
 			// The real disk has room: the watcher lets writes in again.
-			checkFor(t, 5*time.Second, func() error {
+			testutil.Eventually(t, 5*time.Second, func() error {
 				_, err := s.Put(context.Background(), newMsg(msgSpec{topic: "B", body: "again"}))
 				return err
 			})
@@ -166,7 +167,7 @@ func TestStoreFaultAllocate(t *testing.T) {
 				t.Fatalf("a failed allocation failed the store: %v", s.Err())
 			}
 			remove()
-			checkFor(t, 5*time.Second, func() error {
+			testutil.Eventually(t, 5*time.Second, func() error {
 				_, err := s.Put(context.Background(), newMsg(msgSpec{topic: "B", body: "again"}))
 				return err
 			})
@@ -185,7 +186,7 @@ func TestStoreFaultConsumeQueueSync(t *testing.T) {
 	root := t.TempDir()
 	s, fs := faultStore(t, root, nil)
 	putTopic(t, s, "A", 5)
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if s.lastCheckpoint().Logics == 0 {
 			return errors.New("no checkpoint yet")
 		}
@@ -195,7 +196,7 @@ func TestStoreFaultConsumeQueueSync(t *testing.T) {
 	cp := s.lastCheckpoint()
 	time.Sleep(10 * time.Millisecond) // a later store timestamp
 	more := putTopic(t, s, "B", 5)
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if fs.Failed(vfs.OpSync) < 2 {
 			return errors.New("logic flush not tried yet")
 		}
@@ -209,7 +210,7 @@ func TestStoreFaultConsumeQueueSync(t *testing.T) {
 	}
 	readable(t, s, "B", more)
 	remove()
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if s.lastCheckpoint().Logics == cp.Logics {
 			return errors.New("checkpoint not moving")
 		}
@@ -230,7 +231,7 @@ func TestStoreFaultConsumeQueueAllocate(t *testing.T) {
 	s, fs := faultStore(t, t.TempDir(), nil)
 	remove := fs.Inject(vfs.Rule{Op: vfs.OpAllocate, Path: filepath.Join("consumequeue", "Q"), Err: syscall.ENOSPC})
 	pr := mustPut(t, s, msgSpec{topic: "Q", body: "Q0"})
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if fs.Failed(vfs.OpAllocate) == 0 {
 			return errors.New("dispatcher has not tried yet")
 		}
@@ -244,7 +245,7 @@ func TestStoreFaultConsumeQueueAllocate(t *testing.T) {
 	}
 	readable(t, s, "Q", []PutResult{pr})
 	remove()
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if s.MaxOffset("Q", 0) != 1 {
 			return errors.New("entry not dispatched yet")
 		}
@@ -279,7 +280,7 @@ func TestStoreFaultMsync(t *testing.T) {
 	prs := putTopic(t, s, "A", 5)
 	fs.Inject(vfs.Rule{Op: vfs.OpMsync, Path: "commitlog", Err: syscall.EIO})
 	putTopic(t, s, "B", 1)
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if !errors.Is(s.Err(), ErrWriteFailed) {
 			return fmt.Errorf("not failed yet: %v", s.Err())
 		}

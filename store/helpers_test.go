@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/store/record"
 )
 
@@ -49,25 +50,9 @@ func openTest(t testing.TB, root string, mutate func(*Options)) *Store {
 	return s
 }
 
-// checkFor polls fn until it returns nil or the timeout passes.
-func checkFor(t testing.TB, timeout time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func waitDispatched(t testing.TB, s *Store) {
 	t.Helper()
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if d, c := s.dispatched.Load(), s.cl.committed.Load(); d != c {
 			return fmt.Errorf("dispatched %d of %d", d, c)
 		}
@@ -80,7 +65,7 @@ func waitDispatched(t testing.TB, s *Store) {
 func waitIndexed(t testing.TB, s *Store) {
 	t.Helper()
 	waitDispatched(t, s)
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if i, d := s.indexed.Load(), s.dispatched.Load(); i != d {
 			return fmt.Errorf("indexed %d of %d", i, d)
 		}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // A key is found as soon as its record is consumable: QueryByKey waits for
@@ -110,7 +112,7 @@ func TestIndexFlushInterval(t *testing.T) {
 	s := openTest(t, root, func(o *Options) { o.IndexEntries = 5000; o.IndexSlots = 512; o.IndexFlushInterval = time.Hour })
 	first := mustPut(t, s, msgSpec{topic: "T", body: "b", keys: "first"})
 	// The first logic flush syncs the index (none before it).
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if cp := s.lastCheckpoint(); cp.Index < first.StoreTimestamp {
 			return fmt.Errorf("checkpoint %+v", cp)
 		}
@@ -124,7 +126,7 @@ func TestIndexFlushInterval(t *testing.T) {
 	waitDispatched(t, s)
 	s.waitIndexed(s.dispatched.Load(), indexCatchUpWait)
 	// Consume queues go on being synced and checkpointed; the index not.
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if cp := s.lastCheckpoint(); cp.Logics < last.StoreTimestamp {
 			return fmt.Errorf("checkpoint %+v", cp)
 		}
@@ -158,7 +160,7 @@ func TestIndexKilledBetweenSyncs(t *testing.T) {
 	opts := func(o *Options) { o.IndexEntries = 5000; o.IndexSlots = 512; o.IndexFlushInterval = time.Hour }
 	s := openTest(t, root, opts)
 	first := mustPut(t, s, msgSpec{topic: "T", body: "b", keys: "synced"})
-	checkFor(t, 5*time.Second, func() error { // the first logic flush syncs the index
+	testutil.Eventually(t, 5*time.Second, func() error { // the first logic flush syncs the index
 		if cp := s.lastCheckpoint(); cp.Index < first.StoreTimestamp {
 			return fmt.Errorf("checkpoint %+v", cp)
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/store/record"
 	"github.com/smartgo/smartgo/store/vfs"
 )
@@ -513,7 +514,7 @@ func TestStoreSegmentPreparedAtHalf(t *testing.T) {
 	for s.MaxPhysicalOffset() < s.opts.SegmentSize/2 {
 		mustPut(t, s, msgSpec{topic: "T", body: strings.Repeat("y", 500)})
 	}
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if m := prepared(); m == nil || m.base != s.opts.SegmentSize {
 			return errors.New("next segment not prepared")
 		}

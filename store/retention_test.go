@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/store/record"
 )
 
@@ -46,7 +47,7 @@ func TestStoreRetentionDeletesExpired(t *testing.T) {
 		mustPut(t, s, msgSpec{topic: "T", qid: int32(i % 2), body: fmt.Sprintf("%d-%0300d", i, i), keys: fmt.Sprint("k", i)})
 	}
 	waitIndexed(t, s)
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if s.cl.flushed.Load() != s.cl.committed.Load() {
 			return errors.New("not flushed")
 		}
@@ -145,7 +146,7 @@ func TestStoreRetentionDiskPressure(t *testing.T) {
 			mustPut(t, s, msgSpec{topic: "T", body: fmt.Sprintf("%0300d", i)})
 		}
 		waitIndexed(t, s)
-		checkFor(t, 5*time.Second, func() error {
+		testutil.Eventually(t, 5*time.Second, func() error {
 			if s.cl.flushed.Load() != s.cl.committed.Load() {
 				return errors.New("not flushed")
 			}
@@ -220,7 +221,7 @@ func TestStoreRetentionDiskPressure(t *testing.T) {
 		}
 		// The watcher sees the room by itself: no clean, no call.
 		st.usage.Store(0.5)
-		checkFor(t, 5*time.Second, func() error {
+		testutil.Eventually(t, 5*time.Second, func() error {
 			if refused, why := s.WritesRefused(); refused {
 				return errors.New(why)
 			}
@@ -333,7 +334,7 @@ func TestStoreUnmapAfterRelease(t *testing.T) {
 		mustPut(t, s, msgSpec{topic: "T", body: fmt.Sprintf("%0300d", i)})
 	}
 	waitIndexed(t, s)
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if s.cl.flushed.Load() != s.cl.committed.Load() {
 			return errors.New("not flushed")
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/smartgo/smartgo/client"
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/conf"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt"
 )
 
@@ -148,18 +149,6 @@ func decode[T any](t *testing.T, raw []byte) T {
 	return v
 }
 
-// waitFor polls fn until true.
-func waitUntil(t *testing.T, timeout time.Duration, what string, fn func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !fn() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func writeCredentials(t *testing.T, users ...string) string {
 	t.Helper()
 	var lines []string
@@ -208,7 +197,7 @@ func TestCmdConsoleAPI(t *testing.T) {
 	}
 
 	// Cluster: the registry, the broker, the bridge node.
-	waitUntil(t, 20*time.Second, "bridge node in the cluster page", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "bridge node in the cluster page", func() bool {
 		c := decode[struct {
 			Registries []map[string]any `json:"registries"`
 			Brokers    []map[string]any `json:"brokers"`
@@ -252,7 +241,7 @@ func TestCmdConsoleAPI(t *testing.T) {
 
 	// Create, list, route.
 	alice.want(200, "POST", "/api/topics", topicBody)
-	waitUntil(t, 10*time.Second, "topic listed", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "topic listed", func() bool {
 		for _, tp := range decode[[]map[string]any](t, bob.want(200, "GET", "/api/topics", nil)) {
 			if tp["name"] == "ConsoleT" {
 				return true
@@ -283,7 +272,7 @@ func TestCmdConsoleAPI(t *testing.T) {
 		sent = r
 	}
 	var byKey []map[string]any
-	waitUntil(t, 10*time.Second, "message by key", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "message by key", func() bool {
 		byKey = decode[[]map[string]any](t, bob.want(200, "GET", "/api/messages/by-key?topic=ConsoleT&key=order-49", nil))
 		return len(byKey) == 1
 	})
@@ -301,7 +290,7 @@ func TestCmdConsoleAPI(t *testing.T) {
 		t.Fatalf("browse: %v", br)
 	}
 	bob.want(http.StatusBadRequest, "GET", "/api/messages/browse?topic=ConsoleT&broker="+broker+"&queue=0&count=100000", nil)
-	waitUntil(t, 20*time.Second, "topic rate in the series", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "topic rate in the series", func() bool {
 		s := decode[struct {
 			Series map[string][]struct{ T, V float64 } `json:"series"`
 		}](t, bob.want(200, "GET", "/api/series?prefix=topic:&top=5", nil))
@@ -331,7 +320,7 @@ func TestCmdConsoleAPI(t *testing.T) {
 			t.Logf("last group answer: %v", last)
 		}
 	}()
-	waitUntil(t, 30*time.Second, "group member and progress", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "group member and progress", func() bool {
 		last = decode[map[string]any](t, bob.want(200, "GET", "/api/groups/console-g", nil))
 		n := 0
 		for _, q := range last["queues"].([]any) {
@@ -356,7 +345,7 @@ func TestCmdConsoleAPI(t *testing.T) {
 	if len(reset["resets"].([]any)) != 2 {
 		t.Fatalf("reset: %v", reset)
 	}
-	waitUntil(t, 10*time.Second, "lag after reset", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "lag after reset", func() bool {
 		return decode[map[string]any](t, bob.want(200, "GET", "/api/groups/console-g", nil))["totalLag"].(float64) >= 50
 	})
 
@@ -378,7 +367,7 @@ func TestCmdConsoleAPI(t *testing.T) {
 	if _, err := mc.Publish(ctx, &paho.Publish{Topic: "console/lamp", QoS: 1, Retain: true, Payload: []byte("on")}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "client listed", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "client listed", func() bool {
 		c := decode[map[string]any](t, bob.want(200, "GET", "/api/mqtt/clients?prefix=console-", nil))
 		return c["total"].(float64) == 1
 	})
@@ -410,7 +399,7 @@ func TestCmdConsoleAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ss.Close()
-	waitUntil(t, 20*time.Second, "state store SET", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "state store SET", func() bool {
 		ok, _, err := ss.Set(ctx, []byte("console/k1"), []byte("v1"), sscli.SetOptions{})
 		return err == nil && ok
 	})

@@ -25,6 +25,7 @@ import (
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // consoleUser is a logged-in user of a console: its cookie jar and CSRF
@@ -40,7 +41,7 @@ func consoleLogin(t *testing.T, addr, user, pass string) *consoleUser {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	u := &consoleUser{t: t, base: "http://" + addr, hc: &http.Client{Jar: jar, Timeout: 20 * time.Second}}
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		var m struct{ CSRF string }
 		code, err := u.call("POST", "/api/login", map[string]string{"user": user, "password": pass}, &m)
 		if err != nil || code != http.StatusOK {
@@ -158,7 +159,7 @@ func TestClusterProcConsole(t *testing.T) {
 	waitReady(t, "master", mMaster)
 
 	var cl consoleCluster
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		cl = consoleCluster{}
 		if err := bob.get("/api/cluster", &cl); err != nil {
 			return err
@@ -200,7 +201,7 @@ func TestClusterProcConsole(t *testing.T) {
 	if code, err := alice.call("POST", "/api/topics", tb, nil); err != nil || code != http.StatusOK {
 		t.Fatalf("create topic: %d %v", code, err)
 	}
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		var route struct {
 			Brokers []struct {
 				Addrs map[string]string `json:"brokerAddrs"`
@@ -232,7 +233,7 @@ func TestClusterProcConsole(t *testing.T) {
 		}
 	}
 	send(0, 200)
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		var msgs []struct{ Body []byte }
 		if err := bob.get("/api/messages/by-key?topic="+topic+"&key=k-199", &msgs); err != nil {
 			return err
@@ -242,7 +243,7 @@ func TestClusterProcConsole(t *testing.T) {
 		}
 		return nil
 	})
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		var s struct {
 			Series map[string][]struct{ T, V float64 } `json:"series"`
 		}
@@ -270,7 +271,7 @@ func TestClusterProcConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		var g struct {
 			Members  []any   `json:"members"`
 			TotalLag float64 `json:"totalLag"`
@@ -296,7 +297,7 @@ func TestClusterProcConsole(t *testing.T) {
 	// Until the master drops the silent slave (ha idle timeout), the lag
 	// grows. The console's call to the stopped slave waits out its 2 s
 	// request timeout, so /metrics is polled first.
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		page := scrape(t, mMaster)
 		lb, _ := sum(page, "smartgo_replication_lag_bytes")
 		ls, _ := sum(page, "smartgo_replication_lag_seconds")
@@ -305,7 +306,7 @@ func TestClusterProcConsole(t *testing.T) {
 		}
 		return nil
 	})
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		cl = consoleCluster{}
 		if err := bob.get("/api/cluster", &cl); err != nil {
 			return err
@@ -322,7 +323,7 @@ func TestClusterProcConsole(t *testing.T) {
 	if err := slave.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		cl = consoleCluster{}
 		if err := bob.get("/api/cluster", &cl); err != nil {
 			return err
@@ -359,7 +360,7 @@ func TestClusterProcConsole(t *testing.T) {
 			return nil
 		}
 	}
-	checkFor(t, 15*time.Second, conns(1))
+	testutil.Eventually(t, 15*time.Second, conns(1))
 	var clients struct {
 		Total int `json:"total"`
 	}
@@ -372,7 +373,7 @@ func TestClusterProcConsole(t *testing.T) {
 	if code, err := alice.call("POST", "/api/mqtt/clients/console-cluster-dev/disconnect", nil, nil); err != nil || code != http.StatusOK {
 		t.Fatalf("disconnect: %d %v", code, err)
 	}
-	checkFor(t, 15*time.Second, func() error {
+	testutil.Eventually(t, 15*time.Second, func() error {
 		if err := bob.get("/api/mqtt/clients?prefix=console-cluster", &clients); err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/store"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -41,7 +42,7 @@ func startControlled(t *testing.T, opts CtlOptions) *Controlled {
 // waitSyncSet waits until the master's sync state set has n members.
 func waitSyncSet(t *testing.T, c *Controlled, n int) {
 	t.Helper()
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		j, ok := c.Master()
 		if !ok {
 			return errors.New("no master")
@@ -144,7 +145,7 @@ func TestClusterControlledFailover(t *testing.T) {
 	if err := c.StartBroker(old); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		b := c.Broker(old)
 		if _, _, m, _ := b.ControllerState(); m {
 			return errors.New("old master acts as master")
@@ -163,7 +164,7 @@ func readTopic(t *testing.T, b *broker.Broker, topic string) map[string]int {
 	t.Helper()
 	s := b.Store()
 	out := map[string]int{}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if d, m := s.DispatchedPhysicalOffset(), s.MaxPhysicalOffset(); d < m {
 			return fmt.Errorf("dispatched %d of %d", d, m)
 		}

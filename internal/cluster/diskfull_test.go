@@ -11,6 +11,7 @@ import (
 
 	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -78,7 +79,7 @@ func TestClusterDiskFullRefusesThenResumes(t *testing.T) {
 	}
 
 	usage.Store(0.95)
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if perm := routePerm(t, rc, reg, topic, full); perm&protocol.PermWrite != 0 || perm&protocol.PermRead == 0 {
 			return fmt.Errorf("route perm of the full broker %d, want read only", perm)
 		}
@@ -96,7 +97,7 @@ func TestClusterDiskFullRefusesThenResumes(t *testing.T) {
 	}
 	// The SDK's producer sends everything to the other broker.
 	var during []*client.SendResult
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		during = during[:0]
 		for i := range 20 {
 			r, err := send(fmt.Sprint("during-", i))
@@ -114,7 +115,7 @@ func TestClusterDiskFullRefusesThenResumes(t *testing.T) {
 	}
 
 	usage.Store(0.5)
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if perm := routePerm(t, rc, reg, topic, full); perm&protocol.PermWrite == 0 {
 			return fmt.Errorf("route perm of the recovered broker %d", perm)
 		}
@@ -128,7 +129,7 @@ func TestClusterDiskFullRefusesThenResumes(t *testing.T) {
 	}
 	// Every message sent before, during and after is stored (the consume
 	// queues are built after the reply, so wait for the last one).
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		total := int64(0)
 		for i := range 2 {
 			s := c.Broker(i).Store()

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -80,7 +81,7 @@ func TestClusterControllerUncleanElection(t *testing.T) {
 	// The slave dies: once the master has dropped it from the set, a
 	// send is stored but refused at once.
 	c.brokers[s].kill()
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		g, _, err := c.group()
 		if err != nil || len(g.SyncStateSet) != 1 || g.SyncStateSet[0] != mID {
 			return fmt.Errorf("sync state set %v (%v)", g.SyncStateSet, err)
@@ -101,13 +102,13 @@ func TestClusterControllerUncleanElection(t *testing.T) {
 	// The master dies, the out-of-sync slave comes back: no election.
 	c.brokers[m].kill()
 	c.brokers[s].run(t)
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if logCount(t, c.ctls[0].log, "no broker may become master") == 0 {
 			return errors.New("the controller did not say why it elects nobody")
 		}
 		return nil
 	})
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		g, _, err := c.group()
 		if err != nil {
 			return err
@@ -148,7 +149,7 @@ func TestClusterControllerUncleanElection(t *testing.T) {
 
 	// The old master comes back as a slave and cuts its tail.
 	c.brokers[m].run(t)
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		if logCount(t, c.brokers[m].log, "cutting the log tail") == 0 {
 			return errors.New("the old master did not cut its tail")
 		}
@@ -257,7 +258,7 @@ func TestClusterControllerConsumerOffsets(t *testing.T) {
 		return n
 	}
 	cons, got := consume()
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		if n := count(got, "before-"); n < before {
 			return fmt.Errorf("consumed %d of %d", n, before)
 		}
@@ -278,7 +279,7 @@ func TestClusterControllerConsumerOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		for _, a := range c.bAddrs {
 			if sum, err := groupOffsets(rc, a, group, topic, queues); err != nil || sum != before {
 				return fmt.Errorf("broker %s holds offsets summing to %d (%v), want %d", a, sum, err, before)
@@ -300,7 +301,7 @@ func TestClusterControllerConsumerOffsets(t *testing.T) {
 		t.Fatalf("the registry names %q as master", a)
 	}
 	_, got = consume()
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		if n := count(got, "after-"); n < after {
 			return fmt.Errorf("consumed %d of %d after the failover", n, after)
 		}
@@ -394,7 +395,7 @@ func TestClusterControllerBridgeFailover(t *testing.T) {
 			back = time.Since(killed)
 		}
 	}
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, b := range acked {
@@ -428,7 +429,7 @@ func TestClusterControllerSlowSlave(t *testing.T) {
 	sID := brokerID(t, g, c.bAddrs[s])
 	p := c.producer(t)
 	l := startLoad(p, "Slow", 4)
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if n := l.acked(); n < 100 {
 			return fmt.Errorf("%d acknowledged", n)
 		}
@@ -440,7 +441,7 @@ func TestClusterControllerSlowSlave(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.brokers[s].cmd.Process.Signal(syscall.SIGCONT) })
 	var dropped time.Duration
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		g, _, err := c.group()
 		if err != nil || len(g.SyncStateSet) != 2 || slices.Contains(g.SyncStateSet, sID) {
 			return fmt.Errorf("sync state set %v (%v)", g.SyncStateSet, err)
@@ -452,7 +453,7 @@ func TestClusterControllerSlowSlave(t *testing.T) {
 		t.Fatalf("the slave was dropped %v after it stopped, before sync_lag_max (2s)", dropped)
 	}
 	n := l.acked()
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if l.acked() < n+100 {
 			return fmt.Errorf("%d acknowledged since the slave was dropped", l.acked()-n)
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
 	"github.com/smartgo/smartgo/store/record"
@@ -171,7 +172,7 @@ func (c *ctlProc) runtime(addr string) map[string]string {
 func (c *ctlProc) waitHealthy(t *testing.T, members int) int {
 	t.Helper()
 	m := -1
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		g, _, err := c.group()
 		if err != nil {
 			return err
@@ -307,7 +308,7 @@ func (c *ctlProc) stopAndOpen(t *testing.T) []*store.Store {
 // bodies counts the bodies of every message of the topics with prefix.
 func bodies(t *testing.T, s *store.Store, prefix string) map[string]int {
 	t.Helper()
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if d, m := s.DispatchedPhysicalOffset(), s.MaxPhysicalOffset(); d < m {
 			return fmt.Errorf("dispatched %d of %d", d, m)
 		}
@@ -369,7 +370,7 @@ func sameLogs(t *testing.T, stores []*store.Store) int64 {
 // waitSameEnds waits until every broker reports the same commitlog end.
 func (c *ctlProc) waitSameEnds(t *testing.T) {
 	t.Helper()
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		var ends []string
 		for _, a := range c.bAddrs {
 			ends = append(ends, c.runtime(a)["commitLogMaxOffset"])
@@ -464,7 +465,7 @@ func TestClusterControllerKillLoop(t *testing.T) {
 	for i := range kills {
 		m := c.waitHealthy(t, 3)
 		l := startLoad(p, fmt.Sprintf("Kill%03d", i), 6)
-		checkFor(t, 30*time.Second, func() error {
+		testutil.Eventually(t, 30*time.Second, func() error {
 			if n := l.acked(); n < 150 {
 				return fmt.Errorf("%d acknowledged", n)
 			}
@@ -474,7 +475,7 @@ func TestClusterControllerKillLoop(t *testing.T) {
 		killed := time.Now()
 		c.brokers[m].kill()
 		var back time.Time
-		checkFor(t, 30*time.Second, func() error {
+		testutil.Eventually(t, 30*time.Second, func() error {
 			at, ok := l.firstAckAfter(killed, old)
 			if !ok {
 				return errors.New("no write acknowledged by a new master yet")
@@ -507,7 +508,7 @@ func TestClusterControllerKillLoop(t *testing.T) {
 	}
 
 	// The consumer has every acknowledged message of its topic.
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		for _, r := range all {
 			if r.acked && strings.HasPrefix(r.body, "Flow-") {
 				if _, ok := got.Load(r.body); !ok {
@@ -581,7 +582,7 @@ func TestClusterControllerPartition(t *testing.T) {
 	}
 	p := c.producer(t)
 	l := startLoad(p, "Part", 6)
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if n := l.acked(); n < 200 {
 			return fmt.Errorf("%d acknowledged", n)
 		}
@@ -593,7 +594,7 @@ func TestClusterControllerPartition(t *testing.T) {
 		px.set(linkCut)
 	}
 	var next protocol.ControllerGroup
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		ng, _, err := c.group()
 		if err != nil || ng.MasterEpoch <= g.MasterEpoch || ng.MasterAddr == old {
 			return fmt.Errorf("no new master yet (%v)", err)
@@ -601,7 +602,7 @@ func TestClusterControllerPartition(t *testing.T) {
 		next = ng
 		return nil
 	})
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if _, ok := l.firstAckAfter(cut, old); !ok {
 			return errors.New("no write acknowledged by the new master yet")
 		}
@@ -637,7 +638,7 @@ func TestClusterControllerPartition(t *testing.T) {
 		px.set(linkPass)
 	}
 	c.waitHealthy(t, 3)
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if info := c.runtime(old); info["brokerRole"] != "SLAVE" {
 			return fmt.Errorf("old master's role %q", info["brokerRole"])
 		}
@@ -657,7 +658,7 @@ func TestClusterControllerReplicaLoss(t *testing.T) {
 	p := c.producer(t)
 	send := func(what string) {
 		t.Helper()
-		checkFor(t, 30*time.Second, func() error {
+		testutil.Eventually(t, 30*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			r, err := p.Send(ctx, &client.Message{Topic: "Ctl", Body: []byte(what)})
@@ -684,7 +685,7 @@ func TestClusterControllerReplicaLoss(t *testing.T) {
 		send(round + "-before")
 		c.brokers[m].kill()
 		k := killCtl()
-		checkFor(t, 30*time.Second, func() error {
+		testutil.Eventually(t, 30*time.Second, func() error {
 			ng, _, err := c.group()
 			if err != nil || ng.MasterEpoch <= g.MasterEpoch || ng.MasterAddr == c.bAddrs[m] {
 				return fmt.Errorf("no new master yet (%v)", err)
@@ -704,7 +705,7 @@ func TestClusterControllerReplicaLoss(t *testing.T) {
 	})
 	c.ctls[k1].run(t)
 	// The leader dies during the master's heartbeat timeout.
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if leaderIdx() < 0 {
 			return errors.New("no leader")
 		}
@@ -723,7 +724,7 @@ func TestClusterControllerReplicaLoss(t *testing.T) {
 	g, _, _ := c.group()
 	l := leaderIdx()
 	survivor := (l + 1) % len(c.ctls)
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		md, err := c.adm.ControllerMetadata(ctx, c.ctlAddrs[survivor])
@@ -740,7 +741,7 @@ func TestClusterControllerReplicaLoss(t *testing.T) {
 			c.ctls[k].kill()
 		}
 	}
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		md, err := c.adm.ControllerMetadata(ctx, c.ctlAddrs[survivor])
@@ -761,7 +762,7 @@ func TestClusterControllerReplicaLoss(t *testing.T) {
 	if err != nil || len(md.Groups) != 1 || md.Groups[0].MasterAddr != c.bAddrs[m] {
 		t.Fatalf("master changed without a majority: %+v %v", md, err)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if logCount(t, c.ctls[survivor].log, "no leader: a majority of controller replicas is not reachable") == 0 {
 			return errors.New("the replica did not log the missing majority")
 		}

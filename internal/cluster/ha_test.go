@@ -10,24 +10,10 @@ import (
 
 	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
-
-func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 func startHACluster(t *testing.T, opts Options) *Cluster {
 	t.Helper()
@@ -72,7 +58,7 @@ func TestClusterHASyncMaster(t *testing.T) {
 	c := startHACluster(t, Options{SyncMaster: true})
 	p := newProducer(t, c)
 	ctx := context.Background()
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if _, ok := c.Slave(0).Store().MaxPhysicalOffset(), c.Broker(0).HAServer() != nil; !ok {
 			return errors.New("no HA server")
 		}
@@ -96,7 +82,7 @@ func TestClusterHASyncMaster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if _, ok := c.Slave(0).Topics().Get("HASync"); !ok {
 			return errors.New("topic not copied to the slave")
 		}
@@ -105,7 +91,7 @@ func TestClusterHASyncMaster(t *testing.T) {
 	if err := c.StopSlave(0); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		r, err := p.Send(ctx, &client.Message{Topic: "HASync", Body: []byte("no slave")})
 		if err != nil {
 			return err
@@ -118,7 +104,7 @@ func TestClusterHASyncMaster(t *testing.T) {
 	if err := c.StartSlave(0); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		r, err := p.Send(ctx, &client.Message{Topic: "HASync", Body: []byte("back")})
 		if err != nil {
 			return err
@@ -128,7 +114,7 @@ func TestClusterHASyncMaster(t *testing.T) {
 		}
 		return nil
 	})
-	checkFor(t, 10*time.Second, func() error { return caughtUp(c, 0) })
+	testutil.Eventually(t, 10*time.Second, func() error { return caughtUp(c, 0) })
 	info := c.Broker(0).RuntimeInfo()
 	if info["haSlaveCount"] != "1" || info["slaveAckOffset"] == "" {
 		t.Fatalf("runtime info: %v", info)
@@ -148,8 +134,8 @@ func TestClusterHASlaveReads(t *testing.T) {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
-	checkFor(t, 10*time.Second, func() error { return caughtUp(c, 0) })
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error { return caughtUp(c, 0) })
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if _, ok := c.Slave(0).Topics().Get("HARead"); !ok {
 			return errors.New("topic not copied to the slave")
 		}
@@ -215,7 +201,7 @@ func TestClusterHASlaveReads(t *testing.T) {
 	if err := cons.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if len(cons.Assigned()) == 0 {
 			return errors.New("no queues yet")
 		}
@@ -225,7 +211,7 @@ func TestClusterHASlaveReads(t *testing.T) {
 	if err := c.StopBroker(0); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if c.Slave(0).HAClient().Connected() {
 			return errors.New("slave still connected")
 		}
@@ -235,7 +221,7 @@ func TestClusterHASlaveReads(t *testing.T) {
 		t.Fatalf("slave pull with master down: code %d %s", resp.Code, resp.Remark)
 	}
 	close(gate)
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(seen) != n {
@@ -249,11 +235,11 @@ func TestClusterHASlaveReads(t *testing.T) {
 	if err := c.StartBroker(0); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		_, err := p.Send(ctx, &client.Message{Topic: "HARead", Body: []byte("after")})
 		return err
 	})
-	checkFor(t, 10*time.Second, func() error { return caughtUp(c, 0) })
+	testutil.Eventually(t, 10*time.Second, func() error { return caughtUp(c, 0) })
 	if c.Slave(0).Store().MaxPhysicalOffset() <= before {
 		t.Fatal("slave did not grow after the master came back")
 	}

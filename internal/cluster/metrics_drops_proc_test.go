@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // mqttPacket is an MQTT 3.1.1 packet: the first byte, the remaining
@@ -98,7 +100,7 @@ func TestClusterProcBridgeDropMetrics(t *testing.T) {
 	if _, code := dial("intruder", "wrong"); code != 0x86 {
 		t.Fatalf("wrong password: CONNACK %#x, want 0x86", code)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if v, _ := sum(scrape(t, mBridge), "smartgo_mqtt_auth_failures_total"); v != 1 {
 			return fmt.Errorf("auth failures %v, want 1", v)
 		}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/smartgo/smartgo/client"
 	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // dialPaho connects a paho.golang MQTT 5 client; onPub receives its
@@ -101,17 +102,12 @@ func httpGet(addr, path string) (int, string) {
 
 func waitReady(t *testing.T, name, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		code, body := httpGet(addr, "/readyz")
-		if code == http.StatusOK {
-			return
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if code, body := httpGet(addr, "/readyz"); code != http.StatusOK {
+			return fmt.Errorf("%s not ready: %d %s", name, code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready: %d %s", name, code, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestClusterProcMetrics scrapes each process and checks that the series

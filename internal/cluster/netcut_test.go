@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -157,7 +158,7 @@ func TestClusterHANetworkCut(t *testing.T) {
 
 	waitOK := func(what string) {
 		t.Helper()
-		checkFor(t, 20*time.Second, func() error {
+		testutil.Eventually(t, 20*time.Second, func() error {
 			if code, _ := sendRaw(t, rc, master, "CutTopic"); code != protocol.Success {
 				return fmt.Errorf("%s: send answered %d", what, code)
 			}
@@ -168,7 +169,7 @@ func TestClusterHANetworkCut(t *testing.T) {
 
 	// Cut: connections closed, new ones refused.
 	proxy.set(linkCut)
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		code, took := sendRaw(t, rc, master, "CutTopic")
 		if code != protocol.SlaveNotAvailable && code != protocol.FlushSlaveTimeout {
 			return fmt.Errorf("cut link: send answered %d", code)
@@ -204,5 +205,5 @@ func TestClusterHANetworkCut(t *testing.T) {
 
 	// Everything sent, whatever its answer, is on the master, and the
 	// slave catches up.
-	checkFor(t, 20*time.Second, func() error { return caughtUp(c, 0) })
+	testutil.Eventually(t, 20*time.Second, func() error { return caughtUp(c, 0) })
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
@@ -101,7 +102,7 @@ func wantBodies(from, n int) []string {
 func (c *procCluster) waitCaughtUp(t *testing.T) int64 {
 	t.Helper()
 	var end int64
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		mi, si := c.runtime(t, c.masterAddr()), c.runtime(t, c.slaveAddr())
 		if mi == nil || si == nil || mi["commitLogMaxOffset"] != si["commitLogMaxOffset"] {
 			return fmt.Errorf("master %s slave %s", mi["commitLogMaxOffset"], si["commitLogMaxOffset"])
@@ -123,7 +124,7 @@ func TestClusterProcMasterDown(t *testing.T) {
 	sendN(t, p, "Down", 0, 2000)
 	c.waitCaughtUp(t)
 	c.master.kill()
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if info := c.runtime(t, c.slaveAddr()); info == nil || info["haConnected"] == "true" {
 			return fmt.Errorf("slave has not noticed the master is gone")
 		}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -135,7 +136,7 @@ func (c *procCluster) waitSlaveConnected(t *testing.T) {
 			}
 		}
 	}()
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if info := c.runtime(t, c.slaveAddr()); info["haConnected"] != "true" {
 			return fmt.Errorf("slave not connected: %v", info["haLastError"])
 		}
@@ -196,7 +197,7 @@ func TestClusterProcReplication(t *testing.T) {
 		}
 	}
 	var mEnd int64
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		mi, si := c.runtime(t, c.masterAddr()), c.runtime(t, c.slaveAddr())
 		if mi == nil || si == nil || mi["commitLogMaxOffset"] != si["commitLogMaxOffset"] {
 			return fmt.Errorf("master %s slave %s", mi["commitLogMaxOffset"], si["commitLogMaxOffset"])
@@ -207,7 +208,7 @@ func TestClusterProcReplication(t *testing.T) {
 	// The slave's consume queues serve the same messages: with the master
 	// gone it answers pulls, and every one of the 100,000 is there.
 	c.master.stop()
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if info := c.runtime(t, c.slaveAddr()); info == nil || info["haConnected"] == "true" {
 			return fmt.Errorf("slave has not noticed the master is gone")
 		}
@@ -285,7 +286,7 @@ func TestClusterProcWrongMaster(t *testing.T) {
 	c.slave.kill()
 	c.slave.args = append(c.slave.args, "-set", "broker.ha_master_address=127.0.0.1:"+strconv.Itoa(c.masterPort+1))
 	c.slave.run(t)
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		info := c.runtime(t, c.slaveAddr())
 		if info == nil || info["haLastError"] == "" {
 			return fmt.Errorf("no refusal yet")

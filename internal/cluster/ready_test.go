@@ -2,27 +2,24 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // waitErr polls fn until ok accepts its error or the deadline passes.
 func waitErr(t *testing.T, what string, fn func() error, ok func(error) bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		err := fn()
-		if ok(err) {
-			return
+	testutil.Eventually(t, 15*time.Second, func() error {
+		if err := fn(); !ok(err) {
+			return fmt.Errorf("%s: last readiness %v", what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: last readiness %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestClusterBrokerReadiness: master and slave become ready once

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/registry"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -48,7 +49,7 @@ func TestClusterBrokerRegistersWhenRegistryStartsLate(t *testing.T) {
 	}
 	defer rc.Close()
 	start := time.Now()
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		resp, err := rc.Invoke(ctx, regAddr, protocol.NewRequest(protocol.GetRouteInfoByTopic, &protocol.GetRouteInfoRequestHeader{Topic: broker.AutoCreateTopicKey}, nil))

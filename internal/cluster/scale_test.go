@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -256,7 +257,7 @@ func TestClusterScaleBridgeIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		c, err := net.Dial("tcp", "127.0.0.1:"+mport)
 		if err == nil {
 			_ = c.Close()

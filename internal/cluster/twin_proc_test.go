@@ -15,6 +15,7 @@ import (
 	"time"
 
 	twc "github.com/smartgo/smartgo/client/twin"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/store/record"
 )
 
@@ -134,7 +135,7 @@ func twinProcClient(t *testing.T, reg string) *twc.Client {
 
 func waitTwinRoute(t *testing.T, c *twc.Client) {
 	t.Helper()
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if _, err := c.GetDevice(ctx, "probe"); err != nil && !errors.Is(err, twc.ErrNotFound) {
@@ -162,7 +163,7 @@ func TestClusterProcTwinKill9(t *testing.T) {
 	stop := make(chan struct{})
 	acks, wg := twinLoad(t, c, 50, stop)
 	// Long enough for a snapshot (1 s) and a replay after it.
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		acks.mu.Lock()
 		defer acks.mu.Unlock()
 		total := int64(0)
@@ -203,7 +204,7 @@ func TestClusterProcTwinMasterToSlave(t *testing.T) {
 	waitTwinRoute(t, cl)
 	stop := make(chan struct{})
 	acks, wg := twinLoad(t, cl, 40, stop)
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		acks.mu.Lock()
 		defer acks.mu.Unlock()
 		if len(acks.last) < 40 {
@@ -220,7 +221,7 @@ func TestClusterProcTwinMasterToSlave(t *testing.T) {
 	// and role on its own data.
 	c.restartSlaveAsMaster(t)
 	cl2 := twinProcClient(t, c.reg)
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := cl2.GetDevice(ctx, "d000")

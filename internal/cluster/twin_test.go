@@ -14,6 +14,7 @@ import (
 	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/client"
 	twc "github.com/smartgo/smartgo/client/twin"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/store/record"
 	"github.com/smartgo/smartgo/twin"
 )
@@ -193,7 +194,7 @@ func TestClusterTwinAPI(t *testing.T) {
 	if tw, err := back.UpdateDesired(ctx, "dev-07", "", []byte(`{"interval":30}`), 1); err != nil || tw.Version != 3 {
 		t.Fatalf("update desired: %v", err)
 	}
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(got) != 1 {
@@ -349,7 +350,7 @@ func TestClusterTwinEventsConsumer(t *testing.T) {
 	if err := back.SetDisconnected(ctx, "ev1", "", "c1"); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(events) < 6 {
@@ -404,7 +405,7 @@ func TestClusterTwinSlaveAndWatchRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if err := tc.slaveT[0].Sync(); err != nil {
 			return err
 		}
@@ -436,7 +437,7 @@ func TestClusterTwinSlaveAndWatchRecovery(t *testing.T) {
 		t.Fatal("the epoch did not change across a restart")
 	}
 	// The watch is registered again by the client's loop.
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if tc.twins[0].Watching() != 1 {
 			return errors.New("watch not registered again")
 		}
@@ -445,7 +446,7 @@ func TestClusterTwinSlaveAndWatchRecovery(t *testing.T) {
 	if _, err := front.UpdateDesired(ctx, "s05", "", []byte(`{"k":"v"}`), 0); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(got) != 1 || got[0] != `s05 {"k":"v","$version":2}` {
@@ -571,7 +572,7 @@ func TestClusterTwinControlledFailover(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cl.Close() })
 	ctx := context.Background()
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		_, err := cl.CreateDevice(ctx, &twc.Device{DeviceID: "f00"})
 		return err
 	})
@@ -619,7 +620,7 @@ func TestClusterTwinControlledFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	ob := c.Broker(old)
-	checkFor(t, 10*time.Second, func() error { // on the sync state set before the master goes
+	testutil.Eventually(t, 10*time.Second, func() error { // on the sync state set before the master goes
 		for j := range twins {
 			if j != old && c.Broker(j).Store().MaxPhysicalOffset() < ob.Store().MaxPhysicalOffset() {
 				return fmt.Errorf("broker %d behind", j)
@@ -635,7 +636,7 @@ func TestClusterTwinControlledFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		_, err := cl.GetDevice(ctx, "orphan")
 		return err
 	})
@@ -652,7 +653,7 @@ func TestClusterTwinControlledFailover(t *testing.T) {
 	// The orphan's event was produced once by the new master.
 	nb := c.Broker(nm)
 	orphanEvents := 0
-	checkFor(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		orphanEvents = 0
 		st := nb.Store()
 		for off := st.MinOffset(broker.DefaultTwinEventsTopic, shard); off < st.MaxOffset(broker.DefaultTwinEventsTopic, shard); off++ {

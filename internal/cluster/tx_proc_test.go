@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
@@ -132,7 +133,7 @@ func deliveries(t *testing.T, reg, topic string, count int) map[string]int {
 	if err := pc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 60*time.Second, func() error {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if total < count {
@@ -200,7 +201,7 @@ func TestClusterProcTransactionKill9(t *testing.T) {
 	send := func(body string) *client.TransactionSendResult {
 		t.Helper()
 		var res *client.TransactionSendResult
-		checkFor(t, 30*time.Second, func() error {
+		testutil.Eventually(t, 30*time.Second, func() error {
 			var err error
 			res, err = tp.SendMessageInTransaction(ctx, &client.Message{Topic: topic, Body: []byte(body)})
 			return err
@@ -226,7 +227,7 @@ func TestClusterProcTransactionKill9(t *testing.T) {
 		t.Helper()
 		b.kill()
 		b.run(t)
-		checkFor(t, 30*time.Second, func() error { return tp.Register(ctx, topic) })
+		testutil.Eventually(t, 30*time.Second, func() error { return tp.Register(ctx, topic) })
 	}
 	l.set("warm", client.TransactionCommit, client.TransactionCommit)
 	send("warm")
@@ -247,8 +248,8 @@ func TestClusterProcTransactionKill9(t *testing.T) {
 		}
 	}
 	b.run(t)
-	checkFor(t, 30*time.Second, func() error { return tp.Register(ctx, topic) })
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error { return tp.Register(ctx, topic) })
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if l.checks("after-half") == 0 || l.checks("after-half-rb") == 0 {
 			return fmt.Errorf("checks: %d, %d", l.checks("after-half"), l.checks("after-half-rb"))
 		}
@@ -275,8 +276,8 @@ func TestClusterProcTransactionKill9(t *testing.T) {
 	b.kill()
 	close(rel)
 	b.run(t)
-	checkFor(t, 30*time.Second, func() error { return tp.Register(ctx, topic) })
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error { return tp.Register(ctx, topic) })
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if n := l.checks("during-check"); n < 2 {
 			return fmt.Errorf("during-check checked %d times", n)
 		}
@@ -317,7 +318,7 @@ func TestClusterProcTransactionMasterToSlave(t *testing.T) {
 	l.set("pending", client.TransactionUnknown, client.TransactionCommit)
 	results := map[string]*client.TransactionSendResult{}
 	for _, body := range []string{"committed", "rolled-back", "pending"} {
-		checkFor(t, 30*time.Second, func() error {
+		testutil.Eventually(t, 30*time.Second, func() error {
 			res, err := tp.SendMessageInTransaction(ctx, &client.Message{Topic: topic, Body: []byte(body)})
 			results[body] = res
 			return err
@@ -330,7 +331,7 @@ func TestClusterProcTransactionMasterToSlave(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		resp, err := rc.Invoke(cctx, c.slaveAddr(), protocol.NewRequest(protocol.GetAllTopicConfig, nil, nil))
@@ -351,8 +352,8 @@ func TestClusterProcTransactionMasterToSlave(t *testing.T) {
 	}
 	c.master.kill()
 	c.restartSlaveAsMaster(t)
-	checkFor(t, 30*time.Second, func() error { return tp.Register(ctx, topic) })
-	checkFor(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error { return tp.Register(ctx, topic) })
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if l.checks("pending") == 0 {
 			return fmt.Errorf("pending not checked by the new master")
 		}

@@ -3,14 +3,19 @@
 package testutil
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
 
-// pollEvery is the pause between two checks of a condition: short enough
-// that a test waits little past the moment the condition holds, long
-// enough that polling costs nothing measurable beside the code under test.
-const pollEvery = 2 * time.Millisecond
+// The pause between two checks of a condition starts at pollFirst, so a
+// test waits little past the moment a quick condition holds, and doubles
+// up to pollMax, so a condition that takes long (a process starting, a
+// failover) is not checked thousands of times on a busy machine.
+const (
+	pollFirst = time.Millisecond
+	pollMax   = 20 * time.Millisecond
+)
 
 // Eventually calls fn until it returns nil and fails the test with fn's
 // last error when timeout passes first. It is the one way SmartGo's tests
@@ -18,6 +23,7 @@ const pollEvery = 2 * time.Millisecond
 func Eventually(t testing.TB, timeout time.Duration, fn func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
+	pause := pollFirst
 	for {
 		err := fn()
 		if err == nil {
@@ -26,6 +32,24 @@ func Eventually(t testing.TB, timeout time.Duration, fn func() error) {
 		if time.Now().After(deadline) {
 			t.Fatalf("condition not met after %v: %v", timeout, err)
 		}
-		time.Sleep(pollEvery)
+		time.Sleep(pause)
+		pause = min(2*pause, pollMax)
 	}
+}
+
+// WaitFor is Eventually for a condition without an error to tell: it
+// calls cond until it returns true, and fails the test naming what it
+// waited for when timeout passes first.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if what == "" {
+		what = "condition"
+	}
+	notYet := errors.New(what + " not reached")
+	Eventually(t, timeout, func() error {
+		if cond() {
+			return nil
+		}
+		return notYet
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -34,7 +35,7 @@ func TestInteropGoAdminAPI(t *testing.T) {
 		admin.WithReadQueueNums(3), admin.WithWriteQueueNums(3)); err != nil {
 		t.Fatalf("CreateTopic: %v", err)
 	}
-	waitUntil(t, 30*time.Second, "the new topic's route", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the new topic's route", func() bool {
 		mqs, err := adm.FetchPublishMessageQueues(ctx, name)
 		return err == nil && len(mqs) == 3
 	})
@@ -47,7 +48,7 @@ func TestInteropGoAdminAPI(t *testing.T) {
 	newPushConsumer(t, s, "interop-admin-cg", "cons-admin", name, consumer.Clustering, func(*primitive.MessageExt) consumer.ConsumeResult {
 		return consumer.ConsumeSuccess
 	})
-	waitUntil(t, 30*time.Second, "the consumer's group", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the consumer's group", func() bool {
 		w, err := adm.GetAllSubscriptionGroup(ctx, s.broker, 3*time.Second)
 		if err != nil {
 			return false
@@ -119,7 +120,7 @@ func TestInteropMQAdminWithGoConsumer(t *testing.T) {
 	first := send("before-0")
 	send("before-1")
 	cut := time.Now().UnixMilli() + 1
-	waitUntil(t, 5*time.Second, "the clock to pass the cut", func() bool { return time.Now().UnixMilli() > cut })
+	testutil.WaitFor(t, 5*time.Second, "the clock to pass the cut", func() bool { return time.Now().UnixMilli() > cut })
 	send("after-0")
 	send("after-1")
 
@@ -128,7 +129,7 @@ func TestInteropMQAdminWithGoConsumer(t *testing.T) {
 		got.add(string(m.Body))
 		return consumer.ConsumeSuccess
 	})
-	waitUntil(t, 60*time.Second, "the four messages", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "the four messages", func() bool {
 		return got.count("before-0") > 0 && got.count("before-1") > 0 && got.count("after-0") > 0 && got.count("after-1") > 0
 	})
 	java := func(code int32, fields map[string]string) *protocol.Command {
@@ -154,7 +155,7 @@ func TestInteropMQAdminWithGoConsumer(t *testing.T) {
 		t.Fatalf("running info: %d %s %s", resp.Code, resp.Remark, resp.Body)
 	}
 
-	waitUntil(t, 30*time.Second, "the consumer's offsets in its status", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the consumer's offsets in its status", func() bool {
 		var st protocol.GetConsumerStatusBody
 		resp := java(protocol.InvokeBrokerToGetConsumerStatus, map[string]string{"topic": topicName, "group": group})
 		if resp.Code != protocol.Success || protocol.DecodeJSON(resp.Body, &st) != nil {
@@ -171,7 +172,7 @@ func TestInteropMQAdminWithGoConsumer(t *testing.T) {
 	if resp.Code != protocol.Success || !bytes.Contains(resp.Body, []byte("consumeResult")) {
 		t.Fatalf("consume directly: %d %s %s", resp.Code, resp.Remark, resp.Body)
 	}
-	waitUntil(t, 10*time.Second, "the direct delivery", func() bool { return got.count("before-0") >= 2 })
+	testutil.WaitFor(t, 10*time.Second, "the direct delivery", func() bool { return got.count("before-0") >= 2 })
 
 	if resp := java(protocol.InvokeBrokerToResetOffset, map[string]string{"topic": topicName, "group": "never-online",
 		"timestamp": strconv.FormatInt(cut, 10), "isForce": "true"}); resp.Code != protocol.ConsumerNotOnline {
@@ -184,7 +185,7 @@ func TestInteropMQAdminWithGoConsumer(t *testing.T) {
 		t.Fatalf("reset: %d %s %s", resp.Code, resp.Remark, resp.Body)
 	}
 	// The Go client pauses 10 s before it applies a reset.
-	waitUntil(t, 60*time.Second, "the messages after the reset time again", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "the messages after the reset time again", func() bool {
 		return got.count("after-0") >= 2 && got.count("after-1") >= 2
 	})
 	if n := got.count("before-1"); n != 1 {

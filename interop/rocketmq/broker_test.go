@@ -17,6 +17,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -187,13 +188,13 @@ func TestInteropProducerAndClusteringConsumer(t *testing.T) {
 		got.add(m)
 		return consumer.ConsumeSuccess
 	})
-	waitUntil(t, 60*time.Second, fmt.Sprintf("%d messages", len(bodies)), func() bool { return got.distinct() == len(bodies) })
+	testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("%d messages", len(bodies)), func() bool { return got.distinct() == len(bodies) })
 	for _, b := range bodies {
 		checkIntact(t, got.get(b), topic, b)
 	}
 	// Produce more while the consumer is live: long polling delivers them.
 	more := produceAll(t, p, topic, 5)
-	waitUntil(t, 30*time.Second, "messages produced while consuming", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "messages produced while consuming", func() bool {
 		for _, b := range more {
 			if got.get(b) == nil {
 				return false
@@ -228,7 +229,7 @@ func TestInteropBroadcastingConsumers(t *testing.T) {
 		b.add(m)
 		return consumer.ConsumeSuccess
 	})
-	waitUntil(t, 60*time.Second, "both broadcasting consumers to get everything", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "both broadcasting consumers to get everything", func() bool {
 		return a.distinct() == len(bodies) && b.distinct() == len(bodies)
 	})
 }
@@ -261,7 +262,7 @@ func TestInteropConsumerRetry(t *testing.T) {
 		second.CompareAndSwap(nil, m)
 		return consumer.ConsumeSuccess
 	})
-	waitUntil(t, 90*time.Second, "the retried message", func() bool { return second.Load() != nil })
+	testutil.WaitFor(t, 90*time.Second, "the retried message", func() bool { return second.Load() != nil })
 	r := second.Load()
 	if r.ReconsumeTimes < 1 || r.Topic != topic || r.GetTags() != "TagR" {
 		t.Fatalf("retried message: topic %q reconsume %d tags %q", r.Topic, r.ReconsumeTimes, r.GetTags())

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/store/record"
 )
 
@@ -86,7 +87,7 @@ func TestInteropRequestReply(t *testing.T) {
 	for _, body := range []string{"go-1", "go-2", "sg-1"} {
 		var reply *primitive.Message
 		var err error
-		waitUntil(t, 60*time.Second, "a reply to "+body, func() bool {
+		testutil.WaitFor(t, 60*time.Second, "a reply to "+body, func() bool {
 			// The consumers may still be rebalancing: a request whose
 			// reply does not come in time is asked again.
 			reply, err = goRequester.Request(ctx, 5*time.Second, primitive.NewMessage(topic, []byte(body)))
@@ -148,7 +149,7 @@ func TestInteropRequestReply(t *testing.T) {
 	if _, err := goReplier.SendSync(ctx, reply); err == nil || !strings.Contains(err.Error(), "not connected") {
 		t.Fatalf("reply to a client that left: %v", err)
 	}
-	waitUntil(t, 10*time.Second, "the undelivered reply in the broker log", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the undelivered reply in the broker log", func() bool {
 		return s.logContains("reply not delivered") && s.logContains(leaverID)
 	})
 	r, err = sgRequester.Request(ctx, &client.Message{Topic: topic, Body: []byte("after")}, 20*time.Second)

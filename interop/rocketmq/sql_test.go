@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // newSQLConsumer starts a Go-client push consumer subscribed with a SQL92
@@ -72,7 +74,7 @@ func TestInteropSQL92Selector(t *testing.T) {
 				want["sql-"+strconv.Itoa(j)] = true
 			}
 		}
-		waitUntil(t, 60*time.Second, fmt.Sprintf("%q to get its %d messages", c.expr, len(want)),
+		testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("%q to get its %d messages", c.expr, len(want)),
 			func() bool { return got[i].distinct() >= len(want) })
 		got[i].mu.Lock()
 		for body := range got[i].msgs {
@@ -88,7 +90,7 @@ func TestInteropSQL92Selector(t *testing.T) {
 
 	var none received
 	newSQLConsumer(t, s, "interop-sql-bad", topic, "n > 'forty'", &none)
-	waitUntil(t, 30*time.Second, "the broker to log the refused selector", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the broker to log the refused selector", func() bool {
 		return s.logContains("subscription refused") && s.logContains("interop-sql-bad")
 	})
 	if n := none.distinct(); n != 0 {

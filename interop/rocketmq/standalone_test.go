@@ -2,7 +2,6 @@ package rocketmq
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"github.com/smartgo/smartgo/internal/testnet"
 	"os"
@@ -104,19 +103,6 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // logLevel is smartgo's log level in interop runs (SMARTGO_LOG, default info).

@@ -8,6 +8,8 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // Push consumers subscribed with a tag expression get the messages of
@@ -53,7 +55,7 @@ func TestInteropTagFilteredConsumers(t *testing.T) {
 		for _, tag := range c.tags {
 			n += len(want[tag])
 		}
-		waitUntil(t, 60*time.Second, fmt.Sprintf("%s to get its %d messages", c.expr, n), func() bool { return got[i].distinct() == n })
+		testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("%s to get its %d messages", c.expr, n), func() bool { return got[i].distinct() == n })
 		for _, tag := range c.tags {
 			for body := range want[tag] {
 				if m := got[i].get(body); m == nil || m.GetTags() != tag {

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
@@ -88,7 +89,7 @@ func TestInteropTransactionProducer(t *testing.T) {
 	createTopic(t, s.broker, "%RETRY%interop-tx-cg", 1)
 	// The Go client registers its producer group with its heartbeat
 	// (every 30 s): the check-backs may wait for it.
-	waitUntil(t, 90*time.Second, "the two committed messages", func() bool { return got.distinct() == 2 })
+	testutil.WaitFor(t, 90*time.Second, "the two committed messages", func() bool { return got.distinct() == 2 })
 	for _, body := range []string{"commit", "unknown-then-commit"} {
 		m := got.get(body)
 		if m == nil {
@@ -101,7 +102,7 @@ func TestInteropTransactionProducer(t *testing.T) {
 			t.Errorf("%s delivered with TRAN_MSG", body)
 		}
 	}
-	waitUntil(t, 30*time.Second, "the rollback check", func() bool { return l.checks("unknown-then-rollback") > 0 })
+	testutil.WaitFor(t, 30*time.Second, "the rollback check", func() bool { return l.checks("unknown-then-rollback") > 0 })
 	if l.checks("commit") != 0 || l.checks("rollback") != 0 {
 		t.Errorf("settled transactions were checked back: %v", l.checked)
 	}
@@ -134,7 +135,7 @@ func TestInteropTransactionProducer(t *testing.T) {
 	if resp := end(results["commit"], phy+1); resp.Code != protocol.SystemError || !strings.Contains(resp.Remark, "no such prepared") {
 		t.Errorf("commit of a made-up offset: %d %q", resp.Code, resp.Remark)
 	}
-	waitUntil(t, 10*time.Second, "the refusals in the broker log", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the refusals in the broker log", func() bool {
 		return s.logContains("end transaction refused: already settled") && s.logContains("end transaction refused: no such half message")
 	})
 	if n := got.distinct(); n != 2 {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // A producer's WAIT property (the Java client sets WAIT=true on every
@@ -36,7 +38,7 @@ func TestInteropWaitPropertyNotDelivered(t *testing.T) {
 		got.add(m)
 		return consumer.ConsumeSuccess
 	})
-	waitUntil(t, 60*time.Second, "3 messages", func() bool { return got.distinct() == 3 })
+	testutil.WaitFor(t, 60*time.Second, "3 messages", func() bool { return got.distinct() == 3 })
 	for _, body := range []string{"single", "batch-0", "batch-1"} {
 		m := got.get(body)
 		props := m.GetProperties()

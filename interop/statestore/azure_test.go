@@ -11,6 +11,8 @@ import (
 	"github.com/Azure/iot-operations-sdks/go/protocol"
 	"github.com/Azure/iot-operations-sdks/go/services/statestore"
 	ssErrors "github.com/Azure/iot-operations-sdks/go/services/statestore/errors"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // azureClient connects the Azure IoT Operations Go state store client
@@ -114,7 +116,7 @@ func TestStateStoreAzureSDKInterop(t *testing.T) {
 	if _, err := c.Set(ctx, "px", "x", statestore.WithExpiry(100*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "px key to expire", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "px key to expire", func() bool {
 		g, err := c.Get(ctx, "px")
 		return err == nil && g.Version.IsZero()
 	})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 	"github.com/smartgo/smartgo/statestore"
 )
@@ -228,7 +229,7 @@ func startRedisServer(t testing.TB, srvBin string, args []string) (string, *exec
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rs.Process.Kill(); _ = rs.Wait() })
-	waitFor(t, "redis-server", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "redis-server", func() bool {
 		c, err := net.Dial("tcp", "127.0.0.1:"+port)
 		if err == nil {
 			_ = c.Close()

@@ -20,6 +20,7 @@ import (
 	"github.com/smartgo/smartgo/client/admin"
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/statestore"
 )
 
@@ -171,7 +172,7 @@ func startFailoverCluster(t *testing.T) *failoverCluster {
 func (c *failoverCluster) master(t *testing.T) int {
 	t.Helper()
 	m := -1
-	waitLong(t, "a master with a full sync state set", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "a master with a full sync state set", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		md, err := c.adm.ControllerMetadata(ctx, c.reg)
@@ -214,7 +215,7 @@ func TestStateStoreLinearizableAcrossFailovers(t *testing.T) {
 	for ci := range clients {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var cl *sscli.Client
-		waitLong(t, "client connected", func() bool {
+		testutil.WaitFor(t, 60*time.Second, "client connected", func() bool {
 			var err error
 			cl, err = sscli.Dial(dctx, sscli.Options{Addr: c.mqtt, ClientID: fmt.Sprintf("fo-%d", ci)})
 			return err == nil
@@ -282,11 +283,11 @@ func TestStateStoreLinearizableAcrossFailovers(t *testing.T) {
 	for f := range failovers {
 		m := c.master(t)
 		before := count()
-		waitLong(t, "operations before the kill", func() bool { return count() > before+100 })
+		testutil.WaitFor(t, 60*time.Second, "operations before the kill", func() bool { return count() > before+100 })
 		_ = c.brokers[m].Process.Signal(syscall.SIGKILL)
 		killed := time.Now()
 		after := count()
-		waitLong(t, "operations after the failover", func() bool { return count() > after+100 })
+		testutil.WaitFor(t, 60*time.Second, "operations after the failover", func() bool { return count() > after+100 })
 		t.Logf("failover %d: broker %d killed; operations succeed again %v later", f+1, m, time.Since(killed).Round(time.Millisecond))
 		c.brokers[m] = c.spawn(t, "broker-"+strconv.Itoa(m), c.bArgs[m]...)
 	}
@@ -300,18 +301,6 @@ func TestStateStoreLinearizableAcrossFailovers(t *testing.T) {
 	}
 	if res != porcupine.Ok {
 		t.Logf("porcupine gave up within its time limit (%v); no violation found", res)
-	}
-}
-
-// waitLong is waitFor with a deadline fit for processes on a busy machine.
-func waitLong(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/statestore"
 )
 
@@ -92,7 +93,7 @@ func crudAndNotifications(t *testing.T, local bool) {
 		t.Fatalf("watches %d, want 2", watches())
 	}
 	_ = w.Close()
-	waitFor(t, "registrations dropped on disconnect", func() bool { return watches() == 0 })
+	testutil.WaitFor(t, 5*time.Second, "registrations dropped on disconnect", func() bool { return watches() == 0 })
 }
 
 // TestStateStoreMQTTLockAndFencing is the two-client lease scenario: A
@@ -121,7 +122,7 @@ func TestStateStoreMQTTLockAndFencing(t *testing.T) {
 		t.Fatalf("unfenced write: %v", err)
 	}
 	var lb *sscli.Lock
-	waitFor(t, "B acquires after A's lease expires", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "B acquires after A's lease expires", func() bool {
 		lb, err = b.Acquire(ctx, lockKey, []byte("B"), 5*time.Second)
 		return err == nil
 	})

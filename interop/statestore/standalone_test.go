@@ -13,6 +13,7 @@ import (
 
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/statestore"
 )
 
@@ -129,7 +130,7 @@ func dialStandalone(t testing.TB, s *standalone, id string) *sscli.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	var lastErr error
-	waitFor(t, "a state store answer from "+id, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "a state store answer from "+id, func() bool {
 		_, _, _, lastErr = c.Get(ctx, []byte("warmup"))
 		return lastErr == nil
 	})
