@@ -20,7 +20,7 @@ import (
 // nothing changes; the log lines a device drives are rate-limited.
 func TestHubTwinBadInput(t *testing.T) {
 	c := startTestCluster(t, 1)
-	n := startNode(t, c, func(_ *mqtt.Options, _ *bridge.Options, o *Options) { o.TwinRate = 20 })
+	n := startNode(t, c, func(_ *mqtt.Options, _ *bridge.Options, o *Options) { o.TwinRate = 1000 })
 	dev := createDevice(t, n, "bad-1")
 	id := Identity{DeviceID: "bad-1"}
 	d := dialDevice(t, n.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
@@ -75,22 +75,35 @@ func TestHubTwinBadInput(t *testing.T) {
 	if rep["a"] != float64(1) || rep["big"] == nil {
 		t.Fatalf("reported after refusals: a=%v big set=%v", rep["a"], rep["big"] != nil)
 	}
-	// Over the rate: 429 with a body, then service again later.
+	// Over the rate: 429 with a body, then service again later. A node of
+	// its own with one request per second, so that a slow machine cannot
+	// stretch 40 requests over enough time to earn their tokens back.
+	n2 := startNode(t, c, func(_ *mqtt.Options, _ *bridge.Options, o *Options) { o.TwinRate = 1 })
+	dev2 := createDevice(t, n2, "bad-2")
+	id2 := Identity{DeviceID: "bad-2"}
+	d2 := dialDevice(t, n2.addr, id2, deviceToken(t, id2, dev2.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+	d2.subscribe(twinResFilter)
 	throttled := 0
+	start := time.Now()
 	for i := range 40 {
-		if st, _, _ := d.request(fmt.Sprintf("$iothub/twin/GET/?$rid=r%d", i), nil); st == 429 {
+		if st, _, body := d2.request(fmt.Sprintf("$iothub/twin/GET/?$rid=r%d", i), nil); st == 429 {
 			throttled++
+			var eb errorBody
+			if json.Unmarshal(body, &eb) != nil || eb.ErrorCode/1000 != 429 {
+				t.Fatalf("429 body %s", body)
+			}
 		}
 	}
-	if throttled == 0 || n.hub.Stats().Throttled.Load() == 0 {
-		t.Fatal("no 429 over the twin rate")
+	elapsed := time.Since(start)
+	if throttled == 0 || n2.hub.Stats().Throttled.Load() == 0 {
+		t.Fatalf("no 429 over the twin rate (40 requests in %v)", elapsed)
 	}
 	waitFor(t, 5*time.Second, "rate recovered", func() bool {
-		st, _, _ := d.request("$iothub/twin/GET/?$rid=again", nil)
+		st, _, _ := d2.request("$iothub/twin/GET/?$rid=again", nil)
 		return st == 200
 	})
-	if got := strings.Count(n.logs.String(), "reason=ThrottlingException"); got != 1 {
-		t.Errorf("%d lines logged for a burst of 429s, want 1 (rate-limited)", got)
+	if got, allowed := strings.Count(n2.logs.String(), "reason=ThrottlingException"), 1+int(elapsed/ratelog.DefaultInterval); got < 1 || got > allowed {
+		t.Errorf("%d lines logged for %d 429s in %v, want 1 to %d (rate-limited)", got, throttled, elapsed, allowed)
 	}
 }
 
