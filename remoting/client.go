@@ -77,8 +77,15 @@ func (c *Client) Conn(ctx context.Context, addr string) (*Conn, error) {
 		return nil, ErrClosed
 	}
 	if cn := c.conns[addr]; cn != nil {
-		c.mu.Unlock()
-		return cn, nil
+		select {
+		case <-cn.Done():
+			// Closed, and its close hook has not yet removed it: a
+			// request made now must not fail on it, dial again.
+			delete(c.conns, addr)
+		default:
+			c.mu.Unlock()
+			return cn, nil
+		}
 	}
 	d := c.dialing[addr]
 	if d == nil {
