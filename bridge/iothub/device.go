@@ -78,6 +78,10 @@ func (h *Hub) twinHandler(serve func(ctx context.Context, from mqtt.ClientInfo, 
 func (h *Hub) serveTwinGet(ctx context.Context, from mqtt.ClientInfo, id Identity, rid string, _ *mqtt.Message) {
 	rctx, cancel := h.requestCtx(ctx)
 	defer cancel()
+	// A device GETs its twin right after connecting and relies on
+	// desired-change notifications for everything later: answer once
+	// the notifications are on.
+	h.watchingDone(rctx, from.ClientID)
 	props, err := h.twins.GetProperties(rctx, id.DeviceID, id.ModuleID)
 	if err != nil {
 		h.twinError(from, rid, id, err)

@@ -3,6 +3,8 @@ package iothub
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -189,4 +191,34 @@ func TestHubDeviceTopicsConfined(t *testing.T) {
 	}
 	plain.nothing(200 * time.Millisecond)
 	d.nothing(100 * time.Millisecond)
+}
+
+// A desired change made right after a device's first twin GET is
+// answered reaches the device: the GET waits until the connection's
+// desired changes are watched (the reconnect flow of twins.md: subscribe,
+// GET, then rely on notifications).
+func TestHubDesiredRightAfterFirstGet(t *testing.T) {
+	c := startTestCluster(t, 1)
+	n := startNode(t, c)
+	for i := range 20 {
+		name := fmt.Sprintf("eager-%d", i)
+		dev := createDevice(t, n, name)
+		id := Identity{DeviceID: name}
+		d := dialDevice(t, n.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+		d.subscribe(twinResFilter, twinDesiredFilter)
+		if st, _, body := d.request("$iothub/twin/GET/?$rid=1", nil); st != 200 {
+			t.Fatalf("%s: GET %d %s", name, st, body)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := n.hub.Twins().UpdateDesired(ctx, name, "", []byte(`{"round":`+strconv.Itoa(i)+`}`), 0)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := d.expect(); !strings.HasPrefix(p.Topic, desiredTopicPrefix) || !strings.Contains(string(p.Payload), `"round":`+strconv.Itoa(i)) {
+			t.Fatalf("%s: desired after the first GET: %s %s", name, p.Topic, p.Payload)
+		}
+		d.Send(&packets.Disconnect{})
+		d.Closed()
+	}
 }

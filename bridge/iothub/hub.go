@@ -68,6 +68,11 @@ type deviceConn struct {
 	connID uint64
 	expiry *time.Timer // closes the connection when its token expires
 	bucket tokenBucket // twin request rate; protected by Hub.mu
+	// watching is closed once the connection's desired changes are
+	// watched at the twin's broker (or the attempt failed): a twin GET
+	// waits for it, so a change made after the GET's answer is never
+	// missed by a device that follows the reconnect flow.
+	watching chan struct{}
 }
 
 // Stats are the hub's counters.

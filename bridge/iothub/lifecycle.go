@@ -126,7 +126,7 @@ func (h *Hub) onConnect(c mqtt.ClientInfo) {
 	if !ok {
 		return
 	}
-	d := &deviceConn{id: id, connID: c.ConnID}
+	d := &deviceConn{id: id, connID: c.ConnID, watching: make(chan struct{})}
 	d.bucket.init(h.opts.TwinRate, time.Now())
 	h.mu.Lock()
 	if exp, ok := h.expiries[c.ClientID]; ok {
@@ -141,6 +141,7 @@ func (h *Hub) onConnect(c mqtt.ClientInfo) {
 	h.mu.Unlock()
 	cid := h.connID(c)
 	h.lc.enqueue(c.ClientID, func(ctx context.Context) {
+		defer close(d.watching)
 		if h.opts.DeviceAuth == AuthNone {
 			h.register(ctx, id)
 		}
@@ -190,6 +191,21 @@ func (h *Hub) onDisconnect(c mqtt.ClientInfo) {
 			h.log.Warn("iothub: record disconnection", "device", id.String(), "err", err)
 		}
 	})
+}
+
+// watchingDone waits (within ctx) until the desired changes of
+// clientID's current connection are watched: its connect job has run.
+func (h *Hub) watchingDone(ctx context.Context, clientID string) {
+	h.mu.Lock()
+	d := h.dev[clientID]
+	h.mu.Unlock()
+	if d == nil {
+		return
+	}
+	select {
+	case <-d.watching:
+	case <-ctx.Done():
+	}
 }
 
 // connectedHere reports whether clientID has a connection on this node.
