@@ -91,6 +91,12 @@ type shardLog struct {
 	// promotion completes, before the host serves as master.
 	onTakeOver func(sh *logShard)
 
+	// Lifetime of the host's loops (goFunc), shared by its engines.
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+
 	errUnavailable error // wrapped when an append fails (nothing changed)
 	errNotOwner    error // wrapped when this broker may not serve (controller mode)
 	errFailed      error // wrapped when a shard stopped
@@ -390,4 +396,36 @@ func (h *shardLog) err() error {
 		errs = append(errs, sh.failure())
 	}
 	return errors.Join(errs...)
+}
+
+// goFunc runs fn as one of the host's loops, waited for by stop.
+func (h *shardLog) goFunc(fn func()) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		fn()
+	}()
+}
+
+// stop ends the loops without a snapshot (close, and tests that simulate
+// a crash).
+func (h *shardLog) stop() {
+	if h.cancel != nil {
+		h.cancel()
+	}
+	h.wg.Wait()
+}
+
+// close stops following the controller's role changes (l is the engine
+// registered as listener), ends the loops and writes a final snapshot of
+// every healthy shard. It is idempotent.
+func (h *shardLog) close(l roleListener) error {
+	h.closeOnce.Do(func() {
+		if h.b.controlled() {
+			h.b.removeRoleListener(l)
+		}
+		h.stop()
+		h.closeErr = h.snapshotAll()
+	})
+	return h.closeErr
 }

@@ -114,11 +114,7 @@ type StateStore struct {
 	connMu sync.Mutex
 	conns  map[string]ssPeer // client id -> front end that last carried its request; protected by connMu
 
-	wake      chan struct{} // nudges the expiry loop after an apply
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
+	wake chan struct{} // nudges the expiry loop after an apply
 }
 
 // ssShard is one shard: its engine and its place in the log.
@@ -222,7 +218,7 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 		s.host.shards = append(s.host.shards, &sh.logShard)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.host.cancel = cancel
 	s.goFunc(func() { s.host.snapshotLoop(ctx, opts.SnapshotInterval) })
 	if slave {
 		s.goFunc(func() { s.host.replicateLoop(ctx) })
@@ -273,35 +269,14 @@ func (s *StateStore) becameSlave() { s.host.becameSlave() }
 // truncated implements roleListener.
 func (s *StateStore) truncated(offset int64) error { return s.host.truncated(offset) }
 
-func (s *StateStore) goFunc(fn func()) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		fn()
-	}()
-}
+func (s *StateStore) goFunc(fn func()) { s.host.goFunc(fn) }
 
 // Close stops the loops and writes a final snapshot of every healthy
 // shard. It is idempotent. Call it before Broker.Close.
-func (s *StateStore) Close() error {
-	s.closeOnce.Do(func() {
-		if s.b.controlled() {
-			s.b.removeRoleListener(s)
-		}
-		s.stop()
-		s.closeErr = s.host.snapshotAll()
-	})
-	return s.closeErr
-}
+func (s *StateStore) Close() error { return s.host.close(s) }
 
-// stop ends the loops without a snapshot (Close, and tests that simulate
-// a crash).
-func (s *StateStore) stop() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.wg.Wait()
-}
+// stop ends the loops without a snapshot (tests that simulate a crash).
+func (s *StateStore) stop() { s.host.stop() }
 
 // Shards returns the number of shards.
 func (s *StateStore) Shards() int { return len(s.shards) }

@@ -132,10 +132,6 @@ type Twins struct {
 	watchers map[string]map[twPeer]struct{} // twin key -> peers watching it; protected by watchMu
 	watched  map[twPeer]map[string]struct{} // peer -> keys; protected by watchMu
 
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
 }
 
 // twShard is one twin shard.
@@ -260,7 +256,7 @@ func OpenTwins(b *Broker, opts TwinOptions) (*Twins, error) {
 		t.host.shards = append(t.host.shards, &sh.logShard)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.cancel = cancel
+	t.host.cancel = cancel
 	t.goFunc(func() { t.host.snapshotLoop(ctx, opts.SnapshotInterval) })
 	if slave {
 		t.goFunc(func() { t.host.replicateLoop(ctx) })
@@ -322,35 +318,14 @@ func (t *Twins) becameSlave() { t.host.becameSlave() }
 // truncated implements roleListener.
 func (t *Twins) truncated(offset int64) error { return t.host.truncated(offset) }
 
-func (t *Twins) goFunc(fn func()) {
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		fn()
-	}()
-}
+func (t *Twins) goFunc(fn func()) { t.host.goFunc(fn) }
 
 // Close stops the loops and writes a final snapshot of every healthy
 // shard. It is idempotent. Call it before Broker.Close.
-func (t *Twins) Close() error {
-	t.closeOnce.Do(func() {
-		if t.b.controlled() {
-			t.b.removeRoleListener(t)
-		}
-		t.stop()
-		t.closeErr = t.host.snapshotAll()
-	})
-	return t.closeErr
-}
+func (t *Twins) Close() error { return t.host.close(t) }
 
-// stop ends the loops without a snapshot (Close, and tests that simulate
-// a crash).
-func (t *Twins) stop() {
-	if t.cancel != nil {
-		t.cancel()
-	}
-	t.wg.Wait()
-}
+// stop ends the loops without a snapshot (tests that simulate a crash).
+func (t *Twins) stop() { t.host.stop() }
 
 // Shards returns the number of shards.
 func (t *Twins) Shards() int { return len(t.shards) }
