@@ -180,7 +180,7 @@ func (c *conn) readable(buf []byte, hup bool) {
 	}
 	got := false
 	for {
-		n, err := unix.Read(c.fd, buf)
+		n, err := sysRead(c.fd, buf)
 		c.srv.io.reads.Add(1)
 		if n > 0 {
 			c.srv.stats.BytesReceived.Add(int64(n))
@@ -249,7 +249,7 @@ func (c *conn) writeOut(b []byte, now bool) bool {
 		switch {
 		case len(c.out) == 0:
 			for len(b) > 0 {
-				n, err := unix.Write(c.fd, b)
+				n, err := sysWrite(c.fd, b)
 				c.srv.io.writes.Add(1)
 				if n > 0 {
 					c.srv.stats.BytesSent.Add(int64(n))
@@ -406,7 +406,7 @@ func (c *conn) flush() {
 // error (the connection is being dropped). Caller holds outMu.
 func (c *conn) flushLocked() bool {
 	for len(c.out) > 0 {
-		n, err := unix.Write(c.fd, c.out)
+		n, err := sysWrite(c.fd, c.out)
 		c.srv.io.writes.Add(1)
 		if n > 0 {
 			c.srv.stats.BytesSent.Add(int64(n))
@@ -489,7 +489,7 @@ func (c *conn) shutdownIO(linger bool) bool {
 		return true
 	}
 	if !c.wclosed && len(c.out) > 0 {
-		unix.Write(c.fd, c.out)
+		sysWrite(c.fd, c.out)
 	}
 	c.closeFDLocked()
 	c.outMu.Unlock()
@@ -522,7 +522,7 @@ func (c *conn) drain() {
 	}
 	end := false
 	for {
-		n, err := unix.Read(c.fd, *bp)
+		n, err := sysRead(c.fd, *bp)
 		if n > 0 {
 			c.srv.stats.BytesReceived.Add(int64(n))
 			continue

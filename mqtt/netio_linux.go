@@ -1,20 +1,39 @@
 package mqtt
 
 import (
+	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // The epoll half of the socket I/O (see netio.go): pollers, the plain TCP
 // listener registered in them, and accept4.
+//
+// A poller never blocks a thread in epoll_wait. Its epoll descriptor is
+// itself registered in Go's network poller (an os.File over it): the
+// poller goroutine collects ready events with epoll_wait and a zero
+// timeout and, when there are none, parks like any goroutine waiting for
+// a socket until the runtime sees the epoll descriptor readable (nested
+// epoll: a new event in a poller's epoll wakes the runtime's). A thread
+// blocked in epoll_wait would hold its P in a system call: the runtime's
+// monitor then hands the P to another thread and wakes one for every
+// return (futex), and keeps polling every 20 µs while that goes on. The
+// socket reads and writes are non-blocking and short, so they are made as
+// raw system calls, without the scheduler's system call bookkeeping
+// (sysRead, sysWrite).
 
 type poller struct {
 	s     *Server
 	epfd  int
+	ep    *os.File        // epfd in Go's network poller
+	rc    syscall.RawConn // ep's
 	evfd  int
 	mu    sync.Mutex
 	conns map[int]*conn // protected by mu
@@ -40,7 +59,21 @@ func newPoller(s *Server) (*poller, error) {
 		unix.Close(evfd)
 		return nil, err
 	}
-	return &poller{s: s, epfd: epfd, evfd: evfd, conns: map[int]*conn{}, listeners: map[int]string{}, done: make(chan struct{})}, nil
+	// Non-blocking, so that os.NewFile registers it in the runtime's
+	// poller (epoll_wait itself ignores the flag).
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		unix.Close(evfd)
+		return nil, err
+	}
+	ep := os.NewFile(uintptr(epfd), "mqtt-epoll")
+	rc, err := ep.SyscallConn()
+	if err != nil {
+		ep.Close()
+		unix.Close(evfd)
+		return nil, fmt.Errorf("epoll descriptor not pollable: %w", err)
+	}
+	return &poller{s: s, epfd: epfd, ep: ep, rc: rc, evfd: evfd, conns: map[int]*conn{}, listeners: map[int]string{}, done: make(chan struct{})}, nil
 }
 
 func (p *poller) add(c *conn) error {
@@ -67,38 +100,92 @@ func (p *poller) run() {
 	defer close(p.done)
 	events := make([]unix.EpollEvent, 256)
 	buf := make([]byte, readBufSize)
-	for {
-		n, err := unix.EpollWait(p.epfd, events, -1)
-		if err != nil {
-			if err == unix.EINTR {
-				continue
+	// The callback returns false to park until the epoll descriptor is
+	// readable again, true to end (closing, or epoll failed).
+	err := p.rc.Read(func(uintptr) bool {
+		for {
+			n, err := epollWaitNow(p.epfd, events)
+			if err != nil {
+				if err == unix.EINTR {
+					continue
+				}
+				p.s.log.Error("mqtt: epoll wait", "err", err)
+				return true
 			}
-			p.s.log.Error("mqtt: epoll wait", "err", err)
-			return
-		}
-		for i := 0; i < n; i++ {
-			ev := &events[i]
-			fd := int(ev.Fd)
-			if fd == p.evfd {
-				return // closing
+			for i := 0; i < n; i++ {
+				if !p.event(&events[i], buf) {
+					return true // closing
+				}
 			}
-			if ev.Events&unix.EPOLLIN != 0 && p.accept(fd) {
-				continue
-			}
-			p.mu.Lock()
-			c := p.conns[fd]
-			p.mu.Unlock()
-			if c == nil {
-				continue
-			}
-			if ev.Events&(unix.EPOLLOUT|unix.EPOLLERR) != 0 {
-				c.flush()
-			}
-			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-				c.readable(buf, ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0)
+			if n < len(events) {
+				// Drained: whatever arrives later is a new event in
+				// this epoll, which wakes the runtime's.
+				return false
 			}
 		}
+	})
+	if err != nil {
+		p.s.log.Error("mqtt: epoll wait", "err", err)
 	}
+}
+
+// event handles one ready descriptor; false when the poller is closing.
+func (p *poller) event(ev *unix.EpollEvent, buf []byte) bool {
+	fd := int(ev.Fd)
+	if fd == p.evfd {
+		return false
+	}
+	if ev.Events&unix.EPOLLIN != 0 && p.accept(fd) {
+		return true
+	}
+	p.mu.Lock()
+	c := p.conns[fd]
+	p.mu.Unlock()
+	if c == nil {
+		return true
+	}
+	if ev.Events&(unix.EPOLLOUT|unix.EPOLLERR) != 0 {
+		c.flush()
+	}
+	if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		c.readable(buf, ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0)
+	}
+	return true
+}
+
+// epollWaitNow is epoll_wait with a zero timeout: it never blocks, so it
+// is a raw system call.
+func epollWaitNow(epfd int, events []unix.EpollEvent) (int, error) {
+	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// sysRead and sysWrite are read(2) and write(2) on a non-blocking socket:
+// they never block, so they are raw system calls (see the top of this
+// file).
+func sysRead(fd int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
+func sysWrite(fd int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
 }
 
 func (p *poller) close() {
@@ -115,7 +202,7 @@ func (p *poller) close() {
 	for _, c := range left {
 		c.closeFD()
 	}
-	unix.Close(p.epfd)
+	p.ep.Close() // epfd
 	unix.Close(p.evfd)
 }
 

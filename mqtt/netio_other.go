@@ -2,7 +2,11 @@
 
 package mqtt
 
-import "net"
+import (
+	"net"
+
+	"golang.org/x/sys/unix"
+)
 
 // Without epoll (development on macOS), plain TCP connections are served
 // like TLS ones: a reader and a writer goroutine each (netio.go,
@@ -24,3 +28,6 @@ func (s *Server) listen(addr string) (net.Listener, error) {
 	s.acceptPiped(l, addr)
 	return l, nil
 }
+
+func sysRead(fd int, b []byte) (int, error)  { return unix.Read(fd, b) }
+func sysWrite(fd int, b []byte) (int, error) { return unix.Write(fd, b) }
