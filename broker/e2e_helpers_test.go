@@ -15,7 +15,7 @@ import (
 
 // testBroker starts a broker on a free loopback port over dir, with small
 // files and short delay levels.
-func testBroker(t *testing.T, dir string, mod func(*Options)) *Broker {
+func testBroker(t testing.TB, dir string, mod func(*Options)) *Broker {
 	t.Helper()
 	b, err := New(testBrokerOptions(dir, mod))
 	if err != nil {
@@ -47,12 +47,12 @@ func testBrokerOptions(dir string, mod func(*Options)) Options {
 }
 
 type testClient struct {
-	t    *testing.T
+	t    testing.TB
 	c    *remoting.Client
 	addr string
 }
 
-func newTestClient(t *testing.T, addr string) *testClient {
+func newTestClient(t testing.TB, addr string) *testClient {
 	t.Helper()
 	c, err := remoting.NewClient(remoting.ClientOptions{})
 	if err != nil {

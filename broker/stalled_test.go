@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -15,24 +16,79 @@ import (
 	"github.com/smartgo/smartgo/store/record"
 )
 
-// stalledRun is one run of the stalled-consumer scenario: producers write
-// n messages to topic T (4 queues) while 4 healthy consumers long-poll
-// them; with stall, a consumer that stopped reading holds 200 pulls on
-// topic S, which receives 64 messages of 4 KiB in one batch just before:
-// the answers to its woken pulls (128 KiB each) are far more than its
-// socket and write queue take. It returns how long the healthy consumers
-// took to receive everything.
-func stalledRun(tb testing.TB, stall bool, n int) time.Duration {
+// The stalled consumer's pulls on topic S: stalledPulls woken before the
+// clock starts and stalledLive during the round, each answered with
+// stalledPullMax messages of 4 KiB (128 KiB).
+const (
+	stalledPulls   = 200
+	stalledLive    = 100
+	stalledPullMax = 32
+)
+
+// stallRound is what one round of the stalled-consumer scenario measured:
+// the wall time until the healthy consumers had every message and the
+// CPU time (utime + stime) the whole process (broker and clients) spent
+// meanwhile.
+type stallRound struct {
+	stalled   bool
+	wall, cpu time.Duration
+}
+
+// stalledRun is one round of the stalled-consumer scenario, on a broker
+// of its own that it closes before it returns: 4 producers send n
+// messages to topic T (4 queues) while 4 healthy consumers long-poll them.
+//
+// With stall, a consumer that stopped reading holds 200 pulls on queue 0
+// of topic S and 100 on queue 1. Before the clock starts, queue 0
+// receives 64 messages of 4 KiB in one batch, which wakes the 200: their
+// answers (128 KiB each, 25 MiB in all) are far more than its socket and
+// write queue take. The clock starts once all of them were read from the
+// store and handed to the connection. Then, as the round starts, a batch
+// to queue 1 wakes the other 100 while the healthy consumers are being
+// served: the hold service's workers answer them into the same full
+// connection.
+//
+// Both kinds of round store the same messages (the two batches to S
+// included) and start after a garbage collection, with every connection
+// dialled: they differ only by the stalled consumer.
+func stalledRun(tb testing.TB, stall bool, n int) stallRound {
 	tb.Helper()
-	t, ok := tb.(*testing.T)
-	if !ok {
-		t = &testing.T{}
+	b := testBroker(tb, tb.TempDir(), func(o *Options) { o.Remoting.MaxWriteQueue = 64 << 10 })
+	defer func() { _ = b.Close() }()
+	var clients []*testClient
+	client := func() *testClient {
+		c := newTestClient(tb, b.Addr())
+		clients = append(clients, c)
+		return c
 	}
-	b := testBroker(t, tb.TempDir(), func(o *Options) { o.Remoting.MaxWriteQueue = 64 << 10 })
-	prod := newTestClient(t, b.Addr())
+	defer func() {
+		for _, c := range clients {
+			_ = c.c.Close()
+		}
+	}()
+	prod := client()
 	prod.mustSend("S", 0, "first", "")
+	prod.mustSend("S", 1, "first", "")
 	for q := range int32(4) {
 		prod.mustSend("T", q, "first", "")
+	}
+	// One batch to S, so that every pull it wakes finds 32 messages
+	// (128 KiB): the stalled consumer's answers are far more than the
+	// socket buffers take.
+	var batch []byte
+	for range 2 * stalledPullMax {
+		batch = record.AppendBatchItem(batch, 0, []byte(strings.Repeat("x", 4<<10)), "")
+	}
+	sendBatch := func(c *testClient, q int32) {
+		h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "S", DefaultTopic: AutoCreateTopicKey,
+			DefaultTopicQueueNums: 4, QueueID: q, Batch: true}
+		if resp := c.invoke(protocol.SendBatchMessage, h.V2(), batch); resp.Code != protocol.Success {
+			tb.Errorf("batch to S: %d %s", resp.Code, resp.Remark)
+		}
+	}
+	stalledGot := func() int64 {
+		s, _ := b.stats.Get(GroupGetNums, "S@stalled")
+		return s.Total
 	}
 	if stall {
 		nc, err := net.Dial("tcp", b.Addr())
@@ -40,9 +96,13 @@ func stalledRun(tb testing.TB, stall bool, n int) time.Duration {
 			tb.Fatal(err)
 		}
 		defer nc.Close()
-		for i := 1; i <= 200; i++ {
-			h := &protocol.PullMessageRequestHeader{ConsumerGroup: "stalled", Topic: "S", QueueID: 0, QueueOffset: 1,
-				MaxMsgNums: 32, SysFlag: (pullFlagSuspend | pullFlagSubscription), SuspendTimeoutMillis: 30_000, Subscription: "*", ExpressionType: "TAG"}
+		for i := 1; i <= stalledPulls+stalledLive; i++ {
+			q := int32(0) // woken by the first batch
+			if i > stalledPulls {
+				q = 1 // woken by the second
+			}
+			h := &protocol.PullMessageRequestHeader{ConsumerGroup: "stalled", Topic: "S", QueueID: q, QueueOffset: 1,
+				MaxMsgNums: stalledPullMax, SysFlag: (pullFlagSuspend | pullFlagSubscription), SuspendTimeoutMillis: 30_000, Subscription: "*", ExpressionType: "TAG"}
 			req := protocol.NewRequest(protocol.PullMessage, h, nil)
 			req.Opaque = int32(i)
 			frame, err := protocol.EncodeFrame(req)
@@ -53,73 +113,99 @@ func stalledRun(tb testing.TB, stall bool, n int) time.Duration {
 				tb.Fatal(err)
 			}
 		}
-		testutil.WaitFor(t, 10*time.Second, "", func() bool { return b.hold.Len() >= 200 })
-		// One batch, so that every woken pull finds 32 messages (128 KiB):
-		// 200 such answers are far more than the socket buffers take.
-		var batch []byte
-		for range 64 {
-			batch = record.AppendBatchItem(batch, 0, []byte(strings.Repeat("x", 4<<10)), "")
-		}
-		h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "S", DefaultTopic: AutoCreateTopicKey,
-			DefaultTopicQueueNums: 4, QueueID: 0, Batch: true}
-		if resp := prod.invoke(protocol.SendBatchMessage, h.V2(), batch); resp.Code != protocol.Success {
-			tb.Fatalf("batch to S: %d %s", resp.Code, resp.Remark)
-		}
-		// Every stalled pull was woken and answered (into a socket nobody
-		// reads) before the clock starts.
-		testutil.WaitFor(t, 10*time.Second, "", func() bool { return b.hold.Len() == 0 })
+		testutil.WaitFor(tb, 10*time.Second, "the stalled consumer's pulls held", func() bool {
+			return b.hold.Len() == stalledPulls+stalledLive
+		})
 	}
+	sendBatch(prod, 0)
+	if stall {
+		testutil.WaitFor(tb, 10*time.Second, "the stalled consumer's woken pulls all answered (a hold worker waiting for its socket?)", func() bool {
+			return b.hold.Len() == stalledLive && stalledGot() == stalledPulls*stalledPullMax
+		})
+	}
+	cons := make([]*testClient, 4)
+	prods := make([]*testClient, 4)
+	for i := range 4 {
+		cons[i], prods[i] = client(), client()
+		for _, c := range []*testClient{cons[i], prods[i]} {
+			ctx, cancel := contextTimeout(10 * time.Second)
+			_, err := c.c.Conn(ctx, c.addr)
+			cancel()
+			if err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+
 	var got atomic.Int64
+	all := make(chan struct{}) // closed when the healthy consumers have all n
 	var wg sync.WaitGroup
-	start := time.Now()
-	done := make(chan struct{})
+	runtime.GC()
+	cpu0, start := cpuTime(), time.Now()
 	for q := range int32(4) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := newTestClient(t, b.Addr())
 			off := int64(1)
-			for got.Load() < int64(n) {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				r := c.pull("healthy", "T", q, off, (pullFlagSuspend | pullFlagSubscription), 20*time.Second, "*")
-				got.Add(int64(len(r.msgs)))
+			for {
+				r := cons[q].pull("healthy", "T", q, off, (pullFlagSuspend | pullFlagSubscription), 20*time.Second, "*")
 				if r.code == protocol.Success {
 					off = r.hdr.NextBeginOffset
 				}
+				if k := int64(len(r.msgs)); k > 0 {
+					if s := got.Add(k); s >= int64(n) {
+						if s-k < int64(n) {
+							close(all)
+						}
+						return
+					}
+				}
+				select {
+				case <-all:
+					return
+				default:
+				}
 			}
 		}()
 	}
-	var pwg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sendBatch(prods[0], 1)
+	}()
 	for p := range 4 {
-		pwg.Add(1)
+		wg.Add(1)
 		go func() {
-			defer pwg.Done()
-			c := newTestClient(t, b.Addr())
+			defer wg.Done()
 			for i := p; i < n; i += 4 {
-				c.mustSend("T", int32(i%4), fmt.Sprint("m", i), "")
+				prods[p].mustSend("T", int32(i%4), fmt.Sprint("m", i), "")
 			}
 		}()
 	}
-	pwg.Wait()
-	deadline := time.Now().Add(15 * time.Second)
-	for got.Load() < int64(n) && time.Now().Before(deadline) {
-		time.Sleep(2 * time.Millisecond)
+	// At least 1,000 messages a second: healthy pulls are held for 20 s,
+	// so one that a stalled consumer kept from being woken shows.
+	timeout := time.NewTimer(10*time.Second + time.Duration(n)*time.Millisecond)
+	defer timeout.Stop()
+	select {
+	case <-all:
+	case <-timeout.C:
 	}
-	took := time.Since(start)
-	close(done)
-	if got.Load() < int64(n) {
-		tb.Fatalf("healthy consumers received %d of %d messages in %v (stalled consumer: %v)", got.Load(), n, took, stall)
-	}
-	// Unblock the healthy consumers' last held pulls.
+	r := stallRound{stalled: stall, wall: time.Since(start), cpu: cpuTime() - cpu0}
+	// Wake the healthy consumers' last held pulls.
 	for q := range int32(4) {
 		prod.mustSend("T", q, "last", "")
 	}
+	if got.Load() < int64(n) {
+		tb.Fatalf("healthy consumers received %d of %d messages in %v (stalled consumer: %v)", got.Load(), n, r.wall, stall)
+	}
 	wg.Wait()
-	return took
+	if stall {
+		// The pulls woken during the round were all answered too.
+		testutil.WaitFor(tb, 10*time.Second, "the stalled consumer's pulls woken in the round all answered", func() bool {
+			return b.hold.Len() == 0 && stalledGot() == (stalledPulls+stalledLive)*stalledPullMax
+		})
+	}
+	return r
 }
 
 // TestBrokerStalledConsumerCostsOthersNothing: a consumer that stops
@@ -129,32 +215,83 @@ func stalledRun(tb testing.TB, stall bool, n int) time.Duration {
 func TestBrokerStalledConsumerCostsOthersNothing(t *testing.T) {
 	with := stalledRun(t, true, 400)
 	without := stalledRun(t, false, 400)
-	t.Logf("healthy consumers received 400 messages in %v with a stalled consumer, %v without", with, without)
+	t.Logf("healthy consumers received 400 messages in %v with a stalled consumer, %v without", with.wall, without.wall)
 }
 
-// BenchmarkBrokerStalledConsumer reports the healthy consumers' rate with
-// a stalled consumer next to the rate without one, in the same run: five
-// pairs of runs, the order alternating, and "ratio" the median of the
-// pairs' with/without rate ratios (the target is within noise of 1).
+// BenchmarkBrokerStalledConsumer measures what a stalled consumer costs
+// the healthy ones, against the noise of the machine, in one run: rounds
+// without (U) and with (S) a stalled consumer alternate, U S U S ... U,
+// each on a fresh broker, n = max(b.N, 10000) messages each, after one
+// round to warm up. Every S round is compared with the mean of the U
+// rounds on either side of it (which cancels a steady drift of the
+// machine's load), and every inner
+// U round with its two U neighbours the same way: the spread of those is
+// the noise the S ratios must be judged against. Both are computed from
+// the healthy consumers' rate per wall second and per CPU second of the
+// process (less disturbed by the other work on a shared machine).
+//
+// Metrics: ratio (median S/U rate ratio; the target is 1 within noise),
+// ratio-min and ratio-max, noise-min and noise-max (the U/U ratios), the
+// same four per CPU second (cpu-), and the median rates.
 func BenchmarkBrokerStalledConsumer(b *testing.B) {
-	n := max(b.N, 400)
-	var with, without time.Duration
-	var ratios []float64
-	for i := range 5 {
-		var w, wo time.Duration
-		if i%2 == 0 {
-			wo = stalledRun(b, false, n)
-			w = stalledRun(b, true, n)
-		} else {
-			w = stalledRun(b, true, n)
-			wo = stalledRun(b, false, n)
+	const stalls = 8
+	n := max(b.N, 10000)
+	stalledRun(b, true, n) // warm-up, not counted
+	var rounds []stallRound
+	var wall, cpu strings.Builder
+	for i := range 2*stalls + 1 {
+		r := stalledRun(b, i%2 == 1, n)
+		rounds = append(rounds, r)
+		kind := 'U'
+		if r.stalled {
+			kind = 'S'
 		}
-		with += w
-		without += wo
-		ratios = append(ratios, wo.Seconds()/w.Seconds())
+		fmt.Fprintf(&wall, " %c%.0f", kind, float64(n)/r.wall.Seconds())
+		fmt.Fprintf(&cpu, " %c%.0f", kind, float64(n)/r.cpu.Seconds())
 	}
-	slices.Sort(ratios)
-	b.ReportMetric(5*float64(n)/with.Seconds(), "msgs/s-stalled")
-	b.ReportMetric(5*float64(n)/without.Seconds(), "msgs/s-alone")
-	b.ReportMetric(ratios[2], "ratio")
+	b.Logf("rounds, msgs/s:%s", wall.String())
+	b.Logf("rounds, msgs/CPU-s:%s", cpu.String())
+	for _, per := range []struct {
+		prefix string
+		d      func(stallRound) time.Duration
+	}{
+		{"", func(r stallRound) time.Duration { return r.wall }},
+		{"cpu-", func(r stallRound) time.Duration { return r.cpu }},
+	} {
+		rate := func(i int) float64 { return float64(n) / per.d(rounds[i]).Seconds() }
+		var ratios, noise, alone, stalled []float64
+		for i := 1; i < len(rounds); i += 2 {
+			ratios = append(ratios, rate(i)/((rate(i-1)+rate(i+1))/2))
+			stalled = append(stalled, rate(i))
+		}
+		for i := 0; i < len(rounds); i += 2 {
+			alone = append(alone, rate(i))
+			if i >= 2 && i+2 < len(rounds) {
+				noise = append(noise, rate(i)/((rate(i-2)+rate(i+2))/2))
+			}
+		}
+		slices.Sort(ratios)
+		slices.Sort(noise)
+		b.ReportMetric(median(ratios), per.prefix+"ratio")
+		b.ReportMetric(ratios[0], per.prefix+"ratio-min")
+		b.ReportMetric(ratios[len(ratios)-1], per.prefix+"ratio-max")
+		b.ReportMetric(noise[0], per.prefix+"noise-min")
+		b.ReportMetric(noise[len(noise)-1], per.prefix+"noise-max")
+		unit := "msgs/s"
+		if per.prefix != "" {
+			unit = "msgs/CPU-s"
+		}
+		b.ReportMetric(median(alone), unit+"-alone")
+		b.ReportMetric(median(stalled), unit+"-stalled")
+	}
+}
+
+// median returns the median of xs (sorting it).
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	if k := len(xs); k%2 == 1 {
+		return xs[k/2]
+	} else {
+		return (xs[k/2-1] + xs[k/2]) / 2
+	}
 }
