@@ -52,6 +52,11 @@ import (
 // (COMPARE_CPU_PROFILE=/tmp/%s.pprof profiles each server):
 //
 //	go test -run '^$' -bench ServerCPUPerMessage -benchtime 100000x
+//
+// COMPARE_CPU_BASE_BIN=<this package's test binary built from another
+// commit> (go test -c) adds a fourth server, base: that build's smartgo
+// server, run right before this one's under the same load, reported as
+// base-cpu-µs/msg and smartgo/base (a same-run baseline for a change).
 func BenchmarkServerCPUPerMessage(b *testing.B) {
 	const (
 		conns  = 4
@@ -71,8 +76,21 @@ func BenchmarkServerCPUPerMessage(b *testing.B) {
 	}
 	type result struct{ cpuPerMsg, rate float64 }
 	results := map[string]result{}
-	for _, sys := range []string{"tcp", "smartgo", "jetstream"} {
-		srv := startCPUServer(b, sys, map[string]string{"COMPARE_CPU_RESPONSE_LEN": strconv.Itoa(len(resp))})
+	systems := []string{"tcp", "smartgo", "jetstream"}
+	baseBin := os.Getenv("COMPARE_CPU_BASE_BIN")
+	if baseBin != "" {
+		systems = []string{"tcp", "base", "smartgo", "jetstream"}
+	}
+	for _, sys := range systems {
+		bin, as := os.Args[0], sys
+		env := map[string]string{"COMPARE_CPU_RESPONSE_LEN": strconv.Itoa(len(resp))}
+		if sys == "base" {
+			bin, as = baseBin, "smartgo"
+			if p := os.Getenv("COMPARE_CPU_PROFILE"); p != "" {
+				env["COMPARE_CPU_PROFILE"] = strings.ReplaceAll(p, "%s", "base")
+			}
+		}
+		srv := startCPUServer(b, bin, as, env)
 		load := func(count int64) error { return frameLoad(srv.addr, frames, conns, window, count) }
 		if sys == "jetstream" {
 			js, err := newJSLoad(srv.addr, conns, window)
@@ -112,6 +130,9 @@ func BenchmarkServerCPUPerMessage(b *testing.B) {
 	}
 	if j := results["jetstream"].cpuPerMsg; j > 0 {
 		b.ReportMetric(results["smartgo"].cpuPerMsg/j, "smartgo/jetstream")
+	}
+	if r, ok := results["base"]; ok && r.cpuPerMsg > 0 {
+		b.ReportMetric(results["smartgo"].cpuPerMsg/r.cpuPerMsg, "smartgo/base")
 	}
 }
 
@@ -304,11 +325,11 @@ type cpuServer struct {
 	addr  string
 }
 
-// startCPUServer re-executes this test binary as the server sys (see
-// TestMain) and waits for its address.
-func startCPUServer(tb testing.TB, sys string, env map[string]string) *cpuServer {
+// startCPUServer executes bin (this test binary, or another build of it)
+// as the server sys (see TestMain) and waits for its address.
+func startCPUServer(tb testing.TB, bin, sys string, env map[string]string) *cpuServer {
 	tb.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Env = append(os.Environ(), "COMPARE_CPU_SERVER="+sys, "COMPARE_CPU_DIR="+tb.TempDir())
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
