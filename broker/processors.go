@@ -95,8 +95,18 @@ func (b *Broker) registerProcessors() {
 		{protocol.SendReplyMessage, remoting.PoolDefault, b.processSendReply, false, false},
 		{protocol.SendReplyMessageV2, remoting.PoolDefault, b.processSendReply, false, false},
 	}
+	// Sends and pulls read their header only through DecodeHeader: their
+	// reader keeps extFields as text and the header is decoded from it
+	// without a map (remoting.RegisterOptions.TypedHeader).
+	typed := func(code int32) bool {
+		switch code {
+		case protocol.SendMessage, protocol.SendMessageV2, protocol.SendBatchMessage, protocol.PullMessage:
+			return true
+		}
+		return false
+	}
 	for _, r := range routes {
 		b.srv.RegisterWith(r.code, r.pool, remoting.ProcessorFunc(r.fn),
-			remoting.RegisterOptions{Inline: r.inline, NoRetain: r.noRetain})
+			remoting.RegisterOptions{Inline: r.inline, NoRetain: r.noRetain, TypedHeader: typed(r.code)})
 	}
 }

@@ -29,8 +29,9 @@ const MasterID = 0
 func (b *Broker) processPull(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	resp := b.pull(c, req, true)
 	if resp != nil && resp.Code != protocol.Success && resp.Code != protocol.PullNotFound && b.log.Enabled(context.Background(), slog.LevelDebug) {
+		f := req.Fields()
 		b.log.Debug("pull refused", "peer", c.RemoteAddr().String(), "code", resp.Code, "remark", resp.Remark,
-			"group", req.ExtFields["consumerGroup"], "topic", req.ExtFields["topic"], "queue", req.ExtFields["queueId"])
+			"group", f["consumerGroup"], "topic", f["topic"], "queue", f["queueId"])
 	}
 	return resp, nil
 }
@@ -92,7 +93,7 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 	}
 	code := pullCode(res.Status, h.QueueOffset)
 	out := protocol.NewResponse(code, res.Status.String())
-	out.SetHeader(&hdr)
+	out.WithHeader(&hdr)
 	if code == protocol.Success {
 		var bytes int64
 		for _, buf := range res.Buffers {

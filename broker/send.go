@@ -58,8 +58,11 @@ func (b *Broker) send(c *remoting.Conn, req *protocol.Command, start time.Time) 
 }
 
 func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, start time.Time) (*protocol.Command, error) {
-	h, err := protocol.DecodeSendMessageHeader(req)
-	if err != nil {
+	// One allocation holds what the send needs until it is answered: its
+	// header, message, response and response header (sendasync.go).
+	a := &pendingSend{b: b, c: c, req: req, start: start}
+	h := &a.h
+	if err := protocol.DecodeSendHeader(req, h); err != nil {
 		return errResp(protocol.SystemError, "bad send header: %v", err), nil
 	}
 	batch := req.Code == protocol.SendBatchMessage || h.Batch
@@ -70,7 +73,8 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 	if resp != nil {
 		return resp, nil
 	}
-	m := &record.Message{
+	m := &a.msg
+	*m = record.Message{
 		Topic: h.Topic, QueueID: h.QueueID, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
 		BornHost: peerAddr(c), ReconsumeTimes: h.ReconsumeTimes, Properties: h.Properties,
 	}
@@ -92,18 +96,16 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 			return resp, nil
 		}
 	}
-	var wait bool
-	m.Properties, wait = storedProperties(m.Properties, b.opts.ClusterName)
+	m.Properties, a.wait = storedProperties(m.Properties, b.opts.ClusterName)
 	if !b.acceptAsync() {
 		return errResp(protocol.SystemBusy, "%s", protocol.RemarkSystemBusy), nil
 	}
-	a := &pendingSend{b: b, c: c, req: req, start: start, wait: wait}
 	if batch {
 		resp := b.putBatch(a, m, req.Body)
 		return a.unlessPending(resp), nil
 	}
 	a.queueID = m.QueueID // the response names the requested queue, even when delayed
-	if req.ExtFields[protocol.SendResendField] == "true" {
+	if h.Resend {
 		// A resend may have to wait for the index (resend.go): it is
 		// served off the reader. The body is copied: the request's
 		// receive buffer is reused once this processor returned.

@@ -35,6 +35,20 @@ type pendingSend struct {
 	start   time.Time // zero when the send is not timed (metrics.sendStart)
 	wait    bool      // the WAIT property: wait for the flush and the slave
 	queueID int32     // the queue the response names (the requested one)
+
+	// Held here so that a send costs one allocation for all of them.
+	h    protocol.SendMessageRequestHeader
+	msg  record.Message
+	resp protocol.Command                   // the answer, once (respond)
+	hdr  protocol.SendMessageResponseHeader // its header (storedResponse)
+}
+
+// respond is the answer to the send: code with hdr, written straight into
+// the frame (protocol.Command.WithHeader). A send has one answer, so it
+// is held in a.
+func (a *pendingSend) respond(code int32, hdr *protocol.SendMessageResponseHeader) *protocol.Command {
+	a.resp = protocol.Command{Code: code, Language: protocol.LanguageGo, Version: protocol.CurrentVersion, Flag: protocol.FlagResponse}
+	return a.resp.WithHeader(hdr)
 }
 
 // acceptAsync counts a send in; false when too many wait for an answer.
@@ -81,10 +95,10 @@ func (a *pendingSend) stored(res store.PutResult, err error) {
 // storedResponse is the response for a stored message, or nil when the
 // send waits for a slave (the HA callback answers then).
 func (a *pendingSend) storedResponse(res store.PutResult) *protocol.Command {
-	hdr := &protocol.SendMessageResponseHeader{
+	a.hdr = protocol.SendMessageResponseHeader{
 		MsgID: res.MsgID(), QueueID: a.queueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
 	}
-	return a.replicated(putStatusCode(res.Status), res.PhysicalOffset+int64(res.WroteBytes), hdr)
+	return a.replicated(putStatusCode(res.Status), res.PhysicalOffset+int64(res.WroteBytes), &a.hdr)
 }
 
 // storedBatch is stored for a batch.
@@ -112,10 +126,10 @@ func (a *pendingSend) storedBatchResponse(res store.BatchResult) *protocol.Comma
 		}
 		ids.Write(idb)
 	}
-	hdr := &protocol.SendMessageResponseHeader{
+	a.hdr = protocol.SendMessageResponseHeader{
 		MsgID: ids.String(), QueueID: a.queueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
 	}
-	return a.replicated(putStatusCode(res.Status), res.End, hdr)
+	return a.replicated(putStatusCode(res.Status), res.End, &a.hdr)
 }
 
 // replicated applies the sync-master rule to a stored message ending at
@@ -124,17 +138,17 @@ func (a *pendingSend) storedBatchResponse(res store.BatchResult) *protocol.Comma
 func (a *pendingSend) replicated(code int32, end int64, hdr *protocol.SendMessageResponseHeader) *protocol.Command {
 	b := a.b
 	if b.opts.Role != RoleSyncMaster || code != protocol.Success || !a.wait {
-		return protocol.NewResponse(code, "").SetHeader(hdr)
+		return a.respond(code, hdr)
 	}
 	srv := b.haSrv.Load()
 	if srv == nil {
 		if b.controlled() {
 			code = protocol.SlaveNotAvailable // demoted while the message was being stored
 		}
-		return protocol.NewResponse(code, "").SetHeader(hdr)
+		return a.respond(code, hdr)
 	}
 	srv.WhenAcked(end, b.opts.SlaveAckTimeout, func(err error) {
-		a.answer(protocol.NewResponse(b.slaveCode(end, err), "").SetHeader(hdr))
+		a.answer(a.respond(b.slaveCode(end, err), hdr))
 	})
 	return nil
 }

@@ -22,6 +22,11 @@ const copyBodyMax = 16 << 10
 // by the connection's reader, answers, queues or runs req.
 type dispatcher interface {
 	dispatch(c *Conn, req *protocol.Command)
+	// rawFields reports whether requests with code go to a processor
+	// that reads their header only through DecodeHeader or Fields
+	// (RegisterOptions.TypedHeader): the reader then decodes them
+	// without building the ExtFields map.
+	rawFields(code int32) bool
 }
 
 // mark records, at byte offset at of the write buffer, body parts written
@@ -54,6 +59,7 @@ type Conn struct {
 	log    *slog.Logger
 	peer   string
 	disp   dispatcher
+	raw    protocol.RawFields // disp.rawFields
 	opaque atomic.Int32
 	// server: the reader stops reading while MaxWriteQueue bytes of
 	// responses wait (a peer that sends requests but does not read their
@@ -93,7 +99,7 @@ type Conn struct {
 
 func newConn(nc net.Conn, opts ConnOptions, log *slog.Logger, d dispatcher) *Conn {
 	c := &Conn{
-		nc: nc, opts: opts, log: log, peer: nc.RemoteAddr().String(), disp: d,
+		nc: nc, opts: opts, log: log, peer: nc.RemoteAddr().String(), disp: d, raw: d.rawFields,
 		pending: make(map[int32]*call),
 		done:    make(chan struct{}),
 		wkick:   make(chan struct{}, 1),

@@ -15,7 +15,11 @@
 //
 // Frames are read with large reads straight into 64 KiB chunks (bigger for
 // bigger frames) and decoded in place: a received Body aliases its chunk;
-// Remark and ExtFields are copied out of the header.
+// Remark and ExtFields are copied out of the header. Requests to a
+// processor registered with RegisterOptions.TypedHeader keep their JSON
+// extFields as text (one copy) instead of a map: the processor decodes
+// them with DecodeHeader, straight into the typed header for the send
+// and pull headers (see package protocol).
 //
 // # Receive buffer reuse
 //

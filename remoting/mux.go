@@ -31,6 +31,7 @@ type route struct {
 	pool     *workerPool
 	inline   bool // runs on the connection's reader (RegisterInline)
 	noRetain bool // keeps no part of req.Body (RegisterOptions.NoRetain)
+	typed    bool // reads the header through DecodeHeader (RegisterOptions.TypedHeader)
 }
 
 // task is one request for a pool (32 bytes: the queues hold up to
@@ -123,8 +124,14 @@ func (m *mux) register(code int32, pool Pool, p Processor, ro RegisterOptions) {
 	for k, v := range old {
 		next[k] = v
 	}
-	next[code] = &route{proc: p, pool: m.pools[pool], inline: ro.Inline, noRetain: ro.NoRetain}
+	next[code] = &route{proc: p, pool: m.pools[pool], inline: ro.Inline, noRetain: ro.NoRetain, typed: ro.TypedHeader}
 	m.routes.Store(&next)
+}
+
+// rawFields implements dispatcher.
+func (m *mux) rawFields(code int32) bool {
+	r := (*m.routes.Load())[code]
+	return r != nil && r.typed
 }
 
 // dispatch serves req on the reader goroutine of c: an inline processor

@@ -146,8 +146,8 @@ func (b *readBuf) next(max int) ([]byte, error) {
 
 // decode decodes a frame returned by next; the command holds a reference
 // to the chunk until it is recycled.
-func (b *readBuf) decode(frame []byte) (*protocol.Command, error) {
-	cmd, err := protocol.DecodeFrameRef(frame, b.k)
+func (b *readBuf) decode(frame []byte, raw protocol.RawFields) (*protocol.Command, error) {
+	cmd, err := protocol.DecodeFrameWith(frame, b.k, raw)
 	if err == nil {
 		b.k.refs.Add(1)
 	}
@@ -239,7 +239,7 @@ func (c *Conn) serveBuffered(max int) error {
 			break
 		}
 		n++
-		cmd, err := c.rb.decode(frame)
+		cmd, err := c.rb.decode(frame, c.raw)
 		if err != nil {
 			return err
 		}

@@ -25,13 +25,13 @@ func appendBinaryHeader(dst []byte, c *Command) []byte {
 	dst = append(dst, c.Remark...)
 	lenAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	if len(c.ExtFields) > 0 {
+	if f := c.fieldsMap(); len(f) > 0 {
 		var stack [24]string
-		for _, k := range sortedFieldKeys(c.ExtFields, stack[:0]) {
+		for _, k := range sortedFieldKeys(f, stack[:0]) {
 			if len(k) > 0x7FFF {
 				continue // not representable; Java's encoder cannot send it either
 			}
-			v := c.ExtFields[k]
+			v := f[k]
 			dst = binary.BigEndian.AppendUint16(dst, uint16(len(k)))
 			dst = append(dst, k...)
 			dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))

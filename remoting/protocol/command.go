@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"fmt"
 	"strconv"
 )
 
@@ -23,7 +24,8 @@ type HeaderDecoder interface {
 // Command is one remoting frame: a request or a response. A received
 // command's Body aliases the frame buffer it was decoded from and belongs to
 // the receiver; its Remark and ExtFields are copies and stay valid for
-// ever. A receiver done with Body (and every slice of it) may call Recycle
+// ever. A request decoded by DecodeFrameWith may carry its extFields as
+// text instead, with ExtFields nil: read them with DecodeHeader or Fields. A receiver done with Body (and every slice of it) may call Recycle
 // so that the buffer can be reused.
 type Command struct {
 	Code      int32
@@ -48,6 +50,43 @@ type Command struct {
 	// ref is the receive buffer Body lives in, if the decoder was given
 	// one (DecodeFrameRef); Recycle drops it.
 	ref BufferRef
+
+	// raw is the JSON text of a received command's extFields object when
+	// the decoder was asked not to build ExtFields (DecodeFrameWith); hdr
+	// is the typed header of a command built with WithHeader. Either
+	// stands for ExtFields while it is nil (Fields).
+	raw string
+	hdr jsonFieldsAppender
+}
+
+// jsonFieldsDecoder is implemented by the typed headers that have a
+// generated decoder reading the extFields JSON text directly: it reports
+// false when it cannot decode exactly as DecodeFields would from the map
+// (a missing or malformed field: DecodeFields then says which).
+type jsonFieldsDecoder interface {
+	decodeJSONFields(raw string) bool
+}
+
+// jsonFieldsAppender is implemented by the typed headers that have a
+// generated writer of their extFields: the members of the JSON object
+// (without braces) with the keys sorted, the bytes EncodeFields and
+// appendExtFieldsJSON would write.
+type jsonFieldsAppender interface {
+	HeaderEncoder
+	appendJSONFields(dst []byte) []byte
+}
+
+// Fields returns c's extFields as a map: ExtFields, built first (and kept
+// in ExtFields) from the JSON text a received command kept
+// (DecodeFrameWith) or the typed header it was built with (WithHeader).
+// Kept text that is not a well-formed object gives nil (DecodeHeader
+// reports the error). Like Recycle it must not race with another use of c.
+func (c *Command) Fields() ExtFields {
+	if c.ExtFields == nil {
+		c.ExtFields = c.fieldsMap()
+	}
+	c.raw, c.hdr = "", nil
+	return c.ExtFields
 }
 
 // BufferRef is one reference to a shared receive buffer: the buffer may be
@@ -111,8 +150,26 @@ func (c *Command) ResponseTo(req *Command) *Command {
 	return c
 }
 
+// fieldsMap is Fields for an encoder: the map is built on the side, c is
+// not changed.
+func (c *Command) fieldsMap() ExtFields {
+	switch {
+	case c.ExtFields != nil:
+		return c.ExtFields
+	case c.raw != "":
+		f, _ := parseRawFields(c.raw)
+		return f
+	case c.hdr != nil:
+		f := make(ExtFields, fieldsHint(c.hdr))
+		c.hdr.EncodeFields(f)
+		return f
+	}
+	return nil
+}
+
 // SetHeader encodes hdr into c's extFields (created if nil) and returns c.
 func (c *Command) SetHeader(hdr HeaderEncoder) *Command {
+	c.Fields() // a header kept by WithHeader goes into the map first
 	if c.ExtFields == nil {
 		c.ExtFields = make(ExtFields, fieldsHint(hdr))
 	}
@@ -120,10 +177,50 @@ func (c *Command) SetHeader(hdr HeaderEncoder) *Command {
 	return c
 }
 
+// WithHeader is SetHeader for a command whose extFields are only hdr's:
+// a header with a generated JSON writer (SendMessageResponseHeader,
+// PullMessageResponseHeader) is kept as it is, and its fields are written
+// straight into the frame, without the ExtFields map, which stays nil
+// (Fields builds it on demand). hdr must not change until c was written.
+// Other headers, and commands that have extFields already, get SetHeader.
+func (c *Command) WithHeader(hdr HeaderEncoder) *Command {
+	if a, ok := hdr.(jsonFieldsAppender); ok && c.ExtFields == nil && c.raw == "" && c.hdr == nil {
+		c.hdr = a
+		return c
+	}
+	return c.SetHeader(hdr)
+}
+
 // DecodeHeader decodes c's extFields into hdr. A nil ExtFields decodes as
-// an empty map (required fields then fail).
+// an empty map (required fields then fail). The extFields text of a
+// command decoded by DecodeFrameWith is read straight into headers that
+// have a generated JSON decoder (the send and pull requests), without
+// building the map.
 func (c *Command) DecodeHeader(hdr HeaderDecoder) error {
-	return hdr.DecodeFields(c.ExtFields)
+	if c.ExtFields == nil && c.raw != "" {
+		if d, ok := hdr.(jsonFieldsDecoder); ok && d.decodeJSONFields(c.raw) {
+			return nil
+		}
+		if _, err := parseRawFields(c.raw); err != nil {
+			return err
+		}
+	}
+	return hdr.DecodeFields(c.Fields())
+}
+
+// parseRawFields reads the extFields text kept by DecodeFrameWith into a
+// map. The text is a whole JSON value (skip found its end) but its
+// members were not checked: a malformed object is an error here.
+func parseRawFields(raw string) (ExtFields, error) {
+	s := jsonScanner{s: raw}
+	f, err := s.extFields()
+	if err == nil && s.peek() != 0 {
+		err = s.errorf("trailing data after extFields")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("extFields: %w", err)
+	}
+	return f, nil
 }
 
 // IsResponse reports whether the response bit is set.

@@ -84,7 +84,48 @@ func (r *fieldReader) boolean(key string, required bool) bool {
 		}
 		return false
 	}
+	return parseBool(v)
+}
+
+// parseBool is Java's Boolean.parseBoolean: "true" in any case.
+func parseBool(v string) bool {
 	return len(v) == 4 && (v[0]|0x20) == 't' && (v[1]|0x20) == 'r' && (v[2]|0x20) == 'u' && (v[3]|0x20) == 'e'
+}
+
+// parseI32 and parseI64 read a decimal field as fieldReader does.
+func parseI32(v string) (int32, bool) {
+	n, err := strconv.ParseInt(v, 10, 32)
+	return int32(n), err == nil
+}
+
+func parseI64(v string) (int64, bool) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+// The generated appendJSONFields methods write the values as
+// appendExtFieldsJSON writes the strings EncodeFields puts in the map.
+
+// appendFieldSep appends the comma before a member unless dst has none
+// since start.
+func appendFieldSep(dst []byte, start int) []byte {
+	if len(dst) > start {
+		return append(dst, ',')
+	}
+	return dst
+}
+
+func appendJSONInt(dst []byte, v int64) []byte {
+	dst = append(dst, '"')
+	dst = strconv.AppendInt(dst, v, 10)
+	return append(dst, '"')
+}
+
+func appendJSONBool(dst []byte, v bool) []byte {
+	if v {
+		return append(dst, `"true"`...)
+	}
+	return append(dst, `"false"`...)
 }
 
 func putI32(f ExtFields, key string, v int32) { f[key] = strconv.FormatInt(int64(v), 10) }

@@ -43,6 +43,17 @@ func DecodeFrame(frame []byte) (*Command, error) { return DecodeFrameRef(frame, 
 // success the command holds ref (the caller took it for this command) and
 // drops it in Recycle; on error ref is not kept.
 func DecodeFrameRef(frame []byte, ref BufferRef) (*Command, error) {
+	return DecodeFrameWith(frame, ref, nil)
+}
+
+// DecodeFrameWith is DecodeFrameRef that keeps the extFields of a JSON
+// header as text, without building the ExtFields map, when raw reports
+// true for the command's code (a nil raw never does; the "code" key must
+// come before "extFields", as every known client writes them). Such a
+// command's ExtFields is nil: its fields are read with DecodeHeader
+// (straight from the text for the headers that have a generated JSON
+// decoder) or Fields.
+func DecodeFrameWith(frame []byte, ref BufferRef, raw RawFields) (*Command, error) {
 	if len(frame) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes, need at least 4", ErrBadFrame, len(frame))
 	}
@@ -57,7 +68,7 @@ func DecodeFrameRef(frame []byte, ref BufferRef) (*Command, error) {
 	var err error
 	switch st {
 	case SerializeJSON:
-		err = decodeJSONHeader(hdr, c)
+		err = decodeJSONHeader(hdr, c, raw)
 	case SerializeRocketMQ:
 		err = decodeBinaryHeader(hdr, c)
 	default:

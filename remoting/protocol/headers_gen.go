@@ -180,9 +180,9 @@ func (h *DeleteTopicInNamesrvRequestHeader) DecodeFields(f ExtFields) error {
 	return r.err
 }
 
-func (h *SendMessageRequestHeader) numFields() int { return 14 }
+func (h *SendMessageRequestHeader) numFields() int { return 15 }
 
-// EncodeFields implements HeaderEncoder: producerGroup!, topic!, defaultTopic!, defaultTopicQueueNums!, queueId!, sysFlag!, bornTimestamp!, flag!, properties, reconsumeTimes, unitMode, batch, maxReconsumeTimes, bname.
+// EncodeFields implements HeaderEncoder: producerGroup!, topic!, defaultTopic!, defaultTopicQueueNums!, queueId!, sysFlag!, bornTimestamp!, flag!, properties, reconsumeTimes, unitMode, batch, maxReconsumeTimes, bname, sgResend.
 func (h *SendMessageRequestHeader) EncodeFields(f ExtFields) {
 	f["producerGroup"] = h.ProducerGroup
 	f["topic"] = h.Topic
@@ -200,6 +200,9 @@ func (h *SendMessageRequestHeader) EncodeFields(f ExtFields) {
 		putI32(f, "maxReconsumeTimes", h.MaxReconsumeTimes)
 	}
 	putOptStr(f, "bname", h.BrokerName)
+	if h.Resend {
+		putBool(f, "sgResend", h.Resend)
+	}
 }
 
 // DecodeFields implements HeaderDecoder.
@@ -219,12 +222,124 @@ func (h *SendMessageRequestHeader) DecodeFields(f ExtFields) error {
 	h.Batch = r.boolean("batch", false)
 	h.MaxReconsumeTimes, h.HasMaxReconsumeTimes = r.optI32("maxReconsumeTimes")
 	h.BrokerName = r.str("bname", false)
+	h.Resend = r.boolean("sgResend", false)
 	return r.err
 }
 
-func (h *SendMessageRequestHeaderV2) numFields() int { return 14 }
+// decodeJSONFields implements jsonFieldsDecoder.
+func (h *SendMessageRequestHeader) decodeJSONFields(raw string) bool {
+	h.ProducerGroup = ""
+	h.Topic = ""
+	h.DefaultTopic = ""
+	h.DefaultTopicQueueNums = 0
+	h.QueueID = 0
+	h.SysFlag = 0
+	h.BornTimestamp = 0
+	h.Flag = 0
+	h.Properties = ""
+	h.ReconsumeTimes = 0
+	h.UnitMode = false
+	h.Batch = false
+	h.MaxReconsumeTimes = 0
+	h.HasMaxReconsumeTimes = false
+	h.BrokerName = ""
+	h.Resend = false
+	var seen uint64
+	ok := true
+	it := fieldIter{s: jsonScanner{s: raw}}
+	for ok && it.next(true) {
+		switch it.key {
+		case "producerGroup":
+			h.ProducerGroup = it.val
+			seen |= 1 << 0
+		case "topic":
+			h.Topic = it.val
+			seen |= 1 << 1
+		case "defaultTopic":
+			h.DefaultTopic = it.val
+			seen |= 1 << 2
+		case "defaultTopicQueueNums":
+			h.DefaultTopicQueueNums, ok = parseI32(it.val)
+			seen |= 1 << 3
+		case "queueId":
+			h.QueueID, ok = parseI32(it.val)
+			seen |= 1 << 4
+		case "sysFlag":
+			h.SysFlag, ok = parseI32(it.val)
+			seen |= 1 << 5
+		case "bornTimestamp":
+			h.BornTimestamp, ok = parseI64(it.val)
+			seen |= 1 << 6
+		case "flag":
+			h.Flag, ok = parseI32(it.val)
+			seen |= 1 << 7
+		case "properties":
+			h.Properties = it.val
+		case "reconsumeTimes":
+			h.ReconsumeTimes, ok = parseI32(it.val)
+		case "unitMode":
+			h.UnitMode = parseBool(it.val)
+		case "batch":
+			h.Batch = parseBool(it.val)
+		case "maxReconsumeTimes":
+			h.MaxReconsumeTimes, ok = parseI32(it.val)
+			h.HasMaxReconsumeTimes = true
+		case "bname":
+			h.BrokerName = it.val
+		case "sgResend":
+			h.Resend = parseBool(it.val)
+		}
+	}
+	return ok && it.done() && seen == 0xff
+}
 
-// EncodeFields implements HeaderEncoder: a!, b!, c!, d!, e!, f!, g!, h!, i, j, k, l, m, n.
+// appendJSONFields implements jsonFieldsAppender.
+func (h *SendMessageRequestHeader) appendJSONFields(dst []byte) []byte {
+	start := len(dst)
+	dst = append(appendFieldSep(dst, start), `"batch":`...)
+	dst = appendJSONBool(dst, h.Batch)
+	if h.BrokerName != "" {
+		dst = append(appendFieldSep(dst, start), `"bname":`...)
+		dst = appendJSONString(dst, h.BrokerName)
+	}
+	dst = append(appendFieldSep(dst, start), `"bornTimestamp":`...)
+	dst = appendJSONInt(dst, h.BornTimestamp)
+	dst = append(appendFieldSep(dst, start), `"defaultTopic":`...)
+	dst = appendJSONString(dst, h.DefaultTopic)
+	dst = append(appendFieldSep(dst, start), `"defaultTopicQueueNums":`...)
+	dst = appendJSONInt(dst, int64(h.DefaultTopicQueueNums))
+	dst = append(appendFieldSep(dst, start), `"flag":`...)
+	dst = appendJSONInt(dst, int64(h.Flag))
+	if h.HasMaxReconsumeTimes {
+		dst = append(appendFieldSep(dst, start), `"maxReconsumeTimes":`...)
+		dst = appendJSONInt(dst, int64(h.MaxReconsumeTimes))
+	}
+	dst = append(appendFieldSep(dst, start), `"producerGroup":`...)
+	dst = appendJSONString(dst, h.ProducerGroup)
+	if h.Properties != "" {
+		dst = append(appendFieldSep(dst, start), `"properties":`...)
+		dst = appendJSONString(dst, h.Properties)
+	}
+	dst = append(appendFieldSep(dst, start), `"queueId":`...)
+	dst = appendJSONInt(dst, int64(h.QueueID))
+	dst = append(appendFieldSep(dst, start), `"reconsumeTimes":`...)
+	dst = appendJSONInt(dst, int64(h.ReconsumeTimes))
+	if h.Resend {
+		dst = append(appendFieldSep(dst, start), `"sgResend":`...)
+		dst = appendJSONBool(dst, h.Resend)
+	}
+	dst = append(appendFieldSep(dst, start), `"sysFlag":`...)
+	dst = appendJSONInt(dst, int64(h.SysFlag))
+	dst = append(appendFieldSep(dst, start), `"topic":`...)
+	dst = appendJSONString(dst, h.Topic)
+	dst = append(appendFieldSep(dst, start), `"unitMode":`...)
+	dst = appendJSONBool(dst, h.UnitMode)
+	return dst
+}
+
+func (h *SendMessageRequestHeaderV2) numFields() int { return 15 }
+
+// EncodeFields implements HeaderEncoder: a!, b!, c!, d!, e!, f!, g!, h!, i, j, k, l, m, n, sgResend.
 func (h *SendMessageRequestHeaderV2) EncodeFields(f ExtFields) {
 	f["a"] = h.ProducerGroup
 	f["b"] = h.Topic
@@ -242,6 +357,9 @@ func (h *SendMessageRequestHeaderV2) EncodeFields(f ExtFields) {
 	}
 	putBool(f, "m", h.Batch)
 	putOptStr(f, "n", h.BrokerName)
+	if h.Resend {
+		putBool(f, "sgResend", h.Resend)
+	}
 }
 
 // DecodeFields implements HeaderDecoder.
@@ -261,7 +379,119 @@ func (h *SendMessageRequestHeaderV2) DecodeFields(f ExtFields) error {
 	h.MaxReconsumeTimes, h.HasMaxReconsumeTimes = r.optI32("l")
 	h.Batch = r.boolean("m", false)
 	h.BrokerName = r.str("n", false)
+	h.Resend = r.boolean("sgResend", false)
 	return r.err
+}
+
+// decodeJSONFields implements jsonFieldsDecoder.
+func (h *SendMessageRequestHeaderV2) decodeJSONFields(raw string) bool {
+	h.ProducerGroup = ""
+	h.Topic = ""
+	h.DefaultTopic = ""
+	h.DefaultTopicQueueNums = 0
+	h.QueueID = 0
+	h.SysFlag = 0
+	h.BornTimestamp = 0
+	h.Flag = 0
+	h.Properties = ""
+	h.ReconsumeTimes = 0
+	h.UnitMode = false
+	h.MaxReconsumeTimes = 0
+	h.HasMaxReconsumeTimes = false
+	h.Batch = false
+	h.BrokerName = ""
+	h.Resend = false
+	var seen uint64
+	ok := true
+	it := fieldIter{s: jsonScanner{s: raw}}
+	for ok && it.next(true) {
+		switch it.key {
+		case "a":
+			h.ProducerGroup = it.val
+			seen |= 1 << 0
+		case "b":
+			h.Topic = it.val
+			seen |= 1 << 1
+		case "c":
+			h.DefaultTopic = it.val
+			seen |= 1 << 2
+		case "d":
+			h.DefaultTopicQueueNums, ok = parseI32(it.val)
+			seen |= 1 << 3
+		case "e":
+			h.QueueID, ok = parseI32(it.val)
+			seen |= 1 << 4
+		case "f":
+			h.SysFlag, ok = parseI32(it.val)
+			seen |= 1 << 5
+		case "g":
+			h.BornTimestamp, ok = parseI64(it.val)
+			seen |= 1 << 6
+		case "h":
+			h.Flag, ok = parseI32(it.val)
+			seen |= 1 << 7
+		case "i":
+			h.Properties = it.val
+		case "j":
+			h.ReconsumeTimes, ok = parseI32(it.val)
+		case "k":
+			h.UnitMode = parseBool(it.val)
+		case "l":
+			h.MaxReconsumeTimes, ok = parseI32(it.val)
+			h.HasMaxReconsumeTimes = true
+		case "m":
+			h.Batch = parseBool(it.val)
+		case "n":
+			h.BrokerName = it.val
+		case "sgResend":
+			h.Resend = parseBool(it.val)
+		}
+	}
+	return ok && it.done() && seen == 0xff
+}
+
+// appendJSONFields implements jsonFieldsAppender.
+func (h *SendMessageRequestHeaderV2) appendJSONFields(dst []byte) []byte {
+	start := len(dst)
+	dst = append(appendFieldSep(dst, start), `"a":`...)
+	dst = appendJSONString(dst, h.ProducerGroup)
+	dst = append(appendFieldSep(dst, start), `"b":`...)
+	dst = appendJSONString(dst, h.Topic)
+	dst = append(appendFieldSep(dst, start), `"c":`...)
+	dst = appendJSONString(dst, h.DefaultTopic)
+	dst = append(appendFieldSep(dst, start), `"d":`...)
+	dst = appendJSONInt(dst, int64(h.DefaultTopicQueueNums))
+	dst = append(appendFieldSep(dst, start), `"e":`...)
+	dst = appendJSONInt(dst, int64(h.QueueID))
+	dst = append(appendFieldSep(dst, start), `"f":`...)
+	dst = appendJSONInt(dst, int64(h.SysFlag))
+	dst = append(appendFieldSep(dst, start), `"g":`...)
+	dst = appendJSONInt(dst, h.BornTimestamp)
+	dst = append(appendFieldSep(dst, start), `"h":`...)
+	dst = appendJSONInt(dst, int64(h.Flag))
+	if h.Properties != "" {
+		dst = append(appendFieldSep(dst, start), `"i":`...)
+		dst = appendJSONString(dst, h.Properties)
+	}
+	dst = append(appendFieldSep(dst, start), `"j":`...)
+	dst = appendJSONInt(dst, int64(h.ReconsumeTimes))
+	dst = append(appendFieldSep(dst, start), `"k":`...)
+	dst = appendJSONBool(dst, h.UnitMode)
+	if h.HasMaxReconsumeTimes {
+		dst = append(appendFieldSep(dst, start), `"l":`...)
+		dst = appendJSONInt(dst, int64(h.MaxReconsumeTimes))
+	}
+	dst = append(appendFieldSep(dst, start), `"m":`...)
+	dst = appendJSONBool(dst, h.Batch)
+	if h.BrokerName != "" {
+		dst = append(appendFieldSep(dst, start), `"n":`...)
+		dst = appendJSONString(dst, h.BrokerName)
+	}
+	if h.Resend {
+		dst = append(appendFieldSep(dst, start), `"sgResend":`...)
+		dst = appendJSONBool(dst, h.Resend)
+	}
+	return dst
 }
 
 // EncodeFields implements HeaderEncoder: msgId!, queueId!, queueOffset!, transactionId, MSG_REGION, TRACE_ON.
@@ -288,6 +518,63 @@ func (h *SendMessageResponseHeader) DecodeFields(f ExtFields) error {
 	h.Region = r.str("MSG_REGION", false)
 	h.TraceOn = r.boolean("TRACE_ON", false)
 	return r.err
+}
+
+// decodeJSONFields implements jsonFieldsDecoder.
+func (h *SendMessageResponseHeader) decodeJSONFields(raw string) bool {
+	h.MsgID = ""
+	h.QueueID = 0
+	h.QueueOffset = 0
+	h.TransactionID = ""
+	h.Region = ""
+	h.TraceOn = false
+	var seen uint64
+	ok := true
+	it := fieldIter{s: jsonScanner{s: raw}}
+	for ok && it.next(true) {
+		switch it.key {
+		case "msgId":
+			h.MsgID = it.val
+			seen |= 1 << 0
+		case "queueId":
+			h.QueueID, ok = parseI32(it.val)
+			seen |= 1 << 1
+		case "queueOffset":
+			h.QueueOffset, ok = parseI64(it.val)
+			seen |= 1 << 2
+		case "transactionId":
+			h.TransactionID = it.val
+		case "MSG_REGION":
+			h.Region = it.val
+		case "TRACE_ON":
+			h.TraceOn = parseBool(it.val)
+		}
+	}
+	return ok && it.done() && seen == 0x7
+}
+
+// appendJSONFields implements jsonFieldsAppender.
+func (h *SendMessageResponseHeader) appendJSONFields(dst []byte) []byte {
+	start := len(dst)
+	if h.Region != "" {
+		dst = append(appendFieldSep(dst, start), `"MSG_REGION":`...)
+		dst = appendJSONString(dst, h.Region)
+	}
+	if h.Region != "" {
+		dst = append(appendFieldSep(dst, start), `"TRACE_ON":`...)
+		dst = appendJSONBool(dst, h.TraceOn)
+	}
+	dst = append(appendFieldSep(dst, start), `"msgId":`...)
+	dst = appendJSONString(dst, h.MsgID)
+	dst = append(appendFieldSep(dst, start), `"queueId":`...)
+	dst = appendJSONInt(dst, int64(h.QueueID))
+	dst = append(appendFieldSep(dst, start), `"queueOffset":`...)
+	dst = appendJSONInt(dst, h.QueueOffset)
+	if h.TransactionID != "" {
+		dst = append(appendFieldSep(dst, start), `"transactionId":`...)
+		dst = appendJSONString(dst, h.TransactionID)
+	}
+	return dst
 }
 
 // EncodeFields implements HeaderEncoder: producerGroup!, tranStateTableOffset!, commitLogOffset!, commitOrRollback!, fromTransactionCheck, msgId!, transactionId.
@@ -370,6 +657,99 @@ func (h *PullMessageRequestHeader) DecodeFields(f ExtFields) error {
 	return r.err
 }
 
+// decodeJSONFields implements jsonFieldsDecoder.
+func (h *PullMessageRequestHeader) decodeJSONFields(raw string) bool {
+	h.ConsumerGroup = ""
+	h.Topic = ""
+	h.QueueID = 0
+	h.QueueOffset = 0
+	h.MaxMsgNums = 0
+	h.SysFlag = 0
+	h.CommitOffset = 0
+	h.SuspendTimeoutMillis = 0
+	h.Subscription = ""
+	h.SubVersion = 0
+	h.ExpressionType = ""
+	h.BrokerName = ""
+	var seen uint64
+	ok := true
+	it := fieldIter{s: jsonScanner{s: raw}}
+	for ok && it.next(true) {
+		switch it.key {
+		case "consumerGroup":
+			h.ConsumerGroup = it.val
+			seen |= 1 << 0
+		case "topic":
+			h.Topic = it.val
+			seen |= 1 << 1
+		case "queueId":
+			h.QueueID, ok = parseI32(it.val)
+			seen |= 1 << 2
+		case "queueOffset":
+			h.QueueOffset, ok = parseI64(it.val)
+			seen |= 1 << 3
+		case "maxMsgNums":
+			h.MaxMsgNums, ok = parseI32(it.val)
+			seen |= 1 << 4
+		case "sysFlag":
+			h.SysFlag, ok = parseI32(it.val)
+			seen |= 1 << 5
+		case "commitOffset":
+			h.CommitOffset, ok = parseI64(it.val)
+			seen |= 1 << 6
+		case "suspendTimeoutMillis":
+			h.SuspendTimeoutMillis, ok = parseI64(it.val)
+			seen |= 1 << 7
+		case "subscription":
+			h.Subscription = it.val
+		case "subVersion":
+			h.SubVersion, ok = parseI64(it.val)
+			seen |= 1 << 9
+		case "expressionType":
+			h.ExpressionType = it.val
+		case "bname":
+			h.BrokerName = it.val
+		}
+	}
+	return ok && it.done() && seen == 0x2ff
+}
+
+// appendJSONFields implements jsonFieldsAppender.
+func (h *PullMessageRequestHeader) appendJSONFields(dst []byte) []byte {
+	start := len(dst)
+	if h.BrokerName != "" {
+		dst = append(appendFieldSep(dst, start), `"bname":`...)
+		dst = appendJSONString(dst, h.BrokerName)
+	}
+	dst = append(appendFieldSep(dst, start), `"commitOffset":`...)
+	dst = appendJSONInt(dst, h.CommitOffset)
+	dst = append(appendFieldSep(dst, start), `"consumerGroup":`...)
+	dst = appendJSONString(dst, h.ConsumerGroup)
+	if h.ExpressionType != "" {
+		dst = append(appendFieldSep(dst, start), `"expressionType":`...)
+		dst = appendJSONString(dst, h.ExpressionType)
+	}
+	dst = append(appendFieldSep(dst, start), `"maxMsgNums":`...)
+	dst = appendJSONInt(dst, int64(h.MaxMsgNums))
+	dst = append(appendFieldSep(dst, start), `"queueId":`...)
+	dst = appendJSONInt(dst, int64(h.QueueID))
+	dst = append(appendFieldSep(dst, start), `"queueOffset":`...)
+	dst = appendJSONInt(dst, h.QueueOffset)
+	dst = append(appendFieldSep(dst, start), `"subVersion":`...)
+	dst = appendJSONInt(dst, h.SubVersion)
+	if h.Subscription != "" {
+		dst = append(appendFieldSep(dst, start), `"subscription":`...)
+		dst = appendJSONString(dst, h.Subscription)
+	}
+	dst = append(appendFieldSep(dst, start), `"suspendTimeoutMillis":`...)
+	dst = appendJSONInt(dst, h.SuspendTimeoutMillis)
+	dst = append(appendFieldSep(dst, start), `"sysFlag":`...)
+	dst = appendJSONInt(dst, int64(h.SysFlag))
+	dst = append(appendFieldSep(dst, start), `"topic":`...)
+	dst = appendJSONString(dst, h.Topic)
+	return dst
+}
+
 // EncodeFields implements HeaderEncoder: suggestWhichBrokerId!, nextBeginOffset!, minOffset!, maxOffset!.
 func (h *PullMessageResponseHeader) EncodeFields(f ExtFields) {
 	putI64(f, "suggestWhichBrokerId", h.SuggestWhichBrokerID)
@@ -386,6 +766,48 @@ func (h *PullMessageResponseHeader) DecodeFields(f ExtFields) error {
 	h.MinOffset = r.i64("minOffset", true)
 	h.MaxOffset = r.i64("maxOffset", true)
 	return r.err
+}
+
+// decodeJSONFields implements jsonFieldsDecoder.
+func (h *PullMessageResponseHeader) decodeJSONFields(raw string) bool {
+	h.SuggestWhichBrokerID = 0
+	h.NextBeginOffset = 0
+	h.MinOffset = 0
+	h.MaxOffset = 0
+	var seen uint64
+	ok := true
+	it := fieldIter{s: jsonScanner{s: raw}}
+	for ok && it.next(true) {
+		switch it.key {
+		case "suggestWhichBrokerId":
+			h.SuggestWhichBrokerID, ok = parseI64(it.val)
+			seen |= 1 << 0
+		case "nextBeginOffset":
+			h.NextBeginOffset, ok = parseI64(it.val)
+			seen |= 1 << 1
+		case "minOffset":
+			h.MinOffset, ok = parseI64(it.val)
+			seen |= 1 << 2
+		case "maxOffset":
+			h.MaxOffset, ok = parseI64(it.val)
+			seen |= 1 << 3
+		}
+	}
+	return ok && it.done() && seen == 0xf
+}
+
+// appendJSONFields implements jsonFieldsAppender.
+func (h *PullMessageResponseHeader) appendJSONFields(dst []byte) []byte {
+	start := len(dst)
+	dst = append(appendFieldSep(dst, start), `"maxOffset":`...)
+	dst = appendJSONInt(dst, h.MaxOffset)
+	dst = append(appendFieldSep(dst, start), `"minOffset":`...)
+	dst = appendJSONInt(dst, h.MinOffset)
+	dst = append(appendFieldSep(dst, start), `"nextBeginOffset":`...)
+	dst = appendJSONInt(dst, h.NextBeginOffset)
+	dst = append(appendFieldSep(dst, start), `"suggestWhichBrokerId":`...)
+	dst = appendJSONInt(dst, h.SuggestWhichBrokerID)
+	return dst
 }
 
 // EncodeFields implements HeaderEncoder: consumerGroup!, topic!, queueId!.

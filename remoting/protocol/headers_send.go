@@ -26,6 +26,9 @@ type SendMessageRequestHeader struct {
 	MaxReconsumeTimes    int32
 	HasMaxReconsumeTimes bool
 	BrokerName           string
+	// Resend is SmartGo's sgResend field (SendResendField), written only
+	// when set.
+	Resend bool
 }
 
 // SendMessageRequestHeaderV2 is the same header with the short names used
@@ -53,19 +56,20 @@ func (h *SendMessageRequestHeaderV2) V1() *SendMessageRequestHeader {
 // (short names) request, as the Java broker does. SEND_REPLY_MESSAGE (324)
 // uses long names.
 func DecodeSendMessageHeader(req *Command) (*SendMessageRequestHeader, error) {
+	h := new(SendMessageRequestHeader)
+	if err := DecodeSendHeader(req, h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// DecodeSendHeader is DecodeSendMessageHeader into h.
+func DecodeSendHeader(req *Command, h *SendMessageRequestHeader) error {
 	switch req.Code {
 	case SendMessageV2, SendBatchMessage, SendReplyMessageV2:
-		var v2 SendMessageRequestHeaderV2
-		if err := v2.DecodeFields(req.ExtFields); err != nil {
-			return nil, err
-		}
-		return v2.V1(), nil
+		return req.DecodeHeader((*SendMessageRequestHeaderV2)(h))
 	default:
-		h := new(SendMessageRequestHeader)
-		if err := h.DecodeFields(req.ExtFields); err != nil {
-			return nil, err
-		}
-		return h, nil
+		return req.DecodeHeader(h)
 	}
 }
 

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
 	"strconv"
@@ -22,9 +21,13 @@ import (
 func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = append(dst, `{"code":`...)
 	dst = strconv.AppendInt(dst, int64(c.Code), 10)
-	if c.ExtFields != nil || c.IsResponse() {
+	if c.hdr != nil && c.ExtFields == nil {
 		dst = append(dst, `,"extFields":{`...)
-		dst = appendExtFieldsJSON(dst, c.ExtFields)
+		dst = c.hdr.appendJSONFields(dst)
+		dst = append(dst, '}')
+	} else if f := c.fieldsMap(); f != nil || c.IsResponse() {
+		dst = append(dst, `,"extFields":{`...)
+		dst = appendExtFieldsJSON(dst, f)
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `,"flag":`...)
@@ -121,10 +124,10 @@ func appendJSONString(dst []byte, s string) []byte {
 }
 
 // jsonScanner is a small tolerant JSON reader for the command header: no
-// reflection, no recursion, never panics.
+// reflection, no recursion, never panics. It reads a string (the header
+// copied once out of the frame): strings without escapes are slices of it.
 type jsonScanner struct {
-	b []byte
-	s string // the same bytes as b: strings without escapes are sliced from it, not allocated
+	s string
 	i int
 }
 
@@ -133,8 +136,8 @@ func (s *jsonScanner) errorf(format string, args ...any) error {
 }
 
 func (s *jsonScanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
+	for s.i < len(s.s) {
+		switch s.s[s.i] {
 		case ' ', '\t', '\r', '\n':
 			s.i++
 		default:
@@ -146,8 +149,8 @@ func (s *jsonScanner) ws() {
 // peek returns the next non-space byte or 0 at the end.
 func (s *jsonScanner) peek() byte {
 	s.ws()
-	if s.i < len(s.b) {
-		return s.b[s.i]
+	if s.i < len(s.s) {
+		return s.s[s.i]
 	}
 	return 0
 }
@@ -161,7 +164,7 @@ func (s *jsonScanner) expect(c byte) error {
 }
 
 func (s *jsonScanner) literal(lit string) bool {
-	if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
+	if len(s.s)-s.i >= len(lit) && s.s[s.i:s.i+len(lit)] == lit {
 		s.i += len(lit)
 		return true
 	}
@@ -169,21 +172,26 @@ func (s *jsonScanner) literal(lit string) bool {
 }
 
 // str reads a string at the current position (after whitespace).
-func (s *jsonScanner) str() (string, error) {
+func (s *jsonScanner) str() (string, error) { return s.strMode(true) }
+
+// strMode is str; with build false a string with escapes is checked as
+// str would check it but not unescaped (the result is then empty), so
+// checking costs no allocation.
+func (s *jsonScanner) strMode(build bool) (string, error) {
 	if s.peek() != '"' {
 		return "", s.errorf("expected string")
 	}
 	s.i++
 	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
+	for s.i < len(s.s) {
+		c := s.s[s.i]
 		if c == '"' {
 			v := s.s[start:s.i]
 			s.i++
 			return v, nil
 		}
 		if c == '\\' {
-			return s.strSlow(start)
+			return s.strSlow(start, build)
 		}
 		if c < 0x20 {
 			return "", s.errorf("control character in string")
@@ -193,14 +201,16 @@ func (s *jsonScanner) str() (string, error) {
 	return "", s.errorf("unterminated string")
 }
 
-func (s *jsonScanner) strSlow(start int) (string, error) {
+func (s *jsonScanner) strSlow(start int, build bool) (string, error) {
 	// One allocation: the unescaped string is never longer than its
 	// escaped form, which ends at the next unescaped quote (or the end).
 	var out strings.Builder
-	out.Grow(escapedLen(s.b[start:]))
-	out.Write(s.b[start:s.i])
-	for s.i < len(s.b) {
-		c := s.b[s.i]
+	if build {
+		out.Grow(escapedLen(s.s[start:]))
+		out.WriteString(s.s[start:s.i])
+	}
+	for s.i < len(s.s) {
+		c := s.s[s.i]
 		switch {
 		case c == '"':
 			s.i++
@@ -208,36 +218,39 @@ func (s *jsonScanner) strSlow(start int) (string, error) {
 		case c < 0x20:
 			return "", s.errorf("control character in string")
 		case c != '\\':
-			out.WriteByte(c)
+			if build {
+				out.WriteByte(c)
+			}
 			s.i++
 			continue
 		}
-		if s.i+1 >= len(s.b) {
+		if s.i+1 >= len(s.s) {
 			break
 		}
-		e := s.b[s.i+1]
+		e := s.s[s.i+1]
 		s.i += 2
+		var r rune
 		switch e {
 		case '"', '\\', '/':
-			out.WriteByte(e)
+			r = rune(e)
 		case 'b':
-			out.WriteByte('\b')
+			r = '\b'
 		case 'f':
-			out.WriteByte('\f')
+			r = '\f'
 		case 'n':
-			out.WriteByte('\n')
+			r = '\n'
 		case 'r':
-			out.WriteByte('\r')
+			r = '\r'
 		case 't':
-			out.WriteByte('\t')
+			r = '\t'
 		case 'u':
-			r, ok := s.hex4()
-			if !ok {
+			var ok bool
+			if r, ok = s.hex4(); !ok {
 				return "", s.errorf("bad \\u escape")
 			}
 			if utf16.IsSurrogate(r) {
 				r2 := rune(-1)
-				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
+				if s.i+1 < len(s.s) && s.s[s.i] == '\\' && s.s[s.i+1] == 'u' {
 					save := s.i
 					s.i += 2
 					if v, ok := s.hex4(); ok {
@@ -248,9 +261,11 @@ func (s *jsonScanner) strSlow(start int) (string, error) {
 				}
 				r = utf16.DecodeRune(r, r2)
 			}
-			out.WriteRune(r)
 		default:
 			return "", s.errorf("bad escape \\%c", e)
+		}
+		if build {
+			out.WriteRune(r)
 		}
 	}
 	return "", s.errorf("unterminated string")
@@ -258,7 +273,7 @@ func (s *jsonScanner) strSlow(start int) (string, error) {
 
 // escapedLen is the length of the JSON string body at the start of b: up
 // to the first quote not escaped by a backslash, or all of b.
-func escapedLen(b []byte) int {
+func escapedLen(b string) int {
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '\\':
@@ -271,11 +286,11 @@ func escapedLen(b []byte) int {
 }
 
 func (s *jsonScanner) hex4() (rune, bool) {
-	if len(s.b)-s.i < 4 {
+	if len(s.s)-s.i < 4 {
 		return 0, false
 	}
 	var r rune
-	for _, c := range s.b[s.i : s.i+4] {
+	for _, c := range []byte(s.s[s.i : s.i+4]) {
 		r <<= 4
 		switch {
 		case c >= '0' && c <= '9':
@@ -296,8 +311,8 @@ func (s *jsonScanner) hex4() (rune, bool) {
 func (s *jsonScanner) rawScalar() (string, error) {
 	s.ws()
 	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
+	for s.i < len(s.s) {
+		c := s.s[s.i]
 		if c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == ':' {
 			break
 		}
@@ -343,7 +358,7 @@ func (s *jsonScanner) skip() error {
 	for {
 		switch s.peek() {
 		case '"':
-			if _, err := s.str(); err != nil {
+			if _, err := s.strMode(false); err != nil {
 				return err
 			}
 		case '{', '[':
@@ -375,8 +390,13 @@ func (s *jsonScanner) skip() error {
 	}
 }
 
-func decodeJSONHeader(b []byte, c *Command) error {
-	s := jsonScanner{b: b, s: string(b)}
+// RawFields decides, per request code, whether DecodeFrameWith keeps a
+// JSON request header's extFields as text instead of building the
+// ExtFields map (see Command.Fields).
+type RawFields func(code int32) bool
+
+func decodeJSONHeader(b []byte, c *Command, raw RawFields) error {
+	s := jsonScanner{s: string(b)} // one allocation: every string is a slice of it
 	if err := s.expect('{'); err != nil {
 		return err
 	}
@@ -384,6 +404,7 @@ func decodeJSONHeader(b []byte, c *Command) error {
 		s.i++
 		return s.end()
 	}
+	codeSeen := false
 	for {
 		key, err := s.str()
 		if err != nil {
@@ -395,6 +416,7 @@ func decodeJSONHeader(b []byte, c *Command) error {
 		switch key {
 		case "code":
 			c.Code, err = s.int32Value(key)
+			codeSeen = true
 		case "version":
 			c.Version, err = s.int32Value(key)
 		case "opaque":
@@ -406,7 +428,13 @@ func decodeJSONHeader(b []byte, c *Command) error {
 		case "remark":
 			c.Remark, err = s.optString()
 		case "extFields":
-			c.ExtFields, err = s.extFields()
+			if codeSeen && raw != nil && raw(c.Code) {
+				c.ExtFields = nil
+				c.raw, err = s.rawExtFields()
+			} else {
+				c.raw = ""
+				c.ExtFields, err = s.extFields()
+			}
 		default:
 			err = s.skip()
 		}
@@ -418,7 +446,16 @@ func decodeJSONHeader(b []byte, c *Command) error {
 			s.i++
 		case '}':
 			s.i++
-			return s.end()
+			if err := s.end(); err != nil {
+				return err
+			}
+			if c.raw != "" && (c.IsResponse() || !raw(c.Code)) {
+				// Only requests keep the text, and only of the code it was
+				// kept for (a response's flag follows extFields; so may a
+				// second "code").
+				c.Fields()
+			}
+			return nil
 		default:
 			return s.errorf("expected ',' or '}'")
 		}
@@ -460,8 +497,6 @@ func (s *jsonScanner) language() (LanguageCode, error) {
 	}
 }
 
-var quoteColon = []byte(`":`)
-
 // extFields reads an object of string values. Non-string scalars are kept
 // as their JSON text; null values are dropped; nested values are skipped.
 func (s *jsonScanner) extFields() (ExtFields, error) {
@@ -472,7 +507,6 @@ func (s *jsonScanner) extFields() (ExtFields, error) {
 		}
 		return nil, s.errorf("bad extFields")
 	case '{':
-		s.i++
 	default:
 		return nil, s.errorf("extFields is not an object")
 	}
@@ -481,51 +515,106 @@ func (s *jsonScanner) extFields() (ExtFields, error) {
 	// the map just grows) leaves out the header's own keys after
 	// extFields: up to 8 entries fit a small map, whose allocations a
 	// larger hint would multiply.
-	obj := s.b[s.i:]
-	if end := bytes.IndexByte(obj, '}'); end >= 0 {
+	obj := s.s[s.i:]
+	if end := strings.IndexByte(obj, '}'); end >= 0 {
 		obj = obj[:end]
 	}
-	f := make(ExtFields, min(bytes.Count(obj, quoteColon), maxFieldsHint))
-	if s.peek() == '}' {
-		s.i++
-		return f, nil
+	f := make(ExtFields, min(strings.Count(obj, `":`), maxFieldsHint))
+	it := fieldIter{s: *s}
+	for it.next(true) {
+		f[it.key] = it.val
 	}
-	for {
-		key, err := s.str()
-		if err != nil {
-			return nil, err
+	s.i = it.s.i
+	return f, it.err
+}
+
+// rawExtFields returns the text of the extFields value (empty for null)
+// without reading its members: skip finds its end, and the members are
+// read and checked when they are decoded (DecodeHeader, Fields), where a
+// malformed object is an error of the header, not of the frame.
+func (s *jsonScanner) rawExtFields() (string, error) {
+	switch s.peek() {
+	case 'n':
+		if s.literal("null") {
+			return "", nil
 		}
-		if err := s.expect(':'); err != nil {
-			return nil, err
+		return "", s.errorf("bad extFields")
+	case '{':
+	default:
+		return "", s.errorf("extFields is not an object")
+	}
+	start := s.i
+	if err := s.skip(); err != nil {
+		return "", err
+	}
+	return s.s[start:s.i], nil
+}
+
+// fieldIter reads the members of an extFields object, starting at its
+// '{', the way the ExtFields map holds them: string values unescaped,
+// other scalars as their JSON text; null and nested values are dropped.
+// next reports false at the closing '}' (consumed) or at the first error
+// (then err is set).
+type fieldIter struct {
+	s        jsonScanner
+	key, val string
+	n        int // members read
+	err      error
+}
+
+// done reports whether the object was read without error up to its end
+// and nothing follows it (the whole text given to the iterator).
+func (it *fieldIter) done() bool {
+	return it.err == nil && it.s.peek() == 0
+}
+
+// next reads up to the next member that has a value; with build false
+// escaped strings are checked but not unescaped (key and val are then
+// not meaningful).
+func (it *fieldIter) next(build bool) bool {
+	s := &it.s
+	for it.err == nil {
+		if it.n == 0 {
+			if it.err = s.expect('{'); it.err != nil {
+				return false
+			}
+			if s.peek() == '}' {
+				s.i++
+				return false
+			}
+		} else {
+			switch s.peek() {
+			case ',':
+				s.i++
+			case '}':
+				s.i++
+				return false
+			default:
+				it.err = s.errorf("expected ',' or '}' in extFields")
+				return false
+			}
+		}
+		it.n++
+		if it.key, it.err = s.strMode(build); it.err != nil {
+			return false
+		}
+		if it.err = s.expect(':'); it.err != nil {
+			return false
 		}
 		switch s.peek() {
 		case '"':
-			v, err := s.str()
-			if err != nil {
-				return nil, err
+			it.val, it.err = s.strMode(build)
+			if it.err == nil {
+				return true
 			}
-			f[key] = v
 		case '{', '[':
-			if err := s.skip(); err != nil {
-				return nil, err
-			}
+			it.err = s.skip()
 		default:
-			v, err := s.rawScalar()
-			if err != nil {
-				return nil, err
+			it.val, it.err = s.rawScalar()
+			if it.err == nil && it.val != "null" {
+				return true
 			}
-			if v != "null" {
-				f[key] = v
-			}
-		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return f, nil
-		default:
-			return nil, s.errorf("expected ',' or '}' in extFields")
 		}
 	}
+	return false
 }

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"fmt"
 	"go/format"
+	"sort"
 	"strings"
 )
 
@@ -33,6 +34,12 @@ const Required = "true"
 type Header struct {
 	Type   string
 	Fields []Field
+	// Direct (the hot headers: a send, a pull and their answers) also
+	// generates decodeJSONFields, which reads the fields straight from a
+	// received command's extFields JSON text, and appendJSONFields, which
+	// writes them straight into a frame: no ExtFields map either way. Its
+	// required fields must be always required (Req is Required or empty).
+	Direct bool
 }
 
 // Field is one extFields key of a header.
@@ -119,6 +126,91 @@ func writeHeader(b *bytes.Buffer, h Header) error {
 		writeDecode(b, f)
 	}
 	b.WriteString("\treturn r.err\n}\n")
+	if h.Direct {
+		return writeDirect(b, h)
+	}
+	return nil
+}
+
+// writeDirect writes decodeJSONFields and appendJSONFields (Header.Direct).
+func writeDirect(b *bytes.Buffer, h Header) error {
+	if len(h.Fields) > 64 {
+		return fmt.Errorf("headergen: %s: more than 64 fields for Direct", h.Type)
+	}
+	var reqMask uint64
+	for i, f := range h.Fields {
+		switch f.Req {
+		case "":
+		case Required:
+			reqMask |= 1 << i
+		default:
+			return fmt.Errorf("headergen: %s.%s: a Direct header's fields are required always or never", h.Type, f.Go)
+		}
+		if strings.ContainsAny(f.Key, "\"\\") || strings.ContainsFunc(f.Key, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			return fmt.Errorf("headergen: %s: key %q needs escaping", h.Type, f.Key)
+		}
+	}
+	fmt.Fprintf(b, "\n// decodeJSONFields implements jsonFieldsDecoder.\n")
+	fmt.Fprintf(b, "func (h *%s) decodeJSONFields(raw string) bool {\n", h.Type)
+	for _, f := range h.Fields {
+		fmt.Fprintf(b, "\th.%s = %s\n", f.Go, map[Kind]string{Str: `""`, I32: "0", I64: "0", Bool: "false"}[f.Kind])
+		if f.Has != "" {
+			fmt.Fprintf(b, "\th.%s = false\n", f.Has)
+		}
+	}
+	b.WriteString("\tvar seen uint64\n\tok := true\n\tit := fieldIter{s: jsonScanner{s: raw}}\n\tfor ok && it.next(true) {\n\t\tswitch it.key {\n")
+	for i, f := range h.Fields {
+		fmt.Fprintf(b, "\t\tcase %q:\n", f.Key)
+		switch f.Kind {
+		case Str:
+			fmt.Fprintf(b, "\t\t\th.%s = it.val\n", f.Go)
+		case I32:
+			fmt.Fprintf(b, "\t\t\th.%s, ok = parseI32(it.val)\n", f.Go)
+		case I64:
+			fmt.Fprintf(b, "\t\t\th.%s, ok = parseI64(it.val)\n", f.Go)
+		case Bool:
+			fmt.Fprintf(b, "\t\t\th.%s = parseBool(it.val)\n", f.Go)
+		}
+		if f.Has != "" {
+			fmt.Fprintf(b, "\t\t\th.%s = true\n", f.Has)
+		}
+		if reqMask&(1<<i) != 0 {
+			fmt.Fprintf(b, "\t\t\tseen |= 1 << %d\n", i)
+		}
+	}
+	fmt.Fprintf(b, "\t\t}\n\t}\n\treturn ok && it.done() && seen == %#x\n}\n", reqMask)
+
+	sorted := append([]Field(nil), h.Fields...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key < sorted[j].Key })
+	fmt.Fprintf(b, "\n// appendJSONFields implements jsonFieldsAppender.\n")
+	fmt.Fprintf(b, "func (h *%s) appendJSONFields(dst []byte) []byte {\n\tstart := len(dst)\n", h.Type)
+	for _, f := range sorted {
+		cond := f.If
+		if f.Has != "" {
+			cond = "h." + f.Has
+		}
+		if cond == "" && f.Kind == Str && f.Req != Required && !f.Always {
+			cond = fmt.Sprintf("h.%s != \"\"", f.Go)
+		}
+		var put string
+		switch f.Kind {
+		case Str:
+			put = fmt.Sprintf("appendJSONString(dst, h.%s)", f.Go)
+		case I32:
+			put = fmt.Sprintf("appendJSONInt(dst, int64(h.%s))", f.Go)
+		case I64:
+			put = fmt.Sprintf("appendJSONInt(dst, h.%s)", f.Go)
+		case Bool:
+			put = fmt.Sprintf("appendJSONBool(dst, h.%s)", f.Go)
+		}
+		lines := fmt.Sprintf("dst = append(appendFieldSep(dst, start), `\"%s\":`...)\n\tdst = %s\n", f.Key, put)
+		if cond == "" {
+			fmt.Fprintf(b, "\t%s", lines)
+			continue
+		}
+		fmt.Fprintf(b, "\tif %s {\n\t%s\t}\n", cond, strings.ReplaceAll(lines, "\n\t", "\n\t\t"))
+	}
+	b.WriteString("\treturn dst\n}\n")
 	return nil
 }
 

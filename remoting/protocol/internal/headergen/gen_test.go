@@ -7,11 +7,13 @@ import (
 
 func TestHeadergenRejectsBadTables(t *testing.T) {
 	for name, h := range map[string][]Header{
-		"duplicate type": {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str}}}, {Type: "A"}},
-		"duplicate key":  {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str}, {Go: "Y", Key: "x", Kind: I32}}}},
-		"no kind":        {{Type: "A", Fields: []Field{{Go: "X", Key: "x"}}}},
-		"Has on a bool":  {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Bool, Has: "HasX"}}}},
-		"bad condition":  {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str, If: "h.X !="}}}},
+		"duplicate type":               {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str}}}, {Type: "A"}},
+		"duplicate key":                {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str}, {Go: "Y", Key: "x", Kind: I32}}}},
+		"no kind":                      {{Type: "A", Fields: []Field{{Go: "X", Key: "x"}}}},
+		"Has on a bool":                {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Bool, Has: "HasX"}}}},
+		"bad condition":                {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str, If: "h.X !="}}}},
+		"direct, conditional required": {{Type: "A", Direct: true, Fields: []Field{{Go: "X", Key: "x", Kind: Str, Req: "h.Y"}}}},
+		"direct, key to escape":        {{Type: "A", Direct: true, Fields: []Field{{Go: "X", Key: "x\"", Kind: Str}}}},
 	} {
 		if _, err := Generate(h); err == nil {
 			t.Errorf("%s: no error", name)
@@ -45,5 +47,32 @@ func TestHeadergenRules(t *testing.T) {
 	}
 	if strings.Contains(string(src), "numFields") {
 		t.Error("numFields for a header of 6 fields")
+	}
+}
+
+// A Direct header's generated decoder and writer, as the generated code
+// states them: required keys as a mask, keys written in sorted order.
+func TestHeadergenDirect(t *testing.T) {
+	src, err := Generate([]Header{{Type: "H", Direct: true, Fields: []Field{
+		{Go: "B", Key: "b", Kind: Str, Req: Required},
+		{Go: "A", Key: "a", Kind: I32, Has: "HasA"},
+		{Go: "C", Key: "c", Kind: Bool, Req: Required},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(src)
+	for _, want := range []string{
+		"func (h *H) decodeJSONFields(raw string) bool {",
+		"h.A, ok = parseI32(it.val)\n\t\t\th.HasA = true",
+		"return ok && it.done() && seen == 0x5",
+		"func (h *H) appendJSONFields(dst []byte) []byte {",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("generated code lacks %q:\n%s", want, s)
+		}
+	}
+	if a, b := strings.Index(s, "`\"a\":`"), strings.Index(s, "`\"b\":`"); a < 0 || b < 0 || a > b {
+		t.Errorf("keys not written in order:\n%s", s)
 	}
 }

@@ -59,7 +59,7 @@ var Headers = []Header{
 		{Go: "ClusterName", Key: "clusterName", Kind: Str},
 	}},
 	// headers_send.go
-	{Type: "SendMessageRequestHeader", Fields: []Field{
+	{Type: "SendMessageRequestHeader", Direct: true, Fields: []Field{
 		{Go: "ProducerGroup", Key: "producerGroup", Kind: Str, Req: Required},
 		{Go: "Topic", Key: "topic", Kind: Str, Req: Required},
 		{Go: "DefaultTopic", Key: "defaultTopic", Kind: Str, Req: Required},
@@ -74,8 +74,9 @@ var Headers = []Header{
 		{Go: "Batch", Key: "batch", Kind: Bool},
 		{Go: "MaxReconsumeTimes", Key: "maxReconsumeTimes", Kind: I32, Has: "HasMaxReconsumeTimes"},
 		{Go: "BrokerName", Key: "bname", Kind: Str},
+		{Go: "Resend", Key: "sgResend", Kind: Bool, If: "h.Resend"},
 	}},
-	{Type: "SendMessageRequestHeaderV2", Fields: []Field{
+	{Type: "SendMessageRequestHeaderV2", Direct: true, Fields: []Field{
 		{Go: "ProducerGroup", Key: "a", Kind: Str, Req: Required},
 		{Go: "Topic", Key: "b", Kind: Str, Req: Required},
 		{Go: "DefaultTopic", Key: "c", Kind: Str, Req: Required},
@@ -90,8 +91,9 @@ var Headers = []Header{
 		{Go: "MaxReconsumeTimes", Key: "l", Kind: I32, Has: "HasMaxReconsumeTimes"},
 		{Go: "Batch", Key: "m", Kind: Bool},
 		{Go: "BrokerName", Key: "n", Kind: Str},
+		{Go: "Resend", Key: "sgResend", Kind: Bool, If: "h.Resend"},
 	}},
-	{Type: "SendMessageResponseHeader", Fields: []Field{
+	{Type: "SendMessageResponseHeader", Direct: true, Fields: []Field{
 		{Go: "MsgID", Key: "msgId", Kind: Str, Req: Required},
 		{Go: "QueueID", Key: "queueId", Kind: I32, Req: Required},
 		{Go: "QueueOffset", Key: "queueOffset", Kind: I64, Req: Required},
@@ -116,7 +118,7 @@ var Headers = []Header{
 		{Go: "OffsetMsgID", Key: "offsetMsgId", Kind: Str},
 	}},
 	// headers_consumer.go
-	{Type: "PullMessageRequestHeader", Fields: []Field{
+	{Type: "PullMessageRequestHeader", Direct: true, Fields: []Field{
 		{Go: "ConsumerGroup", Key: "consumerGroup", Kind: Str, Req: Required},
 		{Go: "Topic", Key: "topic", Kind: Str, Req: Required},
 		{Go: "QueueID", Key: "queueId", Kind: I32, Req: Required},
@@ -130,7 +132,7 @@ var Headers = []Header{
 		{Go: "ExpressionType", Key: "expressionType", Kind: Str},
 		{Go: "BrokerName", Key: "bname", Kind: Str},
 	}},
-	{Type: "PullMessageResponseHeader", Fields: []Field{
+	{Type: "PullMessageResponseHeader", Direct: true, Fields: []Field{
 		{Go: "SuggestWhichBrokerID", Key: "suggestWhichBrokerId", Kind: I64, Req: Required},
 		{Go: "NextBeginOffset", Key: "nextBeginOffset", Kind: I64, Req: Required},
 		{Go: "MinOffset", Key: "minOffset", Kind: I64, Req: Required},
