@@ -127,7 +127,8 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	}
 	var protVer string
 	var hasProtVer bool
-	req := &router.BrokerRequest{ClientID: from.ClientID, Payload: msg.Payload}
+	call := &ssCall{req: router.BrokerRequest{ClientID: from.ClientID, Payload: msg.Payload}}
+	req := &call.req
 	for _, up := range msg.User {
 		switch up.Key {
 		case statestore.PropProtocolVersion:
@@ -174,7 +175,8 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	var cmd *statestore.Command
 	prefix := false
 	if c, err := statestore.ParseCommand(msg.Payload); err == nil {
-		cmd = &c
+		call.cmd = c
+		cmd = &call.cmd
 		// Only mutations' replies are cached: a redelivered GET is simply
 		// served again, so it needs no cache key (nor a cache lookup).
 		dedup = cmd.Verb != statestore.VerbGet
@@ -188,7 +190,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		}
 	}
 	if dedup {
-		req.DedupKey = statestore.DedupKey(msg.CorrelationData, msg.ResponseTopic)
+		req.DedupKey = statestore.AppendDedupKey(call.dedup[:0], msg.CorrelationData, msg.ResponseTopic)
 		req.DedupTTLMillis = max(msg.Expiry.Sub(now).Milliseconds(), 0)
 	}
 	var resp *router.BrokerResponse
@@ -214,18 +216,38 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	return nil
 }
 
+// ssCall is what the front builds for one request, in one allocation:
+// the broker request, the parsed command it points to, and room for the
+// dedup key of a usual response topic.
+type ssCall struct {
+	req   router.BrokerRequest
+	cmd   statestore.Command
+	dedup [256]byte
+}
+
+// ssResponse is a 200 response and its user properties, in one
+// allocation (the session keeps the message until the client acknowledges
+// it).
+type ssResponse struct {
+	m    mqtt.Message
+	user [3]mqtt.UserProperty
+}
+
 // respondOK sends a 200 response: the properties of statestore.Reply's
-// UserProperties, built in one slice, with the broker's version string
-// reused when it is already in canonical form.
+// UserProperties, with the broker's version string reused when it is
+// already in canonical form.
 func (f *StateStoreFront) respondOK(clientID string, req *mqtt.Message, payload []byte, version string) {
-	m := &mqtt.Message{Topic: req.ResponseTopic, Payload: payload, QoS: 1, ContentType: statestore.ContentType,
-		CorrelationData: req.CorrelationData, Expiry: req.Expiry}
-	m.User = make([]mqtt.UserProperty, 2, 3)
-	m.User[0] = mqtt.UserProperty{Key: statestore.PropStatus, Value: statestore.Status200}
-	m.User[1] = mqtt.UserProperty{Key: statestore.PropProtocolVersion, Value: statestore.ProtocolVersion}
+	r := &ssResponse{m: mqtt.Message{Topic: req.ResponseTopic, Payload: payload, QoS: 1, ContentType: statestore.ContentType,
+		CorrelationData: req.CorrelationData, Expiry: req.Expiry}}
+	r.user[0] = mqtt.UserProperty{Key: statestore.PropStatus, Value: statestore.Status200}
+	r.user[1] = mqtt.UserProperty{Key: statestore.PropProtocolVersion, Value: statestore.ProtocolVersion}
+	n := 2
 	if ts, ok := ssCanonicalHLC(version); ok {
-		m.User = append(m.User, mqtt.UserProperty{Key: statestore.PropTimestamp, Value: ts})
+		r.user[2] = mqtt.UserProperty{Key: statestore.PropTimestamp, Value: ts}
+		n = 3
 	}
+	m := &r.m
+	m.User = r.user[:n:n]
 	if err := f.srv.SendTo(clientID, m); err != nil {
 		f.log.Debug("state store response not delivered", "client", clientID, "err", err)
 	}

@@ -262,14 +262,14 @@ func (h *shardLog) catchUpLocked(sh *logShard) error {
 // apply with the record's store time and queue offset. Called with sh.mu
 // held. An append failure changes nothing (errUnavailable); an entry
 // stored at an unexpected offset or an apply error stops the shard
-// (errFailed).
+// (errFailed). ctx bounds only a sync flush's wait for the group commit,
+// which the store bounds itself (SyncFlushTimeout): no timer of its own
+// per append.
 func (h *shardLog) appendLocked(ctx context.Context, sh *logShard, entry []byte, apply func(storeTime time.Time, off int64) error) error {
-	pctx, cancel := context.WithTimeout(ctx, putTimeout)
-	defer cancel()
 	now := h.b.now()
 	m := &record.Message{Topic: h.topic, QueueID: sh.id, Body: entry, BornTimestamp: now.UnixMilli(),
 		BornHost: h.b.storeHost, StoreHost: h.b.storeHost}
-	res, err := h.b.store.Put(pctx, m)
+	res, err := h.b.store.Put(ctx, m)
 	if err != nil {
 		return fmt.Errorf("%w: append to shard %d: %w", h.errUnavailable, sh.id, err)
 	}

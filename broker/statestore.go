@@ -113,6 +113,7 @@ type StateStore struct {
 
 	connMu sync.Mutex
 	conns  map[string]ssPeer // client id -> front end that last carried its request; protected by connMu
+	sinks  sync.Map          // protocol.StateStoreSink -> *ssSinkPeer
 
 	wake chan struct{} // nudges the expiry loop after an apply
 }
@@ -141,10 +142,11 @@ func (p ssConnPeer) push(list []protocol.StateStoreNotification) error {
 	return nil
 }
 
-// ssSinkPeer is an in-process front end (InvokeLocal).
+// ssSinkPeer is an in-process front end (InvokeLocal). One is made per
+// sink (StateStore.sinkPeer), so that a request does not box a new one.
 type ssSinkPeer struct{ s protocol.StateStoreSink }
 
-func (p ssSinkPeer) push(list []protocol.StateStoreNotification) error {
+func (p *ssSinkPeer) push(list []protocol.StateStoreNotification) error {
 	p.s.PushStateStoreNotifications(list)
 	return nil
 }
@@ -315,7 +317,16 @@ func (s *StateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRe
 	if sink == nil {
 		return s.serve(ctx, req, cmd, nil)
 	}
-	return s.serve(ctx, req, cmd, ssSinkPeer{sink})
+	return s.serve(ctx, req, cmd, s.sinkPeer(sink))
+}
+
+// sinkPeer returns the peer standing for sink (the same one each time).
+func (s *StateStore) sinkPeer(sink protocol.StateStoreSink) ssPeer {
+	if p, ok := s.sinks.Load(sink); ok {
+		return p.(*ssSinkPeer)
+	}
+	p, _ := s.sinks.LoadOrStore(sink, &ssSinkPeer{sink})
+	return p.(*ssSinkPeer)
 }
 
 // serve serves Do and InvokeLocal: cmd nil parses req.Payload, once (the
@@ -346,7 +357,9 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 	}
 	if from != nil && req.ClientID != "" {
 		s.connMu.Lock()
-		s.conns[req.ClientID] = from
+		if s.conns[req.ClientID] != from { // usually the same front end as last time
+			s.conns[req.ClientID] = from
+		}
 		s.connMu.Unlock()
 	}
 	r := &statestore.Request{Payload: req.Payload, ClientID: req.ClientID, DedupKey: req.DedupKey,

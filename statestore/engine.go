@@ -84,8 +84,12 @@ type state struct {
 
 // item is one key.
 type item struct {
-	key      string
-	value    []byte // never modified in place: a SET stores a new slice
+	key   string
+	value []byte // never modified in place: a SET stores a new slice
+	// reply is the GET reply, bulkReply(value), shared by every GET (nil
+	// until the first GET of a restored key); a SET builds it and stores
+	// value as its middle, in one allocation.
+	reply    []byte
 	version  HLC
 	expireAt int64 // Unix ms at or after which the key is gone; 0 = never
 	token    HLC   // fencing token; zero = not fenced
@@ -234,8 +238,15 @@ func (e *Engine) getLocked(key []byte, nowMs int64) Reply {
 	if it == nil || it.expiredAt(nowMs) {
 		return Reply{Payload: replyNil}
 	}
-	return Reply{Payload: bulkReply(it.value), Version: it.version}
+	if it.reply == nil {
+		it.reply = fullSlice(bulkReply(it.value))
+	}
+	return Reply{Payload: it.reply, Version: it.version}
 }
+
+// fullSlice returns b with its capacity cut to its length, so that an
+// append to a slice shared between readers never writes into it.
+func fullSlice(b []byte) []byte { return b[:len(b):len(b)] }
 
 func (it *item) expiredAt(ms int64) bool { return it.expireAt != 0 && it.expireAt <= ms }
 
@@ -406,10 +417,10 @@ func (e *Engine) setLocked(it *item, le *logEntry, nowMs int64, notes *[]Notific
 		it = &item{key: string(le.key), heapIdx: -1}
 		e.st.keys[it.key] = it
 	}
-	it.value = bytes.Clone(le.value)
-	if it.value == nil {
-		it.value = []byte{}
-	}
+	// The GET reply, with the value inside it: one allocation for both.
+	it.reply = fullSlice(bulkReply(le.value))
+	head := len(it.reply) - len(le.value) - 2 // "$<len>\r\n"
+	it.value = it.reply[head : head+len(le.value) : head+len(le.value)]
 	e.st.bytes += delta
 	it.version = e.nextLocked(le.version)
 	if !le.ft.IsZero() && le.ft.Compare(it.token) > 0 {

@@ -166,11 +166,16 @@ func ForbiddenResponseTopic(topic string) bool {
 // correlation data and response topic, each preceded by its length as a
 // 4-byte big-endian integer, so that distinct pairs never collide.
 func DedupKey(correlationData []byte, responseTopic string) []byte {
-	b := make([]byte, 0, 8+len(correlationData)+len(responseTopic))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(correlationData)))
-	b = append(b, correlationData...)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(responseTopic)))
-	return append(b, responseTopic...)
+	return AppendDedupKey(make([]byte, 0, 8+len(correlationData)+len(responseTopic)), correlationData, responseTopic)
+}
+
+// AppendDedupKey appends DedupKey(correlationData, responseTopic) to dst
+// (a front end builds it in a buffer it already has).
+func AppendDedupKey(dst, correlationData []byte, responseTopic string) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(correlationData)))
+	dst = append(dst, correlationData...)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(responseTopic)))
+	return append(dst, responseTopic...)
 }
 
 // ShardOf maps a key to one of n shards (n >= 1): FNV-1a 32 of the key
