@@ -203,7 +203,7 @@ func (b *Broker) processResetOffset(c *remoting.Conn, req *protocol.Command) (*p
 		notice := protocol.NewRequest(protocol.ResetConsumerClientOffset,
 			&protocol.ResetOffsetRequestHeader{Topic: h.Topic, Group: h.Group, Timestamp: h.Timestamp}, body)
 		notice.SerializeType = protocol.SerializeJSON
-		if err := conn.Oneway(notice); err != nil {
+		if err := conn.OnewayNoWait(notice); err != nil {
 			b.log.Warn("reset offset: client not told", "group", h.Group, "peer", conn.RemoteAddr().String(), "err", err)
 		}
 	}

@@ -400,7 +400,10 @@ func (b *Broker) connClosed(c *remoting.Conn, err error) {
 	b.producers.ChannelClosed(c)
 }
 
-// notifyConsumerIDsChanged tells every member of group to rebalance.
+// notifyConsumerIDsChanged tells every member of group to rebalance,
+// without waiting for any: a member that stopped reading must not hold
+// up the others' notices nor the caller (a heartbeat worker, a closing
+// connection, the expiry scan).
 func (b *Broker) notifyConsumerIDsChanged(group string) {
 	if g, ok := b.groups.Get(group); ok && !g.NotifyConsumerIdsChangedEnable {
 		return
@@ -412,7 +415,7 @@ func (b *Broker) notifyConsumerIDsChanged(group string) {
 		}
 		req := protocol.NewRequest(protocol.NotifyConsumerIDsChanged, &protocol.ConsumerGroupHeader{ConsumerGroup: group}, nil)
 		req.SerializeType = protocol.SerializeJSON
-		if err := c.Oneway(req); err != nil {
+		if err := c.OnewayNoWait(req); err != nil {
 			b.log.Debug("notify consumer ids changed", "group", group, "peer", c.RemoteAddr().String(), "err", err)
 		}
 	}

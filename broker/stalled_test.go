@@ -96,23 +96,8 @@ func stalledRun(tb testing.TB, stall bool, n int) stallRound {
 			tb.Fatal(err)
 		}
 		defer nc.Close()
-		for i := 1; i <= stalledPulls+stalledLive; i++ {
-			q := int32(0) // woken by the first batch
-			if i > stalledPulls {
-				q = 1 // woken by the second
-			}
-			h := &protocol.PullMessageRequestHeader{ConsumerGroup: "stalled", Topic: "S", QueueID: q, QueueOffset: 1,
-				MaxMsgNums: stalledPullMax, SysFlag: (pullFlagSuspend | pullFlagSubscription), SuspendTimeoutMillis: 30_000, Subscription: "*", ExpressionType: "TAG"}
-			req := protocol.NewRequest(protocol.PullMessage, h, nil)
-			req.Opaque = int32(i)
-			frame, err := protocol.EncodeFrame(req)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			if _, err := nc.Write(frame); err != nil {
-				tb.Fatal(err)
-			}
-		}
+		writeStalledPulls(tb, nc, "stalled", 0, stalledPulls) // woken by the first batch
+		writeStalledPulls(tb, nc, "stalled", 1, stalledLive)  // woken by the second
 		testutil.WaitFor(tb, 10*time.Second, "the stalled consumer's pulls held", func() bool {
 			return b.hold.Len() == stalledPulls+stalledLive
 		})
@@ -208,6 +193,29 @@ func stalledRun(tb testing.TB, stall bool, n int) stallRound {
 	return r
 }
 
+// writeStalledPulls writes n pulls of group for queue q of topic S from
+// offset 1 on nc, held up to 30 s, each for up to stalledPullMax messages.
+func writeStalledPulls(tb testing.TB, nc net.Conn, group string, q int32, n int) {
+	tb.Helper()
+	var frames []byte
+	for range n {
+		h := &protocol.PullMessageRequestHeader{ConsumerGroup: group, Topic: "S", QueueID: q, QueueOffset: 1,
+			MaxMsgNums: stalledPullMax, SysFlag: (pullFlagSuspend | pullFlagSubscription), SuspendTimeoutMillis: 30_000, Subscription: "*", ExpressionType: "TAG"}
+		req := protocol.NewRequest(protocol.PullMessage, h, nil)
+		req.Opaque = stalledOpaque.Add(1)
+		frame, err := protocol.EncodeFrame(req)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		frames = append(frames, frame...)
+	}
+	if _, err := nc.Write(frames); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+var stalledOpaque atomic.Int32
+
 // TestBrokerStalledConsumerCostsOthersNothing: a consumer that stops
 // reading while its held pulls are woken does not hold up the other
 // consumers: they still receive every message at once (their pulls are
@@ -293,5 +301,147 @@ func median(xs []float64) float64 {
 		return xs[k/2]
 	} else {
 		return (xs[k/2-1] + xs[k/2]) / 2
+	}
+}
+
+// TestBrokerStalledMemberHoldsUpNoHeartbeat: a member of a consumer group
+// that stopped reading, with its connection's write queue full of answers
+// to its held pulls, does not hold up the broker's notices to the group.
+// Consumers that join are answered at once, the other members are told at
+// once, and the broker keeps serving heartbeats (served by two workers,
+// which a notice waiting for the stalled socket would hold until
+// WriteTimeout, 30 s, cut it off).
+func TestBrokerStalledMemberHoldsUpNoHeartbeat(t *testing.T) {
+	b := testBroker(t, t.TempDir(), func(o *Options) { o.Remoting.MaxWriteQueue = 64 << 10 })
+	prod := newTestClient(t, b.Addr())
+	prod.mustSend("S", 0, "first", "")
+
+	heartbeat := func(clientID string) *protocol.Command {
+		cd := &protocol.ConsumerData{GroupName: "G", ConsumeType: protocol.ConsumePassively, MessageModel: "CLUSTERING",
+			ConsumeFromWhere:    protocol.ConsumeFromFirstOffset,
+			SubscriptionDataSet: []*protocol.SubscriptionData{{Topic: "S", SubString: "*", ExpressionType: "TAG", SubVersion: 1}}}
+		body, err := protocol.EncodeJSON(protocol.HeartbeatData{ClientID: clientID, ConsumerDataSet: []*protocol.ConsumerData{cd}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return protocol.NewRequest(protocol.HeartBeat, nil, body)
+	}
+	// A healthy member, told of every change of the group.
+	notices := make(chan struct{}, 16)
+	member := newTestClient(t, b.Addr())
+	member.c.RegisterFunc(protocol.NotifyConsumerIDsChanged, func(*remotingConn, *protocol.Command) (*protocol.Command, error) {
+		notices <- struct{}{}
+		return nil, nil
+	})
+	if resp := member.invoke(protocol.HeartBeat, nil, heartbeat("member").Body); resp.Code != protocol.Success {
+		t.Fatalf("heartbeat: %d %s", resp.Code, resp.Remark)
+	}
+	notice := func(what string) {
+		t.Helper()
+		select {
+		case <-notices:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the healthy member was not told within 5 s that %s", what)
+		}
+	}
+	notice("it joined")
+
+	// The stalled member joins, holds 200 pulls, and stops reading.
+	stallPeer(t, b, prod, heartbeat("stalled"), "G", func() { notice("the stalled member joined") })
+
+	// Three consumers join one after the other (more than the heartbeat
+	// workers): each is answered, and the healthy member told, at once.
+	for i := range 3 {
+		c := newTestClient(t, b.Addr())
+		ctx, cancel := contextTimeout(5 * time.Second)
+		start := time.Now()
+		resp, err := c.c.Invoke(ctx, c.addr, heartbeat(fmt.Sprint("joiner", i)))
+		cancel()
+		if err != nil {
+			t.Fatalf("joiner %d: heartbeat not answered in %v: %v", i, time.Since(start), err)
+		}
+		if resp.Code != protocol.Success {
+			t.Fatalf("joiner %d: heartbeat: %d %s", i, resp.Code, resp.Remark)
+		}
+		notice(fmt.Sprint("joiner ", i, " joined"))
+	}
+}
+
+// stallPeer connects a peer that sends hello (a heartbeat), then holds
+// 200 pulls of group on queue 0 of topic S (which must hold one message)
+// and stops reading: one batch of 64 messages of 4 KiB wakes every pull,
+// and their answers (25 MiB) fill its socket and write queue; four more
+// pulls are answered at once. stallPeer returns once the broker has
+// handed all of them to the connection; joined runs once hello is
+// written.
+func stallPeer(t *testing.T, b *Broker, prod *testClient, hello *protocol.Command, group string, joined func()) {
+	t.Helper()
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	frame, err := protocol.EncodeFrame(hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	joined()
+	writeStalledPulls(t, nc, group, 0, stalledPulls)
+	testutil.WaitFor(t, 10*time.Second, "the stalled peer's pulls held", func() bool { return b.hold.Len() == stalledPulls })
+	var batch []byte
+	for range 2 * stalledPullMax {
+		batch = record.AppendBatchItem(batch, 0, []byte(strings.Repeat("x", 4<<10)), "")
+	}
+	h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "S", DefaultTopic: AutoCreateTopicKey,
+		DefaultTopicQueueNums: 4, QueueID: 0, Batch: true}
+	if resp := prod.invoke(protocol.SendBatchMessage, h.V2(), batch); resp.Code != protocol.Success {
+		t.Fatalf("batch to S: %d %s", resp.Code, resp.Remark)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the stalled peer's pulls answered", func() bool {
+		s, _ := b.stats.Get(GroupGetNums, "S@"+group)
+		return b.hold.Len() == 0 && s.Total == stalledPulls*stalledPullMax
+	})
+	// Four more pulls, answered at once: whether or not the connection's
+	// writer took the first answers in one write, 512 KiB more now wait
+	// behind it, above MaxWriteQueue.
+	writeStalledPulls(t, nc, group, 0, 4)
+	testutil.WaitFor(t, 10*time.Second, "the stalled peer's last pulls answered", func() bool {
+		s, _ := b.stats.Get(GroupGetNums, "S@"+group)
+		return s.Total == (stalledPulls+4)*stalledPullMax
+	})
+}
+
+// TestBrokerStalledProducerHoldsUpNoCheckBack: a producer that stopped
+// reading (its connection, shared with its consumer as the clients do,
+// full of answers to held pulls) does not hold up the transaction
+// check-backs to the producers of other groups.
+func TestBrokerStalledProducerHoldsUpNoCheckBack(t *testing.T) {
+	b := txBroker(t, t.TempDir(), func(o *Options) { o.Remoting.MaxWriteQueue = 64 << 10 })
+	c := newTestClient(t, b.Addr())
+	c.mustSend("S", 0, "first", "")
+	body, err := protocol.EncodeJSON(protocol.HeartbeatData{ClientID: "stalled", ProducerDataSet: []*protocol.ProducerData{{GroupName: "spg"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stallPeer(t, b, c, protocol.NewRequest(protocol.HeartBeat, nil, body), "sg", func() {})
+	testutil.WaitFor(t, 5*time.Second, "the stalled producer registered", func() bool { return len(b.producers.Clients("spg")) == 1 })
+
+	// The stalled producer's half message is checked back first: its
+	// check waits in (or, before, for) the stalled connection.
+	c.sendHalf("TxS", 0, "stalled-half", "UNIQ-S", record.PropertyProducerGroup, "spg")
+	testutil.WaitFor(t, 5*time.Second, "the stalled producer's half checked", func() bool { return b.Store().MaxOffset(TransHalfTopic, 0) >= 2 })
+
+	// A healthy producer's half message is checked back and committed.
+	newTxProducer(t, b.Addr(), "pg", func(string) int32 { return record.TxCommit })
+	c.sendHalf("TxS", 0, "healthy-half", "UNIQ-H")
+	testutil.WaitFor(t, 5*time.Second, "the healthy producer's half checked back and committed", func() bool {
+		return b.Store().MaxOffset("TxS", 0) >= 1
+	})
+	r := c.pull("cg", "TxS", 0, 0, flagSubscription, 0, "*")
+	if len(r.msgs) != 1 || string(r.msgs[0].Body) != "healthy-half" {
+		t.Fatalf("TxS holds %d messages, want the healthy half committed", len(r.msgs))
 	}
 }

@@ -175,7 +175,7 @@ func (t *txService) checkOnce() {
 	t.checks = nil
 	t.mu.Unlock()
 	for _, c := range checks {
-		if err := c.conn.Oneway(c.req); err != nil {
+		if err := c.conn.OnewayNoWait(c.req); err != nil {
 			b.plog.Warn("transactions: check back failed", "group", c.group, "key", c.key, "peer", c.conn.RemoteAddr().String(), "err", err)
 		}
 	}

@@ -430,9 +430,23 @@ func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, cb func
 
 // Oneway sends req with the oneway bit set; no response is expected.
 func (c *Conn) Oneway(req *protocol.Command) error {
+	return c.Send(c.oneway(req))
+}
+
+// OnewayNoWait is Oneway that never blocks, like WriteResponse: req is
+// queued whatever the write queue holds and the writer goroutine writes
+// it. It is for notices one goroutine sends to many peers (the members of
+// a consumer group), which a peer that stopped reading must not hold up:
+// there the notice waits in that peer's queue until WriteTimeout cuts it
+// off.
+func (c *Conn) OnewayNoWait(req *protocol.Command) error {
+	return c.send(c.oneway(req), sendKick)
+}
+
+func (c *Conn) oneway(req *protocol.Command) *protocol.Command {
 	req.Opaque = c.opaque.Add(1)
 	req.Flag = req.Flag&^protocol.FlagResponse | protocol.FlagOneway
-	return c.Send(req)
+	return req
 }
 
 // WriteResponse sends resp as the response to req: response bit, req's
@@ -475,7 +489,7 @@ type sendMode uint8
 
 const (
 	sendWait  sendMode = iota // wait while MaxWriteQueue bytes wait; write if idle (Send)
-	sendKick                  // never wait; wake the writer goroutine if idle (WriteResponse)
+	sendKick                  // never wait; wake the writer goroutine if idle (WriteResponse, OnewayNoWait)
 	sendQueue                 // never wait; leave it for the reader's flushQueued
 )
 

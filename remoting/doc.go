@@ -64,8 +64,9 @@
 //     (backpressure; a peer that stops reading is cut off after
 //     WriteTimeout).
 //   - WriteResponse (answers given later: a pool worker's, a group commit
-//     completing sends, a held pull woken by a message): never blocks; the
-//     writer goroutine is woken when no write is under way.
+//     completing sends, a held pull woken by a message) and OnewayNoWait
+//     (notices to many peers): never block; the writer goroutine is
+//     woken when no write is under way.
 //   - The reader's own answers (inline processors, SYSTEM_BUSY, not
 //     supported) are queued and written by the reader once it has served
 //     every whole frame it read, before it may block reading again: one

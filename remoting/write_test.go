@@ -9,10 +9,10 @@ import (
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
-// WriteResponse never blocks, even towards a peer that stopped reading: a
-// goroutine answering requests later (a group commit, a woken pull) must
-// not be held up by one slow peer. The answers are written once the peer
-// reads again.
+// WriteResponse and OnewayNoWait never block, even towards a peer that
+// stopped reading: a goroutine answering requests later (a group commit,
+// a woken pull) or notifying many peers must not be held up by one slow
+// peer. Everything is written once the peer reads again.
 func TestRemotingWriteResponseNeverBlocks(t *testing.T) {
 	const codeLater int32 = 9301
 	type held struct {
@@ -36,6 +36,7 @@ func TestRemotingWriteResponseNeverBlocks(t *testing.T) {
 	// 200 answers of 64 KiB: far more than the socket buffers and
 	// MaxWriteQueue hold while the peer does not read.
 	start := time.Now()
+	var c *Conn
 	for i := 0; i < n; i++ {
 		h := <-heldc
 		resp := protocol.NewResponse(protocol.Success, "")
@@ -43,6 +44,11 @@ func TestRemotingWriteResponseNeverBlocks(t *testing.T) {
 		if err := h.c.WriteResponse(h.req, resp); err != nil {
 			t.Fatal(err)
 		}
+		c = h.c
+	}
+	// Neither does a notice sent with OnewayNoWait.
+	if err := c.OnewayNoWait(protocol.NewRequest(codeLater, nil, nil)); err != nil {
+		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("answering a peer that does not read took %v", d)
@@ -52,6 +58,9 @@ func TestRemotingWriteResponseNeverBlocks(t *testing.T) {
 		if err != nil || resp.Opaque != int32(i) || len(resp.Body) != 64<<10 {
 			t.Fatalf("answer %d: %v %v", i, resp, err)
 		}
+	}
+	if notice, err := r.read(); err != nil || notice.Code != codeLater || !notice.IsOneway() || notice.IsResponse() {
+		t.Fatalf("notice: %v %v", notice, err)
 	}
 }
 
