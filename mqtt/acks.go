@@ -85,6 +85,18 @@ func (c *conn) ack(qos byte, id uint16, code packets.ReasonCode, detail string) 
 		c.sendAck(qos, id, code, detail)
 		return
 	}
+	if qos == 1 {
+		// Nothing pending before it: sent now, with no pendingAck (the
+		// write is under ackMu, as completeAck's are, so a completion
+		// of an earlier PUBLISH cannot pass it).
+		c.ackMu.Lock()
+		if len(c.acks) == 0 {
+			c.sendAck(qos, id, code, detail)
+			c.ackMu.Unlock()
+			return
+		}
+		c.ackMu.Unlock()
+	}
 	a := c.addAck(qos, id)
 	a.inCall.Store(true) // completed by the worker: part of its unit
 	c.completeAck(a, code, detail)
@@ -143,7 +155,8 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 	c.ackMu.Lock()
 	a.done, a.code, a.detail = true, code, detail
 	n := 0
-	var buf []byte
+	var arr [256]byte
+	buf := arr[:0]
 	for ; n < len(c.acks) && c.acks[n].done; n++ {
 		x := c.acks[n]
 		c.acks[n] = nil
@@ -160,11 +173,11 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 			}
 		}
 		if x.code == 0 {
-			var pk packets.Packet = &packets.Puback{PacketID: x.id}
+			t := packets.TypePuback
 			if x.qos == 2 {
-				pk = &packets.Pubrec{PacketID: x.id}
+				t = packets.TypePubrec
 			}
-			buf, _ = packets.AppendPacket(buf, pk, c.version)
+			buf, _ = packets.AppendAck(buf, t, x.id, 0, nil, c.version)
 			c.srv.stats.PacketsSent.Add(1)
 			continue
 		}
@@ -198,7 +211,8 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 func (c *conn) sendAck(qos byte, id uint16, code packets.ReasonCode, detail string) {
 	switch qos {
 	case 1:
-		c.send(&packets.Puback{PacketID: id, ReasonCode: code, Properties: c.ackProps(code, detail)})
+		props := c.ackProps(code, detail)
+		c.sendAckOf(packets.TypePuback, id, code, &props)
 	case 2:
 		if code < 0x80 && c.srv.async == nil {
 			ss := c.session
@@ -209,6 +223,7 @@ func (c *conn) sendAck(qos byte, id uint16, code packets.ReasonCode, detail stri
 			ss.inQoS2[id] = struct{}{}
 			ss.mu.Unlock()
 		}
-		c.send(&packets.Pubrec{PacketID: id, ReasonCode: code, Properties: c.ackProps(code, detail)})
+		props := c.ackProps(code, detail)
+		c.sendAckOf(packets.TypePubrec, id, code, &props)
 	}
 }

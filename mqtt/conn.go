@@ -40,20 +40,24 @@ type conn struct {
 	id     uint64 // ClientInfo.ConnID
 
 	inMu      sync.Mutex
-	scheduled bool   // protected by inMu
-	paused    bool   // protected by inMu
-	eof       bool   // protected by inMu
-	closed    bool   // protected by inMu and outMu
-	fdClosed  bool   // protected by inMu and outMu: the descriptor is closed
-	in        []byte // protected by inMu: unparsed input, nil when drained
+	scheduled bool    // protected by inMu
+	paused    bool    // protected by inMu
+	eof       bool    // protected by inMu
+	closed    bool    // protected by inMu and outMu
+	fdClosed  bool    // protected by inMu and outMu: the descriptor is closed
+	in        []byte  // protected by inMu: unparsed input, nil when drained
+	inBuf     *[]byte // protected by inMu: in's array when it is a pooled one (appendIn)
 
 	outMu      sync.Mutex
-	wclosed    bool      // protected by outMu
-	blocked    bool      // protected by outMu: the socket refused, EPOLLOUT flushes
-	slowReader bool      // protected by outMu: being disconnected as a slow reader
-	draining   bool      // protected by inMu and outMu: closed, lingering (shutdownIO)
-	out        []byte    // protected by outMu: bytes the socket has not taken
-	heldBy     *outBatch // protected by outMu: the unit of work holding the output
+	wclosed    bool // protected by outMu
+	blocked    bool // protected by outMu: the socket refused, EPOLLOUT flushes
+	slowReader bool // protected by outMu: being disconnected as a slow reader
+	draining   bool // protected by inMu and outMu: closed, lingering (shutdownIO)
+	// maxOut is worker-owned (see below); it sits here only to use this
+	// word's padding.
+	maxOut int32
+	out    []byte    // protected by outMu: bytes the socket has not taken
+	heldBy *outBatch // protected by outMu: the unit of work holding the output
 	// Backpressure (see dropQoS0), protected by outMu: when the output
 	// went over MaxOutbound/2 (nanotime, 0 while not backed up), QoS 0
 	// drops not yet logged, and when the last drop line was logged.
@@ -78,7 +82,6 @@ type conn struct {
 	session     *session
 	username    string
 	keepAlive   time.Duration
-	maxOut      int
 	aliasIn     map[uint16]string
 	fl          outBatch        // connections held by this connection's unit of work
 	wctx        context.Context // workCtx
@@ -137,6 +140,8 @@ func (c *conn) info() ClientInfo {
 // yields, always while it still owns the connection (scheduled or parked),
 // since the next worker reuses c.fl.
 func (c *conn) work() {
+	sc := scratches.Get().(*packets.Scratch)
+	defer scratches.Put(sc)
 	held := false
 	for n := 0; ; n++ {
 		if n == batchPackets {
@@ -159,11 +164,12 @@ func (c *conn) work() {
 				held = false
 				continue
 			}
-			c.in, c.scheduled = nil, false
+			c.dropIn()
+			c.scheduled = false
 			c.inMu.Unlock()
 			return
 		}
-		p, used, err := c.srv.dec.Next(c.version, c.in)
+		p, used, err := c.srv.dec.NextScratch(c.version, c.in, sc)
 		if err == packets.ErrIncomplete {
 			if c.fl.pending() {
 				// Flush before giving the connection up; then look
@@ -179,7 +185,7 @@ func (c *conn) work() {
 				return
 			}
 			if len(c.in) == 0 {
-				c.in = nil
+				c.dropIn()
 			}
 			c.scheduled = false
 			paused := c.paused
@@ -211,6 +217,11 @@ func (c *conn) work() {
 		}
 	}
 }
+
+// scratches lends a unit of work the room its PUBLISHes and
+// acknowledgements are decoded into (packets.Scratch): one per running
+// unit, none per connection.
+var scratches = sync.Pool{New: func() any { return new(packets.Scratch) }}
 
 func (c *conn) handle(p packets.Packet) {
 	if cp, ok := p.(*packets.Connect); ok {
@@ -328,7 +339,7 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 		quota = int(pr.ReceiveMaximum)
 	}
 	if pr.Present.Has(packets.PropMaximumPacketSize) {
-		c.maxOut = int(min(pr.MaximumPacketSize, 1<<30))
+		c.maxOut = int32(min(pr.MaximumPacketSize, 1<<30))
 	}
 	id := cp.ClientID
 	assigned := false
@@ -663,38 +674,82 @@ func (c *conn) handleDisconnect(p *packets.Disconnect) {
 
 var encBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// send encodes p at the connection's version and writes it. Packets over
-// the client's Maximum Packet Size lose their reason string and user
-// properties, or are dropped.
-func (c *conn) send(p packets.Packet) bool {
+func putEncBuf(bp *[]byte) {
+	if cap(*bp) <= 64<<10 {
+		encBufs.Put(bp)
+	}
+}
+
+// sendPublish is send for a PUBLISH, encoded without p escaping (the
+// caller checked the client's Maximum Packet Size).
+func (c *conn) sendPublish(p *packets.Publish) bool {
 	bp := encBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= 64<<10 {
-			encBufs.Put(bp)
-		}
-	}()
-	b, err := packets.AppendPacket((*bp)[:0], p, c.version)
+	defer putEncBuf(bp)
+	b, err := packets.AppendPublish((*bp)[:0], p, c.version)
 	if err != nil {
-		c.srv.log.Error("mqtt: encode", "client", c.clientID(), "packet", p.Type().String(), "err", err)
+		c.srv.log.Error("mqtt: encode", "client", c.clientID(), "packet", "PUBLISH", "err", err)
 		return false
 	}
-	if c.maxOut > 0 && len(b) > c.maxOut {
-		if props := propsOf(p); props != nil {
-			props.Present.Remove(packets.PropReasonString)
-			props.User = nil
-			b, err = packets.AppendPacket((*bp)[:0], p, c.version)
-		}
-		if err != nil || len(b) > c.maxOut {
-			c.srv.stats.Dropped.Add(1)
-			return false
-		}
-	}
 	*bp = b
+	return c.writePacket(b)
+}
+
+// writePacket writes one encoded packet and counts it.
+func (c *conn) writePacket(b []byte) bool {
 	if !c.write(b) {
 		return false
 	}
 	c.srv.stats.PacketsSent.Add(1)
 	return true
+}
+
+// sendAckOf is send for a PUBACK, PUBREC, PUBREL or PUBCOMP (t) given by
+// its fields (props may be nil), encoded on the stack. Over the client's
+// Maximum Packet Size it loses its reason string and user properties, or
+// is dropped.
+func (c *conn) sendAckOf(t packets.Type, id uint16, code packets.ReasonCode, props *packets.Properties) bool {
+	var arr [64]byte
+	b, err := packets.AppendAck(arr[:0], t, id, code, props, c.version)
+	if err == nil && c.maxOut > 0 && len(b) > int(c.maxOut) && props != nil {
+		props.Present.Remove(packets.PropReasonString)
+		props.User = nil
+		b, err = packets.AppendAck(arr[:0], t, id, code, props, c.version)
+	}
+	if err != nil {
+		c.srv.log.Error("mqtt: encode", "client", c.clientID(), "packet", t.String(), "err", err)
+		return false
+	}
+	if c.maxOut > 0 && len(b) > int(c.maxOut) {
+		c.srv.stats.Dropped.Add(1)
+		return false
+	}
+	return c.writePacket(b)
+}
+
+// send encodes p at the connection's version and writes it. Packets over
+// the client's Maximum Packet Size lose their reason string and user
+// properties, or are dropped.
+func (c *conn) send(p packets.Packet) bool {
+	bp := encBufs.Get().(*[]byte)
+	defer putEncBuf(bp)
+	b, err := packets.AppendPacket((*bp)[:0], p, c.version)
+	if err != nil {
+		c.srv.log.Error("mqtt: encode", "client", c.clientID(), "packet", p.Type().String(), "err", err)
+		return false
+	}
+	if c.maxOut > 0 && len(b) > int(c.maxOut) {
+		if props := propsOf(p); props != nil {
+			props.Present.Remove(packets.PropReasonString)
+			props.User = nil
+			b, err = packets.AppendPacket((*bp)[:0], p, c.version)
+		}
+		if err != nil || len(b) > int(c.maxOut) {
+			c.srv.stats.Dropped.Add(1)
+			return false
+		}
+	}
+	*bp = b
+	return c.writePacket(b)
 }
 
 func propsOf(p packets.Packet) *packets.Properties {
@@ -718,6 +773,3 @@ func propsOf(p packets.Packet) *packets.Properties {
 	}
 	return nil
 }
-
-// sendLocked is send for callers holding the session lock.
-func (c *conn) sendLocked(p packets.Packet) bool { return c.send(p) }

@@ -146,7 +146,7 @@ func (c *conn) feed(b []byte) {
 		c.inMu.Unlock()
 		return // closed, lingering: dropped
 	}
-	c.in = append(c.in, b...)
+	c.appendIn(b)
 	sched := !c.scheduled && !c.closed
 	c.scheduled = c.scheduled || sched
 	c.inMu.Unlock()
@@ -185,7 +185,7 @@ func (c *conn) readable(buf []byte, hup bool) {
 		if n > 0 {
 			c.srv.stats.BytesReceived.Add(int64(n))
 			got = true
-			c.in = append(c.in, buf[:n]...)
+			c.appendIn(buf[:n])
 			if len(c.in) >= pauseInput {
 				c.paused = true
 				break
@@ -208,9 +208,106 @@ func (c *conn) readable(buf []byte, hup bool) {
 	}
 	sched := !c.scheduled && (len(c.in) > 0 || c.eof)
 	c.scheduled = c.scheduled || sched
+	inline := sched && !c.eof && !c.paused && c.connected.Load() && c.srv.inlineOnly(c.in)
 	c.inMu.Unlock()
-	if sched {
+	switch {
+	case inline:
+		c.workInline()
+	case sched:
 		c.srv.pool.submit(c.work)
+	}
+}
+
+// inlineOnly reports whether b holds only whole packets the poller
+// handles itself (workInline): PUBACK, PUBCOMP and PINGREQ. Their
+// handling never blocks (a session lock, at most a write that does not
+// wait), so waking a worker for them would cost more than the work.
+func (s *Server) inlineOnly(b []byte) bool {
+	for len(b) > 0 {
+		typ, _, rl, hl, err := s.dec.DecodeFixedHeader(b)
+		if err != nil || hl+rl > len(b) {
+			return false
+		}
+		switch packets.Type(typ) {
+		case packets.TypePuback, packets.TypePubcomp, packets.TypePingreq:
+		default:
+			return false
+		}
+		b = b[hl+rl:]
+	}
+	return true
+}
+
+// workInline is work on the poller for input that inlineOnly accepted
+// (the caller set scheduled, so the poller owns the worker fields). A
+// packet that fails to decode is left in the input for a worker, which
+// closes the connection (closing may wait on the backend).
+func (c *conn) workInline() {
+	sc := scratches.Get().(*packets.Scratch)
+	defer scratches.Put(sc)
+	c.more = false
+	c.fl.hold(c)
+	for {
+		c.inMu.Lock()
+		if c.closed {
+			c.dropIn()
+			c.scheduled = false
+			c.inMu.Unlock()
+			c.fl.release()
+			return
+		}
+		p, used, err := c.srv.dec.NextScratch(c.version, c.in, sc)
+		if err == packets.ErrIncomplete && len(c.in) == 0 {
+			c.dropIn()
+			c.scheduled = false
+			c.inMu.Unlock()
+			c.fl.release()
+			return
+		}
+		if err != nil {
+			c.inMu.Unlock()
+			c.fl.release()
+			c.srv.pool.submit(c.work) // still scheduled
+			return
+		}
+		c.in = c.in[used:]
+		c.inMu.Unlock()
+		c.srv.stats.PacketsReceived.Add(1)
+		c.handle(p)
+	}
+}
+
+// inBufSize is the size of the pooled input arrays: what one read of a
+// connection usually brings.
+const inBufSize = 4 << 10
+
+// inBufs recycles input arrays: decoded packets own their bytes (the
+// decoder detaches them), so an array is free again once the input is
+// drained; an idle connection keeps none.
+var inBufs = sync.Pool{New: func() any { b := make([]byte, inBufSize); return &b }}
+
+// appendIn appends b to the input (caller holds inMu), into a pooled
+// array when the input was drained and b fits in one.
+func (c *conn) appendIn(b []byte) {
+	if c.in == nil && len(b) <= inBufSize {
+		c.inBuf = inBufs.Get().(*[]byte)
+		c.in = (*c.inBuf)[:0]
+	}
+	grows := len(c.in)+len(b) > cap(c.in)
+	c.in = append(c.in, b...)
+	if grows && c.inBuf != nil {
+		// The input moved to a larger array of its own.
+		inBufs.Put(c.inBuf)
+		c.inBuf = nil
+	}
+}
+
+// dropIn empties the input, returning a pooled array (caller holds inMu).
+func (c *conn) dropIn() {
+	c.in = nil
+	if c.inBuf != nil {
+		inBufs.Put(c.inBuf)
+		c.inBuf = nil
 	}
 }
 
@@ -458,7 +555,7 @@ func (c *conn) shutdownIO(linger bool) bool {
 		return false
 	}
 	c.closed = true
-	c.in = nil
+	c.dropIn()
 	if c.tls != nil {
 		linger = linger && !c.wclosed
 		c.tls.linger = linger

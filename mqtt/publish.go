@@ -147,7 +147,7 @@ func (c *conn) handlePubrel(p *packets.Pubrel) {
 	if !ok {
 		code = packets.ReasonPacketIdentifierNotFound
 	}
-	c.send(&packets.Pubcomp{PacketID: p.PacketID, ReasonCode: code})
+	c.sendAckOf(packets.TypePubcomp, p.PacketID, code, nil)
 }
 
 func (c *conn) handlePubrec(p *packets.Pubrec) {
@@ -157,20 +157,21 @@ func (c *conn) handlePubrec(p *packets.Pubrec) {
 	if ss.conn != c {
 		return
 	}
-	for i, o := range ss.inflight {
+	for i := range ss.inflight {
+		o := &ss.inflight[i]
 		if o.id != p.PacketID || o.qos != 2 {
 			continue
 		}
 		if p.ReasonCode >= 0x80 {
-			ss.inflight = append(ss.inflight[:i], ss.inflight[i+1:]...)
+			ss.removeInflightLocked(i)
 			ss.drainLocked()
 			return
 		}
 		o.rel = true
-		c.sendLocked(&packets.Pubrel{PacketID: p.PacketID})
+		c.sendAckOf(packets.TypePubrel, p.PacketID, 0, nil)
 		return
 	}
-	c.sendLocked(&packets.Pubrel{PacketID: p.PacketID, ReasonCode: packets.ReasonPacketIdentifierNotFound})
+	c.sendAckOf(packets.TypePubrel, p.PacketID, packets.ReasonPacketIdentifierNotFound, nil)
 }
 
 func (c *conn) handleSubscribe(p *packets.Subscribe) {
@@ -352,7 +353,7 @@ func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup 
 		}
 	}
 	if c.maxOut > 0 {
-		if n, err := packets.Size(&p, c.version); err != nil || n > c.maxOut {
+		if n, err := packets.PublishSize(&p, c.version); err != nil || n > int(c.maxOut) {
 			if newAlias {
 				delete(c.aliasOut, msg.Topic)
 			}
@@ -361,7 +362,7 @@ func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup 
 			return false
 		}
 	}
-	if c.send(&p) {
+	if c.sendPublish(&p) {
 		s.stats.Sent.Add(1)
 		s.stats.SentQoS[min(qos, 2)].Add(1)
 	}

@@ -34,7 +34,7 @@ type session struct {
 	// Outbound QoS 1/2 (protected by mu): inflight in send order, then
 	// queued messages waiting for quota or a connection.
 	nextID   uint16
-	inflight []*outMsg
+	inflight []outMsg // by value, its array kept while small: no allocation per message
 	queue    []*queued
 	// Inbound QoS 2 packet ids received and not yet released (protected
 	// by mu).
@@ -155,11 +155,25 @@ func (ss *session) allocIDLocked() uint16 {
 }
 
 func (ss *session) sendNewLocked(c *conn, msg *Message, qos byte, retain bool, subIDs []uint32) {
-	o := &outMsg{msg: msg, id: ss.allocIDLocked(), qos: qos, retain: retain, subIDs: subIDs}
-	if !c.sendPublishLocked(msg, qos, o.id, retain, false, subIDs) {
+	id := ss.allocIDLocked()
+	if !c.sendPublishLocked(msg, qos, id, retain, false, subIDs) {
 		return // too large for the client or expired: as if delivered
 	}
-	ss.inflight = append(ss.inflight, o)
+	ss.inflight = append(ss.inflight, outMsg{msg: msg, id: id, qos: qos, retain: retain, subIDs: subIDs})
+}
+
+// inflightKeep is the largest inflight array an idle session keeps.
+const inflightKeep = 16
+
+// removeInflightLocked removes inflight[i], keeping the order.
+func (ss *session) removeInflightLocked(i int) {
+	n := len(ss.inflight) - 1
+	copy(ss.inflight[i:], ss.inflight[i+1:])
+	ss.inflight[n] = outMsg{}
+	ss.inflight = ss.inflight[:n]
+	if n == 0 && cap(ss.inflight) > inflightKeep {
+		ss.inflight = nil
+	}
 }
 
 // drainLocked moves queued messages into flight while the client's quota
@@ -190,7 +204,7 @@ func (ss *session) drainLocked() {
 func (ss *session) resendLocked(c *conn) {
 	for _, o := range ss.inflight {
 		if o.rel {
-			c.sendLocked(&packets.Pubrel{PacketID: o.id})
+			c.sendAckOf(packets.TypePubrel, o.id, 0, nil)
 			continue
 		}
 		c.sendPublishLocked(o.msg, o.qos, o.id, o.retain, true, o.subIDs)
@@ -200,14 +214,10 @@ func (ss *session) resendLocked(c *conn) {
 
 // ackLocked completes an outbound message: PUBACK (qos1) or PUBCOMP.
 func (ss *session) ackLocked(id uint16, comp bool) bool {
-	for i, o := range ss.inflight {
+	for i := range ss.inflight {
+		o := &ss.inflight[i]
 		if o.id == id && (comp == (o.qos == 2)) && (!comp || o.rel) {
-			copy(ss.inflight[i:], ss.inflight[i+1:])
-			ss.inflight[len(ss.inflight)-1] = nil
-			ss.inflight = ss.inflight[:len(ss.inflight)-1]
-			if len(ss.inflight) == 0 {
-				ss.inflight = nil
-			}
+			ss.removeInflightLocked(i)
 			ss.drainLocked()
 			return true
 		}

@@ -72,6 +72,30 @@ func (d *Decoder) DecodeFixedHeader(b []byte) (typ, flags, remainingLength, head
 // CONNECT is accepted then. CONNECT is decoded at the level it names, which
 // the returned *Connect carries in Version.
 func (d *Decoder) Next(v Version, b []byte) (Packet, int, error) {
+	return d.next(v, b, nil)
+}
+
+// Scratch is room for the packets a connection receives most: PUBLISH
+// and the four acknowledgements. NextScratch decodes them into it instead
+// of allocating a packet each time. The zero Scratch is ready to use; one
+// Scratch serves one connection (one decoding goroutine at a time).
+type Scratch struct {
+	publish Publish
+	puback  Puback
+	pubrec  Pubrec
+	pubrel  Pubrel
+	pubcomp Pubcomp
+}
+
+// NextScratch is Next decoding a PUBLISH, PUBACK, PUBREC, PUBREL or
+// PUBCOMP into s: such a packet is valid only until the next call with s
+// (what it holds, strings, byte slices and property lists, is its own as
+// with Next, and stays valid). Other packets are allocated as by Next.
+func (d *Decoder) NextScratch(v Version, b []byte, s *Scratch) (Packet, int, error) {
+	return d.next(v, b, s)
+}
+
+func (d *Decoder) next(v Version, b []byte, s *Scratch) (Packet, int, error) {
 	typ, flags, rl, hl, err := d.DecodeFixedHeader(b)
 	if err != nil {
 		return nil, 0, err
@@ -80,7 +104,7 @@ func (d *Decoder) Next(v Version, b []byte) (Packet, int, error) {
 	if len(b) < total {
 		return nil, 0, ErrIncomplete
 	}
-	p, err := decodeBody(Type(typ), byte(flags), v, b[hl:total:total])
+	p, err := decodeBody(Type(typ), byte(flags), v, b[hl:total:total], s)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -104,7 +128,7 @@ func (d *Decoder) Decode(v Version, b []byte) (Packet, error) {
 	return p, nil
 }
 
-func decodeBody(t Type, flags byte, v Version, body []byte) (Packet, error) {
+func decodeBody(t Type, flags byte, v Version, body []byte, s *Scratch) (Packet, error) {
 	if t == TypeConnect {
 		return decodeConnect(body)
 	}
@@ -120,18 +144,24 @@ func decodeBody(t Type, flags byte, v Version, body []byte) (Packet, error) {
 	case TypeConnack:
 		p, err = decodeConnack(&r, v)
 	case TypePublish:
-		p, err = decodePublish(&r, flags, v)
+		var pub *Publish
+		if s != nil {
+			pub = &s.publish
+		} else {
+			pub = new(Publish)
+		}
+		p, err = pub, decodePublish(&r, flags, v, pub)
 	case TypePuback:
-		a := &Puback{}
+		a := reuse(s, func(s *Scratch) *Puback { return &s.puback })
 		p, err = a, decodeAck(&r, t, v, &a.PacketID, &a.ReasonCode, &a.Properties)
 	case TypePubrec:
-		a := &Pubrec{}
+		a := reuse(s, func(s *Scratch) *Pubrec { return &s.pubrec })
 		p, err = a, decodeAck(&r, t, v, &a.PacketID, &a.ReasonCode, &a.Properties)
 	case TypePubrel:
-		a := &Pubrel{}
+		a := reuse(s, func(s *Scratch) *Pubrel { return &s.pubrel })
 		p, err = a, decodeAck(&r, t, v, &a.PacketID, &a.ReasonCode, &a.Properties)
 	case TypePubcomp:
-		a := &Pubcomp{}
+		a := reuse(s, func(s *Scratch) *Pubcomp { return &s.pubcomp })
 		p, err = a, decodeAck(&r, t, v, &a.PacketID, &a.ReasonCode, &a.Properties)
 	case TypeSubscribe:
 		p, err = decodeSubscribe(&r, v)
@@ -305,39 +335,51 @@ func decodeConnack(r *reader, v Version) (Packet, error) {
 	return c, nil
 }
 
-func decodePublish(r *reader, flags byte, v Version) (Packet, error) {
+// reuse returns the packet of s that pick names, zeroed, or a new one
+// without a Scratch.
+func reuse[P any](s *Scratch, pick func(*Scratch) *P) *P {
+	if s == nil {
+		return new(P)
+	}
+	p := pick(s)
+	var zero P
+	*p = zero
+	return p
+}
+
+func decodePublish(r *reader, flags byte, v Version, p *Publish) error {
 	const t = TypePublish
-	p := &Publish{Dup: flags&0x08 != 0, QoS: flags >> 1 & 0x03, Retain: flags&0x01 != 0}
+	*p = Publish{Dup: flags&0x08 != 0, QoS: flags >> 1 & 0x03, Retain: flags&0x01 != 0}
 	if p.Dup && p.QoS == 0 {
-		return nil, newError(ErrMalformed, t, v, "DUP set on a QoS 0 message")
+		return newError(ErrMalformed, t, v, "DUP set on a QoS 0 message")
 	}
 	var err error
 	if p.Topic, err = r.field(t, v, "topic name"); err != nil {
-		return nil, err
+		return err
 	}
 	if p.QoS > 0 {
 		if p.PacketID, err = r.packetID(t, v); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if v == Version5 {
 		if err = decodeProperties(r, &p.Properties, t, false, v); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	switch {
 	case p.Topic == "":
 		if v < Version5 {
-			return nil, newError(ErrTopicNameInvalid, t, v, "empty topic name")
+			return newError(ErrTopicNameInvalid, t, v, "empty topic name")
 		}
 		if !p.Properties.Present.Has(PropTopicAlias) {
-			return nil, newError(ErrProtocol, t, v, "empty topic name without topic alias")
+			return newError(ErrProtocol, t, v, "empty topic name without topic alias")
 		}
 	case strings.ContainsAny(p.Topic, "+#"):
-		return nil, newError(ErrTopicNameInvalid, t, v, "wildcard in topic name %q", p.Topic)
+		return newError(ErrTopicNameInvalid, t, v, "wildcard in topic name %q", p.Topic)
 	}
 	p.Payload = r.rest()
-	return p, nil
+	return nil
 }
 
 // decodeAck decodes PUBACK, PUBREC, PUBREL and PUBCOMP. In MQTT 5 a

@@ -50,17 +50,85 @@ func AppendPacket(dst []byte, p Packet, v Version) ([]byte, error) {
 	t := p.Type()
 	first := byte(t)<<4 | requiredFlags[t]
 	if pub, ok := p.(*Publish); ok {
-		first = byte(TypePublish)<<4 | pub.QoS<<1
-		if pub.Dup {
-			first |= 0x08
-		}
-		if pub.Retain {
-			first |= 0x01
-		}
+		first = pub.firstByte()
 	}
+	return p.appendBody(appendFixedHeader(dst, first, n), v), nil
+}
+
+// appendFixedHeader appends the fixed header of a packet whose body has n
+// bytes, with room for the body.
+func appendFixedHeader(dst []byte, first byte, n int) []byte {
 	dst = slices.Grow(dst, 1+varIntLen(n)+n)
-	dst = appendVarInt(append(dst, first), n)
-	return p.appendBody(dst, v), nil
+	return appendVarInt(append(dst, first), n)
+}
+
+func (p *Publish) firstByte() byte {
+	first := byte(TypePublish)<<4 | p.QoS<<1
+	if p.Dup {
+		first |= 0x08
+	}
+	if p.Retain {
+		first |= 0x01
+	}
+	return first
+}
+
+// checkBody checks a body size computed by a packet's bodySize.
+func checkBody(t Type, v Version, n int, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	if n > MaxVarInt {
+		return 0, newError(ErrEncode, t, v, "remaining length %d over the protocol maximum", n)
+	}
+	return n, nil
+}
+
+// AppendPublish is AppendPacket for a PUBLISH. p does not escape: a
+// sender encodes a PUBLISH built on its stack without allocating it.
+func AppendPublish(dst []byte, p *Publish, v Version) ([]byte, error) {
+	if !v.Valid() {
+		return dst, newError(ErrEncode, TypePublish, v, "unsupported version %d", byte(v))
+	}
+	n, err := p.bodySize(v)
+	if n, err = checkBody(TypePublish, v, n, err); err != nil {
+		return dst, err
+	}
+	return p.appendBody(appendFixedHeader(dst, p.firstByte(), n), v), nil
+}
+
+// PublishSize is Size for a PUBLISH, without p escaping.
+func PublishSize(p *Publish, v Version) (int, error) {
+	if !v.Valid() {
+		return 0, newError(ErrEncode, TypePublish, v, "unsupported version %d", byte(v))
+	}
+	n, err := p.bodySize(v)
+	if n, err = checkBody(TypePublish, v, n, err); err != nil {
+		return 0, err
+	}
+	return 1 + varIntLen(n) + n, nil
+}
+
+var noProperties Properties
+
+// AppendAck is AppendPacket for PUBACK, PUBREC, PUBREL or PUBCOMP (t)
+// given by its fields (props may be nil), without building a packet
+// value: the hot acknowledgements are encoded without allocating.
+func AppendAck(dst []byte, t Type, id uint16, rc ReasonCode, props *Properties, v Version) ([]byte, error) {
+	if t < TypePuback || t > TypePubcomp {
+		return dst, newError(ErrEncode, t, v, "not an acknowledgement")
+	}
+	if !v.Valid() {
+		return dst, newError(ErrEncode, t, v, "unsupported version %d", byte(v))
+	}
+	if props == nil {
+		props = &noProperties
+	}
+	n, err := ackSize(t, v, id, rc, props)
+	if n, err = checkBody(t, v, n, err); err != nil {
+		return dst, err
+	}
+	return appendAck(appendFixedHeader(dst, byte(t)<<4|requiredFlags[t], n), v, id, rc, props), nil
 }
 
 // propsSize returns the bytes the property block of (t, will) takes with its
