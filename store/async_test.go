@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/store/record"
 )
 
@@ -94,22 +95,165 @@ func TestStoreAsyncPutSync(t *testing.T) {
 	bwg.Wait()
 }
 
-// TestStoreAsyncPutNoWait: without a wait (FlushAsync, or WAIT false) the
-// result is final at once and the callback never runs.
+// TestStoreAsyncPutNoWait: a put that waits for no flush (FlushAsync, or
+// WAIT false) is written behind: PutAsync returns pending, and the
+// callback comes once, from the dispatcher, after the record reached the
+// page cache (readers see it), with the put's final result. Concurrent
+// puts share the writes. With AsyncWriteMapped the result is final at
+// once and the callback never runs; refused puts fail at once.
 func TestStoreAsyncPutNoWait(t *testing.T) {
-	never := func(PutResult, error) { t.Error("callback of a put that does not wait") }
-	async := openTest(t, t.TempDir(), nil)
-	if res, pending, err := async.PutAsync(newMsg(msgSpec{topic: "T", body: "a"}), true, never); err != nil || pending || res.Status != PutOK {
-		t.Fatal(res, pending, err)
+	for _, tc := range []struct {
+		name string
+		opts func(*Options)
+		wait bool
+	}{
+		{"async-hybrid", nil, true},
+		{"async-pwrite", func(o *Options) { o.AsyncWrites = AsyncWritePwrite }, true},
+		{"sync-nowait", func(o *Options) { o.FlushMode = FlushSync }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTest(t, t.TempDir(), tc.opts)
+			const putters, per = 4, 200
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			seen := map[int64]int{}
+			var pendings, early atomic.Int64
+			answer := func(r PutResult, err error) {
+				if err != nil || r.Status != PutOK {
+					t.Errorf("put: %v %v", r.Status, err)
+					return
+				}
+				if s.MaxPhysicalOffset() < r.PhysicalOffset+int64(r.WroteBytes) {
+					early.Add(1) // answered before readers could see it
+				}
+				mu.Lock()
+				seen[r.PhysicalOffset]++
+				mu.Unlock()
+			}
+			for g := range putters {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range per {
+						var cb sync.WaitGroup
+						cb.Add(1)
+						m := newMsg(msgSpec{topic: "T", qid: int32(g), body: fmt.Sprint("m", g, "-", i)})
+						res, pending, err := s.PutAsync(m, tc.wait, func(r PutResult, err error) {
+							answer(r, err)
+							cb.Done()
+						})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if pending {
+							pendings.Add(1)
+						} else {
+							answer(res, nil)
+							cb.Done()
+						}
+						if i%8 == 7 {
+							cb.Wait() // a client's window: some answers awaited
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			testutil.Eventually(t, 10*time.Second, func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(seen) != putters*per {
+					return fmt.Errorf("%d of %d answered", len(seen), putters*per)
+				}
+				return nil
+			})
+			mu.Lock()
+			for off, n := range seen {
+				if n != 1 {
+					t.Errorf("put at %d answered %d times", off, n)
+				}
+			}
+			mu.Unlock()
+			if pendings.Load() == 0 {
+				t.Error("no put was written behind")
+			}
+			if e := early.Load(); e > 0 {
+				t.Fatalf("%d puts answered before their record was readable", e)
+			}
+			waitDispatched(t, s)
+			for q := range int32(putters) {
+				if got := readAll(t, s, "T", q); len(got) != per {
+					t.Fatalf("queue %d: %d of %d messages readable", q, len(got), per)
+				}
+			}
+		})
 	}
-	sync := openTest(t, t.TempDir(), func(o *Options) { o.FlushMode = FlushSync })
-	if res, pending, err := sync.PutAsync(newMsg(msgSpec{topic: "T", body: "a"}), false, never); err != nil || pending || res.Status != PutOK {
+
+	never := func(PutResult, error) { t.Error("callback of a put that does not wait") }
+	mapped := openTest(t, t.TempDir(), func(o *Options) { o.AsyncWrites = AsyncWriteMapped })
+	if res, pending, err := mapped.PutAsync(newMsg(msgSpec{topic: "T", body: "a"}), true, never); err != nil || pending || res.Status != PutOK {
 		t.Fatal(res, pending, err)
 	}
 	// Refused puts fail at once.
+	sync := openTest(t, t.TempDir(), func(o *Options) { o.FlushMode = FlushSync })
 	big := newMsg(msgSpec{topic: "T", body: string(make([]byte, 64<<10))})
 	if _, pending, err := sync.PutAsync(big, true, never); err == nil || pending {
 		t.Fatalf("oversized put: pending %v err %v", pending, err)
+	}
+}
+
+// TestStoreWriteBehindClose: Close answers every put written behind, and
+// what it answered as stored is there after a reopen.
+func TestStoreWriteBehindClose(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(testOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	var mu sync.Mutex
+	stored := map[string]bool{}
+	var answered atomic.Int64
+	for i := range n {
+		body := fmt.Sprint("c", i)
+		_, pending, err := s.PutAsync(newMsg(msgSpec{topic: "T", body: body}), true, func(r PutResult, err error) {
+			answered.Add(1)
+			if err == nil {
+				mu.Lock()
+				stored[body] = true
+				mu.Unlock()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !pending {
+			answered.Add(1)
+			mu.Lock()
+			stored[body] = true
+			mu.Unlock()
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := answered.Load(); got != n {
+		t.Fatalf("%d of %d puts answered by Close", got, n)
+	}
+	s2 := openTest(t, dir, nil)
+	waitDispatched(t, s2)
+	got := readAll(t, s2, "T", 0)
+	have := map[string]bool{}
+	for _, m := range got {
+		have[string(m.Body)] = true
+	}
+	for body := range stored {
+		if !have[body] {
+			t.Fatalf("%s answered as stored, missing after reopen", body)
+		}
+	}
+	if len(stored) != n {
+		t.Fatalf("%d of %d puts stored before a clean Close", len(stored), n)
 	}
 }
 
@@ -121,7 +265,7 @@ func TestStoreAsyncPutTimeout(t *testing.T) {
 		o.FlushMode = FlushSync
 		o.FlushInterval = time.Hour // only settle below completes the waiter
 	})
-	res, ap, err := s.put(newMsg(msgSpec{topic: "T", body: "late"}), true)
+	res, ap, err := s.put(newMsg(msgSpec{topic: "T", body: "late"}), true, nil, time.Now())
 	if err != nil || !ap.wait {
 		t.Fatal(res, ap, err)
 	}

@@ -53,9 +53,10 @@ type commitLog struct {
 	//
 	// Records are not written one by one: appendLocked encodes them into
 	// pend (write-behind), and drainLocked writes the whole run with one
-	// pwrite just before the flusher's fdatasync (or when a putter does
-	// not wait for it, as every FlushAsync put, a segment rolls or pend
-	// grows large). One pwrite per group commit instead of one per record
+	// pwrite just before the flusher's fdatasync, at the dispatcher's next
+	// round for puts written behind (writebehind.go), or when a putter
+	// does not wait for it (Put, PutWait), a segment rolls or pend grows
+	// large. One pwrite per group commit instead of one per record
 	// (~8 µs each, under putMu) is what lets many putters reach one
 	// fdatasync. committed (what readers see) advances only when the bytes
 	// are in the page cache; appended is the end of the log including pend.
@@ -69,6 +70,11 @@ type commitLog struct {
 	// under batch traffic the log is not written through both paths at
 	// once (a mapped write faults on pages the flush has under writeback).
 	batchPwrite bool
+	// writeBehind: puts answered asynchronously that wait for no flush
+	// (PutAsync) are buffered in pend and written out by the dispatcher,
+	// one pwrite for all of a round's (writebehind.go). Every mode but
+	// AsyncWriteMapped.
+	writeBehind bool
 	lastBatchMs int64 // store time of the last PutBatch (batchPwrite); protected by Store.putMu
 	// mappedDirty: a record was written through the mapping since the
 	// flusher's last sync (syncTo then msyncs its range, see syncRange).
@@ -159,6 +165,7 @@ func newCommitLog(s *Store) *commitLog {
 	}
 	cl.prefault = !cl.pwrite
 	cl.batchPwrite = !cl.pwrite && s.opts.AsyncWrites == AsyncWriteHybrid
+	cl.writeBehind = cl.pwrite || cl.batchPwrite
 	empty := []*mappedFile{}
 	cl.segs.Store(&empty)
 	return cl
@@ -329,6 +336,13 @@ func (cl *commitLog) appendLocked(m *record.Message, size int, viaPend bool) (in
 		seg = cl.active
 		rel = 0
 	}
+	if !viaPend && len(cl.pend) > 0 {
+		// Records written behind come first (a mapped write never lands
+		// after bytes not written yet).
+		if err := cl.drainLocked(); err != nil {
+			return 0, err
+		}
+	}
 	if err := cl.reserveLocked(seg, rel+int64(size)); err != nil {
 		return 0, err
 	}
@@ -396,6 +410,18 @@ func (cl *commitLog) drainLocked() error {
 	if len(cl.pend) == 0 {
 		return nil
 	}
+	// The dispatcher dispatches what was written and answers the puts
+	// written behind, or fails them when the write failed.
+	defer cl.s.wakeDispatcher()
+	return cl.writePendLocked()
+}
+
+// writePendLocked is drainLocked without waking the dispatcher (the
+// dispatcher itself writes pend out at the start of a round).
+func (cl *commitLog) writePendLocked() error {
+	if len(cl.pend) == 0 {
+		return nil
+	}
 	seg, rel, n := cl.pendSeg, cl.pendRel, int64(len(cl.pend))
 	_, err := seg.f.WriteAt(cl.pend, rel)
 	if err != nil && isNoSpace(err) {
@@ -412,15 +438,14 @@ func (cl *commitLog) drainLocked() error {
 	}
 	seg.wrote.Store(rel + n)
 	cl.committed.Store(seg.base + rel + n)
-	cl.s.wakeDispatcher()
 	return nil
 }
 
 // drain writes out pend under Store.putMu; a failure other than a full
 // disk is sticky.
 func (cl *commitLog) drain() {
-	if !cl.pwrite {
-		return
+	if !cl.writeBehind {
+		return // AsyncWriteMapped: pend is never used
 	}
 	cl.s.putMu.Lock()
 	err := cl.drainLocked()

@@ -47,7 +47,32 @@ type producers struct {
 	wg      sync.WaitGroup
 }
 
-func startProducers(t *testing.T, s *Store, n int, stop <-chan struct{}, batch bool) *producers {
+// producerKind is how startProducers' goroutines put.
+type producerKind int
+
+const (
+	singlePuts  producerKind = iota // Put
+	withBatches                     // Put, and PutBatch every fourth time
+	asyncPuts                       // PutAsync (written behind), each answer awaited
+)
+
+// putAsyncWait is PutAsync waiting for the answer, as a client waits for
+// its send's response.
+func putAsyncWait(s *Store, m *record.Message) (PutResult, error) {
+	type answer struct {
+		res PutResult
+		err error
+	}
+	ch := make(chan answer, 1)
+	res, pending, err := s.PutAsync(m, true, func(r PutResult, err error) { ch <- answer{r, err} })
+	if !pending {
+		return res, err
+	}
+	a := <-ch
+	return a.res, a.err
+}
+
+func startProducers(t *testing.T, s *Store, n int, stop <-chan struct{}, kind producerKind) *producers {
 	p := &producers{acked: map[string]PutResult{}}
 	for g := range n {
 		p.wg.Add(1)
@@ -62,7 +87,7 @@ func startProducers(t *testing.T, s *Store, n int, stop <-chan struct{}, batch b
 				body := fmt.Sprintf("g%d-%d-%s", g, i, strings.Repeat("d", 500))
 				var res PutResult
 				var err error
-				if batch && i%4 == 0 {
+				if kind == withBatches && i%4 == 0 {
 					tmpl := newMsg(msgSpec{topic: "F", qid: int32(g % 2)})
 					items := []record.BatchItem{{Body: []byte(body + "-a")}, {Body: []byte(body + "-b")}}
 					var br BatchResult
@@ -77,7 +102,12 @@ func startProducers(t *testing.T, s *Store, n int, stop <-chan struct{}, batch b
 						p.mu.Unlock()
 					}
 				} else {
-					res, err = s.Put(context.Background(), newMsg(msgSpec{topic: "F", qid: int32(g % 2), body: body}))
+					m := newMsg(msgSpec{topic: "F", qid: int32(g % 2), body: body})
+					if kind == asyncPuts {
+						res, err = putAsyncWait(s, m)
+					} else {
+						res, err = s.Put(context.Background(), m)
+					}
 					if err == nil {
 						p.mu.Lock()
 						p.acked[body] = res
@@ -127,7 +157,7 @@ func checkAllAcked(t *testing.T, s *Store, acked map[string]PutResult) {
 func fillUntilRefused(t *testing.T, s *Store, check func()) (p *producers, stop func()) {
 	t.Helper()
 	done := make(chan struct{})
-	p = startProducers(t, s, 4, done, true)
+	p = startProducers(t, s, 4, done, withBatches)
 	var once sync.Once
 	stop = func() {
 		once.Do(func() { close(done) })
@@ -219,14 +249,23 @@ func snapshot(p *producers) map[string]PutResult {
 // between two checks) fails those puts cleanly: no store failure, nothing
 // acknowledged lost, and writes resume once space frees. Sync mode puts
 // whose records were buffered for the group commit are told they were not
-// stored (their records are taken back, and the offsets reused).
+// stored (their records are taken back, and the offsets reused), and so
+// are puts written behind whose records were still buffered.
 func TestStoreDiskFilledByAnotherProcess(t *testing.T) {
-	for _, mode := range []FlushMode{FlushAsync, FlushSync} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		mode FlushMode
+		kind producerKind
+	}{{FlushAsync, singlePuts}, {FlushSync, singlePuts}, {FlushAsync, asyncPuts}} {
+		mode := tc.mode
+		name := mode.String()
+		if tc.kind == asyncPuts {
+			name += "/written-behind"
+		}
+		t.Run(name, func(t *testing.T) {
 			const capacity = 64 << 20
 			s, fs, _ := smallDisk(t, capacity, 0, func(o *Options) { o.FlushMode = mode; o.AsyncWrites = AsyncWritePwrite })
 			stop := make(chan struct{})
-			p := startProducers(t, s, 4, stop, false)
+			p := startProducers(t, s, 4, stop, tc.kind)
 			testutil.Eventually(t, 10*time.Second, func() error {
 				if len(snapshot(p)) < 500 {
 					return fmt.Errorf("%d acknowledged", len(snapshot(p)))

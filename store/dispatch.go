@@ -41,12 +41,14 @@ func (s *Store) dispatchLoop() {
 	}
 }
 
-// dispatchAvailable dispatches everything committed and tells arrival
+// dispatchAvailable writes out the puts written behind and answers them
+// (writebehind.go), dispatches everything committed and tells arrival
 // listeners which queues grew, after releasing dispMu (a listener never
 // holds up DeleteTopic or the next round). arriveMu, taken before dispMu
 // is released, keeps the notifications of concurrent callers in dispatch
 // order.
 func (s *Store) dispatchAvailable() {
+	s.answerWritten()
 	s.dispMu.Lock()
 	from := s.disp.pos
 	s.dispatchRangeLocked(min(s.cl.committed.Load(), s.dispatchLimit.Load()))

@@ -222,11 +222,13 @@
 // # Concurrency
 //
 // See LOCKING.md. One writer (putMu) appends into a write-behind buffer
-// written with one pwrite per group commit (FlushSync), or, with FlushAsync,
-// copies a single put into the mapping and writes a batch with one pwrite
-// (Options.AsyncWrites has the other choices), and
-// then publishes the new end (an atomic) once the bytes are in the page
-// cache; the dispatcher, flusher and readers only touch bytes below it. Files carry reference counts: readers hold a
+// written with one pwrite per group commit (FlushSync), or, for puts
+// answered asynchronously that wait for no flush (PutAsync), with one
+// pwrite per dispatcher round, the dispatcher answering them after it
+// (writebehind.go); with FlushAsync it copies another single put into the
+// mapping and writes a batch with one pwrite (Options.AsyncWrites has the
+// other choices), and then publishes the new end (an atomic) once the
+// bytes are in the page cache; the dispatcher, flusher and readers only touch bytes below it. Files carry reference counts: readers hold a
 // reference until GetResult.Release, and a deleted file is unmapped when
 // the last reference goes.
 package store

@@ -14,6 +14,12 @@ import (
 // AsyncWriteMode says how FlushAsync puts reach the page cache (FlushSync
 // always writes with pwrite(2), one per group commit).
 //
+// In every mode but AsyncWriteMapped, a put answered asynchronously that
+// waits for no flush (PutAsync: a broker's send) is written behind: the
+// dispatcher writes the records of all such puts with one pwrite per round
+// and then answers them (writebehind.go). The modes below say how the
+// other puts (Put, PutWait, PutBatch) are written.
+//
 // The trade-off, measured on ext4: a put copied into the mapped segment
 // (with write pre-faulting) costs ~1 µs, a lone record written with
 // pwrite(2) 3-4 µs (BenchmarkStorePut). But every flush of mapped writes

@@ -97,6 +97,9 @@ type Store struct {
 	putLockedAt  atomic.Int64    // store time (ms) at which the current Put or PutBatch took putMu; 0 when free
 	queueOffsets map[cqKey]int64 // next queue offset per queue; protected by putMu
 	batchProps   []byte          // PutBatch's properties scratch; protected by putMu
+	behind       []behindPut     // puts written behind, not answered yet, in append order; protected by putMu
+	answerMu     sync.Mutex      // held while written-behind puts are answered (writebehind.go)
+	answering    []behindPut     // the puts being answered; protected by answerMu
 	closed       atomic.Bool     // set under putMu by Close
 	werr         atomic.Pointer[error]
 	diskFull     atomic.Bool // writes refused until the disk has room (space.go)
@@ -256,6 +259,7 @@ func (s *Store) shutdown(clean bool) error {
 	}
 	s.gc.wakeAll()
 	s.settle(time.Now(), true)
+	s.answerWritten()
 	s.releaseFiles()
 	if clean && len(errs) == 0 && s.werr.Load() == nil {
 		if err := removeAbort(s.opts.Root); err != nil {
@@ -374,7 +378,7 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 // strips WAIT before storing, as RocketMQ does, and passes its value here.
 func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutResult, error) {
 	start := time.Now()
-	res, ap, err := s.put(m, wait)
+	res, ap, err := s.put(m, wait, nil, start)
 	if err != nil {
 		return res, err
 	}
@@ -397,9 +401,17 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 // stored), or when the store failed, closed or took the record back.
 // done must not block: the flusher runs the callbacks of every put a
 // sync covered.
+//
+// A put that waits for no flush is written behind (writebehind.go) unless
+// Options.AsyncWrites is AsyncWriteMapped: PutAsync returns pending, and
+// done is called by the dispatcher once the record is in the page cache
+// (PutOK), or the store failed or closed first.
 func (s *Store) PutAsync(m *record.Message, wait bool, done func(PutResult, error)) (res PutResult, pending bool, err error) {
 	start := time.Now()
-	res, ap, err := s.put(m, wait)
+	res, ap, err := s.put(m, wait, done, start)
+	if ap.behind {
+		return res, true, nil
+	}
 	if err != nil || !ap.wait {
 		if err == nil {
 			s.stats.recordPut(1, res.WroteBytes, time.Since(start))
@@ -426,14 +438,19 @@ func (s *Store) PutAsync(m *record.Message, wait bool, done func(PutResult, erro
 
 // appended is where the records of a put went, for its wait: the bytes
 // [start, end), appended after gen pend discards (see discardLog), and
-// whether the putter is to wait for the group commit.
+// whether the putter is to wait for the group commit, or is answered
+// once its records are written behind (behind).
 type appended struct {
 	start, end, gen int64
 	wait            bool
+	behind          bool
 }
 
-// put appends m (the part of PutWait under the writer lock).
-func (s *Store) put(m *record.Message, wait bool) (PutResult, appended, error) {
+// put appends m (the part of PutWait under the writer lock). With later
+// set (PutAsync), a put that waits for no flush is written behind: later
+// is called once its record is in the page cache (writebehind.go), and
+// the result has behind set.
+func (s *Store) put(m *record.Message, wait bool, later func(PutResult, error), start time.Time) (PutResult, appended, error) {
 	if st, err := s.checkWritable(); err != nil {
 		s.stats.putErrors.Add(1)
 		return PutResult{Status: st}, appended{}, err
@@ -462,7 +479,9 @@ func (s *Store) put(m *record.Message, wait bool) (PutResult, appended, error) {
 	m.QueueOffset = qoff
 	m.StoreTimestamp = s.opts.Now().UnixMilli()
 	s.putLockedAt.Store(m.StoreTimestamp)
-	viaPend := s.cl.viaPendLocked(false, m.StoreTimestamp)
+	wait = wait && s.opts.FlushMode == FlushSync
+	behind := later != nil && !wait && s.cl.writeBehind
+	viaPend := behind || s.cl.viaPendLocked(false, m.StoreTimestamp)
 	phy, err := s.cl.appendLocked(m, size, viaPend)
 	if err != nil {
 		s.unlockPut()
@@ -473,16 +492,22 @@ func (s *Store) put(m *record.Message, wait bool) (PutResult, appended, error) {
 	if !excluded {
 		s.setQueueOffsetLocked(key, qoff+1)
 	}
-	wait = wait && s.opts.FlushMode == FlushSync
+	res := PutResult{Status: PutOK, PhysicalOffset: phy, QueueOffset: qoff, WroteBytes: size,
+		StoreTimestamp: m.StoreTimestamp, MsgCount: 1, StoreHost: s.opts.StoreHost}
+	ap := appended{start: phy, end: phy + int64(size), gen: gen, wait: wait, behind: behind}
+	if behind {
+		s.behind = append(s.behind, behindPut{ap: ap, res: res, start: start, done: later})
+		s.unlockPut()
+		s.wakeDispatcher()
+		return res, ap, nil
+	}
 	if err := s.afterAppendLocked(wait, viaPend); err != nil {
 		s.unlockPut()
 		res, err := s.putFailed(err)
 		return res, appended{}, err
 	}
 	s.unlockPut()
-	return PutResult{Status: PutOK, PhysicalOffset: phy, QueueOffset: qoff, WroteBytes: size,
-			StoreTimestamp: m.StoreTimestamp, MsgCount: 1, StoreHost: s.opts.StoreHost},
-		appended{start: phy, end: phy + int64(size), gen: gen, wait: wait}, nil
+	return res, ap, nil
 }
 
 // unlockPut releases putMu taken by Put or PutBatch.

@@ -1,0 +1,83 @@
+package store
+
+import (
+	"fmt"
+	"time"
+)
+
+// Write-behind: the puts a broker answers asynchronously and that wait for
+// no flush (PutAsync in FlushAsync mode, or with wait false) are not
+// written one by one. The writer encodes each record into the
+// write-behind buffer (commitLog.pend) and returns; the dispatcher, which
+// every put wakes anyway, writes the whole buffer with one pwrite at the
+// start of its round and answers the puts it covered, then dispatches
+// them. A put is answered only once its record is in the page cache, as
+// a put copied into the mapping is: an answered record survives the
+// process, never only the machine (that takes a flush, as before).
+//
+// What this saves against copying each record into the mapping
+// (AsyncWriteMapped, and the single puts of AsyncWriteHybrid before): a
+// write fault on every fresh page of the segment (or the prefaulter's
+// MADV_POPULATE_WRITE, which reads the fallocated page as zeros first),
+// and at every flush the write-protection of each dirty page with a TLB
+// shootdown, which msync needs and an fdatasync of pwritten pages does
+// not. Against a pwrite per put (AsyncWritePwrite before): the syscall
+// per record. Measured on ext4 (BenchmarkStorePutCPU): see
+// docs/performance.md.
+//
+// Lock order: answerMu, then putMu (answerMu is taken by the dispatcher
+// and by Close only).
+
+// behindPut is a put written behind and not answered yet.
+type behindPut struct {
+	ap    appended // its records: durable in the page cache once committed reaches ap.end
+	res   PutResult
+	start time.Time
+	done  func(PutResult, error)
+}
+
+// answerWritten writes out the write-behind buffer and answers every put
+// whose record it covered: PutOK once the record is written, or the
+// failure when the records were taken back (full disk) or the write
+// failed.
+func (s *Store) answerWritten() {
+	s.answerMu.Lock()
+	defer s.answerMu.Unlock()
+	s.putMu.Lock()
+	if len(s.behind) == 0 {
+		s.putMu.Unlock()
+		return
+	}
+	err := s.cl.writePendLocked()
+	// Every put in behind has its record in what was just written, or
+	// written earlier by another drain, or taken back or lost: none is
+	// left for a later round.
+	s.answering, s.behind = s.behind, s.answering[:0]
+	s.putMu.Unlock()
+	if err != nil && !isNoSpace(err) {
+		s.setWriteErr(err)
+	}
+	committed := s.cl.committed.Load()
+	for i, p := range s.answering {
+		switch {
+		case s.cl.discards.discarded(p.ap.gen, p.ap.start):
+			s.stats.putErrors.Add(1)
+			p.done(PutResult{Status: PutServiceNotAvailable}, s.notStored())
+		case p.ap.end <= committed:
+			s.stats.recordPut(1, p.res.WroteBytes, time.Since(p.start))
+			p.done(p.res, nil)
+		default:
+			// Dropped by a failed write (the error is sticky), or cut
+			// off by a Truncate (a demoted master) before it was
+			// answered.
+			s.stats.putErrors.Add(1)
+			e := s.Err()
+			if e == nil {
+				e = fmt.Errorf("store: record at %d truncated before it was answered", p.ap.start)
+			}
+			p.done(PutResult{Status: PutServiceNotAvailable}, e)
+		}
+		s.answering[i] = behindPut{}
+	}
+	s.answering = s.answering[:0]
+}
