@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,16 +58,13 @@ import (
 // commit> (go test -c) adds a fourth server, base: that build's smartgo
 // server, run right before this one's under the same load, reported as
 // base-cpu-µs/msg and smartgo/base (a same-run baseline for a change).
+// COMPARE_CPU_ONLY=base,smartgo runs only the servers named;
+// COMPARE_CPU_ROUNDS=n runs them all n times in turn and reports the
+// sums (a small difference needs several rounds on a busy machine).
 func BenchmarkServerCPUPerMessage(b *testing.B) {
-	const (
-		conns  = 4
-		window = 250 // 1,000 in flight in all
-		size   = 1024
-		queues = 8
-	)
 	n := int64(b.N)
 	warm := min(n/10, 5000)
-	frames, err := sendFrames(size, queues)
+	frames, err := sendFrames(cpuSize, cpuQueues)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -75,51 +73,33 @@ func BenchmarkServerCPUPerMessage(b *testing.B) {
 		b.Fatal(err)
 	}
 	type result struct{ cpuPerMsg, rate float64 }
-	results := map[string]result{}
+	type total struct {
+		cpu, el time.Duration
+		n       int64
+	}
+	totals := map[string]total{}
 	systems := []string{"tcp", "smartgo", "jetstream"}
 	baseBin := os.Getenv("COMPARE_CPU_BASE_BIN")
 	if baseBin != "" {
 		systems = []string{"tcp", "base", "smartgo", "jetstream"}
 	}
-	for _, sys := range systems {
-		bin, as := os.Args[0], sys
-		env := map[string]string{"COMPARE_CPU_RESPONSE_LEN": strconv.Itoa(len(resp))}
-		if sys == "base" {
-			bin, as = baseBin, "smartgo"
-			if p := os.Getenv("COMPARE_CPU_PROFILE"); p != "" {
-				env["COMPARE_CPU_PROFILE"] = strings.ReplaceAll(p, "%s", "base")
-			}
+	if only := os.Getenv("COMPARE_CPU_ONLY"); only != "" {
+		systems = slices.DeleteFunc(systems, func(s string) bool { return !slices.Contains(strings.Split(only, ","), s) })
+	}
+	rounds := 1
+	if r, err := strconv.Atoi(os.Getenv("COMPARE_CPU_ROUNDS")); err == nil && r > 1 {
+		rounds = r
+	}
+	for round := 0; round < rounds; round++ {
+		for _, sys := range systems {
+			t := totals[sys]
+			cpu, el := cpuRun(b, sys, baseBin, frames, len(resp), n, warm)
+			totals[sys] = total{cpu: t.cpu + cpu, el: t.el + el, n: t.n + n}
 		}
-		srv := startCPUServer(b, bin, as, env)
-		load := func(count int64) error { return frameLoad(srv.addr, frames, conns, window, count) }
-		if sys == "jetstream" {
-			js, err := newJSLoad(srv.addr, conns, window)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer js.close()
-			load = func(count int64) error { return js.run(count, size) }
-		}
-		if warm > 0 {
-			if err := load(warm); err != nil {
-				b.Fatalf("%s warm-up: %v", sys, err)
-			}
-		}
-		cpu0, err := processCPU(srv.pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		if err := load(n); err != nil {
-			b.Fatalf("%s: %v", sys, err)
-		}
-		el := time.Since(start)
-		cpu1, err := processCPU(srv.pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		srv.stop(b)
-		results[sys] = result{cpuPerMsg: float64(cpu1-cpu0) / float64(time.Microsecond) / float64(n), rate: float64(n) / el.Seconds()}
+	}
+	results := map[string]result{}
+	for sys, t := range totals {
+		results[sys] = result{cpuPerMsg: float64(t.cpu) / float64(time.Microsecond) / float64(t.n), rate: float64(t.n) / t.el.Seconds()}
 	}
 	for sys, r := range results {
 		b.ReportMetric(r.cpuPerMsg, sys+"-cpu-µs/msg")
@@ -134,6 +114,58 @@ func BenchmarkServerCPUPerMessage(b *testing.B) {
 	if r, ok := results["base"]; ok && r.cpuPerMsg > 0 {
 		b.ReportMetric(results["smartgo"].cpuPerMsg/r.cpuPerMsg, "smartgo/base")
 	}
+}
+
+// The load of BenchmarkServerCPUPerMessage.
+const (
+	cpuConns  = 4
+	cpuWindow = 250 // 1,000 in flight in all
+	cpuSize   = 1024
+	cpuQueues = 8
+)
+
+// cpuRun starts the server sys (base: baseBin's smartgo), warms it up
+// with warm messages, and returns its CPU time and the elapsed time for n
+// more.
+func cpuRun(b *testing.B, sys, baseBin string, frames [][]byte, respLen int, n, warm int64) (cpu, el time.Duration) {
+	bin, as := os.Args[0], sys
+	env := map[string]string{"COMPARE_CPU_RESPONSE_LEN": strconv.Itoa(respLen)}
+	if sys == "base" {
+		bin, as = baseBin, "smartgo"
+		if p := os.Getenv("COMPARE_CPU_PROFILE"); p != "" {
+			env["COMPARE_CPU_PROFILE"] = strings.ReplaceAll(p, "%s", "base")
+		}
+	}
+	srv := startCPUServer(b, bin, as, env)
+	load := func(count int64) error { return frameLoad(srv.addr, frames, cpuConns, cpuWindow, count) }
+	if sys == "jetstream" {
+		js, err := newJSLoad(srv.addr, cpuConns, cpuWindow)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer js.close()
+		load = func(count int64) error { return js.run(count, cpuSize) }
+	}
+	if warm > 0 {
+		if err := load(warm); err != nil {
+			b.Fatalf("%s warm-up: %v", sys, err)
+		}
+	}
+	cpu0, err := processCPU(srv.pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if err := load(n); err != nil {
+		b.Fatalf("%s: %v", sys, err)
+	}
+	el = time.Since(start)
+	cpu1, err := processCPU(srv.pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv.stop(b)
+	return cpu1 - cpu0, el
 }
 
 // sendFrames encodes one SEND_MESSAGE request per queue, as
