@@ -127,9 +127,9 @@ func (b *Broker) storeSend(a *pendingSend, m *record.Message) *protocol.Command 
 	if err := b.divertDelayed(m); err != nil {
 		return errResp(protocol.MessageIllegal, "%v", err)
 	}
-	t0 := time.Now()
+	t0 := monoNow()
 	res, pending, err := b.store.PutAsync(m, a.wait, a.stored)
-	b.rt.observePut(time.Since(t0))
+	b.rt.observePut(monoNow() - t0)
 	if err != nil {
 		return b.putErrorResponse(res.Status, err)
 	}
@@ -182,9 +182,9 @@ func (b *Broker) putBatch(a *pendingSend, tmpl *record.Message, body []byte) *pr
 	if len(items) == 0 {
 		return errResp(protocol.MessageIllegal, "empty batch")
 	}
-	t0 := time.Now()
+	t0 := monoNow()
 	res, pending, err := b.store.PutBatchAsync(tmpl, items, a.wait, a.storedBatch)
-	b.rt.observePut(time.Since(t0))
+	b.rt.observePut(monoNow() - t0)
 	if err != nil {
 		return b.putErrorResponse(res.Status, err)
 	}

@@ -79,3 +79,32 @@ func BenchmarkProtocolDecodeResponse(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProtocolSendRequest decodes rocketmq-client-go's SEND_MESSAGE
+// request frame and its send header: through the ExtFields map, and
+// straight from the text (DecodeFrameWith, as the broker's reader does).
+func BenchmarkProtocolSendRequest(b *testing.B) {
+	req := NewRequest(SendMessage, &SendMessageRequestHeader{ProducerGroup: "cpu-producers", Topic: "CPU", DefaultTopic: "TBW102",
+		DefaultTopicQueueNums: 8, QueueID: 3, BornTimestamp: 1764120000000,
+		Properties: "UNIQ_KEY\x017F000001000100000000000000000003\x02WAIT\x01true\x02TAGS\x01tag"}, make([]byte, 1024))
+	req.Version = 317
+	frame, _ := EncodeFrame(req)
+	for _, tc := range []struct {
+		name string
+		raw  RawFields
+	}{{"map", nil}, {"text", func(int32) bool { return true }}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c, err := DecodeFrameWith(frame[4:], nil, tc.raw)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var h SendMessageRequestHeader
+				if err := DecodeSendHeader(c, &h); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

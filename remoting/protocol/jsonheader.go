@@ -183,22 +183,50 @@ func (s *jsonScanner) strMode(build bool) (string, error) {
 	}
 	s.i++
 	start := s.i
-	for s.i < len(s.s) {
-		c := s.s[s.i]
-		if c == '"' {
+	s.i += plainRun(s.s[s.i:])
+	if s.i < len(s.s) {
+		switch c := s.s[s.i]; {
+		case c == '"':
 			v := s.s[start:s.i]
 			s.i++
 			return v, nil
-		}
-		if c == '\\' {
+		case c == '\\':
 			return s.strSlow(start, build)
-		}
-		if c < 0x20 {
+		default:
 			return "", s.errorf("control character in string")
 		}
-		s.i++
 	}
 	return "", s.errorf("unterminated string")
+}
+
+// plainRun is the length of the longest prefix of b without a quote, a
+// backslash or a control character: the bytes a JSON string holds as they
+// are. It looks at eight bytes at a time.
+func plainRun(b string) int {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		x := uint64(b[i]) | uint64(b[i+1])<<8 | uint64(b[i+2])<<16 | uint64(b[i+3])<<24 |
+			uint64(b[i+4])<<32 | uint64(b[i+5])<<40 | uint64(b[i+6])<<48 | uint64(b[i+7])<<56
+		q := x ^ (ones * '"')
+		bs := x ^ (ones * '\\')
+		// A byte below 0x20, or equal to '"' or '\\' (zero after the
+		// xor), sets its high bit here; bytes >= 0x80 are masked out
+		// by ^x. False positives are impossible for a zero or small
+		// byte and are sorted out by the byte loop below anyway.
+		if ((x-ones*0x20)|(q-ones)|(bs-ones))&^x&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return i
 }
 
 func (s *jsonScanner) strSlow(start int, build bool) (string, error) {
@@ -210,6 +238,13 @@ func (s *jsonScanner) strSlow(start int, build bool) (string, error) {
 		out.WriteString(s.s[start:s.i])
 	}
 	for s.i < len(s.s) {
+		if n := plainRun(s.s[s.i:]); n > 0 {
+			if build {
+				out.WriteString(s.s[s.i : s.i+n])
+			}
+			s.i += n
+			continue
+		}
 		c := s.s[s.i]
 		switch {
 		case c == '"':
@@ -217,13 +252,8 @@ func (s *jsonScanner) strSlow(start int, build bool) (string, error) {
 			return out.String(), nil
 		case c < 0x20:
 			return "", s.errorf("control character in string")
-		case c != '\\':
-			if build {
-				out.WriteByte(c)
-			}
-			s.i++
-			continue
 		}
+		// c is a backslash
 		if s.i+1 >= len(s.s) {
 			break
 		}
@@ -265,7 +295,11 @@ func (s *jsonScanner) strSlow(start int, build bool) (string, error) {
 			return "", s.errorf("bad escape \\%c", e)
 		}
 		if build {
-			out.WriteRune(r)
+			if r < utf8.RuneSelf {
+				out.WriteByte(byte(r))
+			} else {
+				out.WriteRune(r)
+			}
 		}
 	}
 	return "", s.errorf("unterminated string")
@@ -453,7 +487,11 @@ func decodeJSONHeader(b []byte, c *Command, raw RawFields) error {
 				// Only requests keep the text, and only of the code it was
 				// kept for (a response's flag follows extFields; so may a
 				// second "code").
-				c.Fields()
+				f, err := parseRawFields(c.raw)
+				if err != nil {
+					return err
+				}
+				c.ExtFields, c.raw = f, ""
 			}
 			return nil
 		default:
@@ -544,10 +582,48 @@ func (s *jsonScanner) rawExtFields() (string, error) {
 		return "", s.errorf("extFields is not an object")
 	}
 	start := s.i
-	if err := s.skip(); err != nil {
-		return "", err
+	end, ok := objectEnd(s.s[start:])
+	if !ok {
+		return "", s.errorf("extFields object not terminated")
 	}
+	s.i += end
 	return s.s[start:s.i], nil
+}
+
+// objectEnd returns the length of the JSON object or array at the start
+// of b, following only strings (escapes included) and nesting: where skip
+// would end a well-formed value, in one quick pass. What it does not check
+// (separators, scalars, matching brackets, the contents of strings) is
+// checked when the members are read (fieldIter).
+func objectEnd(b string) (int, bool) {
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; ; {
+				if i < len(b) {
+					i += plainRun(b[i:])
+				}
+				if i >= len(b) {
+					return 0, false
+				}
+				if c := b[i]; c == '"' {
+					break
+				} else if c == '\\' {
+					i += 2 // the next byte is escaped
+				} else {
+					i++ // a control character: refused when the members are read
+				}
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth == 0 {
+				return i + 1, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // fieldIter reads the members of an extFields object, starting at its

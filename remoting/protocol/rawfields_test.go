@@ -212,3 +212,42 @@ func FuzzRawFields(f *testing.F) {
 		}
 	})
 }
+
+// plainRun's eight-bytes-at-a-time scan finds what a byte loop finds.
+func FuzzPlainRun(f *testing.F) {
+	f.Add("abcdefgh\"ijk")
+	f.Add("0123456789abcdef\\")
+	f.Add("\x00\x1f\x20\x7f\x80\xff\"\\")
+	f.Add("héllo wörld, 日本語 and then \x01")
+	f.Fuzz(func(t *testing.T, s string) {
+		want := len(s)
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c == '"' || c == '\\' || c < 0x20 {
+				want = i
+				break
+			}
+		}
+		if got := plainRun(s); got != want {
+			t.Fatalf("plainRun(%q) = %d, want %d", s, got, want)
+		}
+	})
+}
+
+// objectEnd ends a well-formed value where skip does, and never reads
+// past its input.
+func TestRemotingObjectEnd(t *testing.T) {
+	for _, v := range []string{`{}`, `{"a":"b"}`, `{"a":"}\"{","b":[1,{"c":"]"}]}`, `[{"x":"\\"}]`, `{"k":"\u0001\u0002"}`} {
+		s := jsonScanner{s: v + ` ,"rest":1`}
+		if err := s.skip(); err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := objectEnd(v + ` ,"rest":1`); !ok || n != s.i || n != len(v) {
+			t.Fatalf("%s: objectEnd %d %v, skip %d", v, n, ok, s.i)
+		}
+	}
+	for _, v := range []string{`{`, `{"a":"b`, `{"a":"b\`, `{"a":"b\"}`, `{"a":{}`, `{"a":"\x01`} {
+		if n, ok := objectEnd(v); ok {
+			t.Fatalf("%q: end %d", v, n)
+		}
+	}
+}
