@@ -5,6 +5,7 @@ import (
 	"net"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,12 +27,14 @@ const (
 )
 
 // stallRound is what one round of the stalled-consumer scenario measured:
-// the wall time until the healthy consumers had every message and the
-// CPU time (utime + stime) the whole process (broker and clients) spent
-// meanwhile.
+// the wall time until the healthy consumers had every message, the CPU
+// time (utime + stime) the whole process (broker and clients) spent
+// meanwhile, and the median of the messages' delivery latency (from
+// before the send to the pull's answer).
 type stallRound struct {
 	stalled   bool
 	wall, cpu time.Duration
+	p50       time.Duration
 }
 
 // stalledRun is one round of the stalled-consumer scenario, on a broker
@@ -50,8 +53,9 @@ type stallRound struct {
 //
 // Both kinds of round store the same messages (the two batches to S
 // included) and start after a garbage collection, with every connection
-// dialled: they differ only by the stalled consumer.
-func stalledRun(tb testing.TB, stall bool, n int) stallRound {
+// dialled: they differ only by the stalled consumer. mark, if not nil, is
+// called with 0 just before the clock starts and with 1 once it stopped.
+func stalledRun(tb testing.TB, stall bool, n int, mark func(at int)) stallRound {
 	tb.Helper()
 	b := testBroker(tb, tb.TempDir(), func(o *Options) { o.Remoting.MaxWriteQueue = 64 << 10 })
 	defer func() { _ = b.Close() }()
@@ -125,17 +129,34 @@ func stalledRun(tb testing.TB, stall bool, n int) stallRound {
 	var got atomic.Int64
 	all := make(chan struct{}) // closed when the healthy consumers have all n
 	var wg sync.WaitGroup
+	var latMu sync.Mutex
+	var lat []time.Duration // of every message received
 	runtime.GC()
+	if mark != nil {
+		mark(0)
+	}
 	cpu0, start := cpuTime(), time.Now()
 	for q := range int32(4) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var mine []time.Duration
+			defer func() {
+				latMu.Lock()
+				lat = append(lat, mine...)
+				latMu.Unlock()
+			}()
 			off := int64(1)
 			for {
 				r := cons[q].pull("healthy", "T", q, off, (pullFlagSuspend | pullFlagSubscription), 20*time.Second, "*")
 				if r.code == protocol.Success {
 					off = r.hdr.NextBeginOffset
+				}
+				now := time.Now().UnixNano()
+				for _, m := range r.msgs {
+					if sent, err := strconv.ParseInt(string(m.Body), 10, 64); err == nil {
+						mine = append(mine, time.Duration(now-sent))
+					}
 				}
 				if k := int64(len(r.msgs)); k > 0 {
 					if s := got.Add(k); s >= int64(n) {
@@ -163,7 +184,7 @@ func stalledRun(tb testing.TB, stall bool, n int) stallRound {
 		go func() {
 			defer wg.Done()
 			for i := p; i < n; i += 4 {
-				prods[p].mustSend("T", int32(i%4), fmt.Sprint("m", i), "")
+				prods[p].mustSend("T", int32(i%4), strconv.FormatInt(time.Now().UnixNano(), 10), "")
 			}
 		}()
 	}
@@ -176,6 +197,9 @@ func stalledRun(tb testing.TB, stall bool, n int) stallRound {
 	case <-timeout.C:
 	}
 	r := stallRound{stalled: stall, wall: time.Since(start), cpu: cpuTime() - cpu0}
+	if mark != nil {
+		mark(1)
+	}
 	// Wake the healthy consumers' last held pulls.
 	for q := range int32(4) {
 		prod.mustSend("T", q, "last", "")
@@ -184,6 +208,8 @@ func stalledRun(tb testing.TB, stall bool, n int) stallRound {
 		tb.Fatalf("healthy consumers received %d of %d messages in %v (stalled consumer: %v)", got.Load(), n, r.wall, stall)
 	}
 	wg.Wait()
+	slices.Sort(lat)
+	r.p50 = lat[len(lat)/2]
 	if stall {
 		// The pulls woken during the round were all answered too.
 		testutil.WaitFor(tb, 10*time.Second, "the stalled consumer's pulls woken in the round all answered", func() bool {
@@ -221,52 +247,72 @@ var stalledOpaque atomic.Int32
 // consumers: they still receive every message at once (their pulls are
 // held for 20 s, so any stall would show), and the broker keeps serving.
 func TestBrokerStalledConsumerCostsOthersNothing(t *testing.T) {
-	with := stalledRun(t, true, 400)
-	without := stalledRun(t, false, 400)
+	with := stalledRun(t, true, 400, nil)
+	without := stalledRun(t, false, 400, nil)
 	t.Logf("healthy consumers received 400 messages in %v with a stalled consumer, %v without", with.wall, without.wall)
 }
 
 // BenchmarkBrokerStalledConsumer measures what a stalled consumer costs
-// the healthy ones, against the noise of the machine, in one run: rounds
-// without (U) and with (S) a stalled consumer alternate, U S U S ... U,
-// each on a fresh broker, n = max(b.N, 10000) messages each, after one
-// round to warm up. Every S round is compared with the mean of the U
-// rounds on either side of it (which cancels a steady drift of the
-// machine's load), and every inner
-// U round with its two U neighbours the same way: the spread of those is
-// the noise the S ratios must be judged against. Both are computed from
-// the healthy consumers' rate per wall second and per CPU second of the
-// process (less disturbed by the other work on a shared machine).
+// the healthy ones, next to the noise of the machine measured in the same
+// run, in two ways (n = max(b.N, 10000) messages a round, each round on
+// fresh brokers, after one round to warm up):
 //
-// Metrics: ratio (median S/U rate ratio; the target is 1 within noise),
-// ratio-min and ratio-max, noise-min and noise-max (the U/U ratios), the
-// same four per CPU second (cpu-), and the median rates.
+//   - paired: two rounds run at once in the process, on two brokers, from
+//     one start: 6 pairs with a stalled consumer on the first broker
+//     alternate with 6 pairs with none. The load of the rest of the
+//     machine falls on both halves of a pair alike, so their ratios are
+//     steady. ratio: the healthy consumers' rate on the first broker over
+//     the rate on the second, the median of the pairs with a stalled
+//     consumer and its range; noise: the range of the same ratio in the
+//     pairs without. p50-ratio and p50-noise: the same for the median
+//     delivery latency, first broker over second (so above 1 is worse).
+//     The rate follows the producers, who wait for each send; the latency
+//     shows a stalled consumer holding up the others' pulls (a lock, a
+//     worker, a queue they share). Neither shows CPU the stalled
+//     consumer makes the broker burn: it slows both halves alike.
+//   - cpu: rounds without (U) and with (S) a stalled consumer run one
+//     after the other, U S U S ... U, 6 S rounds, each rated in messages
+//     per CPU second of the process (broker and clients). Every S round
+//     is divided by the mean of its two U neighbours (a steady drift
+//     cancels out), every inner U round by its two U neighbours: ratio and
+//     noise as above. It shows CPU the stalled consumer costs.
+//
+// The target is every ratio 1 within its noise.
 func BenchmarkBrokerStalledConsumer(b *testing.B) {
-	const stalls = 8
-	n := max(b.N, 10000)
-	stalledRun(b, true, n) // warm-up, not counted
-	var rounds []stallRound
-	var wall, cpu strings.Builder
-	for i := range 2*stalls + 1 {
-		r := stalledRun(b, i%2 == 1, n)
-		rounds = append(rounds, r)
-		kind := 'U'
-		if r.stalled {
-			kind = 'S'
+	b.Run("paired", func(b *testing.B) {
+		n := max(b.N, 10000)
+		stalledPair(b, true, n) // warm-up, not counted
+		// Per pair: the first half's rate and latency over the second's.
+		var rate, p50 [2][]float64 // [0]: stalled/healthy, [1]: healthy/healthy
+		var alone []float64
+		var log strings.Builder
+		for i := range 12 {
+			r := stalledPair(b, i%2 == 0, n)
+			k := i % 2
+			rate[k] = append(rate[k], r[1].wall.Seconds()/r[0].wall.Seconds())
+			p50[k] = append(p50[k], r[0].p50.Seconds()/r[1].p50.Seconds())
+			alone = append(alone, float64(n)/r[1].wall.Seconds())
+			fmt.Fprintf(&log, " %c%.0f/%.0f,%v/%v", "SU"[k], float64(n)/r[0].wall.Seconds(), float64(n)/r[1].wall.Seconds(),
+				r[0].p50.Round(10*time.Microsecond), r[1].p50.Round(10*time.Microsecond))
 		}
-		fmt.Fprintf(&wall, " %c%.0f", kind, float64(n)/r.wall.Seconds())
-		fmt.Fprintf(&cpu, " %c%.0f", kind, float64(n)/r.cpu.Seconds())
-	}
-	b.Logf("rounds, msgs/s:%s", wall.String())
-	b.Logf("rounds, msgs/CPU-s:%s", cpu.String())
-	for _, per := range []struct {
-		prefix string
-		d      func(stallRound) time.Duration
-	}{
-		{"", func(r stallRound) time.Duration { return r.wall }},
-		{"cpu-", func(r stallRound) time.Duration { return r.cpu }},
-	} {
-		rate := func(i int) float64 { return float64(n) / per.d(rounds[i]).Seconds() }
+		b.Logf("pairs, msgs/s and median latency:%s", log.String())
+		reportStallRatios(b, "", rate[0], rate[1])
+		reportStallRatios(b, "p50-", p50[0], p50[1])
+		b.ReportMetric(median(alone), "msgs/s-alone")
+	})
+	b.Run("cpu", func(b *testing.B) {
+		const stalls = 6
+		n := max(b.N, 10000)
+		stalledRun(b, true, n, nil) // warm-up, not counted
+		var rounds []stallRound
+		var log strings.Builder
+		for i := range 2*stalls + 1 {
+			r := stalledRun(b, i%2 == 1, n, nil)
+			rounds = append(rounds, r)
+			fmt.Fprintf(&log, " %c%.0f", "US"[i%2], float64(n)/r.cpu.Seconds())
+		}
+		b.Logf("rounds, msgs/CPU-s:%s", log.String())
+		rate := func(i int) float64 { return float64(n) / rounds[i].cpu.Seconds() }
 		var ratios, noise, alone, stalled []float64
 		for i := 1; i < len(rounds); i += 2 {
 			ratios = append(ratios, rate(i)/((rate(i-1)+rate(i+1))/2))
@@ -278,20 +324,22 @@ func BenchmarkBrokerStalledConsumer(b *testing.B) {
 				noise = append(noise, rate(i)/((rate(i-2)+rate(i+2))/2))
 			}
 		}
-		slices.Sort(ratios)
-		slices.Sort(noise)
-		b.ReportMetric(median(ratios), per.prefix+"ratio")
-		b.ReportMetric(ratios[0], per.prefix+"ratio-min")
-		b.ReportMetric(ratios[len(ratios)-1], per.prefix+"ratio-max")
-		b.ReportMetric(noise[0], per.prefix+"noise-min")
-		b.ReportMetric(noise[len(noise)-1], per.prefix+"noise-max")
-		unit := "msgs/s"
-		if per.prefix != "" {
-			unit = "msgs/CPU-s"
-		}
-		b.ReportMetric(median(alone), unit+"-alone")
-		b.ReportMetric(median(stalled), unit+"-stalled")
-	}
+		reportStallRatios(b, "", ratios, noise)
+		b.ReportMetric(median(alone), "msgs/CPU-s-alone")
+		b.ReportMetric(median(stalled), "msgs/CPU-s-stalled")
+	})
+}
+
+// reportStallRatios reports the median and range of the stalled/healthy
+// ratios and the range of the healthy/healthy ones (the noise), their
+// names prefixed.
+func reportStallRatios(b *testing.B, prefix string, ratios, noise []float64) {
+	b.ReportMetric(median(ratios), prefix+"ratio")
+	b.ReportMetric(ratios[0], prefix+"ratio-min")
+	b.ReportMetric(ratios[len(ratios)-1], prefix+"ratio-max")
+	slices.Sort(noise)
+	b.ReportMetric(noise[0], prefix+"noise-min")
+	b.ReportMetric(noise[len(noise)-1], prefix+"noise-max")
 }
 
 // median returns the median of xs (sorting it).
@@ -444,4 +492,38 @@ func TestBrokerStalledProducerHoldsUpNoCheckBack(t *testing.T) {
 	if len(r.msgs) != 1 || string(r.msgs[0].Body) != "healthy-half" {
 		t.Fatalf("TxS holds %d messages, want the healthy half committed", len(r.msgs))
 	}
+}
+
+// stalledPair runs two rounds at once, each on a broker of its own, with
+// one start and one stop (so neither half's set-up or clean-up runs in
+// the other's time): the first round with a stalled consumer if stall,
+// the second without.
+func stalledPair(b *testing.B, stall bool, n int) [2]stallRound {
+	var bars [2]sync.WaitGroup
+	bars[0].Add(2)
+	bars[1].Add(2)
+	var rounds [2]stallRound
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next := 0
+			defer func() { // a round that failed lets the other one go on
+				for ; next < 2; next++ {
+					bars[next].Done()
+				}
+			}()
+			rounds[i] = stalledRun(b, stall && i == 0, n, func(at int) {
+				next = at + 1
+				bars[at].Done()
+				bars[at].Wait()
+			})
+		}()
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	return rounds
 }
