@@ -108,7 +108,10 @@ func runJetStream(size, pubs, window int, count, warmup int64, rate float64, dur
 		for i := int64(0); i < warmup; i++ {
 			body := make([]byte, size)
 			binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
-			if _, err := pubJS[i%int64(pubs)].PublishAsync("compare", body); err != nil {
+			// One loop fills every publisher's window: on a busy machine
+			// a full window may take longer than nats.go's default
+			// stall wait (200 ms) to drain, which must not end the run.
+			if _, err := pubJS[i%int64(pubs)].PublishAsync("compare", body, jetstream.WithStallWait(time.Minute)); err != nil {
 				return result{}, fmt.Errorf("warm-up publish: %w", err)
 			}
 		}
