@@ -418,6 +418,13 @@ func (s *Store) PutAsync(m *record.Message, wait bool, done func(PutResult, erro
 		}
 		return res, false, err
 	}
+	return s.whenPutDurable(res, ap, start, done)
+}
+
+// whenPutDurable is PutAsync's wait for the group commit (the variables
+// its callback captures live on the heap: a put not waiting allocates
+// nothing).
+func (s *Store) whenPutDurable(res PutResult, ap appended, start time.Time, done func(PutResult, error)) (PutResult, bool, error) {
 	finish := func(st PutStatus) (PutResult, error) {
 		if st != PutOK && st != PutFlushDiskTimeout {
 			s.stats.putErrors.Add(1)
@@ -432,7 +439,7 @@ func (s *Store) PutAsync(m *record.Message, wait bool, done func(PutResult, erro
 	if pending {
 		return res, true, nil
 	}
-	res, err = finish(st)
+	res, err := finish(st)
 	return res, false, err
 }
 

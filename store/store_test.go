@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/store/record"
 )
 
@@ -565,6 +566,49 @@ func TestStorePutBatchAllocs(t *testing.T) {
 	if a > 8 {
 		t.Errorf("PutBatch of %d items: %.1f allocations, want <= 8", len(items), a)
 	}
+}
+
+// TestStorePutAsyncAllocs: a put written behind, as a broker's send makes
+// it, allocates nothing of its own (the callback state is a struct in a
+// reused slice), and neither does the dispatcher answering it.
+func TestStorePutAsyncAllocs(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.FlushMode, o.CQEntriesPerFile, o.IndexSlots, o.IndexEntries = FlushAsync, 1<<16, 1<<10, 1<<16
+	})
+	m := newMsg(msgSpec{topic: "A", body: string(make([]byte, 1024)), uniq: "AAAABBBBCCCCDDDDEEEEFFFF00001111", tags: "t"})
+	put := new(record.Message)
+	var answered atomic.Int64
+	done := func(_ PutResult, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		answered.Add(1)
+	}
+	var pendings int64
+	a := testing.AllocsPerRun(200, func() {
+		*put = *m
+		_, pending, err := s.PutAsync(put, true, done)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pending {
+			pendings++
+		}
+	})
+	if pendings == 0 {
+		t.Fatal("no put was written behind")
+	}
+	// Slack for the background goroutines, whose allocations AllocsPerRun
+	// counts too.
+	if a > 0.5 {
+		t.Errorf("PutAsync: %.2f allocations per put, want none", a)
+	}
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if got := answered.Load(); got != pendings {
+			return fmt.Errorf("%d of %d answered", got, pendings)
+		}
+		return nil
+	})
 }
 
 func TestStoreArrivalCallback(t *testing.T) {
