@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -17,7 +16,7 @@ import (
 // store host as Put does. A non-nil error with first's result set
 // (res[0].Status == PutOK) means only first was stored.
 func (s *Store) PutPair(first, second *record.Message) (res [2]PutResult, err error) {
-	start := time.Now()
+	start := monoNow()
 	if st, err := s.checkWritable(); err != nil {
 		s.stats.putErrors.Add(1)
 		return [2]PutResult{{Status: st}, {Status: st}}, err
@@ -74,6 +73,6 @@ func (s *Store) PutPair(first, second *record.Message) (res [2]PutResult, err er
 		return [2]PutResult{r, r}, err
 	}
 	s.unlockPut()
-	s.stats.recordPut(2, sizes[0]+sizes[1], time.Since(start))
+	s.stats.recordPut(2, sizes[0]+sizes[1], monoNow()-start)
 	return res, nil
 }

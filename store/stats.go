@@ -63,6 +63,13 @@ type statCounters struct {
 	flushLat               [len(LatencyBuckets) + 1]atomic.Int64
 }
 
+// monoBase is the origin of monoNow.
+var monoBase = time.Now()
+
+// monoNow reads the monotonic clock only (time.Now reads the wall clock
+// too): the start of a put's latency (Stats.PutLatency).
+func monoNow() time.Duration { return time.Since(monoBase) }
+
 // latencyBucket returns the index in LatencyBuckets (len for the rest)
 // of a duration.
 func latencyBucket(d time.Duration) int {

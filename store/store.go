@@ -377,7 +377,7 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 // chosen by the caller instead of read from m's WAIT property: a broker
 // strips WAIT before storing, as RocketMQ does, and passes its value here.
 func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutResult, error) {
-	start := time.Now()
+	start := monoNow()
 	res, ap, err := s.put(m, wait, nil, start)
 	if err != nil {
 		return res, err
@@ -388,7 +388,7 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 			return PutResult{Status: res.Status}, s.notStored()
 		}
 	}
-	s.stats.recordPut(1, res.WroteBytes, time.Since(start))
+	s.stats.recordPut(1, res.WroteBytes, monoNow()-start)
 	return res, nil
 }
 
@@ -407,14 +407,14 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 // done is called by the dispatcher once the record is in the page cache
 // (PutOK), or the store failed or closed first.
 func (s *Store) PutAsync(m *record.Message, wait bool, done func(PutResult, error)) (res PutResult, pending bool, err error) {
-	start := time.Now()
+	start := monoNow()
 	res, ap, err := s.put(m, wait, done, start)
 	if ap.behind {
 		return res, true, nil
 	}
 	if err != nil || !ap.wait {
 		if err == nil {
-			s.stats.recordPut(1, res.WroteBytes, time.Since(start))
+			s.stats.recordPut(1, res.WroteBytes, monoNow()-start)
 		}
 		return res, false, err
 	}
@@ -424,7 +424,7 @@ func (s *Store) PutAsync(m *record.Message, wait bool, done func(PutResult, erro
 // whenPutDurable is PutAsync's wait for the group commit (the variables
 // its callback captures live on the heap: a put not waiting allocates
 // nothing).
-func (s *Store) whenPutDurable(res PutResult, ap appended, start time.Time, done func(PutResult, error)) (PutResult, bool, error) {
+func (s *Store) whenPutDurable(res PutResult, ap appended, start time.Duration, done func(PutResult, error)) (PutResult, bool, error) {
 	finish := func(st PutStatus) (PutResult, error) {
 		if st != PutOK && st != PutFlushDiskTimeout {
 			s.stats.putErrors.Add(1)
@@ -432,7 +432,7 @@ func (s *Store) whenPutDurable(res PutResult, ap appended, start time.Time, done
 		}
 		r := res
 		r.Status = st
-		s.stats.recordPut(1, r.WroteBytes, time.Since(start))
+		s.stats.recordPut(1, r.WroteBytes, monoNow()-start)
 		return r, nil
 	}
 	st, pending := s.whenDurable(ap, func(st PutStatus) { done(finish(st)) })
@@ -457,7 +457,7 @@ type appended struct {
 // set (PutAsync), a put that waits for no flush is written behind: later
 // is called once its record is in the page cache (writebehind.go), and
 // the result has behind set.
-func (s *Store) put(m *record.Message, wait bool, later func(PutResult, error), start time.Time) (PutResult, appended, error) {
+func (s *Store) put(m *record.Message, wait bool, later func(PutResult, error), start time.Duration) (PutResult, appended, error) {
 	if st, err := s.checkWritable(); err != nil {
 		s.stats.putErrors.Add(1)
 		return PutResult{Status: st}, appended{}, err
@@ -643,7 +643,7 @@ func (s *Store) PutBatch(ctx context.Context, tmpl *record.Message, items []reco
 // PutBatchWait is PutBatch with the wait for the group commit chosen by the
 // caller (see PutWait).
 func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []record.BatchItem, wait bool) (BatchResult, error) {
-	start := time.Now()
+	start := monoNow()
 	res, ap, err := s.putBatch(tmpl, items, wait)
 	if err != nil {
 		return res, err
@@ -653,18 +653,18 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 			return BatchResult{PutResult: PutResult{Status: res.Status}}, s.notStored()
 		}
 	}
-	s.stats.recordPut(len(items), res.WroteBytes, time.Since(start))
+	s.stats.recordPut(len(items), res.WroteBytes, monoNow()-start)
 	return res, nil
 }
 
 // PutBatchAsync is PutBatchWait without a waiting goroutine, as PutAsync
 // is PutWait.
 func (s *Store) PutBatchAsync(tmpl *record.Message, items []record.BatchItem, wait bool, done func(BatchResult, error)) (res BatchResult, pending bool, err error) {
-	start := time.Now()
+	start := monoNow()
 	res, ap, err := s.putBatch(tmpl, items, wait)
 	if err != nil || !ap.wait {
 		if err == nil {
-			s.stats.recordPut(len(items), res.WroteBytes, time.Since(start))
+			s.stats.recordPut(len(items), res.WroteBytes, monoNow()-start)
 		}
 		return res, false, err
 	}
@@ -675,7 +675,7 @@ func (s *Store) PutBatchAsync(tmpl *record.Message, items []record.BatchItem, wa
 		}
 		r := res
 		r.Status = st
-		s.stats.recordPut(n, r.WroteBytes, time.Since(start))
+		s.stats.recordPut(n, r.WroteBytes, monoNow()-start)
 		return r, nil
 	}
 	st, pending := s.whenDurable(ap, func(st PutStatus) { done(finish(st)) })

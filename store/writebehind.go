@@ -32,7 +32,7 @@ import (
 type behindPut struct {
 	ap    appended // its records: durable in the page cache once committed reaches ap.end
 	res   PutResult
-	start time.Time
+	start time.Duration // monoNow at PutAsync
 	done  func(PutResult, error)
 }
 
@@ -58,13 +58,14 @@ func (s *Store) answerWritten() {
 		s.setWriteErr(err)
 	}
 	committed := s.cl.committed.Load()
+	now := monoNow() // one clock read for the round's puts
 	for i, p := range s.answering {
 		switch {
 		case s.cl.discards.discarded(p.ap.gen, p.ap.start):
 			s.stats.putErrors.Add(1)
 			p.done(PutResult{Status: PutServiceNotAvailable}, s.notStored())
 		case p.ap.end <= committed:
-			s.stats.recordPut(1, p.res.WroteBytes, time.Since(p.start))
+			s.stats.recordPut(1, p.res.WroteBytes, now-p.start)
 			p.done(p.res, nil)
 		default:
 			// Dropped by a failed write (the error is sticky), or cut
