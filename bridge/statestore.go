@@ -65,6 +65,8 @@ type StateStoreFront struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
+	goMu      sync.Mutex     // orders spawn against Close
+	wg        sync.WaitGroup // spawn's goroutines
 }
 
 // NewStateStoreFront registers the front on srv (call before or after
@@ -91,7 +93,7 @@ func NewStateStoreFront(srv *mqtt.Server, opts StateStoreFrontOptions) (*StateSt
 	if opts.Hook != nil {
 		opts.Hook.set(f.clientGone)
 	}
-	f.unregister = srv.Handle(statestore.RequestTopic, f.handle)
+	f.unregister = srv.HandleAsync(statestore.RequestTopic, f.handle)
 	return f, nil
 }
 
@@ -100,18 +102,25 @@ func NewStateStoreFront(srv *mqtt.Server, opts StateStoreFrontOptions) (*StateSt
 func (f *StateStoreFront) Close() error {
 	var err error
 	f.closeOnce.Do(func() {
+		f.goMu.Lock()
 		f.closed.Store(true)
+		f.goMu.Unlock()
 		f.unregister()
 		if f.opts.Hook != nil {
 			f.opts.Hook.set(nil)
 		}
 		err = f.router.Close()
+		f.wg.Wait()
 	})
 	return err
 }
 
-// handle serves one request PUBLISH.
-func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg *mqtt.Message) error {
+// handle serves one request PUBLISH (an mqtt.AsyncHandler): it checks
+// the envelope and hands the request to the router. A shard of a broker in
+// this process answers at once, on the worker, and so does every error of
+// the envelope; a remote shard answers later, from its connection's
+// reader (later), so no MQTT worker waits for a broker.
+func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg *mqtt.Message, later func() func(error)) error {
 	if msg.ResponseTopic == "" {
 		f.log.Debug("state store request without response topic dropped", "client", from.ClientID)
 		return nil
@@ -144,27 +153,10 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		f.respond(from.ClientID, msg, nil, props)
 		return nil
 	}
-	now := time.Now()
-	switch {
-	case len(msg.CorrelationData) == 0:
-		f.respondError(from.ClientID, msg, ssStatusBadRequest, "correlation data missing", "Correlation Data", "")
-		return nil
-	case len(msg.CorrelationData) != 16:
-		f.respondError(from.ClientID, msg, ssStatusBadRequest, "correlation data is not a UUID", "Correlation Data", "")
-		return nil
-	case msg.QoS != 1:
-		f.respondError(from.ClientID, msg, ssStatusBadRequest, "requests must be sent at QoS 1", "QoS", fmt.Sprint(msg.QoS))
-		return nil
-	case msg.Expiry.IsZero():
-		f.respondError(from.ClientID, msg, ssStatusBadRequest, "message expiry missing", "Message Expiry", "")
-		return nil
-	case msg.ContentType != "" && !ssOctetStream(msg.ContentType):
-		f.respondError(from.ClientID, msg, ssStatusBadContent, "content type mismatch", "Content Type", msg.ContentType)
-		return nil
-	case msg.HasPayloadFormat && msg.PayloadFormat != 0:
-		f.respondError(from.ClientID, msg, ssStatusBadContent, "payload format indicator mismatch", "Payload Format Indicator", "1")
+	if !f.envelopeOK(from.ClientID, msg) {
 		return nil
 	}
+	now := time.Now()
 	req.ProtVer, req.HasProtVer = protVer, hasProtVer
 	dedup := true
 
@@ -193,27 +185,87 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		req.DedupKey = statestore.AppendDedupKey(call.dedup[:0], msg.CorrelationData, msg.ResponseTopic)
 		req.DedupTTLMillis = max(msg.Expiry.Sub(now).Milliseconds(), 0)
 	}
-	var resp *router.BrokerResponse
-	var err error
-	if prefix {
-		ictx, cancel := context.WithDeadline(ctx, msg.Expiry)
-		resp, err = f.invokeAll(ictx, req)
-		cancel()
-	} else {
-		resp, err = f.router.InvokeCommand(ctx, msg.Expiry, cmd, req)
+	if !prefix {
+		if resp, ok, err := f.router.InvokeCommandNow(ctx, msg.Expiry, cmd, req); ok {
+			f.answer(from.ClientID, msg, resp, err)
+			return nil
+		}
 	}
-	if err != nil {
-		f.log.Warn("state store request failed", "client", from.ClientID, "err", err)
-		if errors.Is(err, router.ErrFailed) {
-			f.respondError(from.ClientID, msg, ssStatusInternal, "the state store shard failed", "", "")
-		} else {
-			f.respondError(from.ClientID, msg, ssStatusUnavailable, "the state store shard is unavailable", "", "")
+	done := later()
+	finish := func(resp *router.BrokerResponse, err error) {
+		f.answer(from.ClientID, msg, resp, err)
+		done(nil)
+	}
+	if prefix {
+		// Every shard must see it (rare): the calls wait on a goroutine
+		// of the front's, not on the worker.
+		if !f.spawn(func() {
+			ictx, cancel := context.WithDeadline(ctx, msg.Expiry)
+			defer cancel()
+			finish(f.invokeAll(ictx, req))
+		}) {
+			finish(nil, router.ErrClosed)
 		}
 		return nil
 	}
-	f.respondOK(from.ClientID, msg, resp.Reply, resp.Version)
-	f.pushNotifications(resp.Notifications)
+	f.router.InvokeCommandAsync(ctx, msg.Expiry, cmd, req, finish)
 	return nil
+}
+
+// envelopeOK checks a request's MQTT envelope and answers a bad one with
+// its 400 or 415 response.
+func (f *StateStoreFront) envelopeOK(clientID string, msg *mqtt.Message) bool {
+	switch {
+	case len(msg.CorrelationData) == 0:
+		f.respondError(clientID, msg, ssStatusBadRequest, "correlation data missing", "Correlation Data", "")
+	case len(msg.CorrelationData) != 16:
+		f.respondError(clientID, msg, ssStatusBadRequest, "correlation data is not a UUID", "Correlation Data", "")
+	case msg.QoS != 1:
+		f.respondError(clientID, msg, ssStatusBadRequest, "requests must be sent at QoS 1", "QoS", fmt.Sprint(msg.QoS))
+	case msg.Expiry.IsZero():
+		f.respondError(clientID, msg, ssStatusBadRequest, "message expiry missing", "Message Expiry", "")
+	case msg.ContentType != "" && !ssOctetStream(msg.ContentType):
+		f.respondError(clientID, msg, ssStatusBadContent, "content type mismatch", "Content Type", msg.ContentType)
+	case msg.HasPayloadFormat && msg.PayloadFormat != 0:
+		f.respondError(clientID, msg, ssStatusBadContent, "payload format indicator mismatch", "Payload Format Indicator", "1")
+	default:
+		return true
+	}
+	return false
+}
+
+// answer sends the response to a request the router served (or failed
+// to), after the notifications it caused: they are in the watchers'
+// sessions before the requester learns its write is done, so the
+// notifications of its next write, answered on another goroutine when the
+// shard is remote, cannot overtake them.
+func (f *StateStoreFront) answer(clientID string, msg *mqtt.Message, resp *router.BrokerResponse, err error) {
+	if err != nil {
+		f.log.Warn("state store request failed", "client", clientID, "err", err)
+		if errors.Is(err, router.ErrFailed) {
+			f.respondError(clientID, msg, ssStatusInternal, "the state store shard failed", "", "")
+		} else {
+			f.respondError(clientID, msg, ssStatusUnavailable, "the state store shard is unavailable", "", "")
+		}
+		return
+	}
+	f.pushNotifications(resp.Notifications)
+	f.respondOK(clientID, msg, resp.Reply, resp.Version)
+}
+
+// spawn runs fn on a goroutine Close waits for; false once closed.
+func (f *StateStoreFront) spawn(fn func()) bool {
+	f.goMu.Lock()
+	defer f.goMu.Unlock()
+	if f.closed.Load() {
+		return false
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		fn()
+	}()
+	return true
 }
 
 // ssCall is what the front builds for one request, in one allocation:

@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/smartgo/smartgo/mqtt/packets"
@@ -81,7 +82,7 @@ func (c *conn) ack(qos byte, id uint16, code packets.ReasonCode, detail string) 
 	if qos == 0 {
 		return
 	}
-	if c.srv.async == nil {
+	if !c.srv.pipelined() {
 		c.sendAck(qos, id, code, detail)
 		return
 	}
@@ -126,14 +127,75 @@ func (c *conn) publishAsync(p *packets.Publish, msg *Message) {
 		a.inCall.Store(true)
 		defer a.inCall.Store(false)
 	}
-	v5 := c.version == packets.Version5
-	c.srv.async.PublishAsync(c.workCtx(), msg, func(err error) {
+	c.srv.async.PublishAsync(c.workCtx(), msg, c.asyncDone(a, msg.Topic))
+}
+
+// asyncCall is the state of one AsyncHandler call: what later needs to
+// queue the acknowledgement. Calls take one from asyncCalls and give it
+// back when the handler returned (done does not use it), so that neither
+// the state nor its later func is allocated per request.
+type asyncCall struct {
+	c       *conn
+	qos     byte
+	id      uint16
+	topic   string
+	a       *pendingAck // queued by later
+	later   bool        // later was called
+	laterFn func() func(error)
+}
+
+var asyncCalls = sync.Pool{New: func() any { return &asyncCall{} }}
+
+// callAsync calls an AsyncHandler. later reports that the handler called
+// later (the acknowledgement is queued and sent from done); otherwise err
+// is its answer, acknowledged like a Handler's, without a queued
+// acknowledgement or any allocation.
+func (c *conn) callAsync(h AsyncHandler, p *packets.Publish, info ClientInfo, msg *Message) (later bool, err error) {
+	ac := asyncCalls.Get().(*asyncCall)
+	if ac.laterFn == nil {
+		ac.laterFn = ac.defer1 // once per pooled state
+	}
+	ac.c, ac.qos, ac.id, ac.topic = c, p.QoS, p.PacketID, p.Topic
+	err = h(c.srv.ctx, info, msg, ac.laterFn)
+	later = ac.later
+	if ac.a != nil {
+		ac.a.inCall.Store(false)
+	}
+	*ac = asyncCall{laterFn: ac.laterFn}
+	asyncCalls.Put(ac)
+	if later {
+		return true, nil
+	}
+	return false, err
+}
+
+// defer1 is the later of the current call: it queues the acknowledgement
+// and returns its completion (a second call returns a completion that
+// does nothing).
+func (ac *asyncCall) defer1() func(error) {
+	if ac.later {
+		return func(error) {}
+	}
+	ac.later = true
+	if ac.qos > 0 {
+		ac.a = ac.c.addAck(ac.qos, ac.id)
+		ac.a.inCall.Store(true)
+	}
+	return ac.c.asyncDone(ac.a, ac.topic)
+}
+
+// asyncDone returns the completion of an asynchronous publish (a nil a:
+// QoS 0, nothing to acknowledge): the outcome completes a's
+// acknowledgement; a 3.1.1 client, which has no negative one, is
+// disconnected instead unless the publish was merely not authorized.
+func (c *conn) asyncDone(a *pendingAck, topic string) func(error) {
+	return func(err error) {
 		var code packets.ReasonCode
 		detail := ""
 		if err != nil {
 			code, detail = errReason(err), err.Error()
-			c.logRefusal(slog.LevelInfo, "mqtt: publish refused", "topic", msg.Topic, "reason", code.String(), "code", byte(code), "detail", detail)
-			if !v5 {
+			c.logRefusal(slog.LevelInfo, "mqtt: publish refused", "topic", topic, "reason", code.String(), "code", byte(code), "detail", detail)
+			if c.version != packets.Version5 {
 				if code != packets.ReasonNotAuthorized {
 					c.closeWith(code, "publish failed: "+detail, closeServer)
 				}
@@ -143,7 +205,7 @@ func (c *conn) publishAsync(p *packets.Publish, msg *Message) {
 		if a != nil {
 			c.completeAck(a, code, detail)
 		}
-	})
+	}
 }
 
 // completeAck records a's outcome and sends every acknowledgement at the

@@ -149,7 +149,7 @@ func (c *conn) work() {
 			c.srv.pool.submit(c.work)
 			return
 		}
-		if c.srv.async != nil && c.connected.Load() && c.acksFull() {
+		if c.srv.pipelined() && c.connected.Load() && c.acksFull() {
 			c.fl.release()
 			held = false
 			if c.parkIfFull() {

@@ -129,7 +129,12 @@
 //
 // Server.Handle claims a filter for an internal
 // handler that receives matching PUBLISHes with the client's identity;
-// Server.SendTo puts a message into a client's session without a
+// the worker waits for it (and writes what it held before calling it).
+// Server.HandleAsync registers an AsyncHandler instead, which never
+// blocks and finishes with a done callback, then or later, from any
+// goroutine: the state store front hands a request to its shard and
+// answers from there, so no worker waits for a broker; its acknowledgement
+// is queued like PublishAsync's (below), in PUBLISH order. Server.SendTo puts a message into a client's session without a
 // subscription (the state store's RPC responses); Server.SendToConnected
 // does so only while the client is connected (nothing is queued for an
 // offline session: the state store's KEYNOTIFY notifications).
@@ -139,7 +144,7 @@
 // # Pipelined ingress
 //
 // A Backend that also implements AsyncBackend gets client PUBLISHes with
-// PublishAsync: the connection keeps decoding while stores are in flight,
+// PublishAsync (and an AsyncHandler its own, the same way): the connection keeps decoding while stores are in flight,
 // up to Options.ReceiveMaximum owed acknowledgements per connection (then
 // its worker parks until some complete). PUBACK/PUBREC leave only after
 // the store completed and always in the order the PUBLISHes arrived;

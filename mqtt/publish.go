@@ -93,8 +93,8 @@ func (c *conn) handlePublish(p *packets.Publish) {
 	info := c.info()
 	var code packets.ReasonCode
 	detail := ""
-	h := s.handlerFor(p.Topic)
-	if h == nil {
+	h, ah := s.handlerFor(p.Topic)
+	if h == nil && ah == nil {
 		if ok, why := s.mayPublish(info, p.Topic); !ok {
 			code, detail = packets.ReasonNotAuthorized, why
 		}
@@ -105,12 +105,18 @@ func (c *conn) handlePublish(p *packets.Publish) {
 	if code == 0 {
 		msg := messageFrom(p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties, time.Now())
 		msg.ClientID, msg.Username = info.ClientID, info.Username
-		if h == nil && s.async != nil {
+		if h == nil && ah == nil && s.async != nil {
 			c.publishAsync(p, msg)
 			return
 		}
 		var err error
-		if h != nil {
+		if ah != nil {
+			// Never blocks: nothing held needs flushing first.
+			var later bool
+			if later, err = c.callAsync(ah, p, info, msg); later {
+				return // the acknowledgement is sent from done
+			}
+		} else if h != nil {
 			c.flushHeld() // the handler may block: do not hold earlier output behind it
 			err = h(s.ctx, info, msg)
 		} else {

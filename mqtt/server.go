@@ -24,9 +24,23 @@ const maxExpiry = time.Duration(0xFFFFFFFF) * time.Second
 // (ErrNotAuthorized as 0x87, ErrQueueFull as 0x97, anything else 0x80).
 type Handler func(ctx context.Context, from ClientInfo, msg *Message) error
 
+// AsyncHandler is a Handler that may answer after it returns, so that a
+// request served elsewhere (another goroutine, another process) holds no
+// worker meanwhile. It must not block. To answer at once it returns what
+// a Handler returns. To answer later it calls later before it returns
+// (then returns nil): later returns done, which the handler calls exactly
+// once, from any goroutine, with what a Handler would have returned. The
+// acknowledgement is sent when done is called: what the handler sent the
+// client before (a response with SendTo) precedes it, and
+// acknowledgements still leave in PUBLISH order. While ReceiveMaximum
+// acknowledgements wait for done, the connection reads nothing more.
+// later belongs to this call only: it must not be kept.
+type AsyncHandler func(ctx context.Context, from ClientInfo, msg *Message, later func() (done func(error))) error
+
 type handlerEntry struct {
 	filter string
 	h      Handler
+	async  AsyncHandler // instead of h (HandleAsync)
 	id     uint64
 }
 
@@ -60,6 +74,10 @@ type Server struct {
 	hmu      sync.RWMutex
 	handlers []handlerEntry // protected by hmu
 	nextH    uint64         // protected by hmu
+	// asyncHandlers is set once an AsyncHandler was registered: from then
+	// on acknowledgements go through the ordered queue (acks.go) even
+	// without an AsyncBackend.
+	asyncHandlers atomic.Bool
 
 	sessionSeq atomic.Uint64
 	connSeq    atomic.Uint64 // ClientInfo.ConnID
@@ -304,11 +322,22 @@ func (s *Server) untrack(c *conn) {
 // instead of the backend, and the filter is claimed from the reserved
 // topics. The returned function unregisters it.
 func (s *Server) Handle(filter string, h Handler) (unregister func()) {
+	return s.addHandler(handlerEntry{filter: filter, h: h})
+}
+
+// HandleAsync is Handle for an AsyncHandler.
+func (s *Server) HandleAsync(filter string, h AsyncHandler) (unregister func()) {
+	s.asyncHandlers.Store(true)
+	return s.addHandler(handlerEntry{filter: filter, async: h})
+}
+
+func (s *Server) addHandler(e handlerEntry) (unregister func()) {
 	s.hmu.Lock()
 	defer s.hmu.Unlock()
 	s.nextH++
 	id := s.nextH
-	s.handlers = append(s.handlers, handlerEntry{filter: filter, h: h, id: id})
+	e.id = id
+	s.handlers = append(s.handlers, e)
 	return func() {
 		s.hmu.Lock()
 		defer s.hmu.Unlock()
@@ -321,16 +350,22 @@ func (s *Server) Handle(filter string, h Handler) (unregister func()) {
 	}
 }
 
-func (s *Server) handlerFor(topic string) Handler {
+// handlerFor returns the handler registered for topic, if any (h or
+// async set).
+func (s *Server) handlerFor(topic string) (h Handler, async AsyncHandler) {
 	s.hmu.RLock()
 	defer s.hmu.RUnlock()
 	for _, e := range s.handlers {
 		if packets.Match(e.filter, topic) {
-			return e.h
+			return e.h, e.async
 		}
 	}
-	return nil
+	return nil, nil
 }
+
+// pipelined reports whether acknowledgements go through the ordered queue
+// of acks.go: with an AsyncBackend, or once an AsyncHandler exists.
+func (s *Server) pipelined() bool { return s.async != nil || s.asyncHandlers.Load() }
 
 // Publish stores an internal message through the backend, as if a client
 // had published it (without ACL checks).

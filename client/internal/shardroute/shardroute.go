@@ -66,6 +66,19 @@ func Fixed(topic string, brokers map[string]string, shards int) *Table {
 // Get returns the shard list, looking it up when it is older than the
 // refresh period or force is set. When a lookup fails the old list is
 // kept (and returned) if there is one.
+// Cached returns the route Get(ctx, false) would return without a
+// lookup, and false when Get would look it up (none loaded yet, or due
+// for its refresh).
+func (t *Table) Cached() ([]Ref, bool) {
+	t.mu.Lock()
+	refs, at := t.refs, t.fetch
+	t.mu.Unlock()
+	if t.fixed || (len(refs) > 0 && time.Since(at) < t.refresh) {
+		return refs, true
+	}
+	return nil, false
+}
+
 func (t *Table) Get(ctx context.Context, force bool) ([]Ref, error) {
 	t.mu.Lock()
 	refs, at := t.refs, t.fetch

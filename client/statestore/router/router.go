@@ -107,6 +107,8 @@ type Router struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
+	goMu      sync.Mutex     // orders spawn against Close
+	wg        sync.WaitGroup // spawn's goroutines
 }
 
 // NewRouter returns a router; it connects lazily.
@@ -146,8 +148,11 @@ func New(opts Options) (*Router, error) {
 func (r *Router) Close() error {
 	var err error
 	r.closeOnce.Do(func() {
+		r.goMu.Lock()
 		r.closed.Store(true)
+		r.goMu.Unlock()
 		err = r.rc.Close()
+		r.wg.Wait()
 	})
 	return err
 }
@@ -176,17 +181,23 @@ func (r *Router) route(ctx context.Context, force bool) ([]shardRef, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoRoute, err)
 	}
+	return r.convert(refs), nil
+}
+
+// convert returns the table's route with each shard's local broker
+// looked up.
+func (r *Router) convert(refs []shardroute.Ref) []shardRef {
 	// The table returns the same slice until the route changes: reuse
 	// its conversion rather than build one per request.
 	if c := r.routes.Load(); c != nil && len(c.refs) == len(refs) && len(refs) > 0 && &c.refs[0] == &refs[0] {
-		return c.out, nil
+		return c.out
 	}
 	out := make([]shardRef, len(refs))
 	for i, ref := range refs {
 		out[i] = shardRef{Ref: ref, local: r.opts.Local[ref.Addr]}
 	}
 	r.routes.Store(&routeConv{refs: refs, out: out})
-	return out, nil
+	return out
 }
 
 // routeConv is the table's route (refs) with each shard's local broker
@@ -253,12 +264,17 @@ func (r *Router) invoke(ctx context.Context, deadline time.Time, key []byte, cmd
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
+	return r.invokeFrom(ctx, deadline, 0, nil, key, cmd, req)
+}
+
+// invokeFrom is invoke from attempt first on (1: the second attempt, on a
+// route looked up again, after lastErr).
+func (r *Router) invokeFrom(ctx context.Context, deadline time.Time, first int, lastErr error, key []byte, cmd *statestore.Command, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
 	hasDeadline := false
 	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || !d.After(deadline)) {
 		hasDeadline = true
 	}
-	var lastErr error
-	for attempt := 0; attempt < 2; attempt++ {
+	for attempt := first; attempt < 2; attempt++ {
 		shards, err := r.route(ctx, attempt > 0)
 		if err != nil {
 			return nil, err
@@ -295,28 +311,133 @@ func (r *Router) invoke(ctx context.Context, deadline time.Time, key []byte, cmd
 			hasDeadline = true
 		}
 		resp, err := r.rc.Invoke(ctx, ref.Addr, protocol.NewStateStoreRequest(req))
-		if err != nil {
-			lastErr = fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, err)
-			if ctx.Err() != nil {
-				break
-			}
-			continue
+		out, again, err := remoteResult(ref.Addr, resp, err)
+		if !again {
+			return out, err
 		}
-		switch resp.Code {
-		case protocol.Success:
-			out, err := protocol.DecodeStateStoreResponse(resp.Body)
-			if err != nil {
-				return nil, fmt.Errorf("router: response from %s: %w", ref.Addr, err)
-			}
-			return out, nil
-		case protocol.ServiceNotAvailable, protocol.RequestCodeNotSupported:
-			lastErr = fmt.Errorf("%w: %s: %s", ErrUnavailable, ref.Addr, resp.Remark)
-			continue
-		default:
-			return nil, fmt.Errorf("%w: %s: code %d: %s", ErrFailed, ref.Addr, resp.Code, resp.Remark)
+		lastErr = err
+		if ctx.Err() != nil {
+			break
 		}
 	}
 	return nil, lastErr
+}
+
+// remoteResult reads a remote broker's answer (or the transport error):
+// again reports that another attempt, on a route looked up again, may
+// succeed (err is then the reason).
+func remoteResult(addr string, resp *protocol.Command, err error) (out *protocol.StateStoreResponse, again bool, _ error) {
+	if err != nil {
+		return nil, true, fmt.Errorf("%w: %s: %w", ErrUnavailable, addr, err)
+	}
+	switch resp.Code {
+	case protocol.Success:
+		out, err := protocol.DecodeStateStoreResponse(resp.Body)
+		if err != nil {
+			return nil, false, fmt.Errorf("router: response from %s: %w", addr, err)
+		}
+		return out, false, nil
+	case protocol.ServiceNotAvailable, protocol.RequestCodeNotSupported:
+		return nil, true, fmt.Errorf("%w: %s: %s", ErrUnavailable, addr, resp.Remark)
+	default:
+		return nil, false, fmt.Errorf("%w: %s: code %d: %s", ErrFailed, addr, resp.Code, resp.Remark)
+	}
+}
+
+// InvokeCommandNow serves the request at once when that needs nothing
+// from the network: the route is known and the key's shard is a local
+// broker's (Options.Local). ok is false when it did not serve it (a
+// remote shard, a route to look up, or the local broker refused it,
+// changing nothing): then call InvokeCommandAsync, which waits for none
+// of these on the caller's goroutine.
+func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *statestore.Command, req *protocol.StateStoreRequest) (resp *protocol.StateStoreResponse, ok bool, err error) {
+	if r.closed.Load() {
+		return nil, true, ErrClosed
+	}
+	refs, ok := r.tab.Cached()
+	if !ok {
+		return nil, false, nil
+	}
+	var key []byte
+	if cmd != nil {
+		key = cmd.Key
+	}
+	shards := r.convert(refs)
+	ref := shards[statestore.ShardOf(key, len(shards))]
+	if ref.local == nil || ref.Addr == "" {
+		return nil, false, nil
+	}
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return nil, true, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, context.DeadlineExceeded)
+	}
+	req.Shard = ref.Queue
+	resp, err = r.invokeLocal(ctx, ref.local, ref.Addr, req, cmd)
+	if err != nil && errors.Is(err, ErrUnavailable) {
+		return nil, false, nil
+	}
+	return resp, true, err
+}
+
+// InvokeCommandAsync is InvokeCommand without waiting for the answer: cb
+// receives what InvokeCommand would have returned, exactly once. A shard
+// of a local broker (Options.Local) is served before it returns, on the
+// calling goroutine; a remote broker's answer comes on its connection's
+// reader (InvokeAsync), so no goroutine waits for it. What is rare runs
+// on a goroutine of its own, as InvokeCommand: a route lookup (the first
+// request, then one every RouteRefresh) and the second attempt after a
+// refusal. The first request to a broker dials it.
+func (r *Router) InvokeCommandAsync(ctx context.Context, deadline time.Time, cmd *statestore.Command, req *protocol.StateStoreRequest, cb func(*protocol.StateStoreResponse, error)) {
+	var key []byte
+	if cmd != nil {
+		key = cmd.Key
+	}
+	if r.closed.Load() {
+		cb(nil, ErrClosed)
+		return
+	}
+	refs, ok := r.tab.Cached()
+	if !ok {
+		if !r.spawn(func() { cb(r.invokeFrom(ctx, deadline, 0, nil, key, cmd, req)) }) {
+			cb(nil, ErrClosed)
+		}
+		return
+	}
+	shards := r.convert(refs)
+	ref := shards[statestore.ShardOf(key, len(shards))]
+	switch {
+	case ref.Addr == "":
+		r.retryAsync(ctx, deadline, fmt.Errorf("%w: no master for broker %s", ErrNoRoute, ref.Broker), key, cmd, req, cb)
+	case !deadline.IsZero() && !time.Now().Before(deadline):
+		cb(nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, context.DeadlineExceeded))
+	case ref.local != nil:
+		req.Shard = ref.Queue
+		resp, err := r.invokeLocal(ctx, ref.local, ref.Addr, req, cmd)
+		if err != nil && errors.Is(err, ErrUnavailable) {
+			r.retryAsync(ctx, deadline, err, key, cmd, req, cb)
+			return
+		}
+		cb(resp, err)
+	default:
+		req.Shard = ref.Queue
+		timeout := r.opts.RequestTimeout
+		if !deadline.IsZero() {
+			timeout = time.Until(deadline)
+		}
+		if d, ok := ctx.Deadline(); ok {
+			timeout = min(timeout, time.Until(d))
+		}
+		err := r.rc.InvokeAsync(ctx, ref.Addr, protocol.NewStateStoreRequest(req), max(timeout, time.Millisecond), func(resp *protocol.Command, err error) {
+			out, again, err := remoteResult(ref.Addr, resp, err)
+			if again {
+				r.retryAsync(ctx, deadline, err, key, cmd, req, cb)
+				return
+			}
+			cb(out, err)
+		})
+		if err != nil {
+			r.retryAsync(ctx, deadline, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, err), key, cmd, req, cb)
+		}
+	}
 }
 
 // DropClient tells every broker that clientID disconnected, so they drop
@@ -402,4 +523,31 @@ func (r *Router) InvokeAll(ctx context.Context, req *protocol.StateStoreRequest)
 		out = append(out, sr)
 	}
 	return out, nil
+}
+
+// retryAsync makes InvokeCommandAsync's second attempt, on a goroutine,
+// after err; unless the request's time is up, then cb gets err.
+func (r *Router) retryAsync(ctx context.Context, deadline time.Time, err error, key []byte, cmd *statestore.Command, req *protocol.StateStoreRequest, cb func(*protocol.StateStoreResponse, error)) {
+	if ctx.Err() != nil || (!deadline.IsZero() && !time.Now().Before(deadline)) {
+		cb(nil, err)
+		return
+	}
+	if !r.spawn(func() { cb(r.invokeFrom(ctx, deadline, 1, err, key, cmd, req)) }) {
+		cb(nil, err)
+	}
+}
+
+// spawn runs fn on a goroutine Close waits for; false once closed.
+func (r *Router) spawn(fn func()) bool {
+	r.goMu.Lock()
+	defer r.goMu.Unlock()
+	if r.closed.Load() {
+		return false
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		fn()
+	}()
+	return true
 }

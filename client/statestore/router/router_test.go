@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/statestore"
@@ -217,7 +219,35 @@ func TestStateStoreRouterLocal(t *testing.T) {
 	}
 	loc.calls, loc.cmds = nil, nil
 	loc.mu.Unlock()
+	// InvokeCommandNow serves the local shard at once and leaves a remote
+	// one (and a local refusal) to InvokeCommandAsync, touching nothing.
+	if resp, ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}); !ok || err != nil || string(resp.Reply) != "+local\r\n" {
+		t.Fatalf("now, local: %v %v %v", resp, ok, err)
+	}
+	var onRemote *statestore.Command
+	for i := 0; onRemote == nil; i++ {
+		if k := []byte{byte('a' + i%26), byte(i / 26)}; statestore.ShardOf(k, 4) < 2 {
+			onRemote = &statestore.Command{Verb: statestore.VerbGet, Key: k}
+		}
+	}
+	if _, ok, err := r.InvokeCommandNow(ctx, time.Time{}, onRemote, &protocol.StateStoreRequest{}); ok || err != nil {
+		t.Fatalf("now, remote: served %v %v", ok, err)
+	}
+	select {
+	case s := <-remoteCalls:
+		t.Fatalf("InvokeCommandNow sent shard %d to the remote broker", s)
+	default:
+	}
+	loc.mu.Lock()
+	loc.calls, loc.cmds = nil, nil
+	loc.mu.Unlock()
 	loc.answer = func() (*protocol.StateStoreResponse, error) { return nil, fmt.Errorf("%w: test", ErrUnavailable) }
+	if _, ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}); ok || err != nil {
+		t.Fatalf("now, local refusal: served %v %v", ok, err)
+	}
+	loc.mu.Lock()
+	loc.calls, loc.cmds = nil, nil
+	loc.mu.Unlock()
 	if _, err := r.Invoke(ctx, onLocal, &protocol.StateStoreRequest{}); !errors.Is(err, ErrUnavailable) || len(loc.calls) != 2 {
 		t.Fatalf("unavailable: %v after %d calls (want a retry)", err, len(loc.calls))
 	}
@@ -239,5 +269,104 @@ func TestStateStoreRouterLocal(t *testing.T) {
 		}
 	default:
 		t.Fatal("pushed notification did not reach OnNotify")
+	}
+}
+
+// TestStateStoreRouterInvokeAsync: InvokeCommandAsync returns while the
+// remote broker still holds the request and delivers the answer through
+// the callback once; a broker refusing the first attempt gets the second
+// (the retry of InvokeCommand); a request past its deadline and one after
+// Close are answered at once with their errors.
+func TestStateStoreRouterInvokeAsync(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	start := func(serve func(n int32) int32) string {
+		srv, err := remoting.NewServer(remoting.Options{Addr: "127.0.0.1:0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.RegisterFunc(protocol.StateStoreInvoke, remoting.PoolSend, func(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+			resp := protocol.NewResponse(serve(calls.Add(1)), "busy")
+			resp.Body = (&protocol.StateStoreResponse{Reply: []byte("+OK\r\n")}).AppendBody(nil)
+			return resp, nil
+		})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Serve(ln); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Close() })
+		return ln.Addr().String()
+	}
+	a := start(func(int32) int32 { <-release; return protocol.Success })
+	b := start(func(n int32) int32 {
+		if n == 2 { // b's first call (a's was 1)
+			return protocol.ServiceNotAvailable
+		}
+		return protocol.Success
+	})
+	r, err := New(Options{Brokers: map[string]string{"a": a, "b": b}, Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	keyOn := func(shard int) *statestore.Command {
+		for i := 0; ; i++ {
+			k := []byte{byte('a' + i%26), byte(i / 26)}
+			if statestore.ShardOf(k, 2) == shard {
+				return &statestore.Command{Verb: statestore.VerbGet, Key: k}
+			}
+		}
+	}
+	type result struct {
+		resp *protocol.StateStoreResponse
+		err  error
+	}
+	invoke := func(cmd *statestore.Command, deadline time.Time) chan result {
+		ch := make(chan result, 2) // a second callback would be caught below
+		r.InvokeCommandAsync(context.Background(), deadline, cmd, &protocol.StateStoreRequest{ClientID: "c", Payload: []byte("p")},
+			func(resp *protocol.StateStoreResponse, err error) { ch <- result{resp, err} })
+		return ch
+	}
+	wait := func(ch chan result) result {
+		t.Helper()
+		select {
+		case res := <-ch:
+			select {
+			case extra := <-ch:
+				t.Fatalf("callback called twice: %+v", extra)
+			case <-time.After(20 * time.Millisecond):
+			}
+			return res
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer")
+			return result{}
+		}
+	}
+	held := invoke(keyOn(0), time.Now().Add(10*time.Second))
+	testutil.WaitFor(t, 10*time.Second, "broker a holds the request", func() bool { return calls.Load() == 1 })
+	select {
+	case res := <-held:
+		t.Fatalf("answered while the broker holds the request: %+v", res)
+	default:
+	}
+	close(release)
+	if res := wait(held); res.err != nil || string(res.resp.Reply) != "+OK\r\n" {
+		t.Fatalf("held request: %+v", res)
+	}
+	if res := wait(invoke(keyOn(1), time.Now().Add(10*time.Second))); res.err != nil || string(res.resp.Reply) != "+OK\r\n" || calls.Load() != 3 {
+		t.Fatalf("refused then retried: %+v after %d calls", res, calls.Load())
+	}
+	if res := wait(invoke(keyOn(0), time.Now().Add(-time.Second))); !errors.Is(res.err, ErrUnavailable) || !errors.Is(res.err, context.DeadlineExceeded) {
+		t.Fatalf("past its deadline: %+v", res)
+	}
+	_ = r.Close()
+	if res := wait(invoke(keyOn(0), time.Time{})); !errors.Is(res.err, ErrClosed) {
+		t.Fatalf("after close: %+v", res)
+	}
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("brokers saw %d calls, want 3", n)
 	}
 }
