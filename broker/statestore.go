@@ -122,7 +122,13 @@ type StateStore struct {
 type ssShard struct {
 	logShard
 	eng *statestore.Engine
+	// entry is the buffer of the last mutation's log entry, reused by the
+	// next (the store copies it, Apply keeps none of it); protected by mu.
+	entry []byte
 }
+
+// maxReusedEntry bounds the entry buffer a shard keeps between requests.
+const maxReusedEntry = 64 << 10
 
 // ssPeer is where the notifications of a client go when a request of
 // another front end causes them: the front end that carried the client's
@@ -407,9 +413,12 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 		sh.mu.Unlock()
 		return nil, fmt.Errorf("%w: shard %d: %w", ErrStateStoreFailed, sh.id, err)
 	}
-	entry, out, needsLog := sh.eng.Prepare(r, s.b.now())
+	entry, out, needsLog := sh.eng.PrepareAppend(sh.entry[:0], r, s.b.now())
 	var end int64
 	if needsLog {
+		if cap(entry) <= maxReusedEntry {
+			sh.entry = entry
+		}
 		var err error
 		out, err = s.appendApply(ctx, sh, entry)
 		if err != nil {

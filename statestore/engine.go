@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -141,6 +142,13 @@ func errOutcome(err error) Outcome {
 // Prepare changes no replicated state. Entries must reach Apply in the
 // order Prepare produced them.
 func (e *Engine) Prepare(req *Request, now time.Time) (entry []byte, out Outcome, needsLog bool) {
+	return e.PrepareAppend(nil, req, now)
+}
+
+// PrepareAppend is Prepare appending the entry to dst: an owner that
+// serializes its mutations reuses one buffer for them (the entry is not
+// kept by Apply: it copies what it keeps).
+func (e *Engine) PrepareAppend(dst []byte, req *Request, now time.Time) (entry []byte, out Outcome, needsLog bool) {
 	nowMs := now.UnixMilli()
 	var cmd Command
 	var err error // ParseCommand's: it counts only after the cache lookup
@@ -213,7 +221,7 @@ func (e *Engine) Prepare(req *Request, now time.Time) (entry []byte, out Outcome
 	if dedup != nil {
 		le.dedup, le.dedupTTL = dedup, ttl
 	}
-	return le.appendTo(make([]byte, 0, le.size())), Outcome{}, true
+	return le.appendTo(slices.Grow(dst, le.size())), Outcome{}, true
 }
 
 func tooFarAhead(h HLC, nowMs, skewMs int64) bool {

@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -137,6 +138,39 @@ func TestStateStoreEnginePreparsedCommand(t *testing.T) {
 			if string(ra.Reply.Payload) != string(rb.Reply.Payload) || ra.Reply.Version != rb.Reply.Version {
 				t.Fatalf("%v: applied %q / %q", args, ra.Reply.Payload, rb.Reply.Payload)
 			}
+		}
+	}
+}
+
+// PrepareAppend into one reused buffer: each entry is the one Prepare
+// builds, and what Apply kept (values, the GET reply, the cached reply of
+// a dedup key) survives the buffer's reuse by the next entry.
+func TestStateStoreEnginePrepareAppendReuse(t *testing.T) {
+	e, ref := mustEngine(t, Options{}), mustEngine(t, Options{})
+	var buf []byte
+	for i, v := range []string{"first-value", "second", "third-and-longest-value"} {
+		r := &Request{Payload: cmd("SET", "k"+v[:1], v), DedupKey: []byte("req-" + v), DedupTTL: time.Minute}
+		r.SetUserProperty(PropTimestamp, "1696374425000:0:c")
+		entry, _, needsLog := e.PrepareAppend(buf[:0], r, t0)
+		want, _, _ := ref.Prepare(r, t0)
+		if !needsLog || string(entry) != string(want) {
+			t.Fatalf("entry %d: %q, want %q", i, entry, want)
+		}
+		apply(t, e, entry, t0)
+		buf = entry
+	}
+	for _, v := range []string{"first-value", "second", "third-and-longest-value"} {
+		if got, _, ok := e.Get([]byte("k"+v[:1]), t0); !ok || string(got) != v {
+			t.Errorf("k%s = %q %v, want %q", v[:1], got, ok, v)
+		}
+		_, out, _ := e.Prepare(&Request{Payload: cmd("GET", "k"+v[:1])}, t0)
+		if want := "$" + strconv.Itoa(len(v)) + "\r\n" + v + "\r\n"; string(out.Reply.Payload) != want {
+			t.Errorf("GET k%s: %q, want %q", v[:1], out.Reply.Payload, want)
+		}
+		r := &Request{Payload: cmd("SET", "k"+v[:1], v), DedupKey: []byte("req-" + v), DedupTTL: time.Minute}
+		r.SetUserProperty(PropTimestamp, "1696374425000:0:c")
+		if _, out, needsLog := e.Prepare(r, t0); needsLog || string(out.Reply.Payload) != "+OK\r\n" {
+			t.Errorf("redelivered SET k%s: %q logged %v, want the cached +OK", v[:1], out.Reply.Payload, needsLog)
 		}
 	}
 }
