@@ -138,11 +138,14 @@ type ssPeer interface {
 }
 
 // ssConnPeer is a front end behind a remoting connection (StateStoreNotify).
+// push runs on the goroutine of the request that caused the change; the
+// notice is queued for the connection's writer and never waits for a front
+// end that stopped reading (it is cut off after WriteTimeout).
 type ssConnPeer struct{ c *remoting.Conn }
 
 func (p ssConnPeer) push(list []protocol.StateStoreNotification) error {
 	body := (&protocol.StateStoreResponse{Notifications: list}).AppendBody(nil)
-	if err := p.c.Oneway(protocol.NewRequest(protocol.StateStoreNotify, nil, body)); err != nil {
+	if err := p.c.OnewayNoWait(protocol.NewRequest(protocol.StateStoreNotify, nil, body)); err != nil {
 		return fmt.Errorf("%s: %w", p.c.RemoteAddr(), err)
 	}
 	return nil

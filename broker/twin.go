@@ -168,11 +168,13 @@ type twPeer interface {
 	push([]twin.DesiredChange) error
 }
 
-// twConnPeer is a front end behind a remoting connection (TwinNotify).
+// twConnPeer is a front end behind a remoting connection (TwinNotify). As
+// for the state store, push never waits for a front end that stopped
+// reading: the notice waits in its connection's queue.
 type twConnPeer struct{ c *remoting.Conn }
 
 func (p twConnPeer) push(list []twin.DesiredChange) error {
-	if err := p.c.Oneway(protocol.NewRequest(protocol.TwinNotify, nil, twin.AppendDesiredChanges(nil, list))); err != nil {
+	if err := p.c.OnewayNoWait(protocol.NewRequest(protocol.TwinNotify, nil, twin.AppendDesiredChanges(nil, list))); err != nil {
 		return fmt.Errorf("%s: %w", p.c.RemoteAddr(), err)
 	}
 	return nil
