@@ -404,16 +404,20 @@ func (c *conn) wakeWriter() {
 	}
 }
 
-// outBufs recycles output buffers of held connections (an idle connection
-// keeps none).
-var outBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+// outBufs recycles the output arrays of held connections (an idle
+// connection keeps none). The pool holds array pointers, which it stores
+// without allocating; an array that grew, or was partly written before a
+// refusal, is left to the collector.
+const outBufSize = 4 << 10
 
-func getOutBuf() []byte { return (*outBufs.Get().(*[]byte))[:0] }
+var outBufs = sync.Pool{New: func() any { return new([outBufSize]byte) }}
 
+func getOutBuf() []byte { return outBufs.Get().(*[outBufSize]byte)[:0] }
+
+// putOutBuf takes back b, an output array from its start.
 func putOutBuf(b []byte) {
-	if c := cap(b); c >= 1<<10 && c <= holdMaxBytes {
-		b = b[:0]
-		outBufs.Put(&b)
+	if cap(b) == outBufSize {
+		outBufs.Put((*[outBufSize]byte)(b[:outBufSize]))
 	}
 }
 
@@ -502,6 +506,7 @@ func (c *conn) flush() {
 // (blocked: EPOLLOUT flushes the rest). It returns false after a write
 // error (the connection is being dropped). Caller holds outMu.
 func (c *conn) flushLocked() bool {
+	base := c.out
 	for len(c.out) > 0 {
 		n, err := sysWrite(c.fd, c.out)
 		c.srv.io.writes.Add(1)
@@ -525,7 +530,7 @@ func (c *conn) flushLocked() bool {
 		c.srv.pool.submit(func() { c.fail("write: " + errString(err)) })
 		return false
 	}
-	putOutBuf(c.out[:cap(c.out)])
+	putOutBuf(base)
 	c.out = nil
 	c.blocked = false
 	c.backedUpSince = 0
@@ -660,7 +665,7 @@ func (c *conn) closeFDLocked() {
 	}
 	c.fdClosed, c.draining, c.wclosed = true, false, true
 	if c.out != nil {
-		putOutBuf(c.out[:cap(c.out)])
+		putOutBuf(c.out)
 		c.out = nil
 	}
 	unix.Close(c.fd)

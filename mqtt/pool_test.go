@@ -35,3 +35,49 @@ func TestPoolNoStarvationBehindSignalledWorker(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolFIFOAcrossQueueReuse: with one worker, tasks run in submission
+// order while the queue is drained, refilled and compacted (tasks submitted
+// from inside running tasks keep a consumed front in the array), and the
+// queue's array is kept, not regrown, once drained.
+func TestPoolFIFOAcrossQueueReuse(t *testing.T) {
+	p := newPool(1)
+	defer p.close()
+	const total = 600 // the queue stays under poolQueueKeep
+	var got []int     // written only by the single worker
+	done := make(chan struct{})
+	submitted := 1 // task 0, below
+	var task func(n int) func()
+	task = func(n int) func() {
+		return func() {
+			got = append(got, n)
+			if len(got) == total {
+				close(done)
+				return
+			}
+			// Each task queues up to three more behind earlier ones.
+			for range 3 {
+				if submitted < total {
+					p.submit(task(submitted))
+					submitted++
+				}
+			}
+		}
+	}
+	p.submit(task(0))
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%d of %d tasks ran", len(got), total)
+	}
+	for i, n := range got {
+		if n != i {
+			t.Fatalf("the %dth task to run was submitted %dth", i, n)
+		}
+	}
+	testutil.WaitFor(t, time.Second, "drained queue with its array kept", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.head == 0 && len(p.queue) == 0 && p.queue != nil
+	})
+}

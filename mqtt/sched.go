@@ -12,13 +12,17 @@ import (
 type pool struct {
 	mu      sync.Mutex
 	cond    sync.Cond
-	queue   []func() // protected by mu
+	queue   []func() // protected by mu: queue[head:] waits
+	head    int      // protected by mu
 	running int      // protected by mu
 	idle    int      // protected by mu: waiting workers not yet signalled
 	max     int
 	closed  bool // protected by mu
 	wg      sync.WaitGroup
 }
+
+// poolQueueKeep is the largest queue array an idle pool keeps.
+const poolQueueKeep = 1024
 
 func newPool(max int) *pool {
 	p := &pool{max: max}
@@ -32,6 +36,13 @@ func (p *pool) submit(f func()) {
 	defer p.mu.Unlock()
 	if p.closed {
 		return
+	}
+	if p.head > 0 && len(p.queue) == cap(p.queue) {
+		// Full behind a consumed front: move the waiting tasks down
+		// rather than grow.
+		n := copy(p.queue, p.queue[p.head:])
+		clear(p.queue[n:])
+		p.queue, p.head = p.queue[:n], 0
 	}
 	p.queue = append(p.queue, f)
 	if p.idle > 0 {
@@ -51,7 +62,7 @@ func (p *pool) run() {
 	defer p.wg.Done()
 	p.mu.Lock()
 	for {
-		for len(p.queue) == 0 {
+		for p.head == len(p.queue) {
 			if p.closed {
 				p.running--
 				p.mu.Unlock()
@@ -60,11 +71,17 @@ func (p *pool) run() {
 			p.idle++ // submit decrements it when it signals
 			p.cond.Wait()
 		}
-		f := p.queue[0]
-		p.queue[0] = nil
-		p.queue = p.queue[1:]
-		if len(p.queue) == 0 {
-			p.queue = nil
+		f := p.queue[p.head]
+		p.queue[p.head] = nil
+		p.head++
+		if p.head == len(p.queue) {
+			// Drained: the array is kept for the next tasks (no
+			// allocation per submit) unless a burst grew it large.
+			p.head = 0
+			p.queue = p.queue[:0]
+			if cap(p.queue) > poolQueueKeep {
+				p.queue = nil
+			}
 		}
 		p.mu.Unlock()
 		f()
