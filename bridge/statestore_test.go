@@ -1,6 +1,9 @@
 package bridge
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // TestStateStoreFrontCanonicalHLC pins the __ts the front derives from a
 // broker's version string: the canonical String form, the input itself
@@ -21,5 +24,15 @@ func TestStateStoreFrontCanonicalHLC(t *testing.T) {
 		if got != c.want || ok != c.ok {
 			t.Fatalf("%q: got %q %v, want %q %v", c.in, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+// TestStateStoreFrontCallSize keeps a request's one allocation (ssCall) at
+// 512 bytes: the largest object with pointers that the Go allocator
+// serves without a type header (a bigger one costs a header and a slower
+// allocation path), with as much room for the dedup key as fits.
+func TestStateStoreFrontCallSize(t *testing.T) {
+	if n := unsafe.Sizeof(ssCall{}); n != 512 {
+		t.Fatalf("ssCall is %d bytes: resize its dedup array to make it 512", n)
 	}
 }

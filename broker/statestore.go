@@ -452,10 +452,7 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 
 // reply builds the response for an outcome, routing its notifications.
 func (s *StateStore) reply(out statestore.Outcome, from ssPeer) *protocol.StateStoreResponse {
-	resp := &protocol.StateStoreResponse{Reply: out.Reply.Payload}
-	if !out.Reply.Version.IsZero() {
-		resp.Version = out.Reply.Version.String()
-	}
+	resp := &protocol.StateStoreResponse{Reply: out.Reply.Payload, Version: out.Reply.VersionString()}
 	resp.Notifications = s.route(out.Notifications, from, from == nil)
 	return resp
 }

@@ -90,11 +90,15 @@ type item struct {
 	// reply is the GET reply, bulkReply(value), shared by every GET (nil
 	// until the first GET of a restored key); a SET builds it and stores
 	// value as its middle, in one allocation.
-	reply    []byte
-	version  HLC
-	expireAt int64 // Unix ms at or after which the key is gone; 0 = never
-	token    HLC   // fencing token; zero = not fenced
-	heapIdx  int   // index in state.exp, -1 when not there
+	reply []byte
+	// versionText is version.String(), built by the SET that set the
+	// version (or the first GET of a restored key) for every reply
+	// carrying it.
+	versionText string
+	version     HLC
+	expireAt    int64 // Unix ms at or after which the key is gone; 0 = never
+	token       HLC   // fencing token; zero = not fenced
+	heapIdx     int   // index in state.exp, -1 when not there
 }
 
 // New returns an empty engine. A nil logger discards.
@@ -249,7 +253,10 @@ func (e *Engine) getLocked(key []byte, nowMs int64) Reply {
 	if it.reply == nil {
 		it.reply = fullSlice(bulkReply(it.value))
 	}
-	return Reply{Payload: it.reply, Version: it.version}
+	if it.versionText == "" {
+		it.versionText = it.version.String()
+	}
+	return Reply{Payload: it.reply, Version: it.version, versionText: it.versionText}
 }
 
 // fullSlice returns b with its capacity cut to its length, so that an
@@ -439,8 +446,9 @@ func (e *Engine) setLocked(it *item, le *logEntry, nowMs int64, notes *[]Notific
 		expireAt = max(satAdd(nowMs, le.expiryMs), 1)
 	}
 	e.st.setExpiry(it, expireAt)
+	it.versionText = it.version.String()
 	e.changedLocked(it.key, OpSet, it.value, it.version, notes)
-	return Reply{Payload: replyOK, Version: it.version}
+	return Reply{Payload: replyOK, Version: it.version, versionText: it.versionText}
 }
 
 func satAdd(a, b int64) int64 {

@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"testing"
@@ -172,5 +173,49 @@ func TestStateStoreEnginePrepareAppendReuse(t *testing.T) {
 		if _, out, needsLog := e.Prepare(r, t0); needsLog || string(out.Reply.Payload) != "+OK\r\n" {
 			t.Errorf("redelivered SET k%s: %q logged %v, want the cached +OK", v[:1], out.Reply.Payload, needsLog)
 		}
+	}
+}
+
+// Reply.VersionString is Version.String() for every reply (a SET's, a
+// GET's from the key's kept text, a restored key's first GET, a refused
+// NX's) and "" for a reply without a version.
+func TestStateStoreEngineReplyVersionString(t *testing.T) {
+	e := mustEngine(t, Options{})
+	check := func(what string, r Reply) {
+		t.Helper()
+		want := ""
+		if !r.Version.IsZero() {
+			want = r.Version.String()
+		}
+		if got := r.VersionString(); got != want {
+			t.Errorf("%s: VersionString %q, want %q", what, got, want)
+		}
+	}
+	set := &Request{Payload: cmd("SET", "k", "v")}
+	set.SetUserProperty(PropTimestamp, "1696374425000:0:c")
+	out := apply(t, e, prepare(t, e, t0, set), t0)
+	check("SET", out.Reply)
+	_, get, _ := e.Prepare(&Request{Payload: cmd("GET", "k")}, t0)
+	check("GET", get.Reply)
+	if get.Reply.VersionString() != out.Reply.VersionString() {
+		t.Errorf("GET version %q, SET's %q", get.Reply.VersionString(), out.Reply.VersionString())
+	}
+	nx := &Request{Payload: cmd("SET", "k", "w", "NX")}
+	nx.SetUserProperty(PropTimestamp, "1696374425000:0:c")
+	check("SET NX refused", apply(t, e, prepare(t, e, t0, nx), t0).Reply)
+	_, miss, _ := e.Prepare(&Request{Payload: cmd("GET", "nope")}, t0)
+	check("GET miss", miss.Reply)
+	var snap bytes.Buffer
+	if err := e.Snapshot(&snap); err != nil {
+		t.Fatal(err)
+	}
+	r := mustEngine(t, Options{})
+	if err := r.Restore(&snap); err != nil {
+		t.Fatal(err)
+	}
+	_, restored, _ := r.Prepare(&Request{Payload: cmd("GET", "k")}, t0)
+	check("GET restored", restored.Reply)
+	if restored.Reply.VersionString() != out.Reply.VersionString() {
+		t.Errorf("restored GET version %q, SET's %q", restored.Reply.VersionString(), out.Reply.VersionString())
 	}
 }

@@ -48,6 +48,21 @@ type Reply struct {
 	// Version goes out as __ts; the zero HLC means no __ts (a GET miss,
 	// errors, KEYNOTIFY).
 	Version HLC
+	// versionText is Version.String() when the engine has it already
+	// (the key's, built once per version), else "".
+	versionText string
+}
+
+// VersionString returns Version.String(), "" for the zero HLC, without
+// formatting it again when the engine kept it with the key.
+func (r Reply) VersionString() string {
+	switch {
+	case r.Version.IsZero():
+		return ""
+	case r.versionText != "":
+		return r.versionText
+	}
+	return r.Version.String()
 }
 
 // UserProperties returns the user properties the response must carry:
