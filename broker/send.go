@@ -133,10 +133,12 @@ func (b *Broker) storeSend(a *pendingSend, m *record.Message) *protocol.Command 
 	if err != nil {
 		return b.putErrorResponse(res.Status, err)
 	}
-	b.stats.AddPut(m.Topic, 1, int64(len(m.Body)))
 	if pending {
-		return nil // the store calls a.stored
+		// The store calls a.stored, which counts the put before
+		// answering: the answer may leave before this goroutine runs on.
+		return nil
 	}
+	b.stats.AddPut(m.Topic, 1, int64(len(m.Body)))
 	return a.storedResponse(res)
 }
 

@@ -21,7 +21,9 @@ import (
 // the group commit covers the message, and for a sync master the HA
 // server's ack loop calls back once a slave has it. Whoever completes the
 // last wait writes the response with Conn.WriteResponse, which never
-// blocks. A send needing neither wait is answered by processSend itself.
+// blocks. A send needing neither wait is written behind by the store
+// (store.PutAsync, AsyncWriteMapped aside): the store's dispatcher calls
+// pendingSend.stored once the record is in the page cache.
 //
 // Sends not yet answered are bounded by the send pool's QueueSize per
 // broker (acceptAsync): past it a send is refused with SYSTEM_BUSY, as a
@@ -80,13 +82,14 @@ func (a *pendingSend) answer(resp *protocol.Command) {
 	a.release()
 }
 
-// stored is the store's callback for a message whose group commit the
-// send waited for.
+// stored is the store's callback for a message answered later: one whose
+// group commit the send waited for, or one written behind.
 func (a *pendingSend) stored(res store.PutResult, err error) {
 	if err != nil {
 		a.answer(a.b.putErrorResponse(res.Status, err))
 		return
 	}
+	a.b.stats.AddPut(a.msg.Topic, 1, int64(len(a.msg.Body))) // before the answer (storeSend)
 	if resp := a.storedResponse(res); resp != nil {
 		a.answer(resp)
 	}
