@@ -329,7 +329,11 @@ func TestBrokerTransactionRestart(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b = txBroker(t, dir, func(o *Options) { o.ListenAddr, o.HAListen = addr, "127.0.0.1:0" })
+	// The checks made before the producer's heartbeat (every 100 ms, no
+	// producer to ask) count: a loaded machine may take longer than
+	// TransactionCheckMax of them to get there, so the restarted broker
+	// allows plenty.
+	b = txBroker(t, dir, func(o *Options) { o.ListenAddr, o.HAListen, o.TransactionCheckMax = addr, "127.0.0.1:0", 1000 })
 	c = newTestClient(t, b.Addr())
 	for _, x := range []protocol.SendMessageResponseHeader{hc, hr} {
 		if resp := c.endTx(x, "pg", record.TxCommit); resp.Code != protocol.TransactionFailed {
@@ -388,7 +392,10 @@ func TestBrokerTransactionCrashRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b = txBroker(t, dir, func(o *Options) { o.ListenAddr = opts.ListenAddr })
+	// Only the explicit checkOnce below checks back: a background check
+	// racing it (before the producer's heartbeat, or before its rollback
+	// lands) would count UNIQ-Y's checks twice or spend them.
+	b = txBroker(t, dir, func(o *Options) { o.ListenAddr, o.TransactionCheckInterval = opts.ListenAddr, time.Hour })
 	c = newTestClient(t, b.Addr())
 	waitDispatched(t, b, TransOpHalfTopic, 0, 1) // the repair's operation record
 	if resp := c.endTx(h, "pg", record.TxCommit); resp.Code != protocol.TransactionFailed || !strings.Contains(resp.Remark, "committed") {
