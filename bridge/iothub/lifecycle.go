@@ -174,7 +174,9 @@ func (h *Hub) onDisconnect(c mqtt.ClientInfo) {
 		last = true
 	}
 	h.mu.Unlock()
-	h.m.dropClient(c.ClientID)
+	// Calls delivered to this connection are kept until their deadline
+	// (methods.sweep): a device resuming its session gets an unacknowledged
+	// request again and its answer must still reach the caller.
 	cid := h.connID(c)
 	h.lc.enqueue(c.ClientID, func(ctx context.Context) {
 		rctx, cancel := h.requestCtx(ctx)

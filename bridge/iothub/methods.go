@@ -168,14 +168,6 @@ func (m *methods) answered(clientID, id string) (devCall, bool) {
 	return dc, ok
 }
 
-// dropClient forgets the calls delivered to a client that disconnected
-// (its answers cannot come; the callers time out).
-func (m *methods) dropClient(clientID string) {
-	m.mu.Lock()
-	delete(m.delivery, clientID)
-	m.mu.Unlock()
-}
-
 // sweep forgets delivered calls past their deadline.
 func (m *methods) sweep(now time.Time) {
 	m.mu.Lock()

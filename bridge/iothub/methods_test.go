@@ -119,3 +119,42 @@ func TestHubMethodConnectTimeout(t *testing.T) {
 		t.Fatalf("%+v %v", r.res, r.err)
 	}
 }
+
+// TestHubMethodAnsweredAfterReconnect: a device that receives a method
+// request and drops its connection before acknowledging it gets the
+// request again when it resumes its session (QoS 1), and its answer then
+// still reaches the caller: the call delivered to the lost connection is
+// not forgotten at the disconnect, only at its deadline.
+func TestHubMethodAnsweredAfterReconnect(t *testing.T) {
+	c := startTestCluster(t, 1)
+	a, b := startNode(t, c), startNode(t, c)
+	dev := createDevice(t, a, "flaky")
+	id := Identity{DeviceID: "flaky"}
+	key := dev.Authentication.SymmetricKey.PrimaryKey
+	first := dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
+	first.subscribe(methodPostFilter)
+	type out struct {
+		res MethodResult
+		err error
+	}
+	got := make(chan out, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r, err := b.hub.InvokeMethod(ctx, id, MethodCall{Name: "reboot", ConnectTimeout: 10 * time.Second, ResponseTimeout: 10 * time.Second})
+		got <- out{r, err}
+	}()
+	p := first.Recv() // not acknowledged
+	if pub, ok := p.(*packets.Publish); !ok || !strings.HasPrefix(pub.Topic, methodPostTopicBase+"reboot/") {
+		t.Fatalf("want the method request, got %T %+v", p, p)
+	}
+	first.Send(&packets.Disconnect{})
+	first.Closed()
+	waitFor(t, 10*time.Second, "the first connection gone", func() bool { return !a.br.Server().Connected(id.ClientID()) })
+	d := dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
+	answerMethods(t, d, 1)
+	r := <-got
+	if r.err != nil || r.res.Status != 200 {
+		t.Fatalf("%+v %v", r.res, r.err)
+	}
+}
