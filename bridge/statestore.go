@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/client/statestore/router"
+	"github.com/smartgo/smartgo/internal/gogroup"
 	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
@@ -63,10 +64,8 @@ type StateStoreFront struct {
 	mu       sync.Mutex
 	watchers map[string]bool // clients that sent KEYNOTIFY since they connected; protected by mu
 
-	closed    atomic.Bool
 	closeOnce sync.Once
-	goMu      sync.Mutex     // orders spawn against Close
-	wg        sync.WaitGroup // spawn's goroutines
+	group     gogroup.Group // goroutines Close waits for
 }
 
 // NewStateStoreFront registers the front on srv (call before or after
@@ -102,15 +101,13 @@ func NewStateStoreFront(srv *mqtt.Server, opts StateStoreFrontOptions) (*StateSt
 func (f *StateStoreFront) Close() error {
 	var err error
 	f.closeOnce.Do(func() {
-		f.goMu.Lock()
-		f.closed.Store(true)
-		f.goMu.Unlock()
+		f.group.Close()
 		f.unregister()
 		if f.opts.Hook != nil {
 			f.opts.Hook.set(nil)
 		}
 		err = f.router.Close()
-		f.wg.Wait()
+		f.group.Wait()
 	})
 	return err
 }
@@ -199,7 +196,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	if prefix {
 		// Every shard must see it (rare): the calls wait on a goroutine
 		// of the front's, not on the worker.
-		if !f.spawn(func() {
+		if !f.group.Go(func() {
 			ictx, cancel := context.WithDeadline(ctx, msg.Expiry)
 			defer cancel()
 			finish(f.invokeAll(ictx, req))
@@ -251,21 +248,6 @@ func (f *StateStoreFront) answer(clientID string, msg *mqtt.Message, resp *route
 	}
 	f.pushNotifications(resp.Notifications)
 	f.respondOK(clientID, msg, resp.Reply, resp.Version)
-}
-
-// spawn runs fn on a goroutine Close waits for; false once closed.
-func (f *StateStoreFront) spawn(fn func()) bool {
-	f.goMu.Lock()
-	defer f.goMu.Unlock()
-	if f.closed.Load() {
-		return false
-	}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		fn()
-	}()
-	return true
 }
 
 // ssCall is what the front builds for one request, in one allocation:
@@ -409,7 +391,7 @@ func (f *StateStoreFront) clientGone(clientID string) {
 	had := f.watchers[clientID]
 	delete(f.watchers, clientID)
 	f.mu.Unlock()
-	if !had || f.closed.Load() {
+	if !had || f.group.Closed() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.opts.DropTimeout)

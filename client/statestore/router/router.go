@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/client/internal/shardroute"
+	"github.com/smartgo/smartgo/internal/gogroup"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/statestore"
@@ -105,10 +106,8 @@ type Router struct {
 
 	routes atomic.Pointer[routeConv] // the last route converted
 
-	closed    atomic.Bool
 	closeOnce sync.Once
-	goMu      sync.Mutex     // orders spawn against Close
-	wg        sync.WaitGroup // spawn's goroutines
+	group     gogroup.Group // goroutines Close waits for
 }
 
 // NewRouter returns a router; it connects lazily.
@@ -148,11 +147,9 @@ func New(opts Options) (*Router, error) {
 func (r *Router) Close() error {
 	var err error
 	r.closeOnce.Do(func() {
-		r.goMu.Lock()
-		r.closed.Store(true)
-		r.goMu.Unlock()
+		r.group.Close()
 		err = r.rc.Close()
-		r.wg.Wait()
+		r.group.Wait()
 	})
 	return err
 }
@@ -261,7 +258,7 @@ func (r *Router) InvokeCommand(ctx context.Context, deadline time.Time, cmd *sta
 
 // invoke serves InvokeBefore and InvokeCommand; cmd may be nil.
 func (r *Router) invoke(ctx context.Context, deadline time.Time, key []byte, cmd *statestore.Command, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
-	if r.closed.Load() {
+	if r.group.Closed() {
 		return nil, ErrClosed
 	}
 	return r.invokeFrom(ctx, deadline, 0, nil, key, cmd, req)
@@ -351,7 +348,7 @@ func remoteResult(addr string, resp *protocol.Command, err error) (out *protocol
 // changing nothing): then call InvokeCommandAsync, which waits for none
 // of these on the caller's goroutine.
 func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *statestore.Command, req *protocol.StateStoreRequest) (resp *protocol.StateStoreResponse, ok bool, err error) {
-	if r.closed.Load() {
+	if r.group.Closed() {
 		return nil, true, ErrClosed
 	}
 	refs, ok := r.tab.Cached()
@@ -391,13 +388,13 @@ func (r *Router) InvokeCommandAsync(ctx context.Context, deadline time.Time, cmd
 	if cmd != nil {
 		key = cmd.Key
 	}
-	if r.closed.Load() {
+	if r.group.Closed() {
 		cb(nil, ErrClosed)
 		return
 	}
 	refs, ok := r.tab.Cached()
 	if !ok {
-		if !r.spawn(func() { cb(r.invokeFrom(ctx, deadline, 0, nil, key, cmd, req)) }) {
+		if !r.group.Go(func() { cb(r.invokeFrom(ctx, deadline, 0, nil, key, cmd, req)) }) {
 			cb(nil, ErrClosed)
 		}
 		return
@@ -482,7 +479,7 @@ type (
 // them all) and returns the responses in shard order. It stops at the
 // first error.
 func (r *Router) InvokeAll(ctx context.Context, req *protocol.StateStoreRequest) ([]*protocol.StateStoreResponse, error) {
-	if r.closed.Load() {
+	if r.group.Closed() {
 		return nil, ErrClosed
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -532,22 +529,7 @@ func (r *Router) retryAsync(ctx context.Context, deadline time.Time, err error, 
 		cb(nil, err)
 		return
 	}
-	if !r.spawn(func() { cb(r.invokeFrom(ctx, deadline, 1, err, key, cmd, req)) }) {
+	if !r.group.Go(func() { cb(r.invokeFrom(ctx, deadline, 1, err, key, cmd, req)) }) {
 		cb(nil, err)
 	}
-}
-
-// spawn runs fn on a goroutine Close waits for; false once closed.
-func (r *Router) spawn(fn func()) bool {
-	r.goMu.Lock()
-	defer r.goMu.Unlock()
-	if r.closed.Load() {
-		return false
-	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		fn()
-	}()
-	return true
 }
