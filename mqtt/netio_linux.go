@@ -166,22 +166,14 @@ func epollWaitNow(epfd int, events []unix.EpollEvent) (int, error) {
 // sysRead and sysWrite are read(2) and write(2) on a non-blocking socket:
 // they never block, so they are raw system calls (see the top of this
 // file).
-func sysRead(fd int, b []byte) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
-	}
-	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-	if e != 0 {
-		return -1, e
-	}
-	return int(r), nil
-}
+func sysRead(fd int, b []byte) (int, error)  { return rawIO(unix.SYS_READ, fd, b) }
+func sysWrite(fd int, b []byte) (int, error) { return rawIO(unix.SYS_WRITE, fd, b) }
 
-func sysWrite(fd int, b []byte) (int, error) {
+func rawIO(trap uintptr, fd int, b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	r, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	if e != 0 {
 		return -1, e
 	}
