@@ -88,6 +88,25 @@ func TestHubMethodsAcrossNodes(t *testing.T) {
 	}
 }
 
+// methodOutcome is what InvokeMethod returned.
+type methodOutcome struct {
+	res MethodResult
+	err error
+}
+
+// invokeLater calls method name of id through n's hub on a goroutine, with
+// 10 s to connect and 10 s to answer, and delivers the outcome.
+func invokeLater(n *node, id Identity, name string) <-chan methodOutcome {
+	got := make(chan methodOutcome, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r, err := n.hub.InvokeMethod(ctx, id, MethodCall{Name: name, ConnectTimeout: 10 * time.Second, ResponseTimeout: 10 * time.Second})
+		got <- methodOutcome{r, err}
+	}()
+	return got
+}
+
 // TestHubMethodConnectTimeout: a call with a connect timeout waits for the
 // device to come online (on another node) and is delivered then.
 func TestHubMethodConnectTimeout(t *testing.T) {
@@ -100,17 +119,7 @@ func TestHubMethodConnectTimeout(t *testing.T) {
 	first.subscribe(methodPostFilter)
 	first.Send(&packets.Disconnect{})
 	first.Closed()
-	type out struct {
-		res MethodResult
-		err error
-	}
-	got := make(chan out, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		r, err := b.hub.InvokeMethod(ctx, id, MethodCall{Name: "wake", ConnectTimeout: 10 * time.Second, ResponseTimeout: 10 * time.Second})
-		got <- out{r, err}
-	}()
+	got := invokeLater(b, id, "wake")
 	waitFor(t, 10*time.Second, "the call started", func() bool { return b.hub.Stats().MethodCalls.Load() == 1 })
 	d := dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
 	answerMethods(t, d, 1)
@@ -133,17 +142,7 @@ func TestHubMethodAnsweredAfterReconnect(t *testing.T) {
 	key := dev.Authentication.SymmetricKey.PrimaryKey
 	first := dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
 	first.subscribe(methodPostFilter)
-	type out struct {
-		res MethodResult
-		err error
-	}
-	got := make(chan out, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		r, err := b.hub.InvokeMethod(ctx, id, MethodCall{Name: "reboot", ConnectTimeout: 10 * time.Second, ResponseTimeout: 10 * time.Second})
-		got <- out{r, err}
-	}()
+	got := invokeLater(b, id, "reboot")
 	p := first.Recv() // not acknowledged
 	if pub, ok := p.(*packets.Publish); !ok || !strings.HasPrefix(pub.Topic, methodPostTopicBase+"reboot/") {
 		t.Fatalf("want the method request, got %T %+v", p, p)
