@@ -369,6 +369,11 @@ func (cl *commitLog) appendLocked(m *record.Message, size int, viaPend bool) (in
 		return 0, err
 	}
 	phy := cl.writePos
+	if viaPend {
+		cl.s.noteWrote(cl.pend[len(cl.pend)-n:], phy)
+	} else {
+		cl.s.noteWrote(seg.data[rel:rel+int64(n)], phy)
+	}
 	cl.writePos += int64(n)
 	cl.appended.Store(cl.writePos)
 	cl.lastTs.Store(m.StoreTimestamp)
@@ -476,6 +481,7 @@ func (cl *commitLog) discardPendLocked() {
 		b = b[v.TotalSize:]
 	}
 	cl.pend, cl.pendSeg = cl.pend[:0], nil
+	cl.s.wq.dropFrom(at)
 	cl.writePos = at
 	cl.appended.Store(at)
 	cl.discards.mu.Lock()

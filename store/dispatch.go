@@ -26,6 +26,9 @@ type dispatcher struct {
 	lastTs   int64           // its store timestamp
 	keyedPhy int64           // newest record dispatched that the index wants (keys), -1 if none
 	refused  []*CorruptError // records refused during recovery (reported)
+	wq       wroteQueue      // the writer's notes of committed records not dispatched yet (wrote.go)
+	toIndex  wroteQueue      // notes of the records dispatched this round, for the indexer
+	noted    int64           // records dispatched from notes (tests)
 }
 
 // dispatchLoop is the dispatcher goroutine. The writer wakes it through
@@ -101,10 +104,16 @@ func (s *Store) dispatchRangeLocked(end int64) {
 	// Records this store's writer wrote in this run are not checked again;
 	// replicated ones are (and everything at recovery).
 	d.verify = d.recovery || s.rawMode.Load()
-	d.walk(s.cl, &d.pos, end, s.dispatchRecord, s.dispatchSkipped)
+	if d.verify {
+		d.wq.reset() // every record is read back and checked
+		d.walk(s.cl, &d.pos, end, s.dispatchRecord, s.dispatchSkipped)
+	} else {
+		s.dispatchNoted(end)
+	}
 	s.dispatched.Store(d.pos)
 	s.markMu.Lock()
 	s.dispMark = dispatchMark{end: d.pos, lastPhy: d.lastPhy, lastTs: d.lastTs, keyedPhy: d.keyedPhy}
+	d.toIndex.moveTo(&s.ixq, math.MaxInt64)
 	s.markMu.Unlock()
 }
 
@@ -135,26 +144,33 @@ func (s *Store) dispatchSkipped(seg *mappedFile, rel, to int64, err error) {
 	s.emit(Event{Kind: EventCorruption, File: seg.path, Offset: rel, Err: ce})
 }
 
-// dispatchRecord makes the consume-queue entry of a record. It returns
-// false when the entry could not be written (the disk is full): the
-// dispatcher stops at the record and tries it again at its next round
-// (the disk watcher wakes it every second).
+// dispatchRecord makes the consume-queue entry of a record read back
+// (walk's visitor).
 func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) bool {
+	e := s.dispEntryOf(v)
+	// A sealed record's CRC vouches for its QUEUEOFFSET (checked when
+	// verifying only).
+	return s.dispatchEntry(&e, phy, size, s.disp.verify && record.IsSealed(v.Properties))
+}
+
+// dispatchEntry makes the consume-queue entry of the record at phy. It
+// returns false when the entry could not be written (the disk is full):
+// the dispatcher stops at the record and tries it again at its next round
+// (the disk watcher wakes it every second).
+func (s *Store) dispatchEntry(e *dispEntry, phy int64, size int32, sealed bool) bool {
 	d := &s.disp
-	tx := v.SysFlag & record.TxMask
-	if tx == record.TxNotType || tx == record.TxCommit {
-		tags := s.tagsCode(v)
-		cq := s.cqForDispatch(v.Topic, v.QueueID)
-		if !d.fillGaps && v.QueueOffset > cq.maxOff.Load() {
+	if e.queued() {
+		cq := s.cqForDispatch(e.topic, e.queueID)
+		if !d.fillGaps && e.qoff > cq.maxOff.Load() {
 			d.gapSeen = true
 		} else {
 			maxGap := int64(s.opts.CQEntriesPerFile)
-			if d.lost || (d.verify && record.IsSealed(v.Properties)) {
+			if d.lost || sealed {
 				// Records were lost to damage, or this record's CRC vouches
 				// for its QUEUEOFFSET: a gap of any size is real.
 				maxGap = math.MaxInt64
 			}
-			holes, ok, err := cq.appendEntry(v.QueueOffset, cqEntry{phy: phy, size: size, tags: tags}, maxGap)
+			holes, ok, err := cq.appendEntry(e.qoff, cqEntry{phy: phy, size: size, tags: e.tags}, maxGap)
 			if err != nil {
 				s.noSpace(err)
 				s.rlog.Log(s.log, slog.LevelError, "dispatch write", "store: consume-queue entry not written; dispatching waits for disk space",
@@ -162,7 +178,7 @@ func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) bool {
 				return false
 			} else if !ok {
 				ce := &CorruptError{File: s.cl.dir, Offset: phy, Reason: fmt.Sprintf(
-					"record claims queue offset %d, queue %s/%d is at %d; not dispatched", v.QueueOffset, cq.topic, cq.queueID, cq.maxOff.Load())}
+					"record claims queue offset %d, queue %s/%d is at %d; not dispatched", e.qoff, cq.topic, cq.queueID, cq.maxOff.Load())}
 				s.log.Error("store: implausible queue offset", "err", ce)
 				s.emit(Event{Kind: EventCorruption, File: ce.File, Offset: phy, Err: ce})
 				if len(d.refused) < 100 {
@@ -171,7 +187,7 @@ func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) bool {
 			}
 			if holes > 0 {
 				s.log.Warn("store: consume queue gap filled with holes", "topic", cq.topic, "queue", cq.queueID, "holes", holes)
-				s.emit(Event{Kind: EventQueueGap, File: cq.dir, Offset: v.QueueOffset})
+				s.emit(Event{Kind: EventQueueGap, File: cq.dir, Offset: e.qoff})
 			}
 			if cq.touched != d.round {
 				cq.touched = d.round
@@ -181,34 +197,56 @@ func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) bool {
 		if s.rawMode.Load() {
 			s.putMu.Lock()
 			key := cqKey{cq.topic, cq.queueID}
-			if s.queueOffsets[key] < v.QueueOffset+1 {
-				s.queueOffsets[key] = v.QueueOffset + 1
+			if s.queueOffsets[key] < e.qoff+1 {
+				s.queueOffsets[key] = e.qoff + 1
 			}
 			s.putMu.Unlock()
 		}
 	}
 	d.count++
-	d.lastPhy, d.lastTs = phy, v.StoreTimestamp
-	if tx != record.TxRollback && hasIndexKeys(v.Properties) {
+	d.lastPhy, d.lastTs = phy, e.ts
+	if e.keyed() {
 		d.keyedPhy = phy
 	}
-	s.dispatchTs.Store(v.StoreTimestamp)
+	s.dispatchTs.Store(e.ts)
 	if s.rawMode.Load() {
-		s.cl.lastTs.Store(v.StoreTimestamp)
+		s.cl.lastTs.Store(e.ts)
 	}
 	return true
 }
 
-// tagsCode is the consume-queue tagsCode of a record: the hook's value,
-// else the Java hash of TAGS, else 0.
-func (s *Store) tagsCode(v *record.View) int64 {
-	if s.opts.TagsCode != nil {
-		if c, ok := s.opts.TagsCode(v.Topic, v.Properties, v.StoreTimestamp); ok {
-			return c
+// dispatchNoted dispatches the records in [disp.pos, end) from the
+// writer's notes (wrote.go), reading back only what it has no note for,
+// and queues the notes it used for the indexer.
+func (s *Store) dispatchNoted(end int64) {
+	d := &s.disp
+	s.putMu.Lock()
+	s.wq.moveTo(&d.wq, s.cl.committed.Load())
+	s.putMu.Unlock()
+	for d.pos < end {
+		d.wq.dropBelow(d.pos)
+		r := d.wq.first()
+		if r == nil || r.phy > d.pos {
+			to := end
+			if r != nil {
+				to = min(end, r.phy)
+			}
+			d.walk(s.cl, &d.pos, to, s.dispatchRecord, s.dispatchSkipped)
+			if d.pos < to {
+				return // a record not complete yet, or no room for an entry
+			}
+			continue
 		}
+		if r.end() > end {
+			return
+		}
+		e := d.wq.entry(r)
+		if !s.dispatchEntry(&e, r.phy, r.size, false) {
+			return
+		}
+		d.pos = r.end()
+		d.noted++
+		d.toIndex.push(&d.wq, r)
+		d.wq.pop()
 	}
-	if t, ok := record.LookupProperty(v.Properties, record.PropertyTags); ok {
-		return record.TagsHashBytes(t)
-	}
-	return 0
 }

@@ -228,7 +228,10 @@
 // (writebehind.go); with FlushAsync it copies another single put into the
 // mapping and writes a batch with one pwrite (Options.AsyncWrites has the
 // other choices), and then publishes the new end (an atomic) once the
-// bytes are in the page cache; the dispatcher, flusher and readers only touch bytes below it. Files carry reference counts: readers hold a
+// bytes are in the page cache; the dispatcher, flusher and readers only touch bytes below it.
+// The writer notes for each record it appends what the dispatcher and the
+// indexer need of it (wrote.go); they read back only records without a
+// note (recovery, replicated bytes). Files carry reference counts: readers hold a
 // reference until GetResult.Release, and a deleted file is unmapped when
 // the last reference goes.
 package store

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -151,9 +152,12 @@ func (c *segCursor) walk(cl *commitLog, pos *int64, end int64, visit func(v *rec
 type indexer struct {
 	run sync.Mutex // held while indexing (and by HA's startAt)
 	segCursor
-	pos    int64 // next commitlog offset to index
-	lastTs int64 // store timestamp of the last record walked
-	last   int64 // phy of the last record walked, -1 if none this round
+	pos    int64      // next commitlog offset to index
+	q      wroteQueue // notes of dispatched records (wrote.go)
+	noted  int64      // records indexed from notes (tests)
+	read   int64      // records read back (tests)
+	lastTs int64      // store timestamp of the last record walked
+	last   int64      // phy of the last record walked, -1 if none this round
 
 	wake chan struct{} // capacity 1: the dispatcher moved on
 
@@ -207,44 +211,54 @@ func (s *Store) indexAvailable() {
 	ix := &s.ix
 	s.markMu.Lock()
 	m := s.dispMark
+	s.ixq.moveTo(&ix.q, math.MaxInt64)
 	s.markMu.Unlock()
 	if m.keyedPhy < ix.pos && m.lastPhy >= ix.pos {
 		ix.pos = m.end
+		ix.q.dropBelow(ix.pos)
 		s.idx.walked(m.lastPhy, m.lastTs)
 		s.indexTs.Store(m.lastTs)
 		s.indexed.Store(m.end)
 	} else {
-		s.indexRange(s.dispatched.Load())
+		// Up to the round whose notes were just taken, not a later one.
+		s.indexRange(m.end)
 	}
 	s.ix.run.Unlock()
 	s.ix.endRound()
 }
 
-// hasIndexKeys reports whether properties hold KEYS or UNIQ_KEY.
-func hasIndexKeys(props []byte) bool {
-	if k, ok := record.LookupProperty(props, record.PropertyKeys); ok && len(k) > 0 {
-		return true
-	}
-	u, ok := record.LookupProperty(props, record.PropertyUniqueClientMessageIDKeyIndex)
-	return ok && len(u) > 0
-}
-
 // indexRange adds the keys of records in [ix.pos, end) to the index; end
-// must be a record boundary the dispatcher reached. It reports false if
-// it met bytes that are not a record (skipped, as the dispatcher skips
-// them).
+// must be a record boundary the dispatcher reached. It takes them from the
+// writer's notes the dispatcher passed on (wrote.go) and reads back the
+// records it has none for. It reports false if it met bytes that are not
+// a record (skipped, as the dispatcher skips them).
 func (s *Store) indexRange(end int64) bool {
 	ix := &s.ix
 	ix.last = -1
 	ok := true
-	ix.walk(s.cl, &ix.pos, end, func(v *record.View, phy int64, _ int32) bool {
-		s.indexRecord(v, phy)
-		ix.last, ix.lastTs = phy, v.StoreTimestamp
-		return true
-	}, func(*mappedFile, int64, int64, error) { ok = false }) // the dispatcher reports damage
-	if ix.pos < end {
-		ix.pos = end // bad bytes at the end: the dispatcher has the same view
-		ok = false
+	for ix.pos < end {
+		ix.q.dropBelow(ix.pos)
+		r := ix.q.first()
+		if r == nil || r.phy > ix.pos {
+			to := end
+			if r != nil {
+				to = min(end, r.phy)
+			}
+			ix.walk(s.cl, &ix.pos, to, s.indexRead, func(*mappedFile, int64, int64, error) { ok = false }) // the dispatcher reports damage
+			if ix.pos < to {
+				ix.pos = to // bad bytes: the dispatcher has the same view
+				ok = false
+			}
+			continue
+		}
+		if r.end() > end {
+			break
+		}
+		e := ix.q.entry(r)
+		s.indexEntry(&e, r.phy)
+		ix.noted++
+		ix.pos = r.end()
+		ix.q.pop()
 	}
 	if err := s.idx.commit(); err != nil {
 		s.indexFailed(err)
@@ -257,34 +271,40 @@ func (s *Store) indexRange(end int64) bool {
 	return ok
 }
 
-// indexRecord adds a record's KEYS (space separated) and UNIQ_KEY.
-func (s *Store) indexRecord(v *record.View, phy int64) {
-	if v.SysFlag&record.TxMask == record.TxRollback || phy <= s.idx.skipPhy {
+// indexRead indexes a record read back (walk's visitor).
+func (s *Store) indexRead(v *record.View, phy int64, _ int32) bool {
+	s.ix.read++
+	e := s.indexEntryOf(v)
+	s.indexEntry(&e, phy)
+	return true
+}
+
+// indexEntry adds a record's KEYS (space separated) and UNIQ_KEY.
+func (s *Store) indexEntry(e *dispEntry, phy int64) {
+	ix := &s.ix
+	ix.last, ix.lastTs = phy, e.ts
+	if e.sysFlag&record.TxMask == record.TxRollback || phy <= s.idx.skipPhy {
 		return
 	}
-	if keys, ok := record.LookupProperty(v.Properties, record.PropertyKeys); ok {
-		for len(keys) > 0 {
-			i := bytes.IndexByte(keys, ' ')
-			k := keys
-			if i >= 0 {
-				k, keys = keys[:i], keys[i+1:]
-			} else {
-				keys = nil
-			}
-			s.indexKey(v, k, phy)
+	for keys := e.keys; len(keys) > 0; {
+		i := bytes.IndexByte(keys, ' ')
+		k := keys
+		if i >= 0 {
+			k, keys = keys[:i], keys[i+1:]
+		} else {
+			keys = nil
 		}
+		s.indexKey(e, k, phy)
 	}
-	if u, ok := record.LookupProperty(v.Properties, record.PropertyUniqueClientMessageIDKeyIndex); ok {
-		s.indexKey(v, u, phy)
-	}
+	s.indexKey(e, e.uniq, phy)
 	s.idx.skipPhy = phy
 }
 
-func (s *Store) indexKey(v *record.View, key []byte, phy int64) {
+func (s *Store) indexKey(e *dispEntry, key []byte, phy int64) {
 	if len(key) == 0 {
 		return
 	}
-	if err := s.idx.add(v.Topic, key, phy, v.StoreTimestamp); err != nil {
+	if err := s.idx.add(e.topic, key, phy, e.ts); err != nil {
 		s.indexFailed(err)
 	}
 }

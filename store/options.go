@@ -184,7 +184,9 @@ type Options struct {
 	Listener func(Event)
 	// TagsCode, if set, overrides the consume-queue tagsCode of a record
 	// (e.g. the broker's schedule topic stores the delivery time). It returns
-	// ok=false to keep the default (hash of TAGS).
+	// ok=false to keep the default (hash of TAGS). The writer calls it for
+	// each record it appends (under its lock), the dispatcher for records
+	// it reads back: it must be quick and must not call into the store.
 	TagsCode func(topic, properties []byte, storeTimestamp int64) (code int64, ok bool)
 }
 

@@ -64,6 +64,7 @@ func (s *Store) startAt(offset int64) {
 	s.disp.pos = offset
 	s.dispatched.Store(offset)
 	s.ix.run.Lock()
+	s.dropNotes()
 	s.ix.pos = offset
 	s.indexed.Store(offset)
 	s.ix.run.Unlock()

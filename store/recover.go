@@ -310,7 +310,7 @@ func (s *Store) checkEntry(cq *consumeQueue, off int64, e cqEntry, clMin int64) 
 	case v.QueueOffset != off || v.QueueID != cq.queueID || string(v.Topic) != cq.topic:
 		return fmt.Sprintf("entry %d points at record of %s/%d offset %d", off, v.Topic, v.QueueID, v.QueueOffset)
 	}
-	if tags := s.tagsCode(&v); tags != e.tags {
+	if tags := s.dispEntryOf(&v).tags; tags != e.tags {
 		return fmt.Sprintf("entry %d tagsCode %d, record's is %d", off, e.tags, tags)
 	}
 	return ""

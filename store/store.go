@@ -96,6 +96,7 @@ type Store struct {
 	queueOffsets map[cqKey]int64 // next queue offset per queue; protected by putMu
 	batchProps   []byte          // PutBatch's properties scratch; protected by putMu
 	behind       []behindPut     // puts written behind, not answered yet, in append order; protected by putMu
+	wq           wroteQueue      // the writer's notes of the records it appended (wrote.go); protected by putMu
 	answerMu     sync.Mutex      // held while written-behind puts are answered (writebehind.go)
 	answering    []behindPut     // the puts being answered; protected by answerMu
 	closed       atomic.Bool     // set under putMu by Close
@@ -114,6 +115,7 @@ type Store struct {
 	dispatchWake chan struct{}
 	markMu       sync.Mutex
 	dispMark     dispatchMark // the dispatcher's last round, for the indexer; protected by markMu
+	ixq          wroteQueue   // notes of dispatched records, for the indexer (wrote.go); protected by markMu
 	ix           indexer      // index follower, see indexer.go
 	indexed      atomic.Int64 // commitlog offset the indexer has walked up to
 	indexTs      atomic.Int64 // store timestamp of the last indexed record

@@ -54,6 +54,7 @@ func (s *Store) TruncateTail(offset int64) error {
 		s.queueOffsets[cqKey{cq.topic, cq.queueID}] = cq.maxOff.Load()
 	}
 	d := &s.disp
+	s.dropNotes()
 	d.releaseCur()
 	if d.pos > offset {
 		d.pos = offset

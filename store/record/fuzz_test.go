@@ -151,6 +151,20 @@ func FuzzPropertiesParse(f *testing.F) {
 				t.Fatalf("LookupProperty(%q) = %q %v, Get = %q", kv.Key, v, ok, want)
 			}
 		}
+		// LookupProperties finds in one pass what LookupProperty finds
+		// key by key, present or not.
+		keys := []string{PropertyTags, PropertyKeys, PropertyUniqueClientMessageIDKeyIndex, "k", "a"}
+		for _, kv := range p {
+			keys = append(keys, kv.Key)
+		}
+		vals := make([][]byte, len(keys))
+		LookupProperties([]byte(s), keys, vals)
+		for i, k := range keys {
+			v, ok := LookupProperty([]byte(s), k)
+			if ok != (vals[i] != nil) || string(v) != string(vals[i]) {
+				t.Fatalf("LookupProperties: %q = %q, LookupProperty: %q %v", k, vals[i], v, ok)
+			}
+		}
 		// Round trip: encoding a parsed set and parsing it again is the
 		// identity (values may keep inner 0x01: the split is at the first).
 		enc := AppendProperties(nil, p)

@@ -232,6 +232,28 @@ func LookupPropertyString(raw, key string) (value string, ok bool) {
 	return raw[k1+1 : v1], true
 }
 
+// LookupProperties is LookupProperty for several keys in one pass over
+// raw: vals[i] is the value of the first pair with keys[i], nil when there
+// is none (values are never empty). It does not allocate.
+func LookupProperties(raw []byte, keys []string, vals [][]byte) {
+	s := unsafe.String(unsafe.SliceData(raw), len(raw)) // read-only view
+	clear(vals)
+	left := len(keys)
+	for pos := 0; left > 0; {
+		k0, k1, v1, next, ok := nextPair(s, pos)
+		if !ok {
+			return
+		}
+		for i, k := range keys {
+			if vals[i] == nil && s[k0:k1] == k {
+				vals[i] = raw[k1+1 : v1 : v1]
+				left--
+			}
+		}
+		pos = next
+	}
+}
+
 func lookup(s, key string) (k0, k1, v1 int, ok bool) {
 	for pos := 0; ; {
 		k0, k1, v1, next, ok := nextPair(s, pos)

@@ -57,6 +57,13 @@ func TestRecordPropertiesParse(t *testing.T) {
 			t.Errorf("LookupProperty found %q = %q", key, v)
 		}
 	}
+	// LookupProperties: one pass, first match of each key, nil if absent.
+	keys := []string{"KEYS", "ab", "TAGS", "k"}
+	vals := [][]byte{[]byte("stale"), nil, nil, nil}
+	LookupProperties([]byte("ab\x02\x01v\x02KEYS\x01x\x02TAGS\x01t1\x02KEYS\x01y\x02TAGS\x01t2\x02k\x01"), keys, vals)
+	if string(vals[0]) != "x" || vals[1] != nil || string(vals[2]) != "t1" || vals[3] != nil {
+		t.Errorf("LookupProperties = %q", vals)
+	}
 }
 
 func TestRecordPropertiesEncode(t *testing.T) {

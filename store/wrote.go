@@ -1,0 +1,277 @@
+package store
+
+import (
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// What the writer knows, handed on: the writer has just encoded each
+// record it appends, so it notes there what the dispatcher and the indexer
+// need of it (queue, queue offset, tags code, store time, the KEYS and
+// UNIQ_KEY values; dispEntryOf on the bytes still in the CPU's cache), and
+// they take these notes instead of reading the record back from the
+// mapping, where every record costs them a parse of bytes another CPU
+// wrote (and a page fault every few records). The notes travel from the
+// writer (Store.wq, under putMu) to the dispatcher (dispatcher.wq, once
+// the records are committed), then with the dispatched ones to the
+// indexer (Store.ixq under markMu, then indexer.q).
+//
+// A follower reads a record back wherever it has no note for it: at
+// recovery, in raw (slave) mode, for replicated bytes, for fillers and
+// when a queue was full and the writer noted nothing. Both ways build
+// the entry with dispEntryOf from the same bytes, so they cannot differ
+// (TestStoreWroteNotesMatchReadBack). Notes never outlive their records:
+// records taken back (a full disk, discardPendLocked) take their notes
+// along, and a truncation drops them all.
+
+// wroteRec is the note of one record.
+type wroteRec struct {
+	phy, qoff, ts, tags int64
+	at                  int // its bytes in the arena: topic, KEYS value, UNIQ_KEY value
+	size, queueID       int32
+	sysFlag             int32
+	topicLen            int32
+	keysLen, uniqLen    int32
+}
+
+func (r *wroteRec) end() int64 { return r.phy + int64(r.size) }
+
+// wroteQueue is a queue of notes in commitlog order.
+type wroteQueue struct {
+	recs  []wroteRec
+	arena []byte
+	head  int // recs[head:] are queued
+}
+
+// Bounds of a queue: past them the writer (or the dispatcher handing
+// notes on) notes nothing and the follower reads the records back.
+const (
+	maxWroteRecs  = 1 << 16
+	maxWroteBytes = 4 << 20
+)
+
+func (q *wroteQueue) len() int { return len(q.recs) - q.head }
+
+func (q *wroteQueue) full(extra int) bool {
+	return len(q.recs)-q.head >= maxWroteRecs || len(q.arena)+extra > maxWroteBytes
+}
+
+// first returns the oldest note, nil if none.
+func (q *wroteQueue) first() *wroteRec {
+	if q.head == len(q.recs) {
+		return nil
+	}
+	return &q.recs[q.head]
+}
+
+// pop drops the oldest note.
+func (q *wroteQueue) pop() {
+	q.head++
+	if q.head == len(q.recs) {
+		q.reset()
+	}
+}
+
+func (q *wroteQueue) reset() {
+	q.recs, q.arena, q.head = q.recs[:0], q.arena[:0], 0
+}
+
+func (q *wroteQueue) topic(r *wroteRec) []byte {
+	return q.arena[r.at : r.at+int(r.topicLen)]
+}
+
+func (q *wroteQueue) keys(r *wroteRec) []byte {
+	at := r.at + int(r.topicLen)
+	return q.arena[at : at+int(r.keysLen)]
+}
+
+func (q *wroteQueue) uniq(r *wroteRec) []byte {
+	at := r.at + int(r.topicLen) + int(r.keysLen)
+	return q.arena[at : at+int(r.uniqLen)]
+}
+
+// note queues the note of the record at phy (size bytes) whose entry is e;
+// it reports false when the queue is full.
+func (q *wroteQueue) note(e *dispEntry, phy int64, size int32) bool {
+	n := len(e.topic) + len(e.keys) + len(e.uniq)
+	if q.full(n) {
+		return false
+	}
+	at := len(q.arena)
+	q.arena = append(append(append(q.arena, e.topic...), e.keys...), e.uniq...)
+	q.recs = append(q.recs, wroteRec{phy: phy, qoff: e.qoff, ts: e.ts, tags: e.tags, at: at, size: size,
+		queueID: e.queueID, sysFlag: e.sysFlag, topicLen: int32(len(e.topic)), keysLen: int32(len(e.keys)), uniqLen: int32(len(e.uniq))})
+	return true
+}
+
+// push queues a copy of r, a note of src; it reports false when the queue
+// is full.
+func (q *wroteQueue) push(src *wroteQueue, r *wroteRec) bool {
+	n := int(r.topicLen + r.keysLen + r.uniqLen)
+	if q.full(n) {
+		return false
+	}
+	c := *r
+	c.at = len(q.arena)
+	q.arena = append(q.arena, src.arena[r.at:r.at+n]...)
+	q.recs = append(q.recs, c)
+	return true
+}
+
+// moveTo moves the oldest notes of records that end at or below limit to
+// dst (as many as dst takes; the ones it does not are dropped: their
+// followers read them back).
+func (q *wroteQueue) moveTo(dst *wroteQueue, limit int64) {
+	if q.len() == 0 {
+		return
+	}
+	if dst.len() == 0 && q.recs[len(q.recs)-1].end() <= limit {
+		dst.reset()
+		*q, *dst = *dst, *q // all of them: no copy
+		return
+	}
+	dst.compact()
+	for r := q.first(); r != nil && r.end() <= limit; r = q.first() {
+		dst.push(q, r)
+		q.pop()
+	}
+}
+
+// compact moves the queued notes to the front of the queue's buffers.
+func (q *wroteQueue) compact() {
+	if q.head == 0 {
+		return
+	}
+	if q.head == len(q.recs) {
+		q.reset()
+		return
+	}
+	base := q.recs[q.head].at
+	n := copy(q.recs, q.recs[q.head:])
+	q.recs = q.recs[:n]
+	q.head = 0
+	m := copy(q.arena, q.arena[base:])
+	q.arena = q.arena[:m]
+	for i := range q.recs {
+		q.recs[i].at -= base
+	}
+}
+
+// dropFrom drops the notes of records at or after phy (taken back).
+func (q *wroteQueue) dropFrom(phy int64) {
+	i := len(q.recs)
+	for i > q.head && q.recs[i-1].phy >= phy {
+		i--
+	}
+	if i == q.head {
+		q.reset()
+		return
+	}
+	q.recs = q.recs[:i]
+	q.arena = q.arena[:q.recs[i-1].at+int(q.recs[i-1].topicLen+q.recs[i-1].keysLen+q.recs[i-1].uniqLen)]
+}
+
+// dropBelow drops the notes of records before pos (a follower got past
+// them another way).
+func (q *wroteQueue) dropBelow(pos int64) {
+	for r := q.first(); r != nil && r.phy < pos; r = q.first() {
+		q.pop()
+	}
+}
+
+// entry is the dispatch entry a note stands for.
+func (q *wroteQueue) entry(r *wroteRec) dispEntry {
+	return dispEntry{topic: q.topic(r), keys: q.keys(r), uniq: q.uniq(r), queueID: r.queueID,
+		qoff: r.qoff, ts: r.ts, tags: r.tags, sysFlag: r.sysFlag}
+}
+
+// dispEntry is what the dispatcher and the indexer take from a record.
+type dispEntry struct {
+	topic      []byte
+	keys, uniq []byte // KEYS and UNIQ_KEY values (nil without), for the index
+	queueID    int32
+	sysFlag    int32
+	qoff       int64
+	ts         int64
+	tags       int64 // consume-queue tagsCode (0 for records no queue gets)
+}
+
+// keyed reports whether the index wants the record.
+func (e *dispEntry) keyed() bool {
+	return e.sysFlag&record.TxMask != record.TxRollback && (len(e.keys) > 0 || len(e.uniq) > 0)
+}
+
+// queued reports whether the record gets a consume-queue entry.
+func (e *dispEntry) queued() bool {
+	tx := e.sysFlag & record.TxMask
+	return tx == record.TxNotType || tx == record.TxCommit
+}
+
+// indexedKeys are the properties dispEntryOf looks up, in one pass.
+var indexedKeys = [...]string{record.PropertyTags, record.PropertyKeys, record.PropertyUniqueClientMessageIDKeyIndex}
+
+// dispEntryOf is the entry of a parsed record, the one way both the writer
+// (for its notes) and a follower reading a record back make it.
+func (s *Store) dispEntryOf(v *record.View) dispEntry {
+	var vals [len(indexedKeys)][]byte
+	record.LookupProperties(v.Properties, indexedKeys[:], vals[:])
+	e := dispEntry{topic: v.Topic, queueID: v.QueueID, sysFlag: v.SysFlag, qoff: v.QueueOffset, ts: v.StoreTimestamp}
+	if e.queued() {
+		e.tags = s.tagsCode(v, vals[0])
+	}
+	if e.sysFlag&record.TxMask != record.TxRollback {
+		e.keys, e.uniq = vals[1], vals[2]
+	}
+	return e
+}
+
+// indexEntryOf is dispEntryOf without the tags code, for the indexer.
+func (s *Store) indexEntryOf(v *record.View) dispEntry {
+	var vals [len(indexedKeys)][]byte
+	record.LookupProperties(v.Properties, indexedKeys[1:], vals[1:])
+	e := dispEntry{topic: v.Topic, queueID: v.QueueID, sysFlag: v.SysFlag, qoff: v.QueueOffset, ts: v.StoreTimestamp}
+	if e.sysFlag&record.TxMask != record.TxRollback {
+		e.keys, e.uniq = vals[1], vals[2]
+	}
+	return e
+}
+
+// tagsCode is the consume-queue tagsCode of a record: the hook's value,
+// else the Java hash of its TAGS value (tags), else 0.
+func (s *Store) tagsCode(v *record.View, tags []byte) int64 {
+	if s.opts.TagsCode != nil {
+		if c, ok := s.opts.TagsCode(v.Topic, v.Properties, v.StoreTimestamp); ok {
+			return c
+		}
+	}
+	if tags != nil {
+		return record.TagsHashBytes(tags)
+	}
+	return 0
+}
+
+// noteWrote notes the record the writer just put at rec (its bytes, at
+// phy), unless the store replicates (raw mode: the dispatcher reads every
+// record back). Caller holds putMu.
+func (s *Store) noteWrote(rec []byte, phy int64) {
+	if s.rawMode.Load() {
+		return
+	}
+	v, err := record.Parse(rec, false)
+	if err != nil {
+		return // cannot happen (our own encoding); read back then
+	}
+	e := s.dispEntryOf(&v)
+	s.wq.note(&e, phy, v.TotalSize)
+}
+
+// dropNotes drops every note (the log was cut or moved). Caller holds
+// dispMu, putMu and ix.run.
+func (s *Store) dropNotes() {
+	s.wq.reset()
+	s.disp.wq.reset()
+	s.disp.toIndex.reset()
+	s.markMu.Lock()
+	s.ixq.reset()
+	s.markMu.Unlock()
+	s.ix.q.reset()
+}

@@ -1,0 +1,300 @@
+package store
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// notesTagsCode is a TagsCode hook like the broker's schedule topic: the
+// code depends on a property and the store time.
+func notesTagsCode(topic, props []byte, ts int64) (int64, bool) {
+	if string(topic) != "SCHED" {
+		return 0, false
+	}
+	v, ok := record.LookupProperty(props, record.PropertyDelayLevel)
+	if !ok {
+		return 0, false
+	}
+	return ts + int64(len(v))*1000, true
+}
+
+// notesMsg is message i of TestStoreWroteNotesMatchReadBack: topics,
+// queues, tags, keys (several, empty, spaced), unique keys, a delay level
+// the hook reads, transaction states and a properties string that does
+// not end with a separator.
+func notesMsg(i int) (*record.Message, []string) {
+	topic := []string{"A", "B", "SCHED"}[i%3]
+	var props []string
+	var keys []string
+	if i%5 != 0 {
+		props = append(props, record.PropertyTags+"\x01tag"+fmt.Sprint(i%7))
+	}
+	switch i % 4 {
+	case 0:
+		k := fmt.Sprintf("k%d x%d", i, i%3)
+		props = append(props, record.PropertyKeys+"\x01"+k)
+		keys = append(keys, strings.Fields(k)...)
+	case 1:
+		k := fmt.Sprintf("  s%d ", i)
+		props = append(props, record.PropertyKeys+"\x01"+k)
+		keys = append(keys, strings.Fields(k)...)
+	case 2:
+		props = append(props, record.PropertyKeys+"\x01") // no value: not a pair
+	}
+	if i%3 == 0 {
+		u := fmt.Sprintf("U%08d", i)
+		props = append(props, record.PropertyUniqueClientMessageIDKeyIndex+"\x01"+u)
+		keys = append(keys, u)
+	}
+	if i%2 == 0 {
+		props = append(props, record.PropertyDelayLevel+"\x01"+strings.Repeat("3", 1+i%4))
+	}
+	p := strings.Join(props, "\x02")
+	if i%6 != 5 && p != "" {
+		p += "\x02"
+	}
+	m := &record.Message{Topic: topic, QueueID: int32(i % 4), BornTimestamp: 1_700_000_000_000, BornHost: bornHost,
+		Body: []byte(strings.Repeat("b", i%50)), Properties: p}
+	switch i % 11 {
+	case 1:
+		m.SysFlag = record.TxPrepared
+	case 2:
+		m.SysFlag = record.TxCommit
+	case 3:
+		m.SysFlag = record.TxRollback
+		keys = nil // not indexed
+	}
+	return m, keys
+}
+
+// notesState is what a store's followers built: every consume-queue entry
+// and what each key finds.
+type notesState struct {
+	cq  map[string][]cqEntry
+	idx map[string][]int64
+}
+
+func notesSnapshot(t *testing.T, s *Store, keys map[string][]string) notesState {
+	t.Helper()
+	st := notesState{cq: map[string][]cqEntry{}, idx: map[string][]int64{}}
+	for _, cq := range s.allCQs() {
+		name := fmt.Sprintf("%s/%d", cq.topic, cq.queueID)
+		for off := range cq.maxOff.Load() {
+			e, ok := cq.entry(off)
+			if !ok {
+				t.Fatalf("%s: no entry %d", name, off)
+			}
+			st.cq[name] = append(st.cq[name], e)
+		}
+	}
+	for topic, ks := range keys {
+		for _, k := range ks {
+			r, err := s.QueryByKey(topic, k, 64, 0, 1<<62)
+			if err != nil {
+				t.Fatalf("QueryByKey %s %s: %v", topic, k, err)
+			}
+			phys := slices.Clone(r.PhysicalOffsets)
+			slices.Sort(phys)
+			st.idx[topic+"#"+k] = phys
+			r.Release()
+		}
+	}
+	return st
+}
+
+// The dispatcher and the indexer build the same consume-queue entries and
+// index keys from the writer's notes (wrote.go) as from reading every
+// record back, which recovery does after the queues and the index are
+// deleted; in every write mode, for single, async and batch puts.
+func TestStoreWroteNotesMatchReadBack(t *testing.T) {
+	modes := []struct {
+		name string
+		set  func(*Options)
+	}{
+		{"hybrid", func(*Options) {}},
+		{"mapped", func(o *Options) { o.AsyncWrites = AsyncWriteMapped }},
+		{"pwrite", func(o *Options) { o.AsyncWrites = AsyncWritePwrite }},
+		{"sync", func(o *Options) { o.FlushMode = FlushSync }},
+	}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			root := t.TempDir()
+			opts := func(o *Options) {
+				o.TagsCode = notesTagsCode
+				o.IndexEntries = 5000
+				o.IndexSlots = 512
+				mode.set(o)
+			}
+			s := openTest(t, root, opts)
+			keys := map[string][]string{}
+			done := make(chan error, 1000)
+			async := 0
+			for i := range 600 {
+				m, ks := notesMsg(i)
+				keys[m.Topic] = append(keys[m.Topic], ks...)
+				switch {
+				case i%3 == 1:
+					_, pending, err := s.PutAsync(m, false, func(_ PutResult, err error) { done <- err })
+					if err != nil {
+						t.Fatalf("PutAsync %d: %v", i, err)
+					}
+					if pending {
+						async++
+					}
+				case i%50 == 7:
+					tmpl := *m
+					items := []record.BatchItem{{Body: []byte("x"), Properties: []byte("KEYS\x01bk" + fmt.Sprint(i))}, {Body: []byte("y")}}
+					keys[m.Topic] = append(keys[m.Topic], "bk"+fmt.Sprint(i))
+					if _, err := s.PutBatch(t.Context(), &tmpl, items); err != nil {
+						t.Fatalf("PutBatch %d: %v", i, err)
+					}
+				default:
+					if _, err := s.Put(t.Context(), m); err != nil {
+						t.Fatalf("Put %d: %v", i, err)
+					}
+				}
+			}
+			for range async {
+				if err := <-done; err != nil {
+					t.Fatalf("async put: %v", err)
+				}
+			}
+			waitIndexed(t, s)
+			s.dispMu.Lock()
+			dNoted, dCount := s.disp.noted, s.disp.count
+			s.dispMu.Unlock()
+			s.ix.run.Lock()
+			ixNoted, ixRead := s.ix.noted, s.ix.read
+			s.ix.run.Unlock()
+			if dNoted != dCount || ixRead != 0 || ixNoted == 0 {
+				t.Fatalf("dispatched %d of %d records from notes, indexed %d from notes and read back %d: the notes are not used",
+					dNoted, dCount, ixNoted, ixRead)
+			}
+			want := notesSnapshot(t, s, keys)
+			if len(want.cq) < 12 {
+				t.Fatalf("only %d queues", len(want.cq))
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, dir := range []string{"consumequeue", "index"} {
+				if err := os.RemoveAll(filepath.Join(root, dir)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s2 := openTest(t, root, opts)
+			waitIndexed(t, s2)
+			s2.dispMu.Lock()
+			noted := s2.disp.noted
+			s2.dispMu.Unlock()
+			if noted != 0 {
+				t.Fatalf("recovery dispatched %d records from notes", noted)
+			}
+			got := notesSnapshot(t, s2, keys)
+			for _, name := range slices.Sorted(maps.Keys(want.cq)) {
+				if !slices.Equal(want.cq[name], got.cq[name]) {
+					t.Errorf("queue %s from notes:\n%v\nread back:\n%v", name, want.cq[name], got.cq[name])
+				}
+			}
+			if len(got.cq) != len(want.cq) {
+				t.Errorf("%d queues from notes, %d read back", len(want.cq), len(got.cq))
+			}
+			for k, phys := range want.idx {
+				if len(phys) == 0 {
+					t.Errorf("key %s not found from notes", k)
+				}
+				if !slices.Equal(phys, got.idx[k]) {
+					t.Errorf("key %s: %v from notes, %v read back", k, phys, got.idx[k])
+				}
+			}
+		})
+	}
+}
+
+// The note queues keep notes in order with their bytes through partial
+// moves, compaction, take-backs and their bounds.
+func TestWroteQueueMoves(t *testing.T) {
+	var w, d, ix wroteQueue
+	phy := int64(0)
+	note := func(q *wroteQueue, i int) bool {
+		e := dispEntry{topic: []byte(fmt.Sprintf("T%d", i%3)), keys: []byte(fmt.Sprintf("k%d", i)), qoff: int64(i)}
+		if i%2 == 0 {
+			e.uniq = []byte(fmt.Sprintf("u%d", i))
+		}
+		ok := q.note(&e, phy, 100)
+		phy += 100
+		return ok
+	}
+	check := func(q *wroteQueue, from, to int) {
+		t.Helper()
+		if q.len() != to-from {
+			t.Fatalf("%d notes, want %d (%d..%d)", q.len(), to-from, from, to)
+		}
+		for i := from; i < to; i++ {
+			r := &q.recs[q.head+i-from]
+			e := q.entry(r)
+			u := ""
+			if i%2 == 0 {
+				u = fmt.Sprintf("u%d", i)
+			}
+			if r.phy != int64(i)*100 || e.qoff != int64(i) || string(e.topic) != fmt.Sprintf("T%d", i%3) ||
+				string(e.keys) != fmt.Sprintf("k%d", i) || string(e.uniq) != u {
+				t.Fatalf("note %d: phy %d %+v", i, r.phy, e)
+			}
+		}
+	}
+	for i := range 10 {
+		note(&w, i)
+	}
+	w.moveTo(&d, 500) // records 0-4 end at or below 500
+	check(&w, 5, 10)
+	check(&d, 0, 5)
+	d.pop()
+	d.pop()
+	for i := 10; i < 14; i++ {
+		note(&w, i)
+	}
+	w.dropFrom(1200) // 12 and 13 taken back
+	check(&w, 5, 12)
+	phy = 1200
+	note(&w, 12)
+	w.moveTo(&d, 1<<62) // d not empty: copied behind its notes (compacted)
+	check(&d, 2, 13)
+	if w.len() != 0 || d.head != 0 {
+		t.Fatalf("w %d notes, d head %d", w.len(), d.head)
+	}
+	d.dropBelow(700)
+	check(&d, 7, 13)
+	ix.push(&d, d.first())
+	d.pop()
+	check(&ix, 7, 8)
+	d.moveTo(&ix, 1<<62)
+	check(&ix, 7, 13)
+	ix.dropFrom(0)
+	if ix.len() != 0 || len(ix.arena) != 0 {
+		t.Fatalf("after dropping all: %d notes, %d bytes", ix.len(), len(ix.arena))
+	}
+	// Bounds: a full queue refuses notes; the follower reads those back.
+	var full wroteQueue
+	phy = 0
+	for i := range maxWroteRecs {
+		if !note(&full, i) {
+			t.Fatalf("note %d refused", i)
+		}
+	}
+	if note(&full, maxWroteRecs) {
+		t.Fatalf("note beyond %d taken", maxWroteRecs)
+	}
+	big := dispEntry{topic: []byte("T"), keys: make([]byte, maxWroteBytes)}
+	var q wroteQueue
+	if q.note(&big, 0, 100) {
+		t.Fatalf("note of %d bytes taken", len(big.keys))
+	}
+}
