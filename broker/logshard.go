@@ -45,6 +45,11 @@ type logShard struct {
 	// restart) at queue offset off with the record's store time.
 	replay func(entry []byte, storeTime time.Time, off int64) error
 
+	// snapMu serializes writing the snapshot file with another write and
+	// with a reload; it is taken before mu, which a snapshot holds only
+	// while the engine serializes its state, not while the file is
+	// written and synced (a request waits for mu, on a poller).
+	snapMu  sync.Mutex
 	mu      sync.Mutex   // serializes appends and applies and snapshots; reads do not take it
 	next    int64        // queue offset of the next entry to apply; protected by mu
 	lastEnd int64        // commitlog offset past the last record the shard wrote or applied; protected by mu
@@ -293,26 +298,38 @@ func (h *shardLog) appendLocked(ctx context.Context, sh *logShard, entry []byte,
 	return nil
 }
 
-// snapshotLocked writes the shard's snapshot if it changed and every
-// record it covers is flushed. Called with sh.mu held.
-func (h *shardLog) snapshotLocked(sh *logShard) error {
-	if sh.next == sh.snapAt {
+// snapshotShard writes the shard's snapshot if it changed and every
+// record it covers is flushed. The engine's state is taken under sh.mu,
+// the file written after releasing it.
+func (h *shardLog) snapshotShard(sh *logShard) error {
+	sh.snapMu.Lock()
+	defer sh.snapMu.Unlock()
+	sh.mu.Lock()
+	if sh.failed != nil || sh.next == sh.snapAt {
+		sh.mu.Unlock()
 		return nil
 	}
 	if sh.lastEnd > h.b.store.FlushedPhysicalOffset() {
+		sh.mu.Unlock()
 		return nil // not durable yet; the next round (or the log) covers it
 	}
 	if h.b.controlled() && sh.lastEnd > h.b.store.DispatchedPhysicalOffset() {
+		sh.mu.Unlock()
 		return nil // not on the whole sync state set yet: a failover could cut it
 	}
 	var buf bytes.Buffer
-	if err := sh.snap.Snapshot(&buf); err != nil {
+	err := sh.snap.Snapshot(&buf)
+	next := sh.next
+	sh.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("broker: %s shard %d snapshot: %w", h.what, sh.id, err)
 	}
-	if err := fsutil.WriteFileAtomic(h.snapPath(sh.id), encodeShardSnapshot(h.magic, sh.id, sh.next, buf.Bytes()), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(h.snapPath(sh.id), encodeShardSnapshot(h.magic, sh.id, next, buf.Bytes()), 0o644); err != nil {
 		return fmt.Errorf("broker: %s shard %d snapshot: %w", h.what, sh.id, err)
 	}
-	sh.snapAt = sh.next
+	sh.mu.Lock()
+	sh.snapAt = next // a reload, which would reset it, waits for snapMu
+	sh.mu.Unlock()
 	return nil
 }
 
@@ -321,11 +338,7 @@ func (h *shardLog) snapshotLocked(sh *logShard) error {
 func (h *shardLog) snapshotAll() error {
 	var errs []error
 	for _, sh := range h.shards {
-		sh.mu.Lock()
-		if sh.failed == nil {
-			errs = append(errs, h.snapshotLocked(sh))
-		}
-		sh.mu.Unlock()
+		errs = append(errs, h.snapshotShard(sh))
 	}
 	return errors.Join(errs...)
 }

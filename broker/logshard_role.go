@@ -96,18 +96,20 @@ func (h *shardLog) takeOverLocked() {
 func (h *shardLog) truncated(offset int64) error {
 	var errs []error
 	for _, sh := range h.shards {
+		sh.snapMu.Lock() // no snapshot file is being written meanwhile
 		sh.mu.Lock()
 		if sh.lastEnd > offset || sh.next > h.b.store.MaxOffset(h.topic, sh.id) || sh.failed != nil {
 			errs = append(errs, h.reloadLocked(sh))
 		}
 		sh.mu.Unlock()
+		sh.snapMu.Unlock()
 	}
 	return errors.Join(errs...)
 }
 
 // reloadLocked empties the shard's engine and rebuilds it from its
 // snapshot (removed when it covers entries the cut took) and its queue.
-// Called with sh.mu held.
+// Called with sh.snapMu and sh.mu held.
 func (h *shardLog) reloadLocked(sh *logShard) error {
 	if err := sh.snap.Restore(bytes.NewReader(h.empty)); err != nil {
 		return fmt.Errorf("broker: %s shard %d: reset: %w", h.what, sh.id, err)
