@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting"
@@ -115,7 +117,14 @@ type StateStore struct {
 	conns  map[string]ssPeer // client id -> front end that last carried its request; protected by connMu
 	sinks  sync.Map          // protocol.StateStoreSink -> *ssSinkPeer
 
-	wake chan struct{} // nudges the expiry loop after an apply
+	wake chan struct{} // nudges the expiry loop (expiryDue)
+	// expiryAt is when the expiry loop looks next, in ms of the broker's
+	// clock: math.MaxInt64 while it looks (every apply that leaves a
+	// key to expire nudges it then). An apply nudges the loop only when
+	// its shard's next expiry comes before expiryAt, so a SET without an
+	// expiry wakes no goroutine.
+	expiryAt     atomic.Int64
+	expiryRounds atomic.Int64 // rounds of the expiry loop (tests)
 }
 
 // ssShard is one shard: its engine and its place in the log.
@@ -175,6 +184,7 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	}
 	s := &StateStore{b: b, opts: opts, metrics: newSSMetrics(), log: lg.With("component", "statestore"),
 		conns: map[string]ssPeer{}, wake: make(chan struct{}, 1)}
+	s.expiryAt.Store(math.MaxInt64)
 	// Controller mode: a slave until the broker's promotion reaches the
 	// state store (becameMaster).
 	slave := b.isSlave() || b.controlled()
@@ -432,7 +442,7 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 	}
 	sh.mu.Unlock()
 	if needsLog {
-		s.nudge()
+		s.expiryDue(sh)
 		// A sync master answers once a slave has the entry too. The entry
 		// is applied either way; a late slave is logged, not reported (a
 		// redelivered request gets the cached reply).
@@ -497,6 +507,14 @@ func (s *StateStore) route(ns []statestore.Notification, from ssPeer, keepAll bo
 		}
 	}
 	return mine
+}
+
+// expiryDue nudges the expiry loop when sh's next expiry comes before the
+// loop's next look (after an apply that may have added one).
+func (s *StateStore) expiryDue(sh *ssShard) {
+	if due, ok := sh.eng.NextExpiry(); ok && due.UnixMilli() < s.expiryAt.Load() {
+		s.nudge()
+	}
 }
 
 func (s *StateStore) nudge() {
@@ -575,6 +593,8 @@ func (s *StateStore) expiryLoop(ctx context.Context) {
 		case <-t.C:
 		case <-s.wake:
 		}
+		s.expiryAt.Store(math.MaxInt64) // applies from now on nudge: this round may miss them
+		s.expiryRounds.Add(1)
 		now := s.b.now()
 		wait := defaultStateStoreMaxDelay
 		for _, sh := range s.shards {
@@ -598,7 +618,9 @@ func (s *StateStore) expiryLoop(ctx context.Context) {
 			default:
 			}
 		}
-		t.Reset(max(wait, time.Millisecond))
+		wait = max(wait, time.Millisecond)
+		s.expiryAt.Store(now.Add(wait).UnixMilli())
+		t.Reset(wait)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,6 +74,45 @@ func ssSnapshots(t testing.TB, s *StateStore) [][]byte {
 		out = append(out, buf.Bytes())
 	}
 	return out
+}
+
+// TestStateStoreExpiryLoopWokenOnlyForExpiries: a SET without an expiry
+// does not wake the expiry loop (it used to run a round over every shard
+// per SET), and a SET whose expiry comes before the loop's next look
+// still wakes it, so the key expires on time rather than at the loop's
+// longest sleep.
+func TestStateStoreExpiryLoopWokenOnlyForExpiries(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	s := ssOpen(t, b, nil)
+	defer s.Close()
+	idle := func() {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for s.expiryAt.Load() == math.MaxInt64 {
+			if time.Now().After(deadline) {
+				t.Fatal("expiry loop never went to sleep")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	idle()
+	rounds, start := s.expiryRounds.Load(), time.Now()
+	for i := range 50 {
+		ssDo(t, s, "c", "SET", fmt.Sprintf("k%d", i), "v")
+	}
+	// The loop's own timer may fire meanwhile (at most once a second).
+	if got, most := s.expiryRounds.Load()-rounds, int64(time.Since(start)/defaultStateStoreMaxDelay)+1; got > most {
+		t.Fatalf("50 SETs without expiry ran the expiry loop %d times (its timer allows %d)", got, most)
+	}
+	idle()
+	at := time.UnixMilli(s.expiryAt.Load()) // the sleeping loop's own next look
+	ssDo(t, s, "c", "SET", "e", "x", "PX", "1")
+	for s.Engine(statestore.ShardOf([]byte("e"), 4)).Stats().Expiring != 0 {
+		if time.Now().After(at) {
+			t.Fatalf("a key expiring in 1 ms was not expired before the loop's own next look (%v)", at)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func TestStateStoreHostBasicAndNotifications(t *testing.T) {
