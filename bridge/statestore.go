@@ -92,7 +92,7 @@ func NewStateStoreFront(srv *mqtt.Server, opts StateStoreFrontOptions) (*StateSt
 	if opts.Hook != nil {
 		opts.Hook.set(f.clientGone)
 	}
-	f.unregister = srv.HandleAsync(statestore.RequestTopic, f.handle)
+	f.unregister = srv.HandleInline(statestore.RequestTopic, f.handle)
 	return f, nil
 }
 
@@ -112,11 +112,15 @@ func (f *StateStoreFront) Close() error {
 	return err
 }
 
-// handle serves one request PUBLISH (an mqtt.AsyncHandler): it checks
-// the envelope and hands the request to the router. A shard of a broker in
-// this process answers at once, on the worker, and so does every error of
-// the envelope; a remote shard answers later, from its connection's
-// reader (later), so no MQTT worker waits for a broker.
+// handle serves one request PUBLISH (an inline mqtt.AsyncHandler: it may
+// run on the connection's poller, so it never waits). It checks the
+// envelope and hands the request to the router. A request a broker in
+// this process answers without waiting (a GET; a SET under async flush)
+// is answered at once, on the caller's goroutine, and so is every error
+// of the envelope. The rest is answered later (later): a remote shard's
+// answer comes on its connection's reader; a local request that waits
+// for a flush or a slave, a KEYNOTIFY PREFIX and a disconnect run on a
+// goroutine of the front's.
 func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg *mqtt.Message, later func() func(error)) error {
 	if msg.ResponseTopic == "" {
 		f.log.Debug("state store request without response topic dropped", "client", from.ClientID)
@@ -124,12 +128,19 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	}
 	if statestore.ForbiddenResponseTopic(msg.ResponseTopic) {
 		// The protocol disconnects such clients (v5: DISCONNECT 0x87);
-		// the PUBACK is not sent on the closed connection.
+		// the PUBACK is not sent on the closed connection. Closing may
+		// wait (the session hook tells the brokers), so not here.
 		f.log.Warn("state store request with forbidden response topic: disconnecting", "client", from.ClientID, "topic", msg.ResponseTopic)
-		if err := f.srv.Disconnect(from.ClientID, packets.ReasonNotAuthorized); err != nil {
-			f.log.Debug("state store: disconnect", "client", from.ClientID, "err", err)
+		done := later()
+		if !f.group.Go(func() {
+			if err := f.srv.Disconnect(from.ClientID, packets.ReasonNotAuthorized); err != nil {
+				f.log.Debug("state store: disconnect", "client", from.ClientID, "err", err)
+			}
+			done(mqtt.ErrNotAuthorized)
+		}) {
+			done(mqtt.ErrNotAuthorized)
 		}
-		return mqtt.ErrNotAuthorized
+		return nil
 	}
 	var protVer string
 	var hasProtVer bool
@@ -193,19 +204,20 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		f.answer(from.ClientID, msg, resp, err)
 		done(nil)
 	}
-	if prefix {
-		// Every shard must see it (rare): the calls wait on a goroutine
-		// of the front's, not on the worker.
-		if !f.group.Go(func() {
+	// Nothing that may wait runs on the caller's goroutine: a remote
+	// call may dial, a local one wait for a flush, and a KEYNOTIFY
+	// PREFIX waits for every shard.
+	if !f.group.Go(func() {
+		if prefix {
 			ictx, cancel := context.WithDeadline(ctx, msg.Expiry)
 			defer cancel()
 			finish(f.invokeAll(ictx, req))
-		}) {
-			finish(nil, router.ErrClosed)
+			return
 		}
-		return nil
+		f.router.InvokeCommandAsync(ctx, msg.Expiry, cmd, req, finish)
+	}) {
+		finish(nil, router.ErrClosed)
 	}
-	f.router.InvokeCommandAsync(ctx, msg.Expiry, cmd, req, finish)
 	return nil
 }
 
@@ -378,7 +390,10 @@ func (f *StateStoreFront) pushNotifications(ns []router.BrokerNotification) {
 		// Notifications are not queued for an offline session (the
 		// protocol drops them; the client re-reads on reconnect).
 		if err := f.srv.SendToConnected(n.ClientID, m); errors.Is(err, mqtt.ErrNoSession) {
-			f.clientGone(n.ClientID)
+			// Telling the brokers may wait: not on the caller's
+			// goroutine (a poller, a broker connection's reader).
+			id := n.ClientID
+			f.group.Go(func() { f.clientGone(id) })
 		} else if err != nil {
 			f.log.Debug("state store notification not delivered", "client", n.ClientID, "err", err)
 		}

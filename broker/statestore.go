@@ -339,6 +339,25 @@ func (s *StateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRe
 	return s.serve(ctx, req, cmd, s.sinkPeer(sink))
 }
 
+// Waits reports whether serving cmd (nil: a payload that did not parse)
+// may wait: a mutation that reaches the log for a sync flush's group
+// commit or a sync master's slave, any request in controller mode for
+// the sync state set (the read barrier). Otherwise Do and InvokeLocal
+// take no lock that is held across a wait.
+func (s *StateStore) Waits(cmd *statestore.Command) bool {
+	if s.b.controlled() {
+		return true
+	}
+	if cmd == nil {
+		return false
+	}
+	switch cmd.Verb {
+	case statestore.VerbSet, statestore.VerbDel, statestore.VerbVDel:
+		return s.b.opts.Store.FlushMode != store.FlushAsync || s.b.opts.Role == RoleSyncMaster
+	}
+	return false
+}
+
 // sinkPeer returns the peer standing for sink (the same one each time).
 func (s *StateStore) sinkPeer(sink protocol.StateStoreSink) ssPeer {
 	if p, ok := s.sinks.Load(sink); ok {

@@ -569,3 +569,43 @@ func BenchmarkStateStoreGetPath(b *testing.B) {
 		})
 	}
 }
+
+// TestStateStoreWaits: under async flush no request waits; under sync
+// flush the mutations that reach the log wait for the group commit and
+// the rest (reads, KEYNOTIFY, a payload that did not parse) do not. The
+// answer follows what Do does: a sync-flush SET served through Do is
+// stored durably before it is answered.
+func TestStateStoreWaits(t *testing.T) {
+	cmds := map[string]*statestore.Command{"nil": nil}
+	for _, args := range [][]string{{"SET", "k", "v"}, {"GET", "k"}, {"DEL", "k"}, {"VDEL", "k", "v"}, {"KEYNOTIFY", "k"}} {
+		bs := make([][]byte, len(args))
+		for i, a := range args {
+			bs[i] = []byte(a)
+		}
+		c, err := statestore.ParseCommand(statestore.AppendRequest(nil, bs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds[args[0]] = &c
+	}
+	for _, tc := range []struct {
+		mode  store.FlushMode
+		waits map[string]bool
+	}{
+		{store.FlushAsync, map[string]bool{}},
+		{store.FlushSync, map[string]bool{"SET": true, "DEL": true, "VDEL": true}},
+	} {
+		b := testBroker(t, t.TempDir(), func(o *Options) { o.Store.FlushMode = tc.mode })
+		s := ssOpen(t, b, nil)
+		for name, c := range cmds {
+			if got := s.Waits(c); got != tc.waits[name] {
+				t.Errorf("flush mode %v: Waits(%s) = %v", tc.mode, name, got)
+			}
+		}
+		ssDo(t, s, "c", "SET", "k", "v")
+		if tc.mode == store.FlushSync && b.Store().FlushedPhysicalOffset() < b.Store().MaxPhysicalOffset() {
+			t.Errorf("sync flush: SET answered before its record was flushed")
+		}
+		_ = s.Close()
+	}
+}

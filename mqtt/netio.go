@@ -219,17 +219,22 @@ func (c *conn) readable(buf []byte, hup bool) {
 }
 
 // inlineOnly reports whether b holds only whole packets the poller
-// handles itself (workInline): PUBACK, PUBCOMP and PINGREQ. Their
-// handling never blocks (a session lock, at most a write that does not
-// wait), so waking a worker for them would cost more than the work.
+// handles itself (workInline): PUBACK, PUBCOMP and PINGREQ, and PUBLISHes
+// to an inline handler's topic (Server.HandleInline). Their handling
+// never blocks (a session lock, at most a write that does not wait), so
+// waking a worker for them would cost more than the work.
 func (s *Server) inlineOnly(b []byte) bool {
 	for len(b) > 0 {
-		typ, _, rl, hl, err := s.dec.DecodeFixedHeader(b)
+		typ, flags, rl, hl, err := s.dec.DecodeFixedHeader(b)
 		if err != nil || hl+rl > len(b) {
 			return false
 		}
 		switch packets.Type(typ) {
 		case packets.TypePuback, packets.TypePubcomp, packets.TypePingreq:
+		case packets.TypePublish:
+			if !s.inlinePublish(flags, b[hl:hl+rl]) {
+				return false
+			}
 		default:
 			return false
 		}
@@ -265,6 +270,13 @@ func (c *conn) workInline() {
 			return
 		}
 		if err != nil {
+			c.inMu.Unlock()
+			c.fl.release()
+			c.srv.pool.submit(c.work) // still scheduled
+			return
+		}
+		if pub, ok := p.(*packets.Publish); ok && !c.publishInline(pub) {
+			// Left in the input for a worker, which decodes it again.
 			c.inMu.Unlock()
 			c.fl.release()
 			c.srv.pool.submit(c.work) // still scheduled

@@ -93,7 +93,7 @@ func (c *conn) handlePublish(p *packets.Publish) {
 	info := c.info()
 	var code packets.ReasonCode
 	detail := ""
-	h, ah := s.handlerFor(p.Topic)
+	h, ah, _ := s.handlerFor(p.Topic)
 	if h == nil && ah == nil {
 		if ok, why := s.mayPublish(info, p.Topic); !ok {
 			code, detail = packets.ReasonNotAuthorized, why

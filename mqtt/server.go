@@ -41,6 +41,7 @@ type handlerEntry struct {
 	filter string
 	h      Handler
 	async  AsyncHandler // instead of h (HandleAsync)
+	inline bool         // async may run on the poller (HandleInline)
 	id     uint64
 }
 
@@ -78,6 +79,10 @@ type Server struct {
 	// on acknowledgements go through the ordered queue (acks.go) even
 	// without an AsyncBackend.
 	asyncHandlers atomic.Bool
+	// inlineTopics are the topics of the inline handlers (HandleInline),
+	// nil when there are none: the poller looks a PUBLISH's topic up here
+	// before it decodes it (netio.go's inlineOnly).
+	inlineTopics atomic.Pointer[[]string]
 
 	sessionSeq atomic.Uint64
 	connSeq    atomic.Uint64 // ClientInfo.ConnID
@@ -331,6 +336,21 @@ func (s *Server) HandleAsync(filter string, h AsyncHandler) (unregister func()) 
 	return s.addHandler(handlerEntry{filter: filter, async: h})
 }
 
+// HandleInline is HandleAsync for a handler that answers without ever
+// blocking (no lock held for long, no disk flush, no network, no
+// Disconnect), on a topic name (no wildcards). A v5 client's QoS 0 or 1
+// PUBLISH to that topic (without a topic alias) is handled on the
+// connection's poller, like the acknowledgements: no worker is woken for
+// it, and the response the handler sends with SendTo leaves in one write
+// with the PUBACK. What may wait goes elsewhere: the handler calls later,
+// hands the work to a goroutine of its own and returns. Other PUBLISHes to
+// the topic (3.1.1, QoS 2, with a topic alias, read together with other
+// packets) reach h on a worker, as with HandleAsync.
+func (s *Server) HandleInline(topic string, h AsyncHandler) (unregister func()) {
+	s.asyncHandlers.Store(true)
+	return s.addHandler(handlerEntry{filter: topic, async: h, inline: packets.ValidTopicName(topic)})
+}
+
 func (s *Server) addHandler(e handlerEntry) (unregister func()) {
 	s.hmu.Lock()
 	defer s.hmu.Unlock()
@@ -338,29 +358,82 @@ func (s *Server) addHandler(e handlerEntry) (unregister func()) {
 	id := s.nextH
 	e.id = id
 	s.handlers = append(s.handlers, e)
+	s.setInlineTopicsLocked()
 	return func() {
 		s.hmu.Lock()
 		defer s.hmu.Unlock()
 		for i, e := range s.handlers {
 			if e.id == id {
 				s.handlers = append(s.handlers[:i:i], s.handlers[i+1:]...)
+				s.setInlineTopicsLocked()
 				return
 			}
 		}
 	}
 }
 
+// setInlineTopicsLocked publishes the inline handlers' topics. Called
+// with hmu held.
+func (s *Server) setInlineTopicsLocked() {
+	var topics []string
+	for _, e := range s.handlers {
+		if e.inline {
+			topics = append(topics, e.filter)
+		}
+	}
+	if topics == nil {
+		s.inlineTopics.Store(nil)
+		return
+	}
+	s.inlineTopics.Store(&topics)
+}
+
 // handlerFor returns the handler registered for topic, if any (h or
-// async set).
-func (s *Server) handlerFor(topic string) (h Handler, async AsyncHandler) {
+// async set); inline reports that async may run on the poller.
+func (s *Server) handlerFor(topic string) (h Handler, async AsyncHandler, inline bool) {
 	s.hmu.RLock()
 	defer s.hmu.RUnlock()
 	for _, e := range s.handlers {
 		if packets.Match(e.filter, topic) {
-			return e.h, e.async
+			return e.h, e.async, e.inline
 		}
 	}
-	return nil, nil
+	return nil, nil, false
+}
+
+// publishInline reports whether the poller may handle p (inlinePublish
+// accepted its bytes): a v5 client's PUBLISH without a topic alias (whose
+// errors close the connection, which may wait on the backend) whose
+// handler is inline, while the connection has room for one more pending
+// acknowledgement (a worker parks it otherwise).
+func (c *conn) publishInline(p *packets.Publish) bool {
+	if c.version != packets.Version5 || p.Properties.Present.Has(packets.PropTopicAlias) {
+		return false
+	}
+	if _, _, inline := c.srv.handlerFor(p.Topic); !inline {
+		return false
+	}
+	return !c.acksFull()
+}
+
+// inlinePublish reports whether a PUBLISH (fixed header flags, variable
+// header and payload) may be handled on the poller: QoS 0 or 1, to the
+// topic of an inline handler. workInline checks the rest once decoded.
+func (s *Server) inlinePublish(flags int, body []byte) bool {
+	topics := s.inlineTopics.Load()
+	if topics == nil || flags&0x06 > 0x02 || len(body) < 2 {
+		return false
+	}
+	n := int(body[0])<<8 | int(body[1])
+	if len(body) < 2+n {
+		return false
+	}
+	for _, t := range *topics {
+		if string(body[2:2+n]) == t {
+			return true
+		}
+	}
+	return false
 }
 
 // pipelined reports whether acknowledgements go through the ordered queue

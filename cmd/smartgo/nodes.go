@@ -36,6 +36,8 @@ func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateSto
 
 func (l localStateStore) DropClient(clientID string) int { return l.ss.DropClient(clientID) }
 
+func (l localStateStore) Waits(cmd *statestore.Command) bool { return l.ss.Waits(cmd) }
+
 // brokerNode is a broker with the state store and twin shards it hosts.
 type brokerNode struct {
 	*broker.Broker

@@ -57,6 +57,8 @@ func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateSto
 
 func (l localStateStore) DropClient(clientID string) int { return l.ss.DropClient(clientID) }
 
+func (l localStateStore) Waits(cmd *statestore.Command) bool { return l.ss.Waits(cmd) }
+
 // startEnvWith is startEnv; with local the front calls the broker's state
 // store in process (RouterOptions.Local), as `smartgo standalone` does.
 func startEnvWith(t testing.TB, syncFlush, local bool) *env {

@@ -18,17 +18,22 @@ import (
 
 // TestStateStoreMQTTCrudAndNotifications runs through a front that
 // reaches the broker over remoting (a separate bridge process) and through
-// one that calls it in process (`smartgo standalone`).
+// one that calls it in process (`smartgo standalone`), answering on the
+// MQTT poller; with sync flush the in-process broker's mutations wait for
+// the group commit, on a goroutine of the front's.
 func TestStateStoreMQTTCrudAndNotifications(t *testing.T) {
-	for _, local := range []bool{false, true} {
-		t.Run(map[bool]string{false: "remote", true: "local"}[local], func(t *testing.T) {
-			crudAndNotifications(t, local)
+	for _, tc := range []struct {
+		name             string
+		syncFlush, local bool
+	}{{"remote", false, false}, {"local", false, true}, {"local sync flush", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			crudAndNotifications(t, tc.syncFlush, tc.local)
 		})
 	}
 }
 
-func crudAndNotifications(t *testing.T, local bool) {
-	e := startEnvWith(t, false, local)
+func crudAndNotifications(t *testing.T, syncFlush, local bool) {
+	e := startEnvWith(t, syncFlush, local)
 	ctx := ctx10(t)
 	w := e.dial(t, "watcher")
 	c := e.dial(t, "writer")

@@ -74,6 +74,11 @@ type LocalBroker interface {
 	// DropClient drops the client's KEYNOTIFY registrations on every
 	// shard the broker owns and returns how many there were.
 	DropClient(clientID string) int
+	// Waits reports whether InvokeLocal of cmd (nil: a payload that did
+	// not parse) may wait: for a disk flush, a slave or a failover's
+	// fencing. A request that waits for none of these is served by
+	// InvokeCommandNow.
+	Waits(cmd *statestore.Command) bool
 }
 
 // Validate reports the first invalid field.
@@ -341,12 +346,13 @@ func remoteResult(addr string, resp *protocol.Command, err error) (out *protocol
 	}
 }
 
-// InvokeCommandNow serves the request at once when that needs nothing
-// from the network: the route is known and the key's shard is a local
-// broker's (Options.Local). ok is false when it did not serve it (a
-// remote shard, a route to look up, or the local broker refused it,
-// changing nothing): then call InvokeCommandAsync, which waits for none
-// of these on the caller's goroutine.
+// InvokeCommandNow serves the request at once when that waits for
+// nothing: the route is known and the key's shard is a local broker's
+// (Options.Local) that answers it without waiting (LocalBroker.Waits).
+// ok is false when it did not serve it (a remote shard, a route to look
+// up, a local request that would wait, or the local broker refused it,
+// changing nothing): then call InvokeCommandAsync, which waits for the
+// network on no goroutine, but serves a local broker on the caller's.
 func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *statestore.Command, req *protocol.StateStoreRequest) (resp *protocol.StateStoreResponse, ok bool, err error) {
 	if r.group.Closed() {
 		return nil, true, ErrClosed
@@ -361,7 +367,7 @@ func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *
 	}
 	shards := r.convert(refs)
 	ref := shards[statestore.ShardOf(key, len(shards))]
-	if ref.local == nil || ref.Addr == "" {
+	if ref.local == nil || ref.Addr == "" || ref.local.Waits(cmd) {
 		return nil, false, nil
 	}
 	if !deadline.IsZero() && !time.Now().Before(deadline) {

@@ -113,6 +113,7 @@ type fakeLocal struct {
 	cmds   []*statestore.Command
 	drops  []string
 	answer func() (*protocol.StateStoreResponse, error)
+	waits  func(*statestore.Command) bool // nil: never waits
 }
 
 func (f *fakeLocal) InvokeLocal(_ context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
@@ -123,6 +124,8 @@ func (f *fakeLocal) InvokeLocal(_ context.Context, req *protocol.StateStoreReque
 	f.mu.Unlock()
 	return f.answer()
 }
+
+func (f *fakeLocal) Waits(cmd *statestore.Command) bool { return f.waits != nil && f.waits(cmd) }
 
 func (f *fakeLocal) DropClient(id string) int {
 	f.mu.Lock()
@@ -224,6 +227,21 @@ func TestStateStoreRouterLocal(t *testing.T) {
 	if resp, ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}); !ok || err != nil || string(resp.Reply) != "+local\r\n" {
 		t.Fatalf("now, local: %v %v %v", resp, ok, err)
 	}
+	// A local request that would wait (LocalBroker.Waits) is left to
+	// InvokeCommandAsync as well, and the broker is not called.
+	loc.mu.Lock()
+	loc.calls = nil
+	loc.mu.Unlock()
+	loc.waits = func(c *statestore.Command) bool { return c == &cmd }
+	if _, ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}); ok || err != nil {
+		t.Fatalf("now, local request that waits: served %v %v", ok, err)
+	}
+	loc.mu.Lock()
+	if len(loc.calls) != 0 {
+		t.Fatalf("InvokeCommandNow called the local broker for a request that waits: %v", loc.calls)
+	}
+	loc.mu.Unlock()
+	loc.waits = nil
 	var onRemote *statestore.Command
 	for i := 0; onRemote == nil; i++ {
 		if k := []byte{byte('a' + i%26), byte(i / 26)}; statestore.ShardOf(k, 4) < 2 {

@@ -1,0 +1,234 @@
+package mqtt
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// onPoller reports whether the caller runs inside the poller's own
+// handling of a read (workInline), not on a worker.
+func onPoller() bool {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, ".(*conn).workInline") {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// inlineServer starts a server with an inline handler on "ireq" that
+// answers every request at once (echoing its payload to the response
+// topic) unless its payload starts with 'L': those call later and are
+// handed to the test on pending. Each call records whether it ran on the
+// poller.
+func inlineServer(t *testing.T, pending chan<- asyncReq) (*Server, func() []bool) {
+	t.Helper()
+	opts := DefaultOptions()
+	opts.Listen = []string{"127.0.0.1:0"}
+	opts.Logger = slog.New(slog.DiscardHandler)
+	s, err := NewServer(opts, NewMemoryBackend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	var mu sync.Mutex
+	var where []bool
+	s.HandleInline("ireq", func(_ context.Context, from ClientInfo, msg *Message, later func() func(error)) error {
+		mu.Lock()
+		where = append(where, onPoller())
+		mu.Unlock()
+		if len(msg.Payload) > 0 && msg.Payload[0] == 'L' {
+			pending <- asyncReq{from, msg, later()}
+			return nil
+		}
+		if msg.ResponseTopic != "" {
+			if err := s.SendTo(from.ClientID, &Message{Topic: msg.ResponseTopic, Payload: msg.Payload, QoS: 1}); err != nil {
+				t.Error(err)
+			}
+		}
+		return nil
+	})
+	return s, func() []bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]bool(nil), where...)
+	}
+}
+
+func inlineRequest(id uint16, qos byte, payload string) *packets.Publish {
+	p := &packets.Publish{QoS: qos, PacketID: id, Topic: "ireq", Payload: []byte(payload)}
+	p.Properties.Present.Add(packets.PropResponseTopic)
+	p.Properties.ResponseTopic = "iresp"
+	return p
+}
+
+// TestMQTTHandleInline: a v5 client's QoS 1 request to an inline
+// handler's topic is handled on the poller, and its response and PUBACK
+// arrive as with HandleAsync; a request the handler defers (later) keeps
+// its PUBACK's place in PUBLISH order while later requests are answered
+// on the poller meanwhile. A 3.1.1 client's request, a QoS 2 one and one
+// with a topic alias reach the same handler on a worker.
+func TestMQTTHandleInline(t *testing.T) {
+	pending := make(chan asyncReq, 4)
+	s, where := inlineServer(t, pending)
+	addr := s.Addrs()[0].String()
+
+	r := connected(t, addr, packets.Version5, "inline-v5")
+	// The worker that handled CONNECT may still own the connection when
+	// the first request arrives (it then handles it): requests go one at
+	// a time until one is handled on the poller, as all are from then on.
+	n := 0
+	for id := uint16(1); ; id++ {
+		r.send(inlineRequest(id, 1, "a"))
+		if pub := r.expectPublish(); string(pub.Payload) != "a" {
+			t.Fatalf("response %q", pub.Payload)
+		}
+		if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != id || a.ReasonCode != 0 {
+			t.Fatalf("want PUBACK %d, got %+v", id, a)
+		}
+		n++
+		if w := where(); len(w) != n {
+			t.Fatalf("%d requests reached the handler, want %d", len(w), n)
+		} else if w[n-1] {
+			break
+		}
+		if id == 20 {
+			t.Fatalf("none of 20 requests handled on the poller: %v", where())
+		}
+	}
+
+	// A deferred request, then one answered at once: the second's
+	// response comes first, its PUBACK after the first's.
+	r.send(inlineRequest(2, 1, "L"))
+	var q asyncReq
+	select {
+	case q = <-pending:
+	case <-time.After(10 * time.Second):
+		t.Fatal("deferred request never reached the handler")
+	}
+	r.send(inlineRequest(3, 1, "b"))
+	if pub := r.expectPublish(); string(pub.Payload) != "b" {
+		t.Fatalf("response %q, want request 3's", pub.Payload)
+	}
+	r.nothing(50 * time.Millisecond) // PUBACK 3 waits for PUBACK 2
+	go q.done(ErrNotAuthorized)
+	for id, want := range []packets.ReasonCode{packets.ReasonNotAuthorized, 0} {
+		if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != uint16(id+2) || a.ReasonCode != want {
+			t.Fatalf("want PUBACK %d reason %v, got %+v", id+2, want, a)
+		}
+	}
+	if w := where(); len(w) != n+2 || !w[n] || !w[n+1] {
+		t.Fatalf("requests handled on the poller: %v, want the last two", w)
+	}
+
+	// QoS 2, then a topic alias: on a worker.
+	r.send(inlineRequest(4, 2, "c"))
+	if pub := r.expectPublish(); string(pub.Payload) != "c" {
+		t.Fatalf("response %q", pub.Payload)
+	}
+	if a, ok := r.recv().(*packets.Pubrec); !ok || a.PacketID != 4 {
+		t.Fatalf("want PUBREC 4, got %+v", a)
+	}
+	aliased := inlineRequest(5, 1, "d")
+	aliased.Properties.Present.Add(packets.PropTopicAlias)
+	aliased.Properties.TopicAlias = 1
+	r.send(aliased)
+	if pub := r.expectPublish(); string(pub.Payload) != "d" {
+		t.Fatalf("response %q", pub.Payload)
+	}
+	if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != 5 {
+		t.Fatalf("want PUBACK 5, got %+v", a)
+	}
+	if w := where(); len(w) != n+4 || w[n+2] || w[n+3] {
+		t.Fatalf("QoS 2 and aliased requests on the poller: %v, want workers", w)
+	}
+
+	// 3.1.1: on a worker.
+	r3 := connected(t, addr, packets.Version311, "inline-v3")
+	if a := r3.publish1(1, "ireq", "e"); a.PacketID != 1 {
+		t.Fatalf("PUBACK %+v", a)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the 3.1.1 request handled", func() bool { return len(where()) == n+5 })
+	if w := where(); w[n+4] {
+		t.Fatalf("3.1.1 request on the poller: %v", w)
+	}
+}
+
+// TestMQTTHandleInlineReceiveMaximum: requests an inline handler defers
+// count against the receive maximum as on a worker: once ReceiveMaximum
+// of them wait, the connection reads nothing more (the next request
+// reaches the handler only when one completes).
+func TestMQTTHandleInlineReceiveMaximum(t *testing.T) {
+	const recvMax = 4
+	pending := make(chan asyncReq, recvMax+1)
+	opts := DefaultOptions()
+	opts.Listen = []string{"127.0.0.1:0"}
+	opts.Logger = slog.New(slog.DiscardHandler)
+	opts.ReceiveMaximum = recvMax
+	s, err := NewServer(opts, NewMemoryBackend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.HandleInline("ireq", func(_ context.Context, from ClientInfo, msg *Message, later func() func(error)) error {
+		pending <- asyncReq{from, msg, later()}
+		return nil
+	})
+	r := connected(t, s.Addrs()[0].String(), packets.Version5, "inline-rm")
+	// The client breaks the protocol (one more than the receive
+	// maximum): the server must still not read past it.
+	for id := uint16(1); id <= recvMax+1; id++ {
+		r.send(inlineRequest(id, 1, "L"))
+	}
+	var reqs []asyncReq
+	for len(reqs) < recvMax {
+		select {
+		case q := <-pending:
+			reqs = append(reqs, q)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d requests reached the handler", len(reqs), recvMax)
+		}
+	}
+	select {
+	case <-pending:
+		t.Fatalf("request %d reached the handler while %d were pending", len(reqs)+1, len(reqs))
+	case <-time.After(100 * time.Millisecond):
+	}
+	reqs[0].done(nil)
+	if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != 1 {
+		t.Fatalf("want PUBACK 1, got %+v", a)
+	}
+	select {
+	case q := <-pending:
+		q.done(nil)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the last request never reached the handler after one completed")
+	}
+	for _, q := range reqs[1:] {
+		q.done(nil)
+	}
+	for id := uint16(2); id <= recvMax+1; id++ {
+		if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != id {
+			t.Fatalf("want PUBACK %d, got %+v", id, a)
+		}
+	}
+}
