@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -50,7 +51,8 @@ import (
 //     client), the same bodies, connections and window.
 //
 // One op is one message on each server. Run it with a fixed count
-// (COMPARE_CPU_PROFILE=/tmp/%s.pprof profiles each server):
+// (COMPARE_CPU_PROFILE=/tmp/%s.pprof profiles each server's CPU,
+// COMPARE_CPU_ALLOCS=/tmp/%s.allocs its allocations, sampled every 4 KiB):
 //
 //	go test -run '^$' -bench ServerCPUPerMessage -benchtime 100000x
 //
@@ -132,8 +134,10 @@ func cpuRun(b *testing.B, sys, baseBin string, frames [][]byte, respLen int, n, 
 	env := map[string]string{"COMPARE_CPU_RESPONSE_LEN": strconv.Itoa(respLen)}
 	if sys == "base" {
 		bin, as = baseBin, "smartgo"
-		if p := os.Getenv("COMPARE_CPU_PROFILE"); p != "" {
-			env["COMPARE_CPU_PROFILE"] = strings.ReplaceAll(p, "%s", "base")
+		for _, k := range []string{"COMPARE_CPU_PROFILE", "COMPARE_CPU_ALLOCS"} {
+			if p := os.Getenv(k); p != "" {
+				env[k] = strings.ReplaceAll(p, "%s", "base")
+			}
 		}
 	}
 	srv := startCPUServer(b, bin, as, env)
@@ -450,7 +454,8 @@ func TestMain(m *testing.M) {
 
 // runCPUServer serves as sys until stdin is closed. With
 // COMPARE_CPU_PROFILE set it writes a CPU profile of the whole process to
-// that file (sys replacing "%s").
+// that file (sys replacing "%s"), with COMPARE_CPU_ALLOCS an allocation
+// profile.
 func runCPUServer(sys, dir string) error {
 	if p := os.Getenv("COMPARE_CPU_PROFILE"); p != "" {
 		f, err := os.Create(strings.ReplaceAll(p, "%s", sys))
@@ -462,6 +467,15 @@ func runCPUServer(sys, dir string) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if p := os.Getenv("COMPARE_CPU_ALLOCS"); p != "" {
+		runtime.MemProfileRate = 4 << 10
+		defer func() {
+			if f, err := os.Create(strings.ReplaceAll(p, "%s", sys)); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
 	}
 	var addr string
 	var stop func()
