@@ -55,6 +55,7 @@ type call struct {
 // (see the package doc, Writing).
 type Conn struct {
 	nc     net.Conn
+	sock   *sock // nc's reads and writes (sock_linux.go)
 	opts   ConnOptions
 	log    *slog.Logger
 	peer   string
@@ -88,7 +89,6 @@ type Conn struct {
 	spareMk []mark        // protected by wmu
 	wkick   chan struct{} // cap 1: the writer goroutine has a batch to write
 	iov     net.Buffers   // parts of one writev; owned by the goroutine that set writing
-	wv      net.Buffers   // iov as consumed by WriteTo; owned like iov
 	wdl     time.Time     // write deadline set; owned like iov
 
 	closeOnce sync.Once
@@ -99,7 +99,7 @@ type Conn struct {
 
 func newConn(nc net.Conn, opts ConnOptions, log *slog.Logger, d dispatcher) *Conn {
 	c := &Conn{
-		nc: nc, opts: opts, log: log, peer: nc.RemoteAddr().String(), disp: d, raw: d.rawFields,
+		nc: nc, sock: newSock(nc), opts: opts, log: log, peer: nc.RemoteAddr().String(), disp: d, raw: d.rawFields,
 		pending: make(map[int32]*call),
 		done:    make(chan struct{}),
 		wkick:   make(chan struct{}, 1),
@@ -571,11 +571,10 @@ func (c *Conn) flushQueued() {
 
 // writeParts writes buf with the external parts of marks spliced in: one
 // plain write when there are none, else one writev. It runs on the
-// goroutine that set c.writing, which owns c.iov and c.wv.
+// goroutine that set c.writing, which owns c.iov.
 func (c *Conn) writeParts(buf []byte, marks []mark) error {
 	if len(marks) == 0 {
-		_, err := c.nc.Write(buf)
-		return err
+		return c.sock.write(buf)
 	}
 	iov := c.iov[:0]
 	last := 0
@@ -597,12 +596,11 @@ func (c *Conn) writeParts(buf []byte, marks []mark) error {
 	if last < len(buf) {
 		iov = append(iov, buf[last:])
 	}
-	c.wv = iov // WriteTo consumes its receiver
-	_, err := c.wv.WriteTo(c.nc)
+	err := c.sock.writev(iov)
 	for i := range iov {
 		iov[i] = nil
 	}
-	c.iov, c.wv = iov[:0], nil
+	c.iov = iov[:0]
 	return err
 }
 

@@ -49,6 +49,13 @@
 // their pool. A caller of Invoke is woken by the reader when its response
 // arrives.
 //
+// On Linux a TCP connection's read(2) and writev(2) are raw system calls
+// on its non-blocking socket, made inside syscall.RawConn's Read and
+// Write, which wait in Go's network poller (deadlines and Close included)
+// when the socket is not ready: the calls never block, and the runtime
+// never hands the caller's P to another thread during one, nor keeps its
+// monitor polling every 20 µs because of them (sock_linux.go).
+//
 // Socket deadlines (IdleTimeout, WriteTimeout) move lazily: set to the
 // timeout plus a slack of 1/16 of it (at most 100 ms) and left alone while
 // more than the timeout remains, so they fire between the timeout and the

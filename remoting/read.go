@@ -31,7 +31,7 @@ func (c *Conn) readLoop() error {
 			}
 			c.dlSet = c.idleAt
 		}
-		if err := c.rb.fill(c.nc, max); err != nil {
+		if err := c.rb.fill(c.sock, max); err != nil {
 			return c.readErr(err, c.rb.partial())
 		}
 	}
