@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 	"strconv"
 	"strings"
@@ -208,18 +209,20 @@ func plainRun(b string) int {
 		highs = 0x8080808080808080
 	)
 	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		x := uint64(b[i]) | uint64(b[i+1])<<8 | uint64(b[i+2])<<16 | uint64(b[i+3])<<24 |
-			uint64(b[i+4])<<32 | uint64(b[i+5])<<40 | uint64(b[i+6])<<48 | uint64(b[i+7])<<56
+	for rest := b; len(rest) >= 8; rest = rest[8:] {
+		x := uint64(rest[0]) | uint64(rest[1])<<8 | uint64(rest[2])<<16 | uint64(rest[3])<<24 |
+			uint64(rest[4])<<32 | uint64(rest[5])<<40 | uint64(rest[6])<<48 | uint64(rest[7])<<56
 		q := x ^ (ones * '"')
 		bs := x ^ (ones * '\\')
 		// A byte below 0x20, or equal to '"' or '\\' (zero after the
-		// xor), sets its high bit here; bytes >= 0x80 are masked out
-		// by ^x. False positives are impossible for a zero or small
-		// byte and are sorted out by the byte loop below anyway.
-		if ((x-ones*0x20)|(q-ones)|(bs-ones))&^x&highs != 0 {
-			break
+		// xor), sets its high bit here; bytes >= 0x80 are masked out by
+		// ^x. A borrow can set the bit of a later byte too, but only
+		// after a byte that is set itself: the lowest bit set is the
+		// first such byte.
+		if m := ((x - ones*0x20) | (q - ones) | (bs - ones)) &^ x & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
 		}
+		i += 8
 	}
 	for ; i < len(b); i++ {
 		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
@@ -308,15 +311,22 @@ func (s *jsonScanner) strSlow(start int, build bool) (string, error) {
 // escapedLen is the length of the JSON string body at the start of b: up
 // to the first quote not escaped by a backslash, or all of b.
 func escapedLen(b string) int {
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
+	for i := 0; ; {
+		i += plainRun(b[i:])
+		switch {
+		case i >= len(b):
+			return len(b)
+		case b[i] == '"':
 			return i
+		case b[i] == '\\':
+			i += 2
+		default:
+			i++ // a control character
+		}
+		if i >= len(b) {
+			return len(b)
 		}
 	}
-	return len(b)
 }
 
 func (s *jsonScanner) hex4() (rune, bool) {

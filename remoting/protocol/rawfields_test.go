@@ -213,7 +213,8 @@ func FuzzRawFields(f *testing.F) {
 	})
 }
 
-// plainRun's eight-bytes-at-a-time scan finds what a byte loop finds.
+// plainRun's eight-bytes-at-a-time scan, and escapedLen built on it, find
+// what a byte loop finds.
 func FuzzPlainRun(f *testing.F) {
 	f.Add("abcdefgh\"ijk")
 	f.Add("0123456789abcdef\\")
@@ -229,6 +230,18 @@ func FuzzPlainRun(f *testing.F) {
 		}
 		if got := plainRun(s); got != want {
 			t.Fatalf("plainRun(%q) = %d, want %d", s, got, want)
+		}
+		want = len(s)
+		for i := 0; i < len(s); i++ {
+			if s[i] == '\\' {
+				i++
+			} else if s[i] == '"' {
+				want = i
+				break
+			}
+		}
+		if got := escapedLen(s); got != want {
+			t.Fatalf("escapedLen(%q) = %d, want %d", s, got, want)
 		}
 	})
 }
