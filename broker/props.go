@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"strings"
+	"unsafe"
 
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -15,35 +16,75 @@ import (
 // send-back, delay re-put), so consumers never see it. CLUSTER names the
 // storing broker's cluster and replaces whatever the producer put there.
 
-// storedProperties returns props as the broker stores them: WAIT removed,
-// CLUSTER=cluster last (replacing any CLUSTER pair). wait is what WAIT
-// asked for: true unless it was "false". Other pairs keep their order and
-// bytes; empty chunks are dropped. One allocation.
-func storedProperties(props, cluster string) (out string, wait bool) {
-	wait = true
-	var sb strings.Builder
-	sb.Grow(len(props) + len(record.PropertyCluster) + len(cluster) + 2)
+// sendProps is what the broker needs from a send's properties, read in
+// the same pass that writes them as stored (appendStoredProperties): the
+// first pair of each key that RocketMQ's parser accepts (non-empty key and
+// value; record.LookupPropertyString finds the same), WAIT from any pair.
+type sendProps struct {
+	wait     bool   // WAIT: true unless "false"
+	half     bool   // TRAN_MSG is "true" (any case): a transaction's half message
+	hasDelay bool   // a DELAY pair
+	delay    string // its value (aliases the input)
+}
+
+// appendStoredProperties appends props as the broker stores them to dst:
+// WAIT removed, CLUSTER=cluster last (replacing any CLUSTER pair). Other
+// pairs keep their order and bytes; empty chunks are dropped. A half
+// message (TRAN_MSG=true) without a PGROUP pair gets PGROUP=group (when
+// group is not empty) before CLUSTER. One pass, no allocation when dst
+// has room.
+func appendStoredProperties(dst []byte, props, cluster, group string) ([]byte, sendProps) {
+	info := sendProps{wait: true}
+	var seen, hasGroup bool // seen: TRAN_MSG
+	start := len(dst)
 	for rest := props; rest != ""; {
 		var chunk string
-		chunk, rest, _ = strings.Cut(rest, string(record.PropertySeparator))
+		if i := strings.IndexByte(rest, record.PropertySeparator); i >= 0 {
+			chunk, rest = rest[:i], rest[i+1:]
+		} else {
+			chunk, rest = rest, ""
+		}
 		if chunk == "" {
 			continue
 		}
 		k, v, _ := strings.Cut(chunk, string(record.NameValueSeparator))
 		switch k {
 		case record.PropertyWaitStoreMsgOK:
-			wait = v != "false"
+			info.wait = v != "false"
 			continue
 		case record.PropertyCluster:
 			continue
+		case record.PropertyTransactionPrepared:
+			if !seen && v != "" {
+				seen, info.half = true, strings.EqualFold(v, "true")
+			}
+		case record.PropertyProducerGroup:
+			hasGroup = hasGroup || v != ""
+		case record.PropertyDelayLevel:
+			if !info.hasDelay && v != "" {
+				info.hasDelay, info.delay = true, v
+			}
 		}
-		sb.WriteString(chunk)
-		sb.WriteByte(record.PropertySeparator)
+		dst = append(dst, chunk...)
+		dst = append(dst, record.PropertySeparator)
 	}
-	sb.WriteString(record.PropertyCluster)
-	sb.WriteByte(record.NameValueSeparator)
-	sb.WriteString(cluster)
-	return sb.String(), wait
+	if info.half && !hasGroup && group != "" {
+		// Rare: once more with the pair appended, so that a group
+		// holding separators is read as any other pairs are.
+		return appendStoredProperties(dst[:start], appendProperty(props, record.PropertyProducerGroup, group), cluster, "")
+	}
+	dst = append(dst, record.PropertyCluster...)
+	dst = append(dst, record.NameValueSeparator)
+	dst = append(dst, cluster...)
+	return dst, info
+}
+
+// storedProperties returns props as the broker stores them
+// (appendStoredProperties without a producer group) and whether WAIT asked
+// to wait. One allocation.
+func storedProperties(props, cluster string) (out string, wait bool) {
+	b, info := appendStoredProperties(make([]byte, 0, len(props)+len(record.PropertyCluster)+len(cluster)+2), props, cluster, "")
+	return unsafe.String(unsafe.SliceData(b), len(b)), info.wait // b is not written again
 }
 
 var waitKey = []byte(record.PropertyWaitStoreMsgOK + string(record.NameValueSeparator))

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -140,4 +141,73 @@ func TestBrokerWaitFalseStillHonoured(t *testing.T) {
 			t.Fatalf("stored %q", m.Properties)
 		}
 	}
+}
+
+// refStoredProperties is what the broker stored before the one-pass
+// appendStoredProperties: markHalf (PGROUP appended to a half message
+// without one), then storedProperties' rewrite, then the lookups.
+func refStoredProperties(props, cluster, group string) (string, sendProps) {
+	const sep, kv = string(record.PropertySeparator), string(record.NameValueSeparator)
+	v, ok := record.LookupPropertyString(props, record.PropertyTransactionPrepared)
+	half := ok && strings.EqualFold(v, "true")
+	if _, ok := record.LookupPropertyString(props, record.PropertyProducerGroup); half && !ok && group != "" {
+		props = appendProperty(props, record.PropertyProducerGroup, group)
+	}
+	info := sendProps{wait: true, half: half}
+	var out []string
+	for _, chunk := range strings.Split(props, sep) {
+		k, v, _ := strings.Cut(chunk, kv)
+		switch {
+		case chunk == "", k == record.PropertyCluster:
+		case k == record.PropertyWaitStoreMsgOK:
+			info.wait = v != "false"
+		default:
+			out = append(out, chunk)
+		}
+	}
+	stored := strings.Join(append(out, record.PropertyCluster+kv+cluster), sep)
+	info.delay, info.hasDelay = record.LookupPropertyString(stored, record.PropertyDelayLevel)
+	return stored, info
+}
+
+func TestBrokerAppendStoredProperties(t *testing.T) {
+	const sep, kv = "\x02", "\x01"
+	for _, in := range []string{
+		"",
+		"TRAN_MSG" + kv + "true" + sep + "WAIT" + kv + "false",
+		"TRAN_MSG" + kv + "TRUE" + sep + "PGROUP" + kv + "g0" + sep,
+		"TRAN_MSG" + kv + sep + "TRAN_MSG" + kv + "true" + sep + "PGROUP" + kv + sep + "DELAY" + kv + sep + "DELAY" + kv + "3",
+		"TRAN_MSG" + kv + "false" + sep + "TRAN_MSG" + kv + "true",
+		"UNIQ_KEY" + kv + "U" + sep + "DELAY" + kv + "2" + sep + "CLUSTER" + kv + "x" + sep + "DELAY" + kv + "5" + sep,
+		kv + "v" + sep + "k" + sep + "k" + kv + sep + sep + "TAGS" + kv + "A",
+	} {
+		for _, group := range []string{"", "g"} {
+			want, wantInfo := refStoredProperties(in, "C", group)
+			var buf [8]byte
+			got, info := appendStoredProperties(buf[:0], in, "C", group)
+			if string(got) != want || info != wantInfo {
+				t.Errorf("appendStoredProperties(%q, %q) = %q %+v, want %q %+v", in, group, got, info, want, wantInfo)
+			}
+		}
+	}
+	var buf [pendingPropsLen]byte
+	props := "UNIQ_KEY\x017F0000010001000000000000000000000003\x02WAIT\x01true\x02TAGS\x01tag\x02KEYS\x01k1 k2"
+	if n := testing.AllocsPerRun(100, func() { appendStoredProperties(buf[:0], props, "DefaultCluster", "group") }); n != 0 {
+		t.Errorf("appendStoredProperties allocates %v times", n)
+	}
+}
+
+// FuzzBrokerStoredProperties: the one pass stores what the passes before
+// it stored and reads what their lookups read.
+func FuzzBrokerStoredProperties(f *testing.F) {
+	f.Add("TAGS\x01A\x02WAIT\x01true\x02KEYS\x01k1 k2\x02", "g")
+	f.Add("TRAN_MSG\x01True\x02DELAY\x013\x02CLUSTER\x01c", "")
+	f.Add("\x01\x02\x02PGROUP\x01\x02TRAN_MSG\x01true", "g")
+	f.Fuzz(func(t *testing.T, in, group string) {
+		want, wantInfo := refStoredProperties(in, "C", group)
+		got, info := appendStoredProperties(nil, in, "C", group)
+		if string(got) != want || info != wantInfo {
+			t.Fatalf("appendStoredProperties(%q, %q) = %q %+v, want %q %+v", in, group, got, info, want, wantInfo)
+		}
+	})
 }

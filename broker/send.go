@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -88,15 +89,24 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 	if tc.TopicFilterType == protocol.TopicFilterMultiTag {
 		m.SysFlag |= record.FlagMultiTags
 	}
-	if resp := b.markHalf(m, batch, h.ProducerGroup); resp != nil {
-		return resp, nil
+	// One pass over the properties: the stored form (into a's buffer
+	// while it fits) and what the send needs from them.
+	props, sp := appendStoredProperties(a.props[:0], h.Properties, b.opts.ClusterName, h.ProducerGroup)
+	if sp.half {
+		if batch {
+			return errResp(protocol.MessageIllegal, "a batch cannot be a transaction's half message"), nil
+		}
+		// A transaction's half message: divertDelayed parks it in the
+		// half topic; props name its producer group.
+		m.SysFlag = m.SysFlag&^record.TxMask | record.TxPrepared
 	}
 	if IsRetryTopic(h.Topic) && !batch {
 		if resp := b.redirectRetry(m, h, req.Version); resp != nil {
 			return resp, nil
 		}
 	}
-	m.Properties, a.wait = storedProperties(m.Properties, b.opts.ClusterName)
+	m.Properties = unsafe.String(unsafe.SliceData(props), len(props)) // props is not written again
+	a.wait, a.delay, a.hasDelay = sp.wait, sp.delay, sp.hasDelay
 	if !b.acceptAsync() {
 		return errResp(protocol.SystemBusy, "%s", protocol.RemarkSystemBusy), nil
 	}
@@ -124,7 +134,7 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 // storeSend stores the message of a single send: the response, or nil
 // when the store (or the HA server) answers later.
 func (b *Broker) storeSend(a *pendingSend, m *record.Message) *protocol.Command {
-	if err := b.divertDelayed(m); err != nil {
+	if err := b.divertDelayedBy(m, a.delay, a.hasDelay); err != nil {
 		return errResp(protocol.MessageIllegal, "%v", err)
 	}
 	t0 := monoNow()
@@ -290,13 +300,19 @@ func (b *Broker) redirectRetry(m *record.Message, h *protocol.SendMessageRequest
 // topic (queue level-1), remembering its real topic and queue; a
 // transaction's half message goes to the half topic instead.
 func (b *Broker) divertDelayed(m *record.Message) error {
+	v, ok := record.LookupPropertyString(m.Properties, record.PropertyDelayLevel)
+	return b.divertDelayedBy(m, v, ok)
+}
+
+// divertDelayedBy is divertDelayed for a message whose DELAY value was
+// read already (v, present when ok).
+func (b *Broker) divertDelayedBy(m *record.Message, v string, ok bool) error {
 	switch m.SysFlag & record.TxMask {
 	case record.TxPrepared:
 		return b.divertHalf(m) // a transaction's half message waits in the half topic (transaction.go)
 	case record.TxRollback:
 		return nil
 	}
-	v, ok := record.LookupPropertyString(m.Properties, record.PropertyDelayLevel)
 	if !ok {
 		return nil
 	}

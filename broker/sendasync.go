@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -31,19 +32,30 @@ import (
 
 // pendingSend is one send request between its append and its answer.
 type pendingSend struct {
-	b       *Broker
-	c       *remoting.Conn
-	req     *protocol.Command
-	start   time.Time // zero when the send is not timed (metrics.sendStart)
-	wait    bool      // the WAIT property: wait for the flush and the slave
-	queueID int32     // the queue the response names (the requested one)
+	b        *Broker
+	c        *remoting.Conn
+	req      *protocol.Command
+	start    time.Time // zero when the send is not timed (metrics.sendStart)
+	wait     bool      // the WAIT property: wait for the flush and the slave
+	hasDelay bool      // a DELAY property, whose value is delay
+	delay    string    // (aliases the request's header)
+	queueID  int32     // the queue the response names (the requested one)
 
 	// Held here so that a send costs one allocation for all of them.
 	h    protocol.SendMessageRequestHeader
 	msg  record.Message
 	resp protocol.Command                   // the answer, once (respond)
 	hdr  protocol.SendMessageResponseHeader // its header (storedResponse)
+	// The message's stored properties, when they fit, and the text of
+	// the answer's msgId: each written once, then read through strings.
+	props [pendingPropsLen]byte
+	id    [record.OffsetMessageIDLenV6]byte
 }
+
+// pendingPropsLen is the room for a send's stored properties inside its
+// pendingSend; longer ones take their own allocation. rocketmq-client-go's
+// usual properties (UNIQ_KEY, TAGS, KEYS, CLUSTER) take about 100 bytes.
+const pendingPropsLen = 256
 
 // respond is the answer to the send: code with hdr, written straight into
 // the frame (protocol.Command.WithHeader). A send has one answer, so it
@@ -98,8 +110,9 @@ func (a *pendingSend) stored(res store.PutResult, err error) {
 // storedResponse is the response for a stored message, or nil when the
 // send waits for a slave (the HA callback answers then).
 func (a *pendingSend) storedResponse(res store.PutResult) *protocol.Command {
+	id := record.AppendOffsetMessageID(a.id[:0], res.StoreHost, res.PhysicalOffset) // not written again
 	a.hdr = protocol.SendMessageResponseHeader{
-		MsgID: res.MsgID(), QueueID: a.queueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
+		MsgID: unsafe.String(unsafe.SliceData(id), len(id)), QueueID: a.queueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
 	}
 	return a.replicated(putStatusCode(res.Status), res.PhysicalOffset+int64(res.WroteBytes), &a.hdr)
 }

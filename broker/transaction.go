@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -127,30 +126,6 @@ type txService struct {
 
 func newTxService(b *Broker) *txService {
 	return &txService{b: b, pending: map[string]*txHalf{}, settled: map[string]*txDone{}, warned: map[string]struct{}{}}
-}
-
-// isHalfMessage reports whether properties mark a transaction's half
-// message (TRAN_MSG=true, in any case, as Java's Boolean.parseBoolean).
-func isHalfMessage(props string) bool {
-	v, ok := record.LookupPropertyString(props, record.PropertyTransactionPrepared)
-	return ok && strings.EqualFold(v, "true")
-}
-
-// markHalf prepares a sent message that is a transaction's half message:
-// its sys flag says so (divertDelayed then parks it in the half topic)
-// and it names its producer group. Batches cannot be half messages.
-func (b *Broker) markHalf(m *record.Message, batch bool, group string) *protocol.Command {
-	if !isHalfMessage(m.Properties) {
-		return nil
-	}
-	if batch {
-		return errResp(protocol.MessageIllegal, "a batch cannot be a transaction's half message")
-	}
-	m.SysFlag = m.SysFlag&^record.TxMask | record.TxPrepared
-	if _, ok := record.LookupPropertyString(m.Properties, record.PropertyProducerGroup); !ok && group != "" {
-		m.Properties = appendProperty(m.Properties, record.PropertyProducerGroup, group)
-	}
-	return nil
 }
 
 // divertHalf parks a half message in queue 0 of the half topic with its
