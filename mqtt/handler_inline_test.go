@@ -232,3 +232,58 @@ func TestMQTTHandleInlineReceiveMaximum(t *testing.T) {
 		}
 	}
 }
+
+// TestMQTTHandleInlineBurstYields: a read holding more than batchPackets
+// requests is handled on the poller for its first batchPackets only; a
+// worker handles the rest (the poller serves its other connections
+// meanwhile), and every response and PUBACK still arrives in request
+// order.
+func TestMQTTHandleInlineBurstYields(t *testing.T) {
+	s, where := inlineServer(t, nil)
+	r := connected(t, s.Addrs()[0].String(), packets.Version5, "inline-burst")
+	const n = 3 * batchPackets
+	var b []byte
+	for id := uint16(1); id <= n; id++ {
+		var err error
+		if b, err = packets.AppendPacket(b, inlineRequest(id, 1, string(rune('a'+id%26))), r.v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r0 := s.io.reads.Load()
+	r.sendBytes(b)
+	var acks []uint16
+	for len(acks) < n {
+		switch p := r.recv().(type) {
+		case *packets.Publish:
+			if want := string(rune('a' + (len(acks)+1)%26)); string(p.Payload) != want {
+				t.Fatalf("response %d carries %q, want %q", len(acks)+1, p.Payload, want)
+			}
+			r.send(&packets.Puback{PacketID: p.PacketID})
+		case *packets.Puback:
+			acks = append(acks, p.PacketID)
+			if p.PacketID != uint16(len(acks)) {
+				t.Fatalf("PUBACK %d arrived as the %dth", p.PacketID, len(acks))
+			}
+		default:
+			t.Fatalf("unexpected %T", p)
+		}
+	}
+	ran := where()
+	if len(ran) != n {
+		t.Fatalf("the handler ran %d times, want %d", len(ran), n)
+	}
+	polled := 0
+	for _, p := range ran {
+		if p {
+			polled++
+		}
+	}
+	// The burst (about 4 KiB, one write) reaches the socket as one
+	// loopback segment, so one read holds it all.
+	if polled == n {
+		t.Fatalf("all %d requests of the burst ran on the poller (%d reads)", n, s.io.reads.Load()-r0)
+	}
+	if !ran[0] {
+		t.Fatal("the first request of the burst did not run on the poller")
+	}
+}

@@ -246,13 +246,16 @@ func (s *Server) inlineOnly(b []byte) bool {
 // workInline is work on the poller for input that inlineOnly accepted
 // (the caller set scheduled, so the poller owns the worker fields). A
 // packet that fails to decode is left in the input for a worker, which
-// closes the connection (closing may wait on the backend).
+// closes the connection (closing may wait on the backend). After
+// batchPackets packets the rest goes to a worker too, as work yields
+// after as many: one client's burst of requests does not hold up the
+// poller's other connections.
 func (c *conn) workInline() {
 	sc := scratches.Get().(*packets.Scratch)
 	defer scratches.Put(sc)
 	c.more = false
 	c.fl.hold(c)
-	for {
+	for n := 0; ; n++ {
 		c.inMu.Lock()
 		if c.closed {
 			c.dropIn()
@@ -269,7 +272,7 @@ func (c *conn) workInline() {
 			c.fl.release()
 			return
 		}
-		if err != nil {
+		if err != nil || n == batchPackets {
 			c.inMu.Unlock()
 			c.fl.release()
 			c.srv.pool.submit(c.work) // still scheduled
