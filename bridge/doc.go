@@ -216,7 +216,10 @@
 // carries no state, except a v5 clean start with a session expiry that
 // has not written a record yet, i.e. has no subscription); clients that
 // connect to two nodes at the same moment, or move faster than the nodes
-// follow the session topic, may see one extra takeover; a node that
+// follow the session topic, may see one extra takeover (a clean start
+// announces itself just after its CONNACK: a client that connects to
+// another node before that announcement is stored may stay on the first
+// node, the log order decides); a node that
 // crashes while holding a session is waited for HandoffTimeout at the next
 // connect of that client; SaveSubscriptions needs the engine to call it
 // (mqtt.Server.SaveSubscriptions), otherwise a crash loses the

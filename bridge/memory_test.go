@@ -85,7 +85,12 @@ func TestBridgeSessionChurnForgetsClients(t *testing.T) {
 
 // TestBridgeSessionTakeoverChurnForgets: clean clients that move from
 // node A to node B (a takeover: A's server evicts them without telling
-// the back end) and leave B leave nothing behind on either node.
+// the back end) and leave B leave nothing behind on either node, and B
+// keeps each of them until it leaves. B's tail applies A's clean-start
+// announcement while B's server installs the client's session: an
+// announcement judged against no session used to evict the session
+// installed meanwhile (so A was never taken over, or B's own
+// announcement, written after the eviction, left its vouch behind).
 func TestBridgeSessionTakeoverChurnForgets(t *testing.T) {
 	c := startCluster(t)
 	a := startBridge(t, c, nil)
@@ -96,6 +101,15 @@ func TestBridgeSessionTakeoverChurnForgets(t *testing.T) {
 		onA := connected(t, addrOf(a), packets.Version5, id)
 		onB := connected(t, addrOf(b), packets.Version5, id)
 		expectTakenOver(t, onA)
+		// B's tail has applied A's announcement, older than B's
+		// session: the session is still there.
+		caughtUp(t, b)
+		onB.send(&packets.Pingreq{})
+		if p, err := onB.next(10 * time.Second); err != nil {
+			t.Fatalf("%s on B: want PINGRESP, got %v", id, err)
+		} else if _, ok := p.(*packets.Pingresp); !ok {
+			t.Fatalf("%s on B: want PINGRESP, got %T %+v", id, p, p)
+		}
 		onB.disconnect()
 	}
 	waitMaps(t, a, "A", 0)

@@ -71,6 +71,13 @@ func (b *Backend) writeSession(ctx context.Context, rec *sessionRecord) error {
 	if err != nil {
 		return fmt.Errorf("bridge: store session %q: %w", rec.ClientID, err)
 	}
+	if rec.vouch && rec.inst != 0 {
+		// The session may have been evicted while the record was on its
+		// way: then its vouch stands for nothing.
+		if srv := b.server(); srv != nil {
+			b.dropStaleVouch(srv, rec.ClientID, rec.inst, true)
+		}
+	}
 	return nil
 }
 
@@ -192,11 +199,14 @@ func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
 // the client resumed elsewhere.
 func (b *Backend) DeleteSession(ctx context.Context, clientID string) error {
 	b.wakeShares()
-	if srv := b.server(); srv != nil && srv.Connected(clientID) {
+	if srv := b.server(); srv != nil {
 		// A clean-start connect on this node: announced, so that a node
-		// holding the client id drops it.
-		return b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Connect: true, Deleted: true,
-			vouch: true, inst: srv.SessionInstance(clientID)})
+		// holding the client id drops it. The instance is read first: a
+		// session evicted between the two looks is not announced.
+		if inst := srv.SessionInstance(clientID); inst != 0 && srv.Connected(clientID) {
+			return b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Connect: true, Deleted: true,
+				vouch: true, inst: inst})
+		}
 	}
 	b.mu.Lock()
 	rec, own := b.sessions[clientID], b.own[clientID]

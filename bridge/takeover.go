@@ -18,13 +18,60 @@ import (
 // another node drops it (mqtt.Server.Evict: DISCONNECT 0x8E); asked by a
 // connect request, it first writes the session's state as a handoff
 // record, which the connecting node waits for before its CONNACK.
+//
+// # Bookkeeping
+//
+// Per client, a node keeps (all under Backend.mu; a client that left
+// leaves no entry in any of them):
+//
+//   - writing: writeSession calls in flight; each adds one and takes it
+//     back in the same call.
+//   - deferred: other nodes' records judged while a record of this node
+//     was in flight or before its session had one; judged again when the
+//     write completes (judgeDeferredLocked) or, by the goroutine each
+//     deferral starts, after SendTimeout.
+//   - waits and connectPrev: one entry per Backend.connect in progress,
+//     removed by that call on return.
+//   - own: the node's last record of the client while it matters: set
+//     by each record written, removed by a delete or clean-start
+//     announcement, and by forgetLocal when it was a connect request of
+//     a session that is gone.
+//   - vouches: the record standing for the local session. A vouch is
+//     bound to a session instance of the server (mqtt.Server
+//     SessionInstance), or to none (0) while LoadSession writes the
+//     records of the session the server installs next: judge binds it
+//     to that session. It goes when the session ends: a deleted record
+//     replaces it; DeleteSession of a clean session that ended forgets
+//     it (endedLocal); judge forgets it when it evicts the session.
+//
+// The server ends sessions on its own while the node writes and judges,
+// so two rules keep a vouch from outliving its session:
+//
+//   - judge evicts only the session instance it judged (mqtt.Server.Evict
+//     takes the instance): a session installed after judge looked comes
+//     after rec in the client's queue (its connect request or clean-start
+//     announcement is written after it is installed, or is still being
+//     written: then judge defers), so it is newer than rec and stays.
+//     Without this, an announcement judged against no session evicted
+//     the session installed meanwhile, whose own announcement then
+//     bound a vouch to no session, for good.
+//   - whoever binds a vouch to an instance (writeSession, judge) checks
+//     afterwards that the server still holds it, and judge drops any
+//     vouch bound to the instance it evicted (dropStaleVouch). The map
+//     changes under Backend.mu and the server is read outside it, so
+//     whichever of the binder and the evicter acts last sees the other's
+//     work.
+//
+// A vouch bound to no instance whose session the server never installs
+// (the CONNECT failed after LoadSession) goes with the client's next
+// record from another node.
 
 // clusterServer is the part of *mqtt.Server a multi-node backend uses
 // (mqtt/cluster.go). Without it (another Deliverer) the node neither
 // takes sessions away from other nodes nor balances shared subscriptions
 // across nodes.
 type clusterServer interface {
-	Evict(clientID string, sessionEnds bool) (*mqtt.SessionState, bool)
+	Evict(clientID string, inst uint64, sessionEnds bool) (*mqtt.SessionState, bool)
 	Connected(clientID string) bool
 	SessionInstance(clientID string) uint64
 	DeliverUnshared(msg *mqtt.Message)
@@ -184,7 +231,9 @@ func (b *Backend) onSessionRecord(rec *sessionRecord) { b.judge(rec, false) }
 // session that has no record yet (a clean start announces itself just
 // after its CONNACK), or while a record of the client is being written,
 // is judged once that record is stored (deferred), or after SendTimeout
-// as older (late).
+// as older (late). Only the session instance judged is evicted: one the
+// server created after judge looked is newer than rec (its record comes
+// after rec in the client's queue).
 func (b *Backend) judge(rec *sessionRecord, late bool) {
 	if rec.Node == b.opts.NodeID || !rec.Connect && !rec.Online {
 		return
@@ -197,10 +246,12 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 	inst := srv.SessionInstance(id)
 	b.mu.Lock()
 	var v *vouch
+	bound := false // v was bound to inst here
 	if cur, ok := b.vouches[id]; ok {
 		if cur.inst == 0 && inst != 0 {
 			cur.inst = inst
 			b.vouches[id] = cur
+			bound = true
 		}
 		v = &cur
 	}
@@ -210,6 +261,7 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 	case b.writing[id] > 0 && !late:
 		b.deferLocked(rec)
 		b.mu.Unlock()
+		b.dropStaleVouch(srv, id, inst, bound)
 		return
 	case inst == 0:
 		older = own != nil && own.q == rec.q && own.off > rec.off
@@ -218,13 +270,19 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 	case !late:
 		b.deferLocked(rec)
 		b.mu.Unlock()
+		b.dropStaleVouch(srv, id, inst, bound)
 		return
 	}
 	b.mu.Unlock()
 	if older {
+		b.dropStaleVouch(srv, id, inst, bound)
 		return
 	}
-	st, held := srv.Evict(id, rec.Connect && rec.Deleted)
+	var st *mqtt.SessionState
+	held := false
+	if inst != 0 {
+		st, held = srv.Evict(id, inst, rec.Connect && rec.Deleted)
+	}
 	if held {
 		b.log.Info("bridge: session taken over by another node", "client", id, "node", rec.Node)
 		b.wakeShares()
@@ -233,6 +291,7 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 	// connect records stand for nothing (a handoff below is the node's
 	// last word).
 	b.forgetLocal(id, v, own)
+	b.dropStaleVouch(srv, id, inst, true)
 	if !rec.Connect || rec.Deleted {
 		return
 	}
@@ -275,6 +334,22 @@ func (b *Backend) forgetLocal(clientID string, v *vouch, own *sessionRecord) {
 	}
 	if own != nil && own.Connect && b.own[clientID] == own {
 		delete(b.own, clientID)
+	}
+}
+
+// dropStaleVouch drops clientID's vouch when it is bound to the session
+// instance inst (non-zero, check set) and the server no longer holds that
+// instance. Whoever binds a vouch to an instance calls it after binding,
+// and judge after evicting one: whichever of the two comes last sees the
+// other's work, so no vouch outlives its instance (see "Bookkeeping").
+func (b *Backend) dropStaleVouch(srv clusterServer, clientID string, inst uint64, check bool) {
+	if !check || inst == 0 || srv.SessionInstance(clientID) == inst {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cur, ok := b.vouches[clientID]; ok && cur.inst == inst {
+		delete(b.vouches, clientID)
 	}
 }
 

@@ -80,18 +80,20 @@ func (s *Server) Connected(clientID string) bool {
 	return !ss.dead && ss.conn != nil
 }
 
-// Evict removes clientID's session from this server because another node
-// took it over, without telling the backend (no SaveSession or
-// DeleteSession): a connection gets DISCONNECT 0x8E (v5) or is closed
-// (3.1.1). The will is published when sessionEnds (the new connection
-// started clean) or when it has no delay; a delayed will of a session that
-// continues elsewhere is dropped. Evict returns the session's state at
-// that moment (DisconnectedAt set to now) and false when the server had no
-// session of that id.
-func (s *Server) Evict(clientID string, sessionEnds bool) (*SessionState, bool) {
+// Evict removes clientID's session instance inst (as SessionInstance
+// reported it) from this server because another node took it over,
+// without telling the backend (no SaveSession or DeleteSession): a
+// connection gets DISCONNECT 0x8E (v5) or is closed (3.1.1). The will is
+// published when sessionEnds (the new connection started clean) or when
+// it has no delay; a delayed will of a session that continues elsewhere is
+// dropped. Evict returns the session's state at that moment
+// (DisconnectedAt set to now) and false when the server had no session
+// instance inst of that id: a session created since the caller looked is
+// newer than what the caller judged, and stays.
+func (s *Server) Evict(clientID string, inst uint64, sessionEnds bool) (*SessionState, bool) {
 	s.mu.Lock()
 	ss := s.sessions[clientID]
-	if ss == nil {
+	if ss == nil || ss.seq != inst {
 		s.mu.Unlock()
 		return nil, false
 	}

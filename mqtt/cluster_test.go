@@ -12,7 +12,8 @@ import (
 
 // TestServerClusterEvict: Evict ends a v5 connection with DISCONNECT 0x8E
 // and a 3.1.1 one by closing it, returns the session's state, removes the
-// session without telling the backend, and publishes a will without delay.
+// session without telling the backend, and publishes a will without delay;
+// it leaves alone a session other than the instance it names.
 func TestServerClusterEvict(t *testing.T) {
 	s := startServer(t, nil)
 	watcher := connected(t, s.addr, packets.Version5, "watcher")
@@ -25,10 +26,14 @@ func TestServerClusterEvict(t *testing.T) {
 	cp.Properties.SessionExpiry = 600
 	r.connect(cp)
 	r.subscribe(1, sub("a/#", 1))
-	if !s.Connected("ev5") || s.SessionInstance("ev5") == 0 {
+	inst := s.SessionInstance("ev5")
+	if !s.Connected("ev5") || inst == 0 {
 		t.Fatal("ev5 not connected")
 	}
-	st, ok := s.Evict("ev5", false)
+	if _, ok := s.Evict("ev5", inst+1, false); ok || !s.Connected("ev5") {
+		t.Fatal("Evict of another session instance removed the session")
+	}
+	st, ok := s.Evict("ev5", inst, false)
 	if !ok || len(st.Subscriptions) != 1 || st.Subscriptions[0].Filter != "a/#" || st.Expiry != 600*time.Second {
 		t.Fatalf("evicted state %+v %v", st, ok)
 	}
@@ -44,12 +49,12 @@ func TestServerClusterEvict(t *testing.T) {
 	if _, ok, _ := s.backend.LoadSession(context.Background(), "ev5"); ok {
 		t.Fatal("Evict saved the session to the backend")
 	}
-	if _, ok := s.Evict("ev5", false); ok {
+	if _, ok := s.Evict("ev5", inst, false); ok {
 		t.Fatal("second Evict found a session")
 	}
 
 	r3 := connected(t, s.addr, packets.Version311, "ev3")
-	if _, ok := s.Evict("ev3", true); !ok {
+	if _, ok := s.Evict("ev3", s.SessionInstance("ev3"), true); !ok {
 		t.Fatal("ev3 not evicted")
 	}
 	if code := r3.closed(); code != -1 {
