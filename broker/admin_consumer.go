@@ -1,9 +1,9 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting"
@@ -218,7 +218,10 @@ func (b *Broker) processResetOffset(c *remoting.Conn, req *protocol.Command) (*p
 // processConsumerStatus serves INVOKE_BROKER_TO_GET_CONSUMER_STATUS: each
 // online client of the group (or the one named) reports its offsets on the
 // topic (GET_CONSUMER_STATUS_FROM_CLIENT); the answer maps client ids to
-// those tables. Clients that do not answer are left out.
+// those tables. Clients that do not answer within clientStatusTimeout, or
+// are not reading their connection, are left out. The clients are asked
+// at once and the request is answered by the last answer's callback: no
+// worker waits for them.
 func (b *Broker) processConsumerStatus(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	var h protocol.GetConsumerStatusRequestHeader
 	if err := req.DecodeHeader(&h); err != nil {
@@ -229,6 +232,22 @@ func (b *Broker) processConsumerStatus(c *remoting.Conn, req *protocol.Command) 
 		return errResp(protocol.SystemError, "No Any Consumer online in the consumer group: [%s]", h.Group), nil
 	}
 	out := protocol.GetConsumerStatusBody{ConsumerTable: map[string]protocol.MQMap[int64]{}}
+	var mu sync.Mutex
+	left := 1 // the calls in flight, plus this goroutine's until it asked them all
+	done := func() *protocol.Command {
+		mu.Lock()
+		left--
+		last := left == 0
+		mu.Unlock()
+		if !last {
+			return nil
+		}
+		resp, err := jsonResponse(out)
+		if err != nil {
+			resp = errResp(protocol.SystemError, "encode consumer status: %v", err)
+		}
+		return resp
+	}
 	for _, cl := range info.Clients {
 		if h.ClientAddr != "" && h.ClientAddr != cl.ClientID {
 			continue
@@ -240,22 +259,33 @@ func (b *Broker) processConsumerStatus(c *remoting.Conn, req *protocol.Command) 
 		ask := protocol.NewRequest(protocol.GetConsumerStatusFromClient,
 			&protocol.GetConsumerStatusRequestHeader{Topic: h.Topic, Group: h.Group}, nil)
 		ask.SerializeType = protocol.SerializeJSON
-		ctx, cancel := context.WithTimeout(context.Background(), clientStatusTimeout)
-		resp, err := conn.Invoke(ctx, ask)
-		cancel()
-		if err != nil || resp.Code != protocol.Success || len(resp.Body) == 0 {
-			b.log.Debug("consumer status: client did not answer", "group", h.Group, "client", cl.ClientID, "err", err)
-			continue
+		clientID := cl.ClientID
+		mu.Lock()
+		left++
+		mu.Unlock()
+		err := conn.InvokeNoWait(ask, clientStatusTimeout, func(resp *protocol.Command, err error) {
+			var st protocol.GetConsumerStatusBody
+			switch {
+			case err != nil || resp.Code != protocol.Success || len(resp.Body) == 0:
+				b.log.Debug("consumer status: client did not answer", "group", h.Group, "client", clientID, "err", err)
+			case protocol.DecodeJSON(resp.Body, &st) != nil:
+				b.log.Debug("consumer status: bad answer", "group", h.Group, "client", clientID)
+			default:
+				st.MessageQueueTable.Sort()
+				mu.Lock()
+				out.ConsumerTable[clientID] = st.MessageQueueTable
+				mu.Unlock()
+			}
+			if r := done(); r != nil {
+				_ = c.WriteResponse(req, r)
+			}
+		})
+		if err != nil {
+			b.log.Debug("consumer status: client not asked", "group", h.Group, "client", clientID, "err", err)
+			done() // never the last: this goroutine still holds its own count
 		}
-		var st protocol.GetConsumerStatusBody
-		if err := protocol.DecodeJSON(resp.Body, &st); err != nil {
-			b.log.Debug("consumer status: bad answer", "group", h.Group, "client", cl.ClientID, "err", err)
-			continue
-		}
-		st.MessageQueueTable.Sort()
-		out.ConsumerTable[cl.ClientID] = st.MessageQueueTable
 	}
-	return jsonResponse(out)
+	return done(), nil // nil while calls are in flight: the last one answers
 }
 
 // processConsumerRunningInfo serves GET_CONSUMER_RUNNING_INFO: the request
@@ -265,7 +295,7 @@ func (b *Broker) processConsumerRunningInfo(c *remoting.Conn, req *protocol.Comm
 	if err := req.DecodeHeader(&h); err != nil {
 		return errResp(protocol.SystemError, "bad header: %v", err), nil
 	}
-	return b.callConsumer(protocol.GetConsumerRunningInfo, req.ExtFields, nil, h.ConsumerGroup, h.ClientID), nil
+	return b.callConsumer(c, req, protocol.GetConsumerRunningInfo, req.ExtFields, nil, h.ConsumerGroup, h.ClientID), nil
 }
 
 // processConsumeMessageDirectly serves CONSUME_MESSAGE_DIRECTLY: the
@@ -294,14 +324,20 @@ func (b *Broker) processConsumeMessageDirectly(c *remoting.Conn, req *protocol.C
 		fields[k] = v
 	}
 	fields["brokerName"] = b.opts.BrokerName
-	return b.callConsumer(protocol.ConsumeMessageDirectly, fields, body, h.ConsumerGroup, h.ClientID), nil
+	return b.callConsumer(c, req, protocol.ConsumeMessageDirectly, fields, body, h.ConsumerGroup, h.ClientID), nil
 }
 
 // callConsumer sends a request with the given fields and body to one
-// client of a group and returns its answer (code, remark, fields and body)
-// as the response: SYSTEM_ERROR when the client is not online or the call
-// fails, CONSUME_MSG_TIMEOUT when it does not answer in time.
-func (b *Broker) callConsumer(code int32, fields protocol.ExtFields, body []byte, group, clientID string) *protocol.Command {
+// client of a group, without waiting for the client's socket, and answers
+// req with the client's answer (code, remark, fields and body) from the
+// call's callback: no worker waits for the client. It returns the answer
+// itself when there is nothing to wait for: SYSTEM_ERROR when the client
+// is not online, not reading its connection (its write queue is full) or
+// the call cannot be sent. CONSUME_MSG_TIMEOUT answers a client that does
+// not answer within callClientTimeout (the remark says whether the request
+// was still waiting for the client's socket then).
+func (b *Broker) callConsumer(c *remoting.Conn, req *protocol.Command, code int32, fields protocol.ExtFields, body []byte,
+	group, clientID string) *protocol.Command {
 	cl, ok := b.consumers.Client(group, clientID)
 	if !ok {
 		return errResp(protocol.SystemError, "The Consumer <%s> <%s> not online", group, clientID)
@@ -313,11 +349,23 @@ func (b *Broker) callConsumer(code int32, fields protocol.ExtFields, body []byte
 	call := protocol.NewRequest(code, nil, body)
 	call.ExtFields = fields
 	call.SerializeType = protocol.SerializeJSON
-	ctx, cancel := context.WithTimeout(context.Background(), callClientTimeout)
-	defer cancel()
-	resp, err := conn.Invoke(ctx, call)
+	err := conn.InvokeNoWait(call, callClientTimeout, func(resp *protocol.Command, err error) {
+		_ = c.WriteResponse(req, consumerAnswer(resp, err, group, clientID))
+	})
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, remoting.ErrTimeout):
+	case errors.Is(err, remoting.ErrNotReading):
+		return errResp(protocol.SystemError, "consumer <%s> <%s> is not reading its connection: %v", group, clientID, err)
+	case err != nil:
+		return errResp(protocol.SystemError, "invoke consumer <%s> <%s> Exception: %v", group, clientID, err)
+	}
+	return nil // answered by the callback
+}
+
+// consumerAnswer is the answer to an admin request that callConsumer
+// passed on to a client, from the client's answer resp or the call's err.
+func consumerAnswer(resp *protocol.Command, err error, group, clientID string) *protocol.Command {
+	switch {
+	case errors.Is(err, remoting.ErrTimeout):
 		return errResp(protocol.ConsumeMsgTimeout, "consumer <%s> <%s> Timeout: %v", group, clientID, err)
 	case err != nil:
 		return errResp(protocol.SystemError, "invoke consumer <%s> <%s> Exception: %v", group, clientID, err)

@@ -84,11 +84,12 @@ func (b *Broker) registerProcessors() {
 		{protocol.QueryConsumeTimeSpan, remoting.PoolAdmin, b.processConsumeTimeSpan, false, true},
 		{protocol.CloneGroupOffset, remoting.PoolAdmin, b.processCloneGroupOffset, false, true},
 		{protocol.InvokeBrokerToResetOffset, remoting.PoolAdmin, b.processResetOffset, false, true},
-		// The calls to clients wait for them: on the default pool, so that
-		// a slow client does not hold up the admin pool.
-		{protocol.InvokeBrokerToGetConsumerStatus, remoting.PoolDefault, b.processConsumerStatus, false, true},
+		// The calls to clients are answered by their callbacks (no worker
+		// waits for a client, nor for its socket): the request is kept
+		// until then, so none of them is noRetain.
+		{protocol.InvokeBrokerToGetConsumerStatus, remoting.PoolDefault, b.processConsumerStatus, false, false},
 		{protocol.GetConsumerRunningInfo, remoting.PoolDefault, b.processConsumerRunningInfo, false, false},
-		{protocol.ConsumeMessageDirectly, remoting.PoolDefault, b.processConsumeMessageDirectly, false, true},
+		{protocol.ConsumeMessageDirectly, remoting.PoolDefault, b.processConsumeMessageDirectly, false, false},
 		{protocol.CheckClientConfig, remoting.PoolDefault, b.processCheckClientConfig, false, true},
 		// A reply is answered once the requester took its push
 		// (reply.go), which carries the request's body: retained.

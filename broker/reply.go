@@ -63,9 +63,10 @@ func (b *Broker) processSendReply(c *remoting.Conn, req *protocol.Command) (*pro
 	if err != nil {
 		return finish(err), nil
 	}
-	// The requester's answer comes back on its own goroutine: no worker
-	// waits for a slow or stuck requester.
-	err = conn.InvokeAsync(push, replyPushTimeout, func(resp *protocol.Command, err error) {
+	// The requester's answer comes back on its own goroutine, and the
+	// push never waits for the requester's socket: no worker waits for a
+	// slow or stuck requester (one not reading is refused at once).
+	err = conn.InvokeNoWait(push, replyPushTimeout, func(resp *protocol.Command, err error) {
 		switch {
 		case err != nil:
 			err = fmt.Errorf("push reply message to %s (%s): %w", target, conn.RemoteAddr(), err)

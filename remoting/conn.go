@@ -395,12 +395,40 @@ func takeCall(cl *call) (*protocol.Command, error) {
 // (ErrTimeout after timeout, RequestTimeout if zero; ErrConnClosed). cb runs
 // on its own goroutine. The returned error reports a failure to send, in
 // which case cb is not called. cb may recycle the response as after Invoke.
+// Like Send, it waits while MaxWriteQueue bytes wait for the socket.
 func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, cb func(*protocol.Command, error)) error {
+	return c.invokeAsync(req, timeout, cb, sendWait)
+}
+
+// InvokeNoWait is InvokeAsync that never blocks, for calls to a peer that
+// may have stopped reading (the broker's calls to a client on behalf of
+// an admin command or a responder): req is queued without waiting and
+// the writer goroutine writes it. When MaxWriteQueue bytes already wait
+// for the socket it is not queued: the returned error wraps
+// ErrNotReading. A response that does not come within timeout fails with
+// ErrTimeout, wrapping ErrNotReading too when req was still waiting for
+// the socket then.
+func (c *Conn) InvokeNoWait(req *protocol.Command, timeout time.Duration, cb func(*protocol.Command, error)) error {
+	return c.invokeAsync(req, timeout, cb, sendRefuse)
+}
+
+func (c *Conn) invokeAsync(req *protocol.Command, timeout time.Duration, cb func(*protocol.Command, error), mode sendMode) error {
 	if timeout <= 0 {
 		timeout = c.opts.RequestTimeout
 	}
 	cl := &call{cb: cb}
 	code := req.Code
+	var written *atomic.Bool // sendRefuse: req reached the socket (or was dropped)
+	if mode == sendRefuse {
+		written = new(atomic.Bool)
+		release := req.Release
+		req.Release = func() {
+			written.Store(true)
+			if release != nil {
+				release()
+			}
+		}
+	}
 	cl.timer = time.AfterFunc(timeout, func() {
 		c.mu.Lock()
 		ok := cl.opaque != 0 && c.pending[cl.opaque] == cl
@@ -408,9 +436,14 @@ func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, cb func
 			delete(c.pending, cl.opaque)
 		}
 		c.mu.Unlock()
-		if ok {
-			c.finish(cl, nil, fmt.Errorf("%w: code %d to %s after %v", ErrTimeout, code, c.peer, timeout))
+		if !ok {
+			return
 		}
+		err := fmt.Errorf("%w: code %d to %s after %v", ErrTimeout, code, c.peer, timeout)
+		if written != nil && !written.Load() {
+			err = fmt.Errorf("%w: code %d to %s after %v, still waiting to be written: %w", ErrTimeout, code, c.peer, timeout, ErrNotReading)
+		}
+		c.finish(cl, nil, err)
 	})
 	if err := c.register(req, cl); err != nil {
 		cl.timer.Stop()
@@ -418,7 +451,7 @@ func (c *Conn) InvokeAsync(req *protocol.Command, timeout time.Duration, cb func
 		return err
 	}
 	opaque := req.Opaque
-	if err := c.Send(req); err != nil {
+	if err := c.send(req, mode); err != nil {
 		if c.unregister(opaque, cl) {
 			cl.timer.Stop()
 			return err
@@ -488,9 +521,10 @@ func (c *Conn) Send(cmd *protocol.Command) error { return c.send(cmd, sendWait) 
 type sendMode uint8
 
 const (
-	sendWait  sendMode = iota // wait while MaxWriteQueue bytes wait; write if idle (Send)
-	sendKick                  // never wait; wake the writer goroutine if idle (WriteResponse, OnewayNoWait)
-	sendQueue                 // never wait; leave it for the reader's flushQueued
+	sendWait   sendMode = iota // wait while MaxWriteQueue bytes wait; write if idle (Send)
+	sendKick                   // never wait; wake the writer goroutine if idle (WriteResponse, OnewayNoWait)
+	sendQueue                  // never wait; leave it for the reader's flushQueued
+	sendRefuse                 // sendKick, refused (ErrNotReading) while MaxWriteQueue bytes wait (InvokeNoWait)
 )
 
 func (c *Conn) send(cmd *protocol.Command, mode sendMode) error {
@@ -502,6 +536,11 @@ func (c *Conn) send(cmd *protocol.Command, mode sendMode) error {
 		c.wmu.Unlock()
 		cmd.ReleaseBody()
 		return c.sendClosedErr()
+	}
+	if q := int64(len(c.wbuf)) + c.wext; mode == sendRefuse && c.writing && q >= c.opts.MaxWriteQueue {
+		c.wmu.Unlock()
+		cmd.ReleaseBody()
+		return fmt.Errorf("%w: %s: %d bytes wait for its socket", ErrNotReading, c.peer, q)
 	}
 	var err error
 	c.wbuf, err = protocol.AppendFramePrefix(c.wbuf, cmd)
@@ -527,7 +566,7 @@ func (c *Conn) send(cmd *protocol.Command, mode sendMode) error {
 	case c.writing || mode == sendQueue:
 		c.wmu.Unlock()
 		return nil
-	case mode == sendKick:
+	case mode == sendKick || mode == sendRefuse:
 		c.writing = true
 		c.wmu.Unlock()
 		c.wkick <- struct{}{} // cap 1, and only the one who set writing sends

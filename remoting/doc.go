@@ -10,8 +10,9 @@
 // no frame completes for IdleTimeout is closed, so the whole frame must
 // arrive within it), routes responses to the requests waiting for them by
 // opaque, and hands requests to the dispatcher. Any side may send requests
-// (Invoke, InvokeAsync, Oneway) and responses (WriteResponse), so a broker
-// can call the consumers connected to it on their own connections.
+// (Invoke, InvokeAsync, InvokeNoWait, Oneway) and responses
+// (WriteResponse), so a broker can call the consumers connected to it on
+// their own connections.
 //
 // Frames are read with large reads straight into 64 KiB chunks (bigger for
 // bigger frames) and decoded in place: a received Body aliases its chunk;
@@ -71,9 +72,13 @@
 //     (backpressure; a peer that stops reading is cut off after
 //     WriteTimeout).
 //   - WriteResponse (answers given later: a pool worker's, a group commit
-//     completing sends, a held pull woken by a message) and OnewayNoWait
-//     (notices to many peers): never block; the writer goroutine is
-//     woken when no write is under way.
+//     completing sends, a held pull woken by a message), OnewayNoWait
+//     (notices to many peers) and InvokeNoWait (calls to a peer that may
+//     have stopped reading: a broker's calls to a client for an admin
+//     command): never block; the writer goroutine is woken when no write
+//     is under way. InvokeNoWait is refused (ErrNotReading) while
+//     MaxWriteQueue bytes wait, and its timeout says whether the request
+//     was still waiting for the socket.
 //   - The reader's own answers (inline processors, SYSTEM_BUSY, not
 //     supported) are queued and written by the reader once it has served
 //     every whole frame it read, before it may block reading again: one

@@ -8,6 +8,10 @@ var (
 	ErrConnClosed = errors.New("remoting: connection closed")
 	// ErrTimeout reports a request whose response did not arrive in time.
 	ErrTimeout = errors.New("remoting: request timed out")
+	// ErrNotReading reports a request to a peer that is not reading its
+	// connection: InvokeNoWait found MaxWriteQueue bytes waiting for the
+	// socket, or its request was still waiting when it timed out.
+	ErrNotReading = errors.New("remoting: peer not reading")
 	// ErrClosed reports use of a closed Server or Client.
 	ErrClosed = errors.New("remoting: closed")
 	// ErrIdle reports a connection closed after IdleTimeout without a

@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,4 +118,122 @@ func TestRemotingReaderWaitsForSlowPeer(t *testing.T) {
 		t.Fatalf("served %d of %d", s, n)
 	}
 
+}
+
+// stalledPeer returns the server side of a connection whose peer (the
+// returned raw connection) stopped reading: 200 answers of 64 KiB wait
+// for its socket, more than the socket buffers hold, so the connection's
+// writer is stuck in a write.
+func stalledPeer(t *testing.T, maxQueue int64) (*Conn, *rawConn) {
+	t.Helper()
+	const codeLater int32 = 9311
+	type held struct {
+		c   *Conn
+		req *protocol.Command
+	}
+	heldc := make(chan held, 256)
+	_, addr, _ := startServer(t, Options{ConnOptions: ConnOptions{MaxWriteQueue: maxQueue}}, func(s *Server) {
+		s.RegisterInline(codeLater, PoolDefault, ProcessorFunc(func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
+			heldc <- held{c, req}
+			return nil, nil
+		}))
+	})
+	r := dialRaw(t, addr)
+	const n = 200
+	for i := 1; i <= n; i++ {
+		req := protocol.NewRequest(codeLater, nil, nil)
+		req.Opaque = int32(i)
+		r.send(req)
+	}
+	var c *Conn
+	for range n {
+		h := <-heldc
+		resp := protocol.NewResponse(protocol.Success, "")
+		resp.Body = make([]byte, 64<<10)
+		if err := h.c.WriteResponse(h.req, resp); err != nil {
+			t.Fatal(err)
+		}
+		c = h.c
+	}
+	return c, r
+}
+
+// InvokeNoWait never waits for a peer that stopped reading: with
+// MaxWriteQueue bytes waiting it is refused at once (ErrNotReading); with
+// fewer, the request is queued and times out after its own timeout
+// (ErrTimeout and ErrNotReading: still unwritten), not after WriteTimeout.
+// A peer that reads gets it and is answered.
+func TestRemotingInvokeNoWaitToStalledPeer(t *testing.T) {
+	const codeCall int32 = 9312
+	result := func(c *Conn, timeout time.Duration) (func() (*protocol.Command, error), error) {
+		type res struct {
+			resp *protocol.Command
+			err  error
+		}
+		ch := make(chan res, 1)
+		err := c.InvokeNoWait(protocol.NewRequest(codeCall, nil, nil), timeout, func(resp *protocol.Command, err error) {
+			ch <- res{resp, err}
+		})
+		return func() (*protocol.Command, error) {
+			select {
+			case r := <-ch:
+				return r.resp, r.err
+			case <-time.After(10 * time.Second):
+				t.Fatal("InvokeNoWait: no callback within 10 s")
+				return nil, nil
+			}
+		}, err
+	}
+
+	// Queue full: refused without queuing.
+	c, _ := stalledPeer(t, 64<<10)
+	start := time.Now()
+	if _, err := result(c, time.Second); !errors.Is(err, ErrNotReading) {
+		t.Fatalf("call to a stalled peer with a full queue: %v, want ErrNotReading", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("refusal took %v", d)
+	}
+
+	// Queue below its bound: queued, timed out after 300 ms, unwritten.
+	c, r := stalledPeer(t, 64<<20)
+	start = time.Now()
+	wait, err := result(c, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("queuing took %v", d)
+	}
+	if _, err := wait(); !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrNotReading) {
+		t.Fatalf("unanswered call: %v, want ErrTimeout and ErrNotReading", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("timeout after %v, want about 300 ms", d)
+	}
+	// The peer reads again: the 200 answers, then the call.
+	for i := 1; i <= 200; i++ {
+		if resp, err := r.read(); err != nil || resp.Opaque != int32(i) {
+			t.Fatalf("answer %d: %v %v", i, resp, err)
+		}
+	}
+	if req, err := r.read(); err != nil || req.Code != codeCall || req.IsResponse() || req.IsOneway() {
+		t.Fatalf("queued call: %v %v", req, err)
+	}
+
+	// A peer that reads answers the call.
+	wait, err = result(c, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := r.read()
+	if err != nil || req.Code != codeCall {
+		t.Fatalf("call: %v %v", req, err)
+	}
+	resp := protocol.NewResponse(protocol.Success, "answered")
+	resp.Opaque, resp.Flag = req.Opaque, protocol.FlagResponse
+	r.send(resp)
+	if got, err := wait(); err != nil || got.Remark != "answered" {
+		t.Fatalf("answered call: %v %v", got, err)
+	}
 }
