@@ -27,8 +27,9 @@ func TestStateStoreFrontCanonicalHLC(t *testing.T) {
 	}
 }
 
-// TestStateStoreFrontCallSize keeps a request's one allocation (ssCall) at
-// 512 bytes: the largest object with pointers that the Go allocator
+// TestStateStoreFrontCallSize keeps a request's call (ssCall, recycled
+// through ssCalls when answered at once, allocated when answered later)
+// at 512 bytes: the largest object with pointers that the Go allocator
 // serves without a type header (a bigger one costs a header and a slower
 // allocation path), with as much room for the dedup key as fits.
 func TestStateStoreFrontCallSize(t *testing.T) {
