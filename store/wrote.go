@@ -42,11 +42,13 @@ type wroteQueue struct {
 	head  int // recs[head:] are queued
 }
 
-// Bounds of a queue: past them the writer (or the dispatcher handing
-// notes on) notes nothing and the follower reads the records back.
+// Bounds of a queue (about 1 MiB of notes, 1 MiB of their bytes; a
+// dispatcher round is rarely over a thousand records): past them the
+// writer (or the dispatcher handing notes on) notes nothing and the
+// follower reads the records back.
 const (
-	maxWroteRecs  = 1 << 16
-	maxWroteBytes = 4 << 20
+	maxWroteRecs  = 1 << 14
+	maxWroteBytes = 1 << 20
 )
 
 func (q *wroteQueue) len() int { return len(q.recs) - q.head }

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -296,5 +297,41 @@ func TestWroteQueueMoves(t *testing.T) {
 	var q wroteQueue
 	if q.note(&big, 0, 100) {
 		t.Fatalf("note of %d bytes taken", len(big.keys))
+	}
+}
+
+// When the followers lag so far that a note queue is full, the records
+// without notes are read back: every queue entry and key is still there.
+func TestStoreNotesFullQueueReadsBack(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.SegmentSize = 16 << 20
+		o.CQEntriesPerFile = 4096
+		o.IndexEntries = 50000
+		o.IndexSlots = 4096
+	})
+	s.SetDispatchLimit(0) // hold the dispatcher back
+	n := maxWroteRecs + 1000
+	for i := range n {
+		mustPut(t, s, msgSpec{topic: "F", qid: int32(i % 2), body: "b", keys: fmt.Sprintf("f%d", i)})
+	}
+	s.SetDispatchLimit(math.MaxInt64)
+	waitIndexed(t, s)
+	s.dispMu.Lock()
+	noted, count := s.disp.noted, s.disp.count
+	s.dispMu.Unlock()
+	if noted == 0 || noted >= count || count != int64(n) {
+		t.Fatalf("%d of %d records dispatched from notes, want some but not all of %d", noted, count, n)
+	}
+	for q := range int32(2) {
+		if got := len(readAll(t, s, "F", q)); got != n/2 {
+			t.Fatalf("queue %d: %d messages, want %d", q, got, n/2)
+		}
+	}
+	for _, i := range []int{0, maxWroteRecs - 1, maxWroteRecs, n - 1} {
+		r, err := s.QueryByKey("F", fmt.Sprintf("f%d", i), 4, 0, 1<<62)
+		if err != nil || r.MessageCount() != 1 {
+			t.Fatalf("key f%d: %d results, %v", i, r.MessageCount(), err)
+		}
+		r.Release()
 	}
 }
