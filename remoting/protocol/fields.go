@@ -92,14 +92,58 @@ func parseBool(v string) bool {
 	return len(v) == 4 && (v[0]|0x20) == 't' && (v[1]|0x20) == 'r' && (v[2]|0x20) == 'u' && (v[3]|0x20) == 'e'
 }
 
-// parseI32 and parseI64 read a decimal field as fieldReader does.
+// parseI32 and parseI64 read a decimal field as fieldReader does
+// (strconv.ParseInt with base 10: an optional sign, digits, in range).
 func parseI32(v string) (int32, bool) {
-	n, err := strconv.ParseInt(v, 10, 32)
-	return int32(n), err == nil
+	n, ok := parseDec(v, 32)
+	return int32(n), ok
 }
 
-func parseI64(v string) (int64, bool) {
-	n, err := strconv.ParseInt(v, 10, 64)
+func parseI64(v string) (int64, bool) { return parseDec(v, 64) }
+
+// parseDec is strconv.ParseInt(v, 10, bits) reduced to its outcome,
+// without building an error: the header's integers are parsed per
+// request. FuzzParseDec checks it against strconv.
+func parseDec(v string, bits uint) (int64, bool) {
+	neg := false
+	if len(v) > 0 && (v[0] == '-' || v[0] == '+') {
+		neg = v[0] == '-'
+		v = v[1:]
+	}
+	if len(v) == 0 || len(v) > 19 {
+		if len(v) > 19 {
+			return parseDecSlow(v, neg, bits)
+		}
+		return 0, false
+	}
+	var u uint64
+	for i := 0; i < len(v); i++ {
+		d := v[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		u = u*10 + uint64(d) // 19 digits never overflow a uint64
+	}
+	limit := uint64(1) << (bits - 1) // -limit .. limit-1
+	if neg {
+		if u > limit {
+			return 0, false
+		}
+		return -int64(u), true
+	}
+	if u >= limit {
+		return 0, false
+	}
+	return int64(u), true
+}
+
+// parseDecSlow is parseDec for more than 19 digits (leading zeros, or out
+// of range).
+func parseDecSlow(v string, neg bool, bits uint) (int64, bool) {
+	if neg {
+		v = "-" + v
+	}
+	n, err := strconv.ParseInt(v, 10, int(bits))
 	return n, err == nil
 }
 

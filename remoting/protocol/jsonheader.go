@@ -388,11 +388,11 @@ func (s *jsonScanner) int32Value(key string) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, perr := strconv.ParseInt(txt, 10, 32)
-	if perr != nil {
+	v, ok := parseI32(txt)
+	if !ok {
 		return 0, s.errorf("key %q: bad integer %q", key, txt)
 	}
-	return int32(v), nil
+	return v, nil
 }
 
 // skip skips one value of any kind, nested containers included, without

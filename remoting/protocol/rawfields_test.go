@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -263,4 +264,21 @@ func TestRemotingObjectEnd(t *testing.T) {
 			t.Fatalf("%q: end %d", v, n)
 		}
 	}
+}
+
+// parseDec accepts and reads what strconv.ParseInt(v, 10, bits) does.
+func FuzzParseDec(f *testing.F) {
+	for _, v := range []string{"0", "-0", "+7", "2147483647", "2147483648", "-2147483648", "-2147483649",
+		"9223372036854775807", "9223372036854775808", "-9223372036854775808", "00000000000000000000001", "", "-", "+", "1_0", " 1", "1x", "١"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		for _, bits := range []uint{32, 64} {
+			want, err := strconv.ParseInt(v, 10, int(bits))
+			got, ok := parseDec(v, bits)
+			if ok != (err == nil) || (ok && got != want) {
+				t.Fatalf("parseDec(%q, %d) = %d %v; strconv: %d %v", v, bits, got, ok, want, err)
+			}
+		}
+	})
 }
