@@ -130,6 +130,7 @@ func BenchmarkStorePutCPU(b *testing.B) {
 				put(i)
 			}
 			waitCaughtUp(b, s, &answered, 20000)
+			rb0 := readBack(s)
 			u0 = readUsage(b)
 			b.ResetTimer()
 			runPaced(b, putters, rate, b.N, put)
@@ -139,6 +140,7 @@ func BenchmarkStorePutCPU(b *testing.B) {
 			got.report(b, "", b.N)
 			base.report(b, "write-", b.N)
 			b.ReportMetric(float64(got.cpu)/float64(max(1, base.cpu)), "store/write")
+			b.ReportMetric(float64(readBack(s)-rb0)/float64(b.N), "read-back/msg")
 		})
 	}
 }
@@ -187,4 +189,16 @@ func waitCaughtUp(b *testing.B, s *Store, answered *atomic.Int64, n int64) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// readBack is how many records the dispatcher and the indexer have read
+// back from the commitlog instead of taking the writer's notes.
+func readBack(s *Store) int64 {
+	s.dispMu.Lock()
+	n := s.disp.count - s.disp.noted
+	s.dispMu.Unlock()
+	s.ix.run.Lock()
+	n += s.ix.read
+	s.ix.run.Unlock()
+	return n
 }

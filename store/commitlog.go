@@ -474,8 +474,8 @@ func (cl *commitLog) discardPendLocked() {
 		}
 		if !isTxExcluded(v.SysFlag) {
 			key := cqKey{string(v.Topic), v.QueueID}
-			if cur, ok := cl.s.queueOffsets[key]; ok && v.QueueOffset < cur {
-				cl.s.queueOffsets[key] = v.QueueOffset
+			if cur := cl.s.queueOffsets[key]; cur != nil && v.QueueOffset < *cur {
+				*cur = v.QueueOffset
 			}
 		}
 		b = b[v.TotalSize:]

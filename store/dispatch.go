@@ -197,8 +197,8 @@ func (s *Store) dispatchEntry(e *dispEntry, phy int64, size int32, sealed bool) 
 		if s.rawMode.Load() {
 			s.putMu.Lock()
 			key := cqKey{cq.topic, cq.queueID}
-			if s.queueOffsets[key] < e.qoff+1 {
-				s.queueOffsets[key] = e.qoff + 1
+			if s.queueOffsetLocked(key) < e.qoff+1 {
+				s.setQueueOffsetLocked(key, e.qoff+1)
 			}
 			s.putMu.Unlock()
 		}

@@ -255,7 +255,7 @@ func ConsistentOffset(local []EpochEntry, localEnd int64, remote []EpochEntry, r
 func (s *Store) NextQueueOffset(topic string, queueID int32) int64 {
 	s.putMu.Lock()
 	defer s.putMu.Unlock()
-	return s.queueOffsets[cqKey{topic, queueID}]
+	return s.queueOffsetLocked(cqKey{topic, queueID})
 }
 
 // WaitIndexed waits up to d until the key index covers the log up to

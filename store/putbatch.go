@@ -107,7 +107,7 @@ func (s *Store) putBatch(tmpl *record.Message, items []record.BatchItem, wait bo
 	key := cqKey{tmpl.Topic, tmpl.QueueID}
 	qoff := int64(0)
 	if !excluded {
-		qoff = s.queueOffsets[key]
+		qoff = s.queueOffsetLocked(key)
 	}
 	now := s.opts.Now().UnixMilli()
 	s.putLockedAt.Store(now)

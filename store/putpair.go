@@ -47,7 +47,7 @@ func (s *Store) PutPair(first, second *record.Message) (res [2]PutResult, err er
 		excluded := isTxExcluded(m.SysFlag)
 		qoff := int64(0)
 		if !excluded {
-			qoff = s.queueOffsets[key]
+			qoff = s.queueOffsetLocked(key)
 		}
 		m.QueueOffset, m.StoreTimestamp = qoff, now
 		phy, err := s.cl.appendLocked(m, sizes[i], viaPend)

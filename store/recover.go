@@ -194,7 +194,7 @@ func (s *Store) recover(abnormal bool) error {
 
 	for _, cq := range s.allCQs() {
 		cq.correctMin(clMin)
-		s.queueOffsets[cqKey{cq.topic, cq.queueID}] = cq.maxOff.Load()
+		s.setQueueOffsetLocked(cqKey{cq.topic, cq.queueID}, cq.maxOff.Load())
 	}
 	s.reportSkipped()
 	rep.Duration = time.Since(start)

@@ -92,14 +92,14 @@ type Store struct {
 	idx *indexService
 
 	putMu        sync.Mutex
-	putLockedAt  atomic.Int64    // store time (ms) at which the current Put or PutBatch took putMu; 0 when free
-	queueOffsets map[cqKey]int64 // next queue offset per queue; protected by putMu
-	batchProps   []byte          // PutBatch's properties scratch; protected by putMu
-	behind       []behindPut     // puts written behind, not answered yet, in append order; protected by putMu
-	wq           wroteQueue      // the writer's notes of the records it appended (wrote.go); protected by putMu
-	answerMu     sync.Mutex      // held while written-behind puts are answered (writebehind.go)
-	answering    []behindPut     // the puts being answered; protected by answerMu
-	closed       atomic.Bool     // set under putMu by Close
+	putLockedAt  atomic.Int64     // store time (ms) at which the current Put or PutBatch took putMu; 0 when free
+	queueOffsets map[cqKey]*int64 // next queue offset per queue; protected by putMu
+	batchProps   []byte           // PutBatch's properties scratch; protected by putMu
+	behind       []behindPut      // puts written behind, not answered yet, in append order; protected by putMu
+	wq           wroteQueue       // the writer's notes of the records it appended (wrote.go); protected by putMu
+	answerMu     sync.Mutex       // held while written-behind puts are answered (writebehind.go)
+	answering    []behindPut      // the puts being answered; protected by answerMu
+	closed       atomic.Bool      // set under putMu by Close
 	werr         atomic.Pointer[error]
 	diskFull     atomic.Bool // writes refused until the disk has room (space.go)
 	space        spaceState
@@ -168,7 +168,7 @@ func Open(opts Options) (*Store, error) {
 		log:          opts.Logger,
 		rlog:         ratelog.New(0, nil),
 		deleteHours:  hours,
-		queueOffsets: make(map[cqKey]int64),
+		queueOffsets: make(map[cqKey]*int64),
 		cqs:          make(map[string]map[int32]*consumeQueue),
 		dispatchWake: make(chan struct{}, 1),
 		done:         make(chan struct{}),
@@ -480,8 +480,11 @@ func (s *Store) put(m *record.Message, wait bool, later func(PutResult, error), 
 	}
 	key := cqKey{m.Topic, m.QueueID}
 	qoff := int64(0)
+	var next *int64 // the queue's next offset, nil for a new queue
 	if !excluded {
-		qoff = s.queueOffsets[key]
+		if next = s.queueOffsets[key]; next != nil {
+			qoff = *next
+		}
 	}
 	m.QueueOffset = qoff
 	m.StoreTimestamp = s.opts.Now().UnixMilli()
@@ -496,7 +499,11 @@ func (s *Store) put(m *record.Message, wait bool, later func(PutResult, error), 
 		return res, appended{}, err
 	}
 	gen := s.cl.discards.gen.Load()
-	if !excluded {
+	switch {
+	case excluded:
+	case next != nil:
+		*next = qoff + 1 // one map lookup per put
+	default:
 		s.setQueueOffsetLocked(key, qoff+1)
 	}
 	res := PutResult{Status: PutOK, PhysicalOffset: phy, QueueOffset: qoff, WroteBytes: size,
@@ -590,11 +597,23 @@ func (s *Store) notStored() error {
 
 // setQueueOffsetLocked stores next for key; new keys get their own copy
 // of the topic string (the caller's may be backed by a reused buffer).
+// Caller holds putMu.
 func (s *Store) setQueueOffsetLocked(key cqKey, next int64) {
-	if _, ok := s.queueOffsets[key]; !ok {
-		key.topic = strings.Clone(key.topic)
+	if p := s.queueOffsets[key]; p != nil {
+		*p = next
+		return
 	}
-	s.queueOffsets[key] = next
+	key.topic = strings.Clone(key.topic)
+	s.queueOffsets[key] = &next
+}
+
+// queueOffsetLocked is the next queue offset of key (0 for a queue never
+// put to). Caller holds putMu.
+func (s *Store) queueOffsetLocked(key cqKey) int64 {
+	if p := s.queueOffsets[key]; p != nil {
+		return *p
+	}
+	return 0
 }
 
 func (s *Store) putFailed(err error) (PutResult, error) {

@@ -51,7 +51,7 @@ func (s *Store) TruncateTail(offset int64) error {
 			s.setWriteErr(err)
 			return s.Err()
 		}
-		s.queueOffsets[cqKey{cq.topic, cq.queueID}] = cq.maxOff.Load()
+		s.setQueueOffsetLocked(cqKey{cq.topic, cq.queueID}, cq.maxOff.Load())
 	}
 	d := &s.disp
 	s.dropNotes()

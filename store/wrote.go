@@ -42,13 +42,15 @@ type wroteQueue struct {
 	head  int // recs[head:] are queued
 }
 
-// Bounds of a queue (about 1 MiB of notes, 1 MiB of their bytes; a
-// dispatcher round is rarely over a thousand records): past them the
-// writer (or the dispatcher handing notes on) notes nothing and the
-// follower reads the records back.
+// Bounds of a queue (at most about 4 MiB of notes and 4 MiB of their
+// bytes, only while the followers lag that far): past them the writer
+// (or the dispatcher handing notes on) notes nothing and the follower
+// reads the records back. Putters that do not wait for their answers run
+// that far ahead in bursts: with 16,384 notes, BenchmarkStorePutCPU's
+// unpaced putters had a third of the records read back in some runs.
 const (
-	maxWroteRecs  = 1 << 14
-	maxWroteBytes = 1 << 20
+	maxWroteRecs  = 1 << 16
+	maxWroteBytes = 4 << 20
 )
 
 func (q *wroteQueue) len() int { return len(q.recs) - q.head }
