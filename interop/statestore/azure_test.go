@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,17 @@ import (
 
 // azureClient connects the Azure IoT Operations Go state store client
 // (services v0.4.1, protocol v0.4.3, mqtt v0.4.2) to the environment.
+//
+// The state store client is made only once the session's first connection
+// has been announced. statestore.New registers a connect handler that, on
+// every connect event (each run in a goroutine of its own), sends KEYNOTIFY
+// again for every watched key, GETs the key and hands the watcher a
+// notification made up from that GET (SET with the current value, or DELETE
+// with a zero version). Registered before the first connect event, that
+// handler could run after the test's own KEYNOTIFY and give the watcher a
+// notification SmartGo never sent. The session's handler list is iterated
+// under a read lock, so a handler registered after ours has fired cannot
+// see the first connect event.
 func azureClient(t *testing.T, e *env, id string) *statestore.Client[string, string] {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(e.addr)
@@ -25,10 +37,19 @@ func azureClient(t *testing.T, e *env, id string) *statestore.Client[string, str
 	if err != nil {
 		t.Fatal(err)
 	}
+	connected := make(chan struct{})
+	var once sync.Once
+	unregister := mc.RegisterConnectEventHandler(func(*aiomqtt.ConnectEvent) { once.Do(func() { close(connected) }) })
 	if err := mc.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mc.Stop() })
+	select {
+	case <-connected:
+		unregister()
+	case <-ctx10(t).Done():
+		t.Fatalf("%s: no connection", id)
+	}
 	app, err := protocol.NewApplication()
 	if err != nil {
 		t.Fatal(err)
@@ -50,11 +71,16 @@ func TestStateStoreAzureSDKInterop(t *testing.T) {
 	c := azureClient(t, e, "azure-client-1")
 	w := azureClient(t, e, "azure-watcher")
 
-	// Notifications: the Go SDK never subscribes; they are pushed.
+	// Notifications: the Go SDK never subscribes; they are pushed. The
+	// second KEYNOTIFY is what the SDK sends after every reconnect: it must
+	// not make SmartGo notify a change twice (checked by the notification
+	// order below and the last SET).
 	ch, stop := w.Notify("k1")
 	defer stop()
-	if err := w.KeyNotify(ctx, "k1"); err != nil {
-		t.Fatalf("keynotify: %v", err)
+	for range 2 {
+		if err := w.KeyNotify(ctx, "k1"); err != nil {
+			t.Fatalf("keynotify: %v", err)
+		}
 	}
 
 	set, err := c.Set(ctx, "k1", "v1")
@@ -84,7 +110,14 @@ func TestStateStoreAzureSDKInterop(t *testing.T) {
 	if err != nil || !nex.Value {
 		t.Fatalf("set nex: %+v %v", nex, err)
 	}
-	<-ch // its notification
+	select {
+	case n := <-ch:
+		if n.Operation != "SET" || n.Value != "v1" || n.Version.Compare(nex.Version) != 0 {
+			t.Fatalf("NEX notification %+v, want SET v1 %v", n, nex.Version)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no NEX notification")
+	}
 
 	// VDEL with the wrong value, then the right one.
 	vd, err := c.VDel(ctx, "k1", "nope")
@@ -110,6 +143,20 @@ func TestStateStoreAzureSDKInterop(t *testing.T) {
 	del, err := c.Del(ctx, "k1")
 	if err != nil || del.Value != 0 {
 		t.Fatalf("del missing: %+v %v", del, err)
+	}
+	// The next notification is this SET's: nothing was sent twice and the
+	// DEL of a missing key changed nothing.
+	again, err := c.Set(ctx, "k1", "v3")
+	if err != nil || !again.Value {
+		t.Fatalf("set again: %+v %v", again, err)
+	}
+	select {
+	case n := <-ch:
+		if n.Operation != "SET" || n.Value != "v3" || n.Version.Compare(again.Version) != 0 {
+			t.Fatalf("notification %+v, want SET v3 %v", n, again.Version)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no SET notification for v3")
 	}
 
 	// PX expiry.
