@@ -94,20 +94,13 @@ func TestBrokerAdminCallsHoldNoWorker(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = nc.Close() })
 	const calls = 8 // the default pool has 4 workers
-	var frames []byte
-	for i := range calls {
-		req := protocol.NewRequest(protocol.GetConsumerRunningInfo, nil, nil)
-		req.ExtFields = protocol.ExtFields{"consumerGroup": "G", "clientId": "silent", "jstackEnable": "false"}
-		req.Opaque = int32(i + 1)
-		frame, err := protocol.EncodeFrame(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		frames = append(frames, frame...)
+	reqs := make([]*protocol.Command, calls)
+	for i := range reqs {
+		reqs[i] = protocol.NewRequest(protocol.GetConsumerRunningInfo, nil, nil)
+		reqs[i].ExtFields = protocol.ExtFields{"consumerGroup": "G", "clientId": "silent", "jstackEnable": "false"}
+		reqs[i].Opaque = int32(i + 1)
 	}
-	if _, err := nc.Write(frames); err != nil {
-		t.Fatal(err)
-	}
+	writeFrames(t, nc, reqs)
 	testutil.WaitFor(t, 5*time.Second, "every call passed on to the client", func() bool {
 		return len(silent.received(protocol.GetConsumerRunningInfo)) == calls
 	})

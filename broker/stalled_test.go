@@ -223,12 +223,22 @@ func stalledRun(tb testing.TB, stall bool, n int, mark func(at int)) stallRound 
 // offset 1 on nc, held up to 30 s, each for up to stalledPullMax messages.
 func writeStalledPulls(tb testing.TB, nc net.Conn, group string, q int32, n int) {
 	tb.Helper()
-	var frames []byte
-	for range n {
+	reqs := make([]*protocol.Command, n)
+	for i := range reqs {
 		h := &protocol.PullMessageRequestHeader{ConsumerGroup: group, Topic: "S", QueueID: q, QueueOffset: 1,
 			MaxMsgNums: stalledPullMax, SysFlag: (pullFlagSuspend | pullFlagSubscription), SuspendTimeoutMillis: 30_000, Subscription: "*", ExpressionType: "TAG"}
-		req := protocol.NewRequest(protocol.PullMessage, h, nil)
-		req.Opaque = stalledOpaque.Add(1)
+		reqs[i] = protocol.NewRequest(protocol.PullMessage, h, nil)
+		reqs[i].Opaque = stalledOpaque.Add(1)
+	}
+	writeFrames(tb, nc, reqs)
+}
+
+// writeFrames writes reqs on nc in one write, the way a client that
+// pipelines its requests sends them.
+func writeFrames(tb testing.TB, nc net.Conn, reqs []*protocol.Command) {
+	tb.Helper()
+	var frames []byte
+	for _, req := range reqs {
 		frame, err := protocol.EncodeFrame(req)
 		if err != nil {
 			tb.Fatal(err)

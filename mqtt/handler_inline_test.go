@@ -2,7 +2,6 @@ package mqtt
 
 import (
 	"context"
-	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -36,17 +35,7 @@ func onPoller() bool {
 // poller.
 func inlineServer(t *testing.T, pending chan<- asyncReq) (*Server, func() []bool) {
 	t.Helper()
-	opts := DefaultOptions()
-	opts.Listen = []string{"127.0.0.1:0"}
-	opts.Logger = slog.New(slog.DiscardHandler)
-	s, err := NewServer(opts, NewMemoryBackend())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := startServer(t, nil).Server
 	var mu sync.Mutex
 	var where []bool
 	s.HandleInline("ireq", func(_ context.Context, from ClientInfo, msg *Message, later func() func(error)) error {
@@ -177,18 +166,7 @@ func TestMQTTHandleInline(t *testing.T) {
 func TestMQTTHandleInlineReceiveMaximum(t *testing.T) {
 	const recvMax = 4
 	pending := make(chan asyncReq, recvMax+1)
-	opts := DefaultOptions()
-	opts.Listen = []string{"127.0.0.1:0"}
-	opts.Logger = slog.New(slog.DiscardHandler)
-	opts.ReceiveMaximum = recvMax
-	s, err := NewServer(opts, NewMemoryBackend())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := startServer(t, func(o *Options) { o.ReceiveMaximum = recvMax }).Server
 	s.HandleInline("ireq", func(_ context.Context, from ClientInfo, msg *Message, later func() func(error)) error {
 		pending <- asyncReq{from, msg, later()}
 		return nil

@@ -15,52 +15,26 @@ import (
 // a woken pull) or notifying many peers must not be held up by one slow
 // peer. Everything is written once the peer reads again.
 func TestRemotingWriteResponseNeverBlocks(t *testing.T) {
-	const codeLater int32 = 9301
-	type held struct {
-		c   *Conn
-		req *protocol.Command
-	}
-	heldc := make(chan held, 1024)
-	_, addr, _ := startServer(t, Options{ConnOptions: ConnOptions{MaxWriteQueue: 64 << 10}}, func(s *Server) {
-		s.RegisterInline(codeLater, PoolDefault, ProcessorFunc(func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
-			heldc <- held{c, req}
-			return nil, nil // answered later, from another goroutine
-		}))
-	})
-	r := dialRaw(t, addr)
-	const n = 200
-	for i := 1; i <= n; i++ {
-		req := protocol.NewRequest(codeLater, nil, nil)
-		req.Opaque = int32(i)
-		r.send(req)
-	}
-	// 200 answers of 64 KiB: far more than the socket buffers and
-	// MaxWriteQueue hold while the peer does not read.
+	const codeNotice int32 = 9301
+	// 200 answers of 64 KiB (stalledPeer): far more than the socket
+	// buffers and MaxWriteQueue hold while the peer does not read.
 	start := time.Now()
-	var c *Conn
-	for i := 0; i < n; i++ {
-		h := <-heldc
-		resp := protocol.NewResponse(protocol.Success, "")
-		resp.Body = make([]byte, 64<<10)
-		if err := h.c.WriteResponse(h.req, resp); err != nil {
-			t.Fatal(err)
-		}
-		c = h.c
-	}
+	c, r := stalledPeer(t, 64<<10)
 	// Neither does a notice sent with OnewayNoWait.
-	if err := c.OnewayNoWait(protocol.NewRequest(codeLater, nil, nil)); err != nil {
+	if err := c.OnewayNoWait(protocol.NewRequest(codeNotice, nil, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("answering a peer that does not read took %v", d)
 	}
+	const n = stalledAnswers
 	for i := 1; i <= n; i++ {
 		resp, err := r.read()
 		if err != nil || resp.Opaque != int32(i) || len(resp.Body) != 64<<10 {
 			t.Fatalf("answer %d: %v %v", i, resp, err)
 		}
 	}
-	if notice, err := r.read(); err != nil || notice.Code != codeLater || !notice.IsOneway() || notice.IsResponse() {
+	if notice, err := r.read(); err != nil || notice.Code != codeNotice || !notice.IsOneway() || notice.IsResponse() {
 		t.Fatalf("notice: %v %v", notice, err)
 	}
 }
@@ -120,6 +94,9 @@ func TestRemotingReaderWaitsForSlowPeer(t *testing.T) {
 
 }
 
+// stalledAnswers is how many answers of 64 KiB stalledPeer leaves waiting.
+const stalledAnswers = 200
+
 // stalledPeer returns the server side of a connection whose peer (the
 // returned raw connection) stopped reading: 200 answers of 64 KiB wait
 // for its socket, more than the socket buffers hold, so the connection's
@@ -139,7 +116,7 @@ func stalledPeer(t *testing.T, maxQueue int64) (*Conn, *rawConn) {
 		}))
 	})
 	r := dialRaw(t, addr)
-	const n = 200
+	const n = stalledAnswers
 	for i := 1; i <= n; i++ {
 		req := protocol.NewRequest(codeLater, nil, nil)
 		req.Opaque = int32(i)
