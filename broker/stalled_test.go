@@ -374,16 +374,7 @@ func TestBrokerStalledMemberHoldsUpNoHeartbeat(t *testing.T) {
 	prod := newTestClient(t, b.Addr())
 	prod.mustSend("S", 0, "first", "")
 
-	heartbeat := func(clientID string) *protocol.Command {
-		cd := &protocol.ConsumerData{GroupName: "G", ConsumeType: protocol.ConsumePassively, MessageModel: "CLUSTERING",
-			ConsumeFromWhere:    protocol.ConsumeFromFirstOffset,
-			SubscriptionDataSet: []*protocol.SubscriptionData{{Topic: "S", SubString: "*", ExpressionType: "TAG", SubVersion: 1}}}
-		body, err := protocol.EncodeJSON(protocol.HeartbeatData{ClientID: clientID, ConsumerDataSet: []*protocol.ConsumerData{cd}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return protocol.NewRequest(protocol.HeartBeat, nil, body)
-	}
+	heartbeat := func(clientID string) *protocol.Command { return consumerHello(t, clientID, "G") }
 	// A healthy member, told of every change of the group.
 	notices := make(chan struct{}, 16)
 	member := newTestClient(t, b.Addr())

@@ -50,15 +50,7 @@ func TestStateStoreRouterShardsAndRetry(t *testing.T) {
 			got <- seen{name + "/drop:" + req.ExtFields["clientId"], -1}
 			return protocol.NewResponse(protocol.Success, ""), nil
 		})
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.Serve(ln); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = srv.Close() })
-		return ln.Addr().String()
+		return listenServe(t, srv)
 	}
 	a, b := start("a", protocol.Success), start("b", protocol.SystemError)
 	r, err := New(Options{Brokers: map[string]string{"a": a, "b": b}, Shards: 2})
@@ -156,19 +148,12 @@ func TestStateStoreRouterLocal(t *testing.T) {
 	srv.RegisterFunc(protocol.StateStoreDropClient, remoting.PoolDefault, func(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 		return protocol.NewResponse(protocol.Success, ""), nil
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Serve(ln); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	addr := listenServe(t, srv)
 	loc := &fakeLocal{answer: func() (*protocol.StateStoreResponse, error) {
 		return &protocol.StateStoreResponse{Reply: []byte("+local\r\n")}, nil
 	}}
 	notified := make(chan []protocol.StateStoreNotification, 1)
-	r, err := New(Options{Brokers: map[string]string{"a": ln.Addr().String(), "b": "in-process:1"}, Shards: 2,
+	r, err := New(Options{Brokers: map[string]string{"a": addr, "b": "in-process:1"}, Shards: 2,
 		Local: map[string]LocalBroker{"in-process:1": loc}, OnNotify: func(ns []protocol.StateStoreNotification) { notified <- ns }})
 	if err != nil {
 		t.Fatal(err)
@@ -308,15 +293,7 @@ func TestStateStoreRouterInvokeAsync(t *testing.T) {
 			resp.Body = (&protocol.StateStoreResponse{Reply: []byte("+OK\r\n")}).AppendBody(nil)
 			return resp, nil
 		})
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.Serve(ln); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = srv.Close() })
-		return ln.Addr().String()
+		return listenServe(t, srv)
 	}
 	a := start(func(int32) int32 { <-release; return protocol.Success })
 	b := start(func(n int32) int32 {
@@ -387,4 +364,19 @@ func TestStateStoreRouterInvokeAsync(t *testing.T) {
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("brokers saw %d calls, want 3", n)
 	}
+}
+
+// listenServe serves srv on 127.0.0.1 until the test ends and returns its
+// address.
+func listenServe(t *testing.T, srv *remoting.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(ln); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
 }
