@@ -92,13 +92,9 @@ func TestTwinStalledWatcherHoldsUpNoUpdate(t *testing.T) {
 	rc := stalledNotifyRequester(t)
 	invoke := func(r twin.Request) twin.Reply {
 		t.Helper()
-		shard := int32(twin.ShardOf(r.DeviceID, tw.Shards()))
-		resp := invokeWithin(t, rc, b.Addr(), protocol.NewTwinRequest(shard, r.AppendBinary(nil)), r.Op.String())
-		rep, err := twin.DecodeReply(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return *rep
+		return twinCall(t, tw.Shards(), r, func(req *protocol.Command) *protocol.Command {
+			return invokeWithin(t, rc, b.Addr(), req, r.Op.String())
+		})
 	}
 	if rep := invoke(twin.Request{Op: twin.OpPutDevice, DeviceID: "dev1", Mode: twin.PutCreate}); rep.Status != 200 {
 		t.Fatalf("create: %+v", rep)

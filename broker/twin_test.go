@@ -111,16 +111,13 @@ func TestTwinHostRemoting(t *testing.T) {
 	ctx := context.Background()
 	invoke := func(r twin.Request) twin.Reply {
 		t.Helper()
-		shard := int32(twin.ShardOf(r.DeviceID, tw.Shards()))
-		resp, err := rc.Invoke(ctx, b.Addr(), protocol.NewTwinRequest(shard, r.AppendBinary(nil)))
-		if err != nil || resp.Code != protocol.Success {
-			t.Fatalf("%s: %v %+v", r.Op, err, resp)
-		}
-		rep, err := twin.DecodeReply(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return *rep
+		return twinCall(t, tw.Shards(), r, func(req *protocol.Command) *protocol.Command {
+			resp, err := rc.Invoke(ctx, b.Addr(), req)
+			if err != nil || resp.Code != protocol.Success {
+				t.Fatalf("%s: %v %+v", r.Op, err, resp)
+			}
+			return resp
+		})
 	}
 	if rep := invoke(twin.Request{Op: twin.OpPutDevice, DeviceID: "dev1", Mode: twin.PutCreate}); rep.Status != 200 {
 		t.Fatalf("create: %+v", rep)
@@ -301,4 +298,16 @@ func TestTwinHostConcurrentConditions(t *testing.T) {
 	if doc.Version != int64(total)+1 {
 		t.Fatalf("version %d after %d accepted writes", doc.Version, total)
 	}
+}
+
+// twinCall sends r to its shard (of shards) through call, which returns
+// the broker's successful answer, and decodes the reply.
+func twinCall(t *testing.T, shards int, r twin.Request, call func(*protocol.Command) *protocol.Command) twin.Reply {
+	t.Helper()
+	resp := call(protocol.NewTwinRequest(int32(twin.ShardOf(r.DeviceID, shards)), r.AppendBinary(nil)))
+	rep, err := twin.DecodeReply(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *rep
 }
