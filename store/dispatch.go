@@ -71,9 +71,9 @@ func (s *Store) dispatchAvailable() {
 	}
 	s.arrived = s.arrived[:0]
 	s.arriveMu.Unlock()
-	// Consumers first: the indexer is woken after the waiting pulls.
+	// Consumers first: the index follows after the waiting pulls.
 	if moved {
-		s.wakeIndexer()
+		s.indexAfterRound()
 	}
 }
 

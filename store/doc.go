@@ -91,8 +91,8 @@
 // numbers). Keys are each space-separated KEYS value and UNIQ_KEY;
 // rollback records are not indexed. A file is full when indexCount
 // reaches IndexEntries; a new file is named after the store clock (ms).
-// New entries are written (pwrite) at the end of every indexer round; the
-// newest file's header and slot table are kept in memory and written
+// New entries are written (pwrite) once 256 KiB of them wait and before
+// each index sync; the newest file's header and slot table are kept in memory and written
 // together at each index sync (IndexFlushInterval, and Close), so the file
 // is always read, never written, through its mapping.
 //
@@ -150,7 +150,7 @@
 // entries that already exist; a gap in a queue triggers a re-dispatch from
 // the log start, and offsets of records lost to damage become holes. The
 // indexer then walks from the newest index file's endPhyOffset (it trails
-// the dispatcher on its own goroutine, see indexer.go). Damaged index
+// the dispatcher, see indexer.go). Damaged index
 // files are removed and the log re-indexed.
 //
 // Every skipped range (RecoveryReport.Skipped: segment, offset range,

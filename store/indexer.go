@@ -6,18 +6,22 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/store/record"
 )
 
-// The key index is built by its own goroutine, the indexer, which follows
-// the dispatcher through the commitlog. Index writes land on random pages
-// of a large mapped file (the slot table), and after every index fsync
-// each of those pages faults again on its next write; on the dispatcher
-// such faults held up consume queues, and so every consumer, for 10-30 ms.
-// The indexer only ever trails the dispatcher, so it reads records that
-// were already validated.
+// The key index follows the dispatcher through the commitlog. A dispatch
+// round that ends with the records' notes at hand and room in the newest
+// index file indexes them itself (indexAfterRound): adding a key is a few
+// writes to memory (indexFile keeps its slot table and new entries out of
+// the mapping), cheaper than waking another thread. What costs more (records to
+// read back, as on a slave; a new index file to make; a long round) is
+// left to the indexer goroutine, which the dispatcher wakes then, so that
+// consume queues, and so every consumer, never wait for it. The index
+// only ever trails the dispatcher, so it reads records that were already
+// validated.
 //
 // Progress survives a restart through the newest index file's header:
 // its endPhy is the last record walked (keys or not), and recovery walks
@@ -152,35 +156,42 @@ func (c *segCursor) walk(cl *commitLog, pos *int64, end int64, visit func(v *rec
 type indexer struct {
 	run sync.Mutex // held while indexing (and by HA's startAt)
 	segCursor
-	pos    int64      // next commitlog offset to index
-	q      wroteQueue // notes of dispatched records (wrote.go)
-	noted  int64      // records indexed from notes (tests)
-	read   int64      // records read back (tests)
-	lastTs int64      // store timestamp of the last record walked
-	last   int64      // phy of the last record walked, -1 if none this round
+	pos    int64        // next commitlog offset to index
+	q      wroteQueue   // notes of dispatched records (wrote.go)
+	noted  int64        // records indexed from notes (tests)
+	read   int64        // records read back (tests)
+	lastTs int64        // store timestamp of the last record walked
+	last   int64        // phy of the last record walked, -1 if none this round
+	loops  atomic.Int64 // rounds of the indexer goroutine (tests)
 
 	wake chan struct{} // capacity 1: the dispatcher moved on
 
-	mu  sync.Mutex
-	gen chan struct{} // closed when the current round ends; protected by mu
+	mu sync.Mutex
+	// gen is closed when the current round ends, made by the first waiter
+	// (nil while nobody waits: a round allocates nothing); protected by mu.
+	gen chan struct{}
 }
 
 func (ix *indexer) init() {
 	ix.wake = make(chan struct{}, 1)
-	ix.gen = make(chan struct{})
 }
 
-// round returns the channel closed when the indexer next finishes a round.
+// round returns the channel closed when the index next finishes a round.
 func (ix *indexer) round() chan struct{} {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	if ix.gen == nil {
+		ix.gen = make(chan struct{})
+	}
 	return ix.gen
 }
 
 func (ix *indexer) endRound() {
 	ix.mu.Lock()
-	close(ix.gen)
-	ix.gen = make(chan struct{})
+	if ix.gen != nil {
+		close(ix.gen)
+		ix.gen = nil
+	}
 	ix.mu.Unlock()
 }
 
@@ -191,8 +202,9 @@ func (s *Store) wakeIndexer() {
 	}
 }
 
-// indexLoop is the indexer goroutine; the dispatcher wakes it after every
-// round that moved.
+// indexLoop is the indexer goroutine; the dispatcher wakes it after a
+// round that moved and that it did not index itself, and a key query
+// waiting for the index wakes it too.
 func (s *Store) indexLoop() {
 	for {
 		select {
@@ -200,19 +212,64 @@ func (s *Store) indexLoop() {
 			return
 		case <-s.ix.wake:
 		}
+		s.ix.loops.Add(1)
 		s.indexAvailable()
 	}
 }
 
-// indexAvailable indexes everything dispatched so far. When no record
-// since the indexer's position has keys, it moves on without reading them.
+// indexAvailable indexes everything dispatched so far.
 func (s *Store) indexAvailable() {
 	s.ix.run.Lock()
-	ix := &s.ix
 	s.markMu.Lock()
 	m := s.dispMark
-	s.ixq.moveTo(&ix.q, math.MaxInt64)
+	s.ixq.moveTo(&s.ix.q, math.MaxInt64)
 	s.markMu.Unlock()
+	s.indexTo(m)
+	s.ix.run.Unlock()
+	s.ix.endRound()
+}
+
+// maxInlineIndex bounds the notes a dispatch round indexes itself.
+const maxInlineIndex = 1024
+
+// indexAfterRound brings the index up to the round the dispatcher just
+// ended, on the dispatcher itself when that is cheap: when none of the
+// round's records has keys (the index only notes how far it walked), or
+// when the writer noted them all (at most maxInlineIndex) and the newest
+// index file has room for their keys (adding them is a few writes to
+// memory each, see indexFile). Otherwise (the indexer is busy, records
+// must be read back, a new index file must be made, a long round) it
+// wakes the indexer. A round indexed here costs no thread wake-up.
+func (s *Store) indexAfterRound() {
+	ix := &s.ix
+	if !ix.run.TryLock() {
+		s.wakeIndexer() // it looks again once its round ends
+		return
+	}
+	s.markMu.Lock()
+	m := s.dispMark
+	keyless := m.keyedPhy < ix.pos && m.lastPhy >= ix.pos
+	inline := keyless || !s.rawMode.Load() && s.ixq.len() <= maxInlineIndex &&
+		s.idx.roomFor(s.ixq.len()+len(s.ixq.arena))
+	if inline {
+		s.ixq.moveTo(&ix.q, math.MaxInt64)
+	}
+	s.markMu.Unlock()
+	if !inline {
+		ix.run.Unlock()
+		s.wakeIndexer()
+		return
+	}
+	s.indexTo(m)
+	ix.run.Unlock()
+	ix.endRound()
+}
+
+// indexTo indexes up to the dispatch round m (the indexer's notes taken
+// up to it). When no record since the indexer's position has keys, it
+// moves on without reading them. Caller holds ix.run.
+func (s *Store) indexTo(m dispatchMark) {
+	ix := &s.ix
 	if m.keyedPhy < ix.pos && m.lastPhy >= ix.pos {
 		ix.pos = m.end
 		ix.q.dropBelow(ix.pos)
@@ -223,8 +280,6 @@ func (s *Store) indexAvailable() {
 		// Up to the round whose notes were just taken, not a later one.
 		s.indexRange(m.end)
 	}
-	s.ix.run.Unlock()
-	s.ix.endRound()
 }
 
 // indexRange adds the keys of records in [ix.pos, end) to the index; end
@@ -259,9 +314,6 @@ func (s *Store) indexRange(end int64) bool {
 		ix.noted++
 		ix.pos = r.end()
 		ix.q.pop()
-	}
-	if err := s.idx.commit(); err != nil {
-		s.indexFailed(err)
 	}
 	if ix.last >= 0 {
 		s.idx.walked(ix.last, ix.lastTs)
@@ -338,6 +390,9 @@ func (s *Store) recoverIndex(dispatchFrom, end int64, reindex bool) {
 		from = max(min(dispatchFrom, end), clMin)
 		s.ix.pos = from
 		s.indexRange(end)
+	}
+	if err := s.idx.commit(); err != nil {
+		s.indexFailed(err)
 	}
 	s.report.IndexFrom = from
 	s.ix.pos = end

@@ -224,3 +224,42 @@ func TestIndexerKeylessRunsAndKeys(t *testing.T) {
 		r.Release()
 	}
 }
+
+// A dispatch round indexes its own records when the writer noted them
+// (no hand-off to the indexer goroutine, no thread woken), and a round
+// too long for that is left to the indexer; keys are found either way.
+func TestIndexerRoundsOnDispatcher(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) { o.IndexEntries = 50000; o.IndexSlots = 4096 })
+	// The first key makes the index file: the indexer goroutine's work.
+	mustPut(t, s, msgSpec{topic: "T", body: "b", keys: "first"})
+	waitIndexed(t, s)
+	loops := s.ix.loops.Load()
+	for i := range 100 {
+		mustPut(t, s, msgSpec{topic: "T", body: "b", keys: fmt.Sprintf("k%d", i)})
+		waitIndexed(t, s)
+		mustPut(t, s, msgSpec{topic: "T", body: "no keys"})
+		waitIndexed(t, s)
+	}
+	if n := s.ix.loops.Load() - loops; n != 0 {
+		t.Fatalf("the indexer goroutine ran %d rounds for rounds the dispatcher could index", n)
+	}
+
+	// One round of more notes than a round indexes itself.
+	s.dispMu.Lock()
+	for i := range maxInlineIndex + 10 {
+		mustPut(t, s, msgSpec{topic: "T", body: "b", keys: fmt.Sprintf("long%d", i)})
+	}
+	s.dispMu.Unlock()
+	s.wakeDispatcher()
+	waitIndexed(t, s)
+	if s.ix.loops.Load() == loops {
+		t.Fatal("a long round was indexed without the indexer goroutine")
+	}
+	for _, k := range []string{"k0", "k99", "long0", fmt.Sprintf("long%d", maxInlineIndex+9)} {
+		r, err := s.QueryByKey("T", k, 4, 0, 1<<62)
+		if err != nil || r.MessageCount() != 1 {
+			t.Fatalf("%s: %d results, %v", k, r.MessageCount(), err)
+		}
+		r.Release()
+	}
+}
