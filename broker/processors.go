@@ -97,8 +97,8 @@ func (b *Broker) registerProcessors() {
 		{protocol.SendReplyMessageV2, remoting.PoolDefault, b.processSendReply, false, false},
 	}
 	// Sends and pulls read their header only through DecodeHeader: their
-	// reader keeps extFields as text and the header is decoded from it
-	// without a map (remoting.RegisterOptions.TypedHeader).
+	// reader keeps extFields as a field list and the header is decoded
+	// from it without a map (remoting.RegisterOptions.TypedHeader).
 	typed := func(code int32) bool {
 		switch code {
 		case protocol.SendMessage, protocol.SendMessageV2, protocol.SendBatchMessage, protocol.PullMessage:

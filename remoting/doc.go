@@ -18,9 +18,10 @@
 // bigger frames) and decoded in place: a received Body aliases its chunk;
 // Remark and ExtFields are copied out of the header. Requests to a
 // processor registered with RegisterOptions.TypedHeader keep their JSON
-// extFields as text (one copy) instead of a map: the processor decodes
-// them with DecodeHeader, straight into the typed header for the send
-// and pull headers (see package protocol).
+// extFields as a field list (read in the same pass as the rest of the
+// header, their strings copied into one allocation) instead of a map: the
+// processor decodes them with DecodeHeader, straight into the typed header
+// for the send and pull headers (see package protocol).
 //
 // # Receive buffer reuse
 //

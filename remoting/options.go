@@ -63,10 +63,10 @@ type RegisterOptions struct {
 	// TypedHeader declares that the processor reads the request's
 	// extFields only through Command.DecodeHeader or Command.Fields,
 	// never through the ExtFields map directly: a JSON header's extFields
-	// are then kept as text when the frame is decoded, and DecodeHeader
-	// reads them straight into typed headers that have a generated JSON
-	// decoder (the send and pull headers), so no map is built for the
-	// request (see protocol.DecodeFrameWith). ExtFields is nil until
+	// are then kept as a field list when the frame is decoded, and
+	// DecodeHeader reads them straight into typed headers that have a
+	// generated decoder (the send and pull headers), so no map is built
+	// for the request (see protocol.DecodeFrameWith). ExtFields is nil until
 	// Fields is called.
 	TypedHeader bool
 }

@@ -24,8 +24,9 @@ type HeaderDecoder interface {
 // Command is one remoting frame: a request or a response. A received
 // command's Body aliases the frame buffer it was decoded from and belongs to
 // the receiver; its Remark and ExtFields are copies and stay valid for
-// ever. A request decoded by DecodeFrameWith may carry its extFields as
-// text instead, with ExtFields nil: read them with DecodeHeader or Fields. A receiver done with Body (and every slice of it) may call Recycle
+// ever. A request decoded by DecodeFrameWith may carry its extFields as a
+// field list instead, with ExtFields nil: read them with DecodeHeader or
+// Fields. A receiver done with Body (and every slice of it) may call Recycle
 // so that the buffer can be reused.
 type Command struct {
 	Code      int32
@@ -51,20 +52,23 @@ type Command struct {
 	// one (DecodeFrameRef); Recycle drops it.
 	ref BufferRef
 
-	// raw is the JSON text of a received command's extFields object when
-	// the decoder was asked not to build ExtFields (DecodeFrameWith); hdr
-	// is the typed header of a command built with WithHeader. Either
-	// stands for ExtFields while it is nil (Fields).
-	raw string
-	hdr jsonFieldsAppender
+	// list holds a received command's extFields members when the decoder
+	// was asked not to build ExtFields (DecodeFrameWith; see fieldList),
+	// listErr what was wrong with them if they are not a well-formed
+	// object; hdr is the typed header of a command built with WithHeader.
+	// Each stands for ExtFields while it is nil (Fields).
+	list    fieldList
+	listErr error
+	hdr     jsonFieldsAppender
 }
 
 // jsonFieldsDecoder is implemented by the typed headers that have a
-// generated decoder reading the extFields JSON text directly: it reports
-// false when it cannot decode exactly as DecodeFields would from the map
-// (a missing or malformed field: DecodeFields then says which).
+// generated decoder reading a received command's field list directly:
+// it reports false when it cannot decode exactly as DecodeFields would
+// from the map (a missing or malformed field: DecodeFields then says
+// which).
 type jsonFieldsDecoder interface {
-	decodeJSONFields(raw string) bool
+	decodeFieldList(l fieldList) bool
 }
 
 // jsonFieldsAppender is implemented by the typed headers that have a
@@ -77,15 +81,15 @@ type jsonFieldsAppender interface {
 }
 
 // Fields returns c's extFields as a map: ExtFields, built first (and kept
-// in ExtFields) from the JSON text a received command kept
+// in ExtFields) from the field list a received command kept
 // (DecodeFrameWith) or the typed header it was built with (WithHeader).
-// Kept text that is not a well-formed object gives nil (DecodeHeader
+// Members that are not a well-formed object give nil (DecodeHeader
 // reports the error). Like Recycle it must not race with another use of c.
 func (c *Command) Fields() ExtFields {
 	if c.ExtFields == nil {
 		c.ExtFields = c.fieldsMap()
 	}
-	c.raw, c.hdr = "", nil
+	c.list, c.listErr, c.hdr = "", nil, nil
 	return c.ExtFields
 }
 
@@ -156,9 +160,8 @@ func (c *Command) fieldsMap() ExtFields {
 	switch {
 	case c.ExtFields != nil:
 		return c.ExtFields
-	case c.raw != "":
-		f, _ := parseRawFields(c.raw)
-		return f
+	case c.list != "":
+		return c.list.fields()
 	case c.hdr != nil:
 		f := make(ExtFields, fieldsHint(c.hdr))
 		c.hdr.EncodeFields(f)
@@ -184,7 +187,7 @@ func (c *Command) SetHeader(hdr HeaderEncoder) *Command {
 // (Fields builds it on demand). hdr must not change until c was written.
 // Other headers, and commands that have extFields already, get SetHeader.
 func (c *Command) WithHeader(hdr HeaderEncoder) *Command {
-	if a, ok := hdr.(jsonFieldsAppender); ok && c.ExtFields == nil && c.raw == "" && c.hdr == nil {
+	if a, ok := hdr.(jsonFieldsAppender); ok && c.ExtFields == nil && c.list == "" && c.listErr == nil && c.hdr == nil {
 		c.hdr = a
 		return c
 	}
@@ -192,25 +195,25 @@ func (c *Command) WithHeader(hdr HeaderEncoder) *Command {
 }
 
 // DecodeHeader decodes c's extFields into hdr. A nil ExtFields decodes as
-// an empty map (required fields then fail). The extFields text of a
-// command decoded by DecodeFrameWith is read straight into headers that
-// have a generated JSON decoder (the send and pull requests), without
-// building the map.
+// an empty map (required fields then fail). The field list of a command
+// decoded by DecodeFrameWith is read straight into headers that have a
+// generated decoder (the send and pull requests), without building the
+// map.
 func (c *Command) DecodeHeader(hdr HeaderDecoder) error {
-	if c.ExtFields == nil && c.raw != "" {
-		if d, ok := hdr.(jsonFieldsDecoder); ok && d.decodeJSONFields(c.raw) {
-			return nil
+	if c.ExtFields == nil {
+		if c.listErr != nil {
+			return c.listErr
 		}
-		if _, err := parseRawFields(c.raw); err != nil {
-			return err
+		if d, ok := hdr.(jsonFieldsDecoder); ok && c.list != "" && d.decodeFieldList(c.list) {
+			return nil
 		}
 	}
 	return hdr.DecodeFields(c.Fields())
 }
 
-// parseRawFields reads the extFields text kept by DecodeFrameWith into a
-// map. The text is a whole JSON value (skip found its end) but its
-// members were not checked: a malformed object is an error here.
+// parseRawFields reads extFields text found by rawExtFields into a map.
+// The text is a whole JSON value (skip found its end) but its members
+// were not checked: a malformed object is an error here.
 func parseRawFields(raw string) (ExtFields, error) {
 	s := jsonScanner{s: raw}
 	f, err := s.extFields()

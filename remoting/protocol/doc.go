@@ -66,17 +66,19 @@
 // ErrBadField and names the header type and key.
 //
 // The hot headers (a send, a pull and their answers; Direct in the table)
-// also get a generated decoder that reads the extFields JSON text straight
-// into the struct, and a writer that appends their fields straight into
-// a frame, so the per-message path builds no map: DecodeFrameWith keeps a
-// request's extFields as text for the codes its caller names (the
-// remoting server does so for processors registered with TypedHeader),
-// DecodeHeader then decodes from the text, and Command.WithHeader keeps a
-// response's typed header until the frame is written. Both produce
-// exactly what the map would (same values, same errors, same bytes;
-// tests and FuzzRawFields compare them); a decoder that meets anything
-// else (a missing or malformed field) falls back to the map for the
-// error. Command.Fields builds the map on demand. Bodies are JSON (see
+// also get a generated decoder that reads a received command's field list
+// straight into the struct, and a writer that appends their fields
+// straight into a frame, so the per-message path builds no map:
+// DecodeFrameWith keeps a request's extFields as a field list for the
+// codes its caller names (the remoting server does so for processors
+// registered with TypedHeader): the members read once, in the same pass
+// over the frame's bytes as the rest of the header, their strings
+// unescaped into one allocation (fieldlist.go). DecodeHeader then decodes
+// from the list, and Command.WithHeader keeps a response's typed header
+// until the frame is written. Both produce exactly what the map would
+// (same values, same errors, same bytes; tests, FuzzRawFields and
+// FuzzJSONHeaderFast compare them); a decoder that meets anything else (a
+// missing or malformed field) falls back to the map for the error. Command.Fields builds the map on demand. Bodies are JSON (see
 // bodies.go); DecodeJSON accepts fastjson's bare numeric map keys
 // ({0:"addr"}), EncodeJSON always quotes them. Like fastjson, DecodeJSON
 // converts scalars to the kind the field wants (rocketmq-client-go writes

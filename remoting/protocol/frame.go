@@ -47,12 +47,13 @@ func DecodeFrameRef(frame []byte, ref BufferRef) (*Command, error) {
 }
 
 // DecodeFrameWith is DecodeFrameRef that keeps the extFields of a JSON
-// header as text, without building the ExtFields map, when raw reports
-// true for the command's code (a nil raw never does; the "code" key must
-// come before "extFields", as every known client writes them). Such a
-// command's ExtFields is nil: its fields are read with DecodeHeader
-// (straight from the text for the headers that have a generated JSON
-// decoder) or Fields.
+// request header as a field list (see fieldList), without building the
+// ExtFields map, when raw reports true for the command's code (a nil raw
+// never does; the "code" key must come before "extFields", as every known
+// client writes them). Such a command's ExtFields is nil: its fields are
+// read with DecodeHeader (straight from the list for the headers that
+// have a generated decoder) or Fields. With a raw, the header of the
+// forms clients write is read in one pass, straight from frame.
 func DecodeFrameWith(frame []byte, ref BufferRef, raw RawFields) (*Command, error) {
 	if len(frame) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes, need at least 4", ErrBadFrame, len(frame))

@@ -226,8 +226,8 @@ func (h *SendMessageRequestHeader) DecodeFields(f ExtFields) error {
 	return r.err
 }
 
-// decodeJSONFields implements jsonFieldsDecoder.
-func (h *SendMessageRequestHeader) decodeJSONFields(raw string) bool {
+// decodeFieldList implements jsonFieldsDecoder.
+func (h *SendMessageRequestHeader) decodeFieldList(l fieldList) bool {
 	h.ProducerGroup = ""
 	h.Topic = ""
 	h.DefaultTopic = ""
@@ -246,8 +246,8 @@ func (h *SendMessageRequestHeader) decodeJSONFields(raw string) bool {
 	h.Resend = false
 	var seen uint64
 	ok := true
-	it := fieldIter{s: jsonScanner{s: raw}}
-	for ok && it.next(true) {
+	it := l.iter()
+	for ok && it.next() {
 		switch it.key {
 		case "producerGroup":
 			h.ProducerGroup = it.val
@@ -290,7 +290,7 @@ func (h *SendMessageRequestHeader) decodeJSONFields(raw string) bool {
 			h.Resend = parseBool(it.val)
 		}
 	}
-	return ok && it.done() && seen == 0xff
+	return ok && seen == 0xff
 }
 
 // appendJSONFields implements jsonFieldsAppender.
@@ -383,8 +383,8 @@ func (h *SendMessageRequestHeaderV2) DecodeFields(f ExtFields) error {
 	return r.err
 }
 
-// decodeJSONFields implements jsonFieldsDecoder.
-func (h *SendMessageRequestHeaderV2) decodeJSONFields(raw string) bool {
+// decodeFieldList implements jsonFieldsDecoder.
+func (h *SendMessageRequestHeaderV2) decodeFieldList(l fieldList) bool {
 	h.ProducerGroup = ""
 	h.Topic = ""
 	h.DefaultTopic = ""
@@ -403,8 +403,8 @@ func (h *SendMessageRequestHeaderV2) decodeJSONFields(raw string) bool {
 	h.Resend = false
 	var seen uint64
 	ok := true
-	it := fieldIter{s: jsonScanner{s: raw}}
-	for ok && it.next(true) {
+	it := l.iter()
+	for ok && it.next() {
 		switch it.key {
 		case "a":
 			h.ProducerGroup = it.val
@@ -447,7 +447,7 @@ func (h *SendMessageRequestHeaderV2) decodeJSONFields(raw string) bool {
 			h.Resend = parseBool(it.val)
 		}
 	}
-	return ok && it.done() && seen == 0xff
+	return ok && seen == 0xff
 }
 
 // appendJSONFields implements jsonFieldsAppender.
@@ -520,8 +520,8 @@ func (h *SendMessageResponseHeader) DecodeFields(f ExtFields) error {
 	return r.err
 }
 
-// decodeJSONFields implements jsonFieldsDecoder.
-func (h *SendMessageResponseHeader) decodeJSONFields(raw string) bool {
+// decodeFieldList implements jsonFieldsDecoder.
+func (h *SendMessageResponseHeader) decodeFieldList(l fieldList) bool {
 	h.MsgID = ""
 	h.QueueID = 0
 	h.QueueOffset = 0
@@ -530,8 +530,8 @@ func (h *SendMessageResponseHeader) decodeJSONFields(raw string) bool {
 	h.TraceOn = false
 	var seen uint64
 	ok := true
-	it := fieldIter{s: jsonScanner{s: raw}}
-	for ok && it.next(true) {
+	it := l.iter()
+	for ok && it.next() {
 		switch it.key {
 		case "msgId":
 			h.MsgID = it.val
@@ -550,7 +550,7 @@ func (h *SendMessageResponseHeader) decodeJSONFields(raw string) bool {
 			h.TraceOn = parseBool(it.val)
 		}
 	}
-	return ok && it.done() && seen == 0x7
+	return ok && seen == 0x7
 }
 
 // appendJSONFields implements jsonFieldsAppender.
@@ -657,8 +657,8 @@ func (h *PullMessageRequestHeader) DecodeFields(f ExtFields) error {
 	return r.err
 }
 
-// decodeJSONFields implements jsonFieldsDecoder.
-func (h *PullMessageRequestHeader) decodeJSONFields(raw string) bool {
+// decodeFieldList implements jsonFieldsDecoder.
+func (h *PullMessageRequestHeader) decodeFieldList(l fieldList) bool {
 	h.ConsumerGroup = ""
 	h.Topic = ""
 	h.QueueID = 0
@@ -673,8 +673,8 @@ func (h *PullMessageRequestHeader) decodeJSONFields(raw string) bool {
 	h.BrokerName = ""
 	var seen uint64
 	ok := true
-	it := fieldIter{s: jsonScanner{s: raw}}
-	for ok && it.next(true) {
+	it := l.iter()
+	for ok && it.next() {
 		switch it.key {
 		case "consumerGroup":
 			h.ConsumerGroup = it.val
@@ -711,7 +711,7 @@ func (h *PullMessageRequestHeader) decodeJSONFields(raw string) bool {
 			h.BrokerName = it.val
 		}
 	}
-	return ok && it.done() && seen == 0x2ff
+	return ok && seen == 0x2ff
 }
 
 // appendJSONFields implements jsonFieldsAppender.
@@ -768,16 +768,16 @@ func (h *PullMessageResponseHeader) DecodeFields(f ExtFields) error {
 	return r.err
 }
 
-// decodeJSONFields implements jsonFieldsDecoder.
-func (h *PullMessageResponseHeader) decodeJSONFields(raw string) bool {
+// decodeFieldList implements jsonFieldsDecoder.
+func (h *PullMessageResponseHeader) decodeFieldList(l fieldList) bool {
 	h.SuggestWhichBrokerID = 0
 	h.NextBeginOffset = 0
 	h.MinOffset = 0
 	h.MaxOffset = 0
 	var seen uint64
 	ok := true
-	it := fieldIter{s: jsonScanner{s: raw}}
-	for ok && it.next(true) {
+	it := l.iter()
+	for ok && it.next() {
 		switch it.key {
 		case "suggestWhichBrokerId":
 			h.SuggestWhichBrokerID, ok = parseI64(it.val)
@@ -793,7 +793,7 @@ func (h *PullMessageResponseHeader) decodeJSONFields(raw string) bool {
 			seen |= 1 << 3
 		}
 	}
-	return ok && it.done() && seen == 0xf
+	return ok && seen == 0xf
 }
 
 // appendJSONFields implements jsonFieldsAppender.

@@ -330,11 +330,20 @@ func escapedLen(b string) int {
 }
 
 func (s *jsonScanner) hex4() (rune, bool) {
-	if len(s.s)-s.i < 4 {
+	r, ok := parseHex4(s.s[s.i:])
+	if ok {
+		s.i += 4
+	}
+	return r, ok
+}
+
+// parseHex4 reads the four hex digits at the start of s.
+func parseHex4(s string) (rune, bool) {
+	if len(s) < 4 {
 		return 0, false
 	}
 	var r rune
-	for _, c := range []byte(s.s[s.i : s.i+4]) {
+	for _, c := range []byte(s[:4]) {
 		r <<= 4
 		switch {
 		case c >= '0' && c <= '9':
@@ -347,7 +356,6 @@ func (s *jsonScanner) hex4() (rune, bool) {
 			return 0, false
 		}
 	}
-	s.i += 4
 	return r, true
 }
 
@@ -440,6 +448,15 @@ func (s *jsonScanner) skip() error {
 type RawFields func(code int32) bool
 
 func decodeJSONHeader(b []byte, c *Command, raw RawFields) error {
+	if raw != nil && decodeJSONHeaderFast(b, c, raw) {
+		return nil
+	}
+	return decodeJSONHeaderScan(b, c, raw)
+}
+
+// decodeJSONHeaderScan is decodeJSONHeader's general path: any JSON, its
+// errors, a copy of the header that every string is a slice of.
+func decodeJSONHeaderScan(b []byte, c *Command, raw RawFields) error {
 	s := jsonScanner{s: string(b)} // one allocation: every string is a slice of it
 	if err := s.expect('{'); err != nil {
 		return err
@@ -449,6 +466,7 @@ func decodeJSONHeader(b []byte, c *Command, raw RawFields) error {
 		return s.end()
 	}
 	codeSeen := false
+	var text string // the extFields text of a request that may keep its field list
 	for {
 		key, err := s.str()
 		if err != nil {
@@ -474,9 +492,9 @@ func decodeJSONHeader(b []byte, c *Command, raw RawFields) error {
 		case "extFields":
 			if codeSeen && raw != nil && raw(c.Code) {
 				c.ExtFields = nil
-				c.raw, err = s.rawExtFields()
+				text, err = s.rawExtFields()
 			} else {
-				c.raw = ""
+				text = ""
 				c.ExtFields, err = s.extFields()
 			}
 		default:
@@ -493,15 +511,23 @@ func decodeJSONHeader(b []byte, c *Command, raw RawFields) error {
 			if err := s.end(); err != nil {
 				return err
 			}
-			if c.raw != "" && (c.IsResponse() || !raw(c.Code)) {
-				// Only requests keep the text, and only of the code it was
-				// kept for (a response's flag follows extFields; so may a
-				// second "code").
-				f, err := parseRawFields(c.raw)
+			switch {
+			case text == "":
+			case c.IsResponse() || !raw(c.Code):
+				// Only requests keep a field list, and only of the code it
+				// was kept for (a response's flag follows extFields; so
+				// may a second "code").
+				f, err := parseRawFields(text)
 				if err != nil {
 					return err
 				}
-				c.ExtFields, c.raw = f, ""
+				c.ExtFields = f
+			default:
+				// Members that are not a well-formed object are an error of
+				// the header (DecodeHeader), not of the frame.
+				if c.list, err = listFromText(text); err != nil {
+					c.listErr = fmt.Errorf("extFields: %w", err)
+				}
 			}
 			return nil
 		default:
@@ -646,12 +672,6 @@ type fieldIter struct {
 	key, val string
 	n        int // members read
 	err      error
-}
-
-// done reports whether the object was read without error up to its end
-// and nothing follows it (the whole text given to the iterator).
-func (it *fieldIter) done() bool {
-	return it.err == nil && it.s.peek() == 0
 }
 
 // next reads up to the next member that has a value; with build false

@@ -35,8 +35,9 @@ type Header struct {
 	Type   string
 	Fields []Field
 	// Direct (the hot headers: a send, a pull and their answers) also
-	// generates decodeJSONFields, which reads the fields straight from a
-	// received command's extFields JSON text, and appendJSONFields, which
+	// generates decodeFieldList, which reads the fields straight from a
+	// received command's field list (its extFields members, read once with
+	// the frame), and appendJSONFields, which
 	// writes them straight into a frame: no ExtFields map either way. Its
 	// required fields must be always required (Req is Required or empty).
 	Direct bool
@@ -132,7 +133,7 @@ func writeHeader(b *bytes.Buffer, h Header) error {
 	return nil
 }
 
-// writeDirect writes decodeJSONFields and appendJSONFields (Header.Direct).
+// writeDirect writes decodeFieldList and appendJSONFields (Header.Direct).
 func writeDirect(b *bytes.Buffer, h Header) error {
 	if len(h.Fields) > 64 {
 		return fmt.Errorf("headergen: %s: more than 64 fields for Direct", h.Type)
@@ -150,15 +151,15 @@ func writeDirect(b *bytes.Buffer, h Header) error {
 			return fmt.Errorf("headergen: %s: key %q needs escaping", h.Type, f.Key)
 		}
 	}
-	fmt.Fprintf(b, "\n// decodeJSONFields implements jsonFieldsDecoder.\n")
-	fmt.Fprintf(b, "func (h *%s) decodeJSONFields(raw string) bool {\n", h.Type)
+	fmt.Fprintf(b, "\n// decodeFieldList implements jsonFieldsDecoder.\n")
+	fmt.Fprintf(b, "func (h *%s) decodeFieldList(l fieldList) bool {\n", h.Type)
 	for _, f := range h.Fields {
 		fmt.Fprintf(b, "\th.%s = %s\n", f.Go, map[Kind]string{Str: `""`, I32: "0", I64: "0", Bool: "false"}[f.Kind])
 		if f.Has != "" {
 			fmt.Fprintf(b, "\th.%s = false\n", f.Has)
 		}
 	}
-	b.WriteString("\tvar seen uint64\n\tok := true\n\tit := fieldIter{s: jsonScanner{s: raw}}\n\tfor ok && it.next(true) {\n\t\tswitch it.key {\n")
+	b.WriteString("\tvar seen uint64\n\tok := true\n\tit := l.iter()\n\tfor ok && it.next() {\n\t\tswitch it.key {\n")
 	for i, f := range h.Fields {
 		fmt.Fprintf(b, "\t\tcase %q:\n", f.Key)
 		switch f.Kind {
@@ -178,7 +179,7 @@ func writeDirect(b *bytes.Buffer, h Header) error {
 			fmt.Fprintf(b, "\t\t\tseen |= 1 << %d\n", i)
 		}
 	}
-	fmt.Fprintf(b, "\t\t}\n\t}\n\treturn ok && it.done() && seen == %#x\n}\n", reqMask)
+	fmt.Fprintf(b, "\t\t}\n\t}\n\treturn ok && seen == %#x\n}\n", reqMask)
 
 	sorted := append([]Field(nil), h.Fields...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key < sorted[j].Key })

@@ -63,9 +63,9 @@ func TestHeadergenDirect(t *testing.T) {
 	}
 	s := string(src)
 	for _, want := range []string{
-		"func (h *H) decodeJSONFields(raw string) bool {",
+		"func (h *H) decodeFieldList(l fieldList) bool {",
 		"h.A, ok = parseI32(it.val)\n\t\t\th.HasA = true",
-		"return ok && it.done() && seen == 0x5",
+		"return ok && seen == 0x5",
 		"func (h *H) appendJSONFields(dst []byte) []byte {",
 	} {
 		if !strings.Contains(s, want) {

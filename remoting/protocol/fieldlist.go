@@ -1,0 +1,346 @@
+package protocol
+
+import (
+	"unicode/utf8"
+	"unsafe"
+)
+
+// A request decoded by DecodeFrameWith for a code that RawFields keeps
+// gets its extFields as a field list instead of the ExtFields map: the
+// members read once, while the frame is decoded, into one allocation that
+// the header's strings are slices of (so they stay valid after Recycle).
+// The generated decoders of the send and pull headers read the list with
+// no JSON left to scan (decodeFieldList), Fields builds the map from it.
+//
+// The list's bytes: a marker byte (so that the list of an empty object is
+// not the empty string), then for each member that has a value, in the
+// order they came, the key's length (3 bytes, big endian), the key, the
+// value's length (3 bytes) and the value: strings unescaped, other
+// scalars as their JSON text. Null and nested values are left out, as
+// the map leaves them out. A header is shorter than 1<<24 bytes, so every
+// length fits.
+type fieldList string
+
+const fieldListMarker = 0xFF
+
+// appendListString appends one length-prefixed string of a field list.
+func appendListString(dst []byte, s []byte) []byte {
+	n := len(s)
+	dst = append(dst, byte(n>>16), byte(n>>8), byte(n))
+	return append(dst, s...)
+}
+
+// listIter reads a field list's members in order.
+type listIter struct {
+	l        fieldList
+	i        int
+	key, val string
+}
+
+func (l fieldList) iter() listIter { return listIter{l: l, i: 1} }
+
+// next reads the next member; false after the last one.
+func (it *listIter) next() bool {
+	if it.i >= len(it.l) {
+		return false
+	}
+	it.key, it.i = it.l.str(it.i)
+	it.val, it.i = it.l.str(it.i)
+	return true
+}
+
+// str reads the string at i and returns it and the offset after it.
+func (l fieldList) str(i int) (string, int) {
+	n := int(l[i])<<16 | int(l[i+1])<<8 | int(l[i+2])
+	i += 3
+	return string(l[i : i+n]), i + n
+}
+
+// fields builds the ExtFields map of the list (the values alias it).
+func (l fieldList) fields() ExtFields {
+	n := 0
+	for it := l.iter(); it.next(); {
+		n++
+	}
+	f := make(ExtFields, min(n, maxFieldsHint))
+	for it := l.iter(); it.next(); {
+		f[it.key] = it.val
+	}
+	return f
+}
+
+// listFromText builds the field list of extFields text read by fieldIter
+// (the decoder's general path); ok is false with it.err set when the
+// text is not a well-formed object.
+func listFromText(text string) (fieldList, error) {
+	out := make([]byte, 1, len(text)+8)
+	out[0] = fieldListMarker
+	it := fieldIter{s: jsonScanner{s: text}}
+	for it.next(true) {
+		out = appendListString(out, unsafe.Slice(unsafe.StringData(it.key), len(it.key)))
+		out = appendListString(out, unsafe.Slice(unsafe.StringData(it.val), len(it.val)))
+	}
+	if it.err == nil && it.s.peek() != 0 {
+		it.err = it.s.errorf("trailing data after extFields")
+	}
+	if it.err != nil {
+		return "", it.err
+	}
+	return fieldList(unsafe.String(unsafe.SliceData(out), len(out))), nil // out is not written again
+}
+
+// decodeJSONHeaderFast decodes the JSON header b of a frame whose
+// extFields the caller may keep as a field list (raw is not nil) in one
+// pass over b, straight from the receive buffer: b is not copied, and
+// the list (extFields' keys and values, unescaped) is the only
+// allocation. It handles the headers clients write (Java's, the Go
+// client's; any order of the keys, whitespace, escaped values); on
+// anything else (an unknown top-level key, a nested or null member, an
+// escaped key, a surrogate escape, a duplicate extFields or code, a
+// quoted or null integer, malformed JSON) it returns false with c
+// untouched, and decodeJSONHeader's general path decides, errors
+// included. On success c is as decodeJSONHeader would leave it, with the
+// list in c.list where that keeps the text (a request whose code raw
+// keeps, "code" before "extFields"), else in c.ExtFields as a map.
+func decodeJSONHeaderFast(b []byte, c *Command, raw RawFields) bool {
+	var (
+		code, version, opaque, flag int32
+		lang                        LanguageCode
+		remark                      string
+		list                        []byte
+		codeSeen, codeFirst, ext    bool
+	)
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		i++
+	} else {
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return false
+			}
+			k0 := i + 1
+			k1 := k0 + plainRun(unsafe.String(unsafe.SliceData(b[k0:]), len(b)-k0))
+			if k1 >= len(b) || b[k1] != '"' {
+				return false
+			}
+			key := b[k0:k1]
+			if i = skipWS(b, k1+1); i >= len(b) || b[i] != ':' {
+				return false
+			}
+			i = skipWS(b, i+1)
+			ok := true
+			switch string(key) {
+			case "code":
+				if codeSeen {
+					return false
+				}
+				codeSeen = true
+				code, i, ok = fastInt32(b, i)
+			case "version":
+				version, i, ok = fastInt32(b, i)
+			case "opaque":
+				opaque, i, ok = fastInt32(b, i)
+			case "flag":
+				flag, i, ok = fastInt32(b, i)
+			case "language":
+				var name []byte
+				if name, i, ok = fastPlainString(b, i); ok {
+					lang, _ = ParseLanguage(unsafe.String(unsafe.SliceData(name), len(name)))
+				}
+			case "remark":
+				var r []byte
+				if i+4 <= len(b) && string(b[i:i+4]) == "null" {
+					i += 4
+				} else if r, i, ok = fastPlainString(b, i); ok {
+					remark = string(r)
+				}
+			case "serializeTypeCurrentRPC":
+				_, i, ok = fastPlainString(b, i)
+			case "extFields":
+				if ext || i >= len(b) || b[i] != '{' {
+					return false // a second extFields, null, or not an object
+				}
+				ext, codeFirst = true, codeSeen
+				list = make([]byte, 1, len(b))
+				list[0] = fieldListMarker
+				list, i, ok = fastMembers(b, i+1, list)
+			default:
+				return false
+			}
+			if !ok {
+				return false
+			}
+			if i = skipWS(b, i); i >= len(b) {
+				return false
+			}
+			if b[i] == ',' {
+				i = skipWS(b, i+1)
+				continue
+			}
+			if b[i] != '}' {
+				return false
+			}
+			i++
+			break
+		}
+	}
+	if skipWS(b, i) != len(b) {
+		return false
+	}
+	c.Code, c.Version, c.Opaque, c.Flag, c.Language, c.Remark = code, version, opaque, flag, lang, remark
+	c.ExtFields, c.list, c.listErr = nil, "", nil
+	if ext {
+		l := fieldList(unsafe.String(unsafe.SliceData(list), len(list))) // list is not written again
+		if codeFirst && !c.IsResponse() && raw(code) {
+			c.list = l
+		} else {
+			c.ExtFields = l.fields()
+		}
+	}
+	return true
+}
+
+// fastScalar returns the end of the scalar at i as rawScalar reads it,
+// or false where rawScalar would fail (or reach the end of b).
+func fastScalar(b []byte, i int) (int, bool) {
+	start := i
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n', ':':
+			return i, i > start
+		case '"', '{', '[':
+			return i, false
+		}
+	}
+	return i, false
+}
+
+// fastInt32 reads an unquoted integer at i.
+func fastInt32(b []byte, i int) (int32, int, bool) {
+	end, ok := fastScalar(b, i)
+	if !ok {
+		return 0, i, false
+	}
+	v, ok := parseI32(unsafe.String(unsafe.SliceData(b[i:]), end-i))
+	return v, end, ok
+}
+
+// fastPlainString reads a string without escapes at i; the result aliases b.
+func fastPlainString(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, i, false
+	}
+	i++
+	end := i + plainRun(unsafe.String(unsafe.SliceData(b[i:]), len(b)-i))
+	if end >= len(b) || b[end] != '"' {
+		return nil, i, false
+	}
+	return b[i:end], end + 1, true
+}
+
+// fastMembers reads the members of an extFields object from just after
+// its '{' up to and including its '}', appending them to list.
+func fastMembers(b []byte, i int, list []byte) ([]byte, int, bool) {
+	if i = skipWS(b, i); i < len(b) && b[i] == '}' {
+		return list, i + 1, true
+	}
+	for {
+		key, j, ok := fastPlainString(b, i)
+		if !ok {
+			return list, i, false
+		}
+		if i = skipWS(b, j); i >= len(b) || b[i] != ':' {
+			return list, i, false
+		}
+		if i = skipWS(b, i+1); i >= len(b) {
+			return list, i, false
+		}
+		list = appendListString(list, key)
+		if b[i] == '"' {
+			list, i, ok = fastValue(b, i+1, list)
+		} else {
+			var end int
+			if end, ok = fastScalar(b, i); ok {
+				if string(b[i:end]) == "null" {
+					return list, i, false
+				}
+				list = appendListString(list, b[i:end])
+				i = end
+			}
+		}
+		if !ok {
+			return list, i, false
+		}
+		if i = skipWS(b, i); i >= len(b) {
+			return list, i, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case '}':
+			return list, i + 1, true
+		default:
+			return list, i, false
+		}
+	}
+}
+
+// fastValue appends the length and the unescaped bytes of the string
+// value whose first byte is at i (after the opening quote) and returns
+// the offset after its closing quote. Surrogate escapes, control
+// characters and bad escapes are not handled (false).
+func fastValue(b []byte, i int, list []byte) ([]byte, int, bool) {
+	at := len(list)
+	list = append(list, 0, 0, 0)
+	for {
+		n := plainRun(unsafe.String(unsafe.SliceData(b[i:]), len(b)-i))
+		list = append(list, b[i:i+n]...)
+		i += n
+		if i >= len(b) {
+			return list, i, false
+		}
+		switch b[i] {
+		case '"':
+			n := len(list) - at - 3
+			list[at], list[at+1], list[at+2] = byte(n>>16), byte(n>>8), byte(n)
+			return list, i + 1, true
+		case '\\':
+			if i+1 >= len(b) {
+				return list, i, false
+			}
+			var e byte
+			switch b[i+1] {
+			case '"', '\\', '/':
+				e = b[i+1]
+			case 'b':
+				e = '\b'
+			case 'f':
+				e = '\f'
+			case 'n':
+				e = '\n'
+			case 'r':
+				e = '\r'
+			case 't':
+				e = '\t'
+			case 'u':
+				r, ok := parseHex4(unsafe.String(unsafe.SliceData(b[i+2:]), len(b)-i-2))
+				if !ok || (r >= 0xD800 && r < 0xE000) {
+					return list, i, false
+				}
+				list = utf8.AppendRune(list, r)
+				i += 6
+				continue
+			default:
+				return list, i, false
+			}
+			list = append(list, e)
+			i += 2
+		default:
+			return list, i, false // a control character
+		}
+	}
+}
