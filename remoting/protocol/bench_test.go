@@ -108,3 +108,21 @@ func BenchmarkProtocolSendRequest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProtocolSendResponse writes the broker's answer to a send (a
+// typed header kept by WithHeader) into a reused buffer, as the
+// connection's writer does.
+func BenchmarkProtocolSendResponse(b *testing.B) {
+	hdr := &SendMessageResponseHeader{MsgID: "7F00000100002A9F0000000000001234", QueueID: 3, QueueOffset: 123456,
+		Region: "DefaultRegion", TraceOn: true}
+	resp := NewResponse(Success, "").WithHeader(hdr)
+	resp.Opaque = 1234
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = AppendFramePrefix(buf[:0], resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

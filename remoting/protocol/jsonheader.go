@@ -86,7 +86,7 @@ const hexDigits = "0123456789abcdef"
 func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
-	for i := 0; i < len(s); {
+	for i := asciiRun(s); i < len(s); {
 		b := s[i]
 		if b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' {
@@ -203,11 +203,20 @@ func (s *jsonScanner) strMode(build bool) (string, error) {
 // plainRun is the length of the longest prefix of b without a quote, a
 // backslash or a control character: the bytes a JSON string holds as they
 // are. It looks at eight bytes at a time.
-func plainRun(b string) int {
-	const (
-		ones  = 0x0101010101010101
-		highs = 0x8080808080808080
-	)
+func plainRun(b string) int { return jsonRun(b, highs) }
+
+// asciiRun is plainRun that also stops at the first byte above 0x7F: the
+// bytes appendJSONString copies as they are without looking at them again.
+func asciiRun(b string) int { return jsonRun(b, 0) }
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// jsonRun is plainRun, which lets through the bytes above 0x7F whose high
+// bit is set in allowHigh (highs or 0).
+func jsonRun(b string, allowHigh uint64) int {
 	i := 0
 	for rest := b; len(rest) >= 8; rest = rest[8:] {
 		x := uint64(rest[0]) | uint64(rest[1])<<8 | uint64(rest[2])<<16 | uint64(rest[3])<<24 |
@@ -215,17 +224,17 @@ func plainRun(b string) int {
 		q := x ^ (ones * '"')
 		bs := x ^ (ones * '\\')
 		// A byte below 0x20, or equal to '"' or '\\' (zero after the
-		// xor), sets its high bit here; bytes >= 0x80 are masked out by
-		// ^x. A borrow can set the bit of a later byte too, but only
-		// after a byte that is set itself: the lowest bit set is the
-		// first such byte.
-		if m := ((x - ones*0x20) | (q - ones) | (bs - ones)) &^ x & highs; m != 0 {
+		// xor), sets its high bit here, as does a byte >= 0x80 unless
+		// allowHigh masks it out. A borrow can set the bit of a later
+		// byte too, but only after a byte that is set itself: the lowest
+		// bit set is the first such byte.
+		if m := ((x - ones*0x20) | (q - ones) | (bs - ones) | x) &^ (x & allowHigh) & highs; m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
 		}
 		i += 8
 	}
 	for ; i < len(b); i++ {
-		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+		if c := b[i]; c == '"' || c == '\\' || c < 0x20 || (c >= 0x80 && allowHigh == 0) {
 			return i
 		}
 	}

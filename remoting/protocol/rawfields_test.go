@@ -214,8 +214,8 @@ func FuzzRawFields(f *testing.F) {
 	})
 }
 
-// plainRun's eight-bytes-at-a-time scan, and escapedLen built on it, find
-// what a byte loop finds.
+// plainRun's and asciiRun's eight-bytes-at-a-time scans, and escapedLen
+// built on plainRun, find what a byte loop finds.
 func FuzzPlainRun(f *testing.F) {
 	f.Add("abcdefgh\"ijk")
 	f.Add("0123456789abcdef\\")
@@ -231,6 +231,16 @@ func FuzzPlainRun(f *testing.F) {
 		}
 		if got := plainRun(s); got != want {
 			t.Fatalf("plainRun(%q) = %d, want %d", s, got, want)
+		}
+		want = len(s)
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c == '"' || c == '\\' || c < 0x20 || c >= 0x80 {
+				want = i
+				break
+			}
+		}
+		if got := asciiRun(s); got != want {
+			t.Fatalf("asciiRun(%q) = %d, want %d", s, got, want)
 		}
 		want = len(s)
 		for i := 0; i < len(s); i++ {
