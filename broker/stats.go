@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -92,6 +93,50 @@ type Stats struct {
 
 	mu    sync.RWMutex
 	items [numStatKinds]map[string]*statItem // protected by mu (the maps; items have their own sync)
+
+	// puts and gets index the items AddPut and AddGet add to, so that the
+	// hot paths find both counters of a key with one atomic load and one
+	// map read, no lock and (for gets) no key to build. The maps are
+	// never changed: a key's first add replaces its index by a copy with
+	// the key (under mu), up to maxStatIndex keys; items past that are
+	// found through items.
+	puts atomic.Pointer[map[string]statPair]
+	gets atomic.Pointer[map[groupTopic]statPair]
+}
+
+// statPair is a key's count and size items.
+type statPair struct{ nums, size *statItem }
+
+type groupTopic struct{ group, topic string }
+
+// maxStatIndex bounds the keys of each index (each new key copies it).
+const maxStatIndex = 4096
+
+// indexed returns the pair of k in idx, adding it (made with mk, under
+// s.mu) when it is missing and idx has room.
+func indexed[K comparable](s *Stats, idx *atomic.Pointer[map[K]statPair], k K, mk func() statPair) statPair {
+	if m := idx.Load(); m != nil {
+		if p, ok := (*m)[k]; ok {
+			return p
+		}
+	}
+	p := mk()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := idx.Load()
+	if old != nil && len(*old) >= maxStatIndex {
+		return p
+	}
+	var m map[K]statPair
+	if old == nil {
+		m = make(map[K]statPair, 1)
+	} else {
+		m = make(map[K]statPair, len(*old)+1)
+		maps.Copy(m, *old)
+	}
+	m[k] = p
+	idx.Store(&m)
+	return p
 }
 
 // NewStats returns an empty statistics service; now may be nil.
@@ -137,15 +182,26 @@ func (s *Stats) Add(kind StatKind, key string, n int64) {
 
 // AddPut records messages stored into a topic.
 func (s *Stats) AddPut(topic string, msgs, bytes int64) {
-	s.Add(TopicPutNums, topic, msgs)
-	s.Add(TopicPutSize, topic, bytes)
+	p := indexed(s, &s.puts, topic, func() statPair {
+		return statPair{s.item(TopicPutNums, topic), s.item(TopicPutSize, topic)}
+	})
+	p.add(msgs, bytes)
 }
 
 // AddGet records messages pulled by a group.
 func (s *Stats) AddGet(group, topic string, msgs, bytes int64) {
-	key := topic + "@" + group
-	s.Add(GroupGetNums, key, msgs)
-	s.Add(GroupGetSize, key, bytes)
+	p := indexed(s, &s.gets, groupTopic{group, topic}, func() statPair {
+		key := topic + "@" + group
+		return statPair{s.item(GroupGetNums, key), s.item(GroupGetSize, key)}
+	})
+	p.add(msgs, bytes)
+}
+
+func (p statPair) add(msgs, bytes int64) {
+	p.nums.total.Add(msgs)
+	p.nums.times.Add(1)
+	p.size.total.Add(bytes)
+	p.size.times.Add(1)
 }
 
 // Sample records every counter's total; Run calls it every 10 s.

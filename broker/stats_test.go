@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +79,42 @@ func TestBrokerStatsYoungItem(t *testing.T) {
 	}
 }
 
+// Puts and gets count in the same items whether their key is in the
+// lock-free index or past its bound, from many goroutines at once.
+func TestBrokerStatsIndexedKeys(t *testing.T) {
+	s := NewStats(nil)
+	const keys = maxStatIndex + 50
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range keys {
+				k := strconv.Itoa((i + g*997) % keys)
+				s.AddPut("T"+k, 1, 10)
+				s.AddGet("g"+k, "T", 2, 20)
+			}
+		}()
+	}
+	wg.Wait()
+	if n, b := s.Totals(TopicPutNums), s.Totals(TopicPutSize); n != 4*keys || b != 40*keys {
+		t.Fatalf("puts %d, %d bytes", n, b)
+	}
+	if n, b := s.Totals(GroupGetNums), s.Totals(GroupGetSize); n != 8*keys || b != 80*keys {
+		t.Fatalf("gets %d, %d bytes", n, b)
+	}
+	for _, k := range []string{"0", strconv.Itoa(keys - 1)} {
+		put, ok1 := s.Get(TopicPutNums, "T"+k)
+		get, ok2 := s.Get(GroupGetSize, "T@g"+k)
+		if !ok1 || !ok2 || put.Total != 4 || get.Total != 80 {
+			t.Fatalf("key %s: put %+v, get %+v", k, put, get)
+		}
+	}
+	if len(*s.puts.Load()) != maxStatIndex || len(*s.gets.Load()) != maxStatIndex {
+		t.Fatalf("indexes hold %d and %d keys", len(*s.puts.Load()), len(*s.gets.Load()))
+	}
+}
+
 func TestBrokerStatsConcurrent(t *testing.T) {
 	s := NewStats(nil)
 	var wg sync.WaitGroup
@@ -135,6 +172,7 @@ func BenchmarkBrokerStatsAdd(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			s.AddPut("TopicTest", 1, 128)
+			s.AddGet("cg", "TopicTest", 1, 128)
 		}
 	})
 }
