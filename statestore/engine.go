@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Request is one state store request as the front end received it: the
@@ -88,8 +89,9 @@ type item struct {
 	key   string
 	value []byte // never modified in place: a SET stores a new slice
 	// reply is the GET reply, bulkReply(value), shared by every GET (nil
-	// until the first GET of a restored key); a SET builds it and stores
-	// value as its middle, in one allocation.
+	// until the first GET of a restored key); a SET builds it with value
+	// as its middle and versionText after it, in one allocation
+	// (setReply).
 	reply []byte
 	// versionText is version.String(), built by the SET that set the
 	// version (or the first GET of a restored key) for every reply
@@ -331,7 +333,12 @@ func (e *Engine) Apply(entry []byte, storeTime time.Time) (Outcome, error) {
 	}
 	out.Reply = e.execLocked(&le, nowMs, &out.Notifications)
 	if le.dedup != nil {
-		e.st.cache.add(string(le.dedup), out.Reply, satAdd(nowMs, le.dedupTTL))
+		// Not the version text: it lives in the key's buffer, which
+		// the cache would keep after the key changes (a cached reply
+		// is rarely read; VersionString formats it then).
+		cached := out.Reply
+		cached.versionText = ""
+		e.st.cache.add(string(le.dedup), cached, satAdd(nowMs, le.dedupTTL))
 		e.st.cache.evict(nowMs)
 	}
 	return out, nil
@@ -432,12 +439,9 @@ func (e *Engine) setLocked(it *item, le *logEntry, nowMs int64, notes *[]Notific
 		it = &item{key: string(le.key), heapIdx: -1}
 		e.st.keys[it.key] = it
 	}
-	// The GET reply, with the value inside it: one allocation for both.
-	it.reply = fullSlice(bulkReply(le.value))
-	head := len(it.reply) - len(le.value) - 2 // "$<len>\r\n"
-	it.value = it.reply[head : head+len(le.value) : head+len(le.value)]
 	e.st.bytes += delta
 	it.version = e.nextLocked(le.version)
+	it.setReply(le.value)
 	if !le.ft.IsZero() && le.ft.Compare(it.token) > 0 {
 		it.token = le.ft
 	}
@@ -446,9 +450,23 @@ func (e *Engine) setLocked(it *item, le *logEntry, nowMs int64, notes *[]Notific
 		expireAt = max(satAdd(nowMs, le.expiryMs), 1)
 	}
 	e.st.setExpiry(it, expireAt)
-	it.versionText = it.version.String()
 	e.changedLocked(it.key, OpSet, it.value, it.version, notes)
 	return Reply{Payload: replyOK, Version: it.version, versionText: it.versionText}
+}
+
+// setReply sets the item's value, its GET reply and its version text
+// (of it.version) in one allocation: the reply "$<len>\r\n<value>\r\n"
+// with the value inside it, then the version text. The buffer is never
+// written again, so the three share it safely with every reader.
+func (it *item) setReply(value []byte) {
+	buf := make([]byte, 0, len(value)+16+22+len(it.version.Node))
+	buf = appendBulk(buf, value)
+	n := len(buf)
+	head := n - len(value) - 2 // after "$<len>\r\n"
+	buf = it.version.AppendText(buf)
+	it.reply = buf[:n:n]
+	it.value = it.reply[head : head+len(value) : head+len(value)]
+	it.versionText = unsafe.String(unsafe.SliceData(buf[n:]), len(buf)-n)
 }
 
 func satAdd(a, b int64) int64 {
@@ -523,7 +541,7 @@ func (e *Engine) Stats() Stats {
 		Keys:       len(e.st.keys),
 		Bytes:      e.st.bytes,
 		Expiring:   len(e.st.exp),
-		History:    len(e.st.hist.events),
+		History:    e.st.hist.len(),
 		Cached:     len(e.st.cache.m),
 		Watches:    e.watches.count,
 		Applied:    e.st.applied,

@@ -50,9 +50,9 @@ func (e *Engine) Snapshot(w io.Writer) error {
 		sw.hlc(it.token)
 	}
 
-	sw.u64(uint64(len(s.hist.events)))
-	for i := range s.hist.events {
-		ev := &s.hist.events[i]
+	sw.u64(uint64(s.hist.len()))
+	for i := range s.hist.len() {
+		ev := s.hist.at(i)
 		sw.hlc(ev.version)
 		sw.bytes([]byte{byte(ev.op)})
 		sw.field([]byte(ev.key))
@@ -131,7 +131,7 @@ func (e *Engine) Restore(r io.Reader) error {
 	e.st = st
 	e.issued = st.applied
 	e.log.Info("statestore: restored snapshot", "keys", len(st.keys), "bytes", st.bytes,
-		"history", len(st.hist.events), "applied", st.applied.String())
+		"history", st.hist.len(), "applied", st.applied.String())
 	return nil
 }
 
@@ -307,8 +307,7 @@ func (r *snapReader) read(o *Options) (state, error) {
 				return st, err
 			}
 		}
-		st.hist.events = append(st.hist.events, ev)
-		st.hist.bytes += ev.size()
+		st.hist.push(ev)
 	}
 
 	if n, err = r.u64("NCACHE"); err != nil {

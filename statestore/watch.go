@@ -174,24 +174,50 @@ type histEvent struct {
 func (h *histEvent) size() int64 { return int64(len(h.key) + len(h.value)) }
 
 // history is the bounded change history, oldest first, versions strictly
-// increasing. It is replicated state (built by Apply, in snapshots).
+// increasing. It is replicated state (built by Apply, in snapshots). The
+// events sit in a ring (buf, the oldest at head), so that evicting the
+// oldest as each change arrives moves nothing: a slice shifted from its
+// front copied the whole history each time append outgrew it.
 type history struct {
-	events   []histEvent
+	buf      []histEvent
+	head     int   // index in buf of the oldest event
+	n        int   // events held
 	bytes    int64 // sum of size()
 	floor    HLC   // version of the newest event evicted; zero if none
 	maxLen   int
 	maxBytes int64
 }
 
-func (h *history) add(ev histEvent) {
-	h.events = append(h.events, ev)
+// len returns the number of events held.
+func (h *history) len() int { return h.n }
+
+// at returns the i-th event, oldest first.
+func (h *history) at(i int) *histEvent { return &h.buf[(h.head+i)%len(h.buf)] }
+
+// push appends ev as the newest event, growing the ring when full.
+func (h *history) push(ev histEvent) {
+	if h.n == len(h.buf) {
+		grown := make([]histEvent, max(16, 2*len(h.buf)))
+		for i := 0; i < h.n; i++ {
+			grown[i] = *h.at(i)
+		}
+		h.buf, h.head = grown, 0
+	}
+	*h.at(h.n) = ev
+	h.n++
 	h.bytes += ev.size()
-	for len(h.events) > 0 && (len(h.events) > h.maxLen || h.bytes > h.maxBytes) {
-		old := &h.events[0]
+}
+
+// add appends ev and evicts the oldest events beyond the bounds.
+func (h *history) add(ev histEvent) {
+	h.push(ev)
+	for h.n > 0 && (h.n > h.maxLen || h.bytes > h.maxBytes) {
+		old := h.at(0)
 		h.floor = old.version
 		h.bytes -= old.size()
 		*old = histEvent{}
-		h.events = h.events[1:]
+		h.head = (h.head + 1) % len(h.buf)
+		h.n--
 	}
 }
 
@@ -202,8 +228,9 @@ func (h *history) since(v HLC, client, key string, prefix bool) (notes []Notific
 	if h.floor.Compare(v) > 0 {
 		return nil, false
 	}
-	i := sort.Search(len(h.events), func(i int) bool { return h.events[i].version.Compare(v) > 0 })
-	for _, ev := range h.events[i:] {
+	i := sort.Search(h.n, func(i int) bool { return h.at(i).version.Compare(v) > 0 })
+	for ; i < h.n; i++ {
+		ev := h.at(i)
 		if ev.key == key || prefix && strings.HasPrefix(ev.key, key) {
 			notes = append(notes, Notification{ClientID: client, Key: ev.key, Op: ev.op, Value: ev.value, Version: ev.version})
 		}
