@@ -265,7 +265,7 @@ func TestStoreAsyncPutTimeout(t *testing.T) {
 		o.FlushMode = FlushSync
 		o.FlushInterval = time.Hour // only settle below completes the waiter
 	})
-	res, ap, err := s.put(newMsg(msgSpec{topic: "T", body: "late"}), true, nil, monoNow())
+	res, ap, err := s.put(newMsg(msgSpec{topic: "T", body: "late"}), true, nil, true, monoNow())
 	if err != nil || !ap.wait {
 		t.Fatal(res, ap, err)
 	}

@@ -29,6 +29,7 @@ type dispatcher struct {
 	wq       wroteQueue      // the writer's notes of committed records not dispatched yet (wrote.go)
 	toIndex  wroteQueue      // notes of the records dispatched this round, for the indexer
 	noted    int64           // records dispatched from notes (tests)
+	closed   bool            // the store is closing: Drain dispatches no more
 }
 
 // dispatchLoop is the dispatcher goroutine. The writer wakes it through
@@ -53,6 +54,12 @@ func (s *Store) dispatchLoop() {
 func (s *Store) dispatchAvailable() {
 	s.answerWritten()
 	s.dispMu.Lock()
+	s.dispatchLocked()
+}
+
+// dispatchLocked is dispatchAvailable after the answers, called with
+// dispMu held; it releases dispMu.
+func (s *Store) dispatchLocked() {
 	from := s.disp.pos
 	s.dispatchRangeLocked(min(s.cl.committed.Load(), s.dispatchLimit.Load()))
 	s.arriveMu.Lock()

@@ -246,6 +246,11 @@ func (s *Store) shutdown(clean bool) error {
 	s.putMu.Unlock()
 	close(s.done)
 	s.wg.Wait()
+	// A Drain dispatching on another goroutine finishes first; later ones
+	// leave the files alone (Drain).
+	s.dispMu.Lock()
+	s.disp.closed = true
+	s.dispMu.Unlock()
 	var errs []error
 	if clean {
 		s.dispatchAvailable()
@@ -322,9 +327,10 @@ func (s *Store) emit(ev Event) {
 	}
 }
 
-// OnArrival registers fn to be called by the dispatcher after it appended
-// entries to a queue (for long polling), with no store lock held. fn must
-// not block: the dispatcher waits for it before its next round. A later call
+// OnArrival registers fn to be called by the dispatcher (or a Drain that
+// dispatches) after it appended entries to a queue (for long polling),
+// with no store lock held. fn must not block: the dispatcher waits for it
+// before its next round. A later call
 // replaces the previous function; nil unregisters.
 func (s *Store) OnArrival(fn func(topic string, queueID int32, maxOffset int64)) {
 	if fn == nil {
@@ -378,7 +384,7 @@ func (s *Store) Put(ctx context.Context, m *record.Message) (PutResult, error) {
 // strips WAIT before storing, as RocketMQ does, and passes its value here.
 func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutResult, error) {
 	start := monoNow()
-	res, ap, err := s.put(m, wait, nil, start)
+	res, ap, err := s.put(m, wait, nil, true, start)
 	if err != nil {
 		return res, err
 	}
@@ -407,8 +413,26 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 // done is called by the dispatcher once the record is in the page cache
 // (PutOK), or the store failed or closed first.
 func (s *Store) PutAsync(m *record.Message, wait bool, done func(PutResult, error)) (res PutResult, pending bool, err error) {
+	var d PutDone
+	if done != nil {
+		d = putFunc(done)
+	}
+	return s.putAsync(m, wait, d, true)
+}
+
+// PutAsyncDeferred is PutAsync for a caller that puts in batches and
+// calls Drain at the end of each (see Drain): done is an interface (a
+// pointer the caller has anyway, where a method value would be allocated),
+// and a put written behind does not wake the dispatcher: it waits for the
+// caller's Drain, which writes it out and calls done on the caller's
+// goroutine.
+func (s *Store) PutAsyncDeferred(m *record.Message, wait bool, done PutDone) (res PutResult, pending bool, err error) {
+	return s.putAsync(m, wait, done, false)
+}
+
+func (s *Store) putAsync(m *record.Message, wait bool, done PutDone, wake bool) (res PutResult, pending bool, err error) {
 	start := monoNow()
-	res, ap, err := s.put(m, wait, done, start)
+	res, ap, err := s.put(m, wait, done, wake, start)
 	if ap.behind {
 		return res, true, nil
 	}
@@ -424,7 +448,7 @@ func (s *Store) PutAsync(m *record.Message, wait bool, done func(PutResult, erro
 // whenPutDurable is PutAsync's wait for the group commit (the variables
 // its callback captures live on the heap: a put not waiting allocates
 // nothing).
-func (s *Store) whenPutDurable(res PutResult, ap appended, start time.Duration, done func(PutResult, error)) (PutResult, bool, error) {
+func (s *Store) whenPutDurable(res PutResult, ap appended, start time.Duration, done PutDone) (PutResult, bool, error) {
 	finish := func(st PutStatus) (PutResult, error) {
 		if st != PutOK && st != PutFlushDiskTimeout {
 			s.stats.putErrors.Add(1)
@@ -435,7 +459,7 @@ func (s *Store) whenPutDurable(res PutResult, ap appended, start time.Duration, 
 		s.stats.recordPut(1, r.WroteBytes, monoNow()-start)
 		return r, nil
 	}
-	st, pending := s.whenDurable(ap, func(st PutStatus) { done(finish(st)) })
+	st, pending := s.whenDurable(ap, func(st PutStatus) { done.PutDone(finish(st)) })
 	if pending {
 		return res, true, nil
 	}
@@ -456,8 +480,9 @@ type appended struct {
 // put appends m (the part of PutWait under the writer lock). With later
 // set (PutAsync), a put that waits for no flush is written behind: later
 // is called once its record is in the page cache (writebehind.go), and
-// the result has behind set.
-func (s *Store) put(m *record.Message, wait bool, later func(PutResult, error), start time.Duration) (PutResult, appended, error) {
+// the result has behind set; wake false leaves the dispatcher asleep for
+// it (the caller drains: PutAsyncDeferred).
+func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, start time.Duration) (PutResult, appended, error) {
 	if st, err := s.checkWritable(); err != nil {
 		s.stats.putErrors.Add(1)
 		return PutResult{Status: st}, appended{}, err
@@ -512,7 +537,9 @@ func (s *Store) put(m *record.Message, wait bool, later func(PutResult, error), 
 	if behind {
 		s.behind = append(s.behind, behindPut{ap: ap, res: res, start: start, done: later})
 		s.unlockPut()
-		s.wakeDispatcher()
+		if wake {
+			s.wakeDispatcher()
+		}
 		return res, ap, nil
 	}
 	if err := s.afterAppendLocked(wait, viaPend); err != nil {

@@ -28,12 +28,65 @@ import (
 // Lock order: answerMu, then putMu (answerMu is taken by the dispatcher
 // and by Close only).
 
+//
+// Who drains. A put made with PutAsync wakes the dispatcher, whose round
+// drains. A caller that puts in batches (a connection's reader serving
+// the requests of one read, a poller serving one epoll round) makes them
+// with PutAsyncDeferred, which wakes nobody, and calls Drain once the
+// batch is made: the buffer is written and the puts are answered on the
+// caller's goroutine, so an answer to the caller's own peer can leave with
+// the batch's other answers in one write, and the dispatcher is not woken
+// for the pwrite and the answers (a goroutine wake-up, often of the other
+// CPU's thread, per batch). Drain then dispatches the committed records
+// itself unless the dispatcher is doing so (it is woken then). Any
+// goroutine may drain: answerMu serialises the drains, and a drain that
+// finds another under way wakes the dispatcher, whose next round covers
+// what the other drain took too early to see.
+
+// PutDone is told once, later, how a put made with PutAsyncDeferred
+// ended: what PutAsync's done would be told.
+type PutDone interface {
+	PutDone(res PutResult, err error)
+}
+
+// putFunc is PutAsync's done as a PutDone.
+type putFunc func(PutResult, error)
+
+func (f putFunc) PutDone(res PutResult, err error) { f(res, err) }
+
 // behindPut is a put written behind and not answered yet.
 type behindPut struct {
 	ap    appended // its records: durable in the page cache once committed reaches ap.end
 	res   PutResult
 	start time.Duration // monoNow at PutAsync
-	done  func(PutResult, error)
+	done  PutDone
+}
+
+// Drain writes out the write-behind buffer, answers the puts it covered
+// (their done runs on the calling goroutine) and dispatches what is
+// committed (consume queues, arrival listeners, the index), as
+// a round of the dispatcher would. A caller of PutAsyncDeferred calls it
+// once its batch of puts is made, whatever became of them; it must not
+// hold a lock that a done callback takes. When another drain or a
+// dispatch is under way it does not wait: it wakes the dispatcher, whose
+// next round does the rest.
+func (s *Store) Drain() {
+	if !s.answerMu.TryLock() {
+		s.wakeDispatcher()
+		return
+	}
+	s.answerWrittenLocked()
+	s.answerMu.Unlock()
+	if !s.dispMu.TryLock() {
+		s.wakeDispatcher()
+		return
+	}
+	if s.disp.closed {
+		// Close dispatches what it will itself and releases the files.
+		s.dispMu.Unlock()
+		return
+	}
+	s.dispatchLocked()
 }
 
 // answerWritten writes out the write-behind buffer and answers every put
@@ -43,6 +96,11 @@ type behindPut struct {
 func (s *Store) answerWritten() {
 	s.answerMu.Lock()
 	defer s.answerMu.Unlock()
+	s.answerWrittenLocked()
+}
+
+// answerWrittenLocked is answerWritten with answerMu held.
+func (s *Store) answerWrittenLocked() {
 	s.putMu.Lock()
 	if len(s.behind) == 0 {
 		s.putMu.Unlock()
@@ -63,10 +121,10 @@ func (s *Store) answerWritten() {
 		switch {
 		case s.cl.discards.discarded(p.ap.gen, p.ap.start):
 			s.stats.putErrors.Add(1)
-			p.done(PutResult{Status: PutServiceNotAvailable}, s.notStored())
+			p.done.PutDone(PutResult{Status: PutServiceNotAvailable}, s.notStored())
 		case p.ap.end <= committed:
 			s.stats.recordPut(1, p.res.WroteBytes, now-p.start)
-			p.done(p.res, nil)
+			p.done.PutDone(p.res, nil)
 		default:
 			// Dropped by a failed write (the error is sticky), or cut
 			// off by a Truncate (a demoted master) before it was
@@ -76,7 +134,7 @@ func (s *Store) answerWritten() {
 			if e == nil {
 				e = fmt.Errorf("store: record at %d truncated before it was answered", p.ap.start)
 			}
-			p.done(PutResult{Status: PutServiceNotAvailable}, e)
+			p.done.PutDone(PutResult{Status: PutServiceNotAvailable}, e)
 		}
 		s.answering[i] = behindPut{}
 	}
