@@ -93,6 +93,9 @@ func (osFS) Statfs(path string) (Space, error)            { return statfs(path) 
 
 type osFile struct{ *os.File }
 
+// WriteAt is a raw pwrite on Linux (pwrite_linux.go).
+func (f osFile) WriteAt(b []byte, off int64) (int, error) { return pwrite(f.File, b, off) }
+
 func (f osFile) Datasync() error              { return datasync(f.File) }
 func (f osFile) Allocate(off, n int64) error  { return allocate(f.File, off, n) }
 func (f osFile) WriteBack(off, n int64) error { return writeBack(f.File, off, n) }
