@@ -77,19 +77,21 @@ type Conn struct {
 	idleAt time.Time // read deadline for IdleTimeout; owned by the reader
 	dlSet  time.Time // read deadline last set; owned by the reader
 	queued bool      // the reader queued answers not written yet; owned by the reader
+	ends   []*route  // routes whose BatchEnd runs at the end of the batch; owned by the reader
 
-	wmu     sync.Mutex
-	wcond   *sync.Cond    // on wmu: signalled when a batch was written or the conn closed
-	wbuf    []byte        // frames waiting to be written; protected by wmu
-	marks   []mark        // external body parts in wbuf order; protected by wmu
-	wext    int64         // bytes of external parts in marks; protected by wmu
-	writing bool          // a goroutine owns the socket's write side; protected by wmu
-	wclosed bool          // protected by wmu
-	spare   []byte        // second buffer swapped with wbuf; protected by wmu
-	spareMk []mark        // protected by wmu
-	wkick   chan struct{} // cap 1: the writer goroutine has a batch to write
-	iov     net.Buffers   // parts of one writev; owned by the goroutine that set writing
-	wdl     time.Time     // write deadline set; owned like iov
+	wmu      sync.Mutex
+	wcond    *sync.Cond    // on wmu: signalled when a batch was written or the conn closed
+	wbuf     []byte        // frames waiting to be written; protected by wmu
+	marks    []mark        // external body parts in wbuf order; protected by wmu
+	wext     int64         // bytes of external parts in marks; protected by wmu
+	writing  bool          // a goroutine owns the socket's write side; protected by wmu
+	batchEnd bool          // the reader runs BatchEnd and writes next: no writer wake-up; protected by wmu
+	wclosed  bool          // protected by wmu
+	spare    []byte        // second buffer swapped with wbuf; protected by wmu
+	spareMk  []mark        // protected by wmu
+	wkick    chan struct{} // cap 1: the writer goroutine has a batch to write
+	iov      net.Buffers   // parts of one writev; owned by the goroutine that set writing
+	wdl      time.Time     // write deadline set; owned like iov
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -563,7 +565,7 @@ func (c *Conn) send(cmd *protocol.Command, mode sendMode) error {
 	}
 	cmd.Release = nil
 	switch {
-	case c.writing || mode == sendQueue:
+	case c.writing || mode == sendQueue || c.batchEnd && mode != sendWait:
 		c.wmu.Unlock()
 		return nil
 	case mode == sendKick || mode == sendRefuse:
@@ -597,6 +599,7 @@ func (c *Conn) writeLoop() {
 // not read either. The reader calls it before it may block reading.
 func (c *Conn) flushQueued() {
 	c.wmu.Lock()
+	c.batchEnd = false
 	if !c.writing && !c.wclosed && len(c.wbuf) > 0 {
 		c.writing = true
 		_ = c.flushLocked()

@@ -88,6 +88,11 @@
 //     sends requests without reading their answers is not read either;
 //     client readers never wait for writes, so two peers cannot block
 //     each other's readers.
+//   - Work a processor defers to the end of the batch
+//     (RegisterOptions.BatchEnd: the broker's sends write their records
+//     out and answer there) runs before that write; answers to the
+//     connection given meanwhile, from any goroutine, are queued for it
+//     without waking the writer goroutine.
 //
 // Bodies above 16 KiB and BodyBuffers parts are not copied: they are
 // written as their own net.Buffers parts and Release runs after the

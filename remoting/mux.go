@@ -32,6 +32,7 @@ type route struct {
 	inline   bool // runs on the connection's reader (RegisterInline)
 	noRetain bool // keeps no part of req.Body (RegisterOptions.NoRetain)
 	typed    bool // reads the header through DecodeHeader (RegisterOptions.TypedHeader)
+	batchEnd func(c *Conn)
 }
 
 // task is one request for a pool (32 bytes: the queues hold up to
@@ -124,7 +125,7 @@ func (m *mux) register(code int32, pool Pool, p Processor, ro RegisterOptions) {
 	for k, v := range old {
 		next[k] = v
 	}
-	next[code] = &route{proc: p, pool: m.pools[pool], inline: ro.Inline, noRetain: ro.NoRetain, typed: ro.TypedHeader}
+	next[code] = &route{proc: p, pool: m.pools[pool], inline: ro.Inline, noRetain: ro.NoRetain, typed: ro.TypedHeader, batchEnd: ro.BatchEnd}
 	m.routes.Store(&next)
 }
 
@@ -147,6 +148,9 @@ func (m *mux) dispatch(c *Conn, req *protocol.Command) {
 	t := task{c: c, req: req, r: r}
 	if r.inline {
 		m.run(t, true)
+		if r.batchEnd != nil {
+			c.atBatchEnd(r)
+		}
 		return
 	}
 	if !r.pool.enqueue(t) {
@@ -181,6 +185,9 @@ func (m *mux) runQueued(p *workerPool, t task) {
 	p.pending.Add(-1)
 	p.busy.Add(1)
 	m.run(t, false)
+	if t.r.batchEnd != nil {
+		t.r.batchEnd(t.c)
+	}
 	p.busy.Add(-1)
 }
 

@@ -69,6 +69,16 @@ type RegisterOptions struct {
 	// for the request (see protocol.DecodeFrameWith). ExtFields is nil until
 	// Fields is called.
 	TypedHeader bool
+	// BatchEnd runs on the connection's reader once it has served every
+	// whole frame of a read, when it ran this processor on one of them
+	// (an Inline processor; after each request on a worker otherwise),
+	// before the answers queued for the batch are written. Responses
+	// the connection's own batch gets meanwhile, from any goroutine
+	// (Conn.WriteResponse), leave in that same write without waking the
+	// writer goroutine. A processor that defers work to the end of a
+	// batch uses it: the broker's sends write out and answer the batch's
+	// puts there (store.Store.Drain). It must not block.
+	BatchEnd func(c *Conn)
 }
 
 // Defaults shared by servers and clients.

@@ -227,27 +227,15 @@ func (c *Conn) readErr(err error, midFrame bool) error {
 
 // serveBuffered serves the whole frames in c.rb: responses go to their
 // callers, requests to the dispatcher (which runs inline processors right
-// here). Then the answers queued meanwhile are written (flushQueued).
+// here). Then the BatchEnd of the processors that ran runs, and the
+// answers queued meanwhile are written (flushQueued).
 func (c *Conn) serveBuffered(max int) error {
-	n := 0
-	for {
-		frame, err := c.rb.next(max)
-		if err != nil {
-			return err
-		}
-		if frame == nil {
-			break
-		}
-		n++
-		cmd, err := c.rb.decode(frame, c.raw)
-		if err != nil {
-			return err
-		}
-		if cmd.IsResponse() {
-			c.complete(cmd)
-		} else {
-			c.disp.dispatch(c, cmd)
-		}
+	n, err := c.serveFrames(max)
+	if len(c.ends) > 0 {
+		c.runBatchEnds() // also after a bad frame: what the batch deferred is done
+	}
+	if err != nil {
+		return err
 	}
 	if n > 0 && c.opts.IdleTimeout > 0 {
 		c.touchIdle(time.Now())
@@ -257,4 +245,50 @@ func (c *Conn) serveBuffered(max int) error {
 		c.flushQueued()
 	}
 	return nil
+}
+
+// serveFrames serves the whole frames in c.rb and returns how many.
+func (c *Conn) serveFrames(max int) (int, error) {
+	n := 0
+	for {
+		frame, err := c.rb.next(max)
+		if err != nil || frame == nil {
+			return n, err
+		}
+		n++
+		cmd, err := c.rb.decode(frame, c.raw)
+		if err != nil {
+			return n, err
+		}
+		if cmd.IsResponse() {
+			c.complete(cmd)
+		} else {
+			c.disp.dispatch(c, cmd)
+		}
+	}
+}
+
+// atBatchEnd has r's BatchEnd run at the end of the reader's batch.
+func (c *Conn) atBatchEnd(r *route) {
+	for _, e := range c.ends {
+		if e == r {
+			return
+		}
+	}
+	c.ends = append(c.ends, r)
+}
+
+// runBatchEnds runs the BatchEnd of the batch's processors. Until the
+// reader's flushQueued, answers to this connection from any goroutine are
+// queued without waking the writer: the reader writes them with its own.
+func (c *Conn) runBatchEnds() {
+	c.wmu.Lock()
+	c.batchEnd = true
+	c.wmu.Unlock()
+	for i, r := range c.ends {
+		r.batchEnd(c)
+		c.ends[i] = nil
+	}
+	c.ends = c.ends[:0]
+	c.queued = true
 }
