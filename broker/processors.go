@@ -106,8 +106,19 @@ func (b *Broker) registerProcessors() {
 		}
 		return false
 	}
+	// A send's put is written behind and answered at the end of the
+	// reader's batch (store.Store.Drain): one pwrite for the batch, and
+	// the answers leave with the batch's other answers.
+	drain := func(*remoting.Conn) { b.store.Drain() }
+	batchEnd := func(code int32) func(*remoting.Conn) {
+		switch code {
+		case protocol.SendMessage, protocol.SendMessageV2, protocol.SendBatchMessage:
+			return drain
+		}
+		return nil
+	}
 	for _, r := range routes {
 		b.srv.RegisterWith(r.code, r.pool, remoting.ProcessorFunc(r.fn),
-			remoting.RegisterOptions{Inline: r.inline, NoRetain: r.noRetain, TypedHeader: typed(r.code)})
+			remoting.RegisterOptions{Inline: r.inline, NoRetain: r.noRetain, TypedHeader: typed(r.code), BatchEnd: batchEnd(r.code)})
 	}
 }

@@ -61,7 +61,7 @@ func (b *Broker) send(c *remoting.Conn, req *protocol.Command, start time.Time) 
 func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, start time.Time) (*protocol.Command, error) {
 	// One allocation holds what the send needs until it is answered: its
 	// header, message, response and response header (sendasync.go).
-	a := &pendingSend{b: b, c: c, req: req, start: start}
+	a := b.newPendingSend(c, req, start)
 	h := &a.h
 	if err := protocol.DecodeSendHeader(req, h); err != nil {
 		return errResp(protocol.SystemError, "bad send header: %v", err), nil
@@ -121,7 +121,9 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 		// receive buffer is reused once this processor returned.
 		m.Body = bytes.Clone(req.Body)
 		b.goFunc(func() {
-			if resp := b.resendOrStore(a, m); resp != nil {
+			resp := b.resendOrStore(a, m)
+			b.store.Drain() // not on the reader: no batch end drains for it
+			if resp != nil {
 				a.answer(resp)
 			}
 		})
@@ -138,13 +140,15 @@ func (b *Broker) storeSend(a *pendingSend, m *record.Message) *protocol.Command 
 		return errResp(protocol.MessageIllegal, "%v", err)
 	}
 	t0 := monoNow()
-	res, pending, err := b.store.PutAsync(m, a.wait, a.stored)
+	// Deferred: the reader's batch end drains (processors.go), where
+	// the answer joins the batch's other answers in one write.
+	res, pending, err := b.store.PutAsyncDeferred(m, a.wait, a)
 	b.rt.observePut(monoNow() - t0)
 	if err != nil {
 		return b.putErrorResponse(res.Status, err)
 	}
 	if pending {
-		// The store calls a.stored, which counts the put before
+		// The store calls a.PutDone, which counts the put before
 		// answering: the answer may leave before this goroutine runs on.
 		return nil
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -18,13 +19,20 @@ import (
 // A send is answered when its message is stored and, if the send waits
 // (its WAIT property, true by default), durable (FlushSync) and on a
 // slave (RoleSyncMaster). No goroutine waits for that: processSend
-// appends and returns; the store's flusher calls pendingSend.stored once
+// appends and returns; the store's flusher calls pendingSend.PutDone once
 // the group commit covers the message, and for a sync master the HA
 // server's ack loop calls back once a slave has it. Whoever completes the
 // last wait writes the response with Conn.WriteResponse, which never
 // blocks. A send needing neither wait is written behind by the store
-// (store.PutAsync, AsyncWriteMapped aside): the store's dispatcher calls
-// pendingSend.stored once the record is in the page cache.
+// (store.PutAsyncDeferred, AsyncWriteMapped aside) and answered at the
+// end of the reader's batch: the send processor's BatchEnd
+// (processors.go) calls store.Drain, which writes the batch's records
+// with one pwrite and calls pendingSend.PutDone for each once it is in
+// the page cache, on the reader; the answers to the reader's own
+// connection leave with the batch's other answers in the reader's write,
+// and no other goroutine is woken for them (the store's dispatcher only
+// when another drain is under way). The store's notes and the consume
+// queues are dispatched by the same Drain.
 //
 // Sends not yet answered are bounded by the send pool's QueueSize per
 // broker (acceptAsync): past it a send is refused with SYSTEM_BUSY, as a
@@ -56,6 +64,28 @@ type pendingSend struct {
 // pendingSend; longer ones take their own allocation. rocketmq-client-go's
 // usual properties (UNIQ_KEY, TAGS, KEYS, CLUSTER) take about 100 bytes.
 const pendingPropsLen = 256
+
+// pendingPool recycles the pendingSends of answered sends (about 1 KiB
+// each, with pointers the collector scans): a send answered later is put
+// back once its answer is written (answer). Nothing may touch a
+// pendingSend once it is handed to a callback that may answer it: the
+// store's (PutAsyncDeferred: its Drain may run on another connection's
+// reader at once), the group commit's or the HA server's.
+var pendingPool = sync.Pool{New: func() any { return new(pendingSend) }}
+
+// newPendingSend returns a pendingSend for a send on c.
+func (b *Broker) newPendingSend(c *remoting.Conn, req *protocol.Command, start time.Time) *pendingSend {
+	a := pendingPool.Get().(*pendingSend)
+	a.b, a.c, a.req, a.start = b, c, req, start
+	return a
+}
+
+// recycle puts a back once its answer was written, zeroed: a stale
+// reference finds no broker, connection or request.
+func (a *pendingSend) recycle() {
+	*a = pendingSend{}
+	pendingPool.Put(a)
+}
 
 // respond is the answer to the send: code with hdr, written straight into
 // the frame (protocol.Command.WithHeader). A send has one answer, so it
@@ -90,13 +120,15 @@ func (a *pendingSend) unlessPending(resp *protocol.Command) *protocol.Command {
 // returned.
 func (a *pendingSend) answer(resp *protocol.Command) {
 	a.b.metrics.sendDone(a.start)
-	_ = a.c.WriteResponse(a.req, resp)
+	_ = a.c.WriteResponse(a.req, resp) // encodes resp (often a.resp) into the write buffer
 	a.release()
+	a.recycle()
 }
 
-// stored is the store's callback for a message answered later: one whose
-// group commit the send waited for, or one written behind.
-func (a *pendingSend) stored(res store.PutResult, err error) {
+// PutDone is the store's callback for a message answered later: one whose
+// group commit the send waited for, or one written behind
+// (store.PutDone).
+func (a *pendingSend) PutDone(res store.PutResult, err error) {
 	if err != nil {
 		a.answer(a.b.putErrorResponse(res.Status, err))
 		return
