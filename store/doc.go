@@ -65,7 +65,11 @@
 // at byte i*20. An all-zero entry ends the queue; an entry with
 // phy=-1 (0xFFFFFFFFFFFFFFFF) and size=0 is a hole (a logical offset with
 // no record, written only when a gap had to be padded; readers skip it).
-// Prepared and rollback transaction records get no entry.
+// Prepared and rollback transaction records get no entry. A queue's
+// newest entries (up to a page of them) are written to its file with one
+// pwrite when they fill a page's worth, and at every logic flush; a
+// killed process may leave them out, and recovery makes them again from
+// the commitlog (consumequeue.go).
 //
 // # Index file (frozen)
 //

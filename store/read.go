@@ -203,7 +203,7 @@ scan:
 			break
 		}
 		for ; rel+cqEntrySize <= f.size && off < maxOff && scanned < maxScan; rel += cqEntrySize {
-			e := getCQEntry(f.data[rel : rel+cqEntrySize])
+			e := cq.entryIn(f, off, rel)
 			if e.isHole() {
 				off++
 				scanned++

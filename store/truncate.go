@@ -127,6 +127,9 @@ func (cl *commitLog) truncateLocked(offset int64) error {
 // truncatePhy drops the entries (and trailing holes) pointing at offset
 // or beyond. Caller holds Store.dispMu.
 func (cq *consumeQueue) truncatePhy(offset int64) error {
+	if err := cq.dropTail(); err != nil {
+		return err
+	}
 	maxOff, minOff := cq.maxOff.Load(), cq.minOff.Load()
 	off := maxOff
 	for off > minOff {

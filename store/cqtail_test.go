@@ -1,0 +1,138 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/store/record"
+)
+
+// Readers following a queue while the dispatcher makes its entries read
+// each entry once it is final, whether it is still in the queue's tail or
+// already in the file, across tails and files (1,000 entries per file: a
+// file does not end on a tail's end).
+func TestConsumeQueueTailReadersFollowWriter(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.CQEntriesPerFile = 1000
+		o.SegmentSize = 1 << 20
+	})
+	const n = 3000
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deadline := time.Now().Add(30 * time.Second)
+			for off := int64(0); off < n; {
+				if time.Now().After(deadline) {
+					errs <- fmt.Errorf("reader stuck at %d", off)
+					return
+				}
+				r, err := s.GetMessages("T", 0, off, 32, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for i, b := range r.Buffers {
+					m, _, err := record.Decode(b, true)
+					if err != nil || m.QueueOffset != r.QueueOffsets[i] || string(m.Body) != fmt.Sprintf("m%d", r.QueueOffsets[i]) {
+						errs <- fmt.Errorf("offset %d: record offset %d body %q err %v", r.QueueOffsets[i], m.QueueOffset, m.Body, err)
+						r.Release()
+						return
+					}
+					if r.QueueOffsets[i] != off {
+						errs <- fmt.Errorf("read offset %d, expected %d", r.QueueOffsets[i], off)
+						r.Release()
+						return
+					}
+					off++
+				}
+				r.Release()
+			}
+		}()
+	}
+	for i := range n {
+		mustPut(t, s, msgSpec{topic: "T", body: fmt.Sprintf("m%d", i)})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// A logic flush writes the entries still in a queue's tail to its file
+// before it syncs it: the file then holds every entry.
+func TestConsumeQueueTailWrittenByFlush(t *testing.T) {
+	root := t.TempDir()
+	s := openTest(t, root, func(o *Options) {
+		o.CQEntriesPerFile = 1000
+		o.LogicFlushInterval = time.Hour
+	})
+	var phys []int64
+	for i := range 50 {
+		phys = append(phys, mustPut(t, s, msgSpec{topic: "T", body: fmt.Sprintf("m%d", i)}).PhysicalOffset)
+	}
+	waitDispatched(t, s)
+	if err := s.flushLogic(false); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "consumequeue", "T", "0", fileNameFor(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, phy := range phys {
+		if e := getCQEntry(b[i*cqEntrySize:]); e.phy != phy {
+			t.Fatalf("entry %d in the file: phy %d, want %d", i, e.phy, phy)
+		}
+	}
+	if e := getCQEntry(b[len(phys)*cqEntrySize:]); e != (cqEntry{}) {
+		t.Fatalf("entry after the last: %+v", e)
+	}
+}
+
+// A process killed with entries in its tails loses only those entries:
+// recovery makes them again from the commitlog.
+func TestConsumeQueueTailLostToKill(t *testing.T) {
+	root := t.TempDir()
+	opts := func(o *Options) {
+		o.CQEntriesPerFile = 1000
+		o.LogicFlushInterval = time.Hour
+	}
+	s := openTest(t, root, opts)
+	const n = 300
+	for i := range n {
+		for q := range int32(2) {
+			m := newMsg(msgSpec{topic: "T", qid: q, body: fmt.Sprintf("m%d", i)})
+			if _, err := s.Put(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitDispatched(t, s)
+	// Copies read the page cache: what a killed process leaves behind.
+	image := filepath.Join(t.TempDir(), "image")
+	copyTree(t, root, image)
+
+	s2 := openTest(t, image, opts)
+	if !s2.RecoveryReport().Abnormal {
+		t.Fatal("recovery did not see the kill")
+	}
+	for q := range int32(2) {
+		got := readAll(t, s2, "T", q)
+		if len(got) != n {
+			t.Fatalf("queue %d after the kill: %d messages, want %d", q, len(got), n)
+		}
+		for i, m := range got {
+			if string(m.Body) != fmt.Sprintf("m%d", i) {
+				t.Fatalf("queue %d offset %d: body %q", q, i, m.Body)
+			}
+		}
+	}
+}
