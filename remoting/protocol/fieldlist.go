@@ -93,7 +93,7 @@ func listFromText(text string) (fieldList, error) {
 // extFields the caller may keep as a field list (raw is not nil) in one
 // pass over b, straight from the receive buffer: b is not copied, and
 // the list (extFields' keys and values, unescaped) is the only
-// allocation. It handles the headers clients write (Java's, the Go
+// allocation, of its own size. It handles the headers clients write (Java's, the Go
 // client's; any order of the keys, whitespace, escaped values); on
 // anything else (an unknown top-level key, a nested or null member, an
 // escaped key, a surrogate escape, a duplicate extFields or code, a
@@ -103,6 +103,9 @@ func listFromText(text string) (fieldList, error) {
 // list in c.list where that keeps the text (a request whose code raw
 // keeps, "code" before "extFields"), else in c.ExtFields as a map.
 func decodeJSONHeaderFast(b []byte, c *Command, raw RawFields) bool {
+	// The list is built here (on the stack while it fits) and copied
+	// once into its own string at the end.
+	var scratch [512]byte
 	var (
 		code, version, opaque, flag int32
 		lang                        LanguageCode
@@ -165,8 +168,7 @@ func decodeJSONHeaderFast(b []byte, c *Command, raw RawFields) bool {
 					return false // a second extFields, null, or not an object
 				}
 				ext, codeFirst = true, codeSeen
-				list = make([]byte, 1, len(b))
-				list[0] = fieldListMarker
+				list = append(scratch[:0], fieldListMarker)
 				list, i, ok = fastMembers(b, i+1, list)
 			default:
 				return false
@@ -194,7 +196,7 @@ func decodeJSONHeaderFast(b []byte, c *Command, raw RawFields) bool {
 	c.Code, c.Version, c.Opaque, c.Flag, c.Language, c.Remark = code, version, opaque, flag, lang, remark
 	c.ExtFields, c.list, c.listErr = nil, "", nil
 	if ext {
-		l := fieldList(unsafe.String(unsafe.SliceData(list), len(list))) // list is not written again
+		l := fieldList(list) // one allocation of the list's size, not zeroed first
 		if codeFirst && !c.IsResponse() && raw(code) {
 			c.list = l
 		} else {
