@@ -57,6 +57,7 @@ type logShard struct {
 	applied atomic.Int64 // lastEnd, readable without mu (the read barrier, logshard_role.go)
 	failed  error        // set on an apply or log error: the shard stops (fail-stop); protected by mu
 	down    atomic.Bool  // failed != nil, readable without mu
+	putDone shardPutDone // answers the shard's put written behind (put); protected by mu
 }
 
 // fail stops the shard with err. Called with mu held.
@@ -274,7 +275,7 @@ func (h *shardLog) appendLocked(ctx context.Context, sh *logShard, entry []byte,
 	now := h.b.now()
 	m := &record.Message{Topic: h.topic, QueueID: sh.id, Body: entry, BornTimestamp: now.UnixMilli(),
 		BornHost: h.b.storeHost, StoreHost: h.b.storeHost}
-	res, err := h.b.store.Put(ctx, m)
+	res, err := h.put(ctx, sh, m)
 	if err != nil {
 		return fmt.Errorf("%w: append to shard %d: %w", h.errUnavailable, sh.id, err)
 	}
@@ -297,6 +298,45 @@ func (h *shardLog) appendLocked(ctx context.Context, sh *logShard, entry []byte,
 	}
 	return nil
 }
+
+// put stores an entry's record. Under async flush, where a put waits for
+// no flush, the record is written behind and drained at once on the
+// caller's goroutine (store.Drain): one pwrite, the put answered and the
+// round dispatched here, instead of a copy into the mapping that wakes the
+// store's dispatcher (a thread wake-up per entry). Either way the put
+// returns once the record is in the page cache, as before. Called with
+// sh.mu held, which keeps one put per shard outstanding.
+func (h *shardLog) put(ctx context.Context, sh *logShard, m *record.Message) (store.PutResult, error) {
+	st := h.b.store
+	if h.b.opts.Store.FlushMode != store.FlushAsync {
+		return st.Put(ctx, m) // sync flush: waits for the group commit
+	}
+	if sh.putDone == nil {
+		sh.putDone = make(shardPutDone, 1)
+	}
+	res, pending, err := st.PutAsyncDeferred(m, false, sh.putDone)
+	if err != nil || !pending {
+		return res, err
+	}
+	st.Drain()
+	// Answered by the drain above, or, when another drain or a dispatch
+	// round was under way, by that round: waiting for it is waiting for
+	// a lock held across one pwrite.
+	r := <-sh.putDone
+	return r.res, r.err
+}
+
+// shardPutDone receives the answer of a shard's put written behind (at
+// most one is outstanding per shard).
+type shardPutDone chan shardPutResult
+
+type shardPutResult struct {
+	res store.PutResult
+	err error
+}
+
+// PutDone implements store.PutDone; it never blocks (one put per shard).
+func (d shardPutDone) PutDone(res store.PutResult, err error) { d <- shardPutResult{res, err} }
 
 // snapshotShard writes the shard's snapshot if it changed and every
 // record it covers is flushed. The engine's state is taken under sh.mu,
