@@ -79,12 +79,17 @@ type conn struct {
 	// they sit here only to share this word's padding.
 	parked      bool   // protected by ackMu: the worker waits for acks to drain
 	aliasOutMax uint16 // protected by session.mu
-	session     *session
-	username    string
-	keepAlive   time.Duration
-	aliasIn     map[uint16]string
-	fl          outBatch        // connections held by this connection's unit of work
-	wctx        context.Context // workCtx
+	// lowat (protected by outMu): the socket's SO_RCVLOWAT is raised, so
+	// a lone acknowledgement does not wake the poller (lowat_linux.go);
+	// lowListed (protected by the poller's lowMu): c is in its sweep list.
+	lowat     bool
+	lowListed bool
+	session   *session
+	username  string
+	keepAlive time.Duration
+	aliasIn   map[uint16]string
+	fl        outBatch        // connections held by this connection's unit of work
+	wctx      context.Context // workCtx
 
 	// Pipelined ingress (AsyncBackend, see acks.go).
 	ackMu     sync.Mutex

@@ -29,6 +29,15 @@
 // measured by TestMQTTScaleIdleConnections). TLS connections use
 // crypto/tls with a reader and a writer goroutine each.
 //
+// A client whose requests an inline handler answers (Server.HandleInline)
+// gets its socket's SO_RCVLOWAT raised above the size of a few
+// acknowledgements: its PUBACK of a response then waits in the socket for
+// its next request instead of waking the process on its own, and is read
+// with it. A sweep on the wheel lowers the mark of a connection that read
+// nothing for 50 ms, and a session waiting for the client's receive quota
+// lowers it at once, so a lone small packet (PINGREQ) is read within
+// about 200 ms at worst (lowat_linux.go).
+//
 // The pool starts a worker for a task whenever no waiting worker is left
 // unclaimed, so a handler or backend call that blocks (the state store
 // front waits for a broker) holds up only its own connection, up to

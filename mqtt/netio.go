@@ -278,12 +278,15 @@ func (c *conn) workInline() {
 			c.srv.pool.submit(c.work) // still scheduled
 			return
 		}
-		if pub, ok := p.(*packets.Publish); ok && !c.publishInline(pub) {
-			// Left in the input for a worker, which decodes it again.
-			c.inMu.Unlock()
-			c.fl.release()
-			c.srv.pool.submit(c.work) // still scheduled
-			return
+		if pub, ok := p.(*packets.Publish); ok {
+			if !c.publishInline(pub) {
+				// Left in the input for a worker, which decodes it again.
+				c.inMu.Unlock()
+				c.fl.release()
+				c.srv.pool.submit(c.work) // still scheduled
+				return
+			}
+			c.lowatOn()
 		}
 		c.in = c.in[used:]
 		c.inMu.Unlock()
@@ -679,6 +682,7 @@ func (c *conn) closeFDLocked() {
 		return
 	}
 	c.fdClosed, c.draining, c.wclosed = true, false, true
+	c.lowat = false // the sweep drops c from its list
 	if c.out != nil {
 		putOutBuf(c.out)
 		c.out = nil

@@ -41,6 +41,12 @@ type poller struct {
 
 	lmu       sync.Mutex
 	listeners map[int]string // protected by lmu: listening descriptors
+
+	// Connections with a raised SO_RCVLOWAT (lowat_linux.go).
+	lowMu    sync.Mutex
+	lowConns []*conn // protected by lowMu
+	lowArmed bool    // protected by lowMu: lowTimer is armed
+	lowTimer timer
 }
 
 func newPoller(s *Server) (*poller, error) {
@@ -73,7 +79,9 @@ func newPoller(s *Server) (*poller, error) {
 		unix.Close(evfd)
 		return nil, fmt.Errorf("epoll descriptor not pollable: %w", err)
 	}
-	return &poller{s: s, epfd: epfd, ep: ep, rc: rc, evfd: evfd, conns: map[int]*conn{}, listeners: map[int]string{}, done: make(chan struct{})}, nil
+	p := &poller{s: s, epfd: epfd, ep: ep, rc: rc, evfd: evfd, conns: map[int]*conn{}, listeners: map[int]string{}, done: make(chan struct{})}
+	p.lowTimer.slot = -1
+	return p, nil
 }
 
 func (p *poller) add(c *conn) error {

@@ -19,6 +19,10 @@ func (p *poller) run()                   {}
 func (p *poller) close()                 {}
 func (p *poller) remove(*conn)           {}
 
+// Without epoll there is no SO_RCVLOWAT hold-back (lowat_linux.go).
+func (c *conn) lowatOn()  {}
+func (c *conn) lowatOff() {}
+
 // listen starts a plain TCP listener served by goroutines.
 func (s *Server) listen(addr string) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)

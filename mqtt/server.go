@@ -97,6 +97,8 @@ type Server struct {
 type ioCounters struct {
 	writes atomic.Int64 // write(2) calls
 	reads  atomic.Int64 // read(2) calls
+	// lowered counts SO_RCVLOWAT marks lowered (lowat_linux.go).
+	lowered atomic.Int64
 }
 
 // Stats are the server's counters; the $SYS tree (sys.go) publishes them.

@@ -132,6 +132,11 @@ func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []u
 		return false
 	}
 	ss.queue = append(ss.queue, &queued{msg: msg, qos: qos, retain: retain, subIDs: subIDs})
+	if c != nil {
+		// Waiting for the client's quota: its acknowledgements must not
+		// wait for its next request (lowat_linux.go).
+		c.lowatOff()
+	}
 	return true
 }
 

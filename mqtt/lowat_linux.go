@@ -1,0 +1,137 @@
+package mqtt
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Acknowledgements that wait for the next request. A request/response
+// client (one that sends PUBLISHes to an inline handler's topic,
+// Server.HandleInline: the state store's clients) answers each QoS 1
+// response with a PUBACK, and sends it on its own, some microseconds to
+// milliseconds after the response and before or after its next request.
+// Read on its own, that PUBACK costs a wake-up of the process (the
+// runtime's epoll_pwait, a context switch, the poller's epoll_wait and a
+// read) for 4-6 bytes that nothing waits for: a server that answers
+// requests keeps the response in flight until it comes, and that is all.
+//
+// So once a connection has had an inline request handled, its socket's
+// SO_RCVLOWAT is raised to lowatBytes (one setsockopt): the kernel then
+// signals the socket readable only when at least that many bytes wait,
+// which two small acknowledgements do not reach and any request does. The
+// PUBACK is read with the next request, in one read, in order. A read
+// takes whatever the socket holds (the mark only governs readiness), so
+// nothing else changes for the reader.
+//
+// What stays below the mark with nothing after it (a client that goes
+// quiet after its last PUBACK, a lone PINGREQ, a short SUBSCRIBE) must
+// not wait for ever, so the mark comes down again (SO_RCVLOWAT 1, which
+// makes the kernel signal what waits at once):
+//   - by the sweep, on the wheel: a connection with the mark that has
+//     read nothing for lowatIdle has it lowered; a waiting packet is thus
+//     read within about two wheel ticks (100-200 ms), far inside any keep
+//     alive, and an idle connection keeps no mark and costs the sweep
+//     nothing;
+//   - when a session queues a message for lack of the client's receive
+//     quota (session.deliverLocked): the acknowledgements that free it
+//     must not wait;
+//   - the next inline request raises it again (only if it was lowered).
+//
+// A client that keeps sending requests thus costs one setsockopt for its
+// whole life and one wake-up per request instead of up to two.
+
+const (
+	// lowatBytes is the raised mark: more than five MQTT 5 PUBACKs with
+	// a reason code (6 bytes each; the Azure client was seen to leave
+	// three unread between requests) or seven MQTT 3.1.1 ones (4), less
+	// than any request (a state store request is hundreds of bytes).
+	lowatBytes = 32
+	// lowatIdle is how long a connection with the mark may read nothing
+	// before the sweep lowers it.
+	lowatIdle = 50 * time.Millisecond
+)
+
+// lowatOn raises c's mark after an inline request (from the poller's
+// workInline, which holds inMu; lock order inMu, outMu, lowMu).
+func (c *conn) lowatOn() {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if c.lowat || c.p == nil || c.fdClosed || c.wclosed {
+		return
+	}
+	if unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, lowatBytes) != nil {
+		return
+	}
+	c.lowat = true
+	c.p.lowatAdd(c)
+}
+
+// lowatOff lowers c's mark (the kernel then signals bytes already waiting).
+func (c *conn) lowatOff() {
+	c.outMu.Lock()
+	c.lowatOffLocked()
+	c.outMu.Unlock()
+}
+
+// lowatOffLocked is lowatOff; caller holds outMu.
+func (c *conn) lowatOffLocked() {
+	if !c.lowat {
+		return
+	}
+	c.lowat = false
+	if !c.fdClosed {
+		unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, 1)
+		c.srv.io.lowered.Add(1)
+	}
+}
+
+// lowatAdd lists c for the sweep (caller holds c.outMu).
+func (p *poller) lowatAdd(c *conn) {
+	p.lowMu.Lock()
+	defer p.lowMu.Unlock()
+	if c.lowListed {
+		return
+	}
+	c.lowListed = true
+	p.lowConns = append(p.lowConns, c)
+	if !p.lowArmed {
+		p.lowArmed = true
+		p.s.wheel.arm(&p.lowTimer, lowatIdle, p.lowatSweep)
+	}
+}
+
+// lowatSweep lowers the mark of listed connections that have read
+// nothing for lowatIdle and drops those without a mark; it runs on the
+// pool from the wheel, again while any connection stays listed.
+func (p *poller) lowatSweep() {
+	p.lowMu.Lock()
+	list := p.lowConns
+	p.lowConns = nil
+	p.lowMu.Unlock()
+	now := nanotime()
+	keep := list[:0]
+	for _, c := range list {
+		c.outMu.Lock()
+		if c.lowat && now-c.lastRecv.Load() >= int64(lowatIdle) {
+			c.lowatOffLocked()
+		}
+		if c.lowat {
+			keep = append(keep, c)
+		} else {
+			p.lowMu.Lock()
+			c.lowListed = false
+			p.lowMu.Unlock()
+		}
+		c.outMu.Unlock()
+	}
+	clear(list[len(keep):])
+	p.lowMu.Lock()
+	defer p.lowMu.Unlock()
+	// Connections listed meanwhile are in p.lowConns already.
+	p.lowConns = append(keep, p.lowConns...)
+	p.lowArmed = len(p.lowConns) > 0
+	if p.lowArmed {
+		p.s.wheel.arm(&p.lowTimer, lowatIdle, p.lowatSweep)
+	}
+}

@@ -1,0 +1,180 @@
+package mqtt
+
+import (
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// pollerRequests makes requests (ids from 1) until one is handled on the
+// poller, which raises the connection's SO_RCVLOWAT mark (the worker that
+// handled CONNECT may still own the connection for the first ones); each
+// response is acknowledged with the next request. It returns the next
+// free request id and the last response's packet id, not yet
+// acknowledged.
+func pollerRequests(t *testing.T, r *rawClient, where func() []bool) (next, unacked uint16) {
+	t.Helper()
+	for id := uint16(1); ; id++ {
+		r.send(inlineRequest(id, 1, "a"))
+		pub := r.expectPublish()
+		if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != id {
+			t.Fatalf("want PUBACK %d, got %+v", id, a)
+		}
+		if w := where(); w[len(w)-1] {
+			return id + 1, pub.PacketID
+		}
+		r.send(&packets.Puback{PacketID: pub.PacketID})
+		if id == 20 {
+			t.Fatalf("none of 20 requests handled on the poller: %v", where())
+		}
+	}
+}
+
+// inflightOut is the number of messages to clientID awaiting the client's
+// acknowledgement.
+func inflightOut(s *Server, clientID string) int {
+	s.mu.Lock()
+	ss := s.sessions[clientID]
+	s.mu.Unlock()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.inflight)
+}
+
+// TestMQTTInlineAckWaitsForRequest: once a request/response client's
+// request was handled on the poller, its lone PUBACK of the response is
+// not read (no read(2), so no wake-up of the poller) while the mark is
+// up; the client's next request brings it along in one read, and the
+// server then holds only the new response in flight. (If the sweep
+// lowered the mark because the machine stalled for lowatIdle, the round
+// is repeated.)
+func TestMQTTInlineAckWaitsForRequest(t *testing.T) {
+	s, where := inlineServer(t, nil)
+	const id = "lowat-ack"
+	r := connected(t, s.Addrs()[0].String(), packets.Version5, id)
+	next, unacked := pollerRequests(t, r, where)
+	for attempt := 0; ; attempt++ {
+		reads, lowered := s.io.reads.Load(), s.io.lowered.Load()
+		r.send(&packets.Puback{PacketID: unacked})
+		deadline := time.Now().Add(30 * time.Millisecond)
+		for time.Now().Before(deadline) && s.io.reads.Load() == reads {
+			time.Sleep(time.Millisecond)
+		}
+		if got := s.io.reads.Load(); got != reads {
+			if s.io.lowered.Load() != lowered && attempt < 5 {
+				// The sweep lowered the mark: raise it again.
+				next, unacked = pollerRequests(t, r, where)
+				continue
+			}
+			t.Fatalf("a lone PUBACK was read (%d reads) while the mark was up", got-reads)
+		}
+		if n := inflightOut(s, id); n != 1 {
+			t.Fatalf("%d messages in flight before the next request, want the unacknowledged response", n)
+		}
+		r.send(inlineRequest(next, 1, "b"))
+		pub := r.expectPublish()
+		if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != next {
+			t.Fatalf("want PUBACK %d, got %+v", next, a)
+		}
+		if got := s.io.reads.Load() - reads; got != 1 && s.io.lowered.Load() == lowered {
+			t.Fatalf("the PUBACK and the next request took %d reads, want 1", got)
+		}
+		if n := inflightOut(s, id); n != 1 || pub.PacketID == unacked {
+			t.Fatalf("%d messages in flight after the next request, want only its response", n)
+		}
+		return
+	}
+}
+
+// TestMQTTInlineLoneSmallPacketsRead: what stays under a raised mark with
+// nothing after it is still read: a lone PINGREQ after the client's last
+// PUBACK gets its PINGRESP (the sweep lowers the mark of a connection
+// that read nothing for lowatIdle), and the client's next request raises
+// the mark again.
+func TestMQTTInlineLoneSmallPacketsRead(t *testing.T) {
+	s, where := inlineServer(t, nil)
+	const id = "lowat-ping"
+	r := connected(t, s.Addrs()[0].String(), packets.Version5, id)
+	next, unacked := pollerRequests(t, r, where)
+	lowered := s.io.lowered.Load()
+	r.send(&packets.Puback{PacketID: unacked})
+	r.send(&packets.Pingreq{})
+	if p, err := r.next(10 * time.Second); err != nil {
+		t.Fatalf("no PINGRESP: %v", err)
+	} else if _, ok := p.(*packets.Pingresp); !ok {
+		t.Fatalf("want PINGRESP, got %T", p)
+	}
+	if s.io.lowered.Load() == lowered {
+		t.Fatal("PINGRESP came while the mark was up")
+	}
+	testutil.WaitFor(t, 10*time.Second, "the PUBACK read", func() bool { return inflightOut(s, id) == 0 })
+	// Raised again by the next request handled on the poller.
+	r.send(inlineRequest(next, 1, "c"))
+	r.expectPublish()
+	if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != next {
+		t.Fatalf("want PUBACK %d, got %+v", next, a)
+	}
+	if w := where(); !w[len(w)-1] {
+		t.Fatal("the request after the PINGREQ ran on a worker")
+	}
+	c := connOf(s, id)
+	c.outMu.Lock()
+	up := c.lowat
+	c.outMu.Unlock()
+	if !up {
+		t.Fatal("the mark was not raised again by the next request")
+	}
+}
+
+// TestMQTTInlineAckQuotaLowersMark: a client with receive maximum 1 whose
+// response's PUBACK waits under the mark gets a message published to it
+// meanwhile: the session queues it for lack of quota, which lowers the
+// mark at once (the test stops the sweep), the PUBACK is read and the
+// message delivered.
+func TestMQTTInlineAckQuotaLowersMark(t *testing.T) {
+	s, where := inlineServer(t, nil)
+	const id = "lowat-quota"
+	r := dialRaw(t, s.Addrs()[0].String(), packets.Version5)
+	cp := &packets.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}
+	cp.Properties.Present.Add(packets.PropReceiveMaximum)
+	cp.Properties.ReceiveMaximum = 1
+	if ack := r.connect(cp); ack.ReasonCode != 0 {
+		t.Fatalf("CONNACK %v", ack.ReasonCode)
+	}
+	if sa := r.subscribe(100, sub("news", 1)); sa.ReasonCodes[0] != 1 {
+		t.Fatalf("SUBACK %v", sa.ReasonCodes)
+	}
+	_, unacked := pollerRequests(t, r, where)
+	// No sweep from here: only the quota can lower the mark.
+	for _, pl := range s.pollers {
+		pl.lowMu.Lock()
+		s.wheel.disarm(&pl.lowTimer)
+		pl.lowArmed = true
+		pl.lowMu.Unlock()
+	}
+	lowered := s.io.lowered.Load()
+	r.send(&packets.Puback{PacketID: unacked})
+	p := connected(t, s.Addrs()[0].String(), packets.Version5, "lowat-quota-pub")
+	if a := p.publish1(1, "news", "n"); a.ReasonCode != 0 {
+		t.Fatalf("PUBACK %v", a.ReasonCode)
+	}
+	pub := r.expectPublish()
+	if string(pub.Payload) != "n" {
+		t.Fatalf("delivered %q", pub.Payload)
+	}
+	if s.io.lowered.Load() == lowered {
+		t.Fatal("delivered without the mark lowered")
+	}
+}
+
+// connOf is the connection of clientID's session.
+func connOf(s *Server, clientID string) *conn {
+	s.mu.Lock()
+	ss := s.sessions[clientID]
+	s.mu.Unlock()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.conn
+}
