@@ -68,6 +68,7 @@ func (f *indexFile) openHead(fresh bool) error {
 	n := f.entryPos(0)
 	f.head = make([]byte, n)
 	f.dirty = make([]uint64, (n/indexPage+63)/64+1)
+	f.pend = make([]byte, 0, maxIndexPend+indexEntrySize) // never grows: committed once maxIndexPend bytes wait
 	f.written = max(f.count, 1)
 	if fresh {
 		return nil
