@@ -581,3 +581,30 @@ func TestStoreSyncRange(t *testing.T) {
 		t.Fatalf("file bytes %q, %v", b[5000:5007], err)
 	}
 }
+
+// Store times of single puts on the wall clock (Options.Now unset or
+// time.Now) are the wall clock's time at the put, in ms, never going back
+// from one put to the next, though the clock is read only now and then.
+func TestStorePutTimesFollowWallClock(t *testing.T) {
+	for _, now := range []func() time.Time{nil, time.Now} {
+		s := openTest(t, t.TempDir(), func(o *Options) { o.Now = now })
+		if !s.clock.wall {
+			t.Fatal("store does not take time.Now for the wall clock")
+		}
+		last := int64(0)
+		// Long enough to cross several of the clock's readings.
+		for i, start := 0, time.Now(); time.Since(start) < 3*putClockResync; i++ {
+			before := time.Now().UnixMilli()
+			r := mustPut(t, s, msgSpec{topic: "T", body: "b"})
+			after := time.Now().UnixMilli()
+			// A millisecond of slack: the wall clock may be slewed.
+			if r.StoreTimestamp < before-1 || r.StoreTimestamp > after+1 {
+				t.Fatalf("put %d: store time %d outside [%d, %d]", i, r.StoreTimestamp, before, after)
+			}
+			if r.StoreTimestamp < last {
+				t.Fatalf("put %d: store time %d before the previous %d", i, r.StoreTimestamp, last)
+			}
+			last = r.StoreTimestamp
+		}
+	}
+}

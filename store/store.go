@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -93,6 +94,7 @@ type Store struct {
 
 	putMu        sync.Mutex
 	putLockedAt  atomic.Int64     // store time (ms) at which the current Put or PutBatch took putMu; 0 when free
+	clock        putClock         // store times of single puts; protected by putMu
 	queueOffsets map[cqKey]*int64 // next queue offset per queue; protected by putMu
 	batchProps   []byte           // PutBatch's properties scratch; protected by putMu
 	behind       []behindPut      // puts written behind, not answered yet, in append order; protected by putMu
@@ -154,6 +156,8 @@ func Open(opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	// time.Now itself (a broker passes its default on) is the wall clock.
+	wallClock := opts.Now == nil || reflect.ValueOf(opts.Now).Pointer() == reflect.ValueOf(time.Now).Pointer()
 	opts = opts.withDefaults()
 	if st, err := opts.FS.Stat(opts.Root); err == nil && !st.IsDir() {
 		return nil, fmt.Errorf("%w: %s is not a directory", ErrBadRoot, opts.Root)
@@ -173,6 +177,7 @@ func Open(opts Options) (*Store, error) {
 		dispatchWake: make(chan struct{}, 1),
 		done:         make(chan struct{}),
 	}
+	s.clock.wall = wallClock
 	s.gc.init()
 	s.ix.init()
 	s.dispatchLimit.Store(math.MaxInt64)
@@ -512,7 +517,7 @@ func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, star
 		}
 	}
 	m.QueueOffset = qoff
-	m.StoreTimestamp = s.opts.Now().UnixMilli()
+	m.StoreTimestamp = s.storeTimeLocked(start)
 	s.putLockedAt.Store(m.StoreTimestamp)
 	wait = wait && s.opts.FlushMode == FlushSync
 	behind := later != nil && !wait && s.cl.writeBehind
@@ -549,6 +554,46 @@ func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, star
 	}
 	s.unlockPut()
 	return res, ap, nil
+}
+
+// putClock gives single puts their store time without reading the wall
+// clock for each: from the put's monotonic start time (which it reads
+// anyway, for its latency) and a wall-clock reading at most
+// putClockResync old. A store whose Options.Now was set (a test's clock)
+// reads that clock for every put instead.
+type putClock struct {
+	wall   bool          // Options.Now is the wall clock (not set by the caller)
+	wallNs int64         // a wall-clock reading (Unix ns)
+	mono   time.Duration // monoNow at that reading
+	last   int64         // the store time given last (ms)
+}
+
+// putClockResync bounds how long store times follow the monotonic clock
+// from one wall-clock reading (a step of the wall clock shows within it).
+const putClockResync = 100 * time.Millisecond
+
+// storeTimeLocked is the store time (ms) of a put that started at mono
+// (monoNow): the wall clock at that instant, but not before the time
+// given to the put before it (a put may take putMu after one that
+// started later) unless the wall clock went back by a second or more.
+// Caller holds putMu.
+func (s *Store) storeTimeLocked(mono time.Duration) int64 {
+	c := &s.clock
+	if !c.wall {
+		return s.opts.Now().UnixMilli()
+	}
+	d := mono - c.mono
+	if c.mono == 0 || d < 0 || d >= putClockResync {
+		now := time.Now()
+		c.wallNs, c.mono = now.UnixNano(), now.Sub(monoBase)
+		d = 0
+	}
+	ts := (c.wallNs + int64(d)) / int64(time.Millisecond)
+	if ts < c.last && c.last-ts < 1000 {
+		ts = c.last
+	}
+	c.last = ts
+	return ts
 }
 
 // unlockPut releases putMu taken by Put or PutBatch.
