@@ -544,10 +544,15 @@ func TestStorePutBatchProperties(t *testing.T) {
 // TestStorePutBatchAllocs: a batch costs a fixed number of allocations,
 // not one or more per record.
 func TestStorePutBatchAllocs(t *testing.T) {
-	// Files large enough that the dispatcher, whose allocations count
-	// too, does not create new ones during the measurement.
+	// Files large enough that neither the writer nor the dispatcher,
+	// whose allocations count too, creates new ones during the
+	// measurement (a segment roll allocates a dozen objects).
 	s := openTest(t, t.TempDir(), func(o *Options) {
 		o.FlushMode, o.CQEntriesPerFile, o.IndexSlots, o.IndexEntries = FlushAsync, 1<<16, 1<<10, 1<<16
+		o.SegmentSize = 16 << 20
+		// No periodic flush, checkpoint or retention pass during the
+		// measurement: their allocations are not the batch's.
+		o.FlushInterval, o.LogicFlushInterval, o.IndexFlushInterval, o.CleanInterval = time.Hour, time.Hour, time.Hour, time.Hour
 	})
 	tmpl := newMsg(msgSpec{topic: "A"})
 	tmpl.Properties = "CLUSTER\x01c"
