@@ -45,6 +45,7 @@ type conn struct {
 	eof       bool    // protected by inMu
 	closed    bool    // protected by inMu and outMu
 	fdClosed  bool    // protected by inMu and outMu: the descriptor is closed
+	inlined   bool    // protected by inMu: a request was handled on the poller (its mark may be up)
 	in        []byte  // protected by inMu: unparsed input, nil when drained
 	inBuf     *[]byte // protected by inMu: in's array when it is a pooled one (appendIn)
 

@@ -37,6 +37,9 @@ import (
 //   - when a session queues a message for lack of the client's receive
 //     quota (session.deliverLocked): the acknowledgements that free it
 //     must not wait;
+//   - when a read leaves the input inside a packet (readable): the rest
+//     of it, the last segment of a request the network split, may be
+//     shorter than the mark;
 //   - the next inline request raises it again (only if it was lowered).
 //
 // A client that keeps sending requests thus costs one setsockopt for its

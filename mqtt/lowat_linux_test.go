@@ -148,12 +148,7 @@ func TestMQTTInlineAckQuotaLowersMark(t *testing.T) {
 	}
 	_, unacked := pollerRequests(t, r, where)
 	// No sweep from here: only the quota can lower the mark.
-	for _, pl := range s.pollers {
-		pl.lowMu.Lock()
-		s.wheel.disarm(&pl.lowTimer)
-		pl.lowArmed = true
-		pl.lowMu.Unlock()
-	}
+	stopLowatSweep(s)
 	lowered := s.io.lowered.Load()
 	r.send(&packets.Puback{PacketID: unacked})
 	p := connected(t, s.Addrs()[0].String(), packets.Version5, "lowat-quota-pub")
@@ -177,4 +172,48 @@ func connOf(s *Server, clientID string) *conn {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	return ss.conn
+}
+
+// TestMQTTInlineSplitRequestLowersMark: a request whose last bytes come
+// in a segment of their own, shorter than the raised mark (a request
+// split by the network), is answered without the sweep (the test stops
+// it): input that ends inside a packet lowers the mark.
+func TestMQTTInlineSplitRequestLowersMark(t *testing.T) {
+	s, where := inlineServer(t, nil)
+	const id = "lowat-split"
+	r := connected(t, s.Addrs()[0].String(), packets.Version5, id)
+	next, unacked := pollerRequests(t, r, where)
+	stopLowatSweep(s)
+	b, err := packets.AppendPacket(nil, &packets.Puback{PacketID: unacked}, packets.Version5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = packets.AppendPacket(b, inlineRequest(next, 1, "split request payload"), packets.Version5); err != nil {
+		t.Fatal(err)
+	}
+	const tail = 10 // fewer than lowatBytes
+	reads, lowered := s.io.reads.Load(), s.io.lowered.Load()
+	r.sendBytes(b[:len(b)-tail])
+	testutil.WaitFor(t, 10*time.Second, "the request's first bytes read", func() bool { return s.io.reads.Load() != reads })
+	r.sendBytes(b[len(b)-tail:])
+	if pub := r.expectPublish(); string(pub.Payload) == "" {
+		t.Fatal("empty response")
+	}
+	if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != next {
+		t.Fatalf("want PUBACK %d, got %+v", next, a)
+	}
+	if s.io.lowered.Load() == lowered {
+		t.Fatal("answered without the mark lowered")
+	}
+}
+
+// stopLowatSweep disarms every poller's sweep for the rest of the test:
+// only the mechanism under test may lower a mark.
+func stopLowatSweep(s *Server) {
+	for _, pl := range s.pollers {
+		pl.lowMu.Lock()
+		s.wheel.disarm(&pl.lowTimer)
+		pl.lowArmed = true
+		pl.lowMu.Unlock()
+	}
 }

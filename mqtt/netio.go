@@ -209,7 +209,15 @@ func (c *conn) readable(buf []byte, hup bool) {
 	sched := !c.scheduled && (len(c.in) > 0 || c.eof)
 	c.scheduled = c.scheduled || sched
 	inline := sched && !c.eof && !c.paused && c.connected.Load() && c.srv.inlineOnly(c.in)
+	// Input that ends inside a packet waits for the rest of it, which may
+	// be fewer bytes than a raised SO_RCVLOWAT mark (the last segment of
+	// a request split by the network): the mark comes down, or that
+	// request would wait for the sweep (lowat_linux.go).
+	split := got && c.inlined && !inline && !c.paused && len(c.in) > 0 && c.srv.endsInPacket(c.in)
 	c.inMu.Unlock()
+	if split {
+		c.lowatOff()
+	}
 	switch {
 	case inline:
 		c.workInline()
@@ -241,6 +249,22 @@ func (s *Server) inlineOnly(b []byte) bool {
 		b = b[hl+rl:]
 	}
 	return true
+}
+
+// endsInPacket reports whether b ends inside a packet: its last fixed
+// header, or the packet it starts, is not whole.
+func (s *Server) endsInPacket(b []byte) bool {
+	for len(b) > 0 {
+		_, _, rl, hl, err := s.dec.DecodeFixedHeader(b)
+		if err != nil {
+			return err == packets.ErrIncomplete
+		}
+		if hl+rl > len(b) {
+			return true
+		}
+		b = b[hl+rl:]
+	}
+	return false
 }
 
 // workInline is work on the poller for input that inlineOnly accepted
@@ -286,6 +310,7 @@ func (c *conn) workInline() {
 				c.srv.pool.submit(c.work) // still scheduled
 				return
 			}
+			c.inlined = true
 			c.lowatOn()
 		}
 		c.in = c.in[used:]
