@@ -25,6 +25,11 @@ type sendProps struct {
 	half     bool   // TRAN_MSG is "true" (any case): a transaction's half message
 	hasDelay bool   // a DELAY pair
 	delay    string // its value (aliases the input)
+	// Where the values of record.KnownKeys (TAGS, KEYS, UNIQ_KEY) are in
+	// the stored properties (offsets in what appendStoredProperties
+	// returned; {0, 0} for none), as the store would look them up: handed
+	// on to it with the message (record.Know).
+	known [len(record.KnownKeys)][2]int
 }
 
 // appendStoredProperties appends props as the broker stores them to dst:
@@ -64,6 +69,12 @@ func appendStoredProperties(dst []byte, props, cluster, group string) ([]byte, s
 			if !info.hasDelay && v != "" {
 				info.hasDelay, info.delay = true, v
 			}
+		case record.PropertyTags:
+			info.noteKnown(0, len(dst)+len(k)+1, v)
+		case record.PropertyKeys:
+			info.noteKnown(1, len(dst)+len(k)+1, v)
+		case record.PropertyUniqueClientMessageIDKeyIndex:
+			info.noteKnown(2, len(dst)+len(k)+1, v)
 		}
 		dst = append(dst, chunk...)
 		dst = append(dst, record.PropertySeparator)
@@ -77,6 +88,15 @@ func appendStoredProperties(dst []byte, props, cluster, group string) ([]byte, s
 	dst = append(dst, record.NameValueSeparator)
 	dst = append(dst, cluster...)
 	return dst, info
+}
+
+// noteKnown notes v, at off in the stored properties, as the value of
+// record.KnownKeys[i] unless one was noted already (the first non-empty
+// pair counts).
+func (p *sendProps) noteKnown(i, off int, v string) {
+	if v != "" && p.known[i][1] == 0 {
+		p.known[i] = [2]int{off, off + len(v)}
+	}
 }
 
 // storedProperties returns props as the broker stores them

@@ -170,6 +170,19 @@ func refStoredProperties(props, cluster, group string) (string, sendProps) {
 	return stored, info
 }
 
+// checkKnown fails unless info.known places, in stored, the values the
+// store would look up there (record.KnownProperties).
+func checkKnown(t *testing.T, stored []byte, info sendProps) {
+	t.Helper()
+	for i, key := range record.KnownKeys {
+		want, _ := record.LookupPropertyString(string(stored), key)
+		at := info.known[i]
+		if got := string(stored[at[0]:at[1]]); got != want {
+			t.Errorf("%q: %s at %v is %q, the store looks up %q", stored, key, at, got, want)
+		}
+	}
+}
+
 func TestBrokerAppendStoredProperties(t *testing.T) {
 	const sep, kv = "\x02", "\x01"
 	for _, in := range []string{
@@ -180,11 +193,14 @@ func TestBrokerAppendStoredProperties(t *testing.T) {
 		"TRAN_MSG" + kv + "false" + sep + "TRAN_MSG" + kv + "true",
 		"UNIQ_KEY" + kv + "U" + sep + "DELAY" + kv + "2" + sep + "CLUSTER" + kv + "x" + sep + "DELAY" + kv + "5" + sep,
 		kv + "v" + sep + "k" + sep + "k" + kv + sep + sep + "TAGS" + kv + "A",
+		"TAGS" + kv + sep + "KEYS" + kv + "a b" + sep + "TAGS" + kv + "t" + sep + "UNIQ_KEY" + kv + "u" + kv + "v" + sep + "TAGS" + kv + "x" + sep + "KEYS" + kv + "c",
 	} {
 		for _, group := range []string{"", "g"} {
 			want, wantInfo := refStoredProperties(in, "C", group)
 			var buf [8]byte
 			got, info := appendStoredProperties(buf[:0], in, "C", group)
+			checkKnown(t, got, info)
+			info.known = wantInfo.known
 			if string(got) != want || info != wantInfo {
 				t.Errorf("appendStoredProperties(%q, %q) = %q %+v, want %q %+v", in, group, got, info, want, wantInfo)
 			}
@@ -203,9 +219,12 @@ func FuzzBrokerStoredProperties(f *testing.F) {
 	f.Add("TAGS\x01A\x02WAIT\x01true\x02KEYS\x01k1 k2\x02", "g")
 	f.Add("TRAN_MSG\x01True\x02DELAY\x013\x02CLUSTER\x01c", "")
 	f.Add("\x01\x02\x02PGROUP\x01\x02TRAN_MSG\x01true", "g")
+	f.Add("TAGS\x01\x02UNIQ_KEY\x01u\x01\x02TAGS\x01t\x02KEYS\x01k\x02KEYS\x01j\x02UNIQ_KEY\x01w", "")
 	f.Fuzz(func(t *testing.T, in, group string) {
 		want, wantInfo := refStoredProperties(in, "C", group)
 		got, info := appendStoredProperties(nil, in, "C", group)
+		checkKnown(t, got, info)
+		info.known = wantInfo.known
 		if string(got) != want || info != wantInfo {
 			t.Fatalf("appendStoredProperties(%q, %q) = %q %+v, want %q %+v", in, group, got, info, want, wantInfo)
 		}

@@ -106,6 +106,7 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 		}
 	}
 	m.Properties = unsafe.String(unsafe.SliceData(props), len(props)) // props is not written again
+	m.Known = record.Know(m.Properties, sp.known)
 	a.wait, a.delay, a.hasDelay = sp.wait, sp.delay, sp.hasDelay
 	if !b.acceptAsync() {
 		return errResp(protocol.SystemBusy, "%s", protocol.RemarkSystemBusy), nil

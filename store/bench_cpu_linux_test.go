@@ -57,6 +57,7 @@ func cpuMsgs(queues int) []*record.Message {
 		p.Set(record.PropertyTags, "tag")
 		ms[q] = &record.Message{Topic: "CPU", QueueID: int32(q), BornTimestamp: time.Now().UnixMilli(),
 			BornHost: bornHost, Body: body, Properties: p.String()}
+		ms[q].Known = knownOf(ms[q].Properties) // as the broker hands them on
 	}
 	return ms
 }

@@ -370,9 +370,9 @@ func (cl *commitLog) appendLocked(m *record.Message, size int, viaPend bool) (in
 	}
 	phy := cl.writePos
 	if viaPend {
-		cl.s.noteWrote(cl.pend[len(cl.pend)-n:], phy)
+		cl.s.noteWrote(cl.pend[len(cl.pend)-n:], phy, m)
 	} else {
-		cl.s.noteWrote(seg.data[rel:rel+int64(n)], phy)
+		cl.s.noteWrote(seg.data[rel:rel+int64(n)], phy, m)
 	}
 	cl.writePos += int64(n)
 	cl.appended.Store(cl.writePos)

@@ -114,6 +114,7 @@ func (s *Store) putBatch(tmpl *record.Message, items []record.BatchItem, wait bo
 	viaPend := s.cl.viaPendLocked(true, now)
 	var end int64
 	m := *tmpl
+	m.Known = record.KnownProperties{} // the items' properties are others
 	m.StoreTimestamp = now
 	m.StoreHost = s.opts.StoreHost
 	for i, it := range items {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"unsafe"
+
 	"github.com/smartgo/smartgo/store/record"
 )
 
@@ -210,14 +212,21 @@ func (e *dispEntry) queued() bool {
 	return tx == record.TxNotType || tx == record.TxCommit
 }
 
-// indexedKeys are the properties dispEntryOf looks up, in one pass.
-var indexedKeys = [...]string{record.PropertyTags, record.PropertyKeys, record.PropertyUniqueClientMessageIDKeyIndex}
+// indexedKeys are the properties dispEntryOf looks up, in one pass (TAGS,
+// KEYS, UNIQ_KEY: those a record.KnownProperties knows).
+var indexedKeys = record.KnownKeys
 
 // dispEntryOf is the entry of a parsed record, the one way both the writer
 // (for its notes) and a follower reading a record back make it.
 func (s *Store) dispEntryOf(v *record.View) dispEntry {
 	var vals [len(indexedKeys)][]byte
 	record.LookupProperties(v.Properties, indexedKeys[:], vals[:])
+	return s.dispEntryWith(v, &vals)
+}
+
+// dispEntryWith is dispEntryOf with the values of indexedKeys in the
+// record's properties (nil for a key it has no pair of) already at hand.
+func (s *Store) dispEntryWith(v *record.View, vals *[len(indexedKeys)][]byte) dispEntry {
 	e := dispEntry{topic: v.Topic, queueID: v.QueueID, sysFlag: v.SysFlag, qoff: v.QueueOffset, ts: v.StoreTimestamp}
 	if e.queued() {
 		e.tags = s.tagsCode(v, vals[0])
@@ -254,9 +263,12 @@ func (s *Store) tagsCode(v *record.View, tags []byte) int64 {
 }
 
 // noteWrote notes the record the writer just put at rec (its bytes, at
-// phy), unless the store replicates (raw mode: the dispatcher reads every
-// record back). Caller holds putMu.
-func (s *Store) noteWrote(rec []byte, phy int64) {
+// phy) for m, unless the store replicates (raw mode: the dispatcher reads
+// every record back). The values of TAGS, KEYS and UNIQ_KEY come from
+// m.Known when it holds those of m.Properties (a broker's send found them
+// in its own pass over the properties), else from a lookup in the record.
+// Caller holds putMu.
+func (s *Store) noteWrote(rec []byte, phy int64, m *record.Message) {
 	if s.rawMode.Load() {
 		return
 	}
@@ -264,8 +276,27 @@ func (s *Store) noteWrote(rec []byte, phy int64) {
 	if err != nil {
 		return // cannot happen (our own encoding); read back then
 	}
-	e := s.dispEntryOf(&v)
+	var e dispEntry
+	if known, ok := m.Known.Values(m.Properties); ok {
+		var vals [len(indexedKeys)][]byte
+		for i, k := range known {
+			vals[i] = knownValue(k)
+		}
+		e = s.dispEntryWith(&v, &vals)
+	} else {
+		e = s.dispEntryOf(&v)
+	}
 	s.wq.note(&e, phy, v.TotalSize)
+}
+
+// knownValue is a value of record.KnownProperties as LookupProperties
+// gives it: nil when there is none. The bytes alias the string: they are
+// only read (and copied into a note).
+func knownValue(v string) []byte {
+	if v == "" {
+		return nil
+	}
+	return unsafe.Slice(unsafe.StringData(v), len(v))
 }
 
 // dropNotes drops every note (the log was cut or moved). Caller holds

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -63,6 +64,15 @@ func notesMsg(i int) (*record.Message, []string) {
 	}
 	m := &record.Message{Topic: topic, QueueID: int32(i % 4), BornTimestamp: 1_700_000_000_000, BornHost: bornHost,
 		Body: []byte(strings.Repeat("b", i%50)), Properties: p}
+	switch i % 8 {
+	case 1, 2, 3, 6:
+		// The values at hand, as a broker's send brings them.
+		m.Known = knownOf(p)
+	case 4:
+		// Wrong values of an equal string elsewhere: not the
+		// message's, so the store looks its own up.
+		m.Known = record.Know(strings.Clone(p), [3][2]int{{0, 1}, {0, 1}, {0, 1}})
+	}
 	switch i % 11 {
 	case 1:
 		m.SysFlag = record.TxPrepared
@@ -73,6 +83,52 @@ func notesMsg(i int) (*record.Message, []string) {
 		keys = nil // not indexed
 	}
 	return m, keys
+}
+
+// knownOf is record.KnownProperties for props, by lookup.
+func knownOf(props string) record.KnownProperties {
+	var at [len(record.KnownKeys)][2]int
+	for i, key := range record.KnownKeys {
+		if v, ok := record.LookupPropertyString(props, key); ok {
+			off := int(uintptr(unsafe.Pointer(unsafe.StringData(v))) - uintptr(unsafe.Pointer(unsafe.StringData(props))))
+			at[i] = [2]int{off, off + len(v)}
+		}
+	}
+	return record.Know(props, at)
+}
+
+// A put's record.KnownProperties are what the writer notes when they
+// describe the very properties string put, and nothing when they are of
+// another (equal) string: told that TAGS is "KEYS", the consume queue has
+// that code only in the first case.
+func TestStoreNotesTakeKnownProperties(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	props := "KEYS\x01k\x02TAGS\x01real"
+	for _, of := range []string{props, strings.Clone(props)} {
+		m := &record.Message{Topic: "K", BornHost: bornHost, Body: []byte("b"), Properties: props,
+			Known: record.Know(of, [3][2]int{{0, 4}, {5, 6}})}
+		if _, err := s.Put(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIndexed(t, s)
+	cq := s.cqForDispatch([]byte("K"), 0)
+	var got [2]int64
+	for off := range got {
+		e, ok := cq.entry(int64(off))
+		if !ok {
+			t.Fatalf("no entry %d", off)
+		}
+		got[off] = e.tags
+	}
+	if want := [2]int64{record.TagsHash("KEYS"), record.TagsHash("real")}; got != want {
+		t.Fatalf("tags codes %v, want %v", got, want)
+	}
+	// The first entry is the lie the test told: closed now, the store is
+	// spared openTest's consistency check, which would catch it.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // notesState is what a store's followers built: every consume-queue entry
@@ -333,5 +389,37 @@ func TestStoreNotesFullQueueReadsBack(t *testing.T) {
 			t.Fatalf("key f%d: %d results, %v", i, r.MessageCount(), err)
 		}
 		r.Release()
+	}
+}
+
+// BenchmarkStoreNoteWrote is the writer's note of one record (wrote.go)
+// as a broker's send makes it: a 1 KiB message with a client message id
+// and tags, its TAGS/KEYS/UNIQ_KEY values looked up in the record
+// (lookup) or handed on with the message (known, record.KnownProperties).
+func BenchmarkStoreNoteWrote(b *testing.B) {
+	s := openTest(b, b.TempDir(), nil)
+	m := cpuMsgs(1)[0]
+	m.StoreHost = s.opts.StoreHost
+	m.Properties += "\x02CLUSTER\x01DefaultCluster"
+	rec := make([]byte, record.SealedSize(m))
+	if _, err := record.EncodeSealedTo(rec, m); err != nil {
+		b.Fatal(err)
+	}
+	for _, known := range []bool{false, true} {
+		name, mm := "lookup", *m
+		if known {
+			name, mm.Known = "known", knownOf(m.Properties)
+		}
+		b.Run(name, func(b *testing.B) {
+			s.putMu.Lock()
+			defer s.putMu.Unlock()
+			for i := 0; b.Loop(); i++ {
+				s.noteWrote(rec, int64(i)*int64(len(rec)), &mm)
+				if s.wq.len() == 1024 {
+					s.wq.reset()
+				}
+			}
+			s.wq.reset()
+		})
 	}
 }

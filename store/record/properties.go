@@ -232,6 +232,57 @@ func LookupPropertyString(raw, key string) (value string, ok bool) {
 	return raw[k1+1 : v1], true
 }
 
+// KnownProperties tell where the values of TAGS, KEYS and UNIQ_KEY are
+// in a properties string, as LookupProperties finds them there, found by
+// whoever built that string in a pass over its pairs it made anyway (a
+// broker rewriting a send's properties), so that a store putting the
+// message need not look them up again (it takes them for its consume
+// queues and index). They hold no copy of the string, only its address,
+// its length and the values' places (24 bytes).
+type KnownProperties struct {
+	of   *byte  // the string's bytes
+	n    uint32 // its length
+	vals [len(KnownKeys)]struct{ off, n uint16 }
+}
+
+// KnownKeys are the keys KnownProperties know, in the order of their
+// values.
+var KnownKeys = [...]string{PropertyTags, PropertyKeys, PropertyUniqueClientMessageIDKeyIndex}
+
+// Know returns the KnownProperties of props whose value of KnownKeys[i]
+// is props[at[i][0]:at[i][1]], or none when that span is empty. Spans
+// outside props, and a string longer than MaxPropertiesLen, give the zero
+// KnownProperties, which describe no string.
+func Know(props string, at [len(KnownKeys)][2]int) KnownProperties {
+	if len(props) == 0 || len(props) > MaxPropertiesLen {
+		return KnownProperties{}
+	}
+	k := KnownProperties{of: unsafe.StringData(props), n: uint32(len(props))}
+	for i, a := range at {
+		if a[0] < 0 || a[1] > len(props) || a[0] > a[1] {
+			return KnownProperties{}
+		}
+		k.vals[i].off, k.vals[i].n = uint16(a[0]), uint16(a[1]-a[0])
+	}
+	return k
+}
+
+// Values returns the values k knows in props ("" for a key with no pair:
+// values found are never empty) when k describes props: the very string
+// k was made for (the same bytes at the same address, not merely equal
+// ones), so that they never describe a string built or rewritten since (a
+// delayed message's new properties, the zero KnownProperties of a message
+// read back). ok is false otherwise.
+func (k *KnownProperties) Values(props string) (vals [len(KnownKeys)]string, ok bool) {
+	if k.of == nil || uint32(len(props)) != k.n || unsafe.StringData(props) != k.of {
+		return vals, false
+	}
+	for i, v := range k.vals {
+		vals[i] = props[v.off : v.off+v.n]
+	}
+	return vals, true
+}
+
 // LookupProperties is LookupProperty for several keys in one pass over
 // raw: vals[i] is the value of the first pair with keys[i], nil when there
 // is none (values are never empty). It does not allocate.

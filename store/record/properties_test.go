@@ -188,3 +188,29 @@ func TestRecordPropertiesZeroAlloc(t *testing.T) {
 		t.Errorf("LookupProperty/ForEachKey/AllProperties allocate %.1f times per call, want 0", a)
 	}
 }
+
+// KnownProperties describe only the very string they were made for.
+func TestKnownProperties(t *testing.T) {
+	props := "TAGS\x01t\x02KEYS\x01k"
+	k := Know(props, [3][2]int{{5, 6}, {12, 13}, {0, 0}})
+	if vals, ok := k.Values(props); !ok || vals != [3]string{"t", "k", ""} {
+		t.Fatalf("Values = %q %v", vals, ok)
+	}
+	for _, other := range []string{strings.Clone(props), props[:len(props)-1], "", props + "\x02"} {
+		if _, ok := k.Values(other); ok {
+			t.Errorf("describes %q (another string)", other)
+		}
+	}
+	var zero KnownProperties
+	if _, ok := zero.Values(""); ok {
+		t.Error("the zero KnownProperties describe a string")
+	}
+	for _, at := range [][3][2]int{{{5, 6}, {12, 14}}, {{-1, 0}}, {{6, 5}}} {
+		if k := Know(props, at); k != zero {
+			t.Errorf("Know(%v) = %+v, want none", at, k)
+		}
+	}
+	if k := Know(strings.Repeat("x", MaxPropertiesLen+1), [3][2]int{}); k != zero {
+		t.Error("Know of a string too long")
+	}
+}

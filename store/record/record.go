@@ -81,6 +81,9 @@ type Message struct {
 	BodyCRC                   uint32 // filled by Decode; Encode always computes it from Body
 	Body                      []byte // as stored (possibly compressed)
 	Properties                string // the raw 0x01/0x02-encoded properties string
+	// Known optionally tells where values of Properties are, found by
+	// whoever built it (see KnownProperties); it is not encoded.
+	Known KnownProperties
 }
 
 // hostLen is the encoded width of a host: IPv4 takes 8 bytes, IPv6 20.
