@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,6 +110,7 @@ func (m *GroupManager) FindOrCreate(group string) (SubscriptionGroupConfig, erro
 	if err := ValidateGroupName(group); err != nil {
 		return SubscriptionGroupConfig{}, err
 	}
+	group = strings.Clone(group) // kept: it may be a slice of a request's header (protocol.Command.Recycle)
 	g := DefaultSubscriptionGroup(group)
 	m.mu.Lock()
 	if cur, ok := m.groups[group]; ok {

@@ -123,7 +123,11 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 				_ = c.WriteResponse(req, r)
 			}
 		}
-		if b.hold.Hold(h.Topic, h.QueueID, h.QueueOffset, b.now().Add(hold), fire) {
+		// The pull outlives its recycling (this processor returns nil):
+		// its header, decoded again when it fires, and the topic the
+		// hold keeps are copies (protocol.Command.Recycle).
+		req.OwnFields()
+		if b.hold.Hold(strings.Clone(h.Topic), h.QueueID, h.QueueOffset, b.now().Add(hold), fire) {
 			// A message may have arrived between the read and the hold:
 			// re-check so it is not missed until the timeout.
 			if b.store.MaxOffset(h.Topic, h.QueueID) > h.QueueOffset {

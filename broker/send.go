@@ -74,9 +74,14 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 	if resp != nil {
 		return resp, nil
 	}
+	// The header's strings alias the request's receive buffer and are
+	// valid until the request is recycled, right after this processor
+	// returns (protocol.Command.Recycle): what outlives it is owned. The
+	// message names its topic by the configuration's string, which the
+	// store, the statistics and the answer's callback may keep.
 	m := &a.msg
 	*m = record.Message{
-		Topic: h.Topic, QueueID: h.QueueID, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
+		Topic: tc.TopicName, QueueID: h.QueueID, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
 		BornHost: peerAddr(c), ReconsumeTimes: h.ReconsumeTimes, Properties: h.Properties,
 	}
 	if m.QueueID < 0 {
@@ -118,9 +123,11 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 	a.queueID = m.QueueID // the response names the requested queue, even when delayed
 	if h.Resend {
 		// A resend may have to wait for the index (resend.go): it is
-		// served off the reader. The body is copied: the request's
-		// receive buffer is reused once this processor returned.
+		// served off the reader. The body and the header's strings it
+		// reads are copied: the request's receive buffer is reused once
+		// this processor returned.
 		m.Body = bytes.Clone(req.Body)
+		a.delay = strings.Clone(a.delay) // a slice of the header
 		b.goFunc(func() {
 			resp := b.resendOrStore(a, m)
 			b.store.Drain() // not on the reader: no batch end drains for it

@@ -46,7 +46,7 @@ type pendingSend struct {
 	start    time.Time // zero when the send is not timed (metrics.sendStart)
 	wait     bool      // the WAIT property: wait for the flush and the slave
 	hasDelay bool      // a DELAY property, whose value is delay
-	delay    string    // (aliases the request's header)
+	delay    string    // (aliases the request's header: valid while the processor runs)
 	queueID  int32     // the queue the response names (the requested one)
 
 	// Held here so that a send costs one allocation for all of them.

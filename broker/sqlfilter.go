@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/smartgo/smartgo/filter"
@@ -50,6 +51,9 @@ func (c *selectorCache) compile(src string) (*filter.Expression, error) {
 	if cs, ok := c.m[src]; ok {
 		return cs.e, cs.err
 	}
+	// Kept, with the expression's literals (slices of it): src may be a
+	// slice of a request's header (protocol.Command.Recycle).
+	src = strings.Clone(src)
 	e, err := filter.Compile(src)
 	if c.m == nil || len(c.m) >= maxCachedSelectors {
 		c.m = make(map[string]compiledSelector)

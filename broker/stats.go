@@ -109,12 +109,19 @@ type statPair struct{ nums, size *statItem }
 
 type groupTopic struct{ group, topic string }
 
+// own returns k with its strings copied.
+func (k groupTopic) own() groupTopic {
+	return groupTopic{strings.Clone(k.group), strings.Clone(k.topic)}
+}
+
 // maxStatIndex bounds the keys of each index (each new key copies it).
 const maxStatIndex = 4096
 
 // indexed returns the pair of k in idx, adding it (made with mk, under
-// s.mu) when it is missing and idx has room.
-func indexed[K comparable](s *Stats, idx *atomic.Pointer[map[K]statPair], k K, mk func() statPair) statPair {
+// s.mu) when it is missing and idx has room. A key added is own(k): the
+// callers' keys may be slices of a request's header, valid only until the
+// request is recycled (protocol.Command.Recycle).
+func indexed[K comparable](s *Stats, idx *atomic.Pointer[map[K]statPair], k K, own func(K) K, mk func() statPair) statPair {
 	if m := idx.Load(); m != nil {
 		if p, ok := (*m)[k]; ok {
 			return p
@@ -134,7 +141,7 @@ func indexed[K comparable](s *Stats, idx *atomic.Pointer[map[K]statPair], k K, m
 		m = make(map[K]statPair, len(*old)+1)
 		maps.Copy(m, *old)
 	}
-	m[k] = p
+	m[own(k)] = p
 	idx.Store(&m)
 	return p
 }
@@ -165,7 +172,7 @@ func (s *Stats) item(kind StatKind, key string) *statItem {
 		// A first sample at zero lets windows count from creation.
 		it.samples = append(it.samples, statSample{at: s.now()})
 		it.hourly = append(it.hourly, statSample{at: s.now()})
-		s.items[kind][key] = it
+		s.items[kind][strings.Clone(key)] = it // kept: see indexed
 	}
 	return it
 }
@@ -182,7 +189,7 @@ func (s *Stats) Add(kind StatKind, key string, n int64) {
 
 // AddPut records messages stored into a topic.
 func (s *Stats) AddPut(topic string, msgs, bytes int64) {
-	p := indexed(s, &s.puts, topic, func() statPair {
+	p := indexed(s, &s.puts, topic, strings.Clone, func() statPair {
 		return statPair{s.item(TopicPutNums, topic), s.item(TopicPutSize, topic)}
 	})
 	p.add(msgs, bytes)
@@ -190,7 +197,7 @@ func (s *Stats) AddPut(topic string, msgs, bytes int64) {
 
 // AddGet records messages pulled by a group.
 func (s *Stats) AddGet(group, topic string, msgs, bytes int64) {
-	p := indexed(s, &s.gets, groupTopic{group, topic}, func() statPair {
+	p := indexed(s, &s.gets, groupTopic{group, topic}, groupTopic.own, func() statPair {
 		key := topic + "@" + group
 		return statPair{s.item(GroupGetNums, key), s.item(GroupGetSize, key)}
 	})

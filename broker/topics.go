@@ -259,7 +259,7 @@ func (m *TopicManager) CreateOnSend(topic, template string, queueNums int32, sys
 		TopicName: topic, ReadQueueNums: queueNums, WriteQueueNums: queueNums,
 		Perm: tmpl.Perm &^ PermInherit, TopicSysFlag: sysFlag, TopicFilterType: protocol.TopicFilterSingleTag,
 	}
-	return tc, m.createIfAbsent(tc)
+	return m.createIfAbsent(tc)
 }
 
 // CreateSystemTopic returns the topic's configuration, creating it with the
@@ -272,20 +272,25 @@ func (m *TopicManager) CreateSystemTopic(topic string, queueNums, perm int32) (p
 		return protocol.TopicConfig{}, err
 	}
 	tc := protocol.TopicConfig{TopicName: topic, ReadQueueNums: queueNums, WriteQueueNums: queueNums, Perm: perm, TopicFilterType: protocol.TopicFilterSingleTag}
-	return tc, m.createIfAbsent(tc)
+	return m.createIfAbsent(tc)
 }
 
-func (m *TopicManager) createIfAbsent(tc protocol.TopicConfig) error {
+// createIfAbsent adds tc unless its topic exists and returns the
+// configuration now held. The name is copied: it may be a slice of a
+// request's header, valid only until the request is recycled
+// (protocol.Command.Recycle), and the table keeps it.
+func (m *TopicManager) createIfAbsent(tc protocol.TopicConfig) (protocol.TopicConfig, error) {
 	m.mu.Lock()
-	if _, ok := m.topics[tc.TopicName]; ok {
+	if cur, ok := m.topics[tc.TopicName]; ok {
 		m.mu.Unlock()
-		return nil
+		return *cur, nil
 	}
+	tc.TopicName = strings.Clone(tc.TopicName)
 	m.topics[tc.TopicName] = &tc
 	m.mu.Unlock()
 	m.version.bump(m.opts.Now())
 	m.log.Info("topic created", "topic", tc.TopicName, "queues", tc.WriteQueueNums, "perm", tc.Perm)
-	return m.persist()
+	return tc, m.persist()
 }
 
 // Names returns the topic names, sorted.

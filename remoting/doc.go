@@ -19,9 +19,12 @@
 // Remark and ExtFields are copied out of the header. Requests to a
 // processor registered with RegisterOptions.TypedHeader keep their JSON
 // extFields as a field list (read in the same pass as the rest of the
-// header, their strings copied into one allocation) instead of a map: the
-// processor decodes them with DecodeHeader, straight into the typed header
-// for the send and pull headers (see package protocol).
+// header and written over the header's own bytes in the chunk) instead of
+// a map: the processor decodes them with DecodeHeader, straight into the
+// typed header for the send and pull headers (see package protocol). The
+// typed header's strings are then slices of the chunk, valid until the
+// request is recycled, like Body: a processor keeps copies of what
+// outlives that (protocol.Command.Recycle, Command.OwnFields).
 //
 // # Receive buffer reuse
 //

@@ -55,10 +55,11 @@ type RegisterOptions struct {
 	// fields stay valid). The response it returns may alias the body (an
 	// echo). The connection then reuses the request's receive buffer once
 	// the response was written (or dropped) and recycles req
-	// (protocol.Command.Recycle sets req.Body to nil). Header-derived
-	// strings (Remark, ExtFields values, typed headers) are copies and
-	// are never affected. A processor that breaks the promise may see
-	// another request's bytes in what it kept.
+	// (protocol.Command.Recycle sets req.Body to nil). Remark and
+	// ExtFields values are copies and are never affected; with
+	// TypedHeader, the strings of typed headers decoded from the field
+	// list are not (see TypedHeader). A processor that breaks the promise
+	// may see another request's bytes in what it kept.
 	NoRetain bool
 	// TypedHeader declares that the processor reads the request's
 	// extFields only through Command.DecodeHeader or Command.Fields,
@@ -67,7 +68,12 @@ type RegisterOptions struct {
 	// DecodeHeader reads them straight into typed headers that have a
 	// generated decoder (the send and pull headers), so no map is built
 	// for the request (see protocol.DecodeFrameWith). ExtFields is nil until
-	// Fields is called.
+	// Fields is called. The list lives in the request's receive buffer:
+	// the strings DecodeHeader puts into those typed headers are valid
+	// until the request is recycled (with NoRetain, once the processor
+	// returned), and a processor keeps a copy of whatever it keeps beyond
+	// (strings.Clone; Command.OwnFields for a request kept to be decoded
+	// again, such as a held pull).
 	TypedHeader bool
 	// BatchEnd runs on the connection's reader once it has served every
 	// whole frame of a read, when it ran this processor on one of them

@@ -3,6 +3,9 @@ package protocol
 import (
 	"fmt"
 	"strconv"
+	"strings"
+	"sync/atomic"
+	"unsafe"
 )
 
 // ExtFields carries a command's custom header fields. Every value is a
@@ -26,8 +29,12 @@ type HeaderDecoder interface {
 // the receiver; its Remark and ExtFields are copies and stay valid for
 // ever. A request decoded by DecodeFrameWith may carry its extFields as a
 // field list instead, with ExtFields nil: read them with DecodeHeader or
-// Fields. A receiver done with Body (and every slice of it) may call Recycle
-// so that the buffer can be reused.
+// Fields. When it was decoded in a shared receive buffer the list lives
+// in that buffer, and the strings DecodeHeader puts into a typed header
+// with a generated decoder (a send's Topic, Properties, ...) are slices
+// of it, valid until Recycle like Body (see Recycle). A receiver done
+// with Body (and every slice of it) may call Recycle so that the buffer
+// can be reused.
 type Command struct {
 	Code      int32
 	Language  LanguageCode
@@ -60,6 +67,9 @@ type Command struct {
 	list    fieldList
 	listErr error
 	hdr     jsonFieldsAppender
+	// lent: list lives in the receive buffer of ref (fieldList), so it
+	// goes with Recycle.
+	lent bool
 }
 
 // jsonFieldsDecoder is implemented by the typed headers that have a
@@ -84,9 +94,11 @@ type jsonFieldsAppender interface {
 // in ExtFields) from the field list a received command kept
 // (DecodeFrameWith) or the typed header it was built with (WithHeader).
 // Members that are not a well-formed object give nil (DecodeHeader
-// reports the error). Like Recycle it must not race with another use of c.
+// reports the error). The map owns its strings: they stay valid after
+// Recycle. Like Recycle it must not race with another use of c.
 func (c *Command) Fields() ExtFields {
 	if c.ExtFields == nil {
+		c.OwnFields()
 		c.ExtFields = c.fieldsMap()
 	}
 	c.list, c.listErr, c.hdr = "", nil, nil
@@ -101,18 +113,66 @@ type BufferRef interface {
 }
 
 // Recycle declares that the caller keeps no reference to c.Body, nor to
-// any slice of it, from now on: the receive buffer Body was decoded into
-// may then be reused for other frames, and c.Body is set to nil. Remark,
-// ExtFields and the other fields stay valid. It is a no-op on commands that
-// were not decoded into a shared buffer (NewRequest, NewResponse,
-// DecodeFrame) and on a second call; it must not race with another use of
-// c. A command that is never recycled simply keeps its buffer from being
-// reused.
+// any slice of it, nor to a string DecodeHeader decoded from a field list
+// kept in the receive buffer (see Command), from now on: the receive
+// buffer c was decoded into may then be reused for other frames, and
+// c.Body is set to nil, as is such a field list (DecodeHeader then finds
+// no fields; OwnFields before Recycle keeps them). Remark, ExtFields and
+// the other fields stay valid. Whoever keeps a header string beyond
+// Recycle (a map key, a callback run later) keeps a copy
+// (strings.Clone). It is a no-op on commands that were not decoded into a
+// shared buffer (NewRequest, NewResponse, DecodeFrame) and on a second
+// call; it must not race with another use of c. A command that is never
+// recycled simply keeps its buffer from being reused.
 func (c *Command) Recycle() {
 	if r := c.ref; r != nil {
+		if poisonRecycled.Load() {
+			c.poison()
+		}
 		c.ref = nil
 		c.Body = nil
+		if c.lent {
+			c.list, c.lent = "", false
+		}
 		r.Unref()
+	}
+}
+
+// OwnFields copies a field list kept in the receive buffer (see Command)
+// into an allocation of its own, so that DecodeHeader and Fields still
+// read it after Recycle: for a processor that keeps the request beyond
+// it (a held pull). The strings a typed header decoded before are not
+// changed: decode again after OwnFields. A no-op on other commands.
+func (c *Command) OwnFields() {
+	if c.lent {
+		c.list, c.lent = fieldList(strings.Clone(string(c.list))), false
+	}
+}
+
+// poisonRecycled makes Recycle overwrite the bytes it releases (Body and
+// a field list in the receive buffer) with poisonByte, so that a test
+// sees at once what kept a slice of them (SetPoisonRecycled).
+var poisonRecycled atomic.Bool
+
+const poisonByte = 0xDB
+
+// SetPoisonRecycled turns the poisoning of released receive-buffer bytes
+// on or off, for tests (also on with the build tag smartgo_poison): a
+// string or slice of a request kept beyond Recycle then reads as 0xDB
+// bytes instead of, some time later, another frame's bytes. It returns
+// the previous setting.
+func SetPoisonRecycled(on bool) bool { return poisonRecycled.Swap(on) }
+
+func (c *Command) poison() {
+	for i := range c.Body {
+		c.Body[i] = poisonByte
+	}
+	if c.lent && c.list != "" {
+		// The list's bytes are the receive buffer's (a []byte).
+		b := unsafe.Slice(unsafe.StringData(string(c.list)), len(c.list))
+		for i := range b {
+			b[i] = poisonByte
+		}
 	}
 }
 

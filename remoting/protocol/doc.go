@@ -73,7 +73,9 @@
 // codes its caller names (the remoting server does so for processors
 // registered with TypedHeader): the members read once, in the same pass
 // over the frame's bytes as the rest of the header, their strings
-// unescaped into one allocation (fieldlist.go). DecodeHeader then decodes
+// unescaped and written over the header's own bytes when the frame is in
+// a shared receive buffer, so that they are valid until Recycle
+// (fieldlist.go, Command.Recycle), else into one allocation. DecodeHeader then decodes
 // from the list, and Command.WithHeader keeps a response's typed header
 // until the frame is written. Both produce exactly what the map would
 // (same values, same errors, same bytes; tests, FuzzRawFields and

@@ -7,10 +7,20 @@ import (
 
 // A request decoded by DecodeFrameWith for a code that RawFields keeps
 // gets its extFields as a field list instead of the ExtFields map: the
-// members read once, while the frame is decoded, into one allocation that
-// the header's strings are slices of (so they stay valid after Recycle).
-// The generated decoders of the send and pull headers read the list with
-// no JSON left to scan (decodeFieldList), Fields builds the map from it.
+// members read once, while the frame is decoded. The generated decoders of
+// the send and pull headers read the list with no JSON left to scan
+// (decodeFieldList), Fields builds the map from it.
+//
+// Where the list lives decides how long the header's strings (the typed
+// header's Topic, Properties and so on, which are slices of it) stay
+// valid. A frame decoded in a shared receive buffer (DecodeFrameWith with
+// a BufferRef) gets its list written over its own JSON header, which the
+// list is never longer than for the headers clients write: no allocation,
+// no copy into fresh memory, and the list and every string decoded from
+// it are valid until the command is recycled, like Body (Command.Recycle;
+// OwnFields copies it out for a processor that keeps the request). Without
+// a BufferRef, or when the list would not fit, it takes one allocation of
+// its own and stays valid for ever.
 //
 // The list's bytes: a marker byte (so that the list of an empty object is
 // not the empty string), then for each member that has a value, in the
@@ -101,10 +111,12 @@ func listFromText(text string) (fieldList, error) {
 // untouched, and decodeJSONHeader's general path decides, errors
 // included. On success c is as decodeJSONHeader would leave it, with the
 // list in c.list where that keeps the text (a request whose code raw
-// keeps, "code" before "extFields"), else in c.ExtFields as a map.
-func decodeJSONHeaderFast(b []byte, c *Command, raw RawFields) bool {
+// keeps, "code" before "extFields"), else in c.ExtFields as a map. With
+// lend, a kept list that fits is written over b and c.lent is set (see
+// fieldList); b is written only once the pass succeeded.
+func decodeJSONHeaderFast(b []byte, c *Command, raw RawFields, lend bool) bool {
 	// The list is built here (on the stack while it fits) and copied
-	// once into its own string at the end.
+	// once at the end: over b when lent, else into its own string.
 	var scratch [512]byte
 	var (
 		code, version, opaque, flag int32
@@ -194,14 +206,18 @@ func decodeJSONHeaderFast(b []byte, c *Command, raw RawFields) bool {
 		return false
 	}
 	c.Code, c.Version, c.Opaque, c.Flag, c.Language, c.Remark = code, version, opaque, flag, lang, remark
-	c.ExtFields, c.list, c.listErr = nil, "", nil
-	if ext {
-		l := fieldList(list) // one allocation of the list's size, not zeroed first
-		if codeFirst && !c.IsResponse() && raw(code) {
-			c.list = l
-		} else {
-			c.ExtFields = l.fields()
-		}
+	c.ExtFields, c.list, c.listErr, c.lent = nil, "", nil, false
+	switch {
+	case !ext:
+	case !codeFirst || c.IsResponse() || !raw(code):
+		c.ExtFields = fieldList(list).fields() // the map's strings: one allocation of the list's size
+	case lend && len(list) <= len(b):
+		// The header's bytes are not read again: the list takes their
+		// place and lives as long as the receive buffer's reference.
+		n := copy(b, list)
+		c.list, c.lent = fieldList(unsafe.String(unsafe.SliceData(b), n)), true
+	default:
+		c.list = fieldList(list) // one allocation of the list's size, not zeroed first
 	}
 	return true
 }

@@ -1,8 +1,11 @@
 package protocol
 
 import (
+	"bytes"
 	"maps"
+	"strings"
 	"testing"
+	"unsafe"
 )
 
 // The headers the clients write take the one-pass path: Java's (fastjson,
@@ -20,7 +23,7 @@ func TestRemotingFastHeaderClients(t *testing.T) {
 			`"serializeTypeCurrentRPC":"JSON","version":401}`},
 	} {
 		var c Command
-		if !decodeJSONHeaderFast([]byte(tc.hdr), &c, allRaw) {
+		if !decodeJSONHeaderFast([]byte(tc.hdr), &c, allRaw, false) {
 			t.Fatalf("%s: not decoded in one pass", tc.name)
 		}
 		if c.list == "" || c.ExtFields != nil || c.Opaque != 5 {
@@ -40,9 +43,9 @@ func TestRemotingFastHeaderClients(t *testing.T) {
 	}
 }
 
-// Strings decoded from a field list are not slices of the frame: a
-// frame's receive buffer may be reused as soon as the command is
-// recycled, and the header must not change then.
+// Strings decoded from the field list of a frame decoded without a
+// BufferRef are not slices of the frame: the caller may reuse its bytes
+// at once, and the header must not change then.
 func TestRemotingFastHeaderOwnsItsStrings(t *testing.T) {
 	hdr := []byte(`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"rm","extFields":{"producerGroup":"pg","topic":"T",` +
 		`"defaultTopic":"D","defaultTopicQueueNums":"1","queueId":"0","sysFlag":"0","bornTimestamp":"0","flag":"0","properties":"a\u0001b"}}`)
@@ -63,6 +66,94 @@ func TestRemotingFastHeaderOwnsItsStrings(t *testing.T) {
 	}
 }
 
+// A frame decoded in a shared receive buffer (with a BufferRef) gets its
+// field list written over its own header: the header's strings are slices
+// of the buffer, valid until Recycle, which poisons them when asked to
+// (so that a test sees what kept one) and drops the list. OwnFields and
+// Fields give strings that outlive Recycle.
+func TestRemotingFastHeaderLentUntilRecycle(t *testing.T) {
+	defer SetPoisonRecycled(SetPoisonRecycled(true))
+	hdr := []byte(`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"rm","extFields":{"producerGroup":"pg","topic":"T",` +
+		`"defaultTopic":"D","defaultTopicQueueNums":"1","queueId":"0","sysFlag":"0","bornTimestamp":"0","flag":"0","properties":"a\u0001b"}}`)
+	decode := func() (*Command, *countRef, []byte) {
+		frame := frameOf(SerializeJSON, hdr, []byte("body"))[4:]
+		ref := &countRef{}
+		c, err := DecodeFrameWith(frame, ref, allRaw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, ref, frame
+	}
+	c, ref, frame := decode()
+	var h SendMessageRequestHeader
+	if err := DecodeSendHeader(c, &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Topic != "T" || h.ProducerGroup != "pg" || h.DefaultTopic != "D" || h.Properties != "a\x01b" || c.Remark != "rm" || string(c.Body) != "body" {
+		t.Fatalf("header %+v remark %q body %q", h, c.Remark, c.Body)
+	}
+	if !c.lent || unsafe.StringData(string(c.list)) != &frame[4] || c.ExtFields != nil {
+		t.Fatalf("the list is not written over the frame's header (lent %v)", c.lent)
+	}
+	c.Recycle()
+	if ref.n != 1 || c.Body != nil || h.Topic != "\xDB" || h.Properties != "\xDB\xDB\xDB" || c.Remark != "rm" {
+		t.Fatalf("after Recycle: %d unrefs, body %q, topic %q, properties %q, remark %q", ref.n, c.Body, h.Topic, h.Properties, c.Remark)
+	}
+	if err := DecodeSendHeader(c, &h); err == nil {
+		t.Fatalf("a recycled command's list decoded: %+v", h)
+	}
+
+	// Kept beyond Recycle: OwnFields, then decode.
+	c, _, frame = decode()
+	c.OwnFields()
+	c.Recycle()
+	for i := range frame {
+		frame[i] = 'x'
+	}
+	if err := DecodeSendHeader(c, &h); err != nil || h.Topic != "T" || h.Properties != "a\x01b" {
+		t.Fatalf("after OwnFields and Recycle: %+v %v", h, err)
+	}
+	// Fields' map owns its strings.
+	c, _, frame = decode()
+	f := c.Fields()
+	c.Recycle()
+	for i := range frame {
+		frame[i] = 'x'
+	}
+	if f["topic"] != "T" || f["properties"] != "a\x01b" || len(f) != 9 {
+		t.Fatalf("Fields after Recycle: %v", f)
+	}
+}
+
+// A list longer than the header it came from (numbers take 2 bytes more
+// in the list than in JSON) is not lent: it takes its own allocation and
+// stays valid after the frame's bytes are overwritten.
+func TestRemotingFastHeaderNotLentWhenLonger(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString(`{"code":10,"extFields":{`)
+	for i := range 40 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`"` + string(rune('A'+i%26)) + string(rune('a'+i/26)) + `":1`)
+	}
+	sb.WriteString(`}}`)
+	frame := frameOf(SerializeJSON, []byte(sb.String()), nil)[4:]
+	c, err := DecodeFrameWith(frame, &countRef{}, allRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.lent || c.list == "" {
+		t.Fatalf("lent %v, list %q", c.lent, c.list)
+	}
+	for i := range frame {
+		frame[i] = 'x'
+	}
+	if f := c.Fields(); len(f) != 40 || f["Aa"] != "1" {
+		t.Fatalf("fields %v", f)
+	}
+}
+
 func only10(code int32) bool { return code == 10 }
 
 // checkFastHeader decodes hdr with the one-pass decoder and, where it
@@ -71,9 +162,16 @@ func only10(code int32) bool { return code == 10 }
 func checkFastHeader(t *testing.T, hdr []byte) {
 	t.Helper()
 	for _, raw := range []RawFields{allRaw, only10} {
-		var fast, scan Command
-		if !decodeJSONHeaderFast(hdr, &fast, raw) {
+		var fast, scan, lent Command
+		if !decodeJSONHeaderFast(hdr, &fast, raw, false) {
 			continue
+		}
+		// Lent, over a copy of hdr: the same list, written over it.
+		buf := bytes.Clone(hdr)
+		if !decodeJSONHeaderFast(buf, &lent, raw, true) || lent.list != fast.list ||
+			(lent.lent && unsafe.StringData(string(lent.list)) != &buf[0]) || (lent.lent && len(fast.list) > len(hdr)) ||
+			(!lent.lent && fast.list != "" && len(fast.list) <= len(hdr)) {
+			t.Fatalf("%q: lent list %q (lent %v), own %q", hdr, lent.list, lent.lent, fast.list)
 		}
 		if err := decodeJSONHeaderScan(hdr, &scan, raw); err != nil {
 			t.Fatalf("%q: one pass decoded %+v, the general path failed: %v", hdr, fast, err)
@@ -111,7 +209,7 @@ func TestRemotingFastHeaderTruncated(t *testing.T) {
 	h := `{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T","p":"a\u0001b","n":12}}`
 	for n := range len(h) {
 		var c Command
-		if decodeJSONHeaderFast([]byte(h[:n]), &c, allRaw) {
+		if decodeJSONHeaderFast([]byte(h[:n]), &c, allRaw, false) {
 			t.Fatalf("%q decoded: %+v", h[:n], c)
 		}
 	}

@@ -41,7 +41,8 @@ func DecodeFrame(frame []byte) (*Command, error) { return DecodeFrameRef(frame, 
 
 // DecodeFrameRef is DecodeFrame for a frame in a shared receive buffer: on
 // success the command holds ref (the caller took it for this command) and
-// drops it in Recycle; on error ref is not kept.
+// drops it in Recycle; on error ref is not kept. The frame's bytes belong
+// to the command from then on: the decoder may write over its header.
 func DecodeFrameRef(frame []byte, ref BufferRef) (*Command, error) {
 	return DecodeFrameWith(frame, ref, nil)
 }
@@ -53,7 +54,10 @@ func DecodeFrameRef(frame []byte, ref BufferRef) (*Command, error) {
 // client writes them). Such a command's ExtFields is nil: its fields are
 // read with DecodeHeader (straight from the list for the headers that
 // have a generated decoder) or Fields. With a raw, the header of the
-// forms clients write is read in one pass, straight from frame.
+// forms clients write is read in one pass, straight from frame. With a
+// ref, the field list is written over the frame's header and it, and the
+// strings DecodeHeader decodes from it, are valid only until Recycle
+// (see Command.Recycle).
 func DecodeFrameWith(frame []byte, ref BufferRef, raw RawFields) (*Command, error) {
 	if len(frame) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes, need at least 4", ErrBadFrame, len(frame))
@@ -69,7 +73,7 @@ func DecodeFrameWith(frame []byte, ref BufferRef, raw RawFields) (*Command, erro
 	var err error
 	switch st {
 	case SerializeJSON:
-		err = decodeJSONHeader(hdr, c, raw)
+		err = decodeJSONHeader(hdr, c, raw, ref != nil)
 	case SerializeRocketMQ:
 		err = decodeBinaryHeader(hdr, c)
 	default:

@@ -456,8 +456,10 @@ func (s *jsonScanner) skip() error {
 // ExtFields map (see Command.Fields).
 type RawFields func(code int32) bool
 
-func decodeJSONHeader(b []byte, c *Command, raw RawFields) error {
-	if raw != nil && decodeJSONHeaderFast(b, c, raw) {
+// decodeJSONHeader decodes the JSON header b into c; with lend, a field
+// list kept for raw may be written over b (see fieldList).
+func decodeJSONHeader(b []byte, c *Command, raw RawFields, lend bool) error {
+	if raw != nil && decodeJSONHeaderFast(b, c, raw, lend) {
 		return nil
 	}
 	return decodeJSONHeaderScan(b, c, raw)
