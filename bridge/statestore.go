@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/smartgo/smartgo/client/statestore/router"
 	"github.com/smartgo/smartgo/internal/gogroup"
@@ -209,6 +211,9 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		}
 	}
 	done := later()
+	// The request's bytes are the call's only (HandleInline): what is
+	// answered later gets copies.
+	msg = ssDetach(call, msg, cmd != nil)
 	finish := func(resp *router.BrokerResponse, err error) {
 		f.answer(from.ClientID, msg, resp, err)
 		done(nil)
@@ -228,6 +233,24 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		finish(nil, router.ErrClosed)
 	}
 	return nil
+}
+
+// ssDetach copies what a request answered later uses of msg, whose bytes
+// are the handler call's only: the response's envelope (response topic,
+// correlation data, expiry) and the payload, on which call's command is
+// parsed again when parsed says it was; the call's strings are copied too.
+func ssDetach(call *ssCall, msg *mqtt.Message, parsed bool) *mqtt.Message {
+	m := &mqtt.Message{Topic: strings.Clone(msg.Topic), Payload: bytes.Clone(msg.Payload), QoS: msg.QoS,
+		ContentType: strings.Clone(msg.ContentType), ResponseTopic: strings.Clone(msg.ResponseTopic),
+		CorrelationData: bytes.Clone(msg.CorrelationData), Expiry: msg.Expiry, ClientID: msg.ClientID, Username: msg.Username}
+	req := &call.req
+	req.Payload = m.Payload
+	req.Timestamp, req.FencingToken, req.ProtVer = strings.Clone(req.Timestamp), strings.Clone(req.FencingToken), strings.Clone(req.ProtVer)
+	if parsed {
+		// It parsed before; the same bytes parse the same.
+		call.cmd, _ = statestore.ParseCommand(m.Payload)
+	}
+	return m
 }
 
 // envelopeOK checks a request's MQTT envelope and answers a bad one with
@@ -286,20 +309,45 @@ type ssCall struct {
 // call is 512 bytes to clear and scan per request otherwise.
 var ssCalls = sync.Pool{New: func() any { return new(ssCall) }}
 
-// ssResponse is a 200 response and its user properties, in one
-// allocation (the session keeps the message until the client acknowledges
-// it).
+// ssResponse is a 200 response, its user properties and, in envelope,
+// the copies of the request's response topic and correlation data it
+// carries (the request's bytes are the handler call's only), in one
+// allocation: the session keeps the message until the client acknowledges
+// it.
 type ssResponse struct {
-	m    mqtt.Message
-	user [3]mqtt.UserProperty
+	m        mqtt.Message
+	user     [3]mqtt.UserProperty
+	envelope [ssEnvelope]byte
+}
+
+// ssEnvelope is the room in a response for its topic and correlation data
+// (an Azure client's response topic is about 100 bytes, its correlation
+// data 16); a longer envelope is copied into an allocation of its own.
+const ssEnvelope = 160
+
+// envelopeOf sets r's topic and correlation data to copies of req's.
+func (r *ssResponse) envelopeOf(req *mqtt.Message) {
+	b := r.envelope[:0]
+	if len(req.ResponseTopic)+len(req.CorrelationData) > ssEnvelope {
+		b = make([]byte, 0, len(req.ResponseTopic)+len(req.CorrelationData))
+	}
+	b = append(b, req.ResponseTopic...)
+	b = append(b, req.CorrelationData...)
+	// Written once here, never changed after: the topic may share it.
+	if n := len(req.ResponseTopic); n > 0 {
+		r.m.Topic = unsafe.String(&b[0], n)
+	}
+	if len(req.CorrelationData) > 0 {
+		r.m.CorrelationData = b[len(req.ResponseTopic):len(b):len(b)]
+	}
 }
 
 // respondOK sends a 200 response: the properties of statestore.Reply's
 // UserProperties, with the broker's version string reused when it is
 // already in canonical form.
 func (f *StateStoreFront) respondOK(clientID string, req *mqtt.Message, payload []byte, version string) {
-	r := &ssResponse{m: mqtt.Message{Topic: req.ResponseTopic, Payload: payload, QoS: 1, ContentType: statestore.ContentType,
-		CorrelationData: req.CorrelationData, Expiry: req.Expiry}}
+	r := &ssResponse{m: mqtt.Message{Payload: payload, QoS: 1, ContentType: statestore.ContentType, Expiry: req.Expiry}}
+	r.envelopeOf(req)
 	r.user[0] = mqtt.UserProperty{Key: statestore.PropStatus, Value: statestore.Status200}
 	r.user[1] = mqtt.UserProperty{Key: statestore.PropProtocolVersion, Value: statestore.ProtocolVersion}
 	n := 2
@@ -364,10 +412,12 @@ func ssOctetStream(ct string) bool {
 
 // respond puts a response into the requester's session.
 func (f *StateStoreFront) respond(clientID string, req *mqtt.Message, payload []byte, props []statestore.UserProperty) {
-	m := &mqtt.Message{Topic: req.ResponseTopic, Payload: payload, QoS: 1, ContentType: statestore.ContentType,
-		CorrelationData: req.CorrelationData, Expiry: req.Expiry}
+	m := &mqtt.Message{Topic: strings.Clone(req.ResponseTopic), Payload: payload, QoS: 1, ContentType: statestore.ContentType,
+		CorrelationData: bytes.Clone(req.CorrelationData), Expiry: req.Expiry}
 	for _, p := range props {
-		m.User = append(m.User, mqtt.UserProperty{Key: p.Key, Value: p.Value})
+		// A value may come from the request (its version, its content
+		// type).
+		m.User = append(m.User, mqtt.UserProperty{Key: p.Key, Value: strings.Clone(p.Value)})
 	}
 	if err := f.srv.SendTo(clientID, m); err != nil {
 		f.log.Debug("state store response not delivered", "client", clientID, "err", err)

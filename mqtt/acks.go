@@ -2,8 +2,10 @@ package mqtt
 
 import (
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -141,7 +143,9 @@ type asyncCall struct {
 	topic   string
 	a       *pendingAck // queued by later
 	later   bool        // later was called
+	aliased bool        // the call's request points into the connection's input
 	laterFn func() func(error)
+	msg     Message // an inline handler's request (aliased)
 }
 
 var asyncCalls = sync.Pool{New: func() any { return &asyncCall{} }}
@@ -150,12 +154,21 @@ var asyncCalls = sync.Pool{New: func() any { return &asyncCall{} }}
 // later (the acknowledgement is queued and sent from done); otherwise err
 // is its answer, acknowledged like a Handler's, without a queued
 // acknowledgement or any allocation.
+//
+// A nil msg: p is aliased (workInline) and the Message is built in the
+// pooled call state, valid, like p, only during the call.
 func (c *conn) callAsync(h AsyncHandler, p *packets.Publish, info ClientInfo, msg *Message) (later bool, err error) {
 	ac := asyncCalls.Get().(*asyncCall)
 	if ac.laterFn == nil {
 		ac.laterFn = ac.defer1 // once per pooled state
 	}
 	ac.c, ac.qos, ac.id, ac.topic = c, p.QoS, p.PacketID, p.Topic
+	if msg == nil {
+		ac.aliased = true
+		msg = &ac.msg
+		fillMessage(msg, p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties, time.Now())
+		msg.ClientID, msg.Username = info.ClientID, info.Username
+	}
 	err = h(c.srv.ctx, info, msg, ac.laterFn)
 	later = ac.later
 	if ac.a != nil {
@@ -181,7 +194,11 @@ func (ac *asyncCall) defer1() func(error) {
 		ac.a = ac.c.addAck(ac.qos, ac.id)
 		ac.a.inCall.Store(true)
 	}
-	return ac.c.asyncDone(ac.a, ac.topic)
+	topic := ac.topic
+	if ac.aliased {
+		topic = strings.Clone(topic) // logged by done, after the call
+	}
+	return ac.c.asyncDone(ac.a, topic)
 }
 
 // asyncDone returns the completion of an asynchronous publish (a nil a:

@@ -240,7 +240,7 @@ func (c *conn) handle(p packets.Packet) {
 	}
 	switch p := p.(type) {
 	case *packets.Publish:
-		c.handlePublish(p)
+		c.handlePublish(p, false)
 	case *packets.Puback:
 		ss := c.session
 		ss.mu.Lock()

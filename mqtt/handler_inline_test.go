@@ -1,7 +1,9 @@
 package mqtt
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -43,11 +45,13 @@ func inlineServer(t *testing.T, pending chan<- asyncReq) (*Server, func() []bool
 		where = append(where, onPoller())
 		mu.Unlock()
 		if len(msg.Payload) > 0 && msg.Payload[0] == 'L' {
-			pending <- asyncReq{from, msg, later()}
+			pending <- asyncReq{from, nil, later()} // msg is the call's only
 			return nil
 		}
 		if msg.ResponseTopic != "" {
-			if err := s.SendTo(from.ClientID, &Message{Topic: msg.ResponseTopic, Payload: msg.Payload, QoS: 1}); err != nil {
+			// Copies: the request's bytes are the call's only.
+			resp := &Message{Topic: strings.Clone(msg.ResponseTopic), Payload: bytes.Clone(msg.Payload), QoS: 1}
+			if err := s.SendTo(from.ClientID, resp); err != nil {
 				t.Error(err)
 			}
 		}
@@ -168,7 +172,7 @@ func TestMQTTHandleInlineReceiveMaximum(t *testing.T) {
 	pending := make(chan asyncReq, recvMax+1)
 	s := startServer(t, func(o *Options) { o.ReceiveMaximum = recvMax }).Server
 	s.HandleInline("ireq", func(_ context.Context, from ClientInfo, msg *Message, later func() func(error)) error {
-		pending <- asyncReq{from, msg, later()}
+		pending <- asyncReq{from, nil, later()} // msg is the call's only
 		return nil
 	})
 	r := connected(t, s.Addrs()[0].String(), packets.Version5, "inline-rm")
@@ -263,5 +267,84 @@ func TestMQTTHandleInlineBurstYields(t *testing.T) {
 	}
 	if !ran[0] {
 		t.Fatal("the first request of the burst did not run on the poller")
+	}
+}
+
+// TestMQTTHandleInlineAliased: an inline handler on the poller gets its
+// request decoded in place (no copy), every field as the client sent it,
+// and what it copies stays valid after the call; under the race detector
+// the request's bytes are overwritten when the handler returns, so what a
+// handler kept without copying (against HandleInline's contract) reads
+// as poison, which is what makes the project's -race tests catch it. The
+// handler looks at what it kept of the previous request in its next call
+// (after the poller's overwrite, on the goroutine that owns the
+// connection).
+func TestMQTTHandleInlineAliased(t *testing.T) {
+	type seen struct {
+		onPoller             bool
+		payload, corr, topic string // copies
+		user                 []UserProperty
+		prevPolled           bool   // the previous request ran on the poller
+		prevKept             string // what its payload, kept uncopied, reads now
+		prevTopic            string // what its response topic, kept uncopied, reads now
+	}
+	calls := make(chan seen, 64)
+	s := startServer(t, nil).Server
+	var kept []byte // the previous request's payload, kept against the contract
+	var keptTopic string
+	var keptPolled bool
+	s.HandleInline("ireq", func(_ context.Context, from ClientInfo, msg *Message, later func() func(error)) error {
+		sn := seen{onPoller: onPoller(), payload: string(msg.Payload), corr: string(msg.CorrelationData),
+			topic: strings.Clone(msg.ResponseTopic), prevPolled: keptPolled, prevKept: string(kept), prevTopic: strings.Clone(keptTopic)}
+		for _, u := range msg.User {
+			sn.user = append(sn.user, UserProperty{Key: strings.Clone(u.Key), Value: strings.Clone(u.Value)})
+		}
+		kept, keptTopic, keptPolled = msg.Payload, msg.ResponseTopic, sn.onPoller
+		if err := s.SendTo(from.ClientID, &Message{Topic: sn.topic, Payload: []byte(sn.payload), QoS: 1,
+			CorrelationData: []byte(sn.corr)}); err != nil {
+			t.Error(err)
+		}
+		calls <- sn
+		return nil
+	})
+	r := connected(t, s.Addrs()[0].String(), packets.Version5, "inline-alias")
+	checked := false
+	for id := uint16(1); id <= 20 && !checked; id++ {
+		payload := fmt.Sprintf("request %d", id)
+		req := inlineRequest(id, 1, payload)
+		req.Properties.Present.Add(packets.PropCorrelationData)
+		req.Properties.CorrelationData = []byte(fmt.Sprintf("corr-%d", id))
+		req.Properties.ResponseTopic = fmt.Sprintf("iresp/%d", id)
+		req.Properties.User = []UserProperty{{Key: "k", Value: fmt.Sprint("v", id)}, {Key: "k2", Value: "w"}}
+		r.send(req)
+		pub := r.expectPublish()
+		if string(pub.Payload) != payload || string(pub.Properties.CorrelationData) != fmt.Sprintf("corr-%d", id) || pub.Topic != fmt.Sprintf("iresp/%d", id) {
+			t.Fatalf("response %q %q on %q", pub.Payload, pub.Properties.CorrelationData, pub.Topic)
+		}
+		if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != id {
+			t.Fatalf("want PUBACK %d, got %+v", id, a)
+		}
+		sn := <-calls
+		if sn.payload != payload || sn.topic != fmt.Sprintf("iresp/%d", id) || len(sn.user) != 2 || sn.user[0].Value != fmt.Sprint("v", id) || sn.user[1] != (UserProperty{Key: "k2", Value: "w"}) {
+			t.Fatalf("handler saw %+v", sn)
+		}
+		if !sn.prevPolled {
+			continue // the worker that handled CONNECT still owned the connection
+		}
+		checked = true
+		if !poisonInline {
+			continue
+		}
+		// Poisoned, or already holding the next read's bytes: either
+		// way no longer the request.
+		if sn.prevKept == fmt.Sprintf("request %d", id-1) {
+			t.Fatalf("payload kept past the call still reads %q", sn.prevKept)
+		}
+		if sn.prevTopic == fmt.Sprintf("iresp/%d", id-1) {
+			t.Fatalf("response topic kept past the call still reads %q", sn.prevTopic)
+		}
+	}
+	if !checked {
+		t.Fatal("no request handled on the poller")
 	}
 }

@@ -288,7 +288,9 @@ func (c *conn) workInline() {
 			c.fl.release()
 			return
 		}
-		p, used, err := c.srv.dec.NextScratch(c.version, c.in, sc)
+		// Decoded in place: an inline handler's request is valid only
+		// during its call (HandleInline), and the rest is copied below.
+		p, used, err := c.srv.dec.NextScratchAlias(c.version, c.in, sc)
 		if err == packets.ErrIncomplete && len(c.in) == 0 {
 			c.dropIn()
 			c.scheduled = false
@@ -302,7 +304,8 @@ func (c *conn) workInline() {
 			c.srv.pool.submit(c.work) // still scheduled
 			return
 		}
-		if pub, ok := p.(*packets.Publish); ok {
+		pub, isPub := p.(*packets.Publish)
+		if isPub {
 			if !c.publishInline(pub) {
 				// Left in the input for a worker, which decodes it again.
 				c.inMu.Unlock()
@@ -312,11 +315,25 @@ func (c *conn) workInline() {
 			}
 			c.inlined = true
 			c.lowatOn()
+		} else {
+			packets.Detach(p) // an acknowledgement's properties, if any
 		}
+		raw := c.in[:used]
 		c.in = c.in[used:]
 		c.inMu.Unlock()
 		c.srv.stats.PacketsReceived.Add(1)
-		c.handle(p)
+		if !isPub {
+			c.handle(p)
+			continue
+		}
+		c.handlePublish(pub, true)
+		if poisonInline {
+			// Tests under the race detector: what a handler kept of
+			// its request reads as garbage from now on.
+			for i := range raw {
+				raw[i] = poisonByte
+			}
+		}
 	}
 }
 
@@ -344,6 +361,10 @@ func (c *conn) appendIn(b []byte) {
 		c.inBuf = nil
 	}
 }
+
+// poisonByte is what an inline request's bytes read as after its handler
+// returned, in tests under the race detector (poisonInline).
+const poisonByte = 0xDB
 
 // dropIn empties the input, returning a pooled array (caller holds inMu).
 func (c *conn) dropIn() {
@@ -603,7 +624,14 @@ func (c *conn) shutdownIO(linger bool) bool {
 		return false
 	}
 	c.closed = true
-	c.dropIn()
+	if c.scheduled {
+		// The poller may be running an inline handler on requests that
+		// alias the array (workInline): it is left to the collector
+		// rather than handed to another connection.
+		c.in, c.inBuf = nil, nil
+	} else {
+		c.dropIn()
+	}
 	if c.tls != nil {
 		linger = linger && !c.wclosed
 		c.tls.linger = linger

@@ -13,7 +13,14 @@ import (
 
 // messageFrom builds a Message from a PUBLISH's (or will's) fields.
 func messageFrom(topic string, payload []byte, qos byte, retain bool, pr *packets.Properties, now time.Time) *Message {
-	m := &Message{Topic: topic, Payload: payload, QoS: qos, Retain: retain}
+	m := new(Message)
+	fillMessage(m, topic, payload, qos, retain, pr, now)
+	return m
+}
+
+// fillMessage sets m (zero) from a PUBLISH's (or will's) fields.
+func fillMessage(m *Message, topic string, payload []byte, qos byte, retain bool, pr *packets.Properties, now time.Time) {
+	m.Topic, m.Payload, m.QoS, m.Retain = topic, payload, qos, retain
 	if pr.Present.Has(packets.PropPayloadFormat) {
 		m.HasPayloadFormat, m.PayloadFormat = true, pr.PayloadFormat
 	}
@@ -30,7 +37,13 @@ func messageFrom(topic string, payload []byte, qos byte, retain bool, pr *packet
 		m.CorrelationData = pr.CorrelationData
 	}
 	m.User = pr.User
-	return m
+}
+
+// ownPublish copies what an aliased PUBLISH (NextScratchAlias) holds into
+// memory of its own, its user property list included.
+func ownPublish(p *packets.Publish) {
+	packets.Detach(p)
+	p.Properties.User = slices.Clone(p.Properties.User)
 }
 
 // errReason maps a backend or handler error to a PUBACK/PUBREC reason.
@@ -51,11 +64,18 @@ func (c *conn) ackProps(code packets.ReasonCode, detail string) packets.Properti
 	return reasonProps(detail)
 }
 
-func (c *conn) handlePublish(p *packets.Publish) {
+// handlePublish serves a PUBLISH. aliased: p points into the connection's
+// input (workInline), valid only until handlePublish returns; only an
+// inline handler sees it so, anything else gets a copy.
+func (c *conn) handlePublish(p *packets.Publish, aliased bool) {
 	s := c.srv
 	v5 := c.version == packets.Version5
 	s.stats.Received.Add(1)
 	s.stats.ReceivedQoS[min(p.QoS, 2)].Add(1)
+	if aliased && (p.QoS == 2 || p.Properties.Present.Has(packets.PropTopicAlias)) {
+		ownPublish(p) // not an inline request after all (publishInline)
+		aliased = false
+	}
 	if v5 && p.Properties.Present.Has(packets.PropTopicAlias) {
 		a := p.Properties.TopicAlias
 		if int(a) > s.opts.TopicAliasMaximum {
@@ -93,7 +113,11 @@ func (c *conn) handlePublish(p *packets.Publish) {
 	info := c.info()
 	var code packets.ReasonCode
 	detail := ""
-	h, ah, _ := s.handlerFor(p.Topic)
+	h, ah, inline := s.handlerFor(p.Topic)
+	if aliased && !inline {
+		ownPublish(p) // the handler changed since publishInline
+		aliased = false
+	}
 	if h == nil && ah == nil {
 		if ok, why := s.mayPublish(info, p.Topic); !ok {
 			code, detail = packets.ReasonNotAuthorized, why
@@ -102,7 +126,15 @@ func (c *conn) handlePublish(p *packets.Publish) {
 	if code == 0 && p.Properties.Present.Has(packets.PropPayloadFormat) && p.Properties.PayloadFormat == 1 && !utf8.Valid(p.Payload) {
 		code, detail = packets.ReasonPayloadFormatInvalid, "payload is not UTF-8"
 	}
-	if code == 0 {
+	if code == 0 && aliased {
+		// An inline handler: the Message is the call's own (no
+		// allocation), as are the bytes it points to.
+		if later, err := c.callAsync(ah, p, info, nil); later {
+			return // the acknowledgement is sent from done
+		} else if err != nil {
+			code, detail = errReason(err), err.Error()
+		}
+	} else if code == 0 {
 		msg := messageFrom(p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties, time.Now())
 		msg.ClientID, msg.Username = info.ClientID, info.Username
 		if h == nil && ah == nil && s.async != nil {

@@ -348,6 +348,15 @@ func (s *Server) HandleAsync(filter string, h AsyncHandler) (unregister func()) 
 // hands the work to a goroutine of its own and returns. Other PUBLISHes to
 // the topic (3.1.1, QoS 2, with a topic alias, read together with other
 // packets) reach h on a worker, as with HandleAsync.
+//
+// msg, and every byte it points to (topic, payload, response topic,
+// correlation data, content type, user properties), belongs to the call:
+// on the poller it is decoded in place, pointing into the connection's
+// input, which is reused once h returns. h copies what it keeps: what it
+// uses after calling later, and what a message it sends with SendTo
+// carries (the session keeps that message until the client acknowledges
+// it). Tests under the race detector overwrite the request's bytes when h
+// returns, so a handler that keeps them fails there.
 func (s *Server) HandleInline(topic string, h AsyncHandler) (unregister func()) {
 	s.asyncHandlers.Store(true)
 	return s.addHandler(handlerEntry{filter: topic, async: h, inline: packets.ValidTopicName(topic)})

@@ -72,7 +72,7 @@ func (d *Decoder) DecodeFixedHeader(b []byte) (typ, flags, remainingLength, head
 // CONNECT is accepted then. CONNECT is decoded at the level it names, which
 // the returned *Connect carries in Version.
 func (d *Decoder) Next(v Version, b []byte) (Packet, int, error) {
-	return d.next(v, b, nil)
+	return d.next(v, b, nil, d.alias)
 }
 
 // Scratch is room for the packets a connection receives most: PUBLISH
@@ -85,17 +85,33 @@ type Scratch struct {
 	pubrec  Pubrec
 	pubrel  Pubrel
 	pubcomp Pubcomp
+	// user is the array of an aliased PUBLISH's user property list
+	// (NextScratchAlias), reused from one packet to the next.
+	user []UserProperty
 }
+
+// maxScratchUsers bounds the user property array a Scratch keeps.
+const maxScratchUsers = 64
 
 // NextScratch is Next decoding a PUBLISH, PUBACK, PUBREC, PUBREL or
 // PUBCOMP into s: such a packet is valid only until the next call with s
 // (what it holds, strings, byte slices and property lists, is its own as
 // with Next, and stays valid). Other packets are allocated as by Next.
 func (d *Decoder) NextScratch(v Version, b []byte, s *Scratch) (Packet, int, error) {
-	return d.next(v, b, s)
+	return d.next(v, b, s, d.alias)
 }
 
-func (d *Decoder) next(v Version, b []byte, s *Scratch) (Packet, int, error) {
+// NextScratchAlias is NextScratch without the copies, whatever the
+// decoder's Options.Alias: the packet's strings and byte slices point into
+// b, and a PUBLISH's user property list into s. It is valid only while b's
+// bytes stay as they are and until the next call with s; a caller that
+// keeps any of it copies it (Detach copies the strings and byte slices,
+// not the user property list's array).
+func (d *Decoder) NextScratchAlias(v Version, b []byte, s *Scratch) (Packet, int, error) {
+	return d.next(v, b, s, true)
+}
+
+func (d *Decoder) next(v Version, b []byte, s *Scratch, alias bool) (Packet, int, error) {
 	typ, flags, rl, hl, err := d.DecodeFixedHeader(b)
 	if err != nil {
 		return nil, 0, err
@@ -104,11 +120,18 @@ func (d *Decoder) next(v Version, b []byte, s *Scratch) (Packet, int, error) {
 	if len(b) < total {
 		return nil, 0, ErrIncomplete
 	}
-	p, err := decodeBody(Type(typ), byte(flags), v, b[hl:total:total], s)
+	var users *[]UserProperty
+	if alias && s != nil {
+		users = &s.user
+	}
+	p, err := decodeBody(Type(typ), byte(flags), v, b[hl:total:total], s, users)
 	if err != nil {
 		return nil, 0, err
 	}
-	if !d.alias {
+	if users != nil && cap(s.user) > maxScratchUsers {
+		s.user = nil // the packet keeps it; the next one starts afresh
+	}
+	if !alias {
 		Detach(p)
 	}
 	return p, total, nil
@@ -128,7 +151,9 @@ func (d *Decoder) Decode(v Version, b []byte) (Packet, error) {
 	return p, nil
 }
 
-func decodeBody(t Type, flags byte, v Version, body []byte, s *Scratch) (Packet, error) {
+// decodeBody decodes a packet's body. users, when not nil, is the array
+// a PUBLISH's user property list goes into (NextScratchAlias).
+func decodeBody(t Type, flags byte, v Version, body []byte, s *Scratch, users *[]UserProperty) (Packet, error) {
 	if t == TypeConnect {
 		return decodeConnect(body)
 	}
@@ -150,6 +175,7 @@ func decodeBody(t Type, flags byte, v Version, body []byte, s *Scratch) (Packet,
 		} else {
 			pub = new(Publish)
 		}
+		r.users = users
 		p, err = pub, decodePublish(&r, flags, v, pub)
 	case TypePuback:
 		a := reuse(s, func(s *Scratch) *Puback { return &s.puback })

@@ -111,6 +111,9 @@ func aliasString(b []byte) string {
 type reader struct {
 	b   []byte
 	off int
+	// users, when not nil, is the array the user property list decodes
+	// into instead of a new one (decodeProperties).
+	users *[]UserProperty
 }
 
 func (r *reader) remaining() int { return len(r.b) - r.off }

@@ -350,7 +350,11 @@ func decodeProperties(r *reader, p *Properties, t Type, will bool, v Version) er
 	}
 	p.Present.Remove(PropUser)
 	p.Present.Remove(PropSubscriptionIdentifier)
-	if len(users) > 0 {
+	switch {
+	case len(users) > 0 && r.users != nil:
+		*r.users = append((*r.users)[:0], users...)
+		p.User = (*r.users)[:len(users):len(users)]
+	case len(users) > 0:
 		p.User = make([]UserProperty, len(users))
 		copy(p.User, users)
 	}

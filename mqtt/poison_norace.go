@@ -1,0 +1,6 @@
+//go:build !race
+
+package mqtt
+
+// poisonInline: see poison_race.go.
+const poisonInline = false
