@@ -149,7 +149,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	// The call goes back to ssCalls once answered on this goroutine; one
 	// answered later is left to the collector.
 	call := ssCalls.Get().(*ssCall)
-	call.req, call.cmd = router.BrokerRequest{ClientID: from.ClientID, Payload: msg.Payload}, statestore.Command{}
+	call.req, call.cmd, call.resp = router.BrokerRequest{ClientID: from.ClientID, Payload: msg.Payload}, statestore.Command{}, router.BrokerResponse{}
 	req := &call.req
 	for _, up := range msg.User {
 		switch up.Key {
@@ -201,8 +201,8 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		req.DedupTTLMillis = max(msg.Expiry.Sub(now).Milliseconds(), 0)
 	}
 	if !prefix {
-		if resp, ok, err := f.router.InvokeCommandNow(ctx, msg.Expiry, cmd, req); ok {
-			f.answer(from.ClientID, msg, resp, err)
+		if ok, err := f.router.InvokeCommandNow(ctx, msg.Expiry, cmd, req, &call.resp); ok {
+			f.answer(from.ClientID, msg, &call.resp, err)
 			// Nothing keeps the request: the engine copied what it
 			// keeps (the log entry, the dedup key, the client id's
 			// string).
@@ -295,14 +295,16 @@ func (f *StateStoreFront) answer(clientID string, msg *mqtt.Message, resp *route
 }
 
 // ssCall is what the front builds for one request, in one object:
-// the broker request, the parsed command it points to, and room for the
-// dedup key of a response topic of up to 224 bytes. Its size stays at
-// 512 bytes (TestStateStoreFrontCallSize), the largest object the Go
-// allocator serves without a type header.
+// the broker request, the parsed command it points to, the response of a
+// broker in this process, and room for the dedup key of a response topic
+// of up to 160 bytes. Its size stays at 512 bytes
+// (TestStateStoreFrontCallSize), the largest object the Go allocator
+// serves without a type header.
 type ssCall struct {
 	req   router.BrokerRequest
 	cmd   statestore.Command
-	dedup [248]byte
+	resp  router.BrokerResponse
+	dedup [184]byte
 }
 
 // ssCalls recycles the calls answered on the handler's goroutine: a

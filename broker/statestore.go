@@ -314,10 +314,15 @@ func (s *StateStore) Err() error { return s.host.err() }
 // (StateStoreNotify); the rest are returned in the response. from may be
 // nil (in-process callers), and then every notification is returned.
 func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, from *remoting.Conn) (*protocol.StateStoreResponse, error) {
-	if from == nil {
-		return s.serve(ctx, req, nil, nil)
+	var peer ssPeer
+	if from != nil {
+		peer = ssConnPeer{from}
 	}
-	return s.serve(ctx, req, nil, ssConnPeer{from})
+	resp := new(protocol.StateStoreResponse)
+	if err := s.serve(ctx, req, nil, peer, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 // InvokeLocal serves req for a front end in the same process (the MQTT
@@ -329,14 +334,16 @@ func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, fr
 // last seen on sink go to sink. A nil sink returns every notification.
 // cmd, when not nil, is statestore.ParseCommand(req.Payload) done by the
 // front end (to pick the shard): it is used as it is, so the payload is
-// parsed once on its way. Errors wrap ErrStateStoreNotOwner or
+// parsed once on its way. The response goes into resp, the caller's (a
+// front end reuses one per request: nothing is allocated for it), set
+// only when the error is nil. Errors wrap ErrStateStoreNotOwner or
 // ErrStateStoreUnavailable (try again, maybe elsewhere) or
 // ErrStateStoreFailed.
-func (s *StateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
+func (s *StateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) error {
 	if sink == nil {
-		return s.serve(ctx, req, cmd, nil)
+		return s.serve(ctx, req, cmd, nil, resp)
 	}
-	return s.serve(ctx, req, cmd, s.sinkPeer(sink))
+	return s.serve(ctx, req, cmd, s.sinkPeer(sink), resp)
 }
 
 // Waits reports whether serving cmd (nil: a payload that did not parse)
@@ -370,7 +377,7 @@ func (s *StateStore) sinkPeer(sink protocol.StateStoreSink) ssPeer {
 // serve serves Do and InvokeLocal: cmd nil parses req.Payload, once (the
 // metrics and the engine use the result); from nil returns every
 // notification.
-func (s *StateStore) serve(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer) (resp *protocol.StateStoreResponse, err error) {
+func (s *StateStore) serve(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer, resp *protocol.StateStoreResponse) (err error) {
 	start, _ := s.metrics.timed()
 	if cmd == nil {
 		if c, err := statestore.ParseCommand(req.Payload); err == nil {
@@ -378,20 +385,20 @@ func (s *StateStore) serve(ctx context.Context, req *protocol.StateStoreRequest,
 		}
 	}
 	defer func() { s.metrics.observe(cmd, start, err) }()
-	return s.do(ctx, req, cmd, from)
+	return s.do(ctx, req, cmd, from, resp)
 }
 
-// do serves one request; cmd is the parsed req.Payload, nil when it did
-// not parse (the engine answers the error).
-func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer) (*protocol.StateStoreResponse, error) {
+// do serves one request into resp; cmd is the parsed req.Payload, nil
+// when it did not parse (the engine answers the error).
+func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer, resp *protocol.StateStoreResponse) error {
 	if s.host.slave.Load() {
-		return nil, fmt.Errorf("%w: slave", ErrStateStoreNotOwner)
+		return fmt.Errorf("%w: slave", ErrStateStoreNotOwner)
 	}
 	if ok, why := s.b.writable(); !ok {
-		return nil, fmt.Errorf("%w: the broker %s", ErrStateStoreNotOwner, why)
+		return fmt.Errorf("%w: the broker %s", ErrStateStoreNotOwner, why)
 	}
 	if req.Shard < 0 || int(req.Shard) >= len(s.shards) {
-		return nil, fmt.Errorf("%w: shard %d of %d", ErrStateStoreNotOwner, req.Shard, len(s.shards))
+		return fmt.Errorf("%w: shard %d of %d", ErrStateStoreNotOwner, req.Shard, len(s.shards))
 	}
 	if from != nil && req.ClientID != "" {
 		s.connMu.Lock()
@@ -422,14 +429,15 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 			sh.mu.Lock()
 			err := sh.failed
 			sh.mu.Unlock()
-			return nil, fmt.Errorf("%w: shard %d: %w", ErrStateStoreFailed, sh.id, err)
+			return fmt.Errorf("%w: shard %d: %w", ErrStateStoreFailed, sh.id, err)
 		}
 		end := sh.applied.Load()
 		if _, out, needsLog := sh.eng.Prepare(r, s.b.now()); !needsLog {
 			if err := s.host.readBarrier(ctx, end); err != nil {
-				return nil, err
+				return err
 			}
-			return s.reply(out, from), nil
+			s.reply(resp, out, from)
+			return nil
 		}
 		// Unreachable (Prepare logs only SET, DEL and VDEL); a version was
 		// issued out of order, so stop rather than diverge.
@@ -437,13 +445,13 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 		sh.fail(fmt.Errorf("broker: state store shard %d: a read asked for the log", sh.id))
 		err := sh.failed
 		sh.mu.Unlock()
-		return nil, fmt.Errorf("%w: %w", ErrStateStoreFailed, err)
+		return fmt.Errorf("%w: %w", ErrStateStoreFailed, err)
 	}
 	sh.mu.Lock()
 	if sh.failed != nil {
 		err := sh.failed
 		sh.mu.Unlock()
-		return nil, fmt.Errorf("%w: shard %d: %w", ErrStateStoreFailed, sh.id, err)
+		return fmt.Errorf("%w: shard %d: %w", ErrStateStoreFailed, sh.id, err)
 	}
 	entry, out, needsLog := sh.eng.PrepareAppend(sh.entry[:0], r, s.b.now())
 	var end int64
@@ -455,7 +463,7 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 		out, err = s.appendApply(ctx, sh, entry)
 		if err != nil {
 			sh.mu.Unlock()
-			return nil, err
+			return err
 		}
 		end = sh.lastEnd
 	}
@@ -471,19 +479,20 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 				// may take it back, so it is not acknowledged. A retry
 				// with the same dedup key gets the cached reply if it
 				// survives.
-				return nil, fmt.Errorf("%w: shard %d: entry not on the sync state set (code %d)", ErrStateStoreUnavailable, sh.id, code)
+				return fmt.Errorf("%w: shard %d: entry not on the sync state set (code %d)", ErrStateStoreUnavailable, sh.id, code)
 			}
 			s.log.Warn("state store entry not acknowledged by a slave", "shard", sh.id, "code", code)
 		}
 	}
-	return s.reply(out, from), nil
+	s.reply(resp, out, from)
+	return nil
 }
 
-// reply builds the response for an outcome, routing its notifications.
-func (s *StateStore) reply(out statestore.Outcome, from ssPeer) *protocol.StateStoreResponse {
-	resp := &protocol.StateStoreResponse{Reply: out.Reply.Payload, Version: out.Reply.VersionString()}
+// reply sets resp to the response for an outcome, routing its
+// notifications.
+func (s *StateStore) reply(resp *protocol.StateStoreResponse, out statestore.Outcome, from ssPeer) {
+	*resp = protocol.StateStoreResponse{Reply: out.Reply.Payload, Version: out.Reply.VersionString()}
 	resp.Notifications = s.route(out.Notifications, from, from == nil)
-	return resp
 }
 
 // appendApply appends entry to the shard's queue and applies it. Called

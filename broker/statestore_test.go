@@ -426,8 +426,8 @@ func TestStateStoreHostLocalSinks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := s.InvokeLocal(context.Background(), req, &cmd, sink)
-		if err != nil {
+		resp := new(protocol.StateStoreResponse)
+		if err := s.InvokeLocal(context.Background(), req, &cmd, sink, resp); err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
 		return resp
@@ -540,8 +540,8 @@ func BenchmarkStateStoreGetPath(b *testing.B) {
 			if err != nil {
 				return nil, err
 			}
-			out, err := s.InvokeLocal(context.Background(), r, &cmd, nil)
-			if err != nil {
+			var out protocol.StateStoreResponse
+			if err := s.InvokeLocal(context.Background(), r, &cmd, nil, &out); err != nil {
 				return nil, err
 			}
 			return out.Reply, nil

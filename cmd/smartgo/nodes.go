@@ -22,15 +22,15 @@ import (
 // localStateStore adapts broker.StateStore to router.LocalBroker.
 type localStateStore struct{ ss *broker.StateStore }
 
-func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
-	resp, err := l.ss.InvokeLocal(ctx, req, cmd, sink)
+func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) error {
+	err := l.ss.InvokeLocal(ctx, req, cmd, sink, resp)
 	switch {
 	case err == nil:
-		return resp, nil
+		return nil
 	case errors.Is(err, broker.ErrStateStoreNotOwner), errors.Is(err, broker.ErrStateStoreUnavailable):
-		return nil, fmt.Errorf("%w: %w", router.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", router.ErrUnavailable, err)
 	default:
-		return nil, fmt.Errorf("%w: %w", router.ErrFailed, err)
+		return fmt.Errorf("%w: %w", router.ErrFailed, err)
 	}
 }
 

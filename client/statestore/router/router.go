@@ -69,8 +69,9 @@ type LocalBroker interface {
 	// statestore.ParseCommand(req.Payload), so the broker does not parse
 	// the payload again, or nil (the broker parses it). Errors wrap
 	// ErrUnavailable (not owned here, or nothing changed: another attempt
-	// may succeed) or ErrFailed (the shard stopped).
-	InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error)
+	// may succeed) or ErrFailed (the shard stopped). The response goes
+	// into resp, the caller's, set only when the error is nil.
+	InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) error
 	// DropClient drops the client's KEYNOTIFY registrations on every
 	// shard the broker owns and returns how many there were.
 	DropClient(clientID string) int
@@ -220,14 +221,23 @@ func (r *Router) PushStateStoreNotifications(ns []protocol.StateStoreNotificatio
 // invokeLocal calls a local broker, shaping its errors like the remote
 // path's.
 func (r *Router) invokeLocal(ctx context.Context, lb LocalBroker, addr string, req *protocol.StateStoreRequest, cmd *statestore.Command) (*protocol.StateStoreResponse, error) {
-	resp, err := lb.InvokeLocal(ctx, req, cmd, r)
+	resp := new(protocol.StateStoreResponse)
+	if err := r.invokeLocalTo(ctx, lb, addr, req, cmd, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// invokeLocalTo is invokeLocal into the caller's resp.
+func (r *Router) invokeLocalTo(ctx context.Context, lb LocalBroker, addr string, req *protocol.StateStoreRequest, cmd *statestore.Command, resp *protocol.StateStoreResponse) error {
+	err := lb.InvokeLocal(ctx, req, cmd, r, resp)
 	switch {
 	case err == nil:
-		return resp, nil
+		return nil
 	case errors.Is(err, ErrFailed), errors.Is(err, ErrUnavailable):
-		return nil, fmt.Errorf("router: local broker %s: %w", addr, err)
+		return fmt.Errorf("router: local broker %s: %w", addr, err)
 	default:
-		return nil, fmt.Errorf("%w: local broker %s: %w", ErrFailed, addr, err)
+		return fmt.Errorf("%w: local broker %s: %w", ErrFailed, addr, err)
 	}
 }
 
@@ -353,13 +363,15 @@ func remoteResult(addr string, resp *protocol.Command, err error) (out *protocol
 // up, a local request that would wait, or the local broker refused it,
 // changing nothing): then call InvokeCommandAsync, which waits for the
 // network on no goroutine, but serves a local broker on the caller's.
-func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *statestore.Command, req *protocol.StateStoreRequest) (resp *protocol.StateStoreResponse, ok bool, err error) {
+// The response goes into resp, the caller's (a front end reuses one per
+// request), set when ok and err is nil.
+func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *statestore.Command, req *protocol.StateStoreRequest, resp *protocol.StateStoreResponse) (ok bool, err error) {
 	if r.group.Closed() {
-		return nil, true, ErrClosed
+		return true, ErrClosed
 	}
 	refs, ok := r.tab.Cached()
 	if !ok {
-		return nil, false, nil
+		return false, nil
 	}
 	var key []byte
 	if cmd != nil {
@@ -368,17 +380,17 @@ func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *
 	shards := r.convert(refs)
 	ref := shards[statestore.ShardOf(key, len(shards))]
 	if ref.local == nil || ref.Addr == "" || ref.local.Waits(cmd) {
-		return nil, false, nil
+		return false, nil
 	}
 	if !deadline.IsZero() && !time.Now().Before(deadline) {
-		return nil, true, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, context.DeadlineExceeded)
+		return true, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, context.DeadlineExceeded)
 	}
 	req.Shard = ref.Queue
-	resp, err = r.invokeLocal(ctx, ref.local, ref.Addr, req, cmd)
+	err = r.invokeLocalTo(ctx, ref.local, ref.Addr, req, cmd, resp)
 	if err != nil && errors.Is(err, ErrUnavailable) {
-		return nil, false, nil
+		return false, nil
 	}
-	return resp, true, err
+	return true, err
 }
 
 // InvokeCommandAsync is InvokeCommand without waiting for the answer: cb

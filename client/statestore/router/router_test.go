@@ -108,13 +108,17 @@ type fakeLocal struct {
 	waits  func(*statestore.Command) bool // nil: never waits
 }
 
-func (f *fakeLocal) InvokeLocal(_ context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink) (*protocol.StateStoreResponse, error) {
+func (f *fakeLocal) InvokeLocal(_ context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) error {
 	f.mu.Lock()
 	f.calls = append(f.calls, req.Shard)
 	f.sinks = append(f.sinks, sink)
 	f.cmds = append(f.cmds, cmd)
 	f.mu.Unlock()
-	return f.answer()
+	out, err := f.answer()
+	if err == nil {
+		*resp = *out
+	}
+	return err
 }
 
 func (f *fakeLocal) Waits(cmd *statestore.Command) bool { return f.waits != nil && f.waits(cmd) }
@@ -209,7 +213,8 @@ func TestStateStoreRouterLocal(t *testing.T) {
 	loc.mu.Unlock()
 	// InvokeCommandNow serves the local shard at once and leaves a remote
 	// one (and a local refusal) to InvokeCommandAsync, touching nothing.
-	if resp, ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}); !ok || err != nil || string(resp.Reply) != "+local\r\n" {
+	var resp protocol.StateStoreResponse
+	if ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}, &resp); !ok || err != nil || string(resp.Reply) != "+local\r\n" {
 		t.Fatalf("now, local: %v %v %v", resp, ok, err)
 	}
 	// A local request that would wait (LocalBroker.Waits) is left to
@@ -218,7 +223,7 @@ func TestStateStoreRouterLocal(t *testing.T) {
 	loc.calls = nil
 	loc.mu.Unlock()
 	loc.waits = func(c *statestore.Command) bool { return c == &cmd }
-	if _, ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}); ok || err != nil {
+	if ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}, &resp); ok || err != nil {
 		t.Fatalf("now, local request that waits: served %v %v", ok, err)
 	}
 	loc.mu.Lock()
@@ -233,7 +238,7 @@ func TestStateStoreRouterLocal(t *testing.T) {
 			onRemote = &statestore.Command{Verb: statestore.VerbGet, Key: k}
 		}
 	}
-	if _, ok, err := r.InvokeCommandNow(ctx, time.Time{}, onRemote, &protocol.StateStoreRequest{}); ok || err != nil {
+	if ok, err := r.InvokeCommandNow(ctx, time.Time{}, onRemote, &protocol.StateStoreRequest{}, &resp); ok || err != nil {
 		t.Fatalf("now, remote: served %v %v", ok, err)
 	}
 	select {
@@ -245,7 +250,7 @@ func TestStateStoreRouterLocal(t *testing.T) {
 	loc.calls, loc.cmds = nil, nil
 	loc.mu.Unlock()
 	loc.answer = func() (*protocol.StateStoreResponse, error) { return nil, fmt.Errorf("%w: test", ErrUnavailable) }
-	if _, ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}); ok || err != nil {
+	if ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}, &resp); ok || err != nil {
 		t.Fatalf("now, local refusal: served %v %v", ok, err)
 	}
 	loc.mu.Lock()
