@@ -36,6 +36,13 @@ type snapshotter interface {
 	Restore(r io.Reader) error
 }
 
+// freezer is a snapshotter that can copy its state (under mu, paired with
+// the shard's log position) and encode it after mu is released, so that
+// requests do not wait for the encoding (statestore.Engine.Freeze).
+type freezer interface {
+	freeze() io.WriterTo
+}
+
 // logShard is one hosted shard: its engine's snapshot side, how an entry
 // is applied on replay, and its log position.
 type logShard struct {
@@ -47,17 +54,21 @@ type logShard struct {
 
 	// snapMu serializes writing the snapshot file with another write and
 	// with a reload; it is taken before mu, which a snapshot holds only
-	// while the engine serializes its state, not while the file is
-	// written and synced (a request waits for mu, on a poller).
+	// while the engine copies its state (freezer) or serializes it, not
+	// while the state is encoded or the file written and synced (a
+	// request waits for mu, on a poller).
 	snapMu  sync.Mutex
-	mu      sync.Mutex   // serializes appends and applies and snapshots; reads do not take it
-	next    int64        // queue offset of the next entry to apply; protected by mu
-	lastEnd int64        // commitlog offset past the last record the shard wrote or applied; protected by mu
-	snapAt  int64        // next when the last snapshot was written; protected by mu
-	applied atomic.Int64 // lastEnd, readable without mu (the read barrier, logshard_role.go)
-	failed  error        // set on an apply or log error: the shard stops (fail-stop); protected by mu
-	down    atomic.Bool  // failed != nil, readable without mu
-	putDone shardPutDone // answers the shard's put written behind (put); protected by mu
+	mu      sync.Mutex // serializes appends and applies and snapshots; reads do not take it
+	next    int64      // queue offset of the next entry to apply; protected by mu
+	lastEnd int64      // commitlog offset past the last record the shard wrote or applied; protected by mu
+	snapAt  int64      // next when the last snapshot was written; protected by mu
+	// snapSize is the size of the last snapshot written, the next one's
+	// buffer's first size; protected by snapMu.
+	snapSize int
+	applied  atomic.Int64 // lastEnd, readable without mu (the read barrier, logshard_role.go)
+	failed   error        // set on an apply or log error: the shard stops (fail-stop); protected by mu
+	down     atomic.Bool  // failed != nil, readable without mu
+	putDone  shardPutDone // answers the shard's put written behind (put); protected by mu
 }
 
 // fail stops the shard with err. Called with mu held.
@@ -358,9 +369,17 @@ func (h *shardLog) snapshotShard(sh *logShard) error {
 		return nil // not on the whole sync state set yet: a failover could cut it
 	}
 	var buf bytes.Buffer
-	err := sh.snap.Snapshot(&buf)
+	buf.Grow(sh.snapSize)
+	var err error
 	next := sh.next
-	sh.mu.Unlock()
+	if f, ok := sh.snap.(freezer); ok {
+		frozen := f.freeze()
+		sh.mu.Unlock()
+		_, err = frozen.WriteTo(&buf)
+	} else {
+		err = sh.snap.Snapshot(&buf)
+		sh.mu.Unlock()
+	}
 	if err != nil {
 		return fmt.Errorf("broker: %s shard %d snapshot: %w", h.what, sh.id, err)
 	}
@@ -370,6 +389,7 @@ func (h *shardLog) snapshotShard(sh *logShard) error {
 	sh.mu.Lock()
 	sh.snapAt = next // a reload, which would reset it, waits for snapMu
 	sh.mu.Unlock()
+	sh.snapSize = buf.Len()
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -127,6 +128,12 @@ type StateStore struct {
 	expiryRounds atomic.Int64 // rounds of the expiry loop (tests)
 }
 
+// ssSnapshotter is a shard engine's snapshot side: its state is copied
+// under the shard's mutex and encoded after (freezer).
+type ssSnapshotter struct{ *statestore.Engine }
+
+func (s ssSnapshotter) freeze() io.WriterTo { return s.Freeze() }
+
 // ssShard is one shard: its engine and its place in the log.
 type ssShard struct {
 	logShard
@@ -225,7 +232,7 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 		if err != nil {
 			return nil, fmt.Errorf("broker: %w", err)
 		}
-		sh := &ssShard{logShard: logShard{id: int32(i), snap: eng}, eng: eng}
+		sh := &ssShard{logShard: logShard{id: int32(i), snap: ssSnapshotter{eng}}, eng: eng}
 		sh.replay = func(entry []byte, storeTime time.Time, _ int64) error {
 			_, err := eng.Apply(entry, storeTime)
 			return err

@@ -10,7 +10,8 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
-	"sort"
+	"slices"
+	"strings"
 )
 
 // Snapshot format (see doc.go). FROZEN once written: a change needs a new
@@ -23,50 +24,93 @@ const (
 // Snapshot writes the engine's replicated state (keys, the applied clock,
 // the change history and the response cache; not the KEYNOTIFY
 // registrations) to w in the snapshot format. Equal states give equal
-// bytes. It holds the engine lock while it writes, so w should be fast
-// (a buffer or a buffered file).
+// bytes. It is Freeze then WriteTo: the engine lock is held only while the
+// state is copied.
 func (e *Engine) Snapshot(w io.Writer) error {
+	_, err := e.Freeze().WriteTo(w)
+	return err
+}
+
+// Frozen is the engine's replicated state as of one instant (Freeze),
+// ready to be written as a snapshot without the engine's lock.
+type Frozen struct {
+	applied, floor HLC
+	keys           []frozenKey
+	hist           []histEvent
+	cache          []*dedupEntry // live entries, in insertion order
+	cacheLen       int
+}
+
+type frozenKey struct {
+	key      string
+	value    []byte
+	version  HLC
+	expireAt int64
+	token    HLC
+}
+
+// Freeze copies the engine's replicated state under its lock, which it
+// holds only for the copy: the keys' values, the history's and the
+// cache's replies are never modified in place, so the copy shares them.
+// Sorting, encoding and checksumming happen in WriteTo, while requests go
+// on (an owner that must pair the snapshot with a log position takes both
+// under the lock that orders its entries, then writes after releasing
+// it).
+func (e *Engine) Freeze() *Frozen {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	sw := snapWriter{w: bufio.NewWriterSize(w, 64<<10), crc: crc32.New(castagnoli)}
 	s := &e.st
+	f := &Frozen{applied: s.applied, floor: s.hist.floor, keys: make([]frozenKey, 0, len(s.keys)),
+		hist: make([]histEvent, s.hist.len()), cacheLen: len(s.cache.m), cache: make([]*dedupEntry, 0, len(s.cache.m))}
+	for _, it := range s.keys {
+		f.keys = append(f.keys, frozenKey{key: it.key, value: it.value, version: it.version, expireAt: it.expireAt, token: it.token})
+	}
+	for i := range f.hist {
+		f.hist[i] = *s.hist.at(i)
+	}
+	for _, d := range s.cache.order {
+		if !d.dead {
+			c := *d // the entry's dead flag may change later
+			f.cache = append(f.cache, &c)
+		}
+	}
+	return f
+}
+
+// WriteTo writes the frozen state in the snapshot format (io.WriterTo).
+func (f *Frozen) WriteTo(w io.Writer) (int64, error) {
+	cw := &countWriter{w: w}
+	sw := snapWriter{w: bufio.NewWriterSize(cw, 64<<10), crc: crc32.New(castagnoli)}
 	sw.bytes([]byte(snapshotMagic))
 	sw.u32(snapshotFormat)
-	sw.hlc(s.applied)
-	sw.hlc(s.hist.floor)
+	sw.hlc(f.applied)
+	sw.hlc(f.floor)
 
-	keys := make([]string, 0, len(s.keys))
-	for k := range s.keys {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	sw.u64(uint64(len(keys)))
-	for _, k := range keys {
-		it := s.keys[k]
-		sw.field([]byte(it.key))
+	slices.SortFunc(f.keys, func(a, b frozenKey) int { return strings.Compare(a.key, b.key) })
+	sw.u64(uint64(len(f.keys)))
+	for i := range f.keys {
+		it := &f.keys[i]
+		sw.fieldString(it.key)
 		sw.field(it.value)
 		sw.hlc(it.version)
 		sw.u64(uint64(it.expireAt))
 		sw.hlc(it.token)
 	}
 
-	sw.u64(uint64(s.hist.len()))
-	for i := range s.hist.len() {
-		ev := s.hist.at(i)
+	sw.u64(uint64(len(f.hist)))
+	for i := range f.hist {
+		ev := &f.hist[i]
 		sw.hlc(ev.version)
 		sw.bytes([]byte{byte(ev.op)})
-		sw.field([]byte(ev.key))
+		sw.fieldString(ev.key)
 		if ev.op == OpSet {
 			sw.field(ev.value)
 		}
 	}
 
-	sw.u64(uint64(len(s.cache.m)))
-	for _, d := range s.cache.order {
-		if d.dead {
-			continue
-		}
-		sw.field([]byte(d.key))
+	sw.u64(uint64(f.cacheLen))
+	for _, d := range f.cache {
+		sw.fieldString(d.key)
 		sw.u64(uint64(d.expireAt))
 		sw.hlc(d.reply.Version)
 		sw.field(d.reply.Payload)
@@ -80,9 +124,21 @@ func (e *Engine) Snapshot(w io.Writer) error {
 		sw.err = sw.w.Flush()
 	}
 	if sw.err != nil {
-		return fmt.Errorf("statestore: write snapshot: %w", sw.err)
+		return cw.n, fmt.Errorf("statestore: write snapshot: %w", sw.err)
 	}
-	return nil
+	return cw.n, nil
+}
+
+// countWriter counts what reaches w.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 type snapWriter struct {
@@ -90,6 +146,7 @@ type snapWriter struct {
 	crc hash.Hash32
 	err error
 	tmp [17]byte
+	str []byte // a string's bytes (fieldString, hlc), reused
 }
 
 func (w *snapWriter) bytes(p []byte) {
@@ -108,12 +165,19 @@ func (w *snapWriter) field(p []byte) {
 	w.bytes(p)
 }
 
+// fieldString is field of a string's bytes, without converting it.
+func (w *snapWriter) fieldString(s string) {
+	w.u32(uint32(len(s)))
+	w.str = append(w.str[:0], s...)
+	w.bytes(w.str)
+}
+
 // hlc writes an HLC; the zero HLC is 17 zero bytes.
 func (w *snapWriter) hlc(h HLC) {
 	w.u64(uint64(h.Wall))
 	w.u64(h.Counter)
-	w.bytes([]byte{byte(len(h.Node))})
-	w.bytes([]byte(h.Node))
+	w.str = append(append(w.str[:0], byte(len(h.Node))), h.Node...)
+	w.bytes(w.str)
 }
 
 // Restore replaces the engine's replicated state with a snapshot read from
