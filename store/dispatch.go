@@ -224,36 +224,49 @@ func (s *Store) dispatchEntry(e *dispEntry, phy int64, size int32, sealed bool) 
 
 // dispatchNoted dispatches the records in [disp.pos, end) from the
 // writer's notes (wrote.go), reading back only what it has no note for,
-// and queues the notes it used for the indexer.
+// and queues the notes it used for the indexer: in one piece, as they
+// leave the front of disp.wq (done counts them), and without a copy when
+// the indexer's queue is empty.
 func (s *Store) dispatchNoted(end int64) {
 	d := &s.disp
 	s.putMu.Lock()
 	s.wq.moveTo(&d.wq, s.cl.committed.Load())
 	s.putMu.Unlock()
+	done := 0
 	for d.pos < end {
-		d.wq.dropBelow(d.pos)
-		r := d.wq.first()
-		if r == nil || r.phy > d.pos {
+		var r *wroteRec
+		if i := d.wq.head + done; i < len(d.wq.recs) {
+			r = &d.wq.recs[i]
+		}
+		if r == nil || r.phy != d.pos {
+			// No note for the record at pos: read it back (notes of
+			// records below pos were overtaken, they go).
+			d.wq.moveFirst(&d.toIndex, done)
+			done = 0
+			d.wq.dropBelow(d.pos)
+			if r = d.wq.first(); r != nil && r.phy == d.pos {
+				continue
+			}
 			to := end
 			if r != nil {
 				to = min(end, r.phy)
 			}
 			d.walk(s.cl, &d.pos, to, s.dispatchRecord, s.dispatchSkipped)
 			if d.pos < to {
-				return // a record not complete yet, or no room for an entry
+				break // a record not complete yet, or no room for an entry
 			}
 			continue
 		}
 		if r.end() > end {
-			return
+			break
 		}
 		e := d.wq.entry(r)
 		if !s.dispatchEntry(&e, r.phy, r.size, false) {
-			return
+			break
 		}
 		d.pos = r.end()
 		d.noted++
-		d.toIndex.push(&d.wq, r)
-		d.wq.pop()
+		done++
 	}
+	d.wq.moveFirst(&d.toIndex, done)
 }

@@ -127,19 +127,65 @@ func (q *wroteQueue) push(src *wroteQueue, r *wroteRec) bool {
 // dst (as many as dst takes; the ones it does not are dropped: their
 // followers read them back).
 func (q *wroteQueue) moveTo(dst *wroteQueue, limit int64) {
-	if q.len() == 0 {
+	n := q.len()
+	for n > 0 && q.recs[q.head+n-1].end() > limit {
+		n-- // from the newest: the notes past limit are few (records not written yet)
+	}
+	q.moveFirst(dst, n)
+}
+
+// moveFirst moves the n oldest notes of q behind dst's, as moveTo does.
+// When dst is empty the queues swap their buffers and only the notes after
+// the n are copied (back to q); else the n are copied in one piece. q
+// keeps its remaining notes at the front of its buffers: a queue that is
+// never emptied (the writer's, which goes on noting while the dispatcher
+// takes the notes of written records) does not grow.
+func (q *wroteQueue) moveFirst(dst *wroteQueue, n int) {
+	if n <= 0 {
 		return
 	}
-	if dst.len() == 0 && q.recs[len(q.recs)-1].end() <= limit {
+	if dst.len() == 0 {
 		dst.reset()
-		*q, *dst = *dst, *q // all of them: no copy
+		*q, *dst = *dst, *q
+		if from := dst.head + n; from < len(dst.recs) {
+			q.appendRange(dst, from, len(dst.recs)) // q is empty: it fits
+			dst.dropFrom(dst.recs[from].phy)
+		}
 		return
 	}
 	dst.compact()
-	for r := q.first(); r != nil && r.end() <= limit; r = q.first() {
-		dst.push(q, r)
-		q.pop()
+	if end := q.head + n; dst.appendRange(q, q.head, end) {
+		q.head = end
+	} else {
+		for ; n > 0; n-- {
+			dst.push(q, q.first())
+			q.pop()
+		}
 	}
+	q.compact()
+}
+
+// appendRange queues copies of src.recs[from:to], notes of src, with their
+// bytes in one piece; it reports false, queueing nothing, when q has no
+// room for them all.
+func (q *wroteQueue) appendRange(src *wroteQueue, from, to int) bool {
+	if from == to {
+		return true
+	}
+	a0 := src.recs[from].at
+	last := &src.recs[to-1]
+	a1 := last.at + int(last.topicLen+last.keysLen+last.uniqLen)
+	if q.len()+to-from > maxWroteRecs || len(q.arena)+a1-a0 > maxWroteBytes {
+		return false
+	}
+	delta := len(q.arena) - a0
+	q.arena = append(q.arena, src.arena[a0:a1]...)
+	i := len(q.recs)
+	q.recs = append(q.recs, src.recs[from:to]...)
+	for ; i < len(q.recs); i++ {
+		q.recs[i].at += delta
+	}
+	return true
 }
 
 // compact moves the queued notes to the front of the queue's buffers.

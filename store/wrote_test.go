@@ -356,6 +356,40 @@ func TestWroteQueueMoves(t *testing.T) {
 	}
 }
 
+// A queue that is never emptied (the writer's: it goes on noting while the
+// dispatcher takes the notes of written records) does not grow, whether
+// the notes leave it by a swap (the dispatcher's queue empty) or by a
+// copy (not empty), and they arrive in order with their bytes.
+func TestWroteQueueKeepsNoDeadNotes(t *testing.T) {
+	var w, d wroteQueue
+	next, want := 0, 0 // next note to make, next note d should hold
+	for round := range 3000 {
+		for range 5 {
+			e := dispEntry{topic: []byte("T"), keys: []byte(fmt.Sprintf("k%d", next)), qoff: int64(next)}
+			if !w.note(&e, int64(next)*100, 100) {
+				t.Fatalf("round %d: note %d refused", round, next)
+			}
+			next++
+		}
+		w.moveTo(&d, int64(next-2)*100) // the last two are not written yet
+		keep := 0
+		if round%2 == 1 {
+			keep = 1 // d not emptied: the next move copies
+		}
+		for d.len() > keep {
+			r := d.first()
+			if e := d.entry(r); e.qoff != int64(want) || string(e.keys) != fmt.Sprintf("k%d", want) || r.phy != int64(want)*100 {
+				t.Fatalf("round %d: note %+v, phy %d, want %d", round, e, r.phy, want)
+			}
+			want++
+			d.pop()
+		}
+	}
+	if w.len() != 2 || cap(w.recs) > 64 || cap(w.arena) > 1024 || cap(d.recs) > 64 || cap(d.arena) > 1024 {
+		t.Fatalf("writer %d notes, capacities %d/%d, dispatcher %d/%d: the queues grow", w.len(), cap(w.recs), cap(w.arena), cap(d.recs), cap(d.arena))
+	}
+}
+
 // When the followers lag so far that a note queue is full, the records
 // without notes are read back: every queue entry and key is still there.
 func TestStoreNotesFullQueueReadsBack(t *testing.T) {
