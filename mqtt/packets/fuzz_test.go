@@ -53,6 +53,15 @@ func fuzzDecode(t *testing.T, v Version, data []byte) {
 	if !reflect.DeepEqual(p, pa) {
 		t.Fatalf("copy and alias decoders differ:\n%+v\n%+v", p, pa)
 	}
+	// In place into a Scratch (the poller's inline requests), twice: the
+	// second decode reuses what the first left in the Scratch.
+	var s Scratch
+	for range 2 {
+		ps, n, err := fuzzAlias.NextScratchAlias(v, data, &s)
+		if err != nil || n != len(data) || !reflect.DeepEqual(p, ps) {
+			t.Fatalf("in-place decode differs (%d of %d bytes, %v):\n%+v\n%+v", n, len(data), err, p, ps)
+		}
+	}
 	ev := v
 	if c, ok := p.(*Connect); ok {
 		ev = c.Version
