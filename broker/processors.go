@@ -117,8 +117,18 @@ func (b *Broker) registerProcessors() {
 		}
 		return nil
 	}
+	// A send keeps no reference to its request once processSend returned
+	// (a pendingSend copies what its answer needs): the connection reuses
+	// the request's Command (remoting.RegisterOptions.NoKeep).
+	noKeep := func(code int32) bool {
+		switch code {
+		case protocol.SendMessage, protocol.SendMessageV2, protocol.SendBatchMessage:
+			return true
+		}
+		return false
+	}
 	for _, r := range routes {
 		b.srv.RegisterWith(r.code, r.pool, remoting.ProcessorFunc(r.fn),
-			remoting.RegisterOptions{Inline: r.inline, NoRetain: r.noRetain, TypedHeader: typed(r.code), BatchEnd: batchEnd(r.code)})
+			remoting.RegisterOptions{Inline: r.inline, NoRetain: r.noRetain, NoKeep: noKeep(r.code), TypedHeader: typed(r.code), BatchEnd: batchEnd(r.code)})
 	}
 }

@@ -17,7 +17,9 @@ import (
 // poisoned, everything that outlives a request keeps its own copy: topics
 // and groups created on first use, statistics keys, stored messages,
 // answers written at the batch end, held pulls answered later, resends
-// served off the reader, delayed messages and compiled SQL selectors.
+// served off the reader, delayed messages and compiled SQL selectors; and
+// a send's answer, written after its Command went back to the decoder
+// (protocol.Command.Done), reaches its caller.
 func TestBrokerHeaderStringsOutliveRecycle(t *testing.T) {
 	defer protocol.SetPoisonRecycled(protocol.SetPoisonRecycled(true))
 	b := testBroker(t, t.TempDir(), func(o *Options) { o.EnablePropertyFilter = true })

@@ -40,14 +40,17 @@ import (
 
 // pendingSend is one send request between its append and its answer.
 type pendingSend struct {
-	b        *Broker
-	c        *remoting.Conn
-	req      *protocol.Command
-	start    time.Time // zero when the send is not timed (metrics.sendStart)
-	wait     bool      // the WAIT property: wait for the flush and the slave
-	hasDelay bool      // a DELAY property, whose value is delay
-	delay    string    // (aliases the request's header: valid while the processor runs)
-	queueID  int32     // the queue the response names (the requested one)
+	b     *Broker
+	c     *remoting.Conn
+	start time.Time // zero when the send is not timed (metrics.sendStart)
+	// What the answer needs of the request, which the connection reuses
+	// once processSend returned (remoting.RegisterOptions.NoKeep).
+	opaque, flag int32
+	st           protocol.SerializeType
+	wait         bool   // the WAIT property: wait for the flush and the slave
+	hasDelay     bool   // a DELAY property, whose value is delay
+	delay        string // (aliases the request's header: valid while the processor runs)
+	queueID      int32  // the queue the response names (the requested one)
 
 	// Held here so that a send costs one allocation for all of them.
 	h    protocol.SendMessageRequestHeader
@@ -76,7 +79,8 @@ var pendingPool = sync.Pool{New: func() any { return new(pendingSend) }}
 // newPendingSend returns a pendingSend for a send on c.
 func (b *Broker) newPendingSend(c *remoting.Conn, req *protocol.Command, start time.Time) *pendingSend {
 	a := pendingPool.Get().(*pendingSend)
-	a.b, a.c, a.req, a.start = b, c, req, start
+	a.b, a.c, a.start = b, c, start
+	a.opaque, a.flag, a.st = req.Opaque, req.Flag, req.SerializeType
 	return a
 }
 
@@ -120,7 +124,8 @@ func (a *pendingSend) unlessPending(resp *protocol.Command) *protocol.Command {
 // returned.
 func (a *pendingSend) answer(resp *protocol.Command) {
 	a.b.metrics.sendDone(a.start)
-	_ = a.c.WriteResponse(a.req, resp) // encodes resp (often a.resp) into the write buffer
+	req := protocol.Command{Opaque: a.opaque, Flag: a.flag, SerializeType: a.st}
+	_ = a.c.WriteResponse(&req, resp) // encodes resp (often a.resp) into the write buffer
 	a.release()
 	a.recycle()
 }

@@ -31,6 +31,7 @@ type route struct {
 	pool     *workerPool
 	inline   bool // runs on the connection's reader (RegisterInline)
 	noRetain bool // keeps no part of req.Body (RegisterOptions.NoRetain)
+	noKeep   bool // keeps no reference to req either (RegisterOptions.NoKeep)
 	typed    bool // reads the header through DecodeHeader (RegisterOptions.TypedHeader)
 	batchEnd func(c *Conn)
 }
@@ -125,7 +126,7 @@ func (m *mux) register(code int32, pool Pool, p Processor, ro RegisterOptions) {
 	for k, v := range old {
 		next[k] = v
 	}
-	next[code] = &route{proc: p, pool: m.pools[pool], inline: ro.Inline, noRetain: ro.NoRetain, typed: ro.TypedHeader, batchEnd: ro.BatchEnd}
+	next[code] = &route{proc: p, pool: m.pools[pool], inline: ro.Inline, noRetain: ro.NoRetain || ro.NoKeep, noKeep: ro.NoKeep, typed: ro.TypedHeader, batchEnd: ro.BatchEnd}
 	m.routes.Store(&next)
 }
 
@@ -208,7 +209,7 @@ func (m *mux) run(t task, onReader bool) {
 	}
 	if resp == nil {
 		if t.r.noRetain {
-			t.req.Recycle()
+			t.r.recycle(t.req)
 		}
 		return
 	}
@@ -217,7 +218,7 @@ func (m *mux) run(t task, onReader bool) {
 		if len(resp.Body) <= copyBodyMax && len(resp.BodyBuffers) == 0 {
 			recycleAfter = true
 		} else {
-			resp.Release = recycleWith(resp.Release, t.req)
+			resp.Release = t.r.recycleWith(resp.Release, t.req)
 		}
 	}
 	if onReader {
@@ -226,18 +227,29 @@ func (m *mux) run(t task, onReader bool) {
 		_ = t.c.WriteResponse(t.req, resp)
 	}
 	if recycleAfter {
-		t.req.Recycle()
+		t.r.recycle(t.req)
+	}
+}
+
+// recycle recycles req, which a NoRetain processor is done with: Done, so
+// that its Command serves a later frame, when the processor keeps no
+// reference to it either (NoKeep).
+func (r *route) recycle(req *protocol.Command) {
+	if r.noKeep {
+		req.Done()
+	} else {
+		req.Recycle()
 	}
 }
 
 // recycleWith returns a release callback that runs release (if any) and
 // then recycles req.
-func recycleWith(release func(), req *protocol.Command) func() {
+func (r *route) recycleWith(release func(), req *protocol.Command) func() {
 	return func() {
 		if release != nil {
 			release()
 		}
-		req.Recycle()
+		r.recycle(req)
 	}
 }
 

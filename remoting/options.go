@@ -61,6 +61,15 @@ type RegisterOptions struct {
 	// list are not (see TypedHeader). A processor that breaks the promise
 	// may see another request's bytes in what it kept.
 	NoRetain bool
+	// NoKeep declares, on top of NoRetain, that the processor keeps no
+	// reference to req itself once it returned: an answer it writes
+	// later goes with a request of its own holding the opaque, flag and
+	// serialize type it copied (Conn.WriteResponse reads nothing else).
+	// The connection then hands the request's Command to the decoding of
+	// a later frame (protocol.Command.Done) instead of allocating one per
+	// request. A processor that breaks the promise may answer or read
+	// another request.
+	NoKeep bool
 	// TypedHeader declares that the processor reads the request's
 	// extFields only through Command.DecodeHeader or Command.Fields,
 	// never through the ExtFields map directly: a JSON header's extFields

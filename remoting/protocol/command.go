@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -137,6 +138,35 @@ func (c *Command) Recycle() {
 		r.Unref()
 	}
 }
+
+// Done declares that nobody uses c any more, neither its fields nor
+// anything Recycle releases: it recycles c and, for a command decoded in
+// a shared receive buffer (DecodeFrameWith with a BufferRef), hands the
+// Command itself to a later decode. It is for whoever owns c last (the
+// remoting connection, for processors registered with
+// RegisterOptions.NoKeep); a command nobody calls Done on is garbage
+// collected as any other. With SetPoisonRecycled, c is not reused but
+// left with poisoned fields (an opaque nobody waits for), so that a
+// stale reference shows.
+func (c *Command) Done() {
+	if c.ref == nil {
+		return // not decoded in a shared buffer, or Done already
+	}
+	c.Recycle()
+	if poisonRecycled.Load() {
+		*c = Command{Code: poisonCode, Opaque: poisonCode, Flag: FlagResponse, Remark: "protocol: command used after Done"}
+		return
+	}
+	*c = Command{}
+	commandPool.Put(c)
+}
+
+// commandPool holds the Commands of requests that are Done, for the
+// decoding of later frames in shared receive buffers.
+var commandPool = sync.Pool{New: func() any { return new(Command) }}
+
+// poisonCode is the code and opaque of a poisoned Command (Done).
+const poisonCode = -0x24242425
 
 // OwnFields copies a field list kept in the receive buffer (see Command)
 // into an allocation of its own, so that DecodeHeader and Fields still

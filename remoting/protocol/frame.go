@@ -57,7 +57,7 @@ func DecodeFrameRef(frame []byte, ref BufferRef) (*Command, error) {
 // forms clients write is read in one pass, straight from frame. With a
 // ref, the field list is written over the frame's header and it, and the
 // strings DecodeHeader decodes from it, are valid only until Recycle
-// (see Command.Recycle).
+// (see Command.Recycle), and the Command may be one a Done handed back.
 func DecodeFrameWith(frame []byte, ref BufferRef, raw RawFields) (*Command, error) {
 	if len(frame) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes, need at least 4", ErrBadFrame, len(frame))
@@ -69,7 +69,13 @@ func DecodeFrameWith(frame []byte, ref BufferRef, raw RawFields) (*Command, erro
 		return nil, fmt.Errorf("%w: header length %d exceeds frame of %d bytes", ErrBadFrame, hlen, len(frame)-4)
 	}
 	hdr := frame[4 : 4+hlen]
-	c := &Command{SerializeType: st}
+	var c *Command
+	if ref != nil {
+		c = commandPool.Get().(*Command) // zeroed by Done
+		c.SerializeType = st
+	} else {
+		c = &Command{SerializeType: st}
+	}
 	var err error
 	switch st {
 	case SerializeJSON:
