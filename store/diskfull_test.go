@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -314,4 +315,62 @@ func TestStoreDiskFilledByAnotherProcess(t *testing.T) {
 				fs.Failed(vfs.OpAllocate), fs.Failed(vfs.OpWrite))
 		})
 	}
+}
+
+// A put made while the disk's usage is within spaceNearMargin of the mark
+// looks at the disk itself (at most every spaceNearEvery), and one made
+// far from the mark does not: the puts, not only the watcher, see another
+// process fill the disk.
+func TestStorePutNearMarkChecksDisk(t *testing.T) {
+	var usage atomic.Uint64 // math.Float64bits
+	var inPut atomic.Bool
+	var fromPuts atomic.Int64
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		// One segment, allocated whole: no put allocates (which looks
+		// at the disk too).
+		o.SegmentSize, o.Preallocate = 16<<20, 16<<20
+		o.DiskUsage = func(string) (float64, error) {
+			if inPut.Load() {
+				fromPuts.Add(1)
+			}
+			return math.Float64frombits(usage.Load()), nil
+		}
+	})
+	put := func() error {
+		inPut.Store(true)
+		defer inPut.Store(false)
+		_, err := s.Put(t.Context(), &record.Message{Topic: "N", BornHost: bornHost, Body: []byte("b")})
+		return err
+	}
+	usage.Store(math.Float64bits(0.5))
+	if err := put(); err != nil { // the first put makes the segment
+		t.Fatal(err)
+	}
+	fromPuts.Store(0)
+	for deadline := time.Now().Add(3 * spaceNearEvery); time.Now().Before(deadline); {
+		if err := put(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fromPuts.Load(); n != 0 {
+		t.Fatalf("puts far from the mark looked at the disk %d times", n)
+	}
+	usage.Store(math.Float64bits(s.opts.DiskFullRatio - spaceNearMargin/2))
+	s.checkSpace()
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if err := put(); err != nil {
+			return err
+		}
+		if fromPuts.Load() == 0 {
+			return errors.New("no put near the mark looked at the disk")
+		}
+		return nil
+	})
+	usage.Store(math.Float64bits(0.99)) // another process filled the disk
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if err := put(); !errors.Is(err, ErrDiskFull) {
+			return fmt.Errorf("put near a full disk: %v", err)
+		}
+		return nil
+	})
 }

@@ -100,7 +100,7 @@ func (s *Store) putBatch(tmpl *record.Message, items []record.BatchItem, wait bo
 	excluded := isTxExcluded(tmpl.SysFlag)
 	res := BatchResult{PhysicalOffsets: make([]int64, len(items))}
 	s.putMu.Lock()
-	if st, err := s.checkWritable(); err != nil {
+	if st, err := s.stillWritable(); err != nil {
 		s.putMu.Unlock()
 		return BatchResult{PutResult: PutResult{Status: st}}, appended{}, err
 	}

@@ -17,7 +17,7 @@ import (
 // (res[0].Status == PutOK) means only first was stored.
 func (s *Store) PutPair(first, second *record.Message) (res [2]PutResult, err error) {
 	start := monoNow()
-	if st, err := s.checkWritable(); err != nil {
+	if st, err := s.checkWritableAt(start); err != nil {
 		s.stats.putErrors.Add(1)
 		return [2]PutResult{{Status: st}, {Status: st}}, err
 	}
@@ -34,7 +34,7 @@ func (s *Store) PutPair(first, second *record.Message) (res [2]PutResult, err er
 		}
 	}
 	s.putMu.Lock()
-	if st, err := s.checkWritable(); err != nil {
+	if st, err := s.stillWritable(); err != nil {
 		s.putMu.Unlock()
 		s.stats.putErrors.Add(1)
 		return [2]PutResult{{Status: st}, {Status: st}}, err

@@ -43,7 +43,7 @@ const (
 // spaceState is the store's view of its disk; all fields are atomics.
 type spaceState struct {
 	usageBits atomic.Uint64 // math.Float64bits of the last used fraction seen
-	checkedAt atomic.Int64  // unix nanos of the last check
+	checkedAt atomic.Int64  // monoNow of the last check, in ns
 	reason    atomic.Pointer[string]
 }
 
@@ -75,7 +75,7 @@ func (s *Store) fullAt(usage float64, total uint64, n int64) bool {
 // returns the usage.
 func (s *Store) checkSpace() float64 {
 	usage, total, err := s.diskSpace()
-	s.space.checkedAt.Store(time.Now().UnixNano())
+	s.space.checkedAt.Store(int64(monoNow()))
 	if err != nil {
 		s.rlog.Log(s.log, slog.LevelWarn, "disk usage", "store: cannot read disk usage", "err", err)
 		return s.space.usage()
@@ -137,14 +137,18 @@ func isNoSpace(err error) bool {
 }
 
 // nearFull refreshes the disk state from a put when usage is close to the
-// mark and the last check is older than spaceNearEvery.
-func (s *Store) nearFull() {
+// mark and the last check is older than spaceNearEvery. now is the put's
+// monoNow reading (< 0: none, read here when needed): a store near its
+// mark reads no clock for it.
+func (s *Store) nearFull(now time.Duration) {
 	if s.space.usage() < s.opts.DiskFullRatio-spaceNearMargin {
 		return
 	}
-	now := time.Now().UnixNano()
+	if now < 0 {
+		now = monoNow()
+	}
 	last := s.space.checkedAt.Load()
-	if now-last < int64(spaceNearEvery) || !s.space.checkedAt.CompareAndSwap(last, now) {
+	if int64(now)-last < int64(spaceNearEvery) || !s.space.checkedAt.CompareAndSwap(last, int64(now)) {
 		return
 	}
 	s.checkSpace()

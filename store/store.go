@@ -353,14 +353,28 @@ func (s *Store) wakeDispatcher() {
 }
 
 // checkWritable returns the status and error refusing a write, if any.
-func (s *Store) checkWritable() (PutStatus, error) {
+func (s *Store) checkWritable() (PutStatus, error) { return s.checkWritableAt(-1) }
+
+// checkWritableAt is checkWritable for a put that read the monotonic
+// clock (monoNow) at now: the near-full check of the disk takes that
+// reading instead of reading the clock again (now < 0: it reads it).
+func (s *Store) checkWritableAt(now time.Duration) (PutStatus, error) {
+	if st, err := s.stillWritable(); err != nil {
+		return st, err
+	}
+	s.nearFull(now)
+	return s.stillWritable()
+}
+
+// stillWritable is checkWritable without the near-full check of the disk:
+// for a put checking again under putMu, right after checkWritable.
+func (s *Store) stillWritable() (PutStatus, error) {
 	if s.closed.Load() {
 		return PutServiceNotAvailable, ErrClosed
 	}
 	if p := s.werr.Load(); p != nil {
 		return PutServiceNotAvailable, *p
 	}
-	s.nearFull()
 	if s.diskFull.Load() {
 		if r := s.space.reason.Load(); r != nil {
 			return PutServiceNotAvailable, fmt.Errorf("%w: %s", ErrDiskFull, *r)
@@ -488,7 +502,7 @@ type appended struct {
 // the result has behind set; wake false leaves the dispatcher asleep for
 // it (the caller drains: PutAsyncDeferred).
 func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, start time.Duration) (PutResult, appended, error) {
-	if st, err := s.checkWritable(); err != nil {
+	if st, err := s.checkWritableAt(start); err != nil {
 		s.stats.putErrors.Add(1)
 		return PutResult{Status: st}, appended{}, err
 	}
@@ -503,7 +517,7 @@ func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, star
 	}
 	excluded := isTxExcluded(m.SysFlag)
 	s.putMu.Lock()
-	if st, err := s.checkWritable(); err != nil {
+	if st, err := s.stillWritable(); err != nil {
 		s.putMu.Unlock()
 		s.stats.putErrors.Add(1)
 		return PutResult{Status: st}, appended{}, err
