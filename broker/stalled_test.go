@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -421,7 +422,8 @@ func TestBrokerStalledMemberHoldsUpNoHeartbeat(t *testing.T) {
 // and stops reading: one batch of 64 messages of 4 KiB wakes every pull,
 // and their answers (25 MiB) fill its socket and write queue; four more
 // pulls are answered at once. stallPeer returns once the broker has
-// handed all of them to the connection; joined runs once hello is
+// handed all of them to the connection and the connection refuses calls
+// to the peer (remoting.Conn.NotReading); joined runs once hello is
 // written.
 func stallPeer(t *testing.T, b *Broker, prod *testClient, hello *protocol.Command, group string, joined func()) {
 	t.Helper()
@@ -455,12 +457,26 @@ func stallPeer(t *testing.T, b *Broker, prod *testClient, hello *protocol.Comman
 	})
 	// Four more pulls, answered at once: whether or not the connection's
 	// writer took the first answers in one write, 512 KiB more now wait
-	// behind it, above MaxWriteQueue.
+	// behind it, above MaxWriteQueue. A pull counts its messages before
+	// its answer is queued, so the wait is for the queue itself.
 	writeStalledPulls(t, nc, group, 0, 4)
-	testutil.WaitFor(t, 10*time.Second, "the stalled peer's last pulls answered", func() bool {
+	conn := serverConnOf(t, b, nc)
+	testutil.WaitFor(t, 10*time.Second, "the stalled peer's last pulls answered and its connection not reading", func() bool {
 		s, _ := b.stats.Get(GroupGetNums, "S@"+group)
-		return s.Total == (stalledPulls+4)*stalledPullMax
+		return s.Total == (stalledPulls+4)*stalledPullMax && conn.NotReading()
 	})
+}
+
+// serverConnOf is the broker's side of the connection nc.
+func serverConnOf(t *testing.T, b *Broker, nc net.Conn) *remoting.Conn {
+	t.Helper()
+	for _, c := range b.srv.Conns() {
+		if c.RemoteAddr().String() == nc.LocalAddr().String() {
+			return c
+		}
+	}
+	t.Fatalf("the broker holds no connection from %s", nc.LocalAddr())
+	return nil
 }
 
 // TestBrokerStalledProducerHoldsUpNoCheckBack: a producer that stopped

@@ -539,7 +539,8 @@ func (c *Conn) send(cmd *protocol.Command, mode sendMode) error {
 		cmd.ReleaseBody()
 		return c.sendClosedErr()
 	}
-	if q := int64(len(c.wbuf)) + c.wext; mode == sendRefuse && c.writing && q >= c.opts.MaxWriteQueue {
+	if mode == sendRefuse && c.notReadingLocked() {
+		q := c.waitingLocked()
 		c.wmu.Unlock()
 		cmd.ReleaseBody()
 		return fmt.Errorf("%w: %s: %d bytes wait for its socket", ErrNotReading, c.peer, q)
@@ -576,6 +577,28 @@ func (c *Conn) send(cmd *protocol.Command, mode sendMode) error {
 	}
 	c.writing = true
 	return c.flushLocked()
+}
+
+// NotReading reports whether the peer looks as if it stopped reading: a
+// write to its socket is under way and MaxWriteQueue bytes or more wait
+// for the socket, counting what that write has not written yet (a writer
+// that took everything queued in one write leaves nothing queued behind
+// it, however much it holds). InvokeNoWait refuses requests
+// (ErrNotReading) while it holds.
+func (c *Conn) NotReading() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.notReadingLocked()
+}
+
+func (c *Conn) notReadingLocked() bool {
+	return c.writing && c.waitingLocked() >= c.opts.MaxWriteQueue
+}
+
+// waitingLocked is how many bytes wait for the socket: queued, and not yet
+// written by the write under way.
+func (c *Conn) waitingLocked() int64 {
+	return int64(len(c.wbuf)) + c.wext + c.sock.left.Load()
 }
 
 // writeLoop is the writer goroutine: it writes what non-blocking senders

@@ -81,8 +81,9 @@
 //     have stopped reading: a broker's calls to a client for an admin
 //     command): never block; the writer goroutine is woken when no write
 //     is under way. InvokeNoWait is refused (ErrNotReading) while
-//     MaxWriteQueue bytes wait, and its timeout says whether the request
-//     was still waiting for the socket.
+//     MaxWriteQueue bytes wait, queued or not yet written by the write
+//     under way (Conn.NotReading), and its timeout says whether the
+//     request was still waiting for the socket.
 //   - The reader's own answers (inline processors, SYSTEM_BUSY, not
 //     supported) are queued and written by the reader once it has served
 //     every whole frame it read, before it may block reading again: one

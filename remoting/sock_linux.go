@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -42,6 +43,10 @@ type sock struct {
 	werr    syscall.Errno
 	writeFn func(fd uintptr) bool
 	one     [1][]byte
+
+	// left is how many bytes of the write under way the socket has not
+	// taken yet (0 between writes), for Conn.NotReading on any goroutine.
+	left atomic.Int64
 }
 
 func newSock(nc net.Conn) *sock {
@@ -103,7 +108,9 @@ func (s *sock) readRaw(fd uintptr) bool {
 // write side calls write and writev.
 func (s *sock) write(b []byte) error {
 	if s.rc == nil {
+		s.left.Store(int64(len(b)))
 		_, err := s.nc.Write(b)
+		s.left.Store(0)
 		return err
 	}
 	s.one[0] = b
@@ -114,6 +121,12 @@ func (s *sock) write(b []byte) error {
 
 // writev writes all of bufs (consumed: the slices are advanced).
 func (s *sock) writev(bufs [][]byte) error {
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	s.left.Store(n)
+	defer s.left.Store(0)
 	if s.rc == nil {
 		nb := net.Buffers(bufs)
 		_, err := nb.WriteTo(s.nc)
@@ -167,6 +180,7 @@ func (s *sock) writeRaw(fd uintptr) bool {
 			s.werr = e
 			return true
 		}
+		s.left.Add(-int64(n))
 		for w := int(n); w > 0; {
 			b := s.wbufs[0]
 			if w < len(b) {

@@ -2,11 +2,19 @@
 
 package remoting
 
-import "net"
+import (
+	"net"
+	"sync/atomic"
+)
 
 // sock does a connection's socket reads and writes: through the net.Conn
 // (see sock_linux.go for Linux).
-type sock struct{ nc net.Conn }
+type sock struct {
+	nc net.Conn
+	// left is how many bytes of the write under way the socket has not
+	// taken yet (here: all of them until it returns; 0 between writes).
+	left atomic.Int64
+}
 
 func newSock(nc net.Conn) *sock { return &sock{nc: nc} }
 
@@ -15,12 +23,20 @@ func (s *sock) Read(p []byte) (int, error) { return s.nc.Read(p) }
 
 // write writes all of b.
 func (s *sock) write(b []byte) error {
+	s.left.Store(int64(len(b)))
+	defer s.left.Store(0)
 	_, err := s.nc.Write(b)
 	return err
 }
 
 // writev writes all of bufs (consumed).
 func (s *sock) writev(bufs [][]byte) error {
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	s.left.Store(n)
+	defer s.left.Store(0)
 	nb := net.Buffers(bufs)
 	_, err := nb.WriteTo(s.nc)
 	return err

@@ -214,3 +214,71 @@ func TestRemotingInvokeNoWaitToStalledPeer(t *testing.T) {
 		t.Fatalf("answered call: %v %v", got, err)
 	}
 }
+
+// A writer that took everything queued in one write leaves nothing queued
+// behind it, however much of that write the socket of a peer that stopped
+// reading has not taken: the connection is still not reading, and
+// InvokeNoWait is refused, not queued behind the stuck write to wait for
+// its timeout. Once the peer reads, calls are sent again.
+func TestRemotingInvokeNoWaitBehindOneStuckWrite(t *testing.T) {
+	const codeLater, codeCall int32 = 9313, 9314
+	type held struct {
+		c   *Conn
+		req *protocol.Command
+	}
+	heldc := make(chan held, 1)
+	_, addr, _ := startServer(t, Options{ConnOptions: ConnOptions{MaxWriteQueue: 64 << 10}}, func(s *Server) {
+		s.RegisterInline(codeLater, PoolDefault, ProcessorFunc(func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
+			heldc <- held{c, req}
+			return nil, nil
+		}))
+	})
+	r := dialRaw(t, addr)
+	req := protocol.NewRequest(codeLater, nil, nil)
+	req.Opaque = 1
+	r.send(req)
+	h := <-heldc
+	c := h.c
+	// One answer of 12 MiB: far more than the socket buffers hold, taken
+	// whole by the writer goroutine.
+	resp := protocol.NewResponse(protocol.Success, "")
+	resp.Body = make([]byte, 12<<20)
+	if err := c.WriteResponse(h.req, resp); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the writer to take the answer whole", func() bool {
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
+		return c.writing && len(c.wbuf) == 0 && c.wext == 0
+	})
+	if !c.NotReading() {
+		t.Fatal("NotReading: false while a write of 12 MiB is stuck")
+	}
+	if err := c.InvokeNoWait(protocol.NewRequest(codeCall, nil, nil), 10*time.Second, func(*protocol.Command, error) {
+		t.Error("refused call: callback ran")
+	}); !errors.Is(err, ErrNotReading) {
+		t.Fatalf("call behind a stuck write of 12 MiB: %v, want ErrNotReading", err)
+	}
+
+	// The peer reads: the answer, then calls are sent again.
+	if got, err := r.read(); err != nil || got.Opaque != 1 || len(got.Body) != 12<<20 {
+		t.Fatalf("answer: %v %v", got, err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the connection to read again", func() bool { return !c.NotReading() })
+	called := make(chan error, 1)
+	if err := c.InvokeNoWait(protocol.NewRequest(codeCall, nil, nil), 10*time.Second, func(_ *protocol.Command, err error) {
+		called <- err
+	}); err != nil {
+		t.Fatalf("call to a peer that reads: %v", err)
+	}
+	call, err := r.read()
+	if err != nil || call.Code != codeCall {
+		t.Fatalf("call: %v %v", call, err)
+	}
+	answer := protocol.NewResponse(protocol.Success, "")
+	answer.Opaque, answer.Flag = call.Opaque, protocol.FlagResponse
+	r.send(answer)
+	if err := <-called; err != nil {
+		t.Fatalf("answered call: %v", err)
+	}
+}
