@@ -356,8 +356,14 @@ func (c *conn) appendIn(b []byte) {
 	grows := len(c.in)+len(b) > cap(c.in)
 	c.in = append(c.in, b...)
 	if grows && c.inBuf != nil {
-		// The input moved to a larger array of its own.
-		inBufs.Put(c.inBuf)
+		// The input moved to a larger array of its own. The old one goes
+		// back to the pool only when nobody works on the input: an
+		// inline handler on another goroutine (workInline, run from a
+		// worker's resume while the poller reads) may still read its
+		// request in place there, so then it is left to the collector.
+		if !c.scheduled {
+			inBufs.Put(c.inBuf)
+		}
 		c.inBuf = nil
 	}
 }
