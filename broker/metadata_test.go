@@ -322,6 +322,61 @@ func TestBrokerDelayOffsets(t *testing.T) {
 	}
 }
 
+// Persist writes delayOffset.json only when the offsets changed: the
+// housekeeping loop calls it every few seconds, and an idle broker must
+// not rewrite and fsync an unchanged file each time.
+func TestBrokerDelayOffsetsPersistOnlyChanges(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, DelayOffsetFile)
+	d, err := OpenDelayOffsets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Persist(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("the first Persist creates the file: %v", err)
+	}
+	d.Set(3, 7)
+	if err := d.Persist(); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.SameFile(first, changed) {
+		t.Fatal("a changed offset was not written")
+	}
+	d.Set(3, 7) // the same value: nothing to write
+	if err := d.Persist(); err != nil {
+		t.Fatal(err)
+	}
+	same, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(changed, same) {
+		t.Fatal("an unchanged table was rewritten")
+	}
+	// Reopened from its file, the table is clean until it changes.
+	d2, err := OpenDelayOffsets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.Persist(); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.Stat(path); !os.SameFile(same, again) {
+		t.Fatal("a reopened, unchanged table was rewritten")
+	}
+	if d2.Get(3) != 7 {
+		t.Fatalf("reloaded %d", d2.Get(3))
+	}
+}
+
 // The registration CRC is masked to 31 bits like Java's UtilAll.crc32: a
 // body whose IEEE CRC has the top bit set must still give a positive value.
 func TestBrokerRegistrationCRC(t *testing.T) {

@@ -222,6 +222,7 @@ type DelayOffsets struct {
 	path      string
 	mu        sync.Mutex
 	table     map[int32]int64 // protected by mu
+	dirty     bool            // protected by mu: table differs from the file
 	persistMu sync.Mutex
 }
 
@@ -233,9 +234,11 @@ type delayOffsetFile struct {
 func OpenDelayOffsets(dir string) (*DelayOffsets, error) {
 	d := &DelayOffsets{path: filepath.Join(dir, DelayOffsetFile), table: map[int32]int64{}}
 	var f delayOffsetFile
-	if _, err := readConfig(d.path, &f); err != nil {
+	found, err := readConfig(d.path, &f)
+	if err != nil {
 		return nil, err
 	}
+	d.dirty = !found // the first Persist creates the file
 	for l, o := range f.OffsetTable {
 		d.table[l] = o
 	}
@@ -252,7 +255,10 @@ func (d *DelayOffsets) Get(level int32) int64 {
 // Set records the next offset to process for a delay level.
 func (d *DelayOffsets) Set(level int32, offset int64) {
 	d.mu.Lock()
-	d.table[level] = offset
+	if old, ok := d.table[level]; !ok || old != offset {
+		d.table[level] = offset
+		d.dirty = true
+	}
 	d.mu.Unlock()
 }
 
@@ -272,6 +278,7 @@ func (d *DelayOffsets) Replace(data []byte) error {
 	for l, o := range f.OffsetTable {
 		d.table[l] = o
 	}
+	d.dirty = true
 	d.mu.Unlock()
 	return nil
 }
@@ -286,9 +293,24 @@ func (d *DelayOffsets) snapshot() delayOffsetFile {
 	return f
 }
 
-// Persist writes delayOffset.json.
+// Persist writes delayOffset.json if the offsets changed since it was
+// last written (the housekeeping loop calls it every few seconds; an idle
+// broker then makes no write and no fsync for it).
 func (d *DelayOffsets) Persist() error {
 	d.persistMu.Lock()
 	defer d.persistMu.Unlock()
-	return writeConfig(d.path, d.snapshot())
+	d.mu.Lock()
+	dirty := d.dirty
+	d.dirty = false
+	d.mu.Unlock()
+	if !dirty {
+		return nil
+	}
+	if err := writeConfig(d.path, d.snapshot()); err != nil {
+		d.mu.Lock()
+		d.dirty = true
+		d.mu.Unlock()
+		return err
+	}
+	return nil
 }
