@@ -314,12 +314,39 @@ var ssCalls = sync.Pool{New: func() any { return new(ssCall) }}
 // ssResponse is a 200 response, its user properties and, in envelope,
 // the copies of the request's response topic and correlation data it
 // carries (the request's bytes are the handler call's only), in one
-// allocation: the session keeps the message until the client acknowledges
-// it.
+// object: the session keeps the message until the client acknowledges
+// it, and then gives it back (Recycle) for another response.
 type ssResponse struct {
 	m        mqtt.Message
 	user     [3]mqtt.UserProperty
 	envelope [ssEnvelope]byte
+}
+
+// ssResponses recycles the responses their clients acknowledged: a GET
+// allocates nothing else, so without it each response would be the
+// fresh memory of a heap that grows until the next collection.
+var ssResponses = sync.Pool{New: func() any { return new(ssResponse) }}
+
+// ssPoisoned is what a recycled response reads as under the race
+// detector (ssPoison).
+var ssPoisoned = []byte("recycled state store response")
+
+// Recycle implements mqtt.Recycler: the session holds r's message no
+// more. The payload and the version (a key's kept reply and version
+// text) are dropped so that the pool keeps no key's memory alive.
+func (r *ssResponse) Recycle(*mqtt.Message) {
+	if ssPoison {
+		for i := range r.envelope {
+			r.envelope[i] = 0xEE
+		}
+		p := string(ssPoisoned)
+		r.m = mqtt.Message{Topic: p, Payload: ssPoisoned, QoS: 1, ContentType: p, CorrelationData: ssPoisoned[:16]}
+		r.user = [3]mqtt.UserProperty{{Key: p, Value: p}, {Key: p, Value: p}, {Key: p, Value: p}}
+		r.m.User = r.user[:]
+	} else {
+		r.m.Payload, r.user[2] = nil, mqtt.UserProperty{}
+	}
+	ssResponses.Put(r)
 }
 
 // ssEnvelope is the room in a response for its topic and correlation data
@@ -348,7 +375,8 @@ func (r *ssResponse) envelopeOf(req *mqtt.Message) {
 // UserProperties, with the broker's version string reused when it is
 // already in canonical form.
 func (f *StateStoreFront) respondOK(clientID string, req *mqtt.Message, payload []byte, version string) {
-	r := &ssResponse{m: mqtt.Message{Payload: payload, QoS: 1, ContentType: statestore.ContentType, Expiry: req.Expiry}}
+	r := ssResponses.Get().(*ssResponse)
+	r.m = mqtt.Message{Payload: payload, QoS: 1, ContentType: statestore.ContentType, Expiry: req.Expiry}
 	r.envelopeOf(req)
 	r.user[0] = mqtt.UserProperty{Key: statestore.PropStatus, Value: statestore.Status200}
 	r.user[1] = mqtt.UserProperty{Key: statestore.PropProtocolVersion, Value: statestore.ProtocolVersion}
@@ -359,8 +387,9 @@ func (f *StateStoreFront) respondOK(clientID string, req *mqtt.Message, payload 
 	}
 	m := &r.m
 	m.User = r.user[:n:n]
-	if err := f.srv.SendTo(clientID, m); err != nil {
+	if err := f.srv.SendToRecycled(clientID, m, r); err != nil {
 		f.log.Debug("state store response not delivered", "client", clientID, "err", err)
+		r.Recycle(m) // not kept
 	}
 }
 

@@ -153,7 +153,7 @@ func (s *Server) deliverHeld(b *outBatch, msg *Message) {
 		if c := ss.conn; c != nil {
 			b.hold(c)
 		}
-		ss.deliverLocked(msg, min(msg.QoS, t.qos), retain, t.subIDs)
+		ss.deliverLocked(msg, min(msg.QoS, t.qos), retain, t.subIDs, nil)
 		ss.mu.Unlock()
 	}
 }

@@ -113,7 +113,7 @@ func (s *Server) SendToSubscriber(clientID string, msg *Message) error {
 	if !found {
 		return fmt.Errorf("%w: %q to %s", ErrNotSubscribed, clientID, msg.Topic)
 	}
-	if !ss.deliverLocked(msg, min(qos, msg.QoS), false, ids) {
+	if !ss.deliverLocked(msg, min(qos, msg.QoS), false, ids, nil) {
 		return ErrQueueFull
 	}
 	return nil

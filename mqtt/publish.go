@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -383,7 +384,9 @@ func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup 
 					c.aliasOut = map[string]uint16{}
 				}
 				a := uint16(len(c.aliasOut) + 1)
-				c.aliasOut[msg.Topic] = a
+				// A copy: the message's bytes may be rewritten once it
+				// is acknowledged (SendToRecycled).
+				c.aliasOut[strings.Clone(msg.Topic)] = a
 				pr.Present.Add(packets.PropTopicAlias)
 				pr.TopicAlias = a
 				newAlias = true

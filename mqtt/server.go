@@ -473,7 +473,7 @@ func (s *Server) Deliver(msg *Message) {
 // now if the client is connected, queued (QoS 1/2) if its session is
 // offline. It returns ErrNoSession if the server has no session of that id.
 func (s *Server) SendTo(clientID string, msg *Message) error {
-	return s.sendTo(clientID, msg, false)
+	return s.sendTo(clientID, msg, false, nil)
 }
 
 // SendToConnected is SendTo for a connected client only: when the session
@@ -482,15 +482,37 @@ func (s *Server) SendTo(clientID string, msg *Message) error {
 // session queue for the client's receive quota, and is resent on a resumed
 // session like any other unacknowledged message.
 func (s *Server) SendToConnected(clientID string, msg *Message) error {
-	return s.sendTo(clientID, msg, true)
+	return s.sendTo(clientID, msg, true, nil)
 }
 
-func (s *Server) sendTo(clientID string, msg *Message, connectedOnly bool) error {
+// A Recycler takes back a message given to SendToRecycled once the server
+// holds it no more.
+type Recycler interface {
+	// Recycle is called at most once per SendToRecycled, with the
+	// message, once its client acknowledged it (QoS 1 PUBACK, QoS 2
+	// PUBCOMP or a failed PUBREC), on the goroutine that handled the
+	// acknowledgement and under the session's lock: it must not block
+	// nor call into the server.
+	Recycle(msg *Message)
+}
+
+// SendToRecycled is SendTo for a message its caller reuses: rec is told
+// when the session holds msg no more, and the caller may then rewrite it.
+// Until then msg must not change. A message the server does not keep
+// until its acknowledgement (sent at QoS 0, refused with an error,
+// expired, dropped, resent to a client whose session state went to the
+// backend, discarded with its session) is never recycled and is left to
+// the collector; on an error it was not kept and is the caller's again.
+func (s *Server) SendToRecycled(clientID string, msg *Message, rec Recycler) error {
+	return s.sendTo(clientID, msg, false, rec)
+}
+
+func (s *Server) sendTo(clientID string, msg *Message, connectedOnly bool, rec Recycler) error {
 	ss, err := s.sessionOf(clientID)
 	if err != nil {
 		return err
 	}
-	switch ss.deliverTo(msg, connectedOnly) {
+	switch ss.deliverTo(msg, connectedOnly, rec) {
 	case deliverFull:
 		return ErrQueueFull
 	case deliverOffline:

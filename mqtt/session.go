@@ -57,6 +57,9 @@ type outMsg struct {
 	retain bool
 	subIDs []uint32
 	rel    bool // PUBREC received, PUBREL sent
+	// rec is told when the session holds msg no more (SendToRecycled);
+	// nil once msg was handed out in a SessionState.
+	rec Recycler
 }
 
 type queued struct {
@@ -64,6 +67,7 @@ type queued struct {
 	qos    byte
 	retain bool
 	subIDs []uint32
+	rec    Recycler
 }
 
 func (s *Server) newSession(id string) *session {
@@ -83,13 +87,13 @@ const (
 
 // deliverTo is deliver for Server.SendTo at the message's own QoS and
 // retain flag; with connectedOnly an offline session gets nothing.
-func (ss *session) deliverTo(msg *Message, connectedOnly bool) deliverResult {
+func (ss *session) deliverTo(msg *Message, connectedOnly bool, rec Recycler) deliverResult {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if connectedOnly && (ss.dead || ss.conn == nil) {
 		return deliverOffline
 	}
-	if !ss.deliverLocked(msg, msg.QoS, msg.Retain, nil) {
+	if !ss.deliverLocked(msg, msg.QoS, msg.Retain, nil, rec) {
 		return deliverFull
 	}
 	return deliverOK
@@ -101,10 +105,13 @@ func (ss *session) deliverTo(msg *Message, connectedOnly bool) deliverResult {
 func (ss *session) deliver(msg *Message, qos byte, retain bool, subIDs []uint32) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	return ss.deliverLocked(msg, qos, retain, subIDs)
+	return ss.deliverLocked(msg, qos, retain, subIDs, nil)
 }
 
-func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []uint32) bool {
+// deliverLocked is deliver under the session's lock; rec, when not nil,
+// is told once msg is held no more after its client acknowledged it (a
+// message sent at QoS 0, refused or dropped is simply not held).
+func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []uint32, rec Recycler) bool {
 	if ss.dead {
 		return true
 	}
@@ -119,7 +126,7 @@ func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []u
 		return true
 	}
 	if c != nil && len(ss.queue) == 0 && len(ss.inflight) < c.sendQuota {
-		ss.sendNewLocked(c, msg, qos, retain, subIDs)
+		ss.sendNewLocked(c, msg, qos, retain, subIDs, rec)
 		return true
 	}
 	if len(ss.queue) >= ss.srv.opts.MaxQueuedMessages {
@@ -131,7 +138,7 @@ func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []u
 		}
 		return false
 	}
-	ss.queue = append(ss.queue, &queued{msg: msg, qos: qos, retain: retain, subIDs: subIDs})
+	ss.queue = append(ss.queue, &queued{msg: msg, qos: qos, retain: retain, subIDs: subIDs, rec: rec})
 	if c != nil {
 		// Waiting for the client's quota: its acknowledgements must not
 		// wait for its next request (lowat_linux.go).
@@ -159,25 +166,30 @@ func (ss *session) allocIDLocked() uint16 {
 	}
 }
 
-func (ss *session) sendNewLocked(c *conn, msg *Message, qos byte, retain bool, subIDs []uint32) {
+func (ss *session) sendNewLocked(c *conn, msg *Message, qos byte, retain bool, subIDs []uint32, rec Recycler) {
 	id := ss.allocIDLocked()
 	if !c.sendPublishLocked(msg, qos, id, retain, false, subIDs) {
 		return // too large for the client or expired: as if delivered
 	}
-	ss.inflight = append(ss.inflight, outMsg{msg: msg, id: id, qos: qos, retain: retain, subIDs: subIDs})
+	ss.inflight = append(ss.inflight, outMsg{msg: msg, id: id, qos: qos, retain: retain, subIDs: subIDs, rec: rec})
 }
 
 // inflightKeep is the largest inflight array an idle session keeps.
 const inflightKeep = 16
 
-// removeInflightLocked removes inflight[i], keeping the order.
+// removeInflightLocked removes inflight[i], keeping the order, and
+// tells its Recycler (SendToRecycled) the message is held no more.
 func (ss *session) removeInflightLocked(i int) {
+	msg, rec := ss.inflight[i].msg, ss.inflight[i].rec
 	n := len(ss.inflight) - 1
 	copy(ss.inflight[i:], ss.inflight[i+1:])
 	ss.inflight[n] = outMsg{}
 	ss.inflight = ss.inflight[:n]
 	if n == 0 && cap(ss.inflight) > inflightKeep {
 		ss.inflight = nil
+	}
+	if rec != nil {
+		rec.Recycle(msg)
 	}
 }
 
@@ -196,7 +208,7 @@ func (ss *session) drainLocked() {
 		if q.msg.expired(now) {
 			continue
 		}
-		ss.sendNewLocked(c, q.msg, q.qos, q.retain, q.subIDs)
+		ss.sendNewLocked(c, q.msg, q.qos, q.retain, q.subIDs, q.rec)
 	}
 	ss.queue = ss.queue[i:]
 	if len(ss.queue) == 0 {
@@ -230,16 +242,20 @@ func (ss *session) ackLocked(id uint16, comp bool) bool {
 	return false
 }
 
-// state snapshots the session for the backend.
+// state snapshots the session for the backend. Its pending messages are
+// the backend's to keep: none of them is recycled after (SendToRecycled).
 func (ss *session) stateLocked() *SessionState {
 	st := ss.subsStateLocked()
-	for _, o := range ss.inflight {
+	for i := range ss.inflight {
+		o := &ss.inflight[i]
 		if !o.rel {
 			st.Pending = append(st.Pending, o.msg)
+			o.rec = nil
 		}
 	}
 	for _, q := range ss.queue {
 		st.Pending = append(st.Pending, q.msg)
+		q.rec = nil
 	}
 	return st
 }

@@ -1,0 +1,6 @@
+//go:build !race
+
+package bridge
+
+// ssPoison: see poison_race.go.
+const ssPoison = false
