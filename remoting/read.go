@@ -119,6 +119,9 @@ type readBuf struct {
 	k    *chunk // the reader holds one reference; nil before the first fill
 	buf  []byte // k.buf
 	r, w int
+	// shapes are the header shapes the peer writes its requests in,
+	// learned by the reader (see protocol.HeaderShapes).
+	shapes protocol.HeaderShapes
 }
 
 // partial reports whether part of a frame is buffered.
@@ -147,7 +150,7 @@ func (b *readBuf) next(max int) ([]byte, error) {
 // decode decodes a frame returned by next; the command holds a reference
 // to the chunk until it is recycled.
 func (b *readBuf) decode(frame []byte, raw protocol.RawFields) (*protocol.Command, error) {
-	cmd, err := protocol.DecodeFrameWith(frame, b.k, raw)
+	cmd, err := b.shapes.DecodeFrame(frame, b.k, raw)
 	if err == nil {
 		b.k.refs.Add(1)
 	}

@@ -81,8 +81,9 @@ func BenchmarkProtocolDecodeResponse(b *testing.B) {
 }
 
 // BenchmarkProtocolSendRequest decodes rocketmq-client-go's SEND_MESSAGE
-// request frame and its send header: through the ExtFields map, and
-// straight from the text (DecodeFrameWith, as the broker's reader does).
+// request frame and its send header: through the ExtFields map, straight
+// from the text (DecodeFrameWith), and read by the header's learned shape
+// (HeaderShapes.DecodeFrame, as the broker's reader does).
 func BenchmarkProtocolSendRequest(b *testing.B) {
 	req := NewRequest(SendMessage, &SendMessageRequestHeader{ProducerGroup: "cpu-producers", Topic: "CPU", DefaultTopic: "TBW102",
 		DefaultTopicQueueNums: 8, QueueID: 3, BornTimestamp: 1764120000000,
@@ -93,15 +94,16 @@ func BenchmarkProtocolSendRequest(b *testing.B) {
 	// frame is copied back each round, as a new frame would be read).
 	work := make([]byte, len(frame)-4)
 	for _, tc := range []struct {
-		name string
-		raw  RawFields
-		ref  BufferRef
-	}{{"map", nil, nil}, {"text", allRaw, nil}, {"lent", allRaw, &countRef{}}} {
+		name   string
+		raw    RawFields
+		ref    BufferRef
+		shapes *HeaderShapes
+	}{{"map", nil, nil, nil}, {"text", allRaw, nil, nil}, {"lent", allRaw, &countRef{}, nil}, {"shaped", allRaw, &countRef{}, &HeaderShapes{}}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				copy(work, frame[4:])
-				c, err := DecodeFrameWith(work, tc.ref, tc.raw)
+				c, err := tc.shapes.DecodeFrame(work, tc.ref, tc.raw)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -109,7 +111,7 @@ func BenchmarkProtocolSendRequest(b *testing.B) {
 				if err := DecodeSendHeader(c, &h); err != nil {
 					b.Fatal(err)
 				}
-				c.Recycle()
+				c.Done()
 			}
 		})
 	}

@@ -335,7 +335,7 @@ func TestRemotingCodecExtFieldsHintBounded(t *testing.T) {
 	json := []byte(`{"code":0,"extFields":{` + strings.Repeat(`"":"",`, n) + `"":""},"flag":0}`)
 	for name, decode := range map[string]func() (*Command, error){
 		"binary": func() (*Command, error) { var c Command; return &c, decodeBinaryHeader(bin, &c) },
-		"json":   func() (*Command, error) { var c Command; return &c, decodeJSONHeader(json, &c, nil, false) },
+		"json":   func() (*Command, error) { var c Command; return &c, decodeJSONHeader(json, &c, nil, false, nil) },
 	} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)

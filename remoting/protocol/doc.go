@@ -75,7 +75,13 @@
 // over the frame's bytes as the rest of the header, their strings
 // unescaped and written over the header's own bytes when the frame is in
 // a shared receive buffer, so that they are valid until Recycle
-// (fieldlist.go, Command.Recycle), else into one allocation. DecodeHeader then decodes
+// (fieldlist.go, Command.Recycle), else into one allocation. A
+// connection's reader decodes through HeaderShapes (headershape.go): a
+// client writes its sends' and pulls' headers with the same keys in the
+// same order each time, so the shape of one (the text between its
+// values) is learned and later headers of that shape are read by
+// comparing that text and reading only the values (FuzzHeaderShapes holds
+// them to the one pass). DecodeHeader then decodes
 // from the list, and Command.WithHeader keeps a response's typed header
 // until the frame is written. Both produce exactly what the map would
 // (same values, same errors, same bytes; tests, FuzzRawFields and

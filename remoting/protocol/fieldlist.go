@@ -115,101 +115,41 @@ func listFromText(text string) (fieldList, error) {
 // lend, a kept list that fits is written over b and c.lent is set (see
 // fieldList); b is written only once the pass succeeded.
 func decodeJSONHeaderFast(b []byte, c *Command, raw RawFields, lend bool) bool {
-	// The list is built here (on the stack while it fits) and copied
-	// once at the end: over b when lent, else into its own string.
+	// The list is built on the stack while it fits and copied once at
+	// the end: over b when lent, else into its own string.
 	var scratch [512]byte
-	var (
-		code, version, opaque, flag int32
-		lang                        LanguageCode
-		remark                      string
-		list                        []byte
-		codeSeen, codeFirst, ext    bool
-	)
-	i := skipWS(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return false
+	h, list, ok := scanHeaderFast(b, scratch[:0], nil)
+	if ok {
+		h.apply(b, list, c, raw, lend)
 	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		i++
-	} else {
-		for {
-			if i >= len(b) || b[i] != '"' {
-				return false
-			}
-			k0 := i + 1
-			k1 := k0 + plainRun(unsafe.String(unsafe.SliceData(b[k0:]), len(b)-k0))
-			if k1 >= len(b) || b[k1] != '"' {
-				return false
-			}
-			key := b[k0:k1]
-			if i = skipWS(b, k1+1); i >= len(b) || b[i] != ':' {
-				return false
-			}
-			i = skipWS(b, i+1)
-			ok := true
-			switch string(key) {
-			case "code":
-				if codeSeen {
-					return false
-				}
-				codeSeen = true
-				code, i, ok = fastInt32(b, i)
-			case "version":
-				version, i, ok = fastInt32(b, i)
-			case "opaque":
-				opaque, i, ok = fastInt32(b, i)
-			case "flag":
-				flag, i, ok = fastInt32(b, i)
-			case "language":
-				var name []byte
-				if name, i, ok = fastPlainString(b, i); ok {
-					lang, _ = ParseLanguage(unsafe.String(unsafe.SliceData(name), len(name)))
-				}
-			case "remark":
-				var r []byte
-				if i+4 <= len(b) && string(b[i:i+4]) == "null" {
-					i += 4
-				} else if r, i, ok = fastPlainString(b, i); ok {
-					remark = string(r)
-				}
-			case "serializeTypeCurrentRPC":
-				_, i, ok = fastPlainString(b, i)
-			case "extFields":
-				if ext || i >= len(b) || b[i] != '{' {
-					return false // a second extFields, null, or not an object
-				}
-				ext, codeFirst = true, codeSeen
-				list = append(scratch[:0], fieldListMarker)
-				list, i, ok = fastMembers(b, i+1, list)
-			default:
-				return false
-			}
-			if !ok {
-				return false
-			}
-			if i = skipWS(b, i); i >= len(b) {
-				return false
-			}
-			if b[i] == ',' {
-				i = skipWS(b, i+1)
-				continue
-			}
-			if b[i] != '}' {
-				return false
-			}
-			i++
-			break
-		}
-	}
-	if skipWS(b, i) != len(b) {
-		return false
-	}
-	c.Code, c.Version, c.Opaque, c.Flag, c.Language, c.Remark = code, version, opaque, flag, lang, remark
+	return ok
+}
+
+// fastHeader is what the one pass (or a learned shape, see HeaderShapes)
+// read from a header, before it is set on the Command. The field list
+// goes beside it, not in it: its remark escapes into the Command, and
+// the list, on the caller's stack, must not be seen to.
+type fastHeader struct {
+	code, version, opaque, flag int32
+	lang                        LanguageCode
+	remark                      string
+	ext, codeFirst              bool // extFields seen; "code" came before it
+}
+
+// keepsList reports whether apply keeps h's members as a field list
+// rather than a map.
+func (h *fastHeader) keepsList(raw RawFields) bool {
+	return h.ext && h.codeFirst && h.flag&FlagResponse == 0 && raw(h.code)
+}
+
+// apply sets what the pass read (h and its field list) on c, as
+// decodeJSONHeaderFast describes.
+func (h *fastHeader) apply(b, list []byte, c *Command, raw RawFields, lend bool) {
+	c.Code, c.Version, c.Opaque, c.Flag, c.Language, c.Remark = h.code, h.version, h.opaque, h.flag, h.lang, h.remark
 	c.ExtFields, c.list, c.listErr, c.lent = nil, "", nil, false
 	switch {
-	case !ext:
-	case !codeFirst || c.IsResponse() || !raw(code):
+	case !h.ext:
+	case !h.keepsList(raw):
 		c.ExtFields = fieldList(list).fields() // the map's strings: one allocation of the list's size
 	case lend && len(list) <= len(b):
 		// The header's bytes are not read again: the list takes their
@@ -219,7 +159,120 @@ func decodeJSONHeaderFast(b []byte, c *Command, raw RawFields, lend bool) bool {
 	default:
 		c.list = fieldList(list) // one allocation of the list's size, not zeroed first
 	}
-	return true
+}
+
+// scanHeaderFast is the one pass of decodeJSONHeaderFast: it reads b,
+// appending the field list to list, and notes in rec (when not nil)
+// where each value it read lies in b, for HeaderShapes to learn from.
+func scanHeaderFast(b []byte, list []byte, rec *shapeRec) (fastHeader, []byte, bool) {
+	var h fastHeader
+	var codeSeen bool
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return h, nil, false
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		i++
+	} else {
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return h, nil, false
+			}
+			k0 := i + 1
+			k1 := k0 + plainRun(unsafe.String(unsafe.SliceData(b[k0:]), len(b)-k0))
+			if k1 >= len(b) || b[k1] != '"' {
+				return h, nil, false
+			}
+			key := b[k0:k1]
+			if i = skipWS(b, k1+1); i >= len(b) || b[i] != ':' {
+				return h, nil, false
+			}
+			i = skipWS(b, i+1)
+			ok := true
+			v0, kind := i, slotNone
+			switch string(key) {
+			case "code":
+				if codeSeen {
+					return h, nil, false
+				}
+				codeSeen = true
+				h.code, i, ok = fastInt32(b, i)
+				kind = slotCode
+			case "version":
+				h.version, i, ok = fastInt32(b, i)
+				kind = slotVersion
+			case "opaque":
+				h.opaque, i, ok = fastInt32(b, i)
+				kind = slotOpaque
+			case "flag":
+				h.flag, i, ok = fastInt32(b, i)
+				kind = slotFlag
+			case "language":
+				h.lang, i, ok = fastLanguage(b, i)
+				kind = slotLanguage
+			case "remark":
+				h.remark, i, ok = fastRemark(b, i)
+				kind = slotRemark
+			case "serializeTypeCurrentRPC":
+				_, i, ok = fastPlainString(b, i)
+				kind = slotIgnored
+			case "extFields":
+				if h.ext || i >= len(b) || b[i] != '{' {
+					return h, nil, false // a second extFields, null, or not an object
+				}
+				h.ext, h.codeFirst = true, codeSeen
+				list = append(list, fieldListMarker)
+				list, i, ok = fastMembers(b, i+1, list, rec)
+			default:
+				return h, nil, false
+			}
+			if !ok {
+				return h, nil, false
+			}
+			if rec != nil && kind != slotNone {
+				rec.add(kind, v0, i, 0, 0)
+			}
+			if i = skipWS(b, i); i >= len(b) {
+				return h, nil, false
+			}
+			if b[i] == ',' {
+				i = skipWS(b, i+1)
+				continue
+			}
+			if b[i] != '}' {
+				return h, nil, false
+			}
+			i++
+			break
+		}
+	}
+	if skipWS(b, i) != len(b) {
+		return h, nil, false
+	}
+	return h, list, true
+}
+
+// fastLanguage reads the language's name, a string without escapes, at i.
+func fastLanguage(b []byte, i int) (LanguageCode, int, bool) {
+	name, i, ok := fastPlainString(b, i)
+	var lang LanguageCode
+	if ok {
+		lang, _ = ParseLanguage(unsafe.String(unsafe.SliceData(name), len(name)))
+	}
+	return lang, i, ok
+}
+
+// fastRemark reads the remark at i: null, or a string without escapes.
+func fastRemark(b []byte, i int) (string, int, bool) {
+	if i+4 <= len(b) && string(b[i:i+4]) == "null" {
+		return "", i + 4, true
+	}
+	r, i, ok := fastPlainString(b, i)
+	if !ok || len(r) == 0 {
+		return "", i, ok
+	}
+	return string(r), i, true
 }
 
 // fastScalar returns the end of the scalar at i as rawScalar reads it,
@@ -262,7 +315,7 @@ func fastPlainString(b []byte, i int) ([]byte, int, bool) {
 
 // fastMembers reads the members of an extFields object from just after
 // its '{' up to and including its '}', appending them to list.
-func fastMembers(b []byte, i int, list []byte) ([]byte, int, bool) {
+func fastMembers(b []byte, i int, list []byte, rec *shapeRec) ([]byte, int, bool) {
 	if i = skipWS(b, i); i < len(b) && b[i] == '}' {
 		return list, i + 1, true
 	}
@@ -278,20 +331,19 @@ func fastMembers(b []byte, i int, list []byte) ([]byte, int, bool) {
 			return list, i, false
 		}
 		list = appendListString(list, key)
+		v0, kind := i, slotExtString
 		if b[i] == '"' {
-			list, i, ok = fastValue(b, i+1, list)
+			v0++
+			list, i, ok = fastValue(b, v0, list)
 		} else {
-			var end int
-			if end, ok = fastScalar(b, i); ok {
-				if string(b[i:end]) == "null" {
-					return list, i, false
-				}
-				list = appendListString(list, b[i:end])
-				i = end
-			}
+			kind = slotExtScalar
+			list, i, ok = fastExtScalar(b, i, list)
 		}
 		if !ok {
 			return list, i, false
+		}
+		if rec != nil {
+			rec.add(kind, v0, i, j-1-len(key), j-1)
 		}
 		if i = skipWS(b, i); i >= len(b) {
 			return list, i, false
@@ -305,6 +357,16 @@ func fastMembers(b []byte, i int, list []byte) ([]byte, int, bool) {
 			return list, i, false
 		}
 	}
+}
+
+// fastExtScalar appends the length and the text of the scalar member
+// value (not null) at i and returns the offset after it.
+func fastExtScalar(b []byte, i int, list []byte) ([]byte, int, bool) {
+	end, ok := fastScalar(b, i)
+	if !ok || string(b[i:end]) == "null" {
+		return list, i, false
+	}
+	return appendListString(list, b[i:end]), end, true
 }
 
 // fastValue appends the length and the unescaped bytes of the string

@@ -59,6 +59,12 @@ func DecodeFrameRef(frame []byte, ref BufferRef) (*Command, error) {
 // strings DecodeHeader decodes from it, are valid only until Recycle
 // (see Command.Recycle), and the Command may be one a Done handed back.
 func DecodeFrameWith(frame []byte, ref BufferRef, raw RawFields) (*Command, error) {
+	return decodeFrame(frame, ref, raw, nil)
+}
+
+// decodeFrame is DecodeFrameWith, reading JSON headers through shapes
+// when not nil (see HeaderShapes).
+func decodeFrame(frame []byte, ref BufferRef, raw RawFields, shapes *HeaderShapes) (*Command, error) {
 	if len(frame) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes, need at least 4", ErrBadFrame, len(frame))
 	}
@@ -79,7 +85,7 @@ func DecodeFrameWith(frame []byte, ref BufferRef, raw RawFields) (*Command, erro
 	var err error
 	switch st {
 	case SerializeJSON:
-		err = decodeJSONHeader(hdr, c, raw, ref != nil)
+		err = decodeJSONHeader(hdr, c, raw, ref != nil, shapes)
 	case SerializeRocketMQ:
 		err = decodeBinaryHeader(hdr, c)
 	default:

@@ -42,12 +42,12 @@ func FuzzJSONHeader(f *testing.F) {
 	f.Add([]byte(`{"x":[{"y":"\ud83d\ude00"}],"extFields":{"a":1,"b":null}}`))
 	f.Fuzz(func(t *testing.T, hdr []byte) {
 		var c Command
-		if err := decodeJSONHeader(hdr, &c, nil, false); err != nil {
+		if err := decodeJSONHeader(hdr, &c, nil, false, nil); err != nil {
 			return
 		}
 		var c2 Command
 		enc := appendJSONHeader(nil, &c)
-		if err := decodeJSONHeader(enc, &c2, nil, false); err != nil {
+		if err := decodeJSONHeader(enc, &c2, nil, false, nil); err != nil {
 			t.Fatalf("re-decode %q: %v", enc, err)
 		}
 		if c2.Code != c.Code || (c2.Remark != c.Remark && utf8.ValidString(c.Remark)) ||

@@ -457,10 +457,17 @@ func (s *jsonScanner) skip() error {
 type RawFields func(code int32) bool
 
 // decodeJSONHeader decodes the JSON header b into c; with lend, a field
-// list kept for raw may be written over b (see fieldList).
-func decodeJSONHeader(b []byte, c *Command, raw RawFields, lend bool) error {
-	if raw != nil && decodeJSONHeaderFast(b, c, raw, lend) {
-		return nil
+// list kept for raw may be written over b (see fieldList). shapes, when
+// not nil, are the connection's learned header shapes (HeaderShapes).
+func decodeJSONHeader(b []byte, c *Command, raw RawFields, lend bool, shapes *HeaderShapes) error {
+	if raw != nil {
+		if shapes != nil {
+			if shapes.decode(b, c, raw, lend) {
+				return nil
+			}
+		} else if decodeJSONHeaderFast(b, c, raw, lend) {
+			return nil
+		}
 	}
 	return decodeJSONHeaderScan(b, c, raw)
 }

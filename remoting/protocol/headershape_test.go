@@ -1,0 +1,166 @@
+package protocol
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"testing"
+)
+
+// matchedShape reports whether one of s's shapes reads hdr.
+func matchedShape(s *HeaderShapes, hdr []byte) bool {
+	for k := range s.s {
+		if _, _, ok := s.s[k].read(hdr, nil); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// checkShapes teaches a HeaderShapes the headers in learn, then decodes
+// hdr through it and checks that it decodes exactly as the one pass does
+// (which checkFastHeader holds to the general path), accepting what the
+// one pass accepts and nothing else, lent or not. It reports whether a
+// learned shape read hdr.
+func checkShapes(t *testing.T, hdr []byte, learn ...[]byte) bool {
+	t.Helper()
+	matched := false
+	for _, raw := range []RawFields{allRaw, only10} {
+		for _, lend := range []bool{false, true} {
+			var s HeaderShapes
+			for _, l := range learn {
+				var c Command
+				s.decode(bytes.Clone(l), &c, raw, lend)
+			}
+			matched = matchedShape(&s, hdr) || matched
+			var fast, shaped Command
+			fb, sb := bytes.Clone(hdr), bytes.Clone(hdr)
+			okFast := decodeJSONHeaderFast(fb, &fast, raw, lend)
+			okShaped := s.decode(sb, &shaped, raw, lend)
+			if okFast != okShaped {
+				t.Fatalf("%q after %q: one pass %v, shapes %v", hdr, learn, okFast, okShaped)
+			}
+			if !okFast {
+				continue
+			}
+			if fast.Code != shaped.Code || fast.Version != shaped.Version || fast.Opaque != shaped.Opaque ||
+				fast.Flag != shaped.Flag || fast.Language != shaped.Language || fast.Remark != shaped.Remark ||
+				fast.list != shaped.list || fast.lent != shaped.lent || !bytes.Equal(fb, sb) ||
+				!maps.Equal(fast.ExtFields, shaped.ExtFields) || (fast.ExtFields == nil) != (shaped.ExtFields == nil) {
+				t.Fatalf("%q after %q:\none pass %+v list %q\nshapes   %+v list %q", hdr, learn, fast, fast.list, shaped, shaped.list)
+			}
+		}
+	}
+	return matched
+}
+
+// goSendHeader is rocketmq-client-go's SEND_MESSAGE header (sorted keys)
+// with the values that change from one send to the next.
+func goSendHeader(opaque, queue int, born int64, uniq string) []byte {
+	return fmt.Appendf(nil, `{"code":10,"extFields":{"batch":"false","bornTimestamp":"%d","defaultTopic":"TBW102",`+
+		`"defaultTopicQueueNums":"8","flag":"0","maxReconsumeTimes":"16","producerGroup":"pg","properties":"UNIQ_KEY\u0001%s\u0002WAIT\u0001true\u0002TAGS\u0001tag",`+
+		`"queueId":"%d","reconsumeTimes":"0","sysFlag":"0","topic":"T","unitMode":"false"},"flag":0,"language":"GO","opaque":%d,"remark":"","version":317}`,
+		born, uniq, queue, opaque)
+}
+
+// javaSendHeader is the Java client's SEND_MESSAGE_V2 header.
+func javaSendHeader(opaque, queue int) []byte {
+	return fmt.Appendf(nil, `{"code":310,"extFields":{"a":"pg","b":"T","c":"TBW102","d":"4","e":"%d","f":"0","g":"1764120000000",`+
+		`"h":"0","i":"KEYS\u0001k\u0002WAIT\u0001true\u0002","j":"0","k":"false","m":"false"},"flag":0,"language":"JAVA",`+
+		`"opaque":%d,"serializeTypeCurrentRPC":"JSON","version":409}`, queue, opaque)
+}
+
+// The headers a client sends are read by the shape learned from its first
+// one, decoded exactly as the one pass decodes them; a header of another
+// shape is read by the one pass, and learned in place of the older shape.
+func TestRemotingHeaderShapes(t *testing.T) {
+	first := goSendHeader(1, 0, 1764120000000, "7F0000010001000000000000000000000")
+	for _, h := range [][]byte{
+		goSendHeader(2, 3, 1764120000001, "7F0000010001000000000000000000001"),
+		goSendHeader(-2147483648, 7, 9, "x\\\"y\\u00e9"),
+		[]byte(`{"code":10,"extFields":{"batch":"false","bornTimestamp":"1"}}`),
+	} {
+		if !checkShapes(t, h, first) && bytes.HasPrefix(h, []byte(`{"code":10,"extFields":{"batch":"false","bornTimestamp":"17`)) {
+			t.Errorf("%q: not read by the learned shape", h)
+		}
+	}
+	if !checkShapes(t, javaSendHeader(9, 2), javaSendHeader(8, 1)) {
+		t.Error("Java's send header: not read by the learned shape")
+	}
+	// Two shapes kept: a client's sends and pulls on one connection.
+	pull := []byte(`{"code":11,"extFields":{"consumerGroup":"g","topic":"T","queueId":"1","queueOffset":"5","maxMsgNums":"32","sysFlag":"2","commitOffset":"0","suspendTimeoutMillis":"20000","subscription":"*","subVersion":"0"},"flag":0,"language":"GO","opaque":3,"remark":null,"version":317}`)
+	if !checkShapes(t, goSendHeader(5, 1, 2, "u"), first, pull) || !checkShapes(t, pull, pull, first) {
+		t.Error("two shapes: one forgotten")
+	}
+	// Not learned: a response, a code not kept raw, a header the one pass
+	// does not read; each then decodes as before.
+	for _, h := range []string{
+		`{"code":10,"extFields":{"a":"b"},"flag":1}`,
+		`{"code":12,"extFields":{"a":"b"}}`,
+		`{"extFields":{"a":"b"},"code":10}`,
+		`{"code":10,"extFields":{"a":null}}`,
+	} {
+		if checkShapes(t, []byte(h), []byte(h)) {
+			var s HeaderShapes
+			var c Command
+			if s.decode([]byte(h), &c, only10, false); s.s[0].ext || s.s[1].ext {
+				t.Errorf("%q: learned", h)
+			}
+		}
+	}
+	// A value that differs in kind or spacing, and every truncation:
+	// the one pass decides.
+	base := []byte(`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T","p":"a\u0001b","n":12}}`)
+	for _, h := range []string{
+		`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":null,"extFields":{"topic":"T","p":"a\u0001b","n":12}}`,
+		`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"r","extFields":{"topic":"T","p":"a\u0001b","n":"12"}}`,
+		`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T","p":"a\u0001b","n":null}}`,
+		`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T","p":"a\u0001b","n":12 }}`,
+		`{"code":10,"language":"GO","version":317,"opaque":1,"flag":1,"remark":"","extFields":{"topic":"T","p":"a\u0001b","n":12}}`,
+		`{"code":11,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T","p":"a\ud800b","n":12}}`,
+		`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T","p":"a\u0001b","n":12}} `,
+		// the same values under other keys
+		`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T","q":"a\u0001b","n":12}}`,
+		`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topix":"T","p":"a\u0001b","n":12}}`,
+		`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T","p":"a\u0001b"},"n":12}`,
+		`{"code":10,"language":"GO","version":317,"opaquf":1,"flag":0,"remark":"","extFields":{"topic":"T","p":"a\u0001b","n":12}}`,
+		`{"code":10,"language":"GO","version":317,"flag":1,"opaque":0,"remark":"","extFields":{"topic":"T","p":"a\u0001b","n":12}}`,
+	} {
+		checkShapes(t, []byte(h), base)
+	}
+	for n := range len(base) {
+		checkShapes(t, base[:n], base)
+	}
+}
+
+// Reading a header by its shape costs no allocation.
+func TestRemotingHeaderShapesAllocate(t *testing.T) {
+	if raceBuild {
+		t.Skip("allocations counted without -race")
+	}
+	var s HeaderShapes
+	orig := goSendHeader(1, 2, 3, "u")
+	buf := bytes.Clone(orig)
+	var c Command
+	s.decode(buf, &c, allRaw, true)
+	if n := testing.AllocsPerRun(100, func() {
+		copy(buf, orig)
+		if !s.decode(buf, &c, allRaw, true) || !c.lent {
+			t.Fatal("not decoded")
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per decode", n)
+	}
+}
+
+// FuzzHeaderShapes: whatever the shape learned from one header reads of
+// another decodes exactly as the one pass decodes it.
+func FuzzHeaderShapes(f *testing.F) {
+	f.Add(goSendHeader(1, 0, 1, "u"), goSendHeader(2, 1, 2, "v"))
+	f.Add(javaSendHeader(1, 0), javaSendHeader(2, 3))
+	f.Add([]byte(`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T","p":"a\u0001b","n":12}}`),
+		[]byte(`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":null,"extFields":{"topic":"T","p":"a\u0001b","n":true}}`))
+	f.Fuzz(func(t *testing.T, learn, hdr []byte) {
+		checkShapes(t, hdr, learn)
+	})
+}
