@@ -103,6 +103,41 @@ type item struct {
 	heapIdx     int   // index in state.exp, -1 when not there
 }
 
+// newItem returns an item for key, not in any table yet. A key of up to
+// 128 bytes is copied into the item's own allocation (itemWith), so a
+// new key costs one allocation for both; it.key points into it, and
+// whatever keeps the key string (the table, the history, a snapshot's
+// copy) keeps the item's memory, which is never written there again.
+func newItem(key []byte) *item {
+	switch {
+	case len(key) <= 16:
+		return newItemWith[[16]byte](key)
+	case len(key) <= 32:
+		return newItemWith[[32]byte](key)
+	case len(key) <= 64:
+		return newItemWith[[64]byte](key)
+	case len(key) <= 128:
+		return newItemWith[[128]byte](key)
+	}
+	return &item{key: string(key), heapIdx: -1}
+}
+
+// itemWith is an item with room for its key after it.
+type itemWith[K any] struct {
+	item
+	k K // the key's bytes, then unused room
+}
+
+func newItemWith[K any](key []byte) *item {
+	p := &itemWith[K]{item: item{heapIdx: -1}}
+	if len(key) > 0 {
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&p.k)), len(key))
+		copy(b, key)
+		p.key = unsafe.String(&b[0], len(b))
+	}
+	return &p.item
+}
+
 // New returns an empty engine. A nil logger discards.
 func New(opts Options, log *slog.Logger) (*Engine, error) {
 	if err := opts.Validate(); err != nil {
@@ -122,7 +157,7 @@ func newState(o *Options) state {
 	return state{
 		keys:  make(map[string]*item),
 		hist:  history{maxLen: o.HistoryLen, maxBytes: o.HistoryBytes},
-		cache: dedupCache{m: make(map[string]*dedupEntry), max: o.DedupLen},
+		cache: newDedupCache(o.DedupLen),
 	}
 }
 
@@ -325,9 +360,13 @@ func (e *Engine) Apply(entry []byte, storeTime time.Time) (Outcome, error) {
 	if le.op == opExpire {
 		return out, nil
 	}
+	// One lookup of the dedup key: the entry found (answering, or
+	// expired but not evicted yet) is the one add marks dead, as nothing
+	// changes the cache in between.
+	var cachedAt *dedupEntry
 	if le.dedup != nil {
-		if r, ok := e.st.cache.lookup(le.dedup, nowMs); ok {
-			out.Reply = r
+		if cachedAt = e.st.cache.find(le.dedup); cachedAt != nil && cachedAt.expireAt > nowMs {
+			out.Reply = cachedAt.reply
 			return out, nil
 		}
 	}
@@ -338,7 +377,7 @@ func (e *Engine) Apply(entry []byte, storeTime time.Time) (Outcome, error) {
 		// is rarely read; VersionString formats it then).
 		cached := out.Reply
 		cached.versionText = ""
-		e.st.cache.add(string(le.dedup), cached, satAdd(nowMs, le.dedupTTL))
+		e.st.cache.add(cachedAt, le.dedup, cached, satAdd(nowMs, le.dedupTTL))
 		e.st.cache.evict(nowMs)
 	}
 	return out, nil
@@ -436,7 +475,7 @@ func (e *Engine) setLocked(it *item, le *logEntry, nowMs int64, notes *[]Notific
 		return Reply{Payload: errorReply(ErrQuota)}
 	}
 	if it == nil {
-		it = &item{key: string(le.key), heapIdx: -1}
+		it = newItem(le.key)
 		e.st.keys[it.key] = it
 	}
 	e.st.bytes += delta
@@ -542,7 +581,7 @@ func (e *Engine) Stats() Stats {
 		Bytes:      e.st.bytes,
 		Expiring:   len(e.st.exp),
 		History:    e.st.hist.len(),
-		Cached:     len(e.st.cache.m),
+		Cached:     e.st.cache.len(),
 		Watches:    e.watches.count,
 		Applied:    e.st.applied,
 		HistoryMin: e.st.hist.floor,

@@ -37,7 +37,7 @@ type Frozen struct {
 	applied, floor HLC
 	keys           []frozenKey
 	hist           []histEvent
-	cache          []*dedupEntry // live entries, in insertion order
+	cache          []dedupEntry // live entries, in insertion order
 	cacheLen       int
 }
 
@@ -61,17 +61,16 @@ func (e *Engine) Freeze() *Frozen {
 	defer e.mu.Unlock()
 	s := &e.st
 	f := &Frozen{applied: s.applied, floor: s.hist.floor, keys: make([]frozenKey, 0, len(s.keys)),
-		hist: make([]histEvent, s.hist.len()), cacheLen: len(s.cache.m), cache: make([]*dedupEntry, 0, len(s.cache.m))}
+		hist: make([]histEvent, s.hist.len()), cacheLen: s.cache.len(), cache: make([]dedupEntry, 0, s.cache.len())}
 	for _, it := range s.keys {
 		f.keys = append(f.keys, frozenKey{key: it.key, value: it.value, version: it.version, expireAt: it.expireAt, token: it.token})
 	}
 	for i := range f.hist {
 		f.hist[i] = *s.hist.at(i)
 	}
-	for _, d := range s.cache.order {
-		if !d.dead {
-			c := *d // the entry's dead flag may change later
-			f.cache = append(f.cache, &c)
+	for i := 0; i < s.cache.n; i++ {
+		if d := s.cache.at(i); !d.dead {
+			f.cache = append(f.cache, *d) // a copy: the dead flag may change later
 		}
 	}
 	return f
@@ -109,7 +108,8 @@ func (f *Frozen) WriteTo(w io.Writer) (int64, error) {
 	}
 
 	sw.u64(uint64(f.cacheLen))
-	for _, d := range f.cache {
+	for i := range f.cache {
+		d := &f.cache[i]
 		sw.fieldString(d.key)
 		sw.u64(uint64(d.expireAt))
 		sw.hlc(d.reply.Version)
@@ -309,7 +309,7 @@ func (r *snapReader) read(o *Options) (state, error) {
 		if len(k) == 0 || (i > 0 && string(k) <= prev) {
 			return st, corruptf("snapshot key %d at offset %d is empty or out of order", i, r.off)
 		}
-		it := &item{key: string(k), heapIdx: -1}
+		it := newItem(k)
 		prev = it.key
 		if it.value, err = r.field("VALUE"); err != nil {
 			return st, err
@@ -382,22 +382,21 @@ func (r *snapReader) read(o *Options) (state, error) {
 		if err != nil {
 			return st, err
 		}
-		if _, dup := st.cache.m[string(k)]; dup {
+		if st.cache.find(k) != nil {
 			return st, corruptf("snapshot cache key %d repeated", i)
 		}
 		exp, err := r.u64("CACHE EXPIREAT")
 		if err != nil {
 			return st, err
 		}
-		d := &dedupEntry{key: string(k), expireAt: int64(exp)}
-		if d.reply.Version, err = r.hlc("CACHE VERSION", true); err != nil {
+		var reply Reply
+		if reply.Version, err = r.hlc("CACHE VERSION", true); err != nil {
 			return st, err
 		}
-		if d.reply.Payload, err = r.field("CACHE PAYLOAD"); err != nil {
+		if reply.Payload, err = r.field("CACHE PAYLOAD"); err != nil {
 			return st, err
 		}
-		st.cache.m[d.key] = d
-		st.cache.order = append(st.cache.order, d)
+		st.cache.add(nil, k, reply, int64(exp))
 	}
 
 	want := r.crc.Sum32()

@@ -1,0 +1,176 @@
+package statestore
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// refDedup is the response cache as a plain map of copied keys plus an
+// insertion-order list: the behaviour dedupCache must keep.
+type refDedup struct {
+	m     map[string]*refEntry
+	order []*refEntry
+	max   int
+}
+
+type refEntry struct {
+	key      string
+	payload  string
+	expireAt int64
+	dead     bool
+}
+
+func (c *refDedup) lookup(key []byte, nowMs int64) (string, bool) {
+	d := c.m[string(key)]
+	if d == nil || d.expireAt <= nowMs {
+		return "", false
+	}
+	return d.payload, true
+}
+
+func (c *refDedup) add(key []byte, payload string, expireAt int64) {
+	if old := c.m[string(key)]; old != nil {
+		old.dead = true
+	}
+	d := &refEntry{key: string(key), payload: payload, expireAt: expireAt}
+	c.m[d.key] = d
+	c.order = append(c.order, d)
+}
+
+func (c *refDedup) evict(nowMs int64) {
+	for len(c.order) > 0 {
+		d := c.order[0]
+		if !d.dead && d.expireAt > nowMs && len(c.m) <= c.max {
+			return
+		}
+		if !d.dead {
+			delete(c.m, d.key)
+		}
+		c.order = c.order[1:]
+	}
+}
+
+// TestDedupCacheModel drives the cache and the reference with the same
+// random adds (the way Apply does: find, then add), lookups and
+// evictions, over keys of every size (small ones filling many key chunks,
+// some past a chunk's eighth), and checks they answer alike, that every
+// live entry still holds its own key's bytes, and that a frozen copy of
+// the entries taken midway still reads the bytes it had while the cache
+// went on turning over its chunks (no key memory is written again).
+func TestDedupCacheModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	c := newDedupCache(300)
+	ref := &refDedup{m: map[string]*refEntry{}, max: 300}
+	keyOf := func(i int) []byte {
+		n := 8 + i%97
+		if i%53 == 0 {
+			n = dedupChunk/8 + 1 + i%300
+		}
+		k := bytes.Repeat([]byte{byte('a' + i%26)}, n)
+		return append(k, fmt.Sprintf("#%d", i)...)
+	}
+	var frozen []dedupEntry
+	var frozenWant []string
+	now := int64(1000)
+	for step := 0; step < 60000; step++ {
+		now += int64(rng.IntN(3))
+		k := keyOf(rng.IntN(2000))
+		switch op := rng.IntN(10); {
+		case op < 6:
+			payload := fmt.Sprintf("+reply %d\r\n", step)
+			exp := now + int64(1+rng.IntN(400))
+			c.evict(now)
+			ref.evict(now)
+			d := c.find(k)
+			if d != nil && d.expireAt > now {
+				break // Apply answers from the cache
+			}
+			if _, ok := ref.lookup(k, now); ok {
+				t.Fatalf("step %d: reference has %q live, cache not", step, k)
+			}
+			c.add(d, k, Reply{Payload: []byte(payload)}, exp)
+			ref.add(k, payload, exp)
+			c.evict(now)
+			ref.evict(now)
+		default:
+			got, ok := c.lookup(k, now)
+			want, wok := ref.lookup(k, now)
+			if ok != wok || string(got.Payload) != want {
+				t.Fatalf("step %d: lookup %q = %q %v, want %q %v", step, k, got.Payload, ok, want, wok)
+			}
+		}
+		if c.len() != len(ref.m) {
+			t.Fatalf("step %d: %d live entries, want %d", step, c.len(), len(ref.m))
+		}
+		if step == 20000 {
+			for i := 0; i < c.n; i++ {
+				if d := c.at(i); !d.dead {
+					frozen = append(frozen, *d)
+					frozenWant = append(frozenWant, string([]byte(d.key)))
+				}
+			}
+		}
+	}
+	live := 0
+	for i := 0; i < c.n; i++ {
+		d := c.at(i)
+		if d.dead {
+			continue
+		}
+		live++
+		if s, ok := c.m[d.key]; !ok || c.at(int(s-c.seq)) != d {
+			t.Fatalf("live entry %q is not the one its key maps to", d.key)
+		}
+		if r := ref.m[d.key]; r == nil || r.payload != string(d.reply.Payload) {
+			t.Fatalf("live entry %q does not match the reference", d.key)
+		}
+	}
+	if live != len(ref.m) {
+		t.Fatalf("%d live entries in the ring, want %d", live, len(ref.m))
+	}
+	if len(frozen) == 0 {
+		t.Fatal("nothing frozen")
+	}
+	for i := range frozen {
+		if frozen[i].key != frozenWant[i] {
+			t.Fatalf("frozen key %d changed: %q, was %q", i, frozen[i].key, frozenWant[i])
+		}
+	}
+}
+
+// TestItemKeyInline checks that a key stored in its item's own memory
+// stays intact after the item leaves the table, as long as something
+// (here the history, as a snapshot or a notification would) holds it.
+func TestItemKeyInline(t *testing.T) {
+	e := mustEngine(t, Options{HistoryLen: 5000})
+	var keys []string
+	for i := 0; i < 2000; i++ {
+		k := fmt.Sprintf("%0*d", 1+i%150, i) // 1..150 bytes: every item size and a separate string
+		keys = append(keys, k)
+		r := &Request{ClientID: "c", Payload: cmd("SET", k, "v")}
+		r.SetUserProperty(PropTimestamp, "1696374425000:0:n")
+		entry, _, ok := e.Prepare(r, t0)
+		if !ok {
+			t.Fatal("SET not logged")
+		}
+		apply(t, e, entry, t0)
+		del := &Request{ClientID: "c", Payload: cmd("DEL", k)}
+		entry, _, ok = e.Prepare(del, t0)
+		if !ok {
+			t.Fatal("DEL not logged")
+		}
+		apply(t, e, entry, t0)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.st.hist.len() != 4000 {
+		t.Fatalf("history holds %d events, want 4000", e.st.hist.len())
+	}
+	for i := 0; i < e.st.hist.len(); i++ {
+		if got, want := e.st.hist.at(i).key, keys[i/2]; got != want {
+			t.Fatalf("event %d key %q, want %q", i, got, want)
+		}
+	}
+}
