@@ -84,23 +84,47 @@ type state struct {
 	cache   dedupCache
 }
 
-// item is one key.
+// item is one key. It holds no more than it must (96 bytes, and the key
+// after it when short: newItem), since the table grows by one per new
+// key and every byte of it is a fresh page to fault in and a word for
+// the collector to mark.
 type item struct {
-	key   string
-	value []byte // never modified in place: a SET stores a new slice
-	// reply is the GET reply, bulkReply(value), shared by every GET (nil
-	// until the first GET of a restored key); a SET builds it with value
-	// as its middle and versionText after it, in one allocation
-	// (setReply).
-	reply []byte
-	// versionText is version.String(), built by the SET that set the
-	// version (or the first GET of a restored key) for every reply
-	// carrying it.
-	versionText string
-	version     HLC
-	expireAt    int64 // Unix ms at or after which the key is gone; 0 = never
-	token       HLC   // fencing token; zero = not fenced
-	heapIdx     int   // index in state.exp, -1 when not there
+	key string
+	// buf is the key's GET reply, "$<len>\r\n<value>\r\n" (its first
+	// replyLen bytes, the value at their end before the CRLF), then the
+	// version text, version.String(); one allocation built by setReply
+	// and never written again, so the reply, the value and the text are
+	// shared with every reader (GET answers, the history, notifications,
+	// a frozen snapshot).
+	buf      string
+	replyLen uint32
+	valueLen uint32
+	version  HLC
+	expireAt int64 // Unix ms at or after which the key is gone; 0 = never
+	token    *HLC  // fencing token; nil = not fenced
+	heapIdx  int   // index in state.exp, -1 when not there
+}
+
+// reply returns the key's GET reply (shared: do not modify).
+func (it *item) reply() []byte {
+	return unsafe.Slice(unsafe.StringData(it.buf), it.replyLen)
+}
+
+// value returns the key's value (shared: do not modify).
+func (it *item) value() []byte {
+	end := it.replyLen - 2
+	return it.reply()[end-it.valueLen : end : end]
+}
+
+// versionText returns version.String().
+func (it *item) versionText() string { return it.buf[it.replyLen:] }
+
+// fenced returns the key's fencing token, the zero HLC when none.
+func (it *item) fenced() HLC {
+	if it.token == nil {
+		return HLC{}
+	}
+	return *it.token
 }
 
 // newItem returns an item for key, not in any table yet. A key of up to
@@ -287,18 +311,8 @@ func (e *Engine) getLocked(key []byte, nowMs int64) Reply {
 	if it == nil || it.expiredAt(nowMs) {
 		return Reply{Payload: replyNil}
 	}
-	if it.reply == nil {
-		it.reply = fullSlice(bulkReply(it.value))
-	}
-	if it.versionText == "" {
-		it.versionText = it.version.String()
-	}
-	return Reply{Payload: it.reply, Version: it.version, versionText: it.versionText}
+	return Reply{Payload: it.reply(), Version: it.version, versionText: it.versionText()}
 }
-
-// fullSlice returns b with its capacity cut to its length, so that an
-// append to a slice shared between readers never writes into it.
-func fullSlice(b []byte) []byte { return b[:len(b):len(b)] }
 
 func (it *item) expiredAt(ms int64) bool { return it.expireAt != 0 && it.expireAt <= ms }
 
@@ -311,7 +325,7 @@ func (e *Engine) Get(key []byte, now time.Time) (value []byte, version HLC, ok b
 	if it == nil || it.expiredAt(now.UnixMilli()) {
 		return nil, HLC{}, false
 	}
-	return it.value, it.version, true
+	return it.value(), it.version, true
 }
 
 // NextExpiry returns the earliest time at which a key expires, so the
@@ -411,7 +425,7 @@ func (e *Engine) removeLocked(it *item) {
 		heap.Remove(&e.st.exp, it.heapIdx)
 	}
 	delete(e.st.keys, it.key)
-	e.st.bytes -= int64(len(it.key) + len(it.value))
+	e.st.bytes -= int64(len(it.key)) + int64(it.valueLen)
 }
 
 // changedLocked records a change in the history and appends the
@@ -423,13 +437,13 @@ func (e *Engine) changedLocked(key string, op Op, value []byte, v HLC, notes *[]
 
 // fencedLocked checks the request's fencing token against the key's.
 func fencedLocked(it *item, ft HLC) ServiceError {
-	if it == nil || it.token.IsZero() {
+	if it == nil || it.token == nil {
 		return ""
 	}
 	if ft.IsZero() {
 		return ErrFencingRequired
 	}
-	if ft.Compare(it.token) < 0 {
+	if ft.Compare(*it.token) < 0 {
 		return ErrFencingStale
 	}
 	return ""
@@ -444,7 +458,7 @@ func (e *Engine) execLocked(le *logEntry, nowMs int64, notes *[]Notification) Re
 	case opSet:
 		return e.setLocked(it, le, nowMs, notes)
 	case opVDel:
-		if it != nil && !bytes.Equal(it.value, le.value) {
+		if it != nil && !bytes.Equal(it.value(), le.value) {
 			return Reply{Payload: replyNotDone, Version: it.version}
 		}
 	}
@@ -461,7 +475,7 @@ func (e *Engine) execLocked(le *logEntry, nowMs int64, notes *[]Notification) Re
 func (e *Engine) setLocked(it *item, le *logEntry, nowMs int64, notes *[]Notification) Reply {
 	switch {
 	case it == nil:
-	case le.cond == CondNX, le.cond == CondNEX && !bytes.Equal(it.value, le.value):
+	case le.cond == CondNX, le.cond == CondNEX && !bytes.Equal(it.value(), le.value):
 		return Reply{Payload: replyNotDone, Version: it.version}
 	}
 	delta := int64(len(le.key) + len(le.value))
@@ -469,7 +483,7 @@ func (e *Engine) setLocked(it *item, le *logEntry, nowMs int64, notes *[]Notific
 		return Reply{Payload: errorReply(ErrQuota)}
 	}
 	if it != nil {
-		delta -= int64(len(it.key) + len(it.value))
+		delta -= int64(len(it.key)) + int64(it.valueLen)
 	}
 	if e.st.bytes+delta > e.opts.MaxBytes {
 		return Reply{Payload: errorReply(ErrQuota)}
@@ -481,31 +495,31 @@ func (e *Engine) setLocked(it *item, le *logEntry, nowMs int64, notes *[]Notific
 	e.st.bytes += delta
 	it.version = e.nextLocked(le.version)
 	it.setReply(le.value)
-	if !le.ft.IsZero() && le.ft.Compare(it.token) > 0 {
-		it.token = le.ft
+	if !le.ft.IsZero() && le.ft.Compare(it.fenced()) > 0 {
+		ft := le.ft
+		it.token = &ft
 	}
 	var expireAt int64
 	if le.expiryMs > 0 {
 		expireAt = max(satAdd(nowMs, le.expiryMs), 1)
 	}
 	e.st.setExpiry(it, expireAt)
-	e.changedLocked(it.key, OpSet, it.value, it.version, notes)
-	return Reply{Payload: replyOK, Version: it.version, versionText: it.versionText}
+	e.changedLocked(it.key, OpSet, it.value(), it.version, notes)
+	return Reply{Payload: replyOK, Version: it.version, versionText: it.versionText()}
 }
 
 // setReply sets the item's value, its GET reply and its version text
-// (of it.version) in one allocation: the reply "$<len>\r\n<value>\r\n"
-// with the value inside it, then the version text. The buffer is never
-// written again, so the three share it safely with every reader.
+// (of it.version) in one allocation, it.buf: the reply
+// "$<len>\r\n<value>\r\n" with the value inside it, then the version
+// text. The buffer is never written again, so the three share it safely
+// with every reader.
 func (it *item) setReply(value []byte) {
 	buf := make([]byte, 0, len(value)+16+22+len(it.version.Node))
 	buf = appendBulk(buf, value)
 	n := len(buf)
-	head := n - len(value) - 2 // after "$<len>\r\n"
 	buf = it.version.AppendText(buf)
-	it.reply = buf[:n:n]
-	it.value = it.reply[head : head+len(value) : head+len(value)]
-	it.versionText = unsafe.String(unsafe.SliceData(buf[n:]), len(buf)-n)
+	it.buf = unsafe.String(unsafe.SliceData(buf), len(buf))
+	it.replyLen, it.valueLen = uint32(n), uint32(len(value))
 }
 
 func satAdd(a, b int64) int64 {

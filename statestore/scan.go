@@ -33,7 +33,7 @@ func (e *Engine) Scan(prefix, after []byte, limit int, now time.Time) ([]KeyInfo
 		if strings.HasPrefix(k, p) && (after == nil || k > a) && !it.expiredAt(ms) {
 			// A SET replaces an item's value slice, never its bytes: the
 			// slice may be read after the lock.
-			out = append(out, KeyInfo{Key: []byte(k), Value: it.value, Version: it.version, ExpireAt: it.expireAt})
+			out = append(out, KeyInfo{Key: []byte(k), Value: it.value(), Version: it.version, ExpireAt: it.expireAt})
 		}
 	}
 	e.mu.Unlock()

@@ -63,7 +63,7 @@ func (e *Engine) Freeze() *Frozen {
 	f := &Frozen{applied: s.applied, floor: s.hist.floor, keys: make([]frozenKey, 0, len(s.keys)),
 		hist: make([]histEvent, s.hist.len()), cacheLen: s.cache.len(), cache: make([]dedupEntry, 0, s.cache.len())}
 	for _, it := range s.keys {
-		f.keys = append(f.keys, frozenKey{key: it.key, value: it.value, version: it.version, expireAt: it.expireAt, token: it.token})
+		f.keys = append(f.keys, frozenKey{key: it.key, value: it.value(), version: it.version, expireAt: it.expireAt, token: it.fenced()})
 	}
 	for i := range f.hist {
 		f.hist[i] = *s.hist.at(i)
@@ -311,7 +311,8 @@ func (r *snapReader) read(o *Options) (state, error) {
 		}
 		it := newItem(k)
 		prev = it.key
-		if it.value, err = r.field("VALUE"); err != nil {
+		value, err := r.field("VALUE")
+		if err != nil {
 			return st, err
 		}
 		if it.version, err = r.hlc("VERSION", false); err != nil {
@@ -325,11 +326,16 @@ func (r *snapReader) read(o *Options) (state, error) {
 			return st, err
 		}
 		it.expireAt = int64(exp)
-		if it.token, err = r.hlc("TOKEN", true); err != nil {
+		token, err := r.hlc("TOKEN", true)
+		if err != nil {
 			return st, err
 		}
+		if !token.IsZero() {
+			it.token = &token
+		}
+		it.setReply(value)
 		st.keys[it.key] = it
-		st.bytes += int64(len(it.key) + len(it.value))
+		st.bytes += int64(len(it.key) + len(value))
 		if it.expireAt != 0 {
 			it.heapIdx = len(st.exp)
 			st.exp = append(st.exp, it)
