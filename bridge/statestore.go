@@ -201,6 +201,17 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		req.DedupTTLMillis = max(msg.Expiry.Sub(now).Milliseconds(), 0)
 	}
 	if !prefix {
+		if round := mqtt.RoundOf(ctx); round != nil {
+			if cmd != nil && ssMutation(cmd.Verb) {
+				if f.deferToRound(ctx, round, from.ClientID, msg, call, later) {
+					return nil
+				}
+			} else {
+				// A request served now sees the round's mutations
+				// (a GET after a pipelined SET of the same client).
+				round.Flush()
+			}
+		}
 		if ok, err := f.router.InvokeCommandNow(ctx, msg.Expiry, cmd, req, &call.resp); ok {
 			f.answer(from.ClientID, msg, &call.resp, err)
 			// Nothing keeps the request: the engine copied what it
@@ -371,13 +382,25 @@ func (r *ssResponse) envelopeOf(req *mqtt.Message) {
 	}
 }
 
+// newSSResponse returns a response to req (from ssResponses), its
+// envelope set.
+func newSSResponse(req *mqtt.Message) *ssResponse {
+	r := ssResponses.Get().(*ssResponse)
+	r.m = mqtt.Message{QoS: 1, ContentType: statestore.ContentType, Expiry: req.Expiry}
+	r.envelopeOf(req)
+	return r
+}
+
 // respondOK sends a 200 response: the properties of statestore.Reply's
 // UserProperties, with the broker's version string reused when it is
 // already in canonical form.
 func (f *StateStoreFront) respondOK(clientID string, req *mqtt.Message, payload []byte, version string) {
-	r := ssResponses.Get().(*ssResponse)
-	r.m = mqtt.Message{Payload: payload, QoS: 1, ContentType: statestore.ContentType, Expiry: req.Expiry}
-	r.envelopeOf(req)
+	f.sendOK(clientID, newSSResponse(req), payload, version)
+}
+
+// sendOK sends r (newSSResponse) as a 200 response with payload.
+func (f *StateStoreFront) sendOK(clientID string, r *ssResponse, payload []byte, version string) {
+	r.m.Payload = payload
 	r.user[0] = mqtt.UserProperty{Key: statestore.PropStatus, Value: statestore.Status200}
 	r.user[1] = mqtt.UserProperty{Key: statestore.PropProtocolVersion, Value: statestore.ProtocolVersion}
 	n := 2
@@ -559,4 +582,69 @@ func (h *StateStoreSessionHook) SaveSession(ctx context.Context, s *mqtt.Session
 func (h *StateStoreSessionHook) DeleteSession(ctx context.Context, clientID string) error {
 	h.fire(clientID)
 	return h.Backend.DeleteSession(ctx, clientID)
+}
+
+// ssMutation reports whether a verb changes the store (its record goes to
+// the shard's log).
+func ssMutation(v statestore.Verb) bool {
+	return v == statestore.VerbSet || v == statestore.VerbDel || v == statestore.VerbVDel
+}
+
+// deferToRound serves a mutation of a local shard in two steps when the
+// broker defers it (router.InvokeCommandDeferred): its record is put now
+// and the mutation applied and answered at the end of the poller's round
+// (ssRoundEnd), where one drain writes the records of all the round's
+// mutations with one pwrite. It reports false when the request is left
+// to the other paths (nothing was done).
+func (f *StateStoreFront) deferToRound(ctx context.Context, round *mqtt.Round, clientID string, msg *mqtt.Message, call *ssCall, later func() func(error)) bool {
+	d, ok, err := f.router.InvokeCommandDeferred(ctx, msg.Expiry, &call.cmd, &call.req, &call.resp)
+	if !ok {
+		return false
+	}
+	if d == nil {
+		// Answered now: a cached reply, an engine's error reply, an
+		// error.
+		f.answer(clientID, msg, &call.resp, err)
+		ssCalls.Put(call)
+		return true
+	}
+	// The request's bytes are the call's only (HandleInline): the
+	// response carries copies of its envelope.
+	e := ssRoundEnds.Get().(*ssRoundEnd)
+	e.f, e.clientID, e.d, e.r, e.done = f, clientID, d, newSSResponse(msg), later()
+	ssCalls.Put(call) // the broker copied what it keeps of the request
+	round.Defer(e)
+	return true
+}
+
+// ssRoundEnd is a mutation deferred to the poller round's end
+// (deferToRound): the broker's pending mutation, the response built with
+// the request's envelope, and the request's completion.
+type ssRoundEnd struct {
+	f        *StateStoreFront
+	clientID string
+	d        router.Deferred
+	r        *ssResponse
+	done     func(error)
+	resp     router.BrokerResponse
+}
+
+var ssRoundEnds = sync.Pool{New: func() any { return new(ssRoundEnd) }}
+
+// RoundEnd implements mqtt.RoundHook: the mutation is applied (the first
+// of the round drains the store: one pwrite for the round's records) and
+// answered, its notifications first as in answer.
+func (e *ssRoundEnd) RoundEnd() {
+	f, done := e.f, e.done
+	if err := e.d.Complete(&e.resp); err != nil {
+		env := mqtt.Message{ResponseTopic: e.r.m.Topic, CorrelationData: e.r.m.CorrelationData, Expiry: e.r.m.Expiry}
+		f.answer(e.clientID, &env, nil, err) // copies the envelope
+		e.r.Recycle(&e.r.m)
+	} else {
+		f.pushNotifications(e.resp.Notifications)
+		f.sendOK(e.clientID, e.r, e.resp.Reply, e.resp.Version)
+	}
+	*e = ssRoundEnd{}
+	ssRoundEnds.Put(e)
+	done(nil)
 }

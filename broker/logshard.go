@@ -283,29 +283,75 @@ func (h *shardLog) catchUpLocked(sh *logShard) error {
 // which the store bounds itself (SyncFlushTimeout): no timer of its own
 // per append.
 func (h *shardLog) appendLocked(ctx context.Context, sh *logShard, entry []byte, apply func(storeTime time.Time, off int64) error) error {
-	now := h.b.now()
-	m := &record.Message{Topic: h.topic, QueueID: sh.id, Body: entry, BornTimestamp: now.UnixMilli(),
-		BornHost: h.b.storeHost, StoreHost: h.b.storeHost}
+	m := &record.Message{}
+	h.entryRecord(m, sh, entry)
 	res, err := h.put(ctx, sh, m)
 	if err != nil {
 		return fmt.Errorf("%w: append to shard %d: %w", h.errUnavailable, sh.id, err)
 	}
-	if res.QueueOffset != sh.next {
-		// Someone else wrote to the queue: the engine would diverge.
-		sh.fail(fmt.Errorf("broker: %s shard %d: entry stored at queue offset %d, expected %d", h.what, sh.id, res.QueueOffset, sh.next))
-		h.log.Error("shard stopped", "shard", sh.id, "err", sh.failed)
-		return fmt.Errorf("%w: %w", h.errFailed, sh.failed)
+	if err := h.storedAtLocked(sh, res); err != nil {
+		return err
 	}
 	if err := apply(time.UnixMilli(res.StoreTimestamp), res.QueueOffset); err != nil {
-		sh.fail(fmt.Errorf("broker: %s shard %d: apply offset %d: %w", h.what, sh.id, res.QueueOffset, err))
-		h.log.Error("shard stopped", "shard", sh.id, "err", sh.failed)
-		return fmt.Errorf("%w: %w", h.errFailed, sh.failed)
+		return h.applyFailedLocked(sh, res, err)
 	}
+	h.appliedLocked(sh, res)
+	return nil
+}
+
+// entryRecord sets m to the record of a shard's entry.
+func (h *shardLog) entryRecord(m *record.Message, sh *logShard, entry []byte) {
+	*m = record.Message{Topic: h.topic, QueueID: sh.id, Body: entry, BornTimestamp: h.b.now().UnixMilli(),
+		BornHost: h.b.storeHost, StoreHost: h.b.storeHost}
+}
+
+// storedAtLocked checks that the store took the shard's entry at the
+// queue offset the shard applies next, and stops the shard otherwise
+// (someone else wrote to the queue: the engine would diverge). Called
+// with sh.mu held.
+func (h *shardLog) storedAtLocked(sh *logShard, res store.PutResult) error {
+	if res.QueueOffset == sh.next {
+		return nil
+	}
+	sh.fail(fmt.Errorf("broker: %s shard %d: entry stored at queue offset %d, expected %d", h.what, sh.id, res.QueueOffset, sh.next))
+	h.log.Error("shard stopped", "shard", sh.id, "err", sh.failed)
+	return fmt.Errorf("%w: %w", h.errFailed, sh.failed)
+}
+
+// applyFailedLocked stops the shard after the apply of the entry stored
+// at res failed. Called with sh.mu held.
+func (h *shardLog) applyFailedLocked(sh *logShard, res store.PutResult, err error) error {
+	sh.fail(fmt.Errorf("broker: %s shard %d: apply offset %d: %w", h.what, sh.id, res.QueueOffset, err))
+	h.log.Error("shard stopped", "shard", sh.id, "err", sh.failed)
+	return fmt.Errorf("%w: %w", h.errFailed, sh.failed)
+}
+
+// appliedLocked moves the shard's position past the entry stored at res,
+// applied. Called with sh.mu held.
+func (h *shardLog) appliedLocked(sh *logShard, res store.PutResult) {
 	sh.next = res.QueueOffset + 1
 	sh.lastEnd = max(sh.lastEnd, res.PhysicalOffset+int64(res.WroteBytes))
 	sh.applied.Store(sh.lastEnd)
 	if res.Status != store.PutOK {
 		h.log.Warn("entry stored with status", "shard", sh.id, "status", res.Status.String())
+	}
+}
+
+// putBehind stores an entry's record written behind without draining
+// (store.PutAsyncDeferred), for a caller that drains once for a batch of
+// puts (the state store's deferred mutations): done is told the result
+// by the caller's Drain, or by a drain or dispatch round under way, or
+// here when the store did not write the record behind (it is in the page
+// cache already). Only under async flush. Called with sh.mu held, so the
+// shard's records are put in the order their entries were prepared. An
+// error is a put refused at once: done is not told.
+func (h *shardLog) putBehind(sh *logShard, m *record.Message, done store.PutDone) error {
+	res, pending, err := h.b.store.PutAsyncDeferred(m, false, done)
+	if err != nil {
+		return fmt.Errorf("%w: append to shard %d: %w", h.errUnavailable, sh.id, err)
+	}
+	if !pending {
+		done.PutDone(res, nil)
 	}
 	return nil
 }

@@ -141,6 +141,7 @@ type ssShard struct {
 	// entry is the buffer of the last mutation's log entry, reused by the
 	// next (the store copies it, Apply keeps none of it); protected by mu.
 	entry []byte
+	pend  ssPendQueue // mutations put and not applied yet (statestore_defer.go); protected by mu
 }
 
 // maxReusedEntry bounds the entry buffer a shard keeps between requests.
@@ -395,17 +396,17 @@ func (s *StateStore) serve(ctx context.Context, req *protocol.StateStoreRequest,
 	return s.do(ctx, req, cmd, from, resp)
 }
 
-// do serves one request into resp; cmd is the parsed req.Payload, nil
-// when it did not parse (the engine answers the error).
-func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer, resp *protocol.StateStoreResponse) error {
+// admit checks that this broker serves req's shard now and records from
+// as the front end of req's client; it returns the shard.
+func (s *StateStore) admit(req *protocol.StateStoreRequest, from ssPeer) (*ssShard, error) {
 	if s.host.slave.Load() {
-		return fmt.Errorf("%w: slave", ErrStateStoreNotOwner)
+		return nil, fmt.Errorf("%w: slave", ErrStateStoreNotOwner)
 	}
 	if ok, why := s.b.writable(); !ok {
-		return fmt.Errorf("%w: the broker %s", ErrStateStoreNotOwner, why)
+		return nil, fmt.Errorf("%w: the broker %s", ErrStateStoreNotOwner, why)
 	}
 	if req.Shard < 0 || int(req.Shard) >= len(s.shards) {
-		return fmt.Errorf("%w: shard %d of %d", ErrStateStoreNotOwner, req.Shard, len(s.shards))
+		return nil, fmt.Errorf("%w: shard %d of %d", ErrStateStoreNotOwner, req.Shard, len(s.shards))
 	}
 	if from != nil && req.ClientID != "" {
 		s.connMu.Lock()
@@ -414,7 +415,13 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 		}
 		s.connMu.Unlock()
 	}
-	r := &statestore.Request{Payload: req.Payload, ClientID: req.ClientID, DedupKey: req.DedupKey,
+	return s.shards[req.Shard], nil
+}
+
+// engineRequest is the engine's request for req; cmd is the parsed
+// payload, nil after a parse error (Prepare parses again and answers it).
+func (s *StateStore) engineRequest(req *protocol.StateStoreRequest, cmd *statestore.Command) statestore.Request {
+	r := statestore.Request{Payload: req.Payload, ClientID: req.ClientID, DedupKey: req.DedupKey,
 		DedupTTL: time.Duration(req.DedupTTLMillis) * time.Millisecond}
 	if len(r.DedupKey) == 0 {
 		r.DedupKey = nil
@@ -425,8 +432,19 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 	if req.HasFencingToken {
 		r.SetUserProperty(statestore.PropFencingToken, req.FencingToken)
 	}
-	r.Command = cmd // nil after a parse error: Prepare parses again and answers it
-	sh := s.shards[req.Shard]
+	r.Command = cmd
+	return r
+}
+
+// do serves one request into resp; cmd is the parsed req.Payload, nil
+// when it did not parse (the engine answers the error).
+func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer, resp *protocol.StateStoreResponse) error {
+	sh, err := s.admit(req, from)
+	if err != nil {
+		return err
+	}
+	rv := s.engineRequest(req, cmd)
+	r := &rv
 	if cmd == nil || cmd.Verb == statestore.VerbGet {
 		// A GET (or a request the engine rejects) is answered by Prepare
 		// alone, from the applied table: it needs no log position, so it
@@ -455,6 +473,7 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 		return fmt.Errorf("%w: %w", ErrStateStoreFailed, err)
 	}
 	sh.mu.Lock()
+	s.applyPendingLocked(sh) // mutations deferred before this one first (log order)
 	if sh.failed != nil {
 		err := sh.failed
 		sh.mu.Unlock()
@@ -661,6 +680,7 @@ func (s *StateStore) expiryLoop(ctx context.Context) {
 
 func (s *StateStore) expire(ctx context.Context, sh *ssShard) {
 	sh.mu.Lock()
+	s.applyPendingLocked(sh) // mutations deferred before it first (log order)
 	if sh.failed != nil {
 		sh.mu.Unlock()
 		return

@@ -56,7 +56,11 @@ func (m *ssMetrics) timed() (start time.Time, ok bool) {
 
 // observe records one command; start is zero when it was not timed.
 func (m *ssMetrics) observe(cmd *statestore.Command, start time.Time, err error) {
-	v := ssVerbOf(cmd)
+	m.observeVerb(ssVerbOf(cmd), start, err)
+}
+
+// observeVerb is observe of a command whose verb's index is v (ssVerbOf).
+func (m *ssMetrics) observeVerb(v int, start time.Time, err error) {
 	if !start.IsZero() {
 		m.timer[v].Observe(time.Since(start).Seconds())
 	}

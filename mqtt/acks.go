@@ -169,9 +169,15 @@ func (c *conn) callAsync(h AsyncHandler, p *packets.Publish, info ClientInfo, ms
 		fillMessage(msg, p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties, time.Now())
 		msg.ClientID, msg.Username = info.ClientID, info.Username
 	}
-	err = h(c.srv.ctx, info, msg, ac.laterFn)
+	ctx, r := c.srv.ctx, c.roundOf()
+	if r != nil {
+		ctx, r.called = r.ctx, false
+	}
+	err = h(ctx, info, msg, ac.laterFn)
 	later = ac.later
-	if ac.a != nil {
+	if ac.a != nil && (r == nil || !r.called) {
+		// A call that deferred its answer to the round's end keeps its
+		// acknowledgement in the unit of work: held with the answer.
 		ac.a.inCall.Store(false)
 	}
 	*ac = asyncCall{laterFn: ac.laterFn}

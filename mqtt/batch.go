@@ -74,6 +74,21 @@ func (b *outBatch) release() {
 	b.conns = b.conns[:0]
 }
 
+// moveTo hands the connections b holds to dst, which writes them when it
+// is released (a poller's round, round.go).
+func (b *outBatch) moveTo(dst *outBatch) {
+	for i, c := range b.conns {
+		c.outMu.Lock()
+		if c.heldBy == b {
+			c.heldBy = dst
+			dst.conns = append(dst.conns, c)
+		}
+		c.outMu.Unlock()
+		b.conns[i] = nil
+	}
+	b.conns = b.conns[:0]
+}
+
 // unhold ends b's hold on c and writes what c's output holds (for TLS,
 // wakes the writer).
 func (c *conn) unhold(b *outBatch) {

@@ -46,6 +46,7 @@ type conn struct {
 	closed    bool    // protected by inMu and outMu
 	fdClosed  bool    // protected by inMu and outMu: the descriptor is closed
 	inlined   bool    // protected by inMu: a request was handled on the poller (its mark may be up)
+	onRound   bool    // worker-owned, here for the padding: workInline runs on the poller (c.p.round, round.go)
 	in        []byte  // protected by inMu: unparsed input, nil when drained
 	inBuf     *[]byte // protected by inMu: in's array when it is a pooled one (appendIn)
 

@@ -163,8 +163,9 @@ func (c *conn) feed(b []byte) {
 // nothing is missed. The one thing a short read can leave unread is an
 // end of stream that arrived before it; hup (the event carried EPOLLRDHUP,
 // EPOLLHUP or EPOLLERR) says so, and then readable reads on to the 0 or
-// the error. resume passes hup too (it was not called for an event).
-func (c *conn) readable(buf []byte, hup bool) {
+// the error. resume passes hup too (it was not called for an event). r
+// is the poller's round (nil from resume, on a worker).
+func (c *conn) readable(buf []byte, hup bool, r *Round) {
 	c.inMu.Lock()
 	if c.closed || c.eof {
 		draining := c.draining
@@ -220,7 +221,7 @@ func (c *conn) readable(buf []byte, hup bool) {
 	}
 	switch {
 	case inline:
-		c.workInline()
+		c.workInline(r)
 	case sched:
 		c.srv.pool.submit(c.work)
 	}
@@ -273,17 +274,25 @@ func (s *Server) endsInPacket(b []byte) bool {
 // closes the connection (closing may wait on the backend). After
 // batchPackets packets the rest goes to a worker too, as work yields
 // after as many: one client's burst of requests does not hold up the
-// poller's other connections.
-func (c *conn) workInline() {
+// poller's other connections. r is the poller's round (nil when a
+// worker's resume reads): a handler may defer work to its end
+// (round.go), and then the connection stays held until the round's
+// writes; before input goes to a worker the round's deferred work runs
+// (the worker's requests see it done).
+func (c *conn) workInline(r *Round) {
 	sc := scratches.Get().(*packets.Scratch)
 	defer scratches.Put(sc)
 	c.more = false
 	c.fl.hold(c)
+	if r != nil {
+		r.conn = false
+		c.onRound = true // cleared before the connection is given up
+	}
 	for n := 0; ; n++ {
 		c.inMu.Lock()
 		if c.closed {
 			c.dropIn()
-			c.scheduled = false
+			c.onRound, c.scheduled = false, false
 			c.inMu.Unlock()
 			c.fl.release()
 			return
@@ -293,15 +302,18 @@ func (c *conn) workInline() {
 		p, used, err := c.srv.dec.NextScratchAlias(c.version, c.in, sc)
 		if err == packets.ErrIncomplete && len(c.in) == 0 {
 			c.dropIn()
-			c.scheduled = false
+			c.onRound, c.scheduled = false, false
 			c.inMu.Unlock()
+			if r != nil && r.conn {
+				c.fl.moveTo(&r.fl) // written once the deferred work ran
+				return
+			}
 			c.fl.release()
 			return
 		}
 		if err != nil || n == batchPackets {
 			c.inMu.Unlock()
-			c.fl.release()
-			c.srv.pool.submit(c.work) // still scheduled
+			c.toWorker(r)
 			return
 		}
 		pub, isPub := p.(*packets.Publish)
@@ -309,8 +321,7 @@ func (c *conn) workInline() {
 			if !c.publishInline(pub) {
 				// Left in the input for a worker, which decodes it again.
 				c.inMu.Unlock()
-				c.fl.release()
-				c.srv.pool.submit(c.work) // still scheduled
+				c.toWorker(r)
 				return
 			}
 			c.inlined = true
@@ -335,6 +346,18 @@ func (c *conn) workInline() {
 			}
 		}
 	}
+}
+
+// toWorker hands the rest of workInline's input to a worker (c stays
+// scheduled), after the round's deferred work: the worker's requests
+// must see it done.
+func (c *conn) toWorker(r *Round) {
+	if r != nil {
+		r.Flush()
+	}
+	c.onRound = false
+	c.fl.release()
+	c.srv.pool.submit(c.work)
 }
 
 // inBufSize is the size of the pooled input arrays: what one read of a
@@ -384,7 +407,7 @@ func (c *conn) dropIn() {
 // resume reads a paused socket again (from the worker).
 func (c *conn) resume() {
 	bp := readBufs.Get().(*[]byte)
-	c.readable(*bp, true)
+	c.readable(*bp, true, nil)
 	readBufs.Put(bp)
 }
 

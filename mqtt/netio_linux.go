@@ -47,6 +47,8 @@ type poller struct {
 	lowConns []*conn // protected by lowMu
 	lowArmed bool    // protected by lowMu: lowTimer is armed
 	lowTimer timer
+
+	round Round // the poller goroutine's (round.go)
 }
 
 func newPoller(s *Server) (*poller, error) {
@@ -108,8 +110,12 @@ func (p *poller) run() {
 	defer close(p.done)
 	events := make([]unix.EpollEvent, 256)
 	buf := make([]byte, readBufSize)
+	p.round.init(p.s)
 	// The callback returns false to park until the epoll descriptor is
-	// readable again, true to end (closing, or epoll failed).
+	// readable again, true to end (closing, or epoll failed). The events
+	// of one epoll_wait are a round (round.go): what their handlers
+	// deferred runs, and the connections held for it are written, before
+	// the next epoll_wait.
 	err := p.rc.Read(func(uintptr) bool {
 		for {
 			n, err := epollWaitNow(p.epfd, events)
@@ -122,9 +128,11 @@ func (p *poller) run() {
 			}
 			for i := 0; i < n; i++ {
 				if !p.event(&events[i], buf) {
+					p.round.end()
 					return true // closing
 				}
 			}
+			p.round.end()
 			if n < len(events) {
 				// Drained: whatever arrives later is a new event in
 				// this epoll, which wakes the runtime's.
@@ -156,7 +164,7 @@ func (p *poller) event(ev *unix.EpollEvent, buf []byte) bool {
 		c.flush()
 	}
 	if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-		c.readable(buf, ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0)
+		c.readable(buf, ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0, &p.round)
 	}
 	return true
 }
@@ -300,4 +308,12 @@ func (s *Server) acceptFD(fd int, remote string) {
 		unix.Close(fd)
 		return
 	}
+}
+
+// roundOf returns the poller's round while workInline runs on it.
+func (c *conn) roundOf() *Round {
+	if !c.onRound {
+		return nil
+	}
+	return &c.p.round
 }

@@ -357,6 +357,14 @@ func (s *Server) HandleAsync(filter string, h AsyncHandler) (unregister func()) 
 // carries (the session keeps that message until the client acknowledges
 // it). Tests under the race detector overwrite the request's bytes when h
 // returns, so a handler that keeps them fails there.
+//
+// On a poller, h's ctx carries the poller's round (RoundOf): h may call
+// later and defer the rest of its work, and its done, to the end of the
+// round (Round.Defer), when every ready connection of the round was
+// handled: work shared by the round's requests is then done once (the
+// state store writes the records of a round's SETs with one pwrite). The
+// connection's output stays held until then, so the deferred answer
+// still leaves with its acknowledgement in one write.
 func (s *Server) HandleInline(topic string, h AsyncHandler) (unregister func()) {
 	s.asyncHandlers.Store(true)
 	return s.addHandler(handlerEntry{filter: topic, async: h, inline: packets.ValidTopicName(topic)})

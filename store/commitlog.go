@@ -429,6 +429,7 @@ func (cl *commitLog) writePendLocked() error {
 	}
 	seg, rel, n := cl.pendSeg, cl.pendRel, int64(len(cl.pend))
 	_, err := seg.f.WriteAt(cl.pend, rel)
+	cl.s.stats.pendWrites.Add(1)
 	if err != nil && isNoSpace(err) {
 		cl.discardPendLocked()
 		cl.s.noSpace(err)

@@ -56,6 +56,7 @@ type statCounters struct {
 	getMessages            atomic.Int64
 	getBytes               atomic.Int64
 	flushes                atomic.Int64
+	pendWrites             atomic.Int64
 	flushNanos             atomic.Int64
 	badRecords             atomic.Int64
 	forceDeletedUnconsumed atomic.Int64
@@ -102,6 +103,10 @@ type Stats struct {
 	GetBytes    int64
 	Flushes     int64         // commitlog fdatasync rounds
 	FlushTime   time.Duration // total time spent in them
+	// BehindWrites counts the writes (one pwrite each) of the
+	// write-behind buffer: the records of the puts written behind
+	// since the previous one (writebehind.go).
+	BehindWrites int64
 	// BadRecords counts records refused on a read path (pull, lookup by
 	// offset, query by key, replication) because they failed verification:
 	// damaged on disk, never served.
@@ -134,6 +139,7 @@ func (s *Store) Stats() Stats {
 		PutMessages:            c.putMessages.Load(),
 		PutBytes:               c.putBytes.Load(),
 		PutErrors:              c.putErrors.Load(),
+		BehindWrites:           c.pendWrites.Load(),
 		GetRequests:            c.getRequests.Load(),
 		GetMessages:            c.getMessages.Load(),
 		GetBytes:               c.getBytes.Load(),

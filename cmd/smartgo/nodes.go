@@ -23,7 +23,27 @@ import (
 type localStateStore struct{ ss *broker.StateStore }
 
 func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) error {
-	err := l.ss.InvokeLocal(ctx, req, cmd, sink, resp)
+	return localStateStoreErr(l.ss.InvokeLocal(ctx, req, cmd, sink, resp))
+}
+
+// InvokeDeferred implements router.LocalDeferrer.
+func (l localStateStore) InvokeDeferred(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) (router.Deferred, error) {
+	p, err := l.ss.InvokeDeferred(ctx, req, cmd, sink, resp)
+	if p == nil {
+		return nil, localStateStoreErr(err)
+	}
+	return localPending{p}, nil
+}
+
+// localPending adapts a broker.StateStorePending to router.Deferred.
+type localPending struct{ p *broker.StateStorePending }
+
+func (l localPending) Complete(resp *protocol.StateStoreResponse) error {
+	return localStateStoreErr(l.p.Complete(resp))
+}
+
+// localStateStoreErr shapes a local state store's error as router's.
+func localStateStoreErr(err error) error {
 	switch {
 	case err == nil:
 		return nil

@@ -44,7 +44,26 @@ func startEnv(t testing.TB, syncFlush bool) *env {
 type localStateStore struct{ ss *broker.StateStore }
 
 func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) error {
-	err := l.ss.InvokeLocal(ctx, req, cmd, sink, resp)
+	return localErr(l.ss.InvokeLocal(ctx, req, cmd, sink, resp))
+}
+
+// InvokeDeferred implements router.LocalDeferrer: the front on an MQTT
+// poller applies and answers the round's mutations at the round's end.
+func (l localStateStore) InvokeDeferred(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) (router.Deferred, error) {
+	p, err := l.ss.InvokeDeferred(ctx, req, cmd, sink, resp)
+	if p == nil {
+		return nil, localErr(err)
+	}
+	return localPending{p}, nil
+}
+
+type localPending struct{ p *broker.StateStorePending }
+
+func (l localPending) Complete(resp *protocol.StateStoreResponse) error {
+	return localErr(l.p.Complete(resp))
+}
+
+func localErr(err error) error {
 	switch {
 	case err == nil:
 		return nil

@@ -82,6 +82,26 @@ type LocalBroker interface {
 	Waits(cmd *statestore.Command) bool
 }
 
+// LocalDeferrer is a LocalBroker that can serve a mutation in two steps,
+// for a caller that serves requests in batches (the MQTT front's poller
+// round): InvokeDeferred puts it in its shard's log, and the returned
+// Deferred's Complete, at the batch's end, applies and answers it, so
+// the batch's records are written together.
+type LocalDeferrer interface {
+	// InvokeDeferred is InvokeLocal for a mutation that waits for
+	// nothing; a nil Deferred with a nil error means answered in resp.
+	InvokeDeferred(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) (Deferred, error)
+}
+
+// Deferred is a mutation a LocalDeferrer put in its shard's log and has
+// not answered yet.
+type Deferred interface {
+	// Complete applies the mutation once its record is in the page cache
+	// (after every mutation of its shard put before it) and sets resp to
+	// its response; errors are InvokeLocal's. Called exactly once.
+	Complete(resp *protocol.StateStoreResponse) error
+}
+
 // Validate reports the first invalid field.
 func (o *Options) Validate() error {
 	if len(o.Registries) == 0 && len(o.Brokers) == 0 {
@@ -391,6 +411,40 @@ func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *
 		return false, nil
 	}
 	return true, err
+}
+
+// InvokeCommandDeferred is InvokeCommandNow for a mutation whose apply
+// and answer may wait for the caller's batch end: when the key's shard is
+// a local broker's that defers it (LocalDeferrer), d is its Deferred, on
+// which the caller calls Complete once; a nil d with ok means answered
+// (resp set when err is nil). ok is false as for InvokeCommandNow, and
+// also when the broker does not defer.
+func (r *Router) InvokeCommandDeferred(ctx context.Context, deadline time.Time, cmd *statestore.Command, req *protocol.StateStoreRequest, resp *protocol.StateStoreResponse) (d Deferred, ok bool, err error) {
+	if cmd == nil || r.group.Closed() {
+		return nil, false, nil
+	}
+	refs, ok := r.tab.Cached()
+	if !ok {
+		return nil, false, nil
+	}
+	shards := r.convert(refs)
+	ref := shards[statestore.ShardOf(cmd.Key, len(shards))]
+	ld, defers := ref.local.(LocalDeferrer)
+	if !defers || ref.Addr == "" || ref.local.Waits(cmd) || (!deadline.IsZero() && !time.Now().Before(deadline)) {
+		return nil, false, nil
+	}
+	req.Shard = ref.Queue
+	d, err = ld.InvokeDeferred(ctx, req, cmd, r, resp)
+	switch {
+	case err == nil:
+		return d, true, nil
+	case errors.Is(err, ErrUnavailable):
+		return nil, false, nil
+	case errors.Is(err, ErrFailed):
+		return nil, true, fmt.Errorf("router: local broker %s: %w", ref.Addr, err)
+	default:
+		return nil, true, fmt.Errorf("%w: local broker %s: %w", ErrFailed, ref.Addr, err)
+	}
 }
 
 // InvokeCommandAsync is InvokeCommand without waiting for the answer: cb

@@ -1,0 +1,87 @@
+package mqtt
+
+import "context"
+
+// Poller rounds. A poller serves the ready connections of one epoll_wait
+// in a round (netio_linux.go), and an inline handler (Server.HandleInline)
+// called on it may put part of its work off to the round's end with
+// Round.Defer: work whose cost is shared by every request of the round
+// (the state store's SETs: one pwrite for all the records the round put,
+// instead of one per SET). What a handler defers runs on the poller,
+// after every ready connection of the round was read and handled and
+// before the poller waits again; the connections whose requests deferred
+// work stay held (batch.go) until then, so a deferred answer still leaves
+// in one write with its request's acknowledgement (the acknowledgement
+// queued by later is part of the round's unit of work).
+//
+// The round belongs to its poller goroutine: Defer and Flush are called
+// only from an inline handler's call on that poller (RoundOf returns nil
+// elsewhere: a worker, a TLS connection's reader).
+
+// Round is a poller's round of ready connections (see RoundOf).
+type Round struct {
+	ctx     context.Context // the server's, carrying the round (RoundOf)
+	hooks   []RoundHook     // deferred work, in Defer order
+	fl      outBatch        // connections held until the hooks ran
+	running bool            // Flush is running the hooks
+	called  bool            // Defer was called by the handler call under way (callAsync)
+	conn    bool            // the connection being handled deferred work (workInline)
+}
+
+// RoundHook is work an inline handler put off to its round's end.
+type RoundHook interface {
+	// RoundEnd runs the deferred work on the poller. It must not block
+	// (the rules of an inline handler) and must not keep the request's
+	// bytes (they belonged to the handler's call).
+	RoundEnd()
+}
+
+type roundKey struct{}
+
+// RoundOf returns the poller round an inline handler is called in, from
+// the handler's ctx, or nil when the call is not on a poller.
+func RoundOf(ctx context.Context) *Round {
+	r, _ := ctx.Value(roundKey{}).(*Round)
+	return r
+}
+
+// Defer runs h at the end of the round (or at an earlier Flush), after
+// the hooks deferred before it. The calling handler is expected to have
+// called later: its done, called from h, sends the acknowledgement, held
+// with the connection's other output until the round's writes.
+func (r *Round) Defer(h RoundHook) {
+	r.hooks = append(r.hooks, h)
+	r.called, r.conn = true, true
+}
+
+// Flush runs the hooks deferred so far, now: a handler whose request
+// must see the deferred work done (a read after a pipelined write) calls
+// it first. The poller flushes before a connection's input goes to a
+// worker, and at the round's end.
+func (r *Round) Flush() {
+	if r.running {
+		return
+	}
+	r.running = true
+	for i := 0; i < len(r.hooks); i++ {
+		h := r.hooks[i]
+		r.hooks[i] = nil
+		h.RoundEnd()
+	}
+	r.hooks = r.hooks[:0]
+	r.running = false
+}
+
+// end ends the round: the deferred hooks run, then the held connections
+// are written (one write each).
+func (r *Round) end() {
+	r.Flush()
+	if r.fl.pending() {
+		r.fl.release()
+	}
+}
+
+// init readies a poller's round on the server's context.
+func (r *Round) init(s *Server) {
+	r.ctx = context.WithValue(s.ctx, roundKey{}, r)
+}
