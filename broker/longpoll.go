@@ -3,6 +3,7 @@ package broker
 import (
 	"container/heap"
 	"context"
+	"strings"
 	"sync"
 	"time"
 )
@@ -200,9 +201,10 @@ func (h *HoldService) shutdown() {
 // Hold parks a pull of (topic, queueID) that wants messages at or after
 // offset, until Notify reports the queue grew past it or deadline passes.
 // It reports false when the service has stopped (the caller must answer
-// the pull itself).
+// the pull itself). topic may be a request's header string, valid only
+// until the request is recycled: the service keeps a copy.
 func (h *HoldService) Hold(topic string, queueID int32, offset int64, deadline time.Time, fire func(timedOut bool)) bool {
-	p := &heldPull{key: queueKey{topic, queueID}, offset: offset, deadline: deadline, fire: fire}
+	p := &heldPull{key: queueKey{strings.Clone(topic), queueID}, offset: offset, deadline: deadline, fire: fire}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -223,14 +225,22 @@ func (h *HoldService) Hold(topic string, queueID int32, offset int64, deadline t
 
 // Notify tells the service that (topic, queueID) now holds messages below
 // maxOffset: every pull held there for an offset below it is fired soon,
-// on a worker. Notify never waits for them.
+// on a worker. Notify never waits for them. topic is not kept (it may be
+// a request's header string, valid only until the request is recycled):
+// the queue is recorded under the key of a pull held there, which the
+// service owns.
 func (h *HoldService) Notify(topic string, queueID int32, maxOffset int64) {
-	key := queueKey{topic, queueID}
 	h.mu.Lock()
-	if len(h.byQueue[key]) == 0 {
+	ps := h.byQueue[queueKey{topic, queueID}]
+	if len(ps) == 0 {
 		h.mu.Unlock()
 		return
 	}
+	// A key whose bytes change after it went into ready and order is
+	// found by neither: its worker would fire nothing, and once the
+	// bytes read as the topic again, ready would swallow every later
+	// notification of the queue (its pulls then wait for their deadline).
+	key := ps[0].key
 	if old, ok := h.ready[key]; !ok {
 		h.ready[key] = maxOffset
 		h.order = append(h.order, key)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
 type fired struct {
@@ -202,5 +203,91 @@ func TestBrokerHoldNotifyRacesShutdown(t *testing.T) {
 		if answered.Load() != 50 {
 			t.Fatalf("round %d: %d of 50 held pulls answered", round, answered.Load())
 		}
+	}
+}
+
+// nopRef is a receive buffer reference for decoding a frame in place.
+type nopRef struct{}
+
+func (nopRef) Unref() {}
+
+// A pull's topic, as the broker decodes it, lives in the connection's
+// receive buffer until the request is recycled, and the reader then
+// reads the next frames over it. The pull processor notifies the hold
+// service with that string when a message arrived between its read and
+// its hold. The service must keep none of it: a worker that serves the
+// queue after the buffer was reused still fires the pull, and once the
+// buffer reads as the topic again (a later pull of the topic at the same
+// place), later notifications of the queue still fire its pulls. Both
+// failed when Notify recorded the caller's string: the first pull waited
+// for its deadline, and the stale entry then swallowed every notification
+// of the queue (one queue of `make compare`'s consumer answered only at
+// its 15 s hold deadline: a p99 of 4.9 s, or messages missing).
+func TestBrokerHoldNotifyKeepsNoRequestString(t *testing.T) {
+	const topic = "Compare1024"
+	req := protocol.NewRequest(protocol.PullMessage, &protocol.PullMessageRequestHeader{ConsumerGroup: "g", Topic: topic,
+		QueueID: 1, QueueOffset: 5, MaxMsgNums: 32, SysFlag: pullFlagSuspend, SuspendTimeoutMillis: 15000}, nil)
+	frame, err := protocol.EncodeFrame(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame = frame[4:] // the frame after its length word, as the reader passes it
+	got, err := protocol.DecodeFrameWith(frame, nopRef{}, func(code int32) bool { return code == protocol.PullMessage })
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded := append([]byte(nil), frame...) // the field list written over the header
+	var hdr protocol.PullMessageRequestHeader
+	if err := got.DecodeHeader(&hdr); err != nil || hdr.Topic != topic {
+		t.Fatalf("decoded %+v, %v", hdr, err)
+	}
+
+	// The workers start only after the buffer was reused: the order a
+	// loaded machine may run them in.
+	h := NewHoldService(1, nil)
+	var f fired
+	far := time.Now().Add(time.Hour)
+	h.Hold(topic, 1, 5, far, f.fn(1))
+	h.Notify(hdr.Topic, 1, 6)
+	got.Recycle()
+	for i := range frame {
+		frame[i] = 'x' // the reader's next frames
+	}
+	if hdr.Topic == topic {
+		t.Fatal("the decoded topic does not live in the frame: the test checks nothing")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	testutil.WaitFor(t, 5*time.Second, "the pull notified with a recycled topic fired", func() bool {
+		ids, _ := f.snapshot()
+		return len(ids) == 1
+	})
+
+	// A later pull of the topic is decoded where the first one was.
+	copy(frame, decoded)
+	if hdr.Topic != topic {
+		t.Fatalf("the frame reads %q again, want %q", hdr.Topic, topic)
+	}
+	h.Hold(topic, 1, 6, far, f.fn(2))
+	h.Notify(topic, 1, 7) // the store's arrival callback (its own string)
+	testutil.WaitFor(t, 5*time.Second, "the next pull of the queue fired on its notification", func() bool {
+		ids, _ := f.snapshot()
+		return len(ids) == 2
+	})
+
+	// Hold keeps a copy of its topic too.
+	h.Hold(hdr.Topic, 1, 7, far, f.fn(3))
+	for i := range frame {
+		frame[i] = 'x'
+	}
+	h.Notify(topic, 1, 8)
+	testutil.WaitFor(t, 5*time.Second, "the pull held with a recycled topic fired on its notification", func() bool {
+		ids, _ := f.snapshot()
+		return len(ids) == 3
+	})
+	if ids, to := f.snapshot(); ids[0] != 1 || ids[1] != 2 || ids[2] != 3 || to[1] || to[2] || to[3] || h.Len() != 0 {
+		t.Fatalf("fired %v (timed out %v), held %d", ids, to, h.Len())
 	}
 }

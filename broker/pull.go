@@ -124,14 +124,15 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 			}
 		}
 		// The pull outlives its recycling (this processor returns nil):
-		// its header, decoded again when it fires, and the topic the
-		// hold keeps are copies (protocol.Command.Recycle).
+		// its header, decoded again when it fires, is a copy
+		// (protocol.Command.Recycle), and the hold service keeps no
+		// string of h (Hold copies the topic, Notify keeps none).
 		req.OwnFields()
-		if b.hold.Hold(strings.Clone(h.Topic), h.QueueID, h.QueueOffset, b.now().Add(hold), fire) {
+		if b.hold.Hold(h.Topic, h.QueueID, h.QueueOffset, b.now().Add(hold), fire) {
 			// A message may have arrived between the read and the hold:
 			// re-check so it is not missed until the timeout.
-			if b.store.MaxOffset(h.Topic, h.QueueID) > h.QueueOffset {
-				b.hold.Notify(h.Topic, h.QueueID, b.store.MaxOffset(h.Topic, h.QueueID))
+			if maxOff := b.store.MaxOffset(h.Topic, h.QueueID); maxOff > h.QueueOffset {
+				b.hold.Notify(h.Topic, h.QueueID, maxOff)
 			}
 			return nil
 		}
