@@ -173,5 +173,6 @@ func runJetStream(size, pubs, window int, count, warmup int64, rate float64, dur
 		}
 		break
 	}
-	return result{rate: float64(acked.Load()) / el.Seconds(), p50: hist.Percentile(50), p99: hist.Percentile(99), errors: failed.Load()}, nil
+	return result{rate: float64(acked.Load()) / el.Seconds(), p50: hist.Percentile(50), p99: hist.Percentile(99), errors: failed.Load(),
+		lost: max(0, acked.Load()-received.Load())}, nil
 }

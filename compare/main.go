@@ -18,7 +18,9 @@
 // publish to the last acknowledgement, with the consumer running (server
 // start, stream/topic creation, connections and the consumer's catch-up
 // after the last ack are outside the window). Latency is taken from a
-// time stamp in each body to its delivery to the consumer. -warmup N
+// time stamp in each body to its delivery to the consumer; "lost" counts
+// acknowledged messages the consumer did not receive before the run
+// ended (their latency is in no percentile). -warmup N
 // sends and consumes N messages on both before the clock starts (each run
 // starts fresh servers, so their first half second, with cold queue
 // files, connections and heap, otherwise weighs on the p99); -repeat
@@ -65,6 +67,7 @@ type result struct {
 	rate     float64 // acknowledged publishes per second
 	p50, p99 time.Duration
 	errors   int64
+	lost     int64 // acknowledged, never delivered to the consumer (its latency is in no percentile)
 }
 
 func main() {
@@ -133,7 +136,7 @@ func main() {
 		}()
 	}
 	var rows [][]string
-	rows = append(rows, []string{"size", "pubs", "system", "msgs/s", "range", "p50", "p99", "errors"})
+	rows = append(rows, []string{"size", "pubs", "system", "msgs/s", "range", "p50", "p99", "errors", "lost"})
 	var ratios []string
 	for _, s := range strings.Split(*sizes, ",") {
 		size, err := strconv.Atoi(strings.TrimSpace(s))
@@ -219,10 +222,11 @@ func row(size, pubs int, sys string, rs []result) []string {
 		lo, hi = min(lo, x.rate), max(hi, x.rate)
 	}
 	return []string{strconv.Itoa(size), strconv.Itoa(pubs), sys, fmt.Sprintf("%.0f", r.rate), fmt.Sprintf("%.0f..%.0f", lo, hi),
-		r.p50.Round(10 * time.Microsecond).String(), r.p99.Round(10 * time.Microsecond).String(), strconv.FormatInt(r.errors, 10)}
+		r.p50.Round(10 * time.Microsecond).String(), r.p99.Round(10 * time.Microsecond).String(), strconv.FormatInt(r.errors, 10),
+		strconv.FormatInt(r.lost, 10)}
 }
 
-// median returns the median of each field of rs (the errors summed).
+// median returns the median of each field of rs (errors and lost summed).
 func median(rs []result) result {
 	pick := func(f func(result) float64) float64 {
 		v := make([]float64, len(rs))
@@ -242,6 +246,7 @@ func median(rs []result) result {
 	}
 	for _, r := range rs {
 		out.errors += r.errors
+		out.lost += r.lost
 	}
 	return out
 }
@@ -305,5 +310,5 @@ func runSmartGo(size, pubs, window int, count, warmup int64, rate float64, durab
 	if err != nil {
 		return result{}, err
 	}
-	return result{rate: r.SendRate, p50: r.P50, p99: r.P99, errors: r.Errors}, nil
+	return result{rate: r.SendRate, p50: r.P50, p99: r.P99, errors: r.Errors, lost: max(0, r.Sent-r.Received)}, nil
 }
