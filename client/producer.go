@@ -266,6 +266,7 @@ func (p *Producer) sendPrepared(ctx context.Context, pm *prepared, topic string,
 		deadline = d
 	}
 	var last error
+	var down error // the last attempt that found the group's master down
 	lastBroker := ""
 	backoff := 50 * time.Millisecond
 	resend := false // an earlier attempt may have stored the message
@@ -303,11 +304,14 @@ func (p *Producer) sendPrepared(ctx context.Context, pm *prepared, topic string,
 			break
 		}
 		used++
-		down := masterDown(err)
-		if (used >= attempts && !down) || time.Until(deadline) <= backoff {
+		isDown := masterDown(err)
+		if isDown {
+			down = err
+		}
+		if (used >= attempts && !isDown) || time.Until(deadline) <= backoff {
 			break // answer before the deadline rather than at it
 		}
-		if down {
+		if isDown {
 			// The group's master is gone (failover in progress, or a
 			// restart): ask the registries again until a master is back,
 			// within the send's time.
@@ -319,6 +323,13 @@ func (p *Producer) sendPrepared(ctx context.Context, pm *prepared, topic string,
 			continue
 		}
 		p.core.log.Debug("send failed, retrying on another broker", "topic", topic, "broker", mq.BrokerName, "err", err)
+	}
+	if down != nil && errors.Is(last, ErrTimeout) && !errors.Is(last, ErrBrokerUnavailable) && !time.Now().Before(deadline) {
+		// The send's time ran out in an attempt made while waiting for
+		// the master to come back (a dial cut by the deadline): what
+		// failed the send is the master being down, and its time ran
+		// out meanwhile.
+		return nil, errors.Join(down, last)
 	}
 	return nil, last
 }
