@@ -44,7 +44,7 @@ func TestBrokerAdminCallsToStalledClient(t *testing.T) {
 		resp.Body = status
 		return resp
 	}
-	stallPeer(t, b, prod, consumerHello(t, "stalled", "G"), "G", func() {})
+	stalledConn := stallPeer(t, b, prod, consumerHello(t, "stalled", "G"), "G", func() {})
 	testutil.WaitFor(t, 10*time.Second, "the stalled consumer registered", func() bool {
 		_, ok := b.consumers.Client("G", "stalled")
 		return ok
@@ -55,7 +55,8 @@ func TestBrokerAdminCallsToStalledClient(t *testing.T) {
 		start := time.Now()
 		resp := javaInvoke(t, b.Addr(), code, fields, nil)
 		if d := time.Since(start); d > 5*time.Second {
-			t.Fatalf("request %d answered after %v: the broker waited for the stalled client", code, d)
+			t.Fatalf("request %d answered after %v: the broker waited for a client (answer %d %q %s; the stalled client's connection not reading: %v; the healthy one was asked %d times)",
+				code, d, resp.Code, resp.Remark, resp.Body, stalledConn.NotReading(), len(healthy.received(protocol.GetConsumerStatusFromClient)))
 		}
 		return resp
 	}

@@ -425,7 +425,7 @@ func TestBrokerStalledMemberHoldsUpNoHeartbeat(t *testing.T) {
 // handed all of them to the connection and the connection refuses calls
 // to the peer (remoting.Conn.NotReading); joined runs once hello is
 // written.
-func stallPeer(t *testing.T, b *Broker, prod *testClient, hello *protocol.Command, group string, joined func()) {
+func stallPeer(t *testing.T, b *Broker, prod *testClient, hello *protocol.Command, group string, joined func()) *remoting.Conn {
 	t.Helper()
 	nc, err := net.Dial("tcp", b.Addr())
 	if err != nil {
@@ -465,6 +465,7 @@ func stallPeer(t *testing.T, b *Broker, prod *testClient, hello *protocol.Comman
 		s, _ := b.stats.Get(GroupGetNums, "S@"+group)
 		return s.Total == (stalledPulls+4)*stalledPullMax && conn.NotReading()
 	})
+	return conn
 }
 
 // serverConnOf is the broker's side of the connection nc.
