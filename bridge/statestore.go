@@ -203,7 +203,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	if !prefix {
 		if round := mqtt.RoundOf(ctx); round != nil {
 			if cmd != nil && ssMutation(cmd.Verb) {
-				if f.deferToRound(ctx, round, from.ClientID, msg, call, later) {
+				if f.deferToRound(ctx, round, from.ClientID, msg, call) {
 					return nil
 				}
 			} else {
@@ -596,7 +596,15 @@ func ssMutation(v statestore.Verb) bool {
 // (ssRoundEnd), where one drain writes the records of all the round's
 // mutations with one pwrite. It reports false when the request is left
 // to the other paths (nothing was done).
-func (f *StateStoreFront) deferToRound(ctx context.Context, round *mqtt.Round, clientID string, msg *mqtt.Message, call *ssCall, later func() func(error)) bool {
+//
+// The handler returns without later: the request's PUBACK (a success:
+// whatever the mutation's outcome, it is the response's) is queued when
+// the handler returns, into the connection's output, which the round
+// holds until its deferred work ran; the PUBACK and the answer then leave
+// in the same write, the PUBACK first. (With later, each deferred
+// mutation cost a queued acknowledgement, a copy of its topic and a
+// completion closure: three allocations per SET.)
+func (f *StateStoreFront) deferToRound(ctx context.Context, round *mqtt.Round, clientID string, msg *mqtt.Message, call *ssCall) bool {
 	d, ok, err := f.router.InvokeCommandDeferred(ctx, msg.Expiry, &call.cmd, &call.req, &call.resp)
 	if !ok {
 		return false
@@ -611,21 +619,20 @@ func (f *StateStoreFront) deferToRound(ctx context.Context, round *mqtt.Round, c
 	// The request's bytes are the call's only (HandleInline): the
 	// response carries copies of its envelope.
 	e := ssRoundEnds.Get().(*ssRoundEnd)
-	e.f, e.clientID, e.d, e.r, e.done = f, clientID, d, newSSResponse(msg), later()
+	e.f, e.clientID, e.d, e.r = f, clientID, d, newSSResponse(msg)
 	ssCalls.Put(call) // the broker copied what it keeps of the request
 	round.Defer(e)
 	return true
 }
 
 // ssRoundEnd is a mutation deferred to the poller round's end
-// (deferToRound): the broker's pending mutation, the response built with
-// the request's envelope, and the request's completion.
+// (deferToRound): the broker's pending mutation and the response built
+// with the request's envelope.
 type ssRoundEnd struct {
 	f        *StateStoreFront
 	clientID string
 	d        router.Deferred
 	r        *ssResponse
-	done     func(error)
 	resp     router.BrokerResponse
 }
 
@@ -635,7 +642,7 @@ var ssRoundEnds = sync.Pool{New: func() any { return new(ssRoundEnd) }}
 // of the round drains the store: one pwrite for the round's records) and
 // answered, its notifications first as in answer.
 func (e *ssRoundEnd) RoundEnd() {
-	f, done := e.f, e.done
+	f := e.f
 	if err := e.d.Complete(&e.resp); err != nil {
 		env := mqtt.Message{ResponseTopic: e.r.m.Topic, CorrelationData: e.r.m.CorrelationData, Expiry: e.r.m.Expiry}
 		f.answer(e.clientID, &env, nil, err) // copies the envelope
@@ -646,5 +653,4 @@ func (e *ssRoundEnd) RoundEnd() {
 	}
 	*e = ssRoundEnd{}
 	ssRoundEnds.Put(e)
-	done(nil)
 }

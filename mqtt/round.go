@@ -11,8 +11,9 @@ import "context"
 // after every ready connection of the round was read and handled and
 // before the poller waits again; the connections whose requests deferred
 // work stay held (batch.go) until then, so a deferred answer still leaves
-// in one write with its request's acknowledgement (the acknowledgement
-// queued by later is part of the round's unit of work).
+// in one write with its request's acknowledgement (queued when the
+// handler returned, or by later's done: either is part of the round's
+// unit of work).
 //
 // The round belongs to its poller goroutine: Defer and Flush are called
 // only from an inline handler's call on that poller (RoundOf returns nil
@@ -46,9 +47,11 @@ func RoundOf(ctx context.Context) *Round {
 }
 
 // Defer runs h at the end of the round (or at an earlier Flush), after
-// the hooks deferred before it. The calling handler is expected to have
-// called later: its done, called from h, sends the acknowledgement, held
-// with the connection's other output until the round's writes.
+// the hooks deferred before it. The calling connection's output is held
+// until the round's writes, with the request's acknowledgement: sent when
+// the handler returns (a handler that answers its request in h and
+// acknowledges it in any case), or, when the handler called later, by
+// the done that h calls.
 func (r *Round) Defer(h RoundHook) {
 	r.hooks = append(r.hooks, h)
 	r.called, r.conn = true, true
