@@ -82,6 +82,13 @@ func (l localStateStore) Waits(cmd *statestore.Command) bool { return l.ss.Waits
 // store in process (RouterOptions.Local), as `smartgo standalone` does.
 func startEnvWith(t testing.TB, syncFlush, local bool) *env {
 	t.Helper()
+	return startEnvStore(t, syncFlush, local, nil)
+}
+
+// startEnvStore is startEnvWith with tune, when not nil, changing the
+// broker's store options (e.g. a faulty file system).
+func startEnvStore(t testing.TB, syncFlush, local bool, tune func(*store.Options)) *env {
+	t.Helper()
 	so := store.DefaultOptions(t.TempDir())
 	so.SegmentSize = 8 << 20
 	so.CQEntriesPerFile = 10000
@@ -90,6 +97,9 @@ func startEnvWith(t testing.TB, syncFlush, local bool) *env {
 	so.WarmSegments = false
 	if syncFlush {
 		so.FlushMode = store.FlushSync
+	}
+	if tune != nil {
+		tune(&so)
 	}
 	b, err := broker.New(broker.Options{BrokerName: "broker-ss", ClusterName: "SS", ListenAddr: "127.0.0.1:0", Store: so})
 	if err != nil {

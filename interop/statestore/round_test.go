@@ -11,7 +11,6 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
-	"github.com/smartgo/smartgo/broker"
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/statestore"
@@ -221,28 +220,7 @@ func TestStateStoreRoundPipelined(t *testing.T) {
 // the next round's SETs succeed.
 func TestStateStoreRoundDiskFull(t *testing.T) {
 	fs := vfs.NewFaulty(nil)
-	so := store.DefaultOptions(t.TempDir())
-	so.SegmentSize = 8 << 20
-	so.CQEntriesPerFile = 10000
-	so.IndexSlots = 1000
-	so.IndexEntries = 4000
-	so.WarmSegments = false
-	so.FS = fs
-	b, err := broker.New(broker.Options{BrokerName: "broker-ss", ClusterName: "SS", ListenAddr: "127.0.0.1:0", Store: so})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss, err := broker.OpenStateStore(b, broker.StateStoreOptions{Shards: testShards})
-	if err != nil {
-		_ = b.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = ss.Close()
-		_ = b.Close()
-	})
-	e := &env{b: b, ss: ss}
-	e.srv, e.front, e.addr = e.startFront(t, true)
+	e := startEnvStore(t, false, true, func(so *store.Options) { so.FS = fs })
 	ctx := ctx10(t)
 	check := e.dial(t, "checker")
 	testutil.WaitFor(t, 5*time.Second, "the front's route", func() bool {
@@ -298,7 +276,7 @@ func TestStateStoreRoundDiskFull(t *testing.T) {
 			}
 		}
 	}
-	if err := ss.Err(); err != nil {
+	if err := e.ss.Err(); err != nil {
 		t.Fatalf("a shard stopped: %v", err)
 	}
 }
