@@ -14,49 +14,9 @@ import (
 	"github.com/smartgo/smartgo/client/statestore/router"
 	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/conf"
+	"github.com/smartgo/smartgo/internal/sslocal"
 	"github.com/smartgo/smartgo/mqtt"
-	"github.com/smartgo/smartgo/remoting/protocol"
-	"github.com/smartgo/smartgo/statestore"
 )
-
-// localStateStore adapts broker.StateStore to router.LocalBroker.
-type localStateStore struct{ ss *broker.StateStore }
-
-func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) error {
-	return localStateStoreErr(l.ss.InvokeLocal(ctx, req, cmd, sink, resp))
-}
-
-// InvokeDeferred implements router.LocalDeferrer.
-func (l localStateStore) InvokeDeferred(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) (router.Deferred, error) {
-	p, err := l.ss.InvokeDeferred(ctx, req, cmd, sink, resp)
-	if p == nil {
-		return nil, localStateStoreErr(err)
-	}
-	return localPending{p}, nil
-}
-
-// localPending adapts a broker.StateStorePending to router.Deferred.
-type localPending struct{ p *broker.StateStorePending }
-
-func (l localPending) Complete(resp *protocol.StateStoreResponse) error {
-	return localStateStoreErr(l.p.Complete(resp))
-}
-
-// localStateStoreErr shapes a local state store's error as router's.
-func localStateStoreErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, broker.ErrStateStoreNotOwner), errors.Is(err, broker.ErrStateStoreUnavailable):
-		return fmt.Errorf("%w: %w", router.ErrUnavailable, err)
-	default:
-		return fmt.Errorf("%w: %w", router.ErrFailed, err)
-	}
-}
-
-func (l localStateStore) DropClient(clientID string) int { return l.ss.DropClient(clientID) }
-
-func (l localStateStore) Waits(cmd *statestore.Command) bool { return l.ss.Waits(cmd) }
 
 // brokerNode is a broker with the state store and twin shards it hosts.
 type brokerNode struct {
@@ -95,7 +55,7 @@ func startBrokerNode(f conf.File, log *slog.Logger) (*brokerNode, error) {
 // (`smartgo standalone`): its shards are called directly instead of over
 // loopback remoting.
 func (n *brokerNode) localStateStores() map[string]router.LocalBroker {
-	return map[string]router.LocalBroker{n.Addr(): localStateStore{n.ss}}
+	return map[string]router.LocalBroker{n.Addr(): sslocal.New(n.ss)}
 }
 
 // localTwins returns the broker's twin shards keyed by the address the

@@ -6,8 +6,6 @@ package statestore
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -15,9 +13,8 @@ import (
 	"github.com/smartgo/smartgo/broker"
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/client/statestore/router"
+	"github.com/smartgo/smartgo/internal/sslocal"
 	"github.com/smartgo/smartgo/mqtt"
-	"github.com/smartgo/smartgo/remoting/protocol"
-	"github.com/smartgo/smartgo/statestore"
 	"github.com/smartgo/smartgo/store"
 )
 
@@ -38,45 +35,6 @@ func startEnv(t testing.TB, syncFlush bool) *env {
 	t.Helper()
 	return startEnvWith(t, syncFlush, false)
 }
-
-// localStateStore is cmd/smartgo's adapter of broker.StateStore to
-// router.LocalBroker (the in-process path of `smartgo standalone`).
-type localStateStore struct{ ss *broker.StateStore }
-
-func (l localStateStore) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) error {
-	return localErr(l.ss.InvokeLocal(ctx, req, cmd, sink, resp))
-}
-
-// InvokeDeferred implements router.LocalDeferrer: the front on an MQTT
-// poller applies and answers the round's mutations at the round's end.
-func (l localStateStore) InvokeDeferred(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) (router.Deferred, error) {
-	p, err := l.ss.InvokeDeferred(ctx, req, cmd, sink, resp)
-	if p == nil {
-		return nil, localErr(err)
-	}
-	return localPending{p}, nil
-}
-
-type localPending struct{ p *broker.StateStorePending }
-
-func (l localPending) Complete(resp *protocol.StateStoreResponse) error {
-	return localErr(l.p.Complete(resp))
-}
-
-func localErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, broker.ErrStateStoreNotOwner), errors.Is(err, broker.ErrStateStoreUnavailable):
-		return fmt.Errorf("%w: %w", router.ErrUnavailable, err)
-	default:
-		return fmt.Errorf("%w: %w", router.ErrFailed, err)
-	}
-}
-
-func (l localStateStore) DropClient(clientID string) int { return l.ss.DropClient(clientID) }
-
-func (l localStateStore) Waits(cmd *statestore.Command) bool { return l.ss.Waits(cmd) }
 
 // startEnvWith is startEnv; with local the front calls the broker's state
 // store in process (RouterOptions.Local), as `smartgo standalone` does.
@@ -133,7 +91,7 @@ func (e *env) startFront(t testing.TB, local bool) (*mqtt.Server, *bridge.StateS
 	}
 	ro := router.Options{Brokers: map[string]string{"broker-ss": e.b.Addr()}, Shards: testShards}
 	if local {
-		ro.Local = map[string]router.LocalBroker{e.b.Addr(): localStateStore{e.ss}}
+		ro.Local = map[string]router.LocalBroker{e.b.Addr(): sslocal.New(e.ss)}
 	}
 	front, err := bridge.NewStateStoreFront(srv, bridge.StateStoreFrontOptions{Router: ro, Hook: hook})
 	if err != nil {
