@@ -169,15 +169,13 @@ func (c *conn) callAsync(h AsyncHandler, p *packets.Publish, info ClientInfo, ms
 		fillMessage(msg, p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties, time.Now())
 		msg.ClientID, msg.Username = info.ClientID, info.Username
 	}
-	ctx, r := c.srv.ctx, c.roundOf()
-	if r != nil {
-		ctx, r.called = r.ctx, false
+	ctx := c.srv.ctx
+	if r := c.roundOf(); r != nil {
+		ctx = r.ctx // the handler may defer work to the round (RoundOf)
 	}
 	err = h(ctx, info, msg, ac.laterFn)
 	later = ac.later
-	if ac.a != nil && (r == nil || !r.called) {
-		// A call that deferred its answer to the round's end keeps its
-		// acknowledgement in the unit of work: held with the answer.
+	if ac.a != nil {
 		ac.a.inCall.Store(false)
 	}
 	*ac = asyncCall{laterFn: ac.laterFn}

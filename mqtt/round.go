@@ -25,7 +25,6 @@ type Round struct {
 	hooks   []RoundHook     // deferred work, in Defer order
 	fl      outBatch        // connections held until the hooks ran
 	running bool            // Flush is running the hooks
-	called  bool            // Defer was called by the handler call under way (callAsync)
 	conn    bool            // the connection being handled deferred work (workInline)
 }
 
@@ -48,13 +47,13 @@ func RoundOf(ctx context.Context) *Round {
 
 // Defer runs h at the end of the round (or at an earlier Flush), after
 // the hooks deferred before it. The calling connection's output is held
-// until the round's writes, with the request's acknowledgement: sent when
-// the handler returns (a handler that answers its request in h and
-// acknowledges it in any case), or, when the handler called later, by
-// the done that h calls.
+// until the round's writes, and with it whatever the request's
+// acknowledgement wrote (sent when the handler returns, or by done if it
+// called later), so the acknowledgement and what h sends leave in one
+// write.
 func (r *Round) Defer(h RoundHook) {
 	r.hooks = append(r.hooks, h)
-	r.called, r.conn = true, true
+	r.conn = true
 }
 
 // Flush runs the hooks deferred so far, now: a handler whose request
