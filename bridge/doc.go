@@ -118,8 +118,9 @@
 //	   "rap":false,"rh":0,"id":0}],
 //	 "expiryMs":3600000,"disconnectedAtMs":1763800000000,
 //	 "resume":[{"topic":"MQTT_EGRESS","broker":"broker-a","queue":0,
-//	            "from":17,"live":20,"pending":[17,19]}],
-//	 "pending":[{"topic":"t","payload":"<base64>","qos":1,...}]}
+//	            "from":17,"live":20,"pending":[17,19],"sent":[17]}],
+//	 "pending":[{"topic":"t","payload":"<base64>","qos":1,"retain":true?,
+//	             "subIds":[7]?,"sent":true?,...}]}
 //
 // Kinds of record: a connect request ("connect"), a clean-start
 // announcement ("connect" and "deleted"), a claim or subscription change
@@ -132,10 +133,12 @@
 // subscriptions, expiry and, per consumed queue, the resume point: "live"
 // is the first message whose delivery ended after the disconnect (earlier
 // ones reached the session before the engine took its state), "pending"
-// are the log offsets of the session's unacknowledged messages and "from"
-// the smallest of both. Pending messages that did not come from the log
+// are the log offsets of the session's unacknowledged messages ("sent"
+// those of them that went out to the client already) and "from" the
+// smallest of both. Pending messages that did not come from the log
 // (retained deliveries, SendTo) are stored whole (at most 1 MiB of
-// payload, the rest dropped with a log line).
+// payload, the rest dropped with a log line), with the QoS, retain flag
+// and subscription identifiers of their delivery and "sent".
 //
 // LoadSession (a client resumes on a node that does not hold its session
 // in memory: another node, or after a restart) writes a connect request
@@ -145,7 +148,10 @@
 // far, then returns the subscriptions and, read back from the log, the
 // pending offsets plus every later message matching a (non-shared)
 // subscription, QoS 1/2 only (at the lower of message and subscription
-// QoS), unexpired, up to where the live consumer is, ordered by store time
+// QoS, with the identifiers of the matching subscriptions and the retain
+// flag under Retain As Published, as live delivery gives them; pending
+// ones that were sent come back with DUP), unexpired, up to where the
+// live consumer is, ordered by store time
 // then commitlog offset (one publisher's messages keep their order),
 // bounded by Options.MaxOfflineMessages (the excess is dropped with a log
 // line). The last stretch of that read pauses the node's live delivery

@@ -171,10 +171,14 @@ func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
 	}
 	b.mu.Unlock()
 	bytes, dropped := 0, 0
-	for _, m := range st.Pending {
+	for _, pm := range st.Pending {
+		m := pm.Msg
 		if p, ok := where[m]; ok {
 			if rp := points[p.q]; rp != nil {
 				rp.Pending = append(rp.Pending, p.off)
+				if pm.Sent {
+					rp.Sent = append(rp.Sent, p.off)
+				}
 				rp.From = min(rp.From, p.off)
 				continue
 			}
@@ -184,7 +188,7 @@ func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
 			continue
 		}
 		bytes += len(m.Payload)
-		rec.Pending = append(rec.Pending, pendingOf(m))
+		rec.Pending = append(rec.Pending, pendingOf(pm))
 	}
 	if dropped > 0 {
 		b.log.Warn("bridge: pending messages over the session record limit dropped", "client", st.ClientID, "dropped", dropped)
@@ -287,7 +291,7 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 		defer b.wakeShares()
 	}
 	for i := range rec.Pending {
-		st.Pending = append(st.Pending, rec.Pending[i].message())
+		st.Pending = append(st.Pending, rec.Pending[i].pending())
 	}
 	replayed, err := b.replay(ctx, rec)
 	if err != nil {
@@ -339,17 +343,17 @@ func (b *Backend) SaveSubscriptions(ctx context.Context, st *mqtt.SessionState) 
 type replayed struct {
 	ts  int64 // store time, ms
 	pos int64 // commitlog offset: the order within one broker
-	msg *mqtt.Message
+	p   mqtt.Pending
 }
 
 // replay reads the queues of rec's resume points from their start up to
 // the live consumer's position, keeping the pending offsets and, from the
 // live point on, what matches the subscriptions. The last stretch runs
 // with live delivery paused, released shortly after return.
-func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]*mqtt.Message, error) {
+func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]mqtt.Pending, error) {
 	type qr struct {
 		rp      resumePoint
-		pending map[int64]bool
+		pending map[int64]bool // offset -> sent before
 		next    int64
 	}
 	// However replay ends, live delivery is paused on return until
@@ -373,7 +377,12 @@ func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]*mqtt.Messa
 		need = need || qs.next > rp.From
 		r := &qr{rp: rp, pending: map[int64]bool{}, next: rp.From}
 		for _, o := range rp.Pending {
-			r.pending[o] = true
+			r.pending[o] = false
+		}
+		for _, o := range rp.Sent {
+			if _, ok := r.pending[o]; ok {
+				r.pending[o] = true
+			}
 		}
 		work[rp.mq()] = r
 	}
@@ -436,18 +445,22 @@ func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]*mqtt.Messa
 		if !packets.ValidTopicName(m.Topic) || !m.Expiry.IsZero() && !time.Now().Before(m.Expiry) {
 			return
 		}
-		var qos byte
-		if r.pending[x.QueueOffset] {
-			qos = m.QoS
+		var p mqtt.Pending
+		if sent, ok := r.pending[x.QueueOffset]; ok {
+			p = deliveryOf(subs, m, rec.ClientID, true)
+			p.Sent = sent
+			if p.QoS == 0 {
+				// No subscription matches any more: it was delivered
+				// at QoS 1 or 2 and is completed at the lower.
+				p.QoS = min(m.QoS, 1)
+			}
 		} else if x.QueueOffset >= r.rp.Live {
-			qos = matchQoS(subs, m, rec.ClientID)
+			p = deliveryOf(subs, m, rec.ClientID, false)
 		}
-		if qos == 0 {
+		if p.QoS == 0 {
 			return
 		}
-		cp := *m
-		cp.QoS = qos
-		out = append(out, replayed{ts: x.StoreTimestamp, pos: x.CommitLogOffset, msg: &cp})
+		out = append(out, replayed{ts: x.StoreTimestamp, pos: x.CommitLogOffset, p: p})
 	}
 	runTo := func(target map[client.MessageQueue]int64) error {
 		var keep []*client.MessageExt
@@ -506,28 +519,42 @@ func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]*mqtt.Messa
 	return msgsOf(out), err
 }
 
-func msgsOf(rs []replayed) []*mqtt.Message {
-	out := make([]*mqtt.Message, len(rs))
+func msgsOf(rs []replayed) []mqtt.Pending {
+	out := make([]mqtt.Pending, len(rs))
 	for i, r := range rs {
-		out[i] = r.msg
+		out[i] = r.p
 	}
 	return out
 }
 
-// matchQoS is the QoS a session with subs receives m at (0: not at all,
-// or QoS 0 which is not kept offline). Shared subscriptions are not
-// replayed: their messages went to another member of the group.
-func matchQoS(subs []subRecord, m *mqtt.Message, clientID string) byte {
-	var q byte
+// deliveryOf is how a session with subs receives m, as the server's own
+// delivery would: at the highest QoS of the matching subscriptions (each
+// capped by m's; 0: not at all, or QoS 0 which is not kept offline), with
+// the retain flag where a matching subscription has Retain As Published,
+// and the identifiers of the matching subscriptions. A message read again
+// for the session (pending) was delivered already and matches shared
+// subscriptions too, whatever No Local; otherwise shared subscriptions
+// are skipped (their messages went to another member of the group).
+func deliveryOf(subs []subRecord, m *mqtt.Message, clientID string, pending bool) mqtt.Pending {
+	p := mqtt.Pending{Msg: m}
 	for _, s := range subs {
-		if packets.IsShared(s.Filter) || s.NoLocal && m.ClientID == clientID {
+		filter := s.Filter
+		if _, inner, ok := packets.ParseShared(filter); ok {
+			if !pending {
+				continue
+			}
+			filter = inner
+		}
+		if !pending && s.NoLocal && m.ClientID == clientID || !packets.Match(filter, m.Topic) {
 			continue
 		}
-		if packets.Match(s.Filter, m.Topic) {
-			q = max(q, min(s.QoS, m.QoS))
+		p.QoS = max(p.QoS, min(s.QoS, m.QoS))
+		p.Retain = p.Retain || s.RetainAsPublished && m.Retain
+		if s.Identifier != 0 {
+			p.SubIDs = append(p.SubIDs, s.Identifier)
 		}
 	}
-	return q
+	return p
 }
 
 // pause stops live delivery (after the batch in progress) until the

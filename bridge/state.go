@@ -240,6 +240,9 @@ type resumePoint struct {
 	From    int64   `json:"from"`
 	Live    int64   `json:"live"`
 	Pending []int64 `json:"pending,omitempty"`
+	// Sent are those of Pending that went out to the client before
+	// (redelivered with DUP).
+	Sent []int64 `json:"sent,omitempty"`
 }
 
 func (r resumePoint) mq() client.MessageQueue {
@@ -247,11 +250,15 @@ func (r resumePoint) mq() client.MessageQueue {
 }
 
 // pendingRecord is a pending message that did not come from the log
-// (retained deliveries, SendTo): stored whole.
+// (retained deliveries, SendTo): stored whole, with what its delivery to
+// the session carries (QoS is the QoS it is delivered at).
 type pendingRecord struct {
 	Topic           string              `json:"topic"`
 	Payload         []byte              `json:"payload,omitempty"`
 	QoS             byte                `json:"qos"`
+	Retain          bool                `json:"retain,omitempty"`
+	SubIDs          []uint32            `json:"subIds,omitempty"`
+	Sent            bool                `json:"sent,omitempty"`
 	HasFormat       bool                `json:"hasFormat,omitempty"`
 	Format          byte                `json:"format,omitempty"`
 	ContentType     string              `json:"contentType,omitempty"`
@@ -273,20 +280,27 @@ func decodeSessionRecord(b []byte) (*sessionRecord, error) {
 	return &r, nil
 }
 
-func pendingOf(m *mqtt.Message) pendingRecord {
-	p := pendingRecord{Topic: m.Topic, Payload: m.Payload, QoS: m.QoS, HasFormat: m.HasPayloadFormat, Format: m.PayloadFormat,
-		ContentType: m.ContentType, ResponseTopic: m.ResponseTopic, CorrelationData: m.CorrelationData, User: m.User, ClientID: m.ClientID}
+func pendingOf(pm mqtt.Pending) pendingRecord {
+	m := pm.Msg
+	qos := pm.QoS
+	if qos == 0 {
+		qos = m.QoS
+	}
+	p := pendingRecord{Topic: m.Topic, Payload: m.Payload, QoS: qos, Retain: pm.Retain, SubIDs: pm.SubIDs, Sent: pm.Sent,
+		HasFormat: m.HasPayloadFormat, Format: m.PayloadFormat, ContentType: m.ContentType, ResponseTopic: m.ResponseTopic,
+		CorrelationData: m.CorrelationData, User: m.User, ClientID: m.ClientID}
 	if !m.Expiry.IsZero() {
 		p.ExpiryAt = m.Expiry.UnixMilli()
 	}
 	return p
 }
 
-func (p *pendingRecord) message() *mqtt.Message {
+func (p *pendingRecord) pending() mqtt.Pending {
 	m := &mqtt.Message{Topic: p.Topic, Payload: p.Payload, QoS: p.QoS, HasPayloadFormat: p.HasFormat, PayloadFormat: p.Format,
 		ContentType: p.ContentType, ResponseTopic: p.ResponseTopic, CorrelationData: p.CorrelationData, User: p.User, ClientID: p.ClientID}
 	if p.ExpiryAt > 0 {
 		m.Expiry = time.UnixMilli(p.ExpiryAt)
 	}
-	return m
+	// A record is input from a shared topic: keep the QoS a valid one.
+	return mqtt.Pending{Msg: m, QoS: min(max(p.QoS, 1), 2), Retain: p.Retain, SubIDs: p.SubIDs, Sent: p.Sent}
 }

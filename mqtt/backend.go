@@ -79,7 +79,27 @@ type SessionState struct {
 	DisconnectedAt time.Time
 	// Pending are QoS 1/2 messages queued for the client or delivered but
 	// unacknowledged (they are resent with DUP on reconnect).
-	Pending []*Message
+	Pending []Pending
+}
+
+// Pending is a QoS 1/2 message a session holds for its client, with what
+// its delivery to this session carries: a message delivered at QoS 1 to a
+// QoS 1 subscription must come back at QoS 1 after the session moved or
+// the server restarted, with its retain flag and subscription
+// identifiers, and with DUP when it was sent before.
+type Pending struct {
+	Msg *Message
+	// QoS is the QoS it is delivered at (the lower of the message's and
+	// the subscription's); 0 means Msg.QoS.
+	QoS byte
+	// Retain is the retain flag it is delivered with (set for a retained
+	// message sent on subscribe, or under Retain As Published).
+	Retain bool
+	// SubIDs are the v5 subscription identifiers it is delivered with.
+	SubIDs []uint32
+	// Sent: it went out to the client at least once and was not
+	// acknowledged; its next delivery carries DUP.
+	Sent bool
 }
 
 // Deliverer is the server side of delivery: the backend calls Deliver for

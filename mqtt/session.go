@@ -66,6 +66,7 @@ type queued struct {
 	msg    *Message
 	qos    byte
 	retain bool
+	dup    bool // sent before the session was restored (SessionState)
 	subIDs []uint32
 	rec    Recycler
 }
@@ -126,7 +127,7 @@ func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []u
 		return true
 	}
 	if c != nil && len(ss.queue) == 0 && len(ss.inflight) < c.sendQuota {
-		ss.sendNewLocked(c, msg, qos, retain, subIDs, rec)
+		ss.sendNewLocked(c, msg, qos, retain, false, subIDs, rec)
 		return true
 	}
 	if len(ss.queue) >= ss.srv.opts.MaxQueuedMessages {
@@ -166,9 +167,9 @@ func (ss *session) allocIDLocked() uint16 {
 	}
 }
 
-func (ss *session) sendNewLocked(c *conn, msg *Message, qos byte, retain bool, subIDs []uint32, rec Recycler) {
+func (ss *session) sendNewLocked(c *conn, msg *Message, qos byte, retain, dup bool, subIDs []uint32, rec Recycler) {
 	id := ss.allocIDLocked()
-	if !c.sendPublishLocked(msg, qos, id, retain, false, subIDs) {
+	if !c.sendPublishLocked(msg, qos, id, retain, dup, subIDs) {
 		return // too large for the client or expired: as if delivered
 	}
 	ss.inflight = append(ss.inflight, outMsg{msg: msg, id: id, qos: qos, retain: retain, subIDs: subIDs, rec: rec})
@@ -208,7 +209,7 @@ func (ss *session) drainLocked() {
 		if q.msg.expired(now) {
 			continue
 		}
-		ss.sendNewLocked(c, q.msg, q.qos, q.retain, q.subIDs, q.rec)
+		ss.sendNewLocked(c, q.msg, q.qos, q.retain, q.dup, q.subIDs, q.rec)
 	}
 	ss.queue = ss.queue[i:]
 	if len(ss.queue) == 0 {
@@ -249,12 +250,12 @@ func (ss *session) stateLocked() *SessionState {
 	for i := range ss.inflight {
 		o := &ss.inflight[i]
 		if !o.rel {
-			st.Pending = append(st.Pending, o.msg)
+			st.Pending = append(st.Pending, Pending{Msg: o.msg, QoS: o.qos, Retain: o.retain, SubIDs: o.subIDs, Sent: true})
 			o.rec = nil
 		}
 	}
 	for _, q := range ss.queue {
-		st.Pending = append(st.Pending, q.msg)
+		st.Pending = append(st.Pending, Pending{Msg: q.msg, QoS: q.qos, Retain: q.retain, SubIDs: q.subIDs, Sent: q.dup})
 		q.rec = nil
 	}
 	return st
@@ -281,8 +282,12 @@ func (ss *session) restore(st *SessionState) {
 		ss.subs[sub.Filter] = &sub
 		ss.srv.subs.add(ss, &sub)
 	}
-	for _, m := range st.Pending {
-		ss.queue = append(ss.queue, &queued{msg: m, qos: m.QoS})
+	for _, p := range st.Pending {
+		qos := p.QoS
+		if qos == 0 {
+			qos = p.Msg.QoS
+		}
+		ss.queue = append(ss.queue, &queued{msg: p.Msg, qos: qos, retain: p.Retain, dup: p.Sent, subIDs: p.SubIDs})
 	}
 }
 
