@@ -17,6 +17,7 @@ import (
 type standalone struct {
 	registry string
 	broker   string
+	mqtt     string // the bridge's MQTT listener
 	cmd      *exec.Cmd
 	log      *os.File
 }
@@ -37,10 +38,11 @@ func startStandalone(t *testing.T, extra ...string) *standalone {
 	s := &standalone{
 		registry: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		broker:   fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		mqtt:     fmt.Sprintf("127.0.0.1:%d", ports[2]),
 	}
 	args := append([]string{"standalone", "-data", filepath.Join(dir, "data"),
 		"-set", "registry.listen=" + s.registry, "-set", "broker.listen=" + s.broker, "-set", "console.listen=127.0.0.1:0",
-		"-set", fmt.Sprintf("bridge.listen=127.0.0.1:%d", ports[2]),
+		"-set", "bridge.listen=" + s.mqtt,
 		"-set", "store.segment_size=64MiB", "-set", "log.level=" + logLevel()}, extra...)
 	s.cmd = exec.Command(bin, args...)
 	logf, err := os.Create(filepath.Join(dir, "smartgo.log"))
