@@ -197,6 +197,36 @@ func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
 	return rec
 }
 
+// PrepareSession stores an offline persistent session for a client the
+// cluster holds no session of (as this node's copy of the session topic
+// shows it): subs, expiring expiry after now, resuming at this node's live
+// positions, so that what is stored for it from now on waits in the log
+// for its first connect, as for a session that went offline now. It
+// writes nothing and returns false when a live (unexpired) record of the
+// client exists, or this node holds the client or is connecting it. The
+// IoT hub uses it for devices that have not connected yet.
+func (b *Backend) PrepareSession(ctx context.Context, clientID string, subs []mqtt.Subscription, expiry time.Duration) (bool, error) {
+	if b.isClosed() {
+		return false, ErrClosed
+	}
+	now := time.Now()
+	if b.instance(clientID) != 0 {
+		return false, nil
+	}
+	b.mu.Lock()
+	rec := b.sessions[clientID]
+	busy := rec != nil && !rec.Deleted && !expiredAt(rec, now) || b.writing[clientID] > 0 || len(b.waits[clientID]) > 0
+	b.mu.Unlock()
+	if busy {
+		return false, nil
+	}
+	st := &mqtt.SessionState{ClientID: clientID, Subscriptions: subs, Expiry: expiry, DisconnectedAt: now}
+	if err := b.writeSession(ctx, b.offlineRecord(st)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // DeleteSession implements mqtt.Backend. A delete that looks like the
 // expiry of this node's stale offline copy (the current record is another
 // node's, and this node's own last record has expired by now) is ignored:

@@ -58,6 +58,8 @@ type Hub struct {
 	// expiries are the token expiries of authenticated connects, by
 	// client id, until the connection is announced (protected by mu).
 	expiries map[string]time.Time
+	// sessionExpiry is the MQTT server's session expiry cap (Configure).
+	sessionExpiry time.Duration
 
 	stats Stats
 }
@@ -121,6 +123,13 @@ func New(opts Options) (*Hub, error) {
 // asks devices for client certificates.
 func (h *Hub) Configure(mo *mqtt.Options, bo *bridge.Options) error {
 	mo.Authenticate = h.authenticate
+	// A device's persistent session (MQTT 3.1.1, clean session 0) lasts
+	// this long offline; a session prepared for a device that has not
+	// connected yet lasts as long.
+	h.sessionExpiry = mo.SessionExpiryMax
+	if h.sessionExpiry <= 0 {
+		h.sessionExpiry = mqtt.DefaultSessionExpiryMax
+	}
 	mo.Authorize = h.authorize
 	prev := mo.Reserved
 	mo.Reserved = func(c mqtt.ClientInfo, t string, sub bool) bool {

@@ -186,10 +186,30 @@ func (h *Hub) SendC2D(ctx context.Context, c *C2DMessage) error {
 			return err
 		}
 	}
+	if err := h.prepareC2D(ctx, c.DeviceID); err != nil {
+		return err
+	}
 	be := h.br.Backend()
 	if err := be.PublishTo(ctx, be.EgressTopic(), c.DeviceID, c.MQTT(c.Expiry)); err != nil {
 		return fmt.Errorf("iothub: cloud-to-device message: %w", err)
 	}
 	h.stats.C2DSent.Add(1)
+	return nil
+}
+
+// prepareC2D makes sure the messages stored for a device from now on wait
+// for it even if it never connected (or its session ended): such a device
+// has no persistent session that would hold them, so it gets one with the
+// subscription the device SDKs make, devices/{id}/messages/devicebound/#
+// at QoS 1, which its first connect (clean session 0) resumes.
+func (h *Hub) prepareC2D(ctx context.Context, deviceID string) error {
+	sub := mqtt.Subscription{Filter: "devices/" + deviceID + "/messages/devicebound/#", QoS: 1}
+	made, err := h.br.Backend().PrepareSession(ctx, deviceID, []mqtt.Subscription{sub}, h.sessionExpiry)
+	if err != nil {
+		return fmt.Errorf("iothub: session for %s's cloud-to-device messages: %w", deviceID, err)
+	}
+	if made {
+		h.log.Debug("iothub: session prepared for a device that has none", "device", deviceID)
+	}
 	return nil
 }

@@ -2,6 +2,7 @@ package iothub
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/bridge"
+	"github.com/smartgo/smartgo/client"
 	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
@@ -118,6 +120,65 @@ func TestHubC2DResumeOnAnotherNode(t *testing.T) {
 	d2 := dialDevice(t, b.addr, id, deviceToken(t, id, key, time.Hour))
 	if p := d2.expect(); string(p.Payload) != "close" {
 		t.Fatalf("got %s %q", p.Topic, p.Payload)
+	}
+}
+
+// TestHubC2DBeforeFirstConnect: cloud-to-device messages for registered
+// devices that have never connected (so no MQTT session holds them) wait
+// for their first connect, on another node, without the device
+// subscribing again: one sent through the hub to a device created in the
+// registry, and one produced straight to the egress topic (as `smartgo
+// admin device send` and back ends do) to a device created through the
+// HTTPS API.
+func TestHubC2DBeforeFirstConnect(t *testing.T) {
+	c := startTestCluster(t, 1)
+	a, b := startNode(t, c), startNode(t, c, withHTTPS(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	dev := createDevice(t, a, "pump")
+	if err := b.hub.SendC2D(ctx, &C2DMessage{DeviceID: "pump", Body: []byte("prime"), MessageID: "p-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.hub.SendC2D(ctx, &C2DMessage{DeviceID: "pump", Body: []byte("start")}); err != nil {
+		t.Fatal(err)
+	}
+	id := Identity{DeviceID: "pump"}
+	d := dialDevice(t, a.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+	first, second := d.expect(), d.expect()
+	if string(first.Payload) != "prime" || c2dProps(t, first.Topic)["$.mid"] != "p-1" || string(second.Payload) != "start" {
+		t.Fatalf("first connect got %s %q, %s %q", first.Topic, first.Payload, second.Topic, second.Payload)
+	}
+	d.nothing(300 * time.Millisecond)
+
+	st, _, body := newAPI(t, b, "owner").do("PUT", "/devices/fan?api-version=2021-04-12", []byte(`{"deviceId":"fan"}`), nil)
+	if st != 200 {
+		t.Fatalf("PUT /devices/fan: %d %s", st, body)
+	}
+	var created twincli.Device
+	if err := json.Unmarshal(body, &created); err != nil {
+		t.Fatal(err)
+	}
+	msg := &C2DMessage{DeviceID: "fan", Body: []byte("spin"), MessageID: "f-1"}
+	if err := PrepareC2D(msg, DefaultC2DMaxSize, time.Hour, time.Hour, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := bridge.EncodeMessage(msg.MQTT(msg.Expiry), bridge.DefaultEgressTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: c.RegistryAddrs()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if _, err := prod.SendOrderly(ctx, cm, "fan", client.HashSelector); err != nil {
+		t.Fatal(err)
+	}
+	fid := Identity{DeviceID: "fan"}
+	f := dialDevice(t, a.addr, fid, deviceToken(t, fid, created.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+	if p := f.expect(); string(p.Payload) != "spin" || c2dProps(t, p.Topic)["$.mid"] != "f-1" {
+		t.Fatalf("first connect got %s %q", p.Topic, p.Payload)
 	}
 }
 
