@@ -388,8 +388,10 @@ func TestAzureNodeSDKs(t *testing.T) {
 	if key == "" {
 		t.Fatalf("no key: %v", created)
 	}
+	keys := map[int]string{}
 	for i := 2; i <= 4; i++ {
-		mustOK(t, h.service(t, "create", fmt.Sprintf("sdk-dev-%d", i)), "create")
+		dev := mustOK(t, h.service(t, "create", fmt.Sprintf("sdk-dev-%d", i)), "create")["device"].(map[string]any)
+		keys[i] = dev["authentication"].(map[string]any)["symmetricKey"].(map[string]any)["primaryKey"].(string)
 	}
 	if res := h.service(t, "create", "sdk-dev-1"); res["ok"] != false || res["status"] != float64(409) {
 		t.Fatalf("second create: %v", res)
@@ -449,6 +451,14 @@ func TestAzureNodeSDKs(t *testing.T) {
 	c2d := d.await(t, "the C2D message", event("c2d"))
 	if c2d["data"] != "turn on" || c2d["messageId"] != "c2d-1" || !strings.Contains(fmt.Sprint(c2d["properties"]), "color") {
 		t.Fatalf("c2d: %v", c2d)
+	}
+
+	// A cloud-to-device message for a device that has never connected
+	// waits for its first connect.
+	h.sendC2D(t, "sdk-dev-3", "first boot", map[string]string{"iothub-messageid": "c2d-boot"})
+	d3 := h.startDevice(t, "HostName="+hubHost+";DeviceId=sdk-dev-3;SharedAccessKey="+keys[3])
+	if c2d := d3.await(t, "the C2D message sent before the first connect", event("c2d")); c2d["data"] != "first boot" || c2d["messageId"] != "c2d-boot" {
+		t.Fatalf("c2d before the first connect: %v", c2d)
 	}
 
 	// Telemetry reached the events topic with its properties.
