@@ -203,6 +203,9 @@ func (h *Hub) SendC2D(ctx context.Context, c *C2DMessage) error {
 // subscription the device SDKs make, devices/{id}/messages/devicebound/#
 // at QoS 1, which its first connect (clean session 0) resumes.
 func (h *Hub) prepareC2D(ctx context.Context, deviceID string) error {
+	if strings.ContainsAny(deviceID, "+#") {
+		return nil // no topic of it can be subscribed to: it gets no C2D
+	}
 	sub := mqtt.Subscription{Filter: "devices/" + deviceID + "/messages/devicebound/#", QoS: 1}
 	made, err := h.br.Backend().PrepareSession(ctx, deviceID, []mqtt.Subscription{sub}, h.sessionExpiry)
 	if err != nil {
