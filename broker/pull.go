@@ -71,16 +71,17 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 		return errResp(protocol.SystemError, "queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
 			h.QueueID, h.Topic, tc.ReadQueueNums, peerAddr(c))
 	}
-	if h.MaxMsgNums <= 0 {
-		return errResp(protocol.SystemError, "maxMsgNums %d must be positive", h.MaxMsgNums)
-	}
+	// RocketMQ serves at least one message whatever maxMsgNums says, and
+	// rocketmq-client-go's pull consumer (Poll) sends 0 unless its
+	// application set a batch size: read a non-positive count as 1.
+	maxMsgs := max(int(h.MaxMsgNums), 1)
 	filter, recFilter, resp := b.pullFilter(&h, g)
 	if resp != nil {
 		return resp
 	}
 
 	t0 := time.Now()
-	res, err := b.store.GetMessagesFiltered(h.Topic, h.QueueID, h.QueueOffset, int(h.MaxMsgNums), filter, recFilter)
+	res, err := b.store.GetMessagesFiltered(h.Topic, h.QueueID, h.QueueOffset, maxMsgs, filter, recFilter)
 	if err != nil {
 		return errResp(protocol.SystemError, "read %s:%d at %d: %v", h.Topic, h.QueueID, h.QueueOffset, err)
 	}
