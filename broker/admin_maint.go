@@ -18,7 +18,7 @@ import (
 // and broker names.
 func (b *Broker) systemTopicNames() []string {
 	names := []string{AutoCreateTopicKey, ScheduleTopic, SelfTestTopic, OffsetMovedEvent, TransHalfTopic,
-		TransOpHalfTopic, TransCheckMax, "BenchmarkTest", "RMQ_SYS_TRACE_TOPIC", StateStoreTopic,
+		TransOpHalfTopic, TransCheckMax, "BenchmarkTest", TraceTopic, StateStoreTopic,
 		b.opts.ClusterName, b.opts.BrokerName, protocol.ReplyTopic(b.opts.ClusterName)}
 	slices.Sort(names)
 	return slices.Compact(names)

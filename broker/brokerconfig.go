@@ -79,11 +79,11 @@ func (b *Broker) BrokerConfig() map[string]string {
 		"flushIntervalConsumeQueue":     ms(so.LogicFlushInterval),
 		"checkCRCOnRecover":             fmtBool(so.CheckCRCOnRecover),
 		"transientStorePoolEnable":      "false",
-		"enablePropertyFilter":          "false", // TAG subscriptions only
-		"rejectTransactionMessage":      "true",  // no transactions yet
+		"enablePropertyFilter":          fmtBool(o.EnablePropertyFilter),
+		"rejectTransactionMessage":      "false",
 		"filterServerNums":              "0",
-		"msgTraceTopicName":             "RMQ_SYS_TRACE_TOPIC",
-		"traceTopicEnable":              "false",
+		"msgTraceTopicName":             TraceTopic,
+		"traceTopicEnable":              "true",
 		"traceOn":                       "true",
 		"useTLS":                        "false", // remoting has no TLS
 		"clientCallbackExecutorThreads": strconv.Itoa(runtime.NumCPU()),

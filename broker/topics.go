@@ -33,6 +33,9 @@ const (
 	TransHalfTopic   = "RMQ_SYS_TRANS_HALF_TOPIC"
 	TransOpHalfTopic = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 	TransCheckMax    = "TRANS_CHECK_MAX_TIME_TOPIC"
+	// TraceTopic receives the message traces clients with tracing on send
+	// (RocketMQ's default msgTraceTopicName).
+	TraceTopic       = "RMQ_SYS_TRACE_TOPIC"
 	RetryGroupPrefix = "%RETRY%"
 	DLQGroupPrefix   = "%DLQ%"
 	// MaxTopicLength is the longest topic name (the record stores its
@@ -183,6 +186,12 @@ func (m *TopicManager) systemTopics() []*protocol.TopicConfig {
 	if m.opts.BrokerName != "" && ValidateTopicName(m.opts.BrokerName) == nil {
 		ts = append(ts, mk(m.opts.BrokerName, 1, PermRW|PermInherit))
 	}
+	// Clients with tracing on send their traces here. Java's clients
+	// would auto-create it from TBW102, but rocketmq-client-go's trace
+	// dispatcher sends only to a topic the registry already routes, and
+	// drops its traces otherwise; so it exists from the start, as in a
+	// RocketMQ broker with traceTopicEnable.
+	ts = append(ts, mk(TraceTopic, 1, PermRW))
 	// Replies of request-reply go to the cluster's reply topic (reply.go).
 	if rt := protocol.ReplyTopic(m.opts.ClusterName); m.opts.ClusterName != "" && ValidateTopicName(rt) == nil {
 		ts = append(ts, mk(rt, 1, PermRW))
