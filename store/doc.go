@@ -12,6 +12,7 @@
 //	<root>/abort                                      empty; exists while a store has the root open
 //	<root>/lock                                       empty; flock(LOCK_EX) held while open
 //	<root>/epochs                                     master epochs and their start offsets (controller mode), see epoch.go
+//	<root>/queues                                     every consume queue and its end at the last clean shutdown, see queues.go
 //
 // All integers are big-endian. File names are the zero-padded decimal start
 // offset of the file (commitlog: byte offset in the log; consume queue: byte
@@ -152,7 +153,11 @@
 // queues' last entries, each record verified before it makes an entry
 // (a damaged record never makes a phantom topic or queue), skipping
 // entries that already exist; a gap in a queue triggers a re-dispatch from
-// the log start, and offsets of records lost to damage become holes. The
+// the log start, and offsets of records lost to damage become holes.
+// After a clean shutdown the queues are also checked against the queue
+// manifest that shutdown wrote (queues.go): a queue missing or shorter
+// than listed (files deleted while the store was closed) is reported and
+// re-dispatched from the commitlog. The
 // indexer then walks from the newest index file's endPhyOffset (it trails
 // the dispatcher, see indexer.go). Damaged index
 // files are removed and the log re-indexed.

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -146,6 +147,9 @@ func (s *Store) recover(abnormal bool) error {
 	if err != nil {
 		return err
 	}
+	if !abnormal {
+		dispatchFrom = min(dispatchFrom, s.checkQueueManifest(clMin))
+	}
 	if abnormal && len(segs) > 0 {
 		dispatchFrom = min(dispatchFrom, segs[scanIdx].base)
 	}
@@ -285,6 +289,49 @@ func (s *Store) recoverConsumeQueues(clEnd int64) (int64, error) {
 		from = clMin
 	}
 	return min(from, lowest), nil
+}
+
+// checkQueueManifest compares the consume queues just loaded with the
+// manifest the last clean shutdown wrote (queues.go) and returns where
+// re-dispatch must start so that the queues that lost entries since (files
+// deleted or lost while the broker was down) get them back from the
+// commitlog: math.MaxInt64 when none did or there is no manifest.
+func (s *Store) checkQueueManifest(clMin int64) int64 {
+	qs, ok, err := readQueueManifest(s.opts.Root)
+	if err != nil {
+		// Without it, no queue can be trusted to be whole.
+		var ce *CorruptError
+		if !errors.As(err, &ce) {
+			ce = &CorruptError{File: filepath.Join(s.opts.Root, queueManifestName), Reason: "queue manifest unreadable", Err: err}
+		}
+		s.corruption(ce)
+		return clMin
+	}
+	from := int64(math.MaxInt64)
+	if !ok {
+		return from
+	}
+	for _, q := range qs {
+		s.cqMu.RLock()
+		cq := s.cqs[q.topic][q.id]
+		s.cqMu.RUnlock()
+		switch {
+		case cq == nil:
+			s.corruption(&CorruptError{File: filepath.Join(s.opts.Root, "consumequeue", q.topic, strconv.Itoa(int(q.id))),
+				Reason: fmt.Sprintf("consume queue missing; it had %d entries at the last clean shutdown: rebuilt from the commitlog", q.maxOff)})
+			from = clMin
+		case cq.maxOff.Load() < q.maxOff:
+			s.corruption(&CorruptError{File: cq.dir, Offset: cq.maxOff.Load() * cqEntrySize,
+				Reason: fmt.Sprintf("consume queue ends at entry %d, it had %d at the last clean shutdown: rebuilt from the commitlog",
+					cq.maxOff.Load(), q.maxOff)})
+			if last := cq.lastPhyEnd(); last >= 0 {
+				from = min(from, last)
+			} else {
+				from = clMin
+			}
+		}
+	}
+	return from
 }
 
 // checkEntry verifies that a consume-queue entry points at the record it

@@ -266,6 +266,11 @@ func (s *Store) shutdown(clean bool) error {
 		if err := s.flushLogic(true); err != nil {
 			errs = append(errs, err)
 		}
+		if len(errs) == 0 && s.werr.Load() == nil {
+			if err := s.writeQueueManifest(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	s.gc.wakeAll()
 	s.settle(time.Now(), true)
