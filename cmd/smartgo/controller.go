@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,12 +56,7 @@ broker.controllers. A registry can run a replica too (registry.controller
 		log.Error("controller failed to start", "err", err)
 		return exitFailure
 	}
-	mon.add("controller", nil, func() error {
-		if c.Leader() == "" {
-			return errors.New("controller: no Raft leader known")
-		}
-		return nil
-	})
+	mon.add("controller", nil, controllerReady(c))
 	log.Info("controller running", "addr", c.Addr(), "raft", c.RaftAddr())
 	<-ctx.Done()
 	log.Info("shutting down", "reason", "signal")

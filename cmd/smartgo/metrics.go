@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smartgo/smartgo/conf"
+	"github.com/smartgo/smartgo/controller"
 	"github.com/smartgo/smartgo/internal/obs"
 )
 
@@ -37,6 +39,22 @@ func (m *monitor) add(name string, collectors []prometheus.Collector, ready func
 	m.reg.MustRegister(collectors...)
 	if ready != nil {
 		m.health.Add(name, ready)
+	}
+}
+
+// expect names the components the process is about to start, in the
+// order /readyz lists them: each fails /readyz as starting until add
+// gives it its check.
+func (m *monitor) expect(names ...string) { m.health.Expect(names...) }
+
+// controllerReady is a controller replica's readiness: it knows its Raft
+// leader (a replica that lost its quorum does not).
+func controllerReady(c *controller.Controller) func() error {
+	return func() error {
+		if c.Leader() == "" {
+			return errors.New("controller: no Raft leader known")
+		}
+		return nil
 	}
 }
 

@@ -78,6 +78,9 @@ on the registry's port. Stops cleanly on SIGINT or SIGTERM.`, stdout, stderr)
 		return exitFailure
 	}
 	mon.add("registry", r.Collectors(), r.Ready)
+	if ctl != nil {
+		mon.add("controller", nil, controllerReady(ctl))
+	}
 	log.Info("registry running", "addr", r.Addr().String(), "controller", ctl != nil)
 	<-ctx.Done()
 	log.Info("shutting down", "reason", "signal")

@@ -47,6 +47,13 @@ registers with the registry of the same process; clients use
 		return exitFailure
 	}
 	defer mon.Close()
+	// Not ready until every part is up: the registry answers long before
+	// the broker has recovered its store and registered.
+	parts := []string{"registry", "broker", "statestore", "twin", "bridge"}
+	if f.Console.Listen != "" {
+		parts = append(parts, "console")
+	}
+	mon.expect(parts...)
 
 	if err := os.MkdirAll(filepath.Dir(f.Registry.KVConfigPath), 0o755); err != nil {
 		log.Error("create registry dir", "err", err)

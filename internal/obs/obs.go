@@ -37,7 +37,7 @@ func NewRegistry() *prometheus.Registry {
 }
 
 // Check is one readiness condition: Fn returns nil when it is met, else
-// the reason it is not.
+// the reason it is not. A nil Fn is a component expected but not up yet.
 type Check struct {
 	Name string
 	Fn   func() error
@@ -50,15 +50,48 @@ type Health struct {
 	checks []Check // protected by mu
 }
 
-// Add adds a readiness check.
-func (h *Health) Add(name string, fn func() error) {
+// Expect names the components a process is going to add, in order,
+// before it starts them: until Add gives one its check, /readyz fails it
+// as starting. A process that starts its parts one after the other (the
+// standalone's registry, broker, bridge and console) is then not ready
+// while a later part is still starting (a broker recovering its store).
+func (h *Health) Expect(names ...string) {
 	h.mu.Lock()
-	h.checks = append(h.checks, Check{Name: name, Fn: fn})
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	for _, name := range names {
+		if h.indexLocked(name) < 0 {
+			h.checks = append(h.checks, Check{Name: name})
+		}
+	}
 }
 
-// errStarting is the reason of a process with no check yet.
-var errStarting = errors.New("obs: starting: no component is up yet")
+// Add adds a readiness check, or gives an expected component its check.
+func (h *Health) Add(name string, fn func() error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if i := h.indexLocked(name); i >= 0 && h.checks[i].Fn == nil {
+		h.checks[i].Fn = fn
+		return
+	}
+	h.checks = append(h.checks, Check{Name: name, Fn: fn})
+}
+
+// indexLocked returns the index of the check named name, or -1.
+func (h *Health) indexLocked(name string) int {
+	for i, c := range h.checks {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+var (
+	// errStarting is the reason of a process with no check yet.
+	errStarting = errors.New("obs: starting: no component is up yet")
+	// errNotUp is the reason of a component expected but not added yet.
+	errNotUp = errors.New("starting: not up yet")
+)
 
 // Ready runs every check and returns one line per check and whether all
 // passed.
@@ -71,7 +104,11 @@ func (h *Health) Ready() (lines []string, ok bool) {
 	}
 	ok = true
 	for _, c := range checks {
-		if err := c.Fn(); err != nil {
+		fn := c.Fn
+		if fn == nil {
+			fn = func() error { return errNotUp }
+		}
+		if err := fn(); err != nil {
 			ok = false
 			lines = append(lines, fmt.Sprintf("fail %s: %v", c.Name, err))
 		} else {

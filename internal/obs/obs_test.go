@@ -86,3 +86,23 @@ func TestObsListenError(t *testing.T) {
 		t.Fatal("bad address accepted")
 	}
 }
+
+// TestObsExpect: a component named by Expect fails /readyz as starting, in
+// its place, until Add gives it its check; a check added for a name not
+// expected comes after.
+func TestObsExpect(t *testing.T) {
+	var h Health
+	h.Expect("registry", "broker")
+	h.Add("registry", func() error { return nil })
+	lines, ok := h.Ready()
+	if ok || strings.Join(lines, "|") != "ok registry|fail broker: starting: not up yet" {
+		t.Fatalf("broker expected, not added: %v %q", ok, lines)
+	}
+	h.Add("console", func() error { return nil })
+	h.Add("broker", func() error { return nil })
+	h.Expect("broker")
+	lines, ok = h.Ready()
+	if !ok || strings.Join(lines, "|") != "ok registry|ok broker|ok console" {
+		t.Fatalf("all added: %v %q", ok, lines)
+	}
+}

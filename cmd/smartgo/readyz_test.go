@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/internal/testutil"
+)
+
+// A standalone is not ready while its broker is still starting: its
+// registry is up first, and /readyz used to answer 200 "ok registry"
+// during the broker's recovery, so a client started on readiness found no
+// route. The broker is held in its start here by a FIFO in place of its
+// topic config (the read blocks until the test writes it).
+func TestCmdBinaryStandaloneNotReadyUntilEveryPartIsUp(t *testing.T) {
+	data := t.TempDir()
+	cfg := filepath.Join(data, "store", "config")
+	if err := os.MkdirAll(cfg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(cfg, "topic.json")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	p := startBin(t, "standalone", "-data", data, "-set", "metrics.listen=127.0.0.1:0", "-set", "registry.listen=127.0.0.1:0",
+		"-set", "broker.listen=127.0.0.1:0", "-set", "bridge.listen=127.0.0.1:0", "-set", "console.listen=127.0.0.1:0",
+		"-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB")
+	addr := p.waitLog(t, regexp.MustCompile(`metrics listening.* addr=(\S+)`), 30*time.Second)[1]
+	p.waitLog(t, regexp.MustCompile(`registry: started`), 30*time.Second)
+	var code int
+	var body string
+	testutil.WaitFor(t, 30*time.Second, "the registry's check in /readyz", func() bool {
+		code, body = readyz(t, addr)
+		return strings.Contains(body, "ok registry")
+	})
+	if code != 503 || !strings.Contains(body, "fail broker: starting") || !strings.Contains(body, "fail bridge: starting") ||
+		!strings.Contains(body, "fail console: starting") {
+		t.Fatalf("/readyz while the broker starts: %d %q", code, body)
+	}
+	if strings.Contains(p.stderr.String(), "standalone running") {
+		t.Fatalf("the broker did not wait for its topic config:\n%s", p.stderr.String())
+	}
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("{}"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p.waitLog(t, regexp.MustCompile(`standalone running`), 60*time.Second)
+	testutil.WaitFor(t, 30*time.Second, "/readyz 200", func() bool {
+		code, body = readyz(t, addr)
+		return code == 200
+	})
+	for _, part := range []string{"registry", "broker", "statestore", "twin", "bridge", "console"} {
+		if !strings.Contains(body, "ok "+part+"\n") {
+			t.Errorf("/readyz lacks %q: %q", "ok "+part, body)
+		}
+	}
+	if code, _ := p.stop(t, syscall.SIGTERM, 30*time.Second); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, p.stderr.String())
+	}
+}
+
+// A registry with an embedded controller replica is ready only while the
+// replica knows its Raft leader, as `smartgo controller` is: one whose
+// peers do not answer has no quorum and says so (it used to say only
+// "ok registry").
+func TestCmdRegistryWithControllerReadiness(t *testing.T) {
+	dir := t.TempDir()
+	ports := testnet.FreePorts(t, 3)
+	reg := "127.0.0.1:" + strconv.Itoa(ports[0])
+	dead1, dead2 := deadAddr(t), deadAddr(t)
+	peers := fmt.Sprintf("%s=127.0.0.1:%d,%s=%s,%s=%s", reg, ports[1], dead1, dead1, dead2, dead2)
+	errb := startServer(t, "registry running", "registry", "-listen", reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"),
+		"-set", "registry.controller=true", "-set", "controller.data_dir="+filepath.Join(dir, "c1"),
+		"-set", "controller.raft_listen=127.0.0.1:"+strconv.Itoa(ports[1]), "-set", "controller.peers="+peers,
+		"-set", "metrics.listen=127.0.0.1:"+strconv.Itoa(ports[2]))
+	mon := "127.0.0.1:" + strconv.Itoa(ports[2])
+	code, body := readyz(t, mon)
+	if code != 503 || !strings.Contains(body, "ok registry\n") || !strings.Contains(body, "fail controller: controller: no Raft leader known") {
+		t.Fatalf("/readyz of a registry whose controller has no quorum: %d %q\n%s", code, body, errb.String())
+	}
+
+	// A single replica elects itself and the registry is ready.
+	ports = testnet.FreePorts(t, 3)
+	reg = "127.0.0.1:" + strconv.Itoa(ports[0])
+	startServer(t, "registry running", "registry", "-listen", reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv2.json"),
+		"-set", "registry.controller=true", "-set", "controller.data_dir="+filepath.Join(dir, "c2"),
+		"-set", "controller.raft_listen=127.0.0.1:"+strconv.Itoa(ports[1]), "-set", "metrics.listen=127.0.0.1:"+strconv.Itoa(ports[2]))
+	mon = "127.0.0.1:" + strconv.Itoa(ports[2])
+	testutil.WaitFor(t, 30*time.Second, "/readyz 200 with a leader", func() bool {
+		code, body = readyz(t, mon)
+		return code == 200
+	})
+	if body != "ok registry\nok controller\n" {
+		t.Fatalf("/readyz of a registry whose controller leads: %q", body)
+	}
+}
