@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -536,3 +539,96 @@ func TestStoreHAWhenAcked(t *testing.T) {
 		t.Fatalf("at close: %v", err)
 	}
 }
+
+// A slave whose own disk fills stops replicating without reconnecting
+// over and over (it used to reconnect every ReconnectMin, each session
+// refused at its first chunk, logging a line on both sides each time: a
+// few lines a second for as long as the disk stayed full), and resumes by
+// itself once the disk has room, ending with the master's bytes.
+func TestStoreHASlaveDiskFullWaitsThenResumes(t *testing.T) {
+	dir := t.TempDir()
+	var mlog, slaveLog lockedLog
+	master := openTest(t, filepath.Join(dir, "m"), nil)
+	var usage atomic.Value
+	usage.Store(0.1)
+	slave := openTest(t, filepath.Join(dir, "s"), func(o *store.Options) {
+		o.DiskUsage = func(string) (float64, error) { return usage.Load().(float64), nil }
+	})
+	mo := fastHA("b")
+	mo.Logger = mlog.logger()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := Serve(master, ln, mo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	so := fastHA("b")
+	so.Logger = slaveLog.logger()
+	cli, err := StartClient(slave, so, func() string { return ln.Addr().String() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	for i := 0; i < 50; i++ {
+		mustPut(t, master, msgSpec{topic: "T", qid: int32(i % 4), body: fmt.Sprintf("before-%d", i)})
+	}
+	waitCaughtUp(t, master, slave)
+
+	usage.Store(0.99)
+	testutil.WaitFor(t, 10*time.Second, "the slave's disk counted full", func() bool {
+		refused, _ := slave.WritesRefused()
+		return refused
+	})
+	for i := 0; i < 50; i++ {
+		mustPut(t, master, msgSpec{topic: "T", qid: int32(i % 4), body: fmt.Sprintf("full-%d", i)})
+	}
+	testutil.WaitFor(t, 10*time.Second, "the session refused for the full disk", func() bool {
+		return errors.Is(cli.Err(), store.ErrDiskFull)
+	})
+	// The master keeps taking writes; the slave does not come back for
+	// them while its disk is full (at ReconnectMin = 20 ms it used to
+	// reconnect dozens of times in this second).
+	sessions := cli.Sessions()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		mustPut(t, master, msgSpec{topic: "T", qid: 1, body: "while-full"})
+	}
+	if n := cli.Sessions() - sessions; n > 1 {
+		t.Errorf("%d replication sessions while the slave's disk was full", n)
+	}
+	if n := strings.Count(slaveLog.String(), "level=WARN"); n > 2 {
+		t.Errorf("%d warnings from the slave while its disk was full:\n%s", n, slaveLog.String())
+	}
+	if n := strings.Count(mlog.String(), "slave disconnected"); n > 1 {
+		t.Errorf("%d disconnections logged by the master:\n%s", n, mlog.String())
+	}
+
+	usage.Store(0.1)
+	waitCaughtUp(t, master, slave)
+	sameLog(t, master, slave, 0, master.MaxPhysicalOffset())
+	if !strings.Contains(slaveLog.String(), "replication resumes") {
+		t.Errorf("no resume line:\n%s", slaveLog.String())
+	}
+}
+
+// lockedLog is a text log a test reads while loggers write it.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *lockedLog) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }

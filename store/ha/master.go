@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/internal/wake"
 	"github.com/smartgo/smartgo/store"
 )
@@ -110,6 +111,7 @@ type Server struct {
 	s    *store.Store
 	opts Options
 	log  *slog.Logger
+	rlog *ratelog.Limiter // lines a slave (or any peer of the port) can repeat
 	ln   net.Listener
 
 	data wake.Notifier // new commitlog bytes
@@ -224,7 +226,7 @@ func Serve(s *store.Store, ln net.Listener, opts Options) (*Server, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults(s)
-	h := &Server{s: s, opts: opts, log: opts.Logger, ln: ln,
+	h := &Server{s: s, opts: opts, log: opts.Logger, rlog: ratelog.New(0, nil), ln: ln,
 		conns: make(map[*slaveConn]struct{}), done: make(chan struct{}), acked: map[int64]int64{}, limit: -1,
 		waitKick: make(chan struct{}, 1)}
 	h.wg.Add(2)
@@ -308,7 +310,7 @@ func (h *Server) acceptLoop() {
 			select {
 			case <-h.done:
 			default:
-				h.log.Warn("ha: slave disconnected", "slave", hc.addr, "err", err)
+				h.rlog.Log(h.log, slog.LevelWarn, "slave disconnected", "ha: slave disconnected", "slave", hc.addr, "err", err)
 			}
 		}()
 	}

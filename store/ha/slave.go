@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/store"
 )
 
@@ -22,6 +23,7 @@ type Client struct {
 	s        *store.Store
 	opts     Options
 	log      *slog.Logger
+	rlog     *ratelog.Limiter // lines a failing session repeats
 	masterHA func() string
 
 	connected   atomic.Bool
@@ -57,7 +59,7 @@ func StartClient(s *store.Store, opts Options, masterHA func() string) (*Client,
 	}
 	opts = opts.withDefaults(s)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Client{s: s, opts: opts, log: opts.Logger, masterHA: masterHA, cancel: cancel}
+	c := &Client{s: s, opts: opts, log: opts.Logger, rlog: ratelog.New(0, nil), masterHA: masterHA, cancel: cancel}
 	c.masterMax.Store(-1)
 	c.wg.Add(1)
 	go func() {
@@ -141,6 +143,18 @@ func (c *Client) run(ctx context.Context) {
 			refused := errors.Is(err, ErrMismatch) || errors.Is(err, ErrSlaveAhead) || errors.Is(err, ErrSlaveBehind) ||
 				errors.Is(err, ErrProtocol) || errors.Is(err, ErrDiverged)
 			switch {
+			case errors.Is(err, store.ErrDiskFull):
+				// This store refuses the master's bytes: connecting again
+				// before it has room would only be refused again, several
+				// times a second on both sides, for as long as the disk
+				// stays full.
+				c.rlog.Log(c.log, slog.LevelWarn, "disk full", "ha: this slave's disk is full; replication waits for space",
+					"master", addr, "err", err)
+				if !c.waitWritable(ctx) {
+					return
+				}
+				backoff = c.opts.ReconnectMin
+				continue
 			case errors.Is(err, ErrStaleEpoch):
 				// The master may not know yet that it was elected.
 				c.log.Info("ha: master not at the expected epoch yet; retrying", "master", addr, "err", err)
@@ -149,7 +163,7 @@ func (c *Client) run(ctx context.Context) {
 				c.log.Error("ha: replication refused; the slave keeps its data and retries", "master", addr, "err", err)
 				backoff = c.opts.ReconnectMax
 			default:
-				c.log.Warn("ha: connection to master lost", "master", addr, "err", err)
+				c.rlog.Log(c.log, slog.LevelWarn, "lost", "ha: connection to master lost", "master", addr, "err", err)
 				if c.sessions.Load() != before {
 					backoff = c.opts.ReconnectMin // it worked for a while: retry soon
 				}
@@ -162,6 +176,22 @@ func (c *Client) run(ctx context.Context) {
 		}
 		if addr != "" {
 			backoff = min(2*backoff, c.opts.ReconnectMax)
+		}
+	}
+}
+
+// waitWritable waits until the store takes writes again (its disk
+// watcher sees room), checking every ReconnectMin; false when ctx ended.
+func (c *Client) waitWritable(ctx context.Context) bool {
+	for {
+		if refused, _ := c.s.WritesRefused(); !refused {
+			c.log.Info("ha: this slave's disk has room again; replication resumes")
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(c.opts.ReconnectMin):
 		}
 	}
 }
