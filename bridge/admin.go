@@ -191,3 +191,38 @@ func (b *Bridge) registered() error {
 	}
 	return nil
 }
+
+// ConnectedOn returns the clients whose latest session record, as this
+// node's copy of the session topic holds it, says they are connected to
+// a node for which gone is true: that node's online claim or connect
+// request. A node that died (kill -9, power loss) wrote nothing after
+// them. Clean sessions leave no record to find.
+func (b *Backend) ConnectedOn(gone func(node string) bool) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for id, r := range b.sessions {
+		if !r.Deleted && (r.Online || r.Connect) && r.Node != b.opts.NodeID && gone(r.Node) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// BridgeNodes returns the ids of the bridge nodes the registries list
+// (each heartbeats every HeartbeatInterval; a silent one is dropped
+// after the registry's expiry).
+func (b *Backend) BridgeNodes(ctx context.Context) ([]string, error) {
+	list, err := b.adm.Bridges(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: list bridge nodes: %w", err)
+	}
+	out := make([]string, len(list))
+	for i, n := range list {
+		out[i] = n.Node
+	}
+	return out, nil
+}
+
+// HeartbeatInterval is how often this node registers with the registries.
+func (b *Backend) HeartbeatInterval() time.Duration { return b.opts.HeartbeatInterval }

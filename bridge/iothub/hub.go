@@ -187,8 +187,9 @@ func (h *Hub) Start(ctx context.Context, b *bridge.Bridge) error {
 	if err := h.startHTTPS(); err != nil {
 		return err
 	}
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.sweepLoop()
+	go h.staleLoop()
 	h.started.Store(true)
 	h.log.Info("iothub started", "host", h.opts.HostName, "device_auth", h.opts.DeviceAuth, "https", h.HTTPSAddrs(),
 		"events_topic", h.opts.EventsTopic, "node", h.nodeID)

@@ -158,9 +158,15 @@ type hub struct {
 	policyKey string
 	caFile    string
 	log       string
+	bin       string
+	args      []string
+	logf      *os.File
+	cmd       *exec.Cmd
 }
 
-func startHub(t *testing.T, ip string) *hub {
+// startHub starts `smartgo standalone` with the hub on ip; extra are
+// further -set settings.
+func startHub(t *testing.T, ip string, extra ...string) *hub {
 	t.Helper()
 	dir := t.TempDir()
 	caFile, certFile, keyFile := pki(t, dir)
@@ -189,45 +195,79 @@ permissions = ["registryRead", "registryWrite", "serviceConnect"]
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := testnet.SmartgoBinary(t, filepath.Join("..", ".."))
-	cmd := exec.Command(bin, "standalone", "-c", cfgFile, "-data", filepath.Join(dir, "data"),
-		"-set", "registry.listen="+h.registry, "-set", fmt.Sprintf("broker.listen=127.0.0.1:%d", ports[1]),
-		"-set", fmt.Sprintf("bridge.listen=127.0.0.1:%d", ports[2]), "-set", "console.listen=", "-set", "store.segment_size=64MiB")
+	h.bin = testnet.SmartgoBinary(t, filepath.Join("..", ".."))
+	h.args = []string{"standalone", "-c", cfgFile, "-data", filepath.Join(dir, "data"),
+		"-set", "registry.listen=" + h.registry, "-set", fmt.Sprintf("broker.listen=127.0.0.1:%d", ports[1]),
+		"-set", fmt.Sprintf("bridge.listen=127.0.0.1:%d", ports[2]), "-set", "console.listen=", "-set", "store.segment_size=64MiB"}
+	for _, e := range extra {
+		h.args = append(h.args, "-set", e)
+	}
 	logf, err := os.Create(h.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	h.logf = logf
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("smartgo standalone exited with %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("smartgo standalone did not stop within 20 s of SIGINT")
-		}
+		h.stop(t)
 		if t.Failed() {
 			data, _ := os.ReadFile(h.log)
 			t.Logf("smartgo log:\n%s", lastLines(string(data), 200))
 		}
 		logf.Close()
 	})
+	h.run(t)
+	return h
+}
+
+// run starts the process and waits until the hub has started.
+func (h *hub) run(t *testing.T) {
+	t.Helper()
+	start, _ := h.logf.Seek(0, io.SeekEnd)
+	cmd := exec.Command(h.bin, h.args...)
+	cmd.Stdout, cmd.Stderr = h.logf, h.logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h.cmd = cmd
 	waitFor(t, 60*time.Second, "the IoT hub to start", func() bool {
 		data, _ := os.ReadFile(h.log)
+		data = data[min(int(start), len(data)):]
 		if strings.Contains(string(data), "level=ERROR") {
 			t.Fatalf("smartgo failed:\n%s", data)
 		}
 		return strings.Contains(string(data), "iothub started")
 	})
-	return h
+}
+
+// stop ends the process with SIGINT (it must exit cleanly).
+func (h *hub) stop(t *testing.T) {
+	if h.cmd == nil {
+		return
+	}
+	cmd := h.cmd
+	h.cmd = nil
+	_ = cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("smartgo standalone exited with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Error("smartgo standalone did not stop within 20 s of SIGINT")
+	}
+}
+
+// crash kills the process with SIGKILL.
+func (h *hub) crash(t *testing.T) {
+	t.Helper()
+	if err := h.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.cmd.Wait()
+	h.cmd = nil
 }
 
 func (h *hub) serviceConnectionString() string {
@@ -639,4 +679,35 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// kill ends the script's process with SIGKILL (no MQTT DISCONNECT).
+func (d *device) kill(t *testing.T) {
+	t.Helper()
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAzureNodeConnectionStateAfterCrash: a device SDK client is connected
+// when `smartgo standalone` is SIGKILLed and is gone when it comes back;
+// the node that held the connection recorded nothing, yet the twin's
+// connectionState becomes Disconnected.
+func TestAzureNodeConnectionStateAfterCrash(t *testing.T) {
+	nodeReady(t)
+	h := startHub(t, hubAddress(t), "bridge.heartbeat_interval=1s")
+	created := mustOK(t, h.service(t, "create", "crash-dev"), "create")
+	key := created["device"].(map[string]any)["authentication"].(map[string]any)["symmetricKey"].(map[string]any)["primaryKey"].(string)
+	d := h.startDevice(t, "HostName="+hubHost+";DeviceId=crash-dev;SharedAccessKey="+key)
+	d.await(t, "ready", event("ready"))
+	state := func() any {
+		return mustOK(t, h.service(t, "get-twin", "crash-dev"), "get twin")["twin"].(map[string]any)["connectionState"]
+	}
+	if s := state(); s != "Connected" {
+		t.Fatalf("connectionState %v while connected", s)
+	}
+	h.crash(t)
+	d.kill(t)
+	h.run(t)
+	waitFor(t, 90*time.Second, "the twin of the crashed node's device to say Disconnected", func() bool { return state() == "Disconnected" })
 }
