@@ -429,6 +429,43 @@ func TestBrokerBatchSend(t *testing.T) {
 	}
 }
 
+// A batch whose items ask for a delay level is refused whole
+// (MESSAGE_ILLEGAL, nothing stored), not delivered at once; DELAY=0 is no
+// delay.
+func TestBrokerBatchWithDelayedItemRefused(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	c := newTestClient(t, b.Addr())
+	send := func(delays ...string) *protocol.Command {
+		var body []byte
+		for i, d := range delays {
+			kv := []string{record.PropertyUniqueClientMessageIDKeyIndex, "U" + itoa(i)}
+			if d != "" {
+				kv = append(kv, record.PropertyDelayLevel, d)
+			}
+			body = record.AppendBatchItem(body, 0, []byte("item-"+itoa(i)), props(kv...))
+		}
+		h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "BatchDelay", DefaultTopic: AutoCreateTopicKey, DefaultTopicQueueNums: 1,
+			QueueID: 0, BornTimestamp: time.Now().UnixMilli(), Batch: true}
+		return c.invoke(protocol.SendBatchMessage, h.V2(), body)
+	}
+	for _, delays := range [][]string{{"", "2", ""}, {"3"}, {"", "x"}} {
+		resp := send(delays...)
+		if resp.Code != protocol.MessageIllegal || !strings.Contains(resp.Remark, "delay level") {
+			t.Fatalf("batch with delays %q: code %d %q", delays, resp.Code, resp.Remark)
+		}
+	}
+	if resp := send("0", ""); resp.Code != protocol.Success {
+		t.Fatalf("batch with DELAY=0: code %d %q", resp.Code, resp.Remark)
+	}
+	waitDispatched(t, b, "BatchDelay", 0, 2)
+	if n := b.Store().MaxOffset("BatchDelay", 0); n != 2 {
+		t.Fatalf("queue holds %d messages, want the 2 of the accepted batch", n)
+	}
+	if n := b.Store().MaxOffset(ScheduleTopic, 1); n != 0 {
+		t.Fatalf("schedule queue of level 2 holds %d messages", n)
+	}
+}
+
 // Membership changes are pushed to the group's members.
 func TestBrokerNotifiesConsumerIDsChanged(t *testing.T) {
 	b := testBroker(t, t.TempDir(), nil)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -133,4 +134,16 @@ func stripWaitInPlace(p []byte) []byte {
 		rest = rest[next:]
 	}
 	return out
+}
+
+// hasDelayLevel reports whether a message's properties ask for a delay:
+// a DELAY property that is not a number or is a positive level (as
+// divertDelayedBy reads it for a single message).
+func hasDelayLevel(p []byte) bool {
+	v, ok := record.LookupProperty(p, record.PropertyDelayLevel)
+	if !ok {
+		return false
+	}
+	level, err := strconv.Atoi(string(v))
+	return err != nil || level > 0
 }

@@ -194,8 +194,12 @@ func (b *Broker) putBatch(a *pendingSend, tmpl *record.Message, body []byte) *pr
 		}
 	}()
 	items := (*bp)[:0]
+	delayed := -1 // the first item with a delay level
 	if err := record.ForEachBatchItem(body, func(it record.BatchItem) error {
 		it.Properties = stripWaitInPlace(it.Properties)
+		if delayed < 0 && hasDelayLevel(it.Properties) {
+			delayed = len(items)
+		}
 		items = append(items, it)
 		return nil
 	}); err != nil {
@@ -203,6 +207,13 @@ func (b *Broker) putBatch(a *pendingSend, tmpl *record.Message, body []byte) *pr
 		return errResp(protocol.MessageIllegal, "bad batch body: %v", err)
 	}
 	*bp = items
+	if delayed >= 0 {
+		// RocketMQ's broker would store such an item at once, delay
+		// ignored (its Java client refuses to build the batch;
+		// rocketmq-client-go sends it): refuse it rather than deliver a
+		// delayed message early.
+		return errResp(protocol.MessageIllegal, "batch messages cannot have a delay level (message %d of the batch has %s)", delayed, record.PropertyDelayLevel)
+	}
 	if len(items) == 0 {
 		return errResp(protocol.MessageIllegal, "empty batch")
 	}
