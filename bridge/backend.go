@@ -237,6 +237,8 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 		b.wg.Add(1)
 		go b.shareLoop(b.srv)
 	}
+	b.wg.Add(1)
+	go b.checkpointLoop()
 	b.ready.Store(true)
 	b.log.Info("bridge backend started", "node", b.opts.NodeID, "topics", b.topics,
 		"sessions", len(b.sessions), "retained", len(b.retained))

@@ -157,17 +157,25 @@
 // line). The last stretch of that read pauses the node's live delivery
 // (concurrent resumes share the pause), until 50 ms after return, so no
 // message falls between the replay and the session's installation. The
-// node then writes an "online" claim record (its own live positions as the
-// resume points), so a later resume elsewhere starts there even if this
-// node dies without saving. Delivery is at least once: messages near a
-// disconnect may come twice. Messages whose MQTT_TOPIC is not a valid MQTT
-// topic name are never delivered (a log line says so).
+// node then writes an "online" claim record (the resume points and pending
+// messages of the record it loaded, with its own live positions for
+// queues that record does not name), so a later resume elsewhere starts
+// there even if this node dies without saving. Delivery is at least once:
+// messages near a disconnect may come twice. Messages whose MQTT_TOPIC is
+// not a valid MQTT topic name are never delivered (a log line says so).
 //
-// SaveSubscriptions (mqtt.SubscriptionBackend: the server calls it when a
-// SUBSCRIBE or UNSUBSCRIBE changed a connected session, before the
-// SUBACK/UNSUBACK) writes, for a session that outlives its connection, an
-// "online" record with the subscriptions, so a crash of the node loses no
-// acknowledged subscription.
+// While such a session is connected, its online record moves on: every
+// Options.CheckpointInterval (30 s) for each one that received or
+// acknowledged messages since its last record, and on every SUBSCRIBE or
+// UNSUBSCRIBE (SaveSubscriptions, mqtt.SubscriptionBackend: the server
+// calls it before the SUBACK/UNSUBACK, so a crash of the node loses no
+// acknowledged subscription). The record holds the session's
+// subscriptions, its unacknowledged messages and resume points taken at
+// the same moment (mqtt.Server.Snapshot), like an offline save: after a
+// crash of the node the client gets again what it had not acknowledged
+// and what came after, and at most about one interval of what it had. A
+// session whose unacknowledged messages do not fit a record keeps its
+// previous resume points.
 //
 // DeleteSession of a client connected to this node (a clean start, called
 // after the CONNACK) writes a clean-start announcement. Otherwise it writes

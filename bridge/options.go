@@ -36,6 +36,9 @@ const (
 	// DefaultHeartbeatInterval is how often a node registers with the
 	// registries (with its connection counts).
 	DefaultHeartbeatInterval = 10 * time.Second
+	// DefaultCheckpointInterval is how often the resume points of
+	// connected persistent sessions move on.
+	DefaultCheckpointInterval = 30 * time.Second
 )
 
 // Route maps an MQTT topic filter to a broker topic.
@@ -94,6 +97,12 @@ type Options struct {
 	// registry, with its connection counts, so that admin tools list it
 	// and reach it. Default 10 s.
 	HeartbeatInterval time.Duration
+	// CheckpointInterval is how often the node writes, for each connected
+	// session that outlives its connection and received messages since
+	// its last record, a record with its resume points as of now and its
+	// unacknowledged messages: what the session gets again if this node
+	// crashes is what came after (at least once). Default 30 s.
+	CheckpointInterval time.Duration
 	// Version is the SmartGo version the node reports in its heartbeat.
 	Version string
 	// IngressProps, when set, is asked for extra broker message properties
@@ -151,6 +160,9 @@ func (o *Options) fill() {
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
 	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -180,7 +192,7 @@ func (o Options) Validate() error {
 		}
 	}
 	if o.MaxOfflineMessages < 0 || o.TopicQueues < 0 || o.StartTimeout < 0 || o.SendTimeout < 0 ||
-		o.HandoffTimeout < 0 || o.ShareRefresh < 0 || o.HeartbeatInterval < 0 {
+		o.HandoffTimeout < 0 || o.ShareRefresh < 0 || o.HeartbeatInterval < 0 || o.CheckpointInterval < 0 {
 		return bad("negative limit")
 	}
 	return nil

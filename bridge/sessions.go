@@ -149,13 +149,26 @@ func (b *Backend) SaveSession(ctx context.Context, st *mqtt.SessionState) error 
 // offlineRecord is the record of a session that went offline (or moves
 // to another node) with state st.
 func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
-	rec := &sessionRecord{ClientID: st.ClientID, Node: b.opts.NodeID, Username: st.Username,
+	rec, dropped := b.recordAt(st, st.DisconnectedAt)
+	if dropped > 0 {
+		b.log.Warn("bridge: pending messages over the session record limit dropped", "client", st.ClientID, "dropped", dropped)
+	}
+	return rec
+}
+
+// recordAt is the record of a session with state st taken at time at
+// (zero: now): its resume points are the first messages whose delivery
+// ended after at, its pending messages those of st (log offsets where the
+// node still knows them, else whole). dropped counts the pending messages
+// left out over the record's size limit.
+func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time) (rec *sessionRecord, dropped int) {
+	rec = &sessionRecord{ClientID: st.ClientID, Node: b.opts.NodeID, Username: st.Username,
 		Subscriptions: subRecords(st.Subscriptions), ExpiryMs: st.Expiry.Milliseconds()}
 	if !st.DisconnectedAt.IsZero() {
 		rec.DisconnectedAt = st.DisconnectedAt.UnixMilli()
 	}
 	b.mu.Lock()
-	points := b.resumePointsLocked(st.ClientID, st.DisconnectedAt)
+	points := b.resumePointsLocked(st.ClientID, at)
 	type pos struct {
 		q   client.MessageQueue
 		off int64
@@ -170,7 +183,7 @@ func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
 		}
 	}
 	b.mu.Unlock()
-	bytes, dropped := 0, 0
+	bytes := 0
 	for _, pm := range st.Pending {
 		m := pm.Msg
 		if p, ok := where[m]; ok {
@@ -190,11 +203,8 @@ func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
 		bytes += len(m.Payload)
 		rec.Pending = append(rec.Pending, pendingOf(pm))
 	}
-	if dropped > 0 {
-		b.log.Warn("bridge: pending messages over the session record limit dropped", "client", st.ClientID, "dropped", dropped)
-	}
 	rec.Resume = sortedPoints(points)
-	return rec
+	return rec, dropped
 }
 
 // PrepareSession stores an offline persistent session for a client the
@@ -333,7 +343,10 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 		st.Pending = st.Pending[:b.opts.MaxOfflineMessages]
 	}
 	// Claim: resumes elsewhere start from here if this node disappears.
-	claim := b.onlineRecord(clientID, rec.Username, rec.Subscriptions, rec.ExpiryMs)
+	// Until the client has the messages just loaded (a checkpoint moves
+	// the claim on), that is where the session stood.
+	claim := b.onlineRecord(clientID, rec.Username, rec.Subscriptions, rec.ExpiryMs, rec.Resume)
+	claim.Pending = rec.Pending
 	claim.vouch = true
 	if err := b.writeSession(ctx, claim); err != nil {
 		b.log.Warn("bridge: session claim", "client", clientID, "err", err)
@@ -342,13 +355,22 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 }
 
 // onlineRecord is the record of a session connected to this node: its
-// subscriptions, and this node's live positions as resume points (where a
-// resume elsewhere starts if this node disappears).
-func (b *Backend) onlineRecord(clientID, username string, subs []subRecord, expiryMs int64) *sessionRecord {
+// subscriptions, and as resume points (where a resume elsewhere starts if
+// this node disappears) those of from where it has one for the queue,
+// else this node's live positions.
+func (b *Backend) onlineRecord(clientID, username string, subs []subRecord, expiryMs int64, from []resumePoint) *sessionRecord {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	points := b.resumePointsLocked(clientID, time.Time{})
+	b.mu.Unlock()
+	for _, rp := range from {
+		if _, ok := points[rp.mq()]; ok {
+			cp := rp
+			cp.Pending, cp.Sent = slices.Clone(rp.Pending), slices.Clone(rp.Sent)
+			points[rp.mq()] = &cp
+		}
+	}
 	return &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Online: true, Username: username,
-		Subscriptions: subs, ExpiryMs: expiryMs, Resume: sortedPoints(b.resumePointsLocked(clientID, time.Time{}))}
+		Subscriptions: subs, ExpiryMs: expiryMs, Resume: sortedPoints(points)}
 }
 
 // SaveSubscriptions implements mqtt.SubscriptionBackend: the server calls
@@ -364,9 +386,7 @@ func (b *Backend) SaveSubscriptions(ctx context.Context, st *mqtt.SessionState) 
 	if st.Expiry == 0 {
 		return nil // the session ends with its connection
 	}
-	rec := b.onlineRecord(st.ClientID, st.Username, subRecords(st.Subscriptions), st.Expiry.Milliseconds())
-	rec.vouch, rec.inst = true, b.instance(st.ClientID)
-	return b.writeSession(ctx, rec)
+	return b.writeOnline(ctx, st.ClientID, st)
 }
 
 // replayed is one message read back from the log.

@@ -221,6 +221,7 @@ type Bridge struct {
 	SendTimeout        Duration `toml:"send_timeout"`
 	HandoffTimeout     Duration `toml:"handoff_timeout"`
 	ShareRefresh       Duration `toml:"share_refresh"`
+	CheckpointInterval Duration `toml:"checkpoint_interval"`
 }
 
 // StateStore configures the state store: the shards a broker hosts (the
@@ -432,6 +433,7 @@ func Default() File {
 			SendTimeout:        Duration{3 * time.Second},
 			HandoffTimeout:     Duration{2 * time.Second},
 			ShareRefresh:       Duration{500 * time.Millisecond},
+			CheckpointInterval: Duration{30 * time.Second},
 		},
 		StateStore: StateStore{
 			Shards:              8,

@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"strings"
@@ -52,6 +53,47 @@ func (s *Server) SaveSubscriptions(clientID string) error {
 	st := ss.subsStateLocked()
 	ss.mu.Unlock()
 	return sb.SaveSubscriptions(s.ctx, st)
+}
+
+// Snapshot returns the state of clientID's connected session as it is
+// now, its pending messages (sent and not acknowledged, or queued)
+// included, and the session's instance (SessionInstance); nil when the
+// server has no connected session of clientID. Unlike Evict it changes
+// nothing: a backend that keeps where a session resumes uses it to move
+// that point on while the client stays connected, without skipping what
+// the client has not acknowledged yet. The backend may keep the state:
+// messages given with SendToRecycled are copied.
+func (s *Server) Snapshot(clientID string) (*SessionState, uint64) {
+	s.mu.Lock()
+	ss := s.sessions[clientID]
+	s.mu.Unlock()
+	if ss == nil {
+		return nil, 0
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.dead || ss.conn == nil {
+		return nil, 0
+	}
+	st := ss.subsStateLocked()
+	keep := func(m *Message, rec Recycler) *Message {
+		if rec == nil {
+			return m
+		}
+		cp := *m
+		cp.Topic, cp.Payload, cp.CorrelationData = strings.Clone(m.Topic), bytes.Clone(m.Payload), bytes.Clone(m.CorrelationData)
+		cp.User = slices.Clone(m.User)
+		return &cp
+	}
+	for i := range ss.inflight {
+		if o := &ss.inflight[i]; !o.rel {
+			st.Pending = append(st.Pending, Pending{Msg: keep(o.msg, o.rec), QoS: o.qos, Retain: o.retain, SubIDs: o.subIDs, Sent: true})
+		}
+	}
+	for _, q := range ss.queue {
+		st.Pending = append(st.Pending, Pending{Msg: keep(q.msg, q.rec), QoS: q.qos, Retain: q.retain, SubIDs: q.subIDs, Sent: q.dup})
+	}
+	return st, ss.seq
 }
 
 // SessionInstance identifies the server's current session of clientID:

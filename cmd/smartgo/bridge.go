@@ -106,6 +106,7 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	bo.SendTimeout = c.SendTimeout.D()
 	bo.HandoffTimeout = c.HandoffTimeout.D()
 	bo.ShareRefresh = c.ShareRefresh.D()
+	bo.CheckpointInterval = c.CheckpointInterval.D()
 	bo.HeartbeatInterval = c.HeartbeatEvery.D()
 	bo.Version = version
 	for _, r := range c.Routes {

@@ -1,0 +1,131 @@
+package bridge
+
+import (
+	"context"
+	"time"
+
+	"github.com/smartgo/smartgo/mqtt"
+)
+
+// Records of connected sessions. A session that outlives its connection
+// has an "online" record while it is connected (the claim written when it
+// resumed, then one per subscription change and per checkpoint): if this
+// node dies, the session resumes elsewhere from that record. Each one
+// keeps what the client has not acknowledged (the session's pending
+// messages as of the record, from mqtt.Server.Snapshot) and resume points
+// taken at the same moment, so a crash replays at least what the client
+// has not confirmed, and little more than one checkpoint interval of what
+// it has.
+
+// writeOnline writes the online record of clientID's connected session:
+// its subscriptions and pending messages as the server has them now, and
+// resume points of the same moment. When the server cannot give that
+// (no cluster server, the session is gone) or the pending messages do not
+// fit a record, the subscriptions of st go with the resume points of this
+// node's last record of the session, which miss nothing either.
+func (b *Backend) writeOnline(ctx context.Context, clientID string, st *mqtt.SessionState) error {
+	rec, inst := b.snapshotRecord(clientID)
+	if rec == nil {
+		b.mu.Lock()
+		own := b.own[clientID]
+		b.mu.Unlock()
+		var from []resumePoint
+		if own != nil {
+			from = own.Resume
+		}
+		rec = b.onlineRecord(clientID, st.Username, subRecords(st.Subscriptions), st.Expiry.Milliseconds(), from)
+		if own != nil {
+			rec.Pending = own.Pending
+		}
+		inst = b.instance(clientID)
+	}
+	rec.vouch, rec.inst = true, inst
+	return b.writeSession(ctx, rec)
+}
+
+// snapshotRecord is the online record of clientID's connected session as
+// of now, and the server's session instance; nil when the server has no
+// such session or its pending messages do not fit a record.
+func (b *Backend) snapshotRecord(clientID string) (*sessionRecord, uint64) {
+	srv, ok := b.server().(snapshotter)
+	if !ok {
+		return nil, 0
+	}
+	// Every delivery that ended before at is in the snapshot taken after.
+	at := time.Now()
+	st, inst := srv.Snapshot(clientID)
+	if st == nil || st.Expiry == 0 {
+		return nil, 0
+	}
+	rec, dropped := b.recordAt(st, at)
+	if dropped > 0 {
+		return nil, 0
+	}
+	rec.Online, rec.DisconnectedAt = true, 0
+	return rec, inst
+}
+
+// snapshotter is the part of *mqtt.Server a checkpoint needs.
+type snapshotter interface {
+	Snapshot(clientID string) (*mqtt.SessionState, uint64)
+}
+
+// checkpointLoop moves the records of connected persistent sessions on,
+// every Options.CheckpointInterval.
+func (b *Backend) checkpointLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.opts.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+		b.checkpointAll()
+	}
+}
+
+// checkpointAll writes a new online record for every local session that
+// outlives its connection and whose record would change (it received
+// messages since, or acknowledged some).
+func (b *Backend) checkpointAll() {
+	b.mu.Lock()
+	ids := make([]string, 0, len(b.vouches))
+	for id := range b.vouches {
+		ids = append(ids, id)
+	}
+	b.mu.Unlock()
+	for _, id := range ids {
+		if b.ctx.Err() != nil {
+			return
+		}
+		rec, inst := b.snapshotRecord(id)
+		if rec == nil {
+			continue
+		}
+		b.mu.Lock()
+		own := b.own[id]
+		b.mu.Unlock()
+		if own != nil && own.Online && len(own.Pending) == 0 && len(rec.Pending) == 0 && samePoints(own.Resume, rec.Resume) {
+			continue
+		}
+		rec.vouch, rec.inst = true, inst
+		if err := b.writeSession(b.ctx, rec); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("bridge: session checkpoint", "client", id, "err", err)
+		}
+	}
+}
+
+func samePoints(a, c []resumePoint) bool {
+	if len(a) != len(c) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], c[i]
+		if x.mq() != y.mq() || x.From != y.From || x.Live != y.Live || len(x.Pending) != 0 || len(y.Pending) != 0 {
+			return false
+		}
+	}
+	return true
+}
