@@ -221,26 +221,68 @@ func (m *TopicManager) Update(tc protocol.TopicConfig) error {
 	if tc.TopicFilterType == "" {
 		tc.TopicFilterType = protocol.TopicFilterSingleTag
 	}
+	if err := m.change(tc.TopicName, &tc); err != nil {
+		return err
+	}
+	m.log.Info("topic updated", "topic", tc.TopicName, "read", tc.ReadQueueNums, "write", tc.WriteQueueNums, "perm", tc.Perm)
+	return nil
+}
+
+// change sets topic's configuration to tc (nil deletes it) and persists
+// the table (see persistOrUndo).
+func (m *TopicManager) change(topic string, tc *protocol.TopicConfig) error {
 	m.mu.Lock()
-	m.topics[tc.TopicName] = &tc
+	prev, had := m.setLocked(topic, tc)
+	m.mu.Unlock()
+	return m.persistOrUndo(topic, tc, prev, had)
+}
+
+// setLocked sets topic's entry to tc (nil deletes it) and returns the
+// entry it replaced.
+func (m *TopicManager) setLocked(topic string, tc *protocol.TopicConfig) (prev *protocol.TopicConfig, had bool) {
+	prev, had = m.topics[topic]
+	if tc != nil {
+		m.topics[topic] = tc
+	} else {
+		delete(m.topics, topic)
+	}
+	return prev, had
+}
+
+// persistOrUndo persists the table after topic's entry became tc. When the
+// file cannot be written (a full disk) the change is taken back, unless
+// the topic changed again since, and the error returned: a refused change
+// changes nothing, and no topic lives only in memory to vanish at the
+// next restart.
+func (m *TopicManager) persistOrUndo(topic string, tc, prev *protocol.TopicConfig, had bool) error {
+	m.version.bump(m.opts.Now())
+	err := m.persist()
+	if err == nil {
+		return nil
+	}
+	m.mu.Lock()
+	if cur, ok := m.topics[topic]; cur == tc && ok == (tc != nil) {
+		if had {
+			m.topics[topic] = prev
+		} else {
+			delete(m.topics, topic)
+		}
+	}
 	m.mu.Unlock()
 	m.version.bump(m.opts.Now())
-	m.log.Info("topic updated", "topic", tc.TopicName, "read", tc.ReadQueueNums, "write", tc.WriteQueueNums, "perm", tc.Perm)
-	return m.persist()
+	return err
 }
 
 // Delete removes a topic; it reports whether the topic existed.
 func (m *TopicManager) Delete(topic string) (bool, error) {
-	m.mu.Lock()
-	_, ok := m.topics[topic]
-	delete(m.topics, topic)
-	m.mu.Unlock()
-	if !ok {
+	if _, ok := m.Get(topic); !ok {
 		return false, nil
 	}
-	m.version.bump(m.opts.Now())
+	if err := m.change(topic, nil); err != nil {
+		return true, err
+	}
 	m.log.Info("topic deleted", "topic", topic)
-	return true, m.persist()
+	return true, nil
 }
 
 // CreateOnSend returns the topic's configuration, creating it from the
@@ -295,11 +337,13 @@ func (m *TopicManager) createIfAbsent(tc protocol.TopicConfig) (protocol.TopicCo
 		return *cur, nil
 	}
 	tc.TopicName = strings.Clone(tc.TopicName)
-	m.topics[tc.TopicName] = &tc
+	m.setLocked(tc.TopicName, &tc)
 	m.mu.Unlock()
-	m.version.bump(m.opts.Now())
+	if err := m.persistOrUndo(tc.TopicName, &tc, nil, false); err != nil {
+		return tc, err
+	}
 	m.log.Info("topic created", "topic", tc.TopicName, "queues", tc.WriteQueueNums, "perm", tc.Perm)
-	return tc, m.persist()
+	return tc, nil
 }
 
 // Names returns the topic names, sorted.
