@@ -410,7 +410,7 @@ func Default() File {
 		Bridge: Bridge{
 			Listen:         "0.0.0.0:1883",
 			Registries:     []string{"127.0.0.1:9876"},
-			MaxPacketSize:  1 << 20,
+			MaxPacketSize:  4 << 20,
 			ReceiveMaximum: 1024,
 			MaxKeepAlive:   Duration{20 * time.Minute},
 			SessionExpiry:  Duration{24 * time.Hour},

@@ -12,7 +12,11 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxPacketSize     = 1 << 20
+	// DefaultMaxPacketSize carries the largest state store request (a
+	// 64 KiB key and a 3 MiB value, statestore.DefaultMaxKeySize and
+	// DefaultMaxValueSize) and keeps every PUBLISH payload within the
+	// broker's 4 MiB message limit.
+	DefaultMaxPacketSize     = 4 << 20
 	DefaultListen            = "0.0.0.0:1883"
 	DefaultReceiveMaximum    = 1024
 	DefaultKeepAliveMax      = 20 * time.Minute

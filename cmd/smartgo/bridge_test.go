@@ -125,7 +125,7 @@ func TestCmdBridgeOptionsMapping(t *testing.T) {
 	f.Bridge.Routes = []conf.Route{{Filter: "a/#", Topic: "A"}}
 	mo, bo := bridgeOptions(f.Bridge, slog.New(slog.DiscardHandler))
 	if len(mo.Listen) != 1 || mo.Listen[0] != "0.0.0.0:1883" || mo.TLSListen[0] != "127.0.0.1:8883" || mo.TLSCertFile != "c.pem" ||
-		mo.TLSKeyFile != "k.pem" || mo.MaxPacketSize != 1<<20 || mo.ReceiveMaximum != 1024 || mo.KeepAliveMax != 20*time.Minute ||
+		mo.TLSKeyFile != "k.pem" || mo.MaxPacketSize != 4<<20 || mo.ReceiveMaximum != 1024 || mo.KeepAliveMax != 20*time.Minute ||
 		mo.SessionExpiryMax != 24*time.Hour || mo.ACLFile != "acl" || mo.CredentialsFile != "creds" ||
 		mo.SysInterval != mqtt.DefaultSysInterval {
 		t.Fatalf("mqtt options %+v", mo)
