@@ -1,12 +1,15 @@
 package statestore
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/Azure/iot-operations-sdks/go/protocol/hlc"
+	azss "github.com/Azure/iot-operations-sdks/go/services/statestore"
 	"github.com/anishathalye/porcupine"
 
 	sscli "github.com/smartgo/smartgo/client/statestore"
@@ -164,4 +167,98 @@ func TestStateStoreLinearizabilityModelRejects(t *testing.T) {
 	if !porcupine.CheckOperations(linModel, bad[:2]) {
 		t.Fatal("valid prefix rejected")
 	}
+}
+
+// TestStateStoreLinearizabilityAzureSDK is TestStateStoreLinearizability
+// with the Azure IoT Operations Go client (services v0.4.1), which runs
+// many calls at once on one connection: several goroutines share each
+// client, so requests of one connection are pipelined. It runs over the
+// remote and the in-process path to the broker (where mutations of one
+// poller round are applied at its end), each with async and sync flush.
+func TestStateStoreLinearizabilityAzureSDK(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		sync, local bool
+	}{{"async-remote", false, false}, {"async-local", false, true}, {"sync-remote", true, false}, {"sync-local", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startEnvWith(t, tc.sync, tc.local)
+			const conns, perConn, opsEach = 3, 4, 50
+			var mu sync.Mutex
+			var hist []porcupine.Operation
+			var wg sync.WaitGroup
+			for ci := range conns {
+				c := azureClient(t, e, fmt.Sprintf("alin-%d", ci))
+				for gi := range perConn {
+					id := ci*perConn + gi
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						rng := rand.New(rand.NewPCG(uint64(id), 9))
+						for i := range opsEach {
+							op, err := azureLinOp(c, rng, id, i, conns*perConn)
+							if err != nil {
+								t.Errorf("%+v: %v", op.Input, err)
+								return
+							}
+							mu.Lock()
+							hist = append(hist, op)
+							mu.Unlock()
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			if res := porcupine.CheckOperationsTimeout(linModel, hist, 30*time.Second); res != porcupine.Ok {
+				t.Fatalf("history of %d operations is not linearizable: %s", len(hist), res)
+			}
+			t.Logf("%d operations linearizable", len(hist))
+		})
+	}
+}
+
+// azureLinOp runs one random operation of client id (its i-th) on keys a
+// and b with the Azure client c and returns it as a porcupine operation.
+func azureLinOp(c *azss.Client[string, string], rng *rand.Rand, id, i, clients int) (porcupine.Operation, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	in := linIn{key: []string{"a", "b"}[rng.IntN(2)]}
+	var out linOut
+	var ver hlc.HybridLogicalClock
+	var err error
+	call := time.Now().UnixNano()
+	switch r := rng.IntN(10); {
+	case r < 4:
+		in.op, in.val = "SET", fmt.Sprintf("v%d-%d", id, i)
+		var res *azss.Response[bool]
+		if res, err = c.Set(ctx, in.key, in.val); err == nil {
+			ver = res.Version
+		}
+	case r < 7:
+		in.op = "GET"
+		var res *azss.Response[string]
+		if res, err = c.Get(ctx, in.key); err == nil {
+			ver, out.val, out.found = res.Version, res.Value, !res.Version.IsZero()
+		}
+	case r < 8:
+		in.op = "DEL"
+		var res *azss.Response[int]
+		if res, err = c.Del(ctx, in.key); err == nil {
+			out.n = int64(res.Value)
+		}
+	default:
+		// VDEL with a value some SET may have written.
+		in.op, in.val = "VDEL", fmt.Sprintf("v%d-%d", rng.IntN(clients), rng.IntN(i+1))
+		var res *azss.Response[int]
+		if res, err = c.VDel(ctx, in.key, in.val); err == nil {
+			out.n = int64(res.Value)
+		}
+	}
+	ret := time.Now().UnixNano()
+	if err == nil && !ver.IsZero() && (in.op == "SET" || in.op == "GET") {
+		out.version, err = statestore.ParseHLC(ver.String())
+	}
+	return porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: ret}, err
 }
