@@ -579,14 +579,33 @@ func (s *StateStore) nudge() {
 }
 
 // DropClient removes a client's KEYNOTIFY registrations on every shard.
-func (s *StateStore) DropClient(clientID string) int {
+func (s *StateStore) DropClient(clientID string) int { return s.dropClient(clientID, nil) }
+
+// DropClientOf is DropClient for the in-process front end sink, which
+// learned that the client's connection to it ended (see dropClient).
+func (s *StateStore) DropClientOf(clientID string, sink protocol.StateStoreSink) int {
+	return s.dropClient(clientID, s.sinkPeer(sink))
+}
+
+// dropClient removes a client's KEYNOTIFY registrations on every shard,
+// unless from (not nil) is not the front end that carried the client's
+// last request here: the client has moved to another front end (it
+// reconnected through another bridge node) and may have registered again
+// through it before from learned that its old connection ended, so the
+// watches are the new front end's. connMu is held throughout: a request
+// through the new front end is admitted either before the check (and its
+// registration kept) or after the drop.
+func (s *StateStore) dropClient(clientID string, from ssPeer) int {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if c, ok := s.conns[clientID]; ok && from != nil && c != from {
+		return 0
+	}
+	delete(s.conns, clientID)
 	n := 0
 	for _, sh := range s.shards {
 		n += sh.eng.DropClient(clientID)
 	}
-	s.connMu.Lock()
-	delete(s.conns, clientID)
-	s.connMu.Unlock()
 	return n
 }
 
@@ -600,7 +619,7 @@ func (s *StateStore) connClosed(c *remoting.Conn, _ error) {
 	}
 	s.connMu.Unlock()
 	for _, id := range gone {
-		s.DropClient(id)
+		s.dropClient(id, ssConnPeer{c})
 	}
 }
 
@@ -627,12 +646,12 @@ func (s *StateStore) processInvoke(c *remoting.Conn, req *protocol.Command) (*pr
 	return out, nil
 }
 
-func (s *StateStore) processDropClient(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+func (s *StateStore) processDropClient(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	id := req.ExtFields["clientId"]
 	if id == "" {
 		return errResp(protocol.SystemError, "state store drop client: missing clientId"), nil
 	}
-	s.DropClient(id)
+	s.dropClient(id, ssConnPeer{c})
 	return protocol.NewResponse(protocol.Success, ""), nil
 }
 

@@ -47,7 +47,9 @@ func (b Broker) InvokeDeferred(ctx context.Context, req *protocol.StateStoreRequ
 }
 
 // DropClient implements router.LocalBroker.
-func (b Broker) DropClient(clientID string) int { return b.ss.DropClient(clientID) }
+func (b Broker) DropClient(clientID string, sink protocol.StateStoreSink) int {
+	return b.ss.DropClientOf(clientID, sink)
+}
 
 // Waits implements router.LocalBroker.
 func (b Broker) Waits(cmd *statestore.Command) bool { return b.ss.Waits(cmd) }

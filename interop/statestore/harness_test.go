@@ -82,9 +82,15 @@ func startEnvStore(t testing.TB, syncFlush, local bool, tune func(*store.Options
 // closes it before the broker.
 func (e *env) startFront(t testing.TB, local bool) (*mqtt.Server, *bridge.StateStoreFront, string) {
 	t.Helper()
+	return e.startFrontOn(t, local, mqtt.NewMemoryBackend())
+}
+
+// startFrontOn is startFront with the MQTT server's sessions in backend.
+func (e *env) startFrontOn(t testing.TB, local bool, backend mqtt.Backend) (*mqtt.Server, *bridge.StateStoreFront, string) {
+	t.Helper()
 	mo := mqtt.DefaultOptions()
 	mo.Listen = []string{"127.0.0.1:0"}
-	hook := bridge.NewStateStoreSessionHook(mqtt.NewMemoryBackend())
+	hook := bridge.NewStateStoreSessionHook(backend)
 	srv, err := mqtt.NewServer(mo, hook)
 	if err != nil {
 		t.Fatal(err)

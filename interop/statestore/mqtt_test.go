@@ -13,6 +13,7 @@ import (
 
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/statestore"
 )
 
@@ -388,4 +389,79 @@ func TestStateStoreMQTTLocalAndRemoteFronts(t *testing.T) {
 	}
 	expect("e", statestore.OpSet, "x")
 	expect("e", statestore.OpDelete, "")
+}
+
+// TestStateStoreMQTTClientMovedToAnotherFront: a client watching a key
+// through one front (bridge node) reconnects through another and watches
+// again there before the first front learns that its old connection
+// ended (a reconnect behind a load balancer; a half-open connection found
+// dead at its keep-alive). The first front then tells the brokers the
+// client left: the watch made through the second front must stay, and
+// the client must keep getting notifications. It used to be dropped: the
+// brokers dropped a client's registrations whichever front asked.
+func TestStateStoreMQTTClientMovedToAnotherFront(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		local bool // the first front calls the broker in process
+	}{{"from-remote", false}, {"from-local", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startEnvWith(t, false, tc.local)
+			left := make(chan string, 8)
+			_, _, first := e.startFrontOn(t, tc.local, leftBackend{mqtt.NewMemoryBackend(), left})
+			_, _, second := e.startFront(t, false)
+			ctx := ctx10(t)
+			old := dialAt(t, first, "mover")
+			if err := old.KeyNotify(ctx, []byte("k"), false); err != nil {
+				t.Fatal(err)
+			}
+			moved := dialAt(t, second, "mover")
+			if err := moved.KeyNotify(ctx, []byte("k"), false); err != nil {
+				t.Fatal(err)
+			}
+			// The first front learns now that the old connection ended
+			// and tells the brokers before its backend hears of it.
+			if err := old.Close(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case id := <-left:
+				if id != "mover" {
+					t.Fatalf("%q left the first front", id)
+				}
+			case <-ctx.Done():
+				t.Fatal("the first front did not see the old connection end")
+			}
+			w := dialAt(t, e.addr, "writer")
+			for i, v := range []string{"v1", "v2"} {
+				if _, _, err := w.Set(ctx, []byte("k"), []byte(v), sscli.SetOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case n := <-moved.Notifications():
+					if n.Op != statestore.OpSet || string(n.Value) != v {
+						t.Fatalf("notification %d: %s %q, want SET %q", i, n.Op, n.Value, v)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("no notification %d for the client on the second front", i)
+				}
+			}
+		})
+	}
+}
+
+// leftBackend is a memory backend that reports each session whose
+// connection ended (saved or deleted) on left.
+type leftBackend struct {
+	*mqtt.MemoryBackend
+	left chan<- string
+}
+
+func (b leftBackend) SaveSession(ctx context.Context, s *mqtt.SessionState) error {
+	b.left <- s.ClientID
+	return b.MemoryBackend.SaveSession(ctx, s)
+}
+
+func (b leftBackend) DeleteSession(ctx context.Context, clientID string) error {
+	b.left <- clientID
+	return b.MemoryBackend.DeleteSession(ctx, clientID)
 }

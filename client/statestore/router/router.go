@@ -73,8 +73,10 @@ type LocalBroker interface {
 	// into resp, the caller's, set only when the error is nil.
 	InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) error
 	// DropClient drops the client's KEYNOTIFY registrations on every
-	// shard the broker owns and returns how many there were.
-	DropClient(clientID string) int
+	// shard the broker owns and returns how many there were, unless the
+	// client's last request reached the broker through another front end
+	// than sink (it moved there and keeps its watches).
+	DropClient(clientID string, sink protocol.StateStoreSink) int
 	// Waits reports whether InvokeLocal of cmd (nil: a payload that did
 	// not parse) may wait: for a disk flush, a slave or a failover's
 	// fencing. A request that waits for none of these is served by
@@ -509,8 +511,10 @@ func (r *Router) InvokeCommandAsync(ctx context.Context, deadline time.Time, cmd
 	}
 }
 
-// DropClient tells every broker that clientID disconnected, so they drop
-// its KEYNOTIFY registrations.
+// DropClient tells every broker that clientID disconnected from this
+// router's front end, so they drop its KEYNOTIFY registrations (a broker
+// keeps them when the client's last request came through another front
+// end: the client moved there).
 func (r *Router) DropClient(ctx context.Context, clientID string) error {
 	shards, err := r.route(ctx, false)
 	if err != nil {
@@ -524,7 +528,7 @@ func (r *Router) DropClient(ctx context.Context, clientID string) error {
 		}
 		seen[s.Addr] = true
 		if lb := s.local; lb != nil {
-			lb.DropClient(clientID)
+			lb.DropClient(clientID, r)
 			continue
 		}
 		req := protocol.NewRequest(protocol.StateStoreDropClient, nil, nil)

@@ -123,7 +123,7 @@ func (f *fakeLocal) InvokeLocal(_ context.Context, req *protocol.StateStoreReque
 
 func (f *fakeLocal) Waits(cmd *statestore.Command) bool { return f.waits != nil && f.waits(cmd) }
 
-func (f *fakeLocal) DropClient(id string) int {
+func (f *fakeLocal) DropClient(id string, _ protocol.StateStoreSink) int {
 	f.mu.Lock()
 	f.drops = append(f.drops, id)
 	f.mu.Unlock()
