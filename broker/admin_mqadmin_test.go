@@ -332,6 +332,40 @@ func TestBrokerMQAdminBrokerConfig(t *testing.T) {
 	}
 }
 
+// mqadmin updateBrokerConfig -k autoCreateTopicEnable: off, a send to a
+// new topic is refused and the template topic TBW102 is gone (so the
+// registries stop routing producers to it); on again, both come back.
+func TestBrokerMQAdminAutoCreateTopicAtRunTime(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	c := newTestClient(t, b.Addr())
+	set := func(v string) {
+		t.Helper()
+		resp := javaInvoke(t, b.Addr(), protocol.UpdateBrokerConfig, nil, protocol.EncodeProperties(map[string]string{"autoCreateTopicEnable": v}))
+		if resp.Code != protocol.Success {
+			t.Fatalf("autoCreateTopicEnable=%s: %d %s", v, resp.Code, resp.Remark)
+		}
+		cfg, err := protocol.DecodeProperties(javaInvoke(t, b.Addr(), protocol.GetBrokerConfig, nil, nil).Body)
+		if err != nil || cfg["autoCreateTopicEnable"] != v {
+			t.Fatalf("config after autoCreateTopicEnable=%s: %v %v", v, cfg["autoCreateTopicEnable"], err)
+		}
+	}
+	c.mustSend("BeforeOff", 0, "x", "")
+	set("false")
+	if resp := c.send("WhileOff", 0, "x", ""); resp.Code != protocol.TopicNotExist {
+		t.Fatalf("send to a new topic with auto-creation off: %d %s", resp.Code, resp.Remark)
+	}
+	if _, ok := b.Topics().Get(AutoCreateTopicKey); ok {
+		t.Fatal("TBW102 still there with auto-creation off")
+	}
+	c.mustSend("BeforeOff", 0, "y", "") // existing topics take messages
+	set("false")                        // again: no change
+	set("true")
+	if tc, ok := b.Topics().Get(AutoCreateTopicKey); !ok || tc.Perm&PermInherit == 0 {
+		t.Fatalf("TBW102 after auto-creation on: %+v %v", tc, ok)
+	}
+	c.mustSend("AfterOn", 0, "x", "")
+}
+
 // mqadmin deleteExpiredCommitLog, cleanExpiredCQ, cleanUnusedTopic and
 // exportMetadata's system topic list.
 func TestBrokerMQAdminCleanUps(t *testing.T) {

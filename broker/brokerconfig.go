@@ -35,6 +35,7 @@ const (
 	cfgBrokerPermission = "brokerPermission"
 	cfgSlaveReadEnable  = "slaveReadEnable"
 	cfgAutoCreateGroup  = "autoCreateSubscriptionGroup"
+	cfgAutoCreateTopic  = "autoCreateTopicEnable"
 )
 
 // BrokerConfig returns the configuration GET_BROKER_CONFIG reports.
@@ -58,7 +59,7 @@ func (b *Broker) BrokerConfig() map[string]string {
 		"namesrvAddr":                   strings.Join(o.Registries, ";"),
 		"registerNameServerPeriod":      ms(o.RegisterInterval),
 		cfgBrokerPermission:             strconv.Itoa(int(b.perm.Load())),
-		"autoCreateTopicEnable":         fmtBool(o.AutoCreateTopic),
+		cfgAutoCreateTopic:              fmtBool(b.topics.AutoCreate()),
 		cfgAutoCreateGroup:              fmtBool(b.groups.AutoCreate()),
 		"defaultTopicQueueNums":         strconv.Itoa(int(o.DefaultTopicQueues)),
 		"longPollingEnable":             fmtBool(o.LongPolling),
@@ -115,7 +116,7 @@ func delayLevelText(levels []time.Duration) string {
 
 // UpdateBrokerConfig applies UPDATE_BROKER_CONFIG's pairs: all or nothing.
 func (b *Broker) UpdateBrokerConfig(props map[string]string) error {
-	perm, slaveRead, autoGroup := b.perm.Load(), b.slaveRead.Load(), b.groups.AutoCreate()
+	perm, slaveRead, autoGroup, autoTopic := b.perm.Load(), b.slaveRead.Load(), b.groups.AutoCreate(), b.topics.AutoCreate()
 	var fixed, unknown []string
 	known := b.BrokerConfig()
 	for k, v := range props {
@@ -132,6 +133,8 @@ func (b *Broker) UpdateBrokerConfig(props map[string]string) error {
 			slaveRead, err = strconv.ParseBool(strings.TrimSpace(v))
 		case cfgAutoCreateGroup:
 			autoGroup, err = strconv.ParseBool(strings.TrimSpace(v))
+		case cfgAutoCreateTopic:
+			autoTopic, err = strconv.ParseBool(strings.TrimSpace(v))
 		default:
 			if _, ok := known[k]; ok {
 				fixed = append(fixed, k)
@@ -150,15 +153,19 @@ func (b *Broker) UpdateBrokerConfig(props map[string]string) error {
 	case len(unknown) > 0:
 		return fmt.Errorf("%w: unknown keys %s", ErrBadOptions, strings.Join(unknown, ", "))
 	case len(fixed) > 0:
-		return fmt.Errorf("%w: %s cannot change while the broker runs (only %s, %s and %s can); set them in its configuration file",
-			ErrBadOptions, strings.Join(fixed, ", "), cfgAutoCreateGroup, cfgBrokerPermission, cfgSlaveReadEnable)
+		return fmt.Errorf("%w: %s cannot change while the broker runs (only %s, %s, %s and %s can); set them in its configuration file",
+			ErrBadOptions, strings.Join(fixed, ", "), cfgAutoCreateGroup, cfgAutoCreateTopic, cfgBrokerPermission, cfgSlaveReadEnable)
 	}
 	permChanged := b.perm.Swap(perm) != perm
 	b.slaveRead.Store(slaveRead)
 	b.groups.SetAutoCreate(autoGroup)
+	topicsChanged, err := b.topics.SetAutoCreate(autoTopic)
 	b.cfgVersion.bump(b.now())
-	if permChanged {
-		b.triggerRegister() // the registries publish the new permission
+	if permChanged || topicsChanged {
+		b.triggerRegister() // the registries publish the new permission or TBW102's route
+	}
+	if err != nil {
+		return fmt.Errorf("broker: switch topic auto-creation: %w", err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -103,10 +104,11 @@ type TopicOptions struct {
 // TopicManager holds the broker's topic configurations and persists them to
 // topic.json on every change.
 type TopicManager struct {
-	opts    TopicOptions
-	path    string
-	log     *slog.Logger
-	version dataVersion
+	opts       TopicOptions
+	path       string
+	log        *slog.Logger
+	version    dataVersion
+	autoCreate atomic.Bool // opts.AutoCreateTopic, changeable at run time
 
 	mu     sync.RWMutex
 	topics map[string]*protocol.TopicConfig // protected by mu; values are never mutated, only replaced
@@ -130,6 +132,7 @@ func OpenTopics(opts TopicOptions) (*TopicManager, error) {
 		opts.DelayLevels = 18
 	}
 	m := &TopicManager{opts: opts, path: filepath.Join(opts.Dir, TopicConfigFile), log: opts.Logger, topics: map[string]*protocol.TopicConfig{}}
+	m.autoCreate.Store(opts.AutoCreateTopic)
 	var w protocol.TopicConfigSerializeWrapper
 	if _, err := readConfig(m.path, &w); err != nil {
 		return nil, err
@@ -176,7 +179,7 @@ func (m *TopicManager) systemTopics() []*protocol.TopicConfig {
 		mk(ScheduleTopic, m.opts.DelayLevels, PermRW),
 	}
 	if m.opts.AutoCreateTopic {
-		ts = append(ts, mk(AutoCreateTopicKey, 2*m.opts.DefaultQueueNums, PermRW|PermInherit))
+		ts = append(ts, m.autoCreateTemplate())
 	}
 	// The cluster and broker names are topics too, so that tools can
 	// address one broker or one cluster (as RocketMQ does).
@@ -197,6 +200,43 @@ func (m *TopicManager) systemTopics() []*protocol.TopicConfig {
 		ts = append(ts, mk(rt, 1, PermRW))
 	}
 	return ts
+}
+
+// autoCreateTemplate is TBW102's configuration: twice the default queue
+// count, read, write and inherit.
+func (m *TopicManager) autoCreateTemplate() *protocol.TopicConfig {
+	return &protocol.TopicConfig{TopicName: AutoCreateTopicKey, ReadQueueNums: 2 * m.opts.DefaultQueueNums, WriteQueueNums: 2 * m.opts.DefaultQueueNums,
+		Perm: PermRW | PermInherit, TopicFilterType: protocol.TopicFilterSingleTag}
+}
+
+// AutoCreate reports whether sends may create topics.
+func (m *TopicManager) AutoCreate() bool { return m.autoCreate.Load() }
+
+// SetAutoCreate turns topic auto-creation on or off at run time (until
+// restart), as a broker started with that setting has it: the template
+// topic TBW102 is added or removed (and persisted), so the registries stop
+// or start offering producers its route. It reports whether the topic
+// table changed (the broker then registers again).
+func (m *TopicManager) SetAutoCreate(on bool) (bool, error) {
+	m.mu.Lock()
+	if m.autoCreate.Swap(on) == on {
+		m.mu.Unlock()
+		return false, nil
+	}
+	_, had := m.topics[AutoCreateTopicKey]
+	switch {
+	case on && !had:
+		m.topics[AutoCreateTopicKey] = m.autoCreateTemplate()
+	case !on && had:
+		delete(m.topics, AutoCreateTopicKey)
+	}
+	m.mu.Unlock()
+	if on == had {
+		return false, nil
+	}
+	m.version.bump(m.opts.Now())
+	m.log.Info("topic auto-creation switched", "on", on)
+	return true, m.persist()
 }
 
 // Get returns a copy of the topic's configuration.
@@ -293,7 +333,7 @@ func (m *TopicManager) CreateOnSend(topic, template string, queueNums int32, sys
 	if tc, ok := m.Get(topic); ok {
 		return tc, nil
 	}
-	if !m.opts.AutoCreateTopic {
+	if !m.autoCreate.Load() {
 		return protocol.TopicConfig{}, fmt.Errorf("%w: %s (auto-create is off)", ErrTopicNotExist, topic)
 	}
 	tmpl, ok := m.Get(template)

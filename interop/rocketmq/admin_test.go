@@ -193,3 +193,37 @@ func TestInteropMQAdminWithGoConsumer(t *testing.T) {
 	}
 	t.Logf("deliveries: %s", fmt.Sprint(got.n))
 }
+
+// mqadmin updateBrokerConfig -k autoCreateTopicEnable at run time, seen by
+// rocketmq-client-go producers: off, the registry stops routing TBW102 and
+// a send to a new topic fails; on again, a new topic is created by its
+// first send.
+func TestInteropAutoCreateTopicSwitch(t *testing.T) {
+	s := startStandalone(t)
+	set := func(v string) {
+		t.Helper()
+		resp := testnet.JavaInvoke(t, s.broker, protocol.UpdateBrokerConfig, nil,
+			protocol.EncodeProperties(map[string]string{"autoCreateTopicEnable": v}))
+		if resp.Code != protocol.Success {
+			t.Fatalf("autoCreateTopicEnable=%s: %d %s", v, resp.Code, resp.Remark)
+		}
+	}
+	routed := func() bool {
+		return testnet.JavaInvoke(t, s.registry, protocol.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil).Code == protocol.Success
+	}
+	set("false")
+	testutil.WaitFor(t, 30*time.Second, "the registry to drop TBW102", func() bool { return !routed() })
+	p := newProducer(t, s, "prod-autocreate-off")
+	if _, err := p.SendSync(context.Background(), primitive.NewMessage("InteropNotCreated", []byte("x"))); err == nil {
+		t.Fatal("a send to a new topic succeeded with auto-creation off")
+	}
+	if resp := testnet.JavaInvoke(t, s.registry, protocol.GetRouteInfoByTopic, map[string]string{"topic": "InteropNotCreated"}, nil); resp.Code != protocol.TopicNotExist {
+		t.Fatalf("route of the refused topic: %d %s", resp.Code, resp.Body)
+	}
+	set("true")
+	testutil.WaitFor(t, 30*time.Second, "the registry to route TBW102 again", routed)
+	p2 := newProducer(t, s, "prod-autocreate-on")
+	if res, err := p2.SendSync(context.Background(), primitive.NewMessage("InteropCreatedLater", []byte("x"))); err != nil || res.Status != primitive.SendOK {
+		t.Fatalf("send to a new topic with auto-creation on again: %v %v", res, err)
+	}
+}
