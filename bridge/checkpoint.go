@@ -24,7 +24,7 @@ import (
 // fit a record, the subscriptions of st go with the resume points of this
 // node's last record of the session, which miss nothing either.
 func (b *Backend) writeOnline(ctx context.Context, clientID string, st *mqtt.SessionState) error {
-	rec, inst := b.snapshotRecord(clientID)
+	rec, inst := b.snapshotRecord(clientID, nil)
 	if rec == nil {
 		b.mu.Lock()
 		own := b.own[clientID]
@@ -45,8 +45,9 @@ func (b *Backend) writeOnline(ctx context.Context, clientID string, st *mqtt.Ses
 
 // snapshotRecord is the online record of clientID's connected session as
 // of now, and the server's session instance; nil when the server has no
-// such session or its pending messages do not fit a record.
-func (b *Backend) snapshotRecord(clientID string) (*sessionRecord, uint64) {
+// such session or its pending messages do not fit a record. where is as
+// for recordAt.
+func (b *Backend) snapshotRecord(clientID string, where map[*mqtt.Message]ringPos) (*sessionRecord, uint64) {
 	srv, ok := b.server().(snapshotter)
 	if !ok {
 		return nil, 0
@@ -57,7 +58,7 @@ func (b *Backend) snapshotRecord(clientID string) (*sessionRecord, uint64) {
 	if st == nil || st.Expiry == 0 {
 		return nil, 0
 	}
-	rec, dropped := b.recordAt(st, at)
+	rec, dropped := b.recordAt(st, at, where)
 	if dropped > 0 {
 		return nil, 0
 	}
@@ -95,12 +96,16 @@ func (b *Backend) checkpointAll() {
 	for id := range b.vouches {
 		ids = append(ids, id)
 	}
+	// One index of the recent deliveries for the whole round: a message
+	// delivered later is not in it and is kept whole (or the session
+	// waits for the next round).
+	where := b.ringIndexLocked()
 	b.mu.Unlock()
 	for _, id := range ids {
 		if b.ctx.Err() != nil {
 			return
 		}
-		rec, inst := b.snapshotRecord(id)
+		rec, inst := b.snapshotRecord(id, where)
 		if rec == nil {
 			continue
 		}

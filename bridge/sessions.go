@@ -99,20 +99,42 @@ func (b *Backend) resumePointsLocked(clientID string, disc time.Time) map[client
 	for q, qs := range b.queues {
 		live := qs.next
 		if !disc.IsZero() {
-			for i, d := range qs.ring {
-				if d.end.After(disc) {
-					live = d.offset
-					if i == 0 && qs.trimmed {
-						b.log.Warn("bridge: session resume point older than the delivery history; messages may be missed",
-							"client", clientID, "queue", q)
-					}
-					break
+			// The ring is in delivery order, so its end times never
+			// decrease: a binary search (checkpoints take every connected
+			// session's points at once).
+			if i := sort.Search(len(qs.ring), func(i int) bool { return qs.ring[i].end.After(disc) }); i < len(qs.ring) {
+				live = qs.ring[i].offset
+				if i == 0 && qs.trimmed {
+					b.log.Warn("bridge: session resume point older than the delivery history; messages may be missed",
+						"client", clientID, "queue", q)
 				}
 			}
 		}
 		out[q] = &resumePoint{Topic: q.Topic, Broker: q.BrokerName, Queue: q.QueueID, From: live, Live: live}
 	}
 	return out
+}
+
+// ringPos is where in the log a recent delivery is.
+type ringPos struct {
+	q   client.MessageQueue
+	off int64
+}
+
+// ringIndexLocked maps the messages of the recent deliveries to their
+// log positions.
+func (b *Backend) ringIndexLocked() map[*mqtt.Message]ringPos {
+	n := 0
+	for _, qs := range b.queues {
+		n += len(qs.ring)
+	}
+	where := make(map[*mqtt.Message]ringPos, n)
+	for q, qs := range b.queues {
+		for _, d := range qs.ring {
+			where[d.msg] = ringPos{q, d.offset}
+		}
+	}
+	return where
 }
 
 func sortedPoints(m map[client.MessageQueue]*resumePoint) []resumePoint {
@@ -149,7 +171,7 @@ func (b *Backend) SaveSession(ctx context.Context, st *mqtt.SessionState) error 
 // offlineRecord is the record of a session that went offline (or moves
 // to another node) with state st.
 func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
-	rec, dropped := b.recordAt(st, st.DisconnectedAt)
+	rec, dropped := b.recordAt(st, st.DisconnectedAt, nil)
 	if dropped > 0 {
 		b.log.Warn("bridge: pending messages over the session record limit dropped", "client", st.ClientID, "dropped", dropped)
 	}
@@ -160,8 +182,9 @@ func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
 // (zero: now): its resume points are the first messages whose delivery
 // ended after at, its pending messages those of st (log offsets where the
 // node still knows them, else whole). dropped counts the pending messages
-// left out over the record's size limit.
-func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time) (rec *sessionRecord, dropped int) {
+// left out over the record's size limit. where, when not nil, is the log
+// position of recent deliveries (ringIndexLocked), else it is built.
+func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time, where map[*mqtt.Message]ringPos) (rec *sessionRecord, dropped int) {
 	rec = &sessionRecord{ClientID: st.ClientID, Node: b.opts.NodeID, Username: st.Username,
 		Subscriptions: subRecords(st.Subscriptions), ExpiryMs: st.Expiry.Milliseconds()}
 	if !st.DisconnectedAt.IsZero() {
@@ -169,18 +192,8 @@ func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time) (rec *sessionRec
 	}
 	b.mu.Lock()
 	points := b.resumePointsLocked(st.ClientID, at)
-	type pos struct {
-		q   client.MessageQueue
-		off int64
-	}
-	var where map[*mqtt.Message]pos
-	if len(st.Pending) > 0 {
-		where = map[*mqtt.Message]pos{}
-		for q, qs := range b.queues {
-			for _, d := range qs.ring {
-				where[d.msg] = pos{q, d.offset}
-			}
-		}
+	if where == nil && len(st.Pending) > 0 {
+		where = b.ringIndexLocked()
 	}
 	b.mu.Unlock()
 	bytes := 0
