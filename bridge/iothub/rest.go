@@ -19,6 +19,7 @@ import (
 // The back end's HTTPS API, in IoT Hub's REST shape (docs/iothub.md):
 //
 //	GET    /devices                                list identities (?top=N)
+//	POST   /devices                                bulk create/update/delete (rest_bulk.go)
 //	PUT    /devices/{id}                           create (no If-Match) or update (If-Match): 200
 //	GET    /devices/{id}                           read an identity
 //	DELETE /devices/{id}                           delete (If-Match optional): 204
@@ -167,6 +168,8 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case rt.kind == "devices" && r.Method == http.MethodGet:
 		h.listDevices(w, r)
+	case rt.kind == "devices" && r.Method == http.MethodPost:
+		h.bulkDevices(w, r)
 	case rt.kind == "device" || rt.kind == "module":
 		h.identity(w, r, rt)
 	case rt.kind == "modules" && r.Method == http.MethodGet:
@@ -191,7 +194,9 @@ func allowed(kind string) string {
 		return "GET, PUT, DELETE"
 	case "twin":
 		return "GET, PATCH, PUT"
-	case "devices", "modules":
+	case "devices":
+		return "GET, POST"
+	case "modules":
 		return "GET"
 	}
 	return "POST"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/bridge"
+	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -313,4 +314,94 @@ func FuzzHubRESTRoute(f *testing.F) {
 			t.Fatalf("%q → %+v → %q → %+v %v", path, rt, again, back, err)
 		}
 	})
+}
+
+// TestHubRESTBulkDevices: POST /devices as the service SDKs' addDevices,
+// updateDevices and removeDevices send it: every entry applied on its
+// own, 200 when all succeeded, 400 with one error per failed entry.
+func TestHubRESTBulkDevices(t *testing.T) {
+	c := startTestCluster(t, 1)
+	n := startNode(t, c, withHTTPS(t))
+	a := newAPI(t, n, "owner")
+	emptyKeys := `"authentication":{"type":"sas","symmetricKey":{"primaryKey":"","secondaryKey":""}}`
+	bulk := func(body string) (int, bulkResult) {
+		t.Helper()
+		st, _, b := a.do("POST", "/devices?api-version=2021-04-12", []byte(body), nil)
+		var res bulkResult
+		if err := json.Unmarshal(b, &res); err != nil {
+			t.Fatalf("POST /devices: %d %s", st, b)
+		}
+		return st, res
+	}
+	get := func(id string) (int, twincli.Device) {
+		t.Helper()
+		st, _, b := a.do("GET", "/devices/"+id, nil, nil)
+		var d twincli.Device
+		_ = json.Unmarshal(b, &d)
+		return st, d
+	}
+	st, res := bulk(`[{"id":"b1","importMode":"create",` + emptyKeys + `},{"id":"b2","importMode":"create",` + emptyKeys + `}]`)
+	if st != 200 || !res.IsSuccessful || len(res.Errors) != 0 {
+		t.Fatalf("create: %d %+v", st, res)
+	}
+	_, b1 := get("b1")
+	if b1.Authentication == nil || b1.Authentication.SymmetricKey == nil || b1.Authentication.SymmetricKey.PrimaryKey == "" || b1.Status != "enabled" {
+		t.Fatalf("b1 after create: %+v", b1)
+	}
+	key := b1.Authentication.SymmetricKey.PrimaryKey
+
+	// One entry fails, the other is applied.
+	st, res = bulk(`[{"id":"b1","importMode":"create"},{"id":"b3","importMode":"Create"}]`)
+	if st != 400 || res.IsSuccessful || len(res.Errors) != 1 || res.Errors[0].DeviceID != "b1" || res.Errors[0].ErrorCode != "DeviceAlreadyExists" {
+		t.Fatalf("create again: %d %+v", st, res)
+	}
+	if st, _ := get("b3"); st != 200 {
+		t.Fatalf("b3 not created: %d", st)
+	}
+
+	// Update (forced) keeps the keys; UpdateIfMatchETag checks the etag.
+	st, res = bulk(`[{"id":"b1","importMode":"Update","status":"disabled",` + emptyKeys + `}]`)
+	if _, d := get("b1"); st != 200 || d.Status != "disabled" || d.Authentication.SymmetricKey.PrimaryKey != key {
+		t.Fatalf("update: %d %+v %+v", st, res, d)
+	}
+	_, b2 := get("b2")
+	st, res = bulk(`[{"id":"b2","importMode":"UpdateIfMatchETag","eTag":"stale","status":"disabled"}]`)
+	if st != 400 || len(res.Errors) != 1 || res.Errors[0].ErrorCode != "PreconditionFailed" {
+		t.Fatalf("stale etag: %d %+v", st, res)
+	}
+	st, res = bulk(`[{"id":"b2","importMode":"UpdateIfMatchETag","eTag":"` + b2.Etag + `","status":"disabled"}]`)
+	if _, d := get("b2"); st != 200 || d.Status != "disabled" {
+		t.Fatalf("update with the etag: %d %+v %+v", st, res, d)
+	}
+
+	// Delete; a missing device and an unknown mode are entry errors.
+	st, res = bulk(`[{"id":"b1","importMode":"Delete"},{"id":"b2","importMode":"DeleteIfMatchETag","eTag":"stale"},` +
+		`{"id":"nobody","importMode":"delete"},{"id":"b3","importMode":"explode"}]`)
+	if st != 400 || len(res.Errors) != 3 {
+		t.Fatalf("delete: %d %+v", st, res)
+	}
+	if st, _ := get("b1"); st != 404 {
+		t.Fatalf("b1 after delete: %d", st)
+	}
+	if st, _ := get("b2"); st != 200 {
+		t.Fatalf("b2 deleted with a stale etag: %d", st)
+	}
+
+	// Malformed and oversized requests change nothing.
+	if st, _, _ := a.do("POST", "/devices", []byte(`{"id":"x"}`), nil); st != 400 {
+		t.Fatalf("not an array: %d", st)
+	}
+	many := make([]string, maxBulk+1)
+	for i := range many {
+		many[i] = fmt.Sprintf(`{"id":"m%d","importMode":"create"}`, i)
+	}
+	if st, _, _ := a.do("POST", "/devices", []byte("["+strings.Join(many, ",")+"]"), nil); st != 400 {
+		t.Fatalf("%d entries: %d", len(many), st)
+	}
+	if st, _ := get("m0"); st != 404 {
+		t.Fatalf("m0 created by a refused request: %d", st)
+	}
+	if st, _, _ := newAPI(t, n, "reader").do("POST", "/devices", []byte(`[{"id":"r1","importMode":"create"}]`), nil); st != 401 {
+		t.Fatalf("bulk with registryRead only: %d", st)
+	}
 }

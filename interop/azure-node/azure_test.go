@@ -468,6 +468,23 @@ func TestAzureNodeSDKs(t *testing.T) {
 		t.Fatalf("desired after the stale update: %v", desired)
 	}
 
+	// Bulk registry operations (addDevices, removeDevices): the devices
+	// come and go with their keys generated.
+	if res := mustOK(t, h.service(t, "add-devices", "bulk-1", "bulk-2"), "add devices"); res["result"].(map[string]any)["isSuccessful"] != true {
+		t.Fatalf("add devices: %v", res)
+	}
+	bulk := mustOK(t, h.service(t, "get", "bulk-2"), "get bulk-2")["device"].(map[string]any)
+	if bulk["authentication"].(map[string]any)["symmetricKey"].(map[string]any)["primaryKey"] == "" {
+		t.Fatalf("bulk-2 without a key: %v", bulk)
+	}
+	if res := h.service(t, "add-devices", "bulk-2", "bulk-3"); res["ok"] != false || res["status"] != float64(400) {
+		t.Fatalf("add an existing device: %v", res)
+	}
+	mustOK(t, h.service(t, "remove-devices", "bulk-1", "bulk-2", "bulk-3"), "remove devices")
+	if res := h.service(t, "get", "bulk-3"); res["status"] != float64(404) || res["error"] != "DeviceNotFoundError" {
+		t.Fatalf("bulk-3 after remove: %v", res)
+	}
+
 	// Query with pages of 2 (x-ms-continuation), read as twins.
 	q := mustOK(t, h.service(t, "query", "SELECT * FROM devices WHERE STARTSWITH(deviceId, 'sdk-dev-')", "2"), "query")
 	if q["pages"].(float64) < 2 || len(q["ids"].([]any)) != 4 {

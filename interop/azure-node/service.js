@@ -19,6 +19,21 @@ const commands = {
     const { responseBody } = await Registry.fromConnectionString(cs).create({ deviceId: id });
     return { device: responseBody };
   },
+  // add-devices <deviceId>...: a bulk create (Registry.addDevices).
+  async 'add-devices'(...ids) {
+    const { responseBody } = await Registry.fromConnectionString(cs).addDevices(ids.map((deviceId) => ({ deviceId })));
+    return { result: responseBody };
+  },
+  // remove-devices <deviceId>...: a forced bulk delete (Registry.removeDevices).
+  async 'remove-devices'(...ids) {
+    const { responseBody } = await Registry.fromConnectionString(cs).removeDevices(ids.map((deviceId) => ({ deviceId })), true);
+    return { result: responseBody };
+  },
+  // get <deviceId>: the device identity.
+  async get(id) {
+    const { responseBody } = await Registry.fromConnectionString(cs).get(id);
+    return { device: responseBody };
+  },
   // create-x509 <deviceId> <thumbprint>: a self-signed certificate device.
   async 'create-x509'(id, thumb) {
     const { responseBody } = await Registry.fromConnectionString(cs).create({ deviceId: id,
