@@ -97,6 +97,9 @@ func (e *Engine) putIdentityLocked(le *logEntry, now int64, out *Outcome) {
 	setIdentity(&r.id, le, &prev, now)
 	r.id.etagVer++
 	e.idx.add(r, idxRoot)
+	if r.id.status == statusDisabled && prev.status != statusDisabled {
+		out.Desired = append(out.Desired, revoked(r))
+	}
 	out.Reply = identityReply(r)
 }
 
@@ -182,6 +185,13 @@ func (e *Engine) removeLocked(r *record, now int64, out *Outcome) {
 		e.devs.delete(r.key)
 	}
 	e.event(out, r, opType, now, appendTwinJSON(nil, r))
+	out.Desired = append(out.Desired, revoked(r))
+}
+
+// revoked is the notification that r's identity was deleted or disabled:
+// the front end holding its connection drops it.
+func revoked(r *record) DesiredChange {
+	return DesiredChange{DeviceID: r.deviceID, ModuleID: r.moduleID, Version: RevokedVersion}
 }
 
 // writeTwinLocked serves UpdateTwin (merge) and ReplaceTwin.

@@ -208,6 +208,10 @@ func (h *harness) req(c *datadriven.Case, kv map[string]string) string {
 		fmt.Fprintf(&b, "event %s %s v=%d etag=%s at=%s %s\n", ev.OpType, TwinKey(ev.DeviceID, ev.ModuleID), ev.Version, ev.Etag, FormatTime(ev.Time), ev.Body)
 	}
 	for _, d := range out.Desired {
+		if d.Revoked() {
+			fmt.Fprintf(&b, "revoked %s\n", d.Key())
+			continue
+		}
 		fmt.Fprintf(&b, "desired %s v=%d %s\n", d.Key(), d.Version, d.Patch)
 	}
 	return b.String()

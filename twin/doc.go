@@ -165,6 +165,9 @@
 // that watches the twins: uvarint N, then N × (str DEVICEID, str MODULEID,
 // varint VERSION, str PATCH) after the FORMAT byte. PATCH is the JSON a
 // device gets on $iothub/twin/PATCH/properties/desired/?$version=VERSION.
+// VERSION 0 with an empty PATCH (RevokedVersion; desired versions start
+// at 1) is no desired change: the identity was deleted or its device
+// disabled, and the front end holding its connection drops it.
 //
 // # Wire watch (format 1)
 //

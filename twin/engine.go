@@ -166,6 +166,14 @@ type DesiredChange struct {
 	Patch    []byte
 }
 
+// RevokedVersion is the Version of a DesiredChange that is no desired
+// change but tells the watchers that the identity was deleted or
+// disabled (no Patch): a front end drops the identity's connection.
+const RevokedVersion = 0
+
+// Revoked reports whether d tells of a deleted or disabled identity.
+func (d *DesiredChange) Revoked() bool { return d.Version == RevokedVersion }
+
 // Key returns the twin key of the change: deviceId or deviceId/moduleId.
 func (d *DesiredChange) Key() string { return TwinKey(d.DeviceID, d.ModuleID) }
 

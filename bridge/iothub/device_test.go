@@ -222,3 +222,65 @@ func TestHubDesiredRightAfterFirstGet(t *testing.T) {
 		d.Closed()
 	}
 }
+
+// TestHubRevokedIdentitiesDisconnected: a device whose identity is
+// disabled (through the HTTPS API of another node), a device deleted
+// (through the registry client, as `smartgo admin device delete`) and a
+// module deleted lose their connections, and are refused when they
+// connect again.
+func TestHubRevokedIdentitiesDisconnected(t *testing.T) {
+	c := startTestCluster(t, 1)
+	a, b := startNode(t, c), startNode(t, c, withHTTPS(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	connected := func(id Identity, key string) *device {
+		t.Helper()
+		d := dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
+		d.subscribe(twinResFilter)
+		// The twin GET is answered once the connection is watched.
+		if st, _, body := d.request("$iothub/twin/GET/?$rid=1", []byte(" ")); st != 200 {
+			t.Fatalf("%s GET: %d %s", id, st, body)
+		}
+		return d
+	}
+	other := createDevice(t, a, "bystander")
+	bystander := connected(Identity{DeviceID: "bystander"}, other.Authentication.SymmetricKey.PrimaryKey)
+
+	dis := createDevice(t, a, "to-disable")
+	disID := Identity{DeviceID: "to-disable"}
+	d := connected(disID, dis.Authentication.SymmetricKey.PrimaryKey)
+	st, _, body := newAPI(t, b, "owner").do("PUT", "/devices/to-disable", []byte(`{"deviceId":"to-disable","status":"disabled"}`),
+		map[string]string{"If-Match": "*"})
+	if st != 200 {
+		t.Fatalf("disable: %d %s", st, body)
+	}
+	d.Closed()
+	if code := refused(t, a.addr, connectCP(disID, deviceToken(t, disID, dis.Authentication.SymmetricKey.PrimaryKey, time.Hour))); code != 5 {
+		t.Fatalf("disabled device's CONNACK %v", code)
+	}
+
+	del := createDevice(t, a, "to-delete")
+	delID := Identity{DeviceID: "to-delete"}
+	d = connected(delID, del.Authentication.SymmetricKey.PrimaryKey)
+	mod, err := a.hub.Twins().CreateModule(ctx, &twincli.Module{DeviceID: "bystander", ModuleID: "mod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	modID := Identity{DeviceID: "bystander", ModuleID: "mod"}
+	m := connected(modID, mod.Authentication.SymmetricKey.PrimaryKey)
+	if err := b.hub.Twins().DeleteDevice(ctx, "to-delete", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.hub.Twins().DeleteModule(ctx, "bystander", "mod", ""); err != nil {
+		t.Fatal(err)
+	}
+	d.Closed()
+	m.Closed()
+	if code := refused(t, a.addr, connectCP(delID, deviceToken(t, delID, del.Authentication.SymmetricKey.PrimaryKey, time.Hour))); code != 5 {
+		t.Fatalf("deleted device's CONNACK %v", code)
+	}
+	// The device of the deleted module keeps its connection.
+	if st, _, body := bystander.request("$iothub/twin/GET/?$rid=2", []byte(" ")); st != 200 {
+		t.Fatalf("bystander GET: %d %s", st, body)
+	}
+}

@@ -258,11 +258,28 @@ func (h *Hub) pushDesired(list []twincli.DesiredChange) {
 	}
 	for _, d := range list {
 		key := d.Key()
+		if d.Revoked() {
+			h.revoke(key)
+			continue
+		}
 		m := &mqtt.Message{Topic: desiredTopicPrefix + strconv.FormatInt(d.Version, 10), Payload: d.Patch, QoS: 1}
 		if err := h.srv.SendToSubscriber(key, m); err != nil {
 			h.log.Debug("iothub: desired change not delivered", "device", key, "version", d.Version, "err", err)
 			continue
 		}
 		h.stats.DesiredPushed.Add(1)
+	}
+}
+
+// revoke closes the connection of a device (or module) whose identity was
+// deleted or disabled: it is refused when it connects again. IoT Hub
+// closes such connections too.
+func (h *Hub) revoke(clientID string) {
+	if !h.connectedHere(clientID) {
+		return
+	}
+	h.log.Info("iothub: identity deleted or disabled: disconnecting", "device", clientID)
+	if err := h.srv.Disconnect(clientID, 0x87); err != nil {
+		h.log.Debug("iothub: disconnect", "device", clientID, "err", err)
 	}
 }

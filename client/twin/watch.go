@@ -47,7 +47,8 @@ func (w *watches) connLost() {
 }
 
 // Watch makes the client receive, through Options.OnDesired, the desired
-// changes of a device's (or module's) twin: a front end calls it when a
+// changes of a device's (or module's) twin, and a change with Revoked()
+// true when the identity is deleted or its device disabled: a front end calls it when a
 // device it hosts subscribes to $iothub/twin/PATCH/properties/desired/#
 // (or connects), and Unwatch when the device leaves. Changes made while
 // the watch is being registered again after a broker restart or a
