@@ -56,7 +56,7 @@ broker.controllers. A registry can run a replica too (registry.controller
 		log.Error("controller failed to start", "err", err)
 		return exitFailure
 	}
-	mon.add("controller", nil, controllerReady(c))
+	mon.add("controller", c.Collectors(), controllerReady(c))
 	log.Info("controller running", "addr", c.Addr(), "raft", c.RaftAddr())
 	<-ctx.Done()
 	log.Info("shutting down", "reason", "signal")

@@ -82,7 +82,13 @@ func TestCmdBinaryBrokerSIGTERMWhileRefusingWrites(t *testing.T) {
 
 func readyz(t *testing.T, addr string) (int, string) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/readyz")
+	return getPath(t, addr, "/readyz")
+}
+
+// getPath returns the status and body of GET http://addr/path.
+func getPath(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,9 @@ func TestCmdRegistryWithControllerReadiness(t *testing.T) {
 	if code != 503 || !strings.Contains(body, "ok registry\n") || !strings.Contains(body, "fail controller: controller: no Raft leader known") {
 		t.Fatalf("/readyz of a registry whose controller has no quorum: %d %q\n%s", code, body, errb.String())
 	}
+	if m := metricsText(t, mon); !strings.Contains(m, "\nsmartgo_controller_leader_known 0\n") {
+		t.Fatalf("/metrics of a registry whose controller has no quorum:\n%s", m)
+	}
 
 	// A single replica elects itself and the registry is ready.
 	ports = testnet.FreePorts(t, 3)
@@ -107,4 +110,18 @@ func TestCmdRegistryWithControllerReadiness(t *testing.T) {
 	if body != "ok registry\nok controller\n" {
 		t.Fatalf("/readyz of a registry whose controller leads: %q", body)
 	}
+	if m := metricsText(t, mon); !strings.Contains(m, "\nsmartgo_controller_leader_known 1\n") ||
+		!strings.Contains(m, "\nsmartgo_controller_raft_state{state=\"Leader\"} 1\n") || !strings.Contains(m, "\nsmartgo_registry_brokers ") {
+		t.Fatalf("/metrics of a registry whose controller leads:\n%s", m)
+	}
+}
+
+// metricsText returns the body of a process's /metrics.
+func metricsText(t *testing.T, addr string) string {
+	t.Helper()
+	code, body := getPath(t, addr, "/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	return body
 }

@@ -79,7 +79,7 @@ on the registry's port. Stops cleanly on SIGINT or SIGTERM.`, stdout, stderr)
 	}
 	mon.add("registry", r.Collectors(), r.Ready)
 	if ctl != nil {
-		mon.add("controller", nil, controllerReady(ctl))
+		mon.add("controller", ctl.Collectors(), controllerReady(ctl))
 	}
 	log.Info("registry running", "addr", r.Addr().String(), "controller", ctl != nil)
 	<-ctx.Done()

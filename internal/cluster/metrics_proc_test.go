@@ -325,9 +325,12 @@ func TestClusterProcControllerHealth(t *testing.T) {
 		t.Fatalf("/healthz: %d %q", code, body)
 	}
 	m := scrape(t, mon)
-	for _, n := range []string{"go_goroutines", "process_cpu_seconds_total", "process_resident_memory_bytes"} {
+	for _, n := range []string{"go_goroutines", "process_cpu_seconds_total", "process_resident_memory_bytes", "smartgo_controller_raft_term"} {
 		if _, ok := sum(m, n); !ok {
 			t.Errorf("controller /metrics lacks %s", n)
 		}
+	}
+	if v, ok := sum(m, "smartgo_controller_leader_known"); !ok || v != 1 {
+		t.Errorf("controller /metrics: smartgo_controller_leader_known %v %v", v, ok)
 	}
 }
