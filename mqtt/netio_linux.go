@@ -151,7 +151,10 @@ func (p *poller) event(ev *unix.EpollEvent, buf []byte) bool {
 	if fd == p.evfd {
 		return false
 	}
-	if ev.Events&unix.EPOLLIN != 0 && p.accept(fd) {
+	if ev.Pad == epollListener {
+		if ev.Events&unix.EPOLLIN != 0 {
+			p.accept(fd)
+		}
 		return true
 	}
 	p.mu.Lock()
@@ -168,6 +171,11 @@ func (p *poller) event(ev *unix.EpollEvent, buf []byte) bool {
 	}
 	return true
 }
+
+// epollListener tags a listening descriptor's epoll registration (the
+// event's Pad word; a connection's is 0), so that a connection's event
+// does not look among the listeners first.
+const epollListener = 1
 
 // epollWaitNow is epoll_wait with a zero timeout: it never blocks, so it
 // is a raw system call.
@@ -233,7 +241,7 @@ func (s *Server) listen(addr string) (net.Listener, error) {
 	p.lmu.Lock()
 	p.listeners[lfd] = addr
 	p.lmu.Unlock()
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(lfd)}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(lfd), Pad: epollListener}
 	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, lfd, &ev); err != nil {
 		l.Close()
 		return nil, err
@@ -260,12 +268,12 @@ func (l *pollListener) Close() error {
 }
 
 // accept takes every pending connection of a listening descriptor.
-func (p *poller) accept(lfd int) bool {
+func (p *poller) accept(lfd int) {
 	p.lmu.Lock()
 	defer p.lmu.Unlock()
 	addr, ok := p.listeners[lfd]
 	if !ok {
-		return false
+		return // closed meanwhile
 	}
 	for {
 		nfd, sa, err := unix.Accept4(lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
@@ -278,7 +286,7 @@ func (p *poller) accept(lfd int) bool {
 				p.s.log.Warn("mqtt: accept", "addr", addr, "err", err)
 				time.Sleep(10 * time.Millisecond) // EMFILE: back off
 			}
-			return true
+			return
 		}
 		unix.SetsockoptInt(nfd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 		p.s.acceptFD(nfd, sockaddrString(sa))
