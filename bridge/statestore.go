@@ -420,6 +420,10 @@ func (f *StateStoreFront) sendOK(clientID string, r *ssResponse, payload []byte,
 // is empty or not an HLC (the response then carries no __ts). s itself is
 // returned when it is already canonical (15-digit ms, 5-digit counter).
 func ssCanonicalHLC(s string) (string, bool) {
+	if ssCanonicalShape(s) {
+		// What every engine's version text is (HLC.String): no parse.
+		return s, true
+	}
 	if s == "" {
 		return "", false
 	}
@@ -431,6 +435,28 @@ func ssCanonicalHLC(s string) (string, bool) {
 		return s, true
 	}
 	return v.String(), true
+}
+
+// ssCanonicalShape reports whether s is an HLC in its String form: 15
+// digits, ':', 5 digits, ':' and a node id of 1 to MaxNodeIDLen bytes
+// without ':'. Such a text parses (it is then never zero: its node id is
+// not empty) and is its own String form, so ssCanonicalHLC returns it as
+// it is; checking its shape costs a fraction of parsing it.
+func ssCanonicalShape(s string) bool {
+	if len(s) <= 22 || len(s) > 22+statestore.MaxNodeIDLen || s[15] != ':' || s[21] != ':' {
+		return false
+	}
+	for i := 0; i < 21; i++ {
+		if c := s[i]; (c < '0' || c > '9') && i != 15 {
+			return false
+		}
+	}
+	for i := 22; i < len(s); i++ {
+		if s[i] == ':' {
+			return false
+		}
+	}
+	return true
 }
 
 // invokeAll serves a KEYNOTIFY ... PREFIX, which every shard must see: the

@@ -38,6 +38,34 @@ func TestStateStoreFrontCanonicalHLC(t *testing.T) {
 	}
 }
 
+// TestStateStoreFrontCanonicalShape: the shape check that lets a version
+// text through without a parse agrees with the parse on every text it
+// accepts (it parses, to a non-zero HLC whose String form is the text),
+// and accepts every String form of a 15-digit wall clock and a 5-digit
+// counter (a longer one takes the parse, which keeps it too).
+func TestStateStoreFrontCanonicalShape(t *testing.T) {
+	long := strings.Repeat("n", statestore.MaxNodeIDLen)
+	texts := []string{"", "nonsense", "1:0:n", "001795339448122:00001:StateStore", "001795339448122:00001:",
+		"001795339448122:00001:a:b", "00179533944812x:00001:n", "001795339448122:0000x:n", "001795339448122;00001:n",
+		"001795339448122:00001;n", "0017953394481220:00001:n", "000000000000000:00000:n", "999999999999999:99999:" + long,
+		"999999999999999:99999:" + long + "n", "001795339448122:123456:n", "-01795339448122:00001:n"}
+	for _, h := range []statestore.HLC{{Wall: 1, Node: "n"}, {Wall: 1795339448122, Counter: 7, Node: "broker-a"},
+		{Wall: 999999999999999, Counter: 99999, Node: long}} {
+		texts = append(texts, h.String())
+	}
+	for _, s := range texts {
+		v, err := statestore.ParseHLC(s)
+		canonical := err == nil && !v.IsZero() && v.String() == s
+		short := canonical && len(s) > 22 && s[15] == ':' && s[21] == ':'
+		if got := ssCanonicalShape(s); got != short || got && !canonical {
+			t.Errorf("%q: shape %v, parse says canonical %v (%v)", s, got, canonical, err)
+		}
+		if got, ok := ssCanonicalHLC(s); ok != (err == nil && !v.IsZero()) || ok && got != v.String() {
+			t.Errorf("%q: ssCanonicalHLC %q %v, parse %v %v", s, got, ok, v, err)
+		}
+	}
+}
+
 // TestStateStoreFrontCallSize keeps a request's call (ssCall, recycled
 // through ssCalls when answered at once, allocated when answered later)
 // at 512 bytes: the largest object with pointers that the Go allocator
