@@ -62,8 +62,9 @@ type logShard struct {
 	next    int64      // queue offset of the next entry to apply; protected by mu
 	lastEnd int64      // commitlog offset past the last record the shard wrote or applied; protected by mu
 	snapAt  int64      // next when the last snapshot was written; protected by mu
-	// snapSize is the size of the last snapshot written, the next one's
-	// buffer's first size; protected by snapMu.
+	// snapSize is the size of the last snapshot an engine without
+	// freezer serialized, the next one's buffer's first size; protected
+	// by snapMu.
 	snapSize int
 	applied  atomic.Int64 // lastEnd, readable without mu (the read barrier, logshard_role.go)
 	failed   error        // set on an apply or log error: the shard stops (fail-stop); protected by mu
@@ -130,7 +131,8 @@ type shardLog struct {
 //	   n  STATE     the engine's Snapshot bytes (own format and CRC)
 //	   4  CRC       CRC32-C (Castagnoli) of every byte before it
 //
-// It is written with fsutil.WriteFileAtomic, only when every record the
+// It is written with fsutil.WriteFileAtomicFunc (writeShardSnapshot
+// streams it into the temp file), only when every record the
 // shard wrote up to NEXT is flushed in the commitlog, so the log never
 // lacks an entry below NEXT. Restart: Restore(STATE), then apply the
 // queue from NEXT. TestStateStoreSnapshotFilePinned pins the header.
@@ -147,15 +149,50 @@ func (h *shardLog) snapPath(id int32) string {
 	return filepath.Join(h.dir, fmt.Sprintf("shard-%d.snap", id))
 }
 
-// encodeShardSnapshot builds the snapshot file of a shard at next.
+// writeShardSnapshot writes the snapshot file of a shard at next to w:
+// the header, the STATE that state writes, then the CRC of both, summed
+// as the bytes go out, so that the file is never held in memory (a
+// shard of a million keys is hundreds of megabytes).
+func writeShardSnapshot(w io.Writer, magic string, id int32, next int64, state func(io.Writer) error) error {
+	cw := &crcWriter{w: w}
+	var head [shardSnapHead]byte
+	copy(head[:8], magic)
+	binary.BigEndian.PutUint32(head[8:], shardSnapFormat)
+	binary.BigEndian.PutUint32(head[12:], uint32(id))
+	binary.BigEndian.PutUint64(head[16:], uint64(next))
+	if _, err := cw.Write(head[:]); err != nil {
+		return err
+	}
+	if err := state(cw); err != nil {
+		return err
+	}
+	var sum [4]byte
+	binary.BigEndian.PutUint32(sum[:], cw.sum)
+	_, err := w.Write(sum[:])
+	return err
+}
+
+// crcWriter passes writes on to w and sums what w took (CRC32-C).
+type crcWriter struct {
+	w   io.Writer
+	sum uint32
+}
+
+func (c *crcWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.sum = crc32.Update(c.sum, ssCastagnoli, p[:n])
+	return n, err
+}
+
+// encodeShardSnapshot returns the snapshot file of a shard at next
+// (writeShardSnapshot into memory).
 func encodeShardSnapshot(magic string, id int32, next int64, state []byte) []byte {
-	b := make([]byte, 0, shardSnapHead+len(state)+4)
-	b = append(b, magic...)
-	b = binary.BigEndian.AppendUint32(b, shardSnapFormat)
-	b = binary.BigEndian.AppendUint32(b, uint32(id))
-	b = binary.BigEndian.AppendUint64(b, uint64(next))
-	b = append(b, state...)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, ssCastagnoli))
+	var b bytes.Buffer
+	_ = writeShardSnapshot(&b, magic, id, next, func(w io.Writer) error {
+		_, err := w.Write(state)
+		return err
+	}) // a bytes.Buffer takes every write
+	return b.Bytes()
 }
 
 // decodeShardSnapshot checks a snapshot file and returns NEXT and STATE.
@@ -414,28 +451,40 @@ func (h *shardLog) snapshotShard(sh *logShard) error {
 		sh.mu.Unlock()
 		return nil // not on the whole sync state set yet: a failover could cut it
 	}
-	var buf bytes.Buffer
-	buf.Grow(sh.snapSize)
-	var err error
 	next := sh.next
+	// The engine's state is copied under mu (freezer) and encoded into
+	// the file after; an engine that cannot copy it serializes it under
+	// mu, into memory, written after.
+	var state func(io.Writer) error
 	if f, ok := sh.snap.(freezer); ok {
 		frozen := f.freeze()
 		sh.mu.Unlock()
-		_, err = frozen.WriteTo(&buf)
+		state = func(w io.Writer) error {
+			_, err := frozen.WriteTo(w)
+			return err
+		}
 	} else {
-		err = sh.snap.Snapshot(&buf)
+		var buf bytes.Buffer
+		buf.Grow(sh.snapSize)
+		err := sh.snap.Snapshot(&buf)
 		sh.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("broker: %s shard %d snapshot: %w", h.what, sh.id, err)
+		}
+		sh.snapSize = buf.Len()
+		state = func(w io.Writer) error {
+			_, err := w.Write(buf.Bytes())
+			return err
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("broker: %s shard %d snapshot: %w", h.what, sh.id, err)
-	}
-	if err := fsutil.WriteFileAtomic(h.snapPath(sh.id), encodeShardSnapshot(h.magic, sh.id, next, buf.Bytes()), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomicFunc(h.snapPath(sh.id), 0o644, func(w io.Writer) error {
+		return writeShardSnapshot(w, h.magic, sh.id, next, state)
+	}); err != nil {
 		return fmt.Errorf("broker: %s shard %d snapshot: %w", h.what, sh.id, err)
 	}
 	sh.mu.Lock()
 	sh.snapAt = next // a reload, which would reset it, waits for snapMu
 	sh.mu.Unlock()
-	sh.snapSize = buf.Len()
 	return nil
 }
 

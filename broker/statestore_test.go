@@ -609,3 +609,48 @@ func TestStateStoreWaits(t *testing.T) {
 		_ = s.Close()
 	}
 }
+
+// TestStateStoreSnapshotFileStreamed: a shard's snapshot file, written
+// into the temp file as it is encoded (writeShardSnapshot), is the file
+// format around the engine's own snapshot bytes, whole, with a CRC that
+// checks; a second snapshot after more writes replaces it.
+func TestStateStoreSnapshotFileStreamed(t *testing.T) {
+	dir := t.TempDir()
+	b := testBroker(t, dir, nil)
+	s := ssOpen(t, b, func(o *StateStoreOptions) { o.Shards = 2 })
+	defer func() { _ = s.Close(); _ = b.Close() }()
+	val := strings.Repeat("v", 300) // 2,000 keys: more than one buffer of the engine's writer
+	for round, n := range []int{2000, 2500} {
+		for i := 0; i < n; i++ {
+			ssDo(t, s, "c", "SET", "key-"+strconv.Itoa(i), val+strconv.Itoa(round))
+		}
+		for shard := 0; shard < 2; shard++ {
+			path := filepath.Join(dir, "statestore", fmt.Sprintf("shard-%d.snap", shard))
+			var want bytes.Buffer
+			if err := s.Engine(shard).Snapshot(&want); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				// Written once its entries are flushed (async flush).
+				if err := s.Snapshot(); err != nil {
+					t.Fatal(err)
+				}
+				data, err := os.ReadFile(path)
+				if err == nil {
+					_, state, derr := decodeShardSnapshot(data, ssSnapMagic, int32(shard))
+					if derr != nil {
+						t.Fatalf("round %d shard %d: %v", round, shard, derr)
+					}
+					if bytes.Equal(state, want.Bytes()) {
+						break
+					}
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("round %d shard %d: no snapshot of the engine's state within 30 s (%v)", round, shard, err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+}

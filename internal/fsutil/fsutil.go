@@ -7,12 +7,24 @@ package fsutil
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
 
 // WriteFileAtomic replaces path with data. The parent directory must exist.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return WriteFileAtomicFunc(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFileAtomicFunc is WriteFileAtomic for content that write produces
+// into the temp file as it goes (a large file need not be held in memory
+// first). w is the file itself, unbuffered: a writer of small pieces
+// buffers them. An error of write leaves path as it was.
+func WriteFileAtomicFunc(path string, perm os.FileMode, write func(w io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -25,7 +37,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 			_ = os.Remove(tmp)
 		}
 	}()
-	if _, err = f.Write(data); err != nil {
+	if err = write(f); err != nil {
 		return fmt.Errorf("fsutil: write %s: %w", tmp, err)
 	}
 	if err = f.Chmod(perm); err != nil {
