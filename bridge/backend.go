@@ -228,6 +228,23 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 	if err != nil {
 		return err
 	}
+	// The live group commits nothing, and brokers start a group without
+	// offsets at 0 on a young queue (RocketMQ's rule): ConsumeFromLast
+	// would then deliver the queue's whole history to the connected
+	// clients at every start. Start at the positions taken above instead;
+	// deliverLoop drops whatever was read before the seek.
+	for _, q := range live.Assigned() {
+		b.mu.Lock()
+		qs := b.queues[q]
+		b.mu.Unlock()
+		if qs == nil {
+			continue
+		}
+		if err := live.Seek(q, qs.next); err != nil {
+			live.Close()
+			return fmt.Errorf("bridge: live consumer start: %w", err)
+		}
+	}
 	b.mu.Lock()
 	b.live = live
 	b.mu.Unlock()
@@ -332,6 +349,13 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 		b.mu.Unlock()
 		b.gate.RLock()
 		for _, x := range msgs {
+			b.mu.Lock()
+			qs := b.queues[x.Queue]
+			old := qs != nil && x.QueueOffset < qs.next
+			b.mu.Unlock()
+			if old {
+				continue // before this node's start, or delivered already
+			}
 			m := fromBroker(x)
 			if packets.ValidTopicName(m.Topic) {
 				deliverLive(d, srv, m)
@@ -341,7 +365,7 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 			}
 			now := time.Now()
 			b.mu.Lock()
-			qs := b.queues[x.Queue]
+			qs = b.queues[x.Queue]
 			if qs == nil {
 				qs = &queueState{}
 				b.queues[x.Queue] = qs
