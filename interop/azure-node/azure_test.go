@@ -548,6 +548,17 @@ func TestAzureNodeSDKs(t *testing.T) {
 	mustOK(t, h.service(t, "create-x509", "sdk-x509", thumb), "create x509")
 	x := h.startDevice(t, "HostName="+hubHost+";DeviceId=sdk-x509;x509=true", "DEVICE_CERT="+certFile, "DEVICE_KEY="+keyFile)
 	x.await(t, "the X.509 device ready", event("ready"))
+	// Disabled, it loses its connection and the SDK's attempts to connect
+	// again are refused (CONNACK 5; the SDK keeps retrying, as against
+	// IoT Hub): the twin says Disconnected.
+	mustOK(t, h.service(t, "disable", "sdk-x509"), "disable")
+	waitFor(t, 60*time.Second, "the disabled device to be disconnected", func() bool {
+		return mustOK(t, h.service(t, "get-twin", "sdk-x509"), "get twin")["twin"].(map[string]any)["connectionState"] == "Disconnected"
+	})
+	waitFor(t, 30*time.Second, "the disabled device's refused reconnect", func() bool {
+		data, _ := os.ReadFile(h.log)
+		return strings.Contains(string(data), `device=sdk-x509`) && strings.Contains(string(data), "sdk-x509 is disabled")
+	})
 
 	// A module of sdk-dev-1 (ModuleClient): its own twin, reported and
 	// desired, beside the device's.

@@ -29,6 +29,11 @@ const commands = {
     const { responseBody } = await Registry.fromConnectionString(cs).removeDevices(ids.map((deviceId) => ({ deviceId })), true);
     return { result: responseBody };
   },
+  // disable <deviceId>: status disabled (Registry.update).
+  async disable(id) {
+    const { responseBody } = await Registry.fromConnectionString(cs).update({ deviceId: id, status: 'disabled' });
+    return { device: responseBody };
+  },
   // get <deviceId>: the device identity.
   async get(id) {
     const { responseBody } = await Registry.fromConnectionString(cs).get(id);
