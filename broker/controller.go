@@ -573,12 +573,17 @@ func (b *Broker) becomeMaster(g protocol.ControllerGroup) {
 		b.log.Error("cannot become master at this epoch", "epoch", g.MasterEpoch, "err", err)
 		return
 	}
-	b.importStoreTopics()
+	// The hosted services first create the topics they own with the
+	// queue counts they are configured for; importing them from the log
+	// would give them only the queues that hold records so far (a state
+	// store or twin shard nobody wrote to yet has none), and the service
+	// would then refuse the topic.
 	for _, l := range b.roleListeners() {
 		if err := l.becameMaster(); err != nil {
 			b.log.Error("a hosted service failed to take over as master", "err", err)
 		}
 	}
+	b.importStoreTopics()
 	ln := b.haLn
 	b.haLn = nil
 	if ln == nil {
