@@ -374,3 +374,20 @@ func TestStorePutNearMarkChecksDisk(t *testing.T) {
 		return nil
 	})
 }
+
+// A disk too small for the commitlog's next allocation says so: the
+// refusal used to read "disk full: 0.0% used, writes refused above 90%"
+// on an empty disk smaller than store.preallocate / (1 - the mark), and a
+// new user could not tell why nothing was ever accepted.
+func TestStoreDiskTooSmallForAllocationSaysSo(t *testing.T) {
+	s, _, _ := smallDisk(t, 1<<20, 0, func(o *Options) {
+		o.DiskMaxUsedRatio, o.DiskForceCleanRatio, o.DiskFullRatio = 0.1, 0.1, 0.1 // 128 KiB of 1 MiB passes 10%
+	})
+	refused, why := s.WritesRefused()
+	if !refused || !strings.Contains(why, "next allocation of 131072 bytes (store.preallocate") || !strings.Contains(why, "past 10%") {
+		t.Fatalf("refusal on a disk too small for one allocation: %v %q", refused, why)
+	}
+	if _, err := s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: "x"})); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("put: %v", err)
+	}
+}

@@ -81,8 +81,20 @@ func (s *Store) checkSpace() float64 {
 		return s.space.usage()
 	}
 	s.space.usageBits.Store(math.Float64bits(usage))
-	s.setDiskFull(s.fullAt(usage, total, s.cl.chunk), usage, "")
+	full := s.fullAt(usage, total, s.cl.chunk)
+	s.setDiskFull(full, usage, s.allocationCause(full, usage, s.cl.chunk))
 	return usage
+}
+
+// allocationCause explains a refusal that the disk's use alone does not:
+// the next allocation of n bytes would pass the mark (a small disk, or a
+// large store.preallocate). "" when the use itself is past the mark.
+func (s *Store) allocationCause(full bool, usage float64, n int64) string {
+	if !full || usage > s.opts.DiskFullRatio {
+		return ""
+	}
+	return fmt.Sprintf("%.1f%% used, and the commitlog's next allocation of %d bytes (store.preallocate, at most store.segment_size) would take the disk past %.0f%%",
+		usage*100, n, s.opts.DiskFullRatio*100)
 }
 
 // setDiskFull switches the refusal state, reporting a change.
@@ -117,7 +129,7 @@ func (s *Store) roomFor(n int64) error {
 	if !s.fullAt(usage, total, n) {
 		return nil
 	}
-	s.setDiskFull(true, usage, "")
+	s.setDiskFull(true, usage, s.allocationCause(true, usage, n))
 	return fmt.Errorf("%w: %d more bytes would take the disk past %.0f%% (%.1f%% used)", ErrDiskFull, n, s.opts.DiskFullRatio*100, usage*100)
 }
 
