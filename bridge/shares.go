@@ -148,9 +148,30 @@ func (b *Backend) ShareQueues(share string) []client.MessageQueue {
 }
 
 func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, error) {
+	group := shareGroup(share)
+	sctx, scancel := context.WithTimeout(b.ctx, b.opts.StartTimeout)
+	defer scancel()
+	// A group no broker knows yet is a new shared subscription: it gets
+	// what is stored from now on. ConsumeFromLast alone does not do that:
+	// brokers start a group without offsets at 0 on a young queue
+	// (RocketMQ's rule), which handed the topics' whole history to the
+	// first member. A known group resumes from its committed offsets.
+	var from map[client.MessageQueue]int64 // read-only once built
+	if _, err := b.adm.GroupProgress(sctx, group, ""); errors.Is(err, client.ErrGroupNotExist) {
+		from = map[client.MessageQueue]int64{}
+		for _, t := range b.topics {
+			stats, err := b.adm.TopicStats(sctx, t)
+			if err != nil {
+				return nil, fmt.Errorf("bridge: offsets of %s: %w", t, err)
+			}
+			for _, s := range stats {
+				from[s.Queue] = s.MaxOffset
+			}
+		}
+	}
 	co := client.PullConsumerOptions{AutoCommit: true, ConsumerOptions: client.ConsumerOptions{
 		ClientOptions: client.ClientOptions{Registries: b.opts.Registries, Logger: b.log.With("component", "bridge-share")},
-		Group:         shareGroup(share), Model: client.Clustering, From: client.ConsumeFromLast,
+		Group:         group, Model: client.Clustering, From: client.ConsumeFromLast,
 		PullSuspend: 2 * time.Second, PersistInterval: time.Second, RebalanceInterval: 5 * time.Second}}
 	c, err := client.NewPullConsumer(co)
 	if err != nil {
@@ -162,10 +183,7 @@ func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, e
 			return nil, err
 		}
 	}
-	sctx, cancel := context.WithTimeout(b.ctx, b.opts.StartTimeout)
-	err = c.Start(sctx)
-	cancel()
-	if err != nil {
+	if err := c.Start(sctx); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -185,7 +203,9 @@ func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, e
 				continue
 			}
 			for _, x := range msgs {
-				b.deliverShared(srv, share, x)
+				if x.QueueOffset >= from[x.Queue] {
+					b.deliverShared(srv, share, x)
+				}
 			}
 		}
 	}()
