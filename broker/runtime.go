@@ -100,14 +100,6 @@ func newRuntimeStats(now func() time.Time, putTotal func() int64) *runtimeStats 
 	return r
 }
 
-// monoBase is the origin of monoNow.
-var monoBase = time.Now()
-
-// monoNow reads the monotonic clock only (time.Now also reads the wall
-// clock): what the put timing of every send needs, at one clock read
-// instead of two.
-func monoNow() time.Duration { return time.Since(monoBase) }
-
 // observePut records one store put (or batch) that took d.
 func (r *runtimeStats) observePut(d time.Duration) {
 	ms := d.Milliseconds()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store"
 )
 
 // javaRuntimeKeys are the keys a RocketMQ 4.9.8 broker (default store,
@@ -198,5 +199,35 @@ func TestBrokerRuntimePutLatency(t *testing.T) {
 	}
 	if m := r.putMaxMs.Load(); m != 12000 {
 		t.Fatalf("max %d", m)
+	}
+}
+
+// Every send is timed once for the runtime statistics (putLatency99,
+// putMessageDistributeTime), by the time its put took in the store
+// (store.PutResult.Latency): a send written behind and answered at the
+// reader's batch end, and one that waits for the group commit.
+func TestBrokerSendsTimedOnce(t *testing.T) {
+	for _, mode := range []store.FlushMode{store.FlushAsync, store.FlushSync} {
+		t.Run(mode.String(), func(t *testing.T) {
+			b := testBroker(t, t.TempDir(), func(o *Options) { o.Store.FlushMode = mode })
+			c := newTestClient(t, b.Addr())
+			const sends = 7
+			for i := range sends {
+				c.mustSend("Timed", 0, "body-"+itoa(i), "")
+			}
+			var dist, lat int64
+			for i := range b.rt.putDist {
+				dist += b.rt.putDist[i].Load()
+			}
+			for i := range b.rt.putLatency {
+				lat += b.rt.putLatency[i].Load()
+			}
+			if dist != sends || lat != sends {
+				t.Fatalf("%d sends timed %d times in the distribution and %d in the latency histogram", sends, dist, lat)
+			}
+			if m := b.rt.putMaxMs.Load(); m < 0 || m > 60_000 {
+				t.Fatalf("put max %d ms", m)
+			}
+		})
 	}
 }

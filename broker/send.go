@@ -147,18 +147,19 @@ func (b *Broker) storeSend(a *pendingSend, m *record.Message) *protocol.Command 
 	if err := b.divertDelayedBy(m, a.delay, a.hasDelay); err != nil {
 		return errResp(protocol.MessageIllegal, "%v", err)
 	}
-	t0 := monoNow()
 	// Deferred: the reader's batch end drains (processors.go), where
-	// the answer joins the batch's other answers in one write.
+	// the answer joins the batch's other answers in one write. The put's
+	// time is the store's (PutResult.Latency): no clock is read here.
 	res, pending, err := b.store.PutAsyncDeferred(m, a.wait, a)
-	b.rt.observePut(monoNow() - t0)
+	if pending {
+		// The store calls a.PutDone, which times and counts the put
+		// before answering: the answer may leave before this goroutine
+		// runs on.
+		return nil
+	}
+	b.rt.observePut(res.Latency)
 	if err != nil {
 		return b.putErrorResponse(res.Status, err)
-	}
-	if pending {
-		// The store calls a.PutDone, which counts the put before
-		// answering: the answer may leave before this goroutine runs on.
-		return nil
 	}
 	b.stats.AddPut(m.Topic, 1, int64(len(m.Body)))
 	return a.storedResponse(res)
@@ -217,9 +218,10 @@ func (b *Broker) putBatch(a *pendingSend, tmpl *record.Message, body []byte) *pr
 	if len(items) == 0 {
 		return errResp(protocol.MessageIllegal, "empty batch")
 	}
-	t0 := monoNow()
 	res, pending, err := b.store.PutBatchAsync(tmpl, items, a.wait, a.storedBatch)
-	b.rt.observePut(monoNow() - t0)
+	if !pending {
+		b.rt.observePut(res.Latency) // else storedBatch does
+	}
 	if err != nil {
 		return b.putErrorResponse(res.Status, err)
 	}
@@ -234,11 +236,10 @@ func (b *Broker) putBatch(a *pendingSend, tmpl *record.Message, body []byte) *pr
 	return a.storedBatchResponse(res)
 }
 
-// put stores m, timing the store call for the runtime statistics.
+// put stores m, timing it for the runtime statistics.
 func (b *Broker) put(ctx context.Context, m *record.Message, wait bool) (store.PutResult, error) {
-	t0 := time.Now()
 	res, err := b.store.PutWait(ctx, m, wait)
-	b.rt.observePut(time.Since(t0))
+	b.rt.observePut(res.Latency)
 	return res, err
 }
 

@@ -134,6 +134,7 @@ func (a *pendingSend) answer(resp *protocol.Command) {
 // group commit the send waited for, or one written behind
 // (store.PutDone).
 func (a *pendingSend) PutDone(res store.PutResult, err error) {
+	a.b.rt.observePut(res.Latency)
 	if err != nil {
 		a.answer(a.b.putErrorResponse(res.Status, err))
 		return
@@ -156,6 +157,7 @@ func (a *pendingSend) storedResponse(res store.PutResult) *protocol.Command {
 
 // storedBatch is stored for a batch.
 func (a *pendingSend) storedBatch(res store.BatchResult, err error) {
+	a.b.rt.observePut(res.Latency)
 	if err != nil {
 		a.answer(a.b.putErrorResponse(res.Status, err))
 		return

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -607,4 +608,79 @@ func TestStorePutTimesFollowWallClock(t *testing.T) {
 			last = r.StoreTimestamp
 		}
 	}
+}
+
+// latencyPut is a PutDone that keeps its result.
+type latencyPut struct {
+	res  PutResult
+	err  error
+	done atomic.Bool
+}
+
+func (p *latencyPut) PutDone(res PutResult, err error) { p.res, p.err = res, err; p.done.Store(true) }
+
+func (p *latencyPut) answered() error {
+	if !p.done.Load() {
+		return errors.New("not answered yet")
+	}
+	return nil
+}
+
+// Every kind of put reports how long it took (PutResult.Latency, what a
+// broker times its puts by instead of reading the clock around the call)
+// and counts once in Stats.PutLatency: a put answered at once, one
+// written behind (until the write that covered it), one that waited for
+// the group commit (until it was durable), a pair and a batch.
+func TestStorePutResultLatency(t *testing.T) {
+	check := func(t *testing.T, what string, res PutResult, err error) {
+		t.Helper()
+		if err != nil || res.Status != PutOK {
+			t.Fatalf("%s: %v %v", what, res.Status, err)
+		}
+		if res.Latency <= 0 || res.Latency > time.Minute {
+			t.Fatalf("%s: latency %v", what, res.Latency)
+		}
+	}
+	counted := func(s *Store) int64 {
+		var n int64
+		for _, c := range s.Stats().PutLatency {
+			n += c
+		}
+		return n
+	}
+	t.Run("async", func(t *testing.T) {
+		s := openTest(t, t.TempDir(), nil)
+		res, err := s.Put(context.Background(), newMsg(msgSpec{topic: "L", body: "put"}))
+		check(t, "Put", res, err)
+		var p latencyPut
+		if _, pending, err := s.PutAsyncDeferred(newMsg(msgSpec{topic: "L", body: "behind"}), true, &p); err != nil || !pending {
+			t.Fatalf("PutAsyncDeferred: pending %v, %v", pending, err)
+		}
+		s.Drain()
+		testutil.Eventually(t, 10*time.Second, p.answered)
+		check(t, "written behind", p.res, p.err)
+		pair, err := s.PutPair(newMsg(msgSpec{topic: "L", body: "first"}), newMsg(msgSpec{topic: "L", body: "second"}))
+		check(t, "PutPair[0]", pair[0], err)
+		check(t, "PutPair[1]", pair[1], err)
+		batch, err := s.PutBatch(context.Background(), newMsg(msgSpec{topic: "L"}), []record.BatchItem{{Body: []byte("a")}, {Body: []byte("b")}})
+		check(t, "PutBatch", batch.PutResult, err)
+		if n := counted(s); n != 4 {
+			t.Fatalf("%d puts counted in PutLatency, want 4 (a pair and a batch count once)", n)
+		}
+	})
+	t.Run("sync", func(t *testing.T) {
+		s := openTest(t, t.TempDir(), func(o *Options) { o.FlushMode = FlushSync })
+		var p latencyPut
+		res, pending, err := s.PutAsync(newMsg(msgSpec{topic: "L", body: "durable"}), true, p.PutDone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pending {
+			testutil.Eventually(t, 10*time.Second, p.answered)
+			res, err = p.res, p.err
+		}
+		check(t, "PutAsync waiting for the group commit", res, err)
+		res, err = s.PutWait(context.Background(), newMsg(msgSpec{topic: "L", body: "waited"}), true)
+		check(t, "PutWait", res, err)
+	})
 }

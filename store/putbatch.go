@@ -37,7 +37,8 @@ func (s *Store) PutBatchWait(ctx context.Context, tmpl *record.Message, items []
 			return BatchResult{PutResult: PutResult{Status: res.Status}}, s.notStored()
 		}
 	}
-	s.stats.recordPut(len(items), res.WroteBytes, monoNow()-start)
+	res.Latency = monoNow() - start
+	s.stats.recordPut(len(items), res.WroteBytes, res.Latency)
 	return res, nil
 }
 
@@ -48,7 +49,8 @@ func (s *Store) PutBatchAsync(tmpl *record.Message, items []record.BatchItem, wa
 	res, ap, err := s.putBatch(tmpl, items, wait)
 	if err != nil || !ap.wait {
 		if err == nil {
-			s.stats.recordPut(len(items), res.WroteBytes, monoNow()-start)
+			res.Latency = monoNow() - start
+			s.stats.recordPut(len(items), res.WroteBytes, res.Latency)
 		}
 		return res, false, err
 	}
@@ -59,7 +61,8 @@ func (s *Store) PutBatchAsync(tmpl *record.Message, items []record.BatchItem, wa
 		}
 		r := res
 		r.Status = st
-		s.stats.recordPut(n, r.WroteBytes, monoNow()-start)
+		r.Latency = monoNow() - start
+		s.stats.recordPut(n, r.WroteBytes, r.Latency)
 		return r, nil
 	}
 	st, pending := s.whenDurable(ap, func(st PutStatus) { done(finish(st)) })

@@ -73,6 +73,8 @@ func (s *Store) PutPair(first, second *record.Message) (res [2]PutResult, err er
 		return [2]PutResult{r, r}, err
 	}
 	s.unlockPut()
-	s.stats.recordPut(2, sizes[0]+sizes[1], monoNow()-start)
+	d := monoNow() - start
+	res[0].Latency, res[1].Latency = d, d
+	s.stats.recordPut(2, sizes[0]+sizes[1], d)
 	return res, nil
 }

@@ -53,6 +53,14 @@ type PutResult struct {
 	StoreTimestamp int64 // ms
 	MsgCount       int   // records written (1, or the batch size)
 	StoreHost      netip.AddrPort
+	// Latency is how long the put took, from the call to its result:
+	// until its records were written (written behind: until the write
+	// that covered them) and, for a put that waited for the group commit,
+	// until they were durable. The store reads the clock for it anyway
+	// (its own put latency, Stats.PutLatency): a caller timing its puts
+	// takes it from here rather than reading the clock around the call.
+	// Zero for a put that failed.
+	Latency time.Duration
 }
 
 // AppendMsgID appends the offset message id (uppercase hex) of the first
@@ -418,7 +426,8 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 			return PutResult{Status: res.Status}, s.notStored()
 		}
 	}
-	s.stats.recordPut(1, res.WroteBytes, monoNow()-start)
+	res.Latency = monoNow() - start
+	s.stats.recordPut(1, res.WroteBytes, res.Latency)
 	return res, nil
 }
 
@@ -462,7 +471,8 @@ func (s *Store) putAsync(m *record.Message, wait bool, done PutDone, wake bool) 
 	}
 	if err != nil || !ap.wait {
 		if err == nil {
-			s.stats.recordPut(1, res.WroteBytes, monoNow()-start)
+			res.Latency = monoNow() - start
+			s.stats.recordPut(1, res.WroteBytes, res.Latency)
 		}
 		return res, false, err
 	}
@@ -480,7 +490,8 @@ func (s *Store) whenPutDurable(res PutResult, ap appended, start time.Duration, 
 		}
 		r := res
 		r.Status = st
-		s.stats.recordPut(1, r.WroteBytes, monoNow()-start)
+		r.Latency = monoNow() - start
+		s.stats.recordPut(1, r.WroteBytes, r.Latency)
 		return r, nil
 	}
 	st, pending := s.whenDurable(ap, func(st PutStatus) { done.PutDone(finish(st)) })

@@ -123,7 +123,8 @@ func (s *Store) answerWrittenLocked() {
 			s.stats.putErrors.Add(1)
 			p.done.PutDone(PutResult{Status: PutServiceNotAvailable}, s.notStored())
 		case p.ap.end <= committed:
-			s.stats.recordPut(1, p.res.WroteBytes, now-p.start)
+			p.res.Latency = now - p.start
+			s.stats.recordPut(1, p.res.WroteBytes, p.res.Latency)
 			p.done.PutDone(p.res, nil)
 		default:
 			// Dropped by a failed write (the error is sticky), or cut
