@@ -23,7 +23,7 @@ import (
 // shootdown, which msync needs and an fdatasync of pwritten pages does
 // not. Against a pwrite per put (AsyncWritePwrite before): the syscall
 // per record. Measured on ext4 (BenchmarkStorePutCPU): see
-// docs/performance.md.
+// docs/performance-broker.md.
 //
 // Lock order: answerMu, then putMu (answerMu is taken by the dispatcher
 // and by Close only).
