@@ -296,6 +296,43 @@ func (m *ProducerManager) Register(group string, client ClientInfo) {
 	g[client.ClientID] = &c
 }
 
+// RegisterRequester records the producer client of a request message
+// (REPLY_TO_CLIENT), on the connection the request came on, unless the
+// client is registered already in any group (a heartbeat's registration
+// stands: it is dropped only with its connection or on expiry). The
+// registration is a heartbeat's: it expires as one does (ScanExpired),
+// goes with its connection (ChannelClosed), and a heartbeat replaces it.
+// It reports whether it registered.
+func (m *ProducerManager) RegisterRequester(group string, client ClientInfo) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, g := range m.groups {
+		if g[client.ClientID] != nil {
+			return false
+		}
+	}
+	g := m.groups[group]
+	if g == nil {
+		g = map[string]*ClientInfo{}
+		m.groups[group] = g
+	}
+	c := client
+	g[client.ClientID] = &c
+	return true
+}
+
+// known reports whether the producer client id is registered in any group.
+func (m *ProducerManager) known(clientID string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, g := range m.groups {
+		if g[clientID] != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Unregister removes a producer client from a group.
 func (m *ProducerManager) Unregister(group, clientID string) {
 	m.mu.Lock()

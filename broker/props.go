@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
 
@@ -26,6 +27,10 @@ type sendProps struct {
 	half     bool   // TRAN_MSG is "true" (any case): a transaction's half message
 	hasDelay bool   // a DELAY pair
 	delay    string // its value (aliases the input)
+	// replyTo: REPLY_TO_CLIENT of a request (aliases the input; empty
+	// for a reply, MSG_TYPE=reply, and for any other message).
+	replyTo string
+	reply   bool // MSG_TYPE is "reply"
 	// Where the values of record.KnownKeys (TAGS, KEYS, UNIQ_KEY) are in
 	// the stored properties (offsets in what appendStoredProperties
 	// returned; {0, 0} for none), as the store would look them up: handed
@@ -41,7 +46,7 @@ type sendProps struct {
 // has room.
 func appendStoredProperties(dst []byte, props, cluster, group string) ([]byte, sendProps) {
 	info := sendProps{wait: true}
-	var seen, hasGroup bool // seen: TRAN_MSG
+	var seen, seenType, hasGroup bool // seen: TRAN_MSG; seenType: MSG_TYPE
 	start := len(dst)
 	for rest := props; rest != ""; {
 		var chunk string
@@ -70,6 +75,14 @@ func appendStoredProperties(dst []byte, props, cluster, group string) ([]byte, s
 			if !info.hasDelay && v != "" {
 				info.hasDelay, info.delay = true, v
 			}
+		case record.PropertyReplyToClient:
+			if info.replyTo == "" {
+				info.replyTo = v
+			}
+		case record.PropertyMsgType:
+			if !seenType && v != "" {
+				seenType, info.reply = true, v == protocol.ReplyMessageFlag
+			}
 		case record.PropertyTags:
 			info.noteKnown(0, len(dst)+len(k)+1, v)
 		case record.PropertyKeys:
@@ -84,6 +97,9 @@ func appendStoredProperties(dst []byte, props, cluster, group string) ([]byte, s
 		// Rare: once more with the pair appended, so that a group
 		// holding separators is read as any other pairs are.
 		return appendStoredProperties(dst[:start], appendProperty(props, record.PropertyProducerGroup, group), cluster, "")
+	}
+	if info.reply {
+		info.replyTo = ""
 	}
 	dst = append(dst, record.PropertyCluster...)
 	dst = append(dst, record.NameValueSeparator)

@@ -167,6 +167,11 @@ func refStoredProperties(props, cluster, group string) (string, sendProps) {
 	}
 	stored := strings.Join(append(out, record.PropertyCluster+kv+cluster), sep)
 	info.delay, info.hasDelay = record.LookupPropertyString(stored, record.PropertyDelayLevel)
+	if mt, _ := record.LookupPropertyString(stored, record.PropertyMsgType); mt == protocol.ReplyMessageFlag {
+		info.reply = true
+	} else {
+		info.replyTo, _ = record.LookupPropertyString(stored, record.PropertyReplyToClient)
+	}
 	return stored, info
 }
 
@@ -194,6 +199,9 @@ func TestBrokerAppendStoredProperties(t *testing.T) {
 		"UNIQ_KEY" + kv + "U" + sep + "DELAY" + kv + "2" + sep + "CLUSTER" + kv + "x" + sep + "DELAY" + kv + "5" + sep,
 		kv + "v" + sep + "k" + sep + "k" + kv + sep + sep + "TAGS" + kv + "A",
 		"TAGS" + kv + sep + "KEYS" + kv + "a b" + sep + "TAGS" + kv + "t" + sep + "UNIQ_KEY" + kv + "u" + kv + "v" + sep + "TAGS" + kv + "x" + sep + "KEYS" + kv + "c",
+		"REPLY_TO_CLIENT" + kv + sep + "CORRELATION_ID" + kv + "c" + sep + "REPLY_TO_CLIENT" + kv + "me" + sep + "REPLY_TO_CLIENT" + kv + "x",
+		"MSG_TYPE" + kv + "reply" + sep + "REPLY_TO_CLIENT" + kv + "them",
+		"MSG_TYPE" + kv + sep + "MSG_TYPE" + kv + "request" + sep + "MSG_TYPE" + kv + "reply" + sep + "REPLY_TO_CLIENT" + kv + "me",
 	} {
 		for _, group := range []string{"", "g"} {
 			want, wantInfo := refStoredProperties(in, "C", group)

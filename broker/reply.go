@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting"
@@ -140,6 +141,24 @@ func (b *Broker) replyPush(from *remoting.Conn, h *protocol.SendMessageRequestHe
 	push := protocol.NewRequest(protocol.PushReplyMessageToClient, ph, body)
 	push.SerializeType = protocol.SerializeJSON
 	return push, conn, nil
+}
+
+// registerRequester registers the requester of a request message (a send
+// carrying REPLY_TO_CLIENT) on the connection c it came on, as its
+// heartbeat would, unless the client is registered already: a reply
+// arriving here can then be pushed to it at once. rocketmq-client-go
+// v2.1.2 sends no heartbeat to a broker whose route it has just learnt
+// (only every 30 s), so without this its first requests would time out.
+// group and clientID alias the request's buffer: they are copied when
+// kept.
+func (b *Broker) registerRequester(c *remoting.Conn, req *protocol.Command, group, clientID string) {
+	if group == "" || b.producers.known(clientID) {
+		return // the common case: no allocation
+	}
+	info := clientInfo(c, req, strings.Clone(clientID), b)
+	if b.producers.RegisterRequester(strings.Clone(group), info) {
+		b.plog.Debug("requester registered by its request", "group", group, "client", clientID, "peer", info.Addr)
+	}
 }
 
 // producerConn returns the connection of the producer client id, or nil.

@@ -110,6 +110,9 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 			return resp, nil
 		}
 	}
+	if sp.replyTo != "" {
+		b.registerRequester(c, req, h.ProducerGroup, sp.replyTo)
+	}
 	m.Properties = unsafe.String(unsafe.SliceData(props), len(props)) // props is not written again
 	m.Known = record.Know(m.Properties, sp.known)
 	a.wait, a.delay, a.hasDelay = sp.wait, sp.delay, sp.hasDelay
