@@ -18,8 +18,8 @@ import (
 // whose route it learns on its first request: the broker learns the
 // requester's connection from the request itself (REPLY_TO_CLIENT), so the
 // reply is pushed at once instead of failing with "not connected" until
-// the next heartbeat. Each requester here is new, asks at once and again
-// after its first heartbeat went out to no broker.
+// the next heartbeat (before the broker did so, the first request of a
+// fresh requester timed out). Each requester here is new and asks at once.
 func TestInteropRequestFirstReplies(t *testing.T) {
 	s := startStandalone(t)
 	const topic = "InteropRpcFirst"
