@@ -467,9 +467,14 @@ func TestControllerUncleanElectionSwitch(t *testing.T) {
 			if g.MasterID != other.ID() || !slices.Equal(g.SyncStateSet, []int64{other.ID()}) {
 				t.Fatalf("after the unclean election %+v", g)
 			}
-			if !strings.Contains(logs.String(), "UNCLEAN") {
-				t.Fatalf("the unclean election was not logged as such:\n%s", logs.String())
-			}
+			// The election is applied (and seen above) before its
+			// proposer logs it: wait for the line.
+			testutil.Eventually(t, 20*time.Second, func() error {
+				if !strings.Contains(logs.String(), "UNCLEAN") {
+					return fmt.Errorf("the unclean election was not logged as such:\n%s", logs.String())
+				}
+				return nil
+			})
 		})
 	}
 }
