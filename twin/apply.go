@@ -98,9 +98,29 @@ func (e *Engine) putIdentityLocked(le *logEntry, now int64, out *Outcome) {
 	r.id.etagVer++
 	e.idx.add(r, idxRoot)
 	if r.id.status == statusDisabled && prev.status != statusDisabled {
+		// A disabled device's modules lose their connections too (IoT
+		// Hub refuses them while the device is disabled).
+		if !r.isModule() {
+			for _, k := range e.modulesOfLocked(r.deviceID) {
+				out.Desired = append(out.Desired, revoked(e.recs[k]))
+			}
+		}
 		out.Desired = append(out.Desired, revoked(r))
 	}
 	out.Reply = identityReply(r)
+}
+
+// modulesOfLocked returns the keys of a device's modules, in key order.
+func (e *Engine) modulesOfLocked(deviceID string) []string {
+	var mods []string
+	e.mods.from(deviceID+"/", func(k string) bool {
+		if e.recs[k].deviceID != deviceID {
+			return false
+		}
+		mods = append(mods, k)
+		return true
+	})
+	return mods
 }
 
 // setIdentity writes the mutable identity fields of a Put. prev is the
@@ -155,15 +175,7 @@ func (e *Engine) deleteLocked(le *logEntry, now int64, out *Outcome) {
 		return
 	}
 	if !r.isModule() {
-		var mods []string
-		e.mods.from(r.deviceID+"/", func(k string) bool {
-			if e.recs[k].deviceID != r.deviceID {
-				return false
-			}
-			mods = append(mods, k)
-			return true
-		})
-		for _, k := range mods {
+		for _, k := range e.modulesOfLocked(r.deviceID) {
 			e.removeLocked(e.recs[k], now, out)
 		}
 	}

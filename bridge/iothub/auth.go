@@ -99,17 +99,20 @@ func (h *Hub) checkDevice(r *mqtt.ConnectRequest, host string, id Identity) erro
 
 // identityAuth reads the identity's authentication from the registry.
 func (h *Hub) identityAuth(ctx context.Context, id Identity) (twincli.Authentication, error) {
-	var auth *twincli.Authentication
-	if id.ModuleID == "" {
-		d, err := h.twins.GetDevice(ctx, id.DeviceID)
-		if err != nil {
-			return twincli.Authentication{}, registryErr(id, err)
+	// A module has no status of its own: it is refused while its device
+	// is disabled, as IoT Hub does.
+	d, err := h.twins.GetDevice(ctx, id.DeviceID)
+	if err != nil {
+		return twincli.Authentication{}, registryErr(id, err)
+	}
+	if strings.EqualFold(d.Status, "disabled") {
+		if id.ModuleID != "" {
+			return twincli.Authentication{}, fmt.Errorf("%w: module %s: device %s is disabled", ErrUnauthorized, id, id.DeviceID)
 		}
-		if strings.EqualFold(d.Status, "disabled") {
-			return twincli.Authentication{}, fmt.Errorf("%w: device %s is disabled", ErrUnauthorized, id)
-		}
-		auth = d.Authentication
-	} else {
+		return twincli.Authentication{}, fmt.Errorf("%w: device %s is disabled", ErrUnauthorized, id)
+	}
+	auth := d.Authentication
+	if id.ModuleID != "" {
 		m, err := h.twins.GetModule(ctx, id.DeviceID, id.ModuleID)
 		if err != nil {
 			return twincli.Authentication{}, registryErr(id, err)

@@ -284,3 +284,65 @@ func TestHubRevokedIdentitiesDisconnected(t *testing.T) {
 		t.Fatalf("bystander GET: %d %s", st, body)
 	}
 }
+
+// TestHubDisabledDeviceModulesRefused: disabling a device closes its
+// modules' open connections (on another node than the API call) and
+// refuses their new ones; enabling it again lets them connect. A module
+// of another device keeps its connection.
+func TestHubDisabledDeviceModulesRefused(t *testing.T) {
+	c := startTestCluster(t, 1)
+	a, b := startNode(t, c), startNode(t, c, withHTTPS(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	createDevice(t, a, "gw")
+	createDevice(t, a, "gw2")
+	connected := func(id Identity, key string) *device {
+		t.Helper()
+		d := dialDevice(t, a.addr, id, deviceToken(t, id, key, time.Hour))
+		d.subscribe(twinResFilter)
+		if st, _, body := d.request("$iothub/twin/GET/?$rid=1", []byte(" ")); st != 200 {
+			t.Fatalf("%s GET: %d %s", id, st, body)
+		}
+		return d
+	}
+	keys := map[Identity]string{}
+	for _, id := range []Identity{{DeviceID: "gw", ModuleID: "m1"}, {DeviceID: "gw", ModuleID: "m2"}, {DeviceID: "gw2", ModuleID: "m1"}} {
+		m, err := a.hub.Twins().CreateModule(ctx, &twincli.Module{DeviceID: id.DeviceID, ModuleID: id.ModuleID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[id] = m.Authentication.SymmetricKey.PrimaryKey
+	}
+	m1, m2 := Identity{DeviceID: "gw", ModuleID: "m1"}, Identity{DeviceID: "gw", ModuleID: "m2"}
+	other := Identity{DeviceID: "gw2", ModuleID: "m1"}
+	c1, c2, co := connected(m1, keys[m1]), connected(m2, keys[m2]), connected(other, keys[other])
+
+	api := newAPI(t, b, "owner")
+	setStatus := func(status string) {
+		t.Helper()
+		st, _, body := api.do("PUT", "/devices/gw", []byte(`{"deviceId":"gw","status":"`+status+`"}`), map[string]string{"If-Match": "*"})
+		if st != 200 {
+			t.Fatalf("%s: %d %s", status, st, body)
+		}
+	}
+	setStatus("disabled")
+	c1.Closed()
+	c2.Closed()
+	for _, id := range []Identity{m1, m2} {
+		if code := refused(t, a.addr, connectCP(id, deviceToken(t, id, keys[id], time.Hour))); code != 5 {
+			t.Fatalf("%s of the disabled device: CONNACK %v", id, code)
+		}
+	}
+	if !strings.Contains(a.logs.String(), "device gw is disabled") {
+		t.Fatalf("no refusal reason in the log:\n%s", a.logs.String())
+	}
+	if st, _, body := co.request("$iothub/twin/GET/?$rid=2", []byte(" ")); st != 200 {
+		t.Fatalf("module of another device: GET %d %s", st, body)
+	}
+
+	setStatus("enabled")
+	d := connected(m1, keys[m1])
+	if st, _, body := d.request("$iothub/twin/GET/?$rid=2", []byte(" ")); st != 200 {
+		t.Fatalf("module after enable: GET %d %s", st, body)
+	}
+}

@@ -739,3 +739,39 @@ func TestAzureNodeConnectionStateAfterCrash(t *testing.T) {
 	h.run(t)
 	waitFor(t, 90*time.Second, "the twin of the crashed node's device to say Disconnected", func() bool { return state() == "Disconnected" })
 }
+
+// TestAzureNodeDisabledDeviceModules: a ModuleClient (unmodified device
+// SDK) of a device that the service SDK disables loses its connection and
+// its reconnects are refused, as IoT Hub refuses the modules of a
+// disabled device; enabled again, the SDK's own retries get it back and it
+// gets desired changes again.
+func TestAzureNodeDisabledDeviceModules(t *testing.T) {
+	nodeReady(t)
+	h := startHub(t, hubAddress(t))
+	mustOK(t, h.service(t, "create", "dm-dev"), "create")
+	mod := mustOK(t, h.service(t, "create-module", "dm-dev", "sensor"), "create module")["module"].(map[string]any)
+	mkey := mod["authentication"].(map[string]any)["symmetricKey"].(map[string]any)["primaryKey"].(string)
+	m := h.startScript(t, "module.js", "MODULE_CONNECTION_STRING=HostName="+hubHost+";DeviceId=dm-dev;ModuleId=sensor;SharedAccessKey="+mkey)
+	m.await(t, "the module ready", event("ready"))
+	state := func() any {
+		return mustOK(t, h.service(t, "get-module-twin", "dm-dev", "sensor"), "get module twin")["twin"].(map[string]any)["connectionState"]
+	}
+	if s := state(); s != "Connected" {
+		t.Fatalf("module connectionState %v while connected", s)
+	}
+
+	mustOK(t, h.service(t, "disable", "dm-dev"), "disable")
+	waitFor(t, 60*time.Second, "the disabled device's module to be disconnected", func() bool { return state() == "Disconnected" })
+	waitFor(t, 60*time.Second, "the module's refused reconnect", func() bool {
+		data, _ := os.ReadFile(h.log)
+		return strings.Contains(string(data), "module dm-dev/sensor: device dm-dev is disabled")
+	})
+
+	mustOK(t, h.service(t, "enable", "dm-dev"), "enable")
+	waitFor(t, 90*time.Second, "the module to connect again", func() bool { return state() == "Connected" })
+	mustOK(t, h.service(t, "module-update-desired", "dm-dev", "sensor", `{"interval":7}`), "module desired")
+	m.await(t, "the module's desired interval 7 after the enable", func(ev map[string]any) bool {
+		delta, _ := ev["delta"].(map[string]any)
+		return ev["event"] == "desired" && delta["interval"] == float64(7)
+	})
+}

@@ -13,6 +13,7 @@ const fail = (what, err) => out({ event: 'error', what, message: String(err && e
 async function main() {
   const client = ModuleClient.fromConnectionString(process.env.MODULE_CONNECTION_STRING, Mqtt);
   client.on('error', (err) => fail('client', err));
+  client.on('disconnect', () => out({ event: 'disconnect' }));
   await client.open();
   out({ event: 'connected' });
   const twin = await client.getTwin();

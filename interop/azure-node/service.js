@@ -34,6 +34,11 @@ const commands = {
     const { responseBody } = await Registry.fromConnectionString(cs).update({ deviceId: id, status: 'disabled' });
     return { device: responseBody };
   },
+  // enable <deviceId>: status enabled again (Registry.update).
+  async enable(id) {
+    const { responseBody } = await Registry.fromConnectionString(cs).update({ deviceId: id, status: 'enabled' });
+    return { device: responseBody };
+  },
   // get <deviceId>: the device identity.
   async get(id) {
     const { responseBody } = await Registry.fromConnectionString(cs).get(id);
