@@ -240,6 +240,14 @@ func (h *Hub) authorize(c mqtt.ClientInfo, topic string, subscribe bool) error {
 	if subscribe {
 		for _, f := range allowedFilters(id) {
 			if covers(f, topic) {
+				if f == methodPostFilter {
+					// Granted once the connection is recorded: a device
+					// whose SUBACK came is found by a method call on
+					// any node (InvokeMethod reads connectionState).
+					ctx, cancel := h.requestCtx(h.ctx)
+					h.watchingDone(ctx, c.ClientID)
+					cancel()
+				}
 				return nil
 			}
 		}

@@ -178,9 +178,15 @@ func connectCP(id Identity, password string) *packets.Connect {
 // dialDevice connects a device and requires CONNACK 0.
 func dialDevice(t testing.TB, addr string, id Identity, password string) *device {
 	t.Helper()
+	return dialDeviceCP(t, addr, id, connectCP(id, password))
+}
+
+// dialDeviceCP connects a device with cp and requires CONNACK 0.
+func dialDeviceCP(t testing.TB, addr string, id Identity, cp *packets.Connect) *device {
+	t.Helper()
 	c := mqtttest.Dial(t, addr, packets.Version311)
 	c.RecvTimeout = 10 * time.Second
-	if ack := c.Connect(connectCP(id, password)); ack.ReasonCode != 0 {
+	if ack := c.Connect(cp); ack.ReasonCode != 0 {
 		t.Fatalf("%s: CONNACK %v", id, ack.ReasonCode)
 	}
 	return &device{Conn: c, t: t, id: id}

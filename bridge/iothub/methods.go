@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/client"
+	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/mqtt"
+	tw "github.com/smartgo/smartgo/twin"
 )
 
 // Direct methods. The back end's call reaches whichever node holds the
@@ -21,10 +23,12 @@ import (
 // device puts $iothub/methods/POST/{name}/?$rid={call id} into the
 // device's session (through its $iothub/methods/POST/# subscription) and
 // acknowledges; the device's $iothub/methods/res/{status}/?$rid= answer
-// goes back to the invoking node the same way. No acknowledgement within
-// MethodAckTimeout (or the call's connect timeout, if longer, resending
-// every second) means the device is not online: 404. No answer within
-// the response timeout: 504.
+// goes back to the invoking node the same way. A device that the
+// registry records connected to no node is not online: 404 at once, or,
+// with a connect timeout, after looking again every connectPoll until
+// it. No acknowledgement within MethodAckTimeout (or the connect timeout,
+// if longer, resending every second) from the node the registry names
+// means the same. No answer within the response timeout: 504.
 //
 // RPC topic messages (FROZEN; TestHubRPCFormatPinned pins them). The
 // body is the method's JSON payload (invoke, result; "null" when none)
@@ -142,8 +146,9 @@ func (m *methods) resulted(id string, r MethodResult) {
 	}
 }
 
-// delivered records a call put into a device's session.
-func (m *methods) delivered(clientID, id string, dc devCall) {
+// delivered records a call put into a device's session; false when it
+// was delivered already (the invoking node resends until acknowledged).
+func (m *methods) delivered(clientID, id string, dc devCall) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	d := m.delivery[clientID]
@@ -151,7 +156,11 @@ func (m *methods) delivered(clientID, id string, dc devCall) {
 		d = map[string]devCall{}
 		m.delivery[clientID] = d
 	}
+	if _, ok := d[id]; ok {
+		return false
+	}
 	d[id] = dc
+	return true
 }
 
 // answered takes a delivered call back when its device answers.
@@ -280,7 +289,9 @@ func (h *Hub) deliverCall(clientID, name, id string, payload []byte, node string
 	if !h.connectedHere(clientID) || checkMethodName(name) != nil || len(id) > maxRequestIDLen {
 		return 0
 	}
-	h.m.delivered(clientID, id, devCall{node: node, deadline: deadline})
+	if !h.m.delivered(clientID, id, devCall{node: node, deadline: deadline}) {
+		return statusDelivered // a resent invoke: the device has the call already
+	}
 	err := h.srv.SendToSubscriber(clientID, &mqtt.Message{Topic: methodRequestTopic(name, id), Payload: payload, QoS: 1,
 		Expiry: deadline})
 	switch {
@@ -297,8 +308,18 @@ func (h *Hub) deliverCall(clientID, name, id string, payload []byte, node string
 	return 0
 }
 
+// connectPoll is how often a call with a connect timeout looks again
+// for a device that is not connected anywhere.
+const connectPoll = 200 * time.Millisecond
+
 // InvokeMethod calls a direct method on a connected device (or module),
-// on whichever node it is connected to.
+// on whichever node it is connected to. A device connected to no node
+// (its twin's connectionState, as every node records its devices'
+// connections) fails the call with ErrDeviceNotOnline at once, unless
+// the call has a connect timeout: then it waits that long for the device
+// to connect. A device the registry says is connected to another node
+// must be acknowledged by that node within MethodAckTimeout (or the
+// connect timeout, if longer), else ErrDeviceNotOnline.
 func (h *Hub) InvokeMethod(ctx context.Context, id Identity, c MethodCall) (MethodResult, error) {
 	if err := checkMethodName(c.Name); err != nil {
 		return MethodResult{}, err
@@ -320,18 +341,28 @@ func (h *Hub) InvokeMethod(ctx context.Context, id Identity, c MethodCall) (Meth
 	callID, cl := h.m.newCall()
 	defer h.m.endCall(callID)
 	start := time.Now()
-	connectBy := start.Add(max(c.ConnectTimeout, h.opts.MethodAckTimeout))
+	connectBy := start.Add(c.ConnectTimeout)
+	ackBy := start.Add(max(c.ConnectTimeout, h.opts.MethodAckTimeout))
 	deadline := start.Add(c.ConnectTimeout + c.ResponseTimeout)
+	notOnline := func(why string) error {
+		return &methodError{err: fmt.Errorf("%w: %s %s", ErrDeviceNotOnline, id, why), timeout: c.ConnectTimeout}
+	}
 	for {
 		st := h.deliverCall(clientID, c.Name, callID, payload, h.nodeID, deadline)
 		if st == 0 {
+			if !h.connectedElsewhere(ctx, id) {
+				// Connected to no node: no node could acknowledge.
+				if !time.Now().Before(connectBy) {
+					return MethodResult{}, notOnline("is not connected")
+				}
+				if err := h.pause(ctx, min(connectPoll, time.Until(connectBy))); err != nil {
+					return MethodResult{}, err
+				}
+				continue
+			}
 			h.sendRPC(map[string]string{propOp: opInvoke, propNode: h.nodeID, propCall: callID, propClient: clientID,
 				propMethod: c.Name, propDeadline: strconv.FormatInt(deadline.UnixMilli(), 10)}, payload)
-			wait := min(time.Until(connectBy), time.Second)
-			if c.ConnectTimeout <= 0 {
-				wait = time.Until(connectBy)
-			}
-			t := time.NewTimer(max(wait, 0))
+			t := time.NewTimer(max(min(time.Until(ackBy), time.Second), 0))
 			select {
 			case st = <-cl.ack:
 			case <-t.C:
@@ -343,29 +374,92 @@ func (h *Hub) InvokeMethod(ctx context.Context, id Identity, c MethodCall) (Meth
 		}
 		switch {
 		case st == statusDelivered:
-			return h.awaitResult(ctx, cl, id, c.Name, start.Add(c.ConnectTimeout+c.ResponseTimeout))
+			return h.awaitResult(ctx, cl, id, c.Name, deadline, c.ResponseTimeout)
 		case st == statusNotSubbed:
-			return MethodResult{}, fmt.Errorf("%w: %s is connected but not subscribed to methods", ErrDeviceNotOnline, id)
+			// A device that just connected subscribes next: within the
+			// connect timeout, look again.
+			if !time.Now().Before(connectBy) {
+				return MethodResult{}, notOnline("is connected but not subscribed to methods")
+			}
+			if err := h.pause(ctx, min(connectPoll, time.Until(connectBy))); err != nil {
+				return MethodResult{}, err
+			}
+			continue
 		case st == statusQueueFull:
 			return MethodResult{}, fmt.Errorf("%w: %s's session queue is full", ErrThrottled, id)
 		case st < 0:
 			return MethodResult{}, ErrClosed
 		}
-		if !time.Now().Before(connectBy) {
-			return MethodResult{}, fmt.Errorf("%w: %s is not connected to any node", ErrDeviceNotOnline, id)
+		if !time.Now().Before(ackBy) {
+			return MethodResult{}, notOnline("is not connected to any node that answers")
 		}
 	}
 }
 
+// connectedElsewhere reports whether the registry records id connected
+// (to another node: the caller has looked on this one). When the registry
+// cannot say, it reports true: the call then asks the other nodes and
+// waits for their acknowledgement, as if the device were connected.
+func (h *Hub) connectedElsewhere(ctx context.Context, id Identity) bool {
+	rctx, cancel := h.requestCtx(ctx)
+	defer cancel()
+	var state string
+	var err error
+	if id.ModuleID == "" {
+		var d *twincli.Device
+		if d, err = h.twins.GetDevice(rctx, id.DeviceID); err == nil {
+			state = d.ConnectionState
+		}
+	} else {
+		var m *twincli.Module
+		if m, err = h.twins.GetModule(rctx, id.DeviceID, id.ModuleID); err == nil {
+			state = m.ConnectionState
+		}
+	}
+	switch {
+	case errors.Is(err, twincli.ErrNotFound):
+		return false // not registered (yet): not connected
+	case err != nil:
+		h.log.Debug("iothub: connection state of a method's device", "device", id.String(), "err", err)
+		return true
+	}
+	return state != tw.StateDisconnected
+}
+
+// pause waits d, or until ctx or the hub ends.
+func (h *Hub) pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-h.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// methodError is a failed direct method call with the timeout it waited
+// for (the connect timeout for ErrDeviceNotOnline, the response timeout
+// for ErrMethodTimeout): the HTTPS API reports it in IoT Hub's shape.
+type methodError struct {
+	err     error
+	timeout time.Duration
+}
+
+func (e *methodError) Error() string { return e.err.Error() }
+func (e *methodError) Unwrap() error { return e.err }
+
 // awaitResult waits for the device's answer until deadline.
-func (h *Hub) awaitResult(ctx context.Context, cl *call, id Identity, name string, deadline time.Time) (MethodResult, error) {
+func (h *Hub) awaitResult(ctx context.Context, cl *call, id Identity, name string, deadline time.Time, timeout time.Duration) (MethodResult, error) {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case r := <-cl.res:
 		return r, nil
 	case <-t.C:
-		return MethodResult{}, fmt.Errorf("%w: %s did not answer %s in time", ErrMethodTimeout, id, name)
+		return MethodResult{}, &methodError{err: fmt.Errorf("%w: %s did not answer %s in time", ErrMethodTimeout, id, name), timeout: timeout}
 	case <-ctx.Done():
 		return MethodResult{}, ctx.Err()
 	case <-h.ctx.Done():

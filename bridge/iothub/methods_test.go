@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -72,16 +73,18 @@ func TestHubMethodsAcrossNodes(t *testing.T) {
 	other := createDevice(t, a, "mute")
 	oid := Identity{DeviceID: "mute"}
 	dialDevice(t, a.addr, oid, deviceToken(t, oid, other.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+	waitFor(t, 10*time.Second, "mute registered as connected", func() bool { return twinDoc(t, a, oid)["connectionState"] == "Connected" })
 	if _, err := b.hub.InvokeMethod(ctx, oid, MethodCall{Name: "x"}); !errors.Is(err, ErrDeviceNotOnline) ||
 		!strings.Contains(err.Error(), "not subscribed") {
 		t.Fatalf("unsubscribed device: %v", err)
 	}
-	// Not connected: 404 after the ack timeout.
+	// Not connected: 404 at once (well within the 2 s ack timeout).
 	d.Send(&packets.Disconnect{})
 	d.Closed()
-	waitFor(t, 10*time.Second, "disconnected", func() bool { return !a.hub.connectedHere("pump") })
-	if _, err := b.hub.InvokeMethod(ctx, id, MethodCall{Name: "x"}); !errors.Is(err, ErrDeviceNotOnline) {
-		t.Fatalf("offline device: %v", err)
+	waitFor(t, 10*time.Second, "registered as disconnected", func() bool { return twinDoc(t, a, id)["connectionState"] == "Disconnected" })
+	start = time.Now()
+	if _, err := b.hub.InvokeMethod(ctx, id, MethodCall{Name: "x"}); !errors.Is(err, ErrDeviceNotOnline) || time.Since(start) > time.Second {
+		t.Fatalf("offline device: %v after %v", err, time.Since(start))
 	}
 	if _, err := b.hub.InvokeMethod(ctx, id, MethodCall{Name: "a/b"}); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("bad name: %v", err)
@@ -154,6 +157,74 @@ func TestHubMethodAnsweredAfterReconnect(t *testing.T) {
 	answerMethods(t, d, 1)
 	r := <-got
 	if r.err != nil || r.res.Status != 200 {
+		t.Fatalf("%+v %v", r.res, r.err)
+	}
+}
+
+// TestHubMethodOfflineAtOnce: a method call to a device connected to no
+// node answers 404 at once when the call gives no connect timeout (IoT
+// Hub's 404103 body through the HTTPS API, on a node the device never
+// used), and only after the connect timeout when it gives one. A device
+// that connects within the connect timeout with a new session, and
+// subscribes to methods only then, still gets the call.
+func TestHubMethodOfflineAtOnce(t *testing.T) {
+	c := startTestCluster(t, 1)
+	a, b := startNode(t, c), startNode(t, c, withHTTPS(t))
+	dev := createDevice(t, a, "sleeper")
+	id := Identity{DeviceID: "sleeper"}
+	key := dev.Authentication.SymmetricKey.PrimaryKey
+	api := newAPI(t, b, "owner")
+	for _, body := range []string{`{"methodName":"wake","responseTimeoutInSeconds":30}`,
+		`{"methodName":"wake","responseTimeoutInSeconds":30,"connectTimeoutInSeconds":0}`} {
+		start := time.Now()
+		st, hdr, resp := api.do("POST", "/twins/sleeper/methods?api-version=2021-04-12", []byte(body), nil)
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("%s: answered after %v", body, took)
+		}
+		if st != 404 || hdr.Get("iothub-errorcode") != "DeviceNotOnline" || errorCode(t, resp) != "404103" {
+			t.Fatalf("%s: %d %v %s", body, st, hdr, resp)
+		}
+		var outer struct{ Message string }
+		var inner struct {
+			Info         struct{ Timeout string }
+			TimestampUtc string
+			TrackingID   string
+		}
+		if json.Unmarshal(resp, &outer) != nil || json.Unmarshal([]byte(outer.Message), &inner) != nil ||
+			inner.Info.Timeout != "00:00:00" || inner.TrackingID == "" || inner.TimestampUtc == "" {
+			t.Fatalf("%s: body %s", body, resp)
+		}
+	}
+	// A module of a device that is not connected: the same.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := a.hub.Twins().CreateModule(ctx, &twincli.Module{DeviceID: "sleeper", ModuleID: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := a.hub.InvokeMethod(ctx, Identity{DeviceID: "sleeper", ModuleID: "m"}, MethodCall{Name: "x"}); !errors.Is(err, ErrDeviceNotOnline) ||
+		time.Since(start) > time.Second {
+		t.Fatalf("module: %v after %v", err, time.Since(start))
+	}
+
+	// With a connect timeout, 404 comes after it.
+	start = time.Now()
+	st, _, resp := api.do("POST", "/twins/sleeper/methods", []byte(`{"methodName":"wake","connectTimeoutInSeconds":2}`), nil)
+	if took := time.Since(start); st != 404 || errorCode(t, resp) != "404103" || took < 2*time.Second || !strings.Contains(string(resp), `00:00:02`) {
+		t.Fatalf("connect timeout 2 s: %d %s after %v", st, resp, took)
+	}
+
+	// The device connects (clean session: no subscription yet) while the
+	// call waits, then subscribes: it gets the call.
+	calls := b.hub.Stats().MethodCalls.Load()
+	got := invokeLater(b, id, "wake")
+	waitFor(t, 10*time.Second, "the call started", func() bool { return b.hub.Stats().MethodCalls.Load() == calls+1 })
+	cp := connectCP(id, deviceToken(t, id, key, time.Hour))
+	cp.CleanStart = true
+	d := dialDeviceCP(t, a.addr, id, cp)
+	d.subscribe(methodPostFilter)
+	answerMethods(t, d, 1)
+	if r := <-got; r.err != nil || r.res.Status != 200 {
 		t.Fatalf("%+v %v", r.res, r.err)
 	}
 }

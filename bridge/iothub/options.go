@@ -95,8 +95,9 @@ type Options struct {
 	// IOTHUB_RPC.
 	RPCTopic string
 	// MethodAckTimeout is how long an invoking node waits for the node
-	// holding the device to take the call before answering 404 (device
-	// not online). Default 3 s.
+	// holding a device the registry records connected to take the call
+	// before answering 404 (device not online); a device recorded
+	// disconnected gets 404 at once. Default 3 s.
 	MethodAckTimeout time.Duration
 	// MaxMethodTimeout caps a call's response and connect timeouts.
 	// Default 300 s.

@@ -262,17 +262,54 @@ func (h *Hub) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeError answers IoT Hub's error body.
 func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, status int, code, text string) {
-	if status >= 500 {
-		h.log.Warn("iothub: API request failed", "method", r.Method, "path", truncate(r.URL.Path, 96), "status", status, "err", text)
-	} else {
-		h.log.Info("iothub: API request refused", "method", r.Method, "path", truncate(r.URL.Path, 96), "status", status,
-			"reason", code, "err", text)
-	}
+	h.logRefusal(r, status, code, text)
 	// The SDKs split Message at ';' and ':'.
 	text = strings.ReplaceAll(text, ";", ",")
 	body, _ := json.Marshal(map[string]string{
 		"Message":          "ErrorCode:" + code + ";" + text,
 		"ExceptionMessage": "Tracking ID:" + randomHex(8) + "-TimestampUtc:" + time.Now().UTC().Format(time.RFC3339),
 	})
+	w.Header().Set("iothub-errorcode", code)
+	writeJSON(w, status, body)
+}
+
+// logRefusal logs a failed API request (rate-limited: callers drive it).
+func (h *Hub) logRefusal(r *http.Request, status int, code, text string) {
+	if status >= 500 {
+		h.log.Warn("iothub: API request failed", "method", r.Method, "path", truncate(r.URL.Path, 96), "status", status, "err", text)
+	} else {
+		h.log.Info("iothub: API request refused", "method", r.Method, "path", truncate(r.URL.Path, 96), "status", status,
+			"reason", code, "err", text)
+	}
+}
+
+// failMethod answers a failed direct method call. A device that is not
+// online (404) or did not answer in time (504) gets IoT Hub's body for
+// method errors: Message holds a JSON object with the numeric errorCode
+// (404103, 504101), a tracking id, the text, info.timeout (the connect or
+// response timeout waited, "hh:mm:ss") and timestampUtc; the
+// iothub-errorcode header names the code. Other failures answer as every
+// other request does.
+func (h *Hub) failMethod(w http.ResponseWriter, r *http.Request, err error) {
+	var me *methodError
+	if !errors.As(err, &me) {
+		h.fail(w, r, err)
+		return
+	}
+	status, code, text := statusOf(err)
+	h.logRefusal(r, status, code, text)
+	now := time.Now().UTC()
+	secs := int64(me.timeout / time.Second)
+	inner, _ := json.Marshal(struct {
+		ErrorCode  int               `json:"errorCode"`
+		TrackingID string            `json:"trackingId"`
+		Message    string            `json:"message"`
+		Info       map[string]string `json:"info"`
+		Timestamp  string            `json:"timestampUtc"`
+	}{status*1000 + codeNumber(code), randomHex(16), strings.ReplaceAll(text, ";", ","),
+		map[string]string{"timeout": fmt.Sprintf("%02d:%02d:%02d", secs/3600, secs/60%60, secs%60)},
+		now.Format("2006-01-02T15:04:05.0000000Z")})
+	body, _ := json.Marshal(map[string]string{"Message": string(inner), "ExceptionMessage": ""})
+	w.Header().Set("iothub-errorcode", code)
 	writeJSON(w, status, body)
 }

@@ -310,7 +310,7 @@ func (h *Hub) invoke(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	res, err := h.InvokeMethod(r.Context(), id, c)
 	if err != nil {
-		h.fail(w, r, err)
+		h.failMethod(w, r, err)
 		return
 	}
 	var out bytes.Buffer

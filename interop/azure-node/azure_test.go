@@ -720,7 +720,8 @@ func (d *device) kill(t *testing.T) {
 // TestAzureNodeConnectionStateAfterCrash: a device SDK client is connected
 // when `smartgo standalone` is SIGKILLed and is gone when it comes back;
 // the node that held the connection recorded nothing, yet the twin's
-// connectionState becomes Disconnected.
+// connectionState becomes Disconnected, and a direct method to the
+// device answers 404 at once.
 func TestAzureNodeConnectionStateAfterCrash(t *testing.T) {
 	nodeReady(t)
 	h := startHub(t, hubAddress(t), "bridge.heartbeat_interval=1s")
@@ -738,6 +739,12 @@ func TestAzureNodeConnectionStateAfterCrash(t *testing.T) {
 	d.kill(t)
 	h.run(t)
 	waitFor(t, 90*time.Second, "the twin of the crashed node's device to say Disconnected", func() bool { return state() == "Disconnected" })
+	// A direct method to it does not wait for a node to answer.
+	res := h.service(t, "invoke", "crash-dev", "reboot", `{}`, "30")
+	methodFailure(t, res, 404, 404103)
+	if ms := res["ms"].(float64); ms > 1500 {
+		t.Errorf("invoke the crashed node's device: 404 after %v ms", ms)
+	}
 }
 
 // TestAzureNodeDisabledDeviceModules: a ModuleClient (unmodified device
@@ -774,4 +781,92 @@ func TestAzureNodeDisabledDeviceModules(t *testing.T) {
 		delta, _ := ev["delta"].(map[string]any)
 		return ev["event"] == "desired" && delta["interval"] == float64(7)
 	})
+}
+
+// methodFailure checks a failed invoke of service.js: the SDK saw status
+// with IoT Hub's method error body (Message holding a JSON object whose
+// errorCode is code).
+func methodFailure(t *testing.T, res map[string]any, status, code float64) map[string]any {
+	t.Helper()
+	if res["ok"] != false || res["status"] != status {
+		t.Fatalf("invoke: want status %v, got %v", status, res)
+	}
+	var outer struct{ Message string }
+	var inner map[string]any
+	body, _ := res["body"].(string)
+	if json.Unmarshal([]byte(body), &outer) != nil || json.Unmarshal([]byte(outer.Message), &inner) != nil || inner["errorCode"] != code {
+		t.Fatalf("invoke: want errorCode %v in the body, got %v", code, res)
+	}
+	return inner
+}
+
+// TestAzureNodeMethodOfflineDevice: the service SDK's invokeDeviceMethod
+// on a device that is not connected gets 404 (errorCode 404103) at once,
+// or after connectTimeoutInSeconds when it gives one; a device SDK client
+// that connects while a call with a connect timeout waits answers it.
+func TestAzureNodeMethodOfflineDevice(t *testing.T) {
+	nodeReady(t)
+	h := startHub(t, hubAddress(t))
+	created := mustOK(t, h.service(t, "create", "nap-dev"), "create")
+	key := created["device"].(map[string]any)["authentication"].(map[string]any)["symmetricKey"].(map[string]any)["primaryKey"].(string)
+
+	// No connect timeout (absent, then 0): 404 at once. The default ack
+	// wait for a device connected elsewhere is 3 s.
+	for _, args := range [][]string{{"invoke", "nap-dev", "reboot", `{}`, "30"}, {"invoke", "nap-dev", "reboot", `{}`, "30", "0"}} {
+		res := h.service(t, args...)
+		inner := methodFailure(t, res, 404, 404103)
+		if ms := res["ms"].(float64); ms > 1500 {
+			t.Errorf("%v: 404 after %v ms", args, ms)
+		}
+		if info, _ := inner["info"].(map[string]any); info["timeout"] != "00:00:00" {
+			t.Errorf("%v: info %v", args, inner)
+		}
+	}
+	// A connect timeout of 2 s: 404 after it.
+	res := h.service(t, "invoke", "nap-dev", "reboot", `{}`, "30", "2")
+	methodFailure(t, res, 404, 404103)
+	if ms := res["ms"].(float64); ms < 2000 {
+		t.Errorf("connect timeout 2 s: 404 after %v ms", ms)
+	}
+
+	// The device connects while a call with a 60 s connect timeout waits.
+	// service.js writes "calling" to stderr as it sends the request; the
+	// device SDK takes far longer to start and connect than the request
+	// takes to arrive.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "service.js", "invoke", "nap-dev", "reboot", `{"when":"now"}`, "30", "60")
+	cmd.Env = h.nodeEnv()
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	calling := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if sc.Text() == "calling" {
+				calling <- true
+			}
+		}
+		close(calling)
+	}()
+	if !<-calling {
+		t.Fatal("service.js ended without calling")
+	}
+	d := h.startDevice(t, "HostName="+hubHost+";DeviceId=nap-dev;SharedAccessKey="+key)
+	d.await(t, "the waiting method call", event("method"))
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("service.js: %v %s", err, stdout.String())
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &res); err != nil {
+		t.Fatalf("service.js: %v %s", err, stdout.String())
+	}
+	t.Logf("the call waited %v ms for the device", res["ms"])
+	result, _ := res["result"].(map[string]any)
+	if res["ok"] != true || result["status"] != float64(200) || result["payload"].(map[string]any)["rebooted"] != true {
+		t.Fatalf("the call that waited for the device: %v", res)
+	}
 }

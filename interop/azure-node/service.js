@@ -105,12 +105,20 @@ const commands = {
     }
     return { pages, ids };
   },
-  // invoke <deviceId> <method> <payload JSON> <response timeout s>
-  async invoke(id, method, payload, timeout) {
+  // invoke <deviceId> <method> <payload JSON> <response timeout s> [<connect timeout s>]:
+  // the result, or the failure with the error body; ms is how long the call took.
+  async invoke(id, method, payload, timeout, connectTimeout) {
     const client = Client.fromConnectionString(cs);
-    const { result } = await client.invokeDeviceMethod(id, { methodName: method, payload: JSON.parse(payload),
-      responseTimeoutInSeconds: Number(timeout) });
-    return { result };
+    const params = { methodName: method, payload: JSON.parse(payload), responseTimeoutInSeconds: Number(timeout) };
+    if (connectTimeout !== undefined) params.connectTimeoutInSeconds = Number(connectTimeout);
+    const start = Date.now();
+    process.stderr.write('calling\n');
+    try {
+      const { result } = await client.invokeDeviceMethod(id, params);
+      return { result, ms: Date.now() - start };
+    } catch (err) {
+      return { ...failure(err), body: err.responseBody, ms: Date.now() - start };
+    }
   },
 };
 
