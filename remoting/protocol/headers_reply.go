@@ -1,5 +1,10 @@
 package protocol
 
+import (
+	"errors"
+	"strconv"
+)
+
 // Request-reply (RocketMQ 4.6+).
 //
 // A requester sends an ordinary message whose properties carry
@@ -86,3 +91,49 @@ func (h *ReplyMessageRequestHeader) DecodeFields(f ExtFields) error {
 	h.StoreTimestamp = r.i64("storeTimestamp", true)
 	return r.err
 }
+
+// ForwardReplyMessage is SmartGo's own request code, broker to broker,
+// in its private range beside the twins' (9120-9122). A broker that takes
+// a reply (SEND_REPLY_MESSAGE) for a requester not connected to it hands
+// the reply to the other master brokers of its cluster, one at a time, with
+// this code; the broker the requester is connected to pushes it
+// (PUSH_REPLY_MESSAGE_TO_CLIENT) unchanged. Header: every field of
+// ReplyMessageRequestHeader, exactly as the push will carry them (the
+// store host and time are the first broker's, which stores the reply),
+// plus pushTimeoutMillis! (decimal ms: how long the receiving broker may
+// wait for the requester's answer to its push). Body: the reply's body.
+// Answers: Success once the requester answered the push with Success;
+// QueryNotFound (22) when the requester is not connected to the receiving
+// broker; SystemError with the reason when the push failed, timed out or
+// the header is malformed. A receiving broker never forwards the reply
+// again, so a forward makes at most one hop.
+const ForwardReplyMessage RequestCode = 9130
+
+// ForwardReplyHeader is the header of ForwardReplyMessage: the push's
+// header and how long the receiver may wait for the requester.
+type ForwardReplyHeader struct {
+	ReplyMessageRequestHeader
+	PushTimeoutMillis int64
+}
+
+// EncodeFields implements HeaderEncoder.
+func (h *ForwardReplyHeader) EncodeFields(f ExtFields) {
+	h.ReplyMessageRequestHeader.EncodeFields(f)
+	putI64(f, "pushTimeoutMillis", h.PushTimeoutMillis)
+}
+
+// DecodeFields implements HeaderDecoder. A timeout below 1 ms is
+// ErrBadField.
+func (h *ForwardReplyHeader) DecodeFields(f ExtFields) error {
+	if err := h.ReplyMessageRequestHeader.DecodeFields(f); err != nil {
+		return err
+	}
+	r := fieldReader{f: f, hdr: "ForwardReplyHeader"}
+	h.PushTimeoutMillis = r.i64("pushTimeoutMillis", true)
+	if r.err == nil && h.PushTimeoutMillis < 1 {
+		r.bad("pushTimeoutMillis", strconv.FormatInt(h.PushTimeoutMillis, 10), errTimeoutBelow1ms)
+	}
+	return r.err
+}
+
+var errTimeoutBelow1ms = errors.New("below 1 ms")

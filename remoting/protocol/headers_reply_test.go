@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -57,8 +58,9 @@ func TestRemotingReplyTopic(t *testing.T) {
 	}
 }
 
-// FuzzReplyHeader: any frame decodes into a reply header or an error,
-// never a panic, and what decodes survives a round trip.
+// FuzzReplyHeader: any frame decodes into a reply (or forwarded reply)
+// header or an error, never a panic, and what decodes survives a round
+// trip.
 func FuzzReplyHeader(f *testing.F) {
 	h := &ReplyMessageRequestHeader{ProducerGroup: "pg", Topic: "C_REPLY_TOPIC", DefaultTopic: "TBW102", BornTimestamp: 1,
 		Properties: "CORRELATION_ID\x01c\x02", BornHost: "127.0.0.1:1", StoreHost: "127.0.0.1:2", StoreTimestamp: 2}
@@ -68,10 +70,23 @@ func FuzzReplyHeader(f *testing.F) {
 	}
 	f.Add(frame[4:])
 	f.Add([]byte(`{"code":326,"extFields":{"queueId":"x"}}`))
+	fwd, err := EncodeFrame(NewRequest(ForwardReplyMessage, &ForwardReplyHeader{ReplyMessageRequestHeader: *h, PushTimeoutMillis: 5}, []byte("b")))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(fwd[4:])
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := DecodeFrame(data)
 		if err != nil {
 			return
+		}
+		var fwd ForwardReplyHeader
+		if err := c.DecodeHeader(&fwd); err == nil {
+			back := NewRequest(ForwardReplyMessage, &fwd, nil)
+			var again ForwardReplyHeader
+			if err := back.DecodeHeader(&again); err != nil || !reflect.DeepEqual(fwd, again) {
+				t.Fatalf("forward round trip: %+v -> %+v, %v", fwd, again, err)
+			}
 		}
 		var got ReplyMessageRequestHeader
 		if err := c.DecodeHeader(&got); err != nil {
@@ -83,4 +98,52 @@ func FuzzReplyHeader(f *testing.F) {
 			t.Fatalf("round trip: %+v -> %+v, %v", got, again, err)
 		}
 	})
+}
+
+// A FORWARD_REPLY_MESSAGE (SmartGo's 9130, broker to broker) frame's JSON
+// header, byte for byte: the push's fields and pushTimeoutMillis.
+func TestRemotingForwardReplyHeaderBytes(t *testing.T) {
+	if ForwardReplyMessage != 9130 {
+		t.Fatalf("ForwardReplyMessage is %d, frozen at 9130", ForwardReplyMessage)
+	}
+	h := &ForwardReplyHeader{ReplyMessageRequestHeader: ReplyMessageRequestHeader{ProducerGroup: "pg",
+		Topic: "DefaultCluster_REPLY_TOPIC", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4, BornTimestamp: 1700000000000,
+		Properties: "REPLY_TO_CLIENT\x01127.0.0.1@1\x02", BornHost: "127.0.0.1:50000", StoreHost: "127.0.0.1:10911",
+		StoreTimestamp: 1700000000005}, PushTimeoutMillis: 2500}
+	req := NewRequest(ForwardReplyMessage, h, []byte("answer"))
+	req.Opaque = 9
+	frame, err := EncodeFrame(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"code":9130,"extFields":{"bornHost":"127.0.0.1:50000","bornTimestamp":"1700000000000",` +
+		`"defaultTopic":"TBW102","defaultTopicQueueNums":"4","flag":"0",` +
+		`"producerGroup":"pg","properties":"REPLY_TO_CLIENT\u0001127.0.0.1@1\u0002",` +
+		`"pushTimeoutMillis":"2500","queueId":"0","reconsumeTimes":"0","storeHost":"127.0.0.1:10911",` +
+		`"storeTimestamp":"1700000000005","sysFlag":"0","topic":"DefaultCluster_REPLY_TOPIC","unitMode":"false"},` +
+		`"flag":0,"language":"GO","opaque":9,"serializeTypeCurrentRPC":"JSON","version":409}`
+	hl := int(uint32(frame[5])<<16 | uint32(frame[6])<<8 | uint32(frame[7]))
+	if got := string(frame[8 : 8+hl]); got != want {
+		t.Fatalf("header\n%s\nwant\n%s", got, want)
+	}
+	back := decodeWhole(t, frame)
+	var got ForwardReplyHeader
+	if err := back.DecodeHeader(&got); err != nil || !reflect.DeepEqual(&got, h) {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	// Without the timeout, or with one below 1 ms: a clear error.
+	for _, v := range []string{"", "0", "-5", "x"} {
+		f := ExtFields{}
+		h.EncodeFields(f)
+		if v == "" {
+			delete(f, "pushTimeoutMillis")
+		} else {
+			f["pushTimeoutMillis"] = v
+		}
+		var bad ForwardReplyHeader
+		err := bad.DecodeFields(f)
+		if !errors.Is(err, ErrMissingField) && !errors.Is(err, ErrBadField) {
+			t.Errorf("pushTimeoutMillis %q: %v", v, err)
+		}
+	}
 }
