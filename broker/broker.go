@@ -53,8 +53,9 @@ type Broker struct {
 	rt           *runtimeStats // broker-wide counters of GET_BROKER_RUNTIME_INFO
 	hold         *HoldService
 	schedule     *scheduleService
-	selectors    selectorCache // compiled SQL92 subscriptions
-	tx           *txService    // transactional messages
+	selectors    selectorCache   // compiled SQL92 subscriptions
+	tx           *txService      // transactional messages
+	fwd          *replyForwarder // replies handed to the broker of their requester
 	metrics      *metrics
 
 	perm       atomic.Int32           // broker permission (read/write bits)
@@ -196,6 +197,7 @@ func New(opts Options) (*Broker, error) {
 	if b.client, err = remoting.NewClient(remoting.ClientOptions{Logger: b.log}); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
+	b.fwd = newReplyForwarder(b)
 	b.registerProcessors()
 	b.srv.OnConnClose(b.connClosed)
 
@@ -351,6 +353,9 @@ func (b *Broker) Close() error {
 func (b *Broker) closeParts() error {
 	var errs []error
 	errs = append(errs, b.closeHA())
+	if b.fwd != nil {
+		b.fwd.close() // its forwards use the client
+	}
 	if b.client != nil {
 		errs = append(errs, b.client.Close())
 	}

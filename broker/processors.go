@@ -95,6 +95,7 @@ func (b *Broker) registerProcessors() {
 		// (reply.go), which carries the request's body: retained.
 		{protocol.SendReplyMessage, remoting.PoolDefault, b.processSendReply, false, false},
 		{protocol.SendReplyMessageV2, remoting.PoolDefault, b.processSendReply, false, false},
+		{protocol.ForwardReplyMessage, remoting.PoolDefault, b.processForwardReply, false, false},
 	}
 	// Sends and pulls read their header only through DecodeHeader: their
 	// reader keeps extFields as a field list and the header is decoded

@@ -20,7 +20,9 @@ import (
 // SEND_REPLY_MESSAGE_V2 (325), normally to the cluster's reply topic. The
 // broker pushes it at once, with PUSH_REPLY_MESSAGE_TO_CLIENT (326), to
 // the connection of the producer that REPLY_TO_CLIENT names (it must have
-// sent this broker a heartbeat), and then stores it in the topic, as
+// sent this broker a heartbeat or a request; if not, the reply is handed
+// to the broker of the cluster that has it, see reply_forward.go), and
+// then stores it in the topic, as
 // RocketMQ does, so a reply is on record whether or not it reached the
 // requester. The responder gets SUCCESS when the push was answered, and
 // SYSTEM_ERROR with the reason (requester not connected here, push
@@ -60,10 +62,26 @@ func (b *Broker) processSendReply(c *remoting.Conn, req *protocol.Command) (*pro
 	}
 	target, _ := record.LookupPropertyString(h.Properties, record.PropertyReplyToClient)
 	finish := func(pushErr error) *protocol.Command { return b.storeReply(c, h, queueID, req.Body, target, pushErr) }
-	push, conn, err := b.replyPush(c, h, req.Body, target)
-	if err != nil {
-		return finish(err), nil
+	if target == "" {
+		return finish(fmt.Errorf("the reply has no %s property", record.PropertyReplyToClient)), nil
 	}
+	ph := b.replyPushHeader(c, h)
+	conn := b.producerConn(target)
+	if conn == nil {
+		// Not connected here: another broker of the cluster may have the
+		// requester (reply_forward.go).
+		if len(b.opts.Registries) == 0 {
+			return finish(fmt.Errorf("%w: client %s (it left, or never sent this broker a heartbeat)", errReplyNoClient, target)), nil
+		}
+		if !b.fwd.start(func(ctx context.Context) {
+			_ = c.WriteResponse(req, finish(b.forwardReply(ctx, ph, req.Body, target)))
+		}) {
+			return finish(fmt.Errorf("%w: client %s: %w", errReplyNoClient, target, errReplyForwardBusy)), nil
+		}
+		return nil, nil // answered by the forward
+	}
+	push := protocol.NewRequest(protocol.PushReplyMessageToClient, ph, req.Body)
+	push.SerializeType = protocol.SerializeJSON
 	// The requester's answer comes back on its own goroutine, and the
 	// push never waits for the requester's socket: no worker waits for a
 	// slow or stuck requester (one not reading is refused at once).
@@ -119,18 +137,11 @@ func (b *Broker) storeReply(c *remoting.Conn, h *protocol.SendMessageRequestHead
 	return out
 }
 
-// replyPush builds the push of a reply to the producer client target
-// and finds its connection.
-func (b *Broker) replyPush(from *remoting.Conn, h *protocol.SendMessageRequestHeader, body []byte, target string) (*protocol.Command, *remoting.Conn, error) {
-	if target == "" {
-		return nil, nil, fmt.Errorf("the reply has no %s property", record.PropertyReplyToClient)
-	}
-	conn := b.producerConn(target)
-	if conn == nil {
-		return nil, nil, fmt.Errorf("%w: client %s (it left, or never sent this broker a heartbeat)", errReplyNoClient, target)
-	}
+// replyPushHeader builds the header of the push of a reply sent with
+// header h on connection from.
+func (b *Broker) replyPushHeader(from *remoting.Conn, h *protocol.SendMessageRequestHeader) *protocol.ReplyMessageRequestHeader {
 	now := b.now().UnixMilli()
-	ph := &protocol.ReplyMessageRequestHeader{
+	return &protocol.ReplyMessageRequestHeader{
 		ProducerGroup: h.ProducerGroup, Topic: h.Topic, DefaultTopic: h.DefaultTopic,
 		DefaultTopicQueueNums: h.DefaultTopicQueueNums, QueueID: h.QueueID, SysFlag: h.SysFlag,
 		BornTimestamp: h.BornTimestamp, Flag: h.Flag,
@@ -138,9 +149,6 @@ func (b *Broker) replyPush(from *remoting.Conn, h *protocol.SendMessageRequestHe
 		ReconsumeTimes: h.ReconsumeTimes, UnitMode: h.UnitMode,
 		BornHost: peerAddr(from).String(), StoreHost: b.storeHost.String(), StoreTimestamp: now,
 	}
-	push := protocol.NewRequest(protocol.PushReplyMessageToClient, ph, body)
-	push.SerializeType = protocol.SerializeJSON
-	return push, conn, nil
 }
 
 // registerRequester registers the requester of a request message (a send

@@ -32,7 +32,6 @@ func freePorts(t *testing.T, n int) []int { return testnet.FreePorts(t, n) }
 // its data in a temp dir, and stops it (SIGTERM) at cleanup.
 func startStandalone(t *testing.T, extra ...string) *standalone {
 	t.Helper()
-	bin := smartgoBinary(t)
 	dir := t.TempDir()
 	ports := freePorts(t, 3)
 	s := &standalone{
@@ -44,48 +43,60 @@ func startStandalone(t *testing.T, extra ...string) *standalone {
 		"-set", "registry.listen=" + s.registry, "-set", "broker.listen=" + s.broker, "-set", "console.listen=127.0.0.1:0",
 		"-set", "bridge.listen=" + s.mqtt,
 		"-set", "store.segment_size=64MiB", "-set", "log.level=" + logLevel()}, extra...)
-	s.cmd = exec.Command(bin, args...)
-	logf, err := os.Create(filepath.Join(dir, "smartgo.log"))
+	s.cmd, s.log = runSmartgo(t, filepath.Join(dir, "smartgo.log"), "registered with registry", args...)
+	return s
+}
+
+func (s *standalone) logContains(text string) bool { return fileContains(s.log.Name(), text) }
+
+// runSmartgo starts the smartgo binary with args, its output in logPath,
+// waits until its log shows ready, and stops it (SIGINT, then SIGKILL
+// after 15 s) at cleanup, logging the tail of its log if the test failed.
+func runSmartgo(t *testing.T, logPath, ready string, args ...string) (*exec.Cmd, *os.File) {
+	t.Helper()
+	cmd := exec.Command(smartgoBinary(t), args...)
+	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.log = logf
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan error, 1)
-		go func() { done <- s.cmd.Wait() }()
+		go func() { done <- cmd.Wait() }()
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("smartgo standalone exited with %v", err)
+				t.Errorf("smartgo %s exited with %v", args[0], err)
 			}
 		case <-time.After(15 * time.Second):
-			_ = s.cmd.Process.Kill()
-			t.Error("smartgo standalone did not stop within 15 s of SIGINT")
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("smartgo %s did not stop within 15 s of SIGINT", args[0])
 		}
 		if t.Failed() {
-			data, _ := os.ReadFile(logf.Name())
-			t.Logf("smartgo log:\n%s", tail(string(data), 400))
+			data, _ := os.ReadFile(logPath)
+			t.Logf("smartgo %s log (%s):\n%s", args[0], logPath, tail(string(data), 400))
 		}
 		logf.Close()
 	})
 	deadline := time.Now().Add(20 * time.Second)
-	for !s.logContains("registered with registry") {
+	for !fileContains(logPath, ready) {
 		if time.Now().After(deadline) {
-			data, _ := os.ReadFile(logf.Name())
-			t.Fatalf("standalone did not come up:\n%s", data)
+			data, _ := os.ReadFile(logPath)
+			t.Fatalf("smartgo %s did not come up:\n%s", args[0], data)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return s
+	return cmd, logf
 }
 
-func (s *standalone) logContains(text string) bool {
-	f, err := os.Open(s.log.Name())
+// fileContains reports whether a line of the file at path contains text.
+func fileContains(path, text string) bool {
+	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
