@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,6 +51,40 @@ func startProcCluster(t *testing.T, n int) *procCluster {
 func (c *procCluster) clients() *standalone {
 	return &standalone{registry: c.registry, broker: c.brokers[0]}
 }
+
+// handlerGate keeps a push consumer's handler from using a producer that
+// is shutting down. rocketmq-client-go v2.1.2's push consumer Shutdown
+// does not wait for the handlers in flight, and its producer's Shutdown
+// races (-race) with a send in flight. Made right after the producer (so
+// its cleanup runs after the consumer's shutdown and before the
+// producer's), the gate waits for the handlers in flight and makes later
+// ones return at once.
+type handlerGate struct {
+	mu     sync.RWMutex
+	closed bool // protected by mu
+}
+
+func newHandlerGate(t *testing.T) *handlerGate {
+	g := &handlerGate{}
+	t.Cleanup(func() {
+		g.mu.Lock()
+		g.closed = true
+		g.mu.Unlock()
+	})
+	return g
+}
+
+// enter reports whether a handler may go on; if so it must call leave.
+func (g *handlerGate) enter() bool {
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (g *handlerGate) leave() { g.mu.RUnlock() }
 
 // storedBodies counts the bodies of the messages stored in queue 0 of
 // topic on each named broker.
@@ -109,8 +144,13 @@ func TestInteropRequestReplyAcrossBrokers(t *testing.T) {
 	// Replies to the warm-up's requests (some answered after their
 	// requester gave up) are not counted.
 	replier := newProducer(t, s, "rpc-cluster-replier")
+	gate := newHandlerGate(t)
 	var replyErrs atomic.Int64
 	newPushConsumer(t, s, "interop-rpc-cluster", "rpc-cluster-cons", topic, consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
+		if !gate.enter() {
+			return consumer.ConsumeSuccess
+		}
+		defer gate.leave()
 		reply, err := consumer.CreateReplyMessage(m, nil)
 		if err != nil {
 			t.Errorf("CreateReplyMessage: %v", err)

@@ -27,7 +27,12 @@ func TestInteropRequestFirstReplies(t *testing.T) {
 	ctx := context.Background()
 
 	replier := newProducer(t, s, "rpc-first-replier")
+	gate := newHandlerGate(t)
 	newPushConsumer(t, s, "interop-rpc-first", "rpc-first-cons", topic, consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
+		if !gate.enter() {
+			return consumer.ConsumeSuccess
+		}
+		defer gate.leave()
 		reply, err := consumer.CreateReplyMessage(m, nil)
 		if err != nil {
 			t.Errorf("CreateReplyMessage: %v", err)

@@ -31,8 +31,13 @@ func TestInteropRequestReply(t *testing.T) {
 	// The Go responder answers "re:<body>" unless the body says "sg",
 	// which the SmartGo responder answers (a second consumer group).
 	goReplier := newProducer(t, s, "rpc-replier")
+	gate := newHandlerGate(t)
 	held := make(chan *primitive.MessageExt, 1)
 	newPushConsumer(t, s, "interop-rpc-go", "rpc-cons", topic, consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
+		if !gate.enter() {
+			return consumer.ConsumeSuccess
+		}
+		defer gate.leave()
 		body := string(m.Body)
 		if strings.HasPrefix(body, "sg") {
 			return consumer.ConsumeSuccess
