@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +15,12 @@ import (
 // peer is a raw remoting connection that speaks frames as a client
 // library would, so a test sees exactly what a broker sends.
 type peer struct {
-	t      *testing.T
+	t      testing.TB
 	nc     net.Conn
 	opaque int32
 }
 
-func dialPeer(t *testing.T, addr string) *peer {
+func dialPeer(t testing.TB, addr string) *peer {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -90,7 +91,7 @@ func sendReply(p *peer, client, corr, ttl, body string) int32 {
 
 // takePush reads a push of the reply body on the requester's connection
 // and answers it with code.
-func takePush(t *testing.T, p *peer, body string, code int32) *protocol.ReplyMessageRequestHeader {
+func takePush(t testing.TB, p *peer, body string, code int32) *protocol.ReplyMessageRequestHeader {
 	t.Helper()
 	push := p.read()
 	if push.Code != protocol.PushReplyMessageToClient || string(push.Body) != body {
@@ -224,7 +225,7 @@ func TestClusterReplyForwardedToRequestersBroker(t *testing.T) {
 }
 
 // queueMax is GET_MAX_OFFSET of queue 0 of topic on a broker.
-func queueMax(t *testing.T, addr, topic string) int64 {
+func queueMax(t testing.TB, addr, topic string) int64 {
 	t.Helper()
 	p := dialPeer(t, addr)
 	out := p.call(protocol.NewRequest(protocol.GetMaxOffset, &protocol.GetMaxOffsetRequestHeader{Topic: topic}, nil))
@@ -233,4 +234,49 @@ func queueMax(t *testing.T, addr, topic string) int64 {
 		t.Fatalf("max offset of %s on %s: %s", topic, addr, out)
 	}
 	return h.Offset
+}
+
+// BenchmarkClusterReplyForward: the responder's round trip (send the
+// reply, the requester takes the push, the responder's answer) when the
+// reply reaches the requester's broker (direct) and when it reaches the
+// other broker, which forwards it (forwarded), interleaved in one run;
+// reports both means and their ratio.
+func BenchmarkClusterReplyForward(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Options{Dir: b.TempDir(), Brokers: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	const requester = "127.0.0.1@bench#1"
+	req := dialPeer(b, c.Broker(1).Addr())
+	hb, err := protocol.EncodeJSON(protocol.HeartbeatData{ClientID: requester,
+		ProducerDataSet: []*protocol.ProducerData{{GroupName: "requesters"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if resp := req.call(protocol.NewRequest(protocol.HeartBeat, nil, hb)); resp.Code != protocol.Success {
+		b.Fatalf("heartbeat: %s", resp)
+	}
+	direct, forwarded := dialPeer(b, c.Broker(1).Addr()), dialPeer(b, c.Broker(0).Addr())
+	roundTrip := func(resp *peer, corr string) time.Duration {
+		start := time.Now()
+		opaque := sendReply(resp, requester, corr, "3000", corr)
+		takePush(b, req, corr, protocol.Success)
+		if out := resp.read(); out.Opaque != opaque || out.Code != protocol.Success {
+			b.Fatalf("reply %s answered %s", corr, out)
+		}
+		return time.Since(start)
+	}
+	roundTrip(forwarded, "warm") // dials broker-1, fetches the cluster
+	var dSum, fSum time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		dSum += roundTrip(direct, "d"+strconv.Itoa(i))
+		fSum += roundTrip(forwarded, "f"+strconv.Itoa(i))
+	}
+	b.ReportMetric(float64(dSum.Microseconds())/float64(b.N), "direct-us")
+	b.ReportMetric(float64(fSum.Microseconds())/float64(b.N), "forwarded-us")
+	b.ReportMetric(float64(fSum)/float64(dSum), "forwarded/direct")
 }
