@@ -378,8 +378,10 @@ func (e *Engine) Apply(entry []byte, storeTime time.Time) (Outcome, error) {
 	// expired but not evicted yet) is the one add marks dead, as nothing
 	// changes the cache in between.
 	var cachedAt *dedupEntry
+	var dedupHash uint64
 	if le.dedup != nil {
-		if cachedAt = e.st.cache.find(le.dedup); cachedAt != nil && cachedAt.expireAt > nowMs {
+		dedupHash = e.st.cache.hashOf(le.dedup)
+		if cachedAt = e.st.cache.find(le.dedup, dedupHash); cachedAt != nil && cachedAt.expireAt > nowMs {
 			out.Reply = cachedAt.reply
 			return out, nil
 		}
@@ -391,7 +393,7 @@ func (e *Engine) Apply(entry []byte, storeTime time.Time) (Outcome, error) {
 		// is rarely read; VersionString formats it then).
 		cached := out.Reply
 		cached.versionText = ""
-		e.st.cache.add(cachedAt, le.dedup, cached, satAdd(nowMs, le.dedupTTL))
+		e.st.cache.add(cachedAt, le.dedup, dedupHash, cached, satAdd(nowMs, le.dedupTTL))
 		e.st.cache.evict(nowMs)
 	}
 	return out, nil

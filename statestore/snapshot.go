@@ -388,7 +388,8 @@ func (r *snapReader) read(o *Options) (state, error) {
 		if err != nil {
 			return st, err
 		}
-		if st.cache.find(k) != nil {
+		h := st.cache.hashOf(k)
+		if st.cache.find(k, h) != nil {
 			return st, corruptf("snapshot cache key %d repeated", i)
 		}
 		exp, err := r.u64("CACHE EXPIREAT")
@@ -402,7 +403,7 @@ func (r *snapReader) read(o *Options) (state, error) {
 		if reply.Payload, err = r.field("CACHE PAYLOAD"); err != nil {
 			return st, err
 		}
-		st.cache.add(nil, k, reply, int64(exp))
+		st.cache.add(nil, k, h, reply, int64(exp))
 	}
 
 	want := r.crc.Sum32()
