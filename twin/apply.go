@@ -362,6 +362,9 @@ func (e *Engine) setConnectionLocked(le *logEntry, now int64, out *Outcome) {
 	e.idx.remove(r, idxRoot)
 	r.id.connected = le.connected
 	r.id.connID = le.connID
+	if le.modelID != "" {
+		r.id.modelID = le.modelID
+	}
 	if !le.connected {
 		r.id.connID = ""
 	}

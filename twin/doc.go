@@ -76,7 +76,8 @@
 //	   1  FORMAT     1
 //	   1  OP         2 PutDevice, 3 DeleteDevice, 6 PutModule, 7 DeleteModule,
 //	                 10 UpdateTwin, 11 ReplaceTwin, 13 PatchReported, 14 SetConnection
-//	   1  FLAGS      0x01 IFMATCH, 0x02 IFVERSION, 0x04 TAGS, 0x08 DESIRED, 0x10 CONNECTED
+//	   1  FLAGS      0x01 IFMATCH, 0x02 IFVERSION, 0x04 TAGS, 0x08 DESIRED, 0x10 CONNECTED,
+//	                 0x20 MODELID (SetConnection with CONNECTED only)
 //	 str  DEVICEID   non-empty
 //	 str  MODULEID   empty for a device
 //	 str  IFMATCH    the normalized If-Match               if FLAGS&IFMATCH
@@ -92,7 +93,10 @@
 //	      UpdateTwin, ReplaceTwin: TAGS value if FLAGS&TAGS, DESIRED value if
 //	              FLAGS&DESIRED (objects; null clears the section)
 //	      PatchReported: REPORTED value (an object)
-//	      SetConnection: str CONNID (FLAGS&CONNECTED: opened, else closed)
+//	      SetConnection: str CONNID (FLAGS&CONNECTED: opened, else closed),
+//	              then str MODELID if FLAGS&MODELID: the IoT Plug and Play
+//	              model id the device announced on this connection (a
+//	              DTMI; without the flag the twin keeps its modelId)
 //	      Delete*: nothing
 //	   4  CRC        CRC32-C (Castagnoli) of every byte before it, big-endian
 //
@@ -109,24 +113,25 @@
 //	object: uvarint N, then N × (str NAME, value); names strictly ascending
 //	array:  uvarint N, then N × value (without UPD/VER)
 //
-// # Snapshot (format 1)
+// # Snapshot (format 2)
 //
 //	size  field
 //	   8  MAGIC    "SGTWIN\x00\x00"
-//	   4  FORMAT   1 (uint32 big-endian)
+//	   4  FORMAT   2 (uint32 big-endian)
 //	   8  NREC     uint64 big-endian, then per record in ascending key order
 //	              (a device before its modules):
 //	        str DEVICEID, str MODULEID, varint IDETAG, str GENERATIONID,
 //	        u8 STATUS, str STATUSREASON, varint STATUSUPDATED, u8 AUTH,
 //	        str PRIMARYKEY, str SECONDARYKEY, str PRIMARYTHUMB, str SECONDARYTHUMB,
 //	        u8 IOTEDGE, str MANAGEDBY, u8 CONNECTED, str CONNID,
-//	        varint CONNUPDATED, varint LASTACTIVITY, varint VERSION,
+//	        str MODELID, varint CONNUPDATED, varint LASTACTIVITY, varint VERSION,
 //	        varint DESIREDVERSION, varint REPORTEDVERSION,
 //	        TAGS value, DESIRED value with metadata, REPORTED value with metadata
 //	   4  CRC      CRC32-C of every byte before it
 //
-// The query index is not in the snapshot; Restore rebuilds it.
-// TestTwinSnapshotBytesPinned pins an example.
+// Format 1 is the same without MODELID (an empty modelId); Restore reads
+// both. The query index is not in the snapshot; Restore rebuilds it.
+// TestTwinSnapshotBytesPinned pins an example of each.
 //
 // # Wire request (format 1)
 //
@@ -145,7 +150,8 @@
 //	 str  CONNID
 //	 str  AFTER      paging: continue after this key
 //	 var  LIMIT      varint, 0 = the engine's page size
-//	 str  BODY       JSON (identity, twin patch or document, reported patch, query text)
+//	 str  BODY       JSON (identity, twin patch or document, reported patch, query text);
+//	                 for SetConnection the announced model id, or empty
 //
 // # Wire reply (format 1)
 //

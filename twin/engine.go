@@ -84,7 +84,10 @@ type Request struct {
 	// Body is the JSON of the operation: a Device or Module (Put*), a
 	// twin patch or document (UpdateTwin, ReplaceTwin: tags and
 	// properties.desired are read), a reported patch (PatchReported), or
-	// the query text (Query).
+	// the query text (Query). For a SetConnection that opens a
+	// connection it is the IoT Plug and Play model id the device
+	// announced (CheckModelID), or empty when it announced none: the twin's
+	// modelId keeps the last one announced.
 	Body []byte
 	// After and Limit page List* and Query: the items after the key After
 	// (a Reply.Next), at most Limit (0: MaxPageSize).
@@ -365,6 +368,15 @@ func (e *Engine) prepareEntry(req *Request) (*logEntry, *Error) {
 			return nil, invalidf("connection id: %d bytes (at most 256)", len(req.ConnID))
 		}
 		le.connected, le.connID = req.Connected, req.ConnID
+		if len(req.Body) > 0 {
+			if !req.Connected {
+				return nil, invalidf("a model id is announced when a connection opens, not when it closes")
+			}
+			if err := CheckModelID(string(req.Body)); err != nil {
+				return nil, AsError(err)
+			}
+			le.modelID = string(req.Body)
+		}
 	}
 	return le, nil
 }

@@ -411,3 +411,19 @@ func TestTwinConcurrentReadsAndWrites(t *testing.T) {
 		}
 	}
 }
+
+func TestTwinCheckModelID(t *testing.T) {
+	for _, ok := range []string{"dtmi:com:example:Thermostat;1", "dtmi:a;999999999", "dtmi:a:b_c:D9", "dtmi:dtdl:context;3.1",
+		"dtmi:" + strings.Repeat("a", MaxModelIDBytes-7) + ";1"} {
+		if err := CheckModelID(ok); err != nil {
+			t.Errorf("%.40q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "dtmi:", "DTMI:a;1", "urn:a;1", "dtmi:a;0", "dtmi:a;01", "dtmi:a;1234567890", "dtmi:a;1.", "dtmi:a;",
+		"dtmi:a_;1", "dtmi:_a;1", "dtmi:1a;1", "dtmi:a::b;1", "dtmi:a b;1", "dtmi:a;1;2", "dtmi:a\x00;1",
+		"dtmi:" + strings.Repeat("a", MaxModelIDBytes-6) + ";1"} {
+		if err := CheckModelID(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%.40q: %v", bad, err)
+		}
+	}
+}

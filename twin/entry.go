@@ -16,7 +16,8 @@ const (
 	flagTags      = 0x04
 	flagDesired   = 0x08
 	flagConnected = 0x10
-	flagsKnown    = 0x1f
+	flagModelID   = 0x20
+	flagsKnown    = 0x3f
 )
 
 // logEntry is a decoded log entry.
@@ -44,6 +45,7 @@ type logEntry struct {
 	// SetConnection
 	connected bool
 	connID    string
+	modelID   string // "" = none announced
 }
 
 func (le *logEntry) encode() []byte {
@@ -63,6 +65,9 @@ func (le *logEntry) encode() []byte {
 	}
 	if le.connected {
 		flags |= flagConnected
+	}
+	if le.modelID != "" {
+		flags |= flagModelID
 	}
 	e.u8(entryMagic)
 	e.u8(entryFormat)
@@ -103,6 +108,9 @@ func (le *logEntry) encode() []byte {
 		e.value(&le.reported)
 	case OpSetConnection:
 		e.str(le.connID)
+		if le.modelID != "" {
+			e.str(le.modelID)
+		}
 	}
 	e.crc()
 	return e.b
@@ -124,7 +132,7 @@ func decodeEntry(b []byte) (*logEntry, error) {
 	}
 	le := &logEntry{op: Op(d.u8())}
 	flags := d.u8()
-	if d.err == nil && (!le.op.Logged() || flags&^flagsKnown != 0) {
+	if d.err == nil && (!le.op.Logged() || flags&^flagsKnown != 0 || flags&flagModelID != 0 && le.op != OpSetConnection) {
 		return nil, corruptf("log entry: op %d flags %#x", le.op, flags)
 	}
 	le.deviceID = d.str()
@@ -166,6 +174,12 @@ func decodeEntry(b []byte) (*logEntry, error) {
 		}
 	case OpSetConnection:
 		le.connID = d.str()
+		if flags&flagModelID != 0 {
+			le.modelID = d.str()
+			if d.err == nil && (le.modelID == "" || !le.connected) {
+				d.fail("model id on a close or empty")
+			}
+		}
 	}
 	if d.err == nil && d.off != len(d.b) {
 		d.fail("trailing bytes")

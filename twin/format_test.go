@@ -63,6 +63,11 @@ func TestTwinEntryBytesPinned(t *testing.T) {
 		Request{Op: OpSetConnection, DeviceID: "d", ModuleID: "m", Connected: true, ConnID: "n1"},
 		hexs("54", "01", "0e", "10", "01"+"64", "01"+"6d", "02"+"6e31", "aaea8771"),
 	}, {
+		"SetConnection announcing a model id",
+		Request{Op: OpSetConnection, DeviceID: "d", Connected: true, ConnID: "n1", Body: []byte("dtmi:a;1")},
+		hexs("54", "01", "0e", "30", "01"+"64", "00", "02"+"6e31", // CONNECTED|MODELID
+			"08"+hex.EncodeToString([]byte("dtmi:a;1")), "9cacc12c"),
+	}, {
 		"UpdateTwin with a quoted If-Match, tags, and desired cleared",
 		Request{Op: OpUpdateTwin, DeviceID: "d", IfMatch: `"AAAAAAAAAAE="`, Body: []byte(`{"tags":{"t":true},"properties":{"desired":null}}`)},
 		hexs("54", "01", "0a", "0d", "01"+"64", "00", "0c"+hex.EncodeToString([]byte("AAAAAAAAAAE=")),
@@ -114,6 +119,17 @@ func flip(b []byte, i int) []byte {
 	return c
 }
 
+// zigzag varints of t0 and t0+2s
+const t0v, t2v = "d096dcfcde62", "f0b5dcfcde62"
+
+// snapshotFormat1 is TestTwinSnapshotBytesPinned's state in snapshot
+// format 1 (no MODELID), as SmartGo wrote it before format 2.
+var snapshotFormat1 = hexs(hex.EncodeToString([]byte("SGTWIN\x00\x00")), "00000001", "0000000000000001",
+	"01"+"64", "00", "02", "12"+hex.EncodeToString([]byte("630054748589213255")), "00", "00", t0v,
+	"03", "00", "00", "00", "00", "00", "00", "00", "00", "00", t2v, "06", "02", "04",
+	"05"+"01"+"01"+"61"+"03"+"3ff0000000000000", "05"+t0v+"02"+"00", "05"+t2v+"00"+"01"+"01"+"72"+"04"+t2v+"00"+"01"+"76",
+	"89048241")
+
 // The snapshot format of doc.go, pinned byte for byte.
 func TestTwinSnapshotBytesPinned(t *testing.T) {
 	e := mustEngine(t, Options{Rand: &counterReader{}})
@@ -134,20 +150,33 @@ func TestTwinSnapshotBytesPinned(t *testing.T) {
 	if err := e.Snapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
-	const t0v, t2v = "d096dcfcde62", "f0b5dcfcde62" // zigzag varints of t0 and t0+2s
-	want := hexs(hex.EncodeToString([]byte("SGTWIN\x00\x00")), "00000001", "0000000000000001",
+	want := hexs(hex.EncodeToString([]byte("SGTWIN\x00\x00")), "00000002", "0000000000000001",
 		"01"+"64", "00", "02", // device "d", module "", identity etag version 1
 		"12"+hex.EncodeToString([]byte("630054748589213255")), // generation id from the counting source
 		"00", "00", t0v, // status enabled, no reason, status updated t0
 		"03", "00", "00", "00", "00", // auth none, no keys, no thumbprints
-		"00", "00", "00", "00", "00", // iotEdge, managedBy, connected, connId, connUpdated
+		"00", "00", "00", "00", "00", "00", // iotEdge, managedBy, connected, connId, modelId, connUpdated
 		t2v, "06", "02", "04", // last activity t0+2s, version 3, desired 1, reported 2
 		"05"+"01"+"01"+"61"+"03"+"3ff0000000000000",          // tags {"a":1}
 		"05"+t0v+"02"+"00",                                   // desired {} stamped t0, version 1
 		"05"+t2v+"00"+"01"+"01"+"72"+"04"+t2v+"00"+"01"+"76", // reported {"r":"v"} stamped t0+2s
-		"89048241")
+		"4d16b7e0")
 	if got := hex.EncodeToString(buf.Bytes()); got != want {
 		t.Errorf("snapshot\n got %s\nwant %s", got, want)
+	}
+	// The same state in format 1 (without MODELID), as earlier versions
+	// wrote it, restores to the same state.
+	old, _ := hex.DecodeString(snapshotFormat1)
+	e1 := mustEngine(t, Options{})
+	if err := e1.Restore(bytes.NewReader(old)); err != nil {
+		t.Fatalf("format 1: %v", err)
+	}
+	var again bytes.Buffer
+	if err := e1.Snapshot(&again); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again.Bytes(), buf.Bytes()) {
+		t.Errorf("format 1 restored to another state:\n got %x\nwant %x", again.Bytes(), buf.Bytes())
 	}
 	// Every truncation and bit flip is refused and leaves the engine as it was.
 	e2 := mustEngine(t, Options{})

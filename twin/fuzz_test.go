@@ -130,6 +130,7 @@ func FuzzTwinDecode(f *testing.F) {
 		{Op: OpPatchReported, DeviceID: "d", IfVersion: 2, Body: []byte(`{"a":[1,{"b":null}]}`)},
 		{Op: OpUpdateTwin, DeviceID: "d", IfMatch: "*", Body: []byte(`{"tags":{"x":1},"properties":{"desired":{"y":"z"}}}`)},
 		{Op: OpSetConnection, DeviceID: "d", ModuleID: "m", Connected: true, ConnID: "c"},
+		{Op: OpSetConnection, DeviceID: "d", Connected: true, ConnID: "c", Body: []byte("dtmi:com:example:Thermostat;1")},
 	} {
 		entry, _, _ := e.Prepare(&r)
 		f.Add(entry)

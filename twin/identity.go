@@ -109,6 +109,7 @@ type identity struct {
 	managedBy     string
 	connected     bool
 	connID        string // the connection that set connected (SetConnection)
+	modelID       string // the last IoT Plug and Play model id announced ("" none)
 	connUpdated   int64
 	lastActivity  int64
 }

@@ -18,6 +18,7 @@ const (
 	MaxReportedSize = 32 << 10  // properties.reported
 	MaxBodyBytes    = 256 << 10 // a request's JSON body
 	MaxIDBytes      = 128       // a device or module id
+	MaxModelIDBytes = 2048      // an IoT Plug and Play model id (DTMI)
 )
 
 // Section names one part of a twin document.
@@ -181,4 +182,60 @@ func CheckID(id, what string) error {
 		return invalidf("%s: %q contains %q (letters, digits and -.+%%_#*?!(),:=@$' only)", what, truncate(id, 64), rune(c))
 	}
 	return nil
+}
+
+// CheckModelID applies the Digital Twin Model Identifier syntax to the
+// IoT Plug and Play model id a device announces when it connects:
+// "dtmi:" and one or more path segments separated by ':', each a letter
+// followed by letters, digits and underscores and not ending with an
+// underscore, then optionally ';' and a version (digits, at most 9, not
+// starting with 0, optionally "." and a minor version), at most
+// MaxModelIDBytes in all ("dtmi:com:example:Thermostat;1").
+func CheckModelID(id string) error {
+	if len(id) > MaxModelIDBytes {
+		return invalidf("model id: %d bytes (at most %d)", len(id), MaxModelIDBytes)
+	}
+	path, ok := strings.CutPrefix(id, "dtmi:")
+	if !ok {
+		return invalidf("model id %q does not start with dtmi:", truncate(id, 64))
+	}
+	path, version, versioned := strings.Cut(path, ";")
+	for seg := range strings.SplitSeq(path, ":") {
+		if !dtmiSegment(seg) {
+			return invalidf("model id %q: path segment %q (a letter, then letters, digits or _, not ending with _)",
+				truncate(id, 64), truncate(seg, 64))
+		}
+	}
+	if versioned {
+		major, minor, hasMinor := strings.Cut(version, ".")
+		if !dtmiVersion(major) || hasMinor && !dtmiVersion(minor) {
+			return invalidf("model id %q: version %q (1 to 999999999, optionally .minor)", truncate(id, 64), truncate(version, 32))
+		}
+	}
+	return nil
+}
+
+func dtmiSegment(s string) bool {
+	if s == "" || !(s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z') || s[len(s)-1] == '_' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func dtmiVersion(s string) bool {
+	if s == "" || len(s) > 9 || s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -225,7 +225,7 @@ func fieldValue(r *record, path []string) (node, bool) {
 	case "cloudToDeviceMessageCount":
 		return num(0)
 	case "modelId":
-		return str("")
+		return str(r.id.modelID)
 	}
 	return node{}, false
 }

@@ -13,7 +13,7 @@ import (
 // snapshotFormat and a reader for the old one.
 const (
 	snapshotMagic  = "SGTWIN\x00\x00"
-	snapshotFormat = 1
+	snapshotFormat = 2 // 2 added MODELID; Restore reads 1 too
 )
 
 // Snapshot writes the engine's replicated state (every identity and twin;
@@ -74,6 +74,7 @@ func encodeRecord(e *enc, r *record) {
 	e.str(id.managedBy)
 	e.boolean(id.connected)
 	e.str(id.connID)
+	e.str(id.modelID)
 	e.varint(id.connUpdated)
 	e.varint(id.lastActivity)
 	e.varint(r.version)
@@ -99,8 +100,9 @@ func (e *Engine) Restore(r io.Reader) error {
 	if len(body) < 20 || string(body[:8]) != snapshotMagic {
 		return corruptf("snapshot: bad magic")
 	}
-	if f := binary.BigEndian.Uint32(body[8:]); f != snapshotFormat {
-		return fmt.Errorf("%w: snapshot format %d", ErrUnsupportedFormat, f)
+	format := binary.BigEndian.Uint32(body[8:])
+	if format != 1 && format != snapshotFormat {
+		return fmt.Errorf("%w: snapshot format %d", ErrUnsupportedFormat, format)
 	}
 	d := dec{b: body, off: 12}
 	n := d.u64()
@@ -114,7 +116,7 @@ func (e *Engine) Restore(r io.Reader) error {
 	fresh.rand = e.rand
 	prev := ""
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		r := decodeRecord(&d)
+		r := decodeRecord(&d, format)
 		if d.err != nil {
 			break
 		}
@@ -147,7 +149,8 @@ func (e *Engine) Restore(r io.Reader) error {
 	return nil
 }
 
-func decodeRecord(d *dec) *record {
+// decodeRecord reads one record of a snapshot of the given format.
+func decodeRecord(d *dec, format uint32) *record {
 	r := &record{}
 	id := &r.id
 	r.deviceID, r.moduleID = d.str(), d.str()
@@ -163,6 +166,9 @@ func decodeRecord(d *dec) *record {
 	id.managedBy = d.str()
 	id.connected = d.boolean()
 	id.connID = d.str()
+	if format >= 2 {
+		id.modelID = d.str()
+	}
 	id.connUpdated, id.lastActivity = d.varint(), d.varint()
 	r.version, r.desiredVer, r.reportedVer = d.varint(), d.varint(), d.varint()
 	r.tags = d.value()

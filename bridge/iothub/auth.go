@@ -13,6 +13,7 @@ import (
 
 	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/mqtt"
+	tw "github.com/smartgo/smartgo/twin"
 )
 
 // Device authentication and topic rules.
@@ -28,6 +29,8 @@ import (
 // that chains to X509CAFile with the device id as common name
 // (certificateAuthority). A disabled device is refused. In development
 // mode (AuthNone) the shape and the client id are all that is checked.
+// A model-id in the user name's query (IoT Plug and Play) must be a
+// DTMI; it becomes the twin's modelId when the connection is recorded.
 
 // authenticate is mqtt.Options.Authenticate.
 func (h *Hub) authenticate(r *mqtt.ConnectRequest) (bool, error) {
@@ -63,6 +66,13 @@ func (h *Hub) checkDevice(r *mqtt.ConnectRequest, host string, id Identity) erro
 	}
 	if h.opts.HostName != "" && !strings.EqualFold(host, h.opts.HostName) {
 		return fmt.Errorf("%w: user name names host %q, this hub is %q", ErrUnauthorized, truncate(host, 64), h.opts.HostName)
+	}
+	if model, ok, err := ModelID(r.Username); err != nil {
+		return fmt.Errorf("%w: %w", mqtt.ErrBadCredentials, err)
+	} else if ok {
+		if err := tw.CheckModelID(model); err != nil {
+			return fmt.Errorf("%w: user name: %w", mqtt.ErrBadCredentials, err)
+		}
 	}
 	if h.opts.DeviceAuth == AuthNone {
 		return nil

@@ -346,3 +346,63 @@ func TestHubDisabledDeviceModulesRefused(t *testing.T) {
 		t.Fatalf("module after enable: GET %d %s", st, body)
 	}
 }
+
+// TestHubModelIDAnnounced: a device announcing an IoT Plug and Play model
+// id in its user name (model-id=) has it as its twin's modelId, on the
+// other node's API too; reconnecting without one keeps it, with another
+// replaces it; a model id that is not a DTMI is refused at CONNECT.
+func TestHubModelIDAnnounced(t *testing.T) {
+	c := startTestCluster(t, 1)
+	a, b := startNode(t, c), startNode(t, c, withHTTPS(t))
+	dev := createDevice(t, a, "pnp")
+	id := Identity{DeviceID: "pnp"}
+	key := dev.Authentication.SymmetricKey.PrimaryKey
+	api := newAPI(t, b, "owner")
+	connectAs := func(query string) *device {
+		t.Helper()
+		cp := connectCP(id, deviceToken(t, id, key, time.Hour))
+		cp.Username = testHost + "/pnp/?api-version=2021-04-12" + query
+		d := dialDeviceCP(t, a.addr, id, cp)
+		d.subscribe(twinResFilter)
+		if st, _, body := d.request("$iothub/twin/GET/?$rid=1", []byte(" ")); st != 200 {
+			t.Fatalf("GET: %d %s", st, body)
+		}
+		return d
+	}
+	modelID := func() any {
+		t.Helper()
+		st, _, body := api.do("GET", "/twins/pnp", nil, nil)
+		var tw map[string]any
+		if st != 200 || json.Unmarshal(body, &tw) != nil {
+			t.Fatalf("twin: %d %s", st, body)
+		}
+		return tw["modelId"]
+	}
+	if m := modelID(); m != "" {
+		t.Fatalf("modelId before any connect: %v", m)
+	}
+	d := connectAs("&model-id=dtmi:com:example:Thermostat;1&DeviceClientType=test")
+	if m := modelID(); m != "dtmi:com:example:Thermostat;1" {
+		t.Fatalf("modelId after the announcing connect: %v", m)
+	}
+	d.Send(&packets.Disconnect{})
+	d.Closed()
+	waitFor(t, 10*time.Second, "disconnected", func() bool { return twinDoc(t, a, id)["connectionState"] == "Disconnected" })
+	d = connectAs("&DeviceClientType=test")
+	if m := modelID(); m != "dtmi:com:example:Thermostat;1" {
+		t.Fatalf("modelId after a connect announcing none: %v", m)
+	}
+	d.Send(&packets.Disconnect{})
+	d.Closed()
+	connectAs("&model-id=dtmi%3Acom%3Aexample%3AThermostat%3B2")
+	if m := modelID(); m != "dtmi:com:example:Thermostat;2" {
+		t.Fatalf("modelId after announcing another: %v", m)
+	}
+	for _, bad := range []string{"&model-id=urn:thermostat", "&model-id=%zz"} {
+		cp := connectCP(id, deviceToken(t, id, key, time.Hour))
+		cp.Username = testHost + "/pnp/?api-version=2021-04-12" + bad
+		if code := refused(t, a.addr, cp); code != 4 {
+			t.Fatalf("%s: CONNACK %v", bad, code)
+		}
+	}
+}

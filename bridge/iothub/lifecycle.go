@@ -140,6 +140,7 @@ func (h *Hub) onConnect(c mqtt.ClientInfo) {
 	h.dev[c.ClientID] = d
 	h.mu.Unlock()
 	cid := h.connID(c)
+	model, _, _ := ModelID(c.Username) // checked at CONNECT
 	h.lc.enqueue(c.ClientID, func(ctx context.Context) {
 		defer close(d.watching)
 		if h.opts.DeviceAuth == AuthNone {
@@ -147,7 +148,7 @@ func (h *Hub) onConnect(c mqtt.ClientInfo) {
 		}
 		rctx, cancel := h.requestCtx(ctx)
 		defer cancel()
-		if err := h.twins.SetConnected(rctx, id.DeviceID, id.ModuleID, cid); err != nil {
+		if err := h.twins.SetConnected(rctx, id.DeviceID, id.ModuleID, cid, model); err != nil {
 			h.log.Warn("iothub: record connection", "device", id.String(), "err", err)
 		}
 		if err := h.twins.Watch(rctx, id.DeviceID, id.ModuleID); err != nil {

@@ -80,7 +80,7 @@ func (id Identity) check() error {
 // ParseUsername splits an IoT Hub MQTT user name into the host and the
 // identity: "{host}/{deviceId}/?api-version=..." or
 // "{host}/{deviceId}/{moduleId}/?...". The query (api-version,
-// DeviceClientType, model-id) is not interpreted; older SDKs leave out
+// DeviceClientType; model-id is ModelID's) is not interpreted; older SDKs leave out
 // the '?' ("{host}/{deviceId}/api-version=..."). ok is false for any
 // other shape (not an IoT Hub device).
 func ParseUsername(u string) (host string, id Identity, ok bool) {
@@ -101,6 +101,34 @@ func ParseUsername(u string) (host string, id Identity, ok bool) {
 		return "", Identity{}, false
 	}
 	return parts[0], id, true
+}
+
+// ModelID returns the IoT Plug and Play model id an IoT Hub user name
+// announces: the model-id parameter of its query
+// ("{host}/{deviceId}/?api-version=...&model-id=dtmi:com:example:X;1&...";
+// some SDKs percent-encode the value). ok is false when it announces
+// none; the value is not checked (twin.CheckModelID does).
+func ModelID(username string) (id string, ok bool, err error) {
+	_, q, found := strings.Cut(username, "?")
+	if !found {
+		// Older SDKs leave out the '?': "{host}/{deviceId}/api-version=...&...".
+		i := strings.Index(username, "/api-version=")
+		if i < 0 {
+			return "", false, nil
+		}
+		q = username[i+1:]
+	}
+	for pair := range strings.SplitSeq(q, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		if k != "model-id" {
+			continue
+		}
+		if id, err = url.PathUnescape(v); err != nil {
+			return "", false, fmt.Errorf("%w: model-id %q: %w", ErrBadRequest, truncate(v, 64), err)
+		}
+		return id, id != "", nil
+	}
+	return "", false, nil
 }
 
 // ParseClientID splits a client id into device and module.

@@ -38,6 +38,30 @@ func TestHubParseUsername(t *testing.T) {
 	}
 }
 
+// TestHubModelID: the IoT Plug and Play model id of a user name, as the
+// Node SDK (azure-iot-device-mqtt 1.16.4, not escaped) and others
+// (percent-encoded) send it.
+func TestHubModelID(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok, bad  bool
+	}{
+		{"hub/dev-1/?api-version=2021-04-12&model-id=dtmi:com:example:Thermostat;1&DeviceClientType=azure-iot-device%2F1.18.4",
+			"dtmi:com:example:Thermostat;1", true, false},
+		{"hub/dev-1/mod/?api-version=2021-04-12&DeviceClientType=x&model-id=dtmi%3Acom%3Aexample%3AFan%3B2", "dtmi:com:example:Fan;2", true, false},
+		{"hub/dev-1/api-version=2020-09-30&model-id=dtmi:a;1", "dtmi:a;1", true, false},
+		{"hub/dev-1/?api-version=2021-04-12&DeviceClientType=azure-iot-device%2F1.18.4", "", false, false},
+		{"hub/dev-1/?api-version=2021-04-12&model-id=", "", false, false},
+		{"hub/dev-1", "", false, false},
+		{"hub/dev-1/?model-id=%zz", "", false, true},
+	} {
+		got, ok, err := ModelID(tc.in)
+		if got != tc.want || ok != tc.ok || (err != nil) != tc.bad || err != nil && !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%q: %q %v %v", tc.in, got, ok, err)
+		}
+	}
+}
+
 func TestHubDeviceTopics(t *testing.T) {
 	rid, err := requestID("$iothub/twin/GET/?$rid=6ba7b810-9dad")
 	if err != nil || rid != "6ba7b810-9dad" {
@@ -183,6 +207,9 @@ func FuzzHubDeviceTopics(f *testing.F) {
 		_, _, _ = methodResponse(s)
 		_, _ = requestID(s)
 		_, _ = versionParam(s)
+		if m, ok, err := ModelID(s); err != nil && !errors.Is(err, ErrBadRequest) || err == nil && ok == (m == "") {
+			t.Fatalf("model id of %q: %q %v %v", s, m, ok, err)
+		}
 		if _, id, ok := ParseUsername(s); ok {
 			if _, ok := ParseClientID(id.ClientID()); !ok {
 				t.Fatalf("user name %q gives client id %q that does not parse", s, id.ClientID())

@@ -235,9 +235,12 @@ func (c *Client) PatchReported(ctx context.Context, deviceID, moduleID string, p
 // connection connID (any id unique to that connection, such as the bridge
 // node and a counter); its twin's connectionState becomes Connected and a
 // deviceConnected event is produced. A later connect (a takeover on
-// another node) replaces connID.
-func (c *Client) SetConnected(ctx context.Context, deviceID, moduleID, connID string) error {
-	_, err := c.Do(ctx, &Request{Op: tw.OpSetConnection, DeviceID: deviceID, ModuleID: moduleID, Connected: true, ConnID: connID})
+// another node) replaces connID. modelID is the IoT Plug and Play model
+// id (a DTMI) the device announced when it connected; it becomes the
+// twin's modelId. "" announces none and leaves modelId as it was.
+func (c *Client) SetConnected(ctx context.Context, deviceID, moduleID, connID, modelID string) error {
+	_, err := c.Do(ctx, &Request{Op: tw.OpSetConnection, DeviceID: deviceID, ModuleID: moduleID, Connected: true, ConnID: connID,
+		Body: []byte(modelID)})
 	return err
 }
 

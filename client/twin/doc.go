@@ -21,7 +21,7 @@
 //	        }
 //	}})
 //	dev, err := c.GetDevice(ctx, id)                 // keys and status for SAS auth
-//	err = c.SetConnected(ctx, id, "", connID)        // connectionState, deviceConnected event
+//	err = c.SetConnected(ctx, id, "", connID, model) // connectionState, modelId, deviceConnected event
 //	err = c.Watch(ctx, id, "")                       // desired changes to OnDesired
 //	props, err := c.GetProperties(ctx, id, "")       // $iothub/twin/GET: props.JSON is the 200 payload
 //	ver, err := c.PatchReported(ctx, id, "", body, 0) // PATCH reported: 204 with $version=ver

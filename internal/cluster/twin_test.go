@@ -185,7 +185,7 @@ func TestClusterTwinAPI(t *testing.T) {
 	}
 
 	// The device side, as a bridge acts for a device.
-	if err := front.SetConnected(ctx, "dev-07", "", "node1-1"); err != nil {
+	if err := front.SetConnected(ctx, "dev-07", "", "node1-1", ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := front.Watch(ctx, "dev-07", ""); err != nil {
@@ -344,7 +344,7 @@ func TestClusterTwinEventsConsumer(t *testing.T) {
 	if _, err := back.PatchReported(ctx, "ev1", "", []byte(`{"r":"x"}`), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := back.SetConnected(ctx, "ev1", "", "c1"); err != nil {
+	if err := back.SetConnected(ctx, "ev1", "", "c1", ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := back.SetDisconnected(ctx, "ev1", "", "c1"); err != nil {

@@ -709,6 +709,24 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// stop closes the script's stdin, on which it closes its client, and
+// waits for it to end.
+func (d *device) stop(t *testing.T) {
+	t.Helper()
+	d.stdin.Close()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case _, ok := <-d.events:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the script did not end within 30 s of closing its stdin")
+		}
+	}
+}
+
 // kill ends the script's process with SIGKILL (no MQTT DISCONNECT).
 func (d *device) kill(t *testing.T) {
 	t.Helper()
@@ -868,5 +886,50 @@ func TestAzureNodeMethodOfflineDevice(t *testing.T) {
 	result, _ := res["result"].(map[string]any)
 	if res["ok"] != true || result["status"] != float64(200) || result["payload"].(map[string]any)["rebooted"] != true {
 		t.Fatalf("the call that waited for the device: %v", res)
+	}
+}
+
+// TestAzureNodePnPModelID: a device SDK client (and a ModuleClient) that
+// sets an IoT Plug and Play model id (setOptions({modelId})) before it
+// connects has it as its twin's modelId for the service SDK
+// (Registry.getTwin, getModuleTwin); a connection that announces none
+// keeps the last one, one announcing another replaces it.
+func TestAzureNodePnPModelID(t *testing.T) {
+	nodeReady(t)
+	h := startHub(t, hubAddress(t))
+	created := mustOK(t, h.service(t, "create", "pnp-dev"), "create")
+	key := created["device"].(map[string]any)["authentication"].(map[string]any)["symmetricKey"].(map[string]any)["primaryKey"].(string)
+	cs := "DEVICE_CONNECTION_STRING=HostName=" + hubHost + ";DeviceId=pnp-dev;SharedAccessKey=" + key
+	twin := func() map[string]any {
+		return mustOK(t, h.service(t, "get-twin", "pnp-dev"), "get twin")["twin"].(map[string]any)
+	}
+	if m := twin()["modelId"]; m != "" {
+		t.Fatalf("modelId before any connect: %v", m)
+	}
+	for _, step := range []struct{ announce, want string }{
+		{"dtmi:com:example:Thermostat;1", "dtmi:com:example:Thermostat;1"},
+		{"", "dtmi:com:example:Thermostat;1"},
+		{"dtmi:com:example:Thermostat;2", "dtmi:com:example:Thermostat;2"},
+	} {
+		d := h.startScript(t, "device.js", cs, "MODEL_ID="+step.announce)
+		d.await(t, "ready", event("ready"))
+		if tw := twin(); tw["modelId"] != step.want || tw["connectionState"] != "Connected" {
+			t.Fatalf("announcing %q: modelId %v (%v), want %q", step.announce, tw["modelId"], tw["connectionState"], step.want)
+		}
+		d.stop(t)
+		waitFor(t, 30*time.Second, "the device disconnected", func() bool { return twin()["connectionState"] == "Disconnected" })
+	}
+
+	mod := mustOK(t, h.service(t, "create-module", "pnp-dev", "fan"), "create module")["module"].(map[string]any)
+	mkey := mod["authentication"].(map[string]any)["symmetricKey"].(map[string]any)["primaryKey"].(string)
+	m := h.startScript(t, "module.js", "MODULE_CONNECTION_STRING=HostName="+hubHost+";DeviceId=pnp-dev;ModuleId=fan;SharedAccessKey="+mkey,
+		"MODEL_ID=dtmi:com:example:Fan;1")
+	m.await(t, "the module ready", event("ready"))
+	mt := mustOK(t, h.service(t, "get-module-twin", "pnp-dev", "fan"), "get module twin")["twin"].(map[string]any)
+	if mt["modelId"] != "dtmi:com:example:Fan;1" {
+		t.Fatalf("module twin modelId %v", mt["modelId"])
+	}
+	if tw := twin(); tw["modelId"] != "dtmi:com:example:Thermostat;2" {
+		t.Fatalf("the module's model id reached the device twin: %v", tw["modelId"])
 	}
 }

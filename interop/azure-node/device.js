@@ -2,7 +2,8 @@
 // (azure-iot-device + azure-iot-device-mqtt), driven by azure_test.go.
 //
 // It connects with DEVICE_CONNECTION_STRING (and DEVICE_CERT / DEVICE_KEY
-// files for an X.509 device), reads its twin, reports properties, and
+// files for an X.509 device, MODEL_ID for an IoT Plug and Play model id
+// announced when it connects), reads its twin, reports properties, and
 // serves the direct method "reboot" and cloud-to-device messages. What
 // happens is written to stdout as one JSON object per line; it stops when
 // stdin closes.
@@ -18,6 +19,9 @@ async function main() {
   const client = Client.fromConnectionString(process.env.DEVICE_CONNECTION_STRING, Mqtt);
   if (process.env.DEVICE_CERT) {
     client.setOptions({ cert: fs.readFileSync(process.env.DEVICE_CERT, 'utf8'), key: fs.readFileSync(process.env.DEVICE_KEY, 'utf8') });
+  }
+  if (process.env.MODEL_ID) {
+    await client.setOptions({ modelId: process.env.MODEL_ID }); // IoT Plug and Play
   }
   client.on('error', (err) => fail('client', err));
   client.on('disconnect', () => out({ event: 'disconnect' }));

@@ -1,6 +1,7 @@
 // A module built on the unmodified Azure IoT device SDK for Node
 // (ModuleClient of azure-iot-device + azure-iot-device-mqtt), driven by
-// azure_test.go: with MODULE_CONNECTION_STRING it reads its module twin,
+// azure_test.go: with MODULE_CONNECTION_STRING (and MODEL_ID, an IoT Plug
+// and Play model id announced when it connects) it reads its module twin,
 // reports properties and prints desired changes, one JSON object per line
 // on stdout, until stdin closes.
 'use strict';
@@ -14,6 +15,9 @@ async function main() {
   const client = ModuleClient.fromConnectionString(process.env.MODULE_CONNECTION_STRING, Mqtt);
   client.on('error', (err) => fail('client', err));
   client.on('disconnect', () => out({ event: 'disconnect' }));
+  if (process.env.MODEL_ID) {
+    await client.setOptions({ modelId: process.env.MODEL_ID }); // IoT Plug and Play
+  }
   await client.open();
   out({ event: 'connected' });
   const twin = await client.getTwin();
