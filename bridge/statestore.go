@@ -64,7 +64,10 @@ type StateStoreFront struct {
 	unregister func()
 
 	mu       sync.Mutex
-	watchers map[string]bool // clients that sent KEYNOTIFY since they connected; protected by mu
+	watchers map[string]bool        // clients that sent KEYNOTIFY since they connected; protected by mu
+	watches  map[string]*ssWatchSet // client id -> the registrations shards accepted (statestore_watch.go); protected by mu
+	resyncs  map[string]int         // broker -> changes noticed while its watches are registered again; protected by mu
+	stop     chan struct{}          // closed by Close
 
 	closeOnce sync.Once
 	group     gogroup.Group // goroutines Close waits for
@@ -80,9 +83,11 @@ func NewStateStoreFront(srv *mqtt.Server, opts StateStoreFrontOptions) (*StateSt
 		opts.DropTimeout = DefaultDropTimeout
 	}
 	lg := ratelog.Wrap(opts.Logger, 0) // requests come from MQTT clients
-	f := &StateStoreFront{srv: srv, opts: opts, log: lg.With("component", "statestore-front"), watchers: map[string]bool{}}
+	f := &StateStoreFront{srv: srv, opts: opts, log: lg.With("component", "statestore-front"), watchers: map[string]bool{},
+		watches: map[string]*ssWatchSet{}, resyncs: map[string]int{}, stop: make(chan struct{})}
 	ro := opts.Router
 	ro.OnNotify = f.pushNotifications
+	ro.OnMasterChange = f.masterChanged
 	if ro.Logger == nil {
 		ro.Logger = f.log
 	}
@@ -104,6 +109,7 @@ func (f *StateStoreFront) Close() error {
 	var err error
 	f.closeOnce.Do(func() {
 		f.group.Close()
+		close(f.stop)
 		f.unregister()
 		if f.opts.Hook != nil {
 			f.opts.Hook.set(nil)
@@ -213,6 +219,9 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 			}
 		}
 		if ok, err := f.router.InvokeCommandNow(ctx, msg.Expiry, cmd, req, &call.resp); ok {
+			if cmd != nil && cmd.Verb == statestore.VerbKeyNotify {
+				f.noteWatch(from.ClientID, cmd, &call.resp, err)
+			}
 			f.answer(from.ClientID, msg, &call.resp, err)
 			// Nothing keeps the request: the engine copied what it
 			// keeps (the log entry, the dedup key, the client id's
@@ -226,6 +235,9 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	// answered later gets copies.
 	msg = ssDetach(call, msg, cmd != nil)
 	finish := func(resp *router.BrokerResponse, err error) {
+		if cmd != nil && cmd.Verb == statestore.VerbKeyNotify && !prefix {
+			f.noteWatch(from.ClientID, cmd, resp, err)
+		}
 		f.answer(from.ClientID, msg, resp, err)
 		done(nil)
 	}
@@ -236,7 +248,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		if prefix {
 			ictx, cancel := context.WithDeadline(ctx, msg.Expiry)
 			defer cancel()
-			finish(f.invokeAll(ictx, req))
+			finish(f.invokeAll(ictx, from.ClientID, cmd, req))
 			return
 		}
 		f.router.InvokeCommandAsync(ctx, msg.Expiry, cmd, req, finish)
@@ -459,14 +471,16 @@ func ssCanonicalShape(s string) bool {
 	return true
 }
 
-// invokeAll serves a KEYNOTIFY ... PREFIX, which every shard must see: the
-// first error reply wins; otherwise +OK, or :0 when a STOP found the watch
-// on no shard. A SINCE backlog is merged across shards in version order.
-func (f *StateStoreFront) invokeAll(ctx context.Context, req *router.BrokerRequest) (*router.BrokerResponse, error) {
+// invokeAll serves a KEYNOTIFY ... PREFIX (cmd), which every shard must
+// see: the first error reply wins; otherwise +OK, or :0 when a STOP found
+// the watch on no shard. A SINCE backlog is merged across shards in
+// version order.
+func (f *StateStoreFront) invokeAll(ctx context.Context, clientID string, cmd *statestore.Command, req *router.BrokerRequest) (*router.BrokerResponse, error) {
 	all, err := f.router.InvokeAll(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	f.notePrefixWatch(clientID, cmd, all)
 	out := &router.BrokerResponse{Reply: []byte(":0\r\n")}
 	for _, r := range all {
 		switch {
@@ -519,13 +533,20 @@ func (f *StateStoreFront) respondError(clientID string, req *mqtt.Message, statu
 	f.respond(clientID, req, nil, props)
 }
 
-// pushNotifications puts each notification into its client's session.
+// pushNotifications puts each notification into its client's session,
+// and raises the floors of the watches they are for
+// (statestore_watch.go).
 func (f *StateStoreFront) pushNotifications(ns []router.BrokerNotification) {
-	for _, n := range ns {
-		sn := statestore.Notification{ClientID: n.ClientID, Key: string(n.Key), Op: statestore.Op(n.Op), Value: n.Value}
-		if v, err := statestore.ParseHLC(n.Version); err == nil {
-			sn.Version = v
-		}
+	if len(ns) == 0 {
+		return
+	}
+	versions := make([]statestore.HLC, len(ns))
+	for i := range ns {
+		versions[i], _ = statestore.ParseHLC(ns[i].Version)
+	}
+	f.noteNotified(ns, versions)
+	for i, n := range ns {
+		sn := statestore.Notification{ClientID: n.ClientID, Key: string(n.Key), Op: statestore.Op(n.Op), Value: n.Value, Version: versions[i]}
 		m := &mqtt.Message{Topic: sn.Topic(), Payload: sn.Payload(), QoS: 1, ContentType: statestore.ContentType}
 		for _, p := range sn.UserProperties() {
 			m.User = append(m.User, mqtt.UserProperty{Key: p.Key, Value: p.Value})
@@ -548,6 +569,7 @@ func (f *StateStoreFront) clientGone(clientID string) {
 	f.mu.Lock()
 	had := f.watchers[clientID]
 	delete(f.watchers, clientID)
+	delete(f.watches, clientID)
 	f.mu.Unlock()
 	if !had || f.group.Closed() {
 		return

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,6 +143,7 @@ type ssShard struct {
 	// next (the store copies it, Apply keeps none of it); protected by mu.
 	entry []byte
 	pend  ssPendQueue // mutations put and not applied yet (statestore_defer.go); protected by mu
+	held  ssHeldNotes // notifications of entries not on the sync state set yet (statestore_held.go)
 }
 
 // maxReusedEntry bounds the entry buffer a shard keeps between requests.
@@ -292,8 +294,27 @@ func (s *StateStore) becameMaster() error {
 	return nil
 }
 
-// becameSlave implements roleListener.
-func (s *StateStore) becameSlave() { s.host.becameSlave() }
+// becameSlave implements roleListener. The KEYNOTIFY registrations of
+// the front ends are left behind with the role: their connections are
+// closed, which tells each front end (router.Options.OnMasterChange) to
+// register its clients' watches on the new master.
+func (s *StateStore) becameSlave() {
+	s.host.becameSlave()
+	for _, sh := range s.shards {
+		sh.held.drop()
+	}
+	s.connMu.Lock()
+	var fronts []*remoting.Conn
+	for _, p := range s.conns {
+		if c, ok := p.(ssConnPeer); ok && !slices.Contains(fronts, c.c) {
+			fronts = append(fronts, c.c)
+		}
+	}
+	s.connMu.Unlock()
+	for _, c := range fronts {
+		_ = c.Close()
+	}
+}
 
 // truncated implements roleListener.
 func (s *StateStore) truncated(offset int64) error { return s.host.truncated(offset) }
@@ -481,6 +502,16 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 	}
 	entry, out, needsLog := sh.eng.PrepareAppend(sh.entry[:0], r, s.b.now())
 	var end int64
+	controlled := s.b.controlled()
+	cached := controlled && !needsLog && cmd != nil && cmd.Verb != statestore.VerbKeyNotify &&
+		len(out.Reply.Payload) > 0 && out.Reply.Payload[0] != '-'
+	if cached {
+		// A mutation answered without the log: a repeated request's
+		// cached reply (or an error reply). Its entry may not be on the
+		// sync state set yet (its first answer said so): answered only
+		// once it is, like a read.
+		end = sh.lastEnd
+	}
 	if needsLog {
 		if cap(entry) <= maxReusedEntry {
 			sh.entry = entry
@@ -492,6 +523,12 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 			return err
 		}
 		end = sh.lastEnd
+	} else if cmd != nil && cmd.Verb == statestore.VerbKeyNotify && !cmd.Stop && len(out.Reply.Payload) > 0 && out.Reply.Payload[0] == '+' {
+		// A registration answers the shard's clock as its version: the
+		// front end keeps it (it is not the client's) to register the
+		// watch again on another master from there (KEYNOTIFY ...
+		// SINCE), should this one change.
+		out.Reply.Version = sh.eng.Clock()
 	}
 	sh.mu.Unlock()
 	if needsLog {
@@ -502,13 +539,23 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 		if code := s.b.waitSlave(ctx, protocol.Success, end, true); code != protocol.Success {
 			if s.b.controlled() {
 				// Not on every member of the sync state set: a failover
-				// may take it back, so it is not acknowledged. A retry
-				// with the same dedup key gets the cached reply if it
-				// survives.
+				// may take it back, so it is not acknowledged, and its
+				// notifications wait until it is on the set
+				// (statestore_held.go). A retry with the same dedup key
+				// gets the cached reply if it survives.
+				s.hold(sh, end, out.Notifications)
 				return fmt.Errorf("%w: shard %d: entry not on the sync state set (code %d)", ErrStateStoreUnavailable, sh.id, code)
 			}
 			s.log.Warn("state store entry not acknowledged by a slave", "shard", sh.id, "code", code)
 		}
+	}
+	if cached {
+		if err := s.host.readBarrier(ctx, end); err != nil {
+			return err
+		}
+	}
+	if controlled && (needsLog || cached) {
+		s.releaseHeld(sh, end) // what the shard held before this entry first
 	}
 	s.reply(resp, out, from)
 	return nil
@@ -673,6 +720,10 @@ func (s *StateStore) expiryLoop(ctx context.Context) {
 		for _, sh := range s.shards {
 			if s.host.slave.Load() {
 				break // controller mode: a slave's tables follow the log
+			}
+			if sh.held.waiting() {
+				s.releaseHeld(sh, 0)
+				wait = min(wait, heldLook)
 			}
 			due, ok := sh.eng.NextExpiry()
 			if !ok {

@@ -169,6 +169,41 @@ func TestStateStoreHostBasicAndNotifications(t *testing.T) {
 	}
 }
 
+// TestStateStoreKeyNotifyAnswersShardClock: a registration's answer
+// carries the shard's clock as its version (the front end keeps it, to
+// register the watch again on another master with SINCE): at least the
+// newest version of the shard, so a change made after it is newer. A
+// STOP carries none.
+func TestStateStoreKeyNotifyAnswersShardClock(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	s := ssOpen(t, b, nil)
+	defer s.Close()
+	_, set := ssDo(t, s, "c", "SET", "k", "v1")
+	v, clock := ssDo(t, s, "w", "KEYNOTIFY", "k")
+	if string(v.Str) != "OK" {
+		t.Fatalf("keynotify: %+v", v)
+	}
+	sv, _ := statestore.ParseHLC(set)
+	cv, err := statestore.ParseHLC(clock)
+	if err != nil || cv.Compare(sv) < 0 {
+		t.Fatalf("registration version %q (%v), want at least the SET's %q", clock, err, set)
+	}
+	_, next := ssDo(t, s, "c", "SET", "k", "v2")
+	if nv, _ := statestore.ParseHLC(next); nv.Compare(cv) <= 0 {
+		t.Fatalf("a change after the registration has version %q, not after its clock %q", next, clock)
+	}
+	// Resumed from the clock: nothing before, the change after.
+	bs := [][]byte{[]byte("KEYNOTIFY"), []byte("k"), []byte("SINCE"), []byte(clock)}
+	resp, err := s.Do(context.Background(), &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(bs[1], s.Shards())),
+		ClientID: "w2", Payload: statestore.AppendRequest(nil, bs...)}, nil)
+	if err != nil || len(resp.Notifications) != 1 || string(resp.Notifications[0].Value) != "v2" {
+		t.Fatalf("since the clock: %+v %v", resp, err)
+	}
+	if v, ver := ssDo(t, s, "w", "KEYNOTIFY", "k", "STOP"); string(v.Str) != "OK" || ver != "" {
+		t.Fatalf("stop: %+v version %q", v, ver)
+	}
+}
+
 // TestStateStoreHostSnapshotPlusReplayEqualsFullReplay restarts one data
 // directory twice: once from snapshot + the log after it, once from the
 // whole log (snapshots removed); both must equal the live state.

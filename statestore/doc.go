@@ -42,7 +42,9 @@
 // and then Apply for every entry logged after it, with each record's store
 // time; Apply never reads a clock, so every replica reaches the same state
 // (Snapshot bytes are equal). Replicas have no KEYNOTIFY registrations and
-// so produce no notifications. To expire keys on time the master asks
+// so produce no notifications: a front end registers its clients' watches
+// again on a promoted replica, from the Clock it read when each was
+// registered (KEYNOTIFY ... SINCE, against the replicated change history). To expire keys on time the master asks
 // NextExpiry, and when it is due logs the entry PrepareExpire returns;
 // every applied entry also removes the keys due at its store time, and
 // reads (GET) treat a key past its expiry as absent at once. Store times

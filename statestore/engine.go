@@ -568,6 +568,22 @@ func (e *Engine) keyNotifyLocked(clientID string, c *Command) Outcome {
 	return Outcome{Reply: Reply{Payload: replyOK}, Notifications: backlog}
 }
 
+// Clock returns the shard's clock: the newest version issued or applied.
+// A change that a replica (a slave promoted later) applies after the
+// entries this engine had applied gets a greater version (HLCs of
+// clocks that agree to within the failover time), and one this engine
+// applies after Clock returns reaches the watches registered before; so a
+// front end that registered a watch and then read Clock can register it
+// on the replica with KEYNOTIFY ... SINCE <clock> and miss no change.
+func (e *Engine) Clock() HLC {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.st.applied.Compare(e.issued) > 0 {
+		return e.st.applied
+	}
+	return e.issued
+}
+
 // DropClient removes every KEYNOTIFY registration of a client; the front
 // end calls it when the client disconnects. It returns how many it removed.
 func (e *Engine) DropClient(clientID string) int {

@@ -31,7 +31,13 @@ import (
 // see the first connect event.
 func azureClient(t *testing.T, e *env, id string) *statestore.Client[string, string] {
 	t.Helper()
-	host, port, _ := net.SplitHostPort(e.addr)
+	return azureClientAt(t, e.addr, id)
+}
+
+// azureClientAt is azureClient on the MQTT server at addr.
+func azureClientAt(t *testing.T, addr, id string) *statestore.Client[string, string] {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
 	p, _ := strconv.Atoi(port)
 	mc, err := aiomqtt.NewSessionClient(id, aiomqtt.TCPConnection(host, uint16(p)))
 	if err != nil {

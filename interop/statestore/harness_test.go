@@ -47,6 +47,18 @@ func startEnvWith(t testing.TB, syncFlush, local bool) *env {
 // broker's store options (e.g. a faulty file system).
 func startEnvStore(t testing.TB, syncFlush, local bool, tune func(*store.Options)) *env {
 	t.Helper()
+	return startEnvBroker(t, syncFlush, local, func(o *broker.Options, _ *broker.StateStoreOptions) {
+		if tune != nil {
+			tune(&o.Store)
+		}
+	})
+}
+
+// startEnvBroker is startEnvWith with tune changing the broker's options
+// (its store options are the environment's already) and its state
+// store's.
+func startEnvBroker(t testing.TB, syncFlush, local bool, tune func(*broker.Options, *broker.StateStoreOptions)) *env {
+	t.Helper()
 	so := store.DefaultOptions(t.TempDir())
 	so.SegmentSize = 8 << 20
 	so.CQEntriesPerFile = 10000
@@ -56,14 +68,16 @@ func startEnvStore(t testing.TB, syncFlush, local bool, tune func(*store.Options
 	if syncFlush {
 		so.FlushMode = store.FlushSync
 	}
+	bo := broker.Options{BrokerName: "broker-ss", ClusterName: "SS", ListenAddr: "127.0.0.1:0", Store: so}
+	sso := broker.StateStoreOptions{Shards: testShards}
 	if tune != nil {
-		tune(&so)
+		tune(&bo, &sso)
 	}
-	b, err := broker.New(broker.Options{BrokerName: "broker-ss", ClusterName: "SS", ListenAddr: "127.0.0.1:0", Store: so})
+	b, err := broker.New(bo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, err := broker.OpenStateStore(b, broker.StateStoreOptions{Shards: testShards})
+	ss, err := broker.OpenStateStore(b, sso)
 	if err != nil {
 		_ = b.Close()
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +26,11 @@ type standalone struct {
 	mqtt string // bridge MQTT address
 	cmd  *exec.Cmd
 	log  string // path of its combined output
+	logf *os.File
+
+	bin, dir  string
+	args, env []string
+	runs      int
 }
 
 // smartgoBinary builds cmd/smartgo once per test run (SMARTGO_SS_BIN
@@ -51,26 +57,14 @@ func startStandaloneBin(t testing.TB, bin string, env []string, extra ...string)
 	t.Helper()
 	dir := t.TempDir()
 	ports := testnet.FreePorts(t, 3)
-	s := &standalone{mqtt: fmt.Sprintf("127.0.0.1:%d", ports[2]), log: filepath.Join(dir, "smartgo.log")}
-	args := []string{"standalone", "-data", filepath.Join(dir, "data"),
+	s := &standalone{mqtt: fmt.Sprintf("127.0.0.1:%d", ports[2]), bin: bin, dir: dir, env: env}
+	s.args = []string{"standalone", "-data", filepath.Join(dir, "data"),
 		"-set", fmt.Sprintf("registry.listen=127.0.0.1:%d", ports[0]),
 		"-set", fmt.Sprintf("broker.listen=127.0.0.1:%d", ports[1]),
 		"-set", "bridge.listen=" + s.mqtt, "-set", "console.listen=127.0.0.1:0",
 		"-set", "store.segment_size=64MiB", "-set", "log.level=info"}
 	for _, e := range extra {
-		args = append(args, "-set", e)
-	}
-	s.cmd = exec.Command(bin, args...)
-	if env != nil {
-		s.cmd.Env = append(os.Environ(), env...)
-	}
-	logf, err := os.Create(s.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
+		s.args = append(s.args, "-set", e)
 	}
 	t.Cleanup(func() {
 		_ = s.cmd.Process.Signal(os.Interrupt)
@@ -89,8 +83,31 @@ func startStandaloneBin(t testing.TB, bin string, env []string, extra ...string)
 			data, _ := os.ReadFile(s.log)
 			t.Logf("smartgo log:\n%s", data)
 		}
-		_ = logf.Close()
+		_ = s.logf.Close()
 	})
+	s.start(t)
+	return s
+}
+
+// start runs the process (again, on the same ports and data) and waits
+// until it runs; each run logs to a file of its own.
+func (s *standalone) start(t testing.TB) {
+	t.Helper()
+	s.runs++
+	s.log = filepath.Join(s.dir, fmt.Sprintf("smartgo-%d.log", s.runs))
+	s.cmd = exec.Command(s.bin, s.args...)
+	if s.env != nil {
+		s.cmd.Env = append(os.Environ(), s.env...)
+	}
+	logf, err := os.Create(s.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.logf = logf
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for !s.logContains("standalone running") {
 		if time.Now().After(deadline) {
@@ -99,7 +116,15 @@ func startStandaloneBin(t testing.TB, bin string, env []string, extra ...string)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return s
+}
+
+// kill9Restart kills the process with SIGKILL and starts it again.
+func (s *standalone) kill9Restart(t testing.TB) {
+	t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	_ = s.cmd.Wait()
+	_ = s.logf.Close()
+	s.start(t)
 }
 
 func (s *standalone) logContains(text string) bool {

@@ -90,7 +90,10 @@ type StateStoreNotification struct {
 //	size  field
 //	   1  FORMAT     1
 //	 4+n  REPLY      the RESP3 reply payload
-//	 4+n  VERSION    the reply's __ts (HLC string form); empty = none
+//	 4+n  VERSION    the reply's __ts (HLC string form); empty = none. For
+//	                 a KEYNOTIFY registration (+OK) the shard's clock, kept
+//	                 by the front end (not sent to the client) to register
+//	                 the watch again on another master with SINCE
 //	   4  NNOTIF     uint32, then per notification:
 //	        4+n CLIENTID, 4+n KEY, 1 OP (1 SET, 2 DELETE), 4+n VALUE, 4+n VERSION
 //

@@ -56,7 +56,15 @@ type Options struct {
 	// OnNotify receives notifications that brokers push (changes made
 	// through other front ends, and expiries). It must not block long.
 	OnNotify func([]protocol.StateStoreNotification)
-	Logger   *slog.Logger
+	// OnMasterChange, when set, is told the name of a broker whose
+	// master may have changed, so that what a front end registered there
+	// (KEYNOTIFY watches live in the master's memory) can be registered
+	// again: a route lookup named another address for it, or a
+	// connection to its address closed (the master died, restarted, was
+	// demoted, or closed an idle connection and dropped its watches). It
+	// runs on the goroutine that noticed and must not block.
+	OnMasterChange func(broker string)
+	Logger         *slog.Logger
 }
 
 // LocalBroker is a broker's state store in the router's process (see
@@ -163,6 +171,9 @@ func New(opts Options) (*Router, error) {
 	}
 	r := &Router{opts: opts, log: lg, rc: rc}
 	rc.RegisterFunc(protocol.StateStoreNotify, r.onNotify)
+	if opts.OnMasterChange != nil {
+		rc.OnConnClose(r.connClosed)
+	}
 	if len(opts.Brokers) > 0 {
 		r.tab = shardroute.Fixed(SystemTopic, opts.Brokers, opts.Shards)
 	} else {
@@ -221,8 +232,69 @@ func (r *Router) convert(refs []shardroute.Ref) []shardRef {
 	for i, ref := range refs {
 		out[i] = shardRef{Ref: ref, local: r.opts.Local[ref.Addr]}
 	}
-	r.routes.Store(&routeConv{refs: refs, out: out})
+	old := r.routes.Swap(&routeConv{refs: refs, out: out})
+	if old != nil && r.opts.OnMasterChange != nil {
+		for _, b := range movedMasters(old.refs, refs) {
+			r.opts.OnMasterChange(b)
+		}
+	}
 	return out
+}
+
+// movedMasters returns the brokers of next whose master address differs
+// from the one in prev (a broker new in next is not reported: nothing
+// can have been registered on it).
+func movedMasters(prev, next []shardroute.Ref) []string {
+	was := make(map[string]string, 4)
+	for _, ref := range prev {
+		was[ref.Broker] = ref.Addr
+	}
+	var moved []string
+	for _, ref := range next {
+		if a, ok := was[ref.Broker]; ok && a != ref.Addr {
+			moved = append(moved, ref.Broker)
+			delete(was, ref.Broker)
+		}
+	}
+	return moved
+}
+
+// connClosed reports the brokers whose master's connection closed to
+// OnMasterChange. A connection matches a broker by its remote address;
+// one that matches no broker of the route and no registry (a route named
+// by host name) reports every broker.
+func (r *Router) connClosed(c *remoting.Conn, _ error) {
+	if r.group.Closed() {
+		return
+	}
+	c0 := r.routes.Load()
+	if c0 == nil {
+		return
+	}
+	addr := c.RemoteAddr().String()
+	for _, reg := range r.opts.Registries {
+		if reg == addr {
+			return
+		}
+	}
+	var all, hit []string
+	seen := map[string]bool{}
+	for _, ref := range c0.refs {
+		if seen[ref.Broker] {
+			continue
+		}
+		seen[ref.Broker] = true
+		all = append(all, ref.Broker)
+		if ref.Addr == addr {
+			hit = append(hit, ref.Broker)
+		}
+	}
+	if len(hit) == 0 {
+		hit = all
+	}
+	for _, b := range hit {
+		r.opts.OnMasterChange(b)
+	}
 }
 
 // routeConv is the table's route (refs) with each shard's local broker
@@ -509,6 +581,49 @@ func (r *Router) InvokeCommandAsync(ctx context.Context, deadline time.Time, cmd
 			r.retryAsync(ctx, deadline, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, err), key, cmd, req, cb)
 		}
 	}
+}
+
+// Shard is one global shard: a queue of SystemTopic on a broker, with
+// the address of the broker's master ("" when it has none).
+type Shard = shardroute.Ref
+
+// Route returns the global shard list, looked up again when force is set
+// (or when the last lookup is older than RouteRefresh).
+func (r *Router) Route(ctx context.Context, force bool) ([]Shard, error) {
+	s, err := r.route(ctx, force)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Shard, len(s))
+	for i := range s {
+		out[i] = s[i].Ref
+	}
+	return out, nil
+}
+
+// InvokeShard sends req to the shard at, one of Route's, whatever the key
+// of cmd (cmd may be nil): one attempt, no route lookup. A front end uses
+// it to register watches again on a shard whose master changed. Errors
+// are Invoke's.
+func (r *Router) InvokeShard(ctx context.Context, at Shard, cmd *statestore.Command, req *protocol.StateStoreRequest) (*protocol.StateStoreResponse, error) {
+	if r.group.Closed() {
+		return nil, ErrClosed
+	}
+	if at.Addr == "" {
+		return nil, fmt.Errorf("%w: no master for broker %s", ErrNoRoute, at.Broker)
+	}
+	req.Shard = at.Queue
+	if lb := r.opts.Local[at.Addr]; lb != nil {
+		return r.invokeLocal(ctx, lb, at.Addr, req, cmd)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.opts.RequestTimeout)
+		defer cancel()
+	}
+	resp, err := r.rc.Invoke(ctx, at.Addr, protocol.NewStateStoreRequest(req))
+	out, _, err := remoteResult(at.Addr, resp, err)
+	return out, err
 }
 
 // DropClient tells every broker that clientID disconnected from this

@@ -385,3 +385,74 @@ func listenServe(t *testing.T, srv *remoting.Server) string {
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
 }
+
+// TestStateStoreRouterMasterChange: OnMasterChange names the broker whose
+// connection closed (its master died or dropped the front end's
+// connection), and InvokeShard reaches the shard it is given whatever the
+// key.
+func TestStateStoreRouterMasterChange(t *testing.T) {
+	start := func() (*remoting.Server, string) {
+		srv, err := remoting.NewServer(remoting.Options{Addr: "127.0.0.1:0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.RegisterFunc(protocol.StateStoreInvoke, remoting.PoolSend, func(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+			r, err := protocol.DecodeStateStoreRequest(req)
+			if err != nil {
+				return protocol.NewResponse(protocol.SystemError, err.Error()), nil
+			}
+			resp := protocol.NewResponse(protocol.Success, "")
+			resp.Body = (&protocol.StateStoreResponse{Reply: []byte(fmt.Sprintf(":%d\r\n", r.Shard))}).AppendBody(nil)
+			return resp, nil
+		})
+		return srv, listenServe(t, srv)
+	}
+	sa, a := start()
+	_, b := start()
+	changed := make(chan string, 4)
+	r, err := New(Options{Brokers: map[string]string{"a": a, "b": b}, Shards: 2, OnMasterChange: func(broker string) { changed <- broker }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	route, err := r.Route(ctx, true)
+	if err != nil || len(route) != 4 {
+		t.Fatalf("route %+v %v", route, err)
+	}
+	for _, at := range route {
+		resp, err := r.InvokeShard(ctx, at, nil, &protocol.StateStoreRequest{ClientID: "c", Payload: []byte("p")})
+		if err != nil || string(resp.Reply) != fmt.Sprintf(":%d\r\n", at.Queue) {
+			t.Fatalf("shard %+v: %+v %v", at, resp, err)
+		}
+	}
+	_ = sa.Close()
+	select {
+	case got := <-changed:
+		if got != "a" {
+			t.Fatalf("master change of %q, want a", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("no master change after a's connection closed")
+	}
+	if _, err := r.InvokeShard(ctx, route[0], nil, &protocol.StateStoreRequest{ClientID: "c", Payload: []byte("p")}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("shard of a closed broker: %v", err)
+	}
+	if _, err := r.InvokeShard(ctx, Shard{Broker: "x"}, nil, &protocol.StateStoreRequest{}); !errors.Is(err, ErrNoRoute) {
+		t.Fatalf("shard without a master: %v", err)
+	}
+	select {
+	case got := <-changed:
+		t.Fatalf("unexpected master change of %q", got)
+	default:
+	}
+}
+
+func TestStateStoreRouterMovedMasters(t *testing.T) {
+	prev := []Shard{{Broker: "a", Addr: "1"}, {Broker: "a", Addr: "1", Queue: 1}, {Broker: "b", Addr: "2"}, {Broker: "c", Addr: ""}}
+	next := []Shard{{Broker: "a", Addr: "1"}, {Broker: "a", Addr: "1", Queue: 1}, {Broker: "b", Addr: "3"}, {Broker: "c", Addr: "4"}, {Broker: "d", Addr: "5"}}
+	if got := movedMasters(prev, next); fmt.Sprint(got) != "[b c]" {
+		t.Fatalf("moved %v, want [b c]", got)
+	}
+}
