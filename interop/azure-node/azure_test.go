@@ -614,8 +614,9 @@ func (h *hub) sendC2D(t *testing.T, id, body string, hdr map[string]string) {
 	}
 }
 
-// expectTelemetry reads the events topic for the device's message.
-func (h *hub) expectTelemetry(t *testing.T, id, messageID, unit string) {
+// expectTelemetry reads the events topic for the device's message and
+// returns its properties.
+func (h *hub) expectTelemetry(t *testing.T, id, messageID, unit string) map[string]string {
 	t.Helper()
 	pc, err := client.NewPullConsumer(client.PullConsumerOptions{ConsumerOptions: client.ConsumerOptions{
 		ClientOptions: client.ClientOptions{Registries: []string{h.registry}}, Group: "AZURE_NODE_TEST", From: client.ConsumeFromFirst,
@@ -647,7 +648,7 @@ func (h *hub) expectTelemetry(t *testing.T, id, messageID, unit string) {
 				if p["unit"] != unit || !strings.Contains(string(m.Body), "temperature") {
 					t.Fatalf("telemetry %v %s", p, m.Body)
 				}
-				return
+				return p
 			}
 		}
 	}
@@ -897,7 +898,8 @@ func TestAzureNodeMethodOfflineDevice(t *testing.T) {
 // sets an IoT Plug and Play model id (setOptions({modelId})) before it
 // connects has it as its twin's modelId for the service SDK
 // (Registry.getTwin, getModuleTwin); a connection that announces none
-// keeps the last one, one announcing another replaces it.
+// keeps the last one, one announcing another replaces it. Its telemetry
+// carries the model id (dt-dataschema).
 func TestAzureNodePnPModelID(t *testing.T) {
 	nodeReady(t)
 	h := startHub(t, hubAddress(t))
@@ -919,6 +921,12 @@ func TestAzureNodePnPModelID(t *testing.T) {
 		d.await(t, "ready", event("ready"))
 		if tw := twin(); tw["modelId"] != step.want || tw["connectionState"] != "Connected" {
 			t.Fatalf("announcing %q: modelId %v (%v), want %q", step.announce, tw["modelId"], tw["connectionState"], step.want)
+		}
+		if step.announce == "dtmi:com:example:Thermostat;1" {
+			// Its telemetry carries the model id, as IoT Hub stamps it.
+			if p := h.expectTelemetry(t, "pnp-dev", "telemetry-1", "celsius"); p["dt-dataschema"] != step.announce {
+				t.Fatalf("telemetry of the PnP device: %v", p)
+			}
 		}
 		d.stop(t)
 		waitFor(t, 30*time.Second, "the device disconnected", func() bool { return twin()["connectionState"] == "Disconnected" })
