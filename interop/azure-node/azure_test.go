@@ -892,6 +892,15 @@ func TestAzureNodeMethodOfflineDevice(t *testing.T) {
 	if res["ok"] != true || result["status"] != float64(200) || result["payload"].(map[string]any)["rebooted"] != true {
 		t.Fatalf("the call that waited for the device: %v", res)
 	}
+
+	// A method the device does not answer: 504 (errorCode 504101,
+	// GatewayTimeoutError) after the response timeout, not the SDK's own
+	// timer.
+	res = h.service(t, "invoke", "nap-dev", "no-such-method", `{}`, "2")
+	if inner := methodFailure(t, res, 504, 504101); res["error"] != "GatewayTimeoutError" || res["ms"].(float64) < 2000 ||
+		inner["info"].(map[string]any)["timeout"] != "00:00:02" {
+		t.Fatalf("unanswered method: %v %v", res, inner)
+	}
 }
 
 // TestAzureNodePnPModelID: a device SDK client (and a ModuleClient) that
@@ -944,4 +953,16 @@ func TestAzureNodePnPModelID(t *testing.T) {
 	if tw := twin(); tw["modelId"] != "dtmi:com:example:Thermostat;2" {
 		t.Fatalf("the module's model id reached the device twin: %v", tw["modelId"])
 	}
+
+	// A direct method to the module (invokeDeviceMethod with a module id,
+	// ModuleClient.onMethod), then to a module of the device that is not
+	// connected: 404103 at once.
+	res := mustOK(t, h.service(t, "invoke-module", "pnp-dev", "fan", "ping", `{"n":1}`, "15"), "invoke module")
+	result := res["result"].(map[string]any)
+	if result["status"] != float64(201) || fmt.Sprint(result["payload"]) != "map[pong:map[n:1]]" {
+		t.Fatalf("module method: %v", res)
+	}
+	m.await(t, "the module's method call", event("method"))
+	mustOK(t, h.service(t, "create-module", "pnp-dev", "idle"), "create module")
+	methodFailure(t, h.service(t, "invoke-module", "pnp-dev", "idle", "ping", `{}`, "15"), 404, 404103)
 }
