@@ -613,6 +613,16 @@ func (x *indexService) walked(phy, storeTs int64) {
 	x.skipPhy = max(x.skipPhy, phy)
 }
 
+// cutAt makes the records from end on (the log was cut there and is
+// written again) be indexed, into a new file so that the offsets of each
+// file's entries stay in order. Indexer-owned.
+func (x *indexService) cutAt(end int64) {
+	if x.skipPhy >= end {
+		x.skipPhy = end - 1
+		x.forceNew = true
+	}
+}
+
 // query walks files newest first.
 func (x *indexService) query(topic, key string, begin, end int64, fn func(phy int64) bool) {
 	buf := make([]byte, 0, len(topic)+1+len(key))

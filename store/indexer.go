@@ -388,6 +388,7 @@ func (s *Store) recoverIndex(dispatchFrom, end int64, reindex bool) {
 		from = clMin
 	}
 	from = max(min(from, end), clMin)
+	s.idx.cutAt(end) // the log ends before what the index walked (its tail was cut)
 	s.ix.pos = from
 	if !s.indexRange(end) && from != dispatchFrom {
 		// The resume point was not a record boundary of this commitlog.
