@@ -84,7 +84,6 @@ func (b *Backend) checkpointLoop() {
 		case <-t.C:
 		}
 		b.checkpointAll()
-		b.sweepOverflows()
 	}
 }
 

@@ -75,9 +75,7 @@ type clusterServer interface {
 	Connected(clientID string) bool
 	SessionInstance(clientID string) uint64
 	DeliverUnshared(msg *mqtt.Message)
-	DeliverLive(msg *mqtt.Message, overflow func(clientID string, inst uint64))
-	Refill(clientID string, inst uint64, msgs []*mqtt.Message, last bool) (int, <-chan struct{}, error)
-	TryDeliverShared(share string, msg *mqtt.Message) (ok, full bool)
+	DeliverShared(share string, msg *mqtt.Message) bool
 	SharedSubscriptions() []string
 }
 

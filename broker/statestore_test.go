@@ -178,6 +178,12 @@ func TestStateStoreKeyNotifyAnswersShardClock(t *testing.T) {
 	b := testBroker(t, t.TempDir(), nil)
 	s := ssOpen(t, b, nil)
 	defer s.Close()
+	// On a shard that has no history yet: the beginning of it, which
+	// SINCE takes (the zero HLC would mean no SINCE).
+	_, first := ssDo(t, s, "w0", "KEYNOTIFY", "k")
+	if v, err := statestore.ParseHLC(first); err != nil || v.IsZero() {
+		t.Fatalf("registration on an empty shard: version %q (%v)", first, err)
+	}
 	_, set := ssDo(t, s, "c", "SET", "k", "v1")
 	v, clock := ssDo(t, s, "w", "KEYNOTIFY", "k")
 	if string(v.Str) != "OK" {
@@ -198,6 +204,12 @@ func TestStateStoreKeyNotifyAnswersShardClock(t *testing.T) {
 		ClientID: "w2", Payload: statestore.AppendRequest(nil, bs...)}, nil)
 	if err != nil || len(resp.Notifications) != 1 || string(resp.Notifications[0].Value) != "v2" {
 		t.Fatalf("since the clock: %+v %v", resp, err)
+	}
+	bs[3] = []byte(first)
+	resp, err = s.Do(context.Background(), &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(bs[1], s.Shards())),
+		ClientID: "w3", Payload: statestore.AppendRequest(nil, bs...)}, nil)
+	if err != nil || len(resp.Notifications) != 2 || string(resp.Notifications[0].Value) != "v1" {
+		t.Fatalf("since the empty shard's clock: %+v %v", resp, err)
 	}
 	if v, ver := ssDo(t, s, "w", "KEYNOTIFY", "k", "STOP"); string(v.Str) != "OK" || ver != "" {
 		t.Fatalf("stop: %+v version %q", v, ver)

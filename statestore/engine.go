@@ -575,13 +575,21 @@ func (e *Engine) keyNotifyLocked(clientID string, c *Command) Outcome {
 // applies after Clock returns reaches the watches registered before; so a
 // front end that registered a watch and then read Clock can register it
 // on the replica with KEYNOTIFY ... SINCE <clock> and miss no change.
+//
+// A shard that has issued and applied nothing returns the smallest HLC
+// that is not zero (wall time 0, this engine's node id): the beginning of
+// its history, which SINCE accepts, where the zero HLC means no SINCE.
 func (e *Engine) Clock() HLC {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.st.applied.Compare(e.issued) > 0 {
-		return e.st.applied
+	c := e.issued
+	if e.st.applied.Compare(c) > 0 {
+		c = e.st.applied
 	}
-	return e.issued
+	if c.IsZero() {
+		c = HLC{Node: e.opts.NodeID}
+	}
+	return c
 }
 
 // DropClient removes every KEYNOTIFY registration of a client; the front

@@ -26,7 +26,7 @@ type RecoveryReport struct {
 	Redispatched    int64         // records walked by the re-dispatch
 	IndexFrom       int64         // offset the key index walk started at
 	FullReplay      bool          // a queue gap forced a re-dispatch from the commitlog minimum
-	Reindexed       bool          // damaged index files found: walked again at start or rebuilt once the store serves
+	Reindexed       bool          // damaged index files forced re-indexing
 	Corruptions     []*CorruptError
 	// Skipped lists the ranges of the commitlog that held bytes that are
 	// not records (damage, holes) and were skipped: the records after
@@ -141,8 +141,7 @@ func (s *Store) recover(abnormal bool) error {
 	for _, d := range idxDamaged {
 		s.corruption(d)
 	}
-	s.stats.indexDamaged.Add(int64(len(idxDamaged)))
-	rep.Reindexed = reindex || len(idxDamaged) > 0
+	rep.Reindexed = reindex
 
 	dispatchFrom, err := s.recoverConsumeQueues(end)
 	if err != nil {
@@ -153,6 +152,9 @@ func (s *Store) recover(abnormal bool) error {
 	}
 	if abnormal && len(segs) > 0 {
 		dispatchFrom = min(dispatchFrom, segs[scanIdx].base)
+	}
+	if reindex {
+		dispatchFrom = clMin
 	}
 	dispatchFrom = max(min(dispatchFrom, end), clMin)
 	rep.DispatchFrom = dispatchFrom

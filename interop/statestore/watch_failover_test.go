@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/iot-operations-sdks/go/services/statestore"
 
 	"github.com/smartgo/smartgo/broker"
+	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/internal/testnet"
 	"github.com/smartgo/smartgo/internal/testutil"
 	ssengine "github.com/smartgo/smartgo/statestore"
@@ -411,5 +412,55 @@ func TestStateStoreAzureWatchChangeAnsweredUnavailable(t *testing.T) {
 	v, _ := azureGet(t, setter, "k")
 	if v != "unconfirmed" {
 		t.Fatalf("k = %q, want the change answered as unavailable", v)
+	}
+}
+
+// TestStateStoreWatchPrefixReplaysMissedChanges: the same for a prefix
+// watch (SmartGo's extension, with SmartGo's Go client), which spans
+// every shard: each shard's changes made while the watch was lost are
+// replayed when the front end registers it there again.
+func TestStateStoreWatchPrefixReplaysMissedChanges(t *testing.T) {
+	e := startEnvBroker(t, false, false, func(o *broker.Options, _ *broker.StateStoreOptions) { o.Remoting.IdleTimeout = time.Second })
+	_, _, other := e.startFront(t, false)
+	w := dialAt(t, e.addr, "prefix-watcher")
+	c := dialAt(t, other, "prefix-setter")
+	ctx := ctx10(t)
+	if r, err := w.Do(ctx, ssengine.HLC{}, []byte("KEYNOTIFY"), []byte("p/"), []byte("PREFIX")); err != nil || !r.Version.IsZero() {
+		t.Fatalf("KEYNOTIFY PREFIX: %+v %v", r, err)
+	}
+	got := map[string]ssengine.HLC{}
+	next := func(what string) {
+		t.Helper()
+		select {
+		case n := <-w.Notifications():
+			got[string(n.Key)+"="+string(n.Value)] = n.Version
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no notification %s (have %v)", what, got)
+		}
+	}
+	if _, _, err := c.Set(ctx, []byte("p/first"), []byte("1"), sscli.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	next("before the loss")
+	if n := e.ss.DropClient("prefix-watcher"); n != testShards {
+		t.Fatalf("dropped %d registrations, want one per shard (%d)", n, testShards)
+	}
+	// Keys over every shard, changed while no shard has the watch.
+	want := map[string]ssengine.HLC{}
+	for k := 0; len(want) < 3*testShards; k++ {
+		key := "p/" + strconv.Itoa(k)
+		_, v, err := c.Set(ctx, []byte(key), []byte("x"), sscli.SetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[key+"=x"] = v
+	}
+	for len(got) < len(want)+1 {
+		next("replayed after the front end's connection closed")
+	}
+	for k, v := range want {
+		if got[k].Compare(v) != 0 {
+			t.Errorf("%s notified at %v, want %v", k, got[k], v)
+		}
 	}
 }
