@@ -92,6 +92,14 @@ type Backend struct {
 	// catchUpSys): notified after every record it applied.
 	applied wake.Notifier
 
+	// overflows are the sessions that overflowed under live delivery
+	// (overflow.go), protected by mu; curQ and curOff are the message
+	// deliverLoop is delivering (only its goroutine uses them).
+	overflows  map[string]*overflowState
+	curQ       client.MessageQueue
+	curOff     int64
+	overflowFn func(clientID string, inst uint64) // onOverflow, bound once
+
 	metrics *backendMetrics
 	ready   atomic.Bool // Start finished (metrics.go)
 
@@ -131,7 +139,9 @@ func NewBackend(opts Options) (*Backend, error) {
 		writing: map[string]int{}, deferred: map[string][]*sessionRecord{}, vouches: map[string]vouch{},
 		sysQueues:   map[client.MessageQueue]*client.MessageQueue{},
 		connectPrev: map[sysPos]*sessionRecord{}, waits: map[string][]*handoffWait{},
-		chains: map[string]*ingressChain{}, shareWake: make(chan struct{}, 1), metrics: newBackendMetrics()}
+		overflows: map[string]*overflowState{},
+		chains:    map[string]*ingressChain{}, shareWake: make(chan struct{}, 1), metrics: newBackendMetrics()}
+	b.overflowFn = b.onOverflow
 	if bs, ok := any(prod).(orderedBatchSender); ok {
 		b.sendBatch = func(ctx context.Context, msgs []*client.Message, key string) error {
 			_, err := bs.SendBatchOrderly(ctx, msgs, key, client.HashSelector)
@@ -364,7 +374,8 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 			}
 			m := fromBroker(x)
 			if packets.ValidTopicName(m.Topic) {
-				deliverLive(d, srv, m)
+				b.curQ, b.curOff = x.Queue, x.QueueOffset
+				b.deliverLive(d, srv, m)
 			} else {
 				b.log.Warn("bridge: message with an invalid MQTT topic not delivered", "topic", m.Topic,
 					"queue", x.Queue, "offset", x.QueueOffset)

@@ -84,6 +84,7 @@ func (b *Backend) checkpointLoop() {
 		case <-t.C:
 		}
 		b.checkpointAll()
+		b.sweepOverflows()
 	}
 }
 

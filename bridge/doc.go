@@ -75,6 +75,26 @@
 // MQTT_EGRESS with MQTT_TOPIC set (MQTT_QOS default 1); a message without
 // MQTT_TOPIC is delivered on its broker topic's name.
 //
+// A session whose queue is full (mqtt.Options.MaxQueuedMessages, the
+// option bridge.max_queued_messages, beyond the messages in flight) does
+// not lose the QoS 1/2 messages it cannot hold: the live consumer hands
+// messages over with mqtt.Server.DeliverLive, and the session, in
+// overflow, takes no live QoS 1/2 message from then on. The node notes,
+// per queue, the offset of the first one it did not take; a goroutine per
+// overflowed session reads the queues back from there (256 messages at a
+// time, so the node holds at most that much more) and hands them over
+// with mqtt.Server.Refill, matched against the session's current
+// subscriptions, as its queue drains to half; when it reaches the live
+// consumer's position it hands the last stretch over with live delivery
+// paused, and the session is live again, without gap or duplicate, in
+// each queue's order. Records of the session written meanwhile (offline
+// save, handoff, checkpoint) resume from that position, and name the
+// messages handed over by their offsets (the latest 4096 handed over are
+// remembered; older unacknowledged ones are stored whole). QoS 0 still
+// goes out live (or is dropped for a backed-up socket). Memory stays
+// bounded by the queue limit; the log is the buffer. A resumed session
+// still gets at most Options.MaxOfflineMessages from the log at once.
+//
 // # Shared subscriptions
 //
 // A shared subscription $share/<group>/<filter> is one broker consumer
@@ -91,7 +111,10 @@
 // to one local member (round robin, connected members first). The group
 // commits its offsets (every second and when a node leaves), so a queue
 // that moves continues where its previous owner stopped; messages near a
-// rebalance may come twice (at least once). The live consumer above
+// rebalance may come twice (at least once). A member whose queue is
+// full passes the message to the next member in turn; when every local
+// member's is, the group's consumer on this node waits (polling every 20
+// ms) until one has room. The live consumer above
 // delivers plain subscriptions only. A member whose session is offline
 // keeps its node in the group: its share of the messages waits in its
 // session. Shared subscriptions are not replayed into resumed sessions.

@@ -195,11 +195,16 @@ func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time, where map[*mqtt.
 	if where == nil && len(st.Pending) > 0 {
 		where = b.ringIndexLocked()
 	}
+	held := b.overflowPointsLocked(st.ClientID, points, len(st.Pending) > 0)
 	b.mu.Unlock()
 	bytes := 0
 	for _, pm := range st.Pending {
 		m := pm.Msg
-		if p, ok := where[m]; ok {
+		p, ok := where[m]
+		if !ok {
+			p, ok = held[m]
+		}
+		if ok {
 			if rp := points[p.q]; rp != nil {
 				rp.Pending = append(rp.Pending, p.off)
 				if pm.Sent {

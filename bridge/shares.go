@@ -203,8 +203,8 @@ func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, e
 				continue
 			}
 			for _, x := range msgs {
-				if x.QueueOffset >= from[x.Queue] {
-					b.deliverShared(srv, share, x)
+				if x.QueueOffset >= from[x.Queue] && !b.deliverShared(ctx, srv, share, x) {
+					return
 				}
 			}
 		}
@@ -212,12 +212,27 @@ func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, e
 	return sc, nil
 }
 
-func (b *Backend) deliverShared(srv clusterServer, share string, x *client.MessageExt) {
+// sharedWait is the pause before a shared message all of whose local
+// members' queues were full is offered again.
+const sharedWait = 20 * time.Millisecond
+
+// deliverShared hands x to a local member of share. While every member's
+// queue is full it waits and offers it again (the group's queues on this
+// node wait meanwhile: the brokers keep the rest); false when ctx ended
+// first.
+func (b *Backend) deliverShared(ctx context.Context, srv clusterServer, share string, x *client.MessageExt) bool {
 	m := fromBroker(x)
 	if !packets.ValidTopicName(m.Topic) {
-		return // the live consumer logs it
+		return true // the live consumer logs it
 	}
-	srv.DeliverShared(share, m)
+	for {
+		if _, full := srv.TryDeliverShared(share, m); !full {
+			return true
+		}
+		if !b.sleepCtx(ctx, sharedWait) {
+			return false
+		}
+	}
 }
 
 // stop ends the consumer: its poll loop, then the consumer (committing
@@ -229,10 +244,11 @@ func (sc *shareConsumer) stop() {
 }
 
 // deliverLive hands a live message to the server: plain subscriptions
-// only when shared ones are balanced across nodes.
-func deliverLive(d mqtt.Deliverer, srv clusterServer, m *mqtt.Message) {
+// only when shared ones are balanced across nodes, and a session whose
+// queue is full gets it again from the log (overflow.go).
+func (b *Backend) deliverLive(d mqtt.Deliverer, srv clusterServer, m *mqtt.Message) {
 	if srv != nil {
-		srv.DeliverUnshared(m)
+		srv.DeliverLive(m, b.overflowFn)
 		return
 	}
 	d.Deliver(m)

@@ -75,7 +75,9 @@ type clusterServer interface {
 	Connected(clientID string) bool
 	SessionInstance(clientID string) uint64
 	DeliverUnshared(msg *mqtt.Message)
-	DeliverShared(share string, msg *mqtt.Message) bool
+	DeliverLive(msg *mqtt.Message, overflow func(clientID string, inst uint64))
+	Refill(clientID string, inst uint64, msgs []*mqtt.Message, last bool) (int, <-chan struct{}, error)
+	TryDeliverShared(share string, msg *mqtt.Message) (ok, full bool)
 	SharedSubscriptions() []string
 }
 

@@ -182,11 +182,26 @@ func (s *Server) DeliverUnshared(msg *Message) {
 // DeliverShared hands msg to one local member of the shared subscription
 // share ("$share/<group>/<filter>"), round robin, preferring connected
 // members, if the filter matches msg's topic. It reports whether a member
-// got it.
+// got it. A member whose queue is full passes it on to the next; when
+// every member's is, it is dropped (counted in Stats.Dropped): see
+// TryDeliverShared.
 func (s *Server) DeliverShared(share string, msg *Message) bool {
-	group, inner, ok := packets.ParseShared(share)
-	if !ok || !packets.Match(inner, msg.Topic) || !s.res.visible(inner, msg.Topic) || msg.expired(time.Now()) {
-		return false
+	ok, full := s.TryDeliverShared(share, msg)
+	if full {
+		s.stats.Dropped.Add(1)
+	}
+	return ok
+}
+
+// TryDeliverShared is DeliverShared that passes over members whose queue
+// is full (the next in turn takes the message); full reports that every
+// member's was, and none took it: the caller keeps the message and tries
+// again once members drained (Server.Refill's overflow does not apply to
+// shared subscriptions).
+func (s *Server) TryDeliverShared(share string, msg *Message) (ok, full bool) {
+	group, inner, valid := packets.ParseShared(share)
+	if !valid || !packets.Match(inner, msg.Topic) || !s.res.visible(inner, msg.Topic) || msg.expired(time.Now()) {
+		return false, false
 	}
 	x := &s.subs
 	x.mu.RLock()
@@ -197,18 +212,43 @@ func (s *Server) DeliverShared(share string, msg *Message) bool {
 		}
 	}
 	var t target
-	found := false
+	var g *shareGroup
 	if n != nil {
-		if g := n.shared[group]; g != nil && len(g.members) > 0 {
-			t, found = pickShared(g), true
+		if g = n.shared[group]; g != nil && len(g.members) > 0 {
+			t = pickShared(g)
+		} else {
+			g = nil
 		}
 	}
 	x.mu.RUnlock()
-	if !found {
-		return false
+	if g == nil {
+		return false, false
 	}
-	t.s.deliver(msg, min(msg.QoS, t.qos), msg.Retain && t.rap, t.subIDs)
-	return true
+	if t.s.tryDeliver(msg, min(msg.QoS, t.qos), msg.Retain && t.rap, t.subIDs) {
+		return true, false
+	}
+	// The picked member is full: the others in turn (connected first),
+	// from a copy of the members taken under the index's lock.
+	x.mu.RLock()
+	others := make([]target, 0, len(g.members))
+	for _, online := range []bool{true, false} {
+		for _, m := range g.members {
+			if m.s != t.s && m.s.online.Load() == online {
+				o := target{s: m.s, qos: m.sub.QoS, rap: m.sub.RetainAsPublished}
+				if m.sub.Identifier != 0 {
+					o.subIDs = []uint32{m.sub.Identifier}
+				}
+				others = append(others, o)
+			}
+		}
+	}
+	x.mu.RUnlock()
+	for _, o := range others {
+		if o.s.tryDeliver(msg, min(msg.QoS, o.qos), msg.Retain && o.rap, o.subIDs) {
+			return true, false
+		}
+	}
+	return false, true
 }
 
 // SharedSubscriptions returns the shared subscriptions

@@ -58,8 +58,10 @@
 // same client back unchanged). The v5 DISCONNECT goes only if the socket
 // takes it before the close: over MaxOutbound the stream may be cut
 // mid-packet, so none is sent and the log line carries the code. QoS 1/2
-// messages wait in the session queue (Options.MaxQueuedMessages, then
-// dropped with one Warn line per client every 10 s). Per connection the
+// messages wait in the session queue (Options.MaxQueuedMessages; beyond
+// it a backend delivering with DeliverLive hands them over again from
+// its log as the queue drains (overflow.go), otherwise they are dropped
+// with one Warn line per client every 10 s). Per connection the
 // server thus holds at most MaxOutbound bytes plus the kernel's socket
 // buffer.
 //

@@ -69,8 +69,13 @@ type Options struct {
 	// DefaultSessionExpiryMax.
 	SessionExpiryMax time.Duration
 	// MaxQueuedMessages bounds the QoS 1/2 messages one session keeps
-	// queued (offline or beyond the client's receive maximum). 0 means
-	// DefaultMaxQueuedMessages.
+	// queued (offline or beyond the client's receive maximum): a memory
+	// bound. What a full queue does with the next message depends on the
+	// backend: under Server.DeliverLive (the bridge) the session enters
+	// overflow and the backend hands the messages over again from its log
+	// as the queue drains (nothing is lost); under Deliver (the engine on
+	// its own, the memory backend) the message is dropped, counted in
+	// Stats.Dropped and logged. 0 means DefaultMaxQueuedMessages.
 	MaxQueuedMessages int
 	// MaxOutbound bounds the bytes buffered for one connection's socket: a
 	// reader slower than that is disconnected at once. Over half of it,

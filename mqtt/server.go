@@ -127,6 +127,10 @@ type Stats struct {
 	// DroppedQoS0 counts the QoS 0 messages (also in Dropped) not sent
 	// because the client's output was backed up.
 	DroppedQoS0 atomic.Int64
+	// Overflows counts the times a session's queue filled under
+	// DeliverLive: its further QoS 1/2 messages were left to the backend
+	// to hand over again (Refill), not dropped.
+	Overflows atomic.Int64
 	// SlowReaders counts clients disconnected as slow readers (output over
 	// MaxOutbound, or backed up longer than SlowReaderTimeout).
 	SlowReaders atomic.Int64

@@ -29,20 +29,27 @@ type session struct {
 	expiry         time.Duration            // protected by mu
 	disconnectedAt time.Time                // protected by mu
 	expiryTimer    timer                    // armed while offline
-	dead           bool                     // protected by mu; removed from the server
 
 	// Outbound QoS 1/2 (protected by mu): inflight in send order, then
 	// queued messages waiting for quota or a connection.
-	nextID   uint16
-	inflight []outMsg // by value, its array kept while small: no allocation per message
-	queue    []*queued
+	nextID uint16
+	dead   bool // protected by mu; removed from the server
+	// overflow: the queue filled under DeliverLive, live QoS 1/2
+	// messages are not held and the backend hands them over again with
+	// Refill (overflow.go); room, when not nil, is closed once the queue
+	// drained to half its limit (protected by mu).
+	overflow      bool
+	dropsUnlogged int32    // protected by mu, with lastDropLog below
+	inflight      []outMsg // by value, its array kept while small: no allocation per message
+	queue         []*queued
 	// Inbound QoS 2 packet ids received and not yet released (protected
 	// by mu).
 	inQoS2 map[uint16]struct{}
-	// Queue-full drops not yet logged and when the last line was logged
-	// (nanotime), protected by mu: at most one line every dropLogEvery.
-	dropsUnlogged int64
-	lastDropLog   int64
+	// Queue-full drops not yet logged (dropsUnlogged) and when the last
+	// line was logged (nanotime), protected by mu: at most one line every
+	// dropLogEvery.
+	lastDropLog int64
+	room        chan struct{} // see overflow
 
 	will      *Message      // protected by mu
 	willDelay time.Duration // protected by mu
@@ -113,6 +120,35 @@ func (ss *session) deliver(msg *Message, qos byte, retain bool, subIDs []uint32)
 // is told once msg is held no more after its client acknowledged it (a
 // message sent at QoS 0, refused or dropped is simply not held).
 func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []uint32, rec Recycler) bool {
+	if !ss.offerLocked(msg, qos, retain, subIDs, rec) {
+		ss.dropLocked(msg)
+		return false
+	}
+	return true
+}
+
+// tryDeliver is deliver for a caller that keeps the message when the
+// queue is full (false): nothing is counted as dropped.
+func (ss *session) tryDeliver(msg *Message, qos byte, retain bool, subIDs []uint32) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.offerLocked(msg, qos, retain, subIDs, nil)
+}
+
+// dropLocked counts and logs (at most one line every dropLogEvery) a
+// QoS 1/2 message dropped because the queue is full.
+func (ss *session) dropLocked(msg *Message) {
+	ss.srv.stats.Dropped.Add(1)
+	ss.dropsUnlogged++
+	if now := nanotime(); ss.lastDropLog == 0 || now-ss.lastDropLog >= int64(dropLogEvery) {
+		ss.srv.log.Warn("mqtt: session queue full, messages dropped", "client", ss.id, "topic", msg.Topic, "dropped", ss.dropsUnlogged)
+		ss.dropsUnlogged, ss.lastDropLog = 0, now
+	}
+}
+
+// offerLocked is deliverLocked without the drop: false when the queue is
+// full.
+func (ss *session) offerLocked(msg *Message, qos byte, retain bool, subIDs []uint32, rec Recycler) bool {
 	if ss.dead {
 		return true
 	}
@@ -131,12 +167,6 @@ func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []u
 		return true
 	}
 	if len(ss.queue) >= ss.srv.opts.MaxQueuedMessages {
-		ss.srv.stats.Dropped.Add(1)
-		ss.dropsUnlogged++
-		if now := nanotime(); ss.lastDropLog == 0 || now-ss.lastDropLog >= int64(dropLogEvery) {
-			ss.srv.log.Warn("mqtt: session queue full, messages dropped", "client", ss.id, "topic", msg.Topic, "dropped", ss.dropsUnlogged)
-			ss.dropsUnlogged, ss.lastDropLog = 0, now
-		}
 		return false
 	}
 	ss.queue = append(ss.queue, &queued{msg: msg, qos: qos, retain: retain, subIDs: subIDs, rec: rec})
@@ -214,6 +244,9 @@ func (ss *session) drainLocked() {
 	ss.queue = ss.queue[i:]
 	if len(ss.queue) == 0 {
 		ss.queue = nil
+	}
+	if ss.room != nil && len(ss.queue) <= ss.srv.opts.MaxQueuedMessages/2 {
+		ss.wakeRoomLocked()
 	}
 }
 

@@ -159,8 +159,14 @@
 // than listed (files deleted while the store was closed) is reported and
 // re-dispatched from the commitlog. The
 // indexer then walks from the newest index file's endPhyOffset (it trails
-// the dispatcher, see indexer.go). Damaged index
-// files are removed and the log re-indexed.
+// the dispatcher, see indexer.go). Index files are checked against what
+// the layout implies (index_check.go): the newest at start, the older ones
+// by the index-repair goroutine once the store serves. A damaged one is
+// reported and rebuilt from the commitlog for the range it covered, in
+// its place (index_repair.go); meanwhile it answers what it still can
+// (every record a query returns is checked against its key). One whose
+// header is lost too covers the range between its neighbours'; at the end
+// of the list it is removed and its records indexed again at start.
 //
 // Every skipped range (RecoveryReport.Skipped: segment, offset range,
 // bytes, and the number of consume-queue entries pointing into it, i.e.

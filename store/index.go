@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/store/record"
+	"github.com/smartgo/smartgo/store/vfs"
 )
 
 // Index file layout (frozen, see doc.go).
@@ -295,6 +297,9 @@ type indexService struct {
 	// forceNew makes the next add start a new file (re-indexing old records
 	// must not extend a file whose range is newer). Indexer-owned.
 	forceNew bool
+	// repairs are the damaged files load found, for the repair goroutine
+	// (owned by load, then by it).
+	repairs []indexRepair
 }
 
 func newIndexService(s *Store) *indexService {
@@ -306,8 +311,27 @@ func newIndexService(s *Store) *indexService {
 
 func (x *indexService) list() []*indexFile { return *x.files.Load() }
 
-// load maps the index files; damaged ones are removed and reported, and
-// reindex reports that records must be indexed again from the start.
+// indexRepair is a damaged index file waiting to be rebuilt from the
+// commitlog: the records with from <= phy <= to (from is a record
+// boundary). The records at either end may have had some of their keys in
+// the neighbouring files (a file fills up between two keys of a record).
+type indexRepair struct {
+	f        *indexFile
+	from, to int64
+	why      string
+}
+
+// load maps the index files and checks them. A file of the wrong size or
+// with an implausible header is damaged, and so is the newest (the one
+// appended to, where a crash tears) when its slots and entries disagree
+// (verifyLocked); the others are checked by the repair goroutine once the
+// store serves (index_repair.go). A damaged file stays in the list, still
+// answering what it can (queries check every record against its key), and
+// is queued for a rebuild of the range it covered; one whose range is
+// unknown (its header is damaged) covers what lies between its
+// neighbours'. Damaged files at the end whose range is unknown are removed,
+// and reindex reports that recovery must walk the commitlog again from the
+// last range still known (skipPhy, or the commitlog start when it is -1).
 func (x *indexService) load() (damaged []*CorruptError, reindex bool, err error) {
 	fs := x.s.fs
 	if err := fs.MkdirAll(x.dir, 0o755); err != nil {
@@ -319,6 +343,10 @@ func (x *indexService) load() (damaged []*CorruptError, reindex bool, err error)
 	}
 	var names []string
 	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), indexRebuildSuffix) {
+			_ = fs.Remove(filepath.Join(x.dir, e.Name())) // a rebuild the last run did not finish
+			continue
+		}
 		if _, err := parseIndexName(e.Name()); err == nil && e.Type().IsRegular() {
 			names = append(names, e.Name())
 		}
@@ -326,59 +354,128 @@ func (x *indexService) load() (damaged []*CorruptError, reindex bool, err error)
 	sort.Strings(names)
 	want := indexFileSize(x.s.opts.IndexSlots, x.s.opts.IndexEntries)
 	var l []*indexFile
+	var why []string // per file: why it is damaged, "" if not
+	var known []bool // per file: its header's range can be trusted
+	closeAll := func() {
+		for _, f := range l {
+			f.mf.close()
+		}
+	}
 	for _, name := range names {
 		path := filepath.Join(x.dir, name)
 		st, err := fs.Stat(path)
 		if err != nil {
+			closeAll()
 			return nil, false, fmt.Errorf("store: stat %s: %w", path, err)
 		}
+		bad := ""
 		if st.Size() != want {
-			damaged = append(damaged, &CorruptError{File: path, Offset: st.Size(), Reason: fmt.Sprintf("index file is %d bytes, expected %d; removed", st.Size(), want)})
-			_ = fs.Remove(path)
-			reindex = true
-			continue
+			bad = fmt.Sprintf("index file is %d bytes, expected %d", st.Size(), want)
+			if err := resizeFile(fs, path, want); err != nil {
+				closeAll()
+				return nil, false, err
+			}
 		}
 		mf, err := openMappedFile(fs, path, 0, want)
 		if err != nil {
+			closeAll()
 			return nil, false, err
 		}
 		mf.adviseRandom()
 		f := &indexFile{mf: mf, slots: x.s.opts.IndexSlots, entries: x.s.opts.IndexEntries}
 		f.readHeader()
-		if why := f.checkHeader(); why != "" {
-			damaged = append(damaged, &CorruptError{File: path, Offset: 0, Reason: why + "; removed"})
-			_ = mf.destroy(true)
-			reindex = true
-			continue
+		hw := f.checkHeader()
+		ok := hw == "" && f.count > 1 && st.Size() >= indexHeaderSize
+		if bad == "" {
+			bad = hw
+		}
+		if hw != "" {
+			f.count, f.usedSlots = 1, 0 // answers nothing until rebuilt
 		}
 		l = append(l, f)
+		why = append(why, bad)
+		known = append(known, ok)
 	}
-	if n := len(l); n > 0 {
-		if err := l[n-1].openHead(false); err != nil {
-			for _, f := range l {
-				f.mf.close()
-			}
+	// Damaged files at the end whose range is unknown: removed, and their
+	// records indexed again by recovery's walk.
+	for n := len(l); n > 0 && why[n-1] != "" && !known[n-1]; n = len(l) {
+		f := l[n-1]
+		damaged = append(damaged, &CorruptError{File: f.mf.path, Reason: why[n-1] + "; removed, its records are indexed again from the commitlog"})
+		_ = f.mf.destroy(true)
+		l, why, known = l[:n-1], why[:n-1], known[:n-1]
+		reindex = true
+	}
+	if n := len(l); n > 0 && why[n-1] == "" {
+		f := l[n-1]
+		if err := f.openHead(false); err != nil {
+			closeAll()
 			return nil, false, err
 		}
+		if w := f.verifyLocked(); w != "" {
+			why[n-1] = w
+			f.head, f.dirty, f.pend = nil, nil, nil
+		}
 	}
-	x.files.Store(&l)
-	if n := len(l); n > 0 {
-		x.skipPhy = l[n-1].endPhy
-		if l[n-1].count <= 1 {
-			x.skipPhy = -1
-			for i := n - 2; i >= 0; i-- {
-				if l[i].count > 1 {
-					x.skipPhy = l[i].endPhy
+	x.repairs = x.repairs[:0]
+	for i, f := range l {
+		if why[i] == "" {
+			continue
+		}
+		r := repairOf(f, why[i])
+		if !known[i] {
+			// Between the neighbours' ranges; the last file's is known.
+			r.from, r.to = 0, math.MaxInt64
+			for j := i - 1; j >= 0; j-- {
+				if known[j] {
+					r.from = l[j].endPhy
 					break
 				}
 			}
+			for j := i + 1; j < len(l); j++ {
+				if known[j] {
+					r.to = l[j].beginPhy
+					break
+				}
+			}
+			f.beginPhy, f.endPhy = r.from, r.to
+			f.beginTs, f.endTs = 0, 0
+		}
+		x.repairs = append(x.repairs, r)
+		damaged = append(damaged, &CorruptError{File: f.mf.path, Reason: why[i] + "; rebuilt from the commitlog"})
+	}
+	x.files.Store(&l)
+	x.skipPhy = -1
+	for i := len(l) - 1; i >= 0; i-- {
+		if l[i].count > 1 || (why[i] != "" && known[i]) {
+			x.skipPhy = l[i].endPhy
+			break
 		}
 	}
-	if reindex {
-		x.skipPhy = -1
-		x.forceNew = true
+	if n := len(l); reindex || n > 0 && l[n-1].head == nil {
+		x.forceNew = true // the newest file is not appended to
 	}
 	return damaged, reindex, nil
+}
+
+// repairOf is the repair of a damaged file whose header is sound.
+func repairOf(f *indexFile, why string) indexRepair {
+	return indexRepair{f: f, from: f.beginPhy, to: f.endPhy, why: why}
+}
+
+// resizeFile truncates or extends (with zeros) the file at path to size.
+func resizeFile(fs vfs.FS, path string, size int64) error {
+	f, err := fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", path, err)
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("store: resize %s: %w", path, err)
+	}
+	return nil
 }
 
 func parseIndexName(name string) (time.Time, error) {
@@ -413,7 +510,7 @@ func (x *indexService) current() (*indexFile, error) {
 	if n := len(l); n > 0 && !x.forceNew {
 		f := l[n-1]
 		f.mu.RLock()
-		full := f.full()
+		full := f.full() || f.head == nil // a rebuilt or damaged file is not appended to
 		f.mu.RUnlock()
 		if !full {
 			return f, nil
@@ -514,6 +611,16 @@ func (x *indexService) walked(phy, storeTs int64) {
 	}
 	f.mu.Unlock()
 	x.skipPhy = max(x.skipPhy, phy)
+}
+
+// cutAt makes the records from end on (the log was cut there and is
+// written again) be indexed, into a new file so that the offsets of each
+// file's entries stay in order. Indexer-owned.
+func (x *indexService) cutAt(end int64) {
+	if x.skipPhy >= end {
+		x.skipPhy = end - 1
+		x.forceNew = true
+	}
 }
 
 // query walks files newest first.

@@ -372,18 +372,23 @@ func (s *Store) indexFailed(err error) {
 // recoverIndex brings the index up to end (the dispatcher's position after
 // recovery) before the goroutines start. It walks from the last record the
 // index had walked; with no index file at all, from dispatchFrom, as
-// nothing before it had keys to index; after damage, from the commitlog
-// start.
+// nothing before it had keys to index; when damaged files were removed
+// and no file before them is left, from the commitlog start.
 func (s *Store) recoverIndex(dispatchFrom, end int64, reindex bool) {
 	clMin := s.cl.minOffset()
 	from := dispatchFrom
 	switch {
-	case reindex:
-		from = clMin
 	case s.idx.skipPhy >= 0:
 		from = s.idx.skipPhy
+		if reindex {
+			// The record there may have had keys in the removed files.
+			s.idx.skipPhy--
+		}
+	case reindex:
+		from = clMin
 	}
 	from = max(min(from, end), clMin)
+	s.idx.cutAt(end) // the log ends before what the index walked (its tail was cut)
 	s.ix.pos = from
 	if !s.indexRange(end) && from != dispatchFrom {
 		// The resume point was not a record boundary of this commitlog.

@@ -26,7 +26,7 @@ type RecoveryReport struct {
 	Redispatched    int64         // records walked by the re-dispatch
 	IndexFrom       int64         // offset the key index walk started at
 	FullReplay      bool          // a queue gap forced a re-dispatch from the commitlog minimum
-	Reindexed       bool          // damaged index files forced re-indexing
+	Reindexed       bool          // damaged index files found: walked again at start or rebuilt once the store serves
 	Corruptions     []*CorruptError
 	// Skipped lists the ranges of the commitlog that held bytes that are
 	// not records (damage, holes) and were skipped: the records after
@@ -141,7 +141,8 @@ func (s *Store) recover(abnormal bool) error {
 	for _, d := range idxDamaged {
 		s.corruption(d)
 	}
-	rep.Reindexed = reindex
+	s.stats.indexDamaged.Add(int64(len(idxDamaged)))
+	rep.Reindexed = reindex || len(idxDamaged) > 0
 
 	dispatchFrom, err := s.recoverConsumeQueues(end)
 	if err != nil {
@@ -152,9 +153,6 @@ func (s *Store) recover(abnormal bool) error {
 	}
 	if abnormal && len(segs) > 0 {
 		dispatchFrom = min(dispatchFrom, segs[scanIdx].base)
-	}
-	if reindex {
-		dispatchFrom = clMin
 	}
 	dispatchFrom = max(min(dispatchFrom, end), clMin)
 	rep.DispatchFrom = dispatchFrom

@@ -60,6 +60,8 @@ type statCounters struct {
 	flushNanos             atomic.Int64
 	badRecords             atomic.Int64
 	forceDeletedUnconsumed atomic.Int64
+	indexDamaged           atomic.Int64
+	indexRebuilt           atomic.Int64
 	latency                [len(LatencyBuckets) + 1]atomic.Int64
 	flushLat               [len(LatencyBuckets) + 1]atomic.Int64
 }
@@ -114,6 +116,10 @@ type Stats struct {
 	// ForceDeletedUnconsumed counts messages retention deleted before every
 	// consumer group had consumed them (only with Options.DiskForceClean).
 	ForceDeletedUnconsumed int64
+	// IndexFilesDamaged counts key index files found damaged (at start,
+	// or by the check of older files that follows it); IndexFilesRebuilt
+	// those rebuilt from the commitlog since (index_repair.go).
+	IndexFilesDamaged, IndexFilesRebuilt int64
 	// PutLatency[i] counts puts that took <= LatencyBuckets[i] (and more
 	// than the previous bound); the last element counts the rest.
 	PutLatency [len(LatencyBuckets) + 1]int64
@@ -147,6 +153,8 @@ func (s *Store) Stats() Stats {
 		FlushTime:              time.Duration(c.flushNanos.Load()),
 		BadRecords:             c.badRecords.Load(),
 		ForceDeletedUnconsumed: c.forceDeletedUnconsumed.Load(),
+		IndexFilesDamaged:      c.indexDamaged.Load(),
+		IndexFilesRebuilt:      c.indexRebuilt.Load(),
 		MinPhysical:            s.cl.minOffset(),
 		MaxPhysical:            s.cl.committed.Load(),
 		Segments:               len(s.cl.list()),

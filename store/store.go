@@ -99,6 +99,8 @@ type Store struct {
 
 	cl  *commitLog
 	idx *indexService
+	// idxRepaired is closed when the index-repair goroutine is done.
+	idxRepaired chan struct{}
 
 	putMu        sync.Mutex
 	putLockedAt  atomic.Int64     // store time (ms) at which the current Put or PutBatch took putMu; 0 when free
@@ -184,6 +186,7 @@ func Open(opts Options) (*Store, error) {
 		cqs:          make(map[string]map[int32]*consumeQueue),
 		dispatchWake: make(chan struct{}, 1),
 		done:         make(chan struct{}),
+		idxRepaired:  make(chan struct{}),
 	}
 	s.clock.wall = wallClock
 	s.gc.init()
@@ -227,6 +230,7 @@ func Open(opts Options) (*Store, error) {
 	s.start("flusher", s.flushLoop)
 	s.start("logic-flusher", s.logicFlushLoop)
 	s.start("cleaner", s.cleanLoop)
+	s.start("index-repair", s.repairIndex)
 	if s.cl.active != nil {
 		s.cl.scheduleNextLocked()
 	}

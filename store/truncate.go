@@ -69,6 +69,7 @@ func (s *Store) TruncateTail(offset int64) error {
 		s.ix.pos = offset
 		s.indexed.Store(offset)
 	}
+	s.idx.cutAt(offset)
 	s.log.Warn("store: log truncated", "at", offset, "was", end, "bytes", end-offset)
 	s.emit(Event{Kind: EventTruncated, File: s.cl.dir, Offset: offset})
 	return s.epochsTruncate(offset)

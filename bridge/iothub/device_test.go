@@ -394,9 +394,35 @@ func TestHubModelIDAnnounced(t *testing.T) {
 	}
 	d.Send(&packets.Disconnect{})
 	d.Closed()
-	connectAs("&model-id=dtmi%3Acom%3Aexample%3AThermostat%3B2")
+	d = connectAs("&model-id=dtmi%3Acom%3Aexample%3AThermostat%3B2")
 	if m := modelID(); m != "dtmi:com:example:Thermostat;2" {
 		t.Fatalf("modelId after announcing another: %v", m)
+	}
+	// Its telemetry carries the connection's model id (dt-dataschema); a
+	// device that announced none sends none.
+	d.publish1(1, "devices/pnp/messages/events/%24.mid=pnp-1", []byte(`{"t":20}`))
+	plain := createDevice(t, a, "plain")
+	pid := Identity{DeviceID: "plain"}
+	dialDevice(t, a.addr, pid, deviceToken(t, pid, plain.Authentication.SymmetricKey.PrimaryKey, time.Hour)).
+		publish1(1, "devices/plain/messages/events/%24.mid=plain-1", []byte(`{"t":21}`))
+	pc := pullAll(t, c, DefaultEventsTopic)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	seen := map[string]map[string]string{}
+	for len(seen) < 2 {
+		got, err := pc.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range got {
+			seen[x.Properties["message-id"]] = x.Properties
+		}
+	}
+	if s := seen["pnp-1"][PropDataSchema]; s != "dtmi:com:example:Thermostat;2" {
+		t.Errorf("PnP telemetry dt-dataschema %q: %v", s, seen["pnp-1"])
+	}
+	if s, ok := seen["plain-1"][PropDataSchema]; ok {
+		t.Errorf("telemetry of a device without a model id has dt-dataschema %q", s)
 	}
 	for _, bad := range []string{"&model-id=urn:thermostat", "&model-id=%zz"} {
 		cp := connectCP(id, deviceToken(t, id, key, time.Hour))

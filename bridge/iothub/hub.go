@@ -60,6 +60,10 @@ type Hub struct {
 	expiries map[string]time.Time
 	// sessionExpiry is the MQTT server's session expiry cap (Configure).
 	sessionExpiry time.Duration
+	// models maps a client id to the modelConn of its connection here
+	// when that announced an IoT Plug and Play model id: read for every
+	// telemetry message, so without a lock.
+	models sync.Map
 
 	stats Stats
 }

@@ -141,6 +141,11 @@ func (h *Hub) onConnect(c mqtt.ClientInfo) {
 	h.mu.Unlock()
 	cid := h.connID(c)
 	model, _, _ := ModelID(c.Username) // checked at CONNECT
+	if model != "" {
+		h.models.Store(c.ClientID, modelConn{connID: c.ConnID, model: model})
+	} else {
+		h.models.Delete(c.ClientID)
+	}
 	h.lc.enqueue(c.ClientID, func(ctx context.Context) {
 		defer close(d.watching)
 		if h.opts.DeviceAuth == AuthNone {
@@ -175,6 +180,9 @@ func (h *Hub) onDisconnect(c mqtt.ClientInfo) {
 		last = true
 	}
 	h.mu.Unlock()
+	if mc, ok := h.models.Load(c.ClientID); ok && mc.(modelConn).connID == c.ConnID {
+		h.models.CompareAndDelete(c.ClientID, mc)
+	}
 	// Calls delivered to this connection are kept until their deadline
 	// (methods.sweep): a device resuming its session gets an unacknowledged
 	// request again and its answer must still reach the caller.

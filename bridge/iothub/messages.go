@@ -23,7 +23,9 @@ import (
 //	$.sub  dt-subject          other $.x  as sent
 //
 // with iothub-connection-device-id, iothub-connection-module-id and
-// iothub-message-source ("Telemetry") added; a retained PUBLISH gets
+// iothub-message-source ("Telemetry") added, and dt-dataschema (the IoT
+// Plug and Play model id) when the connection announced one, replacing
+// any the device put in the bag; a retained PUBLISH gets
 // mqtt-retain=true. An application property whose name could be taken
 // for a broker property (upper-case letters, digits and '_' only, like
 // KEYS or TAGS, or starting with "MQTT_" or "iothub-") is stored as
@@ -52,6 +54,9 @@ const (
 	PropDeviceID      = "iothub-connection-device-id"
 	PropModuleID      = "iothub-connection-module-id"
 	PropMessageSource = "iothub-message-source"
+	// PropDataSchema is the IoT Plug and Play model id the sending
+	// connection announced (none: absent), as IoT Hub stamps it.
+	PropDataSchema = "dt-dataschema"
 )
 
 var brokerLikeName = regexp.MustCompile(`^[A-Z0-9_]+$`)
@@ -65,13 +70,26 @@ func appPropName(name string) string {
 }
 
 // ingressProps is bridge.Options.IngressProps: the properties of a
-// device's telemetry message.
+// device's telemetry message, with the model id its connection announced.
 func (h *Hub) ingressProps(m *mqtt.Message) (map[string]string, error) {
 	id, bag, ok := eventsIdentity(m.Topic)
 	if !ok {
 		return nil, nil
 	}
-	return EventProperties(id, bag, m.Retain)
+	props, err := EventProperties(id, bag, m.Retain)
+	if err == nil {
+		if mc, ok := h.models.Load(m.ClientID); ok {
+			props[PropDataSchema] = mc.(modelConn).model
+		}
+	}
+	return props, err
+}
+
+// modelConn is the model id a device's connection on this node announced
+// (Hub.models, by client id; only connections that announced one).
+type modelConn struct {
+	connID uint64
+	model  string
 }
 
 // EventProperties decodes a telemetry message's property bag into broker

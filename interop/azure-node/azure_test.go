@@ -614,8 +614,9 @@ func (h *hub) sendC2D(t *testing.T, id, body string, hdr map[string]string) {
 	}
 }
 
-// expectTelemetry reads the events topic for the device's message.
-func (h *hub) expectTelemetry(t *testing.T, id, messageID, unit string) {
+// expectTelemetry reads the events topic for the device's message and
+// returns its properties.
+func (h *hub) expectTelemetry(t *testing.T, id, messageID, unit string) map[string]string {
 	t.Helper()
 	pc, err := client.NewPullConsumer(client.PullConsumerOptions{ConsumerOptions: client.ConsumerOptions{
 		ClientOptions: client.ClientOptions{Registries: []string{h.registry}}, Group: "AZURE_NODE_TEST", From: client.ConsumeFromFirst,
@@ -647,7 +648,7 @@ func (h *hub) expectTelemetry(t *testing.T, id, messageID, unit string) {
 				if p["unit"] != unit || !strings.Contains(string(m.Body), "temperature") {
 					t.Fatalf("telemetry %v %s", p, m.Body)
 				}
-				return
+				return p
 			}
 		}
 	}
@@ -891,13 +892,23 @@ func TestAzureNodeMethodOfflineDevice(t *testing.T) {
 	if res["ok"] != true || result["status"] != float64(200) || result["payload"].(map[string]any)["rebooted"] != true {
 		t.Fatalf("the call that waited for the device: %v", res)
 	}
+
+	// A method the device does not answer: 504 (errorCode 504101,
+	// GatewayTimeoutError) after the response timeout, not the SDK's own
+	// timer.
+	res = h.service(t, "invoke", "nap-dev", "no-such-method", `{}`, "2")
+	if inner := methodFailure(t, res, 504, 504101); res["error"] != "GatewayTimeoutError" || res["ms"].(float64) < 2000 ||
+		inner["info"].(map[string]any)["timeout"] != "00:00:02" {
+		t.Fatalf("unanswered method: %v %v", res, inner)
+	}
 }
 
 // TestAzureNodePnPModelID: a device SDK client (and a ModuleClient) that
 // sets an IoT Plug and Play model id (setOptions({modelId})) before it
 // connects has it as its twin's modelId for the service SDK
 // (Registry.getTwin, getModuleTwin); a connection that announces none
-// keeps the last one, one announcing another replaces it.
+// keeps the last one, one announcing another replaces it. Its telemetry
+// carries the model id (dt-dataschema).
 func TestAzureNodePnPModelID(t *testing.T) {
 	nodeReady(t)
 	h := startHub(t, hubAddress(t))
@@ -920,6 +931,12 @@ func TestAzureNodePnPModelID(t *testing.T) {
 		if tw := twin(); tw["modelId"] != step.want || tw["connectionState"] != "Connected" {
 			t.Fatalf("announcing %q: modelId %v (%v), want %q", step.announce, tw["modelId"], tw["connectionState"], step.want)
 		}
+		if step.announce == "dtmi:com:example:Thermostat;1" {
+			// Its telemetry carries the model id, as IoT Hub stamps it.
+			if p := h.expectTelemetry(t, "pnp-dev", "telemetry-1", "celsius"); p["dt-dataschema"] != step.announce {
+				t.Fatalf("telemetry of the PnP device: %v", p)
+			}
+		}
 		d.stop(t)
 		waitFor(t, 30*time.Second, "the device disconnected", func() bool { return twin()["connectionState"] == "Disconnected" })
 	}
@@ -936,4 +953,16 @@ func TestAzureNodePnPModelID(t *testing.T) {
 	if tw := twin(); tw["modelId"] != "dtmi:com:example:Thermostat;2" {
 		t.Fatalf("the module's model id reached the device twin: %v", tw["modelId"])
 	}
+
+	// A direct method to the module (invokeDeviceMethod with a module id,
+	// ModuleClient.onMethod), then to a module of the device that is not
+	// connected: 404103 at once.
+	res := mustOK(t, h.service(t, "invoke-module", "pnp-dev", "fan", "ping", `{"n":1}`, "15"), "invoke module")
+	result := res["result"].(map[string]any)
+	if result["status"] != float64(201) || fmt.Sprint(result["payload"]) != "map[pong:map[n:1]]" {
+		t.Fatalf("module method: %v", res)
+	}
+	m.await(t, "the module's method call", event("method"))
+	mustOK(t, h.service(t, "create-module", "pnp-dev", "idle"), "create module")
+	methodFailure(t, h.service(t, "invoke-module", "pnp-dev", "idle", "ping", `{}`, "15"), 404, 404103)
 }

@@ -2,8 +2,8 @@
 // (ModuleClient of azure-iot-device + azure-iot-device-mqtt), driven by
 // azure_test.go: with MODULE_CONNECTION_STRING (and MODEL_ID, an IoT Plug
 // and Play model id announced when it connects) it reads its module twin,
-// reports properties and prints desired changes, one JSON object per line
-// on stdout, until stdin closes.
+// reports properties, prints desired changes and serves the direct method
+// "ping", one JSON object per line on stdout, until stdin closes.
 'use strict';
 const { ModuleClient } = require('azure-iot-device');
 const { Mqtt } = require('azure-iot-device-mqtt');
@@ -18,6 +18,10 @@ async function main() {
   if (process.env.MODEL_ID) {
     await client.setOptions({ modelId: process.env.MODEL_ID }); // IoT Plug and Play
   }
+  client.onMethod('ping', (req, res) => {
+    out({ event: 'method', name: req.methodName, payload: req.payload });
+    res.send(201, { pong: req.payload }, (err) => { if (err) fail('method response', err); });
+  });
   await client.open();
   out({ event: 'connected' });
   const twin = await client.getTwin();

@@ -105,6 +105,17 @@ const commands = {
     }
     return { pages, ids };
   },
+  // invoke-module <deviceId> <moduleId> <method> <payload JSON> <response timeout s>: a module's method.
+  async 'invoke-module'(id, mid, method, payload, timeout) {
+    const client = Client.fromConnectionString(cs);
+    try {
+      const { result } = await client.invokeDeviceMethod(id, mid, { methodName: method, payload: JSON.parse(payload),
+        responseTimeoutInSeconds: Number(timeout) });
+      return { result };
+    } catch (err) {
+      return { ...failure(err), body: err.responseBody };
+    }
+  },
   // invoke <deviceId> <method> <payload JSON> <response timeout s> [<connect timeout s>]:
   // the result, or the failure with the error body; ms is how long the call took.
   async invoke(id, method, payload, timeout, connectTimeout) {

@@ -292,6 +292,19 @@ func (f *Faulty) RemoveAll(path string) error {
 	return nil
 }
 
+// Rename implements FS; it fails as a Remove of newpath would.
+func (f *Faulty) Rename(oldpath, newpath string) error {
+	if err := f.check(OpRemove, newpath); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+	}
+	if err := f.base.Rename(oldpath, newpath); err != nil {
+		return err
+	}
+	f.forget(oldpath, false)
+	f.forget(newpath, false)
+	return nil
+}
+
 // MkdirAll implements FS.
 func (f *Faulty) MkdirAll(path string, perm os.FileMode) error { return f.base.MkdirAll(path, perm) }
 

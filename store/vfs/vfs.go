@@ -21,6 +21,8 @@ type FS interface {
 	OpenFile(name string, flag int, perm os.FileMode) (File, error)
 	Remove(name string) error
 	RemoveAll(path string) error
+	// Rename renames (moves) oldpath to newpath, replacing it.
+	Rename(oldpath, newpath string) error
 	MkdirAll(path string, perm os.FileMode) error
 	ReadDir(name string) ([]os.DirEntry, error)
 	Stat(name string) (os.FileInfo, error)
@@ -86,6 +88,7 @@ func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 
 func (osFS) Remove(name string) error                     { return os.Remove(name) }
 func (osFS) RemoveAll(path string) error                  { return os.RemoveAll(path) }
+func (osFS) Rename(oldpath, newpath string) error         { return os.Rename(oldpath, newpath) }
 func (osFS) MkdirAll(path string, perm os.FileMode) error { return os.MkdirAll(path, perm) }
 func (osFS) ReadDir(name string) ([]os.DirEntry, error)   { return os.ReadDir(name) }
 func (osFS) Stat(name string) (os.FileInfo, error)        { return os.Stat(name) }
