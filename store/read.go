@@ -232,9 +232,18 @@ scan:
 				scanned++
 				continue
 			}
-			if size, magic, _ := record.PeekHeader(buf); magic != record.MagicMessage || size != e.size {
+			if size, magic, _ := record.PeekHeader(buf); magic != record.MagicMessage || size != e.size || size < record.MinRecordSize {
 				// The entry does not point at a record: never serve it.
 				s.badRead("pull", cq.dir, off*cqEntrySize, "consume-queue entry does not point at a record", nil)
+				off++
+				scanned++
+				continue
+			}
+			if int32(be.Uint32(buf[record.OffsetQueueID:])) != queueID || int64(be.Uint64(buf[record.OffsetQueueOffset:])) != off {
+				// A damaged entry pointing at another record (of another
+				// queue, or another offset of this one): never serve it as
+				// this offset's message.
+				s.badRead("pull", cq.dir, off*cqEntrySize, "consume-queue entry points at another queue's or offset's record", nil)
 				off++
 				scanned++
 				continue
