@@ -239,6 +239,8 @@ var (
 	descFlushLatency   = prometheus.NewDesc("smartgo_store_flush_latency_seconds", "Duration of commitlog fdatasync rounds.", nil, nil)
 	descDiskUsed       = prometheus.NewDesc("smartgo_store_disk_used_ratio", "Used fraction (0..1) of the file system holding the store.", nil, nil)
 	descBadRecords     = prometheus.NewDesc("smartgo_store_bad_records_total", "Records refused on a read path (pull, lookup, query, replication) because they failed verification: damaged on disk, never served.", nil, nil)
+	descIndexDamaged   = prometheus.NewDesc("smartgo_store_index_files_damaged_total", "Key index files found damaged (at start, or by the check of older files that follows it); each is rebuilt from the commitlog.", nil, nil)
+	descIndexRebuilt   = prometheus.NewDesc("smartgo_store_index_files_rebuilt_total", "Damaged key index files rebuilt from the commitlog.", nil, nil)
 	descForceDeleted   = prometheus.NewDesc("smartgo_store_force_deleted_unconsumed_total", "Messages retention deleted before every consumer group consumed them (store.disk_force_clean).", nil, nil)
 	descWritesRefused  = prometheus.NewDesc("smartgo_store_writes_refused", "1 while the store refuses writes (disk over the full mark, or a write failed), else 0.", []string{"reason"}, nil)
 	descStoreEvents    = prometheus.NewDesc("smartgo_store_events_total", "Store events by kind (segment-rolled, segment-deleted, corruption, slow-flush, disk-full, disk-ok, write-failed, queue-gap, truncated).", []string{"kind"}, nil)
@@ -250,7 +252,7 @@ var (
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommitLogMax, descCommitLogMin, descDispatchLag, descIndexLag, descHeldPulls,
-		descFlushedOffset, descFlushLatency, descDiskUsed, descBadRecords, descForceDeleted, descWritesRefused, descStoreEvents, descReplLagBytes,
+		descFlushedOffset, descFlushLatency, descDiskUsed, descBadRecords, descIndexDamaged, descIndexRebuilt, descForceDeleted, descWritesRefused, descStoreEvents, descReplLagBytes,
 		descReplLagSeconds, descSlaves, descInfo} {
 		ch <- d
 	}
@@ -280,6 +282,8 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 
 	gauge(descDiskUsed, s.DiskUsed())
 	ch <- prometheus.MustNewConstMetric(descBadRecords, prometheus.CounterValue, float64(st.BadRecords))
+	ch <- prometheus.MustNewConstMetric(descIndexDamaged, prometheus.CounterValue, float64(st.IndexFilesDamaged))
+	ch <- prometheus.MustNewConstMetric(descIndexRebuilt, prometheus.CounterValue, float64(st.IndexFilesRebuilt))
 	ch <- prometheus.MustNewConstMetric(descForceDeleted, prometheus.CounterValue, float64(st.ForceDeletedUnconsumed))
 	gauge(descWritesRefused, b2f(st.DiskFull), "disk-full")
 	gauge(descWritesRefused, b2f(st.WriteFailed), "write-failed")
