@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/smartgo/smartgo/mqtt"
@@ -35,7 +36,7 @@ func (b *Backend) writeOnline(ctx context.Context, clientID string, st *mqtt.Ses
 		}
 		rec = b.onlineRecord(clientID, st.Username, subRecords(st.Subscriptions), st.Expiry.Milliseconds(), from)
 		if own != nil {
-			rec.Pending = own.Pending
+			rec.Pending, rec.Released = own.Pending, own.Released
 		}
 		inst = b.instance(clientID)
 	}
@@ -113,7 +114,8 @@ func (b *Backend) checkpointAll() {
 		b.mu.Lock()
 		own := b.own[id]
 		b.mu.Unlock()
-		if own != nil && own.Online && len(own.Pending) == 0 && len(rec.Pending) == 0 && samePoints(own.Resume, rec.Resume) {
+		if own != nil && own.Online && len(own.Pending) == 0 && len(rec.Pending) == 0 && samePoints(own.Resume, rec.Resume) &&
+			slices.Equal(own.Released, rec.Released) {
 			continue
 		}
 		rec.vouch, rec.inst = true, inst

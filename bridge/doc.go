@@ -141,9 +141,10 @@
 //	   "rap":false,"rh":0,"id":0}],
 //	 "expiryMs":3600000,"disconnectedAtMs":1763800000000,
 //	 "resume":[{"topic":"MQTT_EGRESS","broker":"broker-a","queue":0,
-//	            "from":17,"live":20,"pending":[17,19],"sent":[17]}],
+//	            "from":17,"live":20,"pending":[17,19],"sent":[17],"sentIds":[5]}],
 //	 "pending":[{"topic":"t","payload":"<base64>","qos":1,"retain":true?,
-//	             "subIds":[7]?,"sent":true?,...}]}
+//	             "subIds":[7]?,"sent":true?,"id":9?,...}],
+//	 "released":[12]?}
 //
 // Kinds of record: a connect request ("connect"), a clean-start
 // announcement ("connect" and "deleted"), a claim or subscription change
@@ -157,11 +158,17 @@
 // is the first message whose delivery ended after the disconnect (earlier
 // ones reached the session before the engine took its state), "pending"
 // are the log offsets of the session's unacknowledged messages ("sent"
-// those of them that went out to the client already) and "from" the
-// smallest of both. Pending messages that did not come from the log
-// (retained deliveries, SendTo) are stored whole (at most 1 MiB of
-// payload, the rest dropped with a log line), with the QoS, retain flag
-// and subscription identifiers of their delivery and "sent".
+// those of them that went out to the client already, "sentIds" the packet
+// ids they went out with, in the same order) and "from" the smallest of
+// both. Pending messages that did not come from the log (retained
+// deliveries, SendTo) are stored whole (at most 1 MiB of payload, the
+// rest dropped with a log line), with the QoS, retain flag and
+// subscription identifiers of their delivery, "sent" and the packet "id".
+// "released" are the packet ids of QoS 2 messages the client received
+// (PUBREC) and the node released (PUBREL) without a PUBCOMP yet. A
+// resumed session sends, before anything else, PUBREL for each released
+// id and the messages sent before again, with DUP and their packet ids
+// (MQTT 4.4: a QoS 2 receiver recognises them).
 //
 // LoadSession (a client resumes on a node that does not hold its session
 // in memory: another node, or after a restart) writes a connect request

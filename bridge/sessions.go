@@ -186,7 +186,7 @@ func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
 // position of recent deliveries (ringIndexLocked), else it is built.
 func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time, where map[*mqtt.Message]ringPos) (rec *sessionRecord, dropped int) {
 	rec = &sessionRecord{ClientID: st.ClientID, Node: b.opts.NodeID, Username: st.Username,
-		Subscriptions: subRecords(st.Subscriptions), ExpiryMs: st.Expiry.Milliseconds()}
+		Subscriptions: subRecords(st.Subscriptions), ExpiryMs: st.Expiry.Milliseconds(), Released: st.Released}
 	if !st.DisconnectedAt.IsZero() {
 		rec.DisconnectedAt = st.DisconnectedAt.UnixMilli()
 	}
@@ -209,6 +209,7 @@ func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time, where map[*mqtt.
 				rp.Pending = append(rp.Pending, p.off)
 				if pm.Sent {
 					rp.Sent = append(rp.Sent, p.off)
+					rp.SentIDs = append(rp.SentIDs, pm.PacketID)
 				}
 				rp.From = min(rp.From, p.off)
 				continue
@@ -348,6 +349,7 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 		// periodic walk finds it otherwise.
 		defer b.wakeShares()
 	}
+	st.Released = rec.Released
 	for i := range rec.Pending {
 		st.Pending = append(st.Pending, rec.Pending[i].pending())
 	}
@@ -364,7 +366,7 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 	// Until the client has the messages just loaded (a checkpoint moves
 	// the claim on), that is where the session stood.
 	claim := b.onlineRecord(clientID, rec.Username, rec.Subscriptions, rec.ExpiryMs, rec.Resume)
-	claim.Pending = rec.Pending
+	claim.Pending, claim.Released = rec.Pending, rec.Released
 	claim.vouch = true
 	if err := b.writeSession(ctx, claim); err != nil {
 		b.log.Warn("bridge: session claim", "client", clientID, "err", err)
@@ -383,7 +385,7 @@ func (b *Backend) onlineRecord(clientID, username string, subs []subRecord, expi
 	for _, rp := range from {
 		if _, ok := points[rp.mq()]; ok {
 			cp := rp
-			cp.Pending, cp.Sent = slices.Clone(rp.Pending), slices.Clone(rp.Sent)
+			cp.Pending, cp.Sent, cp.SentIDs = slices.Clone(rp.Pending), slices.Clone(rp.Sent), slices.Clone(rp.SentIDs)
 			points[rp.mq()] = &cp
 		}
 	}
@@ -421,7 +423,8 @@ type replayed struct {
 func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]mqtt.Pending, error) {
 	type qr struct {
 		rp      resumePoint
-		pending map[int64]bool // offset -> sent before
+		pending map[int64]bool   // offset -> sent before
+		ids     map[int64]uint16 // offset -> packet id it was sent with
 		next    int64
 	}
 	// However replay ends, live delivery is paused on return until
@@ -447,9 +450,15 @@ func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]mqtt.Pendin
 		for _, o := range rp.Pending {
 			r.pending[o] = false
 		}
-		for _, o := range rp.Sent {
+		for i, o := range rp.Sent {
 			if _, ok := r.pending[o]; ok {
 				r.pending[o] = true
+				if len(rp.SentIDs) == len(rp.Sent) && rp.SentIDs[i] != 0 {
+					if r.ids == nil {
+						r.ids = map[int64]uint16{}
+					}
+					r.ids[o] = rp.SentIDs[i]
+				}
 			}
 		}
 		work[rp.mq()] = r
@@ -516,7 +525,7 @@ func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]mqtt.Pendin
 		var p mqtt.Pending
 		if sent, ok := r.pending[x.QueueOffset]; ok {
 			p = deliveryOf(subs, m, rec.ClientID, true)
-			p.Sent = sent
+			p.Sent, p.PacketID = sent, r.ids[x.QueueOffset]
 			if p.QoS == 0 {
 				// No subscription matches any more: it was delivered
 				// at QoS 1 or 2 and is completed at the lower.

@@ -178,7 +178,7 @@ type sessionRecord struct {
 	// (takeover.go); tailOnly: the writer does not apply the record
 	// itself, its tail does (a connect request, see Backend.connect).
 	// Neither is part of the JSON; next to the other flags, they keep
-	// the struct at 208 bytes.
+	// the struct small.
 	vouch          bool
 	tailOnly       bool
 	Gen            int64           `json:"gen,omitempty"`
@@ -188,6 +188,8 @@ type sessionRecord struct {
 	DisconnectedAt int64           `json:"disconnectedAtMs,omitempty"`
 	Resume         []resumePoint   `json:"resume,omitempty"`
 	Pending        []pendingRecord `json:"pending,omitempty"`
+	// Released: packet ids awaiting PUBCOMP (mqtt.SessionState.Released).
+	Released []uint16 `json:"released,omitempty"`
 
 	q    client.MessageQueue
 	off  int64
@@ -241,8 +243,10 @@ type resumePoint struct {
 	Live    int64   `json:"live"`
 	Pending []int64 `json:"pending,omitempty"`
 	// Sent are those of Pending that went out to the client before
-	// (redelivered with DUP).
-	Sent []int64 `json:"sent,omitempty"`
+	// (redelivered with DUP), SentIDs their packet ids, in the same order
+	// (0: unknown).
+	Sent    []int64  `json:"sent,omitempty"`
+	SentIDs []uint16 `json:"sentIds,omitempty"`
 }
 
 func (r resumePoint) mq() client.MessageQueue {
@@ -259,6 +263,7 @@ type pendingRecord struct {
 	Retain          bool                `json:"retain,omitempty"`
 	SubIDs          []uint32            `json:"subIds,omitempty"`
 	Sent            bool                `json:"sent,omitempty"`
+	ID              uint16              `json:"id,omitempty"` // packet id, with Sent
 	HasFormat       bool                `json:"hasFormat,omitempty"`
 	Format          byte                `json:"format,omitempty"`
 	ContentType     string              `json:"contentType,omitempty"`
@@ -286,7 +291,7 @@ func pendingOf(pm mqtt.Pending) pendingRecord {
 	if qos == 0 {
 		qos = m.QoS
 	}
-	p := pendingRecord{Topic: m.Topic, Payload: m.Payload, QoS: qos, Retain: pm.Retain, SubIDs: pm.SubIDs, Sent: pm.Sent,
+	p := pendingRecord{Topic: m.Topic, Payload: m.Payload, QoS: qos, Retain: pm.Retain, SubIDs: pm.SubIDs, Sent: pm.Sent, ID: pm.PacketID,
 		HasFormat: m.HasPayloadFormat, Format: m.PayloadFormat, ContentType: m.ContentType, ResponseTopic: m.ResponseTopic,
 		CorrelationData: m.CorrelationData, User: m.User, ClientID: m.ClientID}
 	if !m.Expiry.IsZero() {
@@ -302,5 +307,5 @@ func (p *pendingRecord) pending() mqtt.Pending {
 		m.Expiry = time.UnixMilli(p.ExpiryAt)
 	}
 	// A record is input from a shared topic: keep the QoS a valid one.
-	return mqtt.Pending{Msg: m, QoS: min(max(p.QoS, 1), 2), Retain: p.Retain, SubIDs: p.SubIDs, Sent: p.Sent}
+	return mqtt.Pending{Msg: m, QoS: min(max(p.QoS, 1), 2), Retain: p.Retain, SubIDs: p.SubIDs, Sent: p.Sent, PacketID: p.ID}
 }

@@ -80,6 +80,11 @@ type SessionState struct {
 	// Pending are QoS 1/2 messages queued for the client or delivered but
 	// unacknowledged (they are resent with DUP on reconnect).
 	Pending []Pending
+	// Released are the packet ids of QoS 2 messages the client received
+	// (PUBREC) and the server released (PUBREL) without a PUBCOMP yet, in
+	// send order: on reconnect the server sends PUBREL for each again
+	// (MQTT 4.4), before anything else.
+	Released []uint16
 }
 
 // Pending is a QoS 1/2 message a session holds for its client, with what
@@ -100,6 +105,10 @@ type Pending struct {
 	// Sent: it went out to the client at least once and was not
 	// acknowledged; its next delivery carries DUP.
 	Sent bool
+	// PacketID is the packet id it went out with (Sent), which its
+	// redelivery on a resumed session keeps (MQTT 4.4), so a QoS 2
+	// receiver recognises it; 0: unknown, a new one is taken.
+	PacketID uint16
 }
 
 // Deliverer is the server side of delivery: the backend calls Deliver for

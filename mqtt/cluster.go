@@ -86,8 +86,11 @@ func (s *Server) Snapshot(clientID string) (*SessionState, uint64) {
 		return &cp
 	}
 	for i := range ss.inflight {
-		if o := &ss.inflight[i]; !o.rel {
-			st.Pending = append(st.Pending, Pending{Msg: keep(o.msg, o.rec), QoS: o.qos, Retain: o.retain, SubIDs: o.subIDs, Sent: true})
+		if o := &ss.inflight[i]; o.rel {
+			st.Released = append(st.Released, o.id)
+		} else {
+			st.Pending = append(st.Pending, Pending{Msg: keep(o.msg, o.rec), QoS: o.qos, Retain: o.retain, SubIDs: o.subIDs, Sent: true,
+				PacketID: o.id})
 		}
 	}
 	for _, q := range ss.queue {

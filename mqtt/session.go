@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -282,10 +283,12 @@ func (ss *session) stateLocked() *SessionState {
 	st := ss.subsStateLocked()
 	for i := range ss.inflight {
 		o := &ss.inflight[i]
-		if !o.rel {
-			st.Pending = append(st.Pending, Pending{Msg: o.msg, QoS: o.qos, Retain: o.retain, SubIDs: o.subIDs, Sent: true})
-			o.rec = nil
+		if o.rel {
+			st.Released = append(st.Released, o.id)
+			continue
 		}
+		st.Pending = append(st.Pending, Pending{Msg: o.msg, QoS: o.qos, Retain: o.retain, SubIDs: o.subIDs, Sent: true, PacketID: o.id})
+		o.rec = nil
 	}
 	for _, q := range ss.queue {
 		st.Pending = append(st.Pending, Pending{Msg: q.msg, QoS: q.qos, Retain: q.retain, SubIDs: q.subIDs, Sent: q.dup})
@@ -315,13 +318,31 @@ func (ss *session) restore(st *SessionState) {
 		ss.subs[sub.Filter] = &sub
 		ss.srv.subs.add(ss, &sub)
 	}
+	for _, id := range st.Released {
+		// Released before: only the PUBCOMP is missing (resendLocked
+		// sends PUBREL again). The message itself is the client's now.
+		if id != 0 && !ss.idInFlightLocked(id) {
+			ss.inflight = append(ss.inflight, outMsg{id: id, qos: 2, rel: true})
+		}
+	}
+	now := time.Now()
 	for _, p := range st.Pending {
 		qos := p.QoS
 		if qos == 0 {
 			qos = p.Msg.QoS
 		}
+		if p.Sent && p.PacketID != 0 && !p.Msg.expired(now) && !ss.idInFlightLocked(p.PacketID) {
+			// Back in flight with its packet id: resent first, with DUP.
+			ss.inflight = append(ss.inflight, outMsg{msg: p.Msg, id: p.PacketID, qos: qos, retain: p.Retain, subIDs: p.SubIDs})
+			continue
+		}
 		ss.queue = append(ss.queue, &queued{msg: p.Msg, qos: qos, retain: p.Retain, dup: p.Sent, subIDs: p.SubIDs})
 	}
+}
+
+// idInFlightLocked reports whether packet id is in flight.
+func (ss *session) idInFlightLocked(id uint16) bool {
+	return slices.ContainsFunc(ss.inflight, func(o outMsg) bool { return o.id == id })
 }
 
 // dropSubs removes every subscription of ss from the index.
