@@ -313,3 +313,38 @@ func TestStoreIndexAfterTruncateTail(t *testing.T) {
 	}
 	checkAllKeysFound(t, s, more)
 }
+
+// A damaged index file whose records the commitlog no longer holds (its
+// first segment is gone) is dropped, not rebuilt; the keys of the records
+// still stored are all found.
+func TestStoreIndexDamageBelowLogDropped(t *testing.T) {
+	root, corpus := buildIndexCorpus(t, 1150, false)
+	files := indexFiles(t, root)
+	segs := segmentFiles(t, root)
+	sort.Strings(segs)
+	if err := os.Remove(segs[0]); err != nil {
+		t.Fatal(err)
+	}
+	b := readFile(t, files[0])
+	clear(b[4096:8192])
+	writeFile(t, files[0], b)
+	s := openTest(t, root, idxDamageOpts)
+	waitIndexRepaired(t, s)
+	clMin := s.cl.minOffset()
+	if clMin == 0 {
+		t.Fatal("the first segment is still there")
+	}
+	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
+		t.Fatalf("damaged index file of removed records still there: %v", err)
+	}
+	if st := s.Stats(); st.IndexFilesDamaged != 1 || st.IndexFilesRebuilt != 0 {
+		t.Fatalf("damaged %d, rebuilt %d", st.IndexFilesDamaged, st.IndexFilesRebuilt)
+	}
+	var kept []corpusMsg
+	for _, c := range corpus {
+		if c.pr.PhysicalOffset >= clMin {
+			kept = append(kept, c)
+		}
+	}
+	checkAllKeysFound(t, s, kept)
+}
