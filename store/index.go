@@ -353,6 +353,17 @@ func (x *indexService) load() (damaged []*CorruptError, reindex bool, err error)
 	}
 	sort.Strings(names)
 	want := indexFileSize(x.s.opts.IndexSlots, x.s.opts.IndexEntries)
+	if other := x.otherSize(names, want); other > 0 {
+		// Written with other IndexSlots or IndexEntries: files of this
+		// size cannot hold the same ranges. Index everything again.
+		x.s.log.Warn("store: index files were written with another index_slots or index_entries; the commitlog is indexed again",
+			"size", other, "expected", want, "files", len(names))
+		for _, name := range names {
+			_ = fs.Remove(filepath.Join(x.dir, name))
+		}
+		x.skipPhy, x.forceNew = -1, true
+		return nil, true, nil
+	}
 	var l []*indexFile
 	var why []string // per file: why it is damaged, "" if not
 	var known []bool // per file: its header's range can be trusted
@@ -460,6 +471,23 @@ func (x *indexService) load() (damaged []*CorruptError, reindex bool, err error)
 // repairOf is the repair of a damaged file whose header is sound.
 func repairOf(f *indexFile, why string) indexRepair {
 	return indexRepair{f: f, from: f.beginPhy, to: f.endPhy, why: why}
+}
+
+// otherSize returns the size shared by all of several index files when
+// it is not want (the options changed), else 0.
+func (x *indexService) otherSize(names []string, want int64) int64 {
+	if len(names) < 2 {
+		return 0
+	}
+	size := int64(-1)
+	for _, name := range names {
+		st, err := x.s.fs.Stat(filepath.Join(x.dir, name))
+		if err != nil || st.Size() == want || size >= 0 && st.Size() != size {
+			return 0
+		}
+		size = st.Size()
+	}
+	return size
 }
 
 // resizeFile truncates or extends (with zeros) the file at path to size.

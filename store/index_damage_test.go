@@ -348,3 +348,16 @@ func TestStoreIndexDamageBelowLogDropped(t *testing.T) {
 	}
 	checkAllKeysFound(t, s, kept)
 }
+
+// Index files written with other index sizes (the options changed) are
+// not taken for damaged ones: the commitlog is indexed again at start,
+// into files of the new size, and every key is found.
+func TestStoreIndexSizeChanged(t *testing.T) {
+	root, corpus := buildIndexCorpus(t, 1150, false)
+	s := openTest(t, root, func(o *Options) { idxDamageOpts(o); o.IndexEntries = 300 })
+	waitIndexRepaired(t, s)
+	if st := s.Stats(); st.IndexFilesDamaged != 0 {
+		t.Fatalf("%d index files reported damaged", st.IndexFilesDamaged)
+	}
+	checkAllKeysFound(t, s, corpus)
+}
