@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"testing"
@@ -90,6 +91,10 @@ func TestBridgePendingDeliveryAcrossRestart(t *testing.T) {
 		}
 	}
 	publish(1, "keep/old", "retained before", 1, true)
+	// Its live delivery must be over before the device subscribes: a
+	// lagging live consumer would hand it to the new subscription too
+	// (before the SUBACK, under load), besides the retained copy.
+	waitLiveCaughtUp(t, a)
 
 	dev := dialPaho(t, addrOf(a))
 	dev.connect("keeper", true)
@@ -144,4 +149,15 @@ func TestBridgePendingDeliveryAcrossRestart(t *testing.T) {
 		{"keep/b", false, false}, {"keep/r2", false, true}} {
 		check(dev2.recv(), w)
 	}
+}
+
+// waitLiveCaughtUp waits until n's live consumer has delivered what the
+// brokers stored so far in its device-facing topics.
+func waitLiveCaughtUp(t *testing.T, n *Bridge) {
+	t.Helper()
+	var pts []resumePoint
+	for _, topic := range n.Backend().Topics() {
+		pts = append(pts, resumePoint{Topic: topic})
+	}
+	n.Backend().waitLive(context.Background(), pts)
 }
