@@ -131,7 +131,7 @@ func TestBridgeSessionV311AndStaleDelete(t *testing.T) {
 	dev.connect(&packets.Connect{ClientID: "v3dev", KeepAlive: 60})
 	dev.subscribe(1, sub("cmd/v3dev", 2))
 	dev.disconnect()
-	testutil.WaitFor(t, 5*time.Second, "session record on B", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "session record on B", func() bool {
 		b.Backend().mu.Lock()
 		defer b.Backend().mu.Unlock()
 		r := b.Backend().sessions["v3dev"]
@@ -146,7 +146,7 @@ func TestBridgeSessionV311AndStaleDelete(t *testing.T) {
 	if pub := dev2.expectPublish(); string(pub.Payload) != "one" || pub.QoS != 1 {
 		t.Fatalf("offline message %q qos %d", pub.Payload, pub.QoS)
 	}
-	testutil.WaitFor(t, 5*time.Second, "claim seen by A", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "claim seen by A", func() bool {
 		a.Backend().mu.Lock()
 		defer a.Backend().mu.Unlock()
 		r := a.Backend().sessions["v3dev"]
@@ -183,7 +183,7 @@ func TestBridgeSessionV311AndStaleDelete(t *testing.T) {
 	}
 	// A clean start deletes the session cluster-wide.
 	dev2.nc.Close()
-	testutil.WaitFor(t, 5*time.Second, "offline record from B seen by A", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "offline record from B seen by A", func() bool {
 		a.Backend().mu.Lock()
 		defer a.Backend().mu.Unlock()
 		r := a.Backend().sessions["v3dev"]
@@ -191,7 +191,7 @@ func TestBridgeSessionV311AndStaleDelete(t *testing.T) {
 	})
 	dev3 := dialRaw(t, addrOf(a), packets.Version311)
 	dev3.connect(&packets.Connect{ClientID: "v3dev", CleanStart: true, KeepAlive: 60})
-	testutil.WaitFor(t, 5*time.Second, "session deleted on B", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "session deleted on B", func() bool {
 		b.Backend().mu.Lock()
 		defer b.Backend().mu.Unlock()
 		r := b.Backend().sessions["v3dev"]
