@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"math"
@@ -338,17 +337,7 @@ func (s *Store) indexEntry(e *dispEntry, phy int64) {
 	if e.sysFlag&record.TxMask == record.TxRollback || phy <= s.idx.skipPhy {
 		return
 	}
-	for keys := e.keys; len(keys) > 0; {
-		i := bytes.IndexByte(keys, ' ')
-		k := keys
-		if i >= 0 {
-			k, keys = keys[:i], keys[i+1:]
-		} else {
-			keys = nil
-		}
-		s.indexKey(e, k, phy)
-	}
-	s.indexKey(e, e.uniq, phy)
+	forEachIndexKey(e, func(k []byte) { s.indexKey(e, k, phy) })
 	s.idx.skipPhy = phy
 }
 
