@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -158,7 +159,11 @@ func TestClusterReplyForwardedToRequestersBroker(t *testing.T) {
 	if out.Opaque != opaque || out.Code != protocol.Success || out.DecodeHeader(&sh) != nil || sh.MsgID == "0" {
 		t.Fatalf("responder answered %s %+v", out, sh)
 	}
-	// Stored once, on broker-c.
+	// Stored once, on broker-c. The queue's max offset counts what the
+	// store's dispatcher has indexed, which may trail the answer.
+	testutil.WaitFor(t, 10*time.Second, "the reply in broker-c's queue", func() bool {
+		return queueMax(t, cc, protocol.ReplyTopic("TestCluster")) == 1
+	})
 	for i, addr := range []string{a, b, cc} {
 		want := int64(0)
 		if addr == cc {

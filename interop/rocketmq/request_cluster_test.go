@@ -216,7 +216,18 @@ func TestInteropRequestReplyAcrossBrokers(t *testing.T) {
 			}
 		}
 	}
-	all := storedBodies(t, c.registry, replyTopic, "broker-0", "broker-1", "broker-2")
+	// A queue lists what the store's dispatcher has indexed, which may
+	// trail the last answers.
+	var all map[string]int
+	testutil.WaitFor(t, 20*time.Second, "every reply in the reply topic's queues", func() bool {
+		all = storedBodies(t, c.registry, replyTopic, "broker-0", "broker-1", "broker-2")
+		for _, body := range bodies {
+			if all[body] == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	for _, body := range bodies {
 		if all[body] != 1 {
 			t.Errorf("reply %s stored %d times", body, all[body])
