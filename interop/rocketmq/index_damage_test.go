@@ -3,9 +3,7 @@ package rocketmq
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -18,59 +16,6 @@ import (
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
-
-// runStandaloneAt runs `smartgo standalone` on dir (kept across runs) and
-// returns it with a stop function (SIGTERM, wait; also run at cleanup).
-func runStandaloneAt(t *testing.T, dir string, extra ...string) (*standalone, func()) {
-	t.Helper()
-	ports := freePorts(t, 3)
-	s := &standalone{
-		registry: fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		broker:   fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		mqtt:     fmt.Sprintf("127.0.0.1:%d", ports[2]),
-	}
-	args := append([]string{"standalone", "-data", filepath.Join(dir, "data"),
-		"-set", "registry.listen=" + s.registry, "-set", "broker.listen=" + s.broker, "-set", "console.listen=127.0.0.1:0",
-		"-set", "bridge.listen=" + s.mqtt, "-set", "store.segment_size=64MiB", "-set", "log.level=" + logLevel()}, extra...)
-	logf, err := os.CreateTemp(dir, "smartgo-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.log = logf
-	cmd := exec.Command(smartgoBinary(t), args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s.cmd = cmd
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("smartgo exited with %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("smartgo did not stop within 15 s of SIGINT")
-		}
-		if t.Failed() {
-			data, _ := os.ReadFile(logf.Name())
-			t.Logf("smartgo log:\n%s", tail(string(data), 200))
-		}
-	}
-	t.Cleanup(stop)
-	testutil.WaitFor(t, 20*time.Second, "smartgo up", func() bool { return fileContains(logf.Name(), "registered with registry") })
-	return s, stop
-}
 
 // Messages with keys sent by rocketmq-client-go; the broker stopped; the
 // slot table of one of its key index files zeroed (what a bad disk or a

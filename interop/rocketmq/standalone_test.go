@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -29,12 +30,20 @@ func smartgoBinary(t *testing.T) string { return testnet.SmartgoBinary(t, filepa
 func freePorts(t *testing.T, n int) []int { return testnet.FreePorts(t, n) }
 
 // startStandalone runs `smartgo standalone` on free loopback ports with
-// its data in a temp dir, and stops it (SIGTERM) at cleanup.
+// its data in a temp dir, and stops it (SIGINT) at cleanup.
 func startStandalone(t *testing.T, extra ...string) *standalone {
 	t.Helper()
-	dir := t.TempDir()
+	s, _ := runStandaloneAt(t, t.TempDir(), extra...)
+	return s
+}
+
+// runStandaloneAt runs `smartgo standalone` on free loopback ports with
+// its data in dir (which may hold an earlier run's data) and a log file
+// of its own there; stop ends it as cleanup would (SIGINT, wait).
+func runStandaloneAt(t *testing.T, dir string, extra ...string) (s *standalone, stop func()) {
+	t.Helper()
 	ports := freePorts(t, 3)
-	s := &standalone{
+	s = &standalone{
 		registry: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		broker:   fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		mqtt:     fmt.Sprintf("127.0.0.1:%d", ports[2]),
@@ -43,16 +52,22 @@ func startStandalone(t *testing.T, extra ...string) *standalone {
 		"-set", "registry.listen=" + s.registry, "-set", "broker.listen=" + s.broker, "-set", "console.listen=127.0.0.1:0",
 		"-set", "bridge.listen=" + s.mqtt,
 		"-set", "store.segment_size=64MiB", "-set", "log.level=" + logLevel()}, extra...)
-	s.cmd, s.log = runSmartgo(t, filepath.Join(dir, "smartgo.log"), "registered with registry", args...)
-	return s
+	logf, err := os.CreateTemp(dir, "smartgo-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = logf.Close()
+	s.cmd, s.log, stop = runSmartgo(t, logf.Name(), "registered with registry", args...)
+	return s, stop
 }
 
 func (s *standalone) logContains(text string) bool { return fileContains(s.log.Name(), text) }
 
 // runSmartgo starts the smartgo binary with args, its output in logPath,
-// waits until its log shows ready, and stops it (SIGINT, then SIGKILL
-// after 15 s) at cleanup, logging the tail of its log if the test failed.
-func runSmartgo(t *testing.T, logPath, ready string, args ...string) (*exec.Cmd, *os.File) {
+// waits until its log shows ready, and returns stop, which ends it
+// (SIGINT, then SIGKILL after 15 s) and logs the tail of its log if the
+// test failed; cleanup calls stop too (it runs once).
+func runSmartgo(t *testing.T, logPath, ready string, args ...string) (*exec.Cmd, *os.File, func()) {
 	t.Helper()
 	cmd := exec.Command(smartgoBinary(t), args...)
 	logf, err := os.Create(logPath)
@@ -63,26 +78,30 @@ func runSmartgo(t *testing.T, logPath, ready string, args ...string) (*exec.Cmd,
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("smartgo %s exited with %v", args[0], err)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("smartgo %s exited with %v", args[0], err)
+				}
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Errorf("smartgo %s did not stop within 15 s of SIGINT", args[0])
 			}
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("smartgo %s did not stop within 15 s of SIGINT", args[0])
-		}
-		if t.Failed() {
-			data, _ := os.ReadFile(logPath)
-			t.Logf("smartgo %s log (%s):\n%s", args[0], logPath, tail(string(data), 400))
-		}
-		logf.Close()
-	})
+			if t.Failed() {
+				data, _ := os.ReadFile(logPath)
+				t.Logf("smartgo %s log (%s):\n%s", args[0], logPath, tail(string(data), 400))
+			}
+			logf.Close()
+		})
+	}
+	t.Cleanup(stop)
 	deadline := time.Now().Add(20 * time.Second)
 	for !fileContains(logPath, ready) {
 		if time.Now().After(deadline) {
@@ -91,7 +110,7 @@ func runSmartgo(t *testing.T, logPath, ready string, args ...string) (*exec.Cmd,
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return cmd, logf
+	return cmd, logf, stop
 }
 
 // fileContains reports whether a line of the file at path contains text.
