@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
@@ -86,6 +87,30 @@ func (g *handlerGate) enter() bool {
 
 func (g *handlerGate) leave() { g.mu.RUnlock() }
 
+// startResponder runs a responder of topic: a push consumer (group
+// "interop-"+name) that answers each request with "re:<body>" through its
+// own producer (name+"-replier"), handed to send with the request it
+// answers; a handler gate keeps it off the producer once the test ends.
+func startResponder(t *testing.T, s *standalone, name, topic string, send func(p rocketmq.Producer, m *primitive.MessageExt, reply *primitive.Message)) {
+	t.Helper()
+	replier := newProducer(t, s, name+"-replier")
+	gate := newHandlerGate(t)
+	newPushConsumer(t, s, "interop-"+name, name+"-cons", topic, consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
+		if !gate.enter() {
+			return consumer.ConsumeSuccess
+		}
+		defer gate.leave()
+		reply, err := consumer.CreateReplyMessage(m, nil)
+		if err != nil {
+			t.Errorf("CreateReplyMessage: %v", err)
+			return consumer.ConsumeSuccess
+		}
+		reply.Body = []byte("re:" + string(m.Body))
+		send(replier, m, reply)
+		return consumer.ConsumeSuccess
+	})
+}
+
 // storedBodies counts the bodies of the messages stored in queue 0 of
 // topic on each named broker.
 func storedBodies(t *testing.T, registry, topic string, brokers ...string) map[string]int {
@@ -143,21 +168,10 @@ func TestInteropRequestReplyAcrossBrokers(t *testing.T) {
 	// with SendAsync, the others with SendSync.
 	// Replies to the warm-up's requests (some answered after their
 	// requester gave up) are not counted.
-	replier := newProducer(t, s, "rpc-cluster-replier")
-	gate := newHandlerGate(t)
 	var replyErrs atomic.Int64
-	newPushConsumer(t, s, "interop-rpc-cluster", "rpc-cluster-cons", topic, consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
-		if !gate.enter() {
-			return consumer.ConsumeSuccess
-		}
-		defer gate.leave()
-		reply, err := consumer.CreateReplyMessage(m, nil)
-		if err != nil {
-			t.Errorf("CreateReplyMessage: %v", err)
-			return consumer.ConsumeSuccess
-		}
-		reply.Body = []byte("re:" + string(m.Body))
+	startResponder(t, s, "rpc-cluster", topic, func(replier rocketmq.Producer, m *primitive.MessageExt, reply *primitive.Message) {
 		counted := string(m.Body) != "warm"
+		var err error
 		if strings.HasPrefix(string(m.Body), "async") {
 			err = replier.SendAsync(context.Background(), func(_ context.Context, _ *primitive.SendResult, err error) {
 				if err != nil && counted {
@@ -172,7 +186,6 @@ func TestInteropRequestReplyAcrossBrokers(t *testing.T) {
 			replyErrs.Add(1)
 			t.Logf("reply to %s: %v", m.Body, err)
 		}
-		return consumer.ConsumeSuccess
 	})
 	// The responder is ready once a warm requester (retrying) is answered.
 	warm := newProducer(t, s, "rpc-cluster-warm")

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2/consumer"
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/smartgo/smartgo/internal/testutil"
@@ -26,21 +26,8 @@ func TestInteropRequestFirstReplies(t *testing.T) {
 	createTopic(t, s.broker, topic, 2)
 	ctx := context.Background()
 
-	replier := newProducer(t, s, "rpc-first-replier")
-	gate := newHandlerGate(t)
-	newPushConsumer(t, s, "interop-rpc-first", "rpc-first-cons", topic, consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
-		if !gate.enter() {
-			return consumer.ConsumeSuccess
-		}
-		defer gate.leave()
-		reply, err := consumer.CreateReplyMessage(m, nil)
-		if err != nil {
-			t.Errorf("CreateReplyMessage: %v", err)
-			return consumer.ConsumeSuccess
-		}
-		reply.Body = []byte("re:" + string(m.Body))
+	startResponder(t, s, "rpc-first", topic, func(replier rocketmq.Producer, _ *primitive.MessageExt, reply *primitive.Message) {
 		_, _ = replier.SendSync(context.Background(), reply)
-		return consumer.ConsumeSuccess
 	})
 	// The responder is ready once a warm requester (retrying) is answered.
 	warm := newProducer(t, s, "rpc-first-warm")
