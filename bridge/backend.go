@@ -73,6 +73,7 @@ type Backend struct {
 	srv       clusterServer                                // protected by mu; d, when it is one
 	shares    map[string]*client.PullConsumer              // protected by mu; running share consumers (shares.go)
 	shareWake chan struct{}                                // wakes the share loop (capacity 1)
+	shareFrom map[string]map[client.MessageQueue]int64     // protected by mu; start offsets of shares not yet running, taken before their SUBACK (shares.go)
 	live      *client.PullConsumer                         // protected by mu
 	sys       *client.PullConsumer                         // protected by mu
 	queues    map[client.MessageQueue]*queueState          // protected by mu

@@ -108,7 +108,10 @@
 // to about 2% of a core: the pause between walks is at least 50 times the
 // last walk), so the brokers split the
 // queues among those nodes: each message reaches one node, which hands it
-// to one local member (round robin, connected members first). The group
+// to one local member (round robin, connected members first). A new
+// group starts at the topics' end offsets read before the first member's
+// SUBACK on the node (Backend.SaveSubscriptions), so what is published
+// after the SUBACK reaches it though its consumer starts later. The group
 // commits its offsets (every second and when a node leaves), so a queue
 // that moves continues where its previous owner stopped; messages near a
 // rebalance may come twice (at least once). A member whose queue is

@@ -402,6 +402,7 @@ func (b *Backend) SaveSubscriptions(ctx context.Context, st *mqtt.SessionState) 
 	if b.isClosed() {
 		return ErrClosed
 	}
+	b.markShares(ctx, st.Subscriptions)
 	b.wakeShares()
 	if st.Expiry == 0 {
 		return nil // the session ends with its connection

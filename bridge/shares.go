@@ -90,6 +90,13 @@ func (b *Backend) shareLoop(srv clusterServer) {
 			want[s] = true
 		}
 		gap = 50 * time.Since(began)
+		b.mu.Lock()
+		for s := range b.shareFrom {
+			if !want[s] && running[s] == nil {
+				delete(b.shareFrom, s) // unsubscribed before its consumer started
+			}
+		}
+		b.mu.Unlock()
 		for s, sc := range running {
 			if !want[s] {
 				sc.stop()
@@ -147,25 +154,84 @@ func (b *Backend) ShareQueues(share string) []client.MessageQueue {
 	return c.Assigned()
 }
 
+// shareMarkTimeout bounds markShares' offset lookups (they hold a SUBACK).
+const shareMarkTimeout = 3 * time.Second
+
+// markShares records, for each shared subscription in subs that has no
+// consumer on this node yet, the device-facing topics' max offsets: where
+// its group starts if it is new. The server calls it (SaveSubscriptions)
+// before the SUBACK, so a message published after the SUBACK is at or
+// past them; the consumer starts later. A failed lookup is logged, and the
+// consumer takes the offsets when it starts.
+func (b *Backend) markShares(ctx context.Context, subs []mqtt.Subscription) {
+	for _, sub := range subs {
+		if !packets.IsShared(sub.Filter) {
+			continue
+		}
+		b.mu.Lock()
+		_, marked := b.shareFrom[sub.Filter]
+		running := b.shares[sub.Filter] != nil
+		b.mu.Unlock()
+		if marked || running {
+			continue
+		}
+		mctx, cancel := context.WithTimeout(ctx, shareMarkTimeout)
+		from, err := b.maxOffsets(mctx)
+		cancel()
+		if err != nil {
+			b.log.Warn("bridge: start offsets of a new shared subscription", "share", sub.Filter, "err", err)
+			continue
+		}
+		b.mu.Lock()
+		if b.shareFrom == nil {
+			b.shareFrom = map[string]map[client.MessageQueue]int64{}
+		}
+		if _, ok := b.shareFrom[sub.Filter]; !ok {
+			b.shareFrom[sub.Filter] = from
+		}
+		b.mu.Unlock()
+	}
+}
+
+// maxOffsets returns the max offset of every queue of the device-facing
+// topics.
+func (b *Backend) maxOffsets(ctx context.Context) (map[client.MessageQueue]int64, error) {
+	from := map[client.MessageQueue]int64{}
+	for _, t := range b.topics {
+		stats, err := b.adm.TopicStats(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("bridge: offsets of %s: %w", t, err)
+		}
+		for _, s := range stats {
+			from[s.Queue] = s.MaxOffset
+		}
+	}
+	return from, nil
+}
+
 func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, error) {
 	group := shareGroup(share)
 	sctx, scancel := context.WithTimeout(b.ctx, b.opts.StartTimeout)
 	defer scancel()
+	b.mu.Lock()
+	marked := b.shareFrom[share]
+	delete(b.shareFrom, share)
+	b.mu.Unlock()
 	// A group no broker knows yet is a new shared subscription: it gets
-	// what is stored from now on. ConsumeFromLast alone does not do that:
-	// brokers start a group without offsets at 0 on a young queue
+	// what is stored after its first SUBACK on this node (markShares), or
+	// from now on when that is unknown. ConsumeFromLast alone does not do
+	// that: brokers start a group without offsets at 0 on a young queue
 	// (RocketMQ's rule), which handed the topics' whole history to the
-	// first member. A known group resumes from its committed offsets.
+	// first member, and at the max offset of the moment otherwise, which
+	// skipped what came between the SUBACK and the consumer's start. A
+	// known group resumes from its committed offsets.
 	var from map[client.MessageQueue]int64 // read-only once built
 	if _, err := b.adm.GroupProgress(sctx, group, ""); errors.Is(err, client.ErrGroupNotExist) {
-		from = map[client.MessageQueue]int64{}
-		for _, t := range b.topics {
-			stats, err := b.adm.TopicStats(sctx, t)
-			if err != nil {
-				return nil, fmt.Errorf("bridge: offsets of %s: %w", t, err)
-			}
-			for _, s := range stats {
-				from[s.Queue] = s.MaxOffset
+		from = marked
+		if from == nil {
+			var err error
+			if from, err = b.maxOffsets(sctx); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -186,6 +252,15 @@ func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, e
 	if err := c.Start(sctx); err != nil {
 		c.Close()
 		return nil, err
+	}
+	// A new group's queues start where the subscription began, not where
+	// the broker put them (the max offset now, on a queue that is not young).
+	for _, mq := range c.Assigned() {
+		if off, ok := from[mq]; ok {
+			if err := c.Seek(mq, off); err != nil {
+				b.log.Warn("bridge: start of a shared subscription's queue", "share", share, "queue", mq, "err", err)
+			}
+		}
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	sc := &shareConsumer{share: share, c: c, cancel: cancel, done: make(chan struct{})}
