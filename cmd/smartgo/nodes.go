@@ -69,7 +69,7 @@ func (n *brokerNode) localTwins() map[string]twincli.LocalBroker {
 func (n *brokerNode) monitor(m *monitor) {
 	m.add("broker", n.Collectors(), n.Ready)
 	m.add("statestore", n.ss.Collectors(), n.ss.Err)
-	m.add("twin", nil, n.tw.Err)
+	m.add("twin", n.tw.Collectors(), n.tw.Err)
 }
 
 // Close closes the twins and the state store, then the broker.
@@ -141,9 +141,15 @@ func startBridge(ctx context.Context, f conf.File, localBroker *brokerNode, log 
 	return &bridgeNode{Bridge: b, front: front, hub: hub}, nil
 }
 
-// monitor adds the bridge's metrics and readiness to the process's
-// monitor.
-func (n *bridgeNode) monitor(m *monitor) { m.add("bridge", n.Collectors(), n.Ready) }
+// monitor adds the bridge's metrics (and its IoT hub's) and readiness to
+// the process's monitor.
+func (n *bridgeNode) monitor(m *monitor) {
+	cs := n.Collectors()
+	if n.hub != nil {
+		cs = append(cs, n.hub.Collectors()...)
+	}
+	m.add("bridge", cs, n.Ready)
+}
 
 // Close closes the MQTT server (its devices' disconnects reach the hub),
 // the hub, the state store front, then the bridge.
