@@ -94,7 +94,8 @@ type ProducerOptions struct {
 	// means none.
 	Retries int
 	// CompressThreshold: bodies larger than this are zlib-compressed
-	// (level CompressLevel). Default 4096; negative disables compression.
+	// (level CompressLevel) and sent so when that made them smaller.
+	// Default 4096; negative disables compression.
 	CompressThreshold int
 	// CompressLevel is the zlib level. Default 5.
 	CompressLevel int

@@ -189,8 +189,10 @@ func (p *Producer) prepare(m *Message) (*prepared, error) {
 	}
 	body, sysFlag := m.Body, int32(0)
 	if p.opts.CompressThreshold > 0 && len(body) > p.opts.CompressThreshold {
+		// Kept only when smaller: zlib grows random bytes a little, which
+		// can push a body at MaxMessageSize over the broker's limit.
 		cb, flags, err := record.CompressBody(nil, body, record.CompressionAlgoZlib, p.opts.CompressLevel)
-		if err == nil {
+		if err == nil && len(cb) < len(body) {
 			body, sysFlag = cb, flags
 		}
 	}

@@ -27,7 +27,8 @@ var (
 	// misread the files.
 	ErrSegmentSize = errors.New("store: segment size differs from the files on disk")
 
-	// ErrMessageTooLarge means an encoded record exceeds Options.MaxMessageSize.
+	// ErrMessageTooLarge means a body exceeds Options.MaxMessageSize, or
+	// its record the room beside it (Options.sizeError).
 	ErrMessageTooLarge = errors.New("store: message too large")
 
 	// ErrIllegalMessage means a message cannot be encoded (topic too long,

@@ -136,6 +136,11 @@ func TestStoreMessageTooLarge(t *testing.T) {
 	if !errors.Is(err, ErrIllegalMessage) || res.Status != PutMessageIllegal {
 		t.Fatalf("long topic: %v %v", res.Status, err)
 	}
+	// A body of MaxMessageSize is stored, though its record is larger (as
+	// on RocketMQ, the limit is the body's).
+	if _, err := s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: strings.Repeat("x", 16<<10)})); err != nil {
+		t.Fatalf("body of MaxMessageSize: %v", err)
+	}
 	// Largest allowed message still fits a fresh segment.
 	m := newMsg(msgSpec{topic: "T"})
 	m.Body = make([]byte, 16<<10-record.SealedSize(m))

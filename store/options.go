@@ -108,7 +108,7 @@ type Options struct {
 	CQEntriesPerFile int   // consume-queue entries per file (default 300 000)
 	IndexSlots       int   // hash slots per index file (default 5 000 000)
 	IndexEntries     int   // entries per index file (default 20 000 000)
-	MaxMessageSize   int   // largest encoded record in bytes (default 4 MiB)
+	MaxMessageSize   int   // largest body in bytes (default 4 MiB); the record around it may take recordHeadroom more (sizeError)
 
 	FlushMode          FlushMode
 	FlushInterval      time.Duration // async commitlog flush period (default 500 ms)
@@ -357,4 +357,28 @@ func defaultResidentBytes() int64 {
 		return 1 << 30
 	}
 	return int64(total) * 40 / 100
+}
+
+// recordHeadroom is what a record may take beside its body (header, topic
+// and properties, which their length fields keep under 33 KiB), as
+// RocketMQ's broker allows 64 KiB beside maxMessageSize.
+const recordHeadroom = 64 << 10
+
+// sizeError refuses a record whose body exceeds MaxMessageSize or which,
+// size bytes in all, exceeds MaxMessageSize+recordHeadroom or a segment
+// (with its 8-byte end marker); nil when it may be stored. item >= 0 names
+// a batch item in the error.
+func (o *Options) sizeError(item, body, size int) error {
+	limit := min(int64(o.MaxMessageSize)+recordHeadroom, o.SegmentSize-8)
+	if body <= o.MaxMessageSize && int64(size) <= limit {
+		return nil
+	}
+	what := ""
+	if item >= 0 {
+		what = fmt.Sprintf("batch item %d: ", item)
+	}
+	if body > o.MaxMessageSize {
+		return fmt.Errorf("%w: %sbody of %d bytes > %d", ErrMessageTooLarge, what, body, o.MaxMessageSize)
+	}
+	return fmt.Errorf("%w: %srecord of %d bytes > %d", ErrMessageTooLarge, what, size, limit)
 }

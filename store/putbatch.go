@@ -90,9 +90,8 @@ func (s *Store) putBatch(tmpl *record.Message, items []record.BatchItem, wait bo
 	for i, it := range items {
 		np := batchPropsLen(it.Properties, tmplProps)
 		size := base + len(it.Body) + np
-		if size > s.opts.MaxMessageSize {
-			return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}}, appended{},
-				fmt.Errorf("%w: batch item %d is %d bytes > %d", ErrMessageTooLarge, i, size, s.opts.MaxMessageSize)
+		if err := s.opts.sizeError(i, len(it.Body), size); err != nil {
+			return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}}, appended{}, err
 		}
 		if len(tmpl.Topic) > record.MaxTopicLen || np > record.MaxPropertiesLen {
 			return BatchResult{PutResult: PutResult{Status: PutMessageIllegal}}, appended{},

@@ -1,10 +1,6 @@
 package store
 
-import (
-	"fmt"
-
-	"github.com/smartgo/smartgo/store/record"
-)
+import "github.com/smartgo/smartgo/store/record"
 
 // PutPair appends two records back to back under one writer lock, so that
 // no other record comes between them, and returns without waiting for a
@@ -27,10 +23,9 @@ func (s *Store) PutPair(first, second *record.Message) (res [2]PutResult, err er
 		m.StoreHost = s.opts.StoreHost
 		m.Properties = record.StripCRCProperty(m.Properties)
 		sizes[i] = record.SealedSize(m)
-		if sizes[i] > s.opts.MaxMessageSize {
+		if err := s.opts.sizeError(-1, len(m.Body), sizes[i]); err != nil {
 			s.stats.putErrors.Add(1)
-			return [2]PutResult{{Status: PutMessageIllegal}, {Status: PutMessageIllegal}},
-				fmt.Errorf("%w: %d bytes > %d", ErrMessageTooLarge, sizes[i], s.opts.MaxMessageSize)
+			return [2]PutResult{{Status: PutMessageIllegal}, {Status: PutMessageIllegal}}, err
 		}
 	}
 	s.putMu.Lock()

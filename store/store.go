@@ -531,9 +531,9 @@ func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, star
 	// message) is sealed afresh: its old CRC property goes.
 	m.Properties = record.StripCRCProperty(m.Properties)
 	size := record.SealedSize(m)
-	if size > s.opts.MaxMessageSize {
+	if err := s.opts.sizeError(-1, len(m.Body), size); err != nil {
 		s.stats.putErrors.Add(1)
-		return PutResult{Status: PutMessageIllegal}, appended{}, fmt.Errorf("%w: %d bytes > %d", ErrMessageTooLarge, size, s.opts.MaxMessageSize)
+		return PutResult{Status: PutMessageIllegal}, appended{}, err
 	}
 	excluded := isTxExcluded(m.SysFlag)
 	s.putMu.Lock()
