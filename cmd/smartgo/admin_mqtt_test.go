@@ -92,6 +92,10 @@ func TestCmdAdminMQTT(t *testing.T) {
 	if code, out, errs := adm("mqtt", "retained"); code != exitOK || !strings.Contains(out, "cli/retained") || !strings.Contains(out, `"kept"`) {
 		t.Fatalf("mqtt retained: %d %q %q", code, out, errs)
 	}
+	// An empty result is an empty JSON array, not null (scripts iterate).
+	if code, out, errs := adm("-o", "json", "mqtt", "clients", "-prefix", "nobody-"); code != exitOK || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("mqtt clients matching none: %d %q %q", code, out, errs)
+	}
 	if code, _, errs := adm("mqtt", "clients", "-limit", "100000"); code != exitUsage || !strings.Contains(errs, "-limit") {
 		t.Fatalf("huge limit: %d %q", code, errs)
 	}

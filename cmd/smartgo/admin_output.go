@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -42,12 +43,36 @@ type output struct {
 }
 
 func (o *output) writeJSON(v any) {
+	v = emptyNotNull(v)
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		o.err = err
 		return
 	}
 	_, o.err = fmt.Fprintf(o.w, "%s\n", b)
+}
+
+// emptyNotNull turns a nil slice or map, at the top or as a value of a
+// map[string]any, into an empty one, so that an empty result prints as []
+// or {} (what scripts iterate over), not null.
+func emptyNotNull(v any) any {
+	rv := reflect.ValueOf(v)
+	switch {
+	case !rv.IsValid():
+		return v
+	case rv.Kind() == reflect.Slice && rv.IsNil():
+		return reflect.MakeSlice(rv.Type(), 0, 0).Interface()
+	case rv.Kind() == reflect.Map && rv.IsNil():
+		return reflect.MakeMap(rv.Type()).Interface()
+	}
+	if m, ok := v.(map[string]any); ok {
+		out := make(map[string]any, len(m))
+		for k, x := range m {
+			out[k] = emptyNotNull(x)
+		}
+		return out
+	}
+	return v
 }
 
 func (o *output) table(v any, header []string, rows func(add func(...any))) {
