@@ -33,6 +33,8 @@ import (
 //	PATCH  /twins/{id}[/modules/{mid}]             update tags and desired (If-Match optional)
 //	PUT    /twins/{id}[/modules/{mid}]             replace tags and desired (If-Match optional)
 //	POST   /twins/{id}[/modules/{mid}]/methods     invoke a direct method
+//	GET    /statistics/devices                     device counts: total, enabled, disabled
+//	GET    /statistics/service                     connected devices
 //
 // Path segments are URL-decoded; the api-version query parameter is
 // accepted and not interpreted. Every request carries
@@ -82,7 +84,7 @@ func (h *Hub) startHTTPS() error {
 
 // route is a parsed API path.
 type route struct {
-	kind     string // "devices", "device", "modules", "module", "c2d", "query", "twin", "methods"
+	kind     string // "devices", "device", "modules", "module", "c2d", "query", "twin", "methods", "stats", "servicestats"
 	deviceID string
 	moduleID string
 }
@@ -119,6 +121,10 @@ func parseRoute(escaped string) (route, error) {
 		return route{kind: "twin", deviceID: segs[1], moduleID: segs[3]}, nil
 	case n == 5 && segs[0] == "twins" && segs[2] == "modules" && segs[4] == "methods":
 		return route{kind: "methods", deviceID: segs[1], moduleID: segs[3]}, nil
+	case n == 2 && segs[0] == "statistics" && segs[1] == "devices":
+		return route{kind: "stats"}, nil
+	case n == 2 && segs[0] == "statistics" && segs[1] == "service":
+		return route{kind: "servicestats"}, nil
 	}
 	return route{}, errNotFound
 }
@@ -134,7 +140,7 @@ func permissions(rt route, method string) []string {
 			return []string{PermRegistryRead, PermServiceConnect}
 		}
 		return []string{PermServiceConnect}
-	case "methods", "c2d":
+	case "methods", "c2d", "servicestats":
 		return []string{PermServiceConnect}
 	case "query":
 		return []string{PermRegistryRead, PermServiceConnect}
@@ -182,6 +188,8 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.invoke(w, r, rt)
 	case rt.kind == "c2d" && r.Method == http.MethodPost:
 		h.c2d(w, r, rt)
+	case (rt.kind == "stats" || rt.kind == "servicestats") && r.Method == http.MethodGet:
+		h.statistics(w, r, rt.kind == "servicestats")
 	default:
 		w.Header().Set("Allow", allowed(rt.kind))
 		h.writeError(w, r, http.StatusMethodNotAllowed, "MethodNotAllowed", r.Method+" is not supported on "+truncate(r.URL.Path, 128))
@@ -196,7 +204,7 @@ func allowed(kind string) string {
 		return "GET, PATCH, PUT"
 	case "devices":
 		return "GET, POST"
-	case "modules":
+	case "modules", "stats", "servicestats":
 		return "GET"
 	}
 	return "POST"

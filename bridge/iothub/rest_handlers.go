@@ -236,6 +236,43 @@ func (h *Hub) query(w http.ResponseWriter, r *http.Request) {
 	respond(w, items, "")
 }
 
+// statistics serves GET /statistics/devices (totalDeviceCount,
+// enabledDeviceCount, disabledDeviceCount) and, with service,
+// /statistics/service (connectedDeviceCount), counted by twin queries
+// over the device identities (modules are not counted, as on IoT Hub).
+func (h *Hub) statistics(w http.ResponseWriter, r *http.Request, service bool) {
+	ctx, cancel := h.requestCtx(r.Context())
+	defer cancel()
+	count := func(where string) (int64, error) {
+		page, err := h.twins.Query(ctx, "SELECT COUNT() AS n FROM devices"+where, twincli.QueryOptions{})
+		if err != nil {
+			return 0, err
+		}
+		var row struct{ N int64 }
+		if len(page.Items) > 0 {
+			if err := json.Unmarshal(page.Items[0], &row); err != nil {
+				return 0, fmt.Errorf("iothub: statistics: %w", err)
+			}
+		}
+		return row.N, nil
+	}
+	wheres := map[string]string{"totalDeviceCount": "", "enabledDeviceCount": " WHERE status = 'enabled'",
+		"disabledDeviceCount": " WHERE status = 'disabled'"}
+	if service {
+		wheres = map[string]string{"connectedDeviceCount": " WHERE connectionState = 'Connected'"}
+	}
+	out := make(map[string]int64, len(wheres))
+	for name, where := range wheres {
+		n, err := count(where)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		out[name] = n
+	}
+	respond(w, out, "")
+}
+
 // twin serves /twins/{id}[/modules/{mid}].
 func (h *Hub) twin(w http.ResponseWriter, r *http.Request, rt route) {
 	ctx, cancel := h.requestCtx(r.Context())

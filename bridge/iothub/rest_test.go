@@ -238,6 +238,9 @@ func TestHubRESTMethodsAndC2D(t *testing.T) {
 	if st != 200 || string(body) != `{"status":200,"payload":{"echo":{"rpm":900},"method":"spin"}}` {
 		t.Fatalf("invoke: %d %s", st, body)
 	}
+	if st, _, body := a.do("GET", "/statistics/service?api-version=2021-04-12", nil, nil); st != 200 || string(body) != `{"connectedDeviceCount":1}` {
+		t.Fatalf("service statistics: %d %s", st, body)
+	}
 	for _, tc := range []struct {
 		path, body string
 		status     int
@@ -276,7 +279,7 @@ func TestHubRESTMethodsAndC2D(t *testing.T) {
 // parse to the same route.
 func FuzzHubRESTRoute(f *testing.F) {
 	for _, s := range []string{"/devices/d1", "/devices/d%2F1/modules/m1", "/twins/d1/modules/m1/methods", "/devices/query",
-		"/devices/d1/messages/deviceBound", "/twins/%zz", "//devices//", "/devices/d1/modules"} {
+		"/devices/d1/messages/deviceBound", "/twins/%zz", "//devices//", "/devices/d1/modules", "/statistics/devices", "/statistics/service"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, path string) {
@@ -316,6 +319,10 @@ func FuzzHubRESTRoute(f *testing.F) {
 				again += "/modules/" + esc(rt.moduleID)
 			}
 			again += "/methods"
+		case "stats":
+			again = "/statistics/devices"
+		case "servicestats":
+			again = "/statistics/service"
 		default:
 			t.Fatalf("%q: unknown route kind %q", path, rt.kind)
 		}

@@ -772,7 +772,8 @@ func TestAzureNodeConnectionStateAfterCrash(t *testing.T) {
 // SDK) of a device that the service SDK disables loses its connection and
 // its reconnects are refused, as IoT Hub refuses the modules of a
 // disabled device; enabled again, the SDK's own retries get it back and it
-// gets desired changes again.
+// gets desired changes again. The registry's statistics count the device
+// as enabled, then disabled.
 func TestAzureNodeDisabledDeviceModules(t *testing.T) {
 	nodeReady(t)
 	h := startHub(t, hubAddress(t))
@@ -788,7 +789,16 @@ func TestAzureNodeDisabledDeviceModules(t *testing.T) {
 		t.Fatalf("module connectionState %v while connected", s)
 	}
 
+	// Registry.getRegistryStatistics counts devices (not modules) by status.
+	stats := func() map[string]any { return mustOK(t, h.service(t, "stats"), "statistics")["stats"].(map[string]any) }
+	if st := stats(); st["totalDeviceCount"] != float64(1) || st["enabledDeviceCount"] != float64(1) || st["disabledDeviceCount"] != float64(0) {
+		t.Fatalf("statistics with dm-dev enabled: %v", st)
+	}
+
 	mustOK(t, h.service(t, "disable", "dm-dev"), "disable")
+	if st := stats(); st["totalDeviceCount"] != float64(1) || st["enabledDeviceCount"] != float64(0) || st["disabledDeviceCount"] != float64(1) {
+		t.Fatalf("statistics with dm-dev disabled: %v", st)
+	}
 	waitFor(t, 60*time.Second, "the disabled device's module to be disconnected", func() bool { return state() == "Disconnected" })
 	waitFor(t, 60*time.Second, "the module's refused reconnect", func() bool {
 		data, _ := os.ReadFile(h.log)

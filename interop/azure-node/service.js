@@ -39,6 +39,11 @@ const commands = {
     const { responseBody } = await Registry.fromConnectionString(cs).update({ deviceId: id, status: 'enabled' });
     return { device: responseBody };
   },
+  // stats: the registry's device counts (Registry.getRegistryStatistics).
+  async stats() {
+    const { responseBody } = await Registry.fromConnectionString(cs).getRegistryStatistics();
+    return { stats: responseBody };
+  },
   // get <deviceId>: the device identity.
   async get(id) {
     const { responseBody } = await Registry.fromConnectionString(cs).get(id);
