@@ -43,9 +43,11 @@ func New(mo mqtt.Options, bo Options) (*Bridge, error) {
 	var sb mqtt.Backend = be
 	if bo.WrapBackend != nil {
 		sb = bo.WrapBackend(be)
-		if _, ok := sb.(mqtt.SubscriptionBackend); !ok {
-			// The wrapper does not forward subscription saves: the
-			// server reaches the backend's directly.
+		_, subs := sb.(mqtt.SubscriptionBackend)
+		_, qos2 := sb.(mqtt.QoS2Backend)
+		if !subs || !qos2 {
+			// The wrapper does not forward subscription saves or QoS 2
+			// records: the server reaches the backend's directly.
 			sb = &subscriptionForward{Backend: sb, be: be}
 		}
 	}
@@ -116,6 +118,11 @@ type subscriptionForward struct {
 // SaveSubscriptions implements mqtt.SubscriptionBackend.
 func (f *subscriptionForward) SaveSubscriptions(ctx context.Context, st *mqtt.SessionState) error {
 	return f.be.SaveSubscriptions(ctx, st)
+}
+
+// RecordQoS2 implements mqtt.QoS2Backend.
+func (f *subscriptionForward) RecordQoS2(clientID string, done func()) {
+	f.be.RecordQoS2(clientID, done)
 }
 
 // PublishAsync implements mqtt.AsyncBackend with the wrapper's

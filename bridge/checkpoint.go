@@ -36,7 +36,7 @@ func (b *Backend) writeOnline(ctx context.Context, clientID string, st *mqtt.Ses
 		}
 		rec = b.onlineRecord(clientID, st.Username, subRecords(st.Subscriptions), st.Expiry.Milliseconds(), from)
 		if own != nil {
-			rec.Pending, rec.Released = own.Pending, own.Released
+			rec.Pending, rec.Released, rec.Received = own.Pending, own.Released, own.Received
 		}
 		inst = b.instance(clientID)
 	}
@@ -115,7 +115,7 @@ func (b *Backend) checkpointAll() {
 		own := b.own[id]
 		b.mu.Unlock()
 		if own != nil && own.Online && len(own.Pending) == 0 && len(rec.Pending) == 0 && samePoints(own.Resume, rec.Resume) &&
-			slices.Equal(own.Released, rec.Released) {
+			slices.Equal(own.Released, rec.Released) && slices.Equal(own.Received, rec.Received) {
 			continue
 		}
 		rec.vouch, rec.inst = true, inst
@@ -136,4 +136,69 @@ func samePoints(a, c []resumePoint) bool {
 		}
 	}
 	return true
+}
+
+// qos2Batch is the acknowledgements of one client waiting for a record of
+// its QoS 2 state (RecordQoS2): those that came while a record is being
+// written wait for the next one, which covers them all.
+type qos2Batch struct {
+	next []func()
+}
+
+// RecordQoS2 implements mqtt.QoS2Backend: it writes an online record of
+// clientID's connected session (a checkpoint, with its received and
+// released QoS 2 packet ids), then calls done. Calls for one client while
+// a record is being written are answered by one more record; a client's
+// records are written one at a time, in order. When the session has no
+// record to write (gone, offline, or its unacknowledged messages do not
+// fit a record) or the write fails, done is called all the same: the
+// exchange is then as safe as the last checkpoint (logged).
+func (b *Backend) RecordQoS2(clientID string, done func()) {
+	if b.ctx.Err() != nil {
+		done()
+		return
+	}
+	b.qos2mu.Lock()
+	if w := b.qos2[clientID]; w != nil {
+		w.next = append(w.next, done)
+		b.qos2mu.Unlock()
+		return
+	}
+	if b.qos2 == nil {
+		b.qos2 = map[string]*qos2Batch{}
+	}
+	w := &qos2Batch{next: []func(){done}}
+	b.qos2[clientID] = w
+	b.qos2mu.Unlock()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.recordQoS2(clientID, w)
+	}()
+}
+
+// recordQoS2 writes records of clientID's session until no call waits.
+func (b *Backend) recordQoS2(clientID string, w *qos2Batch) {
+	for {
+		b.qos2mu.Lock()
+		fns := w.next
+		w.next = nil
+		if len(fns) == 0 {
+			delete(b.qos2, clientID)
+			b.qos2mu.Unlock()
+			return
+		}
+		b.qos2mu.Unlock()
+		if b.ctx.Err() == nil {
+			if rec, inst := b.snapshotRecord(clientID, nil); rec != nil {
+				rec.vouch, rec.inst = true, inst
+				if err := b.writeSession(b.ctx, rec); err != nil && b.ctx.Err() == nil {
+					b.log.Warn("bridge: QoS 2 state not recorded", "client", clientID, "err", err)
+				}
+			}
+		}
+		for _, fn := range fns {
+			fn()
+		}
+	}
 }

@@ -147,7 +147,7 @@
 //	            "from":17,"live":20,"pending":[17,19],"sent":[17],"sentIds":[5]}],
 //	 "pending":[{"topic":"t","payload":"<base64>","qos":1,"retain":true?,
 //	             "subIds":[7]?,"sent":true?,"id":9?,...}],
-//	 "released":[12]?}
+//	 "released":[12]?,"received":[7]?}
 //
 // Kinds of record: a connect request ("connect"), a clean-start
 // announcement ("connect" and "deleted"), a claim or subscription change
@@ -171,7 +171,13 @@
 // (PUBREC) and the node released (PUBREL) without a PUBCOMP yet. A
 // resumed session sends, before anything else, PUBREL for each released
 // id and the messages sent before again, with DUP and their packet ids
-// (MQTT 4.4: a QoS 2 receiver recognises them).
+// (MQTT 4.4: a QoS 2 receiver recognises them). "received" are the packet
+// ids of QoS 2 messages the client sent that were stored and PUBREC'd and
+// whose PUBREL has not come: the resumed session treats a PUBLISH with
+// one of them as a duplicate and answers its PUBREL with PUBCOMP.
+// RecordQoS2 (mqtt.QoS2Backend) writes an online record before each
+// PUBREC, PUBCOMP and PUBREL of a session that outlives its connection,
+// so these survive a crash of the node (docs/durability.md).
 //
 // LoadSession (a client resumes on a node that does not hold its session
 // in memory: another node, or after a restart) writes a connect request

@@ -19,7 +19,7 @@ func TestBridgeSessionRecordBytes(t *testing.T) {
 			SentIDs: []uint16{5}}},
 		Pending: []pendingRecord{{Topic: "t", Payload: []byte("hi"), QoS: 1, User: []mqtt.UserProperty{{Key: "k", Value: "v"}}},
 			{Topic: "r", Payload: []byte("r"), QoS: 2, Retain: true, SubIDs: []uint32{7, 300}, Sent: true, ID: 9}},
-		Released: []uint16{12, 65535}}
+		Released: []uint16{12, 65535}, Received: []uint16{3}}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +28,7 @@ func TestBridgeSessionRecordBytes(t *testing.T) {
 		`{"filter":"cmd/#","qos":1}],"expiryMs":3600000,"disconnectedAtMs":1763800000000,` +
 		`"resume":[{"topic":"MQTT_EGRESS","broker":"broker-a","queue":0,"from":17,"live":20,"pending":[17,19],"sent":[17],"sentIds":[5]}],` +
 		`"pending":[{"topic":"t","payload":"aGk=","qos":1,"user":[{"Key":"k","Value":"v"}]},` +
-		`{"topic":"r","payload":"cg==","qos":2,"retain":true,"subIds":[7,300],"sent":true,"id":9}],"released":[12,65535]}`
+		`{"topic":"r","payload":"cg==","qos":2,"retain":true,"subIds":[7,300],"sent":true,"id":9}],"released":[12,65535],"received":[3]}`
 	if string(b) != want {
 		t.Fatalf("record\n got %s\nwant %s", b, want)
 	}

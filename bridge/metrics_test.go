@@ -155,9 +155,10 @@ func TestBridgeMetricsMove(t *testing.T) {
 	if n := gathered(t, reg, "smartgo_bridge_produced_messages_total"); n != 3 {
 		t.Errorf("produced %v, want 3", n)
 	}
-	// The subscriber's session has a record (its subscription); the
-	// publisher's gets one when it goes offline with its expiry.
-	testutil.WaitFor(t, 5*time.Second, "cluster sessions", func() bool { return gathered(t, reg, "smartgo_bridge_cluster_sessions") == 1 })
+	// The subscriber's session has a record (its subscription), the
+	// publisher's one too (its QoS 2 exchange was recorded), and it
+	// stays when the publisher goes offline with its expiry.
+	testutil.WaitFor(t, 5*time.Second, "cluster sessions", func() bool { return gathered(t, reg, "smartgo_bridge_cluster_sessions") == 2 })
 	_ = pub.Disconnect(&paho.Disconnect{})
 	testutil.WaitFor(t, 5*time.Second, "offline session", func() bool { return gathered(t, reg, "smartgo_bridge_cluster_sessions") == 2 })
 	testutil.WaitFor(t, 5*time.Second, "connections", func() bool { return gathered(t, reg, "smartgo_mqtt_connections") == 1 })

@@ -186,7 +186,8 @@ func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
 // position of recent deliveries (ringIndexLocked), else it is built.
 func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time, where map[*mqtt.Message]ringPos) (rec *sessionRecord, dropped int) {
 	rec = &sessionRecord{ClientID: st.ClientID, Node: b.opts.NodeID, Username: st.Username,
-		Subscriptions: subRecords(st.Subscriptions), ExpiryMs: st.Expiry.Milliseconds(), Released: st.Released}
+		Subscriptions: subRecords(st.Subscriptions), ExpiryMs: st.Expiry.Milliseconds(), Released: st.Released,
+		Received: st.Received}
 	if !st.DisconnectedAt.IsZero() {
 		rec.DisconnectedAt = st.DisconnectedAt.UnixMilli()
 	}
@@ -349,7 +350,7 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 		// periodic walk finds it otherwise.
 		defer b.wakeShares()
 	}
-	st.Released = rec.Released
+	st.Released, st.Received = rec.Released, rec.Received
 	for i := range rec.Pending {
 		st.Pending = append(st.Pending, rec.Pending[i].pending())
 	}
@@ -366,7 +367,7 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 	// Until the client has the messages just loaded (a checkpoint moves
 	// the claim on), that is where the session stood.
 	claim := b.onlineRecord(clientID, rec.Username, rec.Subscriptions, rec.ExpiryMs, rec.Resume)
-	claim.Pending, claim.Released = rec.Pending, rec.Released
+	claim.Pending, claim.Released, claim.Received = rec.Pending, rec.Released, rec.Received
 	claim.vouch = true
 	if err := b.writeSession(ctx, claim); err != nil {
 		b.log.Warn("bridge: session claim", "client", clientID, "err", err)

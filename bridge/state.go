@@ -190,6 +190,9 @@ type sessionRecord struct {
 	Pending        []pendingRecord `json:"pending,omitempty"`
 	// Released: packet ids awaiting PUBCOMP (mqtt.SessionState.Released).
 	Released []uint16 `json:"released,omitempty"`
+	// Received: inbound QoS 2 packet ids awaiting PUBREL
+	// (mqtt.SessionState.Received).
+	Received []uint16 `json:"received,omitempty"`
 
 	q    client.MessageQueue
 	off  int64

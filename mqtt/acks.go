@@ -129,7 +129,25 @@ func (c *conn) publishAsync(p *packets.Publish, msg *Message) {
 		a.inCall.Store(true)
 		defer a.inCall.Store(false)
 	}
-	c.srv.async.PublishAsync(c.workCtx(), msg, c.asyncDone(a, msg.Topic))
+	done := c.asyncDone(a, msg.Topic)
+	if p.QoS == 2 && c.srv.qos2 != nil {
+		done = c.storedQoS2(p.PacketID, done)
+	}
+	c.srv.async.PublishAsync(c.workCtx(), msg, done)
+}
+
+// storedQoS2 wraps the completion of a QoS 2 PUBLISH for a QoS2Backend:
+// once the message is stored its id joins the session's received ids, and
+// its PUBREC waits until the backend recorded them.
+func (c *conn) storedQoS2(id uint16, done func(error)) func(error) {
+	return func(err error) {
+		if err != nil {
+			done(err)
+			return
+		}
+		c.session.received(id)
+		c.srv.recordQoS2(c.session, func() { done(nil) })
+	}
 }
 
 // asyncCall is the state of one AsyncHandler call: what later needs to
@@ -246,13 +264,7 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 		if x.qos == 2 {
 			delete(c.qos2Store, x.id)
 			if x.code < 0x80 {
-				ss := c.session
-				ss.mu.Lock()
-				if ss.inQoS2 == nil {
-					ss.inQoS2 = map[uint16]struct{}{}
-				}
-				ss.inQoS2[x.id] = struct{}{}
-				ss.mu.Unlock()
+				c.session.received(x.id)
 			}
 		}
 		if x.code == 0 {
@@ -298,15 +310,23 @@ func (c *conn) sendAck(qos byte, id uint16, code packets.ReasonCode, detail stri
 		c.sendAckOf(packets.TypePuback, id, code, &props)
 	case 2:
 		if code < 0x80 && c.srv.async == nil {
-			ss := c.session
-			ss.mu.Lock()
-			if ss.inQoS2 == nil {
-				ss.inQoS2 = map[uint16]struct{}{}
-			}
-			ss.inQoS2[id] = struct{}{}
-			ss.mu.Unlock()
+			c.session.received(id)
+			props := c.ackProps(code, detail)
+			c.srv.recordQoS2(c.session, func() { c.sendAckOf(packets.TypePubrec, id, code, &props) })
+			return
 		}
 		props := c.ackProps(code, detail)
 		c.sendAckOf(packets.TypePubrec, id, code, &props)
 	}
+}
+
+// received records an incoming QoS 2 packet id as stored and awaiting its
+// PUBREL.
+func (ss *session) received(id uint16) {
+	ss.mu.Lock()
+	if ss.inQoS2 == nil {
+		ss.inQoS2 = map[uint16]struct{}{}
+	}
+	ss.inQoS2[id] = struct{}{}
+	ss.mu.Unlock()
 }

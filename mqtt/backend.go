@@ -85,6 +85,11 @@ type SessionState struct {
 	// send order: on reconnect the server sends PUBREL for each again
 	// (MQTT 4.4), before anything else.
 	Released []uint16
+	// Received are the packet ids of QoS 2 messages the server received
+	// and stored (PUBREC sent) whose PUBREL has not come yet: a PUBLISH
+	// with one of them is a duplicate, and its PUBREL gets a PUBCOMP
+	// (MQTT 4.3.3).
+	Received []uint16
 }
 
 // Pending is a QoS 1/2 message a session holds for its client, with what

@@ -29,6 +29,56 @@ type SubscriptionBackend interface {
 	SaveSubscriptions(ctx context.Context, st *SessionState) error
 }
 
+// QoS2Backend is an optional extension of Backend that makes the QoS 2
+// exchanges of a session that outlives its connection (Expiry > 0)
+// survive a node crash. The server changes the session's state, then
+// calls RecordQoS2 before each acknowledgement that moves an exchange on:
+// the PUBREC of a stored message (the id joins Received), the PUBREL
+// answering a PUBREC (the id joins Released) and the PUBCOMP answering a
+// PUBREL (the id leaves Received). It sends that acknowledgement when the
+// backend calls done, which it must call once, from any goroutine, when
+// the state as of the call (Server.Snapshot) is stored, or failed to be.
+//
+// Holding the acknowledgement until then is what makes the exchange
+// exactly once across a crash: a client that got a PUBREC, PUBREL or
+// PUBCOMP finds the server's session in the matching state after it
+// resumed, and one that did not sends again what the server has not
+// recorded (MQTT 4.4), which the state recorded before recognises.
+type QoS2Backend interface {
+	Backend
+	RecordQoS2(clientID string, done func())
+}
+
+// recordQoS2 calls send once the backend recorded ss's QoS 2 state
+// (QoS2Backend), when ss outlives its connection; at once otherwise.
+func (s *Server) recordQoS2(ss *session, send func()) {
+	if s.qos2 == nil {
+		send()
+		return
+	}
+	ss.mu.Lock()
+	id, keep := ss.id, ss.expiry > 0
+	ss.mu.Unlock()
+	if !keep {
+		send()
+		return
+	}
+	s.qos2.RecordQoS2(id, send)
+}
+
+// receivedLocked lists ss.inQoS2 in packet id order (SessionState.Received).
+func (ss *session) receivedLocked() []uint16 {
+	if len(ss.inQoS2) == 0 {
+		return nil
+	}
+	ids := make([]uint16, 0, len(ss.inQoS2))
+	for id := range ss.inQoS2 {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // SaveSubscriptions hands the subscriptions of clientID's connected
 // session to the backend when it implements SubscriptionBackend;
 // otherwise, or when the session is missing or offline, it does nothing.
@@ -96,6 +146,7 @@ func (s *Server) Snapshot(clientID string) (*SessionState, uint64) {
 	for _, q := range ss.queue {
 		st.Pending = append(st.Pending, Pending{Msg: keep(q.msg, q.rec), QoS: q.qos, Retain: q.retain, SubIDs: q.subIDs, Sent: q.dup})
 	}
+	st.Received = ss.receivedLocked()
 	return st, ss.seq
 }
 

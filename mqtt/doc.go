@@ -133,6 +133,12 @@
 // 10 s; a SUBSCRIBE whose subscriptions the backend cannot record
 // (SubscriptionBackend) is undone and refused with 0x80.
 //
+// A backend that implements QoS2Backend records the QoS 2 state of a
+// session that outlives its connection (the packet ids received and not
+// yet released, and those released and not yet completed) before the
+// server sends each PUBREC, PUBCOMP and PUBREL of it, so a session
+// resumed after a crash continues its exchanges exactly once.
+//
 // The $SYS tree (sys.go) is the server's own: its counters, published
 // every Options.SysInterval under mosquitto's topic names; clients may
 // subscribe to it as the ACL allows and never publish into it (PUBACK

@@ -182,35 +182,54 @@ func (c *conn) handlePubrel(p *packets.Pubrel) {
 		ss.inQoS2 = nil
 	}
 	ss.mu.Unlock()
-	var code packets.ReasonCode
 	if !ok {
-		code = packets.ReasonPacketIdentifierNotFound
+		c.sendAckOf(packets.TypePubcomp, p.PacketID, packets.ReasonPacketIdentifierNotFound, nil)
+		return
 	}
-	c.sendAckOf(packets.TypePubcomp, p.PacketID, code, nil)
+	id := p.PacketID
+	c.srv.recordQoS2(ss, func() { c.sendAckOf(packets.TypePubcomp, id, 0, nil) })
 }
 
 func (c *conn) handlePubrec(p *packets.Pubrec) {
 	ss := c.session
+	id := p.PacketID
+	switch ss.pubrec(c, id, p.ReasonCode) {
+	case pubrecReleased:
+		// The PUBREL waits until the release is recorded (QoS2Backend).
+		c.srv.recordQoS2(ss, func() { c.sendAckOf(packets.TypePubrel, id, 0, nil) })
+	case pubrecUnknown:
+		c.sendAckOf(packets.TypePubrel, id, packets.ReasonPacketIdentifierNotFound, nil)
+	}
+}
+
+const (
+	pubrecIgnored = iota
+	pubrecReleased
+	pubrecUnknown
+)
+
+// pubrec applies a PUBREC of c to its session's in-flight messages: a
+// refused message is done, an accepted one released.
+func (ss *session) pubrec(c *conn, id uint16, code packets.ReasonCode) int {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.conn != c {
-		return
+		return pubrecIgnored
 	}
 	for i := range ss.inflight {
 		o := &ss.inflight[i]
-		if o.id != p.PacketID || o.qos != 2 {
+		if o.id != id || o.qos != 2 {
 			continue
 		}
-		if p.ReasonCode >= 0x80 {
+		if code >= 0x80 {
 			ss.removeInflightLocked(i)
 			ss.drainLocked()
-			return
+			return pubrecIgnored
 		}
 		o.rel = true
-		c.sendAckOf(packets.TypePubrel, p.PacketID, 0, nil)
-		return
+		return pubrecReleased
 	}
-	c.sendAckOf(packets.TypePubrel, p.PacketID, packets.ReasonPacketIdentifierNotFound, nil)
+	return pubrecUnknown
 }
 
 func (c *conn) handleSubscribe(p *packets.Subscribe) {

@@ -50,6 +50,7 @@ type Server struct {
 	opts    Options
 	backend Backend
 	async   AsyncBackend // backend, when it implements AsyncBackend
+	qos2    QoS2Backend  // backend, when it implements QoS2Backend
 	log     *slog.Logger
 	dec     *packets.Decoder
 	creds   *Credentials
@@ -158,6 +159,7 @@ func NewServer(opts Options, backend Backend) (*Server, error) {
 	s.res = newReservedSet(opts.ReservedFilters)
 	s.subs.res, s.subs.count = s.res, &s.stats.Subscriptions
 	s.async, _ = backend.(AsyncBackend)
+	s.qos2, _ = backend.(QoS2Backend)
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

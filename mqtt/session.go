@@ -294,6 +294,7 @@ func (ss *session) stateLocked() *SessionState {
 		st.Pending = append(st.Pending, Pending{Msg: q.msg, QoS: q.qos, Retain: q.retain, SubIDs: q.subIDs, Sent: q.dup})
 		q.rec = nil
 	}
+	st.Received = ss.receivedLocked()
 	return st
 }
 
@@ -324,6 +325,12 @@ func (ss *session) restore(st *SessionState) {
 		if id != 0 && !ss.idInFlightLocked(id) {
 			ss.inflight = append(ss.inflight, outMsg{id: id, qos: 2, rel: true})
 		}
+	}
+	for _, id := range st.Received {
+		if ss.inQoS2 == nil {
+			ss.inQoS2 = map[uint16]struct{}{}
+		}
+		ss.inQoS2[id] = struct{}{}
 	}
 	now := time.Now()
 	for _, p := range st.Pending {
