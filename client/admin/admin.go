@@ -499,11 +499,13 @@ type OffsetReset struct {
 }
 
 // ResetOffset moves a group's committed offset on every queue of topic to
-// the first message stored at or after ts (SEARCH_OFFSET_BY_TIMESTAMP, then
-// UPDATE_CONSUMER_OFFSET per queue). It is done client-side (the broker has
-// no INVOKE_BROKER_TO_RESET_OFFSET yet): running consumers of the group
-// keep their in-memory offsets and may commit over the reset, so stop them
-// first. A group that no master knows is client.ErrGroupNotExist.
+// the first message stored at or after ts. Each master is asked with
+// INVOKE_BROKER_TO_RESET_OFFSET (as mqadmin resetOffsetByTime, forced): it
+// commits the new offsets and tells the group's online consumers, which
+// drop what they hold and continue from there. A broker with no consumer of
+// the group online (CONSUMER_NOT_ONLINE) gets the offsets written directly
+// (SEARCH_OFFSET_BY_TIMESTAMP, then UPDATE_CONSUMER_OFFSET per queue). A
+// group that no master knows is client.ErrGroupNotExist.
 func (a *Admin) ResetOffset(ctx context.Context, group, topic string, ts time.Time) ([]OffsetReset, error) {
 	rd, err := a.TopicRoute(ctx, topic)
 	if err != nil {
@@ -523,30 +525,43 @@ func (a *Admin) ResetOffset(ctx context.Context, group, topic string, ts time.Ti
 		if addr == "" {
 			continue
 		}
-		for q := int32(0); q < qd.ReadQueueNums; q++ {
-			mq := client.MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: q}
-			resp, err := a.invokeOK(ctx, "search offset", addr, protocol.NewRequest(protocol.SearchOffsetByTimestamp,
-				&protocol.SearchOffsetRequestHeader{Topic: topic, QueueID: q, Timestamp: ts.UnixMilli()}, nil))
-			if err != nil {
-				return out, err
-			}
-			var oh protocol.OffsetResponseHeader
-			if err := resp.DecodeHeader(&oh); err != nil {
-				return out, fmt.Errorf("admin: search offset: %w", err)
-			}
-			old := int64(-1)
+		olds := make([]int64, qd.ReadQueueNums)
+		for q := range olds {
+			olds[q] = -1
 			if r, err := a.invoke(ctx, "query offset", addr, protocol.NewRequest(protocol.QueryConsumerOffset,
-				&protocol.QueryConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: topic, QueueID: q}, nil)); err == nil && r.Code == protocol.Success {
+				&protocol.QueryConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: topic, QueueID: int32(q)}, nil)); err == nil && r.Code == protocol.Success {
 				var h protocol.OffsetResponseHeader
 				if r.DecodeHeader(&h) == nil {
-					old = h.Offset
+					olds[q] = h.Offset
 				}
 			}
-			if _, err := a.invokeOK(ctx, "update offset", addr, protocol.NewRequest(protocol.UpdateConsumerOffset,
-				&protocol.UpdateConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: topic, QueueID: q, CommitOffset: oh.Offset}, nil)); err != nil {
-				return out, err
+		}
+		news, err := a.resetOnline(ctx, addr, group, topic, ts)
+		if err != nil {
+			return out, err
+		}
+		for q := int32(0); q < qd.ReadQueueNums; q++ {
+			mq := client.MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: q}
+			off, ok := news[q]
+			if news == nil { // nobody online: write the offset
+				resp, err := a.invokeOK(ctx, "search offset", addr, protocol.NewRequest(protocol.SearchOffsetByTimestamp,
+					&protocol.SearchOffsetRequestHeader{Topic: topic, QueueID: q, Timestamp: ts.UnixMilli()}, nil))
+				if err != nil {
+					return out, err
+				}
+				var oh protocol.OffsetResponseHeader
+				if err := resp.DecodeHeader(&oh); err != nil {
+					return out, fmt.Errorf("admin: search offset: %w", err)
+				}
+				if _, err := a.invokeOK(ctx, "update offset", addr, protocol.NewRequest(protocol.UpdateConsumerOffset,
+					&protocol.UpdateConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: topic, QueueID: q, CommitOffset: oh.Offset}, nil)); err != nil {
+					return out, err
+				}
+				off, ok = oh.Offset, true
 			}
-			out = append(out, OffsetReset{Queue: mq, OldOffset: old, NewOffset: oh.Offset})
+			if ok {
+				out = append(out, OffsetReset{Queue: mq, OldOffset: olds[q], NewOffset: off})
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -556,6 +571,34 @@ func (a *Admin) ResetOffset(ctx context.Context, group, topic string, ts time.Ti
 		return out[i].Queue.QueueID < out[j].Queue.QueueID
 	})
 	return out, nil
+}
+
+// resetOnline asks the broker at addr to reset group's offsets on topic
+// to ts and tell its online consumers (INVOKE_BROKER_TO_RESET_OFFSET,
+// forced); it returns the new offset per queue id, or nil when no consumer
+// of the group is online there.
+func (a *Admin) resetOnline(ctx context.Context, addr, group, topic string, ts time.Time) (map[int32]int64, error) {
+	resp, err := a.invoke(ctx, "reset offset", addr, protocol.NewRequest(protocol.InvokeBrokerToResetOffset,
+		&protocol.ResetOffsetRequestHeader{Topic: topic, Group: group, Timestamp: ts.UnixMilli(), IsForce: true}, nil))
+	if err != nil {
+		return nil, err
+	}
+	switch resp.Code {
+	case protocol.ConsumerNotOnline:
+		return nil, nil
+	case protocol.Success:
+	default:
+		return nil, fmt.Errorf("admin: reset offset at %s: code %d: %s", addr, resp.Code, resp.Remark)
+	}
+	var body protocol.ResetOffsetBody
+	if err := protocol.DecodeJSON(resp.Body, &body); err != nil {
+		return nil, fmt.Errorf("admin: reset offset at %s: %w", addr, err)
+	}
+	news := make(map[int32]int64, len(body.OffsetTable))
+	for _, e := range body.OffsetTable {
+		news[e.Queue.QueueID] = e.Value
+	}
+	return news, nil
 }
 
 // ParseRegistries splits a comma-separated registry list.

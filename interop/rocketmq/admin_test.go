@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -192,6 +194,64 @@ func TestInteropMQAdminWithGoConsumer(t *testing.T) {
 		t.Errorf("before-1 delivered %d times; the reset went too far back", n)
 	}
 	t.Logf("deliveries: %s", fmt.Sprint(got.n))
+}
+
+// `smartgo admin offset reset` while a rocketmq-client-go push consumer of
+// the group runs: the consumer receives again what was stored after the
+// reset time, and the committed offsets stay reset (the consumer does not
+// commit its old positions over them). The CLI used to write the offsets
+// itself, which the running consumer overwrote.
+func TestInteropAdminOffsetResetWithGoConsumer(t *testing.T) {
+	s := startStandalone(t)
+	const topicName, group = "InteropCLIReset", "interop-cli-reset"
+	createTopic(t, s.broker, topicName, 2)
+	p := newProducer(t, s, "prod-cli-reset")
+	send := func(body string) {
+		if _, err := p.SendSync(context.Background(), primitive.NewMessage(topicName, []byte(body))); err != nil {
+			t.Fatalf("send %s: %v", body, err)
+		}
+	}
+	send("before-0")
+	send("before-1")
+	cut := time.Now().UnixMilli() + 1
+	testutil.WaitFor(t, 5*time.Second, "the clock to pass the cut", func() bool { return time.Now().UnixMilli() > cut })
+	for i := range 4 {
+		send(fmt.Sprint("after-", i))
+	}
+	var got deliveries
+	newPushConsumer(t, s, group, "cons-cli-reset", topicName, consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
+		got.add(string(m.Body))
+		return consumer.ConsumeSuccess
+	})
+	all := func(n int) bool {
+		for i := range 4 {
+			if got.count(fmt.Sprint("after-", i)) < n {
+				return false
+			}
+		}
+		return true
+	}
+	testutil.WaitFor(t, 60*time.Second, "the six messages", func() bool { return all(1) && got.count("before-1") == 1 })
+	// The consumer commits what it consumed (every 5 s in the Go client).
+	progress := func() string {
+		out, err := exec.Command(smartgoBinary(t), "admin", "group", "progress", "-g", group, "-t", topicName, "-o", "json", "-registry", s.registry).CombinedOutput()
+		if err != nil {
+			t.Fatalf("group progress: %v %s", err, out)
+		}
+		return string(out)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the consumer's commit", func() bool { return strings.Contains(progress(), `"totalLag": 0`) })
+
+	out, err := exec.Command(smartgoBinary(t), "admin", "offset", "reset", "-g", group, "-t", topicName,
+		"-ts", strconv.FormatInt(cut, 10), "-registry", s.registry).CombinedOutput()
+	if err != nil {
+		t.Fatalf("offset reset: %v %s", err, out)
+	}
+	// The Go client pauses 10 s before it applies a reset.
+	testutil.WaitFor(t, 60*time.Second, "the messages after the reset time again", func() bool { return all(2) })
+	if n := got.count("before-1"); n != 1 {
+		t.Errorf("before-1 delivered %d times; the reset went too far back", n)
+	}
 }
 
 // mqadmin updateBrokerConfig -k autoCreateTopicEnable at run time, seen by
