@@ -67,9 +67,17 @@ func (h *Hub) twinHandler(serve func(ctx context.Context, from mqtt.ClientInfo, 
 		if !ok {
 			return mqtt.ErrNotAuthorized
 		}
-		if rid != "" {
-			serve(ctx, from, id, rid, msg)
+		if rid == "" {
+			return nil
 		}
+		rctx, cancel := h.requestCtx(ctx)
+		err := h.setUpAgain(rctx, from.ClientID)
+		cancel()
+		if err != nil {
+			h.twinError(from, rid, id, err)
+			return nil
+		}
+		serve(ctx, from, id, rid, msg)
 		return nil
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/bridge"
+	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/client"
 	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/internal/cluster"
@@ -46,9 +47,16 @@ type testCluster struct {
 
 func startTestCluster(t testing.TB, brokers int) *testCluster {
 	t.Helper()
+	return startTestClusterWith(t, brokers, nil)
+}
+
+// startTestClusterWith is startTestCluster with each broker's options
+// adjusted by tune (nil: none).
+func startTestClusterWith(t testing.TB, brokers int, tune func(i int, o *broker.Options)) *testCluster {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Dir: t.TempDir(), Brokers: brokers})
+	c, err := cluster.Start(ctx, cluster.Options{Dir: t.TempDir(), Brokers: brokers, Broker: tune})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,13 @@ type deviceConn struct {
 	// waits for it, so a change made after the GET's answer is never
 	// missed by a device that follows the reconnect flow.
 	watching chan struct{}
+	// cid and model are the registry's name of the connection and the
+	// device's model id (setUp records them).
+	cid, model string
+	// redo is set while a step of setUp failed (the store refused the
+	// registration, the connection state or the watch): the device's
+	// next twin request runs it again first.
+	redo atomic.Bool
 }
 
 // Stats are the hub's counters.

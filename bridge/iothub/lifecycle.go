@@ -1,8 +1,10 @@
 package iothub
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"strconv"
 	"sync"
@@ -126,7 +128,8 @@ func (h *Hub) onConnect(c mqtt.ClientInfo) {
 	if !ok {
 		return
 	}
-	d := &deviceConn{id: id, connID: c.ConnID, watching: make(chan struct{})}
+	model, _, _ := ModelID(c.Username) // checked at CONNECT
+	d := &deviceConn{id: id, connID: c.ConnID, watching: make(chan struct{}), cid: h.connID(c), model: model}
 	d.bucket.init(h.opts.TwinRate, time.Now())
 	h.mu.Lock()
 	if exp, ok := h.expiries[c.ClientID]; ok {
@@ -139,8 +142,6 @@ func (h *Hub) onConnect(c mqtt.ClientInfo) {
 	}
 	h.dev[c.ClientID] = d
 	h.mu.Unlock()
-	cid := h.connID(c)
-	model, _, _ := ModelID(c.Username) // checked at CONNECT
 	if model != "" {
 		h.models.Store(c.ClientID, modelConn{connID: c.ConnID, model: model})
 	} else {
@@ -148,18 +149,77 @@ func (h *Hub) onConnect(c mqtt.ClientInfo) {
 	}
 	h.lc.enqueue(c.ClientID, func(ctx context.Context) {
 		defer close(d.watching)
-		if h.opts.DeviceAuth == AuthNone {
-			h.register(ctx, id)
-		}
-		rctx, cancel := h.requestCtx(ctx)
-		defer cancel()
-		if err := h.twins.SetConnected(rctx, id.DeviceID, id.ModuleID, cid, model); err != nil {
-			h.log.Warn("iothub: record connection", "device", id.String(), "err", err)
-		}
-		if err := h.twins.Watch(rctx, id.DeviceID, id.ModuleID); err != nil {
-			h.log.Warn("iothub: watch desired properties", "device", id.String(), "err", err)
+		if h.setUp(ctx, d) != nil {
+			d.redo.Store(true)
 		}
 	})
+}
+
+// setUp records a device connection in the registry: its identity first
+// in development mode, its connection state, and the watch of its
+// desired properties. It returns the first failure (logged); the steps
+// are idempotent, so a failed set-up is run again whole.
+func (h *Hub) setUp(ctx context.Context, d *deviceConn) error {
+	id := d.id
+	var first error
+	if h.opts.DeviceAuth == AuthNone {
+		first = h.register(ctx, id)
+	}
+	rctx, cancel := h.requestCtx(ctx)
+	defer cancel()
+	if err := h.twins.SetConnected(rctx, id.DeviceID, id.ModuleID, d.cid, d.model); err != nil {
+		h.log.Warn("iothub: record connection", "device", id.String(), "err", err)
+		first = cmp.Or(first, err)
+	}
+	if err := h.twins.Watch(rctx, id.DeviceID, id.ModuleID); err != nil {
+		h.log.Warn("iothub: watch desired properties", "device", id.String(), "err", err)
+		first = cmp.Or(first, err)
+	}
+	return first
+}
+
+// setUpAgain runs the set-up of clientID's connection again when it
+// failed (deviceConn.redo), in the device's lifecycle order, before a
+// twin request is served: a device connected while the store refused
+// writes is registered and watched once it accepts them, without
+// reconnecting. While it still fails the request gets an error that
+// wraps twincli.ErrUnavailable (503: the SDKs retry).
+func (h *Hub) setUpAgain(ctx context.Context, clientID string) error {
+	h.mu.Lock()
+	d := h.dev[clientID]
+	h.mu.Unlock()
+	if d == nil {
+		return nil
+	}
+	select {
+	case <-d.watching:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: connection not recorded yet: %w", twincli.ErrUnavailable, ctx.Err())
+	}
+	if !d.redo.Load() {
+		return nil
+	}
+	done := make(chan error, 1)
+	h.lc.enqueue(clientID, func(ctx context.Context) {
+		if !d.redo.Load() {
+			done <- nil
+			return
+		}
+		err := h.setUp(ctx, d)
+		if err == nil {
+			d.redo.Store(false)
+		}
+		done <- err
+	})
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("%w: device set-up: %w", twincli.ErrUnavailable, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: device set-up: %w", twincli.ErrUnavailable, ctx.Err())
+	}
 }
 
 // onDisconnect (mqtt.Options.OnDisconnect) records the end of a device
@@ -242,21 +302,23 @@ func (h *Hub) tokenExpired(clientID string, connID uint64) {
 }
 
 // register creates a development-mode identity on its first connect.
-func (h *Hub) register(ctx context.Context, id Identity) {
+func (h *Hub) register(ctx context.Context, id Identity) error {
 	rctx, cancel := h.requestCtx(ctx)
 	defer cancel()
 	none := &twincli.Authentication{Type: "none"}
 	_, err := h.twins.CreateDevice(rctx, &twincli.Device{DeviceID: id.DeviceID, Authentication: none})
 	if err != nil && !errors.Is(err, twincli.ErrExists) {
 		h.log.Warn("iothub: register device", "device", id.DeviceID, "err", err)
-		return
+		return err
 	}
 	if id.ModuleID != "" {
 		_, err := h.twins.CreateModule(rctx, &twincli.Module{DeviceID: id.DeviceID, ModuleID: id.ModuleID, Authentication: none})
 		if err != nil && !errors.Is(err, twincli.ErrExists) {
 			h.log.Warn("iothub: register module", "device", id.String(), "err", err)
+			return err
 		}
 	}
+	return nil
 }
 
 // pushDesired (twin client OnDesired) sends desired changes to the
