@@ -82,6 +82,7 @@ func newConsumerBase(opts ConsumerOptions, consumeType string) (*consumerBase, e
 		b.wakeRebalance()
 		return nil, nil
 	})
+	c.rc.RegisterFunc(protocol.ResetConsumerClientOffset, b.onResetOffset)
 	return b, nil
 }
 

@@ -46,7 +46,10 @@
 // crash or a rebalance, so handlers should be idempotent (MessageExt.MsgID
 // identifies a message). A message handed back too often goes to the
 // group's dead-letter queue. With ConsumerOptions.Orderly each queue is
-// consumed in order, one batch at a time.
+// consumed in order, one batch at a time. When an admin resets the group's
+// offsets (smartgo admin offset reset, mqadmin resetOffsetByTime), the
+// broker's notice makes push and pull consumers drop what they hold of the
+// topic's queues and continue from the new offsets.
 //
 // A PullConsumer leaves the loop to the caller: Assign queues (or
 // Subscribe and let the group rebalance), Poll, Commit.

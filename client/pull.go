@@ -147,15 +147,7 @@ func (c *PullConsumer) Start(ctx context.Context) error {
 }
 
 func (c *PullConsumer) startQueueAt(mq MessageQueue, sub *subscription, off int64) {
-	b := c.base
-	pq := newProcessQueue(b.core.ctx, mq, sub, off)
-	b.qmu.Lock()
-	if old := b.queues[mq]; old != nil {
-		old.drop()
-	}
-	b.queues[mq] = pq
-	b.qmu.Unlock()
-	b.startQueue(pq)
+	c.base.restartQueueAt(mq, sub, off)
 }
 
 // Poll returns the next pulled messages, waiting until some arrive or ctx

@@ -275,7 +275,7 @@ func init() {
 			}
 		}})
 	registerAdmin(adminCommand{name: "offset reset", synopsis: "-g GROUP -t TOPIC -ts TIME", summary: "move a group's offsets to a time",
-		description: "Sets a consumer group's committed offset on every queue of a topic to the\nfirst message stored at TIME (RFC 3339, unix milliseconds, or a duration\nago such as 1h). As mqadmin resetOffsetByTime: each broker commits the\nnew offsets and tells the group's running consumers, which continue from\nthere (rocketmq-client-go after a 10 s pause); consumers built on\nSmartGo's own SDK do not take that notice yet: stop them first, or they\nmay commit over the reset. A group no broker knows is an error.",
+		description: "Sets a consumer group's committed offset on every queue of a topic to the\nfirst message stored at TIME (RFC 3339, unix milliseconds, or a duration\nago such as 1h). As mqadmin resetOffsetByTime: each broker commits the\nnew offsets and tells the group's running consumers, which continue from\nthere (SmartGo's SDK at once, rocketmq-client-go after a 10 s pause).\nA group no broker knows is an error.",
 		examples:    []string{"smartgo admin offset reset -g billing -t Orders -ts 1h", "smartgo admin offset reset -g billing -t Orders -ts 2026-01-02T15:04:05Z"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			group := fs.String("g", "", "consumer `group`")

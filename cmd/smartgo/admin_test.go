@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // Every admin command once, against a live in-process cluster.
@@ -148,4 +151,95 @@ func TestCmdBinaryAdminRefusesMistakes(t *testing.T) {
 	if strings.Contains(out, "PermT") || strings.Contains(out, "QueueT") {
 		t.Fatalf("a refused create created a topic:\n%s", out)
 	}
+}
+
+// TestCmdAdminOffsetResetOnlineConsumer: `admin offset reset` while a
+// SmartGo SDK push consumer of the group runs: the broker's notice makes
+// it drop its positions and consume again what was stored after the reset
+// time, and what it commits afterwards keeps the reset (it used to keep
+// its positions and commit them over the reset).
+func TestCmdAdminOffsetResetOnlineConsumer(t *testing.T) {
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reg := strings.Join(c.RegistryAddrs(), ",")
+	if code, _, stderr := runCmd(t, "admin", "-registry", reg, "topic", "create", "-t", "ResetT", "-r", "2", "-w", "2"); code != exitOK {
+		t.Fatalf("create: %s", stderr)
+	}
+	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: c.RegistryAddrs()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	send := func(body string) {
+		if _, err := p.Send(ctx, &client.Message{Topic: "ResetT", Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("before")
+	cut := time.Now().UnixMilli() + 1
+	for time.Now().UnixMilli() <= cut {
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 4 {
+		send(fmt.Sprint("after-", i))
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	count := func(prefix string, n int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		k := 0
+		for body, c := range seen {
+			if strings.HasPrefix(body, prefix) && c >= n {
+				k++
+			}
+		}
+		return k
+	}
+	pc, err := client.NewPushConsumer(client.ConsumerOptions{ClientOptions: client.ClientOptions{Registries: c.RegistryAddrs()},
+		Group: "rg", From: client.ConsumeFromFirst, PersistInterval: 100 * time.Millisecond},
+		func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range msgs {
+				seen[string(m.Body)]++
+			}
+			return client.ConsumeSuccess
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if err := pc.Subscribe("ResetT", "*"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lag := func() int64 {
+		_, out, _ := runCmd(t, "admin", "-registry", reg, "group", "progress", "-g", "rg", "-t", "ResetT", "-o", "json")
+		var prog struct {
+			TotalLag int64 `json:"totalLag"`
+		}
+		if json.Unmarshal([]byte(out), &prog) != nil {
+			return -1
+		}
+		return prog.TotalLag
+	}
+	testutil.WaitFor(t, 30*time.Second, "all five consumed and committed", func() bool {
+		return count("after-", 1) == 4 && count("before", 1) == 1 && lag() == 0
+	})
+	if code, out, stderr := runCmd(t, "admin", "-registry", reg, "offset", "reset", "-g", "rg", "-t", "ResetT", "-ts", fmt.Sprint(cut)); code != exitOK {
+		t.Fatalf("reset: %s %s", out, stderr)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the four after the reset time consumed again", func() bool { return count("after-", 2) == 4 })
+	if count("before", 2) != 0 {
+		t.Errorf("the message before the reset time came again: %v", seen)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the lag back to 0 after the reset", func() bool { return lag() == 0 })
 }
