@@ -92,8 +92,8 @@ func (b *Backend) shareLoop(srv clusterServer) {
 		gap = 50 * time.Since(began)
 		b.mu.Lock()
 		for s := range b.shareFrom {
-			if !want[s] && running[s] == nil {
-				delete(b.shareFrom, s) // unsubscribed before its consumer started
+			if !want[s] || running[s] != nil {
+				delete(b.shareFrom, s) // unsubscribed before its consumer started, or started without it
 			}
 		}
 		b.mu.Unlock()
@@ -186,7 +186,7 @@ func (b *Backend) markShares(ctx context.Context, subs []mqtt.Subscription) {
 		if b.shareFrom == nil {
 			b.shareFrom = map[string]map[client.MessageQueue]int64{}
 		}
-		if _, ok := b.shareFrom[sub.Filter]; !ok {
+		if _, ok := b.shareFrom[sub.Filter]; !ok && b.shares[sub.Filter] == nil {
 			b.shareFrom[sub.Filter] = from
 		}
 		b.mu.Unlock()
