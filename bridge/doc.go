@@ -114,7 +114,10 @@
 // after the SUBACK reaches it though its consumer starts later. The group
 // commits its offsets (every second and when a node leaves), so a queue
 // that moves continues where its previous owner stopped; messages near a
-// rebalance may come twice (at least once). A member whose queue is
+// rebalance may come twice (at least once). A queue's offset is its first
+// message a member is not done with (shareacks.go: acknowledged, or no
+// longer held by the member's session), not what was polled, so a crash
+// of the node loses none of what its members had not acknowledged. A member whose queue is
 // full passes the message to the next member in turn; when every local
 // member's is, the group's consumer on this node waits (polling every 20
 // ms) until one has room. The live consumer above

@@ -235,7 +235,10 @@ func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, e
 			}
 		}
 	}
-	co := client.PullConsumerOptions{AutoCommit: true, ConsumerOptions: client.ConsumerOptions{
+	// Offsets move on as members are done with the messages (shareAcks),
+	// not as they are polled: a crash of the node between a poll and the
+	// members' acknowledgements loses none of them.
+	co := client.PullConsumerOptions{AutoCommit: true, ManualOffsets: true, ConsumerOptions: client.ConsumerOptions{
 		ClientOptions: client.ClientOptions{Registries: b.opts.Registries, Logger: b.log.With("component", "bridge-share")},
 		Group:         group, Model: client.Clustering, From: client.ConsumeFromLast,
 		PullSuspend: 2 * time.Second, PersistInterval: time.Second, RebalanceInterval: 5 * time.Second}}
@@ -264,10 +267,18 @@ func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, e
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	sc := &shareConsumer{share: share, c: c, cancel: cancel, done: make(chan struct{})}
-	b.wg.Add(1)
+	acks := &shareAcks{c: c, srv: srv, q: map[client.MessageQueue]*shareQueue{}}
+	swept := make(chan struct{})
+	b.wg.Add(2)
+	go func() {
+		defer b.wg.Done()
+		defer close(swept)
+		acks.sweepLoop(ctx)
+	}()
 	go func() {
 		defer b.wg.Done()
 		defer close(sc.done)
+		defer func() { <-swept }()
 		for {
 			msgs, err := c.Poll(ctx)
 			if err != nil {
@@ -278,7 +289,11 @@ func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, e
 				continue
 			}
 			for _, x := range msgs {
-				if x.QueueOffset >= from[x.Queue] && !b.deliverShared(ctx, srv, share, x) {
+				if x.QueueOffset < from[x.Queue] {
+					acks.skip(x.Queue, x.QueueOffset)
+					continue
+				}
+				if !b.deliverShared(ctx, srv, share, x, acks) {
 					return
 				}
 			}
@@ -295,17 +310,21 @@ const sharedWait = 20 * time.Millisecond
 // queue is full it waits and offers it again (the group's queues on this
 // node wait meanwhile: the brokers keep the rest); false when ctx ended
 // first.
-func (b *Backend) deliverShared(ctx context.Context, srv clusterServer, share string, x *client.MessageExt) bool {
+func (b *Backend) deliverShared(ctx context.Context, srv clusterServer, share string, x *client.MessageExt, acks *shareAcks) bool {
 	m := fromBroker(x)
 	if !packets.ValidTopicName(m.Topic) {
+		acks.skip(x.Queue, x.QueueOffset)
 		return true // the live consumer logs it
 	}
+	h := acks.hold(x.Queue, x.QueueOffset, m)
 	for {
-		if _, full := srv.TryDeliverShared(share, m); !full {
+		taker, full := srv.TryDeliverSharedAcked(share, m, h)
+		if !full {
+			acks.taken(h, taker)
 			return true
 		}
 		if !b.sleepCtx(ctx, sharedWait) {
-			return false
+			return false // held: its offset is not committed
 		}
 	}
 }

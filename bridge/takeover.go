@@ -77,7 +77,8 @@ type clusterServer interface {
 	DeliverUnshared(msg *mqtt.Message)
 	DeliverLive(msg *mqtt.Message, overflow func(clientID string, inst uint64))
 	Refill(clientID string, inst uint64, msgs []*mqtt.Message, last bool) (int, <-chan struct{}, error)
-	TryDeliverShared(share string, msg *mqtt.Message) (ok, full bool)
+	TryDeliverSharedAcked(share string, msg *mqtt.Message, rec mqtt.Recycler) (taker string, full bool)
+	Holds(clientID string, msg *mqtt.Message) bool
 	SharedSubscriptions() []string
 }
 

@@ -512,16 +512,7 @@ func TestClientPullConsumerAssignCommitSeek(t *testing.T) {
 	if _, err := pc.Poll(testCtx(t, time.Second)); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("poll before start: %v", err)
 	}
-	qs, err := pc.Queues(testCtx(t, 5*time.Second), "TopicP")
-	if err != nil || len(qs) != 1 {
-		t.Fatalf("queues %v %v", qs, err)
-	}
-	if err := pc.Assign(qs); err != nil {
-		t.Fatal(err)
-	}
-	if err := pc.Start(testCtx(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	qs := assignAndStart(t, pc, "TopicP")
 	var got []string
 	for len(got) < 10 {
 		msgs, err := pc.Poll(testCtx(t, 10*time.Second))
@@ -550,6 +541,60 @@ func TestClientPullConsumerAssignCommitSeek(t *testing.T) {
 	msgs, err := pc.Poll(testCtx(t, 10*time.Second))
 	if err != nil || string(msgs[0].Body) != "p-7" {
 		t.Fatalf("after seek: %v %v", msgs, err)
+	}
+}
+
+// assignAndStart assigns the one queue of topic to pc and starts it.
+func assignAndStart(t *testing.T, pc *PullConsumer, topic string) []MessageQueue {
+	t.Helper()
+	qs, err := pc.Queues(testCtx(t, 5*time.Second), topic)
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("queues %v %v", qs, err)
+	}
+	if err := pc.Assign(qs); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(testCtx(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return qs
+}
+
+// With ManualOffsets, polling commits nothing: only what MarkConsumed
+// marked (never moving back) reaches the broker.
+func TestClientPullConsumerManualOffsets(t *testing.T) {
+	c := startCluster(t, cluster.Options{})
+	createTopic(t, c, 1, "TopicM", 1)
+	p := newTestProducer(t, c, nil)
+	sendN(t, p, "TopicM", "m", 6)
+	opts := PullConsumerOptions{ManualOffsets: true, ConsumerOptions: ConsumerOptions{ClientOptions: ClientOptions{Registries: c.RegistryAddrs()},
+		Group: "gM", From: ConsumeFromFirst, PullSuspend: time.Second}}
+	pc, err := NewPullConsumer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	qs := assignAndStart(t, pc, "TopicM")
+	for n := 0; n < 6; {
+		msgs, err := pc.Poll(testCtx(t, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(msgs)
+	}
+	if err := pc.Commit(testCtx(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if off, err := pc.Committed(testCtx(t, 5*time.Second), qs[0]); err != nil || off > 0 {
+		t.Fatalf("committed %d %v after polling only", off, err)
+	}
+	pc.MarkConsumed(qs[0], 4)
+	pc.MarkConsumed(qs[0], 2) // never back
+	if err := pc.Commit(testCtx(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if off, err := pc.Committed(testCtx(t, 5*time.Second), qs[0]); err != nil || off != 4 {
+		t.Fatalf("committed %d %v, want 4", off, err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 type PullConsumer struct {
 	base       *consumerBase
 	autoCommit bool
+	manual     bool
 	buf        chan consumeRequest
 
 	mu        sync.Mutex
@@ -34,6 +35,11 @@ type PullConsumerOptions struct {
 	// AutoCommit commits the offsets of polled messages every
 	// PersistInterval and at Close.
 	AutoCommit bool
+	// ManualOffsets: Poll does not advance the offsets, MarkConsumed
+	// does; what AutoCommit, Commit and a queue's release commit is then
+	// only what the application marked (a crash between Poll and the
+	// messages' processing loses none of them).
+	ManualOffsets bool
 }
 
 // NewPullConsumer validates opts and returns a pull consumer. Assign or
@@ -47,7 +53,7 @@ func NewPullConsumer(opts PullConsumerOptions) (*PullConsumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &PullConsumer{base: b, autoCommit: opts.AutoCommit, buf: make(chan consumeRequest, 64), fixed: map[MessageQueue]*subscription{}}
+	c := &PullConsumer{base: b, autoCommit: opts.AutoCommit, manual: opts.ManualOffsets, buf: make(chan consumeRequest, 64), fixed: map[MessageQueue]*subscription{}}
 	b.deliver = func(pq *processQueue, msgs []*MessageExt) {
 		select {
 		case c.buf <- consumeRequest{pq: pq, msgs: msgs}:
@@ -172,7 +178,7 @@ func (c *PullConsumer) Poll(ctx context.Context) ([]*MessageExt, error) {
 			if req.pq.dropped.Load() {
 				continue // the queue was sought or released meanwhile
 			}
-			if off := req.pq.remove(req.msgs); off >= 0 {
+			if off := req.pq.remove(req.msgs); off >= 0 && !c.manual {
 				c.base.offsets.update(req.pq.mq, off, false)
 			}
 			return req.msgs, nil
@@ -184,6 +190,12 @@ func (c *PullConsumer) Poll(ctx context.Context) ([]*MessageExt, error) {
 // (or the local file when broadcasting).
 func (c *PullConsumer) Commit(ctx context.Context) error {
 	return c.base.persistOffsets(ctx)
+}
+
+// MarkConsumed (ManualOffsets) records that the messages of mq before
+// next are processed: the offset to commit moves up to next, never down.
+func (c *PullConsumer) MarkConsumed(mq MessageQueue, next int64) {
+	c.base.offsets.update(mq, next, true)
 }
 
 // Seek makes the next Poll of mq start at offset (messages of mq already

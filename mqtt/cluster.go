@@ -253,9 +253,20 @@ func (s *Server) DeliverShared(share string, msg *Message) bool {
 // again once members drained (Server.Refill's overflow does not apply to
 // shared subscriptions).
 func (s *Server) TryDeliverShared(share string, msg *Message) (ok, full bool) {
+	taker, full := s.TryDeliverSharedAcked(share, msg, nil)
+	return taker != "", full
+}
+
+// TryDeliverSharedAcked is TryDeliverShared that names the member that
+// took msg ("" when none did) and, when rec is not nil, tells rec once
+// that member's client acknowledged it (as SendToRecycled does). A member
+// may also stop holding msg without an acknowledgement (sent at QoS 0,
+// dropped, expired, saved with its session's state, discarded with it):
+// Holds tells.
+func (s *Server) TryDeliverSharedAcked(share string, msg *Message, rec Recycler) (taker string, full bool) {
 	group, inner, valid := packets.ParseShared(share)
 	if !valid || !packets.Match(inner, msg.Topic) || !s.res.visible(inner, msg.Topic) || msg.expired(time.Now()) {
-		return false, false
+		return "", false
 	}
 	x := &s.subs
 	x.mu.RLock()
@@ -276,10 +287,10 @@ func (s *Server) TryDeliverShared(share string, msg *Message) (ok, full bool) {
 	}
 	x.mu.RUnlock()
 	if g == nil {
-		return false, false
+		return "", false
 	}
-	if t.s.tryDeliver(msg, min(msg.QoS, t.qos), msg.Retain && t.rap, t.subIDs) {
-		return true, false
+	if t.s.tryDeliver(msg, min(msg.QoS, t.qos), msg.Retain && t.rap, t.subIDs, rec) {
+		return t.s.id, false
 	}
 	// The picked member is full: the others in turn (connected first),
 	// from a copy of the members taken under the index's lock.
@@ -298,11 +309,20 @@ func (s *Server) TryDeliverShared(share string, msg *Message) (ok, full bool) {
 	}
 	x.mu.RUnlock()
 	for _, o := range others {
-		if o.s.tryDeliver(msg, min(msg.QoS, o.qos), msg.Retain && o.rap, o.subIDs) {
-			return true, false
+		if o.s.tryDeliver(msg, min(msg.QoS, o.qos), msg.Retain && o.rap, o.subIDs, rec) {
+			return o.s.id, false
 		}
 	}
-	return false, true
+	return "", true
+}
+
+// Holds reports whether clientID's session (connected or not) still holds
+// msg: queued, or sent and not acknowledged.
+func (s *Server) Holds(clientID string, msg *Message) bool {
+	s.mu.Lock()
+	ss := s.sessions[clientID]
+	s.mu.Unlock()
+	return ss != nil && ss.holds(msg)
 }
 
 // SharedSubscriptions returns the shared subscriptions

@@ -129,11 +129,29 @@ func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []u
 }
 
 // tryDeliver is deliver for a caller that keeps the message when the
-// queue is full (false): nothing is counted as dropped.
-func (ss *session) tryDeliver(msg *Message, qos byte, retain bool, subIDs []uint32) bool {
+// queue is full (false): nothing is counted as dropped. rec is as for
+// deliverLocked.
+func (ss *session) tryDeliver(msg *Message, qos byte, retain bool, subIDs []uint32, rec Recycler) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	return ss.offerLocked(msg, qos, retain, subIDs, nil)
+	return ss.offerLocked(msg, qos, retain, subIDs, rec)
+}
+
+// holds reports whether msg is queued or in flight in the session.
+func (ss *session) holds(msg *Message) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for i := range ss.inflight {
+		if ss.inflight[i].msg == msg {
+			return true
+		}
+	}
+	for _, q := range ss.queue {
+		if q.msg == msg {
+			return true
+		}
+	}
+	return false
 }
 
 // dropLocked counts and logs (at most one line every dropLogEvery) a

@@ -1,0 +1,146 @@
+package bridge
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/mqtt"
+)
+
+// Offsets of a shared subscription's consumer. The consumer polls with
+// client.PullConsumerOptions.ManualOffsets: a queue's offset to commit is
+// the first message a member is not done with, so a crash of the node
+// (kill -9) between a poll and the members' acknowledgements leaves those
+// messages to the group's next consumer of the queue (at least once). A
+// member is done with a message when its client acknowledged it (QoS 1
+// PUBACK, QoS 2 PUBCOMP: mqtt.Recycler), or when its session holds it no
+// more otherwise (sent at QoS 0, dropped, expired, saved with the
+// session's state, discarded with a clean session), which shareSweep
+// checks every second. A message no member took (none matches) is done
+// at once.
+
+// shareSweep is how often messages held by members are checked.
+const shareSweep = time.Second
+
+// shareAcks tracks one share consumer's messages held by members.
+type shareAcks struct {
+	c   *client.PullConsumer
+	srv clusterServer
+	mu  sync.Mutex
+	q   map[client.MessageQueue]*shareQueue // protected by mu
+}
+
+// shareQueue is one queue's progress.
+type shareQueue struct {
+	next int64                // offset after the last message handed over or skipped
+	held map[int64]*shareHeld // handed to a member, not done
+}
+
+// shareHeld is a message handed to a member; its Recycle is the
+// member's acknowledgement.
+type shareHeld struct {
+	a     *shareAcks
+	mq    client.MessageQueue
+	off   int64
+	msg   *mqtt.Message
+	taker string // protected by a.mu; "" until the handover returned
+}
+
+// Recycle implements mqtt.Recycler: the member acknowledged the message.
+// It runs under the member session's lock and only takes a.mu.
+func (h *shareHeld) Recycle(*mqtt.Message) { h.a.done(h) }
+
+func (a *shareAcks) queueLocked(mq client.MessageQueue) *shareQueue {
+	sq := a.q[mq]
+	if sq == nil {
+		sq = &shareQueue{next: -1, held: map[int64]*shareHeld{}}
+		a.q[mq] = sq
+	}
+	return sq
+}
+
+// markLocked commits (at the next commit) mq's first offset not done.
+func (a *shareAcks) markLocked(mq client.MessageQueue, sq *shareQueue) {
+	point := sq.next
+	for off := range sq.held {
+		point = min(point, off)
+	}
+	if point >= 0 {
+		a.c.MarkConsumed(mq, point)
+	}
+}
+
+// skip records a message of mq that goes to no member.
+func (a *shareAcks) skip(mq client.MessageQueue, off int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sq := a.queueLocked(mq)
+	sq.next = max(sq.next, off+1)
+	a.markLocked(mq, sq)
+}
+
+// hold records a message about to be handed to a member.
+func (a *shareAcks) hold(mq client.MessageQueue, off int64, msg *mqtt.Message) *shareHeld {
+	h := &shareHeld{a: a, mq: mq, off: off, msg: msg}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sq := a.queueLocked(mq)
+	sq.held[off] = h
+	sq.next = max(sq.next, off+1)
+	return h
+}
+
+// taken records who took h (TryDeliverSharedAcked): done at once when no
+// member did or the member does not hold it (QoS 0, refused).
+func (a *shareAcks) taken(h *shareHeld, taker string) {
+	a.mu.Lock()
+	h.taker = taker
+	a.mu.Unlock()
+	if taker == "" || !a.srv.Holds(taker, h.msg) {
+		a.done(h)
+	}
+}
+
+// done records that the member is done with h (idempotent).
+func (a *shareAcks) done(h *shareHeld) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sq := a.q[h.mq]
+	if sq == nil || sq.held[h.off] != h {
+		return
+	}
+	delete(sq.held, h.off)
+	a.markLocked(h.mq, sq)
+}
+
+// sweepLoop finds, every shareSweep until ctx ends, the messages their
+// members stopped holding without an acknowledgement.
+func (a *shareAcks) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(shareSweep)
+	defer t.Stop()
+	var taken []*shareHeld
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		taken = taken[:0]
+		a.mu.Lock()
+		for _, sq := range a.q {
+			for _, h := range sq.held {
+				if h.taker != "" {
+					taken = append(taken, h)
+				}
+			}
+		}
+		a.mu.Unlock()
+		for _, h := range taken {
+			if !a.srv.Holds(h.taker, h.msg) {
+				a.done(h)
+			}
+		}
+	}
+}
