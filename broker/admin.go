@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -36,11 +38,17 @@ func (b *Broker) processCreateTopic(c *remoting.Conn, req *protocol.Command) (*p
 }
 
 // processDeleteTopic serves DELETE_TOPIC_IN_BROKER: the topic's config,
-// its consume queues and every group's offsets on it.
+// its consume queues and every group's offsets on it. The broker's own
+// topics (systemTopicNames, the twins') are refused with NO_PERMISSION:
+// the state store, the twins, delayed and transactional messages and
+// topic auto-creation live in them (RocketMQ 4.9 deletes them).
 func (b *Broker) processDeleteTopic(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	var h protocol.DeleteTopicRequestHeader
 	if err := req.DecodeHeader(&h); err != nil {
 		return errResp(protocol.SystemError, "bad header: %v", err), nil
+	}
+	if h.Topic == TwinTopic || slices.Contains(b.systemTopicNames(), h.Topic) {
+		return errResp(protocol.NoPermission, "%s is a system topic of broker %s: it cannot be deleted", h.Topic, b.opts.BrokerName), nil
 	}
 	if _, err := b.topics.Delete(h.Topic); err != nil {
 		return errResp(protocol.SystemError, "%v", err), nil

@@ -268,6 +268,9 @@ func (a *Admin) DeleteTopic(ctx context.Context, cluster, topic string) error {
 			errs = append(errs, err)
 		}
 	}
+	if len(errs) > 0 {
+		return errors.Join(errs...) // the route stays while a broker keeps the topic
+	}
 	for _, r := range a.opts.Registries {
 		if _, err := a.invokeOK(ctx, "delete topic in registry", r, protocol.NewRequest(protocol.DeleteTopicInNamesrv,
 			&protocol.DeleteTopicInNamesrvRequestHeader{Topic: topic, ClusterName: cluster}, nil)); err != nil {

@@ -243,3 +243,21 @@ func TestCmdAdminOffsetResetOnlineConsumer(t *testing.T) {
 	}
 	testutil.WaitFor(t, 30*time.Second, "the lag back to 0 after the reset", func() bool { return lag() == 0 })
 }
+
+// TestCmdAdminDeleteSystemTopic: `admin topic delete` of a topic the
+// broker keeps its own data or features in (the state store's, the twins',
+// the auto-create template) is refused, and the topic keeps its route (a
+// delete used to remove it, and the state store answered 503 from then on).
+func TestCmdAdminDeleteSystemTopic(t *testing.T) {
+	_, addrs := standalone(t)
+	reg := addrs["registry"]
+	for _, topic := range []string{"%SYS_STATESTORE", "%SYS_TWIN", "TBW102"} {
+		code, _, stderr := runCmd(t, "admin", "-registry", reg, "topic", "delete", "-t", topic)
+		if code != exitFailure || !strings.Contains(stderr, "system topic") {
+			t.Errorf("delete %s: exit %d: %s", topic, code, stderr)
+		}
+		if code, _, stderr := runCmd(t, "admin", "-registry", reg, "topic", "route", "-t", topic); code != exitOK {
+			t.Errorf("route of %s after the refused delete: exit %d: %s", topic, code, stderr)
+		}
+	}
+}
