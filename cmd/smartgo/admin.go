@@ -56,6 +56,14 @@ func required(v, flagName string) error {
 	return nil
 }
 
+// oneOf is a usage error unless v is one of the allowed values of flagName.
+func oneOf(flagName, v string, allowed ...string) error {
+	if slices.Contains(allowed, v) {
+		return nil
+	}
+	return usagef("%s must be %s, not %q", flagName, strings.Join(allowed, ", "), v)
+}
+
 // adminTable holds the admin sub-commands by name; written only by init
 // functions.
 var adminTable = map[string]adminCommand{}

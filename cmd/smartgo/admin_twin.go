@@ -115,6 +115,12 @@ func init() {
 				if err := required(*dev, "-d"); err != nil {
 					return err
 				}
+				if err := oneOf("-auth", *auth, "sas", "selfSigned", "certificateAuthority", "none"); err != nil {
+					return err
+				}
+				if err := oneOf("-status", *status, "enabled", "disabled"); err != nil {
+					return err
+				}
 				c, err := twinClient(e)
 				if err != nil {
 					return err
@@ -185,6 +191,14 @@ func init() {
 			return func(ctx context.Context, e *adminEnv) error {
 				if err := required(*dev, "-d"); err != nil {
 					return err
+				}
+				if *status == "" && *reason == "" {
+					return usagef("nothing to change: give -status (and -reason)")
+				}
+				if *status != "" {
+					if err := oneOf("-status", *status, "enabled", "disabled"); err != nil {
+						return err
+					}
 				}
 				c, err := twinClient(e)
 				if err != nil {
