@@ -145,7 +145,15 @@ func (c *conn) storedQoS2(id uint16, done func(error)) func(error) {
 			done(err)
 			return
 		}
+		// The id moves from the ids being stored to the session's
+		// received ones now (ackMu then session.mu, as qos2State reads
+		// them), so the record has it and the receive maximum counts it
+		// once while its PUBREC waits for the record. A duplicate
+		// meanwhile is acknowledged behind this PUBREC (acks go in order).
+		c.ackMu.Lock()
+		delete(c.qos2Store, id)
 		c.session.received(id)
+		c.ackMu.Unlock()
 		c.srv.recordQoS2(c.session, func() { done(nil) })
 	}
 }
