@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -116,4 +117,55 @@ func TestBridgeSharedAcrossNodes(t *testing.T) {
 	if got := m1.collect(time.Second); len(got) != 10 {
 		t.Fatalf("after B left, A's member got %d of 10: %v", len(got), got)
 	}
+}
+
+// TestBridgeSharedOffsetsFollowAcks: a shared subscription's group
+// commits a message once its member is done with it: a QoS 1 member's
+// messages stay uncommitted until it acknowledges them, a QoS 0
+// member's are committed as handed over (no acknowledgement comes).
+func TestBridgeSharedOffsetsFollowAcks(t *testing.T) {
+	c := startCluster(t)
+	a := startBridge(t, c, nil)
+	prod := newProducer(t, c)
+	const acked, fire = "$share/acked/jobs/#", "$share/fire/jobs/#"
+	queues := 4 * len(a.Backend().Topics())
+	m1 := connected(t, addrOf(a), packets.Version5, "acker")
+	m1.subscribe(1, sub(acked, 1))
+	m0 := connected(t, addrOf(a), packets.Version5, "firer")
+	m0.subscribe(1, sub(fire, 0))
+	waitShareSettled(t, acked, queues, a)
+	waitShareSettled(t, fire, queues, a)
+	lag := func(share string) int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		prog, err := a.Backend().adm.GroupProgress(ctx, shareGroup(share), "")
+		if err != nil || len(prog) < queues {
+			return -1 // not every queue's offset committed yet
+		}
+		var n int64
+		for _, p := range prog {
+			n += p.Lag
+		}
+		return n
+	}
+	const n = 6
+	for i := range n {
+		sendCmd(t, prod, fmt.Sprintf("jobs/%d", i), fmt.Sprint(i))
+	}
+	var ids []uint16
+	for range n {
+		ids = append(ids, m1.recvPublish().PacketID) // not acknowledged yet
+	}
+	for range n {
+		m0.expectPublish()
+	}
+	testutil.WaitFor(t, 20*time.Second, "the QoS 0 group committed", func() bool { return lag(fire) == 0 })
+	testutil.WaitFor(t, 20*time.Second, "the QoS 1 group's offsets committed", func() bool { return lag(acked) >= 0 })
+	if l := lag(acked); l != n {
+		t.Fatalf("the QoS 1 group's lag is %d with %d messages unacknowledged", l, n)
+	}
+	for _, id := range ids {
+		m1.send(&packets.Puback{PacketID: id})
+	}
+	testutil.WaitFor(t, 20*time.Second, "the QoS 1 group committed", func() bool { return lag(acked) == 0 })
 }
