@@ -18,7 +18,9 @@ import (
 // has room again its next request works on the same connection. Before,
 // its registration (development mode) failed at connect and was never
 // retried: every twin request got 404 until the device reconnected. A
-// registered device's reported PATCH that the store refuses gets 503.
+// registered device's reported PATCH that the store refuses gets 503. A
+// device that sends no request is registered and recorded as connected
+// by the retries of its connection's set-up.
 func TestHubTwinRequestsWhileTheStoreRefusesWrites(t *testing.T) {
 	var usage atomic.Value
 	usage.Store(0.10)
@@ -47,6 +49,11 @@ func TestHubTwinRequestsWhileTheStoreRefusesWrites(t *testing.T) {
 	cp.CleanStart = true
 	d := dialDeviceCP(t, n.addr, id, cp)
 	d.subscribe(twinResFilter)
+	// Another sends no twin request at all.
+	quiet := Identity{DeviceID: "quiet-dev"}
+	qcp := connectCP(quiet, "")
+	qcp.CleanStart = true
+	dialDeviceCP(t, n.addr, quiet, qcp)
 	if st, _, body := d.request("$iothub/twin/GET/?$rid=1", nil); st != 503 {
 		t.Fatalf("twin GET of a device whose registration the store refused: %d %s, want 503", st, body)
 	}
@@ -62,10 +69,12 @@ func TestHubTwinRequestsWhileTheStoreRefusesWrites(t *testing.T) {
 	if st, _, body := d.request("$iothub/twin/PATCH/properties/reported/?$rid=4", []byte(`{"t":2}`)); st != 204 {
 		t.Fatalf("reported PATCH after the disk freed: %d %s", st, body)
 	}
-	waitFor(t, 10*time.Second, "the device recorded as connected", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		dev, err := n.hub.Twins().GetDevice(ctx, id.DeviceID)
-		return err == nil && dev.ConnectionState == "Connected"
-	})
+	for _, dev := range []string{id.DeviceID, quiet.DeviceID} {
+		waitFor(t, 10*time.Second, dev+" registered and recorded as connected", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			d, err := n.hub.Twins().GetDevice(ctx, dev)
+			return err == nil && d.ConnectionState == "Connected"
+		})
+	}
 }

@@ -151,7 +151,38 @@ func (h *Hub) onConnect(c mqtt.ClientInfo) {
 		defer close(d.watching)
 		if h.setUp(ctx, d) != nil {
 			d.redo.Store(true)
+			h.setUpLater(c.ClientID, d, setUpRetryMin)
 		}
+	})
+}
+
+// The set-up of a connection that failed is tried again after
+// setUpRetryMin, doubling up to setUpRetryMax, while the connection
+// lasts, so a device that sends no twin request is recorded too once the
+// store has room again.
+const (
+	setUpRetryMin = time.Second
+	setUpRetryMax = 30 * time.Second
+)
+
+// setUpLater runs d's set-up again after delay, in the device's
+// lifecycle order, unless d is no longer clientID's connection on this
+// node or a twin request did it meanwhile (setUpAgain).
+func (h *Hub) setUpLater(clientID string, d *deviceConn, delay time.Duration) {
+	time.AfterFunc(delay, func() {
+		h.lc.enqueue(clientID, func(ctx context.Context) {
+			h.mu.Lock()
+			current := h.dev[clientID] == d
+			h.mu.Unlock()
+			if !current || !d.redo.Load() {
+				return
+			}
+			if h.setUp(ctx, d) == nil {
+				d.redo.Store(false)
+				return
+			}
+			h.setUpLater(clientID, d, min(2*delay, setUpRetryMax))
+		})
 	})
 }
 
