@@ -128,6 +128,22 @@ func (h adminHandler) Disconnect(clientID string) bool {
 	return h.b.server.Disconnect(clientID, packets.ReasonAdministrativeAction) == nil
 }
 
+// prepareC2DTimeout bounds an admin call's session preparation.
+const prepareC2DTimeout = 10 * time.Second
+
+func (h adminHandler) PrepareC2D(deviceID string) (bool, error) {
+	prep := h.b.backend.opts.PrepareC2D
+	if prep == nil {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(h.b.backend.ctx, prepareC2DTimeout)
+	defer cancel()
+	if err := prep(ctx, deviceID); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // info is the node's heartbeat.
 func (b *Bridge) info() admin.BridgeNode {
 	st := b.server.Stats()

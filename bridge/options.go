@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -115,6 +116,9 @@ type Options struct {
 	// MQTT server (hooks such as the state store's session hook); the
 	// wrapper must forward every call. Unused by NewBackend.
 	WrapBackend func(mqtt.Backend) mqtt.Backend
+	// PrepareC2D, when set (by an IoT hub), answers the admin call that
+	// gives a device a session for its cloud-to-device messages.
+	PrepareC2D func(ctx context.Context, deviceID string) error
 	// Logger receives events; nil discards.
 	Logger *slog.Logger
 }

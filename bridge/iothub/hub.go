@@ -153,6 +153,7 @@ func (h *Hub) Configure(mo *mqtt.Options, bo *bridge.Options) error {
 	mo.ReservedFilters = append(slices.Clone(filters), reservedHubFilter, reservedDevFilter)
 	mo.OnConnect, mo.OnDisconnect = h.onConnect, h.onDisconnect
 	bo.IngressProps = h.ingressProps
+	bo.PrepareC2D = h.prepareC2D // smartgo admin device send
 	bo.Routes = append([]bridge.Route{
 		{Filter: eventsDeviceFilter, Topic: h.opts.EventsTopic, IngressOnly: true},
 		{Filter: eventsModuleFilter, Topic: h.opts.EventsTopic, IngressOnly: true},

@@ -196,6 +196,31 @@ func (a *Admin) DisconnectMQTTClient(ctx context.Context, node, clientID string)
 	return "", fmt.Errorf("%w: MQTT client %q is not connected", client.ErrNotFound, clientID)
 }
 
+// PrepareC2D asks the IoT hub nodes to give deviceID a session holding
+// its cloud-to-device subscription if it has none, so that what is stored
+// for it before its first connect waits for it (what the hub's HTTPS API
+// does before it stores a message). It reports whether a hub node did;
+// false, with no error, when no bridge node is a hub.
+func (a *Admin) PrepareC2D(ctx context.Context, deviceID string) (bool, error) {
+	bs, err := a.Bridges(ctx)
+	if err != nil {
+		return false, err
+	}
+	var errs []error
+	for _, b := range bs {
+		var res protocol.MQTTPrepareC2DResult
+		err := a.mqttCall(ctx, protocol.MQTTAdminRequest{Node: b.Node, Op: protocol.MQTTOpPrepareC2D, ClientID: deviceID}, &res)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if res.Prepared {
+			return true, nil
+		}
+	}
+	return false, errors.Join(errs...)
+}
+
 // BridgeHandler answers the administration calls for one bridge node.
 // Listings follow MQTTQuery (already normalized).
 type BridgeHandler interface {
@@ -205,6 +230,10 @@ type BridgeHandler interface {
 	// Disconnect disconnects a client connected to the node; false when
 	// it is not connected here.
 	Disconnect(clientID string) bool
+	// PrepareC2D gives a device a session holding its cloud-to-device
+	// subscription if it has none (an IoT hub node); false when the node
+	// is not a hub.
+	PrepareC2D(deviceID string) (bool, error)
 }
 
 // ServeBridge makes this Admin's connections answer the MQTT
@@ -230,6 +259,12 @@ func (a *Admin) ServeBridge(h BridgeHandler) {
 			out = h.Retained(q)
 		case protocol.MQTTOpDisconnect:
 			out = protocol.MQTTDisconnectResult{Disconnected: r.ClientID != "" && h.Disconnect(r.ClientID)}
+		case protocol.MQTTOpPrepareC2D:
+			ok, err := h.PrepareC2D(r.ClientID)
+			if err != nil {
+				return protocol.NewResponse(protocol.SystemError, err.Error()), nil
+			}
+			out = protocol.MQTTPrepareC2DResult{Prepared: ok}
 		default:
 			return protocol.NewResponse(protocol.RequestCodeNotSupported, fmt.Sprintf("unknown MQTT admin op %q", r.Op)), nil
 		}

@@ -21,7 +21,9 @@ func init() {
 		description: "Stores a cloud-to-device message for a registered device in the bridge's\n" +
 			"egress topic: bridge nodes deliver it on devices/{id}/messages/devicebound/\n" +
 			"(QoS 1) when the device is connected, or when its persistent session\n" +
-			"resumes, until it expires (-ttl). -p adds application properties.",
+			"resumes, until it expires (-ttl); an IoT hub node first gives a device\n" +
+			"that has no session one, so its first connect gets the message. -p adds\n" +
+			"application properties.",
 		examples: []string{"smartgo admin device send -d pump-17 -body '{\"valve\":\"open\"}' -p priority=high",
 			"smartgo admin device send -d pump-17 -body @command.json -ttl 10m -id cmd-42"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
@@ -59,6 +61,12 @@ func init() {
 				}
 				if _, err := tc.GetDevice(ctx, *dev); err != nil {
 					return err
+				}
+				// As the HTTPS API does: a device that never connected (or
+				// whose session ended) gets a session holding its
+				// subscription first, so the message waits for it.
+				if _, err := e.a.PrepareC2D(ctx, *dev); err != nil {
+					return fmt.Errorf("session for %s's cloud-to-device messages: %w", *dev, err)
 				}
 				cm, err := bridge.EncodeMessage(m.MQTT(m.Expiry), *egress)
 				if err != nil {

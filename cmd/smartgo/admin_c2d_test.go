@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/client"
@@ -90,5 +93,51 @@ func TestCmdAdminDeviceSend(t *testing.T) {
 	if string(m.Body) != `{"open":true}` || m.Properties[bridge.PropQoS] != "1" || !strings.HasPrefix(topic, want) ||
 		!strings.HasSuffix(topic, "&priority=high&by=ops") {
 		t.Fatalf("stored message: %s %v", m.Body, m.Properties)
+	}
+}
+
+// TestCmdAdminDeviceSendBeforeFirstConnect: on an IoT hub node (standalone,
+// development mode), `admin device create` then `admin device send` for a
+// device that has never connected, then the device's first connect (MQTT
+// 3.1.1, clean session 0, as the device SDKs do): it gets the message, as
+// when the HTTPS API sends it. The CLI used to store it with no session to
+// hold it, and the device never got it.
+func TestCmdAdminDeviceSendBeforeFirstConnect(t *testing.T) {
+	_, addrs := standalone(t, "-set", "iothub.enabled=true", "-set", "iothub.device_auth=none")
+	reg := addrs["registry"]
+	admin := func(args ...string) {
+		t.Helper()
+		if code, out, errOut := runCmd(t, append([]string{"admin", "-registry", reg}, args...)...); code != exitOK {
+			t.Fatalf("admin %v: exit %d: %s%s", args, code, out, errOut)
+		}
+	}
+	admin("device", "create", "-d", "fresh-1", "-auth", "none")
+	admin("device", "send", "-d", "fresh-1", "-body", "before-first-connect", "-ttl", "10m")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := net.Dial("tcp", addrs["mqtt"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *paho.Publish, 4)
+	pc := paho.NewClient(paho.ClientConfig{Conn: nc, OnPublishReceived: []func(paho.PublishReceived) (bool, error){
+		func(pr paho.PublishReceived) (bool, error) { got <- pr.Packet; return true, nil }}})
+	ack, err := pc.Connect(ctx, &paho.Connect{ClientID: "fresh-1", KeepAlive: 30, UsernameFlag: true,
+		Username: "hub/fresh-1/?api-version=2021-04-12"})
+	if err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("connect: %v %+v", err, ack)
+	}
+	defer pc.Disconnect(&paho.Disconnect{})
+	if !ack.SessionPresent {
+		t.Errorf("the device's first connect found no session")
+	}
+	select {
+	case p := <-got:
+		if string(p.Payload) != "before-first-connect" || !strings.HasPrefix(p.Topic, "devices/fresh-1/messages/devicebound/") {
+			t.Fatalf("got %q on %s", p.Payload, p.Topic)
+		}
+	case <-ctx.Done():
+		t.Fatal("the message sent before the device's first connect never came")
 	}
 }

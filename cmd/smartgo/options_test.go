@@ -105,6 +105,7 @@ var notFromTOML = map[string]string{
 	"Bridge.IngressProps":         "wired by the program (the IoT hub front)",
 	"MQTT.Logger":                 "injected",
 	"Bridge.WrapBackend":          "wired by cmd (state store session hook)",
+	"Bridge.PrepareC2D":           "wired by the IoT hub (admin device send)",
 	"Bridge.Logger":               "injected",
 	"Bridge.Version":              "the binary's version (main.version), reported in heartbeats",
 	"Front.Hook":                  "wired by cmd",

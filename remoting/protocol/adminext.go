@@ -22,7 +22,8 @@ package protocol
 //	9203 MQTT_ADMIN         admin  -> registry -> bridge
 //	                                             body MQTTAdminRequest; answer body by Op:
 //	                                             clients MQTTClientPage, sessions MQTTSessionPage,
-//	                                             retained MQTTRetainedPage, disconnect MQTTDisconnectResult
+//	                                             retained MQTTRetainedPage, disconnect MQTTDisconnectResult,
+//	                                             prepare-c2d MQTTPrepareC2DResult
 //	9110 STATESTORE_SCAN    admin  -> broker     body StateStoreScanRequest; answer body StateStoreScanPage
 const (
 	RegisterBridge   RequestCode = 9200
@@ -61,6 +62,9 @@ const (
 	MQTTOpSessions   = "sessions"
 	MQTTOpRetained   = "retained"
 	MQTTOpDisconnect = "disconnect"
+	// MQTTOpPrepareC2D asks an IoT hub node to give the device ClientID a
+	// session holding its cloud-to-device subscription if it has none.
+	MQTTOpPrepareC2D = "prepare-c2d"
 )
 
 // MaxMQTTAdminLimit bounds a page of an MQTT admin listing.
@@ -148,6 +152,12 @@ type MQTTRetainedPage struct {
 // connected to the node (and is now disconnected).
 type MQTTDisconnectResult struct {
 	Disconnected bool `json:"disconnected"`
+}
+
+// MQTTPrepareC2DResult answers prepare-c2d: whether the node is an IoT hub
+// node that made sure of the session (false: it is not a hub).
+type MQTTPrepareC2DResult struct {
+	Prepared bool `json:"prepared"`
 }
 
 // MaxStateStoreScanLimit bounds a page of a state store scan.
