@@ -37,7 +37,8 @@ type adminEnv struct {
 	a          *admin.Admin
 	out        *output
 	registries []string
-	onClose    []func() // run when the command ends (clients it opened)
+	stderr     io.Writer // warnings
+	onClose    []func()  // run when the command ends (clients it opened)
 }
 
 // usageError is a mistake in a command's flags found after parsing (a
@@ -149,7 +150,7 @@ work before or after the command words.`+adminCommandList(""), stdout, stderr)
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	out := &output{w: stdout, json: g.format == "json"}
-	env := &adminEnv{a: a, out: out, registries: admin.ParseRegistries(g.registry)}
+	env := &adminEnv{a: a, out: out, registries: admin.ParseRegistries(g.registry), stderr: stderr}
 	err = exec(ctx, env)
 	for _, fn := range env.onClose {
 		fn()

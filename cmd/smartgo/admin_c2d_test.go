@@ -113,31 +113,52 @@ func TestCmdAdminDeviceSendBeforeFirstConnect(t *testing.T) {
 	}
 	admin("device", "create", "-d", "fresh-1", "-auth", "none")
 	admin("device", "send", "-d", "fresh-1", "-body", "before-first-connect", "-ttl", "10m")
+	// A back end that produces to the egress topic itself (docs/iothub.md):
+	// the session `admin device create` prepared holds its message too.
+	admin("device", "create", "-d", "fresh-2", "-auth", "none")
+	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: []string{reg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Send(context.Background(), &client.Message{Topic: bridge.DefaultEgressTopic, Body: []byte("from-a-back-end"),
+		Properties: map[string]string{bridge.PropTopic: "devices/fresh-2/messages/devicebound/", bridge.PropQoS: "1"}}); err != nil {
+		t.Fatal(err)
+	}
 
+	for dev, want := range map[string]string{"fresh-1": "before-first-connect", "fresh-2": "from-a-back-end"} {
+		firstConnectGets(t, addrs["mqtt"], dev, want)
+	}
+}
+
+// firstConnectGets connects a paho device (clean session 0) and expects
+// its session to be there, holding a cloud-to-device message want.
+func firstConnectGets(t *testing.T, addr, dev, want string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := net.Dial("tcp", addrs["mqtt"])
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan *paho.Publish, 4)
 	pc := paho.NewClient(paho.ClientConfig{Conn: nc, OnPublishReceived: []func(paho.PublishReceived) (bool, error){
 		func(pr paho.PublishReceived) (bool, error) { got <- pr.Packet; return true, nil }}})
-	ack, err := pc.Connect(ctx, &paho.Connect{ClientID: "fresh-1", KeepAlive: 30, UsernameFlag: true,
-		Username: "hub/fresh-1/?api-version=2021-04-12"})
+	ack, err := pc.Connect(ctx, &paho.Connect{ClientID: dev, KeepAlive: 30, UsernameFlag: true,
+		Username: "hub/" + dev + "/?api-version=2021-04-12"})
 	if err != nil || ack.ReasonCode != 0 {
-		t.Fatalf("connect: %v %+v", err, ack)
+		t.Fatalf("connect %s: %v %+v", dev, err, ack)
 	}
 	defer pc.Disconnect(&paho.Disconnect{})
 	if !ack.SessionPresent {
-		t.Errorf("the device's first connect found no session")
+		t.Errorf("%s's first connect found no session", dev)
 	}
 	select {
 	case p := <-got:
-		if string(p.Payload) != "before-first-connect" || !strings.HasPrefix(p.Topic, "devices/fresh-1/messages/devicebound/") {
-			t.Fatalf("got %q on %s", p.Payload, p.Topic)
+		if string(p.Payload) != want || !strings.HasPrefix(p.Topic, "devices/"+dev+"/messages/devicebound/") {
+			t.Fatalf("%s got %q on %s", dev, p.Payload, p.Topic)
 		}
 	case <-ctx.Done():
-		t.Fatal("the message sent before the device's first connect never came")
+		t.Fatalf("%s never got the message stored before its first connect", dev)
 	}
 }

@@ -144,6 +144,12 @@ func init() {
 				if err != nil {
 					return err
 				}
+				// As the HTTPS API's create: on an IoT hub, the new device
+				// gets a session holding its cloud-to-device subscription,
+				// so what back ends store for it waits for its first connect.
+				if _, err := e.a.PrepareC2D(ctx, *dev); err != nil {
+					fmt.Fprintf(e.stderr, "warning: no session prepared for %s's cloud-to-device messages: %v\n", *dev, err)
+				}
 				e.out.devices(d, []twc.Device{*d}, "")
 				return nil
 			}
