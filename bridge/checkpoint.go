@@ -154,23 +154,28 @@ type qos2Batch struct {
 // fit a record) or the write fails, done is called all the same: the
 // exchange is then as safe as the last checkpoint (logged).
 func (b *Backend) RecordQoS2(clientID string, done func()) {
-	if b.ctx.Err() != nil {
-		done()
-		return
-	}
 	b.qos2mu.Lock()
 	if w := b.qos2[clientID]; w != nil {
 		w.next = append(w.next, done)
 		b.qos2mu.Unlock()
 		return
 	}
+	// A new writer: counted under b.mu, as Close waits for the writers.
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.qos2mu.Unlock()
+		done()
+		return
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
 	if b.qos2 == nil {
 		b.qos2 = map[string]*qos2Batch{}
 	}
 	w := &qos2Batch{next: []func(){done}}
 	b.qos2[clientID] = w
 	b.qos2mu.Unlock()
-	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		b.recordQoS2(clientID, w)
