@@ -171,9 +171,33 @@ func (s *Store) waitFlushed(ctx context.Context, start, end, gen int64) bool {
 // putter asks (group commit: it writes out the records buffered so far
 // with one pwrite, and one fdatasync covers them all); in both modes it
 // also syncs every FlushInterval.
+//
+// Under async flush it is also the logic flusher: one round makes the
+// commitlog durable and then, when LogicFlushInterval has passed, the
+// consume queues, the index and the checkpoint, so the store's periodic
+// system calls come in one burst rather than in bursts of two goroutines
+// on their own clocks (each burst of blocking calls wakes the runtime's
+// monitor thread into 20 µs polling for a millisecond or more, which the
+// state store's SETs paid for). A logic flush due within a quarter of the
+// shorter interval is taken with the commitlog's round, and each logic
+// flush takes a commitlog flush with it, so with the defaults (500 ms and
+// 1 s) every second round is the whole round. Under sync flush the logic
+// flush keeps a goroutine of its own (logicFlushLoop), so a group commit
+// never waits for consume queue and index syncs.
 func (s *Store) flushLoop() {
-	tick := time.NewTicker(s.opts.FlushInterval)
-	defer tick.Stop()
+	merged := s.opts.FlushMode == FlushAsync
+	slack := min(s.opts.FlushInterval, s.opts.LogicFlushInterval) / 4
+	now := time.Now()
+	nextCL := now.Add(s.opts.FlushInterval)
+	nextLogic := now.Add(s.opts.LogicFlushInterval)
+	next := func() time.Time {
+		if merged && nextLogic.Before(nextCL) {
+			return nextLogic
+		}
+		return nextCL
+	}
+	round := time.NewTimer(time.Until(next()))
+	defer round.Stop()
 	expire := time.NewTimer(time.Hour) // the earliest waiting put's deadline
 	expire.Stop()
 	for {
@@ -188,8 +212,18 @@ func (s *Store) flushLoop() {
 				runtime.Gosched()
 			}
 			s.flushCommitLog()
-		case <-tick.C:
-			s.flushCommitLog()
+		case <-round.C:
+			now := time.Now()
+			logic := merged && !now.Before(nextLogic.Add(-slack))
+			if logic || !now.Before(nextCL.Add(-slack)) {
+				s.flushCommitLog()
+				nextCL = now.Add(s.opts.FlushInterval)
+			}
+			if logic {
+				s.logicRound()
+				nextLogic = now.Add(s.opts.LogicFlushInterval)
+			}
+			round.Reset(time.Until(next()))
 		case <-expire.C:
 		}
 		if next := s.settle(time.Now(), false); !next.IsZero() {
@@ -218,7 +252,8 @@ func (s *Store) flushCommitLog() {
 }
 
 // logicFlushLoop flushes consume queues and index files and then writes the
-// checkpoint, every LogicFlushInterval.
+// checkpoint, every LogicFlushInterval, under sync flush (under async
+// flush the commitlog flusher does it in its rounds: flushLoop).
 func (s *Store) logicFlushLoop() {
 	tick := time.NewTicker(s.opts.LogicFlushInterval)
 	defer tick.Stop()
@@ -227,14 +262,18 @@ func (s *Store) logicFlushLoop() {
 		case <-s.done:
 			return
 		case <-tick.C:
-			// Consume queues, index and checkpoint are rebuilt from the
-			// commitlog after a failure: writes go on, the checkpoint
-			// stays where it was until a flush succeeds (and Close keeps
-			// the abort file if its own does not).
-			if err := s.flushLogic(false); err != nil {
-				s.rlog.Log(s.log, slog.LevelError, "logic flush", "store: consume-queue, index or checkpoint flush failed; will retry", "err", err)
-			}
+			s.logicRound()
 		}
+	}
+}
+
+// logicRound is one periodic logic flush. Consume queues, index and
+// checkpoint are rebuilt from the commitlog after a failure: writes go on,
+// the checkpoint stays where it was until a flush succeeds (and Close
+// keeps the abort file if its own does not).
+func (s *Store) logicRound() {
+	if err := s.flushLogic(false); err != nil {
+		s.rlog.Log(s.log, slog.LevelError, "logic flush", "store: consume-queue, index or checkpoint flush failed; will retry", "err", err)
 	}
 }
 
@@ -242,8 +281,9 @@ func (s *Store) logicFlushLoop() {
 // IndexFlushInterval has passed (or all is set), then records in the
 // checkpoint the store timestamps they (and the flushed commitlog) cover.
 // Timestamps are sampled before the syncs, so they never claim more than
-// what was synced. Only the logic flusher, and Close after it stopped,
-// call it.
+// what was synced. Only the goroutine doing the logic rounds (flushLoop
+// under async flush, logicFlushLoop under sync), and Close after it
+// stopped, call it.
 func (s *Store) flushLogic(all bool) error {
 	logicTs := s.dispatchTs.Load()
 	indexTs := s.indexTs.Load()

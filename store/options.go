@@ -110,9 +110,12 @@ type Options struct {
 	IndexEntries     int   // entries per index file (default 20 000 000)
 	MaxMessageSize   int   // largest body in bytes (default 4 MiB); the record around it may take recordHeadroom more (sizeError)
 
-	FlushMode          FlushMode
-	FlushInterval      time.Duration // async commitlog flush period (default 500 ms)
-	LogicFlushInterval time.Duration // consume queue + checkpoint flush period (default 1 s)
+	FlushMode     FlushMode
+	FlushInterval time.Duration // async commitlog flush period (default 500 ms)
+	// LogicFlushInterval is the consume queue + checkpoint flush period
+	// (default 1 s); under async flush each is a round of the commitlog
+	// flusher that syncs the commitlog first (flushLoop).
+	LogicFlushInterval time.Duration
 	// IndexFlushInterval is how often index files are made durable (at a
 	// logic flush, so rounded up to LogicFlushInterval; default 10 s).
 	// Each sync writes every slot page that changed, and under load that

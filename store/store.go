@@ -228,7 +228,9 @@ func Open(opts Options) (*Store, error) {
 	s.start("dispatcher", s.dispatchLoop)
 	s.start("indexer", s.indexLoop)
 	s.start("flusher", s.flushLoop)
-	s.start("logic-flusher", s.logicFlushLoop)
+	if s.opts.FlushMode == FlushSync {
+		s.start("logic-flusher", s.logicFlushLoop) // under async flush, the flusher's rounds
+	}
 	s.start("cleaner", s.cleanLoop)
 	s.start("index-repair", s.repairIndex)
 	if s.cl.active != nil {
