@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/bridge"
-	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/internal/cluster"
 	"github.com/smartgo/smartgo/mqtt"
 )
 
@@ -24,8 +24,8 @@ import (
 func TestHubTwinRequestsWhileTheStoreRefusesWrites(t *testing.T) {
 	var usage atomic.Value
 	usage.Store(0.10)
-	c := startTestClusterWith(t, 1, func(_ int, o *broker.Options) {
-		o.Store.DiskUsage = func(string) (float64, error) { return usage.Load().(float64), nil }
+	c := startTestClusterWith(t, 1, func(o *cluster.Options) {
+		o.DiskUsage = func(string) (float64, error) { return usage.Load().(float64), nil }
 	})
 	n := startNode(t, c, func(_ *mqtt.Options, _ *bridge.Options, o *Options) { o.DeviceAuth = AuthNone })
 	known := Identity{DeviceID: "known-dev"}

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/bridge"
-	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/client"
 	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/internal/cluster"
@@ -50,13 +49,17 @@ func startTestCluster(t testing.TB, brokers int) *testCluster {
 	return startTestClusterWith(t, brokers, nil)
 }
 
-// startTestClusterWith is startTestCluster with each broker's options
-// adjusted by tune (nil: none).
-func startTestClusterWith(t testing.TB, brokers int, tune func(i int, o *broker.Options)) *testCluster {
+// startTestClusterWith is startTestCluster with the cluster's options
+// adjusted by tune (nil: none) before it starts.
+func startTestClusterWith(t testing.TB, brokers int, tune func(o *cluster.Options)) *testCluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Dir: t.TempDir(), Brokers: brokers, Broker: tune})
+	co := cluster.Options{Dir: t.TempDir(), Brokers: brokers}
+	if tune != nil {
+		tune(&co)
+	}
+	c, err := cluster.Start(ctx, co)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,9 @@ type Options struct {
 	// TransactionChecks, when set, is the brokers' transaction timeout and
 	// check interval (tests see check-backs quickly).
 	TransactionChecks time.Duration
+	// DiskUsage, if set, is every broker store's disk usage probe (tests
+	// simulate a full disk with it without importing broker).
+	DiskUsage func(dir string) (float64, error)
 	// Broker, if set, adjusts each broker's options (index i).
 	Broker func(i int, o *broker.Options)
 	// Slaves gives every broker group one slave (id 1) replicating from
@@ -261,6 +264,9 @@ func (c *Cluster) defaultBrokerOptions(i int) broker.Options {
 	}
 	if d := c.opts.TransactionChecks; d > 0 {
 		o.TransactionTimeout, o.TransactionCheckInterval = d, d
+	}
+	if c.opts.DiskUsage != nil {
+		o.Store.DiskUsage = c.opts.DiskUsage
 	}
 	if c.opts.Broker != nil {
 		c.opts.Broker(i, &o)
