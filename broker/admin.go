@@ -39,15 +39,17 @@ func (b *Broker) processCreateTopic(c *remoting.Conn, req *protocol.Command) (*p
 
 // processDeleteTopic serves DELETE_TOPIC_IN_BROKER: the topic's config,
 // its consume queues and every group's offsets on it. The broker's own
-// topics (systemTopicNames, the twins') are refused with NO_PERMISSION:
-// the state store, the twins, delayed and transactional messages and
-// topic auto-creation live in them (RocketMQ 4.9 deletes them).
+// topics (systemTopicNames, the twins') and Options.ProtectedTopics are
+// refused with NO_PERMISSION: the state store, the twins, the MQTT
+// bridge's sessions and retained messages, delayed and transactional
+// messages and topic auto-creation live in them (RocketMQ 4.9 deletes
+// them).
 func (b *Broker) processDeleteTopic(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	var h protocol.DeleteTopicRequestHeader
 	if err := req.DecodeHeader(&h); err != nil {
 		return errResp(protocol.SystemError, "bad header: %v", err), nil
 	}
-	if h.Topic == TwinTopic || slices.Contains(b.systemTopicNames(), h.Topic) {
+	if h.Topic == TwinTopic || slices.Contains(b.systemTopicNames(), h.Topic) || slices.Contains(b.opts.ProtectedTopics, h.Topic) {
 		return errResp(protocol.NoPermission, "%s is a system topic of broker %s: it cannot be deleted", h.Topic, b.opts.BrokerName), nil
 	}
 	if _, err := b.topics.Delete(h.Topic); err != nil {

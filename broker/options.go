@@ -169,6 +169,10 @@ type Options struct {
 	// BrokerID is its controller id (0: the controller assigns one, kept
 	// in the store directory).
 	Controllers []string
+	// ProtectedTopics are topics other components keep their state in
+	// (the MQTT bridge's session and retained topics): DELETE_TOPIC_IN_BROKER
+	// refuses them as it refuses the broker's own system topics.
+	ProtectedTopics []string
 	// MinInSyncReplicas (controller mode, sync): the fewest members of the
 	// sync state set, this master included, for a send to be acknowledged
 	// (default 1: the master alone when every slave is out of the set).

@@ -70,7 +70,7 @@ func init() {
 	}
 	registerAdmin(adminCommand{name: "topic delete", synopsis: "-t TOPIC [-cluster C]",
 		summary:     "delete a topic from the brokers and the registries",
-		description: "Deletes a topic (its messages' queues, its offsets) from every master of\n-cluster (else of every cluster) and from every registry. A topic that\nno broker and no registry knows is an error; a broker's system topics\n(TBW102, SCHEDULE_TOPIC_XXXX, %SYS_STATESTORE, %SYS_TWIN, ...) are refused.",
+		description: "Deletes a topic (its messages' queues, its offsets) from every master of\n-cluster (else of every cluster) and from every registry. A topic that\nno broker and no registry knows is an error; a broker's system topics\n(TBW102, SCHEDULE_TOPIC_XXXX, %SYS_STATESTORE, %SYS_TWIN, MQTT_SESSION, ...)\nare refused.",
 		examples:    []string{"smartgo admin topic delete -t Orders"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			topic := fs.String("t", "", "`topic` name")

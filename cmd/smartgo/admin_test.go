@@ -250,12 +250,13 @@ func TestCmdAdminOffsetResetOnlineConsumer(t *testing.T) {
 
 // TestCmdAdminDeleteSystemTopic: `admin topic delete` of a topic the
 // broker keeps its own data or features in (the state store's, the twins',
-// the auto-create template) is refused, and the topic keeps its route (a
+// the auto-create template, the MQTT bridge's sessions and retained
+// messages) is refused, and the topic keeps its route (a
 // delete used to remove it, and the state store answered 503 from then on).
 func TestCmdAdminDeleteSystemTopic(t *testing.T) {
 	_, addrs := standalone(t)
 	reg := addrs["registry"]
-	for _, topic := range []string{"%SYS_STATESTORE", "%SYS_TWIN", "TBW102"} {
+	for _, topic := range []string{"%SYS_STATESTORE", "%SYS_TWIN", "TBW102", "MQTT_SESSION", "MQTT_RETAINED"} {
 		code, _, stderr := runCmd(t, "admin", "-registry", reg, "topic", "delete", "-t", topic)
 		if code != exitFailure || !strings.Contains(stderr, "system topic") {
 			t.Errorf("delete %s: exit %d: %s", topic, code, stderr)

@@ -81,6 +81,9 @@ func brokerOptions(f conf.File, log *slog.Logger) (broker.Options, error) {
 		EnablePropertyFilter: c.EnablePropertyFilter,
 		TransactionTimeout:   c.TransactionTimeout.D(), TransactionCheckInterval: c.TransactionCheckInterval.D(),
 		TransactionCheckMax: c.TransactionCheckMax,
+		// The bridge (in this process or another reading the same file)
+		// keeps its sessions and retained messages in these.
+		ProtectedTopics: []string{f.Bridge.SessionTopic, f.Bridge.RetainedTopic},
 	}
 	if len(c.Controllers) > 0 {
 		o.Controllers = c.Controllers
