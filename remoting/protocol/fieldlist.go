@@ -407,6 +407,13 @@ func fastValue(b []byte, i int, list []byte) ([]byte, int, bool) {
 			case 't':
 				e = '\t'
 			case 'u':
+				// An ASCII control character (the properties' separators
+				// 1 and 2 come as \u0001 and \u0002): one byte.
+				if i+5 < len(b) && b[i+2] == '0' && b[i+3] == '0' && b[i+4] <= '1' && b[i+4] >= '0' && hexDigit(b[i+5]) {
+					list = append(list, (b[i+4]-'0')<<4|hexValue(b[i+5]))
+					i += 6
+					continue
+				}
 				r, ok := parseHex4(unsafe.String(unsafe.SliceData(b[i+2:]), len(b)-i-2))
 				if !ok || (r >= 0xD800 && r < 0xE000) {
 					return list, i, false
@@ -423,4 +430,16 @@ func fastValue(b []byte, i int, list []byte) ([]byte, int, bool) {
 			return list, i, false // a control character
 		}
 	}
+}
+
+// hexDigit reports whether c is a hexadecimal digit; hexValue is its value.
+func hexDigit(c byte) bool {
+	return c-'0' <= 9 || (c|0x20)-'a' <= 5
+}
+
+func hexValue(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return (c | 0x20) - 'a' + 10
 }

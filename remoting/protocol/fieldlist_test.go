@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"encoding/json"
 	"maps"
 	"strings"
 	"testing"
@@ -220,4 +221,32 @@ func FuzzJSONHeaderFast(f *testing.F) {
 	f.Add([]byte(`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T","p":"a\u0001b","n":12}}`))
 	f.Add([]byte(`{"code":310,"extFields":{"a":"pg","i":"\u00e9\n"},"flag":1,"language":"JAVA","serializeTypeCurrentRPC":"JSON"}`))
 	f.Fuzz(checkFastHeader)
+}
+
+// The one pass reads the \u escapes of a value as encoding/json does,
+// those of the ASCII control characters (taken a byte at a time) and the
+// others alike, upper and lower case; a bad one is not read.
+func TestRemotingFastHeaderUnicodeEscapes(t *testing.T) {
+	for _, v := range []string{`\u0000`, `\u0001`, `\u0002x`, `a\u001fb`, `\u001F`, `\u000a\u000A`, `\u0010`,
+		`\u0020`, `\u007f`, `\u00e9`, `\u00E9`, `\u0100`, `\u20ac`, `x\u0001\u0002y`} {
+		var want string
+		if err := json.Unmarshal([]byte(`"`+v+`"`), &want); err != nil {
+			t.Fatal(err)
+		}
+		hdr := []byte(`{"code":10,"extFields":{"p":"` + v + `"},"flag":0,"language":"GO","opaque":1,"version":317}`)
+		var c Command
+		if !decodeJSONHeaderFast(hdr, &c, allRaw, false) {
+			t.Fatalf("%s: not decoded in one pass", v)
+		}
+		if got := c.list.fields()["p"]; got != want {
+			t.Fatalf("%s: read %q, want %q", v, got, want)
+		}
+	}
+	for _, v := range []string{`\u00g1`, `\u001g`, `\u00`, `\u001`, `\u0:01`, `\u00/1`} {
+		hdr := []byte(`{"code":10,"extFields":{"p":"` + v + `"},"flag":0,"language":"GO","opaque":1,"version":317}`)
+		var c Command
+		if decodeJSONHeaderFast(hdr, &c, allRaw, false) {
+			t.Fatalf("%s: decoded as %q", v, c.list.fields()["p"])
+		}
+	}
 }
