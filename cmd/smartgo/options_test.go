@@ -91,6 +91,7 @@ var notFromTOML = map[string]string{
 	"Broker.HA.Epoch":             "the controller's",
 	"Broker.HA.OnTruncate":        "wired by the broker",
 	"Broker.Registries":           "where to register is the deployment's: no package default",
+	"Broker.ProtectedTopics":      "bridge.session_topic and bridge.retained_topic",
 	"Registry.Logger":             "injected",
 	"StateStore.Logger":           "injected",
 	"Twin.Logger":                 "injected",
