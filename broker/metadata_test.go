@@ -136,6 +136,10 @@ func TestBrokerTopicNameRules(t *testing.T) {
 			t.Errorf("%q accepted (%v)", bad, err)
 		}
 	}
+	// The error names the offending character, not its first byte ('Ã').
+	if err := ValidateTopicName("Grüße"); err == nil || !strings.Contains(err.Error(), `has "ü" at byte 2`) {
+		t.Errorf("non-ASCII name: %v", err)
+	}
 	for _, sys := range []string{AutoCreateTopicKey, ScheduleTopic, TransHalfTopic} {
 		if err := ValidateSendTopic(sys); !errors.Is(err, ErrInvalidTopic) {
 			t.Errorf("send to %s allowed", sys)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -67,7 +68,8 @@ func ValidateTopicName(topic string) error {
 	}
 	for i := 0; i < len(topic); i++ {
 		if !topicChar(topic[i]) {
-			return fmt.Errorf("%w: %q has %q at %d; allowed are [%%|a-zA-Z0-9_-]", ErrInvalidTopic, topic, topic[i], i)
+			_, n := utf8.DecodeRuneInString(topic[i:]) // name the character, not its first byte
+			return fmt.Errorf("%w: %q has %q at byte %d; allowed are [%%|a-zA-Z0-9_-]", ErrInvalidTopic, topic, topic[i:i+n], i)
 		}
 	}
 	return nil

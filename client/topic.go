@@ -1,6 +1,9 @@
 package client
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // MaxTopicLength is the longest topic name brokers accept.
 const MaxTopicLength = 127
@@ -17,7 +20,8 @@ func ValidateTopic(topic string) error {
 	for i := 0; i < len(topic); i++ {
 		c := topic[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '%' || c == '|' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: topic name %q has %q at %d; allowed are [%%|a-zA-Z0-9_-]", ErrBadOptions, topic, c, i)
+			_, n := utf8.DecodeRuneInString(topic[i:]) // name the character, not its first byte
+			return fmt.Errorf("%w: topic name %q has %q at byte %d; allowed are [%%|a-zA-Z0-9_-]", ErrBadOptions, topic, topic[i:i+n], i)
 		}
 	}
 	return nil

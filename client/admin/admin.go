@@ -206,6 +206,35 @@ type TopicConfig struct {
 	Order       bool
 }
 
+// topicKnown reports whether a registry routes topic or one of masters
+// has it; an answer that cannot tell counts as known.
+func (a *Admin) topicKnown(ctx context.Context, masters []Broker, topic string) bool {
+	if _, err := a.TopicRoute(ctx, topic); !errors.Is(err, client.ErrTopicNotExist) {
+		return true
+	}
+	for _, m := range masters {
+		_, err := a.invokeOK(ctx, "topic stats", m.Addr, protocol.NewRequest(protocol.GetTopicStatsInfo, &protocol.TopicHeader{Topic: topic}, nil))
+		if !errors.Is(err, client.ErrTopicNotExist) {
+			return true
+		}
+	}
+	return false
+}
+
+// TopicExists reports whether a registry routes topic or a master of
+// cluster ("" = all) has it (a topic just created may not be routed yet).
+// An answer that cannot tell counts as existing.
+func (a *Admin) TopicExists(ctx context.Context, cluster, topic string) (bool, error) {
+	if err := client.ValidateTopic(topic); err != nil {
+		return false, fmt.Errorf("admin: topic exists: %w", err)
+	}
+	masters, err := a.Masters(ctx, cluster)
+	if err != nil {
+		return false, err
+	}
+	return a.topicKnown(ctx, masters, topic), nil
+}
+
 // CreateTopic creates or updates a topic on every master of cluster (""
 // = all); the brokers then register it with the registries.
 func (a *Admin) CreateTopic(ctx context.Context, cluster string, tc TopicConfig) error {
@@ -248,18 +277,8 @@ func (a *Admin) DeleteTopic(ctx context.Context, cluster, topic string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.TopicRoute(ctx, topic); errors.Is(err, client.ErrTopicNotExist) {
-		known := false
-		for _, m := range masters {
-			_, err := a.invokeOK(ctx, "topic stats", m.Addr, protocol.NewRequest(protocol.GetTopicStatsInfo, &protocol.TopicHeader{Topic: topic}, nil))
-			if !errors.Is(err, client.ErrTopicNotExist) {
-				known = true // it has the topic, or cannot tell: delete
-				break
-			}
-		}
-		if !known {
-			return fmt.Errorf("%w: %s (no registry and no master knows it)", client.ErrTopicNotExist, topic)
-		}
+	if !a.topicKnown(ctx, masters, topic) {
+		return fmt.Errorf("%w: %s (no registry and no master knows it)", client.ErrTopicNotExist, topic)
 	}
 	var errs []error
 	for _, m := range masters {

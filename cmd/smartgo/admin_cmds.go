@@ -38,7 +38,9 @@ func init() {
 			summary: verb + " a topic on every master (of one cluster)",
 			description: "Creates or updates a topic on every master broker (of -cluster, else of every\n" +
 				"cluster); the brokers then register it with the registries. -perm is the\n" +
-				"topic's access: 6 read and write, 4 read only, 2 write only.",
+				"topic's access: 6 read and write, 4 read only, 2 write only. Both verbs\n" +
+				"create a missing topic and update an existing one; the output says which\n" +
+				"(JSON: \"created\": true when the topic did not exist).",
 			examples: []string{"smartgo admin topic " + verb + " -t Orders -r 4 -w 4",
 				"smartgo admin topic " + verb + " -t Orders -perm 4   # read only"},
 			setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
@@ -58,12 +60,23 @@ func init() {
 					if *perm != 2 && *perm != 4 && *perm != 6 {
 						return usagef("-perm must be 6 (read and write), 4 (read only) or 2 (write only), not %d", *perm)
 					}
-					err := e.a.CreateTopic(ctx, *cluster, admin.TopicConfig{Name: *topic, ReadQueues: int32(*readQ),
+					existed, err := e.a.TopicExists(ctx, *cluster, *topic)
+					if err != nil {
+						return err
+					}
+					err = e.a.CreateTopic(ctx, *cluster, admin.TopicConfig{Name: *topic, ReadQueues: int32(*readQ),
 						WriteQueues: int32(*writeQ), Perm: int32(*perm), Order: *order})
 					if err != nil {
 						return err
 					}
-					e.out.message(map[string]any{"topic": *topic, "result": "ok"}, fmt.Sprintf("topic %s: ok", *topic))
+					text := fmt.Sprintf("topic %s: ok (updated)", *topic)
+					switch {
+					case !existed && verb == "update":
+						text = fmt.Sprintf("topic %s: ok (created: it did not exist)", *topic)
+					case !existed:
+						text = fmt.Sprintf("topic %s: ok (created)", *topic)
+					}
+					e.out.message(map[string]any{"topic": *topic, "result": "ok", "created": !existed}, text)
 					return nil
 				}
 			}})

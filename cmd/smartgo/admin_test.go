@@ -30,10 +30,16 @@ func TestCmdAdminCommands(t *testing.T) {
 		}
 		return stdout
 	}
-	if out := admin("topic", "create", "-t", "AdminT", "-r", "2", "-w", "2"); !strings.Contains(out, "AdminT: ok") {
+	if out := admin("topic", "create", "-t", "AdminT", "-r", "2", "-w", "2"); !strings.Contains(out, "AdminT: ok (created)") {
 		t.Fatalf("create: %q", out)
 	}
-	admin("topic", "update", "-t", "AdminT", "-r", "2", "-w", "2", "-perm", "6")
+	if out := admin("topic", "update", "-t", "AdminT", "-r", "2", "-w", "2", "-perm", "6"); !strings.Contains(out, "AdminT: ok (updated)") {
+		t.Fatalf("update: %q", out)
+	}
+	// An update of a topic nobody knows creates it, and says so.
+	if out := admin("topic", "update", "-t", "AdminNew", "-r", "2", "-w", "2"); !strings.Contains(out, "AdminNew: ok (created: it did not exist)") {
+		t.Fatalf("update of a missing topic: %q", out)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(admin("topic", "list"), "AdminT") {
 		if time.Now().After(deadline) {
@@ -264,5 +270,14 @@ func TestCmdAdminDeleteSystemTopic(t *testing.T) {
 		if code, _, stderr := runCmd(t, "admin", "-registry", reg, "topic", "route", "-t", topic); code != exitOK {
 			t.Errorf("route of %s after the refused delete: exit %d: %s", topic, code, stderr)
 		}
+	}
+}
+
+// TestCmdAdminTopicNameError: a topic name with a non-ASCII character is
+// refused naming that character (it printed 'Ã', the first byte of 'ü').
+func TestCmdAdminTopicNameError(t *testing.T) {
+	code, _, stderr := runCmd(t, "admin", "-registry", "127.0.0.1:1", "topic", "create", "-t", "Grüße")
+	if code == exitOK || !strings.Contains(stderr, `has "ü" at byte 2`) {
+		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }
