@@ -407,6 +407,20 @@ func produceAsync(ctx context.Context, cfg Config, p *client.Producer, take func
 	}
 }
 
+// takeOne counts one more message in c unless limit (> 0) are counted
+// already; it returns the new count.
+func takeOne(c *atomic.Int64, limit int64) (int64, bool) {
+	for {
+		n := c.Load()
+		if limit > 0 && n >= limit {
+			return n, false
+		}
+		if c.CompareAndSwap(n, n+1) {
+			return n + 1, true
+		}
+	}
+}
+
 // consume receives until Count messages arrived or ctx ends; ready (if
 // set) is closed once the consumer holds its queues.
 // Messages stamped before since (unix ns; nil: none) are older runs or
@@ -426,9 +440,13 @@ func consume(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, re
 				}
 				continue
 			}
-			hist.Record(stampAge(m.Body))
 			cnt.lastRecv.Store(time.Now().UnixNano())
-			if n := cnt.received.Add(1); cfg.Count > 0 && n >= cfg.Count {
+			n, ok := takeOne(&cnt.received, cfg.Count)
+			if !ok {
+				break // the rest of the batch is past Count: not counted
+			}
+			hist.Record(stampAge(m.Body))
+			if cfg.Count > 0 && n >= cfg.Count {
 				once.Do(func() { close(done) })
 			}
 		}

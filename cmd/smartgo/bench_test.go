@@ -65,6 +65,14 @@ func TestCmdBinaryBenchConsumeIdle(t *testing.T) {
 	if rep["received"] != 300.0 || rep["idleStop"] != true {
 		t.Fatalf("consume report: %v", rep)
 	}
+	// -count stops at that many, though messages arrive in batches of 32
+	// (it reported the whole last batch).
+	code10, stdout10, stderr10 := runBin(t, 60*time.Second, "bench", "consume", "-registry", reg, "-topic", "IdleT", "-group", "idle_g3",
+		"-idle", "2s", "-count", "10", "-json")
+	var rep10 map[string]any
+	if err := json.Unmarshal([]byte(stdout10), &rep10); code10 != exitOK || err != nil || rep10["received"] != 10.0 {
+		t.Fatalf("consume -count 10: exit %d %v %v\n%s\n%s", code10, err, rep10["received"], stdout10, stderr10)
+	}
 	for _, k := range []string{"elapsedMs", "p50Ms", "p90Ms", "p99Ms", "p999Ms", "maxMs", "sendElapsedMs"} {
 		if _, ok := rep[k].(float64); !ok {
 			t.Errorf("no number %q in %v", k, rep)
