@@ -246,7 +246,7 @@ func (c *Console) apiTopics(w http.ResponseWriter, r *http.Request, _ *session) 
 }
 
 // maxQueues bounds a topic's queue counts.
-const maxQueues = 1024
+const maxQueues = admin.MaxTopicQueues
 
 func (c *Console) apiPutTopic(w http.ResponseWriter, r *http.Request, s *session) {
 	var req struct {
@@ -257,6 +257,8 @@ func (c *Console) apiPutTopic(w http.ResponseWriter, r *http.Request, s *session
 		Order       bool   `json:"order"`
 		Cluster     string `json:"cluster"`
 	}
+	// Left out, the queue counts and perm take the CLI's defaults.
+	req.ReadQueues, req.WriteQueues, req.Perm = admin.DefaultTopicQueues, admin.DefaultTopicQueues, admin.DefaultTopicPerm
 	if err := decodeBody(r, &req); err != nil {
 		fail(w, err)
 		return

@@ -197,12 +197,22 @@ func (a *Admin) Masters(ctx context.Context, cluster string) ([]Broker, error) {
 	return out, nil
 }
 
+// Defaults and bounds of a topic CreateTopic makes: the CLI's flags and
+// the console's API take theirs from these.
+const (
+	DefaultTopicQueues = 8
+	DefaultTopicPerm   = protocol.PermRead | protocol.PermWrite // 6
+	// MaxTopicQueues bounds the queue counts the CLI and console accept
+	// (a typo such as 80000 queues is refused before any broker sees it).
+	MaxTopicQueues = 1024
+)
+
 // TopicConfig is what CreateTopic sets.
 type TopicConfig struct {
 	Name        string
-	ReadQueues  int32 // default 8
-	WriteQueues int32 // default 8
-	Perm        int32 // default 6 (read + write)
+	ReadQueues  int32 // default DefaultTopicQueues
+	WriteQueues int32 // default DefaultTopicQueues
+	Perm        int32 // default DefaultTopicPerm
 	Order       bool
 }
 
@@ -242,13 +252,13 @@ func (a *Admin) CreateTopic(ctx context.Context, cluster string, tc TopicConfig)
 		return fmt.Errorf("admin: create topic: %w", err)
 	}
 	if tc.ReadQueues == 0 {
-		tc.ReadQueues = 8
+		tc.ReadQueues = DefaultTopicQueues
 	}
 	if tc.WriteQueues == 0 {
-		tc.WriteQueues = 8
+		tc.WriteQueues = DefaultTopicQueues
 	}
 	if tc.Perm == 0 {
-		tc.Perm = protocol.PermRead | protocol.PermWrite
+		tc.Perm = DefaultTopicPerm
 	}
 	masters, err := a.Masters(ctx, cluster)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 // maxQueues bounds -r and -w (a typo such as -r 80000 is refused here
 // rather than creating that many queue files on every broker).
-const maxQueues = 1024
+const maxQueues = admin.MaxTopicQueues
 
 func init() {
 	registerAdmin(adminCommand{name: "topic list", summary: "every topic the registries know",
@@ -45,9 +45,9 @@ func init() {
 				"smartgo admin topic " + verb + " -t Orders -perm 4   # read only"},
 			setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 				topic := fs.String("t", "", "`topic` name")
-				readQ := fs.Int("r", 8, "read `queues` (1.."+strconv.Itoa(maxQueues)+")")
-				writeQ := fs.Int("w", 8, "write `queues` (1.."+strconv.Itoa(maxQueues)+")")
-				perm := fs.Int("perm", 6, "`permission`: 6 read+write, 4 read only, 2 write only")
+				readQ := fs.Int("r", admin.DefaultTopicQueues, "read `queues` (1.."+strconv.Itoa(maxQueues)+")")
+				writeQ := fs.Int("w", admin.DefaultTopicQueues, "write `queues` (1.."+strconv.Itoa(maxQueues)+")")
+				perm := fs.Int("perm", int(admin.DefaultTopicPerm), "`permission`: 6 read+write, 4 read only, 2 write only")
 				order := fs.Bool("order", false, "ordered topic")
 				cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
 				return func(ctx context.Context, e *adminEnv) error {

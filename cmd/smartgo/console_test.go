@@ -253,6 +253,20 @@ func TestCmdConsoleAPI(t *testing.T) {
 		t.Fatalf("route: %v", rd)
 	}
 	bob.want(http.StatusNotFound, "GET", "/api/topics/NoSuchTopic/route", nil)
+	// A name alone takes the CLI's defaults (8 queues, perm 6); perm used
+	// to be required.
+	alice.want(200, "POST", "/api/topics", map[string]any{"name": "ConsoleDefaults"})
+	testutil.WaitFor(t, 10*time.Second, "defaults topic routed", func() bool {
+		code, rd, _ := bob.do("GET", "/api/topics/ConsoleDefaults/route", nil, nil)
+		if code != 200 {
+			return false
+		}
+		qd := rd["queueDatas"].([]any)[0].(map[string]any)
+		if qd["readQueueNums"] != 8.0 || qd["writeQueueNums"] != 8.0 || qd["perm"] != 6.0 {
+			t.Fatalf("defaults: %v", qd)
+		}
+		return true
+	})
 
 	// Messages: produce with keys, find by key, by id, browse; the topic's
 	// chart series shows the rate.
