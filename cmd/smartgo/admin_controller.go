@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -100,12 +101,16 @@ func controllerView(ctx context.Context, a *admin.Admin, addrs []string) ([]*pro
 	seen := map[string]bool{}
 	var replicas []*protocol.ControllerMetadata
 	var errs []string
+	var none []error // addresses that run no controller
 	for i := 0; i < len(addrs); i++ {
 		if seen[addrs[i]] {
 			continue
 		}
 		seen[addrs[i]] = true
 		md, err := a.ControllerMetadata(ctx, addrs[i])
+		if errors.Is(err, admin.ErrNoController) {
+			none = append(none, err)
+		}
 		if err != nil {
 			errs = append(errs, err.Error())
 			replicas = append(replicas, &protocol.ControllerMetadata{Self: addrs[i], State: "unreachable", Warning: err.Error()})
@@ -125,6 +130,9 @@ func controllerView(ctx context.Context, a *admin.Admin, addrs []string) ([]*pro
 		if best == nil || (r.State == "Leader" && best.State != "Leader") {
 			best = r
 		}
+	}
+	if best == nil && len(none) == len(errs) {
+		return nil, nil, none[0] // the cluster has no controller: say that, once
 	}
 	if best == nil {
 		return nil, nil, fmt.Errorf("admin: no controller replica answered: %s", strings.Join(errs, "; "))

@@ -281,3 +281,17 @@ func TestCmdAdminTopicNameError(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }
+
+// TestCmdAdminControllerNone: `admin controller` against a cluster that
+// runs no controller says so (it printed "request type 1005 not
+// supported").
+func TestCmdAdminControllerNone(t *testing.T) {
+	_, addrs := standalone(t)
+	reg := addrs["registry"]
+	for _, args := range [][]string{{"controller"}, {"controller", "elect", "-group", "broker-a"}} {
+		code, _, stderr := runCmd(t, append([]string{"admin", "-registry", reg}, args...)...)
+		if code != exitFailure || !strings.Contains(stderr, "the cluster has no controller") || strings.Contains(stderr, "not supported") {
+			t.Errorf("%v: exit %d: %s", args, code, stderr)
+		}
+	}
+}
