@@ -1,6 +1,9 @@
 package protocol
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // Baseline: copying the frame bytes (what a zero-work decoder would cost).
 func BenchmarkProtocolFrame(b *testing.B) {
@@ -98,11 +101,27 @@ func BenchmarkProtocolSendRequest(b *testing.B) {
 		raw    RawFields
 		ref    BufferRef
 		shapes *HeaderShapes
-	}{{"map", nil, nil, nil}, {"text", allRaw, nil, nil}, {"lent", allRaw, &countRef{}, nil}, {"shaped", allRaw, &countRef{}, &HeaderShapes{}}} {
+	}{{"map", nil, nil, nil}, {"text", allRaw, nil, nil}, {"lent", allRaw, &countRef{}, nil}, {"shaped", allRaw, &countRef{}, &HeaderShapes{}},
+		{"shaped-varying", allRaw, &countRef{}, &HeaderShapes{}}} {
+		frames := [][]byte{frame}
+		if tc.name == "shaped-varying" {
+			// A producer's sends: queue, born time and unique key change.
+			frames = nil
+			for q := range 8 {
+				req := NewRequest(SendMessage, &SendMessageRequestHeader{ProducerGroup: "cpu-producers", Topic: "CPU", DefaultTopic: "TBW102",
+					DefaultTopicQueueNums: 8, QueueID: int32(q), BornTimestamp: 1764120000000 + int64(q),
+					Properties: fmt.Sprintf("UNIQ_KEY\x017F00000100010000000000000000000%d\x02WAIT\x01true\x02TAGS\x01tag", q)}, make([]byte, 1024))
+				req.Version = 317
+				f, _ := EncodeFrame(req)
+				frames = append(frames, f)
+			}
+		}
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
+			n := 0
 			for b.Loop() {
-				copy(work, frame[4:])
+				n++
+				copy(work, frames[n%len(frames)][4:])
 				c, err := tc.shapes.DecodeFrame(work, tc.ref, tc.raw)
 				if err != nil {
 					b.Fatal(err)

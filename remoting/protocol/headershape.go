@@ -71,8 +71,16 @@ func (r *shapeRec) add(kind slotKind, start, end, k0, k1 int) {
 // (text[f0:f1]) and, for an extFields member, its key as a field list
 // writes it (length-prefixed, text[f1:k1]); text[tail:] follows the last
 // value up to the header's end.
+//
+// Most of a client's extFields strings are the same in every request
+// (its group, the topic, "0", "false"), so for an extFields string the
+// shape also keeps the text before it with the value it had when learned,
+// closing quote included (consts[c0:c1]), and the field list bytes that
+// text reads as (its key and value, consts[c1:c2]). Where a header has
+// that text, the member's list bytes are copied, not read again: the
+// same bytes read the same way, and the closing quote ends the value.
 type headerShape struct {
-	text           []byte
+	text, consts   []byte
 	slots          []shapeSlot
 	tail           int32
 	ext, codeFirst bool
@@ -81,6 +89,7 @@ type headerShape struct {
 type shapeSlot struct {
 	kind       slotKind
 	f0, f1, k1 int32
+	c0, c1, c2 int32
 }
 
 // HeaderShapes decodes the JSON request headers of one connection,
@@ -129,7 +138,7 @@ func (s *HeaderShapes) decode(b []byte, c *Command, raw RawFields, lend bool) bo
 
 // learn makes t the shape of b, whose values rec noted.
 func (t *headerShape) learn(b []byte, rec *shapeRec, codeFirst bool) {
-	t.text, t.slots = t.text[:0], t.slots[:0]
+	t.text, t.consts, t.slots = t.text[:0], t.consts[:0], t.slots[:0]
 	prev := int32(0)
 	for _, v := range rec.v[:rec.n] {
 		sl := shapeSlot{kind: v.kind, f0: int32(len(t.text))}
@@ -139,6 +148,17 @@ func (t *headerShape) learn(b []byte, rec *shapeRec, codeFirst bool) {
 			t.text = appendListString(t.text, b[v.k0:v.k1])
 		}
 		sl.k1 = int32(len(t.text))
+		if v.kind == slotExtString {
+			sl.c0 = int32(len(t.consts))
+			t.consts = append(t.consts, b[prev:v.end]...)
+			sl.c1 = int32(len(t.consts))
+			t.consts = append(t.consts, t.text[sl.f1:sl.k1]...)
+			var ok bool
+			if t.consts, _, ok = fastValue(b, int(v.start), t.consts); !ok {
+				t.consts = t.consts[:sl.c1] // not so: the slot is read
+			}
+			sl.c2 = int32(len(t.consts))
+		}
 		t.slots = append(t.slots, sl)
 		prev = v.end
 	}
@@ -158,6 +178,13 @@ func (t *headerShape) read(b []byte, list []byte) (fastHeader, []byte, bool) {
 	i := 0
 	text := t.text
 	for _, sl := range t.slots {
+		if sl.c2 > sl.c1 {
+			if fixed := t.consts[sl.c0:sl.c1]; len(b)-i >= len(fixed) && string(b[i:i+len(fixed)]) == string(fixed) {
+				list = append(list, t.consts[sl.c1:sl.c2]...)
+				i += len(fixed)
+				continue
+			}
+		}
 		frag := text[sl.f0:sl.f1]
 		if len(b)-i < len(frag) || string(b[i:i+len(frag)]) != string(frag) {
 			return h, nil, false

@@ -133,6 +133,22 @@ func TestRemotingHeaderShapes(t *testing.T) {
 	}
 }
 
+// A shape keeps its extFields strings' learned values: a header that has
+// them, or values that start or end like them, an escaped form of the
+// same text, a longer or shorter one, reads as the one pass reads it.
+func TestRemotingHeaderShapesKeptValues(t *testing.T) {
+	const pre = `{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"`
+	learn := []byte(pre + `CPU","p":"a\u0001b","g":"pg","n":12}}`)
+	for _, v := range []string{`CPU","p":"a\u0001b","g":"pg`, `CPU2","p":"a\u0001b","g":"pg`, `CP","p":"a\u0001b","g":"pg`,
+		`CPU","p":"a\u0001bc","g":"pg`, `CPU","p":"a\u0002b","g":"pg`, `C\u0050U","p":"a\u0001b","g":"pgx`,
+		`CPU","p":"a\u0001b","g":"`, `CPU\"","p":"a\u0001b","g":"pg`, `CPU","p":"a\u0001b","g":"pg\"`} {
+		h := []byte(pre + v + `","n":12}}`)
+		if !checkShapes(t, h, learn) {
+			t.Errorf("%s: not read by the learned shape", h)
+		}
+	}
+}
+
 // Reading a header by its shape costs no allocation.
 func TestRemotingHeaderShapesAllocate(t *testing.T) {
 	if raceBuild {
