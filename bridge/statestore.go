@@ -177,7 +177,6 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		ssCalls.Put(call)
 		return nil
 	}
-	now := time.Now()
 	req.ProtVer, req.HasProtVer = protVer, hasProtVer
 	dedup := true
 
@@ -204,7 +203,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	}
 	if dedup {
 		req.DedupKey = statestore.AppendDedupKey(call.dedup[:0], msg.CorrelationData, msg.ResponseTopic)
-		req.DedupTTLMillis = max(msg.Expiry.Sub(now).Milliseconds(), 0)
+		req.DedupTTLMillis = max(time.Until(msg.Expiry).Milliseconds(), 0)
 	}
 	if !prefix {
 		if round := mqtt.RoundOf(ctx); round != nil {

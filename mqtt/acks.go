@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -192,7 +191,7 @@ func (c *conn) callAsync(h AsyncHandler, p *packets.Publish, info ClientInfo, ms
 	if msg == nil {
 		ac.aliased = true
 		msg = &ac.msg
-		fillMessage(msg, p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties, time.Now())
+		fillMessage(msg, p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties)
 		msg.ClientID, msg.Username = info.ClientID, info.Username
 	}
 	ctx := c.srv.ctx

@@ -398,7 +398,7 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 	var will *Message
 	var willDelay time.Duration
 	if cp.WillFlag {
-		will = messageFrom(cp.WillTopic, cp.WillPayload, cp.WillQoS, cp.WillRetain, &cp.WillProperties, time.Now())
+		will = messageFrom(cp.WillTopic, cp.WillPayload, cp.WillQoS, cp.WillRetain, &cp.WillProperties)
 		will.ClientID, will.Username = id, cp.Username
 		willDelay = time.Duration(cp.WillProperties.WillDelay) * time.Second
 	}

@@ -13,20 +13,21 @@ import (
 )
 
 // messageFrom builds a Message from a PUBLISH's (or will's) fields.
-func messageFrom(topic string, payload []byte, qos byte, retain bool, pr *packets.Properties, now time.Time) *Message {
+func messageFrom(topic string, payload []byte, qos byte, retain bool, pr *packets.Properties) *Message {
 	m := new(Message)
-	fillMessage(m, topic, payload, qos, retain, pr, now)
+	fillMessage(m, topic, payload, qos, retain, pr)
 	return m
 }
 
-// fillMessage sets m (zero) from a PUBLISH's (or will's) fields.
-func fillMessage(m *Message, topic string, payload []byte, qos byte, retain bool, pr *packets.Properties, now time.Time) {
+// fillMessage sets m (zero) from a PUBLISH's (or will's) fields. The clock
+// is read only for a message that expires.
+func fillMessage(m *Message, topic string, payload []byte, qos byte, retain bool, pr *packets.Properties) {
 	m.Topic, m.Payload, m.QoS, m.Retain = topic, payload, qos, retain
 	if pr.Present.Has(packets.PropPayloadFormat) {
 		m.HasPayloadFormat, m.PayloadFormat = true, pr.PayloadFormat
 	}
 	if pr.Present.Has(packets.PropMessageExpiry) {
-		m.Expiry = now.Add(time.Duration(pr.MessageExpiry) * time.Second)
+		m.Expiry = time.Now().Add(time.Duration(pr.MessageExpiry) * time.Second)
 	}
 	if pr.Present.Has(packets.PropContentType) {
 		m.ContentType = pr.ContentType
@@ -136,7 +137,7 @@ func (c *conn) handlePublish(p *packets.Publish, aliased bool) {
 			code, detail = errReason(err), err.Error()
 		}
 	} else if code == 0 {
-		msg := messageFrom(p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties, time.Now())
+		msg := messageFrom(p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties)
 		msg.ClientID, msg.Username = info.ClientID, info.Username
 		if h == nil && ah == nil && s.async != nil {
 			c.publishAsync(p, msg)
@@ -360,9 +361,11 @@ func (c *conn) handleUnsubscribe(p *packets.Unsubscribe) {
 // socket is backed up.
 func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup bool, subIDs []uint32) bool {
 	s := c.srv
-	now := time.Now()
-	if msg.expired(now) {
-		return false
+	var now time.Time // read only for a message that expires
+	if !msg.Expiry.IsZero() {
+		if now = time.Now(); msg.expired(now) {
+			return false
+		}
 	}
 	if qos == 0 && c.dropQoS0() {
 		return false

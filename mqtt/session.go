@@ -250,13 +250,18 @@ func (ss *session) drainLocked() {
 	if c == nil {
 		return
 	}
-	now := time.Now()
+	var now time.Time // read once, and only if a message expires
 	i := 0
 	for ; i < len(ss.queue) && len(ss.inflight) < c.sendQuota; i++ {
 		q := ss.queue[i]
 		ss.queue[i] = nil
-		if q.msg.expired(now) {
-			continue
+		if !q.msg.Expiry.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if q.msg.expired(now) {
+				continue
+			}
 		}
 		ss.sendNewLocked(c, q.msg, q.qos, q.retain, q.dup, q.subIDs, q.rec)
 	}
