@@ -401,7 +401,7 @@ func decodePublish(r *reader, flags byte, v Version, p *Publish) error {
 		if !p.Properties.Present.Has(PropTopicAlias) {
 			return newError(ErrProtocol, t, v, "empty topic name without topic alias")
 		}
-	case strings.ContainsAny(p.Topic, "+#"):
+	case hasWildcard(p.Topic):
 		return newError(ErrTopicNameInvalid, t, v, "wildcard in topic name %q", p.Topic)
 	}
 	p.Payload = r.rest()

@@ -286,7 +286,7 @@ func (p *Publish) bodySize(v Version) (int, error) {
 		return 0, stringErr(t, v, "topic name")
 	case p.Topic == "" && (v < Version5 || !p.Properties.Present.Has(PropTopicAlias)):
 		return 0, newError(ErrEncode, t, v, "empty topic name without topic alias")
-	case strings.ContainsAny(p.Topic, "+#"):
+	case hasWildcard(p.Topic):
 		return 0, newError(ErrEncode, t, v, "wildcard in topic name %q", p.Topic)
 	}
 	n := 2 + len(p.Topic) + len(p.Payload)
