@@ -81,6 +81,7 @@ func FuzzTwinQuery(f *testing.F) {
 		"SELECT tags.r, COUNT() AS n FROM devices WHERE STARTSWITH(deviceId, 'a') OR properties.reported.$version >= 2 GROUP BY tags.r",
 		"select * from devices where (((a = 1)))", "SELECT * FROM devices WHERE 'x' < tags.a", "SELECT", "",
 		"SELECT * FROM devices WHERE tags.a = 'it''s' OR ENDSWITH(tags.b, \"q\")", "SELECT COUNT() FROM devices",
+		"SELECT TOP 2 * FROM devices", "SELECT TOP 1 tags.r, COUNT() FROM devices GROUP BY tags.r",
 	} {
 		f.Add(s)
 	}

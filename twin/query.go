@@ -13,14 +13,17 @@ const (
 	MaxQueryBytes   = 8 << 10 // the text of a query
 	maxQueryNesting = 32      // parentheses and NOT
 	maxInList       = 100     // literals in one IN list
+	// MaxQueryTop bounds n of SELECT TOP n (the largest page).
+	MaxQueryTop = DefaultMaxPageSize
 )
 
 // Query is a parsed twin query (see ../docs/twins.md for the language):
 //
-//	SELECT * | item [, item]... FROM devices | devices.modules
+//	SELECT [TOP n] * | item [, item]... FROM devices | devices.modules
 //	    [WHERE condition] [GROUP BY path]
 //	item := path [AS alias] | COUNT() [AS alias]
 type Query struct {
+	Top     int          // TOP n: at most n results, in one page; 0: no bound
 	Modules bool         // FROM devices.modules
 	Star    bool         // SELECT *
 	Items   []SelectItem // otherwise
@@ -149,6 +152,14 @@ func (p *qparser) query() (*Query, error) {
 	q := &Query{}
 	if !p.keyword("SELECT") {
 		return nil, p.errf("expected SELECT, found %s", p.found())
+	}
+	if p.keyword("TOP") {
+		n, err := strconv.Atoi(p.tok.text)
+		if p.tok.kind != tNumber || err != nil || n < 1 || n > MaxQueryTop {
+			return nil, p.errf("expected a whole number from 1 to %d after TOP, found %s", MaxQueryTop, p.found())
+		}
+		q.Top = n
+		p.next()
 	}
 	if p.punct("*") {
 		q.Star = true

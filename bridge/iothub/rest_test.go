@@ -144,6 +144,18 @@ func TestHubRESTRegistryAndTwins(t *testing.T) {
 	if st != 200 || hdr.Get("x-ms-item-type") != "raw" || string(body) != `[{"n":2}]` {
 		t.Fatalf("count: %d %v %s", st, hdr, body)
 	}
+	// TOP n: the first n in one page (it was refused as a bad query).
+	st, hdr, body = a.do("POST", "/devices/query", []byte(`{"query":"SELECT TOP 3 deviceId FROM devices WHERE STARTSWITH(deviceId, 'q-')"}`), nil)
+	var top []struct{ DeviceID string }
+	if st != 200 || hdr.Get("x-ms-continuation") != "" || json.Unmarshal(body, &top) != nil || len(top) != 3 ||
+		!strings.HasPrefix(top[0].DeviceID, "q-") || top[0] == top[1] || top[1] == top[2] || top[0] == top[2] {
+		t.Fatalf("top 3: %d %v %s", st, hdr, body)
+	}
+	for _, bad := range []string{"SELECT TOP 0 * FROM devices", "SELECT TOP x * FROM devices", "SELECT TOP 1001 * FROM devices"} {
+		if st, _, body := a.do("POST", "/devices/query", []byte(`{"query":"`+bad+`"}`), nil); st != 400 || !strings.Contains(string(body), "after TOP") {
+			t.Fatalf("%s: %d %s", bad, st, body)
+		}
+	}
 	if st, _, body := a.do("POST", "/devices/query", []byte(`{"query":"SELECT * FROM nowhere"}`), nil); st != 400 {
 		t.Fatalf("bad query: %d %s", st, body)
 	}

@@ -51,9 +51,17 @@ func (c *Client) Query(ctx context.Context, query string, opts QueryOptions) (*Q
 	if q.Aggregate() {
 		return c.aggregate(ctx, q, query)
 	}
-	items, next, err := c.pages(ctx, &Request{Op: tw.OpQuery, Body: []byte(query)}, opts.PageSize, opts.Continuation)
+	pageSize, continuation := opts.PageSize, opts.Continuation
+	if q.Top > 0 {
+		// TOP n: the first n results in one page, never a continuation.
+		pageSize, continuation = q.Top, ""
+	}
+	items, next, err := c.pages(ctx, &Request{Op: tw.OpQuery, Body: []byte(query)}, pageSize, continuation)
 	if err != nil {
 		return nil, err
+	}
+	if q.Top > 0 {
+		next = ""
 	}
 	page := &QueryPage{Items: make([]json.RawMessage, len(items)), Continuation: next}
 	for i, it := range items {
@@ -90,6 +98,9 @@ func (c *Client) aggregate(ctx context.Context, q *tw.Query, text string) (*Quer
 	}
 	page := &QueryPage{Aggregate: true}
 	for _, row := range q.AggregateRows(tw.MergeGroups(lists...)) {
+		if q.Top > 0 && len(page.Items) == q.Top {
+			break // TOP n of GROUP BY: the first n groups
+		}
 		page.Items = append(page.Items, row)
 	}
 	return page, nil
