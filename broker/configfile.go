@@ -33,7 +33,12 @@ const (
 )
 
 // readConfig decodes path into v; a missing file leaves v untouched and
-// returns false.
+// returns false. An empty file is damage, not "no file": every write
+// replaces the file atomically with at least "{}", so zero bytes mean the
+// file was truncated outside the broker (an operator, fsck, a full disk
+// under a tool that rewrote it). Reading it as empty would drop every
+// topic, group or committed offset without a word; it is refused like
+// any other damaged file.
 func readConfig(path string, v any) (bool, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -43,7 +48,7 @@ func readConfig(path string, v any) (bool, error) {
 		return false, fmt.Errorf("broker: read %s: %w", path, err)
 	}
 	if len(data) == 0 {
-		return false, nil
+		return false, fmt.Errorf("%w: %s: empty file (restore it from a backup or a slave, or delete it to start without it)", ErrCorruptConfig, path)
 	}
 	if err := protocol.DecodeJSON(data, v); err != nil {
 		return false, fmt.Errorf("%w: %s: %v", ErrCorruptConfig, path, err)

@@ -153,24 +153,34 @@ func TestBrokerTopicNameRules(t *testing.T) {
 
 func TestBrokerCorruptConfigRefusesToStart(t *testing.T) {
 	for _, name := range []string{TopicConfigFile, SubscriptionGroupFile, ConsumerOffsetFile, DelayOffsetFile} {
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(`{"topicConfigTable": {`), 0o644); err != nil {
-			t.Fatal(err)
+		// A file cut to zero bytes is damage too: read as "no file" it
+		// used to drop every topic (and the messages with them) or every
+		// committed offset without a log line.
+		for _, content := range []string{`{"topicConfigTable": {`, ""} {
+			checkCorruptConfigRefused(t, name, content)
 		}
-		var err error
-		switch name {
-		case TopicConfigFile:
-			_, err = OpenTopics(TopicOptions{Dir: dir})
-		case SubscriptionGroupFile:
-			_, err = OpenGroups(GroupOptions{Dir: dir})
-		case ConsumerOffsetFile:
-			_, err = OpenOffsets(dir)
-		case DelayOffsetFile:
-			_, err = OpenDelayOffsets(dir)
-		}
-		if !errors.Is(err, ErrCorruptConfig) || !strings.Contains(err.Error(), name) {
-			t.Errorf("%s: err = %v, want ErrCorruptConfig naming the file", name, err)
-		}
+	}
+}
+
+func checkCorruptConfigRefused(t *testing.T, name, content string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	switch name {
+	case TopicConfigFile:
+		_, err = OpenTopics(TopicOptions{Dir: dir})
+	case SubscriptionGroupFile:
+		_, err = OpenGroups(GroupOptions{Dir: dir})
+	case ConsumerOffsetFile:
+		_, err = OpenOffsets(dir)
+	case DelayOffsetFile:
+		_, err = OpenDelayOffsets(dir)
+	}
+	if !errors.Is(err, ErrCorruptConfig) || !strings.Contains(err.Error(), name) {
+		t.Errorf("%s holding %q: err = %v, want ErrCorruptConfig naming the file", name, content, err)
 	}
 }
 
