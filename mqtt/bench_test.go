@@ -1,10 +1,12 @@
 package mqtt
 
 import (
+	"context"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,4 +145,21 @@ func BenchmarkMQTTBaselineTCPEcho(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkMQTTHandlerFor: finding the handler of a state store request's
+// topic, as publishInline and handlePublish do for each request, from
+// both cores at once.
+func BenchmarkMQTTHandlerFor(b *testing.B) {
+	s := startServer(b, nil).Server
+	const topic = "statestore/v1/FA9AE35F-2F64-47CD-9BFF-08E2B32A0FE8/command/invoke"
+	s.HandleInline(topic, func(context.Context, ClientInfo, *Message, func() func(error)) error { return nil })
+	req := strings.Clone(topic)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, h, _ := s.handlerFor(req); h == nil {
+				b.Fatal("no handler")
+			}
+		}
+	})
 }

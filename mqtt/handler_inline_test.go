@@ -348,3 +348,48 @@ func TestMQTTHandleInlineAliased(t *testing.T) {
 		t.Fatal("no request handled on the poller")
 	}
 }
+
+// TestMQTTHandlerReplaced: the server remembers the handler of the last
+// exact topic it looked up; a handler unregistered and replaced on the
+// same topic is not called again, and with none left the topic's
+// PUBLISHes reach its subscribers.
+func TestMQTTHandlerReplaced(t *testing.T) {
+	s := startServer(t, nil).Server
+	addr := s.Addrs()[0].String()
+	answer := func(tag string) AsyncHandler {
+		return func(_ context.Context, from ClientInfo, msg *Message, _ func() func(error)) error {
+			resp := &Message{Topic: strings.Clone(msg.ResponseTopic), Payload: []byte(tag), QoS: 1}
+			return s.SendTo(from.ClientID, resp)
+		}
+	}
+	r := connected(t, addr, packets.Version5, "replaced")
+	request := func(id uint16, want string) {
+		t.Helper()
+		r.send(inlineRequest(id, 1, "x"))
+		if pub := r.expectPublish(); string(pub.Payload) != want {
+			t.Fatalf("request %d answered %q, want %q", id, pub.Payload, want)
+		}
+		if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != id {
+			t.Fatalf("want PUBACK %d, got %+v", id, a)
+		}
+	}
+	unA := s.HandleInline("ireq", answer("A"))
+	for id := uint16(1); id <= 3; id++ {
+		request(id, "A")
+	}
+	unA()
+	unB := s.HandleInline("ireq", answer("B"))
+	for id := uint16(4); id <= 6; id++ {
+		request(id, "B")
+	}
+	unB()
+	sub := connected(t, addr, packets.Version5, "replaced-sub")
+	sub.subscribe(1, packets.Subscription{Filter: "ireq", QoS: 1})
+	r.send(inlineRequest(7, 1, "plain"))
+	if a, ok := r.recv().(*packets.Puback); !ok || a.PacketID != 7 {
+		t.Fatalf("want PUBACK 7, got %+v", a)
+	}
+	if pub := sub.expectPublish(); string(pub.Payload) != "plain" {
+		t.Fatalf("subscriber got %q", pub.Payload)
+	}
+}

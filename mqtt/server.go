@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,9 @@ type handlerEntry struct {
 	async  AsyncHandler // instead of h (HandleAsync)
 	inline bool         // async may run on the poller (HandleInline)
 	id     uint64
+	// set is the hlist copy the entry is in (Server.handlerFor's cache
+	// is good while set is the current one).
+	set *[]handlerEntry
 }
 
 // Server is the MQTT server engine. Create it with NewServer, then Start.
@@ -73,9 +77,14 @@ type Server struct {
 	started   bool                // protected by mu
 	closed    bool                // protected by mu
 
-	hmu      sync.RWMutex
+	hmu      sync.Mutex
 	handlers []handlerEntry // protected by hmu
 	nextH    uint64         // protected by hmu
+	// hlist is a copy of handlers, replaced (never changed) with them:
+	// a PUBLISH finds its handler without a lock. hlast is the entry of
+	// the last lookup that matched an exact filter (handlerFor).
+	hlist atomic.Pointer[[]handlerEntry]
+	hlast atomic.Pointer[handlerEntry]
 	// asyncHandlers is set once an AsyncHandler was registered: from then
 	// on acknowledgements go through the ordered queue (acks.go) even
 	// without an AsyncBackend.
@@ -383,23 +392,28 @@ func (s *Server) addHandler(e handlerEntry) (unregister func()) {
 	id := s.nextH
 	e.id = id
 	s.handlers = append(s.handlers, e)
-	s.setInlineTopicsLocked()
+	s.setHandlersLocked()
 	return func() {
 		s.hmu.Lock()
 		defer s.hmu.Unlock()
 		for i, e := range s.handlers {
 			if e.id == id {
 				s.handlers = append(s.handlers[:i:i], s.handlers[i+1:]...)
-				s.setInlineTopicsLocked()
+				s.setHandlersLocked()
 				return
 			}
 		}
 	}
 }
 
-// setInlineTopicsLocked publishes the inline handlers' topics. Called
-// with hmu held.
-func (s *Server) setInlineTopicsLocked() {
+// setHandlersLocked publishes the handlers (hlist) and the inline
+// handlers' topics. Called with hmu held.
+func (s *Server) setHandlersLocked() {
+	list := slices.Clone(s.handlers)
+	for i := range list {
+		list[i].set = &list
+	}
+	s.hlist.Store(&list)
 	var topics []string
 	for _, e := range s.handlers {
 		if e.inline {
@@ -414,12 +428,26 @@ func (s *Server) setInlineTopicsLocked() {
 }
 
 // handlerFor returns the handler registered for topic, if any (h or
-// async set); inline reports that async may run on the poller.
+// async set); inline reports that async may run on the poller. It reads
+// the handlers without a lock, and remembers the last handler found by
+// its exact topic (every inline handler's filter is one): request-
+// response clients publish to the topic of their service, which then
+// costs one string comparison rather than a match against each handler,
+// twice a request (publishInline, handlePublish).
 func (s *Server) handlerFor(topic string) (h Handler, async AsyncHandler, inline bool) {
-	s.hmu.RLock()
-	defer s.hmu.RUnlock()
-	for _, e := range s.handlers {
+	list := s.hlist.Load()
+	if list == nil {
+		return nil, nil, false
+	}
+	if e := s.hlast.Load(); e != nil && e.set == list && e.filter == topic {
+		return e.h, e.async, e.inline
+	}
+	for i := range *list {
+		e := &(*list)[i]
 		if packets.Match(e.filter, topic) {
+			if e.filter == topic {
+				s.hlast.Store(e)
+			}
 			return e.h, e.async, e.inline
 		}
 	}
