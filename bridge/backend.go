@@ -85,8 +85,16 @@ type Backend struct {
 	deferred  map[string][]*sessionRecord              // protected by mu; other nodes' records waiting for them
 	vouches   map[string]vouch                         // protected by mu; the record standing for each local session
 	qos2mu    sync.Mutex
-	qos2      map[string]*qos2Batch                        // protected by qos2mu; QoS 2 records being written, by client
-	sysQueues map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
+	// writers serialises each client's session writes (writeSession);
+	// taken numbers the records in the order their state was taken.
+	writersMu sync.Mutex
+	writers   map[string]*clientWriter // protected by writersMu
+	taken     atomic.Uint64
+	// testBeforeWrite, when set (tests), sees each record before it is
+	// sent, with the client's writer held.
+	testBeforeWrite func(*sessionRecord)
+	qos2            map[string]*qos2Batch                        // protected by qos2mu; QoS 2 records being written, by client
+	sysQueues       map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
 	// connectPrev holds, per connect request of this node the tail
 	// applied, the client's record before it (protected by mu).
 	connectPrev map[sysPos]*sessionRecord

@@ -54,6 +54,9 @@ func (b *Backend) snapshotRecord(clientID string, where map[*mqtt.Message]ringPo
 		return nil, 0
 	}
 	// Every delivery that ended before at is in the snapshot taken after.
+	// Numbered before the snapshot: a record whose state the server took
+	// later (the offline save) has a higher number.
+	taken := b.taken.Add(1)
 	at := time.Now()
 	st, inst := srv.Snapshot(clientID)
 	if st == nil || st.Expiry == 0 {
@@ -63,7 +66,7 @@ func (b *Backend) snapshotRecord(clientID string, where map[*mqtt.Message]ringPo
 	if dropped > 0 {
 		return nil, 0
 	}
-	rec.Online, rec.DisconnectedAt = true, 0
+	rec.Online, rec.DisconnectedAt, rec.taken, rec.snap = true, 0, taken, true
 	return rec, inst
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/smartgo/smartgo/client"
@@ -24,9 +25,60 @@ const maxPendingBytes = 1 << 20
 // session's replay, for the server to install the session.
 const gateHold = 50 * time.Millisecond
 
+// clientWriter is one client's session writes: one at a time (mu), and
+// the latest state taken among those written (last).
+type clientWriter struct {
+	mu   sync.Mutex
+	refs int // protected by Backend.writersMu
+	last uint64
+}
+
+// lockWriter waits until no other session write of clientID is in
+// flight; unlockWriter ends the write.
+func (b *Backend) lockWriter(clientID string) *clientWriter {
+	b.writersMu.Lock()
+	w := b.writers[clientID]
+	if w == nil {
+		if b.writers == nil {
+			b.writers = map[string]*clientWriter{}
+		}
+		w = &clientWriter{}
+		b.writers[clientID] = w
+	}
+	w.refs++
+	b.writersMu.Unlock()
+	w.mu.Lock()
+	return w
+}
+
+func (b *Backend) unlockWriter(clientID string, w *clientWriter) {
+	w.mu.Unlock()
+	b.writersMu.Lock()
+	if w.refs--; w.refs == 0 {
+		delete(b.writers, clientID)
+	}
+	b.writersMu.Unlock()
+}
+
 // writeSession appends rec to the session topic and makes it the node's
-// current record of its client.
+// current record of its client. A client's writes go one at a time, so
+// its records reach the topic in the order their state was taken: an
+// online snapshot (checkpoint, QoS 2 record) whose state is older than a
+// record written while it waited (the offline save at disconnect) is
+// dropped, never written after it (a restart restores the last record).
 func (b *Backend) writeSession(ctx context.Context, rec *sessionRecord) error {
+	if rec.taken == 0 {
+		rec.taken = b.taken.Add(1)
+	}
+	w := b.lockWriter(rec.ClientID)
+	defer b.unlockWriter(rec.ClientID, w)
+	if rec.snap && rec.taken < w.last {
+		return nil
+	}
+	w.last = max(w.last, rec.taken)
+	if b.testBeforeWrite != nil {
+		b.testBeforeWrite(rec)
+	}
 	// The server saves sessions while it shuts down, after cancelling its
 	// context: the record must still be written.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.SendTimeout)
@@ -163,8 +215,9 @@ func (b *Backend) SaveSession(ctx context.Context, st *mqtt.SessionState) error 
 	if b.isClosed() {
 		return ErrClosed
 	}
+	taken := b.taken.Add(1)
 	rec := b.offlineRecord(st)
-	rec.vouch, rec.inst = true, b.instance(st.ClientID)
+	rec.vouch, rec.inst, rec.taken = true, b.instance(st.ClientID), taken
 	return b.writeSession(ctx, rec)
 }
 

@@ -197,6 +197,11 @@ type sessionRecord struct {
 	q    client.MessageQueue
 	off  int64
 	inst uint64 // with vouch
+	// taken orders the client's records by when their state was taken
+	// (writeSession); snap: an online snapshot, dropped unwritten when a
+	// record of later state was written first.
+	taken uint64
+	snap  bool
 }
 
 // applySessionLocked makes rec the current record of its client unless a

@@ -1,0 +1,85 @@
+package bridge
+
+import (
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
+)
+
+// TestBridgeOfflineSaveWinsOverSlowCheckpoint: an online snapshot of a
+// session (here a QoS 2 record) whose send is still in flight when the
+// client disconnects must not land after the offline save: the last
+// record of the client is what a restart restores. The snapshot's send is
+// held (testBeforeWrite) until the offline save has reached writeSession.
+// Before writes were serialised per client, the online record was stored
+// last and another node resumed the session from it.
+func TestBridgeOfflineSaveWinsOverSlowCheckpoint(t *testing.T) {
+	c := startCluster(t)
+	a := startBridge(t, c, shortHandoff)
+	b := startBridge(t, c, shortHandoff)
+	dev, _ := persistent(t, addrOf(a), "wo", true)
+	dev.subscribe(1, sub("cmd/wo/#", 1))
+	testutil.WaitFor(t, 10*time.Second, "the subscription recorded", func() bool {
+		r := ownRecord(a, "wo")
+		return r != nil && len(r.Subscriptions) == 1
+	})
+
+	be := a.Backend()
+	entered, release := make(chan struct{}), make(chan struct{})
+	armed := true
+	be.testBeforeWrite = func(rec *sessionRecord) {
+		if !rec.snap || !armed {
+			return
+		}
+		armed = false // writes of one client run one at a time
+		close(entered)
+		select {
+		case <-release:
+		case <-time.After(20 * time.Second):
+		}
+	}
+	done := make(chan struct{})
+	be.RecordQoS2("wo", func() { close(done) })
+	<-entered
+	dev.disconnect()
+	testutil.WaitFor(t, 10*time.Second, "the offline save at writeSession", func() bool {
+		be.writersMu.Lock()
+		w := be.writers["wo"]
+		waiting := w != nil && w.refs >= 2
+		be.writersMu.Unlock()
+		if r := ownRecord(a, "wo"); r != nil && !r.Online {
+			return true // written beside the held snapshot
+		}
+		return waiting
+	})
+	close(release)
+	<-done
+	testutil.WaitFor(t, 10*time.Second, "a's writes done", func() bool {
+		be.writersMu.Lock()
+		defer be.writersMu.Unlock()
+		return len(be.writers) == 0
+	})
+	if r := ownRecord(a, "wo"); r == nil || r.Online || r.DisconnectedAt == 0 {
+		t.Fatalf("a's last record of the session: %+v (want the offline save)", r)
+	}
+	last := ownRecord(a, "wo")
+	crash(t, a)
+	// Node b's tail reaches the client's last record in the session topic.
+	var r *sessionRecord
+	testutil.WaitFor(t, 10*time.Second, "b's copy of the last record", func() bool {
+		bb := b.Backend()
+		bb.mu.Lock()
+		defer bb.mu.Unlock()
+		r = bb.sessions["wo"]
+		return r != nil && r.q == last.q && r.off >= last.off
+	})
+	if r.off != last.off || r.Online {
+		t.Fatalf("b restores %+v, want a's offline save at %d", r, last.off)
+	}
+	dev2, ack := persistent(t, addrOf(b), "wo", false)
+	if !ack.SessionPresent {
+		t.Fatal("session lost")
+	}
+	dev2.disconnect()
+}
