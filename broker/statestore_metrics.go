@@ -93,25 +93,51 @@ func ssVerbOf(cmd *statestore.Command) int {
 }
 
 // Collectors returns the state store's metric collectors: commands by verb
-// and result, their latency, and keys and bytes held per shard.
+// and result, their latency, and every field of statestore.Stats per
+// shard.
 func (s *StateStore) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.metrics.ops, s.metrics.lat, ssTableCollector{s}}
 }
 
 type ssTableCollector struct{ s *StateStore }
 
-var (
-	descSSKeys  = prometheus.NewDesc("smartgo_statestore_keys", "Keys held by a state store shard (expired ones not yet removed included).", []string{"shard"}, nil)
-	descSSBytes = prometheus.NewDesc("smartgo_statestore_bytes", "Key and value bytes held by a state store shard.", []string{"shard"}, nil)
-)
+// ssStatsGauges are the per-shard gauges of statestore.Stats, one per
+// field (cmd/smartgo's TestCmdBinaryStandaloneStatsOnMetrics checks that
+// none is missing); versions are exported as their wall clock time.
+var ssStatsGauges = []struct {
+	desc  *prometheus.Desc
+	value func(*statestore.Stats) float64
+}{
+	{prometheus.NewDesc("smartgo_statestore_keys", "Keys held by a state store shard (expired ones not yet removed included).", []string{"shard"}, nil),
+		func(st *statestore.Stats) float64 { return float64(st.Keys) }},
+	{prometheus.NewDesc("smartgo_statestore_bytes", "Key and value bytes held by a state store shard.", []string{"shard"}, nil),
+		func(st *statestore.Stats) float64 { return float64(st.Bytes) }},
+	{prometheus.NewDesc("smartgo_statestore_expiring_keys", "Keys with an expiry held by a state store shard.", []string{"shard"}, nil),
+		func(st *statestore.Stats) float64 { return float64(st.Expiring) }},
+	{prometheus.NewDesc("smartgo_statestore_history_changes", "Changes in a state store shard's change history.", []string{"shard"}, nil),
+		func(st *statestore.Stats) float64 { return float64(st.History) }},
+	{prometheus.NewDesc("smartgo_statestore_cached_replies", "Replies in a state store shard's response cache.", []string{"shard"}, nil),
+		func(st *statestore.Stats) float64 { return float64(st.Cached) }},
+	{prometheus.NewDesc("smartgo_statestore_watches", "KEYNOTIFY registrations on a state store shard.", []string{"shard"}, nil),
+		func(st *statestore.Stats) float64 { return float64(st.Watches) }},
+	{prometheus.NewDesc("smartgo_statestore_applied_version_timestamp_seconds", "Wall clock time of the newest version a state store shard applied (0: none).", []string{"shard"}, nil),
+		func(st *statestore.Stats) float64 { return float64(st.Applied.Wall) / 1000 }},
+	{prometheus.NewDesc("smartgo_statestore_history_floor_timestamp_seconds", "Wall clock time of the version at or before which a state store shard's change history is gone (0: none).", []string{"shard"}, nil),
+		func(st *statestore.Stats) float64 { return float64(st.HistoryMin.Wall) / 1000 }},
+}
 
-func (c ssTableCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descSSKeys; ch <- descSSBytes }
+func (c ssTableCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, g := range ssStatsGauges {
+		ch <- g.desc
+	}
+}
 
 func (c ssTableCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, sh := range c.s.shards {
 		st := sh.eng.Stats()
 		id := strconv.Itoa(i)
-		ch <- prometheus.MustNewConstMetric(descSSKeys, prometheus.GaugeValue, float64(st.Keys), id)
-		ch <- prometheus.MustNewConstMetric(descSSBytes, prometheus.GaugeValue, float64(st.Bytes), id)
+		for _, g := range ssStatsGauges {
+			ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.value(&st), id)
+		}
 	}
 }

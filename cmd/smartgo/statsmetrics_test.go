@@ -10,6 +10,7 @@ import (
 
 	"github.com/smartgo/smartgo/bridge/iothub"
 	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/statestore"
 	"github.com/smartgo/smartgo/twin"
 )
 
@@ -53,10 +54,21 @@ var statsMetrics = map[reflect.Type]map[string]string{
 		"Connected":    "smartgo_twin_connected",
 		"IndexEntries": "smartgo_twin_index_entries",
 	},
+	reflect.TypeFor[statestore.Stats](): {
+		"Keys":       "smartgo_statestore_keys",
+		"Bytes":      "smartgo_statestore_bytes",
+		"Expiring":   "smartgo_statestore_expiring_keys",
+		"History":    "smartgo_statestore_history_changes",
+		"Cached":     "smartgo_statestore_cached_replies",
+		"Watches":    "smartgo_statestore_watches",
+		"Applied":    "smartgo_statestore_applied_version_timestamp_seconds",
+		"HistoryMin": "smartgo_statestore_history_floor_timestamp_seconds",
+	},
 }
 
 // Every counter of the MQTT engine (mqtt.Stats), the IoT hub
-// (iothub.Stats) and the twin shards (twin.Stats) is on the /metrics of a
+// (iothub.Stats), the twin shards (twin.Stats) and the state store shards
+// (statestore.Stats) is on the /metrics of a
 // real standalone: the fields are walked by reflection, so a new field
 // without a metric fails here (mqtt.Stats.Overflows had none).
 func TestCmdBinaryStandaloneStatsOnMetrics(t *testing.T) {
