@@ -29,18 +29,7 @@ func TestInteropPullConsumerPoll(t *testing.T) {
 		}
 		want[body] = true
 	}
-	c, err := rocketmq.NewPullConsumer(consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.registry})),
-		consumer.WithGroupName(group), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Subscribe(topic, consumer.MessageSelector{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Shutdown() })
+	c := startPullConsumer(t, s.registry, group, topic)
 	got := map[string]bool{}
 	deadline := time.Now().Add(90 * time.Second)
 	for len(got) < len(want) {
@@ -62,4 +51,23 @@ func TestInteropPullConsumerPoll(t *testing.T) {
 		}
 		c.ACK(context.Background(), cr, consumer.ConsumeSuccess)
 	}
+}
+
+// startPullConsumer starts a rocketmq-client-go pull consumer of group on
+// topic from the first offset; cleanup shuts it down.
+func startPullConsumer(t *testing.T, registry, group, topic string) rocketmq.PullConsumer {
+	t.Helper()
+	c, err := rocketmq.NewPullConsumer(consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{registry})),
+		consumer.WithGroupName(group), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Subscribe(topic, consumer.MessageSelector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Shutdown() })
+	return c
 }
