@@ -110,6 +110,15 @@ type Backend struct {
 	curQ       client.MessageQueue
 	curOff     int64
 	overflowFn func(clientID string, inst uint64) // onOverflow, bound once
+	// delivering is the message deliverLoop is handing to the server and
+	// its log position (protected by mu): a session may hold it before it
+	// is in its queue's ring and the queue's next moves past it, and a
+	// record taken then must know where it is (recordAt).
+	delivering    *mqtt.Message
+	deliveringPos ringPos
+	// testAfterDeliver, when set (tests), runs after each live delivery,
+	// before the queue's progress is noted.
+	testAfterDeliver func(*mqtt.Message)
 
 	metrics *backendMetrics
 	ready   atomic.Bool // Start finished (metrics.go)
@@ -376,17 +385,23 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 		b.mu.Unlock()
 		b.gate.RLock()
 		for _, x := range msgs {
+			m := fromBroker(x)
 			b.mu.Lock()
 			qs := b.queues[x.Queue]
 			old := qs != nil && x.QueueOffset < qs.next
+			if !old {
+				b.delivering, b.deliveringPos = m, ringPos{x.Queue, x.QueueOffset}
+			}
 			b.mu.Unlock()
 			if old {
 				continue // before this node's start, or delivered already
 			}
-			m := fromBroker(x)
 			if packets.ValidTopicName(m.Topic) {
 				b.curQ, b.curOff = x.Queue, x.QueueOffset
 				b.deliverLive(d, srv, m)
+				if b.testAfterDeliver != nil {
+					b.testAfterDeliver(m)
+				}
 			} else {
 				b.log.Warn("bridge: message with an invalid MQTT topic not delivered", "topic", m.Topic,
 					"queue", x.Queue, "offset", x.QueueOffset)
@@ -407,6 +422,7 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 				qs.trimmed = true
 			}
 			qs.ring = append(qs.ring, delivery{offset: x.QueueOffset, end: now, msg: m})
+			b.delivering = nil
 			b.mu.Unlock()
 		}
 		b.gate.RUnlock()

@@ -250,6 +250,7 @@ func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time, where map[*mqtt.
 		where = b.ringIndexLocked()
 	}
 	held := b.overflowPointsLocked(st.ClientID, points, len(st.Pending) > 0)
+	cur, curPos := b.delivering, b.deliveringPos
 	b.mu.Unlock()
 	bytes := 0
 	for _, pm := range st.Pending {
@@ -257,6 +258,13 @@ func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time, where map[*mqtt.
 		p, ok := where[m]
 		if !ok {
 			p, ok = held[m]
+		}
+		if !ok && m == cur {
+			// Being delivered: the session has it, its queue's resume
+			// point is at or before it (next not moved on yet). Kept
+			// whole, the resumed session got it twice: once pending
+			// and once read from the log.
+			p, ok = curPos, true
 		}
 		if ok {
 			if rp := points[p.q]; rp != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -121,4 +122,45 @@ func TestBridgeTakeoverCleanAndV311(t *testing.T) {
 	expectTakenOver(t, ca)
 	sendCmd(t, prod, "cmd/fresh", "x")
 	cb.nothing(300 * time.Millisecond) // a clean start: no subscription
+}
+
+// TestBridgeTakeoverWhileDelivering: a session taken over while its node
+// is still finishing the live delivery of a message the client has (not
+// yet in the queue's delivery history, the queue's progress not moved
+// on) resumes with that message once. The record kept it whole and left
+// the resume point before it: the new node sent it as a pending message
+// and again read from the log.
+func TestBridgeTakeoverWhileDelivering(t *testing.T) {
+	c := startCluster(t)
+	a := startBridge(t, c, nil)
+	b := startBridge(t, c, nil)
+	prod := newProducer(t, c)
+
+	onB, _ := persistent(t, addrOf(b), "midway", true)
+	onB.subscribe(1, sub("cmd/midway/#", 1))
+	held, release := make(chan struct{}), make(chan struct{})
+	b.Backend().testAfterDeliver = func(m *mqtt.Message) {
+		if string(m.Payload) != "held" {
+			return
+		}
+		close(held)
+		select {
+		case <-release:
+		case <-time.After(20 * time.Second):
+		}
+	}
+	sendCmd(t, prod, "cmd/midway/x", "held")
+	if pub := onB.recvPublish(); string(pub.Payload) != "held" {
+		t.Fatalf("on B: %q", pub.Payload)
+	} // not acknowledged
+	<-held
+	onA, ack := persistent(t, addrOf(a), "midway", false)
+	close(release)
+	if !ack.SessionPresent {
+		t.Fatal("session not present on A")
+	}
+	if pub := onA.expectPublish(); string(pub.Payload) != "held" {
+		t.Fatalf("pending message on A: %s %q", pub.Topic, pub.Payload)
+	}
+	onA.nothing(300 * time.Millisecond)
 }
