@@ -582,32 +582,13 @@ func TestClusterControllerPartition(t *testing.T) {
 	}
 	p := c.producer(t)
 	l := startLoad(p, "Part", 6)
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if n := l.acked(); n < 200 {
-			return fmt.Errorf("%d acknowledged", n)
-		}
-		return nil
-	})
+	waitAcked(t, l, 200)
 	old := c.bAddrs[m]
 	cut := time.Now()
 	for _, px := range c.proxies[m] {
 		px.set(linkCut)
 	}
-	var next protocol.ControllerGroup
-	testutil.Eventually(t, 30*time.Second, func() error {
-		ng, _, err := c.group()
-		if err != nil || ng.MasterEpoch <= g.MasterEpoch || ng.MasterAddr == old {
-			return fmt.Errorf("no new master yet (%v)", err)
-		}
-		next = ng
-		return nil
-	})
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if _, ok := l.firstAckAfter(cut, old); !ok {
-			return errors.New("no write acknowledged by the new master yet")
-		}
-		return nil
-	})
+	next := waitTakenOver(t, c, l, g, old, cut)
 	time.Sleep(500 * time.Millisecond)
 	recs := l.end()
 	elected := c.electedAt(t, next.MasterEpoch)
