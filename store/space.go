@@ -112,7 +112,7 @@ func (s *Store) setDiskFull(full bool, usage float64, cause string) {
 	}
 	s.space.reason.Store(&reason)
 	if !s.diskFull.Swap(true) {
-		s.log.Error("store: disk full, refusing writes until space frees", "usage", usage, "full_ratio", s.opts.DiskFullRatio, "cause", cause)
+		s.log.Error("store: disk full, refusing writes until space frees", "usage", usage, "full_ratio", s.opts.DiskFullRatio, "reason", reason)
 		s.emit(Event{Kind: EventDiskFull})
 	}
 }
