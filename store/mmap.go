@@ -193,7 +193,8 @@ func (m *mappedFile) touchPages(from, to int64) {
 var touchSink atomic.Int32
 
 // openMappedFile maps an existing file; a file shorter than size is
-// extended with zeros first (the caller reports that as damage). Nothing
+// extended with zeros first, its new blocks reserved (the caller reports
+// that as damage; no room for them fails the open). Nothing
 // counts as allocated: whoever writes to it allocates first (the blocks
 // that exist already cost nothing), and a segment made active counts
 // what lies below its write position as allocated (raiseAllocated).
@@ -211,6 +212,14 @@ func openMappedFile(fs vfs.FS, path string, base, size int64) (*mappedFile, erro
 		if err := f.Truncate(size); err != nil {
 			_ = f.Close()
 			return nil, fmt.Errorf("store: extend %s: %w", path, err)
+		}
+		// The extension gets its blocks now: on a file system that
+		// cannot give them later (a full tmpfs), reading a hole
+		// through the mapping raises SIGBUS and kills the process;
+		// refusing to open is the clear error.
+		if err := f.Allocate(st.Size(), size-st.Size()); err != nil && !errors.Is(err, vfs.ErrNotSupported) {
+			_ = f.Close()
+			return nil, fmt.Errorf("store: extend %s: reserve [%d, %d): %w", path, st.Size(), size, err)
 		}
 	}
 	m, err := mapFile(fs, f, path, base, size)
