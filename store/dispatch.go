@@ -161,7 +161,8 @@ func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) bool {
 }
 
 // dispatchEntry makes the consume-queue entry of the record at phy. It
-// returns false when the entry could not be written (the disk is full):
+// returns false when the entry could not be written (the disk is full, or
+// another failure of the file layer, such as the descriptor limit):
 // the dispatcher stops at the record and tries it again at its next round
 // (the disk watcher wakes it every second).
 func (s *Store) dispatchEntry(e *dispEntry, phy int64, size int32, sealed bool) bool {
@@ -179,8 +180,12 @@ func (s *Store) dispatchEntry(e *dispEntry, phy int64, size int32, sealed bool) 
 			}
 			holes, ok, err := cq.appendEntry(e.qoff, cqEntry{phy: phy, size: size, tags: e.tags}, maxGap)
 			if err != nil {
-				s.noSpace(err)
-				s.rlog.Log(s.log, slog.LevelError, "dispatch write", "store: consume-queue entry not written; dispatching waits for disk space",
+				msg := "store: consume-queue entry not written; dispatching waits for disk space"
+				if !s.noSpace(err) {
+					// Not the disk: say so (a descriptor limit, say).
+					msg = "store: consume-queue entry not written; dispatching retries it next round"
+				}
+				s.rlog.Log(s.log, slog.LevelError, "dispatch write", msg,
 					"topic", cq.topic, "queue", cq.queueID, "err", err)
 				return false
 			} else if !ok {
