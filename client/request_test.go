@@ -17,30 +17,12 @@ import (
 	"github.com/smartgo/smartgo/store/record"
 )
 
-// syncBuffer is a log sink tests read while brokers write.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // A request through two brokers: the responder's consumer answers with
 // Reply, the requester gets the reply pushed; sync and async, a
 // compressed reply, a request nobody answers, and a reply whose
 // requester left.
 func TestClientRequestReply(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testutil.LogBuffer{}
 	c := startCluster(t, cluster.Options{Brokers: 2, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	createTopic(t, c, 2, "RpcOrders", 2)
 	createTopic(t, c, 2, "RpcNobody", 1)

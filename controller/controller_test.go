@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -339,7 +338,7 @@ func alterSSS(b *fakeBroker, g protocol.ControllerGroup, set ...int64) (*protoco
 // takes over with a higher epoch; the old master is fenced; an operator
 // can move the master.
 func TestControllerFailoverSingleReplica(t *testing.T) {
-	var logs lockedBuffer
+	var logs testutil.LogBuffer
 	rs := startReplicas(t, 1, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	addrs := rs.addrs()
 	bs := []*fakeBroker{newFakeBroker(t, addrs, "g", "t1"), newFakeBroker(t, addrs, "g", "t2"), newFakeBroker(t, addrs, "g", "t3")}
@@ -433,7 +432,7 @@ func TestControllerFailoverSingleReplica(t *testing.T) {
 func TestControllerUncleanElectionSwitch(t *testing.T) {
 	for _, unclean := range []bool{false, true} {
 		t.Run(fmt.Sprintf("unclean=%v", unclean), func(t *testing.T) {
-			var logs lockedBuffer
+			var logs testutil.LogBuffer
 			rs := startReplicas(t, 1, func(o *Options) {
 				o.UncleanElection = unclean
 				o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -593,24 +592,6 @@ func TestControllerRaftLeaderLoss(t *testing.T) {
 	if md.Groups[0].MasterEpoch != 3 || md.Groups[0].MasterID != m3.ID() {
 		t.Fatalf("elected without a majority: %+v", md.Groups[0])
 	}
-}
-
-// lockedBuffer collects a controller's log.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 func otherLive(bs []*fakeBroker, dead ...*fakeBroker) []int64 {

@@ -1,12 +1,10 @@
 package store
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,30 +13,12 @@ import (
 	"github.com/smartgo/smartgo/store/vfs"
 )
 
-// lockedBuffer is a log sink the store's goroutines write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A consume-queue file that cannot be opened for a reason other than
 // space (the descriptor limit) holds the dispatcher back as a full disk
 // does, but its log line names that, not disk space, and the store is not
 // marked full; the entry appears once the open works.
 func TestStoreFaultConsumeQueueOpenNotDisk(t *testing.T) {
-	var logs lockedBuffer
+	var logs testutil.LogBuffer
 	s, fs := faultStore(t, t.TempDir(), func(o *Options) {
 		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})

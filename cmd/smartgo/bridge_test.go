@@ -11,12 +11,13 @@ import (
 
 	"github.com/smartgo/smartgo/conf"
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
 // waitLog waits until the log holds want.
-func waitLog(t *testing.T, errb *lockedBuffer, want string, done chan int) {
+func waitLog(t *testing.T, errb *testutil.LogBuffer, want string, done chan int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(errb.String(), want) {
@@ -56,7 +57,7 @@ func mqttPing(t *testing.T, addr string) {
 var listenRE = regexp.MustCompile(`listen="?\[([0-9.:]+)`)
 
 // stopRun cancels a running subcommand and expects a clean exit.
-func stopRun(t *testing.T, cancel context.CancelFunc, done chan int, errb *lockedBuffer) {
+func stopRun(t *testing.T, cancel context.CancelFunc, done chan int, errb *testutil.LogBuffer) {
 	t.Helper()
 	cancel()
 	select {
@@ -80,7 +81,7 @@ func TestCmdBridgeRunsAndStops(t *testing.T) {
 	}
 	defer c.Close()
 	rctx, stop := context.WithCancel(context.Background())
-	var out, errb lockedBuffer
+	var out, errb testutil.LogBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(rctx, []string{"bridge", "-listen", "127.0.0.1:0", "-registries", strings.Join(c.RegistryAddrs(), ","),
@@ -100,7 +101,7 @@ func TestCmdBridgeRunsAndStops(t *testing.T) {
 func TestCmdStandaloneRunsBridge(t *testing.T) {
 	dir := t.TempDir()
 	rctx, stop := context.WithCancel(context.Background())
-	var out, errb lockedBuffer
+	var out, errb testutil.LogBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(rctx, []string{"standalone", "-data", dir, "-set", "registry.listen=127.0.0.1:0",

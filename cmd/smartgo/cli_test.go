@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // binary builds the smartgo binary once per test run.
@@ -160,8 +161,8 @@ func TestCmdBinaryVersion(t *testing.T) {
 // proc is a smartgo process started by a test.
 type proc struct {
 	cmd    *exec.Cmd
-	stderr lockedBuffer
-	stdout lockedBuffer
+	stderr testutil.LogBuffer
+	stdout testutil.LogBuffer
 	done   chan struct{}
 	code   int
 }

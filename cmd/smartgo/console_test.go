@@ -28,10 +28,10 @@ import (
 // standalone runs `smartgo standalone` in process on free ports with the
 // extra flags and returns the log, the addresses it logged, and a stop
 // function that checks the exit code.
-func standalone(t *testing.T, extra ...string) (logs *lockedBuffer, addrs map[string]string) {
+func standalone(t *testing.T, extra ...string) (logs *testutil.LogBuffer, addrs map[string]string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb lockedBuffer
+	var out, errb testutil.LogBuffer
 	done := make(chan int, 1)
 	args := append([]string{"standalone", "-data", t.TempDir(), "-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0",
 		"-set", "bridge.listen=127.0.0.1:0", "-set", "console.listen=127.0.0.1:0", "-set", "store.segment_size=4MiB",

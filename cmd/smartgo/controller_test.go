@@ -11,16 +11,17 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
 // startServer runs a server subcommand until the test ends and waits for
 // want in its log.
-func startServer(t *testing.T, want string, args ...string) *lockedBuffer {
+func startServer(t *testing.T, want string, args ...string) *testutil.LogBuffer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb lockedBuffer
+	var out, errb testutil.LogBuffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, &out, &errb) }()
 	exited := false

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // The registry runs until its context ends and stops cleanly; a taken port
@@ -16,7 +18,7 @@ func TestCmdRegistryRunsAndStops(t *testing.T) {
 	dir := t.TempDir()
 	kv := filepath.Join(dir, "kvConfig.json")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb lockedBuffer
+	var out, errb testutil.LogBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"registry", "-listen", "127.0.0.1:0", "-set", "registry.kv_config_path=" + kv}, &out, &errb)
@@ -44,7 +46,7 @@ func TestCmdRegistryRunsAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var errb2 lockedBuffer
+	var errb2 testutil.LogBuffer
 	code := run(context.Background(), []string{"registry", "-listen", ln.Addr().String(), "-set", "registry.kv_config_path=" + kv}, &out, &errb2)
 	if code != exitFailure || !strings.Contains(errb2.String(), ln.Addr().String()) {
 		t.Fatalf("taken port: exit %d, stderr %q", code, errb2.String())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // smartgo standalone serves the state store over MQTT 5: registry, broker
@@ -15,7 +16,7 @@ import (
 func TestCmdStandaloneStateStore(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb lockedBuffer
+	var out, errb testutil.LogBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"standalone", "-data", dir, "-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0",

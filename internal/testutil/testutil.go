@@ -3,7 +3,9 @@
 package testutil
 
 import (
+	"bytes"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -52,4 +54,25 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		return notYet
 	})
+}
+
+// LogBuffer is a bytes.Buffer that a logger's goroutines write to while
+// the test reads it.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns what was written so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
