@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,26 +14,10 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/ratelog"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
-
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A flood of bad MQTT peers (CONNECTs with a wrong password, CONNECTs of
 // an unknown protocol level, garbage instead of a packet) is refused one
@@ -50,7 +33,7 @@ func TestBridgeBadPeerFloodLogsBounded(t *testing.T) {
 	if err := os.WriteFile(creds, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedLog{}
+	logs := &testutil.LogBuffer{}
 	c := startCluster(t)
 	b := startBridge(t, c, func(mo *mqtt.Options, _ *Options) {
 		mo.CredentialsFile = creds

@@ -27,7 +27,7 @@ func TestBrokerForceCleanOnlyWhenOptedIn(t *testing.T) {
 		t.Run(fmt.Sprintf("disk_force_clean=%v", force), func(t *testing.T) {
 			var usage atomic.Value
 			usage.Store(0.10)
-			var logs lockedBuf
+			var logs testutil.LogBuffer
 			b := testBroker(t, t.TempDir(), func(o *Options) {
 				o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 				o.Store.DiskUsage = func(string) (float64, error) { return usage.Load().(float64), nil }

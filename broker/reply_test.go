@@ -83,7 +83,7 @@ func javaRequest(code int32, opaque int, ext map[string]string) string {
 // topic. Once the requester left, a reply gets SYSTEM_ERROR naming it and
 // a log line, and the broker serves on.
 func TestBrokerRequestReply(t *testing.T) {
-	var logs lockedBuf
+	var logs testutil.LogBuffer
 	b := testBroker(t, t.TempDir(), func(o *Options) {
 		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,24 +17,6 @@ import (
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
 )
-
-// lockedBuf is a log sink safe for the broker's goroutines.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // scrapeMetrics returns the /metrics page of a monitoring server.
 func scrapeMetrics(t *testing.T, addr string) string {
@@ -74,7 +55,7 @@ func sample(page, series string) float64 {
 func TestBrokerStoreEventsReachMetricsAndLogs(t *testing.T) {
 	var usage atomic.Value
 	usage.Store(0.10)
-	var logs lockedBuf
+	var logs testutil.LogBuffer
 	var mu sync.Mutex
 	heard := map[store.EventKind]int{}
 	b := testBroker(t, t.TempDir(), func(o *Options) {

@@ -344,7 +344,7 @@ func halfEndAtSettle(t *testing.T, b *Broker, p *txProducer, key string) int64 {
 // Without a producer of the group connected, checks are counted and the
 // half message is discarded after the maximum, with a warning.
 func TestBrokerTransactionNoProducer(t *testing.T) {
-	var logs lockedBuf
+	var logs testutil.LogBuffer
 	b := txBroker(t, t.TempDir(), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	c := newTestClient(t, b.Addr())
 	c.sendHalf("TxOrphan", 0, "orphan", "UNIQ-O")

@@ -1,41 +1,22 @@
 package mqtt
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/smartgo/smartgo/internal/mqtttest"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
-
-// logBuf collects slog output so tests can assert on log lines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 type testServer struct {
 	*Server
 	addr    string
 	backend *MemoryBackend
-	logs    *logBuf
+	logs    *testutil.LogBuffer
 }
 
 // startServer runs a server on 127.0.0.1:0 with a fresh MemoryBackend
@@ -44,7 +25,7 @@ func startServer(t testing.TB, mod func(*Options), backend ...*MemoryBackend) *t
 	t.Helper()
 	opts := DefaultOptions()
 	opts.Listen = []string{"127.0.0.1:0"}
-	lb := &logBuf{}
+	lb := &testutil.LogBuffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if mod != nil {
 		mod(&opts)

@@ -346,7 +346,7 @@ func TestMQTTSubscribeRefusalCodesAndLog(t *testing.T) {
 	if err := os.WriteFile(acl, []byte("default allow\nall\ndeny subscribe secret/#\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	lb := &logBuf{}
+	lb := &testutil.LogBuffer{}
 	ts := startServer(t, func(o *Options) {
 		o.ACLFile = acl
 		o.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))

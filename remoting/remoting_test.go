@@ -20,24 +20,6 @@ import (
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
-// logBuf is a goroutine-safe log sink for asserting log lines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 const codeEcho int32 = 9000
 
 func echo(c *Conn, req *protocol.Command) (*protocol.Command, error) {
@@ -47,9 +29,9 @@ func echo(c *Conn, req *protocol.Command) (*protocol.Command, error) {
 	return resp, nil
 }
 
-func startServer(t *testing.T, opts Options, setup func(s *Server)) (*Server, string, *logBuf) {
+func startServer(t *testing.T, opts Options, setup func(s *Server)) (*Server, string, *testutil.LogBuffer) {
 	t.Helper()
-	logs := &logBuf{}
+	logs := &testutil.LogBuffer{}
 	opts.Addr = "127.0.0.1:0"
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := NewServer(opts)

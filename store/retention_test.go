@@ -125,11 +125,11 @@ func TestStoreRetentionDiskPressure(t *testing.T) {
 		usage    atomic.Value
 		consumed atomic.Int64 // next offset consumed of T/0, -1: no group
 	}
-	open := func(t *testing.T, force bool) (*Store, *state, *syncBuf) {
+	open := func(t *testing.T, force bool) (*Store, *state, *testutil.LogBuffer) {
 		st := &state{}
 		st.usage.Store(0.1)
 		st.consumed.Store(-1)
-		logs := &syncBuf{}
+		logs := &testutil.LogBuffer{}
 		clock := &fakeClock{now: time.Now()}
 		s := openTest(t, t.TempDir(), func(o *Options) {
 			o.Now = clock.Now

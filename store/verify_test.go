@@ -12,26 +12,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/store/record"
 )
-
-// syncBuf is a log sink safe for the store's goroutines.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuf) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncBuf) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
 
 // damageAt xors one byte of the commitlog at physical offset phy, through
 // the file (the store's mapping shares its page cache).
@@ -46,7 +29,7 @@ func damageAt(t testing.TB, s *Store, phy int64) {
 // is in a header field BODYCRC does not cover (the queue id): only the
 // whole-record CRC catches it.
 func TestStoreReadPathsRefuseDamagedRecords(t *testing.T) {
-	logs := &syncBuf{}
+	logs := &testutil.LogBuffer{}
 	var events []Event
 	var evMu sync.Mutex
 	s := openTest(t, t.TempDir(), func(o *Options) {

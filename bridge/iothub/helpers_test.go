@@ -21,7 +21,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/internal/cluster"
 	"github.com/smartgo/smartgo/internal/mqtttest"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -75,30 +75,12 @@ func startTestClusterWith(t testing.TB, brokers int, tune func(o *cluster.Option
 	return &testCluster{c}
 }
 
-// logSink collects log lines.
-type logSink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logSink) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logSink) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // node is a bridge node with the hub.
 type node struct {
 	br   *bridge.Bridge
 	hub  *Hub
 	addr string // plain MQTT
-	logs *logSink
+	logs *testutil.LogBuffer
 }
 
 // nodeConfig adjusts a node's options.
@@ -107,7 +89,7 @@ type nodeConfig func(*mqtt.Options, *bridge.Options, *Options)
 // startNode starts a bridge node with the hub on c; closed at cleanup.
 func startNode(t testing.TB, c *testCluster, mods ...nodeConfig) *node {
 	t.Helper()
-	logs := &logSink{}
+	logs := &testutil.LogBuffer{}
 	lg := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	mo := mqtt.DefaultOptions()
 	mo.Listen = []string{"127.0.0.1:0"}
