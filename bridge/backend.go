@@ -84,7 +84,6 @@ type Backend struct {
 	writing   map[string]int                           // protected by mu; session writes in flight per client
 	deferred  map[string][]*sessionRecord              // protected by mu; other nodes' records waiting for them
 	vouches   map[string]vouch                         // protected by mu; the record standing for each local session
-	qos2mu    sync.Mutex
 	// writers serialises each client's session writes (writeSession);
 	// taken numbers the records in the order their state was taken.
 	writersMu sync.Mutex
@@ -93,7 +92,7 @@ type Backend struct {
 	// testBeforeWrite, when set (tests), sees each record before it is
 	// sent, with the client's writer held.
 	testBeforeWrite func(*sessionRecord)
-	qos2            map[string]*qos2Batch                        // protected by qos2mu; QoS 2 records being written, by client
+	qos2            keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
 	sysQueues       map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
 	// connectPrev holds, per connect request of this node the tail
 	// applied, the client's record before it (protected by mu).
@@ -124,8 +123,7 @@ type Backend struct {
 	ready   atomic.Bool // Start finished (metrics.go)
 
 	// Pipelined ingress (ingress.go).
-	imu       sync.Mutex
-	chains    map[string]*ingressChain                                            // protected by imu: busy ordering keys
+	chains    keyedRuns[ingressItem]                                              // messages to store, by ordering key
 	sendBatch func(ctx context.Context, msgs []*client.Message, key string) error // nil: no ordered batch send
 }
 
@@ -160,7 +158,7 @@ func NewBackend(opts Options) (*Backend, error) {
 		sysQueues:   map[client.MessageQueue]*client.MessageQueue{},
 		connectPrev: map[sysPos]*sessionRecord{}, waits: map[string][]*handoffWait{},
 		overflows: map[string]*overflowState{},
-		chains:    map[string]*ingressChain{}, shareWake: make(chan struct{}, 1), metrics: newBackendMetrics()}
+		shareWake: make(chan struct{}, 1), metrics: newBackendMetrics()}
 	b.overflowFn = b.onOverflow
 	if bs, ok := any(prod).(orderedBatchSender); ok {
 		b.sendBatch = func(ctx context.Context, msgs []*client.Message, key string) error {
@@ -529,6 +527,23 @@ func (b *Backend) isClosed() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.closed
+}
+
+// goOwned runs fn on a goroutine Close waits for; false (fn not run) once
+// the backend is closed.
+func (b *Backend) goOwned(fn func()) bool {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return false
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		fn()
+	}()
+	return true
 }
 
 // Close implements mqtt.Backend. It is idempotent.

@@ -141,72 +141,39 @@ func samePoints(a, c []resumePoint) bool {
 	return true
 }
 
-// qos2Batch is the acknowledgements of one client waiting for a record of
-// its QoS 2 state (RecordQoS2): those that came while a record is being
-// written wait for the next one, which covers them all.
-type qos2Batch struct {
-	next []func()
-}
-
 // RecordQoS2 implements mqtt.QoS2Backend: it writes an online record of
 // clientID's connected session (a checkpoint, with its received and
 // released QoS 2 packet ids), then calls done. Calls for one client while
 // a record is being written are answered by one more record; a client's
-// records are written one at a time, in order. When the session has no
-// record to write (gone, offline, or its unacknowledged messages do not
-// fit a record) or the write fails, done is called all the same: the
-// exchange is then as safe as the last checkpoint (logged).
+// records are written one at a time, in order (Backend.qos2). When the
+// session has no record to write (gone, offline, or its unacknowledged
+// messages do not fit a record) or the write fails, done is called all
+// the same: the exchange is then as safe as the last checkpoint (logged).
 func (b *Backend) RecordQoS2(clientID string, done func()) {
-	b.qos2mu.Lock()
-	if w := b.qos2[clientID]; w != nil {
-		w.next = append(w.next, done)
-		b.qos2mu.Unlock()
+	if !b.qos2.add(clientID, done) {
 		return
 	}
-	// A new writer: counted under b.mu, as Close waits for the writers.
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		b.qos2mu.Unlock()
-		done()
-		return
+	if !b.goOwned(func() { b.qos2.drain(clientID, func(fns []func()) { b.recordQoS2(clientID, fns) }) }) {
+		b.qos2.drain(clientID, callAll)
 	}
-	b.wg.Add(1)
-	b.mu.Unlock()
-	if b.qos2 == nil {
-		b.qos2 = map[string]*qos2Batch{}
-	}
-	w := &qos2Batch{next: []func(){done}}
-	b.qos2[clientID] = w
-	b.qos2mu.Unlock()
-	go func() {
-		defer b.wg.Done()
-		b.recordQoS2(clientID, w)
-	}()
 }
 
-// recordQoS2 writes records of clientID's session until no call waits.
-func (b *Backend) recordQoS2(clientID string, w *qos2Batch) {
-	for {
-		b.qos2mu.Lock()
-		fns := w.next
-		w.next = nil
-		if len(fns) == 0 {
-			delete(b.qos2, clientID)
-			b.qos2mu.Unlock()
-			return
-		}
-		b.qos2mu.Unlock()
-		if b.ctx.Err() == nil {
-			if rec, inst := b.snapshotRecord(clientID, nil); rec != nil {
-				rec.vouch, rec.inst = true, inst
-				if err := b.writeSession(b.ctx, rec); err != nil && b.ctx.Err() == nil {
-					b.log.Warn("bridge: QoS 2 state not recorded", "client", clientID, "err", err)
-				}
+// recordQoS2 writes one record of clientID's session for the calls fns,
+// then answers them.
+func (b *Backend) recordQoS2(clientID string, fns []func()) {
+	if b.ctx.Err() == nil {
+		if rec, inst := b.snapshotRecord(clientID, nil); rec != nil {
+			rec.vouch, rec.inst = true, inst
+			if err := b.writeSession(b.ctx, rec); err != nil && b.ctx.Err() == nil {
+				b.log.Warn("bridge: QoS 2 state not recorded", "client", clientID, "err", err)
 			}
 		}
-		for _, fn := range fns {
-			fn()
-		}
+	}
+	callAll(fns)
+}
+
+func callAll(fns []func()) {
+	for _, fn := range fns {
+		fn()
 	}
 }

@@ -11,8 +11,9 @@ import (
 
 // Pipelined ingress (mqtt.AsyncBackend). The engine hands a connection's
 // PUBLISHes over without waiting; the backend keeps one chain per
-// ordering key (the publisher's client id, else the topic), and one
-// goroutine per busy chain stores the chain's messages in arrival order.
+// ordering key (the publisher's client id, else the topic: Backend.chains),
+// and one goroutine per busy chain stores the chain's messages in arrival
+// order.
 // Whatever arrived while a store was in flight is taken in one go: runs of
 // non-retained messages of one broker topic go out as one ordered batch
 // when the producer offers one (orderedBatchSender), else one by one.
@@ -36,12 +37,6 @@ type ingressItem struct {
 	done func(error)
 }
 
-// ingressChain is the queue of one ordering key; its items are protected
-// by Backend.imu and it exists while its goroutine runs.
-type ingressChain struct {
-	items []ingressItem
-}
-
 // orderKey is the key that keeps one publisher's messages in one queue.
 func orderKey(m *mqtt.Message) string {
 	if m.ClientID != "" {
@@ -55,48 +50,15 @@ func orderKey(m *mqtt.Message) string {
 // (with the retained record, for a retained message) or failed.
 func (b *Backend) PublishAsync(ctx context.Context, m *mqtt.Message, done func(error)) {
 	key := orderKey(m)
-	b.imu.Lock()
-	if ch := b.chains[key]; ch != nil {
-		ch.items = append(ch.items, ingressItem{m, done})
-		b.imu.Unlock()
+	if !b.chains.add(key, ingressItem{m, done}) {
 		return
 	}
-	ch := &ingressChain{items: []ingressItem{{m, done}}}
-	b.chains[key] = ch
-	b.imu.Unlock()
-
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		b.imu.Lock()
-		delete(b.chains, key)
-		items := ch.items
-		ch.items = nil
-		b.imu.Unlock()
-		for _, it := range items {
-			it.done(ErrClosed)
-		}
-		return
-	}
-	b.wg.Add(1)
-	b.mu.Unlock()
-	go b.runChain(ctx, key, ch)
-}
-
-// runChain stores a chain's messages until it is empty.
-func (b *Backend) runChain(ctx context.Context, key string, ch *ingressChain) {
-	defer b.wg.Done()
-	for {
-		b.imu.Lock()
-		items := ch.items
-		ch.items = nil
-		if len(items) == 0 {
-			delete(b.chains, key)
-			b.imu.Unlock()
-			return
-		}
-		b.imu.Unlock()
-		b.storeOrdered(ctx, key, items)
+	if !b.goOwned(func() { b.chains.drain(key, func(items []ingressItem) { b.storeOrdered(ctx, key, items) }) }) {
+		b.chains.drain(key, func(items []ingressItem) {
+			for _, it := range items {
+				it.done(ErrClosed)
+			}
+		})
 	}
 }
 
