@@ -177,6 +177,31 @@ func (c *Console) routes() http.Handler {
 	})
 }
 
+// PartialHeader is set on an answer built from the broker groups that
+// answered when others did not (a dead or hung broker): its value says
+// which did not, and the pages show it above their tables.
+const PartialHeader = "X-SmartGo-Partial"
+
+// partial reports whether err is admin.ErrPartial (the answer holds what
+// the broker groups that answered returned) and then sets PartialHeader
+// to it, adding to what an earlier call of the same request set.
+func partial(w http.ResponseWriter, err error) bool {
+	if !errors.Is(err, admin.ErrPartial) {
+		return false
+	}
+	msg := strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, err.Error())
+	if prev := w.Header().Get(PartialHeader); prev != "" {
+		msg = prev + "; " + msg
+	}
+	w.Header().Set(PartialHeader, msg)
+	return true
+}
+
 type statusWriter struct {
 	http.ResponseWriter
 	code int
@@ -229,7 +254,7 @@ func (c *Console) apiTopics(w http.ResponseWriter, r *http.Request, _ *session) 
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	topics, err := c.adm.TopicConfigs(ctx)
-	if err != nil {
+	if err != nil && !partial(w, err) {
 		fail(w, err)
 		return
 	}
@@ -328,6 +353,9 @@ func (c *Console) apiTopicStats(w http.ResponseWriter, r *http.Request, _ *sessi
 		fail(w, err)
 		return
 	}
+	if st == nil {
+		st = []admin.QueueStat{} // no broker group of the topic has a master
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 
@@ -343,7 +371,7 @@ func (c *Console) apiGroups(w http.ResponseWriter, r *http.Request, _ *session) 
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	groups, err := c.adm.Groups(ctx)
-	if err != nil {
+	if err != nil && !partial(w, err) {
 		fail(w, err)
 		return
 	}
@@ -363,16 +391,18 @@ func (c *Console) apiGroups(w http.ResponseWriter, r *http.Request, _ *session) 
 		sem <- struct{}{}
 		go func(row *groupRow) {
 			defer func() { <-sem; wg.Done() }()
-			if m, err := c.adm.GroupMembers(ctx, row.Name); err == nil {
-				row.Members = len(m)
-			} else {
+			// A part of the cluster that does not answer leaves its
+			// members and lag out, and says so.
+			m, err := c.adm.GroupMembers(ctx, row.Name)
+			row.Members = len(m)
+			if err != nil {
 				row.Err = err.Error()
 			}
-			if p, err := c.adm.GroupProgress(ctx, row.Name, ""); err == nil {
-				for _, q := range p {
-					row.TotalLag += q.Lag
-				}
-			} else if row.Err == "" {
+			p, err := c.adm.GroupProgress(ctx, row.Name, "")
+			for _, q := range p {
+				row.TotalLag += q.Lag
+			}
+			if err != nil && row.Err == "" {
 				row.Err = err.Error()
 			}
 		}(&rows[i])
@@ -386,12 +416,12 @@ func (c *Console) apiGroup(w http.ResponseWriter, r *http.Request, _ *session) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	prog, err := c.adm.GroupProgress(ctx, group, r.URL.Query().Get("topic"))
-	if err != nil {
+	if err != nil && !partial(w, err) {
 		fail(w, err)
 		return
 	}
 	members, err := c.adm.GroupMembers(ctx, group)
-	if err != nil {
+	if err != nil && !partial(w, err) {
 		fail(w, err)
 		return
 	}

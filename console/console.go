@@ -53,7 +53,10 @@ type Options struct {
 	History        time.Duration
 	// SessionTTL ends a login session unused for this long (default 12 h).
 	SessionTTL time.Duration
-	// RequestTimeout bounds one API call's admin requests (default 10 s).
+	// RequestTimeout bounds one API call's admin requests (default 10 s);
+	// each request to one broker or registry gets a third of it, so that
+	// one that does not answer (hung, cut off) leaves the call time to
+	// answer with what the others returned.
 	RequestTimeout time.Duration
 	Logger         *slog.Logger
 	Now            func() time.Time
@@ -138,7 +141,7 @@ func New(opts Options) (*Console, error) {
 		return nil, err
 	}
 	opts.fill()
-	adm, err := admin.New(admin.Options{Registries: opts.Registries, RequestTimeout: opts.RequestTimeout, Logger: opts.Logger})
+	adm, err := admin.New(admin.Options{Registries: opts.Registries, RequestTimeout: opts.RequestTimeout / 3, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}

@@ -367,41 +367,47 @@ type QueueProgress struct {
 }
 
 // GroupProgress returns a consumer group's committed offset and lag per
-// queue (GET_CONSUME_STATS on every master), for one topic or all ("").
-// A group that no master knows is client.ErrGroupNotExist.
+// queue (GET_CONSUME_STATS to every broker group's master, or to its slave
+// while it has none: see Readers), for one topic or all (""). A group that
+// no broker group knows is client.ErrGroupNotExist; broker groups that do
+// not answer make it ErrPartial, with the progress the others returned.
 func (a *Admin) GroupProgress(ctx context.Context, group, topic string) ([]QueueProgress, error) {
-	masters, err := a.Masters(ctx, "")
+	readers, err := a.Readers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []QueueProgress
 	unknown := 0
-	for _, m := range masters {
-		resp, err := a.invokeOK(ctx, "consume stats", m.Addr, protocol.NewRequest(protocol.GetConsumeStats,
-			&protocol.GetConsumeStatsRequestHeader{ConsumerGroup: group, Topic: topic}, nil))
-		if err != nil {
+	perr := a.fromEach(ctx, "consume stats", readers, func() *protocol.Command {
+		return protocol.NewRequest(protocol.GetConsumeStats, &protocol.GetConsumeStatsRequestHeader{ConsumerGroup: group, Topic: topic}, nil)
+	}, func(m Broker, resp *protocol.Command) error {
+		if err := okAnswer("consume stats", m.Addr, resp); err != nil {
 			if errors.Is(err, client.ErrGroupNotExist) {
 				unknown++
-				continue
+				return nil
 			}
 			if errors.Is(err, client.ErrTopicNotExist) {
-				continue
+				return nil
 			}
-			return nil, err
+			return err
 		}
 		var cs protocol.ConsumeStats
 		if err := protocol.DecodeJSON(resp.Body, &cs); err != nil {
-			return nil, fmt.Errorf("admin: consume stats: %w", err)
+			return fmt.Errorf("admin: consume stats: %w", err)
 		}
 		for _, e := range cs.OffsetTable {
 			out = append(out, QueueProgress{Queue: e.Queue, BrokerOffset: e.Value.BrokerOffset, ConsumerOffset: e.Value.ConsumerOffset,
 				Lag: max(e.Value.BrokerOffset-e.Value.ConsumerOffset, 0), LastTimestamp: e.Value.LastTimestamp})
 		}
+		return nil
+	})
+	if perr != nil && !errors.Is(perr, ErrPartial) {
+		return nil, perr
 	}
-	if unknown > 0 && unknown == len(masters) {
-		return nil, fmt.Errorf("%w: %s (no master knows it)", client.ErrGroupNotExist, group)
+	if perr == nil && unknown > 0 && unknown == len(readers) {
+		return nil, fmt.Errorf("%w: %s (no broker knows it)", client.ErrGroupNotExist, group)
 	}
-	return out, nil
+	return out, perr
 }
 
 // checkGroup returns client.ErrGroupNotExist when no master knows group

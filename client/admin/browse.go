@@ -24,7 +24,7 @@ type TopicOnBroker struct {
 	Perm        int32  `json:"perm"`
 }
 
-// TopicInfo is a topic's configuration on every master that has it.
+// TopicInfo is a topic's configuration on every broker group that has it.
 type TopicInfo struct {
 	Name    string          `json:"name"`
 	Order   bool            `json:"order"`
@@ -42,22 +42,26 @@ func systemTopic(name string) bool {
 	return false
 }
 
-// TopicConfigs returns every topic of every master (GET_ALL_TOPIC_CONFIG),
-// sorted by name.
+// TopicConfigs returns every topic of every broker group
+// (GET_ALL_TOPIC_CONFIG to each group's master, or to a slave while it has
+// none: see Readers), sorted by name. Broker groups that do not answer
+// leave their topics out: the answer then comes with an ErrPartial error
+// naming them (an error alone when none answered).
 func (a *Admin) TopicConfigs(ctx context.Context) ([]TopicInfo, error) {
-	masters, err := a.Masters(ctx, "")
+	readers, err := a.Readers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	byName := map[string]*TopicInfo{}
-	for _, m := range masters {
-		resp, err := a.invokeOK(ctx, "topic configs", m.Addr, protocol.NewRequest(protocol.GetAllTopicConfig, nil, nil))
-		if err != nil {
-			return nil, err
+	perr := a.fromEach(ctx, "topic configs", readers, func() *protocol.Command {
+		return protocol.NewRequest(protocol.GetAllTopicConfig, nil, nil)
+	}, func(m Broker, resp *protocol.Command) error {
+		if err := okAnswer("topic configs", m.Addr, resp); err != nil {
+			return err
 		}
 		var w protocol.TopicConfigSerializeWrapper
 		if err := protocol.DecodeJSON(resp.Body, &w); err != nil {
-			return nil, fmt.Errorf("admin: topic configs: %w", err)
+			return fmt.Errorf("admin: topic configs of %s: %w", m.Name, err)
 		}
 		for name, tc := range w.TopicConfigTable {
 			ti := byName[name]
@@ -67,6 +71,10 @@ func (a *Admin) TopicConfigs(ctx context.Context) ([]TopicInfo, error) {
 			}
 			ti.Brokers = append(ti.Brokers, TopicOnBroker{Broker: m.Name, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums, Perm: tc.Perm})
 		}
+		return nil
+	})
+	if perr != nil && !errors.Is(perr, ErrPartial) {
+		return nil, perr
 	}
 	out := make([]TopicInfo, 0, len(byName))
 	for _, ti := range byName {
@@ -74,11 +82,11 @@ func (a *Admin) TopicConfigs(ctx context.Context) ([]TopicInfo, error) {
 		out = append(out, *ti)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out, perr
 }
 
-// GroupInfo is a consumer group's configuration on the masters that know
-// it.
+// GroupInfo is a consumer group's configuration on the broker groups that
+// know it.
 type GroupInfo struct {
 	Name          string   `json:"name"`
 	Brokers       []string `json:"brokers"`
@@ -88,22 +96,25 @@ type GroupInfo struct {
 	System        bool     `json:"system"`
 }
 
-// Groups returns every subscription group of every master
-// (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), sorted by name.
+// Groups returns every subscription group of every broker group
+// (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, to the brokers Readers names), sorted
+// by name; broker groups that do not answer make it ErrPartial, as
+// TopicConfigs.
 func (a *Admin) Groups(ctx context.Context) ([]GroupInfo, error) {
-	masters, err := a.Masters(ctx, "")
+	readers, err := a.Readers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	byName := map[string]*GroupInfo{}
-	for _, m := range masters {
-		resp, err := a.invokeOK(ctx, "group configs", m.Addr, protocol.NewRequest(protocol.GetAllSubscriptionGroupConfig, nil, nil))
-		if err != nil {
-			return nil, err
+	perr := a.fromEach(ctx, "group configs", readers, func() *protocol.Command {
+		return protocol.NewRequest(protocol.GetAllSubscriptionGroupConfig, nil, nil)
+	}, func(m Broker, resp *protocol.Command) error {
+		if err := okAnswer("group configs", m.Addr, resp); err != nil {
+			return err
 		}
 		var w protocol.SubscriptionGroupWrapper
 		if err := protocol.DecodeJSON(resp.Body, &w); err != nil {
-			return nil, fmt.Errorf("admin: group configs: %w", err)
+			return fmt.Errorf("admin: group configs of %s: %w", m.Name, err)
 		}
 		for name, g := range w.SubscriptionGroupTable {
 			gi := byName[name]
@@ -114,6 +125,10 @@ func (a *Admin) Groups(ctx context.Context) ([]GroupInfo, error) {
 			}
 			gi.Brokers = append(gi.Brokers, m.Name)
 		}
+		return nil
+	})
+	if perr != nil && !errors.Is(perr, ErrPartial) {
+		return nil, perr
 	}
 	out := make([]GroupInfo, 0, len(byName))
 	for _, gi := range byName {
@@ -121,7 +136,7 @@ func (a *Admin) Groups(ctx context.Context) ([]GroupInfo, error) {
 		out = append(out, *gi)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out, perr
 }
 
 // GroupMember is one consumer client of a group, as a broker sees it.
@@ -134,30 +149,29 @@ type GroupMember struct {
 	Subscriptions map[string]string `json:"subscriptions"` // topic -> expression
 }
 
-// GroupMembers returns the online members of a group on every master
-// (GET_CONSUMER_CONNECTION_LIST); none when the group is offline.
+// GroupMembers returns the online members of a group on every broker
+// group (GET_CONSUMER_CONNECTION_LIST to the brokers Readers names); none
+// when the group is offline. Broker groups that do not answer make it
+// ErrPartial, as TopicConfigs.
 func (a *Admin) GroupMembers(ctx context.Context, group string) ([]GroupMember, error) {
-	masters, err := a.Masters(ctx, "")
+	readers, err := a.Readers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []GroupMember
 	seen := map[string]bool{}
-	for _, m := range masters {
-		resp, err := a.invoke(ctx, "consumer connections", m.Addr, protocol.NewRequest(protocol.GetConsumerConnectionList,
-			&protocol.ConsumerGroupHeader{ConsumerGroup: group}, nil))
-		if err != nil {
-			return nil, err
-		}
+	perr := a.fromEach(ctx, "consumer connections", readers, func() *protocol.Command {
+		return protocol.NewRequest(protocol.GetConsumerConnectionList, &protocol.ConsumerGroupHeader{ConsumerGroup: group}, nil)
+	}, func(m Broker, resp *protocol.Command) error {
 		if resp.Code == protocol.ConsumerNotOnline {
-			continue
+			return nil
 		}
-		if resp.Code != protocol.Success {
-			return nil, &client.BrokerError{Addr: m.Addr, Op: "consumer connections", Code: resp.Code, Remark: resp.Remark}
+		if err := okAnswer("consumer connections", m.Addr, resp); err != nil {
+			return err
 		}
 		var cc protocol.ConsumerConnection
 		if err := protocol.DecodeJSON(resp.Body, &cc); err != nil {
-			return nil, fmt.Errorf("admin: consumer connections: %w", err)
+			return fmt.Errorf("admin: consumer connections: %w", err)
 		}
 		subs := map[string]string{}
 		for t, sd := range cc.SubscriptionTable {
@@ -173,9 +187,13 @@ func (a *Admin) GroupMembers(ctx context.Context, group string) ([]GroupMember, 
 			out = append(out, GroupMember{ClientID: c.ClientID, Addr: c.ClientAddr, Language: c.Language, Version: c.Version,
 				Broker: m.Name, Subscriptions: subs})
 		}
+		return nil
+	})
+	if perr != nil && !errors.Is(perr, ErrPartial) {
+		return nil, perr
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ClientID < out[j].ClientID })
-	return out, nil
+	return out, perr
 }
 
 // ToolsGroup is the consumer group BrowseMessages pulls with (it never

@@ -72,6 +72,10 @@ SG.api = async function (method, path, body) {
     err.status = resp.status;
     throw err;
   }
+  // Built from the brokers that answered while others did not: the
+  // pages show why next to what they got.
+  const part = resp.headers.get("X-SmartGo-Partial");
+  if (part && data && typeof data === "object") data.partial = part;
   return data;
 };
 SG.get = (path) => SG.api("GET", path);

@@ -105,11 +105,15 @@ async function topicsPage() {
   ], [], { name: "topics", key: (r) => r.name, onclick: (r) => { location.hash = "#/topic/" + encodeURIComponent(r.name); },
     tools: [h("label", { class: "check" }, sys, "system topics"),
       adminOnly(h("button", { class: "primary", id: "new-topic", onclick: async () => { if (await editTopic()) load(); } }, "New topic"))] });
-  const load = async () => table.set(await SG.get("/api/topics?" + SG.qs({ system: sys.checked ? 1 : "" })));
+  const errors = h("div", { class: "bad", id: "topics-partial" });
+  const load = async () => {
+    const rows = await SG.get("/api/topics?" + SG.qs({ system: sys.checked ? 1 : "" }));
+    table.set(rows); errors.textContent = rows.partial || "";
+  };
   sys.addEventListener("change", () => load().catch(SG.fail));
   page("Topics",
     panel("Messages stored per second, busiest topics", SG.liveChart("topics", { prefix: "topic:", top: 8, label: (n) => n.slice(6) })),
-    panel(null, table.el));
+    errors, panel(null, table.el));
   SG.every(10000, load);
 }
 
@@ -160,11 +164,15 @@ async function groupsPage() {
     { key: "error", label: "", cls: "bad" },
   ], [], { name: "groups", key: (r) => r.name, onclick: (r) => { location.hash = "#/group/" + encodeURIComponent(r.name); },
     tools: h("label", { class: "check" }, sys, "system groups") });
-  const load = async () => table.set(await SG.get("/api/groups?" + SG.qs({ system: sys.checked ? 1 : "" })));
+  const errors = h("div", { class: "bad", id: "groups-partial" });
+  const load = async () => {
+    const rows = await SG.get("/api/groups?" + SG.qs({ system: sys.checked ? 1 : "" }));
+    table.set(rows); errors.textContent = rows.partial || "";
+  };
   sys.addEventListener("change", () => load().catch(SG.fail));
   page("Consumer groups",
     panel("Messages pulled per second, busiest groups", SG.liveChart("groups", { prefix: "group:", top: 8, label: (n) => n.slice(6) })),
-    panel(null, table.el));
+    errors, panel(null, table.el));
   SG.every(10000, load);
 }
 
@@ -197,12 +205,13 @@ async function groupPage(name) {
     } }, h("label", {}, "Topic", topicSel), h("label", {}, "Time", when), h("button", { class: "danger", type: "submit", id: "reset-submit" }, "Reset"))));
   const load = async () => {
     const g = await SG.get("/api/groups/" + encodeURIComponent(name));
-    members.set(g.members); queues.set(g.queues);
+    members.set(g.members); queues.set(g.queues); errors.textContent = g.partial || "";
     total.textContent = "Total lag " + SG.num(g.totalLag) + " \u00b7 " + SG.rate(g.tps) + " msgs/s";
     const topics = [...new Set(g.queues.map((q) => q.queue.topic))].sort();
     if (topicSel.options.length !== topics.length) topicSel.replaceChildren(...topics.map((t) => h("option", { value: t }, t)));
   };
-  page("Group " + name, h("div", { class: "row space" }, h("a", { href: "#/groups" }, "\u2190 Consumer groups"), total), h("p"),
+  const errors = h("div", { class: "bad", id: "group-partial" });
+  page("Group " + name, h("div", { class: "row space" }, h("a", { href: "#/groups" }, "\u2190 Consumer groups"), total), h("p"), errors,
     panel("Messages pulled per second", SG.liveChart("group", { names: ["group:" + name], label: () => name })),
     panel("Members", members.el), panel("Progress per queue", queues.el), reset);
   SG.every(10000, load);
