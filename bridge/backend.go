@@ -448,13 +448,13 @@ func (b *Backend) Publish(ctx context.Context, m *mqtt.Message) error {
 	_, err = b.prod.SendOrderly(ctx, cm, key, client.HashSelector)
 	b.metrics.observe(start, 1, err)
 	if err != nil {
-		return fmt.Errorf("bridge: store %s: %w", m.Topic, err)
+		return storeFailed(m.Topic, err)
 	}
 	if m.Retain {
 		rm, _ := toBroker(m, b.opts.RetainedTopic)
 		res, err := b.prod.SendOrderly(ctx, rm, m.Topic, client.HashSelector)
 		if err != nil {
-			return fmt.Errorf("bridge: store retained %s: %w", m.Topic, err)
+			return storeFailed("retained "+m.Topic, err)
 		}
 		b.applyRetained(m, res.Queue, res.QueueOffset)
 	}
@@ -480,7 +480,7 @@ func (b *Backend) PublishTo(ctx context.Context, topic, key string, m *mqtt.Mess
 		key = orderKey(m)
 	}
 	if _, err := b.prod.SendOrderly(ctx, cm, key, client.HashSelector); err != nil {
-		return fmt.Errorf("bridge: store %s in %s: %w", m.Topic, topic, err)
+		return storeFailed(m.Topic+" in "+topic, err)
 	}
 	return nil
 }

@@ -1,6 +1,12 @@
 package bridge
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/mqtt"
+)
 
 // Sentinel errors of the bridge package. Callers test with errors.Is.
 var (
@@ -20,3 +26,14 @@ var (
 	// topic could not be decoded; it is skipped with a log line.
 	ErrBadRecord = errors.New("bridge: bad system record")
 )
+
+// storeFailed is the error of a failed store of what in the broker. A
+// broker whose disk is full refuses with client.ErrDiskFull: the error
+// then wraps mqtt.ErrQuotaExceeded too, and an MQTT 5 publisher gets
+// PUBACK/PUBREC 0x97 quota exceeded instead of 0x80.
+func storeFailed(what string, err error) error {
+	if errors.Is(err, client.ErrDiskFull) {
+		return fmt.Errorf("bridge: store %s: %w: %w", what, mqtt.ErrQuotaExceeded, err)
+	}
+	return fmt.Errorf("bridge: store %s: %w", what, err)
+}

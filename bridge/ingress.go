@@ -2,7 +2,7 @@ package bridge
 
 import (
 	"context"
-	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/smartgo/smartgo/client"
@@ -77,7 +77,7 @@ func (b *Backend) storeOrdered(ctx context.Context, key string, items []ingressI
 		err := b.sendBatch(ctx, msgs, key)
 		b.metrics.observe(start, n, err)
 		if err != nil {
-			err = fmt.Errorf("bridge: store %d messages: %w", n, err)
+			err = storeFailed(strconv.Itoa(n)+" messages", err)
 		}
 		// Last first: the engine then acknowledges the batch in one write.
 		for i := n - 1; i >= 0; i-- {

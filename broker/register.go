@@ -95,14 +95,19 @@ func (b *Broker) registrationBody() ([]byte, error) {
 		}
 	}
 	perm := b.perm.Load()
+	var full int32
 	if refused, _ := b.store.WritesRefused(); refused {
 		// Disk full (or a failed write): producers are sent elsewhere
 		// until the store takes writes again, as a Java broker whose
-		// write permission was taken away.
+		// write permission was taken away. A full disk says so
+		// (protocol.PermDiskFull).
 		perm &^= PermWrite
+		if b.store.Stats().DiskFull {
+			full = protocol.PermDiskFull
+		}
 	}
 	for _, tc := range w.TopicConfigTable {
-		tc.Perm &= perm | PermInherit | PermPriority
+		tc.Perm = tc.Perm&(perm|PermInherit|PermPriority) | full
 	}
 	return protocol.EncodeJSON(protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: w})
 }

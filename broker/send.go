@@ -373,7 +373,11 @@ func (b *Broker) putErrorResponse(s store.PutStatus, err error) *protocol.Comman
 	case store.PutMessageIllegal:
 		return errResp(protocol.MessageIllegal, "%v", err)
 	case store.PutServiceNotAvailable:
-		return errResp(protocol.ServiceNotAvailable, "service not available now: %v", err)
+		resp := errResp(protocol.ServiceNotAvailable, "service not available now: %v", err)
+		if errors.Is(err, store.ErrDiskFull) {
+			resp.ExtFields = protocol.ExtFields{protocol.FieldRefusal: protocol.RefusalDiskFull}
+		}
+		return resp
 	default:
 		return errResp(protocol.SystemError, "%v", err)
 	}

@@ -192,12 +192,7 @@ func (c *core) fetchRoute(ctx context.Context, topic string) (*protocol.TopicRou
 // buildRoute derives the publish and read queues of a route.
 func buildRoute(topic string, rd *protocol.TopicRouteData, maxQueues int32) *topicRoute {
 	tr := &topicRoute{data: rd, fetched: time.Now()}
-	masters := map[string]bool{}
-	for _, bd := range rd.BrokerDatas {
-		if bd != nil && bd.MasterAddr() != "" {
-			masters[bd.BrokerName] = true
-		}
-	}
+	masters := masterNames(rd)
 	qds := append([]*protocol.QueueData(nil), rd.QueueDatas...)
 	sort.Slice(qds, func(i, j int) bool { return qds[i].BrokerName < qds[j].BrokerName })
 	for _, qd := range qds {
@@ -220,6 +215,17 @@ func buildRoute(topic string, rd *protocol.TopicRouteData, maxQueues int32) *top
 		}
 	}
 	return tr
+}
+
+// masterNames is the set of rd's broker names that have a master address.
+func masterNames(rd *protocol.TopicRouteData) map[string]bool {
+	masters := map[string]bool{}
+	for _, bd := range rd.BrokerDatas {
+		if bd != nil && bd.MasterAddr() != "" {
+			masters[bd.BrokerName] = true
+		}
+	}
+	return masters
 }
 
 // storeRoute caches a route and merges its broker addresses.

@@ -50,6 +50,12 @@ var (
 	// selector that does not compile (SUBSCRIPTION_PARSE_FAILED), or one
 	// sent to a broker with property filters off.
 	ErrBadSubscription = errors.New("client: subscription refused")
+	// ErrDiskFull: the broker refused a send because its disk is full
+	// (SERVICE_NOT_AVAILABLE with the refusal protocol.RefusalDiskFull; the
+	// error also matches ErrBrokerUnavailable), or the topic has no
+	// writable queue because every master's disk is full
+	// (protocol.PermDiskFull; the error also matches ErrNoRoute).
+	ErrDiskFull = errors.New("client: broker disk full")
 )
 
 // BrokerError is an error response from a broker or registry.
@@ -58,6 +64,9 @@ type BrokerError struct {
 	Op     string // request name, e.g. "send"
 	Code   int32  // RocketMQ response code
 	Remark string
+	// Refusal is the cause a SmartGo broker names beside the code
+	// (protocol.FieldRefusal), "" when none.
+	Refusal string
 }
 
 // Error implements error.
@@ -78,6 +87,8 @@ func (e *BrokerError) Is(target error) bool {
 		return e.Code == protocol.SystemBusy || e.Code == protocol.FlowControl
 	case ErrBrokerUnavailable:
 		return e.Code == protocol.ServiceNotAvailable
+	case ErrDiskFull:
+		return e.Code == protocol.ServiceNotAvailable && e.Refusal == protocol.RefusalDiskFull
 	case ErrBadMessage:
 		return e.Code == protocol.MessageIllegal
 	case ErrNotFound:
@@ -92,7 +103,7 @@ func (e *BrokerError) Is(target error) bool {
 
 // newBrokerError builds the error of a non-success response.
 func newBrokerError(op, addr string, resp *protocol.Command) error {
-	return &BrokerError{Addr: addr, Op: op, Code: resp.Code, Remark: resp.Remark}
+	return &BrokerError{Addr: addr, Op: op, Code: resp.Code, Remark: resp.Remark, Refusal: resp.Fields()[protocol.FieldRefusal]}
 }
 
 // wrapCallErr classifies a remoting error: timeouts become ErrTimeout,

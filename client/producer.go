@@ -88,10 +88,22 @@ func (p *Producer) Close() error {
 	return p.closeErr
 }
 
+// unwritableRouteAge is how long a producer trusts a cached route without
+// writable queues.
+const unwritableRouteAge = time.Second
+
 // publishRoute returns the route to send topic's messages on, falling back
 // to the TBW102 template (the broker then auto-creates the topic).
 func (p *Producer) publishRoute(ctx context.Context, topic string) (*topicRoute, error) {
 	tr, err := p.core.route(ctx, topic)
+	if err == nil && len(tr.publish) == 0 && time.Since(tr.fetched) > unwritableRouteAge {
+		// A route without writable queues (a full disk, a failover) is
+		// asked again before the periodic refresh: sends resume as soon
+		// as the registries know a writable queue.
+		if fresh, ferr := p.core.updateRoute(ctx, topic); ferr == nil {
+			tr = fresh
+		}
+	}
 	if err == nil && len(tr.publish) > 0 {
 		return tr, nil
 	}
@@ -116,6 +128,9 @@ func (p *Producer) publishRoute(ctx context.Context, topic string) (*topicRoute,
 		return nil, fmt.Errorf("%w: %w: auto-create template for topic %s", ErrBrokerUnavailable, errNoMasterAddr, topic)
 	}
 	if len(auto.publish) == 0 {
+		if tr != nil && disksFull(tr) {
+			return nil, fmt.Errorf("%w: %w: topic %s (every master's disk is full)", ErrNoRoute, ErrDiskFull, topic)
+		}
 		return nil, fmt.Errorf("%w: %s (no writable queue, no auto-create template)", ErrNoRoute, topic)
 	}
 	p.core.storeRoute(protocol.DefaultTopic, buildRoute(protocol.DefaultTopic, tmpl, 0))
@@ -366,15 +381,27 @@ func (p *Producer) waitForMaster(ctx context.Context, topic string, backoff *tim
 	return true
 }
 
+// disksFull reports a route without writable queues whose every master
+// has its queues marked protocol.PermDiskFull.
+func disksFull(tr *topicRoute) bool {
+	masters := masterNames(tr.data)
+	full := false
+	for _, qd := range tr.data.QueueDatas {
+		if qd == nil || !masters[qd.BrokerName] {
+			continue
+		}
+		if qd.Perm&protocol.PermDiskFull == 0 || qd.Perm&protocol.PermWrite != 0 {
+			return false
+		}
+		full = true
+	}
+	return full
+}
+
 // masterless reports a route whose writable queues are all on brokers
 // without a master address.
 func masterless(tr *topicRoute) bool {
-	masters := map[string]bool{}
-	for _, bd := range tr.data.BrokerDatas {
-		if bd != nil && bd.MasterAddr() != "" {
-			masters[bd.BrokerName] = true
-		}
-	}
+	masters := masterNames(tr.data)
 	writable := false
 	for _, qd := range tr.data.QueueDatas {
 		if qd != nil && qd.Perm&protocol.PermWrite != 0 {

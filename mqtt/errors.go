@@ -24,6 +24,13 @@ var (
 	// session (MQTT 5 reason 0x97 quota exceeded where one is reported).
 	ErrQueueFull = errors.New("mqtt: session queue full")
 
+	// ErrQuotaExceeded is returned (wrapped) by a Backend or Handler to
+	// make the server answer a PUBLISH with 0x97 quota exceeded: a limit
+	// of the server's refused the message, such as a full disk. A 3.1.1
+	// publisher, which has no reason code, is disconnected as for any
+	// failed publish.
+	ErrQuotaExceeded = errors.New("mqtt: quota exceeded")
+
 	// ErrCredentials means a credentials file could not be parsed.
 	ErrCredentials = errors.New("mqtt: bad credentials file")
 

@@ -53,7 +53,7 @@ func errReason(err error) packets.ReasonCode {
 	switch {
 	case errors.Is(err, ErrNotAuthorized):
 		return packets.ReasonNotAuthorized
-	case errors.Is(err, ErrQueueFull):
+	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrQuotaExceeded):
 		return packets.ReasonQuotaExceeded
 	}
 	return packets.ReasonUnspecifiedError

@@ -22,7 +22,8 @@ const maxExpiry = time.Duration(0xFFFFFFFF) * time.Second
 // Handler receives PUBLISHes to a topic filter registered with
 // Server.Handle, instead of the backend, with the publishing client's
 // identity. A non-nil error is reported to a v5 client in the PUBACK/PUBREC
-// (ErrNotAuthorized as 0x87, ErrQueueFull as 0x97, anything else 0x80).
+// (ErrNotAuthorized as 0x87, ErrQueueFull and ErrQuotaExceeded as 0x97,
+// anything else 0x80).
 type Handler func(ctx context.Context, from ClientInfo, msg *Message) error
 
 // AsyncHandler is a Handler that may answer after it returns, so that a
