@@ -39,6 +39,10 @@ import (
 // errNoMaster: a slave does not know its master's remoting address yet.
 var errNoMaster = errors.New("broker: slave does not know its master yet")
 
+// errNotReplicating is the readiness error of a slave that knows its
+// master but does not copy from it (cut off, or far behind).
+var errNotReplicating = errors.New("broker: slave not replicating")
+
 // defaultHAListen is the listen host with port + 1 (port 0 stays 0).
 func defaultHAListen(listen string) string {
 	host, port, err := net.SplitHostPort(listen)

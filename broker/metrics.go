@@ -14,6 +14,7 @@ import (
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
+	"github.com/smartgo/smartgo/store/ha"
 )
 
 // Broker metrics. Everything the hot path updates is an atomic (the two
@@ -150,7 +151,7 @@ func (b *Broker) trackReplication(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		if lag, ok := b.replicationLagBytes(); !ok || lag == 0 {
+		if lag, ok := b.replicationLagBytes(); !ok || (lag == 0 && !b.slaveCutOff()) {
 			b.metrics.caughtUp.Store(b.now().UnixNano())
 		}
 		select {
@@ -184,20 +185,66 @@ func (b *Broker) replicationLagBytes() (int64, bool) {
 // ReplicationLag returns the replication lag in bytes (see
 // replicationLagBytes) and in time: zero while caught up, else how long
 // the copy has been behind (since the last one-second sample that found
-// no lag). ok is false when there is nothing to measure.
+// no lag). A slave cut off from its master (no replication session) is not
+// caught up whatever it last heard: its lag in time grows from the moment
+// it lost the session. ok is false when there is nothing to measure.
 func (b *Broker) ReplicationLag() (bytes int64, behind time.Duration, ok bool) {
 	bytes, ok = b.replicationLagBytes()
-	if !ok || bytes == 0 {
+	if !ok || (bytes == 0 && !b.slaveCutOff()) {
 		return bytes, 0, ok
 	}
 	return bytes, max(0, b.now().Sub(time.Unix(0, b.metrics.caughtUp.Load()))), true
+}
+
+// slaveCutOff reports whether the broker is a slave without a replication
+// session to its master.
+func (b *Broker) slaveCutOff() bool {
+	return b.isSlave() && b.haCli.Load() != nil && !b.masterReachable()
+}
+
+// slaveReplicating returns why a slave does not replicate: its master has
+// sent nothing yet, or nothing (not even a heartbeat) for longer than the
+// HA idle timeout, or it is more than the HA fall-behind limit behind; nil
+// otherwise, and on a master.
+func (b *Broker) slaveReplicating() error {
+	c := b.haCli.Load()
+	if !b.isSlave() || c == nil {
+		return nil
+	}
+	idle := b.opts.HA.IdleTimeout
+	if idle <= 0 {
+		idle = ha.DefaultIdleTimeout
+	}
+	last, why := c.LastContact(), ""
+	switch {
+	case last.IsZero():
+		why = "not heard from its master yet"
+	case b.now().Sub(last) > idle:
+		why = "heard nothing from its master since " + last.UTC().Format(time.RFC3339)
+	}
+	if why != "" {
+		if err := c.Err(); err != nil {
+			why += " (" + err.Error() + ")"
+		}
+		return fmt.Errorf("%w: %s", errNotReplicating, why)
+	}
+	limit := b.opts.HA.FallBehindMax
+	if limit <= 0 {
+		limit = ha.DefaultFallBehindMax
+	}
+	if lag, ok := b.replicationLagBytes(); ok && lag > limit {
+		return fmt.Errorf("%w: %d bytes behind its master, over ha_fall_behind_max (%d)", errNotReplicating, lag, limit)
+	}
+	return nil
 }
 
 // Ready reports whether the broker can take its share of the traffic:
 // nil when its store accepts writes (store.WritesRefused: not closed, no
 // write failure, disk not full), a registry accepted its registration within
 // three register intervals (when it has registries), and, on a slave, its
-// master is known. Otherwise the error says what is missing.
+// master is known and it replicates (it has heard from its master, within
+// the HA idle timeout, and is not further behind than ha_fall_behind_max).
+// Otherwise the error says what is missing.
 func (b *Broker) Ready() error {
 	var errs []error
 	if refused, why := b.WritesRefused(); refused {
@@ -214,6 +261,8 @@ func (b *Broker) Ready() error {
 	}
 	if b.isSlave() && b.masterRemotingAddr() == "" {
 		errs = append(errs, errNoMaster)
+	} else if err := b.slaveReplicating(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
