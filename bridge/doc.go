@@ -93,7 +93,8 @@
 // remembered; older unacknowledged ones are stored whole). QoS 0 still
 // goes out live (or is dropped for a backed-up socket). Memory stays
 // bounded by the queue limit; the log is the buffer. A resumed session
-// still gets at most Options.MaxOfflineMessages from the log at once.
+// gets at most Options.MaxOfflineMessages from the log at once; a longer
+// backlog makes it start in overflow, its reader going on from there.
 //
 // # Shared subscriptions
 //
@@ -195,9 +196,12 @@
 // ones that were sent come back with DUP), unexpired, up to where the
 // live consumer is, ordered by store time
 // then commitlog offset (one publisher's messages keep their order),
-// bounded by Options.MaxOfflineMessages (the excess is dropped with a log
-// line). The last stretch of that read pauses the node's live delivery
-// (concurrent resumes share the pause), until 50 ms after return, so no
+// bounded by Options.MaxOfflineMessages: the excess stays in the log, and
+// the session starts in overflow (see Delivery: mqtt.SessionState.Overflow)
+// from the first message of each queue not handed over, as it does from
+// where the replay got to when reading fails on the way. The last
+// stretch of that read pauses the node's live delivery (concurrent
+// resumes share the pause), until 50 ms after return, so no
 // message falls between the replay and the session's installation. The
 // node then writes an "online" claim record (the resume points and pending
 // messages of the record it loaded, with its own live positions for

@@ -18,7 +18,7 @@ const (
 	DefaultSessionTopic  = "MQTT_SESSION"
 	DefaultRetainedTopic = "MQTT_RETAINED"
 	// DefaultMaxOfflineMessages bounds the messages replayed from the log
-	// into one resumed session.
+	// into one resumed session at once.
 	DefaultMaxOfflineMessages = 1000
 	// DefaultTopicQueues is the queue count of the topics the bridge
 	// creates when they do not exist.
@@ -75,8 +75,8 @@ type Options struct {
 	// producer's client id, unique per process).
 	NodeID string
 	// MaxOfflineMessages bounds the messages replayed into a resumed
-	// session from the log; the excess is dropped with a log line.
-	// Default 1000.
+	// session from the log at once; the excess is read back as the
+	// session drains (overflow), not dropped. Default 1000.
 	MaxOfflineMessages int
 	// TopicQueues is the queue count of topics the bridge creates.
 	// Default 8.

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/client"
@@ -34,7 +35,9 @@ const refillWait = time.Second
 
 // overflowState is what this node owes one overflowed session instance.
 type overflowState struct {
-	inst uint64
+	// inst is the session instance; 0 until the server installs a
+	// session resumed in overflow (resumeOverflow).
+	inst atomic.Uint64
 	// active: the session is in overflow; next holds, per queue, the
 	// offset of the first message not handed over yet (protected by mu).
 	active bool
@@ -66,8 +69,9 @@ const heldKeep = 4096
 func (b *Backend) onOverflow(clientID string, inst uint64) {
 	b.mu.Lock()
 	st := b.overflows[clientID]
-	if st == nil || st.inst != inst {
-		st = &overflowState{inst: inst}
+	if st == nil || st.inst.Load() != inst {
+		st = &overflowState{}
+		st.inst.Store(inst)
 		b.overflows[clientID] = st
 	}
 	if !st.active {
@@ -114,7 +118,7 @@ func (b *Backend) refillLoop(clientID string, st *overflowState) {
 		for i, h := range buf {
 			msgs[i] = h.msg
 		}
-		taken, room, err := srv.Refill(clientID, st.inst, msgs, last)
+		taken, room, err := srv.Refill(clientID, st.inst.Load(), msgs, last)
 		if err != nil {
 			// The session ended or moved: the records written for it
 			// took the positions (the state stays until swept).
@@ -319,7 +323,7 @@ func (b *Backend) sweepOverflows() {
 	}
 	b.mu.Unlock()
 	for _, e := range idle {
-		if srv.SessionInstance(e.id) == e.st.inst {
+		if srv.SessionInstance(e.id) == e.st.inst.Load() {
 			continue
 		}
 		b.mu.Lock()
@@ -327,5 +331,25 @@ func (b *Backend) sweepOverflows() {
 			delete(b.overflows, e.id)
 		}
 		b.mu.Unlock()
+	}
+}
+
+// resumeOverflow is what LoadSession sets as mqtt.SessionState.Overflow
+// for a session whose backlog in the log is longer than it hands over at
+// once: the server installs the session in overflow, and a reader hands it
+// the rest, per queue from next on, as its queue drains (as for a session
+// that overflowed under live delivery). The state is this node's from now
+// on, so that records of the session resume from next.
+func (b *Backend) resumeOverflow(clientID string, next map[client.MessageQueue]int64) func(inst uint64) {
+	st := &overflowState{active: true, next: next, reading: true}
+	b.mu.Lock()
+	b.overflows[clientID] = st
+	b.mu.Unlock()
+	return func(inst uint64) {
+		// Called by the server before the session is reachable: a live
+		// message that overflows it finds this state (onOverflow).
+		st.inst.Store(inst)
+		b.wg.Add(1)
+		go b.refillLoop(clientID, st)
 	}
 }

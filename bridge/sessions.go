@@ -415,11 +415,29 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 	for i := range rec.Pending {
 		st.Pending = append(st.Pending, rec.Pending[i].pending())
 	}
-	replayed, err := b.replay(ctx, rec)
+	rs, ends, err := b.replay(ctx, rec)
 	if err != nil {
-		b.log.Warn("bridge: offline messages not replayed", "client", clientID, "err", err)
+		b.log.Warn("bridge: offline messages not all replayed, the rest is read back as the session drains",
+			"client", clientID, "err", err)
 	}
-	st.Pending = append(st.Pending, replayed...)
+	if keep := max(b.opts.MaxOfflineMessages-len(st.Pending), 0); len(rs) > keep || err != nil && ends != nil {
+		// The rest stays in the log: the session starts in overflow and
+		// reads it back as its queue drains, from the first message not
+		// handed over now in each queue (one queue's messages keep their
+		// order in rs).
+		if len(rs) > keep {
+			for _, r := range rs[keep:] {
+				if off, ok := ends[r.q]; !ok || r.off < off {
+					ends[r.q] = r.off
+				}
+			}
+			b.log.Info("bridge: resumed session's backlog over max_offline_messages, the rest is read back as it drains",
+				"client", clientID, "backlog", len(rs), "now", keep)
+			rs = rs[:keep]
+		}
+		st.Overflow = b.resumeOverflow(clientID, ends)
+	}
+	st.Pending = append(st.Pending, msgsOf(rs)...)
 	if n := len(st.Pending) - b.opts.MaxOfflineMessages; n > 0 {
 		b.log.Warn("bridge: offline messages over the session limit dropped", "client", clientID, "dropped", n)
 		st.Pending = st.Pending[:b.opts.MaxOfflineMessages]
@@ -476,14 +494,18 @@ func (b *Backend) SaveSubscriptions(ctx context.Context, st *mqtt.SessionState) 
 type replayed struct {
 	ts  int64 // store time, ms
 	pos int64 // commitlog offset: the order within one broker
+	q   client.MessageQueue
+	off int64 // queue offset
 	p   mqtt.Pending
 }
 
 // replay reads the queues of rec's resume points from their start up to
 // the live consumer's position, keeping the pending offsets and, from the
 // live point on, what matches the subscriptions. The last stretch runs
-// with live delivery paused, released shortly after return.
-func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]mqtt.Pending, error) {
+// with live delivery paused, released shortly after return. It returns
+// what it kept in delivery order and, per queue, the offset it read up
+// to (also with an error, once it got to reading).
+func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]replayed, map[client.MessageQueue]int64, error) {
 	type qr struct {
 		rp      resumePoint
 		pending map[int64]bool   // offset -> sent before
@@ -527,6 +549,15 @@ func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]mqtt.Pendin
 		work[rp.mq()] = r
 	}
 	b.mu.Unlock()
+	// ends is, per queue, how far the replay got: what it kept is all
+	// the session is owed before that (also when it fails on the way).
+	ends := func() map[client.MessageQueue]int64 {
+		m := make(map[client.MessageQueue]int64, len(work))
+		for q, r := range work {
+			m[q] = r.next
+		}
+		return m
+	}
 	if !need {
 		// Nothing to read unless a message arrives now: check again
 		// with delivery paused.
@@ -538,7 +569,7 @@ func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]mqtt.Pendin
 		}
 		b.mu.Unlock()
 		if !need {
-			return nil, nil
+			return nil, nil, nil
 		}
 		b.unpause()
 		paused = false
@@ -552,20 +583,20 @@ func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]mqtt.Pendin
 		Group:         groupReplay, From: client.ConsumeFromLast, PullSuspend: time.Second}}
 	c, err := client.NewPullConsumer(co)
 	if err != nil {
-		return nil, err
+		return nil, ends(), err
 	}
 	defer c.Close()
 	if err := c.Assign(qs); err != nil {
-		return nil, err
+		return nil, ends(), err
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.opts.StartTimeout)
 	defer cancel()
 	if err := c.Start(rctx); err != nil {
-		return nil, err
+		return nil, ends(), err
 	}
 	for q, r := range work {
 		if err := c.Seek(q, r.rp.From); err != nil {
-			return nil, err
+			return nil, ends(), err
 		}
 	}
 	subs := rec.Subscriptions
@@ -600,7 +631,7 @@ func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]mqtt.Pendin
 		if p.QoS == 0 {
 			return
 		}
-		out = append(out, replayed{ts: x.StoreTimestamp, pos: x.CommitLogOffset, p: p})
+		out = append(out, replayed{ts: x.StoreTimestamp, pos: x.CommitLogOffset, q: x.Queue, off: x.QueueOffset, p: p})
 	}
 	runTo := func(target map[client.MessageQueue]int64) error {
 		var keep []*client.MessageExt
@@ -644,19 +675,19 @@ func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]mqtt.Pendin
 		}
 		return t
 	}
-	if err := runTo(livePos()); err != nil {
-		return msgsOf(out), err
-	}
-	b.pause()
-	paused = true
 	err = runTo(livePos())
+	if err == nil {
+		b.pause()
+		paused = true
+		err = runTo(livePos())
+	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].ts != out[j].ts {
 			return out[i].ts < out[j].ts
 		}
 		return out[i].pos < out[j].pos
 	})
-	return msgsOf(out), err
+	return out, ends(), err
 }
 
 func msgsOf(rs []replayed) []mqtt.Pending {

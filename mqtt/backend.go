@@ -90,6 +90,13 @@ type SessionState struct {
 	// with one of them is a duplicate, and its PUBREL gets a PUBCOMP
 	// (MQTT 4.3.3).
 	Received []uint16
+	// Overflow, when set, says the backend holds more of the session's
+	// messages than Pending, to read again from its log (a resume with a
+	// longer backlog than the backend hands over at once): the server
+	// installs the session in overflow (see DeliverLive) and calls
+	// Overflow with its instance (SessionInstance) before any live message
+	// can reach it; the backend then hands the rest over with Refill.
+	Overflow func(inst uint64)
 }
 
 // Pending is a QoS 1/2 message a session holds for its client, with what

@@ -456,6 +456,10 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 	if ss == nil {
 		ss = s.newSession(id)
 		if loaded != nil {
+			if loaded.Overflow != nil {
+				// Before restore makes the session reachable.
+				loaded.Overflow(ss.seq)
+			}
 			ss.restore(loaded)
 			present = true
 		}

@@ -334,6 +334,7 @@ func (ss *session) subsStateLocked() *SessionState {
 func (ss *session) restore(st *SessionState) {
 	ss.username = st.Username
 	ss.expiry = st.Expiry
+	ss.overflow = st.Overflow != nil
 	for i := range st.Subscriptions {
 		sub := st.Subscriptions[i]
 		if ss.subs == nil {
