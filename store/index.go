@@ -591,21 +591,36 @@ func (x *indexService) current() (*indexFile, error) {
 	return nf, nil
 }
 
-// add indexes topic#key -> phy. Indexer-only.
-func (x *indexService) add(topic, key []byte, phy, storeTs int64) error {
+// addHeld indexes topic#key -> phy, for a run of keys (an indexing
+// round): the newest file stays locked in *held from one call to the
+// next, so a round takes its lock once instead of twice per key (a read
+// lock to find it, a write lock to add); release(held) unlocks it. Nothing the caller does
+// between calls may take that file's lock. Indexer-owned.
+func (x *indexService) addHeld(held **indexFile, topic, key []byte, phy, storeTs int64) error {
 	if len(key) == 0 {
 		return nil
 	}
 	x.keyBuf = append(append(append(x.keyBuf[:0], topic...), '#'), key...)
 	hash := indexHash(x.keyBuf)
-	f, err := x.current()
-	if err != nil {
-		return err
+	f := *held
+	if f == nil || x.forceNew || f.full() || f.head == nil {
+		release(held)
+		var err error
+		if f, err = x.current(); err != nil {
+			return err
+		}
+		f.mu.Lock()
+		*held = f
 	}
-	f.mu.Lock()
-	err = f.addLocked(hash, phy, storeTs)
-	f.mu.Unlock()
-	return err
+	return f.addLocked(hash, phy, storeTs)
+}
+
+// release unlocks the file addHeld held, if any.
+func release(held **indexFile) {
+	if f := *held; f != nil {
+		*held = nil
+		f.mu.Unlock()
+	}
 }
 
 // commit writes the newest file's pending entries (after recovery).

@@ -162,6 +162,7 @@ type indexer struct {
 	lastTs int64        // store timestamp of the last record walked
 	last   int64        // phy of the last record walked, -1 if none this round
 	loops  atomic.Int64 // rounds of the indexer goroutine (tests)
+	held   *indexFile   // the newest index file, locked while a range is indexed (indexService.addHeld)
 
 	wake chan struct{} // capacity 1: the dispatcher moved on
 
@@ -314,6 +315,7 @@ func (s *Store) indexRange(end int64) bool {
 		ix.pos = r.end()
 		ix.q.pop()
 	}
+	release(&ix.held)
 	if ix.last >= 0 {
 		s.idx.walked(ix.last, ix.lastTs)
 		s.indexTs.Store(ix.lastTs)
@@ -345,7 +347,7 @@ func (s *Store) indexKey(e *dispEntry, key []byte, phy int64) {
 	if len(key) == 0 {
 		return
 	}
-	if err := s.idx.add(e.topic, key, phy, e.ts); err != nil {
+	if err := s.idx.addHeld(&s.ix.held, e.topic, key, phy, e.ts); err != nil {
 		s.indexFailed(err)
 	}
 }
