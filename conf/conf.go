@@ -183,6 +183,7 @@ type Store struct {
 	CleanInterval       Duration `toml:"clean_interval"`
 	RecoverSegments     int      `toml:"recover_segments"`
 	WarmSegments        bool     `toml:"warm_segments"`
+	MaxOpenFiles        int      `toml:"max_open_files"`
 }
 
 // Bridge configures an MQTT bridge node.
@@ -388,6 +389,7 @@ func Default() File {
 			CleanInterval:       Duration{10 * time.Second},
 			RecoverSegments:     3,
 			WarmSegments:        true,
+			MaxOpenFiles:        1000,
 		},
 		Console: Console{
 			Listen:         "127.0.0.1:8080",

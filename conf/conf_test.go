@@ -198,7 +198,7 @@ func TestConfSizeAndDuration(t *testing.T) {
 
 func TestConfKeys(t *testing.T) {
 	keys := Keys("store")
-	if len(keys) != 24 || keys[0] != "store.async_writes" {
+	if len(keys) != 25 || keys[0] != "store.async_writes" {
 		t.Fatalf("Keys(store) = %v", keys)
 	}
 	for _, k := range Keys("bridge") {

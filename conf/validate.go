@@ -274,6 +274,7 @@ func (s *Store) validate(v *validator) {
 	v.durRange("store.index_flush_interval", s.IndexFlushInterval, 100*time.Millisecond, time.Hour)
 	v.durRange("store.clean_interval", s.CleanInterval, 100*time.Millisecond, time.Hour)
 	v.intRange("store.recover_segments", int64(s.RecoverSegments), 1, 1000)
+	v.intRange("store.max_open_files", int64(s.MaxOpenFiles), 8, 1_000_000)
 }
 
 func (s *StateStore) validate(v *validator) {

@@ -32,13 +32,18 @@ func dropCaches(b *testing.B, s *Store) float64 {
 		if err := unix.Madvise(m.data, unix.MADV_DONTNEED); err != nil {
 			b.Fatal(err)
 		}
-		fd := int(m.f.Fd())
+		f, err := m.pin()
+		if err != nil {
+			b.Fatal(err)
+		}
+		fd := int(f.Fd())
 		if err := fdatasync(fd); err != nil {
 			b.Fatal(err)
 		}
 		if err := unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED); err != nil {
 			b.Fatal(err)
 		}
+		m.unpin()
 		vec := make([]byte, (len(m.data)+4095)/4096)
 		_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m.data[0])),
 			uintptr(len(m.data)), uintptr(unsafe.Pointer(&vec[0])))

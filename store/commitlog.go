@@ -428,7 +428,7 @@ func (cl *commitLog) writePendLocked() error {
 		return nil
 	}
 	seg, rel, n := cl.pendSeg, cl.pendRel, int64(len(cl.pend))
-	_, err := seg.f.WriteAt(cl.pend, rel)
+	_, err := seg.writeAt(cl.pend, rel)
 	cl.s.stats.pendWrites.Add(1)
 	if err != nil && isNoSpace(err) {
 		cl.discardPendLocked()
@@ -541,7 +541,7 @@ func (cl *commitLog) putBlank(seg *mappedFile, rel int64) error {
 	}
 	binary.BigEndian.PutUint32(hdr[record.OffsetTotalSize:], uint32(cl.segSize-rel))
 	binary.BigEndian.PutUint32(hdr[record.OffsetMagic:], record.MagicBlank)
-	if _, err := seg.f.WriteAt(hdr[:], rel); err != nil {
+	if _, err := seg.writeAt(hdr[:], rel); err != nil {
 		return fmt.Errorf("store: write filler %s: %w", seg.path, err)
 	}
 	return nil

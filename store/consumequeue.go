@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-
-	"github.com/smartgo/smartgo/store/vfs"
 )
 
 // Consume-queue entry layout (frozen, see doc.go).
@@ -53,7 +51,7 @@ type consumeQueue struct {
 	queueID  int32
 	dir      string
 	fileSize int64
-	fs       vfs.FS
+	fs       *fileSys
 
 	files  atomic.Pointer[[]*mappedFile]
 	listMu sync.Mutex // serialises replacements of files
@@ -96,7 +94,7 @@ type cqTail struct {
 // ends is the logical offset after the tail's room.
 func (t *cqTail) ends() int64 { return t.start + int64(len(t.buf))/cqEntrySize }
 
-func newConsumeQueue(fs vfs.FS, root, topic string, queueID int32, entriesPerFile int) *consumeQueue {
+func newConsumeQueue(fs *fileSys, root, topic string, queueID int32, entriesPerFile int) *consumeQueue {
 	cq := &consumeQueue{
 		fs:       fs,
 		topic:    topic,
@@ -290,7 +288,7 @@ func (cq *consumeQueue) writeTailLocked(end int64) error {
 	if to <= t.m.wrote.Load() {
 		return nil // written already (by a flush)
 	}
-	if _, err := t.m.f.WriteAt(t.buf[:(end-t.start)*cqEntrySize], rel); err != nil {
+	if _, err := t.m.writeAt(t.buf[:(end-t.start)*cqEntrySize], rel); err != nil {
 		return fmt.Errorf("store: write %s: %w", t.m.path, err)
 	}
 	t.m.wrote.Store(to)

@@ -20,6 +20,7 @@ import (
 
 const crashEnvDir = "SMARTGO_STORE_CRASH_DIR"
 const crashEnvSeed = "SMARTGO_STORE_CRASH_SEED"
+const crashEnvTopics = "SMARTGO_STORE_CRASH_TOPICS" // topics of 3 queues the child writes (default 3)
 
 func crashOptions(root string) Options {
 	o := testOptions(root)
@@ -45,6 +46,8 @@ func TestStoreCrashChild(t *testing.T) {
 		t.Skip("crash writer; run by TestStoreCrashRecovery")
 	}
 	seed, _ := strconv.ParseInt(os.Getenv(crashEnvSeed), 10, 64)
+	topics, _ := strconv.Atoi(os.Getenv(crashEnvTopics))
+	topics = max(topics, 3)
 	s, err := Open(crashOptions(root))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "open: %v\n", err)
@@ -69,7 +72,7 @@ func TestStoreCrashChild(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(seed), uint64(w)))
 			for n := int64(0); ; n++ {
 				id := seed*10_000_000 + int64(w)*1_000_000 + n*4
-				topic := fmt.Sprintf("C%d", rng.IntN(3))
+				topic := fmt.Sprintf("C%d", rng.IntN(topics))
 				q := int32(rng.IntN(3))
 				if n%10 == 9 {
 					tmpl := newMsg(msgSpec{topic: topic, qid: q})
@@ -116,12 +119,27 @@ func TestStoreCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		kills = 5
 	}
+	crashKills(t, kills, 3)
+}
+
+// TestStoreCrashRecoveryManyQueues is TestStoreCrashRecovery with 600
+// queues and 8 descriptors (testOptions): the child's files are closed
+// and reopened all the time when it is killed.
+func TestStoreCrashRecoveryManyQueues(t *testing.T) {
+	crashKills(t, 5, 200)
+}
+
+// crashKills runs the crash child on one store kills times, killing it
+// with SIGKILL after a random while, and checks after each kill that
+// every put it acknowledged is recovered.
+func crashKills(t *testing.T, kills, topics int) {
 	root := t.TempDir()
 	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
 	var acked []ackRec
 	for iter := range kills {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestStoreCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashEnvDir+"="+root, crashEnvSeed+"="+strconv.Itoa(iter+1))
+		cmd.Env = append(os.Environ(), crashEnvDir+"="+root, crashEnvSeed+"="+strconv.Itoa(iter+1),
+			crashEnvTopics+"="+strconv.Itoa(topics))
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

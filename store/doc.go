@@ -204,6 +204,28 @@
 // DiskForceClean is set, which deletes the oldest anyway and logs, at
 // WARN, how many unconsumed messages that lost (Stats.ForceDeletedUnconsumed).
 //
+// # Open descriptors
+//
+// A mapped file (segment, consume-queue or index file) is read through
+// its mapping, which keeps the file reachable without a descriptor. A
+// descriptor is needed only to pwrite, fdatasync, msync or fallocate the
+// file and for lseek SEEK_DATA/SEEK_HOLE at recovery, so the store keeps
+// at most Options.MaxOpenFiles of them (default 1000; store.max_open_files)
+// in one cache (fdcache.go): a file whose descriptor was closed is
+// reopened by path the next time one of those calls needs it, and the
+// clock algorithm picks which to close, never one a call is using. Files
+// opened at start and files flushed to their end give their descriptor
+// back at once: they are only read from then on. Stats.OpenFiles and
+// Stats.FileReopens count them. A store with 16,000 queues therefore
+// holds about MaxOpenFiles descriptors, not one per file (each file still
+// takes one mapping: vm.max_map_count, 65,530 by default, bounds the
+// files). Durability is that of the file, not of the descriptor: an
+// fdatasync through a reopened descriptor writes out what earlier ones
+// wrote, and a writeback error nobody has seen is reported to the next
+// fdatasync of the file, whichever descriptor makes it. When the process
+// runs out of descriptors (EMFILE, its sockets took them), a reopen closes
+// another idle descriptor of the store and tries again.
+//
 // # Failures
 //
 // What the store does when a file operation fails (tested by injecting

@@ -27,6 +27,8 @@ func testOptions(root string) Options {
 	o.FlushInterval = 20 * time.Millisecond
 	o.LogicFlushInterval = 50 * time.Millisecond
 	o.WarmSegments = false
+	// The fewest descriptors: every test evicts and reopens files.
+	o.MaxOpenFiles = minOpenFiles
 	o.DiskUsage = func(string) (float64, error) { return 0.1, nil }
 	return o
 }

@@ -75,7 +75,7 @@ func (f *indexFile) openHead(fresh bool) error {
 	if fresh {
 		return nil
 	}
-	if _, err := f.mf.f.ReadAt(f.head, 0); err != nil {
+	if _, err := f.mf.readAt(f.head, 0); err != nil {
 		return fmt.Errorf("store: read %s: %w", f.mf.path, err)
 	}
 	return nil
@@ -132,7 +132,7 @@ func (f *indexFile) commitLocked() error {
 	if len(f.pend) == 0 {
 		return nil
 	}
-	if _, err := f.mf.f.WriteAt(f.pend, f.entryPos(f.written)); err != nil {
+	if _, err := f.mf.writeAt(f.pend, f.entryPos(f.written)); err != nil {
 		return fmt.Errorf("store: write %s: %w", f.mf.path, err)
 	}
 	f.written = f.count
@@ -161,7 +161,7 @@ func (f *indexFile) writeHeadLocked() error {
 			q++
 		}
 		from, to := p*indexPage, min(q*indexPage, int64(len(f.head)))
-		if _, err := f.mf.f.WriteAt(f.head[from:to], from); err != nil {
+		if _, err := f.mf.writeAt(f.head[from:to], from); err != nil {
 			return fmt.Errorf("store: write %s: %w", f.mf.path, err)
 		}
 		p = q
@@ -572,7 +572,6 @@ func (x *indexService) current() (*indexFile, error) {
 	}
 	mf, err := mapFile(x.s.fs, f, path, 0, size)
 	if err != nil {
-		_ = f.Close()
 		return nil, err
 	}
 	mf.adviseRandom()

@@ -100,7 +100,6 @@ func (s *Store) rebuildIndexFile(r indexRepair) error {
 	}
 	mf, err := mapFile(s.fs, fh, tmp, 0, size)
 	if err != nil {
-		_ = fh.Close()
 		_ = s.fs.Remove(tmp)
 		return err
 	}

@@ -403,7 +403,12 @@ func TestStoreFailStop(t *testing.T) {
 		}
 	})
 	mustPut(t, s, msgSpec{topic: "T", body: "ok"})
-	_ = s.cl.active.f.Close() // the next pwrite (sync mode writes with pwrite) or fdatasync fails with EBADF
+	f, err := s.cl.active.pin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close() // the next pwrite (sync mode writes with pwrite) or fdatasync fails with EBADF
+	s.cl.active.unpin()
 	res, err := s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: "unsynced"}))
 	switch {
 	case err == nil && res.Status == PutFlushDiskTimeout: // stored, the sync failed
@@ -563,7 +568,7 @@ func TestStorePrefaultWindow(t *testing.T) {
 // holding flushedTo (msync wants a page-aligned start), only ever advances
 // flushedTo, and clamps pos to the file.
 func TestStoreSyncRange(t *testing.T) {
-	m, err := createMappedFile(vfs.Default, filepath.Join(t.TempDir(), fileNameFor(0)), 0, 64<<10, 64<<10, warmNone)
+	m, err := createMappedFile(newFileSys(vfs.Default, DefaultMaxOpenFiles), filepath.Join(t.TempDir(), fileNameFor(0)), 0, 64<<10, 64<<10, warmNone)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,8 @@ type mappedFile struct {
 	path string
 	base int64 // logical start offset (commitlog offset, CQ byte offset, ...)
 	size int64
-	fs   vfs.FS
-	f    vfs.File
+	fsys *fileSys
+	fd   fdSlot // the descriptor, when the cache holds one (pin, fdcache.go)
 	data []byte
 
 	refs     atomic.Int64 // owner + readers; 0 = unmapped
@@ -89,7 +89,7 @@ const (
 // earlier, unsynced pre-write looked ~3x slower). Written and synced, later
 // fdatasyncs carry only the new record pages and no metadata (measured in
 // the store benchmarks: BenchmarkStorePutSync, msgs/s and µs/fsync).
-func createMappedFile(fs vfs.FS, path string, base, size, alloc int64, warm warmMode) (*mappedFile, error) {
+func createMappedFile(fs *fileSys, path string, base, size, alloc int64, warm warmMode) (*mappedFile, error) {
 	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", path, err)
@@ -100,7 +100,6 @@ func createMappedFile(fs vfs.FS, path string, base, size, alloc int64, warm warm
 	}
 	m, err := mapFile(fs, f, path, base, size)
 	if err != nil {
-		_ = f.Close()
 		return nil, err
 	}
 	if alloc > 0 {
@@ -127,16 +126,21 @@ func (m *mappedFile) allocate(to int64, warm warmMode) error {
 	if to <= from {
 		return nil
 	}
-	err := m.f.Allocate(from, to-from)
+	f, err := m.pin()
+	if err != nil {
+		return err
+	}
+	defer m.unpin()
+	err = f.Allocate(from, to-from)
 	if errors.Is(err, vfs.ErrNotSupported) && warm != warmZero {
 		// No fallocate here: writing zeros gives the range its blocks.
-		err = writeZeros(m.f, from, to, false)
+		err = writeZeros(f, from, to, false)
 	}
 	if err != nil && !errors.Is(err, vfs.ErrNotSupported) {
 		return fmt.Errorf("store: allocate %s [%d, %d): %w", m.path, from, to, err)
 	}
 	if warm == warmZero {
-		if err := writeZeros(m.f, from, to, true); err != nil {
+		if err := writeZeros(f, from, to, true); err != nil {
 			return fmt.Errorf("store: pre-write %s: %w", m.path, err)
 		}
 	}
@@ -198,7 +202,7 @@ var touchSink atomic.Int32
 // counts as allocated: whoever writes to it allocates first (the blocks
 // that exist already cost nothing), and a segment made active counts
 // what lies below its write position as allocated (raiseAllocated).
-func openMappedFile(fs vfs.FS, path string, base, size int64) (*mappedFile, error) {
+func openMappedFile(fs *fileSys, path string, base, size int64) (*mappedFile, error) {
 	f, err := fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -224,9 +228,11 @@ func openMappedFile(fs vfs.FS, path string, base, size int64) (*mappedFile, erro
 	}
 	m, err := mapFile(fs, f, path, base, size)
 	if err != nil {
-		_ = f.Close()
 		return nil, err
 	}
+	// Most files opened are old, full and only read from now on: the
+	// descriptor goes (the few that are written again reopen it).
+	fs.fds.drop(m)
 	return m, nil
 }
 
@@ -241,13 +247,17 @@ func (m *mappedFile) raiseAllocated(to int64) {
 	m.allocMu.Unlock()
 }
 
-func mapFile(fs vfs.FS, f vfs.File, path string, base, size int64) (*mappedFile, error) {
+// mapFile maps f, which the mapped file then owns: its descriptor goes to
+// the cache (on failure it is closed).
+func mapFile(fs *fileSys, f vfs.File, path string, base, size int64) (*mappedFile, error) {
 	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		_ = f.Close()
 		return nil, fmt.Errorf("store: mmap %s: %w", path, err)
 	}
-	m := &mappedFile{path: path, base: base, size: size, fs: fs, f: f, data: data}
+	m := &mappedFile{path: path, base: base, size: size, fsys: fs, data: data}
 	m.refs.Store(1)
+	fs.fds.add(m, f)
 	return m, nil
 }
 
@@ -269,7 +279,7 @@ func (m *mappedFile) acquire() bool {
 func (m *mappedFile) release() {
 	if m.refs.Add(-1) == 0 {
 		_ = unix.Munmap(m.data)
-		_ = m.f.Close()
+		m.fsys.fds.forget(m)
 		m.unmapped.Store(true)
 	}
 }
@@ -282,7 +292,7 @@ func (m *mappedFile) destroy(remove bool) error {
 	}
 	var err error
 	if remove {
-		if e := m.fs.Remove(m.path); e != nil && !errors.Is(e, os.ErrNotExist) {
+		if e := m.fsys.Remove(m.path); e != nil && !errors.Is(e, os.ErrNotExist) {
 			err = fmt.Errorf("store: remove %s: %w", m.path, e)
 		}
 	}
@@ -296,25 +306,45 @@ func (m *mappedFile) close() { _ = m.destroy(false) }
 // sync fdatasyncs the file (data written through the mapping included) and
 // records that everything up to pos is durable.
 func (m *mappedFile) sync(pos int64) error {
-	if err := m.f.Datasync(); err != nil {
-		return fmt.Errorf("store: fdatasync %s: %w", m.path, err)
+	if err := m.datasync(); err != nil {
+		return err
 	}
+	m.flushed(pos)
+	return nil
+}
+
+// flushed records that everything up to pos is durable; a file flushed
+// to its end gives its descriptor back (it is only read from then on; a
+// later write reopens it).
+func (m *mappedFile) flushed(pos int64) {
 	for {
 		cur := m.flushedTo.Load()
 		if pos <= cur || m.flushedTo.CompareAndSwap(cur, pos) {
-			return nil
+			break
 		}
+	}
+	if pos >= m.size {
+		m.fsys.fds.drop(m)
 	}
 }
 
-// syncAll fdatasyncs the whole file (recovery, after it changed bytes
-// through the mapping).
-func (m *mappedFile) syncAll() error {
-	if err := m.f.Datasync(); err != nil {
+// datasync fdatasyncs the file.
+func (m *mappedFile) datasync() error {
+	f, err := m.pin()
+	if err != nil {
+		return err
+	}
+	err = f.Datasync()
+	m.unpin()
+	if err != nil {
 		return fmt.Errorf("store: fdatasync %s: %w", m.path, err)
 	}
 	return nil
 }
+
+// syncAll fdatasyncs the whole file (recovery, after it changed bytes
+// through the mapping).
+func (m *mappedFile) syncAll() error { return m.datasync() }
 
 // syncRange makes [flushedTo, pos) durable with msync(MS_SYNC) of that
 // range (from its page): on Linux the same data sync as fdatasync
@@ -329,16 +359,53 @@ func (m *mappedFile) syncRange(pos int64) error {
 		pos = m.size
 	}
 	if from < pos {
-		if err := m.f.Msync(m.data[from:pos]); err != nil {
+		f, err := m.pin()
+		if err != nil {
+			return err
+		}
+		err = f.Msync(m.data[from:pos])
+		m.unpin()
+		if err != nil {
 			return fmt.Errorf("store: msync %s: %w", m.path, err)
 		}
 	}
-	for {
-		cur := m.flushedTo.Load()
-		if pos <= cur || m.flushedTo.CompareAndSwap(cur, pos) {
-			return nil
-		}
+	m.flushed(pos)
+	return nil
+}
+
+// writeAt pwrites b at off of the file (the tail of a commitlog segment,
+// consume-queue or index file), reopening it if its descriptor was
+// closed.
+func (m *mappedFile) writeAt(b []byte, off int64) (int, error) {
+	f, err := m.pin()
+	if err != nil {
+		return 0, err
 	}
+	n, err := f.WriteAt(b, off)
+	m.unpin()
+	return n, err
+}
+
+// readAt preads b from off of the file.
+func (m *mappedFile) readAt(b []byte, off int64) (int, error) {
+	f, err := m.pin()
+	if err != nil {
+		return 0, err
+	}
+	n, err := f.ReadAt(b, off)
+	m.unpin()
+	return n, err
+}
+
+// seek is lseek on the file's descriptor (SEEK_DATA, SEEK_HOLE).
+func (m *mappedFile) seek(off int64, whence int) (int64, error) {
+	f, err := m.pin()
+	if err != nil {
+		return 0, err
+	}
+	n, err := unix.Seek(int(f.Fd()), off, whence)
+	m.unpin()
+	return n, err
 }
 
 // zeroFrom clears [from, size) page by page, writing only pages that are not

@@ -97,6 +97,7 @@ const (
 	DefaultDiskFullRatio       = 0.90
 	DefaultRecoverSegments     = 3
 	DefaultPreallocate         = 64 << 20
+	DefaultMaxOpenFiles        = 1000
 )
 
 // Options configures a Store. Start from DefaultOptions; zero numeric and
@@ -178,6 +179,12 @@ type Options struct {
 	// holding path instead of FS.Statfs (whose sizes also let allocations
 	// be checked against the full mark before they are made).
 	DiskUsage func(path string) (float64, error)
+	// MaxOpenFiles bounds the descriptors the store keeps of its mapped
+	// files (commitlog segments, consume-queue and index files; default
+	// 1000): their reads go through the mapping, and a file whose
+	// descriptor was closed is reopened when it is written or synced
+	// again. Files in use at the same moment can exceed it briefly.
+	MaxOpenFiles int
 	// FS is the file layer every data file goes through (default
 	// vfs.Default; tests put a fault-injecting one here).
 	FS vfs.FS
@@ -219,6 +226,7 @@ func DefaultOptions(root string) Options {
 		WarmSegments:        true,
 		MemoryResidentBytes: defaultResidentBytes(),
 		Preallocate:         DefaultPreallocate,
+		MaxOpenFiles:        DefaultMaxOpenFiles,
 	}
 }
 
@@ -291,6 +299,9 @@ func (o Options) withDefaults() Options {
 	if o.Preallocate == 0 {
 		o.Preallocate = d.Preallocate
 	}
+	if o.MaxOpenFiles == 0 {
+		o.MaxOpenFiles = d.MaxOpenFiles
+	}
 	return o
 }
 
@@ -326,6 +337,8 @@ func (o Options) Validate() error {
 		return bad("disk ratios must be in (0, 1]")
 	case o.Preallocate < 0:
 		return bad("Preallocate %d < 0", o.Preallocate)
+	case o.MaxOpenFiles < minOpenFiles:
+		return bad("MaxOpenFiles %d < %d", o.MaxOpenFiles, minOpenFiles)
 	case o.RecoverSegments < 1:
 		return bad("RecoverSegments %d < 1", o.RecoverSegments)
 	}
@@ -385,3 +398,8 @@ func (o *Options) sizeError(item, body, size int) error {
 	}
 	return fmt.Errorf("%w: %srecord of %d bytes > %d", ErrMessageTooLarge, what, size, limit)
 }
+
+// minOpenFiles is the least MaxOpenFiles: the files a busy store writes
+// at once (the active and the next commitlog segment, the newest index
+// file, a consume-queue file) stay open.
+const minOpenFiles = 8

@@ -106,7 +106,7 @@ func nextValidData(m *mappedFile, from, limit int64) (int64, bool) {
 		if !ok || d >= limit {
 			return 0, false
 		}
-		h, err := unix.Seek(int(m.f.Fd()), d, unix.SEEK_HOLE)
+		h, err := m.seek(d, unix.SEEK_HOLE)
 		if err != nil || h > limit {
 			h = limit
 		}
@@ -193,7 +193,7 @@ func segBase(off, segSize int64) int64 { return off - off%segSize }
 // data (lseek SEEK_DATA), ok=false when only a hole follows. Where the
 // file system cannot tell, everything is data.
 func dataFrom(m *mappedFile, off int64) (int64, bool) {
-	d, err := unix.Seek(int(m.f.Fd()), off, unix.SEEK_DATA)
+	d, err := m.seek(off, unix.SEEK_DATA)
 	switch {
 	case errors.Is(err, unix.ENXIO):
 		return 0, false

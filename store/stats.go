@@ -120,6 +120,12 @@ type Stats struct {
 	// or by the check of older files that follows it); IndexFilesRebuilt
 	// those rebuilt from the commitlog since (index_repair.go).
 	IndexFilesDamaged, IndexFilesRebuilt int64
+	// OpenFiles is the number of descriptors the store holds of its
+	// mapped files now (at most Options.MaxOpenFiles but for the calls
+	// using one at the moment); FileReopens counts the descriptors it
+	// opened again after closing them (fdcache.go).
+	OpenFiles   int
+	FileReopens int64
 	// PutLatency[i] counts puts that took <= LatencyBuckets[i] (and more
 	// than the previous bound); the last element counts the rest.
 	PutLatency [len(LatencyBuckets) + 1]int64
@@ -155,6 +161,8 @@ func (s *Store) Stats() Stats {
 		ForceDeletedUnconsumed: c.forceDeletedUnconsumed.Load(),
 		IndexFilesDamaged:      c.indexDamaged.Load(),
 		IndexFilesRebuilt:      c.indexRebuilt.Load(),
+		OpenFiles:              int(s.fs.fds.open.Load()),
+		FileReopens:            s.fs.fds.reop.Load(),
 		MinPhysical:            s.cl.minOffset(),
 		MaxPhysical:            s.cl.committed.Load(),
 		Segments:               len(s.cl.list()),

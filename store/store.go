@@ -18,7 +18,6 @@ import (
 
 	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/store/record"
-	"github.com/smartgo/smartgo/store/vfs"
 )
 
 // PutStatus is the outcome of a put, mirroring RocketMQ's PutMessageStatus.
@@ -90,7 +89,7 @@ type cqKey struct {
 // use.
 type Store struct {
 	opts        Options
-	fs          vfs.FS // every data file goes through it (Options.FS)
+	fs          *fileSys // every data file goes through it (Options.FS), with the descriptor cache
 	log         *slog.Logger
 	rlog        *ratelog.Limiter // lines a read of damaged data causes (ratelog)
 	noVerify    bool             // benchmarks only: serve records without verifying them
@@ -178,7 +177,7 @@ func Open(opts Options) (*Store, error) {
 	hours, _ := parseDeleteWhen(opts.DeleteWhen)
 	s := &Store{
 		opts:         opts,
-		fs:           opts.FS,
+		fs:           newFileSys(opts.FS, opts.MaxOpenFiles),
 		log:          opts.Logger,
 		rlog:         ratelog.New(0, nil),
 		deleteHours:  hours,

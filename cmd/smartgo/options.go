@@ -49,6 +49,7 @@ func storeOptions(s conf.Store, inMemoryRatio int, log *slog.Logger) store.Optio
 	o.CleanInterval = s.CleanInterval.D()
 	o.RecoverSegments = s.RecoverSegments
 	o.WarmSegments = s.WarmSegments
+	o.MaxOpenFiles = s.MaxOpenFiles
 	if total := store.TotalMemory(); total > 0 && inMemoryRatio > 0 {
 		o.MemoryResidentBytes = int64(total) * int64(inMemoryRatio) / 100
 	}

@@ -1,0 +1,216 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/smartgo/smartgo/store/vfs"
+)
+
+// Descriptor policy (see doc.go, "Open descriptors"): a mapped file's
+// reads go through its mapping, which keeps the file's pages reachable
+// without a descriptor. A descriptor is needed only to pwrite the tail of
+// the file, to fdatasync or msync it, to allocate its blocks and for
+// lseek SEEK_DATA/SEEK_HOLE at recovery. The store's descriptors of its
+// mapped files sit in one fdCache of at most Options.MaxOpenFiles: a file
+// whose descriptor the cache closed is reopened by path the next time one
+// of those calls needs it, and a file that is full and flushed gives its
+// descriptor back at once (it is only read from then on).
+//
+// Durability does not change: the page cache belongs to the file, not to
+// the descriptor, so an fdatasync through a reopened descriptor writes
+// out pages written through an earlier one, and a writeback error that no
+// descriptor has seen yet is reported to the next fdatasync of the file
+// (Linux errseq, since 4.13), whichever descriptor makes it.
+
+// fileSys is the store's file layer (Options.FS) with the descriptor cache
+// of the files it maps.
+type fileSys struct {
+	vfs.FS
+	fds *fdCache
+}
+
+func newFileSys(fs vfs.FS, maxOpen int) *fileSys {
+	return &fileSys{FS: fs, fds: &fdCache{max: max(maxOpen, 1)}}
+}
+
+// fdCache bounds the descriptors the store's mapped files hold. It
+// evicts with the clock algorithm: a file used since the hand last passed
+// it is spared once; a file in use (pinned) is never closed.
+//
+// A file's descriptor is taken (pin) without the cache lock while it is
+// open: fdSlot.pins goes from n >= 0 to n+1 by compare-and-swap, and
+// closing it takes it from 0 to -1 under the lock, so a pinned
+// descriptor stays open until unpinned. Only reopening takes the lock.
+type fdCache struct {
+	max int
+
+	mu   sync.Mutex    // leaf lock (a reopen calls FS.OpenFile under it)
+	ring []*mappedFile // files with a descriptor; protected by mu
+	hand int           // clock hand into ring; protected by mu
+	open atomic.Int64  // len(ring), for Stats
+	reop atomic.Int64  // descriptors reopened
+}
+
+// fdSlot is a mapped file's descriptor as the cache sees it.
+type fdSlot struct {
+	// pins: -1 while the file has no descriptor; n >= 0 while it has
+	// one, n the calls using it.
+	pins atomic.Int32
+	ref  atomic.Bool // used since the clock hand last passed
+	gone atomic.Bool // unmapped: never reopened
+	f    vfs.File    // valid while pins >= 0
+	at   int         // index in fdCache.ring, -1 when closed; protected by fdCache.mu
+}
+
+// pin returns m's descriptor, reopening the file if the cache closed it.
+// The caller calls unpin when done with it, and keeps no copy.
+func (m *mappedFile) pin() (vfs.File, error) {
+	s := &m.fd
+	for {
+		n := s.pins.Load()
+		if n < 0 {
+			return m.fsys.fds.reopen(m)
+		}
+		if s.pins.CompareAndSwap(n, n+1) {
+			if !s.ref.Load() {
+				s.ref.Store(true)
+			}
+			return s.f, nil
+		}
+	}
+}
+
+// unpin ends a use of the descriptor pin returned.
+func (m *mappedFile) unpin() {
+	if m.fd.pins.Add(-1) == 0 && m.fd.gone.Load() {
+		m.fsys.fds.forget(m) // unmapped while in use: close it now
+	}
+}
+
+// reopen opens m's file again and pins the new descriptor.
+func (c *fdCache) reopen(m *mappedFile) (vfs.File, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := &m.fd
+	if s.pins.Load() >= 0 { // reopened meanwhile; nobody closes it while mu is held
+		s.pins.Add(1)
+		s.ref.Store(true)
+		return s.f, nil
+	}
+	if s.gone.Load() {
+		return nil, fmt.Errorf("store: reopen %s: %w", m.path, os.ErrClosed)
+	}
+	f, err := m.fsys.FS.OpenFile(m.path, os.O_RDWR, 0)
+	for err != nil && (errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)) && c.closeOneLocked() {
+		// The process (sockets, ...) or the system ran out of
+		// descriptors: give back one of the store's and try again.
+		f, err = m.fsys.FS.OpenFile(m.path, os.O_RDWR, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: reopen %s: %w", m.path, err)
+	}
+	c.reop.Add(1)
+	c.addLocked(m, f, 1)
+	return f, nil
+}
+
+// add gives a newly mapped file's descriptor to the cache.
+func (c *fdCache) add(m *mappedFile, f vfs.File) {
+	c.mu.Lock()
+	c.addLocked(m, f, 0)
+	c.mu.Unlock()
+}
+
+func (c *fdCache) addLocked(m *mappedFile, f vfs.File, pins int32) {
+	s := &m.fd
+	s.f = f
+	s.ref.Store(true)
+	s.at = len(c.ring)
+	c.ring = append(c.ring, m)
+	s.pins.Store(pins) // publishes f
+	c.open.Store(int64(len(c.ring)))
+	c.evictLocked()
+}
+
+// evictLocked closes unpinned descriptors until at most max are open (or
+// every open one is in use: the bound is then exceeded by the calls
+// running, until the next reopen).
+func (c *fdCache) evictLocked() {
+	for steps := 2 * len(c.ring); len(c.ring) > c.max && steps > 0; steps-- {
+		if c.hand >= len(c.ring) {
+			c.hand = 0
+		}
+		v := c.ring[c.hand]
+		if v.fd.ref.Load() {
+			v.fd.ref.Store(false)
+			c.hand++
+			continue
+		}
+		if !v.fd.pins.CompareAndSwap(0, -1) {
+			c.hand++
+			continue
+		}
+		c.closeLocked(v) // the last file of the ring moves to hand
+	}
+}
+
+// closeOneLocked closes one descriptor nobody is using, the next the
+// clock hand finds, used recently or not; false if all are in use.
+func (c *fdCache) closeOneLocked() bool {
+	for range len(c.ring) {
+		if c.hand >= len(c.ring) {
+			c.hand = 0
+		}
+		if v := c.ring[c.hand]; v.fd.pins.CompareAndSwap(0, -1) {
+			c.closeLocked(v)
+			return true
+		}
+		c.hand++
+	}
+	return false
+}
+
+// closeLocked closes v's descriptor (v.fd.pins was just set to -1) and
+// takes v out of the ring.
+func (c *fdCache) closeLocked(v *mappedFile) {
+	s := &v.fd
+	i, last := s.at, len(c.ring)-1
+	c.ring[i] = c.ring[last]
+	c.ring[i].fd.at = i
+	c.ring[last] = nil
+	c.ring = c.ring[:last]
+	c.open.Store(int64(len(c.ring)))
+	s.at = -1
+	f := s.f
+	s.f = nil
+	_ = f.Close() // nothing unsynced is lost: the pages stay in the file's page cache
+}
+
+// drop closes m's descriptor if nobody is using it: the file is full and
+// flushed, it is read through its mapping from now on.
+func (c *fdCache) drop(m *mappedFile) {
+	if m.fd.pins.Load() != 0 {
+		return
+	}
+	c.mu.Lock()
+	if m.fd.pins.CompareAndSwap(0, -1) {
+		c.closeLocked(m)
+	}
+	c.mu.Unlock()
+}
+
+// forget closes m's descriptor for good (m was unmapped), or leaves that
+// to the last unpin if it is in use.
+func (c *fdCache) forget(m *mappedFile) {
+	c.mu.Lock()
+	m.fd.gone.Store(true)
+	if m.fd.pins.CompareAndSwap(0, -1) {
+		c.closeLocked(m)
+	}
+	c.mu.Unlock()
+}

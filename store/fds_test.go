@@ -1,0 +1,221 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/store/vfs"
+)
+
+// storeFDs counts the descriptors this process holds on files under root,
+// by the first element of their path below it (commitlog, consumequeue,
+// index, lock, ...).
+func storeFDs(t testing.TB, root string) (int, map[string]int) {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	n, kinds := 0, map[string]int{}
+	for _, e := range ents {
+		p, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err != nil || !strings.HasPrefix(p, root+string(os.PathSeparator)) {
+			continue
+		}
+		n++
+		kinds[strings.SplitN(strings.TrimPrefix(p, root+string(os.PathSeparator)), string(os.PathSeparator), 2)[0]]++
+	}
+	return n, kinds
+}
+
+// putEveryQueue puts one message "<round>/<i>" to each of n queues (8
+// per topic) from a few goroutines.
+func putEveryQueue(t *testing.T, s *Store, n, round int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 4 {
+				mustPut(t, s, msgSpec{topic: fmt.Sprintf("T%d", i/8), qid: int32(i % 8), body: fmt.Sprintf("%d/%d", round, i)})
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// checkEveryQueue reads each of n queues back: the messages of rounds
+// 0..rounds-1 in order.
+func checkEveryQueue(t *testing.T, s *Store, n, rounds int) {
+	t.Helper()
+	for i := range n {
+		topic := fmt.Sprintf("T%d", i/8)
+		got := readAll(t, s, topic, int32(i%8))
+		if len(got) != rounds {
+			t.Fatalf("%s/%d: %d messages, want %d", topic, i%8, len(got), rounds)
+		}
+		for r, m := range got {
+			if want := fmt.Sprintf("%d/%d", r, i); string(m.Body) != want {
+				t.Fatalf("%s/%d offset %d: %q, want %q", topic, i%8, r, m.Body, want)
+			}
+		}
+	}
+}
+
+// TestStoreDescriptorsBounded: a store with thousands of written queues
+// holds at most MaxOpenFiles descriptors of its files (plus the lock
+// file and the calls using one at the moment), where every file used to
+// keep its own; messages written before and after a file's descriptor
+// was closed read back, also after a restart.
+func TestStoreDescriptorsBounded(t *testing.T) {
+	queues := 5000
+	if testing.Short() {
+		queues = 1200
+	}
+	const maxOpen = 64
+	const slack = 1 + 4 // the lock file; files in use by the writer, dispatcher, flusher, indexer
+	root := t.TempDir()
+	opts := func(o *Options) { o.MaxOpenFiles = maxOpen }
+	s := openTest(t, root, opts)
+	bound := func(when string, s *Store) {
+		t.Helper()
+		n, kinds := storeFDs(t, root)
+		st := s.Stats()
+		t.Logf("%s: %d descriptors %v; Stats.OpenFiles %d, FileReopens %d", when, n, kinds, st.OpenFiles, st.FileReopens)
+		if n > maxOpen+slack {
+			t.Fatalf("%s: %d descriptors open under the store (%v), want <= %d", when, n, kinds, maxOpen+slack)
+		}
+	}
+	putEveryQueue(t, s, queues, 0)
+	waitIndexed(t, s)
+	bound("after one message to each queue", s)
+	putEveryQueue(t, s, queues, 1) // each queue's file was closed since: reopened
+	waitIndexed(t, s)
+	bound("after a second round", s)
+	if st := s.Stats(); st.FileReopens == 0 {
+		t.Fatalf("no file reopened: %d queues written twice with %d descriptors", queues, maxOpen)
+	}
+	checkEveryQueue(t, s, queues, 2)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, kinds := storeFDs(t, root); n != 0 {
+		t.Fatalf("%d descriptors left after Close: %v", n, kinds)
+	}
+
+	s = openTest(t, root, opts)
+	bound("after a restart", s)
+	checkEveryQueue(t, s, queues, 2)
+	putEveryQueue(t, s, queues, 2)
+	waitIndexed(t, s)
+	bound("after a third round", s)
+	checkEveryQueue(t, s, queues, 3)
+}
+
+// TestStoreReopenOutOfDescriptors: when the process has no descriptor
+// left (EMFILE: its sockets took them), reopening a store file gives back
+// one of the store's idle descriptors and tries again, so a sync put to a
+// segment whose descriptor was closed is stored, not failed.
+func TestStoreReopenOutOfDescriptors(t *testing.T) {
+	s, fs := faultStore(t, t.TempDir(), func(o *Options) { o.FlushMode = FlushSync })
+	for i := range 3 * minOpenFiles {
+		mustPut(t, s, msgSpec{topic: fmt.Sprintf("T%d", i), body: "x"})
+	}
+	waitDispatched(t, s)
+	seg := s.cl.list()[len(s.cl.list())-1]
+	testutil.Eventually(t, 5*time.Second, func() error {
+		s.fs.fds.drop(seg)
+		if seg.fd.pins.Load() >= 0 {
+			return errors.New("active segment's descriptor in use")
+		}
+		return nil
+	})
+	open := s.Stats().OpenFiles
+	if open == 0 {
+		t.Fatal("no idle descriptor to give back")
+	}
+	fs.Inject(vfs.Rule{Op: vfs.OpOpen, Path: "commitlog", Count: 1, Err: syscall.EMFILE})
+	pr := mustPut(t, s, msgSpec{topic: "T0", body: "after EMFILE"})
+	if fs.Failed(vfs.OpOpen) != 1 {
+		t.Fatalf("%d opens failed, want the one injected", fs.Failed(vfs.OpOpen))
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("store failed: %v", err)
+	}
+	if m, err := s.ReadMessage(pr.PhysicalOffset); err != nil || string(m.Body) != "after EMFILE" {
+		t.Fatalf("put after EMFILE reads back %v, %v", m, err)
+	}
+}
+
+// TestFDCacheConcurrent: calls on many files from many goroutines through
+// a cache of 4 descriptors never use a closed one (every pwrite and pread
+// works and reads back its own bytes), keep at most 4 + the calls
+// running open, and destroying the files leaves none.
+func TestFDCacheConcurrent(t *testing.T) {
+	const files, workers, rounds, maxOpen = 40, 8, 300, 4
+	dir := t.TempDir()
+	fsys := newFileSys(vfs.Default, maxOpen)
+	ms := make([]*mappedFile, files)
+	for i := range ms {
+		m, err := createMappedFile(fsys, filepath.Join(dir, fileNameFor(int64(i))), 0, 64<<10, 64<<10, warmNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms[i] = m
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf, got := make([]byte, 8), make([]byte, 8)
+			for r := range rounds {
+				m := ms[(w*7+r*13)%files]
+				off := int64(w * 8)
+				copy(buf, fmt.Sprintf("%02d%06d", w, r))
+				if _, err := m.writeAt(buf, off); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := m.readAt(got, off); err != nil || string(got) != string(buf) {
+					errs <- fmt.Errorf("%s: read %q, %v after writing %q", m.path, got, err, buf)
+					return
+				}
+				if r%10 == 0 {
+					if err := m.sync(0); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if n := fsys.fds.open.Load(); n > maxOpen+workers {
+					errs <- fmt.Errorf("%d descriptors open", n)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n, kinds := storeFDs(t, dir); n > maxOpen {
+		t.Fatalf("%d descriptors open when idle, want <= %d: %v", n, maxOpen, kinds)
+	}
+	for _, m := range ms {
+		_ = m.destroy(true)
+	}
+	if n, kinds := storeFDs(t, dir); n != 0 {
+		t.Fatalf("%d descriptors left after destroy: %v", n, kinds)
+	}
+}
