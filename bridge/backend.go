@@ -67,23 +67,23 @@ type Backend struct {
 	pauses  int // protected by pauseMu
 
 	mu        sync.Mutex
-	started   bool                                     // protected by mu
-	closed    bool                                     // protected by mu
-	d         mqtt.Deliverer                           // protected by mu
-	srv       clusterServer                            // protected by mu; d, when it is one
-	shares    map[string]*client.PullConsumer          // protected by mu; running share consumers (shares.go)
-	shareWake chan struct{}                            // wakes the share loop (capacity 1)
-	shareFrom map[string]map[client.MessageQueue]int64 // protected by mu; start offsets of shares not yet running, taken before their SUBACK (shares.go)
-	live      *client.PullConsumer                     // protected by mu
-	sys       *client.PullConsumer                     // protected by mu
-	queues    map[client.MessageQueue]*queueState      // protected by mu
-	sysNext   map[client.MessageQueue]int64            // protected by mu; system topic progress
-	retained  map[string]*retainedEntry                // protected by mu
-	sessions  map[string]*sessionRecord                // protected by mu; latest live record per client (state.go)
-	own       map[string]*sessionRecord                // protected by mu; last record this node wrote, while it matters
-	writing   map[string]int                           // protected by mu; session writes in flight per client
-	deferred  map[string][]*sessionRecord              // protected by mu; other nodes' records waiting for them
-	vouches   map[string]vouch                         // protected by mu; the record standing for each local session
+	started   bool                                // protected by mu
+	closed    bool                                // protected by mu
+	d         mqtt.Deliverer                      // protected by mu
+	srv       clusterServer                       // protected by mu; d, when it is one
+	shares    map[string]*client.PullConsumer     // protected by mu; running share consumers (shares.go)
+	shareWake chan struct{}                       // wakes the share loop (capacity 1)
+	shareFrom map[string]shareMark                // protected by mu; start offsets of shares not yet running, taken before their SUBACK (shares.go)
+	live      *client.PullConsumer                // protected by mu
+	sys       *client.PullConsumer                // protected by mu
+	queues    map[client.MessageQueue]*queueState // protected by mu
+	sysNext   map[client.MessageQueue]int64       // protected by mu; system topic progress
+	retained  map[string]*retainedEntry           // protected by mu
+	sessions  map[string]*sessionRecord           // protected by mu; latest live record per client (state.go)
+	own       map[string]*sessionRecord           // protected by mu; last record this node wrote, while it matters
+	writing   map[string]int                      // protected by mu; session writes in flight per client
+	deferred  map[string][]*sessionRecord         // protected by mu; other nodes' records waiting for them
+	vouches   map[string]vouch                    // protected by mu; the record standing for each local session
 	// writers serialises each client's session writes (writeSession);
 	// taken numbers the records in the order their state was taken.
 	writersMu sync.Mutex

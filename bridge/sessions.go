@@ -482,7 +482,7 @@ func (b *Backend) SaveSubscriptions(ctx context.Context, st *mqtt.SessionState) 
 	if b.isClosed() {
 		return ErrClosed
 	}
-	b.markShares(ctx, st.Subscriptions)
+	b.markShares(ctx, st.ClientID, st.Subscriptions)
 	b.wakeShares()
 	if st.Expiry == 0 {
 		return nil // the session ends with its connection

@@ -160,10 +160,17 @@ const shareMarkTimeout = 3 * time.Second
 // markShares records, for each shared subscription in subs that has no
 // consumer on this node yet, the device-facing topics' max offsets: where
 // its group starts if it is new. The server calls it (SaveSubscriptions)
-// before the SUBACK, so a message published after the SUBACK is at or
-// past them; the consumer starts later. A failed lookup is logged, and the
-// consumer takes the offsets when it starts.
-func (b *Backend) markShares(ctx context.Context, subs []mqtt.Subscription) {
+// before the SUBACK of clientID's subscriptions, so a message published
+// after the SUBACK is at or past them; the consumer starts later. A
+// failed lookup is logged, and the consumer takes the offsets when it
+// starts.
+//
+// A shared subscription exists while some session holds it: a group
+// whose brokers know it but that no session holds any more (no node runs
+// its consumer, no other session's record lists it) starts again at the
+// marks like a new one, rather than handing its next member what was
+// published while it had none (shareHeld).
+func (b *Backend) markShares(ctx context.Context, clientID string, subs []mqtt.Subscription) {
 	for _, sub := range subs {
 		if !packets.IsShared(sub.Filter) {
 			continue
@@ -177,6 +184,10 @@ func (b *Backend) markShares(ctx context.Context, subs []mqtt.Subscription) {
 		}
 		mctx, cancel := context.WithTimeout(ctx, shareMarkTimeout)
 		from, err := b.maxOffsets(mctx)
+		var held bool
+		if err == nil {
+			held, err = b.shareHeld(mctx, sub.Filter, clientID)
+		}
 		cancel()
 		if err != nil {
 			b.log.Warn("bridge: start offsets of a new shared subscription", "share", sub.Filter, "err", err)
@@ -184,13 +195,48 @@ func (b *Backend) markShares(ctx context.Context, subs []mqtt.Subscription) {
 		}
 		b.mu.Lock()
 		if b.shareFrom == nil {
-			b.shareFrom = map[string]map[client.MessageQueue]int64{}
+			b.shareFrom = map[string]shareMark{}
 		}
 		if _, ok := b.shareFrom[sub.Filter]; !ok && b.shares[sub.Filter] == nil {
-			b.shareFrom[sub.Filter] = from
+			b.shareFrom[sub.Filter] = shareMark{from: from, restart: !held}
 		}
 		b.mu.Unlock()
 	}
+}
+
+// shareMark is where a shared subscription starts on this node (its
+// SUBACK): always when restart (nobody held it before), else only when
+// its group is new.
+type shareMark struct {
+	from    map[client.MessageQueue]int64
+	restart bool
+}
+
+// shareHeld reports whether a session other than clientID holds share:
+// a member on a node running the group's consumer, or the subscription in
+// another session's record that has not expired (connected, or offline
+// on a node that is gone: it gets what was published meanwhile when it
+// resumes).
+func (b *Backend) shareHeld(ctx context.Context, share, clientID string) (bool, error) {
+	now := time.Now()
+	b.mu.Lock()
+	for id, rec := range b.sessions {
+		if id == clientID || rec.Deleted || expiredAt(rec, now) {
+			continue
+		}
+		for _, s := range rec.Subscriptions {
+			if s.Filter == share {
+				b.mu.Unlock()
+				return true, nil
+			}
+		}
+	}
+	b.mu.Unlock()
+	members, err := b.adm.GroupMembers(ctx, shareGroup(share))
+	if err != nil {
+		return false, fmt.Errorf("bridge: members of %s: %w", shareGroup(share), err)
+	}
+	return len(members) > 0, nil
 }
 
 // maxOffsets returns the max offset of every queue of the device-facing
@@ -214,7 +260,7 @@ func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, e
 	sctx, scancel := context.WithTimeout(b.ctx, b.opts.StartTimeout)
 	defer scancel()
 	b.mu.Lock()
-	marked := b.shareFrom[share]
+	mark := b.shareFrom[share]
 	delete(b.shareFrom, share)
 	b.mu.Unlock()
 	// A group no broker knows yet is a new shared subscription: it gets
@@ -224,10 +270,15 @@ func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, e
 	// (RocketMQ's rule), which handed the topics' whole history to the
 	// first member, and at the max offset of the moment otherwise, which
 	// skipped what came between the SUBACK and the consumer's start. A
-	// known group resumes from its committed offsets.
+	// known group resumes from its committed offsets, unless no session
+	// held it when this one subscribed (mark.restart): it then starts at
+	// the SUBACK too.
 	var from map[client.MessageQueue]int64 // read-only once built
-	if _, err := b.adm.GroupProgress(sctx, group, ""); errors.Is(err, client.ErrGroupNotExist) {
-		from = marked
+	if mark.restart {
+		from = mark.from
+		b.log.Info("bridge: shared subscription had no member; it starts at the SUBACK", "share", share, "group", group)
+	} else if _, err := b.adm.GroupProgress(sctx, group, ""); errors.Is(err, client.ErrGroupNotExist) {
+		from = mark.from
 		if from == nil {
 			var err error
 			if from, err = b.maxOffsets(sctx); err != nil {
