@@ -13,8 +13,9 @@ import (
 )
 
 // The charts' data: every SampleInterval the console reads the message
-// totals of every master (GET_BROKER_RUNTIME_INFO: topicPutTotal.<topic>,
-// groupGetTotal.<topic>@<group>) and the bridge nodes' heartbeats
+// totals of every master at once (GET_BROKER_RUNTIME_INFO:
+// topicPutTotal.<topic>, groupGetTotal.<topic>@<group>), turns each
+// broker's into rates and sums those, and reads the bridge nodes' heartbeats
 // (connections, messages in and out), and keeps the rates for History in
 // one ring per series. Series names:
 //
@@ -61,12 +62,12 @@ type sampler struct {
 
 	mu     sync.Mutex
 	series map[string]*ring         // protected by mu
-	prev   map[string]counterPrev   // protected by mu: last totals, for rates
+	prev   map[string]counterPrev   // protected by mu: each broker's last totals ("addr|series"), for rates
 	nodes  map[string]*nodeCounters // protected by mu: bridge nodes' last counters
 	full   bool                     // protected by mu: maxSeries reached (logged once)
-	// lastRound is when the previous round read the brokers (protected
-	// by mu); zero before the first.
-	lastRound time.Time
+	// brokerLast is when each broker (address) last answered a round
+	// (protected by mu).
+	brokerLast map[string]time.Time
 }
 
 // nodeCounters are a bridge node's message counters at its last
@@ -79,7 +80,7 @@ type nodeCounters struct {
 
 func newSampler(adm *admin.Admin, every, history time.Duration, now func() time.Time, log *slog.Logger) *sampler {
 	return &sampler{adm: adm, every: every, capacity: int(history/every) + 1, now: now, log: log,
-		series: map[string]*ring{}, prev: map[string]counterPrev{}, nodes: map[string]*nodeCounters{}}
+		series: map[string]*ring{}, prev: map[string]counterPrev{}, nodes: map[string]*nodeCounters{}, brokerLast: map[string]time.Time{}}
 }
 
 func (s *sampler) run(ctx context.Context) {
@@ -100,52 +101,49 @@ func (s *sampler) sample(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.every)
 	defer cancel()
 	now := s.now()
-	totals := map[string]float64{}
-	if masters, err := s.adm.Masters(ctx, ""); err == nil {
-		for _, m := range masters {
-			info, err := s.adm.BrokerRuntimeInfo(ctx, m.Addr)
-			if err != nil {
-				s.log.Debug("console: sample broker", "broker", m.Addr, "err", err)
-				continue
-			}
-			for k, v := range info {
-				n, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					continue
-				}
-				switch {
-				case strings.HasPrefix(k, "topicPutTotal."):
-					totals["topic:"+k[len("topicPutTotal."):]] += n
-					totals["total:put"] += n
-				case strings.HasPrefix(k, "groupGetTotal."):
-					key := k[len("groupGetTotal."):]
-					if i := strings.LastIndexByte(key, '@'); i >= 0 {
-						totals["group:"+key[i+1:]] += n
-					}
-					totals["total:get"] += n
-				}
-			}
-		}
-	}
+	perBroker := s.brokerTotals(ctx)
 	bridges, berr := s.adm.Bridges(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for name, total := range totals {
-		p, ok := s.prev[name]
-		if !ok && !s.lastRound.IsZero() {
-			// New since the last round (a new topic or group): it counted
-			// from zero.
-			p, ok = counterPrev{at: s.lastRound}, true
+	// Rates are taken per broker, then summed: a broker that misses a
+	// round (hung, slow, cut off) leaves its part out of that round's
+	// points, and its next answer is measured against its own last one,
+	// never read as all its messages arriving at once. A broker whose
+	// counters went back (it restarted) counts from zero.
+	rates := map[string]float64{}
+	for addr, totals := range perBroker {
+		last, seen := s.brokerLast[addr]
+		for name, total := range totals {
+			key := addr + "|" + name
+			p, ok := s.prev[key]
+			if !ok && seen {
+				// New since this broker's last round (a new topic or
+				// group): it counted from zero.
+				p, ok = counterPrev{at: last}, true
+			}
+			if ok && now.After(p.at) {
+				delta := total - p.total
+				if delta < 0 {
+					delta = total
+				}
+				rates[name] += delta / now.Sub(p.at).Seconds()
+			}
+			s.prev[key] = counterPrev{total: total, at: now}
 		}
-		if ok && total >= p.total && now.After(p.at) {
-			s.addLocked(name, point{T: now.UnixMilli(), V: (total - p.total) / now.Sub(p.at).Seconds()})
-		}
-		s.prev[name] = counterPrev{total: total, at: now}
+		s.brokerLast[addr] = now
 	}
-	s.lastRound = now
-	for name, p := range s.prev {
-		if now.Sub(p.at) > time.Duration(s.capacity)*s.every {
-			delete(s.prev, name) // gone for a whole history
+	for name, v := range rates {
+		s.addLocked(name, point{T: now.UnixMilli(), V: v})
+	}
+	gone := time.Duration(s.capacity) * s.every // silent for a whole history
+	for key, p := range s.prev {
+		if now.Sub(p.at) > gone {
+			delete(s.prev, key)
+		}
+	}
+	for addr, at := range s.brokerLast {
+		if now.Sub(at) > gone {
+			delete(s.brokerLast, addr)
 		}
 	}
 	if berr != nil {
@@ -184,6 +182,58 @@ func (s *sampler) sample(ctx context.Context) {
 	s.addLocked("mqtt:connections", point{T: t, V: conns})
 	s.addLocked("mqtt:in", point{T: t, V: in})
 	s.addLocked("mqtt:out", point{T: t, V: out})
+}
+
+// brokerTotals reads every master's message totals at once and returns
+// them by broker address, as series name -> total; a master that does not
+// answer within ctx is left out.
+func (s *sampler) brokerTotals(ctx context.Context) map[string]map[string]float64 {
+	masters, err := s.adm.Masters(ctx, "")
+	if err != nil {
+		s.log.Debug("console: sample brokers", "err", err)
+		return nil
+	}
+	infos := make([]map[string]string, len(masters))
+	var wg sync.WaitGroup
+	for i, m := range masters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			info, err := s.adm.BrokerRuntimeInfo(ctx, m.Addr)
+			if err != nil {
+				s.log.Debug("console: sample broker", "broker", m.Addr, "err", err)
+				return
+			}
+			infos[i] = info
+		}()
+	}
+	wg.Wait()
+	out := make(map[string]map[string]float64, len(masters))
+	for i, m := range masters {
+		if infos[i] == nil {
+			continue
+		}
+		totals := map[string]float64{"total:put": 0, "total:get": 0} // an idle broker counts as 0
+		for k, v := range infos[i] {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(k, "topicPutTotal."):
+				totals["topic:"+k[len("topicPutTotal."):]] += n
+				totals["total:put"] += n
+			case strings.HasPrefix(k, "groupGetTotal."):
+				key := k[len("groupGetTotal."):]
+				if i := strings.LastIndexByte(key, '@'); i >= 0 {
+					totals["group:"+key[i+1:]] += n
+				}
+				totals["total:get"] += n
+			}
+		}
+		out[m.Addr] = totals
+	}
+	return out
 }
 
 func (s *sampler) addLocked(name string, p point) {

@@ -7,9 +7,11 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +25,45 @@ import (
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
 )
+
+// openConsole returns a user of the open console at addr (no login) and
+// an admin client of the cluster of registry reg.
+func openConsole(t *testing.T, addr, reg string) (*consoleUser, *admin.Admin) {
+	t.Helper()
+	adm, err := admin.New(admin.Options{Registries: []string{reg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = adm.Close() })
+	return &consoleUser{t: t, base: "http://" + addr, hc: &http.Client{Timeout: 20 * time.Second}}, adm
+}
+
+// pause stops p (SIGSTOP) and waits until every thread of it is stopped,
+// so that nothing it already received is still answered.
+func (p *proc) pause(t *testing.T) {
+	t.Helper()
+	pid := p.cmd.Process.Pid
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(tasks) == 0 {
+			return fmt.Errorf("threads of %d: %v", pid, err)
+		}
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			// The state follows the command name, which may hold spaces.
+			if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				return fmt.Errorf("%s not stopped yet", f)
+			}
+		}
+		return nil
+	})
+}
 
 // TestClusterProcConsoleBrokerDown: after broker-a's master dies, the
 // topics and groups pages still list its topic and group (read from its
@@ -48,15 +89,9 @@ func TestClusterProcConsoleBrokerDown(t *testing.T) {
 	t.Cleanup(func() { _ = mb.cmd.Process.Signal(syscall.SIGCONT) })
 	con := start(t, dir, "console", "console", "-listen", consoleAddr, "-registries", reg, "-set", "console.request_timeout=3s")
 	logsOnFailure(t, rp, ma, sa, mb, con)
-	u := &consoleUser{t: t, base: "http://" + consoleAddr, hc: &http.Client{Timeout: 20 * time.Second}}
-
+	u, adm := openConsole(t, consoleAddr, reg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	adm, err := admin.New(admin.Options{Registries: []string{reg}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
 	const topic, group = "DownT", "DownG"
 	testutil.Eventually(t, 60*time.Second, func() error {
 		return adm.CreateTopic(ctx, "DefaultCluster", admin.TopicConfig{Name: topic, ReadQueues: 2, WriteQueues: 2})
@@ -158,9 +193,7 @@ func TestClusterProcConsoleBrokerDown(t *testing.T) {
 
 	// broker-b hangs: the pages answer with broker-a's part and say
 	// broker-b did not answer.
-	if err := mb.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	mb.pause(t)
 	for _, path := range []string{"/api/topics", "/api/groups"} {
 		began := time.Now()
 		resp, err := u.hc.Get(u.base + path)
@@ -184,5 +217,91 @@ func TestClusterProcConsoleBrokerDown(t *testing.T) {
 	}
 	if err := u.get("/api/groups", &groups); err != nil || !hasGroup(groups) {
 		t.Fatalf("broker-b hung: groups page lacks %s (%v): %+v", group, err, groups)
+	}
+}
+
+// TestClusterProcConsoleChartsBrokerHung: a broker that misses a few of
+// the console's sampling rounds (hung) does not show, when it answers
+// again, all its stored messages as a burst on the message rate chart:
+// nothing was sent while it was stopped, and the chart stays near zero.
+func TestClusterProcConsoleChartsBrokerHung(t *testing.T) {
+	dir := t.TempDir()
+	ports := freePorts(t, 4)
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	reg, masterA, masterB, consoleAddr := addr(0), addr(1), addr(2), addr(3)
+	rp := start(t, dir, "registry", "registry", "-set", "registry.listen="+reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"))
+	common := []string{"-registries", reg, "-set", "store.segment_size=8MiB", "-set", "broker.advertise_ip=127.0.0.1"}
+	ma := start(t, dir, "master-a", append([]string{"broker", "-listen", masterA, "-data", filepath.Join(dir, "ma")}, common...)...)
+	mb := start(t, dir, "master-b", append([]string{"broker", "-listen", masterB, "-data", filepath.Join(dir, "mb"),
+		"-set", "broker.name=broker-b", "-set", "broker.cluster=OtherCluster"}, common...)...)
+	t.Cleanup(func() { _ = mb.cmd.Process.Signal(syscall.SIGCONT) })
+	con := start(t, dir, "console", "console", "-listen", consoleAddr, "-registries", reg, "-set", "console.sample_interval=1s",
+		"-set", "console.request_timeout=3s")
+	logsOnFailure(t, rp, ma, mb, con)
+	u, adm := openConsole(t, consoleAddr, reg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, cl := range []string{"DefaultCluster", "OtherCluster"} {
+		testutil.Eventually(t, 60*time.Second, func() error {
+			return adm.CreateTopic(ctx, cl, admin.TopicConfig{Name: "Chart" + cl, ReadQueues: 2, WriteQueues: 2})
+		})
+	}
+	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: []string{reg}}, Group: "chart-p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// A few messages on broker-a, many on broker-b.
+	const sent = 3000
+	for i := range sent + 10 {
+		topic := "ChartOtherCluster"
+		if i >= sent {
+			topic = "ChartDefaultCluster"
+		}
+		if _, err := p.Send(ctx, &client.Message{Topic: topic, Body: []byte(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type series struct {
+		Series map[string][]struct {
+			T int64
+			V float64
+		} `json:"series"`
+	}
+	// points returns the total:put points after since (Unix ms).
+	points := func(since int64) []struct {
+		T int64
+		V float64
+	} {
+		var s series
+		if err := u.get("/api/series?names=total:put&since="+strconv.FormatInt(since, 10), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Series["total:put"]
+	}
+	waitPoints := func(what string, since int64, n int) {
+		testutil.Eventually(t, 30*time.Second, func() error {
+			if got := len(points(since)); got < n {
+				return fmt.Errorf("%s: %d chart points, want %d", what, got, n)
+			}
+			return nil
+		})
+	}
+	// The chart has measured broker-b's messages; then broker-b stops
+	// for a few rounds and continues.
+	waitPoints("after the sends", time.Now().UnixMilli(), 2)
+	stopAt := time.Now().UnixMilli()
+	mb.pause(t)
+	waitPoints("broker-b stopped", stopAt, 3)
+	contAt := time.Now().UnixMilli()
+	if err := mb.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitPoints("broker-b continued", contAt, 3)
+	for _, pt := range points(stopAt) {
+		if pt.V > sent/10 {
+			t.Fatalf("nothing sent since broker-b stopped, yet the chart shows %.0f msgs/s at %s (all: %+v)",
+				pt.V, time.UnixMilli(pt.T).Format(time.RFC3339Nano), points(stopAt))
+		}
 	}
 }
