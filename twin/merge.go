@@ -230,6 +230,12 @@ func identityEtag(version int64) string {
 	return base64.StdEncoding.EncodeToString(strconv.AppendInt(nil, version, 10))
 }
 
+// CreatedIdentity reports whether etag, an identity's etag as a write
+// returned it, is that of an identity the write created: an identity's
+// first etag is its version 1, and every later write of it moves the
+// version on.
+func CreatedIdentity(etag string) bool { return normalizeEtag(etag) == identityEtag(1) }
+
 // etagMatches applies an If-Match value to a current etag: empty matches
 // anything, "*" matches any existing document, otherwise the values must
 // be equal after surrounding quotes (and a weak "W/" prefix) are removed.

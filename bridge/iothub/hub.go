@@ -181,6 +181,11 @@ func (h *Hub) Start(ctx context.Context, b *bridge.Bridge) error {
 	h.br, h.srv, h.nodeID = b, b.Server(), b.Backend().NodeID()
 	to := h.opts.Twins
 	to.OnDesired = h.pushDesired
+	if to.PrepareC2D == nil {
+		// Every device created through this node (PUT /devices/{id}, the
+		// bulk import) gets its session before the answer.
+		to.PrepareC2D = h.prepareC2D
+	}
 	if to.Logger == nil {
 		to.Logger = h.opts.Logger
 	}

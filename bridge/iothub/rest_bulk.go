@@ -116,16 +116,7 @@ func (h *Hub) bulkOne(r *http.Request, e *bulkDevice) error {
 	if ifMatch == "" && mode != twincli.PutCreate {
 		return fmt.Errorf("%w: %s without eTag", ErrBadRequest, e.ImportMode)
 	}
-	got, err := h.twins.PutDevice(ctx, d, mode, ifMatch)
-	if err != nil {
-		return err
-	}
-	if mode != twincli.PutUpdate {
-		// As for PUT /devices/{id}: messages sent before its first
-		// connect wait for a new device (a no-op for one with a session).
-		if err := h.prepareC2D(ctx, got.DeviceID); err != nil {
-			h.log.Warn("iothub: new device", "device", got.DeviceID, "err", err)
-		}
-	}
-	return nil
+	// A device it creates gets its cloud-to-device session (PrepareC2D).
+	_, err := h.twins.PutDevice(ctx, d, mode, ifMatch)
+	return err
 }

@@ -116,13 +116,8 @@ func (h *Hub) putIdentity(w http.ResponseWriter, r *http.Request, rt route, mode
 			h.fail(w, r, err)
 			return
 		}
-		if mode == twincli.PutCreate {
-			// Cloud-to-device messages sent before its first connect,
-			// through any path, wait for the new device.
-			if err := h.prepareC2D(ctx, got.DeviceID); err != nil {
-				h.log.Warn("iothub: new device", "device", got.DeviceID, "err", err)
-			}
-		}
+		// A device it created has its session for cloud-to-device
+		// messages (twincli.Options.PrepareC2D, set by Start).
 		respond(w, got, got.Etag)
 		return
 	}

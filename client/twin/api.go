@@ -29,7 +29,8 @@ func twinOf(deviceID, moduleID string, rep *Reply) *Twin {
 // or the identity etag, quoted or not) must match. Status, StatusReason,
 // Authentication and Capabilities are taken from d; SAS keys left empty
 // are generated on create and kept on update. It returns the identity as
-// stored.
+// stored. A device it created gets its cloud-to-device session prepared
+// first (Options.PrepareC2D).
 func (c *Client) PutDevice(ctx context.Context, d *Device, mode PutMode, ifMatch string) (*Device, error) {
 	body, err := json.Marshal(d)
 	if err != nil {
@@ -39,7 +40,11 @@ func (c *Client) PutDevice(ctx context.Context, d *Device, mode PutMode, ifMatch
 	if err != nil {
 		return nil, err
 	}
-	return decodeAs[Device](rep.Body)
+	got, err := decodeAs[Device](rep.Body)
+	if err == nil && mode != PutUpdate && tw.CreatedIdentity(rep.Etag) {
+		c.prepareC2D(ctx, got.DeviceID)
+	}
+	return got, err
 }
 
 // CreateDevice creates a device identity (ErrExists when it exists).

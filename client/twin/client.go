@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smartgo/smartgo/client/admin"
 	"github.com/smartgo/smartgo/client/internal/shardroute"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -58,6 +59,18 @@ type Options struct {
 	// registered again (default 2 s).
 	WatchCheck time.Duration
 
+	// PrepareC2D, when set, runs after PutDevice (CreateDevice) created a
+	// device identity (a create, or an upsert of a device that did not
+	// exist). It gives the device a session holding its cloud-to-device
+	// subscription, so messages stored for it before its first connect
+	// wait for it. Unset, the client asks an IoT hub node for that through
+	// the registries (the relay of `smartgo admin`; nothing without
+	// Registries or without a hub node); an IoT hub node sets its own.
+	// A failure is logged and does not fail the create.
+	PrepareC2D func(ctx context.Context, deviceID string) error
+	// NoPrepareC2D turns the preparation off.
+	NoPrepareC2D bool
+
 	Logger *slog.Logger
 }
 
@@ -104,6 +117,9 @@ type Client struct {
 	tab  *shardroute.Table
 
 	w watches
+
+	adminMu sync.Mutex
+	adm     *admin.Admin // protected by adminMu; the default PrepareC2D's, made at first use
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -164,6 +180,11 @@ func (c *Client) Close() error {
 		c.cancel()
 		c.wg.Wait()
 		err = c.rc.Close()
+		c.adminMu.Lock()
+		if c.adm != nil {
+			err = errors.Join(err, c.adm.Close())
+		}
+		c.adminMu.Unlock()
 	})
 	return err
 }
@@ -281,4 +302,43 @@ func (c *Client) PushDesired(list []DesiredChange) {
 	if c.opts.OnDesired != nil && len(list) > 0 {
 		c.opts.OnDesired(list)
 	}
+}
+
+// prepareC2D runs the PrepareC2D of Options for a device PutDevice
+// created.
+func (c *Client) prepareC2D(ctx context.Context, deviceID string) {
+	if c.opts.NoPrepareC2D {
+		return
+	}
+	prep := c.opts.PrepareC2D
+	if prep == nil {
+		if len(c.opts.Registries) == 0 {
+			return
+		}
+		prep = c.prepareThroughRegistries
+	}
+	if err := prep(ctx, deviceID); err != nil {
+		c.log.Warn("twin: no session prepared for a new device's cloud-to-device messages", "device", deviceID, "err", err)
+	}
+}
+
+// prepareThroughRegistries is the default PrepareC2D: an IoT hub node,
+// reached through the registries' relay, prepares the session.
+func (c *Client) prepareThroughRegistries(ctx context.Context, deviceID string) error {
+	c.adminMu.Lock()
+	if c.adm == nil && !c.closed.Load() {
+		a, err := admin.New(admin.Options{Registries: c.opts.Registries, RequestTimeout: c.opts.RequestTimeout, Logger: c.log})
+		if err != nil {
+			c.adminMu.Unlock()
+			return err
+		}
+		c.adm = a
+	}
+	a := c.adm
+	c.adminMu.Unlock()
+	if a == nil {
+		return ErrClosed
+	}
+	_, err := a.PrepareC2D(ctx, deviceID)
+	return err
 }

@@ -5,7 +5,7 @@
 // The back end manages identities and twins and queries them:
 //
 //	c, err := twin.New(twin.Options{Registries: []string{"127.0.0.1:9876"}})
-//	dev, err := c.CreateDevice(ctx, &twin.Device{DeviceID: "pump-17"})   // SAS keys generated
+//	dev, err := c.CreateDevice(ctx, &twin.Device{DeviceID: "pump-17"})   // SAS keys generated; C2D session prepared
 //	t, err := c.UpdateTwin(ctx, "pump-17", "", []byte(`{"tags":{"site":"north"},
 //	        "properties":{"desired":{"rpm":1200}}}`), t.Etag)             // If-Match; 412 on a race
 //	page, err := c.Query(ctx, "SELECT * FROM devices WHERE tags.site = 'north'", twin.QueryOptions{})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/client"
+	twc "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/internal/cluster"
 )
 
@@ -126,7 +127,31 @@ func TestCmdAdminDeviceSendBeforeFirstConnect(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for dev, want := range map[string]string{"fresh-1": "before-first-connect", "fresh-2": "from-a-back-end"} {
+	// Devices a back end creates with the Go API (client/twin), by create
+	// or by upsert: the client asks a hub node for their sessions through
+	// the registries, as the CLI does. They used to get none.
+	tc, err := twc.New(twc.Options{Registries: []string{reg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := tc.CreateDevice(ctx, &twc.Device{DeviceID: "fresh-3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.PutDevice(ctx, &twc.Device{DeviceID: "fresh-4"}, twc.PutUpsert, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range []string{"fresh-3", "fresh-4"} {
+		if _, err := p.Send(ctx, &client.Message{Topic: bridge.DefaultEgressTopic, Body: []byte("api-" + dev),
+			Properties: map[string]string{bridge.PropTopic: "devices/" + dev + "/messages/devicebound/", bridge.PropQoS: "1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for dev, want := range map[string]string{"fresh-1": "before-first-connect", "fresh-2": "from-a-back-end",
+		"fresh-3": "api-fresh-3", "fresh-4": "api-fresh-4"} {
 		firstConnectGets(t, addrs["mqtt"], dev, want)
 	}
 }

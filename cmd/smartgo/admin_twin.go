@@ -17,7 +17,15 @@ import (
 // `smartgo admin twin ...`, through the Go twin API (client/twin).
 
 func twinClient(e *adminEnv) (*twc.Client, error) {
-	c, err := twc.New(twc.Options{Registries: e.registries})
+	// A device created through it gets a session holding its
+	// cloud-to-device messages on an IoT hub, as with the HTTPS API
+	// (twc.Options.PrepareC2D); a failure to prepare is a warning.
+	c, err := twc.New(twc.Options{Registries: e.registries, PrepareC2D: func(ctx context.Context, id string) error {
+		if _, err := e.a.PrepareC2D(ctx, id); err != nil {
+			fmt.Fprintf(e.stderr, "warning: no session prepared for %s's cloud-to-device messages: %v\n", id, err)
+		}
+		return nil
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -143,12 +151,6 @@ func init() {
 				d, err := c.CreateDevice(ctx, &twc.Device{DeviceID: *dev, Status: *status, Authentication: a, Capabilities: &twc.Capabilities{IotEdge: *edge}})
 				if err != nil {
 					return err
-				}
-				// As the HTTPS API's create: on an IoT hub, the new device
-				// gets a session holding its cloud-to-device subscription,
-				// so what back ends store for it waits for its first connect.
-				if _, err := e.a.PrepareC2D(ctx, *dev); err != nil {
-					fmt.Fprintf(e.stderr, "warning: no session prepared for %s's cloud-to-device messages: %v\n", *dev, err)
 				}
 				e.out.devices(d, []twc.Device{*d}, "")
 				return nil
