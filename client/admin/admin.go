@@ -483,7 +483,7 @@ func (a *Admin) MessagesByKey(ctx context.Context, topic, key string, maxNum int
 	}
 	var out []*client.MessageExt
 	for _, bd := range rd.BrokerDatas {
-		addr := bd.MasterAddr()
+		addr := readAddr(bd) // the master, or a slave while there is none
 		if addr == "" {
 			continue
 		}

@@ -220,11 +220,11 @@ func (a *Admin) BrowseMessages(ctx context.Context, topic, brokerName string, qu
 	addr := ""
 	for _, bd := range rd.BrokerDatas {
 		if bd.BrokerName == brokerName {
-			addr = bd.MasterAddr()
+			addr = readAddr(bd) // the master, or a slave while there is none
 		}
 	}
 	if addr == "" {
-		return nil, 0, 0, 0, fmt.Errorf("%w: topic %s has no master on broker %q", client.ErrNoRoute, topic, brokerName)
+		return nil, 0, 0, 0, fmt.Errorf("%w: topic %s has no broker %q", client.ErrNoRoute, topic, brokerName)
 	}
 	h := &protocol.PullMessageRequestHeader{ConsumerGroup: ToolsGroup, Topic: topic, QueueID: queueID, QueueOffset: offset,
 		MaxMsgNums: int32(max), SysFlag: protocol.PullFlagSubscription, Subscription: "*", ExpressionType: protocol.ExpressionTypeTag}

@@ -67,8 +67,8 @@ func (p *proc) pause(t *testing.T) {
 
 // TestClusterProcConsoleBrokerDown: after broker-a's master dies, the
 // topics and groups pages still list its topic and group (read from its
-// slave) and the group's page shows its progress instead of "no such
-// group"; while broker-b is hung, those pages answer with what broker-a
+// slave), the group's page shows its progress instead of "no such
+// group", and its messages are found by key and by offset; while broker-b is hung, those pages answer with what broker-a
 // returned and name broker-b in console.PartialHeader, within the
 // console's request timeout, instead of failing whole.
 func TestClusterProcConsoleBrokerDown(t *testing.T) {
@@ -103,7 +103,7 @@ func TestClusterProcConsoleBrokerDown(t *testing.T) {
 	}
 	defer p.Close()
 	for i := range 20 {
-		if _, err := p.Send(ctx, &client.Message{Topic: topic, Body: []byte(fmt.Sprint("m", i))}); err != nil {
+		if _, err := p.Send(ctx, &client.Message{Topic: topic, Keys: []string{fmt.Sprint("k", i)}, Body: []byte(fmt.Sprint("m", i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -189,6 +189,17 @@ func TestClusterProcConsoleBrokerDown(t *testing.T) {
 	}
 	if err := u.get("/api/groups/"+group+"?topic="+topic, &g); err != nil || len(g.Queues) != 2 || g.TotalLag != 0 {
 		t.Fatalf("master dead: group page: %v %+v", err, g)
+	}
+	// Its messages are still found, by key and by queue offset.
+	var byKey []struct{ Body []byte }
+	if err := u.get("/api/messages/by-key?topic="+topic+"&key=k7", &byKey); err != nil || len(byKey) != 1 || string(byKey[0].Body) != "m7" {
+		t.Fatalf("master dead: message by key: %v %+v", err, byKey)
+	}
+	var browse struct {
+		Messages []struct{ Body []byte }
+	}
+	if err := u.get("/api/messages/browse?topic="+topic+"&broker=broker-a&queue=0&offset=0&count=32", &browse); err != nil || len(browse.Messages) == 0 {
+		t.Fatalf("master dead: browse: %v %+v", err, browse)
 	}
 
 	// broker-b hangs: the pages answer with broker-a's part and say
