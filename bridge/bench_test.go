@@ -48,44 +48,13 @@ func qos1Load(b *testing.B, addr string, pubs, n, size, window int) {
 }
 
 func qos1Publisher(addr, id string, count int, payload []byte, window int) error {
-	nc, err := net.Dial("tcp", addr)
+	bc, err := dialBench(addr, id, true)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	v := packets.Version311
-	dec, _ := packets.NewDecoder(packets.Options{MaxPacketSize: 1 << 20})
-	var buf []byte
-	tmp := make([]byte, 16<<10)
-	read := func() (packets.Packet, error) {
-		for {
-			if len(buf) > 0 {
-				p, k, err := dec.Next(v, buf)
-				if err == nil {
-					buf = buf[k:]
-					return p, nil
-				}
-				if !errors.Is(err, packets.ErrIncomplete) {
-					return nil, err
-				}
-			}
-			nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-			k, err := nc.Read(tmp)
-			buf = append(buf, tmp[:k]...)
-			if err != nil && k == 0 {
-				return nil, err
-			}
-		}
-	}
-	out, _ := packets.AppendPacket(nil, &packets.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}, v)
-	if _, err := nc.Write(out); err != nil {
-		return err
-	}
-	if p, err := read(); err != nil {
-		return err
-	} else if _, ok := p.(*packets.Connack); !ok {
-		return fmt.Errorf("want CONNACK, got %T", p)
-	}
+	defer bc.nc.Close()
+	nc, read, v := bc.nc, bc.read, bc.v
+	var out []byte
 	sent, acked := 0, 0
 	for acked < count {
 		out = out[:0]
@@ -107,6 +76,61 @@ func qos1Publisher(addr, id string, count int, payload []byte, window int) error
 		}
 	}
 	return nil
+}
+
+// benchConn is a raw MQTT 3.1.1 connection of the benchmarks' publishers.
+type benchConn struct {
+	nc  net.Conn
+	v   packets.Version
+	dec *packets.Decoder
+	buf []byte
+	tmp []byte
+}
+
+// dialBench connects id to addr (clean: CleanSession) and reads the
+// CONNACK.
+func dialBench(addr, id string, clean bool) (*benchConn, error) {
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	dec, _ := packets.NewDecoder(packets.Options{MaxPacketSize: 1 << 20})
+	bc := &benchConn{nc: nc, v: packets.Version311, dec: dec, tmp: make([]byte, 16<<10)}
+	out, _ := packets.AppendPacket(nil, &packets.Connect{ClientID: id, CleanStart: clean, KeepAlive: 60}, bc.v)
+	var p packets.Packet
+	if _, err = nc.Write(out); err == nil {
+		p, err = bc.read()
+	}
+	if _, ok := p.(*packets.Connack); ok && err == nil {
+		return bc, nil
+	}
+	nc.Close()
+	if err == nil {
+		err = fmt.Errorf("want CONNACK, got %T", p)
+	}
+	return nil, err
+}
+
+// read returns the next packet.
+func (bc *benchConn) read() (packets.Packet, error) {
+	for {
+		if len(bc.buf) > 0 {
+			p, k, err := bc.dec.Next(bc.v, bc.buf)
+			if err == nil {
+				bc.buf = bc.buf[k:]
+				return p, nil
+			}
+			if !errors.Is(err, packets.ErrIncomplete) {
+				return nil, err
+			}
+		}
+		bc.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+		k, err := bc.nc.Read(bc.tmp)
+		bc.buf = append(bc.buf, bc.tmp[:k]...)
+		if err != nil && k == 0 {
+			return nil, err
+		}
+	}
 }
 
 func reportRate(b *testing.B, start time.Time) {
