@@ -76,7 +76,7 @@ func TestCmdBinaryStandaloneNotReadyUntilEveryPartIsUp(t *testing.T) {
 // A registry with an embedded controller replica is ready only while the
 // replica knows its Raft leader, as `smartgo controller` is: one whose
 // peers do not answer has no quorum and says so (it used to say only
-// "ok registry").
+// "ok registry"); /readyz/registry asks for its name service alone.
 func TestCmdRegistryWithControllerReadiness(t *testing.T) {
 	dir := t.TempDir()
 	ports := testnet.FreePorts(t, 3)
@@ -94,6 +94,13 @@ func TestCmdRegistryWithControllerReadiness(t *testing.T) {
 	}
 	if m := metricsText(t, mon); !strings.Contains(m, "\nsmartgo_controller_leader_known 0\n") {
 		t.Fatalf("/metrics of a registry whose controller has no quorum:\n%s", m)
+	}
+	// A probe of the name service alone keeps it in service meanwhile.
+	if code, body := getPath(t, mon, "/readyz/registry"); code != 200 || body != "ok registry\n" {
+		t.Fatalf("/readyz/registry of a registry whose controller has no quorum: %d %q", code, body)
+	}
+	if code, body := getPath(t, mon, "/readyz/controller"); code != 503 || !strings.Contains(body, "fail controller: controller: no Raft leader known") {
+		t.Fatalf("/readyz/controller without quorum: %d %q", code, body)
 	}
 
 	// A single replica elects itself and the registry is ready.

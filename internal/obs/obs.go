@@ -8,7 +8,10 @@
 // /readyz runs every check and answers 200 when all pass, else 503; the
 // body has one line per check, "ok <name>" or "fail <name>: <reason>", so
 // an operator reading it (curl) sees what is missing. A process with no
-// check yet (still starting) is not ready.
+// check yet (still starting) is not ready. /readyz/<name> runs one check
+// (404 for a name the process has not): a probe that routes traffic to one
+// part of a process (the registry of a registry that also runs a
+// controller replica, the MQTT bridge of a standalone) asks only it.
 package obs
 
 import (
@@ -118,7 +121,42 @@ func (h *Health) Ready() (lines []string, ok bool) {
 	return lines, ok
 }
 
-// Handler serves /metrics from g and /healthz and /readyz from h.
+// ReadyOne runs the check named name and returns its line (as Ready's)
+// and whether it passed; found is false when there is no such check.
+func (h *Health) ReadyOne(name string) (line string, ok, found bool) {
+	h.mu.Lock()
+	i := h.indexLocked(name)
+	var c Check
+	if i >= 0 {
+		c = h.checks[i]
+	}
+	h.mu.Unlock()
+	if i < 0 {
+		return "", false, false
+	}
+	fn := c.Fn
+	if fn == nil {
+		fn = func() error { return errNotUp }
+	}
+	if err := fn(); err != nil {
+		return fmt.Sprintf("fail %s: %v", name, err), false, true
+	}
+	return "ok " + name, true, true
+}
+
+// names returns the names of the checks, in order.
+func (h *Health) names() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, len(h.checks))
+	for i, c := range h.checks {
+		out[i] = c.Name
+	}
+	return out
+}
+
+// Handler serves /metrics from g and /healthz, /readyz and
+// /readyz/{name} from h.
 func Handler(g prometheus.Gatherer, h *Health) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
@@ -133,6 +171,18 @@ func Handler(g prometheus.Gatherer, h *Health) http.Handler {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		_, _ = w.Write([]byte(strings.Join(lines, "\n") + "\n"))
+	})
+	mux.HandleFunc("GET /readyz/{name}", func(w http.ResponseWriter, r *http.Request) {
+		line, ok, found := h.ReadyOne(r.PathValue("name"))
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		switch {
+		case !found:
+			w.WriteHeader(http.StatusNotFound)
+			line = fmt.Sprintf("no check %q; this process has: %s", r.PathValue("name"), strings.Join(h.names(), ", "))
+		case !ok:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = w.Write([]byte(line + "\n"))
 	})
 	return mux
 }

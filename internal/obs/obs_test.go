@@ -26,7 +26,8 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 // TestObsEndpoints: /healthz answers at once, /readyz is 503 until every
-// check passes and names the failing one, /metrics carries the process's
+// check passes and names the failing one, /readyz/{name} answers for one
+// check (404 for one the process has not), /metrics carries the process's
 // and the components' series; Close is idempotent.
 func TestObsEndpoints(t *testing.T) {
 	reg := NewRegistry()
@@ -55,6 +56,16 @@ func TestObsEndpoints(t *testing.T) {
 	})
 	if code, body := get(t, base+"/readyz"); code != 503 || body != "ok store\nfail broker: not registered with any registry yet\n" {
 		t.Fatalf("/readyz unregistered: %d %q", code, body)
+	}
+	// One part at a time: the store is ready while the broker is not.
+	if code, body := get(t, base+"/readyz/store"); code != 200 || body != "ok store\n" {
+		t.Fatalf("/readyz/store: %d %q", code, body)
+	}
+	if code, body := get(t, base+"/readyz/broker"); code != 503 || body != "fail broker: not registered with any registry yet\n" {
+		t.Fatalf("/readyz/broker unregistered: %d %q", code, body)
+	}
+	if code, body := get(t, base+"/readyz/bridge"); code != 404 || !strings.Contains(body, "store, broker") {
+		t.Fatalf("/readyz/bridge (no such part): %d %q", code, body)
 	}
 	registered.Store(true)
 	if code, body := get(t, base+"/readyz"); code != 200 || body != "ok store\nok broker\n" {
