@@ -386,6 +386,18 @@ func (m *mappedFile) writeAt(b []byte, off int64) (int, error) {
 	return n, err
 }
 
+// writeAtZeros is writeAt of b followed by zeros zero bytes
+// (vfs.File.WriteAtZeros).
+func (m *mappedFile) writeAtZeros(b []byte, zeros int, off int64) (int, error) {
+	f, err := m.pin()
+	if err != nil {
+		return 0, err
+	}
+	n, err := f.WriteAtZeros(b, zeros, off)
+	m.unpin()
+	return n, err
+}
+
 // readAt preads b from off of the file.
 func (m *mappedFile) readAt(b []byte, off int64) (int, error) {
 	f, err := m.pin()

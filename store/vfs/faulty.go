@@ -338,6 +338,13 @@ func (f *faultyFile) WriteAt(b []byte, off int64) (int, error) {
 	return f.File.WriteAt(b, off)
 }
 
+func (f *faultyFile) WriteAtZeros(b []byte, zeros int, off int64) (int, error) {
+	if err := f.fs.claim(OpWrite, f.path, off, int64(len(b)+zeros)); err != nil {
+		return 0, err
+	}
+	return f.File.WriteAtZeros(b, zeros, off)
+}
+
 func (f *faultyFile) Allocate(off, n int64) error {
 	if err := f.fs.claim(OpAllocate, f.path, off, n); err != nil {
 		return err

@@ -67,7 +67,17 @@ type File interface {
 	// Msync makes the bytes of b, a range of this file's shared mapping,
 	// durable (msync MS_SYNC).
 	Msync(b []byte) error
+	// WriteAtZeros writes b at off followed by zeros zero bytes, in one
+	// call (pwritev), as a WriteAt of b with the zeros appended would;
+	// zeros is at most MaxZeros.
+	WriteAtZeros(b []byte, zeros int, off int64) (int, error)
 }
+
+// MaxZeros bounds File.WriteAtZeros's zeros.
+const MaxZeros = len(zeroBuf)
+
+// zeroBuf is what WriteAtZeros writes its zeros from.
+var zeroBuf [64 << 10]byte
 
 // ErrNotSupported is returned by Allocate and WriteBack where the file
 // system or the platform lacks them.
@@ -103,3 +113,6 @@ func (f osFile) Datasync() error              { return datasync(f.File) }
 func (f osFile) Allocate(off, n int64) error  { return allocate(f.File, off, n) }
 func (f osFile) WriteBack(off, n int64) error { return writeBack(f.File, off, n) }
 func (f osFile) Msync(b []byte) error         { return msync(b) }
+func (f osFile) WriteAtZeros(b []byte, zeros int, off int64) (int, error) {
+	return pwriteZeros(f.File, b, zeros, off)
+}

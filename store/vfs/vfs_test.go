@@ -142,3 +142,61 @@ func TestVFSFaultyCapacity(t *testing.T) {
 		t.Fatalf("remove: %v, used %d", err, fs.Used())
 	}
 }
+
+// WriteAtZeros writes its bytes and then its zeros, in place of what the
+// file held there, and nothing beyond; through Faulty it claims the
+// zeros' blocks too.
+func TestVFSWriteAtZeros(t *testing.T) {
+	for _, fs := range []FS{Default, NewFaulty(nil)} {
+		path := filepath.Join(t.TempDir(), "a")
+		f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := make([]byte, 3*MaxZeros)
+		for i := range old {
+			old[i] = 0xFF
+		}
+		if _, err := f.WriteAt(old, 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			b     string
+			zeros int
+			off   int64
+		}{{"hello", 100, 10}, {"", 7, 500}, {"abc", 0, 700}, {"world", MaxZeros, 1000}} {
+			n, err := f.WriteAtZeros([]byte(c.b), c.zeros, c.off)
+			if err != nil || n != len(c.b)+c.zeros {
+				t.Fatalf("%T WriteAtZeros(%q, %d, %d) = %d, %v", fs, c.b, c.zeros, c.off, n, err)
+			}
+			copy(old[c.off:], c.b)
+			clear(old[c.off+int64(len(c.b)) : c.off+int64(len(c.b)+c.zeros)])
+		}
+		got := make([]byte, len(old))
+		if _, err := f.ReadAt(got, 0); err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if got[i] != old[i] {
+				t.Fatalf("%T: byte %d is %#x, want %#x", fs, i, got[i], old[i])
+			}
+		}
+		f.Close()
+	}
+	fs := NewFaulty(nil)
+	fs.SetCapacity(2 * blockSize)
+	f, err := fs.OpenFile(filepath.Join(t.TempDir(), "b"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAtZeros([]byte("x"), 2*blockSize, 0); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("zeros past the capacity: %v, want ENOSPC", err)
+	}
+	if _, err := f.WriteAtZeros([]byte("x"), blockSize, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.Used(); got != 2*blockSize {
+		t.Fatalf("used %d, want %d", got, 2*blockSize)
+	}
+}
