@@ -126,7 +126,9 @@ func (c *failoverCluster) spawn(t *testing.T, name string, args ...string) *exec
 	return cmd
 }
 
-func startFailoverCluster(t *testing.T) *failoverCluster {
+// startFailoverCluster starts the cluster; bridgeSet are more -set
+// flags of the bridge.
+func startFailoverCluster(t *testing.T, bridgeSet ...string) *failoverCluster {
 	t.Helper()
 	c := &failoverCluster{dir: t.TempDir(), bin: smartgoBinary(t)}
 	ports := testnet.FreePorts(t, 5)
@@ -148,7 +150,11 @@ func startFailoverCluster(t *testing.T) *failoverCluster {
 		c.brokers = append(c.brokers, c.spawn(t, "broker-"+strconv.Itoa(j), args...))
 	}
 	c.mqtt = "127.0.0.1:" + strconv.Itoa(ports[4])
-	c.spawn(t, "bridge", "bridge", "-registries", c.reg, "-set", "bridge.listen="+c.mqtt, "-set", "statestore.shards="+strconv.Itoa(testShards))
+	bArgs := []string{"bridge", "-registries", c.reg, "-set", "bridge.listen=" + c.mqtt, "-set", "statestore.shards=" + strconv.Itoa(testShards)}
+	for _, kv := range bridgeSet {
+		bArgs = append(bArgs, "-set", kv)
+	}
+	c.spawn(t, "bridge", bArgs...)
 	adm, err := admin.New(admin.Options{Registries: []string{c.reg}})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,6 +142,8 @@ type Router struct {
 	tab  *shardroute.Table
 
 	routes atomic.Pointer[routeConv] // the last route converted
+	// forced is when refreshSoon last started a lookup (unix ns).
+	forced atomic.Int64
 
 	closeOnce sync.Once
 	group     gogroup.Group // goroutines Close waits for
@@ -233,8 +236,23 @@ func (r *Router) convert(refs []shardroute.Ref) []shardRef {
 		out[i] = shardRef{Ref: ref, local: r.opts.Local[ref.Addr]}
 	}
 	old := r.routes.Swap(&routeConv{refs: refs, out: out})
-	if old != nil && r.opts.OnMasterChange != nil {
-		for _, b := range movedMasters(old.refs, refs) {
+	if old == nil {
+		return out
+	}
+	moved := movedMasters(old.refs, refs)
+	if len(moved) > 0 {
+		// Requests still waiting on a replaced master (one that hangs or
+		// is cut off answers none) fail now and are tried again on the
+		// new one while they have time, rather than wait out their
+		// deadline.
+		for _, ref := range old.refs {
+			if ref.Addr != "" && r.opts.Local[ref.Addr] == nil && slices.Contains(moved, ref.Broker) {
+				r.rc.CloseConn(ref.Addr)
+			}
+		}
+	}
+	if r.opts.OnMasterChange != nil {
+		for _, b := range moved {
 			r.opts.OnMasterChange(b)
 		}
 	}
@@ -423,10 +441,34 @@ func (r *Router) invokeFrom(ctx context.Context, deadline time.Time, first int, 
 		}
 		lastErr = err
 		if ctx.Err() != nil {
+			r.refreshSoon()
 			break
 		}
 	}
 	return nil, lastErr
+}
+
+// forcedRefreshEvery spaces the lookups refreshSoon starts.
+const forcedRefreshEvery = time.Second
+
+// refreshSoon looks the route up again in the background (at most one
+// lookup every forcedRefreshEvery) after a request to a broker ran out of
+// time: a master that hangs or is cut off closes no connection, and the
+// requests after this one should reach the master the controller elects
+// meanwhile, not wait for the next periodic refresh (RouteRefresh).
+func (r *Router) refreshSoon() {
+	now := time.Now().UnixNano()
+	last := r.forced.Load()
+	if now-last < int64(forcedRefreshEvery) || !r.forced.CompareAndSwap(last, now) {
+		return
+	}
+	r.group.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.RequestTimeout)
+		defer cancel()
+		if _, err := r.route(ctx, true); err != nil {
+			r.log.Debug("router: route lookup after a timeout", "err", err)
+		}
+	})
 }
 
 // remoteResult reads a remote broker's answer (or the transport error):
@@ -717,6 +759,7 @@ func (r *Router) InvokeAll(ctx context.Context, req *protocol.StateStoreRequest)
 // after err; unless the request's time is up, then cb gets err.
 func (r *Router) retryAsync(ctx context.Context, deadline time.Time, err error, key []byte, cmd *statestore.Command, req *protocol.StateStoreRequest, cb func(*protocol.StateStoreResponse, error)) {
 	if ctx.Err() != nil || (!deadline.IsZero() && !time.Now().Before(deadline)) {
+		r.refreshSoon()
 		cb(nil, err)
 		return
 	}

@@ -1,0 +1,100 @@
+package statestore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	sscli "github.com/smartgo/smartgo/client/statestore"
+	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/statestore"
+)
+
+// TestStateStoreHungMasterFailover: the master of the state store's broker
+// group stops (SIGSTOP: a hung process, or one cut off the network) under
+// SET load; the controller elects another, and the bridge's requests go
+// to it while the old one is still stopped. A hung master closes no
+// connection, and the bridge used to keep sending to it until its next
+// periodic route lookup (statestore.route_refresh, set to 10 minutes
+// here so that only the fix can explain a recovery): a request that runs
+// out of time now has the route looked up again, and requests waiting on
+// a replaced master are tried again on the new one. Once the old master
+// runs again (and steps down), every acknowledged SET reads back with its
+// version.
+func TestStateStoreHungMasterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and stops a master")
+	}
+	c := startFailoverCluster(t, "statestore.route_refresh=10m")
+	c.master(t)
+	const clients = 4
+	var mu sync.Mutex
+	acked := map[string]statestore.HLC{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for ci := range clients {
+		var cl *sscli.Client
+		testutil.WaitFor(t, 60*time.Second, "client connected", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var err error
+			cl, err = sscli.Dial(ctx, sscli.Options{Addr: c.mqtt, ClientID: fmt.Sprintf("hung-%d", ci)})
+			return err == nil
+		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cl.Close()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("hung-%d-%d", ci, i)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, ver, err := cl.Set(ctx, []byte(key), []byte(key), sscli.SetOptions{})
+				cancel()
+				if err != nil {
+					time.Sleep(200 * time.Millisecond)
+					continue
+				}
+				mu.Lock()
+				acked[key] = ver
+				mu.Unlock()
+			}
+		}()
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	m := c.master(t)
+	before := count()
+	testutil.WaitFor(t, 60*time.Second, "SETs before the stop", func() bool { return count() > before+100 })
+	if err := c.brokers[m].Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	after := count()
+	testutil.WaitFor(t, 60*time.Second, "SETs on the new master while the old one is stopped", func() bool { return count() > after+100 })
+	t.Logf("SETs succeed again %v after the master stopped", time.Since(stopped).Round(time.Millisecond))
+	if err := c.brokers[m].Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	c.master(t)
+	close(stop)
+	wg.Wait()
+	r := dialAt(t, c.mqtt, "hung-reader")
+	mu.Lock()
+	defer mu.Unlock()
+	for key, ver := range acked {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		v, got, ok, err := r.Get(ctx, []byte(key))
+		cancel()
+		if err != nil || !ok || string(v) != key || got.Compare(ver) != 0 {
+			t.Fatalf("%s reads %q version %v (found %v, %v); acknowledged with version %v", key, v, got, ok, err, ver)
+		}
+	}
+	t.Logf("%d acknowledged SETs read back", len(acked))
+}
