@@ -234,13 +234,34 @@ func (c *Console) apiCluster(w http.ResponseWriter, r *http.Request, _ *session)
 		Bridges    []admin.BridgeNode    `json:"bridges"`
 		Errors     []string              `json:"errors,omitempty"`
 	}{Brokers: []admin.Member{}, Bridges: []admin.BridgeNode{}}
-	out.Registries = c.adm.Registries(ctx)
-	var err error
-	if out.Brokers, err = c.adm.ClusterMembers(ctx); err != nil {
-		out.Errors = append(out.Errors, "brokers: "+err.Error())
+	// The three at once: a registry or broker that does not answer costs
+	// the others nothing.
+	var wg sync.WaitGroup
+	var berr, nerr error
+	wg.Add(3)
+	go func() { defer wg.Done(); out.Registries = c.adm.Registries(ctx) }()
+	go func() {
+		defer wg.Done()
+		if m, err := c.adm.ClusterMembers(ctx); err != nil {
+			berr = err
+		} else {
+			out.Brokers = m
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if b, err := c.adm.Bridges(ctx); err != nil {
+			nerr = err
+		} else {
+			out.Bridges = b
+		}
+	}()
+	wg.Wait()
+	if berr != nil {
+		out.Errors = append(out.Errors, "brokers: "+berr.Error())
 	}
-	if out.Bridges, err = c.adm.Bridges(ctx); err != nil {
-		out.Errors = append(out.Errors, "bridges: "+err.Error())
+	if nerr != nil {
+		out.Errors = append(out.Errors, "bridges: "+nerr.Error())
 	}
 	writeJSON(w, http.StatusOK, out)
 }

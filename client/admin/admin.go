@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -705,38 +706,46 @@ func (a *Admin) ClusterMembers(ctx context.Context) ([]Member, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every broker is asked at once: one that does not answer (hung, cut
+	// off) costs the others nothing.
 	var out []Member
 	for cluster, names := range ci.ClusterAddrTable {
 		for _, n := range names {
-			bd := ci.BrokerAddrTable[n]
-			if bd == nil {
-				continue
-			}
-			masterEnd := int64(-1)
-			start := len(out)
-			for id, addr := range bd.BrokerAddrs {
-				m := Member{Cluster: cluster, Name: n, ID: id, Addr: addr, MaxOffset: -1, LagBytes: -1, DiskRatio: -1, LagSeconds: -1}
-				info, err := a.BrokerRuntimeInfo(ctx, addr)
-				if err != nil {
-					m.Err = err.Error()
-				} else {
-					m.Role = info["brokerRole"]
-					m.fillRuntime(info)
-					m.MaxOffset, _ = strconv.ParseInt(info["commitLogMaxOffset"], 10, 64)
-					if v, ok := info["haLagBytes"]; ok && id == protocol.MasterID {
-						m.LagBytes, _ = strconv.ParseInt(v, 10, 64)
-					}
-					if id == protocol.MasterID {
-						masterEnd = m.MaxOffset
-					}
-				}
-				out = append(out, m)
-			}
-			for i := start; i < len(out); i++ {
-				if out[i].ID != protocol.MasterID && masterEnd >= 0 && out[i].MaxOffset >= 0 {
-					out[i].LagBytes = max(0, masterEnd-out[i].MaxOffset)
+			if bd := ci.BrokerAddrTable[n]; bd != nil {
+				for id, addr := range bd.BrokerAddrs {
+					out = append(out, Member{Cluster: cluster, Name: n, ID: id, Addr: addr, MaxOffset: -1, LagBytes: -1, DiskRatio: -1, LagSeconds: -1})
 				}
 			}
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Add(1)
+		go func(m *Member) {
+			defer wg.Done()
+			info, err := a.BrokerRuntimeInfo(ctx, m.Addr)
+			if err != nil {
+				m.Err = err.Error()
+				return
+			}
+			m.Role = info["brokerRole"]
+			m.fillRuntime(info)
+			m.MaxOffset, _ = strconv.ParseInt(info["commitLogMaxOffset"], 10, 64)
+			if v, ok := info["haLagBytes"]; ok && m.ID == protocol.MasterID {
+				m.LagBytes, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}(&out[i])
+	}
+	wg.Wait()
+	masterEnd := map[string]int64{} // broker name -> its master's end, when it answered
+	for _, m := range out {
+		if m.ID == protocol.MasterID && m.Err == "" {
+			masterEnd[m.Cluster+"/"+m.Name] = m.MaxOffset
+		}
+	}
+	for i := range out {
+		if end, ok := masterEnd[out[i].Cluster+"/"+out[i].Name]; ok && out[i].ID != protocol.MasterID && out[i].MaxOffset >= 0 {
+			out[i].LagBytes = max(0, end-out[i].MaxOffset)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

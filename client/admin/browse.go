@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -308,19 +309,25 @@ type RegistryState struct {
 // reports which answered and how many broker groups each knows.
 func (a *Admin) Registries(ctx context.Context) []RegistryState {
 	out := make([]RegistryState, len(a.opts.Registries))
+	var wg sync.WaitGroup
 	for i, r := range a.opts.Registries {
-		out[i].Addr = r
-		resp, err := a.invokeOK(ctx, "cluster info", r, protocol.NewRequest(protocol.GetBrokerClusterInfo, nil, nil))
-		if err != nil {
-			out[i].Err = err.Error()
-			continue
-		}
-		var ci protocol.ClusterInfo
-		if err := protocol.DecodeJSON(resp.Body, &ci); err != nil {
-			out[i].Err = err.Error()
-			continue
-		}
-		out[i].OK, out[i].Brokers = true, len(ci.BrokerAddrTable)
+		wg.Add(1)
+		go func(st *RegistryState) { // at once: a hung one costs the others nothing
+			defer wg.Done()
+			st.Addr = r
+			resp, err := a.invokeOK(ctx, "cluster info", r, protocol.NewRequest(protocol.GetBrokerClusterInfo, nil, nil))
+			if err != nil {
+				st.Err = err.Error()
+				return
+			}
+			var ci protocol.ClusterInfo
+			if err := protocol.DecodeJSON(resp.Body, &ci); err != nil {
+				st.Err = err.Error()
+				return
+			}
+			st.OK, st.Brokers = true, len(ci.BrokerAddrTable)
+		}(&out[i])
 	}
+	wg.Wait()
 	return out
 }

@@ -316,3 +316,68 @@ func TestClusterProcConsoleChartsBrokerHung(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterProcConsoleClusterPageHung: with one of two registries and a
+// whole broker group hung (SIGSTOP), the cluster page answers within the
+// console's request timeout and still shows the other registry, the
+// other broker group and the bridge node, with an error on each part that
+// did not answer.
+func TestClusterProcConsoleClusterPageHung(t *testing.T) {
+	dir := t.TempDir()
+	ports := freePorts(t, 8)
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	reg1, reg2, masterA, masterB, slaveB, mqttAddr, consoleAddr := addr(0), addr(1), addr(2), addr(3), addr(4), addr(5), addr(6)
+	regs := reg1 + "," + reg2
+	r1 := start(t, dir, "registry-1", "registry", "-set", "registry.listen="+reg1, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv1.json"))
+	r2 := start(t, dir, "registry-2", "registry", "-set", "registry.listen="+reg2, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv2.json"))
+	common := []string{"-registries", regs, "-set", "store.segment_size=8MiB", "-set", "broker.advertise_ip=127.0.0.1"}
+	ma := start(t, dir, "master-a", append([]string{"broker", "-listen", masterA, "-data", filepath.Join(dir, "ma")}, common...)...)
+	mb := start(t, dir, "master-b", append([]string{"broker", "-listen", masterB, "-data", filepath.Join(dir, "mb"),
+		"-set", "broker.name=broker-b"}, common...)...)
+	sb := start(t, dir, "slave-b", append([]string{"broker", "-listen", slaveB, "-data", filepath.Join(dir, "sb"),
+		"-set", "broker.name=broker-b", "-set", "broker.role=slave", "-set", "broker.id=1"}, common...)...)
+	for _, p := range []*proc{r1, mb, sb} {
+		t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
+	}
+	br := start(t, dir, "bridge", "bridge", "-listen", mqttAddr, "-registries", regs, "-set", "bridge.heartbeat_interval=1s")
+	con := start(t, dir, "console", "console", "-listen", consoleAddr, "-registries", regs, "-set", "console.request_timeout=3s")
+	logsOnFailure(t, r1, r2, ma, mb, sb, br, con)
+	u, _ := openConsole(t, consoleAddr, reg2)
+	testutil.Eventually(t, 60*time.Second, func() error {
+		var cl consoleCluster
+		if err := u.get("/api/cluster", &cl); err != nil {
+			return err
+		}
+		if len(cl.Brokers) != 3 || len(cl.Bridges) != 1 || len(cl.Errors) != 0 {
+			return fmt.Errorf("cluster not up yet: %+v", cl)
+		}
+		return nil
+	})
+
+	for _, p := range []*proc{r1, mb, sb} {
+		p.pause(t)
+	}
+	began := time.Now()
+	var cl consoleCluster
+	if err := u.get("/api/cluster", &cl); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 3500*time.Millisecond {
+		t.Errorf("cluster page took %v (request timeout 3 s)", took)
+	}
+	if len(cl.Registries) != 2 || cl.Registries[0].OK || cl.Registries[0].Err == "" || !cl.Registries[1].OK {
+		t.Errorf("registries: %+v", cl.Registries)
+	}
+	if len(cl.Bridges) != 1 || len(cl.Errors) != 0 {
+		t.Errorf("bridges %+v, errors %q", cl.Bridges, cl.Errors)
+	}
+	for _, a := range []string{masterA, masterB, slaveB} {
+		m, err := cl.member(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hung := a != masterA; hung != (m.Err != "") || (!hung && m.Role != "ASYNC_MASTER") {
+			t.Errorf("broker %s: %+v", a, m)
+		}
+	}
+}
