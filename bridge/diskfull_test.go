@@ -22,12 +22,20 @@ import (
 // cause beside SERVICE_NOT_AVAILABLE and the bridge passes it on. A 3.1.1
 // publisher, which has no reason code, is disconnected. Once space frees,
 // publishes are stored again.
+// Both with topic auto-creation on the brokers and without it (then no
+// TBW102 template route exists to fall back on).
 func TestBridgeDiskFullPublishQuotaExceeded(t *testing.T) {
+	for _, noAuto := range []bool{false, true} {
+		t.Run(fmt.Sprintf("no-auto-create=%v", noAuto), func(t *testing.T) { diskFullPublish(t, noAuto) })
+	}
+}
+
+func diskFullPublish(t *testing.T, noAutoCreate bool) {
 	var usage atomic.Value
 	usage.Store(0.1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Dir: t.TempDir(),
+	c, err := cluster.Start(ctx, cluster.Options{Dir: t.TempDir(), NoAutoCreateTopic: noAutoCreate,
 		DiskUsage: func(string) (float64, error) { return usage.Load().(float64), nil }})
 	if err != nil {
 		t.Fatal(err)

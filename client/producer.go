@@ -120,6 +120,9 @@ func (p *Producer) publishRoute(ctx context.Context, topic string) (*topicRoute,
 		if err != nil {
 			return nil, err
 		}
+		if disksFull(tr) {
+			return nil, errDisksFull(topic)
+		}
 		return nil, fmt.Errorf("%w: %s", ErrNoRoute, topic)
 	}
 	auto := buildRoute(topic, tmpl, p.opts.DefaultTopicQueueNums)
@@ -129,7 +132,7 @@ func (p *Producer) publishRoute(ctx context.Context, topic string) (*topicRoute,
 	}
 	if len(auto.publish) == 0 {
 		if tr != nil && disksFull(tr) {
-			return nil, fmt.Errorf("%w: %w: topic %s (every master's disk is full)", ErrNoRoute, ErrDiskFull, topic)
+			return nil, errDisksFull(topic)
 		}
 		return nil, fmt.Errorf("%w: %s (no writable queue, no auto-create template)", ErrNoRoute, topic)
 	}
@@ -396,6 +399,12 @@ func disksFull(tr *topicRoute) bool {
 		full = true
 	}
 	return full
+}
+
+// errDisksFull is the error of a send to topic whose route has no
+// writable queue because every master's disk is full (disksFull).
+func errDisksFull(topic string) error {
+	return fmt.Errorf("%w: %w: topic %s (every master's disk is full)", ErrNoRoute, ErrDiskFull, topic)
 }
 
 // masterless reports a route whose writable queues are all on brokers
