@@ -60,3 +60,32 @@ func TestRecordTagsHash(t *testing.T) {
 		t.Errorf("TagsHashBytes allocates %.1f", a)
 	}
 }
+
+// JavaHashCode takes eight ASCII bytes at a time where it can: the same
+// hash as the reference for any text, whatever its length and wherever
+// its non-ASCII bytes are.
+func FuzzRecordJavaHashCode(f *testing.F) {
+	for _, s := range []string{"", "TopicTest#order-1", "CPU#7F000001000100000000000000000003", "12345678", "1234567", "123456789",
+		"abcdefgh\xe2\x82\xacabcdefgh", "ab\xffcdefghijk", "Ünïcødé ✓ 𝄞 tag and some more ascii", "\xe2\x82"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, ref := JavaHashCode([]byte(s)), javaHashRef(s); got != ref {
+			t.Fatalf("JavaHashCode(%q) = %d, reference %d", s, got, ref)
+		}
+		if got, ref := JavaHashCodeString(s), javaHashRef(s); got != ref {
+			t.Fatalf("JavaHashCodeString(%q) = %d, reference %d", s, got, ref)
+		}
+	})
+}
+
+// BenchmarkRecordJavaHashCode hashes an index key as the broker's sends
+// make them: topic#UNIQ_KEY.
+func BenchmarkRecordJavaHashCode(b *testing.B) {
+	key := []byte("CPU#7F000001000100000000000000000003")
+	var h int32
+	for b.Loop() {
+		h += JavaHashCode(key)
+	}
+	_ = h
+}
