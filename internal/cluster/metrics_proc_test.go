@@ -289,6 +289,25 @@ func TestClusterProcMetrics(t *testing.T) {
 			}
 		}
 	}
+	// The slave's state store shards hold a replica of the master's keys
+	// and report them: a dashboard sum over shard gauges that does not
+	// leave slaves out counts every key once per copy.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		mk, _ := sum(scrape(t, mMaster), "smartgo_statestore_keys")
+		sk, _ := sum(scrape(t, mSlave), "smartgo_statestore_keys")
+		if mk < 1 || sk != mk {
+			return fmt.Errorf("state store keys: master %v, slave %v", mk, sk)
+		}
+		return nil
+	})
+	shardRE := regexp.MustCompile(`sum[^(]*\((smartgo_statestore_(keys|bytes|expiring_keys|history_changes)|smartgo_twin_[a-z_]+)\b`)
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			if shardRE.MatchString(tg.Expr) && !strings.Contains(tg.Expr, `smartgo_broker_info{role!="SLAVE"}`) {
+				t.Errorf("dashboard panel %q sums shard gauges over slaves too (each key counted per copy): %s", p.Title, tg.Expr)
+			}
+		}
+	}
 
 	// The bridge node registered with the registry (it is ready).
 	if n, _ := sum(scrape(t, mReg), "smartgo_registry_bridges"); n != 1 {
