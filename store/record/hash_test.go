@@ -1,6 +1,7 @@
 package record
 
 import (
+	"hash/crc32"
 	"testing"
 	"unicode/utf16"
 )
@@ -88,4 +89,44 @@ func BenchmarkRecordJavaHashCode(b *testing.B) {
 		h += JavaHashCode(key)
 	}
 	_ = h
+}
+
+// checksumIEEE is crc32.ChecksumIEEE for every length and content.
+func FuzzRecordChecksumIEEE(f *testing.F) {
+	for _, n := range []int{0, 1, 15, 16, 63, 64, 65, 79, 80, 1023, 1024, 1300, 1311} {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*7 + n)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for n := len(b); n >= 0 && n > len(b)-20; n-- {
+			if got, want := checksumIEEE(b[:n]), crc32.ChecksumIEEE(b[:n]); got != want {
+				t.Fatalf("checksumIEEE of %d bytes = %#x, want %#x", n, got, want)
+			}
+		}
+	})
+}
+
+// BenchmarkRecordChecksumIEEE hashes a record of 1,311 bytes (a 1 KiB
+// send's, a tail of 15 bytes), with the standard library's function and
+// with checksumIEEE.
+func BenchmarkRecordChecksumIEEE(b *testing.B) {
+	p := make([]byte, 1311)
+	for i := range p {
+		p[i] = byte(i)
+	}
+	for _, f := range []struct {
+		name string
+		sum  func([]byte) uint32
+	}{{"std", crc32.ChecksumIEEE}, {"tail", checksumIEEE}} {
+		b.Run(f.name, func(b *testing.B) {
+			var c uint32
+			for b.Loop() {
+				c += f.sum(p)
+			}
+			_ = c
+		})
+	}
 }

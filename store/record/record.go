@@ -3,7 +3,6 @@ package record
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"net/netip"
 	"slices"
@@ -156,7 +155,7 @@ func putHost(b []byte, ap netip.AddrPort) int {
 
 // BodyCRC returns the BODYCRC of body: CRC32-IEEE & 0x7FFFFFFF.
 func BodyCRC(body []byte) uint32 {
-	return crc32.ChecksumIEEE(body) & 0x7FFFFFFF
+	return checksumIEEE(body) & 0x7FFFFFFF
 }
 
 // EncodeTo writes the record for m into dst[:Size(m)] (dst may be a mapped

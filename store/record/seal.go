@@ -2,7 +2,6 @@ package record
 
 import (
 	"fmt"
-	"hash/crc32"
 	"strings"
 )
 
@@ -104,7 +103,7 @@ func Seal(rec []byte) {
 // RecordCRC is the whole-record CRC of a sealed record: CRC32-IEEE of every
 // byte before the trailer, masked to 31 bits (as RocketMQ's UtilAll.crc32).
 func RecordCRC(rec []byte) uint32 {
-	return crc32.ChecksumIEEE(rec[:len(rec)-TrailerSize]) & 0x7FFFFFFF
+	return checksumIEEE(rec[:len(rec)-TrailerSize]) & 0x7FFFFFFF
 }
 
 // putTrailer writes key 0x01 digits 0x02; the digits are the decimal value
