@@ -530,7 +530,7 @@ func TestBrokerStatisticsEndpoints(t *testing.T) {
 	text, _ := io.ReadAll(hr.Body)
 	for _, want := range []string{`smartgo_topic_put_messages_total{topic="Counted"} 3`, `smartgo_group_get_messages_total{group="statg",topic="Counted"} 3`, "smartgo_commitlog_max_offset", "smartgo_index_lag_bytes",
 		"smartgo_broker_send_latency_seconds_count 1", "smartgo_broker_pull_latency_seconds_count 1", "smartgo_store_disk_used_ratio",
-		`smartgo_store_writes_refused{reason="disk-full"} 0`, "go_goroutines", "process_cpu_seconds_total"} {
+		"smartgo_store_open_files", "smartgo_store_file_reopens_total", `smartgo_store_writes_refused{reason="disk-full"} 0`, "go_goroutines", "process_cpu_seconds_total"} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

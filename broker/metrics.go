@@ -291,6 +291,8 @@ var (
 	descIndexDamaged   = prometheus.NewDesc("smartgo_store_index_files_damaged_total", "Key index files found damaged (at start, or by the check of older files that follows it); each is rebuilt from the commitlog.", nil, nil)
 	descIndexRebuilt   = prometheus.NewDesc("smartgo_store_index_files_rebuilt_total", "Damaged key index files rebuilt from the commitlog.", nil, nil)
 	descForceDeleted   = prometheus.NewDesc("smartgo_store_force_deleted_unconsumed_total", "Messages retention deleted before every consumer group consumed them (store.disk_force_clean).", nil, nil)
+	descOpenFiles      = prometheus.NewDesc("smartgo_store_open_files", "Descriptors the store holds of its segments, consume-queue and index files (at most store.max_open_files but for the calls using one; the others are read through their mappings).", nil, nil)
+	descFileReopens    = prometheus.NewDesc("smartgo_store_file_reopens_total", "Store files opened again to be written or synced after their descriptor was closed (store.max_open_files).", nil, nil)
 	descWritesRefused  = prometheus.NewDesc("smartgo_store_writes_refused", "1 while the store refuses writes (disk over the full mark, or a write failed), else 0.", []string{"reason"}, nil)
 	descStoreEvents    = prometheus.NewDesc("smartgo_store_events_total", "Store events by kind (segment-rolled, segment-deleted, corruption, slow-flush, disk-full, disk-ok, write-failed, queue-gap, truncated).", []string{"kind"}, nil)
 	descReplLagBytes   = prometheus.NewDesc("smartgo_replication_lag_bytes", "Master: commitlog end minus the best slave's acknowledged end. Slave: its master's end minus its own.", nil, nil)
@@ -301,7 +303,7 @@ var (
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommitLogMax, descCommitLogMin, descDispatchLag, descIndexLag, descHeldPulls,
-		descFlushedOffset, descFlushLatency, descDiskUsed, descBadRecords, descIndexDamaged, descIndexRebuilt, descForceDeleted, descWritesRefused, descStoreEvents, descReplLagBytes,
+		descFlushedOffset, descFlushLatency, descDiskUsed, descBadRecords, descIndexDamaged, descIndexRebuilt, descForceDeleted, descOpenFiles, descFileReopens, descWritesRefused, descStoreEvents, descReplLagBytes,
 		descReplLagSeconds, descSlaves, descInfo} {
 		ch <- d
 	}
@@ -334,6 +336,8 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descIndexDamaged, prometheus.CounterValue, float64(st.IndexFilesDamaged))
 	ch <- prometheus.MustNewConstMetric(descIndexRebuilt, prometheus.CounterValue, float64(st.IndexFilesRebuilt))
 	ch <- prometheus.MustNewConstMetric(descForceDeleted, prometheus.CounterValue, float64(st.ForceDeletedUnconsumed))
+	gauge(descOpenFiles, float64(st.OpenFiles))
+	ch <- prometheus.MustNewConstMetric(descFileReopens, prometheus.CounterValue, float64(st.FileReopens))
 	gauge(descWritesRefused, b2f(st.DiskFull), "disk-full")
 	gauge(descWritesRefused, b2f(st.WriteFailed), "write-failed")
 
