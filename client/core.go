@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -30,6 +31,10 @@ type core struct {
 	// newBrokers is set when a route brings a broker address not seen
 	// before (consumers then heartbeat at once).
 	newBrokers atomic.Bool
+	// routeWake has the route refresh task run now; wokeAt is when
+	// refreshSoon last woke it (unix ns).
+	routeWake chan struct{}
+	wokeAt    atomic.Int64
 
 	mu      sync.RWMutex
 	routes  map[string]*topicRoute      // protected by mu; by topic
@@ -62,7 +67,7 @@ func newCore(opts ClientOptions) (*core, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &core{opts: opts, log: opts.Logger, rc: rc, routes: map[string]*topicRoute{},
-		brokers: map[string]map[int64]string{}, ctx: ctx, cancel: cancel}
+		brokers: map[string]map[int64]string{}, routeWake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 	ip := opts.ClientIP
 	if ip == "" {
 		ip = localIP()
@@ -122,9 +127,39 @@ func (c *core) callCtx(ctx context.Context, d time.Duration) (context.Context, c
 func (c *core) invoke(ctx context.Context, op, addr string, req *protocol.Command) (*protocol.Command, error) {
 	resp, err := c.rc.Invoke(ctx, addr, req)
 	if err != nil {
-		return nil, wrapCallErr(op, addr, err)
+		return nil, c.callErr(op, addr, err)
 	}
 	return resp, nil
+}
+
+// callErr is wrapCallErr for a request to addr; a request that got no
+// answer in time has the routes refreshed soon (refreshSoon).
+func (c *core) callErr(op, addr string, err error) error {
+	err = wrapCallErr(op, addr, err)
+	if errors.Is(err, ErrTimeout) && !slices.Contains(c.opts.Registries, addr) {
+		c.refreshSoon()
+	}
+	return err
+}
+
+// refreshEvery spaces the refreshes refreshSoon asks for.
+const refreshEvery = time.Second
+
+// refreshSoon has the route refresh task run now (at most once every
+// refreshEvery for this reason): a master that hangs or is cut off
+// closes no connection, and the requests after the one that timed out
+// should go to the master elected in its place (storeRoute closes the
+// connection to the old one), not wait for the periodic refresh.
+func (c *core) refreshSoon() {
+	now := time.Now().UnixNano()
+	last := c.wokeAt.Load()
+	if now-last < int64(refreshEvery) || !c.wokeAt.CompareAndSwap(last, now) {
+		return
+	}
+	select {
+	case c.routeWake <- struct{}{}:
+	default:
+	}
 }
 
 // invokeOK is invoke that turns a non-success code into a *BrokerError.
@@ -228,10 +263,13 @@ func masterNames(rd *protocol.TopicRouteData) map[string]bool {
 	return masters
 }
 
-// storeRoute caches a route and merges its broker addresses.
+// storeRoute caches a route and merges its broker addresses. A broker
+// whose master moved has the connection to its old master closed:
+// requests still waiting on it (a master that hangs answers none) fail
+// now, and a send tries again on the new master while it has time.
 func (c *core) storeRoute(topic string, tr *topicRoute) {
+	var stale []string
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.routes[topic] = tr
 	for _, bd := range tr.data.BrokerDatas {
 		if bd == nil {
@@ -245,7 +283,15 @@ func (c *core) storeRoute(topic string, tr *topicRoute) {
 				c.newBrokers.Store(true)
 			}
 		}
+		if was := old[protocol.MasterID]; was != "" && was != addrs[protocol.MasterID] && addrs[protocol.MasterID] != "" {
+			stale = append(stale, was)
+		}
 		c.brokers[bd.BrokerName] = addrs
+	}
+	c.mu.Unlock()
+	for _, a := range stale {
+		c.log.Info("broker master moved; closing the connection to the old one", "addr", a)
+		c.rc.CloseConn(a)
 	}
 }
 

@@ -24,7 +24,6 @@ type Producer struct {
 	fault *faultTracker
 	rr    atomic.Uint32
 
-	routeWake chan struct{}  // refreshes the routes now (an async send found no master)
 	inflight  sync.WaitGroup // async sends whose callback has not run
 	amu       sync.Mutex     // orders inflight.Add against Close
 	closing   bool           // protected by amu
@@ -55,9 +54,8 @@ func NewProducer(opts ProducerOptions) (*Producer, error) {
 	ip, _ := netip.ParseAddr(localIP())
 	p := &Producer{opts: opts, core: c, ids: record.NewUniqueIDGenerator(ip, os.Getpid()), fault: newFaultTracker(),
 		batchers: map[string]*topicBatcher{}, waiters: map[string]*replyWaiter{}, replyClusters: map[string]bool{}}
-	p.routeWake = make(chan struct{}, 1)
 	c.rc.RegisterFunc(protocol.PushReplyMessageToClient, p.onReply)
-	c.every(opts.RouteRefresh, p.routeWake, c.refreshRoutes)
+	c.every(opts.RouteRefresh, c.routeWake, c.refreshRoutes)
 	c.every(opts.HeartbeatInterval, nil, func() { _ = p.heartbeat(c.ctx) })
 	return p, nil
 }
@@ -582,7 +580,7 @@ func (p *Producer) sendAsyncRetry(ctx context.Context, pm *prepared, tr *topicRo
 			// No reachable master: the route refresh runs now, and the
 			// send tries again on the refreshed route after the backoff.
 			select {
-			case p.routeWake <- struct{}{}:
+			case p.core.routeWake <- struct{}{}:
 			default:
 			}
 			next.lastBroker, next.backoff = "", min(2*st.backoff, 400*time.Millisecond)
@@ -614,7 +612,7 @@ func (p *Producer) sendAsyncRetry(ctx context.Context, pm *prepared, tr *topicRo
 	err := p.core.rc.InvokeAsync(ctx, addr, req, timeout, func(resp *protocol.Command, err error) {
 		p.fault.update(mq.BrokerName, time.Since(start), err != nil)
 		if err != nil {
-			retry(wrapCallErr("send", addr, err))
+			retry(p.core.callErr("send", addr, err))
 			return
 		}
 		res, err := p.result(addr, pm, mq, resp)

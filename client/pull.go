@@ -144,7 +144,7 @@ func (c *PullConsumer) Start(ctx context.Context) error {
 		core.every(b.opts.HeartbeatInterval, nil, func() { _ = b.heartbeat(core.ctx) })
 		core.goFunc(b.rebalanceLoop)
 	}
-	core.every(b.opts.RouteRefresh, nil, core.refreshRoutes)
+	core.every(b.opts.RouteRefresh, core.routeWake, core.refreshRoutes)
 	if c.autoCommit {
 		core.every(b.opts.PersistInterval, nil, func() { _ = b.persistOffsets(context.WithoutCancel(core.ctx)) })
 	}

@@ -123,7 +123,7 @@ func (c *PushConsumer) Start(ctx context.Context) error {
 		b.wakeRebalance()
 	}
 	core := b.core
-	core.every(b.opts.RouteRefresh, nil, core.refreshRoutes)
+	core.every(b.opts.RouteRefresh, core.routeWake, core.refreshRoutes)
 	core.every(b.opts.HeartbeatInterval, nil, func() { _ = b.heartbeat(core.ctx) })
 	core.goFunc(b.rebalanceLoop)
 	core.every(b.opts.PersistInterval, nil, func() {

@@ -3,11 +3,13 @@ package statestore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/client"
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/statestore"
@@ -97,4 +99,69 @@ func TestStateStoreHungMasterFailover(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged SETs read back", len(acked))
+}
+
+// TestClientSendsReachNewMasterWhileOldHangs: a producer of the Go client
+// (the MQTT bridge's ingress) sending while the master of its topic's
+// broker group hangs (SIGSTOP) sends to the master the controller elected
+// in its place, though the old one closed no connection and the
+// producer's periodic route refresh (10 minutes here) is far off: a send
+// that got no answer in time has the route refreshed, and the connection
+// to the replaced master is closed so that sends waiting on it are tried
+// again on the new one. Sends used to fail (timed out) until the next
+// periodic refresh (30 s by default; MQTT publishers got PUBACK 0x80 for
+// that long).
+func TestClientSendsReachNewMasterWhileOldHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and stops a master")
+	}
+	c := startFailoverCluster(t)
+	m := c.master(t)
+	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: []string{c.reg},
+		RouteRefresh: 10 * time.Minute}, Group: "hung-producer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	var mu sync.Mutex
+	sent, failed := 0, 0
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// The bridge's kind of send: one queue per key, no retry
+			// on another broker.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := p.SendOrderly(ctx, &client.Message{Topic: "MQTT_INGRESS", Body: []byte(strconv.Itoa(i))}, strconv.Itoa(i%8), client.HashSelector)
+			cancel()
+			mu.Lock()
+			if err == nil {
+				sent++
+			} else {
+				failed++
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+	count := func() int { mu.Lock(); defer mu.Unlock(); return sent }
+	testutil.WaitFor(t, 60*time.Second, "sends before the stop", func() bool { return count() > 100 })
+	if err := c.brokers[m].Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	after := count()
+	testutil.WaitFor(t, 60*time.Second, "sends to the new master while the old one is stopped", func() bool { return count() > after+100 })
+	mu.Lock()
+	t.Logf("sends succeed again %v after the master stopped (%d failed meanwhile)", time.Since(stopped).Round(time.Millisecond), failed)
+	mu.Unlock()
+	if err := c.brokers[m].Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 }
