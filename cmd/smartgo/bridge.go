@@ -45,6 +45,7 @@ Stops cleanly on SIGINT or SIGTERM (persistent sessions saved).`, stdout, stderr
 		return exitFailure
 	}
 	defer mon.Close()
+	mon.expect("bridge") // /readyz names it while it waits for the brokers
 	b, err := startBridge(ctx, f, nil, log)
 	if err != nil {
 		return startFailed(ctx, log, "bridge", err)

@@ -39,6 +39,7 @@ Stops cleanly on SIGINT or SIGTERM (offsets persisted, store flushed).`, stdout,
 		return exitFailure
 	}
 	defer mon.Close()
+	mon.expect(brokerParts...) // /readyz names them while the store recovers
 	b, err := startBrokerNode(f, log)
 	if err != nil {
 		log.Error("broker failed to start", "err", err)

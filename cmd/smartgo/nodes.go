@@ -64,6 +64,9 @@ func (n *brokerNode) localTwins() map[string]twincli.LocalBroker {
 	return map[string]twincli.LocalBroker{n.Addr(): localTwin{n.tw}}
 }
 
+// brokerParts are the readiness checks a broker node adds, in order.
+var brokerParts = []string{"broker", "statestore", "twin"}
+
 // monitor adds the broker's and its state store's metrics and readiness
 // to the process's monitor.
 func (n *brokerNode) monitor(m *monitor) {

@@ -132,3 +132,22 @@ func metricsText(t *testing.T, addr string) string {
 	}
 	return body
 }
+
+// A bridge or broker process still starting names the part it waits for:
+// a bridge whose registries do not answer answers /readyz "fail bridge:
+// starting" and /readyz/bridge 503 (it used to say only that no
+// component was up, and a probe of /readyz/bridge found no such check).
+func TestCmdBinaryStartingPartsAreNamed(t *testing.T) {
+	p := startBin(t, "bridge", "-listen", "127.0.0.1:0", "-set", `bridge.registries=["`+deadAddr(t)+`"]`, "-set", "metrics.listen=127.0.0.1:0")
+	addr := p.waitLog(t, regexp.MustCompile(`metrics listening.* addr=(\S+)`), 30*time.Second)[1]
+	p.waitLog(t, regexp.MustCompile(`waiting for the registries`), 20*time.Second)
+	if code, body := readyz(t, addr); code != 503 || body != "fail bridge: starting: not up yet\n" {
+		t.Fatalf("/readyz of a bridge waiting for its registries: %d %q", code, body)
+	}
+	if code, body := getPath(t, addr, "/readyz/bridge"); code != 503 || body != "fail bridge: starting: not up yet\n" {
+		t.Fatalf("/readyz/bridge of a bridge waiting for its registries: %d %q", code, body)
+	}
+	if code, _ := p.stop(t, syscall.SIGTERM, 10*time.Second); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, p.stderr.String())
+	}
+}

@@ -49,7 +49,7 @@ registers with the registry of the same process; clients use
 	defer mon.Close()
 	// Not ready until every part is up: the registry answers long before
 	// the broker has recovered its store and registered.
-	parts := []string{"registry", "broker", "statestore", "twin", "bridge"}
+	parts := append(append([]string{"registry"}, brokerParts...), "bridge")
 	if f.Console.Listen != "" {
 		parts = append(parts, "console")
 	}
