@@ -127,6 +127,8 @@ var notFromTOML = map[string]string{
 	"IoTHub.Twins.Shards":         "used with fixed broker tables only",
 	"IoTHub.Twins.Local":          "in-process brokers, wired by cmd",
 	"IoTHub.Twins.OnDesired":      "wired by the hub",
+	"IoTHub.Twins.PrepareC2D":     "wired by the hub (its own session preparation)",
+	"IoTHub.Twins.NoPrepareC2D":   "a hub always prepares the sessions of devices it creates",
 	"IoTHub.Twins.Logger":         "injected",
 }
 
