@@ -369,13 +369,13 @@ func (c *Console) apiTopicRoute(w http.ResponseWriter, r *http.Request, _ *sessi
 func (c *Console) apiTopicStats(w http.ResponseWriter, r *http.Request, _ *session) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
-	st, err := c.adm.TopicStats(ctx, r.PathValue("topic"))
+	st, err := c.adm.QueueStats(ctx, r.PathValue("topic"))
 	if err != nil {
 		fail(w, err)
 		return
 	}
 	if st == nil {
-		st = []admin.QueueStat{} // no broker group of the topic has a master
+		st = []admin.QueueStat{} // no broker of the topic answers for it
 	}
 	writeJSON(w, http.StatusOK, st)
 }

@@ -318,15 +318,30 @@ type QueueStat struct {
 	LastUpdateTime int64               `json:"lastUpdateTimestamp"`
 }
 
-// TopicStats returns every queue's offsets on every broker of the topic.
+// TopicStats returns every queue's offsets on every master of the topic
+// (a broker group without master is left out: the MQTT bridge positions
+// its consumers on these).
 func (a *Admin) TopicStats(ctx context.Context, topic string) ([]QueueStat, error) {
+	return a.topicStats(ctx, topic, (*protocol.BrokerData).MasterAddr)
+}
+
+// QueueStats returns every queue's offsets on every broker group of the
+// topic, read from its master or, while it has none, from its slave (see
+// Readers): what an operator looks at, also after a master died.
+func (a *Admin) QueueStats(ctx context.Context, topic string) ([]QueueStat, error) {
+	return a.topicStats(ctx, topic, readAddr)
+}
+
+// topicStats asks GET_TOPIC_STATS_INFO of the broker addrOf names in each
+// broker group of the topic ("": none).
+func (a *Admin) topicStats(ctx context.Context, topic string, addrOf func(*protocol.BrokerData) string) ([]QueueStat, error) {
 	rd, err := a.TopicRoute(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
 	var out []QueueStat
 	for _, bd := range rd.BrokerDatas {
-		addr := bd.MasterAddr()
+		addr := addrOf(bd)
 		if addr == "" {
 			continue
 		}

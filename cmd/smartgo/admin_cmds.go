@@ -133,7 +133,7 @@ func init() {
 				if err := required(*topic, "-t"); err != nil {
 					return err
 				}
-				st, err := e.a.TopicStats(ctx, *topic)
+				st, err := e.a.QueueStats(ctx, *topic)
 				if err != nil {
 					return err
 				}

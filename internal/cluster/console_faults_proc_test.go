@@ -190,6 +190,10 @@ func TestClusterProcConsoleBrokerDown(t *testing.T) {
 	if err := u.get("/api/groups/"+group+"?topic="+topic, &g); err != nil || len(g.Queues) != 2 || g.TotalLag != 0 {
 		t.Fatalf("master dead: group page: %v %+v", err, g)
 	}
+	var stats []admin.QueueStat
+	if err := u.get("/api/topics/"+topic+"/stats", &stats); err != nil || len(stats) != 2 || stats[0].MaxOffset+stats[1].MaxOffset != 20 {
+		t.Fatalf("master dead: topic stats: %v %+v", err, stats)
+	}
 	// Its messages are still found, by key and by queue offset.
 	var byKey []struct{ Body []byte }
 	if err := u.get("/api/messages/by-key?topic="+topic+"&key=k7", &byKey); err != nil || len(byKey) != 1 || string(byKey[0].Body) != "m7" {
