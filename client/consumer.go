@@ -67,6 +67,7 @@ func newConsumerBase(opts ConsumerOptions, consumeType string) (*consumerBase, e
 		}
 		b.pullRCs = append(b.pullRCs, rc)
 	}
+	c.extraRCs = b.pullRCs
 	if opts.Model == Broadcasting {
 		lo, err := newLocalOffsets(opts.OffsetDir, opts.Group)
 		if err != nil {

@@ -35,6 +35,9 @@ type core struct {
 	// refreshSoon last woke it (unix ns).
 	routeWake chan struct{}
 	wokeAt    atomic.Int64
+	// extraRCs are more clients whose connections follow the route like
+	// rc's (a consumer's extra pull connections); set before first use.
+	extraRCs []*remoting.Client
 
 	mu      sync.RWMutex
 	routes  map[string]*topicRoute      // protected by mu; by topic
@@ -77,8 +80,13 @@ func newCore(opts ClientOptions) (*core, error) {
 		inst = strconv.Itoa(os.Getpid()) + "#" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	}
 	c.clientID = ip + "@" + inst
+	liveCores.Store(c, struct{}{})
 	return c, nil
 }
+
+// liveCores are the process's open cores (*core): one that learns that a
+// broker's master moved has the others look at their routes too.
+var liveCores sync.Map
 
 // goFunc runs fn as a goroutine owned by the core.
 func (c *core) goFunc(fn func()) {
@@ -109,6 +117,7 @@ func (c *core) every(d time.Duration, wake <-chan struct{}, fn func()) {
 
 // close stops the background goroutines and the connections.
 func (c *core) close() error {
+	liveCores.Delete(c)
 	c.cancel()
 	c.wg.Wait()
 	return c.rc.Close()
@@ -289,10 +298,25 @@ func (c *core) storeRoute(topic string, tr *topicRoute) {
 		c.brokers[bd.BrokerName] = addrs
 	}
 	c.mu.Unlock()
+	if len(stale) == 0 {
+		return
+	}
 	for _, a := range stale {
 		c.log.Info("broker master moved; closing the connection to the old one", "addr", a)
 		c.rc.CloseConn(a)
+		for _, rc := range c.extraRCs {
+			rc.CloseConn(a)
+		}
 	}
+	// The process's other producers and consumers may be waiting on the
+	// old master too (a consumer's held pull is not answered for a while
+	// even by a live broker, so it cannot tell a hung one soon).
+	liveCores.Range(func(k, _ any) bool {
+		if o := k.(*core); o != c {
+			o.refreshSoon()
+		}
+		return true
+	})
 }
 
 // route returns the cached route of topic, fetching it when absent.

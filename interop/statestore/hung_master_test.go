@@ -165,3 +165,129 @@ func TestClientSendsReachNewMasterWhileOldHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClientConsumerFollowsNewMasterWhileOldHangs: a pull consumer whose
+// held pulls (PullSuspend, 60 s here) wait on a master that hangs
+// (SIGSTOP) reads the messages stored on the master elected in its place
+// soon after a producer of the same process found the new master: a
+// client that learns a broker's master moved has the process's other
+// clients look at their routes, and they close their connections to the
+// old master (failing the held pulls, which go again to the new one). The
+// consumer used to wait for its pulls to time out (suspend + 18 s) and
+// its next periodic route refresh (10 minutes here). Every acknowledged
+// message is read in the end.
+func TestClientConsumerFollowsNewMasterWhileOldHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and stops a master")
+	}
+	c := startFailoverCluster(t)
+	m := c.master(t)
+	copts := client.ClientOptions{Registries: []string{c.reg}, RouteRefresh: 10 * time.Minute}
+	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: copts, Group: "hung-producer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	const topic = "MQTT_INGRESS" // created by the bridge
+	pc, err := client.NewPullConsumer(client.PullConsumerOptions{ConsumerOptions: client.ConsumerOptions{ClientOptions: copts,
+		Group: "hung-consumer", From: client.ConsumeFromLast, PullSuspend: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Close() })
+	var qs []client.MessageQueue
+	testutil.WaitFor(t, 60*time.Second, "the bridge's topic", func() bool {
+		qs, err = pc.Queues(ctx10(t), topic)
+		return err == nil
+	})
+	if err := pc.Assign(qs); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(ctx10(t)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	acked, got := map[string]bool{}, map[string]bool{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			body := "hung-" + strconv.Itoa(i)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := p.SendOrderly(ctx, &client.Message{Topic: topic, Body: []byte(body)}, strconv.Itoa(i%8), client.HashSelector)
+			cancel()
+			if err == nil {
+				mu.Lock()
+				acked[body] = true
+				mu.Unlock()
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			msgs, _ := pc.Poll(ctx)
+			cancel()
+			mu.Lock()
+			for _, x := range msgs {
+				got[string(x.Body)] = true
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { close(stop); wg.Wait() })
+	// readAfter counts the messages acknowledged after mark that were read.
+	readAfter := func(mark map[string]bool) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for b := range acked {
+			if !mark[b] && got[b] {
+				n++
+			}
+		}
+		return n
+	}
+	testutil.WaitFor(t, 60*time.Second, "messages read before the stop", func() bool { return readAfter(nil) > 100 })
+	if err := c.brokers[m].Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	mu.Lock()
+	before := make(map[string]bool, len(acked))
+	for b := range acked {
+		before[b] = true
+	}
+	mu.Unlock()
+	testutil.WaitFor(t, 60*time.Second, "messages of the new master read while the old one is stopped", func() bool { return readAfter(before) > 100 })
+	t.Logf("messages read again %v after the master stopped", time.Since(stopped).Round(time.Millisecond))
+	if err := c.brokers[m].Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	testutil.WaitFor(t, 60*time.Second, "every acknowledged message read", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		missing = missing[:0]
+		for b := range acked {
+			if !got[b] {
+				missing = append(missing, b)
+			}
+		}
+		return len(missing) == 0
+	})
+}
