@@ -189,17 +189,23 @@ func partial(w http.ResponseWriter, err error) bool {
 	if !errors.Is(err, admin.ErrPartial) {
 		return false
 	}
-	msg := strings.Map(func(r rune) rune {
+	setPartial(w, err.Error())
+	return true
+}
+
+// setPartial sets PartialHeader to msg (control characters as spaces),
+// after what an earlier call of the same request set.
+func setPartial(w http.ResponseWriter, msg string) {
+	msg = strings.Map(func(r rune) rune {
 		if r < ' ' || r == 0x7f {
 			return ' '
 		}
 		return r
-	}, err.Error())
+	}, msg)
 	if prev := w.Header().Get(PartialHeader); prev != "" {
 		msg = prev + "; " + msg
 	}
 	w.Header().Set(PartialHeader, msg)
-	return true
 }
 
 type statusWriter struct {

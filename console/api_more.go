@@ -5,10 +5,12 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io/fs"
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -187,18 +189,38 @@ func (c *Console) apiMQTTClients(w http.ResponseWriter, r *http.Request, _ *sess
 	}
 	ctx, cancel := c.ctx(r)
 	defer cancel()
+	// Every node at once; one that does not answer (hung, cut off, gone
+	// but still registered) is left out and named in PartialHeader.
+	pages := make([]*admin.MQTTClientPage, len(nodes))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pages[i], errs[i] = c.adm.MQTTClients(ctx, n, q)
+		}()
+	}
+	wg.Wait()
 	out := admin.MQTTClientPage{Items: []admin.MQTTClient{}}
-	for _, n := range nodes {
-		p, err := c.adm.MQTTClients(ctx, n, q)
-		if err != nil {
-			fail(w, err)
-			return
+	var failed []string
+	for i, p := range pages {
+		if errs[i] != nil {
+			failed = append(failed, "bridge node "+nodes[i]+": "+errs[i].Error())
+			continue
 		}
 		out.Items = append(out.Items, p.Items...)
 		out.Total += p.Total
 		if p.Next != "" && (out.Next == "" || p.Next < out.Next) {
 			out.Next = p.Next
 		}
+	}
+	if len(failed) > 0 && len(failed) == len(nodes) {
+		fail(w, errs[0])
+		return
+	}
+	if len(failed) > 0 {
+		setPartial(w, "some bridge nodes did not answer: "+strings.Join(failed, "; "))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -220,12 +242,26 @@ func (c *Console) oneNode(w http.ResponseWriter, r *http.Request, list func(node
 		writeJSON(w, http.StatusOK, map[string]any{"items": []any{}, "total": 0})
 		return
 	}
-	out, err := list(nodes[0], q)
-	if err != nil {
-		fail(w, err)
-		return
+	// The first node that answers: one that does not (hung, cut off)
+	// hands over to the next, unless the request named it.
+	var errs []string
+	var last error
+	for _, n := range nodes {
+		out, err := list(n, q)
+		if err == nil {
+			if len(errs) > 0 {
+				setPartial(w, "answered by bridge node "+n+"; before it: "+strings.Join(errs, "; "))
+			}
+			writeJSON(w, http.StatusOK, out)
+			return
+		}
+		last = err
+		if errors.Is(err, client.ErrBadOptions) || r.Context().Err() != nil {
+			break // the next node would say the same, or nobody is waiting
+		}
+		errs = append(errs, "bridge node "+n+": "+err.Error())
 	}
-	writeJSON(w, http.StatusOK, out)
+	fail(w, last)
 }
 
 func (c *Console) apiMQTTSessions(w http.ResponseWriter, r *http.Request, _ *session) {

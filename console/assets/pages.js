@@ -314,9 +314,11 @@ async function mqttPage(args) {
     ], [], { name: "mqtt-retained", key: (r) => r.topic, empty: "No retained message." });
   }
   const total = h("span", { class: "muted" });
+  const errors = h("div", { class: "bad", id: "mqtt-partial" });
   const load = async () => {
     const p = await SG.get(url + "?" + SG.qs({ prefix: prefix.value, limit: 1000 }));
     table.set(p.items); total.textContent = SG.num(p.total) + " in all" + (p.next ? " (first 1,000 shown; narrow with a prefix)" : "");
+    errors.textContent = p.partial || "";
   };
   prefix.addEventListener("change", () => load().catch(SG.fail));
   const tabs = h("div", { class: "tabs" }, [["clients", "Connected clients"], ["sessions", "Sessions"], ["retained", "Retained messages"]]
@@ -324,7 +326,7 @@ async function mqttPage(args) {
   page("MQTT",
     panel("Connections and messages per second", SG.liveChart("mqtt", { names: ["mqtt:connections", "mqtt:in", "mqtt:out"],
       label: (n) => ({ "mqtt:connections": "connections", "mqtt:in": "in/s", "mqtt:out": "out/s" })[n] })),
-    panel(null, tabs, h("div", { class: "row" }, prefix, total), h("p"), table.el));
+    panel(null, tabs, h("div", { class: "row" }, prefix, total), errors, h("p"), table.el));
   SG.every(5000, load);
 }
 

@@ -9,6 +9,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -383,5 +384,84 @@ func TestClusterProcConsoleClusterPageHung(t *testing.T) {
 		if hung := a != masterA; hung != (m.Err != "") || (!hung && m.Role != "ASYNC_MASTER") {
 			t.Errorf("broker %s: %+v", a, m)
 		}
+	}
+}
+
+// TestClusterProcConsoleMQTTNodeHung: with one of two bridge nodes hung
+// (SIGSTOP, still registered), the MQTT page lists the other node's
+// clients and names the hung node in console.PartialHeader, and the
+// sessions list, which every node holds, comes from the node that
+// answers, instead of both failing whole.
+func TestClusterProcConsoleMQTTNodeHung(t *testing.T) {
+	dir := t.TempDir()
+	ports := freePorts(t, 5)
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	reg, masterA, mqtt1, mqtt2, consoleAddr := addr(0), addr(1), addr(2), addr(3), addr(4)
+	rp := start(t, dir, "registry", "registry", "-set", "registry.listen="+reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"))
+	ma := start(t, dir, "master", "broker", "-listen", masterA, "-data", filepath.Join(dir, "m"), "-registries", reg,
+		"-set", "store.segment_size=8MiB", "-set", "broker.advertise_ip=127.0.0.1")
+	bridges := map[string]*proc{}
+	for i, a := range []string{mqtt1, mqtt2} {
+		bridges[a] = start(t, dir, fmt.Sprint("bridge-", i+1), "bridge", "-listen", a, "-registries", reg, "-set", "bridge.heartbeat_interval=1s")
+		t.Cleanup(func() { _ = bridges[a].cmd.Process.Signal(syscall.SIGCONT) })
+	}
+	con := start(t, dir, "console", "console", "-listen", consoleAddr, "-registries", reg, "-set", "console.request_timeout=3s")
+	logsOnFailure(t, rp, ma, bridges[mqtt1], bridges[mqtt2], con)
+	u, _ := openConsole(t, consoleAddr, reg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	var nodes []admin.BridgeNode
+	testutil.Eventually(t, 60*time.Second, func() error {
+		nodes = nil
+		if err := u.get("/api/mqtt/nodes", &nodes); err != nil {
+			return err
+		}
+		if len(nodes) != 2 {
+			return fmt.Errorf("%d bridge nodes registered", len(nodes))
+		}
+		return nil
+	})
+	// A client on each node; the node listed first (the one asked first
+	// for the sessions) hangs.
+	first := nodes[0].Addrs[0]
+	other := mqtt1
+	if first == mqtt1 {
+		other = mqtt2
+	}
+	dialPaho(t, ctx, first, "on-hung", nil)
+	dialPaho(t, ctx, other, "on-live", nil)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var p admin.MQTTClientPage
+		if err := u.get("/api/mqtt/clients", &p); err != nil {
+			return err
+		}
+		if len(p.Items) != 2 {
+			return fmt.Errorf("clients %+v", p.Items)
+		}
+		return nil
+	})
+	bridges[first].pause(t)
+
+	resp, err := u.hc.Get(u.base + "/api/mqtt/clients")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p admin.MQTTClientPage
+	err = json.NewDecoder(resp.Body).Decode(&p)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || err != nil || len(p.Items) != 1 || p.Items[0].ClientID != "on-live" {
+		t.Fatalf("one node hung: clients: %d %v %+v", resp.StatusCode, err, p.Items)
+	}
+	if h := resp.Header.Get(console.PartialHeader); !strings.Contains(h, nodes[0].Node) {
+		t.Errorf("one node hung: %s %q does not name %s", console.PartialHeader, h, nodes[0].Node)
+	}
+	var sessions struct {
+		Items []struct {
+			ClientID string `json:"clientId"`
+		} `json:"items"`
+	}
+	if err := u.get("/api/mqtt/sessions", &sessions); err != nil {
+		t.Fatalf("one node hung: sessions: %v", err)
 	}
 }
