@@ -212,8 +212,9 @@
 // file and for lseek SEEK_DATA/SEEK_HOLE at recovery, so the store keeps
 // at most Options.MaxOpenFiles of them (default 1000; store.max_open_files)
 // in one cache (fdcache.go): a file whose descriptor was closed is
-// reopened by path the next time one of those calls needs it, and the
-// clock algorithm picks which to close, never one a call is using. Files
+// reopened by path the next time one of those calls needs it (and only
+// if the path still names the file mapped: same device and inode), and
+// the clock algorithm picks which to close, never one a call is using. Files
 // opened at start and files flushed to their end give their descriptor
 // back at once: they are only read from then on. Stats.OpenFiles and
 // Stats.FileReopens count them. A store with 16,000 queues therefore

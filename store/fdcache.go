@@ -65,6 +65,26 @@ type fdSlot struct {
 	gone atomic.Bool // unmapped: never reopened
 	f    vfs.File    // valid while pins >= 0
 	at   int         // index in fdCache.ring, -1 when closed; protected by fdCache.mu
+	id   fileID      // the file mapped (zero: unknown); set before the mapping is shared
+}
+
+// fileID identifies a file (device and inode): a reopen by path must find
+// the file that was mapped, not one created at that path since (a topic
+// deleted and created again while a flush still held its old queue).
+type fileID struct{ dev, ino uint64 }
+
+// errFileReplaced: the path of a mapped file names another file now.
+var errFileReplaced = errors.New("another file took its path since it was mapped")
+
+func idOf(f vfs.File) fileID {
+	st, err := f.Stat()
+	if err != nil {
+		return fileID{}
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return fileID{dev: uint64(sys.Dev), ino: uint64(sys.Ino)}
+	}
+	return fileID{}
 }
 
 // pin returns m's descriptor, reopening the file if the cache closed it.
@@ -114,6 +134,10 @@ func (c *fdCache) reopen(m *mappedFile) (vfs.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: reopen %s: %w", m.path, err)
 	}
+	if id := idOf(f); s.id != (fileID{}) && id != s.id {
+		_ = f.Close()
+		return nil, fmt.Errorf("store: reopen %s: %w", m.path, errFileReplaced)
+	}
 	c.reop.Add(1)
 	c.addLocked(m, f, 1)
 	return f, nil
@@ -121,6 +145,7 @@ func (c *fdCache) reopen(m *mappedFile) (vfs.File, error) {
 
 // add gives a newly mapped file's descriptor to the cache.
 func (c *fdCache) add(m *mappedFile, f vfs.File) {
+	m.fd.id = idOf(f)
 	c.mu.Lock()
 	c.addLocked(m, f, 0)
 	c.mu.Unlock()

@@ -219,3 +219,43 @@ func TestFDCacheConcurrent(t *testing.T) {
 		t.Fatalf("%d descriptors left after destroy: %v", n, kinds)
 	}
 }
+
+// TestFDCacheReopenFindsTheSameFile: a file whose descriptor was closed is
+// reopened by path only while the path still names it. Once it was
+// removed and another file created at its path (a topic deleted and
+// created again while a flush still held its old queue), a write through
+// the old mapped file fails and the new file keeps its bytes.
+func TestFDCacheReopenFindsTheSameFile(t *testing.T) {
+	dir := t.TempDir()
+	fsys := newFileSys(vfs.Default, minOpenFiles)
+	path := filepath.Join(dir, fileNameFor(0))
+	m, err := createMappedFile(fsys, path, 0, 4096, 4096, warmNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	if _, err := m.writeAt([]byte("old"), 0); err != nil {
+		t.Fatal(err)
+	}
+	fsys.fds.drop(m)
+	if m.fd.pins.Load() >= 0 {
+		t.Fatal("descriptor not closed")
+	}
+	if _, err := m.writeAt([]byte("ok!"), 0); err != nil || string(m.data[:3]) != "ok!" || fsys.fds.reop.Load() != 1 {
+		t.Fatalf("write after the descriptor was closed: %v, %q, %d reopens", err, m.data[:3], fsys.fds.reop.Load())
+	}
+	fsys.fds.drop(m)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	newer := []byte(strings.Repeat("n", 4096))
+	if err := os.WriteFile(path, newer, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.writeAt([]byte("OLD"), 0); !errors.Is(err, errFileReplaced) {
+		t.Fatalf("write through a replaced path: %v, want errFileReplaced", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != string(newer) {
+		t.Fatalf("the file now at the path was written: %.8q", got)
+	}
+}
