@@ -121,8 +121,14 @@ type Client struct {
 	adminMu sync.Mutex
 	adm     *admin.Admin // protected by adminMu; the default PrepareC2D's, made at first use
 
+	// last is the route route() returned last (to see masters move);
+	// forced is when refreshSoon last started a lookup (unix ns).
+	last   atomic.Pointer[[]shardroute.Ref]
+	forced atomic.Int64
+
 	closed    atomic.Bool
 	closeOnce sync.Once
+	ctx       context.Context // ends at Close
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 }
@@ -162,7 +168,7 @@ func New(opts Options) (*Client, error) {
 		c.tab = shardroute.New(rc, SystemTopic, opts.Registries, opts.RouteRefresh)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
+	c.ctx, c.cancel = ctx, cancel
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -201,6 +207,9 @@ func (c *Client) route(ctx context.Context, force bool) ([]shardRef, error) {
 	refs, err := c.tab.Get(ctx, force)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoRoute, err)
+	}
+	if prev := c.last.Swap(&refs); prev != nil && len(*prev) > 0 && len(refs) > 0 && &(*prev)[0] != &refs[0] {
+		c.closeMoved(*prev, refs)
 	}
 	out := make([]shardRef, len(refs))
 	for i, r := range refs {
@@ -242,11 +251,56 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Reply, error) {
 			return rep, nil
 		}
 		lastErr = err
-		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			c.refreshSoon()
+			break
+		}
+		if !errors.Is(err, ErrUnavailable) {
 			break
 		}
 	}
 	return nil, lastErr
+}
+
+// closeMoved closes the connections to the masters of prev that next
+// replaced: requests still waiting on one (a master that hangs or is cut
+// off answers none) fail now rather than at their deadline.
+func (c *Client) closeMoved(prev, next []shardroute.Ref) {
+	now := make(map[string]string, 4)
+	for _, r := range next {
+		now[r.Broker] = r.Addr
+	}
+	done := map[string]bool{}
+	for _, r := range prev {
+		if a, ok := now[r.Broker]; ok && a != r.Addr && r.Addr != "" && c.opts.Local[r.Addr] == nil && !done[r.Addr] {
+			done[r.Addr] = true
+			c.rc.CloseConn(r.Addr)
+		}
+	}
+}
+
+// refreshEvery spaces the lookups refreshSoon starts.
+const refreshEvery = time.Second
+
+// refreshSoon looks the route up again in the background (at most once
+// every refreshEvery) after a request ran out of time: the requests after
+// it should reach the master elected in place of one that hangs, not
+// wait for the next periodic refresh (RouteRefresh).
+func (c *Client) refreshSoon() {
+	now := time.Now().UnixNano()
+	last := c.forced.Load()
+	if now-last < int64(refreshEvery) || !c.forced.CompareAndSwap(last, now) || c.closed.Load() {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, c.opts.RequestTimeout)
+		defer cancel()
+		if _, err := c.route(ctx, true); err != nil {
+			c.log.Debug("twin: route lookup after a timeout", "err", err)
+		}
+	}()
 }
 
 // doShard sends req to one shard.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/smartgo/smartgo/client"
 	sscli "github.com/smartgo/smartgo/client/statestore"
+	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/statestore"
 )
@@ -290,4 +291,63 @@ func TestClientConsumerFollowsNewMasterWhileOldHangs(t *testing.T) {
 		}
 		return len(missing) == 0
 	})
+}
+
+// TestTwinClientFollowsNewMasterWhileOldHangs: the twin client (the IoT
+// Hub front's and the back end's) sends to the master the controller
+// elected while the old one hangs (SIGSTOP): a request that runs out of
+// time has the route looked up again (the periodic lookup is 10 minutes
+// away here), and the connection to a replaced master is closed. Twin
+// updates used to time out until the next periodic lookup (30 s).
+func TestTwinClientFollowsNewMasterWhileOldHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and stops a master")
+	}
+	c := startFailoverCluster(t)
+	m := c.master(t)
+	tc, err := twincli.New(twincli.Options{Registries: []string{c.reg}, RouteRefresh: 10 * time.Minute, RequestTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tc.Close() })
+	const devices = 8
+	for d := range devices {
+		testutil.WaitFor(t, 60*time.Second, "device created", func() bool {
+			_, err := tc.PutDevice(ctx10(t), &twincli.Device{DeviceID: "hung-dev-" + strconv.Itoa(d)}, twincli.PutUpsert, "")
+			return err == nil
+		})
+	}
+	var mu sync.Mutex
+	done := 0
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, err := tc.UpdateDesired(context.Background(), "hung-dev-"+strconv.Itoa(i%devices), "", []byte(`{"n":`+strconv.Itoa(i)+`}`), 0)
+			if err == nil {
+				mu.Lock()
+				done++
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-finished })
+	count := func() int { mu.Lock(); defer mu.Unlock(); return done }
+	testutil.WaitFor(t, 60*time.Second, "updates before the stop", func() bool { return count() > 100 })
+	if err := c.brokers[m].Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	after := count()
+	testutil.WaitFor(t, 60*time.Second, "updates on the new master while the old one is stopped", func() bool { return count() > after+100 })
+	t.Logf("twin updates succeed again %v after the master stopped", time.Since(stopped).Round(time.Millisecond))
+	if err := c.brokers[m].Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 }
