@@ -317,7 +317,7 @@ func (c *Console) apiStateStoreKeys(w http.ResponseWriter, r *http.Request, _ *s
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	page, err := c.adm.StateStoreKeys(ctx, sq)
-	if err != nil {
+	if err != nil && !partial(w, err) {
 		fail(w, err)
 		return
 	}

@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -33,8 +34,11 @@ type StateStoreKeyPage struct {
 	More bool            `json:"more"`
 }
 
-// StateStoreKeys lists state store keys from every master broker's shards
-// (STATESTORE_SCAN), merged in byte order.
+// StateStoreKeys lists state store keys from every broker group's shards
+// (STATESTORE_SCAN to its master, or to its slave, which holds a replica,
+// while it has none: see Readers), merged in byte order. Broker groups
+// that do not answer leave their keys out: the page then comes with an
+// ErrPartial error naming them (an error alone when none answered).
 func (a *Admin) StateStoreKeys(ctx context.Context, q StateStoreQuery) (*StateStoreKeyPage, error) {
 	if q.Limit == 0 {
 		q.Limit = 100
@@ -45,7 +49,7 @@ func (a *Admin) StateStoreKeys(ctx context.Context, q StateStoreQuery) (*StateSt
 	if q.MaxValue < 0 {
 		return nil, fmt.Errorf("%w: negative MaxValue", client.ErrBadOptions)
 	}
-	masters, err := a.Masters(ctx, "")
+	readers, err := a.Readers(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -54,27 +58,29 @@ func (a *Admin) StateStoreKeys(ctx context.Context, q StateStoreQuery) (*StateSt
 		return nil, err
 	}
 	out := &StateStoreKeyPage{Keys: []StateStoreKey{}}
-	for _, m := range masters {
-		resp, err := a.invoke(ctx, "state store scan", m.Addr, protocol.NewRequest(protocol.StateStoreScan, nil, body))
-		if err != nil {
-			return nil, err
-		}
+	perr := a.fromEach(ctx, "state store scan", readers, func() *protocol.Command {
+		return protocol.NewRequest(protocol.StateStoreScan, nil, body)
+	}, func(m Broker, resp *protocol.Command) error {
 		if resp.Code == protocol.RequestCodeNotSupported {
-			continue // a broker without a state store
+			return nil // a broker without a state store
 		}
-		if resp.Code != protocol.Success {
-			return nil, &client.BrokerError{Addr: m.Addr, Op: "state store scan", Code: resp.Code, Remark: resp.Remark}
+		if err := okAnswer("state store scan", m.Addr, resp); err != nil {
+			return err
 		}
 		var p protocol.StateStoreScanPage
 		if err := protocol.DecodeJSON(resp.Body, &p); err != nil {
-			return nil, fmt.Errorf("admin: state store scan: %w", err)
+			return fmt.Errorf("admin: state store scan: %w", err)
 		}
 		out.Keys = append(out.Keys, p.Keys...)
 		out.More = out.More || p.More
+		return nil
+	})
+	if perr != nil && !errors.Is(perr, ErrPartial) {
+		return nil, perr
 	}
 	slices.SortFunc(out.Keys, func(x, y StateStoreKey) int { return bytes.Compare(x.Key, y.Key) })
 	if len(out.Keys) > q.Limit {
 		out.Keys, out.More = out.Keys[:q.Limit], true
 	}
-	return out, nil
+	return out, perr
 }

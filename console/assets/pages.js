@@ -343,11 +343,12 @@ async function stateStorePage() {
     { key: "value", label: "Value", cls: "wrap mono", fmt: (r) => { const t = new TextDecoder().decode(SG.b64bytes(r.value)); return t.length > 160 ? t.slice(0, 157) + "..." : t; } },
     { key: "expiresAt", label: "Expires", fmt: (r) => SG.time(r.expiresAt) },
   ], [], { name: "statestore", key: (r) => new TextDecoder().decode(SG.b64bytes(r.key)), empty: "No key with this prefix." });
+  const errors = h("div", { class: "bad", id: "ss-partial" });
   async function load(next) {
     if (!next) after = "";
     try {
       const p = await SG.get("/api/statestore/keys?" + SG.qs({ prefix: prefix.value, after, limit: 100 }));
-      table.set(p.keys);
+      table.set(p.keys); errors.textContent = p.partial || "";
       more.hidden = !p.more;
       if (p.keys.length) after = new TextDecoder().decode(SG.b64bytes(p.keys[p.keys.length - 1].key));
     } catch (e) { SG.fail(e); }
@@ -356,7 +357,7 @@ async function stateStorePage() {
   page("State store",
     panel(null, h("form", { class: "inline", onsubmit: (e) => { e.preventDefault(); load(false); } },
       h("label", {}, "Key prefix", prefix), h("button", { class: "primary", id: "ss-search" }, "Browse"), more)),
-    panel("Keys", table.el), twins.el);
+    errors, panel("Keys", table.el), twins.el);
   load(false);
   twins.load();
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
+	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/console"
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting"
@@ -69,14 +70,16 @@ func (p *proc) pause(t *testing.T) {
 // TestClusterProcConsoleBrokerDown: after broker-a's master dies, the
 // topics and groups pages still list its topic and group (read from its
 // slave), the group's page shows its progress instead of "no such
-// group", and its messages are found by key and by offset; while broker-b is hung, those pages answer with what broker-a
-// returned and name broker-b in console.PartialHeader, within the
-// console's request timeout, instead of failing whole.
+// group", its messages are found by key and by offset and its state
+// store keys in the slave's replica; while broker-b is hung, those pages
+// answer with what broker-a returned and name broker-b in
+// console.PartialHeader, within the console's request timeout, instead of
+// failing whole.
 func TestClusterProcConsoleBrokerDown(t *testing.T) {
 	dir := t.TempDir()
-	ports := freePorts(t, 5)
+	ports := freePorts(t, 6)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	reg, masterA, slaveA, masterB, consoleAddr := addr(0), addr(1), addr(2), addr(3), addr(4)
+	reg, masterA, slaveA, masterB, consoleAddr, mqttAddr := addr(0), addr(1), addr(2), addr(3), addr(4), addr(5)
 	rp := start(t, dir, "registry", "registry", "-set", "registry.listen="+reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"))
 	common := []string{"-registries", reg, "-set", "store.segment_size=8MiB", "-set", "broker.advertise_ip=127.0.0.1",
 		"-set", "broker.slave_sync_interval=200ms"}
@@ -89,7 +92,8 @@ func TestClusterProcConsoleBrokerDown(t *testing.T) {
 		"-set", "broker.name=broker-b", "-set", "broker.cluster=OtherCluster"}, common...)...)
 	t.Cleanup(func() { _ = mb.cmd.Process.Signal(syscall.SIGCONT) })
 	con := start(t, dir, "console", "console", "-listen", consoleAddr, "-registries", reg, "-set", "console.request_timeout=3s")
-	logsOnFailure(t, rp, ma, sa, mb, con)
+	br := start(t, dir, "bridge", "bridge", "-listen", mqttAddr, "-registries", reg)
+	logsOnFailure(t, rp, ma, sa, mb, con, br)
 	u, adm := openConsole(t, consoleAddr, reg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -136,6 +140,32 @@ func TestClusterProcConsoleBrokerDown(t *testing.T) {
 		return nil
 	})
 	pc.Close()
+	// State store keys, on the shards of both broker groups.
+	ss, err := sscli.Dial(ctx, sscli.Options{Addr: mqttAddr, ClientID: "down-ss"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	for i := range 20 {
+		if _, _, err := ss.Set(ctx, []byte(fmt.Sprint("key", i)), []byte("v"), sscli.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ssKeys := func() (int, string, error) {
+		resp, err := u.hc.Get(u.base + "/api/statestore/keys?limit=100")
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		var p admin.StateStoreKeyPage
+		if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || resp.StatusCode != http.StatusOK {
+			return 0, "", fmt.Errorf("state store keys: %d %v", resp.StatusCode, err)
+		}
+		return len(p.Keys), resp.Header.Get(console.PartialHeader), nil
+	}
+	if n, _, err := ssKeys(); err != nil || n != 20 {
+		t.Fatalf("state store keys: %d %v", n, err)
+	}
 
 	type topicRow struct {
 		Name    string                `json:"name"`
@@ -195,6 +225,13 @@ func TestClusterProcConsoleBrokerDown(t *testing.T) {
 	if err := u.get("/api/topics/"+topic+"/stats", &stats); err != nil || len(stats) != 2 || stats[0].MaxOffset+stats[1].MaxOffset != 20 {
 		t.Fatalf("master dead: topic stats: %v %+v", err, stats)
 	}
+	// Its state store keys are read from its slave's replica.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n, _, err := ssKeys(); err != nil || n != 20 {
+			return fmt.Errorf("master dead: %d state store keys of 20 (%v)", n, err)
+		}
+		return nil
+	})
 	// Its messages are still found, by key and by queue offset.
 	var byKey []struct{ Body []byte }
 	if err := u.get("/api/messages/by-key?topic="+topic+"&key=k7", &byKey); err != nil || len(byKey) != 1 || string(byKey[0].Body) != "m7" {
@@ -233,6 +270,9 @@ func TestClusterProcConsoleBrokerDown(t *testing.T) {
 	}
 	if err := u.get("/api/groups", &groups); err != nil || !hasGroup(groups) {
 		t.Fatalf("broker-b hung: groups page lacks %s (%v): %+v", group, err, groups)
+	}
+	if n, h, err := ssKeys(); err != nil || n == 0 || !strings.Contains(h, masterB) {
+		t.Fatalf("broker-b hung: state store keys: %d %q %v", n, h, err)
 	}
 }
 
