@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"os"
 	"strings"
 	"syscall"
@@ -100,5 +101,21 @@ func TestStoreWriteBehindPaddingMeetsFullDisk(t *testing.T) {
 	waitDispatched(t, s)
 	if got := readAll(t, s, "A", 0); len(got) != 1 || string(got[0].Body) != "fits" {
 		t.Fatalf("queue A/0 holds %d messages", len(got))
+	}
+}
+
+// With FlushSync a write is not padded: each group commit would write the
+// zeros to the disk, and the records over them at the next.
+func TestStoreWriteBehindNotPaddedWithFlushSync(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) { o.SegmentSize = 1 << 20; o.FlushMode = FlushSync })
+	res, err := s.Put(context.Background(), newMsg(msgSpec{topic: "A", body: strings.Repeat("x", 1000)}))
+	if err != nil || res.Status != PutOK {
+		t.Fatalf("put: %+v %v", res, err)
+	}
+	if got := residentPages(t, s.cl.list()[0].path, 16); !got[0] || got[1] {
+		t.Fatalf("pages in the page cache %v, want only the first", got)
+	}
+	if s.cl.padded != 0 {
+		t.Fatalf("padded to %d with FlushSync", s.cl.padded)
 	}
 }

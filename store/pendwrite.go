@@ -78,8 +78,12 @@ const padAlign = 64 << 10
 // made and makes its new ones from a padAlign boundary. A Go program on
 // ext4 (kernel 6.18), 40,000-byte pwrites through 512 MiB of a fallocated
 // file: 316-340 ns of CPU per KiB of data plain, 208-217 padded to 64 KiB
-// (docs/performance-broker.md, ninth session). At most padAlign bytes of
-// zeros per flush are written back once more than they would be.
+// (docs/performance-broker.md, ninth session).
+//
+// Not with FlushSync: there every group commit's fdatasync would write
+// the padding's zeros to the disk and the next commit the records over
+// them, each page twice; an asynchronous flush (every FlushInterval)
+// writes at most padAlign bytes of zeros once more.
 //
 // A write that ends below the padding of an earlier one (cl.padded) is
 // not padded: its folios exist. A padded write that fails with a full
@@ -88,7 +92,7 @@ const padAlign = 64 << 10
 func (cl *commitLog) writePadded(seg *mappedFile, rel int64) error {
 	end := rel + int64(len(cl.pend))
 	to := min((end+padAlign-1)/padAlign*padAlign, seg.allocated.Load(), seg.size)
-	if at := seg.base + to; at > cl.padded && to > end && to-end <= int64(vfs.MaxZeros) && seg.base+end == cl.writePos {
+	if at := seg.base + to; cl.s.opts.FlushMode != FlushSync && at > cl.padded && to > end && to-end <= int64(vfs.MaxZeros) && seg.base+end == cl.writePos {
 		_, err := seg.writeAtZeros(cl.pend, int(to-end), rel)
 		if err == nil {
 			cl.padded = at
