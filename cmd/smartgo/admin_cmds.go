@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -217,7 +218,7 @@ func init() {
 			}
 		}})
 	registerAdmin(adminCommand{name: "group progress", synopsis: "-g GROUP [-t TOPIC]", summary: "committed offset and lag per queue",
-		description: "Shows a consumer group's committed offset, the broker's max offset and the\nlag per queue, for one topic or every topic the group consumes. A group no\nbroker knows is an error.",
+		description: "Shows a consumer group's committed offset, the broker's max offset and the\nlag per queue, for one topic or every topic the group consumes. A group no\nbroker knows is an error. Broker groups that do not answer are named after\nthe table (exit 1).",
 		examples:    []string{"smartgo admin group progress -g billing", "smartgo admin group progress -g billing -t Orders -o json"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			group := fs.String("g", "", "consumer `group`")
@@ -227,7 +228,7 @@ func init() {
 					return err
 				}
 				prog, err := e.a.GroupProgress(ctx, *group, *topic)
-				if err != nil {
+				if err != nil && !errors.Is(err, admin.ErrPartial) {
 					return err
 				}
 				var lag int64
@@ -241,7 +242,7 @@ func init() {
 						}
 						add("TOTAL", "", "", "", "", lag, "")
 					})
-				return nil
+				return err // ErrPartial: the table lacks the broker groups it names
 			}
 		}})
 	registerAdmin(adminCommand{name: "msg by-id", synopsis: "-id OFFSET_MSG_ID", summary: "a message by its offset id",

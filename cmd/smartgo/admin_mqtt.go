@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -198,9 +199,10 @@ func init() {
 	registerAdmin(adminCommand{name: "statestore keys", synopsis: "[-prefix P] [-after KEY] [-limit N]",
 		summary: "state store keys with their versions and values",
 		description: "Lists the state store's keys that start with -prefix, in byte order, from\n" +
-			"every master broker's shards: key, shard, version (HLC), value size and\n" +
-			"value (cut at 1 KiB). When more keys follow, ask again with -after set to\n" +
-			"the last key shown.",
+			"every broker group's shards (its master's, or its slave's while it has\n" +
+			"none): key, shard, version (HLC), value size and value (cut at 1 KiB).\n" +
+			"When more keys follow, ask again with -after set to the last key shown.\n" +
+			"Broker groups that do not answer are named after the keys (exit 1).",
 		examples: []string{"smartgo admin statestore keys -prefix device-7/", "smartgo admin statestore keys -o json -limit 10"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			prefix := fs.String("prefix", "", "key `prefix`")
@@ -215,7 +217,7 @@ func init() {
 					q.After = []byte(*after)
 				}
 				p, err := e.a.StateStoreKeys(ctx, q)
-				if err != nil {
+				if err != nil && !errors.Is(err, admin.ErrPartial) {
 					return err
 				}
 				e.out.table(p, []string{"KEY", "SHARD", "VERSION", "SIZE", "VALUE"}, func(add func(...any)) {
@@ -230,7 +232,7 @@ func init() {
 						add("(more: -after the last key)", "", "", "", "")
 					}
 				})
-				return nil
+				return err // ErrPartial: the keys lack the broker groups it names
 			}
 		}})
 }

@@ -78,25 +78,7 @@ func TestCmdAdminCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(admin("-o", "json", "msg", "by-key", "-t", "AdminT", "-k", "order-42")), &msgs); err != nil || len(msgs) != 1 || msgs[0]["body"] != "hello admin" {
 		t.Fatalf("by-key: %v %v", msgs, err)
 	}
-	// The group exists once a consumer of it has come and gone.
-	pc, err := client.NewPushConsumer(client.ConsumerOptions{ClientOptions: client.ClientOptions{Registries: c.RegistryAddrs()}, Group: "ag"},
-		func(context.Context, []*client.MessageExt) client.ConsumeResult { return client.ConsumeSuccess })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pc.Subscribe("AdminT", "*"); err != nil {
-		t.Fatal(err)
-	}
-	if err := pc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for code, _, _ := runCmd(t, "admin", "-registry", reg, "group", "progress", "-g", "ag"); code != exitOK; code, _, _ = runCmd(t, "admin", "-registry", reg, "group", "progress", "-g", "ag") {
-		if ctx.Err() != nil {
-			t.Fatal("the consumer's group never reached the broker")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	pc.Close()
+	consumeOnce(ctx, t, c, "ag", "AdminT")
 	if out := admin("offset", "reset", "-g", "ag", "-t", "AdminT", "-ts", "1h"); !strings.Contains(out, "NEW") {
 		t.Fatalf("reset: %q", out)
 	}
