@@ -249,7 +249,11 @@
 // record of another node
 // (bounded by Options.HandoffTimeout; past it, that node is taken as dead
 // and the session resumes from its last record) and resumes from it,
-// before its CONNACK. A session therefore lives on one node at a time, and
+// before its CONNACK. A node that sees a connect request stored more than
+// three quarters of Options.HandoffTimeout ago (by the broker's store
+// time: it was hung or cut off) drops its copy of the session but writes
+// no handoff: the connecting node has resumed without it by then, and a
+// handoff stored after that node's newer records would take them back. A session therefore lives on one node at a time, and
 // A -> B -> A resumes from B's state. The will of a session taken over is
 // published when the new connect is a clean start or the will has no
 // delay.

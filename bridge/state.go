@@ -102,7 +102,7 @@ func (b *Backend) applySys(x *client.MessageExt) {
 		if err != nil {
 			b.log.Warn("bridge: skipping session record", "queue", x.Queue, "offset", x.QueueOffset, "err", err)
 		} else {
-			rec.q, rec.off = x.Queue, x.QueueOffset
+			rec.q, rec.off, rec.stored = x.Queue, x.QueueOffset, x.StoreTimestamp
 			b.mu.Lock()
 			if own := b.own[rec.ClientID]; own != nil && own.q == rec.q && own.off == rec.off {
 				rec = own // this node's record: one copy, not two
@@ -202,6 +202,9 @@ type sessionRecord struct {
 	// record of later state was written first.
 	taken uint64
 	snap  bool
+	// stored is the broker's store time of a record read by the tail
+	// (unix ms; 0 for this node's own records applied ahead of it).
+	stored int64
 }
 
 // applySessionLocked makes rec the current record of its client unless a

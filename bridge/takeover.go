@@ -298,6 +298,17 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 	if !rec.Connect || rec.Deleted {
 		return
 	}
+	if rec.stored > 0 && time.Since(time.UnixMilli(rec.stored)) > b.opts.HandoffTimeout*3/4 {
+		// This node was away (hung, or cut off) for longer than the
+		// connecting node waits for a handoff: that node has resumed from
+		// the record before its request by now, and may have written
+		// newer state (a claim, subscriptions) since. A handoff stored
+		// after those would become the client's latest record and take
+		// them back.
+		b.log.Warn("bridge: connect request answered too late for a handoff; none written",
+			"client", id, "node", rec.Node, "age", time.Since(time.UnixMilli(rec.stored)).Round(time.Millisecond))
+		return
+	}
 	var h *sessionRecord
 	switch {
 	case held && st.Expiry > 0:
