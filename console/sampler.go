@@ -71,12 +71,19 @@ type sampler struct {
 }
 
 // nodeCounters are a bridge node's message counters at its last
-// heartbeat, and the rates since the one before.
+// heartbeat, the rates since the one before, and the time between them.
 type nodeCounters struct {
 	in, out         float64
 	at              time.Time
 	inRate, outRate float64
+	every           time.Duration // between its last two heartbeats (their clock)
+	seen            time.Time     // when at last moved (the console's clock)
 }
+
+// staleHeartbeats is how many of its heartbeat intervals a bridge node may
+// stay silent before its last rates stop counting: a node that is hung or
+// cut off, still listed until the registry expires it, moves nothing.
+const staleHeartbeats = 3
 
 func newSampler(adm *admin.Admin, every, history time.Duration, now func() time.Time, log *slog.Logger) *sampler {
 	return &sampler{adm: adm, every: every, capacity: int(history/every) + 1, now: now, log: log,
@@ -155,20 +162,24 @@ func (s *sampler) sample(ctx context.Context) {
 		conns += float64(b.Connections)
 		// Per node incarnation, so that a restarted node does not read
 		// as a drop. A node's counters move with its heartbeats: between
-		// two, its last rates stand.
+		// two, its last rates stand, for up to staleHeartbeats intervals.
 		id := b.Node + "/" + strconv.FormatInt(b.StartedAt, 10)
 		seen[id] = true
 		at := time.UnixMilli(b.LastUpdate)
 		n := s.nodes[id]
 		switch {
 		case n == nil:
-			s.nodes[id] = &nodeCounters{in: float64(b.Received), out: float64(b.Sent), at: at}
+			s.nodes[id] = &nodeCounters{in: float64(b.Received), out: float64(b.Sent), at: at, seen: now}
 			continue
 		case at.After(n.at):
 			dt := at.Sub(n.at).Seconds()
 			n.inRate = max(0, float64(b.Received)-n.in) / dt
 			n.outRate = max(0, float64(b.Sent)-n.out) / dt
-			n.in, n.out, n.at = float64(b.Received), float64(b.Sent), at
+			n.every = at.Sub(n.at)
+			n.in, n.out, n.at, n.seen = float64(b.Received), float64(b.Sent), at, now
+		}
+		if n.every > 0 && now.Sub(n.seen) > staleHeartbeats*n.every {
+			continue // silent too long: its last rates no longer stand
 		}
 		in += n.inRate
 		out += n.outRate

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/paho"
+
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
 	sscli "github.com/smartgo/smartgo/client/statestore"
@@ -276,6 +278,17 @@ func TestClusterProcConsoleBrokerDown(t *testing.T) {
 	}
 }
 
+// chartConsole starts a console process at addr that samples the cluster
+// of registry reg every second (request timeout 3 s), logs it and ps on
+// failure, and returns its user and an admin client.
+func chartConsole(t *testing.T, dir, addr, reg string, ps ...*proc) (*consoleUser, *admin.Admin) {
+	t.Helper()
+	con := start(t, dir, "console", "console", "-listen", addr, "-registries", reg, "-set", "console.sample_interval=1s",
+		"-set", "console.request_timeout=3s")
+	logsOnFailure(t, append(ps, con)...)
+	return openConsole(t, addr, reg)
+}
+
 // TestClusterProcConsoleChartsBrokerHung: a broker that misses a few of
 // the console's sampling rounds (hung) does not show, when it answers
 // again, all its stored messages as a burst on the message rate chart:
@@ -291,10 +304,7 @@ func TestClusterProcConsoleChartsBrokerHung(t *testing.T) {
 	mb := start(t, dir, "master-b", append([]string{"broker", "-listen", masterB, "-data", filepath.Join(dir, "mb"),
 		"-set", "broker.name=broker-b", "-set", "broker.cluster=OtherCluster"}, common...)...)
 	t.Cleanup(func() { _ = mb.cmd.Process.Signal(syscall.SIGCONT) })
-	con := start(t, dir, "console", "console", "-listen", consoleAddr, "-registries", reg, "-set", "console.sample_interval=1s",
-		"-set", "console.request_timeout=3s")
-	logsOnFailure(t, rp, ma, mb, con)
-	u, adm := openConsole(t, consoleAddr, reg)
+	u, adm := chartConsole(t, dir, consoleAddr, reg, rp, ma, mb)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, cl := range []string{"DefaultCluster", "OtherCluster"} {
@@ -503,5 +513,78 @@ func TestClusterProcConsoleMQTTNodeHung(t *testing.T) {
 	}
 	if err := u.get("/api/mqtt/sessions", &sessions); err != nil {
 		t.Fatalf("one node hung: sessions: %v", err)
+	}
+}
+
+// TestClusterProcConsoleChartsBridgeHung: the MQTT message rate chart of
+// a bridge node that hangs (SIGSTOP; the registry keeps listing it until
+// it expires) falls to zero within a few of its heartbeat intervals: its
+// last rate used to stand until the node was forgotten, minutes later.
+func TestClusterProcConsoleChartsBridgeHung(t *testing.T) {
+	dir := t.TempDir()
+	ports := freePorts(t, 4)
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	reg, masterA, mqttAddr, consoleAddr := addr(0), addr(1), addr(2), addr(3)
+	rp := start(t, dir, "registry", "registry", "-set", "registry.listen="+reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"))
+	ma := start(t, dir, "master", "broker", "-listen", masterA, "-data", filepath.Join(dir, "m"), "-registries", reg,
+		"-set", "store.segment_size=8MiB", "-set", "broker.advertise_ip=127.0.0.1")
+	br := start(t, dir, "bridge", "bridge", "-listen", mqttAddr, "-registries", reg, "-set", "bridge.heartbeat_interval=1s")
+	t.Cleanup(func() { _ = br.cmd.Process.Signal(syscall.SIGCONT) })
+	u, _ := chartConsole(t, dir, consoleAddr, reg, rp, ma, br)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	testutil.Eventually(t, 60*time.Second, func() error {
+		var nodes []admin.BridgeNode
+		if err := u.get("/api/mqtt/nodes", &nodes); err != nil || len(nodes) != 1 {
+			return fmt.Errorf("bridge nodes %v %v", nodes, err)
+		}
+		return nil
+	})
+	type pt struct {
+		T int64
+		V float64
+	}
+	in := func(since int64) []pt {
+		var s struct {
+			Series map[string][]pt `json:"series"`
+		}
+		if err := u.get("/api/series?names=mqtt:in&since="+strconv.FormatInt(since, 10), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Series["mqtt:in"]
+	}
+	// A publisher at about 200 messages a second until the node hangs.
+	pub := dialPaho(t, ctx, mqttAddr, "chart-pub", nil)
+	pubCtx, stopPub := context.WithCancel(ctx)
+	defer stopPub()
+	go func() {
+		for pubCtx.Err() == nil {
+			_, _ = pub.Publish(pubCtx, &paho.Publish{Topic: "chart/x", QoS: 0, Payload: []byte("x")})
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		pts := in(0)
+		if len(pts) == 0 || pts[len(pts)-1].V < 20 {
+			return fmt.Errorf("mqtt:in not moving yet: %+v", pts)
+		}
+		return nil
+	})
+	br.pause(t)
+	stopPub()
+	// After three of its 1 s heartbeats (and a sampling round), its rate
+	// no longer counts.
+	quietFrom := time.Now().Add(5 * time.Second).UnixMilli()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if pts := in(quietFrom); len(pts) < 3 {
+			return fmt.Errorf("%d points since the node went quiet", len(pts))
+		}
+		return nil
+	})
+	for _, p := range in(quietFrom) {
+		if p.V != 0 {
+			t.Fatalf("bridge node hung for seconds, yet the chart shows %.0f msgs/s in at %s (all: %+v)",
+				p.V, time.UnixMilli(p.T).Format(time.RFC3339Nano), in(quietFrom))
+		}
 	}
 }
