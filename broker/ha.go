@@ -43,6 +43,10 @@ var errNoMaster = errors.New("broker: slave does not know its master yet")
 // master but does not copy from it (cut off, or far behind).
 var errNotReplicating = errors.New("broker: slave not replicating")
 
+// errNotWritable is the readiness error of a controller-mode master that
+// refuses writes (its lease ran out).
+var errNotWritable = errors.New("broker: not writable")
+
 // defaultHAListen is the listen host with port + 1 (port 0 stays 0).
 func defaultHAListen(listen string) string {
 	host, port, err := net.SplitHostPort(listen)

@@ -243,7 +243,9 @@ func (b *Broker) slaveReplicating() error {
 // write failure, disk not full), a registry accepted its registration within
 // three register intervals (when it has registries), and, on a slave, its
 // master is known and it replicates (it has heard from its master, within
-// the HA idle timeout, and is not further behind than ha_fall_behind_max).
+// the HA idle timeout, and is not further behind than ha_fall_behind_max);
+// in controller mode, a master holds its lease (a controller replica
+// confirmed it in time: without, it refuses every write).
 // Otherwise the error says what is missing.
 func (b *Broker) Ready() error {
 	var errs []error
@@ -259,10 +261,17 @@ func (b *Broker) Ready() error {
 			errs = append(errs, fmt.Errorf("no registry accepted a registration since %s", time.Unix(0, last).UTC().Format(time.RFC3339)))
 		}
 	}
-	if b.isSlave() && b.masterRemotingAddr() == "" {
+	switch {
+	case b.isSlave() && b.masterRemotingAddr() == "":
 		errs = append(errs, errNoMaster)
-	} else if err := b.slaveReplicating(); err != nil {
-		errs = append(errs, err)
+	case b.isSlave():
+		if err := b.slaveReplicating(); err != nil {
+			errs = append(errs, err)
+		}
+	case b.controlled():
+		if ok, why := b.writable(); !ok { // a master whose lease ran out refuses every write
+			errs = append(errs, fmt.Errorf("%w: master %s", errNotWritable, why))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,4 +259,28 @@ func TestClusterControlledAsyncSends(t *testing.T) {
 			t.Fatalf("%s is %d times on the new master", b, got[b])
 		}
 	}
+}
+
+// TestClusterControlledMasterLeaseReadiness: a controller-mode master
+// whose controller replicas are all gone loses its lease and refuses
+// every write; it is then not ready, and says why (it used to stay ready),
+// and is ready again once a replica confirms it.
+func TestClusterControlledMasterLeaseReadiness(t *testing.T) {
+	c := startControlled(t, CtlOptions{GroupSize: 1})
+	m, ok := c.Master()
+	if !ok {
+		t.Fatal("no master")
+	}
+	isNil := func(err error) bool { return err == nil }
+	waitErr(t, "master ready", c.Broker(m).Ready, isNil)
+	if err := c.StopController(0); err != nil {
+		t.Fatal(err)
+	}
+	waitErr(t, "master without controller", c.Broker(m).Ready, func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "not writable: master lost its master lease")
+	})
+	if err := c.StartController(0); err != nil {
+		t.Fatal(err)
+	}
+	waitErr(t, "master confirmed again", c.Broker(m).Ready, isNil)
 }
