@@ -212,6 +212,7 @@ type Bridge struct {
 	ConnectTimeout     Duration `toml:"connect_timeout"`
 	Workers            int      `toml:"workers"`
 	Pollers            int      `toml:"pollers"`
+	PollLinger         Duration `toml:"poll_linger"`
 	AllowAnonymous     bool     `toml:"allow_anonymous"`
 	SessionTopic       string   `toml:"session_topic"`
 	RetainedTopic      string   `toml:"retained_topic"`
@@ -427,6 +428,7 @@ func Default() File {
 			SlowReaderTimeout:  Duration{10 * time.Second},
 			ConnectTimeout:     Duration{10 * time.Second},
 			Workers:            256,
+			PollLinger:         Duration{200 * time.Microsecond},
 			SessionTopic:       "MQTT_SESSION",
 			RetainedTopic:      "MQTT_RETAINED",
 			MaxOfflineMessages: 1000,

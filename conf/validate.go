@@ -328,6 +328,7 @@ func (b *Bridge) validate(v *validator) {
 	v.durRange("bridge.connect_timeout", b.ConnectTimeout, 100*time.Millisecond, 10*time.Minute)
 	v.intRange("bridge.workers", int64(b.Workers), 1, 65536)
 	v.intRange("bridge.pollers", int64(b.Pollers), 0, 256)
+	v.durRange("bridge.poll_linger", b.PollLinger, 0, 2*time.Millisecond)
 	for key, t := range map[string]string{"bridge.session_topic": b.SessionTopic, "bridge.retained_topic": b.RetainedTopic} {
 		if !topicRE.MatchString(t) {
 			v.bad(key, strconv.Quote(t), "must be 1-127 characters of [%|a-zA-Z0-9_-]")

@@ -35,9 +35,13 @@ func onPoller() bool {
 // topic) unless its payload starts with 'L': those call later and are
 // handed to the test on pending. Each call records whether it ran on the
 // poller.
-func inlineServer(t *testing.T, pending chan<- asyncReq) (*Server, func() []bool) {
+func inlineServer(t *testing.T, pending chan<- asyncReq, mod ...func(*Options)) (*Server, func() []bool) {
 	t.Helper()
-	s := startServer(t, nil).Server
+	var m func(*Options)
+	if len(mod) > 0 {
+		m = mod[0]
+	}
+	s := startServer(t, m).Server
 	var mu sync.Mutex
 	var where []bool
 	s.HandleInline("ireq", func(_ context.Context, from ClientInfo, msg *Message, later func() func(error)) error {

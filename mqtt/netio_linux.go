@@ -1,11 +1,11 @@
 package mqtt
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -17,14 +17,15 @@ import (
 // listener registered in them, and accept4.
 //
 // A poller never blocks a thread in epoll_wait. Its epoll descriptor is
-// itself registered in Go's network poller (an os.File over it): the
-// poller goroutine collects ready events with epoll_wait and a zero
-// timeout and, when there are none, parks like any goroutine waiting for
-// a socket until the runtime sees the epoll descriptor readable (nested
-// epoll: a new event in a poller's epoll wakes the runtime's). A thread
-// blocked in epoll_wait would hold its P in a system call: the runtime's
-// monitor then hands the P to another thread and wakes one for every
-// return (futex), and keeps polling every 20 µs while that goes on. The
+// itself registered in Go's network poller (through a gate, an epoll
+// with an os.File over it that also holds the linger's timer:
+// linger_linux.go): the poller goroutine collects ready events with
+// epoll_wait and a zero timeout and, when there are none, parks like any
+// goroutine waiting for a socket until the runtime sees the gate readable
+// (nested epoll: a new event in a poller's epoll wakes the runtime's). A
+// thread blocked in epoll_wait would hold its P in a system call: the
+// runtime's monitor then hands the P to another thread and wakes one for
+// every return (futex), and keeps polling every 20 µs while that goes on. The
 // socket reads and writes are non-blocking and short, so they are made as
 // raw system calls, without the scheduler's system call bookkeeping
 // (sysRead, sysWrite).
@@ -32,7 +33,7 @@ import (
 type poller struct {
 	s     *Server
 	epfd  int
-	ep    *os.File        // epfd in Go's network poller
+	ep    *os.File        // the gate (linger_linux.go) in Go's network poller
 	rc    syscall.RawConn // ep's
 	evfd  int
 	mu    sync.Mutex
@@ -49,6 +50,16 @@ type poller struct {
 	lowTimer timer
 
 	round Round // the poller goroutine's (round.go)
+
+	// Lingering between rounds (linger_linux.go).
+	gate     int           // ep's descriptor
+	tfd      int           // timerfd in the gate
+	linger   time.Duration // 0: never
+	lingerOn bool          // epfd is out of the gate, tfd paces the rounds
+	idle     int           // empty rounds in a row while lingering
+	lastWake int64         // nanotime of the previous wake-up
+	// lingering is lingerOn for tests (read off the poller).
+	lingering atomic.Bool
 }
 
 func newPoller(s *Server) (*poller, error) {
@@ -67,21 +78,12 @@ func newPoller(s *Server) (*poller, error) {
 		unix.Close(evfd)
 		return nil, err
 	}
-	// Non-blocking, so that os.NewFile registers it in the runtime's
-	// poller (epoll_wait itself ignores the flag).
-	if err := unix.SetNonblock(epfd, true); err != nil {
+	p := &poller{s: s, epfd: epfd, evfd: evfd, conns: map[int]*conn{}, listeners: map[int]string{}, done: make(chan struct{})}
+	if err := p.openGate(); err != nil {
 		unix.Close(epfd)
 		unix.Close(evfd)
 		return nil, err
 	}
-	ep := os.NewFile(uintptr(epfd), "mqtt-epoll")
-	rc, err := ep.SyscallConn()
-	if err != nil {
-		ep.Close()
-		unix.Close(evfd)
-		return nil, fmt.Errorf("epoll descriptor not pollable: %w", err)
-	}
-	p := &poller{s: s, epfd: epfd, ep: ep, rc: rc, evfd: evfd, conns: map[int]*conn{}, listeners: map[int]string{}, done: make(chan struct{})}
 	p.lowTimer.slot = -1
 	return p, nil
 }
@@ -133,9 +135,10 @@ func (p *poller) run() {
 				}
 			}
 			p.round.end()
-			if n < len(events) {
+			if n < len(events) && !p.pace(n) {
 				// Drained: whatever arrives later is a new event in
-				// this epoll, which wakes the runtime's.
+				// this epoll, which wakes the runtime's (or, while
+				// lingering, the timer does).
 				return false
 			}
 		}
@@ -218,7 +221,9 @@ func (p *poller) close() {
 	for _, c := range left {
 		c.closeFD()
 	}
-	p.ep.Close() // epfd
+	p.ep.Close() // the gate
+	unix.Close(p.epfd)
+	unix.Close(p.tfd)
 	unix.Close(p.evfd)
 }
 

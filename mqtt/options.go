@@ -28,6 +28,7 @@ const (
 	DefaultSlowReaderTimeout = 10 * time.Second
 	DefaultWorkers           = 256
 	DefaultSysInterval       = 10 * time.Second
+	DefaultPollLinger        = 200 * time.Microsecond
 )
 
 // DefaultReservedFilters are the topic filters no client may publish to or
@@ -98,6 +99,11 @@ type Options struct {
 	Workers int
 	// Pollers is the number of epoll goroutines (0: 1 per 4 CPUs, at least 1).
 	Pollers int
+	// PollLinger is how long a busy poller sleeps between rounds to
+	// gather what arrives meanwhile (wake-up moderation, linger_linux.go):
+	// each request may wait about this long more, and each wake-up serves
+	// more requests. 0 means DefaultPollLinger; negative never lingers.
+	PollLinger time.Duration
 	// SysInterval is how often the $SYS tree is published (sys.go). 0
 	// means DefaultSysInterval; negative disables the tree.
 	SysInterval time.Duration
@@ -162,6 +168,7 @@ func DefaultOptions() Options {
 		SlowReaderTimeout: DefaultSlowReaderTimeout,
 		Workers:           DefaultWorkers,
 		SysInterval:       DefaultSysInterval,
+		PollLinger:        DefaultPollLinger,
 	}
 }
 
@@ -242,6 +249,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SysInterval == 0 {
 		o.SysInterval = d.SysInterval
+	}
+	if o.PollLinger == 0 {
+		o.PollLinger = d.PollLinger
 	}
 	if o.ReservedFilters == nil {
 		o.ReservedFilters = DefaultReservedFilters

@@ -110,6 +110,9 @@ type ioCounters struct {
 	reads  atomic.Int64 // read(2) calls
 	// lowered counts SO_RCVLOWAT marks lowered (lowat_linux.go).
 	lowered atomic.Int64
+	// lingers counts the times a poller started lingering
+	// (linger_linux.go).
+	lingers atomic.Int64
 }
 
 // Stats are the server's counters; the $SYS tree (sys.go) publishes them.

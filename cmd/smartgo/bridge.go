@@ -95,6 +95,10 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	mo.ConnectTimeout = c.ConnectTimeout.D()
 	mo.Workers = c.Workers
 	mo.Pollers = c.Pollers
+	mo.PollLinger = c.PollLinger.D()
+	if c.PollLinger.D() == 0 {
+		mo.PollLinger = -1 // never (0 would mean the default)
+	}
 	mo.Logger = log.With("component", "mqtt")
 	bo := bridge.DefaultOptions(c.Registries...)
 	bo.DefaultTopic = c.DefaultTopic

@@ -1,0 +1,146 @@
+package mqtt
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Lingering: wake-up moderation for a busy poller (like a NIC's interrupt
+// coalescing).
+//
+// What Go's network poller waits on is not a poller's epoll descriptor
+// but a gate: a second epoll holding the poller's epoll descriptor and a
+// timerfd. Parked, a poller wakes for the first event that arrives: when
+// requests trickle in from many clients, each wake-up (a context switch
+// and three epoll calls through the runtime's scheduler) serves one or
+// two of them. Once wake-ups come closer together than lingerHotGap, the
+// poller lingers: it takes its epoll descriptor out of the gate, so that
+// arrivals no longer wake anything, and after each round of fewer than
+// lingerFull events it arms the timer for Options.PollLinger and parks on
+// the gate; when the timer fires it collects whatever arrived meanwhile
+// with a zero-timeout epoll_wait. A round thus serves what arrived over
+// the linger, and each request waits at most about the linger more.
+// After lingerIdle empty rounds in a row the epoll descriptor goes back
+// into the gate. The poller never holds its thread or P while it waits:
+// the process sleeps in the runtime's poller as before, and the
+// runtime's monitor with it.
+
+const (
+	// lingerFull is the round size from which the poller does not
+	// wait for the timer before its next epoll_wait (it is saturated).
+	lingerFull = 16
+	// lingerIdle empty rounds in a row end lingering.
+	lingerIdle = 3
+	// lingerHotGap: wake-ups this close together (or twice the linger,
+	// if longer) start lingering.
+	lingerHotGap = 500 * time.Microsecond
+)
+
+// openGate creates the gate and the timer and registers the gate in Go's
+// network poller (p.ep, p.rc).
+func (p *poller) openGate() error {
+	p.linger = p.s.opts.pollLinger()
+	gate, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		unix.Close(gate)
+		return err
+	}
+	// The timer edge-triggered: each expiry is a new event, and its
+	// count is never read (setting the timer clears it).
+	for _, ev := range []unix.EpollEvent{{Events: unix.EPOLLIN, Fd: int32(p.epfd)}, {Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(tfd)}} {
+		if err = unix.EpollCtl(gate, unix.EPOLL_CTL_ADD, int(ev.Fd), &ev); err != nil {
+			break
+		}
+	}
+	// Non-blocking, so that os.NewFile registers it in the runtime's
+	// poller (epoll_wait itself ignores the flag).
+	if err == nil {
+		err = unix.SetNonblock(gate, true)
+	}
+	if err != nil {
+		unix.Close(gate)
+		unix.Close(tfd)
+		return err
+	}
+	ep := os.NewFile(uintptr(gate), "mqtt-epoll")
+	rc, err := ep.SyscallConn()
+	if err != nil {
+		ep.Close()
+		unix.Close(tfd)
+		return fmt.Errorf("epoll descriptor not pollable: %w", err)
+	}
+	p.ep, p.rc, p.gate, p.tfd = ep, rc, gate, tfd
+	return nil
+}
+
+// pace runs after a round of n events that did not fill the event array:
+// true to poll again at once, false to park on the gate (for the next
+// arrival, or while lingering for the timer).
+func (p *poller) pace(n int) bool {
+	if p.linger <= 0 {
+		return false
+	}
+	if !p.lingerOn {
+		if n == 0 || !p.hot() {
+			return false
+		}
+		if err := unix.EpollCtl(p.gate, unix.EPOLL_CTL_DEL, p.epfd, nil); err != nil {
+			p.s.log.Warn("mqtt: linger", "err", err)
+			return false
+		}
+		p.lingerOn, p.idle = true, 0
+		p.lingering.Store(true)
+		p.s.io.lingers.Add(1)
+		p.arm(p.linger)
+		return false
+	}
+	if n == 0 {
+		if p.idle++; p.idle >= lingerIdle {
+			// Back to waking for arrivals. The gate reports at once
+			// what arrived since the last round.
+			p.lingerOn, p.lastWake = false, 0
+			p.lingering.Store(false)
+			p.arm(0)
+			ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(p.epfd)}
+			if err := unix.EpollCtl(p.gate, unix.EPOLL_CTL_ADD, p.epfd, &ev); err != nil {
+				p.s.log.Error("mqtt: linger", "err", err)
+			}
+			return false
+		}
+	} else if p.idle = 0; n >= lingerFull {
+		return true
+	}
+	p.arm(p.linger)
+	return false
+}
+
+// hot records a wake-up and says whether it came within the gap of the
+// previous one.
+func (p *poller) hot() bool {
+	now := nanotime()
+	gap := max(lingerHotGap, 2*p.linger)
+	hot := p.lastWake != 0 && now-p.lastWake < int64(gap)
+	p.lastWake = now
+	return hot
+}
+
+// arm sets the timer to fire once after d (0 disarms it). Setting it
+// clears the count of an expiry, so the timer is never read. (A periodic
+// timer would save the call per round, but an unread timerfd does not
+// rearm itself: it fires once.)
+func (p *poller) arm(d time.Duration) {
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
+	if err := unix.TimerfdSettime(p.tfd, 0, &spec, nil); err != nil {
+		p.s.log.Warn("mqtt: linger timer", "err", err)
+	}
+}
+
+// pollLinger is the linger the pollers use (0: none).
+func (o Options) pollLinger() time.Duration { return max(o.PollLinger, 0) }
