@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -112,8 +113,13 @@ type TopicManager struct {
 	version    dataVersion
 	autoCreate atomic.Bool // opts.AutoCreateTopic, changeable at run time
 
-	mu     sync.RWMutex
-	topics map[string]*protocol.TopicConfig // protected by mu; values are never mutated, only replaced
+	// table is the topic table, read without a lock (every send looks its
+	// topic up). It is copied on write: a writer holds mu, clones the
+	// map, changes the clone and stores it; a stored map and its values
+	// are never mutated. A change costs a copy of the table, no more than
+	// the persist of the whole table that follows every change.
+	mu    sync.Mutex
+	table atomic.Pointer[map[string]*protocol.TopicConfig]
 	// persistMu serialises writes of the file so an older snapshot never
 	// replaces a newer one.
 	persistMu sync.Mutex
@@ -133,7 +139,8 @@ func OpenTopics(opts TopicOptions) (*TopicManager, error) {
 	if opts.DelayLevels <= 0 {
 		opts.DelayLevels = 18
 	}
-	m := &TopicManager{opts: opts, path: filepath.Join(opts.Dir, TopicConfigFile), log: opts.Logger, topics: map[string]*protocol.TopicConfig{}}
+	m := &TopicManager{opts: opts, path: filepath.Join(opts.Dir, TopicConfigFile), log: opts.Logger}
+	topics := map[string]*protocol.TopicConfig{}
 	m.autoCreate.Store(opts.AutoCreateTopic)
 	var w protocol.TopicConfigSerializeWrapper
 	if _, err := readConfig(m.path, &w); err != nil {
@@ -146,22 +153,23 @@ func OpenTopics(opts TopicOptions) (*TopicManager, error) {
 		if tc.TopicName == "" {
 			tc.TopicName = name
 		}
-		m.topics[name] = tc
+		topics[name] = tc
 	}
 	m.version.set(w.DataVersion)
 	changed := false
 	for _, tc := range m.systemTopics() {
-		if _, ok := m.topics[tc.TopicName]; !ok {
-			m.topics[tc.TopicName] = tc
+		if _, ok := topics[tc.TopicName]; !ok {
+			topics[tc.TopicName] = tc
 			changed = true
 		}
 	}
 	if !opts.AutoCreateTopic {
-		if _, ok := m.topics[AutoCreateTopicKey]; ok {
-			delete(m.topics, AutoCreateTopicKey)
+		if _, ok := topics[AutoCreateTopicKey]; ok {
+			delete(topics, AutoCreateTopicKey)
 			changed = true
 		}
 	}
+	m.table.Store(&topics)
 	if changed {
 		m.version.bump(opts.Now())
 		if err := m.persist(); err != nil {
@@ -225,12 +233,12 @@ func (m *TopicManager) SetAutoCreate(on bool) (bool, error) {
 		m.mu.Unlock()
 		return false, nil
 	}
-	_, had := m.topics[AutoCreateTopicKey]
+	_, had := m.topics()[AutoCreateTopicKey]
 	switch {
 	case on && !had:
-		m.topics[AutoCreateTopicKey] = m.autoCreateTemplate()
+		m.setLocked(AutoCreateTopicKey, m.autoCreateTemplate())
 	case !on && had:
-		delete(m.topics, AutoCreateTopicKey)
+		m.setLocked(AutoCreateTopicKey, nil)
 	}
 	m.mu.Unlock()
 	if on == had {
@@ -241,11 +249,12 @@ func (m *TopicManager) SetAutoCreate(on bool) (bool, error) {
 	return true, m.persist()
 }
 
+// topics returns the current topic table; the caller must not change it.
+func (m *TopicManager) topics() map[string]*protocol.TopicConfig { return *m.table.Load() }
+
 // Get returns a copy of the topic's configuration.
 func (m *TopicManager) Get(topic string) (protocol.TopicConfig, bool) {
-	m.mu.RLock()
-	tc, ok := m.topics[topic]
-	m.mu.RUnlock()
+	tc, ok := m.topics()[topic]
 	if !ok {
 		return protocol.TopicConfig{}, false
 	}
@@ -279,15 +288,17 @@ func (m *TopicManager) change(topic string, tc *protocol.TopicConfig) error {
 	return m.persistOrUndo(topic, tc, prev, had)
 }
 
-// setLocked sets topic's entry to tc (nil deletes it) and returns the
-// entry it replaced.
+// setLocked sets topic's entry to tc (nil deletes it) in a new copy of
+// the table and returns the entry it replaced. The caller holds mu.
 func (m *TopicManager) setLocked(topic string, tc *protocol.TopicConfig) (prev *protocol.TopicConfig, had bool) {
-	prev, had = m.topics[topic]
+	topics := maps.Clone(m.topics())
+	prev, had = topics[topic]
 	if tc != nil {
-		m.topics[topic] = tc
+		topics[topic] = tc
 	} else {
-		delete(m.topics, topic)
+		delete(topics, topic)
 	}
+	m.table.Store(&topics)
 	return prev, had
 }
 
@@ -303,12 +314,8 @@ func (m *TopicManager) persistOrUndo(topic string, tc, prev *protocol.TopicConfi
 		return nil
 	}
 	m.mu.Lock()
-	if cur, ok := m.topics[topic]; cur == tc && ok == (tc != nil) {
-		if had {
-			m.topics[topic] = prev
-		} else {
-			delete(m.topics, topic)
-		}
+	if cur, ok := m.topics()[topic]; cur == tc && ok == (tc != nil) {
+		m.setLocked(topic, prev)
 	}
 	m.mu.Unlock()
 	m.version.bump(m.opts.Now())
@@ -374,7 +381,7 @@ func (m *TopicManager) CreateSystemTopic(topic string, queueNums, perm int32) (p
 // (protocol.Command.Recycle), and the table keeps it.
 func (m *TopicManager) createIfAbsent(tc protocol.TopicConfig) (protocol.TopicConfig, error) {
 	m.mu.Lock()
-	if cur, ok := m.topics[tc.TopicName]; ok {
+	if cur, ok := m.topics()[tc.TopicName]; ok {
 		m.mu.Unlock()
 		return *cur, nil
 	}
@@ -390,12 +397,11 @@ func (m *TopicManager) createIfAbsent(tc protocol.TopicConfig) (protocol.TopicCo
 
 // Names returns the topic names, sorted.
 func (m *TopicManager) Names() []string {
-	m.mu.RLock()
-	names := make([]string, 0, len(m.topics))
-	for n := range m.topics {
+	topics := m.topics()
+	names := make([]string, 0, len(topics))
+	for n := range topics {
 		names = append(names, n)
 	}
-	m.mu.RUnlock()
 	sort.Strings(names)
 	return names
 }
@@ -403,10 +409,9 @@ func (m *TopicManager) Names() []string {
 // Snapshot returns every topic configuration with the data version they
 // belong to: the body of GET_ALL_TOPIC_CONFIG and of the registration.
 func (m *TopicManager) Snapshot() protocol.TopicConfigSerializeWrapper {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	w := protocol.TopicConfigSerializeWrapper{DataVersion: m.version.get(), TopicConfigTable: make(map[string]*protocol.TopicConfig, len(m.topics))}
-	for n, tc := range m.topics {
+	topics := m.topics()
+	w := protocol.TopicConfigSerializeWrapper{DataVersion: m.version.get(), TopicConfigTable: make(map[string]*protocol.TopicConfig, len(topics))}
+	for n, tc := range topics {
 		c := *tc
 		w.TopicConfigTable[n] = &c
 	}
@@ -424,7 +429,7 @@ func (m *TopicManager) Replace(w protocol.TopicConfigSerializeWrapper) error {
 		}
 	}
 	m.mu.Lock()
-	m.topics = topics
+	m.table.Store(&topics)
 	m.mu.Unlock()
 	m.version.set(w.DataVersion)
 	return m.persist()
