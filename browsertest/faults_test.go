@@ -53,7 +53,8 @@ func process(t *testing.T, dir, name string, args ...string) *exec.Cmd {
 // master killed, its topic is listed and its page shows the route and
 // queues (from the slave) instead of "No such topic"; with broker-b hung
 // (SIGSTOP), the topics and groups pages show the others and name broker-b
-// above their tables. No page throws.
+// above their tables, and broker-b's own topic's page says broker-b did not
+// answer rather than "No such topic". No page throws.
 func TestBrowserConsoleBrokerDown(t *testing.T) {
 	execPath := chromium(t)
 	dir := t.TempDir()
@@ -76,13 +77,15 @@ func TestBrowserConsoleBrokerDown(t *testing.T) {
 	defer adm.Close()
 	actx, acancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer acancel()
-	for ctx := actx; ; time.Sleep(200 * time.Millisecond) {
-		err := adm.CreateTopic(ctx, "DefaultCluster", admin.TopicConfig{Name: "DownT", ReadQueues: 2, WriteQueues: 2})
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("create topic: %v", err)
+	for _, tc := range [][2]string{{"DefaultCluster", "DownT"}, {"OtherCluster", "OtherT"}} {
+		for ctx := actx; ; time.Sleep(200 * time.Millisecond) {
+			err := adm.CreateTopic(ctx, tc[0], admin.TopicConfig{Name: tc[1], ReadQueues: 2, WriteQueues: 2})
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("create topic %s: %v", tc[1], err)
+			}
 		}
 	}
 	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: []string{reg}}, Group: "browser-down"})
@@ -168,6 +171,10 @@ func TestBrowserConsoleBrokerDown(t *testing.T) {
 		run(pg.hash+" page, broker-b hung", chromedp.Navigate(base+"/#/cluster"), chromedp.Navigate(base+"/#/"+pg.hash),
 			waitJS(fmt.Sprintf(`(document.querySelector(%q) || {textContent: ""}).textContent.includes(%q)`, pg.partial, masterB)))
 	}
+	// broker-b's own topic is not "no such topic" while broker-b does not
+	// answer.
+	run("broker-b's topic page, broker-b hung", chromedp.Navigate(base+"/#/topic/OtherT"),
+		waitJS(fmt.Sprintf(`(document.querySelector("#topic-missing") || {textContent: ""}).textContent.includes(%q)`, masterB)))
 	var main string
 	run("topics text", chromedp.Navigate(base+"/#/topics"),
 		waitJS(fmt.Sprintf(`(document.querySelector("#topics-partial") || {textContent: ""}).textContent.includes(%q)`, masterB)),

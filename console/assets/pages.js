@@ -124,7 +124,11 @@ async function topicPage(name) {
     SG.get("/api/topics/" + encodeURIComponent(name) + "/stats").catch(() => []),
   ]);
   const t = topics.find((x) => x.name === name);
-  if (!t) { page("Topic " + name, panel(null, h("p", { class: "bad" }, "No such topic."))); return; }
+  if (!t) {
+    // Some brokers did not answer: the topic may be theirs.
+    const why = topics.partial ? "Not found on the brokers that answered; " + topics.partial : "No such topic.";
+    page("Topic " + name, panel(null, h("p", { class: "bad", id: "topic-missing" }, why))); return;
+  }
   const addrs = {};
   for (const bd of route.brokerDatas || []) addrs[bd.brokerName] = Object.values(bd.brokerAddrs || {}).join(", ");
   const routeT = SG.table([
