@@ -324,7 +324,8 @@ func startCtlLoad(t *testing.T, topic, group string, producers int) (*ctlCluster
 // SIGKILL. The slave is promoted, the producers' sends are acknowledged
 // again and the consumer resumes; the killed broker restarts and rejoins
 // as a slave with the new master's log. Every acknowledged message is
-// consumed (redeliveries allowed).
+// consumed (redeliveries allowed); `smartgo admin offset reset` to the
+// kill time then has the consumer get every message since then again.
 func TestInteropControllerMasterKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster of processes")
@@ -378,6 +379,15 @@ func TestInteropControllerMasterKill9(t *testing.T) {
 	l.end()
 	c.waitRejoined(t, m, nm)
 	consumedAll(t, got, l)
+
+	// `smartgo admin offset reset` to the kill time, on the new master:
+	// the consumer gets every message since then again.
+	since, before := l.ackedSince(killed), got.n.Load()
+	if out, err := c.smartgoAdmin(t, "offset", "reset", "-g", group, "-t", topic, "-ts", strconv.FormatInt(killed.UnixMilli(), 10)); err != nil {
+		t.Fatalf("admin offset reset after the failover: %v\n%s", err, out)
+	}
+	// The Go client pauses 10 s before it applies a reset.
+	testutil.WaitFor(t, 90*time.Second, "the messages since the kill again", func() bool { return got.n.Load()-before >= int64(since) })
 }
 
 // waitRejoined waits until broker old is a slave of broker master with
