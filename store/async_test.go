@@ -291,3 +291,53 @@ func TestStoreAsyncPutTimeout(t *testing.T) {
 		t.Fatalf("the timed-out message must stay stored: %d", len(got))
 	}
 }
+
+// A put's answer comes after it is counted: the write-behind rounds
+// count their puts at once (putTally), before answering any of them, so
+// a sender reading the stats in its answer finds every answered put in
+// PutMessages, PutBytes and PutLatency.
+func TestStoreAsyncPutCountedBeforeAnswer(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	const putters, each = 4, 300
+	var answered atomic.Int64
+	check := func() {
+		k := answered.Add(1)
+		st := s.Stats()
+		var lat int64
+		for _, c := range st.PutLatency {
+			lat += c
+		}
+		if st.PutMessages < k || lat < k || st.PutBytes < k {
+			t.Errorf("%d puts answered, stats count %d (latency %d, %d bytes)", k, st.PutMessages, lat, st.PutBytes)
+		}
+	}
+	var wg sync.WaitGroup
+	for p := range putters {
+		wg.Go(func() {
+			for i := range each {
+				wg.Add(1)
+				m := newMsg(msgSpec{topic: "T", qid: int32(p), body: fmt.Sprint("m", i)})
+				_, pending, err := s.PutAsync(m, true, func(r PutResult, err error) {
+					defer wg.Done()
+					if err != nil || r.Status != PutOK {
+						t.Errorf("put: %v %v", r.Status, err)
+					}
+					check()
+				})
+				if err != nil {
+					t.Error(err)
+					wg.Done()
+					return
+				}
+				if !pending {
+					check()
+					wg.Done()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := s.Stats(); st.PutMessages != putters*each {
+		t.Fatalf("%d puts counted, want %d", st.PutMessages, putters*each)
+	}
+}

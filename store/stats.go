@@ -95,6 +95,33 @@ func (c *statCounters) recordPut(n, bytes int, d time.Duration) {
 	c.latency[latencyBucket(d)].Add(1)
 }
 
+// putTally is recordPut's counts of several puts, summed by one
+// goroutine and added to the counters at once (recordTally).
+type putTally struct {
+	msgs, bytes int64
+	latency     [len(LatencyBuckets) + 1]int64
+}
+
+func (t *putTally) add(n, bytes int, d time.Duration) {
+	t.msgs += int64(n)
+	t.bytes += int64(bytes)
+	t.latency[latencyBucket(d)]++
+}
+
+// recordTally adds t's counts, one atomic add per counter that moved.
+func (c *statCounters) recordTally(t *putTally) {
+	if t.msgs == 0 {
+		return
+	}
+	c.putMessages.Add(t.msgs)
+	c.putBytes.Add(t.bytes)
+	for i, n := range t.latency {
+		if n != 0 {
+			c.latency[i].Add(n)
+		}
+	}
+}
+
 // Stats is a snapshot of store counters.
 type Stats struct {
 	PutMessages int64 // records stored

@@ -60,6 +60,9 @@ type behindPut struct {
 	res   PutResult
 	start time.Duration // monoNow at PutAsync
 	done  PutDone
+	// discarded and stored are answerWrittenLocked's verdict: the put's
+	// records were taken back, or are written.
+	discarded, stored bool
 }
 
 // Drain writes out the write-behind buffer, answers the puts it covered
@@ -117,14 +120,27 @@ func (s *Store) answerWrittenLocked() {
 	}
 	committed := s.cl.committed.Load()
 	now := monoNow() // one clock read for the round's puts
+	// The round's stored puts are counted first, with one add per
+	// counter (not three atomics a put on lines the other readers
+	// write too), and before any is answered: a sender that reads the
+	// stats after its answer finds its put counted.
+	var batch putTally
+	for i := range s.answering {
+		p := &s.answering[i]
+		p.discarded = s.cl.discards.discarded(p.ap.gen, p.ap.start)
+		p.stored = !p.discarded && p.ap.end <= committed
+		if p.stored {
+			p.res.Latency = now - p.start
+			batch.add(1, p.res.WroteBytes, p.res.Latency)
+		}
+	}
+	s.stats.recordTally(&batch)
 	for i, p := range s.answering {
 		switch {
-		case s.cl.discards.discarded(p.ap.gen, p.ap.start):
+		case p.discarded:
 			s.stats.putErrors.Add(1)
 			p.done.PutDone(PutResult{Status: PutServiceNotAvailable}, s.notStored())
-		case p.ap.end <= committed:
-			p.res.Latency = now - p.start
-			s.stats.recordPut(1, p.res.WroteBytes, p.res.Latency)
+		case p.stored:
 			p.done.PutDone(p.res, nil)
 		default:
 			// Dropped by a failed write (the error is sticky), or cut
