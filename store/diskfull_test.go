@@ -387,7 +387,17 @@ func TestStoreDiskTooSmallForAllocationSaysSo(t *testing.T) {
 	if !refused || !strings.Contains(why, "next allocation of 131072 bytes (store.preallocate") || !strings.Contains(why, "past 10%") {
 		t.Fatalf("refusal on a disk too small for one allocation: %v %q", refused, why)
 	}
-	if _, err := s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: "x"})); !errors.Is(err, ErrDiskFull) {
+	if !strings.HasPrefix(why, "disk full: ") || strings.Count(why, "disk full") != 1 {
+		t.Fatalf("refusal reason says disk full other than once: %q", why)
+	}
+	_, err := s.Put(context.Background(), newMsg(msgSpec{topic: "T", body: "x"}))
+	if !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("put: %v", err)
+	}
+	// The put's error says "disk full" once: it used to wrap the reason's
+	// own "disk full: " prefix ("store: disk full: disk full: ..."), and a
+	// client's refusal text repeated itself.
+	if msg := err.Error(); !strings.HasPrefix(msg, "store: disk full: ") || strings.Count(msg, "disk full") != 1 {
+		t.Fatalf("put's disk-full error: %q", msg)
 	}
 }

@@ -106,9 +106,11 @@ func (s *Store) setDiskFull(full bool, usage float64, cause string) {
 		}
 		return
 	}
-	reason := fmt.Sprintf("disk full: %.1f%% used, writes refused above %.0f%%", usage*100, s.opts.DiskFullRatio*100)
+	// The reason is stored without a "disk full" prefix: a refused put
+	// wraps it in ErrDiskFull (which says so) and WritesRefused prefixes it.
+	reason := fmt.Sprintf("%.1f%% used, writes refused above %.0f%%", usage*100, s.opts.DiskFullRatio*100)
 	if cause != "" {
-		reason = "disk full: " + cause
+		reason = cause
 	}
 	s.space.reason.Store(&reason)
 	if !s.diskFull.Swap(true) {
@@ -210,7 +212,7 @@ func (s *Store) WritesRefused() (bool, string) {
 		return true, s.Err().Error()
 	case s.diskFull.Load():
 		if r := s.space.reason.Load(); r != nil {
-			return true, *r
+			return true, "disk full: " + *r
 		}
 		return true, "disk full"
 	}
