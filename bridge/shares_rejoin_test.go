@@ -13,6 +13,7 @@ import (
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
 // TestBridgeSharedSubscriptionRejoinStartsAtSuback: a shared subscription
@@ -132,4 +133,52 @@ func TestBridgeSharedSubscriptionOfflineMemberSameNode(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "the node runs the group", func() bool { return len(a.Backend().ShareQueues(share)) > 0 })
 	dev.disconnect()
 	awayThenResume(t, prod, addrOf(a), "away-dev")
+}
+
+// TestBridgeSharedSubscriptionResubscribeAfterResume: a persistent
+// session that resumes on another node after its node died and at once
+// subscribes to its shared subscription again (as many clients do after
+// every CONNECT) still holds it: the SUBSCRIBE replaces a subscription
+// the session had, so what was published while it was away reaches it.
+func TestBridgeSharedSubscriptionResubscribeAfterResume(t *testing.T) {
+	c := startCluster(t)
+	fast := func(mo *mqtt.Options, o *Options) { shortHandoff(mo, o); o.ShareRefresh = 100 * time.Millisecond }
+	a := startBridge(t, c, fast)
+	b := startBridge(t, c, fast)
+	prod := newProducer(t, c)
+	const share = "$share/again/jobs/#"
+
+	dev, _ := persistent(t, addrOf(a), "again-dev", true)
+	dev.subscribe(1, sub(share, 1))
+	testutil.WaitFor(t, 30*time.Second, "node A runs the group", func() bool { return len(a.Backend().ShareQueues(share)) > 0 })
+	sendCmd(t, prod, "jobs/x", "before")
+	if p := dev.expectPublish(); string(p.Payload) != "before" {
+		t.Fatalf("got %q", p.Payload)
+	}
+	crash(t, a)
+
+	const n = 5
+	for i := range n {
+		sendCmd(t, prod, "jobs/x", fmt.Sprint("away-", i))
+	}
+	r, ack := persistent(t, addrOf(b), "again-dev", false)
+	if !ack.SessionPresent {
+		t.Fatal("session lost")
+	}
+	r.send(&packets.Subscribe{PacketID: 2, Subscriptions: []packets.Subscription{sub(share, 0)}}) // QoS 0 now: the subscription changes
+	seen := map[string]bool{}
+	for len(seen) < n {
+		switch p := r.recv().(type) { // fails after RecvTimeout when one is missing
+		case *packets.Suback:
+		case *packets.Publish:
+			if p.QoS == 1 {
+				r.send(&packets.Puback{PacketID: p.PacketID})
+			}
+			if s := string(p.Payload); strings.HasPrefix(s, "away-") {
+				seen[s] = true
+			}
+		default:
+			t.Fatalf("got %T %+v", p, p)
+		}
+	}
 }
