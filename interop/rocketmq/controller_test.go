@@ -581,3 +581,65 @@ func TestInteropControllerMasterSIGSTOP(t *testing.T) {
 	c.waitRejoined(t, m, nm)
 	consumedAll(t, got, l)
 }
+
+// TestInteropControllerSQL92Failover: a rocketmq-client-go push consumer
+// with a SQL92 selector (registered by its heartbeats, not carried by its
+// pulls) keeps getting exactly its matching messages after the master is
+// killed and the slave promoted.
+func TestInteropControllerSQL92Failover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of processes")
+	}
+	c := startCtlCluster(t)
+	m := c.waitHealthy(t)
+	const topic, group = "CtlSQL", "ctl-sql-g"
+	if out, err := c.smartgoAdmin(t, "topic", "create", "-t", topic, "-r", "4", "-w", "4"); err != nil {
+		t.Fatalf("admin topic create: %v\n%s", err, out)
+	}
+	var got received
+	newSelectorConsumer(t, c.clients(), group, "ctl-sql-c", topic, consumer.MessageSelector{Type: consumer.SQL92, Expression: "parity = 'even'"},
+		consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
+			got.add(m)
+			return consumer.ConsumeSuccess
+		})
+	p := newProducer(t, c.clients(), "ctl-sql-p")
+	acked := map[int]bool{}
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			msg := primitive.NewMessage(topic, []byte("sql-"+strconv.Itoa(i)))
+			msg.WithProperty("parity", []string{"even", "odd"}[i%2])
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res, err := p.SendSync(ctx, msg)
+			cancel()
+			if err == nil && res.Status == primitive.SendOK {
+				acked[i] = true
+			}
+		}
+	}
+	send(0, 100)
+	testutil.WaitFor(t, 60*time.Second, "the even messages before the kill", func() bool { return got.distinct() >= 50 })
+	c.brokers[m].kill9()
+	deadline := time.Now().Add(90 * time.Second)
+	for n := 100; len(acked) < 200; n += 20 { // until the new master acknowledges
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sends acknowledged after the kill", len(acked)-100)
+		}
+		send(n, n+20)
+	}
+	testutil.Eventually(t, 90*time.Second, func() error {
+		for i := range acked {
+			if i%2 == 0 && got.get("sql-"+strconv.Itoa(i)) == nil {
+				return fmt.Errorf("sql-%d not consumed", i)
+			}
+		}
+		return nil
+	})
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	for b, msg := range got.msgs {
+		if msg.GetProperty("parity") != "even" {
+			t.Errorf("%s does not match the selector and was delivered", b)
+		}
+	}
+	t.Logf("%d matching messages consumed across the failover (%d acknowledged sends)", len(got.msgs), len(acked))
+}
