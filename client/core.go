@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/pace"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -31,10 +32,10 @@ type core struct {
 	// newBrokers is set when a route brings a broker address not seen
 	// before (consumers then heartbeat at once).
 	newBrokers atomic.Bool
-	// routeWake has the route refresh task run now; wokeAt is when
-	// refreshSoon last woke it (unix ns).
+	// routeWake has the route refresh task run now; wokeAt spaces the
+	// wake-ups refreshSoon sends.
 	routeWake chan struct{}
-	wokeAt    atomic.Int64
+	wokeAt    pace.Gate
 	// extraRCs are more clients whose connections follow the route like
 	// rc's (a consumer's extra pull connections); set before first use.
 	extraRCs []*remoting.Client
@@ -151,18 +152,13 @@ func (c *core) callErr(op, addr string, err error) error {
 	return err
 }
 
-// refreshEvery spaces the refreshes refreshSoon asks for.
-const refreshEvery = time.Second
-
 // refreshSoon has the route refresh task run now (at most once every
-// refreshEvery for this reason): a master that hangs or is cut off
+// pace.RouteAfterTimeout for this reason): a master that hangs or is cut off
 // closes no connection, and the requests after the one that timed out
 // should go to the master elected in its place (storeRoute closes the
 // connection to the old one), not wait for the periodic refresh.
 func (c *core) refreshSoon() {
-	now := time.Now().UnixNano()
-	last := c.wokeAt.Load()
-	if now-last < int64(refreshEvery) || !c.wokeAt.CompareAndSwap(last, now) {
+	if !c.wokeAt.Allow(pace.RouteAfterTimeout) {
 		return
 	}
 	select {

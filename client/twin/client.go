@@ -11,6 +11,7 @@ import (
 
 	"github.com/smartgo/smartgo/client/admin"
 	"github.com/smartgo/smartgo/client/internal/shardroute"
+	"github.com/smartgo/smartgo/internal/pace"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	tw "github.com/smartgo/smartgo/twin"
@@ -122,9 +123,9 @@ type Client struct {
 	adm     *admin.Admin // protected by adminMu; the default PrepareC2D's, made at first use
 
 	// last is the route route() returned last (to see masters move);
-	// forced is when refreshSoon last started a lookup (unix ns).
+	// forced spaces the lookups refreshSoon starts.
 	last   atomic.Pointer[[]shardroute.Ref]
-	forced atomic.Int64
+	forced pace.Gate
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -279,17 +280,12 @@ func (c *Client) closeMoved(prev, next []shardroute.Ref) {
 	}
 }
 
-// refreshEvery spaces the lookups refreshSoon starts.
-const refreshEvery = time.Second
-
 // refreshSoon looks the route up again in the background (at most once
-// every refreshEvery) after a request ran out of time: the requests after
+// every pace.RouteAfterTimeout) after a request ran out of time: the requests after
 // it should reach the master elected in place of one that hangs, not
 // wait for the next periodic refresh (RouteRefresh).
 func (c *Client) refreshSoon() {
-	now := time.Now().UnixNano()
-	last := c.forced.Load()
-	if now-last < int64(refreshEvery) || !c.forced.CompareAndSwap(last, now) || c.closed.Load() {
+	if c.closed.Load() || !c.forced.Allow(pace.RouteAfterTimeout) {
 		return
 	}
 	c.wg.Add(1)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/smartgo/smartgo/client/internal/shardroute"
 	"github.com/smartgo/smartgo/internal/gogroup"
+	"github.com/smartgo/smartgo/internal/pace"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/statestore"
@@ -142,8 +143,8 @@ type Router struct {
 	tab  *shardroute.Table
 
 	routes atomic.Pointer[routeConv] // the last route converted
-	// forced is when refreshSoon last started a lookup (unix ns).
-	forced atomic.Int64
+	// forced spaces the lookups refreshSoon starts.
+	forced pace.Gate
 
 	closeOnce sync.Once
 	group     gogroup.Group // goroutines Close waits for
@@ -448,18 +449,13 @@ func (r *Router) invokeFrom(ctx context.Context, deadline time.Time, first int, 
 	return nil, lastErr
 }
 
-// forcedRefreshEvery spaces the lookups refreshSoon starts.
-const forcedRefreshEvery = time.Second
-
 // refreshSoon looks the route up again in the background (at most one
-// lookup every forcedRefreshEvery) after a request to a broker ran out of
+// lookup every pace.RouteAfterTimeout) after a request to a broker ran out of
 // time: a master that hangs or is cut off closes no connection, and the
 // requests after this one should reach the master the controller elects
 // meanwhile, not wait for the next periodic refresh (RouteRefresh).
 func (r *Router) refreshSoon() {
-	now := time.Now().UnixNano()
-	last := r.forced.Load()
-	if now-last < int64(forcedRefreshEvery) || !r.forced.CompareAndSwap(last, now) {
+	if !r.forced.Allow(pace.RouteAfterTimeout) {
 		return
 	}
 	r.group.Go(func() {
