@@ -506,8 +506,9 @@ func (b *consumerBase) pull(ctx context.Context, mq MessageQueue, sub *subscript
 	var resp *protocol.Command
 	var err error
 	if i := int(mq.QueueID) % (len(b.pullRCs) + 1); i > 0 {
-		resp, err = b.pullRCs[i-1].Invoke(cctx, addr, req)
-		err = wrapCallErr("pull", addr, err)
+		if resp, err = b.pullRCs[i-1].Invoke(cctx, addr, req); err != nil {
+			err = b.core.callErr("pull", addr, err) // a timeout refreshes routes, as on the main connection
+		}
 	} else {
 		resp, err = b.core.invoke(cctx, "pull", addr, req)
 	}
