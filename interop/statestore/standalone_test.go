@@ -25,8 +25,12 @@ import (
 type standalone struct {
 	mqtt string // bridge MQTT address
 	cmd  *exec.Cmd
-	log  string // path of its combined output
-	logf *os.File
+	// exited is closed when the current run's process has exited;
+	// exitErr (read only after exited) is what Wait returned.
+	exited  chan struct{}
+	exitErr error
+	log     string // path of its combined output
+	logf    *os.File
 
 	bin, dir  string
 	args, env []string
@@ -68,12 +72,10 @@ func startStandaloneBin(t testing.TB, bin string, env []string, extra ...string)
 	}
 	t.Cleanup(func() {
 		_ = s.cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- s.cmd.Wait() }()
 		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("smartgo standalone exited with %v", err)
+		case <-s.exited:
+			if s.exitErr != nil {
+				t.Errorf("smartgo standalone exited with %v", s.exitErr)
 			}
 		case <-time.After(15 * time.Second):
 			_ = s.cmd.Process.Kill()
@@ -108,13 +110,25 @@ func (s *standalone) start(t testing.TB) {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	cmd, exited := s.cmd, make(chan struct{})
+	s.exited = exited
+	go func() { s.exitErr = cmd.Wait(); close(exited) }()
+	// Wait for readiness or for the process to exit (a bad -set makes it
+	// exit at once: fail then with its log, not after the whole deadline).
+	deadline := time.After(30 * time.Second)
 	for !s.logContains("standalone running") {
-		if time.Now().After(deadline) {
+		select {
+		case <-exited:
+			if s.logContains("standalone running") {
+				return // the cleanup reports the exit
+			}
 			data, _ := os.ReadFile(s.log)
-			t.Fatalf("standalone did not come up:\n%s", data)
+			t.Fatalf("smartgo standalone exited (%v) before it ran:\n%s", s.exitErr, data)
+		case <-deadline:
+			data, _ := os.ReadFile(s.log)
+			t.Fatalf("standalone did not come up within 30 s:\n%s", data)
+		case <-time.After(20 * time.Millisecond): // the log has no wake-up: look again
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -122,7 +136,7 @@ func (s *standalone) start(t testing.TB) {
 func (s *standalone) kill9Restart(t testing.TB) {
 	t.Helper()
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	_ = s.cmd.Wait()
+	<-s.exited
 	_ = s.logf.Close()
 	s.start(t)
 }
