@@ -444,7 +444,9 @@ func (a *Admin) checkGroup(ctx context.Context, group string) error {
 }
 
 // MessageByID returns the message with an offset message id (as a send
-// result's OffsetMsgID), read from the broker the id names.
+// result's OffsetMsgID), read from the broker the id names, or, when that
+// broker does not answer (it died and its slave took over), from the
+// replica that holds the same record (see fromReplica).
 func (a *Admin) MessageByID(ctx context.Context, offsetMsgID string) (*client.MessageExt, error) {
 	host, off, err := record.ParseOffsetMessageID(offsetMsgID)
 	if err != nil {
@@ -456,6 +458,9 @@ func (a *Admin) MessageByID(ctx context.Context, offsetMsgID string) (*client.Me
 		var be *client.BrokerError
 		if errors.As(err, &be) {
 			return nil, fmt.Errorf("%w: message %s: %w", client.ErrNotFound, offsetMsgID, err)
+		}
+		if m := a.fromReplica(ctx, host, off); m != nil {
+			return m, nil
 		}
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"sort"
 	"strings"
 	"sync"
@@ -118,6 +119,35 @@ func (a *Admin) fromEach(ctx context.Context, op string, bs []Broker, newReq fun
 func okAnswer(op, addr string, resp *protocol.Command) error {
 	if resp.Code != protocol.Success {
 		return &client.BrokerError{Addr: addr, Op: op, Code: resp.Code, Remark: resp.Remark}
+	}
+	return nil
+}
+
+// fromReplica reads the record at commitlog offset off from every broker
+// the registries list and returns the one stored by host: a slave's log is
+// a byte copy of its master's, so after a failover the promoted slave (or
+// any replica) holds the dead master's record at the same offset with the
+// master's store host. Any other broker's record there has another store
+// host (or none starts there); nil when no broker has it.
+func (a *Admin) fromReplica(ctx context.Context, host netip.AddrPort, off int64) *client.MessageExt {
+	ci, err := a.ClusterInfo(ctx)
+	if err != nil {
+		return nil
+	}
+	for name, bd := range ci.BrokerAddrTable {
+		for _, addr := range bd.BrokerAddrs {
+			if addr == "" || addr == host.String() {
+				continue
+			}
+			resp, err := a.invokeOK(ctx, "view message", addr, protocol.NewRequest(protocol.ViewMessageByID, &protocol.ViewMessageRequestHeader{Offset: off}, nil))
+			if err != nil {
+				continue
+			}
+			msgs, err := client.DecodeMessages(resp.Body, name)
+			if err == nil && len(msgs) > 0 && msgs[0].StoreHost == host && msgs[0].CommitLogOffset == off {
+				return msgs[0]
+			}
+		}
 	}
 	return nil
 }

@@ -246,7 +246,7 @@ func init() {
 			}
 		}})
 	registerAdmin(adminCommand{name: "msg by-id", synopsis: "-id OFFSET_MSG_ID", summary: "a message by its offset id",
-		description: "Reads one message by its offset message id (a send result's OffsetMsgID:\nthe broker address and commitlog offset in hex), from the broker it names.",
+		description: "Reads one message by its offset message id (a send result's OffsetMsgID:\nthe broker address and commitlog offset in hex), from the broker it names,\nor, when that broker is down (a failover), from the replica holding its record.",
 		examples:    []string{"smartgo admin msg by-id -id 7F00000100002A9F0000000000000000"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			msgID := fs.String("id", "", "offset message `id`")

@@ -643,3 +643,62 @@ func TestInteropControllerSQL92Failover(t *testing.T) {
 	}
 	t.Logf("%d matching messages consumed across the failover (%d acknowledged sends)", len(got.msgs), len(acked))
 }
+
+// TestInteropControllerAdminAfterFailover: after the master of a
+// controller-mode group is killed with SIGKILL and the slave promoted,
+// the `smartgo admin` commands a user types first answer from the new
+// master: the controller view, a message by key and by the offset id its
+// send returned (which names the dead broker). Offset reset after a
+// failover: TestInteropControllerMasterKill9.
+func TestInteropControllerAdminAfterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of processes")
+	}
+	c := startCtlCluster(t)
+	m := c.waitHealthy(t)
+	const topic = "CtlAdmin"
+	if out, err := c.smartgoAdmin(t, "topic", "create", "-t", topic, "-r", "4", "-w", "4"); err != nil {
+		t.Fatalf("admin topic create: %v\n%s", err, out)
+	}
+	p := newProducer(t, c.clients(), "ctl-admin-p")
+	var ids []string
+	for i := range 20 {
+		msg := primitive.NewMessage(topic, []byte(fmt.Sprintf("adm-%d", i)))
+		msg.WithKeys([]string{fmt.Sprintf("key-%d", i)})
+		res, err := p.SendSync(context.Background(), msg)
+		if err != nil || res.Status != primitive.SendOK {
+			t.Fatalf("send %d: %+v %v", i, res, err)
+		}
+		ids = append(ids, res.OffsetMsgID)
+	}
+	// The slave has every message before the kill (sync_master).
+	c.brokers[m].kill9()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		g, err := c.group()
+		if err == nil && g.MasterAddr == c.bAddrs[m] {
+			err = errors.New("the killed broker is still master")
+		}
+		return err
+	})
+	testutil.Eventually(t, 60*time.Second, func() error {
+		out, err := c.smartgoAdmin(t, "cluster")
+		if err != nil || strings.Contains(out, c.bAddrs[m]) {
+			return fmt.Errorf("admin cluster: %v\n%s", err, out)
+		}
+		return nil
+	})
+	for _, cmd := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"controller", "-controller", strings.Join(c.ctlAddrs, ",")}, c.bAddrs[m] + "(down)"},
+		{[]string{"msg", "by-key", "-t", topic, "-k", "key-7"}, `"adm-7"`},
+		// The id names the dead broker: the promoted slave holds the
+		// record at the same offset.
+		{[]string{"msg", "by-id", "-id", ids[3]}, `"adm-3"`},
+	} {
+		if out, err := c.smartgoAdmin(t, cmd.args...); err != nil || !strings.Contains(out, cmd.want) {
+			t.Errorf("admin %v after the failover: %v, want %s in\n%s", cmd.args, err, cmd.want, out)
+		}
+	}
+}
