@@ -50,7 +50,7 @@ func (n *ctlNode) run(t *testing.T) {
 	done := make(chan struct{})
 	n.done = done
 	go func() { _ = n.cmd.Wait(); _ = f.Close(); close(done) }()
-	testutil.WaitFor(t, 30*time.Second, n.name+" up", func() bool { return countIn(n.log, n.ready) > before })
+	testutil.WaitFor(t, 60*time.Second, n.name+" up", func() bool { return countIn(n.log, n.ready) > before })
 }
 
 // kill9 kills the process with SIGKILL and waits for it.
