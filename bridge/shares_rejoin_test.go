@@ -78,21 +78,7 @@ func TestBridgeSharedSubscriptionRejoinStartsAtSuback(t *testing.T) {
 // reaches the session when it resumes on another node (the group resumes
 // from its offsets there; it does not start at the resume).
 func TestBridgeSharedSubscriptionHeldByOfflineSession(t *testing.T) {
-	c := startCluster(t)
-	fast := func(mo *mqtt.Options, o *Options) { shortHandoff(mo, o); o.ShareRefresh = 100 * time.Millisecond }
-	a := startBridge(t, c, fast)
-	b := startBridge(t, c, fast)
-	prod := newProducer(t, c)
-	const share = "$share/held/jobs/#"
-
-	dev, _ := persistent(t, addrOf(a), "held-dev", true)
-	dev.subscribe(1, sub(share, 1))
-	testutil.WaitFor(t, 30*time.Second, "node A runs the group", func() bool { return len(a.Backend().ShareQueues(share)) > 0 })
-	sendCmd(t, prod, "jobs/x", "before")
-	if p := dev.expectPublish(); string(p.Payload) != "before" {
-		t.Fatalf("got %q", p.Payload)
-	}
-	crash(t, a)
+	b, prod := sharedThenCrashed(t, "$share/held/jobs/#", "held-dev")
 
 	awayThenResume(t, prod, addrOf(b), "held-dev")
 }
@@ -141,21 +127,8 @@ func TestBridgeSharedSubscriptionOfflineMemberSameNode(t *testing.T) {
 // every CONNECT) still holds it: the SUBSCRIBE replaces a subscription
 // the session had, so what was published while it was away reaches it.
 func TestBridgeSharedSubscriptionResubscribeAfterResume(t *testing.T) {
-	c := startCluster(t)
-	fast := func(mo *mqtt.Options, o *Options) { shortHandoff(mo, o); o.ShareRefresh = 100 * time.Millisecond }
-	a := startBridge(t, c, fast)
-	b := startBridge(t, c, fast)
-	prod := newProducer(t, c)
 	const share = "$share/again/jobs/#"
-
-	dev, _ := persistent(t, addrOf(a), "again-dev", true)
-	dev.subscribe(1, sub(share, 1))
-	testutil.WaitFor(t, 30*time.Second, "node A runs the group", func() bool { return len(a.Backend().ShareQueues(share)) > 0 })
-	sendCmd(t, prod, "jobs/x", "before")
-	if p := dev.expectPublish(); string(p.Payload) != "before" {
-		t.Fatalf("got %q", p.Payload)
-	}
-	crash(t, a)
+	b, prod := sharedThenCrashed(t, share, "again-dev")
 
 	const n = 5
 	for i := range n {
@@ -181,4 +154,27 @@ func TestBridgeSharedSubscriptionResubscribeAfterResume(t *testing.T) {
 			t.Fatalf("got %T %+v", p, p)
 		}
 	}
+}
+
+// sharedThenCrashed starts two bridges A and B, subscribes persistent
+// session id on A to share, checks that it receives a message, and
+// crashes A: the session is offline, holding share. It returns B and a
+// producer.
+func sharedThenCrashed(t *testing.T, share, id string) (*Bridge, *client.Producer) {
+	t.Helper()
+	c := startCluster(t)
+	fast := func(mo *mqtt.Options, o *Options) { shortHandoff(mo, o); o.ShareRefresh = 100 * time.Millisecond }
+	a := startBridge(t, c, fast)
+	b := startBridge(t, c, fast)
+	prod := newProducer(t, c)
+
+	dev, _ := persistent(t, addrOf(a), id, true)
+	dev.subscribe(1, sub(share, 1))
+	testutil.WaitFor(t, 30*time.Second, "node A runs the group", func() bool { return len(a.Backend().ShareQueues(share)) > 0 })
+	sendCmd(t, prod, "jobs/x", "before")
+	if p := dev.expectPublish(); string(p.Payload) != "before" {
+		t.Fatalf("got %q", p.Payload)
+	}
+	crash(t, a)
+	return b, prod
 }
