@@ -397,7 +397,7 @@ func TestClusterProcConsoleClusterPageHung(t *testing.T) {
 	br := start(t, dir, "bridge", "bridge", "-listen", mqttAddr, "-registries", regs, "-set", "bridge.heartbeat_interval=1s")
 	con := start(t, dir, "console", "console", "-listen", consoleAddr, "-registries", regs, "-set", "console.request_timeout=3s")
 	logsOnFailure(t, r1, r2, ma, mb, sb, br, con)
-	u, _ := openConsole(t, consoleAddr, reg2)
+	u, adm2 := openConsole(t, consoleAddr, reg2)
 	testutil.Eventually(t, 60*time.Second, func() error {
 		var cl consoleCluster
 		if err := u.get("/api/cluster", &cl); err != nil {
@@ -405,6 +405,22 @@ func TestClusterProcConsoleClusterPageHung(t *testing.T) {
 		}
 		if len(cl.Brokers) != 3 || len(cl.Bridges) != 1 || len(cl.Errors) != 0 {
 			return fmt.Errorf("cluster not up yet: %+v", cl)
+		}
+		// The console may have answered from registry 1 alone, which
+		// is paused below: registry 2 must know every broker too (a
+		// broker that started before it registers there on its retry).
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		info, err := adm2.ClusterInfo(ctx)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, bd := range info.BrokerAddrTable {
+			n += len(bd.BrokerAddrs)
+		}
+		if n != 3 {
+			return fmt.Errorf("registry 2 knows %d brokers: %+v", n, info.BrokerAddrTable)
 		}
 		return nil
 	})
