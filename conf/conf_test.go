@@ -92,6 +92,8 @@ func TestConfBadInputNamesFileKeyAndRange(t *testing.T) {
 		{"delay levels", "[broker]\ndelay_levels = \"1s 5x\"\n", []string{"broker.delay_levels", "5x"}},
 		{"delete when", "[store]\ndelete_when = \"25\"\n", []string{"store.delete_when", "00 and 23"}},
 		{"route filter", "[[bridge.route]]\nfilter = \"a/#/b\"\ntopic = \"T\"\n", []string{"bridge.route[0].filter", "'#'"}},
+		{"open files", "[store]\nmax_open_files = 2\n", []string{"bad.toml", "store.max_open_files = 2", "between 8 and"}},
+		{"poll linger", "[bridge]\npoll_linger = \"5ms\"\n", []string{"bad.toml", "bridge.poll_linger", "5ms"}},
 		{"syntax", "[store\n", []string{"bad.toml", "line 2"}},
 	}
 	for _, c := range cases {
