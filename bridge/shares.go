@@ -186,7 +186,7 @@ func (b *Backend) markShares(ctx context.Context, clientID string, subs []mqtt.S
 		from, err := b.maxOffsets(mctx)
 		var held bool
 		if err == nil {
-			held, err = b.shareHeld(mctx, sub.Filter)
+			held, err = b.shareHeld(mctx, sub.Filter, clientID)
 		}
 		cancel()
 		if err != nil {
@@ -212,19 +212,16 @@ type shareMark struct {
 	restart bool
 }
 
-// shareHeld reports whether some session holds share: a member on a
-// node running the group's consumer, or the subscription in a session's
-// record that has not expired (connected, or offline on a node that is
-// gone: it gets what was published meanwhile when it resumes). That
-// includes clientID's own record from before this SUBSCRIBE: a session
-// that resumed and subscribes to its share again (say at another QoS)
-// held it all along and keeps what was published while it was away. A
-// first subscription is in no record yet.
-func (b *Backend) shareHeld(ctx context.Context, share string) (bool, error) {
+// shareHeld reports whether a session other than clientID holds share:
+// a member on a node running the group's consumer, or the subscription in
+// another session's record that has not expired (connected, or offline
+// on a node that is gone: it gets what was published meanwhile when it
+// resumes).
+func (b *Backend) shareHeld(ctx context.Context, share, clientID string) (bool, error) {
 	now := time.Now()
 	b.mu.Lock()
-	for _, rec := range b.sessions {
-		if rec.Deleted || expiredAt(rec, now) {
+	for id, rec := range b.sessions {
+		if id == clientID || rec.Deleted || expiredAt(rec, now) {
 			continue
 		}
 		for _, s := range rec.Subscriptions {
