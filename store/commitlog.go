@@ -428,7 +428,7 @@ func (cl *commitLog) putBlank(seg *mappedFile, rel int64) error {
 func (cl *commitLog) rollLocked() error {
 	base := cl.writePos
 	if m := findSeg(cl.list(), base, cl.segSize); m != nil && m.base == base {
-		cl.active = m
+		cl.setActive(m)
 		cl.scheduleNextLocked()
 		return nil
 	}
@@ -460,7 +460,7 @@ func (cl *commitLog) rollLocked() error {
 	cl.setList(append(nl, m))
 	cl.listMu.Unlock()
 	cl.allocMu.Unlock()
-	cl.active = m
+	cl.setActive(m)
 	cl.s.emit(Event{Kind: EventSegmentRolled, File: m.path, Offset: base})
 	cl.scheduleNextLocked()
 	return nil

@@ -214,7 +214,8 @@
 // in one cache (fdcache.go): a file whose descriptor was closed is
 // reopened by path the next time one of those calls needs it (and only
 // if the path still names the file mapped: same device and inode), and
-// the clock algorithm picks which to close, never one a call is using. Files
+// the clock algorithm picks which to close, never one a call is using
+// nor the active commitlog segment (written at every put). Files
 // opened at start and files flushed to their end give their descriptor
 // back at once: they are only read from then on. Stats.OpenFiles and
 // Stats.FileReopens count them. A store with 16,000 queues therefore

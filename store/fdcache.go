@@ -40,7 +40,12 @@ func newFileSys(fs vfs.FS, maxOpen int) *fileSys {
 
 // fdCache bounds the descriptors the store's mapped files hold. It
 // evicts with the clock algorithm: a file used since the hand last passed
-// it is spared once; a file in use (pinned) is never closed.
+// it is spared once; a file in use (pinned) is never closed, and neither
+// is the active commitlog segment (kept, see keepOpen): it is written at
+// every put, and with more busy files than descriptors (thousands of
+// queues written in turn) the clock would close it between two puts, and
+// every write would reopen it (open, fstat and an eviction's close, ~3 us).
+// A kept file's descriptor counts towards the bound like any other.
 //
 // A file's descriptor is taken (pin) without the cache lock while it is
 // open: fdSlot.pins goes from n >= 0 to n+1 by compare-and-swap, and
@@ -65,6 +70,7 @@ type fdSlot struct {
 	gone atomic.Bool // unmapped: never reopened
 	f    vfs.File    // valid while pins >= 0
 	at   int         // index in fdCache.ring, -1 when closed; protected by fdCache.mu
+	kept bool        // never evicted (the active commitlog segment); protected by fdCache.mu
 	id   fileID      // the file mapped (zero: unknown); set before the mapping is shared
 }
 
@@ -171,6 +177,10 @@ func (c *fdCache) evictLocked() {
 			c.hand = 0
 		}
 		v := c.ring[c.hand]
+		if v.fd.kept {
+			c.hand++
+			continue
+		}
 		if v.fd.ref.Load() {
 			v.fd.ref.Store(false)
 			c.hand++
@@ -185,13 +195,14 @@ func (c *fdCache) evictLocked() {
 }
 
 // closeOneLocked closes one descriptor nobody is using, the next the
-// clock hand finds, used recently or not; false if all are in use.
+// clock hand finds, used recently or not, but never a kept one; false if
+// all are in use.
 func (c *fdCache) closeOneLocked() bool {
 	for range len(c.ring) {
 		if c.hand >= len(c.ring) {
 			c.hand = 0
 		}
-		if v := c.ring[c.hand]; v.fd.pins.CompareAndSwap(0, -1) {
+		if v := c.ring[c.hand]; !v.fd.kept && v.fd.pins.CompareAndSwap(0, -1) {
 			c.closeLocked(v)
 			return true
 		}
@@ -216,6 +227,21 @@ func (c *fdCache) closeLocked(v *mappedFile) {
 	_ = f.Close() // nothing unsynced is lost: the pages stay in the file's page cache
 }
 
+// keepOpen makes m the one file whose descriptor the cache never evicts
+// (the active commitlog segment), in place of the previous one, prev
+// (nil: none). A kept file whose descriptor is closed (drop, or before
+// it was kept) is reopened at its next use and then stays open.
+func (c *fdCache) keepOpen(prev, m *mappedFile) {
+	c.mu.Lock()
+	if prev != nil {
+		prev.fd.kept = false
+	}
+	if m != nil {
+		m.fd.kept = true
+	}
+	c.mu.Unlock()
+}
+
 // drop closes m's descriptor if nobody is using it: the file is full and
 // flushed, it is read through its mapping from now on.
 func (c *fdCache) drop(m *mappedFile) {
@@ -238,4 +264,14 @@ func (c *fdCache) forget(m *mappedFile) {
 		c.closeLocked(m)
 	}
 	c.mu.Unlock()
+}
+
+// setActive makes m the segment the commitlog writes (nil: none yet),
+// keeping its descriptor open in the cache (keepOpen).
+func (cl *commitLog) setActive(m *mappedFile) {
+	if cl.active == m {
+		return
+	}
+	cl.s.fs.fds.keepOpen(cl.active, m)
+	cl.active = m
 }

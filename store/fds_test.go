@@ -308,3 +308,104 @@ func BenchmarkFDCache(b *testing.B) {
 		})
 	}
 }
+
+// openCounter is a file system that counts the opens of each path.
+type openCounter struct {
+	vfs.FS
+	mu    sync.Mutex
+	opens map[string]int
+}
+
+func (c *openCounter) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	c.mu.Lock()
+	c.opens[name]++
+	c.mu.Unlock()
+	return c.FS.OpenFile(name, flag, perm)
+}
+
+// countDone counts the puts answered (a PutDone).
+type countDone struct {
+	mu   sync.Mutex
+	n    int
+	errs []error
+}
+
+func (c *countDone) PutDone(_ PutResult, err error) {
+	c.mu.Lock()
+	c.n++
+	if err != nil {
+		c.errs = append(c.errs, err)
+	}
+	c.mu.Unlock()
+}
+
+// TestStoreActiveSegmentKeptOpen: with far more busy files than
+// descriptors (batches of puts to 64 different queues of 512, the way
+// the broker puts them, through 8 descriptors), the active commitlog
+// segment keeps its descriptor: it is opened a few times at most
+// (created, made active, synced after a roll), where the clock closed it
+// while the dispatcher reopened a batch's consume-queue files and the
+// next batch's write reopened it (about once a batch). The consume-queue
+// files still take turns within the bound.
+func TestStoreActiveSegmentKeptOpen(t *testing.T) {
+	const queues, batch, batches = 512, 64, 64
+	root := t.TempDir()
+	fs := &openCounter{FS: vfs.Default, opens: map[string]int{}}
+	s := openTest(t, root, func(o *Options) {
+		o.FS = fs
+		o.SegmentSize = 1 << 20
+		o.AsyncWrites = AsyncWritePwrite
+	})
+	r0 := s.Stats().FileReopens
+	done := &countDone{}
+	for b := range batches {
+		for i := range batch {
+			q := (b*batch + i) % queues
+			m := newMsg(msgSpec{topic: fmt.Sprintf("T%d", q/8), qid: int32(q % 8), body: fmt.Sprintf("%d/%d", b*batch/queues, q)})
+			if _, pending, err := s.PutAsyncDeferred(m, false, done); err != nil {
+				t.Fatal(err)
+			} else if !pending {
+				done.PutDone(PutResult{}, nil)
+			}
+		}
+		s.Drain()
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		s.Drain()
+		done.mu.Lock()
+		defer done.mu.Unlock()
+		if len(done.errs) > 0 {
+			t.Fatalf("puts failed: %v", done.errs)
+		}
+		if done.n != batch*batches {
+			return fmt.Errorf("%d of %d puts answered", done.n, batch*batches)
+		}
+		return nil
+	})
+	waitIndexed(t, s)
+	checkEveryQueue(t, s, queues, batch*batches/queues)
+	st := s.Stats()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	segs, segOpens, cqOpens := 0, 0, 0
+	for p, n := range fs.opens {
+		switch {
+		case strings.Contains(p, string(os.PathSeparator)+"commitlog"+string(os.PathSeparator)):
+			segs++
+			segOpens += n
+		case strings.Contains(p, string(os.PathSeparator)+"consumequeue"+string(os.PathSeparator)):
+			cqOpens += n
+		}
+	}
+	t.Logf("%d puts in %d batches: %d commitlog segments opened %d times, consume-queue files %d times; %d reopens, %d open",
+		batch*batches, batches, segs, segOpens, cqOpens, st.FileReopens-r0, st.OpenFiles)
+	if segs == 0 || segOpens > 3*segs {
+		t.Fatalf("%d commitlog segments opened %d times in %d batches of puts, want <= 3 each", segs, segOpens, batches)
+	}
+	if cqOpens <= queues {
+		t.Fatalf("consume-queue files opened %d times: they did not outnumber the descriptors", cqOpens)
+	}
+	if n, kinds := storeFDs(t, root); n > minOpenFiles+5 {
+		t.Fatalf("%d descriptors open under the store (%v), want <= %d", n, kinds, minOpenFiles+5)
+	}
+}

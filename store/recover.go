@@ -128,7 +128,7 @@ func (s *Store) recover(abnormal bool) error {
 	s.cl.writePos = end
 	s.cl.appended.Store(end)
 	if m := findSeg(s.cl.list(), end, s.cl.segSize); m != nil {
-		s.cl.active = m
+		s.cl.setActive(m)
 		m.wrote.Store(end - m.base)
 		m.flushedTo.Store(end - m.base)
 	}

@@ -99,7 +99,7 @@ func (cl *commitLog) truncateLocked(offset int64) error {
 			return err
 		}
 	}
-	cl.active = nil
+	cl.setActive(nil)
 	if m := findSeg(cl.list(), offset, cl.segSize); m != nil {
 		rel := offset - m.base
 		if m.zeroFrom(rel) {
@@ -109,7 +109,7 @@ func (cl *commitLog) truncateLocked(offset int64) error {
 		}
 		m.wrote.Store(rel)
 		m.flushedTo.Store(min(m.flushedTo.Load(), rel))
-		cl.active = m
+		cl.setActive(m)
 	}
 	cl.writePos = offset
 	cl.appended.Store(offset)
