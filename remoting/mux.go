@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -76,12 +77,34 @@ func (p *workerPool) enqueue(t task) bool {
 	}
 }
 
+// routeTable maps request codes to routes: codes below lowCodes (every
+// RocketMQ request code) by index, others by map. It is never changed
+// once stored: a registration copies it. Looked up twice per request (the
+// reader's rawFields and dispatch), the array costs an index where a map
+// of the broker's hundred codes cost a hash and a probe each time.
+type routeTable struct {
+	low  [lowCodes]*route
+	high map[int32]*route
+}
+
+// lowCodes bounds the codes routeTable indexes: RocketMQ's request codes
+// are below 512; the table is copied per registration (4 KiB).
+const lowCodes = 512
+
+// get returns code's route, or nil.
+func (t *routeTable) get(code int32) *route {
+	if uint32(code) < lowCodes {
+		return t.low[code]
+	}
+	return t.high[code]
+}
+
 // mux maps request codes to processors and their pools. Registration
 // copies the table (registrations are rare, lookups constant).
 type mux struct {
 	log    *slog.Logger
 	pools  [numPools]*workerPool
-	routes atomic.Pointer[map[int32]*route]
+	routes atomic.Pointer[routeTable]
 	regMu  sync.Mutex // serializes registrations
 	wg     sync.WaitGroup
 	stop   chan struct{}
@@ -90,8 +113,7 @@ type mux struct {
 
 func newMux(log *slog.Logger, sizes func(Pool) PoolOptions) *mux {
 	m := &mux{log: log, stop: make(chan struct{})}
-	empty := map[int32]*route{}
-	m.routes.Store(&empty)
+	m.routes.Store(&routeTable{})
 	for p := Pool(0); p < numPools; p++ {
 		po := sizes(p)
 		m.pools[p] = &workerPool{name: p.String(), n: po.Workers, size: po.QueueSize, queue: make(chan task, po.QueueSize)}
@@ -121,26 +143,31 @@ func (m *mux) register(code int32, pool Pool, p Processor, ro RegisterOptions) {
 	}
 	m.regMu.Lock()
 	defer m.regMu.Unlock()
-	old := *m.routes.Load()
-	next := make(map[int32]*route, len(old)+1)
-	for k, v := range old {
-		next[k] = v
+	r := &route{proc: p, pool: m.pools[pool], inline: ro.Inline, noRetain: ro.NoRetain || ro.NoKeep, noKeep: ro.NoKeep, typed: ro.TypedHeader, batchEnd: ro.BatchEnd}
+	next := *m.routes.Load()
+	if uint32(code) < lowCodes {
+		next.low[code] = r
+	} else {
+		next.high = maps.Clone(next.high)
+		if next.high == nil {
+			next.high = map[int32]*route{}
+		}
+		next.high[code] = r
 	}
-	next[code] = &route{proc: p, pool: m.pools[pool], inline: ro.Inline, noRetain: ro.NoRetain || ro.NoKeep, noKeep: ro.NoKeep, typed: ro.TypedHeader, batchEnd: ro.BatchEnd}
 	m.routes.Store(&next)
 }
 
 // rawFields implements dispatcher.
 func (m *mux) rawFields(code int32) bool {
-	r := (*m.routes.Load())[code]
+	r := m.routes.Load().get(code)
 	return r != nil && r.typed
 }
 
 // dispatch serves req on the reader goroutine of c: an inline processor
 // runs right here, others are queued for their pool's workers.
 func (m *mux) dispatch(c *Conn, req *protocol.Command) {
-	r, found := (*m.routes.Load())[req.Code]
-	if !found {
+	r := m.routes.Load().get(req.Code)
+	if r == nil {
 		m.log.Debug("remoting: request code not supported", "peer", c.peer, "code", req.Code)
 		c.answerQueued(req, protocol.NewResponse(protocol.RequestCodeNotSupported, protocol.NotSupportedRemark(req.Code)))
 		req.Recycle() // never seen by a processor
