@@ -74,6 +74,7 @@ type Backend struct {
 	shares    map[string]*client.PullConsumer     // protected by mu; running share consumers (shares.go)
 	shareWake chan struct{}                       // wakes the share loop (capacity 1)
 	shareFrom map[string]shareMark                // protected by mu; start offsets of shares not yet running, taken before their SUBACK (shares.go)
+	held      map[string]heldShares               // protected by mu; shares each local session held before its latest SUBSCRIBE (shares.go)
 	live      *client.PullConsumer                // protected by mu
 	sys       *client.PullConsumer                // protected by mu
 	queues    map[client.MessageQueue]*queueState // protected by mu
@@ -92,8 +93,11 @@ type Backend struct {
 	// testBeforeWrite, when set (tests), sees each record before it is
 	// sent, with the client's writer held.
 	testBeforeWrite func(*sessionRecord)
-	qos2            keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
-	sysQueues       map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
+	// testBeforeShareStart, when set (tests, before Start), runs in the
+	// share loop before it starts the consumer of a shared subscription.
+	testBeforeShareStart func(share string)
+	qos2                 keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
+	sysQueues            map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
 	// connectPrev holds, per connect request of this node the tail
 	// applied, the client's record before it (protected by mu).
 	connectPrev map[sysPos]*sessionRecord
@@ -155,6 +159,7 @@ func NewBackend(opts Options) (*Backend, error) {
 		queues: map[client.MessageQueue]*queueState{}, sysNext: map[client.MessageQueue]int64{},
 		retained: map[string]*retainedEntry{}, sessions: map[string]*sessionRecord{}, own: map[string]*sessionRecord{},
 		writing: map[string]int{}, deferred: map[string][]*sessionRecord{}, vouches: map[string]vouch{},
+		held:        map[string]heldShares{},
 		sysQueues:   map[client.MessageQueue]*client.MessageQueue{},
 		connectPrev: map[sysPos]*sessionRecord{}, waits: map[string][]*handoffWait{},
 		overflows: map[string]*overflowState{},

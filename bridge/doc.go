@@ -126,6 +126,19 @@
 // keeps its node in the group: its share of the messages waits in its
 // session. Shared subscriptions are not replayed into resumed sessions.
 //
+// A group exists while some session holds it. One that nobody held when a
+// member subscribed (no node runs its consumer, no other session's record
+// lists it) starts at that SUBACK, not at the offsets the brokers kept
+// from its last member. Whether the subscribing session itself held it is
+// judged from the session as it was before this SUBSCRIBE, never from its
+// latest record (a checkpoint may have written the new subscription
+// already, and a brand-new member would count itself): Backend.held notes,
+// per local session, the shares LoadSession resumed it with (from a record
+// or a handoff, on any node, also after a crash) and then those of each
+// SaveSubscriptions. So a resumed session that subscribes to its share
+// again before the node has started the group's consumer (mosquitto_sub -c
+// does at once, at any QoS) keeps what was published while it was away.
+//
 // # Retained messages
 //
 // A retained PUBLISH is also written to Options.RetainedTopic

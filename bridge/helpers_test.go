@@ -33,6 +33,13 @@ var testRoutes = []Route{{Filter: "devices/+/telemetry", Topic: "TELEMETRY"}}
 // (closing it earlier is fine).
 func startBridge(t testing.TB, c *cluster.Cluster, mod func(*mqtt.Options, *Options)) *Bridge {
 	t.Helper()
+	return startBridgeWith(t, c, mod, nil)
+}
+
+// startBridgeWith is startBridge with pre, when not nil, run on the
+// bridge before it starts (to set test hooks).
+func startBridgeWith(t testing.TB, c *cluster.Cluster, mod func(*mqtt.Options, *Options), pre func(*Bridge)) *Bridge {
+	t.Helper()
 	mo := mqtt.DefaultOptions()
 	mo.Listen = []string{"127.0.0.1:0"}
 	bo := DefaultOptions(c.RegistryAddrs()...)
@@ -44,6 +51,9 @@ func startBridge(t testing.TB, c *cluster.Cluster, mod func(*mqtt.Options, *Opti
 	b, err := New(mo, bo)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if pre != nil {
+		pre(b)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -324,6 +324,7 @@ func (b *Backend) PrepareSession(ctx context.Context, clientID string, subs []mq
 // the client resumed elsewhere.
 func (b *Backend) DeleteSession(ctx context.Context, clientID string) error {
 	b.wakeShares()
+	b.noteHeld(clientID, nil) // a new session (clean start) holds nothing yet
 	if srv := b.server(); srv != nil {
 		// A clean-start connect on this node: announced, so that a node
 		// holding the client id drops it. The instance is read first: a
@@ -391,22 +392,29 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 	// state (takeover.go).
 	rec, err := b.connect(ctx, clientID)
 	if err != nil {
+		b.noteHeld(clientID, nil)
 		return nil, false, err
 	}
 	if rec == nil || rec.Deleted || rec.Connect || expiredAt(rec, time.Now()) {
+		b.noteHeld(clientID, nil)
 		return nil, false, nil
 	}
 	st := &mqtt.SessionState{ClientID: clientID, Username: rec.Username, Expiry: time.Duration(rec.ExpiryMs) * time.Millisecond}
 	if rec.DisconnectedAt > 0 {
 		st.DisconnectedAt = time.UnixMilli(rec.DisconnectedAt)
 	}
-	shared := false
+	var shared []string
 	for _, s := range rec.Subscriptions {
 		st.Subscriptions = append(st.Subscriptions, mqtt.Subscription{Filter: s.Filter, QoS: s.QoS, NoLocal: s.NoLocal,
 			RetainAsPublished: s.RetainAsPublished, RetainHandling: s.RetainHandling, Identifier: s.Identifier})
-		shared = shared || packets.IsShared(s.Filter)
+		if packets.IsShared(s.Filter) {
+			shared = append(shared, s.Filter)
+		}
 	}
-	if shared {
+	// The session holds its shares from before this connect: a SUBSCRIBE
+	// to one of them again does not start its group anew (markShares).
+	b.noteHeld(clientID, shared)
+	if shared != nil {
 		// Usually before the server installed the session: the next
 		// periodic walk finds it otherwise.
 		defer b.wakeShares()

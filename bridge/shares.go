@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,6 +98,7 @@ func (b *Backend) shareLoop(srv clusterServer) {
 			}
 		}
 		b.mu.Unlock()
+		b.pruneHeld(began)
 		for s, sc := range running {
 			if !want[s] {
 				sc.stop()
@@ -108,6 +110,9 @@ func (b *Backend) shareLoop(srv clusterServer) {
 		for s := range want {
 			if running[s] != nil || b.ctx.Err() != nil {
 				continue
+			}
+			if b.testBeforeShareStart != nil {
+				b.testBeforeShareStart(s)
 			}
 			sc, err := b.startShare(srv, s)
 			if err != nil {
@@ -163,18 +168,24 @@ const shareMarkTimeout = 3 * time.Second
 // before the SUBACK of clientID's subscriptions, so a message published
 // after the SUBACK is at or past them; the consumer starts later. A
 // failed lookup is logged, and the consumer takes the offsets when it
-// starts.
+// starts. It then notes subs' shares as those clientID's session holds.
 //
 // A shared subscription exists while some session holds it: a group
 // whose brokers know it but that no session holds any more (no node runs
-// its consumer, no other session's record lists it) starts again at the
-// marks like a new one, rather than handing its next member what was
-// published while it had none (shareHeld).
+// its consumer, no other session's record lists it, clientID's session
+// did not hold it before this SUBSCRIBE) starts again at the marks like a
+// new one, rather than handing its next member what was published while
+// it had none (shareHeld).
 func (b *Backend) markShares(ctx context.Context, clientID string, subs []mqtt.Subscription) {
+	b.mu.Lock()
+	before := b.held[clientID].shares
+	b.mu.Unlock()
+	var now []string
 	for _, sub := range subs {
 		if !packets.IsShared(sub.Filter) {
 			continue
 		}
+		now = append(now, sub.Filter)
 		b.mu.Lock()
 		_, marked := b.shareFrom[sub.Filter]
 		running := b.shares[sub.Filter] != nil
@@ -184,8 +195,11 @@ func (b *Backend) markShares(ctx context.Context, clientID string, subs []mqtt.S
 		}
 		mctx, cancel := context.WithTimeout(ctx, shareMarkTimeout)
 		from, err := b.maxOffsets(mctx)
-		var held bool
-		if err == nil {
+		// The session's own record cannot tell: the node's session tail
+		// may have applied one written with this SUBSCRIBE already (a
+		// checkpoint), so a brand-new member would count itself.
+		held := slices.Contains(before, sub.Filter)
+		if err == nil && !held {
 			held, err = b.shareHeld(mctx, sub.Filter, clientID)
 		}
 		cancel()
@@ -202,6 +216,9 @@ func (b *Backend) markShares(ctx context.Context, clientID string, subs []mqtt.S
 		}
 		b.mu.Unlock()
 	}
+	if before != nil || now != nil {
+		b.noteHeld(clientID, now)
+	}
 }
 
 // shareMark is where a shared subscription starts on this node (its
@@ -210,6 +227,62 @@ func (b *Backend) markShares(ctx context.Context, clientID string, subs []mqtt.S
 type shareMark struct {
 	from    map[client.MessageQueue]int64
 	restart bool
+}
+
+// heldShares are the shared subscriptions a session of this node holds as
+// of its last change the backend saw: those of the session LoadSession
+// resumed (from a record or a handoff, on any node, also after a crash),
+// then those of each SaveSubscriptions. A resumed session that subscribes
+// to its share again, before this node runs the group's consumer (say at
+// once after its CONNACK, or at another QoS), held it all along: it gets
+// what was published while it was away, not a start at its SUBACK.
+type heldShares struct {
+	shares []string
+	at     time.Time // when noted: an entry of a client with no session here is dropped heldGrace later
+}
+
+// heldGrace is how long a held-shares entry of a client that has no
+// session on this node is kept: LoadSession notes it before the server
+// installs the session.
+const heldGrace = time.Minute
+
+// noteHeld records shares as what clientID's session holds (none: the
+// entry goes).
+func (b *Backend) noteHeld(clientID string, shares []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(shares) == 0 {
+		delete(b.held, clientID)
+		return
+	}
+	b.held[clientID] = heldShares{shares: shares, at: time.Now()}
+}
+
+// pruneHeld drops the held-shares entries noted before now-heldGrace of
+// clients that have no session on this node (taken over elsewhere, or
+// evicted); each entry is looked at once a grace at most.
+func (b *Backend) pruneHeld(now time.Time) {
+	var old []string
+	b.mu.Lock()
+	for id, h := range b.held {
+		if now.Sub(h.at) > heldGrace {
+			old = append(old, id)
+		}
+	}
+	b.mu.Unlock()
+	for _, id := range old {
+		here := b.instance(id) != 0
+		b.mu.Lock()
+		if h, ok := b.held[id]; ok && now.Sub(h.at) > heldGrace {
+			if here {
+				h.at = now // looked at again a grace later
+				b.held[id] = h
+			} else {
+				delete(b.held, id)
+			}
+		}
+		b.mu.Unlock()
+	}
 }
 
 // shareHeld reports whether a session other than clientID holds share:

@@ -78,7 +78,7 @@ func TestBridgeSharedSubscriptionRejoinStartsAtSuback(t *testing.T) {
 // reaches the session when it resumes on another node (the group resumes
 // from its offsets there; it does not start at the resume).
 func TestBridgeSharedSubscriptionHeldByOfflineSession(t *testing.T) {
-	b, prod := sharedThenCrashed(t, "$share/held/jobs/#", "held-dev")
+	b, prod := sharedThenCrashed(t, "$share/held/jobs/#", "held-dev", nil)
 
 	awayThenResume(t, prod, addrOf(b), "held-dev")
 }
@@ -124,48 +124,72 @@ func TestBridgeSharedSubscriptionOfflineMemberSameNode(t *testing.T) {
 // TestBridgeSharedSubscriptionResubscribeAfterResume: a persistent
 // session that resumes on another node after its node died and at once
 // subscribes to its shared subscription again (as many clients do after
-// every CONNECT) still holds it: the SUBSCRIBE replaces a subscription
-// the session had, so what was published while it was away reaches it.
+// every CONNECT; mosquitto_sub -c does) still holds it: the SUBSCRIBE
+// replaces a subscription the session had, so what was published while
+// it was away reaches it, at the same QoS or another. The node's share
+// loop is held until the SUBACK: the group's consumer starts after it, as
+// it may on a busy node (or after a restart). It used to judge the group
+// unheld then (no member, no other session) and start it at the SUBACK,
+// skipping that backlog.
 func TestBridgeSharedSubscriptionResubscribeAfterResume(t *testing.T) {
-	const share = "$share/again/jobs/#"
-	b, prod := sharedThenCrashed(t, share, "again-dev")
+	for _, qos := range []byte{1, 0} {
+		t.Run(fmt.Sprint("qos", qos), func(t *testing.T) {
+			share := fmt.Sprintf("$share/again%d/jobs/#", qos)
+			release := make(chan struct{})
+			var once sync.Once
+			open := func() { once.Do(func() { close(release) }) }
+			hold := func(b *Bridge) {
+				b.Backend().testBeforeShareStart = func(s string) {
+					if s == share {
+						<-release
+					}
+				}
+			}
+			b, prod := sharedThenCrashed(t, share, "again-dev", hold)
+			t.Cleanup(open) // before b closes
+			// Nothing of the group runs any more: the crashed node's
+			// consumer left it, and b's waits.
+			testutil.WaitFor(t, 30*time.Second, "the group has no member", func() bool {
+				ms, err := b.Backend().adm.GroupMembers(context.Background(), shareGroup(share))
+				return err == nil && len(ms) == 0
+			})
 
-	const n = 5
-	for i := range n {
-		sendCmd(t, prod, "jobs/x", fmt.Sprint("away-", i))
-	}
-	r, ack := persistent(t, addrOf(b), "again-dev", false)
-	if !ack.SessionPresent {
-		t.Fatal("session lost")
-	}
-	r.send(&packets.Subscribe{PacketID: 2, Subscriptions: []packets.Subscription{sub(share, 0)}}) // QoS 0 now: the subscription changes
-	seen := map[string]bool{}
-	for len(seen) < n {
-		switch p := r.recv().(type) { // fails after RecvTimeout when one is missing
-		case *packets.Suback:
-		case *packets.Publish:
-			if p.QoS == 1 {
-				r.send(&packets.Puback{PacketID: p.PacketID})
+			const n = 5
+			for i := range n {
+				sendCmd(t, prod, "jobs/x", fmt.Sprint("away-", i))
 			}
-			if s := string(p.Payload); strings.HasPrefix(s, "away-") {
-				seen[s] = true
+			r, ack := persistent(t, addrOf(b), "again-dev", false)
+			if !ack.SessionPresent {
+				t.Fatal("session lost")
 			}
-		default:
-			t.Fatalf("got %T %+v", p, p)
-		}
+			if sa := r.subscribe(2, sub(share, qos)); sa.ReasonCodes[0] != packets.ReasonCode(qos) {
+				t.Fatalf("suback %+v", sa)
+			}
+			if b.Backend().ShareQueues(share) != nil {
+				t.Fatal("the group's consumer started before the SUBACK")
+			}
+			open()
+			seen := map[string]bool{}
+			for len(seen) < n {
+				p := r.expectPublish() // fails after RecvTimeout when one is missing
+				if s := string(p.Payload); strings.HasPrefix(s, "away-") {
+					seen[s] = true
+				}
+			}
+		})
 	}
 }
 
 // sharedThenCrashed starts two bridges A and B, subscribes persistent
 // session id on A to share, checks that it receives a message, and
 // crashes A: the session is offline, holding share. It returns B and a
-// producer.
-func sharedThenCrashed(t *testing.T, share, id string) (*Bridge, *client.Producer) {
+// producer; preB, when not nil, runs on B before it starts.
+func sharedThenCrashed(t *testing.T, share, id string, preB func(*Bridge)) (*Bridge, *client.Producer) {
 	t.Helper()
 	c := startCluster(t)
 	fast := func(mo *mqtt.Options, o *Options) { shortHandoff(mo, o); o.ShareRefresh = 100 * time.Millisecond }
 	a := startBridge(t, c, fast)
-	b := startBridge(t, c, fast)
+	b := startBridgeWith(t, c, fast, preB)
 	prod := newProducer(t, c)
 
 	dev, _ := persistent(t, addrOf(a), id, true)
