@@ -14,3 +14,15 @@ func TestFreePortsDistinctWithHANeighbours(t *testing.T) {
 		}
 	}
 }
+
+func TestFreePortsBelowTheEphemeralRange(t *testing.T) {
+	lo, hi, ok := fixedRange()
+	if !ok {
+		t.Skip("no room below the ephemeral range here")
+	}
+	for _, p := range FreePorts(t, 20) {
+		if p < lo || p+1 > hi {
+			t.Fatalf("port %d (and %d) outside [%d, %d]", p, p+1, lo, hi)
+		}
+	}
+}
