@@ -45,7 +45,12 @@ func (b *Broker) registerProcessors() {
 
 		{protocol.GetConsumerListByGroup, remoting.PoolDefault, b.processConsumerList, false, true},
 		{protocol.QueryConsumerOffset, remoting.PoolDefault, b.processQueryOffset, false, true},
-		{protocol.UpdateConsumerOffset, remoting.PoolDefault, b.processUpdateOffset, false, true},
+		// A commit runs on the connection's reader (a map write under a
+		// lock), so a query the client sends after it on the same
+		// connection reads it: rocketmq-client-go commits a reset one way
+		// and reads it back at once when it resumes (a query served first
+		// on another worker gave it the old offset, and the reset was lost).
+		{protocol.UpdateConsumerOffset, remoting.PoolDefault, b.processUpdateOffset, true, true},
 		{protocol.GetMaxOffset, remoting.PoolDefault, b.processMaxOffset, false, true},
 		{protocol.GetMinOffset, remoting.PoolDefault, b.processMinOffset, false, true},
 		{protocol.SearchOffsetByTimestamp, remoting.PoolDefault, b.processSearchOffset, false, true},
