@@ -38,7 +38,7 @@ func (b *Broker) processCreateTopic(c *remoting.Conn, req *protocol.Command) (*p
 }
 
 // processDeleteTopic serves DELETE_TOPIC_IN_BROKER: the topic's config,
-// its consume queues and every group's offsets on it. The broker's own
+// its consume queues, every group's offsets on it and its statistics. The broker's own
 // topics (systemTopicNames, the twins') and Options.ProtectedTopics are
 // refused with NO_PERMISSION: the state store, the twins, the MQTT
 // bridge's sessions and retained messages, delayed and transactional
@@ -59,6 +59,7 @@ func (b *Broker) processDeleteTopic(c *remoting.Conn, req *protocol.Command) (*p
 		return errResp(protocol.SystemError, "delete %s from the store: %v", h.Topic, err), nil
 	}
 	b.offsets.DeleteTopic(h.Topic)
+	b.stats.ForgetTopic(h.Topic)
 	b.triggerRegister()
 	return protocol.NewResponse(protocol.Success, ""), nil
 }
@@ -80,8 +81,8 @@ func (b *Broker) processUpdateGroup(c *remoting.Conn, req *protocol.Command) (*p
 	return protocol.NewResponse(protocol.Success, ""), nil
 }
 
-// processDeleteGroup serves DELETE_SUBSCRIPTIONGROUP.
-// With removeOffset the group's committed offsets go too.
+// processDeleteGroup serves DELETE_SUBSCRIPTIONGROUP: the group's config
+// and its statistics; with removeOffset its committed offsets too.
 func (b *Broker) processDeleteGroup(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	var h protocol.DeleteSubscriptionGroupRequestHeader
 	if err := req.DecodeHeader(&h); err != nil {
@@ -93,6 +94,7 @@ func (b *Broker) processDeleteGroup(c *remoting.Conn, req *protocol.Command) (*p
 	if h.RemoveOffset {
 		b.offsets.DeleteGroup(h.GroupName)
 	}
+	b.stats.ForgetGroup(h.GroupName)
 	return protocol.NewResponse(protocol.Success, ""), nil
 }
 

@@ -75,6 +75,7 @@ func (b *Broker) processCleanUnusedTopic(c *remoting.Conn, req *protocol.Command
 			return errResp(protocol.SystemError, "delete the consume queues of %s: %v", topic, err), nil
 		}
 		b.offsets.DeleteTopic(topic)
+		b.stats.ForgetTopic(topic)
 		deleted = append(deleted, topic)
 	}
 	b.log.Info("unused topics cleaned", "topics", deleted, "peer", c.RemoteAddr().String())

@@ -211,6 +211,65 @@ func (p statPair) add(msgs, bytes int64) {
 	p.size.times.Add(1)
 }
 
+// ForgetTopic drops every counter of topic: its puts and every group's
+// gets from it (the topic was deleted). A put or pull racing with it may
+// still count into the dropped counters; a later one starts new ones.
+func (s *Stats) ForgetTopic(topic string) {
+	s.forget(func(kind StatKind, key string) bool {
+		if kind == TopicPutNums || kind == TopicPutSize {
+			return key == topic
+		}
+		t, _ := splitTopicGroup(key)
+		return t == topic
+	}, func(t string) bool { return t == topic }, func(k groupTopic) bool { return k.topic == topic })
+}
+
+// ForgetGroup drops every counter of group's gets, from any topic (the
+// group was deleted).
+func (s *Stats) ForgetGroup(group string) {
+	s.forget(func(kind StatKind, key string) bool {
+		if kind == TopicPutNums || kind == TopicPutSize {
+			return false
+		}
+		_, g := splitTopicGroup(key)
+		return g == group
+	}, func(string) bool { return false }, func(k groupTopic) bool { return k.group == group })
+}
+
+// forget drops the items drop selects and the index entries of the keys
+// putKey and getKey select (the indexes are copied without them).
+func (s *Stats) forget(drop func(StatKind, string) bool, putKey func(string) bool, getKey func(groupTopic) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.items {
+		for key := range s.items[k] {
+			if drop(StatKind(k), key) {
+				delete(s.items[k], key)
+			}
+		}
+	}
+	withoutKeys(&s.puts, putKey)
+	withoutKeys(&s.gets, getKey)
+}
+
+// withoutKeys replaces idx by a copy without the keys gone selects, if it
+// has any. Caller holds Stats.mu.
+func withoutKeys[K comparable](idx *atomic.Pointer[map[K]statPair], gone func(K) bool) {
+	old := idx.Load()
+	if old == nil {
+		return
+	}
+	m := make(map[K]statPair, len(*old))
+	for k, p := range *old {
+		if !gone(k) {
+			m[k] = p
+		}
+	}
+	if len(m) < len(*old) {
+		idx.Store(&m)
+	}
+}
+
 // Sample records every counter's total; Run calls it every 10 s.
 func (s *Stats) Sample() {
 	now := s.now()

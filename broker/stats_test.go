@@ -176,3 +176,46 @@ func BenchmarkBrokerStatsAdd(b *testing.B) {
 		}
 	})
 }
+
+// TestBrokerStatsForget: forgetting a topic drops its puts and every
+// group's gets from it, forgetting a group its gets from every topic; the
+// hot paths' indexes forget them too, so a topic created again counts
+// from zero.
+func TestBrokerStatsForget(t *testing.T) {
+	s := NewStats(nil)
+	s.AddPut("A", 5, 50)
+	s.AddPut("B", 7, 70)
+	s.AddGet("G", "A", 2, 20)
+	s.AddGet("G", "B", 3, 30)
+	s.AddGet("H", "B", 4, 40)
+	s.ForgetTopic("A")
+	for _, k := range []struct {
+		kind StatKind
+		key  string
+		want bool
+	}{{TopicPutNums, "A", false}, {TopicPutSize, "A", false}, {GroupGetNums, "A@G", false}, {GroupGetSize, "A@G", false},
+		{TopicPutNums, "B", true}, {GroupGetNums, "B@G", true}, {GroupGetNums, "B@H", true}} {
+		if _, ok := s.Get(k.kind, k.key); ok != k.want {
+			t.Fatalf("after forgetting topic A: %v %s present %v, want %v", k.kind, k.key, ok, k.want)
+		}
+	}
+	s.AddPut("A", 1, 10)
+	s.AddGet("G", "A", 1, 10)
+	if snap, _ := s.Get(TopicPutNums, "A"); snap.Total != 1 {
+		t.Fatalf("topic A created again: total %d, want 1", snap.Total)
+	}
+	if snap, _ := s.Get(GroupGetNums, "A@G"); snap.Total != 1 {
+		t.Fatalf("group G on topic A again: total %d, want 1", snap.Total)
+	}
+	s.ForgetGroup("G")
+	if got := s.All(GroupGetNums); len(got) != 1 || got[0].Key != "B@H" {
+		t.Fatalf("after forgetting group G: %+v", got)
+	}
+	s.AddGet("G", "B", 1, 10)
+	if snap, _ := s.Get(GroupGetNums, "B@G"); snap.Total != 1 {
+		t.Fatalf("group G created again: total %d, want 1", snap.Total)
+	}
+	if s.Totals(TopicPutNums) != 8 {
+		t.Fatalf("puts total %d, want 8", s.Totals(TopicPutNums))
+	}
+}

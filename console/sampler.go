@@ -27,7 +27,11 @@ import (
 //	mqtt:in, mqtt:out MQTT PUBLISH packets per second received and sent
 //
 // The sampler keeps at most maxSeries series; it costs each broker one
-// runtime info request per interval.
+// runtime info request per interval. The series of a topic or group goes
+// once a master that counted it answers without it and no other counts it
+// (it was deleted: the broker forgets its statistics; or the master
+// restarted and it has been idle since), and any series goes after a
+// whole history without a point.
 
 const maxSeries = 2000
 
@@ -112,17 +116,27 @@ func (s *sampler) sample(ctx context.Context) {
 	bridges, berr := s.adm.Bridges(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Rates are taken per broker, then summed: a broker that misses a
-	// round (hung, slow, cut off) leaves its part out of that round's
-	// points, and its next answer is measured against its own last one,
-	// never read as all its messages arriving at once. A broker whose
-	// counters went back (it restarted) counts from zero.
+	// Rates are taken per broker and per counter (a topic's puts, a
+	// group's gets from one topic), then summed into the series: a
+	// broker that misses a round (hung, slow, cut off) leaves its part
+	// out of that round's points, and its next answer is measured against
+	// its own last one, never read as all its messages arriving at once.
+	// A counter that went back (the broker restarted) counts from zero; a
+	// counter that is gone (its topic or group was deleted) takes nothing
+	// from the sums.
 	rates := map[string]float64{}
+	present := map[string]bool{} // topic: and group: series some broker still counts
 	for addr, totals := range perBroker {
 		last, seen := s.brokerLast[addr]
-		for name, total := range totals {
-			key := addr + "|" + name
-			p, ok := s.prev[key]
+		if seen { // an idle broker counts as 0
+			rates["total:put"] += 0
+			rates["total:get"] += 0
+		}
+		for key, total := range totals {
+			name, sum := seriesOf(key)
+			present[name] = true
+			pk := addr + "|" + key
+			p, ok := s.prev[pk]
 			if !ok && seen {
 				// New since this broker's last round (a new topic or
 				// group): it counted from zero.
@@ -133,9 +147,11 @@ func (s *sampler) sample(ctx context.Context) {
 				if delta < 0 {
 					delta = total
 				}
-				rates[name] += delta / now.Sub(p.at).Seconds()
+				r := delta / now.Sub(p.at).Seconds()
+				rates[name] += r
+				rates[sum] += r
 			}
-			s.prev[key] = counterPrev{total: total, at: now}
+			s.prev[pk] = counterPrev{total: total, at: now}
 		}
 		s.brokerLast[addr] = now
 	}
@@ -143,16 +159,26 @@ func (s *sampler) sample(ctx context.Context) {
 		s.addLocked(name, point{T: now.UnixMilli(), V: v})
 	}
 	gone := time.Duration(s.capacity) * s.every // silent for a whole history
+	dropped := map[string]bool{}
 	for key, p := range s.prev {
-		if now.Sub(p.at) > gone {
-			delete(s.prev, key)
+		addr, counter, _ := strings.Cut(key, "|")
+		switch {
+		case perBroker[addr] != nil && !p.at.Equal(now):
+			// The broker answered without it: it forgot the counter
+			// (the topic or group was deleted, or it restarted).
+			name, _ := seriesOf(counter)
+			dropped[name] = true
+		case now.Sub(p.at) <= gone:
+			continue
 		}
+		delete(s.prev, key)
 	}
 	for addr, at := range s.brokerLast {
 		if now.Sub(at) > gone {
 			delete(s.brokerLast, addr)
 		}
 	}
+	s.pruneLocked(now, gone, dropped, present)
 	if berr != nil {
 		return
 	}
@@ -196,8 +222,8 @@ func (s *sampler) sample(ctx context.Context) {
 }
 
 // brokerTotals reads every master's message totals at once and returns
-// them by broker address, as series name -> total; a master that does not
-// answer within ctx is left out.
+// them by broker address, as counter -> total (seriesOf names the
+// counters); a master that does not answer within ctx is left out.
 func (s *sampler) brokerTotals(ctx context.Context) map[string]map[string]float64 {
 	masters, err := s.adm.Masters(ctx, "")
 	if err != nil {
@@ -224,7 +250,7 @@ func (s *sampler) brokerTotals(ctx context.Context) map[string]map[string]float6
 		if infos[i] == nil {
 			continue
 		}
-		totals := map[string]float64{"total:put": 0, "total:get": 0} // an idle broker counts as 0
+		totals := map[string]float64{}
 		for k, v := range infos[i] {
 			n, err := strconv.ParseFloat(v, 64)
 			if err != nil {
@@ -232,19 +258,43 @@ func (s *sampler) brokerTotals(ctx context.Context) map[string]map[string]float6
 			}
 			switch {
 			case strings.HasPrefix(k, "topicPutTotal."):
-				totals["topic:"+k[len("topicPutTotal."):]] += n
-				totals["total:put"] += n
+				totals["topic:"+k[len("topicPutTotal."):]] = n
 			case strings.HasPrefix(k, "groupGetTotal."):
-				key := k[len("groupGetTotal."):]
-				if i := strings.LastIndexByte(key, '@'); i >= 0 {
-					totals["group:"+key[i+1:]] += n
+				if key := k[len("groupGetTotal."):]; strings.LastIndexByte(key, '@') >= 0 {
+					totals["get:"+key] = n
 				}
-				totals["total:get"] += n
 			}
 		}
 		out[m.Addr] = totals
 	}
 	return out
+}
+
+// seriesOf returns the series a broker counter adds to and the total
+// series it adds to as well: "topic:<topic>" (a topic's puts) to itself
+// and total:put; "get:<topic>@<group>" (a group's gets from a topic) to
+// group:<group> and total:get.
+func seriesOf(key string) (name, sum string) {
+	if tg, ok := strings.CutPrefix(key, "get:"); ok {
+		return "group:" + tg[strings.LastIndexByte(tg, '@')+1:], "total:get"
+	}
+	return key, "total:put"
+}
+
+// pruneLocked drops the series of deleted topics and groups, those a
+// broker stopped counting this round (dropped) and no broker counts
+// (present), and any series that got no point for a whole history
+// (gone): its chart is empty.
+func (s *sampler) pruneLocked(now time.Time, gone time.Duration, dropped, present map[string]bool) {
+	for name, r := range s.series {
+		if !(dropped[name] && !present[name]) && len(r.pts) > 0 && now.Sub(time.UnixMilli(r.pts[len(r.pts)-1].T)) <= gone {
+			continue
+		}
+		delete(s.series, name)
+	}
+	if s.full && len(s.series) < maxSeries {
+		s.full = false
+	}
 }
 
 func (s *sampler) addLocked(name string, p point) {

@@ -310,6 +310,28 @@ func (a *Admin) DeleteTopic(ctx context.Context, cluster, topic string) error {
 	return errors.Join(errs...)
 }
 
+// DeleteGroup deletes a consumer group's subscription config on every
+// master of the cluster ("" = all clusters), and with removeOffsets its
+// committed offsets too (DELETE_SUBSCRIPTIONGROUP); the brokers forget
+// its statistics either way.
+func (a *Admin) DeleteGroup(ctx context.Context, cluster, group string, removeOffsets bool) error {
+	if group == "" {
+		return fmt.Errorf("%w: empty group name", client.ErrBadOptions)
+	}
+	masters, err := a.Masters(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range masters {
+		if _, err := a.invokeOK(ctx, "delete group", m.Addr, protocol.NewRequest(protocol.DeleteSubscriptionGroup,
+			&protocol.DeleteSubscriptionGroupRequestHeader{GroupName: group, RemoveOffset: removeOffsets}, nil)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // QueueStat is one queue's offsets.
 type QueueStat struct {
 	Queue          client.MessageQueue `json:"queue"`
