@@ -9,6 +9,7 @@ import (
 	"maps"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -348,6 +349,32 @@ func TestRemotingCodecExtFieldsHintBounded(t *testing.T) {
 		// entries would add tens of MB.
 		if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
 			t.Fatalf("%s: decoding allocated %d MB", name, got>>20)
+		}
+	}
+}
+
+// The JSON header of a SmartGo response (flag 1, language GO, the current
+// version) is written from precomputed pieces; every other flag, language
+// and version takes the general path. Both write the same layout.
+func TestRemotingCodecJSONHeaderAroundOpaque(t *testing.T) {
+	cases := []struct {
+		c    Command
+		want string
+	}{
+		{Command{Code: 0, Flag: FlagResponse, Language: LanguageGo, Version: CurrentVersion, Opaque: 42},
+			`{"code":0,"extFields":{},"flag":1,"language":"GO","opaque":42,"serializeTypeCurrentRPC":"JSON","version":` + strconv.Itoa(int(CurrentVersion)) + `}`},
+		{Command{Code: 0, Flag: FlagResponse, Language: LanguageGo, Version: 317, Opaque: 42, Remark: "r"},
+			`{"code":0,"extFields":{},"flag":1,"language":"GO","opaque":42,"remark":"r","serializeTypeCurrentRPC":"JSON","version":317}`},
+		{Command{Code: 1, Flag: FlagResponse | FlagOneway, Language: LanguageGo, Version: CurrentVersion, Opaque: -1},
+			`{"code":1,"extFields":{},"flag":3,"language":"GO","opaque":-1,"serializeTypeCurrentRPC":"JSON","version":` + strconv.Itoa(int(CurrentVersion)) + `}`},
+		{Command{Code: 2, Flag: FlagResponse, Language: LanguageJava, Version: CurrentVersion, Opaque: 7},
+			`{"code":2,"extFields":{},"flag":1,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":` + strconv.Itoa(int(CurrentVersion)) + `}`},
+		{Command{Code: 10, Language: LanguageGo, Version: CurrentVersion, Opaque: 8},
+			`{"code":10,"flag":0,"language":"GO","opaque":8,"serializeTypeCurrentRPC":"JSON","version":` + strconv.Itoa(int(CurrentVersion)) + `}`},
+	}
+	for _, tc := range cases {
+		if got := string(appendJSONHeader(nil, &tc.c)); got != tc.want {
+			t.Errorf("header\n%s\nwant\n%s", got, tc.want)
 		}
 	}
 }

@@ -31,20 +31,35 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 		dst = appendExtFieldsJSON(dst, f)
 		dst = append(dst, '}')
 	}
-	dst = append(dst, `,"flag":`...)
-	dst = strconv.AppendInt(dst, int64(c.Flag), 10)
-	dst = append(dst, `,"language":"`...)
-	dst = append(dst, c.Language.String()...)
-	dst = append(dst, `","opaque":`...)
+	if c.Flag == FlagResponse && c.Language == LanguageGo {
+		dst = append(dst, goResponseMiddle...) // a SmartGo answer's flag and language
+	} else {
+		dst = append(dst, `,"flag":`...)
+		dst = strconv.AppendInt(dst, int64(c.Flag), 10)
+		dst = append(dst, `,"language":"`...)
+		dst = append(dst, c.Language.String()...)
+		dst = append(dst, `","opaque":`...)
+	}
 	dst = strconv.AppendInt(dst, int64(c.Opaque), 10)
 	if c.Remark != "" {
 		dst = append(dst, `,"remark":`...)
 		dst = appendJSONString(dst, c.Remark)
 	}
+	if c.Version == CurrentVersion {
+		return append(dst, currentVersionTail...)
+	}
 	dst = append(dst, `,"serializeTypeCurrentRPC":"JSON","version":`...)
 	dst = strconv.AppendInt(dst, int64(c.Version), 10)
 	return append(dst, '}')
 }
+
+// The text around the opaque of a SmartGo response (flag 1, language GO,
+// this version), written as two pieces instead of eight appends and two
+// integer formats: the broker writes one per answered send.
+var (
+	goResponseMiddle   = `,"flag":` + strconv.Itoa(int(FlagResponse)) + `,"language":"` + LanguageGo.String() + `","opaque":`
+	currentVersionTail = `,"serializeTypeCurrentRPC":"JSON","version":` + strconv.Itoa(int(CurrentVersion)) + `}`
+)
 
 // appendExtFieldsJSON writes the map entries sorted by key (deterministic
 // bytes; Java does not care about the order).
