@@ -7,12 +7,10 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -46,27 +44,7 @@ func openConsole(t *testing.T, addr, reg string) (*consoleUser, *admin.Admin) {
 // so that nothing it already received is still answered.
 func (p *proc) pause(t *testing.T) {
 	t.Helper()
-	pid := p.cmd.Process.Pid
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 10*time.Second, func() error {
-		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-		if err != nil || len(tasks) == 0 {
-			return fmt.Errorf("threads of %d: %v", pid, err)
-		}
-		for _, f := range tasks {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return err
-			}
-			// The state follows the command name, which may hold spaces.
-			if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
-				return fmt.Errorf("%s not stopped yet", f)
-			}
-		}
-		return nil
-	})
+	testutil.StopProcess(t, p.cmd.Process)
 }
 
 // TestClusterProcConsoleBrokerDown: after broker-a's master dies, the
