@@ -3,6 +3,8 @@ package broker
 import (
 	"errors"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -186,8 +188,8 @@ func (b *Broker) processResetOffset(c *remoting.Conn, req *protocol.Command) (*p
 		}
 		table = append(table, protocol.MQEntry[int64]{Queue: protocol.MessageQueue{Topic: h.Topic, BrokerName: b.opts.BrokerName, QueueID: q}, Value: target})
 	}
-	channels := b.consumers.Channels(h.Group)
-	if len(channels) == 0 {
+	info, _ := b.consumers.Group(h.Group)
+	if len(info.Clients) == 0 {
 		return errResp(protocol.ConsumerNotOnline, "Consumer not online, so can not reset offset, Group: %s Topic: %s Timestamp: %d",
 			h.Group, h.Topic, h.Timestamp), nil
 	}
@@ -195,8 +197,9 @@ func (b *Broker) processResetOffset(c *remoting.Conn, req *protocol.Command) (*p
 	if err != nil {
 		return nil, err
 	}
-	for _, ch := range channels {
-		conn, ok := ch.(*remoting.Conn)
+	var told []string // client id@peer of each client the notice was written to
+	for _, cl := range info.Clients {
+		conn, ok := cl.Channel.(*remoting.Conn)
 		if !ok {
 			continue
 		}
@@ -204,15 +207,30 @@ func (b *Broker) processResetOffset(c *remoting.Conn, req *protocol.Command) (*p
 			&protocol.ResetOffsetRequestHeader{Topic: h.Topic, Group: h.Group, Timestamp: h.Timestamp}, body)
 		notice.SerializeType = protocol.SerializeJSON
 		if err := conn.OnewayNoWait(notice); err != nil {
-			b.log.Warn("reset offset: client not told", "group", h.Group, "peer", conn.RemoteAddr().String(), "err", err)
+			b.log.Warn("reset offset: client not told", "group", h.Group, "client", cl.ClientID, "peer", conn.RemoteAddr().String(), "err", err)
+			continue
 		}
+		told = append(told, cl.ClientID+"@"+conn.RemoteAddr().String())
 	}
 	for _, e := range table {
 		b.offsets.Commit(h.Group, h.Topic, e.Queue.QueueID, e.Value)
 	}
 	b.log.Info("consumer offsets reset", "group", h.Group, "topic", h.Topic, "timestamp", h.Timestamp, "force", h.IsForce,
-		"clients", len(channels), "peer", c.RemoteAddr().String())
+		"offsets", resetOffsetsLog(table), "told", told, "peer", c.RemoteAddr().String())
 	return jsonResponse(protocol.ResetOffsetBody{OffsetTable: table})
+}
+
+// resetOffsetsLog renders a reset's offset table for the log, queue id:
+// offset in queue order ("0:1426 1:1427").
+func resetOffsetsLog(table protocol.MQMap[int64]) string {
+	var sb strings.Builder
+	for i, e := range table {
+		if i > 0 {
+			sb.WriteByte(' ')
+		}
+		sb.WriteString(strconv.Itoa(int(e.Queue.QueueID)) + ":" + strconv.FormatInt(e.Value, 10))
+	}
+	return sb.String()
 }
 
 // processConsumerStatus serves INVOKE_BROKER_TO_GET_CONSUMER_STATUS: each

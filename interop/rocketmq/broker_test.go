@@ -42,8 +42,23 @@ func newProducer(t *testing.T, s *standalone, instance string) rocketmq.Producer
 
 type received struct {
 	mu   sync.Mutex
-	msgs map[string]*primitive.MessageExt // by body
+	msgs map[string]*primitive.MessageExt // by body; protected by mu
+	at   map[queueOffset]delivered        // protected by mu
 	n    atomic.Int64
+}
+
+// queueOffset is where a message was stored: a body a producer sent twice
+// (a retry after a timeout) is at two.
+type queueOffset struct {
+	topic string
+	queue int
+	off   int64
+}
+
+// delivered counts the deliveries of the message at a queueOffset.
+type delivered struct {
+	n      int
+	stored int64 // its store timestamp, unix ms
 }
 
 func (r *received) add(m *primitive.MessageExt) {
@@ -51,9 +66,37 @@ func (r *received) add(m *primitive.MessageExt) {
 	defer r.mu.Unlock()
 	if r.msgs == nil {
 		r.msgs = map[string]*primitive.MessageExt{}
+		r.at = map[queueOffset]delivered{}
 	}
 	r.msgs[string(m.Body)] = m
+	k := queueOffset{m.Topic, -1, m.QueueOffset}
+	if m.Queue != nil {
+		k.queue = m.Queue.QueueId
+	}
+	d := r.at[k]
+	r.at[k] = delivered{n: d.n + 1, stored: m.StoreTimestamp}
 	r.n.Add(1)
+}
+
+// storedSince returns the deliveries so far of each queue offset at which
+// a message stored at or after ts (unix ms) was delivered.
+func (r *received) storedSince(ts int64) map[queueOffset]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[queueOffset]int{}
+	for k, d := range r.at {
+		if d.stored >= ts {
+			out[k] = d.n
+		}
+	}
+	return out
+}
+
+// deliveries returns how often the message at k was delivered.
+func (r *received) deliveries(k queueOffset) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.at[k].n
 }
 
 func (r *received) get(body string) *primitive.MessageExt {
