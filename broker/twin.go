@@ -424,6 +424,30 @@ func (t *Twins) Do(ctx context.Context, shard int32, req *twin.Request) (twin.Re
 	return out.Reply, nil
 }
 
+// ReadReplica serves the read req (an operation that is not logged) for
+// shard from this broker's replica whatever its role: on a master as Do
+// does, on a slave from the state it applied last (the entries
+// replicated so far), which may lag the master's or miss what a dead
+// master never replicated. A client reads there while the shard's master
+// is down (protocol.MarkTwinReplicaRead); writes stay refused on a slave.
+func (t *Twins) ReadReplica(ctx context.Context, shard int32, req *twin.Request) (twin.Reply, error) {
+	if req.Op.Logged() {
+		return twin.Reply{}, fmt.Errorf("%w: %v is not a read", ErrTwinNotOwner, req.Op)
+	}
+	if !t.host.slave.Load() {
+		return t.Do(ctx, shard, req)
+	}
+	if shard < 0 || int(shard) >= len(t.shards) {
+		return twin.Reply{}, fmt.Errorf("%w: shard %d of %d", ErrTwinNotOwner, shard, len(t.shards))
+	}
+	sh := t.shards[shard]
+	if sh.down.Load() {
+		return twin.Reply{}, fmt.Errorf("%w: shard %d: %w", ErrTwinFailed, sh.id, sh.failure())
+	}
+	_, rep, _ := sh.eng.Prepare(req)
+	return rep, nil
+}
+
 // replay applies an entry read back from the log; on a restarting master
 // it produces the events a crash may have lost.
 func (t *Twins) replay(sh *twShard, entry []byte, storeTime time.Time, off int64) error {
@@ -455,7 +479,12 @@ func (t *Twins) processInvoke(_ *remoting.Conn, cmd *protocol.Command) (*protoco
 	if err != nil {
 		return errResp(protocol.SystemError, "bad twin request: %v", err), nil
 	}
-	rep, err := t.Do(context.Background(), shard, req)
+	var rep twin.Reply
+	if protocol.TwinReplicaRead(cmd) {
+		rep, err = t.ReadReplica(context.Background(), shard, req)
+	} else {
+		rep, err = t.Do(context.Background(), shard, req)
+	}
 	switch {
 	case errors.Is(err, ErrTwinNotOwner), errors.Is(err, ErrTwinUnavailable):
 		return errResp(protocol.ServiceNotAvailable, "%v", err), nil

@@ -10,6 +10,19 @@ import (
 
 // Device and module twins, read-only, through the twin client API
 // (client/twin): a page of device identities, and one twin document.
+// While a shard's master is down they are read from its slave's replica
+// (the last state it applied) and the answer carries PartialHeader.
+
+// twinStale reports whether err is twc.ErrStale (the answer holds what
+// a slave's replica had: a shard's master is down) and then sets
+// PartialHeader to it; twin reads never fail for that alone.
+func twinStale(w http.ResponseWriter, err error) bool {
+	if err == nil || !errors.Is(err, twc.ErrStale) {
+		return false
+	}
+	setPartial(w, err.Error())
+	return true
+}
 
 // twinError maps the twin client's errors onto the API's statuses.
 func twinError(w http.ResponseWriter, err error) {
@@ -36,7 +49,7 @@ func (c *Console) apiDevices(w http.ResponseWriter, r *http.Request, _ *session)
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	devs, next, err := c.twins.ListDevices(ctx, int(size), r.URL.Query().Get("continuation"))
-	if err != nil {
+	if err != nil && !twinStale(w, err) {
 		twinError(w, err)
 		return
 	}
@@ -54,7 +67,7 @@ func (c *Console) apiTwin(w http.ResponseWriter, r *http.Request, _ *session) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	tw, err := c.twins.GetTwin(ctx, r.PathValue("device"), r.URL.Query().Get("module"))
-	if err != nil {
+	if err != nil && !twinStale(w, err) {
 		twinError(w, err)
 		return
 	}

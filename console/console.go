@@ -145,7 +145,8 @@ func New(opts Options) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	twins, err := twc.New(twc.Options{Registries: opts.Registries, RequestTimeout: opts.RequestTimeout, Logger: opts.Logger})
+	twins, err := twc.New(twc.Options{Registries: opts.Registries, RequestTimeout: opts.RequestTimeout, Logger: opts.Logger,
+		ReplicaReads: true}) // a master down: its devices are read (stale) from a slave
 	if err != nil {
 		_ = adm.Close()
 		return nil, fmt.Errorf("console: %w", err)

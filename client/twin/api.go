@@ -62,10 +62,10 @@ func (c *Client) UpdateDevice(ctx context.Context, d *Device, ifMatch string) (*
 // tokens against them and refuses a disabled device.
 func (c *Client) GetDevice(ctx context.Context, deviceID string) (*Device, error) {
 	rep, err := c.Do(ctx, &Request{Op: tw.OpGetDevice, DeviceID: deviceID})
-	if err != nil {
+	if !usable(err) {
 		return nil, err
 	}
-	return decodeAs[Device](rep.Body)
+	return withStale(decodeAs[Device](rep.Body))(err)
 }
 
 // DeleteDevice deletes a device with its modules and twins; ifMatch as for
@@ -81,7 +81,7 @@ func (c *Client) DeleteDevice(ctx context.Context, deviceID, ifMatch string) err
 // shard.
 func (c *Client) ListDevices(ctx context.Context, pageSize int, continuation string) ([]Device, string, error) {
 	items, next, err := c.pages(ctx, &Request{Op: tw.OpListDevices}, pageSize, continuation)
-	if err != nil {
+	if !usable(err) {
 		return nil, "", err
 	}
 	out := make([]Device, 0, len(items))
@@ -92,7 +92,7 @@ func (c *Client) ListDevices(ctx context.Context, pageSize int, continuation str
 		}
 		out = append(out, *d)
 	}
-	return out, next, nil
+	return out, next, err
 }
 
 // PutModule creates or updates a module identity of m.DeviceID (which
@@ -119,10 +119,10 @@ func (c *Client) CreateModule(ctx context.Context, m *Module) (*Module, error) {
 // GetModule reads a module identity.
 func (c *Client) GetModule(ctx context.Context, deviceID, moduleID string) (*Module, error) {
 	rep, err := c.Do(ctx, &Request{Op: tw.OpGetModule, DeviceID: deviceID, ModuleID: moduleID})
-	if err != nil {
+	if !usable(err) {
 		return nil, err
 	}
-	return decodeAs[Module](rep.Body)
+	return withStale(decodeAs[Module](rep.Body))(err)
 }
 
 // DeleteModule deletes a module identity and its twin.
@@ -134,14 +134,25 @@ func (c *Client) DeleteModule(ctx context.Context, deviceID, moduleID, ifMatch s
 // ListModules returns a device's module identities.
 func (c *Client) ListModules(ctx context.Context, deviceID string) ([]Module, error) {
 	rep, err := c.Do(ctx, &Request{Op: tw.OpListModules, DeviceID: deviceID})
-	if err != nil {
+	if !usable(err) {
 		return nil, err
 	}
 	var out []Module
 	if err := json.Unmarshal(rep.Body, &out); err != nil {
 		return nil, fmt.Errorf("%w: modules: %w", ErrFailed, err)
 	}
-	return out, nil
+	return out, err
+}
+
+// withStale returns a decoded value and its error, or with no error the
+// read's (nil or ErrStale).
+func withStale[T any](v *T, err error) func(error) (*T, error) {
+	return func(read error) (*T, error) {
+		if err != nil {
+			return nil, err
+		}
+		return v, read
+	}
 }
 
 func decodeAs[T any](b []byte) (*T, error) {
@@ -158,10 +169,10 @@ func decodeAs[T any](b []byte) (*T, error) {
 // own twin).
 func (c *Client) GetTwin(ctx context.Context, deviceID, moduleID string) (*Twin, error) {
 	rep, err := c.Do(ctx, &Request{Op: tw.OpGetTwin, DeviceID: deviceID, ModuleID: moduleID})
-	if err != nil {
+	if !usable(err) {
 		return nil, err
 	}
-	return twinOf(deviceID, moduleID, rep), nil
+	return twinOf(deviceID, moduleID, rep), err
 }
 
 // UpdateTwin merges patch, a twin document of which "tags" and
@@ -215,10 +226,10 @@ type Properties struct {
 // GetProperties reads what a device (or module) sees of its twin.
 func (c *Client) GetProperties(ctx context.Context, deviceID, moduleID string) (*Properties, error) {
 	rep, err := c.Do(ctx, &Request{Op: tw.OpGetProperties, DeviceID: deviceID, ModuleID: moduleID})
-	if err != nil {
+	if !usable(err) {
 		return nil, err
 	}
-	return &Properties{JSON: rep.Body, Etag: rep.Etag, Version: rep.Version}, nil
+	return &Properties{JSON: rep.Body, Etag: rep.Etag, Version: rep.Version}, err
 }
 
 // PatchReported merges patch (the reported section, as a device sends it

@@ -46,6 +46,15 @@ type Options struct {
 	// (default 10 s).
 	RequestTimeout time.Duration
 
+	// ReplicaReads: a read (GetTwin, GetDevice, ListDevices, a query, ...)
+	// whose shard's master is unavailable (dead, no master in the route)
+	// is sent to the broker's slaves, which answer from their replica. The
+	// result then comes with an error wrapping ErrStale that says so
+	// (use the result when errors.Is(err, ErrStale)). Writes are never
+	// sent to a slave. A console reading devices during a failover wants
+	// this; a front end checking device keys does not.
+	ReplicaReads bool
+
 	// Local maps the address of a broker running in this process (the
 	// address it registers) to its twins: their shards are served by a
 	// direct call instead of a loopback round trip (`smartgo standalone`).
@@ -239,12 +248,14 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Reply, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var lastErr error
+	var ref shardRef
 	for attempt := 0; attempt < 2; attempt++ {
 		shards, err := c.route(ctx, attempt > 0)
 		if err != nil {
 			return nil, err
 		}
-		rep, err := c.doShard(ctx, shards[tw.ShardOf(req.DeviceID, len(shards))], req)
+		ref = shards[tw.ShardOf(req.DeviceID, len(shards))]
+		rep, err := c.doShard(ctx, ref, req)
 		if err == nil {
 			if rep.Err != nil {
 				return rep, rep.Err
@@ -260,8 +271,41 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Reply, error) {
 			break
 		}
 	}
-	return nil, lastErr
+	return c.fromReplica(ctx, ref, req, lastErr)
 }
+
+// fromReplica reads req from a slave of ref's broker after its master
+// failed with cause (Options.ReplicaReads; a read; the master
+// unavailable): the reply, with its operation's error or else an error
+// wrapping ErrStale. It returns cause when that does not apply or no
+// slave answers.
+func (c *Client) fromReplica(ctx context.Context, ref shardRef, req *Request, cause error) (*Reply, error) {
+	if !c.opts.ReplicaReads || req.Op.Logged() || !errors.Is(cause, ErrUnavailable) || ctx.Err() != nil || c.closed.Load() {
+		return nil, cause
+	}
+	body := req.AppendBinary(nil)
+	for _, addr := range ref.Slaves {
+		cmd := protocol.NewTwinRequest(ref.Queue, body)
+		protocol.MarkTwinReplicaRead(cmd)
+		resp, err := c.rc.Invoke(ctx, addr, cmd)
+		if err != nil || resp.Code != protocol.Success {
+			continue
+		}
+		rep, err := tw.DecodeReply(resp.Body)
+		if err != nil {
+			continue
+		}
+		if rep.Err != nil {
+			return rep, rep.Err
+		}
+		return rep, fmt.Errorf("%w: broker %s shard %d read from slave %s; master: %v", ErrStale, ref.Broker, ref.Queue, addr, cause)
+	}
+	return nil, cause
+}
+
+// usable reports whether a read's result may be used: no error, or
+// ErrStale (read from a slave's replica).
+func usable(err error) bool { return err == nil || errors.Is(err, ErrStale) }
 
 // closeMoved closes the connections to the masters of prev that next
 // replaced: requests still waiting on one (a master that hangs or is cut

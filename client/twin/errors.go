@@ -25,6 +25,11 @@ var (
 	// ErrBadContinuation: a query continuation token is malformed or was
 	// made for another shard layout.
 	ErrBadContinuation = errors.New("twin client: bad continuation token")
+	// ErrStale comes with a read's result (Options.ReplicaReads) when a
+	// shard's master was unavailable and a slave answered from its
+	// replica: the last state it applied, which may lag the master's.
+	// The result is valid, read-only and possibly stale.
+	ErrStale = errors.New("twin client: read from a slave's replica (the master is unavailable)")
 )
 
 // The engine's operation errors, re-exported: every failed operation

@@ -57,7 +57,7 @@ func (c *Client) Query(ctx context.Context, query string, opts QueryOptions) (*Q
 		pageSize, continuation = q.Top, ""
 	}
 	items, next, err := c.pages(ctx, &Request{Op: tw.OpQuery, Body: []byte(query)}, pageSize, continuation)
-	if err != nil {
+	if !usable(err) {
 		return nil, err
 	}
 	if q.Top > 0 {
@@ -67,7 +67,7 @@ func (c *Client) Query(ctx context.Context, query string, opts QueryOptions) (*Q
 	for i, it := range items {
 		page.Items[i] = it
 	}
-	return page, nil
+	return page, err
 }
 
 // aggregate asks every shard for its groups, in parallel, and merges them.
@@ -86,14 +86,18 @@ func (c *Client) aggregate(ctx context.Context, q *tw.Query, text string) (*Quer
 		go func() {
 			defer wg.Done()
 			rep, err := c.doIndex(ctx, i, len(shards), &Request{Op: tw.OpQuery, Body: []byte(text)})
-			if err == nil {
-				lists[i], err = tw.DecodeGroups(rep.Body)
+			if usable(err) {
+				var derr error
+				if lists[i], derr = tw.DecodeGroups(rep.Body); derr != nil {
+					err = derr
+				}
 			}
 			errs[i] = err
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err = errors.Join(errs...)
+	if !allUsable(errs) {
 		return nil, err
 	}
 	page := &QueryPage{Aggregate: true}
@@ -103,7 +107,17 @@ func (c *Client) aggregate(ctx context.Context, q *tw.Query, text string) (*Quer
 		}
 		page.Items = append(page.Items, row)
 	}
-	return page, nil
+	return page, err
+}
+
+// allUsable reports whether every read's result may be used (usable).
+func allUsable(errs []error) bool {
+	for _, err := range errs {
+		if !usable(err) {
+			return false
+		}
+	}
+	return true
 }
 
 // doIndex sends req to global shard i of a layout of n shards, looking
@@ -111,6 +125,7 @@ func (c *Client) aggregate(ctx context.Context, q *tw.Query, text string) (*Quer
 // error is returned as the error.
 func (c *Client) doIndex(ctx context.Context, i, n int, req *Request) (*Reply, error) {
 	var lastErr error
+	var ref shardRef
 	for attempt := 0; attempt < 2; attempt++ {
 		shards, err := c.route(ctx, attempt > 0)
 		if err != nil {
@@ -119,7 +134,8 @@ func (c *Client) doIndex(ctx context.Context, i, n int, req *Request) (*Reply, e
 		if len(shards) != n {
 			return nil, fmt.Errorf("%w: the shard layout changed (%d shards, was %d)", ErrBadContinuation, len(shards), n)
 		}
-		rep, err := c.doShard(ctx, shards[i], req)
+		ref = shards[i]
+		rep, err := c.doShard(ctx, ref, req)
 		if err == nil {
 			if rep.Err != nil {
 				return nil, rep.Err
@@ -131,7 +147,11 @@ func (c *Client) doIndex(ctx context.Context, i, n int, req *Request) (*Reply, e
 			break
 		}
 	}
-	return nil, lastErr
+	rep, err := c.fromReplica(ctx, ref, req, lastErr)
+	if !usable(err) {
+		return nil, err
+	}
+	return rep, err
 }
 
 // pages reads one page of a paged read (ListDevices, a query listing)
@@ -154,12 +174,16 @@ func (c *Client) pages(ctx context.Context, base *Request, pageSize int, continu
 		}
 	}
 	var items [][]byte
+	var stale []error // shards read from a slave's replica (ErrStale)
 	for s < n {
 		req := *base
 		req.After, req.Limit = after, pageSize-len(items)
 		rep, err := c.doIndex(ctx, s, n, &req)
-		if err != nil {
+		if !usable(err) {
 			return nil, "", err
+		}
+		if err != nil {
+			stale = append(stale, err)
 		}
 		var raw []json.RawMessage
 		if err := json.Unmarshal(rep.Body, &raw); err != nil {
@@ -171,16 +195,16 @@ func (c *Client) pages(ctx context.Context, base *Request, pageSize int, continu
 		if rep.Next != "" {
 			after = rep.Next
 			if len(items) >= pageSize {
-				return items, encodeContinuation(n, s, after), nil
+				return items, encodeContinuation(n, s, after), errors.Join(stale...)
 			}
 			continue
 		}
 		s, after = s+1, ""
 		if len(items) >= pageSize && s < n {
-			return items, encodeContinuation(n, s, ""), nil
+			return items, encodeContinuation(n, s, ""), errors.Join(stale...)
 		}
 	}
-	return items, "", nil
+	return items, "", errors.Join(stale...)
 }
 
 // Continuation token (format 1): the unpadded URL-safe base64 of

@@ -17,7 +17,10 @@ const (
 	// by ServiceNotAvailable when the broker does not own the shard (a
 	// slave, a wrong route) or could not append (nothing changed), or
 	// SystemError when the shard stopped after a failure or the body is
-	// malformed.
+	// malformed. With header field replica=true (MarkTwinReplicaRead) a
+	// read (no logged operation) is served by a slave too, from the state
+	// its replica applied last: what a client reads while the shard's
+	// master is down.
 	TwinInvoke RequestCode = 9120
 	// TwinNotify is a one-way request from a broker to a connection that
 	// watches twins: body a twin wire notification (desired changes).
@@ -46,3 +49,10 @@ func TwinShard(c *Command) (int32, error) {
 	shard := fr.i32("shard", true)
 	return shard, fr.err
 }
+
+// MarkTwinReplicaRead lets a slave serve the TwinInvoke read c from its
+// replica (header field replica=true).
+func MarkTwinReplicaRead(c *Command) { c.ExtFields["replica"] = "true" }
+
+// TwinReplicaRead reports whether c may be served by a slave's replica.
+func TwinReplicaRead(c *Command) bool { return c.ExtFields["replica"] == "true" }

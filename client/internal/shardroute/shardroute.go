@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -25,6 +26,9 @@ type Ref struct {
 	Broker string
 	Addr   string // the broker master's address; "" when it has none
 	Queue  int32
+	// Slaves are the broker's slaves' addresses, lowest id first: they
+	// hold replicas a client may read while the master is down.
+	Slaves []string
 }
 
 // Table is the shard list of one topic.
@@ -93,16 +97,17 @@ func (t *Table) Get(ctx context.Context, force bool) ([]Ref, error) {
 		}
 		return nil, err
 	}
-	masters := map[string]string{}
+	masters, slaves := map[string]string{}, map[string][]string{}
 	for _, bd := range rd.BrokerDatas {
 		masters[bd.BrokerName] = bd.MasterAddr()
+		slaves[bd.BrokerName] = slaveAddrs(bd)
 	}
 	qds := append([]*protocol.QueueData(nil), rd.QueueDatas...)
 	sort.Slice(qds, func(i, j int) bool { return qds[i].BrokerName < qds[j].BrokerName })
 	var next []Ref
 	for _, qd := range qds {
 		for q := int32(0); q < qd.WriteQueueNums; q++ {
-			next = append(next, Ref{Broker: qd.BrokerName, Addr: masters[qd.BrokerName], Queue: q})
+			next = append(next, Ref{Broker: qd.BrokerName, Addr: masters[qd.BrokerName], Queue: q, Slaves: slaves[qd.BrokerName]})
 		}
 	}
 	if len(next) == 0 {
@@ -112,6 +117,22 @@ func (t *Table) Get(ctx context.Context, force bool) ([]Ref, error) {
 	t.refs, t.fetch = next, time.Now()
 	t.mu.Unlock()
 	return next, nil
+}
+
+// slaveAddrs returns the addresses of bd's slaves, lowest id first.
+func slaveAddrs(bd *protocol.BrokerData) []string {
+	ids := make([]int64, 0, len(bd.BrokerAddrs))
+	for id, a := range bd.BrokerAddrs {
+		if id != protocol.MasterID && a != "" {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = bd.BrokerAddrs[id]
+	}
+	return out
 }
 
 func (t *Table) lookup(ctx context.Context) (*protocol.TopicRouteData, error) {
