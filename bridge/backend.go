@@ -93,11 +93,13 @@ type Backend struct {
 	// testBeforeWrite, when set (tests), sees each record before it is
 	// sent, with the client's writer held.
 	testBeforeWrite func(*sessionRecord)
-	// testBeforeShareStart, when set (tests, before Start), runs in the
-	// share loop before it starts the consumer of a shared subscription.
-	testBeforeShareStart func(share string)
-	qos2                 keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
-	sysQueues            map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
+	// testShareHook, when set (tests, before Start), sees the steps of
+	// shared subscriptions: "mark" (markShares, before it looks at
+	// share), "start" (the share loop, before it starts share's consumer)
+	// and "marked" (that start, once it took share's mark).
+	testShareHook func(step, share string)
+	qos2          keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
+	sysQueues     map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
 	// connectPrev holds, per connect request of this node the tail
 	// applied, the client's record before it (protected by mu).
 	connectPrev map[sysPos]*sessionRecord

@@ -112,7 +112,10 @@
 // to one local member (round robin, connected members first). A new
 // group starts at the topics' end offsets read before the first member's
 // SUBACK on the node (Backend.SaveSubscriptions), so what is published
-// after the SUBACK reaches it though its consumer starts later. The group
+// after the SUBACK reaches it though its consumer starts later. A consumer
+// that starts while that SUBSCRIBE is being acknowledged (the server lists
+// a subscription before it asks for the offsets) reads the ends before it
+// looks for the mark: a SUBACK it has no mark of came after them. The group
 // commits its offsets (every second and when a node leaves), so a queue
 // that moves continues where its previous owner stopped; messages near a
 // rebalance may come twice (at least once). A queue's offset is its first

@@ -92,9 +92,12 @@ func (b *Backend) shareLoop(srv clusterServer) {
 		}
 		gap = 50 * time.Since(began)
 		b.mu.Lock()
-		for s := range b.shareFrom {
-			if !want[s] || running[s] != nil {
-				delete(b.shareFrom, s) // unsubscribed before its consumer started, or started without it
+		for s, m := range b.shareFrom {
+			// Unsubscribed before its consumer started, or started
+			// without it. A mark taken since the walk began may be of a
+			// subscription the walk missed: the next walk judges it.
+			if running[s] != nil || !want[s] && m.at.Before(began) {
+				delete(b.shareFrom, s)
 			}
 		}
 		b.mu.Unlock()
@@ -111,8 +114,8 @@ func (b *Backend) shareLoop(srv clusterServer) {
 			if running[s] != nil || b.ctx.Err() != nil {
 				continue
 			}
-			if b.testBeforeShareStart != nil {
-				b.testBeforeShareStart(s)
+			if b.testShareHook != nil {
+				b.testShareHook("start", s)
 			}
 			sc, err := b.startShare(srv, s)
 			if err != nil {
@@ -186,6 +189,9 @@ func (b *Backend) markShares(ctx context.Context, clientID string, subs []mqtt.S
 			continue
 		}
 		now = append(now, sub.Filter)
+		if b.testShareHook != nil {
+			b.testShareHook("mark", sub.Filter)
+		}
 		b.mu.Lock()
 		_, marked := b.shareFrom[sub.Filter]
 		running := b.shares[sub.Filter] != nil
@@ -212,7 +218,7 @@ func (b *Backend) markShares(ctx context.Context, clientID string, subs []mqtt.S
 			b.shareFrom = map[string]shareMark{}
 		}
 		if _, ok := b.shareFrom[sub.Filter]; !ok && b.shares[sub.Filter] == nil {
-			b.shareFrom[sub.Filter] = shareMark{from: from, restart: !held}
+			b.shareFrom[sub.Filter] = shareMark{from: from, restart: !held, at: time.Now()}
 		}
 		b.mu.Unlock()
 	}
@@ -223,10 +229,11 @@ func (b *Backend) markShares(ctx context.Context, clientID string, subs []mqtt.S
 
 // shareMark is where a shared subscription starts on this node (its
 // SUBACK): always when restart (nobody held it before), else only when
-// its group is new.
+// its group is new. at is when it was taken.
 type shareMark struct {
 	from    map[client.MessageQueue]int64
 	restart bool
+	at      time.Time
 }
 
 // heldShares are the shared subscriptions a session of this node holds as
@@ -328,18 +335,38 @@ func (b *Backend) maxOffsets(ctx context.Context) (map[client.MessageQueue]int64
 	return from, nil
 }
 
-func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, error) {
+func (b *Backend) startShare(srv clusterServer, share string) (_ *shareConsumer, err error) {
 	group := shareGroup(share)
 	sctx, scancel := context.WithTimeout(b.ctx, b.opts.StartTimeout)
 	defer scancel()
+	// The topics' ends before the mark is taken: a SUBACK sent before
+	// they were read left its mark (markShares stores it before the
+	// SUBACK) and the mark is taken below; what is published after a later
+	// SUBACK is at or past them. Read after the take, they could be past
+	// messages published after a SUBACK whose mark came too late for this
+	// start.
+	ends, endsErr := b.maxOffsets(sctx)
 	b.mu.Lock()
-	mark := b.shareFrom[share]
+	mark, marked := b.shareFrom[share]
 	delete(b.shareFrom, share)
 	b.mu.Unlock()
+	defer func() {
+		if err != nil && marked {
+			// The next attempt starts where this one would have.
+			b.mu.Lock()
+			if _, ok := b.shareFrom[share]; !ok {
+				b.shareFrom[share] = mark
+			}
+			b.mu.Unlock()
+		}
+	}()
+	if b.testShareHook != nil {
+		b.testShareHook("marked", share)
+	}
 	// A group no broker knows yet is a new shared subscription: it gets
 	// what is stored after its first SUBACK on this node (markShares), or
-	// from now on when that is unknown. ConsumeFromLast alone does not do
-	// that: brokers start a group without offsets at 0 on a young queue
+	// from the start of this consumer (ends) when that is unknown.
+	// ConsumeFromLast alone does not do that: brokers start a group without offsets at 0 on a young queue
 	// (RocketMQ's rule), which handed the topics' whole history to the
 	// first member, and at the max offset of the moment otherwise, which
 	// skipped what came between the SUBACK and the consumer's start. A
@@ -353,10 +380,10 @@ func (b *Backend) startShare(srv clusterServer, share string) (*shareConsumer, e
 	} else if _, err := b.adm.GroupProgress(sctx, group, ""); errors.Is(err, client.ErrGroupNotExist) {
 		from = mark.from
 		if from == nil {
-			var err error
-			if from, err = b.maxOffsets(sctx); err != nil {
-				return nil, err
+			if endsErr != nil {
+				return nil, endsErr
 			}
+			from = ends
 		}
 	}
 	// Offsets move on as members are done with the messages (shareAcks),

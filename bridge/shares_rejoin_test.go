@@ -139,8 +139,8 @@ func TestBridgeSharedSubscriptionResubscribeAfterResume(t *testing.T) {
 			var once sync.Once
 			open := func() { once.Do(func() { close(release) }) }
 			hold := func(b *Bridge) {
-				b.Backend().testBeforeShareStart = func(s string) {
-					if s == share {
+				b.Backend().testShareHook = func(step, s string) {
+					if step == "start" && s == share {
 						<-release
 					}
 				}
