@@ -164,7 +164,9 @@ func (b *Broker) processBrokerConsumeStats(c *remoting.Conn, req *protocol.Comma
 // queue's end), or stays where the group is when that is further back and
 // isForce is off. The group's online clients are told with
 // RESET_CONSUMER_CLIENT_OFFSET (one way) and the broker commits the new
-// offsets itself, so the reset holds even for a client that missed it.
+// offsets itself, so a client that starts or takes a queue over reads the
+// new offsets; a running client that missed the notice writes its own
+// back at its next periodic commit.
 // With no client online the answer is CONSUMER_NOT_ONLINE, and mqadmin
 // falls back to committing offsets one queue at a time.
 func (b *Broker) processResetOffset(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
