@@ -128,6 +128,8 @@ type Backend struct {
 	metrics *backendMetrics
 	ready   atomic.Bool // Start finished (metrics.go)
 
+	wills willState // stored wills of connected clients (will.go)
+
 	// Pipelined ingress (ingress.go).
 	chains    keyedRuns[ingressItem]                                              // messages to store, by ordering key
 	sendBatch func(ctx context.Context, msgs []*client.Message, key string) error // nil: no ordered batch send
@@ -164,7 +166,7 @@ func NewBackend(opts Options) (*Backend, error) {
 		held:        map[string]heldShares{},
 		sysQueues:   map[client.MessageQueue]*client.MessageQueue{},
 		connectPrev: map[sysPos]*sessionRecord{}, waits: map[string][]*handoffWait{},
-		overflows: map[string]*overflowState{},
+		overflows: map[string]*overflowState{}, wills: newWillState(),
 		shareWake: make(chan struct{}, 1), metrics: newBackendMetrics()}
 	b.overflowFn = b.onOverflow
 	if bs, ok := any(prod).(orderedBatchSender); ok {
@@ -219,6 +221,7 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 	}
 	b.started, b.d = true, d
 	b.srv, _ = d.(clusterServer)
+	b.wills.started = time.Now()
 	b.mu.Unlock()
 	sctx, cancel := context.WithTimeout(ctx, b.opts.StartTimeout)
 	defer cancel()
@@ -292,6 +295,11 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 	b.wg.Add(1)
 	go b.checkpointLoop()
 	b.ready.Store(true)
+	// The wills of this node's earlier process without delay go before
+	// its clients can connect again; the loop does the rest.
+	b.fireOrphans(sctx, nil)
+	b.wg.Add(1)
+	go b.willLoop()
 	b.log.Info("bridge backend started", "node", b.opts.NodeID, "topics", b.topics,
 		"sessions", len(b.sessions), "retained", len(b.retained))
 	return nil

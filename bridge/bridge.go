@@ -45,7 +45,8 @@ func New(mo mqtt.Options, bo Options) (*Bridge, error) {
 		sb = bo.WrapBackend(be)
 		_, subs := sb.(mqtt.SubscriptionBackend)
 		_, qos2 := sb.(mqtt.QoS2Backend)
-		if !subs || !qos2 {
+		_, wills := sb.(mqtt.WillBackend)
+		if !subs || !qos2 || !wills {
 			// The wrapper does not forward subscription saves or QoS 2
 			// records: the server reaches the backend's directly.
 			sb = &subscriptionForward{Backend: sb, be: be}
@@ -108,8 +109,9 @@ func (b *Bridge) Close() error {
 	return b.closeErr
 }
 
-// subscriptionForward adds Backend.SaveSubscriptions to a wrapped backend
-// that lacks it; every other call goes through the wrapper.
+// subscriptionForward adds Backend.SaveSubscriptions (and the QoS 2
+// records and stored wills) to a wrapped backend that lacks them; every
+// other call goes through the wrapper.
 type subscriptionForward struct {
 	mqtt.Backend
 	be *Backend
@@ -123,6 +125,11 @@ func (f *subscriptionForward) SaveSubscriptions(ctx context.Context, st *mqtt.Se
 // RecordQoS2 implements mqtt.QoS2Backend.
 func (f *subscriptionForward) RecordQoS2(clientID string, done func()) {
 	f.be.RecordQoS2(clientID, done)
+}
+
+// ConnectedWill implements mqtt.WillBackend.
+func (f *subscriptionForward) ConnectedWill(ctx context.Context, clientID string, cleanStart bool) {
+	f.be.ConnectedWill(ctx, clientID, cleanStart)
 }
 
 // PublishAsync implements mqtt.AsyncBackend with the wrapper's

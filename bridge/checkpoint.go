@@ -67,6 +67,7 @@ func (b *Backend) snapshotRecord(clientID string, where map[*mqtt.Message]ringPo
 		return nil, 0
 	}
 	rec.Online, rec.DisconnectedAt, rec.taken, rec.snap = true, 0, taken, true
+	rec.Will = b.willOf(clientID)
 	return rec, inst
 }
 

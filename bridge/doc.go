@@ -167,7 +167,14 @@
 //	            "from":17,"live":20,"pending":[17,19],"sent":[17],"sentIds":[5]}],
 //	 "pending":[{"topic":"t","payload":"<base64>","qos":1,"retain":true?,
 //	             "subIds":[7]?,"sent":true?,"id":9?,...}],
-//	 "released":[12]?,"received":[7]?}
+//	 "released":[12]?,"received":[7]?,
+//	 "will":{"wid":"<16 hex>-<n>","topic":"will/dev1","payload":"<base64>","qos":1,
+//	         "retain":true?,"clientId":"dev1","username":"u"?,"delayMs":5000?,
+//	         "sessionMs":3600000?,...}?}
+//
+// and a will-done marker, which carries no session state:
+//
+//	{"clientId":"dev1","node":"<node id>","expiryMs":0,"willDone":"<wid>"}
 //
 // Kinds of record: a connect request ("connect"), a clean-start
 // announcement ("connect" and "deleted"), a claim or subscription change
@@ -273,6 +280,58 @@
 // A -> B -> A resumes from B's state. The will of a session taken over is
 // published when the new connect is a clean start or the will has no
 // delay.
+//
+// # Wills
+//
+// A will outlives the node its client is connected to (will.go). Every
+// record a node writes while the client is connected to it (a claim, a
+// checkpoint, a subscription or QoS 2 record, a clean-start
+// announcement) carries the connection's will: "will" holds the message
+// (the fields of a pending message, with its publisher's client id and
+// user name), its Will Delay Interval ("delayMs"), the session expiry
+// ("sessionMs": a session that ends sooner publishes its will then) and
+// an id ("wid": the writing process's random prefix and a counter) that
+// stays the same for one connection. A connect that did not start clean,
+// whose records before the CONNACK cannot carry the will (the session is
+// not installed yet), is followed by an online record with it
+// (mqtt.WillBackend, after the CONNACK, before the server reads the
+// client's next packet). Every node's tail keeps the wills stored and
+// not settled yet ("owed"), per client, in the order of the client's
+// queue: a record of a node settles that node's earlier wills of the
+// client (an offline save, a handoff, a delete, a record with another
+// will), and a connect request of another node cancels a will with a
+// delay (the client resumed its session before the delay passed; a will
+// without delay is not cancelled: its connection ended when its node
+// did). A node that ends a session without a record (a clean session
+// ending, a session taken over by a clean start) writes a will-done
+// marker for its will. The offline save or delete of a connection that
+// ended may be stored after the records of the client's next connection
+// on the same node (it reconnected at once): the node then stores the
+// new connection's will again (an online record).
+//
+// A will whose node is gone is published once, by a live node. Every
+// HeartbeatInterval each node reads the bridge nodes the registries list;
+// a node with owed wills that two looks in a row did not list is gone
+// since the first of them. The listed node with the smallest id writes a
+// will-done marker for each of the gone node's wills once its delay (from
+// that first look) has passed, and publishes the will when the tail
+// finds its marker first for that will (any other node's marker for it,
+// written while the lists disagreed, or a settling record, comes later
+// and does nothing). A node restarted under the same node id (bridge
+// node_id set) publishes its earlier process's wills itself: those
+// without delay at Start, before it accepts connections, the others
+// when their delay from Start has passed. A will-done marker is read as
+// a session record by nodes of an earlier version: upgrade every node
+// before relying on it.
+//
+// Known limits: a will whose delay was running on a node (its client
+// disconnected) when the node died is lost (the offline record carries no
+// will); a will is published a few heartbeat intervals after its node
+// died, plus its delay; a resume within the delay cancels the will even
+// when it came after the delay measured from the death itself; a clean
+// start of the client on a live node while its earlier node is gone
+// does not publish the delayed will at once, the detection does; wills
+// over 1 MiB of payload are not stored.
 //
 // The system topics are ordinary topics under the brokers' retention
 // (file_reserved_time, 72 h by default): a retained message or a session

@@ -111,6 +111,10 @@ func (b *Backend) writeSession(ctx context.Context, rec *sessionRecord) error {
 		} else {
 			b.own[rec.ClientID] = rec
 		}
+		if rec.Will == nil && !rec.tailOnly {
+			// The record settles this node's stored will of the client.
+			delete(b.wills.ids, rec.ClientID)
+		}
 	}
 	if err == nil {
 		b.setVouchLocked(rec)
@@ -218,7 +222,11 @@ func (b *Backend) SaveSession(ctx context.Context, st *mqtt.SessionState) error 
 	taken := b.taken.Add(1)
 	rec := b.offlineRecord(st)
 	rec.vouch, rec.inst, rec.taken = true, b.instance(st.ClientID), taken
-	return b.writeSession(ctx, rec)
+	if err := b.writeSession(ctx, rec); err != nil {
+		return err
+	}
+	b.reassertWill(ctx, st.ClientID)
+	return nil
 }
 
 // offlineRecord is the record of a session that went offline (or moves
@@ -331,7 +339,7 @@ func (b *Backend) DeleteSession(ctx context.Context, clientID string) error {
 		// session evicted between the two looks is not announced.
 		if inst := srv.SessionInstance(clientID); inst != 0 && srv.Connected(clientID) {
 			return b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Connect: true, Deleted: true,
-				vouch: true, inst: inst})
+				vouch: true, inst: inst, Will: b.willOf(clientID)})
 		}
 	}
 	b.mu.Lock()
@@ -345,13 +353,19 @@ func (b *Backend) DeleteSession(ctx context.Context, clientID string) error {
 		if hasV && b.endedLocal(clientID, v, own) {
 			b.forgetLocal(clientID, &v, own)
 		}
+		b.settleWill(ctx, clientID)
 		return nil
 	}
 	if rec.Node != b.opts.NodeID && own != nil && expiredAt(own, time.Now()) {
 		b.log.Debug("bridge: stale session delete ignored", "client", clientID, "owner", rec.Node)
+		b.settleWill(ctx, clientID)
 		return nil
 	}
-	return b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Deleted: true})
+	if err := b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Deleted: true}); err != nil {
+		return err
+	}
+	b.reassertWill(ctx, clientID)
+	return nil
 }
 
 // endedLocal reports whether the vouch v of clientID stood for a local
@@ -478,7 +492,7 @@ func (b *Backend) onlineRecord(clientID, username string, subs []subRecord, expi
 		}
 	}
 	return &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Online: true, Username: username,
-		Subscriptions: subs, ExpiryMs: expiryMs, Resume: sortedPoints(points)}
+		Subscriptions: subs, ExpiryMs: expiryMs, Resume: sortedPoints(points), Will: b.willOf(clientID)}
 }
 
 // SaveSubscriptions implements mqtt.SubscriptionBackend: the server calls

@@ -99,9 +99,18 @@ func (b *Backend) applySys(x *client.MessageExt) {
 		b.applyRetained(fromBroker(x), x.Queue, x.QueueOffset)
 	case b.opts.SessionTopic:
 		rec, err := decodeSessionRecord(x.Body)
-		if err != nil {
+		switch {
+		case err != nil:
 			b.log.Warn("bridge: skipping session record", "queue", x.Queue, "offset", x.QueueOffset, "err", err)
-		} else {
+		case rec.WillDone != "":
+			// Settles a stored will; no session state (will.go).
+			b.mu.Lock()
+			w := b.applyWillDoneLocked(rec)
+			b.mu.Unlock()
+			if w != nil {
+				b.publishOrphan(rec.ClientID, w)
+			}
+		default:
 			rec.q, rec.off, rec.stored = x.Queue, x.QueueOffset, x.StoreTimestamp
 			b.mu.Lock()
 			if own := b.own[rec.ClientID]; own != nil && own.q == rec.q && own.off == rec.off {
@@ -116,6 +125,7 @@ func (b *Backend) applySys(x *client.MessageExt) {
 				b.noteWaitsLocked(rec)
 			}
 			b.applySessionLocked(rec, true)
+			b.applyWillsLocked(rec)
 			// Together with the apply: writeSession keeps no tombstone
 			// of a delete the tail has passed.
 			b.sysNext[x.Queue] = max(b.sysNext[x.Queue], x.QueueOffset+1)
@@ -193,6 +203,11 @@ type sessionRecord struct {
 	// Received: inbound QoS 2 packet ids awaiting PUBREL
 	// (mqtt.SessionState.Received).
 	Received []uint16 `json:"received,omitempty"`
+	// Will: the will of the connection a record of a connected session
+	// stands for (will.go).
+	Will *willRecord `json:"will,omitempty"`
+	// WillDone: a will-done marker, no session state (will.go).
+	WillDone string `json:"willDone,omitempty"`
 
 	q    client.MessageQueue
 	off  int64

@@ -296,6 +296,7 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 	b.forgetLocal(id, v, own)
 	b.dropStaleVouch(srv, id, inst, true)
 	if !rec.Connect || rec.Deleted {
+		b.settleWill(b.ctx, id)
 		return
 	}
 	if rec.stored > 0 && time.Since(time.UnixMilli(rec.stored)) > b.opts.HandoffTimeout*3/4 {
@@ -307,6 +308,7 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 		// them back.
 		b.log.Warn("bridge: connect request answered too late for a handoff; none written",
 			"client", id, "node", rec.Node, "age", time.Since(time.UnixMilli(rec.stored)).Round(time.Millisecond))
+		b.settleWill(b.ctx, id)
 		return
 	}
 	var h *sessionRecord
@@ -328,6 +330,7 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 		// A connect of this node that left no session here.
 		h = &sessionRecord{ClientID: id, Node: b.opts.NodeID, Deleted: true}
 	default:
+		b.settleWill(b.ctx, id)
 		return
 	}
 	h.Gen = rec.off + 1

@@ -526,6 +526,7 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 			s.log.Warn("mqtt: delete session", "client", id, "err", err)
 		}
 	}
+	s.connectedWill(id, cp.CleanStart)
 }
 
 func propSet(ids ...packets.PropID) packets.PropSet {

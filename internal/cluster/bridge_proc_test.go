@@ -10,6 +10,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -123,22 +124,46 @@ func sessionRecords(t *testing.T, reg, id string) []string {
 	}
 }
 
+// startBridgeProcs starts a registry, a broker and two bridge nodes (with
+// the -set flags extra) as processes; it returns the registry's address and
+// the two nodes' MQTT addresses and processes.
+func startBridgeProcs(t *testing.T, extra ...string) (reg, addrA, addrB string, nodeA, nodeB *proc) {
+	t.Helper()
+	dir := t.TempDir()
+	ports := freePorts(t, 4)
+	reg = "127.0.0.1:" + strconv.Itoa(ports[0])
+	start(t, dir, "registry", "registry", "-set", "registry.listen="+reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"))
+	start(t, dir, "broker", "broker", "-listen", "127.0.0.1:"+strconv.Itoa(ports[1]), "-data", filepath.Join(dir, "b"),
+		"-registries", reg, "-set", "broker.role=async_master", "-set", "broker.advertise_ip=127.0.0.1",
+		"-set", "store.segment_size=8MiB")
+	addrA, addrB = "127.0.0.1:"+strconv.Itoa(ports[2]), "127.0.0.1:"+strconv.Itoa(ports[3])
+	args := func(addr string) []string {
+		a := []string{"bridge", "-listen", addr, "-registries", reg}
+		for _, e := range extra {
+			a = append(a, "-set", e)
+		}
+		return a
+	}
+	nodeA = start(t, dir, "bridgeA", args(addrA)...)
+	nodeB = start(t, dir, "bridgeB", args(addrB)...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range []*proc{nodeA, nodeB} {
+				data, _ := os.ReadFile(p.log)
+				t.Logf("%s:\n%s", p.log, data)
+			}
+		}
+	})
+	return reg, addrA, addrB, nodeA, nodeB
+}
+
 // TestClusterProcBridgeTakeoverAndKill: two bridge processes on one
 // broker. A session moves from node A to node B (A's connection gets
 // DISCONNECT 0x8E); node B is killed with SIGKILL while the client is
 // connected; the client resumes on A with the subscriptions B's records
 // hold, and a message sent meanwhile.
 func TestClusterProcBridgeTakeoverAndKill(t *testing.T) {
-	dir := t.TempDir()
-	ports := freePorts(t, 4)
-	reg := "127.0.0.1:" + strconv.Itoa(ports[0])
-	start(t, dir, "registry", "registry", "-set", "registry.listen="+reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"))
-	start(t, dir, "broker", "broker", "-listen", "127.0.0.1:"+strconv.Itoa(ports[1]), "-data", filepath.Join(dir, "b"),
-		"-registries", reg, "-set", "broker.role=async_master", "-set", "broker.advertise_ip=127.0.0.1",
-		"-set", "store.segment_size=8MiB")
-	addrA, addrB := "127.0.0.1:"+strconv.Itoa(ports[2]), "127.0.0.1:"+strconv.Itoa(ports[3])
-	start(t, dir, "bridgeA", "bridge", "-listen", addrA, "-registries", reg)
-	nodeB := start(t, dir, "bridgeB", "bridge", "-listen", addrB, "-registries", reg)
+	reg, addrA, addrB, _, nodeB := startBridgeProcs(t)
 
 	onA, _ := dialMQTT(t, addrA, "proc-dev", true)
 	onA.subscribe(1, "cmd/proc-dev")

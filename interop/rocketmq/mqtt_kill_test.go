@@ -116,6 +116,14 @@ type mqttRaw struct {
 // the server had the session.
 func dialMQTT(t *testing.T, addr, clientID string, clean bool) (*mqttRaw, bool) {
 	t.Helper()
+	return dialConnect(t, addr, clientID, clean, 600, nil)
+}
+
+// dialConnect connects clientID with session expiry expiry (seconds) and
+// whatever set adds to the CONNECT (nil: nothing); it returns whether the
+// server had the session.
+func dialConnect(t *testing.T, addr, clientID string, clean bool, expiry uint32, set func(*pp.Connect)) (*mqttRaw, bool) {
+	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -125,8 +133,10 @@ func dialMQTT(t *testing.T, addr, clientID string, clean bool) (*mqttRaw, bool) 
 	cp := pp.NewControlPacket(pp.CONNECT)
 	cc := cp.Content.(*pp.Connect)
 	cc.ProtocolName, cc.ProtocolVersion, cc.ClientID, cc.CleanStart, cc.KeepAlive = "MQTT", 5, clientID, clean, 60
-	expiry := uint32(600)
 	cc.Properties = &pp.Properties{SessionExpiryInterval: &expiry}
+	if set != nil {
+		set(cc)
+	}
 	c.send(cp)
 	ack, ok := c.recv().Content.(*pp.Connack)
 	if !ok || ack.ReasonCode != 0 {

@@ -1,0 +1,446 @@
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/mqtt"
+)
+
+// Wills that outlive their node (doc.go, "Wills"). The records a node
+// writes while a client is connected to it (the online claim, checkpoints,
+// subscription and QoS 2 records, the clean-start announcement, and one
+// written after the CONNACK when none of those carries the connection's
+// will) carry the will. Every node's tail keeps, per client, the wills
+// that a node stored and has not settled yet (owed); a node settles its
+// own by a later record of the client (an offline save, a delete, a
+// handoff, a record with another will) or, when it writes none, by a
+// will-done marker. A will whose node is gone is published by one live
+// node: the one that wrote the first will-done marker for it (the session
+// topic's order decides between nodes that both try).
+
+// willRecord is a connected client's will as a session record carries it
+// ("will" in doc.go): the message (the fields of a pending message), who
+// published it, its Will Delay Interval and the session's expiry, and an
+// id that stays the same for every record of one connection's will.
+type willRecord struct {
+	ID string `json:"wid"`
+	pendingRecord
+	Username  string `json:"username,omitempty"`
+	DelayMs   int64  `json:"delayMs,omitempty"`
+	SessionMs int64  `json:"sessionMs,omitempty"`
+}
+
+// message is the will to publish.
+func (w *willRecord) message() *mqtt.Message {
+	m := w.pending().Msg
+	m.QoS, m.Retain, m.Username = min(w.QoS, 2), w.Retain, w.Username
+	return m
+}
+
+// wait is how long after its connection ended the will is published:
+// the will delay, or the session's expiry when that is shorter.
+func (w *willRecord) wait() time.Duration {
+	return time.Duration(max(min(w.DelayMs, w.SessionMs), 0)) * time.Millisecond
+}
+
+// owedWill is a will a node stored and has not settled.
+type owedWill struct {
+	node string
+	w    *willRecord
+}
+
+// willRef is the id this node gave the will message msg of a client.
+type willRef struct {
+	msg *mqtt.Message
+	id  string
+}
+
+// willState is the wills part of a Backend.
+type willState struct {
+	inc     string // this process: the prefix of the ids it gives
+	seq     atomic.Uint64
+	started time.Time // when this process's backend started (Start)
+	// Protected by Backend.mu.
+	owed   map[string][]owedWill // by client, as the tail applied the records
+	owners map[string]int        // nodes with owed wills: how many
+	ids    map[string]willRef    // this node's stored will per client
+	fire   map[string]bool       // will ids of markers this node wrote to publish them
+}
+
+// willServer is the part of *mqtt.Server the wills need.
+type willServer interface {
+	Will(clientID string) (mqtt.Will, bool)
+	PublishWill(m *mqtt.Message)
+}
+
+func (b *Backend) willServer() willServer {
+	ws, _ := b.server().(willServer)
+	return ws
+}
+
+func newWillState() willState {
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	return willState{inc: hex.EncodeToString(r[:]), owed: map[string][]owedWill{}, owners: map[string]int{},
+		ids: map[string]willRef{}, fire: map[string]bool{}}
+}
+
+// willOf is the will record of clientID's connection on this node (nil:
+// none, or too big to store).
+func (b *Backend) willOf(clientID string) *willRecord {
+	ws := b.willServer()
+	if ws == nil {
+		return nil
+	}
+	w, ok := ws.Will(clientID)
+	if !ok {
+		return nil
+	}
+	if len(w.Msg.Payload) > maxPendingBytes {
+		b.log.Warn("bridge: will too big to store; a crash of this node loses it", "client", clientID, "bytes", len(w.Msg.Payload))
+		return nil
+	}
+	b.mu.Lock()
+	ref, ok := b.wills.ids[clientID]
+	if !ok || ref.msg != w.Msg {
+		ref = willRef{msg: w.Msg, id: b.wills.inc + "-" + strconv.FormatUint(b.wills.seq.Add(1), 36)}
+		b.wills.ids[clientID] = ref
+	}
+	b.mu.Unlock()
+	m := w.Msg
+	rec := &willRecord{ID: ref.id, pendingRecord: pendingOf(mqtt.Pending{Msg: m, QoS: m.QoS, Retain: m.Retain}),
+		Username: m.Username, DelayMs: w.Delay.Milliseconds(), SessionMs: w.Expiry.Milliseconds()}
+	rec.QoS = m.QoS
+	return rec
+}
+
+// ConnectedWill implements mqtt.WillBackend: after the CONNACK of a
+// connection that did not start clean (a clean start's announcement
+// carries the will), it writes an online record with the connection's
+// will, or without one when this node's last stored will of the client
+// is not this connection's.
+func (b *Backend) ConnectedWill(ctx context.Context, clientID string, cleanStart bool) {
+	if cleanStart || b.isClosed() {
+		return
+	}
+	b.mu.Lock()
+	prev, had := b.wills.ids[clientID]
+	b.mu.Unlock()
+	w := b.willOf(clientID)
+	if w == nil && !had || w != nil && had && prev.id == w.ID {
+		return
+	}
+	b.storeWill(ctx, clientID)
+}
+
+// reassertWill follows a record of clientID without a will that this
+// node wrote for a session that ended (an offline save, a delete): when a
+// new connection of the client is on the node already (it reconnected at
+// once, and its records went first), that record settled the new
+// connection's will too, so an online record stores it again.
+func (b *Backend) reassertWill(ctx context.Context, clientID string) {
+	if b.willOf(clientID) != nil {
+		b.storeWill(ctx, clientID)
+	}
+}
+
+// storeWill writes an online record of clientID's connected session,
+// with its will (or none).
+func (b *Backend) storeWill(ctx context.Context, clientID string) {
+	srv, ok := b.server().(snapshotter)
+	if !ok {
+		return
+	}
+	st, _ := srv.Snapshot(clientID)
+	if st == nil {
+		return // gone already: its end settles the will
+	}
+	if err := b.writeOnline(ctx, clientID, st); err != nil {
+		b.log.Warn("bridge: will not stored; a crash of this node loses it", "client", clientID, "err", err)
+	}
+}
+
+// settleWill writes a will-done marker for this node's stored will of
+// clientID when the server holds no session of the client any more and
+// the node wrote no record that settles it (a clean session that ended,
+// a session taken over by a clean start).
+func (b *Backend) settleWill(ctx context.Context, clientID string) {
+	if b.instance(clientID) != 0 {
+		return
+	}
+	b.mu.Lock()
+	ref, ok := b.wills.ids[clientID]
+	if ok {
+		delete(b.wills.ids, clientID)
+	}
+	b.mu.Unlock()
+	if ok {
+		if err := b.writeWillDone(ctx, clientID, ref.id, false); err != nil {
+			b.log.Warn("bridge: settle stored will", "client", clientID, "err", err)
+		}
+	}
+}
+
+// writeWillDone appends a will-done marker for the will id of clientID;
+// publish: this node publishes the will if its marker is the first.
+func (b *Backend) writeWillDone(ctx context.Context, clientID, id string, publish bool) error {
+	if publish {
+		b.mu.Lock()
+		if b.wills.fire[id] {
+			b.mu.Unlock()
+			return nil // a marker is on its way
+		}
+		b.wills.fire[id] = true
+		b.mu.Unlock()
+	}
+	body, err := json.Marshal(&sessionRecord{ClientID: clientID, Node: b.opts.NodeID, WillDone: id})
+	if err != nil {
+		return fmt.Errorf("bridge: encode will-done: %w", err)
+	}
+	m := &client.Message{Topic: b.opts.SessionTopic, Body: body}
+	if encodable(clientID) {
+		m.Properties = map[string]string{PropClientID: clientID}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.SendTimeout)
+	defer cancel()
+	if _, err := b.prod.SendOrderly(ctx, m, clientID, client.HashSelector); err != nil {
+		if publish {
+			b.mu.Lock()
+			delete(b.wills.fire, id)
+			b.mu.Unlock()
+		}
+		return fmt.Errorf("bridge: store will-done of %q: %w", clientID, err)
+	}
+	return nil
+}
+
+// applyWillsLocked updates the owed wills with rec, a session record the
+// tail applies (in the order of the client's queue):
+//   - a connect request of another node resumes the session: a delayed
+//     will of an earlier connection is cancelled (a will without delay
+//     is not: its connection ended with its node);
+//   - rec speaks for its node's connection of the client: that node's
+//     owed wills other than rec's are settled, and rec's is owed.
+func (b *Backend) applyWillsLocked(rec *sessionRecord) {
+	list := b.wills.owed[rec.ClientID]
+	if len(list) == 0 && rec.Will == nil {
+		return
+	}
+	keep := list[:0]
+	found := false
+	for _, e := range list {
+		switch {
+		case e.node != rec.Node:
+			if rec.Connect && !rec.Deleted && e.w.wait() > 0 {
+				b.dropOwnerLocked(e.node)
+				continue
+			}
+		case rec.Will == nil || e.w.ID != rec.Will.ID:
+			b.dropOwnerLocked(e.node)
+			continue
+		default:
+			found = true
+		}
+		keep = append(keep, e)
+	}
+	if rec.Will != nil && !found {
+		keep = append(keep, owedWill{node: rec.Node, w: rec.Will})
+		b.wills.owners[rec.Node]++
+	}
+	if len(keep) == 0 {
+		delete(b.wills.owed, rec.ClientID)
+	} else {
+		b.wills.owed[rec.ClientID] = keep
+	}
+}
+
+func (b *Backend) dropOwnerLocked(node string) {
+	if b.wills.owners[node]--; b.wills.owners[node] <= 0 {
+		delete(b.wills.owners, node)
+	}
+}
+
+// applyWillDoneLocked applies a will-done marker: the first for an owed
+// will settles it. It returns the will when this node wrote that marker
+// to publish it.
+func (b *Backend) applyWillDoneLocked(rec *sessionRecord) *willRecord {
+	mine := rec.Node == b.opts.NodeID && b.wills.fire[rec.WillDone]
+	if mine {
+		delete(b.wills.fire, rec.WillDone)
+	}
+	list := b.wills.owed[rec.ClientID]
+	for i, e := range list {
+		if e.w.ID != rec.WillDone {
+			continue
+		}
+		b.dropOwnerLocked(e.node)
+		if len(list) == 1 {
+			delete(b.wills.owed, rec.ClientID)
+		} else {
+			b.wills.owed[rec.ClientID] = append(list[:i:i], list[i+1:]...)
+		}
+		if mine {
+			return e.w
+		}
+		return nil
+	}
+	return nil
+}
+
+// publishOrphan publishes the will w of clientID, whose node is gone.
+func (b *Backend) publishOrphan(clientID string, w *willRecord) {
+	ws := b.willServer()
+	if ws == nil {
+		return
+	}
+	b.goOwned(func() {
+		b.log.Info("bridge: publishing the will of a client whose node is gone", "client", clientID, "topic", w.Topic)
+		ws.PublishWill(w.message())
+	})
+}
+
+// orphan is an owed will of a node that is gone, due at due.
+type orphan struct {
+	clientID string
+	id       string
+	due      time.Time
+}
+
+// orphansLocked lists the owed wills whose node is gone: this node's
+// earlier process (same node id, ids it did not give), and nodes in gone
+// (since when each was first seen gone).
+func (b *Backend) orphansLocked(gone map[string]time.Time) []orphan {
+	if len(b.wills.owners) == 0 {
+		return nil
+	}
+	self := b.wills.owners[b.opts.NodeID] > 0
+	some := self
+	for n := range gone {
+		some = some || b.wills.owners[n] > 0
+	}
+	if !some {
+		return nil
+	}
+	var out []orphan
+	for id, list := range b.wills.owed {
+		for _, e := range list {
+			since, ok := gone[e.node]
+			if e.node == b.opts.NodeID && !strings.HasPrefix(e.w.ID, b.wills.inc+"-") {
+				since, ok = b.wills.started, true
+			}
+			if ok {
+				out = append(out, orphan{clientID: id, id: e.w.ID, due: since.Add(e.w.wait())})
+			}
+		}
+	}
+	return out
+}
+
+// fireOrphans writes a will-done marker, to publish it, for each orphaned
+// will that is due.
+func (b *Backend) fireOrphans(ctx context.Context, gone map[string]time.Time) {
+	b.mu.Lock()
+	list := b.orphansLocked(gone)
+	b.mu.Unlock()
+	now := time.Now()
+	for _, o := range list {
+		if now.Before(o.due) {
+			continue
+		}
+		if err := b.writeWillDone(ctx, o.clientID, o.id, true); err != nil && ctx.Err() == nil {
+			b.log.Warn("bridge: will of a client whose node is gone", "client", o.clientID, "err", err)
+		}
+	}
+}
+
+// willTick is how often the will loop looks for orphaned wills that are
+// due, while there are any.
+const willTick = time.Second
+
+// willLoop publishes the wills whose node is gone. Every
+// HeartbeatInterval it reads the bridge nodes the registries list; a node
+// with owed wills that two looks in a row did not list is gone, since
+// the first of them. Only the listed node with the smallest id publishes
+// other nodes' wills (another that does too writes a marker that comes
+// second); this node's earlier process's wills it publishes itself.
+func (b *Backend) willLoop() {
+	defer b.wg.Done()
+	absent := map[string]time.Time{} // nodes with owed wills not listed, since
+	var gone map[string]time.Time
+	nextLook := time.Time{}
+	t := time.NewTicker(willTick)
+	defer t.Stop()
+	for {
+		if now := time.Now(); !now.Before(nextLook) {
+			nextLook = now.Add(b.opts.HeartbeatInterval)
+			gone = b.lookNodes(absent)
+		}
+		b.fireOrphans(b.ctx, gone)
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// lookNodes updates absent (nodes with owed wills that the registries do
+// not list, since when) and returns the nodes whose wills this node
+// publishes: absent in two looks in a row, when this node has the
+// smallest id of those listed.
+func (b *Backend) lookNodes(absent map[string]time.Time) map[string]time.Time {
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.HeartbeatInterval)
+	nodes, err := b.BridgeNodes(ctx)
+	cancel()
+	if err != nil {
+		b.log.Debug("bridge: bridge nodes for the wills", "err", err)
+		return nil
+	}
+	live := map[string]bool{b.opts.NodeID: true}
+	smallest := b.opts.NodeID
+	for _, n := range nodes {
+		live[n] = true
+		smallest = min(smallest, n)
+	}
+	now := time.Now()
+	b.mu.Lock()
+	owners := make([]string, 0, len(b.wills.owners))
+	for n := range b.wills.owners {
+		owners = append(owners, n)
+	}
+	b.mu.Unlock()
+	seen := map[string]bool{}
+	var gone map[string]time.Time
+	for _, n := range owners {
+		if live[n] {
+			continue
+		}
+		seen[n] = true
+		since, ok := absent[n]
+		if !ok {
+			absent[n] = now
+			continue
+		}
+		if smallest == b.opts.NodeID {
+			if gone == nil {
+				gone = map[string]time.Time{}
+			}
+			gone[n] = since
+		}
+	}
+	for n := range absent {
+		if !seen[n] {
+			delete(absent, n)
+		}
+	}
+	return gone
+}

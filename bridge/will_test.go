@@ -1,0 +1,225 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// quickLooks makes a node look at the registries' node list often, so
+// that a crashed node's wills go out soon.
+func quickLooks(mo *mqtt.Options, bo *Options) {
+	shortHandoff(mo, bo)
+	bo.HeartbeatInterval = 200 * time.Millisecond
+}
+
+// willConnect connects a v5 client with a will to will/<id> (delay in
+// seconds; expiry 0: a session that ends with its connection).
+func willConnect(t *testing.T, addr, id string, clean bool, expiry, delay uint32) *rawClient {
+	t.Helper()
+	r := dialRaw(t, addr, packets.Version5)
+	cp := &packets.Connect{ClientID: id, CleanStart: clean, KeepAlive: 60, WillFlag: true, WillQoS: 1,
+		WillTopic: "will/" + id, WillPayload: []byte("offline " + id)}
+	if expiry > 0 {
+		cp.Properties.Present.Add(packets.PropSessionExpiry)
+		cp.Properties.SessionExpiry = expiry
+	}
+	if delay > 0 {
+		cp.WillProperties.Present.Add(packets.PropWillDelay)
+		cp.WillProperties.WillDelay = delay
+	}
+	r.connect(cp)
+	return r
+}
+
+// willStored waits until node n's copy of the session topic owes a will
+// of id (the node that holds id stored it).
+func willStored(t *testing.T, n *Bridge, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n.Backend().mu.Lock()
+		owed := len(n.Backend().wills.owed[id])
+		n.Backend().mu.Unlock()
+		if owed > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no stored will of %s on %s", id, n.Backend().NodeID())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// willsOn returns a reader of the default ingress topic (where wills go),
+// from its start: it collects "MQTT_TOPIC=body" of each message until it
+// has want of them (at most 30 s), then for extra more.
+func willsOn(t *testing.T, c *cluster.Cluster) func(want int, extra time.Duration) []string {
+	pc := newPull(t, c, DefaultOptions().DefaultTopic)
+	return func(want int, extra time.Duration) []string {
+		var out []string
+		deadline := time.Now().Add(30 * time.Second)
+		for done := false; ; {
+			if !done && len(out) >= want {
+				done, deadline = true, time.Now().Add(extra)
+			}
+			left := time.Until(deadline)
+			if left <= 0 {
+				return out
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), left)
+			msgs, _ := pc.Poll(ctx)
+			cancel()
+			for _, m := range msgs {
+				out = append(out, m.Property(PropTopic)+"="+string(m.Body))
+			}
+		}
+	}
+}
+
+// willNodes starts a cluster, two bridge nodes and a reader of the wills.
+func willNodes(t *testing.T) (a, b *Bridge, wills func(int, time.Duration) []string) {
+	c := startCluster(t)
+	a = startBridge(t, c, quickLooks)
+	b = startBridge(t, c, quickLooks)
+	return a, b, willsOn(t, c)
+}
+
+// TestBridgeWillOfCrashedNode: a client connected with a will (no delay)
+// to a node that crashes gets its will published once, by the surviving
+// node; a client that disconnected normally before the crash gets none.
+func TestBridgeWillOfCrashedNode(t *testing.T) {
+	a, b, wills := willNodes(t)
+
+	willConnect(t, addrOf(a), "w-clean", true, 0, 0)
+	willConnect(t, addrOf(a), "w-persist", true, 3600, 0)
+	gone := willConnect(t, addrOf(a), "w-gone", true, 0, 0)
+	willStored(t, b, "w-clean")
+	willStored(t, b, "w-persist")
+	willStored(t, b, "w-gone")
+	gone.disconnect()
+	// The node settles the will of a client that left normally (a
+	// will-done marker): the crash comes after that.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		b.Backend().mu.Lock()
+		owed := len(b.Backend().wills.owed["w-gone"])
+		b.Backend().mu.Unlock()
+		if owed == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("will of a client that disconnected normally still owed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	crash(t, a)
+
+	got := wills(2, time.Second)
+	want := map[string]int{"will/w-clean=offline w-clean": 1, "will/w-persist=offline w-persist": 1}
+	count := map[string]int{}
+	for _, w := range got {
+		count[w]++
+	}
+	if fmt.Sprint(count) != fmt.Sprint(want) {
+		t.Fatalf("wills published after the crash: %v, want %v", count, want)
+	}
+}
+
+// TestBridgeWillCancelledByResume: a delayed will of a client whose node
+// crashed is not published when the client resumes its session on
+// another node within the delay; without the resume it is, once the
+// delay has passed.
+func TestBridgeWillCancelledByResume(t *testing.T) {
+	a, b, wills := willNodes(t)
+
+	willConnect(t, addrOf(a), "w-back", false, 3600, 2)
+	willConnect(t, addrOf(a), "w-late", false, 3600, 2)
+	willStored(t, b, "w-back")
+	willStored(t, b, "w-late")
+	crash(t, a)
+	back, ack := persistent(t, addrOf(b), "w-back", false)
+	if !ack.SessionPresent {
+		t.Fatal("session lost with the node")
+	}
+	defer back.disconnect()
+
+	got := wills(1, 1500*time.Millisecond)
+	if len(got) != 1 || got[0] != "will/w-late=offline w-late" {
+		t.Fatalf("wills published: %v, want only w-late's", got)
+	}
+}
+
+// TestBridgeWillOfEarlierProcess: a node restarted under the same node
+// id after a crash publishes the wills of its earlier process's clients
+// (no delay) before it accepts connections, once.
+func TestBridgeWillOfEarlierProcess(t *testing.T) {
+	c := startCluster(t)
+	fixed := func(mo *mqtt.Options, bo *Options) { quickLooks(mo, bo); bo.NodeID = "will-node" }
+	a := startBridge(t, c, fixed)
+	wills := willsOn(t, c)
+	willConnect(t, addrOf(a), "w-restart", false, 3600, 0)
+	willStored(t, a, "w-restart")
+	crash(t, a)
+	a2 := startBridge(t, c, fixed)
+	// Reconnecting at once does not cancel a will without delay.
+	dev, ack := persistent(t, addrOf(a2), "w-restart", false)
+	if !ack.SessionPresent {
+		t.Fatal("session lost with the process")
+	}
+	defer dev.disconnect()
+	got := wills(1, time.Second)
+	if len(got) != 1 || got[0] != "will/w-restart=offline w-restart" {
+		t.Fatalf("wills published: %v, want w-restart's once", got)
+	}
+}
+
+// TestBridgeWillRecordBytes pins a record carrying a will and a will-done
+// marker (doc.go); records without them decode as before.
+func TestBridgeWillRecordBytes(t *testing.T) {
+	w := &willRecord{ID: "0a1b-1", pendingRecord: pendingRecord{Topic: "will/d", Payload: []byte("bye"), QoS: 1, Retain: true,
+		ContentType: "text/plain", ClientID: "d"}, Username: "u", DelayMs: 5000, SessionMs: 3600000}
+	for _, c := range []struct {
+		rec  *sessionRecord
+		want string
+	}{
+		{&sessionRecord{ClientID: "d", Node: "n", Online: true, ExpiryMs: 3600000, Will: w},
+			`{"clientId":"d","node":"n","online":true,"expiryMs":3600000,"will":{"wid":"0a1b-1","topic":"will/d",` +
+				`"payload":"Ynll","qos":1,"retain":true,"contentType":"text/plain","clientId":"d","username":"u",` +
+				`"delayMs":5000,"sessionMs":3600000}}`},
+		{&sessionRecord{ClientID: "d", Node: "n", WillDone: "0a1b-1"},
+			`{"clientId":"d","node":"n","expiryMs":0,"willDone":"0a1b-1"}`},
+	} {
+		b, err := json.Marshal(c.rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != c.want {
+			t.Errorf("record\n got %s\nwant %s", b, c.want)
+		}
+		back, err := decodeSessionRecord(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := json.Marshal(back); string(again) != c.want {
+			t.Errorf("round trip %s", again)
+		}
+	}
+	old, err := decodeSessionRecord([]byte(`{"clientId":"d","node":"n","online":true,"expiryMs":0}`))
+	if err != nil || old.Will != nil || old.WillDone != "" {
+		t.Fatalf("old record: %+v %v", old, err)
+	}
+	m := w.message()
+	if m.Topic != "will/d" || string(m.Payload) != "bye" || m.QoS != 1 || !m.Retain || m.ClientID != "d" || m.Username != "u" ||
+		m.ContentType != "text/plain" {
+		t.Fatalf("will message %+v", m)
+	}
+	if (&willRecord{DelayMs: 5000, SessionMs: 0}).wait() != 0 {
+		t.Fatal("a session that ends with its connection publishes its will at once")
+	}
+}
