@@ -428,7 +428,7 @@ func Default() File {
 			SlowReaderTimeout:  Duration{10 * time.Second},
 			ConnectTimeout:     Duration{10 * time.Second},
 			Workers:            256,
-			PollLinger:         Duration{200 * time.Microsecond},
+			PollLinger:         Duration{400 * time.Microsecond},
 			SessionTopic:       "MQTT_SESSION",
 			RetainedTopic:      "MQTT_RETAINED",
 			MaxOfflineMessages: 1000,

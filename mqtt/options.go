@@ -28,7 +28,7 @@ const (
 	DefaultSlowReaderTimeout = 10 * time.Second
 	DefaultWorkers           = 256
 	DefaultSysInterval       = 10 * time.Second
-	DefaultPollLinger        = 200 * time.Microsecond
+	DefaultPollLinger        = 400 * time.Microsecond
 )
 
 // DefaultReservedFilters are the topic filters no client may publish to or
