@@ -130,6 +130,7 @@ var notFromTOML = map[string]string{
 	"IoTHub.Twins.PrepareC2D":     "wired by the hub (its own session preparation)",
 	"IoTHub.Twins.NoPrepareC2D":   "a hub always prepares the sessions of devices it creates",
 	"IoTHub.Twins.Logger":         "injected",
+	"IoTHub.Twins.ReplicaReads":   "the console's (stale reads while a master is down); the hub reads masters only",
 }
 
 // leaves flattens v into its leaf fields by dotted path: structs are
