@@ -71,6 +71,9 @@ type Command struct {
 	// lent: list lives in the receive buffer of ref (fieldList), so it
 	// goes with Recycle.
 	lent bool
+	// shaped: list was read by a learned shape, whose constant members
+	// DecodeSendHeader takes decoded (headershape_send.go).
+	shaped shapedList
 }
 
 // jsonFieldsDecoder is implemented by the typed headers that have a

@@ -134,6 +134,10 @@ type fastHeader struct {
 	lang                        LanguageCode
 	remark                      string
 	ext, codeFirst              bool // extFields seen; "code" came before it
+	// The members a learned shape read by value: where each starts in
+	// the list, and how many there were (headershape_send.go).
+	vary  [maxShapedVary]uint16
+	nvary uint8
 }
 
 // keepsList reports whether apply keeps h's members as a field list
@@ -146,7 +150,7 @@ func (h *fastHeader) keepsList(raw RawFields) bool {
 // decodeJSONHeaderFast describes.
 func (h *fastHeader) apply(b, list []byte, c *Command, raw RawFields, lend bool) {
 	c.Code, c.Version, c.Opaque, c.Flag, c.Language, c.Remark = h.code, h.version, h.opaque, h.flag, h.lang, h.remark
-	c.ExtFields, c.list, c.listErr, c.lent = nil, "", nil, false
+	c.ExtFields, c.list, c.listErr, c.lent, c.shaped = nil, "", nil, false, shapedList{}
 	switch {
 	case !h.ext:
 	case !h.keepsList(raw):

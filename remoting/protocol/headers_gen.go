@@ -293,6 +293,58 @@ func (h *SendMessageRequestHeader) decodeFieldList(l fieldList) bool {
 	return ok && seen == 0xff
 }
 
+// setListField sets the field of one member as decodeFieldList does: its
+// bit of listRequired (0 for a field not required, or a key not of the
+// header), false when val does not parse.
+func (h *SendMessageRequestHeader) setListField(key, val string) (seen uint64, ok bool) {
+	ok = true
+	switch key {
+	case "producerGroup":
+		h.ProducerGroup = val
+		seen = 1 << 0
+	case "topic":
+		h.Topic = val
+		seen = 1 << 1
+	case "defaultTopic":
+		h.DefaultTopic = val
+		seen = 1 << 2
+	case "defaultTopicQueueNums":
+		h.DefaultTopicQueueNums, ok = parseI32(val)
+		seen = 1 << 3
+	case "queueId":
+		h.QueueID, ok = parseI32(val)
+		seen = 1 << 4
+	case "sysFlag":
+		h.SysFlag, ok = parseI32(val)
+		seen = 1 << 5
+	case "bornTimestamp":
+		h.BornTimestamp, ok = parseI64(val)
+		seen = 1 << 6
+	case "flag":
+		h.Flag, ok = parseI32(val)
+		seen = 1 << 7
+	case "properties":
+		h.Properties = val
+	case "reconsumeTimes":
+		h.ReconsumeTimes, ok = parseI32(val)
+	case "unitMode":
+		h.UnitMode = parseBool(val)
+	case "batch":
+		h.Batch = parseBool(val)
+	case "maxReconsumeTimes":
+		h.MaxReconsumeTimes, ok = parseI32(val)
+		h.HasMaxReconsumeTimes = true
+	case "bname":
+		h.BrokerName = val
+	case "sgResend":
+		h.Resend = parseBool(val)
+	}
+	return seen, ok
+}
+
+// listRequired is the seen bits of every required field (setListField).
+func (h *SendMessageRequestHeader) listRequired() uint64 { return 0xff }
+
 // appendJSONFields implements jsonFieldsAppender.
 func (h *SendMessageRequestHeader) appendJSONFields(dst []byte) []byte {
 	start := len(dst)
@@ -449,6 +501,58 @@ func (h *SendMessageRequestHeaderV2) decodeFieldList(l fieldList) bool {
 	}
 	return ok && seen == 0xff
 }
+
+// setListField sets the field of one member as decodeFieldList does: its
+// bit of listRequired (0 for a field not required, or a key not of the
+// header), false when val does not parse.
+func (h *SendMessageRequestHeaderV2) setListField(key, val string) (seen uint64, ok bool) {
+	ok = true
+	switch key {
+	case "a":
+		h.ProducerGroup = val
+		seen = 1 << 0
+	case "b":
+		h.Topic = val
+		seen = 1 << 1
+	case "c":
+		h.DefaultTopic = val
+		seen = 1 << 2
+	case "d":
+		h.DefaultTopicQueueNums, ok = parseI32(val)
+		seen = 1 << 3
+	case "e":
+		h.QueueID, ok = parseI32(val)
+		seen = 1 << 4
+	case "f":
+		h.SysFlag, ok = parseI32(val)
+		seen = 1 << 5
+	case "g":
+		h.BornTimestamp, ok = parseI64(val)
+		seen = 1 << 6
+	case "h":
+		h.Flag, ok = parseI32(val)
+		seen = 1 << 7
+	case "i":
+		h.Properties = val
+	case "j":
+		h.ReconsumeTimes, ok = parseI32(val)
+	case "k":
+		h.UnitMode = parseBool(val)
+	case "l":
+		h.MaxReconsumeTimes, ok = parseI32(val)
+		h.HasMaxReconsumeTimes = true
+	case "m":
+		h.Batch = parseBool(val)
+	case "n":
+		h.BrokerName = val
+	case "sgResend":
+		h.Resend = parseBool(val)
+	}
+	return seen, ok
+}
+
+// listRequired is the seen bits of every required field (setListField).
+func (h *SendMessageRequestHeaderV2) listRequired() uint64 { return 0xff }
 
 // appendJSONFields implements jsonFieldsAppender.
 func (h *SendMessageRequestHeaderV2) appendJSONFields(dst []byte) []byte {

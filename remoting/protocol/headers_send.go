@@ -67,8 +67,14 @@ func DecodeSendMessageHeader(req *Command) (*SendMessageRequestHeader, error) {
 func DecodeSendHeader(req *Command, h *SendMessageRequestHeader) error {
 	switch req.Code {
 	case SendMessageV2, SendBatchMessage, SendReplyMessageV2:
+		if req.decodeSendShaped(h, true) {
+			return nil
+		}
 		return req.DecodeHeader((*SendMessageRequestHeaderV2)(h))
 	default:
+		if req.decodeSendShaped(h, false) {
+			return nil
+		}
 		return req.DecodeHeader(h)
 	}
 }

@@ -84,6 +84,7 @@ type headerShape struct {
 	slots          []shapeSlot
 	tail           int32
 	ext, codeFirst bool
+	send           *sendTemplate // its constant members decoded (headershape_send.go)
 }
 
 type shapeSlot struct {
@@ -118,6 +119,9 @@ func (s *HeaderShapes) decode(b []byte, c *Command, raw RawFields, lend bool) bo
 		if h, list, ok := s.s[n].read(b, scratch[:0]); ok {
 			s.last = n
 			h.apply(b, list, c, raw, lend)
+			if t := s.s[n].send; t != nil && c.list != "" && int(h.nvary) <= maxShapedVary {
+				c.shaped = shapedList{tmpl: t, vary: h.vary, n: h.nvary}
+			}
 			return true
 		}
 	}
@@ -165,6 +169,7 @@ func (t *headerShape) learn(b []byte, rec *shapeRec, codeFirst bool) {
 	t.tail = int32(len(t.text))
 	t.text = append(t.text, b[prev:]...)
 	t.ext, t.codeFirst = true, codeFirst
+	t.send = newSendTemplate(t)
 }
 
 // read reads b as a header of shape t, appending its field list to list;
@@ -193,9 +198,11 @@ func (t *headerShape) read(b []byte, list []byte) (fastHeader, []byte, bool) {
 		ok := true
 		switch sl.kind {
 		case slotExtString:
+			h.noteVary(len(list))
 			list = append(list, text[sl.f1:sl.k1]...)
 			list, i, ok = fastValue(b, i, list)
 		case slotExtScalar:
+			h.noteVary(len(list))
 			list = append(list, text[sl.f1:sl.k1]...)
 			list, i, ok = fastExtScalar(b, i, list)
 		case slotCode:

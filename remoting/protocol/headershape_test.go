@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 )
 
@@ -49,9 +50,37 @@ func checkShapes(t *testing.T, hdr []byte, learn ...[]byte) bool {
 				!maps.Equal(fast.ExtFields, shaped.ExtFields) || (fast.ExtFields == nil) != (shaped.ExtFields == nil) {
 				t.Fatalf("%q after %q:\none pass %+v list %q\nshapes   %+v list %q", hdr, learn, fast, fast.list, shaped, shaped.list)
 			}
+			checkShapedSend(t, hdr, learn, &shaped, raw)
 		}
 	}
 	return matched
+}
+
+// checkShapedSend checks that a send header decoded from c's shape
+// template (either key set) is what the general decode of the one pass's
+// field list makes of hdr.
+func checkShapedSend(t *testing.T, hdr []byte, learn [][]byte, c *Command, raw RawFields) {
+	t.Helper()
+	for _, v2 := range []bool{false, true} {
+		var got SendMessageRequestHeader
+		if !c.decodeSendShaped(&got, v2) {
+			continue
+		}
+		var one Command
+		if !decodeJSONHeaderFast(bytes.Clone(hdr), &one, raw, false) {
+			t.Fatalf("%q after %q: shaped send, but the one pass does not read it", hdr, learn)
+		}
+		var want SendMessageRequestHeader
+		var err error
+		if v2 {
+			err = one.DecodeHeader((*SendMessageRequestHeaderV2)(&want))
+		} else {
+			err = one.DecodeHeader(&want)
+		}
+		if err != nil || got != want {
+			t.Fatalf("%q after %q (v2 %v):\nshaped  %+v\ngeneral %+v (%v)", hdr, learn, v2, got, want, err)
+		}
+	}
 }
 
 // goSendHeader is rocketmq-client-go's SEND_MESSAGE header (sorted keys)
@@ -179,4 +208,67 @@ func FuzzHeaderShapes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, learn, hdr []byte) {
 		checkShapes(t, hdr, learn)
 	})
+}
+
+// A send read by a learned shape is decoded from the shape's constant
+// members and the ones it read by value, exactly as the general decode of
+// its whole list (checkShapedSend), including a constant that differs
+// this time, and a required member that does not parse (the general
+// decode's error).
+func TestRemotingHeaderShapesDecodeSend(t *testing.T) {
+	first := goSendHeader(1, 0, 1764120000000, "7F0000010001000000000000000000000")
+	var s HeaderShapes
+	var c0 Command
+	s.decode(bytes.Clone(first), &c0, allRaw, true)
+	for i, hdr := range [][]byte{
+		goSendHeader(2, 3, 1764120000001, "7F0000010001000000000000000000001"),
+		bytes.Replace(goSendHeader(3, 4, 5, "u"), []byte(`"topic":"T"`), []byte(`"topic":"Other"`), 1),
+		bytes.Replace(goSendHeader(4, 4, 5, "u"), []byte(`"unitMode":"false"`), []byte(`"unitMode":"TRUE"`), 1),
+		// Properties past what a list offset notes: queueId follows them.
+		goSendHeader(5, 6, 7, strings.Repeat("p", 70<<10)),
+	} {
+		var c Command
+		if !s.decode(bytes.Clone(hdr), &c, allRaw, true) || !matchedShape(&s, hdr) {
+			t.Fatalf("header %d not read by the shape", i)
+		}
+		var got, want SendMessageRequestHeader
+		if fromTmpl := c.decodeSendShaped(&got, false); fromTmpl != (i < 3 && !poisonRecycled.Load()) { // poisoned: never
+			t.Fatalf("header %d decoded from the template: %v", i, fromTmpl)
+		}
+		if err := DecodeSendHeader(&c, &got); err != nil {
+			t.Fatal(err)
+		}
+		var one Command
+		decodeJSONHeaderFast(bytes.Clone(hdr), &one, allRaw, false)
+		if err := DecodeSendHeader(&one, &want); err != nil || got != want {
+			t.Fatalf("header %d:\nshaped  %+v\ngeneral %+v (%v)", i, got, want, err)
+		}
+		checkShapedSend(t, hdr, [][]byte{first}, &c, allRaw)
+	}
+	// A queue that does not parse: the general decode's error.
+	bad := bytes.Replace(goSendHeader(5, 1, 5, "u"), []byte(`"queueId":"1"`), []byte(`"queueId":"x"`), 1)
+	var c, one Command
+	if !s.decode(bytes.Clone(bad), &c, allRaw, true) || c.shaped.tmpl == nil {
+		t.Fatal("bad queue not read by the shape")
+	}
+	decodeJSONHeaderFast(bytes.Clone(bad), &one, allRaw, false)
+	var h SendMessageRequestHeader
+	err, want := DecodeSendHeader(&c, &h), DecodeSendHeader(&one, &h)
+	if err == nil || want == nil || err.Error() != want.Error() {
+		t.Fatalf("bad queue: %v, general decode %v", err, want)
+	}
+	// The Java client's V2 letters.
+	var sj HeaderShapes
+	var cj Command
+	sj.decode(javaSendHeader(1, 0), &cj, allRaw, true)
+	jh := javaSendHeader(2, 3)
+	var cv Command
+	if !sj.decode(bytes.Clone(jh), &cv, allRaw, true) || cv.shaped.tmpl == nil {
+		t.Fatal("V2 header not read by the shape")
+	}
+	var got, wantV2 SendMessageRequestHeader
+	decodeJSONHeaderFast(bytes.Clone(jh), &one, allRaw, false)
+	if err := DecodeSendHeader(&cv, &got); err != nil || DecodeSendHeader(&one, &wantV2) != nil || got != wantV2 || got.QueueID != 3 || got.Topic != "T" {
+		t.Fatalf("V2:\nshaped  %+v\ngeneral %+v (%v)", got, wantV2, err)
+	}
 }

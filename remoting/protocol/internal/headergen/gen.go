@@ -41,6 +41,10 @@ type Header struct {
 	// writes them straight into a frame: no ExtFields map either way. Its
 	// required fields must be always required (Req is Required or empty).
 	Direct bool
+	// Shaped (a Direct header decoded from a learned header shape: the
+	// sends) also generates setListField and listRequired, which decode
+	// one member at a time onto the shape's constant members.
+	Shaped bool
 }
 
 // Field is one extFields key of a header.
@@ -160,27 +164,56 @@ func writeDirect(b *bytes.Buffer, h Header) error {
 		}
 	}
 	b.WriteString("\tvar seen uint64\n\tok := true\n\tit := l.iter()\n\tfor ok && it.next() {\n\t\tswitch it.key {\n")
-	for i, f := range h.Fields {
-		fmt.Fprintf(b, "\t\tcase %q:\n", f.Key)
-		switch f.Kind {
-		case Str:
-			fmt.Fprintf(b, "\t\t\th.%s = it.val\n", f.Go)
-		case I32:
-			fmt.Fprintf(b, "\t\t\th.%s, ok = parseI32(it.val)\n", f.Go)
-		case I64:
-			fmt.Fprintf(b, "\t\t\th.%s, ok = parseI64(it.val)\n", f.Go)
-		case Bool:
-			fmt.Fprintf(b, "\t\t\th.%s = parseBool(it.val)\n", f.Go)
-		}
-		if f.Has != "" {
-			fmt.Fprintf(b, "\t\t\th.%s = true\n", f.Has)
-		}
-		if reqMask&(1<<i) != 0 {
-			fmt.Fprintf(b, "\t\t\tseen |= 1 << %d\n", i)
-		}
-	}
+	writeListCases(b, h, reqMask, "\t\t", "it.val", "|=")
 	fmt.Fprintf(b, "\t\t}\n\t}\n\treturn ok && seen == %#x\n}\n", reqMask)
 
+	if h.Shaped {
+		writeSetListField(b, h, reqMask)
+	}
+	writeAppendJSONFields(b, h)
+	return nil
+}
+
+// writeSetListField writes setListField and listRequired (Header.Shaped):
+// one member as decodeFieldList reads it, for a header whose other
+// members were decoded before (a learned shape's).
+func writeSetListField(b *bytes.Buffer, h Header, reqMask uint64) {
+	fmt.Fprintf(b, "\n// setListField sets the field of one member as decodeFieldList does: its\n")
+	fmt.Fprintf(b, "// bit of listRequired (0 for a field not required, or a key not of the\n")
+	fmt.Fprintf(b, "// header), false when val does not parse.\n")
+	fmt.Fprintf(b, "func (h *%s) setListField(key, val string) (seen uint64, ok bool) {\n\tok = true\n\tswitch key {\n", h.Type)
+	writeListCases(b, h, reqMask, "\t", "val", "=")
+	fmt.Fprintf(b, "\t}\n\treturn seen, ok\n}\n")
+	fmt.Fprintf(b, "\n// listRequired is the seen bits of every required field (setListField).\n")
+	fmt.Fprintf(b, "func (h *%s) listRequired() uint64 { return %#x }\n", h.Type, reqMask)
+}
+
+// writeListCases writes the cases of a switch on a member's key, at
+// indent, each setting its field from val (and its Has) and its required
+// bit into seen with op ("|=" or "=").
+func writeListCases(b *bytes.Buffer, h Header, reqMask uint64, indent, val, op string) {
+	for i, f := range h.Fields {
+		fmt.Fprintf(b, "%scase %q:\n", indent, f.Key)
+		switch f.Kind {
+		case Str:
+			fmt.Fprintf(b, "%s\th.%s = %s\n", indent, f.Go, val)
+		case I32:
+			fmt.Fprintf(b, "%s\th.%s, ok = parseI32(%s)\n", indent, f.Go, val)
+		case I64:
+			fmt.Fprintf(b, "%s\th.%s, ok = parseI64(%s)\n", indent, f.Go, val)
+		case Bool:
+			fmt.Fprintf(b, "%s\th.%s = parseBool(%s)\n", indent, f.Go, val)
+		}
+		if f.Has != "" {
+			fmt.Fprintf(b, "%s\th.%s = true\n", indent, f.Has)
+		}
+		if reqMask&(1<<i) != 0 {
+			fmt.Fprintf(b, "%s\tseen %s 1 << %d\n", indent, op, i)
+		}
+	}
+}
+
+func writeAppendJSONFields(b *bytes.Buffer, h Header) {
 	sorted := append([]Field(nil), h.Fields...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key < sorted[j].Key })
 	fmt.Fprintf(b, "\n// appendJSONFields implements jsonFieldsAppender.\n")
@@ -212,7 +245,6 @@ func writeDirect(b *bytes.Buffer, h Header) error {
 		fmt.Fprintf(b, "\tif %s {\n\t%s\t}\n", cond, strings.ReplaceAll(lines, "\n\t", "\n\t\t"))
 	}
 	b.WriteString("\treturn dst\n}\n")
-	return nil
 }
 
 func writeEncode(b *bytes.Buffer, f Field) {

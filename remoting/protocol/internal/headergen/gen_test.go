@@ -76,3 +76,37 @@ func TestHeadergenDirect(t *testing.T) {
 		t.Errorf("keys not written in order:\n%s", s)
 	}
 }
+
+// A Shaped header also gets setListField, one member at a time with its
+// required bit, and listRequired; a Direct header that is not Shaped does
+// not.
+func TestHeadergenShaped(t *testing.T) {
+	fields := []Field{
+		{Go: "B", Key: "b", Kind: Str, Req: Required},
+		{Go: "A", Key: "a", Kind: I32, Has: "HasA"},
+		{Go: "C", Key: "c", Kind: Bool, Req: Required},
+	}
+	src, err := Generate([]Header{{Type: "H", Direct: true, Shaped: true, Fields: fields}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(src)
+	for _, want := range []string{
+		"func (h *H) setListField(key, val string) (seen uint64, ok bool) {",
+		"case \"b\":\n\t\th.B = val\n\t\tseen = 1 << 0",
+		"h.A, ok = parseI32(val)\n\t\th.HasA = true",
+		"case \"c\":\n\t\th.C = parseBool(val)\n\t\tseen = 1 << 2",
+		"func (h *H) listRequired() uint64 { return 0x5 }",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("generated code lacks %q:\n%s", want, s)
+		}
+	}
+	plain, err := Generate([]Header{{Type: "H", Direct: true, Fields: fields}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(plain), "setListField") {
+		t.Error("setListField for a header that is not Shaped")
+	}
+}

@@ -59,7 +59,7 @@ var Headers = []Header{
 		{Go: "ClusterName", Key: "clusterName", Kind: Str},
 	}},
 	// headers_send.go
-	{Type: "SendMessageRequestHeader", Direct: true, Fields: []Field{
+	{Type: "SendMessageRequestHeader", Direct: true, Shaped: true, Fields: []Field{
 		{Go: "ProducerGroup", Key: "producerGroup", Kind: Str, Req: Required},
 		{Go: "Topic", Key: "topic", Kind: Str, Req: Required},
 		{Go: "DefaultTopic", Key: "defaultTopic", Kind: Str, Req: Required},
@@ -76,7 +76,7 @@ var Headers = []Header{
 		{Go: "BrokerName", Key: "bname", Kind: Str},
 		{Go: "Resend", Key: "sgResend", Kind: Bool, If: "h.Resend"},
 	}},
-	{Type: "SendMessageRequestHeaderV2", Direct: true, Fields: []Field{
+	{Type: "SendMessageRequestHeaderV2", Direct: true, Shaped: true, Fields: []Field{
 		{Go: "ProducerGroup", Key: "a", Kind: Str, Req: Required},
 		{Go: "Topic", Key: "b", Kind: Str, Req: Required},
 		{Go: "DefaultTopic", Key: "c", Kind: Str, Req: Required},
