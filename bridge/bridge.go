@@ -132,6 +132,11 @@ func (f *subscriptionForward) ConnectedWill(ctx context.Context, clientID string
 	f.be.ConnectedWill(ctx, clientID, cleanStart)
 }
 
+// WillPublished implements mqtt.WillBackend.
+func (f *subscriptionForward) WillPublished(ctx context.Context, clientID string, m *mqtt.Message) {
+	f.be.WillPublished(ctx, clientID, m)
+}
+
 // PublishAsync implements mqtt.AsyncBackend with the wrapper's
 // PublishAsync, or its Publish when it has none.
 func (f *subscriptionForward) PublishAsync(ctx context.Context, m *mqtt.Message, done func(error)) {

@@ -170,7 +170,7 @@
 //	 "released":[12]?,"received":[7]?,
 //	 "will":{"wid":"<16 hex>-<n>","topic":"will/dev1","payload":"<base64>","qos":1,
 //	         "retain":true?,"clientId":"dev1","username":"u"?,"delayMs":5000?,
-//	         "sessionMs":3600000?,...}?}
+//	         "sessionMs":3600000?,"dueAtMs":1763800005000?,...}?}
 //
 // and a will-done marker, which carries no session state:
 //
@@ -291,7 +291,10 @@
 // user name), its Will Delay Interval ("delayMs"), the session expiry
 // ("sessionMs": a session that ends sooner publishes its will then) and
 // an id ("wid": the writing process's random prefix and a counter) that
-// stays the same for one connection. A connect that did not start clean,
+// stays the same for one connection. The offline save of a session whose
+// connection ended with its will delay running carries the will too, with
+// when it is due ("dueAtMs"); the node that publishes it then (the delay
+// passed) writes a will-done marker. A connect that did not start clean,
 // whose records before the CONNACK cannot carry the will (the session is
 // not installed yet), is followed by an online record with it
 // (mqtt.WillBackend, after the CONNACK, before the server reads the
@@ -314,7 +317,8 @@
 // a node with owed wills that two looks in a row did not list is gone
 // since the first of them. The listed node with the smallest id writes a
 // will-done marker for each of the gone node's wills once its delay (from
-// that first look) has passed, and publishes the will when the tail
+// that first look; or "dueAtMs", when the delay was running already) has
+// passed, and publishes the will when the tail
 // finds its marker first for that will (any other node's marker for it,
 // written while the lists disagreed, or a settling record, comes later
 // and does nothing). A node restarted under the same node id (bridge
@@ -324,9 +328,7 @@
 // a session record by nodes of an earlier version: upgrade every node
 // before relying on it.
 //
-// Known limits: a will whose delay was running on a node (its client
-// disconnected) when the node died is lost (the offline record carries no
-// will); a will is published a few heartbeat intervals after its node
+// Known limits: a will is published a few heartbeat intervals after its node
 // died, plus its delay; a resume within the delay cancels the will even
 // when it came after the delay measured from the death itself; a clean
 // start of the client on a live node while its earlier node is gone

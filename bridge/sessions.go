@@ -222,6 +222,7 @@ func (b *Backend) SaveSession(ctx context.Context, st *mqtt.SessionState) error 
 	taken := b.taken.Add(1)
 	rec := b.offlineRecord(st)
 	rec.vouch, rec.inst, rec.taken = true, b.instance(st.ClientID), taken
+	rec.Will = b.offlineWill(st.ClientID)
 	if err := b.writeSession(ctx, rec); err != nil {
 		return err
 	}

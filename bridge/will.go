@@ -37,6 +37,9 @@ type willRecord struct {
 	Username  string `json:"username,omitempty"`
 	DelayMs   int64  `json:"delayMs,omitempty"`
 	SessionMs int64  `json:"sessionMs,omitempty"`
+	// DueAtMs: when the will goes out (Unix ms), in the offline record of
+	// a session whose connection ended and whose will delay runs.
+	DueAtMs int64 `json:"dueAtMs,omitempty"`
 }
 
 // message is the will to publish.
@@ -120,6 +123,9 @@ func (b *Backend) willOf(clientID string) *willRecord {
 	rec := &willRecord{ID: ref.id, pendingRecord: pendingOf(mqtt.Pending{Msg: m, QoS: m.QoS, Retain: m.Retain}),
 		Username: m.Username, DelayMs: w.Delay.Milliseconds(), SessionMs: w.Expiry.Milliseconds()}
 	rec.QoS = m.QoS
+	if !w.Due.IsZero() {
+		rec.DueAtMs = w.Due.UnixMilli()
+	}
 	return rec
 }
 
@@ -148,9 +154,25 @@ func (b *Backend) ConnectedWill(ctx context.Context, clientID string, cleanStart
 // once, and its records went first), that record settled the new
 // connection's will too, so an online record stores it again.
 func (b *Backend) reassertWill(ctx context.Context, clientID string) {
-	if b.willOf(clientID) != nil {
+	if w := b.willOf(clientID); w != nil && w.DueAtMs == 0 {
 		b.storeWill(ctx, clientID)
 	}
+}
+
+// offlineWill is the will of clientID's session whose connection ended
+// and whose will delay runs (nil: none), for its offline record.
+func (b *Backend) offlineWill(clientID string) *willRecord {
+	if w := b.willOf(clientID); w != nil && w.DueAtMs > 0 {
+		return w
+	}
+	return nil
+}
+
+// WillPublished implements mqtt.WillBackend: the server published the
+// delayed will m of clientID's offline session, which its offline
+// record stored; a will-done marker settles it.
+func (b *Backend) WillPublished(ctx context.Context, clientID string, m *mqtt.Message) {
+	b.settleRef(ctx, clientID, m)
 }
 
 // storeWill writes an online record of clientID's connected session,
@@ -174,19 +196,26 @@ func (b *Backend) storeWill(ctx context.Context, clientID string) {
 // the node wrote no record that settles it (a clean session that ended,
 // a session taken over by a clean start).
 func (b *Backend) settleWill(ctx context.Context, clientID string) {
-	if b.instance(clientID) != 0 {
-		return
+	if b.instance(clientID) == 0 {
+		b.settleRef(ctx, clientID, nil)
 	}
+}
+
+// settleRef writes a will-done marker for this node's stored will of
+// clientID (when m is not nil: if it is m) and forgets it.
+func (b *Backend) settleRef(ctx context.Context, clientID string, m *mqtt.Message) {
 	b.mu.Lock()
 	ref, ok := b.wills.ids[clientID]
+	ok = ok && (m == nil || ref.msg == m)
 	if ok {
 		delete(b.wills.ids, clientID)
 	}
 	b.mu.Unlock()
-	if ok {
-		if err := b.writeWillDone(ctx, clientID, ref.id, false); err != nil {
-			b.log.Warn("bridge: settle stored will", "client", clientID, "err", err)
-		}
+	if !ok {
+		return
+	}
+	if err := b.writeWillDone(ctx, clientID, ref.id, false); err != nil {
+		b.log.Warn("bridge: settle stored will", "client", clientID, "err", err)
 	}
 }
 
@@ -249,6 +278,7 @@ func (b *Backend) applyWillsLocked(rec *sessionRecord) {
 			continue
 		default:
 			found = true
+			e.w = rec.Will // the latest: an offline record adds when it is due
 		}
 		keep = append(keep, e)
 	}
@@ -337,9 +367,15 @@ func (b *Backend) orphansLocked(gone map[string]time.Time) []orphan {
 			if e.node == b.opts.NodeID && !strings.HasPrefix(e.w.ID, b.wills.inc+"-") {
 				since, ok = b.wills.started, true
 			}
-			if ok {
-				out = append(out, orphan{clientID: id, id: e.w.ID, due: since.Add(e.w.wait())})
+			if !ok {
+				continue
 			}
+			due := since.Add(e.w.wait())
+			if e.w.DueAtMs > 0 {
+				// Its delay was running already when the node went.
+				due = time.UnixMilli(e.w.DueAtMs)
+			}
+			out = append(out, orphan{clientID: id, id: e.w.ID, due: due})
 		}
 	}
 	return out

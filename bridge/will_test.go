@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -42,19 +45,15 @@ func willConnect(t *testing.T, addr, id string, clean bool, expiry, delay uint32
 // of id (the node that holds id stored it).
 func willStored(t *testing.T, n *Bridge, id string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n.Backend().mu.Lock()
-		owed := len(n.Backend().wills.owed[id])
-		n.Backend().mu.Unlock()
-		if owed > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no stored will of %s on %s", id, n.Backend().NodeID())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, "a stored will of "+id, func() bool { return owed(n, id) > 0 })
+}
+
+// owed is the number of wills of id that node n's copy of the session
+// topic owes.
+func owed(n *Bridge, id string) int {
+	n.Backend().mu.Lock()
+	defer n.Backend().mu.Unlock()
+	return len(n.Backend().wills.owed[id])
 }
 
 // willsOn returns a reader of the default ingress topic (where wills go),
@@ -106,18 +105,7 @@ func TestBridgeWillOfCrashedNode(t *testing.T) {
 	gone.disconnect()
 	// The node settles the will of a client that left normally (a
 	// will-done marker): the crash comes after that.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		b.Backend().mu.Lock()
-		owed := len(b.Backend().wills.owed["w-gone"])
-		b.Backend().mu.Unlock()
-		if owed == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("will of a client that disconnected normally still owed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, "w-gone's will settled", func() bool { return owed(b, "w-gone") == 0 })
 	crash(t, a)
 
 	got := wills(2, time.Second)
@@ -152,6 +140,42 @@ func TestBridgeWillCancelledByResume(t *testing.T) {
 	got := wills(1, 1500*time.Millisecond)
 	if len(got) != 1 || got[0] != "will/w-late=offline w-late" {
 		t.Fatalf("wills published: %v, want only w-late's", got)
+	}
+}
+
+// owedDue reports whether node n's copy of the session topic owes a will
+// of id whose delay was running when it was stored (an offline record).
+func owedDue(n *Bridge, id string) bool {
+	n.Backend().mu.Lock()
+	defer n.Backend().mu.Unlock()
+	for _, e := range n.Backend().wills.owed[id] {
+		if e.w.DueAtMs > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TestBridgeDelayedWillOfCrashedNode: a will whose delay was running on
+// a node (its client's connection ended) when the node crashed is
+// published once when it is due, by the surviving node; one that the
+// node published itself before the crash is not published again.
+func TestBridgeDelayedWillOfCrashedNode(t *testing.T) {
+	a, b, wills := willNodes(t)
+	once := willConnect(t, addrOf(a), "w-once", false, 3600, 1)
+	later := willConnect(t, addrOf(a), "w-later", false, 3600, 6)
+	willStored(t, b, "w-once")
+	willStored(t, b, "w-later")
+	once.nc.Close()
+	later.nc.Close()
+	testutil.WaitFor(t, 30*time.Second, "w-later's running will delay stored", func() bool { return owedDue(b, "w-later") })
+	// w-once's will goes out from node A, which then settles it.
+	testutil.WaitFor(t, 30*time.Second, "w-once's will settled", func() bool { return owed(b, "w-once") == 0 })
+	crash(t, a)
+	got := wills(2, 1500*time.Millisecond)
+	slices.Sort(got)
+	if want := "will/w-later=offline w-later,will/w-once=offline w-once"; strings.Join(got, ",") != want {
+		t.Fatalf("wills published: %v, want %s", got, want)
 	}
 }
 
@@ -192,6 +216,11 @@ func TestBridgeWillRecordBytes(t *testing.T) {
 			`{"clientId":"d","node":"n","online":true,"expiryMs":3600000,"will":{"wid":"0a1b-1","topic":"will/d",` +
 				`"payload":"Ynll","qos":1,"retain":true,"contentType":"text/plain","clientId":"d","username":"u",` +
 				`"delayMs":5000,"sessionMs":3600000}}`},
+		{&sessionRecord{ClientID: "d", Node: "n", ExpiryMs: 3600000, DisconnectedAt: 1763800000000,
+			Will: &willRecord{ID: "0a1b-2", pendingRecord: pendingRecord{Topic: "will/d", QoS: 0}, DelayMs: 5000,
+				SessionMs: 3600000, DueAtMs: 1763800005000}},
+			`{"clientId":"d","node":"n","expiryMs":3600000,"disconnectedAtMs":1763800000000,"will":{"wid":"0a1b-2",` +
+				`"topic":"will/d","qos":0,"delayMs":5000,"sessionMs":3600000,"dueAtMs":1763800005000}}`},
 		{&sessionRecord{ClientID: "d", Node: "n", WillDone: "0a1b-1"},
 			`{"clientId":"d","node":"n","expiryMs":0,"willDone":"0a1b-1"}`},
 	} {

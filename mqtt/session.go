@@ -422,6 +422,7 @@ func (ss *session) fireWill() {
 	ss.mu.Unlock()
 	if will != nil {
 		ss.srv.publishWill(will)
+		ss.srv.willPublished(ss.id, will)
 	}
 }
 

@@ -19,10 +19,13 @@ import (
 // of every connection (after DeleteSession for a clean start), so the
 // backend can store the connection's will (Server.Will), or store that
 // it has none, before the client can be orphaned by a crash of the
-// server. An error is the backend's to log: the client stays connected.
+// server. It calls WillPublished after it published a will whose delay
+// ran while the session was offline (the backend stored it with the
+// session's offline state). Errors are the backend's to log.
 type WillBackend interface {
 	Backend
 	ConnectedWill(ctx context.Context, clientID string, cleanStart bool)
+	WillPublished(ctx context.Context, clientID string, will *Message)
 }
 
 // Will is a connected client's will as the server holds it.
@@ -35,11 +38,15 @@ type Will struct {
 	// Expiry is the session expiry: a session that ends earlier than
 	// Delay publishes its will then.
 	Expiry time.Duration
+	// Due is when the will goes out, for a session whose connection
+	// ended and whose will delay is running (zero while connected).
+	Due time.Time
 }
 
 // Will returns the will of clientID's session while a connection holds
-// it (false: not connected here, or no will). The message is the
-// server's: callers must not change it.
+// it, or while its delay runs after the connection ended (Due set);
+// false: none (a will kept over a shutdown does not count). The message
+// is the server's: callers must not change it.
 func (s *Server) Will(clientID string) (Will, bool) {
 	s.mu.Lock()
 	ss := s.sessions[clientID]
@@ -49,10 +56,28 @@ func (s *Server) Will(clientID string) (Will, bool) {
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.dead || ss.conn == nil || ss.will == nil {
+	if ss.dead || ss.will == nil {
 		return Will{}, false
 	}
-	return Will{Msg: ss.will, Delay: ss.willDelay, Expiry: ss.expiry}, true
+	w := Will{Msg: ss.will, Delay: ss.willDelay, Expiry: ss.expiry}
+	if ss.conn == nil {
+		due, ok := s.wheel.due(&ss.willTimer)
+		if !ok {
+			return Will{}, false
+		}
+		w.Due = due
+	}
+	return w, true
+}
+
+// due is when t fires (false: not armed).
+func (w *wheel) due(t *timer) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t.fn == nil || t.slot < 0 {
+		return time.Time{}, false
+	}
+	return w.start.Add(time.Duration(t.at) * w.tick), true
 }
 
 // PublishWill publishes m, the will of a client whose connection was on
@@ -60,6 +85,14 @@ func (s *Server) Will(clientID string) (Will, bool) {
 // server publishes its own clients' wills: only where m.ClientID and
 // m.Username may publish (reserved topics, Options.Authorize).
 func (s *Server) PublishWill(m *Message) { s.publishWill(m) }
+
+// willPublished tells a WillBackend that the delayed will m of clientID
+// went out.
+func (s *Server) willPublished(clientID string, m *Message) {
+	if wb, ok := s.backend.(WillBackend); ok {
+		wb.WillPublished(s.ctx, clientID, m)
+	}
+}
 
 // connectedWill tells a WillBackend of a new connection (see WillBackend).
 func (s *Server) connectedWill(clientID string, cleanStart bool) {

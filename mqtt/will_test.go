@@ -1,0 +1,95 @@
+package mqtt
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// willBackend is a MemoryBackend that implements WillBackend: it reads
+// the server's will of each client at ConnectedWill, as a backend
+// storing wills does, and notes the published delayed wills.
+type willBackend struct {
+	*MemoryBackend
+	srv       *Server
+	mu        sync.Mutex
+	connected map[string]Will // the will Server.Will gave at ConnectedWill
+	clean     map[string]bool
+	published []*Message
+}
+
+func (w *willBackend) ConnectedWill(_ context.Context, clientID string, cleanStart bool) {
+	wl, _ := w.srv.Will(clientID)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.connected[clientID], w.clean[clientID] = wl, cleanStart
+}
+
+func (w *willBackend) WillPublished(_ context.Context, _ string, m *Message) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.published = append(w.published, m)
+}
+
+// TestServerWillForBackend: a WillBackend hears of each connection after
+// its CONNACK, when Server.Will gives the connection's will; after the
+// connection ends without DISCONNECT, Server.Will gives the running will
+// delay's due time, and WillPublished follows the will's publication.
+func TestServerWillForBackend(t *testing.T) {
+	wb := &willBackend{MemoryBackend: NewMemoryBackend(), connected: map[string]Will{}, clean: map[string]bool{}}
+	opts := DefaultOptions()
+	opts.Listen = []string{"127.0.0.1:0"}
+	opts.Logger = slog.New(slog.DiscardHandler)
+	s, err := NewServer(opts, wb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb.srv = s
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	addr := s.Addrs()[0].String()
+
+	c := dialRaw(t, addr, packets.Version5)
+	cp := &packets.Connect{ClientID: "wd", KeepAlive: 60, WillFlag: true, WillQoS: 1, WillTopic: "will/wd", WillPayload: []byte("gone")}
+	cp.Properties.Present.Add(packets.PropSessionExpiry)
+	cp.Properties.SessionExpiry = 600
+	cp.WillProperties.Present.Add(packets.PropWillDelay)
+	cp.WillProperties.WillDelay = 1
+	c.connect(cp)
+	c.send(&packets.Pingreq{})
+	if _, ok := c.recv().(*packets.Pingresp); !ok {
+		t.Fatal("want PINGRESP")
+	}
+	wb.mu.Lock()
+	w, clean := wb.connected["wd"], wb.clean["wd"]
+	wb.mu.Unlock()
+	if w.Msg == nil || w.Msg.Topic != "will/wd" || string(w.Msg.Payload) != "gone" || w.Delay != time.Second ||
+		w.Expiry != 600*time.Second || !w.Due.IsZero() || clean {
+		t.Fatalf("will at ConnectedWill: %+v clean=%v", w, clean)
+	}
+	before := time.Now()
+	c.nc.Close()
+	var due Will
+	testutil.WaitFor(t, 10*time.Second, "the will delay running", func() bool {
+		due, _ = s.Will("wd")
+		return !due.Due.IsZero()
+	})
+	if due.Msg != w.Msg || due.Due.Before(before.Add(time.Second-50*time.Millisecond)) || due.Due.After(time.Now().Add(2*time.Second)) {
+		t.Fatalf("will after the connection ended: %+v", due)
+	}
+	testutil.WaitFor(t, 10*time.Second, "WillPublished", func() bool {
+		wb.mu.Lock()
+		defer wb.mu.Unlock()
+		return len(wb.published) == 1 && wb.published[0] == w.Msg
+	})
+	if _, ok := s.Will("wd"); ok {
+		t.Fatal("Server.Will after the will went out")
+	}
+}
