@@ -122,13 +122,16 @@ var (
 	descOverflows   = prometheus.NewDesc("smartgo_mqtt_queue_overflows_total", "Times a session's queue filled with live QoS 1/2 messages: the rest were left in the log for the session to read back (not dropped).", nil, nil)
 	descSlow        = prometheus.NewDesc("smartgo_mqtt_slow_reader_disconnects_total", "Clients disconnected as slow readers.", nil, nil)
 	descAuthFail    = prometheus.NewDesc("smartgo_mqtt_auth_failures_total", "CONNECTs refused for a missing or wrong user name or password.", nil, nil)
+	descInBytes     = prometheus.NewDesc("smartgo_mqtt_inbound_bytes", "Input buffered beyond the connections' 4 KiB arrays (partly received large packets), charged to bridge.max_inbound_memory.", nil, nil)
+	descInThrottled = prometheus.NewDesc("smartgo_mqtt_inbound_throttled_total", "Times a connection stopped being read because bridge.max_inbound_memory was used up.", nil, nil)
+	descInStalled   = prometheus.NewDesc("smartgo_mqtt_inbound_stalled_disconnects_total", "Clients disconnected for holding inbound memory while stalled inside a packet, as others waited for it.", nil, nil)
 	descClusterSess = prometheus.NewDesc("smartgo_bridge_cluster_sessions", "Persistent sessions in the cluster (connected or not), as this node's copy of the session topic holds them.", nil, nil)
 	descRetained    = prometheus.NewDesc("smartgo_bridge_retained_messages", "Retained messages in the cluster, as this node's copy of the retained topic holds them.", nil, nil)
 )
 
 func (c mqttCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descConns, descSessions, descOnline, descSubs, descBytesIn, descBytesOut, descPacketsIn, descPacketsOut, descReceived, descSent, descDropped,
-		descDroppedQoS0, descOverflows, descSlow, descAuthFail, descClusterSess, descRetained} {
+		descDroppedQoS0, descOverflows, descSlow, descAuthFail, descInBytes, descInThrottled, descInStalled, descClusterSess, descRetained} {
 		ch <- d
 	}
 }
@@ -158,6 +161,9 @@ func (c mqttCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descOverflows, &st.Overflows)
 	counter(descSlow, &st.SlowReaders)
 	counter(descAuthFail, &st.AuthFailures)
+	gauge(descInBytes, st.InboundBytes.Load())
+	counter(descInThrottled, &st.InboundThrottled)
+	counter(descInStalled, &st.InboundStalled)
 	sessions, retained := c.b.backend.ClusterCounts()
 	gauge(descClusterSess, int64(sessions))
 	gauge(descRetained, int64(retained))

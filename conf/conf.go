@@ -209,6 +209,8 @@ type Bridge struct {
 	MaxQueuedMessages  int      `toml:"max_queued_messages"`
 	MaxOutbound        Size     `toml:"max_outbound"`
 	SlowReaderTimeout  Duration `toml:"slow_reader_timeout"`
+	MaxInboundMemory   Size     `toml:"max_inbound_memory"`
+	InboundStall       Duration `toml:"inbound_stall_timeout"`
 	ConnectTimeout     Duration `toml:"connect_timeout"`
 	Workers            int      `toml:"workers"`
 	Pollers            int      `toml:"pollers"`
@@ -426,6 +428,8 @@ func Default() File {
 			MaxQueuedMessages:  1000,
 			MaxOutbound:        4 << 20,
 			SlowReaderTimeout:  Duration{10 * time.Second},
+			MaxInboundMemory:   128 << 20,
+			InboundStall:       Duration{10 * time.Second},
 			ConnectTimeout:     Duration{10 * time.Second},
 			Workers:            256,
 			PollLinger:         Duration{400 * time.Microsecond},

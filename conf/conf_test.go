@@ -94,6 +94,8 @@ func TestConfBadInputNamesFileKeyAndRange(t *testing.T) {
 		{"route filter", "[[bridge.route]]\nfilter = \"a/#/b\"\ntopic = \"T\"\n", []string{"bridge.route[0].filter", "'#'"}},
 		{"open files", "[store]\nmax_open_files = 2\n", []string{"bad.toml", "store.max_open_files = 2", "between 8 and"}},
 		{"poll linger", "[bridge]\npoll_linger = \"5ms\"\n", []string{"bad.toml", "bridge.poll_linger", "5ms"}},
+		{"inbound memory", "[bridge]\nmax_inbound_memory = \"64KiB\"\n", []string{"bad.toml", "bridge.max_inbound_memory"}},
+		{"inbound stall", "[bridge]\ninbound_stall_timeout = \"1ms\"\n", []string{"bad.toml", "bridge.inbound_stall_timeout"}},
 		{"syntax", "[store\n", []string{"bad.toml", "line 2"}},
 	}
 	for _, c := range cases {

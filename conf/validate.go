@@ -325,6 +325,8 @@ func (b *Bridge) validate(v *validator) {
 	v.intRange("bridge.max_queued_messages", int64(b.MaxQueuedMessages), 1, 10_000_000)
 	v.sizeRange("bridge.max_outbound", b.MaxOutbound, 4<<10, 1<<30)
 	v.durRange("bridge.slow_reader_timeout", b.SlowReaderTimeout, 0, time.Hour)
+	v.sizeRange("bridge.max_inbound_memory", b.MaxInboundMemory, 1<<20, 1<<40)
+	v.durRange("bridge.inbound_stall_timeout", b.InboundStall, 100*time.Millisecond, time.Hour)
 	v.durRange("bridge.connect_timeout", b.ConnectTimeout, 100*time.Millisecond, 10*time.Minute)
 	v.intRange("bridge.workers", int64(b.Workers), 1, 65536)
 	v.intRange("bridge.pollers", int64(b.Pollers), 0, 256)

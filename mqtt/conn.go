@@ -47,8 +47,12 @@ type conn struct {
 	fdClosed  bool    // protected by inMu and outMu: the descriptor is closed
 	inlined   bool    // protected by inMu: a request was handled on the poller (its mark may be up)
 	onRound   bool    // worker-owned, here for the padding: workInline runs on the poller (c.p.round, round.go)
+	mem       memFlag // protected by inMu: the connection's state in the inbound budget (inbound.go)
 	in        []byte  // protected by inMu: unparsed input, nil when drained
-	inBuf     *[]byte // protected by inMu: in's array when it is a pooled one (appendIn)
+	// inBuf (protected by inMu) is in's whole array when it is a pooled
+	// one (appendIn: inBufSize bytes) or one charged to the inbound
+	// budget (growIn: larger); nil otherwise.
+	inBuf *[]byte
 
 	outMu      sync.Mutex
 	wclosed    bool // protected by outMu
@@ -113,6 +117,8 @@ type conn struct {
 type tlsPipe struct {
 	nc   net.Conn
 	wake chan struct{}
+	// memWake wakes the reader throttled by the inbound budget.
+	memWake chan struct{}
 	// linger (protected by conn.outMu) makes the writer shut only the
 	// write side after the last bytes (shutdownIO); the reader reads on
 	// to the client's close or the linger deadline.
@@ -193,10 +199,18 @@ func (c *conn) work() {
 			}
 			if len(c.in) == 0 {
 				c.dropIn()
+			} else if c.charged() != 0 && len(c.in) <= inBufSize/2 {
+				c.compactIn()
 			}
 			c.scheduled = false
 			paused := c.paused
 			c.paused = false
+			if c.mem&memWaiting != 0 && c.roomUnderPressure() > 0 {
+				// Throttled with a full input that has been handled
+				// since: read it again rather than wait for a release.
+				c.unqueue() // (a TLS reader is signalled)
+				paused = c.tls == nil
+			}
 			c.inMu.Unlock()
 			if paused {
 				c.resume()
@@ -211,6 +225,9 @@ func (c *conn) work() {
 		}
 		c.in = c.in[used:]
 		c.more = len(c.in) > 0 && n+1 < batchPackets
+		if c.mem&memPassing != 0 {
+			c.dropPass() // its packet is whole (inbound.go)
+		}
 		c.inMu.Unlock()
 		c.srv.stats.PacketsReceived.Add(1)
 		if !held {

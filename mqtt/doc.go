@@ -65,8 +65,30 @@
 // server thus holds at most MaxOutbound bytes plus the kernel's socket
 // buffer.
 //
+// # Inbound memory
+//
+// Input is read into a pooled 4 KiB array per connection while it fits;
+// an input that outgrows it (a large packet arriving, a burst) moves to
+// an array of its own whose size is charged to one server-wide budget,
+// Options.MaxInboundMemory (Stats.InboundBytes). When the budget is used
+// up, connections read only into the room they already have; one that
+// needs more stops being read (TCP backpressure, Stats.InboundThrottled)
+// and waits in a queue for memory to be released, except one at a time
+// (the pass), which reads on until a whole packet is handled, so a packet
+// of up to MaxPacketSize always completes and the total stays under the
+// budget plus one packet. Clients whose packets fit 4 KiB go on
+// unaffected. While connections wait, a client holding memory that sent
+// nothing for Options.InboundStallTimeout inside a packet is disconnected
+// (0x97, Stats.InboundStalled, rate-limited log). A throttled client that
+// hangs up leaving too few bytes to finish its packet is closed at once.
+// Details in inbound.go. The garbage collector's headroom comes on top:
+// 100 clients each stalled in 3 MiB of a 4 MiB PUBLISH took a standalone
+// to 552 MB RSS before; with the 128 MiB default it stays near 320 MB, and
+// does not grow with the number of such clients.
+//
 // Locks, in order: Server.mu (sessions) -> conn.ackMu -> session.mu ->
-// conn.inMu -> conn.outMu; subIndex.mu, the wheel's lock, the $SYS tree's
+// conn.inMu -> conn.outMu; conn.inMu -> the inbound budget's lock;
+// subIndex.mu, the pool's and the wheel's locks, the $SYS tree's
 // and a connection's log budget are leaves. No session lock
 // is held while calling the backend or another session.
 //

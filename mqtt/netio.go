@@ -62,7 +62,7 @@ func (s *Server) acceptPiped(l net.Listener, addr string) {
 				continue
 			}
 			c := s.newConn(nc.RemoteAddr().String())
-			c.tls, c.fd = &tlsPipe{nc: nc, wake: make(chan struct{}, 1)}, -1
+			c.tls, c.fd = &tlsPipe{nc: nc, wake: make(chan struct{}, 1), memWake: make(chan struct{}, 1)}, -1
 			if !s.track(c) {
 				nc.Close()
 				continue
@@ -83,7 +83,12 @@ func (c *conn) tlsReader() {
 	}()
 	buf := make([]byte, 4096)
 	for {
-		n, err := c.tls.nc.Read(buf)
+		room := c.tlsRoom(len(buf))
+		if room == 0 {
+			<-c.tls.memWake // memResume, or unqueue at the close
+			continue
+		}
+		n, err := c.tls.nc.Read(buf[:room])
 		if n > 0 {
 			c.feed(buf[:n])
 		}
@@ -175,13 +180,34 @@ func (c *conn) readable(buf []byte, hup bool, r *Round) {
 		}
 		return
 	}
-	if c.paused {
+	if hup && r != nil {
+		c.mem |= memHungUp // (the event comes once: inbound.go's throttle)
+		if c.mem&memWaiting != 0 {
+			c.hangUpThrottled()
+		}
+	}
+	if c.paused || c.mem&memWaiting != 0 {
 		c.inMu.Unlock()
-		return // the worker reads again when it resumes
+		return // the worker (or the budget's wake-up) reads again
 	}
 	got := false
 	for {
-		n, err := sysRead(c.fd, buf)
+		rb := buf
+		if c.mem&memPassing == 0 && c.srv.pressed() {
+			// The inbound budget is used up (inbound.go): read only
+			// what fits in the input's array, or stop.
+			if room := c.roomUnderPressure(); room <= 0 {
+				if c.throttle() {
+					break
+				}
+				if c.eof {
+					break // hung up inside a packet it cannot finish
+				}
+			} else if room < len(rb) {
+				rb = rb[:room]
+			}
+		}
+		n, err := sysRead(c.fd, rb)
 		c.srv.io.reads.Add(1)
 		if n > 0 {
 			c.srv.stats.BytesReceived.Add(int64(n))
@@ -191,7 +217,7 @@ func (c *conn) readable(buf []byte, hup bool, r *Round) {
 				c.paused = true
 				break
 			}
-			if n < len(buf) && !hup {
+			if n < len(rb) && !hup {
 				break // drained; the next arrival is a new edge
 			}
 			continue
@@ -370,25 +396,17 @@ const inBufSize = 4 << 10
 var inBufs = sync.Pool{New: func() any { b := make([]byte, inBufSize); return &b }}
 
 // appendIn appends b to the input (caller holds inMu), into a pooled
-// array when the input was drained and b fits in one.
+// array when the input was drained and b fits in one; a larger input
+// moves to an array of its own, charged to the inbound budget (growIn).
 func (c *conn) appendIn(b []byte) {
 	if c.in == nil && len(b) <= inBufSize {
 		c.inBuf = inBufs.Get().(*[]byte)
 		c.in = (*c.inBuf)[:0]
 	}
-	grows := len(c.in)+len(b) > cap(c.in)
-	c.in = append(c.in, b...)
-	if grows && c.inBuf != nil {
-		// The input moved to a larger array of its own. The old one goes
-		// back to the pool only when nobody works on the input: an
-		// inline handler on another goroutine (workInline, run from a
-		// worker's resume while the poller reads) may still read its
-		// request in place there, so then it is left to the collector.
-		if !c.scheduled {
-			inBufs.Put(c.inBuf)
-		}
-		c.inBuf = nil
+	if len(c.in)+len(b) > cap(c.in) {
+		c.growIn(len(b))
 	}
+	c.in = append(c.in, b...)
 }
 
 // poisonByte is what an inline request's bytes read as after its handler
@@ -397,11 +415,12 @@ const poisonByte = 0xDB
 
 // dropIn empties the input, returning a pooled array (caller holds inMu).
 func (c *conn) dropIn() {
-	c.in = nil
-	if c.inBuf != nil {
+	n := c.charged()
+	if c.inBuf != nil && n == 0 {
 		inBufs.Put(c.inBuf)
-		c.inBuf = nil
 	}
+	c.in, c.inBuf = nil, nil
+	c.uncharge(n)
 }
 
 // resume reads a paused socket again (from the worker).
@@ -657,10 +676,13 @@ func (c *conn) shutdownIO(linger bool) bool {
 		// The poller may be running an inline handler on requests that
 		// alias the array (workInline): it is left to the collector
 		// rather than handed to another connection.
+		n := c.charged()
 		c.in, c.inBuf = nil, nil
+		c.uncharge(n)
 	} else {
 		c.dropIn()
 	}
+	c.unqueue()
 	if c.tls != nil {
 		linger = linger && !c.wclosed
 		c.tls.linger = linger

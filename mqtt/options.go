@@ -29,6 +29,11 @@ const (
 	DefaultWorkers           = 256
 	DefaultSysInterval       = 10 * time.Second
 	DefaultPollLinger        = 400 * time.Microsecond
+	// DefaultMaxInboundMemory lets 32 packets of DefaultMaxPacketSize
+	// arrive at once; the process stays well under a gigabyte of input
+	// whatever its clients send.
+	DefaultMaxInboundMemory    = 128 << 20
+	DefaultInboundStallTimeout = 10 * time.Second
 )
 
 // DefaultReservedFilters are the topic filters no client may publish to or
@@ -54,6 +59,19 @@ type Options struct {
 	// MaxPacketSize is the largest packet accepted from a client, fixed
 	// header included (advertised in CONNACK). 0 means DefaultMaxPacketSize.
 	MaxPacketSize int
+	// MaxInboundMemory bounds the input all connections together buffer
+	// beyond a small array each (4 KiB): partly received large packets,
+	// bursts. When it is used up, connections that need more stop being
+	// read (TCP backpressure) until memory is released, except one at a
+	// time, so that one packet always completes; clients whose packets
+	// fit the small array go on. See inbound.go. 0 means
+	// DefaultMaxInboundMemory.
+	MaxInboundMemory int64
+	// InboundStallTimeout: while connections wait for inbound memory,
+	// a client holding some and sending nothing for this long, stalled
+	// inside a packet, is disconnected (v5: 0x97). 0 means
+	// DefaultInboundStallTimeout.
+	InboundStallTimeout time.Duration
 	// ReceiveMaximum is how many unacknowledged QoS 1/2 PUBLISHes a client
 	// may have in flight towards the server (advertised in CONNACK); a
 	// client exceeding it is disconnected with 0x93. 0 means
@@ -156,19 +174,21 @@ type Options struct {
 // limit at its default.
 func DefaultOptions() Options {
 	return Options{
-		Listen:            []string{DefaultListen},
-		MaxPacketSize:     DefaultMaxPacketSize,
-		ReceiveMaximum:    DefaultReceiveMaximum,
-		TopicAliasMaximum: DefaultTopicAliasMaximum,
-		KeepAliveMax:      DefaultKeepAliveMax,
-		SessionExpiryMax:  DefaultSessionExpiryMax,
-		MaxQueuedMessages: DefaultMaxQueuedMessages,
-		MaxOutbound:       DefaultMaxOutbound,
-		ConnectTimeout:    DefaultConnectTimeout,
-		SlowReaderTimeout: DefaultSlowReaderTimeout,
-		Workers:           DefaultWorkers,
-		SysInterval:       DefaultSysInterval,
-		PollLinger:        DefaultPollLinger,
+		Listen:              []string{DefaultListen},
+		MaxPacketSize:       DefaultMaxPacketSize,
+		ReceiveMaximum:      DefaultReceiveMaximum,
+		TopicAliasMaximum:   DefaultTopicAliasMaximum,
+		KeepAliveMax:        DefaultKeepAliveMax,
+		SessionExpiryMax:    DefaultSessionExpiryMax,
+		MaxQueuedMessages:   DefaultMaxQueuedMessages,
+		MaxOutbound:         DefaultMaxOutbound,
+		ConnectTimeout:      DefaultConnectTimeout,
+		SlowReaderTimeout:   DefaultSlowReaderTimeout,
+		Workers:             DefaultWorkers,
+		SysInterval:         DefaultSysInterval,
+		PollLinger:          DefaultPollLinger,
+		MaxInboundMemory:    DefaultMaxInboundMemory,
+		InboundStallTimeout: DefaultInboundStallTimeout,
 	}
 }
 
@@ -197,6 +217,9 @@ func (o Options) Validate() error {
 	}
 	if o.SessionExpiryMax < 0 {
 		return bad("negative SessionExpiryMax")
+	}
+	if o.MaxInboundMemory < 0 || o.InboundStallTimeout < 0 {
+		return bad("negative inbound memory limit or stall timeout")
 	}
 	if o.MaxQueuedMessages < 0 || o.MaxOutbound < 0 || o.Workers < 0 || o.Pollers < 0 || o.ConnectTimeout < 0 {
 		return bad("negative limit")
@@ -252,6 +275,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PollLinger == 0 {
 		o.PollLinger = d.PollLinger
+	}
+	if o.MaxInboundMemory == 0 {
+		o.MaxInboundMemory = d.MaxInboundMemory
+	}
+	if o.InboundStallTimeout == 0 {
+		o.InboundStallTimeout = d.InboundStallTimeout
 	}
 	if o.ReservedFilters == nil {
 		o.ReservedFilters = DefaultReservedFilters

@@ -100,6 +100,7 @@ type Server struct {
 	stats      Stats
 	sys        sysTree // the $SYS topics (sys.go)
 	holdMax    int     // output a unit of work holds per connection (batch.go)
+	inb        inbound // the inbound memory budget (inbound.go)
 	io         ioCounters
 }
 
@@ -154,6 +155,14 @@ type Stats struct {
 	// AuthFailures counts CONNECTs refused for a missing or wrong user
 	// name or password.
 	AuthFailures atomic.Int64
+	// InboundBytes is the input buffered beyond the connections' small
+	// arrays, charged to Options.MaxInboundMemory (a gauge; inbound.go).
+	InboundBytes atomic.Int64
+	// InboundThrottled counts the times a connection stopped being read
+	// because the inbound budget was used up; InboundStalled the clients
+	// disconnected for holding part of it while stalled inside a packet.
+	InboundThrottled atomic.Int64
+	InboundStalled   atomic.Int64
 }
 
 // NewServer checks the options, loads the credentials and ACL files, and
@@ -169,6 +178,8 @@ func NewServer(opts Options, backend Backend) (*Server, error) {
 	s := &Server{opts: opts, backend: backend, log: opts.Logger,
 		sessions: map[string]*session{}, conns: map[*conn]struct{}{}}
 	s.holdMax = min(holdMaxBytes, opts.MaxOutbound/4)
+	s.inb.limit = opts.MaxInboundMemory
+	s.inb.sweep.slot = -1
 	s.res = newReservedSet(opts.ReservedFilters)
 	s.subs.res, s.subs.count = s.res, &s.stats.Subscriptions
 	s.async, _ = backend.(AsyncBackend)

@@ -92,6 +92,8 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	if c.SlowReaderTimeout.D() == 0 {
 		mo.SlowReaderTimeout = -1 // no time limit (0 would mean the default)
 	}
+	mo.MaxInboundMemory = c.MaxInboundMemory.Bytes()
+	mo.InboundStallTimeout = c.InboundStall.D()
 	mo.ConnectTimeout = c.ConnectTimeout.D()
 	mo.Workers = c.Workers
 	mo.Pollers = c.Pollers

@@ -20,23 +20,26 @@ import (
 // export it, then name it here.
 var statsMetrics = map[reflect.Type]map[string]string{
 	reflect.TypeFor[mqtt.Stats](): {
-		"Connections":     "smartgo_mqtt_connections",
-		"Clients":         "smartgo_mqtt_sessions_online",
-		"Sessions":        "smartgo_mqtt_sessions",
-		"Subscriptions":   "smartgo_mqtt_subscriptions",
-		"Received":        "smartgo_mqtt_messages_received_total", // sum over qos
-		"Sent":            "smartgo_mqtt_messages_sent_total",     // sum over qos
-		"PacketsReceived": "smartgo_mqtt_packets_received_total",
-		"PacketsSent":     "smartgo_mqtt_packets_sent_total",
-		"BytesReceived":   "smartgo_mqtt_received_bytes_total",
-		"BytesSent":       "smartgo_mqtt_sent_bytes_total",
-		"Dropped":         "smartgo_mqtt_messages_dropped_total",
-		"DroppedQoS0":     "smartgo_mqtt_dropped_qos0_total",
-		"Overflows":       "smartgo_mqtt_queue_overflows_total",
-		"SlowReaders":     "smartgo_mqtt_slow_reader_disconnects_total",
-		"ReceivedQoS":     "smartgo_mqtt_messages_received_total",
-		"SentQoS":         "smartgo_mqtt_messages_sent_total",
-		"AuthFailures":    "smartgo_mqtt_auth_failures_total",
+		"Connections":      "smartgo_mqtt_connections",
+		"Clients":          "smartgo_mqtt_sessions_online",
+		"Sessions":         "smartgo_mqtt_sessions",
+		"Subscriptions":    "smartgo_mqtt_subscriptions",
+		"Received":         "smartgo_mqtt_messages_received_total", // sum over qos
+		"Sent":             "smartgo_mqtt_messages_sent_total",     // sum over qos
+		"PacketsReceived":  "smartgo_mqtt_packets_received_total",
+		"PacketsSent":      "smartgo_mqtt_packets_sent_total",
+		"BytesReceived":    "smartgo_mqtt_received_bytes_total",
+		"BytesSent":        "smartgo_mqtt_sent_bytes_total",
+		"Dropped":          "smartgo_mqtt_messages_dropped_total",
+		"DroppedQoS0":      "smartgo_mqtt_dropped_qos0_total",
+		"Overflows":        "smartgo_mqtt_queue_overflows_total",
+		"SlowReaders":      "smartgo_mqtt_slow_reader_disconnects_total",
+		"ReceivedQoS":      "smartgo_mqtt_messages_received_total",
+		"SentQoS":          "smartgo_mqtt_messages_sent_total",
+		"AuthFailures":     "smartgo_mqtt_auth_failures_total",
+		"InboundBytes":     "smartgo_mqtt_inbound_bytes",
+		"InboundThrottled": "smartgo_mqtt_inbound_throttled_total",
+		"InboundStalled":   "smartgo_mqtt_inbound_stalled_disconnects_total",
 	},
 	reflect.TypeFor[iothub.Stats](): {
 		"AuthFailures":     "smartgo_iothub_auth_failures_total",
