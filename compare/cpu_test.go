@@ -359,6 +359,7 @@ type cpuServer struct {
 	stdin io.Closer
 	pid   int
 	addr  string
+	dir   string // its store, removed once it exited
 }
 
 // startCPUServer executes bin (this test binary, or another build of it)
@@ -366,7 +367,18 @@ type cpuServer struct {
 func startCPUServer(tb testing.TB, bin, sys string, env map[string]string) *cpuServer {
 	tb.Helper()
 	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(os.Environ(), "COMPARE_CPU_SERVER="+sys, "COMPARE_CPU_DIR="+tb.TempDir())
+	// Each server's files go once it has exited, not at the benchmark's
+	// end: on a VM that hands freed memory back to its host (free page
+	// reporting), a server whose page cache grows after an earlier one's
+	// has to fault fresh memory in and pays for it, so a server's place
+	// in the run would count. Removed at once, the next server's page
+	// cache mostly takes pages just freed.
+	dir, err := os.MkdirTemp("", "compare-cpu-"+sys)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) }) // after stop (cleanups run last first)
+	cmd.Env = append(os.Environ(), "COMPARE_CPU_SERVER="+sys, "COMPARE_CPU_DIR="+dir)
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -382,7 +394,7 @@ func startCPUServer(tb testing.TB, bin, sys string, env map[string]string) *cpuS
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	s := &cpuServer{cmd: cmd, stdin: in, pid: cmd.Process.Pid}
+	s := &cpuServer{cmd: cmd, stdin: in, pid: cmd.Process.Pid, dir: dir}
 	tb.Cleanup(func() { s.stop(tb) })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
@@ -392,7 +404,8 @@ func startCPUServer(tb testing.TB, bin, sys string, env map[string]string) *cpuS
 	return s
 }
 
-// stop closes the server's stdin (it exits) and waits for it.
+// stop closes the server's stdin (it exits), waits for it and removes
+// its files.
 func (s *cpuServer) stop(tb testing.TB) {
 	if s.stdin == nil {
 		return
@@ -410,6 +423,9 @@ func (s *cpuServer) stop(tb testing.TB) {
 		_ = s.cmd.Process.Kill()
 		<-done
 		tb.Errorf("server process did not exit")
+	}
+	if err := os.RemoveAll(s.dir); err != nil {
+		tb.Errorf("server files: %v", err)
 	}
 }
 
