@@ -115,7 +115,12 @@
 // after the SUBACK reaches it though its consumer starts later. A consumer
 // that starts while that SUBSCRIBE is being acknowledged (the server lists
 // a subscription before it asks for the offsets) reads the ends before it
-// looks for the mark: a SUBACK it has no mark of came after them. The group
+// looks for the mark: a SUBACK it has no mark of came after them. The
+// consumer writes that start as the group's offset of every queue before
+// it joins the group (client.PullConsumerOptions.StartOffsets), so a queue
+// it is assigned only later (a first rebalance that failed, a queue added,
+// a member of another node that held it and left) starts there too, on
+// this node or any other, not at the max offset of that moment. The group
 // commits its offsets (every second and when a node leaves), so a queue
 // that moves continues where its previous owner stopped; messages near a
 // rebalance may come twice (at least once). A queue's offset is its first
@@ -132,7 +137,8 @@
 // A group exists while some session holds it. One that nobody held when a
 // member subscribed (no node runs its consumer, no other session's record
 // lists it) starts at that SUBACK, not at the offsets the brokers kept
-// from its last member. Whether the subscribing session itself held it is
+// from its last member (written over before the consumer joins, as for a
+// new group: no node hands that backlog to a member later). Whether the subscribing session itself held it is
 // judged from the session as it was before this SUBSCRIBE, never from its
 // latest record (a checkpoint may have written the new subscription
 // already, and a brand-new member would count itself): Backend.held notes,

@@ -388,8 +388,13 @@ func (b *Backend) startShare(srv clusterServer, share string) (_ *shareConsumer,
 	}
 	// Offsets move on as members are done with the messages (shareAcks),
 	// not as they are polled: a crash of the node between a poll and the
-	// members' acknowledgements loses none of them.
-	co := client.PullConsumerOptions{AutoCommit: true, ManualOffsets: true, ConsumerOptions: client.ConsumerOptions{
+	// members' acknowledgements loses none of them. A start at the SUBACK
+	// is written as the group's offsets of every queue before the consumer
+	// joins the group (StartOffsets): a queue assigned later (a first
+	// rebalance that failed, a queue added, a member of another node that
+	// left) starts there too, on this node or another, not at the old
+	// offsets of a restarted group or at a new group's max offset then.
+	co := client.PullConsumerOptions{AutoCommit: true, ManualOffsets: true, StartOffsets: from, ConsumerOptions: client.ConsumerOptions{
 		ClientOptions: client.ClientOptions{Registries: b.opts.Registries, Logger: b.log.With("component", "bridge-share")},
 		Group:         group, Model: client.Clustering, From: client.ConsumeFromLast,
 		PullSuspend: 2 * time.Second, PersistInterval: time.Second, RebalanceInterval: 5 * time.Second}}
@@ -403,18 +408,12 @@ func (b *Backend) startShare(srv clusterServer, share string) (_ *shareConsumer,
 			return nil, err
 		}
 	}
+	if b.testShareHook != nil {
+		b.testShareHook("join", share)
+	}
 	if err := c.Start(sctx); err != nil {
 		c.Close()
 		return nil, err
-	}
-	// A new group's queues start where the subscription began, not where
-	// the broker put them (the max offset now, on a queue that is not young).
-	for _, mq := range c.Assigned() {
-		if off, ok := from[mq]; ok {
-			if err := c.Seek(mq, off); err != nil {
-				b.log.Warn("bridge: start of a shared subscription's queue", "share", share, "queue", mq, "err", err)
-			}
-		}
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	sc := &shareConsumer{share: share, c: c, cancel: cancel, done: make(chan struct{})}

@@ -52,7 +52,9 @@
 // topic's queues and continue from the new offsets.
 //
 // A PullConsumer leaves the loop to the caller: Assign queues (or
-// Subscribe and let the group rebalance), Poll, Commit.
+// Subscribe and let the group rebalance), Poll, Commit. Its StartOffsets
+// are written as the group's offsets before it takes any queue, so every
+// member that takes one of those queues, at Start or later, starts there.
 //
 // # Errors, lifetimes and options
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ type PullConsumer struct {
 	fixed     map[MessageQueue]*subscription // protected by mu; assigned queues
 	closeOnce sync.Once
 	closeErr  error
+	startAt   map[MessageQueue]int64 // PullConsumerOptions.StartOffsets; read-only
 }
 
 // PullConsumerOptions configure a PullConsumer.
@@ -40,6 +42,15 @@ type PullConsumerOptions struct {
 	// only what the application marked (a crash between Poll and the
 	// messages' processing loses none of them).
 	ManualOffsets bool
+	// StartOffsets, when not empty, are written as the group's offsets of
+	// these queues by Start before the consumer takes any queue (before it
+	// joins the group's rebalancing), replacing what the group had stored:
+	// whichever member is assigned one of them, at Start or later (a
+	// rebalance that failed, a member that left, another client of the
+	// group), starts there, not at an older committed offset or at
+	// ConsumeFrom's position. Start fails when one cannot be written. Each
+	// queue's topic must be subscribed (or assigned).
+	StartOffsets map[MessageQueue]int64
 }
 
 // NewPullConsumer validates opts and returns a pull consumer. Assign or
@@ -48,12 +59,18 @@ func NewPullConsumer(opts PullConsumerOptions) (*PullConsumer, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	for mq, off := range opts.StartOffsets {
+		if off < 0 {
+			return nil, fmt.Errorf("%w: negative start offset %d of %v", ErrBadOptions, off, mq)
+		}
+	}
 	opts.fill()
 	b, err := newConsumerBase(opts.ConsumerOptions, protocol.ConsumeActively)
 	if err != nil {
 		return nil, err
 	}
-	c := &PullConsumer{base: b, autoCommit: opts.AutoCommit, manual: opts.ManualOffsets, buf: make(chan consumeRequest, 64), fixed: map[MessageQueue]*subscription{}}
+	c := &PullConsumer{base: b, autoCommit: opts.AutoCommit, manual: opts.ManualOffsets, buf: make(chan consumeRequest, 64), fixed: map[MessageQueue]*subscription{},
+		startAt: maps.Clone(opts.StartOffsets)}
 	b.deliver = func(pq *processQueue, msgs []*MessageExt) {
 		select {
 		case c.buf <- consumeRequest{pq: pq, msgs: msgs}:
@@ -120,6 +137,9 @@ func (c *PullConsumer) Start(ctx context.Context) error {
 				return err
 			}
 		}
+		if err := c.writeStartOffsets(ctx, topics); err != nil {
+			return err
+		}
 		for mq, sub := range c.fixed {
 			off, err := b.startOffset(ctx, mq)
 			if err != nil {
@@ -137,7 +157,14 @@ func (c *PullConsumer) Start(ctx context.Context) error {
 		if err := b.checkSubscriptions(ctx); err != nil {
 			return err
 		}
-		_ = b.heartbeat(ctx)
+		topics := map[string]bool{}
+		for _, s := range b.subscriptions() {
+			topics[s.topic] = true
+		}
+		if err := c.writeStartOffsets(ctx, topics); err != nil {
+			return err
+		}
+		_ = b.heartbeat(ctx) // the group's members learn of this one from here
 		if !b.rebalance(ctx) {
 			b.wakeRebalance()
 		}
@@ -149,6 +176,34 @@ func (c *PullConsumer) Start(ctx context.Context) error {
 		core.every(b.opts.PersistInterval, nil, func() { _ = b.persistOffsets(context.WithoutCancel(core.ctx)) })
 	}
 	c.started = true
+	return nil
+}
+
+// writeStartOffsets stores StartOffsets as the group's offsets (Start,
+// before any queue is taken); topics are those consumed.
+func (c *PullConsumer) writeStartOffsets(ctx context.Context, topics map[string]bool) error {
+	if len(c.startAt) == 0 {
+		return nil
+	}
+	mqs := make([]MessageQueue, 0, len(c.startAt))
+	for mq := range c.startAt {
+		if !topics[mq.Topic] {
+			return fmt.Errorf("%w: start offset of %v: its topic is not consumed", ErrBadOptions, mq)
+		}
+		mqs = append(mqs, mq)
+	}
+	sortQueues(mqs)
+	o := c.base.offsets
+	for _, mq := range mqs {
+		o.update(mq, c.startAt[mq], false)
+	}
+	err := o.persist(ctx, mqs)
+	for _, mq := range mqs {
+		o.remove(mq) // a queue taken later reads it back from the store
+	}
+	if err != nil {
+		return fmt.Errorf("client: start offsets of %s: %w", c.base.opts.Group, err)
+	}
 	return nil
 }
 

@@ -45,6 +45,10 @@ type Options struct {
 	// DiskUsage, if set, is every broker store's disk usage probe (tests
 	// simulate a full disk with it without importing broker).
 	DiskUsage func(dir string) (float64, error)
+	// MemoryResidentBytes, if set, is every broker store's memory-resident
+	// window (1: no queue with a message is young, so a group without
+	// offsets starts at a queue's max offset, not at 0).
+	MemoryResidentBytes int64
 	// Broker, if set, adjusts each broker's options (index i).
 	Broker func(i int, o *broker.Options)
 	// Slaves gives every broker group one slave (id 1) replicating from
@@ -267,6 +271,9 @@ func (c *Cluster) defaultBrokerOptions(i int) broker.Options {
 	}
 	if c.opts.DiskUsage != nil {
 		o.Store.DiskUsage = c.opts.DiskUsage
+	}
+	if c.opts.MemoryResidentBytes > 0 {
+		o.Store.MemoryResidentBytes = c.opts.MemoryResidentBytes
 	}
 	if c.opts.Broker != nil {
 		c.opts.Broker(i, &o)
