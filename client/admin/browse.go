@@ -232,7 +232,7 @@ func (a *Admin) BrowseMessages(ctx context.Context, topic, brokerName string, qu
 	resp, err := a.invoke(ctx, "browse", addr, protocol.NewRequest(protocol.PullMessage, h, nil))
 	if err == nil && resp.Code == protocol.SubscriptionGroupNotExist {
 		// The broker does not create groups by itself: make the tools group.
-		if err = a.createGroup(ctx, addr, ToolsGroup); err == nil {
+		if err = a.putGroup(ctx, addr, GroupConfig{Name: ToolsGroup}); err == nil {
 			resp, err = a.invoke(ctx, "browse", addr, protocol.NewRequest(protocol.PullMessage, h, nil))
 		}
 	}
@@ -260,8 +260,9 @@ func (a *Admin) BrowseMessages(ctx context.Context, topic, brokerName string, qu
 	return msgs, rh.NextBeginOffset, rh.MinOffset, rh.MaxOffset, nil
 }
 
-func (a *Admin) createGroup(ctx context.Context, addr, group string) error {
-	body, err := protocol.EncodeJSON(protocol.SubscriptionGroupConfig{GroupName: group, ConsumeEnable: true, RetryMaxTimes: 16, RetryQueueNums: 1})
+// putGroup writes a consumer group's config on the broker at addr.
+func (a *Admin) putGroup(ctx context.Context, addr string, g GroupConfig) error {
+	body, err := protocol.EncodeJSON(g.subscriptionConfig())
 	if err != nil {
 		return err
 	}

@@ -120,16 +120,16 @@ work before or after the command words.`+adminCommandList(""), stdout, stderr)
 	if n == 0 {
 		// A group word alone ("topic") or with -h lists its commands.
 		group := rest[0]
-		if adminCommandList(group) != "" && (len(rest) == 1 || isHelp(rest[1])) {
+		if adminCommandList(group) != "" && (len(rest) == 1 || strings.HasPrefix(rest[1], "-")) {
 			w, code := stdout, exitOK
-			if len(rest) == 1 {
+			if !isHelp(rest[len(rest)-1]) || len(rest) == 1 {
 				fmt.Fprintf(stderr, "smartgo admin %s: which one?\n", group)
 				w, code = stderr, exitUsage
 			}
 			fmt.Fprintf(w, "Usage: smartgo admin %s <command> [flags]%s\n", group, adminCommandList(group))
 			return code
 		}
-		return top.misuse("unknown command %q", strings.Join(rest[:min(2, len(rest))], " "))
+		return top.misuse("unknown command %q%s", commandWords(rest), mqadminHint(rest[0]))
 	}
 	c := adminTable[name]
 	fs := newCmdFlags("admin "+name, strings.TrimSpace(c.synopsis+" "+adminSynopsis), c.description, stdout, stderr)
@@ -167,6 +167,43 @@ work before or after the command words.`+adminCommandList(""), stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "smartgo admin %s: %v\n", name, err)
 		return exitFailure
+	}
+}
+
+// commandWords is the one or two words of args an unknown command was
+// named with (flags after it are not part of its name).
+func commandWords(args []string) string {
+	if len(args) >= 2 && !strings.HasPrefix(args[1], "-") && adminCommandList(args[0]) != "" {
+		return args[0] + " " + args[1]
+	}
+	return args[0]
+}
+
+// mqadminCommands maps the names of Apache RocketMQ mqadmin's commands a
+// RocketMQ user types out of habit to what does the same in smartgo
+// admin ("" when nothing here does; mqadmin itself works against
+// SmartGo, docs/mqadmin.md).
+var mqadminCommands = map[string]string{
+	"updateTopic": "topic create", "deleteTopic": "topic delete", "topicList": "topic list",
+	"topicRoute": "topic route", "topicStatus": "topic stats", "clusterList": "cluster",
+	"brokerStatus": "broker stats", "consumerProgress": "group progress", "updateSubGroup": "group create",
+	"deleteSubGroup": "group delete", "getConsumerConfig": "group list", "resetOffsetByTime": "offset reset",
+	"queryMsgById": "msg by-id", "queryMsgByKey": "msg by-key", "queryMsgByUniqueKey": "msg by-key -uniq",
+	"updateTopicPerm": "topic update -perm", "topicClusterList": "topic route", "consumerConnection": "",
+	"getBrokerConfig": "", "updateBrokerConfig": "", "queryMsgByOffset": "", "printMsg": "", "sendMessage": "",
+	"statsAll": "", "producerConnection": "", "getNamesrvConfig": "", "updateNamesrvConfig": "",
+}
+
+// mqadminHint says what to type instead of an mqadmin command name.
+func mqadminHint(word string) string {
+	equiv, ok := mqadminCommands[word]
+	switch {
+	case !ok:
+		return ""
+	case equiv == "":
+		return fmt.Sprintf(" (an mqadmin command: smartgo admin has no %s; Apache RocketMQ's mqadmin works against SmartGo, see docs/mqadmin.md)", word)
+	default:
+		return fmt.Sprintf(" (mqadmin's %s is 'smartgo admin %s'; mqadmin itself works against SmartGo too, see docs/mqadmin.md)", word, equiv)
 	}
 }
 

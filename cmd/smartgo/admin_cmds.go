@@ -12,6 +12,19 @@ import (
 	"github.com/smartgo/smartgo/client/admin"
 )
 
+// upsertText is what `topic create|update` and `group create|update` print:
+// which of the two happened, and that an update created what was missing.
+func upsertText(kind, name, verb string, existed bool) string {
+	switch {
+	case existed:
+		return fmt.Sprintf("%s %s: ok (updated)", kind, name)
+	case verb == "update":
+		return fmt.Sprintf("%s %s: ok (created: it did not exist)", kind, name)
+	default:
+		return fmt.Sprintf("%s %s: ok (created)", kind, name)
+	}
+}
+
 // maxQueues bounds -r and -w (a typo such as -r 80000 is refused here
 // rather than creating that many queue files on every broker).
 const maxQueues = admin.MaxTopicQueues
@@ -70,14 +83,7 @@ func init() {
 					if err != nil {
 						return err
 					}
-					text := fmt.Sprintf("topic %s: ok (updated)", *topic)
-					switch {
-					case !existed && verb == "update":
-						text = fmt.Sprintf("topic %s: ok (created: it did not exist)", *topic)
-					case !existed:
-						text = fmt.Sprintf("topic %s: ok (created)", *topic)
-					}
-					e.out.message(map[string]any{"topic": *topic, "result": "ok", "created": !existed}, text)
+					e.out.message(map[string]any{"topic": *topic, "result": "ok", "created": !existed}, upsertText("topic", *topic, verb, existed))
 					return nil
 				}
 			}})
