@@ -70,6 +70,7 @@ func TestMQTTInboundBudgetBoundsPartialPackets(t *testing.T) {
 		o.InboundStallTimeout = time.Hour // no stall disconnections here
 	})
 	normal := connected(t, ts.addr, v5, "normal")
+	normal.RecvTimeout = time.Minute // a loaded machine, 4 MiB under the race detector
 	normal.subscribe(1, sub("ok", 1))
 	big := bigPublish(t, "big", 0, 0, pktSize)
 	base := heapAlloc()
@@ -208,6 +209,7 @@ func TestMQTTInboundBudgetDisconnectsStalled(t *testing.T) {
 	})
 	sender := connected(t, ts.addr, v5, "sender")
 	receiver := connected(t, ts.addr, v5, "receiver")
+	sender.RecvTimeout, receiver.RecvTimeout = time.Minute, time.Minute
 	receiver.subscribe(1, sub("ok", 0))
 	sender.sendBytes(bigPublish(t, "ok", 1, 7, 3<<20))
 	if a, ok := sender.recv().(*packets.Puback); !ok || a.PacketID != 7 {

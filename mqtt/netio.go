@@ -186,7 +186,7 @@ func (c *conn) readable(buf []byte, hup bool, r *Round) {
 			c.hangUpThrottled()
 		}
 	}
-	if c.paused || c.mem&memWaiting != 0 {
+	if c.paused || c.mem&memWaiting != 0 || c.eof {
 		c.inMu.Unlock()
 		return // the worker (or the budget's wake-up) reads again
 	}
