@@ -2,6 +2,8 @@ package rocketmq
 
 import (
 	"net"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,12 +32,24 @@ func dialWill(t *testing.T, addr, clientID string, clean bool, expiry, delay uin
 // client whose will has a delay and that resumes its session at once
 // after the restart gets none; a client that disconnected normally
 // before the kill gets none. A watcher with a persistent session
-// subscribed to will/# sees exactly that.
+// subscribed to will/# sees exactly that; mosquitto_sub resuming its
+// session gets will-gone's will.
 func TestInteropMQTTWillAcrossKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts a process")
 	}
+	subBin := mosquittoOrSkip(t, "mosquitto_sub")
 	k := startKillable(t, "bridge.heartbeat_interval=1s")
+	host, port, _ := net.SplitHostPort(k.mqtt)
+	// mosquitto_sub with a persistent session subscribed to will/#: it
+	// resumes after the restart and prints the first will it gets.
+	msub := func(extra ...string) *exec.Cmd {
+		return exec.Command(subBin, append([]string{"-V", "mqttv5", "-h", host, "-p", port, "-i", "will-msub", "-c",
+			"-x", "600", "-q", "1", "-t", "will/#"}, extra...)...)
+	}
+	if out, err := msub("-E").CombinedOutput(); err != nil {
+		t.Fatalf("mosquitto_sub: %v %s", err, out)
+	}
 	watcher, _ := dialMQTT(t, k.mqtt, "will-watcher", true)
 	watcher.subscribe(1, "will/#", 1)
 
@@ -59,6 +73,10 @@ func TestInteropMQTTWillAcrossKill9(t *testing.T) {
 		t.Fatal("will-back's session lost with the process")
 	}
 	defer back.nc.Close()
+	out, err := msub("-v", "-C", "1", "-W", "60").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "will/will-gone offline will-gone" {
+		t.Fatalf("mosquitto_sub after the restart: %v %q", err, out)
+	}
 	watcher, present = dialMQTT(t, k.mqtt, "will-watcher", false)
 	if !present {
 		t.Fatal("watcher's session lost with the process")
