@@ -125,6 +125,11 @@ type Options struct {
 	// SysInterval is how often the $SYS tree is published (sys.go). 0
 	// means DefaultSysInterval; negative disables the tree.
 	SysInterval time.Duration
+	// Version is what $SYS/broker/version reports after "smartgo version ",
+	// for example "1.2.0 (0123456789ab)". Empty means the main module's
+	// version and VCS revision from the binary's build information (which
+	// says "(devel)" for a binary not built from a released module).
+	Version string
 
 	// CredentialsFile, when set, turns on user name/password
 	// authentication against the file (format in doc.go).

@@ -15,7 +15,7 @@ import (
 // topic names and payload forms mosquitto uses, so that tools written for
 // it work unchanged:
 //
-//	$SYS/broker/version                      "smartgo version <module version> (<commit>)"
+//	$SYS/broker/version                      "smartgo version <Options.Version>", or the module version (<commit>)
 //	$SYS/broker/uptime                       "<N> seconds"
 //	$SYS/broker/clients/connected            connections with an accepted CONNECT
 //	$SYS/broker/clients/disconnected         sessions kept without a connection
@@ -73,7 +73,7 @@ func (s *Server) sysValues() [][2]string {
 	i := func(n int64) string { return strconv.FormatInt(n, 10) }
 	sessions, clients := st.Sessions.Load(), st.Clients.Load()
 	v := [][2]string{
-		{"$SYS/broker/version", buildVersion()},
+		{"$SYS/broker/version", s.sysVersion()},
 		{"$SYS/broker/uptime", i(int64(time.Since(s.sys.started)/time.Second)) + " seconds"},
 		{"$SYS/broker/clients/connected", i(clients)},
 		{"$SYS/broker/clients/disconnected", i(max(sessions-clients, 0))},
@@ -140,7 +140,15 @@ func (s *Server) RetainedCount() (int, bool) {
 	return 0, false
 }
 
-// buildVersion is the $SYS/broker/version payload, from the binary's
+// sysVersion is the $SYS/broker/version payload.
+func (s *Server) sysVersion() string {
+	if s.opts.Version != "" {
+		return "smartgo version " + s.opts.Version
+	}
+	return buildVersion()
+}
+
+// buildVersion is the $SYS/broker/version payload without Options.Version,, from the binary's
 // build information.
 var buildVersion = sync.OnceValue(func() string {
 	v, rev := "(devel)", ""

@@ -116,6 +116,7 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	bo.CheckpointInterval = c.CheckpointInterval.D()
 	bo.HeartbeatInterval = c.HeartbeatEvery.D()
 	bo.Version = version
+	mo.Version = currentBuild().short()
 	for _, r := range c.Routes {
 		bo.Routes = append(bo.Routes, bridge.Route{Filter: r.Filter, Topic: r.Topic, IngressOnly: r.IngressOnly})
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -15,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/mqtttest"
 	"github.com/smartgo/smartgo/internal/testnet"
 	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
 // binary builds the smartgo binary once per test run.
@@ -155,6 +158,43 @@ func TestCmdBinaryVersion(t *testing.T) {
 	out, _ = exec.Command(bin, "registry", "-listen", taken.Addr().String(), "-set", "registry.kv_config_path="+filepath.Join(t.TempDir(), "kv.json")).CombinedOutput()
 	if first, _, _ := strings.Cut(string(out), "\n"); !strings.Contains(first, "version=9.8.7 commit=0123456789ab") {
 		t.Fatalf("first log line of a server: %q", first)
+	}
+	// MQTT's $SYS/broker/version says the same (it said "(devel)", the
+	// module version Go records for a binary built in its work tree).
+	ports := testnet.FreePorts(t, 3)
+	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
+	std := exec.Command(bin, "standalone", "-data", filepath.Join(t.TempDir(), "data"), "-set", "registry.listen="+addr(0),
+		"-set", "broker.listen="+addr(1), "-set", "bridge.listen="+addr(2), "-set", "console.listen=127.0.0.1:0",
+		"-set", "store.segment_size=16MiB")
+	if err := std.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = std.Process.Kill(); _ = std.Wait() }()
+	var c *mqtttest.Conn
+	testutil.WaitFor(t, 30*time.Second, "the MQTT listener", func() bool {
+		nc, err := net.Dial("tcp", addr(2))
+		if err == nil {
+			c = mqtttest.New(t, nc, packets.Version311)
+		}
+		return err == nil
+	})
+	c.RecvTimeout = 20 * time.Second
+	if ack := c.Connect(&packets.Connect{ClientID: "sys-reader", CleanStart: true, KeepAlive: 60}); ack.ReasonCode != 0 {
+		t.Fatalf("CONNACK %v", ack.ReasonCode)
+	}
+	c.Send(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.Subscription{{Filter: "$SYS/broker/version"}}})
+	for {
+		switch p := c.Recv().(type) {
+		case *packets.Suback:
+			continue
+		case *packets.Publish:
+			if want := "smartgo version 9.8.7 (0123456789ab)"; string(p.Payload) != want {
+				t.Fatalf("$SYS/broker/version is %q, want %q", p.Payload, want)
+			}
+			return
+		default:
+			t.Fatalf("unexpected %T", p)
+		}
 	}
 }
 

@@ -96,6 +96,7 @@ var notFromTOML = map[string]string{
 	"StateStore.Logger":           "injected",
 	"Twin.Logger":                 "injected",
 	"Twin.Engine.Rand":            "tests (fixed keys)",
+	"MQTT.Version":                "the binary's version and commit (main.version, main.commit), for $SYS/broker/version",
 	"MQTT.TLSConfig":              "tests; files come from bridge.tls_cert/tls_key",
 	"MQTT.ReservedFilters":        "the program's own topics, not an operator's choice",
 	"MQTT.Reserved":               "wired by the program",

@@ -55,12 +55,20 @@ func currentBuild() buildInfo {
 }
 
 func (b buildInfo) String() string {
-	c := b.Commit
-	if b.Modified {
-		c += "+dirty"
-	}
-	return fmt.Sprintf("smartgo %s (commit %s, %s %s)", b.Version, c, b.Go, b.Platform)
+	return fmt.Sprintf("smartgo %s (commit %s, %s %s)", b.Version, b.commit(), b.Go, b.Platform)
 }
+
+// commit is the commit, "+dirty" when built from a modified work tree.
+func (b buildInfo) commit() string {
+	if b.Modified {
+		return b.Commit + "+dirty"
+	}
+	return b.Commit
+}
+
+// short is the version and commit, as MQTT's $SYS/broker/version gives
+// them: "1.2.0 (0123456789ab)".
+func (b buildInfo) short() string { return b.Version + " (" + b.commit() + ")" }
 
 // logStart logs the build at the start of a server command, so every log
 // says which code produced it.
