@@ -351,8 +351,10 @@
 // (none for clean sessions or deleted ones; its own records once, not
 // again as decoded by its tail), its own last record of each persistent
 // session it held, the position of the record standing for each of its
-// local sessions (a clean one costs just that), and a delete or
-// announcement it wrote until its tail passes it. A clean session that
+// local sessions (a clean one costs just that), a delete or
+// announcement it wrote until its tail passes it, and the stored will of
+// every client connected with one anywhere in the cluster (its message
+// and some 100 bytes), until it is settled. A clean session that
 // ends or moves to another node leaves nothing behind on any node. A
 // connect waiting for a handoff is told of the records of other nodes
 // that the tail applies for its client meanwhile.

@@ -126,8 +126,8 @@ func TestBridgeWillOfCrashedNode(t *testing.T) {
 func TestBridgeWillCancelledByResume(t *testing.T) {
 	a, b, wills := willNodes(t)
 
-	willConnect(t, addrOf(a), "w-back", false, 3600, 2)
-	willConnect(t, addrOf(a), "w-late", false, 3600, 2)
+	willConnect(t, addrOf(a), "w-back", false, 3600, 4)
+	willConnect(t, addrOf(a), "w-late", false, 3600, 4)
 	willStored(t, b, "w-back")
 	willStored(t, b, "w-late")
 	crash(t, a)
