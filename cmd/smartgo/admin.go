@@ -190,7 +190,7 @@ var mqadminCommands = map[string]string{
 	"deleteSubGroup": "group delete", "getConsumerConfig": "group list", "resetOffsetByTime": "offset reset",
 	"queryMsgById": "msg by-id", "queryMsgByKey": "msg by-key", "queryMsgByUniqueKey": "msg by-key -uniq",
 	"updateTopicPerm": "topic update -perm", "topicClusterList": "topic route", "consumerConnection": "",
-	"getBrokerConfig": "", "updateBrokerConfig": "", "queryMsgByOffset": "", "printMsg": "", "sendMessage": "",
+	"getBrokerConfig": "broker config", "updateBrokerConfig": "broker config -set", "queryMsgByOffset": "", "printMsg": "", "sendMessage": "",
 	"statsAll": "", "producerConnection": "", "getNamesrvConfig": "", "updateNamesrvConfig": "",
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -193,12 +192,9 @@ func init() {
 			brokerAddr := fs.String("b", "", "broker `address` (empty: every master)")
 			cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
 			return func(ctx context.Context, e *adminEnv) error {
-				targets := []admin.Broker{{Addr: *brokerAddr}}
-				if *brokerAddr == "" {
-					var err error
-					if targets, err = e.a.Masters(ctx, *cluster); err != nil {
-						return err
-					}
+				targets, err := brokerTargets(ctx, e, *brokerAddr, *cluster)
+				if err != nil {
+					return err
 				}
 				all := map[string]map[string]string{}
 				for _, b := range targets {
@@ -208,18 +204,7 @@ func init() {
 					}
 					all[b.Addr] = info
 				}
-				e.out.table(all, []string{"BROKER", "KEY", "VALUE"}, func(add func(...any)) {
-					for _, b := range targets {
-						keys := make([]string, 0, len(all[b.Addr]))
-						for k := range all[b.Addr] {
-							keys = append(keys, k)
-						}
-						sort.Strings(keys)
-						for _, k := range keys {
-							add(b.Addr, k, all[b.Addr][k])
-						}
-					}
-				})
+				e.out.brokerKeys(targets, all)
 				return nil
 			}
 		}})

@@ -172,7 +172,8 @@ func TestCmdAdminMQAdminNames(t *testing.T) {
 	}{
 		{[]string{"updateTopic", "-n", "127.0.0.1:9876", "-t", "X"}, `unknown command "updateTopic" (mqadmin's updateTopic is 'smartgo admin topic create'`},
 		{[]string{"deleteSubGroup", "-g", "X"}, `unknown command "deleteSubGroup" (mqadmin's deleteSubGroup is 'smartgo admin group delete'`},
-		{[]string{"getBrokerConfig", "-b", "127.0.0.1:10911"}, `unknown command "getBrokerConfig" (an mqadmin command: smartgo admin has no getBrokerConfig`},
+		{[]string{"getBrokerConfig", "-b", "127.0.0.1:10911"}, `unknown command "getBrokerConfig" (mqadmin's getBrokerConfig is 'smartgo admin broker config'`},
+		{[]string{"statsAll", "-n", "127.0.0.1:9876"}, `unknown command "statsAll" (an mqadmin command: smartgo admin has no statsAll`},
 		{[]string{"frob", "-t", "X"}, `unknown command "frob"` + "\n"},
 		{[]string{"topic", "frob", "-t", "X"}, `unknown command "topic frob"` + "\n"},
 		{[]string{"topic", "-t", "X"}, "smartgo admin topic: which one?"},

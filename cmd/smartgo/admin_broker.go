@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/smartgo/smartgo/client/admin"
+)
+
+// `broker config`: mqadmin getBrokerConfig and updateBrokerConfig.
+func init() {
+	registerAdmin(adminCommand{name: "broker config", synopsis: "[-b ADDR] [-cluster C] [-set key=value ...]",
+		summary: "a broker's configuration; -set changes it at run time",
+		description: "Shows a broker's configuration under RocketMQ's key names (GET_BROKER_CONFIG,\n" +
+			"as mqadmin getBrokerConfig): by default of every master (of -cluster), or\n" +
+			"of the broker at -b. With -set (repeatable) it changes keys instead, until\n" +
+			"the broker restarts (UPDATE_BROKER_CONFIG, as mqadmin updateBrokerConfig):\n" +
+			"brokerPermission (6 read and write, 4 read only, 2 write only),\n" +
+			"slaveReadEnable, autoCreateSubscriptionGroup and autoCreateTopicEnable\n" +
+			"(true or false). A broker refuses any other key, naming it, and then\n" +
+			"changes nothing; a lasting change belongs in its TOML file.",
+		examples: []string{"smartgo admin broker config", "smartgo admin broker config -b 127.0.0.1:10911 -o json",
+			"smartgo admin broker config -set autoCreateTopicEnable=false",
+			"smartgo admin broker config -b 127.0.0.1:10911 -set brokerPermission=4   # read only"},
+		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+			brokerAddr := fs.String("b", "", "broker `address` (empty: every master)")
+			cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
+			var sets setList
+			fs.Var(&sets, "set", "change `key=value` (repeatable)")
+			return func(ctx context.Context, e *adminEnv) error {
+				targets, err := brokerTargets(ctx, e, *brokerAddr, *cluster)
+				if err != nil {
+					return err
+				}
+				if len(sets) > 0 {
+					kv := map[string]string{}
+					for _, s := range sets {
+						kv[s.key] = strings.TrimSpace(s.value)
+					}
+					var lines []string
+					for _, b := range targets {
+						if err := e.a.UpdateBrokerConfig(ctx, b.Addr, kv); err != nil {
+							return err
+						}
+						lines = append(lines, fmt.Sprintf("broker %s: updated %s", b.Addr, sets.String()))
+					}
+					e.out.message(map[string]any{"brokers": targets, "updated": kv}, strings.Join(lines, "\n"))
+					return nil
+				}
+				all := map[string]map[string]string{}
+				for _, b := range targets {
+					if all[b.Addr], err = e.a.BrokerConfig(ctx, b.Addr); err != nil {
+						return err
+					}
+				}
+				e.out.brokerKeys(targets, all)
+				return nil
+			}
+		}})
+}
+
+// brokerTargets is the broker at addr, else every master of cluster (""
+// = every cluster).
+func brokerTargets(ctx context.Context, e *adminEnv, addr, cluster string) ([]admin.Broker, error) {
+	if addr != "" {
+		return []admin.Broker{{Addr: addr}}, nil
+	}
+	return e.a.Masters(ctx, cluster)
+}
+
+// brokerKeys prints key/value tables of brokers (all, by address), one
+// row per key in key order.
+func (o *output) brokerKeys(targets []admin.Broker, all map[string]map[string]string) {
+	o.table(all, []string{"BROKER", "KEY", "VALUE"}, func(add func(...any)) {
+		for _, b := range targets {
+			for _, k := range slices.Sorted(maps.Keys(all[b.Addr])) {
+				add(b.Addr, k, all[b.Addr][k])
+			}
+		}
+	})
+}
