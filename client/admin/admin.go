@@ -786,10 +786,11 @@ func (a *Admin) resetOnline(ctx context.Context, addr, group, topic string, ts t
 	return news, nil
 }
 
-// ParseRegistries splits a comma-separated registry list.
+// ParseRegistries splits a registry list separated by commas (or by
+// semicolons, as RocketMQ writes a name server list).
 func ParseRegistries(s string) []string {
 	var out []string
-	for _, p := range strings.Split(s, ",") {
+	for _, p := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' }) {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
 		}

@@ -86,6 +86,7 @@ type adminGlobals struct {
 
 func (g *adminGlobals) register(fs *cmdFlags) {
 	fs.StringVar(&g.registry, "registry", g.registry, "registry `address` (comma-separated for several)")
+	fs.StringVar(&g.registry, "n", g.registry, "the same as -registry (mqadmin's name server `address`; ';' or ',' between several)")
 	fs.StringVar(&g.format, "o", g.format, "output `format`: table or json")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "overall `timeout`")
 }

@@ -71,8 +71,10 @@ func TestCmdAdminGroupLifecycle(t *testing.T) {
 	if out := mustAdmin("group", "create", "-g", "late", "-retry", "3"); !strings.Contains(out, "group late: ok (created)") {
 		t.Fatalf("group create: %q", out)
 	}
-	if out := mustAdmin("group", "update", "-g", "late", "-retry", "3"); !strings.Contains(out, "group late: ok (updated)") {
-		t.Fatalf("group update: %q", out)
+	// mqadmin's -n (name server list, ';' between several) is -registry.
+	code, out, stderr := runCmd(t, "admin", "-n", strings.Join(c.RegistryAddrs(), ";"), "group", "update", "-g", "late", "-retry", "3")
+	if code != exitOK || !strings.Contains(out, "group late: ok (updated)") {
+		t.Fatalf("group update -n: exit %d: %q %s", code, out, stderr)
 	}
 	var groups []struct {
 		Name          string   `json:"name"`
@@ -134,7 +136,7 @@ func TestCmdAdminGroupLifecycle(t *testing.T) {
 	mu.Unlock()
 	pc.Close()
 
-	out := mustAdmin("group", "delete", "-g", "late")
+	out = mustAdmin("group", "delete", "-g", "late")
 	if !strings.Contains(out, "group late deleted") {
 		t.Fatalf("group delete: %q", out)
 	}
