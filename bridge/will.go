@@ -434,6 +434,18 @@ func (b *Backend) willLoop() {
 // publishes: absent in two looks in a row, when this node has the
 // smallest id of those listed.
 func (b *Backend) lookNodes(absent map[string]time.Time) map[string]time.Time {
+	b.mu.Lock()
+	owners := make([]string, 0, len(b.wills.owners))
+	for n := range b.wills.owners {
+		if n != b.opts.NodeID {
+			owners = append(owners, n)
+		}
+	}
+	b.mu.Unlock()
+	if len(owners) == 0 {
+		clear(absent)
+		return nil // no other node's wills: no need to ask the registries
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.opts.HeartbeatInterval)
 	nodes, err := b.BridgeNodes(ctx)
 	cancel()
@@ -448,12 +460,6 @@ func (b *Backend) lookNodes(absent map[string]time.Time) map[string]time.Time {
 		smallest = min(smallest, n)
 	}
 	now := time.Now()
-	b.mu.Lock()
-	owners := make([]string, 0, len(b.wills.owners))
-	for n := range b.wills.owners {
-		owners = append(owners, n)
-	}
-	b.mu.Unlock()
 	seen := map[string]bool{}
 	var gone map[string]time.Time
 	for _, n := range owners {
