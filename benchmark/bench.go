@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,6 +98,9 @@ type Report struct {
 	// IdleStop: the consuming side ended because nothing arrived for
 	// Config.Idle.
 	IdleStop bool `json:"idleStop"`
+	// FirstError is the error of the first send that failed (Errors
+	// counts them), so that a run that cannot reach its cluster says why.
+	FirstError string `json:"firstError,omitempty"`
 }
 
 // MarshalJSON writes the report with durations as milliseconds.
@@ -119,8 +123,9 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		SendElapsedMs float64 `json:"sendElapsedMs"`
 		SendRate      float64 `json:"sendRate"`
 		IdleStop      bool    `json:"idleStop"`
+		FirstError    string  `json:"firstError,omitempty"`
 	}{r.Mode, r.Size, r.Sent, r.Received, r.Errors, ms(r.Elapsed), r.MsgsPerSec, r.MBPerSec, ms(r.P50), ms(r.P90), ms(r.P99),
-		ms(r.P999), ms(r.Max), ms(r.SendElapsed), r.SendRate, r.IdleStop})
+		ms(r.P999), ms(r.Max), ms(r.SendElapsed), r.SendRate, r.IdleStop, r.FirstError})
 }
 
 // String renders the summary.
@@ -129,9 +134,13 @@ func (r Report) String() string {
 	if r.Mode == E2E && r.SendElapsed > 0 {
 		send = fmt.Sprintf(" (sending: %.0f msgs/s over %v)", r.SendRate, r.SendElapsed.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("%s: %d sent, %d received, %d errors in %v: %.0f msgs/s, %.2f MB/s%s; latency p50 %v p90 %v p99 %v p99.9 %v max %v",
+	first := ""
+	if r.FirstError != "" {
+		first = "; first error: " + r.FirstError
+	}
+	return fmt.Sprintf("%s: %d sent, %d received, %d errors in %v: %.0f msgs/s, %.2f MB/s%s; latency p50 %v p90 %v p99 %v p99.9 %v max %v%s",
 		r.Mode, r.Sent, r.Received, r.Errors, r.Elapsed.Round(time.Millisecond), r.MsgsPerSec, r.MBPerSec, send,
-		r.P50, r.P90, r.P99, r.P999, r.Max)
+		r.P50, r.P90, r.P99, r.P999, r.Max, first)
 }
 
 func (c *Config) fill() error {
@@ -184,6 +193,21 @@ type counters struct {
 	sending                atomic.Bool  // e2e: the producer is running (the consumer does not idle out)
 	lastSend               atomic.Int64 // e2e: unix ns when the producer stopped
 	idle                   atomic.Bool  // the consuming side stopped for Idle
+	firstErr               atomic.Pointer[error]
+}
+
+// fail counts a failed send and keeps the first error for the report.
+func (c *counters) fail(err error) {
+	c.errors.Add(1)
+	c.firstErr.CompareAndSwap(nil, &err)
+}
+
+// firstError is the first failed send's error text ("" when none failed).
+func (c *counters) firstError() string {
+	if e := c.firstErr.Load(); e != nil {
+		return strings.ReplaceAll((*e).Error(), "\n", "; ") // joined errors on one line
+	}
+	return ""
 }
 
 // Run runs the workload and returns its report.
@@ -235,7 +259,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	r := Report{Mode: cfg.Mode, Size: cfg.Size, Sent: cnt.sent.Load(), Received: cnt.received.Load(), Errors: cnt.errors.Load(),
-		IdleStop: cnt.idle.Load(), Elapsed: elapsed, SendElapsed: time.Duration(cnt.sendNanos.Load()), P50: hist.Percentile(50), P90: hist.Percentile(90), P99: hist.Percentile(99), P999: hist.Percentile(99.9), Max: hist.Max()}
+		IdleStop: cnt.idle.Load(), FirstError: cnt.firstError(), Elapsed: elapsed, SendElapsed: time.Duration(cnt.sendNanos.Load()), P50: hist.Percentile(50), P90: hist.Percentile(90), P99: hist.Percentile(99), P999: hist.Percentile(99.9), Max: hist.Max()}
 	if s := elapsed.Seconds(); s > 0 {
 		r.MsgsPerSec = float64(n) / s
 		r.MBPerSec = float64(n) * float64(cfg.Size) / s / 1e6
@@ -252,6 +276,7 @@ func progress(w io.Writer, cnt *counters, hist *Histogram, start time.Time, done
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var lastSent, lastRecv int64
+	toldErr := false
 	for {
 		select {
 		case <-done:
@@ -262,6 +287,10 @@ func progress(w io.Writer, cnt *counters, hist *Histogram, start time.Time, done
 				now.Sub(start).Seconds(), s, s-lastSent, r, r-lastRecv, cnt.errors.Load(),
 				roundLatency(hist.Percentile(50)), roundLatency(hist.Percentile(99)), roundLatency(hist.Max()))
 			lastSent, lastRecv = s, r
+			if e := cnt.firstError(); e != "" && !toldErr {
+				toldErr = true
+				fmt.Fprintf(w, "       first error: %s\n", e)
+			}
 		}
 	}
 }
@@ -358,7 +387,7 @@ func produce(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, re
 				t0 := time.Now()
 				if _, err := p.Send(ctx, &client.Message{Topic: cfg.Topic, Body: body}); err != nil {
 					if ctx.Err() == nil {
-						cnt.errors.Add(1)
+						cnt.fail(err)
 					}
 					continue
 				}
@@ -391,7 +420,7 @@ func produceAsync(ctx context.Context, cfg Config, p *client.Producer, take func
 			defer wg.Done()
 			<-sem
 			if err != nil {
-				cnt.errors.Add(1)
+				cnt.fail(err)
 				return
 			}
 			if record {
@@ -402,7 +431,7 @@ func produceAsync(ctx context.Context, cfg Config, p *client.Producer, take func
 		if err != nil {
 			wg.Done()
 			<-sem
-			cnt.errors.Add(1)
+			cnt.fail(err)
 		}
 	}
 }

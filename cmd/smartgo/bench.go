@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/smartgo/smartgo/benchmark"
+	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
 )
 
@@ -116,6 +117,9 @@ func runBenchMode(ctx context.Context, mode benchmark.Mode, synopsis, about stri
 	}
 	if *count < 0 || *duration < 0 || cfg.Idle < 0 {
 		return fs.misuse("-count, -duration and -idle must not be negative")
+	}
+	if err := client.ValidateTopic(*topic); err != nil {
+		return fs.misuse("-topic: %v", err)
 	}
 	if *count == 0 && *duration == 0 {
 		return fs.misuse("set -count or -duration")

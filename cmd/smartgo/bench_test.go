@@ -90,3 +90,31 @@ func TestCmdBinaryBenchConsumeIdle(t *testing.T) {
 		t.Errorf("no live percentiles in the progress lines:\n%s", stderr)
 	}
 }
+
+// TestCmdBinaryBenchSaysWhySendsFail: a run whose sends fail names the
+// first failure (it printed only "errors 3", and a user who had not
+// started a cluster, or wrote to a read-only topic, could not tell why);
+// a topic name the brokers would refuse is refused before anything runs.
+func TestCmdBinaryBenchSaysWhySendsFail(t *testing.T) {
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reg := strings.Join(c.RegistryAddrs(), ",")
+	if code, _, stderr := runBin(t, 60*time.Second, "admin", "-registry", reg, "topic", "create", "-t", "ReadOnlyT", "-perm", "4"); code != exitOK {
+		t.Fatalf("create: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr := runBin(t, 60*time.Second, "bench", "produce", "-registry", reg, "-topic", "ReadOnlyT", "-count", "3", "-o", "json")
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(stdout), &rep); code != exitFailure || err != nil || rep["errors"] != 3.0 || rep["sent"] != 0.0 {
+		t.Fatalf("produce to a read-only topic: exit %d %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	if first, _ := rep["firstError"].(string); !strings.Contains(first, "ReadOnlyT") {
+		t.Fatalf("firstError %q does not say what failed", rep["firstError"])
+	}
+	code, stdout, stderr = runBin(t, 60*time.Second, "bench", "produce", "-registry", reg, "-topic", "bad topic", "-count", "3")
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, `-topic: client: invalid options: topic name "bad topic" has " "`) {
+		t.Fatalf("bad topic name: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
