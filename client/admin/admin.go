@@ -102,11 +102,16 @@ func (a *Admin) registry(ctx context.Context, op string, newReq func() *protocol
 	var errs []error
 	for i := range regs {
 		idx := (start + i) % len(regs)
-		resp, err := a.invoke(ctx, op, regs[idx], newReq())
+		req := newReq()
+		resp, err := a.invoke(ctx, op, regs[idx], req)
 		if err == nil {
 			a.regNext.Store(uint32(idx))
 			if resp.Code == protocol.TopicNotExist {
 				return nil, fmt.Errorf("%w: %s", client.ErrTopicNotExist, resp.Remark)
+			}
+			if resp.Code == protocol.RequestCodeNotSupported && everyRegistryServes(req.Code) { // a broker's address given as a registry's
+				return nil, fmt.Errorf("%w (%s is not a registry: registries listen on port 9876 by default, brokers on 10911)",
+					&client.BrokerError{Addr: regs[idx], Op: op, Code: resp.Code, Remark: resp.Remark}, regs[idx])
 			}
 			if resp.Code != protocol.Success {
 				return nil, &client.BrokerError{Addr: regs[idx], Op: op, Code: resp.Code, Remark: resp.Remark}
@@ -119,6 +124,16 @@ func (a *Admin) registry(ctx context.Context, op string, newReq func() *protocol
 		}
 	}
 	return nil, fmt.Errorf("%w: %s: %w", client.ErrRegistryUnavailable, op, errors.Join(errs...))
+}
+
+// everyRegistryServes reports whether every RocketMQ name server answers
+// requests of this code (SmartGo's and Apache RocketMQ's alike).
+func everyRegistryServes(code protocol.RequestCode) bool {
+	switch code {
+	case protocol.GetBrokerClusterInfo, protocol.GetAllTopicListFromNameserver, protocol.GetRouteInfoByTopic:
+		return true
+	}
+	return false
 }
 
 // ClusterInfo returns the brokers of every cluster.

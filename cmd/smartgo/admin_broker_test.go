@@ -57,4 +57,10 @@ func TestCmdAdminBrokerConfig(t *testing.T) {
 	if code, _, stderr := admin("broker", "config", "-set", "brokerPermission"); code != exitUsage || !strings.Contains(stderr, "want key=value") {
 		t.Fatalf("-set without =: exit %d: %s", code, stderr)
 	}
+	// A broker's address given for the registry's is named as such (it
+	// said only "code 3: request type 206 not supported").
+	code, out, stderr = runCmd(t, "admin", "-registry", addr, "topic", "list")
+	if code != exitFailure || out != "" || !strings.Contains(stderr, addr+" is not a registry: registries listen on port 9876") {
+		t.Fatalf("-registry of a broker: exit %d: %q %s", code, out, stderr)
+	}
 }
