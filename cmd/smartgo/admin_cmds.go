@@ -280,12 +280,13 @@ func init() {
 			}
 		}})
 	registerAdmin(adminCommand{name: "offset reset", synopsis: "-g GROUP -t TOPIC -ts TIME", summary: "move a group's offsets to a time",
-		description: "Sets a consumer group's committed offset on every queue of a topic to the\nfirst message stored at TIME (RFC 3339, unix milliseconds, or a duration\nago such as 1h). As mqadmin resetOffsetByTime: each broker commits the\nnew offsets and tells the group's running consumers, which continue from\nthere (SmartGo's SDK at once, rocketmq-client-go after a 10 s pause).\nA group no broker knows is an error.",
-		examples:    []string{"smartgo admin offset reset -g billing -t Orders -ts 1h", "smartgo admin offset reset -g billing -t Orders -ts 2026-01-02T15:04:05Z"},
+		description: "Sets a consumer group's committed offset on every queue of a topic to the\nfirst message stored at TIME (RFC 3339, unix milliseconds, a duration\nago such as 1h, or now: skip everything stored so far, as mqadmin\nskipAccumulatedMessage). As mqadmin resetOffsetByTime: each broker\ncommits the new offsets and tells the group's running consumers, which\ncontinue from there (SmartGo's SDK at once, rocketmq-client-go after a\n10 s pause). A group no broker knows is an error: create it first with\n`group create` to set where its consumers will start.",
+		examples: []string{"smartgo admin offset reset -g billing -t Orders -ts 1h", "smartgo admin offset reset -g billing -t Orders -ts 2026-01-02T15:04:05Z",
+			"smartgo admin offset reset -g billing -t Orders -ts now"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			group := fs.String("g", "", "consumer `group`")
 			topic := fs.String("t", "", "`topic` name")
-			ts := fs.String("ts", "", "`time`: RFC 3339, unix ms, or a duration ago (1h)")
+			ts := fs.String("ts", "", "`time`: RFC 3339, unix ms, a duration ago (1h), or now")
 			return func(ctx context.Context, e *adminEnv) error {
 				for _, r := range [][2]string{{*group, "-g"}, {*topic, "-t"}, {*ts, "-ts"}} {
 					if err := required(r[0], r[1]); err != nil {

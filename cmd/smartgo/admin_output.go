@@ -14,8 +14,11 @@ import (
 	"github.com/smartgo/smartgo/client"
 )
 
-// parseTime accepts RFC 3339, unix milliseconds or a duration ago.
+// parseTime accepts RFC 3339, unix milliseconds, a duration ago or "now".
 func parseTime(s string) (time.Time, error) {
+	if s == "now" {
+		return time.Now(), nil
+	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
@@ -25,7 +28,7 @@ func parseTime(s string) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		return time.Now().Add(-d), nil
 	}
-	return time.Time{}, errors.New("want RFC 3339, unix milliseconds or a duration such as 1h")
+	return time.Time{}, errors.New("want RFC 3339, unix milliseconds, a duration such as 1h, or now")
 }
 
 func fmtMillis(ms int64) string {
