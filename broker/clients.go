@@ -59,9 +59,19 @@ func NewConsumerManager() *ConsumerManager {
 // or refreshed) and the group's subscriptions (a newer subVersion replaces,
 // topics no longer listed are dropped). It reports whether the set of
 // client ids changed and whether the subscriptions changed.
+//
+// A heartbeat served after its connection closed registers nothing: the
+// connection's clients were removed (or are about to be) by
+// ChannelClosed, and a client registered then would stay a member until
+// it expired (ClientExpiry), holding its share of the group's queues. A
+// client that closes right after sending a heartbeat (and its unregister)
+// has its heartbeat served that late when the heartbeat workers are busy.
 func (m *ConsumerManager) Register(client ClientInfo, cd *protocol.ConsumerData) (membersChanged, subsChanged bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if channelClosed(client.Channel) {
+		return false, false
+	}
 	g := m.groups[cd.GroupName]
 	if g == nil {
 		g = &consumerGroup{clients: map[string]*ClientInfo{}, subs: map[string]*protocol.SubscriptionData{}}
@@ -114,6 +124,24 @@ func (m *ConsumerManager) Unregister(group, clientID string) bool {
 		delete(m.groups, group)
 	}
 	return true
+}
+
+// channelClosed reports whether ch is a connection that has closed. A
+// connection is marked closed (Done) before its close hooks run, and
+// those call ChannelClosed, which takes the manager's lock: a client
+// registered under the lock while its connection was open is removed
+// by them.
+func channelClosed(ch Channel) bool {
+	d, ok := ch.(interface{ Done() <-chan struct{} })
+	if !ok {
+		return false
+	}
+	select {
+	case <-d.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // ChannelClosed removes every client of a closed connection and returns
@@ -287,6 +315,9 @@ func NewProducerManager() *ProducerManager {
 func (m *ProducerManager) Register(group string, client ClientInfo) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if channelClosed(client.Channel) {
+		return // as ConsumerManager.Register
+	}
 	g := m.groups[group]
 	if g == nil {
 		g = map[string]*ClientInfo{}
