@@ -191,7 +191,7 @@ var mqadminCommands = map[string]string{
 	"deleteSubGroup": "group delete", "getConsumerConfig": "group list", "resetOffsetByTime": "offset reset",
 	"queryMsgById": "msg by-id", "queryMsgByKey": "msg by-key", "queryMsgByUniqueKey": "msg by-key -uniq",
 	"updateTopicPerm": "topic update -perm", "topicClusterList": "topic route", "consumerConnection": "",
-	"getBrokerConfig": "broker config", "updateBrokerConfig": "broker config -set", "queryMsgByOffset": "", "printMsg": "", "sendMessage": "",
+	"getBrokerConfig": "broker config", "updateBrokerConfig": "broker config -set", "queryMsgByOffset": "msg browse", "printMsgByQueue": "msg browse", "printMsg": "msg browse", "sendMessage": "",
 	"statsAll": "", "producerConnection": "", "getNamesrvConfig": "", "updateNamesrvConfig": "",
 }
 
