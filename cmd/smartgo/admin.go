@@ -171,6 +171,14 @@ work before or after the command words.`+adminCommandList(""), stdout, stderr)
 	}
 }
 
+// clusterFlag registers -cluster, and -c as mqadmin names it, for the
+// commands that act on every master of one cluster.
+func clusterFlag(fs *cmdFlags) *string {
+	cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
+	fs.StringVar(cluster, "c", "", "the same as -cluster (mqadmin's name)")
+	return cluster
+}
+
 // commandWords is the one or two words of args an unknown command was
 // named with (flags after it are not part of its name).
 func commandWords(args []string) string {

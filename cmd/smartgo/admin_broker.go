@@ -27,7 +27,7 @@ func init() {
 			"smartgo admin broker config -b 127.0.0.1:10911 -set brokerPermission=4   # read only"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			brokerAddr := fs.String("b", "", "broker `address` (empty: every master)")
-			cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
+			cluster := clusterFlag(fs)
 			var sets setList
 			fs.Var(&sets, "set", "change `key=value` (repeatable)")
 			return func(ctx context.Context, e *adminEnv) error {

@@ -62,7 +62,7 @@ func init() {
 				writeQ := fs.Int("w", admin.DefaultTopicQueues, "write `queues` (1.."+strconv.Itoa(maxQueues)+")")
 				perm := fs.Int("perm", int(admin.DefaultTopicPerm), "`permission`: 6 read+write, 4 read only, 2 write only")
 				order := fs.Bool("order", false, "ordered topic")
-				cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
+				cluster := clusterFlag(fs)
 				return func(ctx context.Context, e *adminEnv) error {
 					if err := required(*topic, "-t"); err != nil {
 						return err
@@ -93,7 +93,7 @@ func init() {
 		examples:    []string{"smartgo admin topic delete -t Orders"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			topic := fs.String("t", "", "`topic` name")
-			cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
+			cluster := clusterFlag(fs)
 			return func(ctx context.Context, e *adminEnv) error {
 				if err := required(*topic, "-t"); err != nil {
 					return err
@@ -190,7 +190,7 @@ func init() {
 		examples:    []string{"smartgo admin broker stats", "smartgo admin broker stats -b 127.0.0.1:10911 -o json"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			brokerAddr := fs.String("b", "", "broker `address` (empty: every master)")
-			cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
+			cluster := clusterFlag(fs)
 			return func(ctx context.Context, e *adminEnv) error {
 				targets, err := brokerTargets(ctx, e, *brokerAddr, *cluster)
 				if err != nil {

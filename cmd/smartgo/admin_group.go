@@ -53,7 +53,7 @@ func init() {
 				retry := fs.Int("retry", admin.DefaultGroupRetryMaxTimes, "`times` a failed message is retried before it goes to %DLQ%<group> (0.."+strconv.Itoa(admin.MaxGroupRetryMaxTimes)+")")
 				noBroadcast := fs.Bool("no-broadcast", false, "refuse broadcasting consumers of the group")
 				disable := fs.Bool("disable", false, "refuse the group's pulls (consumption paused)")
-				cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
+				cluster := clusterFlag(fs)
 				return func(ctx context.Context, e *adminEnv) error {
 					if err := required(*group, "-g"); err != nil {
 						return err
@@ -89,7 +89,7 @@ func init() {
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			group := fs.String("g", "", "consumer `group`")
 			keep := fs.Bool("keep-offsets", false, "keep the group's committed offsets")
-			cluster := fs.String("cluster", "", "`cluster` name (empty: every cluster)")
+			cluster := clusterFlag(fs)
 			return func(ctx context.Context, e *adminEnv) error {
 				if err := required(*group, "-g"); err != nil {
 					return err

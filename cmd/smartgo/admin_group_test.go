@@ -40,7 +40,7 @@ func TestCmdAdminGroupLifecycle(t *testing.T) {
 		}
 		return stdout
 	}
-	mustAdmin("topic", "create", "-t", "GroupT", "-r", "2", "-w", "2")
+	mustAdmin("topic", "create", "-t", "GroupT", "-r", "2", "-w", "2", "-c", "TestCluster") // mqadmin's -c for -cluster
 	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: c.RegistryAddrs()}})
 	if err != nil {
 		t.Fatal(err)
@@ -167,6 +167,7 @@ func TestCmdAdminGroupLifecycle(t *testing.T) {
 		{[]string{"group", "delete"}, exitUsage, "-g is required"},
 		{[]string{"group", "create", "-g", "bad group"}, exitFailure, "group name"},
 		{[]string{"group", "create", "-g", "g1", "-retry", "65"}, exitUsage, "-retry must be between 0 and 64"},
+		{[]string{"group", "create", "-g", "g1", "-c", "NoSuchCluster"}, exitFailure, `no master broker in cluster "NoSuchCluster"`},
 	} {
 		code, stdout, stderr := admin(tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.want) || stdout != "" {
