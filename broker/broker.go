@@ -78,7 +78,10 @@ type Broker struct {
 	haCli     atomic.Pointer[ha.Client]
 	ctlCancel context.CancelFunc // stops the controller-mode loops (ctlWG)
 	ctlWG     sync.WaitGroup
-	regMu     sync.Mutex // serialises registrations in controller mode
+	// regTurn (capacity 1) serialises registrations: the one that holds
+	// it takes its topic table snapshot and waits for every answer, so a
+	// registry never gets an older table after a newer one.
+	regTurn chan struct{}
 
 	// Controller mode (broker/controller.go, broker/isr.go); ctl is nil
 	// otherwise.
@@ -119,6 +122,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.plog = ratelog.Wrap(b.log, 0)
 	b.regNow = make(chan struct{}, 1)
+	b.regTurn = make(chan struct{}, 1)
 	b.perm.Store(PermRW)
 	b.slaveRead.Store(opts.SlaveReadEnable)
 

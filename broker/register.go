@@ -29,7 +29,15 @@ func (b *Broker) triggerRegister() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), syncRegisterTimeout)
 	defer cancel()
-	b.registerAll(ctx)
+	if !b.registerAll(ctx) {
+		// Not published: registerLoop tries again within a second
+		// instead of at the next RegisterInterval (30 s), which a client
+		// waiting for the topic's route would not outlive.
+		select {
+		case b.regNow <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // registerLoop registers with every registry at start and every
@@ -120,11 +128,17 @@ func registrationCRC(body []byte) int32 { return int32(crc32.ChecksumIEEE(body) 
 //
 // It reports whether every registry accepted the registration.
 func (b *Broker) registerAll(ctx context.Context) bool {
-	if b.controlled() {
-		// One at a time: a registration under the old role must not
-		// arrive after one under the new role.
-		b.regMu.Lock()
-		defer b.regMu.Unlock()
+	// One at a time: a registry replaces a master's topics with those of
+	// its registration, so one carrying the table before a topic was
+	// created must not arrive after one carrying the topic (two topics
+	// created side by side: the route of one vanished until the next
+	// periodic registration, 30 s later); in controller mode, one under
+	// the old role must not arrive after one under the new role.
+	select {
+	case b.regTurn <- struct{}{}:
+		defer func() { <-b.regTurn }()
+	case <-ctx.Done():
+		return false
 	}
 	id, ok := b.registryBrokerID()
 	if !ok {

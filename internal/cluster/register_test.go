@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -24,14 +25,7 @@ func TestClusterBrokerRegistersWhenRegistryStartsLate(t *testing.T) {
 	regAddr := ln.Addr().String()
 	_ = ln.Close()
 
-	so := store.DefaultOptions(t.TempDir())
-	so.SegmentSize = 4 << 20
-	so.MaxMessageSize = 1 << 20
-	b, err := broker.New(broker.Options{ListenAddr: "127.0.0.1:0", Registries: []string{regAddr}, AutoCreateTopic: true, Store: so})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	newRegisteringBroker(t, regAddr)
 
 	time.Sleep(2 * time.Second) // the first registration and a retry fail
 	reg, err := registry.New(registry.Options{Addr: regAddr})
@@ -49,21 +43,95 @@ func TestClusterBrokerRegistersWhenRegistryStartsLate(t *testing.T) {
 	}
 	defer rc.Close()
 	start := time.Now()
-	testutil.Eventually(t, 10*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		resp, err := rc.Invoke(ctx, regAddr, protocol.NewRequest(protocol.GetRouteInfoByTopic, &protocol.GetRouteInfoRequestHeader{Topic: broker.AutoCreateTopicKey}, nil))
-		if err != nil {
-			return err
-		}
-		if resp.Code != protocol.Success {
-			return &routeErr{resp.Remark}
-		}
-		return nil
-	})
+	testutil.Eventually(t, 10*time.Second, func() error { return registryRoute(rc, regAddr, broker.AutoCreateTopicKey) })
 	t.Logf("registered %v after the registry started", time.Since(start))
+}
+
+// newRegisteringBroker starts a broker (topic auto-creation on) that
+// registers with the registry at regAddr; the test's end closes it.
+func newRegisteringBroker(t *testing.T, regAddr string) *broker.Broker {
+	t.Helper()
+	so := store.DefaultOptions(t.TempDir())
+	so.SegmentSize = 4 << 20
+	so.MaxMessageSize = 1 << 20
+	b, err := broker.New(broker.Options{ListenAddr: "127.0.0.1:0", Registries: []string{regAddr}, AutoCreateTopic: true, Store: so})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// registryRoute asks the registry at regAddr for topic's route.
+func registryRoute(rc *remoting.Client, regAddr, topic string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := rc.Invoke(ctx, regAddr, protocol.NewRequest(protocol.GetRouteInfoByTopic, &protocol.GetRouteInfoRequestHeader{Topic: topic}, nil))
+	if err != nil {
+		return err
+	}
+	if resp.Code != protocol.Success {
+		return &routeErr{topic + ": " + resp.Remark}
+	}
+	return nil
 }
 
 type routeErr struct{ s string }
 
 func (e *routeErr) Error() string { return "no route yet: " + e.s }
+
+// Topics created side by side (two bridge nodes starting on one broker)
+// all have their route once their creations are answered: each creation
+// registers before its answer, and a registration carrying an older topic
+// table must not reach the registry after a newer one (the registry drops
+// the topics a master's registration lacks until the next 30 s one).
+func TestClusterConcurrentTopicCreatesAllRouted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	reg, err := registry.New(registry.Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	regAddr := reg.Addr().String()
+	b := newRegisteringBroker(t, regAddr)
+	rc, err := remoting.NewClient(remoting.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	route := func(topic string) error { return registryRoute(rc, regAddr, topic) }
+	testutil.Eventually(t, 10*time.Second, func() error { return route(broker.AutoCreateTopicKey) })
+
+	for round := range 10 {
+		const n = 24
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				h := protocol.CreateTopicRequestHeader{Topic: fmt.Sprintf("CONCURRENT_%d_%d", round, i), ReadQueueNums: 4,
+					WriteQueueNums: 4, Perm: broker.PermRW}
+				cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+				defer ccancel()
+				resp, err := rc.Invoke(cctx, b.Addr(), protocol.NewRequest(protocol.UpdateAndCreateTopic, &h, nil))
+				if err == nil && resp.Code != protocol.Success {
+					err = fmt.Errorf("create %s: %d %s", h.Topic, resp.Code, resp.Remark)
+				}
+				errs <- err
+			}()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Every creation was answered: no registration is in flight.
+		for i := range n {
+			if err := route(fmt.Sprintf("CONCURRENT_%d_%d", round, i)); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}
