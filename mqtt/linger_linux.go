@@ -24,7 +24,16 @@ import (
 // with a zero-timeout epoll_wait. A round thus serves what arrived over
 // the linger, and each request waits at most about the linger more.
 // After lingerIdle empty rounds in a row the epoll descriptor goes back
-// into the gate. The poller never holds its thread or P while it waits:
+// into the gate.
+//
+// A lone client sending one request after the other also wakes the
+// poller often enough to start it lingering, but its rounds hold one
+// request each whatever the poller waits, so lingering would only add
+// the linger to each request. A linger therefore also ends after
+// lingerLone rounds in a row of at most one event, and one that never
+// gathered two events in a round doubles the hot wake-ups in a row the
+// next one needs to start (up to lingerBackoff); a linger that gathered
+// more resets it to one. The poller never holds its thread or P while it waits:
 // the process sleeps in the runtime's poller as before, and the
 // runtime's monitor with it.
 
@@ -32,8 +41,13 @@ const (
 	// lingerFull is the round size from which the poller does not
 	// wait for the timer before its next epoll_wait (it is saturated).
 	lingerFull = 16
-	// lingerIdle empty rounds in a row end lingering.
+	// lingerIdle empty rounds in a row end lingering, and so do
+	// lingerLone rounds in a row of at most one event.
 	lingerIdle = 3
+	lingerLone = 8
+	// lingerBackoff bounds the hot wake-ups in a row that start
+	// lingering again after lingers that gathered nothing (see pace).
+	lingerBackoff = 64
 	// lingerHotGap: wake-ups this close together (or twice the linger,
 	// if longer) start lingering.
 	lingerHotGap = 500 * time.Microsecond
@@ -88,33 +102,55 @@ func (p *poller) pace(n int) bool {
 		return false
 	}
 	if !p.lingerOn {
-		if n == 0 || !p.hot() {
+		if n == 0 {
+			return false
+		}
+		if !p.hot() {
+			p.hotRun = 0
+			return false
+		}
+		if p.hotRun++; p.hotRun < max(p.needHot, 1) {
 			return false
 		}
 		if err := unix.EpollCtl(p.gate, unix.EPOLL_CTL_DEL, p.epfd, nil); err != nil {
 			p.s.log.Warn("mqtt: linger", "err", err)
 			return false
 		}
-		p.lingerOn, p.idle = true, 0
+		p.lingerOn, p.idle, p.lone, p.gathered, p.hotRun = true, 0, 0, false, 0
 		p.lingering.Store(true)
 		p.s.io.lingers.Add(1)
 		p.arm(p.linger)
 		return false
 	}
+	p.s.io.lingered.Add(1)
+	if n <= 1 {
+		p.lone++
+	} else {
+		p.lone, p.gathered = 0, true
+	}
 	if n == 0 {
-		if p.idle++; p.idle >= lingerIdle {
-			// Back to waking for arrivals. The gate reports at once
-			// what arrived since the last round.
-			p.lingerOn, p.lastWake = false, 0
-			p.lingering.Store(false)
-			p.arm(0)
-			ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(p.epfd)}
-			if err := unix.EpollCtl(p.gate, unix.EPOLL_CTL_ADD, p.epfd, &ev); err != nil {
-				p.s.log.Error("mqtt: linger", "err", err)
-			}
-			return false
+		p.idle++
+	} else {
+		p.idle = 0
+	}
+	if p.idle >= lingerIdle || p.lone >= lingerLone {
+		// Back to waking for arrivals. The gate reports at once
+		// what arrived since the last round.
+		if p.gathered {
+			p.needHot = 1
+		} else {
+			p.needHot = min(2*max(p.needHot, 1), lingerBackoff)
 		}
-	} else if p.idle = 0; n >= lingerFull {
+		p.lingerOn, p.lastWake = false, 0
+		p.lingering.Store(false)
+		p.arm(0)
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(p.epfd)}
+		if err := unix.EpollCtl(p.gate, unix.EPOLL_CTL_ADD, p.epfd, &ev); err != nil {
+			p.s.log.Error("mqtt: linger", "err", err)
+		}
+		return false
+	}
+	if n >= lingerFull {
 		return true
 	}
 	p.arm(p.linger)

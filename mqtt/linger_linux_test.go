@@ -117,3 +117,26 @@ func TestMQTTPollerLingerOff(t *testing.T) {
 		})
 	}
 }
+
+// TestMQTTPollerLingerSingleClient: one client sending requests one
+// after the other keeps the poller lingering for few of them. Its rounds
+// hold one request each whatever the poller waits, so a linger only adds
+// the timer's wait to each; lingers that gather nothing make the next
+// one start later and later.
+func TestMQTTPollerLingerSingleClient(t *testing.T) {
+	s, _ := inlineServer(t, nil)
+	stop := make(chan struct{})
+	wait := lingerLoad(t, s.Addrs()[0].String(), 1, stop)
+	reads0 := s.io.reads.Load()
+	testutil.WaitFor(t, 30*time.Second, "800 more reads", func() bool { return s.io.reads.Load()-reads0 >= 800 })
+	close(stop)
+	n := wait()
+	if n == 0 {
+		t.Fatal("no request answered")
+	}
+	// Lingers of 8 rounds, after 1, 2, 4, ... 64 hot wake-ups: about
+	// 60 of the first 800 requests.
+	if l := s.io.lingered.Load(); l > int64(n)/4 {
+		t.Errorf("%d of %d requests served by lingering rounds (%d lingers)", l, n, s.io.lingers.Load())
+	}
+}

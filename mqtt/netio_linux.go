@@ -57,6 +57,10 @@ type poller struct {
 	linger   time.Duration // 0: never
 	lingerOn bool          // epfd is out of the gate, tfd paces the rounds
 	idle     int           // empty rounds in a row while lingering
+	lone     int           // rounds in a row of at most one event while lingering
+	gathered bool          // a round of this linger held two events or more
+	needHot  int           // hot wake-ups in a row that start lingering (1 at first)
+	hotRun   int           // hot wake-ups in a row so far
 	lastWake int64         // nanotime of the previous wake-up
 	// lingering is lingerOn for tests (read off the poller).
 	lingering atomic.Bool

@@ -114,6 +114,8 @@ type ioCounters struct {
 	// lingers counts the times a poller started lingering
 	// (linger_linux.go).
 	lingers atomic.Int64
+	// lingered counts the rounds a lingering poller's timer paced.
+	lingered atomic.Int64
 }
 
 // Stats are the server's counters; the $SYS tree (sys.go) publishes them.
