@@ -154,7 +154,30 @@ func startBridgeProcs(t *testing.T, extra ...string) (reg, addrA, addrB string, 
 			}
 		}
 	})
+	waitBridgeStarted(t, nodeA)
+	waitBridgeStarted(t, nodeB)
 	return reg, addrA, addrB, nodeA, nodeB
+}
+
+// waitBridgeStarted waits until the bridge process p logs that it
+// listens; a node that exits first fails the test at once (its log is
+// dumped), not a minute later as a refused connection.
+func waitBridgeStarted(t *testing.T, p *proc) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if data, _ := os.ReadFile(p.log); strings.Contains(string(data), "bridge started") {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited before it listened: %v", p.log, p.cmd.ProcessState)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not started within 60 s", p.log)
+		}
+	}
 }
 
 // TestClusterProcBridgeTakeoverAndKill: two bridge processes on one
