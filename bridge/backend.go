@@ -94,9 +94,10 @@ type Backend struct {
 	// sent, with the client's writer held.
 	testBeforeWrite func(*sessionRecord)
 	// testShareHook, when set (tests, before Start), sees the steps of
-	// shared subscriptions: "mark" (markShares, before it looks at
+	// shared subscriptions: "mark" (PrepareShares, before it looks at
 	// share), "start" (the share loop, before it starts share's consumer)
-	// and "marked" (that start, once it took share's mark).
+	// "marked" (that start, once it took share's mark) and "walked" (the
+	// end of each pass of the share loop; share is "").
 	testShareHook func(step, share string)
 	qos2          keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
 	sysQueues     map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues

@@ -427,7 +427,7 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 		}
 	}
 	// The session holds its shares from before this connect: a SUBSCRIBE
-	// to one of them again does not start its group anew (markShares).
+	// to one of them again does not start its group anew (PrepareShares).
 	b.noteHeld(clientID, shared)
 	if shared != nil {
 		// Usually before the server installed the session: the next
@@ -505,7 +505,7 @@ func (b *Backend) SaveSubscriptions(ctx context.Context, st *mqtt.SessionState) 
 	if b.isClosed() {
 		return ErrClosed
 	}
-	b.markShares(ctx, st.ClientID, st.Subscriptions)
+	b.noteSubscribed(st.ClientID, st.Subscriptions)
 	b.wakeShares()
 	if st.Expiry == 0 {
 		return nil // the session ends with its connection

@@ -93,10 +93,11 @@ func (b *Backend) shareLoop(srv clusterServer) {
 		gap = 50 * time.Since(began)
 		b.mu.Lock()
 		for s, m := range b.shareFrom {
-			// Unsubscribed before its consumer started, or started
-			// without it. A mark taken since the walk began may be of a
-			// subscription the walk missed: the next walk judges it.
-			if running[s] != nil || !want[s] && m.at.Before(began) {
+			// Started without it, or unsubscribed (or refused) before
+			// its consumer started. A mark comes before its subscription
+			// joins the server's index (PrepareShares): one the walk did
+			// not find is dropped only once it is shareMarkKeep old.
+			if running[s] != nil || !want[s] && began.Sub(m.at) > shareMarkKeep {
 				delete(b.shareFrom, s)
 			}
 		}
@@ -125,6 +126,9 @@ func (b *Backend) shareLoop(srv clusterServer) {
 			running[s] = sc
 			b.setShares(running)
 			b.log.Info("bridge: joined shared subscription group", "share", s, "group", shareGroup(s))
+		}
+		if b.testShareHook != nil {
+			b.testShareHook("walked", "")
 		}
 	}
 }
@@ -162,16 +166,22 @@ func (b *Backend) ShareQueues(share string) []client.MessageQueue {
 	return c.Assigned()
 }
 
-// shareMarkTimeout bounds markShares' offset lookups (they hold a SUBACK).
+// shareMarkTimeout bounds PrepareShares' offset lookups (they hold a SUBACK).
 const shareMarkTimeout = 3 * time.Second
 
-// markShares records, for each shared subscription in subs that has no
-// consumer on this node yet, the device-facing topics' max offsets: where
-// its group starts if it is new. The server calls it (SaveSubscriptions)
-// before the SUBACK of clientID's subscriptions, so a message published
-// after the SUBACK is at or past them; the consumer starts later. A
-// failed lookup is logged, and the consumer takes the offsets when it
-// starts. It then notes subs' shares as those clientID's session holds.
+// shareMarkKeep is how long a mark whose subscription the share loop does
+// not find is kept: PrepareShares takes it just before the server lists
+// the subscription.
+const shareMarkKeep = 10 * time.Second
+
+// PrepareShares implements mqtt.SharePreparer: it records, for each
+// shared subscription in filters that has no consumer on this node yet,
+// the device-facing topics' max offsets: where its group starts if it is
+// new. The server calls it before the subscriptions join its index and
+// before their SUBACK, so the share loop never sees such a subscription
+// without its mark, and a message published after the SUBACK is at or
+// past the mark; the consumer starts later. A failed lookup is logged,
+// and the consumer takes the offsets when it starts.
 //
 // A shared subscription exists while some session holds it: a group
 // whose brokers know it but that no session holds any more (no node runs
@@ -179,22 +189,23 @@ const shareMarkTimeout = 3 * time.Second
 // did not hold it before this SUBSCRIBE) starts again at the marks like a
 // new one, rather than handing its next member what was published while
 // it had none (shareHeld).
-func (b *Backend) markShares(ctx context.Context, clientID string, subs []mqtt.Subscription) {
+func (b *Backend) PrepareShares(ctx context.Context, clientID string, filters []string) {
+	if b.isClosed() {
+		return
+	}
 	b.mu.Lock()
 	before := b.held[clientID].shares
 	b.mu.Unlock()
-	var now []string
-	for _, sub := range subs {
-		if !packets.IsShared(sub.Filter) {
+	for _, share := range filters {
+		if !packets.IsShared(share) {
 			continue
 		}
-		now = append(now, sub.Filter)
 		if b.testShareHook != nil {
-			b.testShareHook("mark", sub.Filter)
+			b.testShareHook("mark", share)
 		}
 		b.mu.Lock()
-		_, marked := b.shareFrom[sub.Filter]
-		running := b.shares[sub.Filter] != nil
+		_, marked := b.shareFrom[share]
+		running := b.shares[share] != nil
 		b.mu.Unlock()
 		if marked || running {
 			continue
@@ -204,25 +215,40 @@ func (b *Backend) markShares(ctx context.Context, clientID string, subs []mqtt.S
 		// The session's own record cannot tell: the node's session tail
 		// may have applied one written with this SUBSCRIBE already (a
 		// checkpoint), so a brand-new member would count itself.
-		held := slices.Contains(before, sub.Filter)
+		held := slices.Contains(before, share)
 		if err == nil && !held {
-			held, err = b.shareHeld(mctx, sub.Filter, clientID)
+			held, err = b.shareHeld(mctx, share, clientID)
 		}
 		cancel()
 		if err != nil {
-			b.log.Warn("bridge: start offsets of a new shared subscription", "share", sub.Filter, "err", err)
+			b.log.Warn("bridge: start offsets of a new shared subscription", "share", share, "err", err)
 			continue
 		}
 		b.mu.Lock()
 		if b.shareFrom == nil {
 			b.shareFrom = map[string]shareMark{}
 		}
-		if _, ok := b.shareFrom[sub.Filter]; !ok && b.shares[sub.Filter] == nil {
-			b.shareFrom[sub.Filter] = shareMark{from: from, restart: !held, at: time.Now()}
+		if _, ok := b.shareFrom[share]; !ok && b.shares[share] == nil {
+			b.shareFrom[share] = shareMark{from: from, restart: !held, at: time.Now()}
 		}
 		b.mu.Unlock()
 	}
-	if before != nil || now != nil {
+}
+
+// noteSubscribed notes the shares among subs, the subscriptions of
+// clientID's session after a SUBSCRIBE or UNSUBSCRIBE, as those the
+// session holds (heldShares).
+func (b *Backend) noteSubscribed(clientID string, subs []mqtt.Subscription) {
+	var now []string
+	for _, sub := range subs {
+		if packets.IsShared(sub.Filter) {
+			now = append(now, sub.Filter)
+		}
+	}
+	b.mu.Lock()
+	_, had := b.held[clientID]
+	b.mu.Unlock()
+	if had || now != nil {
 		b.noteHeld(clientID, now)
 	}
 }
@@ -340,7 +366,7 @@ func (b *Backend) startShare(srv clusterServer, share string) (_ *shareConsumer,
 	sctx, scancel := context.WithTimeout(b.ctx, b.opts.StartTimeout)
 	defer scancel()
 	// The topics' ends before the mark is taken: a SUBACK sent before
-	// they were read left its mark (markShares stores it before the
+	// they were read left its mark (PrepareShares stores it before the
 	// SUBACK) and the mark is taken below; what is published after a later
 	// SUBACK is at or past them. Read after the take, they could be past
 	// messages published after a SUBACK whose mark came too late for this
@@ -364,7 +390,7 @@ func (b *Backend) startShare(srv clusterServer, share string) (_ *shareConsumer,
 		b.testShareHook("marked", share)
 	}
 	// A group no broker knows yet is a new shared subscription: it gets
-	// what is stored after its first SUBACK on this node (markShares), or
+	// what is stored after its first SUBACK on this node (PrepareShares), or
 	// from the start of this consumer (ends) when that is unknown.
 	// ConsumeFromLast alone does not do that: brokers start a group without offsets at 0 on a young queue
 	// (RocketMQ's rule), which handed the topics' whole history to the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,12 +22,32 @@ import (
 // session that disconnected), what is published is nobody's: a new member
 // of the same group starts at its SUBACK, as a brand-new group does, and
 // does not get that backlog from the group's old offsets.
+//
+// The new member's SUBSCRIBE is held where the node judges the group
+// (the "mark" step) until the share loop has walked twice: the loop used
+// to find the subscription listed before it was judged, start the group
+// without a mark and resume its old offsets (a flake of this test in CI).
 func TestBridgeSharedSubscriptionRejoinStartsAtSuback(t *testing.T) {
 	c := startCluster(t)
-	b := startBridge(t, c, func(_ *mqtt.Options, o *Options) { o.ShareRefresh = 100 * time.Millisecond })
+	const share = "$share/rejoin/work/#"
+	var armed atomic.Bool
+	var walks atomic.Int64
+	b := startBridgeWith(t, c, func(_ *mqtt.Options, o *Options) { o.ShareRefresh = 50 * time.Millisecond }, func(b *Bridge) {
+		b.Backend().testShareHook = func(step, s string) {
+			switch {
+			case step == "walked":
+				walks.Add(1)
+			case step == "mark" && s == share && armed.CompareAndSwap(true, false):
+				// Two whole passes after this point; bounded, so a
+				// stopped loop fails the test rather than hangs it.
+				for n, deadline := walks.Load()+2, time.Now().Add(5*time.Second); walks.Load() < n && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	const share = "$share/rejoin/work/#"
 	var mu sync.Mutex
 	got := map[string]int{}
 	pub := pahoShareMember(t, ctx, addrOf(b), "rejoin-pub", &mu, map[string]int{})
@@ -62,6 +83,7 @@ func TestBridgeSharedSubscriptionRejoinStartsAtSuback(t *testing.T) {
 	publish("gap-", 5) // nobody holds the subscription
 
 	m2 := pahoShareMember(t, ctx, addrOf(b), "rejoin-m2", &mu, got)
+	armed.Store(true)
 	if sa, err := m2.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: share, QoS: 1}}}); err != nil || sa.Reasons[0] != 1 {
 		t.Fatalf("subscribe m2: %v %+v", err, sa)
 	}

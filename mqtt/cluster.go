@@ -29,6 +29,19 @@ type SubscriptionBackend interface {
 	SaveSubscriptions(ctx context.Context, st *SessionState) error
 }
 
+// SharePreparer is an optional extension of Backend: the server calls
+// PrepareShares with a SUBSCRIBE's shared filters (all of them, also those
+// it will refuse) before any of them joins the subscription index, so
+// that what the backend decides about a shared subscription it does not
+// run yet (where its group starts) is decided before anything can see the
+// subscription (SharedSubscriptions). It may take as long as a SUBACK may
+// wait; it reports nothing: a backend that cannot decide falls back to
+// its default when it starts the group.
+type SharePreparer interface {
+	Backend
+	PrepareShares(ctx context.Context, clientID string, filters []string)
+}
+
 // QoS2Backend is an optional extension of Backend that makes the QoS 2
 // exchanges of a session that outlives its connection (Expiry > 0)
 // survive a node crash. The server changes the session's state, then

@@ -241,6 +241,17 @@ func (c *conn) handleSubscribe(p *packets.Subscribe) {
 	if len(p.Properties.SubscriptionIdentifiers) > 0 {
 		subID = p.Properties.SubscriptionIdentifiers[0]
 	}
+	if sp, ok := s.backend.(SharePreparer); ok {
+		var shared []string
+		for _, req := range p.Subscriptions {
+			if packets.IsShared(req.Filter) {
+				shared = append(shared, req.Filter)
+			}
+		}
+		if shared != nil {
+			sp.PrepareShares(s.ctx, ss.id, shared)
+		}
+	}
 	codes := make([]packets.ReasonCode, len(p.Subscriptions))
 	// granted are this packet's new subscriptions, with what each
 	// replaced, to undo them if the backend cannot record them.
