@@ -325,106 +325,6 @@ func (a *Admin) DeleteTopic(ctx context.Context, cluster, topic string) error {
 	return errors.Join(errs...)
 }
 
-// DefaultGroupRetryMaxTimes is how often a consumer group's failed
-// messages are retried before they go to its %DLQ% topic, when
-// CreateGroup is not told (RocketMQ's default).
-const DefaultGroupRetryMaxTimes = 16
-
-// MaxGroupRetryMaxTimes is the most retries a group may have (the brokers'
-// bound).
-const MaxGroupRetryMaxTimes = 64
-
-// GroupConfig is a consumer group's subscription config, as CreateGroup
-// writes it; the zero value but for Name is RocketMQ's default group.
-type GroupConfig struct {
-	Name          string
-	NoBroadcast   bool  // consumeBroadcastEnable false: broadcasting consumers are refused
-	Disabled      bool  // consumeEnable false: the brokers refuse its pulls
-	RetryMaxTimes int32 // 0: DefaultGroupRetryMaxTimes; negative: none (straight to %DLQ%<group>)
-}
-
-// subscriptionConfig is g as the brokers' UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
-// body; the fields GroupConfig does not name keep RocketMQ's defaults (those
-// of a group a broker creates on a consumer's first heartbeat).
-func (g GroupConfig) subscriptionConfig() protocol.SubscriptionGroupConfig {
-	retries := g.RetryMaxTimes
-	switch {
-	case retries == 0:
-		retries = DefaultGroupRetryMaxTimes
-	case retries < 0:
-		retries = 0
-	}
-	return protocol.SubscriptionGroupConfig{GroupName: g.Name, ConsumeEnable: !g.Disabled,
-		ConsumeBroadcastEnable: !g.NoBroadcast, RetryMaxTimes: retries, RetryQueueNums: 1,
-		ConsumeFromMinEnable: true, WhichBrokerWhenConsumeSlowly: 1, NotifyConsumerIdsChangedEnable: true}
-}
-
-// CreateGroup creates a consumer group, or updates its config, on every
-// master of the cluster ("" = all clusters), as mqadmin updateSubGroup
-// does (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP). A group created before its
-// consumers first start can have its offsets set (ResetOffset) so that
-// they start there.
-func (a *Admin) CreateGroup(ctx context.Context, cluster string, g GroupConfig) error {
-	if err := validateGroup(g.Name); err != nil {
-		return err
-	}
-	if g.RetryMaxTimes > MaxGroupRetryMaxTimes {
-		return fmt.Errorf("%w: group %s: %d retries, at most %d", client.ErrBadOptions, g.Name, g.RetryMaxTimes, MaxGroupRetryMaxTimes)
-	}
-	masters, err := a.Masters(ctx, cluster)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, m := range masters {
-		if err := a.putGroup(ctx, m.Addr, g); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// validateGroup checks a consumer group name against the brokers' rule,
-// which is the one for topic names.
-func validateGroup(group string) error {
-	if client.ValidateTopic(group) != nil {
-		return fmt.Errorf("%w: group name %q: want 1 to %d characters of [%%|a-zA-Z0-9_-]", client.ErrBadOptions, group, client.MaxTopicLength)
-	}
-	return nil
-}
-
-// GroupExists reports whether any master knows the consumer group (a
-// subscription config, committed offsets or online consumers).
-func (a *Admin) GroupExists(ctx context.Context, group string) (bool, error) {
-	err := a.checkGroup(ctx, group)
-	if errors.Is(err, client.ErrGroupNotExist) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// DeleteGroup deletes a consumer group's subscription config on every
-// master of the cluster ("" = all clusters), and with removeOffsets its
-// committed offsets too (DELETE_SUBSCRIPTIONGROUP); the brokers forget
-// its statistics either way.
-func (a *Admin) DeleteGroup(ctx context.Context, cluster, group string, removeOffsets bool) error {
-	if group == "" {
-		return fmt.Errorf("%w: empty group name", client.ErrBadOptions)
-	}
-	masters, err := a.Masters(ctx, cluster)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, m := range masters {
-		if _, err := a.invokeOK(ctx, "delete group", m.Addr, protocol.NewRequest(protocol.DeleteSubscriptionGroup,
-			&protocol.DeleteSubscriptionGroupRequestHeader{GroupName: group, RemoveOffset: removeOffsets}, nil)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // QueueStat is one queue's offsets.
 type QueueStat struct {
 	Queue          client.MessageQueue `json:"queue"`
@@ -488,41 +388,6 @@ func (a *Admin) BrokerRuntimeInfo(ctx context.Context, addr string) (map[string]
 	return kv.Table, nil
 }
 
-// BrokerConfig returns the configuration of the broker at addr under
-// RocketMQ's key names (GET_BROKER_CONFIG, as mqadmin getBrokerConfig).
-func (a *Admin) BrokerConfig(ctx context.Context, addr string) (map[string]string, error) {
-	resp, err := a.invokeOK(ctx, "broker config", addr, protocol.NewRequest(protocol.GetBrokerConfig, nil, nil))
-	if err != nil {
-		return nil, err
-	}
-	kv, err := protocol.DecodeProperties(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("admin: broker config of %s: %w", addr, err)
-	}
-	return kv, nil
-}
-
-// UpdateBrokerConfig changes keys of the configuration of the broker at
-// addr at run time, until it restarts (UPDATE_BROKER_CONFIG, as mqadmin
-// updateBrokerConfig). The broker refuses, naming it, a key it cannot
-// change (see broker/brokerconfig.go) and then changes none.
-func (a *Admin) UpdateBrokerConfig(ctx context.Context, addr string, kv map[string]string) error {
-	if len(kv) == 0 {
-		return fmt.Errorf("%w: no key to change", client.ErrBadOptions)
-	}
-	_, err := a.invokeOK(ctx, "update broker config", addr, protocol.NewRequest(protocol.UpdateBrokerConfig, nil, protocol.EncodeProperties(kv)))
-	return err
-}
-
-// QueueProgress is a group's progress on one queue.
-type QueueProgress struct {
-	Queue          client.MessageQueue `json:"queue"`
-	BrokerOffset   int64               `json:"brokerOffset"`
-	ConsumerOffset int64               `json:"consumerOffset"`
-	Lag            int64               `json:"lag"`
-	LastTimestamp  int64               `json:"lastTimestamp"`
-}
-
 // GroupProgress returns a consumer group's committed offset and lag per
 // queue (GET_CONSUME_STATS to every broker group's master, or to its slave
 // while it has none: see Readers), for one topic or all (""). A group that
@@ -565,23 +430,6 @@ func (a *Admin) GroupProgress(ctx context.Context, group, topic string) ([]Queue
 		return nil, fmt.Errorf("%w: %s (no broker knows it)", client.ErrGroupNotExist, group)
 	}
 	return out, perr
-}
-
-// checkGroup returns client.ErrGroupNotExist when no master knows group
-// (no subscription config, offsets or consumers on any of them).
-func (a *Admin) checkGroup(ctx context.Context, group string) error {
-	masters, err := a.Masters(ctx, "")
-	if err != nil {
-		return err
-	}
-	for _, m := range masters {
-		_, err := a.invokeOK(ctx, "consume stats", m.Addr, protocol.NewRequest(protocol.GetConsumeStats,
-			&protocol.GetConsumeStatsRequestHeader{ConsumerGroup: group}, nil))
-		if !errors.Is(err, client.ErrGroupNotExist) {
-			return nil // it knows the group, or cannot tell
-		}
-	}
-	return fmt.Errorf("%w: %s (no master knows it)", client.ErrGroupNotExist, group)
 }
 
 // MessageByID returns the message with an offset message id (as a send

@@ -1,0 +1,127 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// DefaultGroupRetryMaxTimes is how often a consumer group's failed
+// messages are retried before they go to its %DLQ% topic, when
+// CreateGroup is not told (RocketMQ's default).
+const DefaultGroupRetryMaxTimes = 16
+
+// MaxGroupRetryMaxTimes is the most retries a group may have (the brokers'
+// bound).
+const MaxGroupRetryMaxTimes = 64
+
+// GroupConfig is a consumer group's subscription config, as CreateGroup
+// writes it; the zero value but for Name is RocketMQ's default group.
+type GroupConfig struct {
+	Name          string
+	NoBroadcast   bool  // consumeBroadcastEnable false: broadcasting consumers are refused
+	Disabled      bool  // consumeEnable false: the brokers refuse its pulls
+	RetryMaxTimes int32 // 0: DefaultGroupRetryMaxTimes; negative: none (straight to %DLQ%<group>)
+}
+
+// subscriptionConfig is g as the brokers' UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+// body; the fields GroupConfig does not name keep RocketMQ's defaults (those
+// of a group a broker creates on a consumer's first heartbeat).
+func (g GroupConfig) subscriptionConfig() protocol.SubscriptionGroupConfig {
+	retries := g.RetryMaxTimes
+	switch {
+	case retries == 0:
+		retries = DefaultGroupRetryMaxTimes
+	case retries < 0:
+		retries = 0
+	}
+	return protocol.SubscriptionGroupConfig{GroupName: g.Name, ConsumeEnable: !g.Disabled,
+		ConsumeBroadcastEnable: !g.NoBroadcast, RetryMaxTimes: retries, RetryQueueNums: 1,
+		ConsumeFromMinEnable: true, WhichBrokerWhenConsumeSlowly: 1, NotifyConsumerIdsChangedEnable: true}
+}
+
+// CreateGroup creates a consumer group, or updates its config, on every
+// master of the cluster ("" = all clusters), as mqadmin updateSubGroup
+// does (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP). A group created before its
+// consumers first start can have its offsets set (ResetOffset) so that
+// they start there.
+func (a *Admin) CreateGroup(ctx context.Context, cluster string, g GroupConfig) error {
+	if err := validateGroup(g.Name); err != nil {
+		return err
+	}
+	if g.RetryMaxTimes > MaxGroupRetryMaxTimes {
+		return fmt.Errorf("%w: group %s: %d retries, at most %d", client.ErrBadOptions, g.Name, g.RetryMaxTimes, MaxGroupRetryMaxTimes)
+	}
+	masters, err := a.Masters(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range masters {
+		if err := a.putGroup(ctx, m.Addr, g); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validateGroup checks a consumer group name against the brokers' rule,
+// which is the one for topic names.
+func validateGroup(group string) error {
+	if client.ValidateTopic(group) != nil {
+		return fmt.Errorf("%w: group name %q: want 1 to %d characters of [%%|a-zA-Z0-9_-]", client.ErrBadOptions, group, client.MaxTopicLength)
+	}
+	return nil
+}
+
+// GroupExists reports whether any master knows the consumer group (a
+// subscription config, committed offsets or online consumers).
+func (a *Admin) GroupExists(ctx context.Context, group string) (bool, error) {
+	err := a.checkGroup(ctx, group)
+	if errors.Is(err, client.ErrGroupNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// DeleteGroup deletes a consumer group's subscription config on every
+// master of the cluster ("" = all clusters), and with removeOffsets its
+// committed offsets too (DELETE_SUBSCRIPTIONGROUP); the brokers forget
+// its statistics either way.
+func (a *Admin) DeleteGroup(ctx context.Context, cluster, group string, removeOffsets bool) error {
+	if group == "" {
+		return fmt.Errorf("%w: empty group name", client.ErrBadOptions)
+	}
+	masters, err := a.Masters(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range masters {
+		if _, err := a.invokeOK(ctx, "delete group", m.Addr, protocol.NewRequest(protocol.DeleteSubscriptionGroup,
+			&protocol.DeleteSubscriptionGroupRequestHeader{GroupName: group, RemoveOffset: removeOffsets}, nil)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkGroup returns client.ErrGroupNotExist when no master knows group
+// (no subscription config, offsets or consumers on any of them).
+func (a *Admin) checkGroup(ctx context.Context, group string) error {
+	masters, err := a.Masters(ctx, "")
+	if err != nil {
+		return err
+	}
+	for _, m := range masters {
+		_, err := a.invokeOK(ctx, "consume stats", m.Addr, protocol.NewRequest(protocol.GetConsumeStats,
+			&protocol.GetConsumeStatsRequestHeader{ConsumerGroup: group}, nil))
+		if !errors.Is(err, client.ErrGroupNotExist) {
+			return nil // it knows the group, or cannot tell
+		}
+	}
+	return fmt.Errorf("%w: %s (no master knows it)", client.ErrGroupNotExist, group)
+}
