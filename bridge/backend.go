@@ -253,7 +253,11 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 	// Positions before the live consumer starts: a message stored in
 	// between may be replayed twice into a resumed session, never lost.
 	for _, t := range b.topics {
-		stats, err := b.adm.TopicStats(sctx, t)
+		var stats []admin.QueueStat
+		err := b.retryRoute(sctx, t, func() (err error) {
+			stats, err = b.adm.TopicStats(sctx, t)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("bridge: offsets of %s: %w", t, err)
 		}
@@ -347,6 +351,35 @@ func (b *Backend) ensureTopic(ctx context.Context, topic string) error {
 	}
 }
 
+// retryRoute runs fn, which needs topic's route, until it succeeds or
+// ctx ends, with a backoff from 50 ms up to a second: right after a
+// registry restarts, or before a broker registers again, a route is
+// missing for a moment, and a start-up should wait for it (up to the
+// start timeout) rather than give up. It returns fn's last error.
+func (b *Backend) retryRoute(ctx context.Context, topic string, fn func() error) error {
+	wait := 50 * time.Millisecond
+	start, logged := time.Now(), time.Time{}
+	for {
+		err := fn()
+		if err == nil {
+			if !logged.IsZero() {
+				b.log.Info("route back; start-up goes on", "topic", topic, "waited", time.Since(start).Round(time.Millisecond).String())
+			}
+			return nil
+		}
+		if now := time.Now(); now.Sub(start) >= time.Second && now.Sub(logged) >= waitLogEvery {
+			logged = now
+			b.log.Warn("waiting for the route", "topic", topic, "waited", now.Sub(start).Round(time.Second).String(), "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
 // newConsumer starts a pull consumer assigned every queue of topics. Its
 // pulls are held by the broker for the client's default (15 s): a held
 // pull is answered as soon as a message arrives, so the hold bounds only
@@ -364,7 +397,11 @@ func (b *Backend) newConsumer(ctx context.Context, group string, from client.Con
 	}
 	var qs []client.MessageQueue
 	for _, t := range topics {
-		q, err := c.Queues(ctx, t)
+		var q []client.MessageQueue
+		err := b.retryRoute(ctx, t, func() (err error) {
+			q, err = c.Queues(ctx, t)
+			return err
+		})
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("bridge: queues of %s: %w", t, err)

@@ -81,7 +81,8 @@ type Options struct {
 	// TopicQueues is the queue count of topics the bridge creates.
 	// Default 8.
 	TopicQueues int32
-	// StartTimeout bounds Start (topic creation, system topic replay).
+	// StartTimeout bounds Start (topic creation, waiting for a topic's
+	// route that is missing for a moment, system topic replay).
 	// Default 30 s.
 	StartTimeout time.Duration
 	// SendTimeout bounds one produce. Default 3 s.
