@@ -30,8 +30,8 @@ type SubscriptionBackend interface {
 }
 
 // SharePreparer is an optional extension of Backend: the server calls
-// PrepareShares with a SUBSCRIBE's shared filters (all of them, also those
-// it will refuse) before any of them joins the subscription index, so
+// PrepareShares with the shared filters of a SUBSCRIBE that it grants
+// before any of them joins the subscription index, so
 // that what the backend decides about a shared subscription it does not
 // run yet (where its group starts) is decided before anything can see the
 // subscription (SharedSubscriptions). It may take as long as a SUBACK may

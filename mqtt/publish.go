@@ -241,18 +241,23 @@ func (c *conn) handleSubscribe(p *packets.Subscribe) {
 	if len(p.Properties.SubscriptionIdentifiers) > 0 {
 		subID = p.Properties.SubscriptionIdentifiers[0]
 	}
-	if sp, ok := s.backend.(SharePreparer); ok {
-		var shared []string
-		for _, req := range p.Subscriptions {
-			if packets.IsShared(req.Filter) {
-				shared = append(shared, req.Filter)
-			}
-		}
-		if shared != nil {
-			sp.PrepareShares(s.ctx, ss.id, shared)
+	// Each filter is judged once; the shared ones granted are prepared
+	// before any of them joins the index (SharePreparer).
+	codes := make([]packets.ReasonCode, len(p.Subscriptions))
+	var shared []string
+	for i, req := range p.Subscriptions {
+		code, detail := s.maySubscribe(info, req.Filter)
+		if code != 0 {
+			codes[i] = code
+			c.logRefusal(slog.LevelDebug, "mqtt: subscribe refused", "filter", req.Filter,
+				"reason", code.String(), "code", byte(code), "detail", detail)
+		} else if packets.IsShared(req.Filter) {
+			shared = append(shared, req.Filter)
 		}
 	}
-	codes := make([]packets.ReasonCode, len(p.Subscriptions))
+	if sp, ok := s.backend.(SharePreparer); ok && shared != nil {
+		sp.PrepareShares(s.ctx, ss.id, shared)
+	}
 	// granted are this packet's new subscriptions, with what each
 	// replaced, to undo them if the backend cannot record them.
 	type granted struct {
@@ -263,11 +268,7 @@ func (c *conn) handleSubscribe(p *packets.Subscribe) {
 	}
 	var done []granted
 	for i, req := range p.Subscriptions {
-		code, detail := s.maySubscribe(info, req.Filter)
-		if code != 0 {
-			codes[i] = code
-			c.logRefusal(slog.LevelDebug, "mqtt: subscribe refused", "filter", req.Filter,
-				"reason", code.String(), "code", byte(code), "detail", detail)
+		if codes[i] != 0 {
 			continue
 		}
 		sub := &Subscription{Filter: req.Filter, QoS: req.QoS, NoLocal: req.NoLocal,
