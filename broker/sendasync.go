@@ -150,7 +150,7 @@ func (a *pendingSend) PutDone(res store.PutResult, err error) {
 func (a *pendingSend) storedResponse(res store.PutResult) *protocol.Command {
 	id := record.AppendOffsetMessageID(a.id[:0], res.StoreHost, res.PhysicalOffset) // not written again
 	a.hdr = protocol.SendMessageResponseHeader{
-		MsgID: unsafe.String(unsafe.SliceData(id), len(id)), QueueID: a.queueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
+		MsgID: unsafe.String(unsafe.SliceData(id), len(id)), QueueID: a.queueID, QueueOffset: res.QueueOffset, Region: protocol.DefaultRegion, TraceOn: true,
 	}
 	return a.replicated(putStatusCode(res.Status), res.PhysicalOffset+int64(res.WroteBytes), &a.hdr)
 }
@@ -182,7 +182,7 @@ func (a *pendingSend) storedBatchResponse(res store.BatchResult) *protocol.Comma
 		ids.Write(idb)
 	}
 	a.hdr = protocol.SendMessageResponseHeader{
-		MsgID: ids.String(), QueueID: a.queueID, QueueOffset: res.QueueOffset, Region: "DefaultRegion", TraceOn: true,
+		MsgID: ids.String(), QueueID: a.queueID, QueueOffset: res.QueueOffset, Region: protocol.DefaultRegion, TraceOn: true,
 	}
 	return a.replicated(putStatusCode(res.Status), res.End, &a.hdr)
 }

@@ -657,30 +657,6 @@ func (h *SendMessageResponseHeader) decodeFieldList(l fieldList) bool {
 	return ok && seen == 0x7
 }
 
-// appendJSONFields implements jsonFieldsAppender.
-func (h *SendMessageResponseHeader) appendJSONFields(dst []byte) []byte {
-	start := len(dst)
-	if h.Region != "" {
-		dst = append(appendFieldSep(dst, start), `"MSG_REGION":`...)
-		dst = appendJSONString(dst, h.Region)
-	}
-	if h.Region != "" {
-		dst = append(appendFieldSep(dst, start), `"TRACE_ON":`...)
-		dst = appendJSONBool(dst, h.TraceOn)
-	}
-	dst = append(appendFieldSep(dst, start), `"msgId":`...)
-	dst = appendJSONString(dst, h.MsgID)
-	dst = append(appendFieldSep(dst, start), `"queueId":`...)
-	dst = appendJSONInt(dst, int64(h.QueueID))
-	dst = append(appendFieldSep(dst, start), `"queueOffset":`...)
-	dst = appendJSONInt(dst, h.QueueOffset)
-	if h.TransactionID != "" {
-		dst = append(appendFieldSep(dst, start), `"transactionId":`...)
-		dst = appendJSONString(dst, h.TransactionID)
-	}
-	return dst
-}
-
 // EncodeFields implements HeaderEncoder: producerGroup!, tranStateTableOffset!, commitLogOffset!, commitOrRollback!, fromTransactionCheck, msgId!, transactionId.
 func (h *EndTransactionRequestHeader) EncodeFields(f ExtFields) {
 	f["producerGroup"] = h.ProducerGroup

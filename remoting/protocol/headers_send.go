@@ -1,5 +1,7 @@
 package protocol
 
+import "strconv"
+
 // Producer-side headers: SEND_MESSAGE (long names), SEND_MESSAGE_V2 /
 // SEND_BATCH_MESSAGE / SEND_REPLY_MESSAGE_V2 (short names a..n), their
 // response, and the transaction headers.
@@ -97,6 +99,45 @@ type SendMessageResponseHeader struct {
 	TransactionID string
 	Region        string
 	TraceOn       bool
+}
+
+// DefaultRegion is the MSG_REGION a broker answers its sends with (Java's
+// default region).
+const DefaultRegion = "DefaultRegion"
+
+// defaultRegionHead is the text a send's answer starts with when its
+// region is DefaultRegion and its trace switch on, as every answer of the
+// broker is: the two members and the msgId key, one piece.
+const defaultRegionHead = `"MSG_REGION":"` + DefaultRegion + `","TRACE_ON":"true","msgId":`
+
+// appendJSONFields implements jsonFieldsAppender (written by hand, see
+// headergen's OwnWriter): the bytes the generated writer would write,
+// the members in key order, with the answer's constant text written as
+// one piece.
+func (h *SendMessageResponseHeader) appendJSONFields(dst []byte) []byte {
+	switch {
+	case h.Region == DefaultRegion && h.TraceOn:
+		dst = append(dst, defaultRegionHead...)
+	case h.Region != "":
+		dst = append(dst, `"MSG_REGION":`...)
+		dst = appendJSONString(dst, h.Region)
+		dst = append(dst, `,"TRACE_ON":`...)
+		dst = appendJSONBool(dst, h.TraceOn)
+		dst = append(dst, `,"msgId":`...)
+	default:
+		dst = append(dst, `"msgId":`...)
+	}
+	dst = appendJSONString(dst, h.MsgID)
+	dst = append(dst, `,"queueId":"`...)
+	dst = strconv.AppendInt(dst, int64(h.QueueID), 10)
+	dst = append(dst, `","queueOffset":"`...)
+	dst = strconv.AppendInt(dst, h.QueueOffset, 10)
+	dst = append(dst, '"')
+	if h.TransactionID != "" {
+		dst = append(dst, `,"transactionId":`...)
+		dst = appendJSONString(dst, h.TransactionID)
+	}
+	return dst
 }
 
 // EndTransactionRequestHeader is END_TRANSACTION (37): producerGroup!,

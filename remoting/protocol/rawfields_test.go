@@ -157,6 +157,16 @@ func TestRemotingWithHeaderWritesTheMapBytes(t *testing.T) {
 	for _, h := range directHeaders() {
 		full = append(full, h) // zero values: optional fields left out
 	}
+	// The send's answer is written by hand (its constant text in one
+	// piece): each way its head can go.
+	for _, h := range []SendMessageResponseHeader{
+		{MsgID: "m", QueueID: -1, QueueOffset: -5, Region: DefaultRegion},
+		{MsgID: "m\"\x01é", QueueID: 1 << 30, Region: "Region\"\x02", TraceOn: true, TransactionID: "t\\x"},
+		{MsgID: "", Region: "", TraceOn: true, TransactionID: "tx"},
+		{MsgID: "a,b", Region: "DefaultRegion2", TraceOn: true},
+	} {
+		full = append(full, &h)
+	}
 	for _, h := range full {
 		for _, st := range []SerializeType{SerializeJSON, SerializeRocketMQ} {
 			viaMap := NewResponse(Success, "r").SetHeader(h)

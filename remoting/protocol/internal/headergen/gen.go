@@ -45,6 +45,11 @@ type Header struct {
 	// sends) also generates setListField and listRequired, which decode
 	// one member at a time onto the shape's constant members.
 	Shaped bool
+	// OwnWriter (a Direct header) leaves appendJSONFields to a method
+	// written by hand in the protocol package (the send's answer, whose
+	// constant members are written as one piece); it must write the bytes
+	// the generated one would.
+	OwnWriter bool
 }
 
 // Field is one extFields key of a header.
@@ -170,7 +175,9 @@ func writeDirect(b *bytes.Buffer, h Header) error {
 	if h.Shaped {
 		writeSetListField(b, h, reqMask)
 	}
-	writeAppendJSONFields(b, h)
+	if !h.OwnWriter {
+		writeAppendJSONFields(b, h)
+	}
 	return nil
 }
 

@@ -110,3 +110,16 @@ func TestHeadergenShaped(t *testing.T) {
 		t.Error("setListField for a header that is not Shaped")
 	}
 }
+
+// An OwnWriter header gets its decoder but no appendJSONFields: the
+// protocol package writes that one by hand.
+func TestHeadergenOwnWriter(t *testing.T) {
+	fields := []Field{{Go: "A", Key: "a", Kind: Str, Req: Required}}
+	src, err := Generate([]Header{{Type: "H", Direct: true, OwnWriter: true, Fields: fields}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(src); strings.Contains(s, "appendJSONFields") || !strings.Contains(s, "decodeFieldList") {
+		t.Fatalf("generated:\n%s", s)
+	}
+}

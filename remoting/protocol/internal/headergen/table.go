@@ -93,7 +93,7 @@ var Headers = []Header{
 		{Go: "BrokerName", Key: "n", Kind: Str},
 		{Go: "Resend", Key: "sgResend", Kind: Bool, If: "h.Resend"},
 	}},
-	{Type: "SendMessageResponseHeader", Direct: true, Fields: []Field{
+	{Type: "SendMessageResponseHeader", Direct: true, OwnWriter: true, Fields: []Field{
 		{Go: "MsgID", Key: "msgId", Kind: Str, Req: Required},
 		{Go: "QueueID", Key: "queueId", Kind: I32, Req: Required},
 		{Go: "QueueOffset", Key: "queueOffset", Kind: I64, Req: Required},
