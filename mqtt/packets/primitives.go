@@ -92,8 +92,37 @@ func appendBinary(dst []byte, b []byte) []byte {
 
 // validUTF8 reports whether b is a well-formed MQTT UTF-8 string: valid
 // UTF-8 (which excludes the surrogates U+D800..U+DFFF) and no U+0000.
+// Its printable ASCII prefix (nearly every topic, property and key) is
+// checked in one pass, eight bytes at a time (plainASCII); only what
+// follows it pays the two full scans.
 func validUTF8(b []byte) bool {
-	return bytes.IndexByte(b, 0) < 0 && utf8.Valid(b)
+	b = b[plainASCII(b):]
+	return len(b) == 0 || bytes.IndexByte(b, 0) < 0 && utf8.Valid(b)
+}
+
+// plainASCII returns the length of s's prefix of bytes 0x01..0x7F, give
+// or take: it may stop up to seven bytes short of the first other byte
+// (whatever follows it is checked in full). A word of eight such bytes
+// has no high bit set, and subtracting 0x01 from each byte borrows from
+// none of them; a word holding 0x00 or a byte >= 0x80 shows a high bit
+// in w or in w - 0x0101..01 (the lowest such byte gets no borrow from
+// below, so it turns 0xFF or keeps its own high bit).
+func plainASCII[T string | []byte](s T) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	n := len(s)
+	for len(s) >= 8 {
+		_ = s[7]
+		w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+		if (w|(w-ones))&highs != 0 {
+			return n - len(s)
+		}
+		s = s[8:]
+	}
+	for len(s) > 0 && s[0] != 0 && s[0] < utf8.RuneSelf {
+		s = s[1:]
+	}
+	return n - len(s)
 }
 
 // aliasString returns a string sharing b's memory. The caller guarantees b
@@ -195,5 +224,6 @@ func (r *reader) rest() []byte {
 
 // validUTF8String is validUTF8 for a string.
 func validUTF8String(s string) bool {
-	return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s)
+	s = s[plainASCII(s):]
+	return len(s) == 0 || strings.IndexByte(s, 0) < 0 && utf8.ValidString(s)
 }

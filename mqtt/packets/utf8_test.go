@@ -1,0 +1,85 @@
+package packets
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// refValidUTF8 is the rule validUTF8 implements, spelled out the plain
+// way: valid UTF-8 and no U+0000.
+func refValidUTF8(b []byte) bool { return bytes.IndexByte(b, 0) < 0 && utf8.Valid(b) }
+
+// TestValidUTF8EveryPosition puts each kind of byte that ends the ASCII
+// fast path (U+0000, a valid multi-byte rune, a stray continuation byte,
+// a truncated rune, an encoded surrogate) at every position of strings of
+// 0 to 40 bytes, and checks both validUTF8 and validUTF8String against
+// the plain rule.
+func TestValidUTF8EveryPosition(t *testing.T) {
+	inserts := [][]byte{{0}, []byte("é"), []byte("€"), []byte("😀"), {0x80}, {0xC3}, {0xE2, 0x82}, {0xED, 0xA0, 0x80}, {0xFF}, {0x7F}, {0x01}}
+	for n := 0; n <= 40; n++ {
+		base := []byte(strings.Repeat("abcdefgh/", 5)[:n])
+		check := func(b []byte) {
+			t.Helper()
+			want := refValidUTF8(b)
+			if got := validUTF8(b); got != want {
+				t.Fatalf("validUTF8(%q) = %v, want %v", b, got, want)
+			}
+			if got := validUTF8String(string(b)); got != want {
+				t.Fatalf("validUTF8String(%q) = %v, want %v", b, got, want)
+			}
+		}
+		check(base)
+		for pos := 0; pos <= n; pos++ {
+			for _, ins := range inserts {
+				b := append(append(append([]byte{}, base[:pos]...), ins...), base[pos:]...)
+				check(b)
+			}
+		}
+	}
+}
+
+// FuzzValidUTF8 checks validUTF8 and validUTF8String against the plain
+// rule on any bytes.
+func FuzzValidUTF8(f *testing.F) {
+	for _, s := range []string{"", "a", "topic/with/levels", "ascii then é", "\x00", "0123456\x00", "01234567\xff", "\xed\xa0\x80"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := refValidUTF8(b)
+		if got := validUTF8(b); got != want {
+			t.Fatalf("validUTF8(%q) = %v, want %v", b, got, want)
+		}
+		if got := validUTF8String(string(b)); got != want {
+			t.Fatalf("validUTF8String(%q) = %v, want %v", b, got, want)
+		}
+	})
+}
+
+// BenchmarkMQTTPacketsValidUTF8 checks the strings of a state store
+// request (its topic, response topic and user properties' keys and
+// values) with validUTF8 ("ours") and with the plain rule ("scans").
+func BenchmarkMQTTPacketsValidUTF8(b *testing.B) {
+	strs := [][]byte{
+		[]byte("statestore/v1/FA9AE35F-2F64-47CD-9BFF-08E2B32A0FE8/command/invoke"),
+		[]byte("clients/azure-cpu-0-17/statestore/v1/FA9AE35F-2F64-47CD-9BFF-08E2B32A0FE8/command/invoke/response"),
+		[]byte("__ts"), []byte("0001764221811000:00000:azure-cpu-0-17"),
+		[]byte("__protVer"), []byte("1.0"), []byte("__srcId"), []byte("azure-cpu-0-17"),
+		[]byte("__stVer"), []byte("1.0"),
+	}
+	for _, c := range []struct {
+		name string
+		fn   func([]byte) bool
+	}{{"ours", validUTF8}, {"scans", refValidUTF8}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				for _, s := range strs {
+					if !c.fn(s) {
+						b.Fatal("invalid")
+					}
+				}
+			}
+		})
+	}
+}
