@@ -99,8 +99,12 @@ type Backend struct {
 	// "marked" (that start, once it took share's mark) and "walked" (the
 	// end of each pass of the share loop; share is "").
 	testShareHook func(step, share string)
-	qos2          keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
-	sysQueues     map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
+	// testWillHook, when set (tests, before Start), is asked before this
+	// process publishes a will its claim holds; false: it does not, as if
+	// it died there.
+	testWillHook func(clientID string) bool
+	qos2         keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
+	sysQueues    map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
 	// connectPrev holds, per connect request of this node the tail
 	// applied, the client's record before it (protected by mu).
 	connectPrev map[sysPos]*sessionRecord

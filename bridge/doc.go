@@ -182,6 +182,13 @@
 //
 //	{"clientId":"dev1","node":"<node id>","expiryMs":0,"willDone":"<wid>"}
 //
+// or, with "claim" (the writing process's id, 16 hex) and "claimPrev"
+// (the claim it takes over, "<node id>/<process id>"; absent: none), a
+// claim to publish that will:
+//
+//	{"clientId":"dev1","node":"<node id>","expiryMs":0,"willDone":"<wid>",
+//	 "claim":"<16 hex>","claimPrev":"<node id>/<16 hex>"?}
+//
 // Kinds of record: a connect request ("connect"), a clean-start
 // announcement ("connect" and "deleted"), a claim or subscription change
 // of a connected session ("online"), an offline save, a handoff (an
@@ -322,17 +329,24 @@
 // HeartbeatInterval each node reads the bridge nodes the registries list;
 // a node with owed wills that two looks in a row did not list is gone
 // since the first of them. The listed node with the smallest id writes a
-// will-done marker for each of the gone node's wills once its delay (from
-// that first look; or "dueAtMs", when the delay was running already) has
-// passed, and publishes the will when the tail
-// finds its marker first for that will (any other node's marker for it,
-// written while the lists disagreed, or a settling record, comes later
-// and does nothing). A node restarted under the same node id (bridge
-// node_id set) publishes its earlier process's wills itself: those
-// without delay at Start, before it accepts connections, the others
-// when their delay from Start has passed. A will-done marker is read as
-// a session record by nodes of an earlier version: upgrade every node
-// before relying on it.
+// claim for each of the gone node's wills once its delay (from that first
+// look; or "dueAtMs", when the delay was running already) has passed.
+// A claim holds when the will is still owed and its claim is still the
+// one the claim takes over ("claimPrev"); every node's tail decides the
+// same. The process whose claim holds publishes the will (once the
+// broker stored it), then settles it with a will-done marker; a claim
+// written while the lists disagreed, after another, comes second and
+// does nothing. A claim whose process is gone before its marker (an
+// earlier process of this node, or a node seen gone like the will's own)
+// is taken over by a new claim, and the will published then: a will is
+// not lost when its publisher dies; it is published twice when the
+// publisher dies after publishing and before its marker is stored. A
+// node restarted under the same node id (bridge node_id set) publishes
+// its earlier process's wills itself: those without delay at Start,
+// before it accepts connections, the others when their delay from Start
+// has passed. A will-done marker is read as a session record by nodes of
+// an earlier version, and a claim as a will-done marker: upgrade every
+// node before relying on them.
 //
 // Known limits: a will is published a few heartbeat intervals after its node
 // died, plus its delay; a resume within the delay cancels the will even

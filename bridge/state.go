@@ -206,8 +206,12 @@ type sessionRecord struct {
 	// Will: the will of the connection a record of a connected session
 	// stands for (will.go).
 	Will *willRecord `json:"will,omitempty"`
-	// WillDone: a will-done marker, no session state (will.go).
-	WillDone string `json:"willDone,omitempty"`
+	// WillDone: a will-done marker, no session state (will.go). With
+	// Claim (the writing process's id) it is a claim to publish the
+	// will, taking over the claim ClaimPrev ("node/process"; none: "").
+	WillDone  string `json:"willDone,omitempty"`
+	Claim     string `json:"claim,omitempty"`
+	ClaimPrev string `json:"claimPrev,omitempty"`
 
 	q    client.MessageQueue
 	off  int64

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -59,6 +60,18 @@ func (w *willRecord) wait() time.Duration {
 type owedWill struct {
 	node string
 	w    *willRecord
+	// claim is "node/process" of the claim to publish the will that
+	// holds ("": none): that process publishes it, then settles it.
+	claim string
+}
+
+// firing is this process's claim to publish a will, from when it writes
+// the claim until a marker settles the will.
+type firing struct {
+	prev       string // the claim it takes over ("": none)
+	publishing bool   // the claim holds: publish, then settle
+	published  bool   // published: settling is what is left
+	settling   bool   // a settling marker is on its way
 }
 
 // willRef is the id this node gave the will message msg of a client.
@@ -76,13 +89,13 @@ type willState struct {
 	owed   map[string][]owedWill // by client, as the tail applied the records
 	owners map[string]int        // nodes with owed wills: how many
 	ids    map[string]willRef    // this node's stored will per client
-	fire   map[string]bool       // will ids of markers this node wrote to publish them
+	fire   map[string]*firing    // by will id: this process's claims to publish
 }
 
 // willServer is the part of *mqtt.Server the wills need.
 type willServer interface {
 	Will(clientID string) (mqtt.Will, bool)
-	PublishWill(m *mqtt.Message)
+	PublishWill(m *mqtt.Message) error
 }
 
 func (b *Backend) willServer() willServer {
@@ -94,7 +107,7 @@ func newWillState() willState {
 	var r [8]byte
 	_, _ = rand.Read(r[:])
 	return willState{inc: hex.EncodeToString(r[:]), owed: map[string][]owedWill{}, owners: map[string]int{},
-		ids: map[string]willRef{}, fire: map[string]bool{}}
+		ids: map[string]willRef{}, fire: map[string]*firing{}}
 }
 
 // willOf is the will record of clientID's connection on this node (nil:
@@ -214,40 +227,68 @@ func (b *Backend) settleRef(ctx context.Context, clientID string, m *mqtt.Messag
 	if !ok {
 		return
 	}
-	if err := b.writeWillDone(ctx, clientID, ref.id, false); err != nil {
+	if err := b.writeMarker(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, WillDone: ref.id}); err != nil {
 		b.log.Warn("bridge: settle stored will", "client", clientID, "err", err)
 	}
 }
 
-// writeWillDone appends a will-done marker for the will id of clientID;
-// publish: this node publishes the will if its marker is the first.
-func (b *Backend) writeWillDone(ctx context.Context, clientID, id string, publish bool) error {
-	if publish {
+// claimWill appends a claim to publish the will id of clientID, taking
+// over the claim prev ("": none); this process publishes the will when
+// the tail finds the claim holds (applyWillDoneLocked).
+func (b *Backend) claimWill(ctx context.Context, clientID, id, prev string) error {
+	b.mu.Lock()
+	if b.wills.fire[id] != nil {
+		b.mu.Unlock()
+		return nil // a claim is on its way
+	}
+	b.wills.fire[id] = &firing{prev: prev}
+	b.mu.Unlock()
+	err := b.writeMarker(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, WillDone: id,
+		Claim: b.wills.inc, ClaimPrev: prev})
+	if err != nil {
 		b.mu.Lock()
-		if b.wills.fire[id] {
-			b.mu.Unlock()
-			return nil // a marker is on its way
-		}
-		b.wills.fire[id] = true
+		delete(b.wills.fire, id)
 		b.mu.Unlock()
 	}
-	body, err := json.Marshal(&sessionRecord{ClientID: clientID, Node: b.opts.NodeID, WillDone: id})
+	return err
+}
+
+// settleFired appends the will-done marker of the will id of clientID
+// that this process published; on failure the will loop tries again.
+func (b *Backend) settleFired(ctx context.Context, clientID, id string) {
+	b.mu.Lock()
+	f := b.wills.fire[id]
+	if f == nil || f.settling {
+		b.mu.Unlock()
+		return
+	}
+	f.settling = true
+	b.mu.Unlock()
+	if err := b.writeMarker(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, WillDone: id}); err != nil {
+		b.mu.Lock()
+		f.settling = false
+		b.mu.Unlock()
+		if ctx.Err() == nil {
+			b.log.Warn("bridge: settle a published will", "client", clientID, "err", err)
+		}
+	}
+}
+
+// writeMarker appends a will-done marker or claim, rec, to the queue of
+// its client's records.
+func (b *Backend) writeMarker(ctx context.Context, rec *sessionRecord) error {
+	body, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("bridge: encode will-done: %w", err)
 	}
 	m := &client.Message{Topic: b.opts.SessionTopic, Body: body}
-	if encodable(clientID) {
-		m.Properties = map[string]string{PropClientID: clientID}
+	if encodable(rec.ClientID) {
+		m.Properties = map[string]string{PropClientID: rec.ClientID}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.SendTimeout)
 	defer cancel()
-	if _, err := b.prod.SendOrderly(ctx, m, clientID, client.HashSelector); err != nil {
-		if publish {
-			b.mu.Lock()
-			delete(b.wills.fire, id)
-			b.mu.Unlock()
-		}
-		return fmt.Errorf("bridge: store will-done of %q: %w", clientID, err)
+	if _, err := b.prod.SendOrderly(ctx, m, rec.ClientID, client.HashSelector); err != nil {
+		return fmt.Errorf("bridge: store will-done of %q: %w", rec.ClientID, err)
 	}
 	return nil
 }
@@ -299,50 +340,95 @@ func (b *Backend) dropOwnerLocked(node string) {
 	}
 }
 
-// applyWillDoneLocked applies a will-done marker: the first for an owed
-// will settles it. It returns the will when this node wrote that marker
-// to publish it.
+// applyWillDoneLocked applies a will-done marker or a claim. A marker
+// settles its will. A claim holds when it takes over the claim the will
+// has (none, or one of a process that is gone); it returns the will when
+// the claim is this process's and holds: this process publishes it.
 func (b *Backend) applyWillDoneLocked(rec *sessionRecord) *willRecord {
-	mine := rec.Node == b.opts.NodeID && b.wills.fire[rec.WillDone]
-	if mine {
-		delete(b.wills.fire, rec.WillDone)
-	}
+	id := rec.WillDone
+	mine := rec.Claim != "" && rec.Node == b.opts.NodeID && rec.Claim == b.wills.inc
+	f := b.wills.fire[id]
 	list := b.wills.owed[rec.ClientID]
-	for i, e := range list {
-		if e.w.ID != rec.WillDone {
-			continue
+	i := slices.IndexFunc(list, func(e owedWill) bool { return e.w.ID == id })
+	if rec.Claim == "" {
+		delete(b.wills.fire, id)
+		if i < 0 {
+			return nil
 		}
-		b.dropOwnerLocked(e.node)
+		b.dropOwnerLocked(list[i].node)
 		if len(list) == 1 {
 			delete(b.wills.owed, rec.ClientID)
 		} else {
 			b.wills.owed[rec.ClientID] = append(list[:i:i], list[i+1:]...)
 		}
+		return nil
+	}
+	if i < 0 || list[i].claim != rec.ClaimPrev {
+		// Settled already, or another claim came first.
 		if mine {
-			return e.w
+			delete(b.wills.fire, id)
 		}
 		return nil
 	}
-	return nil
+	list[i].claim = rec.Node + "/" + rec.Claim
+	if !mine || f == nil || f.publishing {
+		return nil
+	}
+	f.publishing = true
+	return list[i].w
 }
 
-// publishOrphan publishes the will w of clientID, whose node is gone.
+// publishOrphan publishes the will w of clientID, whose node is gone and
+// which this process's claim holds, then settles it. When publishing
+// fails, the will loop claims it again.
 func (b *Backend) publishOrphan(clientID string, w *willRecord) {
 	ws := b.willServer()
 	if ws == nil {
 		return
 	}
 	b.goOwned(func() {
+		if b.testWillHook != nil && !b.testWillHook(clientID) {
+			return // the process "dies" here
+		}
 		b.log.Info("bridge: publishing the will of a client whose node is gone", "client", clientID, "topic", w.Topic)
-		ws.PublishWill(w.message())
+		if err := ws.PublishWill(w.message()); err != nil {
+			b.log.Warn("bridge: will of a client whose node is gone", "client", clientID, "err", err)
+			b.mu.Lock()
+			delete(b.wills.fire, w.ID)
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Lock()
+		if f := b.wills.fire[w.ID]; f != nil {
+			f.published = true
+		}
+		b.mu.Unlock()
+		b.settleFired(b.ctx, clientID, w.ID)
 	})
 }
 
-// orphan is an owed will of a node that is gone, due at due.
+// orphan is an owed will of a node that is gone, due at due: to claim
+// (taking over the claim prev), or (settle) to settle, published.
 type orphan struct {
 	clientID string
 	id       string
 	due      time.Time
+	prev     string
+	settle   bool
+}
+
+// claimGoneLocked reports whether the process of claim ("node/process")
+// is gone: an earlier process of this node, a process of a node in gone,
+// or this process when it is not publishing the will id (publishing
+// failed).
+func (b *Backend) claimGoneLocked(claim, id string, gone map[string]time.Time) bool {
+	at := strings.LastIndexByte(claim, '/')
+	node, proc := claim[:max(at, 0)], claim[at+1:]
+	if node == b.opts.NodeID {
+		return proc != b.wills.inc || b.wills.fire[id] == nil
+	}
+	_, ok := gone[node]
+	return ok
 }
 
 // orphansLocked lists the owed wills whose node is gone: this node's
@@ -375,14 +461,25 @@ func (b *Backend) orphansLocked(gone map[string]time.Time) []orphan {
 				// Its delay was running already when the node went.
 				due = time.UnixMilli(e.w.DueAtMs)
 			}
-			out = append(out, orphan{clientID: id, id: e.w.ID, due: due})
+			o := orphan{clientID: id, id: e.w.ID, due: due, prev: e.claim}
+			f := b.wills.fire[e.w.ID]
+			switch {
+			case f != nil && f.published && !f.settling:
+				o.settle = true
+			case f != nil:
+				continue // its claim or marker is on its way, or it is publishing
+			case e.claim != "" && !b.claimGoneLocked(e.claim, e.w.ID, gone):
+				continue // a live process publishes it
+			}
+			out = append(out, o)
 		}
 	}
 	return out
 }
 
-// fireOrphans writes a will-done marker, to publish it, for each orphaned
-// will that is due.
+// fireOrphans writes a claim, to publish it, for each orphaned will that
+// is due (or, for one this process published, the marker that settles
+// it).
 func (b *Backend) fireOrphans(ctx context.Context, gone map[string]time.Time) {
 	b.mu.Lock()
 	list := b.orphansLocked(gone)
@@ -392,7 +489,11 @@ func (b *Backend) fireOrphans(ctx context.Context, gone map[string]time.Time) {
 		if now.Before(o.due) {
 			continue
 		}
-		if err := b.writeWillDone(ctx, o.clientID, o.id, true); err != nil && ctx.Err() == nil {
+		if o.settle {
+			b.settleFired(ctx, o.clientID, o.id)
+			continue
+		}
+		if err := b.claimWill(ctx, o.clientID, o.id, o.prev); err != nil && ctx.Err() == nil {
 			b.log.Warn("bridge: will of a client whose node is gone", "client", o.clientID, "err", err)
 		}
 	}
@@ -439,6 +540,17 @@ func (b *Backend) lookNodes(absent map[string]time.Time) map[string]time.Time {
 	for n := range b.wills.owners {
 		if n != b.opts.NodeID {
 			owners = append(owners, n)
+		}
+	}
+	if len(owners) > 0 {
+		// A node that claimed a will and is gone too: another claims it.
+		for _, list := range b.wills.owed {
+			for _, e := range list {
+				if at := strings.LastIndexByte(e.claim, '/'); at > 0 && e.claim[:at] != b.opts.NodeID &&
+					!slices.Contains(owners, e.claim[:at]) {
+					owners = append(owners, e.claim[:at])
+				}
+			}
 		}
 	}
 	b.mu.Unlock()

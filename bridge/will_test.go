@@ -221,6 +221,8 @@ func TestBridgeWillRecordBytes(t *testing.T) {
 				SessionMs: 3600000, DueAtMs: 1763800005000}},
 			`{"clientId":"d","node":"n","expiryMs":3600000,"disconnectedAtMs":1763800000000,"will":{"wid":"0a1b-2",` +
 				`"topic":"will/d","qos":0,"delayMs":5000,"sessionMs":3600000,"dueAtMs":1763800005000}}`},
+		{&sessionRecord{ClientID: "d", Node: "n", WillDone: "0a1b-1", Claim: "77ff", ClaimPrev: "m/66ee"},
+			`{"clientId":"d","node":"n","expiryMs":0,"willDone":"0a1b-1","claim":"77ff","claimPrev":"m/66ee"}`},
 		{&sessionRecord{ClientID: "d", Node: "n", WillDone: "0a1b-1"},
 			`{"clientId":"d","node":"n","expiryMs":0,"willDone":"0a1b-1"}`},
 	} {
@@ -250,5 +252,44 @@ func TestBridgeWillRecordBytes(t *testing.T) {
 	}
 	if (&willRecord{DelayMs: 5000, SessionMs: 0}).wait() != 0 {
 		t.Fatal("a session that ends with its connection publishes its will at once")
+	}
+}
+
+// TestBridgeWillClaimedByDeadProcess: a node restarted under the same
+// node id claims its earlier process's will and dies before publishing
+// it (a fault hook stops it there); the next process publishes the will,
+// once. Before claims, the first restart's will-done marker settled the
+// will and nobody published it.
+func TestBridgeWillClaimedByDeadProcess(t *testing.T) {
+	c := startCluster(t)
+	fixed := func(mo *mqtt.Options, bo *Options) { quickLooks(mo, bo); bo.NodeID = "will-claim" }
+	a := startBridge(t, c, fixed)
+	wills := willsOn(t, c)
+	willConnect(t, addrOf(a), "w-claim", false, 3600, 0)
+	willStored(t, a, "w-claim")
+	crash(t, a)
+	claimed := make(chan struct{}, 1)
+	a2 := startBridgeWith(t, c, fixed, func(b *Bridge) {
+		b.Backend().testWillHook = func(id string) bool {
+			if id != "w-claim" {
+				return true
+			}
+			select {
+			case claimed <- struct{}{}:
+			default:
+			}
+			return false
+		}
+	})
+	select {
+	case <-claimed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the restarted node did not claim the will")
+	}
+	crash(t, a2)
+	startBridge(t, c, fixed)
+	got := wills(1, time.Second)
+	if len(got) != 1 || got[0] != "will/w-claim=offline w-claim" {
+		t.Fatalf("wills published: %v, want w-claim's once", got)
 	}
 }

@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -427,13 +428,22 @@ func (ss *session) fireWill() {
 }
 
 func (s *Server) publishWill(m *Message) {
-	if ok, why := s.mayPublish(ClientInfo{ClientID: m.ClientID, Username: m.Username}, m.Topic); !ok {
-		s.log.Info("mqtt: will not published", "client", m.ClientID, "topic", m.Topic, "detail", why)
-		return
-	}
-	if err := s.backend.Publish(s.ctx, m); err != nil {
+	if err := s.sendWill(m); err != nil {
 		s.log.Warn("mqtt: publish will", "client", m.ClientID, "err", err)
 	}
+}
+
+// sendWill hands the will m to the backend where its client may publish
+// (nil, with a log line, where it may not).
+func (s *Server) sendWill(m *Message) error {
+	if ok, why := s.mayPublish(ClientInfo{ClientID: m.ClientID, Username: m.Username}, m.Topic); !ok {
+		s.log.Info("mqtt: will not published", "client", m.ClientID, "topic", m.Topic, "detail", why)
+		return nil
+	}
+	if err := s.backend.Publish(s.ctx, m); err != nil {
+		return fmt.Errorf("mqtt: publish will of %q: %w", m.ClientID, err)
+	}
+	return nil
 }
 
 func cut(s string) (string, string, bool) { return strings.Cut(s, "/") }

@@ -83,8 +83,9 @@ func (w *wheel) due(t *timer) (time.Time, bool) {
 // PublishWill publishes m, the will of a client whose connection was on
 // a server that is gone (another node, or an earlier process), as this
 // server publishes its own clients' wills: only where m.ClientID and
-// m.Username may publish (reserved topics, Options.Authorize).
-func (s *Server) PublishWill(m *Message) { s.publishWill(m) }
+// m.Username may publish (reserved topics, Options.Authorize; nil where
+// they may not). An error: the backend did not store it.
+func (s *Server) PublishWill(m *Message) error { return s.sendWill(m) }
 
 // willPublished tells a WillBackend that the delayed will m of clientID
 // went out.
