@@ -133,7 +133,7 @@ func (c *PullConsumer) Start(ctx context.Context) error {
 			topics[mq.Topic] = true
 		}
 		for t := range topics {
-			if _, err := core.updateRoute(ctx, t); err != nil {
+			if err := core.startRoute(ctx, t); err != nil {
 				return err
 			}
 		}
@@ -177,6 +177,32 @@ func (c *PullConsumer) Start(ctx context.Context) error {
 	}
 	c.started = true
 	return nil
+}
+
+// startRoute fetches topic's route for Start. A route can be missing for
+// a moment (a registry that just restarted, a broker not registered
+// again), also right after Queues found it: it tries again with a backoff
+// from 50 ms to 1 s until ctx ends (without a deadline: after the request
+// timeout), and then fails with the last error.
+func (c *core) startRoute(ctx context.Context, topic string) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = c.callCtx(ctx, 0)
+		defer cancel()
+	}
+	wait := 50 * time.Millisecond
+	for {
+		_, err := c.updateRoute(ctx, topic)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("client: route of %s at start: %w", topic, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // writeStartOffsets stores StartOffsets as the group's offsets (Start,
