@@ -282,6 +282,7 @@ type IoTHub struct {
 	C2DMaxSize       Size     `toml:"c2d_max_size"`
 	TwinRate         int      `toml:"twin_rate"` // per device per second; 0 = unlimited
 	RequestTimeout   Duration `toml:"request_timeout"`
+	StartTimeout     Duration `toml:"start_timeout"`
 	RouteRefresh     Duration `toml:"route_refresh"`
 	WatchCheck       Duration `toml:"watch_check"`
 	MaxBody          Size     `toml:"max_body"`
@@ -471,6 +472,7 @@ func Default() File {
 			C2DMaxSize:       64 << 10,
 			TwinRate:         100,
 			RequestTimeout:   Duration{10 * time.Second},
+			StartTimeout:     Duration{30 * time.Second},
 			RouteRefresh:     Duration{30 * time.Second},
 			WatchCheck:       Duration{2 * time.Second},
 			MaxBody:          256 << 10,

@@ -467,6 +467,7 @@ func (h *IoTHub) validate(v *validator, b *Bridge) {
 	v.sizeRange("iothub.c2d_max_size", h.C2DMaxSize, 1, 1<<20)
 	v.intRange("iothub.twin_rate", int64(h.TwinRate), 0, 1_000_000)
 	v.durRange("iothub.request_timeout", h.RequestTimeout, 100*time.Millisecond, 10*time.Minute)
+	v.durRange("iothub.start_timeout", h.StartTimeout, time.Second, time.Hour)
 	v.durRange("iothub.route_refresh", h.RouteRefresh, time.Second, time.Hour)
 	v.durRange("iothub.watch_check", h.WatchCheck, 100*time.Millisecond, time.Hour)
 	v.sizeRange("iothub.max_body", h.MaxBody, 1<<10, 64<<20)

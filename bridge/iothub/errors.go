@@ -8,6 +8,9 @@ var (
 	ErrInvalidOptions = errors.New("iothub: invalid options")
 	// ErrClosed: the hub is closed (or not started).
 	ErrClosed = errors.New("iothub: closed")
+	// ErrStartTimeout: Start did not get the registries and brokers it
+	// needs within Options.StartTimeout.
+	ErrStartTimeout = errors.New("iothub: start timed out")
 
 	// ErrBadToken: a SAS token is malformed.
 	ErrBadToken = errors.New("iothub: malformed SAS token")

@@ -89,6 +89,19 @@ type nodeConfig func(*mqtt.Options, *bridge.Options, *Options)
 // startNode starts a bridge node with the hub on c; closed at cleanup.
 func startNode(t testing.TB, c *testCluster, mods ...nodeConfig) *node {
 	t.Helper()
+	n := startBridgeOf(t, c, mods...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.hub.Start(ctx, n.br); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// startBridgeOf starts the bridge node of a hub on c, the hub configured
+// but not started; closed at cleanup.
+func startBridgeOf(t testing.TB, c *testCluster, mods ...nodeConfig) *node {
+	t.Helper()
 	logs := &testutil.LogBuffer{}
 	lg := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	mo := mqtt.DefaultOptions()
@@ -116,10 +129,6 @@ func startNode(t testing.TB, c *testCluster, mods ...nodeConfig) *node {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Start(ctx, b); err != nil {
-		_ = b.Close()
 		t.Fatal(err)
 	}
 	n := &node{br: b, hub: h, addr: b.Addrs()[0].String(), logs: logs}

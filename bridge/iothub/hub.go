@@ -173,11 +173,25 @@ func (h *Hub) Configure(mo *mqtt.Options, bo *bridge.Options) error {
 
 // Start attaches the hub to a started bridge node: the device request
 // handlers, the direct-method topic, the registry client and the HTTPS
-// API. Devices are refused (server unavailable) until it returns.
+// API. Devices are refused (server unavailable) until it returns. It
+// waits for the registries and brokers at most Options.StartTimeout
+// (and while ctx lasts), then fails with ErrStartTimeout.
 func (h *Hub) Start(ctx context.Context, b *bridge.Bridge) error {
 	if h.closing.Load() {
 		return ErrClosed
 	}
+	sctx, cancel := context.WithTimeout(ctx, h.opts.StartTimeout)
+	defer cancel()
+	if err := h.start(sctx, b); err != nil {
+		if sctx.Err() != nil && ctx.Err() == nil {
+			return fmt.Errorf("%w (%s, iothub.start_timeout): %w", ErrStartTimeout, h.opts.StartTimeout, err)
+		}
+		return err
+	}
+	return nil
+}
+
+func (h *Hub) start(ctx context.Context, b *bridge.Bridge) error {
 	h.br, h.srv, h.nodeID = b, b.Server(), b.Backend().NodeID()
 	to := h.opts.Twins
 	to.OnDesired = h.pushDesired

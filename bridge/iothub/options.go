@@ -25,6 +25,7 @@ const (
 	DefaultC2DMaxSize       = 64 << 10
 	DefaultTwinRate         = 100
 	DefaultRequestTimeout   = 10 * time.Second
+	DefaultStartTimeout     = 30 * time.Second
 	DefaultMaxBody          = 256 << 10
 )
 
@@ -114,6 +115,10 @@ type Options struct {
 	TwinRate int
 	// RequestTimeout bounds a call to the twin shards. Default 10 s.
 	RequestTimeout time.Duration
+	// StartTimeout bounds Start: the RPC topic's creation and route and
+	// its consumer, which wait while the registries or brokers are not
+	// there yet. Default 30 s.
+	StartTimeout time.Duration
 	// MaxBody bounds an HTTPS request body. Default 256 KiB.
 	MaxBody int64
 
@@ -163,7 +168,7 @@ func (o *Options) Validate() error {
 		}
 	}
 	if o.MethodAckTimeout < 0 || o.MaxMethodTimeout < 0 || o.C2DTTL < 0 || o.C2DMaxTTL < 0 || o.C2DMaxSize < 0 ||
-		o.RequestTimeout < 0 || o.MaxBody < 0 {
+		o.RequestTimeout < 0 || o.StartTimeout < 0 || o.MaxBody < 0 {
 		return bad("negative limit")
 	}
 	return nil
@@ -208,6 +213,9 @@ func (o *Options) fill() {
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = DefaultStartTimeout
 	}
 	if o.MaxBody == 0 {
 		o.MaxBody = DefaultMaxBody
