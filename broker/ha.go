@@ -239,8 +239,15 @@ func (b *Broker) syncFromMaster(ctx context.Context) error {
 		return fmt.Errorf("broker: master topics: %w", err)
 	}
 	if tw.DataVersion != b.topics.DataVersion() {
+		before := b.topics.Snapshot().TopicConfigTable
 		if err := b.topics.Replace(tw); err != nil {
 			return err
+		}
+		// A topic the master deleted: its counters go, as on the master.
+		for n := range before {
+			if tw.TopicConfigTable[n] == nil {
+				b.stats.ForgetTopic(n)
+			}
 		}
 		b.log.Info("copied topic config from master", "master", addr, "topics", len(tw.TopicConfigTable))
 	}
@@ -252,8 +259,14 @@ func (b *Broker) syncFromMaster(ctx context.Context) error {
 		return fmt.Errorf("broker: master groups: %w", err)
 	}
 	if gw.DataVersion != b.groups.DataVersion() {
+		before := b.groups.Names()
 		if err := b.groups.Replace(gw); err != nil {
 			return err
+		}
+		for _, n := range before {
+			if gw.SubscriptionGroupTable[n] == nil {
+				b.stats.ForgetGroup(n)
+			}
 		}
 	}
 	if body, err = get(protocol.GetAllConsumerOffset); err != nil {
