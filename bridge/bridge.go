@@ -46,9 +46,11 @@ func New(mo mqtt.Options, bo Options) (*Bridge, error) {
 		_, subs := sb.(mqtt.SubscriptionBackend)
 		_, qos2 := sb.(mqtt.QoS2Backend)
 		_, wills := sb.(mqtt.WillBackend)
-		if !subs || !qos2 || !wills {
-			// The wrapper does not forward subscription saves or QoS 2
-			// records: the server reaches the backend's directly.
+		_, shares := sb.(mqtt.SharePreparer)
+		if !subs || !qos2 || !wills || !shares {
+			// The wrapper does not forward subscription saves, QoS 2
+			// records, stored wills or share preparation: the server
+			// reaches the backend's directly.
 			sb = &subscriptionForward{Backend: sb, be: be}
 		}
 	}
@@ -110,8 +112,8 @@ func (b *Bridge) Close() error {
 }
 
 // subscriptionForward adds Backend.SaveSubscriptions (and the QoS 2
-// records and stored wills) to a wrapped backend that lacks them; every
-// other call goes through the wrapper.
+// records, stored wills and share preparation) to a wrapped backend that
+// lacks them; every other call goes through the wrapper.
 type subscriptionForward struct {
 	mqtt.Backend
 	be *Backend
@@ -135,6 +137,11 @@ func (f *subscriptionForward) ConnectedWill(ctx context.Context, clientID string
 // WillPublished implements mqtt.WillBackend.
 func (f *subscriptionForward) WillPublished(ctx context.Context, clientID string, m *mqtt.Message) {
 	f.be.WillPublished(ctx, clientID, m)
+}
+
+// PrepareShares implements mqtt.SharePreparer.
+func (f *subscriptionForward) PrepareShares(ctx context.Context, clientID string, filters []string) {
+	f.be.PrepareShares(ctx, clientID, filters)
 }
 
 // PublishAsync implements mqtt.AsyncBackend with the wrapper's

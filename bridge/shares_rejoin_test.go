@@ -27,12 +27,27 @@ import (
 // (the "mark" step) until the share loop has walked twice: the loop used
 // to find the subscription listed before it was judged, start the group
 // without a mark and resume its old offsets (a flake of this test in CI).
+//
+// "wrapped" runs it with the server's backend wrapped the way the smartgo
+// binary wraps it (the state store's session hook, Options.WrapBackend):
+// the wrapper used to hide the backend's mqtt.SharePreparer, so no mark
+// was ever taken and the new member got the backlog.
 func TestBridgeSharedSubscriptionRejoinStartsAtSuback(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testShareRejoin(t, nil) })
+	t.Run("wrapped", func(t *testing.T) {
+		testShareRejoin(t, func(be mqtt.Backend) mqtt.Backend { return NewStateStoreSessionHook(be) })
+	})
+}
+
+func testShareRejoin(t *testing.T, wrap func(mqtt.Backend) mqtt.Backend) {
 	c := startCluster(t)
 	const share = "$share/rejoin/work/#"
 	var armed atomic.Bool
 	var walks atomic.Int64
-	b := startBridgeWith(t, c, func(_ *mqtt.Options, o *Options) { o.ShareRefresh = 50 * time.Millisecond }, func(b *Bridge) {
+	b := startBridgeWith(t, c, func(_ *mqtt.Options, o *Options) {
+		o.ShareRefresh = 50 * time.Millisecond
+		o.WrapBackend = wrap
+	}, func(b *Bridge) {
 		b.Backend().testShareHook = func(step, s string) {
 			switch {
 			case step == "walked":
