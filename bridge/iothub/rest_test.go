@@ -151,6 +151,19 @@ func TestHubRESTRegistryAndTwins(t *testing.T) {
 		!strings.HasPrefix(top[0].DeviceID, "q-") || top[0] == top[1] || top[1] == top[2] || top[0] == top[2] {
 		t.Fatalf("top 3: %d %v %s", st, hdr, body)
 	}
+	// TOP n in pages of the page size asked: 2, then the last 1.
+	topQ := []byte(`{"query":"SELECT TOP 3 deviceId FROM devices WHERE STARTSWITH(deviceId, 'q-')"}`)
+	st, hdr, body = a.do("POST", "/devices/query", topQ, map[string]string{"x-ms-max-item-count": "2"})
+	var top1, top2 []struct{ DeviceID string }
+	if st != 200 || hdr.Get("x-ms-continuation") == "" || json.Unmarshal(body, &top1) != nil || len(top1) != 2 {
+		t.Fatalf("top 3 in pages of 2, first page: %d %v %s", st, hdr, body)
+	}
+	st, hdr, body = a.do("POST", "/devices/query", topQ, map[string]string{"x-ms-max-item-count": "2",
+		"x-ms-continuation": hdr.Get("x-ms-continuation")})
+	if st != 200 || hdr.Get("x-ms-continuation") != "" || json.Unmarshal(body, &top2) != nil || len(top2) != 1 ||
+		top2[0] == top1[0] || top2[0] == top1[1] || top1[0] == top1[1] {
+		t.Fatalf("top 3 in pages of 2, last page: %d %v %s (first %v)", st, hdr, body, top1)
+	}
 	for _, bad := range []string{"SELECT TOP 0 * FROM devices", "SELECT TOP x * FROM devices", "SELECT TOP 1001 * FROM devices"} {
 		if st, _, body := a.do("POST", "/devices/query", []byte(`{"query":"`+bad+`"}`), nil); st != 400 || !strings.Contains(string(body), "after TOP") {
 			t.Fatalf("%s: %d %s", bad, st, body)

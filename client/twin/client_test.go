@@ -39,4 +39,20 @@ func TestTwinContinuationPinned(t *testing.T) {
 			t.Errorf("token %q: %v", bad, err)
 		}
 	}
+	// Format 2, of SELECT TOP n: LEFT (5) after the position.
+	top := topContinuation(tok, 5)
+	if raw, _ := base64.RawURLEncoding.DecodeString(top); hex.EncodeToString(raw) != "02"+"08"+"03"+"06"+hex.EncodeToString([]byte("dev-42"))+"05" {
+		t.Fatalf("TOP token bytes %x", raw)
+	}
+	if pos, left, err := splitTopContinuation(top, 10); err != nil || pos != tok || left != 5 {
+		t.Fatalf("TOP token: %q %d %v", pos, left, err)
+	}
+	for _, bad := range []string{tok, top + "A", topContinuation(tok, 0), topContinuation(tok, 11), topContinuation(encodeContinuation(8, 8, ""), 1)} {
+		if _, _, err := splitTopContinuation(bad, 10); !errors.Is(err, ErrBadContinuation) {
+			t.Errorf("TOP token %q: %v", bad, err)
+		}
+	}
+	if _, _, err := decodeContinuation(top, 8); !errors.Is(err, ErrBadContinuation) {
+		t.Errorf("a TOP token read as a plain one: %v", err)
+	}
 }

@@ -52,16 +52,31 @@ func (c *Client) Query(ctx context.Context, query string, opts QueryOptions) (*Q
 		return c.aggregate(ctx, q, query)
 	}
 	pageSize, continuation := opts.PageSize, opts.Continuation
+	left := 0 // TOP n: the results still to come
 	if q.Top > 0 {
-		// TOP n: the first n results in one page, never a continuation.
-		pageSize, continuation = q.Top, ""
+		// TOP n: the first n results, in pages of the page size; the
+		// continuation carries how many are left.
+		left = q.Top
+		if continuation != "" {
+			if continuation, left, err = splitTopContinuation(continuation, q.Top); err != nil {
+				return nil, err
+			}
+		}
+		if pageSize <= 0 {
+			pageSize = DefaultPageSize
+		}
+		pageSize = min(pageSize, left)
 	}
 	items, next, err := c.pages(ctx, &Request{Op: tw.OpQuery, Body: []byte(query)}, pageSize, continuation)
 	if !usable(err) {
 		return nil, err
 	}
 	if q.Top > 0 {
-		next = ""
+		if left -= len(items); left > 0 && next != "" {
+			next = topContinuation(next, left)
+		} else {
+			next = ""
+		}
 	}
 	page := &QueryPage{Items: make([]json.RawMessage, len(items)), Continuation: next}
 	for i, it := range items {
@@ -214,7 +229,11 @@ func (c *Client) pages(ctx context.Context, base *Request, pageSize int, continu
 //	SHARD   uvarint: the global shard to continue in
 //	AFTER   uvarint length, then the key to continue after ("" = from the start)
 //
-// TestTwinContinuationPinned pins an example.
+// and, for SELECT TOP n, format 2: the same fields after FORMAT 2, then
+//
+//	LEFT    uvarint: the results of the n still to come (1..n)
+//
+// TestTwinContinuationPinned pins an example of each.
 func encodeContinuation(shards, shard int, after string) string {
 	b := []byte{1}
 	b = binary.AppendUvarint(b, uint64(shards))
@@ -224,25 +243,64 @@ func encodeContinuation(shards, shard int, after string) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// topContinuation turns tok, a format 1 token, into the format 2 token
+// of a TOP n query with left results to come.
+func topContinuation(tok string, left int) string {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || len(b) < 1 {
+		return "" // not from encodeContinuation: cannot happen
+	}
+	b[0] = 2
+	return base64.RawURLEncoding.EncodeToString(binary.AppendUvarint(b, uint64(left)))
+}
+
+// splitTopContinuation reads the format 2 token tok of a TOP top query:
+// the format 1 token of its position and the results left (1..top).
+func splitTopContinuation(tok string, top int) (string, int, error) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || len(b) < 1 || b[0] != 2 {
+		return "", 0, fmt.Errorf("%w: %q (not of a TOP query)", ErrBadContinuation, tok)
+	}
+	v, after, rest, ok := tokenFields(b[1:])
+	var left uint64
+	if ok {
+		var k int
+		left, k = binary.Uvarint(rest)
+		ok = k > 0 && k == len(rest)
+	}
+	if !ok || left < 1 || left > uint64(top) || v[1] >= v[0] {
+		return "", 0, fmt.Errorf("%w: %q", ErrBadContinuation, tok)
+	}
+	return encodeContinuation(int(v[0]), int(v[1]), after), int(left), nil
+}
+
+// tokenFields reads SHARDS, SHARD and AFTER (its length in v[2]) of a
+// token after its FORMAT; rest is what follows.
+func tokenFields(b []byte) (v [3]uint64, after string, rest []byte, ok bool) {
+	for i := range v {
+		x, k := binary.Uvarint(b)
+		if k <= 0 {
+			return v, "", nil, false
+		}
+		v[i], b = x, b[k:]
+	}
+	if v[2] > uint64(len(b)) {
+		return v, "", nil, false
+	}
+	return v, string(b[:v[2]]), b[v[2]:], true
+}
+
 func decodeContinuation(tok string, shards int) (int, string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil || len(b) < 1 || b[0] != 1 {
 		return 0, "", fmt.Errorf("%w: %q", ErrBadContinuation, tok)
 	}
-	b = b[1:]
-	var v [3]uint64
-	for i := range v {
-		x, k := binary.Uvarint(b)
-		if k <= 0 {
-			return 0, "", fmt.Errorf("%w: %q", ErrBadContinuation, tok)
-		}
-		v[i], b = x, b[k:]
-	}
-	if v[2] != uint64(len(b)) {
+	v, after, rest, ok := tokenFields(b[1:])
+	if !ok || len(rest) != 0 {
 		return 0, "", fmt.Errorf("%w: %q", ErrBadContinuation, tok)
 	}
 	if v[0] != uint64(shards) || v[1] >= v[0] {
 		return 0, "", fmt.Errorf("%w: made for %d shards, there are %d", ErrBadContinuation, v[0], shards)
 	}
-	return int(v[1]), string(b), nil
+	return int(v[1]), after, nil
 }
