@@ -78,10 +78,12 @@ type Broker struct {
 	haCli     atomic.Pointer[ha.Client]
 	ctlCancel context.CancelFunc // stops the controller-mode loops (ctlWG)
 	ctlWG     sync.WaitGroup
-	// regTurn (capacity 1) serialises registrations: the one that holds
-	// it takes its topic table snapshot and waits for every answer, so a
-	// registry never gets an older table after a newer one.
-	regTurn chan struct{}
+	// regTurns (capacity 1 each, by registry address) serialise the
+	// registrations with each registry: the one that holds a registry's
+	// turn takes its topic table snapshot and waits for that registry's
+	// answer, so no registry gets an older table after a newer one, and a
+	// registry that hangs holds up no other's.
+	regTurns map[string]chan struct{}
 
 	// Controller mode (broker/controller.go, broker/isr.go); ctl is nil
 	// otherwise.
@@ -122,7 +124,10 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.plog = ratelog.Wrap(b.log, 0)
 	b.regNow = make(chan struct{}, 1)
-	b.regTurn = make(chan struct{}, 1)
+	b.regTurns = make(map[string]chan struct{}, len(opts.Registries))
+	for _, addr := range opts.Registries {
+		b.regTurns[addr] = make(chan struct{}, 1)
+	}
 	b.perm.Store(PermRW)
 	b.slaveRead.Store(opts.SlaveReadEnable)
 

@@ -128,15 +128,35 @@ func registrationCRC(body []byte) int32 { return int32(crc32.ChecksumIEEE(body) 
 //
 // It reports whether every registry accepted the registration.
 func (b *Broker) registerAll(ctx context.Context) bool {
-	// One at a time: a registry replaces a master's topics with those of
-	// its registration, so one carrying the table before a topic was
-	// created must not arrive after one carrying the topic (two topics
-	// created side by side: the route of one vanished until the next
-	// periodic registration, 30 s later); in controller mode, one under
-	// the old role must not arrive after one under the new role.
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for _, addr := range b.opts.Registries {
+		wg.Add(1)
+		go func(addr string) {
+			defer wg.Done()
+			if !b.registerWith(ctx, addr) {
+				failed.Add(1)
+			}
+		}(addr)
+	}
+	wg.Wait()
+	return failed.Load() == 0
+}
+
+// registerWith registers with the registry at addr, in its turn: a
+// registry replaces a master's topics with those of its registration, so
+// one carrying the table before a topic was created must not arrive
+// after one carrying the topic (two topics created side by side: the
+// route of one vanished until the next periodic registration, 30 s
+// later); in controller mode, one under the old role must not arrive
+// after one under the new role. The turn is the registry's own: one that
+// hangs (6 s a registration) holds up no other's, so a new topic's route
+// still reaches the others before its creation is answered.
+func (b *Broker) registerWith(ctx context.Context, addr string) bool {
+	turn := b.regTurns[addr]
 	select {
-	case b.regTurn <- struct{}{}:
-		defer func() { <-b.regTurn }()
+	case turn <- struct{}{}:
+		defer func() { <-turn }()
 	case <-ctx.Done():
 		return false
 	}
@@ -153,42 +173,32 @@ func (b *Broker) registerAll(ctx context.Context) bool {
 		BrokerName: b.opts.BrokerName, BrokerAddr: b.addr, ClusterName: b.opts.ClusterName,
 		HAServerAddr: b.haAddr(), BrokerID: id, BodyCRC32: registrationCRC(body),
 	}
-	var wg sync.WaitGroup
-	var failed atomic.Int32
-	for _, addr := range b.opts.Registries {
-		wg.Add(1)
-		go func(addr string) {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, registerTimeout)
-			defer cancel()
-			resp, err := b.client.Invoke(cctx, addr, protocol.NewRequest(protocol.RegisterBroker, &hdr, body))
-			switch {
-			case err != nil:
-				failed.Add(1)
-				b.registered.Store(addr, false)
-				b.log.Warn("register with registry failed", "registry", addr, "err", err)
-			case resp.Code != protocol.Success:
-				failed.Add(1)
-				b.registered.Store(addr, false)
-				b.log.Warn("registry refused registration", "registry", addr, "code", resp.Code, "remark", resp.Remark)
-			default:
-				b.metrics.lastRegistered.Store(b.now().UnixNano())
-				// Logged once per registry, and again after it failed.
-				if prev, ok := b.registered.Swap(addr, true); !ok || !prev.(bool) {
-					b.log.Info("registered with registry", "registry", addr)
-				}
-				var rh protocol.RegisterBrokerResponseHeader
-				if resp.DecodeHeader(&rh) == nil && rh.MasterAddr != "" {
-					b.masterAddr.Store(&rh.MasterAddr)
-				}
-				if rh.HAServerAddr != "" && !b.controlled() && b.isSlave() {
-					b.masterHAAddr.Store(&rh.HAServerAddr)
-				}
-			}
-		}(addr)
+	cctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	defer cancel()
+	resp, err := b.client.Invoke(cctx, addr, protocol.NewRequest(protocol.RegisterBroker, &hdr, body))
+	switch {
+	case err != nil:
+		b.registered.Store(addr, false)
+		b.log.Warn("register with registry failed", "registry", addr, "err", err)
+		return false
+	case resp.Code != protocol.Success:
+		b.registered.Store(addr, false)
+		b.log.Warn("registry refused registration", "registry", addr, "code", resp.Code, "remark", resp.Remark)
+		return false
 	}
-	wg.Wait()
-	return failed.Load() == 0
+	b.metrics.lastRegistered.Store(b.now().UnixNano())
+	// Logged once per registry, and again after it failed.
+	if prev, ok := b.registered.Swap(addr, true); !ok || !prev.(bool) {
+		b.log.Info("registered with registry", "registry", addr)
+	}
+	var rh protocol.RegisterBrokerResponseHeader
+	if resp.DecodeHeader(&rh) == nil && rh.MasterAddr != "" {
+		b.masterAddr.Store(&rh.MasterAddr)
+	}
+	if rh.HAServerAddr != "" && !b.controlled() && b.isSlave() {
+		b.masterHAAddr.Store(&rh.HAServerAddr)
+	}
+	return true
 }
 
 // unregisterAll tells every registry the broker is going away.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/internal/testnet"
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/registry"
 	"github.com/smartgo/smartgo/remoting"
@@ -87,17 +88,7 @@ func (e *routeErr) Error() string { return "no route yet: " + e.s }
 // registry drops the topics a master's registration lacks until the next
 // periodic one, 30 s later).
 func TestClusterConcurrentTopicCreatesAllRouted(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	reg, err := registry.New(registry.Options{Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	regAddr := reg.Addr().String()
+	regAddr := loopbackRegistry(t)
 	b := newRegisteringBroker(t, regAddr)
 	rc, err := remoting.NewClient(remoting.ClientOptions{})
 	if err != nil {
@@ -141,4 +132,59 @@ func TestClusterConcurrentTopicCreatesAllRouted(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// TestClusterHungRegistryHoldsNoRoute: a broker registered with two
+// registries, one of which hangs (accepts, never answers), still
+// publishes a new topic's route to the other before the creation is
+// answered. Registrations took one turn for all registries: the one in
+// flight to the hung registry (6 s) held it, so the topic's registration
+// gave up (3 s) without telling the healthy registry either, and the
+// route a client then asked for was missing there.
+func TestClusterHungRegistryHoldsNoRoute(t *testing.T) {
+	regAddr := loopbackRegistry(t)
+	hung := testnet.Silent(t)
+
+	so := store.DefaultOptions(t.TempDir())
+	so.SegmentSize = 4 << 20
+	so.MaxMessageSize = 1 << 20
+	b, err := broker.New(broker.Options{ListenAddr: "127.0.0.1:0", Registries: []string{hung, regAddr}, AutoCreateTopic: true, Store: so})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	rc, err := remoting.NewClient(remoting.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	// The start's registration: the healthy registry answered it, the
+	// hung one holds it (6 s).
+	testutil.Eventually(t, 10*time.Second, func() error { return registryRoute(rc, regAddr, broker.AutoCreateTopicKey) })
+
+	const topic = "HUNG_REGISTRY_TOPIC"
+	h := protocol.CreateTopicRequestHeader{Topic: topic, ReadQueueNums: 4, WriteQueueNums: 4, Perm: broker.PermRW}
+	cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer ccancel()
+	resp, err := rc.Invoke(cctx, b.Addr(), protocol.NewRequest(protocol.UpdateAndCreateTopic, &h, nil))
+	if err != nil || resp.Code != protocol.Success {
+		t.Fatalf("create %s: %v %+v", topic, err, resp)
+	}
+	if err := registryRoute(rc, regAddr, topic); err != nil {
+		t.Fatalf("creation answered, but the healthy registry has no route: %v", err)
+	}
+}
+
+// loopbackRegistry starts a registry on a loopback port; the test's end
+// closes it.
+func loopbackRegistry(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	reg, err := startRegistry(ctx, "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	return reg.Addr().String()
 }
