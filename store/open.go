@@ -35,7 +35,7 @@ func Open(opts Options) (*Store, error) {
 		log:          opts.Logger,
 		rlog:         ratelog.New(0, nil),
 		deleteHours:  hours,
-		queueOffsets: make(map[cqKey]*int64),
+		queueOffsets: make(map[cqKey]*queueNext),
 		cqs:          make(map[string]map[int32]*consumeQueue),
 		dispatchWake: make(chan struct{}, 1),
 		done:         make(chan struct{}),

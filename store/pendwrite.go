@@ -133,8 +133,8 @@ func (cl *commitLog) discardPendLocked() {
 		}
 		if !isTxExcluded(v.SysFlag) {
 			key := cqKey{string(v.Topic), v.QueueID}
-			if cur := cl.s.queueOffsets[key]; cur != nil && v.QueueOffset < *cur {
-				*cur = v.QueueOffset
+			if cur := cl.s.nextLocked(key); cur != nil && v.QueueOffset < cur.off {
+				cur.off = v.QueueOffset
 			}
 		}
 		b = b[v.TotalSize:]

@@ -100,15 +100,16 @@ type Store struct {
 	idxRepaired chan struct{}
 
 	putMu        sync.Mutex
-	putLockedAt  atomic.Int64     // store time (ms) at which the current Put or PutBatch took putMu; 0 when free
-	clock        putClock         // store times of single puts; protected by putMu
-	queueOffsets map[cqKey]*int64 // next queue offset per queue; protected by putMu
-	batchProps   []byte           // PutBatch's properties scratch; protected by putMu
-	behind       []behindPut      // puts written behind, not answered yet, in append order; protected by putMu
-	wq           wroteQueue       // the writer's notes of the records it appended (wrote.go); protected by putMu
-	answerMu     sync.Mutex       // held while written-behind puts are answered (writebehind.go)
-	answering    []behindPut      // the puts being answered; protected by answerMu
-	closed       atomic.Bool      // set under putMu by Close
+	putLockedAt  atomic.Int64         // store time (ms) at which the current Put or PutBatch took putMu; 0 when free
+	clock        putClock             // store times of single puts; protected by putMu
+	queueOffsets map[cqKey]*queueNext // next queue offset per queue; protected by putMu
+	lastQueues   queueCache           // the last topic's entries of queueOffsets; protected by putMu
+	batchProps   []byte               // PutBatch's properties scratch; protected by putMu
+	behind       []behindPut          // puts written behind, not answered yet, in append order; protected by putMu
+	wq           wroteQueue           // the writer's notes of the records it appended (wrote.go); protected by putMu
+	answerMu     sync.Mutex           // held while written-behind puts are answered (writebehind.go)
+	answering    []behindPut          // the puts being answered; protected by answerMu
+	closed       atomic.Bool          // set under putMu by Close
 	werr         atomic.Pointer[error]
 	diskFull     atomic.Bool // writes refused until the disk has room (space.go)
 	space        spaceState
@@ -386,10 +387,10 @@ func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, star
 	}
 	key := cqKey{m.Topic, m.QueueID}
 	qoff := int64(0)
-	var next *int64 // the queue's next offset, nil for a new queue
+	var next *queueNext // the queue's next offset, nil for a new queue
 	if !excluded {
-		if next = s.queueOffsets[key]; next != nil {
-			qoff = *next
+		if next = s.nextLocked(key); next != nil {
+			qoff = next.off
 		}
 	}
 	m.QueueOffset = qoff
@@ -408,7 +409,7 @@ func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, star
 	switch {
 	case excluded:
 	case next != nil:
-		*next = qoff + 1 // one map lookup per put
+		next.off = qoff + 1 // one lookup per put
 	default:
 		s.setQueueOffsetLocked(key, qoff+1)
 	}
@@ -547,21 +548,73 @@ func (s *Store) notStored() error {
 // of the topic string (the caller's may be backed by a reused buffer).
 // Caller holds putMu.
 func (s *Store) setQueueOffsetLocked(key cqKey, next int64) {
-	if p := s.queueOffsets[key]; p != nil {
-		*p = next
+	if p := s.nextLocked(key); p != nil {
+		p.off = next
 		return
 	}
 	key.topic = strings.Clone(key.topic)
-	s.queueOffsets[key] = &next
+	s.queueOffsets[key] = &queueNext{off: next, topic: key.topic}
 }
 
 // queueOffsetLocked is the next queue offset of key (0 for a queue never
 // put to). Caller holds putMu.
 func (s *Store) queueOffsetLocked(key cqKey) int64 {
-	if p := s.queueOffsets[key]; p != nil {
-		return *p
+	if p := s.nextLocked(key); p != nil {
+		return p.off
 	}
 	return 0
+}
+
+// queueNext is the next queue offset of a queue (queueOffsets).
+type queueNext struct {
+	off   int64
+	topic string // the map key's topic: the store's own copy
+}
+
+// queueCache holds the queueOffsets entries of the topic put to last, by
+// queue id, so that a run of puts to one topic finds a queue's entry
+// with a string compare and an index instead of a map lookup with a
+// struct key (hashing the topic each put). Entries are pointers into the
+// map's values, which are never replaced while their key is in the map;
+// whatever deletes keys resets the cache (resetQueueCacheLocked).
+type queueCache struct {
+	topic string
+	next  []*queueNext // by queue id; nil: not looked up yet
+}
+
+// maxCachedQueueID bounds the queue ids queueCache holds.
+const maxCachedQueueID = 255
+
+// nextLocked returns the queueOffsets entry of key, nil when it has none.
+// Caller holds putMu.
+func (s *Store) nextLocked(key cqKey) *queueNext {
+	c := &s.lastQueues
+	q := int(key.queueID)
+	if q >= 0 && q < len(c.next) && key.topic == c.topic {
+		if p := c.next[q]; p != nil {
+			return p
+		}
+	}
+	p := s.queueOffsets[key]
+	if p == nil || q < 0 || q > maxCachedQueueID {
+		return p
+	}
+	if p.topic != c.topic {
+		clear(c.next)
+		c.next, c.topic = c.next[:0], p.topic
+	}
+	if q >= len(c.next) {
+		c.next = append(c.next, make([]*queueNext, q+1-len(c.next))...)
+	}
+	c.next[q] = p
+	return p
+}
+
+// resetQueueCacheLocked empties lastQueues, after keys left
+// queueOffsets. Caller holds putMu.
+func (s *Store) resetQueueCacheLocked() {
+	clear(s.lastQueues.next)
+	s.lastQueues = queueCache{next: s.lastQueues.next[:0]}
 }
 
 func (s *Store) putFailed(err error) (PutResult, error) {
@@ -702,6 +755,7 @@ func (s *Store) DeleteTopic(topic string) error {
 			delete(s.queueOffsets, k)
 		}
 	}
+	s.resetQueueCacheLocked()
 	s.cqMu.Lock()
 	qs := s.cqs[topic]
 	delete(s.cqs, topic)
