@@ -47,8 +47,9 @@ type Options struct {
 	RequestTimeout time.Duration
 
 	// ReplicaReads: a read (GetTwin, GetDevice, ListDevices, a query, ...)
-	// whose shard's master is unavailable (dead, no master in the route)
-	// is sent to the broker's slaves, which answer from their replica. The
+	// whose shard's master is unavailable (dead, no master in the route,
+	// or hung: no answer within a third of the read's time) is sent to
+	// the broker's slaves, which answer from their replica. The
 	// result then comes with an error wrapping ErrStale that says so
 	// (use the result when errors.Is(err, ErrStale)). Writes are never
 	// sent to a slave. A console reading devices during a failover wants
@@ -135,6 +136,9 @@ type Client struct {
 	// forced spaces the lookups refreshSoon starts.
 	last   atomic.Pointer[[]shardroute.Ref]
 	forced pace.Gate
+	// hung: master address -> when a read last found it hanging
+	// (doMaster); reads its slaves can serve skip it for a while.
+	hung sync.Map
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -255,7 +259,7 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Reply, error) {
 			return nil, err
 		}
 		ref = shards[tw.ShardOf(req.DeviceID, len(shards))]
-		rep, err := c.doShard(ctx, ref, req)
+		rep, hung, err := c.doMaster(ctx, ref, req)
 		if err == nil {
 			if rep.Err != nil {
 				return rep, rep.Err
@@ -263,7 +267,7 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Reply, error) {
 			return rep, nil
 		}
 		lastErr = err
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || hung {
 			c.refreshSoon()
 			break
 		}
@@ -301,6 +305,36 @@ func (c *Client) fromReplica(ctx context.Context, ref shardRef, req *Request, ca
 		return rep, fmt.Errorf("%w: broker %s shard %d read from slave %s; master: %v", ErrStale, ref.Broker, ref.Queue, addr, cause)
 	}
 	return nil, cause
+}
+
+// doMaster is doShard to ref's master, bounded, for a read its slaves
+// could serve instead (Options.ReplicaReads), by a third of what is left
+// of ctx: a master that hangs (its connection up, answering nothing)
+// would otherwise take the whole deadline and leave none for the slaves.
+// A master found hanging is skipped by such reads for RequestTimeout
+// (the pages of a listing, the next reads) unless the route moved it.
+// hung: the bound ran out, or the master was skipped (the error wraps
+// ErrUnavailable).
+func (c *Client) doMaster(ctx context.Context, ref shardRef, req *Request) (rep *Reply, hung bool, err error) {
+	dl, ok := ctx.Deadline()
+	if !c.opts.ReplicaReads || req.Op.Logged() || len(ref.Slaves) == 0 || !ok {
+		rep, err = c.doShard(ctx, ref, req)
+		return rep, false, err
+	}
+	if at, ok := c.hung.Load(ref.Addr); ok && time.Since(at.(time.Time)) < c.opts.RequestTimeout {
+		return nil, true, fmt.Errorf("%w: master %s of broker %s hung moments ago", ErrUnavailable, ref.Addr, ref.Broker)
+	}
+	mctx, cancel := context.WithTimeout(ctx, time.Until(dl)/3)
+	defer cancel()
+	rep, err = c.doShard(mctx, ref, req)
+	if err != nil && mctx.Err() != nil && ctx.Err() == nil {
+		c.hung.Store(ref.Addr, time.Now())
+		return nil, true, err
+	}
+	if err == nil {
+		c.hung.Delete(ref.Addr)
+	}
+	return rep, false, err
 }
 
 // usable reports whether a read's result may be used: no error, or

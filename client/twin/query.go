@@ -150,7 +150,7 @@ func (c *Client) doIndex(ctx context.Context, i, n int, req *Request) (*Reply, e
 			return nil, fmt.Errorf("%w: the shard layout changed (%d shards, was %d)", ErrBadContinuation, len(shards), n)
 		}
 		ref = shards[i]
-		rep, err := c.doShard(ctx, ref, req)
+		rep, hung, err := c.doMaster(ctx, ref, req)
 		if err == nil {
 			if rep.Err != nil {
 				return nil, rep.Err
@@ -158,6 +158,10 @@ func (c *Client) doIndex(ctx context.Context, i, n int, req *Request) (*Reply, e
 			return rep, nil
 		}
 		lastErr = err
+		if hung {
+			c.refreshSoon()
+			break
+		}
 		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			break
 		}
