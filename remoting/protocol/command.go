@@ -177,6 +177,7 @@ const poisonCode = -0x24242425
 // it (a held pull). The strings a typed header decoded before are not
 // changed: decode again after OwnFields. A no-op on other commands.
 func (c *Command) OwnFields() {
+	c.unlazy()
 	if c.lent {
 		c.list, c.lent = fieldList(strings.Clone(string(c.list))), false
 	}
@@ -254,7 +255,7 @@ func (c *Command) fieldsMap() ExtFields {
 	case c.ExtFields != nil:
 		return c.ExtFields
 	case c.list != "":
-		return c.list.fields()
+		return c.wholeList().fields()
 	case c.hdr != nil:
 		f := make(ExtFields, fieldsHint(c.hdr))
 		c.hdr.EncodeFields(f)
@@ -297,6 +298,7 @@ func (c *Command) DecodeHeader(hdr HeaderDecoder) error {
 		if c.listErr != nil {
 			return c.listErr
 		}
+		c.unlazy()
 		if d, ok := hdr.(jsonFieldsDecoder); ok && c.list != "" && d.decodeFieldList(c.list) {
 			return nil
 		}

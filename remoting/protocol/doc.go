@@ -80,8 +80,12 @@
 // client writes its sends' and pulls' headers with the same keys in the
 // same order each time, so the shape of one (the text between its
 // values) is learned and later headers of that shape are read by
-// comparing that text and reading only the values (FuzzHeaderShapes holds
-// them to the one pass). DecodeHeader then decodes
+// comparing that text and reading only the values; the values that stay
+// the same from one header to the next are compared with the text around
+// them as runs, one piece each, and a send's list leaves the constant
+// members out (its header decoded from the shape's template; the whole
+// list built only for whoever asks for it: headershape_send.go).
+// FuzzHeaderShapes holds all of it to the one pass. DecodeHeader then decodes
 // from the list, and Command.WithHeader keeps a response's typed header
 // until the frame is written. Both produce exactly what the map would
 // (same values, same errors, same bytes; tests, FuzzRawFields and

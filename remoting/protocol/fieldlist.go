@@ -138,6 +138,9 @@ type fastHeader struct {
 	// the list, and how many there were (headershape_send.go).
 	vary  [maxShapedVary]uint16
 	nvary uint8
+	// The shape's constant members it left out of a lazy list: one bit
+	// per slot of the shape.
+	took uint64
 }
 
 // keepsList reports whether apply keeps h's members as a field list

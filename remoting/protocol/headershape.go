@@ -79,18 +79,69 @@ func (r *shapeRec) add(kind slotKind, start, end, k0, k1 int) {
 // text reads as (its key and value, consts[c1:c2]). Where a header has
 // that text, the member's list bytes are copied, not read again: the
 // same bytes read the same way, and the closing quote ends the value.
+//
+// Runs of values that are the same in every request (see shapeRun) are
+// compared as one piece: for rocketmq-client-go's send, all but the born
+// time, the properties, the queue and the opaque.
 type headerShape struct {
 	text, consts   []byte
 	slots          []shapeSlot
 	tail           int32
 	ext, codeFirst bool
 	send           *sendTemplate // its constant members decoded (headershape_send.go)
+	// The runs and their text (runText), and the values of the header
+	// the shape was learned from that a run may hold.
+	runs                []shapeRun
+	runText             []byte
+	learned             []byte  // the header the shape was learned from
+	ends                []int32 // where each of its values ends in learned
+	vary                uint64  // the slots seen to vary, in no run
+	code, version, flag int32
+	lang                LanguageCode
+	remark              string
 }
 
 type shapeSlot struct {
 	kind       slotKind
 	f0, f1, k1 int32
 	c0, c1, c2 int32
+	run        int32 // 1 + the index of the run starting at this slot, or 0
+}
+
+// shapeRun is a run of consecutive values that can be learned as constants
+// (extFields strings, and every top-level value but the opaque), with the
+// text before each: the learned header's bytes from the text before the
+// first to the end of the last (runText[r0:r1]), and its delimiter when
+// the last is a number (a number read there ends where it ends). A header
+// with those bytes reads each of the run's values as learned: each slot's
+// own constant (c0:c1 for an extFields string) or value is a part of the
+// run's bytes. adv is how many bytes the run reads (without the
+// delimiter), runText[r1:l1] the list bytes of its extFields members, took
+// their slots (for a lazy list), top the top-level values it holds (a
+// bit per slotKind).
+type shapeRun struct {
+	end        int32 // one past its last slot
+	r0, r1, l1 int32
+	adv        int32
+	took       uint64
+	top        uint16
+}
+
+// runnable reports whether slot s can be part of a run: not one seen to
+// vary, not the opaque, not an extFields scalar, and an extFields string
+// only when its constant form was learned.
+func (t *headerShape) runnable(s int) bool {
+	sl := &t.slots[s]
+	if t.vary&(1<<s) != 0 {
+		return false
+	}
+	switch sl.kind {
+	case slotCode, slotVersion, slotFlag, slotLanguage, slotRemark, slotIgnored:
+		return true
+	case slotExtString:
+		return sl.c2 > sl.c1
+	}
+	return false
 }
 
 // HeaderShapes decodes the JSON request headers of one connection,
@@ -101,6 +152,9 @@ type HeaderShapes struct {
 	s    [shapeSlots]headerShape
 	last int // the shape that matched last, tried first
 	next int // the shape the next one learned replaces
+	// scratch is where a header's list is built before apply copies it
+	// (kept: a stack array would be zeroed for every header).
+	scratch []byte
 }
 
 // DecodeFrame is DecodeFrameWith for a frame of the connection s belongs
@@ -113,38 +167,61 @@ func (s *HeaderShapes) DecodeFrame(frame []byte, ref BufferRef, raw RawFields) (
 // decode is decodeJSONHeaderFast through the shapes: false, with c
 // untouched, where the one pass would not read b.
 func (s *HeaderShapes) decode(b []byte, c *Command, raw RawFields, lend bool) bool {
-	var scratch [512]byte
+	if cap(s.scratch) < 512 {
+		s.scratch = make([]byte, 0, 512)
+	}
+	scratch := s.scratch[:0]
 	for k := range shapeSlots {
 		n := (s.last + k) % shapeSlots
-		if h, list, ok := s.s[n].read(b, scratch[:0]); ok {
-			s.last = n
-			h.apply(b, list, c, raw, lend)
-			if t := s.s[n].send; t != nil && c.list != "" && int(h.nvary) <= maxShapedVary {
-				c.shaped = shapedList{tmpl: t, vary: h.vary, n: h.nvary}
-			}
-			return true
+		t := s.s[n].send
+		// A send's list leaves the shape's constant members out (see
+		// headershape_send.go); never under SetPoisonRecycled, where the
+		// whole list must be in the receive buffer.
+		lazy := t != nil && !poisonRecycled.Load()
+		h, list, ok := s.s[n].read(b, scratch, lazy)
+		if !ok {
+			continue
 		}
+		if cap(list) > cap(s.scratch) && cap(list) <= maxShapeHeader*2 {
+			s.scratch = list[:0] // grown: kept for the next (apply copies it)
+		}
+		s.last = n
+		if lazy && (!sendCode(h.code) || int(h.nvary) > maxShapedVary || !h.keepsList(raw)) {
+			// Not a send DecodeSendHeader reads from the template: the
+			// whole list, after the members read.
+			// Its vary offsets are the read members', so no template.
+			list, lazy, t = t.appendWhole(list[len(list):], fieldList(list), h.took), false, nil
+		}
+		h.apply(b, list, c, raw, lend)
+		if t != nil && c.list != "" && int(h.nvary) <= maxShapedVary {
+			c.shaped = shapedList{tmpl: t, vary: h.vary, n: h.nvary, took: h.took, lazy: lazy}
+		}
+		return true
 	}
 	var rec shapeRec
-	h, list, ok := scanHeaderFast(b, scratch[:0], &rec)
+	h, list, ok := scanHeaderFast(b, scratch, &rec)
 	if !ok {
 		return false
 	}
 	// Learn only what is worth it: a request that keeps its list (a send,
 	// a pull), and not a header too big to keep a copy of per connection.
 	if !rec.over && len(b) <= maxShapeHeader && h.keepsList(raw) {
-		s.s[s.next].learn(b, &rec, h.codeFirst)
+		s.s[s.next].learn(b, &rec, &h)
 		s.last, s.next = s.next, (s.next+1)%shapeSlots
 	}
 	h.apply(b, list, c, raw, lend)
 	return true
 }
 
-// learn makes t the shape of b, whose values rec noted.
-func (t *headerShape) learn(b []byte, rec *shapeRec, codeFirst bool) {
+// learn makes t the shape of b, whose values rec noted and which the one
+// pass read as h.
+func (t *headerShape) learn(b []byte, rec *shapeRec, h *fastHeader) {
 	t.text, t.consts, t.slots = t.text[:0], t.consts[:0], t.slots[:0]
+	t.learned, t.ends, t.vary = append(t.learned[:0], b...), t.ends[:0], 0
+	t.code, t.version, t.flag, t.lang, t.remark = h.code, h.version, h.flag, h.lang, h.remark
 	prev := int32(0)
 	for _, v := range rec.v[:rec.n] {
+		t.ends = append(t.ends, v.end)
 		sl := shapeSlot{kind: v.kind, f0: int32(len(t.text))}
 		t.text = append(t.text, b[prev:v.start]...)
 		sl.f1 = int32(len(t.text))
@@ -168,13 +245,80 @@ func (t *headerShape) learn(b []byte, rec *shapeRec, codeFirst bool) {
 	}
 	t.tail = int32(len(t.text))
 	t.text = append(t.text, b[prev:]...)
-	t.ext, t.codeFirst = true, codeFirst
+	t.ext, t.codeFirst = true, h.codeFirst
+	t.learnRuns()
 	t.send = newSendTemplate(t)
 }
 
+// learnRuns finds t's runs (see shapeRun) in the header it was learned
+// from: each longest sequence of runnable slots.
+func (t *headerShape) learnRuns() {
+	t.runs, t.runText = t.runs[:0], t.runText[:0]
+	for s := range t.slots {
+		t.slots[s].run = 0
+	}
+	b := t.learned
+	for s := 0; s < len(t.slots); {
+		if !t.runnable(s) {
+			s++
+			continue
+		}
+		e := s
+		for e < len(t.slots) && t.runnable(e) {
+			e++
+		}
+		from, to := int32(0), t.ends[e-1]
+		if s > 0 {
+			from = t.ends[s-1]
+		}
+		r := shapeRun{end: int32(e), r0: int32(len(t.runText)), adv: to - from}
+		t.runText = append(t.runText, b[from:to]...)
+		switch t.slots[e-1].kind {
+		case slotCode, slotVersion, slotFlag:
+			t.runText = append(t.runText, b[to]) // the one pass read a number there: a delimiter follows
+		}
+		r.r1 = int32(len(t.runText))
+		for k := s; k < e; k++ {
+			sl := &t.slots[k]
+			if sl.kind == slotExtString {
+				t.runText = append(t.runText, t.consts[sl.c1:sl.c2]...)
+				r.took |= 1 << k
+			} else {
+				r.top |= 1 << sl.kind
+			}
+		}
+		r.l1 = int32(len(t.runText))
+		t.runs = append(t.runs, r)
+		t.slots[s].run = int32(len(t.runs))
+		s = e
+	}
+}
+
+// setLearned sets the top-level values of top (a bit per slotKind) to
+// t's learned ones.
+func (h *fastHeader) setLearned(t *headerShape, top uint16) {
+	if top&(1<<slotCode) != 0 {
+		h.code = t.code
+	}
+	if top&(1<<slotVersion) != 0 {
+		h.version = t.version
+	}
+	if top&(1<<slotFlag) != 0 {
+		h.flag = t.flag
+	}
+	if top&(1<<slotLanguage) != 0 {
+		h.lang = t.lang
+	}
+	if top&(1<<slotRemark) != 0 {
+		h.remark = t.remark
+	}
+}
+
 // read reads b as a header of shape t, appending its field list to list;
-// false where b is not of that shape (or t is empty).
-func (t *headerShape) read(b []byte, list []byte) (fastHeader, []byte, bool) {
+// false where b is not of that shape (or t is empty). With lazy, the
+// constant members that b has as learned are left out of the list and
+// noted in the header's took instead (headershape_send.go).
+func (t *headerShape) read(b []byte, list []byte, lazy bool) (fastHeader, []byte, bool) {
 	h := fastHeader{ext: t.ext, codeFirst: t.codeFirst}
 	if !t.ext {
 		return h, nil, false
@@ -182,10 +326,34 @@ func (t *headerShape) read(b []byte, list []byte) (fastHeader, []byte, bool) {
 	list = append(list, fieldListMarker)
 	i := 0
 	text := t.text
-	for _, sl := range t.slots {
-		if sl.c2 > sl.c1 {
+	var nv uint64 // the slots whose values differ from the learned ones
+	for s := 0; s < len(t.slots); s++ {
+		sl := &t.slots[s]
+		if sl.run > 0 {
+			r := &t.runs[sl.run-1]
+			if fixed := t.runText[r.r0:r.r1]; len(b)-i >= len(fixed) && string(b[i:i+len(fixed)]) == string(fixed) {
+				if lazy {
+					h.took |= r.took
+				} else {
+					list = append(list, t.runText[r.r1:r.l1]...)
+				}
+				if r.top != 0 {
+					h.setLearned(t, r.top)
+				}
+				i += int(r.adv)
+				s = int(r.end) - 1
+				continue
+			}
+		}
+		if sl.c2 > sl.c1 && t.vary&(1<<s) == 0 {
+			nv |= 1 << s // unless it is as learned
 			if fixed := t.consts[sl.c0:sl.c1]; len(b)-i >= len(fixed) && string(b[i:i+len(fixed)]) == string(fixed) {
-				list = append(list, t.consts[sl.c1:sl.c2]...)
+				nv &^= 1 << s
+				if lazy {
+					h.took |= 1 << s
+				} else {
+					list = append(list, t.consts[sl.c1:sl.c2]...)
+				}
 				i += len(fixed)
 				continue
 			}
@@ -195,7 +363,7 @@ func (t *headerShape) read(b []byte, list []byte) (fastHeader, []byte, bool) {
 			return h, nil, false
 		}
 		i += len(frag)
-		ok := true
+		ok, differs := true, false
 		switch sl.kind {
 		case slotExtString:
 			h.noteVary(len(list))
@@ -207,25 +375,38 @@ func (t *headerShape) read(b []byte, list []byte) (fastHeader, []byte, bool) {
 			list, i, ok = fastExtScalar(b, i, list)
 		case slotCode:
 			h.code, i, ok = fastInt32(b, i)
+			differs = h.code != t.code
 		case slotVersion:
 			h.version, i, ok = fastInt32(b, i)
+			differs = h.version != t.version
 		case slotOpaque:
 			h.opaque, i, ok = fastInt32(b, i)
 		case slotFlag:
 			h.flag, i, ok = fastInt32(b, i)
+			differs = h.flag != t.flag
 		case slotLanguage:
 			h.lang, i, ok = fastLanguage(b, i)
+			differs = h.lang != t.lang
 		case slotRemark:
 			h.remark, i, ok = fastRemark(b, i)
+			differs = h.remark != t.remark
 		case slotIgnored:
 			_, i, ok = fastPlainString(b, i)
 		}
 		if !ok {
 			return h, nil, false
 		}
+		if differs {
+			nv |= 1 << s
+		}
 	}
 	if string(b[i:]) != string(text[t.tail:]) {
 		return h, nil, false
+	}
+	if nv&^t.vary != 0 {
+		// Values seen to vary leave the runs: found again without them.
+		t.vary |= nv
+		t.learnRuns()
 	}
 	return h, list, true
 }

@@ -2,7 +2,7 @@ package protocol
 
 import (
 	"math"
-	"strings"
+	"unsafe"
 )
 
 // A send's header read by a learned shape is decoded without its field
@@ -26,6 +26,17 @@ import (
 // the template's strings are not in the receive buffer, so a kept header
 // string would not show.
 
+// A send's list leaves those constant members out altogether (a lazy
+// list): its header is read from the shape's text into the receive
+// buffer as the members read by value only, and the shape's constant
+// ones it had as learned are noted (took) and taken from the template.
+// Whoever needs the whole list (Fields, DecodeHeader, an encoder) gets it
+// built from the template and the members read (wholeList), the members'
+// order kept, in an allocation of its own (unlazy): the members read stay
+// where they are, and so do the strings decoded from them. A header that
+// is not a send read from the template (another code, a list kept as a
+// map, too many members read by value) gets its whole list at once.
+
 // maxShapedVary bounds the members a command notes as read by value;
 // with more, DecodeSendHeader reads the whole list.
 const maxShapedVary = 6
@@ -38,6 +49,11 @@ type sendTemplate struct {
 	v2               SendMessageRequestHeaderV2
 	longSeen, v2Seen uint64
 	longOK, v2OK     bool
+	// For a lazy list: the shape's slots, which are extFields members
+	// (a bit per slot), and each constant member's list bytes.
+	nslots int
+	ext    uint64
+	member [maxShapeValues]string
 }
 
 // shapedList is what a command read by a shape keeps for
@@ -47,13 +63,15 @@ type shapedList struct {
 	tmpl *sendTemplate
 	vary [maxShapedVary]uint16
 	n    uint8
+	lazy bool   // the list has only the members read by value
+	took uint64 // the template's members a lazy list left out
 }
 
 // newSendTemplate decodes t's constant members; nil when t has none, or
 // its extFields keys repeat.
 func newSendTemplate(t *headerShape) *sendTemplate {
 	var keys [maxShapeValues]string
-	nk, consts := 0, 0
+	nk, nconst := 0, 0
 	for _, sl := range t.slots {
 		if sl.kind != slotExtString && sl.kind != slotExtScalar {
 			continue
@@ -67,21 +85,25 @@ func newSendTemplate(t *headerShape) *sendTemplate {
 		keys[nk] = k
 		nk++
 		if sl.c2 > sl.c1 {
-			consts++
+			nconst++
 		}
 	}
-	if consts == 0 {
+	if nconst == 0 {
 		return nil
 	}
-	st := &sendTemplate{longOK: true, v2OK: true}
-	for _, sl := range t.slots {
+	st := &sendTemplate{longOK: true, v2OK: true, nslots: len(t.slots)}
+	consts := string(t.consts) // a copy: t.consts is written again when t is learned anew
+	for s, sl := range t.slots {
+		if sl.kind == slotExtString || sl.kind == slotExtScalar {
+			st.ext |= 1 << s
+		}
 		if sl.c2 <= sl.c1 {
 			continue
 		}
-		member := fieldList(t.consts[sl.c1:sl.c2])
+		member := fieldList(consts[sl.c1:sl.c2])
+		st.member[s] = string(member)
 		k, i := member.str(0)
 		v, _ := member.str(i)
-		v = strings.Clone(v) // t.consts is written again when t is learned anew
 		s, ok := st.long.setListField(k, v)
 		st.longSeen, st.longOK = st.longSeen|s, st.longOK && ok
 		s, ok = st.v2.setListField(k, v)
@@ -143,4 +165,62 @@ func (c *Command) setVary(h listSetter, seen uint64) bool {
 		seen |= s
 	}
 	return seen == h.listRequired()
+}
+
+// sendCode reports whether DecodeSendHeader reads code's header from a
+// shape's template: the send codes whose list is left lazy.
+func sendCode(code int32) bool {
+	switch code {
+	case SendMessage, SendMessageV2, SendBatchMessage, SendReplyMessage, SendReplyMessageV2:
+		return true
+	}
+	return false
+}
+
+// appendWhole appends the whole field list of a header whose lazy list
+// read is: its members in the shape's order, the ones in took from the
+// template.
+func (t *sendTemplate) appendWhole(dst []byte, read fieldList, took uint64) []byte {
+	dst = append(dst, fieldListMarker)
+	i := 1
+	for s := range t.nslots {
+		switch {
+		case took&(1<<s) != 0:
+			dst = append(dst, t.member[s]...)
+		case t.ext&(1<<s) != 0:
+			_, j := read.str(i)
+			_, j = read.str(j)
+			dst = append(dst, read[i:j]...)
+			i = j
+		}
+	}
+	return dst
+}
+
+// wholeList is c's field list, a lazy one made whole (in an allocation
+// of its own; c is not changed).
+func (c *Command) wholeList() fieldList {
+	if !c.shaped.lazy || c.list == "" {
+		return c.list
+	}
+	t, n := c.shaped.tmpl, len(c.list)
+	for s := range t.nslots {
+		if c.shaped.took&(1<<s) != 0 {
+			n += len(t.member[s])
+		}
+	}
+	b := t.appendWhole(make([]byte, 0, n), c.list, c.shaped.took)
+	return fieldList(unsafe.String(unsafe.SliceData(b), len(b))) // b is not written again
+}
+
+// unlazy makes c's list whole when it is lazy (see wholeList); the
+// members read stay in the receive buffer, and the strings decoded from
+// them stay valid as before.
+func (c *Command) unlazy() {
+	if c.shaped.lazy {
+		if c.list != "" {
+			c.list, c.lent = c.wholeList(), false
+		}
+		c.shaped = shapedList{}
+	}
 }

@@ -6,12 +6,13 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // matchedShape reports whether one of s's shapes reads hdr.
 func matchedShape(s *HeaderShapes, hdr []byte) bool {
 	for k := range s.s {
-		if _, _, ok := s.s[k].read(hdr, nil); ok {
+		if _, _, ok := s.s[k].read(hdr, nil, false); ok {
 			return true
 		}
 	}
@@ -44,16 +45,44 @@ func checkShapes(t *testing.T, hdr []byte, learn ...[]byte) bool {
 			if !okFast {
 				continue
 			}
+			// A lazy list (a send's, without the shape's constant members)
+			// is the one pass's made whole, and lies where it would.
+			lazy := shaped.shaped.lazy
 			if fast.Code != shaped.Code || fast.Version != shaped.Version || fast.Opaque != shaped.Opaque ||
 				fast.Flag != shaped.Flag || fast.Language != shaped.Language || fast.Remark != shaped.Remark ||
-				fast.list != shaped.list || fast.lent != shaped.lent || !bytes.Equal(fb, sb) ||
+				fast.list != shaped.wholeList() || fast.lent != shaped.lent || (!lazy && !bytes.Equal(fb, sb)) ||
+				(lazy && (!sendCode(shaped.Code) || len(shaped.list) >= len(fast.list) ||
+					(shaped.lent && unsafe.StringData(string(shaped.list)) != unsafe.SliceData(sb)))) ||
 				!maps.Equal(fast.ExtFields, shaped.ExtFields) || (fast.ExtFields == nil) != (shaped.ExtFields == nil) {
 				t.Fatalf("%q after %q:\none pass %+v list %q\nshapes   %+v list %q", hdr, learn, fast, fast.list, shaped, shaped.list)
 			}
 			checkShapedSend(t, hdr, learn, &shaped, raw)
+			checkWholeList(t, hdr, &fast, &shaped)
 		}
 	}
 	return matched
+}
+
+// checkWholeList checks that what needs a command's whole list reads the
+// same of a lazy one as of the one pass's: the send header's general
+// decode, then the map (each made whole on the side, then in place).
+func checkWholeList(t *testing.T, hdr []byte, fast, shaped *Command) {
+	t.Helper()
+	if f, g := fast.fieldsMap(), shaped.fieldsMap(); !maps.Equal(f, g) || (f == nil) != (g == nil) {
+		t.Fatalf("%q: fields on the side %v, one pass %v", hdr, g, f)
+	}
+	own := *shaped
+	if own.OwnFields(); own.list != fast.list || own.lent || own.shaped.lazy {
+		t.Fatalf("%q: owned list %q, one pass %q", hdr, own.list, fast.list)
+	}
+	var got, want SendMessageRequestHeader
+	errWant, errGot := fast.DecodeHeader(&want), shaped.DecodeHeader(&got)
+	if (errWant == nil) != (errGot == nil) || got != want || shaped.shaped.lazy {
+		t.Fatalf("%q: decoded %+v (%v), one pass %+v (%v)", hdr, got, errGot, want, errWant)
+	}
+	if f, g := fast.Fields(), shaped.Fields(); !maps.Equal(f, g) || (f == nil) != (g == nil) {
+		t.Fatalf("%q: fields %v, one pass %v", hdr, g, f)
+	}
 }
 
 // checkShapedSend checks that a send header decoded from c's shape
@@ -178,6 +207,44 @@ func TestRemotingHeaderShapesKeptValues(t *testing.T) {
 	}
 }
 
+// A shape compares the values that stay the same from one header to the
+// next as runs, each one piece of the learned header's text; a value seen
+// to vary leaves its run. Whatever differs from a run (a top-level value,
+// a member, a number's delimiter) reads as the one pass reads it.
+func TestRemotingHeaderShapesRuns(t *testing.T) {
+	first, second := goSendHeader(1, 0, 1764120000000, "u"), goSendHeader(2, 3, 1764120000001, "v")
+	var s HeaderShapes
+	for _, h := range [][]byte{first, second} {
+		var c Command
+		s.decode(bytes.Clone(h), &c, allRaw, true)
+	}
+	// code and batch; defaultTopic to producerGroup; reconsumeTimes to
+	// language; remark and version (born time, properties, queue, opaque
+	// between them).
+	if sh := &s.s[s.last]; len(sh.runs) != 4 || sh.vary == 0 {
+		t.Fatalf("%d runs, varying %b", len(sh.runs), sh.vary)
+	}
+	next := goSendHeader(7, 5, 1764120000009, "w")
+	for _, d := range [][2]string{
+		{``, ``},
+		{`{"code":10,`, `{"code":11,`},
+		{`{"code":10,`, `{"code":100,`},
+		{`{"code":10,`, `{"code":10 ,`},
+		{`"batch":"false"`, `"batch":"true"`},
+		{`"topic":"T"`, `"topic":"T2"`},
+		{`"unitMode":"false"},"flag":0,`, `"unitMode":"false"},"flag":1,`},
+		{`"flag":0,"language":"GO"`, `"flag":0,"language":"JAVA"`},
+		{`"remark":""`, `"remark":"r"`},
+		{`"remark":""`, `"remark":null`},
+		{`"version":317}`, `"version":3170}`},
+		{`"version":317}`, `"version":317 }`},
+	} {
+		h := bytes.Replace(next, []byte(d[0]), []byte(d[1]), 1)
+		checkShapes(t, h, first, second)
+		checkShapes(t, next, first, second, h) // and after it
+	}
+}
+
 // Reading a header by its shape costs no allocation.
 func TestRemotingHeaderShapesAllocate(t *testing.T) {
 	if raceBuild {
@@ -195,6 +262,23 @@ func TestRemotingHeaderShapesAllocate(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("%v allocations per decode", n)
+	}
+	// Nor once values vary (the runs found again without them).
+	var frames [][]byte
+	for q := range 8 {
+		frames = append(frames, goSendHeader(q, q, int64(q), fmt.Sprint(q)))
+	}
+	n, work := 0, make([]byte, 1024)
+	if a := testing.AllocsPerRun(100, func() {
+		n++
+		f := frames[n%len(frames)]
+		buf := work[:len(f)]
+		copy(buf, f)
+		if !s.decode(buf, &c, allRaw, true) || !c.lent || c.shaped.lazy == poisonRecycled.Load() {
+			t.Fatal("not decoded")
+		}
+	}); a != 0 {
+		t.Fatalf("%v allocations per decode", a)
 	}
 }
 
@@ -232,6 +316,9 @@ func TestRemotingHeaderShapesDecodeSend(t *testing.T) {
 			t.Fatalf("header %d not read by the shape", i)
 		}
 		var got, want SendMessageRequestHeader
+		if c.shaped.lazy != (i < 3 && !poisonRecycled.Load()) {
+			t.Fatalf("header %d: lazy list %v", i, c.shaped.lazy)
+		}
 		if fromTmpl := c.decodeSendShaped(&got, false); fromTmpl != (i < 3 && !poisonRecycled.Load()) { // poisoned: never
 			t.Fatalf("header %d decoded from the template: %v", i, fromTmpl)
 		}
