@@ -362,21 +362,36 @@ func decodeProperties(r *reader, p *Properties, t Type, will bool, v Version) er
 		p.SubscriptionIdentifiers = make([]uint32, len(subs))
 		copy(p.SubscriptionIdentifiers, subs)
 	}
-	if detail, err := p.checkValues(t); err != nil {
+	if detail, err := p.checkValues(t, true); err != nil {
 		return newError(err, t, v, "%s", detail)
 	}
 	return nil
 }
 
+// flagPropIDs are the byte properties whose value must be 0 or 1, and
+// flagProps their set.
+var flagPropIDs = [...]PropID{PropPayloadFormat, PropRequestProblemInfo, PropRequestResponseInfo,
+	PropMaximumQoS, PropRetainAvailable, PropWildcardSubAvailable, PropSubIDAvailable, PropSharedSubAvailable}
+
+var flagProps = func() PropSet {
+	var m PropSet
+	for _, id := range flagPropIDs {
+		m.Add(id)
+	}
+	return m
+}()
+
 // checkValues applies the value rules of the specification. It returns a
 // detail and the sentinel error, or nil. Decoding and encoding share it, so what one
-// accepts the other accepts.
-func (p *Properties) checkValues(t Type) (string, error) {
+// accepts the other accepts. decoded says the strings were read by
+// reader.str, which checked their UTF-8 already.
+func (p *Properties) checkValues(t Type, decoded bool) (string, error) {
 	m := p.Present
-	for _, id := range [...]PropID{PropPayloadFormat, PropRequestProblemInfo, PropRequestResponseInfo,
-		PropMaximumQoS, PropRetainAvailable, PropWildcardSubAvailable, PropSubIDAvailable, PropSharedSubAvailable} {
-		if m.Has(id) && *p.byteValue(id) > 1 {
-			return fmt.Sprintf("property 0x%02X must be 0 or 1, not %d", byte(id), *p.byteValue(id)), ErrProtocol
+	if m&flagProps != 0 {
+		for _, id := range flagPropIDs {
+			if m.Has(id) && *p.byteValue(id) > 1 {
+				return fmt.Sprintf("property 0x%02X must be 0 or 1, not %d", byte(id), *p.byteValue(id)), ErrProtocol
+			}
 		}
 	}
 	if m.Has(PropReceiveMaximum) && p.ReceiveMaximum == 0 {
@@ -391,7 +406,7 @@ func (p *Properties) checkValues(t Type) (string, error) {
 	if m.Has(PropTopicAlias) && p.TopicAlias == 0 {
 		return "topic alias 0", ErrTopicAliasInvalid
 	}
-	if m.Has(PropResponseTopic) && !ValidTopicName(p.ResponseTopic) {
+	if m.Has(PropResponseTopic) && !(decoded && validDecodedTopicName(p.ResponseTopic) || !decoded && ValidTopicName(p.ResponseTopic)) {
 		return "response topic is not a valid topic name", ErrTopicNameInvalid
 	}
 	for _, id := range p.SubscriptionIdentifiers {
@@ -412,7 +427,7 @@ func (p *Properties) encodedLen(t Type, will bool) (int, error) {
 	if bad := m &^ allowedFor(t, will); bad != 0 {
 		return 0, newError(ErrEncode, t, Version5, "property 0x%02X not allowed", bits.TrailingZeros64(uint64(bad)))
 	}
-	if detail, err := p.checkValues(t); err != nil {
+	if detail, err := p.checkValues(t, false); err != nil {
 		return 0, newError(ErrEncode, t, Version5, "%s", detail)
 	}
 	n := 0

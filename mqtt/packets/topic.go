@@ -22,6 +22,10 @@ func ValidTopicName(s string) bool {
 	return validUTF8String(s)
 }
 
+// validDecodedTopicName is ValidTopicName for a string reader.str
+// decoded (its UTF-8 checked, its length under 65536).
+func validDecodedTopicName(s string) bool { return len(s) > 0 && !hasWildcard(s) }
+
 // ValidTopicFilter reports whether s is a valid topic filter: 1 to 65535
 // bytes of UTF-8 without U+0000, where '+' fills a whole level and '#' is
 // the whole last level. A filter beginning "$share/" must be a well-formed
