@@ -58,12 +58,14 @@ func TestRegistryBridgeNodes(t *testing.T) {
 	}
 	defer node.Close()
 	block := make(chan struct{})
+	reached := make(chan struct{}, 1)
 	node.RegisterFunc(protocol.MQTTAdmin, func(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 		var r protocol.MQTTAdminRequest
 		if err := protocol.DecodeJSON(req.Body, &r); err != nil {
 			return nil, err
 		}
 		if r.Op == "block" {
+			reached <- struct{}{}
 			<-block
 		}
 		resp := protocol.NewResponse(protocol.Success, "")
@@ -105,7 +107,11 @@ func TestRegistryBridgeNodes(t *testing.T) {
 	go func() {
 		done <- callJSON(t, adm, addr, protocol.MQTTAdmin, protocol.MQTTAdminRequest{Node: "n1", Op: "block"})
 	}()
-	time.Sleep(100 * time.Millisecond) // let the call reach the node
+	select { // the call reached the node
+	case <-reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relayed call never reached the node")
+	}
 	node.CloseConn(addr)
 	select {
 	case r := <-done:
