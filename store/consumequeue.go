@@ -323,6 +323,7 @@ func (cq *consumeQueue) flush() error {
 			continue
 		}
 		err := m.sync(w)
+		m.fsys.fds.giveBack(m)
 		m.release()
 		if err != nil {
 			return err

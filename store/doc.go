@@ -217,7 +217,12 @@
 // the clock algorithm picks which to close, never one a call is using
 // nor the active commitlog segment (written at every put). Files
 // opened at start and files flushed to their end give their descriptor
-// back at once: they are only read from then on. Stats.OpenFiles and
+// back at once: they are only read from then on. A consume-queue file
+// that a flush reopened while the cache was full gives its descriptor
+// back after its fdatasync: with more files to flush than descriptors,
+// the files that kept one keep it and the others take turns in the room
+// left (a round reopens only the files beyond the bound, where the clock
+// would close, at each reopen, a file the same round needs next). Stats.OpenFiles and
 // Stats.FileReopens count them. A store with 16,000 queues therefore
 // holds about MaxOpenFiles descriptors, not one per file (each file still
 // takes one mapping: vm.max_map_count, 65,530 by default, bounds the

@@ -72,6 +72,10 @@ type fdSlot struct {
 	at   int         // index in fdCache.ring, -1 when closed; protected by fdCache.mu
 	kept bool        // never evicted (the active commitlog segment); protected by fdCache.mu
 	id   fileID      // the file mapped (zero: unknown); set before the mapping is shared
+
+	// transient: reopened while the cache was full; a flush that
+	// reopened it gives it back when done (giveBack).
+	transient atomic.Bool
 }
 
 // fileID identifies a file (device and inode): a reopen by path must find
@@ -145,7 +149,9 @@ func (c *fdCache) reopen(m *mappedFile) (vfs.File, error) {
 		return nil, fmt.Errorf("store: reopen %s: %w", m.path, errFileReplaced)
 	}
 	c.reop.Add(1)
+	full := len(c.ring)+1 >= c.max // with it the cache is full
 	c.addLocked(m, f, 1)
+	s.transient.Store(full)
 	return f, nil
 }
 
@@ -222,6 +228,7 @@ func (c *fdCache) closeLocked(v *mappedFile) {
 	c.ring = c.ring[:last]
 	c.open.Store(int64(len(c.ring)))
 	s.at = -1
+	s.transient.Store(false)
 	f := s.f
 	s.f = nil
 	_ = f.Close() // nothing unsynced is lost: the pages stay in the file's page cache
@@ -250,6 +257,24 @@ func (c *fdCache) drop(m *mappedFile) {
 	}
 	c.mu.Lock()
 	if m.fd.pins.CompareAndSwap(0, -1) {
+		c.closeLocked(m)
+	}
+	c.mu.Unlock()
+}
+
+// giveBack closes m's descriptor, when nobody is using it, if it was
+// reopened while the cache was full (a flush of more files with
+// unflushed data than descriptors, each needing one for its pwrite and
+// fdatasync): the files that kept their descriptor keep it, and those
+// beyond the bound take turns in the room left, instead of the clock
+// closing, at every reopen, one that the same flush needs next (with a
+// flush's files in any order, every file of a round would be reopened).
+func (c *fdCache) giveBack(m *mappedFile) {
+	if !m.fd.transient.Load() || m.fd.pins.Load() != 0 {
+		return
+	}
+	c.mu.Lock()
+	if m.fd.transient.Load() && !m.fd.kept && m.fd.pins.CompareAndSwap(0, -1) {
 		c.closeLocked(m)
 	}
 	c.mu.Unlock()
