@@ -101,6 +101,7 @@ type Broker struct {
 	roleMu       sync.Mutex
 	roleLs       []roleListener         // services following the role; protected by roleMu
 	haAdvertised string                 // master's published HA address
+	imported     importedTopics         // topics configured from the log (republish.go)
 	masterHAAddr atomic.Pointer[string] // a slave's master HA address, as registries report it
 
 	cancel    context.CancelFunc

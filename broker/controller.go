@@ -683,7 +683,9 @@ func (b *Broker) importStoreTopics() {
 			TopicFilterType: protocol.TopicFilterSingleTag}
 		if err := b.topics.Update(tc); err != nil {
 			b.log.Warn("import topic from the log", "topic", topic, "err", err)
+			continue
 		}
+		b.imported.add(topic)
 	}
 }
 

@@ -144,6 +144,7 @@ func (s *scheduleService) redeliver(ctx context.Context, buf []byte) error {
 		Topic: realTopic, QueueID: int32(qid), Flag: m.Flag, SysFlag: m.SysFlag, BornTimestamp: m.BornTimestamp,
 		BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes, Body: m.Body, Properties: props.String(),
 	}
+	b.republishTopic(out.Topic, out.QueueID)
 	// The re-put need not wait for the flush: the delayed copy is durable.
 	if _, err := b.put(ctx, out, false); err != nil {
 		return err

@@ -461,6 +461,7 @@ func (t *txService) end(h *protocol.EndTransactionRequestHeader) (txOutcome, err
 		if err != nil {
 			return 0, err
 		}
+		b.republishTopic(m.Topic, m.QueueID)
 		res, err := b.store.PutPair(m, op)
 		if err != nil {
 			if res[0].Status == store.PutOK {
