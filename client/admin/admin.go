@@ -252,7 +252,7 @@ func (a *Admin) topicKnown(ctx context.Context, masters []Broker, topic string) 
 // An answer that cannot tell counts as existing.
 func (a *Admin) TopicExists(ctx context.Context, cluster, topic string) (bool, error) {
 	if err := client.ValidateTopic(topic); err != nil {
-		return false, fmt.Errorf("admin: topic exists: %w", err)
+		return false, fmt.Errorf("admin: look up topic: %w", err)
 	}
 	masters, err := a.Masters(ctx, cluster)
 	if err != nil {

@@ -67,6 +67,9 @@ func init() {
 					if err := required(*topic, "-t"); err != nil {
 						return err
 					}
+					if err := client.ValidateTopic(*topic); err != nil {
+						return usagef("-t: %v", err)
+					}
 					if *readQ < 1 || *readQ > maxQueues || *writeQ < 1 || *writeQ > maxQueues {
 						return usagef("-r and -w must be between 1 and %d (got -r %d -w %d)", maxQueues, *readQ, *writeQ)
 					}

@@ -256,11 +256,20 @@ func TestCmdAdminDeleteSystemTopic(t *testing.T) {
 }
 
 // TestCmdAdminTopicNameError: a topic name with a non-ASCII character is
-// refused naming that character (it printed 'Ã', the first byte of 'ü').
+// refused naming that character (it printed 'Ã', the first byte of 'ü'),
+// and a bad name given to topic create or update is bad usage (exit 2)
+// naming the flag (it was exit 1 with "admin: topic exists: ...").
 func TestCmdAdminTopicNameError(t *testing.T) {
 	code, _, stderr := runCmd(t, "admin", "-registry", "127.0.0.1:1", "topic", "create", "-t", "Grüße")
 	if code == exitOK || !strings.Contains(stderr, `has "ü" at byte 2`) {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, verb := range []string{"create", "update"} {
+		code, stdout, stderr := runCmd(t, "admin", "-registry", "127.0.0.1:1", "topic", verb, "-t", "bad topic")
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, `-t: client: invalid options: topic name "bad topic" has " "`) ||
+			strings.Contains(stderr, "exists") {
+			t.Errorf("topic %s -t 'bad topic': exit %d, stdout %q, stderr:\n%s", verb, code, stdout, stderr)
+		}
 	}
 }
 
