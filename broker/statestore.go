@@ -199,7 +199,7 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	if lg == nil {
 		lg = b.log
 	}
-	s := &StateStore{b: b, opts: opts, metrics: newSSMetrics(), log: lg.With("component", "statestore"),
+	s := &StateStore{b: b, opts: opts, metrics: newSSMetrics(opts.Shards), log: lg.With("component", "statestore"),
 		wake: make(chan struct{}, 1)}
 	s.expiryAt.Store(math.MaxInt64)
 	// Controller mode: a slave until the broker's promotion reaches the
@@ -421,13 +421,13 @@ func (s *StateStore) sinkPeer(sink protocol.StateStoreSink) ssPeer {
 // metrics and the engine use the result); from nil returns every
 // notification.
 func (s *StateStore) serve(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer, resp *protocol.StateStoreResponse) (err error) {
-	start, _ := s.metrics.timed()
+	start, _ := s.metrics.timed(req.Shard)
 	if cmd == nil {
 		if c, err := statestore.ParseCommand(req.Payload); err == nil {
 			cmd = &c
 		}
 	}
-	defer func() { s.metrics.observe(cmd, start, err) }()
+	defer func() { s.metrics.observe(req.Shard, cmd, start, err) }()
 	return s.do(ctx, req, cmd, from, resp)
 }
 

@@ -103,7 +103,7 @@ func (p *StateStorePending) Complete(resp *protocol.StateStoreResponse) error {
 		s.expiryDue(sh)
 		s.reply(resp, out, from)
 	}
-	s.metrics.observeVerb(verb, start, err)
+	s.metrics.observeVerb(int32(sh.id), verb, start, err)
 	return err
 }
 
@@ -122,10 +122,10 @@ func (s *StateStore) InvokeDeferred(ctx context.Context, req *protocol.StateStor
 	if sink != nil {
 		from = s.sinkPeer(sink)
 	}
-	start, _ := s.metrics.timed()
+	start, _ := s.metrics.timed(req.Shard)
 	p, err := s.putDeferred(req, cmd, from, resp)
 	if p == nil {
-		s.metrics.observe(cmd, start, err)
+		s.metrics.observe(req.Shard, cmd, start, err)
 		return nil, err
 	}
 	p.verb, p.start = ssVerbOf(cmd), start
