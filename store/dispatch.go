@@ -30,6 +30,10 @@ type dispatcher struct {
 	toIndex  wroteQueue      // notes of the records dispatched this round, for the indexer
 	noted    int64           // records dispatched from notes (tests)
 	closed   bool            // the store is closing: Drain dispatches no more
+	// The queues of the topic dispatched to last (cqForDispatch): a run
+	// of one topic's records finds its queue without the queue table's
+	// read lock and two map lookups. DeleteTopic resets it.
+	queues queueCache[consumeQueue]
 }
 
 // dispatchLoop is the dispatcher goroutine. The writer wakes it through

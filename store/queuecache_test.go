@@ -28,6 +28,7 @@ func TestStoreQueueOffsetsAcrossTopics(t *testing.T) {
 	}
 	put("Gone", 1)
 	put("Gone", 1)
+	waitDispatched(t, s) // the dispatcher's last queue is Gone's too
 	if err := s.DeleteTopic("Gone"); err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +37,15 @@ func TestStoreQueueOffsetsAcrossTopics(t *testing.T) {
 	put("A", 1)
 	if got := s.NextQueueOffset("A", 1); got != want[cqKey{"A", 1}] {
 		t.Fatalf("NextQueueOffset A/1 = %d, want %d", got, want[cqKey{"A", 1}])
+	}
+	waitDispatched(t, s)
+	for k, n := range want {
+		if got := s.MaxOffset(k.topic, k.queueID); got != n {
+			t.Fatalf("%s/%d: %d entries dispatched, want %d", k.topic, k.queueID, got, n)
+		}
+	}
+	if got := readAll(t, s, "Gone", 1); len(got) != 1 || string(got[0].Body) != "x" {
+		t.Fatalf("Gone/1 after its deletion: %d messages", len(got))
 	}
 }
 
@@ -61,5 +71,27 @@ func BenchmarkStoreQueueOffsetLookup(b *testing.B) {
 	}
 	if sum < 0 {
 		b.Fatal(sum)
+	}
+}
+
+// BenchmarkStoreCQForDispatch is the dispatcher's lookup of a record's
+// consume queue, for records of one topic's 8 queues in turn.
+func BenchmarkStoreCQForDispatch(b *testing.B) {
+	s := openTest(b, b.TempDir(), nil)
+	topic := []byte("BenchmarkTopicName")
+	for q := range 8 {
+		mustPut(b, s, msgSpec{topic: string(topic), qid: int32(q), body: "x"})
+	}
+	for q := range 32 {
+		mustPut(b, s, msgSpec{topic: fmt.Sprintf("Other%d", q), body: "x"})
+	}
+	waitDispatched(b, s)
+	s.dispMu.Lock()
+	defer s.dispMu.Unlock()
+	b.ResetTimer()
+	for i := range b.N {
+		if s.cqForDispatch(topic, int32(i&7)) == nil {
+			b.Fatal("no queue")
+		}
 	}
 }

@@ -100,16 +100,16 @@ type Store struct {
 	idxRepaired chan struct{}
 
 	putMu        sync.Mutex
-	putLockedAt  atomic.Int64         // store time (ms) at which the current Put or PutBatch took putMu; 0 when free
-	clock        putClock             // store times of single puts; protected by putMu
-	queueOffsets map[cqKey]*queueNext // next queue offset per queue; protected by putMu
-	lastQueues   queueCache           // the last topic's entries of queueOffsets; protected by putMu
-	batchProps   []byte               // PutBatch's properties scratch; protected by putMu
-	behind       []behindPut          // puts written behind, not answered yet, in append order; protected by putMu
-	wq           wroteQueue           // the writer's notes of the records it appended (wrote.go); protected by putMu
-	answerMu     sync.Mutex           // held while written-behind puts are answered (writebehind.go)
-	answering    []behindPut          // the puts being answered; protected by answerMu
-	closed       atomic.Bool          // set under putMu by Close
+	putLockedAt  atomic.Int64          // store time (ms) at which the current Put or PutBatch took putMu; 0 when free
+	clock        putClock              // store times of single puts; protected by putMu
+	queueOffsets map[cqKey]*queueNext  // next queue offset per queue; protected by putMu
+	lastQueues   queueCache[queueNext] // the last topic's entries of queueOffsets; protected by putMu
+	batchProps   []byte                // PutBatch's properties scratch; protected by putMu
+	behind       []behindPut           // puts written behind, not answered yet, in append order; protected by putMu
+	wq           wroteQueue            // the writer's notes of the records it appended (wrote.go); protected by putMu
+	answerMu     sync.Mutex            // held while written-behind puts are answered (writebehind.go)
+	answering    []behindPut           // the puts being answered; protected by answerMu
+	closed       atomic.Bool           // set under putMu by Close
 	werr         atomic.Pointer[error]
 	diskFull     atomic.Bool // writes refused until the disk has room (space.go)
 	space        spaceState
@@ -571,50 +571,18 @@ type queueNext struct {
 	topic string // the map key's topic: the store's own copy
 }
 
-// queueCache holds the queueOffsets entries of the topic put to last, by
-// queue id, so that a run of puts to one topic finds a queue's entry
-// with a string compare and an index instead of a map lookup with a
-// struct key (hashing the topic each put). Entries are pointers into the
-// map's values, which are never replaced while their key is in the map;
-// whatever deletes keys resets the cache (resetQueueCacheLocked).
-type queueCache struct {
-	topic string
-	next  []*queueNext // by queue id; nil: not looked up yet
-}
-
-// maxCachedQueueID bounds the queue ids queueCache holds.
-const maxCachedQueueID = 255
-
 // nextLocked returns the queueOffsets entry of key, nil when it has none.
 // Caller holds putMu.
 func (s *Store) nextLocked(key cqKey) *queueNext {
 	c := &s.lastQueues
-	q := int(key.queueID)
-	if q >= 0 && q < len(c.next) && key.topic == c.topic {
-		if p := c.next[q]; p != nil {
-			return p
-		}
-	}
-	p := s.queueOffsets[key]
-	if p == nil || q < 0 || q > maxCachedQueueID {
+	if p := c.lookup(key.topic == c.topic, key.queueID); p != nil {
 		return p
 	}
-	if p.topic != c.topic {
-		clear(c.next)
-		c.next, c.topic = c.next[:0], p.topic
+	p := s.queueOffsets[key]
+	if p != nil {
+		c.keep(p.topic, key.queueID, p)
 	}
-	if q >= len(c.next) {
-		c.next = append(c.next, make([]*queueNext, q+1-len(c.next))...)
-	}
-	c.next[q] = p
 	return p
-}
-
-// resetQueueCacheLocked empties lastQueues, after keys left
-// queueOffsets. Caller holds putMu.
-func (s *Store) resetQueueCacheLocked() {
-	clear(s.lastQueues.next)
-	s.lastQueues = queueCache{next: s.lastQueues.next[:0]}
 }
 
 func (s *Store) putFailed(err error) (PutResult, error) {
@@ -682,7 +650,20 @@ func (s *Store) lookupCQ(topic string, queueID int32) *consumeQueue {
 }
 
 // cqForDispatch returns (creating) the queue for a topic given as bytes.
+// Dispatcher-only (it keeps the dispatcher's queue cache).
 func (s *Store) cqForDispatch(topic []byte, queueID int32) *consumeQueue {
+	c := &s.disp.queues
+	if cq := c.lookup(string(topic) == c.topic, queueID); cq != nil {
+		return cq
+	}
+	cq := s.cqLookup(topic, queueID)
+	c.keep(cq.topic, queueID, cq)
+	return cq
+}
+
+// cqLookup returns (creating) the queue for a topic given as bytes from
+// the queue table.
+func (s *Store) cqLookup(topic []byte, queueID int32) *consumeQueue {
 	s.cqMu.RLock()
 	cq := s.cqs[string(topic)][queueID]
 	s.cqMu.RUnlock()
@@ -755,11 +736,12 @@ func (s *Store) DeleteTopic(topic string) error {
 			delete(s.queueOffsets, k)
 		}
 	}
-	s.resetQueueCacheLocked()
+	s.lastQueues.reset()
 	s.cqMu.Lock()
 	qs := s.cqs[topic]
 	delete(s.cqs, topic)
 	s.cqMu.Unlock()
+	s.disp.queues.reset() // under dispMu
 	s.putMu.Unlock()
 	for _, cq := range qs {
 		cq.closeAll(true)
