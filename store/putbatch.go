@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -206,12 +205,10 @@ func sealedPropsLen(props []byte) int {
 	return record.SealedPropertiesLen(len(props), last)
 }
 
-var crcKey = []byte(record.PropertyCRC32)
-
 // stripCRCBytes is record.StripCRCProperty for a batch item's properties
 // (allocating only when the item carries the CRC key).
 func stripCRCBytes(props []byte) []byte {
-	if !bytes.Contains(props, crcKey) {
+	if !record.HasCRCProperty(unsafe.String(unsafe.SliceData(props), len(props))) {
 		return props
 	}
 	return []byte(record.StripCRCProperty(string(props)))

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -244,11 +245,28 @@ func TestRecordStripCRCProperty(t *testing.T) {
 		{"A\x01b\x02__CRC32#\x011234567890\x02", "A\x01b\x02"},
 		{"__CRC32#\x011234567890\x02A\x01b", "A\x01b"},
 		{"A\x01b\x02__CRC32#\x01x\x02C\x01d\x02__CRC32#\x012\x02", "A\x01b\x02C\x01d\x02"},
-		{"__CRC32#X\x01b", "__CRC32#X\x01b"}, // another key that starts the same
+		{"__CRC32#X\x01b", "__CRC32#X\x01b"},                          // another key that starts the same
+		{"K#\x01v#\x02UNIQ_KEY\x01x", "K#\x01v#\x02UNIQ_KEY\x01x"},    // '#' without the key
+		{"K#\x01v\x02__CRC32#\x011\x02", "K#\x01v\x02"},               // both
+		{"UNIQ_KEY\x01_#\x02__CRC32#\x011\x02", "UNIQ_KEY\x01_#\x02"}, // '_' and '#' before it
 	}
 	for _, tc := range tests {
 		if got := StripCRCProperty(tc.in); got != tc.want {
 			t.Errorf("StripCRCProperty(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if got, want := HasCRCProperty(tc.in), strings.Contains(tc.in, PropertyCRC32); got != want {
+			t.Errorf("HasCRCProperty(%q) = %v, want %v", tc.in, got, want)
+		}
+	}
+}
+
+// BenchmarkRecordStripCRCProperty is the put's check of a send's usual
+// properties (rocketmq-client-go's, as stored), which hold no CRC.
+func BenchmarkRecordStripCRCProperty(b *testing.B) {
+	props := "UNIQ_KEY\x017F0000010001000000000000000000000003\x02TAGS\x01tag\x02KEYS\x01order-1234\x02MSG_REGION\x01DefaultRegion\x02TRACE_ON\x01true\x02"
+	for range b.N {
+		if StripCRCProperty(props) != props {
+			b.Fatal("stripped")
 		}
 	}
 }
