@@ -293,3 +293,44 @@ func TestBridgeWillClaimedByDeadProcess(t *testing.T) {
 		t.Fatalf("wills published: %v, want w-claim's once", got)
 	}
 }
+
+// TestBridgeWillClaimerCrashes: the node that claims the will of a
+// crashed node's client crashes too before publishing it (a fault hook
+// stops it there); the last node sees both gone and publishes the will,
+// once.
+func TestBridgeWillClaimerCrashes(t *testing.T) {
+	c := startCluster(t)
+	named := func(id string) func(*mqtt.Options, *Options) {
+		return func(mo *mqtt.Options, bo *Options) { quickLooks(mo, bo); bo.NodeID = id }
+	}
+	a := startBridge(t, c, named("wc-3"))
+	claimed := make(chan struct{}, 1)
+	b := startBridgeWith(t, c, named("wc-1"), func(b *Bridge) {
+		b.Backend().testWillHook = func(id string) bool {
+			if id != "w-claimer" {
+				return true
+			}
+			select {
+			case claimed <- struct{}{}:
+			default:
+			}
+			return false
+		}
+	})
+	last := startBridge(t, c, named("wc-2"))
+	wills := willsOn(t, c)
+	willConnect(t, addrOf(a), "w-claimer", true, 0, 0)
+	willStored(t, b, "w-claimer")
+	willStored(t, last, "w-claimer")
+	crash(t, a)
+	select {
+	case <-claimed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node with the smallest id did not claim the will")
+	}
+	crash(t, b)
+	got := wills(1, time.Second)
+	if len(got) != 1 || got[0] != "will/w-claimer=offline w-claimer" {
+		t.Fatalf("wills published: %v, want w-claimer's once", got)
+	}
+}
