@@ -244,6 +244,7 @@ func New(opts Options) (*Broker, error) {
 	b.store.OnArrival(b.onArrival) // after startHA: it reads b.haSrv
 	b.goFunc(func() { b.trackReplication(ctx) })
 	if len(opts.Registries) > 0 {
+		b.client.OnConnClose(b.registryConnClosed)
 		b.goFunc(func() { b.registerLoop(ctx) })
 	}
 	if err = b.srv.Serve(ln); err != nil {

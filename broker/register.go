@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -40,6 +41,38 @@ func (b *Broker) triggerRegister() {
 	}
 }
 
+// registryConnClosed (the client's OnConnClose) has the broker register
+// again at once when its connection to a registry closed: a registry
+// that was restarted holds no broker until it is registered with, and
+// would answer every route lookup with TOPIC_NOT_EXIST until the next
+// RegisterInterval (30 s). The attempt fails while the registry is down
+// and registerLoop retries it after 1 s, 2 s, 4 s... until it answers.
+// A registry named by host name is matched by its port.
+func (b *Broker) registryConnClosed(cn *remoting.Conn, _ error) {
+	ra := cn.RemoteAddr()
+	if ra == nil {
+		return
+	}
+	rhost, rport, err := net.SplitHostPort(ra.String())
+	if err != nil {
+		return
+	}
+	for _, addr := range b.opts.Registries {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || port != rport {
+			continue
+		}
+		if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() && !ip.Equal(net.ParseIP(rhost)) {
+			continue
+		}
+		select {
+		case b.regNow <- struct{}{}:
+		default:
+		}
+		return
+	}
+}
+
 // registerLoop registers with every registry at start and every
 // RegisterInterval.
 func (b *Broker) registerLoop(ctx context.Context) {
@@ -64,7 +97,7 @@ func (b *Broker) registerLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-soon:
-		case <-b.regNow: // the store started or stopped refusing writes
+		case <-b.regNow: // the store started or stopped refusing writes, a registry connection closed
 		}
 		if ok = b.registerAll(ctx); ok {
 			retry = time.Second
