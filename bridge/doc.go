@@ -110,17 +110,21 @@
 // last walk), so the brokers split the
 // queues among those nodes: each message reaches one node, which hands it
 // to one local member (round robin, connected members first). A new
-// group starts at the topics' end offsets read before the first member's
-// SUBACK on the node (Backend.SaveSubscriptions), so what is published
-// after the SUBACK reaches it though its consumer starts later. A consumer
-// that starts while that SUBSCRIBE is being acknowledged (the server lists
-// a subscription before it asks for the offsets) reads the ends before it
-// looks for the mark: a SUBACK it has no mark of came after them. The
-// consumer writes that start as the group's offset of every queue before
-// it joins the group (client.PullConsumerOptions.StartOffsets), so a queue
-// it is assigned only later (a first rebalance that failed, a queue added,
-// a member of another node that held it and left) starts there too, on
-// this node or any other, not at the max offset of that moment. The group
+// group starts at the topics' end offsets, decided by the brokers before
+// the first member's SUBACK on the node (Backend.PrepareShares; the
+// START_SHARE_GROUP request, protocol/sharestart.go), so what is
+// published after the SUBACK reaches it though its consumer starts later.
+// The brokers store that start as the group's offset of every queue, so a
+// queue the consumer is assigned only later (a first rebalance that
+// failed, a queue added, a member of another node that held it and left)
+// starts there too, on this node or any other, not at the max offset of
+// that moment. The earliest start wins: a broker decides each start in one
+// step and moves no offset that another node's start (until a member of
+// the group joins) or a connected member relies on, so members that
+// subscribe to the same group on two nodes at once get everything
+// published after the first SUBACK. A consumer that starts without a mark
+// (the start failed, or its session was resumed with the subscription)
+// starts the group itself, at the ends only where it has no offset. The group
 // commits its offsets (every second and when a node leaves), so a queue
 // that moves continues where its previous owner stopped; messages near a
 // rebalance may come twice (at least once). A queue's offset is its first
@@ -137,8 +141,9 @@
 // A group exists while some session holds it. One that nobody held when a
 // member subscribed (no node runs its consumer, no other session's record
 // lists it) starts at that SUBACK, not at the offsets the brokers kept
-// from its last member (written over before the consumer joins, as for a
-// new group: no node hands that backlog to a member later). Whether the subscribing session itself held it is
+// from its last member (written over by the start, as for a new group: no
+// node hands that backlog to a member later), unless another node started
+// it meanwhile (the earliest start wins). Whether the subscribing session itself held it is
 // judged from the session as it was before this SUBSCRIBE, never from its
 // latest record (a checkpoint may have written the new subscription
 // already, and a brand-new member would count itself): Backend.held notes,

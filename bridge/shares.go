@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/client"
@@ -23,6 +25,12 @@ import (
 // subscriptions only (DeliverUnshared). A node reconciles its share
 // consumers with the server's shared subscriptions every
 // Options.ShareRefresh.
+//
+// Where a group starts is decided by its brokers (START_SHARE_GROUP,
+// startGroup) before the SUBACK that needs it, and the earliest start
+// wins: a broker never moves the offsets another node's start or a
+// connected member relies on, so two nodes whose members subscribe at the
+// same moment lose nothing published after the first SUBACK.
 
 // sharePrefix starts the consumer group names of shared subscriptions.
 const sharePrefix = "MQTT_SHARE_"
@@ -174,21 +182,25 @@ const shareMarkTimeout = 3 * time.Second
 // the subscription.
 const shareMarkKeep = 10 * time.Second
 
-// PrepareShares implements mqtt.SharePreparer: it records, for each
-// shared subscription in filters that has no consumer on this node yet,
-// the device-facing topics' max offsets: where its group starts if it is
-// new. The server calls it before the subscriptions join its index and
-// before their SUBACK, so the share loop never sees such a subscription
-// without its mark, and a message published after the SUBACK is at or
-// past the mark; the consumer starts later. A failed lookup is logged,
-// and the consumer takes the offsets when it starts.
+// PrepareShares implements mqtt.SharePreparer: it starts, at the
+// brokers, each shared subscription in filters that has no consumer on
+// this node yet (startGroup), and keeps where its group starts as the
+// share's mark. The server calls it before the subscriptions join its
+// index and before their SUBACK, so the share loop never sees such a
+// subscription without its mark, and a message published after the
+// SUBACK is at or past the group's offsets; the consumer starts later. A
+// failed start is logged, and the consumer starts the group when it
+// starts.
 //
 // A shared subscription exists while some session holds it: a group
 // whose brokers know it but that no session holds any more (no node runs
 // its consumer, no other session's record lists it, clientID's session
-// did not hold it before this SUBSCRIBE) starts again at the marks like a
-// new one, rather than handing its next member what was published while
-// it had none (shareHeld).
+// did not hold it before this SUBSCRIBE) starts again at the SUBACK like
+// a new one (restart), rather than handing its next member what was
+// published while it had none (shareHeld). The brokers decide each start
+// in one step against the others: a restart moves no offset another
+// node's start or member relies on, so two nodes whose members subscribe
+// at the same moment both get what was published after the first SUBACK.
 func (b *Backend) PrepareShares(ctx context.Context, clientID string, filters []string) {
 	if b.isClosed() {
 		return
@@ -211,28 +223,56 @@ func (b *Backend) PrepareShares(ctx context.Context, clientID string, filters []
 			continue
 		}
 		mctx, cancel := context.WithTimeout(ctx, shareMarkTimeout)
-		from, err := b.maxOffsets(mctx)
 		// The session's own record cannot tell: the node's session tail
 		// may have applied one written with this SUBSCRIBE already (a
 		// checkpoint), so a brand-new member would count itself.
 		held := slices.Contains(before, share)
-		if err == nil && !held {
+		var err error
+		if !held {
 			held, err = b.shareHeld(mctx, share, clientID)
+		}
+		var from map[client.MessageQueue]int64
+		if err == nil {
+			from, err = b.startGroup(mctx, share, !held)
 		}
 		cancel()
 		if err != nil {
 			b.log.Warn("bridge: start offsets of a new shared subscription", "share", share, "err", err)
 			continue
 		}
+		if !held {
+			b.log.Info("bridge: shared subscription had no member; it starts at the SUBACK", "share", share, "group", shareGroup(share))
+		}
 		b.mu.Lock()
 		if b.shareFrom == nil {
 			b.shareFrom = map[string]shareMark{}
 		}
 		if _, ok := b.shareFrom[share]; !ok && b.shares[share] == nil {
-			b.shareFrom[share] = shareMark{from: from, restart: !held, at: time.Now()}
+			b.shareFrom[share] = shareMark{from: from, at: time.Now()}
 		}
 		b.mu.Unlock()
 	}
+}
+
+// shareStarter numbers this process's group starts (startGroup).
+var shareStarter atomic.Uint64
+
+// startGroup starts share's group at the brokers (admin.StartShareGroup)
+// on every device-facing topic and returns where it starts: with restart
+// at the topics' ends unless another node's start or member relies on
+// the group's offsets, else where it has none; the rest keep theirs.
+func (b *Backend) startGroup(ctx context.Context, share string, restart bool) (map[client.MessageQueue]int64, error) {
+	group := shareGroup(share)
+	starter := fmt.Sprintf("%s/%d/%d", b.opts.NodeID, time.Now().UnixNano(), shareStarter.Add(1))
+	from := map[client.MessageQueue]int64{}
+	for _, t := range b.topics {
+		offs, err := b.adm.StartShareGroup(ctx, group, t, starter, restart)
+		if err != nil {
+			return nil, fmt.Errorf("bridge: start %s on %s: %w", group, t, err)
+		}
+		maps.Copy(from, offs)
+	}
+	return from, nil
 }
 
 // noteSubscribed notes the shares among subs, the subscriptions of
@@ -253,13 +293,12 @@ func (b *Backend) noteSubscribed(clientID string, subs []mqtt.Subscription) {
 	}
 }
 
-// shareMark is where a shared subscription starts on this node (its
-// SUBACK): always when restart (nobody held it before), else only when
-// its group is new. at is when it was taken.
+// shareMark is where a shared subscription's group starts, as its
+// brokers decided before a SUBACK of this node (PrepareShares); at is
+// when it was taken.
 type shareMark struct {
-	from    map[client.MessageQueue]int64
-	restart bool
-	at      time.Time
+	from map[client.MessageQueue]int64
+	at   time.Time
 }
 
 // heldShares are the shared subscriptions a session of this node holds as
@@ -345,33 +384,10 @@ func (b *Backend) shareHeld(ctx context.Context, share, clientID string) (bool, 
 	return len(members) > 0, nil
 }
 
-// maxOffsets returns the max offset of every queue of the device-facing
-// topics.
-func (b *Backend) maxOffsets(ctx context.Context) (map[client.MessageQueue]int64, error) {
-	from := map[client.MessageQueue]int64{}
-	for _, t := range b.topics {
-		stats, err := b.adm.TopicStats(ctx, t)
-		if err != nil {
-			return nil, fmt.Errorf("bridge: offsets of %s: %w", t, err)
-		}
-		for _, s := range stats {
-			from[s.Queue] = s.MaxOffset
-		}
-	}
-	return from, nil
-}
-
 func (b *Backend) startShare(srv clusterServer, share string) (_ *shareConsumer, err error) {
 	group := shareGroup(share)
 	sctx, scancel := context.WithTimeout(b.ctx, b.opts.StartTimeout)
 	defer scancel()
-	// The topics' ends before the mark is taken: a SUBACK sent before
-	// they were read left its mark (PrepareShares stores it before the
-	// SUBACK) and the mark is taken below; what is published after a later
-	// SUBACK is at or past them. Read after the take, they could be past
-	// messages published after a SUBACK whose mark came too late for this
-	// start.
-	ends, endsErr := b.maxOffsets(sctx)
 	b.mu.Lock()
 	mark, marked := b.shareFrom[share]
 	delete(b.shareFrom, share)
@@ -389,38 +405,25 @@ func (b *Backend) startShare(srv clusterServer, share string) (_ *shareConsumer,
 	if b.testShareHook != nil {
 		b.testShareHook("marked", share)
 	}
-	// A group no broker knows yet is a new shared subscription: it gets
-	// what is stored after its first SUBACK on this node (PrepareShares), or
-	// from the start of this consumer (ends) when that is unknown.
-	// ConsumeFromLast alone does not do that: brokers start a group without offsets at 0 on a young queue
-	// (RocketMQ's rule), which handed the topics' whole history to the
-	// first member, and at the max offset of the moment otherwise, which
-	// skipped what came between the SUBACK and the consumer's start. A
-	// known group resumes from its committed offsets, unless no session
-	// held it when this one subscribed (mark.restart): it then starts at
-	// the SUBACK too.
-	var from map[client.MessageQueue]int64 // read-only once built
-	if mark.restart {
-		from = mark.from
-		b.log.Info("bridge: shared subscription had no member; it starts at the SUBACK", "share", share, "group", group)
-	} else if _, err := b.adm.GroupProgress(sctx, group, ""); errors.Is(err, client.ErrGroupNotExist) {
-		from = mark.from
-		if from == nil {
-			if endsErr != nil {
-				return nil, endsErr
-			}
-			from = ends
+	// A SUBACK of this node started the group at the brokers
+	// (PrepareShares), unless that failed or its session was resumed
+	// here with the subscription: the group then starts now, at the
+	// topics' ends where it has no offsets (a new group: RocketMQ's rule
+	// would start it at 0 on a young queue, handing the first member the
+	// topics' whole history), and resumes its committed offsets elsewhere.
+	// The brokers store the start, so a queue assigned later (a first
+	// rebalance that failed, a member of another node that left) starts
+	// there too, on this node or another. Offsets move on as members are
+	// done with the messages (shareAcks), not as they are polled: a crash
+	// of the node between a poll and the members' acknowledgements loses
+	// none of them.
+	from := mark.from // read-only
+	if !marked {
+		if from, err = b.startGroup(sctx, share, false); err != nil {
+			return nil, err
 		}
 	}
-	// Offsets move on as members are done with the messages (shareAcks),
-	// not as they are polled: a crash of the node between a poll and the
-	// members' acknowledgements loses none of them. A start at the SUBACK
-	// is written as the group's offsets of every queue before the consumer
-	// joins the group (StartOffsets): a queue assigned later (a first
-	// rebalance that failed, a queue added, a member of another node that
-	// left) starts there too, on this node or another, not at the old
-	// offsets of a restarted group or at a new group's max offset then.
-	co := client.PullConsumerOptions{AutoCommit: true, ManualOffsets: true, StartOffsets: from, ConsumerOptions: client.ConsumerOptions{
+	co := client.PullConsumerOptions{AutoCommit: true, ManualOffsets: true, ConsumerOptions: client.ConsumerOptions{
 		ClientOptions: client.ClientOptions{Registries: b.opts.Registries, Logger: b.log.With("component", "bridge-share")},
 		Group:         group, Model: client.Clustering, From: client.ConsumeFromLast,
 		PullSuspend: 2 * time.Second, PersistInterval: time.Second, RebalanceInterval: 5 * time.Second}}

@@ -49,6 +49,7 @@ type Broker struct {
 	consumers    *ConsumerManager
 	producers    *ProducerManager
 	locks        *LockManager
+	shareStarts  shareStarts // START_SHARE_GROUP (sharestart.go)
 	stats        *Stats
 	rt           *runtimeStats // broker-wide counters of GET_BROKER_RUNTIME_INFO
 	hold         *HoldService

@@ -56,6 +56,7 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 		}
 		members, _ := b.consumers.Register(info, cd)
 		if members {
+			b.shareStarts.joined(cd.GroupName)
 			b.plog.Info("consumer joined", "group", cd.GroupName, "client", hb.ClientID, "peer", info.Addr)
 			b.notifyConsumerIDsChanged(cd.GroupName)
 		}

@@ -52,7 +52,7 @@ func (m *OffsetManager) Commit(group, topic string, queueID int32, offset int64)
 		q = map[int32]int64{}
 		m.table[k] = q
 	}
-	if q[queueID] != offset {
+	if cur, ok := q[queueID]; !ok || cur != offset { // a first commit of 0 is an offset too
 		q[queueID] = offset
 		m.dirty = true
 	}

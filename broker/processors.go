@@ -56,6 +56,7 @@ func (b *Broker) registerProcessors() {
 		{protocol.SearchOffsetByTimestamp, remoting.PoolDefault, b.processSearchOffset, false, true},
 		{protocol.GetEarliestMsgStoretime, remoting.PoolDefault, b.processEarliestTime, false, true},
 		{protocol.LockBatchMQ, remoting.PoolDefault, b.processLockBatch, false, true},
+		{protocol.StartShareGroup, remoting.PoolDefault, b.processStartShareGroup, false, true},
 		{protocol.UnlockBatchMQ, remoting.PoolDefault, b.processUnlockBatch, false, true},
 		{protocol.ViewMessageByID, remoting.PoolDefault, b.processViewMessage, false, true},
 		{protocol.QueryMessage, remoting.PoolDefault, b.processQueryMessage, false, true},

@@ -107,6 +107,8 @@ const (
 	// RocketMQ 5 codes newer admin tools send; SmartGo serves them too.
 	QueryTopicsByConsumer       RequestCode = 343
 	QuerySubscriptionByConsumer RequestCode = 345
+	// SmartGo's own codes (no RocketMQ counterpart).
+	StartShareGroup RequestCode = 900 // bodies in sharestart.go
 )
 
 // ResponseCode is the result code of a response (RemotingSysResponseCode
