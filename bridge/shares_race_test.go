@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,10 +16,11 @@ import (
 )
 
 // TestBridgeSharedSubscriptionStartedOnTwoNodesAtOnce: members of the
-// same new shared subscription subscribe on two nodes at about the same
-// time, with messages published between the two SUBACKs and before
-// either node's consumer of the group runs. Every message published after
-// the first SUBACK reaches some member: the group never starts past it.
+// same new (or restarted: its last member left) shared subscription
+// subscribe on two nodes at about the same time, with messages published
+// between the two SUBACKs and before either node's consumer of the group
+// runs. Every message published after the first SUBACK reaches some
+// member: the group never starts past it.
 //
 // Each node's share loop is held before it starts the group's consumer
 // until both SUBACKs are done; the second node's then starts first. Each
@@ -27,8 +29,14 @@ import (
 // messages between the SUBACKs, and its consumer (and the commits of the
 // queues it held) kept it there, so they were lost for the group.
 func TestBridgeSharedSubscriptionStartedOnTwoNodesAtOnce(t *testing.T) {
+	t.Run("new", func(t *testing.T) { startedTwice(t, false) })
+	t.Run("restarted", func(t *testing.T) { startedTwice(t, true) })
+}
+
+func startedTwice(t *testing.T, restart bool) {
 	c := startCluster(t)
 	const share = "$share/twice/jobs/#"
+	var armed atomic.Bool // hold the share loops from now on
 	var releases []func()
 	holding := func(name string) (func(*Bridge), func()) {
 		release := make(chan struct{})
@@ -37,7 +45,7 @@ func TestBridgeSharedSubscriptionStartedOnTwoNodesAtOnce(t *testing.T) {
 		releases = append(releases, open)
 		return func(b *Bridge) {
 			b.Backend().testShareHook = func(step, s string) {
-				if step == "start" && s == share {
+				if step == "start" && s == share && armed.Load() {
 					select {
 					case <-release:
 					case <-time.After(60 * time.Second): // a stuck test fails, not hangs
@@ -69,15 +77,25 @@ func TestBridgeSharedSubscriptionStartedOnTwoNodesAtOnce(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string]int{}
 	count := func(prefix string) int { return distinctWith(&mu, got, prefix) }
-	subscribe := func(node *Bridge, id string) {
+	subscribe := func(node *Bridge, id string) *paho.Client {
 		t.Helper()
 		m := pahoShareMember(t, ctx, addrOf(node), id, &mu, got)
 		if sa, err := m.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: share, QoS: 1}}}); err != nil || sa.Reasons[0] != 1 {
 			t.Fatalf("subscribe %s: %v %+v", id, err, sa)
 		}
+		return m
 	}
 
 	publish("old-") // history the subscription must not get
+	if restart {
+		m := subscribe(a, "twice-first")
+		publish("first-")
+		testutil.WaitFor(t, 30*time.Second, "the first member got its messages", func() bool { return count("first-") == 8 })
+		_ = m.Disconnect(&paho.Disconnect{})
+		testutil.WaitFor(t, 30*time.Second, "node A left the group", func() bool { return a.Backend().ShareQueues(share) == nil })
+		publish("gap-") // nobody holds the subscription
+	}
+	armed.Store(true)
 	subscribe(a, "twice-a")
 	publish("between-") // after the first SUBACK, before the second
 	subscribe(b, "twice-b")
@@ -90,8 +108,8 @@ func TestBridgeSharedSubscriptionStartedOnTwoNodesAtOnce(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "every message published after the first SUBACK at a member", func() bool {
 		return count("between-") == 8 && count("after-") == 8
 	})
-	if n := count("old-"); n != 0 {
-		t.Fatalf("the members got %d messages published before the first SUBACK", n)
+	if n := count("old-") + count("gap-"); n != 0 {
+		t.Fatalf("the members got %d messages published while the group had no member", n)
 	}
 }
 
