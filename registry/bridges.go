@@ -27,9 +27,16 @@ type bridgeTable struct {
 	nodes map[string]*bridgeLive // node id -> node; protected by mu
 }
 
+// put lists the node of a heartbeat that came on c. A heartbeat handled
+// after c closed lists nothing: c's close removed its nodes already (the
+// connection closes before its close hooks run), and listed again on a
+// connection that is gone, the node stayed until BrokerExpiry.
 func (t *bridgeTable) put(info protocol.BridgeInfo, c *remoting.Conn, now time.Time) (isNew bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if c != nil && c.Err() != nil {
+		return false
+	}
 	if t.nodes == nil {
 		t.nodes = map[string]*bridgeLive{}
 	}

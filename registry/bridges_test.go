@@ -2,6 +2,8 @@ package registry
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -149,4 +151,33 @@ func TestRegistryBridgeExpiry(t *testing.T) {
 		t.Fatal("not registered")
 	}
 	testutil.WaitFor(t, 5*time.Second, "expiry", func() bool { return s.bridges.len() == 0 })
+}
+
+// TestRegistryBridgeHeartbeatOnClosedConn: a bridge heartbeat that the
+// registry handles after the connection it came on closed (a node that
+// crashed with a heartbeat on its way) does not list the node. It used
+// to list it again after the close had removed it, on a connection that
+// is gone: the node stayed listed until BrokerExpiry (two minutes), and
+// the other bridge nodes did not publish its clients' wills meanwhile.
+func TestRegistryBridgeHeartbeatOnClosedConn(t *testing.T) {
+	s, addr := startRegistry(t, Options{})
+	for i := range 100 {
+		body, err := protocol.EncodeJSON(protocol.BridgeInfo{Node: fmt.Sprint("crashed-", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame, err := protocol.EncodeFrame(protocol.NewRequest(protocol.RegisterBridge, nil, body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nc.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		nc.Close()
+	}
+	testutil.WaitFor(t, 10*time.Second, "no node of a closed connection listed", func() bool { return s.bridges.len() == 0 })
 }
