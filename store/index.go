@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -196,8 +197,19 @@ func (f *indexFile) checkHeader() string {
 	return ""
 }
 
-func indexHash(key []byte) int32 {
-	h := record.JavaHashCode(key)
+func indexHash(key []byte) int32 { return indexHashFrom(0, key) }
+
+// topicHashPrefix is JavaHashCode of topic+"#", which indexHashFrom
+// continues over a key: indexHashFrom(topicHashPrefix(t), k) is
+// indexHash of t+"#"+k.
+func topicHashPrefix(topic []byte) int32 {
+	return 31*record.JavaHashCode(topic) + '#'
+}
+
+// indexHashFrom is indexHash of a key whose topic+"#" hashed to prefix
+// (topicHashPrefix).
+func indexHashFrom(prefix int32, key []byte) int32 {
+	h := record.JavaHashCodeFrom(prefix, key)
 	if h < 0 {
 		h = -h
 	}
@@ -288,12 +300,17 @@ func (f *indexFile) lookup(hash int32, begin, end int64, fn func(phy int64) bool
 
 // indexService owns the index files.
 type indexService struct {
-	s       *Store
-	dir     string
-	files   atomic.Pointer[[]*indexFile]
-	listMu  sync.Mutex
-	keyBuf  []byte // indexer-owned scratch for topic#key
-	skipPhy int64  // indexer-owned: records at or below this phy are already indexed
+	s      *Store
+	dir    string
+	files  atomic.Pointer[[]*indexFile]
+	listMu sync.Mutex
+	// The topic of the last key added and the hash of its topic+"#"
+	// (addHeld): a record's keys, and a run of one topic's records, hash
+	// only their keys. Indexer-owned.
+	hashTopic  []byte
+	hashPrefix int32
+	hashValid  bool
+	skipPhy    int64 // indexer-owned: records at or below this phy are already indexed
 	// forceNew makes the next add start a new file (re-indexing old records
 	// must not extend a file whose range is newer). Indexer-owned.
 	forceNew bool
@@ -599,8 +616,7 @@ func (x *indexService) addHeld(held **indexFile, topic, key []byte, phy, storeTs
 	if len(key) == 0 {
 		return nil
 	}
-	x.keyBuf = append(append(append(x.keyBuf[:0], topic...), '#'), key...)
-	hash := indexHash(x.keyBuf)
+	hash := x.keyHash(topic, key)
 	f := *held
 	if f == nil || x.forceNew || f.full() || f.head == nil {
 		release(held)
@@ -612,6 +628,16 @@ func (x *indexService) addHeld(held **indexFile, topic, key []byte, phy, storeTs
 		*held = f
 	}
 	return f.addLocked(hash, phy, storeTs)
+}
+
+// keyHash is indexHash of topic+"#"+key. Indexer-owned.
+func (x *indexService) keyHash(topic, key []byte) int32 {
+	if !x.hashValid || !bytes.Equal(topic, x.hashTopic) {
+		x.hashTopic = append(x.hashTopic[:0], topic...)
+		x.hashPrefix = topicHashPrefix(topic)
+		x.hashValid = true
+	}
+	return indexHashFrom(x.hashPrefix, key)
 }
 
 // release unlocks the file addHeld held, if any.

@@ -12,8 +12,13 @@ import (
 // one U+FFFD, Go's decoding convention (Java may merge a truncated sequence
 // into a single U+FFFD; RocketMQ clients never produce invalid UTF-8).
 // The index uses it for topic+"#"+key. It does not allocate.
-func JavaHashCode(s []byte) int32 {
-	var h int32
+func JavaHashCode(s []byte) int32 { return JavaHashCodeFrom(0, s) }
+
+// JavaHashCodeFrom continues JavaHashCode(p) (h) over s: it is
+// JavaHashCode of p followed by s whenever p ends with a whole character
+// or an ASCII byte follows it (a character never spans the two), such as
+// the index's topic+"#" and key.
+func JavaHashCodeFrom(h int32, s []byte) int32 {
 	for i := 0; i < len(s); {
 		if len(s)-i >= 8 {
 			// Eight ASCII bytes at once: h*31^8 plus each byte times its

@@ -2,6 +2,7 @@ package record
 
 import (
 	"hash/crc32"
+	"strings"
 	"testing"
 	"unicode/utf16"
 )
@@ -67,7 +68,8 @@ func TestRecordTagsHash(t *testing.T) {
 // its non-ASCII bytes are.
 func FuzzRecordJavaHashCode(f *testing.F) {
 	for _, s := range []string{"", "TopicTest#order-1", "CPU#7F000001000100000000000000000003", "12345678", "1234567", "123456789",
-		"abcdefgh\xe2\x82\xacabcdefgh", "ab\xffcdefghijk", "Ünïcødé ✓ 𝄞 tag and some more ascii", "\xe2\x82"} {
+		"abcdefgh\xe2\x82\xacabcdefgh", "ab\xffcdefghijk", "Ünïcødé ✓ 𝄞 tag and some more ascii", "\xe2\x82",
+		"T\xe2\x82#\x82\xacKey", "Tøpic#𝄞 key", "##"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -76,6 +78,12 @@ func FuzzRecordJavaHashCode(f *testing.F) {
 		}
 		if got, ref := JavaHashCodeString(s), javaHashRef(s); got != ref {
 			t.Fatalf("JavaHashCodeString(%q) = %d, reference %d", s, got, ref)
+		}
+		// The index hashes topic+"#", then continues over the key.
+		if topic, key, ok := strings.Cut(s, "#"); ok {
+			if got, ref := JavaHashCodeFrom(31*JavaHashCode([]byte(topic))+'#', []byte(key)), javaHashRef(s); got != ref {
+				t.Fatalf("JavaHashCodeFrom over %q after %q = %d, reference %d", key, topic, got, ref)
+			}
 		}
 	})
 }
