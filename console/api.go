@@ -376,7 +376,7 @@ func (c *Console) apiTopicStats(w http.ResponseWriter, r *http.Request, _ *sessi
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	st, err := c.adm.QueueStats(ctx, r.PathValue("topic"))
-	if err != nil {
+	if err != nil && !partial(w, err) {
 		fail(w, err)
 		return
 	}

@@ -337,42 +337,57 @@ type QueueStat struct {
 // (a broker group without master is left out: the MQTT bridge positions
 // its consumers on these).
 func (a *Admin) TopicStats(ctx context.Context, topic string) ([]QueueStat, error) {
-	return a.topicStats(ctx, topic, (*protocol.BrokerData).MasterAddr)
+	st, err := a.topicStats(ctx, topic, (*protocol.BrokerData).MasterAddr)
+	if err != nil {
+		return nil, err // every broker group or none: the bridge builds on it
+	}
+	return st, nil
 }
 
 // QueueStats returns every queue's offsets on every broker group of the
 // topic, read from its master or, while it has none, from its slave (see
-// Readers): what an operator looks at, also after a master died.
+// Readers): what an operator looks at, also after a master died. Broker
+// groups that do not answer leave their queues out: the answer then comes
+// with an ErrPartial error naming them (an error alone when none
+// answered).
 func (a *Admin) QueueStats(ctx context.Context, topic string) ([]QueueStat, error) {
 	return a.topicStats(ctx, topic, readAddr)
 }
 
 // topicStats asks GET_TOPIC_STATS_INFO of the broker addrOf names in each
-// broker group of the topic ("": none).
+// broker group of the topic ("": none), all at once; see fromEach for the
+// error.
 func (a *Admin) topicStats(ctx context.Context, topic string, addrOf func(*protocol.BrokerData) string) ([]QueueStat, error) {
 	rd, err := a.TopicRoute(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	var out []QueueStat
+	var bs []Broker
 	for _, bd := range rd.BrokerDatas {
-		addr := addrOf(bd)
-		if addr == "" {
-			continue
+		if addr := addrOf(bd); addr != "" {
+			bs = append(bs, Broker{Cluster: bd.Cluster, Name: bd.BrokerName, Addr: addr})
 		}
-		resp, err := a.invokeOK(ctx, "topic stats", addr, protocol.NewRequest(protocol.GetTopicStatsInfo, &protocol.TopicHeader{Topic: topic}, nil))
-		if err != nil {
-			return nil, err
+	}
+	var out []QueueStat
+	perr := a.fromEach(ctx, "topic stats", bs, func() *protocol.Command {
+		return protocol.NewRequest(protocol.GetTopicStatsInfo, &protocol.TopicHeader{Topic: topic}, nil)
+	}, func(b Broker, resp *protocol.Command) error {
+		if err := okAnswer("topic stats", b.Addr, resp); err != nil {
+			return err
 		}
 		var ts protocol.TopicStatsTable
 		if err := protocol.DecodeJSON(resp.Body, &ts); err != nil {
-			return nil, fmt.Errorf("admin: topic stats: %w", err)
+			return fmt.Errorf("admin: topic stats of %s: %w", b.Name, err)
 		}
 		for _, e := range ts.OffsetTable {
 			out = append(out, QueueStat{Queue: e.Queue, MinOffset: e.Value.MinOffset, MaxOffset: e.Value.MaxOffset, LastUpdateTime: e.Value.LastUpdateTimestamp})
 		}
+		return nil
+	})
+	if perr != nil && !errors.Is(perr, ErrPartial) {
+		return nil, perr
 	}
-	return out, nil
+	return out, perr
 }
 
 // BrokerRuntimeInfo returns a broker's runtime statistics table.

@@ -134,7 +134,7 @@ func init() {
 			}
 		}})
 	registerAdmin(adminCommand{name: "topic stats", synopsis: "-t TOPIC", summary: "min/max offset per queue",
-		description: "Shows each queue's smallest and largest offset and when its last message\nwas stored.",
+		description: "Shows each queue's smallest and largest offset and when its last message\nwas stored. A broker group that does not answer is named in the error (exit 1)\nafter the queues of the others.",
 		examples:    []string{"smartgo admin topic stats -t Orders"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			topic := fs.String("t", "", "`topic` name")
@@ -143,7 +143,7 @@ func init() {
 					return err
 				}
 				st, err := e.a.QueueStats(ctx, *topic)
-				if err != nil {
+				if err != nil && !errors.Is(err, admin.ErrPartial) {
 					return err
 				}
 				e.out.table(st, []string{"BROKER", "QUEUE", "MIN", "MAX", "LAST_UPDATE"}, func(add func(...any)) {
@@ -151,7 +151,7 @@ func init() {
 						add(s.Queue.BrokerName, s.Queue.QueueID, s.MinOffset, s.MaxOffset, fmtMillis(s.LastUpdateTime))
 					}
 				})
-				return nil
+				return err // ErrPartial: the table lacks the broker groups it names
 			}
 		}})
 	registerAdmin(adminCommand{name: "cluster", summary: "brokers per group (role, address, max offset, replication lag) and MQTT bridge nodes",

@@ -41,9 +41,9 @@ func consumeOnce(ctx context.Context, t *testing.T, c *cluster.Cluster, group, t
 }
 
 // registerHungBroker registers, with the registry at reg, a master
-// broker-z whose address accepts connections and never answers (a hung
-// process, or one cut off behind a half-open connection). It returns that
-// address.
+// broker-z of topic PartialT whose address accepts connections and never
+// answers (a hung process, or one cut off behind a half-open connection).
+// It returns that address.
 func registerHungBroker(t *testing.T, reg string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -67,7 +67,8 @@ func registerHungBroker(t *testing.T, reg string) string {
 	}
 	t.Cleanup(func() { rc.Close() }) // the registry keeps the broker while this connection lives
 	body, err := protocol.EncodeJSON(protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: protocol.TopicConfigSerializeWrapper{
-		DataVersion: protocol.DataVersion{Counter: 1, Timestamp: time.Now().UnixMilli()}, TopicConfigTable: map[string]*protocol.TopicConfig{}}})
+		DataVersion: protocol.DataVersion{Counter: 1, Timestamp: time.Now().UnixMilli()}, TopicConfigTable: map[string]*protocol.TopicConfig{
+			"PartialT": {TopicName: "PartialT", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +82,10 @@ func registerHungBroker(t *testing.T, reg string) string {
 	return addr
 }
 
-// With a broker that does not answer, `admin group progress` and `admin
-// statestore keys` print what the other brokers returned and then say
-// which did not answer (exit 1); they used to print only the error.
+// With a broker that does not answer, `admin group progress`, `admin
+// statestore keys` and `admin topic stats` print what the other brokers
+// returned and then say which did not answer (exit 1); they used to print
+// only the error.
 func TestCmdAdminPartialAnswers(t *testing.T) {
 	c, err := cluster.Start(context.Background(), cluster.Options{Dir: t.TempDir()})
 	if err != nil {
@@ -104,12 +106,12 @@ func TestCmdAdminPartialAnswers(t *testing.T) {
 	consumeOnce(ctx, t, c, "pg", "PartialT")
 
 	hung := registerHungBroker(t, reg)
-	for _, args := range [][]string{{"group", "progress", "-g", "pg"}, {"statestore", "keys"}} {
+	for _, args := range [][]string{{"group", "progress", "-g", "pg"}, {"statestore", "keys"}, {"topic", "stats", "-t", "PartialT"}} {
 		code, stdout, stderr := runCmd(t, append([]string{"admin", "-registry", reg}, args...)...)
 		if code != exitFailure || !strings.Contains(stderr, "some broker groups did not answer") || !strings.Contains(stderr, hung) {
 			t.Fatalf("admin %v with a hung broker: exit %d, stderr %q", args, code, stderr)
 		}
-		if want := map[string]string{"group": "PartialT", "statestore": "KEY"}[args[0]]; !strings.Contains(stdout, want) {
+		if want := map[string]string{"group": "PartialT", "statestore": "KEY", "topic": "broker-a"}[args[0]]; !strings.Contains(stdout, want) {
 			t.Fatalf("admin %v with a hung broker printed nothing of the others: %q", args, stdout)
 		}
 	}
