@@ -22,6 +22,31 @@ import (
 // checked back 300 ms after they are born, every 300 ms.
 var fastTx = []string{"-set", "broker.transaction_timeout=300ms", "-set", "broker.transaction_check_interval=300ms"}
 
+// settledImmunity is the CHECK_IMMUNITY_TIME_IN_SECONDS of the messages
+// whose local transactions end at once. On a busy machine more than
+// fastTx's 300 ms can pass between a half message and its
+// END_TRANSACTION, and a check-back in that window is legitimate (the
+// outcome is not in the log yet); a test counting such a check as a
+// settled transaction checked back failed that way under load. The broker
+// may check them only once this has passed since their birth, so a test
+// saying they were never checked back waits that long first
+// (waitPastImmunity).
+const settledImmunity = 3 * time.Second
+
+// settledMessage is a message of topic whose transaction the test ends at
+// once: it carries settledImmunity.
+func settledMessage(topic, body string) *client.Message {
+	return &client.Message{Topic: topic, Body: []byte(body),
+		Properties: map[string]string{record.PropertyCheckImmunityTimeInSeconds: strconv.Itoa(int(settledImmunity / time.Second))}}
+}
+
+// waitPastImmunity returns once a broker with fastTx would have checked
+// back a transaction sent at sent, had it been left pending. Proving that
+// something does not happen takes the time it would take.
+func waitPastImmunity(sent time.Time) {
+	time.Sleep(time.Until(sent.Add(settledImmunity + 3*300*time.Millisecond)))
+}
+
 // killListener is a transaction listener answering per body (missing:
 // unknown), counting the checks per body, and able to hold the first
 // local transaction or check of a body until the test released it.
@@ -198,12 +223,12 @@ func TestClusterProcTransactionKill9(t *testing.T) {
 	tp := txProducer(t, reg, l)
 	ctx := context.Background()
 	const topic = "TxKill"
-	send := func(body string) *client.TransactionSendResult {
+	send := func(m *client.Message) *client.TransactionSendResult {
 		t.Helper()
 		var res *client.TransactionSendResult
 		testutil.Eventually(t, 30*time.Second, func() error {
 			var err error
-			res, err = tp.SendMessageInTransaction(ctx, &client.Message{Topic: topic, Body: []byte(body)})
+			res, err = tp.SendMessageInTransaction(ctx, m)
 			return err
 		})
 		return res
@@ -230,7 +255,8 @@ func TestClusterProcTransactionKill9(t *testing.T) {
 		testutil.Eventually(t, 30*time.Second, func() error { return tp.Register(ctx, topic) })
 	}
 	l.set("warm", client.TransactionCommit, client.TransactionCommit)
-	send("warm")
+	warmSent := time.Now()
+	send(settledMessage(topic, "warm"))
 
 	// 1. After the half message: the local transactions end while the
 	// broker is down, END_TRANSACTION is lost; the restarted broker
@@ -258,7 +284,8 @@ func TestClusterProcTransactionKill9(t *testing.T) {
 
 	// 2. Right after END_TRANSACTION.
 	l.set("after-end", client.TransactionCommit, client.TransactionRollback) // a check would roll it back
-	endRes := send("after-end")
+	endSent := time.Now()
+	endRes := send(settledMessage(topic, "after-end"))
 	if endRes.EndError != nil {
 		t.Fatalf("after-end: %v", endRes.EndError)
 	}
@@ -266,7 +293,7 @@ func TestClusterProcTransactionKill9(t *testing.T) {
 
 	// 3. During a check-back: the broker dies while the producer answers.
 	l.set("during-check", client.TransactionUnknown, client.TransactionCommit)
-	send("during-check")
+	send(&client.Message{Topic: topic, Body: []byte("during-check")})
 	entered, rel := l.gate("during-check")
 	select {
 	case <-entered:
@@ -293,6 +320,8 @@ func TestClusterProcTransactionKill9(t *testing.T) {
 	if got["after-half-rb"] != 0 || len(got) != 4 {
 		t.Errorf("deliveries %v", got)
 	}
+	waitPastImmunity(warmSent)
+	waitPastImmunity(endSent)
 	if n := l.checks("after-end") + l.checks("warm"); n != 0 {
 		t.Errorf("settled transactions checked back %d times", n)
 	}
@@ -317,9 +346,14 @@ func TestClusterProcTransactionMasterToSlave(t *testing.T) {
 	l.set("rolled-back", client.TransactionRollback, client.TransactionCommit)
 	l.set("pending", client.TransactionUnknown, client.TransactionCommit)
 	results := map[string]*client.TransactionSendResult{}
+	settledSent := time.Now()
 	for _, body := range []string{"committed", "rolled-back", "pending"} {
+		m := settledMessage(topic, body)
+		if body == "pending" {
+			m = &client.Message{Topic: topic, Body: []byte(body)}
+		}
 		testutil.Eventually(t, 30*time.Second, func() error {
-			res, err := tp.SendMessageInTransaction(ctx, &client.Message{Topic: topic, Body: []byte(body)})
+			res, err := tp.SendMessageInTransaction(ctx, m)
 			results[body] = res
 			return err
 		})
@@ -363,6 +397,7 @@ func TestClusterProcTransactionMasterToSlave(t *testing.T) {
 	if got["committed"] != 1 || got["pending"] != 1 || got["rolled-back"] != 0 {
 		t.Errorf("deliveries after the switch: %v", got)
 	}
+	waitPastImmunity(settledSent)
 	if n := l.checks("committed") + l.checks("rolled-back"); n != 0 {
 		t.Errorf("settled transactions checked back %d times", n)
 	}
