@@ -321,7 +321,7 @@ func (h *shardLog) catchUpLocked(sh *logShard) error {
 // per append.
 func (h *shardLog) appendLocked(ctx context.Context, sh *logShard, entry []byte, apply func(storeTime time.Time, off int64) error) error {
 	m := &record.Message{}
-	h.entryRecord(m, sh, entry, h.b.now())
+	h.entryRecord(m, sh, entry)
 	res, err := h.put(ctx, sh, m)
 	if err != nil {
 		return fmt.Errorf("%w: append to shard %d: %w", h.errUnavailable, sh.id, err)
@@ -336,10 +336,9 @@ func (h *shardLog) appendLocked(ctx context.Context, sh *logShard, entry []byte,
 	return nil
 }
 
-// entryRecord sets m to the record of a shard's entry, born at now (the
-// broker's clock, read by the caller for the entry's Prepare too).
-func (h *shardLog) entryRecord(m *record.Message, sh *logShard, entry []byte, now time.Time) {
-	*m = record.Message{Topic: h.topic, QueueID: sh.id, Body: entry, BornTimestamp: now.UnixMilli(),
+// entryRecord sets m to the record of a shard's entry.
+func (h *shardLog) entryRecord(m *record.Message, sh *logShard, entry []byte) {
+	*m = record.Message{Topic: h.topic, QueueID: sh.id, Body: entry, BornTimestamp: h.b.now().UnixMilli(),
 		BornHost: h.b.storeHost, StoreHost: h.b.storeHost}
 }
 

@@ -61,7 +61,10 @@ func TestStateStoreStalledFrontEndHoldsUpNoRequest(t *testing.T) {
 		Payload: statestore.AppendRequest(nil, []byte("KEYNOTIFY"), []byte(key))}
 	stallPeer(t, b, prod, protocol.NewStateStoreRequest(watch), "ssg", func() {
 		testutil.WaitFor(t, 5*time.Second, "the watcher's front end known", func() bool {
-			return s.connOf("watcher") != nil
+			s.connMu.Lock()
+			defer s.connMu.Unlock()
+			_, ok := s.conns["watcher"]
+			return ok
 		})
 	})
 

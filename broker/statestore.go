@@ -115,16 +115,9 @@ type StateStore struct {
 	host    shardLog // host.slave: the shards follow the log and serve nothing
 	metrics *ssMetrics
 
-	// conns maps a client id to the front end (ssPeer) that last carried
-	// its request. Every request reads it (admit), without a lock: a
-	// client's front end rarely changes. What changes it, and what reads
-	// several entries or one it then acts on, holds connMu.
 	connMu sync.Mutex
-	conns  sync.Map // client id (string) -> ssPeer
-	sinks  sync.Map // protocol.StateStoreSink -> *ssSinkPeer
-	// lastSink is the peer sinkPeer returned last: a process has one
-	// front end, whose every request names the same sink.
-	lastSink atomic.Pointer[ssSinkPeer]
+	conns  map[string]ssPeer // client id -> front end that last carried its request; protected by connMu
+	sinks  sync.Map          // protocol.StateStoreSink -> *ssSinkPeer
 
 	wake chan struct{} // nudges the expiry loop (expiryDue)
 	// expiryAt is when the expiry loop looks next, in ms of the broker's
@@ -199,8 +192,8 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	if lg == nil {
 		lg = b.log
 	}
-	s := &StateStore{b: b, opts: opts, metrics: newSSMetrics(opts.Shards), log: lg.With("component", "statestore"),
-		wake: make(chan struct{}, 1)}
+	s := &StateStore{b: b, opts: opts, metrics: newSSMetrics(), log: lg.With("component", "statestore"),
+		conns: map[string]ssPeer{}, wake: make(chan struct{}, 1)}
 	s.expiryAt.Store(math.MaxInt64)
 	// Controller mode: a slave until the broker's promotion reaches the
 	// state store (becameMaster).
@@ -312,12 +305,11 @@ func (s *StateStore) becameSlave() {
 	}
 	s.connMu.Lock()
 	var fronts []*remoting.Conn
-	s.conns.Range(func(_, p any) bool {
+	for _, p := range s.conns {
 		if c, ok := p.(ssConnPeer); ok && !slices.Contains(fronts, c.c) {
 			fronts = append(fronts, c.c)
 		}
-		return true
-	})
+	}
 	s.connMu.Unlock()
 	for _, c := range fronts {
 		_ = c.Close()
@@ -404,30 +396,24 @@ func (s *StateStore) Waits(cmd *statestore.Command) bool {
 
 // sinkPeer returns the peer standing for sink (the same one each time).
 func (s *StateStore) sinkPeer(sink protocol.StateStoreSink) ssPeer {
-	if p := s.lastSink.Load(); p != nil && p.s == sink {
-		return p
-	}
 	if p, ok := s.sinks.Load(sink); ok {
-		s.lastSink.Store(p.(*ssSinkPeer))
 		return p.(*ssSinkPeer)
 	}
-	v, _ := s.sinks.LoadOrStore(sink, &ssSinkPeer{sink})
-	p := v.(*ssSinkPeer)
-	s.lastSink.Store(p)
-	return p
+	p, _ := s.sinks.LoadOrStore(sink, &ssSinkPeer{sink})
+	return p.(*ssSinkPeer)
 }
 
 // serve serves Do and InvokeLocal: cmd nil parses req.Payload, once (the
 // metrics and the engine use the result); from nil returns every
 // notification.
 func (s *StateStore) serve(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer, resp *protocol.StateStoreResponse) (err error) {
-	start, _ := s.metrics.timed(req.Shard)
+	start, _ := s.metrics.timed()
 	if cmd == nil {
 		if c, err := statestore.ParseCommand(req.Payload); err == nil {
 			cmd = &c
 		}
 	}
-	defer func() { s.metrics.observe(req.Shard, cmd, start, err) }()
+	defer func() { s.metrics.observe(cmd, start, err) }()
 	return s.do(ctx, req, cmd, from, resp)
 }
 
@@ -443,9 +429,11 @@ func (s *StateStore) admit(req *protocol.StateStoreRequest, from ssPeer) (*ssSha
 	if req.Shard < 0 || int(req.Shard) >= len(s.shards) {
 		return nil, fmt.Errorf("%w: shard %d of %d", ErrStateStoreNotOwner, req.Shard, len(s.shards))
 	}
-	if from != nil && req.ClientID != "" && !s.connIs(req.ClientID, from) { // usually the same front end as last time
+	if from != nil && req.ClientID != "" {
 		s.connMu.Lock()
-		s.conns.Store(req.ClientID, from)
+		if s.conns[req.ClientID] != from { // usually the same front end as last time
+			s.conns[req.ClientID] = from
+		}
 		s.connMu.Unlock()
 	}
 	return s.shards[req.Shard], nil
@@ -606,7 +594,7 @@ func (s *StateStore) route(ns []statestore.Notification, from ssPeer, keepAll bo
 	for _, n := range ns {
 		w := protocol.StateStoreNotification{ClientID: n.ClientID, Key: []byte(n.Key), Op: uint8(n.Op),
 			Value: n.Value, Version: n.Version.String()}
-		c := s.connOf(n.ClientID)
+		c := s.conns[n.ClientID]
 		if keepAll || (c == from && c != nil) {
 			mine = append(mine, w)
 		} else if c != nil {
@@ -657,10 +645,10 @@ func (s *StateStore) DropClientOf(clientID string, sink protocol.StateStoreSink)
 func (s *StateStore) dropClient(clientID string, from ssPeer) int {
 	s.connMu.Lock()
 	defer s.connMu.Unlock()
-	if c := s.connOf(clientID); c != nil && from != nil && c != from {
+	if c, ok := s.conns[clientID]; ok && from != nil && c != from {
 		return 0
 	}
-	s.conns.Delete(clientID)
+	delete(s.conns, clientID)
 	n := 0
 	for _, sh := range s.shards {
 		n += sh.eng.DropClient(clientID)
@@ -668,32 +656,14 @@ func (s *StateStore) dropClient(clientID string, from ssPeer) int {
 	return n
 }
 
-// connOf returns the front end that last carried clientID's request, nil
-// when none did (or its registrations were dropped since).
-func (s *StateStore) connOf(clientID string) ssPeer {
-	if p, ok := s.conns.Load(clientID); ok {
-		return p.(ssPeer)
-	}
-	return nil
-}
-
-// connIs reports whether from is the front end that last carried
-// clientID's request: read without connMu, as a request that finds it
-// so changes nothing.
-func (s *StateStore) connIs(clientID string, from ssPeer) bool {
-	p, ok := s.conns.Load(clientID)
-	return ok && p == any(from)
-}
-
 func (s *StateStore) connClosed(c *remoting.Conn, _ error) {
 	var gone []string
 	s.connMu.Lock()
-	s.conns.Range(func(id, cc any) bool {
-		if cc == any(ssConnPeer{c}) {
-			gone = append(gone, id.(string))
+	for id, cc := range s.conns {
+		if cc == (ssConnPeer{c}) {
+			gone = append(gone, id)
 		}
-		return true
-	})
+	}
 	s.connMu.Unlock()
 	for _, id := range gone {
 		s.dropClient(id, ssConnPeer{c})

@@ -103,7 +103,7 @@ func (p *StateStorePending) Complete(resp *protocol.StateStoreResponse) error {
 		s.expiryDue(sh)
 		s.reply(resp, out, from)
 	}
-	s.metrics.observeVerb(int32(sh.id), verb, start, err)
+	s.metrics.observeVerb(verb, start, err)
 	return err
 }
 
@@ -122,10 +122,10 @@ func (s *StateStore) InvokeDeferred(ctx context.Context, req *protocol.StateStor
 	if sink != nil {
 		from = s.sinkPeer(sink)
 	}
-	start, _ := s.metrics.timed(req.Shard)
+	start, _ := s.metrics.timed()
 	p, err := s.putDeferred(req, cmd, from, resp)
 	if p == nil {
-		s.metrics.observe(req.Shard, cmd, start, err)
+		s.metrics.observe(cmd, start, err)
 		return nil, err
 	}
 	p.verb, p.start = ssVerbOf(cmd), start
@@ -151,8 +151,7 @@ func (s *StateStore) putDeferred(req *protocol.StateStoreRequest, cmd *statestor
 		return nil, fmt.Errorf("%w: shard %d: %w", ErrStateStoreFailed, sh.id, err)
 	}
 	p := ssPendings.Get().(*StateStorePending)
-	now := s.b.now() // the entry's clock and its record's birth: one reading
-	entry, out, needsLog := sh.eng.PrepareAppend(p.entry[:0], &r, now)
+	entry, out, needsLog := sh.eng.PrepareAppend(p.entry[:0], &r, s.b.now())
 	p.entry = entry
 	if !needsLog {
 		sh.mu.Unlock()
@@ -165,7 +164,7 @@ func (s *StateStore) putDeferred(req *protocol.StateStoreRequest, cmd *statestor
 	if q.done == nil {
 		q.done = make(chan struct{}, maxPendingPerShard)
 	}
-	s.host.entryRecord(&p.m, &sh.logShard, entry, now)
+	s.host.entryRecord(&p.m, &sh.logShard, entry)
 	if err := s.host.putBehind(&sh.logShard, &p.m, p); err != nil {
 		sh.mu.Unlock()
 		*p = StateStorePending{entry: entry[:0]}

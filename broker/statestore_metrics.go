@@ -20,94 +20,54 @@ var ssVerbs = [...]string{"SET", "GET", "DEL", "VDEL", "KEYNOTIFY", "other"}
 const ssVerbOther = len(ssVerbs) - 1
 
 type ssMetrics struct {
-	ops *ssOpsCollector
+	ops *prometheus.CounterVec
 	lat *prometheus.HistogramVec
 	// Resolved per verb once, so a command pays no label lookup.
-	timer [len(ssVerbs)]prometheus.Observer
+	ok, failed [len(ssVerbs)]prometheus.Counter
+	timer      [len(ssVerbs)]prometheus.Observer
+	seq        atomic.Uint64 // commands seen, for latencySample
 }
 
-// ssShardCounts are the commands of one shard counted by verb and result,
-// and its sequence for latencySample, on cache lines of their own: every
-// command adds to them, and a count shared by all shards would be written
-// by both cores in turn (a shard's are too, but less often).
-type ssShardCounts struct {
-	n   [len(ssVerbs)][2]atomic.Uint64 // [verb][0 ok, 1 error]
-	seq atomic.Uint64                  // commands seen, for latencySample
-	_   [128 - (len(ssVerbs)*2+1)*8%128]byte
-}
-
-// ssOpsCollector is smartgo_statestore_commands_total, summed over the
-// shards' counts when collected.
-type ssOpsCollector struct {
-	desc   *prometheus.Desc
-	shards []ssShardCounts // one per shard, then one for a request naming no shard of ours
-}
-
-func newSSMetrics(shards int) *ssMetrics {
+func newSSMetrics() *ssMetrics {
 	m := &ssMetrics{
-		ops: &ssOpsCollector{desc: prometheus.NewDesc("smartgo_statestore_commands_total",
-			"State store commands served by this broker's shards, by command and result (ok: answered, the reply may be a RESP error; error: not served, e.g. not the owner or a failed shard).",
-			[]string{"command", "result"}, nil), shards: make([]ssShardCounts, shards+1)},
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "smartgo_statestore_commands_total",
+			Help: "State store commands served by this broker's shards, by command and result (ok: answered, the reply may be a RESP error; error: not served, e.g. not the owner or a failed shard)."},
+			[]string{"command", "result"}),
 		lat: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "smartgo_statestore_command_latency_seconds",
 			Help: "Time to serve a state store command on its shard (log append and apply included); one command in 8 is timed.", Buckets: LatencyBuckets},
 			[]string{"command"}),
 	}
 	for i, v := range ssVerbs {
+		m.ok[i] = m.ops.WithLabelValues(v, "ok")
+		m.failed[i] = m.ops.WithLabelValues(v, "error")
 		m.timer[i] = m.lat.WithLabelValues(v)
 	}
 	return m
 }
 
-// counts returns the counts of shard (a request's, not checked yet).
-func (m *ssMetrics) counts(shard int32) *ssShardCounts {
-	c := m.ops.shards
-	if shard >= 0 && int(shard) < len(c)-1 {
-		return &c[shard]
-	}
-	return &c[len(c)-1]
-}
-
-// timed reports whether this command of shard is one of those timed (one
-// in latencySample of the shard's); start is then its start.
-func (m *ssMetrics) timed(shard int32) (start time.Time, ok bool) {
-	if (m.counts(shard).seq.Add(1)-1)%latencySample != 0 {
+// timed reports whether this command is one of those timed (one in
+// latencySample); start is then its start.
+func (m *ssMetrics) timed() (start time.Time, ok bool) {
+	if (m.seq.Add(1)-1)%latencySample != 0 {
 		return time.Time{}, false
 	}
 	return time.Now(), true
 }
 
-// observe records one command of shard; start is zero when it was not
-// timed.
-func (m *ssMetrics) observe(shard int32, cmd *statestore.Command, start time.Time, err error) {
-	m.observeVerb(shard, ssVerbOf(cmd), start, err)
+// observe records one command; start is zero when it was not timed.
+func (m *ssMetrics) observe(cmd *statestore.Command, start time.Time, err error) {
+	m.observeVerb(ssVerbOf(cmd), start, err)
 }
 
 // observeVerb is observe of a command whose verb's index is v (ssVerbOf).
-func (m *ssMetrics) observeVerb(shard int32, v int, start time.Time, err error) {
+func (m *ssMetrics) observeVerb(v int, start time.Time, err error) {
 	if !start.IsZero() {
 		m.timer[v].Observe(time.Since(start).Seconds())
 	}
-	r := 0
 	if err != nil {
-		r = 1
-	}
-	m.counts(shard).n[v][r].Add(1)
-}
-
-// Describe implements prometheus.Collector.
-func (c *ssOpsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-// Collect implements prometheus.Collector: every verb and result, zero
-// included.
-func (c *ssOpsCollector) Collect(ch chan<- prometheus.Metric) {
-	for v, verb := range ssVerbs {
-		for r, result := range [2]string{"ok", "error"} {
-			var sum uint64
-			for i := range c.shards {
-				sum += c.shards[i].n[v][r].Load()
-			}
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(sum), verb, result)
-		}
+		m.failed[v].Inc()
+	} else {
+		m.ok[v].Inc()
 	}
 }
 

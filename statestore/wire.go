@@ -220,8 +220,8 @@ const (
 // the store serves: absent counts as "1.0"; otherwise "major.minor" in
 // decimal digits with major 1.
 func ProtocolVersionSupported(v string, present bool) bool {
-	if !present || v == ProtocolVersion {
-		return true // what every request of a current client carries
+	if !present {
+		return true
 	}
 	major, minor, ok := strings.Cut(v, ".")
 	if !ok {

@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting"
@@ -39,25 +39,9 @@ type Table struct {
 	rc         *remoting.Client
 	fixed      bool
 
-	// cur is the route and when it was loaded, replaced whole by each
-	// lookup: every request of a front end reads it (Cached), so it is
-	// read without a lock, whose cache line both cores would write.
-	cur atomic.Pointer[loaded]
-}
-
-// loaded is a route and when it was loaded.
-type loaded struct {
-	refs  []Ref
-	fetch time.Time
-}
-
-// route returns the current route and when it was loaded (nil, zero
-// before the first).
-func (t *Table) route() ([]Ref, time.Time) {
-	if l := t.cur.Load(); l != nil {
-		return l.refs, l.fetch
-	}
-	return nil, time.Time{}
+	mu    sync.Mutex
+	refs  []Ref     // protected by mu
+	fetch time.Time // when refs was loaded; protected by mu
 }
 
 // New returns the table of topic, looked up through rc in the registries
@@ -75,33 +59,34 @@ func Fixed(topic string, brokers map[string]string, shards int) *Table {
 	}
 	sort.Strings(names)
 	t := &Table{topic: topic, fixed: true}
-	var refs []Ref
 	for _, n := range names {
 		for q := 0; q < shards; q++ {
-			refs = append(refs, Ref{Broker: n, Addr: brokers[n], Queue: int32(q)})
+			t.refs = append(t.refs, Ref{Broker: n, Addr: brokers[n], Queue: int32(q)})
 		}
 	}
-	t.cur.Store(&loaded{refs: refs})
 	return t
 }
 
 // Get returns the shard list, looking it up when it is older than the
 // refresh period or force is set. When a lookup fails the old list is
 // kept (and returned) if there is one.
-// Cached returns the route Get(ctx, false) would return at now (the
-// caller's clock reading, which it may use for other checks too) without
-// a lookup, and false when Get would look it up (none loaded yet, or due
+// Cached returns the route Get(ctx, false) would return without a
+// lookup, and false when Get would look it up (none loaded yet, or due
 // for its refresh).
-func (t *Table) Cached(now time.Time) ([]Ref, bool) {
-	refs, at := t.route()
-	if t.fixed || (len(refs) > 0 && now.Sub(at) < t.refresh) {
+func (t *Table) Cached() ([]Ref, bool) {
+	t.mu.Lock()
+	refs, at := t.refs, t.fetch
+	t.mu.Unlock()
+	if t.fixed || (len(refs) > 0 && time.Since(at) < t.refresh) {
 		return refs, true
 	}
 	return nil, false
 }
 
 func (t *Table) Get(ctx context.Context, force bool) ([]Ref, error) {
-	refs, at := t.route()
+	t.mu.Lock()
+	refs, at := t.refs, t.fetch
+	t.mu.Unlock()
 	if t.fixed || (len(refs) > 0 && !force && time.Since(at) < t.refresh) {
 		return refs, nil
 	}
@@ -128,7 +113,9 @@ func (t *Table) Get(ctx context.Context, force bool) ([]Ref, error) {
 	if len(next) == 0 {
 		return nil, fmt.Errorf("%w: %s has no queues", ErrNoRoute, t.topic)
 	}
-	t.cur.Store(&loaded{refs: next, fetch: time.Now()})
+	t.mu.Lock()
+	t.refs, t.fetch = next, time.Now()
+	t.mu.Unlock()
 	return next, nil
 }
 

@@ -501,8 +501,7 @@ func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *
 	if r.group.Closed() {
 		return true, ErrClosed
 	}
-	now := time.Now() // one clock reading for the route's age and the deadline
-	refs, ok := r.tab.Cached(now)
+	refs, ok := r.tab.Cached()
 	if !ok {
 		return false, nil
 	}
@@ -515,7 +514,7 @@ func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *
 	if ref.local == nil || ref.Addr == "" || ref.local.Waits(cmd) {
 		return false, nil
 	}
-	if !deadline.IsZero() && !now.Before(deadline) {
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
 		return true, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, context.DeadlineExceeded)
 	}
 	req.Shard = ref.Queue
@@ -536,15 +535,14 @@ func (r *Router) InvokeCommandDeferred(ctx context.Context, deadline time.Time, 
 	if cmd == nil || r.group.Closed() {
 		return nil, false, nil
 	}
-	now := time.Now() // one clock reading for the route's age and the deadline
-	refs, ok := r.tab.Cached(now)
+	refs, ok := r.tab.Cached()
 	if !ok {
 		return nil, false, nil
 	}
 	shards := r.convert(refs)
 	ref := shards[statestore.ShardOf(cmd.Key, len(shards))]
 	ld, defers := ref.local.(LocalDeferrer)
-	if !defers || ref.Addr == "" || ref.local.Waits(cmd) || (!deadline.IsZero() && !now.Before(deadline)) {
+	if !defers || ref.Addr == "" || ref.local.Waits(cmd) || (!deadline.IsZero() && !time.Now().Before(deadline)) {
 		return nil, false, nil
 	}
 	req.Shard = ref.Queue
@@ -578,8 +576,7 @@ func (r *Router) InvokeCommandAsync(ctx context.Context, deadline time.Time, cmd
 		cb(nil, ErrClosed)
 		return
 	}
-	now := time.Now() // one clock reading for the route's age and the deadline
-	refs, ok := r.tab.Cached(now)
+	refs, ok := r.tab.Cached()
 	if !ok {
 		if !r.group.Go(func() { cb(r.invokeFrom(ctx, deadline, 0, nil, key, cmd, req)) }) {
 			cb(nil, ErrClosed)
@@ -591,7 +588,7 @@ func (r *Router) InvokeCommandAsync(ctx context.Context, deadline time.Time, cmd
 	switch {
 	case ref.Addr == "":
 		r.retryAsync(ctx, deadline, fmt.Errorf("%w: no master for broker %s", ErrNoRoute, ref.Broker), key, cmd, req, cb)
-	case !deadline.IsZero() && !now.Before(deadline):
+	case !deadline.IsZero() && !time.Now().Before(deadline):
 		cb(nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, context.DeadlineExceeded))
 	case ref.local != nil:
 		req.Shard = ref.Queue
