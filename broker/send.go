@@ -67,10 +67,7 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 		return errResp(protocol.SystemError, "bad send header: %v", err), nil
 	}
 	batch := req.Code == protocol.SendBatchMessage || h.Batch
-	if resp := b.checkSendable(h.Topic); resp != nil {
-		return resp, nil
-	}
-	tc, resp := b.sendTopicConfig(h)
+	tc, resp := b.sendTarget(h)
 	if resp != nil {
 		return resp, nil
 	}
@@ -255,11 +252,8 @@ const maxPooledBatchItems = 4096
 // checkSendable applies the broker-level checks of a send: role, broker
 // permission, topic name and reserved topics.
 func (b *Broker) checkSendable(topic string) *protocol.Command {
-	if ok, why := b.writable(); !ok {
-		return errResp(protocol.ServiceNotAvailable, "the broker[%s] %s and does not accept messages", b.addr, why)
-	}
-	if b.perm.Load()&PermWrite == 0 {
-		return errResp(protocol.NoPermission, "the broker[%s] sending message is forbidden", b.addr)
+	if resp := b.checkWritable(); resp != nil {
+		return resp
 	}
 	if err := ValidateTopicName(topic); err != nil {
 		return errResp(protocol.SystemError, "%v", err)
@@ -270,10 +264,46 @@ func (b *Broker) checkSendable(topic string) *protocol.Command {
 	return nil
 }
 
+// checkWritable checks the broker's role and write permission.
+func (b *Broker) checkWritable() *protocol.Command {
+	if ok, why := b.writable(); !ok {
+		return errResp(protocol.ServiceNotAvailable, "the broker[%s] %s and does not accept messages", b.addr, why)
+	}
+	if b.perm.Load()&PermWrite == 0 {
+		return errResp(protocol.NoPermission, "the broker[%s] sending message is forbidden", b.addr)
+	}
+	return nil
+}
+
+// topicWritable checks a topic's write permission.
+func topicWritable(tc *protocol.TopicConfig, topic string) *protocol.Command {
+	if tc.Perm&PermWrite == 0 {
+		return errResp(protocol.NoPermission, "the topic[%s] sending message is forbidden", topic)
+	}
+	return nil
+}
+
+// sendTarget is checkSendable and sendTopicConfig. A send to the topic
+// the last send found, in an unchanged topic table, skips the name checks
+// and the lookup (TopicManager.sendable): the broker's role and
+// permission and the topic's are checked on every send.
+func (b *Broker) sendTarget(h *protocol.SendMessageRequestHeader) (protocol.TopicConfig, *protocol.Command) {
+	if tc, ok := b.topics.sendable(h.Topic); ok {
+		if resp := b.checkWritable(); resp != nil {
+			return protocol.TopicConfig{}, resp
+		}
+		return *tc, topicWritable(tc, h.Topic)
+	}
+	if resp := b.checkSendable(h.Topic); resp != nil {
+		return protocol.TopicConfig{}, resp
+	}
+	return b.sendTopicConfig(h)
+}
+
 // sendTopicConfig finds (or auto-creates) the topic a send goes to and
-// checks its write permission.
+// checks its write permission. The topic passed checkSendable.
 func (b *Broker) sendTopicConfig(h *protocol.SendMessageRequestHeader) (protocol.TopicConfig, *protocol.Command) {
-	tc, ok := b.topics.Get(h.Topic)
+	tc, ok := b.topics.getSendable(h.Topic)
 	if !ok {
 		var err error
 		if IsRetryTopic(h.Topic) {
@@ -293,10 +323,7 @@ func (b *Broker) sendTopicConfig(h *protocol.SendMessageRequestHeader) (protocol
 		}
 		b.triggerRegister()
 	}
-	if tc.Perm&PermWrite == 0 {
-		return tc, errResp(protocol.NoPermission, "the topic[%s] sending message is forbidden", h.Topic)
-	}
-	return tc, nil
+	return tc, topicWritable(&tc, h.Topic)
 }
 
 // redirectRetry applies the retry-topic rules to a message sent to

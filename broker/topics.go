@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -120,6 +121,10 @@ type TopicManager struct {
 	// the persist of the whole table that follows every change.
 	mu    sync.Mutex
 	table atomic.Pointer[map[string]*protocol.TopicConfig]
+	// lastSend is the topic a send found last and the table it was found
+	// in (sendable, getSendable): a run of sends to one topic skips the
+	// name checks and the map. A new table (every change) invalidates it.
+	lastSend atomic.Pointer[sendHit]
 	// persistMu serialises writes of the file so an older snapshot never
 	// replaces a newer one.
 	persistMu sync.Mutex
@@ -257,6 +262,51 @@ func (m *TopicManager) Get(topic string) (protocol.TopicConfig, bool) {
 	tc, ok := m.topics()[topic]
 	if !ok {
 		return protocol.TopicConfig{}, false
+	}
+	return *tc, true
+}
+
+// sendHitReplace: a send that misses the remembered topic replaces it one
+// time in sendHitReplace (getSendable).
+const sendHitReplace = 16
+
+// sendHit is a topic that passed a send's checks (ValidateSendTopic) and
+// was found in table, the snapshot it is valid for.
+type sendHit struct {
+	table *map[string]*protocol.TopicConfig
+	topic string // the key; owned
+	tc    *protocol.TopicConfig
+}
+
+// sendable returns the configuration of the topic the last send found
+// (getSendable), if it is topic and the table has not changed since:
+// such a topic passed ValidateSendTopic, and the configuration is what
+// Get would return. It neither locks nor writes.
+func (m *TopicManager) sendable(topic string) (*protocol.TopicConfig, bool) {
+	h := m.lastSend.Load()
+	if h == nil || h.table != m.table.Load() || h.topic != topic {
+		return nil, false
+	}
+	return h.tc, true
+}
+
+// getSendable is Get for a send whose topic passed ValidateSendTopic: a
+// topic found is remembered for sendable when nothing valid is, else one
+// time in sendHitReplace, so that sends to several topics in turn
+// allocate and write the shared entry rarely, and a run of one topic's
+// sends is soon remembered.
+func (m *TopicManager) getSendable(topic string) (protocol.TopicConfig, bool) {
+	t := m.table.Load()
+	tc, ok := (*t)[topic]
+	if !ok {
+		return protocol.TopicConfig{}, false
+	}
+	if h := m.lastSend.Load(); h == nil || h.table != t || h.tc != tc && rand.Uint32()%sendHitReplace == 0 {
+		key := tc.TopicName
+		if key != topic {
+			key = strings.Clone(topic) // topic may alias a request's buffer
+		}
+		m.lastSend.Store(&sendHit{table: t, topic: key, tc: tc})
 	}
 	return *tc, true
 }
