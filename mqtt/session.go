@@ -421,16 +421,20 @@ func (ss *session) fireWill() {
 	}
 	ss.will = nil
 	ss.mu.Unlock()
-	if will != nil {
-		ss.srv.publishWill(will)
+	if will != nil && ss.srv.publishWill(will) {
+		// Only a will that went out is settled: one whose publish failed
+		// stays stored, for another node to publish if this one dies.
 		ss.srv.willPublished(ss.id, will)
 	}
 }
 
-func (s *Server) publishWill(m *Message) {
+// publishWill publishes the will m; false: it failed (logged).
+func (s *Server) publishWill(m *Message) bool {
 	if err := s.sendWill(m); err != nil {
 		s.log.Warn("mqtt: publish will", "client", m.ClientID, "err", err)
+		return false
 	}
+	return true
 }
 
 // sendWill hands the will m to the backend where its client may publish

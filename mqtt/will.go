@@ -21,7 +21,8 @@ import (
 // it has none, before the client can be orphaned by a crash of the
 // server. It calls WillPublished after it published a will whose delay
 // ran while the session was offline (the backend stored it with the
-// session's offline state). Errors are the backend's to log.
+// session's offline state); not when publishing it failed (the stored
+// will stands). Errors are the backend's to log.
 type WillBackend interface {
 	Backend
 	ConnectedWill(ctx context.Context, clientID string, cleanStart bool)

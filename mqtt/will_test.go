@@ -2,8 +2,10 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,5 +93,52 @@ func TestServerWillForBackend(t *testing.T) {
 	})
 	if _, ok := s.Will("wd"); ok {
 		t.Fatal("Server.Will after the will went out")
+	}
+}
+
+// failingWills is a willBackend whose Publish fails.
+type failingWills struct {
+	*willBackend
+	tries atomic.Int32
+}
+
+func (f *failingWills) Publish(context.Context, *Message) error {
+	f.tries.Add(1)
+	return errors.New("store unavailable")
+}
+
+// TestServerWillPublishFailedNotSettled: a delayed will whose publish
+// fails is not reported to the WillBackend as published. It was: the
+// bridge then wrote the marker that settles the stored will, and no
+// other node published it after this one died (a will lost whenever
+// the publish failed, such as in a node's last moments).
+func TestServerWillPublishFailedNotSettled(t *testing.T) {
+	fb := &failingWills{willBackend: &willBackend{MemoryBackend: NewMemoryBackend(), connected: map[string]Will{}, clean: map[string]bool{}}}
+	opts := DefaultOptions()
+	opts.Listen = []string{"127.0.0.1:0"}
+	opts.Logger = slog.New(slog.DiscardHandler)
+	s, err := NewServer(opts, fb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.srv = s
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c := dialRaw(t, s.Addrs()[0].String(), packets.Version5)
+	cp := &packets.Connect{ClientID: "wf", KeepAlive: 60, WillFlag: true, WillQoS: 1, WillTopic: "will/wf", WillPayload: []byte("gone")}
+	cp.Properties.Present.Add(packets.PropSessionExpiry)
+	cp.Properties.SessionExpiry = 600
+	cp.WillProperties.Present.Add(packets.PropWillDelay)
+	cp.WillProperties.WillDelay = 1
+	c.connect(cp)
+	c.nc.Close()
+	testutil.WaitFor(t, 10*time.Second, "the will's publish tried", func() bool { return fb.tries.Load() > 0 })
+	s.Close() // waits for the timer that fired the will
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if len(fb.published) != 0 {
+		t.Fatalf("WillPublished after the publish failed: %v", fb.published)
 	}
 }
