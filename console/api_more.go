@@ -90,7 +90,7 @@ func (c *Console) apiMessagesByKey(w http.ResponseWriter, r *http.Request, _ *se
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	msgs, err := c.adm.MessagesByKey(ctx, topic, key, int(max), time.Time{}, time.Time{}, r.URL.Query().Get("unique") == "1")
-	if err != nil {
+	if err != nil && !partial(w, err) {
 		fail(w, err)
 		return
 	}

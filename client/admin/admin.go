@@ -495,6 +495,9 @@ func (a *Admin) brokerNameOf(ctx context.Context, addr string) string {
 
 // MessagesByKey queries every broker of the topic for messages whose KEYS
 // (or, with unique, UNIQ_KEY) contain key, stored between begin and end.
+// Broker groups that do not answer leave their messages out: the answer
+// then comes with an ErrPartial error naming them (an error alone when
+// none answered).
 func (a *Admin) MessagesByKey(ctx context.Context, topic, key string, maxNum int, begin, end time.Time, unique bool) ([]*client.MessageExt, error) {
 	rd, err := a.TopicRoute(ctx, topic)
 	if err != nil {
@@ -506,27 +509,27 @@ func (a *Admin) MessagesByKey(ctx context.Context, topic, key string, maxNum int
 	if maxNum <= 0 {
 		maxNum = 64
 	}
-	var out []*client.MessageExt
+	var bs []Broker
 	for _, bd := range rd.BrokerDatas {
-		addr := readAddr(bd) // the master, or a slave while there is none
-		if addr == "" {
-			continue
+		if addr := readAddr(bd); addr != "" { // the master, or a slave while there is none
+			bs = append(bs, Broker{Cluster: bd.Cluster, Name: bd.BrokerName, Addr: addr})
 		}
+	}
+	var out []*client.MessageExt
+	perr := a.fromEach(ctx, "query message", bs, func() *protocol.Command {
 		h := &protocol.QueryMessageRequestHeader{Topic: topic, Key: key, MaxNum: int32(maxNum), BeginTimestamp: begin.UnixMilli(),
 			EndTimestamp: end.UnixMilli(), UniqueKeyQuery: unique}
-		resp, err := a.invoke(ctx, "query message", addr, protocol.NewRequest(protocol.QueryMessage, h, nil))
-		if err != nil {
-			return nil, err
-		}
+		return protocol.NewRequest(protocol.QueryMessage, h, nil)
+	}, func(b Broker, resp *protocol.Command) error {
 		if resp.Code == protocol.QueryNotFound {
-			continue
+			return nil
 		}
-		if resp.Code != protocol.Success {
-			return nil, &client.BrokerError{Addr: addr, Op: "query message", Code: resp.Code, Remark: resp.Remark}
+		if err := okAnswer("query message", b.Addr, resp); err != nil {
+			return err
 		}
-		msgs, err := client.DecodeMessages(resp.Body, bd.BrokerName)
+		msgs, err := client.DecodeMessages(resp.Body, b.Name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, m := range msgs {
 			if m.Topic != topic {
@@ -540,9 +543,13 @@ func (a *Admin) MessagesByKey(ctx context.Context, topic, key string, maxNum int
 			}
 			out = append(out, m)
 		}
+		return nil
+	})
+	if perr != nil && !errors.Is(perr, ErrPartial) {
+		return nil, perr
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].StoreTimestamp < out[j].StoreTimestamp })
-	return out, nil
+	return out, perr
 }
 
 func contains(ss []string, s string) bool {

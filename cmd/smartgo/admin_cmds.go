@@ -275,11 +275,11 @@ func init() {
 					return usagef("-max must be at least 1, not %d", *maxNum)
 				}
 				msgs, err := e.a.MessagesByKey(ctx, *topic, *key, *maxNum, time.Time{}, time.Time{}, *uniq)
-				if err != nil {
+				if err != nil && !errors.Is(err, admin.ErrPartial) {
 					return err
 				}
 				e.out.messages(msgs)
-				return nil
+				return err // ErrPartial: the messages of the broker groups it names are missing
 			}
 		}})
 	registerAdmin(adminCommand{name: "offset reset", synopsis: "-g GROUP -t TOPIC -ts TIME", summary: "move a group's offsets to a time",

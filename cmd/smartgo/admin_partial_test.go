@@ -83,7 +83,7 @@ func registerHungBroker(t *testing.T, reg string) string {
 }
 
 // With a broker that does not answer, `admin group progress`, `admin
-// statestore keys` and `admin topic stats` print what the other brokers
+// statestore keys`, `admin topic stats` and `admin msg by-key` print what the other brokers
 // returned and then say which did not answer (exit 1); they used to print
 // only the error.
 func TestCmdAdminPartialAnswers(t *testing.T) {
@@ -100,18 +100,19 @@ func TestCmdAdminPartialAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, err := p.Send(ctx, &client.Message{Topic: "PartialT", Body: []byte("x")}); err != nil {
+	if _, err := p.Send(ctx, &client.Message{Topic: "PartialT", Keys: []string{"pk"}, Body: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	consumeOnce(ctx, t, c, "pg", "PartialT")
 
 	hung := registerHungBroker(t, reg)
-	for _, args := range [][]string{{"group", "progress", "-g", "pg"}, {"statestore", "keys"}, {"topic", "stats", "-t", "PartialT"}} {
+	for _, args := range [][]string{{"group", "progress", "-g", "pg"}, {"statestore", "keys"}, {"topic", "stats", "-t", "PartialT"},
+		{"msg", "by-key", "-t", "PartialT", "-k", "pk"}} {
 		code, stdout, stderr := runCmd(t, append([]string{"admin", "-registry", reg}, args...)...)
 		if code != exitFailure || !strings.Contains(stderr, "some broker groups did not answer") || !strings.Contains(stderr, hung) {
 			t.Fatalf("admin %v with a hung broker: exit %d, stderr %q", args, code, stderr)
 		}
-		if want := map[string]string{"group": "PartialT", "statestore": "KEY", "topic": "broker-a"}[args[0]]; !strings.Contains(stdout, want) {
+		if want := map[string]string{"group": "PartialT", "statestore": "KEY", "topic": "broker-a", "msg": "PartialT"}[args[0]]; !strings.Contains(stdout, want) {
 			t.Fatalf("admin %v with a hung broker printed nothing of the others: %q", args, stdout)
 		}
 	}
