@@ -659,13 +659,29 @@ func TestClusterControllerReplicaLoss(t *testing.T) {
 		}
 		return slices.Index(c.ctlAddrs, leader)
 	}
-	failover := func(round string, killCtl func() int) int {
+	// waitLeader is the Raft leader's index: a query of the leader can
+	// time out on a loaded machine and leave only a follower's answer,
+	// which may name no leader.
+	waitLeader := func() int {
+		t.Helper()
+		l := -1
+		testutil.Eventually(t, 30*time.Second, func() error {
+			if l = leaderIdx(); l < 0 {
+				return errors.New("no leader")
+			}
+			return nil
+		})
+		return l
+	}
+	// failover kills the master, then the replica pick chose before it.
+	failover := func(round string, pick func() int) int {
 		t.Helper()
 		m := c.waitHealthy(t, 3)
 		g, _, _ := c.group()
 		send(round + "-before")
+		k := pick()
 		c.brokers[m].kill()
-		k := killCtl()
+		c.ctls[k].kill()
 		testutil.Eventually(t, 30*time.Second, func() error {
 			ng, _, err := c.group()
 			if err != nil || ng.MasterEpoch <= g.MasterEpoch || ng.MasterAddr == c.bAddrs[m] {
@@ -678,33 +694,17 @@ func TestClusterControllerReplicaLoss(t *testing.T) {
 		return k
 	}
 	// A follower replica dies during the master's heartbeat timeout.
-	k1 := failover("follower", func() int {
-		l := leaderIdx()
-		k := (l + 1) % len(c.ctls)
-		c.ctls[k].kill()
-		return k
-	})
+	k1 := failover("follower", func() int { return (waitLeader() + 1) % len(c.ctls) })
 	c.ctls[k1].run(t)
 	// The leader dies during the master's heartbeat timeout.
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if leaderIdx() < 0 {
-			return errors.New("no leader")
-		}
-		return nil
-	})
-	k2 := failover("leader", func() int {
-		k := leaderIdx()
-		c.ctls[k].kill()
-		return k
-	})
+	k2 := failover("leader", waitLeader)
 	c.ctls[k2].run(t)
 
 	// Two replicas down: no majority. Writes go on with the master. The
 	// replica left is one that applied the group's state.
 	m := c.waitHealthy(t, 3)
 	g, _, _ := c.group()
-	l := leaderIdx()
-	survivor := (l + 1) % len(c.ctls)
+	survivor := (waitLeader() + 1) % len(c.ctls)
 	testutil.Eventually(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
