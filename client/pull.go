@@ -183,7 +183,9 @@ func (c *PullConsumer) Start(ctx context.Context) error {
 // a moment (a registry that just restarted, a broker not registered
 // again), also right after Queues found it: it tries again with a backoff
 // from 50 ms to 1 s until ctx ends (without a deadline: after the request
-// timeout), and then fails with the last error.
+// timeout), and then fails with the last error: the last answer's when
+// the context ended during a query (a timeout says less than the
+// registry's "topic does not exist" before it).
 func (c *core) startRoute(ctx context.Context, topic string) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -191,14 +193,18 @@ func (c *core) startRoute(ctx context.Context, topic string) error {
 		defer cancel()
 	}
 	wait := 50 * time.Millisecond
+	var last error
 	for {
 		_, err := c.updateRoute(ctx, topic)
 		if err == nil {
 			return nil
 		}
+		if last == nil || ctx.Err() == nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("client: route of %s at start: %w", topic, err)
+			return fmt.Errorf("client: route of %s at start: %w", topic, last)
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, time.Second)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
 // TestClientPullConsumerStartWaitsForRoute: Start of a consumer assigned
@@ -69,5 +72,50 @@ func TestClientPullConsumerStartWaitsForRoute(t *testing.T) {
 	}
 	if took < time.Second || took > 15*time.Second {
 		t.Fatalf("gave up after %v, want about the context's 1.5 s", took)
+	}
+}
+
+// TestClientPullConsumerStartRouteCutByDeadline: when Start's context
+// ends during a route query, the error is the last answer the registry
+// gave (the topic does not exist), not the cut query's timeout. A
+// registry that answers TOPIC_NOT_EXIST once and then never answers
+// makes the cut certain; a loaded machine made it by chance before.
+func TestClientPullConsumerStartRouteCutByDeadline(t *testing.T) {
+	srv, err := remoting.NewServer(remoting.Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hang := make(chan struct{})
+	var queries atomic.Int32
+	srv.RegisterFunc(protocol.GetRouteInfoByTopic, remoting.PoolDefault, func(_ *remoting.Conn, _ *protocol.Command) (*protocol.Command, error) {
+		if queries.Add(1) > 1 {
+			<-hang
+		}
+		return protocol.NewResponse(protocol.TopicNotExist, "no route info of this topic"), nil
+	})
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(func() { close(hang) })
+
+	const topic = "TopicCutRoute"
+	pc, err := NewPullConsumer(PullConsumerOptions{ConsumerOptions: ConsumerOptions{
+		ClientOptions: ClientOptions{Registries: []string{srv.Addr().String()}}, Group: "gCR"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if err := pc.Assign([]MessageQueue{{Topic: topic, BrokerName: "broker-a", QueueID: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = pc.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), topic) || !errors.Is(err, ErrTopicNotExist) {
+		t.Fatalf("start cut during a route query: %v, want the registry's last answer naming %s", err, topic)
+	}
+	if n := queries.Load(); n < 2 {
+		t.Fatalf("%d route queries, want the cut second one too", n)
 	}
 }
