@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/smartgo/smartgo/client/admin"
 )
@@ -50,14 +52,12 @@ func init() {
 					e.out.message(map[string]any{"brokers": targets, "updated": kv}, strings.Join(lines, "\n"))
 					return nil
 				}
-				all := map[string]map[string]string{}
-				for _, b := range targets {
-					if all[b.Addr], err = e.a.BrokerConfig(ctx, b.Addr); err != nil {
-						return err
-					}
+				all, err := brokerTables(ctx, targets, e.a.BrokerConfig)
+				if err != nil && !errors.Is(err, admin.ErrPartial) {
+					return err
 				}
 				e.out.brokerKeys(targets, all)
-				return nil
+				return err // ErrPartial: the brokers it names are missing
 			}
 		}})
 }
@@ -69,6 +69,39 @@ func brokerTargets(ctx context.Context, e *adminEnv, addr, cluster string) ([]ad
 		return []admin.Broker{{Addr: addr}}, nil
 	}
 	return e.a.Masters(ctx, cluster)
+}
+
+// brokerTables reads a key/value table from every target at once. A
+// broker that fails is left out and named in the error: admin.ErrPartial
+// when others answered, their errors alone when none did.
+func brokerTables(ctx context.Context, targets []admin.Broker, read func(context.Context, string) (map[string]string, error)) (map[string]map[string]string, error) {
+	tables := make([]map[string]string, len(targets))
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, b := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tables[i], errs[i] = read(ctx, b.Addr)
+		}()
+	}
+	wg.Wait()
+	all := map[string]map[string]string{}
+	var failed []error
+	for i, b := range targets {
+		if errs[i] != nil {
+			failed = append(failed, errs[i])
+			continue
+		}
+		all[b.Addr] = tables[i]
+	}
+	switch {
+	case len(failed) == 0:
+		return all, nil
+	case len(failed) == len(targets):
+		return nil, errors.Join(failed...)
+	}
+	return all, fmt.Errorf("%w: %w", admin.ErrPartial, errors.Join(failed...))
 }
 
 // brokerKeys prints key/value tables of brokers (all, by address), one

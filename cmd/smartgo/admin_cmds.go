@@ -189,7 +189,7 @@ func init() {
 			}
 		}})
 	registerAdmin(adminCommand{name: "broker stats", synopsis: "[-b ADDR] [-cluster C]", summary: "runtime statistics of brokers",
-		description: "Shows a broker's runtime statistics (GET_BROKER_RUNTIME_INFO): by default\nof every master (of -cluster), or of the broker at -b.",
+		description: "Shows a broker's runtime statistics (GET_BROKER_RUNTIME_INFO): by default\nof every master (of -cluster), or of the broker at -b. Brokers that do not\nanswer are named after the table (exit 1).",
 		examples:    []string{"smartgo admin broker stats", "smartgo admin broker stats -b 127.0.0.1:10911 -o json"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			brokerAddr := fs.String("b", "", "broker `address` (empty: every master)")
@@ -199,16 +199,12 @@ func init() {
 				if err != nil {
 					return err
 				}
-				all := map[string]map[string]string{}
-				for _, b := range targets {
-					info, err := e.a.BrokerRuntimeInfo(ctx, b.Addr)
-					if err != nil {
-						return err
-					}
-					all[b.Addr] = info
+				all, err := brokerTables(ctx, targets, e.a.BrokerRuntimeInfo)
+				if err != nil && !errors.Is(err, admin.ErrPartial) {
+					return err
 				}
 				e.out.brokerKeys(targets, all)
-				return nil
+				return err // ErrPartial: the brokers it names are missing
 			}
 		}})
 	registerAdmin(adminCommand{name: "group progress", synopsis: "-g GROUP [-t TOPIC]", summary: "committed offset and lag per queue",
