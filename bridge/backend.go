@@ -93,6 +93,9 @@ type Backend struct {
 	// testBeforeWrite, when set (tests), sees each record before it is
 	// sent, with the client's writer held.
 	testBeforeWrite func(*sessionRecord)
+	// testBeforeSave, when set (tests), is called as SaveSession starts;
+	// SaveSession calls what it returns when it ends.
+	testBeforeSave func(clientID string) func()
 	// testShareHook, when set (tests, before Start), sees the steps of
 	// shared subscriptions: "mark" (PrepareShares, before it looks at
 	// share), "start" (the share loop, before it starts share's consumer)

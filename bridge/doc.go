@@ -262,7 +262,9 @@
 // crash of the node the client gets again what it had not acknowledged
 // and what came after, and at most about one interval of what it had. A
 // session whose unacknowledged messages do not fit a record keeps its
-// previous resume points.
+// previous resume points. The offline save of a connection that ended is
+// not written when the client has connected to this node again by the
+// time the save would go out: the new connection's records stand.
 //
 // DeleteSession of a client connected to this node (a clean start, called
 // after the CONNACK) writes a clean-start announcement. Otherwise it writes

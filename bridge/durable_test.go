@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -81,13 +82,21 @@ func TestBridgeSubscribeWrittenBeforeSuback(t *testing.T) {
 	if r := ownRecord(a, "early"); r == nil || !r.Online || len(r.Subscriptions) != 1 {
 		t.Fatalf("no online record with the subscription when the SUBACK arrived: %+v", r)
 	}
+	crashThenResumeGets(t, a, b, prod, "early", "cmd/early")
+}
+
+// crashThenResumeGets crashes node a, resumes id's session on node b and
+// requires a message sent to topic to reach it (the session kept a
+// subscription to topic through the crash).
+func crashThenResumeGets(t *testing.T, a, b *Bridge, prod *client.Producer, id, topic string) {
+	t.Helper()
 	crash(t, a)
-	dev2, ack := persistent(t, addrOf(b), "early", false)
+	dev, ack := persistent(t, addrOf(b), id, false)
 	if !ack.SessionPresent {
 		t.Fatal("session lost with the node")
 	}
-	sendCmd(t, prod, "cmd/early", "kept")
-	if pub := dev2.expectPublish(); string(pub.Payload) != "kept" {
+	sendCmd(t, prod, topic, "kept")
+	if pub := dev.expectPublish(); string(pub.Payload) != "kept" {
 		t.Fatalf("after the crash: %s %q", pub.Topic, pub.Payload)
 	}
 }

@@ -75,6 +75,15 @@ func (b *Backend) writeSession(ctx context.Context, rec *sessionRecord) error {
 	if rec.snap && rec.taken < w.last {
 		return nil
 	}
+	if rec.ended {
+		// The client reconnected to this node before the save of its
+		// ended connection got here (the server took that state first):
+		// written now, the old state came after the new connection's
+		// records, and a crash resumed the session without them.
+		if srv := b.server(); srv != nil && srv.Connected(rec.ClientID) {
+			return nil
+		}
+	}
 	w.last = max(w.last, rec.taken)
 	if b.testBeforeWrite != nil {
 		b.testBeforeWrite(rec)
@@ -219,9 +228,12 @@ func (b *Backend) SaveSession(ctx context.Context, st *mqtt.SessionState) error 
 	if b.isClosed() {
 		return ErrClosed
 	}
+	if b.testBeforeSave != nil {
+		defer b.testBeforeSave(st.ClientID)()
+	}
 	taken := b.taken.Add(1)
 	rec := b.offlineRecord(st)
-	rec.vouch, rec.inst, rec.taken = true, b.instance(st.ClientID), taken
+	rec.vouch, rec.inst, rec.taken, rec.ended = true, b.instance(st.ClientID), taken, true
 	rec.Will = b.offlineWill(st.ClientID)
 	if err := b.writeSession(ctx, rec); err != nil {
 		return err

@@ -221,6 +221,10 @@ type sessionRecord struct {
 	// record of later state was written first.
 	taken uint64
 	snap  bool
+	// ended: the offline save of a connection that ended (SaveSession),
+	// not written when a newer connection of the client holds the
+	// session on this node by the time it would be.
+	ended bool
 	// stored is the broker's store time of a record read by the tail
 	// (unix ms; 0 for this node's own records applied ahead of it).
 	stored int64

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,4 +83,49 @@ func TestBridgeOfflineSaveWinsOverSlowCheckpoint(t *testing.T) {
 		t.Fatal("session lost")
 	}
 	dev2.disconnect()
+}
+
+// TestBridgeLateSaveOfEndedConnection: a client that reconnects to the
+// same node while the save of its ended connection is still on its way
+// (held here with testBeforeSave) keeps what the new connection stored:
+// the old connection's offline save, of older state, is not written
+// after the new connection's records. It was: the node's last record of
+// the client was the offline one without the subscription the new
+// connection made (acknowledged, so stored before its SUBACK), and
+// after a crash of the node the session resumed elsewhere without it.
+func TestBridgeLateSaveOfEndedConnection(t *testing.T) {
+	c := startCluster(t)
+	var armed atomic.Bool
+	entered, release, saved := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	a := startBridgeWith(t, c, shortHandoff, func(br *Bridge) {
+		br.Backend().testBeforeSave = func(clientID string) func() {
+			if clientID != "late" || !armed.CompareAndSwap(true, false) {
+				return func() {}
+			}
+			close(entered)
+			select {
+			case <-release:
+			case <-time.After(20 * time.Second):
+			}
+			return func() { close(saved) }
+		}
+	})
+	b := startBridge(t, c, shortHandoff)
+	prod := newProducer(t, c)
+	dev, _ := persistent(t, addrOf(a), "late", true)
+	dev.subscribe(1, sub("cmd/late/one", 1))
+	armed.Store(true)
+	dev.nc.Close()
+	<-entered
+	dev2, ack := persistent(t, addrOf(a), "late", false)
+	if !ack.SessionPresent {
+		t.Fatal("session not present on reconnect")
+	}
+	dev2.subscribe(2, sub("cmd/late/two", 1))
+	close(release)
+	<-saved
+	if r := ownRecord(a, "late"); r == nil || !r.Online || len(r.Subscriptions) != 2 {
+		t.Fatalf("node's last record of the client: %+v", r)
+	}
+	crashThenResumeGets(t, a, b, prod, "late", "cmd/late/two")
 }
