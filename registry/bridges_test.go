@@ -170,14 +170,21 @@ func TestRegistryBridgeHeartbeatOnClosedConn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nc, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := nc.Write(frame); err != nil {
-			t.Fatal(err)
-		}
-		nc.Close()
+		sendAndClose(t, addr, frame)
 	}
 	testutil.WaitFor(t, 10*time.Second, "no node of a closed connection listed", func() bool { return s.bridges.len() == 0 })
+}
+
+// sendAndClose writes a request frame to addr on a new connection and
+// closes it at once, without waiting for the answer.
+func sendAndClose(t *testing.T, addr string, frame []byte) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -535,3 +535,30 @@ func TestRegistryBodiesNotRetained(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryRegisterOnClosedConn: a broker registration the registry
+// handles after its connection closed (a broker killed with its
+// heartbeat on the way) does not route to the broker; it used to, until
+// BrokerExpiry (two minutes).
+func TestRegistryRegisterOnClosedConn(t *testing.T) {
+	s, reg := startRegistry(t, Options{})
+	for i := range 100 {
+		b := newTestBroker(t, fmt.Sprint("broker-", i), fmt.Sprintf("10.0.1.%d:10911", i), 0, "T")
+		body, err := protocol.EncodeJSON(protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: protocol.TopicConfigSerializeWrapper{
+			DataVersion: b.version, TopicConfigTable: b.topics}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame, err := protocol.EncodeFrame(protocol.NewRequest(protocol.RegisterBroker, &protocol.RegisterBrokerRequestHeader{
+			BrokerName: b.name, BrokerAddr: b.addr, ClusterName: b.cluster, BrokerID: b.id, BodyCRC32: bodyCRC32(body)}, body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendAndClose(t, reg, frame)
+	}
+	testutil.WaitFor(t, 10*time.Second, "no broker of a closed connection routed", func() bool {
+		s.routes.mu.RLock()
+		defer s.routes.mu.RUnlock()
+		return len(s.routes.live) == 0
+	})
+}

@@ -48,10 +48,15 @@ func newRouteTable() *routeTable {
 }
 
 // register applies a broker registration and returns, for a slave, the
-// master's HA address and address.
+// master's HA address and address. A registration handled after its
+// connection closed applies nothing: the close removed the broker
+// already (as for bridge nodes, bridgeTable.put).
 func (t *routeTable) register(r registration) (haServerAddr, masterAddr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if r.conn != nil && r.conn.Err() != nil {
+		return "", ""
+	}
 	names := t.clusters[r.cluster]
 	if names == nil {
 		names = make(map[string]struct{})
