@@ -40,6 +40,10 @@ func TestMQTTCredentials(t *testing.T) {
 		{v311, "alice", "wrong", false, packets.ConnectRefusedBadUsernameOrPassword},
 	} {
 		r := dialRaw(t, ts.addr, tc.v)
+		// Each check derives a PBKDF2 key (100,000 rounds, ~150 ms under
+		// -race on an idle core): at load 25 one CONNACK took longer than
+		// the default 5 s. The wait is for CPU work, not for an event.
+		r.RecvTimeout = time.Minute
 		cp := &packets.Connect{ClientID: "u", CleanStart: true}
 		if !tc.anon {
 			cp.UsernameFlag, cp.Username, cp.PasswordFlag, cp.Password = true, tc.user, true, []byte(tc.pass)
