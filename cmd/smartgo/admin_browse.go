@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/smartgo/smartgo/client"
@@ -31,9 +32,12 @@ func init() {
 				if *maxMsgs < 1 || *maxMsgs > admin.MaxBrowse {
 					return usagef("-max must be between 1 and %d, not %d", admin.MaxBrowse, *maxMsgs)
 				}
-				stats, err := e.a.TopicStats(ctx, *topic)
-				if err != nil {
-					return err
+				// Broker groups that do not answer leave their queues out:
+				// what the others hold is printed, then the error naming
+				// them (exit 1).
+				stats, perr := e.a.QueueStats(ctx, *topic)
+				if perr != nil && !errors.Is(perr, admin.ErrPartial) {
+					return perr
 				}
 				var out []*client.MessageExt
 				for _, qs := range stats {
@@ -55,7 +59,7 @@ func init() {
 					}
 				}
 				e.out.messages(out)
-				return nil
+				return perr
 			}
 		}})
 }

@@ -83,8 +83,8 @@ func registerHungBroker(t *testing.T, reg string) string {
 }
 
 // With a broker that does not answer, `admin group progress`, `admin
-// statestore keys`, `admin topic stats`, `admin msg by-key`, `admin broker
-// stats` and `admin broker config` print what the other brokers
+// statestore keys`, `admin topic stats`, `admin msg by-key`, `admin msg
+// browse`, `admin broker stats` and `admin broker config` print what the other brokers
 // returned and then say which did not answer (exit 1); they used to print
 // only the error.
 func TestCmdAdminPartialAnswers(t *testing.T) {
@@ -108,7 +108,7 @@ func TestCmdAdminPartialAnswers(t *testing.T) {
 
 	hung := registerHungBroker(t, reg)
 	for _, args := range [][]string{{"group", "progress", "-g", "pg"}, {"statestore", "keys"}, {"topic", "stats", "-t", "PartialT"},
-		{"msg", "by-key", "-t", "PartialT", "-k", "pk"}, {"broker", "stats"}, {"broker", "config"}} {
+		{"msg", "by-key", "-t", "PartialT", "-k", "pk"}, {"msg", "browse", "-t", "PartialT"}, {"broker", "stats"}, {"broker", "config"}} {
 		code, stdout, stderr := runCmd(t, append([]string{"admin", "-registry", reg}, args...)...)
 		if code != exitFailure || !strings.Contains(stderr, "some broker groups did not answer") || !strings.Contains(stderr, hung) {
 			t.Fatalf("admin %v with a hung broker: exit %d, stderr %q", args, code, stderr)
