@@ -176,8 +176,10 @@ func (s *HeaderShapes) decode(b []byte, c *Command, raw RawFields, lend bool) bo
 		t := s.s[n].send
 		// A send's list leaves the shape's constant members out (see
 		// headershape_send.go); never under SetPoisonRecycled, where the
-		// whole list must be in the receive buffer.
-		lazy := t != nil && !poisonRecycled.Load()
+		// whole list must be in the receive buffer, nor for a shape
+		// learned from another code (a pull), whose list would only be
+		// made whole again below.
+		lazy := t != nil && sendCode(s.s[n].code) && !poisonRecycled.Load()
 		h, list, ok := s.s[n].read(b, scratch, lazy)
 		if !ok {
 			continue
