@@ -260,6 +260,19 @@ func (c *Conn) complete(resp *protocol.Command) {
 }
 
 func (c *Conn) finish(cl *call, resp *protocol.Command, err error) {
+	if cl.cb != nil {
+		c.cbwg.Add(1)
+	}
+	c.finishCounted(cl, resp, err)
+}
+
+// finishCounted is finish for a call whose callback (if it has one)
+// c.cbwg already counts. The timeout of an async call counts it while it
+// holds c.mu: the connection's close takes c.mu before the reader waits
+// for the callbacks, so the count is taken before that wait (counted
+// after, it raced the wait, and the wait could end before the callback
+// ran).
+func (c *Conn) finishCounted(cl *call, resp *protocol.Command, err error) {
 	cl.resp, cl.err = resp, err
 	if cl.cb == nil {
 		cl.done <- struct{}{} // buffered; the last touch of cl here
@@ -268,7 +281,6 @@ func (c *Conn) finish(cl *call, resp *protocol.Command, err error) {
 	if cl.timer != nil {
 		cl.timer.Stop()
 	}
-	c.cbwg.Add(1)
 	go func() {
 		defer c.cbwg.Done()
 		cl.cb(resp, err)
@@ -436,6 +448,9 @@ func (c *Conn) invokeAsync(req *protocol.Command, timeout time.Duration, cb func
 		ok := cl.opaque != 0 && c.pending[cl.opaque] == cl
 		if ok {
 			delete(c.pending, cl.opaque)
+			if cl.cb != nil {
+				c.cbwg.Add(1) // see finishCounted
+			}
 		}
 		c.mu.Unlock()
 		if !ok {
@@ -445,7 +460,7 @@ func (c *Conn) invokeAsync(req *protocol.Command, timeout time.Duration, cb func
 		if written != nil && !written.Load() {
 			err = fmt.Errorf("%w: code %d to %s after %v, still waiting to be written: %w", ErrTimeout, code, c.peer, timeout, ErrNotReading)
 		}
-		c.finish(cl, nil, err)
+		c.finishCounted(cl, nil, err)
 	})
 	if err := c.register(req, cl); err != nil {
 		cl.timer.Stop()
