@@ -65,6 +65,7 @@ type Broker struct {
 	queueRR    atomic.Uint32          // round-robin for sends with queueId < 0
 	registered sync.Map               // registry address -> bool: its last registration succeeded
 	regNow     chan struct{}          // capacity 1: register now (the store's write state changed)
+	regClosed  chan struct{}          // capacity 1: a registry connection closed (register.go)
 	masterAddr atomic.Pointer[string] // a slave's master, as registries report it
 	// arrivalWakes: topic -> *wake.Notifier of a log-hosted engine (state
 	// store, twins) that a slave applies as entries are dispatched.
@@ -126,6 +127,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.plog = ratelog.Wrap(b.log, 0)
 	b.regNow = make(chan struct{}, 1)
+	b.regClosed = make(chan struct{}, 1)
 	b.regTurns = make(map[string]chan struct{}, len(opts.Registries))
 	for _, addr := range opts.Registries {
 		b.regTurns[addr] = make(chan struct{}, 1)

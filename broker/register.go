@@ -47,7 +47,11 @@ func (b *Broker) triggerRegister() {
 // would answer every route lookup with TOPIC_NOT_EXIST until the next
 // RegisterInterval (30 s). The attempt fails while the registry is down
 // and registerLoop retries it after 1 s, 2 s, 4 s... until it answers.
-// A registry named by host name is matched by its port.
+// A registry named by host name is matched by its port. registerLoop
+// heeds it only after a round that succeeded: a peer that accepts and
+// closes every connection (a load balancer with no backend up) closes
+// each attempt's connection, and would otherwise be dialled, and a WARN
+// logged, in a tight loop past the backoff.
 func (b *Broker) registryConnClosed(cn *remoting.Conn, _ error) {
 	ra := cn.RemoteAddr()
 	if ra == nil {
@@ -66,7 +70,7 @@ func (b *Broker) registryConnClosed(cn *remoting.Conn, _ error) {
 			continue
 		}
 		select {
-		case b.regNow <- struct{}{}:
+		case b.regClosed <- struct{}{}:
 		default:
 		}
 		return
@@ -85,6 +89,10 @@ func (b *Broker) registerLoop(ctx context.Context) {
 		// the broker) is retried soon, backing off to the interval; a slave
 		// that has not learnt its master yet asks again every second.
 		var soon <-chan time.Time
+		var closed <-chan struct{} // nil (never ready) while retrying with the backoff
+		if ok {
+			closed = b.regClosed
+		}
 		switch {
 		case !ok:
 			soon = time.After(retry)
@@ -97,7 +105,8 @@ func (b *Broker) registerLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-soon:
-		case <-b.regNow: // the store started or stopped refusing writes, a registry connection closed
+		case <-b.regNow: // the store started or stopped refusing writes
+		case <-closed: // a registry connection closed (a registry restarted?)
 		}
 		if ok = b.registerAll(ctx); ok {
 			retry = time.Second
