@@ -533,7 +533,8 @@ func (b *Backend) willLoop() {
 // lookNodes updates absent (nodes with owed wills that the registries do
 // not list, since when) and returns the nodes whose wills this node
 // publishes: absent in two looks in a row, when this node has the
-// smallest id of those listed.
+// smallest id of those listed (or, whatever its id, a node that claimed
+// one of this node's own wills).
 func (b *Backend) lookNodes(absent map[string]time.Time) map[string]time.Time {
 	b.mu.Lock()
 	owners := make([]string, 0, len(b.wills.owners))
@@ -542,12 +543,26 @@ func (b *Backend) lookNodes(absent map[string]time.Time) map[string]time.Time {
 			owners = append(owners, n)
 		}
 	}
-	if len(owners) > 0 {
+	// claimers of this node's own wills: another node claimed one (while
+	// this node was down) and is gone too; this node claims it again
+	// whether or not it has the smallest id (orphansLocked never asks
+	// another node to publish this node's wills).
+	var claimers map[string]bool
+	if len(owners) > 0 || b.wills.owners[b.opts.NodeID] > 0 {
 		// A node that claimed a will and is gone too: another claims it.
 		for _, list := range b.wills.owed {
 			for _, e := range list {
-				if at := strings.LastIndexByte(e.claim, '/'); at > 0 && e.claim[:at] != b.opts.NodeID &&
-					!slices.Contains(owners, e.claim[:at]) {
+				at := strings.LastIndexByte(e.claim, '/')
+				if at <= 0 || e.claim[:at] == b.opts.NodeID {
+					continue
+				}
+				if e.node == b.opts.NodeID {
+					if claimers == nil {
+						claimers = map[string]bool{}
+					}
+					claimers[e.claim[:at]] = true
+				}
+				if !slices.Contains(owners, e.claim[:at]) {
 					owners = append(owners, e.claim[:at])
 				}
 			}
@@ -584,7 +599,7 @@ func (b *Backend) lookNodes(absent map[string]time.Time) map[string]time.Time {
 			absent[n] = now
 			continue
 		}
-		if smallest == b.opts.NodeID {
+		if smallest == b.opts.NodeID || claimers[n] {
 			if gone == nil {
 				gone = map[string]time.Time{}
 			}

@@ -334,3 +334,43 @@ func TestBridgeWillClaimerCrashes(t *testing.T) {
 		t.Fatalf("wills published: %v, want w-claimer's once", got)
 	}
 }
+
+// TestBridgeWillClaimerCrashesNodeRestarts: the client's node crashes,
+// the other node claims the will and crashes before publishing it (a
+// fault hook stops it there), then the client's node comes back (the
+// same id): it sees its will's claimer gone and publishes the will, once.
+func TestBridgeWillClaimerCrashesNodeRestarts(t *testing.T) {
+	c := startCluster(t)
+	named := func(id string) func(*mqtt.Options, *Options) {
+		return func(mo *mqtt.Options, bo *Options) { quickLooks(mo, bo); bo.NodeID = id }
+	}
+	a := startBridge(t, c, named("wr-2"))
+	claimed := make(chan struct{}, 1)
+	b := startBridgeWith(t, c, named("wr-1"), func(b *Bridge) {
+		b.Backend().testWillHook = func(id string) bool {
+			if id != "w-back" {
+				return true
+			}
+			select {
+			case claimed <- struct{}{}:
+			default:
+			}
+			return false
+		}
+	})
+	wills := willsOn(t, c)
+	willConnect(t, addrOf(a), "w-back", true, 0, 0)
+	willStored(t, b, "w-back")
+	crash(t, a)
+	select {
+	case <-claimed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the other node did not claim the will")
+	}
+	crash(t, b)
+	startBridge(t, c, named("wr-2"))
+	got := wills(1, time.Second)
+	if len(got) != 1 || got[0] != "will/w-back=offline w-back" {
+		t.Fatalf("wills published: %v, want w-back's once", got)
+	}
+}
