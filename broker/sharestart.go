@@ -19,7 +19,16 @@ const shareStartGrace = 30 * time.Second
 type shareStarts struct {
 	mu      sync.Mutex
 	pending map[string]map[string]time.Time // protected by mu
+	// sweepAt is the number of pending groups at which note drops every
+	// expired start: a group started once whose member never joined (its
+	// MQTT client left before its node's consumer started) is otherwise
+	// kept for ever, and peers can start any number of groups.
+	sweepAt int // protected by mu
 }
+
+// shareSweepMin is the least number of pending groups that makes note
+// sweep.
+const shareSweepMin = 64
 
 // joined forgets the pending starts of group: a member of it joined, and
 // members are what starts rely on from then on.
@@ -53,6 +62,12 @@ func (s *shareStarts) note(group, starter string, now time.Time) {
 		s.pending = map[string]map[string]time.Time{}
 	}
 	if s.pending[group] == nil {
+		if len(s.pending) >= max(s.sweepAt, shareSweepMin) {
+			for g := range s.pending {
+				s.othersPending(g, "", now) // drops g's expired starts
+			}
+			s.sweepAt = 2 * len(s.pending) // amortized: O(1) a start
+		}
 		s.pending[group] = map[string]time.Time{}
 	}
 	s.pending[group][starter] = now

@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -82,5 +83,26 @@ func TestStartShareGroup(t *testing.T) {
 		if resp := tc.invoke(protocol.StartShareGroup, nil, []byte(bad.body)); resp.Code != bad.code {
 			t.Errorf("%s: code %d (%s), want %d", bad.body, resp.Code, resp.Remark, bad.code)
 		}
+	}
+}
+
+// TestShareStartsForgetExpired: starts of groups that no member joins and
+// nobody starts again are dropped once their grace passed, when later
+// starts come: peers cannot grow the pending starts without bound.
+func TestShareStartsForgetExpired(t *testing.T) {
+	var s shareStarts
+	t0 := time.Now()
+	for i := range 1000 {
+		s.note(fmt.Sprint("g", i), "n/1", t0)
+	}
+	later := t0.Add(shareStartGrace + time.Second)
+	for i := range 1000 {
+		s.note(fmt.Sprint("h", i), "n/1", later)
+	}
+	if n := len(s.pending); n > 1000+shareSweepMin {
+		t.Fatalf("%d groups pending, want at most %d (the expired ones dropped)", n, 1000+shareSweepMin)
+	}
+	if !s.othersPending("h999", "n/2", later) || s.othersPending("g0", "n/2", later) {
+		t.Fatal("a start within its grace is forgotten, or an expired one kept")
 	}
 }
