@@ -3,21 +3,14 @@
 package cluster
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	twc "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/console"
-	"github.com/smartgo/smartgo/internal/testutil"
-	"github.com/smartgo/smartgo/remoting"
 )
 
 // TestClusterProcConsoleTwinsMasterHung: while a master hangs (SIGSTOP:
@@ -28,45 +21,9 @@ import (
 // and the page failed.
 func TestClusterProcConsoleTwinsMasterHung(t *testing.T) {
 	const devices = 12
-	dir := t.TempDir()
-	ports := freePorts(t, 4)
-	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	reg, masterA, slaveA, consoleAddr := addr(0), addr(1), addr(2), addr(3)
-	rp := start(t, dir, "registry", "registry", "-set", "registry.listen="+reg, "-set", "registry.kv_config_path="+filepath.Join(dir, "kv.json"))
-	common := []string{"-registries", reg, "-set", "store.segment_size=8MiB", "-set", "broker.advertise_ip=127.0.0.1",
-		"-set", "broker.slave_sync_interval=200ms"}
-	ma := start(t, dir, "master-a", append([]string{"broker", "-listen", masterA, "-data", filepath.Join(dir, "ma")}, common...)...)
-	sa := start(t, dir, "slave-a", append([]string{"broker", "-listen", slaveA, "-data", filepath.Join(dir, "sa"),
-		"-set", "broker.role=slave", "-set", "broker.id=1"}, common...)...)
 	const timeout = 6 * time.Second
-	con := start(t, dir, "console", "console", "-listen", consoleAddr, "-registries", reg, "-set", "console.request_timeout="+timeout.String())
-	logsOnFailure(t, rp, ma, sa, con)
-	u, _ := openConsole(t, consoleAddr, reg)
-
-	c := twinProcClient(t, reg)
-	waitTwinRoute(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	for i := range devices {
-		dev := fmt.Sprintf("dev%02d", i)
-		if _, err := c.CreateDevice(ctx, &twc.Device{DeviceID: dev}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.UpdateTwin(ctx, dev, "", []byte(`{"tags":{"n":`+strconv.Itoa(i)+`}}`), ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rc, err := remoting.NewClient(remoting.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	testutil.Eventually(t, 60*time.Second, func() error {
-		if n, err := replicaDevices(rc, slaveA, twc.DefaultShards); err != nil || n != devices {
-			return fmt.Errorf("slave replica has %d of %d devices: %v", n, devices, err)
-		}
-		return nil
-	})
+	s := startTwinsReplicaSet(t, devices, timeout)
+	ma, slaveA, u := s.ma, s.slaveA, s.u
 
 	// get reads a console page: status, PartialHeader, decoded body, and
 	// how long it took.

@@ -56,9 +56,22 @@ func replicaDevices(rc *remoting.Client, addr string, shards int) (int, error) {
 // console's device list and twin pages answer 200 with the twins its
 // slave replicated (read-only), marked with console.PartialHeader, where
 // they answered 502; writes stay refused; once the master is back the
-// answers are whole again.
-func TestClusterProcConsoleTwinsMasterDown(t *testing.T) {
-	const devices = 20
+// twinsReplicaSet is a registry, broker master-a with its slave and a
+// console, devices twins written through the master and copied to the
+// slave's replica.
+type twinsReplicaSet struct {
+	ma     *proc            // master-a
+	slaveA string           // the slave's address
+	u      *consoleUser     // the console
+	c      *twc.Client      // the twin client that wrote the devices
+	rc     *remoting.Client // for the slave's replica
+}
+
+// startTwinsReplicaSet starts a twinsReplicaSet whose console gives each
+// request consoleTimeout, writes devices dev00, dev01... (tag n: their
+// number) and returns once the slave's replica holds them all.
+func startTwinsReplicaSet(t *testing.T, devices int, consoleTimeout time.Duration) *twinsReplicaSet {
+	t.Helper()
 	dir := t.TempDir()
 	ports := freePorts(t, 4)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
@@ -69,7 +82,7 @@ func TestClusterProcConsoleTwinsMasterDown(t *testing.T) {
 	ma := start(t, dir, "master-a", append([]string{"broker", "-listen", masterA, "-data", filepath.Join(dir, "ma")}, common...)...)
 	sa := start(t, dir, "slave-a", append([]string{"broker", "-listen", slaveA, "-data", filepath.Join(dir, "sa"),
 		"-set", "broker.role=slave", "-set", "broker.id=1"}, common...)...)
-	con := start(t, dir, "console", "console", "-listen", consoleAddr, "-registries", reg, "-set", "console.request_timeout=5s")
+	con := start(t, dir, "console", "console", "-listen", consoleAddr, "-registries", reg, "-set", "console.request_timeout="+consoleTimeout.String())
 	logsOnFailure(t, rp, ma, sa, con)
 	u, _ := openConsole(t, consoleAddr, reg)
 
@@ -90,13 +103,23 @@ func TestClusterProcConsoleTwinsMasterDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.Close()
+	t.Cleanup(func() { rc.Close() })
 	testutil.Eventually(t, 60*time.Second, func() error {
 		if n, err := replicaDevices(rc, slaveA, twc.DefaultShards); err != nil || n != devices {
 			return fmt.Errorf("slave replica has %d of %d devices: %v", n, devices, err)
 		}
 		return nil
 	})
+	return &twinsReplicaSet{ma: ma, slaveA: slaveA, u: u, c: c, rc: rc}
+}
+
+// answers are whole again.
+func TestClusterProcConsoleTwinsMasterDown(t *testing.T) {
+	const devices = 20
+	s := startTwinsReplicaSet(t, devices, 5*time.Second)
+	ma, slaveA, u, c, rc := s.ma, s.slaveA, s.u, s.c, s.rc
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 
 	// get reads a console page: status, PartialHeader, decoded body.
 	get := func(path string, out any) (int, string, error) {
