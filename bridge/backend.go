@@ -106,8 +106,13 @@ type Backend struct {
 	// process publishes a will its claim holds; false: it does not, as if
 	// it died there.
 	testWillHook func(clientID string) bool
-	qos2         keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
-	sysQueues    map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
+	// testMarkerHook, when set (tests, before Start), replaces the send of
+	// a will-done marker or claim rec: send stores it (as many times as
+	// the hook calls it) and the hook's error is writeMarker's.
+	testMarkerHook func(rec *sessionRecord, send func() error) error
+
+	qos2      keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
+	sysQueues map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
 	// connectPrev holds, per connect request of this node the tail
 	// applied, the client's record before it (protected by mu).
 	connectPrev map[sysPos]*sessionRecord

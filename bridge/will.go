@@ -285,9 +285,18 @@ func (b *Backend) writeMarker(ctx context.Context, rec *sessionRecord) error {
 	if encodable(rec.ClientID) {
 		m.Properties = map[string]string{PropClientID: rec.ClientID}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.SendTimeout)
-	defer cancel()
-	if _, err := b.prod.SendOrderly(ctx, m, rec.ClientID, client.HashSelector); err != nil {
+	send := func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.SendTimeout)
+		defer cancel()
+		_, err := b.prod.SendOrderly(ctx, m, rec.ClientID, client.HashSelector)
+		return err
+	}
+	if b.testMarkerHook != nil {
+		err = b.testMarkerHook(rec, send)
+	} else {
+		err = send()
+	}
+	if err != nil {
 		return fmt.Errorf("bridge: store will-done of %q: %w", rec.ClientID, err)
 	}
 	return nil
@@ -365,9 +374,21 @@ func (b *Backend) applyWillDoneLocked(rec *sessionRecord) *willRecord {
 	}
 	if i < 0 || list[i].claim != rec.ClaimPrev {
 		// Settled already, or another claim came first.
-		if mine {
-			delete(b.wills.fire, id)
+		if !mine {
+			return nil
 		}
+		if i >= 0 && list[i].claim == rec.Node+"/"+rec.Claim {
+			// The claim that came first is this process's own: a write
+			// reported failed was stored, and this is its retry (or a
+			// duplicate). The first holds: its firing stays, and this
+			// process publishes the will unless it does already.
+			if f == nil || f.publishing {
+				return nil
+			}
+			f.publishing = true
+			return list[i].w
+		}
+		delete(b.wills.fire, id)
 		return nil
 	}
 	list[i].claim = rec.Node + "/" + rec.Claim

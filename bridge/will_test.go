@@ -374,3 +374,34 @@ func TestBridgeWillClaimerCrashesNodeRestarts(t *testing.T) {
 		t.Fatalf("wills published: %v, want w-back's once", got)
 	}
 }
+
+// TestBridgeWillClaimStoredTwice: the claim of the node that publishes a
+// crashed node's will is stored twice (a write reported failed but
+// stored, then retried; a fault hook sends it twice): the will is
+// published once. Before, the second copy, losing to the first, dropped
+// this process's own claim while it published, so its will-done marker
+// was never written and the will went out again on the next claim.
+func TestBridgeWillClaimStoredTwice(t *testing.T) {
+	c := startCluster(t)
+	a := startBridge(t, c, quickLooks)
+	b := startBridgeWith(t, c, quickLooks, func(b *Bridge) {
+		b.Backend().testMarkerHook = func(rec *sessionRecord, send func() error) error {
+			if rec.ClientID != "w-dup" || rec.Claim == "" {
+				return send()
+			}
+			if err := send(); err != nil {
+				return err
+			}
+			return send()
+		}
+	})
+	wills := willsOn(t, c)
+	willConnect(t, addrOf(a), "w-dup", true, 0, 0)
+	willStored(t, b, "w-dup")
+	crash(t, a)
+	testutil.WaitFor(t, 30*time.Second, "w-dup's will settled", func() bool { return owed(b, "w-dup") == 0 })
+	got := wills(1, 3*time.Second)
+	if len(got) != 1 || got[0] != "will/w-dup=offline w-dup" {
+		t.Fatalf("wills published: %v, want w-dup's once", got)
+	}
+}
