@@ -9,7 +9,7 @@ import (
 )
 
 // Without epoll (development on macOS), plain TCP connections are served
-// like TLS ones: a reader and a writer goroutine each (netio.go,
+// like TLS ones: a reader and a writer goroutine each (netio_tls.go,
 // acceptPiped). The epoll path's poller is an empty stand-in.
 
 type poller struct{}

@@ -8,7 +8,7 @@ import (
 
 // Encoding outgoing packets: into a pooled array (encBufs), on the stack
 // (acknowledgements), or straight into a held connection's output
-// (appendHeld), then written by writeOut (netio.go).
+// (appendHeld), then written by writeOut (netio_out.go).
 
 var encBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
