@@ -64,6 +64,9 @@ type consumeQueue struct {
 	// starts a new tail or truncates, the logic flusher).
 	tail   atomic.Pointer[cqTail]
 	tailMu sync.Mutex
+	// spare is a replaced tail's buffer no reader held when it was
+	// replaced, for the next tail (dispatcher-owned, under tailMu).
+	spare []byte
 
 	touched uint64 // dispatcher-owned: last dispatch round that appended
 }
@@ -79,6 +82,11 @@ type consumeQueue struct {
 // (a reader may still hold it), and every entry below maxOff in it is
 // final.
 //
+// A replaced tail's buffer becomes the next tail's when no reader held it
+// at the replacement (cqTail.readers): a fresh 4 KiB every 204 entries
+// was most of a broker's page faults (the runtime hands freed memory back
+// to the kernel, and the next tail faults it in again).
+//
 // A killed process loses the entries of its tails (not the records):
 // recovery re-dispatches them from the commitlog, as it does for a
 // machine crash, from the checkpoint, which a logic flush only moves
@@ -89,6 +97,13 @@ type cqTail struct {
 	m     *mappedFile // the file the entries belong to
 	start int64       // logical offset of buf's first entry
 	buf   []byte      // room for the entries up to cqTailEntries or the file's end
+	// readers counts the readers in buf (entryIn). A reader counts
+	// itself, then reads buf only while the tail is still the queue's;
+	// the dispatcher replaces the tail, then reuses buf only when no
+	// reader was counted. Either the reader's count comes first (the
+	// buffer is left to the collector) or its check sees the new tail
+	// (it reads nothing).
+	readers atomic.Int32
 }
 
 // ends is the logical offset after the tail's room.
@@ -152,8 +167,14 @@ func (cq *consumeQueue) entryIn(m *mappedFile, off, rel int64) cqEntry {
 			return getCQEntry(m.data[rel : rel+cqEntrySize])
 		}
 		if off < t.ends() {
-			i := (off - t.start) * cqEntrySize
-			return getCQEntry(t.buf[i : i+cqEntrySize])
+			t.readers.Add(1)
+			if cq.tail.Load() == t {
+				i := (off - t.start) * cqEntrySize
+				e := getCQEntry(t.buf[i : i+cqEntrySize])
+				t.readers.Add(-1)
+				return e
+			}
+			t.readers.Add(-1) // replaced since: the entry is in the file
 		}
 		last = t
 	}
@@ -267,9 +288,25 @@ func (cq *consumeQueue) newTail(off int64) (*cqTail, error) {
 			return nil, err
 		}
 	}
-	t := &cqTail{m: m, start: off, buf: make([]byte, n*cqEntrySize)}
-	cq.tail.Store(t)
+	var buf []byte
+	if size := int(n * cqEntrySize); cap(cq.spare) >= size {
+		buf, cq.spare = cq.spare[:size], nil
+	} else {
+		buf = make([]byte, size)
+	}
+	t := &cqTail{m: m, start: off, buf: buf}
+	cq.retireTailLocked(t)
 	return t, nil
+}
+
+// retireTailLocked makes t the queue's tail (nil: none) and keeps the
+// replaced tail's buffer as the spare when no reader holds it (see
+// cqTail.readers). Caller holds tailMu.
+func (cq *consumeQueue) retireTailLocked(t *cqTail) {
+	old := cq.tail.Swap(t)
+	if old != nil && old.readers.Load() == 0 && cap(old.buf) >= cap(cq.spare) {
+		cq.spare = old.buf
+	}
 }
 
 // writeTailLocked writes the current tail's entries below end (and below
@@ -304,7 +341,7 @@ func (cq *consumeQueue) dropTail() error {
 	if err := cq.writeTailLocked(math.MaxInt64); err != nil {
 		return err
 	}
-	cq.tail.Store(nil)
+	cq.retireTailLocked(nil)
 	return nil
 }
 

@@ -136,3 +136,58 @@ func TestConsumeQueueTailLostToKill(t *testing.T) {
 		}
 	}
 }
+
+// A queue's tails reuse the buffer of the tail they replace when no
+// reader holds it, and leave a held one to its reader: entries read back
+// right either way, from the tail or the file.
+func TestConsumeQueueTailReusesItsBuffer(t *testing.T) {
+	s := openTest(t, t.TempDir(), func(o *Options) { o.CQEntriesPerFile = 100_000 })
+	mustPut(t, s, msgSpec{topic: "T", body: "x"})
+	waitDispatched(t, s)
+	s.dispMu.Lock()
+	defer func() {
+		s.dispMu.Unlock()
+		_ = s.Close() // the entries made here point at no record
+	}()
+	cq := s.cqForDispatch([]byte("T"), 0)
+	if cq == nil {
+		t.Fatal("no queue")
+	}
+	add := func(n int) {
+		for range n {
+			off := cq.maxOff.Load()
+			if _, ok, err := cq.appendEntry(off, cqEntry{phy: off * 100, size: int32(off), tags: off}, 0); !ok || err != nil {
+				t.Fatalf("append %d: %v %v", off, ok, err)
+			}
+		}
+	}
+	check := func() {
+		t.Helper()
+		for off := cq.minOff.Load() + 1; off < cq.maxOff.Load(); off++ {
+			if e, ok := cq.entry(off); !ok || e != (cqEntry{phy: off * 100, size: int32(off), tags: off}) {
+				t.Fatalf("entry %d: %+v %v", off, e, ok)
+			}
+		}
+	}
+	add(2 * cqTailEntries) // a replaced tail's buffer is the spare
+	// One tail's worth of entries: one replacement, its cqTail the only
+	// allocation (a fresh buffer would be a second).
+	if n := testing.AllocsPerRun(10, func() { add(cqTailEntries) }); n > 1 {
+		t.Fatalf("%.1f allocations per tail, want at most 1", n)
+	}
+	check()
+
+	held := cq.tail.Load()
+	held.readers.Add(1) // a reader in its buffer
+	add(cqTailEntries)
+	same := func(a, b []byte) bool { return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0] }
+	if nt := cq.tail.Load(); nt == held || same(cq.spare, held.buf) || same(nt.buf, held.buf) {
+		t.Fatal("a tail's buffer held by a reader was kept for reuse")
+	}
+	held.readers.Add(-1)
+	add(3 * cqTailEntries)
+	if e := getCQEntry(held.buf); e.phy != held.start*100 {
+		t.Fatalf("the held tail's buffer was written: %+v", e)
+	}
+	check()
+}
