@@ -321,10 +321,7 @@ func reasonProps(s string) packets.Properties {
 	var p packets.Properties
 	if s != "" {
 		p.Present.Add(packets.PropReasonString)
-		if len(s) > 200 {
-			s = s[:200]
-		}
-		p.ReasonString = s
+		p.ReasonString = reasonText(s)
 	}
 	return p
 }
