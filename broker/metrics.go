@@ -299,6 +299,8 @@ var (
 	descBadRecords     = prometheus.NewDesc("smartgo_store_bad_records_total", "Records refused on a read path (pull, lookup, query, replication) because they failed verification: damaged on disk, never served.", nil, nil)
 	descIndexDamaged   = prometheus.NewDesc("smartgo_store_index_files_damaged_total", "Key index files found damaged (at start, or by the check of older files that follows it); each is rebuilt from the commitlog.", nil, nil)
 	descIndexRebuilt   = prometheus.NewDesc("smartgo_store_index_files_rebuilt_total", "Damaged key index files rebuilt from the commitlog.", nil, nil)
+	descCQRebuilt      = prometheus.NewDesc("smartgo_store_cq_entries_rebuilt_total", "Damaged consume-queue entries a read rebuilt from the commitlog.", nil, nil)
+	descCQLost         = prometheus.NewDesc("smartgo_store_cq_entries_lost_total", "Damaged consume-queue entries whose record the commitlog no longer holds (made holes, never served).", nil, nil)
 	descForceDeleted   = prometheus.NewDesc("smartgo_store_force_deleted_unconsumed_total", "Messages retention deleted before every consumer group consumed them (store.disk_force_clean).", nil, nil)
 	descOpenFiles      = prometheus.NewDesc("smartgo_store_open_files", "Descriptors the store holds of its segments, consume-queue and index files (at most store.max_open_files but for the calls using one; the others are read through their mappings).", nil, nil)
 	descFileReopens    = prometheus.NewDesc("smartgo_store_file_reopens_total", "Store files opened again to be written or synced after their descriptor was closed (store.max_open_files).", nil, nil)
@@ -312,7 +314,7 @@ var (
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommitLogMax, descCommitLogMin, descDispatchLag, descIndexLag, descHeldPulls,
-		descFlushedOffset, descFlushLatency, descDiskUsed, descBadRecords, descIndexDamaged, descIndexRebuilt, descForceDeleted, descOpenFiles, descFileReopens, descWritesRefused, descStoreEvents, descReplLagBytes,
+		descFlushedOffset, descFlushLatency, descDiskUsed, descBadRecords, descIndexDamaged, descIndexRebuilt, descCQRebuilt, descCQLost, descForceDeleted, descOpenFiles, descFileReopens, descWritesRefused, descStoreEvents, descReplLagBytes,
 		descReplLagSeconds, descSlaves, descInfo} {
 		ch <- d
 	}
@@ -344,6 +346,8 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBadRecords, prometheus.CounterValue, float64(st.BadRecords))
 	ch <- prometheus.MustNewConstMetric(descIndexDamaged, prometheus.CounterValue, float64(st.IndexFilesDamaged))
 	ch <- prometheus.MustNewConstMetric(descIndexRebuilt, prometheus.CounterValue, float64(st.IndexFilesRebuilt))
+	ch <- prometheus.MustNewConstMetric(descCQRebuilt, prometheus.CounterValue, float64(st.CQEntriesRebuilt))
+	ch <- prometheus.MustNewConstMetric(descCQLost, prometheus.CounterValue, float64(st.CQEntriesLost))
 	ch <- prometheus.MustNewConstMetric(descForceDeleted, prometheus.CounterValue, float64(st.ForceDeletedUnconsumed))
 	gauge(descOpenFiles, float64(st.OpenFiles))
 	ch <- prometheus.MustNewConstMetric(descFileReopens, prometheus.CounterValue, float64(st.FileReopens))

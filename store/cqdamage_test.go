@@ -1,67 +1,192 @@
 package store
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 )
 
-// A consume-queue entry damaged in an old file of its queue (one the
-// start does not re-check) whose log offset now points at another
-// queue's record of the same size: a pull never serves that record as
-// this queue's message (it used to: a message of another topic, under
-// this queue's offset); it is refused and reported, and the rest of the
-// queue is served.
-func TestStoreCQEntryPointingAtAnotherRecord(t *testing.T) {
-	root := t.TempDir()
-	corpus := buildCorpusN(t, root, 2000) // 6 queues of about 333 entries: 6 files each
-	var victim, other *corpusMsg
-	for i := range corpus {
-		c := &corpus[i]
-		if c.spec.topic != "T0" || c.spec.qid != 0 || c.pr.QueueOffset != 10 {
-			continue
+// readQueue reads a queue from its first offset to its end (readAll)
+// and checks that every offset is served once, in order, with its own
+// record (its queue offset, topic and queue id): no offset is skipped,
+// none served twice. It returns the bodies in queue order.
+func readQueue(t *testing.T, s *Store, topic string, qid int32) []string {
+	t.Helper()
+	var out []string
+	for i, m := range readAll(t, s, topic, qid) {
+		if m.QueueOffset != int64(i) || m.Topic != topic || m.QueueID != qid {
+			t.Fatalf("%s/%d: offset %d served the record of %s/%d offset %d", topic, qid, i, m.Topic, m.QueueID, m.QueueOffset)
 		}
-		victim = c
-		for j := range corpus {
-			o := &corpus[j]
-			if o.pr.WroteBytes == c.pr.WroteBytes && (o.spec.topic != c.spec.topic || o.spec.qid != c.spec.qid) {
-				other = o
-				break
+		out = append(out, string(m.Body))
+	}
+	return out
+}
+
+// corpusBodies is what each queue of a corpus holds, in queue order.
+func corpusBodies(corpus []corpusMsg) map[string][]string {
+	out := map[string][]string{}
+	for _, c := range corpus {
+		k := fmt.Sprintf("%s/%d", c.spec.topic, c.spec.qid)
+		out[k] = append(out[k], c.spec.body)
+	}
+	return out
+}
+
+// Consume-queue entries damaged in place, or lost to a file cut short, in
+// an old file of their queue (one a clean start does not re-check): the
+// read that meets them rebuilds them from the commitlog, so every message
+// is served through its queue once, at its own offset, and the rebuilt
+// queue is found whole at the next start. They used to be refused (or,
+// for zeroed entries, skipped silently): their messages could no longer
+// be consumed.
+func TestStoreCQDamageRebuilt(t *testing.T) {
+	base := t.TempDir()
+	corpus := buildCorpusN(t, base, 2000) // 6 queues of about 333 entries: 6 files of 64 each
+	want := corpusBodies(corpus)
+	file0 := filepath.Join("consumequeue", "T0", "0", fileNameFor(0))
+	entryAt := func(b []byte, off int64) []byte { return b[off*cqEntrySize : (off+1)*cqEntrySize] }
+	recordOf := func(topic string, qid int32, off int64) *corpusMsg {
+		for i := range corpus {
+			if c := &corpus[i]; c.spec.topic == topic && c.spec.qid == qid && c.pr.QueueOffset == off {
+				return c
 			}
 		}
+		t.Fatalf("no record %s/%d/%d", topic, qid, off)
+		return nil
 	}
-	if victim == nil || other == nil {
-		t.Fatal("no record of the same size in another queue")
+	for _, tc := range []struct {
+		name    string
+		damage  func(t *testing.T, path string)
+		rebuilt int64 // at least
+	}{
+		{"entry points at another queue's record of its size", func(t *testing.T, path string) {
+			victim := recordOf("T0", 0, 10)
+			for _, o := range corpus {
+				if o.pr.WroteBytes == victim.pr.WroteBytes && (o.spec.topic != "T0" || o.spec.qid != 0) {
+					b := readFile(t, path)
+					be.PutUint64(entryAt(b, 10), uint64(o.pr.PhysicalOffset))
+					writeFile(t, path, b)
+					return
+				}
+			}
+			t.Fatal("no record of the same size in another queue")
+		}, 1},
+		{"entry's log offset bit flipped", func(t *testing.T, path string) {
+			b := readFile(t, path)
+			entryAt(b, 20)[5] ^= 0x10
+			writeFile(t, path, b)
+		}, 1},
+		{"entry's size bit flipped", func(t *testing.T, path string) {
+			b := readFile(t, path)
+			entryAt(b, 30)[11] ^= 0x04
+			writeFile(t, path, b)
+		}, 1},
+		{"entries zeroed", func(t *testing.T, path string) {
+			b := readFile(t, path)
+			clear(b[5*cqEntrySize : 45*cqEntrySize])
+			writeFile(t, path, b)
+		}, 40},
+		{"entries overwritten with garbage", func(t *testing.T, path string) {
+			b := readFile(t, path)
+			for i := 3 * cqEntrySize; i < 9*cqEntrySize; i++ {
+				b[i] = byte(i*7 + 1)
+			}
+			writeFile(t, path, b)
+		}, 6},
+		{"file cut mid-entry", func(t *testing.T, path string) {
+			if err := os.Truncate(path, 25*cqEntrySize+7); err != nil {
+				t.Fatal(err)
+			}
+		}, 64 - 25},
+		{"file cut to nothing", func(t *testing.T, path string) {
+			if err := os.Truncate(path, 0); err != nil {
+				t.Fatal(err)
+			}
+		}, 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			copyTree(t, base, root)
+			tc.damage(t, filepath.Join(root, file0))
+			s := openTest(t, root, nil)
+			for k, bodies := range want {
+				var topic string
+				var qid int32
+				if _, err := fmt.Sscanf(k, "T%1s/%d", &topic, &qid); err != nil {
+					t.Fatal(err)
+				}
+				got := readQueue(t, s, "T"+topic, qid)
+				if len(got) != len(bodies) {
+					t.Fatalf("%s: %d messages served, want %d", k, len(got), len(bodies))
+				}
+				for i := range got {
+					if got[i] != bodies[i] {
+						t.Fatalf("%s offset %d: %q, want %q", k, i, got[i], bodies[i])
+					}
+				}
+			}
+			st := s.Stats()
+			if st.CQEntriesRebuilt < tc.rebuilt || st.CQEntriesLost != 0 || st.BadRecords != 0 {
+				t.Fatalf("rebuilt %d (want at least %d), lost %d, bad records %d", st.CQEntriesRebuilt, tc.rebuilt, st.CQEntriesLost, st.BadRecords)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// The rebuilt entries were written to the file: the next start
+			// serves them without rebuilding anything (openTest's cleanup
+			// also checks every entry).
+			s = openTest(t, root, nil)
+			if got := readQueue(t, s, "T0", 0); len(got) != len(want["T0/0"]) || s.Stats().CQEntriesRebuilt != 0 {
+				t.Fatalf("after a restart: %d messages, %d entries rebuilt again", len(got), s.Stats().CQEntriesRebuilt)
+			}
+		})
+	}
+}
+
+// A damaged entry whose record is damaged in the commitlog too cannot be
+// rebuilt: it becomes a hole (counted as lost, never served, not looked
+// at again) and the rest of the queue is served.
+func TestStoreCQDamageRecordGoneToo(t *testing.T) {
+	root := t.TempDir()
+	corpus := buildCorpusN(t, root, 2000)
+	var victim *corpusMsg
+	for i := range corpus {
+		if c := &corpus[i]; c.spec.topic == "T0" && c.spec.qid == 0 && c.pr.QueueOffset == 12 {
+			victim = c
+		}
 	}
 	path := filepath.Join(root, "consumequeue", "T0", "0", fileNameFor(0))
 	b := readFile(t, path)
-	at := victim.pr.QueueOffset * cqEntrySize
-	if got := int64(be.Uint64(b[at:])); got != victim.pr.PhysicalOffset {
-		t.Fatalf("entry %d holds %d, record at %d", victim.pr.QueueOffset, got, victim.pr.PhysicalOffset)
-	}
-	be.PutUint64(b[at:], uint64(other.pr.PhysicalOffset))
+	clear(b[12*cqEntrySize : 13*cqEntrySize])
 	writeFile(t, path, b)
+	// The record's magic code: it is no record any more.
+	seg := filepath.Join(root, "commitlog", fileNameFor(victim.pr.PhysicalOffset-victim.pr.PhysicalOffset%(64<<10)))
+	writeFileAt(t, seg, victim.pr.PhysicalOffset%(64<<10)+4, []byte{0xde, 0xad})
 
 	s := openTest(t, root, nil)
-	bad := s.Stats().BadRecords
-	r, err := s.GetMessages("T0", 0, 0, 32, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Status != GetFound || len(r.Buffers) != 32 || r.QueueOffsets[31] != 32 {
-		t.Fatalf("status %v, %d records", r.Status, len(r.Buffers))
-	}
-	for i, off := range r.QueueOffsets {
-		if off == victim.pr.QueueOffset || r.PhysicalOffsets[i] == other.pr.PhysicalOffset {
-			t.Fatalf("queue offset %d served the record at %d (of %s/%d)", off, r.PhysicalOffsets[i], other.spec.topic, other.spec.qid)
+	n := 0
+	for off := int64(0); off < s.MaxOffset("T0", 0); {
+		r, err := s.GetMessages("T0", 0, off, 32, nil)
+		if err != nil || r.Status != GetFound {
+			t.Fatalf("from %d: %v %v", off, err, r.Status)
 		}
+		for _, qo := range r.QueueOffsets {
+			if qo == 12 {
+				t.Fatal("the damaged record was served")
+			}
+		}
+		n += len(r.Buffers)
+		off = r.NextBeginOffset
+		r.Release()
 	}
-	if s.Stats().BadRecords != bad+1 {
-		t.Fatalf("bad records %d, was %d", s.Stats().BadRecords, bad)
+	if want := len(corpusBodies(corpus)["T0/0"]) - 1; n != want {
+		t.Fatalf("%d messages served, want %d", n, want)
 	}
-	r.Release()
-	// The entry is still damaged (it is refused, not repaired): the
-	// consistency check of openTest's cleanup would say so.
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
+	if st := s.Stats(); st.CQEntriesLost != 1 {
+		t.Fatalf("lost %d, want 1", st.CQEntriesLost)
+	}
+	if e, _ := s.lookupCQ("T0", 0).entry(12); !e.isHole() {
+		t.Fatalf("entry 12 is %+v, want a hole", e)
 	}
 }

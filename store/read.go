@@ -188,6 +188,7 @@ func (s *Store) GetMessagesFiltered(topic string, queueID int32, offset int64, m
 	clMin := s.cl.minOffset()
 	clMax := s.cl.committed.Load()
 	removing := false
+	repaired := int64(-1) // the offset last rebuilt (read again once)
 	off := offset
 	scanned := int64(0)
 	r.Status = GetNoMatchedMessage
@@ -209,7 +210,7 @@ scan:
 				scanned++
 				continue
 			}
-			if e.phy < clMin {
+			if e.phy >= 0 && e.phy < clMin {
 				removing = true
 				off++
 				scanned++
@@ -225,25 +226,38 @@ scan:
 				scanned++
 				continue
 			}
-			buf := r.hold(s.cl, e.phy, e.size)
-			if buf == nil {
-				removing = true
+			var buf []byte
+			if e.size > 0 {
+				buf = r.hold(s.cl, e.phy, e.size)
+			}
+			bad := ""
+			switch {
+			case buf == nil && e.size > 0 && e.phy < s.cl.minOffset():
+				removing = true // retention removed it meanwhile
 				off++
 				scanned++
 				continue
+			case buf == nil:
+				bad = "consume-queue entry does not point at a record"
+			default:
+				if size, magic, _ := record.PeekHeader(buf); magic != record.MagicMessage || size != e.size || size < record.MinRecordSize {
+					bad = "consume-queue entry does not point at a record"
+				} else if int32(be.Uint32(buf[record.OffsetQueueID:])) != queueID || int64(be.Uint64(buf[record.OffsetQueueOffset:])) != off {
+					// A damaged entry pointing at another record (of another
+					// queue, or another offset of this one).
+					bad = "consume-queue entry points at another queue's or offset's record"
+				}
 			}
-			if size, magic, _ := record.PeekHeader(buf); magic != record.MagicMessage || size != e.size || size < record.MinRecordSize {
-				// The entry does not point at a record: never serve it.
-				s.badRead("pull", cq.dir, off*cqEntrySize, "consume-queue entry does not point at a record", nil)
-				off++
-				scanned++
-				continue
-			}
-			if int32(be.Uint32(buf[record.OffsetQueueID:])) != queueID || int64(be.Uint64(buf[record.OffsetQueueOffset:])) != off {
-				// A damaged entry pointing at another record (of another
-				// queue, or another offset of this one): never serve it as
-				// this offset's message.
-				s.badRead("pull", cq.dir, off*cqEntrySize, "consume-queue entry points at another queue's or offset's record", nil)
+			if bad != "" {
+				// Never serve it as this offset's message: rebuild the
+				// damaged entries from the commitlog (cqrepair.go) and read
+				// this one again, once.
+				if off != repaired && s.repairCQ(cq, off, bad) {
+					repaired = off
+					rel -= cqEntrySize
+					continue
+				}
+				s.badRead("pull", cq.dir, off*cqEntrySize, bad, nil)
 				off++
 				scanned++
 				continue

@@ -62,6 +62,8 @@ type statCounters struct {
 	forceDeletedUnconsumed atomic.Int64
 	indexDamaged           atomic.Int64
 	indexRebuilt           atomic.Int64
+	cqRebuilt              atomic.Int64
+	cqLost                 atomic.Int64
 	latency                [len(LatencyBuckets) + 1]atomic.Int64
 	flushLat               [len(LatencyBuckets) + 1]atomic.Int64
 }
@@ -147,6 +149,10 @@ type Stats struct {
 	// or by the check of older files that follows it); IndexFilesRebuilt
 	// those rebuilt from the commitlog since (index_repair.go).
 	IndexFilesDamaged, IndexFilesRebuilt int64
+	// CQEntriesRebuilt counts damaged consume-queue entries a read rebuilt
+	// from the commitlog; CQEntriesLost those whose record the commitlog
+	// no longer holds, made holes (cqrepair.go).
+	CQEntriesRebuilt, CQEntriesLost int64
 	// OpenFiles is the number of descriptors the store holds of its
 	// mapped files now (at most Options.MaxOpenFiles but for the calls
 	// using one at the moment); FileReopens counts the descriptors it
@@ -188,6 +194,8 @@ func (s *Store) Stats() Stats {
 		ForceDeletedUnconsumed: c.forceDeletedUnconsumed.Load(),
 		IndexFilesDamaged:      c.indexDamaged.Load(),
 		IndexFilesRebuilt:      c.indexRebuilt.Load(),
+		CQEntriesRebuilt:       c.cqRebuilt.Load(),
+		CQEntriesLost:          c.cqLost.Load(),
 		OpenFiles:              int(s.fs.fds.open.Load()),
 		FileReopens:            s.fs.fds.reop.Load(),
 		MinPhysical:            s.cl.minOffset(),

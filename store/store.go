@@ -117,6 +117,9 @@ type Store struct {
 
 	cqMu sync.RWMutex
 	cqs  map[string]map[int32]*consumeQueue // protected by cqMu
+	// cqRepairMu serialises rebuilds of damaged consume-queue entries
+	// (cqrepair.go).
+	cqRepairMu sync.Mutex
 
 	dispMu       sync.Mutex   // held by the dispatcher while it appends; DeleteTopic takes it
 	disp         dispatcher   // protected by dispMu
