@@ -110,6 +110,9 @@ type Backend struct {
 	// a will-done marker or claim rec: send stores it (as many times as
 	// the hook calls it) and the hook's error is writeMarker's.
 	testMarkerHook func(rec *sessionRecord, send func() error) error
+	// testPublishHook, when set (tests, before Start), is asked before
+	// Publish stores m; an error fails the publish.
+	testPublishHook func(m *mqtt.Message) error
 
 	qos2      keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
 	sysQueues map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues
@@ -500,6 +503,11 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 func (b *Backend) Publish(ctx context.Context, m *mqtt.Message) error {
 	if b.isClosed() {
 		return ErrClosed
+	}
+	if b.testPublishHook != nil {
+		if err := b.testPublishHook(m); err != nil {
+			return err
+		}
 	}
 	cm, err := b.ingressMessage(m, b.RouteOf(m.Topic))
 	if err != nil {

@@ -353,7 +353,15 @@
 // before it accepts connections, the others when their delay from Start
 // has passed. A will-done marker is read as a session record by nodes of
 // an earlier version, and a claim as a will-done marker: upgrade every
-// node before relying on them.
+// node before relying on them. A claim stored twice (written again
+// after a write that reported failed but was stored) holds by its first
+// copy; the second, the same process's, changes nothing.
+//
+// A will whose publish failed on its node stays owed (mqtt: the server
+// tries it again with backoff, and Server.Will gives it, due at once,
+// meanwhile): the session's delete or offline save carries it, and a
+// node that ends a session without a record writes no will-done marker
+// for it; WillPublished's marker settles it once it went out.
 //
 // Known limits: a will is published a few heartbeat intervals after its node
 // died, plus its delay; a resume within the delay cancels the will even

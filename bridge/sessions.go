@@ -374,7 +374,9 @@ func (b *Backend) DeleteSession(ctx context.Context, clientID string) error {
 		b.settleWill(ctx, clientID)
 		return nil
 	}
-	if err := b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Deleted: true}); err != nil {
+	// A will the server still owes (its publish failed) stays stored.
+	if err := b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Deleted: true,
+		Will: b.offlineWill(clientID)}); err != nil {
 		return err
 	}
 	b.reassertWill(ctx, clientID)

@@ -182,8 +182,9 @@ func (b *Backend) offlineWill(clientID string) *willRecord {
 }
 
 // WillPublished implements mqtt.WillBackend: the server published the
-// delayed will m of clientID's offline session, which its offline
-// record stored; a will-done marker settles it.
+// will m of clientID that a record stored and none settled (a delayed
+// will of an offline session, or one published after a failed try); a
+// will-done marker settles it.
 func (b *Backend) WillPublished(ctx context.Context, clientID string, m *mqtt.Message) {
 	b.settleRef(ctx, clientID, m)
 }
@@ -207,11 +208,19 @@ func (b *Backend) storeWill(ctx context.Context, clientID string) {
 // settleWill writes a will-done marker for this node's stored will of
 // clientID when the server holds no session of the client any more and
 // the node wrote no record that settles it (a clean session that ended,
-// a session taken over by a clean start).
+// a session taken over by a clean start), unless the server still owes
+// the will (its publish failed: it tries again, and WillPublished
+// settles it once it went out).
 func (b *Backend) settleWill(ctx context.Context, clientID string) {
-	if b.instance(clientID) == 0 {
-		b.settleRef(ctx, clientID, nil)
+	if b.instance(clientID) != 0 {
+		return
 	}
+	if ws := b.willServer(); ws != nil {
+		if _, owed := ws.Will(clientID); owed {
+			return
+		}
+	}
+	b.settleRef(ctx, clientID, nil)
 }
 
 // settleRef writes a will-done marker for this node's stored will of

@@ -3,9 +3,11 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -403,5 +405,58 @@ func TestBridgeWillClaimStoredTwice(t *testing.T) {
 	got := wills(1, 3*time.Second)
 	if len(got) != 1 || got[0] != "will/w-dup=offline w-dup" {
 		t.Fatalf("wills published: %v, want w-dup's once", got)
+	}
+}
+
+// TestBridgeWillPublishFailed: a node whose publish of a will fails
+// (a fault hook) keeps the will stored and owed, and tries it again:
+// one that goes out on a later try is published once and settled; ones
+// that never go out (their session ended with the connection, or stays)
+// are published once by the other node after this one crashes. Before,
+// the session's delete or offline save settled a will whose publish
+// had failed, and nobody published it.
+func TestBridgeWillPublishFailed(t *testing.T) {
+	c := startCluster(t)
+	var mu sync.Mutex
+	tries := map[string]int{}
+	a := startBridgeWith(t, c, quickLooks, func(b *Bridge) {
+		b.Backend().testPublishHook = func(m *mqtt.Message) error {
+			mu.Lock()
+			defer mu.Unlock()
+			tries[m.ClientID]++
+			if m.ClientID == "wf-later" && tries[m.ClientID] > 2 {
+				return nil
+			}
+			return errors.New("store unavailable (test)")
+		}
+	})
+	b := startBridge(t, c, quickLooks)
+	wills := willsOn(t, c)
+	triedTwice := func(id string) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return tries[id] >= 2 }
+	}
+	var conns []*rawClient
+	for _, cl := range []struct {
+		id     string
+		expiry uint32
+	}{{"wf-ends", 0}, {"wf-stays", 600}, {"wf-later", 0}} {
+		conns = append(conns, willConnect(t, addrOf(a), cl.id, true, cl.expiry, 0))
+		willStored(t, b, cl.id)
+	}
+	for _, r := range conns {
+		r.nc.Close()
+	}
+	// A second try comes after the session's records were written.
+	testutil.WaitFor(t, 30*time.Second, "wf-ends tried again", triedTwice("wf-ends"))
+	testutil.WaitFor(t, 30*time.Second, "wf-stays tried again", triedTwice("wf-stays"))
+	testutil.WaitFor(t, 30*time.Second, "wf-later's will settled", func() bool { return owed(b, "wf-later") == 0 })
+	if owed(b, "wf-ends") == 0 || owed(b, "wf-stays") == 0 {
+		t.Fatalf("wills whose publish failed settled: owed wf-ends %d, wf-stays %d", owed(b, "wf-ends"), owed(b, "wf-stays"))
+	}
+	crash(t, a)
+	got := wills(3, 2*time.Second)
+	slices.Sort(got)
+	if want := "will/wf-ends=offline wf-ends,will/wf-later=offline wf-later,will/wf-stays=offline wf-stays"; strings.Join(got, ",") != want {
+		t.Fatalf("wills published: %v, want %s", got, want)
 	}
 }

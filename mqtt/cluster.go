@@ -218,7 +218,7 @@ func (s *Server) Evict(clientID string, inst uint64, sessionEnds bool) (*Session
 	ss.dropSubsLocked()
 	s.wheel.disarm(&ss.expiryTimer)
 	s.wheel.disarm(&ss.willTimer)
-	will := ss.will
+	will, expiry := ss.will, ss.expiry
 	if will != nil && !sessionEnds && ss.willDelay > 0 {
 		will = nil
 	}
@@ -229,7 +229,7 @@ func (s *Server) Evict(clientID string, inst uint64, sessionEnds bool) (*Session
 		old.closeWith(packets.ReasonSessionTakenOver, "session taken over on another node", closeTakeover)
 	}
 	if will != nil {
-		s.publishWill(will)
+		s.sendWillOrOwe(ss, will, expiry, false)
 	}
 	return st, true
 }

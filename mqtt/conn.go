@@ -532,7 +532,7 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 		oldConn.closeWith(packets.ReasonSessionTakenOver, "session taken over by "+c.remote, closeTakeover)
 	}
 	for _, w := range pubWills {
-		s.publishWill(w)
+		s.sendWillOrOwe(ss, w, expiry, false)
 	}
 	s.connected(c)
 	if cp.CleanStart {
@@ -626,6 +626,7 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 	defer s.disconnected(c.info())
 	ss := c.session
 	var will *Message
+	var willExpiry time.Duration
 	var save *SessionState
 	dead := false
 	s.mu.Lock()
@@ -660,10 +661,13 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 			}
 		}
 	}
+	willExpiry = ss.expiry
 	ss.mu.Unlock()
 	s.mu.Unlock()
+	var owed *retryWill
 	if will != nil {
-		s.publishWill(will)
+		// One that fails stays owed: the save or delete below carries it.
+		_, owed = s.sendWillOrOwe(ss, will, willExpiry, true)
 	}
 	if save != nil {
 		if err := s.backend.SaveSession(s.ctx, save); err != nil {
@@ -675,6 +679,7 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 			s.log.Warn("mqtt: delete session", "client", ss.id, "err", err)
 		}
 	}
+	s.armWillRetry(owed)
 }
 
 func (c *conn) handleDisconnect(p *packets.Disconnect) {

@@ -95,6 +95,8 @@ type Server struct {
 	// before it decodes it (netio.go's inlineOnly).
 	inlineTopics atomic.Pointer[[]string]
 
+	retries willRetries // wills whose publish failed (will.go)
+
 	sessionSeq atomic.Uint64
 	connSeq    atomic.Uint64 // ClientInfo.ConnID
 	stats      Stats

@@ -399,42 +399,40 @@ func (ss *session) expire() {
 	delete(s.sessions, ss.id)
 	s.stats.Sessions.Store(int64(len(s.sessions)))
 	ss.dropSubsLocked()
-	will := ss.will
+	will, expiry := ss.will, ss.expiry
 	ss.will = nil
 	s.wheel.disarm(&ss.willTimer)
 	ss.mu.Unlock()
 	s.mu.Unlock()
+	var owed *retryWill
 	if will != nil {
-		s.publishWill(will)
+		// One that fails stays owed: the delete carries it (Will).
+		_, owed = s.sendWillOrOwe(ss, will, expiry, true)
 	}
 	if err := s.backend.DeleteSession(s.ctx, ss.id); err != nil {
 		s.log.Warn("mqtt: delete session", "client", ss.id, "err", err)
 	}
+	s.armWillRetry(owed)
 }
 
 // fireWill runs from the wheel when the will delay passes.
 func (ss *session) fireWill() {
 	ss.mu.Lock()
-	will := ss.will
+	will, expiry := ss.will, ss.expiry
 	if ss.conn != nil {
 		will = nil
 	}
 	ss.will = nil
 	ss.mu.Unlock()
-	if will != nil && ss.srv.publishWill(will) {
+	if will == nil {
+		return
+	}
+	if sent, _ := ss.srv.sendWillOrOwe(ss, will, expiry, false); sent {
 		// Only a will that went out is settled: one whose publish failed
-		// stays stored, for another node to publish if this one dies.
+		// stays stored and owed (tried again; another node publishes it
+		// if this one dies).
 		ss.srv.willPublished(ss.id, will)
 	}
-}
-
-// publishWill publishes the will m; false: it failed (logged).
-func (s *Server) publishWill(m *Message) bool {
-	if err := s.sendWill(m); err != nil {
-		s.log.Warn("mqtt: publish will", "client", m.ClientID, "err", err)
-		return false
-	}
-	return true
 }
 
 // sendWill hands the will m to the backend where its client may publish

@@ -2,6 +2,8 @@ package mqtt
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -21,8 +23,10 @@ import (
 // it has none, before the client can be orphaned by a crash of the
 // server. It calls WillPublished after it published a will whose delay
 // ran while the session was offline (the backend stored it with the
-// session's offline state); not when publishing it failed (the stored
-// will stands). Errors are the backend's to log.
+// session's offline state), or one whose earlier publish failed (see
+// willRetries); not when publishing it failed (the stored will stands,
+// and Server.Will gives it while the server tries again). Errors are
+// the backend's to log.
 type WillBackend interface {
 	Backend
 	ConnectedWill(ctx context.Context, clientID string, cleanStart bool)
@@ -48,7 +52,19 @@ type Will struct {
 // it, or while its delay runs after the connection ended (Due set);
 // false: none (a will kept over a shutdown does not count). The message
 // is the server's: callers must not change it.
+//
+// A will whose publish failed and that the server tries again (see
+// willRetries) counts, when the session holds no other: Delay is zero
+// (a resume does not cancel a will that was due) and Due is its next try.
 func (s *Server) Will(clientID string) (Will, bool) {
+	if w, ok := s.sessionWill(clientID); ok {
+		return w, true
+	}
+	return s.retries.will(clientID)
+}
+
+// sessionWill is Will for the will clientID's session holds.
+func (s *Server) sessionWill(clientID string) (Will, bool) {
 	s.mu.Lock()
 	ss := s.sessions[clientID]
 	s.mu.Unlock()
@@ -101,4 +117,117 @@ func (s *Server) connectedWill(clientID string, cleanStart bool) {
 	if wb, ok := s.backend.(WillBackend); ok {
 		wb.ConnectedWill(s.ctx, clientID, cleanStart)
 	}
+}
+
+// Wills whose publish failed. A will is published when its connection
+// ends (no delay), when its delay passes, when its session expires or is
+// taken over; the backend may fail to store it (a broker down, a full
+// disk). Such a will stays owed: the server tries it again after
+// willRetryFirst, then after twice the last wait up to willRetryMax,
+// until it goes out or the server closes (its pool waits for a try under
+// way). While it is owed Server.Will gives it, so the session records a
+// WillBackend writes meanwhile keep it stored (another node publishes it
+// if this one dies), and WillPublished follows once it went out.
+const (
+	willRetryFirst = time.Second
+	willRetryMax   = 30 * time.Second
+)
+
+// retryWill is a will whose publish failed.
+type retryWill struct {
+	clientID string
+	msg      *Message
+	expiry   time.Duration
+	wait     time.Duration // before the next try; protected by willRetries.mu
+	due      time.Time     // the next try; protected by willRetries.mu
+	t        timer
+}
+
+// willRetries are the wills owed after a failed publish, by client (the
+// latest last).
+type willRetries struct {
+	mu   sync.Mutex
+	owed map[string][]*retryWill
+}
+
+func (r *willRetries) will(clientID string) (Will, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	list := r.owed[clientID]
+	if len(list) == 0 {
+		return Will{}, false
+	}
+	rw := list[len(list)-1]
+	return Will{Msg: rw.msg, Expiry: rw.expiry, Due: rw.due}, true
+}
+
+func (r *willRetries) add(rw *retryWill) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.owed == nil {
+		r.owed = map[string][]*retryWill{}
+	}
+	r.owed[rw.clientID] = append(r.owed[rw.clientID], rw)
+}
+
+func (r *willRetries) remove(rw *retryWill) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	list := slices.DeleteFunc(r.owed[rw.clientID], func(e *retryWill) bool { return e == rw })
+	if len(list) == 0 {
+		delete(r.owed, rw.clientID)
+	} else {
+		r.owed[rw.clientID] = list
+	}
+}
+
+// sendWillOrOwe publishes the will m of the session ss (true: it went
+// out, or its client may not publish there). When that fails the will
+// is owed (willRetries) and its first try armed, unless the caller does
+// that (armWillRetry) once it wrote the session record that keeps the
+// will stored; owed is then the will to arm.
+func (s *Server) sendWillOrOwe(ss *session, m *Message, expiry time.Duration, armLater bool) (sent bool, owed *retryWill) {
+	err := s.sendWill(m)
+	if err == nil {
+		return true, nil
+	}
+	s.log.Warn("mqtt: publish will; trying again", "client", ss.id, "err", err)
+	rw := &retryWill{clientID: ss.id, msg: m, expiry: expiry, wait: willRetryFirst, due: time.Now().Add(willRetryFirst)}
+	rw.t.slot = -1
+	s.retries.add(rw)
+	if armLater {
+		return false, rw
+	}
+	s.armWillRetry(rw)
+	return false, nil
+}
+
+// armWillRetry arms the next try of the owed will rw (nil: none).
+func (s *Server) armWillRetry(rw *retryWill) {
+	if rw == nil {
+		return
+	}
+	s.retries.mu.Lock()
+	rw.due = time.Now().Add(rw.wait)
+	wait := rw.wait
+	s.retries.mu.Unlock()
+	s.wheel.arm(&rw.t, wait, func() { s.retryWill(rw) })
+}
+
+// retryWill tries the owed will rw again.
+func (s *Server) retryWill(rw *retryWill) {
+	if s.ctx.Err() != nil {
+		return // closing: the stored will stands
+	}
+	if err := s.sendWill(rw.msg); err != nil {
+		s.retries.mu.Lock()
+		rw.wait = min(rw.wait*2, willRetryMax)
+		s.retries.mu.Unlock()
+		s.log.Debug("mqtt: publish will again", "client", rw.clientID, "err", err)
+		s.armWillRetry(rw)
+		return
+	}
+	s.retries.remove(rw)
+	s.log.Info("mqtt: will published after a failed try", "client", rw.clientID, "topic", rw.msg.Topic)
+	s.willPublished(rw.clientID, rw.msg)
 }

@@ -38,16 +38,19 @@ func (w *willBackend) WillPublished(_ context.Context, _ string, m *Message) {
 	w.published = append(w.published, m)
 }
 
-// TestServerWillForBackend: a WillBackend hears of each connection after
-// its CONNACK, when Server.Will gives the connection's will; after the
-// connection ends without DISCONNECT, Server.Will gives the running will
-// delay's due time, and WillPublished follows the will's publication.
-func TestServerWillForBackend(t *testing.T) {
-	wb := &willBackend{MemoryBackend: NewMemoryBackend(), connected: map[string]Will{}, clean: map[string]bool{}}
+// newWillBackend is a willBackend over a fresh MemoryBackend.
+func newWillBackend() *willBackend {
+	return &willBackend{MemoryBackend: NewMemoryBackend(), connected: map[string]Will{}, clean: map[string]bool{}}
+}
+
+// startWillServer starts a server over be (wb: the willBackend be is or
+// wraps, told of the server) on 127.0.0.1:0; Close runs at cleanup.
+func startWillServer(t *testing.T, be Backend, wb *willBackend) *Server {
+	t.Helper()
 	opts := DefaultOptions()
 	opts.Listen = []string{"127.0.0.1:0"}
 	opts.Logger = slog.New(slog.DiscardHandler)
-	s, err := NewServer(opts, wb)
+	s, err := NewServer(opts, be)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +59,16 @@ func TestServerWillForBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestServerWillForBackend: a WillBackend hears of each connection after
+// its CONNACK, when Server.Will gives the connection's will; after the
+// connection ends without DISCONNECT, Server.Will gives the running will
+// delay's due time, and WillPublished follows the will's publication.
+func TestServerWillForBackend(t *testing.T) {
+	wb := newWillBackend()
+	s := startWillServer(t, wb, wb)
 	addr := s.Addrs()[0].String()
 
 	c := dialRaw(t, addr, packets.Version5)
@@ -113,19 +126,8 @@ func (f *failingWills) Publish(context.Context, *Message) error {
 // other node published it after this one died (a will lost whenever
 // the publish failed, such as in a node's last moments).
 func TestServerWillPublishFailedNotSettled(t *testing.T) {
-	fb := &failingWills{willBackend: &willBackend{MemoryBackend: NewMemoryBackend(), connected: map[string]Will{}, clean: map[string]bool{}}}
-	opts := DefaultOptions()
-	opts.Listen = []string{"127.0.0.1:0"}
-	opts.Logger = slog.New(slog.DiscardHandler)
-	s, err := NewServer(opts, fb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fb.srv = s
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	fb := &failingWills{willBackend: newWillBackend()}
+	s := startWillServer(t, fb, fb.willBackend)
 	c := dialRaw(t, s.Addrs()[0].String(), packets.Version5)
 	cp := &packets.Connect{ClientID: "wf", KeepAlive: 60, WillFlag: true, WillQoS: 1, WillTopic: "will/wf", WillPayload: []byte("gone")}
 	cp.Properties.Present.Add(packets.PropSessionExpiry)
@@ -140,5 +142,80 @@ func TestServerWillPublishFailedNotSettled(t *testing.T) {
 	defer fb.mu.Unlock()
 	if len(fb.published) != 0 {
 		t.Fatalf("WillPublished after the publish failed: %v", fb.published)
+	}
+}
+
+// flakyWills is a willBackend whose Publish fails its first fails tries.
+type flakyWills struct {
+	*willBackend
+	fails int32
+	tries atomic.Int32
+}
+
+func (f *flakyWills) Publish(ctx context.Context, m *Message) error {
+	if f.tries.Add(1) <= f.fails {
+		return errors.New("store unavailable")
+	}
+	return f.willBackend.Publish(ctx, m)
+}
+
+// TestServerWillPublishFailedRetried: a will whose publish fails (no
+// delay with a session that ends or stays, a delayed one, one published
+// at session expiry) stays owed: Server.Will gives it (no delay, due at
+// its next try) while the server tries it again, and once it went out
+// WillPublished settles it. Before, such a will was dropped: the records
+// the server wrote next (the session's delete or offline save) settled
+// it, and nothing tried it again.
+func TestServerWillPublishFailedRetried(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		expiry, delay uint32
+	}{
+		{"no delay, session ends", 0, 0},
+		{"no delay, session stays", 600, 0},
+		{"delayed", 600, 1},
+		{"at session expiry", 1, 60},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fb := &flakyWills{willBackend: newWillBackend(), fails: 2}
+			s := startWillServer(t, fb, fb.willBackend)
+			cl := dialRaw(t, s.Addrs()[0].String(), packets.Version5)
+			cp := &packets.Connect{ClientID: "wr", KeepAlive: 60, WillFlag: true, WillQoS: 1, WillTopic: "will/wr",
+				WillPayload: []byte("gone")}
+			if c.expiry > 0 {
+				cp.Properties.Present.Add(packets.PropSessionExpiry)
+				cp.Properties.SessionExpiry = c.expiry
+			}
+			if c.delay > 0 {
+				cp.WillProperties.Present.Add(packets.PropWillDelay)
+				cp.WillProperties.WillDelay = c.delay
+			}
+			cl.connect(cp)
+			cl.send(&packets.Pingreq{})
+			if _, ok := cl.recv().(*packets.Pingresp); !ok {
+				t.Fatal("want PINGRESP")
+			}
+			fb.mu.Lock()
+			msg := fb.connected["wr"].Msg
+			fb.mu.Unlock()
+			cl.nc.Close()
+			// Owed from the first failed try until the third goes out
+			// (a second, then 2 s more).
+			testutil.WaitFor(t, 10*time.Second, "the will owed after a failed publish", func() bool {
+				w, ok := s.Will("wr")
+				return ok && w.Msg == msg && w.Delay == 0 && !w.Due.IsZero() && fb.tries.Load() >= 1
+			})
+			testutil.WaitFor(t, 20*time.Second, "WillPublished after the tries", func() bool {
+				fb.mu.Lock()
+				defer fb.mu.Unlock()
+				return len(fb.published) == 1 && fb.published[0] == msg
+			})
+			if n := fb.tries.Load(); n != 3 {
+				t.Fatalf("tries %d, want 3 (two failed)", n)
+			}
+			if _, ok := s.Will("wr"); ok {
+				t.Fatal("Server.Will after the will went out")
+			}
+		})
 	}
 }
