@@ -233,23 +233,28 @@ type TopicConfig struct {
 }
 
 // topicKnown reports whether a registry routes topic or one of masters
-// has it; an answer that cannot tell counts as known.
-func (a *Admin) topicKnown(ctx context.Context, masters []Broker, topic string) bool {
+// has it (asked all at once); a master that does not answer counts as
+// knowing it when silentKnows.
+func (a *Admin) topicKnown(ctx context.Context, masters []Broker, topic string, silentKnows bool) bool {
 	if _, err := a.TopicRoute(ctx, topic); !errors.Is(err, client.ErrTopicNotExist) {
 		return true
 	}
-	for _, m := range masters {
-		_, err := a.invokeOK(ctx, "topic stats", m.Addr, protocol.NewRequest(protocol.GetTopicStatsInfo, &protocol.TopicHeader{Topic: topic}, nil))
-		if !errors.Is(err, client.ErrTopicNotExist) {
-			return true
+	known := false
+	err := a.fromEach(ctx, "topic stats", masters, func() *protocol.Command {
+		return protocol.NewRequest(protocol.GetTopicStatsInfo, &protocol.TopicHeader{Topic: topic}, nil)
+	}, func(b Broker, resp *protocol.Command) error {
+		if err := okAnswer("topic stats", b.Addr, resp); !errors.Is(err, client.ErrTopicNotExist) {
+			known = true
 		}
-	}
-	return false
+		return nil
+	})
+	return known || err != nil && silentKnows
 }
 
 // TopicExists reports whether a registry routes topic or a master of
 // cluster ("" = all) has it (a topic just created may not be routed yet).
-// An answer that cannot tell counts as existing.
+// Masters that do not answer are left out: the topic is new when no
+// registry and none of those that answered has it.
 func (a *Admin) TopicExists(ctx context.Context, cluster, topic string) (bool, error) {
 	if err := client.ValidateTopic(topic); err != nil {
 		return false, fmt.Errorf("admin: look up topic: %w", err)
@@ -258,11 +263,15 @@ func (a *Admin) TopicExists(ctx context.Context, cluster, topic string) (bool, e
 	if err != nil {
 		return false, err
 	}
-	return a.topicKnown(ctx, masters, topic), nil
+	return a.topicKnown(ctx, masters, topic, false), nil
 }
 
 // CreateTopic creates or updates a topic on every master of cluster (""
-// = all); the brokers then register it with the registries.
+// = all, asked all at once); the brokers then register it with the
+// registries. When some masters do not answer (dead, hung, unreachable),
+// the others have the topic and the error is ErrPartial, naming the
+// silent ones (Answered lists the others); when none answers, their
+// errors joined.
 func (a *Admin) CreateTopic(ctx context.Context, cluster string, tc TopicConfig) error {
 	if err := client.ValidateTopic(tc.Name); err != nil {
 		return fmt.Errorf("admin: create topic: %w", err)
@@ -280,21 +289,21 @@ func (a *Admin) CreateTopic(ctx context.Context, cluster string, tc TopicConfig)
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, m := range masters {
+	return a.fromEach(ctx, "create topic", masters, func() *protocol.Command {
 		h := &protocol.CreateTopicRequestHeader{Topic: tc.Name, DefaultTopic: protocol.DefaultTopic, ReadQueueNums: tc.ReadQueues,
 			WriteQueueNums: tc.WriteQueues, Perm: tc.Perm, TopicFilterType: protocol.TopicFilterSingleTag, Order: tc.Order}
-		if _, err := a.invokeOK(ctx, "create topic", m.Addr, protocol.NewRequest(protocol.UpdateAndCreateTopic, h, nil)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+		return protocol.NewRequest(protocol.UpdateAndCreateTopic, h, nil)
+	}, func(b Broker, resp *protocol.Command) error { return okAnswer("create topic", b.Addr, resp) })
 }
 
-// DeleteTopic deletes a topic from every master of cluster and from every
-// registry. A topic that no registry and none of those masters knows is
-// client.ErrTopicNotExist (the brokers, as Java's, answer a delete of a
-// missing topic with success).
+// DeleteTopic deletes a topic from every master of cluster (asked all at
+// once) and then from every registry. A topic that no registry and none
+// of those masters knows is client.ErrTopicNotExist (the brokers, as
+// Java's, answer a delete of a missing topic with success). When some
+// masters do not answer, the others have deleted it and the error is
+// ErrPartial naming the silent ones (Answered lists the others); the
+// registries are left alone then: they keep routing the topic to the
+// silent masters, which still have it.
 func (a *Admin) DeleteTopic(ctx context.Context, cluster, topic string) error {
 	if topic == "" {
 		return fmt.Errorf("%w: empty topic name", client.ErrBadOptions)
@@ -303,19 +312,15 @@ func (a *Admin) DeleteTopic(ctx context.Context, cluster, topic string) error {
 	if err != nil {
 		return err
 	}
-	if !a.topicKnown(ctx, masters, topic) {
+	if !a.topicKnown(ctx, masters, topic, true) {
 		return fmt.Errorf("%w: %s (no registry and no master knows it)", client.ErrTopicNotExist, topic)
 	}
+	if err := a.fromEach(ctx, "delete topic", masters, func() *protocol.Command {
+		return protocol.NewRequest(protocol.DeleteTopicInBroker, &protocol.DeleteTopicRequestHeader{Topic: topic}, nil)
+	}, func(b Broker, resp *protocol.Command) error { return okAnswer("delete topic", b.Addr, resp) }); err != nil {
+		return err // the route stays while a broker keeps the topic
+	}
 	var errs []error
-	for _, m := range masters {
-		if _, err := a.invokeOK(ctx, "delete topic", m.Addr, protocol.NewRequest(protocol.DeleteTopicInBroker,
-			&protocol.DeleteTopicRequestHeader{Topic: topic}, nil)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...) // the route stays while a broker keeps the topic
-	}
 	for _, r := range a.opts.Registries {
 		if _, err := a.invokeOK(ctx, "delete topic in registry", r, protocol.NewRequest(protocol.DeleteTopicInNamesrv,
 			&protocol.DeleteTopicInNamesrvRequestHeader{Topic: topic, ClusterName: cluster}, nil)); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,8 +25,22 @@ import (
 var ErrPartial = errors.New("admin: some broker groups did not answer")
 
 // partialError is ErrPartial with the errors of the broker groups that
-// did not answer.
-type partialError struct{ errs []error }
+// did not answer, and the names of those that did.
+type partialError struct {
+	errs     []error
+	answered []string
+}
+
+// Answered returns the broker groups that answered, by name, when err is
+// an ErrPartial error of this package (nil otherwise): those a write such
+// as CreateTopic or DeleteTopic was applied on.
+func Answered(err error) []string {
+	var pe *partialError
+	if !errors.As(err, &pe) {
+		return nil
+	}
+	return slices.Clone(pe.answered)
+}
 
 func (e *partialError) Error() string {
 	msgs := make([]string, len(e.errs))
@@ -98,12 +113,15 @@ func (a *Admin) fromEach(ctx context.Context, op string, bs []Broker, newReq fun
 	}
 	wg.Wait()
 	var failed []error
+	var answered []string
 	for i, b := range bs {
 		if errs[i] == nil {
 			errs[i] = each(b, resps[i])
 		}
 		if errs[i] != nil {
 			failed = append(failed, errs[i])
+		} else {
+			answered = append(answered, b.Name)
 		}
 	}
 	switch {
@@ -112,7 +130,7 @@ func (a *Admin) fromEach(ctx context.Context, op string, bs []Broker, newReq fun
 	case len(failed) == len(bs):
 		return errors.Join(failed...)
 	}
-	return &partialError{errs: failed}
+	return &partialError{errs: failed, answered: answered}
 }
 
 // okAnswer returns a BrokerError unless resp is a success.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/smartgo/smartgo/client"
@@ -53,7 +54,10 @@ func init() {
 				"cluster); the brokers then register it with the registries. -perm is the\n" +
 				"topic's access: 6 read and write, 4 read only, 2 write only. Both verbs\n" +
 				"create a missing topic and update an existing one; the output says which\n" +
-				"(JSON: \"created\": true when the topic did not exist).",
+				"(JSON: \"created\": true when the topic did not exist). When some masters\n" +
+				"do not answer, the others get the topic, the output names those (JSON:\n" +
+				"\"result\": \"partial\", \"brokers\"), the error the silent ones, and the\n" +
+				"exit status is 1: run it again once they are back.",
 			examples: []string{"smartgo admin topic " + verb + " -t Orders -r 4 -w 4",
 				"smartgo admin topic " + verb + " -t Orders -perm 4   # read only"},
 			setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
@@ -82,8 +86,13 @@ func init() {
 					}
 					err = e.a.CreateTopic(ctx, *cluster, admin.TopicConfig{Name: *topic, ReadQueues: int32(*readQ),
 						WriteQueues: int32(*writeQ), Perm: int32(*perm), Order: *order})
-					if err != nil {
+					if err != nil && !errors.Is(err, admin.ErrPartial) {
 						return err
+					}
+					if on := admin.Answered(err); on != nil {
+						e.out.message(map[string]any{"topic": *topic, "result": "partial", "created": !existed, "brokers": on},
+							upsertText("topic", *topic, verb, existed)+" on "+strings.Join(on, ", "))
+						return err // ErrPartial: the brokers it names do not have the topic
 					}
 					e.out.message(map[string]any{"topic": *topic, "result": "ok", "created": !existed}, upsertText("topic", *topic, verb, existed))
 					return nil
@@ -92,7 +101,7 @@ func init() {
 	}
 	registerAdmin(adminCommand{name: "topic delete", synopsis: "-t TOPIC [-cluster C]",
 		summary:     "delete a topic from the brokers and the registries",
-		description: "Deletes a topic (its messages' queues, its offsets) from every master of\n-cluster (else of every cluster) and from every registry. A topic that\nno broker and no registry knows is an error; a broker's system topics\n(TBW102, SCHEDULE_TOPIC_XXXX, %SYS_STATESTORE, %SYS_TWIN, MQTT_SESSION, ...)\nare refused.",
+		description: "Deletes a topic (its messages' queues, its offsets) from every master of\n-cluster (else of every cluster) and from every registry. A topic that\nno broker and no registry knows is an error; a broker's system topics\n(TBW102, SCHEDULE_TOPIC_XXXX, %SYS_STATESTORE, %SYS_TWIN, MQTT_SESSION, ...)\nare refused. When some masters do not answer, the others delete it, the\noutput names those, the error the silent ones (the registries keep the\ntopic then), and the exit status is 1: run it again once they are back.",
 		examples:    []string{"smartgo admin topic delete -t Orders"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			topic := fs.String("t", "", "`topic` name")
@@ -101,7 +110,13 @@ func init() {
 				if err := required(*topic, "-t"); err != nil {
 					return err
 				}
-				if err := e.a.DeleteTopic(ctx, *cluster, *topic); err != nil {
+				err := e.a.DeleteTopic(ctx, *cluster, *topic)
+				if on := admin.Answered(err); on != nil {
+					e.out.message(map[string]any{"topic": *topic, "deleted": false, "brokers": on},
+						fmt.Sprintf("topic %s deleted on %s; the registries still route it to the brokers that did not answer: run this again", *topic, strings.Join(on, ", ")))
+					return err // ErrPartial: the brokers it names still have the topic
+				}
+				if err != nil {
 					return err
 				}
 				e.out.message(map[string]any{"topic": *topic, "deleted": true}, fmt.Sprintf("topic %s deleted", *topic))

@@ -86,7 +86,8 @@ func registerHungBroker(t *testing.T, reg string) string {
 // statestore keys`, `admin topic stats`, `admin msg by-key`, `admin msg
 // browse`, `admin broker stats` and `admin broker config` print what the other brokers
 // returned and then say which did not answer (exit 1); they used to print
-// only the error.
+// only the error. `admin topic create|update|delete` act on the others,
+// say so (naming them) and then which did not answer (exit 1).
 func TestCmdAdminPartialAnswers(t *testing.T) {
 	c, err := cluster.Start(context.Background(), cluster.Options{Dir: t.TempDir()})
 	if err != nil {
@@ -108,7 +109,8 @@ func TestCmdAdminPartialAnswers(t *testing.T) {
 
 	hung := registerHungBroker(t, reg)
 	for _, args := range [][]string{{"group", "progress", "-g", "pg"}, {"statestore", "keys"}, {"topic", "stats", "-t", "PartialT"},
-		{"msg", "by-key", "-t", "PartialT", "-k", "pk"}, {"msg", "browse", "-t", "PartialT"}, {"broker", "stats"}, {"broker", "config"}} {
+		{"msg", "by-key", "-t", "PartialT", "-k", "pk"}, {"msg", "browse", "-t", "PartialT"}, {"broker", "stats"}, {"broker", "config"},
+		{"topic", "create", "-t", "PartialNew"}, {"topic", "update", "-t", "PartialNew", "-perm", "4"}, {"topic", "delete", "-t", "PartialNew"}} {
 		code, stdout, stderr := runCmd(t, append([]string{"admin", "-registry", reg}, args...)...)
 		if code != exitFailure || !strings.Contains(stderr, "some broker groups did not answer") || !strings.Contains(stderr, hung) {
 			t.Fatalf("admin %v with a hung broker: exit %d, stderr %q", args, code, stderr)
