@@ -533,19 +533,7 @@ func TestStateStoreHostLocalSinks(t *testing.T) {
 // (the baseline: a bridge in its own process), and local, InvokeLocal in
 // process (`smartgo standalone`). Every reply is checked.
 func BenchmarkStateStoreGetPath(b *testing.B) {
-	so := store.DefaultOptions(b.TempDir())
-	so.SegmentSize = 8 << 20
-	so.WarmSegments = false
-	br, err := New(Options{BrokerName: "broker-bench", ClusterName: "B", ListenAddr: "127.0.0.1:0", Store: so})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer br.Close()
-	s, err := OpenStateStore(br, StateStoreOptions{Shards: 8, SnapshotInterval: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	br, s := ssBenchOpen(b, 8<<20)
 	const keys = 1000
 	val := bytes.Repeat([]byte{'x'}, 100)
 	want := append(append([]byte("$100\r\n"), val...), "\r\n"...)

@@ -1,17 +1,63 @@
 package statestore
 
 import (
+	"crypto/sha256"
 	"hash/maphash"
-	"unsafe"
 )
+
+// dedupID names a cached reply: the first 16 bytes of the SHA-256 of the
+// request's dedup key (DedupKey: its correlation data and response
+// topic, about 120 bytes from the Azure client). Log entries, snapshots
+// and the cache hold the id, not the key: a SET's record is a quarter
+// smaller and the cache copies 16 bytes per entry into its ring instead
+// of the key into chunks of fresh memory. A cryptographic hash, so that
+// no client can make its request's id equal to another's (and so be
+// answered another's reply, or have its own taken for a redelivery) any
+// more than it can guess the other's correlation data; 128 bits, so that
+// no two requests share one by chance.
+type dedupID [16]byte
+
+// An entry's DEDUP field and a snapshot's CACHE KEY hold an id as
+// dedupFieldLen bytes: dedupIDMark, then the id. Entries and snapshots
+// written before ids hold the dedup key itself, which starts with a zero
+// byte (DedupKey's 4-byte length of the correlation data, at most
+// 65,535); dedupIDOfField hashes those, so a reply cached by an older
+// build still answers the request's redelivery.
+const (
+	dedupIDMark   = 0x01
+	dedupFieldLen = 1 + len(dedupID{})
+)
+
+// dedupIDOf returns the id of a request's dedup key.
+func dedupIDOf(key []byte) dedupID {
+	sum := sha256.Sum256(key)
+	return dedupID(sum[:len(dedupID{})])
+}
+
+// dedupIDOfField returns the id an entry's DEDUP field or a snapshot's
+// CACHE KEY holds: the id itself, or a dedup key of an older build's.
+func dedupIDOfField(f []byte) dedupID {
+	if len(f) == dedupFieldLen && f[0] == dedupIDMark {
+		return dedupID(f[1:])
+	}
+	return dedupIDOf(f)
+}
+
+// field returns the id as an entry's DEDUP field holds it.
+func (id *dedupID) field() [dedupFieldLen]byte {
+	var f [dedupFieldLen]byte
+	f[0] = dedupIDMark
+	copy(f[1:], id[:])
+	return f
+}
 
 // dedupEntry is one cached reply.
 type dedupEntry struct {
-	key      string // in one of the cache's key chunks
+	id       dedupID
 	reply    Reply
 	expireAt int64  // Unix ms (store time) at which it stops answering
-	hash     uint64 // the key's hash (dedupCache.hashOf)
-	dead     bool   // replaced by a newer entry for the same key
+	hash     uint64 // the id's hash (dedupCache.hashOf)
+	dead     bool   // replaced by a newer entry for the same id
 }
 
 // dedupCache answers redelivered requests with the reply they first got.
@@ -20,36 +66,30 @@ type dedupEntry struct {
 //
 // A SET adds an entry without allocating: the entries sit by value in a
 // ring in insertion order (the oldest at head, dead ones left in place
-// until they reach it), an index finds each live key's entry, and the
-// keys are copied into append-only chunks of dedupChunk bytes. A chunk's
-// bytes are never written again once a key is in them, so a key string
-// stays valid for as long as anything holds it (a frozen snapshot), and
-// the chunk is freed by the collector once every key in it is gone; the
-// ring evicts in insertion order, so the chunks held are about the ring's
-// keys.
+// until they reach it), and an index finds each live id's entry.
 //
 // The index is an open-addressing table (linear probing) of the live
 // entries' hashes and sequence numbers (the ring's oldest entry is number
-// seq), at most half full. A key (a 16-byte correlation id and the
-// client's response topic, about 100 bytes) is hashed once per lookup,
-// and a miss, what nearly every request meets, compares 16-byte slots
-// without reading any key; only an equal hash reads the entry's key.
-// Removing an entry (eviction) shifts its probe run back, so the table
-// keeps no tombstones and never rebuilds itself while it turns over (a
-// map of string keys hashed each key three times per SET, the deleted
-// one's from cold memory, and rebuilt its tables as deletions piled up).
-// The hash is seeded per cache: which slot holds which key differs
-// between replicas, what the cache answers does not.
+// seq), at most half full. A lookup hashes the 16-byte id once, and a
+// miss, what nearly every request meets, compares 16-byte slots without
+// reading any entry; only an equal hash reads the entry's id. Removing
+// an entry (eviction) shifts its probe run back, so the table keeps no
+// tombstones and never rebuilds itself while it turns over (a map of
+// string keys hashed each key three times per SET, the deleted one's
+// from cold memory, and rebuilt its tables as deletions piled up). The
+// hash is seeded per cache (an id is the same on every replica, so a
+// client could otherwise pick requests whose ids crowd one probe run):
+// which slot holds which id differs between replicas, what the cache
+// answers does not.
 type dedupCache struct {
-	idx   []dedupSlot  // len is 0 or a power of two
-	live  int          // live entries (used slots of idx)
-	ring  []dedupEntry // len is 0 or a power of two
-	head  int          // index in ring of the oldest entry
-	n     int          // entries in the ring, dead ones included
-	seq   uint64       // sequence number of the oldest entry
-	chunk []byte       // where the next key is copied
-	max   int
-	seed  maphash.Seed
+	idx  []dedupSlot  // len is 0 or a power of two
+	live int          // live entries (used slots of idx)
+	ring []dedupEntry // len is 0 or a power of two
+	head int          // index in ring of the oldest entry
+	n    int          // entries in the ring, dead ones included
+	seq  uint64       // sequence number of the oldest entry
+	max  int
+	seed maphash.Seed
 }
 
 // dedupSlot is one slot of the index: a live entry's hash and its
@@ -58,10 +98,6 @@ type dedupSlot struct {
 	hash uint64
 	seq1 uint64
 }
-
-// dedupChunk is the size of a key chunk; a key longer than an eighth of
-// it gets an allocation of its own.
-const dedupChunk = 32 << 10
 
 func newDedupCache(max int) dedupCache {
 	return dedupCache{max: max, seed: maphash.MakeSeed()}
@@ -73,17 +109,16 @@ func (c *dedupCache) len() int { return c.live }
 // at returns the i-th entry of the ring, oldest first.
 func (c *dedupCache) at(i int) *dedupEntry { return &c.ring[(c.head+i)&(len(c.ring)-1)] }
 
-// hashOf returns key's hash, for find and add.
-func (c *dedupCache) hashOf(key []byte) uint64 { return maphash.Bytes(c.seed, key) & dedupHashMask }
+// hashOf returns id's hash, for find and add.
+func (c *dedupCache) hashOf(id *dedupID) uint64 { return maphash.Bytes(c.seed, id[:]) & dedupHashMask }
 
 // dedupHashMask keeps all of a hash; a test keeps few bits of it, so that
-// many keys share a hash and probe runs grow long.
+// many ids share a hash and probe runs grow long.
 var dedupHashMask = ^uint64(0)
 
-// slot returns the index of the slot holding the live entry of key
-// (hash h), or of the free slot ending its probe run, and that entry or
-// nil.
-func (c *dedupCache) slot(key []byte, h uint64) (int, *dedupEntry) {
+// slot returns the index of the slot holding the live entry of id (hash
+// h), or of the free slot ending its probe run, and that entry or nil.
+func (c *dedupCache) slot(id *dedupID, h uint64) (int, *dedupEntry) {
 	mask := len(c.idx) - 1
 	for i := int(h) & mask; ; i = (i + 1) & mask {
 		s := &c.idx[i]
@@ -91,42 +126,38 @@ func (c *dedupCache) slot(key []byte, h uint64) (int, *dedupEntry) {
 			return i, nil
 		}
 		if s.hash == h {
-			if d := c.at(int(s.seq1 - 1 - c.seq)); d.key == string(key) {
+			if d := c.at(int(s.seq1 - 1 - c.seq)); d.id == *id {
 				return i, d
 			}
 		}
 	}
 }
 
-// find returns the entry key (hash h, hashOf) names, live or expired but
+// find returns the entry id (hash h, hashOf) names, live or expired but
 // not evicted yet, or nil.
-func (c *dedupCache) find(key []byte, h uint64) *dedupEntry {
+func (c *dedupCache) find(id *dedupID, h uint64) *dedupEntry {
 	if c.live == 0 {
 		return nil
 	}
-	_, d := c.slot(key, h)
+	_, d := c.slot(id, h)
 	return d
 }
 
-// lookup returns the reply cached for key, if it still answers at nowMs.
-func (c *dedupCache) lookup(key []byte, nowMs int64) (Reply, bool) {
-	if d := c.find(key, c.hashOf(key)); d != nil && d.expireAt > nowMs {
+// lookup returns the reply cached for id, if it still answers at nowMs.
+func (c *dedupCache) lookup(id *dedupID, nowMs int64) (Reply, bool) {
+	if d := c.find(id, c.hashOf(id)); d != nil && d.expireAt > nowMs {
 		return d.reply, true
 	}
 	return Reply{}, false
 }
 
-// add caches r for key (hash h) until expireAt. old is the key's entry
+// add caches r for id (hash h) until expireAt. old is the id's entry
 // when the caller found one (find; nothing may have changed the cache
-// since), nil when it found none. The key is copied into the newest chunk
-// even when old has a copy: a chunk is then held only by entries of the
-// ring's span, never by a key added again long after its neighbours
-// left.
-func (c *dedupCache) add(old *dedupEntry, key []byte, h uint64, r Reply, expireAt int64) {
+// since), nil when it found none.
+func (c *dedupCache) add(old *dedupEntry, id *dedupID, h uint64, r Reply, expireAt int64) {
 	if old != nil {
 		old.dead = true // before the ring may grow away from it
 	}
-	k := c.intern(key)
 	if c.n == len(c.ring) {
 		grown := make([]dedupEntry, max(16, 2*len(c.ring)))
 		for i := 0; i < c.n; i++ {
@@ -135,18 +166,18 @@ func (c *dedupCache) add(old *dedupEntry, key []byte, h uint64, r Reply, expireA
 		c.ring, c.head = grown, 0
 	}
 	seq1 := c.seq + uint64(c.n) + 1
-	*c.at(c.n) = dedupEntry{key: k, reply: r, expireAt: expireAt, hash: h}
+	*c.at(c.n) = dedupEntry{id: *id, reply: r, expireAt: expireAt, hash: h}
 	c.n++
 	if old != nil {
-		// The key's slot (still naming old) now names the new entry.
-		i, _ := c.slot(key, h)
+		// The id's slot (still naming old) now names the new entry.
+		i, _ := c.slot(id, h)
 		c.idx[i].seq1 = seq1
 		return
 	}
 	if 2*(c.live+1) > len(c.idx) {
 		c.growIndex()
 	}
-	i, _ := c.slot(key, h)
+	i, _ := c.slot(id, h)
 	c.idx[i] = dedupSlot{hash: h, seq1: seq1}
 	c.live++
 }
@@ -190,22 +221,6 @@ func (c *dedupCache) unindex(h, seq uint64) {
 	}
 	c.idx[i] = dedupSlot{}
 	c.live--
-}
-
-// intern copies key into the current chunk (a new one when it is full)
-// and returns the copy.
-func (c *dedupCache) intern(key []byte) string {
-	switch {
-	case len(key) == 0:
-		return ""
-	case len(key) > dedupChunk/8:
-		return string(key)
-	case cap(c.chunk)-len(c.chunk) < len(key):
-		c.chunk = make([]byte, 0, dedupChunk)
-	}
-	off := len(c.chunk)
-	c.chunk = append(c.chunk, key...)
-	return unsafe.String(&c.chunk[off], len(key))
 }
 
 // evict drops entries from the front of the insertion order while they

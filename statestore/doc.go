@@ -132,6 +132,13 @@
 // are at most 256 MiB. Nothing follows CRC. TestStateStoreEntryBytesPinned
 // pins an example.
 //
+// DEDUP names the response cache's entry for the request: 17 bytes, 0x01
+// then the first 16 bytes of the SHA-256 of the request's
+// DedupKey(correlation data, response topic). Entries of builds before
+// the twelfth session hold the DedupKey itself (its first byte is 0, the
+// top of the correlation data's length); Apply hashes such a field, so
+// the reply it cached still answers the request's redelivery.
+//
 // # Snapshot (format 1)
 //
 // Integers big-endian, HLC as above; an optional HLC that is absent is 17
@@ -149,8 +156,8 @@
 //	         HLC VERSION, uint8 OP (1 SET, 2 DELETE), field KEY,
 //	         field VALUE (SET only)
 //	   8   NCACHE     uint64, then per cached reply, oldest first:
-//	         field KEY, int64 EXPIREAT (Unix ms store time),
-//	         optional HLC VERSION, field PAYLOAD
+//	         field KEY (as an entry's DEDUP), int64 EXPIREAT (Unix ms
+//	         store time), optional HLC VERSION, field PAYLOAD
 //	   4   CRC        CRC32-C of every byte before it
 //
 // Nothing follows CRC. Restore checks the order of keys and history,

@@ -222,15 +222,19 @@ func (e *Engine) PrepareAppend(dst []byte, req *Request, now time.Time) (entry [
 	} else {
 		cmd, err = ParseCommand(req.Payload) // outside the lock
 	}
-	dedup := req.DedupKey
+	dedup := req.DedupKey != nil
 	ttl := req.DedupTTL.Milliseconds()
-	if len(dedup) > maxDedupKeyLen || ttl <= 0 {
-		dedup = nil
+	if len(req.DedupKey) > maxDedupKeyLen || ttl <= 0 {
+		dedup = false
+	}
+	var id dedupID
+	if dedup {
+		id = dedupIDOf(req.DedupKey) // outside the lock
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if dedup != nil {
-		if r, ok := e.st.cache.lookup(dedup, nowMs); ok {
+	if dedup {
+		if r, ok := e.st.cache.lookup(&id, nowMs); ok {
 			return nil, Outcome{Reply: r}, false
 		}
 	}
@@ -283,8 +287,10 @@ func (e *Engine) PrepareAppend(dst []byte, req *Request, now time.Time) (entry [
 	case VerbVDel:
 		le.op = opVDel
 	}
-	if dedup != nil {
-		le.dedup, le.dedupTTL = dedup, ttl
+	var field [dedupFieldLen]byte
+	if dedup {
+		field = id.field()
+		le.dedup, le.dedupTTL = field[:], ttl
 	}
 	return le.appendTo(slices.Grow(dst, le.size())), Outcome{}, true
 }
@@ -374,14 +380,16 @@ func (e *Engine) Apply(entry []byte, storeTime time.Time) (Outcome, error) {
 	if le.op == opExpire {
 		return out, nil
 	}
-	// One lookup of the dedup key: the entry found (answering, or
+	// One lookup of the dedup id: the entry found (answering, or
 	// expired but not evicted yet) is the one add marks dead, as nothing
 	// changes the cache in between.
 	var cachedAt *dedupEntry
 	var dedupHash uint64
+	var id dedupID
 	if le.dedup != nil {
-		dedupHash = e.st.cache.hashOf(le.dedup)
-		if cachedAt = e.st.cache.find(le.dedup, dedupHash); cachedAt != nil && cachedAt.expireAt > nowMs {
+		id = dedupIDOfField(le.dedup)
+		dedupHash = e.st.cache.hashOf(&id)
+		if cachedAt = e.st.cache.find(&id, dedupHash); cachedAt != nil && cachedAt.expireAt > nowMs {
 			out.Reply = cachedAt.reply
 			return out, nil
 		}
@@ -393,7 +401,7 @@ func (e *Engine) Apply(entry []byte, storeTime time.Time) (Outcome, error) {
 		// is rarely read; VersionString formats it then).
 		cached := out.Reply
 		cached.versionText = ""
-		e.st.cache.add(cachedAt, le.dedup, dedupHash, cached, satAdd(nowMs, le.dedupTTL))
+		e.st.cache.add(cachedAt, &id, dedupHash, cached, satAdd(nowMs, le.dedupTTL))
 		e.st.cache.evict(nowMs)
 	}
 	return out, nil

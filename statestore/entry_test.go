@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash/crc32"
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,10 +42,23 @@ func TestStateStoreEntryBytesPinned(t *testing.T) {
 		"00000000000005dc" + // PX 1500
 		"0000018af7cb85a8" + "0000000000000000" + "07" + hex.EncodeToString([]byte("Client1")) + // ft
 		"00000001" + "6b" + "00000001" + "76" + // key, value
-		"0000000b" + "0000000141000000027274" + "0000000000002710" + // dedup key, ttl 10000 ms
-		"ed297343" // CRC32-C
+		"00000011" + "01" + "77468b60861a3cb3ce008aa4e31ebcf7" + "0000000000002710" + // dedup id (SHA-256 of 0000000141000000027274), ttl 10000 ms
+		"77212b86" // CRC32-C
 	if hex.EncodeToString(got) != want {
 		t.Errorf("SET entry\n got %x\nwant %s", got, want)
+	}
+	// The same entry as builds before dedup ids wrote it, the dedup key
+	// itself in DEDUP, applies alike, and a redelivery of its request
+	// gets the reply it cached.
+	old := strings.Replace(want, "00000011"+"01"+"77468b60861a3cb3ce008aa4e31ebcf7", "0000000b"+"0000000141000000027274", 1)
+	old = old[:len(old)-8] + "ed297343"
+	oldEntry, _ := hex.DecodeString(old)
+	e2 := mustEngine(t, Options{})
+	if out := apply(t, e2, oldEntry, t0); string(out.Reply.Payload) != "+OK\r\n" {
+		t.Fatalf("old entry applied: %q", out.Reply.Payload)
+	}
+	if _, out, needsLog := e2.Prepare(r, t0); needsLog || string(out.Reply.Payload) != "+OK\r\n" || out.Reply.Version.Counter != 1 {
+		t.Errorf("redelivery after an old entry: %q %v %v", out.Reply.Payload, out.Reply.Version, needsLog)
 	}
 	le, err := decodeEntry(got, "")
 	if err != nil || le.op != opSet || le.cond != CondNX || le.expiryMs != 1500 || le.ft.Node != "Client1" || le.dedupTTL != 10000 ||

@@ -110,7 +110,8 @@ func (f *Frozen) WriteTo(w io.Writer) (int64, error) {
 	sw.u64(uint64(f.cacheLen))
 	for i := range f.cache {
 		d := &f.cache[i]
-		sw.fieldString(d.key)
+		id := d.id.field()
+		sw.field(id[:])
 		sw.u64(uint64(d.expireAt))
 		sw.hlc(d.reply.Version)
 		sw.field(d.reply.Payload)
@@ -388,8 +389,9 @@ func (r *snapReader) read(o *Options) (state, error) {
 		if err != nil {
 			return st, err
 		}
-		h := st.cache.hashOf(k)
-		if st.cache.find(k, h) != nil {
+		id := dedupIDOfField(k)
+		h := st.cache.hashOf(&id)
+		if st.cache.find(&id, h) != nil {
 			return st, corruptf("snapshot cache key %d repeated", i)
 		}
 		exp, err := r.u64("CACHE EXPIREAT")
@@ -403,7 +405,7 @@ func (r *snapReader) read(o *Options) (state, error) {
 		if reply.Payload, err = r.field("CACHE PAYLOAD"); err != nil {
 			return st, err
 		}
-		st.cache.add(nil, k, h, reply, int64(exp))
+		st.cache.add(nil, &id, h, reply, int64(exp))
 	}
 
 	want := r.crc.Sum32()

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -53,8 +54,8 @@ func TestStateStoreSnapshotBytesPinned(t *testing.T) {
 		v("01") + "01" + "0000000161" + "0000000131" + // SET a 1
 		v("02") + "01" + "0000000162" + "0000000132" + // SET b 2
 		v("03") + "02" + "0000000161" + // DELETE a
-		"0000000000000001" + "0000000b" + "0000000141000000027274" + "0000018af7cbacb8" + v("01") + "00000005" + hex.EncodeToString([]byte("+OK\r\n")) +
-		"a979d774"
+		"0000000000000001" + "00000011" + "01" + "77468b60861a3cb3ce008aa4e31ebcf7" + "0000018af7cbacb8" + v("01") + "00000005" + hex.EncodeToString([]byte("+OK\r\n")) +
+		"e2075e34"
 	got := snapshotBytes(t, e)
 	if hex.EncodeToString(got) != want {
 		t.Fatalf("snapshot\n got %x\nwant %s", got, want)
@@ -83,6 +84,22 @@ func TestStateStoreSnapshotBytesPinned(t *testing.T) {
 	r = &Request{Payload: cmd("SET", "a", "1"), DedupKey: DedupKey([]byte("A"), "rt"), DedupTTL: 10 * time.Second}
 	if _, out, needsLog := e2.Prepare(r, t0); needsLog || string(out.Reply.Payload) != "+OK\r\n" || out.Reply.Version.Counter != 1 {
 		t.Errorf("cached reply after restore: %q %v %v", out.Reply.Payload, out.Reply.Version, needsLog)
+	}
+	// The same snapshot as builds before dedup ids wrote it, the dedup
+	// key itself as CACHE KEY, restores to the same state: the cached
+	// reply answers the redelivery.
+	old := strings.Replace(want, "00000011"+"01"+"77468b60861a3cb3ce008aa4e31ebcf7", "0000000b"+"0000000141000000027274", 1)
+	old = old[:len(old)-8] + "a979d774"
+	oldBytes, _ := hex.DecodeString(old)
+	e3 := mustEngine(t, Options{})
+	if err := e3.Restore(bytes.NewReader(oldBytes)); err != nil {
+		t.Fatalf("restore an older build's snapshot: %v", err)
+	}
+	if !bytes.Equal(snapshotBytes(t, e3), got) {
+		t.Error("an older build's snapshot restored differs")
+	}
+	if _, out, needsLog := e3.Prepare(r, t0); needsLog || string(out.Reply.Payload) != "+OK\r\n" || out.Reply.Version.Counter != 1 {
+		t.Errorf("cached reply after restoring an older build's snapshot: %q %v %v", out.Reply.Payload, out.Reply.Version, needsLog)
 	}
 }
 
