@@ -44,22 +44,31 @@ func TestBridgeSharedSubscriptionFromSuback(t *testing.T) {
 	b := startBridge(t, c, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	checkShareFromSuback(t, ctx, b, "share", "first")
+}
+
+// checkShareFromSuback publishes history on work/early, subscribes two
+// members (ids prefix-m1, prefix-m2) to $share/name/work/#, publishes 20
+// messages right after their SUBACKs and checks that the members get
+// each of those once and none of the history.
+func checkShareFromSuback(t *testing.T, ctx context.Context, b *Bridge, prefix, name string) {
+	t.Helper()
 	var mu sync.Mutex
 	got := map[string]int{}
 	// History the new subscription must not get.
-	early := pahoShareMember(t, ctx, addrOf(b), "share-early", &mu, map[string]int{})
+	early := pahoShareMember(t, ctx, addrOf(b), prefix+"-early", &mu, map[string]int{})
 	for i := range 5 {
 		if _, err := early.Publish(ctx, &paho.Publish{Topic: "work/early", QoS: 1, Payload: []byte(fmt.Sprint("early-", i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, id := range []string{"share-m1", "share-m2"} {
+	for _, id := range []string{prefix + "-m1", prefix + "-m2"} {
 		m := pahoShareMember(t, ctx, addrOf(b), id, &mu, got)
-		if sa, err := m.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "$share/first/work/#", QoS: 1}}}); err != nil || sa.Reasons[0] != 1 {
+		if sa, err := m.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "$share/" + name + "/work/#", QoS: 1}}}); err != nil || sa.Reasons[0] != 1 {
 			t.Fatalf("subscribe %s: %v %+v", id, err, sa)
 		}
 	}
-	pub := pahoShareMember(t, ctx, addrOf(b), "share-pub", &mu, map[string]int{})
+	pub := pahoShareMember(t, ctx, addrOf(b), prefix+"-pub", &mu, map[string]int{})
 	const n = 20
 	for i := range n {
 		if _, err := pub.Publish(ctx, &paho.Publish{Topic: fmt.Sprintf("work/%d", i), QoS: 1, Payload: []byte(fmt.Sprint(i))}); err != nil {
