@@ -451,7 +451,11 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 		b.mu.Unlock()
 		b.gate.RLock()
 		for _, x := range msgs {
-			m := fromBroker(x)
+			m, dropped := fromBrokerNoting(x)
+			if dropped != "" {
+				b.log.Warn("bridge: message properties MQTT cannot carry left out", "properties", dropped,
+					"topic", m.Topic, "queue", x.Queue, "offset", x.QueueOffset)
+			}
 			b.mu.Lock()
 			qs := b.queues[x.Queue]
 			old := qs != nil && x.QueueOffset < qs.next

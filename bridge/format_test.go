@@ -8,6 +8,7 @@ import (
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
 // TestBridgeSessionRecordBytes pins the JSON of a session record (doc.go).
@@ -65,17 +66,54 @@ func FuzzBridgeSessionRecord(f *testing.F) {
 }
 
 // FuzzBridgeFromBroker: any producer can write the device-facing topics;
-// turning their properties into an MQTT message never panics.
+// turning their properties into an MQTT message never panics, and the
+// message of a valid topic encodes as an MQTT 5 PUBLISH whose strings
+// are valid (a property that could not be sent used to leave the message
+// in flight for good: TestInteropMQTTEgressPropertiesMQTTCannotCarry).
 func FuzzBridgeFromBroker(f *testing.F) {
-	f.Add("a/b", "2", "1", `[["k","v"]]`, "AAE=", "1", "1900000000000", "1", []byte("x"))
-	f.Add("", "x", "", `[[1]]`, "!!", "9", "-1", "", []byte{})
-	f.Fuzz(func(t *testing.T, topic, qos, retain, user, corr, format, expiry, empty string, body []byte) {
+	f.Add("a/b", "2", "1", `[["k","v"]]`, "AAE=", "1", "1900000000000", "1", "r/t", "text/plain", []byte("x"))
+	f.Add("", "x", "", `[[1]]`, "!!", "9", "-1", "", "", "", []byte{})
+	f.Add("a", "1", "", `[["k","a\u0000b"],["ok","1"]]`, "", "", "99999999999999999", "", "r/#", "a\x00b", []byte("y"))
+	f.Fuzz(func(t *testing.T, topic, qos, retain, user, corr, format, expiry, empty, resp, ctype string, body []byte) {
 		x := &client.MessageExt{Message: client.Message{Topic: "T", Body: body, Properties: map[string]string{
 			PropTopic: topic, PropQoS: qos, PropRetain: retain, PropUserProperties: user, PropCorrelationData: corr,
-			PropPayloadFormat: format, PropExpiryAt: expiry, PropEmptyPayload: empty}}}
+			PropPayloadFormat: format, PropExpiryAt: expiry, PropEmptyPayload: empty, PropResponseTopic: resp,
+			PropContentType: ctype}}}
 		m := fromBroker(x)
 		if m.QoS > 2 || m.Topic == "" {
 			t.Fatalf("bad message %+v", m)
+		}
+		if !packets.ValidTopicName(m.Topic) {
+			return // not delivered
+		}
+		if !m.Expiry.IsZero() && time.Until(m.Expiry) > maxExpiry {
+			t.Fatalf("expiry %v past what MQTT 5 can carry", m.Expiry)
+		}
+		p := packets.Publish{QoS: 1, PacketID: 1, Topic: m.Topic, Payload: m.Payload}
+		pr := &p.Properties
+		if m.ResponseTopic != "" {
+			pr.Present.Add(packets.PropResponseTopic)
+			pr.ResponseTopic = m.ResponseTopic
+		}
+		if m.ContentType != "" {
+			pr.Present.Add(packets.PropContentType)
+			pr.ContentType = m.ContentType
+		}
+		if m.CorrelationData != nil {
+			pr.Present.Add(packets.PropCorrelationData)
+			pr.CorrelationData = m.CorrelationData
+		}
+		pr.User = m.User
+		if _, err := packets.AppendPublish(nil, &p, packets.Version5); err != nil {
+			t.Fatalf("not encodable: %v (%+v)", err, m)
+		}
+		for _, u := range m.User {
+			if !mqttString(u.Key) || !mqttString(u.Value) {
+				t.Fatalf("user property %q=%q is no MQTT string", u.Key, u.Value)
+			}
+		}
+		if !mqttString(m.ContentType) {
+			t.Fatalf("content type %q is no MQTT string", m.ContentType)
 		}
 	})
 }

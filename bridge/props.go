@@ -4,12 +4,15 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/mqtt"
+	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
 // Message property names (see doc.go).
@@ -88,14 +91,38 @@ func toBroker(m *mqtt.Message, topic string) (*client.Message, error) {
 
 // fromBroker converts a consumed broker message into an MQTT message. A
 // message without MQTT_TOPIC is delivered on its broker topic name at the
-// QoS of MQTT_QOS (default 1).
+// QoS of MQTT_QOS (default 1). MQTT properties a client could not be sent
+// are left out (fromBrokerNoting says which).
 func fromBroker(x *client.MessageExt) *mqtt.Message {
+	m, _ := fromBrokerNoting(x)
+	return m
+}
+
+// fromBrokerNoting is fromBroker that also names the MQTT properties it
+// left out ("" when none). A back end producing to a device-facing topic
+// sets them as it likes, and one MQTT 5 cannot encode (a response topic
+// with a wildcard, a string over 65,535 bytes or with U+0000) made every
+// attempt to send the message fail: a QoS 1 or 2 message stayed in flight
+// for good, and once Receive Maximum of them had come the session
+// received nothing more, also after reconnecting. Such a property is
+// dropped and the message delivered without it. An expiry further away
+// than MQTT 5 can express is cut to the longest interval it can.
+func fromBrokerNoting(x *client.MessageExt) (*mqtt.Message, string) {
 	p := x.Properties
 	m := &mqtt.Message{Topic: p[PropTopic], Payload: x.Body, QoS: 1, Retain: p[PropRetain] == "1",
 		ClientID: p[PropClientID], Username: p[PropUsername], ResponseTopic: p[PropResponseTopic],
 		ContentType: p[PropContentType]}
 	if m.Topic == "" {
 		m.Topic = x.Topic
+	}
+	var dropped []string
+	if m.ResponseTopic != "" && !packets.ValidTopicName(m.ResponseTopic) {
+		m.ResponseTopic = ""
+		dropped = append(dropped, PropResponseTopic)
+	}
+	if m.ContentType != "" && !mqttString(m.ContentType) {
+		m.ContentType = ""
+		dropped = append(dropped, PropContentType)
 	}
 	if q, err := strconv.Atoi(p[PropQoS]); err == nil && q >= 0 && q <= 2 {
 		m.QoS = byte(q)
@@ -106,8 +133,10 @@ func fromBroker(x *client.MessageExt) *mqtt.Message {
 	if v, ok := p[PropCorrelationData]; ok {
 		if v == "=" {
 			m.CorrelationData = []byte{}
-		} else if b, err := base64.StdEncoding.DecodeString(v); err == nil {
+		} else if b, err := base64.StdEncoding.DecodeString(v); err == nil && len(b) <= math.MaxUint16 {
 			m.CorrelationData = b
+		} else if err == nil {
+			dropped = append(dropped, PropCorrelationData)
 		}
 	}
 	if v, err := strconv.Atoi(p[PropPayloadFormat]); err == nil && v >= 0 && v <= 1 {
@@ -115,15 +144,31 @@ func fromBroker(x *client.MessageExt) *mqtt.Message {
 	}
 	if v, err := strconv.ParseInt(p[PropExpiryAt], 10, 64); err == nil && v > 0 {
 		m.Expiry = time.UnixMilli(v)
+		// maxExpiry (0xFFFFFFFF s) is also the longest Message Expiry
+		// Interval MQTT 5 can carry.
+		if limit := time.Now().Add(maxExpiry); m.Expiry.After(limit) {
+			m.Expiry = limit
+		}
 	}
 	if v := p[PropUserProperties]; v != "" {
 		var pairs [][2]string
 		if json.Unmarshal([]byte(v), &pairs) == nil {
-			m.User = make([]mqtt.UserProperty, len(pairs))
-			for i, kv := range pairs {
-				m.User[i] = mqtt.UserProperty{Key: kv[0], Value: kv[1]}
+			m.User = make([]mqtt.UserProperty, 0, len(pairs))
+			for _, kv := range pairs {
+				if mqttString(kv[0]) && mqttString(kv[1]) {
+					m.User = append(m.User, mqtt.UserProperty{Key: kv[0], Value: kv[1]})
+				}
+			}
+			if len(m.User) < len(pairs) {
+				dropped = append(dropped, PropUserProperties)
 			}
 		}
 	}
-	return m
+	return m, strings.Join(dropped, ",")
+}
+
+// mqttString reports whether s can be sent as an MQTT UTF-8 string: at
+// most 65,535 bytes of UTF-8 without U+0000.
+func mqttString(s string) bool {
+	return len(s) <= math.MaxUint16 && utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
