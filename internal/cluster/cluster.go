@@ -51,6 +51,10 @@ type Options struct {
 	MemoryResidentBytes int64
 	// Broker, if set, adjusts each broker's options (index i).
 	Broker func(i int, o *broker.Options)
+	// AdvertiseIP, if set, is the loopback address the brokers register
+	// (they listen on 127.0.0.1): a test puts a proxy there on the same
+	// port, which every client then goes through.
+	AdvertiseIP string
 	// Slaves gives every broker group one slave (id 1) replicating from
 	// its master over HA; SyncMaster makes the masters sync masters.
 	Slaves     bool
@@ -262,6 +266,9 @@ func (c *Cluster) defaultBrokerOptions(i int) broker.Options {
 		DelayLevels: c.opts.DelayLevels, Store: so, Logger: c.opts.Logger,
 		HA: ha.Options{HeartbeatInterval: 500 * time.Millisecond, IdleTimeout: 3 * time.Second,
 			ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond},
+	}
+	if c.opts.AdvertiseIP != "" {
+		o.AdvertiseIP = c.opts.AdvertiseIP
 	}
 	if c.opts.SyncMaster {
 		o.Role = broker.RoleSyncMaster
