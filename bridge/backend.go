@@ -113,6 +113,12 @@ type Backend struct {
 	// testPublishHook, when set (tests, before Start), is asked before
 	// Publish stores m; an error fails the publish.
 	testPublishHook func(m *mqtt.Message) error
+	// testNodesHook, when set (tests, before Start), filters the bridge
+	// nodes the wills' look at the registries found.
+	testNodesHook func(nodes []string) []string
+	// testClaimGrace, when set (tests, before Start), replaces the wait
+	// of a claim on another node's will before its publish (claimGrace).
+	testClaimGrace time.Duration
 
 	qos2      keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
 	sysQueues map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues

@@ -194,6 +194,12 @@
 //	{"clientId":"dev1","node":"<node id>","expiryMs":0,"willDone":"<wid>",
 //	 "claim":"<16 hex>","claimPrev":"<node id>/<16 hex>"?}
 //
+// or, with "revoke" (a claim, "<node id>/<process id>"), the will's own
+// node voiding that claim on it (the node is alive and holds the will):
+//
+//	{"clientId":"dev1","node":"<node id>","expiryMs":0,"willDone":"<wid>",
+//	 "revoke":"<node id>/<16 hex>"}
+//
 // Kinds of record: a connect request ("connect"), a clean-start
 // announcement ("connect" and "deleted"), a claim or subscription change
 // of a connected session ("online"), an offline save, a handoff (an
@@ -356,6 +362,22 @@
 // node before relying on them. A claim stored twice (written again
 // after a write that reported failed but was stored) holds by its first
 // copy; the second, the same process's, changes nothing.
+//
+// A node only looks gone when the registries stop listing it while it
+// lives (its heartbeats cut, its clients still connected): a live
+// connection's will must not go out. A claim on another node's will
+// therefore waits (twice HeartbeatInterval, at least 2 s) before its
+// process publishes; the will's node, when its tail applies a claim
+// that holds on a will it stored and still holds (its client connected,
+// its delay running, its publish tried again), writes a revoke naming
+// that claim. The revoke voids the claim on every node's tail (the will
+// is owed without claim again), the claimer does not publish, and for
+// five heartbeat intervals (at least 10 s) the claimers take the node
+// for alive whatever the registries say; after that a claim and a
+// revoke may follow again. A node cut off from the brokers as well
+// cannot revoke: its clients' wills go out (their node looks dead in
+// every way the others can see). A revoke is read as a will-done
+// marker by nodes of an earlier version.
 //
 // A will whose publish failed on its node stays owed (mqtt: the server
 // tries it again with backoff, and Server.Will gives it, due at once,

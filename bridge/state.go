@@ -105,10 +105,13 @@ func (b *Backend) applySys(x *client.MessageExt) {
 		case rec.WillDone != "":
 			// Settles a stored will; no session state (will.go).
 			b.mu.Lock()
-			w := b.applyWillDoneLocked(rec)
+			w, revoke := b.applyWillDoneLocked(rec)
 			b.mu.Unlock()
 			if w != nil {
 				b.publishOrphan(rec.ClientID, w)
+			}
+			if revoke != "" {
+				b.revokeClaim(rec.ClientID, rec.WillDone, revoke)
 			}
 		default:
 			rec.q, rec.off, rec.stored = x.Queue, x.QueueOffset, x.StoreTimestamp
@@ -212,6 +215,9 @@ type sessionRecord struct {
 	WillDone  string `json:"willDone,omitempty"`
 	Claim     string `json:"claim,omitempty"`
 	ClaimPrev string `json:"claimPrev,omitempty"`
+	// Revoke: with WillDone, the will's own node, alive and holding the
+	// will, voids the claim Revoke ("node/process") on it (will.go).
+	Revoke string `json:"revoke,omitempty"`
 
 	q    client.MessageQueue
 	off  int64

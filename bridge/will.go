@@ -70,6 +70,7 @@ type owedWill struct {
 type firing struct {
 	prev       string // the claim it takes over ("": none)
 	publishing bool   // the claim holds: publish, then settle
+	waiting    bool   // publishing waits for the will's node to revoke the claim
 	published  bool   // published: settling is what is left
 	settling   bool   // a settling marker is on its way
 }
@@ -90,6 +91,7 @@ type willState struct {
 	owners map[string]int        // nodes with owed wills: how many
 	ids    map[string]willRef    // this node's stored will per client
 	fire   map[string]*firing    // by will id: this process's claims to publish
+	heard  map[string]time.Time  // nodes that revoked a claim: when (alive then)
 }
 
 // willServer is the part of *mqtt.Server the wills need.
@@ -107,7 +109,7 @@ func newWillState() willState {
 	var r [8]byte
 	_, _ = rand.Read(r[:])
 	return willState{inc: hex.EncodeToString(r[:]), owed: map[string][]owedWill{}, owners: map[string]int{},
-		ids: map[string]willRef{}, fire: map[string]*firing{}}
+		ids: map[string]willRef{}, fire: map[string]*firing{}, heard: map[string]time.Time{}}
 }
 
 // willOf is the will record of clientID's connection on this node (nil:
@@ -358,20 +360,35 @@ func (b *Backend) dropOwnerLocked(node string) {
 	}
 }
 
-// applyWillDoneLocked applies a will-done marker or a claim. A marker
-// settles its will. A claim holds when it takes over the claim the will
-// has (none, or one of a process that is gone); it returns the will when
-// the claim is this process's and holds: this process publishes it.
-func (b *Backend) applyWillDoneLocked(rec *sessionRecord) *willRecord {
+// applyWillDoneLocked applies a will-done marker, a claim or a revoke. A
+// marker settles its will. A claim holds when it takes over the claim
+// the will has (none, or one of a process that is gone); it returns the
+// will when the claim is this process's and holds: this process
+// publishes it. When the claim is on a will this process stored and
+// still holds (its client is connected, its delay runs, or its publish
+// is tried again), it returns the claim to revoke: this node is alive,
+// though another took it for gone. A revoke of the will's node voids the
+// claim it names, if that is still the will's.
+func (b *Backend) applyWillDoneLocked(rec *sessionRecord) (w *willRecord, revoke string) {
 	id := rec.WillDone
 	mine := rec.Claim != "" && rec.Node == b.opts.NodeID && rec.Claim == b.wills.inc
 	f := b.wills.fire[id]
 	list := b.wills.owed[rec.ClientID]
 	i := slices.IndexFunc(list, func(e owedWill) bool { return e.w.ID == id })
+	if rec.Revoke != "" {
+		if i >= 0 && list[i].node == rec.Node && list[i].claim == rec.Revoke {
+			list[i].claim = ""
+			b.wills.heard[rec.Node] = time.Now()
+			if rec.Revoke == b.opts.NodeID+"/"+b.wills.inc && f != nil && (f.waiting || !f.publishing) {
+				delete(b.wills.fire, id) // not published: it is not
+			}
+		}
+		return nil, ""
+	}
 	if rec.Claim == "" {
 		delete(b.wills.fire, id)
 		if i < 0 {
-			return nil
+			return nil, ""
 		}
 		b.dropOwnerLocked(list[i].node)
 		if len(list) == 1 {
@@ -379,12 +396,12 @@ func (b *Backend) applyWillDoneLocked(rec *sessionRecord) *willRecord {
 		} else {
 			b.wills.owed[rec.ClientID] = append(list[:i:i], list[i+1:]...)
 		}
-		return nil
+		return nil, ""
 	}
 	if i < 0 || list[i].claim != rec.ClaimPrev {
 		// Settled already, or another claim came first.
 		if !mine {
-			return nil
+			return nil, ""
 		}
 		if i >= 0 && list[i].claim == rec.Node+"/"+rec.Claim {
 			// The claim that came first is this process's own: a write
@@ -392,20 +409,60 @@ func (b *Backend) applyWillDoneLocked(rec *sessionRecord) *willRecord {
 			// duplicate). The first holds: its firing stays, and this
 			// process publishes the will unless it does already.
 			if f == nil || f.publishing {
-				return nil
+				return nil, ""
 			}
-			f.publishing = true
-			return list[i].w
+			return b.startFiringLocked(f, list[i]), ""
 		}
 		delete(b.wills.fire, id)
-		return nil
+		return nil, ""
 	}
 	list[i].claim = rec.Node + "/" + rec.Claim
-	if !mine || f == nil || f.publishing {
-		return nil
+	if list[i].node == b.opts.NodeID && b.wills.ids[rec.ClientID].id == id {
+		return nil, list[i].claim
 	}
+	if !mine || f == nil || f.publishing {
+		return nil, ""
+	}
+	return b.startFiringLocked(f, list[i]), ""
+}
+
+// startFiringLocked marks f, this process's claim on the owed will e
+// that holds, publishing, and returns the will to publish. A will of
+// another node waits for that node to revoke the claim first
+// (claimGrace).
+func (b *Backend) startFiringLocked(f *firing, e owedWill) *willRecord {
 	f.publishing = true
-	return list[i].w
+	f.waiting = e.node != b.opts.NodeID
+	return e.w
+}
+
+// claimGrace is how long a claim on another node's will waits for that
+// node to revoke it (it is alive, though the registries do not list it)
+// before the will is published.
+func (b *Backend) claimGrace() time.Duration {
+	if b.testClaimGrace > 0 {
+		return b.testClaimGrace
+	}
+	return max(2*b.opts.HeartbeatInterval, 2*time.Second)
+}
+
+// heardFor is how long a node that revoked a claim counts as alive for
+// the wills, whatever the registries say.
+func (b *Backend) heardFor() time.Duration {
+	return max(5*b.opts.HeartbeatInterval, 10*time.Second)
+}
+
+// revokeClaim writes the revoke of claim, another node's claim on the
+// will id of clientID, which this node stored and still holds.
+func (b *Backend) revokeClaim(clientID, id, claim string) {
+	b.log.Warn("bridge: another node claimed the will of a client of this node; revoking (this node looks gone to it)",
+		"client", clientID, "claim", claim)
+	b.goOwned(func() {
+		err := b.writeMarker(b.ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, WillDone: id, Revoke: claim})
+		if err != nil && b.ctx.Err() == nil {
+			b.log.Warn("bridge: revoke a claim on a will", "client", clientID, "err", err)
+		}
+	})
 }
 
 // publishOrphan publishes the will w of clientID, whose node is gone and
@@ -417,6 +474,27 @@ func (b *Backend) publishOrphan(clientID string, w *willRecord) {
 		return
 	}
 	b.goOwned(func() {
+		b.mu.Lock()
+		f := b.wills.fire[w.ID]
+		wait := f != nil && f.waiting
+		b.mu.Unlock()
+		if wait {
+			t := time.NewTimer(b.claimGrace())
+			select {
+			case <-b.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			b.mu.Lock()
+			held := b.wills.fire[w.ID] == f // else a revoke dropped it
+			f.waiting = false
+			b.mu.Unlock()
+			if !held {
+				b.log.Info("bridge: will not published: its node revoked the claim", "client", clientID)
+				return
+			}
+		}
 		if b.testWillHook != nil && !b.testWillHook(clientID) {
 			return // the process "dies" here
 		}
@@ -573,6 +651,19 @@ func (b *Backend) lookNodes(absent map[string]time.Time) map[string]time.Time {
 			owners = append(owners, n)
 		}
 	}
+	// Nodes that revoked a claim lately are alive, whatever the
+	// registries say.
+	var heard map[string]bool
+	for n, at := range b.wills.heard {
+		if time.Since(at) >= b.heardFor() {
+			delete(b.wills.heard, n)
+			continue
+		}
+		if heard == nil {
+			heard = map[string]bool{}
+		}
+		heard[n] = true
+	}
 	// claimers of this node's own wills: another node claimed one (while
 	// this node was down) and is gone too; this node claims it again
 	// whether or not it has the smallest id (orphansLocked never asks
@@ -610,7 +701,13 @@ func (b *Backend) lookNodes(absent map[string]time.Time) map[string]time.Time {
 		b.log.Debug("bridge: bridge nodes for the wills", "err", err)
 		return nil
 	}
+	if b.testNodesHook != nil {
+		nodes = b.testNodesHook(nodes)
+	}
 	live := map[string]bool{b.opts.NodeID: true}
+	for n := range heard {
+		live[n] = true
+	}
 	smallest := b.opts.NodeID
 	for _, n := range nodes {
 		live[n] = true

@@ -24,6 +24,11 @@ func quickLooks(mo *mqtt.Options, bo *Options) {
 	bo.HeartbeatInterval = 200 * time.Millisecond
 }
 
+// namedLooks is quickLooks for a node with the fixed id id.
+func namedLooks(id string) func(*mqtt.Options, *Options) {
+	return func(mo *mqtt.Options, bo *Options) { quickLooks(mo, bo); bo.NodeID = id }
+}
+
 // willConnect connects a v5 client with a will to will/<id> (delay in
 // seconds; expiry 0: a session that ends with its connection).
 func willConnect(t *testing.T, addr, id string, clean bool, expiry, delay uint32) *rawClient {
@@ -227,6 +232,8 @@ func TestBridgeWillRecordBytes(t *testing.T) {
 			`{"clientId":"d","node":"n","expiryMs":0,"willDone":"0a1b-1","claim":"77ff","claimPrev":"m/66ee"}`},
 		{&sessionRecord{ClientID: "d", Node: "n", WillDone: "0a1b-1"},
 			`{"clientId":"d","node":"n","expiryMs":0,"willDone":"0a1b-1"}`},
+		{&sessionRecord{ClientID: "d", Node: "n", WillDone: "0a1b-1", Revoke: "m/77ff"},
+			`{"clientId":"d","node":"n","expiryMs":0,"willDone":"0a1b-1","revoke":"m/77ff"}`},
 	} {
 		b, err := json.Marshal(c.rec)
 		if err != nil {
@@ -302,12 +309,9 @@ func TestBridgeWillClaimedByDeadProcess(t *testing.T) {
 // once.
 func TestBridgeWillClaimerCrashes(t *testing.T) {
 	c := startCluster(t)
-	named := func(id string) func(*mqtt.Options, *Options) {
-		return func(mo *mqtt.Options, bo *Options) { quickLooks(mo, bo); bo.NodeID = id }
-	}
-	a := startBridge(t, c, named("wc-3"))
+	a := startBridge(t, c, namedLooks("wc-3"))
 	claimed := make(chan struct{}, 1)
-	b := startBridgeWith(t, c, named("wc-1"), func(b *Bridge) {
+	b := startBridgeWith(t, c, namedLooks("wc-1"), func(b *Bridge) {
 		b.Backend().testWillHook = func(id string) bool {
 			if id != "w-claimer" {
 				return true
@@ -319,7 +323,7 @@ func TestBridgeWillClaimerCrashes(t *testing.T) {
 			return false
 		}
 	})
-	last := startBridge(t, c, named("wc-2"))
+	last := startBridge(t, c, namedLooks("wc-2"))
 	wills := willsOn(t, c)
 	willConnect(t, addrOf(a), "w-claimer", true, 0, 0)
 	willStored(t, b, "w-claimer")
@@ -343,12 +347,9 @@ func TestBridgeWillClaimerCrashes(t *testing.T) {
 // same id): it sees its will's claimer gone and publishes the will, once.
 func TestBridgeWillClaimerCrashesNodeRestarts(t *testing.T) {
 	c := startCluster(t)
-	named := func(id string) func(*mqtt.Options, *Options) {
-		return func(mo *mqtt.Options, bo *Options) { quickLooks(mo, bo); bo.NodeID = id }
-	}
-	a := startBridge(t, c, named("wr-2"))
+	a := startBridge(t, c, namedLooks("wr-2"))
 	claimed := make(chan struct{}, 1)
-	b := startBridgeWith(t, c, named("wr-1"), func(b *Bridge) {
+	b := startBridgeWith(t, c, namedLooks("wr-1"), func(b *Bridge) {
 		b.Backend().testWillHook = func(id string) bool {
 			if id != "w-back" {
 				return true
@@ -370,7 +371,7 @@ func TestBridgeWillClaimerCrashesNodeRestarts(t *testing.T) {
 		t.Fatal("the other node did not claim the will")
 	}
 	crash(t, b)
-	startBridge(t, c, named("wr-2"))
+	startBridge(t, c, namedLooks("wr-2"))
 	got := wills(1, time.Second)
 	if len(got) != 1 || got[0] != "will/w-back=offline w-back" {
 		t.Fatalf("wills published: %v, want w-back's once", got)
@@ -458,5 +459,57 @@ func TestBridgeWillPublishFailed(t *testing.T) {
 	slices.Sort(got)
 	if want := "will/wf-ends=offline wf-ends,will/wf-later=offline wf-later,will/wf-stays=offline wf-stays"; strings.Join(got, ",") != want {
 		t.Fatalf("wills published: %v, want %s", got, want)
+	}
+}
+
+// TestBridgeWillOfNodeThatLooksGone: a node the registries stop listing
+// (a fault hook hides it from the other node's looks) while it lives
+// and its client stays connected revokes the other node's claim on the
+// client's will: the will is not published while the client is
+// connected, and once its connection ends abnormally it is published
+// once, by its own node. Before, the other node published it while the
+// client was still connected.
+func TestBridgeWillOfNodeThatLooksGone(t *testing.T) {
+	c := startCluster(t)
+	a := startBridge(t, c, namedLooks("lg-2"))
+	claimed := make(chan struct{}, 1)
+	b := startBridgeWith(t, c, namedLooks("lg-1"), func(b *Bridge) {
+		b.Backend().testClaimGrace = 3 * time.Second
+		b.Backend().testNodesHook = func(nodes []string) []string {
+			return slices.DeleteFunc(nodes, func(n string) bool { return n == "lg-2" })
+		}
+		b.Backend().testMarkerHook = func(rec *sessionRecord, send func() error) error {
+			if rec.Claim != "" && rec.ClientID == "w-alive" {
+				select {
+				case claimed <- struct{}{}:
+				default:
+				}
+			}
+			return send()
+		}
+	})
+	wills := willsOn(t, c)
+	dev := willConnect(t, addrOf(a), "w-alive", true, 0, 0)
+	willStored(t, b, "w-alive")
+	select {
+	case <-claimed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the other node did not claim the will")
+	}
+	// The claimer waits 3 s before it publishes; a revoke voids its
+	// claim before that.
+	testutil.WaitFor(t, 10*time.Second, "the claim revoked", func() bool {
+		b.Backend().mu.Lock()
+		defer b.Backend().mu.Unlock()
+		list := b.Backend().wills.owed["w-alive"]
+		return len(list) == 1 && list[0].claim == "" && b.Backend().wills.fire[list[0].w.ID] == nil
+	})
+	if got := wills(0, 4*time.Second); len(got) != 0 {
+		t.Fatalf("wills published while the client is connected: %v", got)
+	}
+	dev.nc.Close()
+	got := wills(1, 2*time.Second)
+	if len(got) != 1 || got[0] != "will/w-alive=offline w-alive" {
+		t.Fatalf("wills published: %v, want w-alive's once", got)
 	}
 }
