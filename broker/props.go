@@ -45,8 +45,7 @@ type sendProps struct {
 // group is not empty) before CLUSTER. One pass, no allocation when dst
 // has room.
 func appendStoredProperties(dst []byte, props, cluster, group string) ([]byte, sendProps) {
-	info := sendProps{wait: true}
-	var seen, seenType, hasGroup bool // seen: TRAN_MSG; seenType: MSG_TYPE
+	w := storedPass{info: sendProps{wait: true}}
 	start := len(dst)
 	for rest := props; rest != ""; {
 		var chunk string
@@ -59,52 +58,124 @@ func appendStoredProperties(dst []byte, props, cluster, group string) ([]byte, s
 			continue
 		}
 		k, v, _ := strings.Cut(chunk, string(record.NameValueSeparator))
-		switch k {
-		case record.PropertyWaitStoreMsgOK:
-			info.wait = v != "false"
-			continue
-		case record.PropertyCluster:
-			continue
-		case record.PropertyTransactionPrepared:
-			if !seen && v != "" {
-				seen, info.half = true, strings.EqualFold(v, "true")
-			}
-		case record.PropertyProducerGroup:
-			hasGroup = hasGroup || v != ""
-		case record.PropertyDelayLevel:
-			if !info.hasDelay && v != "" {
-				info.hasDelay, info.delay = true, v
-			}
-		case record.PropertyReplyToClient:
-			if info.replyTo == "" {
-				info.replyTo = v
-			}
-		case record.PropertyMsgType:
-			if !seenType && v != "" {
-				seenType, info.reply = true, v == protocol.ReplyMessageFlag
-			}
-		case record.PropertyTags:
-			info.noteKnown(0, len(dst)+len(k)+1, v)
-		case record.PropertyKeys:
-			info.noteKnown(1, len(dst)+len(k)+1, v)
-		case record.PropertyUniqueClientMessageIDKeyIndex:
-			info.noteKnown(2, len(dst)+len(k)+1, v)
+		if w.keep(k, v, len(dst)) {
+			dst = append(dst, chunk...)
+			dst = append(dst, record.PropertySeparator)
 		}
-		dst = append(dst, chunk...)
-		dst = append(dst, record.PropertySeparator)
 	}
-	if info.half && !hasGroup && group != "" {
+	if w.info.half && !w.hasGroup && group != "" {
 		// Rare: once more with the pair appended, so that a group
 		// holding separators is read as any other pairs are.
 		return appendStoredProperties(dst[:start], appendProperty(props, record.PropertyProducerGroup, group), cluster, "")
 	}
-	if info.reply {
-		info.replyTo = ""
+	return w.finish(dst, cluster)
+}
+
+// appendStoredPropertiesEscaped is appendStoredProperties of the
+// properties esc, as a send's JSON header wrote them with no escapes but
+// the separators' (\u0001, \u0002; protocol.DecodeSendHeaderEscaped):
+// each pair is unescaped into dst and dropped again when it is not
+// stored. One pass, no allocation when dst has room.
+func appendStoredPropertiesEscaped(dst []byte, esc, cluster, group string) ([]byte, sendProps) {
+	w := storedPass{info: sendProps{wait: true}}
+	start := len(dst)
+	for rest := esc; rest != ""; {
+		c0, kv := len(dst), -1 // kv: the chunk's first name-value separator
+		for {
+			i := strings.IndexByte(rest, '\\')
+			if i < 0 || len(rest) < i+6 {
+				dst, rest = append(dst, rest...), ""
+				break
+			}
+			dst = append(dst, rest[:i]...)
+			sep := rest[i+5] - '0' // \u000X: X is 1 or 2
+			rest = rest[i+6:]
+			if sep == record.PropertySeparator {
+				break
+			}
+			if kv < 0 {
+				kv = len(dst)
+			}
+			dst = append(dst, sep)
+		}
+		if len(dst) == c0 {
+			continue
+		}
+		chunk := unsafe.String(&dst[c0], len(dst)-c0) // dst is not written there again when kept
+		k, v := chunk, ""
+		if kv >= 0 {
+			k, v = chunk[:kv-c0], chunk[kv-c0+1:]
+		}
+		if w.keep(k, v, c0) {
+			dst = append(dst, record.PropertySeparator)
+		} else {
+			dst = dst[:c0]
+		}
+	}
+	if w.info.half && !w.hasGroup && group != "" {
+		// Rare: unescaped, then as above.
+		b := protocol.AppendSeparatorsUnescaped(nil, esc)
+		return appendStoredProperties(dst[:start], unsafe.String(unsafe.SliceData(b), len(b)), cluster, group)
+	}
+	return w.finish(dst, cluster)
+}
+
+// storedPass is what appendStoredProperties notes of the pairs it read.
+type storedPass struct {
+	info     sendProps
+	seen     bool // TRAN_MSG
+	seenType bool // MSG_TYPE
+	hasGroup bool
+}
+
+// keep notes the pair k=v, whose value starts at off+len(k)+1 of the
+// stored properties if it is stored, and reports whether it is.
+func (w *storedPass) keep(k, v string, off int) bool {
+	info := &w.info
+	switch k {
+	case record.PropertyWaitStoreMsgOK:
+		info.wait = v != "false"
+		return false
+	case record.PropertyCluster:
+		return false
+	case record.PropertyTransactionPrepared:
+		if !w.seen && v != "" {
+			w.seen, info.half = true, strings.EqualFold(v, "true")
+		}
+	case record.PropertyProducerGroup:
+		w.hasGroup = w.hasGroup || v != ""
+	case record.PropertyDelayLevel:
+		if !info.hasDelay && v != "" {
+			info.hasDelay, info.delay = true, v
+		}
+	case record.PropertyReplyToClient:
+		if info.replyTo == "" {
+			info.replyTo = v
+		}
+	case record.PropertyMsgType:
+		if !w.seenType && v != "" {
+			w.seenType, info.reply = true, v == protocol.ReplyMessageFlag
+		}
+	case record.PropertyTags:
+		info.noteKnown(0, off+len(k)+1, v)
+	case record.PropertyKeys:
+		info.noteKnown(1, off+len(k)+1, v)
+	case record.PropertyUniqueClientMessageIDKeyIndex:
+		info.noteKnown(2, off+len(k)+1, v)
+	}
+	return true
+}
+
+// finish appends CLUSTER=cluster to the stored pairs dst and settles
+// what the pass noted.
+func (w *storedPass) finish(dst []byte, cluster string) ([]byte, sendProps) {
+	if w.info.reply {
+		w.info.replyTo = ""
 	}
 	dst = append(dst, record.PropertyCluster...)
 	dst = append(dst, record.NameValueSeparator)
 	dst = append(dst, cluster...)
-	return dst, info
+	return dst, w.info
 }
 
 // noteKnown notes v, at off in the stored properties, as the value of

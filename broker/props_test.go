@@ -212,12 +212,38 @@ func TestBrokerAppendStoredProperties(t *testing.T) {
 			if string(got) != want || info != wantInfo {
 				t.Errorf("appendStoredProperties(%q, %q) = %q %+v, want %q %+v", in, group, got, info, want, wantInfo)
 			}
+			checkStoredEscaped(t, in, group)
 		}
 	}
 	var buf [pendingPropsLen]byte
 	props := "UNIQ_KEY\x017F0000010001000000000000000000000003\x02WAIT\x01true\x02TAGS\x01tag\x02KEYS\x01k1 k2"
 	if n := testing.AllocsPerRun(100, func() { appendStoredProperties(buf[:0], props, "DefaultCluster", "group") }); n != 0 {
 		t.Errorf("appendStoredProperties allocates %v times", n)
+	}
+	esc := jsonSeparators(props)
+	if n := testing.AllocsPerRun(100, func() { appendStoredPropertiesEscaped(buf[:0], esc, "DefaultCluster", "group") }); n != 0 {
+		t.Errorf("appendStoredPropertiesEscaped allocates %v times", n)
+	}
+}
+
+// jsonSeparators is props as a JSON header escapes its separators.
+func jsonSeparators(props string) string {
+	return strings.NewReplacer("\x01", `\u0001`, "\x02", `\u0002`).Replace(props)
+}
+
+// checkStoredEscaped fails unless appendStoredPropertiesEscaped of in's
+// JSON form (in without a backslash) stores and reads what
+// appendStoredProperties of in does.
+func checkStoredEscaped(t *testing.T, in, group string) {
+	t.Helper()
+	if strings.Contains(in, `\`) {
+		return
+	}
+	want, wantInfo := appendStoredProperties(nil, in, "C", group)
+	var buf [8]byte
+	got, info := appendStoredPropertiesEscaped(buf[:0], jsonSeparators(in), "C", group)
+	if string(got) != string(want) || info != wantInfo {
+		t.Fatalf("appendStoredPropertiesEscaped(%q, %q) = %q %+v, want %q %+v", jsonSeparators(in), group, got, info, want, wantInfo)
 	}
 }
 
@@ -236,5 +262,6 @@ func FuzzBrokerStoredProperties(f *testing.F) {
 		if string(got) != want || info != wantInfo {
 			t.Fatalf("appendStoredProperties(%q, %q) = %q %+v, want %q %+v", in, group, got, info, want, wantInfo)
 		}
+		checkStoredEscaped(t, in, group)
 	})
 }

@@ -63,7 +63,8 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 	// header, message, response and response header (sendasync.go).
 	a := b.newPendingSend(c, req, start)
 	h := &a.h
-	if err := protocol.DecodeSendHeader(req, h); err != nil {
+	esc, err := protocol.DecodeSendHeaderEscaped(req, h)
+	if err != nil {
 		return errResp(protocol.SystemError, "bad send header: %v", err), nil
 	}
 	batch := req.Code == protocol.SendBatchMessage || h.Batch
@@ -92,8 +93,15 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 		m.SysFlag |= record.FlagMultiTags
 	}
 	// One pass over the properties: the stored form (into a's buffer
-	// while it fits) and what the send needs from them.
-	props, sp := appendStoredProperties(a.props[:0], h.Properties, b.opts.ClusterName, h.ProducerGroup)
+	// while it fits) and what the send needs from them, from the JSON
+	// header's text when they came with no escapes but the separators'.
+	var props []byte
+	var sp sendProps
+	if esc != "" {
+		props, sp = appendStoredPropertiesEscaped(a.props[:0], esc, b.opts.ClusterName, h.ProducerGroup)
+	} else {
+		props, sp = appendStoredProperties(a.props[:0], h.Properties, b.opts.ClusterName, h.ProducerGroup)
+	}
 	if sp.half {
 		if batch {
 			return errResp(protocol.MessageIllegal, "a batch cannot be a transaction's half message"), nil

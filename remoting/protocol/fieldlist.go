@@ -141,6 +141,9 @@ type fastHeader struct {
 	// The shape's constant members it left out of a lazy list: one bit
 	// per slot of the shape.
 	took uint64
+	// 1 + where the member whose value a lazy list keeps escaped starts
+	// (0: none; headershape_send.go).
+	esc uint16
 }
 
 // keepsList reports whether apply keeps h's members as a field list

@@ -67,14 +67,29 @@ func DecodeSendMessageHeader(req *Command) (*SendMessageRequestHeader, error) {
 
 // DecodeSendHeader is DecodeSendMessageHeader into h.
 func DecodeSendHeader(req *Command, h *SendMessageRequestHeader) error {
+	return decodeSendHeader(req, h, nil)
+}
+
+// DecodeSendHeaderEscaped is DecodeSendHeader that may leave the
+// properties as the request's JSON header wrote them: when esc is not
+// empty, h.Properties is empty and esc is their JSON text (between the
+// quotes), whose only escapes are \u0001 and \u0002, the separators
+// (headershape_send.go). esc aliases the request's buffer as the header's
+// strings do.
+func DecodeSendHeaderEscaped(req *Command, h *SendMessageRequestHeader) (esc string, err error) {
+	err = decodeSendHeader(req, h, &esc)
+	return esc, err
+}
+
+func decodeSendHeader(req *Command, h *SendMessageRequestHeader, esc *string) error {
 	switch req.Code {
 	case SendMessageV2, SendBatchMessage, SendReplyMessageV2:
-		if req.decodeSendShaped(h, true) {
+		if req.decodeSendShaped(h, true, esc) {
 			return nil
 		}
 		return req.DecodeHeader((*SendMessageRequestHeaderV2)(h))
 	default:
-		if req.decodeSendShaped(h, false) {
+		if req.decodeSendShaped(h, false, esc) {
 			return nil
 		}
 		return req.DecodeHeader(h)

@@ -1,5 +1,7 @@
 package protocol
 
+import "math"
+
 // A client writes the JSON headers of its sends (and pulls) with the same
 // keys in the same order every time: rocketmq-client-go's sorted keys,
 // the Java client's SEND_MESSAGE_V2 members "a".."m". Only the values
@@ -106,6 +108,10 @@ type shapeSlot struct {
 	f0, f1, k1 int32
 	c0, c1, c2 int32
 	run        int32 // 1 + the index of the run starting at this slot, or 0
+	// props: an extFields string whose key names a send's properties
+	// ("properties", V2's "i"); a lazy list may keep its value escaped
+	// (headershape_send.go).
+	props bool
 }
 
 // shapeRun is a run of consecutive values that can be learned as constants
@@ -192,11 +198,11 @@ func (s *HeaderShapes) decode(b []byte, c *Command, raw RawFields, lend bool) bo
 			// Not a send DecodeSendHeader reads from the template: the
 			// whole list, after the members read.
 			// Its vary offsets are the read members', so no template.
-			list, lazy, t = t.appendWhole(list[len(list):], fieldList(list), h.took), false, nil
+			list, lazy, t = t.appendWhole(list[len(list):], fieldList(list), h.took, h.esc), false, nil
 		}
 		h.apply(b, list, c, raw, lend)
 		if t != nil && c.list != "" && int(h.nvary) <= maxShapedVary {
-			c.shaped = shapedList{tmpl: t, vary: h.vary, n: h.nvary, took: h.took, lazy: lazy}
+			c.shaped = shapedList{tmpl: t, vary: h.vary, n: h.nvary, took: h.took, lazy: lazy, esc: h.esc}
 		}
 		return true
 	}
@@ -232,6 +238,8 @@ func (t *headerShape) learn(b []byte, rec *shapeRec, h *fastHeader) {
 		}
 		sl.k1 = int32(len(t.text))
 		if v.kind == slotExtString {
+			k := string(b[v.k0:v.k1])
+			sl.props = k == "properties" || k == "i"
 			sl.c0 = int32(len(t.consts))
 			t.consts = append(t.consts, b[prev:v.end]...)
 			sl.c1 = int32(len(t.consts))
@@ -368,8 +376,17 @@ func (t *headerShape) read(b []byte, list []byte, lazy bool) (fastHeader, []byte
 		ok, differs := true, false
 		switch sl.kind {
 		case slotExtString:
-			h.noteVary(len(list))
+			at := len(list)
+			h.noteVary(at)
 			list = append(list, text[sl.f1:sl.k1]...)
+			if lazy && sl.props && h.esc == 0 && at < math.MaxUint16 {
+				if end, sep := separatorsOnly(b, i); sep {
+					h.esc = uint16(at) + 1
+					list = appendListString(list, b[i:end-1])
+					i = end
+					break
+				}
+			}
 			list, i, ok = fastValue(b, i, list)
 		case slotExtScalar:
 			h.noteVary(len(list))

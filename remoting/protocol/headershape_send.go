@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"math"
+	"strings"
 	"unsafe"
 )
 
@@ -37,6 +38,15 @@ import (
 // is not a send read from the template (another code, a list kept as a
 // map, too many members read by value) gets its whole list at once.
 
+// A send's properties, read by value into a lazy list, are kept there as
+// the JSON header wrote them when their only escapes are \u0001 and
+// \u0002 (the separators, which every producer's JSON escapes): checked
+// as fastValue reads a value, not copied piece by piece around each
+// escape. DecodeSendHeaderEscaped hands them on so, and the broker writes
+// their stored form from them in one pass; DecodeSendHeader, and a list
+// made whole, unescape them (appendSeparatorsUnescaped). A value with any
+// other escape is read by fastValue as before.
+
 // maxShapedVary bounds the members a command notes as read by value;
 // with more, DecodeSendHeader reads the whole list.
 const maxShapedVary = 6
@@ -65,6 +75,7 @@ type shapedList struct {
 	n    uint8
 	lazy bool   // the list has only the members read by value
 	took uint64 // the template's members a lazy list left out
+	esc  uint16 // 1 + where the member kept escaped starts (0: none)
 }
 
 // newSendTemplate decodes t's constant members; nil when t has none, or
@@ -130,7 +141,9 @@ func (h *fastHeader) noteVary(at int) {
 // decodeSendShaped decodes c's send header from its shape's template and
 // the members read by value (see above); false where the general decode
 // must do it (h is then partly written).
-func (c *Command) decodeSendShaped(h *SendMessageRequestHeader, v2 bool) bool {
+// With esc not nil, properties kept escaped are left so: *esc is their
+// text and h.Properties empty.
+func (c *Command) decodeSendShaped(h *SendMessageRequestHeader, v2 bool, esc *string) bool {
 	t := c.shaped.tmpl
 	if t == nil || c.ExtFields != nil || c.listErr != nil || c.list == "" || poisonRecycled.Load() {
 		return false
@@ -138,10 +151,10 @@ func (c *Command) decodeSendShaped(h *SendMessageRequestHeader, v2 bool) bool {
 	if v2 {
 		hv := (*SendMessageRequestHeaderV2)(h)
 		*hv = t.v2
-		return t.v2OK && c.setVary(hv, t.v2Seen)
+		return t.v2OK && c.setVary(hv, t.v2Seen, "i", esc)
 	}
 	*h = t.long
-	return t.longOK && c.setVary(h, t.longSeen)
+	return t.longOK && c.setVary(h, t.longSeen, "properties", esc)
 }
 
 // listSetter is a Shaped header (headergen): one member at a time.
@@ -152,12 +165,22 @@ type listSetter interface {
 
 // setVary decodes the members c's shape read by value onto h, whose
 // template saw the required fields of seen: false when one does not parse
-// or a required field is missing.
-func (c *Command) setVary(h listSetter, seen uint64) bool {
+// or a required field is missing. A value kept escaped is unescaped,
+// unless its key is h's properties key (props) and esc is not nil: then
+// *esc is its text and the field is set empty.
+func (c *Command) setVary(h listSetter, seen uint64, props string, esc *string) bool {
 	sh := &c.shaped
 	for _, at := range sh.vary[:sh.n] {
 		k, i := c.list.str(int(at))
 		v, _ := c.list.str(i)
+		if int(at)+1 == int(sh.esc) {
+			if esc != nil && k == props {
+				*esc, v = v, ""
+			} else {
+				b := appendSeparatorsUnescaped(make([]byte, 0, 3+len(v)), v)
+				v = unsafe.String(unsafe.SliceData(b[3:]), len(b)-3) // b is not written again
+			}
+		}
 		s, ok := h.setListField(k, v)
 		if !ok {
 			return false
@@ -179,8 +202,8 @@ func sendCode(code int32) bool {
 
 // appendWhole appends the whole field list of a header whose lazy list
 // read is: its members in the shape's order, the ones in took from the
-// template.
-func (t *sendTemplate) appendWhole(dst []byte, read fieldList, took uint64) []byte {
+// template, the one at esc-1 (esc not 0) with its value unescaped.
+func (t *sendTemplate) appendWhole(dst []byte, read fieldList, took uint64, esc uint16) []byte {
 	dst = append(dst, fieldListMarker)
 	i := 1
 	for s := range t.nslots {
@@ -188,13 +211,69 @@ func (t *sendTemplate) appendWhole(dst []byte, read fieldList, took uint64) []by
 		case took&(1<<s) != 0:
 			dst = append(dst, t.member[s]...)
 		case t.ext&(1<<s) != 0:
-			_, j := read.str(i)
-			_, j = read.str(j)
-			dst = append(dst, read[i:j]...)
+			_, v := read.str(i)
+			val, j := read.str(v)
+			if i+1 == int(esc) {
+				dst = append(dst, read[i:v]...)
+				dst = appendSeparatorsUnescaped(dst, val)
+			} else {
+				dst = append(dst, read[i:j]...)
+			}
 			i = j
 		}
 	}
 	return dst
+}
+
+// separatorsOnly reports whether the JSON string value whose first byte
+// is at b[i] (after its opening quote) has no escapes but \u0001 and
+// \u0002 and reads as fastValue reads it, and the offset after its
+// closing quote.
+func separatorsOnly(b []byte, i int) (int, bool) {
+	for {
+		i += plainRun(unsafe.String(unsafe.SliceData(b[i:]), len(b)-i))
+		if i >= len(b) {
+			return i, false
+		}
+		switch {
+		case b[i] == '"':
+			return i + 1, true
+		case b[i] == '\\' && isSeparatorEscape(b[i:]):
+			i += 6
+		default:
+			return i, false
+		}
+	}
+}
+
+// isSeparatorEscape reports whether b starts with \u0001 or \u0002.
+func isSeparatorEscape[T string | []byte](b T) bool {
+	return len(b) >= 6 && b[1] == 'u' && b[2] == '0' && b[3] == '0' && b[4] == '0' && (b[5] == '1' || b[5] == '2')
+}
+
+// appendSeparatorsUnescaped appends the length and the unescaped bytes of
+// esc, a value kept escaped (AppendSeparatorsUnescaped).
+func appendSeparatorsUnescaped(dst []byte, esc string) []byte {
+	at := len(dst)
+	dst = AppendSeparatorsUnescaped(append(dst, 0, 0, 0), esc)
+	n := len(dst) - at - 3
+	dst[at], dst[at+1], dst[at+2] = byte(n>>16), byte(n>>8), byte(n)
+	return dst
+}
+
+// AppendSeparatorsUnescaped appends esc, properties as
+// DecodeSendHeaderEscaped hands them on (no escapes but \u0001 and
+// \u0002), unescaped to dst.
+func AppendSeparatorsUnescaped(dst []byte, esc string) []byte {
+	for {
+		k := strings.IndexByte(esc, '\\')
+		if k < 0 || !isSeparatorEscape(esc[k:]) {
+			return append(dst, esc...) // (a backslash not an escape cannot be in a value kept escaped)
+		}
+		dst = append(dst, esc[:k]...)
+		dst = append(dst, esc[k+5]-'0')
+		esc = esc[k+6:]
+	}
 }
 
 // wholeList is c's field list, a lazy one made whole (in an allocation
@@ -209,7 +288,7 @@ func (c *Command) wholeList() fieldList {
 			n += len(t.member[s])
 		}
 	}
-	b := t.appendWhole(make([]byte, 0, n), c.list, c.shaped.took)
+	b := t.appendWhole(make([]byte, 0, n), c.list, c.shaped.took, c.shaped.esc)
 	return fieldList(unsafe.String(unsafe.SliceData(b), len(b))) // b is not written again
 }
 

@@ -90,10 +90,23 @@ func checkWholeList(t *testing.T, hdr []byte, fast, shaped *Command) {
 // field list makes of hdr.
 func checkShapedSend(t *testing.T, hdr []byte, learn [][]byte, c *Command, raw RawFields) {
 	t.Helper()
-	for _, v2 := range []bool{false, true} {
+	for k := range 4 {
+		v2, escaped := k&1 != 0, k&2 != 0
 		var got SendMessageRequestHeader
-		if !c.decodeSendShaped(&got, v2) {
+		var esc string
+		var escp *string
+		if escaped {
+			escp = &esc
+		}
+		if !c.decodeSendShaped(&got, v2, escp) {
 			continue
+		}
+		if esc != "" {
+			// Kept escaped: its only escapes are the separators'.
+			if got.Properties != "" {
+				t.Fatalf("%q: properties %q and escaped %q", hdr, got.Properties, esc)
+			}
+			got.Properties = unescapeSeparators(esc)
 		}
 		var one Command
 		if !decodeJSONHeaderFast(bytes.Clone(hdr), &one, raw, false) {
@@ -110,6 +123,17 @@ func checkShapedSend(t *testing.T, hdr []byte, learn [][]byte, c *Command, raw R
 			t.Fatalf("%q after %q (v2 %v):\nshaped  %+v\ngeneral %+v (%v)", hdr, learn, v2, got, want, err)
 		}
 	}
+}
+
+// unescapeSeparators is esc, properties kept escaped, unescaped; it
+// fails the test on any escape but the separators'.
+func unescapeSeparators(esc string) string {
+	r := strings.NewReplacer(`\u0001`, "\x01", `\u0002`, "\x02")
+	out := r.Replace(esc)
+	if strings.ContainsAny(out, `\"`) {
+		panic(fmt.Sprintf("kept escaped: %q", esc))
+	}
+	return out
 }
 
 // goSendHeader is rocketmq-client-go's SEND_MESSAGE header (sorted keys)
@@ -319,7 +343,7 @@ func TestRemotingHeaderShapesDecodeSend(t *testing.T) {
 		if c.shaped.lazy != (i < 3 && !poisonRecycled.Load()) {
 			t.Fatalf("header %d: lazy list %v", i, c.shaped.lazy)
 		}
-		if fromTmpl := c.decodeSendShaped(&got, false); fromTmpl != (i < 3 && !poisonRecycled.Load()) { // poisoned: never
+		if fromTmpl := c.decodeSendShaped(&got, false, nil); fromTmpl != (i < 3 && !poisonRecycled.Load()) { // poisoned: never
 			t.Fatalf("header %d decoded from the template: %v", i, fromTmpl)
 		}
 		if err := DecodeSendHeader(&c, &got); err != nil {
@@ -357,5 +381,58 @@ func TestRemotingHeaderShapesDecodeSend(t *testing.T) {
 	decodeJSONHeaderFast(bytes.Clone(jh), &one, allRaw, false)
 	if err := DecodeSendHeader(&cv, &got); err != nil || DecodeSendHeader(&one, &wantV2) != nil || got != wantV2 || got.QueueID != 3 || got.Topic != "T" {
 		t.Fatalf("V2:\nshaped  %+v\ngeneral %+v (%v)", got, wantV2, err)
+	}
+}
+
+// A send's properties whose only escapes are the separators' are kept
+// escaped in a lazy list and handed on so by DecodeSendHeaderEscaped;
+// DecodeSendHeader, the whole list and the map read them unescaped, as
+// the general decode does. Properties with another escape are unescaped
+// as before.
+func TestRemotingHeaderShapesPropertiesEscaped(t *testing.T) {
+	if poisonRecycled.Load() {
+		t.Skip("no lazy list under SetPoisonRecycled")
+	}
+	var s HeaderShapes
+	var c0 Command
+	s.decode(goSendHeader(1, 0, 5, "first"), &c0, allRaw, true)
+	for i, tc := range []struct {
+		hdr []byte
+		esc string // what DecodeSendHeaderEscaped hands on
+	}{
+		{goSendHeader(2, 1, 5, "second"), `UNIQ_KEY\u0001second\u0002WAIT\u0001true\u0002TAGS\u0001tag`},
+		{goSendHeader(3, 1, 5, "a\u00e9\\u0001b"), `UNIQ_KEY\u0001a` + "\u00e9" + `\u0001b\u0002WAIT\u0001true\u0002TAGS\u0001tag`},
+		{goSendHeader(4, 1, 5, `x\"y`), ""},
+		{goSendHeader(5, 1, 5, `x\u0003y`), ""},
+		{goSendHeader(6, 1, 5, `x\\u0001y`), ""},
+		{goSendHeader(7, 1, 5, ""), `UNIQ_KEY\u0001\u0002WAIT\u0001true\u0002TAGS\u0001tag`},
+	} {
+		var c Command
+		if !s.decode(bytes.Clone(tc.hdr), &c, allRaw, true) || !matchedShape(&s, tc.hdr) {
+			t.Fatalf("header %d not read by the shape", i)
+		}
+		var one Command
+		decodeJSONHeaderFast(bytes.Clone(tc.hdr), &one, allRaw, false)
+		var want SendMessageRequestHeader
+		if err := DecodeSendHeader(&one, &want); err != nil {
+			t.Fatal(err)
+		}
+		c2 := c
+		var h SendMessageRequestHeader
+		esc, err := DecodeSendHeaderEscaped(&c2, &h)
+		if err != nil || esc != tc.esc || (esc != "" && h.Properties != "") {
+			t.Fatalf("header %d: escaped %q, properties %q (%v); want escaped %q", i, esc, h.Properties, err, tc.esc)
+		}
+		if esc != "" {
+			h.Properties = unescapeSeparators(esc)
+		}
+		if h != want {
+			t.Fatalf("header %d:\nescaped %+v\ngeneral %+v", i, h, want)
+		}
+		var got SendMessageRequestHeader
+		if err := DecodeSendHeader(&c, &got); err != nil || got != want {
+			t.Fatalf("header %d:\nshaped  %+v\ngeneral %+v (%v)", i, got, want, err)
+		}
+		checkWholeList(t, tc.hdr, &one, &c)
 	}
 }
