@@ -1,10 +1,13 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/smartgo/smartgo/store/record"
 )
 
 // readQueue reads a queue from its first offset to its end (readAll)
@@ -188,5 +191,67 @@ func TestStoreCQDamageRecordGoneToo(t *testing.T) {
 	}
 	if e, _ := s.lookupCQ("T0", 0).entry(12); !e.isHole() {
 		t.Fatalf("entry 12 is %+v, want a hole", e)
+	}
+}
+
+// Several pulls meet the same damaged run at once while the dispatcher
+// appends to the queue: the run is rebuilt once, every pull serves every
+// offset once with its own record, and the new messages follow.
+func TestStoreCQDamageConcurrentPulls(t *testing.T) {
+	root := t.TempDir()
+	corpus := buildCorpusN(t, root, 2000)
+	want := corpusBodies(corpus)["T0/0"]
+	path := filepath.Join(root, "consumequeue", "T0", "0", fileNameFor(0))
+	b := readFile(t, path)
+	clear(b[2*cqEntrySize : 60*cqEntrySize])
+	writeFile(t, path, b)
+	s := openTest(t, root, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			if _, err := s.Put(context.Background(), newMsg(msgSpec{topic: "T0", qid: 0, body: fmt.Sprint("new-", i)})); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			off := int64(0)
+			for off < int64(len(want)) {
+				r, err := s.GetMessages("T0", 0, off, 16, nil)
+				if err != nil || r.Status != GetFound {
+					errs <- fmt.Errorf("from %d: %v %v", off, err, r.Status)
+					return
+				}
+				for i, buf := range r.Buffers {
+					m, _, err := record.Decode(buf, true)
+					if err != nil || r.QueueOffsets[i] != off+int64(i) || m.QueueOffset != off+int64(i) ||
+						(m.QueueOffset < int64(len(want)) && string(m.Body) != want[m.QueueOffset]) {
+						errs <- fmt.Errorf("offset %d: served %d %v", off+int64(i), r.QueueOffsets[i], err)
+						r.Release()
+						return
+					}
+				}
+				off = r.NextBeginOffset
+				r.Release()
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	waitDispatched(t, s)
+	if got := readQueue(t, s, "T0", 0); len(got) != len(want)+200 || got[len(want)] != "new-0" {
+		t.Fatalf("%d messages, want %d", len(got), len(want)+200)
+	}
+	if st := s.Stats(); st.CQEntriesRebuilt != 58 || st.CQEntriesLost != 0 {
+		t.Fatalf("rebuilt %d, lost %d; want 58 rebuilt once", st.CQEntriesRebuilt, st.CQEntriesLost)
 	}
 }

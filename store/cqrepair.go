@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/smartgo/smartgo/store/record"
@@ -29,8 +30,10 @@ import (
 // The entries are written to the file (pwrite through the shared mapping,
 // so readers see them at once) and synced; a reader that meets an entry
 // half written refuses it as before. Repairs of a store are serialised
-// (cqRepairMu). Entries in the queue's tail (in memory, written by the
-// dispatcher) are never touched.
+// (cqRepairMu) and write under dispMu, after checking that the run still
+// lies below the queue's end: entries in the queue's tail (in memory,
+// written by the dispatcher) and entries a truncation rewrote are never
+// touched.
 
 // maxRepairRun bounds the entries one repair looks at on each side of the
 // damaged entry (a whole default-sized file is 300,000).
@@ -118,7 +121,19 @@ func (s *Store) repairCQ(cq *consumeQueue, off int64, why string) bool {
 		return true
 	}, nil)
 	c.releaseCur()
-	if err := cq.rewrite(from, found); err != nil {
+	// Against the dispatcher, a truncation and DeleteTopic (which hold
+	// dispMu): the run must still lie below the queue's end and tail.
+	s.dispMu.Lock()
+	end := cq.maxOff.Load()
+	if t := cq.tail.Load(); t != nil {
+		end = min(end, t.start)
+	}
+	err := errors.New("the queue was cut below the run meanwhile")
+	if to <= end {
+		err = cq.rewrite(from, found)
+	}
+	s.dispMu.Unlock()
+	if err != nil {
 		s.log.Error("store: damaged consume-queue entries not rebuilt", "queue", cq.dir, "from", from, "to", to, "err", err)
 		return false
 	}
