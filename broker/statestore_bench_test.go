@@ -27,7 +27,7 @@ import (
 // moves less than ns/op), log-B/op the commitlog's bytes per SET.
 func BenchmarkStateStoreSetPath(b *testing.B) {
 	const keys, clients, ssSetRound = 20000, 50, 10
-	br, s := ssBenchOpen(b, 64<<20)
+	br, s := ssBenchOpen(b, 16<<20)
 	var err error
 	val := []byte(strings.Repeat("x", 100))
 	type setReq struct {

@@ -56,7 +56,7 @@ type dedupEntry struct {
 	id       dedupID
 	reply    Reply
 	expireAt int64  // Unix ms (store time) at which it stops answering
-	hash     uint64 // the id's hash (dedupCache.hashOf)
+	tag      uint32 // the id's hash (dedupCache.tagOf)
 	dead     bool   // replaced by a newer entry for the same id
 }
 
@@ -69,10 +69,13 @@ type dedupEntry struct {
 // until they reach it), and an index finds each live id's entry.
 //
 // The index is an open-addressing table (linear probing) of the live
-// entries' hashes and sequence numbers (the ring's oldest entry is number
-// seq), at most half full. A lookup hashes the 16-byte id once, and a
-// miss, what nearly every request meets, compares 16-byte slots without
-// reading any entry; only an equal hash reads the entry's id. Removing
+// entries' 32-bit hashes (tags) and sequence numbers (the ring's oldest
+// entry is number seq), at most half full, in 8-byte slots: the caches
+// of a broker's shards hold tens of thousands of replies, and a lookup's
+// cost is the cache miss on its slot, fewer the smaller the table. A
+// lookup hashes the 16-byte id once, and a miss, what nearly every
+// request meets, compares slots without reading any entry; only an equal
+// tag reads the entry's id. Removing
 // an entry (eviction) shifts its probe run back, so the table keeps no
 // tombstones and never rebuilds itself while it turns over (a map of
 // string keys hashed each key three times per SET, the deleted one's
@@ -82,7 +85,7 @@ type dedupEntry struct {
 // which slot holds which id differs between replicas, what the cache
 // answers does not.
 type dedupCache struct {
-	idx  []dedupSlot  // len is 0 or a power of two
+	idx  []dedupSlot  // len is 0 or a power of two, at most 1<<31
 	live int          // live entries (used slots of idx)
 	ring []dedupEntry // len is 0 or a power of two
 	head int          // index in ring of the oldest entry
@@ -92,12 +95,23 @@ type dedupCache struct {
 	seed maphash.Seed
 }
 
-// dedupSlot is one slot of the index: a live entry's hash and its
-// sequence number plus one (0: the slot is free).
-type dedupSlot struct {
-	hash uint64
-	seq1 uint64
-}
+// dedupSlot is one slot of the index, 0 when free: a live entry's tag
+// (never 0) in the high 32 bits, the low 32 bits of its sequence number
+// in the low ones (the ring holds fewer than 1<<31 entries, so they tell
+// its place). The slot's home, where its probe run starts, is the tag's
+// bits above the lowest (homeOf).
+type dedupSlot uint64
+
+func (s dedupSlot) tag() uint32 { return uint32(s >> 32) }
+
+// slotOf returns the slot of the entry with tag t and sequence number seq.
+func slotOf(t uint32, seq uint64) dedupSlot { return dedupSlot(t)<<32 | dedupSlot(uint32(seq)) }
+
+// homeOf returns the home slot of tag t in an index of mask+1 slots.
+func homeOf(t uint32, mask int) int { return int(t>>1) & mask }
+
+// pos returns the place in the ring (for at) of the entry s names.
+func (c *dedupCache) pos(s dedupSlot) int { return int(uint32(s) - uint32(c.seq)) }
 
 func newDedupCache(max int) dedupCache {
 	return dedupCache{max: max, seed: maphash.MakeSeed()}
@@ -109,52 +123,55 @@ func (c *dedupCache) len() int { return c.live }
 // at returns the i-th entry of the ring, oldest first.
 func (c *dedupCache) at(i int) *dedupEntry { return &c.ring[(c.head+i)&(len(c.ring)-1)] }
 
-// hashOf returns id's hash, for find and add.
-func (c *dedupCache) hashOf(id *dedupID) uint64 { return maphash.Bytes(c.seed, id[:]) & dedupHashMask }
+// tagOf returns id's tag, for find and add: 31 bits of its hash, and the
+// lowest bit set so that no used slot is 0.
+func (c *dedupCache) tagOf(id *dedupID) uint32 {
+	return uint32(maphash.Bytes(c.seed, id[:])&dedupHashMask) | 1
+}
 
 // dedupHashMask keeps all of a hash; a test keeps few bits of it, so that
 // many ids share a hash and probe runs grow long.
 var dedupHashMask = ^uint64(0)
 
-// slot returns the index of the slot holding the live entry of id (hash
-// h), or of the free slot ending its probe run, and that entry or nil.
-func (c *dedupCache) slot(id *dedupID, h uint64) (int, *dedupEntry) {
+// slot returns the index of the slot holding the live entry of id (tag
+// t), or of the free slot ending its probe run, and that entry or nil.
+func (c *dedupCache) slot(id *dedupID, t uint32) (int, *dedupEntry) {
 	mask := len(c.idx) - 1
-	for i := int(h) & mask; ; i = (i + 1) & mask {
-		s := &c.idx[i]
-		if s.seq1 == 0 {
+	for i := homeOf(t, mask); ; i = (i + 1) & mask {
+		s := c.idx[i]
+		if s == 0 {
 			return i, nil
 		}
-		if s.hash == h {
-			if d := c.at(int(s.seq1 - 1 - c.seq)); d.id == *id {
+		if s.tag() == t {
+			if d := c.at(c.pos(s)); d.id == *id {
 				return i, d
 			}
 		}
 	}
 }
 
-// find returns the entry id (hash h, hashOf) names, live or expired but
-// not evicted yet, or nil.
-func (c *dedupCache) find(id *dedupID, h uint64) *dedupEntry {
+// find returns the entry id (tag t, tagOf) names, live or expired but not
+// evicted yet, or nil.
+func (c *dedupCache) find(id *dedupID, t uint32) *dedupEntry {
 	if c.live == 0 {
 		return nil
 	}
-	_, d := c.slot(id, h)
+	_, d := c.slot(id, t)
 	return d
 }
 
 // lookup returns the reply cached for id, if it still answers at nowMs.
 func (c *dedupCache) lookup(id *dedupID, nowMs int64) (Reply, bool) {
-	if d := c.find(id, c.hashOf(id)); d != nil && d.expireAt > nowMs {
+	if d := c.find(id, c.tagOf(id)); d != nil && d.expireAt > nowMs {
 		return d.reply, true
 	}
 	return Reply{}, false
 }
 
-// add caches r for id (hash h) until expireAt. old is the id's entry
-// when the caller found one (find; nothing may have changed the cache
-// since), nil when it found none.
-func (c *dedupCache) add(old *dedupEntry, id *dedupID, h uint64, r Reply, expireAt int64) {
+// add caches r for id (tag t) until expireAt. old is the id's entry when
+// the caller found one (find; nothing may have changed the cache since),
+// nil when it found none.
+func (c *dedupCache) add(old *dedupEntry, id *dedupID, t uint32, r Reply, expireAt int64) {
 	if old != nil {
 		old.dead = true // before the ring may grow away from it
 	}
@@ -165,20 +182,20 @@ func (c *dedupCache) add(old *dedupEntry, id *dedupID, h uint64, r Reply, expire
 		}
 		c.ring, c.head = grown, 0
 	}
-	seq1 := c.seq + uint64(c.n) + 1
-	*c.at(c.n) = dedupEntry{id: *id, reply: r, expireAt: expireAt, hash: h}
+	s := slotOf(t, c.seq+uint64(c.n))
+	*c.at(c.n) = dedupEntry{id: *id, reply: r, expireAt: expireAt, tag: t}
 	c.n++
 	if old != nil {
 		// The id's slot (still naming old) now names the new entry.
-		i, _ := c.slot(id, h)
-		c.idx[i].seq1 = seq1
+		i, _ := c.slot(id, t)
+		c.idx[i] = s
 		return
 	}
 	if 2*(c.live+1) > len(c.idx) {
 		c.growIndex()
 	}
-	i, _ := c.slot(id, h)
-	c.idx[i] = dedupSlot{hash: h, seq1: seq1}
+	i, _ := c.slot(id, t)
+	c.idx[i] = s
 	c.live++
 }
 
@@ -192,26 +209,26 @@ func (c *dedupCache) growIndex() {
 		if d.dead {
 			continue
 		}
-		j := int(d.hash) & mask
-		for c.idx[j].seq1 != 0 {
+		j := homeOf(d.tag, mask)
+		for c.idx[j] != 0 {
 			j = (j + 1) & mask
 		}
-		c.idx[j] = dedupSlot{hash: d.hash, seq1: c.seq + uint64(i) + 1}
+		c.idx[j] = slotOf(d.tag, c.seq+uint64(i))
 	}
 }
 
-// unindex removes the slot of the live entry with sequence number seq
-// and hash h: the entries after it in its probe run that may move back
+// unindex removes the slot of the live entry with tag t and sequence
+// number seq: the entries after it in its probe run that may move back
 // (their home slot is not between the freed slot and theirs) fill the
 // gap, so no probe run is broken.
-func (c *dedupCache) unindex(h, seq uint64) {
+func (c *dedupCache) unindex(t uint32, seq uint64) {
 	mask := len(c.idx) - 1
-	i := int(h) & mask
-	for c.idx[i].seq1 != seq+1 {
+	i := homeOf(t, mask)
+	for want := slotOf(t, seq); c.idx[i] != want; {
 		i = (i + 1) & mask
 	}
-	for j := (i + 1) & mask; c.idx[j].seq1 != 0; j = (j + 1) & mask {
-		home := int(c.idx[j].hash) & mask
+	for j := (i + 1) & mask; c.idx[j] != 0; j = (j + 1) & mask {
+		home := homeOf(c.idx[j].tag(), mask)
 		// The entry at j stays when its home lies cyclically in (i, j].
 		if (j > i && home > i && home <= j) || (j < i && (home > i || home <= j)) {
 			continue
@@ -219,7 +236,7 @@ func (c *dedupCache) unindex(h, seq uint64) {
 		c.idx[i] = c.idx[j]
 		i = j
 	}
-	c.idx[i] = dedupSlot{}
+	c.idx[i] = 0
 	c.live--
 }
 
@@ -232,7 +249,7 @@ func (c *dedupCache) evict(nowMs int64) {
 			return
 		}
 		if !d.dead {
-			c.unindex(d.hash, c.seq)
+			c.unindex(d.tag, c.seq)
 		}
 		*d = dedupEntry{}
 		c.head = (c.head + 1) & (len(c.ring) - 1)

@@ -59,20 +59,23 @@ func (c *refDedup) evict(nowMs int64) {
 // answer alike, that every live entry is the one its id maps to, and
 // that the index names each live entry once.
 func TestDedupCacheModel(t *testing.T) {
-	t.Run("hash", func(t *testing.T) { testDedupCacheModel(t) })
+	t.Run("hash", func(t *testing.T) { testDedupCacheModel(t, 0) })
+	// Sequence numbers past 1<<32, where a slot's low 32 bits wrap.
+	t.Run("seq-wrap", func(t *testing.T) { testDedupCacheModel(t, 1<<32-30000) })
 	// Four bits of hash: most ids share theirs with others, probe runs
 	// are long and wrap around the index, and eviction moves entries
 	// back across them.
 	t.Run("weak-hash", func(t *testing.T) {
 		defer func(m uint64) { dedupHashMask = m }(dedupHashMask)
 		dedupHashMask = 0xF
-		testDedupCacheModel(t)
+		testDedupCacheModel(t, 1<<32-30000)
 	})
 }
 
-func testDedupCacheModel(t *testing.T) {
+func testDedupCacheModel(t *testing.T, seq uint64) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	c := newDedupCache(300)
+	c.seq = seq // the ring is empty: its oldest entry will have this number
 	ref := &refDedup{m: map[string]*refEntry{}, max: 300}
 	idOf := func(i int) dedupID {
 		k := bytes.Repeat([]byte{byte('a' + i%26)}, 8+i%97)
@@ -89,7 +92,7 @@ func testDedupCacheModel(t *testing.T) {
 			exp := now + int64(1+rng.IntN(400))
 			c.evict(now)
 			ref.evict(now)
-			h := c.hashOf(&id)
+			h := c.tagOf(&id)
 			d := c.find(&id, h)
 			if d != nil && d.expireAt > now {
 				break // Apply answers from the cache
@@ -119,7 +122,7 @@ func testDedupCacheModel(t *testing.T) {
 			continue
 		}
 		live++
-		if c.find(&d.id, c.hashOf(&d.id)) != d {
+		if c.find(&d.id, c.tagOf(&d.id)) != d {
 			t.Fatalf("live entry %x is not the one its id maps to", d.id)
 		}
 		if r := ref.m[string(d.id[:])]; r == nil || r.payload != string(d.reply.Payload) {
@@ -129,15 +132,18 @@ func testDedupCacheModel(t *testing.T) {
 	if live != len(ref.m) {
 		t.Fatalf("%d live entries in the ring, want %d", live, len(ref.m))
 	}
-	// The index names each live entry once, under its own hash.
+	// The index names each live entry once, under its own tag.
 	used := 0
 	for _, s := range c.idx {
-		if s.seq1 == 0 {
+		if s == 0 {
 			continue
 		}
 		used++
-		if d := c.at(int(s.seq1 - 1 - c.seq)); d.dead || d.hash != s.hash {
-			t.Fatalf("index slot %+v names entry %x (dead %v, hash %x)", s, d.id, d.dead, d.hash)
+		if p := c.pos(s); p >= c.n {
+			t.Fatalf("index slot %x names place %d of a ring of %d", s, p, c.n)
+		}
+		if d := c.at(c.pos(s)); d.dead || d.tag != s.tag() {
+			t.Fatalf("index slot %x names entry %x (dead %v, tag %x)", s, d.id, d.dead, d.tag)
 		}
 	}
 	if used != live || 2*used > len(c.idx) {
@@ -232,7 +238,7 @@ func BenchmarkDedupCacheTurnover(b *testing.B) {
 			b.Fatal("hit")
 		}
 		c.evict(now)
-		h := c.hashOf(&id)
+		h := c.tagOf(&id)
 		d := c.find(&id, h)
 		c.add(d, &id, h, r, now+1_000_000)
 		c.evict(now)

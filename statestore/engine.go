@@ -384,12 +384,12 @@ func (e *Engine) Apply(entry []byte, storeTime time.Time) (Outcome, error) {
 	// expired but not evicted yet) is the one add marks dead, as nothing
 	// changes the cache in between.
 	var cachedAt *dedupEntry
-	var dedupHash uint64
+	var dedupTag uint32
 	var id dedupID
 	if le.dedup != nil {
 		id = dedupIDOfField(le.dedup)
-		dedupHash = e.st.cache.hashOf(&id)
-		if cachedAt = e.st.cache.find(&id, dedupHash); cachedAt != nil && cachedAt.expireAt > nowMs {
+		dedupTag = e.st.cache.tagOf(&id)
+		if cachedAt = e.st.cache.find(&id, dedupTag); cachedAt != nil && cachedAt.expireAt > nowMs {
 			out.Reply = cachedAt.reply
 			return out, nil
 		}
@@ -401,7 +401,7 @@ func (e *Engine) Apply(entry []byte, storeTime time.Time) (Outcome, error) {
 		// is rarely read; VersionString formats it then).
 		cached := out.Reply
 		cached.versionText = ""
-		e.st.cache.add(cachedAt, &id, dedupHash, cached, satAdd(nowMs, le.dedupTTL))
+		e.st.cache.add(cachedAt, &id, dedupTag, cached, satAdd(nowMs, le.dedupTTL))
 		e.st.cache.evict(nowMs)
 	}
 	return out, nil

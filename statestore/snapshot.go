@@ -390,8 +390,8 @@ func (r *snapReader) read(o *Options) (state, error) {
 			return st, err
 		}
 		id := dedupIDOfField(k)
-		h := st.cache.hashOf(&id)
-		if st.cache.find(&id, h) != nil {
+		tag := st.cache.tagOf(&id)
+		if st.cache.find(&id, tag) != nil {
 			return st, corruptf("snapshot cache key %d repeated", i)
 		}
 		exp, err := r.u64("CACHE EXPIREAT")
@@ -405,7 +405,7 @@ func (r *snapReader) read(o *Options) (state, error) {
 		if reply.Payload, err = r.field("CACHE PAYLOAD"); err != nil {
 			return st, err
 		}
-		st.cache.add(nil, &id, h, reply, int64(exp))
+		st.cache.add(nil, &id, tag, reply, int64(exp))
 	}
 
 	want := r.crc.Sum32()
