@@ -456,9 +456,25 @@ func (cq *consumeQueue) loadFiles() (damaged []*CorruptError, err error) {
 		}
 	}
 	var l []*mappedFile
-	for _, f := range files {
-		// Files need not be contiguous: a queue may start mid-log (see
-		// appendEntry); reads of a missing file report OFFSET_FOUND_NULL.
+	for i, f := range files {
+		// A queue may start mid-log (see appendEntry), but its files
+		// are contiguous from its first on (retention removes the
+		// oldest only): a file missing between two others was lost
+		// outside the store. It is made again, empty, so that a read
+		// rebuilds its entries from the commitlog (cqrepair.go) instead
+		// of reporting OFFSET_FOUND_NULL and skipping them.
+		for base := files[max(i-1, 0)].base + cq.fileSize; i > 0 && base < f.base; base += cq.fileSize {
+			path := filepath.Join(cq.dir, fileNameFor(base))
+			m, err := createMappedFile(cq.fs, path, base, cq.fileSize, cq.fileSize, warmNone)
+			if err != nil {
+				for _, x := range l {
+					x.close()
+				}
+				return nil, err
+			}
+			l = append(l, m)
+			damaged = append(damaged, &CorruptError{File: path, Reason: "consume-queue file missing between two others (made again empty; its entries are rebuilt from the commitlog)"})
+		}
 		if f.size < cq.fileSize {
 			damaged = append(damaged, &CorruptError{File: f.path, Offset: f.size, Reason: fmt.Sprintf("consume-queue file is %d bytes, expected %d (extended with zeros)", f.size, cq.fileSize)})
 		}

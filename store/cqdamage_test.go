@@ -102,6 +102,16 @@ func TestStoreCQDamageRebuilt(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, 64 - 25},
+		{"next file deleted", func(t *testing.T, path string) {
+			if err := os.Remove(filepath.Join(filepath.Dir(path), fileNameFor(64*cqEntrySize))); err != nil {
+				t.Fatal(err)
+			}
+		}, 64},
+		{"one of the last files deleted (re-dispatched at start)", func(t *testing.T, path string) {
+			if err := os.Remove(filepath.Join(filepath.Dir(path), fileNameFor(4*64*cqEntrySize))); err != nil {
+				t.Fatal(err)
+			}
+		}, 0},
 		{"file cut to nothing", func(t *testing.T, path string) {
 			if err := os.Truncate(path, 0); err != nil {
 				t.Fatal(err)
