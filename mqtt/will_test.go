@@ -177,6 +177,7 @@ func TestServerWillPublishFailedRetried(t *testing.T) {
 		{"at session expiry", 1, 60},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			fb := &flakyWills{willBackend: newWillBackend(), fails: 2}
 			s := startWillServer(t, fb, fb.willBackend)
 			cl := dialRaw(t, s.Addrs()[0].String(), packets.Version5)
