@@ -23,6 +23,11 @@ func TestBridgeSharedSubscriptionOnOldBroker(t *testing.T) {
 	// The broker listens on 127.0.0.1:port and registers as
 	// 127.0.0.2:port (its Addr); the proxy listens there and forwards to
 	// 127.0.0.1:port.
+	if ln, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
+		t.Skipf("127.0.0.2 is not a loopback address here: %v", err)
+	} else {
+		ln.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, err := cluster.Start(ctx, cluster.Options{Dir: t.TempDir(), AdvertiseIP: "127.0.0.2"})
