@@ -79,10 +79,21 @@ func OpenGroups(opts GroupOptions) (*GroupManager, error) {
 	return m, nil
 }
 
-// ValidateGroupName applies the topic naming rules to a group name.
+// MaxGroupLength is the longest consumer group name: its retry topic,
+// %RETRY%<group>, must fit MaxTopicLength. A longer group used to be
+// taken, and a message its consumer asked to have again was lost, as
+// the retry topic could not be created.
+const MaxGroupLength = MaxTopicLength - len(RetryGroupPrefix)
+
+// ValidateGroupName applies the topic naming rules to a group name, at
+// most MaxGroupLength characters long.
 func ValidateGroupName(group string) error {
 	if err := ValidateTopicName(group); err != nil {
 		return fmt.Errorf("%w: %q: %v", ErrInvalidGroup, group, err)
+	}
+	if len(group) > MaxGroupLength {
+		return fmt.Errorf("%w: %q is %d bytes, at most %d (its retry topic %s<group> has at most %d)",
+			ErrInvalidGroup, group, len(group), MaxGroupLength, RetryGroupPrefix, MaxTopicLength)
 	}
 	return nil
 }

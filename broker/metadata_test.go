@@ -399,3 +399,18 @@ func TestBrokerRegistrationCRC(t *testing.T) {
 		t.Fatalf("registrationCRC = %#x, want 0x4BF43926", got)
 	}
 }
+
+// A group's retry topic, %RETRY%<group>, must be a valid topic: a group
+// has at most 120 characters (TestInteropConsumerGroupNameFitsItsRetryTopic).
+func TestBrokerGroupNameFitsItsRetryTopic(t *testing.T) {
+	longest := strings.Repeat("g", MaxGroupLength)
+	if err := ValidateGroupName(longest); err != nil {
+		t.Fatalf("%d characters refused: %v", len(longest), err)
+	}
+	if err := ValidateTopicName(RetryTopic(longest)); err != nil {
+		t.Fatalf("retry topic of the longest group: %v", err)
+	}
+	if err := ValidateGroupName(longest + "g"); !errors.Is(err, ErrInvalidGroup) || !strings.Contains(err.Error(), "at most 120") {
+		t.Fatalf("%d characters: %v", len(longest)+1, err)
+	}
+}

@@ -326,6 +326,9 @@ func (o *ConsumerOptions) Validate() error {
 	if o.Group == "" {
 		return fmt.Errorf("%w: Group is required", ErrBadOptions)
 	}
+	if err := ValidateGroup(o.Group); err != nil {
+		return err
+	}
 	if o.ConsumeGoroutines < 0 || o.ConsumeBatchSize < 0 || o.PullBatchSize < 0 || o.QueueMaxMessages < 0 || o.QueueMaxBytes < 0 ||
 		o.PullConnections < 0 {
 		return fmt.Errorf("%w: negative size", ErrBadOptions)

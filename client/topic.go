@@ -8,6 +8,20 @@ import (
 // MaxTopicLength is the longest topic name brokers accept.
 const MaxTopicLength = 127
 
+// MaxGroupLength is the longest consumer group name brokers accept: the
+// group's retry topic, %RETRY%<group>, must be a valid topic name.
+const MaxGroupLength = MaxTopicLength - len("%RETRY%")
+
+// ValidateGroup checks a consumer group name against the brokers' rule:
+// 1 to MaxGroupLength (120) characters of [%|a-zA-Z0-9_-]. The error wraps
+// ErrBadOptions.
+func ValidateGroup(group string) error {
+	if err := ValidateTopic(group); err != nil || len(group) > MaxGroupLength {
+		return fmt.Errorf("%w: group name %q: want 1 to %d characters of [%%|a-zA-Z0-9_-]", ErrBadOptions, group, MaxGroupLength)
+	}
+	return nil
+}
+
 // ValidateTopic checks a topic name against the brokers' rule (RocketMQ's):
 // 1 to 127 characters of [%|a-zA-Z0-9_-]. The error wraps ErrBadOptions.
 func ValidateTopic(topic string) error {

@@ -68,14 +68,8 @@ func (a *Admin) CreateGroup(ctx context.Context, cluster string, g GroupConfig) 
 	return errors.Join(errs...)
 }
 
-// validateGroup checks a consumer group name against the brokers' rule,
-// which is the one for topic names.
-func validateGroup(group string) error {
-	if client.ValidateTopic(group) != nil {
-		return fmt.Errorf("%w: group name %q: want 1 to %d characters of [%%|a-zA-Z0-9_-]", client.ErrBadOptions, group, client.MaxTopicLength)
-	}
-	return nil
-}
+// validateGroup checks a consumer group name against the brokers' rule.
+func validateGroup(group string) error { return client.ValidateGroup(group) }
 
 // GroupExists reports whether any master knows the consumer group (a
 // subscription config, committed offsets or online consumers).
