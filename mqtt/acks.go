@@ -191,7 +191,7 @@ func (c *conn) callAsync(h AsyncHandler, p *packets.Publish, info ClientInfo, ms
 	if msg == nil {
 		ac.aliased = true
 		msg = &ac.msg
-		fillMessage(msg, p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties)
+		fillMessage(msg, p.Topic, p.Payload, p.QoS, p.Retain, &p.Properties, c.roundOf())
 		msg.ClientID, msg.Username = info.ClientID, info.Username
 	}
 	ctx := c.srv.ctx

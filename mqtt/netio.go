@@ -105,7 +105,7 @@ func (c *conn) readable(buf []byte, hup bool, r *Round) {
 		break
 	}
 	if got {
-		c.lastRecv.Store(nanotime())
+		c.lastRecv.Store(r.monoNow())
 	}
 	sched := !c.scheduled && (len(c.in) > 0 || c.eof)
 	c.scheduled = c.scheduled || sched

@@ -15,19 +15,20 @@ import (
 // messageFrom builds a Message from a PUBLISH's (or will's) fields.
 func messageFrom(topic string, payload []byte, qos byte, retain bool, pr *packets.Properties) *Message {
 	m := new(Message)
-	fillMessage(m, topic, payload, qos, retain, pr)
+	fillMessage(m, topic, payload, qos, retain, pr, nil)
 	return m
 }
 
 // fillMessage sets m (zero) from a PUBLISH's (or will's) fields. The clock
-// is read only for a message that expires.
-func fillMessage(m *Message, topic string, payload []byte, qos byte, retain bool, pr *packets.Properties) {
+// is read only for a message that expires, once per poller round r (nil:
+// not on a poller).
+func fillMessage(m *Message, topic string, payload []byte, qos byte, retain bool, pr *packets.Properties, r *Round) {
 	m.Topic, m.Payload, m.QoS, m.Retain = topic, payload, qos, retain
 	if pr.Present.Has(packets.PropPayloadFormat) {
 		m.HasPayloadFormat, m.PayloadFormat = true, pr.PayloadFormat
 	}
 	if pr.Present.Has(packets.PropMessageExpiry) {
-		m.Expiry = time.Now().Add(time.Duration(pr.MessageExpiry) * time.Second)
+		m.Expiry = r.wallNow().Add(time.Duration(pr.MessageExpiry) * time.Second)
 	}
 	if pr.Present.Has(packets.PropContentType) {
 		m.ContentType = pr.ContentType

@@ -1,6 +1,9 @@
 package mqtt
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Poller rounds. A poller serves the ready connections of one epoll_wait
 // in a round (netio_linux.go), and an inline handler (Server.HandleInline)
@@ -26,6 +29,11 @@ type Round struct {
 	fl      outBatch        // connections held until the hooks ran
 	running bool            // Flush is running the hooks
 	conn    bool            // the connection being handled deferred work (workInline)
+	// The round's clock readings, taken on first use and forgotten at
+	// its end (clock): its requests arrived before it started, so one
+	// reading serves them all (a clock read costs 40-90 ns on a VM).
+	wall time.Time
+	mono int64
 }
 
 // RoundHook is work an inline handler put off to its round's end.
@@ -81,6 +89,31 @@ func (r *Round) end() {
 	if r.fl.pending() {
 		r.fl.release()
 	}
+	r.wall, r.mono = time.Time{}, 0
+}
+
+// wallNow is the round's wall clock reading, for the expiry of the
+// messages its requests carry: time.Now on the round's first call (and
+// on every call of a nil Round: not on a poller).
+func (r *Round) wallNow() time.Time {
+	if r == nil {
+		return time.Now()
+	}
+	if r.wall.IsZero() {
+		r.wall = time.Now()
+	}
+	return r.wall
+}
+
+// monoNow is wallNow for nanotime (a connection's last receipt).
+func (r *Round) monoNow() int64 {
+	if r == nil {
+		return nanotime()
+	}
+	if r.mono == 0 {
+		r.mono = nanotime()
+	}
+	return r.mono
 }
 
 // init readies a poller's round on the server's context.
