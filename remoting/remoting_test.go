@@ -234,9 +234,17 @@ func TestRemotingAsyncAnswerAndServerRequests(t *testing.T) {
 
 func TestRemotingTimeoutCancelAndCloseHooks(t *testing.T) {
 	block := make(chan struct{})
+	held := make(chan struct{}, 2)
 	closed := make(chan error, 4)
-	_, addr, _ := startServer(t, Options{}, func(s *Server) {
+	// Four requests stay held at once: the admin pool gets a worker each.
+	_, addr, _ := startServer(t, Options{AdminPool: PoolOptions{Workers: 4}}, func(s *Server) {
 		s.RegisterFunc(9003, PoolAdmin, func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
+			<-block
+			return nil, errors.New("boom")
+		})
+		// 9005 is 9003 telling the test it holds the request.
+		s.RegisterFunc(9005, PoolAdmin, func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
+			held <- struct{}{}
 			<-block
 			return nil, errors.New("boom")
 		})
@@ -247,9 +255,12 @@ func TestRemotingTimeoutCancelAndCloseHooks(t *testing.T) {
 	if _, err := c.Invoke(context.Background(), addr, protocol.NewRequest(9003, nil, nil)); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("want timeout, got %v", err)
 	}
+	// A call cancelled while the server holds it: a client whose timeout
+	// cannot win the race with the cancel, even on a busy machine.
+	c2 := newClient(t, ClientOptions{ConnOptions: ConnOptions{RequestTimeout: 10 * time.Second}})
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	if _, err := c.Invoke(ctx, addr, protocol.NewRequest(9003, nil, nil)); !errors.Is(err, context.Canceled) {
+	go func() { <-held; cancel() }()
+	if _, err := c2.Invoke(ctx, addr, protocol.NewRequest(9005, nil, nil)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("want canceled, got %v", err)
 	}
 	errc := make(chan error, 1)
@@ -262,13 +273,12 @@ func TestRemotingTimeoutCancelAndCloseHooks(t *testing.T) {
 	}
 	// A pending call fails when its connection closes; the server's close
 	// hook runs; the client reconnects on the next call.
-	c2 := newClient(t, ClientOptions{ConnOptions: ConnOptions{RequestTimeout: 10 * time.Second}})
 	pend := make(chan error, 1)
 	go func() {
-		_, err := c2.Invoke(context.Background(), addr, protocol.NewRequest(9003, nil, nil))
+		_, err := c2.Invoke(context.Background(), addr, protocol.NewRequest(9005, nil, nil))
 		pend <- err
 	}()
-	time.Sleep(30 * time.Millisecond)
+	<-held
 	c2.CloseConn(addr)
 	if err := <-pend; !errors.Is(err, ErrConnClosed) {
 		t.Fatalf("pending call: %v", err)
