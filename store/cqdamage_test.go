@@ -265,3 +265,58 @@ func TestStoreCQDamageConcurrentPulls(t *testing.T) {
 		t.Fatalf("rebuilt %d, lost %d; want 58 rebuilt once", st.CQEntriesRebuilt, st.CQEntriesLost)
 	}
 }
+
+// Retention removed the oldest segments; an entry of a still stored
+// record damaged so that it points below the commitlog's start: a pull
+// rebuilds it rather than taking it for a removed record (it used to skip
+// it without a word), also when it is the first entry the pull reads.
+func TestStoreCQDamageBelowLogStart(t *testing.T) {
+	root := t.TempDir()
+	corpus := buildCorpusN(t, root, 2000) // ten 64 KiB segments
+	for _, base := range []int64{0, 64 << 10} {
+		if err := os.Remove(filepath.Join(root, "commitlog", fileNameFor(base))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var victim *corpusMsg
+	for i := range corpus {
+		if c := &corpus[i]; c.spec.topic == "T0" && c.spec.qid == 0 && c.pr.QueueOffset == 150 {
+			victim = c
+		}
+	}
+	if victim.pr.PhysicalOffset < 3*64<<10 || 150 >= 3*64 {
+		t.Fatalf("record %d at %d: not in a stored segment, or its entry not in an old file", 150, victim.pr.PhysicalOffset)
+	}
+	path := filepath.Join(root, "consumequeue", "T0", "0", fileNameFor(128*cqEntrySize))
+	b := readFile(t, path)
+	be.PutUint64(b[(150-128)*cqEntrySize:], 4096) // removed with segment 0
+	writeFile(t, path, b)
+
+	s := openTest(t, root, nil)
+	minOff, maxOff := s.MinOffset("T0", 0), s.MaxOffset("T0", 0)
+	if minOff == 0 || minOff > 150 {
+		t.Fatalf("queue starts at %d", minOff)
+	}
+	check := func(from int64) {
+		t.Helper()
+		off := from
+		for off < maxOff {
+			r, err := s.GetMessages("T0", 0, off, 32, nil)
+			if err != nil || r.Status != GetFound {
+				t.Fatalf("from %d: %v %v", off, err, r.Status)
+			}
+			for i, q := range r.QueueOffsets {
+				if q != off+int64(i) {
+					t.Fatalf("from %d: offset %d served where %d was due", from, q, off+int64(i))
+				}
+			}
+			off = r.NextBeginOffset
+			r.Release()
+		}
+	}
+	check(150) // the damaged entry first
+	check(minOff)
+	if st := s.Stats(); st.CQEntriesRebuilt != 1 {
+		t.Fatalf("rebuilt %d, want 1", st.CQEntriesRebuilt)
+	}
+}

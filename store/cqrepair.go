@@ -59,9 +59,9 @@ func (s *Store) repairCQ(cq *consumeQueue, off int64, why string) bool {
 		}
 		return e, 1
 	}
-	if _, g := good(off); g != -1 {
+	if e, g := good(off); g == 1 || e.isHole() {
 		return g == 1 // repaired meanwhile by another read (or gone)
-	}
+	} // g == 0 and no hole: below clMin, which the read knows is damage
 	limit := cq.maxOff.Load()
 	if t := cq.tail.Load(); t != nil {
 		limit = min(limit, t.start)

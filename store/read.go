@@ -189,6 +189,10 @@ func (s *Store) GetMessagesFiltered(topic string, queueID int32, offset int64, m
 	clMax := s.cl.committed.Load()
 	removing := false
 	repaired := int64(-1) // the offset last rebuilt (read again once)
+	// stored: an entry of this scan pointed at its own record at or past
+	// clMin; entries are in log order, so a later one below clMin is
+	// damaged, not removed.
+	stored := false
 	off := offset
 	scanned := int64(0)
 	r.Status = GetNoMatchedMessage
@@ -210,12 +214,12 @@ scan:
 				scanned++
 				continue
 			}
-			if e.phy >= 0 && e.phy < clMin {
+			if e.phy >= 0 && e.phy < clMin && !stored && !s.storedBefore(cq, off, clMin) {
 				removing = true
 				off++
 				scanned++
 				continue
-			}
+			} // else below an entry of a stored record: damaged (below)
 			inMem := clMax-e.phy <= s.opts.MemoryResidentBytes
 			if len(r.Buffers) > 0 && s.batchFull(r, e.size, maxMsgs, inMem) {
 				f.release()
@@ -232,7 +236,7 @@ scan:
 			}
 			bad := ""
 			switch {
-			case buf == nil && e.size > 0 && e.phy < s.cl.minOffset():
+			case buf == nil && e.size > 0 && e.phy >= clMin && e.phy < s.cl.minOffset():
 				removing = true // retention removed it meanwhile
 				off++
 				scanned++
@@ -262,6 +266,7 @@ scan:
 				scanned++
 				continue
 			}
+			stored = true
 			if err := s.verifyRead(buf); err != nil {
 				s.badRead("pull", s.cl.dir, e.phy, "record fails verification, not served", err)
 				off++
@@ -295,6 +300,22 @@ scan:
 		r.Status = GetMessageWasRemoving
 	}
 	return r, nil
+}
+
+// storedBefore reports whether the nearest entry before off (holes
+// skipped, at most 64 looked at) points at or past clMin: entries are in
+// log order, so an entry at off below clMin is then damaged, not removed.
+func (s *Store) storedBefore(cq *consumeQueue, off, clMin int64) bool {
+	for o := off - 1; o >= cq.minOff.Load() && off-o <= 64; o-- {
+		e, ok := cq.entry(o)
+		if !ok {
+			return false
+		}
+		if !e.isHole() {
+			return e.phy >= clMin && e.size > 0 && s.checkEntry(cq, o, e, clMin) == ""
+		}
+	}
+	return false
 }
 
 func (s *Store) batchFull(r *GetResult, next int32, maxMsgs int, inMem bool) bool {
