@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -134,7 +135,9 @@ func (s *Store) repairCQ(cq *consumeQueue, off int64, why string) bool {
 	}
 	s.dispMu.Unlock()
 	if err != nil {
-		s.log.Error("store: damaged consume-queue entries not rebuilt", "queue", cq.dir, "from", from, "to", to, "err", err)
+		// Pulls meet the entry again: at most one line per interval.
+		s.rlog.Log(s.log, slog.LevelError, "cq repair", "store: damaged consume-queue entries not rebuilt",
+			"queue", cq.dir, "from", from, "to", to, "err", err)
 		return false
 	}
 	s.stats.cqRebuilt.Add(int64(rebuilt))
