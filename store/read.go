@@ -193,6 +193,7 @@ func (s *Store) GetMessagesFiltered(topic string, queueID int32, offset int64, m
 	// clMin; entries are in log order, so a later one below clMin is
 	// damaged, not removed.
 	stored := false
+	lastPhy := int64(-1) // the newest entry's record this scan passed
 	off := offset
 	scanned := int64(0)
 	r.Status = GetNoMatchedMessage
@@ -225,7 +226,13 @@ scan:
 				f.release()
 				break scan
 			}
-			if filter != nil && !filter(e.tags) {
+			// The tag filter skips entries without reading their record:
+			// one that shows damage by itself (no record, or not after the
+			// entry before it, entries being in log order) is read and
+			// rebuilt first, as below, then filtered.
+			suspect := e.size <= 0 || e.phy < 0 || e.phy >= clMax || e.phy <= lastPhy
+			if filter != nil && !suspect && !filter(e.tags) {
+				lastPhy = e.phy
 				off++
 				scanned++
 				continue
@@ -266,7 +273,12 @@ scan:
 				scanned++
 				continue
 			}
-			stored = true
+			stored, lastPhy = true, e.phy
+			if filter != nil && suspect && !filter(e.tags) {
+				off++
+				scanned++
+				continue
+			}
 			if err := s.verifyRead(buf); err != nil {
 				s.badRead("pull", s.cl.dir, e.phy, "record fails verification, not served", err)
 				off++
