@@ -368,3 +368,66 @@ func TestStoreCQDamageTagFilter(t *testing.T) {
 		}
 	}
 }
+
+// Zeroed entries in a store whose oldest commitlog segment retention
+// removed: their log offset 0 lies below the commitlog's first offset,
+// which is also what an entry of a removed record looks like, and a
+// consumer whose offset lies deep in a zeroed run (a file cut short and
+// extended with zeros) finds no stored entry just before it either. A
+// zeroed entry (size 0) is damage all the same and is rebuilt. Those
+// messages used to be skipped as removed.
+func TestStoreCQDamageZeroedAfterRetention(t *testing.T) {
+	root := t.TempDir()
+	corpus := buildCorpusN(t, root, 2000)
+	if err := os.Remove(segPath(root, 0)); err != nil {
+		t.Fatal(err)
+	}
+	bodies := map[int64]string{} // T0/0's messages the commitlog still holds
+	for _, c := range corpus {
+		if c.spec.topic == "T0" && c.spec.qid == 0 && c.pr.PhysicalOffset >= segSz {
+			bodies[c.pr.QueueOffset] = c.spec.body
+		}
+	}
+	if _, ok := bodies[64]; !ok {
+		t.Fatal("offset 64's record is in the removed segment")
+	}
+	for _, base := range []int64{64, 128} { // offsets 64..191 zeroed
+		path := filepath.Join(root, "consumequeue", "T0", "0", fileNameFor(base*cqEntrySize))
+		b := readFile(t, path)
+		clear(b)
+		writeFile(t, path, b)
+	}
+	s := openTest(t, root, nil)
+	read := func(from int64) (served []int64) {
+		t.Helper()
+		for off := from; off < s.MaxOffset("T0", 0); {
+			r, err := s.GetMessages("T0", 0, off, 16, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, buf := range r.Buffers {
+				m, _, err := record.Decode(buf, true)
+				if err != nil || m.QueueOffset != r.QueueOffsets[i] || string(m.Body) != bodies[m.QueueOffset] {
+					t.Fatalf("offset %d: %v, record of offset %d", r.QueueOffsets[i], err, m.QueueOffset)
+				}
+				served = append(served, m.QueueOffset)
+			}
+			if r.NextBeginOffset <= off {
+				t.Fatalf("from %d: %v, next %d", off, r.Status, r.NextBeginOffset)
+			}
+			off = r.NextBeginOffset
+			r.Release()
+		}
+		return served
+	}
+	// A consumer at offset 150, deep in the zeroed run, first.
+	if got := read(150); len(got) == 0 || got[0] != 150 {
+		t.Fatalf("from 150: first served %v", got[:min(len(got), 3)])
+	}
+	if got := read(s.MinOffset("T0", 0)); len(got) != len(bodies) {
+		t.Fatalf("%d messages served, want %d", len(got), len(bodies))
+	}
+	if st := s.Stats(); st.CQEntriesRebuilt < 128 || st.CQEntriesLost != 0 {
+		t.Fatalf("rebuilt %d, lost %d; want 128 rebuilt", st.CQEntriesRebuilt, st.CQEntriesLost)
+	}
+}

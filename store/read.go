@@ -215,7 +215,10 @@ scan:
 				scanned++
 				continue
 			}
-			if e.phy >= 0 && e.phy < clMin && !stored && !s.storedBefore(cq, off, clMin) {
+			// A zeroed entry (size 0) is damage whatever its log offset
+			// (a consumer deep in a zeroed run finds no stored entry just
+			// before it): rebuilt below.
+			if e.phy >= 0 && e.phy < clMin && e.size > 0 && !stored && !s.storedBefore(cq, off, clMin) {
 				removing = true
 				off++
 				scanned++
