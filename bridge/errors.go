@@ -3,6 +3,7 @@ package bridge
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/mqtt"
@@ -27,11 +28,24 @@ var (
 	ErrBadRecord = errors.New("bridge: bad system record")
 )
 
+// whatMax bounds what a storeFailed error quotes (see there).
+const whatMax = 64
+
 // storeFailed is the error of a failed store of what in the broker. A
 // broker whose disk is full refuses with client.ErrDiskFull: the error
 // then wraps mqtt.ErrQuotaExceeded too, and an MQTT 5 publisher gets
-// PUBACK/PUBREC 0x97 quota exceeded instead of 0x80.
+// PUBACK/PUBREC 0x97 quota exceeded instead of 0x80. The error is also
+// the reason string the publisher gets (at most 200 bytes), so what (a
+// topic, up to 65,535 bytes) is cut to whatMax bytes to leave room for
+// the cause.
 func storeFailed(what string, err error) error {
+	if len(what) > whatMax {
+		cut := whatMax
+		for cut > 0 && !utf8.RuneStart(what[cut]) {
+			cut--
+		}
+		what = what[:cut] + "..."
+	}
 	if errors.Is(err, client.ErrDiskFull) {
 		return fmt.Errorf("bridge: store %s: %w: %w", what, mqtt.ErrQuotaExceeded, err)
 	}

@@ -13,12 +13,14 @@ import (
 // The reason quotes the topic and was cut at 200 bytes inside a
 // character, so mosquitto_pub refused the PUBACK as malformed UTF-8 and
 // never learnt the reason code; the same happened to the line break that
-// joins two errors (a send refused for a full disk, then no route).
+// joins two errors (a send refused for a full disk, then no route). The
+// reason quoted all of the topic first, so a long one left no room for
+// the cause.
 func TestInteropMQTTRefusalReasonIsValidUTF8(t *testing.T) {
 	pub := mosquittoOrSkip(t, "mosquitto_pub")
 	k := startKillable(t, "store.max_message_size=1KiB")
 	host, port, _ := net.SplitHostPort(k.mqtt)
-	topic := "a" + strings.Repeat("é", 120) // the reason's byte 200 falls inside an é
+	topic := "a" + strings.Repeat("é", 120) // the whole topic put the reason's byte 200 inside an é
 	out, err := exec.Command(pub, "-V", "5", "-h", host, "-p", port, "-i", "reason-utf8", "-q", "1", "-d",
 		"-t", topic, "-m", strings.Repeat("z", 2000)).CombinedOutput()
 	t.Logf("mosquitto_pub: %v\n%s", err, out)
@@ -27,5 +29,9 @@ func TestInteropMQTTRefusalReasonIsValidUTF8(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "RC:128") || !strings.Contains(string(out), "Publish 1 failed: Unspecified error") {
 		t.Fatal("mosquitto_pub did not get PUBACK 0x80 with the reason")
+	}
+	// The reason quotes the start of the topic only, so the cause fits.
+	if !strings.Contains(string(out), "message too large") {
+		t.Error("the reason string lacks its cause")
 	}
 }
