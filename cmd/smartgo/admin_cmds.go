@@ -255,6 +255,7 @@ func init() {
 		examples:    []string{"smartgo admin msg by-id -id 7F00000100002A9F0000000000000000"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			msgID := fs.String("id", "", "offset message `id`")
+			fs.StringVar(msgID, "i", "", "the same as -id (mqadmin's name)")
 			return func(ctx context.Context, e *adminEnv) error {
 				if err := required(*msgID, "-id"); err != nil {
 					return err
@@ -301,6 +302,7 @@ func init() {
 			group := fs.String("g", "", "consumer `group`")
 			topic := fs.String("t", "", "`topic` name")
 			ts := fs.String("ts", "", "`time`: RFC 3339, unix ms, a duration ago (1h), or now")
+			fs.StringVar(ts, "s", "", "the same as -ts (mqadmin's name; its yyyy-MM-dd#HH:mm:ss:SSS in local time too)")
 			return func(ctx context.Context, e *adminEnv) error {
 				for _, r := range [][2]string{{*group, "-g"}, {*topic, "-t"}, {*ts, "-ts"}} {
 					if err := required(r[0], r[1]); err != nil {

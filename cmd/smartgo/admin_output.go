@@ -14,7 +14,11 @@ import (
 	"github.com/smartgo/smartgo/client"
 )
 
-// parseTime accepts RFC 3339, unix milliseconds, a duration ago or "now".
+// mqadminTime is the layout of mqadmin's resetOffsetByTime -s (local time).
+const mqadminTime = "2006-01-02#15:04:05:000"
+
+// parseTime accepts RFC 3339, unix milliseconds, a duration ago, "now" or
+// mqadminTime.
 func parseTime(s string) (time.Time, error) {
 	if s == "now" {
 		return time.Now(), nil
@@ -28,7 +32,10 @@ func parseTime(s string) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		return time.Now().Add(-d), nil
 	}
-	return time.Time{}, errors.New("want RFC 3339, unix milliseconds, a duration such as 1h, or now")
+	if t, err := time.ParseInLocation(mqadminTime, s, time.Local); err == nil {
+		return t, nil
+	}
+	return time.Time{}, errors.New("want RFC 3339, unix milliseconds, a duration such as 1h, now, or mqadmin's yyyy-MM-dd#HH:mm:ss:SSS")
 }
 
 func fmtMillis(ms int64) string {

@@ -125,6 +125,9 @@ func TestCmdBinaryAdminRefusesMistakes(t *testing.T) {
 		{[]string{"topic", "create"}, exitUsage, "-t is required"},
 		{[]string{"offset", "reset", "-g", "no_such_group", "-t", "RealT", "-ts", "1h"}, exitFailure, "consumer group does not exist: no_such_group"},
 		{[]string{"offset", "reset", "-g", "g", "-t", "RealT", "-ts", "yesterday"}, exitUsage, "-ts: want RFC 3339"},
+		// mqadmin's flag and time format (resetOffsetByTime -s), and -i (queryMsgById).
+		{[]string{"offset", "reset", "-g", "no_such_group", "-t", "RealT", "-s", "2026-01-02#15:04:05:000"}, exitFailure, "consumer group does not exist: no_such_group"},
+		{[]string{"msg", "by-id", "-i", "zz"}, exitFailure, `offset id "zz" has 2 characters`},
 		{[]string{"group", "progress", "-g", "no_such_group"}, exitFailure, "consumer group does not exist: no_such_group"},
 		{[]string{"group", "progress", "-g", "no_such_group", "-t", "RealT"}, exitFailure, "consumer group does not exist"},
 		{[]string{"msg", "by-key", "-t", "RealT", "-k", "x", "-max", "0"}, exitUsage, "-max must be at least 1"},
