@@ -383,7 +383,9 @@
 // tries it again with backoff, and Server.Will gives it, due at once,
 // meanwhile): the session's delete or offline save carries it, and a
 // node that ends a session without a record writes no will-done marker
-// for it; WillPublished's marker settles it once it went out.
+// for it; WillPublished's marker settles it once it went out. One the
+// broker can never store (ErrUnencodable, an mqtt.ErrUnstorable) is
+// dropped and settled instead, by its node or by a claimer.
 //
 // Known limits: a will is published a few heartbeat intervals after its node
 // died, plus its delay; a resume within the delay cancels the will even

@@ -21,7 +21,8 @@ var (
 	// message: a topic, response topic, content type, client id or user
 	// name holds the bytes 0x01 or 0x02 (the broker's property
 	// separators). The publisher gets 0x80 (v5) or is disconnected (3.1.1).
-	ErrUnencodable = errors.New("bridge: message not encodable as broker properties")
+	// It wraps mqtt.ErrUnstorable: a will refused so is not tried again.
+	ErrUnencodable = fmt.Errorf("bridge: message not encodable as broker properties (%w)", mqtt.ErrUnstorable)
 
 	// ErrBadRecord means a session or retained record read from a system
 	// topic could not be decoded; it is skipped with a log line.

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +165,19 @@ func TestBridgeShareGroupName(t *testing.T) {
 	}
 	if shareGroup("$share/g/a") == shareGroup("$share/g/b") {
 		t.Error("two shared subscriptions share a consumer group")
+	}
+}
+
+// TestBridgeUnencodableIsUnstorable: a message the broker's properties
+// cannot carry is refused with ErrUnencodable, which is mqtt.ErrUnstorable
+// too: the mqtt server drops a will refused so instead of keeping it to
+// try again for as long as it runs (before, it was kept and tried every
+// 30 s, one per connection that ended: memory a client could grow).
+func TestBridgeUnencodableIsUnstorable(t *testing.T) {
+	for _, m := range []*mqtt.Message{{Topic: "will/\x01"}, {Topic: "t", ContentType: "a\x02"}, {Topic: "t", ClientID: "c\x01"}} {
+		_, err := EncodeMessage(m, "T")
+		if !errors.Is(err, ErrUnencodable) || !errors.Is(err, mqtt.ErrUnstorable) {
+			t.Fatalf("%+v: %v; want ErrUnencodable and mqtt.ErrUnstorable", m, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -499,7 +500,14 @@ func (b *Backend) publishOrphan(clientID string, w *willRecord) {
 			return // the process "dies" here
 		}
 		b.log.Info("bridge: publishing the will of a client whose node is gone", "client", clientID, "topic", w.Topic)
-		if err := ws.PublishWill(w.message()); err != nil {
+		err := ws.PublishWill(w.message())
+		if errors.Is(err, mqtt.ErrUnstorable) {
+			// No try can store it: settled as if published, not claimed
+			// again and again.
+			b.log.Warn("bridge: will of a client whose node is gone cannot be stored; dropped", "client", clientID, "err", err)
+			err = nil
+		}
+		if err != nil {
 			b.log.Warn("bridge: will of a client whose node is gone", "client", clientID, "err", err)
 			b.mu.Lock()
 			delete(b.wills.fire, w.ID)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -511,5 +512,33 @@ func TestBridgeWillOfNodeThatLooksGone(t *testing.T) {
 	got := wills(1, 2*time.Second)
 	if len(got) != 1 || got[0] != "will/w-alive=offline w-alive" {
 		t.Fatalf("wills published: %v, want w-alive's once", got)
+	}
+}
+
+// TestBridgeUnstorableWillOfCrashedNode: the will of a crashed node's
+// client that the broker can never store (its topic holds 0x01) is
+// settled by the node that claims it, once: not claimed again and again.
+// Before, each failed publish dropped the claim and the will loop claimed
+// it again, a claim record every few seconds for as long as both ran.
+func TestBridgeUnstorableWillOfCrashedNode(t *testing.T) {
+	c := startCluster(t)
+	a := startBridge(t, c, quickLooks)
+	var claims atomic.Int32
+	b := startBridgeWith(t, c, quickLooks, func(b *Bridge) {
+		b.Backend().testMarkerHook = func(rec *sessionRecord, send func() error) error {
+			if rec.Claim != "" && rec.ClientID == "w-unstorable" {
+				claims.Add(1)
+			}
+			return send()
+		}
+	})
+	r := dialRaw(t, addrOf(a), packets.Version5)
+	r.connect(&packets.Connect{ClientID: "w-unstorable", CleanStart: true, KeepAlive: 60, WillFlag: true, WillQoS: 1,
+		WillTopic: "will/\x01", WillPayload: []byte("offline")})
+	willStored(t, b, "w-unstorable")
+	crash(t, a)
+	testutil.WaitFor(t, 30*time.Second, "the unstorable will settled", func() bool { return owed(b, "w-unstorable") == 0 })
+	if n := claims.Load(); n != 1 {
+		t.Fatalf("%d claims on the will, want 1", n)
 	}
 }

@@ -40,4 +40,9 @@ var (
 	// ErrNotAuthorized is returned by a Handler or Backend to make the
 	// server answer a PUBLISH with 0x87 not authorized.
 	ErrNotAuthorized = errors.New("mqtt: not authorized")
+
+	// ErrUnstorable is returned (wrapped) by a Backend's Publish for a
+	// message no retry can store (its bytes cannot travel to the store).
+	// A will refused so is dropped (logged), not kept to try again.
+	ErrUnstorable = errors.New("mqtt: message cannot be stored")
 )

@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -24,9 +25,10 @@ import (
 // server. It calls WillPublished after it published a will whose delay
 // ran while the session was offline (the backend stored it with the
 // session's offline state), or one whose earlier publish failed (see
-// willRetries); not when publishing it failed (the stored will stands,
-// and Server.Will gives it while the server tries again). Errors are
-// the backend's to log.
+// willRetries), or one the backend refused for good (ErrUnstorable: it
+// is dropped); not when publishing it failed otherwise (the stored will
+// stands, and Server.Will gives it while the server tries again). Errors
+// are the backend's to log.
 type WillBackend interface {
 	Backend
 	ConnectedWill(ctx context.Context, clientID string, cleanStart bool)
@@ -182,13 +184,20 @@ func (r *willRetries) remove(rw *retryWill) {
 }
 
 // sendWillOrOwe publishes the will m of the session ss (true: it went
-// out, or its client may not publish there). When that fails the will
-// is owed (willRetries) and its first try armed, unless the caller does
-// that (armWillRetry) once it wrote the session record that keeps the
-// will stored; owed is then the will to arm.
+// out, its client may not publish there, or the backend refused it for
+// good: ErrUnstorable). When that fails the will is owed (willRetries)
+// and its first try armed, unless the caller does that (armWillRetry)
+// once it wrote the session record that keeps the will stored; owed is
+// then the will to arm.
 func (s *Server) sendWillOrOwe(ss *session, m *Message, expiry time.Duration, armLater bool) (sent bool, owed *retryWill) {
 	err := s.sendWill(m)
 	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, ErrUnstorable) {
+		// No try can store it: owing it would keep it (and try it) for
+		// as long as the server runs, one per connection that ended.
+		s.log.Warn("mqtt: will cannot be stored; dropped", "client", ss.id, "err", err)
 		return true, nil
 	}
 	s.log.Warn("mqtt: publish will; trying again", "client", ss.id, "err", err)
@@ -219,15 +228,20 @@ func (s *Server) retryWill(rw *retryWill) {
 	if s.ctx.Err() != nil {
 		return // closing: the stored will stands
 	}
-	if err := s.sendWill(rw.msg); err != nil {
+	err := s.sendWill(rw.msg)
+	switch {
+	case errors.Is(err, ErrUnstorable):
+		s.log.Warn("mqtt: will cannot be stored; dropped", "client", rw.clientID, "err", err)
+	case err != nil:
 		s.retries.mu.Lock()
 		rw.wait = min(rw.wait*2, willRetryMax)
 		s.retries.mu.Unlock()
 		s.log.Debug("mqtt: publish will again", "client", rw.clientID, "err", err)
 		s.armWillRetry(rw)
 		return
+	default:
+		s.log.Info("mqtt: will published after a failed try", "client", rw.clientID, "topic", rw.msg.Topic)
 	}
-	s.retries.remove(rw)
-	s.log.Info("mqtt: will published after a failed try", "client", rw.clientID, "topic", rw.msg.Topic)
+	s.retries.remove(rw) // done with it either way: settled
 	s.willPublished(rw.clientID, rw.msg)
 }

@@ -3,6 +3,7 @@ package mqtt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -159,6 +160,30 @@ func (f *flakyWills) Publish(ctx context.Context, m *Message) error {
 	return f.willBackend.Publish(ctx, m)
 }
 
+// connectWithWill connects a v5 client id to s with a QoS 1 will on
+// will/<id> (session expiry and will delay in seconds, 0: none) and
+// waits for a PINGRESP: the connection is in place.
+func connectWithWill(t *testing.T, s *Server, id string, expiry, delay uint32) *rawClient {
+	t.Helper()
+	cl := dialRaw(t, s.Addrs()[0].String(), packets.Version5)
+	cp := &packets.Connect{ClientID: id, KeepAlive: 60, WillFlag: true, WillQoS: 1, WillTopic: "will/" + id,
+		WillPayload: []byte("gone")}
+	if expiry > 0 {
+		cp.Properties.Present.Add(packets.PropSessionExpiry)
+		cp.Properties.SessionExpiry = expiry
+	}
+	if delay > 0 {
+		cp.WillProperties.Present.Add(packets.PropWillDelay)
+		cp.WillProperties.WillDelay = delay
+	}
+	cl.connect(cp)
+	cl.send(&packets.Pingreq{})
+	if _, ok := cl.recv().(*packets.Pingresp); !ok {
+		t.Fatal("want PINGRESP")
+	}
+	return cl
+}
+
 // TestServerWillPublishFailedRetried: a will whose publish fails (no
 // delay with a session that ends or stays, a delayed one, one published
 // at session expiry) stays owed: Server.Will gives it (no delay, due at
@@ -180,22 +205,7 @@ func TestServerWillPublishFailedRetried(t *testing.T) {
 			t.Parallel()
 			fb := &flakyWills{willBackend: newWillBackend(), fails: 2}
 			s := startWillServer(t, fb, fb.willBackend)
-			cl := dialRaw(t, s.Addrs()[0].String(), packets.Version5)
-			cp := &packets.Connect{ClientID: "wr", KeepAlive: 60, WillFlag: true, WillQoS: 1, WillTopic: "will/wr",
-				WillPayload: []byte("gone")}
-			if c.expiry > 0 {
-				cp.Properties.Present.Add(packets.PropSessionExpiry)
-				cp.Properties.SessionExpiry = c.expiry
-			}
-			if c.delay > 0 {
-				cp.WillProperties.Present.Add(packets.PropWillDelay)
-				cp.WillProperties.WillDelay = c.delay
-			}
-			cl.connect(cp)
-			cl.send(&packets.Pingreq{})
-			if _, ok := cl.recv().(*packets.Pingresp); !ok {
-				t.Fatal("want PINGRESP")
-			}
+			cl := connectWithWill(t, s, "wr", c.expiry, c.delay)
 			fb.mu.Lock()
 			msg := fb.connected["wr"].Msg
 			fb.mu.Unlock()
@@ -216,6 +226,61 @@ func TestServerWillPublishFailedRetried(t *testing.T) {
 			}
 			if _, ok := s.Will("wr"); ok {
 				t.Fatal("Server.Will after the will went out")
+			}
+		})
+	}
+}
+
+// unstorableWills refuses every publish as no retry can cure
+// (ErrUnstorable, as a bridge refuses a topic holding 0x01).
+type unstorableWills struct {
+	*willBackend
+	tries atomic.Int32
+}
+
+func (u *unstorableWills) Publish(context.Context, *Message) error {
+	u.tries.Add(1)
+	return fmt.Errorf("test refusal: %w", ErrUnstorable)
+}
+
+// TestServerWillUnstorableNotOwed: a will the backend refuses for good
+// (ErrUnstorable) is not kept owed: Server.Will no longer gives it once
+// the connection ended, and a delayed one is settled (WillPublished) as
+// a will that is done. Before, such a will was tried again every 30 s
+// for as long as the server ran, each kept in memory: a client that
+// connected with one and dropped its connection, again and again, grew
+// the server's memory without bound.
+func TestServerWillUnstorableNotOwed(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		expiry, delay uint32
+	}{
+		{"no delay, session ends", 0, 0},
+		{"no delay, session stays", 600, 0},
+		{"delayed", 600, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ub := &unstorableWills{willBackend: newWillBackend()}
+			s := startWillServer(t, ub, ub.willBackend)
+			cl := connectWithWill(t, s, "wu", c.expiry, c.delay)
+			cl.nc.Close()
+			testutil.WaitFor(t, 10*time.Second, "the will tried", func() bool { return ub.tries.Load() >= 1 })
+			if w, ok := s.Will("wu"); ok {
+				t.Fatalf("a will refused for good is owed: %+v", w)
+			}
+			if c.delay > 0 {
+				testutil.WaitFor(t, 10*time.Second, "the refused delayed will settled", func() bool {
+					ub.mu.Lock()
+					defer ub.mu.Unlock()
+					return len(ub.published) == 1
+				})
+			}
+			s.retries.mu.Lock()
+			n := len(s.retries.owed)
+			s.retries.mu.Unlock()
+			if n != 0 {
+				t.Fatalf("%d clients' wills kept for another try", n)
 			}
 		})
 	}
