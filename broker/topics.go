@@ -211,8 +211,13 @@ func (m *TopicManager) systemTopics() []*protocol.TopicConfig {
 	// RocketMQ broker with traceTopicEnable.
 	ts = append(ts, mk(TraceTopic, 1, PermRW))
 	// Replies of request-reply go to the cluster's reply topic (reply.go).
-	if rt := protocol.ReplyTopic(m.opts.ClusterName); m.opts.ClusterName != "" && ValidateTopicName(rt) == nil {
-		ts = append(ts, mk(rt, 1, PermRW))
+	if rt := protocol.ReplyTopic(m.opts.ClusterName); m.opts.ClusterName != "" {
+		if err := ValidateTopicName(rt); err != nil {
+			// conf refuses such a name; an embedder is told once here.
+			m.log.Warn("no request-reply topic for this cluster name: replies cannot be sent", "cluster", m.opts.ClusterName, "err", err)
+		} else {
+			ts = append(ts, mk(rt, 1, PermRW))
+		}
 	}
 	return ts
 }

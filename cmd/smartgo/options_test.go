@@ -18,6 +18,7 @@ import (
 	"github.com/smartgo/smartgo/controller"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/registry"
+	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
 // allOptions is every package Options the binary builds from the
@@ -292,6 +293,21 @@ func TestOptionsEveryFieldFromTOML(t *testing.T) {
 	for path := range notFromTOML {
 		if _, ok := before[path]; !ok {
 			t.Errorf("notFromTOML names %s, which is no option field", path)
+		}
+	}
+}
+
+// The longest cluster name the configuration accepts still has a valid
+// request-reply topic (conf cannot import the protocol's suffix), and
+// one character more is refused by conf, not silently left without one.
+func TestOptionsClusterNameFitsItsReplyTopic(t *testing.T) {
+	for n := 100; n <= 127; n++ {
+		f := conf.Default()
+		f.Broker.Cluster = strings.Repeat("c", n)
+		err := f.Validate()
+		valid := broker.ValidateTopicName(protocol.ReplyTopic(f.Broker.Cluster)) == nil
+		if (err == nil) != valid {
+			t.Fatalf("cluster name of %d: conf says %v, reply topic valid %v", n, err, valid)
 		}
 	}
 }
