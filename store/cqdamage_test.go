@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -429,5 +430,34 @@ func TestStoreCQDamageZeroedAfterRetention(t *testing.T) {
 	}
 	if st := s.Stats(); st.CQEntriesRebuilt < 128 || st.CQEntriesLost != 0 {
 		t.Fatalf("rebuilt %d, lost %d; want 128 rebuilt", st.CQEntriesRebuilt, st.CQEntriesLost)
+	}
+}
+
+// A search by time (SEARCH_OFFSET_BY_TIMESTAMP, an offset reset by
+// time) that meets damaged entries rebuilds them and answers the exact
+// offset. It took them for "before everything" and answered the first
+// offset after them: the messages between were skipped.
+func TestStoreCQDamageOffsetByTime(t *testing.T) {
+	root := t.TempDir()
+	clock := &fakeClock{now: time.Now()}
+	s := openTest(t, root, func(o *Options) { o.Now = clock.Now })
+	var times []int64
+	for i := range 300 {
+		clock.Add(10 * time.Millisecond)
+		times = append(times, mustPut(t, s, msgSpec{topic: "T", qid: 0, body: fmt.Sprint(i)}).StoreTimestamp)
+	}
+	waitDispatched(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "consumequeue", "T", "0", fileNameFor(0))
+	b := readFile(t, path)
+	clear(b[10*cqEntrySize : 41*cqEntrySize])
+	writeFile(t, path, b)
+	s = openTest(t, root, nil)
+	for _, k := range []int64{10, 25, 40, 50} {
+		if got := s.OffsetByTime("T", 0, times[k]); got != k {
+			t.Fatalf("offset of time %d: %d, want %d", times[k], got, k)
+		}
 	}
 }

@@ -395,9 +395,13 @@ func (s *Store) OffsetByTime(topic string, queueID int32, ts int64) int64 {
 }
 
 // timeAtLogical returns the store time of the entry at off, looking forward
-// past holes; ok=false means "treat as before everything".
+// past holes; ok=false means "treat as before everything". A damaged
+// entry is rebuilt from the commitlog first (cqrepair.go), else passed
+// over like a hole: taken for "before everything", it would move the
+// search past the offsets it sits among.
 func (s *Store) timeAtLogical(cq *consumeQueue, off, clMin int64) (int64, bool) {
 	maxOff := cq.maxOff.Load()
+	repaired := int64(-1)
 	for ; off < maxOff; off++ {
 		e, ok := cq.entry(off)
 		if !ok {
@@ -406,8 +410,15 @@ func (s *Store) timeAtLogical(cq *consumeQueue, off, clMin int64) (int64, bool) 
 		if e.isHole() {
 			continue
 		}
-		if e.phy < clMin {
-			return 0, false
+		if e.phy >= 0 && e.phy < clMin && e.size > 0 {
+			return 0, false // removed (a zeroed entry is damage: below)
+		}
+		if why := s.checkEntry(cq, off, e, clMin); why != "" {
+			if off != repaired && s.repairCQ(cq, off, why) {
+				repaired = off
+				off-- // read it again
+			}
+			continue
 		}
 		return s.storeTimeAt(e.phy, e.size)
 	}
