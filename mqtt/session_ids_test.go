@@ -6,21 +6,24 @@ import (
 	"testing"
 )
 
-// checkIDs fails t if id is 0 or in flight in ss (before it was added),
-// or if an entry back from a saved session is in flight while the
-// oldest entry is not marked restored (allocIDLocked would not look).
-func checkIDs(t *testing.T, ss *session, id uint16) {
-	t.Helper()
+// checkIDs reports what is wrong with ss's entries in flight ("" when
+// nothing): id (not 0) in flight before it was added, or an entry back
+// from a saved session in flight while the oldest is not marked restored
+// (allocIDLocked would not look). It returns its finding instead of
+// failing t (t.Helper, called a million times, took most of the test's
+// time under -race).
+func checkIDs(ss *session, id uint16) string {
 	restored := false
 	for _, o := range ss.inflight {
 		if id != 0 && o.id == id {
-			t.Fatalf("id %d handed out while in flight", id)
+			return fmt.Sprintf("id %d handed out while in flight", id)
 		}
 		restored = restored || o.restored
 	}
 	if restored && !ss.inflight[0].restored {
-		t.Fatal("a restored entry in flight, the oldest not marked")
+		return "a restored entry in flight, the oldest not marked"
 	}
+	return ""
 }
 
 // A session's packet ids, handed out without looking through the
@@ -45,7 +48,9 @@ func TestMQTTSessionPacketIDsNeverInFlight(t *testing.T) {
 				if id == 0 {
 					t.Fatal("id 0 handed out")
 				}
-				checkIDs(t, ss, id)
+				if bad := checkIDs(ss, id); bad != "" {
+					t.Fatalf("most %d, step %d: %s", most, step, bad)
+				}
 				ss.inflight = append(ss.inflight, outMsg{msg: &Message{}, id: id, qos: 1, step: ss.steps})
 			case len(ss.inflight) > 0:
 				i := 0 // mostly the oldest, as clients acknowledge
@@ -62,7 +67,9 @@ func TestMQTTSessionPacketIDsNeverInFlight(t *testing.T) {
 				}
 				ss.removeInflightLocked(i)
 			}
-			checkIDs(t, ss, 0)
+			if bad := checkIDs(ss, 0); bad != "" {
+				t.Fatalf("most %d, step %d: %s", most, step, bad)
+			}
 		}
 	}
 }
