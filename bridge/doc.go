@@ -366,7 +366,7 @@
 // A node only looks gone when the registries stop listing it while it
 // lives (its heartbeats cut, its clients still connected): a live
 // connection's will must not go out. A claim on another node's will
-// therefore waits (twice HeartbeatInterval, at least 2 s) before its
+// therefore waits (Options.WillClaimGrace, 3 s) before its
 // process publishes; the will's node, when its tail applies a claim
 // that holds on a will it stored and still holds (its client connected,
 // its delay running, its publish tried again), writes a revoke naming

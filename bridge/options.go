@@ -40,6 +40,12 @@ const (
 	// DefaultCheckpointInterval is how often the resume points of
 	// connected persistent sessions move on.
 	DefaultCheckpointInterval = 30 * time.Second
+	// DefaultWillClaimGrace is how long a node that claimed the will of a
+	// client of another node (gone from the registries) waits for that
+	// node to revoke the claim before it publishes the will: the claim's
+	// write, the owner's read and its revoke's write, each bounded by
+	// DefaultSendTimeout and usually done well within a second.
+	DefaultWillClaimGrace = 3 * time.Second
 )
 
 // Route maps an MQTT topic filter to a broker topic.
@@ -105,6 +111,11 @@ type Options struct {
 	// unacknowledged messages: what the session gets again if this node
 	// crashes is what came after (at least once). Default 30 s.
 	CheckpointInterval time.Duration
+	// WillClaimGrace is how long a claim on the will of another node's
+	// client waits for that node to revoke it (the node is alive though
+	// the registries do not list it) before the will is published. It
+	// delays every will of a crashed node by as much. Default 3 s.
+	WillClaimGrace time.Duration
 	// Version is the SmartGo version the node reports in its heartbeat.
 	Version string
 	// IngressProps, when set, is asked for extra broker message properties
@@ -167,6 +178,9 @@ func (o *Options) fill() {
 	}
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if o.WillClaimGrace == 0 {
+		o.WillClaimGrace = DefaultWillClaimGrace
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

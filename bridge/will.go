@@ -439,12 +439,12 @@ func (b *Backend) startFiringLocked(f *firing, e owedWill) *willRecord {
 
 // claimGrace is how long a claim on another node's will waits for that
 // node to revoke it (it is alive, though the registries do not list it)
-// before the will is published.
+// before the will is published (Options.WillClaimGrace).
 func (b *Backend) claimGrace() time.Duration {
 	if b.testClaimGrace > 0 {
 		return b.testClaimGrace
 	}
-	return max(2*b.opts.HeartbeatInterval, 2*time.Second)
+	return b.opts.WillClaimGrace
 }
 
 // heardFor is how long a node that revoked a claim counts as alive for

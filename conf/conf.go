@@ -226,6 +226,7 @@ type Bridge struct {
 	HandoffTimeout     Duration `toml:"handoff_timeout"`
 	ShareRefresh       Duration `toml:"share_refresh"`
 	CheckpointInterval Duration `toml:"checkpoint_interval"`
+	WillClaimGrace     Duration `toml:"will_claim_grace"`
 }
 
 // StateStore configures the state store: the shards a broker hosts (the
@@ -443,6 +444,7 @@ func Default() File {
 			HandoffTimeout:     Duration{2 * time.Second},
 			ShareRefresh:       Duration{500 * time.Millisecond},
 			CheckpointInterval: Duration{30 * time.Second},
+			WillClaimGrace:     Duration{3 * time.Second},
 		},
 		StateStore: StateStore{
 			Shards:              8,

@@ -114,6 +114,7 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	bo.HandoffTimeout = c.HandoffTimeout.D()
 	bo.ShareRefresh = c.ShareRefresh.D()
 	bo.CheckpointInterval = c.CheckpointInterval.D()
+	bo.WillClaimGrace = c.WillClaimGrace.D()
 	bo.HeartbeatInterval = c.HeartbeatEvery.D()
 	bo.Version = version
 	mo.Version = currentBuild().short()
