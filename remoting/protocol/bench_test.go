@@ -127,7 +127,7 @@ func BenchmarkProtocolSendRequest(b *testing.B) {
 					b.Fatal(err)
 				}
 				var h SendMessageRequestHeader
-				if err := DecodeSendHeader(c, &h); err != nil {
+				if _, err := DecodeSendHeaderEscaped(c, &h); err != nil { // as the broker does
 					b.Fatal(err)
 				}
 				c.Done()

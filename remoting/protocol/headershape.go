@@ -194,7 +194,7 @@ func (s *HeaderShapes) decode(b []byte, c *Command, raw RawFields, lend bool) bo
 			s.scratch = list[:0] // grown: kept for the next (apply copies it)
 		}
 		s.last = n
-		if lazy && (!sendCode(h.code) || int(h.nvary) > maxShapedVary || !h.keepsList(raw)) {
+		if lazy && (!sendCode(h.code) || int(h.nvary) > maxShapedVary || !h.keepsList(raw) || (h.esc != 0 && !escapedCode(h.code))) {
 			// Not a send DecodeSendHeader reads from the template: the
 			// whole list, after the members read.
 			// Its vary offsets are the read members', so no template.
@@ -379,7 +379,7 @@ func (t *headerShape) read(b []byte, list []byte, lazy bool) (fastHeader, []byte
 			at := len(list)
 			h.noteVary(at)
 			list = append(list, text[sl.f1:sl.k1]...)
-			if lazy && sl.props && h.esc == 0 && at < math.MaxUint16 {
+			if lazy && sl.props && h.esc == 0 && at < math.MaxUint16 && escapedCode(t.code) {
 				if end, sep := separatorsOnly(b, i); sep {
 					h.esc = uint16(at) + 1
 					list = appendListString(list, b[i:end-1])

@@ -200,6 +200,18 @@ func sendCode(code int32) bool {
 	return false
 }
 
+// escapedCode reports whether a lazy list of code's header keeps its
+// properties escaped: the sends the broker reads with
+// DecodeSendHeaderEscaped (a reply's are read unescaped: no allocation
+// to unescape them).
+func escapedCode(code int32) bool {
+	switch code {
+	case SendMessage, SendMessageV2, SendBatchMessage:
+		return true
+	}
+	return false
+}
+
 // appendWhole appends the whole field list of a header whose lazy list
 // read is: its members in the shape's order, the ones in took from the
 // template, the one at esc-1 (esc not 0) with its value unescaped.

@@ -435,4 +435,30 @@ func TestRemotingHeaderShapesPropertiesEscaped(t *testing.T) {
 		}
 		checkWholeList(t, tc.hdr, &one, &c)
 	}
+	// A reply's properties are read unescaped (its processor reads them
+	// with DecodeSendHeader), its list lazy all the same.
+	reply := func(opaque int, uniq string) []byte {
+		return bytes.Replace(goSendHeader(opaque, 1, 5, uniq), []byte(`"code":10,`), []byte(fmt.Sprintf(`"code":%d,`, SendReplyMessage)), 1)
+	}
+	var rs HeaderShapes
+	rs.decode(reply(1, "first"), &c0, allRaw, true)
+	var c Command
+	if !rs.decode(reply(2, "second"), &c, allRaw, true) || !c.shaped.lazy || c.shaped.esc != 0 {
+		t.Fatalf("reply: lazy %v, escaped at %d", c.shaped.lazy, c.shaped.esc)
+	}
+	var h SendMessageRequestHeader
+	if esc, err := DecodeSendHeaderEscaped(&c, &h); err != nil || esc != "" || h.Properties != "UNIQ_KEY\x01second\x02WAIT\x01true\x02TAGS\x01tag" {
+		t.Fatalf("reply: escaped %q, properties %q (%v)", esc, h.Properties, err)
+	}
+	// A reply read by a send's shape: its list made whole, unescaped.
+	hdr := reply(3, "third")
+	var cr, one Command
+	if !s.decode(bytes.Clone(hdr), &cr, allRaw, true) || !matchedShape(&s, hdr) || cr.shaped.lazy {
+		t.Fatalf("reply by a send's shape: lazy %v", cr.shaped.lazy)
+	}
+	decodeJSONHeaderFast(bytes.Clone(hdr), &one, allRaw, false)
+	if esc, err := DecodeSendHeaderEscaped(&cr, &h); err != nil || esc != "" || h.Properties != "UNIQ_KEY\x01third\x02WAIT\x01true\x02TAGS\x01tag" {
+		t.Fatalf("reply by a send's shape: escaped %q, properties %q (%v)", esc, h.Properties, err)
+	}
+	checkWholeList(t, hdr, &one, &cr)
 }
