@@ -44,10 +44,12 @@ func (g GroupConfig) subscriptionConfig() protocol.SubscriptionGroupConfig {
 }
 
 // CreateGroup creates a consumer group, or updates its config, on every
-// master of the cluster ("" = all clusters), as mqadmin updateSubGroup
-// does (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP). A group created before its
-// consumers first start can have its offsets set (ResetOffset) so that
-// they start there.
+// master of the cluster ("" = all clusters, asked all at once), as mqadmin
+// updateSubGroup does (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP). A group
+// created before its consumers first start can have its offsets set
+// (ResetOffset) so that they start there. When some masters do not
+// answer, the others have the group and the error is ErrPartial naming
+// the silent ones (Answered lists the others).
 func (a *Admin) CreateGroup(ctx context.Context, cluster string, g GroupConfig) error {
 	if err := validateGroup(g.Name); err != nil {
 		return err
@@ -55,26 +57,27 @@ func (a *Admin) CreateGroup(ctx context.Context, cluster string, g GroupConfig) 
 	if g.RetryMaxTimes > MaxGroupRetryMaxTimes {
 		return fmt.Errorf("%w: group %s: %d retries, at most %d", client.ErrBadOptions, g.Name, g.RetryMaxTimes, MaxGroupRetryMaxTimes)
 	}
+	body, err := protocol.EncodeJSON(g.subscriptionConfig())
+	if err != nil {
+		return err
+	}
 	masters, err := a.Masters(ctx, cluster)
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, m := range masters {
-		if err := a.putGroup(ctx, m.Addr, g); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return a.fromEach(ctx, "create group", masters, func() *protocol.Command {
+		return protocol.NewRequest(protocol.UpdateAndCreateSubscriptionGroup, nil, body)
+	}, func(b Broker, resp *protocol.Command) error { return okAnswer("create group", b.Addr, resp) })
 }
 
 // validateGroup checks a consumer group name against the brokers' rule.
 func validateGroup(group string) error { return client.ValidateGroup(group) }
 
 // GroupExists reports whether any master knows the consumer group (a
-// subscription config, committed offsets or online consumers).
+// subscription config, committed offsets or online consumers). Masters
+// that do not answer are left out.
 func (a *Admin) GroupExists(ctx context.Context, group string) (bool, error) {
-	err := a.checkGroup(ctx, group)
+	err := a.groupKnown(ctx, group, false)
 	if errors.Is(err, client.ErrGroupNotExist) {
 		return false, nil
 	}
@@ -82,9 +85,11 @@ func (a *Admin) GroupExists(ctx context.Context, group string) (bool, error) {
 }
 
 // DeleteGroup deletes a consumer group's subscription config on every
-// master of the cluster ("" = all clusters), and with removeOffsets its
-// committed offsets too (DELETE_SUBSCRIPTIONGROUP); the brokers forget
-// its statistics either way.
+// master of the cluster ("" = all clusters, asked all at once), and with
+// removeOffsets its committed offsets too (DELETE_SUBSCRIPTIONGROUP); the
+// brokers forget its statistics either way. When some masters do not
+// answer, the others have deleted it and the error is ErrPartial naming
+// the silent ones (Answered lists the others).
 func (a *Admin) DeleteGroup(ctx context.Context, cluster, group string, removeOffsets bool) error {
 	if group == "" {
 		return fmt.Errorf("%w: empty group name", client.ErrBadOptions)
@@ -93,29 +98,38 @@ func (a *Admin) DeleteGroup(ctx context.Context, cluster, group string, removeOf
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, m := range masters {
-		if _, err := a.invokeOK(ctx, "delete group", m.Addr, protocol.NewRequest(protocol.DeleteSubscriptionGroup,
-			&protocol.DeleteSubscriptionGroupRequestHeader{GroupName: group, RemoveOffset: removeOffsets}, nil)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return a.fromEach(ctx, "delete group", masters, func() *protocol.Command {
+		return protocol.NewRequest(protocol.DeleteSubscriptionGroup,
+			&protocol.DeleteSubscriptionGroupRequestHeader{GroupName: group, RemoveOffset: removeOffsets}, nil)
+	}, func(b Broker, resp *protocol.Command) error { return okAnswer("delete group", b.Addr, resp) })
 }
 
 // checkGroup returns client.ErrGroupNotExist when no master knows group
-// (no subscription config, offsets or consumers on any of them).
+// (no subscription config, offsets or consumers on any of them); a
+// master that does not answer counts as knowing it.
 func (a *Admin) checkGroup(ctx context.Context, group string) error {
+	return a.groupKnown(ctx, group, true)
+}
+
+// groupKnown returns client.ErrGroupNotExist when none of the masters
+// (asked all at once) knows group; one that does not answer counts as
+// knowing it when silentKnows.
+func (a *Admin) groupKnown(ctx context.Context, group string, silentKnows bool) error {
 	masters, err := a.Masters(ctx, "")
 	if err != nil {
 		return err
 	}
-	for _, m := range masters {
-		_, err := a.invokeOK(ctx, "consume stats", m.Addr, protocol.NewRequest(protocol.GetConsumeStats,
-			&protocol.GetConsumeStatsRequestHeader{ConsumerGroup: group}, nil))
-		if !errors.Is(err, client.ErrGroupNotExist) {
-			return nil // it knows the group, or cannot tell
+	known := false
+	err = a.fromEach(ctx, "consume stats", masters, func() *protocol.Command {
+		return protocol.NewRequest(protocol.GetConsumeStats, &protocol.GetConsumeStatsRequestHeader{ConsumerGroup: group}, nil)
+	}, func(b Broker, resp *protocol.Command) error {
+		if err := okAnswer("consume stats", b.Addr, resp); !errors.Is(err, client.ErrGroupNotExist) {
+			known = true // it knows the group, or its answer cannot tell
 		}
+		return nil
+	})
+	if known || err != nil && silentKnows {
+		return nil
 	}
 	return fmt.Errorf("%w: %s (no master knows it)", client.ErrGroupNotExist, group)
 }

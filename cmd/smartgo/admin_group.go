@@ -44,7 +44,10 @@ func init() {
 				"says which (JSON: \"created\": true when no broker knew the group).\n" +
 				"A group created before its consumers first start can have its offsets set\n" +
 				"with `offset reset`, so that they start there rather than where their\n" +
-				"consume-from-where setting says (see docs/protocols.md).",
+				"consume-from-where setting says (see docs/protocols.md). When some masters\n" +
+				"do not answer, the others get the group, the output names those (JSON:\n" +
+				"\"result\": \"partial\", \"brokers\"), the error the silent ones, and the\n" +
+				"exit status is 1: run it again once they are back.",
 			examples: []string{"smartgo admin group " + verb + " -g billing",
 				"smartgo admin group " + verb + " -g billing -retry 3",
 				"smartgo admin group " + verb + " -g billing && smartgo admin offset reset -g billing -t Orders -ts 1h"},
@@ -69,7 +72,13 @@ func init() {
 					if *retry == 0 {
 						cfg.RetryMaxTimes = -1 // no retries: straight to the DLQ
 					}
-					if err := e.a.CreateGroup(ctx, *cluster, cfg); err != nil {
+					err = e.a.CreateGroup(ctx, *cluster, cfg)
+					if on := admin.Answered(err); on != nil {
+						e.out.message(map[string]any{"group": *group, "result": "partial", "created": !existed, "brokers": on},
+							upsertText("group", *group, verb, existed)+" on "+strings.Join(on, ", "))
+						return err // ErrPartial: the brokers it names do not have the group
+					}
+					if err != nil {
 						return err
 					}
 					e.out.message(map[string]any{"group": *group, "result": "ok", "created": !existed}, upsertText("group", *group, verb, existed))
@@ -84,7 +93,10 @@ func init() {
 			"%DLQ%<group> topics, as mqadmin deleteSubGroup. With -keep-offsets the\n" +
 			"offsets stay, so a group of the same name created again resumes from them.\n" +
 			"A group no broker knows is an error. Consumers of the group still running\n" +
-			"bring it back with their next heartbeat (broker.auto_create_subscription_group).",
+			"bring it back with their next heartbeat (broker.auto_create_subscription_group).\n" +
+			"When some masters do not answer, the others delete it, the output names\n" +
+			"those, the error the silent ones (its topics stay), and the exit status\n" +
+			"is 1: run it again once they are back.",
 		examples: []string{"smartgo admin group delete -g billing"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
 			group := fs.String("g", "", "consumer `group`")
@@ -101,7 +113,13 @@ func init() {
 				if !existed {
 					return fmt.Errorf("%w: %s (no broker knows it)", client.ErrGroupNotExist, *group)
 				}
-				if err := e.a.DeleteGroup(ctx, *cluster, *group, !*keep); err != nil {
+				err = e.a.DeleteGroup(ctx, *cluster, *group, !*keep)
+				if on := admin.Answered(err); on != nil {
+					e.out.message(map[string]any{"group": *group, "deleted": false, "brokers": on},
+						fmt.Sprintf("group %s deleted on %s; its retry and dead-letter topics stay: run this again", *group, strings.Join(on, ", ")))
+					return err // ErrPartial: the brokers it names still have the group
+				}
+				if err != nil {
 					return err
 				}
 				var deleted []string
