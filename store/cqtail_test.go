@@ -141,7 +141,11 @@ func TestConsumeQueueTailLostToKill(t *testing.T) {
 // reader holds it, and leave a held one to its reader: entries read back
 // right either way, from the tail or the file.
 func TestConsumeQueueTailReusesItsBuffer(t *testing.T) {
-	s := openTest(t, t.TempDir(), func(o *Options) { o.CQEntriesPerFile = 100_000 })
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.CQEntriesPerFile = 100_000
+		// No flush rounds allocating while the allocations are counted.
+		o.FlushInterval, o.LogicFlushInterval = time.Hour, time.Hour
+	})
 	mustPut(t, s, msgSpec{topic: "T", body: "x"})
 	waitDispatched(t, s)
 	s.dispMu.Lock()
@@ -171,9 +175,10 @@ func TestConsumeQueueTailReusesItsBuffer(t *testing.T) {
 	}
 	add(2 * cqTailEntries) // a replaced tail's buffer is the spare
 	// One tail's worth of entries: one replacement, its cqTail the only
-	// allocation (a fresh buffer would be a second).
-	if n := testing.AllocsPerRun(10, func() { add(cqTailEntries) }); n > 1 {
-		t.Fatalf("%.1f allocations per tail, want at most 1", n)
+	// allocation (a fresh buffer would be a second; the margin is for
+	// the process's other goroutines).
+	if n := testing.AllocsPerRun(50, func() { add(cqTailEntries) }); n >= 1.5 {
+		t.Fatalf("%.2f allocations per tail, want 1", n)
 	}
 	check()
 
