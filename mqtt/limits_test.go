@@ -245,3 +245,32 @@ func writeSelfSigned(t testing.TB, dir string) (certFile, keyFile string) {
 	}
 	return certFile, keyFile
 }
+
+// A message no PUBLISH can carry (a user property over 65535 bytes) is
+// dropped, not left in flight: it would hold the client's only
+// receive-maximum slot, so nothing after it would ever be delivered.
+func TestMQTTUnencodableMessageNotInFlight(t *testing.T) {
+	ts := startServer(t, nil)
+	s := dialRaw(t, ts.addr, v5)
+	cp := &packets.Connect{ClientID: "one-slot", CleanStart: true}
+	cp.Properties.Present = propSet(packets.PropReceiveMaximum)
+	cp.Properties.ReceiveMaximum = 1
+	s.connect(cp)
+	s.subscribe(1, sub("u/#", 1))
+	ctx := context.Background()
+	bad := &Message{Topic: "u/bad", QoS: 1, Payload: []byte("bad"), User: []UserProperty{{Key: "k", Value: strings.Repeat("v", 70_000)}}}
+	if err := ts.Publish(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Publish(ctx, &Message{Topic: "u/good", QoS: 1, Payload: []byte("good")}); err != nil {
+		t.Fatal(err)
+	}
+	got := s.expectPublish()
+	if string(got.Payload) != "good" {
+		t.Fatalf("got %q, want the message after the unencodable one", got.Payload)
+	}
+	s.send(&packets.Puback{PacketID: got.PacketID})
+	if n := ts.Stats().Dropped.Load(); n < 1 {
+		t.Fatalf("dropped %d, want the unencodable message counted", n)
+	}
+}

@@ -370,8 +370,8 @@ func (c *conn) handleUnsubscribe(p *packets.Unsubscribe) {
 
 // sendPublishLocked sends one PUBLISH to the client (caller holds the
 // session lock). It returns false if the message was not sent: expired,
-// over the client's Maximum Packet Size, or a QoS 0 message while the
-// socket is backed up.
+// over the client's Maximum Packet Size, not encodable, or a QoS 0
+// message while the socket is backed up.
 func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup bool, subIDs []uint32) bool {
 	s := c.srv
 	var now time.Time // read only for a message that expires
@@ -438,7 +438,18 @@ func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup 
 			return false
 		}
 	}
-	if c.sendPublish(&p) {
+	sent, err := c.sendPublish(&p)
+	if err != nil {
+		// No connection can take it (a string over 65535 bytes): dropped,
+		// not left in flight where it would hold a receive-maximum slot
+		// and be resent for ever.
+		if newAlias {
+			delete(c.aliasOut, msg.Topic)
+		}
+		s.stats.Dropped.Add(1)
+		return false
+	}
+	if sent {
 		s.stats.Sent.Add(1)
 		s.stats.SentQoS[min(qos, 2)].Add(1)
 	}

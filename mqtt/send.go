@@ -22,19 +22,21 @@ func putEncBuf(bp *[]byte) {
 // caller checked the client's Maximum Packet Size). While a unit of work
 // holds the connection it is encoded straight into the held output
 // (appendHeld), otherwise into a pooled array that is then written.
-func (c *conn) sendPublish(p *packets.Publish) bool {
+// err is the encoding's (p can never be sent); sent is false also when
+// the connection is closing (p goes again on the next connection).
+func (c *conn) sendPublish(p *packets.Publish) (sent bool, err error) {
 	if ok, done := c.appendHeld(p); done {
-		return ok
+		return ok, nil
 	}
 	bp := encBufs.Get().(*[]byte)
 	defer putEncBuf(bp)
 	b, err := packets.AppendPublish((*bp)[:0], p, c.version)
 	if err != nil {
 		c.srv.log.Error("mqtt: encode", "client", c.clientID(), "packet", "PUBLISH", "err", err)
-		return false
+		return false, err
 	}
 	*bp = b
-	return c.writePacket(b)
+	return c.writePacket(b), nil
 }
 
 // appendHeld encodes p at the end of the connection's output when
@@ -66,11 +68,7 @@ func (c *conn) appendHeld(p *packets.Publish) (ok, done bool) {
 			c.out = nil
 		}
 		c.outMu.Unlock()
-		if err == nil {
-			return false, false
-		}
-		c.srv.log.Error("mqtt: encode", "client", c.clientID(), "packet", "PUBLISH", "err", err)
-		return false, true
+		return false, false // an encoding error is sendPublish's to report
 	}
 	c.out = out
 	c.outMu.Unlock()

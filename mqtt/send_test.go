@@ -31,13 +31,13 @@ func TestMQTTSendHeldOutput(t *testing.T) {
 
 	var fl outBatch
 	fl.hold(c)
-	if !c.sendPublish(small) {
+	if ok, _ := c.sendPublish(small); !ok {
 		t.Fatal("small not sent")
 	}
 	if got := read(); len(got) != 0 {
 		t.Fatalf("held output left early: %d bytes", len(got))
 	}
-	if !c.sendPublish(big) {
+	if ok, _ := c.sendPublish(big); !ok {
 		t.Fatal("big not sent")
 	}
 	want := append(encode(small), encode(big)...)
@@ -47,7 +47,7 @@ func TestMQTTSendHeldOutput(t *testing.T) {
 	if c.out != nil {
 		t.Fatalf("output keeps an array of %d bytes after it was written", cap(c.out))
 	}
-	if !c.sendPublish(small) {
+	if ok, _ := c.sendPublish(small); !ok {
 		t.Fatal("small not sent")
 	}
 	fl.release()
@@ -57,7 +57,7 @@ func TestMQTTSendHeldOutput(t *testing.T) {
 
 	// Over holdMax into an empty held output: written at once, no array kept.
 	fl.hold(c)
-	if !c.sendPublish(big) {
+	if ok, _ := c.sendPublish(big); !ok {
 		t.Fatal("big not sent")
 	}
 	if got := read(); !bytes.Equal(got, encode(big)) {
