@@ -295,14 +295,21 @@ func (ss *session) drainLocked() {
 }
 
 // resendLocked redelivers everything in flight, in order, on a resumed
-// session: PUBLISH with DUP, or PUBREL for those already received.
+// session: PUBLISH with DUP, or PUBREL for those already received. A
+// message the connection cannot take (expired, over its Maximum Packet
+// Size, not encodable) is dropped as a new one would be (sendNewLocked):
+// left in flight, it would hold a receive-maximum slot for good.
 func (ss *session) resendLocked(c *conn) {
-	for _, o := range ss.inflight {
+	for i := 0; i < len(ss.inflight); {
+		o := &ss.inflight[i]
 		if o.rel {
 			c.sendAckOf(packets.TypePubrel, o.id, 0, nil)
+		} else if !c.sendPublishLocked(o.msg, o.qos, o.id, o.retain, true, o.subIDs) {
+			o.rec = nil // dropped: never recycled (SendToRecycled)
+			ss.removeInflightLocked(i)
 			continue
 		}
-		c.sendPublishLocked(o.msg, o.qos, o.id, o.retain, true, o.subIDs)
+		i++
 	}
 	ss.drainLocked()
 }
