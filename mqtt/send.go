@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"log/slog"
 	"sync"
 
 	"github.com/smartgo/smartgo/mqtt/packets"
@@ -32,7 +33,7 @@ func (c *conn) sendPublish(p *packets.Publish) (sent bool, err error) {
 	defer putEncBuf(bp)
 	b, err := packets.AppendPublish((*bp)[:0], p, c.version)
 	if err != nil {
-		c.srv.log.Error("mqtt: encode", "client", c.clientID(), "packet", "PUBLISH", "err", err)
+		c.logRefusal(slog.LevelError, "mqtt: encode", "packet", "PUBLISH", "err", err) // a message can repeat it: limited
 		return false, err
 	}
 	*bp = b
