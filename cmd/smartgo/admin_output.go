@@ -14,8 +14,11 @@ import (
 	"github.com/smartgo/smartgo/client"
 )
 
-// mqadminTime is the layout of mqadmin's resetOffsetByTime -s (local time).
-const mqadminTime = "2006-01-02#15:04:05:000"
+// mqadminTime is the layout of mqadmin's resetOffsetByTime -s (local
+// time), yyyy-MM-dd#HH:mm:ss:SSS, with its last ':' read as '.': Go takes
+// fractional seconds only after '.' or ',', so "05:000" would match the
+// literal 000 alone and refuse every other millisecond.
+const mqadminTime = "2006-01-02#15:04:05.000"
 
 // parseTime accepts RFC 3339, unix milliseconds, a duration ago, "now" or
 // mqadminTime.
@@ -32,8 +35,10 @@ func parseTime(s string) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		return time.Now().Add(-d), nil
 	}
-	if t, err := time.ParseInLocation(mqadminTime, s, time.Local); err == nil {
-		return t, nil
+	if i := strings.LastIndexByte(s, ':'); i > 0 && strings.IndexByte(s, '#') > 0 {
+		if t, err := time.ParseInLocation(mqadminTime, s[:i]+"."+s[i+1:], time.Local); err == nil {
+			return t, nil
+		}
 	}
 	return time.Time{}, errors.New("want RFC 3339, unix milliseconds, a duration such as 1h, now, or mqadmin's yyyy-MM-dd#HH:mm:ss:SSS")
 }
