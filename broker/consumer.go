@@ -38,7 +38,12 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 			continue
 		}
 		if err := ValidateGroupName(cd.GroupName); err != nil {
-			return errResp(protocol.SystemError, "%v", err), nil
+			// That group only: the client's other groups and its
+			// producers are registered all the same.
+			if refused == nil {
+				refused = errResp(protocol.SystemError, "%v", err)
+			}
+			continue
 		}
 		cd, bad := b.acceptedSubscriptions(cd, hb.ClientID, info.Addr)
 		if refused == nil {

@@ -414,3 +414,36 @@ func TestBrokerGroupNameFitsItsRetryTopic(t *testing.T) {
 		t.Fatalf("%d characters: %v", len(longest)+1, err)
 	}
 }
+
+// A heartbeat with a group name the broker refuses (121 characters: its
+// retry topic could not exist) is answered with the error, and the
+// client's other groups and its producers are registered all the same.
+func TestBrokerHeartbeatBadGroupRegistersTheRest(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	tc := newTestClient(t, b.Addr())
+	sub := []*protocol.SubscriptionData{{Topic: "S", SubString: "*", ExpressionType: "TAG", SubVersion: 1}}
+	cd := func(g string) *protocol.ConsumerData {
+		return &protocol.ConsumerData{GroupName: g, ConsumeType: protocol.ConsumePassively, MessageModel: protocol.MessageModelClustering,
+			ConsumeFromWhere: protocol.ConsumeFromFirstOffset, SubscriptionDataSet: sub}
+	}
+	long := strings.Repeat("g", MaxGroupLength+1)
+	body, err := protocol.EncodeJSON(protocol.HeartbeatData{ClientID: "10.0.0.9@hb",
+		ConsumerDataSet: []*protocol.ConsumerData{cd(long), cd("good-after")},
+		ProducerDataSet: []*protocol.ProducerData{{GroupName: "pg-hb"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := tc.invoke(protocol.HeartBeat, nil, body)
+	if resp.Code == protocol.Success || !strings.Contains(resp.Remark, "at most 120") {
+		t.Fatalf("heartbeat with a 121-character group: %d %q", resp.Code, resp.Remark)
+	}
+	if ids := b.consumers.ClientIDs("good-after"); len(ids) != 1 {
+		t.Fatalf("the group after the refused one: members %v", ids)
+	}
+	if ids := b.consumers.ClientIDs(long); len(ids) != 0 {
+		t.Fatalf("the refused group has members %v", ids)
+	}
+	if cs := b.producers.Clients("pg-hb"); len(cs) != 1 || cs[0].ClientID != "10.0.0.9@hb" {
+		t.Fatalf("the heartbeat's producer: %+v", cs)
+	}
+}
