@@ -442,9 +442,10 @@ func (cq *consumeQueue) closeAll(remove bool) {
 	cq.listMu.Unlock()
 }
 
-// loadCQFiles maps a queue's files. A file larger than the configured size
+// loadFiles maps a queue's files. A file larger than the configured size
 // or off the size grid is ErrSegmentSize; short files are extended and
-// reported; files after a hole in the sequence are removed and reported.
+// reported; a file missing between two others is made again, empty, and
+// reported (its entries are rebuilt from the commitlog when read).
 func (cq *consumeQueue) loadFiles() (damaged []*CorruptError, err error) {
 	files, err := listNumberedFiles(cq.fs, cq.dir)
 	if err != nil {
