@@ -110,16 +110,24 @@ func TestServerWillForBackend(t *testing.T) {
 	}
 }
 
-// failingWills is a willBackend whose Publish fails.
-type failingWills struct {
+// refusingWills is a willBackend whose Publish fails its first fails
+// tries (every try when fails is negative) with err.
+type refusingWills struct {
 	*willBackend
+	fails int32
+	err   error
 	tries atomic.Int32
 }
 
-func (f *failingWills) Publish(context.Context, *Message) error {
-	f.tries.Add(1)
-	return errors.New("store unavailable")
+func (f *refusingWills) Publish(ctx context.Context, m *Message) error {
+	if n := f.tries.Add(1); f.fails < 0 || n <= f.fails {
+		return f.err
+	}
+	return f.willBackend.Publish(ctx, m)
 }
+
+// errStoreUnavailable is a failure a later try may not meet.
+var errStoreUnavailable = errors.New("store unavailable")
 
 // TestServerWillPublishFailedNotSettled: a delayed will whose publish
 // fails is not reported to the WillBackend as published. It was: the
@@ -127,15 +135,9 @@ func (f *failingWills) Publish(context.Context, *Message) error {
 // other node published it after this one died (a will lost whenever
 // the publish failed, such as in a node's last moments).
 func TestServerWillPublishFailedNotSettled(t *testing.T) {
-	fb := &failingWills{willBackend: newWillBackend()}
+	fb := &refusingWills{willBackend: newWillBackend(), fails: -1, err: errStoreUnavailable}
 	s := startWillServer(t, fb, fb.willBackend)
-	c := dialRaw(t, s.Addrs()[0].String(), packets.Version5)
-	cp := &packets.Connect{ClientID: "wf", KeepAlive: 60, WillFlag: true, WillQoS: 1, WillTopic: "will/wf", WillPayload: []byte("gone")}
-	cp.Properties.Present.Add(packets.PropSessionExpiry)
-	cp.Properties.SessionExpiry = 600
-	cp.WillProperties.Present.Add(packets.PropWillDelay)
-	cp.WillProperties.WillDelay = 1
-	c.connect(cp)
+	c := connectWithWill(t, s, "wf", 600, 1)
 	c.nc.Close()
 	testutil.WaitFor(t, 10*time.Second, "the will's publish tried", func() bool { return fb.tries.Load() > 0 })
 	s.Close() // waits for the timer that fired the will
@@ -144,20 +146,6 @@ func TestServerWillPublishFailedNotSettled(t *testing.T) {
 	if len(fb.published) != 0 {
 		t.Fatalf("WillPublished after the publish failed: %v", fb.published)
 	}
-}
-
-// flakyWills is a willBackend whose Publish fails its first fails tries.
-type flakyWills struct {
-	*willBackend
-	fails int32
-	tries atomic.Int32
-}
-
-func (f *flakyWills) Publish(ctx context.Context, m *Message) error {
-	if f.tries.Add(1) <= f.fails {
-		return errors.New("store unavailable")
-	}
-	return f.willBackend.Publish(ctx, m)
 }
 
 // connectWithWill connects a v5 client id to s with a QoS 1 will on
@@ -203,7 +191,7 @@ func TestServerWillPublishFailedRetried(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			fb := &flakyWills{willBackend: newWillBackend(), fails: 2}
+			fb := &refusingWills{willBackend: newWillBackend(), fails: 2, err: errStoreUnavailable}
 			s := startWillServer(t, fb, fb.willBackend)
 			cl := connectWithWill(t, s, "wr", c.expiry, c.delay)
 			fb.mu.Lock()
@@ -231,18 +219,6 @@ func TestServerWillPublishFailedRetried(t *testing.T) {
 	}
 }
 
-// unstorableWills refuses every publish as no retry can cure
-// (ErrUnstorable, as a bridge refuses a topic holding 0x01).
-type unstorableWills struct {
-	*willBackend
-	tries atomic.Int32
-}
-
-func (u *unstorableWills) Publish(context.Context, *Message) error {
-	u.tries.Add(1)
-	return fmt.Errorf("test refusal: %w", ErrUnstorable)
-}
-
 // TestServerWillUnstorableNotOwed: a will the backend refuses for good
 // (ErrUnstorable) is not kept owed: Server.Will no longer gives it once
 // the connection ended, and a delayed one is settled (WillPublished) as
@@ -261,7 +237,9 @@ func TestServerWillUnstorableNotOwed(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			ub := &unstorableWills{willBackend: newWillBackend()}
+			// Refused as no retry can cure (as a bridge refuses a topic
+			// holding 0x01).
+			ub := &refusingWills{willBackend: newWillBackend(), fails: -1, err: fmt.Errorf("test refusal: %w", ErrUnstorable)}
 			s := startWillServer(t, ub, ub.willBackend)
 			cl := connectWithWill(t, s, "wu", c.expiry, c.delay)
 			cl.nc.Close()

@@ -17,83 +17,51 @@ import (
 // close at the test's cleanup, which waits for their goroutines.
 func RefusingProxy(t testing.TB, listen, upstream string, code int32) *atomic.Int64 {
 	t.Helper()
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var refused atomic.Int64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+	serve(t, listen, func(g *connGroup, down net.Conn) {
+		up, err := net.Dial("tcp", upstream)
+		if err != nil {
+			_ = down.Close()
+			return
 		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			down, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", upstream)
-			if err != nil {
-				down.Close()
-				continue
-			}
-			track(down)
-			track(up)
-			var wmu sync.Mutex // frames to down, from both directions
-			writeDown := func(b []byte) error {
-				wmu.Lock()
-				defer wmu.Unlock()
-				_, err := down.Write(b)
-				return err
-			}
-			pipe := func(from io.Reader, to func([]byte) error, refuse bool) {
-				defer wg.Done()
-				defer down.Close()
-				defer up.Close()
-				var buf []byte
-				for {
-					cmd, b, err := protocol.ReadFrame(from, buf, 64<<20)
-					buf = b
-					if err != nil {
+		g.track(up)
+		var wmu sync.Mutex // frames to down, from both directions
+		writeDown := func(b []byte) error {
+			wmu.Lock()
+			defer wmu.Unlock()
+			_, err := down.Write(b)
+			return err
+		}
+		pipe := func(from io.Reader, to func([]byte) error, refuse bool) {
+			defer down.Close()
+			defer up.Close()
+			var buf []byte
+			for {
+				cmd, b, err := protocol.ReadFrame(from, buf, 64<<20)
+				buf = b
+				if err != nil {
+					return
+				}
+				if refuse && !cmd.IsResponse() && cmd.Code == code {
+					refused.Add(1)
+					resp := protocol.NewResponse(protocol.RequestCodeNotSupported, protocol.NotSupportedRemark(cmd.Code))
+					resp.Opaque = cmd.Opaque
+					frame, err := protocol.EncodeFrame(resp)
+					if err != nil || writeDown(frame) != nil {
 						return
 					}
-					if refuse && !cmd.IsResponse() && cmd.Code == code {
-						refused.Add(1)
-						resp := protocol.NewResponse(protocol.RequestCodeNotSupported, protocol.NotSupportedRemark(cmd.Code))
-						resp.Opaque = cmd.Opaque
-						frame, err := protocol.EncodeFrame(resp)
-						if err != nil || writeDown(frame) != nil {
-							return
-						}
-						continue
-					}
-					frame := make([]byte, 4+len(b))
-					frame[0], frame[1], frame[2], frame[3] = byte(len(b)>>24), byte(len(b)>>16), byte(len(b)>>8), byte(len(b))
-					copy(frame[4:], b)
-					if to(frame) != nil {
-						return
-					}
+					continue
+				}
+				frame := make([]byte, 4+len(b))
+				frame[0], frame[1], frame[2], frame[3] = byte(len(b)>>24), byte(len(b)>>16), byte(len(b)>>8), byte(len(b))
+				copy(frame[4:], b)
+				if to(frame) != nil {
+					return
 				}
 			}
-			wg.Add(2)
-			go pipe(down, func(b []byte) error { _, err := up.Write(b); return err }, true)
-			go pipe(up, writeDown, false)
 		}
-	}()
+		g.goOwned(func() { pipe(down, func(b []byte) error { _, err := up.Write(b); return err }, true) })
+		g.goOwned(func() { pipe(up, writeDown, false) })
+	})
 	return &refused
 }
