@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -41,6 +42,15 @@ func (h *hclogAdapter) Log(lv hclog.Level, msg string, args ...any) {
 	all = append(all, "component", h.name)
 	all = append(all, h.args...)
 	all = append(all, args...)
+	for i, a := range all {
+		// raft passes some values as hclog.Fmt (a format and its
+		// arguments) for the logger to format.
+		if f, ok := a.(hclog.Format); ok && len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				all[i] = fmt.Sprintf(format, f[1:]...)
+			}
+		}
+	}
 	h.l.Log(context.Background(), sl, "controller: "+msg, all...)
 }
 
