@@ -29,18 +29,39 @@ type TopicOnBroker struct {
 type TopicInfo struct {
 	Name    string          `json:"name"`
 	Order   bool            `json:"order"`
-	System  bool            `json:"system"` // a retry, dead-letter or SmartGo system topic
+	System  bool            `json:"system"` // a retry, dead-letter or other topic the brokers create themselves
 	Brokers []TopicOnBroker `json:"brokers"`
 }
 
-// systemTopic reports the topics SmartGo and RocketMQ create themselves.
+// systemTopic reports the topics SmartGo and RocketMQ create themselves
+// under fixed names (TopicConfigs adds those named after clusters and
+// broker groups).
 func systemTopic(name string) bool {
-	for _, p := range []string{"%RETRY%", "%DLQ%", "RMQ_SYS_", "SCHEDULE_TOPIC", "TBW102", "MQTT_", "SMARTGO_", "$"} {
+	for _, p := range []string{"%RETRY%", "%DLQ%", "%SYS_", "RMQ_SYS_", "SCHEDULE_TOPIC", "TBW102", "MQTT_", "SMARTGO_", "$"} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
 	}
+	switch name {
+	case "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "TRANS_CHECK_MAX_TIME_TOPIC":
+		return true
+	}
 	return false
+}
+
+// brokerTopics returns the topics every broker creates for its cluster
+// and broker group: one named after each (routes by cluster or broker
+// name, as RocketMQ's) and the cluster's reply topic (request-reply).
+func brokerTopics(brokers []Broker) map[string]bool {
+	out := make(map[string]bool, 3*len(brokers))
+	for _, b := range brokers {
+		out[b.Name] = true
+		if b.Cluster != "" {
+			out[b.Cluster] = true
+			out[protocol.ReplyTopic(b.Cluster)] = true
+		}
+	}
+	return out
 }
 
 // TopicConfigs returns every topic of every broker group
@@ -54,6 +75,7 @@ func (a *Admin) TopicConfigs(ctx context.Context) ([]TopicInfo, error) {
 		return nil, err
 	}
 	byName := map[string]*TopicInfo{}
+	own := brokerTopics(readers)
 	perr := a.fromEach(ctx, "topic configs", readers, func() *protocol.Command {
 		return protocol.NewRequest(protocol.GetAllTopicConfig, nil, nil)
 	}, func(m Broker, resp *protocol.Command) error {
@@ -67,7 +89,7 @@ func (a *Admin) TopicConfigs(ctx context.Context) ([]TopicInfo, error) {
 		for name, tc := range w.TopicConfigTable {
 			ti := byName[name]
 			if ti == nil {
-				ti = &TopicInfo{Name: name, Order: tc.Order, System: systemTopic(name)}
+				ti = &TopicInfo{Name: name, Order: tc.Order, System: systemTopic(name) || own[name]}
 				byName[name] = ti
 			}
 			ti.Brokers = append(ti.Brokers, TopicOnBroker{Broker: m.Name, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums, Perm: tc.Perm})

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -501,5 +502,44 @@ func TestCmdConsoleOpenMode(t *testing.T) {
 	}
 	if code, _, stderr := runCmd(t, "console", "-listen", "0.0.0.0:0"); code != exitUsage || !strings.Contains(stderr, "loopback") {
 		t.Fatalf("open console on every interface: %d %q", code, stderr)
+	}
+}
+
+// TestCmdConsoleHidesSystemTopics: the topic list a new user sees first
+// holds their topics only; the topics the broker creates itself (the
+// state store's and twins', its cluster's and broker group's, RocketMQ's
+// fixed ones) come with system=1, marked system.
+func TestCmdConsoleHidesSystemTopics(t *testing.T) {
+	_, addrs := standalone(t)
+	w := newWebClient(t, addrs["console"])
+	s := decode[map[string]any](t, w.want(200, "GET", "/api/session", nil))
+	w.csrf = s["csrf"].(string)
+	w.want(200, "POST", "/api/topics", map[string]any{"name": "UserT"})
+	d := conf.Default()
+	own := []string{"%SYS_STATESTORE", "%SYS_TWIN", d.Broker.Cluster, d.Broker.Name, d.Broker.Cluster + "_REPLY_TOPIC",
+		"SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "TBW102", "MQTT_INGRESS"}
+	testutil.WaitFor(t, 20*time.Second, "every topic listed with system=1", func() bool {
+		sys := map[string]bool{}
+		for _, tp := range decode[[]map[string]any](t, w.want(200, "GET", "/api/topics?system=1", nil)) {
+			sys[fmt.Sprint(tp["name"])] = tp["system"] == true
+		}
+		for _, n := range own {
+			if v, ok := sys[n]; !ok {
+				return false
+			} else if !v {
+				t.Fatalf("topic %s is listed as a user topic", n)
+			}
+		}
+		if v, ok := sys["UserT"]; !ok || v {
+			return false
+		}
+		return true
+	})
+	var names []string
+	for _, tp := range decode[[]map[string]any](t, w.want(200, "GET", "/api/topics", nil)) {
+		names = append(names, fmt.Sprint(tp["name"]))
+	}
+	if !slices.Contains(names, "UserT") || slices.ContainsFunc(names, func(n string) bool { return slices.Contains(own, n) }) {
+		t.Fatalf("default topic list %v: want UserT and none of %v", names, own)
 	}
 }
