@@ -6,14 +6,18 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	aiomqtt "github.com/Azure/iot-operations-sdks/go/mqtt"
+	"github.com/Azure/iot-operations-sdks/go/mqtt/retry"
 	"github.com/Azure/iot-operations-sdks/go/protocol"
 	"github.com/Azure/iot-operations-sdks/go/services/statestore"
+	"github.com/smartgo/smartgo/internal/testnet"
 )
 
 // The load of BenchmarkStateStoreAzureCPU: azureClients Azure IoT
@@ -61,20 +65,30 @@ func BenchmarkStateStoreAzureCPU(b *testing.B) {
 			// Rotated each iteration: the first load of a run meets a
 			// colder client process, which batches less.
 			s := servers[(i+k)%len(servers)]
-			set, get := azureCPULoad(b, s.sa, val, i)
+			set, get, err := azureCPULoad(s.sa, val, i)
+			if err != nil {
+				b.Fatalf("%s (%s): %v", s.name, s.sa.bin, err)
+			}
 			c := cpu[s.name]
 			cpu[s.name] = [2]float64{c[0] + set, c[1] + get}
 		}
 		if redisBench != "" {
 			var r [2]float64
 			for j, verb := range []string{"set", "get"} {
-				before := procCPU(b, redisPID)
+				before, err := procCPU(redisPID)
+				if err != nil {
+					b.Fatal(err)
+				}
 				out, err := exec.Command(redisBench, "-h", "127.0.0.1", "-p", redisPort, "-c", strconv.Itoa(azureClients),
 					"-n", strconv.Itoa(azureOps), "-d", strconv.Itoa(azureValue), "-r", strconv.Itoa(azureOps), "-t", verb, "-q").CombinedOutput()
 				if err != nil {
 					b.Fatalf("redis-benchmark: %v\n%s", err, out)
 				}
-				r[j] = (procCPU(b, redisPID) - before) / azureOps
+				after, err := procCPU(redisPID)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r[j] = (after - before) / azureOps
 			}
 			c := cpu["redis"]
 			cpu["redis"] = [2]float64{c[0] + r[0], c[1] + r[1]}
@@ -99,47 +113,40 @@ func BenchmarkStateStoreAzureCPU(b *testing.B) {
 	b.ReportMetric(0, "ns/op") // the wall time of a whole load says nothing here
 }
 
+// azureCPUWait bounds each step of a load that waits on the server:
+// the clients' connections (and their subscriptions), and each phase.
+// A server that refuses the clients, or a process that is not a SmartGo
+// standalone at all, fails the benchmark with the reason within it
+// instead of hanging it.
+const azureCPUWait = 2 * time.Minute
+
+// azureConnectAttempts is how often each client tries to connect before
+// the load gives up with the last connect error (the Azure session
+// client otherwise retries for ever, and its Start and first request
+// wait for a connection with no bound of their own).
+const azureConnectAttempts = 5
+
 // azureCPULoad connects azureClients Azure clients to sa, runs the SET
 // phase then the GET phase (every GET checks the value the SET wrote) and
 // returns the server's CPU µs per operation in each phase. Connecting and
-// one warm-up request per client are not counted.
-func azureCPULoad(b *testing.B, sa *standalone, val string, iter int) (setUs, getUs float64) {
-	b.Helper()
-	host, port, _ := net.SplitHostPort(sa.mqtt)
-	p, _ := strconv.Atoi(port)
+// one warm-up request per client are not counted. Every wait is bounded
+// (azureCPUWait); an error names what failed.
+func azureCPULoad(sa *standalone, val string, iter int) (setUs, getUs float64, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	clients := make([]*statestore.Client[string, string], azureClients)
-	for i := range clients {
-		id := fmt.Sprintf("azure-cpu-%d-%d", iter, i)
-		mc, err := aiomqtt.NewSessionClient(id, aiomqtt.TCPConnection(host, uint16(p)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := mc.Start(); err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = mc.Stop() }()
-		app, err := protocol.NewApplication()
-		if err != nil {
-			b.Fatal(err)
-		}
-		c, err := statestore.New[string, string](app, mc)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := c.Start(ctx); err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := c.Get(ctx, "warmup"); err != nil {
-			b.Fatalf("warm-up GET: %v", err)
-		}
-		clients[i] = c
+	clients, stop, err := azureCPUClients(ctx, sa.mqtt, fmt.Sprintf("azure-cpu-%d", iter))
+	defer stop()
+	if err != nil {
+		return 0, 0, err
 	}
 	pid := sa.cmd.Process.Pid
-	run := func(verb string) float64 {
-		before := procCPU(b, pid)
+	run := func(verb string) (float64, error) {
+		ctx, cancel := context.WithTimeout(ctx, azureCPUWait)
+		defer cancel()
+		before, err := procCPU(pid)
+		if err != nil {
+			return 0, err
+		}
 		var wg sync.WaitGroup
 		errc := make(chan error, len(clients))
 		for i, c := range clients {
@@ -162,34 +169,138 @@ func azureCPULoad(b *testing.B, sa *standalone, val string, iter int) (setUs, ge
 		}
 		wg.Wait()
 		close(errc)
-		for err := range errc {
-			b.Fatal(err)
+		if err := <-errc; err != nil {
+			return 0, fmt.Errorf("%s phase: %w", verb, err)
 		}
-		return (procCPU(b, pid) - before) / azureOps
+		after, err := procCPU(pid)
+		return (after - before) / azureOps, err
 	}
-	return run("SET"), run("GET")
+	if setUs, err = run("SET"); err != nil {
+		return 0, 0, err
+	}
+	getUs, err = run("GET")
+	return setUs, getUs, err
+}
+
+// azureCPUClients connects azureClients Azure state store clients (ids
+// prefix-<i>) to the MQTT server at addr and has each answer one GET.
+// stop (never nil) closes those it made. Within azureCPUWait it either
+// has them all or returns why not: a connection refused (the last
+// connect error once azureConnectAttempts attempts failed), a CONNACK
+// refusal (the session client's fatal error), or no answer.
+func azureCPUClients(ctx context.Context, addr, prefix string) (_ []*statestore.Client[string, string], stop func(), _ error) {
+	ctx, cancel := context.WithTimeout(ctx, azureCPUWait)
+	defer cancel()
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, stop, fmt.Errorf("mqtt address %q: %w", addr, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, stop, fmt.Errorf("mqtt address %q: %w", addr, err)
+	}
+	clients := make([]*statestore.Client[string, string], azureClients)
+	for i := range clients {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		attempts := &azureLastError{inner: &retry.ExponentialBackoff{MaxAttempts: azureConnectAttempts,
+			MinInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond}}
+		mc, err := aiomqtt.NewSessionClient(id, aiomqtt.TCPConnection(host, uint16(p)), aiomqtt.WithConnectionRetry(attempts))
+		if err != nil {
+			return nil, stop, fmt.Errorf("%s: %w", id, err)
+		}
+		connected, fatal := make(chan struct{}), make(chan error, 1)
+		var once sync.Once
+		unregister := mc.RegisterConnectEventHandler(func(*aiomqtt.ConnectEvent) { once.Do(func() { close(connected) }) })
+		mc.RegisterFatalErrorHandler(func(err error) {
+			select {
+			case fatal <- err:
+			default:
+			}
+		})
+		if err := mc.Start(); err != nil {
+			return nil, stop, fmt.Errorf("%s: start: %w", id, err)
+		}
+		stops = append(stops, func() { _ = mc.Stop() })
+		select {
+		case <-connected:
+			unregister()
+		case err := <-fatal:
+			return nil, stop, fmt.Errorf("%s: no connection to %s: %w (last connect error: %v)", id, addr, err, attempts.last())
+		case <-ctx.Done():
+			return nil, stop, fmt.Errorf("%s: no connection to %s within %v (last connect error: %v)", id, addr, azureCPUWait, attempts.last())
+		}
+		app, err := protocol.NewApplication()
+		if err != nil {
+			return nil, stop, err
+		}
+		c, err := statestore.New[string, string](app, mc)
+		if err != nil {
+			return nil, stop, fmt.Errorf("%s: %w", id, err)
+		}
+		if err := c.Start(ctx); err != nil {
+			return nil, stop, fmt.Errorf("%s: start the state store client: %w", id, err)
+		}
+		stops = append(stops, c.Close)
+		if _, err := c.Get(ctx, "warmup"); err != nil {
+			return nil, stop, fmt.Errorf("%s: warm-up GET: %w", id, err)
+		}
+		clients[i] = c
+	}
+	return clients, stop, nil
+}
+
+// azureLastError is a connection retry policy (inner) that keeps the
+// last error of its attempts: the session client reports only that it
+// gave up.
+type azureLastError struct {
+	inner retry.Policy
+	mu    sync.Mutex
+	err   error
+}
+
+func (a *azureLastError) Start(ctx context.Context, name string, task retry.Task) error {
+	return a.inner.Start(ctx, name, func(ctx context.Context) (bool, error) {
+		again, err := task(ctx)
+		if err != nil {
+			a.mu.Lock()
+			a.err = err
+			a.mu.Unlock()
+		}
+		return again, err
+	})
+}
+
+func (a *azureLastError) last() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
 }
 
 // procCPU returns the CPU time (utime + stime) the process pid has used,
 // in µs, from /proc/<pid>/stat (clock ticks of 10 ms).
-func procCPU(b *testing.B, pid int) float64 {
-	b.Helper()
+func procCPU(pid int) (float64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
 	// Fields after the parenthesised command name: state is field 3,
 	// utime 14 and stime 15.
 	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
 	if len(f) < 13 {
-		b.Fatalf("short /proc/%d/stat: %q", pid, data)
+		return 0, fmt.Errorf("short /proc/%d/stat: %q", pid, data)
 	}
 	ut, err1 := strconv.ParseFloat(f[11], 64)
 	st, err2 := strconv.ParseFloat(f[12], 64)
 	if err1 != nil || err2 != nil {
-		b.Fatalf("/proc/%d/stat: %q", pid, data)
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, data)
 	}
-	return (ut + st) * 1e6 / clockTicks
+	return (ut + st) * 1e6 / clockTicks, nil
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times (100 on
@@ -208,4 +319,35 @@ func startRedisPID(b *testing.B) (port, bench string, pid int) {
 	}
 	port, rs := startRedisServer(b, srvBin, []string{"--save", "", "--appendonly", "no"})
 	return port, benchBin, rs.Process.Pid
+}
+
+// TestAzureCPUBenchmarkRefused: BenchmarkStateStoreAzureCPU run on a
+// "smartgo" that says it runs but accepts no MQTT connection (a wrong
+// binary: every connect is refused) fails within its bound, and the
+// client setup names the refusal, instead of waiting for ever for the
+// Azure clients to connect.
+func TestAzureCPUBenchmarkRefused(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "not-smartgo")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'standalone running'\nexec sleep 300\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SMARTGO_SS_BIN", fake)
+	t.Setenv("SMARTGO_SS_BENCH_BASE_BIN", "")
+	done := make(chan testing.BenchmarkResult, 1)
+	go func() { done <- testing.Benchmark(BenchmarkStateStoreAzureCPU) }()
+	select {
+	case r := <-done:
+		if r.N != 0 {
+			t.Fatalf("the benchmark passed against a server refusing every client: %v", r)
+		}
+	case <-time.After(azureCPUWait + time.Minute):
+		t.Fatal("the benchmark still waits on a server refusing every client")
+	}
+
+	refused := fmt.Sprintf("127.0.0.1:%d", testnet.FreePorts(t, 1)[0])
+	_, stop, err := azureCPUClients(context.Background(), refused, "refused")
+	stop()
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("clients of %s: %v, want an error naming the refused connection", refused, err)
+	}
 }
