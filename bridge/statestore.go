@@ -305,6 +305,10 @@ func (f *StateStoreFront) envelopeOK(clientID string, msg *mqtt.Message) bool {
 func (f *StateStoreFront) answer(clientID string, msg *mqtt.Message, resp *router.BrokerResponse, err error) {
 	if err != nil {
 		f.log.Warn("state store request failed", "client", clientID, "err", err)
+		if errors.Is(err, router.ErrDiskFull) {
+			f.respond(clientID, msg, ssDiskFullReply, ssDiskFullProps)
+			return
+		}
 		if errors.Is(err, router.ErrFailed) {
 			f.respondError(clientID, msg, ssStatusInternal, "the state store shard failed", "", "")
 		} else {
@@ -315,6 +319,18 @@ func (f *StateStoreFront) answer(clientID string, msg *mqtt.Message, resp *route
 	f.pushNotifications(resp.Notifications)
 	f.respondOK(clientID, msg, resp.Reply, resp.Version)
 }
+
+// The answer to a write the shard's full disk refused (statestore's
+// PropRefusal): the protocol's quota error, and properties saying why.
+var (
+	ssDiskFullReply = []byte("-ERR " + statestore.ErrQuota.Text() + "\r\n")
+	ssDiskFullProps = []statestore.UserProperty{
+		{Key: statestore.PropStatus, Value: statestore.Status200},
+		{Key: statestore.PropProtocolVersion, Value: statestore.ProtocolVersion},
+		{Key: statestore.PropStatusMessage, Value: statestore.DiskFullMessage},
+		{Key: statestore.PropRefusal, Value: statestore.RefusalDiskFull},
+	}
+)
 
 // ssCall is what the front builds for one request, in one object:
 // the broker request, the parsed command it points to, the response of a

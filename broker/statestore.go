@@ -684,7 +684,11 @@ func (s *StateStore) processInvoke(c *remoting.Conn, req *protocol.Command) (*pr
 	resp, err := s.Do(context.Background(), r, c)
 	switch {
 	case errors.Is(err, ErrStateStoreNotOwner), errors.Is(err, ErrStateStoreUnavailable):
-		return errResp(protocol.ServiceNotAvailable, "%v", err), nil
+		out := errResp(protocol.ServiceNotAvailable, "%v", err)
+		if errors.Is(err, store.ErrDiskFull) {
+			out.ExtFields = protocol.ExtFields{protocol.FieldRefusal: protocol.RefusalDiskFull}
+		}
+		return out, nil
 	case err != nil:
 		return errResp(protocol.SystemError, "%v", err), nil
 	}

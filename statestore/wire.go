@@ -206,6 +206,21 @@ func ShardOf(key []byte, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
+// A write refused because the server's disk is full (docs/durability.md,
+// "Full disk"): the response is a 200 whose payload is the protocol's
+// quota error, "-ERR the quota has been exceeded" (ErrQuota, which the
+// client SDKs map to an error kind of its own, QuotaExceeded),
+// and whose user properties add PropStatusMessage, a sentence saying the
+// disk is full, and PropRefusal = RefusalDiskFull, which SmartGo's
+// client maps to its ErrDiskFull. Reads are served as usual.
+const (
+	PropRefusal     = "refusal"  // why a request was refused beyond its error text
+	RefusalDiskFull = "diskFull" // the server's disk is full: writes are refused
+	// DiskFullMessage is the PropStatusMessage of a write refused for a
+	// full disk.
+	DiskFullMessage = "the state store's disk is full: writes are refused until space is freed; reads still work"
+)
+
 // Protocol-version handling (docs/protocols.md): the front end
 // checks __protVer before anything else and answers an unsupported major
 // with UnsupportedVersionProperties, without executing the request.

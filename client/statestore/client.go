@@ -232,7 +232,8 @@ type Response struct {
 
 // Do sends one request (args as RESP bulk strings) with an optional
 // fencing token and returns the decoded reply. A service error in the
-// payload is returned as the statestore.ServiceError (errors.Is works);
+// payload is returned as the statestore.ServiceError (errors.Is works),
+// wrapped in ErrDiskFull when the server's full disk refused the write;
 // a non-200 status as ErrStatus.
 func (c *Client) Do(ctx context.Context, fencing statestore.HLC, args ...[]byte) (Response, error) {
 	if _, ok := ctx.Deadline(); !ok {
@@ -293,6 +294,9 @@ func (c *Client) Do(ctx context.Context, fencing statestore.HLC, args ...[]byte)
 		return Response{}, fmt.Errorf("statestore: reply: %w", err)
 	}
 	if err := r.Value.Err(); err != nil {
+		if p.Properties.User.Get(statestore.PropRefusal) == statestore.RefusalDiskFull {
+			return r, fmt.Errorf("%w: %w", ErrDiskFull, err)
+		}
 		return r, err
 	}
 	return r, nil

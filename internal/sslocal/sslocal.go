@@ -16,6 +16,7 @@ import (
 	"github.com/smartgo/smartgo/client/statestore/router"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/statestore"
+	"github.com/smartgo/smartgo/store"
 )
 
 // Broker is a broker's state store as a router.LocalBroker that also
@@ -63,11 +64,14 @@ func (p pending) Complete(resp *protocol.StateStoreResponse) error {
 
 // routerErr shapes a local state store's error as the router's: a shard
 // this broker does not serve (now) is router.ErrUnavailable (the router
-// tries elsewhere or again), anything else router.ErrFailed.
+// tries elsewhere or again), a write its full disk refused also
+// router.ErrDiskFull, anything else router.ErrFailed.
 func routerErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, store.ErrDiskFull):
+		return fmt.Errorf("%w: %w: %w", router.ErrUnavailable, router.ErrDiskFull, err)
 	case errors.Is(err, broker.ErrStateStoreNotOwner), errors.Is(err, broker.ErrStateStoreUnavailable):
 		return fmt.Errorf("%w: %w", router.ErrUnavailable, err)
 	default:

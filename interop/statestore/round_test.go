@@ -216,8 +216,9 @@ func TestStateStoreRoundPipelined(t *testing.T) {
 }
 
 // TestStateStoreRoundDiskFull fails the pwrite of a round's records with
-// ENOSPC: each of the round's SETs is answered 503 and none is applied;
-// the next round's SETs succeed.
+// ENOSPC: each of the round's SETs is answered with the full-disk answer
+// (the quota error, refusal diskFull) and none is applied; the next
+// round's SETs succeed.
 func TestStateStoreRoundDiskFull(t *testing.T) {
 	fs := vfs.NewFaulty(nil)
 	e := startEnvStore(t, false, true, func(so *store.Options) { so.FS = fs })
@@ -251,8 +252,9 @@ func TestStateStoreRoundDiskFull(t *testing.T) {
 		}
 		for i, c := range cs {
 			for j, p := range c.wait(t, corrs[i]) {
-				stat := p.Properties.User.Get("__stat")
-				if full && stat != "503" || !full && (stat != "200" || string(p.Payload) != "+OK\r\n") {
+				stat, refusal := p.Properties.User.Get("__stat"), p.Properties.User.Get(statestore.PropRefusal)
+				if full && (stat != "200" || refusal != statestore.RefusalDiskFull || string(p.Payload) != "-ERR the quota has been exceeded\r\n") ||
+					!full && (stat != "200" || string(p.Payload) != "+OK\r\n") {
 					t.Fatalf("round %d (disk full %v): SET %d of %s: %s %q", round, full, j, c.id, stat, p.Payload)
 				}
 			}

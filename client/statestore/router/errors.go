@@ -11,6 +11,11 @@ var (
 	// ErrUnavailable means the owning broker could not be reached or did
 	// not own the shard.
 	ErrUnavailable = errors.New("router: shard unavailable")
+	// ErrDiskFull means the owning broker refused a write because its
+	// disk is full (store.ErrDiskFull; SERVICE_NOT_AVAILABLE with the
+	// refusal protocol.RefusalDiskFull from a remote broker). The error
+	// also matches ErrUnavailable. Reads still work.
+	ErrDiskFull = errors.New("router: shard's disk full")
 	// ErrFailed means the broker answered with an error (a stopped shard).
 	ErrFailed = errors.New("router: broker error")
 	// ErrClosed means the router is closed.

@@ -419,7 +419,7 @@ func (r *Router) invokeFrom(ctx context.Context, deadline time.Time, first int, 
 			resp, err := r.invokeLocal(ctx, lb, ref.Addr, req, cmd)
 			if err != nil {
 				lastErr = err
-				if errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+				if errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrDiskFull) && ctx.Err() == nil {
 					continue
 				}
 				return nil, err
@@ -482,6 +482,10 @@ func remoteResult(addr string, resp *protocol.Command, err error) (out *protocol
 		}
 		return out, false, nil
 	case protocol.ServiceNotAvailable, protocol.RequestCodeNotSupported:
+		if resp.Fields()[protocol.FieldRefusal] == protocol.RefusalDiskFull {
+			// The master's disk is full: asking it again now is no use.
+			return nil, false, fmt.Errorf("%w: %w: %s: %s", ErrUnavailable, ErrDiskFull, addr, resp.Remark)
+		}
 		return nil, true, fmt.Errorf("%w: %s: %s", ErrUnavailable, addr, resp.Remark)
 	default:
 		return nil, false, fmt.Errorf("%w: %s: code %d: %s", ErrFailed, addr, resp.Code, resp.Remark)
