@@ -420,7 +420,7 @@ func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, star
 		StoreTimestamp: m.StoreTimestamp, MsgCount: 1, StoreHost: s.opts.StoreHost}
 	ap := appended{start: phy, end: phy + int64(size), gen: gen, wait: wait, behind: behind}
 	if behind {
-		s.behind = append(s.behind, behindPut{ap: ap, res: res, start: start, done: later})
+		s.behind = append(s.behind, behindPut{start: ap.start, end: ap.end, gen: gen, queueOff: qoff, storeTs: m.StoreTimestamp, began: start, done: later})
 		s.unlockPut()
 		if wake {
 			s.wakeDispatcher()

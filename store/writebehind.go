@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -54,15 +55,30 @@ type putFunc func(PutResult, error)
 
 func (f putFunc) PutDone(res PutResult, err error) { f(res, err) }
 
-// behindPut is a put written behind and not answered yet.
+// behindPut is a put written behind and not answered yet: what its
+// answer needs and no more (72 bytes, not a PutResult and an appended of
+// 160). The put writes one into behind under putMu and the drain reads it
+// back on another goroutine, often the other CPU: each byte is a store
+// and a load on a line the other side touched last. Its PutResult is made
+// when it is answered (result); the rest of one is the store's
+// (StoreHost) or fixed for a single put written behind (Status PutOK,
+// MsgCount 1).
 type behindPut struct {
-	ap    appended // its records: durable in the page cache once committed reaches ap.end
-	res   PutResult
-	start time.Duration // monoNow at PutAsync
-	done  PutDone
+	start, end int64 // its record's bytes in the log
+	gen        int64 // pend's discard generation it was appended after (discardLog)
+	queueOff   int64
+	storeTs    int64         // ms
+	began      time.Duration // monoNow at PutAsync
+	done       PutDone
 	// discarded and stored are answerWrittenLocked's verdict: the put's
 	// records were taken back, or are written.
 	discarded, stored bool
+}
+
+// result is the PutResult of b, stored, with its latency.
+func (b *behindPut) result(host netip.AddrPort, latency time.Duration) PutResult {
+	return PutResult{Status: PutOK, PhysicalOffset: b.start, QueueOffset: b.queueOff, WroteBytes: int(b.end - b.start),
+		StoreTimestamp: b.storeTs, MsgCount: 1, StoreHost: host, Latency: latency}
 }
 
 // Drain writes out the write-behind buffer, answers the puts it covered
@@ -127,21 +143,22 @@ func (s *Store) answerWrittenLocked() {
 	var batch putTally
 	for i := range s.answering {
 		p := &s.answering[i]
-		p.discarded = s.cl.discards.discarded(p.ap.gen, p.ap.start)
-		p.stored = !p.discarded && p.ap.end <= committed
+		p.discarded = s.cl.discards.discarded(p.gen, p.start)
+		p.stored = !p.discarded && p.end <= committed
 		if p.stored {
-			p.res.Latency = now - p.start
-			batch.add(1, p.res.WroteBytes, p.res.Latency)
+			batch.add(1, int(p.end-p.start), now-p.began)
 		}
 	}
 	s.stats.recordTally(&batch)
-	for i, p := range s.answering {
+	host := s.opts.StoreHost
+	for i := range s.answering {
+		p := &s.answering[i]
 		switch {
 		case p.discarded:
 			s.stats.putErrors.Add(1)
 			p.done.PutDone(PutResult{Status: PutServiceNotAvailable}, s.notStored())
 		case p.stored:
-			p.done.PutDone(p.res, nil)
+			p.done.PutDone(p.result(host, now-p.began), nil)
 		default:
 			// Dropped by a failed write (the error is sticky), or cut
 			// off by a Truncate (a demoted master) before it was
@@ -149,7 +166,7 @@ func (s *Store) answerWrittenLocked() {
 			s.stats.putErrors.Add(1)
 			e := s.Err()
 			if e == nil {
-				e = fmt.Errorf("store: record at %d truncated before it was answered", p.ap.start)
+				e = fmt.Errorf("store: record at %d truncated before it was answered", p.start)
 			}
 			p.done.PutDone(PutResult{Status: PutServiceNotAvailable}, e)
 		}
