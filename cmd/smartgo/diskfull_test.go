@@ -22,13 +22,7 @@ import (
 // used to leave the abort file and force crash recovery).
 func TestCmdBinaryBrokerSIGTERMWhileRefusingWrites(t *testing.T) {
 	data := t.TempDir()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(data, &st); err != nil {
-		t.Fatal(err)
-	}
-	if used := 1 - float64(st.Bavail)/float64(st.Blocks); used < 0.12 {
-		t.Skipf("the disk under %s is only %.0f%% used; the lowest full mark is 10%%", data, used*100)
-	}
+	skipUnlessDiskFullAt10(t, data)
 	r, err := registry.New(registry.Options{Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +71,19 @@ func TestCmdBinaryBrokerSIGTERMWhileRefusingWrites(t *testing.T) {
 	p.waitLog(t, regexp.MustCompile(`disk full, refusing writes`), 60*time.Second)
 	if code, _ := p.stop(t, syscall.SIGTERM, 30*time.Second); code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, p.stderr.String())
+	}
+}
+
+// skipUnlessDiskFullAt10 skips a test that sets the disk-full marks to
+// their lowest, 10 %, when the disk under dir is not used beyond them.
+func skipUnlessDiskFullAt10(t *testing.T, dir string) {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if used := 1 - float64(st.Bavail)/float64(st.Blocks); used < 0.12 {
+		t.Skipf("the disk under %s is only %.0f%% used; the lowest full mark is 10%%", dir, used*100)
 	}
 }
 

@@ -197,13 +197,22 @@ func recordKey(r *slog.Record) string {
 	return string(b)
 }
 
-// AppendReason appends s without decimal digits, cut at 96 bytes: the part
-// of an error text that names its kind, not the peer, size or offset it
-// happened with.
+// AppendReason appends s without decimal digits and without what is
+// between double quotes (names quoted with %q: client ids, topics, keys),
+// cut at 96 bytes: the part of an error text that names its kind, not the
+// peer, name, size or offset it happened with.
 func AppendReason(dst []byte, s string) []byte {
-	n := 0
+	n, quoted := 0, false
 	for i := 0; i < len(s) && n < maxReasonKey; i++ {
-		if c := s[i]; c < '0' || c > '9' {
+		c := s[i]
+		switch {
+		case quoted && c == '\\':
+			i++ // an escape: the next byte is quoted text
+		case c == '"':
+			quoted = !quoted
+			dst = append(dst, c)
+			n++
+		case !quoted && (c < '0' || c > '9'):
 			dst = append(dst, c)
 			n++
 		}

@@ -205,6 +205,23 @@ func TestRatelogHandlerKeysOnReasonWithoutDigits(t *testing.T) {
 	}
 }
 
+// Names a peer picks, quoted in the error text (%q), do not make new
+// reasons; the text outside the quotes does.
+func TestRatelogHandlerKeysWithoutQuotedNames(t *testing.T) {
+	var buf bytes.Buffer
+	log := Wrap(slog.New(slog.NewTextHandler(&buf, nil)), time.Hour)
+	for _, id := range []string{"dev-a", "dev-b", `dev-\"c"`, "dev-\x00d", "dev-e"} {
+		log.Warn("delete session", "client", id, "err", fmt.Errorf("store session %q: disk full", id))
+		log.Warn("delete session", "client", id, "err", fmt.Errorf("store session %q: timeout", id))
+	}
+	if c := strings.Count(buf.String(), "\n"); c != 2 {
+		t.Fatalf("%d lines, want one per reason (2):\n%s", c, buf.String())
+	}
+	if got := string(AppendReason(nil, `a "x\"y" b "z`)); got != `a "" b "` {
+		t.Fatalf("AppendReason: %q", got)
+	}
+}
+
 // A standard logger fed one failed handshake per peer writes one line per
 // kind of error and interval, with the text of the first.
 func TestStdLoggerLimitsPerReason(t *testing.T) {
