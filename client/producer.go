@@ -129,7 +129,9 @@ func (p *Producer) publishRoute(ctx context.Context, topic string) (*topicRoute,
 		return nil, fmt.Errorf("%w: %w: auto-create template for topic %s", ErrBrokerUnavailable, errNoMasterAddr, topic)
 	}
 	if len(auto.publish) == 0 {
-		if tr != nil && disksFull(tr) {
+		// A new topic on full disks: the template's queues are marked
+		// disk-full as every other topic's.
+		if (tr != nil && disksFull(tr)) || disksFull(auto) {
 			return nil, errDisksFull(topic)
 		}
 		return nil, fmt.Errorf("%w: %s (no writable queue, no auto-create template)", ErrNoRoute, topic)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -8,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smartgo/smartgo/client"
 )
 
 // mqttCleanConnect connects an MQTT 3.1.1 client with a clean session
@@ -65,4 +69,25 @@ func diskFullStandalone(t *testing.T) (logs fmt.Stringer, addrs map[string]strin
 	skipUnlessDiskFullAt10(t, os.TempDir())
 	return standalone(t, "-set", "store.disk_max_used_ratio=10", "-set", "store.disk_force_clean_ratio=10",
 		"-set", "store.disk_full_ratio=10")
+}
+
+// TestCmdDiskFullNewTopicSaysDiskFull: a send to a topic the broker would
+// create on first use fails, while the disk is full, with the SDK's disk
+// full error (it said "no route ... no auto-create template", leaving the
+// user looking for a configuration mistake).
+func TestCmdDiskFullNewTopicSaysDiskFull(t *testing.T) {
+	_, addrs := diskFullStandalone(t)
+	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: []string{addrs["registry"]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, topic := range []string{"NeverSeenT", "MQTT_INGRESS"} {
+		_, err := p.Send(ctx, &client.Message{Topic: topic, Body: []byte("x")})
+		if !errors.Is(err, client.ErrDiskFull) || !strings.Contains(err.Error(), "disk is full") {
+			t.Fatalf("send to %s on a full disk: %v, want client.ErrDiskFull", topic, err)
+		}
+	}
 }
