@@ -106,6 +106,10 @@ type Backend struct {
 	// process publishes a will its claim holds; false: it does not, as if
 	// it died there.
 	testWillHook func(clientID string) bool
+	// testFiringHook, when set (tests, before Start), is called as the
+	// goroutine that publishes a will this process's claim holds starts
+	// (a test makes it start late).
+	testFiringHook func(clientID string)
 	// testMarkerHook, when set (tests, before Start), replaces the send of
 	// a will-done marker or claim rec: send stores it (as many times as
 	// the hook calls it) and the hook's error is writeMarker's.

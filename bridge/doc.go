@@ -371,9 +371,11 @@
 // that holds on a will it stored and still holds (its client connected,
 // its delay running, its publish tried again), writes a revoke naming
 // that claim. The revoke voids the claim on every node's tail (the will
-// is owed without claim again), the claimer does not publish, and for
-// five heartbeat intervals (at least 10 s) the claimers take the node
-// for alive whatever the registries say; after that a claim and a
+// is owed without claim again), the claimer does not publish (the
+// goroutine that was to publish checks that its claim still holds, also
+// when it starts after the revoke), and from the revoke on, for five
+// heartbeat intervals (at least 10 s), the claimers take the node for
+// alive whatever the registries say; after that a claim and a
 // revoke may follow again. A node cut off from the brokers as well
 // cannot revoke: its clients' wills go out (their node looks dead in
 // every way the others can see). A revoke is read as a will-done

@@ -469,17 +469,31 @@ func (b *Backend) revokeClaim(clientID, id, claim string) {
 // publishOrphan publishes the will w of clientID, whose node is gone and
 // which this process's claim holds, then settles it. When publishing
 // fails, the will loop claims it again.
+//
+// The claim is the firing the tail found holding when it returned w: the
+// goroutine publishes only while that firing is still the will's. A
+// revoke (or a marker) the tail applies before the goroutine runs drops
+// it; the goroutine must not then take the missing firing for one that
+// has no grace to wait, and publish a live client's will at once.
 func (b *Backend) publishOrphan(clientID string, w *willRecord) {
 	ws := b.willServer()
 	if ws == nil {
 		return
 	}
+	b.mu.Lock()
+	f := b.wills.fire[w.ID]
+	b.mu.Unlock()
+	if f == nil {
+		return
+	}
 	b.goOwned(func() {
+		if b.testFiringHook != nil {
+			b.testFiringHook(clientID)
+		}
 		b.mu.Lock()
-		f := b.wills.fire[w.ID]
-		wait := f != nil && f.waiting
+		held, wait := b.wills.fire[w.ID] == f, f.waiting
 		b.mu.Unlock()
-		if wait {
+		if held && wait {
 			t := time.NewTimer(b.claimGrace())
 			select {
 			case <-b.ctx.Done():
@@ -488,13 +502,13 @@ func (b *Backend) publishOrphan(clientID string, w *willRecord) {
 			case <-t.C:
 			}
 			b.mu.Lock()
-			held := b.wills.fire[w.ID] == f // else a revoke dropped it
+			held = b.wills.fire[w.ID] == f // else a revoke dropped it
 			f.waiting = false
 			b.mu.Unlock()
-			if !held {
-				b.log.Info("bridge: will not published: its node revoked the claim", "client", clientID)
-				return
-			}
+		}
+		if !held {
+			b.log.Info("bridge: will not published: its node revoked the claim, or it was settled", "client", clientID)
+			return
 		}
 		if b.testWillHook != nil && !b.testWillHook(clientID) {
 			return // the process "dies" here
@@ -510,12 +524,14 @@ func (b *Backend) publishOrphan(clientID string, w *willRecord) {
 		if err != nil {
 			b.log.Warn("bridge: will of a client whose node is gone", "client", clientID, "err", err)
 			b.mu.Lock()
-			delete(b.wills.fire, w.ID)
+			if b.wills.fire[w.ID] == f {
+				delete(b.wills.fire, w.ID)
+			}
 			b.mu.Unlock()
 			return
 		}
 		b.mu.Lock()
-		if f := b.wills.fire[w.ID]; f != nil {
+		if b.wills.fire[w.ID] == f {
 			f.published = true
 		}
 		b.mu.Unlock()
@@ -570,6 +586,11 @@ func (b *Backend) orphansLocked(gone map[string]time.Time) []orphan {
 				since, ok = b.wills.started, true
 			}
 			if !ok {
+				continue
+			}
+			if at, heard := b.wills.heard[e.node]; heard && e.node != b.opts.NodeID && time.Since(at) < b.heardFor() {
+				// It revoked a claim since the look that found it gone:
+				// alive (lookNodes says so from its next look on).
 				continue
 			}
 			due := since.Add(e.w.wait())
