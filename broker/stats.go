@@ -102,7 +102,21 @@ type Stats struct {
 	// found through items.
 	puts atomic.Pointer[map[string]statPair]
 	gets atomic.Pointer[map[groupTopic]statPair]
+	// lastPut is a topic AddPut found in puts, with the index it was
+	// found in: a run of one topic's puts counts without hashing it.
+	lastPut atomic.Pointer[putHit]
 }
+
+// putHit is a topic found in the index idx, and its pair there.
+type putHit struct {
+	idx   *map[string]statPair
+	topic string // owned
+	pair  statPair
+}
+
+// putHitReplace: a put that misses the remembered topic replaces it when
+// its topic's count of adds is a multiple of putHitReplace (AddPut).
+const putHitReplace = 64
 
 // statPair is a key's count and size items.
 type statPair struct{ nums, size *statItem }
@@ -188,7 +202,29 @@ func (s *Stats) Add(kind StatKind, key string, n int64) {
 }
 
 // AddPut records messages stored into a topic.
+//
+// A put to the topic the last one found (lastPut) in an index that has not
+// changed since takes its pair with a pointer and a string compare: the
+// index is never changed once stored, so a topic added or forgotten is a
+// new index and the remembered one is not used again.
 func (s *Stats) AddPut(topic string, msgs, bytes int64) {
+	idx := s.puts.Load()
+	if idx != nil {
+		h := s.lastPut.Load()
+		if h != nil && h.idx == idx && h.topic == topic {
+			h.pair.add(msgs, bytes)
+			return
+		}
+		if p, ok := (*idx)[topic]; ok {
+			// Remembered when nothing valid is, else at every
+			// putHitReplace-th add to its counters: puts to several
+			// topics in turn rarely allocate and write the shared entry.
+			if n := p.add(msgs, bytes); h == nil || h.idx != idx || n%putHitReplace == 0 {
+				s.lastPut.Store(&putHit{idx: idx, topic: strings.Clone(topic), pair: p})
+			}
+			return
+		}
+	}
 	p := indexed(s, &s.puts, topic, strings.Clone, func() statPair {
 		return statPair{s.item(TopicPutNums, topic), s.item(TopicPutSize, topic)}
 	})
@@ -204,11 +240,13 @@ func (s *Stats) AddGet(group, topic string, msgs, bytes int64) {
 	p.add(msgs, bytes)
 }
 
-func (p statPair) add(msgs, bytes int64) {
+// add counts msgs messages of bytes bytes and returns the count of adds.
+func (p statPair) add(msgs, bytes int64) int64 {
 	p.nums.total.Add(msgs)
-	p.nums.times.Add(1)
+	n := p.nums.times.Add(1)
 	p.size.total.Add(bytes)
 	p.size.times.Add(1)
+	return n
 }
 
 // ForgetTopic drops every counter of topic: its puts and every group's

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -217,5 +218,70 @@ func TestBrokerStatsForget(t *testing.T) {
 	}
 	if s.Totals(TopicPutNums) != 8 {
 		t.Fatalf("puts total %d, want 8", s.Totals(TopicPutNums))
+	}
+}
+
+// TestBrokerStatsPutRemembered: puts counted through the topic AddPut
+// remembers land in that topic's counters, and none does once the topic
+// is forgotten (a new topic's puts count from zero) or while another
+// topic's puts come between.
+func TestBrokerStatsPutRemembered(t *testing.T) {
+	s := NewStats(nil)
+	want := func(topic string, msgs, bytes int64) {
+		t.Helper()
+		n, ok := s.Get(TopicPutNums, topic)
+		z, _ := s.Get(TopicPutSize, topic)
+		if !ok || n.Total != msgs || z.Total != bytes {
+			t.Fatalf("topic %s: %d msgs, %d bytes (present %v), want %d, %d", topic, n.Total, z.Total, ok, msgs, bytes)
+		}
+	}
+	for range 3 { // added, found and remembered, taken from what is remembered
+		s.AddPut("A", 1, 10)
+	}
+	want("A", 3, 30)
+	s.ForgetTopic("A")
+	if _, ok := s.Get(TopicPutNums, "A"); ok {
+		t.Fatal("topic A's puts are still counted after it was forgotten")
+	}
+	for range 3 {
+		s.AddPut("A", 2, 5)
+	}
+	want("A", 6, 15)
+	for i := range 40 { // two topics in turn: each replaces what is remembered now and then
+		s.AddPut("B", 1, 1)
+		s.AddPut("A", 1, int64(i%2))
+	}
+	want("A", 46, 35)
+	want("B", 40, 40)
+	s.ForgetTopic("B")
+	s.AddPut("B", 1, 7)
+	want("B", 1, 7)
+	want("A", 46, 35)
+}
+
+// BenchmarkBrokerStatsAddPut: the put counters of one topic, and of two
+// in turn, from one goroutine and from every P.
+func BenchmarkBrokerStatsAddPut(b *testing.B) {
+	for _, topics := range [][]string{{"TopicTest"}, {"TopicTest", "TopicOther"}} {
+		b.Run(fmt.Sprintf("topics=%d", len(topics)), func(b *testing.B) {
+			s := NewStats(nil)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				s.AddPut(topics[i%len(topics)], 1, 1024)
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("topics=%d/parallel", len(topics)), func(b *testing.B) {
+			s := NewStats(nil)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					s.AddPut(topics[i%len(topics)], 1, 1024)
+					i++
+				}
+			})
+		})
 	}
 }
