@@ -52,20 +52,27 @@ func (p *proc) run(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(smartgoBin(t), p.args...)
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
+	// The waiter holds its own cmd: a restart (run again after kill)
+	// replaces p.cmd while the old waiter may still be reading it.
+	cmd := exec.Command(smartgoBin(t), p.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	p.done = done
-	go func() { _ = p.cmd.Wait(); _ = f.Close(); close(done) }()
+	p.cmd, p.done = cmd, done
+	go func() { _ = cmd.Wait(); _ = f.Close(); close(done) }()
 }
 
+// kill sends SIGKILL and waits until the process has been reaped (its
+// ports and files released).
 func (p *proc) kill() {
 	if p.cmd != nil && p.cmd.Process != nil {
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+		}
 	}
 }
 
