@@ -249,6 +249,13 @@ func (a *Admin) BrowseMessages(ctx context.Context, topic, brokerName string, qu
 	if addr == "" {
 		return nil, 0, 0, 0, fmt.Errorf("%w: topic %s has no broker %q", client.ErrNoRoute, topic, brokerName)
 	}
+	for _, qd := range rd.QueueDatas {
+		if qd != nil && qd.BrokerName == brokerName && queueID >= qd.ReadQueueNums {
+			// The broker would refuse it as a system error.
+			return nil, 0, 0, 0, fmt.Errorf("%w: topic %s has %d read queues on broker %q, no queue %d",
+				client.ErrNoRoute, topic, qd.ReadQueueNums, brokerName, queueID)
+		}
+	}
 	h := &protocol.PullMessageRequestHeader{ConsumerGroup: ToolsGroup, Topic: topic, QueueID: queueID, QueueOffset: offset,
 		MaxMsgNums: int32(max), SysFlag: protocol.PullFlagSubscription, Subscription: "*", ExpressionType: protocol.ExpressionTypeTag}
 	resp, err := a.invoke(ctx, "browse", addr, protocol.NewRequest(protocol.PullMessage, h, nil))

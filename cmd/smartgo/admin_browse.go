@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/smartgo/smartgo/client"
@@ -40,11 +41,13 @@ func init() {
 					return perr
 				}
 				var out []*client.MessageExt
+				matched := false
 				for _, qs := range stats {
 					q := qs.Queue
 					if (*queue >= 0 && q.QueueID != int32(*queue)) || (*broker != "" && q.BrokerName != *broker) {
 						continue
 					}
+					matched = true
 					from := max(*offset, qs.MinOffset)
 					for from < qs.MaxOffset && len(out) < *maxMsgs {
 						msgs, next, _, _, err := e.a.BrowseMessages(ctx, *topic, q.BrokerName, q.QueueID, from, *maxMsgs-len(out))
@@ -58,8 +61,25 @@ func init() {
 						from = next
 					}
 				}
+				if !matched && perr == nil {
+					// A queue or broker group the topic does not have: say
+					// so rather than print an empty list.
+					return fmt.Errorf("%w: topic %s has no queue%s", client.ErrNoRoute, *topic, queueDesc(*queue, *broker))
+				}
 				e.out.messages(out)
 				return perr
 			}
 		}})
+}
+
+// queueDesc names the queues msg browse's -q and -broker select.
+func queueDesc(queue int, broker string) string {
+	d := ""
+	if queue >= 0 {
+		d = " " + strconv.Itoa(queue)
+	}
+	if broker != "" {
+		d += " on broker group " + strconv.Quote(broker)
+	}
+	return d
 }

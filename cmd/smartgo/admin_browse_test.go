@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/client/admin"
 	"github.com/smartgo/smartgo/internal/cluster"
 )
 
@@ -77,5 +79,23 @@ func TestCmdAdminMsgBrowse(t *testing.T) {
 	}
 	if code, _, stderr := runCmd(t, "admin", "-registry", reg, "msg", "browse", "-t", "BrowseT", "-max", "0"); code != exitUsage || !strings.Contains(stderr, "-max must be between 1 and 256") {
 		t.Fatalf("-max 0: exit %d: %s", code, stderr)
+	}
+	// A queue or broker group the topic does not have is an error, not an
+	// empty list (it printed nothing and exited 0).
+	for _, args := range [][]string{{"-q", "2"}, {"-broker", "no-such-broker"}} {
+		code, out, stderr := runCmd(t, append([]string{"admin", "-registry", reg, "msg", "browse", "-t", "BrowseT"}, args...)...)
+		if code != exitFailure || !strings.Contains(stderr, "has no queue") {
+			t.Fatalf("msg browse %v: exit %d, stdout %q, stderr %q", args, code, out, stderr)
+		}
+	}
+	// The admin call names the queue (the broker answered with a system
+	// error, which the console turned into 502).
+	adm, err := admin.New(admin.Options{Registries: c.RegistryAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	if _, _, _, _, err := adm.BrowseMessages(ctx, "BrowseT", c.BrokerName(0), 2, 0, 1); !errors.Is(err, client.ErrNoRoute) || !strings.Contains(err.Error(), "no queue 2") {
+		t.Fatalf("browse queue 2 of 2: %v", err)
 	}
 }
