@@ -37,7 +37,7 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 		if cd == nil || cd.GroupName == "" {
 			continue
 		}
-		if err := ValidateGroupName(cd.GroupName); err != nil {
+		if err := b.groups.ValidateName(cd.GroupName); err != nil {
 			// That group only: the client's other groups and its
 			// producers are registered all the same.
 			if refused == nil {
@@ -49,7 +49,7 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 		if refused == nil {
 			refused = bad
 		}
-		if g, err := b.groups.FindOrCreate(cd.GroupName); err == nil && g.RetryQueueNums > 0 {
+		if g, err := b.groups.FindOrCreate(cd.GroupName); err == nil && g.RetryQueueNums > 0 && !LongGroup(cd.GroupName) {
 			retry := RetryTopic(cd.GroupName)
 			if _, ok := b.topics.Get(retry); !ok {
 				if _, err := b.topics.CreateSystemTopic(retry, g.RetryQueueNums, PermRW); err != nil {

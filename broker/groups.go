@@ -98,6 +98,31 @@ func ValidateGroupName(group string) error {
 	return nil
 }
 
+// ValidateName is ValidateGroupName for a group this broker is asked to
+// serve, except that a group it already keeps (subscriptionGroup.json)
+// may be up to MaxTopicLength characters, as the topic rule alone
+// allowed before MaxGroupLength: SmartGo up to the twelfth session took
+// groups of 121-127 characters, and their consumers must keep working
+// after an upgrade. Such a group has no retry topic (see LongGroup); a
+// new one is refused with the limit and the reason.
+func (m *GroupManager) ValidateName(group string) error {
+	err := ValidateGroupName(group)
+	if err == nil || !LongGroup(group) || ValidateTopicName(group) != nil {
+		return err
+	}
+	if _, ok := m.Get(group); ok {
+		return nil
+	}
+	return err
+}
+
+// LongGroup reports whether group is longer than MaxGroupLength: a group
+// kept from before the limit (GroupManager.ValidateName), whose retry
+// topic %RETRY%<group> cannot exist. Its consumers get the messages they
+// hand back again from their own client (processSendBack), not from a
+// retry topic.
+func LongGroup(group string) bool { return len(group) > MaxGroupLength }
+
 // Get returns the group's configuration.
 func (m *GroupManager) Get(group string) (SubscriptionGroupConfig, bool) {
 	m.mu.RLock()
@@ -143,7 +168,7 @@ func (m *GroupManager) SetAutoCreate(on bool) { m.autoCreate.Store(on) }
 
 // Update creates or replaces a group's configuration.
 func (m *GroupManager) Update(g SubscriptionGroupConfig) error {
-	if err := ValidateGroupName(g.GroupName); err != nil {
+	if err := m.ValidateName(g.GroupName); err != nil {
 		return err
 	}
 	if g.RetryQueueNums < 0 || g.RetryQueueNums > 64 {
@@ -220,4 +245,18 @@ func (m *GroupManager) persist() error {
 	m.persistMu.Lock()
 	defer m.persistMu.Unlock()
 	return writeConfig(m.path, m.Snapshot())
+}
+
+// sendBackOfLongGroup answers CONSUMER_SEND_MSG_BACK for a LongGroup: not
+// at all. Its retry topic cannot exist, and an error answer loses the
+// message with rocketmq-client-go, which takes any answer as done (it
+// drops the message from its queue); without an answer its call times
+// out (3 s), and it and the Java client consume the message again
+// themselves, as after any failed send-back (no delay levels, no
+// dead-letter queue: the group's offset stays before it until it is
+// consumed).
+func (b *Broker) sendBackOfLongGroup(group string) (*protocol.Command, error) {
+	b.plog.Warn("send-back of a group longer than the limit: not answered, so that the client consumes the message again itself",
+		"group", group, "length", len(group), "limit", MaxGroupLength)
+	return nil, nil
 }

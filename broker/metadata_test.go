@@ -447,3 +447,39 @@ func TestBrokerHeartbeatBadGroupRegistersTheRest(t *testing.T) {
 		t.Fatalf("the heartbeat's producer: %+v", cs)
 	}
 }
+
+// A group longer than MaxGroupLength that the broker already keeps (from
+// before the limit) is still served and can be updated; one it does not
+// keep is refused, as is one past the topic rule.
+func TestBrokerGroupKeptFromBeforeTheLimit(t *testing.T) {
+	dir := t.TempDir()
+	kept := strings.Repeat("k", MaxTopicLength)
+	w := SubscriptionGroupWrapper{SubscriptionGroupTable: map[string]*SubscriptionGroupConfig{}}
+	g := DefaultSubscriptionGroup(kept)
+	w.SubscriptionGroupTable[kept] = &g
+	if err := writeConfig(filepath.Join(dir, SubscriptionGroupFile), w); err != nil {
+		t.Fatal(err)
+	}
+	m, err := OpenGroups(GroupOptions{Dir: dir, AutoCreate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ValidateName(kept); err != nil {
+		t.Fatalf("kept group of %d characters: %v", len(kept), err)
+	}
+	g.RetryMaxTimes = 3
+	if err := m.Update(g); err != nil {
+		t.Fatalf("update of the kept group: %v", err)
+	}
+	if !LongGroup(kept) || LongGroup(kept[:MaxGroupLength]) {
+		t.Fatal("LongGroup disagrees with MaxGroupLength")
+	}
+	for _, bad := range []string{strings.Repeat("n", MaxGroupLength+1), kept + "k"} {
+		if err := m.ValidateName(bad); !errors.Is(err, ErrInvalidGroup) {
+			t.Fatalf("group of %d characters the broker does not keep: %v", len(bad), err)
+		}
+		if _, err := m.FindOrCreate(bad); !errors.Is(err, ErrInvalidGroup) {
+			t.Fatalf("auto-create of a group of %d characters: %v", len(bad), err)
+		}
+	}
+}

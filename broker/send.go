@@ -439,6 +439,9 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *protocol.Command) (*prot
 	if g.RetryQueueNums <= 0 {
 		return protocol.NewResponse(protocol.Success, ""), nil // retries disabled for the group
 	}
+	if LongGroup(h.Group) {
+		return b.sendBackOfLongGroup(h.Group)
+	}
 	orig, err := b.store.ReadMessage(h.Offset)
 	if err != nil {
 		return errResp(protocol.SystemError, "look message by offset failed, %d: %v", h.Offset, err), nil

@@ -82,7 +82,7 @@ func (b *Broker) processStartShareGroup(c *remoting.Conn, req *protocol.Command)
 	if err := protocol.DecodeJSON(req.Body, &r); err != nil {
 		return errResp(protocol.SystemError, "bad start share group body: %v", err), nil
 	}
-	if err := ValidateGroupName(r.Group); err != nil {
+	if err := b.groups.ValidateName(r.Group); err != nil {
 		return errResp(protocol.SystemError, "%v", err), nil
 	}
 	if r.Starter == "" {

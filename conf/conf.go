@@ -102,7 +102,7 @@ type Controller struct {
 // Broker configures a broker.
 type Broker struct {
 	Name                       string   `toml:"name"`
-	Cluster                    string   `toml:"cluster"` // 1-115 characters: <cluster>_REPLY_TOPIC is a topic too
+	Cluster                    string   `toml:"cluster"` // 1-127 characters; at most 115 for request-reply (<cluster>_REPLY_TOPIC is a topic too)
 	ID                         int64    `toml:"id"`
 	Role                       string   `toml:"role"` // async_master, sync_master, slave
 	Listen                     string   `toml:"listen"`

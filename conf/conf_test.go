@@ -96,7 +96,7 @@ func TestConfBadInputNamesFileKeyAndRange(t *testing.T) {
 		{"poll linger", "[bridge]\npoll_linger = \"5ms\"\n", []string{"bad.toml", "bridge.poll_linger", "5ms"}},
 		{"inbound memory", "[bridge]\nmax_inbound_memory = \"64KiB\"\n", []string{"bad.toml", "bridge.max_inbound_memory"}},
 		{"inbound stall", "[bridge]\ninbound_stall_timeout = \"1ms\"\n", []string{"bad.toml", "bridge.inbound_stall_timeout"}},
-		{"cluster name", "[broker]\ncluster = \"" + strings.Repeat("c", 116) + "\"\n", []string{"bad.toml", "broker.cluster", "1-115 characters", "_REPLY_TOPIC"}},
+		{"cluster name", "[broker]\ncluster = \"" + strings.Repeat("c", 128) + "\"\n", []string{"bad.toml", "broker.cluster", "1-127 characters", "_REPLY_TOPIC"}},
 		{"syntax", "[store\n", []string{"bad.toml", "line 2"}},
 	}
 	for _, c := range cases {

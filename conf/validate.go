@@ -139,20 +139,20 @@ func (r *Registry) validate(v *validator) {
 	v.sizeRange("registry.max_frame_size", r.MaxFrameSize, 64<<10, 1<<30)
 }
 
-// replyTopicSuffix makes a cluster's request-reply topic from its name
-// (protocol.ReplyTopicSuffix; conf imports no SmartGo package), and
-// maxClusterName is the longest name whose reply topic is a valid topic.
-const (
-	replyTopicSuffix = "_REPLY_TOPIC"
-	maxClusterName   = 127 - len(replyTopicSuffix)
-)
+// A cluster name is 1-127 characters, as a topic's. The cluster's
+// request-reply topic is the name followed by "_REPLY_TOPIC"
+// (protocol.ReplyTopicSuffix), so a name of more than 115 characters has
+// none: the broker says so at start (a WARN) and request-reply fails
+// for its cluster, the rest works. Such names are accepted all the same,
+// as SmartGo took them before it knew: refusing them would stop a broker
+// that worked from starting after an upgrade.
 
 func (b *Broker) validate(v *validator) {
 	if !topicRE.MatchString(b.Name) || strings.ContainsAny(b.Name, "%|") {
 		v.bad("broker.name", strconv.Quote(b.Name), "must be 1-127 characters of [a-zA-Z0-9_-]")
 	}
-	if !topicRE.MatchString(b.Cluster) || strings.ContainsAny(b.Cluster, "%|") || len(b.Cluster) > maxClusterName {
-		v.bad("broker.cluster", strconv.Quote(b.Cluster), fmt.Sprintf("must be 1-%d characters of [a-zA-Z0-9_-] (its request-reply topic, the name followed by %q, is a topic of at most 127)", maxClusterName, replyTopicSuffix))
+	if !topicRE.MatchString(b.Cluster) || strings.ContainsAny(b.Cluster, "%|") {
+		v.bad("broker.cluster", strconv.Quote(b.Cluster), "must be 1-127 characters of [a-zA-Z0-9_-] (at most 115 for request-reply: its reply topic is the name followed by \"_REPLY_TOPIC\")")
 	}
 	v.oneOf("broker.role", b.Role, "async_master", "sync_master", "slave")
 	switch {

@@ -23,14 +23,7 @@ import (
 func TestCmdBinaryBrokerSIGTERMWhileRefusingWrites(t *testing.T) {
 	data := t.TempDir()
 	skipUnlessDiskFullAt10(t, data)
-	r, err := registry.New(registry.Options{Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
+	r := startTestRegistry(t)
 	args := []string{"broker", "-data", data, "-listen", "127.0.0.1:0", "-registries", r.Addr().String(),
 		"-set", "metrics.listen=127.0.0.1:0", "-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB",
 		"-set", "store.disk_max_used_ratio=10", "-set", "store.disk_force_clean_ratio=10", "-set", "store.disk_full_ratio=10"}
@@ -102,4 +95,39 @@ func getPath(t *testing.T, addr, path string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+// A broker whose configuration file, written for an older SmartGo, names
+// a cluster of 120 characters (more than request-reply's 115) starts,
+// says at start that its cluster has no request-reply topic, and
+// registers with its registry. conf refused the name for a while, so the broker
+// did not start after an upgrade.
+func TestCmdBinaryBrokerLongClusterName(t *testing.T) {
+	data := t.TempDir()
+	r := startTestRegistry(t)
+	cluster := strings.Repeat("c", 120)
+	cfg := filepath.Join(data, "broker.toml")
+	toml := "[broker]\ncluster = \"" + cluster + "\"\nregistries = [\"" + r.Addr().String() + "\"]\n"
+	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startBin(t, "broker", "-c", cfg, "-data", data, "-listen", "127.0.0.1:0",
+		"-set", "metrics.listen=127.0.0.1:0", "-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB")
+	p.waitLog(t, regexp.MustCompile(`no request-reply topic for this cluster name`), 30*time.Second)
+	p.waitLog(t, regexp.MustCompile(`msg="registered with registry"`), 30*time.Second)
+}
+
+// startTestRegistry runs a registry in process on a free loopback port
+// until cleanup.
+func startTestRegistry(t *testing.T) *registry.Server {
+	t.Helper()
+	r, err := registry.New(registry.Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }
