@@ -26,12 +26,36 @@ func FrameLength(word uint32, max int) (int, error) {
 		max = DefaultMaxFrameSize
 	}
 	if uint64(word)+4 > uint64(max) {
+		if other := otherProtocol(word); other != "" {
+			return 0, fmt.Errorf("%w: %d bytes, limit %d: the peer sent %s, not RocketMQ remoting (wrong port?)",
+				ErrFrameTooLarge, uint64(word)+4, max, other)
+		}
 		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, uint64(word)+4, max)
 	}
 	if word < 4 {
 		return 0, fmt.Errorf("%w: length %d is below 4", ErrBadFrame, word)
 	}
 	return int(word), nil
+}
+
+// otherProtocol names the protocol whose first 4 bytes read as word when
+// they are taken for a frame's length: HTTP (a browser, curl or Prometheus
+// given a broker's or registry's port; an HTTP server or proxy given as
+// one) or TLS (a client with TLS on, talking to a plain port). "" when
+// word looks like none of them.
+func otherProtocol(word uint32) string {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], word)
+	switch string(b[:]) {
+	case "HTTP":
+		return "an HTTP response"
+	case "GET ", "POST", "PUT ", "HEAD", "DELE", "OPTI", "PATC", "CONN", "TRAC", "PRI ":
+		return "an HTTP request"
+	}
+	if b[0] == 0x16 && b[1] == 0x03 { // handshake record, TLS 1.x
+		return "a TLS handshake"
+	}
+	return ""
 }
 
 // DecodeFrame decodes a frame without its leading length word: the

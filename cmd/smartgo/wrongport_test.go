@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/registry"
+)
+
+// TestCmdWrongPortSaysWhatAnswered: an HTTP address given as a registry's
+// (the console's, a metrics port, a proxy) fails saying the peer spoke
+// HTTP; an HTTP request (a browser, Prometheus) or a TLS client at a
+// registry's port is logged as such. Both used to say only "frame too
+// large: 1213486164 bytes", which no user can act on.
+func TestCmdWrongPortSaysWhatAnswered(t *testing.T) {
+	// An HTTP server or proxy that answers at once.
+	proxy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	go func() {
+		for {
+			c, err := proxy.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				// Read the request first and close only after the client
+				// did: closing with unread bytes resets the connection,
+				// which could discard the answer before the client reads it.
+				defer c.Close()
+				if _, err := c.Read(make([]byte, 1)); err != nil {
+					return
+				}
+				c.Write([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n"))
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	code, _, stderr := runCmd(t, "admin", "-registry", proxy.Addr().String(), "-timeout", "10s", "cluster")
+	if code != exitFailure || !strings.Contains(stderr, "an HTTP response, not RocketMQ remoting") {
+		t.Fatalf("admin against an HTTP server: exit %d: %s", code, stderr)
+	}
+
+	var logs testutil.LogBuffer
+	r, err := registry.New(registry.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, first := range []string{"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"} {
+		c, err := net.Dial("tcp", r.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte(first))
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		bufio.NewReader(c).ReadByte() // until the registry closes it
+		c.Close()
+	}
+	testutil.WaitFor(t, 10*time.Second, "both logged", func() bool {
+		s := logs.String()
+		return strings.Contains(s, "an HTTP request, not RocketMQ remoting") && strings.Contains(s, "a TLS handshake, not RocketMQ remoting")
+	})
+}
