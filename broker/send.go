@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -514,9 +513,8 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *protocol.Command) (*prot
 
 // peerAddr returns the connection's remote address (the born host).
 func peerAddr(c *remoting.Conn) netip.AddrPort {
-	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		ap := ta.AddrPort()
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if ap, ok := c.RemoteAddrPort(); ok {
+		return ap
 	}
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0)
 }

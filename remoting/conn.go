@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,6 +98,11 @@ type Conn struct {
 	done      chan struct{}
 	cbwg      sync.WaitGroup // async callbacks
 	value     atomic.Pointer[any]
+
+	// The peer's TCP address (an IPv4-mapped one unmapped) when peerTCP,
+	// read once: a broker stamps it on every message (RemoteAddrPort).
+	peerAP  netip.AddrPort
+	peerTCP bool
 }
 
 func newConn(nc net.Conn, opts ConnOptions, log *slog.Logger, d dispatcher) *Conn {
@@ -107,6 +113,10 @@ func newConn(nc net.Conn, opts ConnOptions, log *slog.Logger, d dispatcher) *Con
 		wkick:   make(chan struct{}, 1),
 	}
 	c.wcond = sync.NewCond(&c.wmu)
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		ap := ta.AddrPort()
+		c.peerAP, c.peerTCP = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), true
+	}
 	return c
 }
 
@@ -127,6 +137,11 @@ func (c *Conn) start(wg *sync.WaitGroup) {
 
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// RemoteAddrPort returns the peer's TCP address, an IPv4-mapped one as
+// IPv4; ok is false for a connection that is not TCP. It is read once,
+// when the connection is made (a broker stamps it on every message).
+func (c *Conn) RemoteAddrPort() (ap netip.AddrPort, ok bool) { return c.peerAP, c.peerTCP }
 
 // LocalAddr returns the local address.
 func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
