@@ -1,6 +1,9 @@
 package packets
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+)
 
 // DecodeFixedHeader parses the fixed header at the front of b: the packet
 // type, its flags nibble, the remaining length (body size) and the header's
@@ -24,7 +27,7 @@ func (d *Decoder) DecodeFixedHeader(b []byte) (typ, flags, remainingLength, head
 			return 0, 0, 0, 0, newError(ErrMalformed, t, 0, "QoS 3")
 		}
 	} else if f != requiredFlags[t] {
-		return 0, 0, 0, 0, newError(ErrMalformed, t, 0, "invalid fixed header flags 0x%X", f)
+		return 0, 0, 0, 0, newError(ErrMalformed, t, 0, "invalid fixed header flags 0x%X%s", f, otherProtocol(b))
 	}
 	rl, n, res := parseVarInt(b[1:])
 	switch res {
@@ -53,6 +56,23 @@ func (d *Decoder) DecodeFixedHeader(b []byte) (typ, flags, remainingLength, head
 		return 0, 0, 0, 0, newError(ErrPacketTooLarge, t, 0, "packet of %d bytes exceeds the maximum %d", 1+n+rl, d.max())
 	}
 	return int(t), int(f), rl, 1 + n, nil
+}
+
+// otherProtocol names, for a log line, the protocol a stream's first bytes
+// b belong to when a client speaks something else than MQTT at an MQTT
+// port: TLS (a client with TLS on, at the plain port) or HTTP. "" when b
+// looks like neither.
+func otherProtocol(b []byte) string {
+	if len(b) >= 2 && b[0] == 0x16 && b[1] == 0x03 {
+		return " (a TLS handshake: a TLS client at a plain MQTT port?)"
+	}
+	if i := bytes.IndexByte(b[:min(len(b), 8)], ' '); i > 0 {
+		switch string(b[:i]) {
+		case "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "CONNECT", "TRACE", "PATCH":
+			return " (an HTTP request, not MQTT)"
+		}
+	}
+	return ""
 }
 
 // Next decodes the packet at the front of b and returns it with the number
