@@ -294,43 +294,47 @@ func topicWritable(tc *protocol.TopicConfig, topic string) *protocol.Command {
 // the last send found, in an unchanged topic table, skips the name checks
 // and the lookup (TopicManager.sendable): the broker's role and
 // permission and the topic's are checked on every send.
-func (b *Broker) sendTarget(h *protocol.SendMessageRequestHeader) (protocol.TopicConfig, *protocol.Command) {
+func (b *Broker) sendTarget(h *protocol.SendMessageRequestHeader) (*protocol.TopicConfig, *protocol.Command) {
 	if tc, ok := b.topics.sendable(h.Topic); ok {
 		if resp := b.checkWritable(); resp != nil {
-			return protocol.TopicConfig{}, resp
+			return nil, resp
 		}
-		return *tc, topicWritable(tc, h.Topic)
+		return tc, topicWritable(tc, h.Topic)
 	}
 	if resp := b.checkSendable(h.Topic); resp != nil {
-		return protocol.TopicConfig{}, resp
+		return nil, resp
 	}
 	return b.sendTopicConfig(h)
 }
 
 // sendTopicConfig finds (or auto-creates) the topic a send goes to and
-// checks its write permission. The topic passed checkSendable.
-func (b *Broker) sendTopicConfig(h *protocol.SendMessageRequestHeader) (protocol.TopicConfig, *protocol.Command) {
+// checks its write permission. The topic passed checkSendable. The
+// configuration returned is only read (the topic table's own, when the
+// topic existed).
+func (b *Broker) sendTopicConfig(h *protocol.SendMessageRequestHeader) (*protocol.TopicConfig, *protocol.Command) {
 	tc, ok := b.topics.getSendable(h.Topic)
 	if !ok {
+		var made protocol.TopicConfig
 		var err error
 		if IsRetryTopic(h.Topic) {
-			tc, err = b.topics.CreateSystemTopic(h.Topic, 1, PermRW)
+			made, err = b.topics.CreateSystemTopic(h.Topic, 1, PermRW)
 		} else {
 			template := h.DefaultTopic
 			if template == "" {
 				template = AutoCreateTopicKey
 			}
-			tc, err = b.topics.CreateOnSend(h.Topic, template, h.DefaultTopicQueueNums, 0)
+			made, err = b.topics.CreateOnSend(h.Topic, template, h.DefaultTopicQueueNums, 0)
 		}
 		if err != nil {
 			if errors.Is(err, ErrTopicNotExist) {
-				return tc, errResp(protocol.TopicNotExist, "topic[%s] not exist, apply first please! (%v)", h.Topic, err)
+				return nil, errResp(protocol.TopicNotExist, "topic[%s] not exist, apply first please! (%v)", h.Topic, err)
 			}
-			return tc, errResp(protocol.SystemError, "create topic %s: %v", h.Topic, err)
+			return nil, errResp(protocol.SystemError, "create topic %s: %v", h.Topic, err)
 		}
 		b.triggerRegister()
+		tc = &made
 	}
-	return tc, topicWritable(&tc, h.Topic)
+	return tc, topicWritable(tc, h.Topic)
 }
 
 // redirectRetry applies the retry-topic rules to a message sent to

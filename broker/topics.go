@@ -300,11 +300,11 @@ func (m *TopicManager) sendable(topic string) (*protocol.TopicConfig, bool) {
 // time in sendHitReplace, so that sends to several topics in turn
 // allocate and write the shared entry rarely, and a run of one topic's
 // sends is soon remembered.
-func (m *TopicManager) getSendable(topic string) (protocol.TopicConfig, bool) {
+func (m *TopicManager) getSendable(topic string) (*protocol.TopicConfig, bool) {
 	t := m.table.Load()
 	tc, ok := (*t)[topic]
 	if !ok {
-		return protocol.TopicConfig{}, false
+		return nil, false
 	}
 	if h := m.lastSend.Load(); h == nil || h.table != t || h.tc != tc && rand.Uint32()%sendHitReplace == 0 {
 		key := tc.TopicName
@@ -313,7 +313,7 @@ func (m *TopicManager) getSendable(topic string) (protocol.TopicConfig, bool) {
 		}
 		m.lastSend.Store(&sendHit{table: t, topic: key, tc: tc})
 	}
-	return *tc, true
+	return tc, true // the table's: never written (copied on write)
 }
 
 // Update creates or replaces a topic's configuration and persists it.
