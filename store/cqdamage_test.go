@@ -461,3 +461,53 @@ func TestStoreCQDamageOffsetByTime(t *testing.T) {
 		}
 	}
 }
+
+// Retention removed the oldest segments; an entry of a still stored
+// record damaged so that it points below the commitlog's start: a search
+// by time (OffsetByTime) rebuilds it, as a pull does, rather than taking
+// it for a removed record, "before everything", which moved the search
+// past it (it answered the next offset).
+func TestStoreCQDamageBelowLogStartOffsetByTime(t *testing.T) {
+	root := t.TempDir()
+	clock := &fakeClock{now: time.Now()}
+	s := openTest(t, root, func(o *Options) { o.Now = clock.Now })
+	var res []PutResult
+	for i := range 1500 {
+		clock.Add(10 * time.Millisecond)
+		res = append(res, mustPut(t, s, msgSpec{topic: "T", qid: 0, body: fmt.Sprintf("%d:%0100d", i, 0)}))
+	}
+	waitDispatched(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []int64{0, segSz} {
+		if err := os.Remove(segPath(root, base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := -1 // an entry a few records into the oldest stored segment
+	for i, r := range res {
+		if r.PhysicalOffset >= 2*segSz {
+			k = i + 5
+			break
+		}
+	}
+	if k < 0 || res[k].PhysicalOffset >= 3*segSz {
+		t.Fatalf("no record just past the removed segments (k %d)", k)
+	}
+	const perFile = 64 // testOptions' CQEntriesPerFile
+	path := filepath.Join(root, "consumequeue", "T", "0", fileNameFor(int64(k/perFile*perFile)*cqEntrySize))
+	b := readFile(t, path)
+	be.PutUint64(b[(k%perFile)*cqEntrySize:], 4096) // removed with segment 0
+	writeFile(t, path, b)
+
+	s = openTest(t, root, nil)
+	for _, q := range []int{k, k + 1, k + 20} {
+		if got := s.OffsetByTime("T", 0, res[q].StoreTimestamp); got != int64(q) {
+			t.Fatalf("offset of the time of %d: %d", q, got)
+		}
+	}
+	if st := s.Stats(); st.CQEntriesRebuilt != 1 {
+		t.Fatalf("rebuilt %d, want 1", st.CQEntriesRebuilt)
+	}
+}

@@ -398,7 +398,10 @@ func (s *Store) OffsetByTime(topic string, queueID int32, ts int64) int64 {
 // past holes; ok=false means "treat as before everything". A damaged
 // entry is rebuilt from the commitlog first (cqrepair.go), else passed
 // over like a hole: taken for "before everything", it would move the
-// search past the offsets it sits among.
+// search past the offsets it sits among. An entry below the commitlog's
+// start is a removed record only when no entry of a stored record comes
+// before it (entries are in log order), as a pull decides (storedBefore):
+// otherwise it is damage, rebuilt the same way.
 func (s *Store) timeAtLogical(cq *consumeQueue, off, clMin int64) (int64, bool) {
 	maxOff := cq.maxOff.Load()
 	repaired := int64(-1)
@@ -410,10 +413,16 @@ func (s *Store) timeAtLogical(cq *consumeQueue, off, clMin int64) (int64, bool) 
 		if e.isHole() {
 			continue
 		}
+		why := ""
 		if e.phy >= 0 && e.phy < clMin && e.size > 0 {
-			return 0, false // removed (a zeroed entry is damage: below)
+			if !s.storedBefore(cq, off, clMin) {
+				return 0, false // removed (a zeroed entry is damage: below)
+			}
+			why = fmt.Sprintf("entry phy=%d below the commitlog's start %d after an entry of a stored record", e.phy, clMin)
+		} else {
+			why = s.checkEntry(cq, off, e, clMin)
 		}
-		if why := s.checkEntry(cq, off, e, clMin); why != "" {
+		if why != "" {
 			if off != repaired && s.repairCQ(cq, off, why) {
 				repaired = off
 				off-- // read it again
