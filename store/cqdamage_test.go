@@ -511,3 +511,71 @@ func TestStoreCQDamageBelowLogStartOffsetByTime(t *testing.T) {
 		t.Fatalf("rebuilt %d, want 1", st.CQEntriesRebuilt)
 	}
 }
+
+// A rebuild whose commitlog range is long is walked over several pulls,
+// at most maxRepairScan bytes each: a pull that meets the run returns
+// what it has before it (or nothing) with the run's first offset as the
+// next one, and the pull that finishes the walk serves the rebuilt
+// entries; every message is served once at its own offset. The whole
+// walk used to run inside the one pull that met the run.
+func TestStoreCQDamageLongRebuildOverPulls(t *testing.T) {
+	old := maxRepairScan
+	maxRepairScan = 16 << 10
+	t.Cleanup(func() { maxRepairScan = old })
+	root := t.TempDir()
+	s := openTest(t, root, nil)
+	// T/0 has one message for every 20 of B/0 (300 bytes each): its
+	// records are about 7 KiB of log apart.
+	var bodies []string
+	for i := range 12800 { // T/0: ten queue files; the start re-checks only the last
+		if i%20 == 0 {
+			bodies = append(bodies, fmt.Sprint("t", i))
+			mustPut(t, s, msgSpec{topic: "T", qid: 0, body: bodies[len(bodies)-1]})
+			continue
+		}
+		mustPut(t, s, msgSpec{topic: "B", qid: 0, body: fmt.Sprintf("%0300d", i)})
+	}
+	waitDispatched(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "consumequeue", "T", "0", fileNameFor(0))
+	b := readFile(t, path)
+	clear(b[10*cqEntrySize : 40*cqEntrySize]) // about 210 KiB of log to walk
+	writeFile(t, path, b)
+
+	s = openTest(t, root, nil)
+	later := 0
+	var got []string
+	for off := int64(0); off < s.MaxOffset("T", 0); {
+		r, err := s.GetMessages("T", 0, off, 32, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case r.Status == GetFound:
+			for i, buf := range r.Buffers {
+				m, _, err := record.Decode(buf, true)
+				if err != nil || m.QueueOffset != r.QueueOffsets[i] || r.QueueOffsets[i] != off+int64(i) {
+					t.Fatalf("from %d: message %d at offset %d: %v", off, i, r.QueueOffsets[i], err)
+				}
+				got = append(got, string(m.Body))
+			}
+		case r.Status == GetNoMatchedMessage && r.NextBeginOffset == 10 && off == 10:
+			later++
+		default:
+			t.Fatalf("from %d: %v, next %d", off, r.Status, r.NextBeginOffset)
+		}
+		off = r.NextBeginOffset
+		r.Release()
+	}
+	if len(got) != len(bodies) || fmt.Sprint(got) != fmt.Sprint(bodies) {
+		t.Fatalf("%d messages served, want %d in order", len(got), len(bodies))
+	}
+	if later < 5 {
+		t.Fatalf("%d pulls left the walk to the next one; want the ~210 KiB walked 16 KiB a pull", later)
+	}
+	if st := s.Stats(); st.CQEntriesRebuilt != 30 {
+		t.Fatalf("rebuilt %d, want 30", st.CQEntriesRebuilt)
+	}
+}

@@ -40,13 +40,50 @@ import (
 // damaged entry (a whole default-sized file is 300,000).
 const maxRepairRun = 1 << 20
 
+// maxRepairScan bounds the commitlog bytes one pull walks for a rebuild
+// (a variable for tests). A run whose range is longer (one with no
+// intact entry after it walks up to what the dispatcher has reached) is
+// walked over several pulls: repairCQ keeps where it got to
+// (cqRepairScans) and answers repairLater, and the pull returns what it
+// has before the entry (or nothing: NO_MATCHED_MSG, which clients answer
+// by pulling again at once) with the entry's offset as the next one to
+// pull. The entries are written when the walk is done, all at once.
+var maxRepairScan int64 = 32 << 20
+
+// repairResult is what repairCQ did for the entry asked about.
+type repairResult int
+
+const (
+	repairNone  repairResult = iota // a hole now, or nothing could be done
+	repairDone                      // rebuilt: read it again
+	repairLater                     // the walk goes on at the next call
+)
+
+// repairScan is a rebuild under way: entries from..to of cq, found in the
+// commitlog walked from lo up to pos so far, to go up to hi.
+type repairScan struct {
+	from, to int64
+	pos, hi  int64
+	found    []cqEntry
+	rebuilt  int
+}
+
 // repairCQ rebuilds the damaged entries around logical offset off of cq
 // from the commitlog and reports whether the entry at off was rebuilt
 // (false: it is a hole now, or nothing could be done). why is what the
-// read found wrong with it.
+// read found wrong with it. It walks the whole range at once.
 func (s *Store) repairCQ(cq *consumeQueue, off int64, why string) bool {
+	return s.repairCQWithin(cq, off, why, 0) == repairDone
+}
+
+// repairCQWithin is repairCQ walking at most budget bytes of the
+// commitlog (0: no bound): repairLater when the walk is not over.
+func (s *Store) repairCQWithin(cq *consumeQueue, off int64, why string, budget int64) repairResult {
 	s.cqRepairMu.Lock()
 	defer s.cqRepairMu.Unlock()
+	if sc := s.cqRepairScans[cq]; sc != nil && off >= sc.from && off < sc.to {
+		return s.walkRepair(cq, sc, off, why, budget)
+	}
 	clMin := s.cl.minOffset()
 	good := func(o int64) (cqEntry, int) {
 		e, ok := cq.entry(o)
@@ -61,14 +98,17 @@ func (s *Store) repairCQ(cq *consumeQueue, off int64, why string) bool {
 		return e, 1
 	}
 	if e, g := good(off); g == 1 || e.isHole() {
-		return g == 1 // repaired meanwhile by another read (or gone)
+		if g == 1 {
+			return repairDone // repaired meanwhile by another read
+		}
+		return repairNone // gone
 	} // g == 0 and no hole: below clMin, which the read knows is damage
 	limit := cq.maxOff.Load()
 	if t := cq.tail.Load(); t != nil {
 		limit = min(limit, t.start)
 	}
 	if off >= limit || off < cq.minOff.Load() {
-		return false
+		return repairNone
 	}
 	// The run of damaged entries, and the commitlog range holding them.
 	from, to := off, off+1
@@ -100,37 +140,57 @@ func (s *Store) repairCQ(cq *consumeQueue, off int64, why string) bool {
 		}
 	}
 	if lo >= hi {
-		return false
+		return repairNone
 	}
-	found := make([]cqEntry, to-from)
-	for i := range found {
-		found[i] = cqEntry{phy: holePhy}
+	sc := &repairScan{from: from, to: to, pos: lo, hi: hi, found: make([]cqEntry, to-from)}
+	for i := range sc.found {
+		sc.found[i] = cqEntry{phy: holePhy}
 	}
-	rebuilt := 0
+	return s.walkRepair(cq, sc, off, why, budget)
+}
+
+// walkRepair walks sc's commitlog range on (records starting within
+// budget bytes, 0: to its end) and, once it is walked, writes the
+// entries found; else it keeps sc for the next call (repairLater).
+// Called with cqRepairMu held.
+func (s *Store) walkRepair(cq *consumeQueue, sc *repairScan, off int64, why string, budget int64) repairResult {
+	start, stopped := sc.pos, false
 	var c segCursor
-	pos := lo
-	c.walk(s.cl, &pos, hi, func(v *record.View, phy int64, size int32) bool {
-		if v.QueueID != cq.queueID || v.QueueOffset < from || v.QueueOffset >= to || string(v.Topic) != cq.topic {
+	c.walk(s.cl, &sc.pos, sc.hi, func(v *record.View, phy int64, size int32) bool {
+		if budget > 0 && phy-start >= budget {
+			stopped = true // this record is the next call's first
+			return false
+		}
+		if v.QueueID != cq.queueID || v.QueueOffset < sc.from || v.QueueOffset >= sc.to || string(v.Topic) != cq.topic {
 			return true
 		}
 		e := s.dispEntryOf(v)
-		if !e.queued() || found[v.QueueOffset-from].phy != holePhy {
+		if !e.queued() || sc.found[v.QueueOffset-sc.from].phy != holePhy {
 			return true
 		}
-		found[v.QueueOffset-from] = cqEntry{phy: phy, size: size, tags: e.tags}
-		rebuilt++
+		sc.found[v.QueueOffset-sc.from] = cqEntry{phy: phy, size: size, tags: e.tags}
+		sc.rebuilt++
 		return true
 	}, nil)
 	c.releaseCur()
+	if stopped {
+		if s.cqRepairScans == nil {
+			s.cqRepairScans = map[*consumeQueue]*repairScan{}
+		}
+		s.cqRepairScans[cq] = sc // one run a queue: a newer one replaces it
+		return repairLater
+	}
+	delete(s.cqRepairScans, cq)
+	from, to, found, rebuilt := sc.from, sc.to, sc.found, sc.rebuilt
 	// Against the dispatcher, a truncation and DeleteTopic (which hold
 	// dispMu): the run must still lie below the queue's end and tail.
 	s.dispMu.Lock()
-	end := cq.maxOff.Load()
+	qend := cq.maxOff.Load()
 	if t := cq.tail.Load(); t != nil {
-		end = min(end, t.start)
+		qend = min(qend, t.start)
 	}
 	err := errors.New("the queue was cut below the run meanwhile")
-	if to <= end {
+	if to <= qend {
 		err = cq.rewrite(from, found)
 	}
 	s.dispMu.Unlock()
@@ -138,13 +198,16 @@ func (s *Store) repairCQ(cq *consumeQueue, off int64, why string) bool {
 		// Pulls meet the entry again: at most one line per interval.
 		s.rlog.Log(s.log, slog.LevelError, "cq repair", "store: damaged consume-queue entries not rebuilt",
 			"queue", cq.dir, "from", from, "to", to, "err", err)
-		return false
+		return repairNone
 	}
 	s.stats.cqRebuilt.Add(int64(rebuilt))
 	s.stats.cqLost.Add(int64(len(found) - rebuilt))
 	s.log.Warn("store: damaged consume-queue entries rebuilt from the commitlog", "queue", cq.dir,
 		"from", from, "to", to, "rebuilt", rebuilt, "lost", len(found)-rebuilt, "damage", why)
-	return found[off-from].phy != holePhy
+	if found[off-from].phy != holePhy {
+		return repairDone
+	}
+	return repairNone
 }
 
 // rewrite writes es at logical offsets from.. (below the tail) to the

@@ -266,10 +266,18 @@ scan:
 				// Never serve it as this offset's message: rebuild the
 				// damaged entries from the commitlog (cqrepair.go) and read
 				// this one again, once.
-				if off != repaired && s.repairCQ(cq, off, bad) {
-					repaired = off
-					rel -= cqEntrySize
-					continue
+				if off != repaired {
+					switch s.repairCQWithin(cq, off, bad, maxRepairScan) {
+					case repairDone:
+						repaired = off
+						rel -= cqEntrySize
+						continue
+					case repairLater:
+						// A long rebuild goes on at the next pull, which
+						// starts at this entry.
+						f.release()
+						break scan
+					}
 				}
 				s.badRead("pull", cq.dir, off*cqEntrySize, bad, nil)
 				off++
