@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -38,6 +39,13 @@ registers with the registry of the same process; clients use
 	f, code, ok := loadOrExit(&cf, stderr, "standalone")
 	if !ok {
 		return code
+	}
+	if f.Registry.Controller {
+		// Its registry runs no controller replica: with one broker there
+		// is no one to fail over to. Said, rather than ignored.
+		fmt.Fprintln(stderr, "smartgo standalone: registry.controller = true is not supported here (one broker, no failover): "+
+			"run `smartgo registry` with it, or `smartgo controller`, for brokers of a group set with broker.controllers")
+		return exitUsage
 	}
 	log := newLogger(f.Log, stderr)
 	logStart(log, "standalone")

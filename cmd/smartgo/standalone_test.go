@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"regexp"
 	"strings"
@@ -79,5 +80,21 @@ func TestCmdStandaloneStateStore(t *testing.T) {
 	}
 	if code, _, stderr := runCmd(t, "admin", "-registry", reg[1], "statestore", "keys", "-limit", "5000"); code != exitUsage {
 		t.Fatalf("huge limit: %d %q", code, stderr)
+	}
+}
+
+// TestCmdStandaloneRefusesRegistryController: registry.controller = true
+// is refused at start (usage error naming the key) instead of being
+// ignored: the standalone's registry runs no controller replica.
+func TestCmdStandaloneRefusesRegistryController(t *testing.T) {
+	// On refusal run returns at once; a standalone that started instead
+	// runs until ctx ends, then exits 0.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"standalone", "-data", t.TempDir(), "-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0",
+		"-set", "bridge.listen=127.0.0.1:0", "-set", "console.listen=", "-set", "registry.controller=true"}, &out, &errb)
+	if code != exitUsage || !strings.Contains(errb.String(), "registry.controller") {
+		t.Fatalf("standalone with registry.controller = true: exit %d:\n%s", code, errb.String())
 	}
 }
