@@ -206,7 +206,8 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		req.DedupTTLMillis = max(time.Until(msg.Expiry).Milliseconds(), 0)
 	}
 	if !prefix {
-		if round := mqtt.RoundOf(ctx); round != nil {
+		round := mqtt.RoundOf(ctx)
+		if round != nil {
 			if cmd != nil && ssMutation(cmd.Verb) {
 				if f.deferToRound(ctx, round, from.ClientID, msg, call) {
 					return nil
@@ -221,7 +222,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 			if cmd != nil && cmd.Verb == statestore.VerbKeyNotify {
 				f.noteWatch(from.ClientID, cmd, &call.resp, err)
 			}
-			f.answer(from.ClientID, msg, &call.resp, err)
+			f.answer(round, from.ClientID, msg, &call.resp, err)
 			// Nothing keeps the request: the engine copied what it
 			// keeps (the log entry, the dedup key, the client id's
 			// string).
@@ -237,7 +238,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		if cmd != nil && cmd.Verb == statestore.VerbKeyNotify && !prefix {
 			f.noteWatch(from.ClientID, cmd, resp, err)
 		}
-		f.answer(from.ClientID, msg, resp, err)
+		f.answer(nil, from.ClientID, msg, resp, err)
 		done(nil)
 	}
 	// Nothing that may wait runs on the caller's goroutine: a remote
@@ -301,8 +302,9 @@ func (f *StateStoreFront) envelopeOK(clientID string, msg *mqtt.Message) bool {
 // to), after the notifications it caused: they are in the watchers'
 // sessions before the requester learns its write is done, so the
 // notifications of its next write, answered on another goroutine when the
-// shard is remote, cannot overtake them.
-func (f *StateStoreFront) answer(clientID string, msg *mqtt.Message, resp *router.BrokerResponse, err error) {
+// shard is remote, cannot overtake them. round is the poller round the
+// answer is sent on (mqtt.Round.SendToRecycled), nil off a poller.
+func (f *StateStoreFront) answer(round *mqtt.Round, clientID string, msg *mqtt.Message, resp *router.BrokerResponse, err error) {
 	if err != nil {
 		f.log.Warn("state store request failed", "client", clientID, "err", err)
 		if errors.Is(err, router.ErrDiskFull) {
@@ -317,7 +319,7 @@ func (f *StateStoreFront) answer(clientID string, msg *mqtt.Message, resp *route
 		return
 	}
 	f.pushNotifications(resp.Notifications)
-	f.respondOK(clientID, msg, resp.Reply, resp.Version)
+	f.respondOK(round, clientID, msg, resp.Reply, resp.Version)
 }
 
 // The answer to a write the shard's full disk refused (statestore's
@@ -428,12 +430,13 @@ func newSSResponse(req *mqtt.Message) *ssResponse {
 // respondOK sends a 200 response: the properties of statestore.Reply's
 // UserProperties, with the broker's version string reused when it is
 // already in canonical form.
-func (f *StateStoreFront) respondOK(clientID string, req *mqtt.Message, payload []byte, version string) {
-	f.sendOK(clientID, newSSResponse(req), payload, version)
+func (f *StateStoreFront) respondOK(round *mqtt.Round, clientID string, req *mqtt.Message, payload []byte, version string) {
+	f.sendOK(round, clientID, newSSResponse(req), payload, version)
 }
 
-// sendOK sends r (newSSResponse) as a 200 response with payload.
-func (f *StateStoreFront) sendOK(clientID string, r *ssResponse, payload []byte, version string) {
+// sendOK sends r (newSSResponse) as a 200 response with payload, through
+// round when it is sent on a poller round (nil: not).
+func (f *StateStoreFront) sendOK(round *mqtt.Round, clientID string, r *ssResponse, payload []byte, version string) {
 	r.m.Payload = payload
 	r.user[0] = mqtt.UserProperty{Key: statestore.PropStatus, Value: statestore.Status200}
 	r.user[1] = mqtt.UserProperty{Key: statestore.PropProtocolVersion, Value: statestore.ProtocolVersion}
@@ -444,7 +447,13 @@ func (f *StateStoreFront) sendOK(clientID string, r *ssResponse, payload []byte,
 	}
 	m := &r.m
 	m.User = r.user[:n:n]
-	if err := f.srv.SendToRecycled(clientID, m, r); err != nil {
+	var err error
+	if round != nil {
+		err = round.SendToRecycled(clientID, m, r)
+	} else {
+		err = f.srv.SendToRecycled(clientID, m, r)
+	}
+	if err != nil {
 		f.log.Debug("state store response not delivered", "client", clientID, "err", err)
 		r.Recycle(m) // not kept
 	}
@@ -682,14 +691,14 @@ func (f *StateStoreFront) deferToRound(ctx context.Context, round *mqtt.Round, c
 	if d == nil {
 		// Answered now: a cached reply, an engine's error reply, an
 		// error.
-		f.answer(clientID, msg, &call.resp, err)
+		f.answer(round, clientID, msg, &call.resp, err)
 		ssCalls.Put(call)
 		return true
 	}
 	// The request's bytes are the call's only (HandleInline): the
 	// response carries copies of its envelope.
 	e := ssRoundEnds.Get().(*ssRoundEnd)
-	e.f, e.clientID, e.d, e.r = f, clientID, d, newSSResponse(msg)
+	e.f, e.round, e.clientID, e.d, e.r = f, round, clientID, d, newSSResponse(msg)
 	ssCalls.Put(call) // the broker copied what it keeps of the request
 	round.Defer(e)
 	return true
@@ -700,6 +709,7 @@ func (f *StateStoreFront) deferToRound(ctx context.Context, round *mqtt.Round, c
 // with the request's envelope.
 type ssRoundEnd struct {
 	f        *StateStoreFront
+	round    *mqtt.Round // the round it was deferred to, which runs it
 	clientID string
 	d        router.Deferred
 	r        *ssResponse
@@ -715,11 +725,11 @@ func (e *ssRoundEnd) RoundEnd() {
 	f := e.f
 	if err := e.d.Complete(&e.resp); err != nil {
 		env := mqtt.Message{ResponseTopic: e.r.m.Topic, CorrelationData: e.r.m.CorrelationData, Expiry: e.r.m.Expiry}
-		f.answer(e.clientID, &env, nil, err) // copies the envelope
+		f.answer(e.round, e.clientID, &env, nil, err) // copies the envelope
 		e.r.Recycle(&e.r.m)
 	} else {
 		f.pushNotifications(e.resp.Notifications)
-		f.sendOK(e.clientID, e.r, e.resp.Reply, e.resp.Version)
+		f.sendOK(e.round, e.clientID, e.r, e.resp.Reply, e.resp.Version)
 	}
 	*e = ssRoundEnd{}
 	ssRoundEnds.Put(e)

@@ -133,7 +133,7 @@ func TestStateStoreFrontResponsesRecycled(t *testing.T) {
 	respond := func(id string, i int) {
 		req := &mqtt.Message{ResponseTopic: fmt.Sprintf("clients/%s/resp/%d", id, i),
 			CorrelationData: fmt.Appendf(nil, "corr-%011d", i), Expiry: time.Now().Add(time.Minute)}
-		f.respondOK(id, req, fmt.Appendf(nil, "$1\r\n%d\r\n", i%10), fmt.Sprintf("%015d:%05d:n", 1000+i, i))
+		f.respondOK(nil, id, req, fmt.Appendf(nil, "$1\r\n%d\r\n", i%10), fmt.Sprintf("%015d:%05d:n", 1000+i, i))
 	}
 	check := func(p *packets.Publish, id string, i int, dup bool) {
 		t.Helper()

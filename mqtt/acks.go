@@ -195,10 +195,16 @@ func (c *conn) callAsync(h AsyncHandler, p *packets.Publish, info ClientInfo, ms
 		msg.ClientID, msg.Username = info.ClientID, info.Username
 	}
 	ctx := c.srv.ctx
-	if r := c.roundOf(); r != nil {
+	r := c.roundOf()
+	var prev *conn
+	if r != nil {
 		ctx = r.ctx // the handler may defer work to the round (RoundOf)
+		prev, r.cur = r.cur, c
 	}
 	err = h(ctx, info, msg, ac.laterFn)
+	if r != nil {
+		r.cur = prev
+	}
 	later = ac.later
 	if ac.a != nil {
 		ac.a.inCall.Store(false)

@@ -371,12 +371,16 @@ func (c *conn) handleUnsubscribe(p *packets.Unsubscribe) {
 // sendPublishLocked sends one PUBLISH to the client (caller holds the
 // session lock). It returns false if the message was not sent: expired,
 // over the client's Maximum Packet Size, not encodable, or a QoS 0
-// message while the socket is backed up.
-func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup bool, subIDs []uint32) bool {
+// message while the socket is backed up. now is the caller's clock
+// reading (a poller round's, Round.SendToRecycled); zero reads the clock,
+// only for a message that expires.
+func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup bool, subIDs []uint32, now time.Time) bool {
 	s := c.srv
-	var now time.Time // read only for a message that expires
 	if !msg.Expiry.IsZero() {
-		if now = time.Now(); msg.expired(now) {
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if msg.expired(now) {
 			return false
 		}
 	}

@@ -25,10 +25,12 @@ import (
 // Round is a poller's round of ready connections (see RoundOf).
 type Round struct {
 	ctx     context.Context // the server's, carrying the round (RoundOf)
-	hooks   []RoundHook     // deferred work, in Defer order
-	fl      outBatch        // connections held until the hooks ran
-	running bool            // Flush is running the hooks
-	conn    bool            // the connection being handled deferred work (workInline)
+	srv     *Server
+	cur     *conn       // the connection whose inline handler is being called (callAsync)
+	hooks   []RoundHook // deferred work, in Defer order
+	fl      outBatch    // connections held until the hooks ran
+	running bool        // Flush is running the hooks
+	conn    bool        // the connection being handled deferred work (workInline)
 	// The round's clock readings, taken on first use and forgotten at
 	// its end (clock): its requests arrived before it started, so one
 	// reading serves them all (a clock read costs 40-90 ns on a VM).
@@ -89,7 +91,7 @@ func (r *Round) end() {
 	if r.fl.pending() {
 		r.fl.release()
 	}
-	r.wall, r.mono = time.Time{}, 0
+	r.wall, r.mono, r.cur = time.Time{}, 0, nil
 }
 
 // wallNow is the round's wall clock reading, for the expiry of the
@@ -119,4 +121,32 @@ func (r *Round) monoNow() int64 {
 // init readies a poller's round on the server's context.
 func (r *Round) init(s *Server) {
 	r.ctx = context.WithValue(s.ctx, roundKey{}, r)
+	r.srv = s
+}
+
+// SendToRecycled is Server.SendToRecycled for an inline handler's call on
+// the round's poller, or a hook it deferred (RoundHook). When clientID is
+// the client whose request the handler is serving, its session is the
+// connection's, found without the server's lock and session table; and a
+// message that expires is checked (and its remaining interval computed)
+// against the round's clock reading, the one its request's expiry was
+// computed from, instead of a fresh one: a message may so go out up to
+// the round's length after its expiry, never before.
+//
+// The one difference from Server.SendToRecycled: should the client's
+// connection have been taken over by a new one with a clean start while
+// its request was being served, the answer goes to the session the
+// request came in on, which is being discarded, not to the new one (which
+// never sent the request).
+func (r *Round) SendToRecycled(clientID string, msg *Message, rec Recycler) error {
+	var ss *session
+	if c := r.cur; c != nil && c.session != nil && c.session.id == clientID {
+		ss = c.session
+	} else {
+		var err error
+		if ss, err = r.srv.sessionOf(clientID); err != nil {
+			return err
+		}
+	}
+	return ss.deliverTo(msg, false, rec, r.wallNow()).err(clientID)
 }

@@ -1,7 +1,9 @@
 package mqtt
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -48,6 +50,51 @@ func BenchmarkMQTTSendHeld(b *testing.B) {
 					c.outMu.Lock()
 					c.out = c.out[:0]
 					c.outMu.Unlock()
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMQTTRoundSend: a state store response handed to its
+// requester's session, through the server (Server.SendToRecycled: the
+// session table under the server's lock, a clock read for the expiry)
+// and through the poller's round (Round.SendToRecycled: the connection's
+// session, the round's clock reading).
+func BenchmarkMQTTRoundSend(b *testing.B) {
+	s, c, _ := socketConn(b, 0)
+	const id = "azure-cpu-0-17"
+	ss := s.newSession(id)
+	ss.conn, c.session, c.sendQuota = c, ss, maxInflightOut
+	s.mu.Lock()
+	for i := range 5000 { // a server's worth of other sessions
+		s.sessions[fmt.Sprintf("azure-cpu-%d", i)] = s.newSession(fmt.Sprintf("azure-cpu-%d", i))
+	}
+	s.sessions[id] = ss
+	s.mu.Unlock()
+	r := &Round{srv: s, cur: c}
+	msg := &Message{Topic: "clients/azure-cpu-0-17/statestore/v1/FA9AE35F-2F64-47CD-9BFF-08E2B32A0FE8/command/invoke/response",
+		Payload: make([]byte, 105), QoS: 1, CorrelationData: make([]byte, 16), Expiry: time.Now().Add(time.Minute),
+		User: []UserProperty{{Key: "__stat", Value: "200"}, {Key: "__protVer", Value: "1.0"}, {Key: "__ts", Value: "000001764221811:00000:n"}}}
+	for _, bc := range []struct {
+		name string
+		send func() error
+	}{{"server", func() error { return s.SendToRecycled(id, msg, nil) }}, {"round", func() error { return r.SendToRecycled(id, msg, nil) }}} {
+		b.Run(bc.name, func(b *testing.B) {
+			c.fl.hold(c)
+			defer c.fl.release()
+			n := 0
+			for b.Loop() {
+				if err := bc.send(); err != nil {
+					b.Fatal(err)
+				}
+				if n++; n%16 == 0 {
+					c.outMu.Lock()
+					c.out = c.out[:0]
+					c.outMu.Unlock()
+					ss.mu.Lock()
+					ss.inflight = ss.inflight[:0]
+					ss.mu.Unlock()
 				}
 			}
 		})

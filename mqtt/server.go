@@ -573,7 +573,12 @@ func (s *Server) sendTo(clientID string, msg *Message, connectedOnly bool, rec R
 	if err != nil {
 		return err
 	}
-	switch ss.deliverTo(msg, connectedOnly, rec) {
+	return ss.deliverTo(msg, connectedOnly, rec, time.Time{}).err(clientID)
+}
+
+// err is the error of a delivery's result to clientID.
+func (r deliverResult) err(clientID string) error {
+	switch r {
 	case deliverFull:
 		return ErrQueueFull
 	case deliverOffline:
