@@ -139,6 +139,11 @@ func (f *subscriptionForward) WillPublished(ctx context.Context, clientID string
 	f.be.WillPublished(ctx, clientID, m)
 }
 
+// WillOwed implements mqtt.WillOwer.
+func (f *subscriptionForward) WillOwed(ctx context.Context, clientID string, w mqtt.Will) {
+	f.be.WillOwed(ctx, clientID, w)
+}
+
 // PrepareShares implements mqtt.SharePreparer.
 func (f *subscriptionForward) PrepareShares(ctx context.Context, clientID string, filters []string) {
 	f.be.PrepareShares(ctx, clientID, filters)

@@ -181,7 +181,7 @@
 //	 "released":[12]?,"received":[7]?,
 //	 "will":{"wid":"<16 hex>-<n>","topic":"will/dev1","payload":"<base64>","qos":1,
 //	         "retain":true?,"clientId":"dev1","username":"u"?,"delayMs":5000?,
-//	         "sessionMs":3600000?,"dueAtMs":1763800005000?,...}?}
+//	         "sessionMs":3600000?,"dueAtMs":1763800005000?,"retry":true?,...}?}
 //
 // and a will-done marker, which carries no session state:
 //
@@ -199,6 +199,14 @@
 //
 //	{"clientId":"dev1","node":"<node id>","expiryMs":0,"willDone":"<wid>",
 //	 "revoke":"<node id>/<16 hex>"}
+//
+// or, with "owe" and the will (its "retry" set), the will's node owing
+// it: its publish failed and the node tries it again; no later record of
+// the node settles it (a new connection's will, a handoff, a delete),
+// only its will-done marker:
+//
+//	{"clientId":"dev1","node":"<node id>","expiryMs":0,"will":{"wid":"<wid>",...,
+//	 "dueAtMs":1763800001000,"retry":true},"willDone":"<wid>","owe":true}
 //
 // Kinds of record: a connect request ("connect"), a clean-start
 // announcement ("connect" and "deleted"), a claim or subscription change
@@ -383,9 +391,13 @@
 //
 // A will whose publish failed on its node stays owed (mqtt: the server
 // tries it again with backoff, and Server.Will gives it, due at once,
-// meanwhile): the session's delete or offline save carries it, and a
+// meanwhile): the node writes a will-owed marker for it (mqtt.WillOwer),
+// after which no record of the node settles it, not the records of the
+// client's next connection, on this node, nor a handoff to another
+// node; the session's delete or offline save carries it too, and a
 // node that ends a session without a record writes no will-done marker
-// for it; WillPublished's marker settles it once it went out. One the
+// for it; WillPublished's marker settles it once it went out. A node
+// of an earlier version reads a will-owed marker as a will-done marker. One the
 // broker can never store (ErrUnencodable, an mqtt.ErrUnstorable) is
 // dropped and settled instead, by its node or by a claimer.
 //

@@ -218,6 +218,10 @@ type sessionRecord struct {
 	// Revoke: with WillDone, the will's own node, alive and holding the
 	// will, voids the claim Revoke ("node/process") on it (will.go).
 	Revoke string `json:"revoke,omitempty"`
+	// Owe: with WillDone and Will, the node owes that will (its publish
+	// failed; the node tries it again): no later record of the node
+	// settles it, only its will-done marker (will.go).
+	Owe bool `json:"owe,omitempty"`
 
 	q    client.MessageQueue
 	off  int64

@@ -323,6 +323,10 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 		cp := *own
 		h = &cp
 		h.Online = false
+		// Its connection's will was handled when the session ended
+		// here (published, settled, or owed by a will-owed marker):
+		// carried again, the handoff would owe it once more.
+		h.Will = nil
 		if h.DisconnectedAt == 0 {
 			h.DisconnectedAt = time.Now().UnixMilli()
 		}

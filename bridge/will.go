@@ -42,6 +42,9 @@ type willRecord struct {
 	// DueAtMs: when the will goes out (Unix ms), in the offline record of
 	// a session whose connection ended and whose will delay runs.
 	DueAtMs int64 `json:"dueAtMs,omitempty"`
+	// Retry: the will's publish failed and its node tries it again: only
+	// its will-done marker settles it (applyWillsLocked).
+	Retry bool `json:"retry,omitempty"`
 }
 
 // message is the will to publish.
@@ -91,6 +94,7 @@ type willState struct {
 	owed   map[string][]owedWill // by client, as the tail applied the records
 	owners map[string]int        // nodes with owed wills: how many
 	ids    map[string]willRef    // this node's stored will per client
+	owing  map[string][]willRef  // wills this node owes (publish failed), per client
 	fire   map[string]*firing    // by will id: this process's claims to publish
 	heard  map[string]time.Time  // nodes that revoked a claim: when (alive then)
 }
@@ -110,7 +114,7 @@ func newWillState() willState {
 	var r [8]byte
 	_, _ = rand.Read(r[:])
 	return willState{inc: hex.EncodeToString(r[:]), owed: map[string][]owedWill{}, owners: map[string]int{},
-		ids: map[string]willRef{}, fire: map[string]*firing{}, heard: map[string]time.Time{}}
+		ids: map[string]willRef{}, owing: map[string][]willRef{}, fire: map[string]*firing{}, heard: map[string]time.Time{}}
 }
 
 // willOf is the will record of clientID's connection on this node (nil:
@@ -129,20 +133,63 @@ func (b *Backend) willOf(clientID string) *willRecord {
 		return nil
 	}
 	b.mu.Lock()
-	ref, ok := b.wills.ids[clientID]
-	if !ok || ref.msg != w.Msg {
-		ref = willRef{msg: w.Msg, id: b.wills.inc + "-" + strconv.FormatUint(b.wills.seq.Add(1), 36)}
-		b.wills.ids[clientID] = ref
+	i := slices.IndexFunc(b.wills.owing[clientID], func(r willRef) bool { return r.msg == w.Msg })
+	var ref willRef
+	if i >= 0 {
+		ref = b.wills.owing[clientID][i] // owed: its id stays
+	} else {
+		ref = b.refLocked(clientID, w.Msg)
 	}
+	b.wills.ids[clientID] = ref
 	b.mu.Unlock()
+	return willRecordOf(ref.id, w)
+}
+
+// refLocked is this node's stored will of clientID when it is msg, else
+// a new one for msg.
+func (b *Backend) refLocked(clientID string, msg *mqtt.Message) willRef {
+	if ref, ok := b.wills.ids[clientID]; ok && ref.msg == msg {
+		return ref
+	}
+	return willRef{msg: msg, id: b.wills.inc + "-" + strconv.FormatUint(b.wills.seq.Add(1), 36)}
+}
+
+// willRecordOf is the record of the will w with the id id.
+func willRecordOf(id string, w mqtt.Will) *willRecord {
 	m := w.Msg
-	rec := &willRecord{ID: ref.id, pendingRecord: pendingOf(mqtt.Pending{Msg: m, QoS: m.QoS, Retain: m.Retain}),
-		Username: m.Username, DelayMs: w.Delay.Milliseconds(), SessionMs: w.Expiry.Milliseconds()}
+	rec := &willRecord{ID: id, pendingRecord: pendingOf(mqtt.Pending{Msg: m, QoS: m.QoS, Retain: m.Retain}),
+		Username: m.Username, DelayMs: w.Delay.Milliseconds(), SessionMs: w.Expiry.Milliseconds(), Retry: w.Owed}
 	rec.QoS = m.QoS
 	if !w.Due.IsZero() {
 		rec.DueAtMs = w.Due.UnixMilli()
 	}
 	return rec
+}
+
+// WillOwed implements mqtt.WillOwer: the server owes clientID's will w
+// (its publish failed; it tries it again). A will-owed marker keeps it
+// owed on every node's tail whatever this node's later records of the
+// client carry (a new connection's will, a handoff, a delete), until
+// WillPublished settles it; if this node dies first, another publishes
+// it.
+func (b *Backend) WillOwed(ctx context.Context, clientID string, w mqtt.Will) {
+	if w.Msg == nil || len(w.Msg.Payload) > maxPendingBytes || b.isClosed() {
+		return
+	}
+	b.mu.Lock()
+	if slices.ContainsFunc(b.wills.owing[clientID], func(r willRef) bool { return r.msg == w.Msg }) {
+		b.mu.Unlock()
+		return
+	}
+	ref := b.refLocked(clientID, w.Msg)
+	b.wills.owing[clientID] = append(b.wills.owing[clientID], ref)
+	b.mu.Unlock()
+	w.Owed = true
+	rec := &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, WillDone: ref.id, Owe: true, Will: willRecordOf(ref.id, w)}
+	if err := b.writeMarker(ctx, rec); err != nil {
+		b.log.Warn("bridge: will owed not stored; a new connection of the client and a crash of this node lose it",
+			"client", clientID, "err", err)
+	}
 }
 
 // ConnectedWill implements mqtt.WillBackend: after the CONNACK of a
@@ -219,7 +266,10 @@ func (b *Backend) settleWill(ctx context.Context, clientID string) {
 		return
 	}
 	if ws := b.willServer(); ws != nil {
-		if _, owed := ws.Will(clientID); owed {
+		b.mu.Lock()
+		ref := b.wills.ids[clientID]
+		b.mu.Unlock()
+		if w, owed := ws.Will(clientID); owed && w.Msg == ref.msg {
 			return
 		}
 	}
@@ -227,13 +277,39 @@ func (b *Backend) settleWill(ctx context.Context, clientID string) {
 }
 
 // settleRef writes a will-done marker for this node's stored will of
-// clientID (when m is not nil: if it is m) and forgets it.
+// clientID (when m is not nil: if it is m, or the owed will m) and
+// forgets it. With m nil, a will this node owes is not settled: its
+// publish settles it.
 func (b *Backend) settleRef(ctx context.Context, clientID string, m *mqtt.Message) {
 	b.mu.Lock()
 	ref, ok := b.wills.ids[clientID]
-	ok = ok && (m == nil || ref.msg == m)
-	if ok {
-		delete(b.wills.ids, clientID)
+	owing := b.wills.owing[clientID]
+	want := m
+	if want == nil && ok {
+		want = ref.msg
+	}
+	i := -1
+	if want != nil {
+		i = slices.IndexFunc(owing, func(r willRef) bool { return r.msg == want })
+	}
+	switch {
+	case i >= 0 && m == nil:
+		ok = false // owed: not settled by the session's end
+	case i >= 0:
+		ref, ok = owing[i], true
+		if len(owing) == 1 {
+			delete(b.wills.owing, clientID)
+		} else {
+			b.wills.owing[clientID] = slices.Delete(owing, i, i+1)
+		}
+		if cur, has := b.wills.ids[clientID]; has && cur.msg == m {
+			delete(b.wills.ids, clientID)
+		}
+	default:
+		ok = ok && (m == nil || ref.msg == m)
+		if ok {
+			delete(b.wills.ids, clientID)
+		}
 	}
 	b.mu.Unlock()
 	if !ok {
@@ -335,12 +411,20 @@ func (b *Backend) applyWillsLocked(rec *sessionRecord) {
 				b.dropOwnerLocked(e.node)
 				continue
 			}
+		case e.w.Retry && (rec.Will == nil || e.w.ID != rec.Will.ID):
+			// Owed after a failed publish: only its marker settles it.
 		case rec.Will == nil || e.w.ID != rec.Will.ID:
 			b.dropOwnerLocked(e.node)
 			continue
 		default:
 			found = true
+			retry := e.w.Retry
 			e.w = rec.Will // the latest: an offline record adds when it is due
+			if retry && !e.w.Retry {
+				w := *e.w
+				w.Retry = true
+				e.w = &w
+			}
 		}
 		keep = append(keep, e)
 	}
@@ -376,6 +460,20 @@ func (b *Backend) applyWillDoneLocked(rec *sessionRecord) (w *willRecord, revoke
 	f := b.wills.fire[id]
 	list := b.wills.owed[rec.ClientID]
 	i := slices.IndexFunc(list, func(e owedWill) bool { return e.w.ID == id })
+	if rec.Owe {
+		if rec.Will == nil || rec.Will.ID != id {
+			return nil, ""
+		}
+		w := *rec.Will
+		w.Retry = true
+		if i >= 0 {
+			list[i].w = &w
+		} else {
+			b.wills.owed[rec.ClientID] = append(list, owedWill{node: rec.Node, w: &w})
+			b.wills.owners[rec.Node]++
+		}
+		return nil, ""
+	}
 	if rec.Revoke != "" {
 		if i >= 0 && list[i].node == rec.Node && list[i].claim == rec.Revoke {
 			list[i].claim = ""
@@ -418,13 +516,20 @@ func (b *Backend) applyWillDoneLocked(rec *sessionRecord) (w *willRecord, revoke
 		return nil, ""
 	}
 	list[i].claim = rec.Node + "/" + rec.Claim
-	if list[i].node == b.opts.NodeID && b.wills.ids[rec.ClientID].id == id {
+	if list[i].node == b.opts.NodeID && b.holdsLocked(rec.ClientID, id) {
 		return nil, list[i].claim
 	}
 	if !mine || f == nil || f.publishing {
 		return nil, ""
 	}
 	return b.startFiringLocked(f, list[i]), ""
+}
+
+// holdsLocked reports whether this process holds the will id of
+// clientID: its connection's (or running delay's) or one it owes.
+func (b *Backend) holdsLocked(clientID, id string) bool {
+	return b.wills.ids[clientID].id == id ||
+		slices.ContainsFunc(b.wills.owing[clientID], func(r willRef) bool { return r.id == id })
 }
 
 // startFiringLocked marks f, this process's claim on the owed will e

@@ -34,9 +34,15 @@ func namedLooks(id string) func(*mqtt.Options, *Options) {
 // seconds; expiry 0: a session that ends with its connection).
 func willConnect(t *testing.T, addr, id string, clean bool, expiry, delay uint32) *rawClient {
 	t.Helper()
+	return willConnectSaying(t, addr, id, clean, expiry, delay, "offline "+id)
+}
+
+// willConnectSaying is willConnect with the will's payload.
+func willConnectSaying(t *testing.T, addr, id string, clean bool, expiry, delay uint32, payload string) *rawClient {
+	t.Helper()
 	r := dialRaw(t, addr, packets.Version5)
 	cp := &packets.Connect{ClientID: id, CleanStart: clean, KeepAlive: 60, WillFlag: true, WillQoS: 1,
-		WillTopic: "will/" + id, WillPayload: []byte("offline " + id)}
+		WillTopic: "will/" + id, WillPayload: []byte(payload)}
 	if expiry > 0 {
 		cp.Properties.Present.Add(packets.PropSessionExpiry)
 		cp.Properties.SessionExpiry = expiry
@@ -211,8 +217,9 @@ func TestBridgeWillOfEarlierProcess(t *testing.T) {
 	}
 }
 
-// TestBridgeWillRecordBytes pins a record carrying a will and a will-done
-// marker (doc.go); records without them decode as before.
+// TestBridgeWillRecordBytes pins a record carrying a will, a will-done
+// marker, a claim, a revoke and a will-owed marker (doc.go); records
+// without them decode as before.
 func TestBridgeWillRecordBytes(t *testing.T) {
 	w := &willRecord{ID: "0a1b-1", pendingRecord: pendingRecord{Topic: "will/d", Payload: []byte("bye"), QoS: 1, Retain: true,
 		ContentType: "text/plain", ClientID: "d"}, Username: "u", DelayMs: 5000, SessionMs: 3600000}
@@ -235,6 +242,10 @@ func TestBridgeWillRecordBytes(t *testing.T) {
 			`{"clientId":"d","node":"n","expiryMs":0,"willDone":"0a1b-1"}`},
 		{&sessionRecord{ClientID: "d", Node: "n", WillDone: "0a1b-1", Revoke: "m/77ff"},
 			`{"clientId":"d","node":"n","expiryMs":0,"willDone":"0a1b-1","revoke":"m/77ff"}`},
+		{&sessionRecord{ClientID: "d", Node: "n", WillDone: "0a1b-3", Owe: true, Will: &willRecord{ID: "0a1b-3",
+			pendingRecord: pendingRecord{Topic: "will/d", QoS: 1}, DueAtMs: 1763800001000, Retry: true}},
+			`{"clientId":"d","node":"n","expiryMs":0,"will":{"wid":"0a1b-3","topic":"will/d","qos":1,` +
+				`"dueAtMs":1763800001000,"retry":true},"willDone":"0a1b-3","owe":true}`},
 	} {
 		b, err := json.Marshal(c.rec)
 		if err != nil {
@@ -628,6 +639,76 @@ func TestBridgeWillNotClaimedAgainAfterRevoke(t *testing.T) {
 	testutil.WaitFor(t, 60*time.Second, "two looks after the claim", func() bool { return looksAfter.Load() >= 2 })
 	if n := claims.Load(); n != 1 {
 		t.Fatalf("%d claims on the will of a live client, want 1 (revoked)", n)
+	}
+}
+
+// failingWillNodes starts a cluster, a node a whose publishes of id's
+// will fail (a fault hook), a node b and a reader of the wills; tried is
+// how many times a tried the will.
+func failingWillNodes(t *testing.T, id string) (a, b *Bridge, wills func(int, time.Duration) []string, tried func() int32) {
+	c := startCluster(t)
+	var tries atomic.Int32
+	a = startBridgeWith(t, c, quickLooks, func(b *Bridge) {
+		b.Backend().testPublishHook = func(m *mqtt.Message) error {
+			if m.ClientID != id || m.Topic != "will/"+id {
+				return nil
+			}
+			tries.Add(1)
+			return errors.New("store unavailable (test)")
+		}
+	})
+	b = startBridge(t, c, quickLooks)
+	return a, b, willsOn(t, c), tries.Load
+}
+
+// owedSaying reports whether node n's copy of the session topic owes a
+// will of id with the payload p.
+func owedSaying(n *Bridge, id, p string) bool {
+	n.Backend().mu.Lock()
+	defer n.Backend().mu.Unlock()
+	return slices.ContainsFunc(n.Backend().wills.owed[id], func(e owedWill) bool { return string(e.w.Payload) == p })
+}
+
+// TestBridgeWillOwedOverReconnect: a client whose will's publish failed
+// (a fault hook) reconnects to the same node with another will while the
+// node still tries the first; the node crashes: both wills go out once,
+// from the other node. Before, the new connection's records settled the
+// owed will and the crash lost it.
+func TestBridgeWillOwedOverReconnect(t *testing.T) {
+	a, b, wills, tried := failingWillNodes(t, "wo")
+	first := willConnectSaying(t, addrOf(a), "wo", true, 0, 0, "first")
+	testutil.WaitFor(t, 10*time.Second, "the first will stored", func() bool { return owedSaying(b, "wo", "first") })
+	first.nc.Close()
+	// A second try comes after the session's delete was written.
+	testutil.WaitFor(t, 30*time.Second, "the first will tried again", func() bool { return tried() >= 2 })
+	willConnectSaying(t, addrOf(a), "wo", true, 0, 0, "second")
+	testutil.WaitFor(t, 10*time.Second, "the second will stored", func() bool { return owedSaying(b, "wo", "second") })
+	crash(t, a)
+	if got := strings.Join(slices.Sorted(slices.Values(wills(2, 2*time.Second))), ","); got != "will/wo=first,will/wo=second" {
+		t.Fatalf("wills published: %s, want wo's first and second once each", got)
+	}
+}
+
+// TestBridgeWillOwedOverTakeover: a client's session is taken over by
+// another node (it resumes there); its old connection's will, published
+// by the takeover, fails (a fault hook) and stays owed on the old node,
+// which crashes: the will goes out once, from the other node. Before,
+// the old node's handoff record settled it and the crash lost it.
+func TestBridgeWillOwedOverTakeover(t *testing.T) {
+	a, b, wills, tried := failingWillNodes(t, "wt")
+	willConnect(t, addrOf(a), "wt", false, 600, 0)
+	willStored(t, b, "wt")
+	r := dialRaw(t, addrOf(b), packets.Version5)
+	cp := &packets.Connect{ClientID: "wt", KeepAlive: 60}
+	cp.Properties.Present.Add(packets.PropSessionExpiry)
+	cp.Properties.SessionExpiry = 600
+	r.connect(cp)
+	// A second try comes after the handoff was written.
+	testutil.WaitFor(t, 30*time.Second, "the will tried again", func() bool { return tried() >= 2 })
+	crash(t, a)
+	got := wills(1, 2*time.Second)
+	if len(got) != 1 || got[0] != "will/wt=offline wt" {
+		t.Fatalf("wills published: %v, want wt's once", got)
 	}
 }
 

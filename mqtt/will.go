@@ -35,6 +35,16 @@ type WillBackend interface {
 	WillPublished(ctx context.Context, clientID string, will *Message)
 }
 
+// WillOwer is an optional extension of WillBackend. The server calls
+// WillOwed when a will's publish failed and it starts to owe it (see
+// willRetries), before its first try again and before the session
+// record that follows, so the backend keeps the will stored whatever the
+// client's next connection stores; WillPublished follows once it went
+// out.
+type WillOwer interface {
+	WillOwed(ctx context.Context, clientID string, will Will)
+}
+
 // Will is a connected client's will as the server holds it.
 type Will struct {
 	Msg *Message
@@ -48,6 +58,9 @@ type Will struct {
 	// Due is when the will goes out, for a session whose connection
 	// ended and whose will delay is running (zero while connected).
 	Due time.Time
+	// Owed: the will's publish failed and the server tries it again
+	// (Due is the next try).
+	Owed bool
 }
 
 // Will returns the will of clientID's session while a connection holds
@@ -160,7 +173,7 @@ func (r *willRetries) will(clientID string) (Will, bool) {
 		return Will{}, false
 	}
 	rw := list[len(list)-1]
-	return Will{Msg: rw.msg, Expiry: rw.expiry, Due: rw.due}, true
+	return Will{Msg: rw.msg, Expiry: rw.expiry, Due: rw.due, Owed: true}, true
 }
 
 func (r *willRetries) add(rw *retryWill) {
@@ -204,6 +217,9 @@ func (s *Server) sendWillOrOwe(ss *session, m *Message, expiry time.Duration, ar
 	rw := &retryWill{clientID: ss.id, msg: m, expiry: expiry, wait: willRetryFirst, due: time.Now().Add(willRetryFirst)}
 	rw.t.slot = -1
 	s.retries.add(rw)
+	if wo, ok := s.backend.(WillOwer); ok {
+		wo.WillOwed(s.ctx, ss.id, Will{Msg: m, Expiry: expiry, Due: rw.due, Owed: true})
+	}
 	if armLater {
 		return false, rw
 	}

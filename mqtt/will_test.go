@@ -24,6 +24,7 @@ type willBackend struct {
 	connected map[string]Will // the will Server.Will gave at ConnectedWill
 	clean     map[string]bool
 	published []*Message
+	owed      []Will // WillOwed's
 }
 
 func (w *willBackend) ConnectedWill(_ context.Context, clientID string, cleanStart bool) {
@@ -31,6 +32,12 @@ func (w *willBackend) ConnectedWill(_ context.Context, clientID string, cleanSta
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.connected[clientID], w.clean[clientID] = wl, cleanStart
+}
+
+func (w *willBackend) WillOwed(_ context.Context, _ string, wl Will) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.owed = append(w.owed, wl)
 }
 
 func (w *willBackend) WillPublished(_ context.Context, _ string, m *Message) {
@@ -175,8 +182,8 @@ func connectWithWill(t *testing.T, s *Server, id string, expiry, delay uint32) *
 // TestServerWillPublishFailedRetried: a will whose publish fails (no
 // delay with a session that ends or stays, a delayed one, one published
 // at session expiry) stays owed: Server.Will gives it (no delay, due at
-// its next try) while the server tries it again, and once it went out
-// WillPublished settles it. Before, such a will was dropped: the records
+// its next try) while the server tries it again, a WillOwer is told once
+// (WillOwed), and once it went out WillPublished settles it. Before, such a will was dropped: the records
 // the server wrote next (the session's delete or offline save) settled
 // it, and nothing tried it again.
 func TestServerWillPublishFailedRetried(t *testing.T) {
@@ -212,6 +219,12 @@ func TestServerWillPublishFailedRetried(t *testing.T) {
 			if n := fb.tries.Load(); n != 3 {
 				t.Fatalf("tries %d, want 3 (two failed)", n)
 			}
+			fb.mu.Lock()
+			owed := fb.owed
+			fb.mu.Unlock()
+			if len(owed) != 1 || owed[0].Msg != msg || !owed[0].Owed || owed[0].Due.IsZero() {
+				t.Fatalf("WillOwed calls %+v, want one with the owed will", owed)
+			}
 			if _, ok := s.Will("wr"); ok {
 				t.Fatal("Server.Will after the will went out")
 			}
@@ -246,6 +259,12 @@ func TestServerWillUnstorableNotOwed(t *testing.T) {
 			testutil.WaitFor(t, 10*time.Second, "the will tried", func() bool { return ub.tries.Load() >= 1 })
 			if w, ok := s.Will("wu"); ok {
 				t.Fatalf("a will refused for good is owed: %+v", w)
+			}
+			ub.mu.Lock()
+			owed := len(ub.owed)
+			ub.mu.Unlock()
+			if owed != 0 {
+				t.Fatalf("WillOwed called %d times for a will refused for good", owed)
 			}
 			if c.delay > 0 {
 				testutil.WaitFor(t, 10*time.Second, "the refused delayed will settled", func() bool {
