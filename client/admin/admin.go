@@ -208,6 +208,9 @@ func (a *Admin) Masters(ctx context.Context, cluster string) ([]Broker, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	if len(out) == 0 {
+		if cluster == "" {
+			return nil, fmt.Errorf("%w: no master broker in any cluster (none registered, or a failover in progress)", client.ErrNoRoute)
+		}
 		return nil, fmt.Errorf("%w: no master broker in cluster %q", client.ErrNoRoute, cluster)
 	}
 	return out, nil

@@ -73,3 +73,21 @@ func TestCmdWrongPortSaysWhatAnswered(t *testing.T) {
 		return strings.Contains(s, "an HTTP request, not RocketMQ remoting") && strings.Contains(s, "a TLS handshake, not RocketMQ remoting")
 	})
 }
+
+// TestCmdAdminNoMasterAnywhere: creating a topic when no broker group has
+// a master (none registered yet, or all failing over) says so; it said
+// `no master broker in cluster ""`.
+func TestCmdAdminNoMasterAnywhere(t *testing.T) {
+	r, err := registry.New(registry.Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	code, _, stderr := runCmd(t, "admin", "-registry", r.Addr().String(), "topic", "create", "-t", "NoMasterT")
+	if code != exitFailure || !strings.Contains(stderr, "no master broker in any cluster") || strings.Contains(stderr, `""`) {
+		t.Fatalf("topic create with no master: exit %d: %s", code, stderr)
+	}
+}
