@@ -52,9 +52,16 @@ func openTest(t testing.TB, root string, mutate func(*Options)) *Store {
 	return s
 }
 
+// catchUpWait bounds the waits for the dispatcher and the indexer to
+// catch up. They return as soon as they have; the bound only turns a
+// stuck dispatcher into a failure. Generous: under -race on a loaded
+// 2-core machine, dispatching 5,000 queues' first entries (each a file
+// opened, TestStoreDescriptorsBounded) once took more than 5 s.
+const catchUpWait = 60 * time.Second
+
 func waitDispatched(t testing.TB, s *Store) {
 	t.Helper()
-	testutil.Eventually(t, 5*time.Second, func() error {
+	testutil.Eventually(t, catchUpWait, func() error {
 		if d, c := s.dispatched.Load(), s.cl.committed.Load(); d != c {
 			return fmt.Errorf("dispatched %d of %d", d, c)
 		}
@@ -67,7 +74,7 @@ func waitDispatched(t testing.TB, s *Store) {
 func waitIndexed(t testing.TB, s *Store) {
 	t.Helper()
 	waitDispatched(t, s)
-	testutil.Eventually(t, 5*time.Second, func() error {
+	testutil.Eventually(t, catchUpWait, func() error {
 		if i, d := s.indexed.Load(), s.dispatched.Load(); i != d {
 			return fmt.Errorf("indexed %d of %d", i, d)
 		}
