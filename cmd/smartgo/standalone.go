@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -40,15 +39,16 @@ registers with the registry of the same process; clients use
 	if !ok {
 		return code
 	}
-	if f.Registry.Controller {
-		// Its registry runs no controller replica: with one broker there
-		// is no one to fail over to. Said, rather than ignored.
-		fmt.Fprintln(stderr, "smartgo standalone: registry.controller = true is not supported here (one broker, no failover): "+
-			"run `smartgo registry` with it, or `smartgo controller`, for brokers of a group set with broker.controllers")
-		return exitUsage
-	}
 	log := newLogger(f.Log, stderr)
 	logStart(log, "standalone")
+	if f.Registry.Controller {
+		// Its registry runs no controller replica: with one broker there
+		// is no one to fail over to. Said, but not refused: a file shared
+		// with `smartgo registry` may set it, and a standalone that started
+		// with it before must still start after an upgrade.
+		log.Warn("registry.controller = true is ignored by standalone (one broker, no failover): " +
+			"run `smartgo registry` with it, or `smartgo controller`, for brokers of a group set with broker.controllers")
+	}
 	mon, err := startMonitor(f.Metrics, log)
 	if err != nil {
 		log.Error("metrics failed to start", "err", err)
