@@ -361,7 +361,10 @@
 // earlier process of this node, or a node seen gone like the will's own)
 // is taken over by a new claim, and the will published then: a will is
 // not lost when its publisher dies; it is published twice when the
-// publisher dies after publishing and before its marker is stored. A
+// publisher dies after publishing and before its marker is stored (the
+// contract is at least once: the will message and its marker are two
+// writes, to two topics, that nothing binds; each publisher that dies
+// between the two adds one copy, TestBridgeWillPublisherDiesBeforeItsMarker). A
 // node restarted under the same node id (bridge node_id set) publishes
 // its earlier process's wills itself: those without delay at Start,
 // before it accepts connections, the others when their delay from Start

@@ -315,15 +315,30 @@ func TestBridgeWillClaimedByDeadProcess(t *testing.T) {
 	}
 }
 
+// crashWithClaimers starts three nodes (ids prefix-3, prefix-1 with the
+// fault hooks of pre, prefix-2) and a reader of the wills, connects
+// client with a will to the first, and crashes that node once both
+// others stored the will: prefix-1 (first) claims it, last remains.
+func crashWithClaimers(t *testing.T, prefix, client string, pre func(*Bridge)) (first, last *Bridge, wills func(int, time.Duration) []string) {
+	c := startCluster(t)
+	a := startBridge(t, c, namedLooks(prefix+"-3"))
+	first = startBridgeWith(t, c, namedLooks(prefix+"-1"), pre)
+	last = startBridge(t, c, namedLooks(prefix+"-2"))
+	wills = willsOn(t, c)
+	willConnect(t, addrOf(a), client, true, 0, 0)
+	willStored(t, first, client)
+	willStored(t, last, client)
+	crash(t, a)
+	return first, last, wills
+}
+
 // TestBridgeWillClaimerCrashes: the node that claims the will of a
 // crashed node's client crashes too before publishing it (a fault hook
 // stops it there); the last node sees both gone and publishes the will,
 // once.
 func TestBridgeWillClaimerCrashes(t *testing.T) {
-	c := startCluster(t)
-	a := startBridge(t, c, namedLooks("wc-3"))
 	claimed := make(chan struct{}, 1)
-	b := startBridgeWith(t, c, namedLooks("wc-1"), func(b *Bridge) {
+	b, _, wills := crashWithClaimers(t, "wc", "w-claimer", func(b *Bridge) {
 		b.Backend().testWillHook = func(id string) bool {
 			if id != "w-claimer" {
 				return true
@@ -335,12 +350,6 @@ func TestBridgeWillClaimerCrashes(t *testing.T) {
 			return false
 		}
 	})
-	last := startBridge(t, c, namedLooks("wc-2"))
-	wills := willsOn(t, c)
-	willConnect(t, addrOf(a), "w-claimer", true, 0, 0)
-	willStored(t, b, "w-claimer")
-	willStored(t, last, "w-claimer")
-	crash(t, a)
 	select {
 	case <-claimed:
 	case <-time.After(30 * time.Second):
@@ -350,6 +359,31 @@ func TestBridgeWillClaimerCrashes(t *testing.T) {
 	got := wills(1, time.Second)
 	if len(got) != 1 || got[0] != "will/w-claimer=offline w-claimer" {
 		t.Fatalf("wills published: %v, want w-claimer's once", got)
+	}
+}
+
+// TestBridgeWillPublisherDiesBeforeItsMarker pins the contract's one
+// duplicate (doc.go, "Wills"): the node that publishes a crashed node's
+// will dies after the publish and before its will-done marker is stored
+// (a fault hook drops the marker); the last node claims the will again
+// and publishes it: the will goes out twice, not more, and is settled.
+func TestBridgeWillPublisherDiesBeforeItsMarker(t *testing.T) {
+	var published atomic.Bool
+	b, last, wills := crashWithClaimers(t, "wd", "w-twice", func(b *Bridge) {
+		b.Backend().testMarkerHook = func(rec *sessionRecord, send func() error) error {
+			if rec.ClientID != "w-twice" || rec.Claim != "" || rec.Revoke != "" || rec.Owe {
+				return send()
+			}
+			published.Store(true)
+			return errors.New("node dying (test)")
+		}
+	})
+	testutil.WaitFor(t, 30*time.Second, "the will published by the node with the smallest id", published.Load)
+	crash(t, b)
+	testutil.WaitFor(t, 30*time.Second, "the will settled", func() bool { return owed(last, "w-twice") == 0 })
+	got := wills(2, 2*time.Second)
+	if len(got) != 2 || got[0] != "will/w-twice=offline w-twice" || got[1] != got[0] {
+		t.Fatalf("wills published: %v, want w-twice's twice", got)
 	}
 }
 
