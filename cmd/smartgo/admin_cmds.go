@@ -236,6 +236,13 @@ func init() {
 				if err != nil && !errors.Is(err, admin.ErrPartial) {
 					return err
 				}
+				if len(prog) == 0 && err == nil && *topic != "" {
+					// Nothing consumed there yet, or no such topic: tell
+					// the second apart (a mistyped -t printed an empty table).
+					if _, rerr := e.a.TopicRoute(ctx, *topic); errors.Is(rerr, client.ErrTopicNotExist) {
+						return rerr
+					}
+				}
 				var lag int64
 				for _, p := range prog {
 					lag += p.Lag

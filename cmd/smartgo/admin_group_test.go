@@ -147,6 +147,10 @@ func TestCmdAdminGroupLifecycle(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustAdmin("group", "progress", "-g", "late", "-t", "GroupT", "-o", "json")), &prog); err != nil || prog.TotalLag != 0 {
 		t.Fatalf("lag after a reset to now: %+v %v", prog, err)
 	}
+	// A topic that does not exist is an error, not an empty table.
+	if code, _, stderr := admin("group", "progress", "-g", "late", "-t", "NoSuchT"); code != exitFailure || !strings.Contains(stderr, "topic does not exist") {
+		t.Fatalf("progress on a topic that does not exist: exit %d: %s", code, stderr)
+	}
 
 	out = mustAdmin("group", "delete", "-g", "late")
 	if !strings.Contains(out, "group late deleted") {
