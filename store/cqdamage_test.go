@@ -579,3 +579,64 @@ func TestStoreCQDamageLongRebuildOverPulls(t *testing.T) {
 		t.Fatalf("rebuilt %d, want 30", st.CQEntriesRebuilt)
 	}
 }
+
+// Two long rebuilds in one queue, met by pulls that alternate between
+// them (two groups at different offsets), each go on where they got to:
+// both finish and serve their messages. When a queue kept one walk, each
+// pull at one run threw the other's walk away and started its own again:
+// neither ever finished, and both consumers got nothing for ever.
+func TestStoreCQDamageTwoLongRebuildsAlternate(t *testing.T) {
+	old := maxRepairScan
+	maxRepairScan = 16 << 10
+	t.Cleanup(func() { maxRepairScan = old })
+	root := t.TempDir()
+	s := openTest(t, root, nil)
+	// T/0 has one message for every 20 of B/0 (300 bytes each).
+	for i := range 12800 {
+		if i%20 == 0 {
+			mustPut(t, s, msgSpec{topic: "T", qid: 0, body: fmt.Sprint("t", i)})
+			continue
+		}
+		mustPut(t, s, msgSpec{topic: "B", qid: 0, body: fmt.Sprintf("%0300d", i)})
+	}
+	waitDispatched(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "consumequeue", "T", "0", fileNameFor(0))
+	b := readFile(t, path)
+	clear(b[5*cqEntrySize : 25*cqEntrySize])  // ~140 KiB of log to walk
+	clear(b[40*cqEntrySize : 60*cqEntrySize]) // another, intact entries between
+	writeFile(t, path, b)
+
+	s = openTest(t, root, nil)
+	done := map[int64]bool{}
+	for i := 0; i < 200 && len(done) < 2; i++ {
+		off := []int64{5, 40}[i%2]
+		if done[off] {
+			continue
+		}
+		r, err := s.GetMessages("T", 0, off, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case r.Status == GetFound:
+			m, _, err := record.Decode(r.Buffers[0], true)
+			if err != nil || r.QueueOffsets[0] != off || string(m.Body) != fmt.Sprint("t", off*20) {
+				t.Fatalf("at %d: offset %d body %q: %v", off, r.QueueOffsets[0], m.Body, err)
+			}
+			done[off] = true
+		case r.Status == GetNoMatchedMessage && r.NextBeginOffset == off:
+		default:
+			t.Fatalf("at %d: %v, next %d", off, r.Status, r.NextBeginOffset)
+		}
+		r.Release()
+	}
+	if len(done) != 2 {
+		t.Fatalf("rebuilds finished: %v after 200 alternating pulls; want both", done)
+	}
+	if st := s.Stats(); st.CQEntriesRebuilt != 40 {
+		t.Fatalf("rebuilt %d, want 40", st.CQEntriesRebuilt)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -48,7 +49,14 @@ const maxRepairRun = 1 << 20
 // has before the entry (or nothing: NO_MATCHED_MSG, which clients answer
 // by pulling again at once) with the entry's offset as the next one to
 // pull. The entries are written when the walk is done, all at once.
+// A queue keeps up to maxRepairScans walks (consumers of several groups
+// may meet different runs of one queue): a pull at one run does not
+// throw another's walk away, which would leave both unfinished for ever.
 var maxRepairScan int64 = 32 << 20
+
+// maxRepairScans bounds the walks under way a queue keeps; past it the
+// oldest is dropped (its next pull starts it again).
+const maxRepairScans = 4
 
 // repairResult is what repairCQ did for the entry asked about.
 type repairResult int
@@ -81,8 +89,10 @@ func (s *Store) repairCQ(cq *consumeQueue, off int64, why string) bool {
 func (s *Store) repairCQWithin(cq *consumeQueue, off int64, why string, budget int64) repairResult {
 	s.cqRepairMu.Lock()
 	defer s.cqRepairMu.Unlock()
-	if sc := s.cqRepairScans[cq]; sc != nil && off >= sc.from && off < sc.to {
-		return s.walkRepair(cq, sc, off, why, budget)
+	for _, sc := range s.cqRepairScans[cq] {
+		if off >= sc.from && off < sc.to {
+			return s.walkRepair(cq, sc, off, why, budget)
+		}
 	}
 	clMin := s.cl.minOffset()
 	good := func(o int64) (cqEntry, int) {
@@ -173,14 +183,22 @@ func (s *Store) walkRepair(cq *consumeQueue, sc *repairScan, off int64, why stri
 		return true
 	}, nil)
 	c.releaseCur()
+	scans := slices.DeleteFunc(s.cqRepairScans[cq], func(o *repairScan) bool { return o == sc })
 	if stopped {
 		if s.cqRepairScans == nil {
-			s.cqRepairScans = map[*consumeQueue]*repairScan{}
+			s.cqRepairScans = map[*consumeQueue][]*repairScan{}
 		}
-		s.cqRepairScans[cq] = sc // one run a queue: a newer one replaces it
+		if len(scans) >= maxRepairScans {
+			scans = slices.Delete(scans, 0, 1) // the oldest
+		}
+		s.cqRepairScans[cq] = append(scans, sc)
 		return repairLater
 	}
-	delete(s.cqRepairScans, cq)
+	if len(scans) == 0 {
+		delete(s.cqRepairScans, cq)
+	} else {
+		s.cqRepairScans[cq] = scans
+	}
 	from, to, found, rebuilt := sc.from, sc.to, sc.found, sc.rebuilt
 	// Against the dispatcher, a truncation and DeleteTopic (which hold
 	// dispMu): the run must still lie below the queue's end and tail.

@@ -120,9 +120,9 @@ type Store struct {
 	// cqRepairMu serialises rebuilds of damaged consume-queue entries
 	// (cqrepair.go).
 	cqRepairMu sync.Mutex
-	// cqRepairScans holds the rebuilds a pull left to the next one
-	// (cqrepair.go); protected by cqRepairMu.
-	cqRepairScans map[*consumeQueue]*repairScan
+	// cqRepairScans holds the rebuilds a pull left to the next one, up
+	// to maxRepairScans a queue (cqrepair.go); protected by cqRepairMu.
+	cqRepairScans map[*consumeQueue][]*repairScan
 
 	dispMu       sync.Mutex   // held by the dispatcher while it appends; DeleteTopic takes it
 	disp         dispatcher   // protected by dispMu
