@@ -387,7 +387,8 @@
 // when it starts after the revoke), and from the revoke on, for five
 // heartbeat intervals (at least 10 s), the claimers take the node for
 // alive whatever the registries say; after that a claim and a
-// revoke may follow again. A node cut off from the brokers as well
+// revoke may follow again. A revoke whose write fails is written again
+// while the claim stands. A node cut off from the brokers as well
 // cannot revoke: its clients' wills go out (their node looks dead in
 // every way the others can see). A revoke is read as a will-done
 // marker by nodes of an earlier version.

@@ -559,15 +559,41 @@ func (b *Backend) heardFor() time.Duration {
 }
 
 // revokeClaim writes the revoke of claim, another node's claim on the
-// will id of clientID, which this node stored and still holds.
+// will id of clientID, which this node stored and still holds. A write
+// that fails is tried again (the claimer publishes once its grace is
+// over) for as long as the claim stands and this node holds the will.
 func (b *Backend) revokeClaim(clientID, id, claim string) {
 	b.log.Warn("bridge: another node claimed the will of a client of this node; revoking (this node looks gone to it)",
 		"client", clientID, "claim", claim)
 	b.goOwned(func() {
-		err := b.writeMarker(b.ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, WillDone: id, Revoke: claim})
-		if err != nil && b.ctx.Err() == nil {
-			b.log.Warn("bridge: revoke a claim on a will", "client", clientID, "err", err)
+		wait := 50 * time.Millisecond
+		for try := 0; ; try++ {
+			err := b.writeMarker(b.ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, WillDone: id, Revoke: claim})
+			if err == nil || b.ctx.Err() != nil || !b.claimStands(clientID, id, claim) {
+				return
+			}
+			if try == 0 {
+				b.log.Warn("bridge: revoke a claim on a will; trying again", "client", clientID, "err", err)
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-b.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			wait = min(2*wait, time.Second)
 		}
+	})
+}
+
+// claimStands reports whether claim is still the claim on the will id of
+// clientID, a will this process holds.
+func (b *Backend) claimStands(clientID, id, claim string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.holdsLocked(clientID, id) && slices.ContainsFunc(b.wills.owed[clientID], func(e owedWill) bool {
+		return e.w.ID == id && e.claim == claim
 	})
 }
 

@@ -561,6 +561,45 @@ func TestBridgeWillOfNodeThatLooksGone(t *testing.T) {
 	}
 }
 
+// TestBridgeWillRevokeWriteFailsOnce: the first write of a live node's
+// revoke of another node's claim on its client's will fails (a fault
+// hook): it is written again, the claim is revoked and the will is not
+// published while the client is connected. Before, the node gave up
+// after one failed write and the claimer published the will once its
+// grace was over.
+func TestBridgeWillRevokeWriteFailsOnce(t *testing.T) {
+	c := startCluster(t)
+	var failed atomic.Bool
+	a := startBridgeWith(t, c, namedLooks("rf-2"), func(b *Bridge) {
+		b.Backend().testMarkerHook = func(rec *sessionRecord, send func() error) error {
+			if rec.Revoke != "" && failed.CompareAndSwap(false, true) {
+				return errors.New("store unavailable (test)")
+			}
+			return send()
+		}
+	})
+	b := startBridgeWith(t, c, namedLooks("rf-1"), func(b *Bridge) {
+		b.Backend().testClaimGrace = time.Minute
+		b.Backend().testNodesHook = func(nodes []string) []string {
+			return slices.DeleteFunc(nodes, func(n string) bool { return n == "rf-2" })
+		}
+	})
+	wills := willsOn(t, c)
+	dev := willConnect(t, addrOf(a), "w-rf", true, 0, 0)
+	willStored(t, b, "w-rf")
+	testutil.WaitFor(t, 30*time.Second, "the claim revoked after a failed write", func() bool {
+		b.Backend().mu.Lock()
+		defer b.Backend().mu.Unlock()
+		_, heard := b.Backend().wills.heard["rf-2"]
+		return failed.Load() && heard
+	})
+	dev.nc.Close()
+	got := wills(1, 2*time.Second)
+	if len(got) != 1 || got[0] != "will/w-rf=offline w-rf" {
+		t.Fatalf("wills published: %v, want w-rf's once", got)
+	}
+}
+
 // untilApplied waits, in a fault hook of bk, until cond (called with
 // bk.mu held) holds after a record bk's tail applied, or bk closes.
 func untilApplied(bk *Backend, cond func() bool) {
