@@ -424,34 +424,53 @@ func (b *Broker) putErrorResponse(s store.PutStatus, err error) *protocol.Comman
 // processSendBack serves CONSUMER_SEND_MSG_BACK: the message at offset goes
 // to the group's retry topic with delay level 3 + reconsumeTimes (or the
 // requested level), or to its dead-letter topic past the maximum.
+//
+// A send-back the broker cannot carry out (a full disk, a broker not
+// writable, a failed put, ...) is not answered at all. An error answer
+// loses the message with rocketmq-client-go, which takes any answer as
+// done and moves past the message; without an answer its call times out
+// (3 s) and it consumes the message again itself, as the Java client and
+// SmartGo's do after a timeout or an error alike. The cost is the wait of
+// the timeout, paid only while the broker refuses.
 func (b *Broker) processSendBack(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	var h protocol.ConsumerSendMsgBackRequestHeader
 	if err := req.DecodeHeader(&h); err != nil {
 		return errResp(protocol.SystemError, "bad send-back header: %v", err), nil
 	}
-	if ok, why := b.writable(); !ok {
-		return errResp(protocol.ServiceNotAvailable, "the broker[%s] %s and does not accept messages", b.addr, why), nil
-	}
-	if b.perm.Load()&PermWrite == 0 {
-		return errResp(protocol.NoPermission, "the broker[%s] sending message is forbidden", b.addr), nil
-	}
-	g, err := b.groups.FindOrCreate(h.Group)
-	if err != nil {
-		return errResp(protocol.SubscriptionGroupNotExist, "subscription group not exist, %s", h.Group), nil
-	}
-	if g.RetryQueueNums <= 0 {
-		return protocol.NewResponse(protocol.Success, ""), nil // retries disabled for the group
-	}
 	if LongGroup(h.Group) {
 		return b.sendBackOfLongGroup(h.Group)
 	}
+	resp := b.sendBack(req, &h)
+	if resp.Code != protocol.Success {
+		b.plog.Warn("send-back refused: not answered, so that the client consumes the message again itself",
+			"group", h.Group, "offset", h.Offset, "code", resp.Code, "reason", resp.Remark)
+		return nil, nil
+	}
+	return resp, nil
+}
+
+// sendBack carries out the send-back h and returns its answer.
+func (b *Broker) sendBack(req *protocol.Command, h *protocol.ConsumerSendMsgBackRequestHeader) *protocol.Command {
+	if ok, why := b.writable(); !ok {
+		return errResp(protocol.ServiceNotAvailable, "the broker[%s] %s and does not accept messages", b.addr, why)
+	}
+	if b.perm.Load()&PermWrite == 0 {
+		return errResp(protocol.NoPermission, "the broker[%s] sending message is forbidden", b.addr)
+	}
+	g, err := b.groups.FindOrCreate(h.Group)
+	if err != nil {
+		return errResp(protocol.SubscriptionGroupNotExist, "subscription group not exist, %s", h.Group)
+	}
+	if g.RetryQueueNums <= 0 {
+		return protocol.NewResponse(protocol.Success, "") // retries disabled for the group
+	}
 	orig, err := b.store.ReadMessage(h.Offset)
 	if err != nil {
-		return errResp(protocol.SystemError, "look message by offset failed, %d: %v", h.Offset, err), nil
+		return errResp(protocol.SystemError, "look message by offset failed, %d: %v", h.Offset, err)
 	}
 	props, err := record.ParseProperties(orig.Properties)
 	if err != nil {
-		return errResp(protocol.SystemError, "stored message at %d has bad properties: %v", h.Offset, err), nil
+		return errResp(protocol.SystemError, "stored message at %d has bad properties: %v", h.Offset, err)
 	}
 	if _, ok := props.Get(record.PropertyRetryTopic); !ok {
 		props.Set(record.PropertyRetryTopic, orig.Topic)
@@ -481,7 +500,7 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *protocol.Command) (*prot
 		m.Topic, m.QueueID = DLQTopic(h.Group), 0
 		_, existed := b.topics.Get(m.Topic)
 		if _, err := b.topics.CreateSystemTopic(m.Topic, 1, PermRW); err != nil {
-			return errResp(protocol.SystemError, "create %s: %v", m.Topic, err), nil
+			return errResp(protocol.SystemError, "create %s: %v", m.Topic, err)
 		}
 		if !existed {
 			b.triggerRegister() // publish the new DLQ's route, as Java does
@@ -492,7 +511,7 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *protocol.Command) (*prot
 	} else {
 		m.Topic = RetryTopic(h.Group)
 		if _, err := b.topics.CreateSystemTopic(m.Topic, g.RetryQueueNums, PermRW); err != nil {
-			return errResp(protocol.SystemError, "create %s: %v", m.Topic, err), nil
+			return errResp(protocol.SystemError, "create %s: %v", m.Topic, err)
 		}
 		m.QueueID = int32(b.queueRR.Add(1) % uint32(g.RetryQueueNums))
 		if delayLevel == 0 {
@@ -503,16 +522,16 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *protocol.Command) (*prot
 	props.Set(record.PropertyCluster, b.opts.ClusterName)
 	m.Properties = props.String()
 	if err := b.divertDelayed(m); err != nil {
-		return errResp(protocol.SystemError, "%v", err), nil
+		return errResp(protocol.SystemError, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), putTimeout)
 	defer cancel()
 	res, err := b.put(ctx, m, false)
 	if err != nil {
-		return b.putErrorResponse(res.Status, err), nil
+		return b.putErrorResponse(res.Status, err)
 	}
 	b.stats.AddPut(m.Topic, 1, int64(len(m.Body)))
-	return protocol.NewResponse(protocol.Success, ""), nil
+	return protocol.NewResponse(protocol.Success, "")
 }
 
 // peerAddr returns the connection's remote address (the born host).

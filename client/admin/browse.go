@@ -321,8 +321,13 @@ func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) er
 	}
 	h := &protocol.ConsumerSendMsgBackRequestHeader{Offset: off, Group: group, DelayLevel: 1, OriginMsgID: m.MsgID, OriginTopic: m.Topic}
 	_, err = a.invokeOK(ctx, "resend", host.String(), protocol.NewRequest(protocol.ConsumerSendMsgBack, h, nil))
-	if errors.Is(err, client.ErrGroupNotExist) {
+	switch {
+	case errors.Is(err, client.ErrGroupNotExist):
 		return fmt.Errorf("%w: %s", client.ErrGroupNotExist, group)
+	case errors.Is(err, client.ErrTimeout):
+		// A broker does not answer a send-back it cannot carry out, so
+		// that consumers keep the message (broker.processSendBack).
+		return fmt.Errorf("%w (a broker leaves a send-back it cannot store unanswered: is its disk full or are its writes refused?)", err)
 	}
 	return err
 }
