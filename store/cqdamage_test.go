@@ -512,22 +512,16 @@ func TestStoreCQDamageBelowLogStartOffsetByTime(t *testing.T) {
 	}
 }
 
-// A rebuild whose commitlog range is long is walked over several pulls,
-// at most maxRepairScan bytes each: a pull that meets the run returns
-// what it has before it (or nothing) with the run's first offset as the
-// next one, and the pull that finishes the walk serves the rebuilt
-// entries; every message is served once at its own offset. The whole
-// walk used to run inside the one pull that met the run.
-func TestStoreCQDamageLongRebuildOverPulls(t *testing.T) {
-	old := maxRepairScan
-	maxRepairScan = 16 << 10
-	t.Cleanup(func() { maxRepairScan = old })
-	root := t.TempDir()
+// sparseQueueLog writes, to a store at root that it closes, 12,800
+// messages of which every 20th (body "t<i>") goes to T/0 and the others
+// (300 bytes each) to B/0: T/0's records are about 7 KiB of log apart,
+// and its 640 entries fill ten queue files (a start re-checks only the
+// last). It returns T/0's bodies in order.
+func sparseQueueLog(t *testing.T, root string) []string {
+	t.Helper()
 	s := openTest(t, root, nil)
-	// T/0 has one message for every 20 of B/0 (300 bytes each): its
-	// records are about 7 KiB of log apart.
 	var bodies []string
-	for i := range 12800 { // T/0: ten queue files; the start re-checks only the last
+	for i := range 12800 {
 		if i%20 == 0 {
 			bodies = append(bodies, fmt.Sprint("t", i))
 			mustPut(t, s, msgSpec{topic: "T", qid: 0, body: bodies[len(bodies)-1]})
@@ -539,12 +533,27 @@ func TestStoreCQDamageLongRebuildOverPulls(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return bodies
+}
+
+// A rebuild whose commitlog range is long is walked over several pulls,
+// at most maxRepairScan bytes each: a pull that meets the run returns
+// what it has before it (or nothing) with the run's first offset as the
+// next one, and the pull that finishes the walk serves the rebuilt
+// entries; every message is served once at its own offset. The whole
+// walk used to run inside the one pull that met the run.
+func TestStoreCQDamageLongRebuildOverPulls(t *testing.T) {
+	old := maxRepairScan
+	maxRepairScan = 16 << 10
+	t.Cleanup(func() { maxRepairScan = old })
+	root := t.TempDir()
+	bodies := sparseQueueLog(t, root)
 	path := filepath.Join(root, "consumequeue", "T", "0", fileNameFor(0))
 	b := readFile(t, path)
 	clear(b[10*cqEntrySize : 40*cqEntrySize]) // about 210 KiB of log to walk
 	writeFile(t, path, b)
 
-	s = openTest(t, root, nil)
+	s := openTest(t, root, nil)
 	later := 0
 	var got []string
 	for off := int64(0); off < s.MaxOffset("T", 0); {
@@ -590,26 +599,14 @@ func TestStoreCQDamageTwoLongRebuildsAlternate(t *testing.T) {
 	maxRepairScan = 16 << 10
 	t.Cleanup(func() { maxRepairScan = old })
 	root := t.TempDir()
-	s := openTest(t, root, nil)
-	// T/0 has one message for every 20 of B/0 (300 bytes each).
-	for i := range 12800 {
-		if i%20 == 0 {
-			mustPut(t, s, msgSpec{topic: "T", qid: 0, body: fmt.Sprint("t", i)})
-			continue
-		}
-		mustPut(t, s, msgSpec{topic: "B", qid: 0, body: fmt.Sprintf("%0300d", i)})
-	}
-	waitDispatched(t, s)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	sparseQueueLog(t, root)
 	path := filepath.Join(root, "consumequeue", "T", "0", fileNameFor(0))
 	b := readFile(t, path)
 	clear(b[5*cqEntrySize : 25*cqEntrySize])  // ~140 KiB of log to walk
 	clear(b[40*cqEntrySize : 60*cqEntrySize]) // another, intact entries between
 	writeFile(t, path, b)
 
-	s = openTest(t, root, nil)
+	s := openTest(t, root, nil)
 	done := map[int64]bool{}
 	for i := 0; i < 200 && len(done) < 2; i++ {
 		off := []int64{5, 40}[i%2]
