@@ -149,7 +149,9 @@ func TestMQTTKeepAliveTimeout(t *testing.T) {
 	if code := r.closed(); code != int(packets.ReasonKeepAliveTimeout) {
 		t.Fatalf("got %d, want 0x8D", code)
 	}
-	if el := time.Since(start); el < 1400*time.Millisecond || el > 3*time.Second {
+	// Not before 1.5 keep alives; the upper bound only catches a close
+	// that never comes on time, loose enough for a stall under load.
+	if el := time.Since(start); el < 1400*time.Millisecond || el > 10*time.Second {
 		t.Fatalf("closed after %v, want about 1.5 s", el)
 	}
 	// Pings keep it alive.
