@@ -39,11 +39,7 @@ func TestCmdAdminMsgBrowse(t *testing.T) {
 	if code, _, stderr := runCmd(t, "admin", "-registry", reg, "topic", "create", "-t", "BrowseT", "-r", "2", "-w", "2"); code != exitOK {
 		t.Fatalf("create: %s", stderr)
 	}
-	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: c.RegistryAddrs()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testProducer(t, c.RegistryAddrs())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	perQueue := map[float64]int{}

@@ -117,11 +117,7 @@ func TestCmdAdminDeviceSendBeforeFirstConnect(t *testing.T) {
 	// A back end that produces to the egress topic itself (docs/iothub.md):
 	// the session `admin device create` prepared holds its message too.
 	admin("device", "create", "-d", "fresh-2", "-auth", "none")
-	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: []string{reg}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testProducer(t, []string{reg})
 	if _, err := p.Send(context.Background(), &client.Message{Topic: bridge.DefaultEgressTopic, Body: []byte("from-a-back-end"),
 		Properties: map[string]string{bridge.PropTopic: "devices/fresh-2/messages/devicebound/", bridge.PropQoS: "1"}}); err != nil {
 		t.Fatal(err)

@@ -41,11 +41,7 @@ func TestCmdAdminGroupLifecycle(t *testing.T) {
 		return stdout
 	}
 	mustAdmin("topic", "create", "-t", "GroupT", "-r", "2", "-w", "2", "-c", "TestCluster") // mqadmin's -c for -cluster
-	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: c.RegistryAddrs()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testProducer(t, c.RegistryAddrs())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	send := func(body string) {

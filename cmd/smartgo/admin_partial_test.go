@@ -98,11 +98,7 @@ func TestCmdAdminPartialAnswers(t *testing.T) {
 	reg := c.RegistryAddrs()[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: c.RegistryAddrs()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testProducer(t, c.RegistryAddrs())
 	if _, err := p.Send(ctx, &client.Message{Topic: "PartialT", Keys: []string{"pk"}, Body: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}

@@ -51,11 +51,7 @@ func TestCmdAdminCommands(t *testing.T) {
 		t.Fatalf("route: %q", out)
 	}
 
-	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: c.RegistryAddrs()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testProducer(t, c.RegistryAddrs())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := p.Send(ctx, &client.Message{Topic: "AdminT", Body: []byte("hello admin"), Keys: []string{"order-42"}})
@@ -163,11 +159,7 @@ func TestCmdAdminOffsetResetOnlineConsumer(t *testing.T) {
 	if code, _, stderr := runCmd(t, "admin", "-registry", reg, "topic", "create", "-t", "ResetT", "-r", "2", "-w", "2"); code != exitOK {
 		t.Fatalf("create: %s", stderr)
 	}
-	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: c.RegistryAddrs()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testProducer(t, c.RegistryAddrs())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	send := func(body string) {

@@ -271,11 +271,7 @@ func TestCmdConsoleAPI(t *testing.T) {
 
 	// Messages: produce with keys, find by key, by id, browse; the topic's
 	// chart series shows the rate.
-	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: []string{addrs["registry"]}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testProducer(t, []string{addrs["registry"]})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var sent *client.SendResult

@@ -77,11 +77,7 @@ func diskFullStandalone(t *testing.T) (logs fmt.Stringer, addrs map[string]strin
 // user looking for a configuration mistake).
 func TestCmdDiskFullNewTopicSaysDiskFull(t *testing.T) {
 	_, addrs := diskFullStandalone(t)
-	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: []string{addrs["registry"]}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testProducer(t, []string{addrs["registry"]})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, topic := range []string{"NeverSeenT", "MQTT_INGRESS"} {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/registry"
 )
 
@@ -115,6 +116,18 @@ func TestCmdBinaryBrokerLongClusterName(t *testing.T) {
 		"-set", "metrics.listen=127.0.0.1:0", "-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB")
 	p.waitLog(t, regexp.MustCompile(`no request-reply topic for this cluster name`), 30*time.Second)
 	p.waitLog(t, regexp.MustCompile(`msg="registered with registry"`), 30*time.Second)
+}
+
+// testProducer starts a producer that finds brokers through registries,
+// closed at cleanup.
+func testProducer(t *testing.T, registries []string) *client.Producer {
+	t.Helper()
+	p, err := client.NewProducer(client.ProducerOptions{ClientOptions: client.ClientOptions{Registries: registries}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 // startTestRegistry runs a registry in process on a free loopback port

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/smartgo/smartgo/registry"
 )
 
 // jsonKeysUnique reports the first key that appears twice in one JSON
@@ -117,15 +114,7 @@ func TestCmdBinaryJSONLogs(t *testing.T) {
 func TestCmdBinaryBrokerLogsEveryRegistry(t *testing.T) {
 	var addrs []string
 	for range 2 {
-		r, err := registry.New(registry.Options{Addr: "127.0.0.1:0"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		addrs = append(addrs, r.Addr().String())
+		addrs = append(addrs, startTestRegistry(t).Addr().String())
 	}
 	p := startBin(t, "broker", "-data", t.TempDir(), "-listen", "127.0.0.1:0",
 		"-set", fmt.Sprintf(`broker.registries=["%s","%s"]`, addrs[0], addrs[1]),

@@ -78,14 +78,7 @@ func TestCmdWrongPortSaysWhatAnswered(t *testing.T) {
 // a master (none registered yet, or all failing over) says so; it said
 // `no master broker in cluster ""`.
 func TestCmdAdminNoMasterAnywhere(t *testing.T) {
-	r, err := registry.New(registry.Options{Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := startTestRegistry(t)
 	code, _, stderr := runCmd(t, "admin", "-registry", r.Addr().String(), "topic", "create", "-t", "NoMasterT")
 	if code != exitFailure || !strings.Contains(stderr, "no master broker in any cluster") || strings.Contains(stderr, `""`) {
 		t.Fatalf("topic create with no master: exit %d: %s", code, stderr)
