@@ -54,6 +54,9 @@ func (b *Broker) processSendReply(c *remoting.Conn, req *protocol.Command) (*pro
 	}
 	queueID := h.QueueID
 	if queueID < 0 {
+		if tc.WriteQueueNums <= 0 {
+			return noWriteQueue(tc), nil
+		}
 		queueID = int32(b.queueRR.Add(1) % uint32(tc.WriteQueueNums))
 	}
 	if queueID >= max(tc.WriteQueueNums, tc.ReadQueueNums) {

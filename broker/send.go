@@ -82,6 +82,9 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 		BornHost: peerAddr(c), ReconsumeTimes: h.ReconsumeTimes, Properties: h.Properties,
 	}
 	if m.QueueID < 0 {
+		if tc.WriteQueueNums <= 0 {
+			return noWriteQueue(tc), nil
+		}
 		m.QueueID = int32(b.queueRR.Add(1) % uint32(tc.WriteQueueNums))
 	}
 	if m.QueueID >= max(tc.WriteQueueNums, tc.ReadQueueNums) {
@@ -280,6 +283,17 @@ func (b *Broker) checkWritable() *protocol.Command {
 		return errResp(protocol.NoPermission, "the broker[%s] sending message is forbidden", b.addr)
 	}
 	return nil
+}
+
+// noWriteQueue answers a send that left the queue to the broker (queueId
+// < 0) to a topic with no write queue: writeQueueNums 0, RocketMQ's way to
+// stop producing to a topic while its messages are still consumed, can
+// come from a topic.json written by RocketMQ or by hand (Update refuses
+// it). RocketMQ answers such a send SYSTEM_ERROR (its queue pick divides
+// by zero); the remark here says why.
+func noWriteQueue(tc *protocol.TopicConfig) *protocol.Command {
+	return errResp(protocol.SystemError, "topic[%s] has no writable queue (writeQueueNums %d, readQueueNums %d): sending to it is stopped",
+		tc.TopicName, tc.WriteQueueNums, tc.ReadQueueNums)
 }
 
 // topicWritable checks a topic's write permission.
