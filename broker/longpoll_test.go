@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -59,7 +61,7 @@ func TestBrokerHoldNotifyWakesOnlyPullsBelowMax(t *testing.T) {
 	h.Hold("T", 1, 5, far, f.fn(3))
 	h.Hold("U", 0, 5, far, f.fn(4))
 	h.Notify("T", 0, 6) // offset 5 now readable: wakes 1 only
-	testutil.WaitFor(t, time.Second, "", func() bool { ids, _ := f.snapshot(); return len(ids) == 1 })
+	testutil.WaitFor(t, 10*time.Second, "", func() bool { ids, _ := f.snapshot(); return len(ids) == 1 })
 	ids, to := f.snapshot()
 	if ids[0] != 1 || to[1] {
 		t.Fatalf("fired %v (timed out %v), want 1 woken", ids, to)
@@ -69,7 +71,7 @@ func TestBrokerHoldNotifyWakesOnlyPullsBelowMax(t *testing.T) {
 	}
 	h.Notify("T", 0, 6) // no new data: nothing more
 	h.Notify("T", 0, 8)
-	testutil.WaitFor(t, time.Second, "", func() bool { ids, _ := f.snapshot(); return len(ids) == 2 })
+	testutil.WaitFor(t, 10*time.Second, "", func() bool { ids, _ := f.snapshot(); return len(ids) == 2 })
 	if ids, _ := f.snapshot(); ids[1] != 2 {
 		t.Fatalf("fired %v", ids)
 	}
@@ -87,7 +89,7 @@ func TestBrokerHoldDeadlinesFireInOrder(t *testing.T) {
 	h.Hold("T", 0, 0, now.Add(20*time.Millisecond), f.fn(1))
 	h.Hold("T", 0, 0, now.Add(40*time.Millisecond), f.fn(2))
 	h.Hold("T", 0, 0, now.Add(time.Hour), f.fn(9))
-	testutil.WaitFor(t, 2*time.Second, "", func() bool { ids, _ := f.snapshot(); return len(ids) == 3 })
+	testutil.WaitFor(t, 10*time.Second, "", func() bool { ids, _ := f.snapshot(); return len(ids) == 3 })
 	ids, to := f.snapshot()
 	if ids[0] != 1 || ids[1] != 2 || ids[2] != 3 || !to[1] || !to[2] || !to[3] {
 		t.Fatalf("fired %v timedOut %v", ids, to)
@@ -97,7 +99,7 @@ func TestBrokerHoldDeadlinesFireInOrder(t *testing.T) {
 	}
 	// A timed-out pull is gone: a later notify does not fire it again.
 	h.Notify("T", 0, 100)
-	testutil.WaitFor(t, time.Second, "", func() bool { ids, _ := f.snapshot(); return len(ids) == 4 })
+	testutil.WaitFor(t, 10*time.Second, "", func() bool { ids, _ := f.snapshot(); return len(ids) == 4 })
 	if ids, to := f.snapshot(); ids[3] != 9 || to[9] {
 		t.Fatalf("fired %v %v", ids, to)
 	}
@@ -130,15 +132,27 @@ func TestBrokerHoldIdleCostsNothing(t *testing.T) {
 	for i := 0; i < n; i++ {
 		h.Hold("T", int32(i%1000), 0, time.Now().Add(time.Hour), func(bool) {})
 	}
-	before := cpuTime()
-	time.Sleep(300 * time.Millisecond)
-	used := cpuTime() - before
-	if used > 60*time.Millisecond {
-		t.Fatalf("%d idle held pulls used %v of CPU in 300 ms", n, used)
+	// The process's CPU over a 300 ms window also counts the runtime (a
+	// GC cycle, the race detector) and what earlier tests left running,
+	// which a loaded machine can stretch: a scan or poll of the held
+	// pulls would cost CPU in every window, so one quiet window of five
+	// is enough to show there is none.
+	runtime.GC()
+	var used []time.Duration
+	for range 5 {
+		before := cpuTime()
+		time.Sleep(300 * time.Millisecond)
+		used = append(used, cpuTime()-before)
+		if used[len(used)-1] <= 60*time.Millisecond {
+			break
+		}
+	}
+	if slices.Min(used) > 60*time.Millisecond {
+		t.Fatalf("%d idle held pulls used %v of CPU in each 300 ms window", n, used)
 	}
 	// And a notification reaches exactly its queue's pulls.
 	h.Notify("T", 7, 1)
-	testutil.WaitFor(t, time.Second, "", func() bool { return h.Len() == n-n/1000 })
+	testutil.WaitFor(t, 10*time.Second, "", func() bool { return h.Len() == n-n/1000 })
 }
 
 func cpuTime() time.Duration {
