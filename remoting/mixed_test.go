@@ -143,7 +143,7 @@ func TestRemotingMixedLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 2*time.Second, "no pending calls", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "no pending calls", func() bool {
 		return pendingCalls(cn) == 0
 	})
 	if _, err := c.Invoke(context.Background(), addr, echoReq("last", nil)); err != nil {
@@ -202,7 +202,7 @@ func TestRemotingIdleClientServesServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Right after a call the server's request is answered too.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		resp, err := serverConn.Load().Invoke(ctx, protocol.NewRequest(codeToClient, nil, nil))
 		cancel()
 		if err != nil || resp.Remark != "client" {
@@ -219,7 +219,7 @@ func TestRemotingIdleClientServesServer(t *testing.T) {
 	serverConn.Load().Close()
 	select {
 	case <-cn.Done():
-	case <-time.After(2 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("client did not notice the server closing")
 	}
 }

@@ -51,7 +51,7 @@ func TestRemotingPoolBlockedProcessorKeepsReading(t *testing.T) {
 	// Same connection, same pool and another pool: both answered while the
 	// first processor blocks.
 	for _, code := range []int32{codeBlock, codeEcho} {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		resp, err := c.Invoke(ctx, addr, protocol.NewRequest(code, nil, []byte("x")))
 		cancel()
 		if err != nil || resp.Code != protocol.Success {
@@ -70,7 +70,7 @@ func TestRemotingPoolProcessorCallsPeer(t *testing.T) {
 	const codeAsk int32 = 9202
 	_, addr, _ := startServer(t, Options{}, func(s *Server) {
 		s.RegisterFunc(codeAsk, PoolDefault, func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			peer, err := c.Invoke(ctx, protocol.NewRequest(codeToClient, nil, nil))
 			if err != nil {
