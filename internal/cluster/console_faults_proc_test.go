@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -406,12 +407,22 @@ func TestClusterProcConsoleClusterPageHung(t *testing.T) {
 	for _, p := range []*proc{r1, mb, sb} {
 		p.pause(t)
 	}
-	began := time.Now()
+	// A console that waited for the hung parts would be slow on every
+	// call; a loaded machine can stall one call past the bound, so the
+	// fastest of up to three calls is the one that must keep it.
 	var cl consoleCluster
-	if err := u.get("/api/cluster", &cl); err != nil {
-		t.Fatal(err)
+	var took []time.Duration
+	for range 3 {
+		began := time.Now()
+		cl = consoleCluster{}
+		if err := u.get("/api/cluster", &cl); err != nil {
+			t.Fatal(err)
+		}
+		if took = append(took, time.Since(began)); took[len(took)-1] <= 3500*time.Millisecond {
+			break
+		}
 	}
-	if took := time.Since(began); took > 3500*time.Millisecond {
+	if slices.Min(took) > 3500*time.Millisecond {
 		t.Errorf("cluster page took %v (request timeout 3 s)", took)
 	}
 	if len(cl.Registries) != 2 || cl.Registries[0].OK || cl.Registries[0].Err == "" || !cl.Registries[1].OK {
