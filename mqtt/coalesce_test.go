@@ -234,7 +234,7 @@ func TestMQTTCoalesceAsyncAckNotHeld(t *testing.T) {
 		select {
 		case <-got:
 			timedOut <- false
-		case <-time.After(2 * time.Second):
+		case <-time.After(30 * time.Second): // past r.recv's bound: a held PUBACK 1 fails there
 			timedOut <- true
 		}
 		return nil

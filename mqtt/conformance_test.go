@@ -104,7 +104,7 @@ func TestMQTTSessionResumeAndRedelivery(t *testing.T) {
 				t.Fatalf("got %+v", got)
 			}
 			r.nc.Close()
-			testutil.WaitFor(t, 2*time.Second, "offline", func() bool {
+			testutil.WaitFor(t, 10*time.Second, "offline", func() bool {
 				ts.mu.Lock()
 				defer ts.mu.Unlock()
 				ss := ts.sessions["s1"]

@@ -168,7 +168,7 @@ func TestMQTTConnectTimeout(t *testing.T) {
 	ts := startServer(t, func(o *Options) { o.ConnectTimeout = 300 * time.Millisecond })
 	r := dialRaw(t, ts.addr, v5)
 	r.closed()
-	testutil.WaitFor(t, time.Second, "connection count", func() bool { return ts.Stats().Connections.Load() == 0 })
+	testutil.WaitFor(t, 10*time.Second, "connection count", func() bool { return ts.Stats().Connections.Load() == 0 })
 }
 
 func TestMQTTTLS(t *testing.T) {

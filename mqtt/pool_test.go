@@ -17,7 +17,7 @@ func TestPoolNoStarvationBehindSignalledWorker(t *testing.T) {
 		warm := make(chan struct{})
 		p.submit(func() { close(warm) })
 		<-warm
-		testutil.WaitFor(t, time.Second, "idle worker", func() bool {
+		testutil.WaitFor(t, 10*time.Second, "idle worker", func() bool {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			return p.idle == p.running
@@ -29,7 +29,7 @@ func TestPoolNoStarvationBehindSignalledWorker(t *testing.T) {
 		select {
 		case <-ran:
 			close(release)
-		case <-time.After(2 * time.Second):
+		case <-time.After(10 * time.Second):
 			close(release)
 			t.Fatal("second task starved behind a blocked one")
 		}
@@ -75,7 +75,7 @@ func TestPoolFIFOAcrossQueueReuse(t *testing.T) {
 			t.Fatalf("the %dth task to run was submitted %dth", i, n)
 		}
 	}
-	testutil.WaitFor(t, time.Second, "drained queue with its array kept", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "drained queue with its array kept", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.head == 0 && len(p.queue) == 0 && p.queue != nil

@@ -294,8 +294,9 @@ func TestCmdBinaryBridgeWaitIsCancelledBySignal(t *testing.T) {
 	for _, sig := range []os.Signal{syscall.SIGTERM, os.Interrupt} {
 		p := startBin(t, "bridge", "-listen", "127.0.0.1:0", "-set", `bridge.registries=["`+r1+`", "`+r2+`"]`)
 		p.waitLog(t, regexp.MustCompile(`waiting for the registries.*registries="?\[`+regexp.QuoteMeta(r1)+` `+regexp.QuoteMeta(r2)+`\]`), 20*time.Second)
-		code, took := p.stop(t, sig, 10*time.Second)
-		if code != exitOK || took > 5*time.Second {
+		// Well under the 30 s start timeout it used to wait out.
+		code, took := p.stop(t, sig, 25*time.Second)
+		if code != exitOK || took > 15*time.Second {
 			t.Fatalf("%v: exit %d after %v:\n%s", sig, code, took, p.stderr.String())
 		}
 		if n := strings.Count(p.stderr.String(), "waiting for the registries"); n > 2 {

@@ -18,7 +18,7 @@ import (
 )
 
 // DefaultRecvTimeout bounds Recv unless Conn.RecvTimeout says otherwise.
-const DefaultRecvTimeout = 5 * time.Second
+const DefaultRecvTimeout = 10 * time.Second
 
 // Conn is one test client connection. It fails its test on any error
 // except from Next, which returns them.
@@ -122,12 +122,14 @@ func (c *Conn) Connect(cp *packets.Connect) *packets.Connack {
 }
 
 // Closed asserts the server closes the connection, after an optional
-// DISCONNECT whose reason code it returns (-1 when none was sent).
+// DISCONNECT whose reason code it returns (-1 when none was sent). It
+// waits up to 15 s for each packet (a loaded machine stalls for seconds);
+// a test that needs the close sooner measures it.
 func (c *Conn) Closed() int {
 	c.T.Helper()
 	code := -1
 	for {
-		p, err := c.Next(5 * time.Second)
+		p, err := c.Next(15 * time.Second)
 		if err != nil {
 			var ne net.Error
 			if errors.Is(err, io.EOF) || strings.Contains(err.Error(), "reset") || !(errors.As(err, &ne) && ne.Timeout()) {
