@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -38,6 +39,13 @@ registers with the registry of the same process; clients use
 	f, code, ok := loadOrExit(&cf, stderr, "standalone")
 	if !ok {
 		return code
+	}
+	if f.Broker.Role == "slave" {
+		// Its broker is the only one of its group: as a slave it would wait
+		// for a master that never comes, until its start timeout.
+		fmt.Fprintln(stderr, `smartgo standalone: broker.role = "slave": the standalone's broker is the only one of its group `+
+			`and must be its master (async_master or sync_master); run a slave with `+"`smartgo broker`"+` beside a master`)
+		return exitUsage
 	}
 	log := newLogger(f.Log, stderr)
 	logStart(log, "standalone")

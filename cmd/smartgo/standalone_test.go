@@ -93,3 +93,21 @@ func TestCmdStandaloneWarnsOfRegistryController(t *testing.T) {
 		t.Fatalf("no WARN about registry.controller:\n%s", s)
 	}
 }
+
+// TestCmdStandaloneRefusesSlaveRole: broker.role = "slave" makes no sense
+// for a standalone (its broker is the only one of its group, so there is
+// no master to follow); it is refused at once with a message naming the
+// key and what to run instead. It waited its whole start timeout before
+// failing. The context only bounds a standalone that does not refuse it.
+func TestCmdStandaloneRefusesSlaveRole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errb testutil.LogBuffer
+	code := run(ctx, []string{"standalone", "-data", t.TempDir(), "-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0",
+		"-set", "bridge.listen=127.0.0.1:0", "-set", "console.listen=", "-set", "metrics.listen=",
+		"-set", "broker.role=slave", "-set", "broker.id=1"}, &out, &errb)
+	if ctx.Err() != nil || code != exitUsage || !strings.Contains(errb.String(), `broker.role = "slave"`) ||
+		!strings.Contains(errb.String(), "smartgo broker") {
+		t.Fatalf("standalone with broker.role=slave: exit %d (context %v):\n%s", code, ctx.Err(), errb.String())
+	}
+}
