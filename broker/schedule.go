@@ -12,7 +12,9 @@ import (
 // scheduleService delivers delayed messages: a message with delay level L
 // waits in queue L-1 of SCHEDULE_TOPIC_XXXX until store time + the level's
 // delay, then is put again to its real topic and queue. Progress per level
-// is kept in delayOffsets (delayOffset.json). The service sleeps until the
+// is kept in delayOffsets (delayOffset.json). A queue of a level beyond
+// the configured ones (left by a run with more levels) is delivered with
+// the last level's delay. The service sleeps until the
 // earliest due message or until a new delayed message arrives; it does not
 // poll.
 type scheduleService struct {
@@ -68,9 +70,22 @@ func (s *scheduleService) deliverDue(ctx context.Context) time.Time {
 	if ok, _ := b.writable(); !ok {
 		return next // controller mode: only the master re-puts
 	}
-	for i, delay := range b.opts.DelayLevels {
+	levels := b.opts.DelayLevels
+	for i, delay := range levels {
 		level := int32(i + 1)
 		due, ok := s.deliverLevel(ctx, level, delay, now)
+		if ok && due.Before(next) {
+			next = due
+		}
+	}
+	// Queues of levels the broker no longer has (it ran with more levels
+	// before a restart) wait the last level's delay, as a send naming a
+	// level above the last does; without this they were never read.
+	for _, qid := range b.store.QueueIDs(ScheduleTopic) {
+		if int(qid) < len(levels) {
+			continue
+		}
+		due, ok := s.deliverLevel(ctx, qid+1, levels[len(levels)-1], now)
 		if ok && due.Before(next) {
 			next = due
 		}
