@@ -148,19 +148,22 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 		return nil, nil
 	}
 	m.Body = req.Body
-	return a.unlessPending(b.storeSend(a, m)), nil
+	// The put is timed by the reader's batch clock (sends are inline
+	// processors): one clock reading for the batch's puts.
+	return a.unlessPending(b.storeSend(a, m, c.BatchTime())), nil
 }
 
 // storeSend stores the message of a single send: the response, or nil
-// when the store (or the HA server) answers later.
-func (b *Broker) storeSend(a *pendingSend, m *record.Message) *protocol.Command {
+// when the store (or the HA server) answers later. began is when the put
+// began (store.Store.PutAsyncDeferredAt), zero to read the clock.
+func (b *Broker) storeSend(a *pendingSend, m *record.Message, began time.Time) *protocol.Command {
 	if err := b.divertDelayedBy(m, a.delay, a.hasDelay); err != nil {
 		return errResp(protocol.MessageIllegal, "%v", err)
 	}
 	// Deferred: the reader's batch end drains (processors.go), where
 	// the answer joins the batch's other answers in one write. The put's
-	// time is the store's (PutResult.Latency): no clock is read here.
-	res, pending, err := b.store.PutAsyncDeferred(m, a.wait, a)
+	// time is the store's (PutResult.Latency), from began.
+	res, pending, err := b.store.PutAsyncDeferredAt(m, a.wait, a, began)
 	if pending {
 		// The store calls a.PutDone, which times and counts the put
 		// before answering: the answer may leave before this goroutine
@@ -181,7 +184,7 @@ func (b *Broker) resendOrStore(a *pendingSend, m *record.Message) *protocol.Comm
 	if hdr, end := b.findResent(m); hdr != nil {
 		return a.replicated(protocol.Success, end, hdr)
 	}
-	return b.storeSend(a, m)
+	return b.storeSend(a, m, time.Time{}) // off the reader: no batch clock
 }
 
 // putBatch stores the items of a SEND_BATCH body for a. tmpl.Properties

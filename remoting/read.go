@@ -233,6 +233,7 @@ func (c *Conn) readErr(err error, midFrame bool) error {
 // here). Then the BatchEnd of the processors that ran runs, and the
 // answers queued meanwhile are written (flushQueued).
 func (c *Conn) serveBuffered(max int) error {
+	c.batchAt = time.Time{} // a new batch: BatchTime reads the clock again
 	n, err := c.serveFrames(max)
 	if len(c.ends) > 0 {
 		c.runBatchEnds() // also after a bad frame: what the batch deferred is done
@@ -269,6 +270,23 @@ func (c *Conn) serveFrames(max int) (int, error) {
 			c.disp.dispatch(c, cmd)
 		}
 	}
+}
+
+// BatchTime is a clock reading (time.Now, with its monotonic part) taken
+// once for the reader's current batch, the frames of one read, at its
+// first call in the batch: the processors of a batch's requests can share
+// it instead of each reading the clock (a broker's sends time their puts
+// by it). It is at most as old as the batch, which the reader serves
+// without waiting (a reader held back by a full write queue waits before
+// its next read, not within a batch).
+//
+// Only the reader may call it: inline processors and BatchEnd (a
+// processor served by a pool must read the clock itself).
+func (c *Conn) BatchTime() time.Time {
+	if c.batchAt.IsZero() {
+		c.batchAt = time.Now()
+	}
+	return c.batchAt
 }
 
 // atBatchEnd has r's BatchEnd run at the end of the reader's batch.

@@ -111,3 +111,52 @@ func TestStoreDrain(t *testing.T) {
 		})
 	}
 }
+
+// TestStorePutAsyncDeferredAt: a put made with PutAsyncDeferredAt is
+// stamped and timed from the caller's clock reading, not the store's: a
+// reading 300 ms old gives a store time 300 ms back and a latency of at
+// least 300 ms. A later put with a reading from before the last put's is
+// stamped no earlier than that put (store times do not go back), and a
+// zero reading reads the clock.
+func TestStorePutAsyncDeferredAt(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	put := func(body string, at time.Time) PutResult {
+		t.Helper()
+		var inCall atomic.Bool
+		p := &drainPut{s: s, body: body, inCall: &inCall}
+		m := newMsg(msgSpec{topic: "T", body: body})
+		if _, pending, err := s.PutAsyncDeferredAt(m, false, p, at); err != nil || !pending {
+			t.Fatalf("put %s: pending %v, %v", body, pending, err)
+		}
+		s.Drain()
+		testutil.WaitFor(t, 10*time.Second, "the put answered", func() bool { return p.calls.Load() > 0 })
+		if p.err != nil || p.res.Status != PutOK || p.bad != "" {
+			t.Fatalf("put %s: %v %v %s", body, p.res.Status, p.err, p.bad)
+		}
+		stored, err := s.ReadMessage(p.res.PhysicalOffset)
+		if err != nil || stored.StoreTimestamp != p.res.StoreTimestamp {
+			t.Fatalf("put %s: read back store time %d, %v; answered %d", body, stored.StoreTimestamp, err, p.res.StoreTimestamp)
+		}
+		return p.res
+	}
+	const back = 300 * time.Millisecond
+	now := time.Now()
+	old := put("old", now.Add(-back))
+	after := time.Now()
+	if want := now.Add(-back).UnixMilli(); old.StoreTimestamp < want-1 || old.StoreTimestamp > want+1 {
+		t.Errorf("store time %d for a put begun at %d", old.StoreTimestamp, want)
+	}
+	if old.Latency < back || old.Latency > after.Sub(now)+back {
+		t.Errorf("latency %v for a put begun %v before the call", old.Latency, back)
+	}
+	cur := put("now", time.Time{})
+	if cur.StoreTimestamp < time.Now().Add(-back/2).UnixMilli() {
+		t.Errorf("a put without a reading stamped %d, now is %d", cur.StoreTimestamp, time.Now().UnixMilli())
+	}
+	// A reading older than the last put's (another reader's batch that
+	// began first): stamped no earlier than the last put.
+	late := put("late", now.Add(-back/2))
+	if late.StoreTimestamp < cur.StoreTimestamp {
+		t.Errorf("store time went back: %d after %d", late.StoreTimestamp, cur.StoreTimestamp)
+	}
+}

@@ -75,6 +75,15 @@ var monoBase = time.Now()
 // too): the start of a put's latency (Stats.PutLatency).
 func monoNow() time.Duration { return time.Since(monoBase) }
 
+// monoAt is monoNow at t, a reading of the clock taken earlier (t's
+// monotonic part: no clock is read); a zero t reads the clock.
+func monoAt(t time.Time) time.Duration {
+	if t.IsZero() {
+		return monoNow()
+	}
+	return t.Sub(monoBase)
+}
+
 // latencyBucket returns the index in LatencyBuckets (len for the rest)
 // of a duration.
 func latencyBucket(d time.Duration) int {

@@ -303,7 +303,7 @@ func (s *Store) PutAsync(m *record.Message, wait bool, done func(PutResult, erro
 	if done != nil {
 		d = putFunc(done)
 	}
-	return s.putAsync(m, wait, d, true)
+	return s.putAsync(m, wait, d, true, monoNow())
 }
 
 // PutAsyncDeferred is PutAsync for a caller that puts in batches and
@@ -313,11 +313,20 @@ func (s *Store) PutAsync(m *record.Message, wait bool, done func(PutResult, erro
 // caller's Drain, which writes it out and calls done on the caller's
 // goroutine.
 func (s *Store) PutAsyncDeferred(m *record.Message, wait bool, done PutDone) (res PutResult, pending bool, err error) {
-	return s.putAsync(m, wait, done, false)
+	return s.putAsync(m, wait, done, false, monoNow())
 }
 
-func (s *Store) putAsync(m *record.Message, wait bool, done PutDone, wake bool) (res PutResult, pending bool, err error) {
-	start := monoNow()
+// PutAsyncDeferredAt is PutAsyncDeferred for a put that began at began, a
+// clock reading (time.Now) the caller took anyway and shares between the
+// puts of its batch (a connection reader's remoting.Conn.BatchTime):
+// the store reads no clock for the put. The put's store time is taken
+// from began, and its latency (PutResult.Latency) counts from began. A
+// zero began reads the clock.
+func (s *Store) PutAsyncDeferredAt(m *record.Message, wait bool, done PutDone, began time.Time) (res PutResult, pending bool, err error) {
+	return s.putAsync(m, wait, done, false, monoAt(began))
+}
+
+func (s *Store) putAsync(m *record.Message, wait bool, done PutDone, wake bool, start time.Duration) (res PutResult, pending bool, err error) {
 	res, ap, err := s.put(m, wait, done, wake, start)
 	if ap.behind {
 		return res, true, nil
@@ -465,11 +474,15 @@ func (s *Store) storeTimeLocked(mono time.Duration) int64 {
 	if !c.wall {
 		return s.opts.Now().UnixMilli()
 	}
+	// A put may have started before the reading (mono < c.mono): the
+	// reading of another put that took putMu first, or a batch's clock
+	// (PutAsyncDeferredAt) read before it. Within putClockResync either
+	// way the same reading serves.
 	d := mono - c.mono
-	if c.mono == 0 || d < 0 || d >= putClockResync {
+	if c.mono == 0 || d <= -putClockResync || d >= putClockResync {
 		now := time.Now()
 		c.wallNs, c.mono = now.UnixNano(), now.Sub(monoBase)
-		d = 0
+		d = mono - c.mono // the put began before this reading
 	}
 	ts := (c.wallNs + int64(d)) / int64(time.Millisecond)
 	if ts < c.last && c.last-ts < 1000 {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"testing"
+	"time"
 )
 
 // nopDone is a PutDone that only counts its answers.
@@ -18,8 +19,16 @@ func (d *nopDone) PutDone(res PutResult, err error) {
 // (PutAsyncDeferred) and one Drain that writes and answers them, as a
 // connection's reader makes them; 100-byte bodies, so that the put's own
 // bookkeeping (the written-behind entry, its answer) weighs next to the
-// record's encoding and the round's pwrite. ns/op is per put.
+// record's encoding and the round's pwrite. ns/op is per put. clock=put
+// reads the clock for every put (PutAsyncDeferred), clock=round once a
+// round (PutAsyncDeferredAt, as a broker's reader does with its batch's
+// clock).
 func BenchmarkStoreDeferredRound(b *testing.B) {
+	b.Run("clock=put", func(b *testing.B) { benchDeferredRound(b, false) })
+	b.Run("clock=round", func(b *testing.B) { benchDeferredRound(b, true) })
+}
+
+func benchDeferredRound(b *testing.B, roundClock bool) {
 	const round = 64
 	o := benchOptions(b.TempDir())
 	s, err := Open(o)
@@ -35,8 +44,18 @@ func BenchmarkStoreDeferredRound(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; {
+		var at time.Time
+		if roundClock {
+			at = time.Now()
+		}
 		for j := 0; j < round && i < b.N; j, i = j+1, i+1 {
-			if _, _, err := s.PutAsyncDeferred(newMsg(msgs[i%len(msgs)]), false, &d); err != nil {
+			var err error
+			if roundClock {
+				_, _, err = s.PutAsyncDeferredAt(newMsg(msgs[i%len(msgs)]), false, &d, at)
+			} else {
+				_, _, err = s.PutAsyncDeferred(newMsg(msgs[i%len(msgs)]), false, &d)
+			}
+			if err != nil {
 				b.Fatal(err)
 			}
 		}
