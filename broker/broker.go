@@ -189,6 +189,7 @@ func New(opts Options) (*Broker, error) {
 	so.TagsCode = b.scheduleTagsCode
 	so.Consumed = b.consumed
 	so.Listener = b.onStoreEvent(so.Listener)
+	so.PutTally = &sendTally{b: b} // b.rt is set before the first put
 	if b.store, err = store.Open(so); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}

@@ -102,19 +102,61 @@ func newRuntimeStats(now func() time.Time, putTotal func() int64) *runtimeStats 
 
 // observePut records one store put (or batch) that took d.
 func (r *runtimeStats) observePut(d time.Duration) {
-	ms := d.Milliseconds()
-	raiseMax(&r.putMaxMs, ms)
-	i := 0
-	for i < len(putDistBounds) && ms >= putDistBounds[i] {
-		i++
-	}
+	raiseMax(&r.putMaxMs, d.Milliseconds())
+	i, j := putBuckets(d)
 	r.putDist[i].Add(1)
-	us := d.Microseconds()
-	j := 0
-	for j < len(latencyBounds) && us > latencyBounds[j] {
-		j++
-	}
 	r.putLatency[j].Add(1)
+}
+
+// putBuckets are the buckets of a put that took d in putDist and
+// putLatency.
+func putBuckets(d time.Duration) (dist, latency int) {
+	ms := d.Milliseconds()
+	for dist < len(putDistBounds) && ms >= putDistBounds[dist] {
+		dist++
+	}
+	us := d.Microseconds()
+	for latency < len(latencyBounds) && us > latencyBounds[latency] {
+		latency++
+	}
+	return dist, latency
+}
+
+// putTimes is observePut for several puts at once: what they add to
+// runtimeStats, counted without atomics (observePuts adds them).
+type putTimes struct {
+	n       int64
+	maxMs   int64
+	dist    [len(putDistNames)]int64
+	latency [numLatencyBounds + 1]int64
+}
+
+func (t *putTimes) add(d time.Duration) {
+	t.n++
+	t.maxMs = max(t.maxMs, d.Milliseconds())
+	i, j := putBuckets(d)
+	t.dist[i]++
+	t.latency[j]++
+}
+
+// observePuts records the puts of t, one atomic add per bucket that
+// moved, and zeroes t.
+func (r *runtimeStats) observePuts(t *putTimes) {
+	if t.n == 0 {
+		return
+	}
+	raiseMax(&r.putMaxMs, t.maxMs)
+	for i, n := range t.dist {
+		if n != 0 {
+			r.putDist[i].Add(n)
+		}
+	}
+	for j, n := range t.latency {
+		if n != 0 {
+			r.putLatency[j].Add(n)
+		}
+	}
+	*t = putTimes{}
 }
 
 // observeGet records one pull's read from the store: msgs returned, in d.

@@ -51,6 +51,9 @@ type pendingSend struct {
 	hasDelay     bool   // a DELAY property, whose value is delay
 	delay        string // (aliases the request's header: valid while the processor runs)
 	queueID      int32  // the queue the response names (the requested one)
+	// counted: the store's round counted the stored send (sendTally)
+	// before PutDone; PutDone does not count it again.
+	counted bool
 
 	// Held here so that a send costs one allocation for all of them.
 	h    protocol.SendMessageRequestHeader
@@ -134,12 +137,16 @@ func (a *pendingSend) answer(resp *protocol.Command) {
 // group commit the send waited for, or one written behind
 // (store.PutDone).
 func (a *pendingSend) PutDone(res store.PutResult, err error) {
-	a.b.rt.observePut(res.Latency)
+	if !a.counted {
+		a.b.rt.observePut(res.Latency)
+	}
 	if err != nil {
 		a.answer(a.b.putErrorResponse(res.Status, err))
 		return
 	}
-	a.b.stats.AddPut(a.msg.Topic, 1, int64(len(a.msg.Body))) // before the answer (storeSend)
+	if !a.counted {
+		a.b.stats.AddPut(a.msg.Topic, 1, int64(len(a.msg.Body))) // before the answer (storeSend)
+	}
 	if resp := a.storedResponse(res); resp != nil {
 		a.answer(resp)
 	}

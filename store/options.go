@@ -198,6 +198,10 @@ type Options struct {
 	// each record it appends (under its lock), the dispatcher for records
 	// it reads back: it must be quick and must not call into the store.
 	TagsCode func(topic, properties []byte, storeTimestamp int64) (code int64, ok bool)
+	// PutTally, if set, counts the stored puts of each written-behind
+	// round for the caller, before any of them is answered (see
+	// PutTally).
+	PutTally PutTally
 }
 
 // DefaultOptions returns the defaults for a store rooted at root.

@@ -50,6 +50,22 @@ type PutDone interface {
 	PutDone(res PutResult, err error)
 }
 
+// PutTally (Options.PutTally) lets the caller count its puts written
+// behind a round at a time, as the store counts its own: a round calls
+// Count for each of its stored puts, then Flush once, and only then
+// answers them (PutDone), so a putter that reads the caller's counters
+// after its answer finds its put counted. The calls are made with the
+// store's answering lock held: one round at a time, never two at once,
+// so the tally needs no lock of its own; they must not block or call
+// into the store. Puts answered otherwise (not written behind, failed,
+// or waiting for a flush) are not shown to the tally.
+type PutTally interface {
+	// Count is told of one stored put: its done and latency.
+	Count(done PutDone, latency time.Duration)
+	// Flush ends the round's count.
+	Flush()
+}
+
 // putFunc is PutAsync's done as a PutDone.
 type putFunc func(PutResult, error)
 
@@ -141,15 +157,22 @@ func (s *Store) answerWrittenLocked() {
 	// write too), and before any is answered: a sender that reads the
 	// stats after its answer finds its put counted.
 	var batch putTally
+	tally := s.opts.PutTally
 	for i := range s.answering {
 		p := &s.answering[i]
 		p.discarded = s.cl.discards.discarded(p.gen, p.start)
 		p.stored = !p.discarded && p.end <= committed
 		if p.stored {
 			batch.add(1, int(p.end-p.start), now-p.began)
+			if tally != nil {
+				tally.Count(p.done, now-p.began)
+			}
 		}
 	}
 	s.stats.recordTally(&batch)
+	if tally != nil && batch.msgs > 0 {
+		tally.Flush()
+	}
 	host := s.opts.StoreHost
 	for i := range s.answering {
 		p := &s.answering[i]
