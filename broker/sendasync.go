@@ -54,6 +54,9 @@ type pendingSend struct {
 	// counted: the store's round counted the stored send (sendTally)
 	// before PutDone; PutDone does not count it again.
 	counted bool
+	// released: the round also counted it out of sendsInFlight
+	// (sendTally); answer does not.
+	released bool
 
 	// Held here so that a send costs one allocation for all of them.
 	h    protocol.SendMessageRequestHeader
@@ -129,7 +132,9 @@ func (a *pendingSend) answer(resp *protocol.Command) {
 	a.b.metrics.sendDone(a.start)
 	req := protocol.Command{Opaque: a.opaque, Flag: a.flag, SerializeType: a.st}
 	_ = a.c.WriteResponse(&req, resp) // encodes resp (often a.resp) into the write buffer
-	a.release()
+	if !a.released {
+		a.release()
+	}
 	a.recycle()
 }
 
@@ -199,7 +204,7 @@ func (a *pendingSend) storedBatchResponse(res store.BatchResult) *protocol.Comma
 // (the HA server calls back; see slaveCode for the codes).
 func (a *pendingSend) replicated(code int32, end int64, hdr *protocol.SendMessageResponseHeader) *protocol.Command {
 	b := a.b
-	if b.opts.Role != RoleSyncMaster || code != protocol.Success || !a.wait {
+	if code != protocol.Success || !a.waitsForSlave() {
 		return a.respond(code, hdr)
 	}
 	srv := b.haSrv.Load()
@@ -214,6 +219,10 @@ func (a *pendingSend) replicated(code int32, end int64, hdr *protocol.SendMessag
 	})
 	return nil
 }
+
+// waitsForSlave reports whether the send, once stored, waits for a slave
+// before it is answered (replicated).
+func (a *pendingSend) waitsForSlave() bool { return a.wait && a.b.opts.Role == RoleSyncMaster }
 
 // slaveCode maps the outcome of a wait for a slave to the send response
 // code: SLAVE_NOT_AVAILABLE (none fit, or in controller mode a master past

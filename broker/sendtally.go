@@ -14,13 +14,18 @@ import (
 // answering lock held, one round at a time, before it answers any put of
 // the round: a sender finds its put counted once answered, as before.
 // Sends it counted are marked (pendingSend.counted) and do not count
-// themselves again in PutDone.
+// themselves again in PutDone. A send that PutDone answers at once (one
+// that waits for no slave) is also counted out of sendsInFlight by the
+// round (pendingSend.released), one add for the round instead of one a
+// send on the line every reader's acceptAsync writes: the count drops
+// right before the round's answers are written, not after each.
 type sendTally struct {
-	b     *Broker
-	topic string // the run's topic; "" before the first send of a round
-	msgs  int64
-	bytes int64
-	times putTimes
+	b        *Broker
+	topic    string // the run's topic; "" before the first send of a round
+	msgs     int64
+	bytes    int64
+	times    putTimes
+	released int64 // sends counted out of sendsInFlight this round
 }
 
 // Count implements store.PutTally: a stored send counts into the run of
@@ -31,6 +36,10 @@ func (t *sendTally) Count(done store.PutDone, latency time.Duration) {
 		return
 	}
 	a.counted = true
+	if !a.waitsForSlave() {
+		a.released = true
+		t.released++
+	}
 	if a.msg.Topic != t.topic {
 		t.flushTopic()
 		t.topic = a.msg.Topic
@@ -45,6 +54,10 @@ func (t *sendTally) Flush() {
 	t.flushTopic()
 	t.topic = "" // the round's messages are recycled once answered
 	t.b.rt.observePuts(&t.times)
+	if t.released > 0 {
+		t.b.sendsInFlight.Add(-t.released)
+		t.released = 0
+	}
 }
 
 func (t *sendTally) flushTopic() {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -16,7 +17,8 @@ import (
 // several connections at once, with requests in flight on each and two
 // topics in turn, every answered send is already in its topic's put count
 // and in the runtime put times when its answer arrives, and in the end
-// each topic's count and size and the put times hold every send once.
+// each topic's count and size and the put times hold every send once,
+// and every send was counted out of the sends in flight once.
 func TestBrokerSendCountedBeforeAnswer(t *testing.T) {
 	b := testBroker(t, t.TempDir(), nil)
 	topics := []string{"TallyA", "TallyB"}
@@ -93,6 +95,9 @@ func TestBrokerSendCountedBeforeAnswer(t *testing.T) {
 	if n, lat := putTimes(), sumLatency(b); n != conns*per || lat != conns*per {
 		t.Errorf("put times: %d in the distribution, %d in the latency buckets, for %d sends", n, lat, conns*per)
 	}
+	// Every send counted out of sendsInFlight once (a send may be
+	// counted out right after its answer is written).
+	testutil.WaitFor(t, 10*time.Second, "no send in flight", func() bool { return b.sendsInFlight.Load() == 0 })
 }
 
 func sumLatency(b *Broker) (n int64) {
@@ -105,7 +110,8 @@ func sumLatency(b *Broker) (n int64) {
 // BenchmarkBrokerSendCount: what counting a stored send costs the
 // answering goroutine, each send on its own (observePut and AddPut, as
 // PutDone counts a send no round counted) and a round of 64 at a time
-// (sendTally's Count and Flush), from every P (the broker's two readers
+// (sendTally's Count and Flush), each with its count out of the sends in
+// flight, from every P (the broker's two readers
 // drain each other's sends). ns/op is per send.
 func BenchmarkBrokerSendCount(b *testing.B) {
 	const round = 64
@@ -129,6 +135,7 @@ func BenchmarkBrokerSendCount(b *testing.B) {
 				a := s[i%round]
 				br.rt.observePut(time.Duration(i%500) * time.Microsecond)
 				br.stats.AddPut(a.msg.Topic, 1, int64(len(a.msg.Body)))
+				a.release()
 			}
 		})
 	})
