@@ -197,6 +197,8 @@ type Options struct {
 	// ok=false to keep the default (hash of TAGS). The writer calls it for
 	// each record it appends (under its lock), the dispatcher for records
 	// it reads back: it must be quick and must not call into the store.
+	// Its codes may change with the owner's configuration: the damage
+	// checks do not hold an entry's tagsCode against it.
 	TagsCode func(topic, properties []byte, storeTimestamp int64) (code int64, ok bool)
 	// PutTally, if set, counts the stored puts of each written-behind
 	// round for the caller, before any of them is answered (see
