@@ -118,6 +118,12 @@ type StateStore struct {
 	connMu sync.Mutex
 	conns  map[string]ssPeer // client id -> front end that last carried its request; protected by connMu
 	sinks  sync.Map          // protocol.StateStoreSink -> *ssSinkPeer
+	// watched is set by the first request that may register a watch (a
+	// KEYNOTIFY, or a payload that did not parse) and stays set: until
+	// then no client can have a watch, so no notification needs conns
+	// and admit leaves it alone (its lock, and a lookup of the client id
+	// in a table of every client, were 1-2 % of a GET's CPU).
+	watched atomic.Bool
 
 	wake chan struct{} // nudges the expiry loop (expiryDue)
 	// expiryAt is when the expiry loop looks next, in ms of the broker's
@@ -418,8 +424,10 @@ func (s *StateStore) serve(ctx context.Context, req *protocol.StateStoreRequest,
 }
 
 // admit checks that this broker serves req's shard now and records from
-// as the front end of req's client; it returns the shard.
-func (s *StateStore) admit(req *protocol.StateStoreRequest, from ssPeer) (*ssShard, error) {
+// as the front end of req's client (once any request may have registered
+// a watch: see watched); it returns the shard. cmd is req's parsed
+// payload, nil when it did not parse.
+func (s *StateStore) admit(req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer) (*ssShard, error) {
 	if s.host.slave.Load() {
 		return nil, fmt.Errorf("%w: slave", ErrStateStoreNotOwner)
 	}
@@ -429,7 +437,10 @@ func (s *StateStore) admit(req *protocol.StateStoreRequest, from ssPeer) (*ssSha
 	if req.Shard < 0 || int(req.Shard) >= len(s.shards) {
 		return nil, fmt.Errorf("%w: shard %d of %d", ErrStateStoreNotOwner, req.Shard, len(s.shards))
 	}
-	if from != nil && req.ClientID != "" {
+	if !s.watched.Load() && (cmd == nil || cmd.Verb == statestore.VerbKeyNotify) {
+		s.watched.Store(true) // before the registration, which Prepare makes
+	}
+	if from != nil && req.ClientID != "" && s.watched.Load() {
 		s.connMu.Lock()
 		if s.conns[req.ClientID] != from { // usually the same front end as last time
 			s.conns[req.ClientID] = from
@@ -460,7 +471,7 @@ func (s *StateStore) engineRequest(req *protocol.StateStoreRequest, cmd *statest
 // do serves one request into resp; cmd is the parsed req.Payload, nil
 // when it did not parse (the engine answers the error).
 func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer, resp *protocol.StateStoreResponse) error {
-	sh, err := s.admit(req, from)
+	sh, err := s.admit(req, cmd, from)
 	if err != nil {
 		return err
 	}

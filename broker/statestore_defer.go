@@ -135,7 +135,7 @@ func (s *StateStore) InvokeDeferred(ctx context.Context, req *protocol.StateStor
 // putDeferred prepares a mutation and puts its record written behind,
 // queued on its shard (InvokeDeferred); nil when answered at once.
 func (s *StateStore) putDeferred(req *protocol.StateStoreRequest, cmd *statestore.Command, from ssPeer, resp *protocol.StateStoreResponse) (*StateStorePending, error) {
-	sh, err := s.admit(req, from)
+	sh, err := s.admit(req, cmd, from)
 	if err != nil {
 		return nil, err
 	}

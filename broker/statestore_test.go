@@ -689,3 +689,60 @@ func TestStateStoreSnapshotFileStreamed(t *testing.T) {
 		}
 	}
 }
+
+// TestStateStoreHostWatcherFrontAfterUnwatchedTraffic: requests admitted
+// before any watch exists record no front end (admit skips the client
+// table then); the first KEYNOTIFY records its front end, so a change
+// made through another front end is pushed to the watcher's, and a
+// client that moved to another front end keeps the registrations made
+// through it when the old front end reports its connection gone.
+func TestStateStoreHostWatcherFrontAfterUnwatchedTraffic(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	s := ssOpen(t, b, nil)
+	defer s.Close()
+	a, other := &ssSink{}, &ssSink{}
+	invoke := func(sink protocol.StateStoreSink, client string, args ...string) *protocol.StateStoreResponse {
+		t.Helper()
+		bs := make([][]byte, len(args))
+		for i, x := range args {
+			bs[i] = []byte(x)
+		}
+		req := &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(bs[1], s.Shards())), ClientID: client,
+			Timestamp: ssTS(), HasTimestamp: true, Payload: statestore.AppendRequest(nil, bs...)}
+		cmd, err := statestore.ParseCommand(req.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := new(protocol.StateStoreResponse)
+		if err := s.InvokeLocal(context.Background(), req, &cmd, sink, resp); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return resp
+	}
+	// The watcher-to-be talks through other first, while nobody watches.
+	invoke(other, "w", "SET", "k", "v0")
+	invoke(other, "w", "GET", "k")
+	if r := invoke(a, "w", "KEYNOTIFY", "k"); string(r.Reply) != "+OK\r\n" {
+		t.Fatalf("keynotify: %q", r.Reply)
+	}
+	r := invoke(other, "c", "SET", "k", "v1")
+	if len(r.Notifications) != 0 {
+		t.Fatalf("other front end got the watcher's notification: %+v", r.Notifications)
+	}
+	if got := a.take(); len(got) != 1 || got[0].ClientID != "w" || string(got[0].Value) != "v1" {
+		t.Fatalf("pushed to the watcher's front end: %+v", got)
+	}
+	// The watcher moves to other and registers again there; a's late
+	// report of the old connection drops nothing.
+	invoke(other, "w", "KEYNOTIFY", "k")
+	if n := s.DropClientOf("w", a); n != 0 {
+		t.Fatalf("old front end's drop removed %d registrations", n)
+	}
+	r = invoke(a, "c", "SET", "k", "v2")
+	if len(r.Notifications) != 0 {
+		t.Fatalf("front end a got the moved watcher's notification: %+v", r.Notifications)
+	}
+	if got := other.take(); len(got) != 1 || got[0].ClientID != "w" || string(got[0].Value) != "v2" {
+		t.Fatalf("pushed to the watcher's new front end: %+v", got)
+	}
+}
