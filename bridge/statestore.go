@@ -201,12 +201,14 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 			}
 		}
 	}
+	round := mqtt.RoundOf(ctx)
 	if dedup {
 		req.DedupKey = statestore.AppendDedupKey(call.dedup[:0], msg.CorrelationData, msg.ResponseTopic)
-		req.DedupTTLMillis = max(time.Until(msg.Expiry).Milliseconds(), 0)
+		// The round's clock reading, which the message's expiry came
+		// from (a clock read less per request); time.Now without one.
+		req.DedupTTLMillis = max(msg.Expiry.Sub(round.Now()).Milliseconds(), 0)
 	}
 	if !prefix {
-		round := mqtt.RoundOf(ctx)
 		if round != nil {
 			if cmd != nil && ssMutation(cmd.Verb) {
 				if f.deferToRound(ctx, round, from.ClientID, msg, call) {

@@ -321,7 +321,7 @@ func (h *shardLog) catchUpLocked(sh *logShard) error {
 // per append.
 func (h *shardLog) appendLocked(ctx context.Context, sh *logShard, entry []byte, apply func(storeTime time.Time, off int64) error) error {
 	m := &record.Message{}
-	h.entryRecord(m, sh, entry)
+	h.entryRecord(m, sh, entry, h.b.now())
 	res, err := h.put(ctx, sh, m)
 	if err != nil {
 		return fmt.Errorf("%w: append to shard %d: %w", h.errUnavailable, sh.id, err)
@@ -337,8 +337,8 @@ func (h *shardLog) appendLocked(ctx context.Context, sh *logShard, entry []byte,
 }
 
 // entryRecord sets m to the record of a shard's entry.
-func (h *shardLog) entryRecord(m *record.Message, sh *logShard, entry []byte) {
-	*m = record.Message{Topic: h.topic, QueueID: sh.id, Body: entry, BornTimestamp: h.b.now().UnixMilli(),
+func (h *shardLog) entryRecord(m *record.Message, sh *logShard, entry []byte, now time.Time) {
+	*m = record.Message{Topic: h.topic, QueueID: sh.id, Body: entry, BornTimestamp: now.UnixMilli(),
 		BornHost: h.b.storeHost, StoreHost: h.b.storeHost}
 }
 

@@ -151,7 +151,8 @@ func (s *StateStore) putDeferred(req *protocol.StateStoreRequest, cmd *statestor
 		return nil, fmt.Errorf("%w: shard %d: %w", ErrStateStoreFailed, sh.id, err)
 	}
 	p := ssPendings.Get().(*StateStorePending)
-	entry, out, needsLog := sh.eng.PrepareAppend(p.entry[:0], &r, s.b.now())
+	now := s.b.now() // the entry's store-side clock and its record's born time
+	entry, out, needsLog := sh.eng.PrepareAppend(p.entry[:0], &r, now)
 	p.entry = entry
 	if !needsLog {
 		sh.mu.Unlock()
@@ -164,7 +165,7 @@ func (s *StateStore) putDeferred(req *protocol.StateStoreRequest, cmd *statestor
 	if q.done == nil {
 		q.done = make(chan struct{}, maxPendingPerShard)
 	}
-	s.host.entryRecord(&p.m, &sh.logShard, entry)
+	s.host.entryRecord(&p.m, &sh.logShard, entry, now)
 	if err := s.host.putBehind(&sh.logShard, &p.m, p); err != nil {
 		sh.mu.Unlock()
 		*p = StateStorePending{entry: entry[:0]}

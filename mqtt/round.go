@@ -107,6 +107,12 @@ func (r *Round) wallNow() time.Time {
 	return r.wall
 }
 
+// Now is the round's reading of the wall clock (time.Now for a nil
+// round): an inline request's message expiry (Message.Expiry) was
+// computed from it, so Expiry.Sub(Now()) is what remained of its
+// interval when the round began.
+func (r *Round) Now() time.Time { return r.wallNow() }
+
 // monoNow is wallNow for nanotime (a connection's last receipt).
 func (r *Round) monoNow() int64 {
 	if r == nil {
