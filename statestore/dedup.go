@@ -3,6 +3,8 @@ package statestore
 import (
 	"crypto/sha256"
 	"hash/maphash"
+	"os"
+	"unsafe"
 )
 
 // dedupID names a cached reply: the first 16 bytes of the SHA-256 of the
@@ -203,6 +205,7 @@ func (c *dedupCache) add(old *dedupEntry, id *dedupID, t uint32, r Reply, expire
 // entry of the ring back into it.
 func (c *dedupCache) growIndex() {
 	c.idx = make([]dedupSlot, max(16, 2*len(c.idx)))
+	prefault(c.idx) // probed (read) below before it is written
 	mask := len(c.idx) - 1
 	for i := 0; i < c.n; i++ {
 		d := c.at(i)
@@ -255,5 +258,24 @@ func (c *dedupCache) evict(nowMs int64) {
 		c.head = (c.head + 1) & (len(c.ring) - 1)
 		c.n--
 		c.seq++
+	}
+}
+
+// pageSize is the size of the memory pages prefault touches.
+var pageSize = os.Getpagesize()
+
+// prefault writes the zero value into one element of s in every memory
+// page s spans. A large slice is fresh memory, not yet mapped: a page the
+// process reads first (a probe of the new index, the collector's scan of
+// the new ring's empty tail) is mapped to the kernel's shared zero page,
+// and the first write to it then takes a second fault, a copy-on-write,
+// whose TLB flush interrupts the other CPU. Written first, each page
+// takes one fault. Cheap where the memory was in use already: one store
+// per page.
+func prefault[T any](s []T) {
+	var zero T
+	step := max(1, pageSize/int(unsafe.Sizeof(zero)))
+	for i := 0; i < len(s); i += step {
+		s[i] = zero
 	}
 }
