@@ -318,19 +318,77 @@ func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time, where map[*mqtt.
 // client exists, or this node holds the client or is connecting it. The
 // IoT hub uses it for devices that have not connected yet.
 func (b *Backend) PrepareSession(ctx context.Context, clientID string, subs []mqtt.Subscription, expiry time.Duration) (bool, error) {
+	return b.prepareSession(ctx, clientID, subs, expiry, nil)
+}
+
+// PrepareSessionReplacing is PrepareSession that may also replace an
+// offline session a client left when it disconnected (its record names
+// the connection's user name; a prepared one names none): it does when
+// stale, asked only then, reports true. The IoT hub uses it for a device
+// identity created where a deleted one of the same id had a session
+// (stale: the identity has never connected), so that the new device
+// does not resume the old one's session and receive what was queued for
+// it. A session a node holds, is connecting or is writing is never
+// replaced.
+func (b *Backend) PrepareSessionReplacing(ctx context.Context, clientID string, subs []mqtt.Subscription, expiry time.Duration,
+	stale func() bool) (bool, error) {
+	return b.prepareSession(ctx, clientID, subs, expiry, stale)
+}
+
+func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mqtt.Subscription, expiry time.Duration,
+	stale func() bool) (bool, error) {
 	if b.isClosed() {
 		return false, ErrClosed
 	}
-	now := time.Now()
-	if b.instance(clientID) != 0 {
-		return false, nil
+	ended := false // this node ended the client's offline session
+	if srv := b.server(); srv != nil && srv.SessionInstance(clientID) != 0 {
+		// Held here: connected, or offline in memory (its latest record
+		// is then the one it left here).
+		if stale == nil || srv.Connected(clientID) || !stale() || !srv.EndOfflineSession(clientID) {
+			return false, nil
+		}
+		ended = true
 	}
+	now := time.Now()
 	b.mu.Lock()
 	rec := b.sessions[clientID]
-	busy := rec != nil && !rec.Deleted && !expiredAt(rec, now) || b.writing[clientID] > 0 || len(b.waits[clientID]) > 0
+	live := rec != nil && !rec.Deleted && !expiredAt(rec, now)
+	left := live && !rec.Online && !rec.Connect && rec.Username != "" // offline, left by a connection
+	busy := b.writing[clientID] > 0 || len(b.waits[clientID]) > 0
 	b.mu.Unlock()
+	replacing := ended
+	switch {
+	case busy, !live, ended:
+	case !left || stale == nil || !stale():
+		busy = true
+	default:
+		// stale took a while: the client may have come back meanwhile.
+		b.mu.Lock()
+		busy = b.sessions[clientID] != rec || b.writing[clientID] > 0 || len(b.waits[clientID]) > 0
+		b.mu.Unlock()
+		busy = busy || b.instance(clientID) != 0
+		replacing = true
+	}
 	if busy {
 		return false, nil
+	}
+	if replacing && !ended && rec.Node != b.opts.NodeID {
+		// The node that wrote the record may still hold the session in
+		// memory: a clean start's announcement (DeleteSession) makes it
+		// drop it, as when the client connects anew elsewhere.
+		if err := b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Connect: true, Deleted: true}); err != nil {
+			return false, err
+		}
+	}
+	if replacing {
+		// The new record resumes where the live consumer is: first let it
+		// pass what is stored already, which the replaced session was
+		// owed, so that none of it is read back into the new one.
+		b.mu.Lock()
+		pts := sortedPoints(b.resumePointsLocked(clientID, time.Time{}))
+		b.mu.Unlock()
+		b.waitLive(ctx, pts)
+		now = time.Now()
 	}
 	st := &mqtt.SessionState{ClientID: clientID, Subscriptions: subs, Expiry: expiry, DisconnectedAt: now}
 	if err := b.writeSession(ctx, b.offlineRecord(st)); err != nil {

@@ -80,6 +80,7 @@ type clusterServer interface {
 	TryDeliverSharedAcked(share string, msg *mqtt.Message, rec mqtt.Recycler) (taker string, full bool)
 	Holds(clientID string, msg *mqtt.Message) bool
 	SharedSubscriptions() []string
+	EndOfflineSession(clientID string) bool
 }
 
 // instance is the server's session instance of clientID (0: none, or no

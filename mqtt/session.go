@@ -427,14 +427,34 @@ func (ss *session) dropSubsLocked() {
 }
 
 // expire runs from the wheel when an offline session's expiry passes.
-func (ss *session) expire() {
+func (ss *session) expire() { ss.end() }
+
+// EndOfflineSession ends clientID's session at once, as its expiry would,
+// when this server holds it with no connection: its will, if one is
+// still due, is published and the backend deletes the session. It
+// reports whether it ended one. The IoT hub uses it for the session of a
+// deleted identity whose id a new identity takes.
+func (s *Server) EndOfflineSession(clientID string) bool {
+	s.mu.Lock()
+	ss := s.sessions[clientID]
+	s.mu.Unlock()
+	if ss == nil || !ss.end() {
+		return false
+	}
+	s.wheel.disarm(&ss.expiryTimer)
+	return true
+}
+
+// end ends the offline session ss (expire, EndOfflineSession); false
+// when it is connected or already ended.
+func (ss *session) end() bool {
 	s := ss.srv
 	s.mu.Lock()
 	ss.mu.Lock()
 	if ss.dead || ss.conn != nil || s.sessions[ss.id] != ss {
 		ss.mu.Unlock()
 		s.mu.Unlock()
-		return
+		return false
 	}
 	ss.dead = true
 	delete(s.sessions, ss.id)
@@ -454,6 +474,7 @@ func (ss *session) expire() {
 		s.log.Warn("mqtt: delete session", "client", ss.id, "err", err)
 	}
 	s.armWillRetry(owed)
+	return true
 }
 
 // fireWill runs from the wheel when the will delay passes.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/mqtt"
+	tw "github.com/smartgo/smartgo/twin"
 )
 
 // Telemetry and cloud-to-device messages.
@@ -219,13 +220,19 @@ func (h *Hub) SendC2D(ctx context.Context, c *C2DMessage) error {
 // for it even if it never connected (or its session ended): such a device
 // has no persistent session that would hold them, so it gets one with the
 // subscription the device SDKs make, devices/{id}/messages/devicebound/#
-// at QoS 1, which its first connect (clean session 0) resumes.
+// at QoS 1, which its first connect (clean session 0) resumes. An
+// offline session a connection left for an identity that has never
+// connected is a deleted identity's of the same id: it is replaced too,
+// so the new device does not receive the old one's messages (as on IoT
+// Hub, where deleting an identity drops its queue). Every create runs
+// this (twincli.Options.PrepareC2D), as does every send.
 func (h *Hub) prepareC2D(ctx context.Context, deviceID string) error {
 	if strings.ContainsAny(deviceID, "+#") {
 		return nil // no topic of it can be subscribed to: it gets no C2D
 	}
 	sub := mqtt.Subscription{Filter: "devices/" + deviceID + "/messages/devicebound/#", QoS: 1}
-	made, err := h.br.Backend().PrepareSession(ctx, deviceID, []mqtt.Subscription{sub}, h.sessionExpiry)
+	made, err := h.br.Backend().PrepareSessionReplacing(ctx, deviceID, []mqtt.Subscription{sub}, h.sessionExpiry,
+		func() bool { return h.neverConnected(ctx, deviceID) })
 	if err != nil {
 		return fmt.Errorf("iothub: session for %s's cloud-to-device messages: %w", deviceID, err)
 	}
@@ -233,4 +240,18 @@ func (h *Hub) prepareC2D(ctx context.Context, deviceID string) error {
 		h.log.Debug("iothub: session prepared for a device that has none", "device", deviceID)
 	}
 	return nil
+}
+
+// neverConnected reports whether the registry says device id has never
+// connected (its connection state was never recorded). When the registry
+// cannot say, it reports false: a session is kept rather than dropped.
+func (h *Hub) neverConnected(ctx context.Context, id string) bool {
+	rctx, cancel := h.requestCtx(ctx)
+	defer cancel()
+	d, err := h.twins.GetDevice(rctx, id)
+	if err != nil {
+		h.log.Debug("iothub: connection state of a device to prepare", "device", id, "err", err)
+		return false
+	}
+	return d.ConnectionStateUpdatedTime == "" || d.ConnectionStateUpdatedTime == tw.FormatTime(0)
 }
