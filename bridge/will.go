@@ -768,7 +768,8 @@ func (b *Backend) fireOrphans(ctx context.Context, gone map[string]time.Time) {
 }
 
 // willTick is how often the will loop looks for orphaned wills that are
-// due, while there are any.
+// due, while there are any (more often with a HeartbeatInterval below
+// it: the loop looks at the nodes no more often than it ticks).
 const willTick = time.Second
 
 // willLoop publishes the wills whose node is gone. Every
@@ -782,7 +783,7 @@ func (b *Backend) willLoop() {
 	absent := map[string]time.Time{} // nodes with owed wills not listed, since
 	var gone map[string]time.Time
 	nextLook := time.Time{}
-	t := time.NewTicker(willTick)
+	t := time.NewTicker(min(willTick, b.opts.HeartbeatInterval))
 	defer t.Stop()
 	for {
 		if now := time.Now(); !now.Before(nextLook) {

@@ -18,11 +18,15 @@ import (
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
-// quickLooks makes a node look at the registries' node list often, so
-// that a crashed node's wills go out soon.
+// quickLooks makes a node look at the registries' node list often and
+// claim a gone node's will after a short grace, so that a crashed node's
+// wills go out soon. The grace only matters for a live node that looks
+// gone (it revokes the claim within it): the tests that fake one set
+// Backend.testClaimGrace long instead.
 func quickLooks(mo *mqtt.Options, bo *Options) {
 	shortHandoff(mo, bo)
 	bo.HeartbeatInterval = 200 * time.Millisecond
+	bo.WillClaimGrace = time.Second
 }
 
 // namedLooks is quickLooks for a node with the fixed id id.
