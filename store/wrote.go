@@ -318,9 +318,12 @@ func (s *Store) noteWrote(rec []byte, phy int64, m *record.Message) {
 	if s.rawMode.Load() {
 		return
 	}
-	v, err := record.Parse(rec, false)
-	if err != nil {
-		return // cannot happen (our own encoding); read back then
+	v, ok := sealedView(rec, m)
+	if !ok {
+		var err error
+		if v, err = record.Parse(rec, false); err != nil {
+			return // cannot happen (our own encoding); read back then
+		}
 	}
 	var e dispEntry
 	if known, ok := m.Known.Values(m.Properties); ok {
@@ -333,6 +336,35 @@ func (s *Store) noteWrote(rec []byte, phy int64, m *record.Message) {
 		e = s.dispEntryOf(&v)
 	}
 	s.wq.note(&e, phy, v.TotalSize)
+}
+
+// sealedView is what noteWrote reads of record.Parse's view of rec, a
+// record EncodeSealedTo has just encoded from m, without parsing it: the
+// size, queue, queue offset and store time are m's, the system flag is
+// read from its place (the encoder sets the host-width flags), and the
+// topic and properties are sliced from the record's end, where TOPICLEN,
+// the topic, PROPERTIESLEN and the properties end every record. The
+// other fields are left zero (the notes do not read them). ok is false
+// when the record does not hold the lengths m's topic and properties give
+// where they would be (then the caller parses it).
+func sealedView(rec []byte, m *record.Message) (v record.View, ok bool) {
+	var last byte
+	if n := len(m.Properties); n > 0 {
+		last = m.Properties[n-1]
+	}
+	pl := record.SealedPropertiesLen(len(m.Properties), last)
+	ps := len(rec) - pl // the properties' start
+	ts := ps - 2 - len(m.Topic)
+	if ts-1 < record.OffsetBornHost || be.Uint16(rec[ps-2:]) != uint16(pl) || rec[ts-1] != byte(len(m.Topic)) {
+		return v, false
+	}
+	v.TotalSize = int32(len(rec))
+	v.Magic = record.MagicMessage
+	v.QueueID, v.QueueOffset, v.StoreTimestamp = m.QueueID, m.QueueOffset, m.StoreTimestamp
+	v.SysFlag = int32(be.Uint32(rec[record.OffsetSysFlag:]))
+	v.Topic = rec[ts : ps-2 : ps-2]
+	v.Properties = rec[ps:len(rec):len(rec)]
+	return v, true
 }
 
 // knownValue is a value of record.KnownProperties as LookupProperties
