@@ -433,12 +433,12 @@ func newSSResponse(req *mqtt.Message) *ssResponse {
 // UserProperties, with the broker's version string reused when it is
 // already in canonical form.
 func (f *StateStoreFront) respondOK(round *mqtt.Round, clientID string, req *mqtt.Message, payload []byte, version string) {
-	f.sendOK(round, clientID, newSSResponse(req), payload, version)
+	f.sendOK(round, mqtt.RoundClient{}, clientID, newSSResponse(req), payload, version)
 }
 
 // sendOK sends r (newSSResponse) as a 200 response with payload, through
 // round when it is sent on a poller round (nil: not).
-func (f *StateStoreFront) sendOK(round *mqtt.Round, clientID string, r *ssResponse, payload []byte, version string) {
+func (f *StateStoreFront) sendOK(round *mqtt.Round, rc mqtt.RoundClient, clientID string, r *ssResponse, payload []byte, version string) {
 	r.m.Payload = payload
 	r.user[0] = mqtt.UserProperty{Key: statestore.PropStatus, Value: statestore.Status200}
 	r.user[1] = mqtt.UserProperty{Key: statestore.PropProtocolVersion, Value: statestore.ProtocolVersion}
@@ -451,7 +451,7 @@ func (f *StateStoreFront) sendOK(round *mqtt.Round, clientID string, r *ssRespon
 	m.User = r.user[:n:n]
 	var err error
 	if round != nil {
-		err = round.SendToRecycled(clientID, m, r)
+		err = round.SendToClientRecycled(rc, clientID, m, r)
 	} else {
 		err = f.srv.SendToRecycled(clientID, m, r)
 	}
@@ -700,7 +700,7 @@ func (f *StateStoreFront) deferToRound(ctx context.Context, round *mqtt.Round, c
 	// The request's bytes are the call's only (HandleInline): the
 	// response carries copies of its envelope.
 	e := ssRoundEnds.Get().(*ssRoundEnd)
-	e.f, e.round, e.clientID, e.d, e.r = f, round, clientID, d, newSSResponse(msg)
+	e.f, e.round, e.client, e.clientID, e.d, e.r = f, round, round.Client(), clientID, d, newSSResponse(msg)
 	ssCalls.Put(call) // the broker copied what it keeps of the request
 	round.Defer(e)
 	return true
@@ -711,7 +711,8 @@ func (f *StateStoreFront) deferToRound(ctx context.Context, round *mqtt.Round, c
 // with the request's envelope.
 type ssRoundEnd struct {
 	f        *StateStoreFront
-	round    *mqtt.Round // the round it was deferred to, which runs it
+	round    *mqtt.Round      // the round it was deferred to, which runs it
+	client   mqtt.RoundClient // the session the request came in on
 	clientID string
 	d        router.Deferred
 	r        *ssResponse
@@ -731,7 +732,7 @@ func (e *ssRoundEnd) RoundEnd() {
 		e.r.Recycle(&e.r.m)
 	} else {
 		f.pushNotifications(e.resp.Notifications)
-		f.sendOK(e.round, e.clientID, e.r, e.resp.Reply, e.resp.Version)
+		f.sendOK(e.round, e.client, e.clientID, e.r, e.resp.Reply, e.resp.Version)
 	}
 	*e = ssRoundEnd{}
 	ssRoundEnds.Put(e)

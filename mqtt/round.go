@@ -94,6 +94,35 @@ func (r *Round) end() {
 	r.wall, r.mono, r.cur = time.Time{}, 0, nil
 }
 
+// RoundClient names the session whose request an inline handler is
+// serving (Round.Client), so that the work the handler deferred to the
+// round's end answers it without looking the session up
+// (SendToClientRecycled). The zero RoundClient names none. It is only
+// good until the round ends.
+type RoundClient struct{ ss *session }
+
+// Client returns the session of the request an inline handler is being
+// called for, the zero RoundClient outside such a call.
+func (r *Round) Client() RoundClient {
+	if r != nil && r.cur != nil {
+		return RoundClient{r.cur.session}
+	}
+	return RoundClient{}
+}
+
+// SendToClientRecycled is SendToRecycled for an answer deferred to the
+// round's end: c, taken by Client in the handler's call, is the session
+// the request came in on, used when it is clientID's (a lookup in the
+// server's session table, under its lock, otherwise: 0.7 % of a SET's
+// CPU). As with SendToRecycled, a session taken over during the round
+// is still the one answered.
+func (r *Round) SendToClientRecycled(c RoundClient, clientID string, msg *Message, rec Recycler) error {
+	if c.ss != nil && c.ss.id == clientID {
+		return c.ss.deliverTo(msg, false, rec, r.wallNow()).err(clientID)
+	}
+	return r.SendToRecycled(clientID, msg, rec)
+}
+
 // wallNow is the round's wall clock reading, for the expiry of the
 // messages its requests carry: time.Now on the round's first call (and
 // on every call of a nil Round: not on a poller).

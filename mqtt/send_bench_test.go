@@ -73,13 +73,22 @@ func BenchmarkMQTTRoundSend(b *testing.B) {
 	s.sessions[id] = ss
 	s.mu.Unlock()
 	r := &Round{srv: s, cur: c}
+	rc := r.Client()
+	end := &Round{srv: s}
 	msg := &Message{Topic: "clients/azure-cpu-0-17/statestore/v1/FA9AE35F-2F64-47CD-9BFF-08E2B32A0FE8/command/invoke/response",
 		Payload: make([]byte, 105), QoS: 1, CorrelationData: make([]byte, 16), Expiry: time.Now().Add(time.Minute),
 		User: []UserProperty{{Key: "__stat", Value: "200"}, {Key: "__protVer", Value: "1.0"}, {Key: "__ts", Value: "000001764221811:00000:n"}}}
 	for _, bc := range []struct {
 		name string
 		send func() error
-	}{{"server", func() error { return s.SendToRecycled(id, msg, nil) }}, {"round", func() error { return r.SendToRecycled(id, msg, nil) }}} {
+	}{
+		{"server", func() error { return s.SendToRecycled(id, msg, nil) }},
+		{"round", func() error { return r.SendToRecycled(id, msg, nil) }},
+		// At the round's end (no connection being handled): a SET's
+		// answer, by lookup or by the session its handler's call named.
+		{"roundEnd", func() error { return end.SendToRecycled(id, msg, nil) }},
+		{"roundEndClient", func() error { return end.SendToClientRecycled(rc, id, msg, nil) }},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c.fl.hold(c)
 			defer c.fl.release()
