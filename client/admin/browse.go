@@ -303,7 +303,7 @@ func (a *Admin) putGroup(ctx context.Context, addr string, g GroupConfig) error 
 // one consumer group: the broker holding it copies it to the group's
 // retry topic with a one-second delay (CONSUMER_SEND_MSG_BACK, delay level
 // 1), so only that group's consumers receive it again, with its original
-// topic. The group must exist.
+// topic; a dead letter (from %DLQ%<group>) too. The group must exist.
 func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) error {
 	if group == "" {
 		return fmt.Errorf("%w: empty group", client.ErrBadOptions)
@@ -319,7 +319,12 @@ func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) er
 	if err != nil {
 		return err
 	}
-	h := &protocol.ConsumerSendMsgBackRequestHeader{Offset: off, Group: group, DelayLevel: 1, OriginMsgID: m.MsgID, OriginTopic: m.Topic}
+	// The limit of this send-back is one more attempt than the message has
+	// had: a dead letter (or a message retried as often as the group
+	// allows) would otherwise go straight back to %DLQ%<group>. A consumer
+	// failing it again sends it back under its own limit, to the DLQ.
+	h := &protocol.ConsumerSendMsgBackRequestHeader{Offset: off, Group: group, DelayLevel: 1, OriginMsgID: m.MsgID, OriginTopic: m.Topic,
+		MaxReconsumeTimes: m.ReconsumeTimes + 1, HasMaxReconsumeTimes: true}
 	_, err = a.invokeOK(ctx, "resend", host.String(), protocol.NewRequest(protocol.ConsumerSendMsgBack, h, nil))
 	switch {
 	case errors.Is(err, client.ErrGroupNotExist):
