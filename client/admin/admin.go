@@ -28,7 +28,13 @@ type Options struct {
 	// RequestTimeout bounds each request when the context has no earlier
 	// deadline. Default 3 s.
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// NamePeers: when a request fails as a peer that does not speak
+	// RocketMQ remoting makes it fail (timed out, connection closed),
+	// look once per address at what answers there (HTTP, MQTT) and say it
+	// in the error. For command-line tools, where a wrong port is the
+	// likely cause: the look costs up to a few seconds at a hung broker.
+	NamePeers bool
+	Logger    *slog.Logger
 }
 
 // Validate reports the first invalid setting.
@@ -47,6 +53,7 @@ type Admin struct {
 	opts    Options
 	rc      *remoting.Client
 	regNext atomic.Uint32
+	probed  sync.Map // address -> struct{}: looked at once (NamePeers)
 }
 
 // New returns an admin client.
@@ -75,11 +82,23 @@ func (a *Admin) invoke(ctx context.Context, op, addr string, req *protocol.Comma
 	if err != nil {
 		switch {
 		case errors.Is(err, remoting.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-			return nil, fmt.Errorf("%w: admin: %s to %s: %w", client.ErrTimeout, op, addr, err)
+			err = fmt.Errorf("%w: admin: %s to %s: %w", client.ErrTimeout, op, addr, err)
 		case errors.Is(err, context.Canceled):
 			return nil, fmt.Errorf("admin: %s to %s: %w", op, addr, err)
+		default:
+			err = fmt.Errorf("%w: admin: %s to %s: %w", client.ErrBrokerUnavailable, op, addr, err)
 		}
-		return nil, fmt.Errorf("%w: admin: %s to %s: %w", client.ErrBrokerUnavailable, op, addr, err)
+		// An address of another port of SmartGo (the console's, the
+		// metrics', the MQTT bridge's) given for a registry's or a
+		// broker's: say what answered there.
+		if a.opts.NamePeers {
+			if _, seen := a.probed.LoadOrStore(addr, struct{}{}); !seen {
+				if hint := wrongPortHint(ctx, addr, errors.Is(err, remoting.ErrConnClosed)); hint != "" {
+					err = fmt.Errorf("%w (%s)", err, hint)
+				}
+			}
+		}
+		return nil, err
 	}
 	return resp, nil
 }

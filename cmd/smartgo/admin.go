@@ -143,7 +143,7 @@ work before or after the command words.`+adminCommandList(""), stdout, stderr)
 	if g.format != "table" && g.format != "json" {
 		return fs.misuse("-o must be table or json, not %q", g.format)
 	}
-	a, err := admin.New(admin.Options{Registries: admin.ParseRegistries(g.registry)})
+	a, err := admin.New(admin.Options{Registries: admin.ParseRegistries(g.registry), NamePeers: true})
 	if err != nil {
 		return fs.misuse("-registry: %v", err)
 	}

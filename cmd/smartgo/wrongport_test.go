@@ -84,3 +84,28 @@ func TestCmdAdminNoMasterAnywhere(t *testing.T) {
 		t.Fatalf("topic create with no master: exit %d: %s", code, stderr)
 	}
 }
+
+// TestCmdAdminAtOtherPortsOfStandalone: admin given the address of a
+// standalone's console (HTTP) or MQTT port for its registry's, or for a
+// broker's, says what answered there and which ports it probably meant.
+// It said only "request timed out: code 106" (a web server waits for the
+// rest of a request line) or "connection closed: EOF" (an MQTT server
+// drops a peer whose first bytes are no CONNECT).
+func TestCmdAdminAtOtherPortsOfStandalone(t *testing.T) {
+	_, addrs := standalone(t)
+	for _, c := range []struct{ port, want string }{
+		{"console", "answers HTTP: a web port (the console or a /metrics endpoint?), not RocketMQ remoting"},
+		{"mqtt", "answers MQTT: an MQTT bridge's device port, not RocketMQ remoting"},
+	} {
+		addr := addrs[c.port]
+		for _, args := range [][]string{
+			{"admin", "-registry", addr, "-timeout", "2s", "cluster"},
+			{"admin", "-registry", addrs["registry"], "-timeout", "2s", "broker", "config", "-b", addr},
+		} {
+			code, _, stderr := runCmd(t, args...)
+			if code != exitFailure || !strings.Contains(stderr, addr+" "+c.want) || !strings.Contains(stderr, "registries listen on port 9876") {
+				t.Errorf("%v: exit %d: %s", args, code, stderr)
+			}
+		}
+	}
+}
