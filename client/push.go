@@ -99,7 +99,7 @@ func (c *PushConsumer) Start(ctx context.Context) error {
 	if b.core.closed.Load() {
 		return ErrClosed
 	}
-	if b.opts.Model == Clustering {
+	if b.opts.Model == Clustering && !longGroup(b.opts.Group) {
 		_ = b.subscribe(retryTopic(b.opts.Group), "*")
 	}
 	if err := b.loadRoutes(ctx); err != nil {
@@ -109,6 +109,14 @@ func (c *PushConsumer) Start(ctx context.Context) error {
 		return err
 	}
 	if err := b.heartbeat(ctx); err != nil {
+		// A group longer than MaxGroupLength is served only by brokers
+		// that already keep it: one that refuses it would leave this
+		// consumer running without ever receiving.
+		var be *BrokerError
+		if longGroup(b.opts.Group) && errors.As(err, &be) {
+			return fmt.Errorf("client: consumer group %q (%d characters, more than %d) refused: %w",
+				b.opts.Group, len(b.opts.Group), MaxGroupLength, err)
+		}
 		b.core.log.Warn("first heartbeat failed", "err", err)
 	}
 	c.started = true
@@ -234,7 +242,8 @@ func (c *PushConsumer) worker() {
 
 // finish applies a concurrent batch's result: commit on success; on
 // failure send the messages back (clustering) or drop them (broadcasting).
-// Messages that cannot be sent back are consumed again 5 s later.
+// Messages that cannot be sent back, and all of a group too long to have
+// a retry topic (longGroup), are consumed again 5 s later.
 func (c *PushConsumer) finish(req consumeRequest, res ConsumeResult) {
 	b := c.base
 	done := req.msgs
@@ -242,6 +251,10 @@ func (c *PushConsumer) finish(req consumeRequest, res ConsumeResult) {
 		done = done[:0:0]
 		var again []*MessageExt
 		for _, m := range req.msgs {
+			if longGroup(b.opts.Group) { // no retry topic to send it back to
+				again = append(again, m)
+				continue
+			}
 			if err := c.sendBack(b.core.ctx, m, 0); err != nil {
 				b.core.log.Debug("send back failed, consuming again later", "msgId", m.MsgID, "err", err)
 				again = append(again, m)
@@ -323,6 +336,11 @@ func (c *PushConsumer) orderlyLoop(pq *processQueue) {
 				// Out of attempts: park the batch in the dead-letter queue
 				// so the queue can move on.
 				for _, m := range msgs {
+					if longGroup(b.opts.Group) {
+						b.core.log.Warn("orderly: out of attempts, and the group is too long to have a dead-letter queue: skipped",
+							"msgId", m.MsgID, "group", b.opts.Group)
+						continue
+					}
 					if err := c.sendBack(pq.ctx, m, -1); err != nil {
 						b.core.log.Warn("orderly: send to DLQ failed", "msgId", m.MsgID, "err", err)
 					}

@@ -8,19 +8,30 @@ import (
 // MaxTopicLength is the longest topic name brokers accept.
 const MaxTopicLength = 127
 
-// MaxGroupLength is the longest consumer group name brokers accept: the
-// group's retry topic, %RETRY%<group>, must be a valid topic name.
+// MaxGroupLength is the longest consumer group name brokers accept for a
+// new group: the group's retry topic, %RETRY%<group>, must be a valid
+// topic name. A group of up to MaxTopicLength characters that a broker
+// already keeps (taken before this limit, by SmartGo or RocketMQ) is still
+// served by it: such a long group has no retry topic, so its consumers
+// consume a failed message again themselves instead of sending it back.
 const MaxGroupLength = MaxTopicLength - len("%RETRY%")
 
-// ValidateGroup checks a consumer group name against the brokers' rule:
-// 1 to MaxGroupLength (120) characters of [%|a-zA-Z0-9_-]. The error wraps
+// ValidateGroup checks a consumer group name against the topic rule
+// brokers apply to every group: 1 to MaxTopicLength (127) characters of
+// [%|a-zA-Z0-9_-]. Whether a group longer than MaxGroupLength is served is
+// the brokers' answer: one they already keep is, a new one is refused (a
+// push consumer's Start returns that refusal). The error wraps
 // ErrBadOptions.
 func ValidateGroup(group string) error {
-	if err := ValidateTopic(group); err != nil || len(group) > MaxGroupLength {
-		return fmt.Errorf("%w: group name %q: want 1 to %d characters of [%%|a-zA-Z0-9_-]", ErrBadOptions, group, MaxGroupLength)
+	if err := ValidateTopic(group); err != nil {
+		return fmt.Errorf("%w: group name %q: want 1 to %d characters of [%%|a-zA-Z0-9_-]", ErrBadOptions, group, MaxTopicLength)
 	}
 	return nil
 }
+
+// longGroup reports whether group is longer than MaxGroupLength: served
+// only by brokers that kept it, without a retry or dead-letter topic.
+func longGroup(group string) bool { return len(group) > MaxGroupLength }
 
 // ValidateTopic checks a topic name against the brokers' rule (RocketMQ's):
 // 1 to 127 characters of [%|a-zA-Z0-9_-]. The error wraps ErrBadOptions.

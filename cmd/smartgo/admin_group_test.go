@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -212,5 +214,43 @@ func TestCmdAdminMQAdminNames(t *testing.T) {
 		if _, ok := adminTable[strings.Join(words, " ")]; !ok {
 			t.Errorf("mqadmin %s maps to %q, which is no admin command", name, equiv)
 		}
+	}
+}
+
+// TestCmdAdminKeptLongGroup: a consumer group of 121-127 characters that
+// the broker already keeps (subscriptionGroup.json from before the
+// 120-character limit) can be updated with `group create`, like any
+// group; a new one that long is refused by the broker, with its reason.
+// admin refused both itself ("want 1 to 120 characters").
+func TestCmdAdminKeptLongGroup(t *testing.T) {
+	kept := "kept" + strings.Repeat("g", 121)
+	dir := t.TempDir()
+	raw, err := json.Marshal(map[string]any{"subscriptionGroupTable": map[string]any{kept: map[string]any{
+		"groupName": kept, "consumeEnable": true, "consumeBroadcastEnable": true, "retryQueueNums": 1, "retryMaxTimes": 16}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "broker-0", "config"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "broker-0", "config", "subscriptionGroup.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reg := strings.Join(c.RegistryAddrs(), ",")
+	if code, _, stderr := runCmd(t, "admin", "-registry", reg, "group", "create", "-g", kept, "-retry", "3"); code != exitOK {
+		t.Fatalf("update of the kept 125-character group: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr := runCmd(t, "admin", "-registry", reg, "-o", "json", "group", "list")
+	if code != exitOK || !strings.Contains(stdout, kept) {
+		t.Fatalf("group list: exit %d: %s%s", code, stdout, stderr)
+	}
+	fresh := "fresh" + strings.Repeat("g", 120)
+	if code, _, stderr := runCmd(t, "admin", "-registry", reg, "group", "create", "-g", fresh); code != exitFailure || !strings.Contains(stderr, "at most 120") {
+		t.Fatalf("create of a new 125-character group: exit %d: %s", code, stderr)
 	}
 }
