@@ -637,3 +637,51 @@ func TestStoreCQDamageTwoLongRebuildsAlternate(t *testing.T) {
 		t.Fatalf("rebuilt %d, want 40", st.CQEntriesRebuilt)
 	}
 }
+
+// A long rebuild left to the next pull is dropped when its topic is
+// deleted: the deleted queue is never pulled again, and its walk (with
+// its entries found so far, up to maxRepairRun of them) stayed in the
+// store for good. The topic made again under the same name serves its
+// own messages.
+func TestStoreCQDamageRebuildDroppedWithTopic(t *testing.T) {
+	old := maxRepairScan
+	maxRepairScan = 16 << 10
+	t.Cleanup(func() { maxRepairScan = old })
+	root := t.TempDir()
+	sparseQueueLog(t, root)
+	path := filepath.Join(root, "consumequeue", "T", "0", fileNameFor(0))
+	b := readFile(t, path)
+	clear(b[10*cqEntrySize : 40*cqEntrySize])
+	writeFile(t, path, b)
+
+	s := openTest(t, root, nil)
+	scans := func() int {
+		s.cqRepairMu.Lock()
+		defer s.cqRepairMu.Unlock()
+		return len(s.cqRepairScans)
+	}
+	r, err := s.GetMessages("T", 0, 10, 32, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != GetNoMatchedMessage || r.NextBeginOffset != 10 {
+		t.Fatalf("pull at the damaged run: %v, next %d; want its walk left to the next pull", r.Status, r.NextBeginOffset)
+	}
+	r.Release()
+	if n := scans(); n != 1 {
+		t.Fatalf("%d queues with a walk under way, want 1", n)
+	}
+	if err := s.DeleteTopic("T"); err != nil {
+		t.Fatal(err)
+	}
+	if n := scans(); n != 0 {
+		t.Fatalf("%d queues of a deleted topic still have a walk under way", n)
+	}
+	mustPut(t, s, msgSpec{topic: "T", qid: 0, body: "again"})
+	waitDispatched(t, s)
+	r, err = s.GetMessages("T", 0, 0, 32, nil)
+	if err != nil || r.Status != GetFound || len(r.Buffers) != 1 {
+		t.Fatalf("the topic made again: %v %v", r.Status, err)
+	}
+	r.Release()
+}

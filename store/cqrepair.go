@@ -52,6 +52,7 @@ const maxRepairRun = 1 << 20
 // A queue keeps up to maxRepairScans walks (consumers of several groups
 // may meet different runs of one queue): a pull at one run does not
 // throw another's walk away, which would leave both unfinished for ever.
+// DeleteTopic drops the walks of the topic's queues.
 var maxRepairScan int64 = 32 << 20
 
 // maxRepairScans bounds the walks under way a queue keeps; past it the
@@ -184,6 +185,12 @@ func (s *Store) walkRepair(cq *consumeQueue, sc *repairScan, off int64, why stri
 	}, nil)
 	c.releaseCur()
 	scans := slices.DeleteFunc(s.cqRepairScans[cq], func(o *repairScan) bool { return o == sc })
+	if stopped && !s.liveQueue(cq) {
+		// Its topic was deleted meanwhile (DeleteTopic drops the walks
+		// it finds; this one was not kept yet).
+		delete(s.cqRepairScans, cq)
+		return repairNone
+	}
 	if stopped {
 		if s.cqRepairScans == nil {
 			s.cqRepairScans = map[*consumeQueue][]*repairScan{}
@@ -226,6 +233,26 @@ func (s *Store) walkRepair(cq *consumeQueue, sc *repairScan, off int64, why stri
 		return repairDone
 	}
 	return repairNone
+}
+
+// liveQueue reports whether cq is still its topic's queue (not deleted).
+func (s *Store) liveQueue(cq *consumeQueue) bool {
+	s.cqMu.RLock()
+	defer s.cqMu.RUnlock()
+	return s.cqs[cq.topic][cq.queueID] == cq
+}
+
+// dropRepairs drops the rebuilds under way of qs, the queues of a topic
+// DeleteTopic removed: they would never be finished nor met again.
+func (s *Store) dropRepairs(qs map[int32]*consumeQueue) {
+	if len(qs) == 0 {
+		return
+	}
+	s.cqRepairMu.Lock()
+	defer s.cqRepairMu.Unlock()
+	for _, cq := range qs {
+		delete(s.cqRepairScans, cq)
+	}
 }
 
 // rewrite writes es at logical offsets from.. (below the tail) to the

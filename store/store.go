@@ -747,6 +747,10 @@ func (s *Store) DeleteTopic(topic string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	var qs map[int32]*consumeQueue
+	// The queues' rebuilds under way go too, once dispMu is released
+	// (cqRepairMu is taken before it).
+	defer func() { s.dropRepairs(qs) }()
 	s.dispMu.Lock()
 	defer s.dispMu.Unlock()
 	s.putMu.Lock()
@@ -757,7 +761,7 @@ func (s *Store) DeleteTopic(topic string) error {
 	}
 	s.lastQueues.reset()
 	s.cqMu.Lock()
-	qs := s.cqs[topic]
+	qs = s.cqs[topic]
 	delete(s.cqs, topic)
 	s.cqMu.Unlock()
 	s.disp.queues.reset() // under dispMu
