@@ -46,11 +46,12 @@ func New(mo mqtt.Options, bo Options) (*Bridge, error) {
 		_, subs := sb.(mqtt.SubscriptionBackend)
 		_, qos2 := sb.(mqtt.QoS2Backend)
 		_, wills := sb.(mqtt.WillBackend)
+		_, owes := sb.(mqtt.WillOwer)
 		_, shares := sb.(mqtt.SharePreparer)
-		if !subs || !qos2 || !wills || !shares {
+		if !subs || !qos2 || !wills || !owes || !shares {
 			// The wrapper does not forward subscription saves, QoS 2
-			// records, stored wills or share preparation: the server
-			// reaches the backend's directly.
+			// records, stored or owed wills or share preparation: the
+			// server reaches the backend's directly.
 			sb = &subscriptionForward{Backend: sb, be: be}
 		}
 	}

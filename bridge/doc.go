@@ -400,7 +400,10 @@
 // client's next connection, on this node, nor a handoff to another
 // node; the session's delete or offline save carries it too, and a
 // node that ends a session without a record writes no will-done marker
-// for it; WillPublished's marker settles it once it went out. A node
+// for it; WillPublished's marker settles it once it went out. A
+// will-owed marker whose write fails is written again, with backoff,
+// while the node owes the will (settled again if it went out
+// meanwhile). A node
 // of an earlier version reads a will-owed marker as a will-done marker. One the
 // broker can never store (ErrUnencodable, an mqtt.ErrUnstorable) is
 // dropped and settled instead, by its node or by a claimer.
@@ -449,5 +452,8 @@
 //
 // Bridge.Server exposes the mqtt.Server (Handle, SendTo, Stats) and
 // Options.WrapBackend lets a component hook the backend calls (the state
-// store front learns of session ends that way).
+// store front learns of session ends that way). A wrapper that does not
+// forward every optional interface the server uses (subscription saves,
+// QoS 2 records, stored and owed wills, share preparation) has the server
+// reach the backend's directly for all of them.
 package bridge

@@ -187,8 +187,9 @@ func (b *Backend) WillOwed(ctx context.Context, clientID string, w mqtt.Will) {
 	w.Owed = true
 	rec := &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, WillDone: ref.id, Owe: true, Will: willRecordOf(ref.id, w)}
 	if err := b.writeMarker(ctx, rec); err != nil {
-		b.log.Warn("bridge: will owed not stored; a new connection of the client and a crash of this node lose it",
+		b.log.Warn("bridge: will owed not stored; trying again (until then, a new connection of the client and a crash of this node lose it)",
 			"client", clientID, "err", err)
+		b.retryOweMarker(rec)
 	}
 }
 
