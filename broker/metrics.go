@@ -85,11 +85,16 @@ func (b *Broker) monitorRuntimeInfo(t map[string]string) {
 // sendStart starts timing a send request when it is one of the
 // latencySample requests timed: the zero time when it is not.
 func (m *metrics) sendStart() time.Time {
-	if (m.sendSeq.Add(1)-1)%latencySample != 0 {
+	if !m.sendTimed() {
 		return time.Time{}
 	}
 	return time.Now()
 }
+
+// sendTimed counts a send request in and reports whether it is one of
+// the latencySample requests timed (sendStart without the clock:
+// processSend starts a timed send at its reader's batch clock).
+func (m *metrics) sendTimed() bool { return (m.sendSeq.Add(1)-1)%latencySample == 0 }
 
 // sendDone records the latency of a send request sendStart timed.
 func (m *metrics) sendDone(start time.Time) {

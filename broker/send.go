@@ -40,7 +40,14 @@ func errResp(code int32, format string, args ...any) *protocol.Command {
 // loop once a slave has it (see answerSend). Meanwhile the processor has
 // returned nil and the connection's reader goes on with the next request.
 func (b *Broker) processSend(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
-	start := b.metrics.sendStart()
+	// A timed send starts at its reader's batch clock (sends are inline
+	// processors), which its put reads anyway: its latency counts from
+	// when its batch was first served, the wait behind the batch's earlier
+	// requests included, and no clock is read for it.
+	var start time.Time
+	if b.metrics.sendTimed() {
+		start = c.BatchTime()
+	}
 	resp := b.send(c, req, start)
 	if resp != nil {
 		b.metrics.sendDone(start)
