@@ -202,6 +202,13 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		}
 	}
 	round := mqtt.RoundOf(ctx)
+	// The router refuses a request past its deadline with a clock read
+	// of its own; a request that has time left as of the round's clock
+	// reading (its expiry's origin) goes without one.
+	deadline := msg.Expiry
+	if !deadline.IsZero() && round.Now().Before(deadline) {
+		deadline = time.Time{}
+	}
 	if dedup {
 		req.DedupKey = statestore.AppendDedupKey(call.dedup[:0], msg.CorrelationData, msg.ResponseTopic)
 		// The round's clock reading, which the message's expiry came
@@ -211,7 +218,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 	if !prefix {
 		if round != nil {
 			if cmd != nil && ssMutation(cmd.Verb) {
-				if f.deferToRound(ctx, round, from.ClientID, msg, call) {
+				if f.deferToRound(ctx, round, from.ClientID, msg, deadline, call) {
 					return nil
 				}
 			} else {
@@ -220,7 +227,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 				round.Flush()
 			}
 		}
-		if ok, err := f.router.InvokeCommandNow(ctx, msg.Expiry, cmd, req, &call.resp); ok {
+		if ok, err := f.router.InvokeCommandNow(ctx, deadline, cmd, req, &call.resp); ok {
 			if cmd != nil && cmd.Verb == statestore.VerbKeyNotify {
 				f.noteWatch(from.ClientID, cmd, &call.resp, err)
 			}
@@ -676,7 +683,8 @@ func ssMutation(v statestore.Verb) bool {
 // and the mutation applied and answered at the end of the poller's round
 // (ssRoundEnd), where one drain writes the records of all the round's
 // mutations with one pwrite. It reports false when the request is left
-// to the other paths (nothing was done).
+// to the other paths (nothing was done). deadline is the router's (zero:
+// none to check).
 //
 // The handler returns without later: the request's PUBACK (a success:
 // whatever the mutation's outcome, it is the response's) is queued when
@@ -685,8 +693,8 @@ func ssMutation(v statestore.Verb) bool {
 // in the same write, the PUBACK first. (With later, each deferred
 // mutation cost a queued acknowledgement, a copy of its topic and a
 // completion closure: three allocations per SET.)
-func (f *StateStoreFront) deferToRound(ctx context.Context, round *mqtt.Round, clientID string, msg *mqtt.Message, call *ssCall) bool {
-	d, ok, err := f.router.InvokeCommandDeferred(ctx, msg.Expiry, &call.cmd, &call.req, &call.resp)
+func (f *StateStoreFront) deferToRound(ctx context.Context, round *mqtt.Round, clientID string, msg *mqtt.Message, deadline time.Time, call *ssCall) bool {
+	d, ok, err := f.router.InvokeCommandDeferred(ctx, deadline, &call.cmd, &call.req, &call.resp)
 	if !ok {
 		return false
 	}
