@@ -479,30 +479,38 @@ func (a *Admin) GroupProgress(ctx context.Context, group, topic string) ([]Queue
 // broker does not answer (it died and its slave took over), from the
 // replica that holds the same record (see fromReplica).
 func (a *Admin) MessageByID(ctx context.Context, offsetMsgID string) (*client.MessageExt, error) {
+	m, _, err := a.messageByID(ctx, offsetMsgID)
+	return m, err
+}
+
+// messageByID is MessageByID that also names the broker group of the
+// replica the message was read from when the broker the id names did not
+// answer ("" when it did).
+func (a *Admin) messageByID(ctx context.Context, offsetMsgID string) (*client.MessageExt, string, error) {
 	host, off, err := record.ParseOffsetMessageID(offsetMsgID)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", client.ErrBadMessage, err)
+		return nil, "", fmt.Errorf("%w: %w", client.ErrBadMessage, err)
 	}
 	addr := host.String()
 	resp, err := a.invokeOK(ctx, "view message", addr, protocol.NewRequest(protocol.ViewMessageByID, &protocol.ViewMessageRequestHeader{Offset: off}, nil))
 	if err != nil {
 		var be *client.BrokerError
 		if errors.As(err, &be) {
-			return nil, fmt.Errorf("%w: message %s: %w", client.ErrNotFound, offsetMsgID, err)
+			return nil, "", fmt.Errorf("%w: message %s: %w", client.ErrNotFound, offsetMsgID, err)
 		}
-		if m := a.fromReplica(ctx, host, off); m != nil {
-			return m, nil
+		if m, group := a.fromReplica(ctx, host, off); m != nil {
+			return m, group, nil
 		}
-		return nil, err
+		return nil, "", err
 	}
 	msgs, err := client.DecodeMessages(resp.Body, a.brokerNameOf(ctx, addr))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if len(msgs) == 0 {
-		return nil, fmt.Errorf("%w: message %s", client.ErrNotFound, offsetMsgID)
+		return nil, "", fmt.Errorf("%w: message %s", client.ErrNotFound, offsetMsgID)
 	}
-	return msgs[0], nil
+	return msgs[0], "", nil
 }
 
 func (a *Admin) brokerNameOf(ctx context.Context, addr string) string {

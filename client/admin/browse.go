@@ -315,9 +315,24 @@ func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) er
 	if err := a.checkGroup(ctx, group); err != nil {
 		return err
 	}
-	m, err := a.MessageByID(ctx, offsetMsgID)
+	m, replicaOf, err := a.messageByID(ctx, offsetMsgID)
 	if err != nil {
 		return err
+	}
+	target := host.String()
+	if replicaOf != "" {
+		// The broker the id names is gone (a failover, or it restarted on
+		// another address): its group's logs hold the record at the same
+		// offset, and the group's master takes the send-back.
+		ci, err := a.ClusterInfo(ctx)
+		if err != nil {
+			return err
+		}
+		bd := ci.BrokerAddrTable[replicaOf]
+		if bd == nil || bd.MasterAddr() == "" {
+			return fmt.Errorf("%w: message %s is on broker group %s, which has no master now", client.ErrBrokerUnavailable, offsetMsgID, replicaOf)
+		}
+		target = bd.MasterAddr()
 	}
 	// The limit of this send-back is one more attempt than the message has
 	// had: a dead letter (or a message retried as often as the group
@@ -325,7 +340,7 @@ func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) er
 	// failing it again sends it back under its own limit, to the DLQ.
 	h := &protocol.ConsumerSendMsgBackRequestHeader{Offset: off, Group: group, DelayLevel: 1, OriginMsgID: m.MsgID, OriginTopic: m.Topic,
 		MaxReconsumeTimes: m.ReconsumeTimes + 1, HasMaxReconsumeTimes: true}
-	_, err = a.invokeOK(ctx, "resend", host.String(), protocol.NewRequest(protocol.ConsumerSendMsgBack, h, nil))
+	_, err = a.invokeOK(ctx, "resend", target, protocol.NewRequest(protocol.ConsumerSendMsgBack, h, nil))
 	switch {
 	case errors.Is(err, client.ErrGroupNotExist):
 		return fmt.Errorf("%w: %s", client.ErrGroupNotExist, group)

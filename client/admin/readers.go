@@ -146,11 +146,12 @@ func okAnswer(op, addr string, resp *protocol.Command) error {
 // a byte copy of its master's, so after a failover the promoted slave (or
 // any replica) holds the dead master's record at the same offset with the
 // master's store host. Any other broker's record there has another store
-// host (or none starts there); nil when no broker has it.
-func (a *Admin) fromReplica(ctx context.Context, host netip.AddrPort, off int64) *client.MessageExt {
+// host (or none starts there); nil when no broker has it. It also
+// returns the name of the broker group that holds it.
+func (a *Admin) fromReplica(ctx context.Context, host netip.AddrPort, off int64) (*client.MessageExt, string) {
 	ci, err := a.ClusterInfo(ctx)
 	if err != nil {
-		return nil
+		return nil, ""
 	}
 	for name, bd := range ci.BrokerAddrTable {
 		for _, addr := range bd.BrokerAddrs {
@@ -163,9 +164,9 @@ func (a *Admin) fromReplica(ctx context.Context, host netip.AddrPort, off int64)
 			}
 			msgs, err := client.DecodeMessages(resp.Body, name)
 			if err == nil && len(msgs) > 0 && msgs[0].StoreHost == host && msgs[0].CommitLogOffset == off {
-				return msgs[0]
+				return msgs[0], name
 			}
 		}
 	}
-	return nil
+	return nil, ""
 }

@@ -93,3 +93,55 @@ func TestInteropDeadLetterResentToItsGroup(t *testing.T) {
 		t.Errorf("dead-letter queue after the resend: %d messages (%v), want the 1 resent", len(msgs), err)
 	}
 }
+
+// TestInteropResendAfterTheBrokerMoved: a message stored by a broker that
+// has since restarted on another address (as after a failover: the
+// message id names a broker that no longer answers) is shown by its id
+// from the log that holds it, and resending it to a group goes to that
+// log's broker group's master: the rocketmq-client-go consumer gets it
+// again. The resend used to dial the address in the id and fail.
+func TestInteropResendAfterTheBrokerMoved(t *testing.T) {
+	dir := t.TempDir()
+	const topic, group = "InteropResendMoved", "interop-resend-moved"
+	s, stop := runStandaloneAt(t, dir)
+	createTopic(t, s.broker, topic, 1)
+	p := newProducer(t, s, "prod-resend-moved")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	res, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("again")))
+	if err != nil || res.Status != primitive.SendOK {
+		t.Fatalf("send: %v %v", res, err)
+	}
+	_ = p.Shutdown()
+	stop()
+
+	s, _ = runStandaloneAt(t, dir) // the same log, other ports
+	createTopic(t, s.broker, "%RETRY%"+group, 1)
+	adm, err := admin.New(admin.Options{Registries: []string{s.registry}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = adm.Close() })
+	if err := adm.CreateGroup(ctx, "", admin.GroupConfig{Name: group}); err != nil {
+		t.Fatal(err)
+	}
+	var first, again atomic.Int64
+	newPushConsumer(t, s, group, "cons-resend-moved", topic, consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
+		if string(m.Body) == "again" {
+			if m.ReconsumeTimes == 0 {
+				first.Add(1)
+			} else {
+				again.Add(1)
+			}
+		}
+		return consumer.ConsumeSuccess
+	})
+	testutil.WaitFor(t, 60*time.Second, "the message consumed", func() bool { return first.Load() > 0 })
+	if m, err := adm.MessageByID(ctx, res.OffsetMsgID); err != nil || string(m.Body) != "again" {
+		t.Fatalf("message %s by id after the move: %v %v", res.OffsetMsgID, m, err)
+	}
+	if err := adm.ResendToGroup(ctx, res.OffsetMsgID, group); err != nil {
+		t.Fatalf("resend %s after the move: %v", res.OffsetMsgID, err)
+	}
+	testutil.WaitFor(t, 60*time.Second, "the resent message consumed", func() bool { return again.Load() > 0 })
+}
