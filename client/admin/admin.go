@@ -109,9 +109,27 @@ func (a *Admin) invokeOK(ctx context.Context, op, addr string, req *protocol.Com
 		return nil, err
 	}
 	if resp.Code != protocol.Success {
-		return nil, &client.BrokerError{Addr: addr, Op: op, Code: resp.Code, Remark: resp.Remark}
+		err := &client.BrokerError{Addr: addr, Op: op, Code: resp.Code, Remark: resp.Remark}
+		if resp.Code == protocol.RequestCodeNotSupported && a.isRegistry(ctx, addr) { // a registry's address given as a broker's
+			return nil, fmt.Errorf("%w (%s is a registry, not a broker: brokers listen on port 10911 by default; `smartgo admin cluster` lists them)", err, addr)
+		}
+		return nil, err
 	}
 	return resp, nil
+}
+
+// isRegistry reports, with NamePeers, whether addr answers a registry's
+// request (GET_BROKER_CLUSTER_INFO, which brokers do not serve): looked
+// at once per address.
+func (a *Admin) isRegistry(ctx context.Context, addr string) bool {
+	if !a.opts.NamePeers {
+		return false
+	}
+	if _, seen := a.probed.LoadOrStore("registry "+addr, struct{}{}); seen {
+		return false
+	}
+	resp, err := a.invoke(ctx, "cluster info", addr, protocol.NewRequest(protocol.GetBrokerClusterInfo, nil, nil))
+	return err == nil && resp.Code == protocol.Success
 }
 
 // registry sends a request to the registries in turn until one answers.

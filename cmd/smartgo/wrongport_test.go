@@ -87,7 +87,8 @@ func TestCmdAdminNoMasterAnywhere(t *testing.T) {
 
 // TestCmdAdminAtOtherPortsOfStandalone: admin given the address of a
 // standalone's console (HTTP) or MQTT port for its registry's, or for a
-// broker's, says what answered there and which ports it probably meant.
+// broker's, says what answered there and which ports it probably meant;
+// given the registry's address for a broker's, it says it is a registry.
 // It said only "request timed out: code 106" (a web server waits for the
 // rest of a request line) or "connection closed: EOF" (an MQTT server
 // drops a peer whose first bytes are no CONNECT).
@@ -107,5 +108,12 @@ func TestCmdAdminAtOtherPortsOfStandalone(t *testing.T) {
 				t.Errorf("%v: exit %d: %s", args, code, stderr)
 			}
 		}
+	}
+	// The registry's address given for a broker's: it said only "code 3:
+	// request type 26 not supported".
+	reg := addrs["registry"]
+	code, _, stderr := runCmd(t, "admin", "-registry", reg, "-timeout", "30s", "broker", "config", "-b", reg)
+	if code != exitFailure || !strings.Contains(stderr, reg+" is a registry, not a broker: brokers listen on port 10911") {
+		t.Errorf("admin broker config -b <registry>: exit %d: %s", code, stderr)
 	}
 }
