@@ -50,7 +50,8 @@ type PutResult struct {
 	StoreTimestamp int64 // ms
 	MsgCount       int   // records written (1, or the batch size)
 	StoreHost      netip.AddrPort
-	// Latency is how long the put took, from the call to its result:
+	// Latency is how long the put took, from the call (PutAsyncDeferredAt:
+	// from the caller's reading) to its result:
 	// until its records were written (written behind: until the write
 	// that covered them) and, for a put that waited for the group commit,
 	// until they were durable. The store reads the clock for it anyway
