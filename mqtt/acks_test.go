@@ -59,18 +59,9 @@ func startHeld(t *testing.T, recvMax int) (*heldBackend, string) {
 	t.Helper()
 	hb := &heldBackend{MemoryBackend: NewMemoryBackend()}
 	opts := DefaultOptions()
-	opts.Listen = []string{"127.0.0.1:0"}
 	opts.ReceiveMaximum = recvMax
 	opts.Logger = slog.New(slog.DiscardHandler)
-	s, err := NewServer(opts, hb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return hb, s.Addrs()[0].String()
+	return hb, serveBackend(t, opts, hb)
 }
 
 // TestPublishAsyncAcksInOrder: with an AsyncBackend the server keeps

@@ -558,6 +558,20 @@ func (c *conn) keepAliveCheck() {
 		return
 	}
 	if !c.connected.Load() {
+		// A worker that holds the connection is handling what it sent:
+		// a CONNECT that came in time, whose session may take long to
+		// load (a cluster backend while many clients resume at once),
+		// is not cut off. handleConnect arms the keep alive over this.
+		c.inMu.Lock()
+		busy := c.scheduled
+		c.inMu.Unlock()
+		if busy {
+			c.srv.wheel.arm(&c.ka, c.srv.opts.ConnectTimeout, c.keepAliveCheck)
+			if c.closing.Load() {
+				c.srv.wheel.arm(&c.ka, closeLinger, c.closeFD) // as below
+			}
+			return
+		}
 		c.closeWith(0, "no CONNECT within the connect timeout", closeServer)
 		return
 	}

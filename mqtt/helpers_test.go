@@ -45,6 +45,22 @@ func startServer(t testing.TB, mod func(*Options), backend ...*MemoryBackend) *t
 	return &testServer{Server: s, addr: s.Addrs()[0].String(), backend: b, logs: lb}
 }
 
+// serveBackend runs a server with opts (listening on 127.0.0.1:0) over
+// backend b, closes it at cleanup and returns its address.
+func serveBackend(t testing.TB, opts Options, b Backend) string {
+	t.Helper()
+	opts.Listen = []string{"127.0.0.1:0"}
+	s, err := NewServer(opts, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s.Addrs()[0].String()
+}
+
 // rawClient speaks MQTT with the packets codec over a plain socket: the
 // v3.1.1 test client and the tool for protocol violations.
 type rawClient struct {
