@@ -59,6 +59,10 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, client.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusGatewayTimeout, err.Error())
+	case errors.Is(err, client.ErrNoPermission):
+		// The broker answered and refused (a system topic's deletion):
+		// not a failure of the gateway a retry could mend.
+		writeError(w, http.StatusForbidden, err.Error())
 	default:
 		writeError(w, http.StatusBadGateway, err.Error())
 	}

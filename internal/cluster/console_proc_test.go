@@ -201,6 +201,11 @@ func TestClusterProcConsole(t *testing.T) {
 	if code, err := alice.call("POST", "/api/topics", tb, nil); err != nil || code != http.StatusOK {
 		t.Fatalf("create topic: %d %v", code, err)
 	}
+	// A broker's refusal (NO_PERMISSION: a system topic) is 403, not the
+	// 502 of a broker that failed to answer.
+	if code, err := alice.call("DELETE", "/api/topics/TBW102", nil, nil); err != nil || code != http.StatusForbidden {
+		t.Errorf("delete TBW102: %d %v, want 403 with the broker's refusal", code, err)
+	}
 	testutil.Eventually(t, 20*time.Second, func() error {
 		var route struct {
 			Brokers []struct {
