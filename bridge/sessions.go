@@ -323,20 +323,30 @@ func (b *Backend) PrepareSession(ctx context.Context, clientID string, subs []mq
 
 // PrepareSessionReplacing is PrepareSession that may also replace an
 // offline session a client left when it disconnected (its record names
-// the connection's user name; a prepared one names none): it does when
-// stale, asked only then, reports true. The IoT hub uses it for a device
-// identity created where a deleted one of the same id had a session
-// (stale: the identity has never connected), so that the new device
-// does not resume the old one's session and receive what was queued for
-// it. A session a node holds, is connecting or is writing is never
-// replaced.
+// the connection's user name and when it ended; a prepared one names no
+// user): it does when stale, asked only then with that time, reports
+// true. The IoT hub uses it for a device identity created where a
+// deleted one of the same id had a session (stale: the identity has never
+// connected and the session ended before it was created), so that the new
+// device does not resume the old one's session and receive what was
+// queued for it. A session a node holds connected, is connecting or is
+// writing is never replaced.
 func (b *Backend) PrepareSessionReplacing(ctx context.Context, clientID string, subs []mqtt.Subscription, expiry time.Duration,
-	stale func() bool) (bool, error) {
+	stale func(leftAt time.Time) bool) (bool, error) {
 	return b.prepareSession(ctx, clientID, subs, expiry, stale)
 }
 
+// leftAt is when clientID's connection left the session of rec, an
+// offline record it wrote; zero when rec is none.
+func leftAt(rec *sessionRecord) time.Time {
+	if rec == nil || rec.Deleted || rec.Online || rec.Connect || rec.Username == "" || rec.DisconnectedAt == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(rec.DisconnectedAt)
+}
+
 func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mqtt.Subscription, expiry time.Duration,
-	stale func() bool) (bool, error) {
+	stale func(leftAt time.Time) bool) (bool, error) {
 	if b.isClosed() {
 		return false, ErrClosed
 	}
@@ -344,7 +354,10 @@ func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mq
 	if srv := b.server(); srv != nil && srv.SessionInstance(clientID) != 0 {
 		// Held here: connected, or offline in memory (its latest record
 		// is then the one it left here).
-		if stale == nil || srv.Connected(clientID) || !stale() || !srv.EndOfflineSession(clientID) {
+		b.mu.Lock()
+		left := leftAt(b.sessions[clientID])
+		b.mu.Unlock()
+		if stale == nil || left.IsZero() || srv.Connected(clientID) || !stale(left) || !srv.EndOfflineSession(clientID) {
 			return false, nil
 		}
 		ended = true
@@ -353,13 +366,13 @@ func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mq
 	b.mu.Lock()
 	rec := b.sessions[clientID]
 	live := rec != nil && !rec.Deleted && !expiredAt(rec, now)
-	left := live && !rec.Online && !rec.Connect && rec.Username != "" // offline, left by a connection
+	left := leftAt(rec)
 	busy := b.writing[clientID] > 0 || len(b.waits[clientID]) > 0
 	b.mu.Unlock()
 	replacing := ended
 	switch {
 	case busy, !live, ended:
-	case !left || stale == nil || !stale():
+	case left.IsZero() || stale == nil || !stale(left):
 		busy = true
 	default:
 		// stale took a while: the client may have come back meanwhile.

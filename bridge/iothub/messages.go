@@ -2,11 +2,13 @@ package iothub
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
 
+	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/mqtt"
 	tw "github.com/smartgo/smartgo/twin"
 )
@@ -232,7 +234,7 @@ func (h *Hub) prepareC2D(ctx context.Context, deviceID string) error {
 	}
 	sub := mqtt.Subscription{Filter: "devices/" + deviceID + "/messages/devicebound/#", QoS: 1}
 	made, err := h.br.Backend().PrepareSessionReplacing(ctx, deviceID, []mqtt.Subscription{sub}, h.sessionExpiry,
-		func() bool { return h.neverConnected(ctx, deviceID) })
+		func(leftAt time.Time) bool { return h.leftBeforeCreated(ctx, deviceID, leftAt) })
 	if err != nil {
 		return fmt.Errorf("iothub: session for %s's cloud-to-device messages: %w", deviceID, err)
 	}
@@ -242,16 +244,39 @@ func (h *Hub) prepareC2D(ctx context.Context, deviceID string) error {
 	return nil
 }
 
-// neverConnected reports whether the registry says device id has never
-// connected (its connection state was never recorded). When the registry
-// cannot say, it reports false: a session is kept rather than dropped.
-func (h *Hub) neverConnected(ctx context.Context, id string) bool {
+// leftBeforeCreated reports whether the session of device id that a
+// connection left at leftAt belongs to an identity deleted before this
+// one: the registry says this one has never connected, and was created
+// after leftAt (a twin that never connected has the reported properties
+// of its creation). When the registry cannot say, it reports false: a
+// session is kept rather than dropped.
+func (h *Hub) leftBeforeCreated(ctx context.Context, id string, leftAt time.Time) bool {
 	rctx, cancel := h.requestCtx(ctx)
 	defer cancel()
 	d, err := h.twins.GetDevice(rctx, id)
+	if err == nil && d.ConnectionStateUpdatedTime != "" && d.ConnectionStateUpdatedTime != tw.FormatTime(0) {
+		return false // it has connected: the session may be its own
+	}
+	var t *twincli.Twin
+	if err == nil {
+		t, err = h.twins.GetTwin(rctx, id, "")
+	}
+	var doc struct {
+		Properties struct {
+			Reported struct {
+				Metadata struct {
+					LastUpdated time.Time `json:"$lastUpdated"`
+				} `json:"$metadata"`
+			} `json:"reported"`
+		} `json:"properties"`
+	}
+	if err == nil {
+		err = json.Unmarshal(t.JSON, &doc)
+	}
 	if err != nil {
-		h.log.Debug("iothub: connection state of a device to prepare", "device", id, "err", err)
+		h.log.Debug("iothub: creation of a device to prepare", "device", id, "err", err)
 		return false
 	}
-	return d.ConnectionStateUpdatedTime == "" || d.ConnectionStateUpdatedTime == tw.FormatTime(0)
+	created := doc.Properties.Reported.Metadata.LastUpdated
+	return !created.IsZero() && leftAt.Before(created)
 }
