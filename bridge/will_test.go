@@ -63,7 +63,7 @@ func willConnectSaying(t *testing.T, addr, id string, clean bool, expiry, delay 
 // of id (the node that holds id stored it).
 func willStored(t *testing.T, n *Bridge, id string) {
 	t.Helper()
-	testutil.WaitFor(t, 10*time.Second, "a stored will of "+id, func() bool { return owed(n, id) > 0 })
+	testutil.WaitFor(t, 60*time.Second, "a stored will of "+id, func() bool { return owed(n, id) > 0 })
 }
 
 // owed is the number of wills of id that node n's copy of the session
@@ -81,7 +81,7 @@ func willsOn(t *testing.T, c *cluster.Cluster) func(want int, extra time.Duratio
 	pc := newPull(t, c, DefaultOptions().DefaultTopic)
 	return func(want int, extra time.Duration) []string {
 		var out []string
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(60 * time.Second)
 		for done := false; ; {
 			if !done && len(out) >= want {
 				done, deadline = true, time.Now().Add(extra)
@@ -123,7 +123,7 @@ func TestBridgeWillOfCrashedNode(t *testing.T) {
 	gone.disconnect()
 	// The node settles the will of a client that left normally (a
 	// will-done marker): the crash comes after that.
-	testutil.WaitFor(t, 10*time.Second, "w-gone's will settled", func() bool { return owed(b, "w-gone") == 0 })
+	testutil.WaitFor(t, 60*time.Second, "w-gone's will settled", func() bool { return owed(b, "w-gone") == 0 })
 	crash(t, a)
 
 	got := wills(2, time.Second)
@@ -754,12 +754,12 @@ func owedSaying(n *Bridge, id, p string) bool {
 func TestBridgeWillOwedOverReconnect(t *testing.T) {
 	a, b, wills, tried := failingWillNodes(t, "wo")
 	first := willConnectSaying(t, addrOf(a), "wo", true, 0, 0, "first")
-	testutil.WaitFor(t, 10*time.Second, "the first will stored", func() bool { return owedSaying(b, "wo", "first") })
+	testutil.WaitFor(t, 60*time.Second, "the first will stored", func() bool { return owedSaying(b, "wo", "first") })
 	first.nc.Close()
 	// A second try comes after the session's delete was written.
 	testutil.WaitFor(t, 30*time.Second, "the first will tried again", func() bool { return tried() >= 2 })
 	willConnectSaying(t, addrOf(a), "wo", true, 0, 0, "second")
-	testutil.WaitFor(t, 10*time.Second, "the second will stored", func() bool { return owedSaying(b, "wo", "second") })
+	testutil.WaitFor(t, 60*time.Second, "the second will stored", func() bool { return owedSaying(b, "wo", "second") })
 	crash(t, a)
 	if got := strings.Join(slices.Sorted(slices.Values(wills(2, 2*time.Second))), ","); got != "will/wo=first,will/wo=second" {
 		t.Fatalf("wills published: %s, want wo's first and second once each", got)
