@@ -306,9 +306,12 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 		// the record before its request by now, and may have written
 		// newer state (a claim, subscriptions) since. A handoff stored
 		// after those would become the client's latest record and take
-		// them back.
-		b.log.Warn("bridge: connect request answered too late for a handoff; none written",
-			"client", id, "node", rec.Node, "age", time.Since(time.UnixMilli(rec.stored)).Round(time.Millisecond))
+		// them back. Only a node that had a handoff to give says so: a
+		// node starting up replays every old connect request of others.
+		if held || own != nil && (own.Online || own.Connect) {
+			b.log.Warn("bridge: connect request answered too late for a handoff; none written",
+				"client", id, "node", rec.Node, "age", time.Since(time.UnixMilli(rec.stored)).Round(time.Millisecond))
+		}
 		b.settleWill(b.ctx, id)
 		return
 	}
