@@ -62,7 +62,9 @@ func (t *sendTally) Flush() {
 
 func (t *sendTally) flushTopic() {
 	if t.msgs > 0 {
-		t.b.stats.AddPut(t.topic, t.msgs, t.bytes)
+		// A counted send is one message (batches count
+		// themselves): as many requests as messages.
+		t.b.stats.AddPuts(t.topic, t.msgs, t.msgs, t.bytes)
 		t.msgs, t.bytes = 0, 0
 	}
 }

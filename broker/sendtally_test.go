@@ -154,3 +154,52 @@ func BenchmarkBrokerSendCount(b *testing.B) {
 		})
 	})
 }
+
+// Sends counted a written-behind round at a time count as one request
+// each in their topic's put statistics: VIEW_BROKER_STATS_DATA (mqadmin
+// statsAll's source) gives an avgpt of one message, and of one body's
+// size, per send request, however many pipelined sends a round counted
+// together (it gave the round's count: one add a round).
+func TestBrokerSendStatsAvgPerRequest(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	tc := newTestClient(t, b.Addr())
+	const topic, sends, size = "TallyAvg", 200, 10
+	body := []byte(strings.Repeat("y", size))
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Int64
+	)
+	for range sends {
+		h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: topic, DefaultTopic: AutoCreateTopicKey,
+			DefaultTopicQueueNums: 4, QueueID: 0, BornTimestamp: time.Now().UnixMilli()}
+		wg.Add(1)
+		err := tc.c.InvokeAsync(context.Background(), tc.addr, protocol.NewRequest(protocol.SendMessageV2, h.V2(), body), 30*time.Second,
+			func(resp *protocol.Command, err error) {
+				defer wg.Done()
+				if err != nil || resp.Code != protocol.Success {
+					failed.Add(1)
+				}
+			})
+		if err != nil {
+			wg.Done()
+			t.Fatalf("invoke: %v", err)
+		}
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d sends failed", n)
+	}
+	for _, c := range []struct {
+		stat string
+		sum  int64
+		avg  float64
+	}{{"TOPIC_PUT_NUMS", sends, 1}, {"TOPIC_PUT_SIZE", sends * size, size}} {
+		sd := decodeBody[protocol.BrokerStatsData](t, javaInvoke(t, b.Addr(), protocol.ViewBrokerStatsData,
+			map[string]string{"statsName": c.stat, "statsKey": topic}, nil))
+		for _, w := range []protocol.BrokerStatsItem{sd.StatsMinute, sd.StatsHour, sd.StatsDay} {
+			if w.Sum != c.sum || w.Avgpt != c.avg {
+				t.Errorf("%s: sum %d, avgpt %v; want %d, %v per send", c.stat, w.Sum, w.Avgpt, c.sum, c.avg)
+			}
+		}
+	}
+}

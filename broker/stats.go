@@ -115,7 +115,7 @@ type putHit struct {
 }
 
 // putHitReplace: a put that misses the remembered topic replaces it when
-// its topic's count of adds is a multiple of putHitReplace (AddPut).
+// its topic's count of adds reaches a multiple of putHitReplace (AddPuts).
 const putHitReplace = 64
 
 // statPair is a key's count and size items.
@@ -201,25 +201,32 @@ func (s *Stats) Add(kind StatKind, key string, n int64) {
 	it.times.Add(1)
 }
 
-// AddPut records messages stored into a topic.
+// AddPut records messages stored into a topic by one send request.
+func (s *Stats) AddPut(topic string, msgs, bytes int64) { s.AddPuts(topic, 1, msgs, bytes) }
+
+// AddPuts records messages stored into a topic by sends requests at once
+// (msgs messages of bytes bytes in all): each request is one add to the
+// counters' times, as if AddPut were called for each (RocketMQ's avgpt
+// of TOPIC_PUT_NUMS is messages per send request).
 //
 // A put to the topic the last one found (lastPut) in an index that has not
 // changed since takes its pair with a pointer and a string compare: the
 // index is never changed once stored, so a topic added or forgotten is a
 // new index and the remembered one is not used again.
-func (s *Stats) AddPut(topic string, msgs, bytes int64) {
+func (s *Stats) AddPuts(topic string, sends, msgs, bytes int64) {
 	idx := s.puts.Load()
 	if idx != nil {
 		h := s.lastPut.Load()
 		if h != nil && h.idx == idx && h.topic == topic {
-			h.pair.add(msgs, bytes)
+			h.pair.add(sends, msgs, bytes)
 			return
 		}
 		if p, ok := (*idx)[topic]; ok {
-			// Remembered when nothing valid is, else at every
-			// putHitReplace-th add to its counters: puts to several
-			// topics in turn rarely allocate and write the shared entry.
-			if n := p.add(msgs, bytes); h == nil || h.idx != idx || n%putHitReplace == 0 {
+			// Remembered when nothing valid is, else when its count
+			// of adds passes a multiple of putHitReplace: puts to
+			// several topics in turn rarely allocate and write the
+			// shared entry.
+			if n := p.add(sends, msgs, bytes); h == nil || h.idx != idx || n%putHitReplace < sends {
 				s.lastPut.Store(&putHit{idx: idx, topic: strings.Clone(topic), pair: p})
 			}
 			return
@@ -228,7 +235,7 @@ func (s *Stats) AddPut(topic string, msgs, bytes int64) {
 	p := indexed(s, &s.puts, topic, strings.Clone, func() statPair {
 		return statPair{s.item(TopicPutNums, topic), s.item(TopicPutSize, topic)}
 	})
-	p.add(msgs, bytes)
+	p.add(sends, msgs, bytes)
 }
 
 // AddGet records messages pulled by a group.
@@ -237,15 +244,16 @@ func (s *Stats) AddGet(group, topic string, msgs, bytes int64) {
 		key := topic + "@" + group
 		return statPair{s.item(GroupGetNums, key), s.item(GroupGetSize, key)}
 	})
-	p.add(msgs, bytes)
+	p.add(1, msgs, bytes)
 }
 
-// add counts msgs messages of bytes bytes and returns the count of adds.
-func (p statPair) add(msgs, bytes int64) int64 {
+// add counts msgs messages of bytes bytes, from times requests, and
+// returns the count of adds (requests).
+func (p statPair) add(times, msgs, bytes int64) int64 {
 	p.nums.total.Add(msgs)
-	n := p.nums.times.Add(1)
+	n := p.nums.times.Add(times)
 	p.size.total.Add(bytes)
-	p.size.times.Add(1)
+	p.size.times.Add(times)
 	return n
 }
 
