@@ -285,9 +285,28 @@ func (t *txService) discardLocked(p *txHalf, age time.Duration) {
 }
 
 // becameMaster reads the state before writes are accepted (controller
-// mode).
+// mode), and configures the real topics of the open transactions this
+// master has no configuration for: a topic created on the old master
+// shortly before the failover, whose only records are half messages.
+// Without it the topic has no route, the producer never heartbeats this
+// master (the Go client heartbeats the brokers of its routes), and the
+// check-backs that would settle those transactions find no producer.
 func (t *txService) becameMaster() error {
 	t.prepare(context.Background())
+	t.mu.Lock()
+	queues := map[string]int32{}
+	for _, p := range t.pending {
+		if p.realTopic != "" {
+			queues[p.realTopic] = max(queues[p.realTopic], p.realQueue)
+		}
+	}
+	t.mu.Unlock()
+	for topic, q := range queues {
+		if ids := t.b.store.QueueIDs(topic); len(ids) > 0 {
+			q = max(q, slices.Max(ids))
+		}
+		t.b.republishTopic(topic, q)
+	}
 	return nil
 }
 

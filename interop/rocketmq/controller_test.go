@@ -89,7 +89,8 @@ type ctlCluster struct {
 	adm      *admin.Admin
 }
 
-func startCtlCluster(t *testing.T) *ctlCluster {
+// brokerSet are more -set flags of both brokers.
+func startCtlCluster(t *testing.T, brokerSet ...string) *ctlCluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &ctlCluster{dir: dir}
@@ -124,6 +125,9 @@ func startCtlCluster(t *testing.T) *ctlCluster {
 				"-set", "broker.min_insync_replicas=1", "-set", "broker.sync_lag_max=2s",
 				"-set", "broker.slave_sync_interval=500ms", "-set", "broker.advertise_ip=127.0.0.1",
 				"-set", "broker.ha_reconnect_max=500ms", "-set", "store.segment_size=8MiB", "-set", "log.level=" + logLevel()}})
+		for _, kv := range brokerSet {
+			c.brokers[j].args = append(c.brokers[j].args, "-set", kv)
+		}
 	}
 	t.Cleanup(func() {
 		for _, n := range c.all() {

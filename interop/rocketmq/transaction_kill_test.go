@@ -113,10 +113,21 @@ func TestInteropTransactionsAcrossKill9(t *testing.T) {
 		got.add(m)
 		return consumer.ConsumeSuccess
 	})
+	// The Go client registers its producer group with its heartbeat
+	// (every 30 s): the check-backs may wait for it.
+	waitSettled(t, &got, l, n, "commit", "even")
+	t.Logf("%d committed messages consumed (%d deliveries); check-backs answered by the second producer: %v", got.distinct(), got.n.Load(), l.checked)
+}
+
+// waitSettled waits until got holds kind-i for every committed kind and
+// i < n, and l has checked back all n odd-i (to roll them back); then it
+// checks that no odd-i was delivered.
+func waitSettled(t *testing.T, got *received, l *parityListener, n int, committed ...string) {
+	t.Helper()
 	missing := func() []string {
 		var out []string
 		for i := range n {
-			for _, kind := range []string{"commit", "even"} {
+			for _, kind := range committed {
 				if b := fmt.Sprintf("%s-%d", kind, i); got.get(b) == nil {
 					out = append(out, b)
 				}
@@ -124,8 +135,6 @@ func TestInteropTransactionsAcrossKill9(t *testing.T) {
 		}
 		return out
 	}
-	// The Go client registers its producer group with its heartbeat
-	// (every 30 s): the check-backs may wait for it.
 	testutil.Eventually(t, 120*time.Second, func() error {
 		if m := missing(); len(m) > 0 {
 			return fmt.Errorf("committed messages not consumed: %v", m)
@@ -143,5 +152,4 @@ func TestInteropTransactionsAcrossKill9(t *testing.T) {
 			t.Errorf("rolled-back %s was delivered", b)
 		}
 	}
-	t.Logf("%d committed messages consumed (%d deliveries); check-backs answered by the second producer: %v", got.distinct(), got.n.Load(), l.checked)
 }
