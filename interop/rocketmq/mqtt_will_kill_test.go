@@ -1,6 +1,7 @@
 package rocketmq
 
 import (
+	"io"
 	"net"
 	"os/exec"
 	"strings"
@@ -58,6 +59,13 @@ func TestInteropMQTTWillAcrossKill9(t *testing.T) {
 	back.subscribe(1, "cmd/will-back", 1) // a stored session, resumed below
 	bye, _ := dialWill(t, k.mqtt, "will-bye", true, 0, 0)
 	bye.send(pp.NewControlPacket(pp.DISCONNECT))
+	// The server closes the connection once it has handled the
+	// DISCONNECT (the will dropped): a connection of the client that
+	// came first would take the session over and publish the will.
+	_ = bye.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, bye.r); err != nil && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("will-bye's connection after its DISCONNECT: %v", err)
+	}
 	bye.nc.Close()
 	// The server is done with that connection once a new one of the
 	// client (no will) is: a kill before would race its DISCONNECT.
