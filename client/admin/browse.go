@@ -304,6 +304,8 @@ func (a *Admin) putGroup(ctx context.Context, addr string, g GroupConfig) error 
 // retry topic with a one-second delay (CONSUMER_SEND_MSG_BACK, delay level
 // 1), so only that group's consumers receive it again, with its original
 // topic; a dead letter (from %DLQ%<group>) too. The group must exist.
+// The send-back goes to the master of the broker group whose log holds
+// the message (sendBackTarget), whichever broker its id names.
 func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) error {
 	if group == "" {
 		return fmt.Errorf("%w: empty group", client.ErrBadOptions)
@@ -319,20 +321,9 @@ func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) er
 	if err != nil {
 		return err
 	}
-	target := host.String()
-	if replicaOf != "" {
-		// The broker the id names is gone (a failover, or it restarted on
-		// another address): its group's logs hold the record at the same
-		// offset, and the group's master takes the send-back.
-		ci, err := a.ClusterInfo(ctx)
-		if err != nil {
-			return err
-		}
-		bd := ci.BrokerAddrTable[replicaOf]
-		if bd == nil || bd.MasterAddr() == "" {
-			return fmt.Errorf("%w: message %s is on broker group %s, which has no master now", client.ErrBrokerUnavailable, offsetMsgID, replicaOf)
-		}
-		target = bd.MasterAddr()
+	target, err := a.sendBackTarget(ctx, host.String(), replicaOf, offsetMsgID)
+	if err != nil {
+		return err
 	}
 	// The limit of this send-back is one more attempt than the message has
 	// had: a dead letter (or a message retried as often as the group
@@ -350,6 +341,41 @@ func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) er
 		return fmt.Errorf("%w (a broker leaves a send-back it cannot store unanswered: is its disk full or are its writes refused?)", err)
 	}
 	return err
+}
+
+// sendBackTarget is the broker that takes the send-back of the record
+// whose id names addr: addr while it is its group's master (or unknown),
+// else that group's master. A slave leaves a send-back it cannot store
+// unanswered, and the broker an id names may be a slave now (after a
+// failover it serves again as its group's slave, with the same log), or
+// gone (replicaOf names the group whose replica holds the record then):
+// the group's logs hold the record at the same offset.
+func (a *Admin) sendBackTarget(ctx context.Context, addr, replicaOf, offsetMsgID string) (string, error) {
+	ci, err := a.ClusterInfo(ctx)
+	if err != nil {
+		if replicaOf == "" {
+			return addr, nil // the broker the id names answered: try it
+		}
+		return "", err
+	}
+	group := replicaOf
+	if group == "" {
+		for name, bd := range ci.BrokerAddrTable {
+			for id, at := range bd.BrokerAddrs {
+				if at == addr && id != protocol.MasterID {
+					group = name
+				}
+			}
+		}
+		if group == "" {
+			return addr, nil // a master, or not listed
+		}
+	}
+	bd := ci.BrokerAddrTable[group]
+	if bd == nil || bd.MasterAddr() == "" {
+		return "", fmt.Errorf("%w: message %s is on broker group %s, which has no master now", client.ErrBrokerUnavailable, offsetMsgID, group)
+	}
+	return bd.MasterAddr(), nil
 }
 
 // RegistryState is one registry's answer to a cluster info request.
