@@ -668,17 +668,31 @@ func (b *Broker) haOptions() ha.Options {
 
 // importStoreTopics adds to the topic table the topics a new master has
 // replicated data for but not their configuration yet (copied from the
-// old master every SlaveSyncInterval), so their routes are published.
+// old master every SlaveSyncInterval), so their routes are published. A
+// configured topic whose log holds queues past its read queue count (its
+// queues were added on the old master since the last copy) gets read
+// queues up to the highest one, so consumers reach those messages; its
+// write queues stay as configured.
 func (b *Broker) importStoreTopics() {
 	for _, topic := range b.store.Topics() {
-		if _, ok := b.topics.Get(topic); ok {
-			continue
-		}
 		ids := b.store.QueueIDs(topic)
 		if len(ids) == 0 {
 			continue
 		}
 		n := slices.Max(ids) + 1
+		if tc, ok := b.topics.Get(topic); ok {
+			if n > tc.ReadQueueNums {
+				old := tc.ReadQueueNums
+				tc.ReadQueueNums = n
+				if err := b.topics.Update(tc); err != nil {
+					b.log.Warn("import the queues of a topic from the log", "topic", topic, "err", err)
+					continue
+				}
+				b.log.Warn("the log holds queues this master's copy of the topic did not have (added on the old master "+
+					"shortly before the failover): read queues raised", "topic", topic, "from", old, "to", n)
+			}
+			continue
+		}
 		tc := protocol.TopicConfig{TopicName: topic, ReadQueueNums: n, WriteQueueNums: n, Perm: PermRW,
 			TopicFilterType: protocol.TopicFilterSingleTag}
 		if err := b.topics.Update(tc); err != nil {

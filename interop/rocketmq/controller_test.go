@@ -527,6 +527,19 @@ func (c *ctlCluster) waitHealthyOne(t *testing.T) int {
 	return m
 }
 
+// waitMasterIs waits until the controller names broker j master (a
+// killed master's successor).
+func (c *ctlCluster) waitMasterIs(t *testing.T, j int) {
+	t.Helper()
+	testutil.Eventually(t, 60*time.Second, func() error {
+		g, err := c.group()
+		if err == nil && g.MasterAddr != c.bAddrs[j] {
+			err = fmt.Errorf("master %q, waiting for %s", g.MasterAddr, c.bAddrs[j])
+		}
+		return err
+	})
+}
+
 // leader returns the index of the controller replica that says it leads.
 func (c *ctlCluster) leader(t *testing.T) int {
 	t.Helper()

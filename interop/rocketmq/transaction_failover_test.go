@@ -10,8 +10,6 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-
-	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // gatedListener holds the local transaction of "gated-*" bodies until
@@ -103,13 +101,7 @@ func TestInteropControllerTransactionsAcrossFailover(t *testing.T) {
 	c.brokers[m].kill9()
 	close(l.release) // their END_TRANSACTION goes to the dead master
 	wg.Wait()
-	testutil.Eventually(t, 60*time.Second, func() error {
-		g, err := c.group()
-		if err == nil && g.MasterAddr != c.bAddrs[1-m] {
-			err = fmt.Errorf("master %q, waiting for %s", g.MasterAddr, c.bAddrs[1-m])
-		}
-		return err
-	})
+	c.waitMasterIs(t, 1-m)
 
 	var got received
 	newPushConsumer(t, c.clients(), group, "ctl-tx-c", topic, consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
