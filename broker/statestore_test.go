@@ -43,6 +43,28 @@ func ssTS() string {
 	return statestore.HLC{Wall: time.Now().UnixMilli(), Node: "client"}.String()
 }
 
+// ssInvokeLocal runs the command args through s.InvokeLocal as the
+// front end of client with sink, the shard picked from the key as the
+// front end picks it, and returns the response.
+func ssInvokeLocal(t testing.TB, s *StateStore, sink protocol.StateStoreSink, client string, args ...string) *protocol.StateStoreResponse {
+	t.Helper()
+	bs := make([][]byte, len(args))
+	for i, x := range args {
+		bs[i] = []byte(x)
+	}
+	req := &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(bs[1], s.Shards())), ClientID: client,
+		Timestamp: ssTS(), HasTimestamp: true, Payload: statestore.AppendRequest(nil, bs...)}
+	cmd, err := statestore.ParseCommand(req.Payload) // as the front end does, to pick the shard
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := new(protocol.StateStoreResponse)
+	if err := s.InvokeLocal(context.Background(), req, &cmd, sink, resp); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return resp
+}
+
 // ssDo runs one command on the shard of args[1] and decodes the reply.
 func ssDo(t testing.TB, s *StateStore, client string, args ...string) (statestore.Value, string) {
 	t.Helper()
@@ -463,21 +485,7 @@ func TestStateStoreHostLocalSinks(t *testing.T) {
 	a, other := &ssSink{}, &ssSink{}
 	invoke := func(sink protocol.StateStoreSink, client string, args ...string) *protocol.StateStoreResponse {
 		t.Helper()
-		bs := make([][]byte, len(args))
-		for i, x := range args {
-			bs[i] = []byte(x)
-		}
-		req := &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(bs[1], s.Shards())), ClientID: client,
-			Timestamp: ssTS(), HasTimestamp: true, Payload: statestore.AppendRequest(nil, bs...)}
-		cmd, err := statestore.ParseCommand(req.Payload) // as the front end does, to pick the shard
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp := new(protocol.StateStoreResponse)
-		if err := s.InvokeLocal(context.Background(), req, &cmd, sink, resp); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		return resp
+		return ssInvokeLocal(t, s, sink, client, args...)
 	}
 	if r := invoke(a, "w", "KEYNOTIFY", "k"); string(r.Reply) != "+OK\r\n" {
 		t.Fatalf("keynotify: %q", r.Reply)
@@ -703,21 +711,7 @@ func TestStateStoreHostWatcherFrontAfterUnwatchedTraffic(t *testing.T) {
 	a, other := &ssSink{}, &ssSink{}
 	invoke := func(sink protocol.StateStoreSink, client string, args ...string) *protocol.StateStoreResponse {
 		t.Helper()
-		bs := make([][]byte, len(args))
-		for i, x := range args {
-			bs[i] = []byte(x)
-		}
-		req := &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(bs[1], s.Shards())), ClientID: client,
-			Timestamp: ssTS(), HasTimestamp: true, Payload: statestore.AppendRequest(nil, bs...)}
-		cmd, err := statestore.ParseCommand(req.Payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp := new(protocol.StateStoreResponse)
-		if err := s.InvokeLocal(context.Background(), req, &cmd, sink, resp); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		return resp
+		return ssInvokeLocal(t, s, sink, client, args...)
 	}
 	// The watcher-to-be talks through other first, while nobody watches.
 	invoke(other, "w", "SET", "k", "v0")
