@@ -37,7 +37,7 @@ var benchCallers = []int{1, 64}
 
 // benchDispatch names how the server runs the processor: "pool" hands
 // every request to a worker (Register), "inline" lets it run on the
-// connection's reader when the pool is idle (RegisterInline). Either way
+// connection's reader (RegisterInline). Either way
 // the processor is NoRetain and the callers recycle their responses, so
 // receive buffers are reused on both ends.
 var benchDispatch = []string{"pool", "inline"}

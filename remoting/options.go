@@ -44,8 +44,8 @@ type PoolOptions struct {
 // RegisterOptions qualify a processor registered with
 // Server.RegisterWith. The zero value is Register's behaviour.
 type RegisterOptions struct {
-	// Inline lets the processor run on the connection's reader while its
-	// pool is idle (see Server.RegisterInline).
+	// Inline runs the processor on the connection's reader, always (see
+	// Server.RegisterInline).
 	Inline bool
 	// NoRetain declares that the processor keeps no reference to the
 	// request's Body, nor to any slice of it, once it returned: not in
