@@ -274,7 +274,11 @@ var pageSize = os.Getpagesize()
 // per page.
 func prefault[T any](s []T) {
 	var zero T
-	step := max(1, pageSize/int(unsafe.Sizeof(zero)))
+	size := int(unsafe.Sizeof(zero))
+	if size == 0 {
+		return // no memory to touch
+	}
+	step := max(1, pageSize/size)
 	for i := 0; i < len(s); i += step {
 		s[i] = zero
 	}
