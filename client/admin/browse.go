@@ -325,6 +325,9 @@ func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) er
 	if err != nil {
 		return err
 	}
+	if err := a.groupRetries(ctx, target, group); err != nil {
+		return err
+	}
 	// The limit of this send-back is one more attempt than the message has
 	// had: a dead letter (or a message retried as often as the group
 	// allows) would otherwise go straight back to %DLQ%<group>. A consumer
@@ -341,6 +344,30 @@ func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) er
 		return fmt.Errorf("%w (a broker leaves a send-back it cannot store unanswered: is its disk full or are its writes refused?)", err)
 	}
 	return err
+}
+
+// ErrRetriesDisabled: the group's retries are disabled on the broker
+// (retryQueueNums 0), which answers a send-back for it as done and drops
+// the message, so a resend to that group would deliver nothing.
+var ErrRetriesDisabled = errors.New("admin: the group's retries are disabled (retryQueueNums 0)")
+
+// groupRetries returns ErrRetriesDisabled when the broker at addr holds a
+// subscription config of group with no retry queue. A broker that does
+// not say (an error, or no config of the group: it creates one with a
+// retry queue) is left to the send-back itself.
+func (a *Admin) groupRetries(ctx context.Context, addr, group string) error {
+	resp, err := a.invoke(ctx, "group configs", addr, protocol.NewRequest(protocol.GetAllSubscriptionGroupConfig, nil, nil))
+	if err != nil || resp.Code != protocol.Success {
+		return nil
+	}
+	var w protocol.SubscriptionGroupWrapper
+	if protocol.DecodeJSON(resp.Body, &w) != nil {
+		return nil
+	}
+	if g, ok := w.SubscriptionGroupTable[group]; ok && g.RetryQueueNums <= 0 {
+		return fmt.Errorf("%w: group %s on %s: the broker would take the resend as done and drop it", ErrRetriesDisabled, group, addr)
+	}
+	return nil
 }
 
 // sendBackTarget is the broker that takes the send-back of the record

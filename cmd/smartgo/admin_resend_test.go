@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/smartgo/smartgo/client/admin"
 	"github.com/smartgo/smartgo/internal/cluster"
 	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/remoting"
+	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
 
@@ -22,22 +25,8 @@ import (
 // time out. The id is made here from the slave's address and the record's
 // offset, which a byte copy of the master's log shares.
 func TestCmdAdminResendOfMessageIDNamingASlave(t *testing.T) {
-	c, err := cluster.Start(context.Background(), cluster.Options{Dir: t.TempDir(), Slaves: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	adm, err := admin.New(admin.Options{Registries: c.RegistryAddrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
 	const topic, group = "ResendSlaveT", "resend-slave-g"
-	if err := adm.CreateTopic(ctx, "", admin.TopicConfig{Name: topic, ReadQueues: 1, WriteQueues: 1}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, c, adm := resendCluster(t, cluster.Options{Slaves: true}, topic)
 	if err := adm.CreateGroup(ctx, "", admin.GroupConfig{Name: group}); err != nil {
 		t.Fatal(err)
 	}
@@ -68,4 +57,69 @@ func TestCmdAdminResendOfMessageIDNamingASlave(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "the resent copy in the group's retry topic on the master", func() bool {
 		return c.Broker(0).Store().MaxOffset(retry, 0) > before
 	})
+}
+
+// TestCmdAdminResendToGroupWithoutRetries: a group whose retries are
+// disabled (retryQueueNums 0, as mqadmin's updateSubGroup can leave it)
+// has a send-back answered as done and its message dropped by the broker,
+// as RocketMQ does. A resend to such a group (the console's "Resend to
+// group") used to say it succeeded and deliver nothing; it is refused now
+// with ErrRetriesDisabled, and the group's retry topic gets nothing.
+func TestCmdAdminResendToGroupWithoutRetries(t *testing.T) {
+	const topic, group = "ResendNoRetryT", "resend-noretry-g"
+	ctx, c, adm := resendCluster(t, cluster.Options{}, topic)
+	if err := c.WaitRoute(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	body, err := protocol.EncodeJSON(protocol.SubscriptionGroupConfig{GroupName: group, ConsumeEnable: true,
+		ConsumeBroadcastEnable: true, RetryMaxTimes: 16, RetryQueueNums: 0, ConsumeFromMinEnable: true,
+		WhichBrokerWhenConsumeSlowly: 1, NotifyConsumerIdsChangedEnable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := remoting.NewClient(remoting.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	resp, err := rc.Invoke(ctx, c.BrokerAddr(0), protocol.NewRequest(protocol.UpdateAndCreateSubscriptionGroup, nil, body))
+	if err != nil || resp.Code != protocol.Success {
+		t.Fatalf("group with retryQueueNums 0: %v %+v", err, resp)
+	}
+	p := testProducer(t, c.RegistryAddrs())
+	res, err := p.Send(ctx, &client.Message{Topic: topic, Body: []byte("again")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := "%RETRY%" + group
+	before := c.Broker(0).Store().MaxOffset(retry, 0)
+	if err := adm.ResendToGroup(ctx, res.OffsetMsgID, group); !errors.Is(err, admin.ErrRetriesDisabled) {
+		t.Fatalf("resend to a group without retries: %v, want ErrRetriesDisabled", err)
+	}
+	if after := c.Broker(0).Store().MaxOffset(retry, 0); after != before {
+		t.Fatalf("the group's retry topic went from %d to %d", before, after)
+	}
+}
+
+// resendCluster starts a cluster with opts (in a temp dir), an admin of
+// it and topic (one queue), all closed at cleanup; ctx bounds the test.
+func resendCluster(t *testing.T, opts cluster.Options, topic string) (context.Context, *cluster.Cluster, *admin.Admin) {
+	t.Helper()
+	opts.Dir = t.TempDir()
+	c, err := cluster.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	adm, err := admin.New(admin.Options{Registries: c.RegistryAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { adm.Close() })
+	if err := adm.CreateTopic(ctx, "", admin.TopicConfig{Name: topic, ReadQueues: 1, WriteQueues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, c, adm
 }
