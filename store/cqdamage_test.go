@@ -512,6 +512,21 @@ func TestStoreCQDamageBelowLogStartOffsetByTime(t *testing.T) {
 	}
 }
 
+// longRebuildLog is sparseQueueLog in a temp dir with rebuild walks cut
+// to 16 KiB a pull (maxRepairScan, restored at cleanup), for the tests of
+// rebuilds longer than one pull: it returns the store's root, the path
+// and bytes of T/0's first queue file, and T/0's bodies.
+func longRebuildLog(t *testing.T) (root, path string, b []byte, bodies []string) {
+	t.Helper()
+	old := maxRepairScan
+	maxRepairScan = 16 << 10
+	t.Cleanup(func() { maxRepairScan = old })
+	root = t.TempDir()
+	bodies = sparseQueueLog(t, root)
+	path = filepath.Join(root, "consumequeue", "T", "0", fileNameFor(0))
+	return root, path, readFile(t, path), bodies
+}
+
 // sparseQueueLog writes, to a store at root that it closes, 12,800
 // messages of which every 20th (body "t<i>") goes to T/0 and the others
 // (300 bytes each) to B/0: T/0's records are about 7 KiB of log apart,
@@ -543,13 +558,7 @@ func sparseQueueLog(t *testing.T, root string) []string {
 // entries; every message is served once at its own offset. The whole
 // walk used to run inside the one pull that met the run.
 func TestStoreCQDamageLongRebuildOverPulls(t *testing.T) {
-	old := maxRepairScan
-	maxRepairScan = 16 << 10
-	t.Cleanup(func() { maxRepairScan = old })
-	root := t.TempDir()
-	bodies := sparseQueueLog(t, root)
-	path := filepath.Join(root, "consumequeue", "T", "0", fileNameFor(0))
-	b := readFile(t, path)
+	root, path, b, bodies := longRebuildLog(t)
 	clear(b[10*cqEntrySize : 40*cqEntrySize]) // about 210 KiB of log to walk
 	writeFile(t, path, b)
 
@@ -595,13 +604,7 @@ func TestStoreCQDamageLongRebuildOverPulls(t *testing.T) {
 // pull at one run threw the other's walk away and started its own again:
 // neither ever finished, and both consumers got nothing for ever.
 func TestStoreCQDamageTwoLongRebuildsAlternate(t *testing.T) {
-	old := maxRepairScan
-	maxRepairScan = 16 << 10
-	t.Cleanup(func() { maxRepairScan = old })
-	root := t.TempDir()
-	sparseQueueLog(t, root)
-	path := filepath.Join(root, "consumequeue", "T", "0", fileNameFor(0))
-	b := readFile(t, path)
+	root, path, b, _ := longRebuildLog(t)
 	clear(b[5*cqEntrySize : 25*cqEntrySize])  // ~140 KiB of log to walk
 	clear(b[40*cqEntrySize : 60*cqEntrySize]) // another, intact entries between
 	writeFile(t, path, b)
@@ -644,13 +647,7 @@ func TestStoreCQDamageTwoLongRebuildsAlternate(t *testing.T) {
 // store for good. The topic made again under the same name serves its
 // own messages.
 func TestStoreCQDamageRebuildDroppedWithTopic(t *testing.T) {
-	old := maxRepairScan
-	maxRepairScan = 16 << 10
-	t.Cleanup(func() { maxRepairScan = old })
-	root := t.TempDir()
-	sparseQueueLog(t, root)
-	path := filepath.Join(root, "consumequeue", "T", "0", fileNameFor(0))
-	b := readFile(t, path)
+	root, path, b, _ := longRebuildLog(t)
 	clear(b[10*cqEntrySize : 40*cqEntrySize])
 	writeFile(t, path, b)
 

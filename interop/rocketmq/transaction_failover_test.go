@@ -68,15 +68,7 @@ func TestInteropControllerTransactionsAcrossFailover(t *testing.T) {
 	p := newTxProducer(t, c.registry, pgroup, "ctl-tx-1", l)
 	t.Cleanup(func() { _ = p.Shutdown() })
 	const n = 6
-	for i := range n {
-		for _, kind := range []string{"commit", "even", "odd"} {
-			body := fmt.Sprintf("%s-%d", kind, i)
-			res, err := p.SendMessageInTransaction(context.Background(), primitive.NewMessage(topic, []byte(body)))
-			if err != nil || res.Status != primitive.SendOK {
-				t.Fatalf("%s: %+v %v", body, res, err)
-			}
-		}
-	}
+	sendTxRounds(t, p, topic, n)
 	// Gated transactions: half message acknowledged, local transaction
 	// running when the master dies.
 	var wg sync.WaitGroup

@@ -88,15 +88,7 @@ func TestInteropTransactionsAcrossKill9(t *testing.T) {
 
 	first := newTxProducer(t, k.registry, pgroup, "txk-1", &parityListener{checked: map[string]int{}})
 	const n = 10
-	for i := range n {
-		for _, kind := range []string{"commit", "even", "odd"} {
-			body := fmt.Sprintf("%s-%d", kind, i)
-			res, err := first.SendMessageInTransaction(context.Background(), primitive.NewMessage(topic, []byte(body)))
-			if err != nil || res.Status != primitive.SendOK {
-				t.Fatalf("%s: %+v %v", body, res, err)
-			}
-		}
-	}
+	sendTxRounds(t, first, topic, n)
 	_ = first.Shutdown() // the producer that sent the half messages is gone
 	k.kill9Restart(t)
 
@@ -117,6 +109,22 @@ func TestInteropTransactionsAcrossKill9(t *testing.T) {
 	// (every 30 s): the check-backs may wait for it.
 	waitSettled(t, &got, l, n, "commit", "even")
 	t.Logf("%d committed messages consumed (%d deliveries); check-backs answered by the second producer: %v", got.distinct(), got.n.Load(), l.checked)
+}
+
+// sendTxRounds sends n rounds of three transactional messages to topic
+// through p: bodies commit-<i>, even-<i> and odd-<i>, each acknowledged
+// as sent (what parityListener then decides for them).
+func sendTxRounds(t *testing.T, p rocketmq.TransactionProducer, topic string, n int) {
+	t.Helper()
+	for i := range n {
+		for _, kind := range []string{"commit", "even", "odd"} {
+			body := fmt.Sprintf("%s-%d", kind, i)
+			res, err := p.SendMessageInTransaction(context.Background(), primitive.NewMessage(topic, []byte(body)))
+			if err != nil || res.Status != primitive.SendOK {
+				t.Fatalf("%s: %+v %v", body, res, err)
+			}
+		}
+	}
 }
 
 // waitSettled waits until got holds kind-i for every committed kind and
