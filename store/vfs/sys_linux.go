@@ -17,8 +17,6 @@ func statfs(path string) (Space, error) {
 	return Space{Total: st.Blocks * bs, Avail: st.Bavail * bs}, nil
 }
 
-func datasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
-
 func allocate(f *os.File, off, n int64) error {
 	err := unix.Fallocate(int(f.Fd()), 0, off, n)
 	if errors.Is(err, unix.EOPNOTSUPP) {
