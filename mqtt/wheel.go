@@ -1,0 +1,182 @@
+package mqtt
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// timer is an entry of a wheel, embedded in the object it times (a
+// connection's keep alive, a session's expiry) so that arming it allocates
+// nothing.
+type timer struct {
+	at         int64 // tick at which it fires
+	fn         func()
+	slot       int // -1 when not armed
+	prev, next *timer
+}
+
+// wheel is a hashed timing wheel: timers hash by their due tick into one
+// of len(slots) doubly linked lists; one goroutine fires what is due,
+// handing callbacks to the pool. Arm and stop are O(1).
+//
+// The goroutine does not wake every tick: it sleeps until the earliest
+// armed timer's tick (found by walking the slots ahead of the current
+// tick, at most one turn of the wheel), and an arm earlier than that
+// wakes it. An idle server (no connections, no expiring sessions) has no
+// timer armed and its wheel does not wake at all; a busy one wakes when
+// a keep alive, a sweep or an expiry is due instead of ten times a
+// second.
+type wheel struct {
+	mu    sync.Mutex
+	tick  time.Duration
+	slots []*timer // list heads, protected by mu
+	now   int64    // current tick (all ticks <= now fired), protected by mu
+	armed int      // timers in slots, protected by mu
+	wake  int64    // tick the goroutine sleeps until, protected by mu
+	kick  chan struct{}
+	woke  atomic.Int64 // the goroutine's rounds (its wake-ups), for tests
+	start time.Time
+	pool  *pool
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// wheelIdle is wheel.wake when no timer is armed.
+const wheelIdle = math.MaxInt64
+
+func newWheel(tick time.Duration, nslots int, p *pool) *wheel {
+	w := &wheel{tick: tick, slots: make([]*timer, nslots), start: time.Now(), pool: p,
+		wake: wheelIdle, kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// arm (re)schedules t to run fn after d.
+func (w *wheel) arm(t *timer, d time.Duration, fn func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.removeLocked(t)
+	ticks := int64((d + w.tick - 1) / w.tick)
+	if ticks < 1 {
+		ticks = 1
+	}
+	// Count from the real current tick: w.now lags when the wheel's
+	// goroutine was late (a loaded machine) or asleep, and a timer armed
+	// on it would fire early by the lag when run catches up.
+	t.at = max(w.now, w.elapsed()) + ticks
+	t.fn = fn
+	t.slot = int(t.at % int64(len(w.slots)))
+	t.prev, t.next = nil, w.slots[t.slot]
+	if t.next != nil {
+		t.next.prev = t
+	}
+	w.slots[t.slot] = t
+	w.armed++
+	if t.at < w.wake {
+		// Earlier than the goroutine's sleep: wake it to sleep less.
+		w.wake = t.at
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// elapsed is the number of whole ticks since the wheel started.
+func (w *wheel) elapsed() int64 { return int64(time.Since(w.start) / w.tick) }
+
+// disarm stops t; it reports whether t was armed.
+func (w *wheel) disarm(t *timer) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	armed := t.fn != nil && t.slot >= 0
+	w.removeLocked(t)
+	return armed
+}
+
+func (w *wheel) removeLocked(t *timer) {
+	if t.fn == nil || t.slot < 0 {
+		return
+	}
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		w.slots[t.slot] = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	}
+	t.prev, t.next, t.slot, t.fn = nil, nil, -1, nil
+	w.armed--
+}
+
+// nextLocked returns the earliest tick after w.now at which a timer is
+// due, or wheelIdle when none is armed. A disarmed timer can leave the
+// goroutine waking once for nothing; it never makes it late.
+func (w *wheel) nextLocked() int64 {
+	if w.armed == 0 {
+		return wheelIdle
+	}
+	n := int64(len(w.slots))
+	later := int64(wheelIdle) // the earliest seen beyond one turn
+	for k := w.now + 1; k <= w.now+n; k++ {
+		for t := w.slots[k%n]; t != nil; t = t.next {
+			if t.at <= k {
+				return k
+			}
+			later = min(later, t.at)
+		}
+	}
+	return later
+}
+
+func (w *wheel) run() {
+	defer close(w.done)
+	sleep := time.NewTimer(time.Hour)
+	sleep.Stop()
+	defer sleep.Stop()
+	var due []func()
+	for {
+		w.woke.Add(1)
+		target := w.elapsed()
+		w.mu.Lock()
+		for w.now < target {
+			w.now++
+			slot := int(w.now % int64(len(w.slots)))
+			for t := w.slots[slot]; t != nil; {
+				next := t.next
+				if t.at <= w.now {
+					due = append(due, t.fn)
+					w.removeLocked(t)
+				}
+				t = next
+			}
+		}
+		w.wake = w.nextLocked()
+		wake := w.wake
+		w.mu.Unlock()
+		for i, f := range due {
+			w.pool.submit(f)
+			due[i] = nil
+		}
+		due = due[:0]
+		if wake != wheelIdle {
+			sleep.Reset(time.Until(w.start.Add(time.Duration(wake) * w.tick)))
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-sleep.C:
+		case <-w.kick:
+			sleep.Stop()
+		}
+	}
+}
+
+func (w *wheel) close() {
+	close(w.stop)
+	<-w.done
+}
