@@ -127,10 +127,28 @@ func TestBrokerHoldShutdownAnswersEveryone(t *testing.T) {
 
 // Many held pulls cost no CPU while nothing happens: no scan, no polling.
 func TestBrokerHoldIdleCostsNothing(t *testing.T) {
-	h, _, _ := startHold(t, 2)
+	// The service reads its clock once per turn of its deadline loop, so
+	// counting the reads counts the turns: unlike the process's CPU, the
+	// count does not depend on how busy the machine is.
+	var clock atomic.Int64
+	h := NewHoldService(2, func() time.Time { clock.Add(1); return time.Now() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 	const n = 20000
+	var fires atomic.Int32
 	for i := 0; i < n; i++ {
-		h.Hold("T", int32(i%1000), 0, time.Now().Add(time.Hour), func(bool) {})
+		h.Hold("T", int32(i%1000), 0, time.Now().Add(time.Hour), func(bool) { fires.Add(1) })
+	}
+	// Only the first pull became the heap's head: once its wakeup is
+	// taken, the loop has at most that one turn (two clock reads) left
+	// before it sleeps until the deadline an hour away.
+	testutil.WaitFor(t, 10*time.Second, "hold loop took its wakeup", func() bool { return len(h.wakeup) == 0 })
+	turns := clock.Load()
+	time.Sleep(300 * time.Millisecond)
+	if d := clock.Load() - turns; d > 2 || fires.Load() != 0 {
+		t.Fatalf("%d idle held pulls: %d clock reads and %d fires in 300 ms, want at most 2 and none", n, d, fires.Load())
 	}
 	// The process's CPU over a 300 ms window also counts the runtime (a
 	// GC cycle, the race detector) and what earlier tests left running,
