@@ -212,6 +212,7 @@ type Bridge struct {
 	MaxInboundMemory   Size     `toml:"max_inbound_memory"`
 	InboundStall       Duration `toml:"inbound_stall_timeout"`
 	ConnectTimeout     Duration `toml:"connect_timeout"`
+	SessionLoadTimeout Duration `toml:"session_load_timeout"`
 	Workers            int      `toml:"workers"`
 	Pollers            int      `toml:"pollers"`
 	PollLinger         Duration `toml:"poll_linger"`
@@ -433,6 +434,7 @@ func Default() File {
 			MaxInboundMemory:   128 << 20,
 			InboundStall:       Duration{10 * time.Second},
 			ConnectTimeout:     Duration{10 * time.Second},
+			SessionLoadTimeout: Duration{30 * time.Second},
 			Workers:            256,
 			PollLinger:         Duration{400 * time.Microsecond},
 			SessionTopic:       "MQTT_SESSION",

@@ -336,6 +336,7 @@ func (b *Bridge) validate(v *validator) {
 	v.sizeRange("bridge.max_inbound_memory", b.MaxInboundMemory, 1<<20, 1<<40)
 	v.durRange("bridge.inbound_stall_timeout", b.InboundStall, 100*time.Millisecond, time.Hour)
 	v.durRange("bridge.connect_timeout", b.ConnectTimeout, 100*time.Millisecond, 10*time.Minute)
+	v.durRange("bridge.session_load_timeout", b.SessionLoadTimeout, 100*time.Millisecond, time.Hour)
 	v.intRange("bridge.workers", int64(b.Workers), 1, 65536)
 	v.intRange("bridge.pollers", int64(b.Pollers), 0, 256)
 	v.durRange("bridge.poll_linger", b.PollLinger, 0, 2*time.Millisecond)

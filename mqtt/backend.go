@@ -175,7 +175,9 @@ type Backend interface {
 	// Retained returns the unexpired retained messages whose topics match
 	// filter (a plain filter, never $share).
 	Retained(ctx context.Context, filter string) ([]*Message, error)
-	// LoadSession returns the stored session of clientID, if any.
+	// LoadSession returns the stored session of clientID, if any. It
+	// returns once ctx ends (Options.SessionLoadTimeout bounds it): the
+	// CONNECT waiting for it is then refused with 0x88.
 	LoadSession(ctx context.Context, clientID string) (*SessionState, bool, error)
 	// SaveSession stores (replaces) a session.
 	SaveSession(ctx context.Context, s *SessionState) error

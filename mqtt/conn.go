@@ -423,10 +423,12 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 		_, inMem := s.sessions[id]
 		s.mu.Unlock()
 		if !inMem {
-			st, ok, err := s.backend.LoadSession(s.ctx, id)
+			lctx, cancel := context.WithTimeout(s.ctx, o.SessionLoadTimeout)
+			st, ok, err := s.backend.LoadSession(lctx, id)
+			cancel()
 			if err != nil {
 				c.refuse(packets.ReasonServerUnavailable, "session store unavailable")
-				s.log.Warn("mqtt: load session", "client", id, "err", err)
+				s.log.Warn("mqtt: load session", "client", id, "timeout", o.SessionLoadTimeout, "err", err)
 				return
 			}
 			if ok {

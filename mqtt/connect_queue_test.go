@@ -2,8 +2,10 @@ package mqtt
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,5 +76,67 @@ func TestConnectTimeoutNotWhileLoadingTheSession(t *testing.T) {
 	}
 	if ack, ok := p.(*packets.Connack); !ok || ack.ReasonCode != 0 {
 		t.Fatalf("slow client: %T %+v", p, p)
+	}
+}
+
+// hangingLoadBackend never answers LoadSession until its context ends.
+type hangingLoadBackend struct {
+	*MemoryBackend
+	hang    atomic.Bool
+	entered chan struct{}
+}
+
+func (b *hangingLoadBackend) LoadSession(ctx context.Context, clientID string) (*SessionState, bool, error) {
+	if b.hang.Load() {
+		b.entered <- struct{}{}
+		<-ctx.Done()
+		return nil, false, fmt.Errorf("hanging backend: %w", ctx.Err())
+	}
+	return b.MemoryBackend.LoadSession(ctx, clientID)
+}
+
+// TestSessionLoadTimeout: a backend that does not answer LoadSession
+// holds a resuming CONNECT for SessionLoadTimeout, then the client gets
+// CONNACK server unavailable (v5 0x88, v3.1.1 return code 3) and the
+// connection is closed; once the backend answers again the client
+// resumes. The CONNECT was held until the server stopped.
+func TestSessionLoadTimeout(t *testing.T) {
+	b := &hangingLoadBackend{MemoryBackend: NewMemoryBackend(), entered: make(chan struct{}, 4)}
+	b.hang.Store(true)
+	opts := DefaultOptions()
+	opts.SessionLoadTimeout = 200 * time.Millisecond
+	addr := serveBackend(t, opts, b)
+	for _, tc := range []struct {
+		v    packets.Version
+		want packets.ReasonCode
+	}{{packets.Version5, packets.ReasonServerUnavailable}, {packets.Version311, 3}} {
+		c := dialRaw(t, addr, tc.v)
+		cp := &packets.Connect{ClientID: "stuck", KeepAlive: 60}
+		if tc.v == packets.Version5 {
+			cp.Properties.Present.Add(packets.PropSessionExpiry)
+			cp.Properties.SessionExpiry = 3600
+		}
+		c.send(cp)
+		<-b.entered
+		p, err := c.next(20 * time.Second)
+		if err != nil {
+			t.Fatalf("v%d: no CONNACK while the backend hangs: %v", tc.v, err)
+		}
+		if ack, ok := p.(*packets.Connack); !ok || ack.ReasonCode != tc.want {
+			t.Fatalf("v%d: %T %+v, want CONNACK %#x", tc.v, p, p, tc.want)
+		}
+		if p, err := c.next(20 * time.Second); err == nil {
+			t.Fatalf("v%d: connection open after the refusal: %T", tc.v, p)
+		}
+	}
+	b.hang.Store(false)
+	c := dialRaw(t, addr, packets.Version311)
+	c.send(&packets.Connect{ClientID: "stuck", KeepAlive: 60})
+	p, err := c.next(20 * time.Second)
+	if err != nil {
+		t.Fatalf("no CONNACK once the backend answers: %v", err)
+	}
+	if ack, ok := p.(*packets.Connack); !ok || ack.ReasonCode != 0 {
+		t.Fatalf("once the backend answers: %T %+v", p, p)
 	}
 }

@@ -25,10 +25,14 @@ const (
 	DefaultMaxOutbound       = 4 << 20
 	DefaultTopicAliasMaximum = 64
 	DefaultConnectTimeout    = 10 * time.Second
-	DefaultSlowReaderTimeout = 10 * time.Second
-	DefaultWorkers           = 256
-	DefaultSysInterval       = 10 * time.Second
-	DefaultPollLinger        = 400 * time.Microsecond
+	// DefaultSessionLoadTimeout outlasts a cluster backend's resume
+	// under a reconnect storm (the bridge bounds each of its steps by
+	// seconds) yet frees the CONNECT of a backend that hangs.
+	DefaultSessionLoadTimeout = 30 * time.Second
+	DefaultSlowReaderTimeout  = 10 * time.Second
+	DefaultWorkers            = 256
+	DefaultSysInterval        = 10 * time.Second
+	DefaultPollLinger         = 400 * time.Microsecond
 	// DefaultMaxInboundMemory lets 32 packets of DefaultMaxPacketSize
 	// arrive at once; the process stays well under a gigabyte of input
 	// whatever its clients send.
@@ -112,6 +116,12 @@ type Options struct {
 	// ConnectTimeout is how long a new connection may take to send
 	// CONNECT. 0 means DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// SessionLoadTimeout bounds Backend.LoadSession at a CONNECT that
+	// resumes a session (the context it gets ends then): a backend that
+	// does not answer in time gets the client CONNACK 0x88 server
+	// unavailable (v3.1.1: 3) instead of holding the connection until the
+	// server stops. 0 means DefaultSessionLoadTimeout.
+	SessionLoadTimeout time.Duration
 	// Workers bounds the goroutines that handle packets. 0 means
 	// DefaultWorkers.
 	Workers int
@@ -188,6 +198,7 @@ func DefaultOptions() Options {
 		MaxQueuedMessages:   DefaultMaxQueuedMessages,
 		MaxOutbound:         DefaultMaxOutbound,
 		ConnectTimeout:      DefaultConnectTimeout,
+		SessionLoadTimeout:  DefaultSessionLoadTimeout,
 		SlowReaderTimeout:   DefaultSlowReaderTimeout,
 		Workers:             DefaultWorkers,
 		SysInterval:         DefaultSysInterval,
@@ -226,7 +237,7 @@ func (o Options) Validate() error {
 	if o.MaxInboundMemory < 0 || o.InboundStallTimeout < 0 {
 		return bad("negative inbound memory limit or stall timeout")
 	}
-	if o.MaxQueuedMessages < 0 || o.MaxOutbound < 0 || o.Workers < 0 || o.Pollers < 0 || o.ConnectTimeout < 0 {
+	if o.MaxQueuedMessages < 0 || o.MaxOutbound < 0 || o.Workers < 0 || o.Pollers < 0 || o.ConnectTimeout < 0 || o.SessionLoadTimeout < 0 {
 		return bad("negative limit")
 	}
 	for _, f := range o.ReservedFilters {
@@ -268,6 +279,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = d.ConnectTimeout
+	}
+	if o.SessionLoadTimeout == 0 {
+		o.SessionLoadTimeout = d.SessionLoadTimeout
 	}
 	if o.SlowReaderTimeout == 0 {
 		o.SlowReaderTimeout = d.SlowReaderTimeout

@@ -95,6 +95,7 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	mo.MaxInboundMemory = c.MaxInboundMemory.Bytes()
 	mo.InboundStallTimeout = c.InboundStall.D()
 	mo.ConnectTimeout = c.ConnectTimeout.D()
+	mo.SessionLoadTimeout = c.SessionLoadTimeout.D()
 	mo.Workers = c.Workers
 	mo.Pollers = c.Pollers
 	mo.PollLinger = c.PollLinger.D()
