@@ -319,7 +319,8 @@ const connectPoll = 200 * time.Millisecond
 // the call has a connect timeout: then it waits that long for the device
 // to connect. A device the registry says is connected to another node
 // must be acknowledged by that node within MethodAckTimeout (or the
-// connect timeout, if longer), else ErrDeviceNotOnline.
+// connect timeout, if longer), else ErrDeviceNotOnline. A payload over
+// MaxMethodPayload is ErrTooLarge.
 func (h *Hub) InvokeMethod(ctx context.Context, id Identity, c MethodCall) (MethodResult, error) {
 	if err := checkMethodName(c.Name); err != nil {
 		return MethodResult{}, err
@@ -333,6 +334,8 @@ func (h *Hub) InvokeMethod(ctx context.Context, id Identity, c MethodCall) (Meth
 	payload := []byte(c.Payload)
 	if len(payload) == 0 {
 		payload = []byte("null")
+	} else if len(payload) > MaxMethodPayload {
+		return MethodResult{}, fmt.Errorf("%w: method payload of %d bytes (at most %d)", ErrTooLarge, len(payload), MaxMethodPayload)
 	} else if !json.Valid(payload) {
 		return MethodResult{}, fmt.Errorf("%w: the payload is not JSON", ErrBadRequest)
 	}

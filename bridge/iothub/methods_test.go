@@ -229,3 +229,43 @@ func TestHubMethodOfflineAtOnce(t *testing.T) {
 		t.Fatalf("%+v %v", r.res, r.err)
 	}
 }
+
+// TestHubMethodPayloadLimit: a direct method call over HTTPS whose
+// payload is over IoT Hub's 128 KB gets 413 RequestEntityTooLarge and
+// never reaches the device; one of exactly 128 KB is delivered. The large
+// one was delivered.
+func TestHubMethodPayloadLimit(t *testing.T) {
+	c := startTestCluster(t, 1)
+	n := startNode(t, c, withHTTPS(t))
+	dev := createDevice(t, n, "big-m")
+	id := Identity{DeviceID: "big-m"}
+	d := dialDevice(t, n.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+	d.subscribe(methodPostFilter)
+	waitFor(t, 10*time.Second, "registered as connected", func() bool { return twinDoc(t, n, id)["connectionState"] == "Connected" })
+	a := newAPI(t, n, "owner")
+	payload := func(size int) string { // a JSON string of size bytes, quotes included
+		return `"` + strings.Repeat("p", size-2) + `"`
+	}
+	call := func(size int) (int, []byte) {
+		body := `{"methodName":"load","responseTimeoutInSeconds":20,"payload":` + payload(size) + `}`
+		st, _, b := a.do("POST", "/twins/big-m/methods", []byte(body), nil)
+		return st, b
+	}
+	if st, b := call(MaxMethodPayload + 1); st != 413 || !strings.Contains(string(b), "RequestEntityTooLarge") {
+		t.Fatalf("payload over 128 KB: %d %s", st, b)
+	}
+	go answerMethods(t, d, 1)
+	st, b := call(MaxMethodPayload)
+	if st != 200 {
+		t.Fatalf("payload of 128 KB: %d %.200s", st, b)
+	}
+	var res struct {
+		Status  int
+		Payload struct{ Echo string }
+	}
+	// The device saw the 128 KB call only: the larger one, had it been
+	// delivered, would have been answered first.
+	if err := json.Unmarshal(b, &res); err != nil || res.Status != 200 || len(res.Payload.Echo) != MaxMethodPayload-2 {
+		t.Fatalf("payload of 128 KB: %v status %d echo of %d bytes", err, res.Status, len(res.Payload.Echo))
+	}
+}

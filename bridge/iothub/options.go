@@ -29,6 +29,11 @@ const (
 	DefaultMaxBody          = 256 << 10
 )
 
+// MaxMethodPayload is IoT Hub's limit on a direct method request's JSON
+// payload (128 KB): a larger one is refused with 413
+// RequestEntityTooLarge before it reaches the device.
+const MaxMethodPayload = 128 << 10
+
 // Device authentication modes (Options.DeviceAuth).
 const (
 	// AuthRegistry checks devices against the identity registry: a SAS
