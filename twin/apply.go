@@ -223,6 +223,13 @@ func (e *Engine) writeTwinLocked(le *logEntry, now int64, out *Outcome) {
 	}
 	replace := le.op == OpReplaceTwin
 	hasTags, hasDesired := le.hasTags || replace, le.hasDesired || replace
+	if !hasTags && !hasDesired {
+		// Nothing a back end may write (only properties.reported or
+		// read-only parts, which are ignored): the twin stays as it is,
+		// its version and etag too.
+		out.Reply = Reply{Status: StatusOK, Etag: Etag(r.version), Version: r.version, Body: appendTwinJSON(nil, r)}
+		return
+	}
 	dv := r.desiredVer
 	if hasDesired {
 		dv++

@@ -446,3 +446,46 @@ func TestHubRESTBulkDevices(t *testing.T) {
 		t.Fatalf("bulk with registryRead only: %d", st)
 	}
 }
+
+// TestHubTwinPatchOnlyReported: a back-end PATCH that writes nothing a
+// back end may write (only properties.reported, which IoT Hub's service
+// API cannot set, or an empty document) answers the twin as it is and
+// leaves its version and etag alone. Each bumped the version.
+func TestHubTwinPatchOnlyReported(t *testing.T) {
+	c := startTestCluster(t, 1)
+	n := startNode(t, c, withHTTPS(t))
+	createDevice(t, n, "rep-1")
+	a := newAPI(t, n, "owner")
+	type twinDoc struct {
+		Etag       string
+		Version    int64
+		Properties struct{ Reported map[string]any }
+	}
+	get := func() twinDoc {
+		st, _, body := a.do("GET", "/twins/rep-1", nil, nil)
+		var tw twinDoc
+		if st != 200 || json.Unmarshal(body, &tw) != nil {
+			t.Fatalf("twin: %d %s", st, body)
+		}
+		return tw
+	}
+	before := get()
+	for _, patch := range []string{`{"properties":{"reported":{"fw":"2.0"}}}`, `{}`, `{"properties":{}}`} {
+		st, hdr, body := a.do("PATCH", "/twins/rep-1", []byte(patch), nil)
+		var tw twinDoc
+		if st != 200 || json.Unmarshal(body, &tw) != nil || tw.Version != before.Version || tw.Etag != before.Etag ||
+			hdr.Get("ETag") != `"`+before.Etag+`"` || tw.Properties.Reported["fw"] != nil {
+			t.Fatalf("PATCH %s: %d %s (before: version %d etag %s)", patch, st, body, before.Version, before.Etag)
+		}
+	}
+	if after := get(); after.Version != before.Version || after.Etag != before.Etag {
+		t.Fatalf("twin moved: version %d etag %s, was %d %s", after.Version, after.Etag, before.Version, before.Etag)
+	}
+	// A tag still moves it.
+	if st, _, body := a.do("PATCH", "/twins/rep-1", []byte(`{"tags":{"site":"n"}}`), nil); st != 200 {
+		t.Fatalf("tag patch: %d %s", st, body)
+	}
+	if after := get(); after.Version != before.Version+1 {
+		t.Fatalf("after a tag: version %d, was %d", after.Version, before.Version)
+	}
+}
