@@ -26,6 +26,12 @@ import (
 // After lingerIdle empty rounds in a row the epoll descriptor goes back
 // into the gate.
 //
+// An empty round means the clients' next requests are later than the
+// linger (their process is slower, or waits for a CPU): the wait after it
+// is lingerEmpty times the linger, so that a stall of the clients costs
+// fewer empty wake-ups and the round that follows it gathers more. A
+// request that arrives just after an empty round may wait that long.
+//
 // A lone client sending one request after the other also wakes the
 // poller often enough to start it lingering, but its rounds hold one
 // request each whatever the poller waits, so lingering would only add
@@ -45,6 +51,8 @@ const (
 	// lingerLone rounds in a row of at most one event.
 	lingerIdle = 3
 	lingerLone = 8
+	// lingerEmpty times the linger is the wait after an empty round.
+	lingerEmpty = 2
 	// lingerBackoff bounds the hot wake-ups in a row that start
 	// lingering again after lingers that gathered nothing (see pace).
 	lingerBackoff = 64
@@ -153,7 +161,12 @@ func (p *poller) pace(n int) bool {
 	if n >= lingerFull {
 		return true
 	}
-	p.arm(p.linger)
+	if n == 0 {
+		// The clients are late: wait longer for their next burst.
+		p.arm(lingerEmpty * p.linger)
+	} else {
+		p.arm(p.linger)
+	}
 	return false
 }
 

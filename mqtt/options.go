@@ -129,8 +129,9 @@ type Options struct {
 	Pollers int
 	// PollLinger is how long a busy poller sleeps between rounds to
 	// gather what arrives meanwhile (wake-up moderation, linger_linux.go):
-	// each request may wait about this long more, and each wake-up serves
-	// more requests. 0 means DefaultPollLinger; negative never lingers.
+	// each request may wait about this long more (twice as long after a
+	// round that found nothing), and each wake-up serves more requests.
+	// 0 means DefaultPollLinger; negative never lingers.
 	PollLinger time.Duration
 	// SysInterval is how often the $SYS tree is published (sys.go). 0
 	// means DefaultSysInterval; negative disables the tree.
