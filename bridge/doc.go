@@ -130,7 +130,9 @@
 // rebalance may come twice (at least once). A queue's offset is its first
 // message a member is not done with (shareacks.go: acknowledged, or no
 // longer held by the member's session), not what was polled, so a crash
-// of the node loses none of what its members had not acknowledged. A member whose queue is
+// of the node loses none of what its members had not acknowledged. A
+// member whose session ends holding messages it did not acknowledge
+// (mqtt.Releaser) gives them back, and the next member in turn gets them. A member whose queue is
 // full passes the message to the next member in turn; when every local
 // member's is, the group's consumer on this node waits (polling every 20
 // ms) until one has room. The live consumer above

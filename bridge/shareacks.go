@@ -19,17 +19,22 @@ import (
 // more otherwise (sent at QoS 0, dropped, expired, saved with the
 // session's state, discarded with a clean session), which shareSweep
 // checks every second. A message no member took (none matches) is done
-// at once.
+// at once. A message its member's session discarded unacknowledged (the
+// session ended: mqtt.Releaser) is not done: the sweep offers it to the
+// group's members again (MQTT 5 4.8.2), and it is done once one takes and
+// finishes it, or no member is left.
 
 // shareSweep is how often messages held by members are checked.
 const shareSweep = time.Second
 
 // shareAcks tracks one share consumer's messages held by members.
 type shareAcks struct {
-	c   *client.PullConsumer
-	srv clusterServer
-	mu  sync.Mutex
-	q   map[client.MessageQueue]*shareQueue // protected by mu
+	c     *client.PullConsumer
+	srv   clusterServer
+	share string
+	wake  chan struct{} // capacity 1: a message was released
+	mu    sync.Mutex
+	q     map[client.MessageQueue]*shareQueue // protected by mu
 }
 
 // shareQueue is one queue's progress.
@@ -46,11 +51,29 @@ type shareHeld struct {
 	off   int64
 	msg   *mqtt.Message
 	taker string // protected by a.mu; "" until the handover returned
+	// released: the taker's session discarded it unacknowledged; the
+	// sweep offers it again (protected by a.mu).
+	released bool
 }
 
 // Recycle implements mqtt.Recycler: the member acknowledged the message.
 // It runs under the member session's lock and only takes a.mu.
 func (h *shareHeld) Recycle(*mqtt.Message) { h.a.done(h) }
+
+// Released implements mqtt.Releaser: the member's session ended without
+// acknowledging the message. Like Recycle it only takes a.mu.
+func (h *shareHeld) Released(*mqtt.Message) {
+	a := h.a
+	a.mu.Lock()
+	if sq := a.q[h.mq]; sq != nil && sq.held[h.off] == h {
+		h.released = true
+	}
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
 
 func (a *shareAcks) queueLocked(mq client.MessageQueue) *shareQueue {
 	sq := a.q[mq]
@@ -99,8 +122,41 @@ func (a *shareAcks) taken(h *shareHeld, taker string) {
 	h.taker = taker
 	a.mu.Unlock()
 	if taker == "" || !a.srv.Holds(taker, h.msg) {
+		a.doneUnlessReleased(h)
+	}
+}
+
+// doneUnlessReleased is done, unless h's member released it meanwhile
+// (its session ended: Holds is false for that reason then, since Released
+// ran under the lock that removed the session).
+func (a *shareAcks) doneUnlessReleased(h *shareHeld) {
+	a.mu.Lock()
+	released := h.released
+	a.mu.Unlock()
+	if !released {
 		a.done(h)
 	}
+}
+
+// reoffer hands the released h to a member of the group again: done when
+// no member is left (or the message expired), held for the next sweep
+// while every member's queue is full.
+func (a *shareAcks) reoffer(h *shareHeld) {
+	a.mu.Lock()
+	if sq := a.q[h.mq]; sq == nil || sq.held[h.off] != h || !h.released {
+		a.mu.Unlock()
+		return
+	}
+	h.released, h.taker = false, ""
+	a.mu.Unlock()
+	taker, full := a.srv.TryDeliverSharedAcked(a.share, h.msg, h)
+	if full {
+		a.mu.Lock()
+		h.released = true
+		a.mu.Unlock()
+		return
+	}
+	a.taken(h, taker)
 }
 
 // done records that the member is done with h (idempotent).
@@ -120,26 +176,35 @@ func (a *shareAcks) done(h *shareHeld) {
 func (a *shareAcks) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(shareSweep)
 	defer t.Stop()
-	var taken []*shareHeld
+	var taken, released []*shareHeld
 	for {
+		tick := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			tick = true
+		case <-a.wake:
 		}
-		taken = taken[:0]
+		taken, released = taken[:0], released[:0]
 		a.mu.Lock()
 		for _, sq := range a.q {
 			for _, h := range sq.held {
-				if h.taker != "" {
+				switch {
+				case h.released:
+					released = append(released, h)
+				case tick && h.taker != "":
 					taken = append(taken, h)
 				}
 			}
 		}
 		a.mu.Unlock()
+		for _, h := range released {
+			a.reoffer(h)
+		}
 		for _, h := range taken {
 			if !a.srv.Holds(h.taker, h.msg) {
-				a.done(h)
+				a.doneUnlessReleased(h)
 			}
 		}
 	}

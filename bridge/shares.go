@@ -446,7 +446,7 @@ func (b *Backend) startShare(srv clusterServer, share string) (_ *shareConsumer,
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	sc := &shareConsumer{share: share, c: c, cancel: cancel, done: make(chan struct{})}
-	acks := &shareAcks{c: c, srv: srv, q: map[client.MessageQueue]*shareQueue{}}
+	acks := &shareAcks{c: c, srv: srv, share: share, wake: make(chan struct{}, 1), q: map[client.MessageQueue]*shareQueue{}}
 	swept := make(chan struct{})
 	b.wg.Add(2)
 	go func() {

@@ -460,6 +460,7 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 		if cp.CleanStart {
 			ss.dead = true
 			ss.dropSubsLocked()
+			ss.releaseLocked()
 			ss.mu.Unlock()
 			delete(s.sessions, id)
 			s.stats.Sessions.Store(int64(len(s.sessions)))
@@ -660,6 +661,7 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 			delete(s.sessions, ss.id)
 			s.stats.Sessions.Store(int64(len(s.sessions)))
 			ss.dropSubsLocked()
+			ss.releaseLocked()
 			will, ss.will = ss.will, nil
 		default:
 			if ss.expiry != maxExpiry && kind != closeShutdown {

@@ -557,6 +557,24 @@ type Recycler interface {
 	Recycle(msg *Message)
 }
 
+// A Releaser is a Recycler that also learns when the server discards a
+// message it was given before the client acknowledged it, with the
+// session that held it: a session with expiry 0 whose connection ended,
+// an offline session that expired or was ended, one a clean start
+// replaced. Its caller may then hand the message to another client (MQTT
+// 5 4.8.2: a shared subscription's message goes to another member when
+// the session that had it ends). Released is called at most once per
+// SendToRecycled, instead of Recycle, under the session's lock (and the
+// server's): it must not block nor call into the server. A Releaser's
+// Recycle does not reuse the message, so unlike other Recyclers it is
+// still told after the message was handed out in a SessionState (an
+// offline session's save), but not once the session was taken over by
+// another node (Evict).
+type Releaser interface {
+	Recycler
+	Released(msg *Message)
+}
+
 // SendToRecycled is SendTo for a message its caller reuses: rec is told
 // when the session holds msg no more, and the caller may then rewrite it.
 // Until then msg must not change. A message the server does not keep

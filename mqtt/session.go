@@ -72,7 +72,7 @@ type outMsg struct {
 	// session with its id (not handed out by allocIDLocked).
 	restored bool
 	// rec is told when the session holds msg no more (SendToRecycled);
-	// nil once msg was handed out in a SessionState.
+	// nil once msg was handed out in a SessionState, unless a Releaser.
 	rec Recycler
 }
 
@@ -330,7 +330,8 @@ func (ss *session) ackLocked(id uint16, comp bool) bool {
 }
 
 // state snapshots the session for the backend. Its pending messages are
-// the backend's to keep: none of them is recycled after (SendToRecycled).
+// the backend's to keep: none of them is recycled after (SendToRecycled),
+// except by a Releaser, which does not reuse its messages.
 func (ss *session) stateLocked() *SessionState {
 	st := ss.subsStateLocked()
 	for i := range ss.inflight {
@@ -340,11 +341,15 @@ func (ss *session) stateLocked() *SessionState {
 			continue
 		}
 		st.Pending = append(st.Pending, Pending{Msg: o.msg, QoS: o.qos, Retain: o.retain, SubIDs: o.subIDs, Sent: true, PacketID: o.id})
-		o.rec = nil
+		if _, ok := o.rec.(Releaser); !ok {
+			o.rec = nil
+		}
 	}
 	for _, q := range ss.queue {
 		st.Pending = append(st.Pending, Pending{Msg: q.msg, QoS: q.qos, Retain: q.retain, SubIDs: q.subIDs, Sent: q.dup})
-		q.rec = nil
+		if _, ok := q.rec.(Releaser); !ok {
+			q.rec = nil
+		}
 	}
 	st.Received = ss.receivedLocked()
 	return st
@@ -426,6 +431,24 @@ func (ss *session) dropSubsLocked() {
 	ss.subs = nil
 }
 
+// releaseLocked tells the Releasers of the messages the dead session ss
+// still holds that it discards them. A QoS 2 message whose PUBREC came is
+// the client's already: not released.
+func (ss *session) releaseLocked() {
+	for i := range ss.inflight {
+		if r, ok := ss.inflight[i].rec.(Releaser); ok && !ss.inflight[i].rel {
+			ss.inflight[i].rec = nil
+			r.Released(ss.inflight[i].msg)
+		}
+	}
+	for _, q := range ss.queue {
+		if r, ok := q.rec.(Releaser); ok {
+			q.rec = nil
+			r.Released(q.msg)
+		}
+	}
+}
+
 // expire runs from the wheel when an offline session's expiry passes.
 func (ss *session) expire() { ss.end() }
 
@@ -460,6 +483,7 @@ func (ss *session) end() bool {
 	delete(s.sessions, ss.id)
 	s.stats.Sessions.Store(int64(len(s.sessions)))
 	ss.dropSubsLocked()
+	ss.releaseLocked()
 	will, expiry := ss.will, ss.expiry
 	ss.will = nil
 	s.wheel.disarm(&ss.willTimer)

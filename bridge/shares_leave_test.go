@@ -1,0 +1,76 @@
+package bridge
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/mqtt/packets"
+)
+
+// TestBridgeSharedMemberLeavesMidFlight: the QoS 1 messages of a shared
+// subscription that a member received but did not acknowledge go to
+// another member of the group when the member's session ends without
+// them (MQTT 5 4.8.2): a session with expiry 0 whose client disconnects,
+// and a persistent session that expires offline. Each message reaches the
+// group's remaining member; before, they were lost to the group.
+func TestBridgeSharedMemberLeavesMidFlight(t *testing.T) {
+	c := startCluster(t)
+	a := startBridge(t, c, nil)
+	prod := newProducer(t, c)
+	const share = "$share/leave/jobs/#"
+	queues := 4 * len(a.Backend().Topics())
+	stay := connected(t, addrOf(a), packets.Version5, "stay")
+	stay.subscribe(1, sub(share, 1))
+	for round, leave := range []func(id string) *rawClient{
+		func(id string) *rawClient { return connected(t, addrOf(a), packets.Version5, id) },
+		func(id string) *rawClient {
+			r := dialRaw(t, addrOf(a), packets.Version5)
+			cp := &packets.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}
+			cp.Properties.Present.Add(packets.PropSessionExpiry)
+			cp.Properties.SessionExpiry = 1
+			r.connect(cp)
+			return r
+		},
+	} {
+		// The leaving member alone first, so that it holds every message.
+		stay.send(&packets.Unsubscribe{PacketID: 2, Filters: []string{share}})
+		if _, ok := stay.recv().(*packets.Unsuback); !ok {
+			t.Fatal("want UNSUBACK")
+		}
+		m := leave(fmt.Sprint("leaver", round))
+		m.subscribe(1, sub(share, 1))
+		waitShareSettled(t, share, queues, a)
+		const n = 5
+		var want []string
+		for i := range n {
+			body := fmt.Sprintf("r%d-%d", round, i)
+			want = append(want, body)
+			sendCmd(t, prod, fmt.Sprintf("jobs/%d", i), body)
+		}
+		for range n {
+			m.recvPublish() // not acknowledged
+		}
+		stay.subscribe(3, sub(share, 1))
+		m.nc.Close()
+		var got []string
+		deadline := time.Now().Add(20 * time.Second)
+		for len(got) < n && time.Now().Before(deadline) {
+			p, err := stay.next(time.Until(deadline))
+			if err != nil {
+				break
+			}
+			pub, ok := p.(*packets.Publish)
+			if !ok {
+				t.Fatalf("want PUBLISH, got %T %+v", p, p)
+			}
+			stay.send(&packets.Puback{PacketID: pub.PacketID})
+			got = append(got, string(pub.Payload))
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: the remaining member got %v, want %v", round, got, want)
+		}
+	}
+}
