@@ -96,6 +96,8 @@ type Broker struct {
 	monoBase     time.Time
 	roleCh       chan protocol.ControllerGroup // views for roleLoop (latest wins)
 	hbKick       chan struct{}
+	metaKick     chan struct{}   // cap 1: the topic or group table changed (metasync.go)
+	syncKick     chan struct{}   // cap 1: a slave copies its master's metadata now
 	haLn         net.Listener    // HA listener opened at start, used by the first promotion; owned by roleLoop
 	haListen     string          // its bound address, listened on again at later promotions
 	pendingSet   []int64         // a sync state set change asked of the controller; protected by ctl.mu
@@ -172,6 +174,8 @@ func New(opts Options) (*Broker, error) {
 	if b.delayOffsets, err = OpenDelayOffsets(configDir); err != nil {
 		return nil, err
 	}
+	b.metaKick, b.syncKick = make(chan struct{}, 1), make(chan struct{}, 1)
+	b.topics.version.onBump, b.groups.version.onBump = b.metaChanged, b.metaChanged
 	b.consumers = NewConsumerManager()
 	b.producers = NewProducerManager()
 	b.locks = NewLockManager(0)
@@ -246,6 +250,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.store.OnArrival(b.onArrival) // after startHA: it reads b.haSrv
+	b.goFunc(func() { b.notifySlavesLoop(ctx) })
 	b.goFunc(func() { b.trackReplication(ctx) })
 	if len(opts.Registries) > 0 {
 		b.client.OnConnClose(b.registryConnClosed)
@@ -330,6 +335,9 @@ func (b *Broker) Store() *store.Store { return b.store }
 
 // Topics returns the topic manager.
 func (b *Broker) Topics() *TopicManager { return b.topics }
+
+// Groups returns the subscription group manager.
+func (b *Broker) Groups() *GroupManager { return b.groups }
 
 // Offsets returns the consumer offset manager.
 func (b *Broker) Offsets() *OffsetManager { return b.offsets }

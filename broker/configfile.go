@@ -76,14 +76,21 @@ func writeConfig(path string, v any) error {
 type dataVersion struct {
 	mu sync.Mutex
 	v  protocol.DataVersion // protected by mu
+	// onBump, when set (before the table is shared), runs after every
+	// bump; it must not block (the broker's metadata notice, metasync.go).
+	onBump func()
 }
 
 func (d *dataVersion) bump(now time.Time) protocol.DataVersion {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.v.Counter++
 	d.v.Timestamp = now.UnixMilli()
-	return d.v
+	v := d.v
+	d.mu.Unlock()
+	if d.onBump != nil {
+		d.onBump()
+	}
+	return v
 }
 
 func (d *dataVersion) get() protocol.DataVersion {

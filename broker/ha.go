@@ -27,7 +27,8 @@ import (
 //     SlaveAckTimeout. Either way the message is stored on the master.
 //   - SLAVE refuses sends, replicates the master's log, copies its topics,
 //     subscription groups, consumer offsets and delay offsets every
-//     SlaveSyncInterval, and serves pulls: always when SlaveReadEnable,
+//     SlaveSyncInterval and whenever the master's topics or groups change
+//     (metasync.go), and serves pulls: always when SlaveReadEnable,
 //     otherwise only while its master is unreachable (with the master up
 //     it answers PULL_RETRY_IMMEDIATELY suggesting broker 0). It takes
 //     consumer offset commits (UPDATE_CONSUMER_OFFSET) into its table, but
@@ -185,7 +186,8 @@ func (b *Broker) waitSlave(ctx context.Context, code int32, end int64, wait bool
 }
 
 // slaveSyncLoop copies the master's metadata: every second until the first
-// copy succeeds, then every SlaveSyncInterval.
+// copy succeeds, then every SlaveSyncInterval, and at once when the master
+// says its topics or groups changed (metasync.go).
 func (b *Broker) slaveSyncLoop(ctx context.Context) {
 	synced := false
 	for {
@@ -193,10 +195,14 @@ func (b *Broker) slaveSyncLoop(ctx context.Context) {
 		if !synced {
 			wait = min(wait, time.Second)
 		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(wait):
+		case <-t.C:
+		case <-b.syncKick: // the master's metadata changed (metasync.go)
+			t.Stop()
 		}
 		if !b.isSlave() {
 			synced = false // controller mode: a master copies nothing

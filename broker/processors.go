@@ -69,6 +69,7 @@ func (b *Broker) registerProcessors() {
 		{protocol.GetAllSubscriptionGroupConfig, remoting.PoolAdmin, b.processAllGroups, false, false},
 		{protocol.GetAllConsumerOffset, remoting.PoolAdmin, b.processAllConsumerOffsets, false, false},
 		{protocol.GetAllDelayOffset, remoting.PoolAdmin, b.processAllDelayOffsets, false, false},
+		{protocol.NotifyMetadataChanged, remoting.PoolAdmin, b.processMetadataChanged, false, true},
 		{protocol.GetBrokerRuntimeInfo, remoting.PoolAdmin, b.processRuntimeInfo, false, false},
 		{protocol.GetConsumeStats, remoting.PoolAdmin, b.processConsumeStats, false, false},
 		{protocol.GetTopicStatsInfo, remoting.PoolAdmin, b.processTopicStats, false, false},

@@ -48,7 +48,7 @@ func TestSmartGoCodesDistinct(t *testing.T) {
 		"BrokerHeartbeat": BrokerHeartbeat, "ControllerAlterSyncStateSet": ControllerAlterSyncStateSet,
 		"ControllerElectMaster": ControllerElectMaster, "ControllerRegisterBroker": ControllerRegisterBroker,
 		"ControllerGetMetadata": ControllerGetMetadata, "NotifyBrokerRoleChanged": NotifyBrokerRoleChanged,
-		"ForwardReplyMessage": ForwardReplyMessage,
+		"ForwardReplyMessage": ForwardReplyMessage, "NotifyMetadataChanged": NotifyMetadataChanged,
 	}
 	seen := map[RequestCode]string{}
 	for name, c := range codes {

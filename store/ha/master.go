@@ -33,8 +33,10 @@ const (
 type Options struct {
 	// BrokerName is the broker group; master and slave must agree.
 	BrokerName string
-	// BrokerAddr is the master's advertised remoting address, sent to
-	// slaves in the handshake (a slave leaves it empty).
+	// BrokerAddr is this broker's advertised remoting address, sent in
+	// the handshake: a slave copies its master's metadata from the
+	// master's, and a master tells a slave at its address that the
+	// metadata changed (Slave.BrokerAddr).
 	BrokerAddr string
 	// HeartbeatInterval: the master sends an empty chunk, and the slave a
 	// report, after this long without traffic (default 5 s).
@@ -144,10 +146,11 @@ type slaveConn struct {
 	c         net.Conn
 	addr      string
 	since     time.Time
-	brokerID  atomic.Int64 // controlled mode: the slave's broker id
-	ack       atomic.Int64 // the slave's last reported end
-	sent      atomic.Int64 // next offset to send
-	caughtUp  atomic.Int64 // unix ns: the slave had everything the master had then
+	remoting  atomic.Pointer[string] // the slave's remoting address from its hello
+	brokerID  atomic.Int64           // controlled mode: the slave's broker id
+	ack       atomic.Int64           // the slave's last reported end
+	sent      atomic.Int64           // next offset to send
+	caughtUp  atomic.Int64           // unix ns: the slave had everything the master had then
 	closeOnce sync.Once
 	done      chan struct{}
 
@@ -217,6 +220,9 @@ type Slave struct {
 	// none yet).
 	BrokerID int64
 	CaughtUp time.Time
+	// BrokerAddr is the slave's remoting address from its hello ("" from
+	// a slave older than the metadata change notice).
+	BrokerAddr string
 }
 
 // Serve starts the master side of replication for s on ln (which the
@@ -350,6 +356,7 @@ func (h *Server) serve(hc *slaveConn) error {
 		return err
 	}
 	hc.brokerID.Store(peer.BrokerID)
+	hc.remoting.Store(&peer.BrokerAddr)
 	var rb [ReportSize]byte
 	if _, err := io.ReadFull(hc.c, rb[:]); err != nil {
 		return fmt.Errorf("ha: first report: %w", err)
@@ -523,6 +530,9 @@ func (h *Server) Slaves() []Slave {
 	for c := range h.conns {
 		if a := c.ack.Load(); a >= 0 {
 			sl := Slave{Addr: c.addr, AckOffset: a, Since: c.since, BrokerID: c.brokerID.Load()}
+			if p := c.remoting.Load(); p != nil {
+				sl.BrokerAddr = *p
+			}
 			if ns := c.caughtUp.Load(); ns > 0 {
 				sl.CaughtUp = time.Unix(0, ns)
 			}

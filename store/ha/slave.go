@@ -217,7 +217,7 @@ func (c *Client) session(ctx context.Context, addr string) error {
 
 	_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	me := Hello{SegmentSize: c.s.Options().SegmentSize, MinOffset: c.s.MinPhysicalOffset(), MaxOffset: c.s.MaxPhysicalOffset(),
-		BrokerName: c.opts.BrokerName, Controlled: c.opts.Controlled, BrokerID: c.opts.BrokerID, Epoch: c.opts.Epoch}
+		BrokerName: c.opts.BrokerName, BrokerAddr: c.opts.BrokerAddr, Controlled: c.opts.Controlled, BrokerID: c.opts.BrokerID, Epoch: c.opts.Epoch}
 	buf, err := AppendHello(nil, me)
 	if err != nil {
 		return err

@@ -32,9 +32,12 @@ import (
 // commitlog segment size (both sides must agree, or a replicated segment
 // would not fit). minOffset/maxOffset are the sender's commitlog bounds at
 // the time of sending. brokerName is the broker group name (must be
-// equal); brokerAddr is the master's remoting address (the slave sends "")
-// so a slave configured with only an HA address can still copy the
-// master's metadata. Names and addresses are at most 255 bytes.
+// equal); brokerAddr is the sender's remoting address: the master's lets a
+// slave configured with only an HA address copy the master's metadata,
+// the slave's lets the master tell it at once when its topics or groups
+// change (NOTIFY_METADATA_CHANGED, broker/metasync.go; slaves before that
+// notice send "", and a master ignores the field in older versions).
+// Names and addresses are at most 255 bytes.
 //
 // # Epoch extension (brokers whose master a controller elects)
 //

@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/client/admin"
+	"github.com/smartgo/smartgo/internal/testutil"
+)
+
+// TestClusterHASlaveCopiesMetadataChangeAtOnce: a slave whose periodic
+// copy is an hour away still gets a topic's permission and queue counts
+// and a group's retry settings changed on its master, promptly (the
+// master's NOTIFY_METADATA_CHANGED), so a promotion right after the
+// change would keep it.
+func TestClusterHASlaveCopiesMetadataChangeAtOnce(t *testing.T) {
+	c := startHACluster(t, Options{Slave: func(_ int, o *broker.Options) { o.SlaveSyncInterval = time.Hour }})
+	m, s := c.Broker(0), c.Slave(0)
+	// The slave's first copy (a second after it starts).
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if mv, sv := m.Topics().DataVersion(), s.Topics().DataVersion(); mv != sv {
+			return fmt.Errorf("slave topic table at %+v, master at %+v", sv, mv)
+		}
+		return nil
+	})
+	a, err := admin.New(admin.Options{Registries: c.RegistryAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	ctx := context.Background()
+	const topic, group = "MetaNotice", "meta-notice-cg"
+	if err := a.CreateTopic(ctx, "TestCluster", admin.TopicConfig{Name: topic, ReadQueues: 4, WriteQueues: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CreateGroup(ctx, "TestCluster", admin.GroupConfig{Name: group, RetryMaxTimes: 5}); err != nil {
+		t.Fatal(err)
+	}
+	slaveHas := func(read, write, perm, retries int32) {
+		t.Helper()
+		testutil.Eventually(t, 20*time.Second, func() error {
+			tc, ok := s.Topics().Get(topic)
+			if !ok || tc.ReadQueueNums != read || tc.WriteQueueNums != write || tc.Perm != perm {
+				return fmt.Errorf("slave's topic %+v (%v), want %d/%d perm %d", tc, ok, read, write, perm)
+			}
+			if g, ok := s.Groups().Get(group); !ok || g.RetryMaxTimes != retries {
+				return fmt.Errorf("slave's group %+v (%v), want %d retries", g, ok, retries)
+			}
+			return nil
+		})
+	}
+	slaveHas(4, 4, broker.PermRW, 5)
+	// Shrink the queues, make the topic read-only, change the retries.
+	if err := a.CreateTopic(ctx, "TestCluster", admin.TopicConfig{Name: topic, ReadQueues: 2, WriteQueues: 2, Perm: broker.PermRead}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CreateGroup(ctx, "TestCluster", admin.GroupConfig{Name: group, RetryMaxTimes: 2}); err != nil {
+		t.Fatal(err)
+	}
+	slaveHas(2, 2, broker.PermRead, 2)
+}
