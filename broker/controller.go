@@ -568,6 +568,9 @@ func (b *Broker) becomeMaster(g protocol.ControllerGroup) {
 		b.log.Error("cannot become master: drop the partial record at the log end", "err", err)
 		return
 	}
+	// The topic table as last copied from the old master, before the
+	// hosted services below bump its version (importStoreTopics).
+	copied := b.topics.DataVersion()
 	e, err := b.store.StartEpoch(g.MasterEpoch)
 	if err != nil {
 		b.log.Error("cannot become master at this epoch", "epoch", g.MasterEpoch, "err", err)
@@ -583,7 +586,7 @@ func (b *Broker) becomeMaster(g protocol.ControllerGroup) {
 			b.log.Error("a hosted service failed to take over as master", "err", err)
 		}
 	}
-	b.importStoreTopics()
+	b.importStoreTopics(copied)
 	ln := b.haLn
 	b.haLn = nil
 	if ln == nil {
@@ -668,19 +671,28 @@ func (b *Broker) haOptions() ha.Options {
 
 // importStoreTopics adds to the topic table the topics a new master has
 // replicated data for but not their configuration yet (copied from the
-// old master every SlaveSyncInterval), so their routes are published. A
-// configured topic whose log holds queues past its read queue count (its
-// queues were added on the old master since the last copy) gets read
-// queues up to the highest one, so consumers reach those messages; its
-// write queues stay as configured.
-func (b *Broker) importStoreTopics() {
+// old master every SlaveSyncInterval and at each change it notices,
+// metasync.go), so their routes are published. A configured topic whose
+// log holds queues past its read queue count gets read queues up to the
+// highest such queue holding a message stored at or after the copied
+// table's version (copied, the old master's clock): the queues were added
+// on the old master after that copy, and consumers must reach those
+// messages. Queues holding only older messages stay hidden: the table
+// copied after them is the admin's, who shrank the read queues on
+// purpose. Write queues stay as configured.
+func (b *Broker) importStoreTopics(copied protocol.DataVersion) {
 	for _, topic := range b.store.Topics() {
 		ids := b.store.QueueIDs(topic)
 		if len(ids) == 0 {
 			continue
 		}
-		n := slices.Max(ids) + 1
 		if tc, ok := b.topics.Get(topic); ok {
+			n := tc.ReadQueueNums
+			for _, q := range ids {
+				if q >= n && b.store.OffsetByTime(topic, q, copied.Timestamp) < b.store.MaxOffset(topic, q) {
+					n = q + 1
+				}
+			}
 			if n > tc.ReadQueueNums {
 				old := tc.ReadQueueNums
 				tc.ReadQueueNums = n
@@ -693,6 +705,7 @@ func (b *Broker) importStoreTopics() {
 			}
 			continue
 		}
+		n := slices.Max(ids) + 1
 		tc := protocol.TopicConfig{TopicName: topic, ReadQueueNums: n, WriteQueueNums: n, Perm: PermRW,
 			TopicFilterType: protocol.TopicFilterSingleTag}
 		if err := b.topics.Update(tc); err != nil {
