@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/client/admin"
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/registry"
 )
@@ -115,5 +118,46 @@ func TestCmdAdminAtOtherPortsOfStandalone(t *testing.T) {
 	code, _, stderr := runCmd(t, "admin", "-registry", reg, "-timeout", "30s", "broker", "config", "-b", reg)
 	if code != exitFailure || !strings.Contains(stderr, reg+" is a registry, not a broker: brokers listen on port 10911") {
 		t.Errorf("admin broker config -b <registry>: exit %d: %s", code, stderr)
+	}
+}
+
+// TestCmdAdminAtHAPort: admin given a master broker's HA (replication)
+// address for a broker's or a registry's says it is the HA port; it said
+// only "connection closed: EOF" (the HA port drops a peer whose first
+// bytes are no hello).
+func TestCmdAdminAtHAPort(t *testing.T) {
+	_, addrs := standalone(t)
+	reg := addrs["registry"]
+	a, err := admin.New(admin.Options{Registries: []string{reg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ha string
+	testutil.Eventually(t, 30*time.Second, func() error {
+		masters, err := a.Masters(ctx, "")
+		if err != nil {
+			return err
+		}
+		info, err := a.BrokerRuntimeInfo(ctx, masters[0].Addr)
+		if err != nil {
+			return err
+		}
+		if ha = info["haServerAddr"]; ha == "" {
+			return errors.New("no haServerAddr in the master's runtime info")
+		}
+		return nil
+	})
+	for _, args := range [][]string{
+		{"admin", "-registry", ha, "-timeout", "5s", "cluster"},
+		{"admin", "-registry", reg, "-timeout", "5s", "broker", "config", "-b", ha},
+	} {
+		code, _, stderr := runCmd(t, args...)
+		if code != exitFailure || !strings.Contains(stderr, ha+" answers SmartGo HA replication: a master broker's HA port") ||
+			!strings.Contains(stderr, "brokers on 10911") {
+			t.Errorf("%v: exit %d: %s", args, code, stderr)
+		}
 	}
 }
