@@ -325,7 +325,7 @@ func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) er
 	if err != nil {
 		return err
 	}
-	if err := a.groupRetries(ctx, target, group); err != nil {
+	if err := a.targetGroup(ctx, target, group); err != nil {
 		return err
 	}
 	// The limit of this send-back is one more attempt than the message has
@@ -351,11 +351,14 @@ func (a *Admin) ResendToGroup(ctx context.Context, offsetMsgID, group string) er
 // the message, so a resend to that group would deliver nothing.
 var ErrRetriesDisabled = errors.New("admin: the group's retries are disabled (retryQueueNums 0)")
 
-// groupRetries returns ErrRetriesDisabled when the broker at addr holds a
-// subscription config of group with no retry queue. A broker that does
-// not say (an error, or no config of the group: it creates one with a
-// retry queue) is left to the send-back itself.
-func (a *Admin) groupRetries(ctx context.Context, addr, group string) error {
+// targetGroup checks group on the broker at addr, which is to take the
+// resend: ErrRetriesDisabled when its config of group has no retry queue;
+// client.ErrGroupNotExist when it has no config of group and does not
+// create groups on first use (autoCreateSubscriptionGroup false): such a
+// broker leaves the send-back unanswered (as every send-back it cannot
+// carry out), so the resend would only time out. A broker that does not
+// say (an error) is left to the send-back itself.
+func (a *Admin) targetGroup(ctx context.Context, addr, group string) error {
 	resp, err := a.invoke(ctx, "group configs", addr, protocol.NewRequest(protocol.GetAllSubscriptionGroupConfig, nil, nil))
 	if err != nil || resp.Code != protocol.Success {
 		return nil
@@ -364,8 +367,16 @@ func (a *Admin) groupRetries(ctx context.Context, addr, group string) error {
 	if protocol.DecodeJSON(resp.Body, &w) != nil {
 		return nil
 	}
-	if g, ok := w.SubscriptionGroupTable[group]; ok && g.RetryQueueNums <= 0 {
+	g, ok := w.SubscriptionGroupTable[group]
+	if ok && g.RetryQueueNums <= 0 {
 		return fmt.Errorf("%w: group %s on %s: the broker would take the resend as done and drop it", ErrRetriesDisabled, group, addr)
+	}
+	if !ok {
+		if kv, err := a.BrokerConfig(ctx, addr); err == nil && kv["autoCreateSubscriptionGroup"] == "false" {
+			return fmt.Errorf("%w: %s on %s, the broker holding the message, which does not create groups on first use "+
+				"(autoCreateSubscriptionGroup false): create the group there (smartgo admin group create -g %s) and resend",
+				client.ErrGroupNotExist, group, addr, group)
+		}
 	}
 	return nil
 }

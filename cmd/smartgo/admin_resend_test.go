@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
 	"github.com/smartgo/smartgo/internal/cluster"
@@ -33,15 +35,7 @@ func TestCmdAdminResendOfMessageIDNamingASlave(t *testing.T) {
 	if err := c.WaitRoute(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
-	p := testProducer(t, c.RegistryAddrs())
-	res, err := p.Send(ctx, &client.Message{Topic: topic, Body: []byte("again")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, off, err := record.ParseOffsetMessageID(res.OffsetMsgID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, off := sendAgain(ctx, t, c, topic)
 	slaveID := record.OffsetMessageID(netip.MustParseAddrPort(c.SlaveAddr(0)), off)
 	testutil.WaitFor(t, 30*time.Second, "the slave holds the message", func() bool {
 		m, err := adm.MessageByID(ctx, slaveID)
@@ -71,21 +65,7 @@ func TestCmdAdminResendToGroupWithoutRetries(t *testing.T) {
 	if err := c.WaitRoute(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
-	body, err := protocol.EncodeJSON(protocol.SubscriptionGroupConfig{GroupName: group, ConsumeEnable: true,
-		ConsumeBroadcastEnable: true, RetryMaxTimes: 16, RetryQueueNums: 0, ConsumeFromMinEnable: true,
-		WhichBrokerWhenConsumeSlowly: 1, NotifyConsumerIdsChangedEnable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := remoting.NewClient(remoting.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	resp, err := rc.Invoke(ctx, c.BrokerAddr(0), protocol.NewRequest(protocol.UpdateAndCreateSubscriptionGroup, nil, body))
-	if err != nil || resp.Code != protocol.Success {
-		t.Fatalf("group with retryQueueNums 0: %v %+v", err, resp)
-	}
+	putGroup(ctx, t, c.BrokerAddr(0), group, 0)
 	p := testProducer(t, c.RegistryAddrs())
 	res, err := p.Send(ctx, &client.Message{Topic: topic, Body: []byte("again")})
 	if err != nil {
@@ -98,6 +78,68 @@ func TestCmdAdminResendToGroupWithoutRetries(t *testing.T) {
 	}
 	if after := c.Broker(0).Store().MaxOffset(retry, 0); after != before {
 		t.Fatalf("the group's retry topic went from %d to %d", before, after)
+	}
+}
+
+// TestCmdAdminResendToGroupUnknownWhereTheMessageIs: a group known to one
+// master only (the brokers create no groups on first use) and a message
+// stored on the other: the resend used to wait out its timeout (a broker
+// leaves a send-back it cannot carry out unanswered) and then blame a
+// full disk; it is refused at once with ErrGroupNotExist naming the
+// broker and how to create the group there.
+func TestCmdAdminResendToGroupUnknownWhereTheMessageIs(t *testing.T) {
+	const topic, group = "ResendUnknownT", "resend-unknown-g"
+	ctx, c, adm := resendCluster(t, cluster.Options{Brokers: 2,
+		Broker: func(_ int, o *broker.Options) { o.AutoCreateGroup = false }}, topic)
+	if err := c.WaitRoute(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	id, host, _ := sendAgain(ctx, t, c, topic)
+	holder, other := 0, 1
+	if host.String() == c.BrokerAddr(1) {
+		holder, other = 1, 0
+	}
+	putGroup(ctx, t, c.BrokerAddr(other), group, 1) // on the other broker only
+	err := adm.ResendToGroup(ctx, id, group)
+	if !errors.Is(err, client.ErrGroupNotExist) || !strings.Contains(err.Error(), c.BrokerAddr(holder)) ||
+		!strings.Contains(err.Error(), "smartgo admin group create -g "+group) {
+		t.Fatalf("resend to a group the message's broker does not know: %v, want ErrGroupNotExist naming %s", err, c.BrokerAddr(holder))
+	}
+}
+
+// sendAgain sends one message ("again") to topic and returns its offset
+// message id, the broker the id names and the record's offset.
+func sendAgain(ctx context.Context, t *testing.T, c *cluster.Cluster, topic string) (string, netip.AddrPort, int64) {
+	t.Helper()
+	res, err := testProducer(t, c.RegistryAddrs()).Send(ctx, &client.Message{Topic: topic, Body: []byte("again")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, off, err := record.ParseOffsetMessageID(res.OffsetMsgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.OffsetMsgID, host, off
+}
+
+// putGroup creates group on the broker at addr only, with retryQueues
+// retry queues (mqadmin's updateSubGroup can set 0).
+func putGroup(ctx context.Context, t *testing.T, addr, group string, retryQueues int32) {
+	t.Helper()
+	body, err := protocol.EncodeJSON(protocol.SubscriptionGroupConfig{GroupName: group, ConsumeEnable: true,
+		ConsumeBroadcastEnable: true, RetryMaxTimes: 16, RetryQueueNums: retryQueues, ConsumeFromMinEnable: true,
+		WhichBrokerWhenConsumeSlowly: 1, NotifyConsumerIdsChangedEnable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := remoting.NewClient(remoting.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	resp, err := rc.Invoke(ctx, addr, protocol.NewRequest(protocol.UpdateAndCreateSubscriptionGroup, nil, body))
+	if err != nil || resp.Code != protocol.Success {
+		t.Fatalf("group %s with %d retry queues on %s: %v %+v", group, retryQueues, addr, err, resp)
 	}
 }
 
