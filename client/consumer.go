@@ -125,6 +125,13 @@ func (b *consumerBase) heartbeatData() *protocol.HeartbeatData {
 }
 
 func (b *consumerBase) heartbeat(ctx context.Context) error {
+	_, err := b.heartbeatCount(ctx)
+	return err
+}
+
+// heartbeatCount is heartbeat that also returns how many brokers it sent
+// to.
+func (b *consumerBase) heartbeatCount(ctx context.Context) (int, error) {
 	b.core.newBrokers.Store(false)
 	return b.core.sendHeartbeat(ctx, b.heartbeatData(), false)
 }

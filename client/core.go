@@ -402,25 +402,25 @@ func (c *core) allBrokerAddrs(mastersOnly bool) []string {
 }
 
 // sendHeartbeat sends hb to every known broker (masters only when
-// mastersOnly); it returns the first error.
-func (c *core) sendHeartbeat(ctx context.Context, hb *protocol.HeartbeatData, mastersOnly bool) error {
+// mastersOnly); it returns every broker's error (errors.Join, in address
+// order) and how many brokers it sent to.
+func (c *core) sendHeartbeat(ctx context.Context, hb *protocol.HeartbeatData, mastersOnly bool) (int, error) {
 	body, err := protocol.EncodeJSON(hb)
 	if err != nil {
-		return fmt.Errorf("client: encode heartbeat: %w", err)
+		return 0, fmt.Errorf("client: encode heartbeat: %w", err)
 	}
-	var first error
-	for _, addr := range c.allBrokerAddrs(mastersOnly) {
+	var errs []error
+	addrs := c.allBrokerAddrs(mastersOnly)
+	for _, addr := range addrs {
 		cctx, cancel := c.callCtx(ctx, 0)
 		_, err := c.invokeOK(cctx, "heartbeat", addr, protocol.NewRequest(protocol.HeartBeat, nil, body))
 		cancel()
 		if err != nil {
 			c.log.Debug("heartbeat failed", "broker", addr, "err", err)
-			if first == nil {
-				first = err
-			}
+			errs = append(errs, err)
 		}
 	}
-	return first
+	return len(addrs), errors.Join(errs...)
 }
 
 // unregister tells every broker the client is gone.

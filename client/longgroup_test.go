@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,10 +15,10 @@ import (
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
-// keptLongGroupCluster starts a broker whose subscriptionGroup.json holds
-// group (longer than MaxGroupLength), as an older SmartGo or RocketMQ
-// broker left it.
-func keptLongGroupCluster(t *testing.T, group string) *cluster.Cluster {
+// keptLongGroupCluster starts brokers masters (broker-a, broker-b, ...),
+// the first of which has a subscriptionGroup.json holding group (longer
+// than MaxGroupLength), as an older SmartGo or RocketMQ broker left it.
+func keptLongGroupCluster(t *testing.T, group string, brokers int) *cluster.Cluster {
 	t.Helper()
 	dir := t.TempDir()
 	w := protocol.SubscriptionGroupWrapper{SubscriptionGroupTable: map[string]*protocol.SubscriptionGroupConfig{group: {
@@ -35,7 +36,7 @@ func keptLongGroupCluster(t *testing.T, group string) *cluster.Cluster {
 	if err := os.WriteFile(filepath.Join(config, "subscriptionGroup.json"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir})
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: dir, Brokers: brokers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func keptLongGroupCluster(t *testing.T, group string) *cluster.Cluster {
 func TestPushConsumerKeptLongGroup(t *testing.T) {
 	kept := "kept" + strings.Repeat("g", 121)   // 125 characters
 	fresh := "fresh" + strings.Repeat("g", 120) // 125 characters
-	c := keptLongGroupCluster(t, kept)
+	c := keptLongGroupCluster(t, kept, 1)
 	createTopic(t, c, 1, "LongGroupT", 2)
 	p := newTestProducer(t, c, nil)
 	sendN(t, p, "LongGroupT", "m", 4)
@@ -92,4 +93,34 @@ func TestPushConsumerKeptLongGroup(t *testing.T) {
 	if err := ValidateGroup(strings.Repeat("g", 128)); err == nil {
 		t.Fatal("a 128-character group passed ValidateGroup")
 	}
+}
+
+// A kept long group on one master of two: the consumer starts and
+// consumes what that master holds, with a WARN naming the master that
+// refuses the group (whose queues it cannot consume). Start used to fail
+// because one broker refused, though another serves the group.
+func TestPushConsumerKeptLongGroupOnOneBrokerOfTwo(t *testing.T) {
+	kept := "kept" + strings.Repeat("g", 121) // 125 characters
+	c := keptLongGroupCluster(t, kept, 2)
+	createTopic(t, c, 2, "LongGroup2T", 1)
+	p := newTestProducer(t, c, nil)
+	var onA []string
+	for i, r := range sendN(t, p, "LongGroup2T", "m", 8) {
+		if r.Queue.BrokerName == "broker-a" {
+			onA = append(onA, fmt.Sprintf("m-%d", i))
+		}
+	}
+	if len(onA) == 0 {
+		t.Fatal("no message went to broker-a")
+	}
+	col := newCollector()
+	newTestPush(t, c, kept, "LongGroup2T", "*", col.handler, nil)
+	testutil.WaitFor(t, 60*time.Second, "every message broker-a holds", func() bool {
+		for _, b := range onA {
+			if col.count(b) == 0 {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -65,7 +65,8 @@ func (p *Producer) ClientID() string { return p.core.clientID }
 
 func (p *Producer) heartbeat(ctx context.Context) error {
 	hb := &protocol.HeartbeatData{ClientID: p.core.clientID, ProducerDataSet: []*protocol.ProducerData{{GroupName: p.opts.Group}}}
-	return p.core.sendHeartbeat(ctx, hb, true)
+	_, err := p.core.sendHeartbeat(ctx, hb, true)
+	return err
 }
 
 // Close waits for pending async sends, unregisters from the brokers and

@@ -108,16 +108,22 @@ func (c *PushConsumer) Start(ctx context.Context) error {
 	if err := b.checkSubscriptions(ctx); err != nil {
 		return err
 	}
-	if err := b.heartbeat(ctx); err != nil {
+	if n, err := b.heartbeatCount(ctx); err != nil {
 		// A group longer than MaxGroupLength is served only by brokers
-		// that already keep it: one that refuses it would leave this
-		// consumer running without ever receiving.
-		var be *BrokerError
-		if longGroup(b.opts.Group) && errors.As(err, &be) {
+		// that already keep it: when every broker refuses it, this
+		// consumer would run without ever receiving; when some do, it
+		// consumes from the others and says which refused.
+		refused := refusedBy(err)
+		switch {
+		case longGroup(b.opts.Group) && len(refused) > 0 && len(refused) >= n:
 			return fmt.Errorf("client: consumer group %q (%d characters, more than %d) refused: %w",
 				b.opts.Group, len(b.opts.Group), MaxGroupLength, err)
+		case longGroup(b.opts.Group) && len(refused) > 0:
+			b.core.log.Warn("consumer group longer than the limit refused by some brokers: their queues are not consumed",
+				"group", b.opts.Group, "length", len(b.opts.Group), "limit", MaxGroupLength, "refusedBy", refused, "err", err)
+		default:
+			b.core.log.Warn("first heartbeat failed", "err", err)
 		}
-		b.core.log.Warn("first heartbeat failed", "err", err)
 	}
 	c.started = true
 	workers := b.opts.ConsumeGoroutines
@@ -352,4 +358,21 @@ func (c *PushConsumer) orderlyLoop(pq *processQueue) {
 			}
 		}
 	}
+}
+
+// refusedBy returns the brokers whose answer (a *BrokerError) is among
+// the errors joined in err.
+func refusedBy(err error) []string {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var out []string
+	for _, e := range errs {
+		var be *BrokerError
+		if errors.As(e, &be) {
+			out = append(out, be.Addr)
+		}
+	}
+	return out
 }
