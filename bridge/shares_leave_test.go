@@ -13,7 +13,8 @@ import (
 // subscription that a member received but did not acknowledge go to
 // another member of the group when the member's session ends without
 // them (MQTT 5 4.8.2): a session with expiry 0 whose client disconnects,
-// and a persistent session that expires offline. Each message reaches the
+// a persistent session that expires offline, and one a clean start of
+// its client replaces. Each message reaches the
 // group's remaining member; before, they were lost to the group.
 func TestBridgeSharedMemberLeavesMidFlight(t *testing.T) {
 	c := startCluster(t)
@@ -31,6 +32,10 @@ func TestBridgeSharedMemberLeavesMidFlight(t *testing.T) {
 			cp.Properties.Present.Add(packets.PropSessionExpiry)
 			cp.Properties.SessionExpiry = 1
 			r.connect(cp)
+			return r
+		},
+		func(id string) *rawClient {
+			r, _ := persistent(t, addrOf(a), id, true)
 			return r
 		},
 	} {
@@ -54,6 +59,10 @@ func TestBridgeSharedMemberLeavesMidFlight(t *testing.T) {
 		}
 		stay.subscribe(3, sub(share, 1))
 		m.nc.Close()
+		if round == 2 {
+			// A clean start replaces the offline session.
+			connected(t, addrOf(a), packets.Version5, fmt.Sprint("leaver", round))
+		}
 		var got []string
 		deadline := time.Now().Add(20 * time.Second)
 		for len(got) < n && time.Now().Before(deadline) {
