@@ -69,6 +69,32 @@ type consumeQueue struct {
 	spare []byte
 
 	touched uint64 // dispatcher-owned: last dispatch round that appended
+	// staged is the dispatcher's maxOff ahead of the published one while
+	// a round appends (0: nothing staged): a round's entries are shown to
+	// readers once, at its end (publish), not each with an atomic store
+	// (on amd64 an XCHG, which waits for the CPU's store buffer to drain:
+	// 1.4 % of the broker's CPU under compare-cpu). Dispatcher-owned.
+	staged int64
+}
+
+// next is the logical offset the dispatcher appends next: the staged
+// maxOff, else the published one. Dispatcher-only.
+func (cq *consumeQueue) next() int64 {
+	if cq.staged != 0 {
+		return cq.staged
+	}
+	return cq.maxOff.Load()
+}
+
+// publish shows the entries staged by appendEntry to readers (maxOff).
+// The dispatcher publishes every queue a round appended to at the round's
+// end, before it tells arrival listeners, and before a tail is written
+// out or replaced (writeTailLocked reads maxOff). Dispatcher-only.
+func (cq *consumeQueue) publish() {
+	if cq.staged != 0 {
+		cq.maxOff.Store(cq.staged)
+		cq.staged = 0
+	}
 }
 
 // The newest entries of a queue are kept in memory (a tail of at most
@@ -180,7 +206,8 @@ func (cq *consumeQueue) entryIn(m *mappedFile, off, rel int64) cqEntry {
 	}
 }
 
-// appendEntry writes e at logical offset qoff. Offsets below maxOff are
+// appendEntry writes e at logical offset qoff, staged: readers see it once
+// the dispatcher publishes the queue (publish). Offsets below next are
 // duplicates from a replay and are skipped. A queue with no entries at all
 // starts at qoff (a slave that began replicating mid-log, or a queue whose
 // files were lost): earlier offsets of qoff's file become holes and earlier
@@ -188,7 +215,7 @@ func (cq *consumeQueue) entryIn(m *mappedFile, off, rel int64) cqEntry {
 // padded with holes; a larger one means the record's QUEUEOFFSET is not
 // trustworthy and the record is refused (ok=false). Dispatcher-only.
 func (cq *consumeQueue) appendEntry(qoff int64, e cqEntry, maxGap int64) (holes int64, ok bool, err error) {
-	max := cq.maxOff.Load()
+	max := cq.next()
 	if qoff < max {
 		return 0, true, nil
 	}
@@ -202,18 +229,20 @@ func (cq *consumeQueue) appendEntry(qoff int64, e cqEntry, maxGap int64) (holes 
 	}
 	for ; max < qoff; max++ {
 		if err := cq.writeAt(max, cqEntry{phy: holePhy}); err != nil {
+			cq.publish() // the holes written so far
 			return holes, false, err
 		}
 		holes++
-		cq.maxOff.Store(max + 1)
+		cq.staged = max + 1
 	}
 	if err := cq.writeAt(qoff, e); err != nil {
+		cq.publish()
 		return holes, false, err
 	}
 	if fresh {
 		cq.minOff.Store(qoff)
 	}
-	cq.maxOff.Store(qoff + 1)
+	cq.staged = qoff + 1 // published at the round's end (publish)
 	return holes, true, nil
 }
 
@@ -235,6 +264,7 @@ func (cq *consumeQueue) nextFileOffset(off, limit int64) int64 {
 func (cq *consumeQueue) writeAt(off int64, e cqEntry) error {
 	t := cq.tail.Load()
 	if t == nil || off < t.start || off >= t.ends() {
+		cq.publish() // newTail writes the tail out up to maxOff
 		var err error
 		if t, err = cq.newTail(off); err != nil {
 			return err

@@ -137,10 +137,10 @@ func TestConsumeQueueTailLostToKill(t *testing.T) {
 	}
 }
 
-// A queue's tails reuse the buffer of the tail they replace when no
-// reader holds it, and leave a held one to its reader: entries read back
-// right either way, from the tail or the file.
-func TestConsumeQueueTailReusesItsBuffer(t *testing.T) {
+// dispatcherQueue is topic T's queue 0 of a store of large queue files
+// with no flush rounds, with the dispatcher's lock held until the test
+// ends: the caller appends as the dispatcher would.
+func dispatcherQueue(t testing.TB) *consumeQueue {
 	s := openTest(t, t.TempDir(), func(o *Options) {
 		o.CQEntriesPerFile = 100_000
 		// No flush rounds allocating while the allocations are counted.
@@ -149,21 +149,30 @@ func TestConsumeQueueTailReusesItsBuffer(t *testing.T) {
 	mustPut(t, s, msgSpec{topic: "T", body: "x"})
 	waitDispatched(t, s)
 	s.dispMu.Lock()
-	defer func() {
+	t.Cleanup(func() {
 		s.dispMu.Unlock()
 		_ = s.Close() // the entries made here point at no record
-	}()
+	})
 	cq := s.cqForDispatch([]byte("T"), 0)
 	if cq == nil {
 		t.Fatal("no queue")
 	}
-	add := func(n int) {
+	return cq
+}
+
+// A queue's tails reuse the buffer of the tail they replace when no
+// reader holds it, and leave a held one to its reader: entries read back
+// right either way, from the tail or the file.
+func TestConsumeQueueTailReusesItsBuffer(t *testing.T) {
+	cq := dispatcherQueue(t)
+	add := func(n int) { // a dispatch round's appends
 		for range n {
-			off := cq.maxOff.Load()
+			off := cq.next()
 			if _, ok, err := cq.appendEntry(off, cqEntry{phy: off * 100, size: int32(off), tags: off}, 0); !ok || err != nil {
 				t.Fatalf("append %d: %v %v", off, ok, err)
 			}
 		}
+		cq.publish()
 	}
 	check := func() {
 		t.Helper()

@@ -112,6 +112,7 @@ func (s *Store) SetDispatchLimit(limit int64) {
 func (s *Store) dispatchRangeLocked(end int64) {
 	d := &s.disp
 	d.round++
+	count := d.count
 	// Records this store's writer wrote in this run are not checked again;
 	// replicated ones are (and everything at recovery).
 	d.verify = d.recovery || s.rawMode.Load()
@@ -120,6 +121,14 @@ func (s *Store) dispatchRangeLocked(end int64) {
 		d.walk(s.cl, &d.pos, end, s.dispatchRecord, s.dispatchSkipped)
 	} else {
 		s.dispatchNoted(end)
+	}
+	// What the round appended is shown at once: one atomic store per
+	// queue, one for the store time (not one each per entry).
+	for _, cq := range d.touched {
+		cq.publish()
+	}
+	if d.count != count {
+		s.dispatchTs.Store(d.lastTs)
 	}
 	s.dispatched.Store(d.pos)
 	s.markMu.Lock()
@@ -173,7 +182,7 @@ func (s *Store) dispatchEntry(e *dispEntry, phy int64, size int32, sealed bool) 
 	d := &s.disp
 	if e.queued() {
 		cq := s.cqForDispatch(e.topic, e.queueID)
-		if !d.fillGaps && e.qoff > cq.maxOff.Load() {
+		if !d.fillGaps && e.qoff > cq.next() {
 			d.gapSeen = true
 		} else {
 			maxGap := int64(s.opts.CQEntriesPerFile)
@@ -194,7 +203,7 @@ func (s *Store) dispatchEntry(e *dispEntry, phy int64, size int32, sealed bool) 
 				return false
 			} else if !ok {
 				ce := &CorruptError{File: s.cl.dir, Offset: phy, Reason: fmt.Sprintf(
-					"record claims queue offset %d, queue %s/%d is at %d; not dispatched", e.qoff, cq.topic, cq.queueID, cq.maxOff.Load())}
+					"record claims queue offset %d, queue %s/%d is at %d; not dispatched", e.qoff, cq.topic, cq.queueID, cq.next())}
 				s.log.Error("store: implausible queue offset", "err", ce)
 				s.emit(Event{Kind: EventCorruption, File: ce.File, Offset: phy, Err: ce})
 				if len(d.refused) < 100 {
@@ -224,7 +233,6 @@ func (s *Store) dispatchEntry(e *dispEntry, phy int64, size int32, sealed bool) 
 	if e.keyed() {
 		d.keyedPhy = phy
 	}
-	s.dispatchTs.Store(e.ts)
 	if s.rawMode.Load() {
 		s.cl.lastTs.Store(e.ts)
 	}
