@@ -250,6 +250,7 @@ func (s *Store) dispatchNoted(end int64) {
 	s.wq.moveTo(&d.wq, s.cl.committed.Load())
 	s.putMu.Unlock()
 	done := 0
+	var e dispEntry // each noted record's (entryTo sets every field)
 	for d.pos < end {
 		var r *wroteRec
 		if i := d.wq.head + done; i < len(d.wq.recs) {
@@ -277,7 +278,7 @@ func (s *Store) dispatchNoted(end int64) {
 		if r.end() > end {
 			break
 		}
-		e := d.wq.entry(r)
+		d.wq.entryTo(r, &e)
 		if !s.dispatchEntry(&e, r.phy, r.size, false) {
 			break
 		}

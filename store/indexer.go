@@ -291,6 +291,7 @@ func (s *Store) indexRange(end int64) bool {
 	ix := &s.ix
 	ix.last = -1
 	ok := true
+	var e dispEntry // each noted record's (entryTo sets every field)
 	for ix.pos < end {
 		ix.q.dropBelow(ix.pos)
 		r := ix.q.first()
@@ -309,7 +310,7 @@ func (s *Store) indexRange(end int64) bool {
 		if r.end() > end {
 			break
 		}
-		e := ix.q.entry(r)
+		ix.q.entryTo(r, &e)
 		s.indexEntry(&e, r.phy)
 		ix.noted++
 		ix.pos = r.end()
