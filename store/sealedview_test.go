@@ -42,7 +42,8 @@ func TestStoreSealedViewMatchesParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := sealedView(rec, m)
+		var got record.View
+		ok := sealedView(rec, m, &got)
 		if !ok {
 			t.Fatalf("message %d: no view", i)
 		}
@@ -55,7 +56,7 @@ func TestStoreSealedViewMatchesParse(t *testing.T) {
 		other := *m
 		other.Topic += "x"
 		if len(other.Topic) <= record.MaxTopicLen {
-			if _, ok := sealedView(rec, &other); ok {
+			if ok := sealedView(rec, &other, new(record.View)); ok {
 				t.Fatalf("message %d: a view for another topic's length", i)
 			}
 		}

@@ -293,7 +293,8 @@ func (s *Store) PutWait(ctx context.Context, m *record.Message, wait bool) (PutR
 // record, or after SyncFlushTimeout (PutFlushDiskTimeout, the record
 // stored), or when the store failed, closed or took the record back.
 // done must not block: the flusher runs the callbacks of every put a
-// sync covered.
+// sync covered. A pending put's res is not its result (zero for one
+// written behind): done gets that.
 //
 // A put that waits for no flush is written behind (writebehind.go) unless
 // Options.AsyncWrites is AsyncWriteMapped: PutAsync returns pending, and
@@ -328,9 +329,9 @@ func (s *Store) PutAsyncDeferredAt(m *record.Message, wait bool, done PutDone, b
 }
 
 func (s *Store) putAsync(m *record.Message, wait bool, done PutDone, wake bool, start time.Duration) (res PutResult, pending bool, err error) {
-	res, ap, err := s.put(m, wait, done, wake, start)
+	ap, err := s.putTo(m, wait, done, wake, start, &res)
 	if ap.behind {
-		return res, true, nil
+		return PutResult{}, true, nil
 	}
 	if err != nil || !ap.wait {
 		if err == nil {
@@ -381,9 +382,21 @@ type appended struct {
 // the result has behind set; wake false leaves the dispatcher asleep for
 // it (the caller drains: PutAsyncDeferred).
 func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, start time.Duration) (PutResult, appended, error) {
+	var res PutResult
+	ap, err := s.putTo(m, wait, later, wake, start, &res)
+	return res, ap, err
+}
+
+// putTo is put with the result set in *res, and none for a put written
+// behind (its result is made when it is answered: behindPut.result).
+// A written-behind put's caller then copies no result: put's was copied
+// through every return with 16-byte moves over 8-byte stores, which the
+// CPU does not forward.
+func (s *Store) putTo(m *record.Message, wait bool, later PutDone, wake bool, start time.Duration, res *PutResult) (appended, error) {
 	if st, err := s.checkWritableAt(start); err != nil {
 		s.stats.putErrors.Add(1)
-		return PutResult{Status: st}, appended{}, err
+		*res = PutResult{Status: st}
+		return appended{}, err
 	}
 	m.StoreHost = s.opts.StoreHost // before sizing: an IPv6 host is wider
 	// A message read back from a sealed record (a retry, a delayed
@@ -392,14 +405,16 @@ func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, star
 	size := record.SealedSize(m)
 	if err := s.opts.sizeError(-1, len(m.Body), size); err != nil {
 		s.stats.putErrors.Add(1)
-		return PutResult{Status: PutMessageIllegal}, appended{}, err
+		*res = PutResult{Status: PutMessageIllegal}
+		return appended{}, err
 	}
 	excluded := isTxExcluded(m.SysFlag)
 	s.putMu.Lock()
 	if st, err := s.stillWritable(); err != nil {
 		s.putMu.Unlock()
 		s.stats.putErrors.Add(1)
-		return PutResult{Status: st}, appended{}, err
+		*res = PutResult{Status: st}
+		return appended{}, err
 	}
 	key := cqKey{m.Topic, m.QueueID}
 	qoff := int64(0)
@@ -418,8 +433,9 @@ func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, star
 	phy, err := s.cl.appendLocked(m, size, viaPend)
 	if err != nil {
 		s.unlockPut()
-		res, err := s.putFailed(err)
-		return res, appended{}, err
+		r, err := s.putFailed(err)
+		*res = r
+		return appended{}, err
 	}
 	gen := s.cl.discards.gen.Load()
 	switch {
@@ -429,24 +445,32 @@ func (s *Store) put(m *record.Message, wait bool, later PutDone, wake bool, star
 	default:
 		s.setQueueOffsetLocked(key, qoff+1)
 	}
-	res := PutResult{Status: PutOK, PhysicalOffset: phy, QueueOffset: qoff, WroteBytes: size,
-		StoreTimestamp: m.StoreTimestamp, MsgCount: 1, StoreHost: s.opts.StoreHost}
 	ap := appended{start: phy, end: phy + int64(size), gen: gen, wait: wait, behind: behind}
 	if behind {
-		s.behind = append(s.behind, behindPut{start: ap.start, end: ap.end, gen: gen, queueOff: qoff, storeTs: m.StoreTimestamp, began: start, done: later})
+		// Its result is made when it is answered (behindPut.result):
+		// none is returned. The entry's fields are set in place (a
+		// literal copied in would be 16-byte loads over 8-byte stores,
+		// which the CPU does not forward).
+		s.behind = append(s.behind, behindPut{})
+		p := &s.behind[len(s.behind)-1]
+		p.start, p.end, p.gen, p.queueOff = ap.start, ap.end, gen, qoff
+		p.storeTs, p.began, p.done = m.StoreTimestamp, start, later
 		s.unlockPut()
 		if wake {
 			s.wakeDispatcher()
 		}
-		return res, ap, nil
+		return ap, nil
 	}
+	*res = PutResult{Status: PutOK, PhysicalOffset: phy, QueueOffset: qoff, WroteBytes: size,
+		StoreTimestamp: m.StoreTimestamp, MsgCount: 1, StoreHost: s.opts.StoreHost}
 	if err := s.afterAppendLocked(wait, viaPend); err != nil {
 		s.unlockPut()
-		res, err := s.putFailed(err)
-		return res, appended{}, err
+		r, err := s.putFailed(err)
+		*res = r
+		return appended{}, err
 	}
 	s.unlockPut()
-	return res, ap, nil
+	return ap, nil
 }
 
 // putClock gives single puts their store time without reading the wall

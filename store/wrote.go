@@ -104,8 +104,11 @@ func (q *wroteQueue) note(e *dispEntry, phy int64, size int32) bool {
 	}
 	at := len(q.arena)
 	q.arena = append(append(append(q.arena, e.topic...), e.keys...), e.uniq...)
-	q.recs = append(q.recs, wroteRec{phy: phy, qoff: e.qoff, ts: e.ts, tags: e.tags, at: at, size: size,
-		queueID: e.queueID, sysFlag: e.sysFlag, topicLen: int32(len(e.topic)), keysLen: int32(len(e.keys)), uniqLen: int32(len(e.uniq))})
+	q.recs = append(q.recs, wroteRec{}) // set in place (see entryTo)
+	r := &q.recs[len(q.recs)-1]
+	r.phy, r.qoff, r.ts, r.tags, r.at, r.size = phy, e.qoff, e.ts, e.tags, at, size
+	r.queueID, r.sysFlag = e.queueID, e.sysFlag
+	r.topicLen, r.keysLen, r.uniqLen = int32(len(e.topic)), int32(len(e.keys)), int32(len(e.uniq))
 	return true
 }
 
@@ -279,20 +282,25 @@ var indexedKeys = record.KnownKeys
 func (s *Store) dispEntryOf(v *record.View) dispEntry {
 	var vals [len(indexedKeys)][]byte
 	record.LookupProperties(v.Properties, indexedKeys[:], vals[:])
-	return s.dispEntryWith(v, &vals)
+	var e dispEntry
+	s.dispEntryWith(v, &vals, &e)
+	return e
 }
 
-// dispEntryWith is dispEntryOf with the values of indexedKeys in the
-// record's properties (nil for a key it has no pair of) already at hand.
-func (s *Store) dispEntryWith(v *record.View, vals *[len(indexedKeys)][]byte) dispEntry {
-	e := dispEntry{topic: v.Topic, queueID: v.QueueID, sysFlag: v.SysFlag, qoff: v.QueueOffset, ts: v.StoreTimestamp}
+// dispEntryWith sets e to dispEntryOf's entry, with the values of
+// indexedKeys in the record's properties (nil for a key it has no pair
+// of) already at hand. Field by field: the writer reads e right after
+// (see wroteQueue.entryTo).
+func (s *Store) dispEntryWith(v *record.View, vals *[len(indexedKeys)][]byte, e *dispEntry) {
+	e.topic, e.queueID, e.sysFlag = v.Topic, v.QueueID, v.SysFlag
+	e.qoff, e.ts, e.tags = v.QueueOffset, v.StoreTimestamp, 0
+	e.keys, e.uniq = nil, nil
 	if e.queued() {
 		e.tags = s.tagsCode(v, vals[0])
 	}
 	if e.sysFlag&record.TxMask != record.TxRollback {
 		e.keys, e.uniq = vals[1], vals[2]
 	}
-	return e
 }
 
 // indexEntryOf is dispEntryOf without the tags code, for the indexer.
@@ -330,8 +338,8 @@ func (s *Store) noteWrote(rec []byte, phy int64, m *record.Message) {
 	if s.rawMode.Load() {
 		return
 	}
-	v, ok := sealedView(rec, m)
-	if !ok {
+	var v record.View // filled in place, not returned (see wroteQueue.entryTo)
+	if !sealedView(rec, m, &v) {
 		var err error
 		if v, err = record.Parse(rec, false); err != nil {
 			return // cannot happen (our own encoding); read back then
@@ -343,23 +351,23 @@ func (s *Store) noteWrote(rec []byte, phy int64, m *record.Message) {
 		for i, k := range known {
 			vals[i] = knownValue(k)
 		}
-		e = s.dispEntryWith(&v, &vals)
+		s.dispEntryWith(&v, &vals, &e)
 	} else {
 		e = s.dispEntryOf(&v)
 	}
 	s.wq.note(&e, phy, v.TotalSize)
 }
 
-// sealedView is what noteWrote reads of record.Parse's view of rec, a
-// record EncodeSealedTo has just encoded from m, without parsing it: the
-// size, queue, queue offset and store time are m's, the system flag is
-// read from its place (the encoder sets the host-width flags), and the
-// topic and properties are sliced from the record's end, where TOPICLEN,
-// the topic, PROPERTIESLEN and the properties end every record. The
-// other fields are left zero (the notes do not read them). ok is false
-// when the record does not hold the lengths m's topic and properties give
-// where they would be (then the caller parses it).
-func sealedView(rec []byte, m *record.Message) (v record.View, ok bool) {
+// sealedView sets v (zero) to what noteWrote reads of record.Parse's
+// view of rec, a record EncodeSealedTo has just encoded from m, without
+// parsing it: the size, queue, queue offset and store time are m's, the
+// system flag is read from its place (the encoder sets the host-width
+// flags), and the topic and properties are sliced from the record's end,
+// where TOPICLEN, the topic, PROPERTIESLEN and the properties end every
+// record. The other fields are left zero (the notes do not read them).
+// It reports false when the record does not hold the lengths m's topic
+// and properties give where they would be (then the caller parses it).
+func sealedView(rec []byte, m *record.Message, v *record.View) (ok bool) {
 	var last byte
 	if n := len(m.Properties); n > 0 {
 		last = m.Properties[n-1]
@@ -368,7 +376,7 @@ func sealedView(rec []byte, m *record.Message) (v record.View, ok bool) {
 	ps := len(rec) - pl // the properties' start
 	ts := ps - 2 - len(m.Topic)
 	if ts-1 < record.OffsetBornHost || be.Uint16(rec[ps-2:]) != uint16(pl) || rec[ts-1] != byte(len(m.Topic)) {
-		return v, false
+		return false
 	}
 	v.TotalSize = int32(len(rec))
 	v.Magic = record.MagicMessage
@@ -376,7 +384,7 @@ func sealedView(rec []byte, m *record.Message) (v record.View, ok bool) {
 	v.SysFlag = int32(be.Uint32(rec[record.OffsetSysFlag:]))
 	v.Topic = rec[ts : ps-2 : ps-2]
 	v.Properties = rec[ps:len(rec):len(rec)]
-	return v, true
+	return true
 }
 
 // knownValue is a value of record.KnownProperties as LookupProperties
