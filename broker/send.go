@@ -83,11 +83,14 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 	// returns (protocol.Command.Recycle): what outlives it is owned. The
 	// message names its topic by the configuration's string, which the
 	// store, the statistics and the answer's callback may keep.
+	// Set in place: a literal is built on the stack and copied in with
+	// 16-byte loads over its 8-byte stores, which the CPU does not
+	// forward (a wait for the store buffer to drain).
 	m := &a.msg
-	*m = record.Message{
-		Topic: tc.TopicName, QueueID: h.QueueID, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
-		BornHost: peerAddr(c), ReconsumeTimes: h.ReconsumeTimes, Properties: h.Properties,
-	}
+	*m = record.Message{}
+	m.Topic, m.QueueID, m.Flag, m.SysFlag = tc.TopicName, h.QueueID, h.Flag, h.SysFlag
+	m.BornTimestamp, m.BornHost = h.BornTimestamp, peerAddr(c)
+	m.ReconsumeTimes, m.Properties = h.ReconsumeTimes, h.Properties
 	if m.QueueID < 0 {
 		if tc.WriteQueueNums <= 0 {
 			return noWriteQueue(tc), nil

@@ -161,9 +161,11 @@ func (a *pendingSend) PutDone(res store.PutResult, err error) {
 // send waits for a slave (the HA callback answers then).
 func (a *pendingSend) storedResponse(res store.PutResult) *protocol.Command {
 	id := record.AppendOffsetMessageID(a.id[:0], res.StoreHost, res.PhysicalOffset) // not written again
-	a.hdr = protocol.SendMessageResponseHeader{
-		MsgID: unsafe.String(unsafe.SliceData(id), len(id)), QueueID: a.queueID, QueueOffset: res.QueueOffset, Region: protocol.DefaultRegion, TraceOn: true,
-	}
+	// Set in place (see sendOrAnswerLater's message).
+	h := &a.hdr
+	*h = protocol.SendMessageResponseHeader{}
+	h.MsgID, h.QueueID, h.QueueOffset = unsafe.String(unsafe.SliceData(id), len(id)), a.queueID, res.QueueOffset
+	h.Region, h.TraceOn = protocol.DefaultRegion, true
 	return a.replicated(putStatusCode(res.Status), res.PhysicalOffset+int64(res.WroteBytes), &a.hdr)
 }
 
