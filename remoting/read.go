@@ -242,7 +242,14 @@ func (c *Conn) serveBuffered(max int) error {
 		return err
 	}
 	if n > 0 && c.opts.IdleTimeout > 0 {
-		c.touchIdle(time.Now())
+		// The batch's clock when a processor read it (a broker's sends
+		// do): at most the batch's length old, which the deadline's
+		// slack covers; else one reading here.
+		now := c.batchAt
+		if now.IsZero() {
+			now = time.Now()
+		}
+		c.touchIdle(now)
 	}
 	if c.queued {
 		c.queued = false
