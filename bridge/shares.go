@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/internal/beat"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -77,20 +78,24 @@ func (b *Backend) shareLoop(srv clusterServer) {
 			sc.stop()
 		}
 	}()
+	// The refresh ticks on the process's shared clock (internal/beat), in
+	// the same wake-ups as its other periodic work.
+	refresh := beat.NewTicker(b.opts.ShareRefresh)
+	defer refresh.Stop()
 	var gap time.Duration // the least pause between walks: 50 times the last one (~2% of a core)
+	var walked time.Time  // the end of the last walk
 	for {
-		t := time.NewTimer(max(b.opts.ShareRefresh, gap))
 		select {
 		case <-b.ctx.Done():
-			t.Stop()
 			return
-		case <-t.C:
+		case <-refresh.C:
 		case <-b.shareWake:
-			t.Stop()
+		}
+		if wait := gap - time.Since(walked); wait > 0 {
 			select {
 			case <-b.ctx.Done():
 				return
-			case <-time.After(gap):
+			case <-time.After(wait):
 			}
 		}
 		began := time.Now()
@@ -138,6 +143,7 @@ func (b *Backend) shareLoop(srv clusterServer) {
 		if b.testShareHook != nil {
 			b.testShareHook("walked", "")
 		}
+		walked = time.Now()
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/internal/beat"
 	"github.com/smartgo/smartgo/mqtt"
 )
 
@@ -784,7 +785,7 @@ func (b *Backend) willLoop() {
 	absent := map[string]time.Time{} // nodes with owed wills not listed, since
 	var gone map[string]time.Time
 	nextLook := time.Time{}
-	t := time.NewTicker(min(willTick, b.opts.HeartbeatInterval))
+	t := beat.NewTicker(min(willTick, b.opts.HeartbeatInterval))
 	defer t.Stop()
 	for {
 		if now := time.Now(); !now.Before(nextLook) {

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/beat"
 	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/internal/wake"
 	"github.com/smartgo/smartgo/remoting"
@@ -390,9 +391,9 @@ func (b *Broker) closeParts() error {
 
 // housekeeping persists offsets and expires silent clients.
 func (b *Broker) housekeeping(ctx context.Context) {
-	persist := time.NewTicker(b.opts.OffsetPersistPeriod)
+	persist := beat.NewTicker(b.opts.OffsetPersistPeriod)
 	defer persist.Stop()
-	scan := time.NewTicker(10 * time.Second)
+	scan := beat.NewTicker(10 * time.Second)
 	defer scan.Stop()
 	for {
 		select {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/smartgo/smartgo/internal/beat"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
@@ -153,7 +154,7 @@ func (b *Broker) onStoreEvent(next func(store.Event)) func(store.Event) {
 // ReplicationLag can say how long the copy has been behind.
 func (b *Broker) trackReplication(ctx context.Context) {
 	b.metrics.caughtUp.Store(b.now().UnixNano())
-	t := time.NewTicker(time.Second)
+	t := beat.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		if lag, ok := b.replicationLagBytes(); !ok || (lag == 0 && !b.slaveCutOff()) {

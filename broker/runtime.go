@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/smartgo/smartgo/internal/beat"
 )
 
 // Broker-wide runtime statistics: what RocketMQ's StoreStatsService and
@@ -181,7 +183,7 @@ func raiseMax(a *atomic.Int64, v int64) {
 
 // run samples every second until ctx ends.
 func (r *runtimeStats) run(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := beat.NewTicker(time.Second)
 	defer t.Stop()
 	r.sample()
 	for {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/beat"
 	"github.com/smartgo/smartgo/store/record"
 )
 
@@ -43,11 +44,17 @@ func (s *scheduleService) run(ctx context.Context) {
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// The longest sleep is a tick of the shared clock (beat), so an idle
+	// broker's look falls in the same wake-up as its other once-a-second
+	// work; the timer is only for what falls due sooner.
+	look := beat.NewTicker(maxScheduleSleep)
+	defer look.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-look.C:
 		case <-s.wake:
 			if !timer.Stop() {
 				select {
@@ -57,7 +64,11 @@ func (s *scheduleService) run(ctx context.Context) {
 			}
 		}
 		next := s.deliverDue(ctx)
-		timer.Reset(min(max(time.Until(next), time.Millisecond), maxScheduleSleep))
+		if d := time.Until(next); d < maxScheduleSleep {
+			timer.Reset(max(d, time.Millisecond))
+		} else {
+			timer.Stop()
+		}
 	}
 }
 

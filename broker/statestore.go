@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/beat"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/statestore"
@@ -721,11 +722,16 @@ func (s *StateStore) processDropClient(c *remoting.Conn, req *protocol.Command) 
 func (s *StateStore) expiryLoop(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	// The longest sleep is a tick of the shared clock (beat): an idle
+	// store's look shares the process's once-a-second wake-up.
+	look := beat.NewTicker(defaultStateStoreMaxDelay)
+	defer look.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-look.C:
 		case <-s.wake:
 		}
 		s.expiryAt.Store(math.MaxInt64) // applies from now on nudge: this round may miss them
@@ -759,7 +765,9 @@ func (s *StateStore) expiryLoop(ctx context.Context) {
 		}
 		wait = max(wait, time.Millisecond)
 		s.expiryAt.Store(now.Add(wait).UnixMilli())
-		t.Reset(wait)
+		if wait < defaultStateStoreMaxDelay {
+			t.Reset(wait)
+		}
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/smartgo/smartgo/internal/beat"
 )
 
 // StatKind names one family of broker statistics.
@@ -342,7 +344,7 @@ func (s *Stats) Sample() {
 
 // Run samples every 10 s until ctx is done.
 func (s *Stats) Run(ctx context.Context) {
-	t := time.NewTicker(statSampleEvery)
+	t := beat.NewTicker(statSampleEvery)
 	defer t.Stop()
 	for {
 		select {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/client/admin"
+	"github.com/smartgo/smartgo/internal/beat"
 )
 
 // The charts' data: every SampleInterval the console reads the message
@@ -95,7 +96,7 @@ func newSampler(adm *admin.Admin, every, history time.Duration, now func() time.
 }
 
 func (s *sampler) run(ctx context.Context) {
-	t := time.NewTicker(s.every)
+	t := beat.NewTicker(s.every)
 	defer t.Stop()
 	for {
 		s.sample(ctx)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/beat"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -54,7 +55,7 @@ func (s *Server) startSys() {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTicker(s.opts.SysInterval)
+		t := beat.NewTicker(s.opts.SysInterval)
 		defer t.Stop()
 		for {
 			select {

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/smartgo/smartgo/internal/beat"
 )
 
 // groupCommit lets many sync-flush putters share one fdatasync. A putter
@@ -178,26 +180,22 @@ func (s *Store) waitFlushed(ctx context.Context, start, end, gen int64) bool {
 // system calls come in one burst rather than in bursts of two goroutines
 // on their own clocks (each burst of blocking calls wakes the runtime's
 // monitor thread into 20 µs polling for a millisecond or more, which the
-// state store's SETs paid for). A logic flush due within a quarter of the
-// shorter interval is taken with the commitlog's round, and each logic
-// flush takes a commitlog flush with it, so with the defaults (500 ms and
-// 1 s) every second round is the whole round. Under sync flush the logic
-// flush keeps a goroutine of its own (logicFlushLoop), so a group commit
-// never waits for consume queue and index syncs.
+// state store's SETs paid for). Both rounds tick on the process's shared
+// clock (internal/beat), at multiples of their intervals: with the
+// defaults (500 ms and 1 s) every second commitlog round falls in the
+// same wake-up as the logic round (which takes a commitlog flush with
+// it), and both with the process's other once-a-second work. Under sync
+// flush the logic flush keeps a goroutine of its own (logicFlushLoop), so
+// a group commit never waits for consume queue and index syncs.
 func (s *Store) flushLoop() {
-	merged := s.opts.FlushMode == FlushAsync
-	slack := min(s.opts.FlushInterval, s.opts.LogicFlushInterval) / 4
-	now := time.Now()
-	nextCL := now.Add(s.opts.FlushInterval)
-	nextLogic := now.Add(s.opts.LogicFlushInterval)
-	next := func() time.Time {
-		if merged && nextLogic.Before(nextCL) {
-			return nextLogic
-		}
-		return nextCL
-	}
-	round := time.NewTimer(time.Until(next()))
+	round := beat.NewTicker(s.opts.FlushInterval)
 	defer round.Stop()
+	var logic <-chan time.Time // merged rounds (async flush) only
+	if s.opts.FlushMode == FlushAsync {
+		lt := beat.NewTicker(s.opts.LogicFlushInterval)
+		defer lt.Stop()
+		logic = lt.C
+	}
 	expire := time.NewTimer(time.Hour) // the earliest waiting put's deadline
 	expire.Stop()
 	for {
@@ -213,17 +211,10 @@ func (s *Store) flushLoop() {
 			}
 			s.flushCommitLog()
 		case <-round.C:
-			now := time.Now()
-			logic := merged && !now.Before(nextLogic.Add(-slack))
-			if logic || !now.Before(nextCL.Add(-slack)) {
-				s.flushCommitLog()
-				nextCL = now.Add(s.opts.FlushInterval)
-			}
-			if logic {
-				s.logicRound()
-				nextLogic = now.Add(s.opts.LogicFlushInterval)
-			}
-			round.Reset(time.Until(next()))
+			s.flushCommitLog()
+		case <-logic:
+			s.flushCommitLog()
+			s.logicRound()
 		case <-expire.C:
 		}
 		if next := s.settle(time.Now(), false); !next.IsZero() {
@@ -255,7 +246,7 @@ func (s *Store) flushCommitLog() {
 // checkpoint, every LogicFlushInterval, under sync flush (under async
 // flush the commitlog flusher does it in its rounds: flushLoop).
 func (s *Store) logicFlushLoop() {
-	tick := time.NewTicker(s.opts.LogicFlushInterval)
+	tick := beat.NewTicker(s.opts.LogicFlushInterval)
 	defer tick.Stop()
 	for {
 		select {

@@ -2,12 +2,13 @@ package store
 
 import (
 	"log/slog"
-	"time"
+
+	"github.com/smartgo/smartgo/internal/beat"
 )
 
 // cleanLoop runs retention every CleanInterval.
 func (s *Store) cleanLoop() {
-	tick := time.NewTicker(s.opts.CleanInterval)
+	tick := beat.NewTicker(s.opts.CleanInterval)
 	defer tick.Stop()
 	for {
 		select {

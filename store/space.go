@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/beat"
 	"github.com/smartgo/smartgo/store/vfs"
 )
 
@@ -173,7 +174,7 @@ func (s *Store) nearFull(now time.Duration) {
 // and wakes the dispatcher (which waits for room when a consume queue
 // could not grow).
 func (s *Store) spaceLoop() {
-	t := time.NewTicker(spaceCheckInterval)
+	t := beat.NewTicker(spaceCheckInterval)
 	defer t.Stop()
 	for {
 		select {

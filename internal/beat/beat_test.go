@@ -1,0 +1,80 @@
+package beat
+
+import (
+	"testing"
+	"time"
+)
+
+// Tickers started at different moments tick at the same instants (the
+// shared clock's multiples of their period), a ticker of twice the period
+// ticks with every other one of them, and a stopped ticker never ticks.
+func TestTickersShareInstants(t *testing.T) {
+	const d = 40 * time.Millisecond
+	a := NewTicker(d)
+	defer a.Stop()
+	time.Sleep(d / 3)
+	b := NewTicker(d)
+	defer b.Stop()
+	c := NewTicker(2 * d)
+	defer c.Stop()
+	stopped := NewTicker(d)
+	stopped.Stop()
+	for range 3 {
+		ta := <-a.C
+		tb := <-b.C
+		if !ta.Equal(tb) {
+			// A tick one of them missed (a slow reader) is dropped: take
+			// the next pair instead of failing on it.
+			for !ta.Equal(tb) {
+				if ta.Before(tb) {
+					ta = <-a.C
+				} else {
+					tb = <-b.C
+				}
+			}
+		}
+	}
+	// c's ticks are sent at one of a's instants (the same timer's run).
+	tc := <-c.C
+	ta := <-a.C
+	for ta.Before(tc) {
+		ta = <-a.C
+	}
+	if !ta.Equal(tc) {
+		for !ta.Equal(tc) {
+			if tc.Before(ta) {
+				tc = <-c.C
+			} else {
+				ta = <-a.C
+			}
+		}
+	}
+	select {
+	case <-stopped.C:
+		t.Fatal("a stopped ticker ticked")
+	default:
+	}
+}
+
+// A reader that does not keep up gets one pending tick, not a queue:
+// after the pending one, the next is sent after it was taken.
+func TestTickerDropsUnreadTicks(t *testing.T) {
+	const d = 20 * time.Millisecond
+	tk := NewTicker(d)
+	defer tk.Stop()
+	time.Sleep(5 * d)
+	<-tk.C
+	took := time.Now()
+	if next := <-tk.C; next.Before(took) {
+		t.Fatalf("a tick of %v was queued behind the one taken at %v", next, took)
+	}
+}
+
+func TestNewTickerRefusesNonPositive(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("NewTicker(0) did not panic")
+		}
+	}()
+	NewTicker(0)
+}
