@@ -143,16 +143,17 @@ func (a *shareAcks) doneUnlessReleased(h *shareHeld) {
 // while every member's queue is full.
 func (a *shareAcks) reoffer(h *shareHeld) {
 	a.mu.Lock()
-	if sq := a.q[h.mq]; sq == nil || sq.held[h.off] != h || !h.released {
+	if sq := a.q[h.mq]; sq == nil || sq.held[h.off] != h || !h.released || h.taker == "" {
 		a.mu.Unlock()
 		return
 	}
+	prev := h.taker
 	h.released, h.taker = false, ""
 	a.mu.Unlock()
 	taker, full := a.srv.TryDeliverSharedAcked(a.share, h.msg, h)
 	if full {
 		a.mu.Lock()
-		h.released = true
+		h.released, h.taker = true, prev
 		a.mu.Unlock()
 		return
 	}
@@ -191,7 +192,10 @@ func (a *shareAcks) sweepLoop(ctx context.Context) {
 		for _, sq := range a.q {
 			for _, h := range sq.held {
 				switch {
-				case h.released:
+				case h.released && h.taker != "":
+					// Its handover returned (taken): only then is
+					// it offered again, so that taken and reoffer
+					// never run for it at once.
 					released = append(released, h)
 				case tick && h.taker != "":
 					taken = append(taken, h)
