@@ -55,6 +55,9 @@ type Backend struct {
 	adm    *admin.Admin
 	topics []string // device-facing broker topics, consumed live
 
+	// replays keeps the consumers of session resumes for the next ones.
+	replays replayPool
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -651,6 +654,7 @@ func (b *Backend) Close() error {
 		}
 	}
 	b.wg.Wait()
+	b.replays.close()
 	errs = append(errs, b.prod.Close(), b.adm.Close())
 	return errors.Join(errs...)
 }

@@ -181,7 +181,7 @@ func holdOpen(addr, id string) (net.Conn, bool, error) {
 				return nil, false, err
 			}
 		}
-		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		nc.SetReadDeadline(time.Now().Add(60 * time.Second)) // a storm's last CONNACKs come late
 		n, err := nc.Read(tmp)
 		buf = append(buf, tmp[:n]...)
 		if err != nil && n == 0 {

@@ -98,22 +98,22 @@ func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]replayed, m
 	for q := range work {
 		qs = append(qs, q)
 	}
-	co := client.PullConsumerOptions{ConsumerOptions: client.ConsumerOptions{
-		ClientOptions: client.ClientOptions{Registries: b.opts.Registries, Logger: b.log},
-		Group:         groupReplay, From: client.ConsumeFromLast, PullSuspend: time.Second}}
-	c, err := client.NewPullConsumer(co)
+	rctx, cancel := context.WithTimeout(ctx, b.opts.StartTimeout)
+	defer cancel()
+	key := replayKey(qs)
+	c, err := b.replayConsumer(rctx, key, qs)
 	if err != nil {
 		return nil, ends(), err
 	}
-	defer c.Close()
-	if err := c.Assign(qs); err != nil {
-		return nil, ends(), err
-	}
-	rctx, cancel := context.WithTimeout(ctx, b.opts.StartTimeout)
-	defer cancel()
-	if err := c.Start(rctx); err != nil {
-		return nil, ends(), err
-	}
+	reusable := false
+	defer func() {
+		if reusable {
+			b.replays.put(key, c)
+		} else {
+			c.Close()
+			b.replays.drop(key)
+		}
+	}()
 	for q, r := range work {
 		if err := c.Seek(q, r.rp.From); err != nil {
 			return nil, ends(), err
@@ -201,6 +201,7 @@ func (b *Backend) replay(ctx context.Context, rec *sessionRecord) ([]replayed, m
 		paused = true
 		err = runTo(livePos())
 	}
+	reusable = err == nil
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].ts != out[j].ts {
 			return out[i].ts < out[j].ts
@@ -246,6 +247,31 @@ func deliveryOf(subs []subRecord, m *mqtt.Message, clientID string, pending bool
 		}
 	}
 	return p
+}
+
+// replayConsumer returns a started consumer holding qs (whose replayKey
+// is key): an idle one from the last resumes, or a new one.
+func (b *Backend) replayConsumer(ctx context.Context, key string, qs []client.MessageQueue) (*client.PullConsumer, error) {
+	c, err := b.replays.get(ctx, key)
+	if c != nil || err != nil {
+		return c, err
+	}
+	co := client.PullConsumerOptions{ConsumerOptions: client.ConsumerOptions{
+		ClientOptions: client.ClientOptions{Registries: b.opts.Registries, Logger: b.log},
+		Group:         groupReplay, From: client.ConsumeFromLast, PullSuspend: time.Second}}
+	if c, err = client.NewPullConsumer(co); err != nil {
+		b.replays.drop(key)
+		return nil, err
+	}
+	if err = c.Assign(qs); err == nil {
+		err = c.Start(ctx)
+	}
+	if err != nil {
+		c.Close()
+		b.replays.drop(key)
+		return nil, err
+	}
+	return c, nil
 }
 
 // pause stops live delivery (after the batch in progress) until the
