@@ -635,6 +635,7 @@ func (b *Broker) becomeSlave(g protocol.ControllerGroup) {
 	ho := b.haOptions()
 	ho.Epoch = g.MasterEpoch
 	ho.OnTruncate = b.afterTruncate
+	ho.OnConnected = b.kickSync
 	masterHA := g.MasterHAAddr
 	c, err := ha.StartClient(b.store, ho, func() string { return masterHA })
 	if err != nil {

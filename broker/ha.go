@@ -71,6 +71,7 @@ func (b *Broker) startHA(ctx context.Context) error {
 		ho.Logger = b.log
 	}
 	if b.opts.Role == RoleSlave {
+		ho.OnConnected = b.kickSync
 		c, err := ha.StartClient(b.store, ho, b.masterHAAddress)
 		if err != nil {
 			return fmt.Errorf("broker: %w", err)
@@ -201,7 +202,7 @@ func (b *Broker) slaveSyncLoop(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.C:
-		case <-b.syncKick: // the master's metadata changed (metasync.go)
+		case <-b.syncKick: // the master's metadata changed, or the HA link came up (metasync.go)
 			t.Stop()
 		}
 		if !b.isSlave() {

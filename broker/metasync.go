@@ -19,7 +19,9 @@ import (
 // notice one way to each slave's remoting address (given in its HA
 // hello); the slave's sync loop then copies at once. Bumps coalesce (one
 // notice per slave per round), a slave copies from the master it follows
-// whoever sent the notice, and a master without slaves does nothing.
+// whoever sent the notice, and a master without slaves does nothing. A
+// slave disconnected at the time of a change gets no notice: it copies
+// after each HA handshake instead.
 
 // metaNoticeTimeout bounds the dial and write of one notice.
 const metaNoticeTimeout = 2 * time.Second
@@ -64,10 +66,17 @@ func (b *Broker) notifySlavesLoop(ctx context.Context) {
 // its master's metadata now.
 func (b *Broker) processMetadataChanged(_ *remoting.Conn, _ *protocol.Command) (*protocol.Command, error) {
 	if b.isSlave() {
-		select {
-		case b.syncKick <- struct{}{}:
-		default:
-		}
+		b.kickSync()
 	}
 	return protocol.NewResponse(protocol.Success, ""), nil
+}
+
+// kickSync makes the slave's sync loop copy its master's metadata now:
+// on a notice, and after each HA handshake (ha.Options.OnConnected), as
+// a master notices only the slaves connected at the time of a change.
+func (b *Broker) kickSync() {
+	select {
+	case b.syncKick <- struct{}{}:
+	default:
+	}
 }

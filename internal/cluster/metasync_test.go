@@ -62,3 +62,47 @@ func TestClusterHASlaveCopiesMetadataChangeAtOnce(t *testing.T) {
 	}
 	slaveHas(2, 2, broker.PermRead, 2)
 }
+
+// TestClusterHASlaveCopiesMetadataAfterReconnect: a change made while the
+// slave's replication link is cut reaches no slave (the master notices
+// only the connected ones); the slave copies it as soon as the link is
+// back, not at its next periodic copy an hour later.
+func TestClusterHASlaveCopiesMetadataAfterReconnect(t *testing.T) {
+	proxy := newLinkProxy(t)
+	c := startHACluster(t, Options{Slave: func(_ int, o *broker.Options) {
+		o.SlaveSyncInterval = time.Hour
+		o.HAMasterAddress = proxy.addr()
+	}})
+	target := c.Broker(0).HAAddr()
+	proxy.target.Store(&target)
+	m, s := c.Broker(0), c.Slave(0)
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if mv, sv := m.Topics().DataVersion(), s.Topics().DataVersion(); mv != sv {
+			return fmt.Errorf("slave topic table at %+v, master at %+v", sv, mv)
+		}
+		return nil
+	})
+	proxy.set(linkCut)
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if n := len(m.HAServer().Slaves()); n > 0 {
+			return fmt.Errorf("%d slaves still connected", n)
+		}
+		return nil
+	})
+	a, err := admin.New(admin.Options{Registries: c.RegistryAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	const topic = "MetaWhileCut"
+	if err := a.CreateTopic(context.Background(), "TestCluster", admin.TopicConfig{Name: topic, ReadQueues: 3, WriteQueues: 3}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.set(linkPass)
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if tc, ok := s.Topics().Get(topic); !ok || tc.ReadQueueNums != 3 {
+			return fmt.Errorf("slave's topic %+v (%v), want 3 queues", tc, ok)
+		}
+		return nil
+	})
+}

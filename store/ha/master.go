@@ -61,6 +61,10 @@ type Options struct {
 	// to match the master's, before it appends anything; an error ends
 	// the session.
 	OnTruncate func(offset int64) error
+	// OnConnected (slave) is called after each handshake with the master,
+	// on the session's goroutine; it must not block (the broker copies
+	// the master's metadata then: changes noticed while disconnected).
+	OnConnected func()
 	// Logger, nil = the store's logger.
 	Logger *slog.Logger
 }

@@ -264,6 +264,9 @@ func (c *Client) session(ctx context.Context, addr string) error {
 	}
 	c.connected.Store(true)
 	c.sessions.Add(1)
+	if c.opts.OnConnected != nil {
+		c.opts.OnConnected()
+	}
 	c.lastContact.Store(time.Now().UnixMilli())
 	c.log.Info("ha: connected to master", "master", addr, "masterAddr", peer.BrokerAddr,
 		"slaveEnd", me.MaxOffset, "masterEnd", peer.MaxOffset)
