@@ -200,6 +200,11 @@ func waitCaughtUp(t *testing.T, master, slave *store.Store) {
 		if d, c := slave.DispatchedPhysicalOffset(), slave.MaxPhysicalOffset(); d != c {
 			return fmt.Errorf("slave dispatched %d of %d", d, c)
 		}
+		// Callers compare queues next: the master's own dispatch may lag
+		// its log under load too.
+		if d, c := master.DispatchedPhysicalOffset(), master.MaxPhysicalOffset(); d != c {
+			return fmt.Errorf("master dispatched %d of %d", d, c)
+		}
 		return nil
 	})
 }
