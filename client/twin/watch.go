@@ -7,9 +7,9 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/smartgo/smartgo/client/internal/shardroute"
+	"github.com/smartgo/smartgo/internal/beat"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	tw "github.com/smartgo/smartgo/twin"
 )
@@ -143,7 +143,7 @@ func (c *Client) sendWatch(ctx context.Context, ref shardRef, action tw.WatchAct
 // watchLoop re-registers watches when a connection closed, and every
 // WatchCheck asks each broker holding watches whether it restarted.
 func (c *Client) watchLoop(ctx context.Context) {
-	t := time.NewTicker(c.opts.WatchCheck)
+	t := beat.NewTicker(c.opts.WatchCheck) // in the process's shared wake-ups
 	defer t.Stop()
 	for {
 		select {
