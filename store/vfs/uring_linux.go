@@ -42,9 +42,17 @@ const (
 	uringSQEAsync     = 1 << 4 // IOSQE_ASYNC
 	uringRegEventfd   = 4      // IORING_REGISTER_EVENTFD
 	uringFeatSingleMM = 1 << 0 // IORING_FEAT_SINGLE_MMAP
+	uringFeatCurPos   = 1 << 3 // IORING_FEAT_RW_CUR_POS: Linux 5.6, as IOSQE_ASYNC
 	uringSQESize      = 64
 	uringCQESize      = 16
 	uringIdle         = 4
+	// uringEntries is a ring's size though it holds one request at a
+	// time: a thread's kernel worker pool (io-wq, made at the thread's
+	// first submission) runs at most as many syncs at once as the ring
+	// it was made for has entries (and 4 a CPU). With one entry the syncs
+	// a thread submitted ran one after the other: a commitlog group
+	// commit waited for a consume queue's sync.
+	uringEntries = 8
 )
 
 // uringParams is struct io_uring_params.
@@ -65,7 +73,7 @@ type uringCQOffsets struct {
 	userAddr                                                        uint64
 }
 
-// uring is one ring with room for one request.
+// uring is one ring that serves one request at a time.
 type uring struct {
 	fd                     int
 	ev                     *os.File // eventfd the kernel signals on each completion (non-blocking: on the poller)
@@ -142,7 +150,7 @@ func putURing(r *uring) {
 
 func newURing() (*uring, error) {
 	var p uringParams
-	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&p)), 0)
+	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uringEntries, uintptr(unsafe.Pointer(&p)), 0)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -153,6 +161,11 @@ func newURing() (*uring, error) {
 	}
 	if p.features&uringFeatSingleMM == 0 {
 		return fail(errors.New("vfs: io_uring without single mmap"))
+	}
+	if p.features&uringFeatCurPos == 0 {
+		// Before Linux 5.6 IOSQE_ASYNC is an unknown flag: every sync
+		// would complete with EINVAL.
+		return fail(errors.New("vfs: io_uring older than Linux 5.6"))
 	}
 	size := max(int(p.sqOff.array)+int(p.sqEntries)*4, int(p.cqOff.cqes)+int(p.cqEntries)*uringCQESize)
 	ring, err := unix.Mmap(r.fd, uringOffSQRing, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)

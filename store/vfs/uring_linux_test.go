@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Datasync goes through io_uring where the kernel offers it: syncs from
@@ -53,6 +57,79 @@ func TestVFSDatasyncRing(t *testing.T) {
 	if idle == 0 || idle > uringIdle {
 		t.Fatalf("%d idle rings after the syncs, want 1..%d", idle, uringIdle)
 	}
+	syncPipe(t)
+	if uringPool.off.Load() {
+		t.Fatal("a sync's own error turned the ring off")
+	}
+}
+
+// Syncs submitted from one thread run side by side: the kernel's worker
+// pool of a thread (io-wq, made at its first submission) allows as many
+// bound workers as the ring it was made for has entries (at most 4 a
+// CPU), and a fsync of a regular file is bound work. A ring of one entry
+// allowed one: every sync a thread submitted waited for the one before
+// it, a commitlog group commit behind a consume queue's or an index
+// file's sync. The pool's limit is read back with
+// IORING_REGISTER_IOWQ_MAX_WORKERS (Linux 5.15), zeros asking for it.
+func TestVFSDatasyncRingWorkers(t *testing.T) {
+	runtime.LockOSThread() // the submission and the query on one thread
+	defer runtime.UnlockOSThread()
+	f := writtenFile(t)
+	if err := datasync(f); err != nil {
+		t.Fatal(err)
+	}
+	if uringPool.off.Load() {
+		t.Skip("io_uring unavailable here: fdatasync is called directly")
+	}
+	r := getURing()
+	if r == nil {
+		t.Fatal("no ring after a sync through one")
+	}
+	defer putURing(r)
+	const registerIOWQMaxWorkers = 19
+	var limits [2]uint32 // bound, unbound; zero: report, do not change
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerIOWQMaxWorkers,
+		uintptr(unsafe.Pointer(&limits)), 2, 0, 0)
+	if errno == unix.EINVAL {
+		t.Skip("kernel without IORING_REGISTER_IOWQ_MAX_WORKERS")
+	}
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	if limits[0] < 2 {
+		t.Fatalf("a thread's syncs run %d at a time, want several", limits[0])
+	}
+}
+
+// Where io_uring is off, datasync calls fdatasync directly: data syncs
+// and an fdatasync error still comes back as the system call's.
+func TestVFSDatasyncWithoutRing(t *testing.T) {
+	was := uringPool.off.Swap(true)
+	defer uringPool.off.Store(was)
+	f := writtenFile(t)
+	if err := datasync(f); err != nil {
+		t.Fatal(err)
+	}
+	syncPipe(t)
+}
+
+// writtenFile is a temporary file with a record written and not synced.
+func writtenFile(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if _, err := f.WriteAt([]byte("record"), 0); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// syncPipe checks that a datasync of a pipe fails with fdatasync's EINVAL.
+func syncPipe(t *testing.T) {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +138,5 @@ func TestVFSDatasyncRing(t *testing.T) {
 	defer w.Close()
 	if err := datasync(w); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("datasync of a pipe: %v, want EINVAL", err)
-	}
-	if uringPool.off.Load() {
-		t.Fatal("a sync's own error turned the ring off")
 	}
 }
