@@ -138,9 +138,9 @@ func (a *shareAcks) doneUnlessReleased(h *shareHeld) {
 	}
 }
 
-// reoffer hands the released h to a member of the group again: done when
-// no member is left (or the message expired), held for the next sweep
-// while every member's queue is full.
+// reoffer hands the released h to a local member of the group again:
+// done once it expired, else held for the next sweep while every local
+// member's queue is full or none is left.
 func (a *shareAcks) reoffer(h *shareHeld) {
 	a.mu.Lock()
 	if sq := a.q[h.mq]; sq == nil || sq.held[h.off] != h || !h.released || h.taker == "" {
@@ -151,7 +151,10 @@ func (a *shareAcks) reoffer(h *shareHeld) {
 	h.released, h.taker = false, ""
 	a.mu.Unlock()
 	taker, full := a.srv.TryDeliverSharedAcked(a.share, h.msg, h)
-	if full {
+	if full || taker == "" && (h.msg.Expiry.IsZero() || time.Now().Before(h.msg.Expiry)) {
+		// No local member has room, or none is left: the message stays
+		// uncommitted, for a member that comes or, once this node's
+		// consumer leaves the group, for the node that takes its queue.
 		a.mu.Lock()
 		h.released, h.taker = true, prev
 		a.mu.Unlock()

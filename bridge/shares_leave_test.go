@@ -83,3 +83,54 @@ func TestBridgeSharedMemberLeavesMidFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgeSharedMemberLeavesOtherNodeTakes: a shared member on node A
+// that received QoS 1 messages and leaves without acknowledging them,
+// while the group's other member is on node B: A has no member to give
+// them to, so it leaves them uncommitted as its consumer leaves the
+// group, and B's member gets every one of them from the queues it takes
+// over. Before, A committed past them and they were lost.
+func TestBridgeSharedMemberLeavesOtherNodeTakes(t *testing.T) {
+	c := startCluster(t)
+	a := startBridge(t, c, nil)
+	b := startBridge(t, c, nil)
+	prod := newProducer(t, c)
+	const share = "$share/cross/jobs/#"
+	queues := 4 * len(a.Backend().Topics())
+	m := connected(t, addrOf(a), packets.Version5, "leaver")
+	m.subscribe(1, sub(share, 1))
+	waitShareSettled(t, share, queues, a)
+	const n = 16
+	want := map[string]bool{}
+	for i := range n {
+		body := fmt.Sprint("x", i)
+		want[body] = true
+		sendCmd(t, prod, fmt.Sprintf("jobs/%d", i), body)
+	}
+	for range n {
+		m.recvPublish() // not acknowledged
+	}
+	stay := connected(t, addrOf(b), packets.Version5, "stay")
+	stay.subscribe(1, sub(share, 1))
+	waitShareSettled(t, share, queues, a, b)
+	m.nc.Close()
+	got := map[string]bool{}
+	deadline := time.Now().Add(40 * time.Second)
+	for len(got) < n && time.Now().Before(deadline) {
+		p, err := stay.next(time.Until(deadline))
+		if err != nil {
+			break
+		}
+		pub, ok := p.(*packets.Publish)
+		if !ok {
+			t.Fatalf("want PUBLISH, got %T %+v", p, p)
+		}
+		stay.send(&packets.Puback{PacketID: pub.PacketID})
+		got[string(pub.Payload)] = true
+	}
+	for body := range want {
+		if !got[body] {
+			t.Errorf("B's member never got %s (got %d of %d)", body, len(got), n)
+		}
+	}
+}
