@@ -113,6 +113,9 @@ func (a *Admin) invokeOK(ctx context.Context, op, addr string, req *protocol.Com
 		if resp.Code == protocol.RequestCodeNotSupported && a.isRegistry(ctx, addr) { // a registry's address given as a broker's
 			return nil, fmt.Errorf("%w (%s is a registry, not a broker: brokers listen on port 10911 by default; `smartgo admin cluster` lists them)", err, addr)
 		}
+		if resp.Code == protocol.RequestCodeNotSupported && a.isController(ctx, addr) { // a controller's address given as a broker's
+			return nil, fmt.Errorf("%w (%s is a controller replica, not a broker: brokers listen on port 10911 by default; `smartgo admin cluster` lists them)", err, addr)
+		}
 		return nil, err
 	}
 	return resp, nil
@@ -121,6 +124,19 @@ func (a *Admin) invokeOK(ctx context.Context, op, addr string, req *protocol.Com
 // isRegistry reports, with NamePeers, whether addr answers a registry's
 // request (GET_BROKER_CLUSTER_INFO, which brokers do not serve): looked
 // at once per address.
+// isController reports whether addr answers as a controller replica
+// (CONTROLLER_GET_METADATA); asked once per address, only when NamePeers.
+func (a *Admin) isController(ctx context.Context, addr string) bool {
+	if !a.opts.NamePeers {
+		return false
+	}
+	if _, seen := a.probed.LoadOrStore("controller "+addr, struct{}{}); seen {
+		return false
+	}
+	resp, err := a.invoke(ctx, "controller metadata", addr, protocol.NewRequest(protocol.ControllerGetMetadata, nil, nil))
+	return err == nil && resp.Code == protocol.Success
+}
+
 func (a *Admin) isRegistry(ctx context.Context, addr string) bool {
 	if !a.opts.NamePeers {
 		return false
@@ -147,8 +163,12 @@ func (a *Admin) registry(ctx context.Context, op string, newReq func() *protocol
 				return nil, fmt.Errorf("%w: %s", client.ErrTopicNotExist, resp.Remark)
 			}
 			if resp.Code == protocol.RequestCodeNotSupported && everyRegistryServes(req.Code) { // a broker's address given as a registry's
-				return nil, fmt.Errorf("%w (%s is not a registry: registries listen on port 9876 by default, brokers on 10911)",
-					&client.BrokerError{Addr: regs[idx], Op: op, Code: resp.Code, Remark: resp.Remark}, regs[idx])
+				what := "is not a registry"
+				if a.isController(ctx, regs[idx]) {
+					what = "is a controller replica, not a registry (`smartgo admin controller -controller " + regs[idx] + "` reads it)"
+				}
+				return nil, fmt.Errorf("%w (%s %s: registries listen on port 9876 by default, brokers on 10911)",
+					&client.BrokerError{Addr: regs[idx], Op: op, Code: resp.Code, Remark: resp.Remark}, regs[idx], what)
 			}
 			if resp.Code != protocol.Success {
 				return nil, &client.BrokerError{Addr: regs[idx], Op: op, Code: resp.Code, Remark: resp.Remark}

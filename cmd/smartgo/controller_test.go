@@ -126,3 +126,24 @@ func TestCmdControllerInRegistryAndAlone(t *testing.T) {
 		t.Fatalf("bad peers: exit %d %q", code, stderr)
 	}
 }
+
+// TestCmdAdminAtControllerPort: a controller replica's address given for
+// a registry's or a broker's is named as such; it said only "request
+// type 106 not supported" (as a broker's, with no hint at all).
+func TestCmdAdminAtControllerPort(t *testing.T) {
+	ports := testnet.FreePorts(t, 1)
+	ctl := "127.0.0.1:" + strconv.Itoa(ports[0])
+	startServer(t, "leads", "controller", "-listen", ctl, "-data", t.TempDir(),
+		"-peers", fmt.Sprintf("%s=127.0.0.1:%d", ctl, ports[0]+1), "-set", "controller.raft_listen=127.0.0.1:"+strconv.Itoa(ports[0]+1))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"admin", "-registry", ctl, "cluster"}, ctl + " is a controller replica, not a registry"},
+		{[]string{"admin", "-registry", ctl, "broker", "config", "-b", ctl}, ctl + " is a controller replica, not a broker"},
+	} {
+		if code, _, stderr := runCmd(t, c.args...); code != exitFailure || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d: %s", c.args, code, stderr)
+		}
+	}
+}
