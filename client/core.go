@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/beat"
 	"github.com/smartgo/smartgo/internal/pace"
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -102,7 +103,7 @@ func (c *core) goFunc(fn func()) {
 // at once.
 func (c *core) every(d time.Duration, wake <-chan struct{}, fn func()) {
 	c.goFunc(func() {
-		t := time.NewTicker(d)
+		t := beat.NewTicker(d) // in the process's shared wake-ups (internal/beat)
 		defer t.Stop()
 		for {
 			select {
