@@ -126,6 +126,10 @@ type Backend struct {
 	// testClaimGrace, when set (tests, before Start), replaces the wait
 	// of a claim on another node's will before its publish (claimGrace).
 	testClaimGrace time.Duration
+	// testBeforeApply, when set (tests, before Start), is called as the
+	// tail is about to apply a session topic record (a test holds the
+	// tail back).
+	testBeforeApply func(rec *sessionRecord)
 
 	qos2      keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
 	sysQueues map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues

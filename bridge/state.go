@@ -99,6 +99,9 @@ func (b *Backend) applySys(x *client.MessageExt) {
 		b.applyRetained(fromBroker(x), x.Queue, x.QueueOffset)
 	case b.opts.SessionTopic:
 		rec, err := decodeSessionRecord(x.Body)
+		if err == nil && b.testBeforeApply != nil {
+			b.testBeforeApply(rec)
+		}
 		switch {
 		case err != nil:
 			b.log.Warn("bridge: skipping session record", "queue", x.Queue, "offset", x.QueueOffset, "err", err)

@@ -634,6 +634,13 @@ func (b *Backend) publishOrphan(clientID string, w *willRecord) {
 				return
 			case <-t.C:
 			}
+			// A revoke stored within the grace counts even if this
+			// node's tail has not applied it yet.
+			ctx, cancel := context.WithTimeout(b.ctx, b.opts.SendTimeout)
+			if err := b.catchUpSys(ctx, b.opts.SessionTopic); err != nil {
+				b.log.Debug("bridge: session topic not caught up before publishing a claimed will", "client", clientID, "err", err)
+			}
+			cancel()
 			b.mu.Lock()
 			held = b.wills.fire[w.ID] == f // else a revoke dropped it
 			f.waiting = false

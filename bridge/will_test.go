@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -814,5 +815,64 @@ func TestBridgeUnstorableWillOfCrashedNode(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "the unstorable will settled", func() bool { return owed(b, "w-unstorable") == 0 })
 	if n := claims.Load(); n != 1 {
 		t.Fatalf("%d claims on the will, want 1", n)
+	}
+}
+
+// TestBridgeWillRevokeStoredInGraceAppliedLate: a revoke the will's node
+// stored within the claimer's grace stops the claimer from publishing
+// even when the claimer's tail applies it only after the grace ended (a
+// fault hook holds the tail back until a second after): the claimer
+// reads the session topic up to its end before it publishes. It went on
+// to publish the live client's will.
+func TestBridgeWillRevokeStoredInGraceAppliedLate(t *testing.T) {
+	// The revoke must be stored within the grace: long, as under load
+	// it may be late; the claimer's read to the end of the session
+	// topic may then wait past the tail's hold.
+	const grace = 8 * time.Second
+	c := startCluster(t)
+	a := startBridge(t, c, namedLooks("rl-2"))
+	firing := make(chan time.Time, 1)
+	var published atomic.Bool
+	logs := &testutil.LogBuffer{}
+	b := startBridgeWith(t, c, func(mo *mqtt.Options, bo *Options) {
+		namedLooks("rl-1")(mo, bo)
+		bo.SendTimeout = 30 * time.Second
+		bo.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}, func(b *Bridge) {
+		b.Backend().testClaimGrace = grace
+		b.Backend().testNodesHook = func(nodes []string) []string {
+			return slices.DeleteFunc(nodes, func(n string) bool { return n == "rl-2" })
+		}
+		b.Backend().testFiringHook = func(clientID string) {
+			if clientID == "w-late" {
+				select {
+				case firing <- time.Now():
+				default:
+				}
+			}
+		}
+		b.Backend().testBeforeApply = func(rec *sessionRecord) {
+			if rec.Revoke == "" || rec.ClientID != "w-late" {
+				return
+			}
+			select {
+			case start := <-firing:
+				time.Sleep(time.Until(start.Add(grace + time.Second)))
+			case <-time.After(30 * time.Second):
+			}
+		}
+		b.Backend().testWillHook = func(clientID string) bool {
+			published.Store(true)
+			return false // not published after all: the test only notes it
+		}
+	})
+	dev := willConnect(t, addrOf(a), "w-late", true, 0, 0)
+	defer dev.nc.Close()
+	willStored(t, b, "w-late")
+	testutil.WaitFor(t, 60*time.Second, "the claimer's decision", func() bool {
+		return published.Load() || strings.Contains(logs.String(), "will not published: its node revoked the claim")
+	})
+	if published.Load() {
+		t.Fatal("the claimer went on to publish the will of a live client whose node revoked the claim within the grace")
 	}
 }
