@@ -198,6 +198,10 @@ func (s *Store) flushLoop() {
 	}
 	expire := time.NewTimer(time.Hour) // the earliest waiting put's deadline
 	expire.Stop()
+	// tick is the instant of the last round or logic tick served: at the
+	// shared clock's multiples of both intervals both tickers send the
+	// same instant, and one commitlog flush serves both.
+	var tick time.Time
 	for {
 		select {
 		case <-s.done:
@@ -210,11 +214,17 @@ func (s *Store) flushLoop() {
 				runtime.Gosched()
 			}
 			s.flushCommitLog()
-		case <-round.C:
-			s.flushCommitLog()
-		case <-logic:
-			s.flushCommitLog()
+		case at := <-round.C:
+			if !at.Equal(tick) { // else the same instant's logic round flushed
+				s.flushCommitLog()
+			}
+			tick = at
+		case at := <-logic:
+			if !at.Equal(tick) { // else the same instant's round flushed just now
+				s.flushCommitLog()
+			}
 			s.logicRound()
+			tick = at
 		case <-expire.C:
 		}
 		if next := s.settle(time.Now(), false); !next.IsZero() {

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/store/record"
 )
 
 // Under async flush the logic flush is a round of the commitlog flusher:
@@ -39,4 +41,45 @@ func TestFlushRoundTakesCommitlogWithLogic(t *testing.T) {
 	if end := last.PhysicalOffset + int64(last.WroteBytes); s.cl.flushed.Load() < end {
 		t.Fatalf("commitlog flushed to %d, records end at %d", s.cl.flushed.Load(), end)
 	}
+}
+
+// A logic round falls on a commitlog round's tick (both on the shared
+// clock, LogicFlushInterval a multiple of FlushInterval): that tick makes
+// one commitlog flush, not one for each ticker. Under steady writes the
+// commitlog is then synced once a FlushInterval, not half as often again.
+func TestFlushRoundMergesLogicTick(t *testing.T) {
+	const every = 20 * time.Millisecond
+	s := openTest(t, t.TempDir(), func(o *Options) {
+		o.FlushMode = FlushAsync
+		o.FlushInterval = every
+		o.LogicFlushInterval = 2 * every
+	})
+	stop := make(chan struct{})
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		pace := time.NewTicker(every / 100) // a record every 200 µs
+		defer pace.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-pace.C:
+			}
+			if _, err := s.Put(context.Background(), &record.Message{Topic: "T", QueueID: 1, Body: []byte("steady"), BornHost: bornHost}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	began, before := time.Now(), s.stats.flushes.Load()
+	time.Sleep(40 * every)
+	flushes, elapsed := s.stats.flushes.Load()-before, time.Since(began)
+	close(stop)
+	<-wrote
+	ticks := int64(elapsed/every) + 1 // the commitlog rounds there were room for
+	if flushes > ticks+2 {
+		t.Fatalf("%d commitlog flushes in %v, %d rounds of %v", flushes, elapsed, ticks, every)
+	}
+	t.Logf("%d commitlog flushes in %v, %d rounds of %v", flushes, elapsed, ticks, every)
 }
