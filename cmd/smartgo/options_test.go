@@ -92,6 +92,7 @@ var notFromTOML = map[string]string{
 	"Broker.HA.BrokerID":          "broker.id, set by the broker in controlled mode",
 	"Broker.HA.Epoch":             "the controller's",
 	"Broker.HA.OnTruncate":        "wired by the broker",
+	"Broker.HA.OnConnected":       "wired by the broker",
 	"Broker.Registries":           "where to register is the deployment's: no package default",
 	"Broker.ProtectedTopics":      "bridge.session_topic and bridge.retained_topic",
 	"Registry.Logger":             "injected",
