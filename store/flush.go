@@ -299,7 +299,13 @@ func (s *Store) flushLogic(all bool) error {
 		if err := s.idx.flush(); err != nil {
 			return err
 		}
-		s.indexFlushedAt = now
+		// The interval runs from the first sync that covered an indexed
+		// record: the shared clock's first logic round can come just
+		// after start, before anything is indexed, and must not put the
+		// first record's index sync a whole interval away.
+		if indexTs != 0 {
+			s.indexFlushedAt = now
+		}
 	} else {
 		indexTs = prev.Index
 	}
