@@ -568,9 +568,11 @@ func (b *Broker) becomeMaster(g protocol.ControllerGroup) {
 		b.log.Error("cannot become master: drop the partial record at the log end", "err", err)
 		return
 	}
-	// The topic table as last copied from the old master, before the
-	// hosted services below bump its version (importStoreTopics).
-	copied := b.topics.DataVersion()
+	// The topic table's version as last copied from the old master: not
+	// the current one, which the hosted services below and this slave's
+	// own changes since the copy (a group's retry topic) have bumped
+	// with this node's clock (importStoreTopics).
+	copied := b.topics.CopiedVersion()
 	e, err := b.store.StartEpoch(g.MasterEpoch)
 	if err != nil {
 		b.log.Error("cannot become master at this epoch", "epoch", g.MasterEpoch, "err", err)

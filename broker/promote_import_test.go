@@ -43,3 +43,28 @@ func TestBrokerPromotionRaisesOnlyQueuesWrittenAfterTheCopy(t *testing.T) {
 		t.Fatalf("queues written after the copied table: %+v, want 4 read and 2 write queues", tc)
 	}
 }
+
+// A slave's own change after its last copy (a heartbeat's retry topic)
+// bumps its table's version with its own clock; the promotion's import
+// must still measure "written after the copy" from the master's version.
+func TestBrokerCopiedVersionIgnoresLocalBumps(t *testing.T) {
+	var ms atomic.Int64
+	ms.Store(1_700_000_000_000)
+	b := testBroker(t, t.TempDir(), func(o *Options) { o.Now = func() time.Time { return time.UnixMilli(ms.Load()) } })
+	w := b.topics.Snapshot()
+	w.DataVersion = protocol.DataVersion{Timestamp: 1_600_000_000_000, Counter: 7}
+	if err := b.topics.Replace(w); err != nil {
+		t.Fatal(err)
+	}
+	ms.Add(10_000)
+	if err := b.topics.Update(protocol.TopicConfig{TopicName: "%RETRY%g", ReadQueueNums: 1, WriteQueueNums: 1, Perm: PermRW,
+		TopicFilterType: protocol.TopicFilterSingleTag}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.topics.DataVersion(); got == w.DataVersion {
+		t.Fatalf("a local change did not bump the version: %+v", got)
+	}
+	if got := b.topics.CopiedVersion(); got != w.DataVersion {
+		t.Fatalf("copied version %+v after a local change, want the master's %+v", got, w.DataVersion)
+	}
+}

@@ -113,6 +113,10 @@ type TopicManager struct {
 	log        *slog.Logger
 	version    dataVersion
 	autoCreate atomic.Bool // opts.AutoCreateTopic, changeable at run time
+	// copied is the master's data version the last Replace installed (nil
+	// until a slave's first copy since start); a slave's own later bumps
+	// (a group's retry topic made by a heartbeat) do not move it.
+	copied atomic.Pointer[protocol.DataVersion]
 
 	// table is the topic table, read without a lock (every send looks its
 	// topic up). It is copied on write: a writer holds mu, clones the
@@ -487,7 +491,19 @@ func (m *TopicManager) Replace(w protocol.TopicConfigSerializeWrapper) error {
 	m.table.Store(&topics)
 	m.mu.Unlock()
 	m.version.set(w.DataVersion)
+	v := w.DataVersion
+	m.copied.Store(&v)
 	return m.persist()
+}
+
+// CopiedVersion is the master's data version of the table a slave last
+// copied (Replace), or the current version when it copied none since it
+// started.
+func (m *TopicManager) CopiedVersion() protocol.DataVersion {
+	if v := m.copied.Load(); v != nil {
+		return *v
+	}
+	return m.version.get()
 }
 
 // DataVersion returns the current data version.
