@@ -211,6 +211,7 @@ func (c *ctlProc) producer(t *testing.T) *client.Producer {
 type sendRec struct {
 	body  string
 	acked bool      // SEND_OK
+	sent  time.Time // when the send began
 	at    time.Time // when the answer came
 	host  string    // the broker that answered (store host), acked only
 }
@@ -237,9 +238,10 @@ func startLoad(p *client.Producer, topic string, workers int) *load {
 				}
 				body := fmt.Sprintf("%s-%d-%d", topic, w, i)
 				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				sent := time.Now()
 				r, err := p.Send(ctx, &client.Message{Topic: topic, Body: []byte(body)})
 				cancel()
-				rec := sendRec{body: body, at: time.Now()}
+				rec := sendRec{body: body, sent: sent, at: time.Now()}
 				if err == nil && r.Status == client.SendOK {
 					rec.acked = true
 					if ap, _, err := record.ParseOffsetMessageID(r.OffsetMsgID); err == nil {
