@@ -542,3 +542,24 @@ func TestMQTTTopicAliases(t *testing.T) {
 		t.Fatalf("alias too big: %d", code)
 	}
 }
+
+// MQTT-3.3.4-6: a PUBLISH from a client must not carry a subscription
+// identifier; the server closes with 0x82 and delivers nothing of it.
+func TestMQTTClientPublishWithSubscriptionIdentifier(t *testing.T) {
+	ts := startServer(t, nil)
+	s := connected(t, ts.addr, v5, "s")
+	s.subscribe(1, sub("sid/#", 1))
+	p := connected(t, ts.addr, v5, "p")
+	bad := &packets.Publish{Topic: "sid/x", QoS: 1, PacketID: 1, Payload: []byte("bad")}
+	bad.Properties.SubscriptionIdentifiers = []uint32{5}
+	p.send(bad)
+	if code := p.closed(); code != int(packets.ReasonProtocolError) {
+		t.Fatalf("a client's PUBLISH with a subscription identifier: closed with %d, want 0x82", code)
+	}
+	q := connected(t, ts.addr, v5, "q")
+	q.send(&packets.Publish{Topic: "sid/x", QoS: 1, PacketID: 1, Payload: []byte("ok")})
+	q.recv()
+	if g := s.expectPublish(); string(g.Payload) != "ok" {
+		t.Fatalf("the subscriber got %q first, want only the later %q", g.Payload, "ok")
+	}
+}

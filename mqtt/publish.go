@@ -75,6 +75,12 @@ func (c *conn) handlePublish(p *packets.Publish, aliased bool) {
 	v5 := c.version == packets.Version5
 	s.stats.Received.Add(1)
 	s.stats.ReceivedQoS[min(p.QoS, 2)].Add(1)
+	if v5 && len(p.Properties.SubscriptionIdentifiers) > 0 {
+		// MQTT-3.3.4-6: only a server puts subscription identifiers in a
+		// PUBLISH.
+		c.closeWith(packets.ReasonProtocolError, "a client's PUBLISH carries a subscription identifier", closeServer)
+		return
+	}
 	if aliased && (p.QoS == 2 || p.Properties.Present.Has(packets.PropTopicAlias)) {
 		ownPublish(p) // not an inline request after all (publishInline)
 		aliased = false
