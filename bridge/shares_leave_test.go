@@ -63,20 +63,7 @@ func TestBridgeSharedMemberLeavesMidFlight(t *testing.T) {
 			// A clean start replaces the offline session.
 			connected(t, addrOf(a), packets.Version5, fmt.Sprint("leaver", round))
 		}
-		var got []string
-		deadline := time.Now().Add(20 * time.Second)
-		for len(got) < n && time.Now().Before(deadline) {
-			p, err := stay.next(time.Until(deadline))
-			if err != nil {
-				break
-			}
-			pub, ok := p.(*packets.Publish)
-			if !ok {
-				t.Fatalf("want PUBLISH, got %T %+v", p, p)
-			}
-			stay.send(&packets.Puback{PacketID: pub.PacketID})
-			got = append(got, string(pub.Payload))
-		}
+		got := ackedPayloads(t, stay, n, 20*time.Second)
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			t.Fatalf("round %d: the remaining member got %v, want %v", round, got, want)
@@ -115,9 +102,27 @@ func TestBridgeSharedMemberLeavesOtherNodeTakes(t *testing.T) {
 	waitShareSettled(t, share, queues, a, b)
 	m.nc.Close()
 	got := map[string]bool{}
-	deadline := time.Now().Add(40 * time.Second)
-	for len(got) < n && time.Now().Before(deadline) {
-		p, err := stay.next(time.Until(deadline))
+	for _, body := range ackedPayloads(t, stay, n, 40*time.Second) {
+		got[body] = true
+	}
+	for body := range want {
+		if !got[body] {
+			t.Errorf("B's member never got %s (got %d of %d)", body, len(got), n)
+		}
+	}
+}
+
+// ackedPayloads acknowledges the QoS 1 PUBLISHes r receives until n
+// distinct payloads have come or d has passed, and returns every payload
+// in arrival order (a redelivered one twice); any other packet fails the
+// test.
+func ackedPayloads(t *testing.T, r *rawClient, n int, d time.Duration) []string {
+	t.Helper()
+	var got []string
+	distinct := map[string]bool{}
+	deadline := time.Now().Add(d)
+	for len(distinct) < n && time.Now().Before(deadline) {
+		p, err := r.next(time.Until(deadline))
 		if err != nil {
 			break
 		}
@@ -125,12 +130,9 @@ func TestBridgeSharedMemberLeavesOtherNodeTakes(t *testing.T) {
 		if !ok {
 			t.Fatalf("want PUBLISH, got %T %+v", p, p)
 		}
-		stay.send(&packets.Puback{PacketID: pub.PacketID})
-		got[string(pub.Payload)] = true
+		r.send(&packets.Puback{PacketID: pub.PacketID})
+		got = append(got, string(pub.Payload))
+		distinct[string(pub.Payload)] = true
 	}
-	for body := range want {
-		if !got[body] {
-			t.Errorf("B's member never got %s (got %d of %d)", body, len(got), n)
-		}
-	}
+	return got
 }
