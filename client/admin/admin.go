@@ -122,29 +122,27 @@ func (a *Admin) invokeOK(ctx context.Context, op, addr string, req *protocol.Com
 }
 
 // isRegistry reports, with NamePeers, whether addr answers a registry's
-// request (GET_BROKER_CLUSTER_INFO, which brokers do not serve): looked
-// at once per address.
-// isController reports whether addr answers as a controller replica
-// (CONTROLLER_GET_METADATA); asked once per address, only when NamePeers.
-func (a *Admin) isController(ctx context.Context, addr string) bool {
-	if !a.opts.NamePeers {
-		return false
-	}
-	if _, seen := a.probed.LoadOrStore("controller "+addr, struct{}{}); seen {
-		return false
-	}
-	resp, err := a.invoke(ctx, "controller metadata", addr, protocol.NewRequest(protocol.ControllerGetMetadata, nil, nil))
-	return err == nil && resp.Code == protocol.Success
+// request (GET_BROKER_CLUSTER_INFO, which brokers do not serve).
+func (a *Admin) isRegistry(ctx context.Context, addr string) bool {
+	return a.answers(ctx, "registry", "cluster info", addr, protocol.GetBrokerClusterInfo)
 }
 
-func (a *Admin) isRegistry(ctx context.Context, addr string) bool {
+// isController reports, with NamePeers, whether addr answers as a
+// controller replica (CONTROLLER_GET_METADATA).
+func (a *Admin) isController(ctx context.Context, addr string) bool {
+	return a.answers(ctx, "controller", "controller metadata", addr, protocol.ControllerGetMetadata)
+}
+
+// answers reports whether addr serves a request of code with success;
+// asked once per kind and address, only when NamePeers.
+func (a *Admin) answers(ctx context.Context, kind, op, addr string, code int32) bool {
 	if !a.opts.NamePeers {
 		return false
 	}
-	if _, seen := a.probed.LoadOrStore("registry "+addr, struct{}{}); seen {
+	if _, seen := a.probed.LoadOrStore(kind+" "+addr, struct{}{}); seen {
 		return false
 	}
-	resp, err := a.invoke(ctx, "cluster info", addr, protocol.NewRequest(protocol.GetBrokerClusterInfo, nil, nil))
+	resp, err := a.invoke(ctx, op, addr, protocol.NewRequest(code, nil, nil))
 	return err == nil && resp.Code == protocol.Success
 }
 
@@ -185,7 +183,7 @@ func (a *Admin) registry(ctx context.Context, op string, newReq func() *protocol
 
 // everyRegistryServes reports whether every RocketMQ name server answers
 // requests of this code (SmartGo's and Apache RocketMQ's alike).
-func everyRegistryServes(code protocol.RequestCode) bool {
+func everyRegistryServes(code int32) bool {
 	switch code {
 	case protocol.GetBrokerClusterInfo, protocol.GetAllTopicListFromNameserver, protocol.GetRouteInfoByTopic:
 		return true
