@@ -20,39 +20,28 @@ func TestTickersShareInstants(t *testing.T) {
 	stopped := NewTicker(d)
 	stopped.Stop()
 	for range 3 {
-		ta := <-a.C
-		tb := <-b.C
-		if !ta.Equal(tb) {
-			// A tick one of them missed (a slow reader) is dropped: take
-			// the next pair instead of failing on it.
-			for !ta.Equal(tb) {
-				if ta.Before(tb) {
-					ta = <-a.C
-				} else {
-					tb = <-b.C
-				}
-			}
-		}
+		meet(a, b, <-a.C, <-b.C)
 	}
 	// c's ticks are sent at one of a's instants (the same timer's run).
-	tc := <-c.C
-	ta := <-a.C
-	for ta.Before(tc) {
-		ta = <-a.C
-	}
-	if !ta.Equal(tc) {
-		for !ta.Equal(tc) {
-			if tc.Before(ta) {
-				tc = <-c.C
-			} else {
-				ta = <-a.C
-			}
-		}
-	}
+	meet(c, a, <-c.C, <-a.C)
 	select {
 	case <-stopped.C:
 		t.Fatal("a stopped ticker ticked")
 	default:
+	}
+}
+
+// meet takes the ticks of x and y, from tx and ty on, until the two
+// tickers have sent the same instant. A tick one of them missed (a slow
+// reader) is dropped: the one behind takes its next instead of failing
+// on it.
+func meet(x, y *Ticker, tx, ty time.Time) {
+	for !tx.Equal(ty) {
+		if tx.Before(ty) {
+			tx = <-x.C
+		} else {
+			ty = <-y.C
+		}
 	}
 }
 
