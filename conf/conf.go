@@ -436,7 +436,7 @@ func Default() File {
 			ConnectTimeout:     Duration{10 * time.Second},
 			SessionLoadTimeout: Duration{30 * time.Second},
 			Workers:            256,
-			PollLinger:         Duration{400 * time.Microsecond},
+			PollLinger:         Duration{time.Millisecond},
 			SessionTopic:       "MQTT_SESSION",
 			RetainedTopic:      "MQTT_RETAINED",
 			MaxOfflineMessages: 1000,

@@ -3,6 +3,7 @@ package mqtt
 import (
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,6 +33,16 @@ import (
 // fewer empty wake-ups and the round that follows it gathers more. A
 // request that arrives just after an empty round may wait that long.
 //
+// The wait follows the clients. When every connection readable in a
+// round was readable in the round before too (a few clients that send
+// their next request as soon as they have the answer), the linger is
+// longer than their round trip and only holds them back: the next wait
+// is halved (down to lingerMin). Any other round doubles it again, up to
+// Options.PollLinger. Many clients whose next requests come later than
+// a round (slow clients, or many of them) keep the whole linger; a few
+// quick ones get a wait near their own round trip, and keep it from one
+// linger to the next.
+//
 // A lone client sending one request after the other also wakes the
 // poller often enough to start it lingering, but its rounds hold one
 // request each whatever the poller waits, so lingering would only add
@@ -56,6 +67,9 @@ const (
 	// lingerBackoff bounds the hot wake-ups in a row that start
 	// lingering again after lingers that gathered nothing (see pace).
 	lingerBackoff = 64
+	// lingerMin is the shortest wait the linger follows quick clients
+	// down to.
+	lingerMin = 50 * time.Microsecond
 	// lingerHotGap: wake-ups this close together (or twice the linger,
 	// if longer) start lingering.
 	lingerHotGap = 500 * time.Microsecond
@@ -127,7 +141,11 @@ func (p *poller) pace(n int) bool {
 		p.lingerOn, p.idle, p.lone, p.gathered, p.hotRun = true, 0, 0, false, 0
 		p.lingering.Store(true)
 		p.s.io.lingers.Add(1)
-		p.arm(p.linger)
+		if p.cur <= 0 || p.cur > p.linger {
+			p.cur = p.linger
+			p.curLinger.Store(int64(p.cur))
+		}
+		p.arm(p.cur)
 		return false
 	}
 	p.s.io.lingered.Add(1)
@@ -161,13 +179,33 @@ func (p *poller) pace(n int) bool {
 	if n >= lingerFull {
 		return true
 	}
+	if p.quickClients() {
+		p.cur = max(p.cur/2, lingerMin) // quick clients: wait less
+	} else {
+		p.cur = min(2*p.cur, p.linger)
+	}
+	p.curLinger.Store(int64(p.cur))
 	if n == 0 {
 		// The clients are late: wait longer for their next burst.
-		p.arm(lingerEmpty * p.linger)
+		p.arm(lingerEmpty * p.cur)
 	} else {
-		p.arm(p.linger)
+		p.arm(p.cur)
 	}
 	return false
+}
+
+// quickClients reports whether every connection this round found
+// readable was readable in the round before too (and there was one).
+func (p *poller) quickClients() bool {
+	if len(p.ins) == 0 {
+		return false
+	}
+	for _, fd := range p.ins {
+		if !slices.Contains(p.prevIns, fd) {
+			return false
+		}
+	}
+	return true
 }
 
 // hot records a wake-up and says whether it came within the gap of the

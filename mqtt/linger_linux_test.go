@@ -140,3 +140,28 @@ func TestMQTTPollerLingerSingleClient(t *testing.T) {
 		t.Errorf("%d of %d requests served by lingering rounds (%d lingers)", l, n, s.io.lingers.Load())
 	}
 }
+
+// TestMQTTPollerLingerFollowsQuickClients: a few clients that each send
+// their next request as soon as they have the answer come back within
+// any linger; waiting the whole of a long one would hold each to one
+// request per linger. The wait follows them down instead, and requests
+// keep being answered at their pace, not the linger's.
+func TestMQTTPollerLingerFollowsQuickClients(t *testing.T) {
+	const linger = 50 * time.Millisecond
+	s, _ := inlineServer(t, nil, func(o *Options) { o.PollLinger = linger })
+	p := s.pollers[0]
+	stop := make(chan struct{})
+	wait := lingerLoad(t, s.Addrs()[0].String(), 4, stop)
+	defer func() {
+		close(stop)
+		wait()
+	}()
+	testutil.WaitFor(t, 30*time.Second, "the poller lingering", func() bool { return s.io.lingers.Load() > 0 })
+	testutil.WaitFor(t, 30*time.Second, "the linger following the clients down", func() bool {
+		return time.Duration(p.curLinger.Load()) <= linger/16
+	})
+	// At one request per client per 50 ms linger, 2,000 more reads would
+	// take 25 s; following the clients, a fraction of that.
+	reads0 := s.io.reads.Load()
+	testutil.WaitFor(t, 20*time.Second, "2,000 more reads", func() bool { return s.io.reads.Load()-reads0 >= 2000 })
+}

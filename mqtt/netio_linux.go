@@ -63,8 +63,16 @@ type poller struct {
 	needHot  int           // hot wake-ups in a row that start lingering (1 at first)
 	hotRun   int           // hot wake-ups in a row so far
 	lastWake int64         // nanotime of the previous wake-up
-	// lingering is lingerOn for tests (read off the poller).
+	// The linger follows the clients (pace): cur is the wait between
+	// rounds, at most linger; ins holds the descriptors a round found
+	// readable (the first lingerFull of them), prevIns the round
+	// before's.
+	cur          time.Duration
+	ins, prevIns []int32
+	// lingering is lingerOn for tests (read off the poller), curLinger
+	// is cur.
 	lingering atomic.Bool
+	curLinger atomic.Int64
 }
 
 func newPoller(s *Server) (*poller, error) {
@@ -120,6 +128,7 @@ func (p *poller) run() {
 	events := make([]unix.EpollEvent, 256)
 	buf := make([]byte, readBufSize)
 	p.round.init(p.s)
+	p.ins, p.prevIns = make([]int32, 0, lingerFull), make([]int32, 0, lingerFull)
 	// The callback returns false to park until the epoll descriptor is
 	// readable again, true to end (closing, or epoll failed). The events
 	// of one epoll_wait are a round (round.go): what their handlers
@@ -142,7 +151,9 @@ func (p *poller) run() {
 				}
 			}
 			p.round.end()
-			if n < len(events) && !p.pace(n) {
+			more := n >= len(events) || p.pace(n)
+			p.ins, p.prevIns = p.prevIns[:0], p.ins
+			if !more {
 				// Drained: whatever arrives later is a new event in
 				// this epoll, which wakes the runtime's (or, while
 				// lingering, the timer does).
@@ -178,6 +189,9 @@ func (p *poller) event(ev *unix.EpollEvent, buf []byte) bool {
 	}
 	if ev.Events&(unix.EPOLLOUT|unix.EPOLLERR) != 0 {
 		c.flush()
+	}
+	if ev.Events&unix.EPOLLIN != 0 && len(p.ins) < lingerFull {
+		p.ins = append(p.ins, ev.Fd)
 	}
 	if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		c.readable(buf, ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0, &p.round)

@@ -32,7 +32,7 @@ const (
 	DefaultSlowReaderTimeout  = 10 * time.Second
 	DefaultWorkers            = 256
 	DefaultSysInterval        = 10 * time.Second
-	DefaultPollLinger         = 400 * time.Microsecond
+	DefaultPollLinger         = time.Millisecond
 	// DefaultMaxInboundMemory lets 32 packets of DefaultMaxPacketSize
 	// arrive at once; the process stays well under a gigabyte of input
 	// whatever its clients send.
@@ -127,11 +127,13 @@ type Options struct {
 	Workers int
 	// Pollers is the number of epoll goroutines (0: 1 per 4 CPUs, at least 1).
 	Pollers int
-	// PollLinger is how long a busy poller sleeps between rounds to
+	// PollLinger is the longest a busy poller sleeps between rounds to
 	// gather what arrives meanwhile (wake-up moderation, linger_linux.go):
 	// each request may wait about this long more (twice as long after a
 	// round that found nothing), and each wake-up serves more requests.
-	// 0 means DefaultPollLinger; negative never lingers.
+	// A few clients that come back within a round wait less: the sleep
+	// follows them down to their own round trip. 0 means
+	// DefaultPollLinger; negative never lingers.
 	PollLinger time.Duration
 	// SysInterval is how often the $SYS tree is published (sys.go). 0
 	// means DefaultSysInterval; negative disables the tree.
