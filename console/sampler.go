@@ -342,9 +342,19 @@ func (s *sampler) query(names []string, prefix string, top int, since int64) map
 			v    float64
 		}
 		var cs []cand
+		// Busiest by its peak over the points asked for (since): a
+		// topic that had a burst a few rounds ago is on the chart of
+		// that span, not only while its last round was busy.
 		for name, r := range s.series {
-			if strings.HasPrefix(name, prefix) && len(r.pts) > 0 {
-				cs = append(cs, cand{name, r.pts[len(r.pts)-1].V})
+			if !strings.HasPrefix(name, prefix) {
+				continue
+			}
+			peak, has := 0.0, false
+			for i := len(r.pts) - 1; i >= 0 && r.pts[i].T > since; i-- {
+				peak, has = max(peak, r.pts[i].V), true
+			}
+			if has {
+				cs = append(cs, cand{name, peak})
 			}
 		}
 		sort.Slice(cs, func(i, j int) bool { return cs[i].v > cs[j].v || cs[i].v == cs[j].v && cs[i].name < cs[j].name })

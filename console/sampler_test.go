@@ -224,3 +224,27 @@ func TestConsoleSamplerForgetsDeletedTopics(t *testing.T) {
 			n, prev, cycles, topics, baseline, counters)
 	}
 }
+
+// TestConsoleSamplerTopRanksByPeak: the busiest series of a kind are the
+// ones with the highest point in the span asked for, so a burst a few
+// rounds ago stays on the chart after its topic went quiet.
+func TestConsoleSamplerTopRanksByPeak(t *testing.T) {
+	s := newSampler(nil, time.Second, time.Minute, time.Now, slog.New(slog.DiscardHandler))
+	s.mu.Lock()
+	for i, v := range []float64{0, 500, 0, 0} { // a burst, then quiet
+		s.addLocked("topic:Burst", point{T: int64(1000 * (i + 1)), V: v})
+	}
+	for i := range 4 { // steady, small
+		for _, n := range []string{"topic:A", "topic:B"} {
+			s.addLocked(n, point{T: int64(1000 * (i + 1)), V: 1})
+		}
+	}
+	s.mu.Unlock()
+	if got := s.query(nil, "topic:", 1, 0); len(got["topic:Burst"]) != 4 {
+		t.Fatalf("top 1 over the whole span: %v, want topic:Burst", got)
+	}
+	// Since after the burst: the steady ones are busier.
+	if got := s.query(nil, "topic:", 1, 2000); got["topic:Burst"] != nil {
+		t.Fatalf("top 1 since the burst: %v, want a steady topic", got)
+	}
+}
