@@ -250,10 +250,12 @@ func TestRemotingInvokeNoWaitBehindOneStuckWrite(t *testing.T) {
 	if err := c.WriteResponse(h.req, resp); err != nil {
 		t.Fatal(err)
 	}
+	// Taken whole, and its write under way: the writer empties the
+	// queue a moment before its write call records what is left.
 	testutil.WaitFor(t, 10*time.Second, "the writer to take the answer whole", func() bool {
 		c.wmu.Lock()
 		defer c.wmu.Unlock()
-		return c.writing && len(c.wbuf) == 0 && c.wext == 0
+		return c.writing && len(c.wbuf) == 0 && c.wext == 0 && c.sock.left.Load() > 0
 	})
 	if !c.NotReading() {
 		t.Fatal("NotReading: false while a write of 12 MiB is stuck")
