@@ -10,6 +10,7 @@ import (
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
+	"github.com/smartgo/smartgo/store/record"
 )
 
 // upsertText is what `topic create|update` and `group create|update` print:
@@ -23,6 +24,20 @@ func upsertText(kind, name, verb string, existed bool) string {
 	default:
 		return fmt.Sprintf("%s %s: ok (created)", kind, name)
 	}
+}
+
+// uniqueIDHint adds to a refused offset id what to type when it is a
+// client message id instead (the MSG_ID column of every message listing,
+// the same length as an offset id for IPv4): it is looked up by key.
+func uniqueIDHint(err error, id string) error {
+	if !errors.Is(err, record.ErrBadMessageID) {
+		return err
+	}
+	if _, _, _, _, uerr := record.ParseUniqueID(id); uerr != nil {
+		return err
+	}
+	return fmt.Errorf("%w\n%s may be a client message id (MSG_ID, UNIQ_KEY), not an offset id (OFFSET_MSG_ID): "+
+		"smartgo admin msg by-key -uniq -t TOPIC -k %s", err, id, id)
 }
 
 // maxQueues bounds -r and -w (a typo such as -r 80000 is refused here
@@ -269,7 +284,7 @@ func init() {
 				}
 				m, err := e.a.MessageByID(ctx, *msgID)
 				if err != nil {
-					return err
+					return uniqueIDHint(err, *msgID)
 				}
 				e.out.messages([]*client.MessageExt{m})
 				return nil
