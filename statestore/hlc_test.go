@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ func TestStateStoreHLCParse(t *testing.T) {
 		{"001795324964139:00000:01a201b4-ecff-7be4-923c-711a2b80d410", HLC{1795324964139, 0, "01a201b4-ecff-7be4-923c-711a2b80d410"}, ""},
 		{"0:0:x", HLC{0, 0, "x"}, "000000000000000:00000:x"},
 		{"1:123456:n", HLC{1, 123456, "n"}, "000000000000001:123456:n"},
-		{"9223372036854775807:18446744073709551615:n", HLC{math.MaxInt64, math.MaxUint64, "n"}, ""},
+		{"9223372036854775807:18446744073709551615:n", HLC{math.MaxInt64, math.MaxUint64, "n"}, "9223372036854775807:18446744073709551615:n"},
 		{"1:2:" + strings.Repeat("a", 255), HLC{1, 2, strings.Repeat("a", 255)}, ""},
 		{"1:2: spaces are fine ", HLC{1, 2, " spaces are fine "}, ""},
 	}
@@ -95,6 +96,24 @@ func TestStateStoreHLCUpdate(t *testing.T) {
 		}
 		if got.Compare(c.local) <= 0 || got.Compare(c.remote) <= 0 {
 			t.Errorf("hlcUpdate(%v, %v) = %v is not newer than both", c.local, c.remote, got)
+		}
+	}
+}
+
+// TestStateStoreHLCStringDigits pins String's digits and padding against
+// fmt's at the widths' edges (appendPadded writes them itself).
+func TestStateStoreHLCStringDigits(t *testing.T) {
+	walls := []int64{0, 1, 9, 10, 99999, 100000, 999999999999999, 1000000000000000, 1764277000123, math.MaxInt64}
+	counters := []uint64{0, 7, 9999, 99999, 100000, math.MaxInt32, math.MaxUint64}
+	for _, w := range walls {
+		for _, c := range counters {
+			h := HLC{Wall: w, Counter: c, Node: "node-1"}
+			if got, want := h.String(), fmt.Sprintf("%015d:%05d:node-1", w, c); got != want {
+				t.Errorf("HLC{%d, %d}.String() = %q, want %q", w, c, got, want)
+			}
+			if got := string(h.AppendText([]byte("x"))); got != "x"+h.String() {
+				t.Errorf("AppendText after x = %q", got)
+			}
 		}
 	}
 }

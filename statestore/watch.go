@@ -179,11 +179,11 @@ func (h *histEvent) size() int64 { return int64(len(h.key) + len(h.value)) }
 // oldest as each change arrives moves nothing: a slice shifted from its
 // front copied the whole history each time append outgrew it.
 type history struct {
-	buf      []histEvent
-	head     int   // index in buf of the oldest event
-	n        int   // events held
-	bytes    int64 // sum of size()
-	floor    HLC   // version of the newest event evicted; zero if none
+	buf      []histEvent // len is 0 or a power of two (push), so at masks
+	head     int         // index in buf of the oldest event
+	n        int         // events held
+	bytes    int64       // sum of size()
+	floor    HLC         // version of the newest event evicted; zero if none
 	maxLen   int
 	maxBytes int64
 }
@@ -192,7 +192,7 @@ type history struct {
 func (h *history) len() int { return h.n }
 
 // at returns the i-th event, oldest first.
-func (h *history) at(i int) *histEvent { return &h.buf[(h.head+i)%len(h.buf)] }
+func (h *history) at(i int) *histEvent { return &h.buf[(h.head+i)&(len(h.buf)-1)] }
 
 // push appends ev as the newest event, growing the ring when full.
 func (h *history) push(ev histEvent) {
@@ -216,7 +216,7 @@ func (h *history) add(ev histEvent) {
 		h.floor = old.version
 		h.bytes -= old.size()
 		*old = histEvent{}
-		h.head = (h.head + 1) % len(h.buf)
+		h.head = (h.head + 1) & (len(h.buf) - 1)
 		h.n--
 	}
 }

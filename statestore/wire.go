@@ -235,7 +235,7 @@ const (
 // the store serves: absent counts as "1.0"; otherwise "major.minor" in
 // decimal digits with major 1.
 func ProtocolVersionSupported(v string, present bool) bool {
-	if !present {
+	if !present || v == ProtocolVersion {
 		return true
 	}
 	major, minor, ok := strings.Cut(v, ".")
