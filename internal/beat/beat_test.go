@@ -20,10 +20,10 @@ func TestTickersShareInstants(t *testing.T) {
 	stopped := NewTicker(d)
 	stopped.Stop()
 	for range 3 {
-		meet(a, b, <-a.C, <-b.C)
+		meet(t, a, b, tick(t, a), tick(t, b))
 	}
 	// c's ticks are sent at one of a's instants (the same timer's run).
-	meet(c, a, <-c.C, <-a.C)
+	meet(t, c, a, tick(t, c), tick(t, a))
 	select {
 	case <-stopped.C:
 		t.Fatal("a stopped ticker ticked")
@@ -34,14 +34,40 @@ func TestTickersShareInstants(t *testing.T) {
 // meet takes the ticks of x and y, from tx and ty on, until the two
 // tickers have sent the same instant. A tick one of them missed (a slow
 // reader) is dropped: the one behind takes its next instead of failing
-// on it.
-func meet(x, y *Ticker, tx, ty time.Time) {
-	for !tx.Equal(ty) {
-		if tx.Before(ty) {
-			tx = <-x.C
-		} else {
-			ty = <-y.C
+// on it. Tickers that keep sending different instants fail the test
+// after maxMeetTicks ticks instead of looping until its timeout.
+func meet(t *testing.T, x, y *Ticker, tx, ty time.Time) {
+	t.Helper()
+	for n := 0; !tx.Equal(ty); n++ {
+		if n == maxMeetTicks {
+			t.Fatalf("no common instant in %d ticks: the last were %v and %v", n, tx, ty)
 		}
+		if tx.Before(ty) {
+			tx = tick(t, x)
+		} else {
+			ty = tick(t, y)
+		}
+	}
+}
+
+// maxMeetTicks bounds the ticks meet takes: tickers on the shared clock
+// meet at the first instant both send, a dropped tick or two later
+// under load; a hundred means they never will.
+const maxMeetTicks = 100
+
+// tickWait is how long tick waits for a tick (periods here are 20-80
+// ms): a ticker that stops sending fails the test instead of hanging it.
+const tickWait = 30 * time.Second
+
+// tick takes tk's next tick.
+func tick(t *testing.T, tk *Ticker) time.Time {
+	t.Helper()
+	select {
+	case at := <-tk.C:
+		return at
+	case <-time.After(tickWait):
+		t.Fatalf("no tick in %v from a ticker of period %v", tickWait, tk.every)
+		return time.Time{}
 	}
 }
 
@@ -52,14 +78,14 @@ func TestTickerDropsUnreadTicks(t *testing.T) {
 	tk := NewTicker(d)
 	defer tk.Stop()
 	time.Sleep(5 * d)
-	<-tk.C
+	tick(t, tk)
 	took := time.Now()
 	// A queued tick would be one of the sleep's, 3 periods or more before
 	// took. The one sent next carries the instant its run began, which
 	// can precede took by the moment between that and the send (the
 	// timer's goroutine held there while this one took the pending
 	// tick), so a period of slack separates the two.
-	if next := <-tk.C; next.Before(took.Add(-d)) {
+	if next := tick(t, tk); next.Before(took.Add(-d)) {
 		t.Fatalf("a tick of %v was queued behind the one taken at %v", next, took)
 	}
 }
