@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,5 +94,25 @@ func TestCmdAdminMsgBrowse(t *testing.T) {
 	defer adm.Close()
 	if _, _, _, _, err := adm.BrowseMessages(ctx, "BrowseT", c.BrokerName(0), 2, 0, 1); !errors.Is(err, client.ErrNoRoute) || !strings.Contains(err.Error(), "no queue 2") {
 		t.Fatalf("browse queue 2 of 2: %v", err)
+	}
+	// -o json gives a body that is not UTF-8 byte for byte, in base64
+	// (it printed U+FFFD for each such byte), and a UTF-8 body as text.
+	bin := []byte("\xff\xfe\x00bin")
+	for _, b := range [][]byte{bin, []byte("héllo")} {
+		if _, err := p.Send(ctx, &client.Message{Topic: "BrowseT", Body: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sawBin, sawText bool
+	for _, m := range browse() {
+		switch {
+		case m["bodyBase64"] == base64.StdEncoding.EncodeToString(bin) && m["body"] == nil:
+			sawBin = true
+		case m["body"] == "héllo" && m["bodyBase64"] == nil:
+			sawText = true
+		}
+	}
+	if !sawBin || !sawText {
+		t.Fatalf("binary body in base64 %v, UTF-8 body as text %v", sawBin, sawText)
 	}
 }

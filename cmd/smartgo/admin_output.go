@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/smartgo/smartgo/client"
 )
@@ -128,7 +129,11 @@ type jsonMessage struct {
 	StoreTimestamp int64             `json:"storeTimestamp"`
 	ReconsumeTimes int32             `json:"reconsumeTimes"`
 	Properties     map[string]string `json:"properties,omitempty"`
-	Body           string            `json:"body"`
+	// Body is the body when it is valid UTF-8; BodyBase64 (standard
+	// base64) when it is not, so a binary body comes out byte for byte
+	// instead of with U+FFFD in place of its bytes.
+	Body       *string `json:"body,omitempty"`
+	BodyBase64 []byte  `json:"bodyBase64,omitempty"`
 }
 
 func (o *output) messages(msgs []*client.MessageExt) {
@@ -136,11 +141,20 @@ func (o *output) messages(msgs []*client.MessageExt) {
 	for _, m := range msgs {
 		js = append(js, jsonMessage{MsgID: m.MsgID, OffsetMsgID: m.OffsetMsgID, Topic: m.Topic, Broker: m.Queue.BrokerName,
 			QueueID: m.Queue.QueueID, QueueOffset: m.QueueOffset, Tags: m.Tags, Keys: m.Keys, BornTimestamp: m.BornTimestamp,
-			StoreTimestamp: m.StoreTimestamp, ReconsumeTimes: m.ReconsumeTimes, Properties: m.Properties, Body: string(m.Body)})
+			StoreTimestamp: m.StoreTimestamp, ReconsumeTimes: m.ReconsumeTimes, Properties: m.Properties})
+		if j := &js[len(js)-1]; utf8.Valid(m.Body) {
+			body := string(m.Body)
+			j.Body = &body
+		} else {
+			j.BodyBase64 = m.Body
+		}
 	}
 	o.table(js, []string{"MSG_ID", "OFFSET_MSG_ID", "TOPIC", "QUEUE", "OFFSET", "TAGS", "KEYS", "STORED", "BODY"}, func(add func(...any)) {
 		for _, m := range js {
-			body := m.Body
+			body := string(m.BodyBase64)
+			if m.Body != nil {
+				body = *m.Body
+			}
 			if len(body) > 48 {
 				body = body[:45] + "..."
 			}
