@@ -115,4 +115,13 @@ func TestCmdAdminMsgBrowse(t *testing.T) {
 	if !sawBin || !sawText {
 		t.Fatalf("binary body in base64 %v, UTF-8 body as text %v", sawBin, sawText)
 	}
+	// The table cuts a long body before a UTF-8 character, not through
+	// it (byte 45 is the second of an "é": it showed "a...a\xc3...").
+	if _, err := p.Send(ctx, &client.Message{Topic: "BrowseT", Body: []byte(strings.Repeat("a", 44) + "éééé")}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCmd(t, "admin", "-registry", reg, "msg", "browse", "-t", "BrowseT")
+	if want := `"` + strings.Repeat("a", 44) + `..."`; code != exitOK || !strings.Contains(out, want) || strings.Contains(out, `\xc3`) {
+		t.Fatalf("msg browse: exit %d, want %s in:\n%s%s", code, want, out, stderr)
+	}
 }

@@ -160,11 +160,7 @@ func init() {
 				}
 				e.out.table(p, []string{"TOPIC", "QOS", "SIZE", "PAYLOAD"}, func(add func(...any)) {
 					for _, r := range p.Items {
-						body := string(r.Payload)
-						if len(body) > 48 {
-							body = body[:45] + "..."
-						}
-						add(r.Topic, r.QoS, r.Size, strconv.Quote(body))
+						add(r.Topic, r.QoS, r.Size, quoteCut(r.Payload))
 					}
 				})
 				return nil
@@ -222,11 +218,7 @@ func init() {
 				}
 				e.out.table(p, []string{"KEY", "SHARD", "VERSION", "SIZE", "VALUE"}, func(add func(...any)) {
 					for _, k := range p.Keys {
-						v := string(k.Value)
-						if len(v) > 48 {
-							v = v[:45] + "..."
-						}
-						add(strconv.Quote(string(k.Key)), k.Shard, k.Version, k.Size, strconv.Quote(v))
+						add(strconv.Quote(string(k.Key)), k.Shard, k.Version, k.Size, quoteCut(k.Value))
 					}
 					if p.More {
 						add("(more: -after the last key)", "", "", "", "")

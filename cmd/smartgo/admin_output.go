@@ -151,15 +151,26 @@ func (o *output) messages(msgs []*client.MessageExt) {
 	}
 	o.table(js, []string{"MSG_ID", "OFFSET_MSG_ID", "TOPIC", "QUEUE", "OFFSET", "TAGS", "KEYS", "STORED", "BODY"}, func(add func(...any)) {
 		for _, m := range js {
-			body := string(m.BodyBase64)
+			body := m.BodyBase64
 			if m.Body != nil {
-				body = *m.Body
-			}
-			if len(body) > 48 {
-				body = body[:45] + "..."
+				body = []byte(*m.Body)
 			}
 			add(m.MsgID, m.OffsetMsgID, m.Topic, fmt.Sprintf("%s:%d", m.Broker, m.QueueID), m.QueueOffset, m.Tags,
-				strings.Join(m.Keys, " "), fmtMillis(m.StoreTimestamp), strconv.Quote(body))
+				strings.Join(m.Keys, " "), fmtMillis(m.StoreTimestamp), quoteCut(body))
 		}
 	})
+}
+
+// quoteCut is a body, payload or value as a table shows it: Go-quoted,
+// its first 45 bytes and "..." when it is longer than 48, cut before a
+// UTF-8 character rather than through it (which showed as \xc3...).
+func quoteCut(b []byte) string {
+	if len(b) > 48 {
+		n := 45
+		for n > 42 && !utf8.RuneStart(b[n]) {
+			n--
+		}
+		return strconv.Quote(string(b[:n]) + "...")
+	}
+	return strconv.Quote(string(b))
 }
