@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,9 +23,9 @@ type timer struct {
 // handing callbacks to the pool. Arm and stop are O(1).
 //
 // The goroutine does not wake every tick: it sleeps until the earliest
-// armed timer's tick (found by walking the slots ahead of the current
-// tick, at most one turn of the wheel), and an arm earlier than that
-// wakes it. An idle server (no connections, no expiring sessions) has no
+// armed timer's tick (found by walking the occupied slots ahead of the
+// current tick, at most one turn of the wheel, through a bitmap of the
+// occupied slots), and an arm earlier than that wakes it. An idle server (no connections, no expiring sessions) has no
 // timer armed and its wheel does not wake at all; a busy one wakes when
 // a keep alive, a sweep or an expiry is due instead of ten times a
 // second.
@@ -32,6 +33,7 @@ type wheel struct {
 	mu    sync.Mutex
 	tick  time.Duration
 	slots []*timer // list heads, protected by mu
+	occ   []uint64 // bit i%64 of occ[i/64]: slots[i] is not empty; protected by mu
 	now   int64    // current tick (all ticks <= now fired), protected by mu
 	armed int      // timers in slots, protected by mu
 	wake  int64    // tick the goroutine sleeps until, protected by mu
@@ -46,8 +48,12 @@ type wheel struct {
 // wheelIdle is wheel.wake when no timer is armed.
 const wheelIdle = math.MaxInt64
 
+// newWheel starts a wheel of nslots slots (a multiple of 64) of tick each.
 func newWheel(tick time.Duration, nslots int, p *pool) *wheel {
-	w := &wheel{tick: tick, slots: make([]*timer, nslots), start: time.Now(), pool: p,
+	if nslots <= 0 || nslots%64 != 0 {
+		panic("mqtt: wheel slots not a multiple of 64")
+	}
+	w := &wheel{tick: tick, slots: make([]*timer, nslots), occ: make([]uint64, nslots/64), start: time.Now(), pool: p,
 		wake: wheelIdle, kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
@@ -74,6 +80,7 @@ func (w *wheel) arm(t *timer, d time.Duration, fn func()) {
 		t.next.prev = t
 	}
 	w.slots[t.slot] = t
+	w.occ[t.slot/64] |= 1 << (t.slot % 64)
 	w.armed++
 	if t.at < w.wake {
 		// Earlier than the goroutine's sleep: wake it to sleep less.
@@ -103,8 +110,8 @@ func (w *wheel) removeLocked(t *timer) {
 	}
 	if t.prev != nil {
 		t.prev.next = t.next
-	} else {
-		w.slots[t.slot] = t.next
+	} else if w.slots[t.slot] = t.next; t.next == nil {
+		w.occ[t.slot/64] &^= 1 << (t.slot % 64)
 	}
 	if t.next != nil {
 		t.next.prev = t.prev
@@ -123,6 +130,13 @@ func (w *wheel) nextLocked() int64 {
 	n := int64(len(w.slots))
 	later := int64(wheelIdle) // the earliest seen beyond one turn
 	for k := w.now + 1; k <= w.now+n; k++ {
+		d := w.occupiedFrom(int(k % n))
+		if d < 0 {
+			break
+		}
+		if k += int64(d); k > w.now+n {
+			break
+		}
 		for t := w.slots[k%n]; t != nil; t = t.next {
 			if t.at <= k {
 				return k
@@ -131,6 +145,23 @@ func (w *wheel) nextLocked() int64 {
 		}
 	}
 	return later
+}
+
+// occupiedFrom returns how many slots after slot i (0: i itself, going
+// round) the first occupied one is, or -1 when every slot is empty.
+func (w *wheel) occupiedFrom(i int) int {
+	nw := len(w.occ)
+	word, bit := i/64, i%64
+	if m := w.occ[word] >> bit; m != 0 {
+		return bits.TrailingZeros64(m)
+	}
+	for j := 1; j <= nw; j++ {
+		k := (word + j) % nw
+		if m := w.occ[k]; m != 0 {
+			return 64*j - bit + bits.TrailingZeros64(m)
+		}
+	}
+	return -1
 }
 
 func (w *wheel) run() {

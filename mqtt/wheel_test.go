@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -70,5 +71,70 @@ func TestWheelSleepsUntilDue(t *testing.T) {
 	case <-ran:
 		t.Fatal("disarmed timer ran")
 	default:
+	}
+}
+
+// bareWheel is a wheel without its goroutine, for nextLocked: a tick
+// of an hour, so that arm counts from w.now.
+func bareWheel(nslots int) *wheel {
+	return &wheel{tick: time.Hour, slots: make([]*timer, nslots), occ: make([]uint64, nslots/64),
+		wake: wheelIdle, kick: make(chan struct{}, 1), start: time.Now()}
+}
+
+// TestWheelNextLocked: the tick the goroutine sleeps until is the
+// earliest armed timer's, whichever slots the timers hash to (within one
+// turn of the wheel or beyond, several in a slot, slots emptied by
+// disarming), and wheelIdle with none armed.
+func TestWheelNextLocked(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 300 {
+		w := bareWheel(64 * (1 + rng.IntN(4)))
+		n := len(w.slots)
+		w.now = int64(rng.IntN(1 << 20))
+		ts := make([]timer, 1+rng.IntN(40))
+		for i := range ts {
+			ts[i].slot = -1
+			// Mostly within a turn or two, some far beyond.
+			d := 1 + rng.IntN(2*n)
+			if rng.IntN(8) == 0 {
+				d = 1 + rng.IntN(100*n)
+			}
+			w.arm(&ts[i], time.Duration(d)*w.tick, func() {})
+		}
+		for i := range ts {
+			if rng.IntN(3) == 0 {
+				w.disarm(&ts[i])
+			}
+		}
+		want := int64(wheelIdle)
+		for i := range ts {
+			if ts[i].slot >= 0 {
+				want = min(want, ts[i].at)
+			}
+		}
+		if got := w.nextLocked(); got != want {
+			t.Fatalf("round %d: nextLocked %d, want %d (now %d, %d slots)", round, got, want, w.now, n)
+		}
+		// The bitmap holds exactly the non-empty slots.
+		for i := range n {
+			if occ := w.occ[i/64]&(1<<(i%64)) != 0; occ != (w.slots[i] != nil) {
+				t.Fatalf("round %d: slot %d occupied bit %v with list %v", round, i, occ, w.slots[i] != nil)
+			}
+		}
+	}
+}
+
+// BenchmarkWheelNextFar: the wheel's next wake-up with a single timer
+// beyond one turn (the server's wheel: 4096 slots), which walked every
+// slot.
+func BenchmarkWheelNextFar(b *testing.B) {
+	w := bareWheel(4096)
+	var tm timer
+	tm.slot = -1
+	w.arm(&tm, 5000*w.tick, func() {})
+	for b.Loop() {
+		if w.nextLocked() != tm.at {
+			b.Fatal("wrong tick")
+		}
 	}
 }
