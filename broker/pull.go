@@ -89,6 +89,14 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 	hdr := protocol.PullMessageResponseHeader{
 		NextBeginOffset: res.NextBeginOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset, SuggestWhichBrokerID: MasterID,
 	}
+	if res.Status == store.GetOffsetOverflowBadly && !b.isSlave() {
+		// An offset past the queue's end on a master: the log lost the
+		// tail the group had consumed (a crash under async flush, a
+		// damaged or cut segment) and the queue's offsets were given again
+		// to messages stored since. Moving the group to the end would skip
+		// those: move it to the first one stored since this broker started.
+		hdr.NextBeginOffset = min(hdr.NextBeginOffset, b.store.OffsetByTime(h.Topic, h.QueueID, b.rt.boot.UnixMilli()))
+	}
 	if res.SuggestSlave && b.slaveRead.Load() {
 		hdr.SuggestWhichBrokerID = g.WhichBrokerWhenConsumeSlowly
 	}
