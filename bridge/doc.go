@@ -132,7 +132,9 @@
 // longer held by the member's session), not what was polled, so a crash
 // of the node loses none of what its members had not acknowledged. A
 // member whose session ends holding messages it did not acknowledge
-// (mqtt.Releaser) gives them back: the next local member in turn gets
+// (mqtt.Releaser; also when another node takes the session over without
+// its state: a clean start there, a session of expiry 0, a claim made
+// without this node's handoff) gives them back: the next local member in turn gets
 // them, or, with none left, they stay uncommitted for the node that
 // takes over the queue. A member whose queue is
 // full passes the message to the next member in turn; when every local

@@ -6,69 +6,105 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
 // TestBridgeSharedMemberLeavesMidFlight: the QoS 1 messages of a shared
-// subscription that a member received but did not acknowledge go to
-// another member of the group when the member's session ends without
-// them (MQTT 5 4.8.2): a session with expiry 0 whose client disconnects,
-// a persistent session that expires offline, and one a clean start of
-// its client replaces. Each message reaches the
-// group's remaining member; before, they were lost to the group.
+// subscription that a member on node A received but did not acknowledge
+// go to another member of the group when the member's session ends
+// without them (MQTT 5 4.8.2): a session with expiry 0 whose client
+// disconnects, a persistent session that expires offline, one a clean
+// start of its client replaces; and when its client's connect on node B
+// takes it over and it does not go on with them: a clean start there (the
+// session ends), a persistent connect of a client whose session on A had
+// expiry 0 (A hands on no state). Each message reaches the group's
+// remaining member, on A; before, they were lost to the group (A dropped
+// them and committed past them).
 func TestBridgeSharedMemberLeavesMidFlight(t *testing.T) {
 	c := startCluster(t)
 	a := startBridge(t, c, nil)
+	b := startBridge(t, c, nil)
 	prod := newProducer(t, c)
 	const share = "$share/leave/jobs/#"
 	queues := 4 * len(a.Backend().Topics())
 	stay := connected(t, addrOf(a), packets.Version5, "stay")
 	stay.subscribe(1, sub(share, 1))
-	for round, leave := range []func(id string) *rawClient{
-		func(id string) *rawClient { return connected(t, addrOf(a), packets.Version5, id) },
-		func(id string) *rawClient {
-			r := dialRaw(t, addrOf(a), packets.Version5)
-			cp := &packets.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}
-			cp.Properties.Present.Add(packets.PropSessionExpiry)
-			cp.Properties.SessionExpiry = 1
-			r.connect(cp)
-			return r
+	expiring := func(id string) *rawClient {
+		r := dialRaw(t, addrOf(a), packets.Version5)
+		cp := &packets.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}
+		cp.Properties.Present.Add(packets.PropSessionExpiry)
+		cp.Properties.SessionExpiry = 1
+		r.connect(cp)
+		return r
+	}
+	for round, tc := range []struct {
+		on  func(id string) *rawClient    // the leaving member, on A
+		end func(id string, m *rawClient) // how its session ends
+	}{
+		{
+			on:  func(id string) *rawClient { return connected(t, addrOf(a), packets.Version5, id) },
+			end: func(_ string, m *rawClient) { m.nc.Close() },
 		},
-		func(id string) *rawClient {
-			r, _ := persistent(t, addrOf(a), id, true)
-			return r
+		{on: expiring, end: func(_ string, m *rawClient) { m.nc.Close() }},
+		{
+			on: func(id string) *rawClient { r, _ := persistent(t, addrOf(a), id, true); return r },
+			end: func(id string, m *rawClient) {
+				m.nc.Close()
+				connected(t, addrOf(a), packets.Version5, id) // a clean start replaces the offline session
+			},
+		},
+		{
+			on: func(id string) *rawClient { r, _ := persistent(t, addrOf(a), id, true); return r },
+			end: func(id string, m *rawClient) {
+				connected(t, addrOf(b), packets.Version5, id)
+				expectTakenOver(t, m)
+			},
+		},
+		{
+			on: func(id string) *rawClient { return connected(t, addrOf(a), packets.Version5, id) },
+			end: func(id string, m *rawClient) {
+				persistent(t, addrOf(b), id, false)
+				expectTakenOver(t, m)
+			},
 		},
 	} {
-		// The leaving member alone first, so that it holds every message.
-		stay.send(&packets.Unsubscribe{PacketID: 2, Filters: []string{share}})
-		if _, ok := stay.recv().(*packets.Unsuback); !ok {
-			t.Fatal("want UNSUBACK")
-		}
-		m := leave(fmt.Sprint("leaver", round))
-		m.subscribe(1, sub(share, 1))
-		waitShareSettled(t, share, queues, a)
-		const n = 5
-		var want []string
-		for i := range n {
-			body := fmt.Sprintf("r%d-%d", round, i)
-			want = append(want, body)
-			sendCmd(t, prod, fmt.Sprintf("jobs/%d", i), body)
-		}
-		for range n {
-			m.recvPublish() // not acknowledged
-		}
-		stay.subscribe(3, sub(share, 1))
-		m.nc.Close()
-		if round == 2 {
-			// A clean start replaces the offline session.
-			connected(t, addrOf(a), packets.Version5, fmt.Sprint("leaver", round))
-		}
-		got := ackedPayloads(t, stay, n, 20*time.Second)
+		id := fmt.Sprint("leaver", round)
+		m := tc.on(id)
+		want := soleHolder(t, a, prod, stay, m, share, queues, fmt.Sprint("r", round))
+		tc.end(id, m)
+		got := ackedPayloads(t, stay, len(want), 20*time.Second)
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			t.Fatalf("round %d: the remaining member got %v, want %v", round, got, want)
 		}
 	}
+}
+
+// soleHolder makes m, connected to a, the only member of share (stay,
+// a member on a, unsubscribes meanwhile) as five QoS 1 messages are sent,
+// has m receive them without acknowledging, and subscribes stay again.
+// It returns their payloads, sorted.
+func soleHolder(t *testing.T, a *Bridge, prod *client.Producer, stay, m *rawClient, share string, queues int, prefix string) []string {
+	t.Helper()
+	stay.send(&packets.Unsubscribe{PacketID: 2, Filters: []string{share}})
+	if _, ok := stay.recv().(*packets.Unsuback); !ok {
+		t.Fatal("want UNSUBACK")
+	}
+	m.subscribe(1, sub(share, 1))
+	waitShareSettled(t, share, queues, a)
+	const n = 5
+	var want []string
+	for i := range n {
+		body := fmt.Sprintf("%s-%d", prefix, i)
+		want = append(want, body)
+		sendCmd(t, prod, fmt.Sprintf("jobs/%d", i), body)
+	}
+	for range n {
+		m.recvPublish() // not acknowledged
+	}
+	stay.subscribe(3, sub(share, 1))
+	return want
 }
 
 // TestBridgeSharedMemberLeavesOtherNodeTakes: a shared member on node A

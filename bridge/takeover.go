@@ -71,7 +71,7 @@ import (
 // takes sessions away from other nodes nor balances shared subscriptions
 // across nodes.
 type clusterServer interface {
-	Evict(clientID string, inst uint64, sessionEnds bool) (*mqtt.SessionState, bool)
+	Evict(clientID string, inst uint64, how mqtt.Eviction) (*mqtt.SessionState, bool)
 	Connected(clientID string) bool
 	SessionInstance(clientID string) uint64
 	DeliverUnshared(msg *mqtt.Message)
@@ -282,10 +282,20 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 		b.dropStaleVouch(srv, id, inst, bound)
 		return
 	}
+	// A connect request stored more than three quarters of
+	// HandoffTimeout ago gets no handoff (below).
+	tooLate := rec.Connect && !rec.Deleted && rec.stored > 0 && time.Since(time.UnixMilli(rec.stored)) > b.opts.HandoffTimeout*3/4
+	how := mqtt.EvictSuperseded // a claim: the session went on from a record
+	switch {
+	case rec.Connect && rec.Deleted:
+		how = mqtt.EvictEnded
+	case rec.Connect && !tooLate:
+		how = mqtt.EvictMoved // with the handoff below
+	}
 	var st *mqtt.SessionState
 	held := false
 	if inst != 0 {
-		st, held = srv.Evict(id, inst, rec.Connect && rec.Deleted)
+		st, held = srv.Evict(id, inst, how)
 	}
 	if held {
 		b.log.Info("bridge: session taken over by another node", "client", id, "node", rec.Node)
@@ -300,7 +310,7 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 		b.settleWill(b.ctx, id)
 		return
 	}
-	if rec.stored > 0 && time.Since(time.UnixMilli(rec.stored)) > b.opts.HandoffTimeout*3/4 {
+	if tooLate {
 		// This node was away (hung, or cut off) for longer than the
 		// connecting node waits for a handoff: that node has resumed from
 		// the record before its request by now, and may have written

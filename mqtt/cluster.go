@@ -189,17 +189,35 @@ func (s *Server) Connected(clientID string) bool {
 	return !ss.dead && ss.conn != nil
 }
 
+// Eviction says what becomes of a session that Evict removes.
+type Eviction uint8
+
+const (
+	// EvictMoved: the session goes on on another node with the state
+	// Evict returns, which the caller hands on (the bridge's handoff).
+	// A session with expiry 0 ends with its connection: it has no state
+	// to hand on, and ends as with EvictSuperseded.
+	EvictMoved Eviction = iota
+	// EvictSuperseded: the session goes on on another node from an
+	// earlier state; the state Evict returns goes nowhere.
+	EvictSuperseded
+	// EvictEnded: the session ends (the new connection started clean).
+	EvictEnded
+)
+
 // Evict removes clientID's session instance inst (as SessionInstance
 // reported it) from this server because another node took it over,
 // without telling the backend (no SaveSession or DeleteSession): a
 // connection gets DISCONNECT 0x8E (v5) or is closed (3.1.1). The will is
-// published when sessionEnds (the new connection started clean) or when
-// it has no delay; a delayed will of a session that continues elsewhere is
-// dropped. Evict returns the session's state at that moment
+// published when how is EvictEnded or when it has no delay; a delayed will
+// of a session that goes on elsewhere is dropped. The Releasers of the
+// messages it held unacknowledged are told (Releaser), unless how is
+// EvictMoved and the session has an expiry: their messages go on with
+// the returned state. Evict returns the session's state at that moment
 // (DisconnectedAt set to now) and false when the server had no session
 // instance inst of that id: a session created since the caller looked is
 // newer than what the caller judged, and stays.
-func (s *Server) Evict(clientID string, inst uint64, sessionEnds bool) (*SessionState, bool) {
+func (s *Server) Evict(clientID string, inst uint64, how Eviction) (*SessionState, bool) {
 	s.mu.Lock()
 	ss := s.sessions[clientID]
 	if ss == nil || ss.seq != inst {
@@ -216,10 +234,15 @@ func (s *Server) Evict(clientID string, inst uint64, sessionEnds bool) (*Session
 	delete(s.sessions, clientID)
 	s.stats.Sessions.Store(int64(len(s.sessions)))
 	ss.dropSubsLocked()
+	if how != EvictMoved || ss.expiry == 0 {
+		// Nobody goes on with these messages: a shared subscription's
+		// go to another member (MQTT 5 4.8.2).
+		ss.releaseLocked()
+	}
 	s.wheel.disarm(&ss.expiryTimer)
 	s.wheel.disarm(&ss.willTimer)
 	will, expiry := ss.will, ss.expiry
-	if will != nil && !sessionEnds && ss.willDelay > 0 {
+	if will != nil && how != EvictEnded && ss.willDelay > 0 {
 		will = nil
 	}
 	ss.will = nil

@@ -2,8 +2,10 @@ package mqtt
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,10 +32,10 @@ func TestServerClusterEvict(t *testing.T) {
 	if !s.Connected("ev5") || inst == 0 {
 		t.Fatal("ev5 not connected")
 	}
-	if _, ok := s.Evict("ev5", inst+1, false); ok || !s.Connected("ev5") {
+	if _, ok := s.Evict("ev5", inst+1, EvictMoved); ok || !s.Connected("ev5") {
 		t.Fatal("Evict of another session instance removed the session")
 	}
-	st, ok := s.Evict("ev5", inst, false)
+	st, ok := s.Evict("ev5", inst, EvictMoved)
 	if !ok || len(st.Subscriptions) != 1 || st.Subscriptions[0].Filter != "a/#" || st.Expiry != 600*time.Second {
 		t.Fatalf("evicted state %+v %v", st, ok)
 	}
@@ -49,12 +51,12 @@ func TestServerClusterEvict(t *testing.T) {
 	if _, ok, _ := s.backend.LoadSession(context.Background(), "ev5"); ok {
 		t.Fatal("Evict saved the session to the backend")
 	}
-	if _, ok := s.Evict("ev5", inst, false); ok {
+	if _, ok := s.Evict("ev5", inst, EvictMoved); ok {
 		t.Fatal("second Evict found a session")
 	}
 
 	r3 := connected(t, s.addr, packets.Version311, "ev3")
-	if _, ok := s.Evict("ev3", s.SessionInstance("ev3"), true); !ok {
+	if _, ok := s.Evict("ev3", s.SessionInstance("ev3"), EvictEnded); !ok {
 		t.Fatal("ev3 not evicted")
 	}
 	if code := r3.closed(); code != -1 {
@@ -158,4 +160,50 @@ func BenchmarkServerSharedSubscriptions(b *testing.B) {
 			}
 		}
 	})
+}
+
+// releaseCounter is a Releaser that counts what it is told.
+type releaseCounter struct{ recycled, released atomic.Int32 }
+
+func (r *releaseCounter) Recycle(*Message)  { r.recycled.Add(1) }
+func (r *releaseCounter) Released(*Message) { r.released.Add(1) }
+
+// TestServerClusterEvictReleases: Evict tells the Releaser of a message
+// its client did not acknowledge that the session discarded it, unless
+// the session goes on elsewhere with the returned state (EvictMoved with
+// an expiry); the state holds the message either way.
+func TestServerClusterEvictReleases(t *testing.T) {
+	s := startServer(t, nil)
+	for _, tc := range []struct {
+		how     Eviction
+		expiry  uint32
+		release bool
+	}{
+		{EvictMoved, 600, false},
+		{EvictMoved, 0, true},
+		{EvictSuperseded, 600, true},
+		{EvictEnded, 600, true},
+	} {
+		id := fmt.Sprintf("rel-%d-%d", tc.how, tc.expiry)
+		r := dialRaw(t, s.addr, packets.Version5)
+		cp := &packets.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}
+		cp.Properties.Present.Add(packets.PropSessionExpiry)
+		cp.Properties.SessionExpiry = tc.expiry
+		r.connect(cp)
+		var rc releaseCounter
+		if err := s.SendToRecycled(id, &Message{Topic: "x/" + id, QoS: 1, Payload: []byte("p")}, &rc); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := r.recv().(*packets.Publish); !ok || p.Topic != "x/"+id {
+			t.Fatalf("%s: got %+v", id, p)
+		} // not acknowledged
+		st, ok := s.Evict(id, s.SessionInstance(id), tc.how)
+		if !ok || len(st.Pending) != 1 {
+			t.Fatalf("%s: evicted %v, state %+v", id, ok, st)
+		}
+		if got := rc.released.Load() == 1; got != tc.release || rc.recycled.Load() != 0 {
+			t.Fatalf("%s: released %d, recycled %d; want released %v", id, rc.released.Load(), rc.recycled.Load(), tc.release)
+		}
+		r.closed()
+	}
 }

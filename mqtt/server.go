@@ -568,8 +568,8 @@ type Recycler interface {
 // server's): it must not block nor call into the server. A Releaser's
 // Recycle does not reuse the message, so unlike other Recyclers it is
 // still told after the message was handed out in a SessionState (an
-// offline session's save), but not once the session was taken over by
-// another node (Evict).
+// offline session's save), and when another node took the session over
+// (Evict) unless the session goes on there with that state.
 type Releaser interface {
 	Recycler
 	Released(msg *Message)
