@@ -166,6 +166,15 @@
 // subscribe to it as the ACL allows and never publish into it (PUBACK
 // 0x87 in v5, dropped in 3.1.1; a will there is not published).
 //
+// A topic name starting with "$share/" is a shared subscription's filter,
+// never a message's topic (no subscription could get it as such; MQTT 5
+// §4.7.2 lets a server keep clients off topics starting with '$'): a v5
+// PUBLISH to one is refused with 0x90 topic name invalid in its
+// PUBACK/PUBREC (QoS 0: dropped), a 3.1.1 one is acknowledged and
+// dropped (3.1.1 has no negative acknowledgement, MQTT-3.3.5-2; mosquitto
+// 2.0 does the same, with 0x87 in v5), and a will there is not published.
+// The connection stays up.
+//
 // Server.Handle claims a filter for an internal
 // handler that receives matching PUBLISHes with the client's identity;
 // the worker waits for it (and writes what it held before calling it).

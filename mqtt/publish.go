@@ -128,9 +128,7 @@ func (c *conn) handlePublish(p *packets.Publish, aliased bool) {
 		aliased = false
 	}
 	if h == nil && ah == nil {
-		if ok, why := s.mayPublish(info, p.Topic); !ok {
-			code, detail = packets.ReasonNotAuthorized, why
-		}
+		code, detail = s.mayPublish(info, p.Topic)
 	}
 	if code == 0 && p.Properties.Present.Has(packets.PropPayloadFormat) && p.Properties.PayloadFormat == 1 && !utf8.Valid(p.Payload) {
 		code, detail = packets.ReasonPayloadFormatInvalid, "payload is not UTF-8"

@@ -181,22 +181,29 @@ func sysTopic(topic string) bool {
 }
 
 // mayPublish decides whether a client (or its will) may publish to topic
-// when no Handler claims it: never into $SYS, into a reserved topic only
-// with Options.Reserved's consent, and otherwise as the ACL says. The
-// detail is for the log and the v5 reason string.
-func (s *Server) mayPublish(info ClientInfo, topic string) (ok bool, detail string) {
+// when no Handler claims it: never into $SYS, never to a topic starting
+// with "$share/" (that is how a shared subscription's filter starts, and
+// no subscription can receive it: 0x90 topic name invalid, as MQTT 5
+// §4.7.2 lets a server keep clients from exchanging messages on topics
+// starting with '$'), into a reserved topic only with Options.Reserved's
+// consent, and otherwise as the ACL says. code is 0 when it may, else the
+// reason for a v5 PUBACK/PUBREC; the detail is for the log and the v5
+// reason string.
+func (s *Server) mayPublish(info ClientInfo, topic string) (code packets.ReasonCode, detail string) {
 	switch {
 	case sysTopic(topic):
-		return false, "$SYS topics are read-only"
+		return packets.ReasonNotAuthorized, "$SYS topics are read-only"
+	case packets.IsShared(topic):
+		return packets.ReasonTopicNameInvalid, "a topic starting with $share/ is a shared subscription's filter"
 	case s.res.anyMatch(topic) && (s.opts.Reserved == nil || !s.opts.Reserved(info, topic, false)):
-		return false, "topic is reserved"
+		return packets.ReasonNotAuthorized, "topic is reserved"
 	case s.acl != nil && !s.acl.Allowed(info.ClientID, info.Username, topic, false):
-		return false, "publish not authorized"
+		return packets.ReasonNotAuthorized, "publish not authorized"
 	}
 	if s.opts.Authorize != nil {
 		if err := s.opts.Authorize(info, topic, false); err != nil {
-			return false, err.Error()
+			return packets.ReasonNotAuthorized, err.Error()
 		}
 	}
-	return true, ""
+	return 0, ""
 }

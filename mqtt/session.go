@@ -524,7 +524,7 @@ func (ss *session) fireWill() {
 // sendWill hands the will m to the backend where its client may publish
 // (nil, with a log line, where it may not).
 func (s *Server) sendWill(m *Message) error {
-	if ok, why := s.mayPublish(ClientInfo{ClientID: m.ClientID, Username: m.Username}, m.Topic); !ok {
+	if code, why := s.mayPublish(ClientInfo{ClientID: m.ClientID, Username: m.Username}, m.Topic); code != 0 {
 		s.log.Info("mqtt: will not published", "client", m.ClientID, "topic", m.Topic, "detail", why)
 		return nil
 	}
