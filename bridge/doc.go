@@ -187,7 +187,14 @@
 //	 "released":[12]?,"received":[7]?,
 //	 "will":{"wid":"<16 hex>-<n>","topic":"will/dev1","payload":"<base64>","qos":1,
 //	         "retain":true?,"clientId":"dev1","username":"u"?,"delayMs":5000?,
-//	         "sessionMs":3600000?,"dueAtMs":1763800005000?,"retry":true?,...}?}
+//	         "sessionMs":3600000?,"dueAtMs":1763800005000?,"retry":true?,...}?,
+//	 "prepared":"<tag>"?}
+//
+// ("prepared": an offline record Backend.PrepareSessionReplacing wrote
+// for a client that had not connected, with the tag of the owner it was
+// prepared for, Replacer.Tag: the IoT hub's identity generation id; a
+// later prepare for another tag replaces it; nodes of earlier versions
+// ignore it, and prepared records they wrote have none)
 //
 // and a will-done marker, which carries no session state:
 //

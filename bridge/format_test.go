@@ -181,3 +181,29 @@ func TestBridgeUnencodableIsUnstorable(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgePreparedRecordBytes pins the JSON of a prepared record with
+// its owner's tag (doc.go), and reads one an earlier version wrote (no
+// tag: never replaced by a tag).
+func TestBridgePreparedRecordBytes(t *testing.T) {
+	rec := &sessionRecord{ClientID: "dev1", Node: "n1", Subscriptions: subRecords([]mqtt.Subscription{{Filter: "devices/dev1/messages/devicebound/#", QoS: 1}}),
+		ExpiryMs: 86400000, DisconnectedAt: 1763800000000, Prepared: "638712345678901234"}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"clientId":"dev1","node":"n1","subscriptions":[{"filter":"devices/dev1/messages/devicebound/#","qos":1}],` +
+		`"expiryMs":86400000,"disconnectedAtMs":1763800000000,"prepared":"638712345678901234"}`
+	if string(b) != want {
+		t.Fatalf("record\n got %s\nwant %s", b, want)
+	}
+	back, err := decodeSessionRecord(b)
+	if err != nil || back.Prepared != rec.Prepared || !leftAt(back).IsZero() {
+		t.Fatalf("decoded %+v %v", back, err)
+	}
+	old, err := decodeSessionRecord([]byte(`{"clientId":"dev1","node":"n1","subscriptions":[{"filter":"devices/dev1/messages/devicebound/#","qos":1}],` +
+		`"expiryMs":86400000,"disconnectedAtMs":1763800000000}`))
+	if err != nil || old.Prepared != "" || !leftAt(old).IsZero() {
+		t.Fatalf("an earlier version's prepared record: %+v %v", old, err)
+	}
+}

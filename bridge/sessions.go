@@ -321,34 +321,58 @@ func (b *Backend) PrepareSession(ctx context.Context, clientID string, subs []mq
 	return b.prepareSession(ctx, clientID, subs, expiry, nil)
 }
 
+// A Replacer tells PrepareSessionReplacing which offline sessions of a
+// client belong to an earlier owner of its id (the IoT hub: a deleted
+// device identity whose id a new one took).
+type Replacer struct {
+	// Tag names the client id's current owner ("": unknown). The
+	// prepared record keeps it, and a record prepared with another
+	// (non-empty) tag is an earlier owner's. Called at most once per
+	// PrepareSessionReplacing, only when it is needed.
+	Tag func() string
+	// Left reports whether the offline session a connection left at
+	// leftAt (its node's clock) is an earlier owner's.
+	Left func(leftAt time.Time) bool
+}
+
 // PrepareSessionReplacing is PrepareSession that may also replace an
-// offline session a client left when it disconnected (its record names
-// the connection's user name and when it ended; a prepared one names no
-// user): it does when stale, asked only then with that time, reports
-// true. The IoT hub uses it for a device identity created where a
-// deleted one of the same id had a session (stale: the identity has never
-// connected and the session ended before it was created), so that the new
-// device does not resume the old one's session and receive what was
-// queued for it. A session a node holds connected, is connecting or is
-// writing is never replaced.
+// offline session of an earlier owner of the client id (r says which),
+// and reports true then: one a client left when it disconnected (its
+// record names the connection's user name and when it ended; a prepared
+// one names no user), when r.Left says so, and one prepared with a tag
+// other than r.Tag's. The record it writes keeps r.Tag's tag. The IoT hub
+// uses it for a device identity created where a deleted one of the same
+// id had a session (stale: the identity has never connected and the
+// session ended before it was created; or prepared for another
+// generation of the identity), so that the new device does not resume
+// the old one's session and receive what was queued for it. A session a
+// node holds connected, is connecting or is writing is never replaced.
 func (b *Backend) PrepareSessionReplacing(ctx context.Context, clientID string, subs []mqtt.Subscription, expiry time.Duration,
-	stale func(leftAt time.Time) bool) (bool, error) {
-	return b.prepareSession(ctx, clientID, subs, expiry, stale)
+	r Replacer) (bool, error) {
+	return b.prepareSession(ctx, clientID, subs, expiry, &r)
 }
 
 // leftAt is when clientID's connection left the session of rec, an
 // offline record it wrote; zero when rec is none.
 func leftAt(rec *sessionRecord) time.Time {
-	if rec == nil || rec.Deleted || rec.Online || rec.Connect || rec.Username == "" || rec.DisconnectedAt == 0 {
+	if rec == nil || rec.Deleted || rec.Online || rec.Connect || rec.Username == "" || rec.Prepared != "" || rec.DisconnectedAt == 0 {
 		return time.Time{}
 	}
 	return time.UnixMilli(rec.DisconnectedAt)
 }
 
 func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mqtt.Subscription, expiry time.Duration,
-	stale func(leftAt time.Time) bool) (bool, error) {
+	r *Replacer) (bool, error) {
 	if b.isClosed() {
 		return false, ErrClosed
+	}
+	tag, tagged := "", false
+	tagOf := func() string {
+		if !tagged && r != nil && r.Tag != nil {
+			tag = r.Tag()
+		}
+		tagged = true
+		return tag
 	}
 	ended := false // this node ended the client's offline session
 	if srv := b.server(); srv != nil && srv.SessionInstance(clientID) != 0 {
@@ -357,7 +381,7 @@ func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mq
 		b.mu.Lock()
 		left := leftAt(b.sessions[clientID])
 		b.mu.Unlock()
-		if stale == nil || left.IsZero() || srv.Connected(clientID) || !stale(left) || !srv.EndOfflineSession(clientID) {
+		if r == nil || r.Left == nil || left.IsZero() || srv.Connected(clientID) || !r.Left(left) || !srv.EndOfflineSession(clientID) {
 			return false, nil
 		}
 		ended = true
@@ -367,20 +391,33 @@ func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mq
 	rec := b.sessions[clientID]
 	live := rec != nil && !rec.Deleted && !expiredAt(rec, now)
 	left := leftAt(rec)
+	prepared := "" // the tag of a prepared record
+	if live && !rec.Online && !rec.Connect {
+		prepared = rec.Prepared
+	}
 	busy := b.writing[clientID] > 0 || len(b.waits[clientID]) > 0
 	b.mu.Unlock()
 	replacing := ended
 	switch {
 	case busy, !live, ended:
-	case left.IsZero() || stale == nil || !stale(left):
+	case prepared != "":
+		// Prepared for an owner: replaced when the owner changed.
+		if t := tagOf(); t == "" || t == prepared {
+			busy = true
+		} else {
+			replacing = true
+		}
+	case left.IsZero() || r == nil || r.Left == nil || !r.Left(left):
 		busy = true
 	default:
-		// stale took a while: the client may have come back meanwhile.
+		replacing = true
+	}
+	if replacing && !ended {
+		// The check took a while: the client may have come back meanwhile.
 		b.mu.Lock()
 		busy = b.sessions[clientID] != rec || b.writing[clientID] > 0 || len(b.waits[clientID]) > 0
 		b.mu.Unlock()
 		busy = busy || b.instance(clientID) != 0
-		replacing = true
 	}
 	if busy {
 		return false, nil
@@ -404,7 +441,9 @@ func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mq
 		now = time.Now()
 	}
 	st := &mqtt.SessionState{ClientID: clientID, Subscriptions: subs, Expiry: expiry, DisconnectedAt: now}
-	if err := b.writeSession(ctx, b.offlineRecord(st)); err != nil {
+	prep := b.offlineRecord(st)
+	prep.Prepared = tagOf()
+	if err := b.writeSession(ctx, prep); err != nil {
 		return false, err
 	}
 	return true, nil

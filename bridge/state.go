@@ -225,6 +225,12 @@ type sessionRecord struct {
 	// failed; the node tries it again): no later record of the node
 	// settles it, only its will-done marker (will.go).
 	Owe bool `json:"owe,omitempty"`
+	// Prepared: the record PrepareSessionReplacing wrote for a client
+	// that had not connected, naming who it was prepared for
+	// (Replacer.Tag; the IoT hub: the identity's generation id). Absent
+	// on the records of connections, on untagged prepared records and on
+	// those of earlier versions (never replaced by a tag then).
+	Prepared string `json:"prepared,omitempty"`
 
 	q    client.MessageQueue
 	off  int64

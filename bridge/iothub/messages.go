@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smartgo/smartgo/bridge"
 	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/mqtt"
 	tw "github.com/smartgo/smartgo/twin"
@@ -224,17 +225,21 @@ func (h *Hub) SendC2D(ctx context.Context, c *C2DMessage) error {
 // subscription the device SDKs make, devices/{id}/messages/devicebound/#
 // at QoS 1, which its first connect (clean session 0) resumes. An
 // offline session a connection left for an identity that has never
-// connected is a deleted identity's of the same id: it is replaced too,
-// so the new device does not receive the old one's messages (as on IoT
-// Hub, where deleting an identity drops its queue). Every create runs
+// connected is a deleted identity's of the same id, as is a session
+// prepared for another generation of the identity (the prepared record
+// keeps the generation id): it is replaced too, so the new device does
+// not receive the old one's messages (as on IoT Hub, where deleting an
+// identity drops its queue). Every create runs
 // this (twincli.Options.PrepareC2D), as does every send.
 func (h *Hub) prepareC2D(ctx context.Context, deviceID string) error {
 	if strings.ContainsAny(deviceID, "+#") {
 		return nil // no topic of it can be subscribed to: it gets no C2D
 	}
 	sub := mqtt.Subscription{Filter: "devices/" + deviceID + "/messages/devicebound/#", QoS: 1}
-	made, err := h.br.Backend().PrepareSessionReplacing(ctx, deviceID, []mqtt.Subscription{sub}, h.sessionExpiry,
-		func(leftAt time.Time) bool { return h.leftBeforeCreated(ctx, deviceID, leftAt) })
+	made, err := h.br.Backend().PrepareSessionReplacing(ctx, deviceID, []mqtt.Subscription{sub}, h.sessionExpiry, bridge.Replacer{
+		Tag:  func() string { return h.generation(ctx, deviceID) },
+		Left: func(leftAt time.Time) bool { return h.leftBeforeCreated(ctx, deviceID, leftAt) },
+	})
 	if err != nil {
 		return fmt.Errorf("iothub: session for %s's cloud-to-device messages: %w", deviceID, err)
 	}
@@ -242,6 +247,21 @@ func (h *Hub) prepareC2D(ctx context.Context, deviceID string) error {
 		h.log.Debug("iothub: session prepared for a device that has none", "device", deviceID)
 	}
 	return nil
+}
+
+// generation is device id's generation id, new with every creation of
+// the identity ("" when the registry cannot say): the tag of the session
+// prepared for it, so that one prepared for a deleted identity of the
+// same id is replaced, whether or not either ever connected.
+func (h *Hub) generation(ctx context.Context, id string) string {
+	rctx, cancel := h.requestCtx(ctx)
+	defer cancel()
+	d, err := h.twins.GetDevice(rctx, id)
+	if err != nil {
+		h.log.Debug("iothub: generation of a device to prepare", "device", id, "err", err)
+		return ""
+	}
+	return d.GenerationID
 }
 
 // leftBeforeCreated reports whether the session of device id that a

@@ -240,7 +240,10 @@ func TestHubTelemetry(t *testing.T) {
 // identity's queue): the cloud-to-device messages queued for the old
 // one's offline session are not delivered to the new one, whose first
 // connect gets only what was sent to it, whichever node held the old
-// session. They were before: the new device resumed the old session.
+// session. They were before: the new device resumed the old session. The
+// old identity's session is one its connection left, or (never) the one
+// the hub prepared for it, never connected (tagged with its generation
+// id, which the new identity's differs from).
 func TestHubC2DNotForAReplacedIdentity(t *testing.T) {
 	c := startTestCluster(t, 1)
 	a, b := startNode(t, c), startNode(t, c)
@@ -250,23 +253,29 @@ func TestHubC2DNotForAReplacedIdentity(t *testing.T) {
 		name              string
 		holder, creator   *node
 		sender, reconnect *node
+		never             bool // the old identity never connected
 	}{
-		{"one node", a, a, a, a},
-		{"created on another node", a, b, b, b},
-		{"reconnecting to the holder", a, b, b, a},
+		{"one node", a, a, a, a, false},
+		{"created on another node", a, b, b, b, false},
+		{"reconnecting to the holder", a, b, b, a, false},
+		{"never connected", a, a, a, a, true},
+		{"never connected, created again elsewhere", a, b, b, a, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			devID := strings.ReplaceAll(tc.name, " ", "-")
+			devID := strings.NewReplacer(" ", "-", ",", "").Replace(tc.name)
 			id := Identity{DeviceID: devID}
 			dev := createDevice(t, tc.holder, devID)
-			d := dialDevice(t, tc.holder.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
-			d.subscribe("devices/" + devID + "/messages/devicebound/#")
-			d.Send(&packets.Disconnect{})
-			d.Closed()
-			waitFor(t, 10*time.Second, "the disconnect recorded", func() bool {
-				got, err := tc.holder.hub.Twins().GetDevice(ctx, devID)
-				return err == nil && got.ConnectionState == "Disconnected" && !strings.HasPrefix(got.ConnectionStateUpdatedTime, "0001")
-			})
+			oldGen := dev.GenerationID
+			if !tc.never {
+				d := dialDevice(t, tc.holder.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+				d.subscribe("devices/" + devID + "/messages/devicebound/#")
+				d.Send(&packets.Disconnect{})
+				d.Closed()
+				waitFor(t, 10*time.Second, "the disconnect recorded", func() bool {
+					got, err := tc.holder.hub.Twins().GetDevice(ctx, devID)
+					return err == nil && got.ConnectionState == "Disconnected" && !strings.HasPrefix(got.ConnectionStateUpdatedTime, "0001")
+				})
+			}
 			if err := tc.sender.hub.SendC2D(ctx, &C2DMessage{DeviceID: devID, Body: []byte("for the old device")}); err != nil {
 				t.Fatal(err)
 			}
@@ -274,6 +283,9 @@ func TestHubC2DNotForAReplacedIdentity(t *testing.T) {
 				t.Fatal(err)
 			}
 			dev = createDevice(t, tc.creator, devID)
+			if dev.GenerationID == "" || dev.GenerationID == oldGen {
+				t.Fatalf("generation ids %q then %q", oldGen, dev.GenerationID)
+			}
 			if err := tc.sender.hub.SendC2D(ctx, &C2DMessage{DeviceID: devID, Body: []byte("for the new device")}); err != nil {
 				t.Fatal(err)
 			}
@@ -283,7 +295,7 @@ func TestHubC2DNotForAReplacedIdentity(t *testing.T) {
 			for end := time.Now().Add(10 * time.Second); tc.holder.br.Server().SessionInstance(devID) != 0 && time.Now().Before(end); {
 				time.Sleep(10 * time.Millisecond)
 			}
-			d = dialDevice(t, tc.reconnect.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+			d := dialDevice(t, tc.reconnect.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
 			if p := d.expect(); string(p.Payload) != "for the new device" {
 				t.Fatalf("the new device got %q", p.Payload)
 			}
