@@ -74,6 +74,9 @@ type Broker struct {
 	// Sends not answered yet (sendasync.go), at most sendLimit.
 	sendsInFlight atomic.Int64
 	sendLimit     int64
+	// maxBatchBody is the store's MaxMessageSize: the largest encoded
+	// SEND_BATCH body accepted (send.go putBatch).
+	maxBatchBody int
 
 	// Replication (broker/ha.go): haSrv on a master, haCli on a slave
 	// (both change with the role in controller mode).
@@ -198,6 +201,7 @@ func New(opts Options) (*Broker, error) {
 	if b.store, err = store.Open(so); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
+	b.maxBatchBody = b.store.Options().MaxMessageSize
 	if ln, err = bound.listen(); err != nil { // recovery is done: accept clients
 		return nil, fmt.Errorf("broker: listen %s: %w", opts.ListenAddr, err)
 	}

@@ -209,6 +209,12 @@ func (b *Broker) putBatch(a *pendingSend, tmpl *record.Message, body []byte) *pr
 	if _, ok := record.LookupPropertyString(tmpl.Properties, record.PropertyDelayLevel); ok {
 		return errResp(protocol.MessageIllegal, "batch messages cannot have a delay level")
 	}
+	if len(body) > b.maxBatchBody {
+		// RocketMQ's store refuses a batch whose encoded body (all its
+		// items) exceeds maxMessageSize, each item may be small: its
+		// broker answers MESSAGE_ILLEGAL with the remark below.
+		return errResp(protocol.MessageIllegal, "%s (batch body of %d bytes)", illegalMessageRemark(b.maxBatchBody), len(body))
+	}
 	bp := batchItemsPool.Get().(*[]record.BatchItem)
 	defer func() {
 		clear(*bp) // the items point into the request body
@@ -423,6 +429,12 @@ func (b *Broker) divertDelayedBy(m *record.Message, v string, ok bool) error {
 	m.Properties = appendProperty(m.Properties, record.PropertyRealQueueID, strconv.Itoa(int(m.QueueID)))
 	m.Topic, m.QueueID = ScheduleTopic, int32(level-1)
 	return nil
+}
+
+// illegalMessageRemark is the remark of RocketMQ's broker for a message
+// its store refused as illegal (a body over maxMessageSize, max bytes).
+func illegalMessageRemark(max int) string {
+	return fmt.Sprintf("the message is illegal, maybe msg body or properties length not matched. msg body length limit %dB, msg properties length limit 32KB.", max)
 }
 
 // putStatusCode maps a stored message's status to the send response code.
