@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -63,7 +64,9 @@ func (b *Backend) PublishAsync(ctx context.Context, m *mqtt.Message, done func(e
 }
 
 // storeOrdered stores items in order: batches where possible, otherwise
-// one Publish each. A failed batch fails each of its messages.
+// one Publish each. A failed batch fails each of its messages, but for a
+// batch refused as illegal (too large as a whole), whose messages are
+// stored one by one.
 func (b *Backend) storeOrdered(ctx context.Context, key string, items []ingressItem) {
 	for len(items) > 0 {
 		msgs := b.batchable(items)
@@ -75,6 +78,16 @@ func (b *Backend) storeOrdered(ctx context.Context, key string, items []ingressI
 		}
 		start := time.Now()
 		err := b.sendBatch(ctx, msgs, key)
+		if errors.Is(err, client.ErrBadMessage) {
+			// A broker bounds a whole batch by its max_message_size,
+			// which may be below maxIngressBatchBytes; nothing of the
+			// batch was stored: each message goes alone, in order.
+			for _, it := range items[:n] {
+				it.done(b.Publish(ctx, it.m))
+			}
+			items = items[n:]
+			continue
+		}
 		b.metrics.observe(start, n, err)
 		if err != nil {
 			err = storeFailed(strconv.Itoa(n)+" messages", err)

@@ -20,11 +20,14 @@ import (
 
 // The stalled consumer's pulls on topic S: stalledPulls woken before the
 // clock starts and stalledLive during the round, each answered with
-// stalledPullMax messages of 4 KiB (128 KiB).
+// stalledPullMax messages of stalledBody bytes (about 128 KiB). The
+// batches of 2*stalledPullMax such messages that fill S stay within the
+// test store's MaxMessageSize (256 KiB), which bounds a whole batch.
 const (
 	stalledPulls   = 200
 	stalledLive    = 100
 	stalledPullMax = 32
+	stalledBody    = 4<<10 - 64
 )
 
 // stallRound is what one round of the stalled-consumer scenario measured:
@@ -82,7 +85,7 @@ func stalledRun(tb testing.TB, stall bool, n int, mark func(at int)) stallRound 
 	// socket buffers take.
 	var batch []byte
 	for range 2 * stalledPullMax {
-		batch = record.AppendBatchItem(batch, 0, []byte(strings.Repeat("x", 4<<10)), "")
+		batch = record.AppendBatchItem(batch, 0, []byte(strings.Repeat("x", stalledBody)), "")
 	}
 	sendBatch := func(c *testClient, q int32) {
 		h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "S", DefaultTopic: AutoCreateTopicKey,
@@ -444,7 +447,7 @@ func stallPeer(t *testing.T, b *Broker, prod *testClient, hello *protocol.Comman
 	testutil.WaitFor(t, 10*time.Second, "the stalled peer's pulls held", func() bool { return b.hold.Len() == stalledPulls })
 	var batch []byte
 	for range 2 * stalledPullMax {
-		batch = record.AppendBatchItem(batch, 0, []byte(strings.Repeat("x", 4<<10)), "")
+		batch = record.AppendBatchItem(batch, 0, []byte(strings.Repeat("x", stalledBody)), "")
 	}
 	h := &protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "S", DefaultTopic: AutoCreateTopicKey,
 		DefaultTopicQueueNums: 4, QueueID: 0, Batch: true}

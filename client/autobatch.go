@@ -2,10 +2,12 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -33,6 +35,9 @@ import (
 // retryable failure retries the whole batch on another broker, as a single
 // send would be. Messages that cannot travel in a batch go alone: delay
 // levels, compressed bodies, retry topics, topics still being auto-created.
+// A batch the broker refuses as MESSAGE_ILLEGAL (its whole body over the
+// broker's maxMessageSize, which may be below AutoBatchMaxBytes) stored
+// nothing: its messages are sent again, each alone.
 
 // asyncItem is one pending async send.
 type asyncItem struct {
@@ -208,12 +213,42 @@ func (p *Producer) sendItems(tb *topicBatcher, items []asyncItem) {
 	p.batches.Add(1)
 	p.sendAsyncAttempt(ctx, pm, tr, "", 1+p.opts.Retries, func(r *SendResult, err error) {
 		cancel()
-		p.splitBatchResult(items, r, err)
 		if pm.pool != nil {
 			pm.release() // the owner's reference
 		}
+		if refusedAsIllegal(err) {
+			// A broker bounds a whole batch by its maxMessageSize, which
+			// may be below AutoBatchMaxBytes; nothing of the batch was
+			// stored: each message goes alone.
+			p.sendEachAlone(items, tr, done)
+			return
+		}
+		p.splitBatchResult(items, r, err)
 		done()
 	})
+}
+
+// refusedAsIllegal reports whether err is a broker's MESSAGE_ILLEGAL
+// answer.
+func refusedAsIllegal(err error) bool {
+	var be *BrokerError
+	return errors.As(err, &be) && be.Code == protocol.MessageIllegal
+}
+
+// sendEachAlone sends items one request each, in parallel; done runs once
+// all completed.
+func (p *Producer) sendEachAlone(items []asyncItem, tr *topicRoute, done func()) {
+	var left atomic.Int32
+	left.Store(int32(len(items)))
+	for i := range items {
+		it := items[i]
+		p.sendAsyncAttempt(it.ctx, it.pm, tr, "", 1+p.opts.Retries, func(r *SendResult, err error) {
+			p.finish(&it, r, err)
+			if left.Add(-1) == 0 {
+				done()
+			}
+		})
+	}
 }
 
 // batchOf encodes items (all of one topic) as one SEND_BATCH_MESSAGE.
