@@ -77,6 +77,9 @@ type Broker struct {
 	// maxBatchBody is the store's MaxMessageSize: the largest encoded
 	// SEND_BATCH body accepted (send.go putBatch).
 	maxBatchBody int
+	// Offset change notices to slaves (metasync.go).
+	offsetKick     chan struct{} // cap 1: consumer or delay offsets changed
+	offsetSyncKick chan struct{} // cap 1: a slave copies its master's offsets now
 
 	// Replication (broker/ha.go): haSrv on a master, haCli on a slave
 	// (both change with the role in controller mode).
@@ -180,6 +183,8 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.metaKick, b.syncKick = make(chan struct{}, 1), make(chan struct{}, 1)
 	b.topics.version.onBump, b.groups.version.onBump = b.metaChanged, b.metaChanged
+	b.offsetKick, b.offsetSyncKick = make(chan struct{}, 1), make(chan struct{}, 1)
+	b.offsets.onChange, b.delayOffsets.onChange = b.offsetsChanged, b.offsetsChanged
 	b.consumers = NewConsumerManager()
 	b.producers = NewProducerManager()
 	b.locks = NewLockManager(0)
@@ -256,6 +261,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.store.OnArrival(b.onArrival) // after startHA: it reads b.haSrv
 	b.goFunc(func() { b.notifySlavesLoop(ctx) })
+	b.goFunc(func() { b.notifyOffsetsLoop(ctx) })
 	b.goFunc(func() { b.trackReplication(ctx) })
 	if len(opts.Registries) > 0 {
 		b.client.OnConnClose(b.registryConnClosed)

@@ -27,7 +27,8 @@ import (
 //     SlaveAckTimeout. Either way the message is stored on the master.
 //   - SLAVE refuses sends, replicates the master's log, copies its topics,
 //     subscription groups, consumer offsets and delay offsets every
-//     SlaveSyncInterval and whenever the master's topics or groups change
+//     SlaveSyncInterval and whenever the master's topics or groups change,
+//     and its offsets within about a quarter second of their change
 //     (metasync.go), and serves pulls: always when SlaveReadEnable,
 //     otherwise only while its master is unreachable (with the master up
 //     it answers PULL_RETRY_IMMEDIATELY suggesting broker 0). It takes
@@ -197,6 +198,7 @@ func (b *Broker) slaveSyncLoop(ctx context.Context) {
 			wait = min(wait, time.Second)
 		}
 		t := time.NewTimer(wait)
+		offsetsOnly := false
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -204,9 +206,22 @@ func (b *Broker) slaveSyncLoop(ctx context.Context) {
 		case <-t.C:
 		case <-b.syncKick: // the master's metadata changed, or the HA link came up (metasync.go)
 			t.Stop()
+		case <-b.offsetSyncKick: // the master's offsets changed (metasync.go)
+			t.Stop()
+			offsetsOnly = synced
 		}
 		if !b.isSlave() {
 			synced = false // controller mode: a master copies nothing
+			continue
+		}
+		if offsetsOnly {
+			addr := b.masterRemotingAddr()
+			if addr == "" {
+				continue
+			}
+			if err := b.syncOffsetsFrom(ctx, addr); err != nil {
+				b.log.Debug("copy offsets from master", "err", err)
+			}
 			continue
 		}
 		if err := b.syncFromMaster(ctx); err != nil {
@@ -217,6 +232,39 @@ func (b *Broker) slaveSyncLoop(ctx context.Context) {
 	}
 }
 
+// getFromMaster sends a request of code without header or body to the
+// master at addr and returns its answer's body.
+func (b *Broker) getFromMaster(ctx context.Context, addr string, code int32) ([]byte, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := b.client.Invoke(cctx, addr, protocol.NewRequest(code, nil, nil))
+	if err != nil {
+		return nil, fmt.Errorf("broker: request %d to master %s: %w", code, addr, err)
+	}
+	if resp.Code != protocol.Success {
+		return nil, fmt.Errorf("broker: master %s answered %d to request %d: %s", addr, resp.Code, code, resp.Remark)
+	}
+	return resp.Body, nil
+}
+
+// syncOffsetsFrom copies consumer offsets and delay offsets from the
+// master at addr (GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET).
+func (b *Broker) syncOffsetsFrom(ctx context.Context, addr string) error {
+	body, err := b.getFromMaster(ctx, addr, protocol.GetAllConsumerOffset)
+	if err != nil {
+		return err
+	}
+	var ow protocol.ConsumerOffsetSerializeWrapper
+	if err := protocol.DecodeJSON(body, &ow); err != nil {
+		return fmt.Errorf("broker: master consumer offsets: %w", err)
+	}
+	b.offsets.Replace(ow)
+	if body, err = b.getFromMaster(ctx, addr, protocol.GetAllDelayOffset); err != nil {
+		return err
+	}
+	return b.delayOffsets.Replace(body)
+}
+
 // syncFromMaster copies topics, groups, consumer offsets and delay offsets
 // from the master (GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
 // GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET).
@@ -225,18 +273,7 @@ func (b *Broker) syncFromMaster(ctx context.Context) error {
 	if addr == "" {
 		return errNoMaster
 	}
-	get := func(code int32) ([]byte, error) {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		resp, err := b.client.Invoke(cctx, addr, protocol.NewRequest(code, nil, nil))
-		if err != nil {
-			return nil, fmt.Errorf("broker: request %d to master %s: %w", code, addr, err)
-		}
-		if resp.Code != protocol.Success {
-			return nil, fmt.Errorf("broker: master %s answered %d to request %d: %s", addr, resp.Code, code, resp.Remark)
-		}
-		return resp.Body, nil
-	}
+	get := func(code int32) ([]byte, error) { return b.getFromMaster(ctx, addr, code) }
 	body, err := get(protocol.GetAllTopicConfig)
 	if err != nil {
 		return err
@@ -276,18 +313,7 @@ func (b *Broker) syncFromMaster(ctx context.Context) error {
 			}
 		}
 	}
-	if body, err = get(protocol.GetAllConsumerOffset); err != nil {
-		return err
-	}
-	var ow protocol.ConsumerOffsetSerializeWrapper
-	if err := protocol.DecodeJSON(body, &ow); err != nil {
-		return fmt.Errorf("broker: master consumer offsets: %w", err)
-	}
-	b.offsets.Replace(ow)
-	if body, err = get(protocol.GetAllDelayOffset); err != nil {
-		return err
-	}
-	return b.delayOffsets.Replace(body)
+	return b.syncOffsetsFrom(ctx, addr)
 }
 
 // haRuntimeInfo adds replication keys to GET_BROKER_RUNTIME_INFO:

@@ -22,18 +22,44 @@ import (
 // whoever sent the notice, and a master without slaves does nothing. A
 // slave disconnected at the time of a change gets no notice: it copies
 // after each HA handshake instead.
+//
+// Consumer and delay offsets change far more often (each commit, each
+// delayed message delivered): a change wakes notifyOffsetsLoop, which
+// sends the same notice with the ext field scope=offsets, at most once
+// per offsetNoticeInterval (the changes in between coalesce into the
+// next notice); the slave then copies only the offsets
+// (GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET). After a failover the
+// promoted slave so has the offsets committed up to about
+// offsetNoticeInterval before the master died, not SlaveSyncInterval. A
+// slave that does not know the field copies everything.
 
 // metaNoticeTimeout bounds the dial and write of one notice.
 const metaNoticeTimeout = 2 * time.Second
 
-// metaChanged is the topic and group tables' bump hook: it wakes
-// notifySlavesLoop without blocking.
-func (b *Broker) metaChanged() {
-	select {
-	case b.metaKick <- struct{}{}:
-	default:
+// offsetNoticeInterval is the least time between two offset notices to a
+// master's slaves: a busy consumer costs each slave at most a few copies
+// of the offset tables a second.
+const offsetNoticeInterval = 250 * time.Millisecond
+
+// Ext field of NOTIFY_METADATA_CHANGED naming what changed: absent for
+// topics and groups (copy everything), noticeScopeOffsets for offsets.
+const (
+	fieldNoticeScope   = "scope"
+	noticeScopeOffsets = "offsets"
+)
+
+// offsetsChanged is the offset tables' change hook: it wakes
+// notifyOffsetsLoop without blocking, on a master (a slave connecting
+// later copies everything at its handshake).
+func (b *Broker) offsetsChanged() {
+	if b.haSrv.Load() != nil {
+		kick(b.offsetKick)
 	}
 }
+
+// metaChanged is the topic and group tables' bump hook: it wakes
+// notifySlavesLoop without blocking.
+func (b *Broker) metaChanged() { kick(b.metaKick) }
 
 // notifySlavesLoop sends the change notice to the connected slaves after
 // each change, until ctx ends.
@@ -44,39 +70,78 @@ func (b *Broker) notifySlavesLoop(ctx context.Context) {
 			return
 		case <-b.metaKick:
 		}
-		srv := b.haSrv.Load()
-		if srv == nil {
-			continue
+		b.noticeSlaves(ctx, "")
+	}
+}
+
+// notifyOffsetsLoop sends the offsets' change notice to the connected
+// slaves after each change, at most once per offsetNoticeInterval, until
+// ctx ends.
+func (b *Broker) notifyOffsetsLoop(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.offsetKick:
 		}
-		for _, s := range srv.Slaves() {
-			if s.BrokerAddr == "" {
-				continue // a slave too old to take the notice
-			}
-			cctx, cancel := context.WithTimeout(ctx, metaNoticeTimeout)
-			err := b.client.InvokeOneway(cctx, s.BrokerAddr, protocol.NewRequest(protocol.NotifyMetadataChanged, nil, nil))
-			cancel()
-			if err != nil {
-				b.plog.Warn("cannot tell a slave its master's metadata changed", "slave", s.BrokerAddr, "err", err)
-			}
+		b.noticeSlaves(ctx, noticeScopeOffsets)
+		t.Reset(offsetNoticeInterval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// noticeSlaves sends NOTIFY_METADATA_CHANGED one way to each connected
+// slave; scope is the ext field's value ("" for none).
+func (b *Broker) noticeSlaves(ctx context.Context, scope string) {
+	srv := b.haSrv.Load()
+	if srv == nil {
+		return
+	}
+	for _, s := range srv.Slaves() {
+		if s.BrokerAddr == "" {
+			continue // a slave too old to take the notice
+		}
+		req := protocol.NewRequest(protocol.NotifyMetadataChanged, nil, nil)
+		if scope != "" {
+			req.ExtFields = protocol.ExtFields{fieldNoticeScope: scope}
+		}
+		cctx, cancel := context.WithTimeout(ctx, metaNoticeTimeout)
+		err := b.client.InvokeOneway(cctx, s.BrokerAddr, req)
+		cancel()
+		if err != nil {
+			b.plog.Warn("cannot tell a slave its master's metadata changed", "slave", s.BrokerAddr, "err", err)
 		}
 	}
 }
 
 // processMetadataChanged serves NOTIFY_METADATA_CHANGED: a slave copies
-// its master's metadata now.
-func (b *Broker) processMetadataChanged(_ *remoting.Conn, _ *protocol.Command) (*protocol.Command, error) {
+// its master's metadata (or only its offsets) now.
+func (b *Broker) processMetadataChanged(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	if b.isSlave() {
-		b.kickSync()
+		if req.ExtFields[fieldNoticeScope] == noticeScopeOffsets {
+			kick(b.offsetSyncKick)
+		} else {
+			b.kickSync()
+		}
 	}
 	return protocol.NewResponse(protocol.Success, ""), nil
+}
+
+// kick wakes the loop that waits on ch (capacity 1) without blocking.
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // kickSync makes the slave's sync loop copy its master's metadata now:
 // on a notice, and after each HA handshake (ha.Options.OnConnected), as
 // a master notices only the slaves connected at the time of a change.
-func (b *Broker) kickSync() {
-	select {
-	case b.syncKick <- struct{}{}:
-	default:
-	}
-}
+func (b *Broker) kickSync() { kick(b.syncKick) }

@@ -19,6 +19,10 @@ type OffsetManager struct {
 	table     map[string]map[int32]int64 // protected by mu; "topic@group" -> queue -> offset
 	dirty     bool                       // protected by mu
 	persistMu sync.Mutex
+	// onChange, if set before first use, is called (outside mu, must not
+	// block) after a commit, clone or delete changed the table; Replace
+	// does not call it.
+	onChange func()
 }
 
 func offsetKey(topic, group string) string { return topic + "@" + group }
@@ -52,11 +56,22 @@ func (m *OffsetManager) Commit(group, topic string, queueID int32, offset int64)
 		q = map[int32]int64{}
 		m.table[k] = q
 	}
+	changed := false
 	if cur, ok := q[queueID]; !ok || cur != offset { // a first commit of 0 is an offset too
 		q[queueID] = offset
-		m.dirty = true
+		m.dirty, changed = true, true
 	}
 	m.mu.Unlock()
+	if changed {
+		m.changed()
+	}
+}
+
+// changed calls onChange, if any.
+func (m *OffsetManager) changed() {
+	if m.onChange != nil {
+		m.onChange()
+	}
 }
 
 // Query returns the committed offset of a queue and whether there is one.
@@ -127,9 +142,9 @@ func (m *OffsetManager) TopicsOfGroup(group string) []string {
 // reports whether src had any.
 func (m *OffsetManager) Clone(src, dst, topic string) bool {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	q, ok := m.table[offsetKey(topic, src)]
 	if !ok {
+		m.mu.Unlock()
 		return false
 	}
 	c := make(map[int32]int64, len(q))
@@ -138,31 +153,41 @@ func (m *OffsetManager) Clone(src, dst, topic string) bool {
 	}
 	m.table[offsetKey(topic, dst)] = c
 	m.dirty = true
+	m.mu.Unlock()
+	m.changed()
 	return true
 }
 
 // DeleteGroup forgets a group's offsets on every topic.
 func (m *OffsetManager) DeleteGroup(group string) {
+	changed := false
 	m.mu.Lock()
 	for k := range m.table {
 		if i := strings.LastIndexByte(k, '@'); i >= 0 && k[i+1:] == group {
 			delete(m.table, k)
-			m.dirty = true
+			m.dirty, changed = true, true
 		}
 	}
 	m.mu.Unlock()
+	if changed {
+		m.changed()
+	}
 }
 
 // DeleteTopic forgets every group's offsets on a deleted topic.
 func (m *OffsetManager) DeleteTopic(topic string) {
+	changed := false
 	m.mu.Lock()
 	for k := range m.table {
 		if t, _, _ := strings.Cut(k, "@"); t == topic {
 			delete(m.table, k)
-			m.dirty = true
+			m.dirty, changed = true, true
 		}
 	}
 	m.mu.Unlock()
+	if changed {
+		m.changed()
+	}
 }
 
 // Snapshot returns a copy of the whole table (GET_ALL_CONSUMER_OFFSET).
@@ -224,6 +249,7 @@ type DelayOffsets struct {
 	table     map[int32]int64 // protected by mu
 	dirty     bool            // protected by mu: table differs from the file
 	persistMu sync.Mutex
+	onChange  func() // as OffsetManager.onChange, after a Set changed an offset
 }
 
 type delayOffsetFile struct {
@@ -255,11 +281,15 @@ func (d *DelayOffsets) Get(level int32) int64 {
 // Set records the next offset to process for a delay level.
 func (d *DelayOffsets) Set(level int32, offset int64) {
 	d.mu.Lock()
+	changed := false
 	if old, ok := d.table[level]; !ok || old != offset {
 		d.table[level] = offset
-		d.dirty = true
+		d.dirty, changed = true, true
 	}
 	d.mu.Unlock()
+	if changed && d.onChange != nil {
+		d.onChange()
+	}
 }
 
 // JSON returns delayOffset.json's content (GET_ALL_DELAY_OFFSET).
