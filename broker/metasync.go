@@ -2,10 +2,13 @@ package broker
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store/ha"
 )
 
 // Metadata change notices (NOTIFY_METADATA_CHANGED, 9140).
@@ -19,7 +22,9 @@ import (
 // notice one way to each slave's remoting address (given in its HA
 // hello); the slave's sync loop then copies at once. Bumps coalesce (one
 // notice per slave per round), a slave copies from the master it follows
-// whoever sent the notice, and a master without slaves does nothing. A
+// and takes the notice only from that master's host, and a master without
+// slaves does nothing. The master sends to the port the slave's HA hello
+// names, on the IP the HA connection comes from: never to another host. A
 // slave disconnected at the time of a change gets no notice: it copies
 // after each HA handshake instead.
 //
@@ -107,23 +112,35 @@ func (b *Broker) noticeSlaves(ctx context.Context, scope string) {
 		if s.BrokerAddr == "" {
 			continue // a slave too old to take the notice
 		}
+		addr := noticeAddr(s)
+		if addr == "" {
+			b.plog.Warn("a slave's HA hello names no usable remoting address", "slave", s.Addr, "claimed", s.BrokerAddr)
+			continue
+		}
 		req := protocol.NewRequest(protocol.NotifyMetadataChanged, nil, nil)
 		if scope != "" {
 			req.ExtFields = protocol.ExtFields{fieldNoticeScope: scope}
 		}
 		cctx, cancel := context.WithTimeout(ctx, metaNoticeTimeout)
-		err := b.client.InvokeOneway(cctx, s.BrokerAddr, req)
+		err := b.client.InvokeOneway(cctx, addr, req)
 		cancel()
 		if err != nil {
-			b.plog.Warn("cannot tell a slave its master's metadata changed", "slave", s.BrokerAddr, "err", err)
+			b.plog.Warn("cannot tell a slave its master's metadata changed", "slave", addr, "err", err)
 		}
 	}
 }
 
 // processMetadataChanged serves NOTIFY_METADATA_CHANGED: a slave copies
-// its master's metadata (or only its offsets) now.
-func (b *Broker) processMetadataChanged(_ *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
+// its master's metadata (or only its offsets) now. The notice is taken
+// only from the host of the master the slave follows (fromMaster): any
+// other peer could otherwise make the slave copy as often as it sends.
+func (b *Broker) processMetadataChanged(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	if b.isSlave() {
+		if !b.fromMaster(c) {
+			b.plog.Warn("refused a metadata change notice not from this slave's master",
+				"peer", c.RemoteAddr().String(), "master", b.masterRemotingAddr())
+			return errResp(protocol.NoPermission, "NOTIFY_METADATA_CHANGED is taken only from this slave's master"), nil
+		}
 		if req.ExtFields[fieldNoticeScope] == noticeScopeOffsets {
 			kick(b.offsetSyncKick)
 		} else {
@@ -131,6 +148,54 @@ func (b *Broker) processMetadataChanged(_ *remoting.Conn, req *protocol.Command)
 		}
 	}
 	return protocol.NewResponse(protocol.Success, ""), nil
+}
+
+// fromMaster reports whether c comes from the host of the master this
+// slave follows: its remote IP is that of the master's remoting address
+// or of its HA address (registries', the controller's or the HA
+// handshake's view). False while the slave knows no master.
+func (b *Broker) fromMaster(c *remoting.Conn) bool {
+	ap, ok := c.RemoteAddrPort()
+	if !ok {
+		return false
+	}
+	peer := ap.Addr().Unmap()
+	for _, a := range []string{b.masterRemotingAddr(), b.masterHAAddress()} {
+		if ip, ok := hostIP(a); ok && ip == peer {
+			return true
+		}
+	}
+	return false
+}
+
+// hostIP is the IP of a host:port address; false for a host name or a
+// malformed address.
+func hostIP(addr string) (netip.Addr, bool) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ip.Unmap(), true
+}
+
+// noticeAddr is where a master sends a slave's notices: the port its HA
+// hello names (Slave.BrokerAddr) on the IP its HA connection comes from
+// (Slave.Addr), so a hello cannot make the master dial another host; ""
+// when either address is malformed.
+func noticeAddr(s ha.Slave) string {
+	ip, ok := hostIP(s.Addr)
+	if !ok {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(s.BrokerAddr)
+	if err != nil || port == "" {
+		return ""
+	}
+	return net.JoinHostPort(ip.String(), port)
 }
 
 // kick wakes the loop that waits on ch (capacity 1) without blocking.

@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/client/admin"
+	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/store/ha"
+)
+
+// dialFrom connects to addr from the loopback address local (any
+// 127.0.0.0/8 address is this host's).
+func dialFrom(t *testing.T, local, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: 5 * time.Second}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial %s from %s: %v", addr, local, err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	return nc
+}
+
+// notice sends NOTIFY_METADATA_CHANGED to addr from local and returns
+// the answer's code.
+func notice(t *testing.T, local, addr string) int32 {
+	t.Helper()
+	nc := dialFrom(t, local, addr)
+	frame, err := protocol.EncodeFrame(protocol.NewRequest(protocol.NotifyMetadataChanged, nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	resp, _, err := protocol.ReadFrame(nc, nil, 1<<20)
+	if err != nil {
+		t.Fatalf("answer to the notice from %s: %v", local, err)
+	}
+	return resp.Code
+}
+
+// TestClusterHASlaveTakesNoticeOnlyFromMaster: a slave takes
+// NOTIFY_METADATA_CHANGED from its master's host (127.0.0.1 here) and
+// refuses it (NO_PERMISSION) from any other (127.0.0.2), so a stranger
+// cannot make it copy its master's tables at will. The master's own
+// notices still bring a change at once.
+func TestClusterHASlaveTakesNoticeOnlyFromMaster(t *testing.T) {
+	c := startHACluster(t, Options{Slave: func(_ int, o *broker.Options) { o.SlaveSyncInterval = time.Hour }})
+	m, s := c.Broker(0), c.Slave(0)
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if mv, sv := m.Topics().DataVersion(), s.Topics().DataVersion(); mv != sv {
+			return fmt.Errorf("slave topic table at %+v, master at %+v", sv, mv)
+		}
+		return nil
+	})
+	if code := notice(t, "127.0.0.2", s.Addr()); code != protocol.NoPermission {
+		t.Fatalf("notice from 127.0.0.2: code %d, want %d", code, protocol.NoPermission)
+	}
+	if code := notice(t, "127.0.0.1", s.Addr()); code != protocol.Success {
+		t.Fatalf("notice from the master's host: code %d", code)
+	}
+	a, err := admin.New(admin.Options{Registries: c.RegistryAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	const topic = "NoticeFromMaster"
+	if err := a.CreateTopic(context.Background(), "TestCluster", admin.TopicConfig{Name: topic, ReadQueues: 3, WriteQueues: 3}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if tc, ok := s.Topics().Get(topic); !ok || tc.ReadQueueNums != 3 {
+			return fmt.Errorf("slave's topic %+v (%v), want 3 queues", tc, ok)
+		}
+		return nil
+	})
+}
+
+// TestClusterHAMasterNoticesOnlyTheHelloHost: a peer that connects to
+// the master's HA port from 127.0.0.2 and claims, in its hello, the
+// remoting address 127.0.0.1:P gets its metadata change notice at
+// 127.0.0.2:P, the IP its HA connection came from: the master never dials
+// the host the hello names.
+func TestClusterHAMasterNoticesOnlyTheHelloHost(t *testing.T) {
+	c := startHACluster(t, Options{})
+	m := c.Broker(0)
+	// The same port on both addresses: the claimed one and the peer's.
+	own, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2: %v", err)
+	}
+	t.Cleanup(func() { _ = own.Close() })
+	port := own.Addr().(*net.TCPAddr).Port
+	claimed, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Skipf("port %d not free on 127.0.0.1: %v", port, err)
+	}
+	t.Cleanup(func() { _ = claimed.Close() })
+	accepted := func(ln net.Listener) <-chan *protocol.Command {
+		ch := make(chan *protocol.Command, 4)
+		go func() {
+			for {
+				nc, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer nc.Close()
+					cmd, _, err := protocol.ReadFrame(nc, nil, 1<<20)
+					if err == nil {
+						ch <- cmd
+					}
+				}()
+			}
+		}()
+		return ch
+	}
+	atOwn, atClaimed := accepted(own), accepted(claimed)
+
+	// A fake slave: hello, the master's hello, a first report; then it
+	// drains what the master streams.
+	hc := dialFrom(t, "127.0.0.2", m.HAAddr())
+	hello, err := ha.AppendHello(nil, ha.Hello{SegmentSize: m.Store().Options().SegmentSize, BrokerName: "broker-a",
+		BrokerAddr: "127.0.0.1:" + strconv.Itoa(port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.Write(hello); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.Write(binary.BigEndian.AppendUint64(nil, uint64(m.Store().MaxPhysicalOffset()))); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, hc) }()
+	testutil.Eventually(t, 20*time.Second, func() error {
+		for _, sl := range m.HAServer().Slaves() {
+			if h, _, _ := net.SplitHostPort(sl.Addr); h == "127.0.0.2" {
+				return nil
+			}
+		}
+		return errors.New("the fake slave is not connected")
+	})
+	a, err := admin.New(admin.Options{Registries: c.RegistryAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	if err := a.CreateTopic(context.Background(), "TestCluster", admin.TopicConfig{Name: "NoticeHost", ReadQueues: 1, WriteQueues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case cmd := <-atOwn:
+		if cmd.Code != protocol.NotifyMetadataChanged {
+			t.Fatalf("the peer's own address got request %d", cmd.Code)
+		}
+	case cmd := <-atClaimed:
+		t.Fatalf("the master dialled the claimed host 127.0.0.1:%d (request %d)", port, cmd.Code)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no notice at the peer's own address")
+	}
+	select {
+	case cmd := <-atClaimed:
+		t.Fatalf("the master dialled the claimed host 127.0.0.1:%d too (request %d)", port, cmd.Code)
+	default:
+	}
+}
