@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -27,11 +28,19 @@ import (
 //
 // Each ring serves one sync at a time: a caller takes an idle ring (or
 // sets one up), submits, waits, and gives it back; up to uringIdle idle
-// rings are kept. Where io_uring is missing or refused (old kernels,
-// seccomp profiles that block it, io_uring_disabled) the first setup's
-// failure turns it off for the process and fdatasync is called directly;
-// a sync the ring could not run (cancelled with its submitting thread)
-// is retried the same way.
+// rings are kept, and at most uringMax exist (a sync that finds them all
+// busy calls fdatasync directly): with its eventfd a ring holds two
+// descriptors, so the rings of the process hold at most 16 (beside a
+// store's MaxOpenFiles, which counts only its data files). Where io_uring is
+// missing or refused (old kernels, seccomp profiles that block it,
+// io_uring_disabled) the first setup's failure turns it off for the
+// process and fdatasync is called directly. A setup that fails for want
+// of a resource that may come back (EMFILE, ENFILE, ENOMEM, EAGAIN:
+// descriptors or locked memory taken for now) only pauses setups:
+// fdatasync is called directly until the pause ends (uringRetryMin,
+// doubling at each further failure up to uringRetryMax) and the next
+// setup tries again. A sync the ring could not run (cancelled with its
+// submitting thread) is retried directly too.
 
 // io_uring ABI (include/uapi/linux/io_uring.h).
 const (
@@ -53,6 +62,13 @@ const (
 	// a thread submitted ran one after the other: a commitlog group
 	// commit waited for a consume queue's sync.
 	uringEntries = 8
+	// uringMax bounds the rings set up at once (idle or serving a sync).
+	uringMax = 8
+	// A setup that failed for a passing want of resources pauses setups
+	// for uringRetryMin, doubled at each failure in a row up to
+	// uringRetryMax.
+	uringRetryMin = 100 * time.Millisecond
+	uringRetryMax = 10 * time.Second
 )
 
 // uringParams is struct io_uring_params.
@@ -86,9 +102,12 @@ type uring struct {
 }
 
 var uringPool struct {
-	off  atomic.Bool // io_uring unavailable: fdatasync directly
-	mu   sync.Mutex
-	idle []*uring
+	off     atomic.Bool // io_uring unavailable: fdatasync directly
+	mu      sync.Mutex
+	idle    []*uring      // protected by mu
+	rings   int           // rings set up and not closed; protected by mu
+	pause   time.Time     // no setup before it; protected by mu
+	backoff time.Duration // the last pause's length, 0 after a setup succeeded; protected by mu
 }
 
 // datasync makes f's data durable (fdatasync).
@@ -105,7 +124,7 @@ func datasync(f *os.File) error {
 	if err != nil {
 		// The ring itself failed: no sync ran (or its result is lost, and
 		// fdatasync again is harmless). Drop the ring, sync directly.
-		r.close()
+		discardURing(r)
 		return unix.Fdatasync(fd)
 	}
 	putURing(r)
@@ -119,6 +138,8 @@ func datasync(f *os.File) error {
 	}
 }
 
+// getURing takes an idle ring or sets one up; nil when none may be set
+// up now (uringMax busy, setups paused, io_uring off).
 func getURing() *uring {
 	uringPool.mu.Lock()
 	if n := len(uringPool.idle); n > 0 {
@@ -127,13 +148,47 @@ func getURing() *uring {
 		uringPool.mu.Unlock()
 		return r
 	}
-	uringPool.mu.Unlock()
-	r, err := newURing()
-	if err != nil {
-		uringPool.off.Store(true)
+	if uringPool.rings >= uringMax || (!uringPool.pause.IsZero() && time.Now().Before(uringPool.pause)) {
+		uringPool.mu.Unlock()
 		return nil
 	}
+	uringPool.rings++
+	uringPool.mu.Unlock()
+	r, err := newURing()
+	uringPool.mu.Lock()
+	defer uringPool.mu.Unlock()
+	if err != nil {
+		uringPool.rings--
+		if !transientSetupError(err) {
+			uringPool.off.Store(true)
+			return nil
+		}
+		uringPool.backoff = min(max(2*uringPool.backoff, uringRetryMin), uringRetryMax)
+		uringPool.pause = time.Now().Add(uringPool.backoff)
+		return nil
+	}
+	uringPool.pause, uringPool.backoff = time.Time{}, 0
 	return r
+}
+
+// transientSetupError reports whether a ring's setup failed for want of
+// a resource that may come back (descriptors, memory), not because
+// io_uring is missing or refused.
+func transientSetupError(err error) bool {
+	for _, e := range []unix.Errno{unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EAGAIN, unix.EINTR, unix.ENOBUFS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// discardURing closes a ring set up by getURing.
+func discardURing(r *uring) {
+	r.close()
+	uringPool.mu.Lock()
+	uringPool.rings--
+	uringPool.mu.Unlock()
 }
 
 func putURing(r *uring) {
@@ -144,7 +199,7 @@ func putURing(r *uring) {
 	}
 	uringPool.mu.Unlock()
 	if r != nil {
-		r.close()
+		discardURing(r)
 	}
 }
 

@@ -9,9 +9,12 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // Datasync goes through io_uring where the kernel offers it: syncs from
@@ -138,5 +141,105 @@ func syncPipe(t *testing.T) {
 	defer w.Close()
 	if err := datasync(w); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("datasync of a pipe: %v, want EINVAL", err)
+	}
+}
+
+// A ring setup that fails for want of descriptors (EMFILE: the process's
+// limit reached for now) does not turn io_uring off: the sync is made
+// directly, setups pause, and once descriptors are back a later sync sets
+// a ring up again.
+func TestVFSDatasyncRingSetupRetried(t *testing.T) {
+	f := writtenFile(t)
+	if err := datasync(f); err != nil {
+		t.Fatal(err)
+	}
+	if uringPool.off.Load() {
+		t.Skip("io_uring unavailable here: fdatasync is called directly")
+	}
+	// No idle ring: the next sync must set one up.
+	uringPool.mu.Lock()
+	idle := uringPool.idle
+	uringPool.idle = nil
+	uringPool.mu.Unlock()
+	for _, r := range idle {
+		discardURing(r)
+	}
+	// The lowest free descriptor becomes the limit: every new one fails
+	// with EMFILE.
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	low, err := unix.Dup(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.Close(low)
+	short := lim
+	short.Cur = uint64(low)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &short); err != nil {
+		t.Fatal(err)
+	}
+	err = datasync(f)
+	if rerr := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil {
+		t.Fatalf("sync while out of descriptors: %v", err)
+	}
+	if uringPool.off.Load() {
+		t.Fatal("a setup that failed with EMFILE turned io_uring off for the process")
+	}
+	uringPool.mu.Lock()
+	paused, n := !uringPool.pause.IsZero(), len(uringPool.idle)
+	uringPool.mu.Unlock()
+	if !paused || n != 0 {
+		t.Fatalf("after the failed setup: paused %v, %d idle rings; want a pause and none", paused, n)
+	}
+	testutil.WaitFor(t, 30*time.Second, "a ring set up again once descriptors came back", func() bool {
+		if err := datasync(f); err != nil {
+			t.Fatal(err)
+		}
+		uringPool.mu.Lock()
+		defer uringPool.mu.Unlock()
+		return len(uringPool.idle) > 0
+	})
+	syncPipe(t)
+}
+
+// At most uringMax rings exist (two descriptors each): with all of them
+// serving, a sync is made directly, and given back they serve again.
+func TestVFSDatasyncRingsBounded(t *testing.T) {
+	f := writtenFile(t)
+	if err := datasync(f); err != nil {
+		t.Fatal(err)
+	}
+	if uringPool.off.Load() {
+		t.Skip("io_uring unavailable here: fdatasync is called directly")
+	}
+	var held []*uring
+	for r := getURing(); r != nil; r = getURing() {
+		held = append(held, r)
+		if len(held) > uringMax {
+			break
+		}
+	}
+	if len(held) != uringMax {
+		t.Fatalf("%d rings taken, want the bound %d", len(held), uringMax)
+	}
+	if err := datasync(f); err != nil {
+		t.Fatalf("sync with every ring busy: %v", err)
+	}
+	for _, r := range held {
+		putURing(r)
+	}
+	uringPool.mu.Lock()
+	rings, idle := uringPool.rings, len(uringPool.idle)
+	uringPool.mu.Unlock()
+	if rings != uringIdle || idle != uringIdle {
+		t.Fatalf("%d rings, %d idle after giving them back; want %d and %d", rings, idle, uringIdle, uringIdle)
+	}
+	if err := datasync(f); err != nil {
+		t.Fatal(err)
 	}
 }
