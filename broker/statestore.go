@@ -255,6 +255,9 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 		s.shards = append(s.shards, sh)
 		s.host.shards = append(s.host.shards, &sh.logShard)
 	}
+	if !slave {
+		s.prepareQueues()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.host.cancel = cancel
 	s.goFunc(func() { s.host.snapshotLoop(ctx, opts.SnapshotInterval) })
@@ -297,8 +300,22 @@ func (s *StateStore) becameMaster() error {
 		return fmt.Errorf("%w: %s has %d queues, state store configured for %d shards", ErrBadOptions, StateStoreTopic, tc.WriteQueueNums, s.opts.Shards)
 	}
 	s.host.becameMaster()
+	s.prepareQueues()
 	s.nudge()
 	return nil
+}
+
+// prepareQueues makes the files of the shards' queues that have none yet
+// (store.PrepareQueue), so that a shard's first SET does not make them in
+// the dispatch of its round, on the poller that serves it. A failure is
+// not the state store's: the queue is then made by its first entry, as
+// before, which reports the cause.
+func (s *StateStore) prepareQueues() {
+	for i := range s.shards {
+		if err := s.b.store.PrepareQueue(StateStoreTopic, int32(i)); err != nil {
+			s.log.Warn("state store: shard queue not prepared", "shard", i, "err", err)
+		}
+	}
 }
 
 // becameSlave implements roleListener. The KEYNOTIFY registrations of

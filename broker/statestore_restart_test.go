@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/statestore"
 )
@@ -128,5 +129,42 @@ func TestStateStoreRestartTime(t *testing.T) {
 			}
 		}
 		restart("without snapshot")
+	}
+}
+
+// A fresh state store makes its shards' queue files when it opens, so a
+// shard's first SET does not make them in its round's dispatch; the
+// shards then write from queue offset 0 and come back after a restart.
+func TestStateStorePreparesShardQueues(t *testing.T) {
+	dir := t.TempDir()
+	b := testBroker(t, dir, nil)
+	s := ssOpen(t, b, nil)
+	for i := range s.Shards() {
+		f := filepath.Join(dir, "consumequeue", StateStoreTopic, strconv.Itoa(i), "00000000000000000000")
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("shard %d: queue file not made at open: %v", i, err)
+		}
+		if got := b.Store().MaxOffset(StateStoreTopic, int32(i)); got != 0 {
+			t.Fatalf("shard %d: prepared queue holds %d entries", i, got)
+		}
+	}
+	if v, _ := ssDo(t, s, "c", "SET", "k1", "v1"); string(v.Str) != "OK" {
+		t.Fatalf("set: %+v", v)
+	}
+	sh := int32(statestore.ShardOf([]byte("k1"), s.Shards()))
+	testutil.WaitFor(t, 30*time.Second, "the SET's queue entry at offset 0", func() bool {
+		return b.Store().MaxOffset(StateStoreTopic, sh) == 1
+	})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = testBroker(t, dir, nil)
+	s = ssOpen(t, b, nil)
+	defer s.Close()
+	if v, _ := ssDo(t, s, "c", "GET", "k1"); string(v.Str) != "v1" {
+		t.Fatalf("get after restart: %+v", v)
 	}
 }

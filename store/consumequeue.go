@@ -275,6 +275,46 @@ func (cq *consumeQueue) writeAt(off int64, e cqEntry) error {
 	return nil
 }
 
+// PrepareQueue makes the first file of a queue that has none yet and
+// whose first record will take queue offset 0 (a new queue of a store
+// that writes its own log), so that the queue's first entry finds its
+// file. Otherwise the dispatch round of the queue's first record makes
+// the queue's directories and file: a few file creations, each a
+// journaled metadata change (a millisecond or more on a busy ext4), on
+// whatever goroutine dispatches, which for a caller of Drain is the
+// caller's (the MQTT poller, for the state store's first SET of each
+// shard). A caller that knows it will write a queue (the state store's
+// shards) prepares it when it opens.
+//
+// It does nothing for a queue that has files or entries, when the put
+// side has given out an offset of the queue already, and on a store that
+// replicates (raw mode: a queue starts at whatever offset the master's
+// records carry, see appendEntry). Nothing is written but the empty file
+// (zeros, which recovery reads as no entries, as it reads a file whose
+// entries were not flushed yet).
+func (s *Store) PrepareQueue(topic string, queueID int32) error {
+	s.dispMu.Lock()
+	defer s.dispMu.Unlock()
+	if s.disp.closed || s.rawMode.Load() {
+		return nil
+	}
+	s.putMu.Lock()
+	taken := s.queueOffsetLocked(cqKey{topic, queueID}) != 0
+	s.putMu.Unlock()
+	if taken {
+		return nil
+	}
+	// Under dispMu: no dispatch round makes the queue's tail meanwhile.
+	cq := s.cqLookup([]byte(topic), queueID)
+	if cq.next() != 0 || len(cq.list()) != 0 || cq.tail.Load() != nil {
+		return nil
+	}
+	if _, err := cq.newTail(0); err != nil {
+		return fmt.Errorf("store: prepare queue %s/%d: %w", topic, queueID, err)
+	}
+	return nil
+}
+
 // newTail writes out the current tail and starts one at logical offset
 // off (maxOff), in its file (made here when it is the first entry of the
 // file). The old tail is written before a new file appears in the list:
