@@ -3,7 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -39,13 +39,83 @@ import (
 const maxPendingPerShard = 256
 
 // ssPendQueue is a shard's mutations put and not applied yet, in put
-// order; protected by the shard's mutex (done is a channel).
+// order; list and free are protected by the shard's mutex.
+//
+// The store answers each put of list (PutDone) on the goroutine of the
+// drain that wrote its record: mostly the applier's own Drain, sometimes
+// a drain or dispatch round under way on another goroutine. answered
+// counts the answers (the result is in the pending mutation, written
+// before the count); the applier waits on wake only when it finds puts
+// unanswered, after setting waiting, and an answer sends a token only
+// when it finds waiting set. Both sides store, then load (sequentially
+// consistent atomics), so one of them sees the other: either the applier
+// finds the answer counted or the answer finds the applier waiting. A
+// token sent to an applier that found the count complete after all stays
+// in wake; the next wait takes it and counts again. Before, every answer
+// sent a token on a channel the applier received each one from: a lock
+// taken on each side per SET, on lines the other CPU wrote.
 type ssPendQueue struct {
-	list []*StateStorePending
-	// done receives one token per put of list the store answered (the
-	// result is in the pending mutation): the drain that answers it may
-	// run on another goroutine (a drain or dispatch round under way).
-	done chan struct{}
+	list     []*StateStorePending
+	answered atomic.Int32 // answers to puts of list
+	waiting  atomic.Bool  // the applier waits on wake
+	wake     chan struct{}
+	// free holds recycled pending mutations (at most maxFreePending,
+	// whose entry buffers hold at most maxFreeEntryBytes together): a
+	// shard's are taken and given back under its mutex, which both sides
+	// hold anyway, where a sync.Pool pinned the P and pushed onto and
+	// popped from a chain of rings once each per SET.
+	free      []*StateStorePending
+	freeBytes int // capacity of the entry buffers in free
+}
+
+// Bounds of a shard's recycled pending mutations: a poller round puts a
+// few dozen mutations at most on a shard, and what the free list keeps
+// stays allocated for as long as the shard (a sync.Pool's is dropped by
+// the collector).
+const (
+	maxFreePending    = 64
+	maxFreeEntryBytes = 256 << 10
+)
+
+// get returns a recycled pending mutation or a new one. Called with the
+// shard's mutex held.
+func (q *ssPendQueue) get() *StateStorePending {
+	if n := len(q.free); n > 0 {
+		p := q.free[n-1]
+		q.free[n-1] = nil
+		q.free = q.free[:n-1]
+		q.freeBytes -= cap(p.entry)
+		return p
+	}
+	return new(StateStorePending)
+}
+
+// recycle resets p and keeps it for get, with its entry buffer unless
+// that is too large to keep. Called with the shard's mutex held.
+func (q *ssPendQueue) recycle(p *StateStorePending) {
+	if len(q.free) == maxFreePending {
+		*p = StateStorePending{} // the collector's
+		return
+	}
+	entry := p.entry
+	if c := cap(entry); c > maxReusedEntry || q.freeBytes+c > maxFreeEntryBytes {
+		entry = nil
+	}
+	*p = StateStorePending{entry: entry[:0]}
+	q.free = append(q.free, p)
+	q.freeBytes += cap(entry)
+}
+
+// waitAnswered waits until the store answered every put of list. Called
+// with the shard's mutex held (no put is added to list meanwhile).
+func (q *ssPendQueue) waitAnswered() {
+	for int(q.answered.Load()) < len(q.list) {
+		q.waiting.Store(true)
+		if int(q.answered.Load()) < len(q.list) {
+			<-q.wake
+		}
+		q.waiting.Store(false)
+	}
 }
 
 // StateStorePending is a mutation InvokeDeferred put in its shard's log;
@@ -69,14 +139,18 @@ type StateStorePending struct {
 	err     error
 }
 
-var ssPendings = sync.Pool{New: func() any { return new(StateStorePending) }}
-
-// PutDone implements store.PutDone: the put's result, then a token for
-// the shard's applier. It never blocks (at most maxPendingPerShard are
-// outstanding per shard).
+// PutDone implements store.PutDone: the put's result, then its count for
+// the shard's applier, woken if it waits (ssPendQueue). It never blocks.
 func (p *StateStorePending) PutDone(res store.PutResult, err error) {
 	p.res, p.perr = res, err
-	p.sh.pend.done <- struct{}{}
+	q := &p.sh.pend
+	q.answered.Add(1)
+	if q.waiting.Load() {
+		select {
+		case q.wake <- struct{}{}:
+		default: // a token is there already
+		}
+	}
 }
 
 // Complete applies the mutation, with every one of its shard put before
@@ -91,14 +165,9 @@ func (p *StateStorePending) Complete(resp *protocol.StateStoreResponse) error {
 	if !p.applied {
 		s.applyPendingLocked(sh)
 	}
-	sh.mu.Unlock()
 	out, err, from, verb, start := p.out, p.err, p.from, p.verb, p.start
-	entry := p.entry
-	if cap(entry) > maxReusedEntry {
-		entry = nil
-	}
-	*p = StateStorePending{entry: entry[:0]}
-	ssPendings.Put(p)
+	sh.pend.recycle(p)
+	sh.mu.Unlock()
 	if err == nil {
 		s.expiryDue(sh)
 		s.reply(resp, out, from)
@@ -150,26 +219,24 @@ func (s *StateStore) putDeferred(req *protocol.StateStoreRequest, cmd *statestor
 		sh.mu.Unlock()
 		return nil, fmt.Errorf("%w: shard %d: %w", ErrStateStoreFailed, sh.id, err)
 	}
-	p := ssPendings.Get().(*StateStorePending)
+	p := q.get()
 	now := s.b.now() // the entry's store-side clock and its record's born time
 	entry, out, needsLog := sh.eng.PrepareAppend(p.entry[:0], &r, now)
 	p.entry = entry
 	if !needsLog {
+		q.recycle(p)
 		sh.mu.Unlock()
-		p.entry = p.entry[:0]
-		ssPendings.Put(p)
 		s.reply(resp, out, from)
 		return nil, nil
 	}
 	p.s, p.sh, p.from = s, sh, from
-	if q.done == nil {
-		q.done = make(chan struct{}, maxPendingPerShard)
+	if q.wake == nil {
+		q.wake = make(chan struct{}, 1)
 	}
 	s.host.entryRecord(&p.m, &sh.logShard, entry, now)
 	if err := s.host.putBehind(&sh.logShard, &p.m, p); err != nil {
+		q.recycle(p)
 		sh.mu.Unlock()
-		*p = StateStorePending{entry: entry[:0]}
-		ssPendings.Put(p)
 		return nil, err
 	}
 	p.m = record.Message{} // the store copied the record
@@ -187,15 +254,14 @@ func (s *StateStore) applyPendingLocked(sh *ssShard) {
 	if len(q.list) == 0 {
 		return
 	}
-	if len(q.done) < len(q.list) {
+	if int(q.answered.Load()) < len(q.list) {
 		s.b.store.Drain()
 	}
 	// Answered by the drain above or, when another drain or a dispatch
 	// round was under way, by that round: a wait for a lock held across
 	// one pwrite.
-	for range q.list {
-		<-q.done
-	}
+	q.waitAnswered()
+	q.answered.Add(-int32(len(q.list)))
 	for i, p := range q.list {
 		q.list[i] = nil
 		p.applied = true

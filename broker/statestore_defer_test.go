@@ -1,0 +1,106 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+	"github.com/smartgo/smartgo/statestore"
+)
+
+// Deferred mutations from several batching goroutines at once, on the
+// same shards: each batch's Complete finds its shard's puts answered by
+// its own drain or by another goroutine's drain or dispatch round under
+// way (then it waits for the answers; a goroutine that drains the store
+// all along makes that frequent), every mutation is applied once and
+// in put order (each key ends with its last round's value), and GETs
+// served meanwhile through InvokeLocal see only whole rounds.
+func TestStateStoreDeferredConcurrentBatches(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	s := ssOpen(t, b, nil)
+	defer s.Close()
+	const workers, rounds, batch = 4, 60, 8
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errc := make(chan error, workers+1)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var resp protocol.StateStoreResponse
+			pend := make([]*StateStorePending, 0, batch)
+			for r := range rounds {
+				for k := range batch {
+					key := []byte(fmt.Sprintf("w%d-k%d", w, k))
+					req := &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(key, s.Shards())), ClientID: fmt.Sprintf("c%d", w),
+						Timestamp: ssTS(), HasTimestamp: true, Payload: statestore.AppendRequest(nil, []byte("SET"), key, []byte(fmt.Sprintf("r%d", r)))}
+					cmd, err := statestore.ParseCommand(req.Payload)
+					if err != nil {
+						errc <- err
+						return
+					}
+					p, err := s.InvokeDeferred(ctx, req, &cmd, nil, &resp)
+					if err != nil || p == nil {
+						errc <- fmt.Errorf("SET %s round %d: pending %v, err %v, reply %q", key, r, p, err, resp.Reply)
+						return
+					}
+					pend = append(pend, p)
+				}
+				for _, p := range pend {
+					if err := p.Complete(&resp); err != nil || string(resp.Reply) != "+OK\r\n" {
+						errc <- fmt.Errorf("complete round %d: %v %q", r, err, resp.Reply)
+						return
+					}
+				}
+				pend = pend[:0]
+			}
+		}()
+	}
+	done := make(chan struct{})
+	var rg sync.WaitGroup
+	rg.Add(2)
+	go func() { // drains of another goroutine: they answer batches' puts
+		defer rg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			b.Store().Drain()
+		}
+	}()
+	go func() { // readers meanwhile: a key holds no value or a round's
+		defer rg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			resp := ssInvokeLocal(t, s, nil, "reader", "GET", "w0-k0")
+			v, err := statestore.DecodeReply(resp.Reply)
+			if err != nil || (v.Kind != statestore.KindNull && (v.Kind != statestore.KindBulk || v.Str[0] != 'r')) {
+				errc <- fmt.Errorf("GET meanwhile: %q %v", resp.Reply, err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(done)
+	rg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	for w := range workers {
+		for k := range batch {
+			key := fmt.Sprintf("w%d-k%d", w, k)
+			if v, _ := ssDo(t, s, "check", "GET", key); string(v.Str) != fmt.Sprintf("r%d", rounds-1) {
+				t.Fatalf("%s = %q, want r%d", key, v.Str, rounds-1)
+			}
+		}
+	}
+}
