@@ -74,8 +74,61 @@ func readCheckpoint(root string) (checkpoint, bool, error) {
 	return cp, true, nil
 }
 
-func writeCheckpoint(root string, c checkpoint) error {
-	return fsutil.WriteFileAtomic(filepath.Join(root, checkpointName), c.encode(), 0o644)
+// writeCheckpoint records c in the checkpoint file. The first write of a
+// run replaces the file atomically (temp file, fsync, rename, directory
+// fsync: internal/fsutil), so that the file is whole and 28 bytes long
+// whatever an earlier run or a hand left there, and keeps it open; every
+// later write overwrites its 28 bytes in place (one pwrite at offset 0)
+// and fdatasyncs it (store/vfs: through io_uring where the kernel has it).
+// A replacement per write made a new inode and freed the old one, and
+// synced the new file and the directory, each a journal commit: on ext4
+// about a millisecond of the process's CPU a round, once a second under
+// load, where the overwrite changes no metadata that fdatasync writes.
+//
+// What a crash can leave is unchanged but for one case: the old
+// timestamps or the new ones, each of which claims only what was synced
+// before it was written (flushLogic). The 28 bytes lie in the file's first
+// 512-byte sector, which a device writes whole, so a torn overwrite is
+// not expected; should one happen, the CRC fails, recovery reports it and
+// scans from the first segment (doc.go), as for any damaged checkpoint:
+// slower, nothing lost. Only the goroutine doing the logic rounds, and
+// Close after it stopped, call it (flushLogic).
+func (s *Store) writeCheckpoint(c checkpoint) error {
+	b := c.encode()
+	if s.cpFile == nil {
+		path := filepath.Join(s.opts.Root, checkpointName)
+		if err := fsutil.WriteFileAtomic(path, b, 0o644); err != nil {
+			return err
+		}
+		f, err := s.fs.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("store: open %s: %w", path, err)
+		}
+		s.cpFile = f
+		return nil
+	}
+	if _, err := s.cpFile.WriteAt(b, 0); err != nil {
+		s.closeCheckpoint() // the next write replaces the file
+		return fmt.Errorf("store: write checkpoint: %w", err)
+	}
+	if err := s.cpFile.Datasync(); err != nil {
+		s.closeCheckpoint()
+		return fmt.Errorf("store: fdatasync checkpoint: %w", err)
+	}
+	return nil
+}
+
+// closeCheckpoint closes the checkpoint file writeCheckpoint keeps open.
+func (s *Store) closeCheckpoint() error {
+	if s.cpFile == nil {
+		return nil
+	}
+	err := s.cpFile.Close()
+	s.cpFile = nil
+	if err != nil {
+		return fmt.Errorf("store: close checkpoint: %w", err)
+	}
+	return nil
 }
 
 // lockRoot takes an exclusive flock on <root>/lock.

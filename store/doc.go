@@ -110,10 +110,12 @@
 //
 // Store timestamps (ms) of the newest record known durable in the
 // commitlog, in consume queues and in the index; CRC is CRC32-IEEE of bytes
-// 0..23. It is replaced atomically (temp file, fsync, rename, fsync dir:
-// internal/fsutil), after the files it describes were fdatasynced. A torn
-// or altered checkpoint fails the CRC, is reported, and recovery scans from
-// the first segment.
+// 0..23. It is written after the files it describes were fdatasynced: the
+// first time in a run replaced atomically (temp file, fsync, rename, fsync
+// dir: internal/fsutil), then overwritten in place (pwrite of the 28 bytes
+// at offset 0, fdatasync; see writeCheckpoint). A torn or altered
+// checkpoint fails the CRC, is reported, and recovery scans from the first
+// segment.
 //
 // # Abort and lock
 //

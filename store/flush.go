@@ -313,7 +313,7 @@ func (s *Store) flushLogic(all bool) error {
 	if cp == prev {
 		return nil
 	}
-	if err := writeCheckpoint(s.opts.Root, cp); err != nil {
+	if err := s.writeCheckpoint(cp); err != nil {
 		return err
 	}
 	s.cpMu.Lock()

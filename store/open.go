@@ -148,6 +148,9 @@ func (s *Store) shutdown(clean bool) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := s.closeCheckpoint(); err != nil {
+		errs = append(errs, err)
+	}
 	if s.lockFile != nil {
 		if err := s.lockFile.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("store: close lock: %w", err))

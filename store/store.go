@@ -16,6 +16,7 @@ import (
 
 	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/store/record"
+	"github.com/smartgo/smartgo/store/vfs"
 )
 
 // PutStatus is the outcome of a put, mirroring RocketMQ's PutMessageStatus.
@@ -158,6 +159,9 @@ type Store struct {
 
 	cpMu sync.Mutex
 	cp   checkpoint // last checkpoint written; protected by cpMu
+	// cpFile is the checkpoint file, open for its in-place writes after
+	// the run's first (writeCheckpoint); owned by whoever runs flushLogic.
+	cpFile vfs.File
 
 	done      chan struct{}
 	wg        sync.WaitGroup
