@@ -148,9 +148,10 @@ type ssShard struct {
 	eng *statestore.Engine
 	// entry is the buffer of the last mutation's log entry, reused by the
 	// next (the store copies it, Apply keeps none of it); protected by mu.
-	entry []byte
-	pend  ssPendQueue // mutations put and not applied yet (statestore_defer.go); protected by mu
-	held  ssHeldNotes // notifications of entries not on the sync state set yet (statestore_held.go)
+	entry  []byte
+	pend   ssPendQueue // mutations put and not applied yet (statestore_defer.go); protected by mu
+	held   ssHeldNotes // notifications of entries not on the sync state set yet (statestore_held.go)
+	outbox ssOutbox    // notifications applied and not routed yet, in log order (statestore_order.go)
 }
 
 // maxReusedEntry bounds the entry buffer a shard keeps between requests.
@@ -164,9 +165,10 @@ type ssPeer interface {
 }
 
 // ssConnPeer is a front end behind a remoting connection (StateStoreNotify).
-// push runs on the goroutine of the request that caused the change; the
-// notice is queued for the connection's writer and never waits for a front
-// end that stopped reading (it is cut off after WriteTimeout).
+// push runs on the goroutine of the request that caused the change (or of
+// a later change of its shard: statestore_order.go); the notice is queued
+// for the connection's writer and never waits for a front end that
+// stopped reading (it is cut off after WriteTimeout).
 type ssConnPeer struct{ c *remoting.Conn }
 
 func (p ssConnPeer) push(list []protocol.StateStoreNotification) error {
@@ -531,6 +533,7 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 	}
 	entry, out, needsLog := sh.eng.PrepareAppend(sh.entry[:0], r, s.b.now())
 	var end int64
+	var queued *ssNotes // out's notifications, routed in log order
 	controlled := s.b.controlled()
 	cached := controlled && !needsLog && cmd != nil && cmd.Verb != statestore.VerbKeyNotify &&
 		len(out.Reply.Payload) > 0 && out.Reply.Payload[0] != '-'
@@ -552,6 +555,7 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 			return err
 		}
 		end = sh.lastEnd
+		queued = s.queueNotes(sh, out.Notifications, from, from == nil)
 	} else if cmd != nil && cmd.Verb == statestore.VerbKeyNotify && !cmd.Stop && len(out.Reply.Payload) > 0 && out.Reply.Payload[0] == '+' {
 		// A registration answers the shard's clock as its version: the
 		// front end keeps it (it is not the client's) to register the
@@ -572,7 +576,9 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 				// notifications wait until it is on the set
 				// (statestore_held.go). A retry with the same dedup key
 				// gets the cached reply if it survives.
-				s.hold(sh, end, out.Notifications)
+				if s.unqueue(sh, queued) {
+					s.hold(sh, end, out.Notifications)
+				}
 				return fmt.Errorf("%w: shard %d: entry not on the sync state set (code %d)", ErrStateStoreUnavailable, sh.id, code)
 			}
 			s.log.Warn("state store entry not acknowledged by a slave", "shard", sh.id, "code", code)
@@ -586,7 +592,7 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 	if controlled && (needsLog || cached) {
 		s.releaseHeld(sh, end) // what the shard held before this entry first
 	}
-	s.reply(resp, out, from)
+	s.replyQueued(resp, out, from, sh, queued)
 	return nil
 }
 
@@ -595,6 +601,18 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 func (s *StateStore) reply(resp *protocol.StateStoreResponse, out statestore.Outcome, from ssPeer) {
 	*resp = protocol.StateStoreResponse{Reply: out.Reply.Payload, Version: out.Reply.VersionString()}
 	resp.Notifications = s.route(out.Notifications, from, from == nil)
+}
+
+// replyQueued is reply for an outcome whose notifications were queued
+// (queued, nil when there were none) on sh: they are routed after every
+// one queued before them.
+func (s *StateStore) replyQueued(resp *protocol.StateStoreResponse, out statestore.Outcome, from ssPeer, sh *ssShard, queued *ssNotes) {
+	if queued == nil {
+		s.reply(resp, out, from)
+		return
+	}
+	*resp = protocol.StateStoreResponse{Reply: out.Reply.Payload, Version: out.Reply.VersionString()}
+	resp.Notifications = s.routeQueued(sh, queued)
 }
 
 // appendApply appends entry to the shard's queue and applies it. Called
@@ -801,12 +819,16 @@ func (s *StateStore) expire(ctx context.Context, sh *ssShard) {
 		return
 	}
 	out, err := s.appendApply(ctx, sh, entry)
+	var queued *ssNotes
+	if err == nil {
+		queued = s.queueNotes(sh, out.Notifications, nil, false)
+	}
 	sh.mu.Unlock()
 	if err != nil {
 		s.log.Warn("state store expire", "shard", sh.id, "err", err)
 		return
 	}
-	s.route(out.Notifications, nil, false)
+	s.routeQueued(sh, queued)
 }
 
 // Sync (slave) applies every replicated entry already dispatched; tests

@@ -136,6 +136,7 @@ type StateStorePending struct {
 	// Protected by the shard's mutex.
 	applied bool
 	out     statestore.Outcome
+	queued  *ssNotes // out's notifications (statestore_order.go)
 	err     error
 }
 
@@ -165,12 +166,12 @@ func (p *StateStorePending) Complete(resp *protocol.StateStoreResponse) error {
 	if !p.applied {
 		s.applyPendingLocked(sh)
 	}
-	out, err, from, verb, start := p.out, p.err, p.from, p.verb, p.start
+	out, err, from, verb, start, queued := p.out, p.err, p.from, p.verb, p.start, p.queued
 	sh.pend.recycle(p)
 	sh.mu.Unlock()
 	if err == nil {
 		s.expiryDue(sh)
-		s.reply(resp, out, from)
+		s.replyQueued(resp, out, from, sh, queued)
 	}
 	s.metrics.observeVerb(verb, start, err)
 	return err
@@ -289,5 +290,6 @@ func (s *StateStore) applyPutLocked(sh *ssShard, p *StateStorePending) error {
 	}
 	h.appliedLocked(&sh.logShard, p.res)
 	p.out = out
+	p.queued = s.queueNotes(sh, out.Notifications, p.from, p.from == nil)
 	return nil
 }
