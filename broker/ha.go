@@ -189,15 +189,22 @@ func (b *Broker) waitSlave(ctx context.Context, code int32, end int64, wait bool
 
 // slaveSyncLoop copies the master's metadata: every second until the first
 // copy succeeds, then every SlaveSyncInterval, and at once when the master
-// says its topics or groups changed (metasync.go).
+// says its topics or groups changed (metasync.go). An offsets-only copy
+// (on the master's offset notice) leaves the next full copy where it was
+// due: notices every offsetNoticeInterval, as long as consumers commit,
+// must not put it off for good (a topic or group notice the slave missed
+// is caught up only by it).
 func (b *Broker) slaveSyncLoop(ctx context.Context) {
 	synced := false
-	for {
-		wait := b.opts.SlaveSyncInterval
-		if !synced {
-			wait = min(wait, time.Second)
+	due := func() time.Time { // the next full copy, from now
+		if synced {
+			return time.Now().Add(b.opts.SlaveSyncInterval)
 		}
-		t := time.NewTimer(wait)
+		return time.Now().Add(min(b.opts.SlaveSyncInterval, time.Second))
+	}
+	next := due()
+	for {
+		t := time.NewTimer(time.Until(next))
 		offsetsOnly := false
 		select {
 		case <-ctx.Done():
@@ -212,6 +219,7 @@ func (b *Broker) slaveSyncLoop(ctx context.Context) {
 		}
 		if !b.isSlave() {
 			synced = false // controller mode: a master copies nothing
+			next = due()
 			continue
 		}
 		if offsetsOnly {
@@ -226,9 +234,10 @@ func (b *Broker) slaveSyncLoop(ctx context.Context) {
 		}
 		if err := b.syncFromMaster(ctx); err != nil {
 			b.log.Debug("copy metadata from master", "err", err)
-			continue
+		} else {
+			synced = true
 		}
-		synced = true
+		next = due()
 	}
 }
 

@@ -59,12 +59,7 @@ func notice(t *testing.T, local, addr string) int32 {
 func TestClusterHASlaveTakesNoticeOnlyFromMaster(t *testing.T) {
 	c := startHACluster(t, Options{Slave: func(_ int, o *broker.Options) { o.SlaveSyncInterval = time.Hour }})
 	m, s := c.Broker(0), c.Slave(0)
-	testutil.Eventually(t, 20*time.Second, func() error {
-		if mv, sv := m.Topics().DataVersion(), s.Topics().DataVersion(); mv != sv {
-			return fmt.Errorf("slave topic table at %+v, master at %+v", sv, mv)
-		}
-		return nil
-	})
+	topicsCopied(t, m, s, 20*time.Second)
 	if code := notice(t, "127.0.0.2", s.Addr()); code != protocol.NoPermission {
 		t.Fatalf("notice from 127.0.0.2: code %d, want %d", code, protocol.NoPermission)
 	}

@@ -20,12 +20,7 @@ func TestClusterHASlaveCopiesMetadataChangeAtOnce(t *testing.T) {
 	c := startHACluster(t, Options{Slave: func(_ int, o *broker.Options) { o.SlaveSyncInterval = time.Hour }})
 	m, s := c.Broker(0), c.Slave(0)
 	// The slave's first copy (a second after it starts).
-	testutil.Eventually(t, 20*time.Second, func() error {
-		if mv, sv := m.Topics().DataVersion(), s.Topics().DataVersion(); mv != sv {
-			return fmt.Errorf("slave topic table at %+v, master at %+v", sv, mv)
-		}
-		return nil
-	})
+	topicsCopied(t, m, s, 20*time.Second)
 	a, err := admin.New(admin.Options{Registries: c.RegistryAddrs()})
 	if err != nil {
 		t.Fatal(err)
@@ -76,12 +71,7 @@ func TestClusterHASlaveCopiesMetadataAfterReconnect(t *testing.T) {
 	target := c.Broker(0).HAAddr()
 	proxy.target.Store(&target)
 	m, s := c.Broker(0), c.Slave(0)
-	testutil.Eventually(t, 20*time.Second, func() error {
-		if mv, sv := m.Topics().DataVersion(), s.Topics().DataVersion(); mv != sv {
-			return fmt.Errorf("slave topic table at %+v, master at %+v", sv, mv)
-		}
-		return nil
-	})
+	topicsCopied(t, m, s, 20*time.Second)
 	proxy.set(linkCut)
 	testutil.Eventually(t, 20*time.Second, func() error {
 		if n := len(m.HAServer().Slaves()); n > 0 {
