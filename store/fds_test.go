@@ -85,7 +85,7 @@ func checkEveryQueue(t *testing.T, s *Store, n, rounds int) {
 func TestStoreDescriptorsBounded(t *testing.T) {
 	const queues = 1200
 	const maxOpen = 64
-	const slack = 1 + 4 // the lock file; files in use by the writer, dispatcher, flusher, indexer
+	const slack = 2 + 4 // the lock and checkpoint files; files in use by the writer, dispatcher, flusher, indexer
 	root := t.TempDir()
 	opts := func(o *Options) { o.MaxOpenFiles = maxOpen }
 	s := openTest(t, root, opts)
