@@ -422,10 +422,13 @@ func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mq
 	if busy {
 		return false, nil
 	}
-	if replacing && !ended && rec.Node != b.opts.NodeID {
-		// The node that wrote the record may still hold the session in
-		// memory: a clean start's announcement (DeleteSession) makes it
-		// drop it, as when the client connects anew elsewhere.
+	if replacing && !ended {
+		// A node may still hold the session in memory: the one that
+		// wrote the record, or, when the record is this node's own
+		// prepared one, the node whose record it followed (written where
+		// this node's copy of the topic had not read it yet). A clean
+		// start's announcement (DeleteSession) makes any node drop it,
+		// as when the client connects anew elsewhere.
 		if err := b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Connect: true, Deleted: true}); err != nil {
 			return false, err
 		}
