@@ -2,13 +2,11 @@ package rocketmq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/smartgo/smartgo/internal/testutil"
@@ -91,34 +89,6 @@ func TestInteropAckedAsyncFlushSendsSurviveKill9(t *testing.T) {
 	wg.Wait()
 	want := count()
 
-	c := startPullConsumer(t, k.registry, group, topic)
-	got := map[string]bool{}
-	missing := func() []string {
-		var m []string
-		for b := range acked {
-			if !got[b] {
-				m = append(m, b)
-			}
-		}
-		return m
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for len(missing()) > 0 {
-		if time.Now().After(deadline) {
-			m := missing()
-			t.Fatalf("after kill -9 and restart, %d of %d acknowledged sends not read back, e.g. %q", len(m), want, m[:min(len(m), 10)])
-		}
-		cr, err := c.Poll(context.Background(), 3*time.Second)
-		if errors.Is(err, consumer.ErrNoNewMsg) {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("Poll: %v", err)
-		}
-		for _, m := range cr.GetMsgList() {
-			got[string(m.Body)] = true
-		}
-		c.ACK(context.Background(), cr, consumer.ConsumeSuccess)
-	}
-	t.Logf("%d acknowledged sends all read back after two kill -9 (%d messages read)", want, len(got))
+	read := readBackAll(t, startPullConsumer(t, k.registry, group, topic), acked, "after kill -9 and restart")
+	t.Logf("%d acknowledged sends all read back after two kill -9 (%d messages read)", want, read)
 }
