@@ -87,7 +87,8 @@ func TestClusterHASlaveTakesNoticeOnlyFromMaster(t *testing.T) {
 // the master's HA port from 127.0.0.2 and claims, in its hello, the
 // remoting address 127.0.0.1:P gets its metadata change notice at
 // 127.0.0.2:P, the IP its HA connection came from: the master never dials
-// the host the hello names.
+// the host the hello names. An offset change's notice carries the ext
+// field scope=offsets, and goes to the same address.
 func TestClusterHAMasterNoticesOnlyTheHelloHost(t *testing.T) {
 	c := startHACluster(t, Options{})
 	m := c.Broker(0)
@@ -164,6 +165,24 @@ func TestClusterHAMasterNoticesOnlyTheHelloHost(t *testing.T) {
 		t.Fatalf("the master dialled the claimed host 127.0.0.1:%d (request %d)", port, cmd.Code)
 	case <-time.After(20 * time.Second):
 		t.Fatal("no notice at the peer's own address")
+	}
+	// An offset commit: the same notice with the ext field scope=offsets
+	// (the slave then copies only the offsets), to the same address. The
+	// field's name and value are the wire format a slave reads.
+	m.Offsets().Commit("notice-group", "NoticeHost", 0, 7)
+	deadline := time.After(20 * time.Second)
+	for scoped := false; !scoped; {
+		select {
+		case cmd := <-atOwn:
+			if cmd.Code != protocol.NotifyMetadataChanged {
+				t.Fatalf("the peer's own address got request %d", cmd.Code)
+			}
+			scoped = cmd.ExtFields["scope"] == "offsets" // earlier ones: the topic's notices
+		case cmd := <-atClaimed:
+			t.Fatalf("the master dialled the claimed host 127.0.0.1:%d (request %d)", port, cmd.Code)
+		case <-deadline:
+			t.Fatal("no offsets notice (ext field scope=offsets) at the peer's own address")
+		}
 	}
 	select {
 	case cmd := <-atClaimed:
