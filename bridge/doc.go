@@ -134,9 +134,9 @@
 // member whose session ends holding messages it did not acknowledge
 // (mqtt.Releaser; also when another node takes the session over without
 // its state: a clean start there, a session of expiry 0, a claim made
-// without this node's handoff) gives them back: the next local member in turn gets
-// them, or, with none left, they stay uncommitted for the node that
-// takes over the queue. A member whose queue is
+// without this node's handoff) gives them back: the next local member
+// in turn gets them, or, with none left, they stay uncommitted for the
+// node that takes over the queue. A member whose queue is
 // full passes the message to the next member in turn; when every local
 // member's is, the group's consumer on this node waits (polling every 20
 // ms) until one has room. The live consumer above

@@ -25,10 +25,10 @@ type timer struct {
 // The goroutine does not wake every tick: it sleeps until the earliest
 // armed timer's tick (found by walking the occupied slots ahead of the
 // current tick, at most one turn of the wheel, through a bitmap of the
-// occupied slots), and an arm earlier than that wakes it. An idle server (no connections, no expiring sessions) has no
-// timer armed and its wheel does not wake at all; a busy one wakes when
-// a keep alive, a sweep or an expiry is due instead of ten times a
-// second.
+// occupied slots), and an arm earlier than that wakes it. An idle server
+// (no connections, no expiring sessions) has no timer armed and its
+// wheel does not wake at all; a busy one wakes when a keep alive, a
+// sweep or an expiry is due instead of ten times a second.
 type wheel struct {
 	mu    sync.Mutex
 	tick  time.Duration

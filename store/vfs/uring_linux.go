@@ -35,8 +35,9 @@ import (
 // missing or refused (old kernels, seccomp profiles that block it,
 // io_uring_disabled) the first setup's failure turns it off for the
 // process and fdatasync is called directly. A setup that fails for want
-// of a resource that may come back (EMFILE, ENFILE, ENOMEM, EAGAIN:
-// descriptors or locked memory taken for now) only pauses setups:
+// of a resource that may come back (EMFILE, ENFILE, ENOMEM, EAGAIN,
+// ENOBUFS, EINTR: descriptors or locked memory taken for now, an
+// interrupted call; transientSetupError) only pauses setups:
 // fdatasync is called directly until the pause ends (uringRetryMin,
 // doubling at each further failure up to uringRetryMax) and the next
 // setup tries again. A sync the ring could not run (cancelled with its
