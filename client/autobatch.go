@@ -216,7 +216,7 @@ func (p *Producer) sendItems(tb *topicBatcher, items []asyncItem) {
 		if pm.pool != nil {
 			pm.release() // the owner's reference
 		}
-		if refusedAsIllegal(err) {
+		if errors.Is(err, ErrBadMessage) { // the broker's MESSAGE_ILLEGAL (BrokerError.Is)
 			// A broker bounds a whole batch by its maxMessageSize, which
 			// may be below AutoBatchMaxBytes; nothing of the batch was
 			// stored: each message goes alone.
@@ -226,13 +226,6 @@ func (p *Producer) sendItems(tb *topicBatcher, items []asyncItem) {
 		p.splitBatchResult(items, r, err)
 		done()
 	})
-}
-
-// refusedAsIllegal reports whether err is a broker's MESSAGE_ILLEGAL
-// answer.
-func refusedAsIllegal(err error) bool {
-	var be *BrokerError
-	return errors.As(err, &be) && be.Code == protocol.MessageIllegal
 }
 
 // sendEachAlone sends items one request each, in parallel; done runs once
