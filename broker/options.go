@@ -155,7 +155,9 @@ type Options struct {
 	// FLUSH_SLAVE_TIMEOUT.
 	SlaveAckTimeout time.Duration
 	// SlaveSyncInterval is how often a slave copies topics, groups,
-	// consumer offsets and delay offsets from its master (default 10 s).
+	// consumer offsets and delay offsets from its master (default 10 s);
+	// besides, the master's change notices make it copy topics and groups
+	// at once and offsets within offsetNoticeInterval (metasync.go).
 	SlaveSyncInterval time.Duration
 	// HA tunes replication (heartbeat, idle timeout, fall-behind limit,
 	// reconnect backoff); BrokerName and BrokerAddr are set by the broker.
