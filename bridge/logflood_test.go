@@ -1,21 +1,17 @@
 package bridge
 
 import (
-	"crypto/pbkdf2"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/mqtttest"
 	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt"
@@ -28,20 +24,10 @@ import (
 // stays bounded: at most one line per reason per interval (issue #16: a
 // connection flood wrote 23.6 MB of log in five minutes).
 func TestBridgeBadPeerFloodLogsBounded(t *testing.T) {
-	// A credentials line of 1,000 PBKDF2 iterations (the line says how
-	// many; mqtt.HashPassword writes 100,000): the flood's wrong passwords
-	// cost the server milliseconds each, not most of the test's time.
-	salt := []byte("flood-test-salt!")
-	key, err := pbkdf2.Key(sha256.New, "s3cret", salt, 1000, 32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc := base64.RawStdEncoding
-	line := "alice:pbkdf2-sha256:1000:" + enc.EncodeToString(salt) + ":" + enc.EncodeToString(key)
-	creds := filepath.Join(t.TempDir(), "passwd")
-	if err := os.WriteFile(creds, []byte(line+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	// A credentials line of 1,000 PBKDF2 iterations: the flood's wrong
+	// passwords cost the server milliseconds each, not most of the test's
+	// time.
+	creds := mqtttest.CredentialsFile(t, "alice", "s3cret")
 	logs := &testutil.LogBuffer{}
 	c := startCluster(t)
 	b := startBridge(t, c, func(mo *mqtt.Options, _ *Options) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/smartgo/smartgo/internal/mqtttest"
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt"
 )
@@ -65,14 +64,7 @@ func labelsAre(m *dto.Metric, want []string) bool {
 // started.
 func TestBridgeMetricsMove(t *testing.T) {
 	c := startCluster(t)
-	line, err := mqtt.HashPassword("dev", "secret")
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds := filepath.Join(t.TempDir(), "passwd")
-	if err := os.WriteFile(creds, []byte(line+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	creds := mqtttest.CredentialsFile(t, "dev", "secret")
 	b := startBridge(t, c, func(mo *mqtt.Options, _ *Options) { mo.CredentialsFile = creds })
 	testutil.WaitFor(t, 10*time.Second, "node ready (registered)", func() bool { return b.Ready() == nil })
 	reg := prometheus.NewPedanticRegistry()

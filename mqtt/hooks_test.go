@@ -11,12 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/mqtttest"
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -84,15 +83,7 @@ func TestMQTTAuthenticateHook(t *testing.T) {
 // TestMQTTAuthenticateHookCredentialsFile: an undecided hook leaves the
 // decision to the credentials file; an accepting one skips it.
 func TestMQTTAuthenticateHookCredentialsFile(t *testing.T) {
-	dir := t.TempDir()
-	line, err := HashPassword("alice", "s3cret")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "passwd")
-	if err := os.WriteFile(path, []byte(line+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := mqtttest.CredentialsFile(t, "alice", "s3cret")
 	ts := startServer(t, func(o *Options) {
 		o.CredentialsFile = path
 		o.Authenticate = func(r *ConnectRequest) (bool, error) { return r.Username == "device", nil }

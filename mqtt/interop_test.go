@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/smartgo/smartgo/internal/mqtttest"
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -332,14 +331,7 @@ func TestMQTTPahoSessionExpiry(t *testing.T) {
 // reason=success.
 func TestMQTTRefusedConnectLogged(t *testing.T) {
 	_, pubBin := mosquittoBins(t)
-	line, err := HashPassword("alice", "s3cret")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "passwd")
-	if err := os.WriteFile(path, []byte(line+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := mqtttest.CredentialsFile(t, "alice", "s3cret")
 	ts := startServer(t, func(o *Options) { o.CredentialsFile = path })
 	host, port := hostPort(ts.addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

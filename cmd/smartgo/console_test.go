@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -22,8 +20,8 @@ import (
 	"github.com/smartgo/smartgo/client"
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/conf"
+	"github.com/smartgo/smartgo/internal/mqtttest"
 	"github.com/smartgo/smartgo/internal/testutil"
-	"github.com/smartgo/smartgo/mqtt"
 )
 
 // standalone runs `smartgo standalone` in process on free ports with the
@@ -150,23 +148,6 @@ func decode[T any](t *testing.T, raw []byte) T {
 	return v
 }
 
-func writeCredentials(t *testing.T, users ...string) string {
-	t.Helper()
-	var lines []string
-	for i := 0; i < len(users); i += 2 {
-		l, err := mqtt.HashPassword(users[i], users[i+1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, l)
-	}
-	path := filepath.Join(t.TempDir(), "console.passwd")
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // TestCmdConsoleAPI drives the console's JSON API over HTTP against a
 // running standalone process: logins and roles, every page's calls
 // (cluster, topics, groups, messages, MQTT, state store, chart series),
@@ -174,7 +155,7 @@ func writeCredentials(t *testing.T, users ...string) string {
 // limited), a forged CSRF token, a read-only user's change, a bad topic
 // name, a huge page size, a body that is too large or not JSON.
 func TestCmdConsoleAPI(t *testing.T) {
-	creds := writeCredentials(t, "alice", "alice-pw", "bob", "bob-pw")
+	creds := mqtttest.CredentialsFile(t, "alice", "alice-pw", "bob", "bob-pw")
 	logs, addrs := standalone(t, "-set", "console.credentials_file="+creds, "-set", "console.admin_users=alice",
 		"-set", "console.sample_interval=1s")
 	anon := newWebClient(t, addrs["console"])
