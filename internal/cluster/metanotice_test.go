@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,19 +105,58 @@ func TestClusterHAMasterNoticesOnlyTheHelloHost(t *testing.T) {
 		t.Skipf("port %d not free on 127.0.0.1: %v", port, err)
 	}
 	t.Cleanup(func() { _ = claimed.Close() })
+	// accepted gives the requests that reach ln, every frame of every
+	// connection (the master keeps its connection for the next notice).
+	// Its goroutines end at the test's cleanup, which waits for them.
 	accepted := func(ln net.Listener) <-chan *protocol.Command {
 		ch := make(chan *protocol.Command, 4)
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			conns  []net.Conn // protected by mu
+			closed bool       // protected by mu
+		)
+		done := make(chan struct{})
+		t.Cleanup(func() {
+			close(done)
+			_ = ln.Close()
+			mu.Lock()
+			closed = true
+			for _, nc := range conns {
+				_ = nc.Close()
+			}
+			mu.Unlock()
+			wg.Wait()
+		})
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			for {
 				nc, err := ln.Accept()
 				if err != nil {
 					return
 				}
+				mu.Lock()
+				if closed {
+					mu.Unlock()
+					_ = nc.Close()
+					return
+				}
+				conns = append(conns, nc)
+				mu.Unlock()
+				wg.Add(1)
 				go func() {
-					defer nc.Close()
-					cmd, _, err := protocol.ReadFrame(nc, nil, 1<<20)
-					if err == nil {
-						ch <- cmd
+					defer wg.Done()
+					for {
+						cmd, _, err := protocol.ReadFrame(nc, nil, 1<<20)
+						if err != nil {
+							return
+						}
+						select {
+						case ch <- cmd:
+						case <-done:
+							return
+						}
 					}
 				}()
 			}
