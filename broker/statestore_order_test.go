@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/statestore"
 )
@@ -51,17 +52,17 @@ func TestStateStoreNotificationsInLogOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[string][]uint8{}
-	deadline := time.Now().Add(20 * time.Second)
-	for n := 0; n < 2*writers*keys; {
+	n := 0
+	testutil.Eventually(t, 20*time.Second, func() error {
 		for _, g := range watcher.take() {
 			seen[string(g.Key)] = append(seen[string(g.Key)], g.Op)
 			n++
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d notifications pushed", n, 2*writers*keys)
+		if n < 2*writers*keys {
+			return fmt.Errorf("%d of %d notifications pushed", n, 2*writers*keys)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	for k, ops := range seen {
 		if len(ops) != 2 || ops[0] != uint8(statestore.OpSet) || ops[1] != uint8(statestore.OpDelete) {
 			t.Errorf("key %s: ops %v, want SET then DELETE", k, ops)
