@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/internal/cluster"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -21,7 +20,7 @@ import (
 func TestBridgeIngressBatchOverBrokerLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Dir: t.TempDir(), Broker: func(_ int, o *broker.Options) { o.Store.MaxMessageSize = 8 << 10 }})
+	c, err := cluster.Start(ctx, cluster.Options{Dir: t.TempDir(), MaxMessageSize: 8 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/internal/cluster"
 )
 
@@ -16,7 +15,7 @@ import (
 // body); their messages, each within the limit, are then sent alone:
 // every send succeeds, each message stored once.
 func TestClientAutoBatchRefusedBatchSentAlone(t *testing.T) {
-	c := startCluster(t, cluster.Options{Broker: func(_ int, o *broker.Options) { o.Store.MaxMessageSize = 16 << 10 }})
+	c := startCluster(t, cluster.Options{MaxMessageSize: 16 << 10})
 	createTopic(t, c, 1, "AutoBatchLimit", 1)
 	p := newTestProducer(t, c, func(o *ProducerOptions) { o.AutoBatchRequests = 1 })
 	ctx := testCtx(t, 30*time.Second)

@@ -49,6 +49,9 @@ type Options struct {
 	// window (1: no queue with a message is young, so a group without
 	// offsets starts at a queue's max offset, not at 0).
 	MemoryResidentBytes int64
+	// MaxMessageSize, if set, is every broker store's message (and
+	// batch) size limit, for tests that must not import broker.
+	MaxMessageSize int
 	// Broker, if set, adjusts each broker's options (index i).
 	Broker func(i int, o *broker.Options)
 	// AdvertiseIP, if set, is the loopback address the brokers register
@@ -281,6 +284,9 @@ func (c *Cluster) defaultBrokerOptions(i int) broker.Options {
 	}
 	if c.opts.MemoryResidentBytes > 0 {
 		o.Store.MemoryResidentBytes = c.opts.MemoryResidentBytes
+	}
+	if c.opts.MaxMessageSize > 0 {
+		o.Store.MaxMessageSize = c.opts.MaxMessageSize
 	}
 	if c.opts.Broker != nil {
 		c.opts.Broker(i, &o)
