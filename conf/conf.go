@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
-
-	"github.com/smartgo/smartgo/mqtt"
 )
 
 // ErrInvalid is wrapped by every validation and decoding error.
@@ -312,10 +310,8 @@ type Route struct {
 	IngressOnly bool `toml:"ingress_only"`
 }
 
-// Default returns the configuration used when no file is given. The MQTT
-// server's defaults are mqtt's own constants (mqtt.Default*); the other
-// values are written here. cmd/smartgo's TestOptionsDefaultsAreThePackages
-// checks every one against its package's default.
+// Default returns the configuration used when no file is given. Every
+// default value of SmartGo's configuration is written here and nowhere else.
 func Default() File {
 	return File{
 		Log: Log{Level: "info", Format: "text"},
@@ -420,27 +416,27 @@ func Default() File {
 			SnapshotThreshold: 256,
 		},
 		Bridge: Bridge{
-			Listen:         mqtt.DefaultListen,
+			Listen:         "0.0.0.0:1883",
 			Registries:     []string{"127.0.0.1:9876"},
-			MaxPacketSize:  mqtt.DefaultMaxPacketSize,
-			ReceiveMaximum: mqtt.DefaultReceiveMaximum,
-			MaxKeepAlive:   Duration{mqtt.DefaultKeepAliveMax},
-			SessionExpiry:  Duration{mqtt.DefaultSessionExpiryMax},
-			SysInterval:    Duration{mqtt.DefaultSysInterval},
+			MaxPacketSize:  4 << 20,
+			ReceiveMaximum: 1024,
+			MaxKeepAlive:   Duration{20 * time.Minute},
+			SessionExpiry:  Duration{24 * time.Hour},
+			SysInterval:    Duration{10 * time.Second},
 			HeartbeatEvery: Duration{10 * time.Second},
 			DefaultTopic:   "MQTT_INGRESS",
 			EgressTopic:    "MQTT_EGRESS",
 
-			TopicAliasMaximum:  mqtt.DefaultTopicAliasMaximum,
-			MaxQueuedMessages:  mqtt.DefaultMaxQueuedMessages,
-			MaxOutbound:        mqtt.DefaultMaxOutbound,
-			SlowReaderTimeout:  Duration{mqtt.DefaultSlowReaderTimeout},
-			MaxInboundMemory:   mqtt.DefaultMaxInboundMemory,
-			InboundStall:       Duration{mqtt.DefaultInboundStallTimeout},
-			ConnectTimeout:     Duration{mqtt.DefaultConnectTimeout},
-			SessionLoadTimeout: Duration{mqtt.DefaultSessionLoadTimeout},
-			Workers:            mqtt.DefaultWorkers,
-			PollLinger:         Duration{mqtt.DefaultPollLinger},
+			TopicAliasMaximum:  64,
+			MaxQueuedMessages:  1000,
+			MaxOutbound:        4 << 20,
+			SlowReaderTimeout:  Duration{10 * time.Second},
+			MaxInboundMemory:   128 << 20,
+			InboundStall:       Duration{10 * time.Second},
+			ConnectTimeout:     Duration{10 * time.Second},
+			SessionLoadTimeout: Duration{30 * time.Second},
+			Workers:            256,
+			PollLinger:         Duration{time.Millisecond},
 			SessionTopic:       "MQTT_SESSION",
 			RetainedTopic:      "MQTT_RETAINED",
 			MaxOfflineMessages: 1000,
