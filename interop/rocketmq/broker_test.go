@@ -18,7 +18,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/smartgo/smartgo/internal/testutil"
-	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -316,11 +315,7 @@ func TestInteropConsumerRetry(t *testing.T) {
 // remoting client (UPDATE_AND_CREATE_TOPIC, read/write, 1 queue).
 func createTopic(t *testing.T, brokerAddr, name string, queues int32) {
 	t.Helper()
-	c, err := remoting.NewClient(remoting.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newRemotingClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := c.Invoke(ctx, brokerAddr, protocol.NewRequest(protocol.UpdateAndCreateTopic, &protocol.CreateTopicRequestHeader{

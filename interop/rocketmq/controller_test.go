@@ -21,6 +21,7 @@ import (
 
 	"github.com/smartgo/smartgo/client/admin"
 	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -90,6 +91,18 @@ type ctlCluster struct {
 }
 
 // brokerSet are more -set flags of both brokers.
+// newRemotingClient is a remoting client of SmartGo's own for the raw
+// requests a test makes beside the third-party client; closed with the test.
+func newRemotingClient(t testing.TB) *remoting.Client {
+	t.Helper()
+	c, err := remoting.NewClient(remoting.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 func startCtlCluster(t *testing.T, brokerSet ...string) *ctlCluster {
 	t.Helper()
 	dir := t.TempDir()

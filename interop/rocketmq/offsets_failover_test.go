@@ -9,7 +9,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/smartgo/smartgo/internal/testutil"
-	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -26,11 +25,7 @@ func TestInteropControllerOffsetsBeforeFailover(t *testing.T) {
 	c := startCtlCluster(t, "broker.slave_sync_interval=1h")
 	m := c.waitHealthy(t)
 	s := 1 - m
-	rc, err := remoting.NewClient(remoting.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rc.Close() })
+	rc := newRemotingClient(t)
 	invoke := func(addr string, code int32, h protocol.HeaderEncoder) ([]byte, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

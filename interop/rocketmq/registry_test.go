@@ -107,11 +107,7 @@ func TestInteropRegistryRouteWithGoClient(t *testing.T) {
 	rlog.SetLogLevel("error")
 	reg := startRegistry(t)
 	fb := startFakeBroker(t)
-	rc, err := remoting.NewClient(remoting.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rc.Close() })
+	rc := newRemotingClient(t)
 	registerBroker(t, rc, reg, "broker-a", fb.addr, 0, 4)
 	registerBroker(t, rc, reg, "broker-a", "127.0.0.1:1", 1, 4) // a slave: adds no publish queues
 	// broker-b has no master, so clients publish nothing to it.

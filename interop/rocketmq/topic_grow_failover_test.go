@@ -10,7 +10,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/smartgo/smartgo/internal/testutil"
-	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -36,11 +35,7 @@ func TestInteropControllerTopicGrownBeforeFailover(t *testing.T) {
 	c.brokers[s].kill9()
 	c.brokers[s].run(t)
 	c.waitHealthy(t)
-	rc, err := remoting.NewClient(remoting.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rc.Close() })
+	rc := newRemotingClient(t)
 	testutil.Eventually(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/smartgo/smartgo/internal/testutil"
-	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store/record"
 )
@@ -112,11 +111,7 @@ func TestInteropTransactionProducer(t *testing.T) {
 	}
 
 	// Bad input, raw: END_TRANSACTION again, and for a made-up offset.
-	rc, err := remoting.NewClient(remoting.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
+	rc := newRemotingClient(t)
 	end := func(res *primitive.TransactionSendResult, phy int64) *protocol.Command {
 		t.Helper()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
