@@ -107,6 +107,10 @@ type Stats struct {
 	// lastPut is a topic AddPut found in puts, with the index it was
 	// found in: a run of one topic's puts counts without hashing it.
 	lastPut atomic.Pointer[putHit]
+	// maxIndex bounds the keys of puts and of gets: maxStatIndex, set by
+	// NewStats (tests lower it to reach the bound without copying an
+	// index thousands of times).
+	maxIndex int
 }
 
 // putHit is a topic found in the index idx, and its pair there.
@@ -147,7 +151,7 @@ func indexed[K comparable](s *Stats, idx *atomic.Pointer[map[K]statPair], k K, o
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := idx.Load()
-	if old != nil && len(*old) >= maxStatIndex {
+	if old != nil && len(*old) >= s.maxIndex {
 		return p
 	}
 	var m map[K]statPair
@@ -167,7 +171,7 @@ func NewStats(now func() time.Time) *Stats {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Stats{now: now, ringSize: int(time.Hour/statSampleEvery) + 2}
+	s := &Stats{now: now, ringSize: int(time.Hour/statSampleEvery) + 2, maxIndex: maxStatIndex}
 	for i := range s.items {
 		s.items[i] = map[string]*statItem{}
 	}
