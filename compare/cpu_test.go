@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/store"
 	"github.com/smartgo/smartgo/store/record"
@@ -36,8 +37,9 @@ import (
 // (this test binary, re-executed), one after the other in the same run,
 // and drives each with the same load from this process: conns connections
 // with window requests in flight on each, one message per request, 1 KiB
-// bodies, 8 queues. The figure is the server process's CPU time (utime +
-// stime from /proc) divided by the messages acknowledged:
+// bodies, 8 queues. The figure is the server process's CPU time (its
+// threads' run time in ns, testutil.ProcessCPU) divided by the messages
+// acknowledged:
 //
 //   - smartgo: a broker (default options: asynchronous flush) answering
 //     SEND_MESSAGE (code 10, long header names, JSON header), the request
@@ -155,7 +157,7 @@ func cpuRun(b *testing.B, sys, baseBin string, frames [][]byte, respLen int, n, 
 			b.Fatalf("%s warm-up: %v", sys, err)
 		}
 	}
-	cpu0, err := processCPU(srv.pid)
+	cpu0, err := testutil.ProcessCPU(srv.pid)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -164,12 +166,12 @@ func cpuRun(b *testing.B, sys, baseBin string, frames [][]byte, respLen int, n, 
 		b.Fatalf("%s: %v", sys, err)
 	}
 	el = time.Since(start)
-	cpu1, err := processCPU(srv.pid)
+	cpu1, err := testutil.ProcessCPU(srv.pid)
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv.stop(b)
-	return cpu1 - cpu0, el
+	return cpu1.Since(cpu0), el
 }
 
 // sendFrames encodes one SEND_MESSAGE request per queue, as
@@ -427,32 +429,6 @@ func (s *cpuServer) stop(tb testing.TB) {
 	if err := os.RemoveAll(s.dir); err != nil {
 		tb.Errorf("server files: %v", err)
 	}
-}
-
-// processCPU is the CPU time (user + system) the process pid has used,
-// from /proc/<pid>/stat (in USER_HZ ticks of 10 ms).
-func processCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name (which is in parentheses and may
-	// hold spaces): state is field 3, utime 14, stime 15.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return time.Duration(ut+st) * 10 * time.Millisecond, nil
 }
 
 // TestMain runs the server of BenchmarkServerCPUPerMessage when this

@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/iot-operations-sdks/go/protocol"
 	"github.com/Azure/iot-operations-sdks/go/services/statestore"
 	"github.com/smartgo/smartgo/internal/testnet"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // The load of BenchmarkStateStoreAzureCPU: azureClients Azure IoT
@@ -34,8 +35,10 @@ import (
 // insert) while Redis's were drawn from 10,000: not the same work.
 const azureClients, azureOps, azureValue = 50, 20000, 100
 
-// BenchmarkStateStoreAzureCPU measures the server CPU time (utime + stime
-// of the server process, from /proc/<pid>/stat) per state store operation
+// BenchmarkStateStoreAzureCPU measures the server CPU time (the server
+// process's threads' run time in ns, testutil.ProcessCPU; until the
+// seventeenth session utime + stime in 10 ms ticks, ±10 % of Redis's
+// phase) per state store operation
 // of a real `smartgo standalone` process driven by the Azure IoT
 // Operations Go client (services v0.4.1), next to redis-server driven by
 // redis-benchmark in the same run (Redis without persistence, SmartGo
@@ -75,7 +78,7 @@ func BenchmarkStateStoreAzureCPU(b *testing.B) {
 		if redisBench != "" {
 			var r [2]float64
 			for j, verb := range []string{"set", "get"} {
-				before, err := procCPU(redisPID)
+				before, err := testutil.ProcessCPU(redisPID)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -84,11 +87,11 @@ func BenchmarkStateStoreAzureCPU(b *testing.B) {
 				if err != nil {
 					b.Fatalf("redis-benchmark: %v\n%s", err, out)
 				}
-				after, err := procCPU(redisPID)
+				after, err := testutil.ProcessCPU(redisPID)
 				if err != nil {
 					b.Fatal(err)
 				}
-				r[j] = (after - before) / azureOps
+				r[j] = float64(after.Since(before).Nanoseconds()) / 1e3 / azureOps
 			}
 			c := cpu["redis"]
 			cpu["redis"] = [2]float64{c[0] + r[0], c[1] + r[1]}
@@ -143,7 +146,7 @@ func azureCPULoad(sa *standalone, val string, iter int) (setUs, getUs float64, e
 	run := func(verb string) (float64, error) {
 		ctx, cancel := context.WithTimeout(ctx, azureCPUWait)
 		defer cancel()
-		before, err := procCPU(pid)
+		before, err := testutil.ProcessCPU(pid)
 		if err != nil {
 			return 0, err
 		}
@@ -172,8 +175,8 @@ func azureCPULoad(sa *standalone, val string, iter int) (setUs, getUs float64, e
 		if err := <-errc; err != nil {
 			return 0, fmt.Errorf("%s phase: %w", verb, err)
 		}
-		after, err := procCPU(pid)
-		return (after - before) / azureOps, err
+		after, err := testutil.ProcessCPU(pid)
+		return float64(after.Since(before).Nanoseconds()) / 1e3 / azureOps, err
 	}
 	if setUs, err = run("SET"); err != nil {
 		return 0, 0, err
@@ -281,31 +284,6 @@ func (a *azureLastError) last() error {
 	defer a.mu.Unlock()
 	return a.err
 }
-
-// procCPU returns the CPU time (utime + stime) the process pid has used,
-// in µs, from /proc/<pid>/stat (clock ticks of 10 ms).
-func procCPU(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the parenthesised command name: state is field 3,
-	// utime 14 and stime 15.
-	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat: %q", pid, data)
-	}
-	ut, err1 := strconv.ParseFloat(f[11], 64)
-	st, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, data)
-	}
-	return (ut + st) * 1e6 / clockTicks, nil
-}
-
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times (100 on
-// every Linux architecture Go supports).
-const clockTicks = 100
 
 // startRedisPID is startRedis (no persistence) that also returns the
 // server's pid; an empty bench path means Redis is not installed.
