@@ -65,6 +65,8 @@ import (
 // COMPARE_CPU_ONLY=base,smartgo runs only the servers named;
 // COMPARE_CPU_ROUNDS=n runs them all n times in turn and reports the
 // sums (a small difference needs several rounds on a busy machine).
+// Each server's measured window starts with memory just freed for its
+// page cache (writeBallast; COMPARE_CPU_BALLAST_MB=0 turns it off).
 func BenchmarkServerCPUPerMessage(b *testing.B) {
 	n := int64(b.N)
 	warm := min(n/10, 5000)
@@ -142,6 +144,7 @@ func cpuRun(b *testing.B, sys, baseBin string, frames [][]byte, respLen int, n, 
 			}
 		}
 	}
+	ballast := writeBallast(b, n)
 	srv := startCPUServer(b, bin, as, env)
 	load := func(count int64) error { return frameLoad(srv.addr, frames, cpuConns, cpuWindow, count) }
 	if sys == "jetstream" {
@@ -157,6 +160,7 @@ func cpuRun(b *testing.B, sys, baseBin string, frames [][]byte, respLen int, n, 
 			b.Fatalf("%s warm-up: %v", sys, err)
 		}
 	}
+	ballast() // freed right before the measured window (cpu_ballast_test.go)
 	cpu0, err := testutil.ProcessCPU(srv.pid)
 	if err != nil {
 		b.Fatal(err)
