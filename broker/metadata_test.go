@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,6 +113,20 @@ func TestBrokerTopicAutoCreate(t *testing.T) {
 	}
 	if tc2, _ := m.CreateOnSend("NewTopic", AutoCreateTopicKey, 2, 0); tc2.WriteQueueNums != 4 {
 		t.Fatalf("existing topic changed: %+v", tc2)
+	}
+	// More queues than the template has get the template's count, as the
+	// client's route (capped at the template's) sends on: it used to be
+	// the default (4), so a producer asking for 16 sent to queues 4..7 of
+	// a 4-queue topic.
+	tmpl, _ := m.Get(AutoCreateTopicKey)
+	for _, ask := range []int32{tmpl.WriteQueueNums + 1, 5000} {
+		topic := fmt.Sprintf("Wide%d", ask)
+		if tc, err := m.CreateOnSend(topic, AutoCreateTopicKey, ask, 0); err != nil || tc.WriteQueueNums != tmpl.WriteQueueNums || tc.ReadQueueNums != tmpl.WriteQueueNums {
+			t.Fatalf("asked %d queues (template %d): %+v %v", ask, tmpl.WriteQueueNums, tc, err)
+		}
+	}
+	if tc, err := m.CreateOnSend("NoCount", AutoCreateTopicKey, 0, 0); err != nil || tc.WriteQueueNums != 4 {
+		t.Fatalf("asked 0 queues: %+v %v", tc, err)
 	}
 	if _, err := m.CreateOnSend("Other", "NoSuchTemplate", 4, 0); !errors.Is(err, ErrTopicNotExist) {
 		t.Fatalf("missing template: %v", err)

@@ -396,7 +396,8 @@ func (m *TopicManager) Delete(topic string) (bool, error) {
 // CreateOnSend returns the topic's configuration, creating it from the
 // template topic when it does not exist: the template must exist and carry
 // the INHERIT permission, auto-creation must be on, and the new topic gets
-// min(queueNums, template write queues) queues (RocketMQ's rule).
+// min(queueNums, template write queues) queues (RocketMQ's rule; a
+// queueNums of 0 or less gets the broker's default_topic_queues instead).
 func (m *TopicManager) CreateOnSend(topic, template string, queueNums int32, sysFlag int32) (protocol.TopicConfig, error) {
 	if tc, ok := m.Get(topic); ok {
 		return tc, nil
@@ -411,9 +412,13 @@ func (m *TopicManager) CreateOnSend(topic, template string, queueNums int32, sys
 	if tmpl.Perm&PermInherit == 0 {
 		return protocol.TopicConfig{}, fmt.Errorf("%w: %s (template topic %q does not allow inheritance)", ErrTopicNotExist, topic, template)
 	}
-	if queueNums <= 0 || queueNums > tmpl.WriteQueueNums {
+	// A count over the template's is capped at the template's, as the
+	// clients cap the route they send on (client.buildRoute); none (0 or
+	// less) takes the broker's default.
+	if queueNums <= 0 {
 		queueNums = min(m.opts.DefaultQueueNums, tmpl.WriteQueueNums)
 	}
+	queueNums = min(queueNums, tmpl.WriteQueueNums)
 	tc := protocol.TopicConfig{
 		TopicName: topic, ReadQueueNums: queueNums, WriteQueueNums: queueNums,
 		Perm: tmpl.Perm &^ PermInherit, TopicSysFlag: sysFlag, TopicFilterType: protocol.TopicFilterSingleTag,
