@@ -308,11 +308,15 @@ func (f *StateStoreFront) envelopeOK(clientID string, msg *mqtt.Message) bool {
 }
 
 // answer sends the response to a request the router served (or failed
-// to), after the notifications it caused: they are in the watchers'
-// sessions before the requester learns its write is done, so the
-// notifications of its next write, answered on another goroutine when the
-// shard is remote, cannot overtake them. round is the poller round the
-// answer is sent on (mqtt.Round.SendToRecycled), nil off a poller.
+// to). The notifications a change caused, for watchers on this front as
+// on others, the broker pushed before it answered (OnNotify: a local
+// broker on this goroutine, a remote one on its connection ahead of the
+// response, in the shard's log order with its other changes' and
+// expiries'), so they are in the watchers' sessions before the requester
+// learns its write is done. What the response carries, a KEYNOTIFY's
+// SINCE backlog (or an older broker's notices for this front), goes
+// first. round is the poller round the answer is sent on
+// (mqtt.Round.SendToRecycled), nil off a poller.
 func (f *StateStoreFront) answer(round *mqtt.Round, clientID string, msg *mqtt.Message, resp *router.BrokerResponse, err error) {
 	if err != nil {
 		f.log.Warn("state store request failed", "client", clientID, "err", err)
@@ -730,8 +734,8 @@ type ssRoundEnd struct {
 var ssRoundEnds = sync.Pool{New: func() any { return new(ssRoundEnd) }}
 
 // RoundEnd implements mqtt.RoundHook: the mutation is applied (the first
-// of the round drains the store: one pwrite for the round's records) and
-// answered, its notifications first as in answer.
+// of the round drains the store: one pwrite for the round's records; the
+// broker pushes its notifications) and answered, as in answer.
 func (e *ssRoundEnd) RoundEnd() {
 	f := e.f
 	if err := e.d.Complete(&e.resp); err != nil {

@@ -363,10 +363,12 @@ func (s *StateStore) Engine(i int) *statestore.Engine { return s.shards[i].eng }
 func (s *StateStore) Err() error { return s.host.err() }
 
 // Do serves one request in process: shard ownership checks, Prepare,
-// append, Apply. Notifications for clients whose requests came through a
-// different front end connection than from are pushed to that connection
-// (StateStoreNotify); the rest are returned in the response. from may be
-// nil (in-process callers), and then every notification is returned.
+// append, Apply. The notifications a change causes are pushed, each to the
+// front end connection that carried its client's last request
+// (StateStoreNotify), from's too, in the shard's log order
+// (statestore_order.go); the response carries only a KEYNOTIFY's own (its
+// SINCE backlog). from may be nil (in-process callers), and then every
+// notification is returned and none pushed.
 func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, from *remoting.Conn) (*protocol.StateStoreResponse, error) {
 	var peer ssPeer
 	if from != nil {
@@ -381,11 +383,14 @@ func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, fr
 
 // InvokeLocal serves req for a front end in the same process (the MQTT
 // bridge of `smartgo standalone`), without the remoting round trip: it is
-// Do with sink in place of the connection. Notifications for clients whose
-// last request came through sink are returned in the response; those of
-// clients last seen on another front end go to it; notifications caused
-// later by others (another front end's request, an expiry) for clients
-// last seen on sink go to sink. A nil sink returns every notification.
+// Do with sink in place of the connection: the notifications of clients
+// whose last request came through sink go to sink, those of clients last
+// seen on another front end to it, whoever caused them (this request,
+// another front end's, an expiry), in the shard's log order; the response
+// carries only a KEYNOTIFY's own. sink is called on the goroutine of
+// whichever change routes the notices (this call's among them), with the
+// shard's notices held back until it returns: it must not block. A nil
+// sink returns every notification, pushing none.
 // cmd, when not nil, is statestore.ParseCommand(req.Payload) done by the
 // front end (to pick the shard): it is used as it is, so the payload is
 // parsed once on its way. The response goes into resp, the caller's (a
@@ -554,7 +559,7 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 			return err
 		}
 		end = sh.lastEnd
-		queued = s.queueNotes(sh, out.Notifications, from, from == nil)
+		queued = s.queueNotes(sh, out.Notifications, from == nil)
 	} else if cmd != nil && cmd.Verb == statestore.VerbKeyNotify && !cmd.Stop && len(out.Reply.Payload) > 0 && out.Reply.Payload[0] == '+' {
 		// A registration answers the shard's clock as its version: the
 		// front end keeps it (it is not the client's) to register the
@@ -628,8 +633,8 @@ func (s *StateStore) appendApply(ctx context.Context, sh *ssShard, entry []byte)
 }
 
 // route converts notifications, pushes those of clients last seen on a
-// front end other than from, and returns the rest (with keepAll, all of
-// them, pushing none).
+// front end other than from (nil: any), and returns the rest (with
+// keepAll, all of them, pushing none).
 func (s *StateStore) route(ns []statestore.Notification, from ssPeer, keepAll bool) []protocol.StateStoreNotification {
 	if len(ns) == 0 {
 		return nil

@@ -290,6 +290,6 @@ func (s *StateStore) applyPutLocked(sh *ssShard, p *StateStorePending) error {
 	}
 	h.appliedLocked(&sh.logShard, p.res)
 	p.out = out
-	p.queued = s.queueNotes(sh, out.Notifications, p.from, p.from == nil)
+	p.queued = s.queueNotes(sh, out.Notifications, p.from == nil)
 	return nil
 }

@@ -98,7 +98,7 @@ func (s *StateStore) expire(ctx context.Context, sh *ssShard) {
 	out, err := s.appendApply(ctx, sh, entry)
 	var queued *ssNotes
 	if err == nil {
-		queued = s.queueNotes(sh, out.Notifications, nil, false)
+		queued = s.queueNotes(sh, out.Notifications, false)
 	}
 	sh.mu.Unlock()
 	if err != nil {

@@ -19,11 +19,16 @@ import (
 // them first routes every one queued before them: a change's notices are
 // never pushed before those of the shard's earlier changes.
 //
-// Not covered: notifications returned in a response (those of clients
-// whose last request came through the requester's own front end) are
-// delivered by that front end after the call returns, so a later change's
-// push to the same front end (an expiry, another front end's write) may
-// still reach it first.
+// Every queued notice is pushed, to the front end of its client, the
+// requester's own included: none goes back in the response, since the
+// front end would deliver it after the call returned, and a later change's
+// push to that same front end (an expiry, another front end's write) could
+// reach it first (the usual case in standalone, where every client is on
+// one front end). A front end thus gets a shard's notices in log order
+// through one channel: its sink's calls, made under the outbox's mutex,
+// or its connection's write queue, appended to under it. Only an
+// in-process caller of Do without a front end (keepAll) gets them in the
+// response.
 
 // ssOutbox is a shard's notifications applied and not routed yet, oldest
 // first.
@@ -33,28 +38,25 @@ type ssOutbox struct {
 	list []*ssNotes // protected by mu
 }
 
-// ssNotes is the notifications of one applied change, with the front end
-// of the request that made it (nil for the expiry and in-process callers
-// of Do: see route).
+// ssNotes is the notifications of one applied change.
 type ssNotes struct {
 	seq     uint64
 	notes   []statestore.Notification
-	from    ssPeer
-	keepAll bool                              // route's
-	mine    []protocol.StateStoreNotification // what route returned for from; protected by ssOutbox.mu
+	keepAll bool                              // returned to the caller (Do without a front end), none pushed
+	mine    []protocol.StateStoreNotification // what route returned with keepAll; protected by ssOutbox.mu
 	routed  bool                              // protected by ssOutbox.mu
 }
 
 // queueNotes queues a change's notifications behind the shard's earlier
 // ones; nil when there are none. Called with sh.mu held, right after the
 // change is applied.
-func (s *StateStore) queueNotes(sh *ssShard, notes []statestore.Notification, from ssPeer, keepAll bool) *ssNotes {
+func (s *StateStore) queueNotes(sh *ssShard, notes []statestore.Notification, keepAll bool) *ssNotes {
 	if len(notes) == 0 {
 		return nil
 	}
 	o := &sh.outbox
 	o.seq++
-	n := &ssNotes{seq: o.seq, notes: notes, from: from, keepAll: keepAll}
+	n := &ssNotes{seq: o.seq, notes: notes, keepAll: keepAll}
 	o.mu.Lock()
 	o.list = append(o.list, n)
 	o.mu.Unlock()
@@ -62,8 +64,8 @@ func (s *StateStore) queueNotes(sh *ssShard, notes []statestore.Notification, fr
 }
 
 // routeQueued routes the shard's queued notifications up to and including
-// n's, in order, and returns n's for its own front end (route's result).
-// n nil routes nothing.
+// n's, in order, each to its client's front end, and returns n's when it
+// was queued with keepAll (none is pushed then). n nil routes nothing.
 func (s *StateStore) routeQueued(sh *ssShard, n *ssNotes) []protocol.StateStoreNotification {
 	if n == nil {
 		return nil
@@ -76,7 +78,7 @@ func (s *StateStore) routeQueued(sh *ssShard, n *ssNotes) []protocol.StateStoreN
 		e := o.list[i]
 		o.list[i] = nil
 		// Routed under mu: two goroutines routing keep the shard's order.
-		e.mine = s.route(e.notes, e.from, e.keepAll)
+		e.mine = s.route(e.notes, nil, e.keepAll)
 		e.routed = true
 	}
 	o.list = o.list[i:]

@@ -60,6 +60,14 @@ func (c *Client) RegisterFunc(code int32, fn func(c *Conn, req *protocol.Command
 	c.mux.register(code, PoolDefault, ProcessorFunc(fn), RegisterOptions{})
 }
 
+// RegisterInline is Register for a processor that runs on the
+// connection's reader (RegisterOptions.Inline): the server's requests
+// are then served one at a time in the order they were sent, and in
+// order with the responses read between them. p must not block.
+func (c *Client) RegisterInline(code int32, p Processor) {
+	c.mux.register(code, PoolDefault, p, RegisterOptions{Inline: true})
+}
+
 // OnConnClose registers fn to run when any of the client's connections
 // closes.
 func (c *Client) OnConnClose(fn func(conn *Conn, err error)) {

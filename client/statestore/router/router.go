@@ -55,8 +55,12 @@ type Options struct {
 	// broker here; other brokers are reached over the network as usual.
 	Local map[string]LocalBroker
 
-	// OnNotify receives notifications that brokers push (changes made
-	// through other front ends, and expiries). It must not block long.
+	// OnNotify receives the notifications that brokers push (every
+	// change's, whichever front end made it, and expiries'), each
+	// shard's in its log order. It runs on a broker connection's reader
+	// (or, for a Local broker, on the goroutine of whichever change
+	// routes them, holding the shard's later notices back): it must not
+	// block.
 	OnNotify func([]protocol.StateStoreNotification)
 	// OnMasterChange, when set, is told the name of a broker whose
 	// master may have changed, so that what a front end registered there
@@ -174,7 +178,10 @@ func New(opts Options) (*Router, error) {
 		return nil, fmt.Errorf("router: %w", err)
 	}
 	r := &Router{opts: opts, log: lg, rc: rc}
-	rc.RegisterFunc(protocol.StateStoreNotify, r.onNotify)
+	// On the reader: a broker's pushes are delivered in the order it
+	// wrote them (a shard's log order), and before the responses written
+	// after them.
+	rc.RegisterInline(protocol.StateStoreNotify, remoting.ProcessorFunc(r.onNotify))
 	if opts.OnMasterChange != nil {
 		rc.OnConnClose(r.connClosed)
 	}
