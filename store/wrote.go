@@ -332,7 +332,8 @@ func (s *Store) tagsCode(v *record.View, tags []byte) int64 {
 // phy) for m, unless the store replicates (raw mode: the dispatcher reads
 // every record back). The values of TAGS, KEYS and UNIQ_KEY come from
 // m.Known when it holds those of m.Properties (a broker's send found them
-// in its own pass over the properties), else from a lookup in the record.
+// in its own pass over the properties), else from a lookup in the record;
+// a message without properties has none of them.
 // Caller holds putMu.
 func (s *Store) noteWrote(rec []byte, phy int64, m *record.Message) {
 	if s.rawMode.Load() {
@@ -346,7 +347,12 @@ func (s *Store) noteWrote(rec []byte, phy int64, m *record.Message) {
 		}
 	}
 	var e dispEntry
-	if known, ok := m.Known.Values(m.Properties); ok {
+	if len(m.Properties) == 0 {
+		// The record's properties are the CRC trailer's pair alone (the
+		// state store's entries, twin records): none of indexedKeys.
+		var vals [len(indexedKeys)][]byte
+		s.dispEntryWith(&v, &vals, &e)
+	} else if known, ok := m.Known.Values(m.Properties); ok {
 		var vals [len(indexedKeys)][]byte
 		for i, k := range known {
 			vals[i] = knownValue(k)
