@@ -284,7 +284,8 @@ func (s *StateStore) applyPutLocked(sh *ssShard, p *StateStorePending) error {
 	if err := h.storedAtLocked(&sh.logShard, p.res); err != nil {
 		return err
 	}
-	out, err := sh.eng.Apply(p.entry, time.UnixMilli(p.res.StoreTimestamp))
+	// p.entry is the buffer PrepareAppend filled, never read back.
+	out, err := sh.eng.ApplyOwn(p.entry, time.UnixMilli(p.res.StoreTimestamp))
 	if err != nil {
 		return h.applyFailedLocked(&sh.logShard, p.res, err)
 	}

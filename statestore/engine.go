@@ -367,10 +367,27 @@ func (e *Engine) PrepareExpire(now time.Time) (entry []byte, ok bool) {
 // malformed entry returns an error wrapping ErrCorrupt (or
 // ErrUnsupportedFormat) and changes nothing.
 func (e *Engine) Apply(entry []byte, storeTime time.Time) (Outcome, error) {
-	le, err := decodeEntry(entry, e.opts.NodeID)
+	le, err := decodeEntry(entry, e.opts.NodeID, true)
 	if err != nil {
 		return Outcome{}, err
 	}
+	return e.apply(&le, storeTime)
+}
+
+// ApplyOwn is Apply for an entry this engine's Prepare returned, whose
+// bytes have stayed in the caller's memory since (not read back from the
+// log or received from another node): it skips the entry's checksum,
+// which guards the entry on disk and on the wire, and checks the rest as
+// Apply does.
+func (e *Engine) ApplyOwn(entry []byte, storeTime time.Time) (Outcome, error) {
+	le, err := decodeEntry(entry, e.opts.NodeID, false)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return e.apply(&le, storeTime)
+}
+
+func (e *Engine) apply(le *logEntry, storeTime time.Time) (Outcome, error) {
 	nowMs := storeTime.UnixMilli()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -394,7 +411,7 @@ func (e *Engine) Apply(entry []byte, storeTime time.Time) (Outcome, error) {
 			return out, nil
 		}
 	}
-	out.Reply = e.execLocked(&le, nowMs, &out.Notifications)
+	out.Reply = e.execLocked(le, nowMs, &out.Notifications)
 	if le.dedup != nil {
 		// Not the version text: it lives in the key's buffer, which
 		// the cache would keep after the key changes (a cached reply

@@ -112,10 +112,10 @@ func (e *logEntry) appendTo(dst []byte) []byte {
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
-// decodeEntry parses and checks an entry. The slices alias b; a node id
-// equal to intern shares that string. Errors wrap ErrCorrupt or
-// ErrUnsupportedFormat.
-func decodeEntry(b []byte, intern string) (logEntry, error) {
+// decodeEntry parses and checks an entry (its checksum only when crc).
+// The slices alias b; a node id equal to intern shares that string.
+// Errors wrap ErrCorrupt or ErrUnsupportedFormat.
+func decodeEntry(b []byte, intern string, crc bool) (logEntry, error) {
 	var e logEntry
 	if len(b) < 8 {
 		return e, corruptf("entry of %d bytes is too short", len(b))
@@ -127,9 +127,12 @@ func decodeEntry(b []byte, intern string) (logEntry, error) {
 		return e, fmt.Errorf("%w: entry format %d", ErrUnsupportedFormat, b[1])
 	}
 	body := b[:len(b)-4]
-	if got, want := crc32.Checksum(body, castagnoli), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
-		return e, corruptf("entry checksum 0x%08x, want 0x%08x", got, want)
+	if crc {
+		if got, want := crc32.Checksum(body, castagnoli), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
+			return e, corruptf("entry checksum 0x%08x, want 0x%08x", got, want)
+		}
 	}
+
 	e.op = b[2]
 	flags := b[3]
 	if e.op < opSet || e.op > opExpire {

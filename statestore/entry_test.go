@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -60,7 +61,7 @@ func TestStateStoreEntryBytesPinned(t *testing.T) {
 	if _, out, needsLog := e2.Prepare(r, t0); needsLog || string(out.Reply.Payload) != "+OK\r\n" || out.Reply.Version.Counter != 1 {
 		t.Errorf("redelivery after an old entry: %q %v %v", out.Reply.Payload, out.Reply.Version, needsLog)
 	}
-	le, err := decodeEntry(got, "")
+	le, err := decodeEntry(got, "", true)
 	if err != nil || le.op != opSet || le.cond != CondNX || le.expiryMs != 1500 || le.ft.Node != "Client1" || le.dedupTTL != 10000 ||
 		le.version != (HLC{1696374425000, 1, "StateStore"}) || string(le.key) != "k" || string(le.value) != "v" {
 		t.Errorf("decode: %+v, %v", le, err)
@@ -116,7 +117,7 @@ func TestStateStoreEntryCorruption(t *testing.T) {
 	}
 	for i, le := range bad {
 		b := le.appendTo(nil)
-		if _, err := decodeEntry(b, ""); !isCorrupt(err) {
+		if _, err := decodeEntry(b, "", true); !isCorrupt(err) {
 			t.Errorf("bad entry %d decoded: %v", i, err)
 		}
 	}
@@ -124,13 +125,13 @@ func TestStateStoreEntryCorruption(t *testing.T) {
 	px := (&logEntry{op: opSet, version: HLC{1, 0, "n"}, key: []byte("k"), expiryMs: 5}).appendTo(nil)
 	for _, v := range []uint64{0, 1 << 63} {
 		binary.BigEndian.PutUint64(px[4+hlcSize(HLC{Node: "n"}):], v)
-		if _, err := decodeEntry(resum(px), ""); !isCorrupt(err) {
+		if _, err := decodeEntry(resum(px), "", true); !isCorrupt(err) {
 			t.Errorf("PX %d decoded: %v", int64(v), err)
 		}
 	}
 	b := append([]byte(nil), good...)
 	b[1] = 2
-	if _, err := decodeEntry(resum(b), "n"); !errors.Is(err, ErrUnsupportedFormat) {
+	if _, err := decodeEntry(resum(b), "n", true); !errors.Is(err, ErrUnsupportedFormat) {
 		t.Errorf("format 2: %v", err)
 	}
 }
@@ -145,4 +146,53 @@ func resum(b []byte) []byte {
 // isCorrupt reports whether err is a decoding error.
 func isCorrupt(err error) bool {
 	return errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnsupportedFormat)
+}
+
+// ApplyOwn (an entry that never left memory) applies what Apply applies:
+// the same replies and versions over a scripted log, and equal
+// snapshots. It skips only the entry's checksum: an entry whose checksum
+// is wrong applies, one whose fields are malformed still fails with
+// ErrCorrupt and changes nothing.
+func TestStateStoreEngineApplyOwn(t *testing.T) {
+	log := scriptedLog(t, 400, 7)
+	a := mustEngine(t, Options{HistoryLen: 40, DedupLen: 16})
+	b := mustEngine(t, Options{HistoryLen: 40, DedupLen: 16})
+	for i, r := range log {
+		oa := apply(t, a, r.entry, r.at)
+		ob, err := b.ApplyOwn(r.entry, r.at)
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		if !bytes.Equal(oa.Reply.Payload, ob.Reply.Payload) || oa.Reply.Version != ob.Reply.Version || len(oa.Notifications) != len(ob.Notifications) {
+			t.Fatalf("entry %d: Apply %q %v, ApplyOwn %q %v", i, oa.Reply.Payload, oa.Reply.Version, ob.Reply.Payload, ob.Reply.Version)
+		}
+	}
+	if !bytes.Equal(snapshotBytes(t, a), snapshotBytes(t, b)) {
+		t.Fatal("snapshots differ")
+	}
+
+	e := mustEngine(t, Options{})
+	r := &Request{Payload: cmd("SET", "k", "v")}
+	r.SetUserProperty(PropTimestamp, "1696374425000:0:c")
+	entry := prepare(t, e, t0, r)
+	damaged := bytes.Clone(entry)
+	damaged[len(damaged)-1] ^= 0xff // the checksum only
+	if _, err := e.Apply(damaged, t0); !isCorrupt(err) {
+		t.Fatalf("Apply of a bad checksum: %v", err)
+	}
+	if out, err := e.ApplyOwn(damaged, t0); err != nil || string(out.Reply.Payload) != "+OK\r\n" {
+		t.Fatalf("ApplyOwn of a bad checksum: %q %v", out.Reply.Payload, err)
+	}
+	before := snapshotBytes(t, e)
+	bad := bytes.Clone(entry)
+	bad[2] = 99 // no such op
+	if _, err := e.ApplyOwn(bad, t0); !isCorrupt(err) {
+		t.Fatalf("ApplyOwn of a bad op: %v", err)
+	}
+	if _, err := e.ApplyOwn(entry[:len(entry)-6], t0); !isCorrupt(err) {
+		t.Fatalf("ApplyOwn of a cut entry: %v", err)
+	}
+	if !bytes.Equal(before, snapshotBytes(t, e)) {
+		t.Fatal("a refused entry changed the engine")
+	}
 }
