@@ -24,7 +24,7 @@
 //	if needsLog {
 //	        storeTime := appendToLog(entry)   // the log record's store time
 //	        out, err = eng.Apply(entry, storeTime)  // err: fail-stop
-//	}
+//	}                                         // (ApplyOwn: entry never left memory)
 //	respond(out.Reply)                        // Payload + Reply.UserProperties()
 //	for _, n := range out.Notifications { push(n.ClientID, n.Topic(), n.Payload(), n.UserProperties()) }
 //

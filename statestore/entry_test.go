@@ -154,22 +154,7 @@ func isCorrupt(err error) bool {
 // is wrong applies, one whose fields are malformed still fails with
 // ErrCorrupt and changes nothing.
 func TestStateStoreEngineApplyOwn(t *testing.T) {
-	log := scriptedLog(t, 400, 7)
-	a := mustEngine(t, Options{HistoryLen: 40, DedupLen: 16})
-	b := mustEngine(t, Options{HistoryLen: 40, DedupLen: 16})
-	for i, r := range log {
-		oa := apply(t, a, r.entry, r.at)
-		ob, err := b.ApplyOwn(r.entry, r.at)
-		if err != nil {
-			t.Fatalf("entry %d: %v", i, err)
-		}
-		if !bytes.Equal(oa.Reply.Payload, ob.Reply.Payload) || oa.Reply.Version != ob.Reply.Version || len(oa.Notifications) != len(ob.Notifications) {
-			t.Fatalf("entry %d: Apply %q %v, ApplyOwn %q %v", i, oa.Reply.Payload, oa.Reply.Version, ob.Reply.Payload, ob.Reply.Version)
-		}
-	}
-	if !bytes.Equal(snapshotBytes(t, a), snapshotBytes(t, b)) {
-		t.Fatal("snapshots differ")
-	}
+	applyLogTwice(t, scriptedLog(t, 400, 7), (*Engine).ApplyOwn)
 
 	e := mustEngine(t, Options{})
 	r := &Request{Payload: cmd("SET", "k", "v")}

@@ -202,24 +202,37 @@ func scriptedEngine(t testing.TB, n int, seed uint64) *Engine {
 	return e
 }
 
+// applyLogTwice applies log to two new engines, the first through Apply
+// and the second through applyB, and fails unless every reply (payload,
+// version, notifications) and the final snapshots are the same. It
+// returns the first engine.
+func applyLogTwice(t *testing.T, log []logRecord, applyB func(*Engine, []byte, time.Time) (Outcome, error)) *Engine {
+	t.Helper()
+	a := mustEngine(t, Options{HistoryLen: 40, DedupLen: 16})
+	b := mustEngine(t, Options{HistoryLen: 40, DedupLen: 16})
+	for i, r := range log {
+		oa := apply(t, a, r.entry, r.at)
+		ob, err := applyB(b, r.entry, r.at)
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		if !bytes.Equal(oa.Reply.Payload, ob.Reply.Payload) || oa.Reply.Version != ob.Reply.Version || len(oa.Notifications) != len(ob.Notifications) {
+			t.Fatalf("entry %d: replies differ: %q %v / %q %v", i, oa.Reply.Payload, oa.Reply.Version, ob.Reply.Payload, ob.Reply.Version)
+		}
+	}
+	if !bytes.Equal(snapshotBytes(t, a), snapshotBytes(t, b)) {
+		t.Fatal("two engines applying one log differ")
+	}
+	return a
+}
+
 // Applying the same log to two engines gives identical snapshots and
 // replies; a snapshot taken anywhere plus the rest of the log gives the
 // same result as the full log.
 func TestStateStoreSnapshotReplayDeterminism(t *testing.T) {
 	log := scriptedLog(t, 600, 42)
-	a := mustEngine(t, Options{HistoryLen: 40, DedupLen: 16})
-	b := mustEngine(t, Options{HistoryLen: 40, DedupLen: 16})
-	for i, r := range log {
-		oa := apply(t, a, r.entry, r.at)
-		ob := apply(t, b, r.entry, r.at)
-		if !bytes.Equal(oa.Reply.Payload, ob.Reply.Payload) || oa.Reply.Version != ob.Reply.Version {
-			t.Fatalf("entry %d: replies differ: %q %v / %q %v", i, oa.Reply.Payload, oa.Reply.Version, ob.Reply.Payload, ob.Reply.Version)
-		}
-	}
+	a := applyLogTwice(t, log, (*Engine).Apply)
 	full := snapshotBytes(t, a)
-	if !bytes.Equal(full, snapshotBytes(t, b)) {
-		t.Fatal("two engines applying one log differ")
-	}
 	st := a.Stats()
 	if st.Keys == 0 || st.History == 0 || st.HistoryMin.IsZero() || st.Cached == 0 {
 		t.Fatalf("the log does not exercise the state: %+v", st)
