@@ -88,6 +88,9 @@ type Backend struct {
 	writing   map[string]int                      // protected by mu; session writes in flight per client
 	deferred  map[string][]*sessionRecord         // protected by mu; other nodes' records waiting for them
 	vouches   map[string]vouch                    // protected by mu; the record standing for each local session
+	// ownerTag, when set (SetOwnerTag), names the owner of a client id
+	// that each record of a connection carries ("owner").
+	ownerTag atomic.Pointer[func(clientID string) string]
 	// writers serialises each client's session writes (writeSession);
 	// taken numbers the records in the order their state was taken.
 	writersMu sync.Mutex
@@ -228,6 +231,29 @@ const waitLogEvery = 10 * time.Second
 
 // NodeID returns the name this node writes into session records.
 func (b *Backend) NodeID() string { return b.opts.NodeID }
+
+// SetOwnerTag has fn name the owner of a client id that each session
+// record of a connection carries (the IoT hub: the generation id of the
+// device identity the connection authenticated as; "": unknown), so that
+// PrepareSessionReplacing tells an earlier owner's session by its tag
+// rather than by when it ended. fn is called as records are written,
+// on the goroutines that write them: it must be quick and must not call
+// into the backend. nil: no tag.
+func (b *Backend) SetOwnerTag(fn func(clientID string) string) {
+	if fn == nil {
+		b.ownerTag.Store(nil)
+		return
+	}
+	b.ownerTag.Store(&fn)
+}
+
+// ownerOf is SetOwnerTag's tag of clientID ("" without one).
+func (b *Backend) ownerOf(clientID string) string {
+	if fn := b.ownerTag.Load(); fn != nil {
+		return (*fn)(clientID)
+	}
+	return ""
+}
 
 // Topics returns the device-facing broker topics this node consumes.
 func (b *Backend) Topics() []string { return slices.Clone(b.topics) }

@@ -188,13 +188,19 @@
 //	 "will":{"wid":"<16 hex>-<n>","topic":"will/dev1","payload":"<base64>","qos":1,
 //	         "retain":true?,"clientId":"dev1","username":"u"?,"delayMs":5000?,
 //	         "sessionMs":3600000?,"dueAtMs":1763800005000?,"retry":true?,...}?,
-//	 "prepared":"<tag>"?}
+//	 "prepared":"<tag>"?,"owner":"<tag>"?}
 //
 // ("prepared": an offline record Backend.PrepareSessionReplacing wrote
 // for a client that had not connected, with the tag of the owner it was
 // prepared for, Replacer.Tag: the IoT hub's identity generation id; a
 // later prepare for another tag replaces it; nodes of earlier versions
-// ignore it, and prepared records they wrote have none)
+// ignore it, and prepared records they wrote have none. "owner": on the
+// records of a connection, the tag of the owner the connection was for,
+// Backend.SetOwnerTag: the IoT hub's generation id of the identity it
+// authenticated as; an offline one is replaced by a prepare for another
+// tag, whatever its user name and whenever it ended; absent when unknown
+// and on earlier versions' records, which are judged by when they ended,
+// Replacer.Left, and only when they name a user)
 //
 // and a will-done marker, which carries no session state:
 //

@@ -207,3 +207,59 @@ func TestBridgePreparedRecordBytes(t *testing.T) {
 		t.Fatalf("an earlier version's prepared record: %+v %v", old, err)
 	}
 }
+
+// TestBridgeOwnerRecordBytes pins the "owner" field of a connection's
+// records (SetOwnerTag), and how a prepare judges an offline record with
+// and without it: by the tag when it has one, whatever its user name and
+// end time; an earlier version's record (none) by Replacer.Left, and only
+// when it names a user.
+func TestBridgeOwnerRecordBytes(t *testing.T) {
+	rec := &sessionRecord{ClientID: "dev1", Node: "n1", Subscriptions: subRecords([]mqtt.Subscription{{Filter: "devices/dev1/messages/devicebound/#", QoS: 1}}),
+		ExpiryMs: 86400000, DisconnectedAt: 1763800000000, Owner: "638712345678901234"}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"clientId":"dev1","node":"n1","subscriptions":[{"filter":"devices/dev1/messages/devicebound/#","qos":1}],` +
+		`"expiryMs":86400000,"disconnectedAtMs":1763800000000,"owner":"638712345678901234"}`
+	if string(b) != want {
+		t.Fatalf("record\n got %s\nwant %s", b, want)
+	}
+	back, err := decodeSessionRecord(b)
+	if err != nil || back.Owner != rec.Owner {
+		t.Fatalf("decoded %+v %v", back, err)
+	}
+	lefts := 0
+	r := &Replacer{Left: func(time.Time) bool { lefts++; return true }}
+	tag := func(s string) func() string { return func() string { return s } }
+	for _, tc := range []struct {
+		name    string
+		rec     *sessionRecord
+		tag     string
+		earlier bool
+	}{
+		{"another owner", back, "638799999999999999", true},
+		{"the same owner", back, "638712345678901234", false},
+		{"owner unknown now", back, "", false},
+		{"online", &sessionRecord{ClientID: "dev1", Online: true, Owner: "1"}, "2", false},
+		{"prepared", &sessionRecord{ClientID: "dev1", DisconnectedAt: 1, Prepared: "1"}, "2", false},
+	} {
+		if got := earlierOwner(tc.rec, r, tag(tc.tag)); got != tc.earlier {
+			t.Errorf("%s: earlier owner %v, want %v", tc.name, got, tc.earlier)
+		}
+	}
+	if lefts != 0 {
+		t.Fatalf("Left asked %d times of records naming their owner", lefts)
+	}
+	// An earlier version's record of a connection: judged by Left when it
+	// names a user; without one it looks like an earlier version's
+	// prepared record and is kept.
+	old, err := decodeSessionRecord([]byte(`{"clientId":"dev1","node":"n1","username":"u","expiryMs":86400000,"disconnectedAtMs":1763800000000}`))
+	if err != nil || old.Owner != "" || !earlierOwner(old, r, tag("2")) || lefts != 1 {
+		t.Fatalf("an earlier version's record: %+v %v (Left asked %d)", old, err, lefts)
+	}
+	old.Username = ""
+	if earlierOwner(old, r, tag("2")) || lefts != 1 {
+		t.Fatalf("an earlier version's record without a user name judged (Left asked %d)", lefts)
+	}
+}

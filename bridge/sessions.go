@@ -261,7 +261,7 @@ func (b *Backend) offlineRecord(st *mqtt.SessionState) *sessionRecord {
 func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time, where map[*mqtt.Message]ringPos) (rec *sessionRecord, dropped int) {
 	rec = &sessionRecord{ClientID: st.ClientID, Node: b.opts.NodeID, Username: st.Username,
 		Subscriptions: subRecords(st.Subscriptions), ExpiryMs: st.Expiry.Milliseconds(), Released: st.Released,
-		Received: st.Received}
+		Received: st.Received, Owner: b.ownerOf(st.ClientID)}
 	if !st.DisconnectedAt.IsZero() {
 		rec.DisconnectedAt = st.DisconnectedAt.UnixMilli()
 	}
@@ -326,21 +326,24 @@ func (b *Backend) PrepareSession(ctx context.Context, clientID string, subs []mq
 // device identity whose id a new one took).
 type Replacer struct {
 	// Tag names the client id's current owner ("": unknown). The
-	// prepared record keeps it, and a record prepared with another
-	// (non-empty) tag is an earlier owner's. Called at most once per
+	// prepared record keeps it, and a record prepared, or left by a
+	// connection, with another (non-empty) tag is an earlier owner's. Called at most once per
 	// PrepareSessionReplacing, only when it is needed.
 	Tag func() string
 	// Left reports whether the offline session a connection left at
-	// leftAt (its node's clock) is an earlier owner's.
+	// leftAt (its node's clock) is an earlier owner's; asked only of a
+	// record that names no owner (SetOwnerTag).
 	Left func(leftAt time.Time) bool
 }
 
 // PrepareSessionReplacing is PrepareSession that may also replace an
 // offline session of an earlier owner of the client id (r says which),
-// and reports true then: one a client left when it disconnected (its
-// record names the connection's user name and when it ended; a prepared
-// one names no user), when r.Left says so, and one prepared with a tag
-// other than r.Tag's. The record it writes keeps r.Tag's tag. The IoT hub
+// and reports true then: one a client left when it disconnected, when its
+// record names an owner (SetOwnerTag) other than r.Tag's, or, naming
+// none (an earlier version's), when it names the connection's user name
+// and r.Left says so of when it ended (a prepared record of an earlier
+// version names no user); and one prepared with a tag other than
+// r.Tag's. The record it writes keeps r.Tag's tag. The IoT hub
 // uses it for a device identity created where a deleted one of the same
 // id had a session (stale: the identity has never connected and the
 // session ended before it was created; or prepared for another
@@ -352,8 +355,28 @@ func (b *Backend) PrepareSessionReplacing(ctx context.Context, clientID string, 
 	return b.prepareSession(ctx, clientID, subs, expiry, &r)
 }
 
+// earlierOwner reports whether rec, a client's latest record, is one a
+// connection left that belongs to an earlier owner of the client id than
+// r's. A record that names its owner (Backend.SetOwnerTag) is judged by
+// it: an earlier owner's when r.Tag names another (non-empty) one. One
+// that names none (written by an earlier version, or without a tag) is
+// judged by when it ended (r.Left), and only when it names a user: an
+// earlier version's prepared record looks the same otherwise. tagOf is
+// r.Tag, called at most once.
+func earlierOwner(rec *sessionRecord, r *Replacer, tagOf func() string) bool {
+	if rec == nil || rec.Deleted || rec.Online || rec.Connect || rec.Prepared != "" || rec.DisconnectedAt == 0 {
+		return false
+	}
+	if rec.Owner != "" {
+		t := tagOf()
+		return t != "" && t != rec.Owner
+	}
+	left := leftAt(rec)
+	return !left.IsZero() && r.Left != nil && r.Left(left)
+}
+
 // leftAt is when clientID's connection left the session of rec, an
-// offline record it wrote; zero when rec is none.
+// offline record it wrote that names its user; zero when rec is none.
 func leftAt(rec *sessionRecord) time.Time {
 	if rec == nil || rec.Deleted || rec.Online || rec.Connect || rec.Username == "" || rec.Prepared != "" || rec.DisconnectedAt == 0 {
 		return time.Time{}
@@ -379,9 +402,9 @@ func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mq
 		// Held here: connected, or offline in memory (its latest record
 		// is then the one it left here).
 		b.mu.Lock()
-		left := leftAt(b.sessions[clientID])
+		rec := b.sessions[clientID]
 		b.mu.Unlock()
-		if r == nil || r.Left == nil || left.IsZero() || srv.Connected(clientID) || !r.Left(left) || !srv.EndOfflineSession(clientID) {
+		if r == nil || srv.Connected(clientID) || !earlierOwner(rec, r, tagOf) || !srv.EndOfflineSession(clientID) {
 			return false, nil
 		}
 		ended = true
@@ -390,7 +413,6 @@ func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mq
 	b.mu.Lock()
 	rec := b.sessions[clientID]
 	live := rec != nil && !rec.Deleted && !expiredAt(rec, now)
-	left := leftAt(rec)
 	prepared := "" // the tag of a prepared record
 	if live && !rec.Online && !rec.Connect {
 		prepared = rec.Prepared
@@ -407,7 +429,7 @@ func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mq
 		} else {
 			replacing = true
 		}
-	case left.IsZero() || r == nil || r.Left == nil || !r.Left(left):
+	case r == nil || !earlierOwner(rec, r, tagOf):
 		busy = true
 	default:
 		replacing = true
@@ -445,7 +467,7 @@ func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mq
 	}
 	st := &mqtt.SessionState{ClientID: clientID, Subscriptions: subs, Expiry: expiry, DisconnectedAt: now}
 	prep := b.offlineRecord(st)
-	prep.Prepared = tagOf()
+	prep.Prepared, prep.Owner = tagOf(), "" // no connection's
 	if err := b.writeSession(ctx, prep); err != nil {
 		return false, err
 	}
@@ -620,7 +642,8 @@ func (b *Backend) onlineRecord(clientID, username string, subs []subRecord, expi
 		}
 	}
 	return &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Online: true, Username: username,
-		Subscriptions: subs, ExpiryMs: expiryMs, Resume: sortedPoints(points), Will: b.willOf(clientID)}
+		Subscriptions: subs, ExpiryMs: expiryMs, Resume: sortedPoints(points), Will: b.willOf(clientID),
+		Owner: b.ownerOf(clientID)}
 }
 
 // SaveSubscriptions implements mqtt.SubscriptionBackend: the server calls

@@ -231,6 +231,12 @@ type sessionRecord struct {
 	// on the records of connections, on untagged prepared records and on
 	// those of earlier versions (never replaced by a tag then).
 	Prepared string `json:"prepared,omitempty"`
+	// Owner: on the records of a connection, the owner of the client id
+	// the connection was for (Backend.SetOwnerTag; the IoT hub: the
+	// generation id of the device identity it authenticated as). Absent
+	// when unknown, on prepared records and on those of earlier
+	// versions (judged by when they ended then).
+	Owner string `json:"owner,omitempty"`
 
 	q    client.MessageQueue
 	off  int64

@@ -36,13 +36,19 @@ import (
 func (h *Hub) authenticate(r *mqtt.ConnectRequest) (bool, error) {
 	host, id, ok := ParseUsername(r.Username)
 	if !ok {
+		if r.Username == "" {
+			h.noteAnonymous(r.ClientID) // owner.go
+		}
 		return false, nil // not an IoT Hub device: the server's own rules apply
 	}
-	err := h.checkDevice(r, host, id)
+	gen, err := h.checkDevice(r, host, id)
 	if err != nil {
 		h.stats.AuthFailures.Add(1)
 		h.log.Info("iothub: device refused", "device", id.String(), "remote", r.RemoteAddr, "reason", reasonOf(err), "err", err)
 		return false, err
+	}
+	if id.ModuleID == "" {
+		h.noteOwner(r.ClientID, gen)
 	}
 	return true, nil
 }
@@ -57,82 +63,90 @@ func reasonOf(err error) string {
 	return "other"
 }
 
-func (h *Hub) checkDevice(r *mqtt.ConnectRequest, host string, id Identity) error {
+// checkDevice checks a device's CONNECT and returns the generation id of
+// its identity ("" when the registry was not read or cannot say).
+func (h *Hub) checkDevice(r *mqtt.ConnectRequest, host string, id Identity) (string, error) {
 	if !h.started.Load() {
-		return fmt.Errorf("%w: the IoT hub front is not running", mqtt.ErrUnavailable)
+		return "", fmt.Errorf("%w: the IoT hub front is not running", mqtt.ErrUnavailable)
 	}
 	if r.ClientID != id.ClientID() {
-		return fmt.Errorf("%w: client id %q is not the user name's identity %q", ErrUnauthorized, truncate(r.ClientID, 64), id)
+		return "", fmt.Errorf("%w: client id %q is not the user name's identity %q", ErrUnauthorized, truncate(r.ClientID, 64), id)
 	}
 	if h.opts.HostName != "" && !strings.EqualFold(host, h.opts.HostName) {
-		return fmt.Errorf("%w: user name names host %q, this hub is %q", ErrUnauthorized, truncate(host, 64), h.opts.HostName)
+		return "", fmt.Errorf("%w: user name names host %q, this hub is %q", ErrUnauthorized, truncate(host, 64), h.opts.HostName)
 	}
 	if model, ok, err := ModelID(r.Username); err != nil {
-		return fmt.Errorf("%w: %w", mqtt.ErrBadCredentials, err)
+		return "", fmt.Errorf("%w: %w", mqtt.ErrBadCredentials, err)
 	} else if ok {
 		if err := tw.CheckModelID(model); err != nil {
-			return fmt.Errorf("%w: user name: %w", mqtt.ErrBadCredentials, err)
+			return "", fmt.Errorf("%w: user name: %w", mqtt.ErrBadCredentials, err)
 		}
 	}
 	if h.opts.DeviceAuth == AuthNone {
-		return nil
+		// The identity may not exist yet (register creates it): its
+		// generation is noted then.
+		if id.ModuleID != "" {
+			return "", nil
+		}
+		return h.generation(context.Background(), id.DeviceID), nil
 	}
 	ctx, cancel := h.requestCtx(context.Background())
 	defer cancel()
-	auth, err := h.identityAuth(ctx, id)
+	auth, gen, err := h.identityAuth(ctx, id)
 	if err != nil {
-		return err
+		return "", err
 	}
 	now := time.Now()
 	switch {
 	case r.HasPassword && strings.HasPrefix(string(r.Password), tokenPrefix):
 		tok, err := ParseToken(string(r.Password))
 		if err != nil {
-			return fmt.Errorf("%w: %w", mqtt.ErrBadCredentials, err)
+			return "", fmt.Errorf("%w: %w", mqtt.ErrBadCredentials, err)
 		}
 		if err := h.verifyDeviceToken(tok, auth, host, id, now); err != nil {
-			return err
+			return "", err
 		}
 		h.mu.Lock()
 		h.expiries[r.ClientID] = tok.Expiry
 		h.mu.Unlock()
-		return nil
+		return gen, nil
 	case len(r.PeerCertificates) > 0:
-		return h.verifyCertificate(r.PeerCertificates, auth, id, now)
+		return gen, h.verifyCertificate(r.PeerCertificates, auth, id, now)
 	case auth.Type == "none":
-		return nil
+		return gen, nil
 	case r.HasPassword:
-		return fmt.Errorf("%w: the password is not a SAS token (%q...)", mqtt.ErrBadCredentials, truncate(string(r.Password), 8))
+		return "", fmt.Errorf("%w: the password is not a SAS token (%q...)", mqtt.ErrBadCredentials, truncate(string(r.Password), 8))
 	}
-	return fmt.Errorf("%w: neither a SAS token nor a client certificate", mqtt.ErrBadCredentials)
+	return "", fmt.Errorf("%w: neither a SAS token nor a client certificate", mqtt.ErrBadCredentials)
 }
 
-// identityAuth reads the identity's authentication from the registry.
-func (h *Hub) identityAuth(ctx context.Context, id Identity) (twincli.Authentication, error) {
+// identityAuth reads the identity's authentication from the registry,
+// and its device's generation id.
+func (h *Hub) identityAuth(ctx context.Context, id Identity) (twincli.Authentication, string, error) {
 	// A module has no status of its own: it is refused while its device
 	// is disabled, as IoT Hub does.
 	d, err := h.twins.GetDevice(ctx, id.DeviceID)
 	if err != nil {
-		return twincli.Authentication{}, registryErr(id, err)
+		return twincli.Authentication{}, "", registryErr(id, err)
 	}
 	if strings.EqualFold(d.Status, "disabled") {
 		if id.ModuleID != "" {
-			return twincli.Authentication{}, fmt.Errorf("%w: module %s: device %s is disabled", ErrUnauthorized, id, id.DeviceID)
+			return twincli.Authentication{}, "", fmt.Errorf("%w: module %s: device %s is disabled", ErrUnauthorized, id, id.DeviceID)
 		}
-		return twincli.Authentication{}, fmt.Errorf("%w: device %s is disabled", ErrUnauthorized, id)
+		return twincli.Authentication{}, "", fmt.Errorf("%w: device %s is disabled", ErrUnauthorized, id)
 	}
 	auth := d.Authentication
 	if id.ModuleID != "" {
 		m, err := h.twins.GetModule(ctx, id.DeviceID, id.ModuleID)
 		if err != nil {
-			return twincli.Authentication{}, registryErr(id, err)
+			return twincli.Authentication{}, "", registryErr(id, err)
 		}
 		auth = m.Authentication
 	}
 	if auth == nil {
-		return twincli.Authentication{Type: "sas"}, nil
+		return twincli.Authentication{Type: "sas"}, d.GenerationID, nil
 	}
-	return *auth, nil
+	return *auth, d.GenerationID, nil
 }
 
 // registryErr turns a registry lookup failure into a CONNECT refusal.

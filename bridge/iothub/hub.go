@@ -64,6 +64,9 @@ type Hub struct {
 	// when that announced an IoT Plug and Play model id: read for every
 	// telemetry message, so without a lock.
 	models sync.Map
+	// owners maps the client id of a device to the generation id of the
+	// identity its latest connect here was for (owner.go).
+	owners sync.Map
 
 	stats Stats
 }
@@ -193,6 +196,7 @@ func (h *Hub) Start(ctx context.Context, b *bridge.Bridge) error {
 
 func (h *Hub) start(ctx context.Context, b *bridge.Bridge) error {
 	h.br, h.srv, h.nodeID = b, b.Server(), b.Backend().NodeID()
+	b.Backend().SetOwnerTag(h.ownerTag)
 	to := h.opts.Twins
 	to.OnDesired = h.pushDesired
 	if to.PrepareC2D == nil {

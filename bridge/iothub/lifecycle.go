@@ -337,7 +337,10 @@ func (h *Hub) register(ctx context.Context, id Identity) error {
 	rctx, cancel := h.requestCtx(ctx)
 	defer cancel()
 	none := &twincli.Authentication{Type: "none"}
-	_, err := h.twins.CreateDevice(rctx, &twincli.Device{DeviceID: id.DeviceID, Authentication: none})
+	d, err := h.twins.CreateDevice(rctx, &twincli.Device{DeviceID: id.DeviceID, Authentication: none})
+	if err == nil && id.ModuleID == "" {
+		h.noteOwner(id.ClientID(), d.GenerationID) // owner.go
+	}
 	if err != nil && !errors.Is(err, twincli.ErrExists) {
 		h.log.Warn("iothub: register device", "device", id.DeviceID, "err", err)
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/client/admin"
 	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
@@ -243,7 +244,8 @@ func TestHubTelemetry(t *testing.T) {
 // session. They were before: the new device resumed the old session. The
 // old identity's session is one its connection left, or (never) the one
 // the hub prepared for it, never connected (tagged with its generation
-// id, which the new identity's differs from).
+// id, which the new identity's differs from); or one a client with the
+// device's id left that had no user name (replacedWithoutUserName).
 func TestHubC2DNotForAReplacedIdentity(t *testing.T) {
 	c := startTestCluster(t, 1)
 	a, b := startNode(t, c), startNode(t, c)
@@ -296,6 +298,85 @@ func TestHubC2DNotForAReplacedIdentity(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			d := dialDevice(t, tc.reconnect.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+			if p := d.expect(); string(p.Payload) != "for the new device" {
+				t.Fatalf("the new device got %q", p.Payload)
+			}
+			d.nothing(300 * time.Millisecond)
+		})
+	}
+	replacedWithoutUserName(t, ctx, c, a, b)
+}
+
+// replacedWithoutUserName is TestHubC2DNotForAReplacedIdentity for a
+// client with a device's id that connected without a user name (left to
+// the server's own rules, as on a bridge that lets anonymous clients in)
+// and holds a session with the device's cloud-to-device subscription.
+// Once the identity is deleted and created again, the new device must
+// not resume it: its session records name the generation of the identity
+// they were written for. It used to be kept whenever the connection had
+// no user name (its record could not be told from an earlier version's
+// prepared one), and, had it one, whenever it ended after the new
+// identity's creation by the node's clock (the cases "left after").
+func replacedWithoutUserName(t *testing.T, ctx context.Context, c *testCluster, a, b *node) {
+	adm, err := admin.New(admin.Options{Registries: c.RegistryAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	for _, tc := range []struct {
+		name      string
+		leftLater bool // the old connection ends after the identity was created again
+		creator   *node
+	}{
+		{"left before the delete", false, a},
+		{"left after the new identity was created", true, a},
+		{"left after, created on another node", true, b},
+	} {
+		t.Run("no user name, "+tc.name, func(t *testing.T) {
+			devID := "anon-" + strings.NewReplacer(" ", "-", ",", "").Replace(tc.name)
+			id := Identity{DeviceID: devID}
+			createDevice(t, a, devID)
+			old := dialDeviceCP(t, a.addr, id, &packets.Connect{ClientID: devID, KeepAlive: 60})
+			old.subscribe("devices/" + devID + "/messages/devicebound/#")
+			leave := func() {
+				old.Send(&packets.Disconnect{})
+				old.Closed()
+				// Its node has its offline record (a prepare there sees
+				// the session it left, not the connection's).
+				waitFor(t, 10*time.Second, "the offline session recorded", func() bool {
+					p, err := adm.MQTTSessions(ctx, a.br.Backend().NodeID(), admin.MQTTQuery{Prefix: devID})
+					return err == nil && len(p.Items) == 1 && p.Items[0].ClientID == devID && !p.Items[0].Online
+				})
+			}
+			if !tc.leftLater {
+				leave()
+			}
+			if err := a.hub.SendC2D(ctx, &C2DMessage{DeviceID: devID, Body: []byte("for the old device")}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.leftLater {
+				// Received, not acknowledged: it stays in the session.
+				if p := old.Recv(); p == nil {
+					t.Fatal("no message for the old device")
+				}
+			}
+			if err := tc.creator.hub.Twins().DeleteDevice(ctx, devID, "*"); err != nil {
+				t.Fatal(err)
+			}
+			dev := createDevice(t, tc.creator, devID)
+			if tc.leftLater {
+				leave()
+			}
+			// Sent through the node the client left, whose records it
+			// reads at once (another node's tail may still see it online,
+			// and then queues the message in its session).
+			if err := a.hub.SendC2D(ctx, &C2DMessage{DeviceID: devID, Body: []byte("for the new device")}); err != nil {
+				t.Fatal(err)
+			}
+			for end := time.Now().Add(10 * time.Second); a.br.Server().SessionInstance(devID) != 0 && time.Now().Before(end); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			d := dialDevice(t, tc.creator.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
 			if p := d.expect(); string(p.Payload) != "for the new device" {
 				t.Fatalf("the new device got %q", p.Payload)
 			}
