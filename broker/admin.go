@@ -103,17 +103,11 @@ func (b *Broker) processAllGroups(c *remoting.Conn, req *protocol.Command) (*pro
 }
 
 func (b *Broker) processAllConsumerOffsets(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
-	return jsonResponse(b.offsets.Snapshot())
+	return b.offsetsResponse()
 }
 
 func (b *Broker) processAllDelayOffsets(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
-	body, err := b.delayOffsets.JSON()
-	if err != nil {
-		return nil, err
-	}
-	resp := protocol.NewResponse(protocol.Success, "")
-	resp.Body = body
-	return resp, nil
+	return b.delayOffsetsResponse()
 }
 
 // processConsumeStats serves GET_CONSUME_STATS: per queue of the group's

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -78,8 +79,11 @@ type Broker struct {
 	// SEND_BATCH body accepted (send.go putBatch).
 	maxBatchBody int
 	// Offset change notices to slaves (metasync.go).
-	offsetKick     chan struct{} // cap 1: consumer or delay offsets changed
-	offsetSyncKick chan struct{} // cap 1: a slave copies its master's offsets now
+	offsetKick     chan struct{}  // cap 1: consumer or delay offsets changed
+	offsetSyncKick chan struct{}  // cap 1: a slave copies its master's offsets now
+	offsetRun      uint64         // names this process's offset changes in notices (offsetdelta.go)
+	offApplyMu     sync.Mutex     // serialises a slave's offset deltas and full copies
+	offApplied     offsetsApplied // protected by offApplyMu
 
 	// Replication (broker/ha.go): haSrv on a master, haCli on a slave
 	// (both change with the role in controller mode).
@@ -185,6 +189,7 @@ func New(opts Options) (*Broker, error) {
 	b.topics.version.onBump, b.groups.version.onBump = b.metaChanged, b.metaChanged
 	b.offsetKick, b.offsetSyncKick = make(chan struct{}, 1), make(chan struct{}, 1)
 	b.offsets.onChange, b.delayOffsets.onChange = b.offsetsChanged, b.offsetsChanged
+	b.offsetRun = rand.Uint64()
 	b.consumers = NewConsumerManager()
 	b.producers = NewProducerManager()
 	b.locks = NewLockManager(0)

@@ -244,6 +244,15 @@ func (b *Broker) slaveSyncLoop(ctx context.Context) {
 // getFromMaster sends a request of code without header or body to the
 // master at addr and returns its answer's body.
 func (b *Broker) getFromMaster(ctx context.Context, addr string, code int32) ([]byte, error) {
+	resp, err := b.askMaster(ctx, addr, code)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// askMaster is getFromMaster returning the whole answer.
+func (b *Broker) askMaster(ctx context.Context, addr string, code int32) (*protocol.Command, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	resp, err := b.client.Invoke(cctx, addr, protocol.NewRequest(code, nil, nil))
@@ -253,25 +262,25 @@ func (b *Broker) getFromMaster(ctx context.Context, addr string, code int32) ([]
 	if resp.Code != protocol.Success {
 		return nil, fmt.Errorf("broker: master %s answered %d to request %d: %s", addr, resp.Code, code, resp.Remark)
 	}
-	return resp.Body, nil
+	return resp, nil
 }
 
 // syncOffsetsFrom copies consumer offsets and delay offsets from the
 // master at addr (GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET).
 func (b *Broker) syncOffsetsFrom(ctx context.Context, addr string) error {
-	body, err := b.getFromMaster(ctx, addr, protocol.GetAllConsumerOffset)
+	resp, err := b.askMaster(ctx, addr, protocol.GetAllConsumerOffset)
 	if err != nil {
 		return err
 	}
 	var ow protocol.ConsumerOffsetSerializeWrapper
-	if err := protocol.DecodeJSON(body, &ow); err != nil {
+	if err := protocol.DecodeJSON(resp.Body, &ow); err != nil {
 		return fmt.Errorf("broker: master consumer offsets: %w", err)
 	}
-	b.offsets.Replace(ow)
-	if body, err = b.getFromMaster(ctx, addr, protocol.GetAllDelayOffset); err != nil {
+	b.installOffsets(ow, resp.ExtFields)
+	if resp, err = b.askMaster(ctx, addr, protocol.GetAllDelayOffset); err != nil {
 		return err
 	}
-	return b.delayOffsets.Replace(body)
+	return b.installDelayOffsets(resp.Body, resp.ExtFields)
 }
 
 // syncFromMaster copies topics, groups, consumer offsets and delay offsets

@@ -32,8 +32,11 @@ import (
 // delayed message delivered): a change wakes notifyOffsetsLoop, which
 // sends the same notice with the ext field scope=offsets, at most once
 // per offsetNoticeInterval (the changes in between coalesce into the
-// next notice); the slave then copies only the offsets
-// (GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET). After a failover the
+// next notice); the notice carries the offsets changed since the last
+// one, which the slave applies (offsetdelta.go), or, when the slave
+// cannot (it missed a notice, or the master did not journal a change),
+// the slave copies all the offsets (GET_ALL_CONSUMER_OFFSET,
+// GET_ALL_DELAY_OFFSET). After a failover the
 // promoted slave so has the offsets committed up to about
 // offsetNoticeInterval before the master died, not SlaveSyncInterval. A
 // slave that does not know the field copies everything.
@@ -75,7 +78,7 @@ func (b *Broker) notifySlavesLoop(ctx context.Context) {
 			return
 		case <-b.metaKick:
 		}
-		b.noticeSlaves(ctx, "")
+		b.noticeSlaves(ctx, func() *protocol.Command { return protocol.NewRequest(protocol.NotifyMetadataChanged, nil, nil) })
 	}
 }
 
@@ -91,7 +94,12 @@ func (b *Broker) notifyOffsetsLoop(ctx context.Context) {
 			return
 		case <-b.offsetKick:
 		}
-		b.noticeSlaves(ctx, noticeScopeOffsets)
+		mk, err := b.offsetNotice()
+		if err != nil {
+			b.plog.Warn("cannot make the offset notice", "err", err)
+		} else {
+			b.noticeSlaves(ctx, mk)
+		}
 		t.Reset(offsetNoticeInterval)
 		select {
 		case <-ctx.Done():
@@ -101,9 +109,9 @@ func (b *Broker) notifyOffsetsLoop(ctx context.Context) {
 	}
 }
 
-// noticeSlaves sends NOTIFY_METADATA_CHANGED one way to each connected
-// slave; scope is the ext field's value ("" for none).
-func (b *Broker) noticeSlaves(ctx context.Context, scope string) {
+// noticeSlaves sends the notice mk makes one way to each connected
+// slave.
+func (b *Broker) noticeSlaves(ctx context.Context, mk func() *protocol.Command) {
 	srv := b.haSrv.Load()
 	if srv == nil {
 		return
@@ -117,12 +125,8 @@ func (b *Broker) noticeSlaves(ctx context.Context, scope string) {
 			b.plog.Warn("a slave's HA hello names no usable remoting address", "slave", s.Addr, "claimed", s.BrokerAddr)
 			continue
 		}
-		req := protocol.NewRequest(protocol.NotifyMetadataChanged, nil, nil)
-		if scope != "" {
-			req.ExtFields = protocol.ExtFields{fieldNoticeScope: scope}
-		}
 		cctx, cancel := context.WithTimeout(ctx, metaNoticeTimeout)
-		err := b.client.InvokeOneway(cctx, addr, req)
+		err := b.client.InvokeOneway(cctx, addr, mk())
 		cancel()
 		if err != nil {
 			b.plog.Warn("cannot tell a slave its master's metadata changed", "slave", addr, "err", err)
@@ -142,7 +146,9 @@ func (b *Broker) processMetadataChanged(c *remoting.Conn, req *protocol.Command)
 			return errResp(protocol.NoPermission, "NOTIFY_METADATA_CHANGED is taken only from this slave's master"), nil
 		}
 		if req.ExtFields[fieldNoticeScope] == noticeScopeOffsets {
-			kick(b.offsetSyncKick)
+			if !b.applyOffsetDelta(req) {
+				kick(b.offsetSyncKick)
+			}
 		} else {
 			b.kickSync()
 		}

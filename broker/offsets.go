@@ -23,6 +23,7 @@ type OffsetManager struct {
 	// block) after a commit, clone or delete changed the table; Replace
 	// does not call it.
 	onChange func()
+	jr       offsetJournal // protected by mu: the changes since the last slave notice (offsetdelta.go)
 }
 
 func offsetKey(topic, group string) string { return topic + "@" + group }
@@ -60,6 +61,7 @@ func (m *OffsetManager) Commit(group, topic string, queueID int32, offset int64)
 	if cur, ok := q[queueID]; !ok || cur != offset { // a first commit of 0 is an offset too
 		q[queueID] = offset
 		m.dirty, changed = true, true
+		m.jr.note(k, queueID, offset)
 	}
 	m.mu.Unlock()
 	if changed {
@@ -153,6 +155,7 @@ func (m *OffsetManager) Clone(src, dst, topic string) bool {
 	}
 	m.table[offsetKey(topic, dst)] = c
 	m.dirty = true
+	m.jr.noteWhole()
 	m.mu.Unlock()
 	m.changed()
 	return true
@@ -166,6 +169,7 @@ func (m *OffsetManager) DeleteGroup(group string) {
 		if i := strings.LastIndexByte(k, '@'); i >= 0 && k[i+1:] == group {
 			delete(m.table, k)
 			m.dirty, changed = true, true
+			m.jr.noteWhole()
 		}
 	}
 	m.mu.Unlock()
@@ -182,6 +186,7 @@ func (m *OffsetManager) DeleteTopic(topic string) {
 		if t, _, _ := strings.Cut(k, "@"); t == topic {
 			delete(m.table, k)
 			m.dirty, changed = true, true
+			m.jr.noteWhole()
 		}
 	}
 	m.mu.Unlock()
@@ -194,6 +199,10 @@ func (m *OffsetManager) DeleteTopic(topic string) {
 func (m *OffsetManager) Snapshot() protocol.ConsumerOffsetSerializeWrapper {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	return m.snapshotLocked()
+}
+
+func (m *OffsetManager) snapshotLocked() protocol.ConsumerOffsetSerializeWrapper {
 	w := protocol.ConsumerOffsetSerializeWrapper{OffsetTable: make(map[string]map[int32]int64, len(m.table))}
 	for k, q := range m.table {
 		c := make(map[int32]int64, len(q))
@@ -217,6 +226,7 @@ func (m *OffsetManager) Replace(w protocol.ConsumerOffsetSerializeWrapper) {
 	}
 	m.mu.Lock()
 	m.table, m.dirty = t, true
+	m.jr.noteWhole()
 	m.mu.Unlock()
 }
 
@@ -250,6 +260,7 @@ type DelayOffsets struct {
 	dirty     bool            // protected by mu: table differs from the file
 	persistMu sync.Mutex
 	onChange  func() // as OffsetManager.onChange, after a Set changed an offset
+	seq       uint64 // protected by mu: counts the table's changes (offsetdelta.go)
 }
 
 type delayOffsetFile struct {
@@ -285,6 +296,7 @@ func (d *DelayOffsets) Set(level int32, offset int64) {
 	if old, ok := d.table[level]; !ok || old != offset {
 		d.table[level] = offset
 		d.dirty, changed = true, true
+		d.seq++
 	}
 	d.mu.Unlock()
 	if changed && d.onChange != nil {
@@ -309,6 +321,7 @@ func (d *DelayOffsets) Replace(data []byte) error {
 		d.table[l] = o
 	}
 	d.dirty = true
+	d.seq++
 	d.mu.Unlock()
 	return nil
 }
@@ -316,6 +329,10 @@ func (d *DelayOffsets) Replace(data []byte) error {
 func (d *DelayOffsets) snapshot() delayOffsetFile {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.snapshotLocked()
+}
+
+func (d *DelayOffsets) snapshotLocked() delayOffsetFile {
 	f := delayOffsetFile{OffsetTable: make(map[int32]int64, len(d.table))}
 	for l, o := range d.table {
 		f.OffsetTable[l] = o

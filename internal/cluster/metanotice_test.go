@@ -210,19 +210,54 @@ func TestClusterHAMasterNoticesOnlyTheHelloHost(t *testing.T) {
 	// (the slave then copies only the offsets), to the same address. The
 	// field's name and value are the wire format a slave reads.
 	m.Offsets().Commit("notice-group", "NoticeHost", 0, 7)
-	deadline := time.After(20 * time.Second)
-	for scoped := false; !scoped; {
-		select {
-		case cmd := <-atOwn:
-			if cmd.Code != protocol.NotifyMetadataChanged {
-				t.Fatalf("the peer's own address got request %d", cmd.Code)
+	// offsetNotice waits for the next scope=offsets notice whose delta
+	// holds the entry key/queue (earlier ones: the topic's notices, or
+	// deltas of changes made before).
+	offsetNotice := func(key string, queue int32) (*protocol.Command, protocol.OffsetDelta) {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case cmd := <-atOwn:
+				if cmd.Code != protocol.NotifyMetadataChanged {
+					t.Fatalf("the peer's own address got request %d", cmd.Code)
+				}
+				if cmd.ExtFields["scope"] != "offsets" {
+					continue
+				}
+				var d protocol.OffsetDelta
+				if err := protocol.DecodeJSON(cmd.Body, &d); err != nil {
+					t.Fatalf("offset notice body %q: %v", cmd.Body, err)
+				}
+				if _, ok := d.OffsetTable[key][queue]; ok {
+					return cmd, d
+				}
+			case cmd := <-atClaimed:
+				t.Fatalf("the master dialled the claimed host 127.0.0.1:%d (request %d)", port, cmd.Code)
+			case <-deadline:
+				t.Fatalf("no offsets notice (ext field scope=offsets) holding %s queue %d at the peer's own address", key, queue)
 			}
-			scoped = cmd.ExtFields["scope"] == "offsets" // earlier ones: the topic's notices
-		case cmd := <-atClaimed:
-			t.Fatalf("the master dialled the claimed host 127.0.0.1:%d (request %d)", port, cmd.Code)
-		case <-deadline:
-			t.Fatal("no offsets notice (ext field scope=offsets) at the peer's own address")
 		}
+	}
+	_, d := offsetNotice("NoticeHost@notice-group", 0)
+	if d.OffsetTable["NoticeHost@notice-group"][0] != 7 {
+		t.Fatalf("offset notice delta %v, want NoticeHost@notice-group queue 0 at 7", d.OffsetTable)
+	}
+	// The notice carries the changes, not a request to copy the whole
+	// table: 2,000 entries committed, then one more; the notice after that
+	// one holds only it, and follows on from the earlier ones' range.
+	for i := range 2000 {
+		m.Offsets().Commit("bulk-group", "NoticeHost"+strconv.Itoa(i/8), int32(i%8), int64(i))
+	}
+	cmd, _ := offsetNotice("NoticeHost249@bulk-group", 7)
+	to := cmd.ExtFields[protocol.FieldOffsetTo]
+	m.Offsets().Commit("notice-group", "NoticeHost", 1, 9)
+	cmd, d = offsetNotice("NoticeHost@notice-group", 1)
+	if len(d.OffsetTable) != 1 || len(d.OffsetTable["NoticeHost@notice-group"]) != 1 || d.OffsetTable["NoticeHost@notice-group"][1] != 9 {
+		t.Fatalf("offset notice after one commit carries %v, want only NoticeHost@notice-group queue 1 at 9", d.OffsetTable)
+	}
+	if f := cmd.ExtFields[protocol.FieldOffsetFrom]; f != to || cmd.ExtFields[protocol.FieldOffsetRun] == "" || cmd.ExtFields[protocol.FieldDelaySeq] == "" {
+		t.Fatalf("offset notice fields %v, want offsetFrom %s (the last notice's offsetTo), offsetRun and delaySeq", cmd.ExtFields, to)
 	}
 	select {
 	case cmd := <-atClaimed:

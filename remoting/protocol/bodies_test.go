@@ -84,6 +84,10 @@ func TestRemotingBodyRegisterAndOthers(t *testing.T) {
 			BrokerAddrTable:  map[string]*BrokerData{"b": {BrokerName: "b", Cluster: "c", BrokerAddrs: map[int64]string{0: "a:1"}}},
 			ClusterAddrTable: map[string][]string{"c": {"b"}}},
 		`{"offsetTable":{"T@g":{"0":5,"1":7}}}`: ConsumerOffsetSerializeWrapper{OffsetTable: map[string]map[int32]int64{"T@g": {0: 5, 1: 7}}},
+		// An offset notice's body (metasync.go).
+		`{"offsetTable":{"T@g":{"0":5}},"delayOffsetTable":{"1":12}}`: OffsetDelta{OffsetTable: map[string]map[int32]int64{"T@g": {0: 5}},
+			DelayOffsetTable: map[int32]int64{1: 12}},
+		`{}`: OffsetDelta{},
 	}
 	for want, v := range pinned {
 		if b, err := EncodeJSON(v); err != nil || string(b) != want {

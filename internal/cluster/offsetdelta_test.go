@@ -1,0 +1,135 @@
+package cluster
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/broker"
+	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// invokeRaw sends req to addr from 127.0.0.1 and returns the answer.
+func invokeRaw(t *testing.T, addr string, req *protocol.Command) *protocol.Command {
+	t.Helper()
+	nc := dialFrom(t, "127.0.0.1", addr)
+	frame, err := protocol.EncodeFrame(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	resp, _, err := protocol.ReadFrame(nc, nil, 64<<20)
+	if err != nil {
+		t.Fatalf("answer to request %d: %v", req.Code, err)
+	}
+	return resp
+}
+
+// TestClusterHASlaveAppliesOffsetDeltas: a slave applies the offsets an
+// offset notice carries on top of what it holds, and falls back to a
+// full copy of the master's offsets when the notice does not follow on
+// from what it applied (a missed notice) or its body is bad. The forged
+// notices come from the master's host (127.0.0.1), so the slave takes
+// them; the entry they add exists only on the slave, and a full copy
+// removes it.
+func TestClusterHASlaveAppliesOffsetDeltas(t *testing.T) {
+	c := startHACluster(t, Options{Slave: func(_ int, o *broker.Options) { o.SlaveSyncInterval = time.Hour }})
+	m, s := c.Broker(0), c.Slave(0)
+	topicsCopied(t, m, s, 20*time.Second)
+	has := func(group, topic string, q int32, want int64) func() error {
+		return func() error {
+			if off, ok := s.Offsets().Query(group, topic, q); !ok || off != want {
+				return fmt.Errorf("slave's offset of %s/%s/%d: %d (%v), want %d", group, topic, q, off, ok, want)
+			}
+			return nil
+		}
+	}
+	m.Offsets().Commit("g", "Real", 0, 5)
+	testutil.Eventually(t, 20*time.Second, has("g", "Real", 0, 5))
+
+	// next is one past the master's change count now: a delta up to it
+	// follows on from anything the slave applied.
+	var run string
+	next := func() uint64 {
+		t.Helper()
+		all := invokeRaw(t, m.Addr(), protocol.NewRequest(protocol.GetAllConsumerOffset, nil, nil))
+		n, err := strconv.ParseUint(all.ExtFields[protocol.FieldOffsetSeq], 10, 64)
+		if run = all.ExtFields[protocol.FieldOffsetRun]; run == "" || err != nil {
+			t.Fatalf("GET_ALL_CONSUMER_OFFSET answer's fields %v: want offsetRun and offsetSeq", all.ExtFields)
+		}
+		return n + 1
+	}
+	next()
+	forged := func(from, to uint64, body string) {
+		t.Helper()
+		req := protocol.NewRequest(protocol.NotifyMetadataChanged, nil, []byte(body))
+		req.ExtFields = protocol.ExtFields{"scope": "offsets", protocol.FieldOffsetRun: run,
+			protocol.FieldOffsetFrom: strconv.FormatUint(from, 10), protocol.FieldOffsetTo: strconv.FormatUint(to, 10),
+			protocol.FieldDelaySeq: "0"}
+		if resp := invokeRaw(t, s.Addr(), req); resp.Code != protocol.Success {
+			t.Fatalf("forged notice: code %d %s", resp.Code, resp.Remark)
+		}
+	}
+	// A delta that follows on: applied, without a copy (the master has no
+	// such entry), and the master's own deltas still apply on top, once
+	// its change count passes the forged one's. A copy the slave started
+	// before (at its start, on a topic notice) may still remove the forged
+	// entry once: a slave that copies on every offset notice removes it
+	// every time.
+	for try := int32(0); ; try++ {
+		forged(0, next(), `{"offsetTable":{"Forged@g":{"0":99}}}`)
+		testutil.Eventually(t, 20*time.Second, has("g", "Forged", 0, 99))
+		m.Offsets().Commit("g", "Real", 0, 6)
+		m.Offsets().Commit("g", "Real", 1+try, 1)
+		testutil.Eventually(t, 20*time.Second, has("g", "Real", 1+try, 1))
+		err := has("g", "Forged", 0, 99)()
+		if err == nil {
+			break
+		}
+		if try == 4 {
+			t.Fatalf("the master's offset notices copied everything: %v", err)
+		}
+	}
+	gone := func() error {
+		if off, ok := s.Offsets().Query("g", "Forged", 0); ok {
+			return fmt.Errorf("the slave still has the forged offset %d: no full copy", off)
+		}
+		return nil
+	}
+	// A delta past what the slave applied (it missed one): a full copy.
+	forged(1<<62, 1<<62+1, `{"offsetTable":{"Gap@g":{"0":1}}}`)
+	testutil.Eventually(t, 20*time.Second, gone)
+	if _, ok := s.Offsets().Query("g", "Gap", 0); ok {
+		t.Fatal("the slave applied a delta that does not follow on from what it holds")
+	}
+	if err := has("g", "Real", 0, 6)(); err != nil {
+		t.Fatal(err)
+	}
+	// A bad body: a full copy too, and no harm.
+	forged(0, next(), `{"offsetTable":{"Forged@g":{"0":99}}}`)
+	testutil.Eventually(t, 20*time.Second, has("g", "Forged", 0, 99))
+	m.Offsets().Commit("g", "Real", 10, 1) // the master's change count passes the forged one's
+	m.Offsets().Commit("g", "Real", 11, 1)
+	testutil.Eventually(t, 20*time.Second, has("g", "Real", 11, 1))
+	forged(0, 1<<62, `{"offsetTable":`)
+	testutil.Eventually(t, 20*time.Second, gone)
+	// Another run (the master restarted): a full copy.
+	forged(0, next(), `{"offsetTable":{"Forged@g":{"0":99}}}`)
+	testutil.Eventually(t, 20*time.Second, has("g", "Forged", 0, 99))
+	next()
+	r, err := strconv.ParseUint(run, 10, 64)
+	if err != nil {
+		t.Fatalf("offsetRun %q: %v", run, err)
+	}
+	run = strconv.FormatUint(r+1, 10)
+	forged(0, 1<<62, `{"offsetTable":{"Other@g":{"0":1}}}`)
+	testutil.Eventually(t, 20*time.Second, gone)
+	if _, ok := s.Offsets().Query("g", "Other", 0); ok {
+		t.Fatal("the slave applied a delta of another master run")
+	}
+}
