@@ -568,6 +568,11 @@ func (b *Broker) becomeMaster(g protocol.ControllerGroup) {
 		b.log.Error("cannot become master: drop the partial record at the log end", "err", err)
 		return
 	}
+	// Records stored from here on are this master's own: a group whose
+	// offset is past a queue's end (the old master's tail this broker
+	// never got) goes back to the first of them, not to the first record
+	// replicated since this broker started (pull.go).
+	b.masterSince.Store(b.now().UnixMilli())
 	// The topic table's version as last copied from the old master: not
 	// the current one, which the hosted services below and this slave's
 	// own changes since the copy (a group's retry topic) have bumped

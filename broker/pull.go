@@ -94,8 +94,10 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 		// tail the group had consumed (a crash under async flush, a
 		// damaged or cut segment) and the queue's offsets were given again
 		// to messages stored since. Moving the group to the end would skip
-		// those: move it to the first one stored since this broker started.
-		hdr.NextBeginOffset = min(hdr.NextBeginOffset, b.store.OffsetByTime(h.Topic, h.QueueID, b.rt.boot.UnixMilli()))
+		// those: move it to the first one stored since this broker became
+		// master (started, or was promoted: a promoted slave's records
+		// from before came from the old master, whose tail it lacks).
+		hdr.NextBeginOffset = min(hdr.NextBeginOffset, b.store.OffsetByTime(h.Topic, h.QueueID, b.masterSince.Load()))
 	}
 	if res.SuggestSlave && b.slaveRead.Load() {
 		hdr.SuggestWhichBrokerID = g.WhichBrokerWhenConsumeSlowly
