@@ -445,9 +445,16 @@ func putStatusCode(s store.PutStatus) int32 {
 	return protocol.Success
 }
 
+// putErrorResponse answers a put the store refused with status s and
+// err: a message over the store's MaxMessageSize gets RocketMQ's
+// MESSAGE_ILLEGAL and remark, other refusals the store's text.
 func (b *Broker) putErrorResponse(s store.PutStatus, err error) *protocol.Command {
 	switch s {
 	case store.PutMessageIllegal:
+		if errors.Is(err, store.ErrMessageTooLarge) {
+			// RocketMQ's code and remark, as for a batch (putBatch).
+			return errResp(protocol.MessageIllegal, "%s", illegalMessageRemark(b.maxBatchBody))
+		}
 		return errResp(protocol.MessageIllegal, "%v", err)
 	case store.PutServiceNotAvailable:
 		resp := errResp(protocol.ServiceNotAvailable, "service not available now: %v", err)

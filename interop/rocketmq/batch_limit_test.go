@@ -3,6 +3,7 @@ package rocketmq
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,5 +76,46 @@ func TestInteropBatchOverMaxMessageSize(t *testing.T) {
 		if strings.HasPrefix(k, "big-") {
 			t.Fatalf("a message of the refused batch was delivered: %q (all: %v)", k, got)
 		}
+	}
+}
+
+// TestInteropMessageOverMaxMessageSize: a single message whose body is
+// one byte over the 4 MiB maxMessageSize (random, so that the client's
+// compression does not shrink it) is refused with RocketMQ's answer:
+// MESSAGE_ILLEGAL (13) and its remark naming the body length limit, not
+// the store's own error text; one of 4 MiB less 64 KiB (room for the compression's overhead) is
+// stored.
+func TestInteropMessageOverMaxMessageSize(t *testing.T) {
+	s := startStandalone(t)
+	const topic = "InteropMessageLimit"
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.registry})),
+		producer.WithGroupName("interop-pg-msglimit"), producer.WithRetry(0), producer.WithSendMsgTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Shutdown() })
+	body := func(n int) []byte {
+		b := make([]byte, n)
+		_, _ = rand.Read(b)
+		return b
+	}
+	ctx := context.Background()
+	res, err := p.SendSync(ctx, primitive.NewMessage(topic, body(4<<20+1)))
+	if err == nil {
+		t.Fatalf("a message over 4 MiB was accepted: %+v", res)
+	}
+	const remark = "the message is illegal, maybe msg body or properties length not matched. msg body length limit 4194304B, msg properties length limit 32KB."
+	if !strings.Contains(err.Error(), "CODE: 13") || !strings.Contains(err.Error(), remark) {
+		t.Fatalf("a message over 4 MiB: %v, want CODE: 13 and %q", err, remark)
+	}
+	if strings.Contains(err.Error(), "store:") {
+		t.Fatalf("a message over 4 MiB: %v: the store's error text reached the client", err)
+	}
+	res, err = p.SendSync(ctx, primitive.NewMessage(topic, body(4<<20-64<<10)))
+	if err != nil || res.Status != primitive.SendOK {
+		t.Fatalf("a message of 4 MiB less 64 KiB: %v %v", res, err)
 	}
 }
