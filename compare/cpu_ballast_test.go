@@ -8,11 +8,14 @@ import (
 
 // Memory the host backs, for every server's page cache alike.
 //
-// The development VM reports free memory to its host
-// (page_reporting.page_reporting_order=11 on the kernel's command line):
-// free blocks of 8 MiB and more lose their backing a few seconds after
-// they are freed, and the next write to such a page faults on the host,
-// charged to the guest instruction that writes it. A server whose page
+// The development VM reports free memory to its host: free blocks of
+// 2 MiB and more (order 9: /sys/module/page_reporting/parameters/
+// page_reporting_order reads 9, as the command line's
+// page_reporting.page_reporting_order=11 is past the kernel's largest
+// order, 10, and is refused) lose their backing once a reporting pass
+// takes them (this kernel's passes: the same directory's min_free_ms and
+// max_waiting_mib), and the next write to such a page faults on the
+// host, charged to the guest instruction that writes it. A server whose page
 // cache grows into such memory pays for it in the kernel's copy of its
 // file writes: perf of the SmartGo server in make compare-cpu's runs put
 // 25-29 % of its samples in copy_folio_from_iter_atomic, against 3-5 %
