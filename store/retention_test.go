@@ -314,7 +314,12 @@ func TestStoreConcurrentReadersAndDeletion(t *testing.T) {
 			s.CleanExpired()
 		}
 	}()
-	time.Sleep(1500 * time.Millisecond)
+	// Until retention has deleted segments under the readers for a while
+	// (a loaded machine writes slower: the condition, not a fixed time).
+	deadline := time.Now().Add(2 * time.Minute)
+	for (writes.Load() < 1000 || s.MinPhysicalOffset() == 0 || sawDeletedWhileHeld.Load() < 10) && time.Now().Before(deadline) && !t.Failed() {
+		time.Sleep(20 * time.Millisecond)
+	}
 	close(stop)
 	wg.Wait()
 	if writes.Load() < 1000 {
