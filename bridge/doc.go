@@ -424,8 +424,10 @@
 // while the node owes the will (settled again if it went out
 // meanwhile). A node
 // of an earlier version reads a will-owed marker as a will-done marker. One the
-// broker can never store (ErrUnencodable, an mqtt.ErrUnstorable) is
-// dropped and settled instead, by its node or by a claimer.
+// broker can never store (ErrUnencodable, or refused as an invalid
+// message, e.g. a topic and user properties over a record's 32,767 bytes
+// of properties: both mqtt.ErrUnstorable) is dropped and settled
+// instead, by its node or by a claimer.
 //
 // Known limits: a will is published a few heartbeat intervals after its node
 // died, plus its delay; a resume within the delay cancels the will even

@@ -35,7 +35,14 @@ const whatMax = 64
 // storeFailed is the error of a failed store of what in the broker. A
 // broker whose disk is full refuses with client.ErrDiskFull: the error
 // then wraps mqtt.ErrQuotaExceeded too, and an MQTT 5 publisher gets
-// PUBACK/PUBREC 0x97 quota exceeded instead of 0x80. The error is also
+// PUBACK/PUBREC 0x97 quota exceeded instead of 0x80. A message the
+// producer's checks or the broker (MESSAGE_ILLEGAL) refuse itself,
+// client.ErrBadMessage (a topic and properties over a record's 32,767
+// bytes of properties: a topic of 32 KiB or more, or big user
+// properties), wraps mqtt.ErrUnstorable too: no try can store it, so a
+// will refused so is dropped rather than kept and tried again for as
+// long as the server runs (one per connection that ended, memory a
+// client could grow), as ErrUnencodable's are. The error is also
 // the reason string the publisher gets (at most 200 bytes), so what (a
 // topic, up to 65,535 bytes) is cut to whatMax bytes to leave room for
 // the cause.
@@ -47,8 +54,11 @@ func storeFailed(what string, err error) error {
 		}
 		what = what[:cut] + "..."
 	}
-	if errors.Is(err, client.ErrDiskFull) {
+	switch {
+	case errors.Is(err, client.ErrDiskFull):
 		return fmt.Errorf("bridge: store %s: %w: %w", what, mqtt.ErrQuotaExceeded, err)
+	case errors.Is(err, client.ErrBadMessage):
+		return fmt.Errorf("bridge: store %s: %w: %w", what, mqtt.ErrUnstorable, err)
 	}
 	return fmt.Errorf("bridge: store %s: %w", what, err)
 }
