@@ -101,6 +101,13 @@ type Report struct {
 	// FirstError is the error of the first send that failed (Errors
 	// counts them), so that a run that cannot reach its cluster says why.
 	FirstError string `json:"firstError,omitempty"`
+	// NotOK counts the sent messages (in Sent) the broker stored with a
+	// status other than SEND_OK: a sync master with no slave to copy
+	// them (SLAVE_NOT_AVAILABLE), a slave or a sync flush too slow
+	// (FLUSH_SLAVE_TIMEOUT, FLUSH_DISK_TIMEOUT); FirstNotOK names the
+	// first one's status. Without them such a run read as all well.
+	NotOK      int64  `json:"notOk"`
+	FirstNotOK string `json:"firstNotOk,omitempty"`
 }
 
 // MarshalJSON writes the report with durations as milliseconds.
@@ -124,8 +131,10 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		SendRate      float64 `json:"sendRate"`
 		IdleStop      bool    `json:"idleStop"`
 		FirstError    string  `json:"firstError,omitempty"`
+		NotOK         int64   `json:"notOk"`
+		FirstNotOK    string  `json:"firstNotOk,omitempty"`
 	}{r.Mode, r.Size, r.Sent, r.Received, r.Errors, ms(r.Elapsed), r.MsgsPerSec, r.MBPerSec, ms(r.P50), ms(r.P90), ms(r.P99),
-		ms(r.P999), ms(r.Max), ms(r.SendElapsed), r.SendRate, r.IdleStop, r.FirstError})
+		ms(r.P999), ms(r.Max), ms(r.SendElapsed), r.SendRate, r.IdleStop, r.FirstError, r.NotOK, r.FirstNotOK})
 }
 
 // String renders the summary.
@@ -138,8 +147,12 @@ func (r Report) String() string {
 	if r.FirstError != "" {
 		first = "; first error: " + r.FirstError
 	}
-	return fmt.Sprintf("%s: %d sent, %d received, %d errors in %v: %.0f msgs/s, %.2f MB/s%s; latency p50 %v p90 %v p99 %v p99.9 %v max %v%s",
-		r.Mode, r.Sent, r.Received, r.Errors, r.Elapsed.Round(time.Millisecond), r.MsgsPerSec, r.MBPerSec, send,
+	notOK := ""
+	if r.NotOK > 0 {
+		notOK = fmt.Sprintf(" (%d of them stored with a status other than SEND_OK, the first %s)", r.NotOK, r.FirstNotOK)
+	}
+	return fmt.Sprintf("%s: %d sent%s, %d received, %d errors in %v: %.0f msgs/s, %.2f MB/s%s; latency p50 %v p90 %v p99 %v p99.9 %v max %v%s",
+		r.Mode, r.Sent, notOK, r.Received, r.Errors, r.Elapsed.Round(time.Millisecond), r.MsgsPerSec, r.MBPerSec, send,
 		r.P50, r.P90, r.P99, r.P999, r.Max, first)
 }
 
@@ -194,6 +207,19 @@ type counters struct {
 	lastSend               atomic.Int64 // e2e: unix ns when the producer stopped
 	idle                   atomic.Bool  // the consuming side stopped for Idle
 	firstErr               atomic.Pointer[error]
+	notOK                  atomic.Int64
+	firstNotOK             atomic.Pointer[client.SendStatus]
+}
+
+// stored counts a sent message and one stored with a status other than
+// SEND_OK, keeping the first such status for the report.
+func (c *counters) stored(res *client.SendResult) {
+	c.sent.Add(1)
+	if res != nil && res.Status != client.SendOK {
+		c.notOK.Add(1)
+		st := res.Status
+		c.firstNotOK.CompareAndSwap(nil, &st)
+	}
 }
 
 // fail counts a failed send and keeps the first error for the report.
@@ -259,13 +285,16 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	r := Report{Mode: cfg.Mode, Size: cfg.Size, Sent: cnt.sent.Load(), Received: cnt.received.Load(), Errors: cnt.errors.Load(),
-		IdleStop: cnt.idle.Load(), FirstError: cnt.firstError(), Elapsed: elapsed, SendElapsed: time.Duration(cnt.sendNanos.Load()), P50: hist.Percentile(50), P90: hist.Percentile(90), P99: hist.Percentile(99), P999: hist.Percentile(99.9), Max: hist.Max()}
+		IdleStop: cnt.idle.Load(), FirstError: cnt.firstError(), NotOK: cnt.notOK.Load(), Elapsed: elapsed, SendElapsed: time.Duration(cnt.sendNanos.Load()), P50: hist.Percentile(50), P90: hist.Percentile(90), P99: hist.Percentile(99), P999: hist.Percentile(99.9), Max: hist.Max()}
 	if s := elapsed.Seconds(); s > 0 {
 		r.MsgsPerSec = float64(n) / s
 		r.MBPerSec = float64(n) * float64(cfg.Size) / s / 1e6
 	}
 	if s := r.SendElapsed.Seconds(); s > 0 {
 		r.SendRate = float64(r.Sent) / s
+	}
+	if st := cnt.firstNotOK.Load(); st != nil {
+		r.FirstNotOK = st.String()
 	}
 	return r, err
 }
@@ -385,7 +414,8 @@ func produce(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, re
 				body := make([]byte, cfg.Size)
 				stamp(body)
 				t0 := time.Now()
-				if _, err := p.Send(ctx, &client.Message{Topic: cfg.Topic, Body: body}); err != nil {
+				res, err := p.Send(ctx, &client.Message{Topic: cfg.Topic, Body: body})
+				if err != nil {
 					if ctx.Err() == nil {
 						cnt.fail(err)
 					}
@@ -394,7 +424,7 @@ func produce(ctx context.Context, cfg Config, cnt *counters, hist *Histogram, re
 				if record {
 					hist.Record(time.Since(t0))
 				}
-				cnt.sent.Add(1)
+				cnt.stored(res)
 			}
 		}()
 	}
@@ -416,7 +446,7 @@ func produceAsync(ctx context.Context, cfg Config, p *client.Producer, take func
 		stamp(body)
 		t0 := time.Now()
 		wg.Add(1)
-		err := p.SendAsync(ctx, &client.Message{Topic: cfg.Topic, Body: body}, func(_ *client.SendResult, err error) {
+		err := p.SendAsync(ctx, &client.Message{Topic: cfg.Topic, Body: body}, func(res *client.SendResult, err error) {
 			defer wg.Done()
 			<-sem
 			if err != nil {
@@ -426,7 +456,7 @@ func produceAsync(ctx context.Context, cfg Config, p *client.Producer, take func
 			if record {
 				hist.Record(time.Since(t0))
 			}
-			cnt.sent.Add(1)
+			cnt.stored(res)
 		})
 		if err != nil {
 			wg.Done()
