@@ -149,10 +149,23 @@ func (c *fdCache) reopen(m *mappedFile) (vfs.File, error) {
 		return nil, fmt.Errorf("store: reopen %s: %w", m.path, errFileReplaced)
 	}
 	c.reop.Add(1)
-	full := len(c.ring)+1 >= c.max // with it the cache is full
+	full := len(c.ring)+1 >= c.limit() // with it the cache is full
 	c.addLocked(m, f, 1)
 	s.transient.Store(full)
 	return f, nil
+}
+
+// limit is the descriptors the cache may hold now: max less those of
+// the process's sync rings (vfs.SyncDescriptors: io_uring fds and their
+// eventfds, up to 16), so that the store's files and the rings together
+// keep to Options.MaxOpenFiles; never less than minOpenFiles (nor than
+// max, when max is smaller), the files a busy store writes at once.
+func (c *fdCache) limit() int {
+	r := vfs.SyncDescriptors()
+	if r == 0 {
+		return c.max
+	}
+	return max(c.max-r, min(c.max, minOpenFiles))
 }
 
 // add gives a newly mapped file's descriptor to the cache.
@@ -178,7 +191,8 @@ func (c *fdCache) addLocked(m *mappedFile, f vfs.File, pins int32) {
 // every open one is in use: the bound is then exceeded by the calls
 // running, until the next reopen).
 func (c *fdCache) evictLocked() {
-	for steps := 2 * len(c.ring); len(c.ring) > c.max && steps > 0; steps-- {
+	limit := c.limit()
+	for steps := 2 * len(c.ring); len(c.ring) > limit && steps > 0; steps-- {
 		if c.hand >= len(c.ring) {
 			c.hand = 0
 		}

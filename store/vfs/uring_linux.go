@@ -30,8 +30,8 @@ import (
 // sets one up), submits, waits, and gives it back; up to uringIdle idle
 // rings are kept, and at most uringMax exist (a sync that finds them all
 // busy calls fdatasync directly): with its eventfd a ring holds two
-// descriptors, so the rings of the process hold at most 16 (beside a
-// store's MaxOpenFiles, which counts only its data files). Where io_uring is
+// descriptors, so the rings of the process hold at most 16, which a
+// store counts in its MaxOpenFiles (SyncDescriptors). Where io_uring is
 // missing or refused (old kernels, seccomp profiles that block it,
 // io_uring_disabled) the first setup's failure turns it off for the
 // process and fdatasync is called directly. A setup that fails for want
@@ -137,6 +137,15 @@ func datasync(f *os.File) error {
 	default:
 		return unix.Errno(-res)
 	}
+}
+
+// SyncDescriptors is the number of descriptors the process's sync rings
+// hold now (two a ring, idle or busy; at most 2*uringMax): a store counts
+// them in its MaxOpenFiles.
+func SyncDescriptors() int {
+	uringPool.mu.Lock()
+	defer uringPool.mu.Unlock()
+	return 2 * uringPool.rings
 }
 
 // getURing takes an idle ring or sets one up; nil when none may be set
