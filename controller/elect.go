@@ -29,7 +29,8 @@ func (c *Controller) scanInterval() time.Duration {
 func (c *Controller) run() {
 	t := time.NewTicker(c.scanInterval())
 	defer t.Stop()
-	var leaderlessSince time.Time
+	var leaderlessSince, graceUntil time.Time
+	lastScan := time.Now()
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -37,6 +38,7 @@ func (c *Controller) run() {
 		case <-t.C:
 		case <-c.kick:
 		}
+		graceUntil, lastScan = c.stallGrace(graceUntil, lastScan)
 		if c.raft.State() != raft.Leader {
 			c.mu.Lock()
 			c.leaderSince = time.Time{}
@@ -63,10 +65,31 @@ func (c *Controller) run() {
 				"self", c.self.Addr, "grace", c.opts.HeartbeatTimeout)
 			continue
 		}
+		if time.Now().Before(graceUntil) {
+			continue
+		}
 		for _, g := range c.fsm.groups() {
 			c.scanGroup(g, since)
 		}
 	}
+}
+
+// stallGrace notices a stall of this replica itself: a scan later than
+// the last by more than HeartbeatTimeout (the process was stopped,
+// swapped out, its host suspended). It heard no heartbeat meanwhile, and
+// those the brokers sent wait unread in its sockets: every master would
+// look dead at once. So no master is judged for one more heartbeat
+// interval (and a scan) from now, which lets each live broker's queued
+// and next heartbeats in. It returns the grace's end (the one given, when
+// there was no stall) and the time of this scan.
+func (c *Controller) stallGrace(graceUntil, lastScan time.Time) (time.Time, time.Time) {
+	now := time.Now()
+	if late := now.Sub(lastScan) - c.scanInterval(); late > c.opts.HeartbeatTimeout {
+		graceUntil = now.Add(c.opts.HeartbeatInterval + c.scanInterval())
+		c.log.Warn("controller: this replica's scan ran late (the process stalled?): masters get one more heartbeat interval before they are judged",
+			"late", late.Round(time.Millisecond), "heartbeatTimeout", c.opts.HeartbeatTimeout, "grace", c.opts.HeartbeatInterval+c.scanInterval())
+	}
+	return graceUntil, now
 }
 
 // watchMajority logs, once per outage and then every 30 s, that there is

@@ -20,7 +20,9 @@
 // removed when it unregisters, when its connection closes, or when the
 // scan (every ScanInterval) finds it silent for BrokerExpiry; a broker
 // name left without addresses takes its queue data, emptied topics and an
-// emptied cluster with it.
+// emptied cluster with it. A scan late by more than BrokerExpiry (the
+// registry itself stalled) expires nothing for one more heartbeat
+// interval: the registrations sent meanwhile are still unread (scan).
 //
 // # KV config file
 //

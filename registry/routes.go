@@ -17,6 +17,7 @@ type brokerLive struct {
 	dataVersion  protocol.DataVersion
 	haServerAddr string
 	conn         *remoting.Conn // connection the last registration came on
+	gap          time.Duration  // between its last two registrations (or data version queries); 0: one so far
 }
 
 // registration is one REGISTER_BROKER call, decoded.
@@ -90,6 +91,9 @@ func (t *routeTable) register(r registration) (haServerAddr, masterAddr string) 
 		}
 	}
 	lv := &brokerLive{lastUpdate: r.now, haServerAddr: r.haServerAddr, conn: r.conn}
+	if prev := t.live[r.brokerAddr]; prev != nil {
+		lv.gap = r.now.Sub(prev.lastUpdate)
+	}
 	if r.topics != nil {
 		lv.dataVersion = r.topics.DataVersion
 	}
@@ -253,8 +257,24 @@ func (t *routeTable) dataVersionChanged(addr string, dv protocol.DataVersion, no
 	if stored != dv {
 		return true, &stored
 	}
-	lv.lastUpdate = now
+	lv.gap, lv.lastUpdate = now.Sub(lv.lastUpdate), now
 	return false, &stored
+}
+
+// heartbeatGap is the longest time between two registrations of a live
+// broker (its heartbeat interval, as seen here), at most limit; limit
+// when no broker registered twice yet.
+func (t *routeTable) heartbeatGap(limit time.Duration) time.Duration {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	g := time.Duration(0)
+	for _, lv := range t.live {
+		g = max(g, lv.gap)
+	}
+	if g <= 0 {
+		return limit
+	}
+	return min(g, limit)
 }
 
 // topicRoute returns the route of topic, or nil if no live broker hosts it.

@@ -28,9 +28,12 @@ type Server struct {
 	rt      runtimeOptions // what UPDATE_NAMESRV_CONFIG may change
 
 	stop   chan struct{}
-	rescan chan struct{}  // cap 1: the scan period changed
-	wg     sync.WaitGroup // scan loop
-	once   sync.Once
+	rescan chan struct{} // cap 1: the scan period changed
+	// The scan loop's own: when the last scan ran (monotonic clock), and
+	// until when a stall's grace holds (scan).
+	lastScan, graceUntil time.Time
+	wg                   sync.WaitGroup // scan loop
+	once                 sync.Once
 }
 
 // New validates opts, loads the KV config and returns a registry that is
@@ -68,6 +71,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.rs.Start(ctx); err != nil {
 		return fmt.Errorf("registry: %w", err)
 	}
+	s.lastScan = time.Now()
 	s.wg.Add(1)
 	go s.scanLoop()
 	s.log.Info("registry: started", "addr", s.rs.Addr().String(), "kv_config", s.opts.KVConfigPath)
@@ -108,8 +112,28 @@ func (s *Server) scanLoop() {
 
 // scan removes brokers silent for longer than the broker expiry and
 // closes their connections.
+//
+// A scan late by more than the expiry means the registry itself stalled
+// (stopped, swapped out, its host suspended): it heard nothing in that
+// time, and the registrations the brokers sent meanwhile wait unread in
+// its sockets. Every broker would look silent past the expiry; instead
+// the registry expires none for one more heartbeat interval (the longest
+// gap it saw between two registrations of a broker, at most the expiry),
+// which lets each live broker's next registration in. A broker still
+// silent after that is expired at the next scan.
 func (s *Server) scan() {
 	expiry := time.Duration(s.rt.brokerExpiry.Load())
+	now := time.Now()
+	if late := now.Sub(s.lastScan) - time.Duration(s.rt.scanInterval.Load()); !s.lastScan.IsZero() && late > expiry {
+		grace := s.routes.heartbeatGap(expiry)
+		s.graceUntil = now.Add(grace)
+		s.log.Warn("registry: its own liveness scan ran late (the process stalled?): brokers get one more heartbeat interval before they expire",
+			"late", late.Round(time.Millisecond), "expiry", expiry, "grace", grace.Round(time.Millisecond))
+	}
+	s.lastScan = now
+	if now.Before(s.graceUntil) {
+		return
+	}
 	addrs, conns := s.routes.expire(s.now(), expiry)
 	for _, a := range addrs {
 		s.log.Warn("registry: broker expired", "broker", a, "expiry", expiry)

@@ -105,15 +105,21 @@ func newRemotingClient(t testing.TB) *remoting.Client {
 
 func startCtlCluster(t *testing.T, brokerSet ...string) *ctlCluster {
 	t.Helper()
+	return startCtlClusterOf(t, 3, brokerSet...)
+}
+
+// startCtlClusterOf is startCtlCluster with replicas controller replicas.
+func startCtlClusterOf(t *testing.T, replicas int, brokerSet ...string) *ctlCluster {
+	t.Helper()
 	dir := t.TempDir()
 	c := &ctlCluster{dir: dir}
-	ports := freePorts(t, 1+3+2)
+	ports := freePorts(t, 1+replicas+2)
 	c.registry = "127.0.0.1:" + strconv.Itoa(ports[0])
 	c.reg = &ctlNode{name: "registry", ready: "registry running", log: filepath.Join(dir, "registry.log"),
 		args: []string{"registry", "-set", "registry.listen=" + c.registry, "-set", "registry.kv_config_path=" + filepath.Join(dir, "kv.json"),
 			"-set", "log.level=" + logLevel()}}
 	var peers []string
-	for k := range 3 {
+	for k := range replicas {
 		p := ports[1+k]
 		c.ctlAddrs = append(c.ctlAddrs, "127.0.0.1:"+strconv.Itoa(p))
 		peers = append(peers, fmt.Sprintf("127.0.0.1:%d=127.0.0.1:%d", p, p+1))
@@ -127,7 +133,7 @@ func startCtlCluster(t *testing.T, brokerSet ...string) *ctlCluster {
 				"-set", "controller.election_timeout=500ms", "-set", "log.level=" + logLevel()}})
 	}
 	for j := range 2 {
-		p := ports[4+j]
+		p := ports[1+replicas+j]
 		addr := "127.0.0.1:" + strconv.Itoa(p)
 		c.bAddrs = append(c.bAddrs, addr)
 		c.brokers = append(c.brokers, &ctlNode{name: "broker-" + strconv.Itoa(j), ready: "registered with registry",
