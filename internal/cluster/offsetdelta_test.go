@@ -33,10 +33,11 @@ func invokeRaw(t *testing.T, addr string, req *protocol.Command) *protocol.Comma
 // TestClusterHASlaveAppliesOffsetDeltas: a slave applies the offsets an
 // offset notice carries on top of what it holds, and falls back to a
 // full copy of the master's offsets when the notice does not follow on
-// from what it applied (a missed notice) or its body is bad. The forged
-// notices come from the master's host (127.0.0.1), so the slave takes
-// them; the entry they add exists only on the slave, and a full copy
-// removes it.
+// from what it applied (a missed notice), its body is bad, it names
+// another master run, or it has no delta at all (an older master). The
+// forged notices come from the master's host (127.0.0.1), so the slave
+// takes them; the entry they add exists only on the slave, and a full
+// copy removes it.
 func TestClusterHASlaveAppliesOffsetDeltas(t *testing.T) {
 	c := startHACluster(t, Options{Slave: func(_ int, o *broker.Options) { o.SlaveSyncInterval = time.Hour }})
 	m, s := c.Broker(0), c.Slave(0)
@@ -118,6 +119,19 @@ func TestClusterHASlaveAppliesOffsetDeltas(t *testing.T) {
 	testutil.Eventually(t, 20*time.Second, has("g", "Real", 11, 1))
 	forged(0, 1<<62, `{"offsetTable":`)
 	testutil.Eventually(t, 20*time.Second, gone)
+	// An offset notice without the delta's fields (an older master's):
+	// a full copy, as before.
+	forged(0, next(), `{"offsetTable":{"Forged@g":{"0":99}}}`)
+	testutil.Eventually(t, 20*time.Second, has("g", "Forged", 0, 99))
+	old := protocol.NewRequest(protocol.NotifyMetadataChanged, nil, nil)
+	old.ExtFields = protocol.ExtFields{"scope": "offsets"}
+	if resp := invokeRaw(t, s.Addr(), old); resp.Code != protocol.Success {
+		t.Fatalf("an older master's offset notice: code %d %s", resp.Code, resp.Remark)
+	}
+	testutil.Eventually(t, 20*time.Second, gone)
+	m.Offsets().Commit("g", "Real", 12, 1) // past the forged change count again
+	m.Offsets().Commit("g", "Real", 13, 1)
+	testutil.Eventually(t, 20*time.Second, has("g", "Real", 13, 1))
 	// Another run (the master restarted): a full copy.
 	forged(0, next(), `{"offsetTable":{"Forged@g":{"0":99}}}`)
 	testutil.Eventually(t, 20*time.Second, has("g", "Forged", 0, 99))
