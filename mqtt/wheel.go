@@ -14,7 +14,8 @@ import (
 type timer struct {
 	at         int64 // tick at which it fires
 	fn         func()
-	slot       int // -1 when not armed
+	slot       int32 // -1 when not armed
+	every      int32 // ticks between firings of a periodic timer (armEvery); 0: fires once
 	prev, next *timer
 }
 
@@ -50,7 +51,7 @@ const wheelIdle = math.MaxInt64
 
 // newWheel starts a wheel of nslots slots (a multiple of 64) of tick each.
 func newWheel(tick time.Duration, nslots int, p *pool) *wheel {
-	if nslots <= 0 || nslots%64 != 0 {
+	if nslots <= 0 || nslots%64 != 0 || nslots > math.MaxInt32 {
 		panic("mqtt: wheel slots not a multiple of 64")
 	}
 	w := &wheel{tick: tick, slots: make([]*timer, nslots), occ: make([]uint64, nslots/64), start: time.Now(), pool: p,
@@ -60,28 +61,34 @@ func newWheel(tick time.Duration, nslots int, p *pool) *wheel {
 	return w
 }
 
-// arm (re)schedules t to run fn after d.
+// arm (re)schedules t to run fn once after d.
 func (w *wheel) arm(t *timer, d time.Duration, fn func()) {
+	w.armTicks(t, d, fn, 0)
+}
+
+// armEvery (re)schedules t to run fn every d, the first time after d,
+// until it is disarmed (or armed again). The wheel's goroutine arms each
+// next firing itself as it fires one, before it looks for its next wake:
+// a callback that armed its own timer again (a periodic sweep) was
+// earlier than that wake, and kicked the goroutine awake once more each
+// period to sleep less.
+func (w *wheel) armEvery(t *timer, d time.Duration, fn func()) {
+	w.armTicks(t, d, fn, min(w.ticks(d), math.MaxInt32))
+}
+
+// ticks is d in ticks, at least one.
+func (w *wheel) ticks(d time.Duration) int64 {
+	return max(int64((d+w.tick-1)/w.tick), 1)
+}
+
+func (w *wheel) armTicks(t *timer, d time.Duration, fn func(), every int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.removeLocked(t)
-	ticks := int64((d + w.tick - 1) / w.tick)
-	if ticks < 1 {
-		ticks = 1
-	}
 	// Count from the real current tick: w.now lags when the wheel's
 	// goroutine was late (a loaded machine) or asleep, and a timer armed
 	// on it would fire early by the lag when run catches up.
-	t.at = max(w.now, w.elapsed()) + ticks
-	t.fn = fn
-	t.slot = int(t.at % int64(len(w.slots)))
-	t.prev, t.next = nil, w.slots[t.slot]
-	if t.next != nil {
-		t.next.prev = t
-	}
-	w.slots[t.slot] = t
-	w.occ[t.slot/64] |= 1 << (t.slot % 64)
-	w.armed++
+	w.insertLocked(t, max(w.now, w.elapsed())+w.ticks(d), fn, every)
 	if t.at < w.wake {
 		// Earlier than the goroutine's sleep: wake it to sleep less.
 		w.wake = t.at
@@ -90,6 +97,21 @@ func (w *wheel) arm(t *timer, d time.Duration, fn func()) {
 		default:
 		}
 	}
+}
+
+// insertLocked puts t (not armed) into the slot of tick at.
+func (w *wheel) insertLocked(t *timer, at int64, fn func(), every int64) {
+	t.at = at
+	t.every = int32(every)
+	t.fn = fn
+	t.slot = int32(t.at % int64(len(w.slots)))
+	t.prev, t.next = nil, w.slots[t.slot]
+	if t.next != nil {
+		t.next.prev = t
+	}
+	w.slots[t.slot] = t
+	w.occ[t.slot/64] |= 1 << (t.slot % 64)
+	w.armed++
 }
 
 // elapsed is the number of whole ticks since the wheel started.
@@ -116,7 +138,7 @@ func (w *wheel) removeLocked(t *timer) {
 	if t.next != nil {
 		t.next.prev = t.prev
 	}
-	t.prev, t.next, t.slot, t.fn = nil, nil, -1, nil
+	t.prev, t.next, t.slot, t.fn, t.every = nil, nil, -1, nil, 0
 	w.armed--
 }
 
@@ -180,8 +202,16 @@ func (w *wheel) run() {
 			for t := w.slots[slot]; t != nil; {
 				next := t.next
 				if t.at <= w.now {
-					due = append(due, t.fn)
+					fn, every := t.fn, int64(t.every)
+					due = append(due, fn)
 					w.removeLocked(t)
+					if every > 0 {
+						// Into a later slot than this one (every >= 1
+						// tick): the walk of this slot does not meet it
+						// again (a whole turn puts it at the head, which
+						// the walk has passed).
+						w.insertLocked(t, w.now+every, fn, every)
+					}
 				}
 				t = next
 			}

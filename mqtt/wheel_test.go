@@ -6,16 +6,25 @@ import (
 	"time"
 )
 
+// testWheel is a running wheel of 64 slots of tick on a pool of workers,
+// both closed when t ends.
+func testWheel(t *testing.T, tick time.Duration, workers int) *wheel {
+	p := newPool(workers)
+	w := newWheel(tick, 64, p)
+	t.Cleanup(func() {
+		w.close()
+		p.close()
+	})
+	return w
+}
+
 // TestWheelSleepsUntilDue pins the wheel's wake-ups: with nothing armed
 // it does not wake at all, a timer far ahead costs one wake-up when due
 // (not one a tick), and a timer armed earlier than the one the wheel
 // sleeps for still fires on time.
 func TestWheelSleepsUntilDue(t *testing.T) {
 	const tick = 10 * time.Millisecond
-	p := newPool(2)
-	defer p.close()
-	w := newWheel(tick, 64, p)
-	defer w.close()
+	w := testWheel(t, tick, 2)
 
 	// Idle: 30 ticks pass with at most the goroutine's first round.
 	time.Sleep(30 * tick)
@@ -71,6 +80,66 @@ func TestWheelSleepsUntilDue(t *testing.T) {
 	case <-ran:
 		t.Fatal("disarmed timer ran")
 	default:
+	}
+}
+
+// TestWheelEvery: a periodic timer fires once a period, each firing
+// costs the goroutine one wake-up (it arms the next firing itself, so no
+// kick), a disarm stops it, and arming it again makes it periodic anew.
+func TestWheelEvery(t *testing.T) {
+	const tick = 10 * time.Millisecond
+	// One worker: the pool runs what the wheel hands it in order.
+	w := testWheel(t, tick, 1)
+
+	fired := make(chan time.Time, 1024)
+	var tm timer
+	fire := func() { fired <- time.Now() }
+	start := time.Now()
+	w.armEvery(&tm, 3*tick, fire)
+	<-fired
+	before := w.woke.Load()
+	const n = 10
+	for range n {
+		<-fired
+	}
+	// Each firing is one wake-up; a loaded machine can add a late round
+	// or two, never one per firing more (a kick after each callback).
+	if got := w.woke.Load() - before; got > n+3 {
+		t.Fatalf("%d firings took %d wake-ups of the wheel", n, got)
+	}
+	if d := time.Since(start); d < (n+1)*3*tick-tick {
+		t.Fatalf("%d firings of a 3-tick timer in %v", n+1, d)
+	}
+	if !w.disarm(&tm) {
+		t.Fatal("periodic timer not armed after firing")
+	}
+	// A one-shot timer armed now fires in a later round of the wheel than
+	// any firing collected before the disarm, and the one worker runs it
+	// after them: once it ran, the periodic timer has fired for the last
+	// time.
+	var sentinel timer
+	sentinel.slot = -1
+	done := make(chan struct{})
+	w.arm(&sentinel, tick, func() { close(done) })
+	<-done
+	for len(fired) > 0 {
+		<-fired
+	}
+	notArmed := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return tm.slot == -1 && tm.every == 0 && w.armed == 0
+	}
+	time.Sleep(6 * tick)
+	if !notArmed() || len(fired) != 0 {
+		t.Fatalf("disarmed periodic timer fired %d more times (armed again: %v)", len(fired), !notArmed())
+	}
+	// Armed once: fires once and is not armed after.
+	w.arm(&tm, tick, fire)
+	<-fired
+	time.Sleep(6 * tick)
+	if !notArmed() || len(fired) != 0 {
+		t.Fatalf("a one-shot arm of a once periodic timer fired %d more times", len(fired))
 	}
 }
 
