@@ -30,10 +30,24 @@ import (
 // not wait for ever, so the mark comes down again (SO_RCVLOWAT 1, which
 // makes the kernel signal what waits at once):
 //   - by the sweep, on the wheel: a connection with the mark that has
-//     read nothing for lowatIdle has it lowered; a waiting packet is thus
-//     read within about two wheel ticks (100-200 ms), far inside any keep
-//     alive, and an idle connection keeps no mark and costs the sweep
-//     nothing;
+//     read nothing for lowatIdle has its waiting bytes looked at, once a
+//     quiet spell (a MSG_PEEK recv, which neither consumes them nor
+//     wakes anything): anything but whole PUBACKs (a PINGREQ, a
+//     DISCONNECT, a short SUBSCRIBE or PUBLISH, the head of a split
+//     request) has the mark lowered, so such a packet is read within
+//     about two wheel ticks (100-200 ms). Nothing waits on a PUBACK but
+//     the response it frees (and a message queued for the client's
+//     quota, below), so PUBACKs alone, or nothing, keep the mark until
+//     the connection has read nothing for lowatRest; then it comes down
+//     whatever waits, so a small packet that came after the look is read
+//     within lowatRest and two ticks (far inside any keep alive; a
+//     client that closes sends a FIN, which the mark does not hold back),
+//     and an idle connection keeps no mark and costs the sweep nothing. On a loaded machine the clients of a state store
+//     stall for 50 ms and more many times a load (their process waits for
+//     a CPU): lowering the mark then cost a setsockopt, the wake-up and
+//     read of the PUBACK alone and a setsockopt to raise it again, 1,400
+//     to 5,200 setsockopt calls per load of BenchmarkStateStoreAzureCPU
+//     at load average 20-28 where about 100 are needed;
 //   - when a session queues a message for lack of the client's receive
 //     quota (session.deliverLocked): the acknowledgements that free it
 //     must not wait;
@@ -52,8 +66,11 @@ const (
 	// than any request (a state store request is hundreds of bytes).
 	lowatBytes = 32
 	// lowatIdle is how long a connection with the mark may read nothing
-	// before the sweep lowers it.
+	// before the sweep lowers it unless only PUBACKs wait.
 	lowatIdle = 50 * time.Millisecond
+	// lowatRest is how long a connection with the mark may read nothing
+	// before the sweep lowers it whatever waits.
+	lowatRest = time.Second
 )
 
 // lowatOn raises c's mark after an inline request (from the poller's
@@ -112,16 +129,28 @@ func (p *poller) lowatAdd(c *conn) {
 		return
 	}
 	c.lowListed = true
-	p.lowConns = append(p.lowConns, c)
+	p.lowConns = append(p.lowConns, lowEntry{c: c})
 	if !p.lowArmed {
 		p.lowArmed = true
-		p.s.wheel.arm(&p.lowTimer, lowatIdle, p.lowatSweep)
+		p.s.wheel.armEvery(&p.lowTimer, lowatIdle, p.lowatSweep)
 	}
 }
 
+// lowEntry is a connection listed for the sweep.
+type lowEntry struct {
+	c *conn
+	// looked is c.lastRecv when the sweep last found only PUBACKs (or
+	// nothing) waiting: it looks once a quiet spell.
+	looked int64
+}
+
 // lowatSweep lowers the mark of listed connections that have read
-// nothing for lowatIdle and drops those without a mark; it runs on the
-// pool from the wheel, again while any connection stays listed.
+// nothing for lowatIdle (unless only PUBACKs wait, up to lowatRest) and
+// drops those without a mark; it runs on the pool from the wheel's
+// periodic timer, which it disarms when no connection stays listed. Two
+// sweeps may overlap on a loaded machine (the next period came before
+// this one ran): each takes the list it finds, and the last to put its
+// connections back arms the timer again if an earlier one disarmed it.
 func (p *poller) lowatSweep() {
 	p.lowMu.Lock()
 	list := p.lowConns
@@ -129,13 +158,24 @@ func (p *poller) lowatSweep() {
 	p.lowMu.Unlock()
 	now := nanotime()
 	keep := list[:0]
-	for _, c := range list {
+	for _, e := range list {
+		c := e.c
 		c.outMu.Lock()
-		if c.lowat && now-c.lastRecv.Load() >= int64(lowatIdle) {
-			c.lowatOffLocked()
+		if c.lowat {
+			last := c.lastRecv.Load()
+			switch idle := now - last; {
+			case idle >= int64(lowatRest):
+				c.lowatOffLocked()
+			case idle < int64(lowatIdle) || e.looked == last:
+				// Busy, or looked at in this quiet spell already.
+			case c.onlyAcksWaitLocked():
+				e.looked = last
+			default:
+				c.lowatOffLocked()
+			}
 		}
 		if c.lowat {
-			keep = append(keep, c)
+			keep = append(keep, e)
 		} else {
 			p.lowMu.Lock()
 			c.lowListed = false
@@ -148,8 +188,54 @@ func (p *poller) lowatSweep() {
 	defer p.lowMu.Unlock()
 	// Connections listed meanwhile are in p.lowConns already.
 	p.lowConns = append(keep, p.lowConns...)
-	p.lowArmed = len(p.lowConns) > 0
-	if p.lowArmed {
-		p.s.wheel.arm(&p.lowTimer, lowatIdle, p.lowatSweep)
+	switch armed := len(p.lowConns) > 0; {
+	case armed && !p.lowArmed:
+		p.s.wheel.armEvery(&p.lowTimer, lowatIdle, p.lowatSweep)
+	case !armed && p.lowArmed:
+		p.s.wheel.disarm(&p.lowTimer)
 	}
+	p.lowArmed = len(p.lowConns) > 0
+}
+
+// onlyAcksWaitLocked reports whether what waits in c's socket is nothing
+// or whole PUBACKs only (looked at with MSG_PEEK: nothing is consumed).
+// Anything else, a read error or the peer's end report false: the mark
+// must come down. Caller holds outMu.
+func (c *conn) onlyAcksWaitLocked() bool {
+	if c.fdClosed {
+		return false
+	}
+	var buf [lowatBytes]byte
+	n, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(c.fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)),
+		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	switch {
+	case e == unix.EAGAIN:
+		c.srv.io.lowKept.Add(1)
+		return true
+	case e != 0 || n == 0:
+		return false
+	}
+	if !onlyPubacks(buf[:n]) {
+		return false
+	}
+	c.srv.io.lowKept.Add(1)
+	return true
+}
+
+// onlyPubacks reports whether b is one or more whole PUBACK packets
+// (MQTT 3.1.1 or 5: fixed header 0x40, a one-byte remaining length of at
+// least 2). b holds fewer than lowatBytes bytes when the mark held them
+// back; a full b (the poller has not read it yet) or one that ends
+// inside a packet reports false.
+func onlyPubacks(b []byte) bool {
+	if len(b) == 0 || len(b) >= lowatBytes {
+		return false
+	}
+	for len(b) > 0 {
+		if len(b) < 2 || b[0] != 0x40 || b[1] < 2 || b[1] > 0x7f || len(b) < 2+int(b[1]) {
+			return false
+		}
+		b = b[2+int(b[1]):]
+	}
+	return true
 }

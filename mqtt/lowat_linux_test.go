@@ -217,3 +217,79 @@ func stopLowatSweep(s *Server) {
 		pl.lowMu.Unlock()
 	}
 }
+
+// TestMQTTInlineQuietAcksKeepMark: a request/response client that goes
+// quiet with only its last response's PUBACK unread keeps its mark (no
+// setsockopt, no read) until it has read nothing for lowatRest; then the
+// sweep lowers it and the PUBACK is read. The sweep looks at what waits
+// once in the quiet spell, not at every tick.
+func TestMQTTInlineQuietAcksKeepMark(t *testing.T) {
+	s, where := inlineServer(t, nil)
+	const id = "lowat-quiet"
+	r := connected(t, s.Addrs()[0].String(), packets.Version5, id)
+	_, unacked := pollerRequests(t, r, where)
+	c := connOf(s, id)
+	// The quiet spell starts at the last request's read; a look before
+	// this point is the spell's one look.
+	last, kept, lowered := c.lastRecv.Load(), s.io.lowKept.Load(), s.io.lowered.Load()
+	r.send(&packets.Puback{PacketID: unacked})
+	testutil.WaitFor(t, 10*time.Second, "the mark lowered", func() bool { return s.io.lowered.Load() != lowered })
+	if quiet := nanotime() - last; quiet < int64(lowatRest) {
+		t.Fatalf("a lone PUBACK had the mark lowered %v into the quiet spell, before lowatRest", time.Duration(quiet))
+	}
+	if n := s.io.lowKept.Load() - kept; n > 1 {
+		t.Fatalf("the sweep looked %d times in one quiet spell", n)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the PUBACK read", func() bool { return inflightOut(s, id) == 0 })
+}
+
+// TestMQTTOnlyPubacks pins what the sweep takes for acknowledgements
+// alone: whole PUBACKs (MQTT 3.1.1 and 5, with a reason code or
+// properties), nothing else, nothing partial.
+func TestMQTTOnlyPubacks(t *testing.T) {
+	for _, c := range []struct {
+		b    []byte
+		want bool
+	}{
+		{[]byte{0x40, 2, 0, 1}, true},
+		{[]byte{0x40, 3, 0, 1, 0x10}, true},
+		{[]byte{0x40, 2, 0, 1, 0x40, 3, 0, 2, 0, 0x40, 4, 0, 3, 0x80, 0}, true},
+		{nil, false},
+		{[]byte{0x40}, false},
+		{[]byte{0x40, 2, 0}, false},
+		{[]byte{0x40, 2, 0, 1, 0xC0, 0}, false},                // a PINGREQ after it
+		{[]byte{0xE0, 0}, false},                               // DISCONNECT
+		{[]byte{0x50, 2, 0, 1}, false},                         // PUBREC
+		{[]byte{0x41, 2, 0, 1}, false},                         // bad flags
+		{[]byte{0x40, 1, 0}, false},                            // too short for an id
+		{[]byte{0x40, 0x80, 0x01, 0, 1}, false},                // multi-byte length
+		{[]byte{0x30, 5, 0, 1, 'a', 'x', 'y'}, false},          // a short PUBLISH
+		{append([]byte{0x40, 30}, make([]byte, 30)...), false}, // as long as the mark
+	} {
+		if got := onlyPubacks(c.b); got != c.want {
+			t.Errorf("onlyPubacks(% x) = %v, want %v", c.b, got, c.want)
+		}
+	}
+}
+
+// FuzzOnlyPubacks: whatever onlyPubacks takes for acknowledgements alone
+// is framed by the packet decoder as whole PUBACKs (type 4, flags 0, room
+// for a packet id) that end exactly where b ends.
+func FuzzOnlyPubacks(f *testing.F) {
+	f.Add([]byte{0x40, 2, 0, 1})
+	f.Add([]byte{0x40, 3, 0, 1, 0x10, 0x40, 2, 0, 2})
+	f.Add([]byte{0x40, 2, 0, 1, 0xC0, 0})
+	f.Add([]byte{0x40, 0x80, 0x01, 0, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !onlyPubacks(b) {
+			return
+		}
+		for rest := b; len(rest) > 0; {
+			typ, flags, n, hl, err := packets.DecodeFixedHeader(rest)
+			if err != nil || typ != int(packets.TypePuback) || flags != 0 || n < 2 || hl+n > len(rest) {
+				t.Fatalf("% x: fixed header type %d flags %d length %d (header %d): %v", b, typ, flags, n, hl, err)
+			}
+			rest = rest[hl+n:]
+		}
+	})
+}

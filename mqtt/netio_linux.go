@@ -46,8 +46,8 @@ type poller struct {
 
 	// Connections with a raised SO_RCVLOWAT (lowat_linux.go).
 	lowMu    sync.Mutex
-	lowConns []*conn // protected by lowMu
-	lowArmed bool    // protected by lowMu: lowTimer is armed
+	lowConns []lowEntry // protected by lowMu
+	lowArmed bool       // protected by lowMu: lowTimer is armed
 	lowTimer timer
 
 	round Round // the poller goroutine's (round.go)

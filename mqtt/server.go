@@ -113,6 +113,9 @@ type ioCounters struct {
 	reads  atomic.Int64 // read(2) calls
 	// lowered counts SO_RCVLOWAT marks lowered (lowat_linux.go).
 	lowered atomic.Int64
+	// lowKept counts the sweep's looks at a quiet connection with a mark
+	// that found nothing but PUBACKs waiting, and kept the mark.
+	lowKept atomic.Int64
 	// lingers counts the times a poller started lingering
 	// (linger_linux.go).
 	lingers atomic.Int64
