@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -28,7 +29,7 @@ func init() {
 			"smartgo admin broker config -set autoCreateTopicEnable=false",
 			"smartgo admin broker config -b 127.0.0.1:10911 -set brokerPermission=4   # read only"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
-			brokerAddr := fs.String("b", "", "broker `address` (empty: every master)")
+			brokerAddr := fs.String("b", "", "broker `address`, or a broker group's name for its master (empty: every master)")
 			cluster := clusterFlag(fs)
 			var sets setList
 			fs.Var(&sets, "set", "change `key=value` (repeatable)")
@@ -63,12 +64,31 @@ func init() {
 }
 
 // brokerTargets is the broker at addr, else every master of cluster (""
-// = every cluster).
+// = every cluster). An addr without a port is taken for a broker group's
+// name (as `msg browse -broker` takes one) and gives that group's master:
+// it used to be dialled as a host name ("dial broker-a: missing port in
+// address").
 func brokerTargets(ctx context.Context, e *adminEnv, addr, cluster string) ([]admin.Broker, error) {
-	if addr != "" {
+	if addr == "" {
+		return e.a.Masters(ctx, cluster)
+	}
+	if _, _, err := net.SplitHostPort(addr); err == nil {
 		return []admin.Broker{{Addr: addr}}, nil
 	}
-	return e.a.Masters(ctx, cluster)
+	masters, err := e.a.Masters(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, m := range masters {
+		if m.Name == addr {
+			return []admin.Broker{m}, nil
+		}
+		names = append(names, m.Name)
+	}
+	slices.Sort(names)
+	return nil, fmt.Errorf("-b %q: want a broker address (host:port) or a broker group's name; the groups with a master are %s",
+		addr, strings.Join(slices.Compact(names), ", "))
 }
 
 // brokerTables reads a key/value table from every target at once. A

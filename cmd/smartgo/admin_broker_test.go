@@ -54,6 +54,19 @@ func TestCmdAdminBrokerConfig(t *testing.T) {
 	if got := config(); got["brokerPermission"] != "4" {
 		t.Fatalf("a refused -set changed brokerPermission to %s", got["brokerPermission"])
 	}
+	// -b also takes a broker group's name, for its master (it was dialled
+	// as a host: "dial broker-a: missing port in address").
+	for _, cmd := range [][]string{{"broker", "config"}, {"broker", "stats"}} {
+		code, out, stderr := admin(append(cmd, "-b", "broker-a", "-o", "json")...)
+		var byAddr map[string]map[string]string
+		if err := json.Unmarshal([]byte(out), &byAddr); code != exitOK || err != nil || len(byAddr) != 1 || byAddr[addr] == nil {
+			t.Fatalf("%v -b broker-a: exit %d %v\n%s\n%s", cmd, code, err, out, stderr)
+		}
+	}
+	if code, out, stderr := admin("broker", "config", "-b", "broker-zz"); code != exitFailure || out != "" ||
+		!strings.Contains(stderr, `-b "broker-zz": want a broker address (host:port) or a broker group's name; the groups with a master are broker-a`) {
+		t.Fatalf("-b of no broker group: exit %d: %q %s", code, out, stderr)
+	}
 	if code, _, stderr := admin("broker", "config", "-set", "brokerPermission"); code != exitUsage || !strings.Contains(stderr, "want key=value") {
 		t.Fatalf("-set without =: exit %d: %s", code, stderr)
 	}

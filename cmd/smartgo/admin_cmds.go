@@ -222,7 +222,7 @@ func init() {
 		description: "Shows a broker's runtime statistics (GET_BROKER_RUNTIME_INFO): by default\nof every master (of -cluster), or of the broker at -b. Brokers that do not\nanswer are named after the table (exit 1).",
 		examples:    []string{"smartgo admin broker stats", "smartgo admin broker stats -b 127.0.0.1:10911 -o json"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
-			brokerAddr := fs.String("b", "", "broker `address` (empty: every master)")
+			brokerAddr := fs.String("b", "", "broker `address`, or a broker group's name for its master (empty: every master)")
 			cluster := clusterFlag(fs)
 			return func(ctx context.Context, e *adminEnv) error {
 				targets, err := brokerTargets(ctx, e, *brokerAddr, *cluster)
