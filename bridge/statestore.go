@@ -202,23 +202,19 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 		}
 	}
 	round := mqtt.RoundOf(ctx)
-	// The router refuses a request past its deadline with a clock read
-	// of its own; a request that has time left as of the round's clock
-	// reading (its expiry's origin) goes without one.
-	deadline := msg.Expiry
-	if !deadline.IsZero() && round.Now().Before(deadline) {
-		deadline = time.Time{}
-	}
+	// The round's clock reading, which the message's expiry came from
+	// (time.Now without a round): the router judges the route's age and
+	// the request's deadline by it, and the dedup TTL is counted from it,
+	// so a request served now reads the clock nowhere on its way.
+	now := round.Now()
 	if dedup {
 		req.DedupKey = statestore.AppendDedupKey(call.dedup[:0], msg.CorrelationData, msg.ResponseTopic)
-		// The round's clock reading, which the message's expiry came
-		// from (a clock read less per request); time.Now without one.
-		req.DedupTTLMillis = max(msg.Expiry.Sub(round.Now()).Milliseconds(), 0)
+		req.DedupTTLMillis = max(msg.Expiry.Sub(now).Milliseconds(), 0)
 	}
 	if !prefix {
 		if round != nil {
 			if cmd != nil && ssMutation(cmd.Verb) {
-				if f.deferToRound(ctx, round, from.ClientID, msg, deadline, call) {
+				if f.deferToRound(ctx, round, now, from.ClientID, msg, call) {
 					return nil
 				}
 			} else {
@@ -227,7 +223,7 @@ func (f *StateStoreFront) handle(ctx context.Context, from mqtt.ClientInfo, msg 
 				round.Flush()
 			}
 		}
-		if ok, err := f.router.InvokeCommandNow(ctx, deadline, cmd, req, &call.resp); ok {
+		if ok, err := f.router.InvokeCommandNow(ctx, now, msg.Expiry, cmd, req, &call.resp); ok {
 			if cmd != nil && cmd.Verb == statestore.VerbKeyNotify {
 				f.noteWatch(from.ClientID, cmd, &call.resp, err)
 			}
@@ -687,8 +683,8 @@ func ssMutation(v statestore.Verb) bool {
 // and the mutation applied and answered at the end of the poller's round
 // (ssRoundEnd), where one drain writes the records of all the round's
 // mutations with one pwrite. It reports false when the request is left
-// to the other paths (nothing was done). deadline is the router's (zero:
-// none to check).
+// to the other paths (nothing was done). now is the round's clock
+// reading, by which the router judges the request's expiry.
 //
 // The handler returns without later: the request's PUBACK (a success:
 // whatever the mutation's outcome, it is the response's) is queued when
@@ -697,8 +693,8 @@ func ssMutation(v statestore.Verb) bool {
 // in the same write, the PUBACK first. (With later, each deferred
 // mutation cost a queued acknowledgement, a copy of its topic and a
 // completion closure: three allocations per SET.)
-func (f *StateStoreFront) deferToRound(ctx context.Context, round *mqtt.Round, clientID string, msg *mqtt.Message, deadline time.Time, call *ssCall) bool {
-	d, ok, err := f.router.InvokeCommandDeferred(ctx, deadline, &call.cmd, &call.req, &call.resp)
+func (f *StateStoreFront) deferToRound(ctx context.Context, round *mqtt.Round, now time.Time, clientID string, msg *mqtt.Message, call *ssCall) bool {
+	d, ok, err := f.router.InvokeCommandDeferred(ctx, now, msg.Expiry, &call.cmd, &call.req, &call.resp)
 	if !ok {
 		return false
 	}

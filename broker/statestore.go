@@ -118,6 +118,10 @@ type StateStore struct {
 	connMu sync.Mutex
 	conns  map[string]ssPeer // client id -> front end that last carried its request; protected by connMu
 	sinks  sync.Map          // protocol.StateStoreSink -> *ssSinkPeer
+	// lastSink is the peer sinkPeer returned last: a process has one
+	// in-process front end, whose every request then finds its peer
+	// without a lookup in sinks.
+	lastSink atomic.Pointer[ssSinkPeer]
 	// watched is set by the first request that may register a watch (a
 	// KEYNOTIFY, or a payload that did not parse) and stays set: until
 	// then no client can have a watch, so no notification needs conns
@@ -426,11 +430,16 @@ func (s *StateStore) Waits(cmd *statestore.Command) bool {
 
 // sinkPeer returns the peer standing for sink (the same one each time).
 func (s *StateStore) sinkPeer(sink protocol.StateStoreSink) ssPeer {
-	if p, ok := s.sinks.Load(sink); ok {
-		return p.(*ssSinkPeer)
+	if p := s.lastSink.Load(); p != nil && p.s == sink {
+		return p
 	}
-	p, _ := s.sinks.LoadOrStore(sink, &ssSinkPeer{sink})
-	return p.(*ssSinkPeer)
+	p, ok := s.sinks.Load(sink)
+	if !ok {
+		p, _ = s.sinks.LoadOrStore(sink, &ssSinkPeer{sink})
+	}
+	sp := p.(*ssSinkPeer)
+	s.lastSink.Store(sp)
+	return sp
 }
 
 // serve serves Do and InvokeLocal: cmd nil parses req.Payload, once (the
@@ -482,11 +491,13 @@ func (s *StateStore) engineRequest(req *protocol.StateStoreRequest, cmd *statest
 	if len(r.DedupKey) == 0 {
 		r.DedupKey = nil
 	}
+	// The properties' fields as SetUserProperty would set them, without
+	// its switch on the names.
 	if req.HasTimestamp {
-		r.SetUserProperty(statestore.PropTimestamp, req.Timestamp)
+		r.Timestamp, r.HasTimestamp = req.Timestamp, true
 	}
 	if req.HasFencingToken {
-		r.SetUserProperty(statestore.PropFencingToken, req.FencingToken)
+		r.FencingToken, r.HasFencingToken = req.FencingToken, true
 	}
 	r.Command = cmd
 	return r

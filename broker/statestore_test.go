@@ -746,3 +746,28 @@ func TestStateStoreHostWatcherFrontAfterUnwatchedTraffic(t *testing.T) {
 		t.Fatalf("pushed to the watcher's new front end: %+v", got)
 	}
 }
+
+// A sink has one peer, whichever sink was seen last (sinkPeer keeps the
+// last one): peers are compared with ==, so a sink's requests must all
+// map to the same one, and two sinks never to the same one.
+func TestStateStoreSinkPeerStable(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	s := ssOpen(t, b, nil)
+	defer s.Close()
+	a, other := &ssSink{}, &ssSink{}
+	pa, po := s.sinkPeer(a), s.sinkPeer(other)
+	if pa == po {
+		t.Fatal("two sinks share a peer")
+	}
+	for i := 0; i < 3; i++ {
+		if got := s.sinkPeer(a); got != pa {
+			t.Fatalf("round %d: sink a got another peer", i)
+		}
+		if got := s.sinkPeer(a); got != pa {
+			t.Fatalf("round %d: sink a, again: another peer", i)
+		}
+		if got := s.sinkPeer(other); got != po {
+			t.Fatalf("round %d: the other sink got another peer", i)
+		}
+	}
+}

@@ -323,6 +323,30 @@ func (r *Router) connClosed(c *remoting.Conn, _ error) {
 	}
 }
 
+// cachedRoute returns the route InvokeCommandNow and InvokeCommandDeferred
+// serve on, when the table's is fresh as of now (zero: the clock is read
+// if the table's age matters): one atomic load for the table's route and
+// one for its conversion, no lock.
+func (r *Router) cachedRoute(now time.Time) ([]shardRef, bool) {
+	refs, ok := r.tab.CachedAt(now)
+	if !ok {
+		return nil, false
+	}
+	return r.convert(refs), true
+}
+
+// expired reports whether deadline (zero: none) has passed as of now
+// (zero: the clock is read).
+func expired(now, deadline time.Time) bool {
+	if deadline.IsZero() {
+		return false
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return !now.Before(deadline)
+}
+
 // routeConv is the table's route (refs) with each shard's local broker
 // looked up (out); out is never modified once stored.
 type routeConv struct {
@@ -507,12 +531,14 @@ func remoteResult(addr string, resp *protocol.Command, err error) (out *protocol
 // changing nothing): then call InvokeCommandAsync, which waits for the
 // network on no goroutine, but serves a local broker on the caller's.
 // The response goes into resp, the caller's (a front end reuses one per
-// request), set when ok and err is nil.
-func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *statestore.Command, req *protocol.StateStoreRequest, resp *protocol.StateStoreResponse) (ok bool, err error) {
+// request), set when ok and err is nil. now is the caller's reading of
+// the clock (a poller round's), by which the route's age and the deadline
+// are judged; zero reads the clock.
+func (r *Router) InvokeCommandNow(ctx context.Context, now, deadline time.Time, cmd *statestore.Command, req *protocol.StateStoreRequest, resp *protocol.StateStoreResponse) (ok bool, err error) {
 	if r.group.Closed() {
 		return true, ErrClosed
 	}
-	refs, ok := r.tab.Cached()
+	shards, ok := r.cachedRoute(now)
 	if !ok {
 		return false, nil
 	}
@@ -520,12 +546,11 @@ func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *
 	if cmd != nil {
 		key = cmd.Key
 	}
-	shards := r.convert(refs)
-	ref := shards[statestore.ShardOf(key, len(shards))]
+	ref := &shards[statestore.ShardOf(key, len(shards))]
 	if ref.local == nil || ref.Addr == "" || ref.local.Waits(cmd) {
 		return false, nil
 	}
-	if !deadline.IsZero() && !time.Now().Before(deadline) {
+	if expired(now, deadline) {
 		return true, fmt.Errorf("%w: %s: %w", ErrUnavailable, ref.Addr, context.DeadlineExceeded)
 	}
 	req.Shard = ref.Queue
@@ -542,18 +567,17 @@ func (r *Router) InvokeCommandNow(ctx context.Context, deadline time.Time, cmd *
 // which the caller calls Complete once; a nil d with ok means answered
 // (resp set when err is nil). ok is false as for InvokeCommandNow, and
 // also when the broker does not defer.
-func (r *Router) InvokeCommandDeferred(ctx context.Context, deadline time.Time, cmd *statestore.Command, req *protocol.StateStoreRequest, resp *protocol.StateStoreResponse) (d Deferred, ok bool, err error) {
+func (r *Router) InvokeCommandDeferred(ctx context.Context, now, deadline time.Time, cmd *statestore.Command, req *protocol.StateStoreRequest, resp *protocol.StateStoreResponse) (d Deferred, ok bool, err error) {
 	if cmd == nil || r.group.Closed() {
 		return nil, false, nil
 	}
-	refs, ok := r.tab.Cached()
+	shards, ok := r.cachedRoute(now)
 	if !ok {
 		return nil, false, nil
 	}
-	shards := r.convert(refs)
-	ref := shards[statestore.ShardOf(cmd.Key, len(shards))]
+	ref := &shards[statestore.ShardOf(cmd.Key, len(shards))]
 	ld, defers := ref.local.(LocalDeferrer)
-	if !defers || ref.Addr == "" || ref.local.Waits(cmd) || (!deadline.IsZero() && !time.Now().Before(deadline)) {
+	if !defers || ref.Addr == "" || ref.local.Waits(cmd) || expired(now, deadline) {
 		return nil, false, nil
 	}
 	req.Shard = ref.Queue

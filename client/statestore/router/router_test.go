@@ -214,16 +214,35 @@ func TestStateStoreRouterLocal(t *testing.T) {
 	// InvokeCommandNow serves the local shard at once and leaves a remote
 	// one (and a local refusal) to InvokeCommandAsync, touching nothing.
 	var resp protocol.StateStoreResponse
-	if ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}, &resp); !ok || err != nil || string(resp.Reply) != "+local\r\n" {
+	if ok, err := r.InvokeCommandNow(ctx, time.Time{}, time.Time{}, &cmd, &protocol.StateStoreRequest{}, &resp); !ok || err != nil || string(resp.Reply) != "+local\r\n" {
 		t.Fatalf("now, local: %v %v %v", resp, ok, err)
 	}
+	// The deadline is judged by the caller's clock reading (a poller
+	// round's), not by the clock: a request whose deadline passed on the
+	// clock but not as of the reading is served; one whose deadline is
+	// the reading is refused without calling the broker.
+	loc.mu.Lock()
+	loc.calls = nil
+	loc.mu.Unlock()
+	past := time.Now().Add(-time.Hour)
+	if ok, err := r.InvokeCommandNow(ctx, past.Add(-time.Second), past, &cmd, &protocol.StateStoreRequest{}, &resp); !ok || err != nil || string(resp.Reply) != "+local\r\n" {
+		t.Fatalf("now, deadline after the caller's reading: %v %v %v", resp, ok, err)
+	}
+	if ok, err := r.InvokeCommandNow(ctx, past, past, &cmd, &protocol.StateStoreRequest{}, &resp); !ok || !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("now, deadline at the caller's reading: served %v %v", ok, err)
+	}
+	loc.mu.Lock()
+	if len(loc.calls) != 1 {
+		t.Fatalf("local broker called %d times, want once (the expired request is not served)", len(loc.calls))
+	}
+	loc.mu.Unlock()
 	// A local request that would wait (LocalBroker.Waits) is left to
 	// InvokeCommandAsync as well, and the broker is not called.
 	loc.mu.Lock()
 	loc.calls = nil
 	loc.mu.Unlock()
 	loc.waits = func(c *statestore.Command) bool { return c == &cmd }
-	if ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}, &resp); ok || err != nil {
+	if ok, err := r.InvokeCommandNow(ctx, time.Time{}, time.Time{}, &cmd, &protocol.StateStoreRequest{}, &resp); ok || err != nil {
 		t.Fatalf("now, local request that waits: served %v %v", ok, err)
 	}
 	loc.mu.Lock()
@@ -238,7 +257,7 @@ func TestStateStoreRouterLocal(t *testing.T) {
 			onRemote = &statestore.Command{Verb: statestore.VerbGet, Key: k}
 		}
 	}
-	if ok, err := r.InvokeCommandNow(ctx, time.Time{}, onRemote, &protocol.StateStoreRequest{}, &resp); ok || err != nil {
+	if ok, err := r.InvokeCommandNow(ctx, time.Time{}, time.Time{}, onRemote, &protocol.StateStoreRequest{}, &resp); ok || err != nil {
 		t.Fatalf("now, remote: served %v %v", ok, err)
 	}
 	select {
@@ -250,7 +269,7 @@ func TestStateStoreRouterLocal(t *testing.T) {
 	loc.calls, loc.cmds = nil, nil
 	loc.mu.Unlock()
 	loc.answer = func() (*protocol.StateStoreResponse, error) { return nil, fmt.Errorf("%w: test", ErrUnavailable) }
-	if ok, err := r.InvokeCommandNow(ctx, time.Time{}, &cmd, &protocol.StateStoreRequest{}, &resp); ok || err != nil {
+	if ok, err := r.InvokeCommandNow(ctx, time.Time{}, time.Time{}, &cmd, &protocol.StateStoreRequest{}, &resp); ok || err != nil {
 		t.Fatalf("now, local refusal: served %v %v", ok, err)
 	}
 	loc.mu.Lock()
