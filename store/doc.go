@@ -212,8 +212,9 @@
 // its mapping, which keeps the file reachable without a descriptor. A
 // descriptor is needed only to pwrite, fdatasync, msync or fallocate the
 // file and for lseek SEEK_DATA/SEEK_HOLE at recovery, so the store keeps
-// at most Options.MaxOpenFiles of them (default 1000; store.max_open_files)
-// in one cache (fdcache.go): a file whose descriptor was closed is
+// at most Options.MaxOpenFiles of them (default 1000; store.max_open_files;
+// less the descriptors of the process's io_uring sync rings, up to 16,
+// vfs.SyncDescriptors) in one cache (fdcache.go): a file whose descriptor was closed is
 // reopened by path the next time one of those calls needs it (and only
 // if the path still names the file mapped: same device and inode), and
 // the clock algorithm picks which to close, never one a call is using

@@ -183,7 +183,9 @@ type Options struct {
 	// files (commitlog segments, consume-queue and index files; default
 	// 1000): their reads go through the mapping, and a file whose
 	// descriptor was closed is reopened when it is written or synced
-	// again. Files in use at the same moment can exceed it briefly.
+	// again. Files in use at the same moment can exceed it briefly. The
+	// process's io_uring sync rings (vfs.SyncDescriptors, up to 16
+	// descriptors) count in it.
 	MaxOpenFiles int
 	// FS is the file layer every data file goes through (default
 	// vfs.Default; tests put a fault-injecting one here).
