@@ -18,8 +18,12 @@ const StateStoreInvoke RequestCode = 9100
 // StateStoreNotify (SmartGo only) is a one-way request from a broker to the
 // front end whose connection last carried a request of a watching client:
 // body a StateStoreResponse with an empty REPLY and VERSION whose
-// notifications the front end pushes into the clients' sessions. Changes
-// made by another front end's requests, and expiries, arrive this way.
+// notifications the front end pushes into the clients' sessions. Every
+// change's notifications arrive this way, whichever front end's request
+// (this one's included) or expiry made it, in the shard's log order and
+// ahead of the response to the request that made it; a response carries
+// only a KEYNOTIFY's own (its SINCE backlog), or, from a broker of an
+// earlier version, those of the requester's own front end.
 const StateStoreNotify RequestCode = 9101
 
 // StateStoreDropClient (SmartGo only) tells a broker that an MQTT client
@@ -110,7 +114,9 @@ type StateStoreResponse struct {
 // connection. The broker remembers the sink a watching client's last
 // request came through, as it remembers the connection, and compares
 // sinks with ==, so a sink must be a comparable value (a pointer). The
-// method must not block long and must not call back into the broker.
+// method is called on the goroutine of whichever change routes the
+// notifications, with the shard's later ones held back until it
+// returns: it must not block and must not call back into the broker.
 type StateStoreSink interface {
 	PushStateStoreNotifications([]StateStoreNotification)
 }
