@@ -234,8 +234,11 @@ func (b *Broker) applyOffsetDelta(req *protocol.Command) bool {
 
 // installOffsets installs a full copy of the master's consumer offsets
 // (ext: the answer's fields). A copy older than a delta applied meanwhile
-// sets the slave back a little: the next delta then does not follow on,
-// and the slave copies again.
+// (the periodic copy's answer crossed a notice) sets the slave back a
+// little; it then copies again at once, not at the next notice (there
+// may be none for long: consumers that stopped committing) nor the next
+// periodic copy (SlaveSyncInterval): the master's count is past the
+// delta's by then.
 func (b *Broker) installOffsets(w protocol.ConsumerOffsetSerializeWrapper, ext protocol.ExtFields) {
 	b.offApplyMu.Lock()
 	defer b.offApplyMu.Unlock()
@@ -244,6 +247,9 @@ func (b *Broker) installOffsets(w protocol.ConsumerOffsetSerializeWrapper, ext p
 	case !ok: // a master that names no run: every notice is a full copy
 		*st = offsetsApplied{}
 	case st.known && st.run == v[0]:
+		if v[1] < st.seq {
+			kick(b.offsetSyncKick)
+		}
 		st.seq = v[1]
 	default:
 		*st = offsetsApplied{known: true, run: v[0], seq: v[1]}
@@ -256,6 +262,9 @@ func (b *Broker) installDelayOffsets(body []byte, ext protocol.ExtFields) error 
 	b.offApplyMu.Lock()
 	defer b.offApplyMu.Unlock()
 	if v, ok := uintFields(ext, protocol.FieldOffsetRun, protocol.FieldDelaySeq); ok && b.offApplied.known && b.offApplied.run == v[0] {
+		if v[1] < b.offApplied.dseq {
+			kick(b.offsetSyncKick) // older than a notice's table: as installOffsets
+		}
 		b.offApplied.dseq = v[1]
 	}
 	return b.delayOffsets.Replace(body)
