@@ -21,8 +21,9 @@ import (
 type LocalBroker interface {
 	// InvokeLocal serves req (req.Shard set) like a StateStoreInvoke
 	// request, with sink standing for the connection: notifications for
-	// clients whose requests came through sink are returned or, when
-	// caused later by others, pushed to sink. cmd is the front end's
+	// clients whose last request came through sink are pushed to sink,
+	// whoever caused them (this request too), in their shard's log order,
+	// and the response carries only a KEYNOTIFY's own. cmd is the front end's
 	// statestore.ParseCommand(req.Payload), so the broker does not parse
 	// the payload again, or nil (the broker parses it). Errors wrap
 	// ErrUnavailable (not owned here, or nothing changed: another attempt
