@@ -98,7 +98,7 @@ type Broker struct {
 	// registry that hangs holds up no other's.
 	regTurns map[string]chan struct{}
 
-	// Controller mode (broker/controller.go, broker/isr.go); ctl is nil
+	// Controller mode (broker/controller.go, broker/role.go, broker/isr.go); ctl is nil
 	// otherwise.
 	ctl    *ctrlState
 	acting atomic.Bool // acts as master
