@@ -35,10 +35,10 @@
 // its next request instead of waking the process on its own, and is read
 // with it. A sweep on the wheel lowers the mark of a connection that read
 // nothing for 50 ms when anything but PUBACKs waits in its socket (it
-// peeks, once a quiet spell), and whatever waits after a second; a
-// session waiting for the client's receive quota lowers it at once, so a
-// lone small packet (PINGREQ) is read within about 200 ms, or 1.2 s when
-// it came after the sweep's look (lowat_linux.go).
+// peeks at every sweep), and whatever waits after a second; a session
+// waiting for the client's receive quota lowers it at once, so a lone
+// small packet (PINGREQ, a short PUBLISH) is read within about 200 ms
+// (lowat_linux.go).
 //
 // The pool starts a worker for a task whenever no waiting worker is left
 // unclaimed, so a handler or backend call that blocks (the state store

@@ -30,24 +30,26 @@ import (
 // not wait for ever, so the mark comes down again (SO_RCVLOWAT 1, which
 // makes the kernel signal what waits at once):
 //   - by the sweep, on the wheel: a connection with the mark that has
-//     read nothing for lowatIdle has its waiting bytes looked at, once a
-//     quiet spell (a MSG_PEEK recv, which neither consumes them nor
+//     read nothing for lowatIdle has its waiting bytes looked at, at
+//     every sweep (a MSG_PEEK recv, which neither consumes them nor
 //     wakes anything): anything but whole PUBACKs (a PINGREQ, a
 //     DISCONNECT, a short SUBSCRIBE or PUBLISH, the head of a split
 //     request) has the mark lowered, so such a packet is read within
-//     about two wheel ticks (100-200 ms). Nothing waits on a PUBACK but
-//     the response it frees (and a message queued for the client's
-//     quota, below), so PUBACKs alone, or nothing, keep the mark until
-//     the connection has read nothing for lowatRest; then it comes down
-//     whatever waits, so a small packet that came after the look is read
-//     within lowatRest and two ticks (far inside any keep alive; a
-//     client that closes sends a FIN, which the mark does not hold back),
-//     and an idle connection keeps no mark and costs the sweep nothing. On a loaded machine the clients of a state store
-//     stall for 50 ms and more many times a load (their process waits for
-//     a CPU): lowering the mark then cost a setsockopt, the wake-up and
-//     read of the PUBACK alone and a setsockopt to raise it again, 1,400
-//     to 5,200 setsockopt calls per load of BenchmarkStateStoreAzureCPU
-//     at load average 20-28 where about 100 are needed;
+//     about two wheel ticks (100-200 ms) whenever it came. Nothing waits
+//     on a PUBACK but the response it frees (and a message queued for
+//     the client's quota, below), so PUBACKs alone, or nothing, keep the
+//     mark until the connection has read nothing for lowatRest; then it
+//     comes down whatever waits, and an idle connection keeps no mark
+//     and costs the sweep nothing. On a loaded machine the clients of a
+//     state store stall for 50 ms and more many times a load (their
+//     process waits for a CPU): lowering the mark then cost a
+//     setsockopt, the wake-up and read of the PUBACK alone and a
+//     setsockopt to raise it again, 1,400 to 5,200 setsockopt calls per
+//     load of BenchmarkStateStoreAzureCPU at load average 20-28 where
+//     about 100 are needed. A look costs a raw recvfrom (about 0.5 µs)
+//     per quiet marked connection per sweep; looking once per quiet
+//     spell instead (1766961) left a small packet that came after the
+//     look waiting up to lowatRest;
 //   - when a session queues a message for lack of the client's receive
 //     quota (session.deliverLocked): the acknowledgements that free it
 //     must not wait;
@@ -139,9 +141,6 @@ func (p *poller) lowatAdd(c *conn) {
 // lowEntry is a connection listed for the sweep.
 type lowEntry struct {
 	c *conn
-	// looked is c.lastRecv when the sweep last found only PUBACKs (or
-	// nothing) waiting: it looks once a quiet spell.
-	looked int64
 }
 
 // lowatSweep lowers the mark of listed connections that have read
@@ -164,14 +163,15 @@ func (p *poller) lowatSweep() {
 		if c.lowat {
 			last := c.lastRecv.Load()
 			switch idle := now - last; {
-			case idle >= int64(lowatRest):
+			case idle < int64(lowatIdle):
+				// Busy.
+			case !c.onlyAcksWaitLocked():
+				c.srv.io.lowSeen.Add(1)
 				c.lowatOffLocked()
-			case idle < int64(lowatIdle) || e.looked == last:
-				// Busy, or looked at in this quiet spell already.
-			case c.onlyAcksWaitLocked():
-				e.looked = last
+			case idle >= c.srv.lowRest():
+				c.lowatOffLocked()
 			default:
-				c.lowatOffLocked()
+				c.srv.io.lowKept.Add(1)
 			}
 		}
 		if c.lowat {
@@ -210,16 +210,19 @@ func (c *conn) onlyAcksWaitLocked() bool {
 		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
 	switch {
 	case e == unix.EAGAIN:
-		c.srv.io.lowKept.Add(1)
 		return true
 	case e != 0 || n == 0:
 		return false
 	}
-	if !onlyPubacks(buf[:n]) {
-		return false
+	return onlyPubacks(buf[:n])
+}
+
+// lowRest is lowatRest, or the bound a test set in restNanos.
+func (s *Server) lowRest() int64 {
+	if r := s.io.restNanos.Load(); r > 0 {
+		return r
 	}
-	c.srv.io.lowKept.Add(1)
-	return true
+	return int64(lowatRest)
 }
 
 // onlyPubacks reports whether b is one or more whole PUBACK packets

@@ -114,8 +114,11 @@ type ioCounters struct {
 	// lowered counts SO_RCVLOWAT marks lowered (lowat_linux.go).
 	lowered atomic.Int64
 	// lowKept counts the sweep's looks at a quiet connection with a mark
-	// that found nothing but PUBACKs waiting, and kept the mark.
-	lowKept atomic.Int64
+	// that found nothing but PUBACKs waiting, and kept the mark; lowSeen
+	// those that found something else and lowered it.
+	lowKept, lowSeen atomic.Int64
+	// restNanos, when positive, replaces lowatRest (tests only).
+	restNanos atomic.Int64
 	// lingers counts the times a poller started lingering
 	// (linger_linux.go).
 	lingers atomic.Int64
