@@ -200,7 +200,9 @@
 // authenticated as; an offline one is replaced by a prepare for another
 // tag, whatever its user name and whenever it ended; absent when unknown
 // and on earlier versions' records, which are judged by when they ended,
-// Replacer.Left, and only when they name a user)
+// Replacer.Left, and only when they name a user. LoadSession does not
+// resume a record whose owner, or prepared tag, is another than the
+// connecting client's SetOwnerTag: the connection starts a new session)
 //
 // and a will-done marker, which carries no session state:
 //

@@ -375,6 +375,16 @@ func earlierOwner(rec *sessionRecord, r *Replacer, tagOf func() string) bool {
 	return !left.IsZero() && r.Left != nil && r.Left(left)
 }
 
+// ownerOfRecord is the owner of the client id that rec was written for:
+// its connection's (Backend.SetOwnerTag), else the tag it was prepared
+// with (Replacer.Tag); "" when it names neither.
+func ownerOfRecord(rec *sessionRecord) string {
+	if rec.Owner != "" {
+		return rec.Owner
+	}
+	return rec.Prepared
+}
+
 // leftAt is when clientID's connection left the session of rec, an
 // offline record it wrote that names its user; zero when rec is none.
 func leftAt(rec *sessionRecord) time.Time {
@@ -560,6 +570,16 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 		return nil, false, err
 	}
 	if rec == nil || rec.Deleted || rec.Connect || expiredAt(rec, time.Now()) {
+		b.noteHeld(clientID, nil)
+		return nil, false, nil
+	}
+	if was, now := ownerOfRecord(rec), b.ownerOf(clientID); was != "" && now != "" && was != now {
+		// An earlier owner's session (the IoT hub: a deleted identity's
+		// of the same id, which a message was queued in while a node
+		// still saw its connection online): not resumed; the connection
+		// starts a new session, whose records supersede it.
+		b.log.Info("bridge: session of an earlier owner of the client id not resumed", "client", clientID,
+			"node", rec.Node)
 		b.noteHeld(clientID, nil)
 		return nil, false, nil
 	}

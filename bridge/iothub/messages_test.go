@@ -318,11 +318,7 @@ func TestHubC2DNotForAReplacedIdentity(t *testing.T) {
 // prepared one), and, had it one, whenever it ended after the new
 // identity's creation by the node's clock (the cases "left after").
 func replacedWithoutUserName(t *testing.T, ctx context.Context, c *testCluster, a, b *node) {
-	adm, err := admin.New(admin.Options{Registries: c.RegistryAddrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
+	adm := adminClient(t, c)
 	for _, tc := range []struct {
 		name      string
 		leftLater bool // the old connection ends after the identity was created again
@@ -343,10 +339,7 @@ func replacedWithoutUserName(t *testing.T, ctx context.Context, c *testCluster, 
 				old.Closed()
 				// Its node has its offline record (a prepare there sees
 				// the session it left, not the connection's).
-				waitFor(t, 10*time.Second, "the offline session recorded", func() bool {
-					p, err := adm.MQTTSessions(ctx, a.br.Backend().NodeID(), admin.MQTTQuery{Prefix: devID})
-					return err == nil && len(p.Items) == 1 && p.Items[0].ClientID == devID && !p.Items[0].Online
-				})
+				waitOffline(t, ctx, adm, a, devID)
 			}
 			if !tc.leftLater {
 				leave()
@@ -383,4 +376,90 @@ func replacedWithoutUserName(t *testing.T, ctx context.Context, c *testCluster, 
 			d.nothing(300 * time.Millisecond)
 		})
 	}
+}
+
+// TestHubC2DQueuedInAReplacedIdentitysSession: a cloud-to-device message
+// queued in the session of a connection of an earlier identity of the
+// device id (sent while that connection was online, so no prepare could
+// replace the session; here received and not acknowledged, as it also is
+// when a node still sees the connection online) must not reach the new
+// identity's device when it connects elsewhere: the session's records
+// name the old identity's generation, and LoadSession does not resume a
+// session of another owner than the connecting identity. The new device
+// starts a session of its own, which gets what is sent to it.
+func TestHubC2DQueuedInAReplacedIdentitysSession(t *testing.T) {
+	c := startTestCluster(t, 1)
+	a, b := startNode(t, c), startNode(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := adminClient(t, c)
+	for _, tc := range []struct {
+		name     string
+		userName bool // the old connection authenticated as the old identity
+	}{
+		{"device", true},
+		{"no user name", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			devID := "queued-" + strings.ReplaceAll(tc.name, " ", "-")
+			id := Identity{DeviceID: devID}
+			dev := createDevice(t, a, devID)
+			cp := &packets.Connect{ClientID: devID, KeepAlive: 60}
+			if tc.userName {
+				cp = connectCP(id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+			}
+			old := dialDeviceCP(t, a.addr, id, cp)
+			old.subscribe("devices/" + devID + "/messages/devicebound/#")
+			if err := a.hub.SendC2D(ctx, &C2DMessage{DeviceID: devID, Body: []byte("for the old device")}); err != nil {
+				t.Fatal(err)
+			}
+			// Received, not acknowledged: it stays in the session.
+			if p := old.Recv(); p == nil {
+				t.Fatal("no message for the old device")
+			}
+			if err := a.hub.Twins().DeleteDevice(ctx, devID, "*"); err != nil {
+				t.Fatal(err)
+			}
+			dev = createDevice(t, a, devID)
+			old.Send(&packets.Disconnect{})
+			old.Closed()
+			waitOffline(t, ctx, adm, a, devID)
+			// No send since: nothing replaced the old session. The new
+			// device connects on the other node, which loads it.
+			d := dialDevice(t, b.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+			if p, err := d.Next(500 * time.Millisecond); err == nil {
+				t.Fatalf("the new device got %T %+v", p, p)
+			}
+			d.subscribe("devices/" + devID + "/messages/devicebound/#")
+			if err := b.hub.SendC2D(ctx, &C2DMessage{DeviceID: devID, Body: []byte("for the new device")}); err != nil {
+				t.Fatal(err)
+			}
+			if p := d.expect(); string(p.Payload) != "for the new device" {
+				t.Fatalf("the new device got %q", p.Payload)
+			}
+			d.nothing(300 * time.Millisecond)
+		})
+	}
+}
+
+// adminClient is an admin client of c's cluster for waitOffline.
+func adminClient(t *testing.T, c *testCluster) *admin.Admin {
+	t.Helper()
+	adm, err := admin.New(admin.Options{Registries: c.RegistryAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { adm.Close() })
+	return adm
+}
+
+// waitOffline waits until node n reports devID's session offline (its
+// offline record written: a prepare there sees the session it left, not
+// the connection's).
+func waitOffline(t *testing.T, ctx context.Context, adm *admin.Admin, n *node, devID string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the offline session recorded", func() bool {
+		p, err := adm.MQTTSessions(ctx, n.br.Backend().NodeID(), admin.MQTTQuery{Prefix: devID})
+		return err == nil && len(p.Items) == 1 && p.Items[0].ClientID == devID && !p.Items[0].Online
+	})
 }
