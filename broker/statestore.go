@@ -370,8 +370,8 @@ func (s *StateStore) Err() error { return s.host.err() }
 // append, Apply. The notifications a change causes are pushed, each to the
 // front end connection that carried its client's last request
 // (StateStoreNotify), from's too, in the shard's log order
-// (statestore_order.go); the response carries only a KEYNOTIFY's own (its
-// SINCE backlog). from may be nil (in-process callers), and then every
+// (statestore_order.go), a KEYNOTIFY ... SINCE's backlog too: the response
+// carries none. from may be nil (in-process callers), and then every
 // notification is returned and none pushed.
 func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, from *remoting.Conn) (*protocol.StateStoreResponse, error) {
 	var peer ssPeer
@@ -390,10 +390,11 @@ func (s *StateStore) Do(ctx context.Context, req *protocol.StateStoreRequest, fr
 // Do with sink in place of the connection: the notifications of clients
 // whose last request came through sink go to sink, those of clients last
 // seen on another front end to it, whoever caused them (this request,
-// another front end's, an expiry), in the shard's log order; the response
-// carries only a KEYNOTIFY's own. sink is called on the goroutine of
-// whichever change routes the notices (this call's among them), with the
-// shard's notices held back until it returns: it must not block. A nil
+// another front end's, an expiry, a KEYNOTIFY ... SINCE's backlog), in the
+// shard's log order; the response carries none. sink is called on the
+// goroutine of whichever change routes the notices (this call's among
+// them), with the shard's notices held back until it returns: it must not
+// block. A nil
 // sink returns every notification, pushing none.
 // cmd, when not nil, is statestore.ParseCommand(req.Payload) done by the
 // front end (to pick the shard): it is used as it is, so the payload is
@@ -577,6 +578,10 @@ func (s *StateStore) do(ctx context.Context, req *protocol.StateStoreRequest, cm
 		// watch again on another master from there (KEYNOTIFY ...
 		// SINCE), should this one change.
 		out.Reply.Version = sh.eng.Clock()
+		// A SINCE backlog is routed as the shard's changes' notices are,
+		// queued behind them: a change made after the registration (its
+		// notices queued after these) never reaches the watcher first.
+		queued = s.queueNotes(sh, out.Notifications, from == nil)
 	}
 	sh.mu.Unlock()
 	if needsLog {

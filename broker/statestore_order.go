@@ -26,9 +26,11 @@ import (
 // reach it first (the usual case in standalone, where every client is on
 // one front end). A front end thus gets a shard's notices in log order
 // through one channel: its sink's calls, made under the outbox's mutex,
-// or its connection's write queue, appended to under it. Only an
-// in-process caller of Do without a front end (keepAll) gets them in the
-// response.
+// or its connection's write queue, appended to under it. A KEYNOTIFY ...
+// SINCE's backlog is queued the same way, under the shard's mutex with its
+// registration: it reaches the watcher before the notices of any change
+// made after the registration, and before the response. Only an in-process
+// caller of Do without a front end (keepAll) gets them in the response.
 
 // ssOutbox is a shard's notifications applied and not routed yet, oldest
 // first.

@@ -107,7 +107,9 @@
 // "-ERR the requested version is no longer in the change history" and
 // nothing is registered; the client then reads the keys and watches
 // without SINCE. A malformed <hlc> is "malformed timestamp". The front end
-// should publish the reply before the backlog.
+// must deliver the backlog in order with the notices of the changes
+// applied after the registration (the broker pushes it through the
+// shard's notification queue, ahead of the reply).
 //
 // # Log entry (format 1)
 //

@@ -21,9 +21,10 @@ const StateStoreInvoke RequestCode = 9100
 // notifications the front end pushes into the clients' sessions. Every
 // change's notifications arrive this way, whichever front end's request
 // (this one's included) or expiry made it, in the shard's log order and
-// ahead of the response to the request that made it; a response carries
-// only a KEYNOTIFY's own (its SINCE backlog), or, from a broker of an
-// earlier version, those of the requester's own front end.
+// ahead of the response to the request that made it, a KEYNOTIFY ...
+// SINCE's backlog too (ahead of its response, before any later change's);
+// a response carries none, except from a broker of an earlier version (a
+// SINCE backlog, those of the requester's own front end).
 const StateStoreNotify RequestCode = 9101
 
 // StateStoreDropClient (SmartGo only) tells a broker that an MQTT client
