@@ -309,9 +309,9 @@ func (f *StateStoreFront) envelopeOK(clientID string, msg *mqtt.Message) bool {
 // broker on this goroutine, a remote one on its connection ahead of the
 // response, in the shard's log order with its other changes' and
 // expiries'), so they are in the watchers' sessions before the requester
-// learns its write is done. What the response carries, a KEYNOTIFY's
-// SINCE backlog (or an older broker's notices for this front), goes
-// first. round is the poller round the answer is sent on
+// learns its write is done; a KEYNOTIFY ... SINCE's backlog likewise.
+// What the response carries (only a broker of an earlier version's: the
+// notices for this front, a SINCE backlog) goes first. round is the poller round the answer is sent on
 // (mqtt.Round.SendToRecycled), nil off a poller.
 func (f *StateStoreFront) answer(round *mqtt.Round, clientID string, msg *mqtt.Message, resp *router.BrokerResponse, err error) {
 	if err != nil {
@@ -513,8 +513,9 @@ func ssCanonicalShape(s string) bool {
 
 // invokeAll serves a KEYNOTIFY ... PREFIX (cmd), which every shard must
 // see: the first error reply wins; otherwise +OK, or :0 when a STOP found
-// the watch on no shard. A SINCE backlog is merged across shards in
-// version order.
+// the watch on no shard. A SINCE backlog that responses carry (a broker
+// of an earlier version's: a current one pushes it) is merged across
+// shards in version order.
 func (f *StateStoreFront) invokeAll(ctx context.Context, clientID string, cmd *statestore.Command, req *router.BrokerRequest) (*router.BrokerResponse, error) {
 	all, err := f.router.InvokeAll(ctx, req)
 	if err != nil {

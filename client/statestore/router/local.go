@@ -22,8 +22,9 @@ type LocalBroker interface {
 	// InvokeLocal serves req (req.Shard set) like a StateStoreInvoke
 	// request, with sink standing for the connection: notifications for
 	// clients whose last request came through sink are pushed to sink,
-	// whoever caused them (this request too), in their shard's log order,
-	// and the response carries only a KEYNOTIFY's own. cmd is the front end's
+	// whoever caused them (this request too, a KEYNOTIFY ... SINCE's
+	// backlog too), in their shard's log order, and the response carries
+	// none. cmd is the front end's
 	// statestore.ParseCommand(req.Payload), so the broker does not parse
 	// the payload again, or nil (the broker parses it). Errors wrap
 	// ErrUnavailable (not owned here, or nothing changed: another attempt
