@@ -129,18 +129,6 @@ func (d *DelayOffsets) snapshotSeq() (delayOffsetFile, uint64) {
 	return d.snapshotLocked(), d.seq
 }
 
-// replaceTable installs a master's delay offsets on a slave.
-func (d *DelayOffsets) replaceTable(t map[int32]int64) {
-	d.mu.Lock()
-	d.table = make(map[int32]int64, len(t))
-	for l, o := range t {
-		d.table[l] = o
-	}
-	d.dirty = true
-	d.seq++
-	d.mu.Unlock()
-}
-
 // offsetsApplied is a slave's view of the master offsets it holds: those
 // of the master process run up to change seq (consumer offsets) and dseq
 // (delay offsets); known is false until a full copy from a master that

@@ -315,15 +315,20 @@ func (d *DelayOffsets) Replace(data []byte) error {
 	if err := protocol.DecodeJSON(data, &f); err != nil {
 		return fmt.Errorf("%w: delay offsets: %v", ErrCorruptConfig, err)
 	}
+	d.replaceTable(f.OffsetTable)
+	return nil
+}
+
+// replaceTable installs a master's delay offsets on a slave.
+func (d *DelayOffsets) replaceTable(t map[int32]int64) {
 	d.mu.Lock()
-	d.table = map[int32]int64{}
-	for l, o := range f.OffsetTable {
+	d.table = make(map[int32]int64, len(t))
+	for l, o := range t {
 		d.table[l] = o
 	}
 	d.dirty = true
 	d.seq++
 	d.mu.Unlock()
-	return nil
 }
 
 func (d *DelayOffsets) snapshot() delayOffsetFile {

@@ -36,8 +36,15 @@ func dialFrom(t *testing.T, local, addr string) net.Conn {
 // the answer's code.
 func notice(t *testing.T, local, addr string) int32 {
 	t.Helper()
+	return invokeFrom(t, local, addr, protocol.NewRequest(protocol.NotifyMetadataChanged, nil, nil)).Code
+}
+
+// invokeFrom sends req to addr from the loopback address local and
+// returns the answer.
+func invokeFrom(t *testing.T, local, addr string, req *protocol.Command) *protocol.Command {
+	t.Helper()
 	nc := dialFrom(t, local, addr)
-	frame, err := protocol.EncodeFrame(protocol.NewRequest(protocol.NotifyMetadataChanged, nil, nil))
+	frame, err := protocol.EncodeFrame(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,11 +52,11 @@ func notice(t *testing.T, local, addr string) int32 {
 	if _, err := nc.Write(frame); err != nil {
 		t.Fatal(err)
 	}
-	resp, _, err := protocol.ReadFrame(nc, nil, 1<<20)
+	resp, _, err := protocol.ReadFrame(nc, nil, 64<<20)
 	if err != nil {
-		t.Fatalf("answer to the notice from %s: %v", local, err)
+		t.Fatalf("answer to request %d from %s: %v", req.Code, local, err)
 	}
-	return resp.Code
+	return resp
 }
 
 // TestClusterHASlaveTakesNoticeOnlyFromMaster: a slave takes

@@ -11,25 +11,6 @@ import (
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
-// invokeRaw sends req to addr from 127.0.0.1 and returns the answer.
-func invokeRaw(t *testing.T, addr string, req *protocol.Command) *protocol.Command {
-	t.Helper()
-	nc := dialFrom(t, "127.0.0.1", addr)
-	frame, err := protocol.EncodeFrame(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := nc.Write(frame); err != nil {
-		t.Fatal(err)
-	}
-	resp, _, err := protocol.ReadFrame(nc, nil, 64<<20)
-	if err != nil {
-		t.Fatalf("answer to request %d: %v", req.Code, err)
-	}
-	return resp
-}
-
 // TestClusterHASlaveAppliesOffsetDeltas: a slave applies the offsets an
 // offset notice carries on top of what it holds, and falls back to a
 // full copy of the master's offsets when the notice does not follow on
@@ -58,7 +39,7 @@ func TestClusterHASlaveAppliesOffsetDeltas(t *testing.T) {
 	var run string
 	next := func() uint64 {
 		t.Helper()
-		all := invokeRaw(t, m.Addr(), protocol.NewRequest(protocol.GetAllConsumerOffset, nil, nil))
+		all := invokeFrom(t, "127.0.0.1", m.Addr(), protocol.NewRequest(protocol.GetAllConsumerOffset, nil, nil))
 		n, err := strconv.ParseUint(all.ExtFields[protocol.FieldOffsetSeq], 10, 64)
 		if run = all.ExtFields[protocol.FieldOffsetRun]; run == "" || err != nil {
 			t.Fatalf("GET_ALL_CONSUMER_OFFSET answer's fields %v: want offsetRun and offsetSeq", all.ExtFields)
@@ -72,7 +53,7 @@ func TestClusterHASlaveAppliesOffsetDeltas(t *testing.T) {
 		req.ExtFields = protocol.ExtFields{"scope": "offsets", protocol.FieldOffsetRun: run,
 			protocol.FieldOffsetFrom: strconv.FormatUint(from, 10), protocol.FieldOffsetTo: strconv.FormatUint(to, 10),
 			protocol.FieldDelaySeq: "0"}
-		if resp := invokeRaw(t, s.Addr(), req); resp.Code != protocol.Success {
+		if resp := invokeFrom(t, "127.0.0.1", s.Addr(), req); resp.Code != protocol.Success {
 			t.Fatalf("forged notice: code %d %s", resp.Code, resp.Remark)
 		}
 	}
@@ -125,7 +106,7 @@ func TestClusterHASlaveAppliesOffsetDeltas(t *testing.T) {
 	testutil.Eventually(t, 20*time.Second, has("g", "Forged", 0, 99))
 	old := protocol.NewRequest(protocol.NotifyMetadataChanged, nil, nil)
 	old.ExtFields = protocol.ExtFields{"scope": "offsets"}
-	if resp := invokeRaw(t, s.Addr(), old); resp.Code != protocol.Success {
+	if resp := invokeFrom(t, "127.0.0.1", s.Addr(), old); resp.Code != protocol.Success {
 		t.Fatalf("an older master's offset notice: code %d %s", resp.Code, resp.Remark)
 	}
 	testutil.Eventually(t, 20*time.Second, gone)
