@@ -102,18 +102,7 @@ func TestInteropControllerMetadataChangeBeforeFailover(t *testing.T) {
 	}
 	testutil.Eventually(t, 30*time.Second, func() error { return has(c.bAddrs[s]) })
 	c.brokers[m].kill9()
-	c.waitMasterIs(t, s)
-	// The promotion (with its import of the log's queues) is done once
-	// the new master holds its lease.
-	testutil.Eventually(t, 60*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		info, err := c.adm.BrokerRuntimeInfo(ctx, c.bAddrs[s])
-		if err != nil || info["masterLease"] != "true" {
-			return fmt.Errorf("new master has no lease yet (%v)", err)
-		}
-		return nil
-	})
+	c.waitPromoted(t, s)
 	if err := has(c.bAddrs[s]); err != nil {
 		t.Fatalf("after the failover (messages sent by queue %v): %v", queues, err)
 	}

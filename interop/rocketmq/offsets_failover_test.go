@@ -137,17 +137,25 @@ func TestInteropControllerOffsetsBeforeFailover(t *testing.T) {
 	}
 	testutil.Eventually(t, 20*time.Second, func() error { return has(c.bAddrs[s]) })
 	c.brokers[m].kill9()
-	c.waitMasterIs(t, s)
+	c.waitPromoted(t, s)
+	if err := has(c.bAddrs[s]); err != nil {
+		t.Fatalf("after the failover: %v", err)
+	}
+}
+
+// waitPromoted waits until the controller names broker j master and j
+// holds its lease: its promotion (with its import of the log's queues) is
+// done.
+func (c *ctlCluster) waitPromoted(t *testing.T, j int) {
+	t.Helper()
+	c.waitMasterIs(t, j)
 	testutil.Eventually(t, 60*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		info, err := c.adm.BrokerRuntimeInfo(ctx, c.bAddrs[s])
+		info, err := c.adm.BrokerRuntimeInfo(ctx, c.bAddrs[j])
 		if err != nil || info["masterLease"] != "true" {
 			return fmt.Errorf("new master has no lease yet (%v)", err)
 		}
 		return nil
 	})
-	if err := has(c.bAddrs[s]); err != nil {
-		t.Fatalf("after the failover: %v", err)
-	}
 }

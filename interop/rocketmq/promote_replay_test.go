@@ -76,16 +76,7 @@ func TestInteropControllerPromotedSlavePullPastEnd(t *testing.T) {
 		return err
 	})
 	c.brokers[m].kill9()
-	c.waitMasterIs(t, s)
-	testutil.Eventually(t, 60*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		info, err := c.adm.BrokerRuntimeInfo(ctx, c.bAddrs[s])
-		if err != nil || info["masterLease"] != "true" {
-			return fmt.Errorf("new master has no lease yet (%v)", err)
-		}
-		return nil
-	})
+	c.waitPromoted(t, s)
 	after := send(10, "after")
 	if after[0] != 30 {
 		t.Fatalf("the new master stored its first message at queue offset %d, want 30", after[0])
