@@ -40,6 +40,9 @@ func New(mo mqtt.Options, bo Options) (*Bridge, error) {
 	// The MQTT server logs what its clients do: each reason at most once
 	// per interval, with the count of lines suppressed.
 	mo.Logger = ratelog.Wrap(mo.Logger, 0)
+	if mo.MaxClientIDLen == 0 || mo.MaxClientIDLen > MaxClientIDLen {
+		mo.MaxClientIDLen = MaxClientIDLen
+	}
 	var sb mqtt.Backend = be
 	if bo.WrapBackend != nil {
 		sb = bo.WrapBackend(be)

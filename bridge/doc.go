@@ -62,6 +62,18 @@
 // is refused (ErrUnencodable); user properties are safe because JSON
 // escapes them.
 //
+// A client id goes into every session record and every message of its
+// client, and a broker record holds 32,767 bytes of properties
+// (client.MaxPropertiesLen): the bridge accepts ids of at most
+// MaxClientIDLen (31,743) bytes, the record's limit less 1,024 for the
+// other properties (names, separators, UNIQ_KEY, the CRC trailer, a short
+// topic and user name). New caps mqtt.Options.MaxClientIDLen at it, so a
+// longer id (MQTT allows 65,535 bytes) is refused at CONNECT with 0x85
+// "client identifier not valid" (3.1.1: return code 0x02 "identifier
+// rejected"): stored, it failed every session save (0x88 at each CONNECT,
+// a client retrying for ever) and every QoS 1 publish (0x80)
+// (TestClientIDBound).
+//
 // # Delivery (egress)
 //
 // Every node consumes all device-facing topics (every route topic, the

@@ -31,6 +31,20 @@ const (
 	PropEmptyPayload    = "MQTT_EMPTY_PAYLOAD"
 )
 
+// MaxClientIDLen is the longest MQTT client id the bridge accepts (bytes;
+// MQTT allows 65,535): the id goes into the properties of every session
+// record and every message its client publishes (MQTT_CLIENT_ID), and a
+// broker record's properties hold client.MaxPropertiesLen (32,767) bytes.
+// clientIDReserve is what the rest of such a record's properties takes:
+// the property names and separators, the producer's UNIQ_KEY (56
+// characters at most), the CRC trailer, and a publish's topic, QoS and
+// user name when they are short. bridge.New caps mqtt.Options.
+// MaxClientIDLen at it, so a longer id is refused at CONNECT (0x85;
+// 3.1.1: 0x02) instead of failing every session save and QoS 1 publish.
+const MaxClientIDLen = client.MaxPropertiesLen - clientIDReserve
+
+const clientIDReserve = 1024
+
 // emptyBody stands for an empty MQTT payload (brokers refuse empty bodies).
 var emptyBody = []byte{0}
 

@@ -81,6 +81,12 @@ func (m *Message) encodeProperties(ids *record.UniqueIDGenerator, wait bool) (pr
 	return props, uniq, err
 }
 
+// MaxPropertiesLen is the most bytes a message's encoded properties may
+// take in a broker record (a signed short; store/record.MaxPropertiesLen),
+// the names, separators and the properties the client and the broker add
+// (UNIQ_KEY, the CRC trailer) included.
+const MaxPropertiesLen = record.MaxPropertiesLen
+
 // plainPropertiesLen reports whether encodeProperties may encode m
 // directly (no user properties; tags and keys valid without Validate's
 // other checks) and the encoded length with a 56-character unique id

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -363,6 +364,13 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 		c.maxOut = int32(min(pr.MaximumPacketSize, 1<<30))
 	}
 	id := cp.ClientID
+	if o.MaxClientIDLen > 0 && len(id) > o.MaxClientIDLen {
+		// The back end cannot store it: refused here, not left to fail
+		// every session save (0x88 on each retry) or QoS 1 publish.
+		c.refuse(packets.ReasonClientIdentifierNotValid,
+			fmt.Sprintf("client identifier of %d bytes, at most %d", len(id), o.MaxClientIDLen))
+		return
+	}
 	assigned := false
 	if id == "" {
 		if !v5 && !cp.CleanStart {

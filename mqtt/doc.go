@@ -94,6 +94,14 @@
 // and a connection's log budget are leaves. No session lock
 // is held while calling the backend or another session.
 //
+// # Client identifiers
+//
+// A CONNECT's client id may hold up to 65,535 bytes (MQTT's bound);
+// Options.MaxClientIDLen lowers that for a back end that cannot store
+// longer ones (the bridge: bridge.MaxClientIDLen). A longer id is refused
+// with 0x85 "client identifier not valid" (3.1.1: return code 0x02
+// "identifier rejected"), before authentication and any session load.
+//
 // # Credentials file (Options.CredentialsFile)
 //
 // One user per line, '#' starts a comment line:

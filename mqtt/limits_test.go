@@ -276,3 +276,32 @@ func TestMQTTUnencodableMessageNotInFlight(t *testing.T) {
 		t.Fatalf("dropped %d, want the unencodable message counted", n)
 	}
 }
+
+// TestMaxClientIDLen: a CONNECT whose client id is longer than
+// Options.MaxClientIDLen is refused with 0x85 (3.1.1: 0x02) and no
+// session; one of exactly that length connects; 0 leaves MQTT's bound.
+func TestMaxClientIDLen(t *testing.T) {
+	if err := (Options{Listen: []string{"127.0.0.1:0"}, MaxClientIDLen: -1}).Validate(); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("negative MaxClientIDLen: %v", err)
+	}
+	ts := startServer(t, func(o *Options) { o.MaxClientIDLen = 8 })
+	for _, v := range []packets.Version{v311, v5} {
+		r := dialRaw(t, ts.addr, v)
+		ack := r.Connect(&packets.Connect{ClientID: "123456789", KeepAlive: 60})
+		want := packets.ReasonClientIdentifierNotValid
+		if v == v311 {
+			want = packets.ConnectRefusedIdentifierRejected
+		}
+		if ack.ReasonCode != want || ack.SessionPresent {
+			t.Fatalf("v%d 9-byte id: CONNACK %#x, want %#x", v, byte(ack.ReasonCode), byte(want))
+		}
+		if v == v5 && ack.Properties.ReasonString != "client identifier of 9 bytes, at most 8" {
+			t.Fatalf("reason string %q", ack.Properties.ReasonString)
+		}
+		r.closed()
+		connected(t, ts.addr, v, "12345678").send(&packets.Disconnect{})
+	}
+	long := strings.Repeat("z", 65535)
+	free := startServer(t, nil)
+	connected(t, free.addr, v5, long).send(&packets.Disconnect{})
+}

@@ -91,6 +91,13 @@ type Options struct {
 	// SessionExpiryMax caps the session expiry a client asks for. 0 means
 	// DefaultSessionExpiryMax.
 	SessionExpiryMax time.Duration
+	// MaxClientIDLen is the longest client identifier, in bytes, a CONNECT
+	// may carry; a longer one is refused with 0x85 "client identifier not
+	// valid" (3.1.1: return code 0x02 "identifier rejected"). 0 means
+	// MQTT's own bound of 65,535. It is the back end's limit, not a tuning
+	// knob: bridge.New sets it to bridge.MaxClientIDLen (what a broker
+	// record can hold), so conf does not carry it.
+	MaxClientIDLen int
 	// MaxQueuedMessages bounds the QoS 1/2 messages one session keeps
 	// queued (offline or beyond the client's receive maximum): a memory
 	// bound. What a full queue does with the next message depends on the
@@ -236,6 +243,9 @@ func (o Options) Validate() error {
 	}
 	if o.SessionExpiryMax < 0 {
 		return bad("negative SessionExpiryMax")
+	}
+	if o.MaxClientIDLen < 0 {
+		return bad("negative MaxClientIDLen")
 	}
 	if o.MaxInboundMemory < 0 || o.InboundStallTimeout < 0 {
 		return bad("negative inbound memory limit or stall timeout")
