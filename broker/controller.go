@@ -64,6 +64,14 @@ type ctrlState struct {
 	interval   time.Duration // heartbeat period; protected by mu
 	lease      time.Duration // protected by mu
 	leaderHint string        // replica to try first for leader-only requests; protected by mu
+
+	// behind: this master saw the controller hold its group at the
+	// master's own epoch with an older sync state set epoch, behindEpoch
+	// (the controller lost its last set change: applyView); the next
+	// sync state set check proposes the master's set again on that
+	// epoch (isr.go). Protected by mu.
+	behind      bool
+	behindEpoch int32
 }
 
 // controlled reports whether the broker is in controller mode.

@@ -115,12 +115,22 @@ func (b *Broker) maintainSyncSet(ctx context.Context) {
 	} else {
 		b.pendingSet = nil
 	}
+	behind := st.behind
+	if behind {
+		// The controller holds an older set (applyView): any change, or
+		// the master's own set again, goes on the controller's epoch.
+		sepoch = st.behindEpoch
+	}
 	st.mu.Unlock()
 	if changedCandidates || propose {
 		srv.SetSyncStateSet(b.ackSet(), b.opts.MinInSyncReplicas)
 	}
-	if !propose {
+	if !propose && !behind {
 		return
+	}
+	if behind {
+		b.plog.Warn("the controller holds an older sync state set than this master; proposing the master's set again",
+			"set", next, "controllerEpoch", sepoch)
 	}
 	resp, err := b.ctrlCall(ctx, protocol.ControllerAlterSyncStateSet, protocol.ControllerAlterSyncState{
 		BrokerName: b.opts.BrokerName, MasterEpoch: epoch, MasterID: id, SyncStateSet: next, SyncStateSetEpoch: sepoch})
@@ -136,7 +146,12 @@ func (b *Broker) maintainSyncSet(ctx context.Context) {
 			return
 		}
 		st.mu.Lock()
-		if st.epoch == g.MasterEpoch && g.SyncStateSetEpoch >= st.syncEpoch {
+		// After a re-proposal the controller's epoch may stay below the
+		// master's (it lost several changes): the same set at its epoch
+		// is taken, so that later changes go on the controller's epoch.
+		caughtUp := behind && slices.Equal(g.SyncStateSet, next)
+		if st.epoch == g.MasterEpoch && (g.SyncStateSetEpoch >= st.syncEpoch || caughtUp) {
+			st.behind = false
 			st.syncSet, st.syncEpoch = slices.Clone(g.SyncStateSet), g.SyncStateSetEpoch
 			b.pendingSet = nil
 			for _, m := range g.SyncStateSet {

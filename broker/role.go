@@ -33,9 +33,23 @@ func (b *Broker) applyView(g protocol.ControllerGroup) {
 	st.mu.Lock()
 	if !st.registered || g.BrokerName != b.opts.BrokerName || g.MasterEpoch < st.epoch ||
 		(g.MasterEpoch == st.epoch && g.SyncStateSetEpoch < st.syncEpoch) {
+		if st.registered && g.BrokerName == b.opts.BrokerName && g.MasterEpoch == st.epoch &&
+			g.SyncStateSetEpoch < st.syncEpoch && st.id != 0 && g.MasterID == st.id {
+			// The controller names this broker master at its epoch but
+			// holds an older sync state set than the one this master
+			// acts on: it lost the set's last change (a replica's log
+			// tail cut), or the view is a late copy. The master does not
+			// go back to the older set (writes since need the newer
+			// one's acks); it proposes its own set again on the older
+			// epoch (isr.go), which the controller applies, or answers
+			// as done when it is a late copy. Left alone, the controller
+			// would elect from the older set when this master dies.
+			st.behind, st.behindEpoch = true, g.SyncStateSetEpoch
+		}
 		st.mu.Unlock()
 		return
 	}
+	st.behind = false
 	prevEpoch, prevMaster := st.epoch, st.masterID
 	st.epoch, st.masterID, st.masterAddr, st.masterHA = g.MasterEpoch, g.MasterID, g.MasterAddr, g.MasterHAAddr
 	st.syncSet, st.syncEpoch = slices.Clone(g.SyncStateSet), g.SyncStateSetEpoch
