@@ -205,7 +205,11 @@ type Bridge struct {
 	EgressTopic     string   `toml:"egress_topic"`
 	Routes          []Route  `toml:"route"`
 
-	TopicAliasMaximum  int      `toml:"topic_alias_maximum"`
+	TopicAliasMaximum int `toml:"topic_alias_maximum"`
+	// MaxClientIDLen bounds a CONNECT's client identifier in bytes; 0
+	// means the most a broker record can hold (bridge.MaxClientIDLen),
+	// which is also the cap of any larger value.
+	MaxClientIDLen     int      `toml:"max_client_id_len"`
 	MaxQueuedMessages  int      `toml:"max_queued_messages"`
 	MaxOutbound        Size     `toml:"max_outbound"`
 	SlowReaderTimeout  Duration `toml:"slow_reader_timeout"`

@@ -94,9 +94,9 @@ type Options struct {
 	// MaxClientIDLen is the longest client identifier, in bytes, a CONNECT
 	// may carry; a longer one is refused with 0x85 "client identifier not
 	// valid" (3.1.1: return code 0x02 "identifier rejected"). 0 means
-	// MQTT's own bound of 65,535. It is the back end's limit, not a tuning
-	// knob: bridge.New sets it to bridge.MaxClientIDLen (what a broker
-	// record can hold), so conf does not carry it.
+	// MQTT's own bound of 65,535. bridge.New caps it at
+	// bridge.MaxClientIDLen (what a broker record can hold) and sets that
+	// when it is 0; an operator may set less (bridge.max_client_id_len).
 	MaxClientIDLen int
 	// MaxQueuedMessages bounds the QoS 1/2 messages one session keeps
 	// queued (offline or beyond the client's receive maximum): a memory

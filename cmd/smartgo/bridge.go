@@ -83,6 +83,7 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	mo.ACLFile = c.ACLFile
 	mo.AllowAnonymous = c.AllowAnonymous
 	mo.TopicAliasMaximum = c.TopicAliasMaximum
+	mo.MaxClientIDLen = c.MaxClientIDLen // bridge.New caps it at what a record holds
 	if c.TopicAliasMaximum == 0 {
 		mo.TopicAliasMaximum = -1 // none (0 would mean the default)
 	}
