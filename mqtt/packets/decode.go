@@ -400,9 +400,17 @@ func decodePublish(r *reader, flags byte, v Version, p *Publish) error {
 		return newError(ErrMalformed, t, v, "DUP set on a QoS 0 message")
 	}
 	var err error
-	if p.Topic, err = r.field(t, v, "topic name"); err != nil {
-		return err
+	b, ok := r.binary()
+	if !ok {
+		return short(t, v, "topic name")
 	}
+	// plain: a valid topic name, checked in one pass (nearly every topic);
+	// otherwise the full UTF-8 check here and the wildcard check below.
+	plain := plainTopic(b)
+	if !plain && !validUTF8(b) {
+		return newError(ErrMalformed, t, v, "topic name is not valid UTF-8 or contains U+0000")
+	}
+	p.Topic = aliasString(b)
 	if p.QoS > 0 {
 		if p.PacketID, err = r.packetID(t, v); err != nil {
 			return err
@@ -414,6 +422,7 @@ func decodePublish(r *reader, flags byte, v Version, p *Publish) error {
 		}
 	}
 	switch {
+	case plain:
 	case p.Topic == "":
 		if v < Version5 {
 			return newError(ErrTopicNameInvalid, t, v, "empty topic name")

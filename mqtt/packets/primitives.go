@@ -2,6 +2,7 @@ package packets
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -123,6 +124,36 @@ func plainASCII[T string | []byte](s T) int {
 		s = s[1:]
 	}
 	return n - len(s)
+}
+
+// plainTopic reports whether b is 1..n bytes of 0x01..0x7F with neither
+// wildcard ('+', '#'): a valid topic name, whose UTF-8 and wildcard checks
+// it makes in one pass, eight bytes at a time. False means only that the
+// full checks (validUTF8, hasWildcard) must decide. A word whose bytes are
+// all below 0x80 and not 0x00 shows no high bit in w - 0x0101..01 (as in
+// plainASCII); w ^ 0x2B2B..2B then has a zero byte exactly where w holds
+// '+', and (w ^ 0x2B..) - 0x01.. shows a high bit iff it has one (every
+// byte is below 0x80, so a byte gets its high bit only by a borrow chain
+// that starts at a zero byte); the same for '#'.
+func plainTopic(b []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	const plus, hash = '+' * ones, '#' * ones
+	if len(b) == 0 {
+		return false
+	}
+	for len(b) >= 8 {
+		w := binary.LittleEndian.Uint64(b)
+		if (w|(w-ones)|((w^plus)-ones)|((w^hash)-ones))&highs != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c == 0 || c >= utf8.RuneSelf || c == '+' || c == '#' {
+			return false
+		}
+	}
+	return true
 }
 
 // aliasString returns a string sharing b's memory. The caller guarantees b

@@ -293,6 +293,13 @@ func decodeProperties(r *reader, p *Properties, t Type, will bool, v Version) er
 	var userBuf [8]UserProperty
 	var subBuf [4]uint32
 	users, subs := userBuf[:0], subBuf[:0]
+	// scratch: the user properties go straight into the caller's array
+	// (NextScratchAlias), users only without one.
+	var scratch []UserProperty
+	if r.users != nil {
+		scratch = (*r.users)[:0]
+	}
+	topicChecked := false
 	for blk.remaining() > 0 {
 		raw, res := blk.varInt()
 		if res != varIntOK {
@@ -327,11 +334,17 @@ func decodeProperties(r *reader, p *Properties, t Type, will bool, v Version) er
 			}
 			subs = append(subs, uint32(sid))
 		case kindString:
-			s, sok, valid := blk.str()
-			if sok && !valid {
+			b, bok := blk.binary()
+			if id == PropResponseTopic && bok && plainTopic(b) {
+				// A valid topic name, checked in one pass: checkValues
+				// need not look at it again.
+				p.ResponseTopic, topicChecked = aliasString(b), true
+				break
+			}
+			if bok && !validUTF8(b) {
 				return newError(ErrMalformed, t, v, "property 0x%02X is not valid UTF-8", raw)
 			}
-			*p.stringValue(id), ok = s, sok
+			*p.stringValue(id), ok = aliasString(b), bok
 		case kindBinary:
 			*p.binaryValue(id), ok = blk.binary()
 		case kindPair:
@@ -341,7 +354,11 @@ func decodeProperties(r *reader, p *Properties, t Type, will bool, v Version) er
 			if ok && !(kvalid && vvalid) {
 				return newError(ErrMalformed, t, v, "user property is not valid UTF-8")
 			}
-			users = append(users, UserProperty{Key: k, Value: val})
+			if r.users != nil {
+				scratch = append(scratch, UserProperty{Key: k, Value: val})
+			} else {
+				users = append(users, UserProperty{Key: k, Value: val})
+			}
 		}
 		if !ok {
 			return newError(ErrMalformed, t, v, "property 0x%02X runs past the property block", raw)
@@ -351,9 +368,9 @@ func decodeProperties(r *reader, p *Properties, t Type, will bool, v Version) er
 	p.Present.Remove(PropUser)
 	p.Present.Remove(PropSubscriptionIdentifier)
 	switch {
-	case len(users) > 0 && r.users != nil:
-		*r.users = append((*r.users)[:0], users...)
-		p.User = (*r.users)[:len(users):len(users)]
+	case len(scratch) > 0:
+		*r.users = scratch
+		p.User = scratch[:len(scratch):len(scratch)]
 	case len(users) > 0:
 		p.User = make([]UserProperty, len(users))
 		copy(p.User, users)
@@ -362,7 +379,11 @@ func decodeProperties(r *reader, p *Properties, t Type, will bool, v Version) er
 		p.SubscriptionIdentifiers = make([]uint32, len(subs))
 		copy(p.SubscriptionIdentifiers, subs)
 	}
-	if detail, err := p.checkValues(t, true); err != nil {
+	var skip PropSet
+	if topicChecked {
+		skip.Add(PropResponseTopic)
+	}
+	if detail, err := p.checkValues(t, true, skip); err != nil {
 		return newError(err, t, v, "%s", detail)
 	}
 	return nil
@@ -384,9 +405,10 @@ var flagProps = func() PropSet {
 // checkValues applies the value rules of the specification. It returns a
 // detail and the sentinel error, or nil. Decoding and encoding share it, so what one
 // accepts the other accepts. decoded says the strings were read by
-// reader.str, which checked their UTF-8 already.
-func (p *Properties) checkValues(t Type, decoded bool) (string, error) {
-	m := p.Present
+// reader.str, which checked their UTF-8 already. The properties in skip
+// were checked already (a decoded response topic plainTopic passed).
+func (p *Properties) checkValues(t Type, decoded bool, skip PropSet) (string, error) {
+	m := p.Present &^ skip
 	if m&flagProps != 0 {
 		for _, id := range flagPropIDs {
 			if m.Has(id) && *p.byteValue(id) > 1 {
@@ -427,7 +449,7 @@ func (p *Properties) encodedLen(t Type, will bool) (int, error) {
 	if bad := m &^ allowedFor(t, will); bad != 0 {
 		return 0, newError(ErrEncode, t, Version5, "property 0x%02X not allowed", bits.TrailingZeros64(uint64(bad)))
 	}
-	if detail, err := p.checkValues(t, false); err != nil {
+	if detail, err := p.checkValues(t, false, 0); err != nil {
 		return 0, newError(ErrEncode, t, Version5, "%s", detail)
 	}
 	n := 0

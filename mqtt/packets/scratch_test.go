@@ -3,6 +3,7 @@ package packets
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -114,6 +115,39 @@ func TestMQTTPacketsScratchAllocations(t *testing.T) {
 	} {
 		if n := testing.AllocsPerRun(200, tc.f); n > tc.max {
 			t.Errorf("%s: %v allocations, want <= %v", tc.name, n, tc.max)
+		}
+	}
+}
+
+// TestMQTTPacketsScratchAliasUsers decodes PUBLISHes with 0 to 70 user
+// properties in place (NextScratchAlias, whose user property list goes
+// straight into the Scratch's array) and expects what Decode gives, also
+// after an array grown past maxScratchUsers was left to its packet.
+func TestMQTTPacketsScratchAliasUsers(t *testing.T) {
+	var d Decoder
+	var s Scratch
+	for _, n := range []int{3, 0, 9, 70, 2, 65, 8, 1} {
+		p := &Publish{QoS: 1, PacketID: 5, Topic: "a/b/c/d/e", Payload: []byte("x")}
+		for i := range n {
+			p.Properties.User = append(p.Properties.User, UserProperty{Key: fmt.Sprintf("k%d", i), Value: fmt.Sprintf("value-%d", i)})
+		}
+		b, err := AppendPacket(nil, p, Version5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := d.Decode(Version5, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := d.NextScratchAlias(Version5, b, &s)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d user properties: NextScratchAlias = %+v, %v; Decode %+v", n, got, err, want)
+		}
+		if u := got.(*Publish).Properties.User; n > 0 && cap(u) != n {
+			t.Fatalf("%d user properties: the list's capacity is %d", n, cap(u))
+		}
+		if n > maxScratchUsers && s.user != nil {
+			t.Fatalf("%d user properties: the Scratch kept an array of %d", n, cap(s.user))
 		}
 	}
 }

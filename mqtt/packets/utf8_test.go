@@ -113,3 +113,51 @@ func BenchmarkMQTTPacketsDecodeRequest(b *testing.B) {
 		}
 	}
 }
+
+// refPlainTopic is what plainTopic's true promises: a valid topic name
+// (not empty, valid MQTT UTF-8, no wildcard).
+func refPlainTopic(b []byte) bool {
+	return len(b) > 0 && refValidUTF8(b) && !bytes.ContainsAny(b, "+#")
+}
+
+// TestPlainTopicEveryPosition puts each byte that must end plainTopic's
+// one-pass check (a wildcard, U+0000, a byte >= 0x80, and neighbours of
+// those in the byte order) at every position of names of 0 to 40 bytes:
+// true must always mean a valid topic name, and a plain ASCII name
+// without wildcards must be seen as one (it is the fast path).
+func TestPlainTopicEveryPosition(t *testing.T) {
+	inserts := [][]byte{{'+'}, {'#'}, {0}, {0x80}, {0xFF}, []byte("é"), {'*'}, {','}, {'"'}, {'$'}, {0x7F}, {0x01}, {0xAB}, {0xA3}}
+	for n := 0; n <= 40; n++ {
+		base := []byte(strings.Repeat("abcdefgh/", 5)[:n])
+		check := func(b []byte) {
+			t.Helper()
+			want := refPlainTopic(b)
+			got := plainTopic(b)
+			if got && !want {
+				t.Fatalf("plainTopic(%q) = true for no valid topic name", b)
+			}
+			if !got && want && bytes.IndexFunc(b, func(r rune) bool { return r >= utf8.RuneSelf }) < 0 {
+				t.Fatalf("plainTopic(%q) = false for a plain ASCII topic name", b)
+			}
+		}
+		check(base)
+		for pos := 0; pos <= n; pos++ {
+			for _, ins := range inserts {
+				check(append(append(append([]byte{}, base[:pos]...), ins...), base[pos:]...))
+			}
+		}
+	}
+}
+
+// FuzzPlainTopic checks plainTopic against the rule on any bytes.
+func FuzzPlainTopic(f *testing.F) {
+	for _, s := range []string{"", "a", "a/b/c", "0123456+", "abcdefgh#", "\x00", "topic/é", "01234567\xab"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := refPlainTopic(b)
+		if got := plainTopic(b); got && !want || !got && want && bytes.IndexFunc(b, func(r rune) bool { return r >= utf8.RuneSelf }) < 0 {
+			t.Fatalf("plainTopic(%q) = %v, want %v", b, got, want)
+		}
+	})
+}

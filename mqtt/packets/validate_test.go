@@ -78,6 +78,16 @@ var badCases = []badCase{
 	{"subscription id 0", Version5, "30 ?? 00 01 'a' 02 0B 00", ErrProtocol},
 	{"subscription id 5 bytes", Version5, "30 ?? 00 01 'a' 05 0B 80 80 80 80", ErrMalformed},
 	{"response topic wildcard", Version5, "30 ?? 00 01 'a' 05 08 00 02 'a+'", ErrTopicNameInvalid},
+	// Topics of eight bytes and more go through plainTopic's words.
+	{"publish wildcard + in a word", Version311, "30 ?? 00 0A 'abcdef+/gh'", ErrTopicNameInvalid},
+	{"publish wildcard # after a word", Version5, "30 ?? 00 0A 'abcdefgh/#' 00", ErrTopicNameInvalid},
+	{"publish topic U+0000 in a word", Version311, "30 ?? 00 09 'abc' 00 'efghi'", ErrMalformed},
+	{"publish topic invalid UTF-8 in a word", Version311, "30 ?? 00 09 'abcdefg' C3 28", ErrMalformed},
+	{"empty response topic", Version5, "30 ?? 00 01 'a' 03 08 00 00", ErrTopicNameInvalid},
+	{"response topic wildcard in a word", Version5, "30 ?? 00 01 'a' 0D 08 00 0A 'abcdefgh/#'", ErrTopicNameInvalid},
+	{"response topic + in a word", Version5, "30 ?? 00 01 'a' 0D 08 00 0A 'abc+efgh/i'", ErrTopicNameInvalid},
+	{"response topic U+0000 in a word", Version5, "30 ?? 00 01 'a' 0C 08 00 09 'abc' 00 'efghi'", ErrMalformed},
+	{"response topic invalid UTF-8", Version5, "30 ?? 00 01 'a' 0C 08 00 09 'abcdefg' C3 28", ErrMalformed},
 
 	// properties
 	{"duplicate property", Version5, "30 ?? 00 01 'a' 0A 02 00 00 00 01 02 00 00 00 02", ErrProtocol},
