@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -137,6 +138,9 @@ type StateStore struct {
 	// expiry wakes no goroutine.
 	expiryAt     atomic.Int64
 	expiryRounds atomic.Int64 // rounds of the expiry loop (tests)
+	// wallClock: the broker's clock is time.Now, so a caller's reading
+	// of the wall clock may stand in for one (InvokeDeferred).
+	wallClock bool
 }
 
 // ssSnapshotter is a shard engine's snapshot side: its state is copied
@@ -205,7 +209,8 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 		lg = b.log
 	}
 	s := &StateStore{b: b, opts: opts, metrics: newSSMetrics(), log: lg.With("component", "statestore"),
-		conns: map[string]ssPeer{}, wake: make(chan struct{}, 1)}
+		conns: map[string]ssPeer{}, wake: make(chan struct{}, 1),
+		wallClock: reflect.ValueOf(b.now).Pointer() == reflect.ValueOf(time.Now).Pointer()}
 	s.expiryAt.Store(math.MaxInt64)
 	// Controller mode: a slave until the broker's promotion reaches the
 	// state store (becameMaster).

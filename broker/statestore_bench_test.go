@@ -58,7 +58,7 @@ func BenchmarkStateStoreSetPath(b *testing.B) {
 		for n := 0; n < ssSetRound && i < b.N; n, i = n+1, i+1 {
 			r := &reqs[i%keys]
 			binary.BigEndian.PutUint64(r.req.DedupKey[4:], uint64(i)) // a new correlation id: the cache misses
-			p, err := s.InvokeDeferred(ctx, &r.req, &r.cmd, nil, &resp)
+			p, err := s.InvokeDeferred(ctx, time.Time{}, &r.req, &r.cmd, nil, &resp)
 			if err != nil || p == nil {
 				b.Fatalf("SET %d: pending %v, err %v, reply %q", i, p, err, resp.Reply)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/statestore"
@@ -41,7 +42,7 @@ func TestStateStoreDeferredConcurrentBatches(t *testing.T) {
 						errc <- err
 						return
 					}
-					p, err := s.InvokeDeferred(ctx, req, &cmd, nil, &resp)
+					p, err := s.InvokeDeferred(ctx, time.Time{}, req, &cmd, nil, &resp)
 					if err != nil || p == nil {
 						errc <- fmt.Errorf("SET %s round %d: pending %v, err %v, reply %q", key, r, p, err, resp.Reply)
 						return
@@ -102,5 +103,60 @@ func TestStateStoreDeferredConcurrentBatches(t *testing.T) {
 				t.Fatalf("%s = %q, want r%d", key, v.Str, rounds-1)
 			}
 		}
+	}
+}
+
+// A deferred mutation takes its store-side clock from the caller's
+// reading when the broker's clock is the wall clock: the entry's version
+// (issued from that clock when it is ahead of the client's timestamp)
+// carries the reading's millisecond. A broker with a clock of its own
+// (Options.Now) goes by that clock, whatever the caller read.
+func TestStateStoreDeferredCallersClock(t *testing.T) {
+	const skewed = -48 * time.Hour // the fake clock's offset
+	for _, tc := range []struct {
+		name string
+		mod  func(*Options)
+	}{
+		{"wall clock", nil},
+		{"own clock", func(o *Options) { o.Now = func() time.Time { return time.Now().Add(skewed) } }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testBroker(t, t.TempDir(), tc.mod)
+			s := ssOpen(t, b, nil)
+			defer s.Close()
+			reading := time.Now().Add(-24 * time.Hour).Truncate(time.Millisecond)
+			key := []byte("clocked")
+			ts := statestore.HLC{Wall: time.Now().Add(3 * skewed).UnixMilli(), Node: "client"}.String()
+			req := &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(key, s.Shards())), ClientID: "c",
+				Timestamp: ts, HasTimestamp: true, Payload: statestore.AppendRequest(nil, []byte("SET"), key, []byte("v"))}
+			cmd, err := statestore.ParseCommand(req.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var resp protocol.StateStoreResponse
+			before := b.now()
+			p, err := s.InvokeDeferred(context.Background(), reading, req, &cmd, nil, &resp)
+			if err != nil || p == nil {
+				t.Fatalf("SET: pending %v, err %v, reply %q", p, err, resp.Reply)
+			}
+			if err := p.Complete(&resp); err != nil || string(resp.Reply) != "+OK\r\n" {
+				t.Fatalf("complete: %v %q", err, resp.Reply)
+			}
+			after := b.now()
+			v, err := statestore.ParseHLC(resp.Version)
+			if err != nil {
+				t.Fatalf("version %q: %v", resp.Version, err)
+			}
+			if tc.mod == nil {
+				if v.Wall != reading.UnixMilli() {
+					t.Fatalf("version %s: wall %d, want the caller's reading %d", resp.Version, v.Wall, reading.UnixMilli())
+				}
+				return
+			}
+			if v.Wall < before.UnixMilli() || v.Wall > after.UnixMilli() {
+				t.Fatalf("version %s: wall %d, want the broker's clock in [%d, %d] (the caller read %d)",
+					resp.Version, v.Wall, before.UnixMilli(), after.UnixMilli(), reading.UnixMilli())
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/smartgo/smartgo/broker"
 	"github.com/smartgo/smartgo/client/statestore/router"
@@ -39,8 +40,8 @@ func (b Broker) InvokeLocal(ctx context.Context, req *protocol.StateStoreRequest
 
 // InvokeDeferred implements router.LocalDeferrer: the front on an MQTT
 // poller applies and answers the round's mutations at the round's end.
-func (b Broker) InvokeDeferred(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) (router.Deferred, error) {
-	p, err := b.ss.InvokeDeferred(ctx, req, cmd, sink, resp)
+func (b Broker) InvokeDeferred(ctx context.Context, now time.Time, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) (router.Deferred, error) {
+	p, err := b.ss.InvokeDeferred(ctx, now, req, cmd, sink, resp)
 	if p == nil {
 		return nil, routerErr(err)
 	}

@@ -51,7 +51,7 @@ type LocalBroker interface {
 type LocalDeferrer interface {
 	// InvokeDeferred is InvokeLocal for a mutation that waits for
 	// nothing; a nil Deferred with a nil error means answered in resp.
-	InvokeDeferred(ctx context.Context, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) (Deferred, error)
+	InvokeDeferred(ctx context.Context, now time.Time, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) (Deferred, error)
 }
 
 // Deferred is a mutation a LocalDeferrer put in its shard's log and has
@@ -176,7 +176,7 @@ func (r *Router) InvokeCommandDeferred(ctx context.Context, now, deadline time.T
 		return nil, false, nil
 	}
 	req.Shard = ref.Queue
-	d, err = ld.InvokeDeferred(ctx, req, cmd, r, resp)
+	d, err = ld.InvokeDeferred(ctx, now, req, cmd, r, resp)
 	switch {
 	case err == nil:
 		return d, true, nil
