@@ -458,7 +458,7 @@ func (e *Engine) removeLocked(it *item) {
 // changedLocked records a change in the history and appends the
 // notifications for the clients watching the key.
 func (e *Engine) changedLocked(key string, op Op, value []byte, v HLC, notes *[]Notification) {
-	e.st.hist.add(histEvent{version: v, op: op, key: key, value: value})
+	e.st.hist.add(newHistEvent(v, op, key, value))
 	e.watches.notify(key, op, value, v, notes)
 }
 

@@ -103,7 +103,7 @@ func (f *Frozen) WriteTo(w io.Writer) (int64, error) {
 		sw.bytes([]byte{byte(ev.op)})
 		sw.fieldString(ev.key)
 		if ev.op == OpSet {
-			sw.field(ev.value)
+			sw.field(ev.value())
 		}
 	}
 
@@ -374,9 +374,11 @@ func (r *snapReader) read(o *Options) (state, error) {
 		}
 		ev.key = string(k)
 		if ev.op == OpSet {
-			if ev.value, err = r.field("EVENT VALUE"); err != nil {
+			v, err := r.field("EVENT VALUE")
+			if err != nil {
 				return st, err
 			}
+			ev = newHistEvent(ev.version, ev.op, ev.key, v)
 		}
 		st.hist.push(ev)
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unsafe"
 )
 
 // watchTable holds KEYNOTIFY registrations: exact keys and (extension) key
@@ -163,15 +164,37 @@ func (w *watchTable) notify(key string, op Op, value []byte, v HLC, notes *[]Not
 	}
 }
 
-// histEvent is one change in the history.
+// histEvent is one change in the history: 64 bytes, one cache line of
+// the ring (whose backing array is line-aligned: its size is a multiple
+// of 64). Each change evicts the oldest event, thousands of changes old
+// and out of the CPU's caches, and reads its version and sizes: with the
+// value as a slice the event was 80 bytes and that read missed on two
+// lines, the clear of its pointers wrote both, and the new event's write
+// touched two more.
 type histEvent struct {
 	version HLC
-	op      Op
 	key     string
-	value   []byte // OpSet
+	val     *byte  // OpSet: the value's first byte (value); nil for none
+	valLen  uint32 // the value's length (MaxValueSize fits)
+	op      Op
 }
 
-func (h *histEvent) size() int64 { return int64(len(h.key) + len(h.value)) }
+// newHistEvent returns the event of a change; value is kept, not copied
+// (it is the key's shared, never written value).
+func newHistEvent(v HLC, op Op, key string, value []byte) histEvent {
+	return histEvent{version: v, op: op, key: key, val: unsafe.SliceData(value), valLen: uint32(len(value))}
+}
+
+// value returns the event's value as newHistEvent was given it (nil
+// when nil).
+func (h *histEvent) value() []byte {
+	if h.val == nil {
+		return nil
+	}
+	return unsafe.Slice(h.val, h.valLen)
+}
+
+func (h *histEvent) size() int64 { return int64(len(h.key)) + int64(h.valLen) }
 
 // history is the bounded change history, oldest first, versions strictly
 // increasing. It is replicated state (built by Apply, in snapshots). The
@@ -232,7 +255,7 @@ func (h *history) since(v HLC, client, key string, prefix bool) (notes []Notific
 	for ; i < h.n; i++ {
 		ev := h.at(i)
 		if ev.key == key || prefix && strings.HasPrefix(ev.key, key) {
-			notes = append(notes, Notification{ClientID: client, Key: ev.key, Op: ev.op, Value: ev.value, Version: ev.version})
+			notes = append(notes, Notification{ClientID: client, Key: ev.key, Op: ev.op, Value: ev.value(), Version: ev.version})
 		}
 	}
 	return notes, true

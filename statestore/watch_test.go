@@ -1,8 +1,10 @@
 package statestore
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
+	"unsafe"
 )
 
 // TestStateStoreHistoryRing: the history's ring holds what a plain list
@@ -20,8 +22,7 @@ func TestStateStoreHistoryRing(t *testing.T) {
 		var floor HLC
 		rng := newRand(uint64(tc.maxLen))
 		for i := 1; i <= 3000; i++ {
-			ev := histEvent{version: HLC{Wall: int64(i), Node: "n"}, op: OpSet, key: fmt.Sprintf("k%d", rng.intn(7)),
-				value: make([]byte, rng.intn(30))}
+			ev := newHistEvent(HLC{Wall: int64(i), Node: "n"}, OpSet, fmt.Sprintf("k%d", rng.intn(7)), make([]byte, rng.intn(30)))
 			h.add(ev)
 			want = append(want, ev)
 			wantBytes += ev.size()
@@ -57,6 +58,41 @@ func TestStateStoreHistoryRing(t *testing.T) {
 					t.Fatalf("since: %d notes, want %d", len(notes), n)
 				}
 			}
+		}
+	}
+}
+
+// A history event is one cache line, and hands back the value it was
+// given: the same bytes (shared, not copied), nil as nil, an empty value
+// as an empty one (a SET of "" is not a DELETE's nil).
+func TestStateStoreHistoryEventValue(t *testing.T) {
+	if n := unsafe.Sizeof(histEvent{}); n != 64 {
+		t.Fatalf("histEvent is %d bytes, want 64 (one cache line)", n)
+	}
+	v := []byte("value")
+	for _, tc := range []struct {
+		name  string
+		value []byte
+	}{{"nil", nil}, {"empty", v[:0]}, {"bytes", v}} {
+		h := history{maxLen: 2, maxBytes: 1 << 20}
+		for i := 1; i <= 3; i++ { // evicts the first, wraps nothing
+			h.add(newHistEvent(HLC{Wall: int64(i), Node: "n"}, OpSet, "k", tc.value))
+		}
+		notes, ok := h.since(HLC{Wall: 1, Node: "n"}, "c", "k", false)
+		if !ok || len(notes) != 2 {
+			t.Fatalf("%s: since: %d notes, ok %v", tc.name, len(notes), ok)
+		}
+		for _, n := range notes {
+			got := n.Value
+			if (got == nil) != (tc.value == nil) || !bytes.Equal(got, tc.value) {
+				t.Fatalf("%s: note value %q (nil %v), want %q (nil %v)", tc.name, got, got == nil, tc.value, tc.value == nil)
+			}
+			if len(got) > 0 && &got[0] != &tc.value[0] {
+				t.Fatalf("%s: note value copied, want the shared bytes", tc.name)
+			}
+		}
+		if want := int64(2 * (1 + len(tc.value))); h.bytes != want {
+			t.Fatalf("%s: history holds %d bytes, want %d", tc.name, h.bytes, want)
 		}
 	}
 }
