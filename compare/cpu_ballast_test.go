@@ -27,10 +27,12 @@ import (
 // the memory the host took back, and how much of that there was decided
 // up to a quarter of its CPU per message from one run to the next.
 //
-// So before each server starts, writeBallast writes a scratch file of
-// about twice what the server writes in its measured window and removes
-// it right before the window: every server's page cache then grows into
-// pages just freed, whatever the machine did before. The file's pages
+// So right before each slice of a server's messages (cpuRound),
+// writeBallast writes a scratch file of about twice what the server
+// writes in the slice and removes it: every server's page cache then
+// grows into pages just freed, whatever the machine did before, in each
+// slice (a reporting pass can run between two slices: the machine's
+// other work frees memory too). The file's pages
 // are dropped unwritten (removed before writeback) and cost only the
 // benchmark process's time, which is not measured.
 
@@ -39,9 +41,9 @@ import (
 // JetStream's message blocks; twice that.
 const ballastPerMsg = 3 << 10
 
-// writeBallast writes the scratch file for a window of n messages
-// (COMPARE_CPU_BALLAST_MB sets its size, 0 none) and returns the func
-// that removes it. A ballast that cannot be written is left out, with a
+// writeBallast writes the scratch file for a slice of n messages
+// (COMPARE_CPU_BALLAST_MB sets its size a slice, 0 none) and returns the
+// func that removes it. A ballast that cannot be written is left out, with a
 // note: the benchmark runs without it.
 func writeBallast(b *testing.B, n int64) func() {
 	size := min(n*ballastPerMsg, 1<<30)
@@ -52,7 +54,7 @@ func writeBallast(b *testing.B, n int64) func() {
 		}
 		size = int64(mb) << 20
 	}
-	if size < 64<<20 {
+	if size < 8<<20 {
 		return func() {} // a short window (b.N's first run) needs none
 	}
 	f, err := os.CreateTemp("", "compare-cpu-ballast")

@@ -34,8 +34,9 @@ import (
 // Server CPU per message with single-message requests.
 //
 // BenchmarkServerCPUPerMessage runs three servers, each in its own process
-// (this test binary, re-executed), one after the other in the same run,
-// and drives each with the same load from this process: conns connections
+// (this test binary, re-executed), all in the same run, their messages in
+// slices taken in turn (cpuRound), and drives each with the same load
+// from this process: conns connections
 // with window requests in flight on each, one message per request, 1 KiB
 // bodies, 8 queues. The figure is the server process's CPU time (its
 // threads' run time in ns, testutil.ProcessCPU) divided by the messages
@@ -63,10 +64,15 @@ import (
 // server, run right before this one's under the same load, reported as
 // base-cpu-µs/msg and smartgo/base (a same-run baseline for a change).
 // COMPARE_CPU_ONLY=base,smartgo runs only the servers named;
-// COMPARE_CPU_ROUNDS=n runs them all n times in turn and reports the
-// sums (a small difference needs several rounds on a busy machine).
-// Each server's measured window starts with memory just freed for its
-// page cache (writeBallast; COMPARE_CPU_BALLAST_MB=0 turns it off).
+// COMPARE_CPU_ROUNDS=n runs them all n times in turn, each time in new
+// processes, and reports the sums (a small difference needs several
+// rounds on a busy machine); COMPARE_CPU_SLICES=n sets how many slices
+// each server's messages are driven in (cpuSlices; 1: one window a
+// server, one server after another, as before slices were).
+// Each slice starts with memory just freed for the server's page cache
+// (writeBallast; COMPARE_CPU_BALLAST_MB=0 turns it off).
+// COMPARE_CPU_STATS and COMPARE_CPU_PERF record what each server's
+// window did beside its CPU time (cpu_stats_test.go).
 func BenchmarkServerCPUPerMessage(b *testing.B) {
 	n := int64(b.N)
 	warm := min(n/10, 5000)
@@ -78,12 +84,7 @@ func BenchmarkServerCPUPerMessage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	type result struct{ cpuPerMsg, rate float64 }
-	type total struct {
-		cpu, el time.Duration
-		n       int64
-	}
-	totals := map[string]total{}
+	totals := map[string]*cpuTotal{}
 	systems := []string{"tcp", "smartgo", "jetstream"}
 	baseBin := os.Getenv("COMPARE_CPU_BASE_BIN")
 	if baseBin != "" {
@@ -96,29 +97,38 @@ func BenchmarkServerCPUPerMessage(b *testing.B) {
 	if r, err := strconv.Atoi(os.Getenv("COMPARE_CPU_ROUNDS")); err == nil && r > 1 {
 		rounds = r
 	}
-	for round := 0; round < rounds; round++ {
-		for _, sys := range systems {
-			t := totals[sys]
-			cpu, el := cpuRun(b, sys, baseBin, frames, len(resp), n, warm)
-			totals[sys] = total{cpu: t.cpu + cpu, el: t.el + el, n: t.n + n}
+	nSlices := cpuSlices
+	if v := os.Getenv("COMPARE_CPU_SLICES"); v != "" {
+		if nSlices, err = strconv.Atoi(v); err != nil || nSlices < 1 {
+			b.Fatalf("COMPARE_CPU_SLICES=%q: want a number of slices", v)
 		}
 	}
-	results := map[string]result{}
+	for round := 0; round < rounds; round++ {
+		for sys, r := range cpuRound(b, systems, baseBin, frames, len(resp), n, warm, nSlices) {
+			t := totals[sys]
+			if t == nil {
+				t = &cpuTotal{}
+				totals[sys] = t
+			}
+			t.cpu += r.cpu
+			t.el += r.el
+			t.n += r.n
+		}
+	}
+	perMsg := map[string]float64{}
 	for sys, t := range totals {
-		results[sys] = result{cpuPerMsg: float64(t.cpu) / float64(time.Microsecond) / float64(t.n), rate: float64(t.n) / t.el.Seconds()}
+		perMsg[sys] = float64(t.cpu) / float64(time.Microsecond) / float64(t.n)
+		b.ReportMetric(perMsg[sys], sys+"-cpu-µs/msg")
+		b.ReportMetric(float64(t.n)/t.el.Seconds(), sys+"-msgs/s")
 	}
-	for sys, r := range results {
-		b.ReportMetric(r.cpuPerMsg, sys+"-cpu-µs/msg")
-		b.ReportMetric(r.rate, sys+"-msgs/s")
+	if t := perMsg["tcp"]; t > 0 {
+		b.ReportMetric(perMsg["smartgo"]/t, "smartgo/tcp")
 	}
-	if t := results["tcp"].cpuPerMsg; t > 0 {
-		b.ReportMetric(results["smartgo"].cpuPerMsg/t, "smartgo/tcp")
+	if j := perMsg["jetstream"]; j > 0 {
+		b.ReportMetric(perMsg["smartgo"]/j, "smartgo/jetstream")
 	}
-	if j := results["jetstream"].cpuPerMsg; j > 0 {
-		b.ReportMetric(results["smartgo"].cpuPerMsg/j, "smartgo/jetstream")
-	}
-	if r, ok := results["base"]; ok && r.cpuPerMsg > 0 {
-		b.ReportMetric(results["smartgo"].cpuPerMsg/r.cpuPerMsg, "smartgo/base")
+	if r := perMsg["base"]; r > 0 {
+		b.ReportMetric(perMsg["smartgo"]/r, "smartgo/base")
 	}
 }
 
@@ -128,54 +138,115 @@ const (
 	cpuWindow = 250 // 1,000 in flight in all
 	cpuSize   = 1024
 	cpuQueues = 8
+	cpuSlices = 10 // each server's messages in slices, the servers' in turn (cpuRound)
+	// cpuSliceMin is the fewest messages in a slice: ten times the
+	// requests in flight, so that a slice's start (its connections idle
+	// since the last: TCP restarts its window after idle) weighs little.
+	cpuSliceMin = 10 * cpuConns * cpuWindow
 )
 
-// cpuRun starts the server sys (base: baseBin's smartgo), warms it up
-// with warm messages, and returns its CPU time and the elapsed time for n
-// more.
-func cpuRun(b *testing.B, sys, baseBin string, frames [][]byte, respLen int, n, warm int64) (cpu, el time.Duration) {
-	bin, as := os.Args[0], sys
-	env := map[string]string{"COMPARE_CPU_RESPONSE_LEN": strconv.Itoa(respLen)}
-	if sys == "base" {
-		bin, as = baseBin, "smartgo"
-		for _, k := range []string{"COMPARE_CPU_PROFILE", "COMPARE_CPU_ALLOCS"} {
-			if p := os.Getenv(k); p != "" {
-				env[k] = strings.ReplaceAll(p, "%s", "base")
+// cpuRound starts every server of systems (base: baseBin's smartgo),
+// each in its own process, and warms each up with warm messages; then it
+// drives them with n messages each, in nSlices slices (of cpuSliceMin
+// messages at least) taken in turn
+// (slice i of every server before slice i+1 of any; the server that
+// starts a turn rotates) so that, with more than one slice, the servers
+// meet the machine alike: on the shared VM how fast the CPUs run moves
+// from one tenth of a second to the next (cpu_stats_test.go), and a
+// window of one server's messages after another's measured that as much
+// as the servers. A server's CPU time is its process's from right before
+// its first slice to right after its last (one slice: its window, as
+// before slices were), so what it does between its slices (its flushes,
+// its timers) is counted; its elapsed time is its slices'.
+func cpuRound(b *testing.B, systems []string, baseBin string, frames [][]byte, respLen int, n, warm int64, nSlices int) map[string]*cpuTotal {
+	type target struct {
+		sys   string
+		srv   *cpuServer
+		load  func(count int64) error
+		first testutil.CPUSample
+		last  testutil.CPUSample
+		total cpuTotal
+		stats func(cpu, el time.Duration, n int64, slices []float64)
+	}
+	var ts []*target
+	for _, sys := range systems {
+		bin, as := os.Args[0], sys
+		env := map[string]string{"COMPARE_CPU_RESPONSE_LEN": strconv.Itoa(respLen)}
+		if sys == "base" {
+			bin, as = baseBin, "smartgo"
+			for _, k := range []string{"COMPARE_CPU_PROFILE", "COMPARE_CPU_ALLOCS"} {
+				if p := os.Getenv(k); p != "" {
+					env[k] = strings.ReplaceAll(p, "%s", "base")
+				}
 			}
 		}
+		t := &target{sys: sys, srv: startCPUServer(b, bin, as, env)}
+		t.load = func(count int64) error { return frameLoad(t.srv.addr, frames, cpuConns, cpuWindow, count) }
+		if sys == "jetstream" {
+			js, err := newJSLoad(t.srv.addr, cpuConns, cpuWindow)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer js.close()
+			t.load = func(count int64) error { return js.run(count, cpuSize) }
+		}
+		if warm > 0 {
+			if err := t.load(warm); err != nil {
+				b.Fatalf("%s warm-up: %v", sys, err)
+			}
+		}
+		ts = append(ts, t)
 	}
-	ballast := writeBallast(b, n)
-	srv := startCPUServer(b, bin, as, env)
-	load := func(count int64) error { return frameLoad(srv.addr, frames, cpuConns, cpuWindow, count) }
-	if sys == "jetstream" {
-		js, err := newJSLoad(srv.addr, cpuConns, cpuWindow)
+	nSlices = int(max(min(int64(nSlices), n/cpuSliceMin), 1))
+	cpuNow := func(t *target) testutil.CPUSample {
+		c, err := testutil.ProcessCPU(t.srv.pid)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer js.close()
-		load = func(count int64) error { return js.run(count, cpuSize) }
+		return c
 	}
-	if warm > 0 {
-		if err := load(warm); err != nil {
-			b.Fatalf("%s warm-up: %v", sys, err)
+	for i := range nSlices {
+		count := n / int64(nSlices)
+		if int64(i) < n%int64(nSlices) {
+			count++
+		}
+		for j := range ts {
+			t := ts[(i+j)%len(ts)]
+			ballast := writeBallast(b, count)
+			ballast() // freed right before the slice (cpu_ballast_test.go)
+			if i == 0 {
+				t.stats = windowStats(b, t.sys, t.srv.pid)
+			}
+			c0 := cpuNow(t)
+			if i == 0 {
+				t.first = c0
+			}
+			start := time.Now()
+			if err := t.load(count); err != nil {
+				b.Fatalf("%s: %v", t.sys, err)
+			}
+			t.total.el += time.Since(start)
+			t.last = cpuNow(t)
+			in := t.last.Since(c0)
+			t.total.slices = append(t.total.slices, float64(in)/float64(time.Microsecond)/float64(count))
 		}
 	}
-	ballast() // freed right before the measured window (cpu_ballast_test.go)
-	cpu0, err := testutil.ProcessCPU(srv.pid)
-	if err != nil {
-		b.Fatal(err)
+	got := map[string]*cpuTotal{}
+	for _, t := range ts {
+		t.total.cpu, t.total.n = t.last.Since(t.first), n
+		got[t.sys] = &t.total
+		t.stats(t.total.cpu, t.total.el, n, t.total.slices)
+		t.srv.stop(b)
 	}
-	start := time.Now()
-	if err := load(n); err != nil {
-		b.Fatalf("%s: %v", sys, err)
-	}
-	el = time.Since(start)
-	cpu1, err := testutil.ProcessCPU(srv.pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv.stop(b)
-	return cpu1.Since(cpu0), el
+	return got
+}
+
+// cpuTotal is a server's CPU time, elapsed time and messages, and each
+// of its slices' CPU per message (for COMPARE_CPU_STATS).
+type cpuTotal struct {
+	cpu, el time.Duration
+	n       int64
+	slices  []float64 // µs per message
 }
 
 // sendFrames encodes one SEND_MESSAGE request per queue, as
