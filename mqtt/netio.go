@@ -226,8 +226,8 @@ func (c *conn) workInline(r *Round) {
 			}
 			c.inlined = true
 			c.lowatOn()
-		} else {
-			packets.Detach(p) // an acknowledgement's properties, if any
+		} else if !bareAck(p) {
+			packets.Detach(p) // an acknowledgement's properties
 		}
 		raw := c.in[:used]
 		c.in = c.in[used:]
@@ -246,6 +246,28 @@ func (c *conn) workInline(r *Round) {
 			}
 		}
 	}
+}
+
+// bareAck reports whether p, decoded into a Scratch (whose packets start
+// zeroed), is an acknowledgement without properties (every PUBACK of the
+// state store's clients): nothing of it points into the input, so it
+// needs no Detach, whose two passes over its properties cost more than
+// the rest of handling it.
+func bareAck(p packets.Packet) bool {
+	var pr *packets.Properties
+	switch a := p.(type) {
+	case *packets.Puback:
+		pr = &a.Properties
+	case *packets.Pubrec:
+		pr = &a.Properties
+	case *packets.Pubrel:
+		pr = &a.Properties
+	case *packets.Pubcomp:
+		pr = &a.Properties
+	default:
+		return false
+	}
+	return pr.Present == 0 && len(pr.User) == 0
 }
 
 // toWorker hands the rest of workInline's input to a worker (c stays

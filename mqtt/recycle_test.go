@@ -152,3 +152,30 @@ func TestSendToRecycledSavedSession(t *testing.T) {
 		t.Fatalf("a message of a saved session was recycled (%d)", n)
 	}
 }
+
+// TestSendToRecycledAckWithProperties: a PUBACK carrying properties (a
+// reason string, a user property: copied out of the input, unlike a
+// bare one's nothing) completes its message as a bare PUBACK does.
+func TestSendToRecycledAckWithProperties(t *testing.T) {
+	ts := startServer(t, nil)
+	r := dialRaw(t, ts.addr, v5)
+	if ack := r.connect(&packets.Connect{ClientID: "rp", CleanStart: true, KeepAlive: 60}); ack.ReasonCode != 0 {
+		t.Fatalf("CONNACK %v", ack.ReasonCode)
+	}
+	pr := &poisonRecycler{}
+	for _, payload := range []string{"one", "two"} {
+		if err := ts.SendToRecycled("rp", pr.message("resp/rp", payload), pr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p1, p2 := r.expectPublish(), r.expectPublish()
+	withProps := &packets.Puback{PacketID: p1.PacketID}
+	withProps.Properties.Present.Add(packets.PropReasonString)
+	withProps.Properties.ReasonString = "done"
+	withProps.Properties.User = []packets.UserProperty{{Key: "k", Value: "v"}}
+	r.send(withProps)
+	testutil.WaitFor(t, 5*time.Second, "the message acknowledged with properties recycled", func() bool { return pr.count() == 1 })
+	r.send(&packets.Puback{PacketID: p2.PacketID})
+	testutil.WaitFor(t, 5*time.Second, "the message acknowledged bare recycled", func() bool { return pr.count() == 2 })
+	r.nothing(100 * time.Millisecond) // neither is sent again
+}

@@ -90,11 +90,11 @@ func AppendPublish(dst []byte, p *Publish, v Version) ([]byte, error) {
 	if !v.Valid() {
 		return dst, newError(ErrEncode, TypePublish, v, "unsupported version %d", byte(v))
 	}
-	n, err := p.bodySize(v)
+	n, pn, err := p.sizes(v)
 	if n, err = checkBody(TypePublish, v, n, err); err != nil {
 		return dst, err
 	}
-	return p.appendBody(appendFixedHeader(dst, p.firstByte(), n), v), nil
+	return p.appendBodyProps(appendFixedHeader(dst, p.firstByte(), n), v, pn), nil
 }
 
 // PublishSize is Size for a PUBLISH, without p escaping.
@@ -274,36 +274,53 @@ func (c *Connack) appendBody(dst []byte, v Version) []byte {
 }
 
 func (p *Publish) bodySize(v Version) (int, error) {
+	n, _, err := p.sizes(v)
+	return n, err
+}
+
+// sizes returns the body's length and its property block's (without
+// the block's length prefix; 0 below MQTT 5).
+func (p *Publish) sizes(v Version) (body, props int, err error) {
 	const t = TypePublish
 	switch {
 	case p.QoS > 2:
-		return 0, newError(ErrEncode, t, v, "QoS %d", p.QoS)
+		return 0, 0, newError(ErrEncode, t, v, "QoS %d", p.QoS)
 	case p.QoS > 0 && p.PacketID == 0:
-		return 0, newError(ErrEncode, t, v, "packet identifier 0 with QoS %d", p.QoS)
+		return 0, 0, newError(ErrEncode, t, v, "packet identifier 0 with QoS %d", p.QoS)
 	case p.Dup && p.QoS == 0:
-		return 0, newError(ErrEncode, t, v, "DUP on a QoS 0 message")
+		return 0, 0, newError(ErrEncode, t, v, "DUP on a QoS 0 message")
 	case len(p.Topic) > maxString:
-		return 0, stringErr(t, v, "topic name")
+		return 0, 0, stringErr(t, v, "topic name")
 	case p.Topic == "" && (v < Version5 || !p.Properties.Present.Has(PropTopicAlias)):
-		return 0, newError(ErrEncode, t, v, "empty topic name without topic alias")
+		return 0, 0, newError(ErrEncode, t, v, "empty topic name without topic alias")
 	case hasWildcard(p.Topic):
-		return 0, newError(ErrEncode, t, v, "wildcard in topic name %q", p.Topic)
+		return 0, 0, newError(ErrEncode, t, v, "wildcard in topic name %q", p.Topic)
 	}
 	n := 2 + len(p.Topic) + len(p.Payload)
 	if p.QoS > 0 {
 		n += 2
 	}
-	pt, _, err := propsSize(&p.Properties, t, false, v)
-	return n + pt, err
+	pt, pn, err := propsSize(&p.Properties, t, false, v)
+	return n + pt, pn, err
 }
 
 func (p *Publish) appendBody(dst []byte, v Version) []byte {
+	n := 0
+	if v == Version5 {
+		n = p.Properties.rawLen()
+	}
+	return p.appendBodyProps(dst, v, n)
+}
+
+// appendBodyProps is appendBody given the property block's length
+// (sizes), not walking the properties again for it.
+func (p *Publish) appendBodyProps(dst []byte, v Version, props int) []byte {
 	dst = appendString(dst, p.Topic)
 	if p.QoS > 0 {
 		dst = appendUint16(dst, p.PacketID)
 	}
 	if v == Version5 {
-		dst = p.Properties.appendProperties(dst, p.Properties.rawLen())
+		dst = p.Properties.appendProperties(dst, props)
 	}
 	return append(dst, p.Payload...)
 }
