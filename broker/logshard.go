@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -232,7 +233,13 @@ func (h *shardLog) waitDispatched(limit time.Duration) error {
 }
 
 // loadSnapshot restores a shard from its snapshot file, if there is a
-// usable one, and sets its position to the snapshot's NEXT.
+// usable one, and sets its position to the snapshot's NEXT. A snapshot
+// that cannot be read, or that covers entries the log no longer has (a
+// tail the store's recovery cut, a cut that a crash kept from reloading
+// the shard), is removed while the whole log is there, and the log is
+// replayed from its start: the log is what slaves hold, and a snapshot
+// ahead of it would put the next entries at offsets the shard has already
+// passed (and be loaded again, stale, once the log grew past it).
 func (h *shardLog) loadSnapshot(sh *logShard) error {
 	data, err := os.ReadFile(h.snapPath(sh.id))
 	switch {
@@ -242,19 +249,40 @@ func (h *shardLog) loadSnapshot(sh *logShard) error {
 		return fmt.Errorf("broker: %s shard %d: %w", h.what, sh.id, err)
 	}
 	next, state, derr := decodeShardSnapshot(data, h.magic, sh.id)
+	if logEnd := h.logEnd(sh); derr == nil && next > logEnd {
+		derr = fmt.Errorf("%w: it covers queue offsets up to %d, the log ends at %d", errSnapshotAhead, next, logEnd)
+	}
 	if derr == nil {
 		derr = sh.snap.Restore(bytes.NewReader(state))
 	}
 	if derr != nil {
 		// A bad snapshot is survivable while the whole log is there.
 		if h.b.store.MinOffset(h.topic, sh.id) > 0 {
-			return fmt.Errorf("broker: %s shard %d: snapshot unusable and log truncated: %v", h.what, sh.id, derr)
+			return fmt.Errorf("broker: %s shard %d: snapshot unusable and log truncated: %w", h.what, sh.id, derr)
 		}
-		h.log.Warn("snapshot unusable, replaying the whole log", "shard", sh.id, "err", derr)
+		h.log.Warn("snapshot unusable, removed; replaying the whole log", "shard", sh.id, "err", derr)
+		if err := os.Remove(h.snapPath(sh.id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("broker: %s shard %d: %w", h.what, sh.id, err)
+		}
 		return nil
 	}
 	sh.next, sh.snapAt = next, next
 	return nil
+}
+
+// errSnapshotAhead: a shard's snapshot covers queue offsets past the end
+// of its log.
+var errSnapshotAhead = errors.New("snapshot ahead of the log")
+
+// logEnd is the end of the shard's queue, or the largest int64 when the
+// queue may not show the whole log yet (controller mode at start, whose
+// dispatch limit hides what the sync state set lacks: a cut there reaches
+// the shard through truncated).
+func (h *shardLog) logEnd(sh *logShard) int64 {
+	if h.b.controlled() && h.b.store.DispatchedPhysicalOffset() < h.b.store.MaxPhysicalOffset() {
+		return math.MaxInt64
+	}
+	return h.b.store.MaxOffset(h.topic, sh.id)
 }
 
 // replayAll applies the log after the snapshot; a shard whose log cannot
