@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/beat"
+	"github.com/smartgo/smartgo/store"
 	"github.com/smartgo/smartgo/store/record"
 )
 
@@ -116,6 +117,21 @@ func (s *scheduleService) deliverLevel(ctx context.Context, level int32, delay t
 			off = min
 		}
 		res, err := b.store.GetMessages(ScheduleTopic, qid, off, 32, nil)
+		if err == nil && res.Status == store.GetOffsetOverflowBadly && !b.isSlave() {
+			// The progress is past the queue's end: the log lost the tail
+			// the level had delivered (a crash under async flush, a damaged
+			// or cut segment) and the queue's offsets were given again to
+			// messages stored since. Staying there would never deliver
+			// those: go on from the first one stored since this broker
+			// started, as a pull does (pull.go).
+			if to := min(off, b.store.OffsetByTime(ScheduleTopic, qid, b.rt.boot.UnixMilli())); to < off {
+				res.Release()
+				b.log.Warn("schedule: progress past the queue's end, moved to the first message since start",
+					"level", level, "offset", off, "to", to)
+				b.delayOffsets.Set(level, to)
+				continue
+			}
+		}
 		if err != nil || len(res.Buffers) == 0 {
 			if err == nil {
 				res.Release()

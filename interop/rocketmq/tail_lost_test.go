@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
@@ -29,19 +30,9 @@ func TestInteropConsumeAfterLogTailLost(t *testing.T) {
 	const topic, group = "interop-tail-lost", "interop-tail-lost-g"
 	createTopic(t, s.broker, topic, 1)
 	p := newProducer(t, s, "tail-lost")
-	var cut int64 // commitlog offset of the 51st message
-	for i := range 100 {
-		res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte("before-"+strconv.Itoa(i))))
-		if err != nil || res.Status != primitive.SendOK {
-			t.Fatalf("SendSync %d: %v %v", i, res, err)
-		}
-		if i == 50 {
-			id := res.OffsetMsgID
-			if cut, err = strconv.ParseInt(id[len(id)-16:], 16, 64); err != nil {
-				t.Fatalf("offset message id %q: %v", id, err)
-			}
-		}
-	}
+	cut := sendForCut(t, p, 100, 50, func(i int) *primitive.Message { // the 51st message's commitlog offset
+		return primitive.NewMessage(topic, []byte("before-"+strconv.Itoa(i)))
+	})
 	var before received
 	c := newPushConsumer(t, s, group, "tail-lost-c1", topic, consumer.Clustering, func(m *primitive.MessageExt) consumer.ConsumeResult {
 		before.add(m)
@@ -52,10 +43,7 @@ func TestInteropConsumeAfterLogTailLost(t *testing.T) {
 	_ = p.Shutdown()
 	stop() // writes the offsets out
 
-	seg := filepath.Join(dir, "data", "store", "commitlog", "00000000000000000000")
-	if err := os.Truncate(seg, cut); err != nil {
-		t.Fatal(err)
-	}
+	cutCommitlog(t, dir, cut)
 	s2, _ := runStandaloneAt(t, dir)
 	p2 := newProducer(t, s2, "tail-lost-2")
 	for i := range 20 {
@@ -74,14 +62,49 @@ func TestInteropConsumeAfterLogTailLost(t *testing.T) {
 	})
 	// rocketmq-client-go waits about 10 s before it takes a moved offset.
 	testutil.WaitFor(t, 60*time.Second, "the 20 messages stored after the restart consumed", func() bool {
-		after.mu.Lock()
-		defer after.mu.Unlock()
-		n := 0
-		for b := range after.msgs {
-			if strings.HasPrefix(b, "after-") {
-				n++
+		return after.prefixed("after-") == 20
+	})
+}
+
+// sendForCut sends msg(0..n-1) with SendSync and returns the commitlog
+// offset of message cutAt (where a test cuts the log).
+func sendForCut(t *testing.T, p rocketmq.Producer, n, cutAt int, msg func(i int) *primitive.Message) int64 {
+	t.Helper()
+	var cut int64
+	for i := range n {
+		res, err := p.SendSync(context.Background(), msg(i))
+		if err != nil || res.Status != primitive.SendOK {
+			t.Fatalf("SendSync %d: %v %v", i, res, err)
+		}
+		if i == cutAt {
+			id := res.OffsetMsgID
+			if cut, err = strconv.ParseInt(id[len(id)-16:], 16, 64); err != nil {
+				t.Fatalf("offset message id %q: %v", id, err)
 			}
 		}
-		return n == 20
-	})
+	}
+	return cut
+}
+
+// cutCommitlog cuts the standalone's (stopped) commitlog in dir at
+// offset at: the tail a crash under async flush or a bad disk takes.
+func cutCommitlog(t *testing.T, dir string, at int64) {
+	t.Helper()
+	seg := filepath.Join(dir, "data", "store", "commitlog", "00000000000000000000")
+	if err := os.Truncate(seg, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// prefixed counts the distinct bodies received that start with prefix.
+func (r *received) prefixed(prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for b := range r.msgs {
+		if strings.HasPrefix(b, prefix) {
+			n++
+		}
+	}
+	return n
 }
