@@ -290,6 +290,28 @@ func init() {
 				return nil
 			}
 		}})
+	registerAdmin(adminCommand{name: "msg resend", synopsis: "-id OFFSET_MSG_ID -g GROUP", summary: "deliver a stored message to one consumer group again",
+		description: "Delivers a stored message (by its offset message id) again to one consumer\ngroup, as the console's \"Resend to group\": the broker holding it copies it\nto the group's retry topic with a one-second delay, so only that group's\nconsumers get it, with its original topic; a dead letter (from\n%DLQ%<group>) too. The group must exist on that broker.",
+		examples:    []string{"smartgo admin msg resend -id 7F00000100002A9F0000000000000000 -g billing"},
+		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
+			msgID := fs.String("id", "", "offset message `id`")
+			fs.StringVar(msgID, "i", "", "the same as -id")
+			group := fs.String("g", "", "consumer `group` to deliver it to")
+			return func(ctx context.Context, e *adminEnv) error {
+				if err := required(*msgID, "-id"); err != nil {
+					return err
+				}
+				if err := required(*group, "-g"); err != nil {
+					return err
+				}
+				if err := e.a.ResendToGroup(ctx, *msgID, *group); err != nil {
+					return uniqueIDHint(err, *msgID)
+				}
+				e.out.table(map[string]any{"msgId": *msgID, "group": *group, "resent": true},
+					[]string{"MSG_ID", "GROUP", "RESENT"}, func(add func(...any)) { add(*msgID, *group, true) })
+				return nil
+			}
+		}})
 	registerAdmin(adminCommand{name: "msg by-key", synopsis: "-t TOPIC -k KEY [-max N] [-uniq]", summary: "messages by business key (or UNIQ_KEY)",
 		description: "Finds a topic's messages by business key (the KEYS property) through the\nbrokers' key index, or with -uniq by client message id (UNIQ_KEY).",
 		examples:    []string{"smartgo admin msg by-key -t Orders -k order-42", "smartgo admin msg by-key -t Orders -k 0A0B0C...  -uniq -o json"},

@@ -165,3 +165,33 @@ func resendCluster(t *testing.T, opts cluster.Options, topic string) (context.Co
 	}
 	return ctx, c, adm
 }
+
+// TestCmdAdminMsgResend: `smartgo admin msg resend -id ID -g GROUP`, which
+// docs/durability.md tells a user to type, copies the message to the
+// group's retry topic (as the console's "Resend to group"); without -g it
+// is a usage error, and a group no broker knows an error naming it.
+func TestCmdAdminMsgResend(t *testing.T) {
+	const topic, group = "ResendCmdT", "resend-cmd-g"
+	ctx, c, _ := resendCluster(t, cluster.Options{}, topic)
+	if err := c.WaitRoute(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	putGroup(ctx, t, c.BrokerAddr(0), group, 1)
+	id, _, _ := sendAgain(ctx, t, c, topic)
+	reg := strings.Join(c.RegistryAddrs(), ",")
+	if code, _, stderr := runCmd(t, "admin", "-registry", reg, "msg", "resend", "-id", id); code != exitUsage || !strings.Contains(stderr, "-g is required") {
+		t.Fatalf("resend without -g: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, "admin", "-registry", reg, "msg", "resend", "-id", id, "-g", "resend-nobody-g"); code == exitOK || !strings.Contains(stderr, "resend-nobody-g") {
+		t.Fatalf("resend to an unknown group: exit %d, stderr %q", code, stderr)
+	}
+	retry := "%RETRY%" + group
+	before := c.Broker(0).Store().MaxOffset(retry, 0)
+	code, out, stderr := runCmd(t, "admin", "-registry", reg, "msg", "resend", "-id", id, "-g", group, "-o", "json")
+	if code != exitOK || !strings.Contains(out, `"resent": true`) {
+		t.Fatalf("resend: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the message in the group's retry topic", func() bool {
+		return c.Broker(0).Store().MaxOffset(retry, 0) == before+1
+	})
+}

@@ -71,3 +71,55 @@ func TestCmdReadmeListsEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// Every `smartgo admin <command>` that README.md and docs/ tell a user to
+// type is a command the binary has (docs/durability.md named `smartgo
+// admin msg resend`, which only the console had).
+func TestCmdDocsNameOnlyExistingAdminCommands(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join("..", "..", "README.md"))
+	words := regexp.MustCompile(`smartgo admin ([A-Za-z][A-Za-z-]*)(?: ([A-Za-z][A-Za-z-]*))?`)
+	checked := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range words.FindAllStringSubmatch(string(b), -1) {
+			checked++
+			if _, ok := adminTable[m[1]+" "+m[2]]; ok {
+				continue
+			}
+			if _, ok := adminTable[m[1]]; ok {
+				continue
+			}
+			if _, ok := mqadminCommands[m[1]]; ok {
+				continue // answered with what to type instead
+			}
+			// "smartgo admin topic" alone names the group of commands.
+			group := false
+			for name := range adminTable {
+				group = group || strings.HasPrefix(name, m[1]+" ")
+			}
+			if !group || m[2] != "" && !isProse(m[2]) {
+				t.Errorf("%s names %q: smartgo admin has no such command", filepath.Base(f), m[0])
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d mentions of smartgo admin found: the pattern is wrong", checked)
+	}
+}
+
+// isProse: a word that may follow a group of admin commands in a
+// sentence ("smartgo admin topic commands").
+func isProse(w string) bool {
+	switch w {
+	case "commands", "command", "and", "or", "with", "the":
+		return true
+	}
+	return false
+}
