@@ -92,9 +92,10 @@ compare:
 # Server CPU per message with single-message SEND_MESSAGE requests (the
 # way rocketmq-client-go sends), next to a plain TCP request/response of
 # the same bytes and to NATS JetStream driven by nats.go, each server in
-# its own process, same run (compare/cpu_test.go).
+# its own process, same run, in slices taken in turn, two rounds
+# (compare/cpu_test.go).
 compare-cpu:
-	cd compare && $(GO) test -run '^$$' -bench ServerCPUPerMessage -benchtime 100000x -timeout 20m .
+	cd compare && COMPARE_CPU_ROUNDS=2 $(GO) test -run '^$$' -bench ServerCPUPerMessage -benchtime 100000x -timeout 20m .
 
 # The master kill loop of the cluster suite with 100 kills instead of 20
 # (TestClusterControllerKillLoop): failover time p50/p99, every
