@@ -409,9 +409,12 @@ func (h *shardLog) appliedLocked(sh *logShard, res store.PutResult) {
 // here when the store did not write the record behind (it is in the page
 // cache already). Only under async flush. Called with sh.mu held, so the
 // shard's records are put in the order their entries were prepared. An
-// error is a put refused at once: done is not told.
-func (h *shardLog) putBehind(sh *logShard, m *record.Message, done store.PutDone) error {
-	res, pending, err := h.b.store.PutAsyncDeferred(m, false, done)
+// error is a put refused at once: done is not told. began is the put's
+// start, a wall clock reading the caller took anyway (the record's store
+// time and the put's latency follow from it: store.PutAsyncDeferredAt);
+// zero reads the clock.
+func (h *shardLog) putBehind(sh *logShard, m *record.Message, done store.PutDone, began time.Time) error {
+	res, pending, err := h.b.store.PutAsyncDeferredAt(m, false, done, began)
 	if err != nil {
 		return fmt.Errorf("%w: append to shard %d: %w", h.errUnavailable, sh.id, err)
 	}

@@ -189,12 +189,15 @@ func (p *StateStorePending) Complete(resp *protocol.StateStoreResponse) error {
 // before the request was handled, at most its batch's length earlier (the
 // MQTT poller's round reading): the entry's store-side clock and its
 // record's born time, so that a mutation reads the clock nowhere on its
-// way (a read was 0.5 % of a SET's server CPU). A reading that old can
-// only make the entry's version's wall part (raised to the shard's newest
-// anyway), the response cache's expiry check and the timestamp skew
-// check lag the real clock by that length; the entry's apply goes by the
-// store's own time. A broker with a clock of its own (Options.Now) reads
-// that instead.
+// way (a read was 0.5 % of a SET's server CPU), and the store's put
+// starts from it too (store.PutAsyncDeferredAt: no clock read for the
+// record's store time, 0.5 % more). A reading that old can only make the
+// entry's version's wall part (raised to the shard's newest anyway), the
+// response cache's expiry check, the timestamp skew check and the
+// record's store time (by which Apply counts a key's expiry; never before
+// the store's previous put's unless more than a second before it) lag
+// the real clock by that length. A broker with a clock of its own
+// (Options.Now) reads that instead.
 func (s *StateStore) InvokeDeferred(ctx context.Context, now time.Time, req *protocol.StateStoreRequest, cmd *statestore.Command, sink protocol.StateStoreSink, resp *protocol.StateStoreResponse) (*StateStorePending, error) {
 	if cmd == nil || s.Waits(cmd) || (cmd.Verb != statestore.VerbSet && cmd.Verb != statestore.VerbDel && cmd.Verb != statestore.VerbVDel) {
 		return nil, s.InvokeLocal(ctx, req, cmd, sink, resp)
@@ -248,7 +251,11 @@ func (s *StateStore) putDeferred(now time.Time, req *protocol.StateStoreRequest,
 		q.wake = make(chan struct{}, 1)
 	}
 	s.host.entryRecord(&p.m, &sh.logShard, entry, now)
-	if err := s.host.putBehind(&sh.logShard, &p.m, p); err != nil {
+	var began time.Time // the put's start for the store; zero: it reads its clock
+	if s.wallClock {
+		began = now
+	}
+	if err := s.host.putBehind(&sh.logShard, &p.m, p, began); err != nil {
 		q.recycle(p)
 		sh.mu.Unlock()
 		return nil, err

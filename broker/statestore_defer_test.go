@@ -124,7 +124,10 @@ func TestStateStoreDeferredCallersClock(t *testing.T) {
 			b := testBroker(t, t.TempDir(), tc.mod)
 			s := ssOpen(t, b, nil)
 			defer s.Close()
-			reading := time.Now().Add(-24 * time.Hour).Truncate(time.Millisecond)
+			// Two seconds old, so that neither the version's wall part nor
+			// the record's store time (not held at the store's previous
+			// put's, a second or more later) can come from the clock.
+			reading := time.Now().Add(-2 * time.Second)
 			key := []byte("clocked")
 			ts := statestore.HLC{Wall: time.Now().Add(3 * skewed).UnixMilli(), Node: "client"}.String()
 			req := &protocol.StateStoreRequest{Shard: int32(statestore.ShardOf(key, s.Shards())), ClientID: "c",
@@ -139,6 +142,8 @@ func TestStateStoreDeferredCallersClock(t *testing.T) {
 			if err != nil || p == nil {
 				t.Fatalf("SET: pending %v, err %v, reply %q", p, err, resp.Reply)
 			}
+			b.Store().Drain() // answers the put (PutDone) here
+			stored := p.res.StoreTimestamp
 			if err := p.Complete(&resp); err != nil || string(resp.Reply) != "+OK\r\n" {
 				t.Fatalf("complete: %v %q", err, resp.Reply)
 			}
@@ -151,7 +156,15 @@ func TestStateStoreDeferredCallersClock(t *testing.T) {
 				if v.Wall != reading.UnixMilli() {
 					t.Fatalf("version %s: wall %d, want the caller's reading %d", resp.Version, v.Wall, reading.UnixMilli())
 				}
+				// The store's time follows the reading by the monotonic
+				// clock: the same millisecond, or the next after rounding.
+				if d := stored - reading.UnixMilli(); d < 0 || d > 1 {
+					t.Fatalf("record stored at %d, want the caller's reading %d", stored, reading.UnixMilli())
+				}
 				return
+			}
+			if stored < before.UnixMilli() || stored > after.UnixMilli() {
+				t.Fatalf("record stored at %d, want the broker's clock in [%d, %d]", stored, before.UnixMilli(), after.UnixMilli())
 			}
 			if v.Wall < before.UnixMilli() || v.Wall > after.UnixMilli() {
 				t.Fatalf("version %s: wall %d, want the broker's clock in [%d, %d] (the caller read %d)",
