@@ -10,6 +10,7 @@ import (
 	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/bridge/iothub"
 	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/client/admin"
 )
 
 // `smartgo admin device send`: a cloud-to-device message, produced to the
@@ -65,8 +66,12 @@ func init() {
 				// As the HTTPS API does: a device that never connected (or
 				// whose session ended) gets a session holding its
 				// subscription first, so the message waits for it.
-				if _, err := e.a.PrepareC2D(ctx, *dev); err != nil {
+				prepared, err := e.a.PrepareC2D(ctx, *dev)
+				if err != nil {
 					return fmt.Errorf("session for %s's cloud-to-device messages: %w", *dev, err)
+				}
+				if !prepared {
+					warnNoC2DSession(ctx, e, *dev)
 				}
 				cm, err := bridge.EncodeMessage(m.MQTT(m.Expiry), *egress)
 				if err != nil {
@@ -85,4 +90,23 @@ func init() {
 				return nil
 			}
 		}})
+}
+
+// warnNoC2DSession warns, when no bridge node is an IoT hub (none gave
+// the device a session), that a device with no persistent session gets
+// the message only if it is connected now: a message stored for a device
+// that connects later, with no session to hold it, is never delivered.
+// Nothing is said when the bridges cannot be asked (none runs: the
+// session table cannot be read either).
+func warnNoC2DSession(ctx context.Context, e *adminEnv, dev string) {
+	node, err := anyNode(ctx, e.a, "")
+	if err != nil {
+		return
+	}
+	p, err := e.a.MQTTSessions(ctx, node, admin.MQTTQuery{Prefix: dev, Limit: 1})
+	if err != nil || len(p.Items) > 0 && p.Items[0].ClientID == dev {
+		return
+	}
+	fmt.Fprintf(e.stderr, "warning: %s has no persistent MQTT session and no bridge node is an IoT hub (iothub.enabled) to give it one: "+
+		"the message reaches it only if it is connected now (a device that connects later with clean session 0 does not get it)\n", dev)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/smartgo/smartgo/client"
 	twc "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 // twinAdmin starts an in-process cluster whose broker hosts twins and
@@ -182,4 +183,56 @@ func firstConnectGets(t *testing.T, addr, dev, want string) {
 	case <-ctx.Done():
 		t.Fatalf("%s never got the message stored before its first connect", dev)
 	}
+}
+
+// TestCmdAdminDeviceSendWithoutHubWarns: with no IoT hub node (a plain
+// bridge), `admin device send` to a device that has no persistent session
+// stored the message and said only "stored", yet a device connecting
+// later never gets it (no session held its subscription). It warns now;
+// to a device with a persistent session, which does get it, it does not.
+func TestCmdAdminDeviceSendWithoutHubWarns(t *testing.T) {
+	_, addrs := standalone(t)
+	reg := addrs["registry"]
+	send := func(dev string) string {
+		t.Helper()
+		for _, args := range [][]string{{"device", "create", "-d", dev, "-auth", "none"}, {"device", "send", "-d", dev, "-body", "to-" + dev}} {
+			code, out, errOut := runCmd(t, append([]string{"admin", "-registry", reg}, args...)...)
+			if code != exitOK {
+				t.Fatalf("admin %v: exit %d: %s%s", args, code, out, errOut)
+			}
+			if args[1] == "send" {
+				return errOut
+			}
+		}
+		return ""
+	}
+	if errOut := send("nohub-1"); !strings.Contains(errOut, "warning: nohub-1 has no persistent MQTT session") {
+		t.Fatalf("send to a device without a session, no hub: stderr %q, want the warning", errOut)
+	}
+
+	// nohub-2 subscribed with a persistent session and left.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := net.Dial("tcp", addrs["mqtt"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := paho.NewClient(paho.ClientConfig{ClientID: "nohub-2", Conn: nc})
+	expiry := uint32(600)
+	if _, err := pc.Connect(ctx, &paho.Connect{ClientID: "nohub-2", CleanStart: true, KeepAlive: 30,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "devices/nohub-2/messages/devicebound/#", QoS: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = pc.Disconnect(&paho.Disconnect{})
+	testutil.WaitFor(t, 15*time.Second, "nohub-2's session offline", func() bool {
+		code, out, _ := runCmd(t, "admin", "-registry", reg, "-o", "json", "mqtt", "sessions", "-prefix", "nohub-2")
+		return code == exitOK && strings.Contains(out, `"online": false`)
+	})
+	if errOut := send("nohub-2"); strings.Contains(errOut, "warning") {
+		t.Fatalf("send to a device with a persistent session: stderr %q", errOut)
+	}
+	firstConnectGets(t, addrs["mqtt"], "nohub-2", "to-nohub-2")
 }
