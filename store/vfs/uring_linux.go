@@ -103,10 +103,12 @@ type uring struct {
 }
 
 var uringPool struct {
-	off     atomic.Bool // io_uring unavailable: fdatasync directly
-	mu      sync.Mutex
-	idle    []*uring      // protected by mu
-	rings   int           // rings set up and not closed; protected by mu
+	off  atomic.Bool // io_uring unavailable: fdatasync directly
+	mu   sync.Mutex
+	idle []*uring // protected by mu
+	// rings set up and not closed: written under mu, read without it
+	// (SyncDescriptors, at each descriptor the store's fdCache opens).
+	rings   atomic.Int32
 	pause   time.Time     // no setup before it; protected by mu
 	backoff time.Duration // the last pause's length, 0 after a setup succeeded; protected by mu
 }
@@ -143,9 +145,7 @@ func datasync(f *os.File) error {
 // hold now (two a ring, idle or busy; at most 2*uringMax): a store counts
 // them in its MaxOpenFiles.
 func SyncDescriptors() int {
-	uringPool.mu.Lock()
-	defer uringPool.mu.Unlock()
-	return 2 * uringPool.rings
+	return 2 * int(uringPool.rings.Load())
 }
 
 // getURing takes an idle ring or sets one up; nil when none may be set
@@ -158,17 +158,17 @@ func getURing() *uring {
 		uringPool.mu.Unlock()
 		return r
 	}
-	if uringPool.rings >= uringMax || (!uringPool.pause.IsZero() && time.Now().Before(uringPool.pause)) {
+	if int(uringPool.rings.Load()) >= uringMax || (!uringPool.pause.IsZero() && time.Now().Before(uringPool.pause)) {
 		uringPool.mu.Unlock()
 		return nil
 	}
-	uringPool.rings++
+	uringPool.rings.Add(1)
 	uringPool.mu.Unlock()
 	r, err := newURing()
 	uringPool.mu.Lock()
 	defer uringPool.mu.Unlock()
 	if err != nil {
-		uringPool.rings--
+		uringPool.rings.Add(-1)
 		if !transientSetupError(err) {
 			uringPool.off.Store(true)
 			return nil
@@ -197,7 +197,7 @@ func transientSetupError(err error) bool {
 func discardURing(r *uring) {
 	r.close()
 	uringPool.mu.Lock()
-	uringPool.rings--
+	uringPool.rings.Add(-1)
 	uringPool.mu.Unlock()
 }
 

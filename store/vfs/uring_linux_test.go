@@ -234,12 +234,46 @@ func TestVFSDatasyncRingsBounded(t *testing.T) {
 		putURing(r)
 	}
 	uringPool.mu.Lock()
-	rings, idle := uringPool.rings, len(uringPool.idle)
+	rings, idle := int(uringPool.rings.Load()), len(uringPool.idle)
 	uringPool.mu.Unlock()
 	if rings != uringIdle || idle != uringIdle {
 		t.Fatalf("%d rings, %d idle after giving them back; want %d and %d", rings, idle, uringIdle, uringIdle)
 	}
 	if err := datasync(f); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// SyncDescriptors counts two descriptors a ring, and reads the count
+// without the pool's lock: the store's descriptor cache asks at every
+// file it opens or reopens, and must not queue behind the syncs taking
+// and giving back rings.
+func TestVFSSyncDescriptorsWithoutPoolLock(t *testing.T) {
+	f := writtenFile(t)
+	if err := datasync(f); err != nil {
+		t.Fatal(err)
+	}
+	if uringPool.off.Load() {
+		t.Skip("io_uring unavailable here: no rings to count")
+	}
+	r := getURing()
+	if r == nil {
+		t.Fatal("no ring to take")
+	}
+	defer putURing(r)
+	uringPool.mu.Lock()
+	want := 2 * int(uringPool.rings.Load())
+	got := make(chan int, 1)
+	go func() { got <- SyncDescriptors() }()
+	select {
+	case n := <-got:
+		uringPool.mu.Unlock()
+		if n != want || n < 2 {
+			t.Fatalf("SyncDescriptors = %d with %d rings set up, want %d", n, want/2, want)
+		}
+	case <-time.After(10 * time.Second):
+		uringPool.mu.Unlock()
+		<-got
+		t.Fatal("SyncDescriptors waited for the ring pool's lock")
 	}
 }
