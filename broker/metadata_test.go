@@ -338,10 +338,12 @@ func TestBrokerDelayOffsets(t *testing.T) {
 	if d2.Get(1) != 100 || d2.Get(18) != 3 || d2.Get(2) != 0 {
 		t.Fatalf("reloaded %v %v %v", d2.Get(1), d2.Get(18), d2.Get(2))
 	}
-	js, err := d2.JSON()
-	if err != nil || !strings.Contains(string(js), `"offsetTable"`) {
-		t.Fatalf("json %s %v", js, err)
+	// GET_ALL_DELAY_OFFSET's answer is what a slave's Replace installs.
+	resp, err := (&Broker{delayOffsets: d2}).delayOffsetsResponse()
+	if err != nil || !strings.Contains(string(resp.Body), `"offsetTable"`) {
+		t.Fatalf("GET_ALL_DELAY_OFFSET body %s %v", resp.Body, err)
 	}
+	js := resp.Body
 	d3, _ := OpenDelayOffsets(t.TempDir())
 	if err := d3.Replace(js); err != nil || d3.Get(1) != 100 {
 		t.Fatalf("replace: %v %d", err, d3.Get(1))

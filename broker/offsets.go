@@ -304,11 +304,6 @@ func (d *DelayOffsets) Set(level int32, offset int64) {
 	}
 }
 
-// JSON returns delayOffset.json's content (GET_ALL_DELAY_OFFSET).
-func (d *DelayOffsets) JSON() ([]byte, error) {
-	return protocol.EncodeJSON(d.snapshot())
-}
-
 // Replace installs a master's delay offsets on a slave from their JSON.
 func (d *DelayOffsets) Replace(data []byte) error {
 	var f delayOffsetFile
