@@ -102,10 +102,12 @@ type Broker struct {
 	// otherwise.
 	ctl    *ctrlState
 	acting atomic.Bool // acts as master
-	// masterSince (Unix ms) is when this broker last became master: its
-	// start outside controller mode, its promotion in it. A pull past a
-	// queue's end goes back to the first record stored since (pull.go).
-	masterSince  atomic.Int64
+	// masterFrom is the commitlog offset at which this broker last became
+	// master: its log end at its start outside controller mode, at its
+	// promotion in it. A pull past a queue's end goes back to the first
+	// record stored since (pull.go). A log offset, not a time: the
+	// records before it may carry the old master's clock.
+	masterFrom   atomic.Int64
 	leaseUntil   atomic.Int64 // mono() until which the master lease holds
 	leaseHeld    atomic.Bool  // acting master with a valid lease, as ctrlLoop last saw it
 	monoBase     time.Time
@@ -222,7 +224,7 @@ func New(opts Options) (*Broker, error) {
 	b.schedule = newScheduleService(b)
 	b.tx = newTxService(b)
 	b.rt = newRuntimeStats(opts.Now, func() int64 { return b.store.Stats().PutMessages })
-	b.masterSince.Store(b.rt.boot.UnixMilli())
+	b.masterFrom.Store(b.store.MaxPhysicalOffset())
 
 	ro := opts.Remoting
 	ro.Addr = opts.ListenAddr

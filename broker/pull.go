@@ -97,7 +97,7 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 		// those: move it to the first one stored since this broker became
 		// master (started, or was promoted: a promoted slave's records
 		// from before came from the old master, whose tail it lacks).
-		hdr.NextBeginOffset = min(hdr.NextBeginOffset, b.store.OffsetByTime(h.Topic, h.QueueID, b.masterSince.Load()))
+		hdr.NextBeginOffset = min(hdr.NextBeginOffset, b.store.OffsetByPhysical(h.Topic, h.QueueID, b.masterFrom.Load()))
 	}
 	if res.SuggestSlave && b.slaveRead.Load() {
 		hdr.SuggestWhichBrokerID = g.WhichBrokerWhenConsumeSlowly

@@ -104,8 +104,10 @@ func (b *Broker) becomeMaster(g protocol.ControllerGroup) {
 	// Records stored from here on are this master's own: a group whose
 	// offset is past a queue's end (the old master's tail this broker
 	// never got) goes back to the first of them, not to the first record
-	// replicated since this broker started (pull.go).
-	b.masterSince.Store(b.now().UnixMilli())
+	// replicated since this broker started (pull.go). The log end, not
+	// the time: a record the old master stored just before the failover
+	// carries its clock, which may be ahead of this node's.
+	b.masterFrom.Store(end)
 	// The topic table's version as last copied from the old master: not
 	// the current one, which the hosted services below and this slave's
 	// own changes since the copy (a group's retry topic) have bumped

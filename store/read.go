@@ -384,6 +384,27 @@ func (s *Store) storeTimeAt(phy int64, size int32) (int64, bool) {
 // record was stored at or after ts (ms); MaxOffset if none, 0 for an
 // unknown queue. Binary search over the consume queue.
 func (s *Store) OffsetByTime(topic string, queueID int32, ts int64) int64 {
+	return s.searchQueue(topic, queueID, func(e cqEntry) bool {
+		t, ok := s.storeTimeAt(e.phy, e.size)
+		return !ok || t < ts
+	})
+}
+
+// OffsetByPhysical returns the smallest logical offset of the queue whose
+// record starts at or after the commitlog offset phy; MaxOffset if none,
+// 0 for an unknown queue. Entries are in log order: a binary search over
+// the consume queue, which reads no record. Unlike a store time, a log
+// offset is this node's own: a bound such as "stored since this broker
+// became master" holds whatever the old master's clock said.
+func (s *Store) OffsetByPhysical(topic string, queueID int32, phy int64) int64 {
+	return s.searchQueue(topic, queueID, func(e cqEntry) bool { return e.phy < phy })
+}
+
+// searchQueue returns the smallest logical offset of the queue whose
+// entry (the next past holes, entryAtLogical) is not before the one
+// sought, by before; entries before are all first (a binary search).
+// MaxOffset if none, 0 for an unknown queue.
+func (s *Store) searchQueue(topic string, queueID int32, before func(cqEntry) bool) int64 {
 	cq := s.lookupCQ(topic, queueID)
 	if cq == nil {
 		return 0
@@ -392,8 +413,8 @@ func (s *Store) OffsetByTime(topic string, queueID int32, ts int64) int64 {
 	clMin := s.cl.minOffset()
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		t, ok := s.timeAtLogical(cq, mid, clMin)
-		if !ok || t < ts {
+		e, ok := s.entryAtLogical(cq, mid, clMin)
+		if !ok || before(e) {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -403,20 +424,30 @@ func (s *Store) OffsetByTime(topic string, queueID int32, ts int64) int64 {
 }
 
 // timeAtLogical returns the store time of the entry at off, looking forward
-// past holes; ok=false means "treat as before everything". A damaged
+// past holes; ok=false means "treat as before everything" (entryAtLogical).
+func (s *Store) timeAtLogical(cq *consumeQueue, off, clMin int64) (int64, bool) {
+	e, ok := s.entryAtLogical(cq, off, clMin)
+	if !ok {
+		return 0, false
+	}
+	return s.storeTimeAt(e.phy, e.size)
+}
+
+// entryAtLogical returns the entry at off, or the first after it past
+// holes; ok=false means "treat as before everything". A damaged
 // entry is rebuilt from the commitlog first (cqrepair.go), else passed
-// over like a hole: taken for "before everything", it would move the
+// over like a hole: taken for "before everything", it would move a
 // search past the offsets it sits among. An entry below the commitlog's
 // start is a removed record only when no entry of a stored record comes
 // before it (entries are in log order), as a pull decides (storedBefore):
 // otherwise it is damage, rebuilt the same way.
-func (s *Store) timeAtLogical(cq *consumeQueue, off, clMin int64) (int64, bool) {
+func (s *Store) entryAtLogical(cq *consumeQueue, off, clMin int64) (cqEntry, bool) {
 	maxOff := cq.maxOff.Load()
 	repaired := int64(-1)
 	for ; off < maxOff; off++ {
 		e, ok := cq.entry(off)
 		if !ok {
-			return 0, false
+			return cqEntry{}, false
 		}
 		if e.isHole() {
 			continue
@@ -424,7 +455,7 @@ func (s *Store) timeAtLogical(cq *consumeQueue, off, clMin int64) (int64, bool) 
 		why := ""
 		if e.phy >= 0 && e.phy < clMin && e.size > 0 {
 			if !s.storedBefore(cq, off, clMin) {
-				return 0, false // removed (a zeroed entry is damage: below)
+				return cqEntry{}, false // removed (a zeroed entry is damage: below)
 			}
 			why = fmt.Sprintf("entry phy=%d below the commitlog's start %d after an entry of a stored record", e.phy, clMin)
 		} else {
@@ -437,9 +468,9 @@ func (s *Store) timeAtLogical(cq *consumeQueue, off, clMin int64) (int64, bool) 
 			}
 			continue
 		}
-		return s.storeTimeAt(e.phy, e.size)
+		return e, true
 	}
-	return 0, false
+	return cqEntry{}, false
 }
 
 // EarliestStoreTime returns the store timestamp of the queue's first

@@ -40,6 +40,20 @@ func startControlled(t *testing.T, opts CtlOptions) *Controlled {
 	return c
 }
 
+// ctlProducer is a producer of c's registries that follows a failover
+// quickly (routes refreshed every 200 ms), each send bounded by timeout.
+func ctlProducer(t *testing.T, c *Controlled, timeout time.Duration) *client.Producer {
+	t.Helper()
+	po := client.DefaultProducerOptions(c.RegistryAddrs()...)
+	po.RouteRefresh, po.SendTimeout = 200*time.Millisecond, timeout
+	p, err := client.NewProducer(po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
 // waitSyncSet waits until the master's sync state set has n members.
 func waitSyncSet(t *testing.T, c *Controlled, n int) {
 	t.Helper()
@@ -85,13 +99,7 @@ func logsEqual(t *testing.T, a, b *store.Store) {
 // back as a slave with the same log.
 func TestClusterControlledFailover(t *testing.T) {
 	c := startControlled(t, CtlOptions{Sync: true})
-	po := client.DefaultProducerOptions(c.RegistryAddrs()...)
-	po.RouteRefresh, po.SendTimeout = 200*time.Millisecond, 5*time.Second
-	p, err := client.NewProducer(po)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := ctlProducer(t, c, 5*time.Second)
 	ctx := context.Background()
 	var acked []string
 	send := func(i int) {
@@ -205,13 +213,7 @@ func decodeBody(buf []byte) (string, error) {
 // land there once each.
 func TestClusterControlledAsyncSends(t *testing.T) {
 	c := startControlled(t, CtlOptions{Sync: true})
-	po := client.DefaultProducerOptions(c.RegistryAddrs()...)
-	po.RouteRefresh, po.SendTimeout = 200*time.Millisecond, 3*time.Second
-	p, err := client.NewProducer(po)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := ctlProducer(t, c, 3*time.Second)
 	ctx := context.Background()
 	if _, err := p.Send(ctx, &client.Message{Topic: "Async", Body: []byte("first")}); err != nil {
 		t.Fatal(err)
