@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,7 +38,18 @@ import (
 // levels, compressed bodies, retry topics, topics still being auto-created.
 // A batch the broker refuses as MESSAGE_ILLEGAL (its whole body over the
 // broker's maxMessageSize, which may be below AutoBatchMaxBytes) stored
-// nothing: its messages are sent again, each alone.
+// nothing. The refusal's remark names the broker's limit (RocketMQ's
+// text: "msg body length limit <n>B"): the producer keeps the least
+// limit it was told (batchLimit) and bounds its batches by it from then
+// on, so a broker whose limit is below AutoBatchMaxBytes refuses one
+// batch, not every large one (each refusal used to cost the batch's
+// messages a request each on top of it). The refused batch's messages
+// go back to the front of the pending list, to leave in batches within
+// the limit. A refusal whose remark names no limit below the batch's
+// body (another cause, or a broker that does not say) sends the
+// messages again, each alone, and learns nothing. The limit is the
+// producer's, not a broker's: with brokers of different limits the
+// least one applies to all.
 
 // asyncItem is one pending async send.
 type asyncItem struct {
@@ -105,13 +117,18 @@ func (p *Producer) pump(tb *topicBatcher) {
 }
 
 // takeLocked removes the next batch from tb.pending: the items in order
-// while the batch body stays within AutoBatchMaxBytes (at least one).
+// while the batch body stays within AutoBatchMaxBytes and the broker's
+// limit once learnt (at least one).
 func (p *Producer) takeLocked(tb *topicBatcher) []asyncItem {
+	limit := p.opts.AutoBatchMaxBytes
+	if l := p.batchLimit.Load(); l > 0 && l < int64(limit) {
+		limit = int(l)
+	}
 	n, size := 0, 0
 	for n < len(tb.pending) {
 		pm := tb.pending[n].pm
 		sz := batchItemSize(pm)
-		if n > 0 && size+sz > p.opts.AutoBatchMaxBytes {
+		if n > 0 && size+sz > limit {
 			break
 		}
 		size += sz
@@ -210,6 +227,7 @@ func (p *Producer) sendItems(tb *topicBatcher, items []asyncItem) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 	}
 	pm := p.batchOf(items)
+	size := len(pm.body)
 	p.batches.Add(1)
 	p.sendAsyncAttempt(ctx, pm, tr, "", 1+p.opts.Retries, func(r *SendResult, err error) {
 		cancel()
@@ -219,13 +237,65 @@ func (p *Producer) sendItems(tb *topicBatcher, items []asyncItem) {
 		if errors.Is(err, ErrBadMessage) { // the broker's MESSAGE_ILLEGAL (BrokerError.Is)
 			// A broker bounds a whole batch by its maxMessageSize, which
 			// may be below AutoBatchMaxBytes; nothing of the batch was
-			// stored: each message goes alone.
+			// stored.
+			if p.learnBatchLimit(err, size) {
+				tb.mu.Lock()
+				tb.pending = slices.Insert(tb.pending, 0, items...)
+				tb.mu.Unlock()
+				done()
+				return
+			}
 			p.sendEachAlone(items, tr, done)
 			return
 		}
 		p.splitBatchResult(items, r, err)
 		done()
 	})
+}
+
+// learnBatchLimit keeps the batch body limit a broker's refusal of a
+// batch of size bytes names (batchLimit): true when the remark names one
+// below size, the batch then refused for its size.
+func (p *Producer) learnBatchLimit(err error, size int) bool {
+	var be *BrokerError
+	if !errors.As(err, &be) {
+		return false
+	}
+	limit, ok := remarkBodyLimit(be.Remark)
+	if !ok || limit >= int64(size) {
+		return false
+	}
+	p.batchRefused.Add(1)
+	for {
+		cur := p.batchLimit.Load()
+		if cur > 0 && cur <= limit {
+			return true
+		}
+		if p.batchLimit.CompareAndSwap(cur, limit) {
+			return true
+		}
+	}
+}
+
+// remarkBodyLimit parses the body limit a MESSAGE_ILLEGAL remark names
+// ("... msg body length limit <n>B ..." from RocketMQ's broker and
+// SmartGo's); false when it names none.
+func remarkBodyLimit(remark string) (int64, bool) {
+	const key = "body length limit "
+	i := strings.Index(remark, key)
+	if i < 0 {
+		return 0, false
+	}
+	rest := remark[i+len(key):]
+	j := strings.IndexByte(rest, 'B')
+	if j <= 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(rest[:j], 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
 }
 
 // sendEachAlone sends items one request each, in parallel; done runs once

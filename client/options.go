@@ -115,7 +115,9 @@ type ProducerOptions struct {
 	// its own request).
 	AutoBatchRequests int
 	// AutoBatchMaxBytes bounds the body of an auto-batch request. Default
-	// 256 KiB (at most MaxMessageSize).
+	// 256 KiB (at most MaxMessageSize). A broker whose limit is lower
+	// refuses the first batch over it, naming its limit: the producer's
+	// batches keep within it from then on (autobatch.go).
 	AutoBatchMaxBytes int
 }
 

@@ -33,6 +33,10 @@ type Producer struct {
 	bmu      sync.Mutex
 	batchers map[string]*topicBatcher // protected by bmu; auto-batching by topic
 	batches  atomic.Int64             // auto-batch requests sent (more than one message)
+	// batchLimit is the batch body a broker was seen to accept at most
+	// (learnt from its refusal, autobatch.go); 0 until one refused.
+	batchLimit   atomic.Int64
+	batchRefused atomic.Int64 // auto-batch requests a broker refused as too large
 
 	rmu           sync.Mutex
 	waiters       map[string]*replyWaiter // protected by rmu; requests waiting for a reply, by correlation id
