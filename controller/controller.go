@@ -334,6 +334,32 @@ func (c *Controller) liveness(group string, id int64, now time.Time) (bool, int3
 	return now.Sub(li.at) < c.opts.HeartbeatTimeout, li.epoch, li.maxOffset
 }
 
+// masterClaim looks at the live members of g as their heartbeats last
+// told: the one acting as master at the highest epoch (0: none), that
+// epoch, the highest epoch any live member reported (top), and whether
+// another live member acts as master at that same epoch (tie).
+func (c *Controller) masterClaim(g *groupState, now time.Time) (id int64, epoch, top int32, tie bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range g.ids() {
+		li := c.live[liveKey{g.Name, m}]
+		if li == nil || now.Sub(li.at) >= c.opts.HeartbeatTimeout {
+			continue
+		}
+		top = max(top, li.epoch)
+		if !li.master {
+			continue
+		}
+		switch {
+		case id == 0 || li.epoch > epoch:
+			id, epoch, tie = m, li.epoch, false
+		case li.epoch == epoch:
+			tie = true
+		}
+	}
+	return id, epoch, top, tie
+}
+
 // view is the wire form of g with this replica's liveness.
 func (c *Controller) view(g *groupState) protocol.ControllerGroup {
 	now := time.Now()

@@ -22,8 +22,9 @@
 //     heartbeat period, timeout and master lease.
 //   - Heartbeats (any replica): a broker reports its epoch and log end and
 //     gets the group's state back; a broker claiming to be master at an
-//     epoch older than the group's (or that is not the master) is refused
-//     with ControllerFencedMasterEpoch and a log line.
+//     epoch older than the group's or than another live member reports
+//     (or that is not the master) is refused with
+//     ControllerFencedMasterEpoch and a log line.
 //   - Sync state set (leader): the master asks to shrink the set (a slave
 //     fell behind for too long) or to expand it (a slave caught up). The
 //     change names the master's epoch and the set's epoch and applies only
@@ -33,7 +34,10 @@
 //     end) becomes master, the epoch goes up and the set becomes just the
 //     new master; every broker of the group is notified. Without such a
 //     member nothing happens (unless unclean elections are allowed). An
-//     operator can move the master to a named live member of the set.
+//     operator can move the master to a named live member of the set. A
+//     live broker acting as master at an epoch above the group's (the
+//     replica lost an election) is elected again, above every epoch the
+//     live brokers report (elect.go, repairBehind).
 //   - Without a majority there is no leader: heartbeats are still answered,
 //     brokers keep their masters, no election happens; the replica logs it
 //     and reports it in its metadata.

@@ -117,6 +117,9 @@ func (c *Controller) watchMajority(since time.Time) time.Time {
 // scanGroup elects a master for g if it needs one.
 func (c *Controller) scanGroup(g *groupState, leaderSince time.Time) {
 	now := time.Now()
+	if c.repairBehind(g, leaderSince, now) {
+		return
+	}
 	if g.MasterID != 0 {
 		if alive, _, _ := c.liveness(g.Name, g.MasterID, now); alive {
 			return
@@ -146,9 +149,51 @@ func (c *Controller) scanGroup(g *groupState, leaderSince time.Time) {
 	if g.MasterID == 0 {
 		reason = "group has no master"
 	}
-	if _, err := c.electAndNotify(g, cand, reason, unclean); err != nil && !errors.Is(err, ErrNotLeader) {
+	if _, err := c.electAndNotify(g, cand, 0, reason, unclean); err != nil && !errors.Is(err, ErrNotLeader) {
 		c.log.Warn("controller: election failed", "group", g.Name, "candidate", cand, "err", err)
 	}
+}
+
+// A replica whose state lost an election (the tail of its raft.log cut,
+// every replica at once; a replica restored from an older snapshot)
+// names an older master at an older epoch than the group acts on: the
+// master it elected since heartbeats as master at a higher epoch than
+// the replica's, and is fenced (no lease: the group refuses writes),
+// while the master the replica names may be alive as that master's
+// slave, so no election ever happens. The brokers' epochs come only from
+// elections, so a live broker acting as master at an epoch above the
+// group's was elected after the replica's last entry: repairBehind
+// elects it again, at an epoch above every epoch a live broker reports
+// (command.Seen), so that no epoch goes back and the other brokers,
+// whatever epoch they are at, take the new view. Among several such
+// claimants the one at the highest epoch was elected last; two at the
+// same epoch cannot both be right, and neither is chosen (logged). The
+// leader waits a heartbeat timeout after it took over, as for any
+// election, so every live broker has reported first.
+
+// repairBehind elects a live broker that acts as master at an epoch
+// above g's; true when it found one (elected, or left to the next scan).
+func (c *Controller) repairBehind(g *groupState, leaderSince time.Time, now time.Time) bool {
+	cand, epoch, top, tie := c.masterClaim(g, now)
+	if cand == 0 || epoch <= g.MasterEpoch {
+		return false
+	}
+	if now.Sub(leaderSince) < c.opts.HeartbeatTimeout {
+		return true // every live broker reports before anything is decided
+	}
+	if tie {
+		if c.note("behind-tie/"+g.Name, 10*time.Second) {
+			c.log.Warn("controller: two brokers act as master at the same epoch above the controller's; electing neither",
+				"group", g.Name, "epoch", epoch, "controllerEpoch", g.MasterEpoch)
+		}
+		return true
+	}
+	reason := fmt.Sprintf("the controller's state is behind: broker %d acts as master at epoch %d, the controller's master %d is at epoch %d (a lost election)",
+		cand, epoch, g.MasterID, g.MasterEpoch)
+	if _, err := c.electAndNotify(g, cand, top, reason, false); err != nil && !errors.Is(err, ErrNotLeader) {
+		c.log.Warn("controller: election failed", "group", g.Name, "candidate", cand, "err", err)
+	}
+	return true
 }
 
 // pickMaster chooses the new master of g: among the live members of the
@@ -195,9 +240,9 @@ func (c *Controller) best(g *groupState, pool []int64, now time.Time, want int64
 }
 
 // electAndNotify proposes cand as g's master (applied only if g's epoch
-// is unchanged) and tells the group.
-func (c *Controller) electAndNotify(g *groupState, cand int64, reason string, unclean bool) (result, error) {
-	r, err := c.propose(&command{Op: opElect, Group: g.Name, ID: cand, Epoch: g.MasterEpoch})
+// is unchanged; the new epoch above seen too) and tells the group.
+func (c *Controller) electAndNotify(g *groupState, cand int64, seen int32, reason string, unclean bool) (result, error) {
+	r, err := c.propose(&command{Op: opElect, Group: g.Name, ID: cand, Epoch: g.MasterEpoch, Seen: seen})
 	if err != nil {
 		return r, err
 	}

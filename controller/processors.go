@@ -73,9 +73,15 @@ func (c *Controller) processHeartbeat(_ *remoting.Conn, req *protocol.Command) (
 	}
 	c.heard(hb.BrokerName, hb.BrokerID, hb.BrokerAddr, hb.Epoch, hb.MaxOffset, hb.Master)
 	resp := protocol.ControllerHeartbeatResponse{Group: c.view(g), Leader: c.Leader()}
-	if hb.Master && (hb.Epoch < g.MasterEpoch || g.MasterID != hb.BrokerID) {
-		remark := fmt.Sprintf("refused: broker %s/%d claims to be master at epoch %d; the group is at epoch %d with master %d",
-			hb.BrokerName, hb.BrokerID, hb.Epoch, g.MasterEpoch, g.MasterID)
+	// A master is also refused below an epoch another live broker of the
+	// group reports: the group moved on past this replica's state (it
+	// lost an election, see repairBehind), and the master it names at
+	// its older epoch was deposed; renewing its lease would give the
+	// group two masters.
+	_, _, top, _ := c.masterClaim(g, time.Now())
+	if hb.Master && (hb.Epoch < g.MasterEpoch || g.MasterID != hb.BrokerID || hb.Epoch < top) {
+		remark := fmt.Sprintf("refused: broker %s/%d claims to be master at epoch %d; the group is at epoch %d with master %d (live brokers report epochs up to %d)",
+			hb.BrokerName, hb.BrokerID, hb.Epoch, g.MasterEpoch, g.MasterID, top)
 		if c.note(fmt.Sprintf("fenced/%s/%d", hb.BrokerName, hb.BrokerID), 5*time.Second) {
 			c.log.Warn("controller: "+remark, "broker", hb.BrokerAddr)
 		}
@@ -202,7 +208,7 @@ func (c *Controller) processElect(_ *remoting.Conn, req *protocol.Command) (*pro
 		return errResp(protocol.ControllerMasterNotAvailable,
 			"no live broker of %s in the sync state set %v can become master (name one with unclean to force it)", g.Name, g.SyncStateSet), nil
 	}
-	r, err := c.electAndNotify(g, cand, "requested by an operator", unclean)
+	r, err := c.electAndNotify(g, cand, 0, "requested by an operator", unclean)
 	switch {
 	case errors.Is(err, ErrNotLeader):
 		return c.notLeader(), nil

@@ -75,6 +75,10 @@ type command struct {
 	Epoch     int32   `json:"epoch,omitempty"`
 	SyncEpoch int32   `json:"syncEpoch,omitempty"` // alterSyncStateSet
 	Set       []int64 `json:"set,omitempty"`       // alterSyncStateSet
+	// Seen: elect: the highest epoch a live broker of the group reported,
+	// when above the group's (a replica that lost an election: the new
+	// epoch goes above it, see elect.go); 0 otherwise.
+	Seen int32 `json:"seen,omitempty"`
 }
 
 // result is what applying a command returns to the proposer.
@@ -179,9 +183,12 @@ func (s *state) elect(c *command) result {
 			Remark: fmt.Sprintf("election decided at master epoch %d, group %s is at %d", c.Epoch, c.Group, g.MasterEpoch)}
 	case g.Members[c.ID] == nil:
 		return result{Code: protocol.ControllerInvalidReplicas, Group: g, Remark: fmt.Sprintf("broker id %d is not in group %s", c.ID, c.Group)}
-	case g.MasterEpoch == math.MaxInt32-1 || g.SeenEpoch == math.MaxInt32-1:
+	case c.Seen < 0:
+		return result{Code: protocol.ControllerInvalidRequest, Group: g, Remark: fmt.Sprintf("seen epoch %d out of range", c.Seen)}
+	case g.MasterEpoch >= math.MaxInt32-1 || g.SeenEpoch >= math.MaxInt32-1 || c.Seen >= math.MaxInt32-1:
 		return result{Code: protocol.ControllerElectMasterFailed, Group: g, Remark: "master epoch exhausted"}
 	}
+	g.SeenEpoch = max(g.SeenEpoch, c.Seen)
 	g.MasterID = c.ID
 	g.MasterEpoch = max(g.MasterEpoch, g.SeenEpoch) + 1
 	g.SyncStateSet = []int64{c.ID}

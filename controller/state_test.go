@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"testing"
 
@@ -158,6 +159,11 @@ func TestControllerEntryBytesPinned(t *testing.T) {
 	if string(b) != want {
 		t.Fatalf("alter entry\n%q\nwant\n%q", b, want)
 	}
+	b, _ = encodeCommand(&command{Op: opElect, Group: "broker-a", ID: 2, Epoch: 1, Seen: 3})
+	want = "\x01" + `{"op":"elect","group":"broker-a","id":2,"epoch":1,"seen":3}`
+	if string(b) != want {
+		t.Fatalf("elect entry\n%q\nwant\n%q", b, want)
+	}
 	s := newState()
 	mustCode(t, reg(s, t, 0, "a:1", "t1", 0), protocol.Success)
 	mustCode(t, s.apply(&command{Op: opElect, Group: "g", ID: 1}), protocol.Success)
@@ -213,4 +219,27 @@ func FuzzControllerCommand(f *testing.F) {
 			t.Fatalf("own snapshot refused: %v", err)
 		}
 	})
+}
+
+// An election that names the highest epoch a live broker reported
+// (Seen: the replica lost an election) takes the group above it, and a
+// bad one is refused.
+func TestControllerElectAboveSeenEpoch(t *testing.T) {
+	s := newState()
+	mustCode(t, reg(s, t, 0, "a:1", "t1", 0), protocol.Success)
+	mustCode(t, reg(s, t, 0, "a:2", "t2", 0), protocol.Success)
+	mustCode(t, s.apply(&command{Op: opElect, Group: "g", ID: 1}), protocol.Success)
+	mustCode(t, s.apply(&command{Op: opElect, Group: "g", ID: 2, Epoch: 1, Seen: -1}), protocol.ControllerInvalidRequest)
+	mustCode(t, s.apply(&command{Op: opElect, Group: "g", ID: 2, Epoch: 1, Seen: math.MaxInt32 - 1}), protocol.ControllerElectMasterFailed)
+	r := s.apply(&command{Op: opElect, Group: "g", ID: 2, Epoch: 1, Seen: 5})
+	mustCode(t, r, protocol.Success)
+	if g := r.Group; g.MasterID != 2 || g.MasterEpoch != 6 || g.SeenEpoch != 5 {
+		t.Fatalf("after an election above seen epoch 5: master %d epoch %d seen %d", g.MasterID, g.MasterEpoch, g.SeenEpoch)
+	}
+	// A later election without Seen still goes up from there.
+	r = s.apply(&command{Op: opElect, Group: "g", ID: 1, Epoch: 6})
+	mustCode(t, r, protocol.Success)
+	if r.Group.MasterEpoch != 7 {
+		t.Fatalf("next election at epoch %d, want 7", r.Group.MasterEpoch)
+	}
 }

@@ -1,0 +1,69 @@
+package controller
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// TestControllerBehindElectsActingMaster: the controller names broker 1
+// master at epoch 1, while (as after a lost election: its log tail cut)
+// broker 2 acts as master at epoch 3 and broker 1, still acting at its
+// old epoch, would keep its lease. Broker 1's heartbeats are refused
+// (another live broker reports a newer epoch), and the controller elects
+// broker 2 again at epoch 4, above every epoch reported: no epoch goes
+// back, and broker 1 is not confirmed master meanwhile.
+func TestControllerBehindElectsActingMaster(t *testing.T) {
+	var logs testutil.LogBuffer
+	rs := startReplicas(t, 1, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	addrs := rs.addrs()
+	bs := []*fakeBroker{newFakeBroker(t, addrs, "g", "t1"), newFakeBroker(t, addrs, "g", "t2"), newFakeBroker(t, addrs, "g", "t3")}
+	for _, b := range bs {
+		b.register()
+	}
+	bs[0].startHeartbeats()
+	g := groupOn(t, bs[0], "a master", func(g protocol.ControllerGroup) bool { return g.MasterID != 0 })
+	if g.MasterID != bs[0].ID() || g.MasterEpoch != 1 {
+		t.Fatalf("first election %+v", g)
+	}
+	bs[0].set(100, 1, true)
+	bs[1].set(120, 3, true)
+	bs[2].set(110, 3, false)
+	bs[1].startHeartbeats()
+	bs[2].startHeartbeats()
+
+	// The stale master is refused once the newer epoch was heard.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		resp, hb, err := bs[0].heartbeat(addrs[0])
+		if err != nil {
+			return err
+		}
+		if resp.Code != protocol.ControllerFencedMasterEpoch {
+			return fmt.Errorf("broker 1 at epoch 1 still confirmed master (group at epoch %d, master %d)", hb.Group.MasterEpoch, hb.Group.MasterID)
+		}
+		return nil
+	})
+	g = groupOn(t, bs[0], "the acting master elected again", func(g protocol.ControllerGroup) bool { return g.MasterEpoch > 1 })
+	if g.MasterID != bs[1].ID() || g.MasterEpoch != 4 || len(g.SyncStateSet) != 1 || g.SyncStateSet[0] != bs[1].ID() {
+		t.Fatalf("after the repair %+v, want master %d at epoch 4", g, bs[1].ID())
+	}
+	if !strings.Contains(logs.String(), "the controller's state is behind") {
+		t.Fatalf("no repair logged:\n%s", logs.String())
+	}
+	// Broker 2 at epoch 4 now: broker 1's claim at epoch 1 stays refused.
+	bs[1].set(120, 4, true)
+	resp, _, err := bs[0].heartbeat(addrs[0])
+	if err != nil || resp.Code != protocol.ControllerFencedMasterEpoch {
+		t.Fatalf("deposed master's heartbeat: %v %v", resp, err)
+	}
+	// Broker 2's heartbeats at epoch 4 are the controller's master's.
+	resp, _, err = bs[1].heartbeat(addrs[0])
+	if err != nil || resp.Code != protocol.Success {
+		t.Fatalf("repaired master's heartbeat: %v %v", resp, err)
+	}
+}
