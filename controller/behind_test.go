@@ -22,15 +22,7 @@ func TestControllerBehindElectsActingMaster(t *testing.T) {
 	var logs testutil.LogBuffer
 	rs := startReplicas(t, 1, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	addrs := rs.addrs()
-	bs := []*fakeBroker{newFakeBroker(t, addrs, "g", "t1"), newFakeBroker(t, addrs, "g", "t2"), newFakeBroker(t, addrs, "g", "t3")}
-	for _, b := range bs {
-		b.register()
-	}
-	bs[0].startHeartbeats()
-	g := groupOn(t, bs[0], "a master", func(g protocol.ControllerGroup) bool { return g.MasterID != 0 })
-	if g.MasterID != bs[0].ID() || g.MasterEpoch != 1 {
-		t.Fatalf("first election %+v", g)
-	}
+	bs, g := firstMaster(t, addrs, 3)
 	bs[0].set(100, 1, true)
 	bs[1].set(120, 3, true)
 	bs[2].set(110, 3, false)
@@ -66,4 +58,46 @@ func TestControllerBehindElectsActingMaster(t *testing.T) {
 	if err != nil || resp.Code != protocol.Success {
 		t.Fatalf("repaired master's heartbeat: %v %v", resp, err)
 	}
+}
+
+// TestControllerBehindMasterGoneToo: as above, but the broker acting at
+// the newer epoch is gone too: the controller's master (alive, but a
+// slave at epoch 3 now) was deposed, so the live member of the set is
+// elected, above the epoch the brokers report, instead of nobody ever.
+func TestControllerBehindMasterGoneToo(t *testing.T) {
+	rs := startReplicas(t, 1, nil)
+	addrs := rs.addrs()
+	bs, g := firstMaster(t, addrs, 2)
+	bs[0].set(100, 1, true)
+	bs[1].set(100, 1, false)
+	bs[1].startHeartbeats()
+	if resp, err := alterSSS(bs[0], g, bs[0].ID(), bs[1].ID()); err != nil || resp.Code != protocol.Success {
+		t.Fatalf("expand: %v %v", resp, err)
+	}
+	// Both now follow a master at epoch 3 the controller does not know,
+	// which died.
+	bs[0].set(150, 3, false)
+	bs[1].set(150, 3, false)
+	g = groupOn(t, bs[0], "a new master", func(g protocol.ControllerGroup) bool { return g.MasterEpoch > 1 })
+	if g.MasterID != bs[1].ID() || g.MasterEpoch != 4 {
+		t.Fatalf("after the repair %+v, want master %d at epoch 4", g, bs[1].ID())
+	}
+}
+
+// firstMaster registers n fake brokers of group "g" and heartbeats from
+// the first only, which the controller then elects at epoch 1.
+func firstMaster(t *testing.T, addrs []string, n int) ([]*fakeBroker, protocol.ControllerGroup) {
+	t.Helper()
+	var bs []*fakeBroker
+	for i := range n {
+		b := newFakeBroker(t, addrs, "g", fmt.Sprintf("t%d", i+1))
+		b.register()
+		bs = append(bs, b)
+	}
+	bs[0].startHeartbeats()
+	g := groupOn(t, bs[0], "a master", func(g protocol.ControllerGroup) bool { return g.MasterID != 0 })
+	if g.MasterID != bs[0].ID() || g.MasterEpoch != 1 {
+		t.Fatalf("first election %+v", g)
+	}
+	return bs, g
 }

@@ -120,8 +120,13 @@ func (c *Controller) scanGroup(g *groupState, leaderSince time.Time) {
 	if c.repairBehind(g, leaderSince, now) {
 		return
 	}
+	// seen: the newest epoch a live broker reports when above g's (a
+	// lost election whose master is gone too: repairBehind found nobody
+	// acting at it); the replica's master, alive or not, was deposed
+	// then, and the new master goes above that epoch.
+	seen := c.seenAbove(g, now)
 	if g.MasterID != 0 {
-		if alive, _, _ := c.liveness(g.Name, g.MasterID, now); alive {
+		if alive, _, _ := c.liveness(g.Name, g.MasterID, now); alive && seen == 0 {
 			return
 		}
 		if now.Sub(leaderSince) < c.opts.HeartbeatTimeout {
@@ -146,10 +151,14 @@ func (c *Controller) scanGroup(g *groupState, leaderSince time.Time) {
 		return
 	}
 	reason := "master heartbeat timed out"
-	if g.MasterID == 0 {
+	switch {
+	case seen != 0:
+		reason = fmt.Sprintf("the controller's state is behind: live brokers report epoch %d, the controller's master %d is at epoch %d and nobody acts as master at the newer one",
+			seen, g.MasterID, g.MasterEpoch)
+	case g.MasterID == 0:
 		reason = "group has no master"
 	}
-	if _, err := c.electAndNotify(g, cand, 0, reason, unclean); err != nil && !errors.Is(err, ErrNotLeader) {
+	if _, err := c.electAndNotify(g, cand, seen, reason, unclean); err != nil && !errors.Is(err, ErrNotLeader) {
 		c.log.Warn("controller: election failed", "group", g.Name, "candidate", cand, "err", err)
 	}
 }
@@ -170,6 +179,15 @@ func (c *Controller) scanGroup(g *groupState, leaderSince time.Time) {
 // same epoch cannot both be right, and neither is chosen (logged). The
 // leader waits a heartbeat timeout after it took over, as for any
 // election, so every live broker has reported first.
+
+// seenAbove is the highest epoch a live member of g reports when it is
+// above g's (command.Seen of an election), else 0.
+func (c *Controller) seenAbove(g *groupState, now time.Time) int32 {
+	if _, _, top, _ := c.masterClaim(g, now); top > g.MasterEpoch {
+		return top
+	}
+	return 0
+}
 
 // repairBehind elects a live broker that acts as master at an epoch
 // above g's; true when it found one (elected, or left to the next scan).

@@ -208,7 +208,7 @@ func (c *Controller) processElect(_ *remoting.Conn, req *protocol.Command) (*pro
 		return errResp(protocol.ControllerMasterNotAvailable,
 			"no live broker of %s in the sync state set %v can become master (name one with unclean to force it)", g.Name, g.SyncStateSet), nil
 	}
-	r, err := c.electAndNotify(g, cand, 0, "requested by an operator", unclean)
+	r, err := c.electAndNotify(g, cand, c.seenAbove(g, now), "requested by an operator", unclean)
 	switch {
 	case errors.Is(err, ErrNotLeader):
 		return c.notLeader(), nil

@@ -18,10 +18,19 @@ import (
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
-// cutLastSyncSetChange truncates the controller's raft.log before its
-// last alterSyncStateSet entry: the replica loses that committed change
-// and everything after it.
-func cutLastSyncSetChange(t *testing.T, path string) { cutLastEntry(t, path, "alterSyncStateSet") }
+// restartCut SIGKILLs the (only) controller replica, cuts its raft.log
+// before its last entry of operation op (it loses that committed change
+// and everything after it) and starts it again.
+func (c *ctlProc) restartCut(t *testing.T, op string) {
+	t.Helper()
+	c.ctls[0].kill()
+	dir := filepath.Join(c.dir, "c0")
+	if snaps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "state.bin")); len(snaps) > 0 {
+		t.Fatalf("the replica took a snapshot (%v): cutting the log loses nothing", snaps)
+	}
+	cutLastEntry(t, filepath.Join(dir, "raft", "raft.log"), op)
+	c.ctls[0].run(t)
+}
 
 // cutLastEntry truncates the controller's raft.log (format in
 // controller/logstore.go: len 4 | crc 4 | payload; an entry's payload is
@@ -70,13 +79,7 @@ func TestClusterControllerLostSyncSetChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.ctls[0].kill()
-	dir := filepath.Join(c.dir, "c0")
-	if snaps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "state.bin")); len(snaps) > 0 {
-		t.Fatalf("the replica took a snapshot (%v): cutting the log loses nothing", snaps)
-	}
-	cutLastSyncSetChange(t, filepath.Join(dir, "raft", "raft.log"))
-	c.ctls[0].run(t)
+	c.restartCut(t, "alterSyncStateSet")
 
 	// The controller comes back with the older set, then takes the
 	// master's again.
@@ -151,13 +154,7 @@ func TestClusterControllerLostElection(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c.ctls[0].kill()
-	dir := filepath.Join(c.dir, "c0")
-	if snaps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "state.bin")); len(snaps) > 0 {
-		t.Fatalf("the replica took a snapshot (%v): cutting the log loses nothing", snaps)
-	}
-	cutLastEntry(t, filepath.Join(dir, "raft", "raft.log"), "elect")
-	c.ctls[0].run(t)
+	c.restartCut(t, "elect")
 
 	testutil.Eventually(t, 60*time.Second, func() error {
 		g, _, err := c.group()
