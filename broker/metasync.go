@@ -137,11 +137,23 @@ func (b *Broker) noticeSlaves(ctx context.Context, mk func() *protocol.Command) 
 // processMetadataChanged serves NOTIFY_METADATA_CHANGED: a slave copies
 // its master's metadata (or only its offsets) now. The notice is taken
 // only from the host of the master the slave follows (fromMaster): any
-// other peer could otherwise make the slave copy as often as it sends.
+// other peer could otherwise make the slave copy as often as it sends,
+// and an offset notice's body is applied as it comes (offsetdelta.go).
+//
+// A multi-homed master whose connections to the slave leave from another
+// IP than those of its registered remoting and HA addresses has its
+// notices refused: its slaves then copy every SlaveSyncInterval and after
+// each HA handshake only, as before notices existed. Taking a notice from
+// any IP that names the master's broker name or id would not be safe:
+// nothing in the notice authenticates it, and a forged offset notice
+// would set the consumer offsets a failover hands to consumers. The
+// remedy is the master's advertise_ip (its registered address) on the
+// interface it reaches its slaves from; the refusal's log line says so.
 func (b *Broker) processMetadataChanged(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	if b.isSlave() {
 		if !b.fromMaster(c) {
-			b.plog.Warn("refused a metadata change notice not from this slave's master",
+			b.plog.Warn("refused a metadata change notice not from this slave's master "+
+				"(a multi-homed master: advertise the IP it reaches its slaves from; until then the slave copies every slave_sync_interval)",
 				"peer", c.RemoteAddr().String(), "master", b.masterRemotingAddr())
 			return errResp(protocol.NoPermission, "NOTIFY_METADATA_CHANGED is taken only from this slave's master"), nil
 		}
