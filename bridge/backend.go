@@ -247,6 +247,12 @@ func (b *Backend) SetOwnerTag(fn func(clientID string) string) {
 	b.ownerTag.Store(&fn)
 }
 
+// OwnerTag implements mqtt.OwnerTagger with SetOwnerTag's function: a
+// connect whose client id's session this node holds in memory, last
+// attached for another owner, starts a new session, as LoadSession's
+// check does for a stored one.
+func (b *Backend) OwnerTag(clientID string) string { return b.ownerOf(clientID) }
+
 // ownerOf is SetOwnerTag's tag of clientID ("" without one).
 func (b *Backend) ownerOf(clientID string) string {
 	if fn := b.ownerTag.Load(); fn != nil {

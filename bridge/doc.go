@@ -214,7 +214,9 @@
 // and on earlier versions' records, which are judged by when they ended,
 // Replacer.Left, and only when they name a user. LoadSession does not
 // resume a record whose owner, or prepared tag, is another than the
-// connecting client's SetOwnerTag: the connection starts a new session)
+// connecting client's SetOwnerTag: the connection starts a new session;
+// nor does the MQTT server resume a session it holds in memory that a
+// connect of another owner last attached, Backend.OwnerTag)
 //
 // and a will-done marker, which carries no session state:
 //

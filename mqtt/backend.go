@@ -150,6 +150,20 @@ type AsyncBackend interface {
 	PublishAsync(ctx context.Context, msg *Message, done func(error))
 }
 
+// OwnerTagger is an optional extension of Backend for a back end that
+// tells owners of one client id apart (the bridge's Backend.SetOwnerTag:
+// the IoT hub's generation id of the device identity a connection is
+// for). The server asks it, after Options.Authenticate, for the owner of
+// each connect ("": unknown) and keeps it on the session. A session it
+// holds in memory (connected or offline) that was last attached by a
+// connect of another known owner is not resumed: it ends (its will, if
+// any, is published) and the connect starts a new session with session
+// present 0, as with clean start (Backend.DeleteSession follows), just as
+// the back end's LoadSession gives no stored session of an earlier owner.
+type OwnerTagger interface {
+	OwnerTag(clientID string) string
+}
+
 // RetainedCounter is an optional extension of Backend: the number of
 // retained messages it holds, published in $SYS and returned by
 // Server.RetainedCount.

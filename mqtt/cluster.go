@@ -228,7 +228,7 @@ func (s *Server) Evict(clientID string, inst uint64, how Eviction) (*SessionStat
 	old := ss.conn
 	ss.conn = nil
 	ss.online.Store(false)
-	ss.disconnectedAt = time.Now()
+	ss.disconnectedAt = time.Now().UnixNano()
 	st := ss.stateLocked()
 	ss.dead = true
 	delete(s.sessions, clientID)

@@ -425,10 +425,21 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 		willDelay = time.Duration(cp.WillProperties.WillDelay) * time.Second
 	}
 
+	// owner names whom this connect is for (OwnerTagger; "": unknown);
+	// clean is a clean start, or a connect that may not resume the
+	// session held here because an earlier owner of id had it.
+	var owner string
+	if ot, ok := s.backend.(OwnerTagger); ok {
+		owner = ot.OwnerTag(id)
+	}
+	clean := cp.CleanStart
 	var loaded *SessionState
-	if !cp.CleanStart {
+	if !clean {
 		s.mu.Lock()
-		_, inMem := s.sessions[id]
+		old, inMem := s.sessions[id]
+		if inMem && old.otherOwner(owner) {
+			clean = true
+		}
 		s.mu.Unlock()
 		if !inMem {
 			lctx, cancel := context.WithTimeout(s.ctx, o.SessionLoadTimeout)
@@ -455,17 +466,20 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 	var pubWills []*Message
 	ss := s.sessions[id]
 	present := false
+	if ss != nil && !clean && ss.otherOwner(owner) {
+		clean, loaded = true, nil // held here since the look above
+	}
 	if ss != nil {
 		ss.mu.Lock()
 		oldConn = ss.conn
 		ss.conn = nil
 		s.wheel.disarm(&ss.expiryTimer)
 		s.wheel.disarm(&ss.willTimer)
-		if ss.will != nil && (cp.CleanStart || ss.willDelay == 0) {
+		if ss.will != nil && (clean || ss.willDelay == 0) {
 			pubWills = append(pubWills, ss.will)
 		}
 		ss.will = nil
-		if cp.CleanStart {
+		if clean {
 			ss.dead = true
 			ss.dropSubsLocked()
 			ss.releaseLocked()
@@ -500,6 +514,7 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 	ss.conn = c
 	ss.online.Store(true)
 	ss.username = cp.Username
+	ss.owner = owner
 	ss.expiry = expiry
 	ss.will, ss.willDelay = will, willDelay
 	ack := &packets.Connack{SessionPresent: present}
@@ -546,12 +561,15 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 		s.sendWillOrOwe(ss, w, expiry, false)
 	}
 	s.connected(c)
-	if cp.CleanStart {
+	if clean {
+		if !cp.CleanStart {
+			s.log.Info("mqtt: session of an earlier owner of the client id not resumed", "client", id)
+		}
 		if err := s.backend.DeleteSession(s.ctx, id); err != nil {
 			s.log.Warn("mqtt: delete session", "client", id, "err", err)
 		}
 	}
-	s.connectedWill(id, cp.CleanStart)
+	s.connectedWill(id, clean)
 }
 
 func propSet(ids ...packets.PropID) packets.PropSet {
@@ -659,7 +677,7 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 	if ss.conn == c {
 		ss.conn = nil
 		ss.online.Store(false)
-		ss.disconnectedAt = time.Now()
+		ss.disconnectedAt = time.Now().UnixNano()
 		if kind == closeClientNormal {
 			ss.will = nil
 		}

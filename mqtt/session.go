@@ -28,9 +28,10 @@ type session struct {
 	mu             sync.Mutex
 	conn           *conn                    // protected by mu; nil while offline
 	username       string                   // protected by mu
+	owner          string                   // protected by mu; OwnerTagger's tag at its latest connect
 	subs           map[string]*Subscription // protected by mu
 	expiry         time.Duration            // protected by mu
-	disconnectedAt time.Time                // protected by mu
+	disconnectedAt int64                    // protected by mu; Unix ns, 0: never (an int: the owner fits the budget)
 	expiryTimer    timer                    // armed while offline
 
 	// Outbound QoS 1/2 (protected by mu): inflight in send order, then
@@ -89,6 +90,18 @@ func (s *Server) newSession(id string) *session {
 	ss := &session{srv: s, id: id, seq: s.sessionSeq.Add(1)}
 	ss.expiryTimer.slot, ss.willTimer.slot = -1, -1
 	return ss
+}
+
+// otherOwner reports whether owner (OwnerTagger's tag of a connect) and
+// the owner of the connect that last attached ss are both known and
+// differ: an earlier owner's session, which that connect must not resume.
+func (ss *session) otherOwner(owner string) bool {
+	if owner == "" {
+		return false
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.owner != "" && ss.owner != owner
 }
 
 // deliverResult is the outcome of session.deliverTo.
@@ -357,7 +370,10 @@ func (ss *session) stateLocked() *SessionState {
 
 // subsStateLocked is the session's state without its pending messages.
 func (ss *session) subsStateLocked() *SessionState {
-	st := &SessionState{ClientID: ss.id, Username: ss.username, Expiry: ss.expiry, DisconnectedAt: ss.disconnectedAt}
+	st := &SessionState{ClientID: ss.id, Username: ss.username, Expiry: ss.expiry}
+	if ss.disconnectedAt != 0 {
+		st.DisconnectedAt = time.Unix(0, ss.disconnectedAt)
+	}
 	for _, sub := range ss.subs {
 		st.Subscriptions = append(st.Subscriptions, *sub)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
 	twincli "github.com/smartgo/smartgo/client/twin"
+	"github.com/smartgo/smartgo/internal/mqtttest"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
@@ -385,8 +386,10 @@ func replacedWithoutUserName(t *testing.T, ctx context.Context, c *testCluster, 
 // when a node still sees the connection online) must not reach the new
 // identity's device when it connects elsewhere: the session's records
 // name the old identity's generation, and LoadSession does not resume a
-// session of another owner than the connecting identity. The new device
-// starts a session of its own, which gets what is sent to it.
+// session of another owner than the connecting identity; nor does a
+// node that holds the session offline in memory (mqtt.OwnerTagger) when
+// the new device connects there. The new device starts a session of its
+// own (session present 0), which gets what is sent to it.
 func TestHubC2DQueuedInAReplacedIdentitysSession(t *testing.T) {
 	c := startTestCluster(t, 1)
 	a, b := startNode(t, c), startNode(t, c)
@@ -396,9 +399,12 @@ func TestHubC2DQueuedInAReplacedIdentitysSession(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		userName bool // the old connection authenticated as the old identity
+		sameNode bool // the new device connects where the old session is held in memory
 	}{
-		{"device", true},
-		{"no user name", false},
+		{"device", true, false},
+		{"no user name", false, false},
+		{"device same node", true, true},
+		{"no user name same node", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			devID := "queued-" + strings.ReplaceAll(tc.name, " ", "-")
@@ -425,13 +431,26 @@ func TestHubC2DQueuedInAReplacedIdentitysSession(t *testing.T) {
 			old.Closed()
 			waitOffline(t, ctx, adm, a, devID)
 			// No send since: nothing replaced the old session. The new
-			// device connects on the other node, which loads it.
-			d := dialDevice(t, b.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+			// device connects on the other node, which loads it, or on
+			// this one, which holds it offline in memory.
+			at := b
+			if tc.sameNode {
+				at = a
+			}
+			nc := mqtttest.Dial(t, at.addr, packets.Version311)
+			nc.RecvTimeout = 10 * time.Second
+			if ack := nc.Connect(connectCP(id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))); ack.ReasonCode != 0 || ack.SessionPresent && !tc.userName {
+				// The old device's connection was revoked when its identity
+				// was deleted: the new one's creation may have prepared it
+				// a session (present 1) in place of the old one's.
+				t.Fatalf("the new device's CONNACK: %v, session present %v", ack.ReasonCode, ack.SessionPresent)
+			}
+			d := &device{Conn: nc, t: t, id: id}
 			if p, err := d.Next(500 * time.Millisecond); err == nil {
 				t.Fatalf("the new device got %T %+v", p, p)
 			}
 			d.subscribe("devices/" + devID + "/messages/devicebound/#")
-			if err := b.hub.SendC2D(ctx, &C2DMessage{DeviceID: devID, Body: []byte("for the new device")}); err != nil {
+			if err := at.hub.SendC2D(ctx, &C2DMessage{DeviceID: devID, Body: []byte("for the new device")}); err != nil {
 				t.Fatal(err)
 			}
 			if p := d.expect(); string(p.Payload) != "for the new device" {
