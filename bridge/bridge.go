@@ -43,6 +43,9 @@ func New(mo mqtt.Options, bo Options) (*Bridge, error) {
 	if mo.MaxClientIDLen == 0 || mo.MaxClientIDLen > MaxClientIDLen {
 		mo.MaxClientIDLen = MaxClientIDLen
 	}
+	if mo.MaxIdentityLen == 0 || mo.MaxIdentityLen > MaxIdentityLen {
+		mo.MaxIdentityLen = MaxIdentityLen
+	}
 	var sb mqtt.Backend = be
 	if bo.WrapBackend != nil {
 		sb = bo.WrapBackend(be)

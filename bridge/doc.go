@@ -72,7 +72,13 @@
 // "client identifier not valid" (3.1.1: return code 0x02 "identifier
 // rejected"): stored, it failed every session save (0x88 at each CONNECT,
 // a client retrying for ever) and every QoS 1 publish (0x80)
-// (TestClientIDBound).
+// (TestClientIDBound). The user name goes into every message too: the
+// client id and user name together may take MaxIdentityLen (the same
+// 31,743) bytes (mqtt.Options.MaxIdentityLen, capped likewise), else the
+// CONNECT is refused with 0x86 "bad user name or password" (3.1.1: 0x04)
+// rather than its every publish. A publish whose topic and user
+// properties still overflow the record gets 0x83 "implementation
+// specific error" with the reason (mqtt.ErrUnstorable).
 //
 // # Delivery (egress)
 //

@@ -41,7 +41,16 @@ const (
 // user name when they are short. bridge.New caps mqtt.Options.
 // MaxClientIDLen at it, so a longer id is refused at CONNECT (0x85;
 // 3.1.1: 0x02) instead of failing every session save and QoS 1 publish.
-const MaxClientIDLen = client.MaxPropertiesLen - clientIDReserve
+const MaxClientIDLen = MaxIdentityLen
+
+// MaxIdentityLen is the most bytes an MQTT client id and user name may
+// take together (both go into the properties of every message the client
+// publishes, MQTT_CLIENT_ID and MQTT_USERNAME): the record's room less
+// clientIDReserve, as for the id alone. bridge.New caps mqtt.Options.
+// MaxIdentityLen at it, so a CONNECT whose user name cannot fit with its
+// id is refused (0x86; 3.1.1: 0x04) instead of having every publish
+// refused.
+const MaxIdentityLen = client.MaxPropertiesLen - clientIDReserve
 
 const clientIDReserve = 1024
 

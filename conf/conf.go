@@ -209,7 +209,11 @@ type Bridge struct {
 	// MaxClientIDLen bounds a CONNECT's client identifier in bytes; 0
 	// means the most a broker record can hold (bridge.MaxClientIDLen),
 	// which is also the cap of any larger value.
-	MaxClientIDLen     int      `toml:"max_client_id_len"`
+	MaxClientIDLen int `toml:"max_client_id_len"`
+	// MaxIdentityLen bounds a CONNECT's client identifier and user name
+	// together in bytes; 0 means the most a broker record can hold
+	// (bridge.MaxIdentityLen), which is also the cap of any larger value.
+	MaxIdentityLen     int      `toml:"max_identity_len"`
 	MaxQueuedMessages  int      `toml:"max_queued_messages"`
 	MaxOutbound        Size     `toml:"max_outbound"`
 	SlowReaderTimeout  Duration `toml:"slow_reader_timeout"`

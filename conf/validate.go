@@ -320,6 +320,7 @@ func (b *Bridge) validate(v *validator) {
 	v.sizeRange("bridge.max_packet_size", b.MaxPacketSize, 128, 268435455)
 	v.intRange("bridge.receive_maximum", int64(b.ReceiveMaximum), 1, 65535)
 	v.intRange("bridge.max_client_id_len", int64(b.MaxClientIDLen), 0, 65535)
+	v.intRange("bridge.max_identity_len", int64(b.MaxIdentityLen), 0, 2*65535)
 	v.durRange("bridge.max_keep_alive", b.MaxKeepAlive, time.Second, 65535*time.Second)
 	v.durRange("bridge.max_session_expiry", b.SessionExpiry, 0, 4294967295*time.Second)
 	v.durRange("bridge.sys_interval", b.SysInterval, 0, 24*time.Hour)

@@ -371,6 +371,13 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 			fmt.Sprintf("client identifier of %d bytes, at most %d", len(id), o.MaxClientIDLen))
 		return
 	}
+	if o.MaxIdentityLen > 0 && len(id)+len(cp.Username) > o.MaxIdentityLen {
+		// Stored with every message and session record, as the id.
+		c.refuse(packets.ReasonBadUserNameOrPassword,
+			fmt.Sprintf("user name of %d bytes with a client identifier of %d, at most %d together",
+				len(cp.Username), len(id), o.MaxIdentityLen))
+		return
+	}
 	assigned := false
 	if id == "" {
 		if !v5 && !cp.CleanStart {

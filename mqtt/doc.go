@@ -101,6 +101,12 @@
 // longer ones (the bridge: bridge.MaxClientIDLen). A longer id is refused
 // with 0x85 "client identifier not valid" (3.1.1: return code 0x02
 // "identifier rejected"), before authentication and any session load.
+// Options.MaxIdentityLen bounds the client id and user name together for
+// a back end that stores both with every message (the bridge:
+// bridge.MaxIdentityLen): over it, 0x86 "bad user name or password"
+// (3.1.1: 0x04). A PUBLISH the back end can never store (ErrUnstorable:
+// its topic and properties over a record's room) is answered 0x83
+// "implementation specific error" with the reason, not 0x80.
 //
 // # Credentials file (Options.CredentialsFile)
 //

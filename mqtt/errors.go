@@ -43,6 +43,8 @@ var (
 
 	// ErrUnstorable is returned (wrapped) by a Backend's Publish for a
 	// message no retry can store (its bytes cannot travel to the store).
-	// A will refused so is dropped (logged), not kept to try again.
+	// Its MQTT 5 publisher gets PUBACK/PUBREC 0x83 "implementation
+	// specific error" with the reason. A will refused so is dropped
+	// (logged), not kept to try again.
 	ErrUnstorable = errors.New("mqtt: message cannot be stored")
 )

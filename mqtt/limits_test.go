@@ -305,3 +305,33 @@ func TestMaxClientIDLen(t *testing.T) {
 	free := startServer(t, nil)
 	connected(t, free.addr, v5, long).send(&packets.Disconnect{})
 }
+
+// TestMaxIdentityLen: a CONNECT whose client id and user name together
+// pass Options.MaxIdentityLen is refused with 0x86 (3.1.1: 0x04) and a
+// reason naming both sizes; at the bound it connects.
+func TestMaxIdentityLen(t *testing.T) {
+	if err := (Options{Listen: []string{"127.0.0.1:0"}, MaxIdentityLen: -1}).Validate(); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("negative MaxIdentityLen: %v", err)
+	}
+	ts := startServer(t, func(o *Options) { o.MaxIdentityLen = 10 })
+	for _, v := range []packets.Version{v311, v5} {
+		r := dialRaw(t, ts.addr, v)
+		ack := r.Connect(&packets.Connect{ClientID: "1234", UsernameFlag: true, Username: "1234567", KeepAlive: 60})
+		want := packets.ReasonBadUserNameOrPassword
+		if v == v311 {
+			want = packets.ConnectRefusedBadUsernameOrPassword
+		}
+		if ack.ReasonCode != want || ack.SessionPresent {
+			t.Fatalf("v%d 11 bytes: CONNACK %#x, want %#x", v, byte(ack.ReasonCode), byte(want))
+		}
+		if v == v5 && ack.Properties.ReasonString != "user name of 7 bytes with a client identifier of 4, at most 10 together" {
+			t.Fatalf("reason string %q", ack.Properties.ReasonString)
+		}
+		r.closed()
+		r = dialRaw(t, ts.addr, v)
+		if ack := r.Connect(&packets.Connect{ClientID: "1234", UsernameFlag: true, Username: "123456", KeepAlive: 60, CleanStart: true}); ack.ReasonCode != 0 {
+			t.Fatalf("v%d 10 bytes: CONNACK %#x", v, byte(ack.ReasonCode))
+		}
+		r.send(&packets.Disconnect{})
+	}
+}

@@ -98,6 +98,15 @@ type Options struct {
 	// bridge.MaxClientIDLen (what a broker record can hold) and sets that
 	// when it is 0; an operator may set less (bridge.max_client_id_len).
 	MaxClientIDLen int
+	// MaxIdentityLen is the most bytes a CONNECT's client identifier and
+	// user name may take together, for a back end that stores both with
+	// every message and session record; over it (the client id within
+	// MaxClientIDLen) the CONNECT is refused with 0x86 "bad user name or
+	// password" (3.1.1: return code 0x04) and a reason naming the sizes.
+	// 0 means no bound beyond each one's own. bridge.New caps it at
+	// bridge.MaxIdentityLen (what a broker record can hold) and sets that
+	// when it is 0; an operator may set less (bridge.max_identity_len).
+	MaxIdentityLen int
 	// MaxQueuedMessages bounds the QoS 1/2 messages one session keeps
 	// queued (offline or beyond the client's receive maximum): a memory
 	// bound. What a full queue does with the next message depends on the
@@ -244,8 +253,8 @@ func (o Options) Validate() error {
 	if o.SessionExpiryMax < 0 {
 		return bad("negative SessionExpiryMax")
 	}
-	if o.MaxClientIDLen < 0 {
-		return bad("negative MaxClientIDLen")
+	if o.MaxClientIDLen < 0 || o.MaxIdentityLen < 0 {
+		return bad("negative MaxClientIDLen or MaxIdentityLen")
 	}
 	if o.MaxInboundMemory < 0 || o.InboundStallTimeout < 0 {
 		return bad("negative inbound memory limit or stall timeout")

@@ -56,6 +56,10 @@ func errReason(err error) packets.ReasonCode {
 		return packets.ReasonNotAuthorized
 	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrQuotaExceeded):
 		return packets.ReasonQuotaExceeded
+	case errors.Is(err, ErrUnstorable):
+		// Valid MQTT the store can never hold (a topic and properties
+		// over a record's room): no retry helps, unlike 0x80's failures.
+		return packets.ReasonImplementationSpecificError
 	}
 	return packets.ReasonUnspecifiedError
 }

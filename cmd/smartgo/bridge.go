@@ -84,6 +84,7 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	mo.AllowAnonymous = c.AllowAnonymous
 	mo.TopicAliasMaximum = c.TopicAliasMaximum
 	mo.MaxClientIDLen = c.MaxClientIDLen // bridge.New caps it at what a record holds
+	mo.MaxIdentityLen = c.MaxIdentityLen // and this one
 	if c.TopicAliasMaximum == 0 {
 		mo.TopicAliasMaximum = -1 // none (0 would mean the default)
 	}
