@@ -24,8 +24,12 @@ type ConnectRequest struct {
 	Password    []byte
 	HasPassword bool
 	CleanStart  bool
-	Version     byte // protocol level: 3, 4 or 5
-	RemoteAddr  string
+	// Transient: the connect starts a session that ends with its
+	// connection (clean start, and 3.1.1 or no MQTT 5 session expiry):
+	// it resumes nothing and nothing of it outlasts the connection.
+	Transient  bool
+	Version    byte // protocol level: 3, 4 or 5
+	RemoteAddr string
 	// PeerCertificates is the client's TLS certificate chain, leaf first;
 	// nil on a plain listener or when the client sent none. The handshake
 	// proved that the client holds the leaf's private key; the chain is
@@ -56,6 +60,8 @@ func (s *Server) authenticate(c *conn, cp *packets.Connect) (decided bool, code 
 	req := &ConnectRequest{ClientID: cp.ClientID, Username: cp.Username, HasUsername: cp.UsernameFlag,
 		Password: cp.Password, HasPassword: cp.PasswordFlag, CleanStart: cp.CleanStart, Version: byte(cp.Version),
 		RemoteAddr: c.remote}
+	req.Transient = cp.CleanStart && (cp.Version != packets.Version5 || !cp.Properties.Present.Has(packets.PropSessionExpiry) ||
+		cp.Properties.SessionExpiry == 0)
 	if c.tls != nil {
 		if tc, ok := c.tls.nc.(*tls.Conn); ok {
 			if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {

@@ -37,7 +37,7 @@ func (h *Hub) authenticate(r *mqtt.ConnectRequest) (bool, error) {
 	host, id, ok := ParseUsername(r.Username)
 	if !ok {
 		if r.Username == "" {
-			h.noteAnonymous(r.ClientID) // owner.go
+			h.noteAnonymous(r) // owner.go
 		}
 		return false, nil // not an IoT Hub device: the server's own rules apply
 	}

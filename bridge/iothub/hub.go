@@ -1,6 +1,7 @@
 package iothub
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -64,9 +65,13 @@ type Hub struct {
 	// when that announced an IoT Plug and Play model id: read for every
 	// telemetry message, so without a lock.
 	models sync.Map
-	// owners maps the client id of a device to the generation id of the
-	// identity its latest connect here was for (owner.go).
-	owners sync.Map
+	// owners maps the client id of a device to the ownerNote of the
+	// identity its latest connect here was for (owner.go), pruned every
+	// ownerPrune once no session of the id is held here and the note is
+	// older than ownerGrace; ownerReuse spares a read (constants of
+	// owner.go; tests shorten them).
+	owners                             sync.Map
+	ownerPrune, ownerGrace, ownerReuse time.Duration
 
 	stats Stats
 }
@@ -101,6 +106,7 @@ type Stats struct {
 	UnknownResponses atomic.Int64 // method responses for no pending $rid
 	C2DSent          atomic.Int64 // cloud-to-device messages stored
 	DesiredPushed    atomic.Int64 // desired-change notifications handed to sessions
+	OwnerReads       atomic.Int64 // registry reads for the owner of a client with a device's id and no user name
 }
 
 // New checks opts and connects the registry client (lazily).
@@ -110,7 +116,8 @@ func New(opts Options) (*Hub, error) {
 	}
 	opts.fill()
 	h := &Hub{opts: opts, log: ratelog.Wrap(opts.Logger, 0).With("component", "iothub"),
-		policies: map[string]*Policy{}, dev: map[string]*deviceConn{}, expiries: map[string]time.Time{}}
+		policies: map[string]*Policy{}, dev: map[string]*deviceConn{}, expiries: map[string]time.Time{},
+		ownerPrune: ownerPruneEvery, ownerGrace: ownerGrace, ownerReuse: ownerReuse}
 	for i := range opts.Policies {
 		h.policies[opts.Policies[i].Name] = &opts.Policies[i]
 	}
@@ -144,6 +151,9 @@ func (h *Hub) Configure(mo *mqtt.Options, bo *bridge.Options) error {
 	if h.sessionExpiry <= 0 {
 		h.sessionExpiry = mqtt.DefaultSessionExpiryMax
 	}
+	// An owner noted at authentication outlasts the session load that
+	// follows (owner.go).
+	h.ownerGrace = max(h.ownerGrace, 2*cmp.Or(mo.SessionLoadTimeout, mqtt.DefaultSessionLoadTimeout))
 	mo.Authorize = h.authorize
 	prev := mo.Reserved
 	mo.Reserved = func(c mqtt.ClientInfo, t string, sub bool) bool {
@@ -283,17 +293,37 @@ func (h *Hub) Twins() *twincli.Client { return h.twins }
 // HTTPSAddrs returns the HTTPS API's listen addresses.
 func (h *Hub) HTTPSAddrs() []net.Addr { return slices.Clone(h.lnAddrs) }
 
-// sweepLoop drops direct-method calls past their deadline.
+// sweepLoop drops direct-method calls past their deadline and, every
+// ownerPrune, the owners (owner.go) and token expiries no longer needed.
 func (h *Hub) sweepLoop() {
 	defer h.wg.Done()
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(min(time.Second, h.ownerPrune))
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		select {
 		case <-h.ctx.Done():
 			return
 		case now := <-t.C:
 			h.m.sweep(now)
+			if now.Sub(pruned) >= h.ownerPrune {
+				pruned = now
+				h.pruneOwners(now)
+				h.pruneExpiries(now)
+			}
+		}
+	}
+}
+
+// pruneExpiries drops the token expiries of authenticated connects that
+// never became connections (refused after authentication, or closed
+// before their announcement) ownerGrace after the token expired.
+func (h *Hub) pruneExpiries(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, exp := range h.expiries {
+		if now.Sub(exp) > h.ownerGrace {
+			delete(h.expiries, k)
 		}
 	}
 }

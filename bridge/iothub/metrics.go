@@ -30,6 +30,8 @@ var hubCounters = []struct {
 		func(s *Stats) *atomic.Int64 { return &s.C2DSent }},
 	{prometheus.NewDesc("smartgo_iothub_desired_pushed_total", "Desired property changes handed to device sessions.", nil, nil),
 		func(s *Stats) *atomic.Int64 { return &s.DesiredPushed }},
+	{prometheus.NewDesc("smartgo_iothub_owner_reads_total", "Registry reads for the identity generation of a client that connects with a device's id and no user name.", nil, nil),
+		func(s *Stats) *atomic.Int64 { return &s.OwnerReads }},
 }
 
 // Collectors returns the hub's metric collectors.

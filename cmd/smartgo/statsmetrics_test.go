@@ -50,6 +50,7 @@ var statsMetrics = map[reflect.Type]map[string]string{
 		"UnknownResponses": "smartgo_iothub_method_unknown_responses_total",
 		"C2DSent":          "smartgo_iothub_c2d_sent_total",
 		"DesiredPushed":    "smartgo_iothub_desired_pushed_total",
+		"OwnerReads":       "smartgo_iothub_owner_reads_total",
 	},
 	reflect.TypeFor[twin.Stats](): {
 		"Devices":      "smartgo_twin_devices",
