@@ -19,12 +19,22 @@ import (
 // watches per connection, in memory: when the connection closes, the
 // broker restarts, or a slave takes over the shard, the client registers
 // them again (the watch loop).
+//
+// A whole set sent again (WatchReplace, resync) is the set of keys when
+// resync looked; a Watch or Unwatch made meanwhile may reach the broker
+// before it (requests run on a pool there) and be undone by it. So
+// watchOne does not write its key into a set that resync replaced while
+// its request was out: that set says what the broker was sent, and the
+// next check sees the difference and sends the set again. Resyncs run
+// one at a time (syncMu): two replaces with different sets could
+// otherwise land at the broker in one order and in regs in the other.
 type watches struct {
-	mu   sync.Mutex
-	keys map[string]struct{}          // every watched twin key; protected by mu
-	regs map[string]*brokerRegistered // broker address -> what it holds; protected by mu
-	lost atomic.Bool                  // a connection closed since the last check
-	wake chan struct{}
+	syncMu sync.Mutex // held by resync
+	mu     sync.Mutex
+	keys   map[string]struct{}          // every watched twin key; protected by mu
+	regs   map[string]*brokerRegistered // broker address -> what it holds; protected by mu
+	lost   atomic.Bool                  // a connection closed since the last check
+	wake   chan struct{}
 }
 
 type brokerRegistered struct {
@@ -87,6 +97,7 @@ func (c *Client) watchOne(ctx context.Context, key, deviceID string, action tw.W
 	} else {
 		delete(c.w.keys, key)
 	}
+	before := c.w.regs[ref.Addr]
 	c.w.mu.Unlock()
 	epoch, err := c.sendWatch(ctx, ref, action, []string{key})
 	if err != nil {
@@ -96,14 +107,19 @@ func (c *Client) watchOne(ctx context.Context, key, deviceID string, action tw.W
 	c.w.mu.Lock()
 	reg := c.w.regs[ref.Addr]
 	stale := reg == nil || reg.epoch != epoch
+	// A set resync sent meanwhile replaced reg: it may have undone this
+	// request at the broker, and holds key only if it was sent with it.
+	replaced := reg != before
 	if reg == nil {
 		reg = &brokerRegistered{keys: map[string]struct{}{}}
 		c.w.regs[ref.Addr] = reg
 	}
-	if action == tw.WatchAdd {
-		reg.keys[key] = struct{}{}
-	} else {
-		delete(reg.keys, key)
+	if !replaced {
+		if action == tw.WatchAdd {
+			reg.keys[key] = struct{}{}
+		} else {
+			delete(reg.keys, key)
+		}
 	}
 	c.w.mu.Unlock()
 	if stale {
@@ -168,6 +184,8 @@ func (c *Client) watchLoop(ctx context.Context) {
 // differs gets its whole set again (WatchReplace); with ping, the others
 // are pinged to learn their epoch.
 func (c *Client) resync(ctx context.Context, ping bool) error {
+	c.w.syncMu.Lock()
+	defer c.w.syncMu.Unlock()
 	lost := c.w.lost.Swap(false)
 	shards, err := c.route(ctx, lost)
 	if err != nil {
