@@ -45,7 +45,19 @@ type sendProps struct {
 // group is not empty) before CLUSTER. One pass, no allocation when dst
 // has room.
 func appendStoredProperties(dst []byte, props, cluster, group string) ([]byte, sendProps) {
-	w := storedPass{info: sendProps{wait: true}}
+	var info sendProps
+	dst = appendStoredPropertiesTo(dst, &info, props, cluster, group)
+	return dst, info
+}
+
+// appendStoredPropertiesTo is appendStoredProperties setting *info in
+// place: a sendProps returned by value is copied with 16-byte loads over
+// the narrower stores that just wrote it, which the CPU does not forward
+// (a wait for its store buffer to drain; a send's hot path).
+func appendStoredPropertiesTo(dst []byte, info *sendProps, props, cluster, group string) []byte {
+	*info = sendProps{}
+	info.wait = true
+	w := storedPass{info: info}
 	start := len(dst)
 	for rest := props; rest != ""; {
 		var chunk string
@@ -66,7 +78,7 @@ func appendStoredProperties(dst []byte, props, cluster, group string) ([]byte, s
 	if w.info.half && !w.hasGroup && group != "" {
 		// Rare: once more with the pair appended, so that a group
 		// holding separators is read as any other pairs are.
-		return appendStoredProperties(dst[:start], appendProperty(props, record.PropertyProducerGroup, group), cluster, "")
+		return appendStoredPropertiesTo(dst[:start], info, appendProperty(props, record.PropertyProducerGroup, group), cluster, "")
 	}
 	return w.finish(dst, cluster)
 }
@@ -77,7 +89,17 @@ func appendStoredProperties(dst []byte, props, cluster, group string) ([]byte, s
 // each pair is unescaped into dst and dropped again when it is not
 // stored. One pass, no allocation when dst has room.
 func appendStoredPropertiesEscaped(dst []byte, esc, cluster, group string) ([]byte, sendProps) {
-	w := storedPass{info: sendProps{wait: true}}
+	var info sendProps
+	dst = appendStoredPropertiesEscapedTo(dst, &info, esc, cluster, group)
+	return dst, info
+}
+
+// appendStoredPropertiesEscapedTo is appendStoredPropertiesEscaped
+// setting *info in place (see appendStoredPropertiesTo).
+func appendStoredPropertiesEscapedTo(dst []byte, info *sendProps, esc, cluster, group string) []byte {
+	*info = sendProps{}
+	info.wait = true
+	w := storedPass{info: info}
 	start := len(dst)
 	for rest := esc; rest != ""; {
 		c0, kv := len(dst), -1 // kv: the chunk's first name-value separator
@@ -115,14 +137,14 @@ func appendStoredPropertiesEscaped(dst []byte, esc, cluster, group string) ([]by
 	if w.info.half && !w.hasGroup && group != "" {
 		// Rare: unescaped, then as above.
 		b := protocol.AppendSeparatorsUnescaped(nil, esc)
-		return appendStoredProperties(dst[:start], unsafe.String(unsafe.SliceData(b), len(b)), cluster, group)
+		return appendStoredPropertiesTo(dst[:start], info, unsafe.String(unsafe.SliceData(b), len(b)), cluster, group)
 	}
 	return w.finish(dst, cluster)
 }
 
 // storedPass is what appendStoredProperties notes of the pairs it read.
 type storedPass struct {
-	info     sendProps
+	info     *sendProps
 	seen     bool // TRAN_MSG
 	seenType bool // MSG_TYPE
 	hasGroup bool
@@ -131,7 +153,7 @@ type storedPass struct {
 // keep notes the pair k=v, whose value starts at off+len(k)+1 of the
 // stored properties if it is stored, and reports whether it is.
 func (w *storedPass) keep(k, v string, off int) bool {
-	info := &w.info
+	info := w.info
 	switch k {
 	case record.PropertyWaitStoreMsgOK:
 		info.wait = v != "false"
@@ -168,14 +190,13 @@ func (w *storedPass) keep(k, v string, off int) bool {
 
 // finish appends CLUSTER=cluster to the stored pairs dst and settles
 // what the pass noted.
-func (w *storedPass) finish(dst []byte, cluster string) ([]byte, sendProps) {
+func (w *storedPass) finish(dst []byte, cluster string) []byte {
 	if w.info.reply {
 		w.info.replyTo = ""
 	}
 	dst = append(dst, record.PropertyCluster...)
 	dst = append(dst, record.NameValueSeparator)
-	dst = append(dst, cluster...)
-	return dst, w.info
+	return append(dst, cluster...)
 }
 
 // noteKnown notes v, at off in the stored properties, as the value of

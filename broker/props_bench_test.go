@@ -65,3 +65,14 @@ func BenchmarkBrokerSendProperties(b *testing.B) {
 type benchRef struct{}
 
 func (benchRef) Unref() {}
+
+// A Go producer's properties as its JSON header escapes them, stored as
+// the broker stores them (sendOrAnswerLater's escaped path).
+func BenchmarkBrokerAppendStoredPropertiesEscaped(b *testing.B) {
+	var buf [pendingPropsLen]byte
+	esc := `UNIQ_KEY\u00017F0000010001000000000000000000000003\u0002WAIT\u0001true\u0002TAGS\u0001tag`
+	b.ReportAllocs()
+	for b.Loop() {
+		appendStoredPropertiesEscaped(buf[:0], esc, "DefaultCluster", "group")
+	}
+}

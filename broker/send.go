@@ -110,9 +110,9 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 	var props []byte
 	var sp sendProps
 	if esc != "" {
-		props, sp = appendStoredPropertiesEscaped(a.props[:0], esc, b.opts.ClusterName, h.ProducerGroup)
+		props = appendStoredPropertiesEscapedTo(a.props[:0], &sp, esc, b.opts.ClusterName, h.ProducerGroup)
 	} else {
-		props, sp = appendStoredProperties(a.props[:0], h.Properties, b.opts.ClusterName, h.ProducerGroup)
+		props = appendStoredPropertiesTo(a.props[:0], &sp, h.Properties, b.opts.ClusterName, h.ProducerGroup)
 	}
 	if sp.half {
 		if batch {

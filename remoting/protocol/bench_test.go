@@ -153,3 +153,14 @@ func BenchmarkProtocolSendResponse(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkProtocolSeparatorsOnly checks a Go producer's properties, as
+// its JSON header escapes them, for a lazy send list (separatorsOnly).
+func BenchmarkProtocolSeparatorsOnly(b *testing.B) {
+	v := []byte(`UNIQ_KEY\u00017F000001000100000000000000000003\u0002WAIT\u0001true\u0002TAGS\u0001tag","queueId":"3"}`)
+	for b.Loop() {
+		if _, ok := separatorsOnly(v, 0); !ok {
+			b.Fatal("not separators only")
+		}
+	}
+}

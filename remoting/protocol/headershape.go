@@ -177,6 +177,10 @@ func (s *HeaderShapes) decode(b []byte, c *Command, raw RawFields, lend bool) bo
 		s.scratch = make([]byte, 0, 512)
 	}
 	scratch := s.scratch[:0]
+	// Read into h in place: a header returned by value is copied with
+	// 16-byte loads over the narrower stores that just wrote it, which
+	// the CPU does not forward (a wait for its store buffer to drain).
+	var h fastHeader
 	for k := range shapeSlots {
 		n := (s.last + k) % shapeSlots
 		t := s.s[n].send
@@ -186,7 +190,7 @@ func (s *HeaderShapes) decode(b []byte, c *Command, raw RawFields, lend bool) bo
 		// learned from another code (a pull), whose list would only be
 		// made whole again below.
 		lazy := t != nil && sendCode(s.s[n].code) && !poisonRecycled.Load()
-		h, list, ok := s.s[n].read(b, scratch, lazy)
+		list, ok := s.s[n].read(&h, b, scratch, lazy)
 		if !ok {
 			continue
 		}
@@ -202,7 +206,9 @@ func (s *HeaderShapes) decode(b []byte, c *Command, raw RawFields, lend bool) bo
 		}
 		h.apply(b, list, c, raw, lend)
 		if t != nil && c.list != "" && int(h.nvary) <= maxShapedVary {
-			c.shaped = shapedList{tmpl: t, vary: h.vary, n: h.nvary, took: h.took, lazy: lazy, esc: h.esc}
+			// Set in place, as h (apply zeroed it).
+			sh := &c.shaped
+			sh.tmpl, sh.vary, sh.n, sh.took, sh.lazy, sh.esc = t, h.vary, h.nvary, h.took, lazy, h.esc
 		}
 		return true
 	}
@@ -324,14 +330,16 @@ func (h *fastHeader) setLearned(t *headerShape, top uint16) {
 	}
 }
 
-// read reads b as a header of shape t, appending its field list to list;
-// false where b is not of that shape (or t is empty). With lazy, the
-// constant members that b has as learned are left out of the list and
-// noted in the header's took instead (headershape_send.go).
-func (t *headerShape) read(b []byte, list []byte, lazy bool) (fastHeader, []byte, bool) {
-	h := fastHeader{ext: t.ext, codeFirst: t.codeFirst}
+// read reads b as a header of shape t into h, appending its field list
+// to list; false where b is not of that shape (or t is empty), h then
+// undefined. With lazy, the constant members that b has as learned are
+// left out of the list and noted in the header's took instead
+// (headershape_send.go).
+func (t *headerShape) read(h *fastHeader, b []byte, list []byte, lazy bool) ([]byte, bool) {
+	*h = fastHeader{}
+	h.ext, h.codeFirst = t.ext, t.codeFirst
 	if !t.ext {
-		return h, nil, false
+		return nil, false
 	}
 	list = append(list, fieldListMarker)
 	i := 0
@@ -370,7 +378,7 @@ func (t *headerShape) read(b []byte, list []byte, lazy bool) (fastHeader, []byte
 		}
 		frag := text[sl.f0:sl.f1]
 		if len(b)-i < len(frag) || string(b[i:i+len(frag)]) != string(frag) {
-			return h, nil, false
+			return nil, false
 		}
 		i += len(frag)
 		ok, differs := true, false
@@ -413,19 +421,19 @@ func (t *headerShape) read(b []byte, list []byte, lazy bool) (fastHeader, []byte
 			_, i, ok = fastPlainString(b, i)
 		}
 		if !ok {
-			return h, nil, false
+			return nil, false
 		}
 		if differs {
 			nv |= 1 << s
 		}
 	}
 	if string(b[i:]) != string(text[t.tail:]) {
-		return h, nil, false
+		return nil, false
 	}
 	if nv&^t.vary != 0 {
 		// Values seen to vary leave the runs: found again without them.
 		t.vary |= nv
 		t.learnRuns()
 	}
-	return h, list, true
+	return list, true
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unsafe"
@@ -12,7 +13,7 @@ import (
 // matchedShape reports whether one of s's shapes reads hdr.
 func matchedShape(s *HeaderShapes, hdr []byte) bool {
 	for k := range s.s {
-		if _, _, ok := s.s[k].read(hdr, nil, false); ok {
+		if _, ok := s.s[k].read(new(fastHeader), hdr, nil, false); ok {
 			return true
 		}
 	}
@@ -461,4 +462,44 @@ func TestRemotingHeaderShapesPropertiesEscaped(t *testing.T) {
 		t.Fatalf("reply by a send's shape: escaped %q, properties %q (%v)", esc, h.Properties, err)
 	}
 	checkWholeList(t, hdr, &one, &cr)
+}
+
+// TestHeaderShapeSeparatorsOnly: separatorsOnly's scan in line, eight
+// bytes at a time, ends where the scan by plainRun ends and says the same,
+// for values of every length around the word size with a quote, a
+// backslash, a control byte or a byte above 0x7F anywhere.
+func TestHeaderShapeSeparatorsOnly(t *testing.T) {
+	byRun := func(b []byte, i int) (int, bool) {
+		for {
+			i += plainRun(string(b[i:]))
+			switch {
+			case i >= len(b):
+				return i, false
+			case b[i] == '"':
+				return i + 1, true
+			case b[i] == '\\' && isSeparatorEscape(b[i:]):
+				i += 6
+			default:
+				return i, false
+			}
+		}
+	}
+	pieces := []string{"a", "UNIQ_KEY", `"`, `\`, `\u0001`, `\u0002`, `\u0003`, `\u000`, `\n`, "\x01", "\x1f", "\x7f", "\x80", "\xff", "é", " "}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		var b []byte
+		for n := rng.IntN(12); n > 0; n-- {
+			b = append(b, pieces[rng.IntN(len(pieces))]...)
+		}
+		if rng.IntN(2) == 0 {
+			b = append(b, `","queueId":"3"}`...)
+		}
+		for i := 0; i <= min(len(b), 3); i++ {
+			gotEnd, gotOK := separatorsOnly(b, i)
+			wantEnd, wantOK := byRun(b, i)
+			if gotOK != wantOK || gotEnd != wantEnd {
+				t.Fatalf("separatorsOnly(%q, %d) = %d, %v; by plainRun %d, %v", b, i, gotEnd, gotOK, wantEnd, wantOK)
+			}
+		}
+	}
 }
