@@ -123,10 +123,13 @@ func (s *scheduleService) deliverLevel(ctx context.Context, level int32, delay t
 			// or cut segment) and the queue's offsets were given again to
 			// messages stored since. Staying there would never deliver
 			// those: go on from the first one stored since this broker
-			// started, as a pull does (pull.go).
-			if to := min(off, b.store.OffsetByTime(ScheduleTopic, qid, b.rt.boot.UnixMilli())); to < off {
+			// became master, as a pull does (pull.go): by log offset
+			// (masterFrom), not by store time, which the records before
+			// may have from another clock (the old master's, or this
+			// one's before it was set right).
+			if to := min(off, b.store.OffsetByPhysical(ScheduleTopic, qid, b.masterFrom.Load())); to < off {
 				res.Release()
-				b.log.Warn("schedule: progress past the queue's end, moved to the first message since start",
+				b.log.Warn("schedule: progress past the queue's end, moved to the first message since this broker became master",
 					"level", level, "offset", off, "to", to)
 				b.delayOffsets.Set(level, to)
 				continue
