@@ -131,7 +131,7 @@ func (b *Broker) sendOrAnswerLater(c *remoting.Conn, req *protocol.Command, star
 		b.registerRequester(c, req, h.ProducerGroup, sp.replyTo)
 	}
 	m.Properties = unsafe.String(unsafe.SliceData(props), len(props)) // props is not written again
-	m.Known = record.Know(m.Properties, sp.known)
+	m.Known.Set(m.Properties, sp.known)                               // set in place
 	a.wait, a.delay, a.hasDelay = sp.wait, sp.delay, sp.hasDelay
 	if !b.acceptAsync() {
 		return errResp(protocol.SystemBusy, "%s", protocol.RemarkSystemBusy), nil

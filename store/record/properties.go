@@ -254,17 +254,28 @@ var KnownKeys = [...]string{PropertyTags, PropertyKeys, PropertyUniqueClientMess
 // outside props, and a string longer than MaxPropertiesLen, give the zero
 // KnownProperties, which describe no string.
 func Know(props string, at [len(KnownKeys)][2]int) KnownProperties {
+	var k KnownProperties
+	k.Set(props, at)
+	return k
+}
+
+// Set makes k Know(props, at) in place: a KnownProperties returned by
+// value is copied with 16-byte loads over the 2-byte stores that just
+// wrote it, which the CPU does not forward (a wait for its store buffer
+// to drain, on a broker's send path).
+func (k *KnownProperties) Set(props string, at [len(KnownKeys)][2]int) {
+	*k = KnownProperties{}
 	if len(props) == 0 || len(props) > MaxPropertiesLen {
-		return KnownProperties{}
+		return
 	}
-	k := KnownProperties{of: unsafe.StringData(props), n: uint32(len(props))}
 	for i, a := range at {
 		if a[0] < 0 || a[1] > len(props) || a[0] > a[1] {
-			return KnownProperties{}
+			*k = KnownProperties{}
+			return
 		}
 		k.vals[i].off, k.vals[i].n = uint16(a[0]), uint16(a[1]-a[0])
 	}
-	return k
+	k.of, k.n = unsafe.StringData(props), uint32(len(props))
 }
 
 // Values returns the values k knows in props ("" for a key with no pair:

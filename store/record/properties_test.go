@@ -209,6 +209,15 @@ func TestKnownProperties(t *testing.T) {
 		if k := Know(props, at); k != zero {
 			t.Errorf("Know(%v) = %+v, want none", at, k)
 		}
+		// Set in place over values known before: none left.
+		k := Know(props, [3][2]int{{5, 6}, {12, 13}, {0, 0}})
+		if k.Set(props, at); k != zero {
+			t.Errorf("Set(%v) over known values = %+v, want none", at, k)
+		}
+	}
+	var set KnownProperties
+	if set.Set(props, [3][2]int{{5, 6}, {12, 13}, {0, 0}}); set != k {
+		t.Errorf("Set = %+v, Know = %+v", set, k)
 	}
 	if k := Know(strings.Repeat("x", MaxPropertiesLen+1), [3][2]int{}); k != zero {
 		t.Error("Know of a string too long")
