@@ -182,26 +182,94 @@ func TestConsumeQueueTailReusesItsBuffer(t *testing.T) {
 			}
 		}
 	}
-	add(2 * cqTailEntries) // a replaced tail's buffer is the spare
+	// Tails grow to cqTailMaxEntries (no flush writes any of them here),
+	// then a replaced tail's buffer is the spare.
+	add(3 * cqTailMaxEntries)
 	// One tail's worth of entries: one replacement, its cqTail the only
 	// allocation (a fresh buffer would be a second; the margin is for
 	// the process's other goroutines).
-	if n := testing.AllocsPerRun(50, func() { add(cqTailEntries) }); n >= 1.5 {
+	if n := testing.AllocsPerRun(50, func() { add(cqTailMaxEntries) }); n >= 1.5 {
 		t.Fatalf("%.2f allocations per tail, want 1", n)
 	}
 	check()
 
 	held := cq.tail.Load()
 	held.readers.Add(1) // a reader in its buffer
-	add(cqTailEntries)
+	add(cqTailMaxEntries)
 	same := func(a, b []byte) bool { return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0] }
 	if nt := cq.tail.Load(); nt == held || same(cq.spare, held.buf) || same(nt.buf, held.buf) {
 		t.Fatal("a tail's buffer held by a reader was kept for reuse")
 	}
 	held.readers.Add(-1)
-	add(3 * cqTailEntries)
+	add(3 * cqTailMaxEntries)
 	if e := getCQEntry(held.buf); e.phy != held.start*100 {
 		t.Fatalf("the held tail's buffer was written: %+v", e)
 	}
 	check()
+}
+
+// A queue's tail doubles each time it fills before a logic flush wrote
+// any of it, up to cqTailMaxEntries, and halves when a flush wrote part
+// of it; the entries read back right through every size, from the tails
+// and from the file.
+func TestConsumeQueueTailGrowsWhenBusy(t *testing.T) {
+	cq := dispatcherQueue(t)
+	add := func(n int) {
+		t.Helper()
+		for range n {
+			off := cq.next()
+			if _, ok, err := cq.appendEntry(off, cqEntry{phy: off * 100, size: int32(off), tags: off}, 0); !ok || err != nil {
+				t.Fatalf("append %d: %v %v", off, ok, err)
+			}
+		}
+		cq.publish()
+	}
+	room := func() int { return len(cq.tail.Load().buf) / cqEntrySize }
+	fill := func() { // the current tail full, then one entry in the next
+		t.Helper()
+		t0 := cq.tail.Load()
+		add(int(t0.ends()-cq.next()) + 1)
+		if cq.tail.Load() == t0 {
+			t.Fatal("the tail was not replaced")
+		}
+	}
+	if got := room(); got != cqTailEntries {
+		t.Fatalf("first tail: %d entries, want %d", got, cqTailEntries)
+	}
+	for want := 2 * cqTailEntries; want <= cqTailMaxEntries; want *= 2 {
+		fill()
+		if got := room(); got != want {
+			t.Fatalf("tail after a full one: %d entries, want %d", got, want)
+		}
+	}
+	fill()
+	if got := room(); got != cqTailMaxEntries {
+		t.Fatalf("tail at the most: %d entries, want %d", got, cqTailMaxEntries)
+	}
+	for want := cqTailMaxEntries / 2; want >= cqTailEntries; want /= 2 {
+		add(3)
+		if err := cq.flush(); err != nil { // writes part of the tail
+			t.Fatal(err)
+		}
+		fill()
+		if got := room(); got != want {
+			t.Fatalf("tail after a flushed one: %d entries, want %d", got, want)
+		}
+	}
+	add(3)
+	if err := cq.flush(); err != nil {
+		t.Fatal(err)
+	}
+	fill()
+	if got := room(); got != cqTailEntries {
+		t.Fatalf("tail at the least: %d entries, want %d", got, cqTailEntries)
+	}
+	if err := cq.flush(); err != nil {
+		t.Fatal(err)
+	}
+	for off := int64(1); off < cq.maxOff.Load(); off++ {
+		if e, ok := cq.entry(off); !ok || e != (cqEntry{phy: off * 100, size: int32(off), tags: off}) {
+			t.Fatalf("entry %d: %+v %v", off, e, ok)
+		}
+	}
 }
