@@ -202,10 +202,13 @@ func (c *conn) callAsync(h AsyncHandler, p *packets.Publish, info ClientInfo, ms
 		prev, r.cur = r.cur, c
 	}
 	err = h(ctx, info, msg, ac.laterFn)
+	later = ac.later
 	if r != nil {
 		r.cur = prev
+		if later {
+			r.fold() // done may answer from another goroutine at once
+		}
 	}
-	later = ac.later
 	if ac.a != nil {
 		ac.a.inCall.Store(false)
 	}

@@ -82,9 +82,18 @@ func (c *conn) readable(buf []byte, hup bool, r *Round) {
 			}
 		}
 		n, err := sysRead(c.fd, rb)
-		c.srv.io.reads.Add(1)
+		if r != nil {
+			r.st.dirty = true
+			r.st.reads++
+		} else {
+			c.srv.io.reads.Add(1)
+		}
 		if n > 0 {
-			c.srv.stats.BytesReceived.Add(int64(n))
+			if r != nil {
+				r.st.bytesIn += int64(n)
+			} else {
+				c.srv.stats.BytesReceived.Add(int64(n))
+			}
 			got = true
 			c.appendIn(buf[:n])
 			if len(c.in) >= pauseInput {
@@ -122,8 +131,13 @@ func (c *conn) readable(buf []byte, hup bool, r *Round) {
 	switch {
 	case inline:
 		c.workInline(r)
-	case sched:
-		c.srv.pool.submit(c.work)
+	default:
+		if r != nil {
+			r.fold() // a worker may answer before the round ends
+		}
+		if sched {
+			c.srv.pool.submit(c.work)
+		}
 	}
 }
 
@@ -208,6 +222,9 @@ func (c *conn) workInline(r *Round) {
 				c.fl.moveTo(&r.fl) // written once the deferred work ran
 				return
 			}
+			if r != nil {
+				r.fold()
+			}
 			c.fl.release()
 			return
 		}
@@ -232,7 +249,12 @@ func (c *conn) workInline(r *Round) {
 		raw := c.in[:used]
 		c.in = c.in[used:]
 		c.inMu.Unlock()
-		c.srv.stats.PacketsReceived.Add(1)
+		if r != nil {
+			r.st.dirty = true
+			r.st.packetsIn++
+		} else {
+			c.srv.stats.PacketsReceived.Add(1)
+		}
 		if !isPub {
 			c.handle(p)
 			continue
@@ -275,7 +297,8 @@ func bareAck(p packets.Packet) bool {
 // must see it done.
 func (c *conn) toWorker(r *Round) {
 	if r != nil {
-		r.Flush()
+		r.Flush() // (which folds the round's counts first)
+		r.fold()  // and what its hooks sent
 	}
 	c.onRound = false
 	c.fl.release()

@@ -77,8 +77,14 @@ func (c *conn) ackProps(code packets.ReasonCode, detail string) packets.Properti
 func (c *conn) handlePublish(p *packets.Publish, aliased bool) {
 	s := c.srv
 	v5 := c.version == packets.Version5
-	s.stats.Received.Add(1)
-	s.stats.ReceivedQoS[min(p.QoS, 2)].Add(1)
+	if r := c.roundOf(); r != nil {
+		r.st.dirty = true
+		r.st.received++
+		r.st.receivedQoS[min(p.QoS, 2)]++
+	} else {
+		s.stats.Received.Add(1)
+		s.stats.ReceivedQoS[min(p.QoS, 2)].Add(1)
+	}
 	if v5 && len(p.Properties.SubscriptionIdentifiers) > 0 {
 		// MQTT-3.3.4-6: only a server puts subscription identifiers in a
 		// PUBLISH.
@@ -382,12 +388,11 @@ func (c *conn) handleUnsubscribe(p *packets.Unsubscribe) {
 // message while the socket is backed up. now is the caller's clock
 // reading (a poller round's, Round.SendToRecycled); zero reads the clock,
 // only for a message that expires.
-func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup bool, subIDs []uint32, now time.Time) bool {
+func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup bool, subIDs []uint32, r *Round) bool {
 	s := c.srv
+	var now time.Time
 	if !msg.Expiry.IsZero() {
-		if now.IsZero() {
-			now = time.Now()
-		}
+		now = r.wallNow()
 		if msg.expired(now) {
 			return false
 		}
@@ -450,7 +455,7 @@ func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup 
 			return false
 		}
 	}
-	sent, err := c.sendPublish(&p)
+	sent, err := c.sendPublish(&p, r)
 	if err != nil {
 		// No connection can take it (a string over 65535 bytes): dropped,
 		// not left in flight where it would hold a receive-maximum slot
@@ -461,7 +466,13 @@ func (c *conn) sendPublishLocked(msg *Message, qos byte, id uint16, retain, dup 
 		s.stats.Dropped.Add(1)
 		return false
 	}
-	if sent {
+	switch {
+	case !sent:
+	case r != nil:
+		r.st.dirty = true
+		r.st.sent++
+		r.st.sentQoS[min(qos, 2)]++
+	default:
 		s.stats.Sent.Add(1)
 		s.stats.SentQoS[min(qos, 2)].Add(1)
 	}

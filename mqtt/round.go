@@ -36,6 +36,7 @@ type Round struct {
 	// reading serves them all (a clock read costs 40-90 ns on a VM).
 	wall time.Time
 	mono int64
+	st   roundStats // counts folded into the server's (roundstats.go)
 }
 
 // RoundHook is work an inline handler put off to its round's end.
@@ -71,6 +72,7 @@ func (r *Round) Defer(h RoundHook) {
 // it first. The poller flushes before a connection's input goes to a
 // worker, and at the round's end.
 func (r *Round) Flush() {
+	r.fold() // what the hooks send may answer the round's requests
 	if r.running {
 		return
 	}
@@ -88,6 +90,7 @@ func (r *Round) Flush() {
 // are written (one write each).
 func (r *Round) end() {
 	r.Flush()
+	r.fold() // what the hooks sent
 	if r.fl.pending() {
 		r.fl.release()
 	}
@@ -118,7 +121,7 @@ func (r *Round) Client() RoundClient {
 // is still the one answered.
 func (r *Round) SendToClientRecycled(c RoundClient, clientID string, msg *Message, rec Recycler) error {
 	if c.ss != nil && c.ss.id == clientID {
-		return c.ss.deliverTo(msg, false, rec, r.wallNow()).err(clientID)
+		return c.ss.deliverTo(msg, false, rec, r).err(clientID)
 	}
 	return r.SendToRecycled(clientID, msg, rec)
 }
@@ -174,14 +177,16 @@ func (r *Round) init(s *Server) {
 // request came in on, which is being discarded, not to the new one (which
 // never sent the request).
 func (r *Round) SendToRecycled(clientID string, msg *Message, rec Recycler) error {
-	var ss *session
 	if c := r.cur; c != nil && c.session != nil && c.session.id == clientID {
-		ss = c.session
-	} else {
-		var err error
-		if ss, err = r.srv.sessionOf(clientID); err != nil {
-			return err
-		}
+		return c.session.deliverTo(msg, false, rec, r).err(clientID)
 	}
-	return ss.deliverTo(msg, false, rec, r.wallNow()).err(clientID)
+	// Another client's connection, written now (not held by the round):
+	// the round's requests are counted before, the message after.
+	r.fold()
+	ss, err := r.srv.sessionOf(clientID)
+	if err != nil {
+		return err
+	}
+	defer r.fold()
+	return ss.deliverTo(msg, false, rec, r).err(clientID)
 }

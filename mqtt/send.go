@@ -25,8 +25,8 @@ func putEncBuf(bp *[]byte) {
 // (appendHeld), otherwise into a pooled array that is then written.
 // err is the encoding's (p can never be sent); sent is false also when
 // the connection is closing (p goes again on the next connection).
-func (c *conn) sendPublish(p *packets.Publish) (sent bool, err error) {
-	if ok, done := c.appendHeld(p); done {
+func (c *conn) sendPublish(p *packets.Publish, r *Round) (sent bool, err error) {
+	if ok, done := c.appendHeld(p, r); done {
 		return ok, nil
 	}
 	bp := encBufs.Get().(*[]byte)
@@ -37,7 +37,22 @@ func (c *conn) sendPublish(p *packets.Publish) (sent bool, err error) {
 		return false, err
 	}
 	*bp = b
-	return c.writePacket(b), nil
+	if !c.write(b) {
+		return false, nil
+	}
+	c.countSent(r)
+	return true, nil
+}
+
+// countSent counts a packet sent: in the poller's round r
+// (roundstats.go), or at once when r is nil.
+func (c *conn) countSent(r *Round) {
+	if r != nil {
+		r.st.dirty = true
+		r.st.packetsOut++
+		return
+	}
+	c.srv.stats.PacketsSent.Add(1)
 }
 
 // appendHeld encodes p at the end of the connection's output when
@@ -46,7 +61,7 @@ func (c *conn) sendPublish(p *packets.Publish) (sent bool, err error) {
 // within holdMax. That saves the pooled array and the copy of the packet
 // a request's response otherwise costs. done is false when p must take
 // the ordinary path (writeOut decides what to do with it).
-func (c *conn) appendHeld(p *packets.Publish) (ok, done bool) {
+func (c *conn) appendHeld(p *packets.Publish, r *Round) (ok, done bool) {
 	if c.tls != nil {
 		return false, false
 	}
@@ -73,7 +88,7 @@ func (c *conn) appendHeld(p *packets.Publish) (ok, done bool) {
 	}
 	c.out = out
 	c.outMu.Unlock()
-	c.srv.stats.PacketsSent.Add(1)
+	c.countSent(r)
 	return true, true
 }
 

@@ -37,7 +37,7 @@ func BenchmarkMQTTSendHeld(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		send func(*conn, *packets.Publish) bool
-	}{{"direct", func(c *conn, p *packets.Publish) bool { ok, _ := c.sendPublish(p); return ok }}, {"pooled", pooled}} {
+	}{{"direct", func(c *conn, p *packets.Publish) bool { ok, _ := c.sendPublish(p, nil); return ok }}, {"pooled", pooled}} {
 		b.Run(bc.name, func(b *testing.B) {
 			c.fl.hold(c)
 			n := 0

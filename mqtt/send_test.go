@@ -31,13 +31,13 @@ func TestMQTTSendHeldOutput(t *testing.T) {
 
 	var fl outBatch
 	fl.hold(c)
-	if ok, _ := c.sendPublish(small); !ok {
+	if ok, _ := c.sendPublish(small, nil); !ok {
 		t.Fatal("small not sent")
 	}
 	if got := read(); len(got) != 0 {
 		t.Fatalf("held output left early: %d bytes", len(got))
 	}
-	if ok, _ := c.sendPublish(big); !ok {
+	if ok, _ := c.sendPublish(big, nil); !ok {
 		t.Fatal("big not sent")
 	}
 	want := append(encode(small), encode(big)...)
@@ -47,7 +47,7 @@ func TestMQTTSendHeldOutput(t *testing.T) {
 	if c.out != nil {
 		t.Fatalf("output keeps an array of %d bytes after it was written", cap(c.out))
 	}
-	if ok, _ := c.sendPublish(small); !ok {
+	if ok, _ := c.sendPublish(small, nil); !ok {
 		t.Fatal("small not sent")
 	}
 	fl.release()
@@ -57,7 +57,7 @@ func TestMQTTSendHeldOutput(t *testing.T) {
 
 	// Over holdMax into an empty held output: written at once, no array kept.
 	fl.hold(c)
-	if ok, _ := c.sendPublish(big); !ok {
+	if ok, _ := c.sendPublish(big, nil); !ok {
 		t.Fatal("big not sent")
 	}
 	if got := read(); !bytes.Equal(got, encode(big)) {

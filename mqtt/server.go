@@ -597,7 +597,7 @@ func (s *Server) sendTo(clientID string, msg *Message, connectedOnly bool, rec R
 	if err != nil {
 		return err
 	}
-	return ss.deliverTo(msg, connectedOnly, rec, time.Time{}).err(clientID)
+	return ss.deliverTo(msg, connectedOnly, rec, nil).err(clientID)
 }
 
 // err is the error of a delivery's result to clientID.

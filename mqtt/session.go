@@ -115,13 +115,13 @@ const (
 
 // deliverTo is deliver for Server.SendTo at the message's own QoS and
 // retain flag; with connectedOnly an offline session gets nothing.
-func (ss *session) deliverTo(msg *Message, connectedOnly bool, rec Recycler, now time.Time) deliverResult {
+func (ss *session) deliverTo(msg *Message, connectedOnly bool, rec Recycler, r *Round) deliverResult {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if connectedOnly && (ss.dead || ss.conn == nil) {
 		return deliverOffline
 	}
-	if !ss.offerLocked(msg, msg.QoS, msg.Retain, nil, rec, now) {
+	if !ss.offerLocked(msg, msg.QoS, msg.Retain, nil, rec, r) {
 		ss.dropLocked(msg)
 		return deliverFull
 	}
@@ -141,7 +141,7 @@ func (ss *session) deliver(msg *Message, qos byte, retain bool, subIDs []uint32)
 // is told once msg is held no more after its client acknowledged it (a
 // message sent at QoS 0, refused or dropped is simply not held).
 func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []uint32, rec Recycler) bool {
-	if !ss.offerLocked(msg, qos, retain, subIDs, rec, time.Time{}) {
+	if !ss.offerLocked(msg, qos, retain, subIDs, rec, nil) {
 		ss.dropLocked(msg)
 		return false
 	}
@@ -154,7 +154,7 @@ func (ss *session) deliverLocked(msg *Message, qos byte, retain bool, subIDs []u
 func (ss *session) tryDeliver(msg *Message, qos byte, retain bool, subIDs []uint32, rec Recycler) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	return ss.offerLocked(msg, qos, retain, subIDs, rec, time.Time{})
+	return ss.offerLocked(msg, qos, retain, subIDs, rec, nil)
 }
 
 // holds reports whether msg is queued or in flight in the session.
@@ -188,7 +188,7 @@ func (ss *session) dropLocked(msg *Message) {
 // offerLocked is deliverLocked without the drop: false when the queue is
 // full. now is the caller's clock reading for a message sent at once
 // (Round.SendToRecycled), zero to read the clock if the message expires.
-func (ss *session) offerLocked(msg *Message, qos byte, retain bool, subIDs []uint32, rec Recycler, now time.Time) bool {
+func (ss *session) offerLocked(msg *Message, qos byte, retain bool, subIDs []uint32, rec Recycler, r *Round) bool {
 	if ss.dead {
 		return true
 	}
@@ -198,12 +198,12 @@ func (ss *session) offerLocked(msg *Message, qos byte, retain bool, subIDs []uin
 	c := ss.conn
 	if qos == 0 {
 		if c != nil {
-			c.sendPublishLocked(msg, 0, 0, retain, false, subIDs, now)
+			c.sendPublishLocked(msg, 0, 0, retain, false, subIDs, r)
 		}
 		return true
 	}
 	if c != nil && len(ss.queue) == 0 && len(ss.inflight) < c.sendQuota {
-		ss.sendNewLocked(c, msg, qos, retain, false, subIDs, rec, now)
+		ss.sendNewLocked(c, msg, qos, retain, false, subIDs, rec, r)
 		return true
 	}
 	if len(ss.queue) >= ss.srv.opts.MaxQueuedMessages {
@@ -245,9 +245,9 @@ func (ss *session) allocIDLocked() uint16 {
 	}
 }
 
-func (ss *session) sendNewLocked(c *conn, msg *Message, qos byte, retain, dup bool, subIDs []uint32, rec Recycler, now time.Time) {
+func (ss *session) sendNewLocked(c *conn, msg *Message, qos byte, retain, dup bool, subIDs []uint32, rec Recycler, r *Round) {
 	id := ss.allocIDLocked()
-	if !c.sendPublishLocked(msg, qos, id, retain, dup, subIDs, now) {
+	if !c.sendPublishLocked(msg, qos, id, retain, dup, subIDs, r) {
 		return // too large for the client or expired: as if delivered
 	}
 	ss.inflight = append(ss.inflight, outMsg{msg: msg, id: id, qos: qos, retain: retain, step: ss.steps, subIDs: subIDs, rec: rec})
@@ -298,7 +298,7 @@ func (ss *session) drainLocked() {
 				continue
 			}
 		}
-		ss.sendNewLocked(c, q.msg, q.qos, q.retain, q.dup, q.subIDs, q.rec, time.Time{})
+		ss.sendNewLocked(c, q.msg, q.qos, q.retain, q.dup, q.subIDs, q.rec, nil)
 	}
 	ss.queue = ss.queue[i:]
 	if len(ss.queue) == 0 {
@@ -319,7 +319,7 @@ func (ss *session) resendLocked(c *conn) {
 		o := &ss.inflight[i]
 		if o.rel {
 			c.sendAckOf(packets.TypePubrel, o.id, 0, nil)
-		} else if !c.sendPublishLocked(o.msg, o.qos, o.id, o.retain, true, o.subIDs, time.Time{}) {
+		} else if !c.sendPublishLocked(o.msg, o.qos, o.id, o.retain, true, o.subIDs, nil) {
 			o.rec = nil // dropped: never recycled (SendToRecycled)
 			ss.removeInflightLocked(i)
 			continue
