@@ -104,7 +104,7 @@ func BenchmarkServerCPUPerMessage(b *testing.B) {
 		}
 	}
 	for round := 0; round < rounds; round++ {
-		for sys, r := range cpuRound(b, systems, baseBin, frames, len(resp), n, warm, nSlices) {
+		for sys, r := range cpuRound(b, systems, baseBin, frames, len(resp), n, warm, nSlices, round*nSlices) {
 			t := totals[sys]
 			if t == nil {
 				t = &cpuTotal{}
@@ -149,8 +149,8 @@ const (
 // each in its own process, and warms each up with warm messages; then it
 // drives them with n messages each, in nSlices slices (of cpuSliceMin
 // messages at least) taken in turn
-// (slice i of every server before slice i+1 of any; the server that
-// starts a turn rotates) so that, with more than one slice, the servers
+// (slice i of every server before slice i+1 of any, in sliceOrder's
+// order for turn turn0+i) so that, with more than one slice, the servers
 // meet the machine alike: on the shared VM how fast the CPUs run moves
 // from one tenth of a second to the next (cpu_stats_test.go), and a
 // window of one server's messages after another's measured that as much
@@ -158,7 +158,7 @@ const (
 // its first slice to right after its last (one slice: its window, as
 // before slices were), so what it does between its slices (its flushes,
 // its timers) is counted; its elapsed time is its slices'.
-func cpuRound(b *testing.B, systems []string, baseBin string, frames [][]byte, respLen int, n, warm int64, nSlices int) map[string]*cpuTotal {
+func cpuRound(b *testing.B, systems []string, baseBin string, frames [][]byte, respLen int, n, warm int64, nSlices, turn0 int) map[string]*cpuTotal {
 	type target struct {
 		sys   string
 		srv   *cpuServer
@@ -210,8 +210,8 @@ func cpuRound(b *testing.B, systems []string, baseBin string, frames [][]byte, r
 		if int64(i) < n%int64(nSlices) {
 			count++
 		}
-		for j := range ts {
-			t := ts[(i+j)%len(ts)]
+		for _, j := range sliceOrder(len(ts), turn0+i) {
+			t := ts[j]
 			ballast := writeBallast(b, count)
 			ballast() // freed right before the slice (cpu_ballast_test.go)
 			if i == 0 {
@@ -239,6 +239,47 @@ func cpuRound(b *testing.B, systems []string, baseBin string, frames [][]byte, r
 		t.srv.stop(b)
 	}
 	return got
+}
+
+// sliceOrder returns the order in which n servers take their slices in
+// turn t: row t of a Williams design (n rows for an even n; for an odd n,
+// 2n: the n rows, then the same rows reversed). Over each full cycle of
+// rows every server's slice comes right after every other server's
+// equally often. A slice meets what the one before it left behind (the
+// page cache it dirtied being written back, the memory it freed): a
+// fixed cycle that only rotated which server starts a turn put each
+// server after the same one nearly every turn (JetStream after SmartGo,
+// SmartGo after the plain TCP server that writes nothing; with a base
+// build, SmartGo after base), and the server after a writer cost 3-8 %
+// more in the eighteenth session's swapped A/B runs.
+func sliceOrder(n, t int) []int {
+	if n <= 0 {
+		return nil
+	}
+	// The first row is 0, 1, n-1, 2, n-2, ...: its steps from one server
+	// to the next, mod n, are each nonzero step once (even n) or twice
+	// counting the reversed rows (odd n); row r adds r to every entry.
+	first := make([]int, n)
+	for k, lo, hi := 1, 1, n-1; k < n; k++ {
+		if k%2 == 1 {
+			first[k], lo = lo, lo+1
+		} else {
+			first[k], hi = hi, hi-1
+		}
+	}
+	rows := n
+	if n%2 == 1 {
+		rows = 2 * n
+	}
+	r := t % rows
+	out := make([]int, n)
+	for k := range out {
+		out[k] = (first[k] + r) % n
+	}
+	if r >= n {
+		slices.Reverse(out)
+	}
+	return out
 }
 
 // cpuTotal is a server's CPU time, elapsed time and messages, and each
