@@ -24,8 +24,9 @@ import (
 // resync looked; a Watch or Unwatch made meanwhile may reach the broker
 // before it (requests run on a pool there) and be undone by it. So
 // watchOne does not write its key into a set that resync replaced while
-// its request was out: that set says what the broker was sent, and the
-// next check sees the difference and sends the set again. Resyncs run
+// its request was out: that set says what the broker was sent; if it
+// lacks the key (or holds a removed one) watchOne wakes the loop, which
+// sees the difference and sends the set again at once. Resyncs run
 // one at a time (syncMu): two replaces with different sets could
 // otherwise land at the broker in one order and in regs in the other.
 type watches struct {
@@ -50,6 +51,27 @@ func (w *watches) init() {
 
 func (w *watches) connLost() {
 	w.lost.Store(true)
+	w.poke()
+}
+
+// idle reports that no twin is watched, no broker holds a key of ours,
+// and no connection was lost: a check has nothing to do.
+func (w *watches) idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.keys) > 0 || w.lost.Load() {
+		return false
+	}
+	for _, reg := range w.regs {
+		if len(reg.keys) > 0 { // an Unwatch a replace undid
+			return false
+		}
+	}
+	return true
+}
+
+// poke wakes the watch loop for a check now; a pending wake absorbs it.
+func (w *watches) poke() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -114,6 +136,13 @@ func (c *Client) watchOne(ctx context.Context, key, deviceID string, action tw.W
 		reg = &brokerRegistered{keys: map[string]struct{}{}}
 		c.w.regs[ref.Addr] = reg
 	}
+	_, held := reg.keys[key]
+	// The replaced set was sent without this add (or with this remove):
+	// the broker may be left without it. The loop sends the set again at
+	// once rather than at the next check; the wake coalesces (one pending,
+	// resyncs one at a time), so a connect storm costs at most one whole
+	// set in flight, not one per Watch.
+	undone := replaced && held != (action == tw.WatchAdd)
 	if !replaced {
 		if action == tw.WatchAdd {
 			reg.keys[key] = struct{}{}
@@ -122,6 +151,9 @@ func (c *Client) watchOne(ctx context.Context, key, deviceID string, action tw.W
 		}
 	}
 	c.w.mu.Unlock()
+	if undone && !stale {
+		c.w.poke()
+	}
 	if stale {
 		// A broker we had not seen, or one that restarted: register
 		// everything it owns.
@@ -162,17 +194,19 @@ func (c *Client) watchLoop(ctx context.Context) {
 	t := beat.NewTicker(c.opts.WatchCheck) // in the process's shared wake-ups
 	defer t.Stop()
 	for {
+		ping := false // a wake needs no epoch pings: only the sets are checked
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			ping = true
 		case <-c.w.wake:
 		}
-		if c.Watched() == 0 && !c.w.lost.Load() {
+		if c.w.idle() {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
-		if err := c.resync(rctx, true); err != nil && ctx.Err() == nil {
+		if err := c.resync(rctx, ping); err != nil && ctx.Err() == nil {
 			c.log.Debug("twin: watch check", "err", err)
 		}
 		cancel()
