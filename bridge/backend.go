@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,45 @@ type delivery struct {
 	offset int64
 	end    time.Time // when Deliver returned
 	msg    *mqtt.Message
+	id     storedID
+}
+
+// storedID tells a stored message from another one stored at the same
+// queue offset: a pull of the same record again gives the same storedID,
+// a new message at an offset the queue gave again (its broker lost its
+// log's tail and reused the offsets) gives another one. uniq is the
+// producer's UNIQ_KEY ("" without one); the store and born times (ms)
+// and the body's length tell records apart without it.
+type storedID struct {
+	uniq        string
+	store, born int64
+	size        int
+}
+
+func storedIDOf(x *client.MessageExt) storedID {
+	id := storedID{store: x.StoreTimestamp, born: x.BornTimestamp, size: len(x.Body)}
+	if x.MsgID != x.OffsetMsgID { // MsgID is UNIQ_KEY, else OffsetMsgID
+		id.uniq = x.MsgID
+	}
+	return id
+}
+
+// rewindLocked reports whether the message id at off, below q's next,
+// is new: the ring holds another message at off, so the queue's broker
+// gave off again (it lost its log's tail). The deliveries from off on are
+// then forgotten and next goes back to off, so that the messages stored
+// at the reused offsets are delivered. A message at an offset the ring
+// does not hold (older than the ring, or read before this node's start)
+// stays a duplicate.
+func (qs *queueState) rewindLocked(off int64, id storedID) bool {
+	i := sort.Search(len(qs.ring), func(i int) bool { return qs.ring[i].offset >= off })
+	if i == len(qs.ring) || qs.ring[i].offset != off || qs.ring[i].id == id {
+		return false
+	}
+	clear(qs.ring[i:])
+	qs.ring = qs.ring[:i]
+	qs.next = off
+	return true
 }
 
 // queueState is the live consumer's progress on one queue.
@@ -505,9 +545,15 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 				b.log.Warn("bridge: message properties MQTT cannot carry left out", "properties", dropped,
 					"topic", m.Topic, "queue", x.Queue, "offset", x.QueueOffset)
 			}
+			id := storedIDOf(x)
 			b.mu.Lock()
 			qs := b.queues[x.Queue]
 			old := qs != nil && x.QueueOffset < qs.next
+			if old && qs.rewindLocked(x.QueueOffset, id) {
+				old = false
+				b.log.Warn("bridge: queue offsets given again (the broker lost its log's tail): delivering from there",
+					"queue", x.Queue, "offset", x.QueueOffset)
+			}
 			if !old {
 				b.delivering, b.deliveringPos = m, ringPos{x.Queue, x.QueueOffset}
 			}
@@ -540,7 +586,7 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 				qs.ring = qs.ring[:n]
 				qs.trimmed = true
 			}
-			qs.ring = append(qs.ring, delivery{offset: x.QueueOffset, end: now, msg: m})
+			qs.ring = append(qs.ring, delivery{offset: x.QueueOffset, end: now, msg: m, id: id})
 			b.delivering = nil
 			b.mu.Unlock()
 		}
