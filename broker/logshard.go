@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -13,6 +14,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -236,8 +240,8 @@ func (h *shardLog) waitDispatched(limit time.Duration) error {
 // usable one, and sets its position to the snapshot's NEXT. A snapshot
 // that cannot be read, or that covers entries the log no longer has (a
 // tail the store's recovery cut, a cut that a crash kept from reloading
-// the shard), is removed while the whole log is there, and the log is
-// replayed from its start: the log is what slaves hold, and a snapshot
+// the shard), is set aside (setAside) while the whole log is there, and
+// the log is replayed from its start: the log is what slaves hold, and a snapshot
 // ahead of it would put the next entries at offsets the shard has already
 // passed (and be loaded again, stale, once the log grew past it).
 func (h *shardLog) loadSnapshot(sh *logShard) error {
@@ -260,14 +264,53 @@ func (h *shardLog) loadSnapshot(sh *logShard) error {
 		if h.b.store.MinOffset(h.topic, sh.id) > 0 {
 			return fmt.Errorf("broker: %s shard %d: snapshot unusable and log truncated: %w", h.what, sh.id, derr)
 		}
-		h.log.Warn("snapshot unusable, removed; replaying the whole log", "shard", sh.id, "err", derr)
-		if err := os.Remove(h.snapPath(sh.id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("broker: %s shard %d: %w", h.what, sh.id, err)
-		}
-		return nil
+		return h.setAside(sh, derr)
 	}
 	sh.next, sh.snapAt = next, next
 	return nil
+}
+
+// snapAsideKeep is how many set-aside snapshots of a shard are kept.
+const snapAsideKeep = 3
+
+// setAside moves a shard's unusable snapshot out of the way, to
+// <name>.ahead-<unix nanoseconds>, rather than deleting it: a snapshot
+// ahead of its log may be the only copy of acknowledged writes from a
+// tail the store's recovery cut (docs/durability.md says how an operator
+// gets them back). The newest snapAsideKeep are kept per shard; where it
+// went is logged.
+func (h *shardLog) setAside(sh *logShard, why error) error {
+	path := h.snapPath(sh.id)
+	aside := fmt.Sprintf("%s.ahead-%d", path, time.Now().UnixNano())
+	if err := os.Rename(path, aside); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("broker: %s shard %d: set the snapshot aside: %w", h.what, sh.id, err)
+	}
+	h.log.Warn("snapshot unusable, set aside; replaying the whole log", "shard", sh.id, "err", why, "aside", aside)
+	old, _ := filepath.Glob(path + ".ahead-*")
+	if len(old) > snapAsideKeep {
+		slices.SortFunc(old, func(a, b string) int {
+			return cmp.Compare(asideStamp(a), asideStamp(b))
+		})
+		for _, o := range old[:len(old)-snapAsideKeep] {
+			if err := os.Remove(o); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				h.log.Warn("old set-aside snapshot not removed", "path", o, "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+// asideStamp is the time in a set-aside snapshot's name (0 if none).
+func asideStamp(name string) int64 {
+	i := strings.LastIndex(name, ".ahead-")
+	if i < 0 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(name[i+len(".ahead-"):], 10, 64)
+	return n
 }
 
 // errSnapshotAhead: a shard's snapshot covers queue offsets past the end

@@ -108,7 +108,7 @@ func (h *shardLog) truncated(offset int64) error {
 }
 
 // reloadLocked empties the shard's engine and rebuilds it from its
-// snapshot (removed when it covers entries the cut took) and its queue.
+// snapshot (set aside when it covers entries the cut took) and its queue.
 // Called with sh.snapMu and sh.mu held.
 func (h *shardLog) reloadLocked(sh *logShard) error {
 	if err := sh.snap.Restore(bytes.NewReader(h.empty)); err != nil {
@@ -120,9 +120,11 @@ func (h *shardLog) reloadLocked(sh *logShard) error {
 	if data, err := os.ReadFile(h.snapPath(sh.id)); err == nil {
 		next, _, derr := decodeShardSnapshot(data, h.magic, sh.id)
 		if derr != nil || next > h.b.store.MaxOffset(h.topic, sh.id) {
-			h.log.Warn("snapshot covers entries the cut removed; rebuilding the shard from its log", "shard", sh.id)
-			if err := os.Remove(h.snapPath(sh.id)); err != nil {
-				return fmt.Errorf("broker: %s shard %d: %w", h.what, sh.id, err)
+			if derr == nil {
+				derr = fmt.Errorf("%w: it covers queue offsets up to %d, the cut log ends at %d", errSnapshotAhead, next, h.b.store.MaxOffset(h.topic, sh.id))
+			}
+			if err := h.setAside(sh, derr); err != nil {
+				return err
 			}
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {

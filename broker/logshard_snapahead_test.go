@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/smartgo/smartgo/store"
@@ -11,7 +14,7 @@ import (
 // TestShardSnapshotAheadOfLogReplaysLog: a shard snapshot that covers
 // entries its log no longer has (the store's recovery cut a damaged tail
 // after the snapshot was written) is dropped at start while the whole log
-// is there: the shard comes up with what the log holds, takes writes at
+// is there (set aside, not deleted, for an operator): the shard comes up with what the log holds, takes writes at
 // the log's end (it used to append at the log's end, expect the
 // snapshot's NEXT and stop the shard: "entry stored at queue offset 1,
 // expected 2"), and a restart after the log grew past the stale
@@ -48,6 +51,12 @@ func TestShardSnapshotAheadOfLogReplaysLog(t *testing.T) {
 	if err := os.WriteFile(snap(dir), stale, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Older set-aside snapshots: only the newest snapAsideKeep stay.
+	for i := 1; i <= snapAsideKeep+1; i++ {
+		if err := os.WriteFile(fmt.Sprintf("%s.ahead-%d", snap(dir), i), []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	b = testBroker(t, dir, sync)
 	s = ssOpen(t, b, one)
@@ -58,6 +67,24 @@ func TestShardSnapshotAheadOfLogReplaysLog(t *testing.T) {
 	ssDo(t, s, "c", "SET", "d", "4")
 	if _, err := os.Stat(snap(dir)); err == nil {
 		t.Error("the stale snapshot is still there")
+	}
+	// It was set aside, not deleted: it may be the only copy of
+	// acknowledged writes from the cut tail.
+	aside, _ := filepath.Glob(snap(dir) + ".ahead-*")
+	if len(aside) != snapAsideKeep {
+		t.Errorf("set-aside snapshots %v, want %d", aside, snapAsideKeep)
+	}
+	kept := false
+	for _, a := range aside {
+		if data, err := os.ReadFile(a); err == nil && bytes.Equal(data, stale) {
+			kept = true
+		}
+		if strings.HasSuffix(a, ".ahead-1") || strings.HasSuffix(a, ".ahead-2") {
+			t.Errorf("an older set-aside snapshot %s kept over a newer one", a)
+		}
+	}
+	if !kept {
+		t.Errorf("the snapshot ahead of the log is not among the set-aside ones %v", aside)
 	}
 	s.stop() // no snapshot: the log (3 entries) alone rebuilds the shard
 	_ = b.Close()
