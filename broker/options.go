@@ -188,6 +188,10 @@ type Options struct {
 
 	Logger *slog.Logger
 	Now    func() time.Time
+
+	// scheduleStart, when not nil, holds the delay service's first look
+	// until it is closed (tests: messages stored before it).
+	scheduleStart <-chan struct{}
 }
 
 func (o *Options) fill() {

@@ -22,10 +22,17 @@ import (
 type scheduleService struct {
 	b    *Broker
 	wake chan struct{}
+	// checked is, per level, masterFrom+1 of the mastership whose first
+	// look at the level's progress was made (checkSinceMaster); only the
+	// service's goroutine (run) touches it.
+	checked map[int32]int64
+	// start, when not nil, holds run's first look until it is closed
+	// (tests: Options.scheduleStart).
+	start <-chan struct{}
 }
 
 func newScheduleService(b *Broker) *scheduleService {
-	return &scheduleService{b: b, wake: make(chan struct{}, 1)}
+	return &scheduleService{b: b, wake: make(chan struct{}, 1), checked: map[int32]int64{}, start: b.opts.scheduleStart}
 }
 
 // notify is called on every arrival in the schedule topic.
@@ -42,6 +49,13 @@ const maxScheduleSleep = time.Second
 func (s *scheduleService) run(ctx context.Context) {
 	if s.b.opts.Role == RoleSlave && !s.b.controlled() {
 		return
+	}
+	if s.start != nil {
+		select {
+		case <-s.start:
+		case <-ctx.Done():
+			return
+		}
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -111,6 +125,7 @@ func (s *scheduleService) deliverDue(ctx context.Context) time.Time {
 func (s *scheduleService) deliverLevel(ctx context.Context, level int32, delay time.Duration, now time.Time) (time.Time, bool) {
 	b := s.b
 	qid := level - 1
+	s.checkSinceMaster(level, qid)
 	for ctx.Err() == nil {
 		off := b.delayOffsets.Get(level)
 		if min := b.store.MinOffset(ScheduleTopic, qid); off < min {
@@ -163,6 +178,34 @@ func (s *scheduleService) deliverLevel(ctx context.Context, level int32, delay t
 		res.Release()
 	}
 	return time.Time{}, false
+}
+
+// checkSinceMaster makes, once a mastership (masterFrom is set at start
+// and at each promotion), the level's first look at its progress: progress
+// above the first schedule entry stored since this broker became master
+// was made on a log this one no longer is (the log lost the tail the level
+// had delivered: a crash under async flush, a damaged or cut segment; or
+// a promoted slave's copy ended before the old master's progress), and the
+// queue's offsets from there were given again to messages stored since.
+// deliverLevel's past-the-end check sees that only while the progress is
+// past the queue's end: delayed messages sent before its first look could
+// fill the gap, and those at the freed offsets were never delivered. The
+// bound is a log offset, not a store time (pull.go). The look waits for
+// dispatch to reach masterFrom (in controller mode it can trail the log
+// at start), so that the bound counts every entry before it; until then
+// the level is delivered as before.
+func (s *scheduleService) checkSinceMaster(level, qid int32) {
+	b := s.b
+	mf := b.masterFrom.Load()
+	if s.checked[level] == mf+1 || b.store.DispatchedPhysicalOffset() < mf {
+		return
+	}
+	s.checked[level] = mf + 1
+	if off, to := b.delayOffsets.Get(level), b.store.OffsetByPhysical(ScheduleTopic, qid, mf); off > to {
+		b.log.Warn("schedule: progress beyond what was stored before this broker became master, moved to the first message since",
+			"level", level, "offset", off, "to", to)
+		b.delayOffsets.Set(level, to)
+	}
 }
 
 // redeliver puts a due message back to its real topic and queue.
