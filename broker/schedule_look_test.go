@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -21,33 +19,13 @@ import (
 func TestBrokerDelayGapRefilledBeforeFirstLook(t *testing.T) {
 	const topic = "DelayRefill"
 	dir := t.TempDir()
-	b := testBroker(t, dir, nil)
-	c := newTestClient(t, b.Addr())
+	deliverThenCutTail(t, dir, topic, nil)
 	level1 := props(record.PropertyDelayLevel, "1")
-	var cut int64 // the 11th delayed message's commitlog offset
-	for i := range 20 {
-		h := c.mustSend(topic, 0, "before-"+strconv.Itoa(i), level1)
-		if i == 10 {
-			var err error
-			if cut, err = strconv.ParseInt(h.MsgID[len(h.MsgID)-16:], 16, 64); err != nil {
-				t.Fatalf("offset message id %q: %v", h.MsgID, err)
-			}
-		}
-	}
-	testutil.WaitFor(t, 10*time.Second, "the 20 delayed messages delivered", func() bool {
-		return b.delayOffsets.Get(1) == 20 && b.Store().MaxOffset(topic, 0) == 20
-	})
-	if err := b.Close(); err != nil { // writes the delay progress out
-		t.Fatal(err)
-	}
-	if err := os.Truncate(filepath.Join(dir, "commitlog", "00000000000000000000"), cut); err != nil {
-		t.Fatal(err)
-	}
 
 	start := make(chan struct{})
-	b = testBroker(t, dir, func(o *Options) { o.scheduleStart = start })
+	b := testBroker(t, dir, func(o *Options) { o.scheduleStart = start })
 	delivered := b.Store().MaxOffset(topic, 0) // copies the cut left
-	c = newTestClient(t, b.Addr())
+	c := newTestClient(t, b.Addr())
 	for i := range 10 {
 		c.mustSend(topic, 0, "after-"+strconv.Itoa(i), level1)
 	}

@@ -26,8 +26,34 @@ import (
 func TestBrokerDelayProgressPastEndGoesBackByLogOffset(t *testing.T) {
 	const topic = "DelayTail"
 	dir := t.TempDir()
-	ahead := func(o *Options) { o.Now = func() time.Time { return time.Now().Add(time.Hour) } }
-	b := testBroker(t, dir, ahead)
+	deliverThenCutTail(t, dir, topic, func(o *Options) { o.Now = func() time.Time { return time.Now().Add(time.Hour) } })
+	level1 := props(record.PropertyDelayLevel, "1")
+
+	b := testBroker(t, dir, nil)
+	delivered := b.Store().MaxOffset(topic, 0) // copies the cut left
+	testutil.WaitFor(t, 10*time.Second, "the level's progress moved back to its queue's end", func() bool {
+		return b.delayOffsets.Get(1) == 10
+	})
+	if n := b.Store().MaxOffset(topic, 0); n != delivered {
+		t.Fatalf("%s holds %d messages after the restart, want %d: delayed messages delivered before the cut were delivered again", topic, n, delivered)
+	}
+	// Delayed messages stored since the start are delivered.
+	c := newTestClient(t, b.Addr())
+	for i := range 5 {
+		c.mustSend(topic, 0, "after-"+strconv.Itoa(i), level1)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the 5 delayed messages sent after the restart delivered", func() bool {
+		return b.delayOffsets.Get(1) == 15 && b.Store().MaxOffset(topic, 0) == delivered+5
+	})
+}
+
+// deliverThenCutTail runs a broker on dir (with mod) that stores 20
+// level-1 delayed messages to topic's queue 0 and delivers them, closes it
+// (the delay progress, 20, written out), and cuts the commitlog at the
+// 11th delayed message: the log lost the tail the level had delivered.
+func deliverThenCutTail(t *testing.T, dir, topic string, mod func(*Options)) {
+	t.Helper()
+	b := testBroker(t, dir, mod)
 	c := newTestClient(t, b.Addr())
 	level1 := props(record.PropertyDelayLevel, "1")
 	var cut int64 // the 11th delayed message's commitlog offset
@@ -46,26 +72,7 @@ func TestBrokerDelayProgressPastEndGoesBackByLogOffset(t *testing.T) {
 	if err := b.Close(); err != nil { // writes the delay progress out
 		t.Fatal(err)
 	}
-	// The log loses its tail from the 11th delayed message on; the clock
-	// is right from now on.
 	if err := os.Truncate(filepath.Join(dir, "commitlog", "00000000000000000000"), cut); err != nil {
 		t.Fatal(err)
 	}
-
-	b = testBroker(t, dir, nil)
-	delivered := b.Store().MaxOffset(topic, 0) // copies the cut left
-	testutil.WaitFor(t, 10*time.Second, "the level's progress moved back to its queue's end", func() bool {
-		return b.delayOffsets.Get(1) == 10
-	})
-	if n := b.Store().MaxOffset(topic, 0); n != delivered {
-		t.Fatalf("%s holds %d messages after the restart, want %d: delayed messages delivered before the cut were delivered again", topic, n, delivered)
-	}
-	// Delayed messages stored since the start are delivered.
-	c = newTestClient(t, b.Addr())
-	for i := range 5 {
-		c.mustSend(topic, 0, "after-"+strconv.Itoa(i), level1)
-	}
-	testutil.WaitFor(t, 10*time.Second, "the 5 delayed messages sent after the restart delivered", func() bool {
-		return b.delayOffsets.Get(1) == 15 && b.Store().MaxOffset(topic, 0) == delivered+5
-	})
 }
