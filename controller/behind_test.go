@@ -101,3 +101,48 @@ func firstMaster(t *testing.T, addrs []string, n int) ([]*fakeBroker, protocol.C
 	}
 	return bs, g
 }
+
+// TestControllerBehindSetLacksFollowers: the controller's state is behind
+// (it names broker 1 master at epoch 1 with the set [1], as after a lost
+// election and lost set changes) while the master at epoch 3 that the
+// controller does not know died. Broker 1 (deposed) and broker 3 follow
+// epoch 3; broker 3 never was in the controller's set and has the
+// longest log, broker 2 is dead. Picking from the controller's set
+// without its master left nobody, for good; the live follower of epoch 3
+// with the longest log is elected, above that epoch.
+func TestControllerBehindSetLacksFollowers(t *testing.T) {
+	var logs testutil.LogBuffer
+	rs := startReplicas(t, 1, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	addrs := rs.addrs()
+	bs, g := firstMaster(t, addrs, 3)
+	if len(g.SyncStateSet) != 1 || g.SyncStateSet[0] != bs[0].ID() {
+		t.Fatalf("first set %v, want [%d]", g.SyncStateSet, bs[0].ID())
+	}
+	bs[2].set(160, 3, false)
+	bs[2].startHeartbeats()
+	bs[0].set(150, 3, false)
+	g = groupOn(t, bs[0], "a new master", func(g protocol.ControllerGroup) bool { return g.MasterEpoch > 1 })
+	if g.MasterID != bs[2].ID() || g.MasterEpoch != 4 {
+		t.Fatalf("after the repair %+v, want master %d at epoch 4", g, bs[2].ID())
+	}
+	if strings.Contains(logs.String(), "no broker may become master") {
+		t.Fatalf("an election was refused first:\n%s", logs.String())
+	}
+}
+
+// TestControllerBehindSkipsOlderEpoch: as above, but the broker outside
+// the controller's set reports an epoch below the one live brokers
+// report (it never followed the dead master): the deposed master, the
+// only follower of epoch 3, is elected again, though its log is shorter.
+func TestControllerBehindSkipsOlderEpoch(t *testing.T) {
+	rs := startReplicas(t, 1, nil)
+	addrs := rs.addrs()
+	bs, _ := firstMaster(t, addrs, 3)
+	bs[0].set(150, 3, false)
+	bs[2].set(500, 1, false)
+	bs[2].startHeartbeats()
+	g := groupOn(t, bs[0], "a new master", func(g protocol.ControllerGroup) bool { return g.MasterEpoch > 1 })
+	if g.MasterID != bs[0].ID() || g.MasterEpoch != 4 {
+		t.Fatalf("after the repair %+v, want master %d at epoch 4", g, bs[0].ID())
+	}
+}

@@ -216,13 +216,16 @@ func (c *Controller) repairBehind(g *groupState, leaderSince time.Time, now time
 
 // pickMaster chooses the new master of g: among the live members of the
 // sync state set other than the current master (any live member for a
-// group that never had one), the one with the highest (epoch, log end),
+// group that never had one; the followers of a newer epoch when the
+// replica's state is behind, see followersAt), the one with the highest (epoch, log end),
 // then the lowest id. want != 0 asks for that broker. With no candidate
 // and unclean elections allowed (by option or by the request), any live
 // member qualifies; unclean reports that.
 func (c *Controller) pickMaster(g *groupState, now time.Time, want int64, allowUnclean bool) (id int64, unclean bool) {
 	var pool []int64
-	if g.MasterID == 0 && g.MasterEpoch == 0 {
+	if seen := c.seenAbove(g, now); seen != 0 {
+		pool = c.followersAt(g, seen, now)
+	} else if g.MasterID == 0 && g.MasterEpoch == 0 {
 		pool = g.ids()
 	} else {
 		for _, m := range g.SyncStateSet {
@@ -239,6 +242,36 @@ func (c *Controller) pickMaster(g *groupState, now time.Time, want int64, allowU
 		}
 	}
 	return best, false
+}
+
+// followersAt is the pool of an election while the replica's state is
+// behind (live brokers report epoch seen, above g's, and nobody acts as
+// master at it: that master is gone too). The replica's sync state set
+// is then older than the group's: the set of the master at seen is
+// unknown here, and may hold brokers the replica's set lacks (brokers
+// that joined after the lost entries) while the members it names are
+// gone, so that no election ever happened. Every live broker that
+// follows epoch seen qualifies: logs that followed one master are
+// prefixes of its log, so the longest of them holds every write that
+// master acknowledged if any live broker was in its set (best picks the
+// highest (epoch, log end)). The replica's own master, deposed but
+// possibly a follower at seen by now, comes last so that it wins no tie.
+// A broker below seen never followed that master and does not qualify
+// (only an unclean election takes it).
+func (c *Controller) followersAt(g *groupState, seen int32, now time.Time) []int64 {
+	var pool []int64
+	for _, id := range g.ids() {
+		if id == g.MasterID {
+			continue
+		}
+		if alive, epoch, _ := c.liveness(g.Name, id, now); alive && epoch >= seen {
+			pool = append(pool, id)
+		}
+	}
+	if alive, epoch, _ := c.liveness(g.Name, g.MasterID, now); g.MasterID != 0 && alive && epoch >= seen {
+		pool = append(pool, g.MasterID)
+	}
+	return pool
 }
 
 func (c *Controller) best(g *groupState, pool []int64, now time.Time, want int64) int64 {
