@@ -83,8 +83,11 @@ func (c *conn) ack(qos byte, id uint16, code packets.ReasonCode, detail string) 
 	if qos == 0 {
 		return
 	}
+	// ack runs where c's input is handled: on the poller's round, its
+	// count of the acknowledgement is the round's (roundstats.go).
+	r := c.roundOf()
 	if !c.srv.pipelined() {
-		c.sendAck(qos, id, code, detail)
+		c.sendAck(r, qos, id, code, detail)
 		return
 	}
 	if qos == 1 {
@@ -93,7 +96,7 @@ func (c *conn) ack(qos byte, id uint16, code packets.ReasonCode, detail string) 
 		// of an earlier PUBLISH cannot pass it).
 		c.ackMu.Lock()
 		if len(c.acks) == 0 {
-			c.sendAck(qos, id, code, detail)
+			c.sendAck(r, qos, id, code, detail)
 			c.ackMu.Unlock()
 			return
 		}
@@ -272,6 +275,7 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 	c.ackMu.Lock()
 	a.done, a.code, a.detail = true, code, detail
 	n := 0
+	k := int64(0) // acknowledgements in buf
 	var arr [256]byte
 	buf := arr[:0]
 	for ; n < len(c.acks) && c.acks[n].done; n++ {
@@ -289,16 +293,18 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 				t = packets.TypePubrec
 			}
 			buf, _ = packets.AppendAck(buf, t, x.id, 0, nil, c.version)
-			c.srv.stats.PacketsSent.Add(1)
+			k++
 			continue
 		}
 		if len(buf) > 0 {
+			c.srv.stats.PacketsSent.Add(k)
 			c.writeOut(buf, now)
-			buf = buf[:0]
+			buf, k = buf[:0], 0
 		}
-		c.sendAck(x.qos, x.id, x.code, x.detail)
+		c.sendAck(nil, x.qos, x.id, x.code, x.detail)
 	}
 	if len(buf) > 0 {
+		c.srv.stats.PacketsSent.Add(k) // one add for the write's k acknowledgements
 		c.writeOut(buf, now)
 	}
 	if n > 0 {
@@ -317,13 +323,14 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 	}
 }
 
-// sendAck sends one PUBACK (QoS 1) or PUBREC (QoS 2); a successful PUBREC
-// of the synchronous path also records the packet id as received.
-func (c *conn) sendAck(qos byte, id uint16, code packets.ReasonCode, detail string) {
+// sendAck sends one PUBACK (QoS 1) or PUBREC (QoS 2), counted in the
+// poller's round r (nil: at once); a successful PUBREC of the synchronous
+// path also records the packet id as received.
+func (c *conn) sendAck(r *Round, qos byte, id uint16, code packets.ReasonCode, detail string) {
 	switch qos {
 	case 1:
 		props := c.ackProps(code, detail)
-		c.sendAckOf(packets.TypePuback, id, code, &props)
+		c.sendAckIn(r, packets.TypePuback, id, code, &props)
 	case 2:
 		if code < 0x80 && c.srv.async == nil {
 			c.session.received(id)
@@ -332,7 +339,7 @@ func (c *conn) sendAck(qos byte, id uint16, code packets.ReasonCode, detail stri
 			return
 		}
 		props := c.ackProps(code, detail)
-		c.sendAckOf(packets.TypePubrec, id, code, &props)
+		c.sendAckIn(r, packets.TypePubrec, id, code, &props)
 	}
 }
 

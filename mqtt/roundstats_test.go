@@ -105,7 +105,8 @@ func (a *roundAnswer) RoundEnd() {
 
 // TestMQTTRoundStatsSent: what a poller's round sends is counted
 // (Sent, SentQoS, PacketsSent) by the time its client has it, and so is
-// the request it answers: an answer to the requester sent in the
+// the request it answers, and its PUBACK by the time that arrives: an
+// answer to the requester sent in the
 // handler's call, one deferred to the round's end, and one to another
 // client.
 func TestMQTTRoundStatsSent(t *testing.T) {
@@ -180,6 +181,11 @@ func TestMQTTRoundStatsSent(t *testing.T) {
 			if a, ok := req.recv().(*packets.Puback); !ok || a.PacketID != i {
 				t.Fatalf("want PUBACK %d, got %+v", i, a)
 			}
+		}
+		// The request's PUBACK, counted in the round when sent there
+		// (acks.go ack), is counted by the time it arrives too.
+		if got := st.PacketsSent.Load() - pktsOut; got < 2 {
+			t.Fatalf("request %d (%s): PacketsSent moved by %d once the answer and the PUBACK arrived, want at least 2", i, kind, got)
 		}
 	}
 	if onRound.Load() == 0 {

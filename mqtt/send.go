@@ -106,6 +106,12 @@ func (c *conn) writePacket(b []byte) bool {
 // Maximum Packet Size it loses its reason string and user properties, or
 // is dropped.
 func (c *conn) sendAckOf(t packets.Type, id uint16, code packets.ReasonCode, props *packets.Properties) bool {
+	return c.sendAckIn(nil, t, id, code, props)
+}
+
+// sendAckIn is sendAckOf counting the packet in the poller's round r
+// (nil: at once, countSent).
+func (c *conn) sendAckIn(r *Round, t packets.Type, id uint16, code packets.ReasonCode, props *packets.Properties) bool {
 	var arr [64]byte
 	b, err := packets.AppendAck(arr[:0], t, id, code, props, c.version)
 	if err == nil && c.maxOut > 0 && len(b) > int(c.maxOut) && props != nil {
@@ -121,7 +127,11 @@ func (c *conn) sendAckOf(t packets.Type, id uint16, code packets.ReasonCode, pro
 		c.srv.stats.Dropped.Add(1)
 		return false
 	}
-	return c.writePacket(b)
+	if !c.write(b) {
+		return false
+	}
+	c.countSent(r)
+	return true
 }
 
 // send encodes p at the connection's version and writes it. Packets over
