@@ -22,7 +22,9 @@ import (
 const mqadminTime = "2006-01-02#15:04:05.000"
 
 // parseTime accepts RFC 3339, unix milliseconds, a duration ago, "now" or
-// mqadminTime.
+// mqadminTime. Negative milliseconds and negative durations are refused:
+// "-1h ago" is an hour ahead, which would move a group past everything
+// stored so far when "1h" was meant.
 func parseTime(s string) (time.Time, error) {
 	if s == "now" {
 		return time.Now(), nil
@@ -31,9 +33,15 @@ func parseTime(s string) (time.Time, error) {
 		return t, nil
 	}
 	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if ms < 0 {
+			return time.Time{}, fmt.Errorf("unix milliseconds %d are negative", ms)
+		}
 		return time.UnixMilli(ms), nil
 	}
 	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("duration %s ago is in the future: write %s, or now to skip what is stored", s, -d)
+		}
 		return time.Now().Add(-d), nil
 	}
 	if i := strings.LastIndexByte(s, ':'); i > 0 && strings.IndexByte(s, '#') > 0 {

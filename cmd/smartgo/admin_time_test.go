@@ -24,3 +24,22 @@ func TestCmdParseTimeMqadminLayout(t *testing.T) {
 		}
 	}
 }
+
+// A negative duration ago is a time in the future: taken as given it
+// would move a group past everything stored (as "now" does) when "1h"
+// was meant. It is refused, and so are negative unix milliseconds.
+func TestCmdParseTimeRefusesNegative(t *testing.T) {
+	for _, s := range []string{"-1h", "-30m", "-5", "-1"} {
+		if got, err := parseTime(s); err == nil {
+			t.Errorf("parseTime(%q) = %v, want an error", s, got)
+		}
+	}
+	before := time.Now()
+	got, err := parseTime("1h")
+	if err != nil || got.After(before.Add(-time.Hour+time.Minute)) || got.Before(before.Add(-time.Hour-time.Minute)) {
+		t.Errorf("parseTime(\"1h\") = %v, %v; want about %v", got, err, before.Add(-time.Hour))
+	}
+	if got, err := parseTime("0"); err != nil || got.UnixMilli() != 0 {
+		t.Errorf("parseTime(\"0\") = %v, %v; want the epoch", got, err)
+	}
+}
