@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/broker"
@@ -83,8 +84,11 @@ func brokerOptions(f conf.File, log *slog.Logger) (broker.Options, error) {
 		TransactionTimeout:   c.TransactionTimeout.D(), TransactionCheckInterval: c.TransactionCheckInterval.D(),
 		TransactionCheckMax: c.TransactionCheckMax,
 		// The bridge (in this process or another reading the same file)
-		// keeps its sessions and retained messages in these.
-		ProtectedTopics: []string{f.Bridge.SessionTopic, f.Bridge.RetainedTopic},
+		// keeps its sessions and retained messages in these, and delivers
+		// live from the others: deleted while it runs, a topic is made again
+		// at offset 0 below the bridge's positions, and what is published
+		// there is acknowledged and never delivered live.
+		ProtectedTopics: bridgeTopics(f.Bridge),
 	}
 	if len(c.Controllers) > 0 {
 		o.Controllers = c.Controllers
@@ -125,6 +129,19 @@ func twinOptions(t conf.Twin) broker.TwinOptions {
 		EventsTopic: t.EventsTopic, NoEvents: !t.Events,
 		Engine: twin.Options{MaxModulesPerDevice: t.MaxModulesPerDevice, IndexPaths: paths, MaxPageSize: t.MaxPageSize},
 	}
+}
+
+// bridgeTopics are the topics the MQTT bridge configured by b keeps its
+// state in or delivers from: its sessions', its retained messages', its
+// default (ingress) and egress topics and its routes' topics, each once.
+func bridgeTopics(b conf.Bridge) []string {
+	out := []string{b.SessionTopic, b.RetainedTopic, b.DefaultTopic, b.EgressTopic}
+	for _, r := range b.Routes {
+		out = append(out, r.Topic)
+	}
+	out = slices.DeleteFunc(out, func(t string) bool { return t == "" })
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // frontOptions maps [bridge] and [statestore] onto the bridge's state

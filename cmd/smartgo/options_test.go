@@ -94,7 +94,7 @@ var notFromTOML = map[string]string{
 	"Broker.HA.OnTruncate":        "wired by the broker",
 	"Broker.HA.OnConnected":       "wired by the broker",
 	"Broker.Registries":           "where to register is the deployment's: no package default",
-	"Broker.ProtectedTopics":      "bridge.session_topic and bridge.retained_topic",
+	"Broker.ProtectedTopics":      "the [bridge] section's topics (sessions, retained, default, egress, routes)",
 	"Registry.Logger":             "injected",
 	"StateStore.Logger":           "injected",
 	"Twin.Logger":                 "injected",
