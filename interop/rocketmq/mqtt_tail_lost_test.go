@@ -155,7 +155,15 @@ func TestInteropMQTTLiveAfterLogTailLost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	c := startTailLost(t)
+	startTailLost(t).liveThroughCut(t)
+}
+
+// liveThroughCut connects a subscriber to tail/#, publishes 20 messages
+// and waits until it has them, cuts the broker's log at the 11th and
+// restarts it, waits until the bridge's pull was moved back, publishes 20
+// more and waits until the subscriber has those too.
+func (c *tailLost) liveThroughCut(t *testing.T) {
+	t.Helper()
 	sub, _ := dialMQTT(t, c.mqttAddr, "tail-sub", true)
 	sub.subscribe(1, "tail/#", 1)
 	got := readPublishes(t, sub)
@@ -172,7 +180,7 @@ func TestInteropMQTTLiveAfterLogTailLost(t *testing.T) {
 	})
 	c.publishAll(t, "after")
 	c.storedBelow(t, 40)
-	waitAll(t, got, "after-", "the 20 messages published after the restart delivered")
+	waitAll(t, got, "after-", "the 20 messages published after the restart delivered live")
 }
 
 // TestInteropMQTTOfflineSessionAfterLogTailLost is the test above with a
@@ -214,19 +222,7 @@ func offlineAfterTailLost(t *testing.T, set func(*pp.Connect), bridgeSets ...str
 	off.subscribe(1, "tail/#", 1)
 	off.send(pp.NewControlPacket(pp.DISCONNECT))
 	_ = off.nc.Close()
-	sub, _ := dialMQTT(t, c.mqttAddr, "tail-sub", true)
-	sub.subscribe(1, "tail/#", 1)
-	got := readPublishes(t, sub)
-	c.publishAll(t, "before")
-	testutil.WaitFor(t, 30*time.Second, "the 20 first messages delivered", func() bool { return got.prefixed("before-") == 20 })
-
-	c.cutTail(t, "before-10")
-	testutil.WaitFor(t, 60*time.Second, "the bridge's pull moved back", func() bool {
-		return countIn(c.bridge.log, "pull offset moved") > 0
-	})
-	c.publishAll(t, "after")
-	c.storedBelow(t, 40)
-	waitAll(t, got, "after-", "the 20 messages published after the restart delivered live")
+	c.liveThroughCut(t)
 
 	back, present := dialConnect(t, c.mqttAddr, "tail-off", false, 600, set)
 	if !present {
