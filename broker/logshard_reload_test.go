@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/smartgo/smartgo/store"
 )
 
 // TestShardReloadAfterCutSetsSnapshotAside: a replica whose HA client cuts
@@ -19,10 +17,9 @@ import (
 // not deleted, writes go on at the log's end, and a restart comes up with
 // the same state.
 func TestShardReloadAfterCutSetsSnapshotAside(t *testing.T) {
-	sync := func(o *Options) { o.Store.FlushMode = store.FlushSync }
-	one := func(o *StateStoreOptions) { o.Shards = 1 }
+	sync, one := snapSyncFlush, snapOneShard
 	dir := t.TempDir()
-	snap := filepath.Join(dir, "statestore", "shard-0.snap")
+	snap := shardSnapPath(dir)
 
 	b := testBroker(t, dir, sync)
 	s := ssOpen(t, b, one)

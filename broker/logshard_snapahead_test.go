@@ -20,9 +20,7 @@ import (
 // expected 2"), and a restart after the log grew past the stale
 // snapshot's NEXT does not load it again.
 func TestShardSnapshotAheadOfLogReplaysLog(t *testing.T) {
-	sync := func(o *Options) { o.Store.FlushMode = store.FlushSync }
-	one := func(o *StateStoreOptions) { o.Shards = 1 }
-	snap := func(dir string) string { return filepath.Join(dir, "statestore", "shard-0.snap") }
+	sync, one, snap := snapSyncFlush, snapOneShard, shardSnapPath
 
 	// ahead: a snapshot of a shard with two entries.
 	ahead := t.TempDir()
@@ -97,4 +95,13 @@ func TestShardSnapshotAheadOfLogReplaysLog(t *testing.T) {
 		}
 	}
 	ssDo(t, s, "c", "SET", "e", "5")
+}
+
+// The options and the snapshot file of the shard snapshot tests: a broker
+// whose every put is on disk when answered (the cuts below keep exactly
+// the records they mean to), a state store of one shard, and its file.
+func snapSyncFlush(o *Options)          { o.Store.FlushMode = store.FlushSync }
+func snapOneShard(o *StateStoreOptions) { o.Shards = 1 }
+func shardSnapPath(dir string) string {
+	return filepath.Join(dir, "statestore", "shard-0.snap")
 }
