@@ -116,6 +116,7 @@ type Backend struct {
 	srv       clusterServer                       // protected by mu; d, when it is one
 	shares    map[string]*client.PullConsumer     // protected by mu; running share consumers (shares.go)
 	shareWake chan struct{}                       // wakes the share loop (capacity 1)
+	lost      *lostBrokers                        // brokers whose connection closed (recheck.go)
 	shareFrom map[string]shareMark                // protected by mu; start offsets of shares not yet running, taken before their SUBACK (shares.go)
 	held      map[string]heldShares               // protected by mu; shares each local session held before its latest SUBSCRIBE (shares.go)
 	live      *client.PullConsumer                // protected by mu
@@ -243,7 +244,7 @@ func NewBackend(opts Options) (*Backend, error) {
 		sysQueues:   map[client.MessageQueue]*client.MessageQueue{},
 		connectPrev: map[sysPos]*sessionRecord{}, waits: map[string][]*handoffWait{},
 		overflows: map[string]*overflowState{}, wills: newWillState(),
-		shareWake: make(chan struct{}, 1), metrics: newBackendMetrics()}
+		shareWake: make(chan struct{}, 1), lost: newLostBrokers(), metrics: newBackendMetrics()}
 	b.overflowFn = b.onOverflow
 	if bs, ok := any(prod).(orderedBatchSender); ok {
 		b.sendBatch = func(ctx context.Context, msgs []*client.Message, key string) error {
@@ -397,6 +398,8 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 	b.mu.Unlock()
 	b.wg.Add(1)
 	go b.deliverLoop(live)
+	b.lost.wg.Add(1)
+	go b.recheckLoop(live)
 	if b.srv != nil {
 		b.wg.Add(1)
 		go b.shareLoop(b.srv)
@@ -495,6 +498,9 @@ func (b *Backend) newConsumer(ctx context.Context, group string, from client.Con
 	co := client.PullConsumerOptions{ConsumerOptions: client.ConsumerOptions{
 		ClientOptions: client.ClientOptions{Registries: b.opts.Registries, Logger: b.log.With("component", "bridge-consumer")},
 		Group:         group, From: from}}
+	if group == groupLive {
+		co.OnBrokerConnClose = b.lost.note
+	}
 	c, err := client.NewPullConsumer(co)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: consumer: %w", err)
@@ -729,6 +735,7 @@ func (b *Backend) Close() error {
 	live, sys := b.live, b.sys
 	b.mu.Unlock()
 	b.cancel()
+	b.lost.wg.Wait() // it seeks live: done before live closes
 	var errs []error
 	for _, c := range []*client.PullConsumer{live, sys} {
 		if c != nil {

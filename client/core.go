@@ -378,6 +378,21 @@ func (c *core) brokerAddr(name string, id int64) string {
 	return ""
 }
 
+// brokerNameOf returns the name of the broker at addr, or "" when no
+// route names it.
+func (c *core) brokerNameOf(addr string) string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for name, addrs := range c.brokers {
+		for _, a := range addrs {
+			if a == addr {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
 // masterAddr returns the master address of a broker name, or "".
 func (c *core) masterAddr(name string) string {
 	c.mu.RLock()

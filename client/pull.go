@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -51,6 +52,15 @@ type PullConsumerOptions struct {
 	// ConsumeFrom's position. Start fails when one cannot be written. Each
 	// queue's topic must be subscribed (or assigned).
 	StartOffsets map[MessageQueue]int64
+	// OnBrokerConnClose, when set, is called with a broker's name each
+	// time one of the consumer's connections to that broker closes (the
+	// broker stopped, restarted, or the network broke; connections to
+	// registries are not reported). A broker that restarted may have lost
+	// its log's tail and given the lost offsets to new messages: a caller
+	// that keeps what it read can look again from an earlier offset
+	// (Seek). It runs on the closing connection's goroutine: it must not
+	// block.
+	OnBrokerConnClose func(brokerName string)
 }
 
 // NewPullConsumer validates opts and returns a pull consumer. Assign or
@@ -68,6 +78,15 @@ func NewPullConsumer(opts PullConsumerOptions) (*PullConsumer, error) {
 	b, err := newConsumerBase(opts.ConsumerOptions, protocol.ConsumeActively)
 	if err != nil {
 		return nil, err
+	}
+	if fn := opts.OnBrokerConnClose; fn != nil {
+		for _, rc := range append([]*remoting.Client{b.core.rc}, b.pullRCs...) {
+			rc.OnAddrClose(func(addr string, _ error) {
+				if name := b.core.brokerNameOf(addr); name != "" {
+					fn(name)
+				}
+			})
+		}
 	}
 	c := &PullConsumer{base: b, autoCommit: opts.AutoCommit, manual: opts.ManualOffsets, buf: make(chan consumeRequest, 64), fixed: map[MessageQueue]*subscription{},
 		startAt: maps.Clone(opts.StartOffsets)}
@@ -289,6 +308,9 @@ func (c *PullConsumer) MarkConsumed(mq MessageQueue, next int64) {
 // buffered are discarded). mq must be held.
 func (c *PullConsumer) Seek(mq MessageQueue, offset int64) error {
 	b := c.base
+	if b.core.closed.Load() {
+		return ErrClosed
+	}
 	b.qmu.Lock()
 	pq := b.queues[mq]
 	b.qmu.Unlock()

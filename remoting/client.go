@@ -24,7 +24,9 @@ type Client struct {
 	conns   map[string]*Conn           // protected by mu
 	dialing map[string]*dialing        // protected by mu
 	onClose []func(c *Conn, err error) // protected by mu
-	closed  bool                       // protected by mu
+	// onAddrClose are OnAddrClose's hooks; protected by mu.
+	onAddrClose []func(addr string, err error)
+	closed      bool // protected by mu
 
 	wg   sync.WaitGroup // connection readers
 	once sync.Once
@@ -74,6 +76,16 @@ func (c *Client) OnConnClose(fn func(conn *Conn, err error)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.onClose = append(c.onClose, fn)
+}
+
+// OnAddrClose registers fn to run when any of the client's connections
+// closes, with the address it was dialled at (as given to Conn, Invoke).
+// Like OnConnClose's, fn runs on the closing connection's goroutine and
+// must not block; it applies to the connections dialled after it.
+func (c *Client) OnAddrClose(fn func(addr string, err error)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onAddrClose = append(c.onAddrClose, fn)
 }
 
 // Conn returns the open connection to addr, dialling it if needed.
@@ -139,6 +151,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*Conn, error) {
 	}
 	c.conns[addr] = cn
 	hooks := append([]func(*Conn, error){}, c.onClose...)
+	addrHooks := append([]func(string, error){}, c.onAddrClose...)
 	cn.start(&c.wg) // under mu: Close cannot be waiting yet
 	c.mu.Unlock()
 	cn.OnClose(func(cn *Conn, err error) {
@@ -149,6 +162,9 @@ func (c *Client) dial(ctx context.Context, addr string) (*Conn, error) {
 		c.mu.Unlock()
 		for _, fn := range hooks {
 			fn(cn, err)
+		}
+		for _, fn := range addrHooks {
+			fn(addr, err)
 		}
 	})
 	c.log.Debug("remoting: connected", "addr", addr)

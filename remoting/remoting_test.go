@@ -526,3 +526,39 @@ func TestRemotingBackpressureAndWriteTimeout(t *testing.T) {
 	}
 	testutil.WaitFor(t, 10*time.Second, "every release callback", func() bool { return released.Load() == created.Load() })
 }
+
+// TestRemotingClientOnAddrClose: the hook gets the address the closed
+// connection was dialled at, once per connection, also for a connection
+// dialled again after the first closed.
+func TestRemotingClientOnAddrClose(t *testing.T) {
+	s, addr, _ := startServer(t, Options{}, nil)
+	c := newClient(t, ClientOptions{})
+	closed := make(chan string, 4)
+	c.OnAddrClose(func(a string, err error) {
+		if err == nil {
+			t.Error("close hook without a reason")
+		}
+		closed <- a
+	})
+	for range 2 {
+		if _, err := c.Invoke(context.Background(), addr, echoReq("x", nil)); err != nil {
+			t.Fatal(err)
+		}
+		for _, cn := range s.Conns() {
+			_ = cn.Close()
+		}
+		select {
+		case got := <-closed:
+			if got != addr {
+				t.Fatalf("hook got %q, want the dialled %q", got, addr)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("hook not run on close")
+		}
+	}
+	select {
+	case got := <-closed:
+		t.Fatalf("hook ran again (%q)", got)
+	default:
+	}
+}

@@ -18,6 +18,8 @@ import (
 
 	pp "github.com/eclipse/paho.golang/packets"
 
+	"github.com/smartgo/smartgo/bridge"
+	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
 	"github.com/smartgo/smartgo/internal/testutil"
 )
@@ -171,16 +173,84 @@ func (c *tailLost) liveThroughCut(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "the 20 first messages delivered", func() bool { return got.prefixed("before-") == 20 })
 
 	c.cutTail(t, "before-10")
-	// The bridge's live consumer pulls at 20, past the queue's end (10):
-	// the broker moves it back to 10. (A pull that comes only once the
-	// queue reached 20 again is not moved, and the bridge cannot see the
-	// reused offsets: that case is not covered yet.)
+	// The bridge saw its broker connection close and reads the queue
+	// again from its oldest delivery (bridge/recheck.go), or its pull at
+	// 20, past the queue's end (10), was moved back to 10 by the broker.
+	// (A pull that comes only once the queue reached 20 again is not
+	// moved: TestInteropMQTTLiveAfterLogTailLostRefilled.)
 	testutil.WaitFor(t, 60*time.Second, "the bridge's pull moved back", func() bool {
-		return countIn(c.bridge.log, "pull offset moved") > 0
+		return countIn(c.bridge.log, "pull offset moved")+countIn(c.bridge.log, "reading the queue again") > 0
 	})
 	c.publishAll(t, "after")
 	c.storedBelow(t, 40)
 	waitAll(t, got, "after-", "the 20 messages published after the restart delivered live")
+}
+
+// TestInteropMQTTLiveAfterLogTailLostRefilled is the test above where
+// the subscriber's bridge pulls again only once the queue is back past its
+// offset: that bridge is stopped (SIGSTOP) while the broker loses its
+// tail and restarts, and a second bridge stores 20 new messages on the
+// same queue, 10 of them at the reused offsets 10-19. No pull is moved
+// back; once resumed, the first bridge sees its broker connection closed,
+// reads the queue again from its oldest delivery remembered, finds other
+// messages at 10-19 than it delivered there and delivers from there: the
+// subscriber gets all 20.
+func TestInteropMQTTLiveAfterLogTailLostRefilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	c := startTailLost(t)
+	addr2 := "127.0.0.1:" + strconv.Itoa(freePorts(t, 1)[0])
+	bridge2 := &ctlNode{name: "bridge2", ready: "bridge started", log: filepath.Join(c.dir, "bridge2.log"),
+		args: []string{"bridge", "-listen", addr2, "-registries", c.regAddr, "-set", "log.level=" + logLevel()}}
+	t.Cleanup(func() {
+		bridge2.kill9()
+		if t.Failed() {
+			data, _ := os.ReadFile(bridge2.log)
+			t.Logf("%s:\n%s", bridge2.log, tail(string(data), 60))
+		}
+	})
+	bridge2.run(t)
+
+	sub, _ := dialMQTT(t, c.mqttAddr, "tail-sub", true)
+	sub.subscribe(1, "tail/#", 1)
+	got := readPublishes(t, sub)
+	c.publishAll(t, "before")
+	testutil.WaitFor(t, 30*time.Second, "the 20 first messages delivered", func() bool { return got.prefixed("before-") == 20 })
+
+	c.bridge.signal(syscall.SIGSTOP)
+	c.cutTail(t, "before-10")
+	// The bridge picks a publisher's queue by its client id: the second
+	// publisher's id lands on the first one's queue.
+	pub2, _ := dialMQTT(t, addr2, sameQueueID(t, "tail-pub", bridge.DefaultTopicQueues), true)
+	for i := range 20 {
+		publishStored(t, pub2, uint16(i+1), "tail/x", fmt.Sprintf("after-%02d", i))
+	}
+	c.storedBelow(t, 40)
+	c.bridge.signal(syscall.SIGCONT)
+	waitAll(t, got, "after-", "the 20 messages published after the restart delivered live")
+	if countIn(c.bridge.log, "pull offset moved") > 0 {
+		t.Fatal("the first bridge's pull was moved back: not the case this test is for")
+	}
+}
+
+// sameQueueID returns a client id other than id that the bridge stores on
+// the same one of n queues (client.HashSelector, the bridge's pick).
+func sameQueueID(t *testing.T, id string, n int) string {
+	t.Helper()
+	qs := make([]client.MessageQueue, n)
+	for i := range qs {
+		qs[i].QueueID = int32(i)
+	}
+	want := client.HashSelector(qs, id).QueueID
+	for k := range 1000 {
+		other := fmt.Sprintf("%s-%d", id, k)
+		if client.HashSelector(qs, other).QueueID == want {
+			return other
+		}
+	}
+	t.Fatalf("no id on %s's queue", id)
+	return ""
 }
 
 // TestInteropMQTTOfflineSessionAfterLogTailLost is the test above with a
