@@ -3,10 +3,17 @@ package client
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
 // MaxTopicLength is the longest topic name brokers accept.
 const MaxTopicLength = 127
+
+// AutoCreateTopic is the brokers' auto-creation template topic (TBW102):
+// producers send to a topic no broker has yet through its route, and a
+// broker refuses to create or delete it.
+const AutoCreateTopic = protocol.DefaultTopic
 
 // MaxGroupLength is the longest consumer group name brokers accept for a
 // new group: the group's retry topic, %RETRY%<group>, must be a valid

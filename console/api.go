@@ -330,6 +330,12 @@ func (c *Console) apiPutTopic(w http.ResponseWriter, r *http.Request, s *session
 		fail(w, badRequest{err.Error()})
 		return
 	}
+	if req.Name == client.AutoCreateTopic {
+		// The brokers refuse it (SYSTEM_ERROR, as RocketMQ's do): the
+		// caller's mistake, not the gateway's.
+		fail(w, badf("%s is the brokers' auto-creation template, a reserved name", req.Name))
+		return
+	}
 	if req.ReadQueues < 1 || req.ReadQueues > maxQueues || req.WriteQueues < 1 || req.WriteQueues > maxQueues {
 		fail(w, badf("readQueues and writeQueues must be between 1 and %d", maxQueues))
 		return

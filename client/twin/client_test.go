@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -54,5 +55,28 @@ func TestTwinContinuationPinned(t *testing.T) {
 	}
 	if _, _, err := decodeContinuation(top, 8); !errors.Is(err, ErrBadContinuation) {
 		t.Errorf("a TOP token read as a plain one: %v", err)
+	}
+}
+
+// TestContinuationErrorQuotesLittle: a bad token's error (which a 400
+// carries back) quotes at most maxQuotedToken bytes of it.
+func TestContinuationErrorQuotesLittle(t *testing.T) {
+	long := strings.Repeat("Z", 100_000)
+	for name, err := range map[string]error{
+		"plain": func() error { _, _, err := decodeContinuation(long, 8); return err }(),
+		"top":   func() error { _, _, err := splitTopContinuation(long, 10); return err }(),
+	} {
+		if !errors.Is(err, ErrBadContinuation) {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n := len(err.Error()); n > 200 {
+			t.Fatalf("%s: error of %d bytes: %.120s", name, n, err)
+		}
+		if !strings.Contains(err.Error(), "(100000 bytes)") {
+			t.Fatalf("%s: error does not say how long the token was: %v", name, err)
+		}
+	}
+	if _, _, err := decodeContinuation("!!", 8); err == nil || !strings.Contains(err.Error(), `"!!"`) {
+		t.Fatalf("a short token is quoted whole: %v", err)
 	}
 }

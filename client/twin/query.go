@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	tw "github.com/smartgo/smartgo/twin"
@@ -263,7 +264,7 @@ func topContinuation(tok string, left int) string {
 func splitTopContinuation(tok string, top int) (string, int, error) {
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil || len(b) < 1 || b[0] != 2 {
-		return "", 0, fmt.Errorf("%w: %q (not of a TOP query)", ErrBadContinuation, tok)
+		return "", 0, fmt.Errorf("%w: %s (not of a TOP query)", ErrBadContinuation, quoteToken(tok))
 	}
 	v, after, rest, ok := tokenFields(b[1:])
 	var left uint64
@@ -273,7 +274,7 @@ func splitTopContinuation(tok string, top int) (string, int, error) {
 		ok = k > 0 && k == len(rest)
 	}
 	if !ok || left < 1 || left > uint64(top) || v[1] >= v[0] {
-		return "", 0, fmt.Errorf("%w: %q", ErrBadContinuation, tok)
+		return "", 0, fmt.Errorf("%w: %s", ErrBadContinuation, quoteToken(tok))
 	}
 	return encodeContinuation(int(v[0]), int(v[1]), after), int(left), nil
 }
@@ -297,14 +298,27 @@ func tokenFields(b []byte) (v [3]uint64, after string, rest []byte, ok bool) {
 func decodeContinuation(tok string, shards int) (int, string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil || len(b) < 1 || b[0] != 1 {
-		return 0, "", fmt.Errorf("%w: %q", ErrBadContinuation, tok)
+		return 0, "", fmt.Errorf("%w: %s", ErrBadContinuation, quoteToken(tok))
 	}
 	v, after, rest, ok := tokenFields(b[1:])
 	if !ok || len(rest) != 0 {
-		return 0, "", fmt.Errorf("%w: %q", ErrBadContinuation, tok)
+		return 0, "", fmt.Errorf("%w: %s", ErrBadContinuation, quoteToken(tok))
 	}
 	if v[0] != uint64(shards) || v[1] >= v[0] {
 		return 0, "", fmt.Errorf("%w: made for %d shards, there are %d", ErrBadContinuation, v[0], shards)
 	}
 	return int(v[1]), after, nil
+}
+
+// maxQuotedToken is how much of a bad continuation token its error
+// quotes: the token comes from a request header (up to the HTTP server's
+// header limit), and the error goes back in the 400.
+const maxQuotedToken = 64
+
+// quoteToken quotes tok for an error, cut to maxQuotedToken bytes.
+func quoteToken(tok string) string {
+	if len(tok) <= maxQuotedToken {
+		return strconv.Quote(tok)
+	}
+	return strconv.Quote(tok[:maxQuotedToken]) + fmt.Sprintf("... (%d bytes)", len(tok))
 }

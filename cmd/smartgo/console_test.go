@@ -213,6 +213,7 @@ func TestCmdConsoleAPI(t *testing.T) {
 		t.Fatalf("bad topic name: %d %v", code, m)
 	}
 	alice.want(http.StatusBadRequest, "POST", "/api/topics", map[string]any{"name": "ConsoleT", "readQueues": 1, "writeQueues": 1, "perm": 9})
+	alice.want(http.StatusBadRequest, "POST", "/api/topics", map[string]any{"name": "TBW102", "readQueues": 1, "writeQueues": 1, "perm": 6})
 	alice.want(http.StatusBadRequest, "POST", "/api/topics", map[string]any{"name": "ConsoleT", "readQueues": 100000, "writeQueues": 1, "perm": 6})
 	alice.want(http.StatusRequestEntityTooLarge, "POST", "/api/topics", append(append([]byte(`{"name":"`), bytes.Repeat([]byte("x"), 2<<20)...), `"}`...))
 	for _, tp := range decode[[]map[string]any](t, alice.want(200, "GET", "/api/topics", nil)) {
