@@ -315,13 +315,14 @@ var (
 	descReplLagBytes   = prometheus.NewDesc("smartgo_replication_lag_bytes", "Master: commitlog end minus the best slave's acknowledged end. Slave: its master's end minus its own.", nil, nil)
 	descReplLagSeconds = prometheus.NewDesc("smartgo_replication_lag_seconds", "How long replication has been behind (0 while caught up; sampled every second).", nil, nil)
 	descSlaves         = prometheus.NewDesc("smartgo_replication_slaves", "Slaves connected to this master.", nil, nil)
+	descReplRefused    = prometheus.NewDesc("smartgo_replication_refused", "Slave: 1 while its master refuses it, by why (mismatch: another group or segment size; slave-ahead; slave-behind; diverged; protocol), else 0. A refused slave keeps its data and retries; it needs an operator.", []string{"reason"}, nil)
 	descInfo           = prometheus.NewDesc("smartgo_broker_info", "Always 1; labels name the broker.", []string{"cluster", "broker", "id", "role", "addr"}, nil)
 )
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommitLogMax, descCommitLogMin, descDispatchLag, descIndexLag, descHeldPulls,
 		descFlushedOffset, descFlushLatency, descDiskUsed, descBadRecords, descIndexDamaged, descIndexRebuilt, descCQRebuilt, descCQLost, descForceDeleted, descOpenFiles, descFileReopens, descWritesRefused, descStoreEvents, descReplLagBytes,
-		descReplLagSeconds, descSlaves, descInfo} {
+		descReplLagSeconds, descSlaves, descReplRefused, descInfo} {
 		ch <- d
 	}
 }
@@ -372,6 +373,12 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if srv := b.haSrv.Load(); srv != nil {
 		gauge(descSlaves, float64(len(srv.Slaves())))
+	}
+	if cli := b.haCli.Load(); cli != nil {
+		why := cli.Refusal()
+		for _, r := range ha.Refusals {
+			gauge(descReplRefused, b2f(why == r), r)
+		}
 	}
 	id, _ := b.registryBrokerID()
 	gauge(descInfo, 1, b.opts.ClusterName, b.opts.BrokerName, fmt.Sprint(id), b.roleName(), b.addr)

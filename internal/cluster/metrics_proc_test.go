@@ -143,7 +143,7 @@ func TestClusterProcMetrics(t *testing.T) {
 			"smartgo_replication_lag_seconds", "smartgo_replication_slaves", "smartgo_statestore_commands_total",
 			"smartgo_statestore_command_latency_seconds_count", "smartgo_statestore_keys", "smartgo_commitlog_max_offset", "smartgo_store_writes_refused", "go_goroutines",
 			"process_cpu_seconds_total"},
-		mSlave: {"smartgo_replication_lag_bytes", "smartgo_replication_lag_seconds", "smartgo_commitlog_max_offset", "go_goroutines"},
+		mSlave: {"smartgo_replication_lag_bytes", "smartgo_replication_lag_seconds", "smartgo_replication_refused", "smartgo_commitlog_max_offset", "go_goroutines"},
 		mBridge: {"smartgo_mqtt_connections", "smartgo_mqtt_sessions", "smartgo_mqtt_subscriptions", "smartgo_mqtt_messages_received_total",
 			"smartgo_mqtt_messages_sent_total", "smartgo_mqtt_dropped_qos0_total", "smartgo_mqtt_slow_reader_disconnects_total",
 			"smartgo_mqtt_auth_failures_total", "smartgo_bridge_produce_latency_seconds_count", "smartgo_bridge_cluster_sessions",
@@ -172,6 +172,9 @@ func TestClusterProcMetrics(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+	}
+	if v, _ := sum(before[mSlave], "smartgo_replication_refused"); v != 0 {
+		t.Fatalf("a replicating slave reports a refusal (%v)", v)
 	}
 
 	// Load: SDK produce and consume, MQTT publishes at each QoS to a

@@ -368,6 +368,9 @@ func TestStoreHARefusesWrongMaster(t *testing.T) {
 			}
 			return nil
 		})
+		if got, wantR := cli.Refusal(), refusalOf(want); got != wantR || got == "" {
+			t.Fatalf("%s: Refusal %q, want %q", name, got, wantR)
+		}
 		_ = cli.Close()
 		if s.MaxPhysicalOffset() != before {
 			t.Fatalf("%s: slave log moved from %d to %d", name, before, s.MaxPhysicalOffset())

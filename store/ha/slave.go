@@ -113,6 +113,41 @@ func (c *Client) Err() error {
 	return nil
 }
 
+// Refusal names why the master refused this slave's last session, while
+// no session is up: "mismatch" (another group, another segment size),
+// "slave-ahead", "slave-behind", "diverged" or "protocol"; "" otherwise
+// (replicating, never tried, or a session that ended for another reason:
+// a lost connection, a full disk). A refused slave keeps its data and
+// retries every ReconnectMax; it needs an operator.
+func (c *Client) Refusal() string {
+	if c.connected.Load() {
+		return ""
+	}
+	return refusalOf(c.Err())
+}
+
+// Refusals are the names Refusal gives.
+var Refusals = []string{"mismatch", "slave-ahead", "slave-behind", "diverged", "protocol"}
+
+// refusalOf names the refusal err is (see Refusal), or "".
+func refusalOf(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrMismatch):
+		return "mismatch"
+	case errors.Is(err, ErrSlaveAhead):
+		return "slave-ahead"
+	case errors.Is(err, ErrSlaveBehind):
+		return "slave-behind"
+	case errors.Is(err, ErrDiverged):
+		return "diverged"
+	case errors.Is(err, ErrProtocol):
+		return "protocol"
+	}
+	return ""
+}
+
 // Sessions returns how many sessions passed the handshake.
 func (c *Client) Sessions() int64 { return c.sessions.Load() }
 
@@ -140,8 +175,7 @@ func (c *Client) run(ctx context.Context) {
 				return
 			}
 			c.lastErr.Store(&err)
-			refused := errors.Is(err, ErrMismatch) || errors.Is(err, ErrSlaveAhead) || errors.Is(err, ErrSlaveBehind) ||
-				errors.Is(err, ErrProtocol) || errors.Is(err, ErrDiverged)
+			refused := refusalOf(err) != ""
 			switch {
 			case errors.Is(err, store.ErrDiskFull):
 				// This store refuses the master's bytes: connecting again
