@@ -557,6 +557,7 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 			old := qs != nil && x.QueueOffset < qs.next
 			if old && qs.rewindLocked(x.QueueOffset, id) {
 				old = false
+				b.rewindOverflowsLocked(x.Queue, x.QueueOffset)
 				b.log.Warn("bridge: queue offsets given again (the broker lost its log's tail): delivering from there",
 					"queue", x.Queue, "offset", x.QueueOffset)
 			}

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,57 @@ type overflowState struct {
 	// held are the latest messages handed over with their log positions,
 	// oldest first, so that records find them (protected by mu).
 	held []heldMsg
+	// rewound holds, per queue, the lowest offset the live consumer went
+	// back to (its broker gave the offsets from there again) since the
+	// reader last looked (protected by mu): the reader reads that queue
+	// again from there (applyRewindsLocked).
+	rewound map[client.MessageQueue]int64
+}
+
+// rewindOverflowsLocked tells every overflowed session that q's offsets
+// from off on were given again (rewindLocked): what it is owed there is
+// read back from off, not from the reader's position past it. The
+// messages handed over from there are no longer at their positions: a
+// record stores them whole (as rewindLocked drops them from the ring).
+func (b *Backend) rewindOverflowsLocked(q client.MessageQueue, off int64) {
+	for _, st := range b.overflows {
+		st.held = slices.DeleteFunc(st.held, func(h heldMsg) bool { return h.pos.q == q && h.pos.off >= off })
+		if !st.active {
+			continue
+		}
+		if n, ok := st.next[q]; ok && n > off {
+			st.next[q] = off
+		}
+		if st.rewound == nil {
+			st.rewound = map[client.MessageQueue]int64{}
+		}
+		if r, ok := st.rewound[q]; !ok || off < r {
+			st.rewound[q] = off
+		}
+	}
+}
+
+// applyRewindsLocked moves the reader of st back to the offsets its
+// queues were rewound to: its position, the messages it read at or past
+// them and not handed over yet (lost from the log with its tail), and
+// what the session is owed from.
+func applyRewindsLocked(st *overflowState, cursor map[client.MessageQueue]int64, buf *[]heldMsg) {
+	if len(st.rewound) == 0 {
+		return
+	}
+	for q, off := range st.rewound {
+		if c, ok := cursor[q]; ok && c > off {
+			cursor[q] = off
+		}
+		if n, ok := st.next[q]; ok && n > off {
+			st.next[q] = off
+		}
+	}
+	*buf = slices.DeleteFunc(*buf, func(h heldMsg) bool {
+		r, ok := st.rewound[h.pos.q]
+		return ok && h.pos.off >= r
+	})
+	clear(st.rewound)
 }
 
 type heldMsg struct {
@@ -126,6 +178,11 @@ func (b *Backend) refillLoop(clientID string, st *overflowState) {
 		}
 		b.mu.Lock()
 		for _, h := range buf[:taken] {
+			if r, ok := st.rewound[h.pos.q]; ok && h.pos.off >= r {
+				// Read before its queue went back (a rewind while Refill
+				// ran): handed over, but no longer at its position.
+				continue
+			}
 			st.next[h.pos.q] = h.pos.off + 1
 			if len(st.held) == heldKeep {
 				n := copy(st.held, st.held[len(st.held)/2:])
@@ -134,8 +191,9 @@ func (b *Backend) refillLoop(clientID string, st *overflowState) {
 			}
 			st.held = append(st.held, h)
 		}
-		b.mu.Unlock()
 		buf = buf[taken:]
+		applyRewindsLocked(st, cursor, &buf) // none when last: delivery is paused
+		b.mu.Unlock()
 		if last && room == nil {
 			done = true
 			return nil, false
@@ -233,6 +291,7 @@ func (b *Backend) readBack(st *overflowState, cursor map[client.MessageQueue]int
 	}
 	var work []span
 	b.mu.Lock()
+	applyRewindsLocked(st, cursor, buf)
 	for q, off := range st.next {
 		from, ok := cursor[q]
 		if !ok || from < off {

@@ -157,20 +157,24 @@ func TestInteropMQTTLiveAfterLogTailLost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	startTailLost(t).liveThroughCut(t)
+	startTailLost(t).liveThroughCut(t, nil)
 }
 
 // liveThroughCut connects a subscriber to tail/#, publishes 20 messages
-// and waits until it has them, cuts the broker's log at the 11th and
-// restarts it, waits until the bridge's pull was moved back, publishes 20
-// more and waits until the subscriber has those too.
-func (c *tailLost) liveThroughCut(t *testing.T) {
+// and waits until it has them, runs beforeCut (nil: nothing), cuts the
+// broker's log at the 11th and restarts it, waits until the bridge's pull
+// was moved back, publishes 20 more and waits until the subscriber has
+// those too.
+func (c *tailLost) liveThroughCut(t *testing.T, beforeCut func()) {
 	t.Helper()
 	sub, _ := dialMQTT(t, c.mqttAddr, "tail-sub", true)
 	sub.subscribe(1, "tail/#", 1)
 	got := readPublishes(t, sub)
 	c.publishAll(t, "before")
 	testutil.WaitFor(t, 30*time.Second, "the 20 first messages delivered", func() bool { return got.prefixed("before-") == 20 })
+	if beforeCut != nil {
+		beforeCut()
+	}
 
 	c.cutTail(t, "before-10")
 	// The bridge saw its broker connection close and reads the queue
@@ -269,8 +273,8 @@ func TestInteropMQTTOfflineSessionAfterLogTailLost(t *testing.T) {
 // offline session overflows at the 8th message, before the cut, and its
 // reader, still below the cut, reads the new messages at the reused
 // offsets back when the session returns: it gets all 20. (A reader that
-// had read or handed over messages past the cut would skip them: not
-// covered yet, see docs/durability.md.)
+// had read and handed over messages past the cut:
+// TestInteropMQTTOverflowedSessionPastLogTailLost.)
 func TestInteropMQTTOverflowedSessionAfterLogTailLost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -280,6 +284,168 @@ func TestInteropMQTTOverflowedSessionAfterLogTailLost(t *testing.T) {
 	if countIn(c.bridge.log, "session queue full") == 0 {
 		t.Fatal("the offline session never overflowed")
 	}
+}
+
+// TestInteropMQTTOverflowedSessionPastLogTailLost: an online session in
+// overflow whose reader had handed over messages past the offsets a
+// broker gave again after it lost its log's tail (overflowedPastCut)
+// acknowledges again: it gets all 20 messages published after the
+// restart, its reader went back to offset 10 with the live consumer.
+// (Without that it went on from offset 20 and never sent after-00 to
+// after-09, stored at the reused offsets 10-19.)
+func TestInteropMQTTOverflowedSessionPastLogTailLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	_, got := overflowedPastCut(t)
+	got.ackUntil("")
+	waitAll(t, &got.mqttGot, "after-", "the 20 messages published after the restart delivered to the overflowed session")
+}
+
+// TestInteropMQTTOverflowedSessionPastLogTailLostResumed is the test
+// above where the session, still holding before-12 and before-13, goes
+// offline and the bridge restarts: the session comes back from its
+// record. It gets the messages it held or had queued, before-12 to
+// before-18, as they were (its record holds them whole: their log
+// positions now hold after-02 to after-08), and all 20 after ones.
+func TestInteropMQTTOverflowedSessionPastLogTailLostResumed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	c, got := overflowedPastCut(t)
+	got.disconnect()
+	c.bridge.signal(syscall.SIGINT)
+	<-c.bridge.done
+	c.bridge.run(t)
+	back, present := dialConnect(t, c.mqttAddr, "tail-ovf", false, 600, holdSet)
+	if !present {
+		t.Fatal("the session is gone")
+	}
+	got2 := readPublishes(t, back)
+	waitAll(t, got2, "after-", "the 20 messages published after the restart delivered to the resumed session")
+	for i := 12; i <= 18; i++ {
+		if p := fmt.Sprintf("before-%02d", i); got2.prefixed(p) == 0 {
+			t.Errorf("%s not delivered to the resumed session; it got %v", p, got2.list())
+		}
+	}
+}
+
+// holdSet is the CONNECT of the overflowed session: a receive maximum
+// of 2, and no keep alive, as it sends nothing while it holds its
+// acknowledgements.
+func holdSet(cc *pp.Connect) {
+	rm := uint16(2)
+	cc.Properties.ReceiveMaximum = &rm
+	cc.KeepAlive = 0
+}
+
+// overflowedPastCut starts a registry, a broker and a bridge with session
+// queues of 5 messages, and connects the session tail-ovf (holdSet) to
+// tail/#. It acknowledges nothing while the 20 first messages are
+// published, so it overflows at the 8th (offset 7) and its reader reads
+// the rest back from the log. Then it acknowledges up to before-11 and
+// holds before-12 and before-13 unacknowledged: the reader handed over
+// messages past offset 10 (12 and 13 came from it), and the session has
+// not caught up (its queue holds 5 at most, so before-19 is still the
+// reader's). The broker then loses its log from before-10 on and
+// restarts, and 20 messages are stored, after-00 to after-09 at the
+// reused offsets 10-19, and delivered live while the session is in
+// overflow. It returns with the session still holding before-12 and
+// before-13.
+func overflowedPastCut(t *testing.T) (*tailLost, *heldGot) {
+	t.Helper()
+	c := startTailLost(t, "bridge.max_queued_messages=5")
+	ovf, _ := dialConnect(t, c.mqttAddr, "tail-ovf", true, 600, holdSet)
+	ovf.subscribe(1, "tail/#", 1)
+	got := readPublishesHeld(t, ovf, true)
+	c.liveThroughCut(t, func() {
+		if countIn(c.bridge.log, "session queue full") == 0 {
+			t.Fatal("the session never overflowed")
+		}
+		got.ackUntil("before-12")
+		testutil.WaitFor(t, 30*time.Second, "before-13 sent to the session", func() bool { return got.prefixed("before-13") == 1 })
+	})
+	if n := got.prefixed("before-"); n != 14 {
+		t.Fatalf("the session got %d of the first messages while it held before-12 and before-13, want 14: %v", n, got.list())
+	}
+	return c, got
+}
+
+// heldGot is what readPublishesHeld received.
+type heldGot struct {
+	mqttGot
+	mu       sync.Mutex // orders the writes to nc; protects the rest
+	nc       net.Conn
+	holdFrom string   // the payload whose PUBLISH and later ones are held
+	holding  bool     // acknowledgements are held
+	held     []uint16 // the packet ids held
+}
+
+// ackUntil acknowledges the PUBLISHes held and later ones until the one
+// with payload holdFrom, which and after which it holds them again ("":
+// never).
+func (g *heldGot) ackUntil(holdFrom string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.holdFrom, g.holding = holdFrom, false
+	for _, id := range g.held {
+		g.ackLocked(id)
+	}
+	g.held = nil
+}
+
+// disconnect ends the session's connection with a DISCONNECT, the
+// acknowledgements held unsent.
+func (g *heldGot) disconnect() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, _ = pp.NewControlPacket(pp.DISCONNECT).WriteTo(g.nc)
+	_ = g.nc.Close()
+}
+
+func (g *heldGot) ackLocked(id uint16) {
+	ack := pp.NewControlPacket(pp.PUBACK)
+	ack.Content.(*pp.Puback).PacketID = id
+	_, _ = ack.WriteTo(g.nc) // a closed connection ends the reader
+}
+
+// readPublishesHeld is readPublishes holding back its acknowledgements
+// (when holding) until ackUntil lets them go.
+func readPublishesHeld(t *testing.T, c *mqttRaw, holding bool) *heldGot {
+	g := &heldGot{mqttGot: mqttGot{msgs: map[string]int{}}, nc: c.nc, holding: holding}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func(r *bufio.Reader) {
+		defer wg.Done()
+		_ = c.nc.SetReadDeadline(time.Time{})
+		for {
+			cp, err := pp.ReadPacket(r)
+			if err != nil {
+				return
+			}
+			p, ok := cp.Content.(*pp.Publish)
+			if !ok {
+				continue
+			}
+			if p.QoS == 1 {
+				g.mu.Lock()
+				if string(p.Payload) == g.holdFrom {
+					g.holding = true
+				}
+				if g.holding {
+					g.held = append(g.held, p.PacketID)
+				} else {
+					g.ackLocked(p.PacketID)
+				}
+				g.mu.Unlock()
+			}
+			g.mqttGot.mu.Lock()
+			g.msgs[string(p.Payload)]++
+			g.mqttGot.mu.Unlock()
+		}
+	}(c.r)
+	t.Cleanup(func() { c.nc.Close(); wg.Wait() })
+	return g
 }
 
 // offlineAfterTailLost runs the offline session test: the session tail-off
@@ -292,7 +458,7 @@ func offlineAfterTailLost(t *testing.T, set func(*pp.Connect), bridgeSets ...str
 	off.subscribe(1, "tail/#", 1)
 	off.send(pp.NewControlPacket(pp.DISCONNECT))
 	_ = off.nc.Close()
-	c.liveThroughCut(t)
+	c.liveThroughCut(t, nil)
 
 	back, present := dialConnect(t, c.mqttAddr, "tail-off", false, 600, set)
 	if !present {
@@ -348,37 +514,7 @@ func (g *mqttGot) prefixed(prefix string) int {
 // readPublishes reads c's packets in a goroutine from now on (the test
 // must not read c itself any more), acknowledging each QoS 1 PUBLISH and
 // recording its payload; it ends when c's connection closes.
-func readPublishes(t *testing.T, c *mqttRaw) *mqttGot {
-	g := &mqttGot{msgs: map[string]int{}}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func(nc net.Conn, r *bufio.Reader) {
-		defer wg.Done()
-		_ = nc.SetReadDeadline(time.Time{})
-		for {
-			cp, err := pp.ReadPacket(r)
-			if err != nil {
-				return
-			}
-			p, ok := cp.Content.(*pp.Publish)
-			if !ok {
-				continue
-			}
-			if p.QoS == 1 {
-				ack := pp.NewControlPacket(pp.PUBACK)
-				ack.Content.(*pp.Puback).PacketID = p.PacketID
-				if _, err := ack.WriteTo(nc); err != nil {
-					return
-				}
-			}
-			g.mu.Lock()
-			g.msgs[string(p.Payload)]++
-			g.mu.Unlock()
-		}
-	}(c.nc, c.r)
-	t.Cleanup(func() { c.nc.Close(); wg.Wait() })
-	return g
-}
+func readPublishes(t *testing.T, c *mqttRaw) *mqttGot { return &readPublishesHeld(t, c, false).mqttGot }
 
 // TestInteropMQTTResumeAfterLogTailLost: a persistent session receives the
 // 20 first messages, goes offline, the broker loses its log's tail from
