@@ -355,6 +355,46 @@ func (b *Backend) PrepareSessionReplacing(ctx context.Context, clientID string, 
 	return b.prepareSession(ctx, clientID, subs, expiry, &r)
 }
 
+// EndSession ends clientID's offline session at once, on every node, and
+// so drops what was queued for it: this node's, as its expiry would
+// (mqtt.Server.EndOfflineSession: its will is published and the delete
+// stored), any other's with the record a clean start elsewhere announces
+// itself with, on which the node holding the session drops it (and
+// closes a connection it still has). A session connected on this node
+// is left alone (false): the caller closes its connection first. It
+// reports whether it ended or announced the end of a session, judged
+// once this node has read every session record stored so far: a client
+// whose latest record is a delete, or that has none, has no session. The IoT hub ends a deleted
+// device identity's session with it.
+func (b *Backend) EndSession(ctx context.Context, clientID string) (bool, error) {
+	if b.isClosed() {
+		return false, ErrClosed
+	}
+	// Judged on every record stored so far: one the client's connection
+	// wrote on another node just before may not have been read yet.
+	if err := b.catchUpSys(ctx, b.opts.SessionTopic); err != nil {
+		return false, fmt.Errorf("bridge: end session of %q: read the session records: %w", clientID, err)
+	}
+	if srv := b.server(); srv != nil && srv.SessionInstance(clientID) != 0 {
+		if srv.Connected(clientID) {
+			return false, nil
+		}
+		if srv.EndOfflineSession(clientID) {
+			return true, nil
+		}
+	}
+	b.mu.Lock()
+	rec := b.sessions[clientID]
+	b.mu.Unlock()
+	if rec == nil || rec.Deleted {
+		return false, nil
+	}
+	if err := b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Connect: true, Deleted: true}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // earlierOwner reports whether rec, a client's latest record, is one a
 // connection left that belongs to an earlier owner of the client id than
 // r's. A record that names its owner (Backend.SetOwnerTag) is judged by

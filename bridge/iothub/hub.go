@@ -94,6 +94,10 @@ type deviceConn struct {
 	// registration, the connection state or the watch): the device's
 	// next twin request runs it again first.
 	redo atomic.Bool
+	// revoked is set when the connection is closed because its identity
+	// was deleted or disabled (revoke): once it ended, its session ends
+	// too if the identity is gone (endRevoked).
+	revoked atomic.Bool
 }
 
 // Stats are the hub's counters.

@@ -262,15 +262,22 @@ func (h *Hub) onDisconnect(c mqtt.ClientInfo) {
 		return
 	}
 	h.mu.Lock()
-	last := false
+	last, revoked := false, false
 	if d := h.dev[c.ClientID]; d != nil && d.connID == c.ConnID {
 		if d.expiry != nil {
 			d.expiry.Stop()
 		}
 		delete(h.dev, c.ClientID)
-		last = true
+		last, revoked = true, d.revoked.Load()
 	}
 	h.mu.Unlock()
+	var gen string
+	var inst uint64
+	if revoked && h.srv != nil {
+		// The session it left (none if another node's took it) and the
+		// identity generation it was for.
+		gen, inst = h.ownerTag(c.ClientID), h.srv.SessionInstance(c.ClientID)
+	}
 	if mc, ok := h.models.Load(c.ClientID); ok && mc.(modelConn).connID == c.ConnID {
 		h.models.CompareAndDelete(c.ClientID, mc)
 	}
@@ -291,6 +298,9 @@ func (h *Hub) onDisconnect(c mqtt.ClientInfo) {
 		err := h.twins.SetDisconnected(rctx, id.DeviceID, id.ModuleID, cid)
 		if err != nil && !errors.Is(err, twincli.ErrPrecondition) && !errors.Is(err, twincli.ErrNotFound) {
 			h.log.Warn("iothub: record disconnection", "device", id.String(), "err", err)
+		}
+		if inst != 0 {
+			h.endRevoked(ctx, id, gen, inst)
 		}
 	})
 }
@@ -383,6 +393,11 @@ func (h *Hub) revoke(clientID string) {
 	if !h.connectedHere(clientID) {
 		return
 	}
+	h.mu.Lock()
+	if d := h.dev[clientID]; d != nil {
+		d.revoked.Store(true)
+	}
+	h.mu.Unlock()
 	h.log.Info("iothub: identity deleted or disabled: disconnecting", "device", clientID)
 	if err := h.srv.Disconnect(clientID, 0x87); err != nil {
 		h.log.Debug("iothub: disconnect", "device", clientID, "err", err)

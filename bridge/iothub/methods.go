@@ -404,21 +404,7 @@ func (h *Hub) InvokeMethod(ctx context.Context, id Identity, c MethodCall) (Meth
 // cannot say, it reports true: the call then asks the other nodes and
 // waits for their acknowledgement, as if the device were connected.
 func (h *Hub) connectedElsewhere(ctx context.Context, id Identity) bool {
-	rctx, cancel := h.requestCtx(ctx)
-	defer cancel()
-	var state string
-	var err error
-	if id.ModuleID == "" {
-		var d *twincli.Device
-		if d, err = h.twins.GetDevice(rctx, id.DeviceID); err == nil {
-			state = d.ConnectionState
-		}
-	} else {
-		var m *twincli.Module
-		if m, err = h.twins.GetModule(rctx, id.DeviceID, id.ModuleID); err == nil {
-			state = m.ConnectionState
-		}
-	}
+	_, state, err := h.identityState(ctx, id)
 	switch {
 	case errors.Is(err, twincli.ErrNotFound):
 		return false // not registered (yet): not connected

@@ -97,10 +97,11 @@ func (h *Hub) bulkOne(r *http.Request, e *bulkDevice) error {
 	var mode twincli.PutMode
 	ifMatch := "*"
 	switch strings.ToLower(e.ImportMode) {
-	case "delete":
-		return h.twins.DeleteDevice(ctx, e.ID, "*")
-	case "deleteifmatchetag":
-		return h.twins.DeleteDevice(ctx, e.ID, e.ETag)
+	case "delete", "deleteifmatchetag":
+		if strings.EqualFold(e.ImportMode, "deleteIfMatchETag") {
+			ifMatch = e.ETag
+		}
+		return h.deleteDevice(ctx, e.ID, ifMatch)
 	case "create":
 		mode, ifMatch = twincli.PutCreate, ""
 	case "createorupdate":

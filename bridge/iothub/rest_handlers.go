@@ -80,9 +80,9 @@ func (h *Hub) identity(w http.ResponseWriter, r *http.Request, rt route) {
 	case http.MethodDelete:
 		var err error
 		if rt.moduleID == "" {
-			err = h.twins.DeleteDevice(ctx, rt.deviceID, ifMatch)
-		} else {
-			err = h.twins.DeleteModule(ctx, rt.deviceID, rt.moduleID, ifMatch)
+			err = h.deleteDevice(ctx, rt.deviceID, ifMatch)
+		} else if err = h.twins.DeleteModule(ctx, rt.deviceID, rt.moduleID, ifMatch); err == nil {
+			h.endSession(ctx, Identity{DeviceID: rt.deviceID, ModuleID: rt.moduleID}.ClientID())
 		}
 		if err != nil {
 			h.fail(w, r, err)
@@ -392,15 +392,7 @@ func (h *Hub) c2d(w http.ResponseWriter, r *http.Request, rt route) {
 // exists fails with the registry's 404 when the identity is not
 // registered (other failures are left to the call that follows).
 func (h *Hub) exists(ctx context.Context, id Identity) error {
-	ctx, cancel := h.requestCtx(ctx)
-	defer cancel()
-	var err error
-	if id.ModuleID == "" {
-		_, err = h.twins.GetDevice(ctx, id.DeviceID)
-	} else {
-		_, err = h.twins.GetModule(ctx, id.DeviceID, id.ModuleID)
-	}
-	if errors.Is(err, twincli.ErrNotFound) {
+	if _, _, err := h.identityState(ctx, id); errors.Is(err, twincli.ErrNotFound) {
 		return err
 	}
 	return nil
