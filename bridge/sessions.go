@@ -505,10 +505,11 @@ func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mq
 			return false, err
 		}
 	}
-	if replacing {
+	if replacing || rec != nil && rec.Deleted {
 		// The new record resumes where the live consumer is: first let it
-		// pass what is stored already, which the replaced session was
-		// owed, so that none of it is read back into the new one.
+		// pass what is stored already, which the replaced (or just
+		// ended: EndSession) session was owed, so that none of it is read
+		// back into the new one.
 		b.mu.Lock()
 		pts := sortedPoints(b.resumePointsLocked(clientID, time.Time{}))
 		b.mu.Unlock()
