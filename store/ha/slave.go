@@ -126,24 +126,34 @@ func (c *Client) Refusal() string {
 	return refusalOf(c.Err())
 }
 
+// refusals are the refusals Refusal names, with the error each is: one
+// table for the names and their errors (Refusals is its names).
+var refusals = []struct {
+	name string
+	err  error
+}{
+	{"mismatch", ErrMismatch},
+	{"slave-ahead", ErrSlaveAhead},
+	{"slave-behind", ErrSlaveBehind},
+	{"diverged", ErrDiverged},
+	{"protocol", ErrProtocol},
+}
+
 // Refusals are the names Refusal gives.
-var Refusals = []string{"mismatch", "slave-ahead", "slave-behind", "diverged", "protocol"}
+var Refusals = func() []string {
+	names := make([]string, len(refusals))
+	for i, r := range refusals {
+		names[i] = r.name
+	}
+	return names
+}()
 
 // refusalOf names the refusal err is (see Refusal), or "".
 func refusalOf(err error) string {
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, ErrMismatch):
-		return "mismatch"
-	case errors.Is(err, ErrSlaveAhead):
-		return "slave-ahead"
-	case errors.Is(err, ErrSlaveBehind):
-		return "slave-behind"
-	case errors.Is(err, ErrDiverged):
-		return "diverged"
-	case errors.Is(err, ErrProtocol):
-		return "protocol"
+	for _, r := range refusals {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
 	}
 	return ""
 }
