@@ -129,10 +129,19 @@ func newTagConsumer(t *testing.T, s *standalone, group, instance, topic, expr st
 func newSelectorConsumer(t *testing.T, s *standalone, group, instance, topic string, sel consumer.MessageSelector,
 	model consumer.MessageModel, handle func(*primitive.MessageExt) consumer.ConsumeResult) rocketmq.PushConsumer {
 	t.Helper()
-	c, err := rocketmq.NewPushConsumer(
+	return makePushConsumer(t, s, group, instance, topic, sel, true, handle,
+		consumer.WithConsumerModel(model), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+}
+
+// makePushConsumer makes a push consumer of group on topic subscribed
+// with sel, with opts after its registry, group and instance, that hands
+// each message to handle; start starts it. Cleanup shuts it down.
+func makePushConsumer(t *testing.T, s *standalone, group, instance, topic string, sel consumer.MessageSelector, start bool,
+	handle func(*primitive.MessageExt) consumer.ConsumeResult, opts ...consumer.Option) rocketmq.PushConsumer {
+	t.Helper()
+	c, err := rocketmq.NewPushConsumer(append([]consumer.Option{
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.registry})),
-		consumer.WithGroupName(group), consumer.WithInstance(instance), consumer.WithConsumerModel(model),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+		consumer.WithGroupName(group), consumer.WithInstance(instance)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,10 +157,12 @@ func newSelectorConsumer(t *testing.T, s *standalone, group, instance, topic str
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { _ = c.Shutdown() })
+	if start {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return c
 }
 

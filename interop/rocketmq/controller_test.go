@@ -393,16 +393,7 @@ func TestInteropControllerMasterKill9(t *testing.T) {
 		}
 	}
 
-	c.brokers[m].run(t)
-	nm := c.waitHealthy(t)
-	if nm == m {
-		t.Fatalf("the restarted broker %d took the master role back", m)
-	}
-	rejoined := time.Now()
-	testutil.WaitFor(t, 60*time.Second, "sends acknowledged with both brokers in sync", func() bool { return l.ackedSince(rejoined) >= 200 })
-	l.end()
-	c.waitRejoined(t, m, nm)
-	consumedAll(t, got, l)
+	c.rejoinAndConsumeAll(t, m, got, l)
 
 	// `smartgo admin offset reset` to the kill time, on the new master:
 	// the consumer gets every message stored since then again.
@@ -456,6 +447,24 @@ func resetAgain(t *testing.T, c *ctlCluster, got *received, group, topic string,
 		return fmt.Errorf("not delivered again: %v by queue id of %d (e.g. %s queue %d offset %d); committed offsets sum to %d (%v)",
 			missing, len(before), first.topic, first.queue, first.off, sum, err)
 	})
+}
+
+// rejoinAndConsumeAll restarts broker m, the killed master, and waits
+// until the other is master with both in sync and sends acknowledged
+// again; then it ends the load, waits until m is a slave with the new
+// master's log, and until got has every acknowledged message.
+func (c *ctlCluster) rejoinAndConsumeAll(t *testing.T, m int, got *received, l *ackLoad) {
+	t.Helper()
+	c.brokers[m].run(t)
+	nm := c.waitHealthy(t)
+	if nm == m {
+		t.Fatalf("the restarted broker %d took the master role back", m)
+	}
+	rejoined := time.Now()
+	testutil.WaitFor(t, 60*time.Second, "sends acknowledged with both brokers in sync", func() bool { return l.ackedSince(rejoined) >= 200 })
+	l.end()
+	c.waitRejoined(t, m, nm)
+	consumedAll(t, got, l)
 }
 
 // waitRejoined waits until broker old is a slave of broker master with

@@ -27,15 +27,7 @@ func TestInteropOrderlyConsumer(t *testing.T) {
 	createTopic(t, s.broker, topic, 4)
 	createTopic(t, s.broker, "%RETRY%"+group, 1)
 	resolver := primitive.NewPassthroughResolver([]string{s.registry})
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(resolver), producer.WithGroupName("interop-orderly-pg"),
-		producer.WithInstanceName("prod-orderly"), producer.WithQueueSelector(producer.NewHashQueueSelector()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Shutdown() })
+	p := newOrderedProducer(t, s, "interop-orderly-pg", "prod-orderly")
 	const orders, steps = 8, 10
 	queues := map[int]map[int]bool{} // order -> queue ids its steps went to
 	for st := 0; st < steps; st++ {
@@ -111,4 +103,21 @@ func TestInteropOrderlyConsumer(t *testing.T) {
 	if !suspended.Load() {
 		t.Error("the suspension was never exercised")
 	}
+}
+
+// newOrderedProducer starts a producer of group whose hash queue selector
+// sends the messages of a sharding key to one queue; opts come after its
+// registry, group, instance and selector. Cleanup shuts it down.
+func newOrderedProducer(t *testing.T, s *standalone, group, instance string, opts ...producer.Option) rocketmq.Producer {
+	t.Helper()
+	p, err := rocketmq.NewProducer(append([]producer.Option{producer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.registry})),
+		producer.WithGroupName(group), producer.WithInstanceName(instance), producer.WithQueueSelector(producer.NewHashQueueSelector())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Shutdown() })
+	return p
 }
