@@ -37,8 +37,64 @@ type ConsumerGroupInfo struct {
 type consumerGroup struct {
 	consumeType, messageModel, consumeFromWhere string
 	clients                                     map[string]*ClientInfo                // by client id
-	subs                                        map[string]*protocol.SubscriptionData // by topic
+	subs                                        map[string]*protocol.SubscriptionData // by topic: the group's, from clientSubs
+	clientSubs                                  map[string]map[string]clientSub       // by client id, then topic
 	lastUpdate                                  time.Time
+}
+
+// clientSub is one member's subscription to a topic, as its last
+// heartbeat gave it; seq orders the changes of all members' subscriptions
+// (the latest change has the highest).
+type clientSub struct {
+	sd  *protocol.SubscriptionData
+	seq uint64
+}
+
+// newer reports whether a is preferred to b as the group's subscription:
+// a higher subscription version, else the later change.
+func (a clientSub) newer(b clientSub) bool {
+	if a.sd.SubVersion != b.sd.SubVersion {
+		return a.sd.SubVersion > b.sd.SubVersion
+	}
+	return a.seq > b.seq
+}
+
+// resolve sets the group's subscription to each of topics from its
+// members' (the newest; none left: dropped) and reports whether one
+// changed.
+func (g *consumerGroup) resolve(topics map[string]bool) (changed bool) {
+	for topic := range topics {
+		var best clientSub
+		for _, own := range g.clientSubs {
+			if cs, ok := own[topic]; ok && (best.sd == nil || cs.newer(best)) {
+				best = cs
+			}
+		}
+		cur, ok := g.subs[topic]
+		switch {
+		case best.sd == nil:
+			if ok {
+				delete(g.subs, topic)
+				changed = true
+			}
+		case cur != best.sd:
+			g.subs[topic] = best.sd
+			changed = true
+		}
+	}
+	return changed
+}
+
+// dropClient removes a member's subscriptions and resolves its topics
+// again.
+func (g *consumerGroup) dropClient(id string) {
+	own := g.clientSubs[id]
+	delete(g.clientSubs, id)
+	topics := make(map[string]bool, len(own))
+	for t := range own {
+		topics[t] = true
+	}
+	g.resolve(topics)
 }
 
 // ConsumerManager tracks the online members of every consumer group and
@@ -48,6 +104,7 @@ type consumerGroup struct {
 type ConsumerManager struct {
 	mu     sync.RWMutex
 	groups map[string]*consumerGroup // protected by mu
+	seq    uint64                    // protected by mu; see clientSub
 }
 
 // NewConsumerManager returns an empty manager.
@@ -56,9 +113,17 @@ func NewConsumerManager() *ConsumerManager {
 }
 
 // Register records a consumer heartbeat for one group: the client (added
-// or refreshed) and the group's subscriptions (a newer subVersion replaces,
-// topics no longer listed are dropped). It reports whether the set of
-// client ids changed and whether the subscriptions changed.
+// or refreshed) and its subscriptions (topics it no longer lists are no
+// longer its). It reports whether the set of client ids changed and
+// whether the group's subscriptions changed.
+//
+// The group's subscription to a topic is the newest of its online
+// members' (the highest subscription version, RocketMQ's rule; of equal
+// versions the one that changed last): a member still running with an
+// older subscription (a rolling change of a consumer's filter) does not
+// take the group back to it at its next heartbeat, and when the member
+// holding the group's subscription leaves, the newest of the others'
+// takes over at once. A topic is subscribed while a member lists it.
 //
 // A heartbeat served after its connection closed registers nothing: the
 // connection's clients were removed (or are about to be) by
@@ -74,7 +139,8 @@ func (m *ConsumerManager) Register(client ClientInfo, cd *protocol.ConsumerData)
 	}
 	g := m.groups[cd.GroupName]
 	if g == nil {
-		g = &consumerGroup{clients: map[string]*ClientInfo{}, subs: map[string]*protocol.SubscriptionData{}}
+		g = &consumerGroup{clients: map[string]*ClientInfo{}, subs: map[string]*protocol.SubscriptionData{},
+			clientSubs: map[string]map[string]clientSub{}}
 		m.groups[cd.GroupName] = g
 	}
 	g.consumeType, g.messageModel, g.consumeFromWhere = cd.ConsumeType, cd.MessageModel, cd.ConsumeFromWhere
@@ -86,28 +152,30 @@ func (m *ConsumerManager) Register(client ClientInfo, cd *protocol.ConsumerData)
 	c := client
 	g.clients[client.ClientID] = &c
 
-	seen := make(map[string]bool, len(cd.SubscriptionDataSet))
+	own := g.clientSubs[client.ClientID]
+	next := make(map[string]clientSub, len(cd.SubscriptionDataSet))
+	topics := make(map[string]bool, len(own)+len(cd.SubscriptionDataSet))
+	for t := range own {
+		topics[t] = true
+	}
 	for _, sd := range cd.SubscriptionDataSet {
 		if sd == nil || sd.Topic == "" {
 			continue
 		}
-		seen[sd.Topic] = true
-		cur, ok := g.subs[sd.Topic]
-		if !ok || sd.SubVersion > cur.SubVersion || sd.SubString != cur.SubString {
-			s := *sd
-			s.TagsSet = slices.Clone(sd.TagsSet)
-			s.CodeSet = slices.Clone(sd.CodeSet)
-			g.subs[sd.Topic] = &s
-			subsChanged = true
+		topics[sd.Topic] = true
+		if cur, ok := own[sd.Topic]; ok && cur.sd.SubVersion == sd.SubVersion && cur.sd.SubString == sd.SubString &&
+			cur.sd.ExpressionType == sd.ExpressionType {
+			next[sd.Topic] = cur
+			continue
 		}
+		s := *sd
+		s.TagsSet = slices.Clone(sd.TagsSet)
+		s.CodeSet = slices.Clone(sd.CodeSet)
+		m.seq++
+		next[sd.Topic] = clientSub{sd: &s, seq: m.seq}
 	}
-	for topic := range g.subs {
-		if !seen[topic] {
-			delete(g.subs, topic)
-			subsChanged = true
-		}
-	}
-	return membersChanged, subsChanged
+	g.clientSubs[client.ClientID] = next
+	return membersChanged, g.resolve(topics)
 }
 
 // Unregister removes a client from a group; it reports whether it was
@@ -120,6 +188,7 @@ func (m *ConsumerManager) Unregister(group, clientID string) bool {
 		return false
 	}
 	delete(g.clients, clientID)
+	g.dropClient(clientID)
 	if len(g.clients) == 0 {
 		delete(m.groups, group)
 	}
@@ -165,6 +234,7 @@ func (m *ConsumerManager) removeWhere(drop func(*ClientInfo) bool) []string {
 		for id, c := range g.clients {
 			if drop(c) {
 				delete(g.clients, id)
+				g.dropClient(id)
 			}
 		}
 		if len(g.clients) != n {

@@ -53,12 +53,20 @@ func TestBrokerConsumerMembership(t *testing.T) {
 	if s, _ := m.Subscription("cg", "T"); s.TagsSet[0] != "TagA" {
 		t.Fatalf("manager shares the caller's slice: %v", s.TagsSet)
 	}
+	// The first client still lists %RETRY%cg: the group subscribes it
+	// while a member does.
+	if _, ok := m.Subscription("cg", "%RETRY%cg"); !ok {
+		t.Fatal("a subscription a member still lists was dropped")
+	}
+	// Expiry removes only the silent client, and its subscriptions.
+	if changed := m.ScanExpired(now.Add(10 * time.Second)); !reflect.DeepEqual(changed, []string{"cg"}) {
+		t.Fatalf("expired groups %v", changed)
+	}
 	if _, ok := m.Subscription("cg", "%RETRY%cg"); ok {
 		t.Fatal("dropped subscription remains")
 	}
-	// Expiry removes only the silent client.
-	if changed := m.ScanExpired(now.Add(10 * time.Second)); !reflect.DeepEqual(changed, []string{"cg"}) {
-		t.Fatalf("expired groups %v", changed)
+	if s, _ := m.Subscription("cg", "T"); s.SubString != "TagA || TagB" {
+		t.Fatalf("subscription after expiry %+v", s)
 	}
 	if ids := m.ClientIDs("cg"); !reflect.DeepEqual(ids, []string{"10.0.0.2@1"}) {
 		t.Fatalf("after expiry ids = %v", ids)
@@ -73,6 +81,55 @@ func TestBrokerConsumerMembership(t *testing.T) {
 	if m.Unregister("cg", "10.0.0.2@1") {
 		t.Fatal("unregistered an absent client")
 	}
+}
+
+// A rolling change of a group's subscription: a member with a newer
+// subscription version joins a member with the old one. The group's
+// subscription is the newer one from its first heartbeat on, and the old
+// member's later heartbeats do not take it back (they used to, so the
+// group's filter went back and forth with the heartbeats, and after the
+// old member left its filter stayed until the new one's next heartbeat);
+// when the member holding the newest leaves, the newest of the others'
+// takes over at once.
+func TestBrokerConsumerSubscriptionRollingChange(t *testing.T) {
+	m := NewConsumerManager()
+	now := time.Unix(3000, 0)
+	sql := func(expr string, version int64) *protocol.ConsumerData {
+		cd := consumerData("cg", "T")
+		cd.SubscriptionDataSet[0].SubString, cd.SubscriptionDataSet[0].ExpressionType = expr, protocol.ExpressionTypeSQL92
+		cd.SubscriptionDataSet[0].SubVersion = version
+		return cd
+	}
+	old, fresh := ClientInfo{ClientID: "old", Channel: &testChan{}, LastUpdate: now}, ClientInfo{ClientID: "new", Channel: &testChan{}, LastUpdate: now}
+	want := func(expr string) {
+		t.Helper()
+		if s, ok := m.Subscription("cg", "T"); !ok || s.SubString != expr {
+			t.Fatalf("group subscription %q (%v), want %q", s.SubString, ok, expr)
+		}
+	}
+	m.Register(old, sql("kind = 'a'", 100))
+	want("kind = 'a'")
+	if _, subs := m.Register(fresh, sql("kind = 'b'", 200)); !subs {
+		t.Fatal("the newer subscription not reported")
+	}
+	want("kind = 'b'")
+	if _, subs := m.Register(old, sql("kind = 'a'", 100)); subs {
+		t.Fatal("the old member's heartbeat changed the subscription")
+	}
+	want("kind = 'b'")
+	// The old member restarts with the old filter at a newer version: it
+	// is the newest now (a group's members should agree).
+	m.Register(old, sql("kind = 'a'", 300))
+	want("kind = 'a'")
+	if !m.Unregister("cg", "old") {
+		t.Fatal("unregister")
+	}
+	want("kind = 'b'")
+	m.Register(old, sql("kind = 'a'", 50))
+	if changed := m.ChannelClosed(fresh.Channel); len(changed) != 1 {
+		t.Fatalf("closed groups %v", changed)
+	}
+	want("kind = 'a'")
 }
 
 func TestBrokerConsumerGroupSnapshot(t *testing.T) {
