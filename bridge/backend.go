@@ -97,6 +97,9 @@ type Backend struct {
 
 	// replays keeps the consumers of session resumes for the next ones.
 	replays replayPool
+	// checks are the recent checks of resume points against their
+	// queues (sessions_reused.go).
+	checks pointChecks
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -199,7 +199,8 @@
 //	   "rap":false,"rh":0,"id":0}],
 //	 "expiryMs":3600000,"disconnectedAtMs":1763800000000,
 //	 "resume":[{"topic":"MQTT_EGRESS","broker":"broker-a","queue":0,
-//	            "from":17,"live":20,"pending":[17,19],"sent":[17],"sentIds":[5]}],
+//	            "from":17,"live":20,"pending":[17,19],"sent":[17],"sentIds":[5],
+//	            "prev":{"store":1763799999000,"born":1763799998990,"size":2}?}],
 //	 "pending":[{"topic":"t","payload":"<base64>","qos":1,"retain":true?,
 //	             "subIds":[7]?,"sent":true?,"id":9?,...}],
 //	 "released":[12]?,"received":[7]?,
@@ -263,7 +264,11 @@
 // are the log offsets of the session's unacknowledged messages ("sent"
 // those of them that went out to the client already, "sentIds" the packet
 // ids they went out with, in the same order) and "from" the smallest of
-// both. Pending messages that did not come from the log (retained
+// both; "prev" names the message at from-1 as the node delivered it (its
+// store and born times in ms and its body's length; absent when the node
+// did not remember it), so that a resume sees when the queue's broker
+// lost its log's tail and gave offsets below "from" again, and resumes
+// from the first of them (sessions_reused.go). Pending messages that did not come from the log (retained
 // deliveries, SendTo) are stored whole (at most 1 MiB of payload, the
 // rest dropped with a log line), with the QoS, retain flag and
 // subscription identifiers of their delivery, "sent" and the packet "id".

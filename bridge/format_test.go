@@ -18,7 +18,7 @@ func TestBridgeSessionRecordBytes(t *testing.T) {
 		Subscriptions: subRecords([]mqtt.Subscription{{Filter: "cmd/#", QoS: 1}, {Filter: "a/+", QoS: 2, NoLocal: true, Identifier: 7}}),
 		ExpiryMs:      3600000, DisconnectedAt: 1763800000000,
 		Resume: []resumePoint{{Topic: "MQTT_EGRESS", Broker: "broker-a", Queue: 0, From: 17, Live: 20, Pending: []int64{17, 19}, Sent: []int64{17},
-			SentIDs: []uint16{5}}},
+			SentIDs: []uint16{5}, Prev: &prevRecord{Store: 1763799999000, Born: 1763799998990, Size: 2}}},
 		Pending: []pendingRecord{{Topic: "t", Payload: []byte("hi"), QoS: 1, User: []mqtt.UserProperty{{Key: "k", Value: "v"}}},
 			{Topic: "r", Payload: []byte("r"), QoS: 2, Retain: true, SubIDs: []uint32{7, 300}, Sent: true, ID: 9}},
 		Released: []uint16{12, 65535}, Received: []uint16{3}}
@@ -28,7 +28,8 @@ func TestBridgeSessionRecordBytes(t *testing.T) {
 	}
 	want := `{"clientId":"dev1","node":"n1","username":"u","subscriptions":[{"filter":"a/+","qos":2,"noLocal":true,"id":7},` +
 		`{"filter":"cmd/#","qos":1}],"expiryMs":3600000,"disconnectedAtMs":1763800000000,` +
-		`"resume":[{"topic":"MQTT_EGRESS","broker":"broker-a","queue":0,"from":17,"live":20,"pending":[17,19],"sent":[17],"sentIds":[5]}],` +
+		`"resume":[{"topic":"MQTT_EGRESS","broker":"broker-a","queue":0,"from":17,"live":20,"pending":[17,19],"sent":[17],"sentIds":[5],` +
+		`"prev":{"store":1763799999000,"born":1763799998990,"size":2}}],` +
 		`"pending":[{"topic":"t","payload":"aGk=","qos":1,"user":[{"Key":"k","Value":"v"}]},` +
 		`{"topic":"r","payload":"cg==","qos":2,"retain":true,"subIds":[7,300],"sent":true,"id":9}],"released":[12,65535],"received":[3]}`
 	if string(b) != want {

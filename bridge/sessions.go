@@ -305,6 +305,9 @@ func (b *Backend) recordAt(st *mqtt.SessionState, at time.Time, where map[*mqtt.
 		bytes += len(m.Payload)
 		rec.Pending = append(rec.Pending, pendingOf(pm))
 	}
+	b.mu.Lock()
+	b.notePrevLocked(points)
+	b.mu.Unlock()
 	rec.Resume = sortedPoints(points)
 	return rec, dropped
 }
@@ -648,6 +651,12 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 	for i := range rec.Pending {
 		st.Pending = append(st.Pending, rec.Pending[i].pending())
 	}
+	if back, moved := b.reusedBack(ctx, rec); moved {
+		// Resumed (and claimed) from the offsets given again.
+		cp := *rec
+		cp.Resume = back
+		rec = &cp
+	}
 	rs, ends, err := b.replay(ctx, rec)
 	if err != nil {
 		b.log.Warn("bridge: offline messages not all replayed, the rest is read back as the session drains",
@@ -694,6 +703,7 @@ func (b *Backend) LoadSession(ctx context.Context, clientID string) (*mqtt.Sessi
 func (b *Backend) onlineRecord(clientID, username string, subs []subRecord, expiryMs int64, from []resumePoint) *sessionRecord {
 	b.mu.Lock()
 	points := b.resumePointsLocked(clientID, time.Time{})
+	b.notePrevLocked(points)
 	b.mu.Unlock()
 	for _, rp := range from {
 		if _, ok := points[rp.mq()]; ok {

@@ -306,6 +306,10 @@ type resumePoint struct {
 	// (0: unknown).
 	Sent    []int64  `json:"sent,omitempty"`
 	SentIDs []uint16 `json:"sentIds,omitempty"`
+	// Prev is the message at From-1 as the node delivered it, when it
+	// knew it: a resume tells from it whether the queue gave offsets
+	// below From again (sessions_reused.go).
+	Prev *prevRecord `json:"prev,omitempty"`
 }
 
 func (r resumePoint) mq() client.MessageQueue {

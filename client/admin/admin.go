@@ -685,20 +685,15 @@ func (a *Admin) ResetOffset(ctx context.Context, group, topic string, ts time.Ti
 			mq := client.MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: q}
 			off, ok := news[q]
 			if news == nil { // nobody online: write the offset
-				resp, err := a.invokeOK(ctx, "search offset", addr, protocol.NewRequest(protocol.SearchOffsetByTimestamp,
-					&protocol.SearchOffsetRequestHeader{Topic: topic, QueueID: q, Timestamp: ts.UnixMilli()}, nil))
+				found, err := a.searchOffset(ctx, addr, topic, q, ts)
 				if err != nil {
 					return out, err
 				}
-				var oh protocol.OffsetResponseHeader
-				if err := resp.DecodeHeader(&oh); err != nil {
-					return out, fmt.Errorf("admin: search offset: %w", err)
-				}
 				if _, err := a.invokeOK(ctx, "update offset", addr, protocol.NewRequest(protocol.UpdateConsumerOffset,
-					&protocol.UpdateConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: topic, QueueID: q, CommitOffset: oh.Offset}, nil)); err != nil {
+					&protocol.UpdateConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: topic, QueueID: q, CommitOffset: found}, nil)); err != nil {
 					return out, err
 				}
-				off, ok = oh.Offset, true
+				off, ok = found, true
 			}
 			if ok {
 				out = append(out, OffsetReset{Queue: mq, OldOffset: olds[q], NewOffset: off})
@@ -712,6 +707,38 @@ func (a *Admin) ResetOffset(ctx context.Context, group, topic string, ts time.Ti
 		return out[i].Queue.QueueID < out[j].Queue.QueueID
 	})
 	return out, nil
+}
+
+// OffsetByTime returns the first offset of queue mq whose message was
+// stored at or after ts (the broker's clock), or the queue's max offset
+// when none was: SEARCH_OFFSET_BY_TIMESTAMP to the queue's master.
+func (a *Admin) OffsetByTime(ctx context.Context, mq client.MessageQueue, ts time.Time) (int64, error) {
+	rd, err := a.TopicRoute(ctx, mq.Topic)
+	if err != nil {
+		return 0, err
+	}
+	for _, bd := range rd.BrokerDatas {
+		if bd != nil && bd.BrokerName == mq.BrokerName && bd.MasterAddr() != "" {
+			return a.searchOffset(ctx, bd.MasterAddr(), mq.Topic, mq.QueueID, ts)
+		}
+	}
+	return 0, fmt.Errorf("%w: topic %s has no master of broker %q", client.ErrNoRoute, mq.Topic, mq.BrokerName)
+}
+
+// searchOffset asks the broker at addr for the first offset of a queue
+// stored at or after ts (SEARCH_OFFSET_BY_TIMESTAMP).
+func (a *Admin) searchOffset(ctx context.Context, addr, topic string, queueID int32, ts time.Time) (int64, error) {
+	resp, err := a.invokeOK(ctx, "search offset", addr, protocol.NewRequest(protocol.SearchOffsetByTimestamp,
+		&protocol.SearchOffsetRequestHeader{Topic: topic, QueueID: queueID, Timestamp: ts.UnixMilli()}, nil))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Recycle()
+	var oh protocol.OffsetResponseHeader
+	if err := resp.DecodeHeader(&oh); err != nil {
+		return 0, fmt.Errorf("admin: search offset: %w", err)
+	}
+	return oh.Offset, nil
 }
 
 // resetOnline asks the broker at addr to reset group's offsets on topic

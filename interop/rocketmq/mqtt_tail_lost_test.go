@@ -30,14 +30,22 @@ type tailLost struct {
 	dir               string
 	regAddr, mqttAddr string
 	reg, br, bridge   *ctlNode
+	br2               *ctlNode // a second broker ("broker-z"), or nil
 	pub               *mqttRaw
 	pubID             uint16
 }
 
 func startTailLost(t *testing.T, bridgeSets ...string) *tailLost {
 	t.Helper()
+	return newTailLost(t, false, bridgeSets...)
+}
+
+// newTailLost starts the processes of a tailLost, with a second broker
+// named broker-z when second (the bridge's topics get queues on both).
+func newTailLost(t *testing.T, second bool, bridgeSets ...string) *tailLost {
+	t.Helper()
 	dir := t.TempDir()
-	ports := freePorts(t, 4)
+	ports := freePorts(t, 6)
 	c := &tailLost{dir: dir, regAddr: "127.0.0.1:" + strconv.Itoa(ports[0]), mqttAddr: "127.0.0.1:" + strconv.Itoa(ports[3])}
 	bAddr := "127.0.0.1:" + strconv.Itoa(ports[1])
 	c.reg = &ctlNode{name: "registry", ready: "registry running", log: filepath.Join(dir, "registry.log"),
@@ -47,25 +55,36 @@ func startTailLost(t *testing.T, bridgeSets ...string) *tailLost {
 		args: []string{"broker", "-listen", bAddr, "-data", filepath.Join(dir, "b"), "-registries", c.regAddr,
 			"-set", "broker.name=broker-tail", "-set", "broker.ha_listen=127.0.0.1:" + strconv.Itoa(ports[2]),
 			"-set", "broker.advertise_ip=127.0.0.1", "-set", "store.segment_size=8MiB", "-set", "log.level=" + logLevel()}}
+	if second {
+		c.br2 = &ctlNode{name: "broker2", ready: "registered with registry", log: filepath.Join(dir, "broker2.log"),
+			args: []string{"broker", "-listen", "127.0.0.1:" + strconv.Itoa(ports[4]), "-data", filepath.Join(dir, "b2"),
+				"-registries", c.regAddr, "-set", "broker.name=broker-z", "-set", "broker.ha_listen=127.0.0.1:" + strconv.Itoa(ports[5]),
+				"-set", "broker.advertise_ip=127.0.0.1", "-set", "store.segment_size=8MiB", "-set", "log.level=" + logLevel()}}
+	}
 	c.bridge = &ctlNode{name: "bridge", ready: "bridge started", log: filepath.Join(dir, "bridge.log"),
 		args: []string{"bridge", "-listen", c.mqttAddr, "-registries", c.regAddr, "-set", "log.level=" + logLevel()}}
 	for _, kv := range bridgeSets {
 		c.bridge.args = append(c.bridge.args, "-set", kv)
 	}
+	nodes := []*ctlNode{c.reg, c.br}
+	if second {
+		nodes = append(nodes, c.br2)
+	}
+	nodes = append(nodes, c.bridge)
 	t.Cleanup(func() {
-		for _, n := range []*ctlNode{c.bridge, c.br, c.reg} {
+		for _, n := range slices.Backward(nodes) {
 			n.kill9()
 		}
 		if t.Failed() {
-			for _, n := range []*ctlNode{c.reg, c.br, c.bridge} {
+			for _, n := range nodes {
 				data, _ := os.ReadFile(n.log)
 				t.Logf("%s:\n%s", n.log, tail(string(data), 60))
 			}
 		}
 	})
-	c.reg.run(t)
-	c.br.run(t)
-	c.bridge.run(t)
+	for _, n := range nodes {
+		n.run(t)
+	}
 	c.pub, _ = dialMQTT(t, c.mqttAddr, "tail-pub", true)
 	return c
 }
@@ -529,8 +548,20 @@ func TestInteropMQTTResumeAfterLogTailLost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	c := startTailLost(t)
-	off, _ := dialMQTT(t, c.mqttAddr, "tail-off", false)
+	startTailLost(t).resumeAfterCut(t, "tail-pub", "tail-off")
+}
+
+// resumeAfterCut runs the test above: pubID publishes, the persistent
+// session offID receives the 20 first messages and goes offline, the
+// bridge stops, the broker broker-tail loses its log's tail from
+// before-10 on, the bridge starts again, 20 more messages are stored,
+// and the session comes back. It returns what the resumed session got
+// once it has the 20 after the restart.
+func (c *tailLost) resumeAfterCut(t *testing.T, pubID, offID string) *mqttGot {
+	t.Helper()
+	_ = c.pub.nc.Close()
+	c.pub, _ = dialMQTT(t, c.mqttAddr, pubID, true)
+	off, _ := dialMQTT(t, c.mqttAddr, offID, false)
 	off.subscribe(1, "tail/#", 1)
 	offGot := readPublishes(t, off)
 	c.publishAll(t, "before")
@@ -542,14 +573,61 @@ func TestInteropMQTTResumeAfterLogTailLost(t *testing.T) {
 	<-c.bridge.done
 	c.cutTail(t, "before-10")
 	c.bridge.run(t)
-	c.pub, _ = dialMQTT(t, c.mqttAddr, "tail-pub", true)
+	c.pub, _ = dialMQTT(t, c.mqttAddr, pubID, true)
 	c.publishAll(t, "after")
 	c.storedBelow(t, 40)
 
-	back, present := dialMQTT(t, c.mqttAddr, "tail-off", false)
+	back, present := dialMQTT(t, c.mqttAddr, offID, false)
 	if !present {
 		t.Fatal("the offline session is gone")
 	}
 	got := readPublishes(t, back)
 	waitAll(t, got, "after-", "the 20 messages published after the restart delivered to the resumed session")
+	return got
+}
+
+// TestInteropMQTTResumeAfterLogTailLostElsewhere is the test above with
+// two brokers, where the session's records are kept by the broker that
+// does not lose its tail: the record the session's disconnect wrote
+// survives the cut, and resumes from offset 20 of the queue that now
+// holds after-00 to after-09 at the reused offsets 10-19. The record
+// names the message at 19 as the bridge delivered it (before-19); on
+// resume the bridge finds another one there and resumes from the first
+// message stored after before-19, offset 10: the session gets all 20
+// (without that it never got after-00 to after-09).
+func TestInteropMQTTResumeAfterLogTailLostElsewhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	c := newTailLost(t, true)
+	// The bridge's topics have 8 queues on each broker, broker-tail's
+	// first (client.HashSelector over the queues by broker name): the
+	// publisher's messages go to broker-tail, the session's records to
+	// broker-z.
+	got := c.resumeAfterCut(t, idOnQueues(t, "tail-pub", 0, 8), idOnQueues(t, "tail-off", 8, 16))
+	if countIn(c.bridge.log, "session resume point above queue offsets given again") == 0 {
+		t.Error("the bridge never moved the session's resume point back")
+	}
+	if got.prefixed("before-") > 0 {
+		// Its record came through the cut: it resumed where it was.
+		t.Errorf("the session got again messages it had acknowledged: %v", got.list())
+	}
+}
+
+// idOnQueues returns a client id starting with prefix that
+// client.HashSelector puts on a queue index in [lo, hi) of 16.
+func idOnQueues(t *testing.T, prefix string, lo, hi int) string {
+	t.Helper()
+	qs := make([]client.MessageQueue, 16)
+	for i := range qs {
+		qs[i].QueueID = int32(i)
+	}
+	for k := range 1000 {
+		id := fmt.Sprintf("%s-%d", prefix, k)
+		if q := int(client.HashSelector(qs, id).QueueID); q >= lo && q < hi {
+			return id
+		}
+	}
+	t.Fatalf("no id of %s on queues %d to %d", prefix, lo, hi-1)
+	return ""
 }
