@@ -79,8 +79,10 @@
 // quotas (MaxKeys, MaxBytes), in that order. Failures change nothing.
 //
 // Quota: every quota failure uses the protocol's text "the quota has been
-// exceeded", including a key or value over its size limit and a client
-// over MaxWatchesPerClient.
+// exceeded", including a key or value over its size limit, a client over
+// MaxWatchesPerClient, and a KEYNOTIFY of a key whose notification topic
+// (NotifyTopic: the client id and the key in hex) would be longer than
+// MQTT's 65535 bytes (NotifyTopicLen, MaxTopicLen).
 //
 // # Fencing
 //

@@ -580,6 +580,13 @@ func (e *Engine) keyNotifyLocked(clientID string, c *Command) Outcome {
 		}
 		return Outcome{Reply: Reply{Payload: replyOK}}
 	}
+	if NotifyTopicLen(len(clientID), len(key)) > MaxTopicLen {
+		// No notification of this key could reach the client: MQTT
+		// cannot carry its topic. Refused, not registered to be dropped
+		// at every change. (A PREFIX watch's longer keys may still not
+		// fit; theirs are dropped by the MQTT server.)
+		return errOutcome(ErrQuota)
+	}
 	var backlog []Notification
 	if !c.Since.IsZero() {
 		var ok bool

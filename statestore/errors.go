@@ -68,7 +68,8 @@ const (
 	ErrFencingStale ServiceError = "the request fencing token is a lower version than the fencing token protecting the resource"
 
 	// ErrQuota: a key or byte quota (Options.MaxKeys, MaxBytes,
-	// MaxKeySize, MaxValueSize, MaxWatchesPerClient) would be exceeded.
+	// MaxKeySize, MaxValueSize, MaxWatchesPerClient, MaxTopicLen for a
+	// KEYNOTIFY's notification topic) would be exceeded.
 	ErrQuota ServiceError = "the quota has been exceeded"
 
 	// ErrSyntax: the payload is not a RESP3 array of bulk strings, or an

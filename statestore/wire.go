@@ -113,11 +113,23 @@ type Notification struct {
 // hex.
 func (n Notification) Topic() string { return NotifyTopic(n.ClientID, n.Key) }
 
+// MaxTopicLen is the longest topic MQTT can carry (a UTF-8 string's
+// two-byte length).
+const MaxTopicLen = 65535
+
+// NotifyTopicLen returns the length of NotifyTopic for a client id and a
+// key of these lengths. KEYNOTIFY refuses a key whose topic would be
+// longer than MaxTopicLen with ErrQuota: with a 23-byte client id the
+// longest key that can be watched is 32,707 bytes.
+func NotifyTopicLen(clientIDLen, keyLen int) int {
+	return len(NotifyTopicPrefix) + 1 + 2*clientIDLen + len("/command/notify/") + 2*keyLen
+}
+
 // NotifyTopic returns the notification topic for a client id and key.
 func NotifyTopic(clientID, key string) string {
 	const hexdigits = "0123456789ABCDEF"
 	var b strings.Builder
-	b.Grow(len(NotifyTopicPrefix) + 2*len(clientID) + 2*len(key) + 18)
+	b.Grow(NotifyTopicLen(len(clientID), len(key)))
 	b.WriteString(NotifyTopicPrefix)
 	b.WriteByte('/')
 	for i := 0; i < len(clientID); i++ {
