@@ -21,7 +21,7 @@ import (
 // level -1, which puts it straight into the group's dead-letter queue.
 // The queue then goes on: the steps behind the poisoned one are consumed,
 // in order, and the dead letter is in %DLQ%<group> with its body, its
-// original topic and its keys.
+// original topic and its keys, and found there by its key.
 func TestInteropOrderlyPoisonToDeadLetter(t *testing.T) {
 	s := startStandalone(t)
 	const topic, group = "InteropOrderlyPoison", "interop-orderly-poison"
@@ -116,6 +116,18 @@ func TestInteropOrderlyPoisonToDeadLetter(t *testing.T) {
 		m := msgs[0]
 		if string(m.Body) != fmt.Sprintf("o0-s%d", poison) || m.Property("RETRY_TOPIC") != topic || m.Property("KEYS") != fmt.Sprintf("step-%d", poison) {
 			t.Fatalf("dead letter %q with properties %q", m.Body, m.RawProperties)
+		}
+		return nil
+	})
+	// The dead letter is found by its key in the dead-letter topic, as
+	// mqadmin queryMsgByKey -t %DLQ%<group> finds it.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		found, err := adm.MessagesByKey(ctx, "%DLQ%"+group, fmt.Sprintf("step-%d", poison), 10, time.Time{}, time.Now().Add(time.Minute), false)
+		if err != nil {
+			return err
+		}
+		if len(found) != 1 || string(found[0].Body) != fmt.Sprintf("o0-s%d", poison) {
+			return fmt.Errorf("%d messages found by key in the dead-letter topic", len(found))
 		}
 		return nil
 	})
