@@ -21,6 +21,9 @@ type ClientInfo struct {
 	Language   string
 	Version    int32
 	LastUpdate time.Time
+	// MessageModel is a consumer's, from its last heartbeat (CLUSTERING
+	// or BROADCASTING); "" for producers.
+	MessageModel string
 }
 
 // ConsumerGroupInfo is a snapshot of one online consumer group.
@@ -150,6 +153,7 @@ func (m *ConsumerManager) Register(client ClientInfo, cd *protocol.ConsumerData)
 	_, known := g.clients[client.ClientID]
 	membersChanged = !known
 	c := client
+	c.MessageModel = cd.MessageModel
 	g.clients[client.ClientID] = &c
 
 	own := g.clientSubs[client.ClientID]
@@ -305,6 +309,25 @@ func (m *ConsumerManager) Subscription(group, topic string) (protocol.Subscripti
 		return protocol.SubscriptionData{}, false
 	}
 	return *s, true
+}
+
+// MessageModel returns the message model of group's member connected on
+// ch, else (a connection no member heartbeats on, such as a SmartGo
+// consumer's extra pull connection) the group's, which is its last
+// heartbeat's; "" when the group is not online.
+func (m *ConsumerManager) MessageModel(group string, ch Channel) string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.groups[group]
+	if g == nil {
+		return ""
+	}
+	for _, c := range g.clients {
+		if c.Channel == ch {
+			return c.MessageModel
+		}
+	}
+	return g.messageModel
 }
 
 // Group returns a snapshot of an online group.

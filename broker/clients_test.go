@@ -206,3 +206,32 @@ func TestBrokerQueueLocks(t *testing.T) {
 		t.Fatal("unlocked queue not free")
 	}
 }
+
+// A group's members may heartbeat with different message models (a
+// deployment switching from clustering to broadcasting): MessageModel
+// answers for the member on the connection, and the group's last
+// heartbeat's model for a connection no member heartbeats on.
+func TestBrokerConsumerMessageModelByConnection(t *testing.T) {
+	m := NewConsumerManager()
+	now := time.Unix(4000, 0)
+	chC, chB, other := &testChan{"c"}, &testChan{"b"}, &testChan{"other"}
+	bc := consumerData("g", "T")
+	bc.MessageModel = protocol.MessageModelBroadcasting
+	m.Register(ClientInfo{ClientID: "b", Channel: chB, LastUpdate: now}, bc)
+	m.Register(ClientInfo{ClientID: "c", Channel: chC, LastUpdate: now}, consumerData("g", "T"))
+	for _, c := range []struct {
+		ch   Channel
+		want string
+	}{{chB, protocol.MessageModelBroadcasting}, {chC, protocol.MessageModelClustering}, {other, protocol.MessageModelClustering}} {
+		if got := m.MessageModel("g", c.ch); got != c.want {
+			t.Errorf("model on %v: %q, want %q", c.ch, got, c.want)
+		}
+	}
+	m.Register(ClientInfo{ClientID: "b", Channel: chB, LastUpdate: now}, bc)
+	if got := m.MessageModel("g", chC); got != protocol.MessageModelClustering {
+		t.Errorf("the clustering member's model after a broadcasting heartbeat: %q", got)
+	}
+	if got := m.MessageModel("none", chC); got != "" {
+		t.Errorf("model of a group not online: %q", got)
+	}
+}

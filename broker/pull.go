@@ -75,7 +75,13 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 	// rocketmq-client-go's pull consumer (Poll) sends 0 unless its
 	// application set a batch size: read a non-positive count as 1.
 	maxMsgs := max(int(h.MaxMsgNums), 1)
-	filter, recFilter, resp := b.pullFilter(&h, g)
+	// A group that refuses broadcasting refuses the pulls of its
+	// broadcasting members, whether or not their pulls carry the
+	// subscription (SmartGo's SDK's do).
+	if !g.ConsumeBroadcastEnable && b.consumers.MessageModel(h.ConsumerGroup, c) == protocol.MessageModelBroadcasting {
+		return errResp(protocol.NoPermission, "the consumer group[%s] can not consume by broadcast way", h.ConsumerGroup)
+	}
+	filter, recFilter, resp := b.pullFilter(&h)
 	if resp != nil {
 		return resp
 	}
@@ -154,7 +160,7 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 // pullFilter resolves the subscription of a pull: from the request when it
 // carries one (flag 0x4), else from the group's heartbeats. A SQL92
 // subscription also filters records (sqlfilter.go).
-func (b *Broker) pullFilter(h *protocol.PullMessageRequestHeader, g SubscriptionGroupConfig) (store.TagFilter, store.RecordFilter, *protocol.Command) {
+func (b *Broker) pullFilter(h *protocol.PullMessageRequestHeader) (store.TagFilter, store.RecordFilter, *protocol.Command) {
 	if h.SysFlag&pullFlagSubscription != 0 {
 		if !isTagType(h.ExpressionType) {
 			return b.sqlFilters(&protocol.SubscriptionData{Topic: h.Topic, SubString: h.Subscription, ExpressionType: h.ExpressionType})
@@ -164,9 +170,6 @@ func (b *Broker) pullFilter(h *protocol.PullMessageRequestHeader, g Subscription
 	info, ok := b.consumers.Group(h.ConsumerGroup)
 	if !ok {
 		return nil, nil, errResp(protocol.SubscriptionNotExist, "the consumer's group info not exist")
-	}
-	if info.MessageModel == protocol.MessageModelBroadcasting && !g.ConsumeBroadcastEnable {
-		return nil, nil, errResp(protocol.NoPermission, "the consumer group[%s] can not consume by broadcast way", h.ConsumerGroup)
 	}
 	sub, ok := info.Subscriptions[h.Topic]
 	if !ok {
