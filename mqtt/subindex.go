@@ -150,7 +150,10 @@ func (x *subIndex) remove(s *session, filter string) bool {
 
 // mergeTargets orders matches by session and merges the matches of one
 // session into one target: the highest QoS, retain-as-published if any
-// asked for it, and every subscription identifier.
+// asked for it, and every subscription identifier once (one SUBSCRIBE
+// with several filters gives them all the same identifier; a PUBLISH
+// repeating it says nothing more, and libmosquitto 2.0 drops the
+// connection on a PUBLISH with more than one).
 func mergeTargets(out []target) []target {
 	if len(out) < 2 {
 		return out
@@ -170,7 +173,11 @@ func mergeTargets(out []target) []target {
 			t := &out[w]
 			t.qos = max(t.qos, out[i].qos)
 			t.rap = t.rap || out[i].rap
-			t.subIDs = append(t.subIDs, out[i].subIDs...)
+			for _, id := range out[i].subIDs {
+				if !slices.Contains(t.subIDs, id) {
+					t.subIDs = append(t.subIDs, id)
+				}
+			}
 			continue
 		}
 		w++
