@@ -244,13 +244,20 @@ func (h *Hub) deviceOf(c mqtt.ClientInfo) (Identity, bool) {
 	return id, true
 }
 
-// allowedFilters are the subscriptions a device may make.
+// allowedFilters are the subscriptions a device may make. An id with '+'
+// or '#' (the registry allows both) has no topic of its own: as a topic
+// level it is a wildcard, and device "+" would read every device's
+// cloud-to-device messages (it gets none: prepareC2D, PrepareC2D).
 func allowedFilters(id Identity) []string {
+	filters := []string{twinResFilter, twinDesiredFilter, methodPostFilter}
+	if strings.ContainsAny(id.DeviceID, "+#") || strings.ContainsAny(id.ModuleID, "+#") {
+		return filters
+	}
 	own := "devices/" + id.DeviceID + "/messages/devicebound/#"
 	if id.ModuleID != "" {
 		own = "devices/" + id.DeviceID + "/modules/" + id.ModuleID + "/inputs/#"
 	}
-	return []string{twinResFilter, twinDesiredFilter, methodPostFilter, own}
+	return append(filters, own)
 }
 
 // authorize is mqtt.Options.Authorize: a device may subscribe to its own
