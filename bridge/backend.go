@@ -65,24 +65,29 @@ func storedIDOf(x *client.MessageExt) storedID {
 // is new: the ring holds another message at off, so the queue's broker
 // gave off again (it lost its log's tail). The deliveries from off on are
 // then forgotten and next goes back to off, so that the messages stored
-// at the reused offsets are delivered. A message at an offset the ring
-// does not hold (older than the ring, or read before this node's start)
-// stays a duplicate.
-func (qs *queueState) rewindLocked(off int64, id storedID) bool {
+// at the reused offsets are delivered; it also returns off's index in
+// the ring (0: the oldest delivery remembered was given again too, and
+// the reused offsets may start below it: recheck.go). A message at an
+// offset the ring does not hold (older than the ring, or read before
+// this node's start) stays a duplicate.
+func (qs *queueState) rewindLocked(off int64, id storedID) (int, bool) {
 	i := sort.Search(len(qs.ring), func(i int) bool { return qs.ring[i].offset >= off })
 	if i == len(qs.ring) || qs.ring[i].offset != off || qs.ring[i].id == id {
-		return false
+		return 0, false
 	}
 	clear(qs.ring[i:])
 	qs.ring = qs.ring[:i]
 	qs.next = off
-	return true
+	return i, true
 }
 
 // queueState is the live consumer's progress on one queue.
 type queueState struct {
-	next int64      // offset after the last delivered message
-	ring []delivery // recent deliveries, oldest first, ringSize to 2*ringSize-1 once trimmed
+	next int64 // offset after the last delivered message
+	// ring are the recent deliveries, oldest first, ringSize to
+	// 2*ringSize-1 once trimmed; before the first, the message before
+	// the start position, without msg or end (seedRings).
+	ring []delivery
 	// trimmed is set once older deliveries were dropped from ring.
 	trimmed bool
 }
@@ -375,6 +380,7 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 		}
 		b.mu.Unlock()
 	}
+	b.seedRings(sctx)
 	live, err := b.newConsumer(sctx, groupLive, client.ConsumeFromLast, b.topics)
 	if err != nil {
 		return err
@@ -535,6 +541,9 @@ func (b *Backend) newConsumer(ctx context.Context, group string, from client.Con
 // deliverLoop hands every consumed device-facing message to the server.
 func (b *Backend) deliverLoop(c *client.PullConsumer) {
 	defer b.wg.Done()
+	// seeked are the queues of the batch sought back to reused offsets
+	// below the batch's: the rest of it comes again.
+	seeked := map[client.MessageQueue]bool{}
 	for {
 		msgs, err := c.Poll(b.ctx)
 		if err != nil {
@@ -548,7 +557,11 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 		d, srv := b.d, b.srv
 		b.mu.Unlock()
 		b.gate.RLock()
+		clear(seeked)
 		for _, x := range msgs {
+			if seeked[x.Queue] {
+				continue // read again from where the queue was sought
+			}
 			m, dropped := fromBrokerNoting(x)
 			if dropped != "" {
 				b.log.Warn("bridge: message properties MQTT cannot carry left out", "properties", dropped,
@@ -558,11 +571,33 @@ func (b *Backend) deliverLoop(c *client.PullConsumer) {
 			b.mu.Lock()
 			qs := b.queues[x.Queue]
 			old := qs != nil && x.QueueOffset < qs.next
-			if old && qs.rewindLocked(x.QueueOffset, id) {
-				old = false
-				b.rewindOverflowsLocked(x.Queue, x.QueueOffset)
-				b.log.Warn("bridge: queue offsets given again (the broker lost its log's tail): delivering from there",
-					"queue", x.Queue, "offset", x.QueueOffset)
+			if old {
+				var oldest storedID
+				if len(qs.ring) > 0 {
+					oldest = qs.ring[0].id
+				}
+				if i, ok := qs.rewindLocked(x.QueueOffset, id); ok {
+					old = false
+					from := x.QueueOffset
+					if i == 0 {
+						// Even the oldest delivery remembered was given
+						// again: the reused offsets may start below it.
+						b.mu.Unlock()
+						from = b.seekStoredAfter(c, x.Queue, oldest, x.QueueOffset)
+						b.mu.Lock()
+						if from < x.QueueOffset {
+							qs.next = from
+							seeked[x.Queue] = true
+						}
+					}
+					b.rewindOverflowsLocked(x.Queue, from)
+					b.log.Warn("bridge: queue offsets given again (the broker lost its log's tail): delivering from there",
+						"queue", x.Queue, "offset", from)
+					if seeked[x.Queue] {
+						b.mu.Unlock()
+						continue
+					}
+				}
 			}
 			if !old {
 				b.delivering, b.deliveringPos = m, ringPos{x.Queue, x.QueueOffset}

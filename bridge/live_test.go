@@ -64,6 +64,9 @@ func TestBridgeStartDeliversNoHistory(t *testing.T) {
 	defer be.mu.Unlock()
 	for q, qs := range be.queues {
 		for _, d := range qs.ring {
+			if d.msg == nil {
+				continue // the message before the start, not delivered (recheck.go's seed)
+			}
 			if s := string(d.msg.Payload); s[:3] != "new" {
 				t.Errorf("queue %v: delivered %q from before the start", q, s)
 			}

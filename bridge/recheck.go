@@ -1,7 +1,9 @@
 package bridge
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/smartgo/smartgo/client"
 )
@@ -28,9 +30,22 @@ import (
 // before (deliverLoop's old), and the first one that differs rewinds the
 // queue from its offset, so the messages stored at the reused offsets
 // are delivered. The cost of a connection that closed without a lost tail
-// is reading up to 2*ringSize messages a queue again, dropped unsent. A
-// cut older than the ring's oldest delivery is not seen: the messages at
-// the reused offsets below it are taken for delivered ones.
+// is reading up to 2*ringSize messages a queue again, dropped unsent.
+//
+// When even the ring's oldest delivery was given again, the reused
+// offsets may start below it: the queue goes back to the first message
+// its broker stored after that delivery (seekStoredAfter), as a resume
+// point does (sessions_reused.go). And a queue with no delivery since
+// the node's start has its ring seeded (seedRings) with the message
+// before its start position, read from its broker once at Start: a
+// broker that lost its tail before the node's first delivery there is
+// seen the same way.
+
+// queueAt is an offset of a queue.
+type queueAt struct {
+	q   client.MessageQueue
+	off int64
+}
 
 // lostBrokers are the brokers whose connection of the live consumer
 // closed since recheckLoop last looked.
@@ -80,15 +95,11 @@ func (b *Backend) recheckLoop(live *client.PullConsumer) {
 		case <-b.lost.wake:
 		}
 		names := b.lost.take()
-		type seek struct {
-			q   client.MessageQueue
-			off int64
-		}
-		var seeks []seek
+		var seeks []queueAt
 		b.mu.Lock()
 		for q, qs := range b.queues {
 			if names[q.BrokerName] && len(qs.ring) > 0 && qs.ring[0].offset < qs.next {
-				seeks = append(seeks, seek{q, qs.ring[0].offset})
+				seeks = append(seeks, queueAt{q, qs.ring[0].offset})
 			}
 		}
 		b.mu.Unlock()
@@ -99,6 +110,70 @@ func (b *Backend) recheckLoop(live *client.PullConsumer) {
 			}
 			b.log.Info("bridge: broker connection closed: reading the queue again from its oldest delivery remembered",
 				"queue", s.q, "offset", s.off)
+		}
+	}
+}
+
+// seekStoredAfter seeks live's queue q back to the first message its
+// broker stored after the delivery oldest, found at off again (another
+// message there), and returns that offset; off when it is not below off
+// or cannot be found.
+func (b *Backend) seekStoredAfter(live *client.PullConsumer, q client.MessageQueue, oldest storedID, off int64) int64 {
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.SendTimeout)
+	defer cancel()
+	first, err := b.adm.OffsetByTime(ctx, q, time.UnixMilli(oldest.store+1))
+	if err != nil {
+		b.log.Warn("bridge: first queue offset given again not found; delivering from the oldest remembered",
+			"queue", q, "offset", off, "err", err)
+		return off
+	}
+	if first >= off {
+		return off
+	}
+	if err := live.Seek(q, first); err != nil {
+		b.log.Warn("bridge: reading a queue again from its first offset given again", "queue", q, "err", err)
+		return off
+	}
+	return first
+}
+
+// seedRings puts in the ring of each queue with nothing delivered yet
+// the message before its position (read from its broker), so that a
+// recheck sees a broker that lost its tail before this node's first
+// delivery on the queue. A queue whose message cannot be read stays
+// unseeded.
+func (b *Backend) seedRings(ctx context.Context) {
+	var seeds []queueAt
+	b.mu.Lock()
+	for q, qs := range b.queues {
+		if len(qs.ring) == 0 && qs.next > 0 {
+			seeds = append(seeds, queueAt{q, qs.next - 1})
+		}
+	}
+	b.mu.Unlock()
+	ids := make([]*storedID, len(seeds))
+	var wg sync.WaitGroup
+	for i, s := range seeds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, b.opts.SendTimeout)
+			defer cancel()
+			msgs, _, _, _, err := b.adm.BrowseMessages(ctx, s.q.Topic, s.q.BrokerName, s.q.QueueID, s.off, 1)
+			if err != nil || len(msgs) == 0 || msgs[0].QueueOffset != s.off {
+				b.log.Debug("bridge: queue's last message not read at start", "queue", s.q, "offset", s.off, "err", err)
+				return
+			}
+			id := storedIDOf(msgs[0])
+			ids[i] = &id
+		}()
+	}
+	wg.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, s := range seeds {
+		if qs := b.queues[s.q]; ids[i] != nil && qs != nil && len(qs.ring) == 0 && qs.next == s.off+1 {
+			qs.ring = append(qs.ring, delivery{offset: s.off, id: *ids[i]})
 		}
 	}
 }

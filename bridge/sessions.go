@@ -196,7 +196,9 @@ func (b *Backend) ringIndexLocked() map[*mqtt.Message]ringPos {
 	where := make(map[*mqtt.Message]ringPos, n)
 	for q, qs := range b.queues {
 		for _, d := range qs.ring {
-			where[d.msg] = ringPos{q, d.offset}
+			if d.msg != nil { // nil: seeded at start (recheck.go)
+				where[d.msg] = ringPos{q, d.offset}
+			}
 		}
 	}
 	return where
