@@ -94,8 +94,18 @@ func TestInteropOrderlyAcrossKill9(t *testing.T) {
 	const topic, group = "InteropOrderlyKill", "interop-orderly-kill"
 	createTopic(t, s.broker, topic, 4)
 	createTopic(t, s.broker, "%RETRY%"+group, 1)
+	runOrdersAcross(t, s, topic, group, func() { k.kill9Restart(t) })
+}
+
+// runOrdersAcross sends the first half of 8 orders' steps through an
+// ordered producer (hash selector on the order), consumes them with an
+// orderly push consumer of group, runs fault, sends the second half (a
+// step again until it is acknowledged, so each order's steps are stored
+// in sequence) and checks that every step arrived, in sequence.
+func runOrdersAcross(t *testing.T, s *standalone, topic, group string, fault func()) {
+	t.Helper()
 	resolver := primitive.NewPassthroughResolver([]string{s.registry})
-	p := newOrderedProducer(t, s, "interop-orderly-kill-pg", "prod-orderly-kill", producer.WithRetry(0), producer.WithSendMsgTimeout(5*time.Second))
+	p := newOrderedProducer(t, s, group+"-pg", group+"-p", producer.WithRetry(0), producer.WithSendMsgTimeout(5*time.Second))
 	const orders, steps = 8, 40
 	send := func(from, to int) {
 		t.Helper()
@@ -103,10 +113,10 @@ func TestInteropOrderlyAcrossKill9(t *testing.T) {
 			for o := 0; o < orders; o++ {
 				m := primitive.NewMessage(topic, []byte(fmt.Sprintf("o%d-s%d", o, st)))
 				m.WithShardingKey(fmt.Sprintf("order-%d", o))
-				// After the restart the producer's route and connection
+				// After the fault the producer's route and connection
 				// come back within a few tries; an unacknowledged step is
 				// sent again, so each order's steps stay in sequence.
-				testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("o%d-s%d acknowledged", o, st), func() bool {
+				testutil.WaitFor(t, 90*time.Second, fmt.Sprintf("o%d-s%d acknowledged", o, st), func() bool {
 					res, err := p.SendSync(context.Background(), m)
 					return err == nil && res.Status == primitive.SendOK
 				})
@@ -114,7 +124,7 @@ func TestInteropOrderlyAcrossKill9(t *testing.T) {
 		}
 	}
 	var got orderSeq
-	c, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(resolver), consumer.WithGroupName(group), consumer.WithInstance("cons-orderly-kill"),
+	c, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(resolver), consumer.WithGroupName(group), consumer.WithInstance(group+"-c"),
 		consumer.WithConsumerOrder(true), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
 	if err != nil {
 		t.Fatal(err)
@@ -134,8 +144,32 @@ func TestInteropOrderlyAcrossKill9(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Shutdown() })
 	testutil.WaitFor(t, 60*time.Second, "the first half consumed", func() bool { return got.complete(orders, steps/2) })
-	k.kill9Restart(t)
+	fault()
 	send(steps/2, steps)
 	testutil.WaitFor(t, 120*time.Second, "every step consumed", func() bool { return got.complete(orders, steps) })
 	got.check(t)
+}
+
+// TestInteropControllerOrderlyAcrossFailover: ordered messages and an
+// orderly consumer (rocketmq-client-go) on a controller-mode group whose
+// master is killed with SIGKILL: the slave is promoted (its lock table
+// empty, the consumer locks its queues again), and every order's steps,
+// those stored before the kill and those sent after it, are consumed in
+// sequence, none lost.
+func TestInteropControllerOrderlyAcrossFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of processes")
+	}
+	const topic, group = "CtlOrderly", "ctl-orderly"
+	c := startCtlCluster(t)
+	m := c.waitHealthy(t)
+	for _, tp := range []string{topic, "%RETRY%" + group} {
+		if out, err := c.smartgoAdmin(t, "topic", "create", "-t", tp, "-r", "4", "-w", "4"); err != nil {
+			t.Fatalf("admin topic create: %v\n%s", err, out)
+		}
+	}
+	runOrdersAcross(t, c.clients(), topic, group, func() {
+		c.brokers[m].kill9()
+		c.waitMasterIs(t, 1-m)
+	})
 }
