@@ -111,7 +111,10 @@ func (b *Backend) reusedBack(ctx context.Context, rec *sessionRecord) ([]resumeP
 		go func() {
 			defer wg.Done()
 			rp := &rec.Resume[i]
-			firsts[k] = b.checks.first(pointKey{rp.mq(), rp.From, *rp.Prev}, func() int64 { return b.firstReused(ctx, rp) })
+			// Shared by other resumes: not ended by this one's ctx.
+			firsts[k] = b.checks.first(pointKey{rp.mq(), rp.From, *rp.Prev}, func() (int64, bool) {
+				return b.firstReused(context.WithoutCancel(ctx), rp)
+			})
 		}()
 	}
 	wg.Wait()
@@ -138,25 +141,25 @@ func (b *Backend) reusedBack(ctx context.Context, rec *sessionRecord) ([]resumeP
 
 // firstReused reads the message at rp.From-1 from its broker and
 // returns rp.From when it is the one rp names, else the first offset
-// the queue gave again. A read that fails returns rp.From.
-func (b *Backend) firstReused(ctx context.Context, rp *resumePoint) int64 {
+// the queue gave again. A read that fails returns rp.From and false.
+func (b *Backend) firstReused(ctx context.Context, rp *resumePoint) (int64, bool) {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.SendTimeout)
 	defer cancel()
 	at := rp.From - 1
 	msgs, _, minOff, maxOff, err := b.adm.BrowseMessages(ctx, rp.Topic, rp.Broker, rp.Queue, at, 1)
 	if err != nil {
 		b.log.Warn("bridge: session resume point not checked against its queue", "queue", rp.mq(), "err", err)
-		return rp.From
+		return rp.From, false
 	}
 	switch {
 	case at < minOff:
-		return rp.From // gone (retention): nothing to compare with
+		return rp.From, true // gone (retention): nothing to compare with
 	case len(msgs) > 0 && msgs[0].QueueOffset == at:
 		if rp.Prev.matches(storedIDOf(msgs[0])) {
-			return rp.From
+			return rp.From, true
 		}
 	case at < maxOff:
-		return rp.From // not read (the broker asked for a retry): as it stands
+		return rp.From, false // not read (the broker asked for a retry): as it stands
 	}
 	// Another message at from-1, or the queue ends at or below it.
 	first, err := b.adm.OffsetByTime(ctx, rp.mq(), time.UnixMilli(rp.Prev.Store+1))
@@ -168,7 +171,7 @@ func (b *Backend) firstReused(ctx context.Context, rp *resumePoint) int64 {
 	first = min(first, at, maxOff)
 	b.log.Warn("bridge: session resume point above queue offsets given again (the broker lost its log's tail): resuming from there",
 		"queue", rp.mq(), "from", rp.From, "to", first)
-	return first
+	return first, true
 }
 
 // checkTTL is how long a check of a resume point against its queue
@@ -185,6 +188,8 @@ type pointKey struct {
 }
 
 // pointCheck is one check: first is its result once done is closed.
+// A check that failed is forgotten at once (the next resume checks
+// again); those waiting for it take its result (the point as it stands).
 type pointCheck struct {
 	done  chan struct{}
 	first int64
@@ -200,7 +205,7 @@ type pointChecks struct {
 
 // first returns the result of check for k: a check of k started less
 // than checkTTL ago, or a new one.
-func (p *pointChecks) first(k pointKey, check func() int64) int64 {
+func (p *pointChecks) first(k pointKey, check func() (int64, bool)) int64 {
 	now := time.Now()
 	p.mu.Lock()
 	c := p.m[k]
@@ -214,9 +219,17 @@ func (p *pointChecks) first(k pointKey, check func() int64) int64 {
 		c = &pointCheck{done: make(chan struct{}), at: now}
 		p.m[k] = c
 		p.mu.Unlock()
-		c.first = check()
+		first, ok := check()
+		c.first = first
 		close(c.done)
-		return c.first
+		if !ok {
+			p.mu.Lock()
+			if p.m[k] == c {
+				delete(p.m, k)
+			}
+			p.mu.Unlock()
+		}
+		return first
 	}
 	p.mu.Unlock()
 	<-c.done
