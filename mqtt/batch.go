@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,13 +67,23 @@ func (b *outBatch) hold(c *conn) {
 func (b *outBatch) pending() bool { return len(b.conns) > 0 }
 
 // release flushes every connection b holds, in the order b took them.
+// Only the unit that owns b calls it: a unit that gives its connection up
+// (clears scheduled) releases first, or the connection's next unit (the
+// poller's, answering the bytes this release wrote) holds b meanwhile.
 func (b *outBatch) release() {
 	for i, c := range b.conns {
 		c.unhold(b)
+		if h := afterUnhold.Load(); h != nil {
+			(*h)()
+		}
 		b.conns[i] = nil
 	}
 	b.conns = b.conns[:0]
 }
+
+// afterUnhold, set by tests only, runs after release wrote a connection:
+// a client's answer to those bytes may be read meanwhile.
+var afterUnhold atomic.Pointer[func()]
 
 // moveTo hands the connections b holds to dst, which writes them when it
 // is released (a poller's round, round.go).

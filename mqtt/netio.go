@@ -205,27 +205,44 @@ func (c *conn) workInline(r *Round) {
 	for n := 0; ; n++ {
 		c.inMu.Lock()
 		if c.closed {
+			if c.fl.pending() {
+				// Released while c is still this unit's (below).
+				c.inMu.Unlock()
+				c.fl.release()
+				continue
+			}
 			c.dropIn()
 			c.onRound, c.scheduled = false, false
 			c.inMu.Unlock()
-			c.fl.release()
 			return
 		}
 		// Decoded in place: an inline handler's request is valid only
 		// during its call (HandleInline), and the rest is copied below.
 		p, used, err := c.srv.dec.NextScratchAlias(c.version, c.in, sc)
 		if err == packets.ErrIncomplete && len(c.in) == 0 {
+			if c.fl.pending() {
+				// The output goes (or goes to the round) before c is
+				// given up: once scheduled is clear, the next unit (the
+				// poller reading the client's answer to these bytes,
+				// when this one runs on a worker) holds c.fl. Then look
+				// again: input may have come meanwhile.
+				c.inMu.Unlock()
+				if r != nil && r.conn {
+					c.fl.moveTo(&r.fl) // written once the deferred work ran
+				} else {
+					if r != nil {
+						r.fold()
+					}
+					c.fl.release()
+				}
+				continue
+			}
 			c.dropIn()
 			c.onRound, c.scheduled = false, false
 			c.inMu.Unlock()
-			if r != nil && r.conn {
-				c.fl.moveTo(&r.fl) // written once the deferred work ran
-				return
-			}
-			if r != nil {
+			if r != nil && !r.conn {
 				r.fold()
 			}
-			c.fl.release()
 			return
 		}
 		if err != nil || n == batchPackets {
