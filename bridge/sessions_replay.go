@@ -242,9 +242,7 @@ func deliveryOf(subs []subRecord, m *mqtt.Message, clientID string, pending bool
 		}
 		p.QoS = max(p.QoS, min(s.QoS, m.QoS))
 		p.Retain = p.Retain || s.RetainAsPublished && m.Retain
-		if s.Identifier != 0 {
-			p.SubIDs = append(p.SubIDs, s.Identifier)
-		}
+		p.SubIDs = mqtt.AddSubID(p.SubIDs, s.Identifier)
 	}
 	return p
 }

@@ -112,7 +112,8 @@ type Pending struct {
 	// Retain is the retain flag it is delivered with (set for a retained
 	// message sent on subscribe, or under Retain As Published).
 	Retain bool
-	// SubIDs are the v5 subscription identifiers it is delivered with.
+	// SubIDs are the v5 subscription identifiers it is delivered with,
+	// each once (AddSubID).
 	SubIDs []uint32
 	// Sent: it went out to the client at least once and was not
 	// acknowledged; its next delivery carries DUP.

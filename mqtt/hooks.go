@@ -112,9 +112,7 @@ func (s *Server) SendToSubscriber(clientID string, msg *Message) error {
 			qos = sub.QoS
 		}
 		found = true
-		if sub.Identifier != 0 {
-			ids = append(ids, sub.Identifier)
-		}
+		ids = AddSubID(ids, sub.Identifier)
 	}
 	if !found {
 		return fmt.Errorf("%w: %q to %s", ErrNotSubscribed, clientID, msg.Topic)

@@ -127,9 +127,7 @@ func (ss *session) matchLocked(m *Message) (qos byte, retain bool, ids []uint32)
 		}
 		qos = max(qos, min(m.QoS, sub.QoS))
 		retain = retain || m.Retain && sub.RetainAsPublished
-		if sub.Identifier != 0 {
-			ids = append(ids, sub.Identifier)
-		}
+		ids = AddSubID(ids, sub.Identifier)
 	}
 	slices.Sort(ids)
 	return qos, retain, ids

@@ -150,10 +150,7 @@ func (x *subIndex) remove(s *session, filter string) bool {
 
 // mergeTargets orders matches by session and merges the matches of one
 // session into one target: the highest QoS, retain-as-published if any
-// asked for it, and every subscription identifier once (one SUBSCRIBE
-// with several filters gives them all the same identifier; a PUBLISH
-// repeating it says nothing more, and libmosquitto 2.0 drops the
-// connection on a PUBLISH with more than one).
+// asked for it, and every subscription identifier once (AddSubID).
 func mergeTargets(out []target) []target {
 	if len(out) < 2 {
 		return out
@@ -174,9 +171,7 @@ func mergeTargets(out []target) []target {
 			t.qos = max(t.qos, out[i].qos)
 			t.rap = t.rap || out[i].rap
 			for _, id := range out[i].subIDs {
-				if !slices.Contains(t.subIDs, id) {
-					t.subIDs = append(t.subIDs, id)
-				}
+				t.subIDs = AddSubID(t.subIDs, id)
 			}
 			continue
 		}
@@ -184,6 +179,20 @@ func mergeTargets(out []target) []target {
 		out[w] = out[i]
 	}
 	return out[:w+1]
+}
+
+// AddSubID appends the subscription identifier id to ids unless ids holds
+// it already: a message matching several subscriptions carries each
+// identifier once. One SUBSCRIBE with several filters gives them all the
+// same identifier; a PUBLISH repeating it says nothing more, and
+// libmosquitto 2.0 drops the connection on a PUBLISH with more than one
+// identifier. Every path that gathers a delivery's identifiers (live
+// matching, overflow reads, a session's replay from the log) uses it.
+func AddSubID(ids []uint32, id uint32) []uint32 {
+	if id == 0 || slices.Contains(ids, id) {
+		return ids
+	}
+	return append(ids, id)
 }
 
 // match returns the sessions topic goes to, one target per session, with
