@@ -302,6 +302,20 @@ func (b *Backend) SetOwnerTag(fn func(clientID string) string) {
 // check does for a stored one.
 func (b *Backend) OwnerTag(clientID string) string { return b.ownerOf(clientID) }
 
+// SessionOwner is the owner that clientID's latest session record this
+// node has read names: the SetOwnerTag tag of the connection that wrote
+// it, else the tag it was prepared with (PrepareSessionReplacing); ""
+// when it names neither, or the client has no session. The IoT hub ends
+// the session of a deleted identity that names one (EndSession).
+func (b *Backend) SessionOwner(clientID string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if rec := b.sessions[clientID]; rec != nil && !rec.Deleted {
+		return ownerOfRecord(rec)
+	}
+	return ""
+}
+
 // ownerOf is SetOwnerTag's tag of clientID ("" without one).
 func (b *Backend) ownerOf(clientID string) string {
 	if fn := b.ownerTag.Load(); fn != nil {

@@ -84,11 +84,16 @@ func (h *Hub) checkDevice(r *mqtt.ConnectRequest, host string, id Identity) (str
 	}
 	if h.opts.DeviceAuth == AuthNone {
 		// The identity may not exist yet (register creates it): its
-		// generation is noted then.
+		// generation is noted then, and a session of a deleted one of
+		// its id ends first (endUnregistered).
 		if id.ModuleID != "" {
 			return "", nil
 		}
-		return h.generation(context.Background(), id.DeviceID), nil
+		gen, err := h.deviceGeneration(context.Background(), id.DeviceID)
+		if errors.Is(err, twincli.ErrNotFound) {
+			h.endUnregistered(context.Background(), r.ClientID)
+		}
+		return gen, nil
 	}
 	ctx, cancel := h.requestCtx(context.Background())
 	defer cancel()

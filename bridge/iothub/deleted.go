@@ -64,6 +64,27 @@ func (h *Hub) endSession(ctx context.Context, clientID string) {
 	}
 }
 
+// endUnregistered ends the session of clientID, a development-mode
+// device connecting whose identity the registry does not hold (register
+// creates it once connected), when its latest session record names an
+// owner (bridge.Backend.SessionOwner): the identity a connection of it
+// authenticated as, or a prepare was made for, existed then and has been
+// deleted since, by whatever path (the REST API ends the session at
+// once; the state store's twin client directly, `smartgo admin`, does
+// not). The device then starts clean, as after a delete through the
+// REST API, and the messages queued for the deleted identity are
+// dropped. A session naming no owner is kept: one prepared for messages
+// sent to the id before any identity existed, or written by an earlier
+// version. It runs before the connect looks for a session to resume.
+func (h *Hub) endUnregistered(ctx context.Context, clientID string) {
+	if h.br.Backend().SessionOwner(clientID) == "" {
+		return
+	}
+	rctx, cancel := h.requestCtx(ctx)
+	defer cancel()
+	h.endSession(rctx, clientID)
+}
+
 // identityState reads the registry's generation id and connection state
 // of the identity id (a device or a module).
 func (h *Hub) identityState(ctx context.Context, id Identity) (generation, connectionState string, err error) {
