@@ -47,9 +47,7 @@ func (h *Hub) authenticate(r *mqtt.ConnectRequest) (bool, error) {
 		h.log.Info("iothub: device refused", "device", id.String(), "remote", r.RemoteAddr, "reason", reasonOf(err), "err", err)
 		return false, err
 	}
-	if id.ModuleID == "" {
-		h.noteOwner(r.ClientID, gen)
-	}
+	h.noteOwner(r.ClientID, gen)
 	return true, nil
 }
 
@@ -64,7 +62,8 @@ func reasonOf(err error) string {
 }
 
 // checkDevice checks a device's CONNECT and returns the generation id of
-// its identity ("" when the registry was not read or cannot say).
+// its identity, a module's own for a module ("" when the registry was
+// not read or cannot say).
 func (h *Hub) checkDevice(r *mqtt.ConnectRequest, host string, id Identity) (string, error) {
 	if !h.started.Load() {
 		return "", fmt.Errorf("%w: the IoT hub front is not running", mqtt.ErrUnavailable)
@@ -126,7 +125,8 @@ func (h *Hub) checkDevice(r *mqtt.ConnectRequest, host string, id Identity) (str
 }
 
 // identityAuth reads the identity's authentication from the registry,
-// and its device's generation id.
+// and its generation id (a module's own: a module deleted and created
+// again is a new one, its device unchanged).
 func (h *Hub) identityAuth(ctx context.Context, id Identity) (twincli.Authentication, string, error) {
 	// A module has no status of its own: it is refused while its device
 	// is disabled, as IoT Hub does.
@@ -140,18 +140,18 @@ func (h *Hub) identityAuth(ctx context.Context, id Identity) (twincli.Authentica
 		}
 		return twincli.Authentication{}, "", fmt.Errorf("%w: device %s is disabled", ErrUnauthorized, id)
 	}
-	auth := d.Authentication
+	auth, gen := d.Authentication, d.GenerationID
 	if id.ModuleID != "" {
 		m, err := h.twins.GetModule(ctx, id.DeviceID, id.ModuleID)
 		if err != nil {
 			return twincli.Authentication{}, "", registryErr(id, err)
 		}
-		auth = m.Authentication
+		auth, gen = m.Authentication, m.GenerationID
 	}
 	if auth == nil {
-		return twincli.Authentication{Type: "sas"}, d.GenerationID, nil
+		return twincli.Authentication{Type: "sas"}, gen, nil
 	}
-	return *auth, d.GenerationID, nil
+	return *auth, gen, nil
 }
 
 // registryErr turns a registry lookup failure into a CONNECT refusal.

@@ -101,6 +101,60 @@ func TestHubTwinClientDeletedIdentitySessionEnds(t *testing.T) {
 		})
 	}
 
+	t.Run("module", func(t *testing.T) {
+		// A module deleted and created again is a new module: its
+		// connect resumes nothing of the old one's.
+		if _, err := tc.CreateDevice(ctx, &twincli.Device{DeviceID: "twin-deleted-gateway"}); err != nil {
+			t.Fatal(err)
+		}
+		id := Identity{DeviceID: "twin-deleted-gateway", ModuleID: "filter"}
+		m, err := tc.CreateModule(ctx, &twincli.Module{DeviceID: id.DeviceID, ModuleID: id.ModuleID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := dialPaho(t, ctx, a.addr, id, deviceToken(t, id, m.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+		if _, err := d.pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{
+			{Topic: "devices/" + id.DeviceID + "/modules/" + id.ModuleID + "/inputs/#", QoS: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.pc.Disconnect(&paho.Disconnect{}); err != nil {
+			t.Fatal(err)
+		}
+		waitOffline(t, ctx, adm, a, id.ClientID())
+		if err := tc.DeleteModule(ctx, id.DeviceID, id.ModuleID, "*"); err != nil {
+			t.Fatal(err)
+		}
+		m2, err := tc.CreateModule(ctx, &twincli.Module{DeviceID: id.DeviceID, ModuleID: id.ModuleID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []*node{a, b} {
+			nd := dialPaho(t, ctx, n.addr, id, deviceToken(t, id, m2.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+			if nd.present {
+				t.Fatalf("the module found the deleted module's session on %s (session present 1)", n.br.Backend().NodeID())
+			}
+			// Its own session now: the next connect resumes it.
+			if err := nd.pc.Disconnect(&paho.Disconnect{}); err != nil {
+				t.Fatal(err)
+			}
+			waitOffline(t, ctx, adm, n, id.ClientID())
+			if n == a {
+				// Deleted again, so that b's connect has a deleted
+				// module's session to find (the records a's left).
+				if err := tc.DeleteModule(ctx, id.DeviceID, id.ModuleID, "*"); err != nil {
+					t.Fatal(err)
+				}
+				if m2, err = tc.CreateModule(ctx, &twincli.Module{DeviceID: id.DeviceID, ModuleID: id.ModuleID}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		nd := dialPaho(t, ctx, b.addr, id, deviceToken(t, id, m2.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+		if !nd.present {
+			t.Fatal("the module did not resume its own session")
+		}
+	})
+
 	t.Run("development mode", func(t *testing.T) {
 		devMode := func(_ *mqtt.Options, _ *bridge.Options, o *Options) { o.DeviceAuth = AuthNone }
 		x, y := startNode(t, c, devMode), startNode(t, c, devMode)

@@ -356,7 +356,10 @@ func (h *Hub) register(ctx context.Context, id Identity) error {
 		return err
 	}
 	if id.ModuleID != "" {
-		_, err := h.twins.CreateModule(rctx, &twincli.Module{DeviceID: id.DeviceID, ModuleID: id.ModuleID, Authentication: none})
+		m, err := h.twins.CreateModule(rctx, &twincli.Module{DeviceID: id.DeviceID, ModuleID: id.ModuleID, Authentication: none})
+		if err == nil {
+			h.noteOwner(id.ClientID(), m.GenerationID) // owner.go
+		}
 		if err != nil && !errors.Is(err, twincli.ErrExists) {
 			h.log.Warn("iothub: register module", "device", id.String(), "err", err)
 			return err

@@ -11,7 +11,10 @@ import (
 //
 // Each session record a connection writes names the generation id of the
 // device identity the connection was for (bridge.Backend.SetOwnerTag: the
-// record's "owner"), so that prepareC2D tells a session a deleted
+// record's "owner"; a module's connection, the module's own), so that a
+// connect of an identity created again resumes none of them (the bridge's
+// LoadSession, and the MQTT server for a session it holds in memory, compare
+// the owners), and prepareC2D tells a session a deleted
 // identity's connection left from one of the new identity of the same id
 // by that tag, not by comparing when it ended (the clock of the node it
 // was on) with the identity's creation (the twin engine's clock), and
