@@ -85,12 +85,11 @@ func (h *Hub) checkDevice(r *mqtt.ConnectRequest, host string, id Identity) (str
 		// The identity may not exist yet (register creates it): its
 		// generation is noted then, and a session of a deleted one of
 		// its id ends first (endUnregistered).
-		if id.ModuleID != "" {
-			return "", nil
-		}
-		gen, err := h.deviceGeneration(context.Background(), id.DeviceID)
+		gen, _, err := h.identityState(context.Background(), id)
 		if errors.Is(err, twincli.ErrNotFound) {
 			h.endUnregistered(context.Background(), r.ClientID)
+		} else if err != nil {
+			h.log.Debug("iothub: generation of a connecting device", "device", id.String(), "err", err)
 		}
 		return gen, nil
 	}

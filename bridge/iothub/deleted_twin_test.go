@@ -24,7 +24,9 @@ import (
 // another: CONNACK session present 0, none of the old messages, and the
 // new identity's own messages arrive. In development mode (no identity
 // created again: the connect registers it) the same. Before, the device
-// resumed the deleted identity's session and received its messages.
+// resumed the deleted identity's session and received its messages. A
+// module deleted and created again (registry mode), or deleted
+// (development mode), resumes nothing of the old module's either.
 func TestHubTwinClientDeletedIdentitySessionEnds(t *testing.T) {
 	c := startTestCluster(t, 1)
 	a, b := startNode(t, c), startNode(t, c)
@@ -172,6 +174,28 @@ func TestHubTwinClientDeletedIdentitySessionEnds(t *testing.T) {
 			}
 			nd := dialPaho(t, ctx, to.addr, id, "")
 			fresh(t, nd, y, devID)
+
+			// A module deleted (its device kept) the same.
+			mid := Identity{DeviceID: devID, ModuleID: "filter"}
+			md := dialPaho(t, ctx, x.addr, mid, "")
+			waitFor(t, 10*time.Second, "the module registered", func() bool {
+				_, err := tc.GetModule(ctx, mid.DeviceID, mid.ModuleID)
+				return err == nil
+			})
+			if _, err := md.pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{
+				{Topic: "devices/" + mid.DeviceID + "/modules/" + mid.ModuleID + "/inputs/#", QoS: 1}}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := md.pc.Disconnect(&paho.Disconnect{}); err != nil {
+				t.Fatal(err)
+			}
+			waitOffline(t, ctx, adm, x, mid.ClientID())
+			if err := tc.DeleteModule(ctx, mid.DeviceID, mid.ModuleID, "*"); err != nil {
+				t.Fatal(err)
+			}
+			if nmd := dialPaho(t, ctx, to.addr, mid, ""); nmd.present {
+				t.Fatal("the module found the deleted module's session (session present 1)")
+			}
 		}
 	})
 }

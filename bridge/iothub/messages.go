@@ -254,20 +254,14 @@ func (h *Hub) prepareC2D(ctx context.Context, deviceID string) error {
 // prepared for it, so that one prepared for a deleted identity of the
 // same id is replaced, whether or not either ever connected.
 func (h *Hub) generation(ctx context.Context, id string) string {
-	gen, _ := h.deviceGeneration(ctx, id)
-	return gen
-}
-
-// deviceGeneration is generation with the registry's error (logged).
-func (h *Hub) deviceGeneration(ctx context.Context, id string) (string, error) {
 	rctx, cancel := h.requestCtx(ctx)
 	defer cancel()
 	d, err := h.twins.GetDevice(rctx, id)
 	if err != nil {
-		h.log.Debug("iothub: generation of a device", "device", id, "err", err)
-		return "", err
+		h.log.Debug("iothub: generation of a device to prepare", "device", id, "err", err)
+		return ""
 	}
-	return d.GenerationID, nil
+	return d.GenerationID
 }
 
 // leftBeforeCreated reports whether the session of device id that a
