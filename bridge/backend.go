@@ -302,18 +302,26 @@ func (b *Backend) SetOwnerTag(fn func(clientID string) string) {
 // check does for a stored one.
 func (b *Backend) OwnerTag(clientID string) string { return b.ownerOf(clientID) }
 
-// SessionOwner is the owner that clientID's latest session record this
-// node has read names: the SetOwnerTag tag of the connection that wrote
-// it, else the tag it was prepared with (PrepareSessionReplacing); ""
-// when it names neither, or the client has no session. The IoT hub ends
-// the session of a deleted identity that names one (EndSession).
-func (b *Backend) SessionOwner(clientID string) string {
+// SessionOwner is the owner that clientID's latest session record names,
+// judged once this node has read every record stored so far (one the
+// client's connection wrote on another node just before may not have
+// been read yet): the SetOwnerTag tag of the connection that wrote it,
+// else the tag it was prepared with (PrepareSessionReplacing); "" when
+// it names neither, or the client has no session. The IoT hub ends the
+// session of a deleted identity that names one (EndSession).
+func (b *Backend) SessionOwner(ctx context.Context, clientID string) (string, error) {
+	if b.isClosed() {
+		return "", ErrClosed
+	}
+	if err := b.catchUpSys(ctx, b.opts.SessionTopic); err != nil {
+		return "", fmt.Errorf("bridge: owner of %q's session: read the session records: %w", clientID, err)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if rec := b.sessions[clientID]; rec != nil && !rec.Deleted {
-		return ownerOfRecord(rec)
+		return ownerOfRecord(rec), nil
 	}
-	return ""
+	return "", nil
 }
 
 // ownerOf is SetOwnerTag's tag of clientID ("" without one).

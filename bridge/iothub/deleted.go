@@ -77,12 +77,15 @@ func (h *Hub) endSession(ctx context.Context, clientID string) {
 // sent to the id before any identity existed, or written by an earlier
 // version. It runs before the connect looks for a session to resume.
 func (h *Hub) endUnregistered(ctx context.Context, clientID string) {
-	if h.br.Backend().SessionOwner(clientID) == "" {
-		return
-	}
 	rctx, cancel := h.requestCtx(ctx)
 	defer cancel()
-	h.endSession(rctx, clientID)
+	owner, err := h.br.Backend().SessionOwner(rctx, clientID)
+	if err != nil {
+		h.log.Warn("iothub: owner of an unregistered device's session", "device", clientID, "err", err)
+	}
+	if owner != "" {
+		h.endSession(rctx, clientID)
+	}
 }
 
 // identityState reads the registry's generation id and connection state

@@ -164,9 +164,12 @@ func TestHubTwinClientDeletedIdentitySessionEnds(t *testing.T) {
 			devID := fmt.Sprintf("twin-deleted-dev-%d", i)
 			id := Identity{DeviceID: devID}
 			d := dialPaho(t, ctx, x.addr, id, "")
+			// Registered and recorded connected: the generation register
+			// notes is the one its records name (a device that leaves
+			// before then leaves a session naming none, kept).
 			waitFor(t, 10*time.Second, "the device registered", func() bool {
-				_, err := tc.GetDevice(ctx, devID)
-				return err == nil
+				d, err := tc.GetDevice(ctx, devID)
+				return err == nil && d.ConnectionState == "Connected"
 			})
 			offline(t, x, d, devID)
 			if err := tc.DeleteDevice(ctx, devID, "*"); err != nil {
@@ -179,8 +182,8 @@ func TestHubTwinClientDeletedIdentitySessionEnds(t *testing.T) {
 			mid := Identity{DeviceID: devID, ModuleID: "filter"}
 			md := dialPaho(t, ctx, x.addr, mid, "")
 			waitFor(t, 10*time.Second, "the module registered", func() bool {
-				_, err := tc.GetModule(ctx, mid.DeviceID, mid.ModuleID)
-				return err == nil
+				m, err := tc.GetModule(ctx, mid.DeviceID, mid.ModuleID)
+				return err == nil && m.ConnectionState == "Connected"
 			})
 			if _, err := md.pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{
 				{Topic: "devices/" + mid.DeviceID + "/modules/" + mid.ModuleID + "/inputs/#", QoS: 1}}}); err != nil {
