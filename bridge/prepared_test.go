@@ -44,12 +44,7 @@ func TestBridgePreparedOverAnotherNodesOfflineSession(t *testing.T) {
 	defer cancel()
 
 	// The first owner connects to A, subscribes and leaves its session.
-	r := dialRaw(t, addrOf(a), packets.Version5)
-	cp := &packets.Connect{ClientID: id, CleanStart: true, KeepAlive: 60, UsernameFlag: true, Username: "first"}
-	cp.Properties.Present.Add(packets.PropSessionExpiry)
-	cp.Properties.SessionExpiry = 3600
-	r.connect(cp)
-	r.subscribe(1, sub("c2d/"+id+"/#", 1))
+	r, cp := connectC2D(t, a, id, "first")
 	r.disconnect()
 	testutil.WaitFor(t, 30*time.Second, "A holds the session offline", func() bool {
 		srv := a.Server()
@@ -86,4 +81,79 @@ func TestBridgePreparedOverAnotherNodesOfflineSession(t *testing.T) {
 		t.Fatalf("the new owner got %q", p.Payload)
 	}
 	d.nothing(300 * time.Millisecond)
+}
+
+// TestBridgeReplacingAfterAnotherNodesOnlineClaim: node B last read the
+// online claim of a client connected to node A for its id's first owner
+// ("first", SetOwnerTag) when the client leaves and, at once, B prepares
+// a session for a new owner of the id; B's copy of the session topic is
+// still behind the record A wrote when the client left. B must judge on
+// that record (a session of an earlier owner: replaced), and A drop the
+// session it holds. It did not: B took the stale claim for a connection,
+// wrote nothing, and the new owner's connect to A started a session
+// without the prepared subscription, so it got none of its messages
+// (bridge/iothub's TestHubC2DNotForAReplacedIdentity, "reconnecting to
+// the holder", under load).
+func TestBridgeReplacingAfterAnotherNodesOnlineClaim(t *testing.T) {
+	const id = "claim-lag"
+	c := startCluster(t)
+	a := startBridgeWith(t, c, nil, func(br *Bridge) {
+		br.Backend().SetOwnerTag(func(string) string { return "first" })
+	})
+	aNode := a.Backend().NodeID()
+	var lag atomic.Bool
+	b := startBridgeWith(t, c, nil, func(br *Bridge) {
+		br.Backend().testBeforeApply = func(rec *sessionRecord) {
+			// B's tail is slow to read the record A writes when the
+			// client leaves (a loaded machine).
+			if rec.ClientID == id && rec.Node == aNode && !rec.Online && !rec.Connect && rec.DisconnectedAt != 0 && lag.CompareAndSwap(true, false) {
+				time.Sleep(time.Second)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	r, _ := connectC2D(t, a, id, "dev")
+	testutil.WaitFor(t, 30*time.Second, "B reading A's online claim with the subscription", func() bool {
+		b.Backend().mu.Lock()
+		defer b.Backend().mu.Unlock()
+		rec := b.Backend().sessions[id]
+		return rec != nil && rec.Online && rec.Node == aNode && len(rec.Subscriptions) == 1
+	})
+	lag.Store(true)
+	r.disconnect()
+	testutil.WaitFor(t, 30*time.Second, "A holds the session offline", func() bool {
+		srv := a.Server()
+		return srv.SessionInstance(id) != 0 && !srv.Connected(id)
+	})
+
+	subs := []mqtt.Subscription{{Filter: "c2d/" + id + "/#", QoS: 1}}
+	made, err := b.Backend().PrepareSessionReplacing(ctx, id, subs, time.Hour, Replacer{Tag: func() string { return "second" }})
+	if err != nil || !made {
+		t.Fatalf("replaced %v %v", made, err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "A dropping the first owner's session", func() bool {
+		return a.Server().SessionInstance(id) == 0
+	})
+	b.Backend().mu.Lock()
+	rec := b.Backend().sessions[id]
+	b.Backend().mu.Unlock()
+	if rec == nil || rec.Prepared != "second" {
+		t.Fatalf("B's record of the client: %+v", rec)
+	}
+}
+
+// connectC2D connects client id to node n as user, with a session
+// expiring an hour after it ends, subscribed to c2d/{id}/# at QoS 1; it
+// returns the connection and its CONNECT.
+func connectC2D(t *testing.T, n *Bridge, id, user string) (*rawClient, *packets.Connect) {
+	t.Helper()
+	r := dialRaw(t, addrOf(n), packets.Version5)
+	cp := &packets.Connect{ClientID: id, CleanStart: true, KeepAlive: 60, UsernameFlag: true, Username: user}
+	cp.Properties.Present.Add(packets.PropSessionExpiry)
+	cp.Properties.SessionExpiry = 3600
+	r.connect(cp)
+	r.subscribe(1, sub("c2d/"+id+"/#", 1))
+	return r, cp
 }

@@ -354,7 +354,9 @@ type Replacer struct {
 // session ended before it was created; or prepared for another
 // generation of the identity), so that the new device does not resume
 // the old one's session and receive what was queued for it. A session a
-// node holds connected, is connecting or is writing is never replaced.
+// node holds connected, is connecting or is writing is never replaced;
+// one this node last saw connected elsewhere for another owner is
+// judged once this node has read every record stored so far.
 func (b *Backend) PrepareSessionReplacing(ctx context.Context, clientID string, subs []mqtt.Subscription, expiry time.Duration,
 	r Replacer) (bool, error) {
 	return b.prepareSession(ctx, clientID, subs, expiry, &r)
@@ -420,6 +422,17 @@ func earlierOwner(rec *sessionRecord, r *Replacer, tagOf func() string) bool {
 	return !left.IsZero() && r.Left != nil && r.Left(left)
 }
 
+// otherOwnerOnline reports whether rec, a client's latest record, is an
+// online claim of a node other than node by a connection of an owner
+// other than tagOf's (called only then).
+func otherOwnerOnline(rec *sessionRecord, node string, tagOf func() string) bool {
+	if rec == nil || !rec.Online || rec.Deleted || rec.Node == node || rec.Owner == "" {
+		return false
+	}
+	t := tagOf()
+	return t != "" && t != rec.Owner
+}
+
 // ownerOfRecord is the owner of the client id that rec was written for:
 // its connection's (Backend.SetOwnerTag), else the tag it was prepared
 // with (Replacer.Tag); "" when it names neither.
@@ -467,6 +480,22 @@ func (b *Backend) prepareSession(ctx context.Context, clientID string, subs []mq
 	now := time.Now()
 	b.mu.Lock()
 	rec := b.sessions[clientID]
+	b.mu.Unlock()
+	if r != nil && !ended && otherOwnerOnline(rec, b.opts.NodeID, tagOf) {
+		// Another owner's connection on another node, as this node's copy
+		// of the session topic shows it: the record it wrote when it left
+		// (stored before its end was recorded anywhere else) may not have
+		// been read yet. Judged on every record stored so far, so that the
+		// session it left is replaced (it was not: the new owner's connect
+		// to that node then started a session without the prepared
+		// subscription, and got nothing).
+		if err := b.catchUpSys(ctx, b.opts.SessionTopic); err != nil {
+			return false, fmt.Errorf("bridge: prepare session of %q: read the session records: %w", clientID, err)
+		}
+		now = time.Now()
+	}
+	b.mu.Lock()
+	rec = b.sessions[clientID]
 	live := rec != nil && !rec.Deleted && !expiredAt(rec, now)
 	prepared := "" // the tag of a prepared record
 	if live && !rec.Online && !rec.Connect {

@@ -200,15 +200,17 @@ func (h *Hub) SendC2D(ctx context.Context, c *C2DMessage) error {
 	if err := PrepareC2D(c, h.opts.C2DMaxSize, h.opts.C2DTTL, h.opts.C2DMaxTTL, time.Now()); err != nil {
 		return err
 	}
+	gen := "" // read by the prepare if it needs it
 	if h.opts.DeviceAuth == AuthRegistry {
 		rctx, cancel := h.requestCtx(ctx)
-		_, err := h.twins.GetDevice(rctx, c.DeviceID)
+		d, err := h.twins.GetDevice(rctx, c.DeviceID)
 		cancel()
 		if err != nil {
 			return err
 		}
+		gen = d.GenerationID
 	}
-	if err := h.prepareC2D(ctx, c.DeviceID); err != nil {
+	if err := h.prepareC2DFor(ctx, c.DeviceID, gen); err != nil {
 		return err
 	}
 	be := h.br.Backend()
@@ -232,12 +234,23 @@ func (h *Hub) SendC2D(ctx context.Context, c *C2DMessage) error {
 // identity drops its queue). Every create runs
 // this (twincli.Options.PrepareC2D), as does every send.
 func (h *Hub) prepareC2D(ctx context.Context, deviceID string) error {
+	return h.prepareC2DFor(ctx, deviceID, "")
+}
+
+// prepareC2DFor is prepareC2D for the identity generation gen, just read
+// from the registry ("": read when needed).
+func (h *Hub) prepareC2DFor(ctx context.Context, deviceID, gen string) error {
 	if strings.ContainsAny(deviceID, "+#") {
 		return nil // no topic of it can be subscribed to: it gets no C2D
 	}
 	sub := mqtt.Subscription{Filter: "devices/" + deviceID + "/messages/devicebound/#", QoS: 1}
 	made, err := h.br.Backend().PrepareSessionReplacing(ctx, deviceID, []mqtt.Subscription{sub}, h.sessionExpiry, bridge.Replacer{
-		Tag:  func() string { return h.generation(ctx, deviceID) },
+		Tag: func() string {
+			if gen != "" {
+				return gen
+			}
+			return h.generation(ctx, deviceID)
+		},
 		Left: func(leftAt time.Time) bool { return h.leftBeforeCreated(ctx, deviceID, leftAt) },
 	})
 	if err != nil {
