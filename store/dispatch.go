@@ -26,6 +26,7 @@ type dispatcher struct {
 	lastTs   int64           // its store timestamp
 	keyedPhy int64           // newest record dispatched that the index wants (keys), -1 if none
 	refused  []*CorruptError // records refused during recovery (reported)
+	stalled  bool            // an entry could not be written (no room, say): the dispatcher stopped at its record
 	wq       wroteQueue      // the writer's notes of committed records not dispatched yet (wrote.go)
 	toIndex  wroteQueue      // notes of the records dispatched this round, for the indexer
 	noted    int64           // records dispatched from notes (tests)
@@ -200,6 +201,7 @@ func (s *Store) dispatchEntry(e *dispEntry, phy int64, size int32, sealed bool) 
 				}
 				s.rlog.Log(s.log, slog.LevelError, "dispatch write", msg,
 					"topic", cq.topic, "queue", cq.queueID, "err", err)
+				d.stalled = true
 				return false
 			} else if !ok {
 				ce := &CorruptError{File: s.cl.dir, Offset: phy, Reason: fmt.Sprintf(

@@ -162,6 +162,7 @@ func (s *Store) recover(abnormal bool) error {
 	d.pos = dispatchFrom
 	d.fillGaps = false
 	d.recovery = true // bytes from disk: check every record before it makes an entry
+	d.stalled = false
 	s.dispatchRangeLocked(end)
 	if d.gapSeen {
 		rep.FullReplay = true
@@ -170,10 +171,21 @@ func (s *Store) recover(abnormal bool) error {
 		d.fillGaps = true // what is still missing now is gone for good: pad with holes
 		s.dispatchRangeLocked(end)
 	}
-	if d.pos < end {
+	var undispatched map[cqKey]int64
+	switch {
+	case d.pos < end && d.stalled:
+		// A consume-queue entry could not be written (a full disk): the
+		// records from pos on stay, and the dispatcher goes on from there
+		// once it can (the disk watcher wakes it). New records take queue
+		// offsets after theirs.
+		s.log.Warn("store: re-dispatch waits for disk space; later records reach their consume queues once an entry can be written",
+			"from", d.pos, "to", end)
+		undispatched = s.queueOffsetsIn(d.pos, end)
+	case d.pos < end:
 		s.corruption(&CorruptError{File: s.cl.dir, Offset: d.pos, Reason: "re-dispatch stopped before the commitlog end; later records are not in consume queues"})
 		d.pos = end
 	}
+	d.stalled = false
 	d.recovery = false
 	s.addSkipped(d.skips...)
 	d.skips = nil
@@ -198,12 +210,38 @@ func (s *Store) recover(abnormal bool) error {
 		cq.correctMin(clMin)
 		s.setQueueOffsetLocked(cqKey{cq.topic, cq.queueID}, cq.maxOff.Load())
 	}
+	for key, next := range undispatched {
+		if s.queueOffsetLocked(key) < next {
+			s.setQueueOffsetLocked(key, next)
+		}
+	}
 	s.reportSkipped()
 	rep.Duration = time.Since(start)
 	s.log.Info("store: recovered", "abnormal", abnormal, "commitlogEnd", end, "dispatchFrom", dispatchFrom,
 		"redispatched", rep.Redispatched, "corruptions", len(rep.Corruptions), "skippedRanges", len(rep.Skipped),
 		"checked", rep.ScanBytes, "checkTook", rep.ScanDuration, "took", rep.Duration)
 	return nil
+}
+
+// queueOffsetsIn returns, for each queue with records in the commitlog's
+// [from, end), the queue offset after its last one there.
+func (s *Store) queueOffsetsIn(from, end int64) map[cqKey]int64 {
+	next := map[cqKey]int64{}
+	var c segCursor
+	pos := from
+	c.walk(s.cl, &pos, end, func(v *record.View, _ int64, _ int32) bool {
+		e := s.dispEntryOf(v)
+		if !e.queued() {
+			return true
+		}
+		key := cqKey{string(e.topic), e.queueID}
+		if next[key] < e.qoff+1 {
+			next[key] = e.qoff + 1
+		}
+		return true
+	}, nil)
+	c.releaseCur()
+	return next
 }
 
 // firstRecordTime returns the store timestamp of a segment's first record.
