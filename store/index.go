@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -404,6 +405,12 @@ func (x *indexService) load() (damaged []*CorruptError, reindex bool, err error)
 				return nil, false, err
 			}
 		}
+		// A file written before its head was reserved at creation, or
+		// created just before a crash, may have holes there.
+		if err := reserveIndexHeadAt(fs, path, x.s.opts.IndexSlots); err != nil {
+			closeAll()
+			return nil, false, err
+		}
 		mf, err := openMappedFile(fs, path, 0, want)
 		if err != nil {
 			closeAll()
@@ -507,6 +514,35 @@ func (x *indexService) otherSize(names []string, want int64) int64 {
 	return size
 }
 
+// reserveIndexHead gives the header and slot table of the index file
+// open as f their blocks (fallocate). Index files are sparse and written
+// only with pwrite, but retired files, and every file at load, are read
+// through the mapping: on a file system that allocates a page to read a
+// hole through a shared mapping (tmpfs) and has no page left, that read
+// raises SIGBUS and kills the process. The slot table is read for any
+// key, so it gets its blocks up front; entries are read only below the
+// count the header gives, and the header is written after them.
+func reserveIndexHead(f vfs.File, path string, slots int) error {
+	end := indexHeaderSize + int64(slots)*indexSlotSize
+	if err := f.Allocate(0, end); err != nil && !errors.Is(err, vfs.ErrNotSupported) {
+		return fmt.Errorf("store: reserve the header and slot table of %s [0, %d): %w", path, end, err)
+	}
+	return nil
+}
+
+// reserveIndexHeadAt is reserveIndexHead for the file at path.
+func reserveIndexHeadAt(fs vfs.FS, path string, slots int) error {
+	f, err := fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", path, err)
+	}
+	err = reserveIndexHead(f, path, slots)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("store: close %s: %w", path, cerr)
+	}
+	return err
+}
+
 // resizeFile truncates or extends (with zeros) the file at path to size.
 func resizeFile(fs vfs.FS, path string, size int64) error {
 	f, err := fs.OpenFile(path, os.O_RDWR, 0)
@@ -583,9 +619,15 @@ func (x *indexService) current() (*indexFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", path, err)
 	}
-	if err := f.Truncate(size); err != nil { // sparse: most slots stay empty
+	if err := f.Truncate(size); err != nil { // sparse: the entries get their blocks as they are written
 		_ = f.Close()
+		_ = x.s.fs.Remove(path)
 		return nil, fmt.Errorf("store: size %s: %w", path, err)
+	}
+	if err := reserveIndexHead(f, path, x.s.opts.IndexSlots); err != nil {
+		_ = f.Close()
+		_ = x.s.fs.Remove(path)
+		return nil, err
 	}
 	mf, err := mapFile(x.s.fs, f, path, 0, size)
 	if err != nil {

@@ -98,6 +98,11 @@ func (s *Store) rebuildIndexFile(r indexRepair) error {
 		_ = s.fs.Remove(tmp)
 		return fmt.Errorf("store: size %s: %w", tmp, err)
 	}
+	if err := reserveIndexHead(fh, tmp, s.opts.IndexSlots); err != nil {
+		_ = fh.Close()
+		_ = s.fs.Remove(tmp)
+		return err
+	}
 	mf, err := mapFile(s.fs, fh, tmp, 0, size)
 	if err != nil {
 		_ = s.fs.Remove(tmp)

@@ -28,10 +28,20 @@ type killable struct {
 // data in a temp dir (extra: more -set flags); cleanup stops it (SIGINT).
 func startKillable(t *testing.T, extra ...string) *killable {
 	t.Helper()
+	return startKillableData(t, "", extra...)
+}
+
+// startKillableData is startKillable with its data in data (its logs
+// stay in a temp dir), or in the temp dir when data is "".
+func startKillableData(t *testing.T, data string, extra ...string) *killable {
+	t.Helper()
 	ports := freePorts(t, 3)
 	k := &killable{dir: t.TempDir()}
+	if data == "" {
+		data = filepath.Join(k.dir, "data")
+	}
 	k.registry, k.broker, k.mqtt = fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprintf("127.0.0.1:%d", ports[2])
-	k.args = []string{"standalone", "-data", filepath.Join(k.dir, "data"), "-set", "registry.listen=" + k.registry,
+	k.args = []string{"standalone", "-data", data, "-set", "registry.listen=" + k.registry,
 		"-set", "broker.listen=" + k.broker, "-set", "bridge.listen=" + k.mqtt, "-set", "console.listen=",
 		"-set", "store.segment_size=64MiB", "-set", "log.level=" + logLevel()}
 	for _, e := range extra {
