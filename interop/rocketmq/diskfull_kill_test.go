@@ -2,10 +2,7 @@ package rocketmq
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,7 +29,7 @@ func TestInteropDiskFilledThenKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("mounts a tmpfs and kills a process")
 	}
-	disk := mountTmpfs(t, "64m")
+	disk := testutil.MountTmpfs(t, "64m")
 	k := startKillableData(t, filepath.Join(disk, "data"), "store.segment_size=8MiB", "store.preallocate=1MiB")
 	const topic, group = "InteropDiskFull", "interop-diskfull"
 	createTopic(t, k.broker, topic, 4)
@@ -41,7 +38,7 @@ func TestInteropDiskFilledThenKill9(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "300 acknowledged sends", func() bool { n, _ := l.counts(); return n >= 300 })
 
 	filler := filepath.Join(disk, "filler")
-	fillDisk(t, filler)
+	testutil.FillDisk(t, filler)
 	_, e0 := l.counts()
 	testutil.WaitFor(t, 30*time.Second, "sends refused on the full disk", func() bool { _, e := l.counts(); return e >= e0+20 })
 	if err := k.cmd.Process.Signal(syscall.Signal(0)); err != nil {
@@ -54,17 +51,7 @@ func TestInteropDiskFilledThenKill9(t *testing.T) {
 	_ = k.cmd.Wait()
 	_ = k.log.Close()
 	l.end()
-	next := filepath.Join(k.dir, fmt.Sprintf("smartgo-%d.log", k.runs+1))
-	freed := make(chan error, 1)
-	go func() {
-		for deadline := time.Now().Add(30 * time.Second); !fileContains(next, "store: recovered"); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				freed <- errors.New("no recovery on the full disk within 30 s")
-				return
-			}
-		}
-		freed <- os.Remove(filler)
-	}()
+	freed := testutil.RemoveOnceLogged(filepath.Join(k.dir, fmt.Sprintf("smartgo-%d.log", k.runs+1)), "store: recovered", filler, 30*time.Second)
 	k.start(t)
 	if err := <-freed; err != nil {
 		t.Fatal(err)
@@ -83,46 +70,6 @@ func TestInteropDiskFilledThenKill9(t *testing.T) {
 	read := readBackAll(t, startPullConsumer(t, k.registry, group, topic), acked, "after the full disk, kill -9 and restart")
 	t.Logf("%d acknowledged before the kill (%d refused), %d after space freed: all read back (%d distinct bodies read)",
 		len(l.acked), l.errs, len(l2.acked), read)
-}
-
-// mountTmpfs mounts a tmpfs of size at a new temp dir and unmounts it at
-// cleanup (after the processes using it stopped: cleanups run last
-// registered first); it skips the test where mounting is not allowed.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes the file at path until its file system has no page left
-// (ENOSPC), as another process filling the disk between the store's
-// checks would.
-func fillDisk(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for n := len(buf); n >= 4096; n /= 16 {
-		for {
-			if _, err := f.Write(buf[:n]); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("filling the disk: %v", err)
-				}
-				break
-			}
-		}
-	}
 }
 
 // sendLoad is producers sending distinct bodies with SendSync until end,

@@ -59,10 +59,20 @@ func startStandalone(t testing.TB, extra ...string) *standalone {
 // the process's environment.
 func startStandaloneBin(t testing.TB, bin string, env []string, extra ...string) *standalone {
 	t.Helper()
+	return startStandaloneBinData(t, bin, env, "", extra...)
+}
+
+// startStandaloneBinData is startStandaloneBin with the data in data (its
+// logs stay in a temp dir), or in the temp dir when data is "".
+func startStandaloneBinData(t testing.TB, bin string, env []string, data string, extra ...string) *standalone {
+	t.Helper()
 	dir := t.TempDir()
+	if data == "" {
+		data = filepath.Join(dir, "data")
+	}
 	ports := testnet.FreePorts(t, 3)
 	s := &standalone{mqtt: fmt.Sprintf("127.0.0.1:%d", ports[2]), bin: bin, dir: dir, env: env}
-	s.args = []string{"standalone", "-data", filepath.Join(dir, "data"),
+	s.args = []string{"standalone", "-data", data,
 		"-set", fmt.Sprintf("registry.listen=127.0.0.1:%d", ports[0]),
 		"-set", fmt.Sprintf("broker.listen=127.0.0.1:%d", ports[1]),
 		"-set", "bridge.listen=" + s.mqtt, "-set", "console.listen=127.0.0.1:0",
