@@ -248,15 +248,18 @@ func (cl *commitLog) loadSegments() (damaged []*CorruptError, err error) {
 	for i, f := range files {
 		if i > 0 && f.base != files[i-1].base+cl.segSize {
 			// Missing segments in the middle: their records are lost, but
-			// the segments after them are kept. Each is recreated empty
-			// (sparse) so the list stays contiguous; recovery skips it.
+			// the segments after them are kept. Each is recreated empty,
+			// its blocks reserved, so the list stays contiguous; recovery
+			// skips it. Recovery reads it through the mapping: on a file
+			// system that gives a hole its page only then (a full tmpfs),
+			// a sparse one raised SIGBUS; no room fails the open instead.
 			missing := (f.base - files[i-1].base - cl.segSize) / cl.segSize
 			if missing > maxMissingSegments {
 				return fail(fmt.Errorf("%w: %d segments missing before %s; is it a stray file?", ErrSegmentSize, missing, f.path))
 			}
 			for base := files[i-1].base + cl.segSize; base < f.base; base += cl.segSize {
 				path := filepath.Join(cl.dir, fileNameFor(base))
-				m, err := createMappedFile(cl.s.fs, path, base, cl.segSize, 0, warmNone)
+				m, err := createMappedFile(cl.s.fs, path, base, cl.segSize, cl.segSize, warmNone)
 				if err != nil {
 					return fail(err)
 				}

@@ -138,8 +138,9 @@
 // tail: the log ends at the last valid record, the rest of its segment is
 // zeroed and synced (so no stale record can reappear after a later hole)
 // and later segments, which hold no valid record, are removed. A segment
-// missing in the middle of the sequence is recreated empty (sparse) and
-// skipped the same way; the segments after it are kept.
+// missing in the middle of the sequence is recreated empty (its blocks
+// reserved: no room fails the open) and skipped the same way; the
+// segments after it are kept.
 //
 // Which segments are validated: at a normal start, the last
 // RecoverSegments (and any segment found short); after a crash (abort file
