@@ -22,7 +22,10 @@ func MountTmpfs(t testing.TB, size string) string {
 		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+		// Lazily (-l): a file a process still holds there, say one
+		// started by a test that failed half way, must not leave the
+		// mount behind.
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
 			t.Errorf("umount %s: %v %s", dir, err, out)
 		}
 	})
