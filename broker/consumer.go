@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"math"
+	"strings"
+
 	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
@@ -182,7 +185,24 @@ func (b *Broker) processSearchOffset(c *remoting.Conn, req *protocol.Command) (*
 	if err := req.DecodeHeader(&h); err != nil {
 		return errResp(protocol.SystemError, "bad header: %v", err), nil
 	}
+	if strings.EqualFold(h.BoundaryType, protocol.BoundaryUpper) {
+		return offsetResponse(b.upperOffsetByTime(h.Topic, h.QueueID, h.Timestamp)), nil
+	}
 	return offsetResponse(b.store.OffsetByTime(h.Topic, h.QueueID, h.Timestamp)), nil
+}
+
+// upperOffsetByTime is a search's upper boundary (RocketMQ 5's
+// BoundaryType.UPPER): the last offset of the queue stored at or before
+// ts, the one before the first stored after it. When every message is
+// later than ts it is the queue's first offset (RocketMQ answers 0, the
+// same for a queue that starts at 0), and the queue's last message when
+// every one is earlier.
+func (b *Broker) upperOffsetByTime(topic string, queueID int32, ts int64) int64 {
+	after := b.store.MaxOffset(topic, queueID)
+	if ts < math.MaxInt64 {
+		after = b.store.OffsetByTime(topic, queueID, ts+1)
+	}
+	return max(after-1, b.store.MinOffset(topic, queueID))
 }
 
 // processEarliestTime serves GET_EARLIEST_MSG_STORETIME.

@@ -86,12 +86,20 @@ type (
 )
 
 // SearchOffsetRequestHeader is SEARCH_OFFSET_BY_TIMESTAMP (29): topic!,
-// queueId!, timestamp! (ms).
+// queueId!, timestamp! (ms), boundaryType (RocketMQ 5: "LOWER", the
+// default, or "UPPER", any case; see BoundaryUpper).
 type SearchOffsetRequestHeader struct {
-	Topic     string
-	QueueID   int32
-	Timestamp int64
+	Topic        string
+	QueueID      int32
+	Timestamp    int64
+	BoundaryType string
 }
+
+// BoundaryUpper is the boundaryType of a SEARCH_OFFSET_BY_TIMESTAMP asking
+// for the last offset stored at or before the timestamp (RocketMQ 5.2's
+// DefaultMQAdminExt.searchUpperBoundaryOffset sends it); any other value,
+// or none, asks for the first stored at or after it.
+const BoundaryUpper = "UPPER"
 
 // GetEarliestMsgStoretimeResponseHeader answers GET_EARLIEST_MSG_STORETIME:
 // timestamp! (ms).

@@ -950,11 +950,14 @@ func (h *OffsetResponseHeader) DecodeFields(f ExtFields) error {
 	return r.err
 }
 
-// EncodeFields implements HeaderEncoder: topic!, queueId!, timestamp!.
+// EncodeFields implements HeaderEncoder: topic!, queueId!, timestamp!, boundaryType.
 func (h *SearchOffsetRequestHeader) EncodeFields(f ExtFields) {
 	f["topic"] = h.Topic
 	putI32(f, "queueId", h.QueueID)
 	putI64(f, "timestamp", h.Timestamp)
+	if h.BoundaryType != "" {
+		f["boundaryType"] = h.BoundaryType
+	}
 }
 
 // DecodeFields implements HeaderDecoder.
@@ -963,6 +966,7 @@ func (h *SearchOffsetRequestHeader) DecodeFields(f ExtFields) error {
 	h.Topic = r.str("topic", true)
 	h.QueueID = r.i32("queueId", true)
 	h.Timestamp = r.i64("timestamp", true)
+	h.BoundaryType = r.str("boundaryType", false)
 	return r.err
 }
 

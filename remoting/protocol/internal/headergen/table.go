@@ -160,6 +160,7 @@ var Headers = []Header{
 		{Go: "Topic", Key: "topic", Kind: Str, Req: Required},
 		{Go: "QueueID", Key: "queueId", Kind: I32, Req: Required},
 		{Go: "Timestamp", Key: "timestamp", Kind: I64, Req: Required},
+		{Go: "BoundaryType", Key: "boundaryType", Kind: Str, If: `h.BoundaryType != ""`},
 	}},
 	{Type: "GetEarliestMsgStoretimeResponseHeader", Fields: []Field{
 		{Go: "Timestamp", Key: "timestamp", Kind: I64, Req: Required},

@@ -1,0 +1,74 @@
+package broker
+
+import (
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/smartgo/smartgo/remoting/protocol"
+)
+
+// Requests of RocketMQ 5 Java clients and admin tools beyond what 4.9.8
+// sends, asked as they write them (javaInvoke).
+
+// RocketMQ 5.2's SEARCH_OFFSET_BY_TIMESTAMP carries boundaryType (the
+// enum's name, "LOWER" or "UPPER"): DefaultMQAdminExt's
+// searchUpperBoundaryOffset asks for the last offset stored at or before
+// the time, which SmartGo answered as the lower boundary (the first
+// stored at or after it), one message or more after.
+func TestBrokerSearchOffsetBoundaryType(t *testing.T) {
+	clk := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
+	b := testBroker(t, t.TempDir(), func(o *Options) { o.Now = clk.now })
+	c := newTestClient(t, b.Addr())
+	t0 := clk.now().UnixMilli()
+	// Offsets 0-2 at t0, 3 at t0+1s, 4 at t0+3s.
+	for i, step := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
+		clk.advance(step)
+		c.mustSend("Bound", 0, "m"+itoa(i), "")
+	}
+	waitDispatched(t, b, "Bound", 0, 5)
+	search := func(ts int64, boundary string) int64 {
+		t.Helper()
+		fields := map[string]string{"topic": "Bound", "queueId": "0", "timestamp": strconv.FormatInt(ts, 10), "bname": "broker-t"}
+		if boundary != "" {
+			fields["boundaryType"] = boundary
+		}
+		resp := javaInvoke(t, b.Addr(), protocol.SearchOffsetByTimestamp, fields, nil)
+		var oh protocol.OffsetResponseHeader
+		if resp.Code != protocol.Success || resp.DecodeHeader(&oh) != nil {
+			t.Fatalf("search %d %s: %d %s", ts, boundary, resp.Code, resp.Remark)
+		}
+		return oh.Offset
+	}
+	for _, tc := range []struct {
+		ts           int64
+		lower, upper int64
+	}{
+		{t0 - 1, 0, 0},        // before every message: the first offset both ways
+		{t0, 0, 2},            // three messages at t0: the first and the last of them
+		{t0 + 500, 3, 2},      // none at the time: the one after and the one before
+		{t0 + 1000, 3, 3},     // one message at the time
+		{t0 + 3000, 4, 4},     // the last message
+		{t0 + 9000, 5, 4},     // after every message: the end, the last message
+		{math.MaxInt64, 5, 4}, // no overflow
+	} {
+		for _, lower := range []string{"", "LOWER", "lower"} {
+			if got := search(tc.ts, lower); got != tc.lower {
+				t.Errorf("lower boundary (%q) at t0%+d: %d, want %d", lower, tc.ts-t0, got, tc.lower)
+			}
+		}
+		for _, upper := range []string{"UPPER", "upper"} {
+			if got := search(tc.ts, upper); got != tc.upper {
+				t.Errorf("upper boundary (%q) at t0%+d: %d, want %d", upper, tc.ts-t0, got, tc.upper)
+			}
+		}
+	}
+	// An unknown queue: 0 both ways, as before.
+	resp := javaInvoke(t, b.Addr(), protocol.SearchOffsetByTimestamp, map[string]string{
+		"topic": "Bound", "queueId": "3", "timestamp": strconv.FormatInt(t0, 10), "boundaryType": "UPPER"}, nil)
+	var oh protocol.OffsetResponseHeader
+	if resp.Code != protocol.Success || resp.DecodeHeader(&oh) != nil || oh.Offset != 0 {
+		t.Fatalf("upper boundary of an unknown queue: %d %s %d", resp.Code, resp.Remark, oh.Offset)
+	}
+}
