@@ -3,6 +3,7 @@ package broker
 import (
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,31 @@ func TestBrokerSearchOffsetBoundaryType(t *testing.T) {
 	var oh protocol.OffsetResponseHeader
 	if resp.Code != protocol.Success || resp.DecodeHeader(&oh) != nil || oh.Offset != 0 {
 		t.Fatalf("upper boundary of an unknown queue: %d %s %d", resp.Code, resp.Remark, oh.Offset)
+	}
+}
+
+// RocketMQ 5's mqadmin clusterList reads two keys of GET_BROKER_RUNTIME_INFO
+// a 4.9 broker does not write: getTransferredTps (4.9's getTransferedTps,
+// spelled right) for the OutTPS column and brokerActive for "Activated".
+// Without them it printed every SmartGo broker with an OutTPS of 0 and as
+// not activated (Boolean.parseBoolean(null)).
+func TestBrokerRuntimeInfoRocketMQ5ClusterList(t *testing.T) {
+	for _, tc := range []struct {
+		role   Role
+		id     int64
+		active string
+	}{{RoleAsyncMaster, 0, "true"}, {RoleSlave, 1, "false"}} {
+		b := testBroker(t, t.TempDir(), func(o *Options) { o.Role, o.BrokerID = tc.role, tc.id })
+		kv := decodeBody[protocol.KVTable](t, javaInvoke(t, b.Addr(), protocol.GetBrokerRuntimeInfo, nil, nil)).Table
+		if kv["brokerActive"] != tc.active {
+			t.Errorf("%v: brokerActive=%q, want %s", tc.role, kv["brokerActive"], tc.active)
+		}
+		tps := strings.Split(kv["getTransferredTps"], " ")
+		if _, err := strconv.ParseFloat(tps[0], 64); err != nil || len(tps) != 3 {
+			t.Errorf("%v: getTransferredTps=%q: clusterList cannot read it", tc.role, kv["getTransferredTps"])
+		}
+		if kv["getTransferedTps"] == "" {
+			t.Errorf("%v: 4.9's getTransferedTps is gone", tc.role)
+		}
 	}
 }

@@ -22,7 +22,8 @@ var versionDesc = map[int32]string{protocol.VersionV4_9_8: "V4_9_8"}
 
 // RuntimeInfo returns the table GET_BROKER_RUNTIME_INFO serves: every key a
 // RocketMQ 4.9 broker reports (mqadmin clusterList and brokerStatus read
-// them), with SmartGo's values, plus SmartGo's own keys (brokerRole,
+// them), with SmartGo's values, the two RocketMQ 5's clusterList adds
+// (getTransferredTps, brokerActive), plus SmartGo's own keys (brokerRole,
 // replication, per-topic and per-group totals and rates). Rates named
 // *Tps are per second over the last 10 s, 60 s and 600 s, space
 // separated; per-topic and per-group rates (topicPutTps.*, groupGetTps.*)
@@ -34,6 +35,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	itoa64 := func(n int64) string { return strconv.FormatInt(n, 10) }
 	puts := st.PutMessages
 	put, get := rt.dayTotals()
+	transferred := rt.tps(rateTransferred)
 	t := map[string]string{
 		// StoreStatsService
 		"bootTimestamp":            itoa64(rt.boot.UnixMilli()),
@@ -50,9 +52,11 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"getFoundTps":              rt.tps(rateFound),
 		"getMissTps":               rt.tps(rateMiss),
 		"getTotalTps":              rt.totalTPS(),
-		"getTransferedTps":         rt.tps(rateTransferred),
-		"putLatency99":             fmt.Sprintf("%.2f", rt.putPercentile(0.99)),
-		"putLatency999":            fmt.Sprintf("%.2f", rt.putPercentile(0.999)),
+		"getTransferedTps":         transferred,
+		// RocketMQ 5 spells it right; its mqadmin clusterList reads this one.
+		"getTransferredTps": transferred,
+		"putLatency99":      fmt.Sprintf("%.2f", rt.putPercentile(0.99)),
+		"putLatency999":     fmt.Sprintf("%.2f", rt.putPercentile(0.999)),
 		// DefaultMessageStore
 		"commitLogMinOffset": itoa64(s.MinPhysicalOffset()),
 		"commitLogMaxOffset": itoa64(s.MaxPhysicalOffset()),
@@ -71,6 +75,9 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		// No transient store pool: RocketMQ reports Integer.MAX_VALUE then.
 		"remainTransientStoreBufferNumbs": strconv.Itoa(1<<31 - 1),
 		"remainHowManyDataToFlush":        humanBytes(st.FlushLagBytes),
+		// RocketMQ 5: whether the services of a master (delayed messages,
+		// transaction checks) run here; clusterList shows it as "Activated".
+		"brokerActive": strconv.FormatBool(!b.isSlave()),
 		// SmartGo's own
 		"brokerRole":             b.roleName(),
 		"brokerName":             b.opts.BrokerName,
