@@ -145,8 +145,9 @@ func (b *Broker) processConsumeStats(c *remoting.Conn, req *protocol.Command) (*
 
 // topicConsumeStats is a group's progress on one topic of this broker: per
 // queue (read queues, or write queues when byWrite) the broker's max
-// offset, the group's committed offset (0 if none) and the store time of
-// the last message it consumed, and its consume rate (last minute). A
+// offset, the group's committed offset (0 if none, also the pull offset)
+// and the store time of the last message it consumed, and its consume
+// rate (last minute). A
 // topic the broker does not have, or that an online group does not
 // subscribe, has none (RocketMQ skips both).
 func (b *Broker) topicConsumeStats(group, topic string, byWrite bool) (protocol.ConsumeStats, bool) {
@@ -169,6 +170,10 @@ func (b *Broker) topicConsumeStats(group, topic string, byWrite bool) (protocol.
 		if off, ok := b.offsets.Query(group, topic, q); ok {
 			w.ConsumerOffset = max(0, off)
 		}
+		// The broker does not record how far a group's pulls reached: it
+		// reports the committed offset, as a RocketMQ 5 broker does for a
+		// queue it saw no pull of (in flight: 0, not minus the offset).
+		w.PullOffset = w.ConsumerOffset
 		if w.ConsumerOffset > 0 {
 			if ts, ok := b.storeTimeAtOffset(topic, q, w.ConsumerOffset-1); ok {
 				w.LastTimestamp = ts

@@ -99,3 +99,33 @@ func TestBrokerRuntimeInfoRocketMQ5ClusterList(t *testing.T) {
 		}
 	}
 }
+
+// RocketMQ 5's mqadmin consumerProgress prints a queue's in-flight messages
+// as OffsetWrapper.pullOffset - consumerOffset from GET_CONSUME_STATS; a
+// table without pullOffset printed minus the committed offset on every
+// queue (and in the total). A 5.x broker reports max(consumerOffset, the
+// group's last pull offset); SmartGo records no pull offsets and reports
+// the committed one.
+func TestBrokerConsumeStatsPullOffset(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	c := newTestClient(t, b.Addr())
+	for i := 0; i < 5; i++ {
+		c.mustSend("Inflight", 0, "m"+itoa(i), "")
+	}
+	waitDispatched(t, b, "Inflight", 0, 5)
+	commitOffset(t, c, "ifg", "Inflight", 0, 3)
+	resp := javaInvoke(t, b.Addr(), protocol.GetConsumeStats, map[string]string{"consumerGroup": "ifg", "topic": "Inflight"}, nil)
+	cs := decodeBody[protocol.ConsumeStats](t, resp)
+	if len(cs.OffsetTable) == 0 || strings.Count(string(resp.Body), `"pullOffset":`) != len(cs.OffsetTable) {
+		t.Fatalf("pullOffset missing from a queue: %s", resp.Body)
+	}
+	for _, e := range cs.OffsetTable {
+		w := e.Value
+		if inflight := w.PullOffset - w.ConsumerOffset; inflight != 0 {
+			t.Errorf("queue %d: consumerProgress prints %d in flight (pull %d, consumer %d)", e.Queue.QueueID, inflight, w.PullOffset, w.ConsumerOffset)
+		}
+		if e.Queue.QueueID == 0 && (w.ConsumerOffset != 3 || w.BrokerOffset != 5) {
+			t.Errorf("queue 0: %+v", *w)
+		}
+	}
+}

@@ -22,7 +22,7 @@ func TestRemotingBodyAdminEncodings(t *testing.T) {
 		{ConsumeStatsList{BrokerAddr: "a:1", TotalDiff: 4, ConsumeStatsList: []map[string][]ConsumeStats{{"g": {{ConsumeTps: 1.5,
 			OffsetTable: MQMap[*OffsetWrapper]{{Queue: q(0), Value: &OffsetWrapper{BrokerOffset: 9, ConsumerOffset: 5, LastTimestamp: 2}}}}}}}},
 			`{"brokerAddr":"a:1","consumeStatsList":[{"g":[{"consumeTps":1.5,"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:` +
-				`{"brokerOffset":9,"consumerOffset":5,"lastTimestamp":2}}}]}],"totalDiff":4}`},
+				`{"brokerOffset":9,"consumerOffset":5,"lastTimestamp":2,"pullOffset":0}}}]}],"totalDiff":4}`},
 		{BrokerStatsData{StatsMinute: BrokerStatsItem{Sum: 6, TPS: 0.1, Avgpt: 1}},
 			`{"statsDay":{"avgpt":0,"sum":0,"tps":0},"statsHour":{"avgpt":0,"sum":0,"tps":0},"statsMinute":{"avgpt":1,"sum":6,"tps":0.1}}`},
 		{QuerySubscriptionResponseBody{Group: "g", Topic: "T"}, `{"group":"g","topic":"T"}`},

@@ -52,11 +52,15 @@ type ProducerConnection struct {
 	ConnectionSet []*Connection `json:"connectionSet"`
 }
 
-// OffsetWrapper is one queue's progress in ConsumeStats.
+// OffsetWrapper is one queue's progress in ConsumeStats. PullOffset
+// (RocketMQ 5) is where the group's pulls reached, never below
+// ConsumerOffset: RocketMQ 5's mqadmin consumerProgress prints
+// PullOffset - ConsumerOffset as the queue's in-flight messages.
 type OffsetWrapper struct {
 	BrokerOffset   int64 `json:"brokerOffset"`
 	ConsumerOffset int64 `json:"consumerOffset"`
 	LastTimestamp  int64 `json:"lastTimestamp"`
+	PullOffset     int64 `json:"pullOffset"`
 }
 
 // TopicOffset is one queue's range in TopicStatsTable.

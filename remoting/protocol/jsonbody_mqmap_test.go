@@ -13,7 +13,7 @@ func TestProtocolEncodeJSONMQMapBodies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const want = `{"consumeTps":1.5,"offsetTable":{{"brokerName":"b","queueId":1,"topic":"T"}:{"brokerOffset":9,"consumerOffset":4,"lastTimestamp":0}}}`
+		const want = `{"consumeTps":1.5,"offsetTable":{{"brokerName":"b","queueId":1,"topic":"T"}:{"brokerOffset":9,"consumerOffset":4,"lastTimestamp":0,"pullOffset":0}}}`
 		if string(b) != want {
 			t.Fatalf("got %s\nwant %s", b, want)
 		}
