@@ -169,6 +169,12 @@ func (b *Broker) processBrokerConsumeStats(c *remoting.Conn, req *protocol.Comma
 // back at its next periodic commit.
 // With no client online the answer is CONSUMER_NOT_ONLINE, and mqadmin
 // falls back to committing offsets one queue at a time.
+//
+// RocketMQ 5's request may name one queue (queueId >= 0; its mqadmin
+// resetOffsetByTime -b -q [-o]): only that queue moves, to offset when
+// given (within the queue's range), else to the one at timestamp, isForce
+// aside (RocketMQ 5's broker resets so); it is done whether or not a
+// client is online.
 func (b *Broker) processResetOffset(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	var h protocol.ResetOffsetRequestHeader
 	if err := req.DecodeHeader(&h); err != nil {
@@ -177,6 +183,9 @@ func (b *Broker) processResetOffset(c *remoting.Conn, req *protocol.Command) (*p
 	tc, ok := b.topics.Get(h.Topic)
 	if !ok {
 		return errResp(protocol.SystemError, "[reset-offset] reset offset failed, no topic in this broker. topic=%s", h.Topic), nil
+	}
+	if h.HasQueueID && h.QueueID >= 0 {
+		return b.resetQueueOffset(c, &h, tc)
 	}
 	var table protocol.MQMap[int64]
 	for q := int32(0); q < tc.WriteQueueNums; q++ {
@@ -195,6 +204,34 @@ func (b *Broker) processResetOffset(c *remoting.Conn, req *protocol.Command) (*p
 		return errResp(protocol.ConsumerNotOnline, "Consumer not online, so can not reset offset, Group: %s Topic: %s Timestamp: %d",
 			h.Group, h.Topic, h.Timestamp), nil
 	}
+	return b.applyReset(c, &h, info, table)
+}
+
+// resetQueueOffset serves a reset of the one queue h names (see
+// processResetOffset).
+func (b *Broker) resetQueueOffset(c *remoting.Conn, h *protocol.ResetOffsetRequestHeader, tc protocol.TopicConfig) (*protocol.Command, error) {
+	q := h.QueueID
+	if n := max(tc.ReadQueueNums, tc.WriteQueueNums); q >= n {
+		return errResp(protocol.SystemError, "[reset-offset] queue %d not in topic %s (%d queues)", q, h.Topic, n), nil
+	}
+	target := b.store.MaxOffset(h.Topic, q)
+	switch {
+	case h.HasOffset && h.Offset != -1:
+		lo := b.store.MinOffset(h.Topic, q)
+		if h.Offset < lo || h.Offset > target {
+			return errResp(protocol.SystemError, "Target offset %d not in consume queue range [%d-%d]", h.Offset, lo, target), nil
+		}
+		target = h.Offset
+	case h.Timestamp != -1:
+		target = max(0, b.store.OffsetByTime(h.Topic, q, h.Timestamp))
+	}
+	info, _ := b.consumers.Group(h.Group)
+	return b.applyReset(c, h, info, protocol.MQMap[int64]{{Queue: protocol.MessageQueue{Topic: h.Topic, BrokerName: b.opts.BrokerName, QueueID: q}, Value: target}})
+}
+
+// applyReset tells the group's online clients of a reset to table, commits
+// it and answers with it.
+func (b *Broker) applyReset(c *remoting.Conn, h *protocol.ResetOffsetRequestHeader, info ConsumerGroupInfo, table protocol.MQMap[int64]) (*protocol.Command, error) {
 	body, err := protocol.EncodeJSON(protocol.ResetOffsetBody{OffsetTable: table})
 	if err != nil {
 		return nil, err

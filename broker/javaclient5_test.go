@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -127,5 +128,77 @@ func TestBrokerConsumeStatsPullOffset(t *testing.T) {
 		if e.Queue.QueueID == 0 && (w.ConsumerOffset != 3 || w.BrokerOffset != 5) {
 			t.Errorf("queue 0: %+v", *w)
 		}
+	}
+}
+
+// RocketMQ 5's mqadmin resetOffsetByTime -b ADDR -q QUEUE [-o OFFSET]
+// commits the one queue's offset (15) and then asks INVOKE_BROKER_TO_RESET_OFFSET
+// with timestamp 0, isForce false, queueId and offset. SmartGo read neither
+// queueId nor offset: it reset every queue of the topic to its offset at
+// time 0, the start, rewinding a group with clients online on every queue
+// (and refused with CONSUMER_NOT_ONLINE when none was, mqadmin reporting a
+// failure after its commit). Only the named queue moves now, online or not.
+func TestBrokerResetOffsetOneQueue(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	c := newTestClient(t, b.Addr())
+	for q := int32(0); q < 2; q++ {
+		for i := 0; i < 5; i++ {
+			c.mustSend("ResetQ", q, "m"+itoa(i), "")
+		}
+		waitDispatched(t, b, "ResetQ", q, 5)
+	}
+	reset := func(group string, fields map[string]string) *protocol.Command {
+		f := map[string]string{"topic": "ResetQ", "group": group, "timestamp": "0", "isForce": "false"}
+		for k, v := range fields {
+			f[k] = v
+		}
+		return javaInvoke(t, b.Addr(), protocol.InvokeBrokerToResetOffset, f, nil)
+	}
+	offsets := func(group string) [2]int64 {
+		var out [2]int64
+		for q := range out {
+			out[q], _ = b.Offsets().Query(group, "ResetQ", int32(q))
+		}
+		return out
+	}
+
+	oc := newOnlineConsumer(t, b, "10.0.0.5@q", "qg", map[string]string{"ResetQ": "*"})
+	commitOffset(t, c, "qg", "ResetQ", 0, 4)
+	commitOffset(t, c, "qg", "ResetQ", 1, 4)
+	body := decodeBody[protocol.ResetOffsetBody](t, reset("qg", map[string]string{"queueId": "1", "offset": "2"}))
+	if len(body.OffsetTable) != 1 || body.OffsetTable[0].Queue.QueueID != 1 || body.OffsetTable[0].Value != 2 {
+		t.Fatalf("reset table %+v", body.OffsetTable)
+	}
+	if got := offsets("qg"); got != [2]int64{4, 2} {
+		t.Fatalf("offsets after resetting queue 1 to 2: %v, want [4 2]", got)
+	}
+	testutil.WaitFor(t, 5*time.Second, "", func() bool { return len(oc.received(protocol.ResetConsumerClientOffset)) == 1 })
+	var nb protocol.ResetOffsetBody
+	if err := protocol.DecodeJSON(oc.received(protocol.ResetConsumerClientOffset)[0].Body, &nb); err != nil ||
+		len(nb.OffsetTable) != 1 || nb.OffsetTable[0].Queue.QueueID != 1 || nb.OffsetTable[0].Value != 2 {
+		t.Fatalf("client told %+v (%v)", nb.OffsetTable, err)
+	}
+	// An offset outside the queue is refused and moves nothing.
+	if resp := reset("qg", map[string]string{"queueId": "0", "offset": "9"}); resp.Code != protocol.SystemError ||
+		!strings.Contains(resp.Remark, "[0-5]") {
+		t.Fatalf("offset 9 of a queue of 5: %d %s", resp.Code, resp.Remark)
+	}
+	if resp := reset("qg", map[string]string{"queueId": "7", "offset": "1"}); resp.Code != protocol.SystemError {
+		t.Fatalf("queue 7, beyond the topic's queues: %d %s", resp.Code, resp.Remark)
+	}
+	if got := offsets("qg"); got != [2]int64{4, 2} {
+		t.Fatalf("offsets after refused resets: %v", got)
+	}
+	// Without an offset (or -1), the queue's offset at the time.
+	decodeBody[protocol.ResetOffsetBody](t, reset("qg", map[string]string{"queueId": "0", "offset": "-1", "timestamp": "-1"}))
+	if got := offsets("qg"); got != [2]int64{5, 2} {
+		t.Fatalf("offsets after resetting queue 0 to its end: %v", got)
+	}
+	// No client online: done all the same.
+	commitOffset(t, c, "idle", "ResetQ", 0, 5)
+	commitOffset(t, c, "idle", "ResetQ", 1, 5)
+	decodeBody[protocol.ResetOffsetBody](t, reset("idle", map[string]string{"queueId": "0", "offset": "1"}))
+	if got := offsets("idle"); got != [2]int64{1, 5} {
+		t.Fatalf("offsets of a group offline: %v, want [1 5]", got)
 	}
 }

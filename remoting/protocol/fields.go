@@ -59,6 +59,14 @@ func (r *fieldReader) optI32(key string) (int32, bool) {
 	return r.i32(key, false), true
 }
 
+// optI64 returns the value and whether it was present.
+func (r *fieldReader) optI64(key string) (int64, bool) {
+	if _, ok := r.f[key]; !ok {
+		return 0, false
+	}
+	return r.i64(key, false), true
+}
+
 func (r *fieldReader) i64(key string, required bool) int64 {
 	v, ok := r.f[key]
 	if !ok {

@@ -7,12 +7,18 @@ package protocol
 // ResetOffsetRequestHeader is INVOKE_BROKER_TO_RESET_OFFSET (222) and
 // RESET_CONSUMER_CLIENT_OFFSET (220, broker to client): topic!, group!,
 // timestamp! (ms; -1 = the queues' ends), isForce! (also move offsets
-// forward).
+// forward), and RocketMQ 5's queueId (one queue only; -1 or none: every
+// queue) and offset (that queue's new offset; -1 or none: the one at
+// timestamp), which its mqadmin resetOffsetByTime -q sends.
 type ResetOffsetRequestHeader struct {
-	Topic     string
-	Group     string
-	Timestamp int64
-	IsForce   bool
+	Topic      string
+	Group      string
+	Timestamp  int64
+	IsForce    bool
+	QueueID    int32
+	HasQueueID bool
+	Offset     int64
+	HasOffset  bool
 }
 
 // GetConsumerStatusRequestHeader is INVOKE_BROKER_TO_GET_CONSUMER_STATUS

@@ -1122,12 +1122,18 @@ func (h *DeleteTopicRequestHeader) DecodeFields(f ExtFields) error {
 	return r.err
 }
 
-// EncodeFields implements HeaderEncoder: topic!, group!, timestamp!, isForce!.
+// EncodeFields implements HeaderEncoder: topic!, group!, timestamp!, isForce!, queueId, offset.
 func (h *ResetOffsetRequestHeader) EncodeFields(f ExtFields) {
 	f["topic"] = h.Topic
 	f["group"] = h.Group
 	putI64(f, "timestamp", h.Timestamp)
 	putBool(f, "isForce", h.IsForce)
+	if h.HasQueueID {
+		putI32(f, "queueId", h.QueueID)
+	}
+	if h.HasOffset {
+		putI64(f, "offset", h.Offset)
+	}
 }
 
 // DecodeFields implements HeaderDecoder.
@@ -1137,6 +1143,8 @@ func (h *ResetOffsetRequestHeader) DecodeFields(f ExtFields) error {
 	h.Group = r.str("group", true)
 	h.Timestamp = r.i64("timestamp", true)
 	h.IsForce = r.boolean("isForce", true)
+	h.QueueID, h.HasQueueID = r.optI32("queueId")
+	h.Offset, h.HasOffset = r.optI64("offset")
 	return r.err
 }
 

@@ -216,6 +216,8 @@ var Headers = []Header{
 		{Go: "Group", Key: "group", Kind: Str, Req: Required},
 		{Go: "Timestamp", Key: "timestamp", Kind: I64, Req: Required},
 		{Go: "IsForce", Key: "isForce", Kind: Bool, Req: Required},
+		{Go: "QueueID", Key: "queueId", Kind: I32, Has: "HasQueueID"},
+		{Go: "Offset", Key: "offset", Kind: I64, Has: "HasOffset"},
 	}},
 	{Type: "GetConsumerStatusRequestHeader", Fields: []Field{
 		{Go: "Topic", Key: "topic", Kind: Str, Req: Required},
