@@ -84,11 +84,7 @@ func (id Identity) check() error {
 // the '?' ("{host}/{deviceId}/api-version=..."). ok is false for any
 // other shape (not an IoT Hub device).
 func ParseUsername(u string) (host string, id Identity, ok bool) {
-	path, _, _ := strings.Cut(u, "?")
-	parts := strings.Split(strings.TrimSuffix(path, "/"), "/")
-	if n := len(parts); n > 0 && strings.HasPrefix(parts[n-1], "api-version=") {
-		parts = parts[:n-1]
-	}
+	parts, _ := splitUsername(u)
 	switch len(parts) {
 	case 2:
 		id = Identity{DeviceID: parts[1]}
@@ -103,21 +99,39 @@ func ParseUsername(u string) (host string, id Identity, ok bool) {
 	return parts[0], id, true
 }
 
+// splitUsername splits a user name into its path levels (host, device,
+// module) and its query. Ids may hold '?' (the registry allows it, as IoT
+// Hub does) but not '/', and the SDKs put the query after a '/' of its
+// own ("{host}/a?b/?api-version=..."): the query starts at the first
+// level after the device's beginning with '?' or "api-version=" (a module
+// id starting with '?' is taken for it). Only a user name without such a
+// level ("{host}/{deviceId}?api-version=...") has it cut at the last
+// level's first '?'.
+func splitUsername(u string) (path []string, query string) {
+	levels := strings.Split(u, "/")
+	for i, l := range levels {
+		if i > 1 && (strings.HasPrefix(l, "?") || strings.HasPrefix(l, "api-version=")) {
+			return levels[:i], strings.TrimPrefix(strings.Join(levels[i:], "/"), "?")
+		}
+	}
+	n := len(levels)
+	if n > 1 && levels[n-1] == "" {
+		levels, n = levels[:n-1], n-1 // a trailing '/'
+	}
+	last, q, found := strings.Cut(levels[n-1], "?")
+	if found {
+		levels[n-1], query = last, q
+	}
+	return levels, query
+}
+
 // ModelID returns the IoT Plug and Play model id an IoT Hub user name
 // announces: the model-id parameter of its query
 // ("{host}/{deviceId}/?api-version=...&model-id=dtmi:com:example:X;1&...";
 // some SDKs percent-encode the value). ok is false when it announces
 // none; the value is not checked (twin.CheckModelID does).
 func ModelID(username string) (id string, ok bool, err error) {
-	_, q, found := strings.Cut(username, "?")
-	if !found {
-		// Older SDKs leave out the '?': "{host}/{deviceId}/api-version=...&...".
-		i := strings.Index(username, "/api-version=")
-		if i < 0 {
-			return "", false, nil
-		}
-		q = username[i+1:]
-	}
+	_, q := splitUsername(username)
 	for pair := range strings.SplitSeq(q, "&") {
 		k, v, _ := strings.Cut(pair, "=")
 		if k != "model-id" {

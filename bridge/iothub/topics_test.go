@@ -24,6 +24,13 @@ func TestHubParseUsername(t *testing.T) {
 		{"h/a/b/c/?api-version=1", "", Identity{}, false, ""},
 		{"h/bad id/?api-version=1", "", Identity{}, false, ""},
 		{"h//?api-version=1", "", Identity{}, false, ""},
+		// Ids may hold '?' (IoT Hub's rules): the Node SDK puts it in the
+		// user name as it is; the query starts after its own '/'.
+		{"hub.example.test/a?b/?api-version=2021-04-12&DeviceClientType=azure-iot-device%2F1.18.4", "hub.example.test", Identity{"a?b", ""}, true, "a?b"},
+		{"hub.example.test/?d?/m?/?api-version=2021-04-12", "hub.example.test", Identity{"?d?", "m?"}, true, "?d?/m?"},
+		{"hub.example.test/a?b/api-version=2016-11-14", "hub.example.test", Identity{"a?b", ""}, true, "a?b"},
+		{"hub.example.test/dev-1?api-version=2016-11-14", "hub.example.test", Identity{"dev-1", ""}, true, "dev-1"},
+		{"h/a?b/m/x/?api-version=1", "", Identity{}, false, ""},
 	} {
 		host, id, ok := ParseUsername(tc.in)
 		if ok != tc.ok || host != tc.host || id != tc.id || ok && id.ClientID() != tc.clientID {
@@ -54,6 +61,8 @@ func TestHubModelID(t *testing.T) {
 		{"hub/dev-1/?api-version=2021-04-12&model-id=", "", false, false},
 		{"hub/dev-1", "", false, false},
 		{"hub/dev-1/?model-id=%zz", "", false, true},
+		{"hub/a?model-id=x/?api-version=2021-04-12", "", false, false},
+		{"hub/a?b/?api-version=2021-04-12&model-id=dtmi:a;1", "dtmi:a;1", true, false},
 	} {
 		got, ok, err := ModelID(tc.in)
 		if got != tc.want || ok != tc.ok || (err != nil) != tc.bad || err != nil && !errors.Is(err, ErrBadRequest) {

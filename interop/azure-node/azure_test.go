@@ -976,3 +976,31 @@ func TestAzureNodePnPModelID(t *testing.T) {
 	mustOK(t, h.service(t, "create-module", "pnp-dev", "idle"), "create module")
 	methodFailure(t, h.service(t, "invoke-module", "pnp-dev", "idle", "ping", `{}`, "15"), 404, 404103)
 }
+
+// TestAzureNodeDeviceIDWithQuestionMark: IoT Hub's device ids may hold
+// '?', which the device SDK puts into its MQTT user name as it is
+// ("{host}/a?b/?api-version=..."); such a device connects, reads its
+// twin, reports and gets desired changes and methods. It used to be
+// refused: the user name was cut at its first '?'.
+func TestAzureNodeDeviceIDWithQuestionMark(t *testing.T) {
+	nodeReady(t)
+	h := startHub(t, hubAddress(t))
+	const id = "sensor?1"
+	created := mustOK(t, h.service(t, "create", id), "create")
+	key := created["device"].(map[string]any)["authentication"].(map[string]any)["symmetricKey"].(map[string]any)["primaryKey"].(string)
+	d := h.startDevice(t, "HostName="+hubHost+";DeviceId="+id+";SharedAccessKey="+key)
+	d.await(t, "ready", event("ready"))
+	tw := mustOK(t, h.service(t, "get-twin", id), "get twin")["twin"].(map[string]any)
+	if tw["properties"].(map[string]any)["reported"].(map[string]any)["firmware"] != "1.2.3" || tw["connectionState"] != "Connected" {
+		t.Fatalf("twin after report: %v", tw)
+	}
+	mustOK(t, h.service(t, "update-desired", id, `{"rate":9}`), "update desired")
+	d.await(t, "desired rate 9", func(ev map[string]any) bool {
+		delta, _ := ev["delta"].(map[string]any)
+		return ev["event"] == "desired" && delta["rate"] == float64(9)
+	})
+	inv := mustOK(t, h.service(t, "invoke", id, "reboot", `{"n":1}`, "15"), "invoke")
+	if result := inv["result"].(map[string]any); result["status"] != float64(200) {
+		t.Fatalf("invoke: %v", inv)
+	}
+}
