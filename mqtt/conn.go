@@ -547,6 +547,9 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 			ap.SessionExpiry = secs(expiry)
 		}
 	}
+	if v5 {
+		c.fitConnack(ack)
+	}
 	c.send(ack)
 	c.connected.Store(true)
 	s.stats.Clients.Add(1)
@@ -577,6 +580,37 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 		}
 	}
 	s.connectedWill(id, clean)
+}
+
+// fitConnack sheds from a CONNACK over the client's Maximum Packet Size
+// the properties a client may go without, so that one with a small
+// maximum still learns it is connected (send would drop the CONNACK
+// whole, MQTT-3.1.2-24): first the four "available" flags, whose absence
+// means the same 1, then Topic Alias Maximum (absent: 0, so a client
+// sends no alias; one that does anyway is still served). What is left (receive
+// maximum, maximum packet size, assigned id, keep alive, expiry) the
+// client must know; a CONNACK still too large is dropped as before.
+func (c *conn) fitConnack(ack *packets.Connack) {
+	if c.maxOut <= 0 {
+		return
+	}
+	var arr [128]byte
+	fits := func() bool {
+		b, err := packets.AppendPacket(arr[:0], ack, packets.Version5)
+		return err == nil && len(b) <= int(c.maxOut)
+	}
+	if fits() {
+		return
+	}
+	ap := &ack.Properties
+	for _, id := range []packets.PropID{packets.PropRetainAvailable, packets.PropWildcardSubAvailable,
+		packets.PropSubIDAvailable, packets.PropSharedSubAvailable} {
+		ap.Present.Remove(id)
+	}
+	if fits() {
+		return
+	}
+	ap.Present.Remove(packets.PropTopicAliasMaximum)
 }
 
 func propSet(ids ...packets.PropID) packets.PropSet {

@@ -335,3 +335,35 @@ func TestMaxIdentityLen(t *testing.T) {
 		r.send(&packets.Disconnect{})
 	}
 }
+
+// A client whose Maximum Packet Size is below the full CONNACK still gets
+// one (MQTT-3.1.2-24): the server leaves out the properties whose absence
+// means the same ("available" flags) and then Topic Alias Maximum, whose
+// absence means 0. The CONNACK was dropped whole before: the client sat
+// connected without knowing it.
+func TestMQTTConnackFitsSmallMaximumPacketSize(t *testing.T) {
+	ts := startServer(t, nil)
+	for _, tc := range []struct {
+		id      string
+		max     uint32
+		aliases bool
+	}{{"mps19", 19, true}, {"mps16", 16, false}} {
+		r := dialRaw(t, ts.addr, v5)
+		cp := &packets.Connect{ClientID: tc.id, CleanStart: true}
+		cp.Properties.Present = propSet(packets.PropMaximumPacketSize)
+		cp.Properties.MaximumPacketSize = tc.max
+		ack := r.connect(cp)
+		ap := &ack.Properties
+		if ack.ReasonCode != 0 || !ap.Present.Has(packets.PropReceiveMaximum) || !ap.Present.Has(packets.PropMaximumPacketSize) {
+			t.Fatalf("max %d: CONNACK %+v", tc.max, ack)
+		}
+		if ap.Present.Has(packets.PropRetainAvailable) || ap.Present.Has(packets.PropSharedSubAvailable) {
+			t.Fatalf("max %d: CONNACK kept the available flags: %+v", tc.max, ap)
+		}
+		if got := ap.Present.Has(packets.PropTopicAliasMaximum); got != tc.aliases {
+			t.Fatalf("max %d: Topic Alias Maximum present %v, want %v (%+v)", tc.max, got, tc.aliases, ap.Present)
+		}
+		r.send(&packets.Disconnect{})
+		r.closed()
+	}
+}
