@@ -324,7 +324,10 @@
 // session whose unacknowledged messages do not fit a record keeps its
 // previous resume points. The offline save of a connection that ended is
 // not written when the client has connected to this node again by the
-// time the save would go out: the new connection's records stand.
+// time the save would go out: the new connection's records stand. A save
+// still on its way when the client's next connection ends its session
+// is written before that delete (the server orders a client's saves and
+// deletes: mqtt/persistorder.go).
 //
 // DeleteSession of a client connected to this node (a clean start, called
 // after the CONNACK) writes a clean-start announcement. Otherwise it writes

@@ -476,6 +476,10 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 	if ss != nil && !clean && ss.otherOwner(owner) {
 		clean, loaded = true, nil // held here since the look above
 	}
+	var delTicket *persistTicket
+	if clean {
+		delTicket = s.persist.take(id) // for the DeleteSession below
+	}
 	if ss != nil {
 		ss.mu.Lock()
 		oldConn = ss.conn
@@ -575,9 +579,11 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 		if !cp.CleanStart {
 			s.log.Info("mqtt: session of an earlier owner of the client id not resumed", "client", id)
 		}
+		s.persist.wait(delTicket)
 		if err := s.backend.DeleteSession(s.ctx, id); err != nil {
 			s.log.Warn("mqtt: delete session", "client", id, "err", err)
 		}
+		s.persist.finish(delTicket)
 	}
 	s.connectedWill(id, clean)
 }
@@ -746,6 +752,10 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 			}
 		}
 	}
+	var ticket *persistTicket
+	if save != nil || dead {
+		ticket = s.persist.take(ss.id)
+	}
 	willExpiry = ss.expiry
 	ss.mu.Unlock()
 	s.mu.Unlock()
@@ -753,6 +763,11 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 	if will != nil {
 		// One that fails stays owed: the save or delete below carries it.
 		_, owed = s.sendWillOrOwe(ss, will, willExpiry, true)
+	}
+	if ticket != nil {
+		// After every save or delete of the client decided before this
+		// one (persistorder.go).
+		s.persist.wait(ticket)
 	}
 	if save != nil {
 		if err := s.backend.SaveSession(s.ctx, save); err != nil {
@@ -763,6 +778,9 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 		if err := s.backend.DeleteSession(s.ctx, ss.id); err != nil {
 			s.log.Warn("mqtt: delete session", "client", ss.id, "err", err)
 		}
+	}
+	if ticket != nil {
+		s.persist.finish(ticket)
 	}
 	s.armWillRetry(owed)
 }

@@ -49,6 +49,12 @@ func startServer(t testing.TB, mod func(*Options), backend ...*MemoryBackend) *t
 // backend b, closes it at cleanup and returns its address.
 func serveBackend(t testing.TB, opts Options, b Backend) string {
 	t.Helper()
+	return serveBackendServer(t, opts, b).Addrs()[0].String()
+}
+
+// serveBackendServer is serveBackend returning the server.
+func serveBackendServer(t testing.TB, opts Options, b Backend) *Server {
+	t.Helper()
 	opts.Listen = []string{"127.0.0.1:0"}
 	s, err := NewServer(opts, b)
 	if err != nil {
@@ -58,7 +64,7 @@ func serveBackend(t testing.TB, opts Options, b Backend) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s.Addrs()[0].String()
+	return s
 }
 
 // rawClient speaks MQTT with the packets codec over a plain socket: the

@@ -73,6 +73,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	sessions  map[string]*session // protected by mu
+	persist   persistOrder        // orders each client's SaveSession and DeleteSession calls
 	conns     map[*conn]struct{}  // protected by mu
 	listeners []net.Listener      // protected by mu
 	started   bool                // protected by mu

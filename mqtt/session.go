@@ -503,6 +503,7 @@ func (ss *session) end() bool {
 	will, expiry := ss.will, ss.expiry
 	ss.will = nil
 	s.wheel.disarm(&ss.willTimer)
+	ticket := s.persist.take(ss.id)
 	ss.mu.Unlock()
 	s.mu.Unlock()
 	var owed *retryWill
@@ -510,9 +511,11 @@ func (ss *session) end() bool {
 		// One that fails stays owed: the delete carries it (Will).
 		_, owed = s.sendWillOrOwe(ss, will, expiry, true)
 	}
+	s.persist.wait(ticket)
 	if err := s.backend.DeleteSession(s.ctx, ss.id); err != nil {
 		s.log.Warn("mqtt: delete session", "client", ss.id, "err", err)
 	}
+	s.persist.finish(ticket)
 	s.armWillRetry(owed)
 	return true
 }
