@@ -24,6 +24,10 @@ type ClientInfo struct {
 	// MessageModel is a consumer's, from its last heartbeat (CLUSTERING
 	// or BROADCASTING); "" for producers.
 	MessageModel string
+	// Fingerprint is a heartbeat v2 consumer's fingerprint of the
+	// subscriptions the broker holds for it (from its last full
+	// heartbeat; 0: none, or v1).
+	Fingerprint int32
 }
 
 // ConsumerGroupInfo is a snapshot of one online consumer group.
@@ -180,6 +184,39 @@ func (m *ConsumerManager) Register(client ClientInfo, cd *protocol.ConsumerData)
 	}
 	g.clientSubs[client.ClientID] = next
 	return membersChanged, g.resolve(topics)
+}
+
+// RegisterWithoutSub records a heartbeat v2 consumer heartbeat that
+// carries no subscriptions (WithoutSub): the client is added or
+// refreshed, its subscriptions stay as its last full heartbeat left
+// them. It reports whether the set of client ids changed and whether the
+// broker holds the subscriptions of client.Fingerprint for this client:
+// when it does not (the broker restarted, the client expired, or its
+// subscriptions changed without a full heartbeat here), the client is
+// to send them again (IS_SUB_CHANGE).
+func (m *ConsumerManager) RegisterWithoutSub(client ClientInfo, cd *protocol.ConsumerData) (membersChanged, current bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if channelClosed(client.Channel) {
+		return false, false
+	}
+	g := m.groups[cd.GroupName]
+	if g == nil {
+		g = &consumerGroup{clients: map[string]*ClientInfo{}, subs: map[string]*protocol.SubscriptionData{},
+			clientSubs: map[string]map[string]clientSub{}}
+		m.groups[cd.GroupName] = g
+	}
+	prev := g.clients[client.ClientID]
+	current = prev != nil && client.Fingerprint != 0 && prev.Fingerprint == client.Fingerprint
+	g.consumeType, g.messageModel, g.consumeFromWhere = cd.ConsumeType, cd.MessageModel, cd.ConsumeFromWhere
+	g.lastUpdate = client.LastUpdate
+	c := client
+	c.MessageModel = cd.MessageModel
+	if !current {
+		c.Fingerprint = 0 // until a full heartbeat says what it stands for
+	}
+	g.clients[client.ClientID] = &c
+	return prev == nil, current
 }
 
 // Unregister removes a client from a group; it reports whether it was

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/smartgo/smartgo/remoting"
@@ -35,6 +36,13 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 		return errResp(protocol.SystemError, "heartbeat without clientID"), nil
 	}
 	info := clientInfo(c, req, hb.ClientID, b)
+	info.Fingerprint = hb.HeartbeatFingerprint
+	// Heartbeat v2 (a fingerprint sent): a heartbeat without
+	// subscriptions refreshes the client and keeps what its last full
+	// one subscribed, unless the broker does not hold that (subChanged:
+	// the client sends them again next time).
+	withoutSub := hb.WithoutSub && hb.HeartbeatFingerprint != 0
+	subChanged := false
 	var refused *protocol.Command // the first subscription refused
 	for _, cd := range hb.ConsumerDataSet {
 		if cd == nil || cd.GroupName == "" {
@@ -48,9 +56,12 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 			}
 			continue
 		}
-		cd, bad := b.acceptedSubscriptions(cd, hb.ClientID, info.Addr)
-		if refused == nil {
-			refused = bad
+		if !withoutSub {
+			var bad *protocol.Command
+			cd, bad = b.acceptedSubscriptions(cd, hb.ClientID, info.Addr)
+			if refused == nil {
+				refused = bad
+			}
 		}
 		if g, err := b.groups.FindOrCreate(cd.GroupName); err == nil && g.RetryQueueNums > 0 && !LongGroup(cd.GroupName) {
 			retry := RetryTopic(cd.GroupName)
@@ -62,7 +73,14 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 				}
 			}
 		}
-		members, _ := b.consumers.Register(info, cd)
+		var members bool
+		if withoutSub {
+			var current bool
+			members, current = b.consumers.RegisterWithoutSub(info, cd)
+			subChanged = subChanged || !current
+		} else {
+			members, _ = b.consumers.Register(info, cd)
+		}
 		if members {
 			b.shareStarts.joined(cd.GroupName)
 			b.plog.Info("consumer joined", "group", cd.GroupName, "client", hb.ClientID, "peer", info.Addr)
@@ -77,7 +95,12 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 	if refused != nil {
 		return refused, nil // the rest of the heartbeat was registered
 	}
-	return protocol.NewResponse(protocol.Success, ""), nil
+	resp := protocol.NewResponse(protocol.Success, "")
+	if hb.HeartbeatFingerprint != 0 {
+		resp.ExtFields = protocol.ExtFields{protocol.HeartbeatV2Supported: "true",
+			protocol.HeartbeatSubChanged: strconv.FormatBool(subChanged)}
+	}
+	return resp, nil
 }
 
 // processUnregisterClient serves UNREGISTER_CLIENT.
@@ -112,7 +135,8 @@ func (b *Broker) processConsumerList(c *remoting.Conn, req *protocol.Command) (*
 // processQueryOffset serves QUERY_CONSUMER_OFFSET. A group with no stored
 // offset gets 0 when the queue starts at 0 and its first message is still
 // in memory (a young queue is consumed from the beginning), otherwise
-// QUERY_NOT_FOUND so the client applies its consume-from rule.
+// QUERY_NOT_FOUND so the client applies its consume-from rule; a request
+// with setZeroIfNotFound=false always gets QUERY_NOT_FOUND then.
 func (b *Broker) processQueryOffset(c *remoting.Conn, req *protocol.Command) (*protocol.Command, error) {
 	var h protocol.QueryConsumerOffsetRequestHeader
 	if err := req.DecodeHeader(&h); err != nil {
@@ -120,6 +144,9 @@ func (b *Broker) processQueryOffset(c *remoting.Conn, req *protocol.Command) (*p
 	}
 	off, ok := b.offsets.Query(h.ConsumerGroup, h.Topic, h.QueueID)
 	if !ok {
+		if h.HasSetZeroIfNotFound && !h.SetZeroIfNotFound {
+			return protocol.NewResponse(protocol.QueryNotFound, "no offset of this group on this queue (setZeroIfNotFound=false)"), nil
+		}
 		if b.store.MinOffset(h.Topic, h.QueueID) > 0 || !b.firstMessageInMemory(h.Topic, h.QueueID) {
 			return protocol.NewResponse(protocol.QueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"), nil
 		}

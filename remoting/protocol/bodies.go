@@ -201,11 +201,28 @@ type ProducerData struct {
 }
 
 // HeartbeatData is the body of HEART_BEAT.
+//
+// RocketMQ 5 clients with heartbeat v2 on also send HeartbeatFingerprint
+// (a hash of their heartbeat without subscription versions; 0: v1) and,
+// once a broker answered IS_SUPPORT_HEART_BEAT_V2 and took their
+// fingerprint, WithoutSub heartbeats: the consumer groups without their
+// subscriptions, which the broker keeps from the last full heartbeat.
 type HeartbeatData struct {
-	ClientID        string          `json:"clientID"`
-	ConsumerDataSet []*ConsumerData `json:"consumerDataSet"`
-	ProducerDataSet []*ProducerData `json:"producerDataSet"`
+	ClientID             string          `json:"clientID"`
+	ConsumerDataSet      []*ConsumerData `json:"consumerDataSet"`
+	ProducerDataSet      []*ProducerData `json:"producerDataSet"`
+	HeartbeatFingerprint int32           `json:"heartbeatFingerprint,omitempty"`
+	WithoutSub           bool            `json:"withoutSub,omitempty"`
 }
+
+// Extension fields of a HEART_BEAT response to a client that sent a
+// heartbeat fingerprint (heartbeat v2): whether the broker takes
+// WithoutSub heartbeats, and whether the client must send its
+// subscriptions again ("true" or "false").
+const (
+	HeartbeatV2Supported = "IS_SUPPORT_HEART_BEAT_V2"
+	HeartbeatSubChanged  = "IS_SUB_CHANGE"
+)
 
 // LockBatchRequestBody is the body of LOCK_BATCH_MQ and UNLOCK_BATCH_MQ.
 type LockBatchRequestBody struct {

@@ -67,6 +67,15 @@ func (r *fieldReader) optI64(key string) (int64, bool) {
 	return r.i64(key, false), true
 }
 
+// optBool returns the value and whether it was present.
+func (r *fieldReader) optBool(key string) (bool, bool) {
+	v, ok := r.f[key]
+	if !ok {
+		return false, false
+	}
+	return parseBool(v), true
+}
+
 func (r *fieldReader) i64(key string, required bool) int64 {
 	v, ok := r.f[key]
 	if !ok {

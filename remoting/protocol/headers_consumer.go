@@ -41,11 +41,16 @@ type PullMessageResponseHeader struct {
 }
 
 // QueryConsumerOffsetRequestHeader is QUERY_CONSUMER_OFFSET (14):
-// consumerGroup!, topic!, queueId!.
+// consumerGroup!, topic!, queueId!, setZeroIfNotFound.
 type QueryConsumerOffsetRequestHeader struct {
 	ConsumerGroup string
 	Topic         string
 	QueueID       int32
+	// SetZeroIfNotFound false (RocketMQ 5 brokers and proxies send it;
+	// absent means true) asks for QUERY_NOT_FOUND rather than offset 0
+	// when the group has no offset on the queue.
+	SetZeroIfNotFound    bool
+	HasSetZeroIfNotFound bool
 }
 
 // UpdateConsumerOffsetRequestHeader is UPDATE_CONSUMER_OFFSET (15):

@@ -890,11 +890,14 @@ func (h *PullMessageResponseHeader) appendJSONFields(dst []byte) []byte {
 	return dst
 }
 
-// EncodeFields implements HeaderEncoder: consumerGroup!, topic!, queueId!.
+// EncodeFields implements HeaderEncoder: consumerGroup!, topic!, queueId!, setZeroIfNotFound.
 func (h *QueryConsumerOffsetRequestHeader) EncodeFields(f ExtFields) {
 	f["consumerGroup"] = h.ConsumerGroup
 	f["topic"] = h.Topic
 	putI32(f, "queueId", h.QueueID)
+	if h.HasSetZeroIfNotFound {
+		putBool(f, "setZeroIfNotFound", h.SetZeroIfNotFound)
+	}
 }
 
 // DecodeFields implements HeaderDecoder.
@@ -903,6 +906,7 @@ func (h *QueryConsumerOffsetRequestHeader) DecodeFields(f ExtFields) error {
 	h.ConsumerGroup = r.str("consumerGroup", true)
 	h.Topic = r.str("topic", true)
 	h.QueueID = r.i32("queueId", true)
+	h.SetZeroIfNotFound, h.HasSetZeroIfNotFound = r.optBool("setZeroIfNotFound")
 	return r.err
 }
 

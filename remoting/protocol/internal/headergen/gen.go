@@ -61,7 +61,7 @@ type Field struct {
 	// when decoding (Required: always; empty: never). A required key may
 	// hold an empty string.
 	Req string
-	// Has (I32 and I64 only) names the Go bool field that tells whether the key
+	// Has (I32, I64 and Bool only) names the Go bool field that tells whether the key
 	// is present: decoding sets it, encoding writes the key only when it
 	// is true.
 	Has string
@@ -107,8 +107,8 @@ func writeHeader(b *bytes.Buffer, h Header) error {
 		if f.Kind < Str || f.Kind > Bool {
 			return fmt.Errorf("headergen: %s.%s: no kind", h.Type, f.Go)
 		}
-		if f.Has != "" && f.Kind != I32 && f.Kind != I64 {
-			return fmt.Errorf("headergen: %s.%s: Has is for I32 and I64 fields", h.Type, f.Go)
+		if f.Has != "" && f.Kind == Str {
+			return fmt.Errorf("headergen: %s.%s: Has is for I32, I64 and Bool fields", h.Type, f.Go)
 		}
 		if seen[f.Key] {
 			return fmt.Errorf("headergen: %s: key %q twice", h.Type, f.Key)
@@ -283,10 +283,7 @@ func writeEncode(b *bytes.Buffer, f Field) {
 
 func writeDecode(b *bytes.Buffer, f Field) {
 	if f.Has != "" {
-		fn := "optI32"
-		if f.Kind == I64 {
-			fn = "optI64"
-		}
+		fn := map[Kind]string{I32: "optI32", I64: "optI64", Bool: "optBool"}[f.Kind]
 		fmt.Fprintf(b, "\th.%s, h.%s = r.%s(%q)\n", f.Go, f.Has, fn, f.Key)
 		return
 	}

@@ -10,7 +10,7 @@ func TestHeadergenRejectsBadTables(t *testing.T) {
 		"duplicate type":               {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str}}}, {Type: "A"}},
 		"duplicate key":                {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str}, {Go: "Y", Key: "x", Kind: I32}}}},
 		"no kind":                      {{Type: "A", Fields: []Field{{Go: "X", Key: "x"}}}},
-		"Has on a bool":                {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Bool, Has: "HasX"}}}},
+		"Has on a string":              {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str, Has: "HasX"}}}},
 		"bad condition":                {{Type: "A", Fields: []Field{{Go: "X", Key: "x", Kind: Str, If: "h.X !="}}}},
 		"direct, conditional required": {{Type: "A", Direct: true, Fields: []Field{{Go: "X", Key: "x", Kind: Str, Req: "h.Y"}}}},
 		"direct, key to escape":        {{Type: "A", Direct: true, Fields: []Field{{Go: "X", Key: "x\"", Kind: Str}}}},
@@ -30,16 +30,18 @@ func TestHeadergenRules(t *testing.T) {
 		{Go: "D", Key: "d", Kind: I32, Has: "HasD"},
 		{Go: "E", Key: "e", Kind: Bool, If: "h.E"},
 		{Go: "F", Key: "f", Kind: I64, Req: "h.A != \"\""},
+		{Go: "G", Key: "g", Kind: Bool, Has: "HasG"},
 	}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"EncodeFields implements HeaderEncoder: a!, b, c, d, e, f.",
+		"EncodeFields implements HeaderEncoder: a!, b, c, d, e, f, g.",
 		`f["a"] = h.A`, `putOptStr(f, "b", h.B)`, `f["c"] = h.C`,
 		"if h.HasD {\n\t\tputI32(f, \"d\", h.D)\n\t}", "if h.E {\n\t\tputBool(f, \"e\", h.E)\n\t}", `putI64(f, "f", h.F)`,
 		`r := fieldReader{f: f, hdr: "H"}`, `h.A = r.str("a", true)`, `h.B = r.str("b", false)`,
 		`h.D, h.HasD = r.optI32("d")`, `h.E = r.boolean("e", false)`, `h.F = r.i64("f", h.A != "")`,
+		`h.G, h.HasG = r.optBool("g")`, "if h.HasG {\n\t\tputBool(f, \"g\", h.G)\n\t}",
 	} {
 		if !strings.Contains(string(src), want) {
 			t.Errorf("generated code lacks %q:\n%s", want, src)

@@ -142,6 +142,7 @@ var Headers = []Header{
 		{Go: "ConsumerGroup", Key: "consumerGroup", Kind: Str, Req: Required},
 		{Go: "Topic", Key: "topic", Kind: Str, Req: Required},
 		{Go: "QueueID", Key: "queueId", Kind: I32, Req: Required},
+		{Go: "SetZeroIfNotFound", Key: "setZeroIfNotFound", Kind: Bool, Has: "HasSetZeroIfNotFound"},
 	}},
 	{Type: "UpdateConsumerOffsetRequestHeader", Fields: []Field{
 		{Go: "ConsumerGroup", Key: "consumerGroup", Kind: Str, Req: Required},
