@@ -182,7 +182,8 @@ func New(opts Options) (*Broker, error) {
 		DelayLevels: int32(len(opts.DelayLevels)), Now: opts.Now, Logger: b.plog}); err != nil {
 		return nil, err
 	}
-	if b.groups, err = OpenGroups(GroupOptions{Dir: configDir, AutoCreate: opts.AutoCreateGroup, Now: opts.Now, Logger: b.plog}); err != nil {
+	if b.groups, err = OpenGroups(GroupOptions{Dir: configDir, AutoCreate: opts.AutoCreateGroup,
+		MaxAutoCreated: opts.MaxAutoCreatedGroups, Now: opts.Now, Logger: b.plog}); err != nil {
 		return nil, err
 	}
 	if b.offsets, err = OpenOffsets(configDir); err != nil {

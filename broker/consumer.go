@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -63,7 +64,11 @@ func (b *Broker) processHeartbeat(c *remoting.Conn, req *protocol.Command) (*pro
 				refused = bad
 			}
 		}
-		if g, err := b.groups.FindOrCreate(cd.GroupName); err == nil && g.RetryQueueNums > 0 && !LongGroup(cd.GroupName) {
+		g, err := b.groups.FindOrCreate(cd.GroupName)
+		if errors.Is(err, ErrGroupLimit) {
+			b.plog.Warn("consumer group not created: its pulls are refused", "group", cd.GroupName, "client", hb.ClientID, "err", err)
+		}
+		if err == nil && g.RetryQueueNums > 0 && !LongGroup(cd.GroupName) {
 			retry := RetryTopic(cd.GroupName)
 			if _, ok := b.topics.Get(retry); !ok {
 				if _, err := b.topics.CreateSystemTopic(retry, g.RetryQueueNums, PermRW); err != nil {

@@ -1,6 +1,9 @@
 package broker
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors of the broker package. Callers test them with errors.Is; the
 // remoting layer maps them to RocketMQ response codes.
@@ -15,6 +18,10 @@ var (
 	// ErrGroupNotExist: the subscription group is unknown and may not be
 	// auto-created.
 	ErrGroupNotExist = errors.New("broker: subscription group does not exist")
+	// ErrGroupLimit: an unknown subscription group was not created on
+	// first use because the broker holds as many groups as
+	// Options.MaxAutoCreatedGroups allows. It wraps ErrGroupNotExist.
+	ErrGroupLimit = fmt.Errorf("%w: auto-creation limit reached", ErrGroupNotExist)
 	// ErrCorruptConfig: a metadata file under <store root>/config is not
 	// valid JSON of its kind; the broker refuses to start rather than
 	// forget topics or offsets.

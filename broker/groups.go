@@ -36,8 +36,12 @@ type SubscriptionGroupWrapper = protocol.SubscriptionGroupWrapper
 type GroupOptions struct {
 	Dir        string
 	AutoCreate bool
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// MaxAutoCreated: auto-creation stops once this many groups exist
+	// (0: DefaultMaxAutoCreatedGroups); groups made by an admin are not
+	// limited.
+	MaxAutoCreated int
+	Now            func() time.Time
+	Logger         *slog.Logger
 }
 
 // GroupManager holds the subscription groups and persists them on change.
@@ -59,6 +63,9 @@ func OpenGroups(opts GroupOptions) (*GroupManager, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxAutoCreated <= 0 {
+		opts.MaxAutoCreated = DefaultMaxAutoCreatedGroups
 	}
 	m := &GroupManager{opts: opts, path: filepath.Join(opts.Dir, SubscriptionGroupFile), log: opts.Logger, groups: map[string]*SubscriptionGroupConfig{}}
 	m.autoCreate.Store(opts.AutoCreate)
@@ -152,6 +159,11 @@ func (m *GroupManager) FindOrCreate(group string) (SubscriptionGroupConfig, erro
 	if cur, ok := m.groups[group]; ok {
 		m.mu.Unlock()
 		return *cur, nil
+	}
+	if n := len(m.groups); n >= m.opts.MaxAutoCreated {
+		m.mu.Unlock()
+		return SubscriptionGroupConfig{}, fmt.Errorf("%w: %s (not created: %d groups exist, the auto-creation limit broker.max_auto_created_groups)",
+			ErrGroupLimit, group, n)
 	}
 	m.groups[group] = &g
 	m.mu.Unlock()

@@ -74,7 +74,13 @@ const (
 	DefaultShortPollingHold    = time.Second
 	DefaultClientExpiry        = 120 * time.Second
 	DefaultOffsetPersistPeriod = 5 * time.Second
-	DefaultSlaveSyncInterval   = 10 * time.Second
+	// DefaultMaxAutoCreatedGroups bounds the subscription groups a broker
+	// creates on first use (a heartbeat, pull or send-back naming an
+	// unknown group): each is kept and persisted for good, so clients
+	// naming random groups would otherwise grow subscriptionGroup.json
+	// (rewritten whole on each creation) without end.
+	DefaultMaxAutoCreatedGroups = 10000
+	DefaultSlaveSyncInterval    = 10 * time.Second
 	// RocketMQ 4.9's transaction check-back: a half message is checked once
 	// it is older than the timeout, every interval, at most max times.
 	DefaultTransactionTimeout       = 6 * time.Second
@@ -116,15 +122,19 @@ type Options struct {
 	// registration happens at start).
 	RegisterInterval time.Duration
 
-	AutoCreateTopic     bool
-	AutoCreateGroup     bool
-	DefaultTopicQueues  int32         // default 4
-	LongPolling         bool          // hold pulls until data arrives (otherwise 1 s short polling)
-	ShortPollingHold    time.Duration // hold time when LongPolling is off (default 1 s)
-	SlaveReadEnable     bool
-	DelayLevels         []time.Duration // default DefaultDelayLevels
-	ClientExpiry        time.Duration   // default 120 s
-	OffsetPersistPeriod time.Duration   // default 5 s
+	AutoCreateTopic bool
+	AutoCreateGroup bool
+	// MaxAutoCreatedGroups stops group auto-creation once this many
+	// groups exist (default DefaultMaxAutoCreatedGroups); an admin's
+	// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP is not limited.
+	MaxAutoCreatedGroups int
+	DefaultTopicQueues   int32         // default 4
+	LongPolling          bool          // hold pulls until data arrives (otherwise 1 s short polling)
+	ShortPollingHold     time.Duration // hold time when LongPolling is off (default 1 s)
+	SlaveReadEnable      bool
+	DelayLevels          []time.Duration // default DefaultDelayLevels
+	ClientExpiry         time.Duration   // default 120 s
+	OffsetPersistPeriod  time.Duration   // default 5 s
 	// EnablePropertyFilter serves SQL92 subscriptions (property filters);
 	// off, they are refused at subscribe time. DefaultOptions turns it on
 	// (RocketMQ's enablePropertyFilter defaults to off).
@@ -218,6 +228,9 @@ func (o *Options) fill() {
 	}
 	if o.ClientExpiry == 0 {
 		o.ClientExpiry = DefaultClientExpiry
+	}
+	if o.MaxAutoCreatedGroups == 0 {
+		o.MaxAutoCreatedGroups = DefaultMaxAutoCreatedGroups
 	}
 	if o.OffsetPersistPeriod == 0 {
 		o.OffsetPersistPeriod = DefaultOffsetPersistPeriod
@@ -320,6 +333,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RegisterInterval < 0 || o.ClientExpiry < 0 || o.OffsetPersistPeriod < 0 {
 		return fmt.Errorf("%w: negative interval", ErrBadOptions)
+	}
+	if o.MaxAutoCreatedGroups < 0 {
+		return fmt.Errorf("%w: negative MaxAutoCreatedGroups %d", ErrBadOptions, o.MaxAutoCreatedGroups)
 	}
 	return nil
 }

@@ -55,7 +55,7 @@ func (b *Broker) pull(c *remoting.Conn, req *protocol.Command, allowSuspend bool
 	}
 	g, err := b.groups.FindOrCreate(h.ConsumerGroup)
 	if err != nil {
-		return errResp(protocol.SubscriptionGroupNotExist, "subscription group [%s] does not exist", h.ConsumerGroup)
+		return errResp(protocol.SubscriptionGroupNotExist, "subscription group [%s] does not exist: %v", h.ConsumerGroup, err)
 	}
 	if !g.ConsumeEnable {
 		return errResp(protocol.NoPermission, "subscription group no permission, %s", h.ConsumerGroup)

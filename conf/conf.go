@@ -113,6 +113,7 @@ type Broker struct {
 	RegisterInterval           Duration `toml:"register_interval"`
 	AutoCreateTopic            bool     `toml:"auto_create_topic"`
 	AutoCreateSubscriptionGrp  bool     `toml:"auto_create_subscription_group"`
+	MaxAutoCreatedGroups       int      `toml:"max_auto_created_groups"` // auto-creation stops at this many groups
 	DefaultTopicQueues         int      `toml:"default_topic_queues"`
 	LongPolling                bool     `toml:"long_polling"`
 	SlaveReadEnable            bool     `toml:"slave_read_enable"`
@@ -341,6 +342,7 @@ func Default() File {
 			RegisterInterval:           Duration{30 * time.Second},
 			AutoCreateTopic:            true,
 			AutoCreateSubscriptionGrp:  true,
+			MaxAutoCreatedGroups:       10000,
 			DefaultTopicQueues:         4,
 			LongPolling:                true,
 			InMemoryMaxRatio:           40,

@@ -180,6 +180,7 @@ func (b *Broker) validate(v *validator) {
 	}
 	v.durRange("broker.register_interval", b.RegisterInterval, 10*time.Second, 60*time.Second)
 	v.intRange("broker.default_topic_queues", int64(b.DefaultTopicQueues), 1, 1024)
+	v.intRange("broker.max_auto_created_groups", int64(b.MaxAutoCreatedGroups), 1, 1<<30)
 	v.intRange("broker.in_memory_max_ratio", int64(b.InMemoryMaxRatio), 1, 100)
 	if _, err := ParseDelayLevels(b.DelayLevels); err != nil {
 		v.bad("broker.delay_levels", strconv.Quote(b.DelayLevels), err.Error())
