@@ -18,11 +18,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/eclipse/paho.golang/paho"
 
@@ -144,6 +146,31 @@ func browser(t *testing.T, execPath string) (context.Context, context.CancelFunc
 	return ctx, func() { tcancel(); cancel(); acancel() }
 }
 
+// failOnUncaught fails the test at its end for every JavaScript exception
+// the pages did not catch (a broken page, whatever it shows).
+func failOnUncaught(t *testing.T, ctx context.Context) {
+	var mu sync.Mutex
+	var thrown []string
+	chromedp.ListenTarget(ctx, func(ev any) {
+		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+			d := e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				d += " " + e.ExceptionDetails.Exception.Description
+			}
+			mu.Lock()
+			thrown = append(thrown, d)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range thrown {
+			t.Errorf("uncaught JavaScript exception: %s", d)
+		}
+	})
+}
+
 // TestBrowserConsole logs in, opens every page (a screenshot of each),
 // creates a topic and sees it listed, sends messages and sees the topic's
 // chart move, finds a message by key, disconnects an MQTT client and sees
@@ -154,6 +181,7 @@ func TestBrowserConsole(t *testing.T) {
 	c := startStandalone(t)
 	ctx, cancel := browser(t, execPath)
 	defer cancel()
+	failOnUncaught(t, ctx)
 	base := "http://" + c.console
 	shot := func(name string) chromedp.Action {
 		return chromedp.ActionFunc(func(ctx context.Context) error {
@@ -263,6 +291,15 @@ func TestBrowserConsole(t *testing.T) {
 	run("group page", chromedp.Navigate(base+"/#/group/browser-g"),
 		waitJS(`document.querySelectorAll('table[data-table=members] tbody tr').length === 1 && !document.querySelector('table[data-table=members] td.empty')`),
 		shot("group"))
+	// A group no broker knows says so, not an empty page; a hand-typed
+	// hash with a malformed escape still opens its page.
+	run("missing group", chromedp.Navigate(base+"/#/group/no-such-group"),
+		waitJS(`document.getElementById("page-error").textContent.includes("does not exist: no-such-group")`), shot("group-missing"))
+	run("malformed hash", chromedp.Navigate(base+"/#/topic/bad%E0%A4%A"),
+		waitJS(`document.querySelector("main h1").textContent === "Topic bad%E0%A4%A" && !!document.getElementById("topic-missing")`))
+	run("the error goes with its page", chromedp.Navigate(base+"/#/group/browser-g"),
+		waitJS(`document.querySelectorAll('table[data-table=members] tbody tr').length === 1 && !document.querySelector('table[data-table=members] td.empty')`),
+		waitJS(`document.getElementById("page-error").textContent === ""`))
 
 	// Messages: find one by key and see its body as JSON.
 	run("message by key", chromedp.Navigate(base+"/#/messages"), chromedp.WaitVisible("#msg-topic", chromedp.ByQuery),

@@ -245,14 +245,31 @@ SG.liveChart = function (name, spec, unit) {
   return chart.el;
 };
 
-// Timers that belong to the page on screen: cleared when it changes.
+// Timers that belong to the page on screen: cleared when it changes. A
+// refresh that fails says why in the page's #page-error (what the page
+// shows is missing or stale) until the same refresh succeeds again.
 SG.timers = [];
+SG.pageErrors = new Map();
+SG.showPageErrors = function () {
+  const el = document.getElementById("page-error");
+  if (el) el.textContent = [...new Set(SG.pageErrors.values())].join("; ");
+};
+SG.timerGen = 0;
 SG.every = function (ms, fn) {
-  const run = () => Promise.resolve().then(fn).catch((e) => { if (e.status !== 401) console.warn(e); });
+  const id = {}, gen = SG.timerGen;
+  const run = () => Promise.resolve().then(fn).then(() => {
+    if (SG.pageErrors.delete(id)) SG.showPageErrors();
+  }, (e) => {
+    if (e.status === 401) return;
+    console.warn(e);
+    if (gen !== SG.timerGen) return; // answered after its page was left
+    SG.pageErrors.set(id, e.message || String(e));
+    SG.showPageErrors();
+  });
   run();
   SG.timers.push(setInterval(run, ms));
 };
-SG.clearTimers = () => { SG.timers.forEach(clearInterval); SG.timers = []; };
+SG.clearTimers = () => { SG.timers.forEach(clearInterval); SG.timers = []; SG.pageErrors.clear(); SG.timerGen++; };
 
 // Body views: text, hex, JSON.
 SG.b64bytes = function (b64) {

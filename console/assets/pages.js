@@ -8,7 +8,8 @@ const { h } = SG;
 const main = () => document.getElementById("main");
 
 function page(title, ...children) {
-  main().replaceChildren(h("h1", {}, title), ...children);
+  main().replaceChildren(h("h1", {}, title), h("div", { class: "bad", id: "page-error", role: "alert" }), ...children);
+  SG.showPageErrors();
 }
 const panel = (title, ...children) => h("div", { class: "panel" }, title ? h("h2", {}, title) : null, ...children);
 const adminOnly = (el) => (SG.isAdmin() ? el : null);
@@ -403,7 +404,9 @@ const routes = {
 
 async function route() {
   SG.clearTimers();
-  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  // A hand-typed hash may hold a malformed escape: keep that part as typed.
+  const decode = (p) => { try { return decodeURIComponent(p); } catch (e) { return p; } };
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decode);
   const name = routes[parts[0]] ? parts[0] : "cluster";
   const navName = { topic: "topics", group: "groups" }[name] || name;
   document.querySelectorAll("#nav a.item").forEach((a) => a.classList.toggle("active", a.dataset.page === navName));
