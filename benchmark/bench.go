@@ -207,6 +207,8 @@ type counters struct {
 	lastSend               atomic.Int64 // e2e: unix ns when the producer stopped
 	idle                   atomic.Bool  // the consuming side stopped for Idle
 	firstErr               atomic.Pointer[error]
+	refused                atomic.Pointer[error] // the first ErrBadMessage: the run stops
+	abort                  context.CancelCauseFunc
 	notOK                  atomic.Int64
 	firstNotOK             atomic.Pointer[client.SendStatus]
 }
@@ -226,6 +228,9 @@ func (c *counters) stored(res *client.SendResult) {
 func (c *counters) fail(err error) {
 	c.errors.Add(1)
 	c.firstErr.CompareAndSwap(nil, &err)
+	if errors.Is(err, client.ErrBadMessage) && c.refused.CompareAndSwap(nil, &err) && c.abort != nil {
+		c.abort(err)
+	}
 }
 
 // firstError is the first failed send's error text ("" when none failed).
@@ -246,7 +251,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
+	// A message refused as invalid (too big for the client's or the
+	// broker's limit) ends the run: every message of the run is alike,
+	// so none would pass.
+	ctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
 	var cnt counters
+	cnt.abort = abort
 	var hist Histogram
 	start := time.Now()
 
@@ -269,6 +280,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		err = e2e(ctx, cfg, &cnt, &hist)
 	}
 	elapsed := time.Since(start)
+	if e := cnt.refused.Load(); e != nil {
+		err = fmt.Errorf("benchmark: stopped at the first message refused as invalid (every message of the run is alike): %w", *e)
+	}
 	close(progressDone)
 	wg.Wait()
 	n := cnt.sent.Load()

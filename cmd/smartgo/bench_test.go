@@ -147,3 +147,36 @@ func TestCmdBinaryBenchNamesSendStatusNotOK(t *testing.T) {
 		t.Fatalf("text summary: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
+
+// A message size the client or the broker refuses ends the run at the
+// first refusal, with that error and exit 1, instead of sending (and
+// allocating) every one of -count refused messages until -duration.
+func TestCmdBenchStopsWhenRefused(t *testing.T) {
+	c, err := cluster.Start(context.Background(), cluster.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reg := strings.Join(c.RegistryAddrs(), ",")
+	// The first send creates the topic: a message it takes.
+	if code, stdout, stderr := runCmd(t, "bench", "produce", "-registry", reg, "-count", "1", "-topic", "RefusedT"); code != exitOK {
+		t.Fatalf("create: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// (The broker's own limit is not reached from bench: the client
+	// compresses its mostly-zero bodies.)
+	for _, async := range []bool{false, true} {
+		args := []string{"bench", "produce", "-registry", reg, "-topic", "RefusedT", "-size", "5000000", "-count", "1000000", "-duration", "2m"}
+		if async {
+			args = append(args, "-async", "-concurrency", "2")
+		}
+		start := time.Now()
+		code, stdout, stderr := runCmd(t, args...)
+		if code != exitFailure || !strings.Contains(stderr, "stopped at the first message refused") ||
+			!strings.Contains(stderr, "body of 5000000 bytes exceeds 4194304") {
+			t.Fatalf("async=%v: exit %d after %v\nstdout %s\nstderr %s", async, code, time.Since(start), stdout, stderr)
+		}
+		if d := time.Since(start); d > time.Minute {
+			t.Fatalf("async=%v: stopped after %v, not at the first refusal", async, d)
+		}
+	}
+}
