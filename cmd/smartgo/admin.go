@@ -143,6 +143,9 @@ work before or after the command words.`+adminCommandList(""), stdout, stderr)
 	if g.format != "table" && g.format != "json" {
 		return fs.misuse("-o must be table or json, not %q", g.format)
 	}
+	if g.timeout <= 0 {
+		return fs.misuse("-timeout must be positive, not %v", g.timeout)
+	}
 	a, err := admin.New(admin.Options{Registries: admin.ParseRegistries(g.registry), NamePeers: true})
 	if err != nil {
 		return fs.misuse("-registry: %v", err)

@@ -131,6 +131,8 @@ func TestCmdBinaryAdminRefusesMistakes(t *testing.T) {
 		{[]string{"group", "progress", "-g", "no_such_group", "-t", "RealT"}, exitFailure, "consumer group does not exist"},
 		{[]string{"msg", "by-key", "-t", "RealT", "-k", "x", "-max", "0"}, exitUsage, "-max must be at least 1"},
 		{[]string{"topic", "list", "-o", "yaml"}, exitUsage, "-o must be table or json"},
+		{[]string{"topic", "list", "-timeout", "0"}, exitUsage, "-timeout must be positive, not 0s"},
+		{[]string{"cluster", "-timeout", "-1s"}, exitUsage, "-timeout must be positive, not -1s"},
 		{[]string{"device", "create", "-d", "d1", "-auth", "foo"}, exitUsage, `-auth must be sas, selfSigned, certificateAuthority, none, not "foo"`},
 		{[]string{"device", "create", "-d", "d1", "-status", "maybe"}, exitUsage, `-status must be enabled, disabled, not "maybe"`},
 		{[]string{"device", "update", "-d", "d1"}, exitUsage, "nothing to change"},
