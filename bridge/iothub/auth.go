@@ -34,7 +34,7 @@ import (
 
 // authenticate is mqtt.Options.Authenticate.
 func (h *Hub) authenticate(r *mqtt.ConnectRequest) (bool, error) {
-	host, id, ok := ParseUsername(r.Username)
+	host, id, ok := parseUsername(r.Username, r.ClientID)
 	if !ok {
 		if r.Username == "" {
 			h.noteAnonymous(r) // owner.go
@@ -74,7 +74,7 @@ func (h *Hub) checkDevice(r *mqtt.ConnectRequest, host string, id Identity) (str
 	if h.opts.HostName != "" && !strings.EqualFold(host, h.opts.HostName) {
 		return "", fmt.Errorf("%w: user name names host %q, this hub is %q", ErrUnauthorized, truncate(host, 64), h.opts.HostName)
 	}
-	if model, ok, err := ModelID(r.Username); err != nil {
+	if model, ok, err := modelID(r.Username, r.ClientID); err != nil {
 		return "", fmt.Errorf("%w: %w", mqtt.ErrBadCredentials, err)
 	} else if ok {
 		if err := tw.CheckModelID(model); err != nil {
@@ -241,7 +241,7 @@ func (h *Hub) verifyCertificate(chain []*x509.Certificate, auth twincli.Authenti
 // name has the hub's shape and names its client id (authenticate made
 // sure of both at CONNECT).
 func (h *Hub) deviceOf(c mqtt.ClientInfo) (Identity, bool) {
-	_, id, ok := ParseUsername(c.Username)
+	_, id, ok := parseUsername(c.Username, c.ClientID)
 	if !ok || id.ClientID() != c.ClientID {
 		return Identity{}, false
 	}

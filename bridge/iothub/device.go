@@ -182,6 +182,8 @@ func statusOf(err error) (int, string, string) {
 		return 401, "IotHubUnauthorizedAccess", err.Error()
 	case errors.Is(err, ErrDeviceNotOnline):
 		return 404, "DeviceNotOnline", err.Error()
+	case errors.Is(err, ErrResponseTooLarge):
+		return 413, "MessageTooLarge", err.Error()
 	case errors.Is(err, ErrTooLarge):
 		return 413, "RequestEntityTooLarge", err.Error()
 	case errors.Is(err, ErrThrottled):

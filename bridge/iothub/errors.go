@@ -37,4 +37,8 @@ var (
 	ErrThrottled = errors.New("iothub: throttled")
 	// ErrTooLarge: a message or body is over its limit (413).
 	ErrTooLarge = errors.New("iothub: too large")
+	// ErrResponseTooLarge: a device answered a direct method with a
+	// payload over MaxMethodPayload (413 MessageTooLarge); the caller
+	// gets it as soon as the answer comes, without the payload.
+	ErrResponseTooLarge = errors.New("iothub: method response too large")
 )

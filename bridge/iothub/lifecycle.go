@@ -128,7 +128,7 @@ func (h *Hub) onConnect(c mqtt.ClientInfo) {
 	if !ok {
 		return
 	}
-	model, _, _ := ModelID(c.Username) // checked at CONNECT
+	model, _, _ := modelID(c.Username, c.ClientID) // checked at CONNECT
 	d := &deviceConn{id: id, connID: c.ConnID, watching: make(chan struct{}), cid: h.connID(c), model: model}
 	d.bucket.init(h.opts.TwinRate, time.Now())
 	h.mu.Lock()

@@ -43,6 +43,9 @@ import (
 //	hub-deadline  invoke: when the call gives up, Unix milliseconds
 //	hub-status    ack: 202 delivered, 404 connected but not subscribed to
 //	              methods, 429 session queue full; result: the device's status
+//	hub-too-large result: the size in bytes of the device's answer, which
+//	              is over MaxMethodPayload and not sent (the body is "null");
+//	              absent when it fits
 //
 // The message key is the call id.
 
@@ -55,6 +58,7 @@ const (
 	propMethod   = "hub-method"
 	propDeadline = "hub-deadline"
 	propStatus   = "hub-status"
+	propTooLarge = "hub-too-large"
 	opInvoke     = "invoke"
 	opAck        = "ack"
 	opResult     = "result"
@@ -77,6 +81,8 @@ type MethodCall struct {
 type MethodResult struct {
 	Status  int
 	Payload json.RawMessage // JSON (a non-JSON answer becomes a JSON string)
+
+	tooLarge int // the size of an answer over MaxMethodPayload (then Payload is null); 0 when it fits
 }
 
 // call is a method call waiting on the invoking node.
@@ -268,7 +274,8 @@ func (h *Hub) rpcMessage(p map[string]string, body []byte) {
 	case opResult:
 		if p[propNode] == h.nodeID {
 			st, _ := strconv.Atoi(p[propStatus])
-			h.m.resulted(id, MethodResult{Status: st, Payload: body})
+			n, _ := strconv.Atoi(p[propTooLarge])
+			h.m.resulted(id, MethodResult{Status: st, Payload: body, tooLarge: max(n, 0)})
 		}
 	}
 }
@@ -320,7 +327,7 @@ const connectPoll = 200 * time.Millisecond
 // to connect. A device the registry says is connected to another node
 // must be acknowledged by that node within MethodAckTimeout (or the
 // connect timeout, if longer), else ErrDeviceNotOnline. A payload over
-// MaxMethodPayload is ErrTooLarge.
+// MaxMethodPayload is ErrTooLarge, an answer over it ErrResponseTooLarge.
 func (h *Hub) InvokeMethod(ctx context.Context, id Identity, c MethodCall) (MethodResult, error) {
 	if err := checkMethodName(c.Name); err != nil {
 		return MethodResult{}, err
@@ -446,6 +453,10 @@ func (h *Hub) awaitResult(ctx context.Context, cl *call, id Identity, name strin
 	defer t.Stop()
 	select {
 	case r := <-cl.res:
+		if r.tooLarge > 0 {
+			return MethodResult{}, fmt.Errorf("%w: %s answered %s with %d bytes (at most %d)", ErrResponseTooLarge, id, name,
+				r.tooLarge, MaxMethodPayload)
+		}
 		return r, nil
 	case <-t.C:
 		return MethodResult{}, &methodError{err: fmt.Errorf("%w: %s did not answer %s in time", ErrMethodTimeout, id, name), timeout: timeout}
@@ -482,10 +493,20 @@ func (h *Hub) handleMethodResponse(_ context.Context, from mqtt.ClientInfo, msg 
 	case !json.Valid(payload):
 		payload, _ = json.Marshal(string(payload))
 	}
+	res := MethodResult{Status: status, Payload: payload}
+	if len(payload) > MaxMethodPayload {
+		// IoT Hub's limit holds for answers too: the caller gets 413 at
+		// once rather than the payload (or a timeout).
+		res = MethodResult{Status: status, Payload: json.RawMessage("null"), tooLarge: len(payload)}
+	}
 	if dc.node == h.nodeID {
-		h.m.resulted(rid, MethodResult{Status: status, Payload: payload})
+		h.m.resulted(rid, res)
 		return nil
 	}
-	h.sendRPC(map[string]string{propOp: opResult, propNode: dc.node, propCall: rid, propStatus: strconv.Itoa(status)}, payload)
+	props := map[string]string{propOp: opResult, propNode: dc.node, propCall: rid, propStatus: strconv.Itoa(status)}
+	if res.tooLarge > 0 {
+		props[propTooLarge] = strconv.Itoa(res.tooLarge)
+	}
+	h.sendRPC(props, res.Payload)
 	return nil
 }

@@ -31,7 +31,8 @@ const (
 
 // MaxMethodPayload is IoT Hub's limit on a direct method request's JSON
 // payload (128 KB): a larger one is refused with 413
-// RequestEntityTooLarge before it reaches the device.
+// RequestEntityTooLarge before it reaches the device. It bounds the
+// device's answer too (ErrResponseTooLarge, 413 MessageTooLarge).
 const MaxMethodPayload = 128 << 10
 
 // Device authentication modes (Options.DeviceAuth).

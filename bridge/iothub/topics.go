@@ -84,7 +84,13 @@ func (id Identity) check() error {
 // the '?' ("{host}/{deviceId}/api-version=..."). ok is false for any
 // other shape (not an IoT Hub device).
 func ParseUsername(u string) (host string, id Identity, ok bool) {
-	parts, _ := splitUsername(u)
+	return parseUsername(u, "")
+}
+
+// parseUsername is ParseUsername for the connection of clientID ("":
+// unknown), which settles a user name that reads two ways (splitUsername).
+func parseUsername(u, clientID string) (host string, id Identity, ok bool) {
+	parts, _ := splitUsername(u, clientID)
 	switch len(parts) {
 	case 2:
 		id = Identity{DeviceID: parts[1]}
@@ -102,12 +108,23 @@ func ParseUsername(u string) (host string, id Identity, ok bool) {
 // splitUsername splits a user name into its path levels (host, device,
 // module) and its query. Ids may hold '?' (the registry allows it, as IoT
 // Hub does) but not '/', and the SDKs put the query after a '/' of its
-// own ("{host}/a?b/?api-version=..."): the query starts at the first
-// level after the device's beginning with '?' or "api-version=" (a module
-// id starting with '?' is taken for it). Only a user name without such a
+// own ("{host}/a?b/?api-version=..."). When the user name's path is the
+// connection's client id ("{host}/{clientID}") followed by nothing, '/',
+// "/?" or "/api-version=", that settles it, so a module id starting with
+// '?' ("{host}/d/?m/?api-version=...", client id "d/?m") is no query.
+// Otherwise the query starts at the first level after the device's
+// beginning with '?' or "api-version="; only a user name without such a
 // level ("{host}/{deviceId}?api-version=...") has it cut at the last
 // level's first '?'.
-func splitUsername(u string) (path []string, query string) {
+func splitUsername(u, clientID string) (path []string, query string) {
+	if host, rest, ok := strings.Cut(u, "/"); ok && clientID != "" && strings.HasPrefix(rest, clientID) {
+		switch tail := rest[len(clientID):]; {
+		case tail == "" || tail == "/":
+			return append([]string{host}, strings.Split(clientID, "/")...), ""
+		case strings.HasPrefix(tail, "/?") || strings.HasPrefix(tail, "/api-version="):
+			return append([]string{host}, strings.Split(clientID, "/")...), strings.TrimPrefix(tail[1:], "?")
+		}
+	}
 	levels := strings.Split(u, "/")
 	for i, l := range levels {
 		if i > 1 && (strings.HasPrefix(l, "?") || strings.HasPrefix(l, "api-version=")) {
@@ -131,7 +148,12 @@ func splitUsername(u string) (path []string, query string) {
 // some SDKs percent-encode the value). ok is false when it announces
 // none; the value is not checked (twin.CheckModelID does).
 func ModelID(username string) (id string, ok bool, err error) {
-	_, q := splitUsername(username)
+	return modelID(username, "")
+}
+
+// modelID is ModelID for the connection of clientID (splitUsername).
+func modelID(username, clientID string) (id string, ok bool, err error) {
+	_, q := splitUsername(username, clientID)
 	for pair := range strings.SplitSeq(q, "&") {
 		k, v, _ := strings.Cut(pair, "=")
 		if k != "model-id" {
@@ -228,15 +250,25 @@ func methodRequestTopic(name, rid string) string {
 	return methodPostTopicBase + name + "/?$rid=" + rid
 }
 
-// checkMethodName refuses names that cannot be a topic level.
+// methodNameSeparators are the printable US-ASCII characters IoT Hub
+// refuses in a method name (as in every property name of a method call),
+// with '+' and '#', which cannot be in an MQTT topic level.
+const methodNameSeparators = "$()<>@,;:\\\"/[]?={}+#"
+
+// checkMethodName refuses what IoT Hub refuses as a method name: empty,
+// over maxMethodNameLen bytes, or holding anything but printable US-ASCII
+// (a space, a tab, a control or non-ASCII character) or one of
+// methodNameSeparators. The device SDKs could not dispatch such a name:
+// the Node SDK gets a space as %20 and never answers.
 func checkMethodName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: methodName is empty", ErrBadRequest)
 	case len(name) > maxMethodNameLen:
 		return fmt.Errorf("%w: methodName of %d bytes (at most %d)", ErrBadRequest, len(name), maxMethodNameLen)
-	case strings.ContainsAny(name, "/+#?\x00") || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("%w: methodName %q holds '/', '+', '#', '?' or a control character", ErrBadRequest, truncate(name, 64))
+	case strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune(methodNameSeparators, r) }):
+		return fmt.Errorf("%w: methodName %q holds a character IoT Hub refuses (printable US-ASCII only, none of %s, no space)",
+			ErrBadRequest, truncate(name, 64), methodNameSeparators)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package iothub
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -36,6 +37,35 @@ func TestHubParseUsername(t *testing.T) {
 		if ok != tc.ok || host != tc.host || id != tc.id || ok && id.ClientID() != tc.clientID {
 			t.Errorf("%q: %q %+v %v", tc.in, host, id, ok)
 		}
+	}
+	// A module id starting with '?' reads as a query without the client
+	// id; the connection's client id settles it (and only a path that is
+	// the client id followed by the query).
+	for _, tc := range []struct {
+		in, clientID string
+		id           Identity
+		ok           bool
+	}{
+		{"hub.example.test/dev-1/?m/?api-version=2021-04-12&DeviceClientType=azure-iot-device%2F1.18.4", "dev-1/?m", Identity{"dev-1", "?m"}, true},
+		{"hub.example.test/dev-1/?m/api-version=2016-11-14", "dev-1/?m", Identity{"dev-1", "?m"}, true},
+		{"hub.example.test/?d/?m", "?d/?m", Identity{"?d", "?m"}, true},
+		{"hub.example.test/?d/?m/", "?d/?m", Identity{"?d", "?m"}, true},
+		{"hub.example.test/dev-1/?api-version=2021-04-12", "dev-1", Identity{"dev-1", ""}, true},
+		{"hub.example.test/dev-1/?m/?api-version=2021-04-12", "dev-1", Identity{"dev-1", ""}, true},
+		{"hub.example.test/dev-1/m/?api-version=2021-04-12", "dev-1", Identity{"dev-1", "m"}, true},
+		{"hub.example.test/dev-1?api-version=2016-11-14", "dev-1", Identity{"dev-1", ""}, true},
+		// Not the client id's path: read as before, and then refused for
+		// naming another identity than the client id.
+		{"hub.example.test/dev-1/?m/x/?api-version=1", "dev-1/?m", Identity{"dev-1", ""}, true},
+		{"hub.example.test/bad id/?api-version=1", "bad id", Identity{}, false},
+	} {
+		host, id, ok := parseUsername(tc.in, tc.clientID)
+		if ok != tc.ok || id != tc.id || ok && host != "hub.example.test" {
+			t.Errorf("%q as %q: %q %+v %v", tc.in, tc.clientID, host, id, ok)
+		}
+	}
+	if m, ok, err := modelID("hub/d/?m/?api-version=1&model-id=dtmi:a;1", "d/?m"); m != "dtmi:a;1" || !ok || err != nil {
+		t.Errorf("model id of module ?m: %q %v %v", m, ok, err)
 	}
 	if id, ok := ParseClientID("d/m"); !ok || id != (Identity{"d", "m"}) || id.Path() != "/devices/d/modules/m" {
 		t.Fatalf("%+v %v", id, ok)
@@ -106,9 +136,17 @@ func TestHubDeviceTopics(t *testing.T) {
 	if got := methodRequestTopic("reboot", "ab.2"); got != "$iothub/methods/POST/reboot/?$rid=ab.2" {
 		t.Fatal(got)
 	}
-	for _, name := range []string{"", "a/b", "a+", "x#", "a?b", "tab\t"} {
-		if checkMethodName(name) == nil {
-			t.Errorf("method name %q accepted", name)
+	// IoT Hub's rule: printable US-ASCII without its separators (the
+	// Node SDK would get a space as %20 and never answer).
+	for _, name := range []string{"", "a/b", "a+", "x#", "a?b", "tab\t", "my method", "a$b", "f(x)", "<a>", "a@b", "a,b",
+		"a;b", "a:b", "a\\b", `a"b`, "[a]", "a=b", "{a}", "caf\u00e9", "a\x7f", strings.Repeat("m", maxMethodNameLen+1)} {
+		if err := checkMethodName(name); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("method name %q: %v", name, err)
+		}
+	}
+	for _, name := range []string{"reboot", "get_status-2.x", "a!*'|^`~%&", "A", strings.Repeat("m", maxMethodNameLen)} {
+		if err := checkMethodName(name); err != nil {
+			t.Errorf("method name %q: %v", name, err)
 		}
 	}
 }
@@ -198,7 +236,7 @@ func TestHubCovers(t *testing.T) {
 
 func FuzzHubDeviceTopics(f *testing.F) {
 	for _, s := range []string{"devices/d1/messages/events/%24.mid=1&a=b", "$iothub/methods/res/200/?$rid=1",
-		"h/d/m/?api-version=1", "a=%zz&&b"} {
+		"h/d/m/?api-version=1", "a=%zz&&b", "h/d/?m/?api-version=1&model-id=dtmi:a;1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -222,6 +260,19 @@ func FuzzHubDeviceTopics(f *testing.F) {
 		if _, id, ok := ParseUsername(s); ok {
 			if _, ok := ParseClientID(id.ClientID()); !ok {
 				t.Fatalf("user name %q gives client id %q that does not parse", s, id.ClientID())
+			}
+		}
+		// With a client id (here the levels between the host and the
+		// last '/'): an identity that parses, and a model id as above.
+		if _, rest, ok := strings.Cut(s, "/"); ok {
+			cid := rest[:max(strings.LastIndex(rest, "/"), 0)]
+			if _, id, ok := parseUsername(s, cid); ok {
+				if _, ok := ParseClientID(id.ClientID()); !ok {
+					t.Fatalf("user name %q for %q gives client id %q that does not parse", s, cid, id.ClientID())
+				}
+			}
+			if m, ok, err := modelID(s, cid); err != nil && !errors.Is(err, ErrBadRequest) || err == nil && ok == (m == "") {
+				t.Fatalf("model id of %q for %q: %q %v %v", s, cid, m, ok, err)
 			}
 		}
 	})

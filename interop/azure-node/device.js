@@ -4,7 +4,8 @@
 // It connects with DEVICE_CONNECTION_STRING (and DEVICE_CERT / DEVICE_KEY
 // files for an X.509 device, MODEL_ID for an IoT Plug and Play model id
 // announced when it connects), reads its twin, reports properties, and
-// serves the direct method "reboot" and cloud-to-device messages. What
+// serves the direct methods "reboot", "my method" and "dump" and
+// cloud-to-device messages. What
 // happens is written to stdout as one JSON object per line; it stops when
 // stdin closes.
 'use strict';
@@ -32,6 +33,16 @@ async function main() {
   client.onDeviceMethod('reboot', (req, res) => {
     out({ event: 'method', name: req.methodName, payload: req.payload });
     res.send(200, { rebooted: true, echo: req.payload }, (err) => { if (err) fail('method response', err); });
+  });
+  // 'my method' cannot be called (IoT Hub refuses a name with a space);
+  // 'dump' answers with a string of payload.size characters.
+  client.onDeviceMethod('my method', (req, res) => {
+    out({ event: 'method', name: req.methodName, payload: req.payload });
+    res.send(200, {}, (err) => { if (err) fail('method response', err); });
+  });
+  client.onDeviceMethod('dump', (req, res) => {
+    out({ event: 'method', name: req.methodName });
+    res.send(200, 'd'.repeat(req.payload.size), (err) => { if (err) fail('method response', err); });
   });
   await client.open();
   out({ event: 'connected' });
