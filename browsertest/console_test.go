@@ -371,6 +371,8 @@ func TestBrowserConsole(t *testing.T) {
 		waitJS(`!!document.querySelector('table[data-table=devices] tr[data-key="pump-17"]')`),
 		chromedp.Click(`table[data-table=devices] tr[data-key="pump-17"]`, chromedp.ByQuery),
 		waitJS(`(document.querySelector('pre[data-twin="pump-17"]')||{textContent:""}).textContent.includes('"deviceId": "pump-17"')`),
+		// Never active: "-", not the twin API's 0001-01-01T00:00:00Z.
+		waitJS(`[...document.querySelectorAll('table[data-table=devices] tr[data-key="pump-17"] td')].map((td) => td.textContent).join("|") === "pump-17|enabled|Disconnected|-|0"`),
 		shot("statestore"))
 
 	// Dark mode, and a read-only user who sees no admin controls.

@@ -59,6 +59,20 @@ func fmtMillis(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format(time.RFC3339)
 }
 
+// fmtISOTime shows an RFC 3339 time of the twin API as fmtMillis does: the
+// IoT Hub convention for "never" (0001-01-01T00:00:00Z) and any time
+// before 1970 as "-"; text that is no RFC 3339 time as it is.
+func fmtISOTime(s string) string {
+	if s == "" {
+		return "-"
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return fmtMillis(t.UnixMilli())
+}
+
 // output renders results as an aligned table or as JSON.
 type output struct {
 	w    io.Writer

@@ -82,7 +82,7 @@ func (o *output) devices(v any, devs []twc.Device, next string) {
 	o.table(v, []string{"DEVICE", "STATUS", "CONNECTION", "LAST ACTIVITY", "AUTH", "PRIMARY KEY/THUMBPRINT", "ETAG"}, func(add func(...any)) {
 		for _, d := range devs {
 			kind, key := authOf(d.Authentication)
-			add(d.DeviceID, d.Status, d.ConnectionState, d.LastActivityTime, kind, key, d.Etag)
+			add(d.DeviceID, d.Status, d.ConnectionState, fmtISOTime(d.LastActivityTime), kind, key, d.Etag)
 		}
 		if next != "" {
 			add("(more: -continuation "+next+")", "", "", "", "", "", "")
@@ -344,7 +344,7 @@ func (o *output) twinSummary(doc []byte) {
 		add("version", t.Version)
 		add("status", t.Status)
 		add("connectionState", t.ConnectionState)
-		add("lastActivityTime", t.LastActivityTime)
+		add("lastActivityTime", fmtISOTime(t.LastActivityTime))
 		add("tags", string(t.Tags))
 		add("desired", strip(t.Properties.Desired))
 		add("reported", strip(t.Properties.Reported))

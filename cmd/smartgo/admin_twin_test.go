@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,10 @@ func TestCmdAdminDevicesAndTwins(t *testing.T) {
 	if out, _ = run(exitOK, "device", "list"); !strings.Contains(out, "cam-3") || !strings.Contains(out, "pump-17") {
 		t.Fatalf("list: %q", out)
 	}
+	// Never active: "-" as every other time column, not year 1.
+	if !regexp.MustCompile(`(?m)^pump-17 +enabled +Disconnected +- `).MatchString(out) || strings.Contains(out, "0001-01-01") {
+		t.Fatalf("list: a device never active: %q", out)
+	}
 	if out, _ = run(exitOK, "device", "list", "-d", "pump-17"); !strings.Contains(out, "sensor") {
 		t.Fatalf("list modules: %q", out)
 	}
@@ -72,7 +77,9 @@ func TestCmdAdminDevicesAndTwins(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &twin); err != nil || twin.Tags["floor"] != 3.0 || twin.Tags["site"] != "north" || !strings.Contains(out, "$metadata") {
 		t.Fatalf("twin get json: %v %q", err, out)
 	}
-	run(exitOK, "twin", "get", "-d", "pump-17", "-m", "sensor")
+	if out, _ = run(exitOK, "twin", "get", "-d", "pump-17", "-m", "sensor"); !regexp.MustCompile(`(?m)^lastActivityTime +-$`).MatchString(out) {
+		t.Fatalf("twin get: a module never active: %q", out)
+	}
 	out, _ = run(exitOK, "twin", "replace", "-d", "pump-17", "-doc", `{"tags":{"site":"south"}}`)
 	if !strings.Contains(out, `{"site":"south"}`) || !strings.Contains(out, `{"$version":3}`) {
 		t.Fatalf("replace: %q", out)

@@ -39,6 +39,8 @@ SG.bytes = function (v) {
   return (i ? v.toFixed(1) : v) + " " + u[i];
 };
 SG.time = (ms) => (ms > 0 ? new Date(ms).toLocaleString() : "-");
+// An RFC 3339 time of the twin API; its "never" (0001-01-01T00:00:00Z) is "-".
+SG.isoTime = (s) => SG.time(Date.parse(s || ""));
 SG.ago = function (ms) {
   if (!(ms > 0)) return "-";
   let s = Math.max(0, Math.floor((Date.now() - ms) / 1000));

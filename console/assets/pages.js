@@ -375,7 +375,7 @@ function twinPanel() {
   const more = h("button", { type: "button", id: "twin-more", hidden: true, onclick: () => load(true) }, "Next page");
   const table = SG.table([
     { key: "deviceId", label: "Device", cls: "mono" }, { key: "status", label: "Status" },
-    { key: "connectionState", label: "Connection" }, { key: "lastActivityTime", label: "Last activity" },
+    { key: "connectionState", label: "Connection" }, { key: "lastActivityTime", label: "Last activity", fmt: (r) => SG.isoTime(r.lastActivityTime), sort: (r) => Date.parse(r.lastActivityTime || "") || 0 },
     { key: "cloudToDeviceMessageCount", label: "C2D messages", num: true },
   ], [], { name: "devices", key: (r) => r.deviceId, empty: "No device identity.", onclick: async (r) => {
     try {
