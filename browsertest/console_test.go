@@ -306,6 +306,19 @@ func TestBrowserConsole(t *testing.T) {
 		chromedp.SendKeys("#msg-topic", "BrowserT", chromedp.ByQuery), chromedp.SendKeys("#msg-key", "key-"+strconv.FormatInt(firstSent, 10), chromedp.ByQuery), chromedp.Click("#by-key", chromedp.ByQuery),
 		waitJS(fmt.Sprintf(`(document.querySelector('#message-detail pre[data-body]')||{textContent:""}).textContent.includes('"order": %d')`, firstSent)),
 		shot("messages"))
+	// The Message id shown, typed into By id: without its topic a toast
+	// names the mix-up, with it the message is found.
+	var msgID string
+	run("the message id shown", chromedp.Evaluate(`document.querySelector('#message-detail h2').textContent.replace(/^Message /, "")`, &msgID))
+	if len(msgID) != 32 {
+		t.Fatalf("message id %q", msgID)
+	}
+	run("message by client id", chromedp.Click(`button[data-tab=id]`, chromedp.ByQuery), chromedp.WaitVisible("#msg-id", chromedp.ByQuery),
+		chromedp.SendKeys("#msg-id", msgID, chromedp.ByQuery), chromedp.Click("#by-id", chromedp.ByQuery),
+		waitJS(`[...document.querySelectorAll('#toasts .toast.bad')].some((t) => t.textContent.includes("is a client message id (the Message id column)"))`),
+		chromedp.Evaluate(`document.getElementById("message-detail").replaceChildren()`, nil),
+		chromedp.SendKeys("#msg-idtopic", "BrowserT", chromedp.ByQuery), chromedp.Click("#by-id", chromedp.ByQuery),
+		waitJS(fmt.Sprintf(`(document.querySelector('#message-detail pre[data-body]')||{textContent:""}).textContent.includes('"order": %d')`, firstSent)))
 
 	// MQTT: a connected client is listed, then disconnected from the page.
 	nc, err := net.Dial("tcp", c.mqtt)

@@ -72,6 +72,27 @@ func (c *Console) apiMessageByID(w http.ResponseWriter, r *http.Request, _ *sess
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	m, err := c.adm.MessageByID(ctx, id)
+	if errors.Is(err, admin.ErrClientMessageID) {
+		// The Message id column, copied where the offset id goes: with
+		// its topic it is looked up as a UNIQ_KEY.
+		if r.URL.Query().Get("topic") == "" {
+			fail(w, badf("%s is a client message id (the Message id column), not an offset id: give its topic too, or use the Offset id", id))
+			return
+		}
+		p := params{r: r}
+		topic := p.topic("topic")
+		if p.err != nil {
+			fail(w, p.err)
+			return
+		}
+		msgs, err := c.adm.MessagesByKey(ctx, topic, id, admin.MaxBrowse, time.Time{}, time.Time{}, true)
+		if err != nil && !partial(w, err) {
+			fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, toAPI(msgs))
+		return
+	}
 	if err != nil {
 		fail(w, err)
 		return

@@ -510,6 +510,12 @@ func (a *Admin) GroupProgress(ctx context.Context, group, topic string) ([]Queue
 	return out, perr
 }
 
+// ErrClientMessageID is MessageByID's error (with client.ErrBadMessage)
+// for an id that is no offset id but is a client message id (UNIQ_KEY,
+// the MSG_ID column of message listings, as long as an offset id for
+// IPv4): MessagesByKey with unique finds it, given its topic.
+var ErrClientMessageID = errors.New("admin: a client message id (MSG_ID, UNIQ_KEY), not an offset id (OFFSET_MSG_ID)")
+
 // MessageByID returns the message with an offset message id (as a send
 // result's OffsetMsgID), read from the broker the id names, or, when that
 // broker does not answer (it died and its slave took over), from the
@@ -525,6 +531,9 @@ func (a *Admin) MessageByID(ctx context.Context, offsetMsgID string) (*client.Me
 func (a *Admin) messageByID(ctx context.Context, offsetMsgID string) (*client.MessageExt, string, error) {
 	host, off, err := record.ParseOffsetMessageID(offsetMsgID)
 	if err != nil {
+		if _, _, _, _, uerr := record.ParseUniqueID(offsetMsgID); uerr == nil {
+			return nil, "", fmt.Errorf("%w: %w: %w", client.ErrBadMessage, ErrClientMessageID, err)
+		}
 		return nil, "", fmt.Errorf("%w: %w", client.ErrBadMessage, err)
 	}
 	addr := host.String()

@@ -10,7 +10,6 @@ import (
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
-	"github.com/smartgo/smartgo/store/record"
 )
 
 // upsertText is what `topic create|update` and `group create|update` print:
@@ -30,14 +29,10 @@ func upsertText(kind, name, verb string, existed bool) string {
 // client message id instead (the MSG_ID column of every message listing,
 // the same length as an offset id for IPv4): it is looked up by key.
 func uniqueIDHint(err error, id string) error {
-	if !errors.Is(err, record.ErrBadMessageID) {
+	if !errors.Is(err, admin.ErrClientMessageID) {
 		return err
 	}
-	if _, _, _, _, uerr := record.ParseUniqueID(id); uerr != nil {
-		return err
-	}
-	return fmt.Errorf("%w\n%s may be a client message id (MSG_ID, UNIQ_KEY), not an offset id (OFFSET_MSG_ID): "+
-		"smartgo admin msg by-key -uniq -t TOPIC -k %s", err, id, id)
+	return fmt.Errorf("%w\nlook it up by key: smartgo admin msg by-key -uniq -t TOPIC -k %s", err, id)
 }
 
 // maxQueues bounds -r and -w (a typo such as -r 80000 is refused here

@@ -126,7 +126,9 @@ func TestCmdBinaryAdminRefusesMistakes(t *testing.T) {
 		{[]string{"msg", "by-id", "-i", "zz"}, exitFailure, `offset id "zz" has 2 characters`},
 		// A client message id (the MSG_ID column) given for an offset id.
 		{[]string{"msg", "by-id", "-id", "C00002024DA3C20048A88A6EDF4B0002"}, exitFailure,
-			"may be a client message id (MSG_ID, UNIQ_KEY), not an offset id (OFFSET_MSG_ID): smartgo admin msg by-key -uniq -t TOPIC -k C00002024DA3C20048A88A6EDF4B0002"},
+			"a client message id (MSG_ID, UNIQ_KEY), not an offset id (OFFSET_MSG_ID): record: bad message id: offset id \"C00002024DA3C20048A88A6EDF4B0002\" has port"},
+		{[]string{"msg", "by-id", "-id", "C00002024DA3C20048A88A6EDF4B0002"}, exitFailure,
+			"\nlook it up by key: smartgo admin msg by-key -uniq -t TOPIC -k C00002024DA3C20048A88A6EDF4B0002\n"},
 		{[]string{"group", "progress", "-g", "no_such_group"}, exitFailure, "consumer group does not exist: no_such_group"},
 		{[]string{"group", "progress", "-g", "no_such_group", "-t", "RealT"}, exitFailure, "consumer group does not exist"},
 		{[]string{"msg", "by-key", "-t", "RealT", "-k", "x", "-max", "0"}, exitUsage, "-max must be at least 1"},

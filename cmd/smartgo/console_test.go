@@ -276,6 +276,15 @@ func TestCmdConsoleAPI(t *testing.T) {
 		t.Fatalf("by id: %v", m)
 	}
 	bob.want(http.StatusBadRequest, "GET", "/api/messages/by-id?id=nonsense", nil)
+	// The Message id column (the client's UNIQ_KEY) where the offset id
+	// goes: without its topic a 400 naming the mix-up, with it the message.
+	if msg := string(bob.want(http.StatusBadRequest, "GET", "/api/messages/by-id?id="+sent.MsgID, nil)); !strings.Contains(msg, "is a client message id (the Message id column), not an offset id: give its topic too") {
+		t.Fatalf("by id, a client message id without topic: %s", msg)
+	}
+	if m := decode[[]map[string]any](t, bob.want(200, "GET", "/api/messages/by-id?topic=ConsoleT&id="+sent.MsgID, nil)); len(m) != 1 || m[0]["offsetMsgId"] != sent.OffsetMsgID {
+		t.Fatalf("by id, a client message id with its topic: %v", m)
+	}
+	bob.want(http.StatusBadRequest, "GET", "/api/messages/by-id?topic=bad/topic&id="+sent.MsgID, nil)
 	broker := byKey[0]["broker"].(string)
 	q := int(byKey[0]["queueId"].(float64))
 	br := decode[map[string]any](t, bob.want(200, "GET", fmt.Sprintf("/api/messages/browse?topic=ConsoleT&broker=%s&queue=%d&offset=0&count=5", broker, q), nil))

@@ -262,8 +262,9 @@ async function messagesPage(args) {
   const forms = {
     key: h("form", { class: "inline", onsubmit: run((f) => SG.get("/api/messages/by-key?" + SG.qs({ topic: f.get("topic"), key: f.get("key") }))) },
       input("topic", "Topic", { required: true }), input("key", "Key", { required: true }), h("button", { class: "primary", id: "by-key" }, "Find")),
-    id: h("form", { class: "inline", onsubmit: run((f) => SG.get("/api/messages/by-id?" + SG.qs({ id: f.get("id") }))) },
-      input("id", "Offset message id", { required: true, size: 36 }), h("button", { class: "primary", id: "by-id" }, "Find")),
+    id: h("form", { class: "inline", onsubmit: run((f) => SG.get("/api/messages/by-id?" + SG.qs({ id: f.get("id"), topic: f.get("idtopic") }))) },
+      input("id", "Offset id, or Message id", { required: true, size: 36 }), input("idtopic", "Topic (for a Message id)"),
+      h("button", { class: "primary", id: "by-id" }, "Find")),
     browse: h("form", { class: "inline", onsubmit: run(async (f) => (await SG.get("/api/messages/browse?" +
       SG.qs({ topic: f.get("btopic"), broker: f.get("broker"), queue: f.get("queue"), offset: f.get("offset"), count: f.get("count") }))).messages) },
       input("btopic", "Topic", { required: true, value: args[1] }), input("broker", "Broker", { required: true, value: args[2] }),
