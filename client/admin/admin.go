@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -265,6 +267,15 @@ func (a *Admin) Masters(ctx context.Context, cluster string) ([]Broker, error) {
 	if len(out) == 0 {
 		if cluster == "" {
 			return nil, fmt.Errorf("%w: no master broker in any cluster (none registered, or a failover in progress)", client.ErrNoRoute)
+		}
+		if _, ok := ci.ClusterAddrTable[cluster]; !ok {
+			// A typo in -cluster: name the clusters there are.
+			known := strings.Join(slices.Sorted(maps.Keys(ci.ClusterAddrTable)), ", ")
+			if known == "" {
+				known = "none"
+			}
+			return nil, fmt.Errorf("%w: no master broker in cluster %q: the registries know no such cluster (they know %s)",
+				client.ErrNoRoute, cluster, known)
 		}
 		return nil, fmt.Errorf("%w: no master broker in cluster %q", client.ErrNoRoute, cluster)
 	}

@@ -169,7 +169,8 @@ func TestCmdAdminGroupLifecycle(t *testing.T) {
 		{[]string{"group", "delete"}, exitUsage, "-g is required"},
 		{[]string{"group", "create", "-g", "bad group"}, exitFailure, "group name"},
 		{[]string{"group", "create", "-g", "g1", "-retry", "65"}, exitUsage, "-retry must be between 0 and 64"},
-		{[]string{"group", "create", "-g", "g1", "-c", "NoSuchCluster"}, exitFailure, `no master broker in cluster "NoSuchCluster"`},
+		{[]string{"group", "create", "-g", "g1", "-c", "NoSuchCluster"}, exitFailure, `no master broker in cluster "NoSuchCluster": the registries know no such cluster (they know TestCluster)`},
+		{[]string{"topic", "create", "-t", "T1", "-cluster", "NoSuchCluster"}, exitFailure, `the registries know no such cluster (they know TestCluster)`},
 	} {
 		code, stdout, stderr := admin(tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.want) || stdout != "" {
