@@ -77,7 +77,9 @@ func printFlag(w io.Writer, f *flag.Flag) {
 		line += "\n    \t"
 	}
 	line += strings.ReplaceAll(usage, "\n", "\n    \t")
-	if def := f.DefValue; def != "" && def != "false" && def != "0" && def != "[]" && def != "0s" {
+	// A usage that says the default in words ("(default: every queue)")
+	// is not followed by the raw value standing for it (-1).
+	if def := f.DefValue; def != "" && def != "false" && def != "0" && def != "[]" && def != "0s" && !strings.Contains(usage, "(default") {
 		if isStringFlag(f) {
 			line += fmt.Sprintf(" (default %q)", def)
 		} else {

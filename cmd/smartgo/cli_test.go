@@ -99,6 +99,8 @@ func TestCmdBinaryRejectsStrayWords(t *testing.T) {
 	}
 }
 
+var twoDefaults = regexp.MustCompile(`\(default[^)]*\)[^\n]*\(default[^\n]*`)
+
 // Help asked for goes to stdout with exit 0, and every command, admin
 // sub-command and bench mode has its own page with an example.
 func TestCmdBinaryHelpPages(t *testing.T) {
@@ -112,6 +114,11 @@ func TestCmdBinaryHelpPages(t *testing.T) {
 			}
 			if !strings.HasPrefix(stdout, "Usage: smartgo "+name+" ") || !strings.Contains(stdout, "\nExamples:\n  smartgo "+name) {
 				t.Errorf("smartgo %s: no own usage line or example:\n%s", strings.Join(ask, " "), stdout)
+			}
+			// A flag whose usage says its default in words does not
+			// get the raw one as well ("(default: every queue) (default -1)").
+			if l := twoDefaults.FindString(stdout); l != "" {
+				t.Errorf("smartgo %s: a flag's default stated twice: %q", strings.Join(ask, " "), l)
 			}
 			if other, dup := seen[stdout]; dup && other != name {
 				t.Errorf("%s and %s print the same help page", name, other)
