@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +35,29 @@ func uniqueIDHint(err error, id string) error {
 		return err
 	}
 	return fmt.Errorf("%w\nlook it up by key: smartgo admin msg by-key -uniq -t TOPIC -k %s", err, id)
+}
+
+// warnHiddenQueues warns when fewer read queues (-r) leave queues that
+// hold messages, which no consumer reads again until -r grows back: the
+// messages stay stored but vanish from group progress and lag.
+func warnHiddenQueues(w io.Writer, topic string, readQ int, before []admin.QueueStat) {
+	held := map[string]int64{}
+	var brokers []string
+	for _, qs := range before {
+		if int(qs.Queue.QueueID) < readQ || qs.MaxOffset <= qs.MinOffset {
+			continue
+		}
+		if held[qs.Queue.BrokerName] == 0 {
+			brokers = append(brokers, qs.Queue.BrokerName)
+		}
+		held[qs.Queue.BrokerName] += qs.MaxOffset - qs.MinOffset
+	}
+	slices.Sort(brokers)
+	for _, b := range brokers {
+		fmt.Fprintf(w, "warning: %s's queues %d and above of %s hold %d messages that no consumer reads while -r is %d "+
+			"(they stay stored: -r back up reads them again); to shrink a topic, lower -w first and -r once its consumers have drained those queues\n",
+			b, readQ, topic, held[b], readQ)
+	}
 }
 
 // maxQueues bounds -r and -w (a typo such as -r 80000 is refused here
@@ -67,7 +92,9 @@ func init() {
 				"(JSON: \"created\": true when the topic did not exist). When some masters\n" +
 				"do not answer, the others get the topic, the output names those (JSON:\n" +
 				"\"result\": \"partial\", \"brokers\"), the error the silent ones, and the\n" +
-				"exit status is 1: run it again once they are back.",
+				"exit status is 1: run it again once they are back. Fewer read queues (-r)\n" +
+				"than queues that hold messages warn on stderr: no consumer reads those\n" +
+				"messages until -r grows back.",
 			examples: []string{"smartgo admin topic " + verb + " -t Orders -r 4 -w 4",
 				"smartgo admin topic " + verb + " -t Orders -perm 4   # read only"},
 			setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
@@ -94,11 +121,16 @@ func init() {
 					if err != nil {
 						return err
 					}
+					var before []admin.QueueStat
+					if existed {
+						before, _ = e.a.QueueStats(ctx, *topic) // best effort: only for the warning below
+					}
 					err = e.a.CreateTopic(ctx, *cluster, admin.TopicConfig{Name: *topic, ReadQueues: int32(*readQ),
 						WriteQueues: int32(*writeQ), Perm: int32(*perm), Order: *order})
 					if err != nil && !errors.Is(err, admin.ErrPartial) {
 						return err
 					}
+					warnHiddenQueues(e.stderr, *topic, *readQ, before)
 					if on := admin.Answered(err); on != nil {
 						e.out.message(map[string]any{"topic": *topic, "result": "partial", "created": !existed, "brokers": on},
 							upsertText("topic", *topic, verb, existed)+" on "+strings.Join(on, ", "))
