@@ -432,6 +432,15 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 		willDelay = time.Duration(cp.WillProperties.WillDelay) * time.Second
 	}
 
+	ack := c.connackFor(id, assigned, ka, serverKA, expiry, expirySent)
+	if v5 && !c.fitConnack(ack) {
+		// Before any session is touched: refused, the connect leaves
+		// no state behind (the CONNACK's reason string is shed to fit).
+		c.refuse(packets.ReasonImplementationSpecificError, fmt.Sprintf(
+			"a CONNACK does not fit the client's Maximum Packet Size of %d bytes", c.maxOut))
+		return
+	}
+
 	// owner names whom this connect is for (OwnerTagger; "": unknown);
 	// clean is a clean start, or a connect that may not resume the
 	// session held here because an earlier owner of id had it.
@@ -528,32 +537,7 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 	ss.owner = owner
 	ss.expiry = expiry
 	ss.will, ss.willDelay = will, willDelay
-	ack := &packets.Connack{SessionPresent: present}
-	if v5 {
-		ap := &ack.Properties
-		ap.Present = ap.Present | propSet(packets.PropReceiveMaximum, packets.PropMaximumPacketSize,
-			packets.PropTopicAliasMaximum, packets.PropRetainAvailable, packets.PropWildcardSubAvailable,
-			packets.PropSubIDAvailable, packets.PropSharedSubAvailable)
-		ap.ReceiveMaximum = uint16(o.ReceiveMaximum)
-		ap.MaximumPacketSize = uint32(o.MaxPacketSize)
-		ap.TopicAliasMaximum = uint16(o.TopicAliasMaximum)
-		ap.RetainAvailable, ap.WildcardSubAvail, ap.SubIDAvailable, ap.SharedSubAvailable = 1, 1, 1, 1
-		if assigned {
-			ap.Present.Add(packets.PropAssignedClientID)
-			ap.AssignedClientID = id
-		}
-		if serverKA {
-			ap.Present.Add(packets.PropServerKeepAlive)
-			ap.ServerKeepAlive = uint16(ka / time.Second)
-		}
-		if expirySent {
-			ap.Present.Add(packets.PropSessionExpiry)
-			ap.SessionExpiry = secs(expiry)
-		}
-	}
-	if v5 {
-		c.fitConnack(ack)
-	}
+	ack.SessionPresent = present
 	c.send(ack)
 	c.connected.Store(true)
 	s.stats.Clients.Add(1)
@@ -586,37 +570,6 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 		s.persist.finish(delTicket)
 	}
 	s.connectedWill(id, clean)
-}
-
-// fitConnack sheds from a CONNACK over the client's Maximum Packet Size
-// the properties a client may go without, so that one with a small
-// maximum still learns it is connected (send would drop the CONNACK
-// whole, MQTT-3.1.2-24): first the four "available" flags, whose absence
-// means the same 1, then Topic Alias Maximum (absent: 0, so a client
-// sends no alias; one that does anyway is still served). What is left (receive
-// maximum, maximum packet size, assigned id, keep alive, expiry) the
-// client must know; a CONNACK still too large is dropped as before.
-func (c *conn) fitConnack(ack *packets.Connack) {
-	if c.maxOut <= 0 {
-		return
-	}
-	var arr [128]byte
-	fits := func() bool {
-		b, err := packets.AppendPacket(arr[:0], ack, packets.Version5)
-		return err == nil && len(b) <= int(c.maxOut)
-	}
-	if fits() {
-		return
-	}
-	ap := &ack.Properties
-	for _, id := range []packets.PropID{packets.PropRetainAvailable, packets.PropWildcardSubAvailable,
-		packets.PropSubIDAvailable, packets.PropSharedSubAvailable} {
-		ap.Present.Remove(id)
-	}
-	if fits() {
-		return
-	}
-	ap.Present.Remove(packets.PropTopicAliasMaximum)
 }
 
 func propSet(ids ...packets.PropID) packets.PropSet {

@@ -367,3 +367,61 @@ func TestMQTTConnackFitsSmallMaximumPacketSize(t *testing.T) {
 		r.closed()
 	}
 }
+
+// A CONNACK that is over the client's Maximum Packet Size even after
+// fitConnack shed what it may (an assigned client id of 32 bytes needs
+// about 51) refuses the connect before it touches a session: the client
+// gets CONNACK 0x83 of 5 bytes when that fits (else nothing) and the
+// close, no session is created, and an earlier connection of the same
+// client id is not taken over. Before, the CONNACK was dropped and the
+// connection left open, its session "connected".
+func TestMQTTConnackOverMaximumPacketSizeRefused(t *testing.T) {
+	ts := startServer(t, nil)
+	live := connected(t, ts.addr, v5, "held")
+	before := ts.Stats().Sessions.Load()
+
+	for _, tc := range []struct {
+		name string
+		max  uint32
+		cp   packets.Connect
+		ack  bool // a 5-byte CONNACK fits
+	}{
+		{"assigned id", 40, packets.Connect{CleanStart: true, KeepAlive: 60}, true},
+		{"assigned id, max 4", 4, packets.Connect{CleanStart: true, KeepAlive: 60}, false},
+		// keep alive 0 and expiry over the server's maximum: Server Keep
+		// Alive and Session Expiry must go with the CONNACK (21 bytes).
+		{"taking over", 16, packets.Connect{ClientID: "held", CleanStart: true}, true},
+	} {
+		r := dialRaw(t, ts.addr, v5)
+		cp := tc.cp
+		cp.Properties.Present = propSet(packets.PropMaximumPacketSize, packets.PropSessionExpiry)
+		cp.Properties.MaximumPacketSize = tc.max
+		cp.Properties.SessionExpiry = 0xFFFFFFFF
+		r.send(&cp)
+		if tc.ack {
+			ack, ok := r.recv().(*packets.Connack)
+			if !ok || ack.ReasonCode != packets.ReasonImplementationSpecificError || ack.SessionPresent || ack.Properties.Present != 0 {
+				t.Fatalf("%s: want CONNACK 0x83 without properties, got %+v", tc.name, ack)
+			}
+			if b, err := packets.AppendPacket(nil, ack, packets.Version5); err != nil || len(b) > int(tc.max) {
+				t.Fatalf("%s: CONNACK of %d bytes over %d (%v)", tc.name, len(b), tc.max, err)
+			}
+		}
+		if code := r.closed(); code != -1 {
+			t.Fatalf("%s: DISCONNECT %#x before any CONNACK", tc.name, code)
+		}
+	}
+	if got := ts.Stats().Sessions.Load(); got != before {
+		t.Fatalf("sessions %d after the refused connects, want %d", got, before)
+	}
+	cs := ts.Clients()
+	if len(cs) != 1 || cs[0].ClientID != "held" {
+		t.Fatalf("connected clients %+v, want only held", cs)
+	}
+	// The earlier connection of "held" was not taken over.
+	if a := live.publish1(1, "still/here", "x"); a.ReasonCode != 0 {
+		t.Fatalf("held: PUBACK %#x", byte(a.ReasonCode))
+	}
+	live.send(&packets.Disconnect{})
+	live.closed()
+}
