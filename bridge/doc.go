@@ -341,7 +341,7 @@
 // Every connect is a record of the client's queue (a connect request from
 // LoadSession, or a clean-start announcement), and every node follows the
 // topic. A node whose server holds the client id (connected, or offline in
-// memory) drops it (mqtt.Server.Evict: DISCONNECT 0x8E for v5, the
+// memory) drops it (mqtt.Server.EvictOrdered: DISCONNECT 0x8E for v5, the
 // connection closed for 3.1.1, no save) when another node's connect,
 // announcement or claim is newer than the record that stands for the local
 // session (the node's last record written for that session instance; a

@@ -15,7 +15,7 @@ import (
 // so the queue offset orders connects and every other record of that
 // client; every node follows the topic. A node that holds a client id
 // (connected or offline in memory) and sees a newer connect or claim of
-// another node drops it (mqtt.Server.Evict: DISCONNECT 0x8E); asked by a
+// another node drops it (mqtt.Server.EvictOrdered: DISCONNECT 0x8E); asked by a
 // connect request, it first writes the session's state as a handoff
 // record, which the connecting node waits for before its CONNACK.
 //
@@ -47,7 +47,7 @@ import (
 // The server ends sessions on its own while the node writes and judges,
 // so two rules keep a vouch from outliving its session:
 //
-//   - judge evicts only the session instance it judged (mqtt.Server.Evict
+//   - judge evicts only the session instance it judged (mqtt.Server.EvictOrdered
 //     takes the instance): a session installed after judge looked comes
 //     after rec in the client's queue (its connect request or clean-start
 //     announcement is written after it is installed, or is still being
@@ -71,7 +71,7 @@ import (
 // takes sessions away from other nodes nor balances shared subscriptions
 // across nodes.
 type clusterServer interface {
-	Evict(clientID string, inst uint64, how mqtt.Eviction) (*mqtt.SessionState, bool)
+	EvictOrdered(clientID string, inst uint64, how mqtt.Eviction) (*mqtt.SessionState, bool, func())
 	Connected(clientID string) bool
 	SessionInstance(clientID string) uint64
 	DeliverUnshared(msg *mqtt.Message)
@@ -292,11 +292,11 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 	case rec.Connect && !tooLate:
 		how = mqtt.EvictMoved // with the handoff below
 	}
-	var st *mqtt.SessionState
-	held := false
-	if inst != 0 {
-		st, held = srv.Evict(id, inst, how)
-	}
+	// In the order of the server's saves and deletes of the client: one
+	// decided before (an ended connection's save on its way) is stored
+	// before the handoff below, one decided after once it is written.
+	st, held, evicted := srv.EvictOrdered(id, inst, how)
+	defer evicted()
 	if held {
 		b.log.Info("bridge: session taken over by another node", "client", id, "node", rec.Node)
 		b.wakeShares()

@@ -1,11 +1,14 @@
 package bridge
 
 import (
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
@@ -158,6 +161,103 @@ func TestBridgeLateSaveBeforeSessionEnd(t *testing.T) {
 		t.Fatal("the ended session came back")
 	}
 	dev3.disconnect()
+}
+
+// TestBridgeTakeoverAfterLateSave: a client moves to another node while
+// the save of its ended connection on the first node is still on its way
+// (held here). The first node's eviction waits for that save: the save is
+// stored before the handoff, and the session goes on on the second node
+// from the handoff. Before, the eviction did not wait; the held save was
+// stored after the second node's records (here its new subscription), the
+// client's last record was the first node's stale state, and after a
+// crash of the second node the session resumed without the subscription.
+func TestBridgeTakeoverAfterLateSave(t *testing.T) {
+	c := startCluster(t)
+	h := newHeldSave("moved")
+	// Node b waits for the handoff longer than the test holds the save:
+	// past HandoffTimeout it resumes from the record before. Node a
+	// answers a connect request stored up to 3/4 of its HandoffTimeout
+	// ago, and resumes the session after b's crash once that timeout
+	// passed without b's handoff.
+	longHandoff := func(_ *mqtt.Options, bo *Options) { bo.HandoffTimeout = 20 * time.Second }
+	midHandoff := func(_ *mqtt.Options, bo *Options) { bo.HandoffTimeout = 3 * time.Second }
+	a := startBridgeWith(t, c, midHandoff, h.install)
+	b := startBridge(t, c, longHandoff)
+	prod := newProducer(t, c)
+	dev, _ := persistent(t, addrOf(a), "moved", true)
+	dev.subscribe(1, sub("cmd/moved/one", 1))
+	h.armed.Store(true)
+	dev.nc.Close()
+	<-h.entered
+
+	dev2 := dialRaw(t, addrOf(b), packets.Version5)
+	cp := &packets.Connect{ClientID: "moved", KeepAlive: 60}
+	cp.Properties.Present.Add(packets.PropSessionExpiry)
+	cp.Properties.SessionExpiry = 3600
+	dev2.send(cp)
+	type reply struct {
+		p   packets.Packet
+		err error
+	}
+	acked := make(chan reply, 1)
+	go func() {
+		p, err := dev2.next(30 * time.Second)
+		acked <- reply{p, err}
+	}()
+	// Without the order the CONNACK comes while the save is held; with
+	// it, node a's eviction waits for the save (and the CONNACK for the
+	// handoff after it).
+	var got *reply
+	testutil.WaitFor(t, 20*time.Second, "the CONNACK, or node a's eviction waiting for the save", func() bool {
+		select {
+		case r := <-acked:
+			got = &r
+			return true
+		default:
+		}
+		return evictWaitingForSave()
+	})
+	released := false
+	if got == nil {
+		close(h.release)
+		released = true
+		r := <-acked
+		got = &r
+	}
+	ack, ok := got.p.(*packets.Connack)
+	if got.err != nil || !ok || ack.ReasonCode != 0 || !ack.SessionPresent {
+		t.Fatalf("CONNACK on node b: %+v %v", got.p, got.err)
+	}
+	dev2.subscribe(2, sub("cmd/moved/two", 1))
+	if !released {
+		close(h.release)
+	}
+	<-h.saved
+	testutil.WaitFor(t, 10*time.Second, "a's writes done", func() bool {
+		be := a.Backend()
+		be.writersMu.Lock()
+		defer be.writersMu.Unlock()
+		return len(be.writers) == 0
+	})
+	// Node a's last record of the client is its handoff, of newer state
+	// than the save, and comes before node b's records.
+	if r := ownRecord(a, "moved"); r == nil || r.Gen == 0 || len(r.Subscriptions) != 1 {
+		t.Fatalf("node a's last record of the client: %+v (want the handoff)", r)
+	}
+	crashThenResumeGets(t, b, a, prod, "moved", "cmd/moved/two")
+}
+
+// evictWaitingForSave reports whether some goroutine waits in
+// mqtt.Server.EvictOrdered for an earlier save or delete of its client.
+func evictWaitingForSave() bool {
+	buf := make([]byte, 4<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "mqtt.(*persistOrder).wait") && strings.Contains(g, "mqtt.(*Server).EvictOrdered") {
+			return true
+		}
+	}
+	return false
 }
 
 // heldSave holds back the first SaveSession of one client id once armed

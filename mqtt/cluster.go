@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/smartgo/smartgo/mqtt/packets"
@@ -218,18 +219,36 @@ const (
 // instance inst of that id: a session created since the caller looked is
 // newer than what the caller judged, and stays.
 func (s *Server) Evict(clientID string, inst uint64, how Eviction) (*SessionState, bool) {
+	st, held, done := s.EvictOrdered(clientID, inst, how)
+	done()
+	return st, held
+}
+
+// EvictOrdered is Evict in the order of clientID's SaveSession and
+// DeleteSession calls (persistorder.go), for a caller that hands the
+// returned state on (the bridge's handoff record). It returns once every
+// such call the server decided before it is done, so a save of an ended
+// connection still on its way is stored before what the caller writes,
+// never after it (the save's state is older: the state returned is taken
+// later). Calls decided after it wait until the caller calls done, once it
+// has written what it hands on; done must be called once, whether or not
+// the session was held (the order holds for a handoff from elsewhere too).
+func (s *Server) EvictOrdered(clientID string, inst uint64, how Eviction) (st *SessionState, held bool, done func()) {
 	s.mu.Lock()
+	ticket := s.persist.take(clientID)
+	done = sync.OnceFunc(func() { s.persist.finish(ticket) })
 	ss := s.sessions[clientID]
 	if ss == nil || ss.seq != inst {
 		s.mu.Unlock()
-		return nil, false
+		s.persist.wait(ticket)
+		return nil, false, done
 	}
 	ss.mu.Lock()
 	old := ss.conn
 	ss.conn = nil
 	ss.online.Store(false)
 	ss.disconnectedAt = time.Now().UnixNano()
-	st := ss.stateLocked()
+	st = ss.stateLocked()
 	ss.dead = true
 	delete(s.sessions, clientID)
 	s.stats.Sessions.Store(int64(len(s.sessions)))
@@ -254,7 +273,8 @@ func (s *Server) Evict(clientID string, inst uint64, how Eviction) (*SessionStat
 	if will != nil {
 		s.sendWillOrOwe(ss, will, expiry, false)
 	}
-	return st, true
+	s.persist.wait(ticket)
+	return st, true, done
 }
 
 // DeliverUnshared is Deliver for the plain (not shared) subscriptions

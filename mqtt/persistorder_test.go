@@ -3,6 +3,7 @@ package mqtt
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,6 +79,81 @@ func TestServerSaveOfEndedConnectionBeforeSessionEnd(t *testing.T) {
 		t.Fatal("the ended session came back")
 	}
 	c3.send(&packets.Disconnect{})
+}
+
+// TestServerEvictOrderedAfterHeldSave: EvictOrdered of an offline
+// session whose connection's save is still on its way (held) returns only
+// once that save is done, with the session's state; a delete of the
+// client decided after it (a clean start here) waits for done.
+func TestServerEvictOrderedAfterHeldSave(t *testing.T) {
+	b := &heldSaveBackend{MemoryBackend: NewMemoryBackend(), entered: make(chan struct{}), release: make(chan struct{})}
+	opts := DefaultOptions()
+	opts.Logger = slog.New(slog.NewTextHandler(&testutil.LogBuffer{}, nil))
+	s := serveBackendServer(t, opts, b)
+	addr := s.Addrs()[0].String()
+	release := sync.OnceFunc(func() { close(b.release) })
+	t.Cleanup(release) // before the server's close, which waits for the save
+	r := dialRaw(t, addr, packets.Version5)
+	cp := &packets.Connect{ClientID: "moved", CleanStart: true, KeepAlive: 60}
+	cp.Properties.Present.Add(packets.PropSessionExpiry)
+	cp.Properties.SessionExpiry = 3600
+	r.connect(cp)
+	r.subscribe(1, packets.Subscription{Filter: "a/b", QoS: 1})
+	b.armed.Store(true)
+	r.nc.Close()
+	<-b.entered
+
+	type evicted struct {
+		st   *SessionState
+		held bool
+		done func()
+	}
+	out := make(chan evicted, 1)
+	inst := s.SessionInstance("moved")
+	go func() {
+		st, held, done := s.EvictOrdered("moved", inst, EvictMoved)
+		out <- evicted{st, held, done}
+	}()
+	testutil.WaitFor(t, 10*time.Second, "the eviction to wait for the save", func() bool {
+		return persistWaiting(s, "moved")
+	})
+	select {
+	case <-out:
+		t.Fatal("EvictOrdered returned before the held save was done")
+	default:
+	}
+	release()
+	ev := <-out
+	if !ev.held || len(ev.st.Subscriptions) != 1 {
+		t.Fatalf("evicted %+v held %v", ev.st, ev.held)
+	}
+
+	c2 := dialRaw(t, addr, packets.Version5)
+	c2.send(&packets.Connect{ClientID: "moved", CleanStart: true, KeepAlive: 60}) // a delete
+	testutil.WaitFor(t, 10*time.Second, "the delete to wait for done", func() bool {
+		return persistWaiting(s, "moved")
+	})
+	if _, ok, _ := b.LoadSession(context.Background(), "moved"); !ok {
+		t.Fatal("the session was deleted before the eviction's done")
+	}
+	ev.done()
+	testutil.WaitFor(t, 10*time.Second, "the delete after done", func() bool {
+		_, ok, _ := b.LoadSession(context.Background(), "moved")
+		return !ok
+	})
+	if ack, ok := c2.recv().(*packets.Connack); !ok || ack.ReasonCode != 0 {
+		t.Fatalf("clean start: %+v", ack)
+	}
+	c2.send(&packets.Disconnect{})
+}
+
+// persistWaiting reports whether a save or delete of id waits for an
+// earlier one.
+func persistWaiting(s *Server, id string) bool {
+	s.persist.mu.Lock()
+	defer s.persist.mu.Unlock()
+	t := s.persist.turns[id]
+	return t != nil && t.wake != nil
 }
 
 // TestPersistOrderTickets: tickets of one id are served in the order
