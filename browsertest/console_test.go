@@ -388,6 +388,15 @@ func TestBrowserConsole(t *testing.T) {
 		waitJS(`[...document.querySelectorAll('table[data-table=devices] tr[data-key="pump-17"] td')].map((td) => td.textContent).join("|") === "pump-17|enabled|Disconnected|-|0"`),
 		shot("statestore"))
 
+	// One read queue of two that hold messages: the update is toasted
+	// with a warning (the last use of BrowserT's queues).
+	run("fewer read queues warn", chromedp.Navigate(base+"/#/topic/BrowserT"), chromedp.WaitVisible("#edit-topic", chromedp.ByQuery),
+		chromedp.Click("#edit-topic", chromedp.ByQuery), chromedp.WaitVisible("#topic-readQueues", chromedp.ByQuery),
+		setValue("#topic-readQueues", "1"), setValue("#topic-writeQueues", "1"),
+		chromedp.Click(`#dialog button[data-action=save]`, chromedp.ByQuery), chromedp.WaitVisible(`#dialog button[data-action=confirm]`, chromedp.ByQuery),
+		chromedp.Click(`#dialog button[data-action=confirm]`, chromedp.ByQuery),
+		waitJS(`[...document.querySelectorAll('#toasts .toast.bad')].some((t) => t.textContent.includes("queues 1 and above of BrowserT hold "))`), shot("topic-shrunk"))
+
 	// Dark mode, and a read-only user who sees no admin controls.
 	run("dark", chromedp.Navigate(base+"/#/cluster"), chromedp.Click("#theme-toggle", chromedp.ByQuery),
 		waitJS(`document.documentElement.dataset.theme === "dark"`),

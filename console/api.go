@@ -346,13 +346,18 @@ func (c *Console) apiPutTopic(w http.ResponseWriter, r *http.Request, s *session
 	}
 	ctx, cancel := c.ctx(r)
 	defer cancel()
+	before, _ := c.adm.QueueStats(ctx, req.Name) // best effort (none for a new topic): only for the warnings
 	if err := c.adm.CreateTopic(ctx, req.Cluster, admin.TopicConfig{Name: req.Name, ReadQueues: req.ReadQueues,
 		WriteQueues: req.WriteQueues, Perm: req.Perm, Order: req.Order}); err != nil {
 		fail(w, err)
 		return
 	}
 	c.log.Info("console: topic created or updated", "topic", req.Name, "user", s.user, "read", req.ReadQueues, "write", req.WriteQueues, "perm", req.Perm)
-	writeJSON(w, http.StatusOK, map[string]any{"topic": req.Name, "ok": true})
+	resp := map[string]any{"topic": req.Name, "ok": true}
+	if warn := admin.HiddenWarnings(req.Name, before, int(req.ReadQueues)); warn != nil {
+		resp["warnings"] = warn
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func (c *Console) apiDeleteTopic(w http.ResponseWriter, r *http.Request, s *session) {

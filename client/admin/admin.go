@@ -407,6 +407,26 @@ type QueueStat struct {
 	LastUpdateTime int64               `json:"lastUpdateTimestamp"`
 }
 
+// HiddenWarnings says, one line per broker group, which queues of stats
+// (a topic's, taken before an update to readQueues read queues) hold
+// messages no consumer reads while the topic has that few read queues:
+// they stay stored, and more read queues read them again. Nil when none.
+func HiddenWarnings(topic string, stats []QueueStat, readQueues int) []string {
+	held := map[string]int64{}
+	for _, qs := range stats {
+		if int(qs.Queue.QueueID) >= readQueues && qs.MaxOffset > qs.MinOffset {
+			held[qs.Queue.BrokerName] += qs.MaxOffset - qs.MinOffset
+		}
+	}
+	var out []string
+	for _, b := range slices.Sorted(maps.Keys(held)) {
+		out = append(out, fmt.Sprintf("%s's queues %d and above of %s hold %d messages that no consumer reads with %d read queues "+
+			"(they stay stored: more read queues read them again); to shrink a topic, lower its write queues first and its read queues "+
+			"once its consumers have drained those queues", b, readQueues, topic, held[b], readQueues))
+	}
+	return out
+}
+
 // TopicStats returns every queue's offsets on every master of the topic
 // (a broker group without master is left out: the MQTT bridge positions
 // its consumers on these).

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,29 +33,6 @@ func uniqueIDHint(err error, id string) error {
 		return err
 	}
 	return fmt.Errorf("%w\nlook it up by key: smartgo admin msg by-key -uniq -t TOPIC -k %s", err, id)
-}
-
-// warnHiddenQueues warns when fewer read queues (-r) leave queues that
-// hold messages, which no consumer reads again until -r grows back: the
-// messages stay stored but vanish from group progress and lag.
-func warnHiddenQueues(w io.Writer, topic string, readQ int, before []admin.QueueStat) {
-	held := map[string]int64{}
-	var brokers []string
-	for _, qs := range before {
-		if int(qs.Queue.QueueID) < readQ || qs.MaxOffset <= qs.MinOffset {
-			continue
-		}
-		if held[qs.Queue.BrokerName] == 0 {
-			brokers = append(brokers, qs.Queue.BrokerName)
-		}
-		held[qs.Queue.BrokerName] += qs.MaxOffset - qs.MinOffset
-	}
-	slices.Sort(brokers)
-	for _, b := range brokers {
-		fmt.Fprintf(w, "warning: %s's queues %d and above of %s hold %d messages that no consumer reads while -r is %d "+
-			"(they stay stored: -r back up reads them again); to shrink a topic, lower -w first and -r once its consumers have drained those queues\n",
-			b, readQ, topic, held[b], readQ)
-	}
 }
 
 // maxQueues bounds -r and -w (a typo such as -r 80000 is refused here
@@ -130,7 +105,9 @@ func init() {
 					if err != nil && !errors.Is(err, admin.ErrPartial) {
 						return err
 					}
-					warnHiddenQueues(e.stderr, *topic, *readQ, before)
+					for _, w := range admin.HiddenWarnings(*topic, before, *readQ) {
+						fmt.Fprintf(e.stderr, "warning: %s\n", w)
+					}
 					if on := admin.Answered(err); on != nil {
 						e.out.message(map[string]any{"topic": *topic, "result": "partial", "created": !existed, "brokers": on},
 							upsertText("topic", *topic, verb, existed)+" on "+strings.Join(on, ", "))

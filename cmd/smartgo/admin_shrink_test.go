@@ -52,7 +52,7 @@ func TestCmdAdminTopicShrinkWarns(t *testing.T) {
 		broker = res.Queue.BrokerName
 	}
 	if _, stderr := admin("topic", "update", "-t", "ShrinkT", "-r", "2", "-w", "2"); !strings.Contains(stderr,
-		"warning: "+broker+"'s queues 2 and above of ShrinkT hold 2 messages that no consumer reads while -r is 2") {
+		"warning: "+broker+"'s queues 2 and above of ShrinkT hold 2 messages that no consumer reads with 2 read queues") {
 		t.Fatalf("shrink over messages: stderr %q", stderr)
 	}
 	if _, stderr := admin("topic", "update", "-t", "ShrinkT", "-r", "4", "-w", "4"); stderr != "" {

@@ -426,6 +426,16 @@ func TestCmdConsoleAPI(t *testing.T) {
 	bob.want(http.StatusNotFound, "GET", "/api/twins/no-such-device", nil)
 	bob.want(http.StatusBadRequest, "GET", "/api/twins?pageSize=100000", nil)
 
+	// Fewer read queues than queues holding messages: the answer warns
+	// (and the page toasts it); growing back does not.
+	shrunk := decode[map[string]any](t, alice.want(200, "PUT", "/api/topics/ConsoleT", map[string]any{"readQueues": 1, "writeQueues": 1, "perm": 6}))
+	if ws, _ := shrunk["warnings"].([]any); len(ws) != 1 || !strings.Contains(ws[0].(string), "'s queues 1 and above of ConsoleT hold ") {
+		t.Fatalf("shrink: %v", shrunk)
+	}
+	if grown := decode[map[string]any](t, alice.want(200, "PUT", "/api/topics/ConsoleT", map[string]any{"readQueues": 2, "writeQueues": 2, "perm": 6})); grown["warnings"] != nil {
+		t.Fatalf("growth: %v", grown)
+	}
+
 	// Delete the topic (admin only); then log out.
 	bob.want(http.StatusForbidden, "DELETE", "/api/topics/ConsoleT", nil)
 	alice.want(200, "DELETE", "/api/topics/ConsoleT", nil)

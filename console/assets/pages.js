@@ -86,9 +86,9 @@ async function editTopic(t) {
   if (!(await SG.confirm(what + " topic?", what + " topic " + body.name + " with " + body.readQueues + " read / " +
     body.writeQueues + " write queues, " + SG.perm(body.perm) + ", on every master?", what))) return false;
   try {
-    if (t) await SG.api("PUT", "/api/topics/" + encodeURIComponent(t.name), body);
-    else await SG.api("POST", "/api/topics", body);
+    const r = t ? await SG.api("PUT", "/api/topics/" + encodeURIComponent(t.name), body) : await SG.api("POST", "/api/topics", body);
     SG.toast("Topic " + body.name + ": " + (t ? "updated" : "created"));
+    for (const w of r.warnings || []) SG.toast(w, true);
     return true;
   } catch (e) { SG.fail(e); return false; }
 }
