@@ -59,7 +59,7 @@ func (s *Store) diskSpace() (usage float64, total uint64, err error) {
 	}
 	var st vfs.Space
 	st, err = s.fs.Statfs(s.opts.Root)
-	return st.Used(), st.Total, err
+	return st.Used(), st.Usable(), err
 }
 
 // fullAt reports whether, at usage of a disk of total bytes, an allocation

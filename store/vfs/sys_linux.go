@@ -14,7 +14,7 @@ func statfs(path string) (Space, error) {
 		return Space{}, fmt.Errorf("vfs: statfs %s: %w", path, err)
 	}
 	bs := uint64(st.Bsize)
-	return Space{Total: st.Blocks * bs, Avail: st.Bavail * bs}, nil
+	return Space{Total: st.Blocks * bs, Avail: st.Bavail * bs, Free: st.Bfree * bs}, nil
 }
 
 func allocate(f *os.File, off, n int64) error {

@@ -17,7 +17,7 @@ func statfs(path string) (Space, error) {
 		return Space{}, fmt.Errorf("vfs: statfs %s: %w", path, err)
 	}
 	bs := uint64(st.Bsize)
-	return Space{Total: uint64(st.Blocks) * bs, Avail: uint64(st.Bavail) * bs}, nil
+	return Space{Total: uint64(st.Blocks) * bs, Avail: uint64(st.Bavail) * bs, Free: uint64(st.Bfree) * bs}, nil
 }
 
 func datasync(f *os.File) error { return f.Sync() }

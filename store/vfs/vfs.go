@@ -30,18 +30,35 @@ type FS interface {
 	Statfs(path string) (Space, error)
 }
 
-// Space is a file system's size and the bytes still available to the
-// store's user.
+// Space is a file system's size, the bytes still available to the
+// store's user (Avail) and the bytes not allocated (Free: Avail plus the
+// blocks reserved for root; 0 when not known, taken as Avail).
 type Space struct {
-	Total, Avail uint64
+	Total, Avail, Free uint64
 }
 
-// Used returns the used fraction (0..1); 0 for an unknown size.
+// Usable returns the bytes an unprivileged writer can ever hold: those
+// in use and those available (df's Used + Avail), Total without the
+// reserved blocks.
+func (s Space) Usable() uint64 {
+	free := max(s.Free, s.Avail)
+	if free > s.Total {
+		return s.Total
+	}
+	return s.Total - free + s.Avail
+}
+
+// Used returns the used fraction (0..1) of Usable, as df's Use% reads
+// it: 1 when nothing is available; 0 for an unknown size. Reserved
+// blocks count neither way (counted as used, a file system with 5 % or
+// more reserved read 5 % fuller than df says, and reached the full mark
+// that much earlier).
 func (s Space) Used() float64 {
-	if s.Total == 0 {
+	u := s.Usable()
+	if u == 0 {
 		return 0
 	}
-	return 1 - float64(s.Avail)/float64(s.Total)
+	return 1 - float64(s.Avail)/float64(u)
 }
 
 // File is an open file.

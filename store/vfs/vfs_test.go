@@ -200,3 +200,32 @@ func TestVFSWriteAtZeros(t *testing.T) {
 		t.Fatalf("used %d, want %d", got, 2*blockSize)
 	}
 }
+
+// The used fraction is df's Use%: blocks reserved for root count neither
+// as used nor as available, so a disk reads as full as df says and the
+// store's full mark (store.disk_full_ratio) means what df shows. It was
+// 1 - Avail/Total, which on a file system with much reserved read far
+// fuller than df (84 % against df's 57 % on one machine).
+func TestVFSSpaceUsedIsDfs(t *testing.T) {
+	const g = 1 << 30
+	for _, tc := range []struct {
+		sp     Space
+		usable uint64
+		used   float64
+	}{
+		{Space{Total: 252 * g, Avail: 42 * g, Free: 202 * g}, 92 * g, 50.0 / 92}, // 160 GiB reserved: df's 55 %
+		{Space{Total: 100 * g, Avail: 25 * g, Free: 30 * g}, 95 * g, 70.0 / 95},  // 5 % reserved
+		{Space{Total: 64 << 20, Avail: 16 << 20}, 64 << 20, 0.75},                // Free unknown (Faulty): Avail
+		{Space{Total: 100 * g, Avail: 0, Free: 5 * g}, 95 * g, 1},                // only the reserve left: full
+		{Space{Total: 100 * g, Avail: 100 * g, Free: 100 * g}, 100 * g, 0},       // empty
+		{Space{}, 0, 0}, // unknown size
+		{Space{Total: 10 * g, Avail: 4 * g, Free: 12 * g}, 10 * g, 0.6}, // inconsistent: no wrap
+	} {
+		if got := tc.sp.Usable(); got != tc.usable {
+			t.Errorf("%+v: usable %d, want %d", tc.sp, got, tc.usable)
+		}
+		if got := tc.sp.Used(); got < tc.used-1e-9 || got > tc.used+1e-9 {
+			t.Errorf("%+v: used %.4f, want %.4f", tc.sp, got, tc.used)
+		}
+	}
+}
