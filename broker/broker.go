@@ -418,20 +418,40 @@ func (b *Broker) housekeeping(ctx context.Context) {
 	defer persist.Stop()
 	scan := beat.NewTicker(10 * time.Second)
 	defer scan.Stop()
+	offsetsFailing := persistFailure{log: b.log, what: "persist consumer offsets"}
+	delayFailing := persistFailure{log: b.log, what: "persist delay offsets"}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-persist.C:
-			if err := b.offsets.Persist(); err != nil {
-				b.log.Error("persist consumer offsets", "err", err)
-			}
-			if err := b.delayOffsets.Persist(); err != nil {
-				b.log.Error("persist delay offsets", "err", err)
-			}
+			offsetsFailing.report(b.offsets.Persist())
+			delayFailing.report(b.delayOffsets.Persist())
 		case <-scan.C:
 			b.expireClients()
 		}
+	}
+}
+
+// persistFailure logs a periodic persist's failures once per episode:
+// the error when it starts failing (a full disk fails it every period
+// until space frees) and a line when it succeeds again, not an ERROR
+// every period.
+type persistFailure struct {
+	log     *slog.Logger
+	what    string
+	failing bool
+	since   time.Time
+}
+
+func (p *persistFailure) report(err error) {
+	switch {
+	case err != nil && !p.failing:
+		p.failing, p.since = true, time.Now()
+		p.log.Error(p.what+" failed; retried every period, logged again when it succeeds", "err", err)
+	case err == nil && p.failing:
+		p.failing = false
+		p.log.Info(p.what+" succeeded again", "failing_for", time.Since(p.since).Round(time.Millisecond))
 	}
 }
 
