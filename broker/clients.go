@@ -144,14 +144,7 @@ func (m *ConsumerManager) Register(client ClientInfo, cd *protocol.ConsumerData)
 	if channelClosed(client.Channel) {
 		return false, false
 	}
-	g := m.groups[cd.GroupName]
-	if g == nil {
-		g = &consumerGroup{clients: map[string]*ClientInfo{}, subs: map[string]*protocol.SubscriptionData{},
-			clientSubs: map[string]map[string]clientSub{}}
-		m.groups[cd.GroupName] = g
-	}
-	g.consumeType, g.messageModel, g.consumeFromWhere = cd.ConsumeType, cd.MessageModel, cd.ConsumeFromWhere
-	g.lastUpdate = client.LastUpdate
+	g := m.heartbeatGroup(client, cd)
 	// The same client id on a new connection is no membership change; the
 	// entry is replaced so notifications go to the new connection.
 	_, known := g.clients[client.ClientID]
@@ -200,16 +193,9 @@ func (m *ConsumerManager) RegisterWithoutSub(client ClientInfo, cd *protocol.Con
 	if channelClosed(client.Channel) {
 		return false, false
 	}
-	g := m.groups[cd.GroupName]
-	if g == nil {
-		g = &consumerGroup{clients: map[string]*ClientInfo{}, subs: map[string]*protocol.SubscriptionData{},
-			clientSubs: map[string]map[string]clientSub{}}
-		m.groups[cd.GroupName] = g
-	}
+	g := m.heartbeatGroup(client, cd)
 	prev := g.clients[client.ClientID]
 	current = prev != nil && client.Fingerprint != 0 && prev.Fingerprint == client.Fingerprint
-	g.consumeType, g.messageModel, g.consumeFromWhere = cd.ConsumeType, cd.MessageModel, cd.ConsumeFromWhere
-	g.lastUpdate = client.LastUpdate
 	c := client
 	c.MessageModel = cd.MessageModel
 	if !current {
@@ -217,6 +203,20 @@ func (m *ConsumerManager) RegisterWithoutSub(client ClientInfo, cd *protocol.Con
 	}
 	g.clients[client.ClientID] = &c
 	return prev == nil, current
+}
+
+// heartbeatGroup returns cd's group, made if new, with the settings and
+// time of client's heartbeat. m.mu is held.
+func (m *ConsumerManager) heartbeatGroup(client ClientInfo, cd *protocol.ConsumerData) *consumerGroup {
+	g := m.groups[cd.GroupName]
+	if g == nil {
+		g = &consumerGroup{clients: map[string]*ClientInfo{}, subs: map[string]*protocol.SubscriptionData{},
+			clientSubs: map[string]map[string]clientSub{}}
+		m.groups[cd.GroupName] = g
+	}
+	g.consumeType, g.messageModel, g.consumeFromWhere = cd.ConsumeType, cd.MessageModel, cd.ConsumeFromWhere
+	g.lastUpdate = client.LastUpdate
+	return g
 }
 
 // Unregister removes a client from a group; it reports whether it was
