@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -139,5 +140,51 @@ func TestBrokerQueryOffsetSetZeroIfNotFound(t *testing.T) {
 	c.invoke(protocol.UpdateConsumerOffset, &protocol.UpdateConsumerOffsetRequestHeader{ConsumerGroup: "fresh", Topic: "Young", QueueID: 0, CommitOffset: 1}, nil)
 	if code, off := query(with("false")); code != protocol.Success || off != 1 {
 		t.Fatalf("stored offset with setZeroIfNotFound=false: %d offset %d, want 1", code, off)
+	}
+}
+
+// Heartbeat v2 fields a client gets wrong: a fingerprint that is not a
+// Java int (a quoted number is taken, as the lenient body decoder takes
+// numbers everywhere), a withoutSub that is not a boolean are refused with a remark
+// naming the body, and register nothing; withoutSub without a
+// fingerprint is a v1 heartbeat, whose subscriptions are taken.
+func TestBrokerHeartbeatV2Malformed(t *testing.T) {
+	b := testBroker(t, t.TempDir(), nil)
+	c := newTestClient(t, b.Addr())
+	full := string(javaHeartbeatV2("10.0.0.9@bad", "gbad", "HBX", "TagA", 77, false))
+	for _, tc := range []struct{ name, from, to string }{
+		{"fingerprint not a number", `"heartbeatFingerprint":77`, `"heartbeatFingerprint":"x77"`},
+		{"fingerprint past int32", `"heartbeatFingerprint":77`, `"heartbeatFingerprint":4294967296`},
+		{"fingerprint with a fraction", `"heartbeatFingerprint":77`, `"heartbeatFingerprint":7.5`},
+		{"withoutSub as a string", `"withoutSub":false`, `"withoutSub":"yes"`},
+	} {
+		body := strings.Replace(full, tc.from, tc.to, 1)
+		if body == full {
+			t.Fatalf("%s: %q not in the body", tc.name, tc.from)
+		}
+		resp := c.invoke(protocol.HeartBeat, nil, []byte(body))
+		if resp.Code != protocol.SystemError || !strings.Contains(resp.Remark, "bad heartbeat body") {
+			t.Fatalf("%s: code %d remark %q, want SystemError naming the body", tc.name, resp.Code, resp.Remark)
+		}
+		if ids := b.consumers.ClientIDs("gbad"); len(ids) != 0 {
+			t.Fatalf("%s: registered %v", tc.name, ids)
+		}
+	}
+	// withoutSub with fingerprint 0: a v1 heartbeat; its subscriptions
+	// count and no v2 fields come back.
+	c.mustSend("HBX", 0, "a", props(record.PropertyTags, "TagA"))
+	c.mustSend("HBX", 0, "b", props(record.PropertyTags, "TagB"))
+	waitDispatched(t, b, "HBX", 0, 2)
+	v1 := strings.Replace(strings.Replace(full, `"withoutSub":false`, `"withoutSub":true`, 1), `"heartbeatFingerprint":77`, `"heartbeatFingerprint":0`, 1)
+	resp := c.invoke(protocol.HeartBeat, nil, []byte(v1))
+	if resp.Code != protocol.Success {
+		t.Fatalf("withoutSub without a fingerprint: code %d %s", resp.Code, resp.Remark)
+	}
+	if f := resp.Fields(); f[protocol.HeartbeatV2Supported] != "" || f[protocol.HeartbeatSubChanged] != "" {
+		t.Fatalf("v1 heartbeat answered with v2 fields %v", f)
+	}
+	r := c.pull("gbad", "HBX", 0, 0, 0, 0, "")
+	if r.code != protocol.Success || len(r.msgs) != 1 || propOf(r.msgs[0], record.PropertyTags) != "TagA" {
+		t.Fatalf("pull with the v1 heartbeat's subscription: code %d, %d msgs, want the TagA one", r.code, len(r.msgs))
 	}
 }

@@ -148,6 +148,8 @@ func FuzzDecodeJSONBody(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"offsetTable":{"T@g":{0:"5"}},"table":{"a":1}}`))
+	// A RocketMQ 5 heartbeat v2 without subscriptions.
+	f.Add([]byte(`{"clientID":"c","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[]}],"heartbeatFingerprint":-12,"withoutSub":true}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// Whatever the bytes, decoding returns (never panics), and a body
 		// that decodes encodes again.
