@@ -291,6 +291,7 @@ type IoTHub struct {
 	C2DTTL           Duration `toml:"c2d_ttl"`
 	C2DMaxTTL        Duration `toml:"c2d_max_ttl"`
 	C2DMaxSize       Size     `toml:"c2d_max_size"`
+	C2DMaxQueueDepth int      `toml:"c2d_max_queue_depth"`
 	TwinRate         int      `toml:"twin_rate"` // per device per second; 0 = unlimited
 	RequestTimeout   Duration `toml:"request_timeout"`
 	StartTimeout     Duration `toml:"start_timeout"`
@@ -484,6 +485,7 @@ func Default() File {
 			C2DTTL:           Duration{time.Hour},
 			C2DMaxTTL:        Duration{48 * time.Hour},
 			C2DMaxSize:       64 << 10,
+			C2DMaxQueueDepth: 50,
 			TwinRate:         100,
 			RequestTimeout:   Duration{10 * time.Second},
 			StartTimeout:     Duration{30 * time.Second},

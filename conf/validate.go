@@ -474,6 +474,7 @@ func (h *IoTHub) validate(v *validator, b *Bridge) {
 	v.durRange("iothub.max_method_timeout", h.MaxMethodTimeout, time.Second, time.Hour)
 	v.durRange("iothub.c2d_ttl", h.C2DTTL, time.Second, 30*24*time.Hour)
 	v.durRange("iothub.c2d_max_ttl", h.C2DMaxTTL, time.Second, 30*24*time.Hour)
+	v.intRange("iothub.c2d_max_queue_depth", int64(h.C2DMaxQueueDepth), 1, 10000) // twin.MaxC2DQueueDepth
 	if h.C2DTTL.D() > h.C2DMaxTTL.D() {
 		v.bad("iothub.c2d_ttl", h.C2DTTL.D().String(), "must not exceed iothub.c2d_max_ttl")
 	}

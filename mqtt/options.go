@@ -194,6 +194,11 @@ type Options struct {
 	// goroutines and must not block.
 	OnConnect    func(ClientInfo)
 	OnDisconnect func(ClientInfo)
+	// OnAcked, when set, is told of every QoS 1 or 2 message a client
+	// acknowledged (its PUBACK, or PUBCOMP), with the client id. It runs
+	// under the session's lock: it must not block nor call into the
+	// server, nor change or keep msg (a Recycler may reuse it).
+	OnAcked func(clientID string, msg *Message)
 	// Authorize, when set, is asked about every PUBLISH no Handler claims
 	// and every SUBSCRIBE filter, after the reserved-topic and ACL checks:
 	// an error refuses it (0x87 not authorized; the error text is the

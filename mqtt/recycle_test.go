@@ -179,3 +179,59 @@ func TestSendToRecycledAckWithProperties(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, "the message acknowledged bare recycled", func() bool { return pr.count() == 2 })
 	r.nothing(100 * time.Millisecond) // neither is sent again
 }
+
+// TestOnAcked: Options.OnAcked hears of each QoS 1 and 2 message once its
+// client acknowledged it (PUBACK; PUBCOMP), with the client id, and not
+// of QoS 0 ones, unacknowledged ones, nor a duplicate PUBACK.
+func TestOnAcked(t *testing.T) {
+	var mu sync.Mutex
+	var acked []string
+	ts := startServer(t, func(o *Options) {
+		o.OnAcked = func(clientID string, m *Message) {
+			mu.Lock()
+			acked = append(acked, clientID+" "+string(m.Payload))
+			mu.Unlock()
+		}
+	})
+	got := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), acked...)
+	}
+	r := dialRaw(t, ts.addr, v5)
+	if ack := r.connect(&packets.Connect{ClientID: "ac", CleanStart: true, KeepAlive: 60}); ack.ReasonCode != 0 {
+		t.Fatalf("CONNACK %v", ack.ReasonCode)
+	}
+	for _, m := range []*Message{{Topic: "t", Payload: []byte("q0")}, {Topic: "t", Payload: []byte("q1"), QoS: 1},
+		{Topic: "t", Payload: []byte("q2"), QoS: 2}} {
+		if err := ts.SendTo("ac", m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var p1, p2 *packets.Publish
+	for range 3 {
+		switch p := r.expectPublish(); string(p.Payload) {
+		case "q1":
+			p1 = p
+		case "q2":
+			p2 = p
+		}
+	}
+	r.nothing(50 * time.Millisecond)
+	if a := got(); len(a) != 0 {
+		t.Fatalf("acked before any acknowledgement: %q", a)
+	}
+	r.send(&packets.Puback{PacketID: p1.PacketID})
+	r.send(&packets.Puback{PacketID: p1.PacketID}) // a duplicate
+	r.send(&packets.Pubrec{PacketID: p2.PacketID})
+	if p, ok := r.recv().(*packets.Pubrel); !ok || p.PacketID != p2.PacketID {
+		t.Fatalf("after PUBREC: %#v", p)
+	}
+	testutil.WaitFor(t, 5*time.Second, "q1 acked", func() bool { return len(got()) == 1 })
+	r.send(&packets.Pubcomp{PacketID: p2.PacketID})
+	testutil.WaitFor(t, 5*time.Second, "q2 acked", func() bool { return len(got()) == 2 })
+	r.nothing(100 * time.Millisecond)
+	if a := got(); len(a) != 2 || a[0] != "ac q1" || a[1] != "ac q2" {
+		t.Fatalf("acked %q, want [ac q1, ac q2]", a)
+	}
+}

@@ -334,6 +334,9 @@ func (ss *session) ackLocked(id uint16, comp bool) bool {
 	for i := range ss.inflight {
 		o := &ss.inflight[i]
 		if o.id == id && (comp == (o.qos == 2)) && (!comp || o.rel) {
+			if f := ss.srv.opts.OnAcked; f != nil {
+				f(ss.id, o.msg)
+			}
 			ss.removeInflightLocked(i)
 			ss.drainLocked()
 			return true

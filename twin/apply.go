@@ -33,6 +33,8 @@ func (e *Engine) Apply(entry []byte, storeTime time.Time) (Outcome, error) {
 		e.patchReportedLocked(le, now, &out)
 	case OpSetConnection:
 		e.setConnectionLocked(le, now, &out)
+	case OpEnqueueC2D, OpAckC2D:
+		e.c2dLocked(le, now, &out)
 	}
 	return out, nil
 }

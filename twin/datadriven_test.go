@@ -36,6 +36,10 @@ func TestTwinScripts(t *testing.T) {
 	datadriven.RunGlob(t, "testdata/*.txt", *rewrite, func(t *testing.T) func(*datadriven.Case) string {
 		h := &harness{t: t, now: time.UnixMilli(1696374425000)}
 		h.e = mustEngine(t, Options{Rand: &counterReader{}})
+		// cloudToDeviceMessageCount is read at the script's clock.
+		prev := wallNow
+		wallNow = func() int64 { return h.now.UnixMilli() }
+		t.Cleanup(func() { wallNow = prev })
 		return h.run
 	})
 }

@@ -4,8 +4,9 @@
 // identities ({deviceId}/{moduleId}, at most MaxModulesPerDevice per
 // device) and one twin per identity. It is a deterministic state machine
 // fed by a log, like package statestore: it does no I/O, reads no clock
-// (time comes from the log record's store time), and imports nothing from
-// SmartGo. The broker hosts the shards on the queues of a system topic;
+// for its state (time comes from the log record's store time; only the
+// rendered cloudToDeviceMessageCount looks at the reading node's clock,
+// c2d.go), and imports nothing from SmartGo. The broker hosts the shards on the queues of a system topic;
 // client/twin is the Go API; ../docs/twins.md describes the documents
 // and the query language for users.
 //
@@ -75,7 +76,8 @@
 //	   1  MAGIC      0x54 ('T')
 //	   1  FORMAT     1
 //	   1  OP         2 PutDevice, 3 DeleteDevice, 6 PutModule, 7 DeleteModule,
-//	                 10 UpdateTwin, 11 ReplaceTwin, 13 PatchReported, 14 SetConnection
+//	                 10 UpdateTwin, 11 ReplaceTwin, 13 PatchReported, 14 SetConnection,
+//	                 16 EnqueueC2D, 17 AckC2D
 //	   1  FLAGS      0x01 IFMATCH, 0x02 IFVERSION, 0x04 TAGS, 0x08 DESIRED, 0x10 CONNECTED,
 //	                 0x20 MODELID (SetConnection with CONNECTED only)
 //	 str  DEVICEID   non-empty
@@ -97,6 +99,9 @@
 //	              then str MODELID if FLAGS&MODELID: the IoT Plug and Play
 //	              model id the device announced on this connection (a
 //	              DTMI; without the flag the twin keeps its modelId)
+//	      EnqueueC2D: str MESSAGEID (1..128 bytes), varint EXPIRY (Unix ms, > 0),
+//	              uvarint MAXDEPTH (1..10000)
+//	      AckC2D: str MESSAGEID
 //	      Delete*: nothing
 //	   4  CRC        CRC32-C (Castagnoli) of every byte before it, big-endian
 //
@@ -113,11 +118,11 @@
 //	object: uvarint N, then N × (str NAME, value); names strictly ascending
 //	array:  uvarint N, then N × value (without UPD/VER)
 //
-// # Snapshot (format 2)
+// # Snapshot (format 3)
 //
 //	size  field
 //	   8  MAGIC    "SGTWIN\x00\x00"
-//	   4  FORMAT   2 (uint32 big-endian)
+//	   4  FORMAT   3 (uint32 big-endian)
 //	   8  NREC     uint64 big-endian, then per record in ascending key order
 //	              (a device before its modules):
 //	        str DEVICEID, str MODULEID, varint IDETAG, str GENERATIONID,
@@ -126,11 +131,15 @@
 //	        u8 IOTEDGE, str MANAGEDBY, u8 CONNECTED, str CONNID,
 //	        str MODELID, varint CONNUPDATED, varint LASTACTIVITY, varint VERSION,
 //	        varint DESIREDVERSION, varint REPORTEDVERSION,
-//	        TAGS value, DESIRED value with metadata, REPORTED value with metadata
+//	        TAGS value, DESIRED value with metadata, REPORTED value with metadata,
+//	        uvarint NC2D (0 for a module; at most 10000), then NC2D ×
+//	        (str MESSAGEID, varint EXPIRY): the device's outstanding
+//	        cloud-to-device messages in the order they were queued (c2d.go)
 //	   4  CRC      CRC32-C of every byte before it
 //
-// Format 1 is the same without MODELID (an empty modelId); Restore reads
-// both. The query index is not in the snapshot; Restore rebuilds it.
+// Format 2 is the same without NC2D and what follows it (no message
+// outstanding); format 1 is format 2 without MODELID (an empty modelId).
+// Restore reads all three. The query index is not in the snapshot; Restore rebuilds it.
 // TestTwinSnapshotBytesPinned pins an example of each.
 //
 // # Wire request (format 1)
@@ -140,7 +149,7 @@
 //
 //	size  field
 //	   1  FORMAT     1
-//	   1  OP         Op (1..15)
+//	   1  OP         Op (1..17)
 //	   1  FLAGS      0x01 CONNECTED; other bits 0
 //	   1  MODE       PutMode
 //	 str  DEVICEID
@@ -150,7 +159,8 @@
 //	 str  CONNID
 //	 str  AFTER      paging: continue after this key
 //	 var  LIMIT      varint, 0 = the engine's page size
-//	 str  BODY       JSON (identity, twin patch or document, reported patch, query text);
+//	 str  BODY       JSON (identity, twin patch or document, reported patch, query text,
+//	                 C2DEntry of EnqueueC2D and AckC2D);
 //	                 for SetConnection the announced model id, or empty
 //
 // # Wire reply (format 1)

@@ -33,12 +33,14 @@ const (
 	OpPatchReported Op = 13 // device side: merge a patch into reported (IfVersion: reported)
 	OpSetConnection Op = 14 // a device's connection opened or closed (Connected, ConnID)
 	OpQuery         Op = 15 // run the query in Body over this shard (After, Limit)
-	opMax           Op = 15
+	OpEnqueueC2D    Op = 16 // note a cloud-to-device message queued for a device (Body: C2DEntry)
+	OpAckC2D        Op = 17 // a device acknowledged a cloud-to-device message (Body: C2DEntry)
+	opMax           Op = 17
 )
 
 var opNames = [...]string{"", "GetDevice", "PutDevice", "DeleteDevice", "ListDevices", "GetModule", "PutModule",
 	"DeleteModule", "ListModules", "GetTwin", "UpdateTwin", "ReplaceTwin", "GetProperties", "PatchReported",
-	"SetConnection", "Query"}
+	"SetConnection", "Query", "EnqueueC2D", "AckC2D"}
 
 func (o Op) String() string {
 	if o >= 1 && o <= opMax {
@@ -50,7 +52,8 @@ func (o Op) String() string {
 // Logged reports whether the operation is a write: it goes through the log.
 func (o Op) Logged() bool {
 	switch o {
-	case OpPutDevice, OpDeleteDevice, OpPutModule, OpDeleteModule, OpUpdateTwin, OpReplaceTwin, OpPatchReported, OpSetConnection:
+	case OpPutDevice, OpDeleteDevice, OpPutModule, OpDeleteModule, OpUpdateTwin, OpReplaceTwin, OpPatchReported, OpSetConnection,
+		OpEnqueueC2D, OpAckC2D:
 		return true
 	}
 	return false
@@ -201,6 +204,8 @@ type record struct {
 	desiredVer  int64
 	reportedVer int64
 	modules     int // a device's module count
+	// c2d is a device's outstanding cloud-to-device messages (c2d.go).
+	c2d []c2dItem
 }
 
 func (r *record) isModule() bool { return r.moduleID != "" }
@@ -273,6 +278,9 @@ func (e *Engine) Prepare(req *Request) (entry []byte, reply Reply, needsLog bool
 	if err != nil {
 		return nil, errReply(err), false
 	}
+	if req.Op == OpAckC2D && !e.c2dPending(req) {
+		return nil, Reply{Status: StatusOK}, false
+	}
 	return le.encode(), Reply{}, true
 }
 
@@ -290,7 +298,7 @@ func checkAddress(req *Request) *Error {
 		if req.ModuleID == "" {
 			return invalidf("moduleId: empty")
 		}
-	case OpGetDevice, OpPutDevice, OpDeleteDevice, OpListModules:
+	case OpGetDevice, OpPutDevice, OpDeleteDevice, OpListModules, OpEnqueueC2D, OpAckC2D:
 		if req.ModuleID != "" {
 			return invalidf("moduleId: %s takes none", req.Op)
 		}
@@ -376,6 +384,10 @@ func (e *Engine) prepareEntry(req *Request) (*logEntry, *Error) {
 				return nil, AsError(err)
 			}
 			le.modelID = string(req.Body)
+		}
+	case OpEnqueueC2D, OpAckC2D:
+		if err := prepareC2D(req, le); err != nil {
+			return nil, err
 		}
 	}
 	return le, nil

@@ -46,6 +46,11 @@ type logEntry struct {
 	connected bool
 	connID    string
 	modelID   string // "" = none announced
+
+	// EnqueueC2D, AckC2D
+	c2dID     string
+	c2dExpiry int64 // EnqueueC2D
+	c2dMax    int   // EnqueueC2D
 }
 
 func (le *logEntry) encode() []byte {
@@ -111,6 +116,12 @@ func (le *logEntry) encode() []byte {
 		if le.modelID != "" {
 			e.str(le.modelID)
 		}
+	case OpEnqueueC2D:
+		e.str(le.c2dID)
+		e.varint(le.c2dExpiry)
+		e.uvarint(uint64(le.c2dMax))
+	case OpAckC2D:
+		e.str(le.c2dID)
 	}
 	e.crc()
 	return e.b
@@ -179,6 +190,16 @@ func decodeEntry(b []byte) (*logEntry, error) {
 			if d.err == nil && (le.modelID == "" || !le.connected) {
 				d.fail("model id on a close or empty")
 			}
+		}
+	case OpEnqueueC2D, OpAckC2D:
+		le.c2dID = d.str()
+		if le.op == OpEnqueueC2D {
+			le.c2dExpiry = d.varint()
+			le.c2dMax = int(min(d.uvarint(), MaxC2DQueueDepth+1))
+		}
+		if d.err == nil && (le.c2dID == "" || len(le.c2dID) > MaxC2DMessageIDBytes ||
+			le.op == OpEnqueueC2D && (le.c2dExpiry <= 0 || le.c2dMax < 1 || le.c2dMax > MaxC2DQueueDepth)) {
+			d.fail("cloud-to-device entry field out of range")
 		}
 	}
 	if d.err == nil && d.off != len(d.b) {

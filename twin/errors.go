@@ -29,7 +29,8 @@ var (
 	// the change, exceed their size limit. Status 413.
 	ErrTooLarge = errors.New("twin: too large")
 
-	// ErrQuota: a device already has the maximum number of modules.
+	// ErrQuota: a device already has the maximum number of modules, or
+	// of cloud-to-device messages outstanding.
 	// Status 403.
 	ErrQuota = errors.New("twin: quota exceeded")
 

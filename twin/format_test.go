@@ -59,6 +59,16 @@ func TestTwinEntryBytesPinned(t *testing.T) {
 			"01"+"63"+"00",                    // "c": null
 			"e030c913"),                       // CRC32-C
 	}, {
+		"EnqueueC2D",
+		Request{Op: OpEnqueueC2D, DeviceID: "d", Body: []byte(`{"messageId":"m1","expiry":1696374485000,"maxDepth":50}`)},
+		hexs("54", "01", "10", "00", "01"+"64", "00", // op 16, device "d"
+			"02"+"6d31", "90c0e3fcde62", "32", // message id "m1", expiry (zigzag), max depth 50
+			"a5b062e6"),
+	}, {
+		"AckC2D",
+		Request{Op: OpAckC2D, DeviceID: "d", Body: []byte(`{"messageId":"m1"}`)},
+		hexs("54", "01", "11", "00", "01"+"64", "00", "02"+"6d31", "a7b5c943"),
+	}, {
 		"SetConnection of a module",
 		Request{Op: OpSetConnection, DeviceID: "d", ModuleID: "m", Connected: true, ConnID: "n1"},
 		hexs("54", "01", "0e", "10", "01"+"64", "01"+"6d", "02"+"6e31", "aaea8771"),
@@ -130,6 +140,14 @@ var snapshotFormat1 = hexs(hex.EncodeToString([]byte("SGTWIN\x00\x00")), "000000
 	"05"+"01"+"01"+"61"+"03"+"3ff0000000000000", "05"+t0v+"02"+"00", "05"+t2v+"00"+"01"+"01"+"72"+"04"+t2v+"00"+"01"+"76",
 	"89048241")
 
+// snapshotFormat2 is that state in snapshot format 2 (no cloud-to-device
+// ledger), as SmartGo wrote it before format 3.
+var snapshotFormat2 = hexs(hex.EncodeToString([]byte("SGTWIN\x00\x00")), "00000002", "0000000000000001",
+	"01"+"64", "00", "02", "12"+hex.EncodeToString([]byte("630054748589213255")), "00", "00", t0v,
+	"03", "00", "00", "00", "00", "00", "00", "00", "00", "00", "00", t2v, "06", "02", "04",
+	"05"+"01"+"01"+"61"+"03"+"3ff0000000000000", "05"+t0v+"02"+"00", "05"+t2v+"00"+"01"+"01"+"72"+"04"+t2v+"00"+"01"+"76",
+	"4d16b7e0")
+
 // The snapshot format of doc.go, pinned byte for byte.
 func TestTwinSnapshotBytesPinned(t *testing.T) {
 	e := mustEngine(t, Options{Rand: &counterReader{}})
@@ -150,7 +168,7 @@ func TestTwinSnapshotBytesPinned(t *testing.T) {
 	if err := e.Snapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
-	want := hexs(hex.EncodeToString([]byte("SGTWIN\x00\x00")), "00000002", "0000000000000001",
+	want := hexs(hex.EncodeToString([]byte("SGTWIN\x00\x00")), "00000003", "0000000000000001",
 		"01"+"64", "00", "02", // device "d", module "", identity etag version 1
 		"12"+hex.EncodeToString([]byte("630054748589213255")), // generation id from the counting source
 		"00", "00", t0v, // status enabled, no reason, status updated t0
@@ -160,23 +178,55 @@ func TestTwinSnapshotBytesPinned(t *testing.T) {
 		"05"+"01"+"01"+"61"+"03"+"3ff0000000000000",          // tags {"a":1}
 		"05"+t0v+"02"+"00",                                   // desired {} stamped t0, version 1
 		"05"+t2v+"00"+"01"+"01"+"72"+"04"+t2v+"00"+"01"+"76", // reported {"r":"v"} stamped t0+2s
-		"4d16b7e0")
+		"00", // no cloud-to-device messages outstanding
+		"f6db6eeb")
 	if got := hex.EncodeToString(buf.Bytes()); got != want {
 		t.Errorf("snapshot\n got %s\nwant %s", got, want)
 	}
-	// The same state in format 1 (without MODELID), as earlier versions
-	// wrote it, restores to the same state.
-	old, _ := hex.DecodeString(snapshotFormat1)
-	e1 := mustEngine(t, Options{})
-	if err := e1.Restore(bytes.NewReader(old)); err != nil {
-		t.Fatalf("format 1: %v", err)
+	// The same state in format 1 (without MODELID) and 2 (without the
+	// cloud-to-device ledger), as earlier versions wrote it, restores to
+	// the same state.
+	for i, older := range []string{snapshotFormat1, snapshotFormat2} {
+		old, _ := hex.DecodeString(older)
+		e1 := mustEngine(t, Options{})
+		if err := e1.Restore(bytes.NewReader(old)); err != nil {
+			t.Fatalf("format %d: %v", i+1, err)
+		}
+		var again bytes.Buffer
+		if err := e1.Snapshot(&again); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(again.Bytes(), buf.Bytes()) {
+			t.Errorf("format %d restored to another state:\n got %x\nwant %x", i+1, again.Bytes(), buf.Bytes())
+		}
 	}
-	var again bytes.Buffer
-	if err := e1.Snapshot(&again); err != nil {
+	// A device's outstanding cloud-to-device messages follow its
+	// reported section: NC2D, then MID and EXPIRY of each.
+	if rep := do(t, e, &Request{Op: OpEnqueueC2D, DeviceID: "d", Body: []byte(`{"messageId":"m1","expiry":1696374485000,"maxDepth":50}`)}, t0.Add(3*time.Second)); rep.Err != nil {
+		t.Fatal(rep.Err)
+	}
+	var withC2D bytes.Buffer
+	if err := e.Snapshot(&withC2D); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(again.Bytes(), buf.Bytes()) {
-		t.Errorf("format 1 restored to another state:\n got %x\nwant %x", again.Bytes(), buf.Bytes())
+	wantC2D := strings.TrimSuffix(want, "00"+"f6db6eeb") + "01" + "02" + "6d31" + "90c0e3fcde62" + "95c9bc6a" // 1 message: "m1", expiry 1696374485000 (zigzag)
+	if got := hex.EncodeToString(withC2D.Bytes()); got != wantC2D {
+		t.Errorf("snapshot with a ledger\n got %s\nwant %s", got, wantC2D)
+	}
+	ec := mustEngine(t, Options{})
+	if err := ec.Restore(bytes.NewReader(withC2D.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	prev := wallNow
+	defer func() { wallNow = prev }()
+	for _, c := range []struct {
+		at   int64
+		want string
+	}{{1696374484999, `"cloudToDeviceMessageCount":1,`}, {1696374485000, `"cloudToDeviceMessageCount":0,`}} {
+		wallNow = func() int64 { return c.at }
+		if doc, _ := ec.Get("d", ""); !bytes.Contains(doc, []byte(c.want)) {
+			t.Errorf("restored twin read at %d: want %s in %s", c.at, c.want, doc)
+		}
 	}
 	// Every truncation and bit flip is refused and leaves the engine as it was.
 	e2 := mustEngine(t, Options{})

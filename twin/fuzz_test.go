@@ -132,6 +132,8 @@ func FuzzTwinDecode(f *testing.F) {
 		{Op: OpUpdateTwin, DeviceID: "d", IfMatch: "*", Body: []byte(`{"tags":{"x":1},"properties":{"desired":{"y":"z"}}}`)},
 		{Op: OpSetConnection, DeviceID: "d", ModuleID: "m", Connected: true, ConnID: "c"},
 		{Op: OpSetConnection, DeviceID: "d", Connected: true, ConnID: "c", Body: []byte("dtmi:com:example:Thermostat;1")},
+		{Op: OpEnqueueC2D, DeviceID: "d", Body: []byte(`{"messageId":"m","expiry":1696374485000,"maxDepth":50}`)},
+		{Op: OpAckC2D, DeviceID: "d", Body: []byte(`{"messageId":"m"}`)},
 	} {
 		entry, _, _ := e.Prepare(&r)
 		f.Add(entry)

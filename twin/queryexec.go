@@ -223,7 +223,7 @@ func fieldValue(r *record, path []string) (node, bool) {
 	case "version":
 		return num(r.version)
 	case "cloudToDeviceMessageCount":
-		return num(0)
+		return num(c2dCount(r, wallNow()))
 	case "modelId":
 		return str(r.id.modelID)
 	}

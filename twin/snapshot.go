@@ -13,7 +13,7 @@ import (
 // snapshotFormat and a reader for the old one.
 const (
 	snapshotMagic  = "SGTWIN\x00\x00"
-	snapshotFormat = 2 // 2 added MODELID; Restore reads 1 too
+	snapshotFormat = 3 // 2 added MODELID, 3 the C2D ledger; Restore reads 1 and 2 too
 )
 
 // Snapshot writes the engine's replicated state (every identity and twin;
@@ -83,6 +83,11 @@ func encodeRecord(e *enc, r *record) {
 	e.value(&r.tags)
 	e.metaValue(&r.desired)
 	e.metaValue(&r.reported)
+	e.uvarint(uint64(len(r.c2d)))
+	for _, it := range r.c2d {
+		e.str(it.mid)
+		e.varint(it.expiry)
+	}
 }
 
 // Restore replaces the engine's state with a snapshot's. On any error
@@ -101,7 +106,7 @@ func (e *Engine) Restore(r io.Reader) error {
 		return corruptf("snapshot: bad magic")
 	}
 	format := binary.BigEndian.Uint32(body[8:])
-	if format != 1 && format != snapshotFormat {
+	if format < 1 || format > snapshotFormat {
 		return fmt.Errorf("%w: snapshot format %d", ErrUnsupportedFormat, format)
 	}
 	d := dec{b: body, off: 12}
@@ -174,6 +179,19 @@ func decodeRecord(d *dec, format uint32) *record {
 	r.tags = d.value()
 	r.desired = d.metaValue()
 	r.reported = d.metaValue()
+	if format >= 3 {
+		n := d.uvarint()
+		if d.err == nil && (n > MaxC2DQueueDepth || n > 0 && r.moduleID != "") {
+			d.fail("cloud-to-device ledger too long or on a module")
+		}
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			it := c2dItem{mid: d.str(), expiry: d.varint()}
+			if d.err == nil && (it.mid == "" || len(it.mid) > MaxC2DMessageIDBytes || it.expiry <= 0) {
+				d.fail("cloud-to-device ledger entry out of range")
+			}
+			r.c2d = append(r.c2d, it)
+		}
+	}
 	if d.err != nil {
 		return r
 	}

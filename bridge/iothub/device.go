@@ -9,6 +9,7 @@ import (
 
 	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/mqtt"
+	tw "github.com/smartgo/smartgo/twin"
 )
 
 // Device requests: twin GET and reported PATCH, answered on
@@ -199,7 +200,8 @@ func statusOf(err error) (int, string, string) {
 
 // codeNumbers number error codes within their status, as IoT Hub does
 // for the ones the SDKs know; others are 1.
-var codeNumbers = map[string]int{"ArgumentInvalid": 4, "ModuleNotFound": 10, "DeviceNotOnline": 103, "GatewayTimeout": 101}
+var codeNumbers = map[string]int{"ArgumentInvalid": 4, "ModuleNotFound": 10, "DeviceNotOnline": 103, "GatewayTimeout": 101,
+	tw.CodeQueueDepthExceeded: 4}
 
 func codeNumber(code string) int {
 	if n, ok := codeNumbers[code]; ok {

@@ -169,6 +169,11 @@ func (h *Hub) Configure(mo *mqtt.Options, bo *bridge.Options) error {
 	}
 	mo.ReservedFilters = append(slices.Clone(filters), reservedHubFilter, reservedDevFilter)
 	mo.OnConnect, mo.OnDisconnect = h.onConnect, h.onDisconnect
+	if prev := mo.OnAcked; prev != nil {
+		mo.OnAcked = func(id string, m *mqtt.Message) { prev(id, m); h.onAcked(id, m) }
+	} else {
+		mo.OnAcked = h.onAcked
+	}
 	bo.IngressProps = h.ingressProps
 	bo.PrepareC2D = h.prepareC2D // smartgo admin device send
 	bo.Routes = append([]bridge.Route{

@@ -3,6 +3,7 @@ package iothub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -213,12 +214,76 @@ func (h *Hub) SendC2D(ctx context.Context, c *C2DMessage) error {
 	if err := h.prepareC2DFor(ctx, c.DeviceID, gen); err != nil {
 		return err
 	}
+	noted, err := h.noteC2D(ctx, c)
+	if err != nil {
+		return err
+	}
 	be := h.br.Backend()
 	if err := be.PublishTo(ctx, be.EgressTopic(), c.DeviceID, c.MQTT(c.Expiry)); err != nil {
+		if noted {
+			h.forgetC2D(c.DeviceID, c.MessageID)
+		}
 		return fmt.Errorf("iothub: cloud-to-device message: %w", err)
 	}
 	h.stats.C2DSent.Add(1)
 	return nil
+}
+
+// noteC2D adds a message about to be stored to its device's queue count
+// (the twin shard's ledger: cloudToDeviceMessageCount), or fails with
+// the registry's 403 DeviceMaximumQueueDepthExceeded when the device
+// holds C2DMaxQueueDepth messages neither acknowledged nor expired. In
+// development mode a device that is not registered is not counted
+// (noted false).
+func (h *Hub) noteC2D(ctx context.Context, c *C2DMessage) (noted bool, err error) {
+	rctx, cancel := h.requestCtx(ctx)
+	defer cancel()
+	_, err = h.twins.EnqueueC2D(rctx, c.DeviceID, c.MessageID, c.Expiry, h.opts.C2DMaxQueueDepth)
+	switch {
+	case err == nil:
+		return true, nil
+	case h.opts.DeviceAuth != AuthRegistry && errors.Is(err, twincli.ErrNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("iothub: cloud-to-device message for %s: %w", c.DeviceID, err)
+}
+
+// forgetC2D takes a message out of its device's queue count: the device
+// acknowledged it, or it was never stored. The call runs on the
+// connection bookkeeping workers (in order per device); a failure is
+// logged, and the message then leaves the count at its expiry.
+func (h *Hub) forgetC2D(deviceID, messageID string) {
+	h.lc.enqueue(deviceID, func(ctx context.Context) {
+		rctx, cancel := h.requestCtx(ctx)
+		defer cancel()
+		if err := h.twins.AckC2D(rctx, deviceID, messageID); err != nil && !errors.Is(err, twincli.ErrNotFound) {
+			h.log.Warn("iothub: cloud-to-device message left in its device's count until it expires",
+				"device", deviceID, "message_id", messageID, "err", err)
+		}
+	})
+}
+
+// onAcked (mqtt.Options.OnAcked) takes a cloud-to-device message the
+// device acknowledged out of its queue count. It must not block: the
+// registry call goes to a worker.
+func (h *Hub) onAcked(clientID string, m *mqtt.Message) {
+	if !h.started.Load() {
+		return
+	}
+	rest, ok := strings.CutPrefix(m.Topic, "devices/"+clientID+"/messages/devicebound/")
+	if !ok {
+		return
+	}
+	props, err := DecodeBag(rest)
+	if err != nil {
+		return
+	}
+	for _, p := range props {
+		if p.Name == "$.mid" && p.Value != "" {
+			h.forgetC2D(clientID, p.Value)
+			return
+		}
+	}
 }
 
 // prepareC2D makes sure the messages stored for a device from now on wait

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	twincli "github.com/smartgo/smartgo/client/twin"
+	tw "github.com/smartgo/smartgo/twin"
 )
 
 // Defaults of Options.
@@ -23,6 +24,9 @@ const (
 	DefaultC2DTTL           = time.Hour
 	DefaultC2DMaxTTL        = 48 * time.Hour
 	DefaultC2DMaxSize       = 64 << 10
+	// DefaultC2DMaxQueueDepth is IoT Hub's limit of cloud-to-device
+	// messages outstanding per device.
+	DefaultC2DMaxQueueDepth = 50
 	DefaultTwinRate         = 100
 	DefaultRequestTimeout   = 10 * time.Second
 	DefaultStartTimeout     = 30 * time.Second
@@ -115,6 +119,11 @@ type Options struct {
 	C2DMaxTTL time.Duration
 	// C2DMaxSize bounds a cloud-to-device message body. Default 64 KiB.
 	C2DMaxSize int
+	// C2DMaxQueueDepth bounds the cloud-to-device messages a registered
+	// device holds, sent and neither acknowledged nor expired: one more is
+	// refused with 403 DeviceMaximumQueueDepthExceeded. Default 50 (IoT
+	// Hub's); at most twin.MaxC2DQueueDepth.
+	C2DMaxQueueDepth int
 	// TwinRate is the twin requests (GET, PATCH) one device may send per
 	// second, with a burst of as many; beyond it the answer is 429.
 	// Default 100; negative: unlimited.
@@ -174,8 +183,11 @@ func (o *Options) Validate() error {
 		}
 	}
 	if o.MethodAckTimeout < 0 || o.MaxMethodTimeout < 0 || o.C2DTTL < 0 || o.C2DMaxTTL < 0 || o.C2DMaxSize < 0 ||
-		o.RequestTimeout < 0 || o.StartTimeout < 0 || o.MaxBody < 0 {
+		o.RequestTimeout < 0 || o.StartTimeout < 0 || o.MaxBody < 0 || o.C2DMaxQueueDepth < 0 {
 		return bad("negative limit")
+	}
+	if o.C2DMaxQueueDepth > tw.MaxC2DQueueDepth {
+		return bad("C2DMaxQueueDepth %d over %d", o.C2DMaxQueueDepth, tw.MaxC2DQueueDepth)
 	}
 	return nil
 }
@@ -210,6 +222,9 @@ func (o *Options) fill() {
 	}
 	if o.C2DMaxTTL == 0 {
 		o.C2DMaxTTL = DefaultC2DMaxTTL
+	}
+	if o.C2DMaxQueueDepth == 0 {
+		o.C2DMaxQueueDepth = DefaultC2DMaxQueueDepth
 	}
 	if o.C2DMaxSize == 0 {
 		o.C2DMaxSize = DefaultC2DMaxSize

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	tw "github.com/smartgo/smartgo/twin"
 )
@@ -267,5 +268,35 @@ func (c *Client) SetConnected(ctx context.Context, deviceID, moduleID, connID, m
 // current.
 func (c *Client) SetDisconnected(ctx context.Context, deviceID, moduleID, connID string) error {
 	_, err := c.Do(ctx, &Request{Op: tw.OpSetConnection, DeviceID: deviceID, ModuleID: moduleID, ConnID: connID})
+	return err
+}
+
+// EnqueueC2D notes a cloud-to-device message queued for a device: its
+// message id and expiry, counted in the device's cloudToDeviceMessageCount
+// until AckC2D or the expiry. A device holding maxDepth unexpired
+// messages refuses it with ErrQuota (403
+// DeviceMaximumQueueDepthExceeded); noting a message id already held
+// changes nothing. It returns the messages the device now holds.
+func (c *Client) EnqueueC2D(ctx context.Context, deviceID, messageID string, expiry time.Time, maxDepth int) (int, error) {
+	body, err := json.Marshal(tw.C2DEntry{MessageID: messageID, Expiry: expiry.UnixMilli(), MaxDepth: maxDepth})
+	if err != nil {
+		return 0, fmt.Errorf("twin: cloud-to-device entry: %w", err)
+	}
+	rep, err := c.Do(ctx, &Request{Op: tw.OpEnqueueC2D, DeviceID: deviceID, Body: body})
+	if err != nil {
+		return 0, err
+	}
+	return int(rep.Version), nil
+}
+
+// AckC2D notes that a device acknowledged (or will never get) a
+// cloud-to-device message EnqueueC2D noted: it leaves the count. An id
+// the device does not hold is no error.
+func (c *Client) AckC2D(ctx context.Context, deviceID, messageID string) error {
+	body, err := json.Marshal(tw.C2DEntry{MessageID: messageID})
+	if err != nil {
+		return fmt.Errorf("twin: cloud-to-device entry: %w", err)
+	}
+	_, err = c.Do(ctx, &Request{Op: tw.OpAckC2D, DeviceID: deviceID, Body: body})
 	return err
 }

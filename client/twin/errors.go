@@ -40,7 +40,7 @@ var (
 	ErrExists       = tw.ErrExists       // 409: a create found the identity
 	ErrPrecondition = tw.ErrPrecondition // 412: If-Match, an expected $version, or a superseded connection
 	ErrTooLarge     = tw.ErrTooLarge     // 413: a section or the body over its size limit
-	ErrQuota        = tw.ErrQuota        // 403: too many modules on the device
+	ErrQuota        = tw.ErrQuota        // 403: too many modules on the device, or cloud-to-device messages queued for it
 )
 
 // Types shared with the engine, so front ends need only this package.

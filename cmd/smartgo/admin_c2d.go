@@ -11,6 +11,7 @@ import (
 	"github.com/smartgo/smartgo/bridge/iothub"
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
+	"github.com/smartgo/smartgo/twin"
 )
 
 // `smartgo admin device send`: a cloud-to-device message, produced to the
@@ -24,7 +25,10 @@ func init() {
 			"(QoS 1) when the device is connected, or when its persistent session\n" +
 			"resumes, until it expires (-ttl); an IoT hub node first gives a device\n" +
 			"that has no session one, so its first connect gets the message. -p adds\n" +
-			"application properties.",
+			"application properties. The message counts in the device's\n" +
+			"cloudToDeviceMessageCount until the device acknowledges it or it expires;\n" +
+			"a device holding -max-queue-depth such messages refuses one more (403\n" +
+			"DeviceMaximumQueueDepthExceeded), as the hub's API does.",
 		examples: []string{"smartgo admin device send -d pump-17 -body '{\"valve\":\"open\"}' -p priority=high",
 			"smartgo admin device send -d pump-17 -body @command.json -ttl 10m -id cmd-42"},
 		setup: func(fs *cmdFlags) func(context.Context, *adminEnv) error {
@@ -33,6 +37,8 @@ func init() {
 			id := fs.String("id", "", "message `id` (generated when empty)")
 			ttl := fs.Duration("ttl", iothub.DefaultC2DTTL, "how long the message may wait for the device (`duration`)")
 			egress := fs.String("egress", bridge.DefaultEgressTopic, "the bridges' egress `topic` (bridge.egress_topic)")
+			depth := fs.Int("max-queue-depth", iothub.DefaultC2DMaxQueueDepth,
+				"the most unacknowledged messages the device may hold (`n`, iothub.c2d_max_queue_depth)")
 			var props setList
 			fs.Var(&props, "p", "application property `name=value` (repeatable)")
 			return func(ctx context.Context, e *adminEnv) error {
@@ -63,6 +69,12 @@ func init() {
 				if _, err := tc.GetDevice(ctx, *dev); err != nil {
 					return err
 				}
+				if *depth < 1 || *depth > twin.MaxC2DQueueDepth {
+					return usagef("-max-queue-depth must be 1..%d, not %d", twin.MaxC2DQueueDepth, *depth)
+				}
+				if _, err := tc.EnqueueC2D(ctx, *dev, m.MessageID, m.Expiry, *depth); err != nil {
+					return err
+				}
 				// As the HTTPS API does: a device that never connected (or
 				// whose session ended) gets a session holding its
 				// subscription first, so the message waits for it.
@@ -83,6 +95,7 @@ func init() {
 				}
 				defer p.Close()
 				if _, err := p.SendOrderly(ctx, cm, *dev, client.HashSelector); err != nil {
+					_ = tc.AckC2D(ctx, *dev, m.MessageID) // not stored: out of the count (else it leaves at its expiry)
 					return fmt.Errorf("send to %s: %w", *egress, err)
 				}
 				e.out.message(map[string]any{"deviceId": *dev, "messageId": m.MessageID, "expiry": m.Expiry.UTC().Format(time.RFC3339)},

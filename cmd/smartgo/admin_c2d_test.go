@@ -64,6 +64,16 @@ func TestCmdAdminDeviceSend(t *testing.T) {
 	}
 	run(exitUsage, "device", "send", "-body", "x")
 	run(exitUsage, "device", "send", "-d", "valve-9", "-body", "x", "-ttl", "0s")
+	run(exitUsage, "device", "send", "-d", "valve-9", "-body", "x", "-max-queue-depth", "0")
+	// The message counts in the identity's cloudToDeviceMessageCount; a
+	// device holding -max-queue-depth refuses one more, and nothing of it
+	// is stored.
+	if _, errOut := run(exitFailure, "device", "send", "-d", "valve-9", "-body", "x", "-max-queue-depth", "1"); !strings.Contains(errOut, "DeviceMaximumQueueDepthExceeded") {
+		t.Fatalf("over the queue depth: %q", errOut)
+	}
+	if out, _ := run(exitOK, "-o", "json", "device", "get", "-d", "valve-9"); !strings.Contains(out, `"cloudToDeviceMessageCount": 1`) {
+		t.Fatalf("device get: %s", out)
+	}
 	if _, errOut := run(exitFailure, "device", "send", "-d", "valve-9", "-body", "x", "-p", "$bad=1"); !strings.Contains(errOut, "$bad") {
 		t.Fatalf("bad property: %q", errOut)
 	}

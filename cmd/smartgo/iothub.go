@@ -40,7 +40,7 @@ func iothubOptions(h conf.IoTHub, b conf.Bridge, log *slog.Logger) iothub.Option
 	o := iothub.Options{HostName: h.HostName, DeviceAuth: h.DeviceAuth, X509CAFile: h.X509CAFile,
 		TLSCertFile: h.TLSCert, TLSKeyFile: h.TLSKey, EventsTopic: h.EventsTopic, RPCTopic: h.RPCTopic,
 		MethodAckTimeout: h.MethodAckTimeout.D(), MaxMethodTimeout: h.MaxMethodTimeout.D(), C2DTTL: h.C2DTTL.D(),
-		C2DMaxTTL: h.C2DMaxTTL.D(), C2DMaxSize: int(h.C2DMaxSize.Bytes()), TwinRate: h.TwinRate,
+		C2DMaxTTL: h.C2DMaxTTL.D(), C2DMaxSize: int(h.C2DMaxSize.Bytes()), C2DMaxQueueDepth: h.C2DMaxQueueDepth, TwinRate: h.TwinRate,
 		RequestTimeout: h.RequestTimeout.D(), StartTimeout: h.StartTimeout.D(), MaxBody: h.MaxBody.Bytes(),
 		Twins: twincli.Options{Registries: b.Registries, RouteRefresh: h.RouteRefresh.D(),
 			RequestTimeout: h.RequestTimeout.D(), WatchCheck: h.WatchCheck.D()},

@@ -106,6 +106,7 @@ var notFromTOML = map[string]string{
 	"MQTT.Authenticate":           "wired by the program (the IoT hub front)",
 	"MQTT.OnConnect":              "wired by the program (the IoT hub front)",
 	"MQTT.OnDisconnect":           "wired by the program (the IoT hub front)",
+	"MQTT.OnAcked":                "wired by the program (the IoT hub front)",
 	"MQTT.Authorize":              "wired by the program (the IoT hub front)",
 	"Bridge.IngressProps":         "wired by the program (the IoT hub front)",
 	"MQTT.Logger":                 "injected",
