@@ -584,8 +584,18 @@ func TestAzureNodeSDKs(t *testing.T) {
 	}
 }
 
-// sendC2D posts a cloud-to-device message to SmartGo's HTTPS API.
+// sendC2D posts a cloud-to-device message to SmartGo's HTTPS API and
+// requires 204.
 func (h *hub) sendC2D(t *testing.T, id, body string, hdr map[string]string) {
+	t.Helper()
+	if st, code, _ := h.postC2D(t, id, body, hdr); st != 204 {
+		t.Fatalf("C2D send: %d %s", st, code)
+	}
+}
+
+// postC2D posts a cloud-to-device message to SmartGo's HTTPS API and
+// returns the status, the iothub-errorcode header and the body.
+func (h *hub) postC2D(t *testing.T, id, body string, hdr map[string]string) (int, string, string) {
 	t.Helper()
 	pool := x509.NewCertPool()
 	data, _ := os.ReadFile(h.caFile)
@@ -595,6 +605,7 @@ func (h *hub) sendC2D(t *testing.T, id, body string, hdr map[string]string) {
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, net.JoinHostPort(h.ip, "443"))
 		}}}
+	defer hc.CloseIdleConnections()
 	req, _ := http.NewRequest("POST", "https://"+hubHost+"/devices/"+id+"/messages/devicebound?api-version=2021-04-12", strings.NewReader(body))
 	tok, err := iothub.SignToken(hubHost, "iothubowner", h.policyKey, time.Now().Add(time.Hour))
 	if err != nil {
@@ -608,10 +619,9 @@ func (h *hub) sendC2D(t *testing.T, id, body string, hdr map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != 204 {
-		t.Fatalf("C2D send: %d", resp.StatusCode)
-	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("iothub-errorcode"), string(b)
 }
 
 // expectTelemetry reads the events topic for the device's message and
