@@ -10,7 +10,9 @@ import (
 // expiries (Unix ms), in the order they were sent. EnqueueC2D adds one
 // unless the device already holds its maxDepth unexpired ones (403
 // DeviceMaximumQueueDepthExceeded, IoT Hub's refusal of the 51st
-// message); AckC2D removes one once the device acknowledged it. Every
+// message); AckC2D removes one once the device acknowledged it (the
+// oldest of its id: two messages sent with one id count twice, and
+// leave with two acknowledgements). Every
 // write first drops the entries whose expiry the entry's store time has
 // passed; a read counts only those still unexpired by the reading
 // node's clock (cloudToDeviceMessageCount): the one place the engine
@@ -114,22 +116,20 @@ func (e *Engine) c2dLocked(le *logEntry, now int64, out *Outcome) {
 		return
 	}
 	live := r.c2d[:0]
-	found := false
+	acked := le.op != OpAckC2D
 	for _, it := range r.c2d {
 		if it.expiry <= now {
 			continue // expired: the device will not get it
 		}
-		if it.mid == le.c2dID {
-			found = true
-			if le.op == OpAckC2D {
-				continue
-			}
+		if !acked && it.mid == le.c2dID {
+			acked = true // the oldest of that id: ids need not be unique
+			continue
 		}
 		live = append(live, it)
 	}
 	clear(r.c2d[len(live):])
 	r.c2d = live
-	if le.op == OpEnqueueC2D && !found {
+	if le.op == OpEnqueueC2D {
 		if len(r.c2d) >= le.c2dMax {
 			out.Reply = errReply(errf(StatusForbidden, CodeQueueDepthExceeded,
 				"device %s holds %d cloud-to-device messages, the most it may (%d)", r.deviceID, len(r.c2d), le.c2dMax))

@@ -276,7 +276,8 @@ func (c *Client) SetDisconnected(ctx context.Context, deviceID, moduleID, connID
 // until AckC2D or the expiry. A device holding maxDepth unexpired
 // messages refuses it with ErrQuota (403
 // DeviceMaximumQueueDepthExceeded); noting a message id already held
-// changes nothing. It returns the messages the device now holds.
+// counts it again (ids need not be unique). It returns the messages the
+// device now holds.
 func (c *Client) EnqueueC2D(ctx context.Context, deviceID, messageID string, expiry time.Time, maxDepth int) (int, error) {
 	body, err := json.Marshal(tw.C2DEntry{MessageID: messageID, Expiry: expiry.UnixMilli(), MaxDepth: maxDepth})
 	if err != nil {
