@@ -115,6 +115,11 @@ func (e *Engine) c2dLocked(le *logEntry, now int64, out *Outcome) {
 		out.Reply = errReply(err)
 		return
 	}
+	if n := c2dCount(r, now); le.op == OpEnqueueC2D && n >= int64(le.c2dMax) {
+		out.Reply = errReply(errf(StatusForbidden, CodeQueueDepthExceeded,
+			"device %s holds %d cloud-to-device messages, the most it may (%d)", r.deviceID, n, le.c2dMax))
+		return // a refusal changes nothing
+	}
 	live := r.c2d[:0]
 	acked := le.op != OpAckC2D
 	for _, it := range r.c2d {
@@ -129,15 +134,8 @@ func (e *Engine) c2dLocked(le *logEntry, now int64, out *Outcome) {
 	}
 	clear(r.c2d[len(live):])
 	r.c2d = live
-	if le.op == OpEnqueueC2D {
-		if len(r.c2d) >= le.c2dMax {
-			out.Reply = errReply(errf(StatusForbidden, CodeQueueDepthExceeded,
-				"device %s holds %d cloud-to-device messages, the most it may (%d)", r.deviceID, len(r.c2d), le.c2dMax))
-			return
-		}
-		if le.c2dExpiry > now {
-			r.c2d = append(r.c2d, c2dItem{mid: le.c2dID, expiry: le.c2dExpiry})
-		}
+	if le.op == OpEnqueueC2D && le.c2dExpiry > now {
+		r.c2d = append(r.c2d, c2dItem{mid: le.c2dID, expiry: le.c2dExpiry})
 	}
 	if len(r.c2d) == 0 {
 		r.c2d = nil
