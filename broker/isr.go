@@ -27,6 +27,9 @@ import (
 //
 // While a change is pending the master waits for the union of the old set,
 // the proposal and the candidates; only the controller's answer narrows it.
+// Towards MinInSyncReplicas only the members the controller holds count
+// (pushSyncSet): a candidate the controller has not taken could not be
+// elected if this master died.
 
 // isrInterval is the period of the sync state set check.
 func (b *Broker) isrInterval() time.Duration {
@@ -123,7 +126,7 @@ func (b *Broker) maintainSyncSet(ctx context.Context) {
 	}
 	st.mu.Unlock()
 	if changedCandidates || propose {
-		srv.SetSyncStateSet(b.ackSet(), b.opts.MinInSyncReplicas)
+		b.pushSyncSet(srv)
 	}
 	if !propose && !behind {
 		return
@@ -159,9 +162,13 @@ func (b *Broker) maintainSyncSet(ctx context.Context) {
 			}
 		}
 		st.mu.Unlock()
-		srv.SetSyncStateSet(b.ackSet(), b.opts.MinInSyncReplicas)
-		b.log.Info("sync state set changed", "from", cur, "to", g.SyncStateSet, "epoch", g.SyncStateSetEpoch,
-			"candidates", slices.Sorted(maps.Keys(b.candidatesCopy())))
+		b.pushSyncSet(srv)
+		if !slices.Equal(slices.Sorted(slices.Values(g.SyncStateSet)), cur) {
+			// Not when the controller left every joiner out (they send it
+			// no heartbeats): the master proposes them again each round.
+			b.log.Info("sync state set changed", "from", cur, "to", g.SyncStateSet, "epoch", g.SyncStateSetEpoch,
+				"candidates", slices.Sorted(maps.Keys(b.candidatesCopy())))
+		}
 	case protocol.ControllerFencedMasterEpoch, protocol.ControllerInvalidMaster:
 		b.log.Warn("the controller refused a sync state set change from this master", "code", resp.Code, "remark", resp.Remark)
 		if hasView {

@@ -60,7 +60,7 @@ func (b *Broker) applyView(g protocol.ControllerGroup) {
 		if !b.acting.Load() || prevEpoch != g.MasterEpoch {
 			b.becomeMaster(g)
 		} else if srv := b.haSrv.Load(); srv != nil {
-			srv.SetSyncStateSet(b.ackSet(), b.opts.MinInSyncReplicas)
+			b.pushSyncSet(srv)
 		}
 	case g.MasterID != 0:
 		if b.acting.Load() || prevMaster != g.MasterID || prevEpoch != g.MasterEpoch || b.haCli.Load() == nil {
@@ -73,18 +73,22 @@ func (b *Broker) applyView(g protocol.ControllerGroup) {
 	}
 }
 
-// ackSet is the set of members whose acks writes need: the controller's
-// set, joined with a pending change (isrLoop).
-func (b *Broker) ackSet() []int64 {
+// pushSyncSet tells the HA server whose acks writes need (the
+// controller's set joined with a pending change and the candidates,
+// isrLoop) and which members the controller holds: a write counts only
+// those towards MinInSyncReplicas, so a slave that caught up is not
+// counted before the controller could elect it.
+func (b *Broker) pushSyncSet(srv *ha.Server) {
 	st := b.ctl
 	st.mu.Lock()
-	defer st.mu.Unlock()
+	held := slices.Clone(st.syncSet)
 	set := append(slices.Clone(st.syncSet), b.pendingSet...)
 	for id := range b.candidates {
 		set = append(set, id)
 	}
+	st.mu.Unlock()
 	slices.Sort(set)
-	return slices.Compact(set)
+	srv.SetSyncStateSetChanging(slices.Compact(set), held, b.opts.MinInSyncReplicas)
 }
 
 // becomeMaster makes this broker its group's master at g's epoch.
@@ -145,7 +149,7 @@ func (b *Broker) becomeMaster(g protocol.ControllerGroup) {
 		b.log.Error("cannot become master: HA server", "err", err)
 		return
 	}
-	srv.SetSyncStateSet(b.ackSet(), b.opts.MinInSyncReplicas)
+	b.pushSyncSet(srv)
 	b.haSrv.Store(srv)
 	b.acting.Store(true)
 	b.kickHeartbeat() // the lease: a replica confirms this broker as master

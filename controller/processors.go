@@ -143,14 +143,34 @@ func (c *Controller) processAlterSyncStateSet(_ *remoting.Conn, req *protocol.Co
 	if g == nil {
 		return errResp(protocol.ControllerBrokerMetadataNotExist, "no broker group %s", a.BrokerName), nil
 	}
+	// A broker the controller does not hear from cannot join the set (it
+	// could not be elected); the rest of the change applies. Refusing the
+	// whole change would keep a master whose slave caught up from ever
+	// counting it (a write needs the controller's set to reach
+	// min_insync_replicas), when another joiner is, say, cut off from the
+	// controllers but not from the master.
 	now := time.Now()
+	set := make([]int64, 0, len(a.SyncStateSet))
+	var left []int64
 	for _, id := range a.SyncStateSet {
-		if g.Members[id] == nil || slices.Contains(g.SyncStateSet, id) || id == a.MasterID {
-			continue // the state machine checks membership
+		if g.Members[id] != nil && !slices.Contains(g.SyncStateSet, id) && id != a.MasterID {
+			if alive, _, _ := c.liveness(a.BrokerName, id, now); !alive {
+				left = append(left, id)
+				continue
+			}
+		} // else the state machine checks membership
+		set = append(set, id)
+	}
+	if len(left) > 0 {
+		sorted := slices.Compact(slices.Sorted(slices.Values(set)))
+		if a.MasterEpoch == g.MasterEpoch && a.MasterID == g.MasterID && a.SyncStateSetEpoch == g.SyncEpoch &&
+			slices.Equal(sorted, g.SyncStateSet) {
+			// Nothing left to change: answered from the state, no log entry.
+			return bodyResp(protocol.Success, "", c.view(g))
 		}
-		if alive, _, _ := c.liveness(a.BrokerName, id, now); !alive {
-			return errResp(protocol.ControllerBrokerNotAlive, "broker %d of %s sends no heartbeats; it cannot join the sync state set", id, a.BrokerName), nil
-		}
+		c.log.Info("controller: sync state set change without brokers that send no heartbeats",
+			"group", a.BrokerName, "left", left, "set", sorted)
+		a.SyncStateSet = set
 	}
 	r, resp := c.proposeResp(&command{Op: opAlterSSS, Group: a.BrokerName, ID: a.MasterID, Epoch: a.MasterEpoch,
 		SyncEpoch: a.SyncStateSetEpoch, Set: a.SyncStateSet})

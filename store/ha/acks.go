@@ -31,6 +31,7 @@ type ackSnap struct {
 	ack        int64 // the best slave's end (controlled: the lowest member's)
 	lowest     int64 // controlled: the member with the lowest end, -1 if none
 	members    int   // controlled: members, this master included
+	confirmed  int   // controlled: members the controller holds, this master included
 	minInSync  int   // controlled: the fewest members for a write
 }
 
@@ -62,6 +63,8 @@ func (a ackSnap) state(end int64, first bool, fallBehindMax int64) error {
 			return fmt.Errorf("%w: %d in-sync replicas, %d required", ErrSlaveNotAvailable, a.members, a.minInSync)
 		case a.lowest >= 0 && a.ack < end:
 			return fmt.Errorf("%w: in-sync replica %d has not reached %d", errAckPending, a.lowest, end)
+		case a.confirmed < a.minInSync:
+			return fmt.Errorf("%w: the controller's sync state set holds %d members, %d required", errAckPending, a.confirmed, a.minInSync)
 		}
 		return nil
 	}

@@ -244,3 +244,67 @@ func TestStoreHASyncStateSetWait(t *testing.T) {
 		t.Fatalf("set below the minimum: %v", err)
 	}
 }
+
+// TestStoreHASyncStateSetUnconfirmedMember: a slave that has every write
+// but is not yet in the set the controller holds does not count towards
+// the fewest members. A write waits (and times out, or is answered when
+// the controller's set grows), and WhenAcked's waiters are answered when
+// the set changes.
+func TestStoreHASyncStateSetUnconfirmedMember(t *testing.T) {
+	dir := t.TempDir()
+	m := openTest(t, filepath.Join(dir, "m"), nil)
+	if _, err := m.StartEpoch(1); err != nil {
+		t.Fatal(err)
+	}
+	srv := serveControlled(t, m, controlledHA("g", 1, 1))
+	s2 := openTest(t, filepath.Join(dir, "s2"), nil)
+	clientControlled(t, s2, controlledHA("g", 2, 1), srv.Addr().String())
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if len(srv.Slaves()) != 1 {
+			return fmt.Errorf("%d slaves", len(srv.Slaves()))
+		}
+		return nil
+	})
+	put := func() int64 {
+		r := mustPut(t, m, msgSpec{topic: "T", body: "x"})
+		return r.PhysicalOffset + int64(r.WroteBytes)
+	}
+	// Slave 2 is a candidate: its acks are needed, the controller's set
+	// is the master alone.
+	srv.SetSyncStateSetChanging([]int64{1, 2}, []int64{1}, 2)
+	end := put()
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if a := srv.AckedBy(2); a < end {
+			return fmt.Errorf("slave 2 at %d, write ends at %d", a, end)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	err := srv.WaitAck(ctx, end)
+	cancel()
+	if !errors.Is(err, ErrSlaveAckTimeout) {
+		t.Fatalf("acknowledged with the controller's set below the minimum: %v", err)
+	}
+	answered := make(chan error, 1)
+	srv.WhenAcked(end, time.Minute, func(err error) { answered <- err })
+	select {
+	case err := <-answered:
+		t.Fatalf("WhenAcked answered before the controller held the slave: %v", err)
+	default:
+	}
+	// The controller takes slave 2 into its set: the waiter is answered.
+	srv.SetSyncStateSetChanging([]int64{1, 2}, []int64{1, 2}, 2)
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("after the controller held the slave: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WhenAcked not answered after the set grew")
+	}
+	// Too few members even counting the candidates: refused at once.
+	srv.SetSyncStateSetChanging([]int64{1}, []int64{1}, 2)
+	if err := srv.WaitAck(context.Background(), put()); !errors.Is(err, ErrSlaveNotAvailable) {
+		t.Fatalf("members below the minimum: %v", err)
+	}
+}

@@ -12,8 +12,9 @@
 // Controlled mode (Options.Controlled: a controller elects the master)
 // adds master epochs to the handshake: a slave cuts the tail of its log
 // the new master does not have before it replicates, a write waits for
-// every member of the sync state set the broker names (SetSyncStateSet),
-// and consumers see only what every member has (the store's dispatch
+// every member of the sync state set the broker names and counts towards
+// the fewest members only those the controller holds
+// (SetSyncStateSetChanging), and consumers see only what every member has (the store's dispatch
 // limit follows the confirm offset).
 //
 // The package reads the log only through the store's public API

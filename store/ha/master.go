@@ -129,6 +129,7 @@ type Server struct {
 	// Controlled mode: the sync state set whose acks a write waits for.
 	syncMu    sync.Mutex
 	syncSet   []int64         // member ids other than this broker; protected by syncMu
+	confirmed int             // members the controller holds (this broker included); protected by syncMu
 	minInSync int             // fewest members (this broker included); protected by syncMu
 	acked     map[int64]int64 // highest end each broker id reported; protected by syncMu
 	limit     int64           // dispatch limit last set; protected by syncMu
