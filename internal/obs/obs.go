@@ -156,22 +156,27 @@ func (h *Health) names() []string {
 }
 
 // Handler serves /metrics from g and /healthz, /readyz and
-// /readyz/{name} from h.
+// /readyz/{name} from h. /healthz/ and /readyz/ (a probe configured with
+// a trailing slash) answer as /healthz and /readyz.
 func Handler(g prometheus.Gatherer, h *Health) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	healthz := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	}
+	readyz := func(w http.ResponseWriter, _ *http.Request) {
 		lines, ok := h.Ready()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if !ok {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		_, _ = w.Write([]byte(strings.Join(lines, "\n") + "\n"))
-	})
+	}
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.HandleFunc("GET /healthz/{$}", healthz)
+	mux.HandleFunc("GET /readyz", readyz)
+	mux.HandleFunc("GET /readyz/{$}", readyz)
 	mux.HandleFunc("GET /readyz/{name}", func(w http.ResponseWriter, r *http.Request) {
 		line, ok, found := h.ReadyOne(r.PathValue("name"))
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -67,9 +67,20 @@ func TestObsEndpoints(t *testing.T) {
 	if code, body := get(t, base+"/readyz/bridge"); code != 404 || !strings.Contains(body, "store, broker") {
 		t.Fatalf("/readyz/bridge (no such part): %d %q", code, body)
 	}
+	if code, body := get(t, base+"/readyz/"); code != 503 || body != "ok store\nfail broker: not registered with any registry yet\n" {
+		t.Fatalf("/readyz/ (trailing slash) unregistered: %d %q", code, body)
+	}
 	registered.Store(true)
-	if code, body := get(t, base+"/readyz"); code != 200 || body != "ok store\nok broker\n" {
-		t.Fatalf("/readyz ready: %d %q", code, body)
+	for _, path := range []string{"/readyz", "/readyz/"} {
+		if code, body := get(t, base+path); code != 200 || body != "ok store\nok broker\n" {
+			t.Fatalf("%s ready: %d %q", path, code, body)
+		}
+	}
+	if code, body := get(t, base+"/healthz/"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz/ (trailing slash): %d %q", code, body)
+	}
+	if code, _ := get(t, base+"/healthz/x"); code != 404 {
+		t.Fatalf("/healthz/x: %d, want 404", code)
 	}
 	code, body := get(t, base+"/metrics")
 	for _, want := range []string{"smartgo_test_total 3", "go_goroutines", "process_cpu_seconds_total"} {
