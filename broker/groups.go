@@ -93,7 +93,10 @@ func OpenGroups(opts GroupOptions) (*GroupManager, error) {
 const MaxGroupLength = MaxTopicLength - len(RetryGroupPrefix)
 
 // ValidateGroupName applies the topic naming rules to a group name, at
-// most MaxGroupLength characters long.
+// most MaxGroupLength characters long and not starting with a retry or
+// dead-letter topic's prefix (a group %RETRY%x would have the retry topic
+// %RETRY%%RETRY%x, read back as group %RETRY%x's or x's by tools that
+// strip one prefix).
 func ValidateGroupName(group string) error {
 	if err := ValidateTopicName(group); err != nil {
 		return fmt.Errorf("%w: %q: %v", ErrInvalidGroup, group, err)
@@ -102,7 +105,17 @@ func ValidateGroupName(group string) error {
 		return fmt.Errorf("%w: %q is %d bytes, at most %d (its retry topic %s<group> has at most %d)",
 			ErrInvalidGroup, group, len(group), MaxGroupLength, RetryGroupPrefix, MaxTopicLength)
 	}
+	if reservedGroup(group) {
+		return fmt.Errorf("%w: %q starts with %s or %s, the prefixes of a group's retry and dead-letter topics",
+			ErrInvalidGroup, group, RetryGroupPrefix, DLQGroupPrefix)
+	}
 	return nil
+}
+
+// reservedGroup reports whether group starts with a retry or dead-letter
+// topic's prefix.
+func reservedGroup(group string) bool {
+	return strings.HasPrefix(group, RetryGroupPrefix) || strings.HasPrefix(group, DLQGroupPrefix)
 }
 
 // ValidateName is ValidateGroupName for a group this broker is asked to
@@ -111,10 +124,11 @@ func ValidateGroupName(group string) error {
 // allowed before MaxGroupLength: SmartGo up to the twelfth session took
 // groups of 121-127 characters, and their consumers must keep working
 // after an upgrade. Such a group has no retry topic (see LongGroup); a
-// new one is refused with the limit and the reason.
+// new one is refused with the limit and the reason. So is a group named
+// with a retry or dead-letter prefix, kept from before that rule.
 func (m *GroupManager) ValidateName(group string) error {
 	err := ValidateGroupName(group)
-	if err == nil || !LongGroup(group) || ValidateTopicName(group) != nil {
+	if err == nil || !(LongGroup(group) || reservedGroup(group)) || ValidateTopicName(group) != nil {
 		return err
 	}
 	if _, ok := m.Get(group); ok {

@@ -500,3 +500,45 @@ func TestBrokerGroupKeptFromBeforeTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// A group named with a retry or dead-letter topic's prefix is refused
+// from any client (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, a pull, a
+// heartbeat); one the broker kept from before the rule is still served.
+func TestBrokerGroupReservedPrefixRefused(t *testing.T) {
+	dir := t.TempDir()
+	kept := DLQGroupPrefix + "old"
+	w := SubscriptionGroupWrapper{SubscriptionGroupTable: map[string]*SubscriptionGroupConfig{}}
+	g := DefaultSubscriptionGroup(kept)
+	w.SubscriptionGroupTable[kept] = &g
+	if err := writeConfig(filepath.Join(dir, "config", SubscriptionGroupFile), w); err != nil {
+		t.Fatal(err)
+	}
+	b := testBroker(t, dir, nil)
+	c := newTestClient(t, b.Addr())
+	for _, name := range []string{RetryGroupPrefix + "x", DLQGroupPrefix + "x", RetryGroupPrefix} {
+		body, err := protocol.EncodeJSON(DefaultSubscriptionGroup(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := c.invoke(protocol.UpdateAndCreateSubscriptionGroup, nil, body)
+		if resp.Code == protocol.Success || !strings.Contains(resp.Remark, "prefixes of a group's retry and dead-letter topics") {
+			t.Fatalf("create group %q: %d %q, want refused naming the prefixes", name, resp.Code, resp.Remark)
+		}
+		if _, ok := b.groups.Get(name); ok {
+			t.Fatalf("group %q created", name)
+		}
+		if _, err := b.groups.FindOrCreate(name); !errors.Is(err, ErrInvalidGroup) {
+			t.Fatalf("auto-create of %q: %v", name, err)
+		}
+	}
+	if err := b.groups.ValidateName(kept); err != nil {
+		t.Fatalf("group %q kept from before the rule: %v", kept, err)
+	}
+	body, err := protocol.EncodeJSON(DefaultSubscriptionGroup("plain%name"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := c.invoke(protocol.UpdateAndCreateSubscriptionGroup, nil, body); resp.Code != protocol.Success {
+		t.Fatalf("a group with %% inside: %d %q", resp.Code, resp.Remark)
+	}
+}
