@@ -270,7 +270,15 @@ func (h *Hub) onAcked(clientID string, m *mqtt.Message) {
 	if !h.started.Load() {
 		return
 	}
-	rest, ok := strings.CutPrefix(m.Topic, "devices/"+clientID+"/messages/devicebound/")
+	// Every acknowledged QoS 1 or 2 message of every client comes here:
+	// cut the prefix piece by piece, without building it.
+	rest, ok := strings.CutPrefix(m.Topic, "devices/")
+	if ok {
+		rest, ok = strings.CutPrefix(rest, clientID)
+	}
+	if ok {
+		rest, ok = strings.CutPrefix(rest, "/messages/devicebound/")
+	}
 	if !ok {
 		return
 	}
