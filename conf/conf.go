@@ -558,7 +558,7 @@ func decode(f *File, name, text string) error {
 		for i, k := range und {
 			keys[i] = k.String()
 		}
-		return fmt.Errorf("%w: %s: unknown key %q (known keys: see conf/standalone.toml)", ErrInvalid, name, strings.Join(keys, ", "))
+		return fmt.Errorf("%w: %s: unknown key %q (%s)", ErrInvalid, name, strings.Join(keys, ", "), knownKeysHint(und[0]))
 	}
 	d := Default()
 	if !md.IsDefined("broker", "registries") {

@@ -77,8 +77,8 @@ func TestConfBadInputNamesFileKeyAndRange(t *testing.T) {
 		name, text string
 		want       []string
 	}{
-		{"unknown key", "[store]\nsegmnt_size = 5\n", []string{"bad.toml", "unknown key", "store.segmnt_size"}},
-		{"unknown section", "[stor]\nroot = \"x\"\n", []string{"bad.toml", "unknown key", "stor"}},
+		{"unknown key", "[store]\nsegmnt_size = 5\n", []string{"bad.toml", "unknown key", "store.segmnt_size", "known in [store]:", "store.segment_size"}},
+		{"unknown section", "[stor]\nroot = \"x\"\n", []string{"bad.toml", "unknown key", "stor", "known sections:", "[store]", "[iothub]"}},
 		{"wrong type", "[store]\ncq_entries_per_file = \"many\"\n", []string{"bad.toml", "cq_entries_per_file"}},
 		{"out of range", "[store]\ndisk_full_ratio = 150\n", []string{"bad.toml", "store.disk_full_ratio = 150", "between 10 and 99"}},
 		{"bad size", "[store]\nsegment_size = \"12 parsecs\"\n", []string{"bad.toml", "segment_size", "invalid size"}},

@@ -34,6 +34,26 @@ func (f *File) Set(key, text string) error {
 	return nil
 }
 
+// knownKeysHint names what a file may hold where key was not known: the
+// keys of its section, or the sections when the section itself is not
+// one (`smartgo <cmd> -h` and conf/standalone.toml describe them).
+func knownKeysHint(key toml.Key) string {
+	if len(key) > 0 {
+		if ks := Keys(key[0]); len(ks) > 0 {
+			return "known in [" + key[0] + "]: " + strings.Join(ks, ", ")
+		}
+	}
+	var sections []string
+	t := reflect.TypeOf(File{})
+	for i := 0; i < t.NumField(); i++ {
+		if t.Field(i).Type.Kind() == reflect.Struct {
+			sections = append(sections, "["+t.Field(i).Tag.Get("toml")+"]")
+		}
+	}
+	sort.Strings(sections)
+	return "known sections: " + strings.Join(sections, ", ")
+}
+
 // Keys lists the settable keys of a section, sorted.
 func Keys(section string) []string {
 	f := File{}
