@@ -449,6 +449,29 @@ func (m *mappedFile) zeroFrom(from int64) bool {
 	return dirty
 }
 
+// dataAllZero reports whether the file's data regions are all zero. It
+// reads only them (lseek SEEK_DATA/SEEK_HOLE): on a full tmpfs, reading a
+// hole through the shared mapping raises SIGBUS (the page cannot be
+// allocated), which killed a restart that found a segment made ahead of
+// the log's end.
+func (m *mappedFile) dataAllZero() bool {
+	for off := int64(0); off < m.size; {
+		d, ok := dataFrom(m, off)
+		if !ok || d >= m.size {
+			return true
+		}
+		h, err := m.seek(d, unix.SEEK_HOLE)
+		if err != nil || h > m.size {
+			h = m.size
+		}
+		if !allZero(m.data[d:h]) {
+			return false
+		}
+		off = h
+	}
+	return true
+}
+
 func allZero(b []byte) bool {
 	for len(b) >= 8 {
 		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {

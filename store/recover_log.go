@@ -140,7 +140,7 @@ func (s *Store) cutLog(end int64) {
 			}
 			keep = append(keep, m)
 		default:
-			if !allZero(m.data) {
+			if !m.dataAllZero() {
 				dirty = true
 			}
 			_ = m.destroy(true)
