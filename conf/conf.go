@@ -63,6 +63,10 @@ type Console struct {
 // one HTTP listener per process (every subcommand that runs a server).
 type Metrics struct {
 	Listen string `toml:"listen"` // "" = off
+	// Pprof also serves the Go runtime's profiles (net/http/pprof) under
+	// /debug/pprof/ on the same listener. Off by default: a profile shows
+	// the process's internals and costs CPU while it is taken.
+	Pprof bool `toml:"pprof"`
 }
 
 // Log configures the process logger.

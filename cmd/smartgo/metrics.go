@@ -20,13 +20,14 @@ type monitor struct {
 }
 
 // startMonitor creates the process's metrics registry and, when
-// [metrics].listen is set, serves /metrics, /healthz and /readyz.
+// [metrics].listen is set, serves /metrics, /healthz and /readyz (and
+// /debug/pprof/ with [metrics].pprof).
 func startMonitor(c conf.Metrics, log *slog.Logger) (*monitor, error) {
 	m := &monitor{reg: obs.NewRegistry()}
 	if c.Listen == "" {
 		return m, nil
 	}
-	srv, err := obs.Serve(c.Listen, m.reg, &m.health, log.With("component", "metrics"))
+	srv, err := obs.Serve(c.Listen, m.reg, &m.health, log.With("component", "metrics"), obs.Profiling(c.Pprof))
 	if err != nil {
 		return nil, err
 	}

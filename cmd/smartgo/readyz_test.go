@@ -151,3 +151,26 @@ func TestCmdBinaryStartingPartsAreNamed(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, p.stderr.String())
 	}
 }
+
+// metrics.pprof (TOML, here through -set) serves the runtime's profiles
+// on the metrics port of a real process, and only when set.
+func TestCmdBinaryMetricsPprof(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		args := []string{"registry", "-set", "registry.listen=127.0.0.1:0", "-set", "metrics.listen=127.0.0.1:0"}
+		if on {
+			args = append(args, "-set", "metrics.pprof=true")
+		}
+		p := startBin(t, args...)
+		addr := p.waitLog(t, regexp.MustCompile(`metrics listening.* addr=(\S+)`), 30*time.Second)[1]
+		code, body := getPath(t, addr, "/debug/pprof/cmdline")
+		switch {
+		case on && (code != 200 || !strings.Contains(body, "registry")):
+			t.Fatalf("pprof on: /debug/pprof/cmdline %d %q", code, body)
+		case !on && code != 404:
+			t.Fatalf("pprof off: /debug/pprof/cmdline %d %q, want 404", code, body)
+		}
+		if code, _ := p.stop(t, syscall.SIGTERM, 10*time.Second); code != exitOK {
+			t.Fatalf("exit %d:\n%s", code, p.stderr.String())
+		}
+	}
+}

@@ -12,6 +12,15 @@
 // (404 for a name the process has not): a probe that routes traffic to one
 // part of a process (the registry of a registry that also runs a
 // controller replica, the MQTT bridge of a standalone) asks only it.
+//
+// With the Profiling option (`[metrics] pprof = true`) the listener also
+// serves the Go runtime's profiles under /debug/pprof/ (CPU, heap,
+// goroutines, mutex and block contention, execution traces), the
+// endpoints of net/http/pprof, for an operator who needs to see where a
+// running process spends its time; make pgo collects the build's
+// profile-guided optimisation profile through it. It is off by default:
+// a profile shows a process's internals and costs CPU while it runs, so
+// the listener should then be reachable only by operators.
 package obs
 
 import (
@@ -21,6 +30,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -201,17 +211,51 @@ type Server struct {
 	err  error
 }
 
+// Option changes what Serve serves.
+type Option func(*serveConfig)
+
+type serveConfig struct {
+	profiling bool
+}
+
+// Profiling makes Serve also serve the runtime's profiles under
+// /debug/pprof/ (the package doc says what and why it is off by default).
+func Profiling(on bool) Option {
+	return func(c *serveConfig) { c.profiling = on }
+}
+
+// profilingHandler adds net/http/pprof's endpoints to next.
+func profilingHandler(next http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", next)
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
 // Serve listens on addr and serves Handler(g, h) until Close.
-func Serve(addr string, g prometheus.Gatherer, h *Health, log *slog.Logger) (*Server, error) {
+func Serve(addr string, g prometheus.Gatherer, h *Health, log *slog.Logger, opts ...Option) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	var cfg serveConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	handler, paths := Handler(g, h), "/metrics /healthz /readyz"
+	if cfg.profiling {
+		handler, paths = profilingHandler(handler), paths+" /debug/pprof/"
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("obs: metrics listen %s: %w", addr, err)
 	}
 	s := &Server{
-		srv:  &http.Server{Handler: Handler(g, h), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)},
+		srv:  &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)},
 		ln:   ln,
 		done: make(chan struct{}),
 	}
@@ -221,7 +265,7 @@ func Serve(addr string, g prometheus.Gatherer, h *Health, log *slog.Logger) (*Se
 			log.Error("metrics server stopped", "err", err)
 		}
 	}()
-	log.Info("metrics listening", "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz")
+	log.Info("metrics listening", "addr", ln.Addr().String(), "paths", paths)
 	return s, nil
 }
 

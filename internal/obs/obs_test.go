@@ -128,3 +128,39 @@ func TestObsExpect(t *testing.T) {
 		t.Fatalf("all added: %v %q", ok, lines)
 	}
 }
+
+// TestObsProfiling: /debug/pprof/ is served only with Profiling(true);
+// the CPU profile endpoint returns a real profile (gzipped protobuf), and
+// the other endpoints still answer beside it.
+func TestObsProfiling(t *testing.T) {
+	off, err := Serve("127.0.0.1:0", NewRegistry(), &Health{}, nil, Profiling(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	if code, _ := get(t, "http://"+off.Addr()+"/debug/pprof/"); code != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/ without profiling: %d, want 404", code)
+	}
+	on, err := Serve("127.0.0.1:0", NewRegistry(), &Health{}, nil, Profiling(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer on.Close()
+	base := "http://" + on.Addr()
+	if code, body := get(t, base+"/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Fatalf("/debug/pprof/: %d %q", code, body)
+	}
+	if code, body := get(t, base+"/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile:") {
+		t.Fatalf("/debug/pprof/goroutine: %d %.200q", code, body)
+	}
+	code, body := get(t, base+"/debug/pprof/profile?seconds=1")
+	if code != 200 || !strings.HasPrefix(body, "\x1f\x8b") {
+		t.Fatalf("/debug/pprof/profile: %d, body starts %q (want a gzipped profile)", code, body[:min(len(body), 16)])
+	}
+	if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz beside profiling: %d %q", code, body)
+	}
+	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
+		t.Fatalf("/metrics beside profiling: %d %.200q", code, body)
+	}
+}

@@ -3,7 +3,9 @@ package statestore
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,7 +58,19 @@ func BenchmarkStateStoreAzureCPU(b *testing.B) {
 		name string
 		sa   *standalone
 	}
-	servers := []server{{"smartgo", startStandalone(b)}}
+	// SMARTGO_SS_BENCH_PPROF=<file>: the smartgo server's CPU profile over
+	// its loads goes to file (make pgo merges it into the build's
+	// profile-guided optimisation profile).
+	profFile := os.Getenv("SMARTGO_SS_BENCH_PPROF")
+	var extra []string
+	if profFile != "" {
+		extra = []string{"metrics.listen=127.0.0.1:" + strconv.Itoa(testnet.FreePorts(b, 1)[0]), "metrics.pprof=true"}
+	}
+	servers := []server{{"smartgo", startStandalone(b, extra...)}}
+	if profFile != "" {
+		stop := profileCPU(b, strings.TrimPrefix(extra[0], "metrics.listen="), profFile)
+		defer stop()
+	}
 	if bin := os.Getenv("SMARTGO_SS_BENCH_BASE_BIN"); bin != "" {
 		servers = append(servers, server{"base", startStandaloneBin(b, bin, nil)})
 	}
@@ -114,6 +128,45 @@ func BenchmarkStateStoreAzureCPU(b *testing.B) {
 		}
 	}
 	b.ReportMetric(0, "ns/op") // the wall time of a whole load says nothing here
+}
+
+// profileCPU takes a CPU profile of the process serving /debug/pprof/ on
+// addr, over SMARTGO_SS_BENCH_PPROF_SECONDS (default 60) seconds from
+// now: net/http/pprof writes a profile only at the end of the span it was
+// asked for. stop waits for it and writes it to file.
+func profileCPU(b *testing.B, addr, file string) (stop func()) {
+	b.Helper()
+	secs := os.Getenv("SMARTGO_SS_BENCH_PPROF_SECONDS")
+	if secs == "" {
+		secs = "60"
+	}
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=" + secs)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("profile: %s: %s", resp.Status, data)
+		}
+		done <- result{data, err}
+	}()
+	return func() {
+		r := <-done
+		if r.err == nil {
+			r.err = os.WriteFile(file, r.data, 0o644)
+		}
+		if r.err != nil {
+			b.Errorf("cpu profile of the smartgo server: %v", r.err)
+		}
+	}
 }
 
 // azureCPUWait bounds each step of a load that waits on the server:
