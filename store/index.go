@@ -184,7 +184,14 @@ func (f *indexFile) readHeader() {
 // checkHeader validates the header read from disk; "" when plausible.
 func (f *indexFile) checkHeader() string {
 	if f.count == 0 && f.beginTs == 0 && f.endTs == 0 && f.beginPhy == 0 && f.endPhy == 0 && f.usedSlots == 0 {
-		f.count = 1 // created, never written
+		// Created, never written: then its first entry is zeros too. A
+		// zeroed header over written entries (a zeroed page, a header
+		// never synced before a crash) used to be taken for a new file,
+		// and every key the file held was no longer found.
+		if ep := f.entryPos(1); int64(len(f.mf.data)) >= ep+indexEntrySize && !allZero(f.mf.data[ep:ep+indexEntrySize]) {
+			return "header zeroed, but the file holds entries"
+		}
+		f.count = 1
 		return ""
 	}
 	switch {
@@ -192,7 +199,7 @@ func (f *indexFile) checkHeader() string {
 		return fmt.Sprintf("index count %d outside [1, %d]", f.count, f.entries)
 	case f.usedSlots < 0 || int(f.usedSlots) > f.slots:
 		return fmt.Sprintf("used slot count %d outside [0, %d]", f.usedSlots, f.slots)
-	case f.count > 1 && (f.beginTs > f.endTs || f.beginPhy > f.endPhy || f.beginPhy < 0):
+	case f.count > 1 && (f.beginTs > f.endTs || f.beginPhy > f.endPhy || f.beginPhy < 0 || f.beginTs < 0):
 		return fmt.Sprintf("header range inverted (ts %d..%d, phy %d..%d)", f.beginTs, f.endTs, f.beginPhy, f.endPhy)
 	}
 	return ""
@@ -275,7 +282,9 @@ func (f *indexFile) addLocked(hash int32, phy, storeTs int64) error {
 func (f *indexFile) lookup(hash int32, begin, end int64, fn func(phy int64) bool) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if f.count <= 1 || f.endTs+1000 < begin || f.beginTs > end {
+	// endTs+1000 must not wrap: a damaged endTs near MaxInt64 skipped
+	// the file, its keys not found.
+	if f.count <= 1 || f.endTs <= math.MaxInt64-1000 && f.endTs+1000 < begin || f.beginTs > end {
 		return true
 	}
 	n := f.slotLocked(f.slotPos(hash))
@@ -421,6 +430,9 @@ func (x *indexService) load() (damaged []*CorruptError, reindex bool, err error)
 		f.readHeader()
 		hw := f.checkHeader()
 		ok := hw == "" && f.count > 1 && st.Size() >= indexHeaderSize
+		if hw == "" && bad == "" {
+			bad = x.checkBegin(f)
+		}
 		if bad == "" {
 			bad = hw
 		}

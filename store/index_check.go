@@ -15,7 +15,9 @@ import (
 //   - every entry's hash is not negative, its prev link points below
 //     itself, its log offset lies in the header's [beginPhy, endPhy] and
 //     never goes below the previous entry's (the indexer adds them in log
-//     order), and its time delta is not negative;
+//     order), and its time delta is not negative and within the header's
+//     [beginTs, endTs]; the first entry is the header's begin (beginPhy,
+//     time delta 0);
 //   - every entry is referenced exactly once: by a slot (the newest entry
 //     of its chain) or by the prev link of a later entry of its chain; the
 //     chains are as many as the header's usedSlots;
@@ -89,6 +91,11 @@ func (f *indexFile) verifyLocked() string {
 			return fmt.Sprintf("entry %d: log offset %d outside [%d, %d]", n, phy, prevPhy, f.endPhy)
 		case diff < 0:
 			return fmt.Sprintf("entry %d: negative time delta %d", n, diff)
+		case n == 1 && (phy != f.beginPhy || diff != 0):
+			// The header's begin is its first entry's record.
+			return fmt.Sprintf("entry 1 (log offset %d, %d s in) is not the header's begin (log offset %d)", phy, diff, f.beginPhy)
+		case int64(diff)*1000 > f.endTs-f.beginTs:
+			return fmt.Sprintf("entry %d: stored %d s after the file's begin, past its end time %d", n, diff, f.endTs)
 		}
 		prevPhy = phy
 		slot := int64(int(h) % f.slots)
@@ -123,4 +130,20 @@ func (f *indexFile) verifyLocked() string {
 		return "entries sit in chains of other slots than their key hashes'"
 	}
 	return ""
+}
+
+// checkBegin compares the header's begin time with the store time of the
+// record at its begin offset (the first entry's record, whose time the
+// indexer copied there): a begin time moved earlier or later shifts the
+// time of every entry, and a query by key within a time range then
+// misses them. "" when they agree or the record is no longer in the log.
+func (x *indexService) checkBegin(f *indexFile) string {
+	if f.count <= 1 {
+		return ""
+	}
+	ts, ok := x.s.cl.storeTimeAt(f.beginPhy)
+	if !ok || ts == f.beginTs {
+		return ""
+	}
+	return fmt.Sprintf("header begin time %d, its first record was stored at %d", f.beginTs, ts)
 }

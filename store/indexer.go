@@ -380,6 +380,16 @@ func (s *Store) recoverIndex(dispatchFrom, end int64, reindex bool) {
 		from = clMin
 	}
 	from = max(min(from, end), clMin)
+	if s.idx.skipPhy >= end {
+		// The log lost its tail (a power loss before it was flushed) or
+		// the newest index file's header end is damaged.
+		name := ""
+		if l := s.idx.list(); len(l) > 0 {
+			name = l[len(l)-1].mf.path
+		}
+		s.log.Warn("store: the index covers log offsets past the commitlog's end; records from the end on are indexed into a new file",
+			"file", name, "indexEnd", s.idx.skipPhy, "commitlogEnd", end)
+	}
 	s.idx.cutAt(end) // the log ends before what the index walked (its tail was cut)
 	s.ix.pos = from
 	if !s.indexRange(end) && from != dispatchFrom {

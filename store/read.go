@@ -486,8 +486,16 @@ func (s *Store) EarliestStoreTime(topic string, queueID int32) (int64, bool) {
 // EarliestMessageTime returns the store timestamp of the first record in
 // the commitlog, or ok=false when it is empty.
 func (s *Store) EarliestMessageTime() (int64, bool) {
-	phy := s.cl.minOffset()
-	m := s.cl.acquireAt(phy)
+	return s.cl.storeTimeAt(s.cl.minOffset())
+}
+
+// storeTimeAt is the store time of the record starting at phy, if the
+// log holds one there.
+func (cl *commitLog) storeTimeAt(phy int64) (int64, bool) {
+	if phy < cl.minOffset() || phy >= cl.committed.Load() {
+		return 0, false
+	}
+	m := cl.acquireAt(phy)
 	if m == nil {
 		return 0, false
 	}
