@@ -7,8 +7,10 @@ FUZZTIME  ?= 30s
 # staticcheck 2026.2.2: the module proxy knows it only by its semver tag.
 STATICCHECK_VERSION ?= v0.8.2
 PKGS      := ./...
+# The compare module's servers are built with the command's profile.
+COMPARE_PGO = -pgo=$(CURDIR)/cmd/smartgo/default.pgo
 
-.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale browser failover-long console-overhead iothub-bench compare-cpu clean
+.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale browser failover-long console-overhead iothub-bench compare-cpu pgo clean
 
 all: lint build test
 
@@ -19,9 +21,12 @@ build:
 run: build
 	./$(BIN) standalone
 
-# The default suite: every package, with the race detector.
+# The default suite: every package, with the race detector. The test
+# binaries skip cmd/smartgo/default.pgo (they check behaviour, not speed:
+# one build of the packages instead of two); the smartgo binaries the
+# real-process tests build use it, as every build of the command does.
 test:
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(GO) test -race -count=1 -pgo=off -timeout 20m $(PKGS)
 
 # The same without the race detector (faster, for quick iterations).
 short:
@@ -85,17 +90,29 @@ cluster:
 # module; not part of `make test`. JetStream with an fsync per message
 # manages ~1k msgs/s here, hence the smaller durable count.
 compare:
-	cd compare && $(GO) run . -durable=true -count 20000 -repeat 2 && \
-		$(GO) run . -durable=false -count 300000 -repeat 3 -warmup 20000 && \
-		$(GO) run . -durable=false -count 300000 -repeat 3 -warmup 20000 -factor 1.5
+	cd compare && $(GO) run $(COMPARE_PGO) . -durable=true -count 20000 -repeat 2 && \
+		$(GO) run $(COMPARE_PGO) . -durable=false -count 300000 -repeat 3 -warmup 20000 && \
+		$(GO) run $(COMPARE_PGO) . -durable=false -count 300000 -repeat 3 -warmup 20000 -factor 1.5
 
 # Server CPU per message with single-message SEND_MESSAGE requests (the
 # way rocketmq-client-go sends), next to a plain TCP request/response of
 # the same bytes and to NATS JetStream driven by nats.go, each server in
 # its own process, same run, in slices taken in turn, two rounds
 # (compare/cpu_test.go).
+# The broker in it is built with cmd/smartgo's profile, as the command is.
 compare-cpu:
-	cd compare && COMPARE_CPU_ROUNDS=2 $(GO) test -run '^$$' -bench ServerCPUPerMessage -benchtime 100000x -timeout 20m .
+	cd compare && COMPARE_CPU_ROUNDS=2 $(GO) test $(COMPARE_PGO) -run '^$$' -bench ServerCPUPerMessage -benchtime 100000x -timeout 20m .
+
+# Regenerates cmd/smartgo/default.pgo, the profile-guided optimisation
+# profile every build of cmd/smartgo uses (go build's -pgo=auto): a CPU
+# profile of the broker under compare-cpu's load (one message per
+# SEND_MESSAGE request, as rocketmq-client-go sends). Why only the
+# broker's: docs/performance.md, "Profile-guided optimisation".
+pgo:
+	mkdir -p bin
+	cd compare && COMPARE_CPU_ONLY=smartgo COMPARE_CPU_PROFILE=$(CURDIR)/bin/pgo-%s.pprof \
+		$(GO) test $(COMPARE_PGO) -run '^$$' -bench ServerCPUPerMessage -benchtime 3000000x -timeout 20m .
+	mv bin/pgo-smartgo.pprof cmd/smartgo/default.pgo
 
 # The master kill loop of the cluster suite with 100 kills instead of 20
 # (TestClusterControllerKillLoop): failover time p50/p99, every
