@@ -50,7 +50,8 @@ func readConfig(path string, v any) (bool, error) {
 	if len(data) == 0 {
 		return false, fmt.Errorf("%w: %s: empty file (restore it from a backup or a slave, or delete it to start without it)", ErrCorruptConfig, path)
 	}
-	if err := protocol.DecodeJSON(data, v); err != nil {
+	// Every write is a JSON object; "null" used to load as an empty table.
+	if err := protocol.DecodeJSONObject(data, v); err != nil {
 		return false, fmt.Errorf("%w: %s: %v", ErrCorruptConfig, path, err)
 	}
 	return true, nil

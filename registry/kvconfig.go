@@ -43,7 +43,7 @@ func openKV(path string) (*kvStore, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrKVConfig, path, err)
 	}
 	var f kvFile
-	if err := protocol.DecodeJSON(data, &f); err != nil {
+	if err := protocol.DecodeJSONObject(data, &f); err != nil { // "null" used to load as no config
 		return nil, fmt.Errorf("%w: %s: %w", ErrKVConfig, path, err)
 	}
 	for ns, m := range f.ConfigTable {

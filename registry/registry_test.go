@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -396,12 +397,55 @@ func TestRegistryKVConfigFile(t *testing.T) {
 	if r.ExtFields["value"] != "2" {
 		t.Fatalf("after restart: %v", r)
 	}
-	if err := os.WriteFile(path, []byte("{broken"), 0o644); err != nil {
-		t.Fatal(err)
+	// Cut anywhere, or JSON that is not an object ("null" used to load
+	// as no config): refused, naming the file.
+	bad := []string{"null", "[]", "0", ""}
+	for n := range len(data) {
+		bad = append(bad, string(data[:n]))
 	}
-	if _, err := New(Options{KVConfigPath: path}); !errors.Is(err, ErrKVConfig) {
-		t.Fatalf("corrupt kv file: %v", err)
+	for _, b := range bad {
+		if err := os.WriteFile(path, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := New(Options{KVConfigPath: path}); !errors.Is(err, ErrKVConfig) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("kv file holding %q: %v", b, err)
+		}
 	}
+}
+
+// FuzzRegistryKVConfig: any bytes in kvConfig.json are refused with
+// ErrKVConfig or load, and what loads persists and loads again.
+func FuzzRegistryKVConfig(f *testing.F) {
+	f.Add([]byte(`{"configTable":{"ORDER_TOPIC_CONFIG":{"T":"broker-a:4"},"ns2":{"a":"1","b":"2"}}}`))
+	f.Add([]byte(`{"configTable":{"ns":null}}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{"configTable":{`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "kvConfig.json")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		kv, err := openKV(path)
+		if err != nil {
+			if !errors.Is(err, ErrKVConfig) {
+				t.Fatalf("%q: %v, want ErrKVConfig", data, err)
+			}
+			return
+		}
+		kv.mu.Lock()
+		err = kv.persistLocked()
+		kv.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := openKV(path)
+		if err != nil {
+			t.Fatalf("%q loaded, persisted, then refused: %v", data, err)
+		}
+		if len(again.table) != len(kv.table) {
+			t.Fatalf("%q: %d namespaces, %d after a persist", data, len(kv.table), len(again.table))
+		}
+	})
 }
 
 func TestRegistrySideBySideAndConcurrent(t *testing.T) {

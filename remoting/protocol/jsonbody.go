@@ -43,6 +43,21 @@ func DecodeJSON(b []byte, v any) error {
 	return nil
 }
 
+// ErrNotJSONObject: DecodeJSONObject was given something other than a
+// JSON object.
+var ErrNotJSONObject = errors.New("protocol: not a JSON object")
+
+// DecodeJSONObject is DecodeJSON for content that is always one JSON
+// object, such as a persisted file: null, an array, a scalar or nothing
+// at all is refused (DecodeJSON takes null for "no fields" and would
+// leave v empty without an error).
+func DecodeJSONObject(b []byte, v any) error {
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return fmt.Errorf("%w: %T", ErrNotJSONObject, v)
+	}
+	return DecodeJSON(b, v)
+}
+
 // unmarshalLenient is json.Unmarshal, retried with fastjson's scalar
 // conversions (decodeLenient) when it fails on a type mismatch.
 func unmarshalLenient(b []byte, v any) error {
