@@ -223,13 +223,27 @@ func decodeShardSnapshot(b []byte, magic string, id int32) (next int64, state []
 }
 
 // waitDispatched waits until the consume queues cover the whole commitlog
-// (after recovery the dispatcher may still be rebuilding them).
+// (after recovery the dispatcher may still be rebuilding them). When they
+// do not within limit because the dispatcher cannot write an entry (a
+// disk that stays full after a crash), the error says so and names the
+// file, matching store.ErrDiskFull for a full disk: the process exits
+// with that one line instead of a bare timeout.
 func (h *shardLog) waitDispatched(limit time.Duration) error {
 	st := h.b.store
 	deadline := time.Now().Add(limit)
 	for st.DispatchedPhysicalOffset() < st.MaxPhysicalOffset() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("broker: %s: consume queues not rebuilt after %v", h.what, limit)
+			err := fmt.Errorf("broker: %s: consume queues not rebuilt after %v", h.what, limit)
+			stall := st.DispatchStalled()
+			switch {
+			case errors.Is(stall, store.ErrDiskFull):
+				return fmt.Errorf("%w: the commitlog from offset %d on waits for consume-queue entries the full disk has no room for "+
+					"(%w); free space on the disk of %s and start again", err, st.DispatchedPhysicalOffset(), stall, h.b.opts.Store.Root)
+			case stall != nil:
+				return fmt.Errorf("%w: the commitlog from offset %d on waits for a consume-queue entry that cannot be written (%w)",
+					err, st.DispatchedPhysicalOffset(), stall)
+			}
+			return err
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

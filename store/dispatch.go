@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -195,12 +196,16 @@ func (s *Store) dispatchEntry(e *dispEntry, phy int64, size int32, sealed bool) 
 			holes, ok, err := cq.appendEntry(e.qoff, cqEntry{phy: phy, size: size, tags: e.tags}, maxGap)
 			if err != nil {
 				msg := "store: consume-queue entry not written; dispatching waits for disk space"
+				stall := fmt.Errorf("consume queue %s/%d: %w", cq.topic, cq.queueID, err)
 				if !s.noSpace(err) {
 					// Not the disk: say so (a descriptor limit, say).
 					msg = "store: consume-queue entry not written; dispatching retries it next round"
+				} else if !errors.Is(err, ErrDiskFull) {
+					stall = fmt.Errorf("%w: %w", ErrDiskFull, stall)
 				}
 				s.rlog.Log(s.log, slog.LevelError, "dispatch write", msg,
 					"topic", cq.topic, "queue", cq.queueID, "err", err)
+				s.dispStall.Store(&stall)
 				d.stalled = true
 				return false
 			} else if !ok {
@@ -211,6 +216,9 @@ func (s *Store) dispatchEntry(e *dispEntry, phy int64, size int32, sealed bool) 
 				if len(d.refused) < 100 {
 					d.refused = append(d.refused, ce)
 				}
+			}
+			if s.dispStall.Load() != nil {
+				s.dispStall.Store(nil)
 			}
 			if holes > 0 {
 				s.log.Warn("store: consume queue gap filled with holes", "topic", cq.topic, "queue", cq.queueID, "holes", holes)

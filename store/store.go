@@ -129,6 +129,7 @@ type Store struct {
 	dispMu       sync.Mutex   // held by the dispatcher while it appends; DeleteTopic takes it
 	disp         dispatcher   // protected by dispMu
 	dispatched   atomic.Int64 // commitlog offset the dispatcher has processed up to
+	dispStall    atomic.Pointer[error] // why the dispatcher stopped at a record whose entry it cannot write; nil while it is not stopped
 	dispatchTs   atomic.Int64 // store timestamp of the last dispatched record
 	dispatchWake chan struct{}
 	markMu       sync.Mutex
@@ -678,6 +679,17 @@ func (s *Store) FlushedPhysicalOffset() int64 { return s.cl.flushed.Load() }
 // DispatchedPhysicalOffset is the commitlog offset up to which consume
 // queues are built.
 func (s *Store) DispatchedPhysicalOffset() int64 { return s.dispatched.Load() }
+
+// DispatchStalled returns why the dispatcher is stopped at a record whose
+// consume-queue entry it cannot write, nil while it is not. The error
+// names the file; it matches ErrDiskFull when the disk has no room for
+// the entry (the dispatcher goes on once it has).
+func (s *Store) DispatchStalled() error {
+	if p := s.dispStall.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // IndexedPhysicalOffset is the commitlog offset up to which the key index
 // is built (it trails DispatchedPhysicalOffset).
