@@ -139,6 +139,69 @@ func TestClientLocalOffsetFileFormat(t *testing.T) {
 	}
 }
 
+// A broadcasting consumer's offsets file cut anywhere, or holding
+// something else than the object it writes, is refused with ErrOffsetFile
+// naming the file: it used to load as no offsets ("null", an unknown key)
+// and the consumer started over from its first-start position.
+func TestClientLocalOffsetFileDamageRefused(t *testing.T) {
+	full := []byte(`{"offsetTable":{"T@broker-a@0":7,"T@broker-a@1":42}}`)
+	bad := []string{"null", "[]", "0", `{"offsetTable":{"T-broker-a-0":7}}`}
+	for n := range len(full) {
+		bad = append(bad, string(full[:n]))
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "g1", "offsets.json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bad {
+		if err := os.WriteFile(path, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newLocalOffsets(dir, "g1"); !errors.Is(err, ErrOffsetFile) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("offsets file holding %q: %v, want ErrOffsetFile naming the file", b, err)
+		}
+	}
+}
+
+// FuzzClientLocalOffsets: any bytes in a broadcasting consumer's offsets
+// file are refused with ErrOffsetFile or load, and what loads persists
+// and loads again with the same offsets.
+func FuzzClientLocalOffsets(f *testing.F) {
+	f.Add([]byte(`{"offsetTable":{"T@broker-a@0":7,"T@broker-a@1":42}}`))
+	f.Add([]byte(`{"offsetTable":{"T@b@x":7}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "g", "offsets.json")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		lo, err := newLocalOffsets(dir, "g")
+		if err != nil {
+			if !errors.Is(err, ErrOffsetFile) {
+				t.Fatalf("%q: %v, want ErrOffsetFile", data, err)
+			}
+			return
+		}
+		if err := lo.persist(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		again, err := newLocalOffsets(dir, "g")
+		if err != nil {
+			t.Fatalf("%q loaded, persisted, then refused: %v", data, err)
+		}
+		for mq, off := range lo.offsets {
+			if got, _ := again.read(context.Background(), mq, true); got != off {
+				t.Fatalf("%q: %v at %d, %d after a persist", data, mq, off, got)
+			}
+		}
+	})
+}
+
 func TestClientProcessQueueCommitOffset(t *testing.T) {
 	pq := newProcessQueue(context.Background(), MessageQueue{}, parseSubscription("T", "*"), 0)
 	var ms []*MessageExt

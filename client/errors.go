@@ -34,6 +34,11 @@ var (
 	ErrBadMessage = errors.New("client: invalid message")
 	// ErrNoPermission: the broker refused the operation (NO_PERMISSION).
 	ErrNoPermission = errors.New("client: no permission")
+	// ErrOffsetFile: a broadcasting consumer's local offsets file is
+	// damaged (cut, empty, not a JSON object, a key that names no queue).
+	// The consumer does not start rather than consume again from its
+	// first-start position; restore the file or delete it.
+	ErrOffsetFile = errors.New("client: damaged local offsets file")
 	// ErrBusy: the broker is overloaded (SYSTEM_BUSY, FLOW_CONTROL).
 	ErrBusy = errors.New("client: broker busy")
 	// ErrBrokerError: the broker answered with an error code; the error is a

@@ -195,14 +195,20 @@ func newLocalOffsets(dir, group string) (*localOffsets, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: read offsets: %w", err)
 	}
+	// Every write is a JSON object naming queues; anything else ("null",
+	// an empty file, a key that names no queue) used to load as no
+	// offsets, and the consumer started over from its first-start
+	// position.
 	var f localOffsetFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("client: offsets file %s: %w", l.path, err)
+	if err := protocol.DecodeJSONObject(data, &f); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrOffsetFile, l.path, err)
 	}
 	for k, v := range f.OffsetTable {
-		if mq, ok := parseOffsetKey(k); ok {
-			l.offsets[mq] = v
+		mq, ok := parseOffsetKey(k)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s: key %q is not topic@broker@queueId", ErrOffsetFile, l.path, k)
 		}
+		l.offsets[mq] = v
 	}
 	return l, nil
 }

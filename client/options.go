@@ -266,7 +266,8 @@ type ConsumerOptions struct {
 	RebalanceInterval time.Duration
 	PersistInterval   time.Duration
 	LockInterval      time.Duration
-	// OffsetDir holds broadcasting offsets (<dir>/<group>/offsets.json).
+	// OffsetDir holds broadcasting offsets (<dir>/<group>/offsets.json);
+	// a damaged file stops the consumer with ErrOffsetFile.
 	// Default $HOME/.smartgo_offsets.
 	OffsetDir string
 }
