@@ -126,11 +126,11 @@ type Store struct {
 	// to maxRepairScans a queue (cqrepair.go); protected by cqRepairMu.
 	cqRepairScans map[*consumeQueue][]*repairScan
 
-	dispMu       sync.Mutex   // held by the dispatcher while it appends; DeleteTopic takes it
-	disp         dispatcher   // protected by dispMu
-	dispatched   atomic.Int64 // commitlog offset the dispatcher has processed up to
+	dispMu       sync.Mutex            // held by the dispatcher while it appends; DeleteTopic takes it
+	disp         dispatcher            // protected by dispMu
+	dispatched   atomic.Int64          // commitlog offset the dispatcher has processed up to
 	dispStall    atomic.Pointer[error] // why the dispatcher stopped at a record whose entry it cannot write; nil while it is not stopped
-	dispatchTs   atomic.Int64 // store timestamp of the last dispatched record
+	dispatchTs   atomic.Int64          // store timestamp of the last dispatched record
 	dispatchWake chan struct{}
 	markMu       sync.Mutex
 	dispMark     dispatchMark // the dispatcher's last round, for the indexer; protected by markMu
