@@ -287,6 +287,18 @@ func FuzzStoreIndexFile(f *testing.F) {
 // also after a restart, and the index files pass the check. They used to
 // be skipped until the log grew past the last record indexed before the
 // cut.
+// putKeyed stores n messages on topic, each with key keyPrefix<i>, body
+// new<i> and unique key NU<i>, for checkAllKeysFound.
+func putKeyed(t *testing.T, s *Store, topic, keyPrefix string, n int) []corpusMsg {
+	t.Helper()
+	var out []corpusMsg
+	for i := range n {
+		sp := msgSpec{topic: topic, body: fmt.Sprint("new", i), keys: fmt.Sprint(keyPrefix, i), uniq: fmt.Sprint("NU", i)}
+		out = append(out, corpusMsg{mustPut(t, s, sp), sp})
+	}
+	return out
+}
+
 func TestStoreIndexAfterTruncateTail(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir, idxDamageOpts)
@@ -296,11 +308,7 @@ func TestStoreIndexAfterTruncateTail(t *testing.T) {
 	if err := s.TruncateTail(cut); err != nil {
 		t.Fatal(err)
 	}
-	var more []corpusMsg
-	for i := range 30 {
-		sp := msgSpec{topic: "TA", body: fmt.Sprint("new", i), keys: fmt.Sprint("new", i), uniq: fmt.Sprint("NU", i)}
-		more = append(more, corpusMsg{mustPut(t, s, sp), sp})
-	}
+	more := putKeyed(t, s, "TA", "new", 30)
 	waitIndexed(t, s)
 	checkAllKeysFound(t, s, more)
 	if err := s.Close(); err != nil {

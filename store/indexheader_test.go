@@ -90,11 +90,7 @@ func TestStoreIndexHeaderDamage(t *testing.T) {
 					}
 					checkAllKeysFound(t, s, corpus)
 					// Records written after the start are indexed too.
-					var more []corpusMsg
-					for i := range 250 {
-						sp := msgSpec{topic: "TN", body: fmt.Sprint("new", i), keys: fmt.Sprint("newkey", i), uniq: fmt.Sprint("NU", i)}
-						more = append(more, corpusMsg{mustPut(t, s, sp), sp})
-					}
+					more := putKeyed(t, s, "TN", "newkey", 250)
 					waitIndexed(t, s)
 					checkAllKeysFound(t, s, more)
 					if err := s.Close(); err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/smartgo/smartgo/internal/testutil"
 )
@@ -36,15 +35,7 @@ func TestInteropTransactionCheckMax(t *testing.T) {
 	createTopic(t, s.broker, topic, 1)
 	createTopic(t, s.broker, "%RETRY%"+group, 1)
 	l := &undecided{}
-	tp, err := producer.NewTransactionProducer(l,
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.registry})),
-		producer.WithGroupName("interop-tx-max"), producer.WithInstanceName("tx-max-prod"), producer.WithRetry(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tp.Start(); err != nil {
-		t.Fatal(err)
-	}
+	tp := newTxProducer(t, s.registry, "interop-tx-max", "tx-max-prod", l)
 	t.Cleanup(func() { _ = tp.Shutdown() })
 	res, err := tp.SendMessageInTransaction(context.Background(), primitive.NewMessage(topic, []byte("undecided")))
 	if err != nil || res.Status != primitive.SendOK {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -63,15 +62,7 @@ func TestInteropTransactionProducer(t *testing.T) {
 	const topic = "InteropTx"
 	createTopic(t, s.broker, topic, 2)
 	l := &txListener{checked: map[string]int{}}
-	tp, err := producer.NewTransactionProducer(l,
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.registry})),
-		producer.WithGroupName("interop-tx"), producer.WithInstanceName("tx-prod"), producer.WithRetry(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tp.Start(); err != nil {
-		t.Fatal(err)
-	}
+	tp := newTxProducer(t, s.registry, "interop-tx", "tx-prod", l)
 	t.Cleanup(func() { _ = tp.Shutdown() })
 	ctx := context.Background()
 	results := map[string]*primitive.TransactionSendResult{}
