@@ -199,13 +199,19 @@ func (c *mqttRaw) publish(id uint16, topic, payload string, qos byte, dup bool) 
 
 func (c *mqttRaw) subscribe(id uint16, filter string, qos byte) {
 	c.t.Helper()
+	c.sendSubscribe(id, filter, qos)
+	if sa, ok := c.recv().Content.(*pp.Suback); !ok || len(sa.Reasons) != 1 || sa.Reasons[0] != qos {
+		c.t.Fatalf("SUBACK %+v", sa)
+	}
+}
+
+// sendSubscribe sends a SUBSCRIBE of filter at qos.
+func (c *mqttRaw) sendSubscribe(id uint16, filter string, qos byte) {
+	c.t.Helper()
 	cp := pp.NewControlPacket(pp.SUBSCRIBE)
 	s := cp.Content.(*pp.Subscribe)
 	s.PacketID, s.Subscriptions = id, []pp.SubOptions{{Topic: filter, QoS: qos}}
 	c.send(cp)
-	if sa, ok := c.recv().Content.(*pp.Suback); !ok || len(sa.Reasons) != 1 || sa.Reasons[0] != qos {
-		c.t.Fatalf("SUBACK %+v", sa)
-	}
 }
 
 // expect returns the next packet, which must be of type T.

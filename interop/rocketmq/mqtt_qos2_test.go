@@ -68,10 +68,7 @@ func TestInteropMQTTQoS2InboundAcrossKill9(t *testing.T) {
 	k := startKillable(t)
 	pub, _ := dialMQTT(t, k.mqtt, "q2-in", true)
 	for id, body := range map[uint16]string{7: "q2-m1", 8: "q2-m2"} {
-		pub.publish(id, "q2in/a", body, 2, false)
-		if r := expect[*pp.Pubrec](pub); r.PacketID != id || r.ReasonCode != 0 {
-			t.Fatalf("PUBREC %+v, want id %d success", r, id)
-		}
+		pub.publishRec(id, "q2in/a", body, false)
 	}
 	k.kill9Restart(t)
 
@@ -79,25 +76,11 @@ func TestInteropMQTTQoS2InboundAcrossKill9(t *testing.T) {
 	if !present {
 		t.Fatal("session lost in the kill")
 	}
-	pub.ack(pp.PUBREL, 7)
-	if c := expect[*pp.Pubcomp](pub); c.PacketID != 7 || c.ReasonCode != 0 {
-		t.Fatalf("PUBCOMP %+v, want id 7 success", c)
-	}
-	pub.publish(8, "q2in/a", "q2-m2", 2, true)
-	if r := expect[*pp.Pubrec](pub); r.PacketID != 8 || r.ReasonCode != 0 {
-		t.Fatalf("PUBREC of the DUP %+v, want id 8 success", r)
-	}
-	pub.ack(pp.PUBREL, 8)
-	if c := expect[*pp.Pubcomp](pub); c.PacketID != 8 || c.ReasonCode != 0 {
-		t.Fatalf("PUBCOMP %+v, want id 8 success", c)
-	}
+	pub.release(7)
+	pub.publishRec(8, "q2in/a", "q2-m2", true)
+	pub.release(8)
 	// The id is free again: a new message with it is a new message.
-	pub.publish(8, "q2in/a", "q2-m3", 2, false)
-	if r := expect[*pp.Pubrec](pub); r.PacketID != 8 || r.ReasonCode != 0 {
-		t.Fatalf("PUBREC %+v, want id 8 success", r)
-	}
-	pub.ack(pp.PUBREL, 8)
-	expect[*pp.Pubcomp](pub)
+	pub.publish2(8, "q2in/a", "q2-m3")
 
 	// One publisher's messages share a queue: once the last is read,
 	// every earlier one was.
@@ -154,10 +137,23 @@ func TestInteropMQTTQoS2OutboundAcrossKill9(t *testing.T) {
 // publish2 publishes at QoS 2 and completes the exchange.
 func (c *mqttRaw) publish2(id uint16, topic, payload string) {
 	c.t.Helper()
-	c.publish(id, topic, payload, 2, false)
+	c.publishRec(id, topic, payload, false)
+	c.release(id)
+}
+
+// publishRec publishes at QoS 2 (dup: with DUP) and expects a PUBREC of
+// success.
+func (c *mqttRaw) publishRec(id uint16, topic, payload string, dup bool) {
+	c.t.Helper()
+	c.publish(id, topic, payload, 2, dup)
 	if r := expect[*pp.Pubrec](c); r.PacketID != id || r.ReasonCode != 0 {
-		c.t.Fatalf("PUBREC %+v, want id %d success", r, id)
+		c.t.Fatalf("PUBREC %+v, want id %d success (dup %v)", r, id, dup)
 	}
+}
+
+// release sends the PUBREL of id and expects a PUBCOMP of success.
+func (c *mqttRaw) release(id uint16) {
+	c.t.Helper()
 	c.ack(pp.PUBREL, id)
 	if r := expect[*pp.Pubcomp](c); r.PacketID != id || r.ReasonCode != 0 {
 		c.t.Fatalf("PUBCOMP %+v, want id %d success", r, id)
