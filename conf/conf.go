@@ -285,6 +285,7 @@ type IoTHub struct {
 	HostName         string   `toml:"hostname"`
 	DeviceAuth       string   `toml:"device_auth"` // "registry" or "none" (development)
 	HTTPSListen      string   `toml:"https_listen"`
+	AMQPSListen      string   `toml:"amqps_listen"`
 	TLSCert          string   `toml:"tls_cert"` // "" = bridge.tls_cert
 	TLSKey           string   `toml:"tls_key"`  // "" = bridge.tls_key
 	X509CAFile       string   `toml:"x509_ca_file"`

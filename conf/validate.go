@@ -465,6 +465,10 @@ func (h *IoTHub) validate(v *validator, b *Bridge) {
 	if h.Enabled && h.HTTPSListen != "" && (h.TLSCert == "" && b.TLSCert == "" || h.TLSKey == "" && b.TLSKey == "") {
 		v.bad("iothub.https_listen", strconv.Quote(h.HTTPSListen), "needs iothub.tls_cert and iothub.tls_key (or bridge.tls_cert and bridge.tls_key)")
 	}
+	v.addr("iothub.amqps_listen", h.AMQPSListen, true)
+	if h.Enabled && h.AMQPSListen != "" && (h.TLSCert == "" && b.TLSCert == "" || h.TLSKey == "" && b.TLSKey == "") {
+		v.bad("iothub.amqps_listen", strconv.Quote(h.AMQPSListen), "needs iothub.tls_cert and iothub.tls_key (or bridge.tls_cert and bridge.tls_key)")
+	}
 	for key, t := range map[string]string{"iothub.events_topic": h.EventsTopic, "iothub.rpc_topic": h.RPCTopic} {
 		if !topicRE.MatchString(t) {
 			v.bad(key, strconv.Quote(t), "must be 1-127 characters of [%|a-zA-Z0-9_-]")

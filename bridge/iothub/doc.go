@@ -14,7 +14,8 @@
 //   - The back end uses an HTTPS API in IoT Hub's REST shape (rest.go),
 //     authorised by SAS tokens of shared access policies: identities,
 //     twins, queries, direct methods, and cloud-to-device messages
-//     (SmartGo's own endpoint: the service SDKs send those over AMQP).
+//     (SmartGo's own endpoint); the service SDKs send cloud-to-device
+//     messages over AMQP 1.0 (amqp.go, on the codec of package amqp1).
 //
 // Identities and twins live in the twin shards of the brokers (package
 // twin, reached with client/twin); direct methods find the node holding

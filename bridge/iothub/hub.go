@@ -45,6 +45,7 @@ type Hub struct {
 	unreg   []func()
 	https   []*http.Server
 	lnAddrs []net.Addr
+	amqp    amqpServer
 
 	started atomic.Bool
 	closing atomic.Bool
@@ -238,14 +239,21 @@ func (h *Hub) start(ctx context.Context, b *bridge.Bridge) error {
 		h.srv.Handle(twinGetFilter, h.twinHandler(h.serveTwinGet)),
 		h.srv.Handle(twinPatchFilter, h.twinHandler(h.serveTwinPatch)),
 		h.srv.Handle(methodResFilter, h.handleMethodResponse))
-	if err := h.startHTTPS(); err != nil {
+	cfg, err := h.apiTLS()
+	if err != nil {
+		return err
+	}
+	if err := h.startHTTPS(cfg); err != nil {
+		return err
+	}
+	if err := h.startAMQP(cfg); err != nil {
 		return err
 	}
 	h.wg.Add(2)
 	go h.sweepLoop()
 	go h.staleLoop()
 	h.started.Store(true)
-	h.log.Info("iothub started", "host", h.opts.HostName, "device_auth", h.opts.DeviceAuth, "https", h.HTTPSAddrs(),
+	h.log.Info("iothub started", "host", h.opts.HostName, "device_auth", h.opts.DeviceAuth, "https", h.HTTPSAddrs(), "amqps", h.AMQPSAddrs(),
 		"events_topic", h.opts.EventsTopic, "node", h.nodeID)
 	return nil
 }
@@ -267,6 +275,7 @@ func (h *Hub) Close() error {
 		}
 		cancel()
 	}
+	h.closeAMQP()
 	for _, u := range h.unreg {
 		u()
 	}

@@ -93,8 +93,12 @@ type Options struct {
 	// HTTPSListen are the addresses of the back-end HTTPS API (IoT Hub's
 	// REST shape); none turns it off. The service SDKs always use 443.
 	HTTPSListen []string
-	// TLSCertFile and TLSKeyFile are the API's certificate (TLSConfig
-	// instead, when set).
+	// AMQPSListen are the addresses of the AMQP 1.0 endpoint over TLS
+	// (amqp.go), where the service SDKs send cloud-to-device messages;
+	// none turns it off. The SDKs always use 5671.
+	AMQPSListen []string
+	// TLSCertFile and TLSKeyFile are the certificate of the API and the
+	// AMQP endpoint (TLSConfig instead, when set).
 	TLSCertFile string
 	TLSKeyFile  string
 	TLSConfig   *tls.Config
@@ -176,6 +180,9 @@ func (o *Options) Validate() error {
 	}
 	if len(o.HTTPSListen) > 0 && o.TLSConfig == nil && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
 		return bad("HTTPS listener without certificate and key")
+	}
+	if len(o.AMQPSListen) > 0 && o.TLSConfig == nil && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
+		return bad("AMQPS listener without certificate and key")
 	}
 	for _, t := range []string{o.EventsTopic, o.RPCTopic} {
 		if t != "" && !topicRE.MatchString(t) {

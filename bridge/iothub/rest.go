@@ -48,18 +48,26 @@ import (
 //
 // which the service SDKs parse for the error code.
 
+// apiTLS returns the TLS configuration of the HTTPS API and the AMQP
+// endpoint (nil when neither listens).
+func (h *Hub) apiTLS() (*tls.Config, error) {
+	if len(h.opts.HTTPSListen) == 0 && len(h.opts.AMQPSListen) == 0 {
+		return nil, nil
+	}
+	if h.opts.TLSConfig != nil {
+		return h.opts.TLSConfig, nil
+	}
+	cert, err := tls.LoadX509KeyPair(h.opts.TLSCertFile, h.opts.TLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("iothub: API key pair: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
 // startHTTPS opens the API's listeners.
-func (h *Hub) startHTTPS() error {
+func (h *Hub) startHTTPS(cfg *tls.Config) error {
 	if len(h.opts.HTTPSListen) == 0 {
 		return nil
-	}
-	cfg := h.opts.TLSConfig
-	if cfg == nil {
-		cert, err := tls.LoadX509KeyPair(h.opts.TLSCertFile, h.opts.TLSKeyFile)
-		if err != nil {
-			return fmt.Errorf("iothub: HTTPS key pair: %w", err)
-		}
-		cfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	for _, addr := range h.opts.HTTPSListen {
 		ln, err := net.Listen("tcp", addr)
@@ -216,23 +224,13 @@ func (h *Hub) authorizeAPI(r *http.Request, perms []string) error {
 	if raw == "" {
 		return fmt.Errorf("%w: no Authorization header", ErrUnauthorized)
 	}
-	tok, err := ParseToken(raw)
-	if err != nil {
-		return err
-	}
-	p := h.policies[tok.KeyName]
-	if tok.KeyName == "" || p == nil {
-		return fmt.Errorf("%w: the token names no known policy (skn %q)", ErrUnauthorized, truncate(tok.KeyName, 64))
-	}
-	if err := tok.VerifyBase64(p.Key, time.Now()); err != nil {
-		return err
-	}
 	host := h.opts.HostName
 	if host == "" {
 		host, _, _ = strings.Cut(r.Host, ":")
 	}
-	if !tok.Grants(host, "") {
-		return fmt.Errorf("%w: the token's resource %q is not this hub (%s)", ErrUnauthorized, truncate(tok.Resource, 96), host)
+	p, _, err := h.policyToken(raw, host)
+	if err != nil {
+		return err
 	}
 	for _, perm := range perms {
 		if p.has(perm) {
@@ -240,6 +238,26 @@ func (h *Hub) authorizeAPI(r *http.Request, perms []string) error {
 		}
 	}
 	return fmt.Errorf("%w: policy %s lacks %s", ErrUnauthorized, p.Name, strings.Join(perms, " or "))
+}
+
+// policyToken checks a SAS token signed with a shared access policy's
+// key for host ("" takes any resource) and returns the policy.
+func (h *Hub) policyToken(raw, host string) (*Policy, *Token, error) {
+	tok, err := ParseToken(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := h.policies[tok.KeyName]
+	if tok.KeyName == "" || p == nil {
+		return nil, nil, fmt.Errorf("%w: the token names no known policy (skn %q)", ErrUnauthorized, truncate(tok.KeyName, 64))
+	}
+	if err := tok.VerifyBase64(p.Key, time.Now()); err != nil {
+		return nil, nil, err
+	}
+	if host != "" && !tok.Grants(host, "") {
+		return nil, nil, fmt.Errorf("%w: the token's resource %q is not this hub (%s)", ErrUnauthorized, truncate(tok.Resource, 96), host)
+	}
+	return p, tok, nil
 }
 
 // readBody reads a request body (bounded by MaxBody).

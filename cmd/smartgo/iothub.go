@@ -54,6 +54,9 @@ func iothubOptions(h conf.IoTHub, b conf.Bridge, log *slog.Logger) iothub.Option
 	if h.HTTPSListen != "" {
 		o.HTTPSListen = []string{h.HTTPSListen}
 	}
+	if h.AMQPSListen != "" {
+		o.AMQPSListen = []string{h.AMQPSListen}
+	}
 	for _, p := range h.Policies {
 		o.Policies = append(o.Policies, iothub.Policy{Name: p.Name, Key: p.Key, Permissions: p.Permissions})
 	}

@@ -21,8 +21,8 @@ func (h *hub) c2dCount(t *testing.T, id string) float64 {
 // Registry.get shows cloudToDeviceMessageCount 50, also after the hub
 // restarted. The device SDK client connects and receives the 50 (its
 // PUBACKs complete them): the count goes to 0 and sending works again.
-// (The service SDK sends cloud-to-device messages over AMQP only, which
-// SmartGo does not offer: they go through SmartGo's HTTPS endpoint.)
+// (Sent through SmartGo's HTTPS endpoint here, to fill the queue quickly;
+// TestAzureNodeServiceSendsC2D sends with the service SDK over AMQP.)
 func TestAzureNodeC2DQueueDepth(t *testing.T) {
 	nodeReady(t)
 	h := startHub(t, hubAddress(t))
@@ -68,5 +68,64 @@ func TestAzureNodeC2DQueueDepth(t *testing.T) {
 	h.sendC2D(t, "sdk-c2d", "again", map[string]string{"iothub-messageid": "again"})
 	if ev := d.await(t, "the message after the queue drained", event("c2d")); ev["messageId"] != "again" {
 		t.Fatalf("got %v", ev)
+	}
+}
+
+// TestAzureNodeServiceSendsC2D: the service SDK's Client.send, which
+// speaks AMQP 1.0 to port 5671 (TLS, a put-token on $cbs, a link to
+// /messages/devicebound). 150 messages on one connection (more than a
+// link's credit of 100) reach the device SDK client with their ids,
+// correlation ids, content type and application properties; a send to a
+// device that is not registered fails with DeviceNotFoundError and the
+// connection goes on; a connection string with a wrong key fails to
+// connect (the put-token answered 401: UnauthorizedError) and stores
+// nothing.
+func TestAzureNodeServiceSendsC2D(t *testing.T) {
+	nodeReady(t)
+	// IoT Hub's queue depth of 50 would refuse a burst of 150 that the
+	// device has not completed yet.
+	h := startHub(t, hubAddress(t), "iothub.c2d_max_queue_depth=500")
+	dev := mustOK(t, h.service(t, "create", "sdk-amqp"), "create")["device"].(map[string]any)
+	key := dev["authentication"].(map[string]any)["symmetricKey"].(map[string]any)["primaryKey"].(string)
+	d := h.startDevice(t, "HostName="+hubHost+";DeviceId=sdk-amqp;SharedAccessKey="+key)
+
+	res := mustOK(t, h.service(t, "send", "sdk-amqp", "150", "amqp", `{"color":"red"}`), "send")
+	if res["sent"] != float64(150) {
+		t.Fatalf("sent %v", res["sent"])
+	}
+	unknown, _ := res["unknownDevice"].(map[string]any)
+	if unknown == nil || unknown["error"] != "DeviceNotFoundError" {
+		t.Fatalf("send to an unregistered device: %v", res["unknownDevice"])
+	}
+	seen := map[string]bool{}
+	for len(seen) < 150 {
+		ev := d.await(t, "the messages sent over AMQP", event("c2d"))
+		id, _ := ev["messageId"].(string)
+		if !strings.HasPrefix(id, "amqp-") || ev["data"] != id {
+			t.Fatalf("message %v", ev)
+		}
+		props := fmt.Sprint(ev["properties"])
+		if !strings.Contains(props, "color") || !strings.Contains(props, "red") {
+			t.Fatalf("message %s properties %s", id, props)
+		}
+		seen[id] = true
+	}
+	for i := range 150 {
+		if !seen[fmt.Sprintf("amqp-%d", i)] {
+			t.Fatalf("amqp-%d not received", i)
+		}
+	}
+
+	bad := "SERVICE_CONNECTION_STRING=HostName=" + hubHost + ";SharedAccessKeyName=iothubowner;SharedAccessKey=" +
+		"d3JvbmcgYnV0IHdlbGwgZm9ybWVkIGtleSwgMzIgYnl0ZXMh"
+	res = h.serviceWith(t, []string{bad}, "send", "sdk-amqp", "1", "bad")
+	// The SDK wraps the put-token's UnauthorizedError in its connect error.
+	if res["ok"] != false || res["cause"] != "UnauthorizedError" {
+		t.Fatalf("send with a wrong key: %v", res)
+	}
+	// Messages reach the device in order: the next one is the marker.
+	h.sendC2D(t, "sdk-amqp", "marker", map[string]string{"iothub-messageid": "marker"})
+	if ev := d.await(t, "the marker", event("c2d")); ev["messageId"] != "marker" {
+		t.Fatalf("a message sent with a wrong key was delivered: %v", ev)
 	}
 }

@@ -172,12 +172,13 @@ tls_key = %q
 enabled = true
 hostname = %q
 https_listen = %q
+amqps_listen = %q
 
 [[iothub.policy]]
 name = "iothubowner"
 key = %q
 permissions = ["registryRead", "registryWrite", "serviceConnect"]
-`, net.JoinHostPort(ip, "8883"), certFile, keyFile, hubHost, net.JoinHostPort(ip, "443"), h.policyKey)
+`, net.JoinHostPort(ip, "8883"), certFile, keyFile, hubHost, net.JoinHostPort(ip, "443"), net.JoinHostPort(ip, "5671"), h.policyKey)
 	cfgFile := filepath.Join(dir, "smartgo.toml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -272,10 +273,17 @@ func (h *hub) nodeEnv(extra ...string) []string {
 // service runs one service.js command and returns its JSON answer.
 func (h *hub) service(t *testing.T, args ...string) map[string]any {
 	t.Helper()
+	return h.serviceWith(t, nil, args...)
+}
+
+// serviceWith is service with more environment (a later value of a
+// variable replaces an earlier one).
+func (h *hub) serviceWith(t *testing.T, env []string, args ...string) map[string]any {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", append([]string{"service.js"}, args...)...)
-	cmd.Env = h.nodeEnv()
+	cmd.Env = h.nodeEnv(env...)
 	out, err := cmd.Output()
 	var res map[string]any
 	if jerr := json.Unmarshal(out, &res); jerr != nil {

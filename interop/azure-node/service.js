@@ -4,13 +4,14 @@
 // to stdout: {"ok":true,...} or {"ok":false,"error":<class>,"status":<HTTP status>,"message":...}.
 'use strict';
 const { Registry, Client } = require('azure-iothub');
+const { Message } = require('azure-iot-common');
 
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 const cs = process.env.SERVICE_CONNECTION_STRING;
 
 function failure(err) {
   return { ok: false, error: err.constructor && err.constructor.name, status: err.response && err.response.statusCode,
-    message: String(err.message) };
+    message: String(err.message), cause: err.amqpError && err.amqpError.constructor && err.amqpError.constructor.name };
 }
 
 const commands = {
@@ -109,6 +110,35 @@ const commands = {
       for (const twin of result) ids.push(twin.deviceId);
     }
     return { pages, ids };
+  },
+  // send <deviceId> <count> <messageId prefix> [<properties JSON>]: count
+  // cloud-to-device messages over one AMQP connection (Client.send), bodies
+  // "<prefix>-<i>", message ids the same; then, on the same connection,
+  // one to the device "no-such-device" whose failure is reported as
+  // unknownDevice.
+  async send(id, count, prefix, props) {
+    const client = Client.fromConnectionString(cs);
+    await client.open();
+    try {
+      for (let i = 0; i < Number(count); i++) {
+        const msg = new Message(prefix + '-' + i);
+        msg.messageId = prefix + '-' + i;
+        msg.correlationId = 'corr-' + i;
+        msg.contentType = 'text/plain';
+        msg.expiryTimeUtc = Date.now() + 60000;
+        for (const [k, v] of Object.entries(JSON.parse(props || '{}'))) msg.properties.add(k, v);
+        await client.send(id, msg);
+      }
+      let unknownDevice = null;
+      try {
+        await client.send('no-such-device', new Message('x'));
+      } catch (err) {
+        unknownDevice = failure(err);
+      }
+      return { sent: Number(count), unknownDevice };
+    } finally {
+      await client.close();
+    }
   },
   // invoke-module <deviceId> <moduleId> <method> <payload JSON> <response timeout s>: a module's method.
   async 'invoke-module'(id, mid, method, payload, timeout) {

@@ -1,0 +1,238 @@
+package iothub
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/smartgo/smartgo/bridge/iothub/amqp1"
+)
+
+// transfer takes one transfer frame on a link the client sends on; the
+// last frame of a delivery has it served and settled.
+func (c *amqpConn) transfer(s *amqpSession, f []any, payload []byte) error {
+	h, _ := amqp1.Uint(f, 0)
+	l := s.links[uint32(h)]
+	if l == nil || l.hubRole != amqp1.RoleReceiver {
+		return failf(amqp1.CondNotAllowed, "transfer on handle %d, which the client does not send on", h)
+	}
+	s.nextIn++
+	if s.inWindow > 0 {
+		s.inWindow--
+	}
+	var out []byte
+	if s.inWindow < amqpWindow/2 {
+		s.inWindow = amqpWindow
+		out = c.appendFlow(out, s, nil)
+	}
+	if !l.partialOn {
+		id, ok := amqp1.Uint(f, 1)
+		if !ok {
+			return failf(amqp1.CondInvalidField, "the first transfer of a delivery without delivery-id")
+		}
+		l.partialOn, l.partialID, l.oversize = true, uint32(id), false
+		l.partialTag, _ = amqp1.Binary(f, 2)
+		l.partialSettle, _ = amqp1.Bool(f, 4)
+		l.partial = l.partial[:0]
+		l.deliveryCount++
+		if l.credit > 0 {
+			l.credit--
+		}
+	}
+	if aborted, _ := amqp1.Bool(f, 9); aborted {
+		l.partialOn, l.partial = false, l.partial[:0]
+		return c.write(out)
+	}
+	if len(l.partial)+len(payload) > c.maxMessage() {
+		l.oversize = true
+	} else if !l.oversize {
+		l.partial = append(l.partial, payload...)
+	}
+	if more, _ := amqp1.Bool(f, 5); more {
+		return c.write(out)
+	}
+	l.partialOn = false
+	state := c.deliver(s, l)
+	if !l.partialSettle {
+		out = amqp1.AppendFrame(out, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeDisposition,
+			amqp1.RoleReceiver, l.partialID, nil, true, state), nil)
+	}
+	if cap(l.partial) > 64<<10 {
+		l.partial = nil
+	}
+	if l.credit < amqpLinkCredit/2 {
+		l.credit = amqpLinkCredit
+		out = c.appendFlow(out, s, l)
+	}
+	if err := c.write(out); err != nil {
+		return err
+	}
+	if l.address == cbsAddress {
+		if reply := s.cbsReplyLink(); reply != nil {
+			return c.sendPending(s, reply)
+		}
+	}
+	return nil
+}
+
+// cbsReplyLink is the session's link on which the client receives $cbs
+// replies (nil: none attached).
+func (s *amqpSession) cbsReplyLink() *amqpLink {
+	for _, l := range s.links {
+		if l.hubRole == amqp1.RoleSender && l.address == cbsAddress {
+			return l
+		}
+	}
+	return nil
+}
+
+var accepted = amqp1.Perf(amqp1.CodeAccepted)
+
+func rejected(cond amqp1.Symbol, msg string) *amqp1.Described {
+	return amqp1.Perf(amqp1.CodeRejected, amqp1.Error(cond, msg))
+}
+
+// deliver serves a whole delivery and returns its outcome.
+func (c *amqpConn) deliver(s *amqpSession, l *amqpLink) *amqp1.Described {
+	if l.oversize {
+		return rejected(amqp1.CondMessageSize, fmt.Sprintf("message over %d bytes", c.maxMessage()))
+	}
+	m, err := amqp1.DecodeMessage(l.partial)
+	if err != nil {
+		return rejected(amqp1.CondDecodeError, err.Error())
+	}
+	if l.address == cbsAddress {
+		c.putToken(s, m)
+		return accepted
+	}
+	if err := c.sendC2D(m); err != nil {
+		cond, text := amqpCondition(err)
+		c.h.log.Info("iothub: AMQP cloud-to-device message refused", "remote", c.nc.RemoteAddr().String(), "to", truncate(m.To, 96),
+			"condition", string(cond), "err", text)
+		return rejected(cond, text)
+	}
+	return accepted
+}
+
+// putToken serves a claims-based-security request: operation put-token,
+// type servicebus.windows.net:sastoken (or azure-devices.net:sastoken),
+// the token as the body's value. The reply, on the session's $cbs
+// receiving link, carries the request's message-id as its
+// correlation-id and status-code 200, or 401 (400 for a request that is
+// not a put-token).
+func (c *amqpConn) putToken(s *amqpSession, m *amqp1.Message) {
+	status, desc := int32(200), "OK"
+	op, _ := m.Properties.Get("operation")
+	tok, _ := m.Value.(string)
+	switch {
+	case op != "put-token":
+		status, desc = 400, fmt.Sprintf("operation %v is not put-token", op)
+	case tok == "":
+		status, desc = 400, "put-token without a token (an amqp-value string)"
+	default:
+		if err := c.authorize(tok); err != nil {
+			status, desc = 401, err.Error()
+			c.h.log.Info("iothub: AMQP put-token refused", "remote", c.nc.RemoteAddr().String(), "err", err)
+		}
+	}
+	props := amqp1.Perf(amqp1.CodeProperties, nil, nil, nil, nil, nil, m.MessageID)
+	app := &amqp1.Map{Keys: []any{"status-code", "status-description"}, Values: []any{status, desc}}
+	var msg []byte
+	msg = amqp1.Append(msg, props)
+	msg = amqp1.Append(msg, &amqp1.Described{Descriptor: uint64(amqp1.CodeApplicationProperties), Value: app})
+	msg = amqp1.Append(msg, &amqp1.Described{Descriptor: uint64(amqp1.CodeAMQPValue), Value: nil})
+	if reply := s.cbsReplyLink(); reply != nil && len(reply.pending) < 16 {
+		reply.pending = append(reply.pending, msg)
+	}
+}
+
+// sendC2D stores one cloud-to-device message: the connection must hold
+// a token of a policy with serviceConnect, and "to" must be
+// /devices/{id}/messages/devicebound.
+func (c *amqpConn) sendC2D(m *amqp1.Message) error {
+	switch {
+	case c.auth == nil:
+		return fmt.Errorf("%w: no put-token on this connection", ErrUnauthorized)
+	case !c.authExpiry.After(time.Now()):
+		return fmt.Errorf("%w: the connection's token expired at %s", ErrTokenExpired, c.authExpiry.UTC().Format(time.RFC3339))
+	case !c.auth.has(PermServiceConnect):
+		return fmt.Errorf("%w: policy %s lacks %s", ErrUnauthorized, c.auth.Name, PermServiceConnect)
+	}
+	id, err := c2dDevice(m.To)
+	if err != nil {
+		return err
+	}
+	body := m.Data
+	switch v := m.Value.(type) {
+	case []byte:
+		body = v
+	case string:
+		body = []byte(v)
+	}
+	msg := &C2DMessage{DeviceID: id, Body: body, MessageID: amqp1.IDString(m.MessageID),
+		CorrelationID: amqp1.IDString(m.CorrelationID), UserID: string(m.UserID),
+		ContentType: m.ContentType, Encoding: m.Encoding, Expiry: m.Expiry}
+	if m.Properties != nil {
+		for i, k := range m.Properties.Keys {
+			name, ok := k.(string)
+			if !ok {
+				return fmt.Errorf("%w: application property key of type %T", ErrBadRequest, k)
+			}
+			v := m.Properties.Values[i]
+			if v == nil {
+				continue
+			}
+			val, ok := v.(string)
+			if !ok {
+				val = fmt.Sprint(v)
+			}
+			msg.Properties = append(msg.Properties, Property{name, val})
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.h.ctx, c.h.opts.RequestTimeout)
+	defer cancel()
+	return c.h.SendC2D(ctx, msg)
+}
+
+// c2dDevice reads the device id from a message's "to":
+// /devices/{url-encoded id}/messages/devicebound.
+func c2dDevice(to string) (string, error) {
+	const suffix = "/messages/devicebound"
+	rest, ok := strings.CutPrefix(to, "/devices/")
+	if !ok || len(rest) <= len(suffix) || !strings.EqualFold(rest[len(rest)-len(suffix):], suffix) {
+		return "", fmt.Errorf("%w: to %q is not /devices/{id}/messages/devicebound", ErrBadRequest, truncate(to, 96))
+	}
+	id, err := url.PathUnescape(rest[:len(rest)-len(suffix)])
+	if err != nil || id == "" {
+		return "", fmt.Errorf("%w: device id in %q: %v", ErrBadRequest, truncate(to, 96), err)
+	}
+	return id, nil
+}
+
+// amqpCondition maps a hub error to the AMQP error condition the service
+// SDKs turn into the matching error class.
+func amqpCondition(err error) (amqp1.Symbol, string) {
+	status, code, text := statusOf(err)
+	text = code + ": " + text
+	switch status {
+	case 400:
+		return amqp1.CondArgumentError, text
+	case 401:
+		return amqp1.CondUnauthorized, text
+	case 403:
+		return amqp1.CondResourceLimit, text
+	case 404:
+		return amqp1.CondNotFound, text
+	case 412:
+		return amqp1.CondPreconditionFailed, text
+	case 413:
+		return amqp1.CondMessageSize, text
+	case 429:
+		return amqp1.CondThrottled, text
+	case 503, 504:
+		return amqp1.CondTimeout, text
+	}
+	return amqp1.CondInternalError, text
+}
