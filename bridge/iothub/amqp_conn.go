@@ -263,8 +263,15 @@ func (c *amqpConn) attach(s *amqpSession, f []any) error {
 	if tgt != nil {
 		tgtV = tgt
 	}
+	// Settle modes: the hub settles what it receives at once (first,
+	// whatever the client asked for) and sends its own deliveries
+	// settled.
+	sndSettle, rcvSettle := amqp1.Field(f, 3), any(nil)
+	if l.hubRole == amqp1.RoleSender {
+		sndSettle, rcvSettle = uint8(1), amqp1.Field(f, 4)
+	}
 	out := amqp1.AppendFrame(nil, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeAttach, name, uint32(h), l.hubRole,
-		amqp1.Field(f, 3), amqp1.Field(f, 4), srcV, tgtV, nil, nil, initial, maxSize), nil)
+		sndSettle, rcvSettle, srcV, tgtV, nil, nil, initial, maxSize), nil)
 	if !known {
 		addr := tgtAddr
 		if clientRole == amqp1.RoleReceiver {
