@@ -120,6 +120,8 @@ type shardLog struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	opening shardOpen // loaded yet, or why not (logshard_open.go)
+
 	errUnavailable error // wrapped when an append fails (nothing changed)
 	errNotOwner    error // wrapped when this broker may not serve (controller mode)
 	errFailed      error // wrapped when a shard stopped
@@ -220,34 +222,6 @@ func decodeShardSnapshot(b []byte, magic string, id int32) (next int64, state []
 		return 0, nil, fmt.Errorf("negative offset %d", next)
 	}
 	return next, body[shardSnapHead:], nil
-}
-
-// waitDispatched waits until the consume queues cover the whole commitlog
-// (after recovery the dispatcher may still be rebuilding them). When they
-// do not within limit because the dispatcher cannot write an entry (a
-// disk that stays full after a crash), the error says so and names the
-// file, matching store.ErrDiskFull for a full disk: the process exits
-// with that one line instead of a bare timeout.
-func (h *shardLog) waitDispatched(limit time.Duration) error {
-	st := h.b.store
-	deadline := time.Now().Add(limit)
-	for st.DispatchedPhysicalOffset() < st.MaxPhysicalOffset() {
-		if time.Now().After(deadline) {
-			err := fmt.Errorf("broker: %s: consume queues not rebuilt after %v", h.what, limit)
-			stall := st.DispatchStalled()
-			switch {
-			case errors.Is(stall, store.ErrDiskFull):
-				return fmt.Errorf("%w: the commitlog from offset %d on waits for consume-queue entries the full disk has no room for "+
-					"(%w); free space on the disk of %s and start again", err, st.DispatchedPhysicalOffset(), stall, h.b.opts.Store.Root)
-			case stall != nil:
-				return fmt.Errorf("%w: the commitlog from offset %d on waits for a consume-queue entry that cannot be written (%w)",
-					err, st.DispatchedPhysicalOffset(), stall)
-			}
-			return err
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return nil
 }
 
 // loadSnapshot restores a shard from its snapshot file, if there is a
@@ -579,6 +553,9 @@ func (h *shardLog) snapshotShard(sh *logShard) error {
 // snapshotAll writes every healthy shard's snapshot (when its records
 // are flushed).
 func (h *shardLog) snapshotAll() error {
+	if h.notOpen() != nil {
+		return nil // nothing loaded, nothing to write
+	}
 	var errs []error
 	for _, sh := range h.shards {
 		errs = append(errs, h.snapshotShard(sh))
@@ -604,6 +581,9 @@ func (h *shardLog) snapshotLoop(ctx context.Context, every time.Duration) {
 // syncAll (slave) applies every replicated entry already dispatched, and
 // returns the first shard's failure.
 func (h *shardLog) syncAll() error {
+	if err := h.notOpen(); err != nil {
+		return err
+	}
 	var first error
 	for _, sh := range h.shards {
 		sh.mu.Lock()
@@ -645,8 +625,12 @@ func (h *shardLog) replicateLoop(ctx context.Context) {
 	}
 }
 
-// err joins the errors that stopped shards.
+// err joins the errors that stopped shards; before the shards are open,
+// why they are not.
 func (h *shardLog) err() error {
+	if err := h.notOpen(); err != nil {
+		return err
+	}
 	var errs []error
 	for _, sh := range h.shards {
 		errs = append(errs, sh.failure())

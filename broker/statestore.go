@@ -195,10 +195,14 @@ func (p *ssSinkPeer) push(list []protocol.StateStoreNotification) error {
 	return nil
 }
 
-// OpenStateStore creates (or checks) StateStoreTopic, restores every shard
-// from its snapshot and the log after it, registers the state store request
-// codes with the broker's server and starts the expiry, snapshot and (on a
-// slave) replication loops.
+// OpenStateStore creates (or checks) StateStoreTopic, registers the state
+// store request codes with the broker's server, restores every shard from
+// its snapshot and the log after it and starts the expiry, snapshot and
+// (on a slave) replication loops. When the consume queues cannot be
+// rebuilt yet (a disk that stays full after a crash) it returns without
+// the shards: requests get ErrStateStoreUnavailable and Err says why until
+// they are open, which happens by itself once the queues are written
+// (logshard_open.go).
 func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -233,11 +237,6 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	s.host = shardLog{b: b, topic: StateStoreTopic, dir: opts.Dir, magic: ssSnapMagic, what: "state store", log: s.log,
 		errUnavailable: ErrStateStoreUnavailable, errFailed: ErrStateStoreFailed, errNotOwner: ErrStateStoreNotOwner}
 	s.host.slave.Store(slave)
-	if !b.controlled() { // controller mode: the dispatch limit may hide what a master's slaves lack
-		if err := s.host.waitDispatched(30 * time.Second); err != nil {
-			return nil, err
-		}
-	}
 	fresh, err := statestore.New(opts.Engine, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
@@ -247,36 +246,10 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	s.host.empty = empty.Bytes()
-	for i := 0; i < opts.Shards; i++ {
-		eng, err := statestore.New(opts.Engine, s.log)
-		if err != nil {
-			return nil, fmt.Errorf("broker: %w", err)
-		}
-		sh := &ssShard{logShard: logShard{id: int32(i), snap: ssSnapshotter{eng}}, eng: eng}
-		sh.replay = func(entry []byte, storeTime time.Time, _ int64) error {
-			_, err := eng.Apply(entry, storeTime)
-			return err
-		}
-		start := time.Now()
-		if err := s.host.loadSnapshot(&sh.logShard); err != nil {
-			return nil, err
-		}
-		s.host.replayAll(&sh.logShard, start)
-		s.shards = append(s.shards, sh)
-		s.host.shards = append(s.host.shards, &sh.logShard)
-	}
-	if !slave {
-		s.prepareQueues()
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.host.cancel = cancel
-	s.goFunc(func() { s.host.snapshotLoop(ctx, opts.SnapshotInterval) })
-	if slave {
-		s.goFunc(func() { s.host.replicateLoop(ctx) })
-	}
-	if !slave || b.controlled() {
-		s.goFunc(func() { s.expiryLoop(ctx) })
-	}
+	// The request codes answer from now on: ErrStateStoreUnavailable
+	// until the shards are open (admit).
 	if ir, ok := any(b.srv).(inlineRegistrar); ok && b.opts.Store.FlushMode == store.FlushAsync && b.opts.Role != RoleSyncMaster {
 		// Nothing in Do waits for a disk flush or a slave: run it on the
 		// connection's reader while the pool is idle (no hand-off).
@@ -287,16 +260,47 @@ func OpenStateStore(b *Broker, opts StateStoreOptions) (*StateStore, error) {
 	b.srv.RegisterFunc(protocol.StateStoreDropClient, remoting.PoolDefault, s.processDropClient)
 	b.srv.RegisterFunc(protocol.StateStoreScan, remoting.PoolAdmin, s.processScan)
 	b.srv.OnConnClose(s.connClosed)
-	if b.controlled() {
-		b.addRoleListener(s)
-		if !b.isSlave() {
-			if err := s.becameMaster(); err != nil {
-				s.log.Warn("state store: taking over as master", "err", err)
-			}
-		}
+	if err := s.host.start(ctx, s, func() error { return s.load(ctx, slave) }); err != nil {
+		return nil, err
 	}
-	s.log.Info("state store open", "shards", opts.Shards, "slave", s.host.slave.Load(), "dir", opts.Dir)
 	return s, nil
+}
+
+// load restores every shard from its snapshot and the log after it and
+// starts the expiry, snapshot and (on a slave) replication loops: the
+// state store is open (shardLog.open runs it once the consume queues
+// cover the commitlog).
+func (s *StateStore) load(ctx context.Context, slave bool) error {
+	for i := 0; i < s.opts.Shards; i++ {
+		eng, err := statestore.New(s.opts.Engine, s.log)
+		if err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+		sh := &ssShard{logShard: logShard{id: int32(i), snap: ssSnapshotter{eng}}, eng: eng}
+		sh.replay = func(entry []byte, storeTime time.Time, _ int64) error {
+			_, err := eng.Apply(entry, storeTime)
+			return err
+		}
+		start := time.Now()
+		if err := s.host.loadSnapshot(&sh.logShard); err != nil {
+			return err
+		}
+		s.host.replayAll(&sh.logShard, start)
+		s.shards = append(s.shards, sh)
+		s.host.shards = append(s.host.shards, &sh.logShard)
+	}
+	if !slave {
+		s.prepareQueues()
+	}
+	s.goFunc(func() { s.host.snapshotLoop(ctx, s.opts.SnapshotInterval) })
+	if slave {
+		s.goFunc(func() { s.host.replicateLoop(ctx) })
+	}
+	if !slave || s.b.controlled() {
+		s.goFunc(func() { s.expiryLoop(ctx) })
+	}
+	s.log.Info("state store open", "shards", s.opts.Shards, "slave", s.host.slave.Load(), "dir", s.opts.Dir)
+	return nil
 }
 
 // becameMaster implements roleListener (controller mode): the shard topic
@@ -363,7 +367,7 @@ func (s *StateStore) Close() error { return s.host.close(s) }
 func (s *StateStore) stop() { s.host.stop() }
 
 // Shards returns the number of shards.
-func (s *StateStore) Shards() int { return len(s.shards) }
+func (s *StateStore) Shards() int { return s.opts.Shards }
 
 // Engine returns shard i's engine (for inspection: Get, Stats, Snapshot).
 func (s *StateStore) Engine(i int) *statestore.Engine { return s.shards[i].eng }
@@ -472,6 +476,9 @@ func (s *StateStore) admit(req *protocol.StateStoreRequest, cmd *statestore.Comm
 	}
 	if ok, why := s.b.writable(); !ok {
 		return nil, fmt.Errorf("%w: the broker %s", ErrStateStoreNotOwner, why)
+	}
+	if err := s.host.notOpen(); err != nil {
+		return nil, err
 	}
 	if req.Shard < 0 || int(req.Shard) >= len(s.shards) {
 		return nil, fmt.Errorf("%w: shard %d of %d", ErrStateStoreNotOwner, req.Shard, len(s.shards))
@@ -700,6 +707,9 @@ func (s *StateStore) DropClientOf(clientID string, sink protocol.StateStoreSink)
 // through the new front end is admitted either before the check (and its
 // registration kept) or after the drop.
 func (s *StateStore) dropClient(clientID string, from ssPeer) int {
+	if s.host.notOpen() != nil {
+		return 0 // no shard holds anything of it yet
+	}
 	s.connMu.Lock()
 	defer s.connMu.Unlock()
 	if c, ok := s.conns[clientID]; ok && from != nil && c != from {

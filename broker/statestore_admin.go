@@ -25,6 +25,9 @@ func (s *StateStore) processScan(_ *remoting.Conn, req *protocol.Command) (*prot
 	if r.MaxValue <= 0 {
 		r.MaxValue = 1024
 	}
+	if err := s.host.notOpen(); err != nil {
+		return errResp(protocol.ServiceNotAvailable, "%v", err), nil
+	}
 	now := s.b.now()
 	var page protocol.StateStoreScanPage
 	for _, sh := range s.shards {

@@ -145,13 +145,22 @@ var ssStatsGauges = []struct {
 		func(st *statestore.Stats) float64 { return float64(st.HistoryMin.Wall) / 1000 }},
 }
 
+var descSSOpen = prometheus.NewDesc("smartgo_statestore_open",
+	"1 once the state store's shards are loaded and serve, 0 while they wait for the consume queues (a restart on a full disk).", nil, nil)
+
 func (c ssTableCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descSSOpen
 	for _, g := range ssStatsGauges {
 		ch <- g.desc
 	}
 }
 
 func (c ssTableCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.s.host.notOpen() != nil {
+		ch <- prometheus.MustNewConstMetric(descSSOpen, prometheus.GaugeValue, 0)
+		return // no shard loaded
+	}
+	ch <- prometheus.MustNewConstMetric(descSSOpen, prometheus.GaugeValue, 1)
 	for i, sh := range c.s.shards {
 		st := sh.eng.Stats()
 		id := strconv.Itoa(i)

@@ -188,11 +188,14 @@ func (p twSinkPeer) push(list []twin.DesiredChange) error {
 	return nil
 }
 
-// OpenTwins creates (or checks) TwinTopic and the events topic, restores
-// every shard from its snapshot and the log after it (producing the
-// events a crash may have lost), registers the twin request codes with the
-// broker's server and starts the snapshot and (on a slave) replication
-// loops.
+// OpenTwins creates (or checks) TwinTopic and the events topic, registers
+// the twin request codes with the broker's server, restores every shard
+// from its snapshot and the log after it (producing the events a crash may
+// have lost) and starts the snapshot and (on a slave) replication loops.
+// When the consume queues cannot be rebuilt yet (a disk that stays full
+// after a crash) it returns without the shards: requests get
+// ErrTwinUnavailable and Err says why until they are open, which happens
+// by itself once the queues are written (logshard_open.go).
 func OpenTwins(b *Broker, opts TwinOptions) (*Twins, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -224,11 +227,6 @@ func OpenTwins(b *Broker, opts TwinOptions) (*Twins, error) {
 		errUnavailable: ErrTwinUnavailable, errFailed: ErrTwinFailed, errNotOwner: ErrTwinNotOwner}
 	t.host.slave.Store(slave)
 	t.host.onTakeOver = func(sh *logShard) { t.takeOverLocked(t.shards[sh.id]) }
-	if !b.controlled() { // controller mode: the dispatch limit may hide what a master's slaves lack
-		if err := t.host.waitDispatched(30 * time.Second); err != nil {
-			return nil, err
-		}
-	}
 	fresh, err := twin.New(opts.Engine, t.log)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
@@ -238,18 +236,39 @@ func OpenTwins(b *Broker, opts TwinOptions) (*Twins, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	t.host.empty = empty.Bytes()
-	for i := 0; i < opts.Shards; i++ {
-		eng, err := twin.New(opts.Engine, t.log)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.host.cancel = cancel
+	// The request codes answer from now on: ErrTwinUnavailable until the
+	// shards are open (Do).
+	// Not inline (unlike the state store): a query may scan a shard for
+	// long, and an inline processor has no watchdog to hand the
+	// connection's reading on; a lead does.
+	b.srv.RegisterFunc(protocol.TwinInvoke, remoting.PoolSend, t.processInvoke)
+	b.srv.RegisterFunc(protocol.TwinWatch, remoting.PoolDefault, t.processWatch)
+	b.srv.OnConnClose(t.connClosed)
+	if err := t.host.start(ctx, t, func() error { return t.load(ctx, slave) }); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// load restores every shard from its snapshot and the log after it
+// (producing the events a crash may have lost) and starts the snapshot
+// and (on a slave) replication loops: the twins are open (shardLog.open
+// runs it once the consume queues cover the commitlog).
+func (t *Twins) load(ctx context.Context, slave bool) error {
+	for i := 0; i < t.opts.Shards; i++ {
+		eng, err := twin.New(t.opts.Engine, t.log)
 		if err != nil {
-			return nil, fmt.Errorf("broker: %w", err)
+			return fmt.Errorf("broker: %w", err)
 		}
 		sh := &twShard{logShard: logShard{id: int32(i), snap: eng}, eng: eng, emitFrom: -1, partialOff: -1}
 		sh.replay = func(entry []byte, storeTime time.Time, off int64) error { return t.replay(sh, entry, storeTime, off) }
 		start := time.Now()
 		if err := t.host.loadSnapshot(&sh.logShard); err != nil {
-			return nil, err
+			return err
 		}
-		if !slave && !opts.NoEvents {
+		if !slave && !t.opts.NoEvents {
 			t.eventsFloor(sh)
 		}
 		t.host.replayAll(&sh.logShard, start)
@@ -257,28 +276,12 @@ func OpenTwins(b *Broker, opts TwinOptions) (*Twins, error) {
 		t.shards = append(t.shards, sh)
 		t.host.shards = append(t.host.shards, &sh.logShard)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.host.cancel = cancel
-	t.goFunc(func() { t.host.snapshotLoop(ctx, opts.SnapshotInterval) })
+	t.goFunc(func() { t.host.snapshotLoop(ctx, t.opts.SnapshotInterval) })
 	if slave {
 		t.goFunc(func() { t.host.replicateLoop(ctx) })
 	}
-	// Not inline (unlike the state store): a query may scan a shard for
-	// long, and an inline processor has no watchdog to hand the
-	// connection's reading on; a lead does.
-	b.srv.RegisterFunc(protocol.TwinInvoke, remoting.PoolSend, t.processInvoke)
-	b.srv.RegisterFunc(protocol.TwinWatch, remoting.PoolDefault, t.processWatch)
-	b.srv.OnConnClose(t.connClosed)
-	if b.controlled() {
-		b.addRoleListener(t)
-		if !b.isSlave() {
-			if err := t.becameMaster(); err != nil {
-				t.log.Warn("twins: taking over as master", "err", err)
-			}
-		}
-	}
-	t.log.Info("twins open", "shards", opts.Shards, "slave", slave, "dir", opts.Dir, "events", !opts.NoEvents && !slave)
-	return t, nil
+	t.log.Info("twins open", "shards", t.opts.Shards, "slave", slave, "dir", t.opts.Dir, "events", !t.opts.NoEvents && !slave)
+	return nil
 }
 
 // createTopics creates (or checks) the twin topic and the events topic.
@@ -330,7 +333,7 @@ func (t *Twins) Close() error { return t.host.close(t) }
 func (t *Twins) stop() { t.host.stop() }
 
 // Shards returns the number of shards.
-func (t *Twins) Shards() int { return len(t.shards) }
+func (t *Twins) Shards() int { return t.opts.Shards }
 
 // Engine returns shard i's engine (for inspection: Get, Stats, Snapshot).
 func (t *Twins) Engine(i int) *twin.Engine { return t.shards[i].eng }
@@ -368,6 +371,9 @@ func (t *Twins) Do(ctx context.Context, shard int32, req *twin.Request) (twin.Re
 	}
 	if ok, why := t.b.writable(); !ok {
 		return twin.Reply{}, fmt.Errorf("%w: the broker %s", ErrTwinNotOwner, why)
+	}
+	if err := t.host.notOpen(); err != nil {
+		return twin.Reply{}, err
 	}
 	if shard < 0 || int(shard) >= len(t.shards) {
 		return twin.Reply{}, fmt.Errorf("%w: shard %d of %d", ErrTwinNotOwner, shard, len(t.shards))
@@ -436,6 +442,9 @@ func (t *Twins) ReadReplica(ctx context.Context, shard int32, req *twin.Request)
 	}
 	if !t.host.slave.Load() {
 		return t.Do(ctx, shard, req)
+	}
+	if err := t.host.notOpen(); err != nil {
+		return twin.Reply{}, err
 	}
 	if shard < 0 || int(shard) >= len(t.shards) {
 		return twin.Reply{}, fmt.Errorf("%w: shard %d of %d", ErrTwinNotOwner, shard, len(t.shards))

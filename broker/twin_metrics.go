@@ -15,6 +15,8 @@ var (
 	descTwModules   = prometheus.NewDesc("smartgo_twin_modules", "Module identities held by a twin shard.", []string{"shard"}, nil)
 	descTwConnected = prometheus.NewDesc("smartgo_twin_connected", "Devices and modules of a twin shard whose connection state is Connected.", []string{"shard"}, nil)
 	descTwIndex     = prometheus.NewDesc("smartgo_twin_index_entries", "Postings held by a twin shard's query index.", []string{"shard"}, nil)
+	descTwOpen      = prometheus.NewDesc("smartgo_twin_open",
+		"1 once the twin shards are loaded and serve, 0 while they wait for the consume queues (a restart on a full disk).", nil, nil)
 )
 
 // Collectors returns the twin shards' metric collectors.
@@ -27,9 +29,15 @@ func (c twCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descTwModules
 	ch <- descTwConnected
 	ch <- descTwIndex
+	ch <- descTwOpen
 }
 
 func (c twCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.t.host.notOpen() != nil {
+		ch <- prometheus.MustNewConstMetric(descTwOpen, prometheus.GaugeValue, 0)
+		return // no shard loaded
+	}
+	ch <- prometheus.MustNewConstMetric(descTwOpen, prometheus.GaugeValue, 1)
 	for i, sh := range c.t.shards {
 		st := sh.eng.Stats()
 		id := strconv.Itoa(i)

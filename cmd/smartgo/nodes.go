@@ -26,7 +26,14 @@ type brokerNode struct {
 }
 
 // startBrokerNode starts a broker from the configuration and opens the
-// state store and twin shards in it.
+// state store and twin shards in it. When their consume queues cannot be
+// rebuilt yet (a restart on a disk that stays full) the broker serves
+// anyway and the shards open by themselves once the disk has room; until
+// then their readiness checks fail with the reason.
+//
+// The errors of the state store and the twins name them already
+// ("broker: state store ...", "broker: twin ..."): they are returned as
+// they are.
 func startBrokerNode(f conf.File, log *slog.Logger) (*brokerNode, error) {
 	opts, err := brokerOptions(f, log)
 	if err != nil {
@@ -39,13 +46,13 @@ func startBrokerNode(f conf.File, log *slog.Logger) (*brokerNode, error) {
 	ss, err := broker.OpenStateStore(b, stateStoreOptions(f.StateStore))
 	if err != nil {
 		_ = b.Close()
-		return nil, fmt.Errorf("state store: %w", err)
+		return nil, err
 	}
 	tw, err := broker.OpenTwins(b, twinOptions(f.Twin))
 	if err != nil {
 		_ = ss.Close()
 		_ = b.Close()
-		return nil, fmt.Errorf("twins: %w", err)
+		return nil, err
 	}
 	return &brokerNode{Broker: b, ss: ss, tw: tw}, nil
 }
