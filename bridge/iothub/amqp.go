@@ -147,6 +147,9 @@ type amqpConn struct {
 	// when; nil before.
 	auth       *Policy
 	authExpiry time.Time
+	// partialBytes are the bytes held by deliveries in progress over all
+	// links (at most amqpMaxPartial).
+	partialBytes int
 	// heartbeat is how often an empty frame goes out (half the client's
 	// idle-time-out; 0: none asked).
 	heartbeat time.Duration

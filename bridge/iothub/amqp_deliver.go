@@ -42,18 +42,27 @@ func (c *amqpConn) transfer(s *amqpSession, f []any, payload []byte) error {
 		}
 	}
 	if aborted, _ := amqp1.Bool(f, 9); aborted {
+		c.partialBytes -= len(l.partial)
 		l.partialOn, l.partial = false, l.partial[:0]
 		return c.write(out)
 	}
-	if len(l.partial)+len(payload) > c.maxMessage() {
+	switch {
+	case l.oversize:
+	case len(l.partial)+len(payload) > c.linkLimit(l):
 		l.oversize = true
-	} else if !l.oversize {
+		c.partialBytes -= len(l.partial)
+		l.partial = l.partial[:0]
+	case c.partialBytes+len(payload) > amqpMaxPartial:
+		return failf(amqp1.CondResourceLimit, "deliveries in progress over %d bytes", amqpMaxPartial)
+	default:
 		l.partial = append(l.partial, payload...)
+		c.partialBytes += len(payload)
 	}
 	if more, _ := amqp1.Bool(f, 5); more {
 		return c.write(out)
 	}
 	l.partialOn = false
+	c.partialBytes -= len(l.partial)
 	state := c.deliver(s, l)
 	if !l.partialSettle {
 		out = amqp1.AppendFrame(out, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeDisposition,
@@ -77,6 +86,24 @@ func (c *amqpConn) transfer(s *amqpSession, f []any, payload []byte) error {
 	return nil
 }
 
+// amqpMaxPartial bounds the bytes a connection's deliveries in progress
+// (split over several transfer frames) hold together.
+const amqpMaxPartial = 4 << 20
+
+// linkLimit is the largest message a link takes: a put-token's on $cbs,
+// a cloud-to-device message's once the connection holds a token, and
+// none before (the delivery is then rejected as unauthorized without
+// being kept).
+func (c *amqpConn) linkLimit(l *amqpLink) int {
+	switch {
+	case l.address == cbsAddress:
+		return 64 << 10
+	case c.auth == nil:
+		return 0
+	}
+	return c.maxMessage()
+}
+
 // cbsReplyLink is the session's link on which the client receives $cbs
 // replies (nil: none attached).
 func (s *amqpSession) cbsReplyLink() *amqpLink {
@@ -97,7 +124,10 @@ func rejected(cond amqp1.Symbol, msg string) *amqp1.Described {
 // deliver serves a whole delivery and returns its outcome.
 func (c *amqpConn) deliver(s *amqpSession, l *amqpLink) *amqp1.Described {
 	if l.oversize {
-		return rejected(amqp1.CondMessageSize, fmt.Sprintf("message over %d bytes", c.maxMessage()))
+		if c.auth == nil && l.address != cbsAddress {
+			return rejected(amqp1.CondUnauthorized, "no put-token on this connection")
+		}
+		return rejected(amqp1.CondMessageSize, fmt.Sprintf("message over %d bytes", c.linkLimit(l)))
 	}
 	m, err := amqp1.DecodeMessage(l.partial)
 	if err != nil {

@@ -374,3 +374,33 @@ func TestHubAMQPBadInput(t *testing.T) {
 	a.send(amqp1.TypeAMQP, amqp1.Perf(amqp1.CodeClose), nil)
 	a.expect(amqp1.CodeClose)
 }
+
+// TestHubAMQPPartialBound: deliveries split over frames hold at most
+// 4 MiB of a connection's memory together; past that the connection is
+// closed with amqp:resource-limit-exceeded. Before a put-token nothing
+// sent to /messages/devicebound is kept at all.
+func TestHubAMQPPartialBound(t *testing.T) {
+	c := startTestCluster(t, 1)
+	n := startNode(t, c, withAMQPS(t))
+	tok, err := SignToken(testHost, "owner", testPolicyKey, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := dialAMQP(t, n)
+	a.connect("PLAIN", tok)
+	const links = amqpHandleMax + 1
+	for h := range uint32(links) {
+		a.attachSender(h, c2dAddress)
+	}
+	chunk := make([]byte, 60000)
+	for h := range uint32(links) {
+		a.send(amqp1.TypeAMQP, amqp1.Perf(amqp1.CodeTransfer, h, uint32(0), []byte{0}, uint32(0), false, true), chunk)
+	}
+	for h := range uint32(links) {
+		a.send(amqp1.TypeAMQP, amqp1.Perf(amqp1.CodeTransfer, h, nil, nil, nil, nil, true), chunk[:19000])
+		if 60000*links+19000*int(h+1) > amqpMaxPartial {
+			break
+		}
+	}
+	a.closed(amqp1.CondResourceLimit)
+}
