@@ -291,6 +291,7 @@ type IoTHub struct {
 	X509CAFile       string   `toml:"x509_ca_file"`
 	EventsTopic      string   `toml:"events_topic"`
 	RPCTopic         string   `toml:"rpc_topic"`
+	FeedbackTopic    string   `toml:"feedback_topic"`
 	MethodAckTimeout Duration `toml:"method_ack_timeout"`
 	MaxMethodTimeout Duration `toml:"max_method_timeout"`
 	C2DTTL           Duration `toml:"c2d_ttl"`
@@ -485,6 +486,7 @@ func Default() File {
 			DeviceAuth:       "registry",
 			EventsTopic:      "IOTHUB_EVENTS",
 			RPCTopic:         "IOTHUB_RPC",
+			FeedbackTopic:    "IOTHUB_FEEDBACK",
 			MethodAckTimeout: Duration{3 * time.Second},
 			MaxMethodTimeout: Duration{300 * time.Second},
 			C2DTTL:           Duration{time.Hour},

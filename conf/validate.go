@@ -469,7 +469,7 @@ func (h *IoTHub) validate(v *validator, b *Bridge) {
 	if h.Enabled && h.AMQPSListen != "" && (h.TLSCert == "" && b.TLSCert == "" || h.TLSKey == "" && b.TLSKey == "") {
 		v.bad("iothub.amqps_listen", strconv.Quote(h.AMQPSListen), "needs iothub.tls_cert and iothub.tls_key (or bridge.tls_cert and bridge.tls_key)")
 	}
-	for key, t := range map[string]string{"iothub.events_topic": h.EventsTopic, "iothub.rpc_topic": h.RPCTopic} {
+	for key, t := range map[string]string{"iothub.events_topic": h.EventsTopic, "iothub.rpc_topic": h.RPCTopic, "iothub.feedback_topic": h.FeedbackTopic} {
 		if !topicRE.MatchString(t) {
 			v.bad(key, strconv.Quote(t), "must be 1-127 characters of [%|a-zA-Z0-9_-]")
 		}

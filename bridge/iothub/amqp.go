@@ -25,9 +25,10 @@ import (
 // amqp:resource-limit-exceeded: DeviceMaximumQueueDepthExceededError,
 // amqp:unauthorized-access: UnauthorizedError, ...).
 //
-// Links to /messages/serviceBound/feedback and
-// /messages/serviceBound/filenotifications attach and stay silent: the
-// hub sends no delivery feedback and has no file uploads. Any other
+// A link to /messages/serviceBound/feedback receives the delivery
+// feedback of messages sent with an ack request (amqp_feedback.go); one
+// to /messages/serviceBound/filenotifications attaches and stays silent
+// (the hub has no file uploads). Any other
 // address is refused (the attach answered without a terminus, then
 // detached with amqp:not-found).
 //
@@ -47,7 +48,7 @@ const (
 )
 
 // amqpSilent are the receiving addresses that attach and never deliver.
-var amqpSilent = []string{"/messages/servicebound/feedback", "/messages/servicebound/filenotifications"}
+var amqpSilent = []string{"/messages/servicebound/filenotifications"}
 
 // amqpServer is the hub's AMQP listeners and connections.
 type amqpServer struct {
@@ -139,7 +140,11 @@ type amqpConn struct {
 	h  *Hub
 	nc net.Conn
 
-	wmu sync.Mutex // serialises writes (the serving goroutine, heartbeats)
+	wmu sync.Mutex // serialises writes (the serving goroutine, heartbeats, the feedback pump)
+	// mu guards the sessions and links: the serving goroutine holds it
+	// while it handles a frame, the feedback pump while it sends.
+	mu sync.Mutex
+	fb *feedbackPump // protected by mu; nil until a feedback link attaches
 
 	maxOut   uint32 // the client's max-frame-size
 	sessions map[uint16]*amqpSession
@@ -218,6 +223,7 @@ func (c *amqpConn) serve() {
 		}()
 	}
 	defer func() {
+		c.stopFeedback()
 		close(stop)
 		hb.Wait()
 	}()
@@ -242,7 +248,9 @@ func (c *amqpConn) serve() {
 			c.closeWith(err)
 			return
 		}
+		c.mu.Lock()
 		done, err := c.handle(f.Channel, code, fields, payload)
+		c.mu.Unlock()
 		if err != nil {
 			c.closeWith(err)
 			return

@@ -240,7 +240,7 @@ func (c *amqpConn) attach(s *amqpSession, f []any) error {
 		l.deliveryCount = uint32(dc)
 	} else {
 		l.address = srcAddr
-		known = srcAddr == cbsAddress
+		known = srcAddr == cbsAddress || strings.EqualFold(srcAddr, feedbackAddress)
 		for _, a := range amqpSilent {
 			known = known || strings.EqualFold(srcAddr, a)
 		}
@@ -282,6 +282,9 @@ func (c *amqpConn) attach(s *amqpSession, f []any) error {
 		return c.write(out)
 	}
 	s.links[l.handle] = l
+	if strings.EqualFold(l.address, feedbackAddress) && l.hubRole == amqp1.RoleSender {
+		c.startFeedback()
+	}
 	if l.hubRole == amqp1.RoleReceiver {
 		l.credit = amqpLinkCredit
 		out = c.appendFlow(out, s, l)
@@ -328,6 +331,7 @@ func (c *amqpConn) flow(s *amqpSession, f []any) error {
 		if err := c.sendPending(s, l); err != nil {
 			return err
 		}
+		c.creditCame()
 		if drain, _ := amqp1.Bool(f, 8); drain && l.credit > 0 {
 			l.deliveryCount += l.credit
 			l.credit = 0
@@ -349,10 +353,22 @@ func (c *amqpConn) sendPending(s *amqpSession, l *amqpLink) error {
 		l.pending = l.pending[1:]
 		id := s.delivery
 		tag := []byte{byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}
-		out = amqp1.AppendFrame(out, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeTransfer,
-			l.handle, id, tag, uint32(0), true), msg)
+		// A message larger than the client's frames goes in several
+		// transfers (the first carries the delivery's fields).
+		room := int(min(c.maxOut, amqpMaxFrame)) - 64
+		for first := true; first || len(msg) > 0; first = false {
+			part := msg[:min(room, len(msg))]
+			msg = msg[len(part):]
+			if first {
+				out = amqp1.AppendFrame(out, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeTransfer,
+					l.handle, id, tag, uint32(0), true, len(msg) > 0), part)
+			} else {
+				out = amqp1.AppendFrame(out, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeTransfer,
+					l.handle, nil, nil, nil, nil, len(msg) > 0), part)
+			}
+			s.nextOut++
+		}
 		s.delivery++
-		s.nextOut++
 		l.deliveryCount++
 		l.credit--
 	}

@@ -1,7 +1,9 @@
 package iothub
 
 import (
+	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -403,4 +405,80 @@ func TestHubAMQPPartialBound(t *testing.T) {
 		}
 	}
 	a.closed(amqp1.CondResourceLimit)
+}
+
+// TestHubAMQPFeedback: messages sent with iothub-ack full and completed
+// by the device give feedback records on a feedback link, as JSON
+// arrays, only as far as the link's credit goes; a receiver connection
+// that goes without giving credit leaves them to the next one.
+func TestHubAMQPFeedback(t *testing.T) {
+	c := startTestCluster(t, 1)
+	n := startNode(t, c, withAMQPS(t))
+	dev := createDevice(t, n, "lamp")
+	id := Identity{DeviceID: "lamp"}
+	d := dialDevice(t, n.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+	d.subscribe("devices/lamp/messages/devicebound/#")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, mid := range []string{"f-1", "f-2", "f-3"} {
+		ack := "full"
+		if mid == "f-2" {
+			ack = "none" // no feedback asked
+		}
+		if err := n.hub.SendC2D(ctx, &C2DMessage{DeviceID: "lamp", Body: []byte("x"), MessageID: mid,
+			Properties: []Property{{"iothub-ack", ack}}}); err != nil {
+			t.Fatal(err)
+		}
+		d.expect() // and its PUBACK
+	}
+	tok, err := SignToken(testHost, "owner", testPolicyKey, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	attach := func(a *amqpClient) {
+		a.send(amqp1.TypeAMQP, amqp1.Perf(amqp1.CodeAttach, "fb", uint32(0), amqp1.RoleReceiver, nil, nil,
+			amqp1.Perf(amqp1.CodeSource, "/messages/serviceBound/feedback"), amqp1.Perf(amqp1.CodeTarget, "me")), nil)
+		if at := a.expect(amqp1.CodeAttach); amqp1.Field(at, 5) == nil {
+			t.Fatalf("feedback attach refused: %v", at)
+		}
+	}
+	// A receiver without credit takes the records from the topic but
+	// cannot send them; it goes.
+	a := dialAMQP(t, n)
+	a.connect("PLAIN", tok)
+	attach(a)
+	a.send(amqp1.TypeAMQP, amqp1.Perf(amqp1.CodeClose), nil)
+	a.expect(amqp1.CodeClose)
+
+	b := dialAMQP(t, n)
+	b.connect("PLAIN", tok)
+	attach(b)
+	got := map[string]map[string]any{}
+	for credit := uint32(1); len(got) < 2; credit++ {
+		b.send(amqp1.TypeAMQP, amqp1.Perf(amqp1.CodeFlow, uint32(0), uint32(1000), uint32(0), uint32(1000), uint32(0), uint32(credit-1), uint32(1)), nil)
+		code, f, payload := b.next(false)
+		if code != amqp1.CodeTransfer {
+			t.Fatalf("want a feedback transfer, got %#x %v", code, f)
+		}
+		m, err := amqp1.DecodeMessage(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.ContentType != feedbackContentType {
+			t.Fatalf("content type %q", m.ContentType)
+		}
+		var recs []map[string]any
+		if err := json.Unmarshal(m.Data, &recs); err != nil || len(recs) == 0 {
+			t.Fatalf("batch %q: %v", m.Data, err)
+		}
+		for _, r := range recs {
+			got[r["originalMessageId"].(string)] = r
+		}
+	}
+	if got["f-1"] == nil || got["f-3"] == nil || got["f-2"] != nil || len(got) != 2 {
+		t.Fatalf("feedback for %v", got)
+	}
+	if r := got["f-1"]; r["deviceId"] != "lamp" || r["statusCode"] != "Success" || r["deviceGenerationId"] != dev.GenerationID {
+		t.Fatalf("record %v", r)
+	}
 }

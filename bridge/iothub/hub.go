@@ -235,6 +235,9 @@ func (h *Hub) start(ctx context.Context, b *bridge.Bridge) error {
 	if err := h.startMethods(ctx); err != nil {
 		return err
 	}
+	if err := b.Backend().EnsureTopic(ctx, h.opts.FeedbackTopic); err != nil {
+		return fmt.Errorf("iothub: %w", err)
+	}
 	h.unreg = append(h.unreg,
 		h.srv.Handle(twinGetFilter, h.twinHandler(h.serveTwinGet)),
 		h.srv.Handle(twinPatchFilter, h.twinHandler(h.serveTwinPatch)),

@@ -286,11 +286,21 @@ func (h *Hub) onAcked(clientID string, m *mqtt.Message) {
 	if err != nil {
 		return
 	}
+	var mid, ack string
 	for _, p := range props {
-		if p.Name == "$.mid" && p.Value != "" {
-			h.forgetC2D(clientID, p.Value)
-			return
+		switch p.Name {
+		case "$.mid":
+			mid = p.Value
+		case "iothub-ack":
+			ack = p.Value
 		}
+	}
+	if mid == "" {
+		return
+	}
+	h.forgetC2D(clientID, mid)
+	if ack == "positive" || ack == "full" {
+		h.feedback(clientID, mid, "Success")
 	}
 }
 

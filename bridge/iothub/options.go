@@ -18,6 +18,7 @@ import (
 const (
 	DefaultEventsTopic      = "IOTHUB_EVENTS"
 	DefaultRPCTopic         = "IOTHUB_RPC"
+	DefaultFeedbackTopic    = "IOTHUB_FEEDBACK"
 	DefaultMethodAckTimeout = 3 * time.Second
 	DefaultMaxMethodTimeout = 300 * time.Second
 	DefaultMethodTimeout    = 30 * time.Second
@@ -109,6 +110,10 @@ type Options struct {
 	// RPCTopic carries direct-method calls between nodes. Default
 	// IOTHUB_RPC.
 	RPCTopic string
+	// FeedbackTopic holds the delivery feedback of cloud-to-device
+	// messages sent with an ack request, until a back end takes it from
+	// the AMQP endpoint's feedback link. Default IOTHUB_FEEDBACK.
+	FeedbackTopic string
 	// MethodAckTimeout is how long an invoking node waits for the node
 	// holding a device the registry records connected to take the call
 	// before answering 404 (device not online); a device recorded
@@ -184,7 +189,7 @@ func (o *Options) Validate() error {
 	if len(o.AMQPSListen) > 0 && o.TLSConfig == nil && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
 		return bad("AMQPS listener without certificate and key")
 	}
-	for _, t := range []string{o.EventsTopic, o.RPCTopic} {
+	for _, t := range []string{o.EventsTopic, o.RPCTopic, o.FeedbackTopic} {
 		if t != "" && !topicRE.MatchString(t) {
 			return bad("broker topic %q", t)
 		}
@@ -217,6 +222,9 @@ func (o *Options) fill() {
 	}
 	if o.RPCTopic == "" {
 		o.RPCTopic = DefaultRPCTopic
+	}
+	if o.FeedbackTopic == "" {
+		o.FeedbackTopic = DefaultFeedbackTopic
 	}
 	if o.MethodAckTimeout == 0 {
 		o.MethodAckTimeout = DefaultMethodAckTimeout

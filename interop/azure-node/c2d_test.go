@@ -129,3 +129,27 @@ func TestAzureNodeServiceSendsC2D(t *testing.T) {
 		t.Fatalf("a message sent with a wrong key was delivered: %v", ev)
 	}
 }
+
+// TestAzureNodeServiceFeedback: a message sent with ack "full" and
+// completed by the device SDK client gives a feedback record (Success,
+// with the device's id and generation) on the service SDK's feedback
+// receiver, in a batch of IoT Hub's content type.
+func TestAzureNodeServiceFeedback(t *testing.T) {
+	nodeReady(t)
+	h := startHub(t, hubAddress(t))
+	dev := mustOK(t, h.service(t, "create", "sdk-fb"), "create")["device"].(map[string]any)
+	key := dev["authentication"].(map[string]any)["symmetricKey"].(map[string]any)["primaryKey"].(string)
+	d := h.startDevice(t, "HostName="+hubHost+";DeviceId=sdk-fb;SharedAccessKey="+key)
+	res := mustOK(t, h.service(t, "feedback", "sdk-fb", "fb-1"), "feedback")
+	if ev := d.await(t, "the message", event("c2d")); ev["messageId"] != "fb-1" {
+		t.Fatalf("device got %v", ev)
+	}
+	rec, _ := res["record"].(map[string]any)
+	if rec["deviceId"] != "sdk-fb" || rec["statusCode"] != "Success" || rec["description"] != "Success" ||
+		rec["deviceGenerationId"] != dev["generationId"] || rec["enqueuedTimeUtc"] == "" {
+		t.Fatalf("feedback %v (device %v)", res, dev["generationId"])
+	}
+	if res["contentType"] != "application/vnd.microsoft.iothub.feedback.json" {
+		t.Fatalf("content type %v", res["contentType"])
+	}
+}

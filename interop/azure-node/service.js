@@ -140,6 +140,32 @@ const commands = {
       await client.close();
     }
   },
+  // feedback <deviceId> <messageId>: a cloud-to-device message with ack
+  // "full", then the feedback record for it from the feedback receiver
+  // (Client.getFeedbackReceiver), completed.
+  async feedback(id, mid) {
+    const client = Client.fromConnectionString(cs);
+    await client.open();
+    try {
+      const { result: receiver } = await client.getFeedbackReceiver(); // the promise form's result
+      const got = new Promise((resolve, reject) => {
+        receiver.on('errorReceived', reject);
+        receiver.on('message', (msg) => {
+          const records = JSON.parse(msg.getData().toString());
+          receiver.complete(msg, () => {});
+          const rec = records.find((r) => r.originalMessageId === mid);
+          if (rec) resolve({ record: rec, contentType: msg.contentType, batch: records.length });
+        });
+      });
+      const msg = new Message('with feedback');
+      msg.messageId = mid;
+      msg.ack = 'full';
+      await client.send(id, msg);
+      return await got;
+    } finally {
+      await client.close();
+    }
+  },
   // invoke-module <deviceId> <moduleId> <method> <payload JSON> <response timeout s>: a module's method.
   async 'invoke-module'(id, mid, method, payload, timeout) {
     const client = Client.fromConnectionString(cs);
