@@ -153,3 +153,19 @@ func TestAzureNodeServiceFeedback(t *testing.T) {
 		t.Fatalf("content type %v", res["contentType"])
 	}
 }
+
+// TestAzureNodeServiceSendsC2DQueueFull: over AMQP too, the 51st message
+// for a device that holds 50 fails with the service SDK's
+// DeviceMaximumQueueDepthExceededError.
+func TestAzureNodeServiceSendsC2DQueueFull(t *testing.T) {
+	nodeReady(t)
+	h := startHub(t, hubAddress(t))
+	mustOK(t, h.service(t, "create", "sdk-amqp-full"), "create")
+	res := h.service(t, "send", "sdk-amqp-full", "51", "q")
+	if res["ok"] != false || res["error"] != "DeviceMaximumQueueDepthExceededError" {
+		t.Fatalf("51 messages: %v", res)
+	}
+	if n := h.c2dCount(t, "sdk-amqp-full"); n != 50 {
+		t.Fatalf("cloudToDeviceMessageCount %v, want 50", n)
+	}
+}
