@@ -13,6 +13,7 @@ import (
 
 	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/bridge/iothub/amqp1"
+	twincli "github.com/smartgo/smartgo/client/twin"
 	"github.com/smartgo/smartgo/mqtt"
 )
 
@@ -23,6 +24,27 @@ func withAMQPS(t testing.TB) nodeConfig {
 		o.AMQPSListen = []string{"127.0.0.1:0"}
 		o.TLSCertFile, o.TLSKeyFile = cert, key
 	}
+}
+
+// onlineC2DDevice creates a device and connects it, subscribed to its
+// cloud-to-device messages.
+func onlineC2DDevice(t testing.TB, n *node, name string) (*twincli.Device, *device) {
+	t.Helper()
+	dev := createDevice(t, n, name)
+	id := Identity{DeviceID: name}
+	d := dialDevice(t, n.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
+	d.subscribe("devices/" + name + "/messages/devicebound/#")
+	return dev, d
+}
+
+// ownerToken is a SAS token of the owner policy, valid for an hour.
+func ownerToken(t testing.TB) string {
+	t.Helper()
+	tok, err := SignToken(testHost, "owner", testPolicyKey, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 // amqpClient is a hand-driven AMQP 1.0 client for the tests.
@@ -201,15 +223,9 @@ func outcome(st *amqp1.Described) string {
 func TestHubAMQPC2D(t *testing.T) {
 	c := startTestCluster(t, 1)
 	n := startNode(t, c, withAMQPS(t))
-	dev := createDevice(t, n, "lamp")
-	id := Identity{DeviceID: "lamp"}
-	d := dialDevice(t, n.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
-	d.subscribe("devices/lamp/messages/devicebound/#")
+	_, d := onlineC2DDevice(t, n, "lamp")
 
-	tok, err := SignToken(testHost, "owner", testPolicyKey, time.Now().Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := ownerToken(t)
 	a := dialAMQP(t, n)
 	a.connect("PLAIN", tok)
 	if at := a.attachSender(1, c2dAddress); amqp1.Field(at, 6) == nil {
@@ -311,8 +327,7 @@ func TestHubAMQPAuth(t *testing.T) {
 	if got := outcome(a.transfer(0, 3, c2dBytes(to, "", []byte("x"), nil), 1<<20)); !strings.HasPrefix(got, string(amqp1.CondUnauthorized)) {
 		t.Fatalf("reader policy: %s", got)
 	}
-	owner, _ := SignToken(testHost, "owner", testPolicyKey, time.Now().Add(time.Hour))
-	if st := putToken(4, owner); st != 200 {
+	if st := putToken(4, ownerToken(t)); st != 200 {
 		t.Fatalf("owner token: %d", st)
 	}
 	if got := outcome(a.transfer(0, 5, c2dBytes(to, "", []byte("x"), nil), 1<<20)); got != "accepted" {
@@ -384,10 +399,7 @@ func TestHubAMQPBadInput(t *testing.T) {
 func TestHubAMQPPartialBound(t *testing.T) {
 	c := startTestCluster(t, 1)
 	n := startNode(t, c, withAMQPS(t))
-	tok, err := SignToken(testHost, "owner", testPolicyKey, time.Now().Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := ownerToken(t)
 	a := dialAMQP(t, n)
 	a.connect("PLAIN", tok)
 	const links = amqpHandleMax + 1
@@ -414,10 +426,7 @@ func TestHubAMQPPartialBound(t *testing.T) {
 func TestHubAMQPFeedback(t *testing.T) {
 	c := startTestCluster(t, 1)
 	n := startNode(t, c, withAMQPS(t))
-	dev := createDevice(t, n, "lamp")
-	id := Identity{DeviceID: "lamp"}
-	d := dialDevice(t, n.addr, id, deviceToken(t, id, dev.Authentication.SymmetricKey.PrimaryKey, time.Hour))
-	d.subscribe("devices/lamp/messages/devicebound/#")
+	dev, d := onlineC2DDevice(t, n, "lamp")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, mid := range []string{"f-1", "f-2", "f-3"} {
@@ -431,10 +440,7 @@ func TestHubAMQPFeedback(t *testing.T) {
 		}
 		d.expect() // and its PUBACK
 	}
-	tok, err := SignToken(testHost, "owner", testPolicyKey, time.Now().Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := ownerToken(t)
 	attach := func(a *amqpClient) {
 		a.send(amqp1.TypeAMQP, amqp1.Perf(amqp1.CodeAttach, "fb", uint32(0), amqp1.RoleReceiver, nil, nil,
 			amqp1.Perf(amqp1.CodeSource, "/messages/serviceBound/feedback"), amqp1.Perf(amqp1.CodeTarget, "me")), nil)

@@ -216,9 +216,21 @@ func (d *decoder) value(depth int) (any, error) {
 	return d.body(c, depth)
 }
 
+// be reads an n-byte big-endian unsigned number.
+func (d *decoder) be(n int) (uint64, error) {
+	p, err := d.need(n)
+	if err != nil {
+		return 0, err
+	}
+	var u uint64
+	for _, c := range p {
+		u = u<<8 | uint64(c)
+	}
+	return u, nil
+}
+
 // body decodes the value after its constructor c.
 func (d *decoder) body(c byte, depth int) (any, error) {
-	fixed := func(n int) ([]byte, error) { return d.need(n) }
 	switch c {
 	case 0x40:
 		return nil, nil
@@ -227,39 +239,26 @@ func (d *decoder) body(c byte, depth int) (any, error) {
 	case 0x42:
 		return false, nil
 	case 0x56:
-		p, err := fixed(1)
-		if err != nil {
-			return nil, err
+		v, err := d.u8()
+		if err == nil && v > 1 {
+			return nil, fmt.Errorf("%w: boolean byte %#x", ErrMalformed, v)
 		}
-		if p[0] > 1 {
-			return nil, fmt.Errorf("%w: boolean byte %#x", ErrMalformed, p[0])
-		}
-		return p[0] == 1, nil
+		return v == 1, err
 	case 0x50:
 		return d.u8()
 	case 0x60:
-		p, err := fixed(2)
-		if err != nil {
-			return nil, err
-		}
-		return binary.BigEndian.Uint16(p), nil
+		u, err := d.be(2)
+		return uint16(u), err
 	case 0x70:
-		p, err := fixed(4)
-		if err != nil {
-			return nil, err
-		}
-		return binary.BigEndian.Uint32(p), nil
+		u, err := d.be(4)
+		return uint32(u), err
 	case 0x52:
 		v, err := d.u8()
 		return uint32(v), err
 	case 0x43:
 		return uint32(0), nil
 	case 0x80:
-		p, err := fixed(8)
-		if err != nil {
-			return nil, err
-		}
-		return binary.BigEndian.Uint64(p), nil
+		return d.be(8)
 	case 0x53:
 		v, err := d.u8()
 		return uint64(v), err
@@ -269,62 +268,44 @@ func (d *decoder) body(c byte, depth int) (any, error) {
 		v, err := d.u8()
 		return int8(v), err
 	case 0x61:
-		p, err := fixed(2)
-		if err != nil {
-			return nil, err
-		}
-		return int16(binary.BigEndian.Uint16(p)), nil
+		u, err := d.be(2)
+		return int16(u), err
 	case 0x71:
-		p, err := fixed(4)
-		if err != nil {
-			return nil, err
-		}
-		return int32(binary.BigEndian.Uint32(p)), nil
+		u, err := d.be(4)
+		return int32(u), err
 	case 0x54:
 		v, err := d.u8()
 		return int32(int8(v)), err
 	case 0x81:
-		p, err := fixed(8)
-		if err != nil {
-			return nil, err
-		}
-		return int64(binary.BigEndian.Uint64(p)), nil
+		u, err := d.be(8)
+		return int64(u), err
 	case 0x55:
 		v, err := d.u8()
 		return int64(int8(v)), err
 	case 0x72:
-		p, err := fixed(4)
-		if err != nil {
-			return nil, err
-		}
-		return math.Float32frombits(binary.BigEndian.Uint32(p)), nil
+		u, err := d.be(4)
+		return math.Float32frombits(uint32(u)), err
 	case 0x82:
-		p, err := fixed(8)
-		if err != nil {
-			return nil, err
-		}
-		return math.Float64frombits(binary.BigEndian.Uint64(p)), nil
+		u, err := d.be(8)
+		return math.Float64frombits(u), err
 	case 0x74, 0x84, 0x94:
 		n := map[byte]int{0x74: 4, 0x84: 8, 0x94: 16}[c]
-		p, err := fixed(n)
+		p, err := d.need(n)
 		if err != nil {
 			return nil, err
 		}
 		return Decimal(append([]byte(nil), p...)), nil
 	case 0x73:
-		p, err := fixed(4)
-		if err != nil {
-			return nil, err
-		}
-		return Char(binary.BigEndian.Uint32(p)), nil
+		u, err := d.be(4)
+		return Char(u), err
 	case 0x83:
-		p, err := fixed(8)
+		u, err := d.be(8)
 		if err != nil {
 			return nil, err
 		}
-		return time.UnixMilli(int64(binary.BigEndian.Uint64(p))).UTC(), nil
+		return time.UnixMilli(int64(u)).UTC(), nil
 	case 0x98:
-		p, err := fixed(16)
+		p, err := d.need(16)
 		if err != nil {
 			return nil, err
 		}
