@@ -71,10 +71,23 @@ func (c *conn) qos2State(id uint16) (inStore, received, over bool) {
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if _, received = ss.inQoS2[id]; received {
+	if ss.storingElsewhereLocked(c, id) {
+		// A DUP of what an earlier connection of the session is storing
+		// (or has stored and is recording): its PUBREC is owed here, in
+		// order, once that store ends (qos2store.go).
+		a := &pendingAck{id: id, qos: 2}
+		ss.awaitStoreLocked(id, func(code packets.ReasonCode, detail string) { c.completeAck(a, code, detail) })
+		c.acks = append(c.acks, a)
+		if c.qos2Store == nil {
+			c.qos2Store = map[uint16]struct{}{}
+		}
+		c.qos2Store[id] = struct{}{}
+		return true, false, false
+	}
+	if received = ss.hasReceivedLocked(id); received {
 		return false, true, false
 	}
-	return false, false, len(ss.inQoS2)+len(c.qos2Store) >= c.srv.opts.ReceiveMaximum
+	return false, false, ss.receivedLenLocked()+len(c.qos2Store) >= c.srv.opts.ReceiveMaximum
 }
 
 // ack sends (or queues behind pending ones) the acknowledgement of a
@@ -109,17 +122,35 @@ func (c *conn) ack(qos byte, id uint16, code packets.ReasonCode, detail string) 
 
 // addAck registers a pending acknowledgement in arrival order.
 func (c *conn) addAck(qos byte, id uint16) *pendingAck {
+	a, _ := c.addAckIf(qos, id, false)
+	return a
+}
+
+// addAckIf is addAck; with attached, a QoS 2 one only while the session
+// is c's: once it went on without c (an eviction or a resume took it, c
+// ended), nil and false, and the PUBLISH is not stored: the client,
+// which got no PUBREC, sends it again where the session is
+// (qos2store.go).
+func (c *conn) addAckIf(qos byte, id uint16, attached bool) (*pendingAck, bool) {
 	a := &pendingAck{id: id, qos: qos}
 	c.ackMu.Lock()
-	c.acks = append(c.acks, a)
+	defer c.ackMu.Unlock()
 	if qos == 2 {
+		ss := c.session
+		ss.mu.Lock()
+		if attached && ss.conn != c {
+			ss.mu.Unlock()
+			return nil, false
+		}
+		ss.beginStoreLocked(c, id)
+		ss.mu.Unlock()
 		if c.qos2Store == nil {
 			c.qos2Store = map[uint16]struct{}{}
 		}
 		c.qos2Store[id] = struct{}{}
 	}
-	c.ackMu.Unlock()
-	return a
+	c.acks = append(c.acks, a)
+	return a, true
 }
 
 // publishAsync hands a PUBLISH to the AsyncBackend; its acknowledgement is
@@ -127,7 +158,10 @@ func (c *conn) addAck(qos byte, id uint16) *pendingAck {
 func (c *conn) publishAsync(p *packets.Publish, msg *Message) {
 	var a *pendingAck
 	if p.QoS > 0 {
-		a = c.addAck(p.QoS, p.PacketID)
+		var ok bool
+		if a, ok = c.addAckIf(p.QoS, p.PacketID, true); !ok {
+			return
+		}
 		a.inCall.Store(true)
 		defer a.inCall.Store(false)
 	}
@@ -278,6 +312,8 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 	k := int64(0) // acknowledgements in buf
 	var arr [256]byte
 	buf := arr[:0]
+	var endedArr [16]*pendingAck
+	ended := endedArr[:0] // QoS 2 stores whose PUBREC is written
 	for ; n < len(c.acks) && c.acks[n].done; n++ {
 		x := c.acks[n]
 		c.acks[n] = nil
@@ -286,6 +322,7 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 			if x.code < 0x80 {
 				c.session.received(x.id)
 			}
+			ended = append(ended, x)
 		}
 		if x.code == 0 {
 			t := packets.TypePuback
@@ -318,6 +355,9 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 		c.parked = false
 	}
 	c.ackMu.Unlock()
+	for _, x := range ended {
+		c.session.endStore(c, x.id, x.code, x.detail)
+	}
 	if resume {
 		c.srv.pool.submit(c.work)
 	}
@@ -347,9 +387,6 @@ func (c *conn) sendAck(r *Round, qos byte, id uint16, code packets.ReasonCode, d
 // PUBREL.
 func (ss *session) received(id uint16) {
 	ss.mu.Lock()
-	if ss.inQoS2 == nil {
-		ss.inQoS2 = map[uint16]struct{}{}
-	}
-	ss.inQoS2[id] = struct{}{}
+	ss.addReceivedLocked(id)
 	ss.mu.Unlock()
 }

@@ -80,13 +80,14 @@ func (s *Server) recordQoS2(ss *session, send func()) {
 	s.qos2.RecordQoS2(id, send)
 }
 
-// receivedLocked lists ss.inQoS2 in packet id order (SessionState.Received).
+// receivedLocked lists the received QoS 2 ids in packet id order
+// (SessionState.Received).
 func (ss *session) receivedLocked() []uint16 {
-	if len(ss.inQoS2) == 0 {
+	if ss.receivedLenLocked() == 0 {
 		return nil
 	}
-	ids := make([]uint16, 0, len(ss.inQoS2))
-	for id := range ss.inQoS2 {
+	ids := make([]uint16, 0, len(ss.in2.received))
+	for id := range ss.in2.received {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
@@ -234,16 +235,39 @@ func (s *Server) Evict(clientID string, inst uint64, how Eviction) (*SessionStat
 // has written what it hands on; done must be called once, whether or not
 // the session was held (the order holds for a handoff from elsewhere too).
 func (s *Server) EvictOrdered(clientID string, inst uint64, how Eviction) (st *SessionState, held bool, done func()) {
-	s.mu.Lock()
+	// The QoS 2 PUBLISHes the session is storing end first, so the state
+	// handed on has their ids (qos2store.go); none starts once ss.conn
+	// is nil below, in the same hold of ss.mu as the last look.
+	deadline := time.Now().Add(evictStoreWait)
+	var ss *session
+	for {
+		s.mu.Lock()
+		ss = s.sessions[clientID]
+		if ss == nil || ss.seq != inst {
+			break
+		}
+		ss.mu.Lock()
+		idle := ss.storesIdleLocked()
+		if idle == nil || !time.Now().Before(deadline) {
+			break
+		}
+		ss.mu.Unlock()
+		s.mu.Unlock()
+		wait := time.NewTimer(time.Until(deadline))
+		select {
+		case <-idle:
+		case <-wait.C:
+			s.log.Warn("mqtt: eviction went on with QoS 2 stores of the session under way", "client", clientID, "waited", evictStoreWait)
+		}
+		wait.Stop()
+	}
 	ticket := s.persist.take(clientID)
 	done = sync.OnceFunc(func() { s.persist.finish(ticket) })
-	ss := s.sessions[clientID]
 	if ss == nil || ss.seq != inst {
 		s.mu.Unlock()
 		s.persist.wait(ticket)
 		return nil, false, done
 	}
-	ss.mu.Lock()
 	old := ss.conn
 	ss.conn = nil
 	ss.online.Store(false)

@@ -671,7 +671,7 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 	var will *Message
 	var willExpiry time.Duration
 	var save *SessionState
-	dead := false
+	dead, deferSave := false, false
 	s.mu.Lock()
 	ss.mu.Lock()
 	if ss.conn == c {
@@ -701,12 +701,16 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 				}
 			}
 			if ss.expiry > 0 {
-				save = ss.stateLocked()
+				if ss.storingByLocked(c) {
+					deferSave = true // qos2store.go
+				} else {
+					save = ss.stateLocked()
+				}
 			}
 		}
 	}
 	var ticket *persistTicket
-	if save != nil || dead {
+	if save != nil || dead || deferSave {
 		ticket = s.persist.take(ss.id)
 	}
 	willExpiry = ss.expiry
@@ -716,6 +720,15 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 	if will != nil {
 		// One that fails stays owed: the save or delete below carries it.
 		_, owed = s.sendWillOrOwe(ss, will, willExpiry, true)
+	}
+	if deferSave {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.saveWhenStored(ss, ticket)
+		}()
+		s.armWillRetry(owed)
+		return
 	}
 	if ticket != nil {
 		// After every save or delete of the client decided before this

@@ -192,11 +192,7 @@ func (c *conn) handlePublish(p *packets.Publish, aliased bool) {
 func (c *conn) handlePubrel(p *packets.Pubrel) {
 	ss := c.session
 	ss.mu.Lock()
-	_, ok := ss.inQoS2[p.PacketID]
-	delete(ss.inQoS2, p.PacketID)
-	if len(ss.inQoS2) == 0 {
-		ss.inQoS2 = nil
-	}
+	ok := ss.releaseReceivedLocked(p.PacketID)
 	ss.mu.Unlock()
 	if !ok {
 		c.sendAckOf(packets.TypePubcomp, p.PacketID, packets.ReasonPacketIdentifierNotFound, nil)

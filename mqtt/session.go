@@ -46,9 +46,10 @@ type session struct {
 	dropsUnlogged int32    // protected by mu, with lastDropLog below
 	inflight      []outMsg // by value, its array kept while small: no allocation per message
 	queue         []*queued
-	// Inbound QoS 2 packet ids received and not yet released (protected
-	// by mu).
-	inQoS2 map[uint16]struct{}
+	// Inbound QoS 2: the packet ids received and not yet released, and
+	// those a connection of the session is storing (protected by mu; nil:
+	// none of either; qos2store.go).
+	in2 *qos2In
 	// Queue-full drops not yet logged (dropsUnlogged) and when the last
 	// line was logged (nanotime), protected by mu: at most one line every
 	// dropLogEvery.
@@ -404,10 +405,7 @@ func (ss *session) restore(st *SessionState) {
 		}
 	}
 	for _, id := range st.Received {
-		if ss.inQoS2 == nil {
-			ss.inQoS2 = map[uint16]struct{}{}
-		}
-		ss.inQoS2[id] = struct{}{}
+		ss.addReceivedLocked(id)
 	}
 	now := time.Now()
 	for _, p := range st.Pending {
