@@ -557,15 +557,34 @@ func (cq *consumeQueue) closeAll(remove bool) {
 }
 
 // loadFiles maps a queue's files. A file larger than the configured size
-// or off the size grid is ErrSegmentSize; short files are extended and
-// reported; a file missing between two others is made again, empty, and
+// whose bytes past it are not entries is cut to the size and reported
+// (cqexcess.go); any other file larger than the size or off the size grid
+// is ErrSegmentSize; short files are extended and reported; a file missing between two others is made again, empty, and
 // reported (its entries are rebuilt from the commitlog when read).
 func (cq *consumeQueue) loadFiles() (damaged []*CorruptError, err error) {
 	files, err := listNumberedFiles(cq.fs, cq.dir)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range files {
+	for i, f := range files {
+		if f.base%cq.fileSize == 0 && f.size > cq.fileSize {
+			// Bytes appended outside the store are cut off
+			// (cqexcess.go); entries past the size are a changed
+			// CQEntriesPerFile.
+			garbage, err := cq.cqExcessGarbage(f, cq.fileSize)
+			if err != nil {
+				return nil, err
+			}
+			if garbage {
+				c, err := cq.cutExcess(f, cq.fileSize)
+				if err != nil {
+					return nil, err
+				}
+				damaged = append(damaged, c)
+				files[i].size = cq.fileSize
+				continue
+			}
+		}
 		if f.size > cq.fileSize || f.base%cq.fileSize != 0 {
 			return nil, fmt.Errorf("%w: consume-queue file %s (%d bytes) does not match %d-byte files", ErrSegmentSize, f.path, f.size, cq.fileSize)
 		}
