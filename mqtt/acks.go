@@ -22,6 +22,10 @@ type pendingAck struct {
 	done   bool
 	code   packets.ReasonCode
 	detail string
+	// lost: the store failed with this code, which a 3.1.1 client's
+	// acknowledgement cannot carry (it is disconnected instead); a QoS 2
+	// id is then not received, so the client's DUP is stored.
+	lost packets.ReasonCode
 	// inCall is set while the worker is inside PublishAsync: a completion
 	// then (MemoryBackend's) is part of the worker's unit of work and its
 	// acknowledgement may be held; a later one, from the backend's
@@ -76,7 +80,7 @@ func (c *conn) qos2State(id uint16) (inStore, received, over bool) {
 		// (or has stored and is recording): its PUBREC is owed here, in
 		// order, once that store ends (qos2store.go).
 		a := &pendingAck{id: id, qos: 2}
-		ss.awaitStoreLocked(id, func(code packets.ReasonCode, detail string) { c.completeAck(a, code, detail) })
+		ss.awaitStoreLocked(id, func(code packets.ReasonCode, detail string) { c.completeFailed(a, code, detail) })
 		c.acks = append(c.acks, a)
 		if c.qos2Store == nil {
 			c.qos2Store = map[uint16]struct{}{}
@@ -287,17 +291,28 @@ func (c *conn) asyncDone(a *pendingAck, topic string) func(error) {
 		if err != nil {
 			code, detail = errReason(err), err.Error()
 			c.logRefusal(slog.LevelInfo, "mqtt: publish refused", "topic", topic, "reason", code.String(), "code", byte(code), "detail", detail)
-			if c.version != packets.Version5 {
-				if code != packets.ReasonNotAuthorized {
-					c.closeWith(code, "publish failed: "+detail, closeServer)
-				}
-				code = 0 // 3.1.1 has no negative acknowledgement
-			}
 		}
 		if a != nil {
-			c.completeAck(a, code, detail)
+			c.completeFailed(a, code, detail)
+		} else if code != 0 && c.version != packets.Version5 && code != packets.ReasonNotAuthorized {
+			c.closeWith(code, "publish failed: "+detail, closeServer)
 		}
 	}
+}
+
+// completeFailed is completeAck for an outcome that may be a failure: a
+// 3.1.1 client, which has no negative acknowledgement, is disconnected
+// instead unless the publish was merely not authorized (a is marked
+// lost, so its QoS 2 id is not taken as received).
+func (c *conn) completeFailed(a *pendingAck, code packets.ReasonCode, detail string) {
+	if code >= 0x80 && c.version != packets.Version5 {
+		if code != packets.ReasonNotAuthorized {
+			c.closeWith(code, "publish failed: "+detail, closeServer)
+			a.lost = code
+		}
+		code = 0
+	}
+	c.completeAck(a, code, detail)
 }
 
 // completeAck records a's outcome and sends every acknowledgement at the
@@ -319,7 +334,7 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 		c.acks[n] = nil
 		if x.qos == 2 {
 			delete(c.qos2Store, x.id)
-			if x.code < 0x80 {
+			if x.code < 0x80 && x.lost == 0 {
 				c.session.received(x.id)
 			}
 			ended = append(ended, x)
@@ -356,7 +371,11 @@ func (c *conn) completeAck(a *pendingAck, code packets.ReasonCode, detail string
 	}
 	c.ackMu.Unlock()
 	for _, x := range ended {
-		c.session.endStore(c, x.id, x.code, x.detail)
+		code := x.code
+		if x.lost != 0 {
+			code = x.lost
+		}
+		c.session.endStore(c, x.id, code, x.detail)
 	}
 	if resume {
 		c.srv.pool.submit(c.work)

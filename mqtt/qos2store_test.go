@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"testing"
@@ -136,4 +137,33 @@ func TestQoS2SaveAfterStores(t *testing.T) {
 		st, ok, _ := hb.LoadSession(context.Background(), "sv")
 		return ok && slices.Contains(st.Received, 11)
 	})
+}
+
+// TestQoS2V311FailedStoreNotReceived: a 3.1.1 client's QoS 2 PUBLISH
+// whose store fails is disconnected (3.1.1 has no negative PUBREC); the
+// id is not taken as received, so the PUBLISH it sends again with DUP on
+// its next connection is stored. It used to be answered as a duplicate
+// (PUBREC, not stored): the message was lost.
+func TestQoS2V311FailedStoreNotReceived(t *testing.T) {
+	hb, _, addr := startHeldServer(t)
+	r1 := dialRaw(t, addr, v311)
+	if ack := r1.connect(&packets.Connect{ClientID: "fail311", KeepAlive: 60}); ack.ReasonCode != 0 {
+		t.Fatalf("CONNACK %v", ack.ReasonCode)
+	}
+	r1.send(&packets.Publish{QoS: 2, PacketID: 3, Topic: "q2/a", Payload: []byte("x")})
+	testutil.WaitFor(t, 5*time.Second, "the store under way", func() bool { return hb.count() == 1 })
+	hb.release([]int{0}, map[int]error{0: errors.New("broker down")})
+	if code := r1.closed(); code != -1 {
+		t.Fatalf("3.1.1 got DISCONNECT %d", code)
+	}
+	r2 := dialRaw(t, addr, v311)
+	if ack := r2.connect(&packets.Connect{ClientID: "fail311", KeepAlive: 60}); ack.ReasonCode != 0 || !ack.SessionPresent {
+		t.Fatalf("CONNACK %v present %v", ack.ReasonCode, ack.SessionPresent)
+	}
+	r2.send(&packets.Publish{QoS: 2, PacketID: 3, Topic: "q2/a", Payload: []byte("x"), Dup: true})
+	testutil.WaitFor(t, 5*time.Second, "the DUP handed to the backend", func() bool { return hb.count() == 2 })
+	hb.release([]int{1}, nil)
+	if rec, ok := r2.recv().(*packets.Pubrec); !ok || rec.PacketID != 3 {
+		t.Fatalf("want PUBREC 3, got %+v", rec)
+	}
 }
