@@ -1,12 +1,14 @@
 package iothub
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/bridge/iothub/amqp1"
@@ -32,8 +34,10 @@ import (
 // address is refused (the attach answered without a terminus, then
 // detached with amqp:not-found).
 //
-// One goroutine serves a connection, frames in order; a second sends
-// heartbeats when the client asked for them (its idle-time-out).
+// One goroutine serves a connection, frames in order; a second, the
+// writer, owns the socket's writes (and the heartbeats the client asked
+// for with its idle-time-out); a feedback pump runs while a feedback link
+// is attached.
 
 const (
 	amqpMaxFrame     = 64 << 10 // our max-frame-size
@@ -41,8 +45,10 @@ const (
 	amqpHandleMax    = 63       // links per session - 1
 	amqpIdleTimeout  = 4 * time.Minute
 	amqpStartTimeout = 10 * time.Second // TLS, headers, SASL and open
+	amqpWriteTimeout = 10 * time.Second // one write of what is queued
 	amqpLinkCredit   = 100
-	amqpWindow       = 5000 // a session's incoming window, in transfer frames
+	amqpWindow       = 5000    // a session's incoming window, in transfer frames
+	amqpMaxQueued    = 4 << 20 // bytes waiting to be written to a client before it is dropped
 	cbsAddress       = "$cbs"
 	c2dAddress       = "/messages/devicebound"
 )
@@ -56,6 +62,9 @@ type amqpServer struct {
 	lns   []net.Listener
 	conns map[*amqpConn]struct{} // protected by mu
 	addrs []net.Addr
+	// storeHook, when set (by tests, to stall a store), runs before each
+	// cloud-to-device message sent over AMQP is stored.
+	storeHook atomic.Pointer[func(context.Context)]
 }
 
 // startAMQP opens the AMQP listeners.
@@ -115,7 +124,7 @@ func (h *Hub) acceptAMQP(ln net.Listener, cfg *tls.Config) {
 			}
 			continue
 		}
-		c := &amqpConn{h: h, nc: tls.Server(nc, cfg), sessions: map[uint16]*amqpSession{}}
+		c := &amqpConn{h: h, raw: nc, nc: tls.Server(nc, cfg), sessions: map[uint16]*amqpSession{}, wake: make(chan struct{}, 1)}
 		h.amqp.mu.Lock()
 		if h.closing.Load() {
 			h.amqp.mu.Unlock()
@@ -137,14 +146,26 @@ func (h *Hub) acceptAMQP(ln net.Listener, cfg *tls.Config) {
 
 // amqpConn is one back end's connection.
 type amqpConn struct {
-	h  *Hub
-	nc net.Conn
+	h   *Hub
+	raw net.Conn // the TCP connection under nc
+	nc  net.Conn
 
-	wmu sync.Mutex // serialises writes (the serving goroutine, heartbeats, the feedback pump)
-	// mu guards the sessions and links: the serving goroutine holds it
-	// while it handles a frame, the feedback pump while it sends.
-	mu sync.Mutex
-	fb *feedbackPump // protected by mu; nil until a feedback link attaches
+	// After the handshake only the writer (writeLoop) writes to nc: the
+	// other goroutines queue frames in out, in the order they compose
+	// them, and never wait on the socket. A client that lets more than
+	// amqpMaxQueued bytes wait is dropped.
+	omu   sync.Mutex
+	out   []byte        // protected by omu
+	wfail error         // protected by omu: why the writer gave up
+	wake  chan struct{} // 1-buffered: out has frames
+
+	// mu guards the sessions, their links and the feedback pump's state:
+	// the serving goroutine holds it while it handles a frame (never
+	// across a store or a socket write), the feedback pump while it
+	// queues a batch.
+	mu    sync.Mutex
+	fb    *feedbackPump  // protected by mu; nil while no feedback link is attached
+	pumps sync.WaitGroup // the feedback pumps this connection started
 
 	maxOut   uint32 // the client's max-frame-size
 	sessions map[uint16]*amqpSession
@@ -213,19 +234,15 @@ func (c *amqpConn) serve() {
 		return
 	}
 	_ = c.nc.SetWriteDeadline(time.Time{})
-	stop := make(chan struct{})
-	var hb sync.WaitGroup
-	if c.heartbeat > 0 {
-		hb.Add(1)
-		go func() {
-			defer hb.Done()
-			c.beat(stop)
-		}()
-	}
+	stop, written := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(written)
+		c.writeLoop(stop)
+	}()
 	defer func() {
 		c.stopFeedback()
 		close(stop)
-		hb.Wait()
+		<-written
 	}()
 	for {
 		_ = c.nc.SetReadDeadline(time.Now().Add(amqpIdleTimeout))
@@ -249,8 +266,11 @@ func (c *amqpConn) serve() {
 			return
 		}
 		c.mu.Lock()
-		done, err := c.handle(f.Channel, code, fields, payload)
+		done, st, err := c.handle(f.Channel, code, fields, payload)
 		c.mu.Unlock()
+		if err == nil && st != nil {
+			err = c.store(st) // outside mu: the store may take up to the request timeout
+		}
 		if err != nil {
 			c.closeWith(err)
 			return

@@ -54,7 +54,7 @@ func (c *amqpConn) handshake() (*amqp1.FrameReader, error) {
 	if idle, ok := amqp1.Uint(fields, 4); ok && idle > 0 {
 		c.heartbeat = max(time.Duration(idle)*time.Millisecond/2, 100*time.Millisecond)
 	}
-	return fr, c.write(amqp1.AppendFrame(nil, amqp1.TypeAMQP, 0, amqp1.Perf(amqp1.CodeOpen,
+	return fr, c.writeRaw(amqp1.AppendFrame(nil, amqp1.TypeAMQP, 0, amqp1.Perf(amqp1.CodeOpen,
 		"smartgo-iothub", nil, uint32(amqpMaxFrame), uint16(amqpChannelMax), uint32(amqpIdleTimeout/time.Millisecond)), nil))
 }
 
@@ -94,7 +94,7 @@ func (c *amqpConn) sasl(fr *amqp1.FrameReader) error {
 	default:
 		outcome, why = 1, fmt.Errorf("SASL mechanism %q not offered", mech)
 	}
-	if err := c.write(amqp1.AppendFrame(nil, amqp1.TypeSASL, 0, amqp1.Perf(amqp1.CodeSASLOutcome, outcome), nil)); err != nil {
+	if err := c.writeRaw(amqp1.AppendFrame(nil, amqp1.TypeSASL, 0, amqp1.Perf(amqp1.CodeSASLOutcome, outcome), nil)); err != nil {
 		return err
 	}
 	if why != nil {
@@ -114,31 +114,88 @@ func (c *amqpConn) authorize(raw string) error {
 	return nil
 }
 
-// writeRaw writes bytes as they are.
+// writeRaw writes bytes as they are (the handshake, before the writer
+// starts).
 func (c *amqpConn) writeRaw(b []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(amqpStartTimeout))
 	_, err := c.nc.Write(b)
 	return err
 }
 
-// write writes encoded frames.
-func (c *amqpConn) write(b []byte) error { return c.writeRaw(b) }
+// errAMQPWriteFailed: the writer could not write to the client (it is
+// gone); the connection ends without a close frame.
+var errAMQPWriteFailed = errors.New("iothub: AMQP write failed")
 
-// beat sends an empty frame every heartbeat until stop closes.
-func (c *amqpConn) beat(stop <-chan struct{}) {
-	t := time.NewTicker(c.heartbeat)
-	defer t.Stop()
-	empty := amqp1.AppendFrame(nil, amqp1.TypeAMQP, 0, nil, nil)
+// write queues encoded frames for the writer. It never waits on the
+// socket; it fails once the writer gave up, or when the frames waiting
+// would pass amqpMaxQueued (the client does not read: it is dropped).
+func (c *amqpConn) write(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	c.omu.Lock()
+	err := c.wfail
+	if err == nil && len(c.out)+len(b) > amqpMaxQueued {
+		err = failf(amqp1.CondResourceLimit, "the client does not read: %d bytes wait for it", len(c.out))
+		c.wfail, c.out = err, nil
+		_ = c.raw.Close()
+	}
+	if err == nil {
+		c.out = append(c.out, b...)
+	}
+	c.omu.Unlock()
+	if err != nil {
+		return err
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// amqpEmptyFrame is a heartbeat.
+var amqpEmptyFrame = amqp1.AppendFrame(nil, amqp1.TypeAMQP, 0, nil, nil)
+
+// writeLoop writes what is queued, and an empty frame every heartbeat,
+// until stop closes; then what is left. A write that fails (or takes
+// over amqpWriteTimeout) closes the connection: the serving goroutine's
+// read ends.
+func (c *amqpConn) writeLoop(stop <-chan struct{}) {
+	var tick <-chan time.Time
+	if c.heartbeat > 0 {
+		t := time.NewTicker(c.heartbeat)
+		defer t.Stop()
+		tick = t.C
+	}
+	var buf []byte
 	for {
+		last := false
 		select {
+		case <-c.wake:
+		case <-tick:
+			_ = c.write(amqpEmptyFrame)
 		case <-stop:
-			return
-		case <-t.C:
-			if c.write(empty) != nil {
+			last = true
+		}
+		c.omu.Lock()
+		buf, c.out = c.out, buf[:0]
+		c.omu.Unlock()
+		if len(buf) > 0 {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(amqpWriteTimeout))
+			if _, err := c.nc.Write(buf); err != nil {
+				c.omu.Lock()
+				c.wfail, c.out = errAMQPWriteFailed, nil
+				c.omu.Unlock()
+				_ = c.raw.Close()
 				return
 			}
+		}
+		if cap(buf) > 4*amqpMaxFrame {
+			buf = nil
+		}
+		if last {
+			return
 		}
 	}
 }
@@ -153,50 +210,56 @@ func (c *amqpConn) closeWith(err error) {
 		cond, msg = f.cond, f.msg
 	case errors.Is(err, amqp1.ErrMalformed):
 		cond = amqp1.CondDecodeError
-	case errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, errAMQPWriteFailed):
 		return // the peer is gone
 	}
 	c.h.log.Info("iothub: AMQP connection closed on an error", "remote", c.nc.RemoteAddr().String(), "condition", string(cond), "err", msg)
 	_ = c.write(amqp1.AppendFrame(nil, amqp1.TypeAMQP, 0, amqp1.Perf(amqp1.CodeClose, amqp1.Error(cond, msg)), nil))
 }
 
-// handle serves one frame after the open; done reports the close.
-func (c *amqpConn) handle(ch uint16, code uint64, f []any, payload []byte) (done bool, err error) {
+// handle serves one frame after the open (under c.mu); done reports the
+// close, st a cloud-to-device message the caller stores (outside c.mu).
+func (c *amqpConn) handle(ch uint16, code uint64, f []any, payload []byte) (done bool, st *c2dStore, err error) {
 	if code == amqp1.CodeBegin {
-		return false, c.begin(ch, f)
+		return false, nil, c.begin(ch, f)
 	}
 	if code == amqp1.CodeClose {
 		if e := amqp1.ErrorOf(amqp1.Field(f, 0)); e != "" {
 			c.h.log.Info("iothub: AMQP client closed with an error", "remote", c.nc.RemoteAddr().String(), "err", e)
 		}
-		return true, c.write(amqp1.AppendFrame(nil, amqp1.TypeAMQP, 0, amqp1.Perf(amqp1.CodeClose), nil))
+		return true, nil, c.write(amqp1.AppendFrame(nil, amqp1.TypeAMQP, 0, amqp1.Perf(amqp1.CodeClose), nil))
 	}
 	s := c.sessions[ch]
 	if s == nil {
-		return false, failf(amqp1.CondNotAllowed, "performative %#x on channel %d, which has no session", code, ch)
+		return false, nil, failf(amqp1.CondNotAllowed, "performative %#x on channel %d, which has no session", code, ch)
 	}
 	switch code {
 	case amqp1.CodeAttach:
-		return false, c.attach(s, f)
+		return false, nil, c.attach(s, f)
 	case amqp1.CodeFlow:
-		return false, c.flow(s, f)
+		return false, nil, c.flow(s, f)
 	case amqp1.CodeTransfer:
-		return false, c.transfer(s, f, payload)
+		st, err := c.transfer(s, f, payload)
+		return false, st, err
 	case amqp1.CodeDisposition:
-		return false, nil // the hub's own deliveries are sent settled
+		return false, nil, c.disposition(s, f)
 	case amqp1.CodeDetach:
 		h, _ := amqp1.Uint(f, 0)
 		l := s.links[uint32(h)]
 		if l == nil {
-			return false, failf(amqp1.CondNotAllowed, "detach of handle %d, which is not attached", h)
+			return false, nil, failf(amqp1.CondNotAllowed, "detach of handle %d, which is not attached", h)
 		}
 		delete(s.links, l.handle)
-		return false, c.write(amqp1.AppendFrame(nil, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeDetach, l.handle, true), nil))
+		c.linkGone(s, l)
+		return false, nil, c.write(amqp1.AppendFrame(nil, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeDetach, l.handle, true), nil))
 	case amqp1.CodeEnd:
 		delete(c.sessions, ch)
-		return false, c.write(amqp1.AppendFrame(nil, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeEnd), nil))
+		for _, l := range s.links {
+			c.linkGone(s, l)
+		}
+		return false, nil, c.write(amqp1.AppendFrame(nil, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeEnd), nil))
 	}
-	return false, failf(amqp1.CondNotAllowed, "performative %#x", code)
+	return false, nil, failf(amqp1.CondNotAllowed, "performative %#x", code)
 }
 
 func (c *amqpConn) begin(ch uint16, f []any) error {
@@ -264,11 +327,15 @@ func (c *amqpConn) attach(s *amqpSession, f []any) error {
 		tgtV = tgt
 	}
 	// Settle modes: the hub settles what it receives at once (first,
-	// whatever the client asked for) and sends its own deliveries
-	// settled.
+	// whatever the client asked for); it sends feedback batches
+	// unsettled (the client's accepted commits them) and its other
+	// deliveries ($cbs replies) settled.
 	sndSettle, rcvSettle := amqp1.Field(f, 3), any(nil)
 	if l.hubRole == amqp1.RoleSender {
 		sndSettle, rcvSettle = uint8(1), amqp1.Field(f, 4)
+		if l.feedback() {
+			sndSettle = uint8(0)
+		}
 	}
 	out := amqp1.AppendFrame(nil, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeAttach, name, uint32(h), l.hubRole,
 		sndSettle, rcvSettle, srcV, tgtV, nil, nil, initial, maxSize), nil)
@@ -282,7 +349,7 @@ func (c *amqpConn) attach(s *amqpSession, f []any) error {
 		return c.write(out)
 	}
 	s.links[l.handle] = l
-	if strings.EqualFold(l.address, feedbackAddress) && l.hubRole == amqp1.RoleSender {
+	if l.feedback() {
 		c.startFeedback()
 	}
 	if l.hubRole == amqp1.RoleReceiver {
@@ -349,31 +416,34 @@ func (c *amqpConn) flow(s *amqpSession, f []any) error {
 func (c *amqpConn) sendPending(s *amqpSession, l *amqpLink) error {
 	var out []byte
 	for len(l.pending) > 0 && l.credit > 0 {
-		msg := l.pending[0]
+		out, _ = c.appendDelivery(out, s, l, l.pending[0], true)
 		l.pending = l.pending[1:]
-		id := s.delivery
-		tag := []byte{byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}
-		// A message larger than the client's frames goes in several
-		// transfers (the first carries the delivery's fields).
-		room := int(min(c.maxOut, amqpMaxFrame)) - 64
-		for first := true; first || len(msg) > 0; first = false {
-			part := msg[:min(room, len(msg))]
-			msg = msg[len(part):]
-			if first {
-				out = amqp1.AppendFrame(out, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeTransfer,
-					l.handle, id, tag, uint32(0), true, len(msg) > 0), part)
-			} else {
-				out = amqp1.AppendFrame(out, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeTransfer,
-					l.handle, nil, nil, nil, nil, len(msg) > 0), part)
-			}
-			s.nextOut++
-		}
-		s.delivery++
-		l.deliveryCount++
-		l.credit--
-	}
-	if len(out) == 0 {
-		return nil
 	}
 	return c.write(out)
+}
+
+// appendDelivery appends the transfers of one message on a sending link
+// with credit and returns its delivery id. A message larger than the
+// client's frames goes in several transfers (the first carries the
+// delivery's fields). Caller holds c.mu.
+func (c *amqpConn) appendDelivery(out []byte, s *amqpSession, l *amqpLink, msg []byte, settled bool) ([]byte, uint32) {
+	id := s.delivery
+	tag := []byte{byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}
+	room := int(min(c.maxOut, amqpMaxFrame)) - 64
+	for first := true; first || len(msg) > 0; first = false {
+		part := msg[:min(room, len(msg))]
+		msg = msg[len(part):]
+		if first {
+			out = amqp1.AppendFrame(out, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeTransfer,
+				l.handle, id, tag, uint32(0), settled, len(msg) > 0), part)
+		} else {
+			out = amqp1.AppendFrame(out, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeTransfer,
+				l.handle, nil, nil, nil, nil, len(msg) > 0), part)
+		}
+		s.nextOut++
+	}
+	s.delivery++
+	l.deliveryCount++
+	l.credit--
+	return out, id
 }

@@ -11,12 +11,14 @@ import (
 )
 
 // transfer takes one transfer frame on a link the client sends on; the
-// last frame of a delivery has it served and settled.
-func (c *amqpConn) transfer(s *amqpSession, f []any, payload []byte) error {
+// last frame of a delivery has it served and settled, or, for a
+// cloud-to-device message, returned for the caller to store (outside
+// c.mu) and settle. Caller holds c.mu.
+func (c *amqpConn) transfer(s *amqpSession, f []any, payload []byte) (*c2dStore, error) {
 	h, _ := amqp1.Uint(f, 0)
 	l := s.links[uint32(h)]
 	if l == nil || l.hubRole != amqp1.RoleReceiver {
-		return failf(amqp1.CondNotAllowed, "transfer on handle %d, which the client does not send on", h)
+		return nil, failf(amqp1.CondNotAllowed, "transfer on handle %d, which the client does not send on", h)
 	}
 	s.nextIn++
 	if s.inWindow > 0 {
@@ -30,7 +32,7 @@ func (c *amqpConn) transfer(s *amqpSession, f []any, payload []byte) error {
 	if !l.partialOn {
 		id, ok := amqp1.Uint(f, 1)
 		if !ok {
-			return failf(amqp1.CondInvalidField, "the first transfer of a delivery without delivery-id")
+			return nil, failf(amqp1.CondInvalidField, "the first transfer of a delivery without delivery-id")
 		}
 		l.partialOn, l.partialID, l.oversize = true, uint32(id), false
 		l.partialTag, _ = amqp1.Binary(f, 2)
@@ -44,7 +46,7 @@ func (c *amqpConn) transfer(s *amqpSession, f []any, payload []byte) error {
 	if aborted, _ := amqp1.Bool(f, 9); aborted {
 		c.partialBytes -= len(l.partial)
 		l.partialOn, l.partial = false, l.partial[:0]
-		return c.write(out)
+		return nil, c.write(out)
 	}
 	switch {
 	case l.oversize:
@@ -53,37 +55,39 @@ func (c *amqpConn) transfer(s *amqpSession, f []any, payload []byte) error {
 		c.partialBytes -= len(l.partial)
 		l.partial = l.partial[:0]
 	case c.partialBytes+len(payload) > amqpMaxPartial:
-		return failf(amqp1.CondResourceLimit, "deliveries in progress over %d bytes", amqpMaxPartial)
+		return nil, failf(amqp1.CondResourceLimit, "deliveries in progress over %d bytes", amqpMaxPartial)
 	default:
 		l.partial = append(l.partial, payload...)
 		c.partialBytes += len(payload)
 	}
 	if more, _ := amqp1.Bool(f, 5); more {
-		return c.write(out)
+		return nil, c.write(out)
 	}
 	l.partialOn = false
 	c.partialBytes -= len(l.partial)
-	state := c.deliver(s, l)
-	if !l.partialSettle {
+	state, st := c.deliver(s, l)
+	if st != nil {
+		st.ch, st.id, st.settled = s.ch, l.partialID, l.partialSettle
+	} else if !l.partialSettle {
 		out = amqp1.AppendFrame(out, amqp1.TypeAMQP, s.ch, amqp1.Perf(amqp1.CodeDisposition,
 			amqp1.RoleReceiver, l.partialID, nil, true, state), nil)
 	}
 	if cap(l.partial) > 64<<10 {
-		l.partial = nil
+		l.partial = nil // the message st holds does not refer to it
 	}
 	if l.credit < amqpLinkCredit/2 {
 		l.credit = amqpLinkCredit
 		out = c.appendFlow(out, s, l)
 	}
 	if err := c.write(out); err != nil {
-		return err
+		return nil, err
 	}
 	if l.address == cbsAddress {
 		if reply := s.cbsReplyLink(); reply != nil {
-			return c.sendPending(s, reply)
+			return nil, c.sendPending(s, reply)
 		}
 	}
-	return nil
+	return st, nil
 }
 
 // amqpMaxPartial bounds the bytes a connection's deliveries in progress
@@ -121,29 +125,67 @@ func rejected(cond amqp1.Symbol, msg string) *amqp1.Described {
 	return amqp1.Perf(amqp1.CodeRejected, amqp1.Error(cond, msg))
 }
 
-// deliver serves a whole delivery and returns its outcome.
-func (c *amqpConn) deliver(s *amqpSession, l *amqpLink) *amqp1.Described {
+// c2dStore is a cloud-to-device message the serving goroutine stores
+// outside c.mu, then settles (unless the client sent it settled).
+type c2dStore struct {
+	msg     *C2DMessage
+	to      string // the message's "to", for the log
+	ch      uint16
+	id      uint32 // delivery-id
+	settled bool
+}
+
+// deliver serves a whole delivery and returns its outcome, or the
+// cloud-to-device message to store (then no outcome yet).
+func (c *amqpConn) deliver(s *amqpSession, l *amqpLink) (*amqp1.Described, *c2dStore) {
 	if l.oversize {
 		if c.auth == nil && l.address != cbsAddress {
-			return rejected(amqp1.CondUnauthorized, "no put-token on this connection")
+			return rejected(amqp1.CondUnauthorized, "no put-token on this connection"), nil
 		}
-		return rejected(amqp1.CondMessageSize, fmt.Sprintf("message over %d bytes", c.linkLimit(l)))
+		return rejected(amqp1.CondMessageSize, fmt.Sprintf("message over %d bytes", c.linkLimit(l))), nil
 	}
 	m, err := amqp1.DecodeMessage(l.partial)
 	if err != nil {
-		return rejected(amqp1.CondDecodeError, err.Error())
+		return rejected(amqp1.CondDecodeError, err.Error()), nil
 	}
 	if l.address == cbsAddress {
 		c.putToken(s, m)
-		return accepted
+		return accepted, nil
 	}
-	if err := c.sendC2D(m); err != nil {
-		cond, text := amqpCondition(err)
-		c.h.log.Info("iothub: AMQP cloud-to-device message refused", "remote", c.nc.RemoteAddr().String(), "to", truncate(m.To, 96),
-			"condition", string(cond), "err", text)
-		return rejected(cond, text)
+	msg, err := c.c2dMessage(m)
+	if err != nil {
+		return c.refused(m.To, err), nil
 	}
-	return accepted
+	return nil, &c2dStore{msg: msg, to: m.To}
+}
+
+// refused logs a cloud-to-device message the hub does not take and
+// returns the rejection the SDKs map to their errors.
+func (c *amqpConn) refused(to string, err error) *amqp1.Described {
+	cond, text := amqpCondition(err)
+	c.h.log.Info("iothub: AMQP cloud-to-device message refused", "remote", c.nc.RemoteAddr().String(), "to", truncate(to, 96),
+		"condition", string(cond), "err", text)
+	return rejected(cond, text)
+}
+
+// store stores a cloud-to-device message and settles its delivery. It
+// runs on the serving goroutine without c.mu: the feedback pump goes on
+// while the store takes its time.
+func (c *amqpConn) store(st *c2dStore) error {
+	ctx, cancel := context.WithTimeout(c.h.ctx, c.h.opts.RequestTimeout)
+	defer cancel()
+	if hook := c.h.amqp.storeHook.Load(); hook != nil {
+		(*hook)(ctx)
+	}
+	state := accepted
+	if err := c.h.SendC2D(ctx, st.msg); err != nil {
+		state = c.refused(st.to, err)
+	}
+	if st.settled {
+		return nil
+	}
+	return c.write(amqp1.AppendFrame(nil, amqp1.TypeAMQP, st.ch, amqp1.Perf(amqp1.CodeDisposition,
+		amqp1.RoleReceiver, st.id, nil, true, state), nil))
 }
 
 // putToken serves a claims-based-security request: operation put-token,
@@ -178,21 +220,21 @@ func (c *amqpConn) putToken(s *amqpSession, m *amqp1.Message) {
 	}
 }
 
-// sendC2D stores one cloud-to-device message: the connection must hold
-// a token of a policy with serviceConnect, and "to" must be
-// /devices/{id}/messages/devicebound.
-func (c *amqpConn) sendC2D(m *amqp1.Message) error {
+// c2dMessage is the cloud-to-device message an AMQP message carries:
+// the connection must hold a token of a policy with serviceConnect, and
+// "to" must be /devices/{id}/messages/devicebound.
+func (c *amqpConn) c2dMessage(m *amqp1.Message) (*C2DMessage, error) {
 	switch {
 	case c.auth == nil:
-		return fmt.Errorf("%w: no put-token on this connection", ErrUnauthorized)
+		return nil, fmt.Errorf("%w: no put-token on this connection", ErrUnauthorized)
 	case !c.authExpiry.After(time.Now()):
-		return fmt.Errorf("%w: the connection's token expired at %s", ErrTokenExpired, c.authExpiry.UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("%w: the connection's token expired at %s", ErrTokenExpired, c.authExpiry.UTC().Format(time.RFC3339))
 	case !c.auth.has(PermServiceConnect):
-		return fmt.Errorf("%w: policy %s lacks %s", ErrUnauthorized, c.auth.Name, PermServiceConnect)
+		return nil, fmt.Errorf("%w: policy %s lacks %s", ErrUnauthorized, c.auth.Name, PermServiceConnect)
 	}
 	id, err := c2dDevice(m.To)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	body := m.Data
 	switch v := m.Value.(type) {
@@ -208,7 +250,7 @@ func (c *amqpConn) sendC2D(m *amqp1.Message) error {
 		for i, k := range m.Properties.Keys {
 			name, ok := k.(string)
 			if !ok {
-				return fmt.Errorf("%w: application property key of type %T", ErrBadRequest, k)
+				return nil, fmt.Errorf("%w: application property key of type %T", ErrBadRequest, k)
 			}
 			v := m.Properties.Values[i]
 			if v == nil {
@@ -221,9 +263,7 @@ func (c *amqpConn) sendC2D(m *amqp1.Message) error {
 			msg.Properties = append(msg.Properties, Property{name, val})
 		}
 	}
-	ctx, cancel := context.WithTimeout(c.h.ctx, c.h.opts.RequestTimeout)
-	defer cancel()
-	return c.h.SendC2D(ctx, msg)
+	return msg, nil
 }
 
 // c2dDevice reads the device id from a message's "to":
