@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register(command{name: "bench", summary: "load generators: produce, consume, e2e", run: runBench})
+	register(command{name: "bench", summary: "load generators: produce, consume, e2e, devices", run: runBench})
 }
 
 // benchModes are the bench modes with their own help pages.
@@ -63,6 +63,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for _, m := range benchModes {
 		fmt.Fprintf(&modes, "\n  %-8s %s", m.mode, m.summary)
 	}
+	fmt.Fprintf(&modes, "\n  %-8s %s", "devices", "a fleet of MQTT devices: connect rate, drops, round trips")
 	top := newCmdFlags("bench", "<mode> [flags]", benchAbout+"\n\nModes ('smartgo bench <mode> -h' for each one's flags and examples):"+modes.String(), stdout, stderr)
 	top.example("smartgo bench produce -count 100000 -async", "smartgo bench e2e -h")
 	if len(args) == 0 {
@@ -71,6 +72,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if isHelp(args[0]) {
 		top.printUsage(stdout)
 		return exitOK
+	}
+	if args[0] == "devices" {
+		return runBenchDevices(ctx, args[1:], stdout, stderr)
 	}
 	for _, m := range benchModes {
 		if args[0] == string(m.mode) {

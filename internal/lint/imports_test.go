@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"mqtt":                {},
 	"bridge":              {"mqtt", "client", "statestore", "twin", "bridge/iothub/amqp1"},
 	"bridge/iothub/amqp1": {},
-	"benchmark":           {"client", "store"},
+	"benchmark":           {"client", "store", "mqtt"},
 	"console":             {"client"}, // client and client/admin
 	"examples":            {"client"},
 }
