@@ -10,7 +10,7 @@ PKGS      := ./...
 # The compare module's servers are built with the command's profile.
 COMPARE_PGO = -pgo=$(CURDIR)/cmd/smartgo/default.pgo
 
-.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale browser failover-long console-overhead iothub-bench compare-cpu pgo clean
+.PHONY: all build run test race short bench fuzz lint staticcheck interop cluster compare scale scale-devices browser failover-long console-overhead iothub-bench compare-cpu pgo clean
 
 all: lint build test
 
@@ -124,6 +124,14 @@ failover-long:
 # from 3 processes): RSS per connection and connects per second.
 scale:
 	SMARTGO_SCALE=1 $(GO) test -tags cluster -count=1 -timeout 15m -run 'TestClusterScaleBridgeIdle' -v ./internal/cluster/
+
+# A fleet of MQTT devices against real processes: one registry, one
+# broker, a bridge and a `smartgo bench devices` process per 18,000
+# devices; connect rate, memory and idle CPU per device (docs/fleet.md;
+# a million devices take ~10 GiB and ~15 minutes; not in CI).
+DEVICES ?= 1000000
+scale-devices:
+	SMARTGO_SCALE_DEVICES=$(DEVICES) $(GO) test -tags cluster -count=1 -timeout 60m -run 'TestClusterScaleDevices' -v ./internal/cluster/
 
 clean:
 	rm -rf bin
