@@ -13,7 +13,9 @@
 // connected fleet idles while the bridges' CPU is counted (default 60s),
 // SMARTGO_SCALE_KEEPALIVE the devices' keep alive (default 60s),
 // SMARTGO_SCALE_RATE the fleet's connects per second in all (default
-// 20000), SMARTGO_SCALE_PUBLISH a telemetry interval per device (QoS 1;
+// 2500) and SMARTGO_SCALE_INFLIGHT its connects waiting for a CONNACK at
+// once in all (default 2048): a storm past what the machine's two cores
+// serve ends in connect timeouts (docs/fleet.md), SMARTGO_SCALE_PUBLISH a telemetry interval per device (QoS 1;
 // default none).
 
 package cluster
@@ -103,9 +105,12 @@ func TestClusterScaleDevices(t *testing.T) {
 	hold := scaleEnv("SMARTGO_SCALE_HOLD", 60*time.Second)
 	keepAlive := scaleEnv("SMARTGO_SCALE_KEEPALIVE", 60*time.Second)
 	publish := scaleEnv("SMARTGO_SCALE_PUBLISH", 0)
-	rate := 20000
+	rate, inflight := 2500, 2048
 	if v, err := strconv.Atoi(os.Getenv("SMARTGO_SCALE_RATE")); err == nil && v > 0 {
 		rate = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("SMARTGO_SCALE_INFLIGHT")); err == nil && v > 0 {
+		inflight = v
 	}
 	k := (total + per - 1) / per
 	if k > 250 {
@@ -147,7 +152,7 @@ func TestClusterScaleDevices(t *testing.T) {
 		n := min(per, total-i*per)
 		args := []string{"bench", "devices", "-mqtt", addrs[i], "-n", strconv.Itoa(n), "-first", strconv.Itoa(i * per),
 			"-sources", fmt.Sprintf("127.0.%d.1-127.0.%d.8", i+1, i+1), "-keepalive", keepAlive.String(),
-			"-rate", strconv.Itoa(max(1, rate/k)), "-timeout", "60s", "-o", "json"}
+			"-rate", strconv.Itoa(max(1, rate/k)), "-inflight", strconv.Itoa(max(1, inflight/k)), "-timeout", "60s", "-o", "json"}
 		if publish > 0 {
 			args = append(args, "-publish-every", publish.String())
 		}
