@@ -199,7 +199,7 @@ func (p *poller) pace(n int) bool {
 // every descriptor the added one watches (its loop check), a cost that
 // grows with the connections; taking it out and back in at every linger
 // was half of what a fleet of 18,000 idle devices cost a bridge (their
-// PINGREQs, some 1,800 a second, start and end lingers all the time).
+// PINGREQs, some 2,400 a second, start and end lingers all the time).
 // A modified entry costs the same whatever it watches, and one switched
 // back to EPOLLIN reports at once what arrived meanwhile.
 func (p *poller) gateEvents(events uint32) error {
