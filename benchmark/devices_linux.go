@@ -249,9 +249,11 @@ func (l *fleetLoop) startConnects(now time.Time) {
 	if l.next >= len(l.conns) {
 		return
 	}
+	// Up to a second's worth of connects may start at once: a loop that
+	// waited for a CPU catches up instead of falling behind the rate.
 	l.tokens += now.Sub(l.lastFill).Seconds() * l.perLoopRate
 	l.lastFill = now
-	l.tokens = min(l.tokens, max(1, l.perLoopRate/10))
+	l.tokens = min(l.tokens, max(1, l.perLoopRate))
 	for l.next < len(l.conns) && l.waiting < l.maxWaiting && l.tokens >= 1 {
 		l.tokens--
 		k := l.next
