@@ -194,20 +194,28 @@ func (b *Broker) registerAll(ctx context.Context) bool {
 // after one under the new role. The turn is the registry's own: one that
 // hangs (6 s a registration) holds up no other's, so a new topic's route
 // still reaches the others before its creation is answered.
+//
+// The turn lasts until the registry answers (or registerTimeout passes),
+// not until the caller stops waiting: a topic creation waits
+// syncRegisterTimeout (3 s) and is answered, but the registration it
+// sent is still queued at the registry, which serves requests on several
+// workers; the next one, sent at once, could be applied first and the
+// older table after it.
 func (b *Broker) registerWith(ctx context.Context, addr string) bool {
 	turn := b.regTurns[addr]
 	select {
 	case turn <- struct{}{}:
-		defer func() { <-turn }()
 	case <-ctx.Done():
 		return false
 	}
 	id, ok := b.registryBrokerID()
 	if !ok {
+		<-turn
 		return false // no controller id yet
 	}
 	body, err := b.registrationBody()
 	if err != nil {
+		<-turn
 		b.log.Error("encode registration", "err", err)
 		return false
 	}
@@ -215,9 +223,29 @@ func (b *Broker) registerWith(ctx context.Context, addr string) bool {
 		BrokerName: b.opts.BrokerName, BrokerAddr: b.addr, ClusterName: b.opts.ClusterName,
 		HAServerAddr: b.haAddr(), BrokerID: id, BodyCRC32: registrationCRC(body),
 	}
-	cctx, cancel := context.WithTimeout(ctx, registerTimeout)
-	defer cancel()
-	resp, err := b.client.Invoke(cctx, addr, protocol.NewRequest(protocol.RegisterBroker, &hdr, body))
+	done := make(chan bool, 1)
+	err = b.client.InvokeAsync(ctx, addr, protocol.NewRequest(protocol.RegisterBroker, &hdr, body), registerTimeout,
+		func(resp *protocol.Command, err error) {
+			ok := b.registrationAnswered(addr, resp, err)
+			<-turn
+			done <- ok
+		})
+	if err != nil {
+		<-turn
+		b.registrationAnswered(addr, nil, err)
+		return false
+	}
+	select {
+	case ok := <-done:
+		return ok
+	case <-ctx.Done():
+		return false // the registration keeps the turn until it is answered
+	}
+}
+
+// registrationAnswered notes the registry's answer to a registration (or
+// the error that took its place) and reports whether it was accepted.
+func (b *Broker) registrationAnswered(addr string, resp *protocol.Command, err error) bool {
 	switch {
 	case err != nil:
 		b.registered.Store(addr, false)
