@@ -251,7 +251,8 @@
 //	 "dueAtMs":1763800001000,"retry":true},"willDone":"<wid>","owe":true}
 //
 // Kinds of record: a connect request ("connect"), a clean-start
-// announcement ("connect" and "deleted"), a claim or subscription change
+// announcement ("connect" and "deleted"; "expiryMs" the new session's
+// expiry when it has one, else 0), a claim or subscription change
 // of a connected session ("online"), an offline save, a handoff (an
 // offline save, or "deleted" for a session that ended with its
 // connection, answering the connect request at queue offset gen-1), and a
@@ -329,9 +330,13 @@
 // is written before that delete (the server orders a client's saves and
 // deletes: mqtt/persistorder.go).
 //
-// DeleteSession of a client connected to this node (a clean start, called
-// after the CONNACK) writes a clean-start announcement. Otherwise it writes
-// a "deleted" record, unless the current record belongs to another node
+// DeleteSession of a client connected to this node (a clean start: the
+// server holds the connection's output, its CONNACK first, until the call
+// returns) writes a clean-start announcement. Otherwise it writes a
+// "deleted" record, also when the client's latest record is this node's
+// announcement of a session with an expiry (it ended before writing
+// another record: a DISCONNECT set its expiry to 0), unless the current
+// record belongs to another node
 // and this node's own last record has expired by now (the expiry of a
 // stale offline copy of a session that resumed elsewhere); a client id
 // never stored costs no write.
@@ -350,9 +355,11 @@
 // a connect request, it writes a handoff record with the session's state
 // at that moment (subscriptions, unacknowledged messages, resume points).
 // The connecting node, when the live record before its request (deletes
-// and clean-start announcements end a stored session: a node keeps no
-// record for them) was another node's connect or claim, waits for a later
-// record of another node
+// and clean-start announcements of sessions without expiry end a stored
+// session: a node keeps no record for them; an announcement with
+// "expiryMs" stands for a session that outlives its connection and is
+// kept) was another node's connect, announcement or claim, waits for a
+// later record of another node
 // (bounded by Options.HandoffTimeout; past it, that node is taken as dead
 // and the session resumes from its last record) and resumes from it,
 // before its CONNACK. A node that sees a connect request stored more than
@@ -473,7 +480,9 @@
 // yet.
 //
 // Memory: a node keeps the latest live record of every stored session
-// (none for clean sessions or deleted ones; its own records once, not
+// (a clean start's announcement while it is the latest record of a
+// session with an expiry; none for sessions without expiry or deleted
+// ones; its own records once, not
 // again as decoded by its tail), its own last record of each persistent
 // session it held, the position of the record standing for each of its
 // local sessions (a clean one costs just that), a delete or
@@ -484,16 +493,16 @@
 // connect waiting for a handoff is told of the records of other nodes
 // that the tail applies for its client meanwhile.
 //
-// Known limits: a persistent connect of a client whose clean session is
-// connected to another node does not wait for that node's handoff (the
-// node still drops the client on seeing the request; a clean session
-// carries no state, except a v5 clean start with a session expiry that
-// has not written a record yet, i.e. has no subscription); clients that
-// connect to two nodes at the same moment, or move faster than the nodes
-// follow the session topic, may see one extra takeover (a clean start
-// announces itself just after its CONNACK: a client that connects to
-// another node before that announcement is stored may stay on the first
-// node, the log order decides); a node that
+// Known limits: a persistent connect of a client whose session without
+// expiry is connected to another node does not wait for that node's
+// handoff (the node still drops the client on seeing the request; such a
+// session carries no state); clients that connect to two nodes at the
+// same moment, or move faster than the nodes follow the session topic,
+// may see one extra takeover (a node resumes a session it holds offline
+// in memory without a connect request: a client that cleanly starts on
+// another node and at once resumes on this one, before this node's tail
+// applied the announcement, gets the old session here, which the
+// announcement then takes away with DISCONNECT 0x8E); a node that
 // crashes while holding a session is waited for HandoffTimeout at the next
 // connect of that client; SaveSubscriptions needs the engine to call it
 // (mqtt.Server.SaveSubscriptions), otherwise a crash loses the

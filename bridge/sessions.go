@@ -571,15 +571,22 @@ func (b *Backend) DeleteSession(ctx context.Context, clientID string) error {
 		// holding the client id drops it. The instance is read first: a
 		// session evicted between the two looks is not announced.
 		if inst := srv.SessionInstance(clientID); inst != 0 && srv.Connected(clientID) {
-			return b.writeSession(ctx, &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Connect: true, Deleted: true,
-				vouch: true, inst: inst, Will: b.willOf(clientID)})
+			ann := &sessionRecord{ClientID: clientID, Node: b.opts.NodeID, Connect: true, Deleted: true,
+				vouch: true, inst: inst, Will: b.willOf(clientID)}
+			if exp, ok := srv.SessionExpiry(clientID); ok && exp > 0 {
+				// The new session outlives its connection: the nodes keep
+				// the announcement, and a connect elsewhere waits for this
+				// node's handoff of it (keptAnnouncement).
+				ann.ExpiryMs = exp.Milliseconds()
+			}
+			return b.writeSession(ctx, ann)
 		}
 	}
 	b.mu.Lock()
 	rec, own := b.sessions[clientID], b.own[clientID]
 	v, hasV := b.vouches[clientID]
 	b.mu.Unlock()
-	if rec == nil || rec.Deleted {
+	if rec == nil || rec.Deleted && !(rec.keptAnnouncement() && rec.Node == b.opts.NodeID) {
 		// Nothing stored to delete (a clean session ended): forget the
 		// vouch of the local session, which stands for nothing now
 		// (kept, it leaked one client's worth per connect).

@@ -272,7 +272,7 @@ func (b *Backend) applySessionLocked(rec *sessionRecord, fromTail bool) {
 	switch {
 	case fromTail && cur != nil && cur.q == rec.q && cur.off == rec.off && !cur.Deleted:
 		// The tail reached the record this node applied itself: keep it.
-	case rec.Deleted && (fromTail || b.sysNext[rec.q] > rec.off):
+	case rec.Deleted && !rec.keptAnnouncement() && (fromTail || b.sysNext[rec.q] > rec.off):
 		// Applied by the tail, or this node's delete that its tail has
 		// passed already (the tail can be quicker than the send's
 		// response): no tombstone.
@@ -281,6 +281,14 @@ func (b *Backend) applySessionLocked(rec *sessionRecord, fromTail bool) {
 		b.sessions[rec.ClientID] = rec
 	}
 }
+
+// keptAnnouncement reports whether rec is the clean-start announcement
+// of a session with an expiry: unlike other deletes, nodes keep it as the
+// client's latest record while nothing newer comes, since the session it
+// announces may be connected or handed on (a connect of another node
+// waits for the handoff, as after an online claim). Its own node ends it
+// with a delete when the session ends before writing any other record.
+func (r *sessionRecord) keptAnnouncement() bool { return r.Connect && r.Deleted && r.ExpiryMs > 0 }
 
 type subRecord struct {
 	Filter            string `json:"filter"`

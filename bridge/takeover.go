@@ -74,6 +74,7 @@ type clusterServer interface {
 	EvictOrdered(clientID string, inst uint64, how mqtt.Eviction) (*mqtt.SessionState, bool, func())
 	Connected(clientID string) bool
 	SessionInstance(clientID string) uint64
+	SessionExpiry(clientID string) (time.Duration, bool)
 	DeliverUnshared(msg *mqtt.Message)
 	DeliverLive(msg *mqtt.Message, overflow func(clientID string, inst uint64))
 	Refill(clientID string, inst uint64, msgs []*mqtt.Message, last bool) (int, <-chan struct{}, error)
@@ -232,8 +233,9 @@ func (b *Backend) setVouchLocked(rec *sessionRecord) {
 func (b *Backend) onSessionRecord(rec *sessionRecord) { b.judge(rec, false) }
 
 // judge decides whether rec takes the client away from this node. A local
-// session that has no record yet (a clean start announces itself just
-// after its CONNACK), or while a record of the client is being written,
+// session that has no record yet (a clean start announces itself once the
+// server installed it, before its CONNACK is written), or while a record
+// of the client is being written,
 // is judged once that record is stored (deferred), or after SendTimeout
 // as older (late). Only the session instance judged is evicted: one the
 // server created after judge looked is newer than rec (its record comes

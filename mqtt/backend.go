@@ -197,7 +197,10 @@ type Backend interface {
 	// SaveSession stores (replaces) a session.
 	SaveSession(ctx context.Context, s *SessionState) error
 	// DeleteSession removes a stored session; deleting a missing one is
-	// not an error.
+	// not an error. For a clean start the server calls it with the new
+	// session installed and connected, before the CONNACK is written
+	// (the connection's output is held until it returns): a multi-node
+	// backend records the clean start there.
 	DeleteSession(ctx context.Context, clientID string) error
 	// Close releases the backend.
 	Close() error

@@ -178,6 +178,24 @@ func (s *Server) SessionInstance(clientID string) uint64 {
 	return 0
 }
 
+// SessionExpiry returns the session expiry interval of clientID's
+// session on this server (its CONNECT's, or its DISCONNECT's when that
+// changed it); false when the server has none.
+func (s *Server) SessionExpiry(clientID string) (time.Duration, bool) {
+	s.mu.Lock()
+	ss := s.sessions[clientID]
+	s.mu.Unlock()
+	if ss == nil {
+		return 0, false
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.dead {
+		return 0, false
+	}
+	return ss.expiry, true
+}
+
 // Connected reports whether clientID has a connection on this server.
 func (s *Server) Connected(clientID string) bool {
 	s.mu.Lock()

@@ -538,6 +538,12 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 	ss.expiry = expiry
 	ss.will, ss.willDelay = will, willDelay
 	ack.SessionPresent = present
+	// Held with the unit's output (batch.go), so written once
+	// handleConnect returns: after a clean start's DeleteSession below,
+	// where a cluster backend records the new session for the other
+	// nodes (the bridge's clean-start announcement). A client that
+	// connects to another node the moment it has the CONNACK finds the
+	// new session there (TestServerCleanStartConnackAfterDelete).
 	c.send(ack)
 	c.connected.Store(true)
 	s.stats.Clients.Add(1)

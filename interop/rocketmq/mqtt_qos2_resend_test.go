@@ -84,10 +84,6 @@ func qos2ResendBeforePubrec(t *testing.T, addrA, addrB string) {
 	sub, _ := dialMQTT(t, addrA, "q2b-sub", true)
 	sub.subscribe(1, "q2b/#", 2)
 	dev, _ := dialMQTT(t, addrA, "q2b-dev", true)
-	// A completed exchange first: its record makes the new session known
-	// to the other node (the clean start's own announcement is written
-	// after the CONNACK).
-	dev.publish2(100, "q2b/warm", "warm")
 	const n = 20
 	for i := range uint16(n) {
 		if i > 0 {
