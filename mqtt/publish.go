@@ -166,6 +166,10 @@ func (c *conn) handlePublish(p *packets.Publish, aliased bool) {
 				return // the acknowledgement is sent from done
 			}
 		} else if h != nil {
+			if p.QoS == 2 && s.pipelined() {
+				c.callQoS2(h, p.PacketID, info, msg)
+				return
+			}
 			c.flushHeld() // the handler may block: do not hold earlier output behind it
 			err = h(s.ctx, info, msg)
 		} else {

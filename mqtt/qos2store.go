@@ -214,3 +214,20 @@ func (s *Server) waitIdle(ss *session) {
 		}
 	}
 }
+
+// callQoS2 calls the Handler h with the QoS 2 PUBLISH id on a pipelined
+// server. The id counts as being stored by c while h runs, as a
+// backend's store does (addAckIf), so a DUP the client sends on its next
+// connection meanwhile gets its PUBREC with h's outcome instead of
+// calling h a second time; the acknowledgement queues behind c's earlier
+// ones. A session that went on without c (evicted, resumed elsewhere)
+// does not call h: the client sends the PUBLISH again where it is.
+func (c *conn) callQoS2(h Handler, id uint16, info ClientInfo, msg *Message) {
+	a, ok := c.addAckIf(2, id, true)
+	if !ok {
+		return
+	}
+	a.inCall.Store(true) // completed here, by the worker: part of its unit
+	c.flushHeld()        // the handler may block: do not hold earlier output behind it
+	c.asyncDone(a, msg.Topic)(h(c.srv.ctx, info, msg))
+}
