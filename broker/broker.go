@@ -129,17 +129,30 @@ type Broker struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+	// startCtx ends the start-up waits (NewContext's ctx).
+	startCtx context.Context
 }
 
 // New opens the broker's store and metadata, starts serving on
-// opts.ListenAddr and starts its background services.
+// opts.ListenAddr and starts its background services. It is NewContext
+// with a context that never ends.
 func New(opts Options) (*Broker, error) {
+	return NewContext(context.Background(), opts)
+}
+
+// NewContext is New whose start-up waits end when startCtx does (the
+// process's stop signal): the wait of the transactions for the
+// dispatcher here, and those of OpenStateStore and OpenTwins for the
+// consume queues. The broker then starts without what they waited for,
+// to be closed at once; startCtx bounds only the start, not the broker's
+// life (Close ends that).
+func NewContext(startCtx context.Context, opts Options) (*Broker, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts.fill()
 	var err error
-	b := &Broker{opts: opts, log: opts.Logger.With("broker", opts.BrokerName), now: opts.Now, metrics: newMetrics()}
+	b := &Broker{opts: opts, log: opts.Logger.With("broker", opts.BrokerName), now: opts.Now, metrics: newMetrics(), startCtx: startCtx}
 	b.sendLimit = int64(opts.Remoting.SendPool.QueueSize)
 	if b.sendLimit <= 0 {
 		b.sendLimit = int64(remoting.DefaultOptions().SendPool.QueueSize)
@@ -191,6 +204,15 @@ func New(opts Options) (*Broker, error) {
 	}
 	if b.delayOffsets, err = OpenDelayOffsets(configDir); err != nil {
 		return nil, err
+	}
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{{ConsumerOffsetFile, b.offsets.fromSpare}, {DelayOffsetFile, b.delayOffsets.fromSpare}} {
+		if f.on {
+			b.log.Warn("metadata read from its spare: the last save could not replace the file (a full disk); the file is written again at the next save",
+				"file", filepath.Join(configDir, f.name+spareSuffix))
+		}
 	}
 	b.metaKick, b.syncKick = make(chan struct{}, 1), make(chan struct{}, 1)
 	b.topics.version.onBump, b.groups.version.onBump = b.metaChanged, b.metaChanged
@@ -255,7 +277,7 @@ func New(opts Options) (*Broker, error) {
 	if b.controlled() {
 		b.addRoleListener(b.tx)
 	} else if opts.Role != RoleSlave {
-		b.tx.prepare(ctx)
+		b.tx.prepare(startCtx)
 	}
 	if b.controlled() {
 		b.monoBase = time.Now()
@@ -387,12 +409,23 @@ func (b *Broker) Close() error {
 		b.cancel() // hold service answers held pulls before the server goes
 		b.wg.Wait()
 		errs = append(errs, b.srv.Close())
-		errs = append(errs, b.offsets.Persist(), b.delayOffsets.Persist())
+		errs = append(errs, b.keptAside(b.offsets.Persist()), b.keptAside(b.delayOffsets.Persist()))
 		errs = append(errs, b.closeParts())
 		b.closeErr = errors.Join(errs...)
 		b.log.Info("broker stopped", "addr", b.addr)
 	})
 	return b.closeErr
+}
+
+// keptAside logs a save that went to its spare file at shutdown (a WARN:
+// nothing is lost, the next start reads it) and returns the errors of
+// the others.
+func (b *Broker) keptAside(err error) error {
+	if errors.Is(err, ErrSavedInSpare) {
+		b.log.Warn("metadata kept in its spare file at shutdown; the next start reads it from there", "err", err)
+		return nil
+	}
+	return err
 }
 
 // closeParts closes what New opened, in reverse order (also on a failed
@@ -448,7 +481,11 @@ func (p *persistFailure) report(err error) {
 	switch {
 	case err != nil && !p.failing:
 		p.failing, p.since = true, time.Now()
-		p.log.Error(p.what+" failed; retried every period, logged again when it succeeds", "err", err)
+		level := slog.LevelError
+		if errors.Is(err, ErrSavedInSpare) {
+			level = slog.LevelWarn // nothing is lost
+		}
+		p.log.Log(context.Background(), level, p.what+" failed; retried every period, logged again when it succeeds", "err", err)
 	case err == nil && p.failing:
 		p.failing = false
 		p.log.Info(p.what+" succeeded again", "failing_for", time.Since(p.since).Round(time.Millisecond))

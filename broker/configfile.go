@@ -22,7 +22,9 @@ import (
 //	consumerOffset.json     {"offsetTable":{"topic@group":{"0":12,...},...}}
 //	delayOffset.json        {"offsetTable":{"1":34,...}}   (delay level -> schedule queue offset)
 //
-// The same JSON is what a slave fetches from its master (GET_ALL_*).
+// The same JSON is what a slave fetches from its master (GET_ALL_*). The
+// two offset files each have a spare, <name>.spare, that keeps what a
+// full disk did not let replace them (configspare.go).
 
 // Config file names under <store root>/config.
 const (
@@ -47,22 +49,44 @@ func readConfig(path string, v any) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("broker: read %s: %w", path, err)
 	}
-	if len(data) == 0 {
-		return false, fmt.Errorf("%w: %s: empty file (restore it from a backup or a slave, or delete it to start without it)", ErrCorruptConfig, path)
-	}
-	// Every write is a JSON object; "null" used to load as an empty table.
-	if err := protocol.DecodeJSONObject(data, v); err != nil {
-		return false, fmt.Errorf("%w: %s: %v", ErrCorruptConfig, path, err)
+	if err := decodeConfig(path, data, v); err != nil {
+		return false, err
 	}
 	return true, nil
 }
 
+// decodeConfig decodes data, the content of the file at path, into v.
+func decodeConfig(path string, data []byte, v any) error {
+	if len(data) == 0 {
+		return fmt.Errorf("%w: %s: empty file (restore it from a backup or a slave, or delete it to start without it)", ErrCorruptConfig, path)
+	}
+	// Every write is a JSON object; "null" used to load as an empty table.
+	if err := protocol.DecodeJSONObject(data, v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorruptConfig, path, err)
+	}
+	return nil
+}
+
 // writeConfig encodes v and replaces path atomically.
 func writeConfig(path string, v any) error {
+	data, err := encodeConfig(path, v)
+	if err != nil {
+		return err
+	}
+	return writeConfigData(path, data)
+}
+
+// encodeConfig is v as the JSON of the file at path.
+func encodeConfig(path string, v any) ([]byte, error) {
 	data, err := json.MarshalIndent(v, "", "\t")
 	if err != nil {
-		return fmt.Errorf("broker: encode %s: %w", path, err)
+		return nil, fmt.Errorf("broker: encode %s: %w", path, err)
 	}
+	return data, nil
+}
+
+// writeConfigData replaces the file at path with data atomically.
+func writeConfigData(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("broker: create config dir: %w", err)
 	}

@@ -84,9 +84,20 @@ func (h *shardLog) start(ctx context.Context, l roleListener, load func() error)
 // then requests get notOpen's error and a line says why every
 // openLogEvery. A load that fails there leaves the host unavailable with
 // that error (Err reports it).
+//
+// The wait also ends when the broker's start context does (NewContext:
+// the process is stopping): then nothing is loaded, requests are refused
+// as not open, and Close follows.
 func (h *shardLog) open(ctx context.Context, wait bool, load func() error) error {
 	if wait {
-		if behind := h.waitDispatched(openWait); behind != nil {
+		behind := h.waitDispatched(h.b.startCtx, openWait)
+		if errors.Is(behind, errStopping) {
+			h.log.Info(h.what + ": start-up wait for the consume queues ended: the process is stopping")
+			err := fmt.Errorf("%w: not open: %w", h.errUnavailable, behind)
+			h.opening.pending.Store(&err)
+			return nil
+		}
+		if behind != nil {
 			h.setPending(behind)
 			h.goFunc(func() { h.openLater(ctx, load) })
 			return nil
@@ -145,21 +156,31 @@ func (h *shardLog) openLater(ctx context.Context, load func() error) {
 	h.opening.opened.Store(true)
 }
 
+// errStopping is waitDispatched's answer when the start context ended.
+var errStopping = errors.New("the broker is stopping")
+
 // waitDispatched waits until the consume queues cover the whole commitlog
 // (after recovery the dispatcher may still be rebuilding them), at most
 // limit, and not past the dispatcher's report that it cannot write an
 // entry (a disk that stays full after a crash): then it returns why
-// (dispatchBehind).
-func (h *shardLog) waitDispatched(limit time.Duration) error {
+// (dispatchBehind). It returns errStopping when ctx ends first.
+func (h *shardLog) waitDispatched(ctx context.Context, limit time.Duration) error {
 	st := h.b.store
-	deadline := time.Now().Add(limit)
-	for st.DispatchedPhysicalOffset() < st.MaxPhysicalOffset() {
-		if why := h.dispatchBehind(); why != nil && (st.DispatchStalled() != nil || time.Now().After(deadline)) {
+	wctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		err := st.WaitDispatched(wctx, st.MaxPhysicalOffset())
+		why := h.dispatchBehind()
+		switch {
+		case why == nil:
+			return nil
+		case ctx.Err() != nil:
+			return errStopping
+		case err != nil: // stalled, or out of time
 			return why
 		}
-		time.Sleep(5 * time.Millisecond)
+		// The log grew while it waited: wait for its new end.
 	}
-	return nil
 }
 
 // dispatchBehind says why the consume queues do not cover the commitlog

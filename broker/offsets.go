@@ -19,6 +19,8 @@ type OffsetManager struct {
 	table     map[string]map[int32]int64 // protected by mu; "topic@group" -> queue -> offset
 	dirty     bool                       // protected by mu
 	persistMu sync.Mutex
+	spare     *spareFile // protected by persistMu (configspare.go)
+	fromSpare bool       // the table was read from the spare, newer than the file
 	// onChange, if set before first use, is called (outside mu, must not
 	// block) after a commit, clone or delete changed the table; Replace
 	// does not call it.
@@ -32,9 +34,11 @@ func offsetKey(topic, group string) string { return topic + "@" + group }
 func OpenOffsets(dir string) (*OffsetManager, error) {
 	m := &OffsetManager{path: filepath.Join(dir, ConsumerOffsetFile), table: map[string]map[int32]int64{}}
 	var w protocol.ConsumerOffsetSerializeWrapper
-	if _, err := readConfig(m.path, &w); err != nil {
+	_, fromSpare, sp, err := readConfigSpare(m.path, &w)
+	if err != nil {
 		return nil, err
 	}
+	m.spare, m.fromSpare, m.dirty = sp, fromSpare, fromSpare // the file gets it at the next save
 	for k, q := range w.OffsetTable {
 		if !strings.Contains(k, "@") || q == nil {
 			return nil, fmt.Errorf("%w: %s: key %q is not topic@group", ErrCorruptConfig, m.path, k)
@@ -231,7 +235,9 @@ func (m *OffsetManager) Replace(w protocol.ConsumerOffsetSerializeWrapper) {
 }
 
 // Persist writes consumerOffset.json if anything changed since the last
-// write.
+// write. When the file cannot be replaced (a full disk) the table goes
+// into its spare (configspare.go) and the error wraps ErrSavedInSpare;
+// the next Persist tries the file again.
 func (m *OffsetManager) Persist() error {
 	m.persistMu.Lock()
 	defer m.persistMu.Unlock()
@@ -242,9 +248,9 @@ func (m *OffsetManager) Persist() error {
 	if !dirty {
 		return nil
 	}
-	if err := writeConfig(m.path, m.Snapshot()); err != nil {
+	if err := persistSpare(m.path, m.spare, m.Snapshot()); err != nil {
 		m.mu.Lock()
-		m.dirty = true
+		m.dirty = true // the file is written when it can be
 		m.mu.Unlock()
 		return err
 	}
@@ -259,8 +265,10 @@ type DelayOffsets struct {
 	table     map[int32]int64 // protected by mu
 	dirty     bool            // protected by mu: table differs from the file
 	persistMu sync.Mutex
-	onChange  func() // as OffsetManager.onChange, after a Set changed an offset
-	seq       uint64 // protected by mu: counts the table's changes (offsetdelta.go)
+	spare     *spareFile // protected by persistMu (configspare.go)
+	fromSpare bool       // the table was read from the spare, newer than the file
+	onChange  func()     // as OffsetManager.onChange, after a Set changed an offset
+	seq       uint64     // protected by mu: counts the table's changes (offsetdelta.go)
 }
 
 type delayOffsetFile struct {
@@ -271,11 +279,12 @@ type delayOffsetFile struct {
 func OpenDelayOffsets(dir string) (*DelayOffsets, error) {
 	d := &DelayOffsets{path: filepath.Join(dir, DelayOffsetFile), table: map[int32]int64{}}
 	var f delayOffsetFile
-	found, err := readConfig(d.path, &f)
+	found, fromSpare, sp, err := readConfigSpare(d.path, &f)
 	if err != nil {
 		return nil, err
 	}
-	d.dirty = !found // the first Persist creates the file
+	d.spare, d.fromSpare = sp, fromSpare
+	d.dirty = !found || fromSpare // the first Persist creates the file, or takes the spare's content
 	for l, o := range f.OffsetTable {
 		d.table[l] = o
 	}
@@ -342,7 +351,8 @@ func (d *DelayOffsets) snapshotLocked() delayOffsetFile {
 
 // Persist writes delayOffset.json if the offsets changed since it was
 // last written (the housekeeping loop calls it every few seconds; an idle
-// broker then makes no write and no fsync for it).
+// broker then makes no write and no fsync for it). A file that cannot be
+// replaced is handled as by OffsetManager.Persist.
 func (d *DelayOffsets) Persist() error {
 	d.persistMu.Lock()
 	defer d.persistMu.Unlock()
@@ -353,9 +363,9 @@ func (d *DelayOffsets) Persist() error {
 	if !dirty {
 		return nil
 	}
-	if err := writeConfig(d.path, d.snapshot()); err != nil {
+	if err := persistSpare(d.path, d.spare, d.snapshot()); err != nil {
 		d.mu.Lock()
-		d.dirty = true
+		d.dirty = true // the file is written when it can be
 		d.mu.Unlock()
 		return err
 	}

@@ -32,17 +32,24 @@ const prepareWait = 10 * time.Second
 // accepts writes as master (start-up, promotion): a commit a crash left
 // without its operation record is only recognisable while it is the last
 // record of the log.
+//
+// The wait for the dispatcher ends at prepareWait, at once when the
+// dispatcher reports that it cannot write an entry (a full disk: it would
+// not get there in time), and when ctx ends (the process is stopping).
 func (t *txService) prepare(ctx context.Context) {
 	st := t.b.store
 	end := st.MaxPhysicalOffset()
-	deadline := time.Now().Add(prepareWait)
-	for st.DispatchedPhysicalOffset() < end {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.b.log.Warn("transactions: the log is not dispatched to its end; a commit a crash cut short may be checked back",
-				"dispatched", st.DispatchedPhysicalOffset(), "end", end)
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	wctx, cancel := context.WithTimeout(ctx, prepareWait)
+	err := st.WaitDispatched(wctx, end)
+	cancel()
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		t.b.log.Info("transactions: start-up wait for the dispatcher ended: the process is stopping",
+			"dispatched", st.DispatchedPhysicalOffset(), "end", end)
+	default:
+		t.b.log.Warn("transactions: the log is not dispatched to its end; a commit a crash cut short may be checked back",
+			"dispatched", st.DispatchedPhysicalOffset(), "end", end, "err", err)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -93,19 +93,27 @@ func readCheckpoint(root string) (checkpoint, bool, error) {
 // scans from the first segment (doc.go), as for any damaged checkpoint:
 // slower, nothing lost. Only the goroutine doing the logic rounds, and
 // Close after it stopped, call it (flushLogic).
+//
+// On a disk full to its last page the replacement fails (a new file needs
+// a block); a whole checkpoint file there is then overwritten in place
+// like the later writes, which needs none: a shutdown on a full disk
+// still records how far the queues and the index were flushed.
 func (s *Store) writeCheckpoint(c checkpoint) error {
 	b := c.encode()
 	if s.cpFile == nil {
 		path := filepath.Join(s.opts.Root, checkpointName)
-		if err := fsutil.WriteFileAtomic(path, b, 0o644); err != nil {
+		err := fsutil.WriteFileAtomic(path, b, 0o644)
+		if err != nil && !s.reuseCheckpoint(path) {
 			return err
 		}
-		f, err := s.fs.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			return fmt.Errorf("store: open %s: %w", path, err)
+		if err == nil {
+			f, err := s.fs.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				return fmt.Errorf("store: open %s: %w", path, err)
+			}
+			s.cpFile = f
+			return nil
 		}
-		s.cpFile = f
-		return nil
 	}
 	if _, err := s.cpFile.WriteAt(b, 0); err != nil {
 		s.closeCheckpoint() // the next write replaces the file
@@ -116,6 +124,21 @@ func (s *Store) writeCheckpoint(c checkpoint) error {
 		return fmt.Errorf("store: fdatasync checkpoint: %w", err)
 	}
 	return nil
+}
+
+// reuseCheckpoint opens the checkpoint file at path for writes in place
+// when it is whole (checkpointSize bytes), and reports whether it did.
+func (s *Store) reuseCheckpoint(path string) bool {
+	f, err := s.fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	if st, err := f.Stat(); err != nil || st.Size() != checkpointSize {
+		_ = f.Close()
+		return false
+	}
+	s.cpFile = f
+	return true
 }
 
 // closeCheckpoint closes the checkpoint file writeCheckpoint keeps open.

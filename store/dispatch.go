@@ -133,6 +133,7 @@ func (s *Store) dispatchRangeLocked(end int64) {
 		s.dispatchTs.Store(d.lastTs)
 	}
 	s.dispatched.Store(d.pos)
+	s.dispWake.Notify() // after a stall too: it ended the round
 	s.markMu.Lock()
 	s.dispMark = dispatchMark{end: d.pos, lastPhy: d.lastPhy, lastTs: d.lastTs, keyedPhy: d.keyedPhy}
 	d.toIndex.moveTo(&s.ixq, math.MaxInt64)

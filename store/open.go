@@ -124,17 +124,30 @@ func (s *Store) shutdown(clean bool) error {
 	s.disp.closed = true
 	s.dispMu.Unlock()
 	var errs []error
+	// hintsLost: what only speeds up the next start (the consume queues,
+	// the index and the checkpoint, all rebuilt from the commitlog; the
+	// queue manifest) found no room on the disk. The abort file then
+	// stays: the next start recovers as after a crash, and nothing
+	// stored is lost, so it is a WARN, not Close's error. Any other
+	// failure (EIO) is Close's error: the disk needs a look.
+	hintsLost := false
 	if clean {
 		s.dispatchAvailable()
 		s.indexAvailable()
 		if _, err := s.cl.flush(); err != nil {
 			errs = append(errs, err)
 		}
-		if err := s.flushLogic(true); err != nil {
+		if err := s.flushLogic(true); isNoSpace(err) {
+			s.log.Warn("store: consume queues, index or checkpoint not flushed at shutdown (no space); the next start rebuilds them from the commitlog as after a crash, nothing is lost", "err", err)
+			hintsLost = true
+		} else if err != nil {
 			errs = append(errs, err)
 		}
-		if len(errs) == 0 && s.werr.Load() == nil {
-			if err := s.writeQueueManifest(); err != nil {
+		if len(errs) == 0 && !hintsLost && s.werr.Load() == nil {
+			if err := s.writeQueueManifest(); isNoSpace(err) {
+				s.log.Warn("store: queue manifest not written at shutdown (no space); the next start recovers as after a crash, nothing is lost", "err", err)
+				hintsLost = true
+			} else if err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -143,7 +156,7 @@ func (s *Store) shutdown(clean bool) error {
 	s.settle(time.Now(), true)
 	s.answerWritten()
 	s.releaseFiles()
-	if clean && len(errs) == 0 && s.werr.Load() == nil {
+	if clean && len(errs) == 0 && !hintsLost && s.werr.Load() == nil {
 		if err := removeAbort(s.opts.Root); err != nil {
 			errs = append(errs, err)
 		}

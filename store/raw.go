@@ -63,6 +63,7 @@ func (s *Store) startAt(offset int64) {
 	s.cl.flushed.Store(offset)
 	s.disp.pos = offset
 	s.dispatched.Store(offset)
+	s.dispWake.Notify()
 	s.ix.run.Lock()
 	s.dropNotes()
 	s.ix.pos = offset

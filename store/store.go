@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/internal/ratelog"
+	"github.com/smartgo/smartgo/internal/wake"
 	"github.com/smartgo/smartgo/store/record"
 	"github.com/smartgo/smartgo/store/vfs"
 )
@@ -141,6 +142,10 @@ type Store struct {
 	arrival      atomic.Pointer[func(topic string, queueID int32, maxOffset int64)]
 	arriveMu     sync.Mutex     // held while the arrival listener is called
 	arrived      []arrivedQueue // a round's grown queues; protected by arriveMu
+
+	// dispWake is notified whenever dispatched moves or the dispatcher
+	// stalls (WaitDispatched).
+	dispWake wake.Notifier
 
 	// dispatchLimit caps what the dispatcher makes visible to consumers
 	// (SetDispatchLimit; math.MaxInt64 when unlimited).
@@ -679,6 +684,31 @@ func (s *Store) FlushedPhysicalOffset() int64 { return s.cl.flushed.Load() }
 // DispatchedPhysicalOffset is the commitlog offset up to which consume
 // queues are built.
 func (s *Store) DispatchedPhysicalOffset() int64 { return s.dispatched.Load() }
+
+// WaitDispatched waits until the consume queues cover the commitlog up
+// to end (DispatchedPhysicalOffset() >= end) and returns nil. It returns
+// early the dispatcher's stall (DispatchStalled: an entry it cannot
+// write, a full disk) while the queues are behind end, ctx's error when
+// ctx ends first, and ErrClosed when the store closes. It waits on the
+// dispatcher's notice, not by polling.
+func (s *Store) WaitDispatched(ctx context.Context, end int64) error {
+	for {
+		ch := s.dispWake.Wait()
+		if s.dispatched.Load() >= end {
+			return nil
+		}
+		if err := s.DispatchStalled(); err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return ErrClosed
+		}
+	}
+}
 
 // DispatchStalled returns why the dispatcher is stopped at a record whose
 // consume-queue entry it cannot write, nil while it is not. The error

@@ -59,6 +59,7 @@ func (s *Store) TruncateTail(offset int64) error {
 	if d.pos > offset {
 		d.pos = offset
 		s.dispatched.Store(offset)
+		s.dispWake.Notify()
 	}
 	d.lastPhy, d.keyedPhy = -1, -1
 	s.markMu.Lock()

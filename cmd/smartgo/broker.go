@@ -40,10 +40,9 @@ Stops cleanly on SIGINT or SIGTERM (offsets persisted, store flushed).`, stdout,
 	}
 	defer mon.Close()
 	mon.expect(brokerParts...) // /readyz names them while the store recovers
-	b, err := startBrokerNode(f, log)
+	b, err := startBrokerNode(ctx, f, log)
 	if err != nil {
-		log.Error("broker failed to start", "err", err)
-		return exitFailure
+		return startFailed(ctx, log, "broker", err)
 	}
 	b.monitor(mon)
 	<-ctx.Done()

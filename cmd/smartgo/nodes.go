@@ -34,12 +34,15 @@ type brokerNode struct {
 // The errors of the state store and the twins name them already
 // ("broker: state store ...", "broker: twin ..."): they are returned as
 // they are.
-func startBrokerNode(f conf.File, log *slog.Logger) (*brokerNode, error) {
+//
+// ctx (the process's signal context) ends the start-up waits: a signal
+// during them stops the broker within moments (broker.NewContext).
+func startBrokerNode(ctx context.Context, f conf.File, log *slog.Logger) (*brokerNode, error) {
 	opts, err := brokerOptions(f, log)
 	if err != nil {
 		return nil, err
 	}
-	b, err := broker.New(opts)
+	b, err := broker.NewContext(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -93,10 +93,9 @@ registers with the registry of the same process; clients use
 	// The broker registers with this process's registry.
 	_, port, _ := net.SplitHostPort(reg.Addr().String())
 	f.Broker.Registries = []string{net.JoinHostPort("127.0.0.1", port)}
-	b, err := startBrokerNode(f, log.With("component", "broker"))
+	b, err := startBrokerNode(ctx, f, log.With("component", "broker"))
 	if err != nil {
-		log.Error("broker failed to start", "err", err)
-		return exitFailure
+		return startFailed(ctx, log, "broker", err)
 	}
 	b.monitor(mon)
 	// The bridge uses this process's registry too.
