@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -73,8 +74,12 @@ func runBenchDevices(ctx context.Context, args []string, stdout, stderr io.Write
 	cfg.Sources = src
 	cfg.Progress = stderr
 	r, err := benchmark.RunDevices(ctx, cfg)
+	if errors.Is(err, benchmark.ErrDevicesUnsupported) {
+		fmt.Fprintf(stderr, "smartgo bench devices: %v\n", err)
+		return exitFailure
+	}
 	if r.Devices == 0 && err != nil {
-		return fs.misuse("%v", err)
+		return fs.misuse("%v", err) // a flag the fleet refused
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "smartgo bench devices: %v\n", err)

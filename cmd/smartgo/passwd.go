@@ -128,16 +128,16 @@ func readPassword(in io.Reader, prompt io.Writer) (string, error) {
 	if !isFile {
 		return firstLine(in)
 	}
-	saved, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	saved, err := unix.IoctlGetTermios(int(f.Fd()), ioctlGetTermios)
 	if err != nil { // not a terminal
 		return firstLine(in)
 	}
 	noEcho := *saved
 	noEcho.Lflag &^= unix.ECHO
-	if err := unix.IoctlSetTermios(int(f.Fd()), unix.TCSETS, &noEcho); err != nil {
+	if err := unix.IoctlSetTermios(int(f.Fd()), ioctlSetTermios, &noEcho); err != nil {
 		return "", fmt.Errorf("terminal: %w", err)
 	}
-	defer unix.IoctlSetTermios(int(f.Fd()), unix.TCSETS, saved)
+	defer unix.IoctlSetTermios(int(f.Fd()), ioctlSetTermios, saved)
 	r := bufio.NewReader(f)
 	ask := func(p string) (string, error) {
 		fmt.Fprint(prompt, p)
