@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -746,11 +747,36 @@ func (c *Conn) flushLocked() error {
 		c.wcond.Broadcast()
 		if err != nil {
 			c.writing = false
-			c.wmu.Unlock()
 			err = fmt.Errorf("remoting: write to %s: %w", c.peer, err)
+			if peerReset(err) {
+				// The peer reset the connection. What it sent before
+				// the reset is still in the socket: closing it now
+				// would drop those requests (a client's last oneway
+				// offset commits, written right before its close).
+				// Nothing more is written; the reader serves what is
+				// left, gets the reset and closes the connection.
+				c.wclosed = true
+				c.wcond.Broadcast()
+				c.wmu.Unlock()
+				c.log.Debug("remoting: peer reset, reading what it sent before", "peer", c.peer, "reason", err)
+				_ = c.nc.SetReadDeadline(time.Now().Add(peerResetDrain))
+				return fmt.Errorf("%w: %w", ErrConnClosed, err)
+			}
+			c.wmu.Unlock()
 			c.log.Warn("remoting: closing connection", "peer", c.peer, "reason", err)
 			c.closeWith(err)
 			return fmt.Errorf("%w: %w", ErrConnClosed, err)
 		}
 	}
+}
+
+// peerResetDrain bounds how long the reader of a connection whose peer
+// reset it may take to read what the peer sent before (the socket holds
+// it; the read ends at the reset).
+const peerResetDrain = 5 * time.Second
+
+// peerReset reports whether a write failed because the peer reset the
+// connection (ECONNRESET, or EPIPE on a later write).
+func peerReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
