@@ -50,6 +50,15 @@ func TestBridgePreparedOverAnotherNodesOfflineSession(t *testing.T) {
 		srv := a.Server()
 		return srv.SessionInstance(id) != 0 && !srv.Connected(id)
 	})
+	// B judges on the records stored so far: A's record of the client
+	// leaving must be stored (A applies its own record once the broker
+	// has it), not only A's session offline in memory.
+	testutil.WaitFor(t, 30*time.Second, "A's record of the client leaving stored", func() bool {
+		a.Backend().mu.Lock()
+		defer a.Backend().mu.Unlock()
+		rec := a.Backend().sessions[id]
+		return rec != nil && !rec.Online && !rec.Connect && rec.DisconnectedAt != 0
+	})
 
 	// B, not having read A's records, prepares one for the first owner.
 	subs := []mqtt.Subscription{{Filter: "c2d/" + id + "/#", QoS: 1}}
@@ -126,6 +135,15 @@ func TestBridgeReplacingAfterAnotherNodesOnlineClaim(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "A holds the session offline", func() bool {
 		srv := a.Server()
 		return srv.SessionInstance(id) != 0 && !srv.Connected(id)
+	})
+	// B judges on the records stored so far: A's record of the client
+	// leaving must be stored (A applies its own record once the broker
+	// has it), not only A's session offline in memory.
+	testutil.WaitFor(t, 30*time.Second, "A's record of the client leaving stored", func() bool {
+		a.Backend().mu.Lock()
+		defer a.Backend().mu.Unlock()
+		rec := a.Backend().sessions[id]
+		return rec != nil && !rec.Online && !rec.Connect && rec.DisconnectedAt != 0
 	})
 
 	subs := []mqtt.Subscription{{Filter: "c2d/" + id + "/#", QoS: 1}}
