@@ -128,7 +128,7 @@ scale:
 # A fleet of MQTT devices against real processes: one registry, one
 # broker, a bridge and a `smartgo bench devices` process per 18,000
 # devices; connect rate, memory and idle CPU per device (docs/fleet.md;
-# a million devices take ~10 GiB and ~15 minutes; not in CI).
+# a million devices take ~9 GiB and ~30 minutes here; not in CI).
 DEVICES ?= 1000000
 scale-devices:
 	SMARTGO_SCALE_DEVICES=$(DEVICES) $(GO) test -tags cluster -count=1 -timeout 60m -run 'TestClusterScaleDevices' -v ./internal/cluster/

@@ -233,8 +233,10 @@ func TestClusterScaleDevices(t *testing.T) {
 
 	var sum struct{ Connected, Failed, Dropped, Pings, Pongs, Published, Acked int64 }
 	errs := map[string]int64{}
+	for _, f := range fleets {
+		_ = f.cmd.Process.Signal(syscall.SIGINT) // all at once: each then disconnects its devices
+	}
 	for i, f := range fleets {
-		_ = f.cmd.Process.Signal(syscall.SIGINT)
 		select {
 		case <-f.done:
 		case <-time.After(2 * time.Minute):
