@@ -34,7 +34,8 @@ var allowed = map[string][]string{
 	"broker":              {"store", "store/ha", "store/record", "remoting", "remoting/protocol", "statestore", "twin", "filter"},
 	"client":              {"remoting", "remoting/protocol", "store/record", "statestore", "twin"},
 	"mqtt":                {},
-	"bridge":              {"mqtt", "client", "statestore", "twin", "bridge/iothub/amqp1"},
+	"amqp":                {},
+	"bridge":              {"mqtt", "amqp", "client", "statestore", "twin", "bridge/iothub/amqp1"},
 	"bridge/iothub/amqp1": {},
 	"benchmark":           {"client", "store", "mqtt"},
 	"console":             {"client"}, // client and client/admin
