@@ -67,7 +67,7 @@ func (h *shardLog) start(ctx context.Context, l roleListener, load func() error)
 	if h.b.controlled() {
 		h.b.addRoleListener(l)
 		if !h.b.isSlave() {
-			if err := l.becameMaster(); err != nil {
+			if err := l.becameMaster(ctx); err != nil {
 				h.log.Warn(h.what+": taking over as master", "err", err)
 			}
 		}

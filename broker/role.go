@@ -22,13 +22,13 @@ func (b *Broker) roleLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case g := <-b.roleCh:
-			b.applyView(g)
+			b.applyView(ctx, g)
 		}
 	}
 }
 
 // applyView moves the broker to the role a group view gives it.
-func (b *Broker) applyView(g protocol.ControllerGroup) {
+func (b *Broker) applyView(ctx context.Context, g protocol.ControllerGroup) {
 	st := b.ctl
 	st.mu.Lock()
 	if !st.registered || g.BrokerName != b.opts.BrokerName || g.MasterEpoch < st.epoch ||
@@ -58,7 +58,7 @@ func (b *Broker) applyView(g protocol.ControllerGroup) {
 	switch {
 	case g.MasterID != 0 && g.MasterID == id:
 		if !b.acting.Load() || prevEpoch != g.MasterEpoch {
-			b.becomeMaster(g)
+			b.becomeMaster(ctx, g)
 		} else if srv := b.haSrv.Load(); srv != nil {
 			b.pushSyncSet(srv)
 		}
@@ -92,7 +92,7 @@ func (b *Broker) pushSyncSet(srv *ha.Server) {
 }
 
 // becomeMaster makes this broker its group's master at g's epoch.
-func (b *Broker) becomeMaster(g protocol.ControllerGroup) {
+func (b *Broker) becomeMaster(ctx context.Context, g protocol.ControllerGroup) {
 	b.acting.Store(false)
 	if c := b.haCli.Swap(nil); c != nil {
 		_ = c.Close()
@@ -128,7 +128,7 @@ func (b *Broker) becomeMaster(g protocol.ControllerGroup) {
 	// store or twin shard nobody wrote to yet has none), and the service
 	// would then refuse the topic.
 	for _, l := range b.roleListeners() {
-		if err := l.becameMaster(); err != nil {
+		if err := l.becameMaster(ctx); err != nil {
 			b.log.Error("a hosted service failed to take over as master", "err", err)
 		}
 	}
@@ -266,8 +266,9 @@ func (b *Broker) importStoreTopics(copied protocol.DataVersion) {
 // roleListener is a service hosted on the broker whose state follows the
 // role in controller mode (the state store shards).
 type roleListener interface {
-	// becameMaster runs before the broker accepts writes as master.
-	becameMaster() error
+	// becameMaster runs before the broker accepts writes as master. Its
+	// waits end with ctx (the controller loop's life: Close cancels it).
+	becameMaster(ctx context.Context) error
 	// becameSlave runs after the broker stopped accepting writes.
 	becameSlave()
 	// truncated runs after the replication client cut the log at offset,

@@ -63,3 +63,32 @@ func TestBrokerStartWaitEndsWithStartContext(t *testing.T) {
 		t.Fatalf("writes refused after the start context ended: %s", why)
 	}
 }
+
+// A promotion in controller mode reads the transactions after waiting
+// for the dispatcher to reach the log's end (up to prepareWait, 10 s).
+// That wait ends with the controller loop's context, so that Close (which
+// cancels it and waits for the loop) is not held by a promotion under
+// way. (It used to wait on a background context: Close took the whole
+// prepareWait.) The dispatcher is held behind the end by a dispatch limit.
+func TestBrokerPromotionWaitEndsWithContext(t *testing.T) {
+	b, err := New(testBrokerOptions(t.TempDir(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	st := b.Store()
+	st.SetDispatchLimit(st.MaxPhysicalOffset())
+	if _, err := st.Put(context.Background(), &record.Message{Topic: "Held", Body: []byte("behind"), BornHost: st.Options().StoreHost}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := time.AfterFunc(300*time.Millisecond, cancel) // Close, while the promotion waits
+	defer stop.Stop()
+	start := time.Now()
+	if err := b.tx.becameMaster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > prepareWait/2 {
+		t.Fatalf("the promotion took %v after its context ended, want well under prepareWait (%v)", took, prepareWait)
+	}
+}

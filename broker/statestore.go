@@ -305,7 +305,7 @@ func (s *StateStore) load(ctx context.Context, slave bool) error {
 
 // becameMaster implements roleListener (controller mode): the shard topic
 // exists, then the shards take over once caught up.
-func (s *StateStore) becameMaster() error {
+func (s *StateStore) becameMaster(context.Context) error {
 	tc, err := s.b.topics.CreateSystemTopic(StateStoreTopic, int32(s.opts.Shards), PermRW)
 	if err != nil {
 		return fmt.Errorf("broker: state store topic: %w", err)

@@ -307,7 +307,7 @@ func (t *Twins) createTopics() error {
 // exist, then the shards take over once caught up; the events of the last
 // entries the old master applied but did not get to emit are produced
 // then (takeOverLocked), as a restart's replay produces them.
-func (t *Twins) becameMaster() error {
+func (t *Twins) becameMaster(context.Context) error {
 	if err := t.createTopics(); err != nil {
 		return err
 	}

@@ -298,8 +298,8 @@ func (t *txService) discardLocked(p *txHalf, age time.Duration) {
 // Without it the topic has no route, the producer never heartbeats this
 // master (the Go client heartbeats the brokers of its routes), and the
 // check-backs that would settle those transactions find no producer.
-func (t *txService) becameMaster() error {
-	t.prepare(context.Background())
+func (t *txService) becameMaster(ctx context.Context) error {
+	t.prepare(ctx)
 	t.mu.Lock()
 	queues := map[string]int32{}
 	for _, p := range t.pending {
