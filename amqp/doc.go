@@ -5,4 +5,68 @@
 // the process goes through the Backend it defines; package bridge
 // implements it on the broker. Package amqp/wire holds the frame and
 // method codec.
+//
+// # What is implemented
+//
+// RabbitMQ's dialect of 0-9-1: connection (PLAIN and AMQPLAIN logins,
+// tune, virtual hosts, heartbeats, connection.close, update-secret),
+// channel (open, close, flow), exchange (declare, delete, bind, unbind:
+// exchange-to-exchange bindings), queue (declare, bind, unbind, purge,
+// delete), basic (qos, consume, cancel, publish, return, deliver, get,
+// ack, reject, nack, recover, recover-async), confirm.select and tx.
+// connection.start announces the capabilities publisher_confirms,
+// exchange_exchange_bindings, basic.nack, consumer_cancel_notify,
+// authentication_failure_close and per_consumer_qos.
+//
+// Exchanges: the default exchange "" and amq.direct, amq.fanout,
+// amq.topic, amq.headers, amq.match exist in every virtual host; the
+// types direct, fanout, topic (words split on '.', '*' one word, '#'
+// zero or more) and headers (x-match all, any, all-with-x, any-with-x; a
+// void argument matches presence). Exchange argument alternate-exchange
+// is implemented; others are accepted and ignored.
+//
+// Queue arguments implemented: x-max-length, x-max-length-bytes,
+// x-overflow (drop-head, reject-publish, reject-publish-dlx),
+// x-message-ttl, x-expires, x-dead-letter-exchange,
+// x-dead-letter-routing-key (dead-lettering on reject or nack without
+// requeue, on expiry and on drop-head overflow, with the x-death header),
+// x-queue-type "classic". Refused with 406 PRECONDITION_FAILED because
+// they are not implemented: x-max-priority, x-single-active-consumer
+// true, x-queue-type other than classic, x-max-age,
+// x-stream-max-segment-size-bytes. Other arguments are accepted and
+// ignored, as RabbitMQ does.
+//
+// # Goroutines and their owners
+//
+// Serve owns one goroutine per accepted connection (conn.serve, the
+// connection's reader) and waits for all of them before it returns. Each
+// reader owns the connection's writer goroutine (writeLoop) and waits for
+// it before it returns. Everything a connection sends goes through its
+// outbound queue, which the writer drains; nothing holds a lock across
+// socket I/O. NewServer starts two goroutines that Close waits for: the
+// durable worker (calls QueueLog.Append in enqueue order, commits
+// acknowledged offsets every 200 ms, closes and deletes the logs of
+// deleted queues) and the janitor (message TTLs and x-expires, every 25
+// ms).
+//
+// # Flow control
+//
+// Deliveries are bounded by prefetch (basic.qos) and, for every consumer,
+// by its connection's outbound queue: while more than 1 MiB waits there,
+// queues skip the connection's consumers and deliver to others; they come
+// back when the writer has drained half of it. A connection whose
+// outbound queue exceeds 8 MiB (a peer that publishes but does not read)
+// is not read from until it drains.
+//
+// # Known limits
+//
+// All messages are held in memory (a durable queue's too, besides its
+// log); MaxQueueBytes bounds each queue's ready bytes. Message TTLs count
+// from when the message entered the queue, and after a restart from the
+// restart. Priorities are not implemented. basic.recover with requeue
+// false requeues like requeue true. tx.commit answers commit-ok once the
+// publishes are routed (not stored). Dead-letter cycles are broken as in
+// RabbitMQ only roughly: a message that already died in a queue is not
+// dead-lettered into it again unless it was rejected. x-message-ttl 0
+// messages expire before a waiting consumer can take them.
 package amqp

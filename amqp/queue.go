@@ -1,0 +1,254 @@
+package amqp
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/smartgo/smartgo/amqp/wire"
+)
+
+// msgData is a published message, shared by every queue it was routed to.
+type msgData struct {
+	exchange, key string
+	props         []byte // content header property flags and list, as received
+	body          []byte
+}
+
+func (m *msgData) size() int64 { return int64(len(m.body)) }
+
+// qmsg is one message in one queue.
+type qmsg struct {
+	m           *msgData
+	seq         uint64 // position in the queue: requeues go back in seq order
+	expireAt    int64  // unix nanoseconds; 0: never
+	offset      uint64 // in the queue's log, when durable and stored
+	stored      bool   // offset is valid
+	redelivered bool
+}
+
+// Overflow behaviours of x-overflow.
+const (
+	overflowDropHead = iota
+	overflowRejectPublish
+	overflowRejectPublishDLX
+)
+
+// queueArgs are the queue arguments the engine implements (see doc.go).
+type queueArgs struct {
+	maxLen   int64 // -1: none
+	maxBytes int64 // -1: none
+	overflow int
+	ttl      int64 // x-message-ttl in ms; -1: none
+	expires  int64 // x-expires in ms; 0: none
+	dlx      string
+	hasDLX   bool
+	dlrk     string
+	hasDLRK  bool
+}
+
+// parseQueueArgs validates the known arguments of queue.declare; unknown
+// ones are accepted and ignored, as RabbitMQ does.
+func parseQueueArgs(t wire.Table) (queueArgs, error) {
+	a := queueArgs{maxLen: -1, maxBytes: -1, ttl: -1}
+	nonNeg := func(k string, min int64) (int64, bool, error) {
+		v, ok := t[k]
+		if !ok {
+			return 0, false, nil
+		}
+		n, isInt := asInt(v)
+		if !isInt {
+			return 0, false, fmt.Errorf("invalid arg '%s' for queue: %T is not an integer", k, v)
+		}
+		if n < min {
+			return 0, false, fmt.Errorf("invalid arg '%s' for queue: %d is below %d", k, n, min)
+		}
+		return n, true, nil
+	}
+	var err error
+	var ok bool
+	var n int64
+	if n, ok, err = nonNeg("x-max-length", 0); err != nil {
+		return a, err
+	} else if ok {
+		a.maxLen = n
+	}
+	if n, ok, err = nonNeg("x-max-length-bytes", 0); err != nil {
+		return a, err
+	} else if ok {
+		a.maxBytes = n
+	}
+	if n, ok, err = nonNeg("x-message-ttl", 0); err != nil {
+		return a, err
+	} else if ok {
+		a.ttl = n
+	}
+	if n, ok, err = nonNeg("x-expires", 1); err != nil {
+		return a, err
+	} else if ok {
+		a.expires = n
+	}
+	if v, ok := t["x-overflow"]; ok {
+		s, _ := stringArg(v)
+		switch s {
+		case "drop-head":
+			a.overflow = overflowDropHead
+		case "reject-publish":
+			a.overflow = overflowRejectPublish
+		case "reject-publish-dlx":
+			a.overflow = overflowRejectPublishDLX
+		default:
+			return a, fmt.Errorf("invalid arg 'x-overflow' for queue: %v is not drop-head, reject-publish or reject-publish-dlx", v)
+		}
+	}
+	if v, ok := t["x-dead-letter-exchange"]; ok {
+		if a.dlx, ok = stringArg(v); !ok {
+			return a, fmt.Errorf("invalid arg 'x-dead-letter-exchange' for queue: %T is not a string", v)
+		}
+		a.hasDLX = true
+	}
+	if v, ok := t["x-dead-letter-routing-key"]; ok {
+		if a.dlrk, ok = stringArg(v); !ok {
+			return a, fmt.Errorf("invalid arg 'x-dead-letter-routing-key' for queue: %T is not a string", v)
+		}
+		if !a.hasDLX {
+			return a, fmt.Errorf("invalid arg 'x-dead-letter-routing-key' for queue: it needs x-dead-letter-exchange")
+		}
+		a.hasDLRK = true
+	}
+	if v, ok := t["x-queue-type"]; ok {
+		if s, _ := stringArg(v); s != "classic" {
+			return a, fmt.Errorf("invalid arg 'x-queue-type' for queue: only classic queues are implemented, not %v", v)
+		}
+	}
+	for _, k := range []string{"x-max-priority", "x-single-active-consumer", "x-queue-mode", "x-queue-master-locator", "x-queue-leader-locator", "x-stream-max-segment-size-bytes", "x-max-age"} {
+		if _, ok := t[k]; ok {
+			if k == "x-single-active-consumer" || k == "x-queue-mode" {
+				if b, isBool := t[k].(bool); (isBool && !b) || t[k] == "default" || t[k] == "lazy" {
+					continue // the behaviour the engine has anyway
+				}
+			}
+			if k == "x-queue-master-locator" || k == "x-queue-leader-locator" {
+				continue // placement in a cluster: meaningless on one node
+			}
+			return a, fmt.Errorf("invalid arg '%s' for queue: not implemented by this server", k)
+		}
+	}
+	return a, nil
+}
+
+func stringArg(v any) (string, bool) {
+	switch s := v.(type) {
+	case string:
+		return s, true
+	case []byte:
+		return string(s), true
+	}
+	return "", false
+}
+
+// knownQueueArgs are compared on redeclare (RabbitMQ's equivalence check).
+var knownQueueArgs = []string{"x-max-length", "x-max-length-bytes", "x-overflow", "x-message-ttl",
+	"x-expires", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-queue-type"}
+
+func queueArgsEquivalent(a, b wire.Table) (string, bool) {
+	for _, k := range knownQueueArgs {
+		av, aok := a[k]
+		bv, bok := b[k]
+		if k == "x-queue-type" && (!aok || !bok) {
+			continue
+		}
+		if aok != bok || (aok && !valuesEqual(av, bv)) {
+			return k, false
+		}
+	}
+	return "", true
+}
+
+// queue is one queue of a virtual host. Guarded by Server.mu.
+type queue struct {
+	vh                             *vhost
+	name                           string
+	durable, exclusive, autoDelete bool
+	owner                          *conn // exclusive queues
+	args                           wire.Table
+	argsRaw                        []byte
+	qa                             queueArgs
+	ready                          []*qmsg // in seq order, from readyHead
+	readyHead                      int
+	readyBytes                     int64
+	nextSeq                        uint64
+	unacked                        int
+	consumers                      []*consumer
+	rr                             int
+	hadConsumer                    bool
+	bindings                       []*binding // bindings whose destination is this queue
+	deleted                        bool
+	lastUse                        time.Time
+	dur                            *durableQueue // nil unless durable on a Backend
+}
+
+func (q *queue) readyLen() int { return len(q.ready) - q.readyHead }
+
+func (q *queue) peek() *qmsg {
+	if q.readyHead == len(q.ready) {
+		return nil
+	}
+	return q.ready[q.readyHead]
+}
+
+func (q *queue) pop() *qmsg {
+	m := q.ready[q.readyHead]
+	q.ready[q.readyHead] = nil
+	q.readyHead++
+	if q.readyHead == len(q.ready) {
+		q.ready, q.readyHead = q.ready[:0], 0
+	} else if q.readyHead > 1024 && q.readyHead*2 > len(q.ready) {
+		n := copy(q.ready, q.ready[q.readyHead:])
+		clear(q.ready[n:])
+		q.ready, q.readyHead = q.ready[:n], 0
+	}
+	q.readyBytes -= m.m.size()
+	return m
+}
+
+// pushReady appends a new message at the tail.
+func (q *queue) pushReady(m *qmsg) {
+	q.ready = append(q.ready, m)
+	q.readyBytes += m.m.size()
+}
+
+// requeue puts m back at its position among the ready messages.
+func (q *queue) requeue(m *qmsg) {
+	m.redelivered = true
+	live := q.ready[q.readyHead:]
+	i, _ := slices.BinarySearchFunc(live, m.seq, func(e *qmsg, s uint64) int {
+		switch {
+		case e.seq < s:
+			return -1
+		case e.seq > s:
+			return 1
+		}
+		return 0
+	})
+	if i == 0 && q.readyHead > 0 {
+		q.readyHead--
+		q.ready[q.readyHead] = m
+	} else {
+		q.ready = slices.Insert(q.ready, q.readyHead+i, m)
+	}
+	q.readyBytes += m.m.size()
+}
+
+// expiry computes a message's expiry in this queue from x-message-ttl and
+// the message's expiration property (milliseconds), the earlier winning.
+func (q *queue) expiry(now time.Time, msgTTL int64) int64 {
+	ttl := q.qa.ttl
+	if msgTTL >= 0 && (ttl < 0 || msgTTL < ttl) {
+		ttl = msgTTL
+	}
+	if ttl < 0 {
+		return 0
+	}
+	return now.Add(time.Duration(ttl) * time.Millisecond).UnixNano()
+}
