@@ -515,5 +515,43 @@
 // store front learns of session ends that way). A wrapper that does not
 // forward every optional interface the server uses (subscription saves,
 // QoS 2 records, stored and owed wills, share preparation) has the server
-// reach the backend's directly for all of them.
+// reach the backend's directly for all of them.//
+// # AMQP 0-9-1
+//
+// AMQPBackend implements amqp.Backend, the storage of the AMQP 0-9-1
+// engine (package amqp), on the brokers:
+//
+//   - Each durable queue's messages are a topic of its own,
+//     AMQPQueueTopic(vhost, name) ("AMQP_Q_" + a readable part + "_" + a
+//     hash of both names), with one queue: the AMQP queue's offsets are
+//     that queue's consume-queue offsets. OpenQueue creates the topic when
+//     no master has it, on one master picked by a hash of the topic name
+//     among the masters sorted by name; when a topic is routed to several
+//     broker groups, every node uses the first by name. A message is one
+//     broker message whose body is a record (amqp_format.go): exchange,
+//     routing key, the content header's raw properties, the body.
+//   - A queue log's appends are sent by one goroutine at a time, in the
+//     order of the Append calls, each request after the previous one was
+//     answered, carrying what arrived meanwhile as one ordered batch: the
+//     offsets follow the call order (amqp_log.go).
+//   - The committed offset is consumer group AMQPOffsetGroup's offset on
+//     the queue's topic, stored by the broker like any group's.
+//   - The durable exchanges, queues and bindings are snapshots appended
+//     to AMQPDefinitionsTopic (one queue); the newest is the definitions.
+//     Saves run one at a time.
+//   - DeleteQueue deletes the topic, which removes its committed offsets
+//     too: a queue declared again under the name starts empty.
+//
+// The brokers' retention applies: messages older than a broker's
+// store.file_reserved_time (72 h by default) may be removed, acknowledged
+// or not, and a definitions snapshot that old too (a change to a durable
+// entity writes a new one). A message must also fit a broker message
+// (store.max_message_size, 4 MiB by default, minus the record's header).
+//
+// Each node serving AMQP runs its own engine: a durable queue's log is
+// shared storage, but its consumers, deliveries and unacknowledged
+// messages live in one engine. Two nodes that open the same durable
+// queue would each deliver all of its messages, and their committed
+// offsets would overwrite each other. Serve AMQP from one node of a
+// cluster (v1).
 package bridge

@@ -343,6 +343,22 @@ func (a *Admin) CreateTopic(ctx context.Context, cluster string, tc TopicConfig)
 	if err := client.ValidateTopic(tc.Name); err != nil {
 		return fmt.Errorf("admin: create topic: %w", err)
 	}
+	masters, err := a.Masters(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	return a.CreateTopicOn(ctx, masters, tc)
+}
+
+// CreateTopicOn is CreateTopic on the given masters only (some of those
+// Masters returns): a topic that lives on one broker group.
+func (a *Admin) CreateTopicOn(ctx context.Context, masters []Broker, tc TopicConfig) error {
+	if err := client.ValidateTopic(tc.Name); err != nil {
+		return fmt.Errorf("admin: create topic: %w", err)
+	}
+	if len(masters) == 0 {
+		return fmt.Errorf("%w: create topic %s: no broker given", client.ErrBadOptions, tc.Name)
+	}
 	if tc.ReadQueues == 0 {
 		tc.ReadQueues = DefaultTopicQueues
 	}
@@ -351,10 +367,6 @@ func (a *Admin) CreateTopic(ctx context.Context, cluster string, tc TopicConfig)
 	}
 	if tc.Perm == 0 {
 		tc.Perm = DefaultTopicPerm
-	}
-	masters, err := a.Masters(ctx, cluster)
-	if err != nil {
-		return err
 	}
 	return a.fromEach(ctx, "create topic", masters, func() *protocol.Command {
 		h := &protocol.CreateTopicRequestHeader{Topic: tc.Name, DefaultTopic: protocol.DefaultTopic, ReadQueueNums: tc.ReadQueues,

@@ -146,3 +146,58 @@ func (a *Admin) resetOnline(ctx context.Context, addr, group, topic string, ts t
 	}
 	return news, nil
 }
+
+// queueMaster returns the address of mq's master as the registries route
+// it.
+func (a *Admin) queueMaster(ctx context.Context, mq client.MessageQueue) (string, error) {
+	rd, err := a.TopicRoute(ctx, mq.Topic)
+	if err != nil {
+		return "", err
+	}
+	for _, bd := range rd.BrokerDatas {
+		if bd != nil && bd.BrokerName == mq.BrokerName {
+			if addr := bd.MasterAddr(); addr != "" {
+				return addr, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%w: topic %s has no master on broker %q", client.ErrNoRoute, mq.Topic, mq.BrokerName)
+}
+
+// GroupOffset returns group's committed offset of mq as the queue's
+// master stores it, -1 when the group committed none there.
+func (a *Admin) GroupOffset(ctx context.Context, group string, mq client.MessageQueue) (int64, error) {
+	addr, err := a.queueMaster(ctx, mq)
+	if err != nil {
+		return 0, err
+	}
+	h := &protocol.QueryConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: mq.Topic, QueueID: mq.QueueID,
+		HasSetZeroIfNotFound: true}
+	resp, err := a.invoke(ctx, "query offset", addr, protocol.NewRequest(protocol.QueryConsumerOffset, h, nil))
+	if err != nil {
+		return 0, err
+	}
+	switch resp.Code {
+	case protocol.Success:
+		var oh protocol.OffsetResponseHeader
+		if err := resp.DecodeHeader(&oh); err != nil {
+			return 0, fmt.Errorf("admin: query offset response from %s: %w", addr, err)
+		}
+		return oh.Offset, nil
+	case protocol.QueryNotFound:
+		return -1, nil
+	}
+	return 0, okAnswer("query offset", addr, resp)
+}
+
+// CommitGroupOffset stores off as group's committed offset of mq on the
+// queue's master (as a consumer's commit does: it replaces the offset).
+func (a *Admin) CommitGroupOffset(ctx context.Context, group string, mq client.MessageQueue, off int64) error {
+	addr, err := a.queueMaster(ctx, mq)
+	if err != nil {
+		return err
+	}
+	_, err = a.invokeOK(ctx, "commit offset", addr, protocol.NewRequest(protocol.UpdateConsumerOffset,
+		&protocol.UpdateConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: mq.Topic, QueueID: mq.QueueID, CommitOffset: off}, nil))
+	return err
+}

@@ -1,0 +1,342 @@
+package bridge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/smartgo/smartgo/amqp"
+	"github.com/smartgo/smartgo/client"
+	"github.com/smartgo/smartgo/client/admin"
+)
+
+// AMQPOptions configure an AMQPBackend.
+type AMQPOptions struct {
+	// Registries are the registry addresses (required).
+	Registries []string
+	// RequestTimeout bounds each broker request (a send, a read, an
+	// offset) and the wait for a new topic's route (five times it).
+	// Default 3 s.
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// DefaultAMQPRequestTimeout is AMQPOptions.RequestTimeout's default.
+const DefaultAMQPRequestTimeout = 3 * time.Second
+
+// AMQPBackend implements amqp.Backend on SmartGo brokers: the durable
+// definitions are snapshots in AMQPDefinitionsTopic, each durable queue's
+// messages a topic of its own (AMQPQueueTopic) with one queue, and its
+// committed offset AMQPOffsetGroup's offset there (see doc.go, "AMQP").
+type AMQPBackend struct {
+	opts AMQPOptions
+	log  *slog.Logger
+	prod *client.Producer
+	adm  *admin.Admin
+
+	ctx    context.Context // ends at Close: cuts sends in flight
+	cancel context.CancelFunc
+
+	defsMu sync.Mutex // serialises SaveDefinitions
+	defs   *amqpLog   // protected by defsMu; nil until the first save
+
+	mu     sync.Mutex
+	closed bool                // protected by mu
+	logs   map[*amqpLog]string // protected by mu; open queue logs
+}
+
+var _ amqp.Backend = (*AMQPBackend)(nil)
+
+// NewAMQPBackend returns a backend on the brokers the registries know.
+// It connects lazily: a broker that is down makes the calls fail, not
+// NewAMQPBackend.
+func NewAMQPBackend(opts AMQPOptions) (*AMQPBackend, error) {
+	if len(opts.Registries) == 0 {
+		return nil, fmt.Errorf("%w: AMQP backend: no registry address", ErrInvalidOptions)
+	}
+	if opts.RequestTimeout < 0 {
+		return nil, fmt.Errorf("%w: AMQP backend: negative request timeout", ErrInvalidOptions)
+	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = DefaultAMQPRequestTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	po := client.DefaultProducerOptions(opts.Registries...)
+	po.Group = "AMQP_PRODUCER"
+	po.SendTimeout = opts.RequestTimeout
+	po.RequestTimeout = opts.RequestTimeout
+	po.Logger = opts.Logger
+	po.MaxMessageSize = amqpMaxRecord // the broker's limit decides
+	prod, err := client.NewProducer(po)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: AMQP backend: %w", err)
+	}
+	adm, err := admin.New(admin.Options{Registries: opts.Registries, RequestTimeout: opts.RequestTimeout, Logger: opts.Logger})
+	if err != nil {
+		prod.Close()
+		return nil, fmt.Errorf("bridge: AMQP backend: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &AMQPBackend{opts: opts, log: opts.Logger, prod: prod, adm: adm, ctx: ctx, cancel: cancel,
+		logs: map[*amqpLog]string{}}, nil
+}
+
+// amqpMaxRecord is the largest record the producer lets through (the
+// broker's store.max_message_size bounds it further).
+const amqpMaxRecord = 128 << 20
+
+// Close closes the open queue logs (waiting for their appends) and the
+// connections. It is idempotent.
+func (b *AMQPBackend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	logs := make([]*amqpLog, 0, len(b.logs))
+	for l := range b.logs {
+		logs = append(logs, l)
+	}
+	b.mu.Unlock()
+	for _, l := range logs {
+		l.Close()
+	}
+	b.defsMu.Lock()
+	if b.defs != nil {
+		b.defs.Close()
+	}
+	b.defsMu.Unlock()
+	b.cancel()
+	return errors.Join(b.prod.Close(), b.adm.Close())
+}
+
+func (b *AMQPBackend) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// LoadDefinitions reads the newest snapshot of AMQPDefinitionsTopic;
+// empty definitions when the topic does not exist or holds none.
+func (b *AMQPBackend) LoadDefinitions(ctx context.Context) (amqp.Definitions, error) {
+	if b.isClosed() {
+		return amqp.Definitions{}, ErrClosed
+	}
+	broker, err := b.findTopic(ctx, AMQPDefinitionsTopic)
+	if errors.Is(err, errAMQPNoTopic) {
+		return amqp.Definitions{}, nil
+	}
+	if err != nil {
+		return amqp.Definitions{}, fmt.Errorf("bridge: load AMQP definitions: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
+	defer cancel()
+	_, _, minOff, maxOff, err := b.adm.BrowseMessages(cctx, AMQPDefinitionsTopic, broker, 0, 0, 1)
+	if err != nil {
+		return amqp.Definitions{}, fmt.Errorf("bridge: load AMQP definitions: %w", err)
+	}
+	if maxOff <= minOff {
+		return amqp.Definitions{}, nil
+	}
+	msgs, _, _, _, err := b.adm.BrowseMessages(cctx, AMQPDefinitionsTopic, broker, 0, maxOff-1, 1)
+	if err != nil {
+		return amqp.Definitions{}, fmt.Errorf("bridge: load AMQP definitions: %w", err)
+	}
+	if len(msgs) == 0 {
+		return amqp.Definitions{}, fmt.Errorf("bridge: load AMQP definitions: the snapshot at offset %d of %s/%s cannot be read",
+			maxOff-1, AMQPDefinitionsTopic, broker)
+	}
+	d, err := decodeAMQPDefinitions(msgs[0].Body)
+	if err != nil {
+		return amqp.Definitions{}, fmt.Errorf("bridge: load AMQP definitions at offset %d: %w", maxOff-1, err)
+	}
+	return d, nil
+}
+
+// SaveDefinitions appends a snapshot of d to AMQPDefinitionsTopic and
+// returns once the broker stored it. Saves run one at a time.
+func (b *AMQPBackend) SaveDefinitions(ctx context.Context, d amqp.Definitions) error {
+	b.defsMu.Lock()
+	defer b.defsMu.Unlock()
+	if b.isClosed() {
+		return ErrClosed
+	}
+	if b.defs == nil {
+		l, err := b.openLog(ctx, AMQPDefinitionsTopic)
+		if err != nil {
+			return fmt.Errorf("bridge: save AMQP definitions: %w", err)
+		}
+		b.defs = l
+	}
+	res := make(chan error, 1)
+	b.defs.appendRecords([][]byte{encodeAMQPDefinitions(d)}, func(_ uint64, err error) { res <- err })
+	select {
+	case err := <-res:
+		if err != nil {
+			return fmt.Errorf("bridge: save AMQP definitions: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		// The append ends by itself within the request timeout; its
+		// result is dropped.
+		return fmt.Errorf("bridge: save AMQP definitions: %w", ctx.Err())
+	}
+}
+
+// OpenQueue opens the log of a durable queue, creating its topic (one
+// queue, on one master: see topicBroker) when the registries know none.
+func (b *AMQPBackend) OpenQueue(ctx context.Context, vhost, name string) (amqp.QueueLog, error) {
+	if b.isClosed() {
+		return nil, ErrClosed
+	}
+	l, err := b.openLog(ctx, AMQPQueueTopic(vhost, name))
+	if err != nil {
+		return nil, fmt.Errorf("bridge: open AMQP queue %q in vhost %q: %w", name, vhost, err)
+	}
+	l.what = fmt.Sprintf("queue %q in vhost %q", name, vhost)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	b.logs[l] = l.topic
+	return l, nil
+}
+
+// DeleteQueue deletes the queue's topic (with its committed offsets) from
+// every master and the registries; a queue that has none is deleted
+// already.
+func (b *AMQPBackend) DeleteQueue(ctx context.Context, vhost, name string) error {
+	if b.isClosed() {
+		return ErrClosed
+	}
+	topic := AMQPQueueTopic(vhost, name)
+	err := b.adm.DeleteTopic(ctx, "", topic)
+	if err != nil && !errors.Is(err, client.ErrTopicNotExist) {
+		return fmt.Errorf("bridge: delete AMQP queue %q in vhost %q (topic %s): %w", name, vhost, topic, err)
+	}
+	return nil
+}
+
+// forget drops a closed log from the open ones.
+func (b *AMQPBackend) forget(l *amqpLog) {
+	b.mu.Lock()
+	delete(b.logs, l)
+	b.mu.Unlock()
+}
+
+// openLog returns a log on topic's queue 0, creating the topic first when
+// no registry routes it.
+func (b *AMQPBackend) openLog(ctx context.Context, topic string) (*amqpLog, error) {
+	broker, err := b.findTopic(ctx, topic)
+	if errors.Is(err, errAMQPNoTopic) {
+		broker, err = b.createTopic(ctx, topic)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l := &amqpLog{b: b, topic: topic, mq: client.MessageQueue{Topic: topic, BrokerName: broker, QueueID: 0}, committed: -1}
+	l.what = "topic " + topic
+	return l, nil
+}
+
+// errAMQPNoTopic: no registry routes the topic and every master that
+// answered says it has none.
+var errAMQPNoTopic = errors.New("no such topic")
+
+// findTopic is topicBroker, with a topic the registries do not route
+// looked up on the masters: one that no master has is errAMQPNoTopic;
+// one that a master has but the registries do not route yet (a broker
+// registering again after a restart) is waited for like a new topic's
+// route. With no master registered (the brokers down or not started yet)
+// it is an error, never errAMQPNoTopic: what a broker that is down holds
+// must not be taken for nothing.
+func (b *AMQPBackend) findTopic(ctx context.Context, topic string) (string, error) {
+	broker, err := b.topicBroker(ctx, topic)
+	if !errors.Is(err, client.ErrTopicNotExist) {
+		return broker, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
+	exists, err := b.adm.TopicExists(cctx, "", topic)
+	cancel()
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("look up topic %s: %w", topic, err)
+	case !exists:
+		return "", errAMQPNoTopic
+	}
+	return b.waitRoute(ctx, topic)
+}
+
+// waitRoute waits (up to five request timeouts) until the registries
+// route topic and returns its log's broker group.
+func (b *AMQPBackend) waitRoute(ctx context.Context, topic string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*b.opts.RequestTimeout)
+	defer cancel()
+	for {
+		broker, err := b.topicBroker(cctx, topic)
+		if err == nil {
+			return broker, nil
+		}
+		if !errors.Is(err, client.ErrTopicNotExist) && cctx.Err() != nil {
+			return "", fmt.Errorf("wait for the route of topic %s: %w", topic, err)
+		}
+		select {
+		case <-cctx.Done():
+			return "", fmt.Errorf("wait for the route of topic %s: %w", topic, errors.Join(err, cctx.Err()))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// topicBroker returns the broker group whose queue 0 holds topic's log:
+// of those the route gives queues, the first by name (a log topic is
+// created on one group; should an operator create it on several, every
+// node still picks the same one). client.ErrTopicNotExist when no
+// registry routes it.
+func (b *AMQPBackend) topicBroker(ctx context.Context, topic string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
+	defer cancel()
+	rd, err := b.adm.TopicRoute(cctx, topic)
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, qd := range rd.QueueDatas {
+		if qd != nil && qd.ReadQueueNums > 0 && qd.WriteQueueNums > 0 {
+			names = append(names, qd.BrokerName)
+		}
+	}
+	if len(names) == 0 {
+		return "", fmt.Errorf("%w: %s (routed with no readable and writable queue)", client.ErrTopicNotExist, topic)
+	}
+	return slices.Min(names), nil
+}
+
+// createTopic creates topic with one queue on one master, picked by a
+// hash of the topic name among the masters sorted by name, and waits (up
+// to five request timeouts) until the registries route it.
+func (b *AMQPBackend) createTopic(ctx context.Context, topic string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*b.opts.RequestTimeout)
+	defer cancel()
+	masters, err := b.adm.Masters(cctx, "")
+	if err != nil {
+		return "", fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	sum := sha256.Sum256([]byte(topic))
+	m := masters[binary.BigEndian.Uint64(sum[:8])%uint64(len(masters))]
+	if err := b.adm.CreateTopicOn(cctx, []admin.Broker{m}, admin.TopicConfig{Name: topic, ReadQueues: 1, WriteQueues: 1}); err != nil {
+		return "", fmt.Errorf("create topic %s on broker %s: %w", topic, m.Name, err)
+	}
+	b.log.Info("AMQP backend created a topic", "topic", topic, "broker", m.Name)
+	return b.waitRoute(ctx, topic)
+}
