@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // maxShortstr is the longest a short string can be: its length is one
@@ -11,11 +12,16 @@ import (
 const maxShortstr = 255
 
 // appendShortstr appends a short string. A string longer than 255 bytes
-// cannot be a short string; it is cut to its first 255 bytes (the only
-// such strings a server writes are its own reply texts).
+// cannot be a short string; it is cut to at most 255 bytes, before a
+// UTF-8 sequence that would not fit (the only such strings a server
+// writes are its own reply texts, which clients decode as UTF-8).
 func appendShortstr(dst []byte, s string) []byte {
 	if len(s) > maxShortstr {
-		s = s[:maxShortstr]
+		n := maxShortstr
+		for i := 0; i < utf8.UTFMax && n > 0 && !utf8.RuneStart(s[n]); i++ {
+			n--
+		}
+		s = s[:n]
 	}
 	dst = append(dst, byte(len(s)))
 	return append(dst, s...)

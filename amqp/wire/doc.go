@@ -22,7 +22,7 @@
 // copies; a Frame's Payload and a ContentHeader's Raw alias the Reader's
 // buffer and are valid until the next ReadFrame.
 //
-// Beyond the brief's API the package has AppendMethodPayload,
+// Beyond the brief's API the package has AsInt64, AppendMethodPayload,
 // AppendBodyFrames, MethodName and Name, the Flag constants of the basic
 // properties and MaxTableDepth.
 //

@@ -67,12 +67,14 @@ type Reader struct {
 	buf []byte
 }
 
-// NewReader returns a Reader of frames from r, buffered, that accepts
-// frames of up to max bytes. A max below FrameMinSize (including 0) is
+// NewReader returns a Reader of frames from r that accepts frames of up
+// to max bytes. A *bufio.Reader of at least 4096 bytes is read as is (its
+// Buffered count stays meaningful to the caller); any other r gets a
+// 4096-byte buffer. A max below FrameMinSize (including 0) is
 // raised to FrameMinSize: every peer may send frames that large before
 // tuning.
 func NewReader(r io.Reader, max uint32) *Reader {
-	rd := &Reader{br: bufio.NewReaderSize(r, 32<<10)}
+	rd := &Reader{br: bufio.NewReader(r)}
 	rd.SetMax(max)
 	return rd
 }
@@ -88,7 +90,9 @@ func (r *Reader) SetMax(max uint32) {
 
 // ReadFrame reads the next frame. At a clean end of stream between frames
 // it returns io.EOF; a stream that ends inside a frame gives
-// io.ErrUnexpectedEOF.
+// io.ErrUnexpectedEOF. After ErrFrameTooLarge or ErrBadFrameEnd the
+// stream is out of step (the rest of the bad frame is unread or was
+// misread): the connection can only be closed (with 501 FRAME_ERROR).
 func (r *Reader) ReadFrame() (Frame, error) {
 	if _, err := io.ReadFull(r.br, r.hdr[:]); err != nil {
 		return Frame{}, err

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // allMethods returns an empty value of every method the codec knows, in
@@ -147,7 +149,13 @@ func TestDecodeMethodUnknown(t *testing.T) {
 func TestShortstrCutAt255(t *testing.T) {
 	long := strings.Repeat("é", 200) // 400 bytes
 	got := roundTrip(t, &ChannelClose{ReplyCode: NotFound, ReplyText: long})
-	if txt := got.(*ChannelClose).ReplyText; txt != long[:255] {
+	// 255 bytes would end inside an "é": the cut comes before it.
+	if txt := got.(*ChannelClose).ReplyText; txt != long[:254] || !utf8.ValidString(txt) {
+		t.Fatalf("reply text of %d bytes, want the first 254", len(txt))
+	}
+	ascii := strings.Repeat("a", 300)
+	got = roundTrip(t, &ChannelClose{ReplyCode: NotFound, ReplyText: ascii})
+	if txt := got.(*ChannelClose).ReplyText; txt != ascii[:255] {
 		t.Fatalf("reply text of %d bytes, want the first 255", len(txt))
 	}
 }
@@ -432,5 +440,22 @@ func TestReadProtocolHeader(t *testing.T) {
 	}
 	if err := ReadProtocolHeader(strings.NewReader("AMQP")); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("short header: %v", err)
+	}
+}
+
+// TestReaderUsesCallersBuffer: a caller that owns a bufio.Reader can ask
+// it how much is buffered, which is what decides when to flush writes.
+func TestReaderUsesCallersBuffer(t *testing.T) {
+	var stream []byte
+	for i := 0; i < 3; i++ {
+		stream = AppendHeartbeat(stream)
+	}
+	br := bufio.NewReaderSize(bytes.NewReader(stream), 64<<10)
+	r := NewReader(br, 0)
+	if _, err := r.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	if br.Buffered() != 16 {
+		t.Fatalf("caller's reader has %d bytes buffered after one of three heartbeats, want 16", br.Buffered())
 	}
 }

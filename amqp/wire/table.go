@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -28,7 +29,8 @@ const MaxTableDepth = 64
 // int64 and int ('l'), uint64 and uint ('l', when below 2^63),
 // float32 ('f'), float64 ('d'), Decimal ('D'), string ('S'), []byte
 // ('x'), []any ('A'), time.Time ('T', whole seconds), Table and
-// map[string]any ('F'), nil ('V'). Any other type, a key longer than 255
+// map[string]any ('F'), nil ('V'). Keys are written in sorted order, so
+// equal tables encode to equal bytes. Any other type, a key longer than 255
 // bytes or nesting deeper than MaxTableDepth is an error, and dst is
 // returned unchanged.
 func AppendTable(dst []byte, t Table) ([]byte, error) {
@@ -52,7 +54,13 @@ func appendTable(dst []byte, t Table, depth int, lenient bool) ([]byte, error) {
 	}
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	for k, v := range t {
+	keys := make([]string, 0, 16)
+	for k := range t {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := t[k]
 		if len(k) > maxShortstr && !lenient {
 			return dst, fmt.Errorf("wire: table key %.20q... longer than 255 bytes", k)
 		}
@@ -347,4 +355,29 @@ func (d *decoder) skipValue(depth int) {
 	default:
 		d.fail(fmt.Errorf("%w: unknown field type %q", ErrMalformed, typ))
 	}
+}
+
+// AsInt64 returns a decoded table value of any integer type as an int64.
+// Clients pick the integer type freely (amqplib sends 10 as int8, pika as
+// int32, amqp091-go an int as int32), so an argument such as
+// x-max-length must be read with it. It reports false for any other
+// type.
+func AsInt64(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int8:
+		return int64(v), true
+	case uint8:
+		return int64(v), true
+	case int16:
+		return int64(v), true
+	case uint16:
+		return int64(v), true
+	case int32:
+		return int64(v), true
+	case uint32:
+		return int64(v), true
+	case int64:
+		return v, true
+	}
+	return 0, false
 }
