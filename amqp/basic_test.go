@@ -187,4 +187,3 @@ func TestExclusiveQueueAndConsumer(t *testing.T) {
 	c.send(1, &wire.QueueDeclare{Queue: "ex", Passive: true})
 	c.expectChannelClose(1, wire.NotFound)
 }
-

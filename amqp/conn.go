@@ -288,10 +288,7 @@ func credentials(mechanism, response string) (user, pass string, err error) {
 		return parts[1], parts[2], nil
 	case "AMQPLAIN":
 		// A field table without its leading length.
-		b := make([]byte, 4+len(response))
-		b[0], b[1], b[2], b[3] = byte(len(response)>>24), byte(len(response)>>16), byte(len(response)>>8), byte(len(response))
-		copy(b[4:], response)
-		t, _, err := wire.DecodeTable(b)
+		t, err := decodeArgs([]byte(response))
 		if err != nil {
 			return "", "", fmt.Errorf("malformed AMQPLAIN response: %w", err)
 		}

@@ -340,8 +340,13 @@ func (ch *channel) requeueAll() {
 // dead-lettered): a durable queue's acknowledged offset may advance.
 // Server.mu held.
 func (s *Server) messageGone(q *queue, m *qmsg) {
-	if q.dur != nil && m.stored {
+	if q.dur == nil {
+		return
+	}
+	if m.stored {
 		q.dur.gone(m.offset)
+	} else {
+		m.gone = true // appended() skips it when the log reports it
 	}
 }
 

@@ -11,8 +11,10 @@ import (
 )
 
 // Durability. A durable queue (on a Backend) appends every message it
-// takes to its QueueLog and delivers it once the log reports it stored.
-// Acks advance the queue's low-water mark, the first offset still held
+// takes to its QueueLog; the message is deliverable at once (as in
+// RabbitMQ), and its publisher's confirm waits until the log reports it
+// stored. A message whose store failed is nacked but stays in the queue
+// (in memory only). Acks advance the queue's low-water mark, the first offset still held
 // (ready, unacked or being stored); the durable worker commits it every
 // commitEvery and when the server closes. At start each durable queue's
 // messages from the committed offset on are ready again, redelivered.
@@ -217,7 +219,9 @@ func (s *Server) appended(q *queue, entries []*appendEntry, first uint64, err er
 			continue
 		}
 		e.m.offset, e.m.stored = e.offset, true
-		d.live[e.offset] = struct{}{}
+		if !e.m.gone {
+			d.live[e.offset] = struct{}{}
+		}
 		if e.offset+1 > d.knownEnd {
 			d.knownEnd = e.offset + 1
 		}
@@ -225,7 +229,6 @@ func (s *Server) appended(q *queue, entries []*appendEntry, first uint64, err er
 		if e.conf != nil {
 			s.confirmStep(e.conf, false, true)
 		}
-		s.addReady(q, e.m)
 	}
 }
 

@@ -156,11 +156,12 @@ func (s *Server) enqueue(q *queue, md *msgData, conf *pubConfirm, msgTTL int64) 
 		}
 	}
 	if q.dur != nil {
+		// Deliverable at once, as in RabbitMQ; the confirm waits for the
+		// log.
 		if conf != nil {
 			conf.remaining++
 		}
 		s.durable.append(q, qm, conf)
-		return
 	}
 	s.addReady(q, qm)
 }

@@ -24,6 +24,7 @@ type qmsg struct {
 	expireAt    int64  // unix nanoseconds; 0: never
 	offset      uint64 // in the queue's log, when durable and stored
 	stored      bool   // offset is valid
+	gone        bool   // left the queue (acked, dropped) before it was stored
 	redelivered bool
 }
 

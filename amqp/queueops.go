@@ -119,15 +119,8 @@ func (ch *channel) queueDeclare(m *wire.QueueDeclare) *amqpError {
 	return nil
 }
 
-// count is the messages of the queue not yet delivered: ready ones and
-// ones still being stored.
-func (q *queue) count() int {
-	n := q.readyLen()
-	if q.dur != nil {
-		n += len(q.dur.appending)
-	}
-	return n
-}
+// count is the messages of the queue ready for delivery.
+func (q *queue) count() int { return q.readyLen() }
 
 func (ch *channel) queuePurge(m *wire.QueuePurge) *amqpError {
 	s := ch.c.srv

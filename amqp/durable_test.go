@@ -1,0 +1,142 @@
+package amqp
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/smartgo/smartgo/amqp/wire"
+)
+
+func TestConfirms(t *testing.T) {
+	s, addr := startServer(t, Options{})
+	c := dial(t, addr)
+	c.openChannel(1)
+	call[*wire.ConfirmSelectOk](c, 1, &wire.ConfirmSelect{})
+	q := c.declareQueue(1, "q", wire.Table{"x-max-length": int32(2), "x-overflow": "reject-publish"})
+	// Three publishes in one write: 1 and 2 fit, 3 overflows, 4 has no
+	// route (acked after its return).
+	var b []byte
+	for i := range 3 {
+		b = append(b, publishFrames(1, "", q, wire.Properties{}, []byte(fmt.Sprint(i)), false)...)
+	}
+	b = append(b, publishFrames(1, "amq.direct", "none", wire.Properties{}, []byte("r"), true)...)
+	c.write(b)
+	acked := map[uint64]string{}
+	for len(acked) < 4 {
+		m := c.next()
+		switch v := m.m.(type) {
+		case *wire.BasicAck:
+			lo := uint64(len(acked)) + 1
+			if !v.Multiple {
+				lo = v.DeliveryTag
+			}
+			for t := lo; t <= v.DeliveryTag; t++ {
+				acked[t] = "ack"
+			}
+		case *wire.BasicNack:
+			acked[v.DeliveryTag] = "nack"
+		case *wire.BasicReturn:
+			if acked[4] != "" {
+				t.Fatal("return after its confirm")
+			}
+		default:
+			t.Fatalf("unexpected %s", wire.Name(m.m))
+		}
+	}
+	want := map[uint64]string{1: "ack", 2: "ack", 3: "nack", 4: "ack"}
+	if !equal(acked, want) {
+		t.Fatalf("confirms %v, want %v", acked, want)
+	}
+	if st := s.Stats(); st.Confirmed != 3 || st.Dropped != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	// confirm and tx exclude each other.
+	c.send(1, &wire.TxSelect{})
+	c.expectChannelClose(1, wire.PreconditionFailed)
+}
+
+func TestDurableQueueRecovery(t *testing.T) {
+	be := newMemBackend()
+	be.async = true
+	s1, addr := startServer(t, Options{Backend: be})
+	c := dial(t, addr)
+	c.openChannel(1)
+	call[*wire.ExchangeDeclareOk](c, 1, &wire.ExchangeDeclare{Exchange: "dx", Type: "topic", Durable: true})
+	call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "dq", Durable: true, Arguments: wire.Table{"x-max-length": int32(100)}})
+	c.bind(1, "dq", "dx", "a.#", nil)
+	call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "tq"}) // transient
+	call[*wire.ConfirmSelectOk](c, 1, &wire.ConfirmSelect{})
+	for i := range 5 {
+		c.publishProps(1, "dx", "a.b", wire.Properties{DeliveryMode: 2, MessageID: fmt.Sprint("id", i)}, fmt.Sprint(i), false)
+	}
+	got := 0
+	for got < 5 {
+		a := expect[*wire.BasicAck](c)
+		got = int(a.DeliveryTag)
+	}
+	if n, _ := be.log("/", "dq").state(); n != 5 {
+		t.Fatalf("log holds %d messages after 5 confirms, want 5", n)
+	}
+	// Ack the first two; the commit follows in the background.
+	c.get(1, "dq", false)
+	g, _, _ := c.get(1, "dq", false)
+	c.send(1, &wire.BasicAck{DeliveryTag: g.DeliveryTag, Multiple: true})
+	waitFor(t, "the commit of offset 2", func() bool { _, off := be.log("/", "dq").state(); return off == 2 })
+	c.get(1, "dq", false) // "2" unacked when the server goes down
+	s1.Close()
+
+	// A new server on the same backend: exchange, queue, binding and the
+	// three unacknowledged messages are back, redelivered.
+	_, addr2 := startServer(t, Options{Backend: be})
+	c2 := dial(t, addr2)
+	c2.openChannel(1)
+	ok := call[*wire.QueueDeclareOk](c2, 1, &wire.QueueDeclare{Queue: "dq", Passive: true})
+	if ok.MessageCount != 3 {
+		t.Fatalf("recovered %d messages, want 3", ok.MessageCount)
+	}
+	c2.send(1, &wire.QueueDeclare{Queue: "tq", Passive: true})
+	c2.expectChannelClose(1, wire.NotFound)
+	c2.openChannel(1)
+	for _, want := range []string{"2", "3", "4"} {
+		g, m := expectGet(c2, "dq")
+		if string(m.body) != want || !g.Redelivered || m.props.MessageID != "id"+want {
+			t.Fatalf("recovered %q %+v, want %q redelivered", m.body, m.props, want)
+		}
+	}
+	c2.publish(1, "dx", "a.z", "new")
+	if _, body, ok := c2.get(1, "dq", true); !ok || body != "new" {
+		t.Fatalf("binding not recovered: %q %v", body, ok)
+	}
+	// Deleting the queue deletes its log.
+	call[*wire.QueueDeleteOk](c2, 1, &wire.QueueDelete{Queue: "dq"})
+	if be.log("/", "dq") != nil {
+		t.Fatal("log of the deleted queue still there")
+	}
+}
+
+func expectGet(c *tclient, q string) (*wire.BasicGetOk, tmsg) {
+	c.t.Helper()
+	c.send(1, &wire.BasicGet{Queue: q, NoAck: true})
+	return expectMsg[*wire.BasicGetOk](c)
+}
+
+func TestConfirmNackWhenStoreFails(t *testing.T) {
+	be := newMemBackend()
+	be.failAfter = 1
+	_, addr := startServer(t, Options{Backend: be})
+	c := dial(t, addr)
+	c.openChannel(1)
+	call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "dq", Durable: true})
+	call[*wire.ConfirmSelectOk](c, 1, &wire.ConfirmSelect{})
+	c.publish(1, "", "dq", "stored")
+	if a := expect[*wire.BasicAck](c); a.DeliveryTag != 1 {
+		t.Fatalf("ack %+v", a)
+	}
+	c.publish(1, "", "dq", "lost")
+	if n := expect[*wire.BasicNack](c); n.DeliveryTag != 2 {
+		t.Fatalf("nack %+v", n)
+	}
+	if n, _ := be.log("/", "dq").state(); n != 1 {
+		t.Fatalf("log holds %d messages, want only the stored one", n)
+	}
+}
