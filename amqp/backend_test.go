@@ -15,6 +15,8 @@ type memBackend struct {
 	logs      map[string]*memLog
 	failAfter int // Appends after this many messages fail; <0 never
 	async     bool
+	hold      bool     // done calls wait for release
+	held      []func() // held done calls
 	wg        sync.WaitGroup
 }
 
@@ -92,6 +94,11 @@ func (l *memLog) Append(msgs []StoredMessage, done func(uint64, error)) {
 		}
 	}
 	async := b.async
+	if b.hold {
+		b.held = append(b.held, func() { done(first, err) })
+		b.mu.Unlock()
+		return
+	}
 	b.mu.Unlock()
 	if async {
 		b.wg.Add(1)
@@ -130,6 +137,17 @@ func (l *memLog) Commit(_ context.Context, off uint64) error {
 	}
 	l.commits++
 	return nil
+}
+
+// release runs the held done calls.
+func (b *memBackend) release() {
+	b.mu.Lock()
+	held := b.held
+	b.held, b.hold = nil, false
+	b.mu.Unlock()
+	for _, f := range held {
+		f()
+	}
 }
 
 func (l *memLog) Close() error {

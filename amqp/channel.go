@@ -38,6 +38,10 @@ type channel struct {
 	body     []byte
 }
 
+// bodyPrealloc caps the buffer allocated for a body before its bytes
+// arrive.
+const bodyPrealloc = 64 << 10
+
 // delivery is an unacked message of a channel.
 type delivery struct {
 	tag  uint64
@@ -221,7 +225,8 @@ func (ch *channel) content(f wire.Frame) *amqpError {
 		ch.header = true
 		ch.props = append([]byte(nil), h.Raw...)
 		ch.bodySize = h.BodySize
-		ch.body = make([]byte, 0, h.BodySize)
+		// The claimed size is only a claim: grow with what arrives.
+		ch.body = make([]byte, 0, min(h.BodySize, bodyPrealloc))
 	} else {
 		if !ch.header {
 			return connErr(wire.UnexpectedFrame, nil, "content body before its header on channel %d", ch.id)

@@ -83,6 +83,8 @@ func TestDurableQueueRecovery(t *testing.T) {
 	c.send(1, &wire.BasicAck{DeliveryTag: g.DeliveryTag, Multiple: true})
 	waitFor(t, "the commit of offset 2", func() bool { _, off := be.log("/", "dq").state(); return off == 2 })
 	c.get(1, "dq", false) // "2" unacked when the server goes down
+	c.nc.Close()
+	waitFor(t, "the connection gone", func() bool { return s1.Stats().Connections == 0 })
 	s1.Close()
 
 	// A new server on the same backend: exchange, queue, binding and the
@@ -139,4 +141,32 @@ func TestConfirmNackWhenStoreFails(t *testing.T) {
 	if n, _ := be.log("/", "dq").state(); n != 1 {
 		t.Fatalf("log holds %d messages, want only the stored one", n)
 	}
+}
+
+// TestDurableDeliverBeforeStoredConfirmAfter: a durable queue's message
+// is deliverable while its log has not answered yet, the publisher's
+// confirm waits for the log, and an ack that came first still lets the
+// committed offset pass the message.
+func TestDurableDeliverBeforeStoredConfirmAfter(t *testing.T) {
+	be := newMemBackend()
+	be.hold = true
+	_, addr := startServer(t, Options{Backend: be})
+	c := dial(t, addr)
+	c.openChannel(1)
+	call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "dq", Durable: true})
+	call[*wire.ConfirmSelectOk](c, 1, &wire.ConfirmSelect{})
+	c.publish(1, "", "dq", "early")
+	c.openChannel(2)
+	g, body, ok := c.get(2, "dq", false)
+	if !ok || body != "early" {
+		t.Fatalf("get before the store answered: %q %v", body, ok)
+	}
+	c.send(2, &wire.BasicAck{DeliveryTag: g.DeliveryTag})
+	// A round trip on channel 2: no confirm has come on channel 1.
+	call[*wire.BasicQosOk](c, 2, &wire.BasicQos{})
+	be.release()
+	if a := expect[*wire.BasicAck](c); a.DeliveryTag != 1 {
+		t.Fatalf("confirm %+v", a)
+	}
+	waitFor(t, "the commit past the acked message", func() bool { _, off := be.log("/", "dq").state(); return off == 1 })
 }

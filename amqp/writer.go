@@ -20,6 +20,9 @@ const (
 	outPauseBytes = 8 << 20
 	// flushTimeout bounds the final writes of a closing connection.
 	flushTimeout = 5 * time.Second
+	// writeTimeout (or twice the heartbeat interval, if longer) bounds one
+	// write: a peer that stops reading altogether is dropped.
+	writeTimeout = 60 * time.Second
 )
 
 // outq is a connection's outbound queue: whole frames, written in order by
@@ -128,7 +131,12 @@ func (c *conn) writeLoop() {
 		}
 		batch := o.bufs
 		o.bufs = nil
+		timeout := max(writeTimeout, 2*time.Duration(c.heartbeat.Load()))
+		if o.closed {
+			timeout = flushTimeout
+		}
 		o.mu.Unlock()
+		c.nc.SetWriteDeadline(time.Now().Add(timeout))
 		n := 0
 		for _, b := range batch {
 			n += len(b)
