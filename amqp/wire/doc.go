@@ -107,7 +107,9 @@
 // # Limits
 //
 // Tables and arrays nest at most MaxTableDepth (64) deep, decoding and
-// encoding. A frame is at most the Reader's maximum. Lengths inside a
+// encoding. A frame is at most the Reader's maximum. The Reader keeps one
+// frame buffer; one grown past 64 KiB is let go at the next frame that
+// fits in 64 KiB. Lengths inside a
 // frame are checked against the bytes that are there before anything is
 // allocated, so a hostile length cannot make the codec allocate more
 // than the frame holds.

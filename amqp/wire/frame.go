@@ -48,6 +48,10 @@ const (
 	InternalError      = 541
 )
 
+// keepBuffer is the largest frame buffer a Reader keeps between frames
+// of at most that size.
+const keepBuffer = 64 << 10
+
 // Frame is one frame as read.
 type Frame struct {
 	Type    uint8
@@ -59,7 +63,8 @@ type Frame struct {
 // maximum (payload + 8) with ErrFrameTooLarge before reading its payload,
 // and a frame whose last octet is not FrameEnd with ErrBadFrameEnd. It
 // reuses one buffer, grown up to the maximum, so reading a frame does not
-// allocate.
+// allocate; a buffer grown past 64 KiB for large frames is let go at the
+// next frame that fits in 64 KiB.
 type Reader struct {
 	br  *bufio.Reader
 	max uint32
@@ -103,6 +108,11 @@ func (r *Reader) ReadFrame() (Frame, error) {
 			ErrFrameTooLarge, size, binary.BigEndian.Uint16(r.hdr[1:]), r.max)
 	}
 	need := int(size) + 1
+	if cap(r.buf) > keepBuffer && need <= keepBuffer {
+		// A large frame's buffer is not kept for the small frames that
+		// follow: an idle connection holds at most keepBuffer bytes.
+		r.buf = nil
+	}
 	if cap(r.buf) < need {
 		r.buf = make([]byte, need, max(need, min(2*cap(r.buf), int(r.max))))
 	}

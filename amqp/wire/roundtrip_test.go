@@ -459,3 +459,24 @@ func TestReaderUsesCallersBuffer(t *testing.T) {
 		t.Fatalf("caller's reader has %d bytes buffered after one of three heartbeats, want 16", br.Buffered())
 	}
 }
+
+// TestReaderLetsLargeBufferGo: after a 200 KiB frame, a heartbeat
+// releases the large buffer, so an idle connection does not hold it.
+func TestReaderLetsLargeBufferGo(t *testing.T) {
+	stream := AppendFrame(nil, FrameBody, 1, make([]byte, 200<<10))
+	stream = AppendHeartbeat(stream)
+	stream = AppendFrame(stream, FrameBody, 1, make([]byte, 100<<10))
+	r := NewReader(bytes.NewReader(stream), 1<<20)
+	if f, err := r.ReadFrame(); err != nil || len(f.Payload) != 200<<10 {
+		t.Fatalf("large frame: %v", err)
+	}
+	if _, err := r.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	if cap(r.buf) > keepBuffer {
+		t.Fatalf("after a heartbeat the reader holds %d bytes", cap(r.buf))
+	}
+	if f, err := r.ReadFrame(); err != nil || len(f.Payload) != 100<<10 {
+		t.Fatalf("second large frame: %v", err)
+	}
+}
