@@ -1,6 +1,8 @@
 package amqp
 
 import (
+	"sync/atomic"
+
 	"github.com/smartgo/smartgo/amqp/wire"
 )
 
@@ -11,7 +13,10 @@ type channel struct {
 	c  *conn
 	id uint16
 
-	closing bool // channel.close sent by the server: ignore all but close/close-ok
+	// closing: channel.close sent by the server; the channel ignores all
+	// but close and close-ok. Set under Server.mu; the reader reads it
+	// without.
+	closing atomic.Bool
 	active  bool // channel.flow: deliveries allowed
 
 	consumers      map[string]*consumer
@@ -64,7 +69,7 @@ func (ch *channel) send(m wire.Method) { ch.c.send(ch.id, m) }
 // method handles one method frame on the channel.
 func (ch *channel) method(m wire.Method) *amqpError {
 	s := ch.c.srv
-	if ch.closing {
+	if ch.closing.Load() {
 		switch m.(type) {
 		case *wire.ChannelCloseOk:
 			s.mu.Lock()
@@ -177,7 +182,7 @@ func (ch *channel) channelError(e *amqpError) {
 	s.logConnErr(ch.c, "channel error", e)
 	s.mu.Lock()
 	s.closeChannel(ch)
-	ch.closing = true
+	ch.closing.Store(true)
 	s.mu.Unlock()
 	ch.pub, ch.body, ch.props = nil, nil, nil
 	ch.send(&wire.ChannelClose{ReplyCode: e.code, ReplyText: e.text, FailingClassID: e.classID, FailingMethodID: e.methodID})
@@ -186,7 +191,7 @@ func (ch *channel) channelError(e *amqpError) {
 // closeChannel releases what the channel holds: its consumers are
 // cancelled and its unacked messages requeued. Server.mu held.
 func (s *Server) closeChannel(ch *channel) {
-	if ch.closing {
+	if ch.closing.Load() {
 		return
 	}
 	for _, cons := range ch.consumers {
@@ -199,7 +204,7 @@ func (s *Server) closeChannel(ch *channel) {
 
 // content handles a content header or body frame.
 func (ch *channel) content(f wire.Frame) *amqpError {
-	if ch.closing {
+	if ch.closing.Load() {
 		return nil
 	}
 	if ch.pub == nil {

@@ -57,7 +57,7 @@ func (s *Server) confirmStep(conf *pubConfirm, failed bool, async bool) {
 		return
 	}
 	ch, cs := conf.ch, conf.cs
-	if ch.confirms != cs || ch.closing || ch.c.gone {
+	if ch.confirms != cs || ch.closing.Load() || ch.c.gone {
 		return
 	}
 	cs.results[conf.seq] = conf.nack
@@ -111,7 +111,7 @@ func (c *conn) flushDirty() {
 	s := c.srv
 	s.mu.Lock()
 	for _, ch := range c.dirty {
-		if ch.confirms != nil && ch.confirms.dirty && !ch.closing {
+		if ch.confirms != nil && ch.confirms.dirty && !ch.closing.Load() {
 			s.flushConfirms(ch)
 		}
 	}

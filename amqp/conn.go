@@ -137,7 +137,9 @@ func (c *conn) serve() {
 	}()
 	c.br = bufio.NewReaderSize(c.nc, 64<<10)
 	if err := c.handshake(c.br); err != nil {
-		c.srv.logConnErr(c, "handshake", err)
+		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			c.srv.logConnErr(c, "handshake", err) // not port probes
+		}
 	} else {
 		c.readLoop()
 	}

@@ -20,7 +20,7 @@ type consumer struct {
 // canTake reports whether a delivery may go to cons now.
 func (cons *consumer) canTake() bool {
 	ch := cons.ch
-	if !ch.active || ch.closing || ch.c.gone {
+	if !ch.active || ch.closing.Load() || ch.c.gone {
 		return false
 	}
 	if !cons.noAck {
@@ -36,14 +36,19 @@ func (cons *consumer) canTake() bool {
 
 // dispatch delivers ready messages of q to its consumers, round robin,
 // until no consumer can take one. Server.mu held.
-func (s *Server) dispatch(q *queue) {
+func (s *Server) dispatch(q *queue) { s.dispatchFresh(q, nil) }
+
+// dispatchFresh is dispatch for a message just added: fresh does not
+// expire during this dispatch, so a TTL of 0 means "delivered now if a
+// consumer can take it, else dropped" as in RabbitMQ. Server.mu held.
+func (s *Server) dispatchFresh(q *queue, fresh *qmsg) {
 	if q.deleted || len(q.consumers) == 0 {
 		return
 	}
 	var now int64
 	for q.readyLen() > 0 {
 		m := q.peek()
-		if m.expireAt != 0 {
+		if m.expireAt != 0 && m != fresh {
 			if now == 0 {
 				now = time.Now().UnixNano()
 			}

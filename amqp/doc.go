@@ -67,6 +67,7 @@
 // false requeues like requeue true. tx.commit answers commit-ok once the
 // publishes are routed (not stored). Dead-letter cycles are broken as in
 // RabbitMQ only roughly: a message that already died in a queue is not
-// dead-lettered into it again unless it was rejected. x-message-ttl 0
-// messages expire before a waiting consumer can take them.
+// dead-lettered into it again unless it was rejected. A TTL of 0
+// delivers the message if a consumer can take it at once; otherwise it
+// expires within the janitor's 25 ms.
 package amqp

@@ -13,8 +13,9 @@ import (
 // Durability. A durable queue (on a Backend) appends every message it
 // takes to its QueueLog; the message is deliverable at once (as in
 // RabbitMQ), and its publisher's confirm waits until the log reports it
-// stored. A message whose store failed is nacked but stays in the queue
-// (in memory only). Acks advance the queue's low-water mark, the first offset still held
+// stored. A message whose store failed stays in the queue (in memory
+// only); its publisher gets basic.nack under confirms, otherwise its
+// channel is closed with 541 INTERNAL_ERROR. Acks advance the queue's low-water mark, the first offset still held
 // (ready, unacked or being stored); the durable worker commits it every
 // commitEvery and when the server closes. At start each durable queue's
 // messages from the committed offset on are ready again, redelivered.
@@ -49,6 +50,7 @@ func newDurableQueue(log QueueLog, committed uint64) *durableQueue {
 
 // appendEntry is one message on its way into a log.
 type appendEntry struct {
+	ch     *channel // the publisher's; nil for dead-lettered messages
 	q      *queue
 	m      *qmsg
 	conf   *pubConfirm
@@ -113,8 +115,8 @@ func (w *durableWorker) push(j durableJob) {
 }
 
 // append queues qm for q's log. Server.mu held.
-func (w *durableWorker) append(q *queue, qm *qmsg, conf *pubConfirm) {
-	e := &appendEntry{q: q, m: qm, conf: conf}
+func (w *durableWorker) append(ch *channel, q *queue, qm *qmsg, conf *pubConfirm) {
+	e := &appendEntry{ch: ch, q: q, m: qm, conf: conf}
 	q.dur.appending = append(q.dur.appending, e)
 	w.push(durableJob{q: q, e: e})
 }
@@ -212,9 +214,15 @@ func (s *Server) appended(q *queue, entries []*appendEntry, first uint64, err er
 		d.appending[0] = nil
 		d.appending = d.appending[1:]
 		if e.err != nil {
-			s.stats.Dropped++
 			if e.conf != nil {
 				s.confirmStep(e.conf, true, true)
+			} else if ch := e.ch; ch != nil && !ch.closing.Load() && !ch.c.gone && ch.c.channels[ch.id] == ch {
+				// No confirms: the publisher learns of it by its
+				// channel's closing.
+				s.closeChannel(ch)
+				ch.closing.Store(true)
+				ch.send(&wire.ChannelClose{ReplyCode: wire.InternalError, FailingClassID: 60, FailingMethodID: 40,
+					ReplyText: fmt.Sprintf("INTERNAL_ERROR - cannot store the message in queue '%s': %v", q.name, e.err)})
 			}
 			continue
 		}

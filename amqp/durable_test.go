@@ -86,6 +86,9 @@ func TestDurableQueueRecovery(t *testing.T) {
 	c.nc.Close()
 	waitFor(t, "the connection gone", func() bool { return s1.Stats().Connections == 0 })
 	s1.Close()
+	if l := be.log("/", "dq"); !l.closed {
+		t.Fatal("Close left the queue's log open")
+	}
 
 	// A new server on the same backend: exchange, queue, binding and the
 	// three unacknowledged messages are back, redelivered.
@@ -169,4 +172,19 @@ func TestDurableDeliverBeforeStoredConfirmAfter(t *testing.T) {
 		t.Fatalf("confirm %+v", a)
 	}
 	waitFor(t, "the commit past the acked message", func() bool { _, off := be.log("/", "dq").state(); return off == 1 })
+}
+
+// TestStoreFailureWithoutConfirmsClosesChannel: without confirms the
+// publisher learns of a failed store by 541 INTERNAL_ERROR.
+func TestStoreFailureWithoutConfirmsClosesChannel(t *testing.T) {
+	be := newMemBackend()
+	be.failAfter = 0
+	_, addr := startServer(t, Options{Backend: be})
+	c := dial(t, addr)
+	c.openChannel(1)
+	call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "dq", Durable: true})
+	c.publish(1, "", "dq", "lost")
+	c.expectChannelClose(1, wire.InternalError)
+	c.openChannel(1)
+	call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "dq", Passive: true})
 }

@@ -79,7 +79,7 @@ func (s *Server) publishTo(ch *channel, x *exchange, mandatory bool, md *msgData
 	}
 	ttl := md.ttl()
 	for _, q := range rc.queues {
-		s.enqueue(q, md, conf, ttl)
+		s.enqueue(ch, q, md, conf, ttl)
 	}
 	if conf != nil {
 		s.confirmStep(conf, false, async)
@@ -129,9 +129,10 @@ func (m *msgData) ttl() int64 {
 	return n
 }
 
-// enqueue adds md to q, applying the queue's length limits; a durable
-// queue stores it first. Server.mu held.
-func (s *Server) enqueue(q *queue, md *msgData, conf *pubConfirm, msgTTL int64) {
+// enqueue adds md, published on ch (nil when dead-lettered), to q,
+// applying the queue's length limits; a durable queue also stores it.
+// Server.mu held.
+func (s *Server) enqueue(ch *channel, q *queue, md *msgData, conf *pubConfirm, msgTTL int64) {
 	if q.deleted {
 		return
 	}
@@ -161,7 +162,7 @@ func (s *Server) enqueue(q *queue, md *msgData, conf *pubConfirm, msgTTL int64) 
 		if conf != nil {
 			conf.remaining++
 		}
-		s.durable.append(q, qm, conf)
+		s.durable.append(ch, q, qm, conf)
 	}
 	s.addReady(q, qm)
 }
@@ -178,7 +179,7 @@ func (s *Server) addReady(q *queue, qm *qmsg) {
 			s.deadLetter(q, q.pop(), "maxlen")
 		}
 	}
-	s.dispatch(q)
+	s.dispatchFresh(q, qm)
 }
 
 // deadLetter takes m out of q for reason ("rejected", "expired",
@@ -214,7 +215,7 @@ func (s *Server) deadLetter(q *queue, m *qmsg, reason string) {
 		if reason != "rejected" && deaths[t.name] {
 			continue // a cycle without rejection: RabbitMQ drops it too
 		}
-		s.enqueue(t, md, nil, ttl)
+		s.enqueue(nil, t, md, nil, ttl)
 	}
 }
 

@@ -173,3 +173,17 @@ func TestMessageTTLAndExpires(t *testing.T) {
 		t.Fatal("queue expired early")
 	}
 }
+
+func TestZeroTTLDeliversOnlyToWaitingConsumer(t *testing.T) {
+	s, addr := startServer(t, Options{})
+	c := dial(t, addr)
+	c.openChannel(1)
+	c.declareQueue(1, "z", wire.Table{"x-message-ttl": int32(0)})
+	c.publish(1, "", "z", "nobody waits")
+	waitFor(t, "the message expired", func() bool { st := s.Stats(); return st.Dropped == 1 && st.MessagesReady == 0 })
+	c.consume(1, "z", "w", true)
+	c.publish(1, "", "z", "taken")
+	if _, body := c.deliver(); body != "taken" {
+		t.Fatalf("got %q", body)
+	}
+}

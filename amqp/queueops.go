@@ -202,7 +202,7 @@ func (s *Server) deleteQueue(q *queue, notify bool) chan struct{} {
 	}
 	for _, cons := range append([]*consumer(nil), q.consumers...) {
 		s.removeConsumer(cons, true)
-		if cons.ch.c.cancelNotify && !cons.ch.closing && !cons.ch.c.gone {
+		if cons.ch.c.cancelNotify && !cons.ch.closing.Load() && !cons.ch.c.gone {
 			cons.ch.send(&wire.BasicCancel{ConsumerTag: cons.tag, NoWait: true})
 		}
 	}

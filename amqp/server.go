@@ -222,7 +222,7 @@ func (s *Server) teardown(c *conn) {
 	c.gone = true
 	for id, ch := range c.channels {
 		s.closeChannel(ch)
-		ch.closing = true
+		ch.closing.Store(true)
 		delete(c.channels, id)
 		s.stats.Channels--
 	}

@@ -68,3 +68,52 @@ func TestShutdownClosesConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestServeSeveralListeners(t *testing.T) {
+	s, err := NewServer(Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	done := make(chan error, 2)
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ln.Addr().String())
+		go func() { done <- s.Serve(context.Background(), ln) }()
+	}
+	a, b := dial(t, addrs[0]), dial(t, addrs[1])
+	a.openChannel(1)
+	b.openChannel(1)
+	a.declareQueue(1, "shared", nil)
+	b.publish(1, "", "shared", "across listeners")
+	call[*wire.QueueDeclareOk](b, 1, &wire.QueueDeclare{Queue: "shared", Passive: true})
+	if _, body, _ := a.get(1, "shared", true); body != "across listeners" {
+		t.Fatalf("got %q", body)
+	}
+	closed := make(chan uint16, 1)
+	go func() {
+		m, _ := a.read()
+		cl, _ := m.m.(*wire.ConnectionClose)
+		if cl == nil {
+			closed <- 0
+			return
+		}
+		a.nc.Write(wire.AppendMethodFrame(nil, 0, &wire.ConnectionCloseOk{}))
+		closed <- cl.ReplyCode
+	}()
+	b.nc.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-closed; code != wire.ConnectionForced {
+		t.Fatalf("a got close %d, want 320", code)
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	}
+}
