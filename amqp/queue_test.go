@@ -150,6 +150,7 @@ func TestMessageTTLAndExpires(t *testing.T) {
 	c.publish(1, "", "ttl", "short")
 	c.publishProps(1, "", "ttl2", wire.Properties{Expiration: "30"}, "per-message", false)
 	c.publishProps(1, "", "ttl2", wire.Properties{Expiration: "60000"}, "long", false)
+	call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "ttl2", Passive: true}) // all three routed
 	waitFor(t, "the expired message dead-lettered", func() bool {
 		return s.Stats().MessagesReady == 2 // "per-message" in dead, "long" in ttl2
 	})
