@@ -162,7 +162,7 @@ func (c *conn) readFrame() (wire.Frame, error) {
 // handshake runs connection.start to connection.open-ok.
 func (c *conn) handshake(br *bufio.Reader) error {
 	s := c.srv
-	c.nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	c.nc.SetDeadline(time.Now().Add(s.handshakeTimeout))
 	if err := wire.ReadProtocolHeader(br); err != nil {
 		if errors.Is(err, wire.ErrBadProtocolHeader) {
 			c.out.push(wire.ProtocolHeader[:])

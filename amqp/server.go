@@ -22,6 +22,8 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 
+	handshakeTimeout time.Duration // from protocol header to open-ok
+
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // Serve calls
@@ -86,7 +88,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	s := &Server{opts: opts, log: opts.Logger, vhosts: map[string]*vhost{},
+	s := &Server{opts: opts, log: opts.Logger, handshakeTimeout: handshakeTimeout, vhosts: map[string]*vhost{},
 		conns: map[*conn]struct{}{}, timed: map[*queue]struct{}{}}
 	for _, v := range opts.VirtualHosts {
 		s.vhosts[v] = newVhost(v)
