@@ -225,6 +225,9 @@ func (c *conn) handshake(br *bufio.Reader) error {
 	vhName := m.(*wire.ConnectionOpen).VirtualHost
 	s.mu.Lock()
 	vh := s.vhosts[vhName]
+	if vh != nil && !vh.open {
+		vh = nil // saved definitions of a virtual host no longer configured
+	}
 	if vh != nil {
 		c.vh = vh
 		s.conns[c] = struct{}{}

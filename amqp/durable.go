@@ -329,6 +329,8 @@ func (s *Server) recover(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Definitions of a virtual host no longer in Options.VirtualHosts are
+	// kept (and saved again) but no client can open it.
 	vhost := func(name string) *vhost {
 		vh := s.vhosts[name]
 		if vh == nil {

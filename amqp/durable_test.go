@@ -188,3 +188,22 @@ func TestStoreFailureWithoutConfirmsClosesChannel(t *testing.T) {
 	c.openChannel(1)
 	call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "dq", Passive: true})
 }
+
+func TestUnconfiguredVhostDefinitionsKeptButClosed(t *testing.T) {
+	be := newMemBackend()
+	be.defs = Definitions{Queues: []QueueDef{{VHost: "old", Name: "kept"}, {VHost: "/", Name: "mine"}}}
+	_, addr := startServer(t, Options{Backend: be})
+	if err := dialRaw(t, addr).handshake("guest", "guest", "old", 0); err == nil {
+		t.Fatal("opened a virtual host that is not configured")
+	}
+	c := dial(t, addr)
+	c.openChannel(1)
+	call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "mine", Durable: true, Passive: true})
+	call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "new", Durable: true})
+	be.mu.Lock()
+	n := len(be.defs.Queues)
+	be.mu.Unlock()
+	if n != 3 {
+		t.Fatalf("saved %d queues, want 3 (old's kept)", n)
+	}
+}

@@ -46,6 +46,7 @@ type Server struct {
 // vhost is one virtual host: a namespace of exchanges and queues.
 type vhost struct {
 	name      string
+	open      bool // in Options.VirtualHosts: clients may open it
 	exchanges map[string]*exchange
 	queues    map[string]*queue
 }
@@ -92,6 +93,7 @@ func NewServer(opts Options) (*Server, error) {
 		conns: map[*conn]struct{}{}, timed: map[*queue]struct{}{}}
 	for _, v := range opts.VirtualHosts {
 		s.vhosts[v] = newVhost(v)
+		s.vhosts[v].open = true
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.durable = newDurableWorker(s)
