@@ -93,10 +93,17 @@ func (s *Server) deliver(cons *consumer, q *queue, m *qmsg) {
 		ch.globalUnacked++
 		q.unacked++
 	}
-	b := wire.AppendMethodFrame(nil, ch.id, &wire.BasicDeliver{ConsumerTag: cons.tag, DeliveryTag: tag,
+	b := wire.AppendMethodFrame(make([]byte, 0, deliverySize(ch.c.frameMax, m.m, len(cons.tag))), ch.id, &wire.BasicDeliver{ConsumerTag: cons.tag, DeliveryTag: tag,
 		Redelivered: m.redelivered, Exchange: m.m.exchange, RoutingKey: m.m.key})
 	ch.c.out.push(appendContent(b, ch.id, ch.c.frameMax, m.m))
 	s.stats.Delivered++
+}
+
+// deliverySize is the bytes of a delivery's frames: method (with its
+// strings), content header, body frames.
+func deliverySize(frameMax uint32, m *msgData, extra int) int {
+	frames := len(m.body)/max(int(frameMax)-8, 1) + 1
+	return 64 + extra + len(m.exchange) + len(m.key) + 22 + len(m.props) + len(m.body) + 8*frames
 }
 
 // appendContent appends a message's content header and body frames, the
@@ -220,7 +227,7 @@ func (ch *channel) basicGet(m *wire.BasicGet) *amqpError {
 		ch.unacked[tag] = &delivery{tag: tag, q: q, m: qm}
 		q.unacked++
 	}
-	b := wire.AppendMethodFrame(nil, ch.id, &wire.BasicGetOk{DeliveryTag: tag, Redelivered: qm.redelivered,
+	b := wire.AppendMethodFrame(make([]byte, 0, deliverySize(ch.c.frameMax, qm.m, 0)), ch.id, &wire.BasicGetOk{DeliveryTag: tag, Redelivered: qm.redelivered,
 		Exchange: qm.m.exchange, RoutingKey: qm.m.key, MessageCount: uint32(q.readyLen())})
 	ch.c.out.push(appendContent(b, ch.id, ch.c.frameMax, qm.m))
 	s.stats.Delivered++

@@ -52,9 +52,24 @@ func (b *binding) same(o *binding) bool {
 // routeCtx carries what routing needs of one message.
 type routeCtx struct {
 	key     string
-	headers func() wire.Table // decoded lazily: only headers exchanges need them
+	md      *msgData
+	hdr     wire.Table // md's headers, decoded when a headers exchange asks
+	hdrDone bool
 	queues  []*queue
 	seenX   map[*exchange]bool
+}
+
+// headers decodes the message's headers once.
+func (r *routeCtx) headers() wire.Table {
+	if !r.hdrDone {
+		r.hdrDone = true
+		if propFlags(r.md.props)&flagHeaders != 0 {
+			if p, err := wire.DecodeProperties(r.md.props); err == nil {
+				r.hdr = p.Headers
+			}
+		}
+	}
+	return r.hdr
 }
 
 func (r *routeCtx) addQueue(q *queue) {

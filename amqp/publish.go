@@ -62,7 +62,7 @@ func (s *Server) publishTo(ch *channel, x *exchange, mandatory bool, md *msgData
 		conf = ch.confirms.next(ch)
 	}
 	s.stats.Published++
-	rc := routeCtx{key: md.key, headers: md.headersFunc()}
+	rc := routeCtx{key: md.key, md: md}
 	x.route(&rc)
 	if len(rc.queues) == 0 {
 		if ae := x.alternate(); ae != nil {
@@ -93,23 +93,6 @@ func (x *exchange) alternate() *exchange {
 		return nil
 	}
 	return x.vh.exchanges[name]
-}
-
-// headersFunc decodes the message's headers once, when routing asks.
-func (m *msgData) headersFunc() func() wire.Table {
-	var h wire.Table
-	done := false
-	return func() wire.Table {
-		if !done {
-			done = true
-			if propFlags(m.props)&flagHeaders != 0 {
-				if p, err := wire.DecodeProperties(m.props); err == nil {
-					h = p.Headers
-				}
-			}
-		}
-		return h
-	}
 }
 
 // ttl is the message's expiration property in milliseconds, -1 when it
@@ -208,7 +191,7 @@ func (s *Server) deadLetter(q *queue, m *qmsg, reason string) {
 		return
 	}
 	md := &msgData{exchange: x.name, key: key, props: props, body: m.m.body}
-	rc := routeCtx{key: key, headers: md.headersFunc()}
+	rc := routeCtx{key: key, md: md}
 	x.route(&rc)
 	ttl := md.ttl()
 	for _, t := range rc.queues {
