@@ -103,7 +103,9 @@ type conn struct {
 	frameMax     uint32
 	vh           *vhost
 	user         string
-	cancelNotify bool // the client handles basic.cancel from the server
+	cancelNotify bool      // the client handles basic.cancel from the server
+	client       string    // the client's product and version (start-ok)
+	since        time.Time // accepted
 
 	// Reader goroutine only.
 	closing bool // connection.close sent: wait for close-ok
@@ -119,7 +121,7 @@ type conn struct {
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	return &conn{srv: s, nc: nc, out: newOutq(), hbSet: make(chan struct{}),
+	return &conn{srv: s, nc: nc, out: newOutq(), hbSet: make(chan struct{}), since: time.Now(),
 		channels: map[uint16]*channel{}, exclusive: map[*queue]struct{}{}}
 }
 
@@ -180,6 +182,7 @@ func (c *conn) handshake(br *bufio.Reader) error {
 	if caps, ok := so.ClientProperties["capabilities"].(wire.Table); ok {
 		c.cancelNotify, _ = caps["consumer_cancel_notify"].(bool)
 	}
+	c.client = clientName(so.ClientProperties)
 	user, pass, err := credentials(so.Mechanism, so.Response)
 	if err != nil {
 		c.refuse(err.Error())
@@ -389,11 +392,14 @@ func (c *conn) connectionError(e *amqpError) {
 
 // forceClose is the server's shutdown of c, from any goroutine: 320
 // CONNECTION_FORCED, then the reader waits closeTimeout for close-ok.
-func (c *conn) forceClose() {
+func (c *conn) forceClose() { c.forceCloseReason("broker shutdown") }
+
+// forceCloseReason is forceClose with the reason the client is given.
+func (c *conn) forceCloseReason(reason string) {
 	if c.shutdown.Swap(true) {
 		return
 	}
-	c.send(0, &wire.ConnectionClose{ReplyCode: wire.ConnectionForced, ReplyText: "CONNECTION_FORCED - broker shutdown"})
+	c.send(0, &wire.ConnectionClose{ReplyCode: wire.ConnectionForced, ReplyText: "CONNECTION_FORCED - " + reason})
 	c.nc.SetReadDeadline(time.Now().Add(closeTimeout))
 }
 

@@ -97,6 +97,7 @@ func (s *Server) deliver(cons *consumer, q *queue, m *qmsg) {
 		Redelivered: m.redelivered, Exchange: m.m.exchange, RoutingKey: m.m.key})
 	ch.c.out.push(appendContent(b, ch.id, ch.c.frameMax, m.m))
 	s.stats.Delivered++
+	q.counts.delivered++
 }
 
 // deliverySize is the bytes of a delivery's frames: method (with its
@@ -231,6 +232,7 @@ func (ch *channel) basicGet(m *wire.BasicGet) *amqpError {
 		Exchange: qm.m.exchange, RoutingKey: qm.m.key, MessageCount: uint32(q.readyLen())})
 	ch.c.out.push(appendContent(b, ch.id, ch.c.frameMax, qm.m))
 	s.stats.Delivered++
+	q.counts.delivered++
 	return nil
 }
 
@@ -306,6 +308,7 @@ func (s *Server) applySettle(ch *channel, ds []*delivery, kind int, requeue bool
 		case kind == settleAck:
 			s.messageGone(q, d.m)
 			s.stats.Acked++
+			q.counts.acked++
 		case requeue && !q.deleted:
 			q.requeue(d.m)
 			touched = appendQueue(touched, q)

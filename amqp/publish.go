@@ -133,6 +133,7 @@ func (s *Server) enqueue(ch *channel, q *queue, md *msgData, conf *pubConfirm, m
 		return
 	}
 	qm := &qmsg{m: md}
+	q.counts.published++
 	if msgTTL >= 0 || q.qa.ttl >= 0 {
 		qm.expireAt = q.expiry(time.Now(), msgTTL)
 		if msgTTL >= 0 {

@@ -187,6 +187,7 @@ type queue struct {
 	deleted                        bool
 	lastUse                        time.Time
 	dur                            *durableQueue // nil unless durable on a Backend
+	counts                         queueCounts   // for Server.Queues
 }
 
 func (q *queue) readyLen() int { return len(q.ready) - q.readyHead }

@@ -122,6 +122,15 @@ func (ch *channel) queueDeclare(m *wire.QueueDeclare) *amqpError {
 // count is the messages of the queue ready for delivery.
 func (q *queue) count() int { return q.readyLen() }
 
+// purge drops q's ready messages and returns how many. Server.mu held.
+func (s *Server) purge(q *queue) int {
+	n := q.readyLen()
+	for q.readyLen() > 0 {
+		s.messageGone(q, q.pop())
+	}
+	return n
+}
+
 func (ch *channel) queuePurge(m *wire.QueuePurge) *amqpError {
 	s := ch.c.srv
 	s.mu.Lock()
@@ -130,10 +139,7 @@ func (ch *channel) queuePurge(m *wire.QueuePurge) *amqpError {
 		s.mu.Unlock()
 		return e
 	}
-	n := q.readyLen()
-	for q.readyLen() > 0 {
-		s.messageGone(q, q.pop())
-	}
+	n := s.purge(q)
 	s.mu.Unlock()
 	if !m.NoWait {
 		ch.send(&wire.QueuePurgeOk{MessageCount: uint32(n)})
