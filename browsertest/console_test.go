@@ -94,7 +94,7 @@ func startStandalone(t *testing.T) *cluster {
 		"-set", "registry.listen="+c.registry, "-set", "broker.listen="+addr(1), "-set", "bridge.listen="+c.mqtt,
 		"-set", "console.listen="+c.console, "-set", "console.credentials_file="+creds, "-set", "console.admin_users=alice",
 		"-set", "console.sample_interval=1s", "-set", "bridge.heartbeat_interval=1s",
-		"-set", "store.segment_size=8MiB", "-set", "store.max_message_size=1MiB")
+		"-set", "store.segment_size=8MiB", "-set", "store.max_message_size=1MiB", "-set", "amqp.listen=")
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -39,6 +39,9 @@ type File struct {
 	// over MQTT (the Azure IoT device SDKs) and the back end's HTTPS API
 	// (the service SDKs). See docs/iothub.md.
 	IoTHub IoTHub `toml:"iothub"`
+	// AMQP configures the AMQP 0-9-1 server of the bridge nodes, for
+	// RabbitMQ's clients (docs/amqp.md).
+	AMQP AMQP `toml:"amqp"`
 	// Controller configures a controller replica (`smartgo controller`,
 	// or inside `smartgo registry` with registry.controller = true).
 	Controller Controller `toml:"controller"`
@@ -241,6 +244,20 @@ type Bridge struct {
 	ShareRefresh       Duration `toml:"share_refresh"`
 	CheckpointInterval Duration `toml:"checkpoint_interval"`
 	WillClaimGrace     Duration `toml:"will_claim_grace"`
+}
+
+// AMQP configures the AMQP 0-9-1 server of every bridge node (`smartgo
+// bridge`, `smartgo standalone`); its durable queues and definitions live
+// in the brokers (bridge.AMQPBackend).
+type AMQP struct {
+	Listen          string   `toml:"listen"`           // "" = off
+	CredentialsFile string   `toml:"credentials_file"` // the MQTT credentials file format; "" = anyone
+	VHosts          []string `toml:"vhosts"`
+	ChannelMax      int      `toml:"channel_max"`
+	FrameMax        Size     `toml:"frame_max"`
+	Heartbeat       Duration `toml:"heartbeat"` // "0s" = off
+	MaxMessageSize  Size     `toml:"max_message_size"`
+	MaxQueueBytes   Size     `toml:"max_queue_bytes"`
 }
 
 // StateStore configures the state store: the shards a broker hosts (the
@@ -464,6 +481,15 @@ func Default() File {
 			ShareRefresh:       Duration{500 * time.Millisecond},
 			CheckpointInterval: Duration{30 * time.Second},
 			WillClaimGrace:     Duration{3 * time.Second},
+		},
+		AMQP: AMQP{
+			Listen:         "0.0.0.0:5672",
+			VHosts:         []string{"/"},
+			ChannelMax:     2047,
+			FrameMax:       131072,
+			Heartbeat:      Duration{60 * time.Second},
+			MaxMessageSize: 16 << 20,
+			MaxQueueBytes:  256 << 20,
 		},
 		StateStore: StateStore{
 			Shards:              8,

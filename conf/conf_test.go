@@ -97,6 +97,13 @@ func TestConfBadInputNamesFileKeyAndRange(t *testing.T) {
 		{"inbound memory", "[bridge]\nmax_inbound_memory = \"64KiB\"\n", []string{"bad.toml", "bridge.max_inbound_memory"}},
 		{"inbound stall", "[bridge]\ninbound_stall_timeout = \"1ms\"\n", []string{"bad.toml", "bridge.inbound_stall_timeout"}},
 		{"cluster name", "[broker]\ncluster = \"" + strings.Repeat("c", 128) + "\"\n", []string{"bad.toml", "broker.cluster", "1-127 characters", "_REPLY_TOPIC"}},
+		{"amqp listen", "[amqp]\nlisten = \"5672\"\n", []string{"bad.toml", "amqp.listen", "host:port"}},
+		{"amqp no vhost", "[amqp]\nvhosts = []\n", []string{"bad.toml", "amqp.vhosts", "at least one"}},
+		{"amqp vhost twice", "[amqp]\nvhosts = [\"/\", \"/\"]\n", []string{"amqp.vhosts", "listed twice"}},
+		{"amqp channel max", "[amqp]\nchannel_max = 70000\n", []string{"amqp.channel_max = 70000", "between 1 and 65535"}},
+		{"amqp frame max", "[amqp]\nframe_max = \"1KiB\"\n", []string{"amqp.frame_max", "between 4KiB"}},
+		{"amqp heartbeat", "[amqp]\nheartbeat = \"1500ms\"\n", []string{"amqp.heartbeat", "whole seconds"}},
+		{"amqp message size", "[amqp]\nmax_message_size = \"1GiB\"\n", []string{"amqp.max_message_size", "512MiB"}},
 		{"syntax", "[store\n", []string{"bad.toml", "line 2"}},
 	}
 	for _, c := range cases {

@@ -27,7 +27,36 @@ func (f *File) Validate() error {
 	f.StateStore.validate(v)
 	f.Twin.validate(v)
 	f.IoTHub.validate(v, &f.Bridge)
+	f.AMQP.validate(v)
 	return v.err()
+}
+
+// Validate checks the [amqp] section.
+func (a *AMQP) Validate() error { v := &validator{}; a.validate(v); return v.err() }
+
+func (a *AMQP) validate(v *validator) {
+	v.addr("amqp.listen", a.Listen, true)
+	if len(a.VHosts) == 0 {
+		v.bad("amqp.vhosts", "[]", `must name at least one virtual host (RabbitMQ's default is "/")`)
+	}
+	seen := map[string]bool{}
+	for _, h := range a.VHosts {
+		switch {
+		case h == "" || len(h) > 255:
+			v.bad("amqp.vhosts", strconv.Quote(h), "a virtual host name must be 1 to 255 bytes")
+		case seen[h]:
+			v.bad("amqp.vhosts", strconv.Quote(h), "listed twice")
+		}
+		seen[h] = true
+	}
+	v.intRange("amqp.channel_max", int64(a.ChannelMax), 1, 65535)
+	v.sizeRange("amqp.frame_max", a.FrameMax, 4096, 1<<30)
+	v.durRange("amqp.heartbeat", a.Heartbeat, 0, 65535*time.Second)
+	if a.Heartbeat.D()%time.Second != 0 {
+		v.bad("amqp.heartbeat", a.Heartbeat.D(), `must be whole seconds (AMQP negotiates seconds); "0s" = off`)
+	}
+	v.sizeRange("amqp.max_message_size", a.MaxMessageSize, 1, 512<<20)
+	v.sizeRange("amqp.max_queue_bytes", a.MaxQueueBytes, 1<<10, 1<<40)
 }
 
 // Validate checks the [log] section.

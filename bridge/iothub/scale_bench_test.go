@@ -61,7 +61,7 @@ twin_rate = 0
 	bin := testnet.SmartgoBinary(b, filepath.Join("..", ".."))
 	cmd := exec.Command(bin, "standalone", "-c", cfgFile, "-data", filepath.Join(dir, "data"),
 		"-set", "registry.listen="+h.registry, "-set", fmt.Sprintf("broker.listen=127.0.0.1:%d", ports[1]),
-		"-set", "bridge.listen=0.0.0.0:"+strconv.Itoa(ports[2]), "-set", "console.listen=", "-set", "store.segment_size=256MiB")
+		"-set", "bridge.listen=0.0.0.0:"+strconv.Itoa(ports[2]), "-set", "console.listen=", "-set", "store.segment_size=256MiB", "-set", "amqp.listen=")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	register(command{name: "bridge", summary: "an MQTT 3.1.1/5 bridge node, port 1883 by default", server: true, run: runBridge})
+	register(command{name: "bridge", summary: "an MQTT 3.1.1/5 bridge node, port 1883 by default (and AMQP 0-9-1, 5672)", server: true, run: runBridge})
 }
 
 func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -22,7 +22,10 @@ Runs an MQTT 3.1.1/5 bridge node: devices connect to it, their publishes are
 stored in the brokers (routed by [[bridge.route]] rules), and messages for
 devices are consumed from the brokers and delivered to their sessions.
 Sessions and retained messages live in the cluster (MQTT_SESSION,
-MQTT_RETAINED), so any node can serve any device. Reads [log] and [bridge].
+MQTT_RETAINED), so any node can serve any device. With amqp.listen set
+(0.0.0.0:5672 by default) it also serves AMQP 0-9-1 for RabbitMQ's
+clients, durable queues stored in the brokers. Reads [log], [bridge],
+[statestore], [iothub] and [amqp].
 Stops cleanly on SIGINT or SIGTERM (persistent sessions saved).`, stdout, stderr)
 	fs.example("smartgo bridge -registries 127.0.0.1:9876",
 		"smartgo bridge -c conf/bridge.toml -listen 0.0.0.0:1884",
@@ -46,6 +49,9 @@ Stops cleanly on SIGINT or SIGTERM (persistent sessions saved).`, stdout, stderr
 	}
 	defer mon.Close()
 	mon.expect("bridge") // /readyz names it while it waits for the brokers
+	if f.AMQP.Listen != "" {
+		mon.expect("amqp")
+	}
 	b, err := startBridge(ctx, f, nil, log)
 	if err != nil {
 		return startFailed(ctx, log, "bridge", err)

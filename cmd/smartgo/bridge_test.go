@@ -84,7 +84,7 @@ func TestCmdBridgeRunsAndStops(t *testing.T) {
 	var out, errb testutil.LogBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(rctx, []string{"bridge", "-listen", "127.0.0.1:0", "-registries", strings.Join(c.RegistryAddrs(), ","),
+		done <- run(rctx, []string{"bridge", "-set", "amqp.listen=", "-listen", "127.0.0.1:0", "-registries", strings.Join(c.RegistryAddrs(), ","),
 			"-set", "bridge.default_topic=CMD_TEST"}, &out, &errb)
 	}()
 	waitLog(t, &errb, "bridge started", done)
@@ -104,7 +104,7 @@ func TestCmdStandaloneRunsBridge(t *testing.T) {
 	var out, errb testutil.LogBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(rctx, []string{"standalone", "-data", dir, "-set", "registry.listen=127.0.0.1:0",
+		done <- run(rctx, []string{"standalone", "-set", "amqp.listen=", "-data", dir, "-set", "registry.listen=127.0.0.1:0",
 			"-set", "broker.listen=127.0.0.1:0", "-set", "bridge.listen=127.0.0.1:0", "-set", "console.listen=127.0.0.1:0",
 			"-set", "store.segment_size=1MiB", "-set", "store.max_message_size=64KiB"}, &out, &errb)
 	}()

@@ -170,7 +170,7 @@ func TestCmdBinaryVersion(t *testing.T) {
 	// module version Go records for a binary built in its work tree).
 	ports := testnet.FreePorts(t, 3)
 	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
-	std := exec.Command(bin, "standalone", "-data", filepath.Join(t.TempDir(), "data"), "-set", "registry.listen="+addr(0),
+	std := exec.Command(bin, "standalone", "-set", "amqp.listen=", "-data", filepath.Join(t.TempDir(), "data"), "-set", "registry.listen="+addr(0),
 		"-set", "broker.listen="+addr(1), "-set", "bridge.listen="+addr(2), "-set", "console.listen=127.0.0.1:0",
 		"-set", "store.segment_size=16MiB")
 	if err := std.Start(); err != nil {
@@ -218,7 +218,7 @@ type proc struct {
 // of the test if it is still running.
 func startBin(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(binary(t), withoutAMQP(args)...), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -310,4 +310,14 @@ func TestCmdBinaryBridgeWaitIsCancelledBySignal(t *testing.T) {
 			t.Fatalf("the wait is logged %d times in a few seconds:\n%s", n, p.stderr.String())
 		}
 	}
+}
+
+// withoutAMQP turns AMQP off in a bridge or standalone command line (right
+// after the command word, so a test's own amqp.listen comes later and
+// wins): the processes of the tests must not all take port 5672.
+func withoutAMQP(args []string) []string {
+	if len(args) > 0 && (args[0] == "bridge" || args[0] == "standalone") {
+		return append([]string{args[0], "-set", "amqp.listen="}, args[1:]...)
+	}
+	return args
 }

@@ -32,7 +32,7 @@ func standalone(t *testing.T, extra ...string) (logs *testutil.LogBuffer, addrs 
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb testutil.LogBuffer
 	done := make(chan int, 1)
-	args := append([]string{"standalone", "-data", t.TempDir(), "-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0",
+	args := append([]string{"standalone", "-set", "amqp.listen=", "-data", t.TempDir(), "-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0",
 		"-set", "bridge.listen=127.0.0.1:0", "-set", "console.listen=127.0.0.1:0", "-set", "store.segment_size=4MiB",
 		"-set", "store.max_message_size=1MiB", "-set", "bridge.heartbeat_interval=1s"}, extra...)
 	go func() { done <- run(ctx, args, &out, &errb) }()

@@ -96,6 +96,7 @@ type bridgeNode struct {
 	*bridge.Bridge
 	front *bridge.StateStoreFront
 	hub   *iothub.Hub // nil unless iothub.enabled
+	amqp  *amqpNode   // nil when amqp.listen is ""
 }
 
 // startBridge builds and starts a bridge node from [bridge], with the state
@@ -145,13 +146,21 @@ func startBridge(ctx context.Context, f conf.File, localBroker *brokerNode, log 
 			return nil, fmt.Errorf("iothub: %w", err)
 		}
 	}
+	an, err := startAMQP(f, log)
+	if err != nil {
+		_ = b.Server().Close()
+		closeHub(hub)
+		_ = front.Close()
+		_ = b.Close()
+		return nil, err
+	}
 	addrs := make([]string, 0, 2)
 	for _, a := range b.Addrs() {
 		addrs = append(addrs, a.String())
 	}
 	log.Info("bridge started", "listen", addrs, "registries", c.Registries, "node", b.Backend().NodeID(),
 		"statestore_local_brokers", slices.Sorted(maps.Keys(local)))
-	return &bridgeNode{Bridge: b, front: front, hub: hub}, nil
+	return &bridgeNode{Bridge: b, front: front, hub: hub, amqp: an}, nil
 }
 
 // monitor adds the bridge's metrics (and its IoT hub's) and readiness to
@@ -162,13 +171,16 @@ func (n *bridgeNode) monitor(m *monitor) {
 		cs = append(cs, n.hub.Collectors()...)
 	}
 	m.add("bridge", cs, n.Ready)
+	n.amqp.monitor(m)
 }
 
-// Close closes the MQTT server (its devices' disconnects reach the hub),
-// the hub, the state store front, then the bridge.
+// Close closes the AMQP server and its backend, the MQTT server (its
+// devices' disconnects reach the hub), the hub, the state store front,
+// then the bridge.
 func (n *bridgeNode) Close() error {
+	aerr := n.amqp.Close()
 	if n.hub == nil {
-		return errors.Join(n.front.Close(), n.Bridge.Close())
+		return errors.Join(aerr, n.front.Close(), n.Bridge.Close())
 	}
-	return errors.Join(n.Server().Close(), n.hub.Close(), n.front.Close(), n.Bridge.Close())
+	return errors.Join(aerr, n.Server().Close(), n.hub.Close(), n.front.Close(), n.Bridge.Close())
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/amqp"
 	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/bridge/iothub"
 	"github.com/smartgo/smartgo/broker"
@@ -33,6 +34,7 @@ type allOptions struct {
 	Front      bridge.StateStoreFrontOptions
 	Controller controller.Options
 	IoTHub     iothub.Options
+	AMQP       amqp.Options
 }
 
 // fromConf maps f the way the subcommands do.
@@ -53,6 +55,7 @@ func fromConf(t *testing.T, f conf.File) allOptions {
 		t.Fatalf("controllerOptions: %v", err)
 	}
 	o.IoTHub = iothubOptions(f.IoTHub, f.Bridge, log)
+	o.AMQP = amqpOptions(f.AMQP, log)
 	return o
 }
 
@@ -71,6 +74,7 @@ func packageDefaults(f conf.File) allOptions {
 			DropTimeout: bridge.DefaultDropTimeout},
 		Controller: controller.DefaultOptions(f.Controller.DataDir),
 		IoTHub:     iothub.DefaultOptions(f.Bridge.Registries...),
+		AMQP:       amqp.DefaultOptions(),
 	}
 }
 
@@ -126,6 +130,9 @@ var notFromTOML = map[string]string{
 	"Controller.RaftListener":     "tests",
 	"Controller.Logger":           "injected",
 	"IoTHub.Logger":               "injected",
+	"AMQP.Backend":                "wired by cmd (bridge.AMQPBackend on bridge.registries)",
+	"AMQP.Authenticate":           "wired by cmd from amqp.credentials_file",
+	"AMQP.Logger":                 "injected",
 	"IoTHub.TLSConfig":            "tests; files come from iothub.tls_cert/tls_key",
 	"IoTHub.Twins.Registries":     "bridge.registries",
 	"IoTHub.Twins.Brokers":        "fixed broker tables are for tests",

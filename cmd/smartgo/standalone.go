@@ -66,6 +66,9 @@ registers with the registry of the same process; clients use
 	// Not ready until every part is up: the registry answers long before
 	// the broker has recovered its store and registered.
 	parts := append(append([]string{"registry"}, brokerParts...), "bridge")
+	if f.AMQP.Listen != "" {
+		parts = append(parts, "amqp")
+	}
 	if f.Console.Listen != "" {
 		parts = append(parts, "console")
 	}

@@ -19,7 +19,7 @@ func TestCmdStandaloneStateStore(t *testing.T) {
 	var out, errb testutil.LogBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"standalone", "-data", dir, "-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0",
+		done <- run(ctx, []string{"standalone", "-set", "amqp.listen=", "-data", dir, "-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0",
 			"-set", "bridge.listen=127.0.0.1:0", "-set", "console.listen=127.0.0.1:0", "-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB"}, &out, &errb)
 	}()
 	defer func() {
@@ -103,7 +103,7 @@ func TestCmdStandaloneRefusesSlaveRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out, errb testutil.LogBuffer
-	code := run(ctx, []string{"standalone", "-data", t.TempDir(), "-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0",
+	code := run(ctx, []string{"standalone", "-set", "amqp.listen=", "-data", t.TempDir(), "-set", "registry.listen=127.0.0.1:0", "-set", "broker.listen=127.0.0.1:0",
 		"-set", "bridge.listen=127.0.0.1:0", "-set", "console.listen=", "-set", "metrics.listen=",
 		"-set", "broker.role=slave", "-set", "broker.id=1"}, &out, &errb)
 	if ctx.Err() != nil || code != exitUsage || !strings.Contains(errb.String(), `broker.role = "slave"`) ||

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/amqp"
 	"github.com/smartgo/smartgo/bridge/iothub"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/statestore"
@@ -52,6 +53,20 @@ var statsMetrics = map[reflect.Type]map[string]string{
 		"DesiredPushed":    "smartgo_iothub_desired_pushed_total",
 		"OwnerReads":       "smartgo_iothub_owner_reads_total",
 	},
+	reflect.TypeFor[amqp.Stats](): {
+		"Connections":     "smartgo_amqp_connections",
+		"Channels":        "smartgo_amqp_channels",
+		"Consumers":       "smartgo_amqp_consumers",
+		"Queues":          "smartgo_amqp_queues",
+		"MessagesReady":   "smartgo_amqp_messages_ready",
+		"MessagesUnacked": "smartgo_amqp_messages_unacked",
+		"Published":       "smartgo_amqp_published_total",
+		"Delivered":       "smartgo_amqp_delivered_total",
+		"Acked":           "smartgo_amqp_acked_total",
+		"Confirmed":       "smartgo_amqp_confirmed_total",
+		"Returned":        "smartgo_amqp_returned_total",
+		"Dropped":         "smartgo_amqp_dropped_total",
+	},
 	reflect.TypeFor[twin.Stats](): {
 		"Devices":      "smartgo_twin_devices",
 		"Modules":      "smartgo_twin_modules",
@@ -70,7 +85,8 @@ var statsMetrics = map[reflect.Type]map[string]string{
 	},
 }
 
-// Every counter of the MQTT engine (mqtt.Stats), the IoT hub
+// Every counter of the MQTT engine (mqtt.Stats), the AMQP engine
+// (amqp.Stats), the IoT hub
 // (iothub.Stats), the twin shards (twin.Stats) and the state store shards
 // (statestore.Stats) is on the /metrics of a
 // real standalone: the fields are walked by reflection, so a new field
@@ -79,7 +95,7 @@ func TestCmdBinaryStandaloneStatsOnMetrics(t *testing.T) {
 	data := t.TempDir()
 	p := startBin(t, "standalone", "-data", data, "-set", "metrics.listen=127.0.0.1:0", "-set", "registry.listen=127.0.0.1:0",
 		"-set", "broker.listen=127.0.0.1:0", "-set", "bridge.listen=127.0.0.1:0", "-set", "console.listen=",
-		"-set", "iothub.enabled=true", "-set", "iothub.device_auth=none",
+		"-set", "iothub.enabled=true", "-set", "iothub.device_auth=none", "-set", "amqp.listen=127.0.0.1:0",
 		"-set", "store.segment_size=4MiB", "-set", "store.max_message_size=1MiB")
 	addr := p.waitLog(t, regexp.MustCompile(`metrics listening.* addr=(\S+)`), 30*time.Second)[1]
 	p.waitLog(t, regexp.MustCompile(`standalone running`), 60*time.Second)

@@ -54,7 +54,7 @@ func (p *proc) run(t testing.TB) {
 	}
 	// The waiter holds its own cmd: a restart (run again after kill)
 	// replaces p.cmd while the old waiter may still be reading it.
-	cmd := exec.Command(smartgoBin(t), p.args...)
+	cmd := exec.Command(smartgoBin(t), withoutAMQP(p.args)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -314,4 +314,14 @@ func tailLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// withoutAMQP turns AMQP off in a bridge or standalone command line (right
+// after the command word, so a test's own amqp.listen comes later and
+// wins): the processes of the tests must not all take port 5672.
+func withoutAMQP(args []string) []string {
+	if len(args) > 0 && (args[0] == "bridge" || args[0] == "standalone") {
+		return append([]string{args[0], "-set", "amqp.listen="}, args[1:]...)
+	}
+	return args
 }

@@ -90,7 +90,7 @@ func (k *killable) start(t *testing.T) {
 	if bin == "" {
 		bin = smartgoBinary(t)
 	}
-	k.cmd = exec.Command(bin, k.args...)
+	k.cmd = exec.Command(bin, withoutAMQP(k.args)...)
 	k.cmd.Stdout, k.cmd.Stderr = f, f
 	if err := k.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -69,7 +69,7 @@ func (s *standalone) logContains(text string) bool { return fileContains(s.log.N
 // test failed; cleanup calls stop too (it runs once).
 func runSmartgo(t *testing.T, logPath, ready string, args ...string) (*exec.Cmd, *os.File, func()) {
 	t.Helper()
-	cmd := exec.Command(smartgoBinary(t), args...)
+	cmd := exec.Command(smartgoBinary(t), withoutAMQP(args)...)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)

@@ -116,7 +116,7 @@ func (c *failoverCluster) spawn(t *testing.T, name string, args ...string) *exec
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(c.bin, args...)
+	cmd := exec.Command(c.bin, withoutAMQP(args)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -383,4 +383,14 @@ func TestStateStoreFailoverRightAfterStart(t *testing.T) {
 		}
 		return err == nil
 	})
+}
+
+// withoutAMQP turns AMQP off in a bridge or standalone command line (right
+// after the command word, so a test's own amqp.listen comes later and
+// wins): the processes of the tests must not all take port 5672.
+func withoutAMQP(args []string) []string {
+	if len(args) > 0 && (args[0] == "bridge" || args[0] == "standalone") {
+		return append([]string{args[0], "-set", "amqp.listen="}, args[1:]...)
+	}
+	return args
 }

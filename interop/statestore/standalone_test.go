@@ -107,7 +107,7 @@ func (s *standalone) start(t testing.TB) {
 	t.Helper()
 	s.runs++
 	s.log = filepath.Join(s.dir, fmt.Sprintf("smartgo-%d.log", s.runs))
-	s.cmd = exec.Command(s.bin, s.args...)
+	s.cmd = exec.Command(s.bin, withoutAMQP(s.args)...)
 	if s.env != nil {
 		s.cmd.Env = append(os.Environ(), s.env...)
 	}
