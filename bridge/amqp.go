@@ -42,6 +42,11 @@ type AMQPBackend struct {
 
 	ctx    context.Context // ends at Close: cuts sends in flight
 	cancel context.CancelFunc
+	wg     sync.WaitGroup // the refresh loop
+
+	// refreshEvery: a definitions snapshot older than this is appended
+	// again (amqpDefsRefresh; tests shorten it).
+	refreshEvery time.Duration
 
 	defsMu sync.Mutex // serialises SaveDefinitions
 	defs   *amqpLog   // protected by defsMu; nil until the first save
@@ -57,6 +62,10 @@ var _ amqp.Backend = (*AMQPBackend)(nil)
 // It connects lazily: a broker that is down makes the calls fail, not
 // NewAMQPBackend.
 func NewAMQPBackend(opts AMQPOptions) (*AMQPBackend, error) {
+	return newAMQPBackendEvery(opts, amqpDefsRefresh)
+}
+
+func newAMQPBackendEvery(opts AMQPOptions, refreshEvery time.Duration) (*AMQPBackend, error) {
 	if len(opts.Registries) == 0 {
 		return nil, fmt.Errorf("%w: AMQP backend: no registry address", ErrInvalidOptions)
 	}
@@ -85,8 +94,49 @@ func NewAMQPBackend(opts AMQPOptions) (*AMQPBackend, error) {
 		return nil, fmt.Errorf("bridge: AMQP backend: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &AMQPBackend{opts: opts, log: opts.Logger, prod: prod, adm: adm, ctx: ctx, cancel: cancel,
-		logs: map[*amqpLog]string{}}, nil
+	b := &AMQPBackend{opts: opts, log: opts.Logger, prod: prod, adm: adm, ctx: ctx, cancel: cancel,
+		logs: map[*amqpLog]string{}, refreshEvery: refreshEvery}
+	b.wg.Add(1)
+	go b.refreshLoop()
+	return b, nil
+}
+
+// amqpDefsRefresh: a definitions snapshot older than this is appended
+// again, so that the brokers' retention (store.file_reserved_time, 72 h
+// by default) never removes the newest one while no definition changes.
+const amqpDefsRefresh = 6 * time.Hour
+
+// refreshLoop appends the newest definitions snapshot again once it is
+// older than refreshEvery. It copies the snapshot the topic holds (not
+// one this node remembers), so it never brings back older definitions.
+func (b *AMQPBackend) refreshLoop() {
+	defer b.wg.Done()
+	every := b.refreshEvery
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-time.After(min(every, time.Minute)):
+		}
+		if err := b.refresh(every); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("AMQP backend could not refresh the definitions snapshot; tries again", "err", err)
+		}
+	}
+}
+
+func (b *AMQPBackend) refresh(every time.Duration) error {
+	b.defsMu.Lock()
+	defer b.defsMu.Unlock()
+	ctx, cancel := context.WithTimeout(b.ctx, 5*b.opts.RequestTimeout)
+	defer cancel()
+	newest, err := b.newestSnapshot(ctx)
+	if err != nil || newest == nil || time.Since(time.UnixMilli(newest.StoreTimestamp)) < every {
+		return err
+	}
+	if _, err := decodeAMQPDefinitions(newest.Body); err != nil {
+		return err // never copy a snapshot that cannot be loaded
+	}
+	return b.appendSnapshotLocked(ctx, newest.Body)
 }
 
 // amqpMaxRecord is the largest record the producer lets through (the
@@ -110,12 +160,13 @@ func (b *AMQPBackend) Close() error {
 	for _, l := range logs {
 		l.Close()
 	}
+	b.cancel() // ends the refresh loop (and cuts its requests)
+	b.wg.Wait()
 	b.defsMu.Lock()
 	if b.defs != nil {
 		b.defs.Close()
 	}
 	b.defsMu.Unlock()
-	b.cancel()
 	return errors.Join(b.prod.Close(), b.adm.Close())
 }
 
@@ -131,35 +182,47 @@ func (b *AMQPBackend) LoadDefinitions(ctx context.Context) (amqp.Definitions, er
 	if b.isClosed() {
 		return amqp.Definitions{}, ErrClosed
 	}
-	broker, err := b.findTopic(ctx, AMQPDefinitionsTopic)
-	if errors.Is(err, errAMQPNoTopic) {
-		return amqp.Definitions{}, nil
-	}
+	newest, err := b.newestSnapshot(ctx)
 	if err != nil {
 		return amqp.Definitions{}, fmt.Errorf("bridge: load AMQP definitions: %w", err)
+	}
+	if newest == nil {
+		return amqp.Definitions{}, nil
+	}
+	d, err := decodeAMQPDefinitions(newest.Body)
+	if err != nil {
+		return amqp.Definitions{}, fmt.Errorf("bridge: load AMQP definitions at offset %d: %w", newest.QueueOffset, err)
+	}
+	return d, nil
+}
+
+// newestSnapshot reads the last message of AMQPDefinitionsTopic; nil
+// when the topic does not exist or holds none.
+func (b *AMQPBackend) newestSnapshot(ctx context.Context) (*client.MessageExt, error) {
+	broker, err := b.findTopic(ctx, AMQPDefinitionsTopic)
+	if errors.Is(err, errAMQPNoTopic) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
 	defer cancel()
 	_, _, minOff, maxOff, err := b.adm.BrowseMessages(cctx, AMQPDefinitionsTopic, broker, 0, 0, 1)
 	if err != nil {
-		return amqp.Definitions{}, fmt.Errorf("bridge: load AMQP definitions: %w", err)
+		return nil, err
 	}
 	if maxOff <= minOff {
-		return amqp.Definitions{}, nil
+		return nil, nil
 	}
 	msgs, _, _, _, err := b.adm.BrowseMessages(cctx, AMQPDefinitionsTopic, broker, 0, maxOff-1, 1)
 	if err != nil {
-		return amqp.Definitions{}, fmt.Errorf("bridge: load AMQP definitions: %w", err)
+		return nil, err
 	}
 	if len(msgs) == 0 {
-		return amqp.Definitions{}, fmt.Errorf("bridge: load AMQP definitions: the snapshot at offset %d of %s/%s cannot be read",
-			maxOff-1, AMQPDefinitionsTopic, broker)
+		return nil, fmt.Errorf("the snapshot at offset %d of %s/%s cannot be read", maxOff-1, AMQPDefinitionsTopic, broker)
 	}
-	d, err := decodeAMQPDefinitions(msgs[0].Body)
-	if err != nil {
-		return amqp.Definitions{}, fmt.Errorf("bridge: load AMQP definitions at offset %d: %w", maxOff-1, err)
-	}
-	return d, nil
+	return msgs[0], nil
 }
 
 // SaveDefinitions appends a snapshot of d to AMQPDefinitionsTopic and
@@ -170,25 +233,31 @@ func (b *AMQPBackend) SaveDefinitions(ctx context.Context, d amqp.Definitions) e
 	if b.isClosed() {
 		return ErrClosed
 	}
+	if err := b.appendSnapshotLocked(ctx, encodeAMQPDefinitions(d)); err != nil {
+		return fmt.Errorf("bridge: save AMQP definitions: %w", err)
+	}
+	return nil
+}
+
+// appendSnapshotLocked appends snap to AMQPDefinitionsTopic and waits
+// until the broker stored it. defsMu held.
+func (b *AMQPBackend) appendSnapshotLocked(ctx context.Context, snap []byte) error {
 	if b.defs == nil {
 		l, err := b.openLog(ctx, AMQPDefinitionsTopic)
 		if err != nil {
-			return fmt.Errorf("bridge: save AMQP definitions: %w", err)
+			return err
 		}
 		b.defs = l
 	}
 	res := make(chan error, 1)
-	b.defs.appendRecords([][]byte{encodeAMQPDefinitions(d)}, func(_ uint64, err error) { res <- err })
+	b.defs.appendRecords([][]byte{snap}, func(_ uint64, err error) { res <- err })
 	select {
 	case err := <-res:
-		if err != nil {
-			return fmt.Errorf("bridge: save AMQP definitions: %w", err)
-		}
-		return nil
+		return err
 	case <-ctx.Done():
 		// The append ends by itself within the request timeout; its
 		// result is dropped.
-		return fmt.Errorf("bridge: save AMQP definitions: %w", ctx.Err())
+		return ctx.Err()
 	}
 }
 

@@ -472,3 +472,57 @@ func FuzzAMQPDefinitions(f *testing.F) {
 		}
 	})
 }
+
+// The newest definitions snapshot is appended again once it is older than
+// the refresh interval (so the brokers' retention never removes it while
+// no definition changes), and what is appended is the snapshot the topic
+// holds: a newer one another backend saved is kept, not replaced by this
+// backend's older one.
+func TestAMQPBackendRefreshesTheNewestDefinitions(t *testing.T) {
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const every = 300 * time.Millisecond
+	a, err := newAMQPBackendEvery(AMQPOptions{Registries: c.RegistryAddrs()}, every)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.SaveDefinitions(ctx, testDefinitions(1)); err != nil {
+		t.Fatal(err)
+	}
+	other := newAMQPBackend(t, c, 0) // refreshes every 6 h: not in this test
+	if err := other.SaveDefinitions(ctx, testDefinitions(2)); err != nil {
+		t.Fatal(err)
+	}
+	adm, err := admin.New(admin.Options{Registries: c.RegistryAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	broker, err := other.topicBroker(ctx, AMQPDefinitionsTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() int64 {
+		_, _, minOff, maxOff, err := adm.BrowseMessages(ctx, AMQPDefinitionsTopic, broker, 0, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return maxOff - minOff
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for count() < 4 { // two saves, then two refreshes at least
+		if time.Now().After(deadline) {
+			t.Fatalf("%d snapshots after %v: not refreshed", count(), 20*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d, err := newAMQPBackend(t, c, 0).LoadDefinitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := testDefinitions(2); !reflect.DeepEqual(d, want) {
+		t.Fatalf("after refreshes:\n got %+v\nwant %+v (the newest save)", d, want)
+	}
+}
