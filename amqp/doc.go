@@ -30,9 +30,11 @@
 // x-message-ttl, x-expires, x-dead-letter-exchange,
 // x-dead-letter-routing-key (dead-lettering on reject or nack without
 // requeue, on expiry and on drop-head overflow, with the x-death header),
-// x-queue-type "classic". Refused with 406 PRECONDITION_FAILED because
-// they are not implemented: x-max-priority, x-single-active-consumer
-// true, x-queue-type other than classic, x-max-age,
+// x-max-priority (0 to 255; a message's priority property, capped at
+// it, picks its level; higher levels are delivered first, FIFO within a
+// level), x-queue-type "classic". Refused with 406 PRECONDITION_FAILED
+// because they are not implemented: x-single-active-consumer true,
+// x-queue-type other than classic, x-max-age,
 // x-stream-max-segment-size-bytes. Other arguments are accepted and
 // ignored, as RabbitMQ does.
 //
@@ -63,7 +65,8 @@
 // All messages are held in memory (a durable queue's too, besides its
 // log); MaxQueueBytes bounds each queue's ready bytes. Message TTLs count
 // from when the message entered the queue, and after a restart from the
-// restart. Priorities are not implemented. basic.recover with requeue
+// restart. Consumer priorities (x-priority) are not implemented.
+// basic.recover with requeue
 // false requeues like requeue true. tx.commit answers commit-ok once the
 // publishes are routed (not stored). Dead-letter cycles are broken as in
 // RabbitMQ only roughly: a message that already died in a queue is not

@@ -362,7 +362,7 @@ func (s *Server) recover(ctx context.Context) error {
 			return fmt.Errorf("amqp: queue %q: %w", d.Name, err)
 		}
 		q := &queue{vh: vh, name: d.Name, durable: true, autoDelete: d.AutoDelete, args: args,
-			argsRaw: d.Arguments, qa: qa, lastUse: time.Now()}
+			argsRaw: d.Arguments, qa: qa, lastUse: time.Now(), levels: make([]msgList, int(qa.maxPrio)+1)}
 		if err := s.loadQueue(ctx, q); err != nil {
 			return err
 		}
@@ -422,7 +422,7 @@ func (s *Server) loadQueue(ctx context.Context, q *queue) error {
 		}
 		for _, sm := range msgs {
 			md := &msgData{exchange: sm.Exchange, key: sm.RoutingKey, props: sm.Properties, body: sm.Body}
-			qm := &qmsg{m: md, offset: sm.Offset, stored: true, redelivered: true}
+			qm := &qmsg{m: md, offset: sm.Offset, stored: true, redelivered: true, prio: q.priority(md)}
 			if ttl := md.ttl(); ttl >= 0 || q.qa.ttl >= 0 {
 				qm.expireAt = q.expiry(now, ttl)
 			}

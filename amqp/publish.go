@@ -11,8 +11,22 @@ import (
 // Property flag bits of the basic class's content header (§4.2.6.1).
 const (
 	flagHeaders    = 1 << 13
+	flagPriority   = 1 << 11
 	flagExpiration = 1 << 8
 )
+
+// priority is md's priority level in q: its priority property capped at
+// x-max-priority; 0 when the queue has no priorities.
+func (q *queue) priority(md *msgData) uint8 {
+	if q.qa.maxPrio == 0 || propFlags(md.props)&flagPriority == 0 {
+		return 0
+	}
+	p, err := wire.DecodeProperties(md.props)
+	if err != nil {
+		return 0
+	}
+	return min(p.Priority, q.qa.maxPrio)
+}
 
 func propFlags(raw []byte) uint16 {
 	if len(raw) < 2 {
@@ -132,7 +146,7 @@ func (s *Server) enqueue(ch *channel, q *queue, md *msgData, conf *pubConfirm, m
 		}
 		return
 	}
-	qm := &qmsg{m: md}
+	qm := &qmsg{m: md, prio: q.priority(md)}
 	q.counts.published++
 	if msgTTL >= 0 || q.qa.ttl >= 0 {
 		qm.expireAt = q.expiry(time.Now(), msgTTL)

@@ -26,6 +26,7 @@ type qmsg struct {
 	stored      bool   // offset is valid
 	gone        bool   // left the queue (acked, dropped) before it was stored
 	redelivered bool
+	prio        uint8 // priority level in the queue
 }
 
 // Overflow behaviours of x-overflow.
@@ -46,6 +47,7 @@ type queueArgs struct {
 	hasDLX   bool
 	dlrk     string
 	hasDLRK  bool
+	maxPrio  uint8 // x-max-priority; 0: none
 }
 
 // parseQueueArgs validates the known arguments of queue.declare; unknown
@@ -122,7 +124,15 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 			return a, fmt.Errorf("invalid arg 'x-queue-type' for queue: only classic queues are implemented, not %v", v)
 		}
 	}
-	for _, k := range []string{"x-max-priority", "x-single-active-consumer", "x-queue-mode", "x-queue-master-locator", "x-queue-leader-locator", "x-stream-max-segment-size-bytes", "x-max-age"} {
+	if n, ok, err = nonNeg("x-max-priority", 0); err != nil {
+		return a, err
+	} else if ok {
+		if n > 255 {
+			return a, fmt.Errorf("invalid arg 'x-max-priority' for queue: %d is above 255", n)
+		}
+		a.maxPrio = uint8(n)
+	}
+	for _, k := range []string{"x-single-active-consumer", "x-queue-mode", "x-queue-master-locator", "x-queue-leader-locator", "x-stream-max-segment-size-bytes", "x-max-age"} {
 		if _, ok := t[k]; ok {
 			if k == "x-single-active-consumer" || k == "x-queue-mode" {
 				if b, isBool := t[k].(bool); (isBool && !b) || t[k] == "default" || t[k] == "lazy" {
@@ -149,7 +159,7 @@ func stringArg(v any) (string, bool) {
 }
 
 // knownQueueArgs are compared on redeclare (RabbitMQ's equivalence check).
-var knownQueueArgs = []string{"x-max-length", "x-max-length-bytes", "x-overflow", "x-message-ttl",
+var knownQueueArgs = []string{"x-max-length", "x-max-length-bytes", "x-overflow", "x-message-ttl", "x-max-priority",
 	"x-expires", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-queue-type"}
 
 func queueArgsEquivalent(a, b wire.Table) (string, bool) {
@@ -175,8 +185,8 @@ type queue struct {
 	args                           wire.Table
 	argsRaw                        []byte
 	qa                             queueArgs
-	ready                          []*qmsg // in seq order, from readyHead
-	readyHead                      int
+	levels                         []msgList // ready messages by priority (one level without x-max-priority)
+	nReady                         int
 	readyBytes                     int64
 	nextSeq                        uint64
 	unacked                        int
@@ -190,40 +200,33 @@ type queue struct {
 	counts                         queueCounts   // for Server.Queues
 }
 
-func (q *queue) readyLen() int { return len(q.ready) - q.readyHead }
-
-func (q *queue) peek() *qmsg {
-	if q.readyHead == len(q.ready) {
-		return nil
-	}
-	return q.ready[q.readyHead]
+// msgList is a FIFO of messages in seq order.
+type msgList struct {
+	items []*qmsg // live from head
+	head  int
 }
 
-func (q *queue) pop() *qmsg {
-	m := q.ready[q.readyHead]
-	q.ready[q.readyHead] = nil
-	q.readyHead++
-	if q.readyHead == len(q.ready) {
-		q.ready, q.readyHead = q.ready[:0], 0
-	} else if q.readyHead > 1024 && q.readyHead*2 > len(q.ready) {
-		n := copy(q.ready, q.ready[q.readyHead:])
-		clear(q.ready[n:])
-		q.ready, q.readyHead = q.ready[:n], 0
+func (l *msgList) len() int { return len(l.items) - l.head }
+
+func (l *msgList) peek() *qmsg { return l.items[l.head] }
+
+func (l *msgList) pop() *qmsg {
+	m := l.items[l.head]
+	l.items[l.head] = nil
+	l.head++
+	if l.head == len(l.items) {
+		l.items, l.head = l.items[:0], 0
+	} else if l.head > 1024 && l.head*2 > len(l.items) {
+		n := copy(l.items, l.items[l.head:])
+		clear(l.items[n:])
+		l.items, l.head = l.items[:n], 0
 	}
-	q.readyBytes -= m.m.size()
 	return m
 }
 
-// pushReady appends a new message at the tail.
-func (q *queue) pushReady(m *qmsg) {
-	q.ready = append(q.ready, m)
-	q.readyBytes += m.m.size()
-}
-
-// requeue puts m back at its position among the ready messages.
-func (q *queue) requeue(m *qmsg) {
-	m.redelivered = true
-	live := q.ready[q.readyHead:]
+// insert puts m at its seq position.
+func (l *msgList) insert(m *qmsg) {
+	live := l.items[l.head:]
 	i, _ := slices.BinarySearchFunc(live, m.seq, func(e *qmsg, s uint64) int {
 		switch {
 		case e.seq < s:
@@ -233,13 +236,63 @@ func (q *queue) requeue(m *qmsg) {
 		}
 		return 0
 	})
-	if i == 0 && q.readyHead > 0 {
-		q.readyHead--
-		q.ready[q.readyHead] = m
+	if i == 0 && l.head > 0 {
+		l.head--
+		l.items[l.head] = m
 	} else {
-		q.ready = slices.Insert(q.ready, q.readyHead+i, m)
+		l.items = slices.Insert(l.items, l.head+i, m)
 	}
+}
+
+func (q *queue) readyLen() int { return q.nReady }
+
+// top is the list the next message comes from: the highest priority
+// with messages. nil when none is ready.
+func (q *queue) top() *msgList {
+	for i := len(q.levels) - 1; i >= 0; i-- {
+		if q.levels[i].len() > 0 {
+			return &q.levels[i]
+		}
+	}
+	return nil
+}
+
+func (q *queue) peek() *qmsg {
+	if l := q.top(); l != nil {
+		return l.peek()
+	}
+	return nil
+}
+
+func (q *queue) pop() *qmsg {
+	m := q.top().pop()
+	q.nReady--
+	q.readyBytes -= m.m.size()
+	return m
+}
+
+// pushReady appends a new message at the tail of its priority.
+func (q *queue) pushReady(m *qmsg) {
+	l := &q.levels[min(int(m.prio), len(q.levels)-1)]
+	l.items = append(l.items, m)
+	q.nReady++
 	q.readyBytes += m.m.size()
+}
+
+// requeue puts m back at its position among the ready messages.
+func (q *queue) requeue(m *qmsg) {
+	m.redelivered = true
+	q.levels[min(int(m.prio), len(q.levels)-1)].insert(m)
+	q.nReady++
+	q.readyBytes += m.m.size()
+}
+
+// clearReady drops every ready message.
+func (q *queue) clearReady() {
+	for i := range q.levels {
+		q.levels[i] = msgList{}
+	}
+	q.nReady, q.readyBytes = 0, 0
 }
 
 // expiry computes a message's expiry in this queue from x-message-ttl and

@@ -25,7 +25,8 @@ func TestQueueDeclareErrors(t *testing.T) {
 		{&wire.QueueDeclare{Queue: "amq.q"}, wire.AccessRefused},
 		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-max-length": "ten"}}, wire.PreconditionFailed},
 		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-overflow": "explode"}}, wire.PreconditionFailed},
-		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-max-priority": int32(5)}}, wire.PreconditionFailed},
+		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-max-priority": int32(300)}}, wire.PreconditionFailed},
+		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-single-active-consumer": true}}, wire.PreconditionFailed},
 		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-queue-type": "quorum"}}, wire.PreconditionFailed},
 	} {
 		ch := uint16(i + 2)
@@ -186,5 +187,35 @@ func TestZeroTTLDeliversOnlyToWaitingConsumer(t *testing.T) {
 	c.publish(1, "", "z", "taken")
 	if _, body := c.deliver(); body != "taken" {
 		t.Fatalf("got %q", body)
+	}
+}
+
+func TestPriorityQueue(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dial(t, addr)
+	c.openChannel(1)
+	c.declareQueue(1, "p", wire.Table{"x-max-priority": int32(5)})
+	for i, p := range []uint8{0, 3, 9, 3, 1} { // 9 counts as 5
+		c.publishProps(1, "", "p", wire.Properties{Priority: p}, fmt.Sprint(i), false)
+	}
+	var got []string
+	var tags []uint64
+	for range 5 {
+		g, body, _ := c.get(1, "p", false)
+		got = append(got, body)
+		tags = append(tags, g.DeliveryTag)
+	}
+	if want := []string{"2", "1", "3", "4", "0"}; !equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+	// Requeued messages go back to their place in their priority.
+	c.send(1, &wire.BasicNack{DeliveryTag: tags[4], Multiple: true, Requeue: true})
+	got = got[:0]
+	for range 5 {
+		_, body, _ := c.get(1, "p", true)
+		got = append(got, body)
+	}
+	if want := []string{"2", "1", "3", "4", "0"}; !equal(got, want) {
+		t.Fatalf("after requeue %v, want %v", got, want)
 	}
 }

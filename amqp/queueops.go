@@ -68,7 +68,7 @@ func (ch *channel) queueDeclare(m *wire.QueueDeclare) *amqpError {
 		return chErr(wire.PreconditionFailed, m, "arguments: %v", err)
 	}
 	q := &queue{vh: vh, name: name, durable: m.Durable, exclusive: m.Exclusive, autoDelete: m.AutoDelete,
-		args: m.Arguments, argsRaw: raw, qa: qa, lastUse: time.Now()}
+		args: m.Arguments, argsRaw: raw, qa: qa, lastUse: time.Now(), levels: make([]msgList, int(qa.maxPrio)+1)}
 	persist := q.durable && !q.exclusive && s.opts.Backend != nil
 	if persist {
 		// A queue of this name being deleted must be gone first.
@@ -215,7 +215,7 @@ func (s *Server) deleteQueue(q *queue, notify bool) chan struct{} {
 	for _, b := range append([]*binding(nil), q.bindings...) {
 		s.unbind(b)
 	}
-	q.ready, q.readyHead, q.readyBytes = nil, 0, 0
+	q.clearReady()
 	if q.dur == nil {
 		return nil
 	}
