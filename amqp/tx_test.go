@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 	"net"
+	"runtime"
 	"testing"
 
 	"github.com/smartgo/smartgo/amqp/wire"
@@ -116,4 +117,36 @@ func TestServeSeveralListeners(t *testing.T) {
 			t.Fatalf("Serve: %v", err)
 		}
 	}
+}
+
+// TestCloseEndsEveryGoroutine: after Close and Serve's return, the
+// server's goroutines (connections' readers and writers, the durable
+// worker, the janitor) are gone.
+func TestCloseEndsEveryGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s, err := NewServer(Options{Logger: quietLogger(), Backend: newMemBackend()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(context.Background(), ln) }()
+	for range 3 {
+		c := dial(t, ln.Addr().String())
+		c.openChannel(1)
+		call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "d", Durable: true})
+		c.consume(1, "d", "", false)
+		c.publish(1, "", "d", "x")
+		c.nc.Close()
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the server's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
