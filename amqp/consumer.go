@@ -67,8 +67,16 @@ func (s *Server) dispatchFresh(q *queue, fresh *qmsg) {
 	}
 }
 
-// pick returns the next consumer, round robin, that can take a message.
+// pick returns the next consumer, round robin, that can take a message;
+// with x-single-active-consumer only the first consumer, the longest
+// standing one, is considered.
 func (q *queue) pick() *consumer {
+	if q.qa.singleActive {
+		if cons := q.consumers[0]; cons.canTake() {
+			return cons
+		}
+		return nil
+	}
 	n := len(q.consumers)
 	for i := range n {
 		cons := q.consumers[(q.rr+i)%n]

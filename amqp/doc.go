@@ -32,8 +32,10 @@
 // requeue, on expiry and on drop-head overflow, with the x-death header),
 // x-max-priority (0 to 255; a message's priority property, capped at
 // it, picks its level; higher levels are delivered first, FIFO within a
-// level), x-queue-type "classic". Refused with 406 PRECONDITION_FAILED
-// because they are not implemented: x-single-active-consumer true,
+// level), x-single-active-consumer (the longest-standing consumer gets
+// every message; when it goes, the next one takes over), x-queue-type
+// "classic", x-queue-mode default or lazy (no difference here). Refused
+// with 406 PRECONDITION_FAILED because they are not implemented:
 // x-queue-type other than classic, x-max-age,
 // x-stream-max-segment-size-bytes. Other arguments are accepted and
 // ignored, as RabbitMQ does.

@@ -48,6 +48,9 @@ type queueArgs struct {
 	dlrk     string
 	hasDLRK  bool
 	maxPrio  uint8 // x-max-priority; 0: none
+	// singleActive: x-single-active-consumer; only the longest-standing
+	// consumer gets messages.
+	singleActive bool
 }
 
 // parseQueueArgs validates the known arguments of queue.declare; unknown
@@ -132,17 +135,22 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 		}
 		a.maxPrio = uint8(n)
 	}
-	for _, k := range []string{"x-single-active-consumer", "x-queue-mode", "x-queue-master-locator", "x-queue-leader-locator", "x-stream-max-segment-size-bytes", "x-max-age"} {
+	if v, ok := t["x-single-active-consumer"]; ok {
+		b, isBool := v.(bool)
+		if !isBool {
+			return a, fmt.Errorf("invalid arg 'x-single-active-consumer' for queue: %T is not a boolean", v)
+		}
+		a.singleActive = b
+	}
+	if v, ok := t["x-queue-mode"]; ok && v != "default" && v != "lazy" {
+		// lazy only changes where RabbitMQ keeps messages.
+		return a, fmt.Errorf("invalid arg 'x-queue-mode' for queue: %v is not default or lazy", v)
+	}
+	// x-queue-master-locator and x-queue-leader-locator place a queue in a
+	// cluster: meaningless here, accepted as unknown arguments are.
+	for _, k := range []string{"x-stream-max-segment-size-bytes", "x-max-age"} {
 		if _, ok := t[k]; ok {
-			if k == "x-single-active-consumer" || k == "x-queue-mode" {
-				if b, isBool := t[k].(bool); (isBool && !b) || t[k] == "default" || t[k] == "lazy" {
-					continue // the behaviour the engine has anyway
-				}
-			}
-			if k == "x-queue-master-locator" || k == "x-queue-leader-locator" {
-				continue // placement in a cluster: meaningless on one node
-			}
-			return a, fmt.Errorf("invalid arg '%s' for queue: not implemented by this server", k)
+			return a, fmt.Errorf("invalid arg '%s' for queue: streams are not implemented by this server", k)
 		}
 	}
 	return a, nil
@@ -159,7 +167,7 @@ func stringArg(v any) (string, bool) {
 }
 
 // knownQueueArgs are compared on redeclare (RabbitMQ's equivalence check).
-var knownQueueArgs = []string{"x-max-length", "x-max-length-bytes", "x-overflow", "x-message-ttl", "x-max-priority",
+var knownQueueArgs = []string{"x-max-length", "x-max-length-bytes", "x-overflow", "x-message-ttl", "x-max-priority", "x-single-active-consumer",
 	"x-expires", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-queue-type"}
 
 func queueArgsEquivalent(a, b wire.Table) (string, bool) {

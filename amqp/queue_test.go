@@ -26,7 +26,8 @@ func TestQueueDeclareErrors(t *testing.T) {
 		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-max-length": "ten"}}, wire.PreconditionFailed},
 		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-overflow": "explode"}}, wire.PreconditionFailed},
 		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-max-priority": int32(300)}}, wire.PreconditionFailed},
-		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-single-active-consumer": true}}, wire.PreconditionFailed},
+		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-single-active-consumer": "yes"}}, wire.PreconditionFailed},
+		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-max-age": "1D"}}, wire.PreconditionFailed},
 		{&wire.QueueDeclare{Queue: "bad", Arguments: wire.Table{"x-queue-type": "quorum"}}, wire.PreconditionFailed},
 	} {
 		ch := uint16(i + 2)
@@ -217,5 +218,25 @@ func TestPriorityQueue(t *testing.T) {
 	}
 	if want := []string{"2", "1", "3", "4", "0"}; !equal(got, want) {
 		t.Fatalf("after requeue %v, want %v", got, want)
+	}
+}
+
+func TestSingleActiveConsumer(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dial(t, addr)
+	c.openChannel(1)
+	c.declareQueue(1, "sac", wire.Table{"x-single-active-consumer": true})
+	c.consume(1, "sac", "first", true)
+	c.consume(1, "sac", "second", true)
+	for i := range 4 {
+		c.publish(1, "", "sac", fmt.Sprint(i))
+		if d, _ := c.deliver(); d.ConsumerTag != "first" {
+			t.Fatalf("message %d went to %s", i, d.ConsumerTag)
+		}
+	}
+	call[*wire.BasicCancelOk](c, 1, &wire.BasicCancel{ConsumerTag: "first"})
+	c.publish(1, "", "sac", "x")
+	if d, _ := c.deliver(); d.ConsumerTag != "second" {
+		t.Fatalf("after the first left: %s", d.ConsumerTag)
 	}
 }
