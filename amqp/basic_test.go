@@ -187,3 +187,22 @@ func TestExclusiveQueueAndConsumer(t *testing.T) {
 	c.send(1, &wire.QueueDeclare{Queue: "ex", Passive: true})
 	c.expectChannelClose(1, wire.NotFound)
 }
+
+func TestConsumerPriorities(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dial(t, addr)
+	c.openChannel(1)
+	c.declareQueue(1, "q", nil)
+	call[*wire.BasicQosOk](c, 1, &wire.BasicQos{PrefetchCount: 2})
+	call[*wire.BasicConsumeOk](c, 1, &wire.BasicConsume{Queue: "q", ConsumerTag: "low"})
+	call[*wire.BasicConsumeOk](c, 1, &wire.BasicConsume{Queue: "q", ConsumerTag: "high", Arguments: wire.Table{"x-priority": int32(10)}})
+	for i := range 3 {
+		c.publish(1, "", "q", fmt.Sprint(i))
+	}
+	// high takes two (its prefetch), then low gets the third.
+	for _, want := range []string{"high", "high", "low"} {
+		if d, _ := c.deliver(); d.ConsumerTag != want {
+			t.Fatalf("delivered to %s, want %s", d.ConsumerTag, want)
+		}
+	}
+}

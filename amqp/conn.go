@@ -321,6 +321,7 @@ func serverProperties() wire.Table {
 			"consumer_cancel_notify":       true,
 			"authentication_failure_close": true,
 			"per_consumer_qos":             true,
+			"consumer_priorities":          true,
 		},
 	}
 }

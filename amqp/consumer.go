@@ -15,6 +15,7 @@ type consumer struct {
 	exclusive bool
 	prefetch  int // 0: unlimited
 	unacked   int
+	prio      int64 // x-priority
 }
 
 // canTake reports whether a delivery may go to cons now.
@@ -78,6 +79,22 @@ func (q *queue) pick() *consumer {
 		return nil
 	}
 	n := len(q.consumers)
+	if q.prioConsumers > 0 {
+		// Consumer priorities: the highest priority that can take one,
+		// round robin among equals.
+		var best *consumer
+		at := 0
+		for i := range n {
+			cons := q.consumers[(q.rr+i)%n]
+			if (best == nil || cons.prio > best.prio) && cons.canTake() {
+				best, at = cons, i
+			}
+		}
+		if best != nil {
+			q.rr = (q.rr + at + 1) % n
+		}
+		return best
+	}
 	for i := range n {
 		cons := q.consumers[(q.rr+i)%n]
 		if cons.canTake() {
@@ -163,6 +180,16 @@ func (ch *channel) basicConsume(m *wire.BasicConsume) *amqpError {
 		return chErr(wire.AccessRefused, m, "queue '%s' in vhost '%s' in exclusive use", q.name, q.vh.name)
 	}
 	cons := &consumer{ch: ch, q: q, tag: tag, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.prefetch}
+	if v, ok := m.Arguments["x-priority"]; ok {
+		p, isInt := asInt(v)
+		if !isInt {
+			return chErr(wire.PreconditionFailed, m, "invalid arg 'x-priority' for consumer: %T is not an integer", v)
+		}
+		cons.prio = p
+		if p != 0 {
+			q.prioConsumers++
+		}
+	}
 	ch.consumers[tag] = cons
 	q.consumers = append(q.consumers, cons)
 	q.hadConsumer = true
@@ -207,6 +234,9 @@ func (s *Server) removeConsumer(cons *consumer, queueGone bool) {
 		q.rr = 0
 	}
 	s.stats.Consumers--
+	if cons.prio != 0 {
+		q.prioConsumers--
+	}
 	q.lastUse = time.Now()
 	if !queueGone && q.autoDelete && len(q.consumers) == 0 && q.hadConsumer {
 		s.deleteQueue(q, true)

@@ -16,7 +16,9 @@
 // ack, reject, nack, recover, recover-async), confirm.select and tx.
 // connection.start announces the capabilities publisher_confirms,
 // exchange_exchange_bindings, basic.nack, consumer_cancel_notify,
-// authentication_failure_close and per_consumer_qos.
+// authentication_failure_close, per_consumer_qos and consumer_priorities
+// (basic.consume argument x-priority: a queue delivers to the highest
+// priority consumer that can take a message, round robin among equals).
 //
 // Exchanges: the default exchange "" and amq.direct, amq.fanout,
 // amq.topic, amq.headers, amq.match exist in every virtual host; the
@@ -67,8 +69,7 @@
 // All messages are held in memory (a durable queue's too, besides its
 // log); MaxQueueBytes bounds each queue's ready bytes. Message TTLs count
 // from when the message entered the queue, and after a restart from the
-// restart. Consumer priorities (x-priority) are not implemented.
-// basic.recover with requeue
+// restart. basic.recover with requeue
 // false requeues like requeue true. tx.commit answers commit-ok once the
 // publishes are routed (not stored). Dead-letter cycles are broken as in
 // RabbitMQ only roughly: a message that already died in a queue is not

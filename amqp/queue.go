@@ -201,6 +201,7 @@ type queue struct {
 	consumers                      []*consumer
 	rr                             int
 	hadConsumer                    bool
+	prioConsumers                  int        // consumers with a non-zero x-priority
 	bindings                       []*binding // bindings whose destination is this queue
 	deleted                        bool
 	lastUse                        time.Time
