@@ -122,6 +122,8 @@ func TestCloseRequeuesUnacked(t *testing.T) {
 	if _, _, ok := c2.get(1, q, true); ok {
 		t.Fatal("queue not empty")
 	}
+	c2.send(1, &wire.BasicRecover{Requeue: false})
+	c2.expectConnClose(wire.NotImplemented)
 }
 
 func TestPrefetchGlobalAndPerConsumer(t *testing.T) {

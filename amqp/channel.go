@@ -157,11 +157,17 @@ func (ch *channel) dispatchMethod(m wire.Method) *amqpError {
 	case *wire.BasicReject:
 		return ch.settle(m, m.DeliveryTag, false, settleReject, m.Requeue)
 	case *wire.BasicRecover:
-		ch.recover(m.Requeue)
+		if !m.Requeue {
+			return connErr(wire.NotImplemented, m, "requeue=false")
+		}
+		ch.recover()
 		ch.send(&wire.BasicRecoverOk{})
 		return nil
 	case *wire.BasicRecoverAsync:
-		ch.recover(m.Requeue)
+		if !m.Requeue {
+			return connErr(wire.NotImplemented, m, "requeue=false")
+		}
+		ch.recover()
 		return nil
 	case *wire.ConfirmSelect:
 		return ch.confirmSelect(m)

@@ -370,8 +370,9 @@ func appendQueue(qs []*queue, q *queue) []*queue {
 }
 
 // recover requeues every unacked message of the channel (basic.recover
-// with requeue false is treated as true: see doc.go).
-func (ch *channel) recover(bool) {
+// with requeue true; requeue false is 540 NOT_IMPLEMENTED, as in
+// RabbitMQ).
+func (ch *channel) recover() {
 	s := ch.c.srv
 	s.mu.Lock()
 	ch.requeueAll()

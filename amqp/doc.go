@@ -69,8 +69,8 @@
 // All messages are held in memory (a durable queue's too, besides its
 // log); MaxQueueBytes bounds each queue's ready bytes. Message TTLs count
 // from when the message entered the queue, and after a restart from the
-// restart. basic.recover with requeue
-// false requeues like requeue true. tx.commit answers commit-ok once the
+// restart. basic.recover and recover-async with requeue false are 540
+// NOT_IMPLEMENTED, as in RabbitMQ. tx.commit answers commit-ok once the
 // publishes are routed (not stored). Dead-letter cycles are broken as in
 // RabbitMQ only roughly: a message that already died in a queue is not
 // dead-lettered into it again unless it was rejected. A TTL of 0
