@@ -49,11 +49,18 @@ type amqpNode struct {
 
 // startAMQP serves AMQP 0-9-1 on [amqp].listen with its durable state in
 // the brokers of [bridge].registries; nil (and no error) when
-// amqp.listen is "".
-func startAMQP(f conf.File, log *slog.Logger) (*amqpNode, error) {
+// amqp.listen is "". local says the brokers are this process's one
+// (standalone), whose store.max_message_size f holds.
+func startAMQP(f conf.File, local bool, log *slog.Logger) (*amqpNode, error) {
 	c := f.AMQP
 	if c.Listen == "" {
 		return nil, nil
+	}
+	if local && c.MaxMessageSize > f.Store.MaxMessageSize {
+		// Info, not a warning: the defaults (16 MiB and 4 MiB) are so.
+		log.Info("amqp.max_message_size is above store.max_message_size: a persistent message to a durable queue "+
+			"larger than the store's limit is refused (nack under confirms)",
+			"amqp.max_message_size", c.MaxMessageSize.String(), "store.max_message_size", f.Store.MaxMessageSize.String())
 	}
 	opts := amqpOptions(c, log)
 	if c.CredentialsFile != "" {

@@ -150,6 +150,11 @@ func TestCmdBinaryStandaloneAMQPSurvivesKill(t *testing.T) {
 	maddr := p.waitLog(t, regexp.MustCompile(`metrics listening.* addr=(\S+)`), 30*time.Second)[1]
 	addr := p.waitLog(t, listening, 60*time.Second)[1]
 
+	// store.max_message_size=1MiB is below amqp.max_message_size (16 MiB):
+	// the start says what that means for durable queues.
+	if !strings.Contains(p.stderr.String(), "amqp.max_message_size is above store.max_message_size") {
+		t.Errorf("no word on amqp.max_message_size above store.max_message_size:\n%s", p.stderr.String())
+	}
 	c := dialAMQP(t, addr, "guest", "guest")
 	c.send(1, &wire.QueueDeclare{Queue: "orders", Durable: true})
 	if ok, isOK := c.expect(1).(*wire.QueueDeclareOk); !isOK || ok.Queue != "orders" {

@@ -146,7 +146,7 @@ func startBridge(ctx context.Context, f conf.File, localBroker *brokerNode, log 
 			return nil, fmt.Errorf("iothub: %w", err)
 		}
 	}
-	an, err := startAMQP(f, log)
+	an, err := startAMQP(f, localBroker != nil, log)
 	if err != nil {
 		_ = b.Server().Close()
 		closeHub(hub)
