@@ -15,8 +15,9 @@ type memBackend struct {
 	logs      map[string]*memLog
 	failAfter int // Appends after this many messages fail; <0 never
 	async     bool
-	hold      bool     // done calls wait for release
-	held      []func() // held done calls
+	hold      bool          // done calls wait for release
+	held      []func()      // held done calls
+	gate      chan struct{} // when set, Append waits until it is closed
 	wg        sync.WaitGroup
 }
 
@@ -77,6 +78,11 @@ type memLog struct {
 func (l *memLog) Append(msgs []StoredMessage, done func(uint64, error)) {
 	b := l.b
 	b.mu.Lock()
+	if gate := b.gate; gate != nil {
+		b.mu.Unlock()
+		<-gate
+		b.mu.Lock()
+	}
 	var err error
 	first := uint64(len(l.msgs))
 	if l.closed {

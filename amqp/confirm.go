@@ -1,6 +1,8 @@
 package amqp
 
 import (
+	"slices"
+
 	"github.com/smartgo/smartgo/amqp/wire"
 )
 
@@ -49,26 +51,47 @@ func (ch *channel) confirmSelect(m *wire.ConfirmSelect) *amqpError {
 // on the reader goroutine (async false) defers the flush until the
 // reader has no more buffered frames, so bursts coalesce. Server.mu held.
 func (s *Server) confirmStep(conf *pubConfirm, failed bool, async bool) {
+	ch := s.confirmRecord(conf, failed)
+	if ch == nil {
+		return
+	}
+	if async {
+		s.flushConfirms(ch)
+		return
+	}
+	if cs := ch.confirms; !cs.dirty {
+		cs.dirty = true
+		ch.c.dirty = append(ch.c.dirty, ch)
+	}
+}
+
+// confirmRecord finishes one part of conf (failed: nack). When that was
+// the last part it records the result and returns the publisher's
+// channel, whose confirms the caller flushes (flushConfirms, once for
+// many records: one basic.ack with multiple=true covers them); nil when
+// nothing is due. Server.mu held.
+func (s *Server) confirmRecord(conf *pubConfirm, failed bool) *channel {
 	if failed {
 		conf.nack = true
 	}
 	conf.remaining--
 	if conf.remaining > 0 {
-		return
+		return nil
 	}
 	ch, cs := conf.ch, conf.cs
 	if ch.confirms != cs || ch.closing.Load() || ch.c.gone {
-		return
+		return nil
 	}
 	cs.results[conf.seq] = conf.nack
-	if async {
-		s.flushConfirms(ch)
-		return
+	return ch
+}
+
+// confirmDue adds ch, if not nil, to the channels whose confirms are due.
+func confirmDue(due []*channel, ch *channel) []*channel {
+	if ch == nil || slices.Contains(due, ch) {
+		return due
 	}
-	if !cs.dirty {
-		cs.dirty = true
-		ch.c.dirty = append(ch.c.dirty, ch)
-	}
+	return append(due, ch)
 }
 
 // flushConfirms sends the confirms that are due. Server.mu held.

@@ -209,13 +209,23 @@ func (s *Server) appended(q *queue, entries []*appendEntry, first uint64, err er
 	if q.deleted {
 		return
 	}
+	// The confirms that became due are flushed at the end: one
+	// basic.ack (multiple) for the run rather than one per message.
+	var due []*channel
+	defer func() {
+		for _, ch := range due {
+			if !ch.closing.Load() {
+				s.flushConfirms(ch)
+			}
+		}
+	}()
 	for len(d.appending) > 0 && d.appending[0].done {
 		e := d.appending[0]
 		d.appending[0] = nil
 		d.appending = d.appending[1:]
 		if e.err != nil {
 			if e.conf != nil {
-				s.confirmStep(e.conf, true, true)
+				due = confirmDue(due, s.confirmRecord(e.conf, true))
 			} else if ch := e.ch; ch != nil && !ch.closing.Load() && !ch.c.gone && ch.c.channels[ch.id] == ch {
 				// No confirms: the publisher learns of it by its
 				// channel's closing.
@@ -235,7 +245,7 @@ func (s *Server) appended(q *queue, entries []*appendEntry, first uint64, err er
 		}
 		d.advance()
 		if e.conf != nil {
-			s.confirmStep(e.conf, false, true)
+			due = confirmDue(due, s.confirmRecord(e.conf, false))
 		}
 	}
 }

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/smartgo/smartgo/amqp/wire"
@@ -205,5 +206,50 @@ func TestUnconfiguredVhostDefinitionsKeptButClosed(t *testing.T) {
 	be.mu.Unlock()
 	if n != 3 {
 		t.Fatalf("saved %d queues, want 3 (old's kept)", n)
+	}
+}
+
+// TestConfirmsOfOneAppendInOneAck: the messages one Append stored are
+// confirmed with one basic.ack (multiple), not one frame each.
+func TestConfirmsOfOneAppendInOneAck(t *testing.T) {
+	be := newMemBackend()
+	gate := make(chan struct{})
+	be.gate, be.hold = gate, true
+	s, addr := startServer(t, Options{Backend: be})
+	c := dial(t, addr)
+	c.openChannel(1)
+	call[*wire.ConfirmSelectOk](c, 1, &wire.ConfirmSelect{})
+	q := call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "q", Durable: true}).Queue
+	// The first Append waits at the gate until all ten are routed: the
+	// ten go into the log in one or two Appends.
+	var b []byte
+	for i := range 10 {
+		b = append(b, publishFrames(1, "", q, wire.Properties{DeliveryMode: 2}, []byte(fmt.Sprint(i)), false)...)
+	}
+	c.write(b)
+	waitFor(t, "ten publishes routed", func() bool { return s.Stats().Published == 10 })
+	close(gate)
+	waitFor(t, "ten messages in the log", func() bool {
+		n, _ := be.log("/", q).state()
+		return n == 10
+	})
+	be.mu.Lock()
+	appends := len(be.held)
+	be.mu.Unlock()
+	if appends > 2 {
+		t.Fatalf("%d Appends, want 1 or 2", appends)
+	}
+	be.release()
+	var got []string
+	for len(got) == 0 || !strings.HasPrefix(got[len(got)-1], "ack 10 ") {
+		m := c.next()
+		a, ok := m.m.(*wire.BasicAck)
+		if !ok {
+			t.Fatalf("got %s after %v, want basic.ack", wire.Name(m.m), got)
+		}
+		got = append(got, fmt.Sprintf("ack %d multiple=%v", a.DeliveryTag, a.Multiple))
+	}
+	if len(got) != appends || got[len(got)-1] != "ack 10 multiple=true" {
+		t.Fatalf("confirms %v of %d Appends, want one basic.ack (multiple) for each", got, appends)
 	}
 }
