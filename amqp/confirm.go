@@ -21,6 +21,7 @@ type pubConfirm struct {
 	seq       uint64
 	remaining int // routing (1) plus each durable queue storing it
 	nack      bool
+	onDone    func(nack bool) // instead of a confirm (tx.commit)
 }
 
 func (cs *confirmState) next(ch *channel) *pubConfirm {
@@ -76,6 +77,10 @@ func (s *Server) confirmRecord(conf *pubConfirm, failed bool) *channel {
 	}
 	conf.remaining--
 	if conf.remaining > 0 {
+		return nil
+	}
+	if conf.onDone != nil {
+		conf.onDone(conf.nack)
 		return nil
 	}
 	ch, cs := conf.ch, conf.cs

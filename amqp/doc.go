@@ -70,8 +70,9 @@
 // log); MaxQueueBytes bounds each queue's ready bytes. Message TTLs count
 // from when the message entered the queue, and after a restart from the
 // restart. basic.recover and recover-async with requeue false are 540
-// NOT_IMPLEMENTED, as in RabbitMQ. tx.commit answers commit-ok once the
-// publishes are routed (not stored). Dead-letter cycles are broken as in
+// NOT_IMPLEMENTED, as in RabbitMQ. tx.commit answers commit-ok once durable
+// queues stored the transaction's publishes (541 INTERNAL_ERROR if one
+// could not). Dead-letter cycles are broken as in
 // RabbitMQ only roughly: a message that already died in a queue is not
 // dead-lettered into it again unless it was rejected. A TTL of 0
 // delivers the message if a consumer can take it at once; otherwise it

@@ -226,13 +226,11 @@ func (s *Server) appended(q *queue, entries []*appendEntry, first uint64, err er
 		if e.err != nil {
 			if e.conf != nil {
 				due = confirmDue(due, s.confirmRecord(e.conf, true))
-			} else if ch := e.ch; ch != nil && !ch.closing.Load() && !ch.c.gone && ch.c.channels[ch.id] == ch {
+			} else if e.ch != nil {
 				// No confirms: the publisher learns of it by its
 				// channel's closing.
-				s.closeChannel(ch)
-				ch.closing.Store(true)
-				ch.send(&wire.ChannelClose{ReplyCode: wire.InternalError, FailingClassID: 60, FailingMethodID: 40,
-					ReplyText: fmt.Sprintf("INTERNAL_ERROR - cannot store the message in queue '%s': %v", q.name, e.err)})
+				s.asyncChannelError(e.ch, chErr(wire.InternalError, &wire.BasicPublish{},
+					"cannot store the message in queue '%s': %v", q.name, e.err))
 			}
 			continue
 		}
@@ -248,6 +246,18 @@ func (s *Server) appended(q *queue, entries []*appendEntry, first uint64, err er
 			due = confirmDue(due, s.confirmRecord(e.conf, false))
 		}
 	}
+}
+
+// asyncChannelError closes ch with e from a goroutine other than its
+// connection's reader (which then ignores the channel's frames but close
+// and close-ok). Server.mu held.
+func (s *Server) asyncChannelError(ch *channel, e *amqpError) {
+	if ch.closing.Load() || ch.c.gone || ch.c.channels[ch.id] != ch {
+		return
+	}
+	s.closeChannel(ch)
+	ch.closing.Store(true)
+	ch.send(&wire.ChannelClose{ReplyCode: e.code, ReplyText: e.text, FailingClassID: e.classID, FailingMethodID: e.methodID})
 }
 
 func (s *Server) logLimited(msg string, args ...any) {

@@ -253,3 +253,20 @@ func TestConfirmsOfOneAppendInOneAck(t *testing.T) {
 		t.Fatalf("confirms %v of %d Appends, want one basic.ack (multiple) for each", got, appends)
 	}
 }
+
+// TestTxCommitWaitsForStore: tx.commit-ok comes only after the durable
+// queue's log stored the transaction's message.
+func TestTxCommitWaitsForStore(t *testing.T) {
+	be := newMemBackend()
+	be.hold = true
+	_, addr := startServer(t, Options{Backend: be})
+	c := dial(t, addr)
+	c.openChannel(1)
+	call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "dq", Durable: true})
+	call[*wire.TxSelectOk](c, 1, &wire.TxSelect{})
+	c.publish(1, "", "dq", "tx")
+	c.send(1, &wire.TxCommit{})
+	c.openChannel(2) // round trip: commit-ok has not come
+	be.release()
+	expect[*wire.TxCommitOk](c)
+}

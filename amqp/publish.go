@@ -62,7 +62,7 @@ func (ch *channel) publish(pub *wire.BasicPublish, props, body []byte) *amqpErro
 		ch.txPubs = append(ch.txPubs, txPublish{x: x, mandatory: pub.Mandatory, m: md})
 		return nil
 	}
-	s.publishTo(ch, x, pub.Mandatory, md, false)
+	s.publishTo(ch, x, pub.Mandatory, md, false, nil)
 	return nil
 }
 
@@ -70,9 +70,11 @@ func (ch *channel) publish(pub *wire.BasicPublish, props, body []byte) *amqpErro
 // queue takes is returned (312 NO_ROUTE). Under confirms the channel gets
 // the next sequence number's ack or nack when every queue has it.
 // Server.mu held.
-func (s *Server) publishTo(ch *channel, x *exchange, mandatory bool, md *msgData, async bool) {
-	var conf *pubConfirm
-	if ch.confirm && ch.confirms != nil {
+// A tx.commit passes its own conf, which counts this publish's stores.
+func (s *Server) publishTo(ch *channel, x *exchange, mandatory bool, md *msgData, async bool, conf *pubConfirm) {
+	if conf != nil {
+		conf.remaining++
+	} else if ch.confirm && ch.confirms != nil {
 		conf = ch.confirms.next(ch)
 	}
 	s.stats.Published++

@@ -42,11 +42,23 @@ func (ch *channel) txCommit(m *wire.TxCommit) *amqpError {
 	}
 	pubs, acks := ch.txPubs, ch.txAcks
 	ch.txPubs, ch.txAcks = nil, nil
+	// commit-ok waits until durable queues have stored the publishes; a
+	// failed store closes the channel with 541 instead.
+	done := &pubConfirm{ch: ch, remaining: 1}
+	done.onDone = func(nack bool) {
+		if nack {
+			s.asyncChannelError(ch, chErr(wire.InternalError, m, "cannot store the transaction's messages"))
+			return
+		}
+		if !ch.closing.Load() && !ch.c.gone {
+			ch.send(&wire.TxCommitOk{})
+		}
+	}
 	for _, p := range pubs {
 		if p.x.deleted {
 			return chErr(wire.NotFound, m, "no exchange '%s' in vhost '%s'", p.x.name, ch.c.vh.name)
 		}
-		s.publishTo(ch, p.x, p.mandatory, p.m, true)
+		s.publishTo(ch, p.x, p.mandatory, p.m, true, done)
 	}
 	for _, a := range acks {
 		ds, e := ch.takeDeliveries(a.m, a.tag, a.multiple)
@@ -55,7 +67,7 @@ func (ch *channel) txCommit(m *wire.TxCommit) *amqpError {
 		}
 		s.applySettle(ch, ds, a.kind, a.requeue)
 	}
-	ch.send(&wire.TxCommitOk{})
+	s.confirmStep(done, false, true)
 	return nil
 }
 
