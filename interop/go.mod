@@ -9,6 +9,7 @@ require (
 	github.com/anishathalye/porcupine v1.0.3
 	github.com/apache/rocketmq-client-go/v2 v2.1.2
 	github.com/eclipse/paho.golang v0.23.0
+	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/smartgo/smartgo v0.0.0-00010101000000-000000000000
 )
 

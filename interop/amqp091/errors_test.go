@@ -1,0 +1,115 @@
+package amqp091
+
+import (
+	"slices"
+	"testing"
+
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/smartgo/smartgo/internal/testutil"
+)
+
+// TestChannelErrors: each error closes the channel (not the connection)
+// with RabbitMQ's reply code, and a new channel on the same connection
+// works afterwards.
+func TestChannelErrors(t *testing.T) {
+	s := sharedServer(t)
+	conn := s.dial(t)
+	setup := channel(t, conn)
+	durableQ := s.declareQueue(t, setup, "durable", true, nil)
+
+	other := s.dial(t)
+	owner := channel(t, other)
+	excl, err := owner.QueueDeclare(uniq(t, "exclusive"), false, false, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name string
+		code int
+		do   func(ch *amqp.Channel) error
+	}{
+		{"passive declare of a missing queue", amqp.NotFound, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclarePassive(uniq(t, "missing"), false, false, false, false, nil)
+			return err
+		}},
+		{"exclusive queue of another connection", amqp.ResourceLocked, func(ch *amqp.Channel) error {
+			_, err := ch.Consume(excl.Name, "", true, false, false, false, nil)
+			return err
+		}},
+		{"redeclare with another durability", amqp.PreconditionFailed, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclare(durableQ, false, false, false, false, nil)
+			return err
+		}},
+		{"publish to a missing exchange", amqp.NotFound, func(ch *amqp.Channel) error {
+			// basic.publish has no reply: the error is the channel's close.
+			return ch.Publish(uniq(t, "no-exchange"), "k", false, false, text("x"))
+		}},
+		{"ack of an unknown delivery tag", amqp.PreconditionFailed, func(ch *amqp.Channel) error {
+			return ch.Ack(999, false)
+		}},
+		{"bind to a missing exchange", amqp.NotFound, func(ch *amqp.Channel) error {
+			return ch.QueueBind(durableQ, "k", uniq(t, "no-exchange"), false, nil)
+		}},
+		{"declare of an amq. exchange", amqp.AccessRefused, func(ch *amqp.Channel) error {
+			return ch.ExchangeDeclare("amq.smartgo-test", "direct", false, false, false, false, nil)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ch := channel(t, conn)
+			closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+			err := c.do(ch)
+			if err != nil && errCode(err) != c.code {
+				t.Fatalf("error %v, want reply code %d", err, c.code)
+			}
+			if code := closeCode(t, closed, c.name); code != c.code {
+				t.Fatalf("channel closed with %d, want %d", code, c.code)
+			}
+			if conn.IsClosed() {
+				t.Fatal("a channel error closed the connection")
+			}
+			// The connection survives: a new channel works.
+			ok := channel(t, conn)
+			q := s.declareQueue(t, ok, "after", false, nil)
+			publish := confirmed(t, ok)
+			publish("", q, text("still here"))
+			if got := drain(t, ok, q); !slices.Equal(got, []string{"still here"}) {
+				t.Fatalf("after the channel error: %q", got)
+			}
+			_ = ok.Close()
+		})
+	}
+}
+
+// TestExclusiveQueueGoesWithItsConnection: an exclusive queue is deleted
+// when the connection that declared it closes.
+func TestExclusiveQueueGoesWithItsConnection(t *testing.T) {
+	s := sharedServer(t)
+	owner := s.dial(t)
+	q, err := channel(t, owner).QueueDeclare(uniq(t, "exclusive"), false, false, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// RabbitMQ deletes it once it notices the connection gone, not
+	// before close-ok: wait for the 404.
+	conn := s.dial(t)
+	var err2 error
+	testutil.WaitFor(t, 10*time.Second, "the exclusive queue to be gone", func() bool {
+		ch := channel(t, conn)
+		_, err2 = ch.QueueDeclarePassive(q.Name, false, false, true, false, nil)
+		if err2 == nil {
+			_ = ch.Close()
+		}
+		return err2 != nil
+	})
+	if errCode(err2) != amqp.NotFound {
+		t.Fatalf("passive declare of the closed connection's exclusive queue: %v, want 404", err2)
+	}
+}
