@@ -39,6 +39,26 @@ func TestHeartbeats(t *testing.T) {
 	}
 }
 
+// TestServerCapabilities: connection.start announces the RabbitMQ
+// extensions the clients rely on (amqp091-go reads them into
+// Connection.Properties).
+func TestServerCapabilities(t *testing.T) {
+	s := sharedServer(t)
+	conn := s.dial(t)
+	caps, ok := conn.Properties["capabilities"].(amqp.Table)
+	if !ok {
+		t.Fatalf("server-properties without a capabilities table: %v", conn.Properties)
+	}
+	for _, c := range []string{"publisher_confirms", "exchange_exchange_bindings", "basic.nack", "consumer_cancel_notify"} {
+		if caps[c] != true {
+			t.Errorf("capability %s = %v, want true (all: %v)", c, caps[c], caps)
+		}
+	}
+	if _, ok := conn.Properties["product"].(string); !ok {
+		t.Errorf("server-properties without a product: %v", conn.Properties)
+	}
+}
+
 // TestUnknownVhost: connection.open of a virtual host the server does not
 // have is refused with 530 NOT_ALLOWED.
 func TestUnknownVhost(t *testing.T) {

@@ -3,7 +3,6 @@ package amqp091
 import (
 	"slices"
 	"testing"
-
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -11,9 +10,10 @@ import (
 	"github.com/smartgo/smartgo/internal/testutil"
 )
 
-// TestChannelErrors: each error closes the channel (not the connection)
-// with RabbitMQ's reply code, and a new channel on the same connection
-// works afterwards.
+// TestChannelErrors: each soft error closes the channel (not the
+// connection) with RabbitMQ's reply code, and a new channel on the same
+// connection works afterwards; the hard ones (530, 503) close the
+// connection with their code.
 func TestChannelErrors(t *testing.T) {
 	s := sharedServer(t)
 	conn := s.dial(t)
@@ -26,6 +26,12 @@ func TestChannelErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	consumed := s.declareQueue(t, setup, "consumed", false, nil)
+	if _, err := setup.Consume(consumed, "", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	direct := s.declareExchange(t, setup, "direct", "direct")
 
 	cases := []struct {
 		name string
@@ -57,6 +63,16 @@ func TestChannelErrors(t *testing.T) {
 		{"declare of an amq. exchange", amqp.AccessRefused, func(ch *amqp.Channel) error {
 			return ch.ExchangeDeclare("amq.smartgo-test", "direct", false, false, false, false, nil)
 		}},
+		{"exclusive consume of a queue with a consumer", amqp.AccessRefused, func(ch *amqp.Channel) error {
+			_, err := ch.Consume(consumed, "", false, true, false, false, nil)
+			return err
+		}},
+		{"redeclare of an exchange with another type", amqp.PreconditionFailed, func(ch *amqp.Channel) error {
+			return ch.ExchangeDeclare(direct, "fanout", false, false, false, false, nil)
+		}},
+		{"bind to the default exchange", amqp.AccessRefused, func(ch *amqp.Channel) error {
+			return ch.QueueBind(durableQ, "k", "", false, nil)
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,6 +97,37 @@ func TestChannelErrors(t *testing.T) {
 				t.Fatalf("after the channel error: %q", got)
 			}
 			_ = ok.Close()
+		})
+	}
+
+	// The hard errors of the spec close the whole connection.
+	hard := []struct {
+		name string
+		code int
+		do   func(ch *amqp.Channel) error
+	}{
+		{"a consumer tag twice on a channel", amqp.NotAllowed, func(ch *amqp.Channel) error {
+			if _, err := ch.Consume(durableQ, "twice", false, false, false, false, nil); err != nil {
+				return err
+			}
+			_, err := ch.Consume(durableQ, "twice", false, false, false, false, nil)
+			return err
+		}},
+		{"an unknown exchange type", amqp.CommandInvalid, func(ch *amqp.Channel) error {
+			return ch.ExchangeDeclare(uniq(t, "weird"), "no-such-type", false, false, false, false, nil)
+		}},
+	}
+	for _, c := range hard {
+		t.Run(c.name, func(t *testing.T) {
+			victim := s.dial(t)
+			closed := victim.NotifyClose(make(chan *amqp.Error, 1))
+			err := c.do(channel(t, victim))
+			if err != nil && errCode(err) != c.code {
+				t.Fatalf("error %v, want reply code %d", err, c.code)
+			}
+			if code := closeCode(t, closed, c.name); code != c.code {
+				t.Fatalf("connection closed with %d, want %d", code, c.code)
+			}
 		})
 	}
 }
