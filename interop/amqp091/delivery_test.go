@@ -266,3 +266,39 @@ func TestNackRejectRecover(t *testing.T) {
 		t.Fatalf("queue at the end: %+v, %v (rejected and nacked messages must be gone, the others acked)", got, err)
 	}
 }
+
+// TestTransactions: in tx mode, publishes reach the queue only at
+// tx.commit; tx.rollback discards them.
+func TestTransactions(t *testing.T) {
+	s := sharedServer(t)
+	conn := s.dial(t)
+	ch := channel(t, conn)
+	q := s.declareQueue(t, ch, "tx", false, nil)
+	if err := ch.Tx(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"rolled-back-1", "rolled-back-2"} {
+		if err := ch.Publish("", q, false, false, text(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ch.TxRollback(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"committed-1", "committed-2"} {
+		if err := ch.Publish("", q, false, false, text(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Before the commit another channel sees nothing.
+	other := channel(t, conn)
+	if got, err := other.QueueDeclarePassive(q, false, false, false, false, nil); err != nil || got.Messages != 0 {
+		t.Fatalf("before tx.commit: %+v, %v", got, err)
+	}
+	if err := ch.TxCommit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(t, other, q); !slices.Equal(got, []string{"committed-1", "committed-2"}) {
+		t.Fatalf("after tx.commit: %q", got)
+	}
+}
