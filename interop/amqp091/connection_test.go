@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -118,9 +119,14 @@ func TestWrongPassword(t *testing.T) {
 	_ = conn.Close()
 }
 
-// sharedBinary is the smartgo binary the standalones run.
+// sharedBinary is the smartgo binary the standalones run: cmd/smartgo of
+// this checkout, built once per test binary, or SMARTGO_AMQP_BIN (a
+// prebuilt one, e.g. of another branch).
 func sharedBinary(t testing.TB) string {
 	t.Helper()
+	if bin := os.Getenv("SMARTGO_AMQP_BIN"); bin != "" {
+		return bin
+	}
 	return testnet.SmartgoBinary(t, filepath.Join("..", ".."))
 }
 
