@@ -239,7 +239,9 @@ func TestNackRejectRecover(t *testing.T) {
 			t.Fatalf("after nack+requeue: %q redelivered %v, want %s redelivered", d.Body, d.Redelivered, want)
 		}
 	}
-	// Neither is acked: recover puts both back once more.
+	// Neither is acked: recover puts both back once more. RabbitMQ
+	// deprecates basic.recover but clients still send it: it is tested.
+	//lint:ignore SA1019 basic.recover is what this part checks
 	if err := cons.Recover(true); err != nil {
 		t.Fatal(err)
 	}
