@@ -55,26 +55,44 @@
 // deleted queues) and the janitor (message TTLs and x-expires, every 25
 // ms).
 //
-// # Flow control
+// # Durability
+//
+// With a Backend, durable exchanges, queues and bindings are saved with
+// SaveDefinitions before the client's declare, bind or delete is
+// answered, and loaded by NewServer. A durable queue appends every
+// message it takes to its QueueLog (persistent or not); the message is
+// deliverable at once, as in RabbitMQ, while its publisher's confirm (and
+// a tx.commit-ok) waits until the log reports it stored. A failed store
+// is basic.nack under confirms, 541 INTERNAL_ERROR on the channel
+// otherwise. Acks advance each queue's low-water mark (the first offset
+// still ready, unacked or being stored), committed every 200 ms and at
+// Close; at start the messages from the committed offset on are ready
+// again, redelivered.
+//
+// # Flow control and timeouts
 //
 // Deliveries are bounded by prefetch (basic.qos) and, for every consumer,
 // by its connection's outbound queue: while more than 1 MiB waits there,
 // queues skip the connection's consumers and deliver to others; they come
 // back when the writer has drained half of it. A connection whose
 // outbound queue exceeds 8 MiB (a peer that publishes but does not read)
-// is not read from until it drains.
+// is not read from until it drains. The handshake must finish within 10
+// s; a peer silent for two heartbeat intervals is dropped, and so is one
+// that takes more than 60 s (or two heartbeat intervals) to take one
+// write. A body over MaxMessageSize closes the channel with 406
+// PRECONDITION_FAILED; a publish that would take a queue's ready bytes
+// over MaxQueueBytes is dropped (basic.nack under confirms).
 //
 // # Known limits
 //
 // All messages are held in memory (a durable queue's too, besides its
-// log); MaxQueueBytes bounds each queue's ready bytes. Message TTLs count
-// from when the message entered the queue, and after a restart from the
-// restart. basic.recover and recover-async with requeue false are 540
-// NOT_IMPLEMENTED, as in RabbitMQ. tx.commit answers commit-ok once durable
-// queues stored the transaction's publishes (541 INTERNAL_ERROR if one
-// could not). Dead-letter cycles are broken as in
-// RabbitMQ only roughly: a message that already died in a queue is not
-// dead-lettered into it again unless it was rejected. A TTL of 0
-// delivers the message if a consumer can take it at once; otherwise it
-// expires within the janitor's 25 ms.
+// log). Message TTLs count from when the message entered the queue, and
+// after a restart from the restart. basic.recover and recover-async with
+// requeue false are 540 NOT_IMPLEMENTED, as in RabbitMQ. basic.qos
+// prefetch-size is ignored. Dead-letter cycles are broken as in RabbitMQ
+// only roughly: a message that already died in a queue is not
+// dead-lettered into it again unless it was rejected. A TTL of 0 delivers
+// the message if a consumer can take it at once; otherwise it expires
+// within the janitor's 25 ms. connection.blocked is never sent (there is
+// no memory alarm).
 package amqp
