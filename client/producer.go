@@ -697,9 +697,13 @@ func (p *Producer) prepareBatch(msgs []*Message) (*prepared, string, error) {
 		return nil, "", fmt.Errorf("%w: nil message in batch", ErrBadMessage)
 	}
 	topic := msgs[0].Topic
-	var body []byte
+	// The properties first, then the body in one buffer of its final
+	// size: appended item by item, it grew (and was copied) a dozen
+	// times for a batch of a few hundred.
+	props := make([]string, len(msgs))
 	uniqs := make([]string, 0, len(msgs))
-	for _, m := range msgs {
+	size := 0
+	for i, m := range msgs {
 		if m == nil || m.Topic != topic {
 			return nil, "", fmt.Errorf("%w: a batch must have one topic", ErrBadMessage)
 		}
@@ -712,15 +716,20 @@ func (p *Producer) prepareBatch(msgs []*Message) (*prepared, string, error) {
 		if len(m.Body) == 0 {
 			return nil, "", fmt.Errorf("%w: empty body", ErrBadMessage)
 		}
-		props, uniq, err := m.encodeProperties(p.ids, true)
+		pr, uniq, err := m.encodeProperties(p.ids, true)
 		if err != nil {
 			return nil, "", err
 		}
-		body = record.AppendBatchItem(body, m.Flag, m.Body, props)
+		props[i] = pr
+		size += record.BatchItemLen(len(m.Body), len(pr))
 		uniqs = append(uniqs, uniq)
 	}
-	if len(body) > p.opts.MaxMessageSize {
-		return nil, "", fmt.Errorf("%w: batch of %d bytes exceeds %d", ErrBadMessage, len(body), p.opts.MaxMessageSize)
+	if size > p.opts.MaxMessageSize {
+		return nil, "", fmt.Errorf("%w: batch of %d bytes exceeds %d", ErrBadMessage, size, p.opts.MaxMessageSize)
+	}
+	body := make([]byte, 0, size)
+	for i, m := range msgs {
+		body = record.AppendBatchItem(body, m.Flag, m.Body, props[i])
 	}
 	h := protocol.SendMessageRequestHeader{
 		ProducerGroup: p.opts.Group, Topic: topic, DefaultTopic: protocol.DefaultTopic,

@@ -12,6 +12,11 @@ type BatchItem struct {
 	Properties []byte
 }
 
+// BatchItemLen is the length of the batch item AppendBatchItem appends
+// for a body and properties of these lengths: a batch's buffer can be
+// sized once.
+func BatchItemLen(bodyLen, propertiesLen int) int { return batchItemFixed + bodyLen + propertiesLen }
+
 // AppendBatchItem appends one batch item to dst, as a client does (MAGICCODE
 // and BODYCRC written as 0). It validates nothing: properties must not exceed
 // MaxPropertiesLen (ForEachBatchItem rejects such an item).
