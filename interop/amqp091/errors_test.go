@@ -12,7 +12,7 @@ import (
 
 // TestChannelErrors: each soft error closes the channel (not the
 // connection) with RabbitMQ's reply code, and a new channel on the same
-// connection works afterwards; the hard ones (530, 503) close the
+// connection works afterwards; the hard ones (530, 540, 503) close the
 // connection with their code.
 func TestChannelErrors(t *testing.T) {
 	s := sharedServer(t)
@@ -112,6 +112,10 @@ func TestChannelErrors(t *testing.T) {
 			}
 			_, err := ch.Consume(durableQ, "twice", false, false, false, false, nil)
 			return err
+		}},
+		{"basic.recover without requeue", amqp.NotImplemented, func(ch *amqp.Channel) error {
+			//lint:ignore SA1019 basic.recover is what this case checks
+			return ch.Recover(false)
 		}},
 		{"an unknown exchange type", amqp.CommandInvalid, func(ch *amqp.Channel) error {
 			return ch.ExchangeDeclare(uniq(t, "weird"), "no-such-type", false, false, false, false, nil)
