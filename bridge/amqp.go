@@ -133,10 +133,7 @@ func (b *AMQPBackend) refresh(every time.Duration) error {
 	if err != nil || newest == nil || time.Since(time.UnixMilli(newest.StoreTimestamp)) < every {
 		return err
 	}
-	if _, err := decodeAMQPDefinitions(newest.Body); err != nil {
-		return err // never copy a snapshot that cannot be loaded
-	}
-	return b.appendSnapshotLocked(ctx, newest.Body)
+	return b.appendSnapshotLocked(ctx, newest.Body) // it decodes: newestSnapshot checked
 }
 
 // amqpMaxRecord is the largest record the producer lets through (the
@@ -189,16 +186,27 @@ func (b *AMQPBackend) LoadDefinitions(ctx context.Context) (amqp.Definitions, er
 	if newest == nil {
 		return amqp.Definitions{}, nil
 	}
-	d, err := decodeAMQPDefinitions(newest.Body)
-	if err != nil {
-		return amqp.Definitions{}, fmt.Errorf("bridge: load AMQP definitions at offset %d: %w", newest.QueueOffset, err)
-	}
-	return d, nil
+	return newest.defs, nil
 }
 
-// newestSnapshot reads the last message of AMQPDefinitionsTopic; nil
-// when the topic does not exist or holds none.
-func (b *AMQPBackend) newestSnapshot(ctx context.Context) (*client.MessageExt, error) {
+// amqpSnapshot is a definitions snapshot read back and decoded.
+type amqpSnapshot struct {
+	*client.MessageExt
+	defs amqp.Definitions
+}
+
+// amqpSnapshotTries bounds how many snapshots, newest first, a load
+// tries before it gives up.
+const amqpSnapshotTries = 100
+
+// newestSnapshot reads the newest snapshot of AMQPDefinitionsTopic that
+// the broker serves and that decodes; nil when the topic does not exist
+// or holds none. A newer one that is damaged (the broker does not serve a
+// record that fails verification) or does not decode is passed over,
+// logged at ERROR: the definitions then lack the changes it held, but
+// the queues and messages of the older snapshot are served. When none of
+// the newest amqpSnapshotTries can be read it fails.
+func (b *AMQPBackend) newestSnapshot(ctx context.Context) (*amqpSnapshot, error) {
 	broker, err := b.findTopic(ctx, AMQPDefinitionsTopic)
 	if errors.Is(err, errAMQPNoTopic) {
 		return nil, nil
@@ -207,22 +215,37 @@ func (b *AMQPBackend) newestSnapshot(ctx context.Context) (*client.MessageExt, e
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
-	defer cancel()
 	_, _, minOff, maxOff, err := b.adm.BrowseMessages(cctx, AMQPDefinitionsTopic, broker, 0, 0, 1)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
 	if maxOff <= minOff {
 		return nil, nil
 	}
-	msgs, _, _, _, err := b.adm.BrowseMessages(cctx, AMQPDefinitionsTopic, broker, 0, maxOff-1, 1)
-	if err != nil {
-		return nil, err
+	for off := maxOff - 1; off >= max(minOff, maxOff-amqpSnapshotTries); off-- {
+		cctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
+		msgs, _, _, _, err := b.adm.BrowseMessages(cctx, AMQPDefinitionsTopic, broker, 0, off, 1)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		var why error
+		switch {
+		case len(msgs) == 0 || msgs[0].QueueOffset != off:
+			why = errors.New("the broker does not serve it (damaged)")
+		default:
+			d, err := decodeAMQPDefinitions(msgs[0].Body)
+			if err == nil {
+				return &amqpSnapshot{MessageExt: msgs[0], defs: d}, nil
+			}
+			why = err
+		}
+		b.log.Error("AMQP definitions snapshot cannot be read; the one before it is used, without the changes it held",
+			"topic", AMQPDefinitionsTopic, "broker", broker, "offset", off, "err", why)
 	}
-	if len(msgs) == 0 {
-		return nil, fmt.Errorf("the snapshot at offset %d of %s/%s cannot be read", maxOff-1, AMQPDefinitionsTopic, broker)
-	}
-	return msgs[0], nil
+	return nil, fmt.Errorf("none of the newest %d definitions snapshots of %s/%s (offsets %d..%d) can be read",
+		amqpSnapshotTries, AMQPDefinitionsTopic, broker, max(minOff, maxOff-amqpSnapshotTries), maxOff-1)
 }
 
 // SaveDefinitions appends a snapshot of d to AMQPDefinitionsTopic and

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/client/admin"
 	"github.com/smartgo/smartgo/internal/cluster"
+	"github.com/smartgo/smartgo/internal/testutil"
 )
 
 func newAMQPBackend(t testing.TB, c *cluster.Cluster, timeout time.Duration) *AMQPBackend {
@@ -524,5 +526,39 @@ func TestAMQPBackendRefreshesTheNewestDefinitions(t *testing.T) {
 	}
 	if want := testDefinitions(2); !reflect.DeepEqual(d, want) {
 		t.Fatalf("after refreshes:\n got %+v\nwant %+v (the newest save)", d, want)
+	}
+}
+
+// A definitions snapshot that does not decode (another writer's message,
+// a newer format) is passed over: the load returns the snapshot before
+// it. The load used to fail, and with it the start of the AMQP server.
+func TestAMQPBackendPassesOverABadSnapshot(t *testing.T) {
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logs := &testutil.LogBuffer{}
+	b, err := NewAMQPBackend(AMQPOptions{Registries: c.RegistryAddrs(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.SaveDefinitions(ctx, testDefinitions(3)); err != nil {
+		t.Fatal(err)
+	}
+	p := newProducer(t, c)
+	for _, body := range []string{"not a snapshot", "\x00\x00\x00\x00\x07"} {
+		if _, err := p.Send(ctx, &client.Message{Topic: AMQPDefinitionsTopic, Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := b.LoadDefinitions(ctx)
+	if err != nil {
+		t.Fatalf("load with the two newest snapshots bad: %v", err)
+	}
+	if want := testDefinitions(3); !reflect.DeepEqual(d, want) {
+		t.Fatalf("load:\n got %+v\nwant %+v", d, want)
+	}
+	if n := strings.Count(logs.String(), "AMQP definitions snapshot cannot be read"); n != 2 {
+		t.Errorf("%d bad snapshots logged, want 2:\n%s", n, logs.String())
 	}
 }

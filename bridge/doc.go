@@ -538,7 +538,11 @@
 //     the queue's topic, stored by the broker like any group's.
 //   - The durable exchanges, queues and bindings are snapshots appended
 //     to AMQPDefinitionsTopic (one queue); the newest is the definitions.
-//     Saves run one at a time.
+//     Saves run one at a time. A load passes over a newer snapshot the
+//     broker does not serve (a damaged record) or that does not decode,
+//     logged at ERROR, and loads the one before it (without the changes
+//     the bad one held), trying up to 100; so a damaged snapshot costs
+//     its last change, not the start of the AMQP server.
 //   - DeleteQueue deletes the topic, which removes its committed offsets
 //     too: a queue declared again under the name starts empty.
 //
