@@ -265,3 +265,28 @@ func consumeAll(t *testing.T, s *server, queue string, redelivered bool) []strin
 	}
 	return out
 }
+
+// TestVirtualHostsIsolated (standalone only: RabbitMQ needs its vhosts
+// created first): with amqp.vhosts listing two virtual hosts, each opens,
+// and a queue declared in one does not exist in the other.
+func TestVirtualHostsIsolated(t *testing.T) {
+	s := ownServer(t, "amqp.vhosts=/,tenant-a")
+	root := channel(t, s.dialConfig(t, amqp.Config{Vhost: "/"}))
+	tenant := channel(t, s.dialConfig(t, amqp.Config{Vhost: "tenant-a"}))
+	q := uniq(t, "q")
+	if _, err := tenant.QueueDeclare(q, false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	confirmed(t, tenant)("", q, text("in tenant-a"))
+	if got := drain(t, tenant, q); !slices.Equal(got, []string{"in tenant-a"}) {
+		t.Fatalf("tenant-a's queue: %q", got)
+	}
+	_, err := root.QueueDeclarePassive(q, false, false, false, false, nil)
+	if errCode(err) != amqp.NotFound {
+		t.Fatalf("tenant-a's queue seen from /: %v, want 404", err)
+	}
+	_, err = amqp.DialConfig(s.url, amqp.Config{Vhost: "tenant-b", Dial: amqp.DefaultDial(10 * time.Second)})
+	if errCode(err) != amqp.NotAllowed {
+		t.Fatalf("open of an unlisted vhost: %v, want 530", err)
+	}
+}
