@@ -1,0 +1,165 @@
+package amqp091
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/smartgo/smartgo/internal/testutil"
+)
+
+// dataServer starts a standalone with its data in dir (extra: more -set
+// flags), stopped at t's cleanup; it skips with SMARTGO_AMQP_URL set.
+func dataServer(t *testing.T, dir string, extra ...string) *server {
+	t.Helper()
+	if externalURL != "" {
+		t.Skip("starts its own smartgo standalone; SMARTGO_AMQP_URL is set")
+	}
+	s := newStandalone(t, dir, extra...)
+	t.Cleanup(func() {
+		if s.cmd != nil && s.cmd.ProcessState == nil {
+			select {
+			case <-s.exited:
+			default:
+				if err := s.stop(); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		if t.Failed() {
+			t.Logf("smartgo log (%s):\n%s", s.log, tail(readFile(s.log), 8000))
+		}
+	})
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	return &server{url: s.url("guest", "guest"), proc: s}
+}
+
+// TestFaultDiskFull: amqp091-go publishers in confirm mode (window 500)
+// into a durable queue of a standalone whose data is on a 96 MiB tmpfs;
+// another process fills the tmpfs. From then on no publish may be
+// confirmed with basic.ack unless the broker stored it: the publishes
+// are nacked (or the channel closed), and a durable queue.declare gets a
+// channel error, not a hang. Once the filler is removed, publishing is
+// confirmed again; after a SIGKILL and a restart (so that what is read
+// back comes from the store, not the engine's memory) every message
+// confirmed before, during and after the full disk is in the queue.
+func TestFaultDiskFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("mounts a tmpfs and fills it")
+	}
+	disk := testutil.MountTmpfs(t, "96m")
+	s := dataServer(t, disk, "store.segment_size=8MiB", "store.preallocate=1MiB")
+	q := uniq(t, "q")
+	conn := s.dial(t)
+	ch := channel(t, conn)
+	if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	p1 := startFaultPublisher(t, s.url, "", q, "before")
+	testutil.WaitFor(t, 60*time.Second, "300 confirms", func() bool { a, _ := p1.counts(); return a >= 300 })
+
+	filler := filepath.Join(disk, "filler")
+	testutil.FillDisk(t, filler)
+	a0, _ := p1.counts()
+	// The publisher either gets nacks or its channel closes; either way
+	// the confirms stop.
+	testutil.WaitFor(t, 60*time.Second, "publishes refused on the full disk", func() bool {
+		_, n := p1.counts()
+		p1.mu.Lock()
+		ended := p1.err != nil
+		p1.mu.Unlock()
+		return n >= 20 || ended
+	})
+	aFull, nFull := p1.counts()
+	t.Logf("disk filled after %d confirms; %d more confirmed until refusals, %d nacked", a0, aFull-a0, nFull)
+	if !s.proc.logHas("disk full, refusing writes") {
+		t.Fatal("the broker does not say its disk is full")
+	}
+
+	// A definitions change on the full disk: a clear error, soon.
+	ch = channel(t, conn)
+	start := time.Now()
+	_, err := ch.QueueDeclare(uniq(t, "onfull"), true, false, false, false, nil)
+	took := time.Since(start)
+	t.Logf("durable queue.declare on the full disk: %v after %v", err, took.Round(time.Millisecond))
+	if err == nil {
+		t.Fatal("a durable queue.declare on the full disk succeeded")
+	}
+	if errCode(err) != amqp.InternalError {
+		t.Fatalf("durable queue.declare on the full disk: %v, want a 541 channel error", err)
+	}
+	if took > 40*time.Second {
+		t.Fatalf("durable queue.declare on the full disk took %v", took)
+	}
+	// A durable exchange: only the definitions snapshot changes.
+	ch = channel(t, conn)
+	start = time.Now()
+	err = ch.ExchangeDeclare(uniq(t, "xfull"), "direct", true, false, false, false, nil)
+	took = time.Since(start)
+	t.Logf("durable exchange.declare on the full disk: %v after %v", err, took.Round(time.Millisecond))
+	if errCode(err) != amqp.InternalError || took > 40*time.Second {
+		t.Fatalf("durable exchange.declare on the full disk: %v after %v, want a 541 channel error", err, took)
+	}
+	p1.stop()
+
+	removeAndWait(t, s, filler)
+	p2 := startFaultPublisher(t, s.url, "", q, "after")
+	testutil.WaitFor(t, 60*time.Second, "100 confirms after space freed", func() bool { a, _ := p2.counts(); return a >= 100 })
+	p2.stop()
+	_, n2 := p2.counts()
+	if n2 > 0 {
+		t.Errorf("%d publishes nacked after space freed", n2)
+	}
+	// A definitions change works again.
+	ch = channel(t, conn)
+	if _, err := ch.QueueDeclare(uniq(t, "afterfull"), true, false, false, false, nil); err != nil {
+		t.Fatalf("durable queue.declare after space freed: %v", err)
+	}
+	_ = conn.Close()
+
+	s.proc.kill9()
+	if err := s.proc.start(); err != nil {
+		t.Fatal(err)
+	}
+	got := consumeAllAck(t, s, q)
+	var lost []string
+	confirmedN := 0
+	for _, p := range []*faultPublisher{p1, p2} {
+		p.mu.Lock()
+		for _, b := range p.acked {
+			confirmedN++
+			if got[b] == 0 {
+				lost = append(lost, b)
+			}
+		}
+		p.mu.Unlock()
+	}
+	a2, _ := p2.counts()
+	t.Logf("confirmed %d before the refusals, %d after space freed; %d messages in the queue after SIGKILL and restart", aFull, a2, len(got))
+	if len(lost) > 0 {
+		t.Fatalf("%d confirmed messages lost (e.g. %q)", len(lost), first(lost))
+	}
+}
+
+// removeAndWait removes the filler and waits until the broker says it
+// takes writes again.
+func removeAndWait(t *testing.T, s *server, filler string) {
+	t.Helper()
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 60*time.Second, "writes accepted again", func() bool { return s.proc.logHas("disk has room again") })
+}
+
+// logHas reports whether the current run's log holds text.
+func (s *standalone) logHas(text string) bool { return fileContains(s.log, text) }
+
+func readFile(path string) string {
+	data, _ := os.ReadFile(path)
+	return string(data)
+}
