@@ -78,10 +78,19 @@ func AMQPQueueTopic(vhost, name string) string {
 const amqpRecordVersion = 1
 
 func encodeAMQPRecord(m *amqp.StoredMessage) ([]byte, error) {
+	return appendAMQPRecord(make([]byte, 0, amqpRecordLen(m)), m)
+}
+
+// amqpRecordLen is the length of m's record.
+func amqpRecordLen(m *amqp.StoredMessage) int {
+	return 1 + 1 + len(m.Exchange) + 1 + len(m.RoutingKey) + 4 + len(m.Properties) + len(m.Body)
+}
+
+// appendAMQPRecord appends m's record to b.
+func appendAMQPRecord(b []byte, m *amqp.StoredMessage) ([]byte, error) {
 	if len(m.Exchange) > 255 || len(m.RoutingKey) > 255 {
-		return nil, fmt.Errorf("%w: exchange or routing key over 255 bytes", ErrBadAMQPRecord)
+		return b, fmt.Errorf("%w: exchange or routing key over 255 bytes", ErrBadAMQPRecord)
 	}
-	b := make([]byte, 0, 1+1+len(m.Exchange)+1+len(m.RoutingKey)+4+len(m.Properties)+len(m.Body))
 	b = append(b, amqpRecordVersion, byte(len(m.Exchange)))
 	b = append(b, m.Exchange...)
 	b = append(b, byte(len(m.RoutingKey)))

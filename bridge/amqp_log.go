@@ -59,14 +59,22 @@ type amqpAppend struct {
 
 // Append encodes msgs and queues them for the sender.
 func (l *amqpLog) Append(msgs []amqp.StoredMessage, done func(first uint64, err error)) {
+	// Every record in one buffer: one allocation for the Append, not
+	// one per message.
+	size := 0
+	for i := range msgs {
+		size += amqpRecordLen(&msgs[i])
+	}
+	buf := make([]byte, 0, size)
 	recs := make([][]byte, 0, len(msgs))
 	for i := range msgs {
-		r, err := encodeAMQPRecord(&msgs[i])
-		if err != nil {
+		start := len(buf)
+		var err error
+		if buf, err = appendAMQPRecord(buf, &msgs[i]); err != nil {
 			done(0, fmt.Errorf("bridge: append to AMQP %s: %w", l.what, err))
 			return
 		}
-		recs = append(recs, r)
+		recs = append(recs, buf[start:len(buf):len(buf)])
 	}
 	if len(recs) == 0 {
 		done(0, fmt.Errorf("bridge: append to AMQP %s: no message", l.what))
@@ -183,8 +191,10 @@ func (l *amqpLog) store(appends []amqpAppend) error {
 // offset of the first.
 func (l *amqpLog) sendBatch(recs [][]byte) (int64, error) {
 	msgs := make([]*client.Message, len(recs))
+	ms := make([]client.Message, len(recs)) // one allocation for the batch
 	for i, r := range recs {
-		msgs[i] = &client.Message{Topic: l.topic, Body: r}
+		ms[i] = client.Message{Topic: l.topic, Body: r}
+		msgs[i] = &ms[i]
 	}
 	mq := l.mq
 	res, err := l.b.prod.SendBatchOrderly(l.b.ctx, msgs, "", func([]client.MessageQueue, string) client.MessageQueue { return mq })
