@@ -11,14 +11,19 @@ import (
 	"github.com/smartgo/smartgo/internal/testutil"
 )
 
-// dataServer starts a standalone with its data in dir (extra: more -set
-// flags), stopped at t's cleanup; it skips with SMARTGO_AMQP_URL set.
+// dataServer starts a standalone with its data in dir/data and its logs
+// in a directory of their own (extra: more -set flags), stopped at t's
+// cleanup; it skips with SMARTGO_AMQP_URL set.
 func dataServer(t *testing.T, dir string, extra ...string) *server {
 	t.Helper()
 	if externalURL != "" {
 		t.Skip("starts its own smartgo standalone; SMARTGO_AMQP_URL is set")
 	}
-	s := newStandalone(t, dir, extra...)
+	s := newStandalone(t, t.TempDir(), extra...)
+	if s.args[1] != "-data" {
+		t.Fatalf("standalone arguments %q do not start with -data", s.args)
+	}
+	s.args[2] = filepath.Join(dir, "data")
 	t.Cleanup(func() {
 		if s.cmd != nil && s.cmd.ProcessState == nil {
 			select {
