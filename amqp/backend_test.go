@@ -73,6 +73,7 @@ type memLog struct {
 	committed uint64
 	commits   int
 	closed    bool
+	hidden    int // Read leaves out the last hidden messages (not indexed yet)
 }
 
 func (l *memLog) Append(msgs []StoredMessage, done func(uint64, error)) {
@@ -121,7 +122,7 @@ func (l *memLog) Read(_ context.Context, from uint64, max int) ([]StoredMessage,
 	l.b.mu.Lock()
 	defer l.b.mu.Unlock()
 	var out []StoredMessage
-	for i := from; i < uint64(len(l.msgs)) && len(out) < max; i++ {
+	for i := from; i < uint64(len(l.msgs)-l.hidden) && len(out) < max; i++ {
 		m := l.msgs[i]
 		m.Offset = i
 		out = append(out, m)

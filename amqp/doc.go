@@ -67,7 +67,11 @@
 // otherwise. Acks advance each queue's low-water mark (the first offset
 // still ready, unacked or being stored), committed every 200 ms and at
 // Close; at start the messages from the committed offset on are ready
-// again, redelivered.
+// again, redelivered. When an append is stored past the last offset the
+// queue knows (messages it could not read when it loaded, such as a
+// broker's records not indexed yet after a restart on a full disk), the
+// queue holds the offsets in between, reads them from its log and makes
+// them ready: no commit passes a message the queue never held.
 //
 // # Flow control and timeouts
 //

@@ -94,8 +94,11 @@ type durableWorker struct {
 
 type durableJob struct {
 	q    *queue
-	e    *appendEntry // an append; nil: close and delete q's log
+	e    *appendEntry // an append; nil: close and delete q's log (or a gap)
 	done chan struct{}
+	// gap, when set: read the log's messages at offsets [gap[0], gap[1])
+	// into the queue (see loadGap).
+	gap *[2]uint64
 }
 
 func newDurableWorker(s *Server) *durableWorker {
@@ -165,6 +168,11 @@ func (w *durableWorker) runJobs() {
 		}
 		for i := 0; i < len(jobs); {
 			j := jobs[i]
+			if j.gap != nil {
+				w.loadGap(j.q, j.gap[0], j.gap[1])
+				i++
+				continue
+			}
 			if j.e == nil {
 				w.dropLog(j)
 				i++
@@ -238,6 +246,9 @@ func (s *Server) appended(q *queue, entries []*appendEntry, first uint64, err er
 		if !e.m.gone {
 			d.live[e.offset] = struct{}{}
 		}
+		if e.offset > d.knownEnd {
+			s.gapFound(q, d.knownEnd, e.offset)
+		}
 		if e.offset+1 > d.knownEnd {
 			d.knownEnd = e.offset + 1
 		}
@@ -258,6 +269,79 @@ func (s *Server) asyncChannelError(ch *channel, e *amqpError) {
 	s.closeChannel(ch)
 	ch.closing.Store(true)
 	ch.send(&wire.ChannelClose{ReplyCode: e.code, ReplyText: e.text, FailingClassID: e.classID, FailingMethodID: e.methodID})
+}
+
+// gapFound: the log stored a message at an offset past every one the
+// engine knows, so the offsets [from, to) hold messages the engine does
+// not: stored before a crash but not yet readable when the queue was
+// loaded (a broker restarted on a full disk indexes its last records
+// only once space frees), or stored by an append whose outcome was
+// reported as a failure. They are held (the low-water mark stays below
+// them, so no commit passes them) until the durable worker has read them
+// into the queue. Server.mu held.
+func (s *Server) gapFound(q *queue, from, to uint64) {
+	s.log.Warn("amqp: a durable queue's log holds messages the queue did not load; reading them", "queue", q.name,
+		"from", from, "to", to)
+	for o := from; o < to; o++ {
+		q.dur.live[o] = struct{}{}
+	}
+	s.durable.push(durableJob{q: q, gap: &[2]uint64{from, to}})
+}
+
+// loadGap reads the messages at offsets [from, to) of q's log and makes
+// them ready (delivered at least once: a failed append's messages may be
+// in the queue already). Offsets the log does not return (removed,
+// damaged) are let go; a read that fails keeps them held, so a restart
+// loads them.
+func (w *durableWorker) loadGap(q *queue, from, to uint64) {
+	s := w.s
+	var msgs []StoredMessage
+	var err error
+	for off := from; off < to; {
+		ctx, cancel := opContext()
+		got, rerr := q.dur.log.Read(ctx, off, min(recoverBatch, int(to-off)))
+		cancel()
+		if rerr != nil {
+			err = rerr
+			break
+		}
+		if len(got) == 0 {
+			break
+		}
+		for _, m := range got {
+			if m.Offset < to {
+				msgs = append(msgs, m)
+			}
+		}
+		off = got[len(got)-1].Offset + 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q.deleted {
+		return
+	}
+	if err != nil {
+		s.logLimited("amqp: reading messages the queue did not load failed; a restart loads them", "queue", q.name,
+			"from", from, "to", to, "err", err)
+		return
+	}
+	now := time.Now()
+	got := map[uint64]bool{}
+	for _, sm := range msgs {
+		if _, held := q.dur.live[sm.Offset]; !held || got[sm.Offset] {
+			continue
+		}
+		got[sm.Offset] = true
+		q.pushStored(sm, now, false)
+	}
+	for o := from; o < to; o++ {
+		if !got[o] {
+			delete(q.dur.live, o)
+		}
+	}
+	q.dur.advance()
+	s.log.Warn("amqp: messages the queue did not load are ready again", "queue", q.name, "from", from, "to", to, "read", len(got))
+	s.dispatch(q)
 }
 
 func (s *Server) logLimited(msg string, args ...any) {
@@ -441,19 +525,24 @@ func (s *Server) loadQueue(ctx context.Context, q *queue) error {
 			return nil
 		}
 		for _, sm := range msgs {
-			md := &msgData{exchange: sm.Exchange, key: sm.RoutingKey, props: sm.Properties, body: sm.Body}
-			qm := &qmsg{m: md, offset: sm.Offset, stored: true, redelivered: true, prio: q.priority(md)}
-			if ttl := md.ttl(); ttl >= 0 || q.qa.ttl >= 0 {
-				qm.expireAt = q.expiry(now, ttl)
-			}
-			q.nextSeq++
-			qm.seq = q.nextSeq
-			q.pushReady(qm)
+			q.pushStored(sm, now, true)
 			q.dur.live[sm.Offset] = struct{}{}
 			from = sm.Offset + 1
 		}
 		q.dur.knownEnd = from
 	}
+}
+
+// pushStored makes a message read from q's log ready. Server.mu held.
+func (q *queue) pushStored(sm StoredMessage, now time.Time, redelivered bool) {
+	md := &msgData{exchange: sm.Exchange, key: sm.RoutingKey, props: sm.Properties, body: sm.Body}
+	qm := &qmsg{m: md, offset: sm.Offset, stored: true, redelivered: redelivered, prio: q.priority(md)}
+	if ttl := md.ttl(); ttl >= 0 || q.qa.ttl >= 0 {
+		qm.expireAt = q.expiry(now, ttl)
+	}
+	q.nextSeq++
+	qm.seq = q.nextSeq
+	q.pushReady(qm)
 }
 
 // saveDefs saves the current durable definitions unless a save after

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -269,4 +270,62 @@ func TestTxCommitWaitsForStore(t *testing.T) {
 	c.openChannel(2) // round trip: commit-ok has not come
 	be.release()
 	expect[*wire.TxCommitOk](c)
+}
+
+// A log whose newest messages cannot be read when the queue loads (a
+// broker restarted on a full disk indexes its last records only once
+// space frees) and which then stores a new message after them: the
+// queue reads the ones it missed and delivers them, and no commit passes
+// them first. They used to be skipped: the low-water mark moved over
+// offsets the queue never held, so confirmed messages were never
+// delivered and were committed away.
+func TestDurableQueueLoadsMessagesItMissedAtStart(t *testing.T) {
+	be := newMemBackend()
+	s1, addr := startServer(t, Options{Backend: be})
+	c := dial(t, addr)
+	c.openChannel(1)
+	call[*wire.QueueDeclareOk](c, 1, &wire.QueueDeclare{Queue: "dq", Durable: true})
+	call[*wire.ConfirmSelectOk](c, 1, &wire.ConfirmSelect{})
+	for i := range 10 {
+		c.publishProps(1, "", "dq", wire.Properties{DeliveryMode: 2}, fmt.Sprint(i), false)
+	}
+	for got := 0; got < 10; {
+		got = int(expect[*wire.BasicAck](c).DeliveryTag)
+	}
+	c.nc.Close()
+	waitFor(t, "the connection gone", func() bool { return s1.Stats().Connections == 0 })
+	s1.Close()
+
+	l := be.log("/", "dq")
+	be.mu.Lock()
+	l.hidden = 3
+	be.mu.Unlock()
+	_, addr2 := startServer(t, Options{Backend: be})
+	c2 := dial(t, addr2)
+	c2.openChannel(1)
+	if ok := call[*wire.QueueDeclareOk](c2, 1, &wire.QueueDeclare{Queue: "dq", Passive: true}); ok.MessageCount != 7 {
+		t.Fatalf("loaded %d messages with 3 unreadable, want 7", ok.MessageCount)
+	}
+	be.mu.Lock()
+	l.hidden = 0
+	be.mu.Unlock()
+	call[*wire.ConfirmSelectOk](c2, 1, &wire.ConfirmSelect{})
+	c2.publishProps(1, "", "dq", wire.Properties{DeliveryMode: 2}, "new", false)
+	expect[*wire.BasicAck](c2)
+	var got []string
+	waitFor(t, "every message", func() bool {
+		for {
+			_, body, ok := c2.get(1, "dq", true)
+			if !ok {
+				break
+			}
+			got = append(got, body)
+		}
+		return len(got) >= 11
+	})
+	slices.Sort(got)
+	if want := []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "new"}; !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	waitFor(t, "the commit of every message", func() bool { _, off := l.state(); return off == 11 })
 }
