@@ -53,7 +53,7 @@
 // durable worker (calls QueueLog.Append in enqueue order, commits
 // acknowledged offsets every 200 ms, closes and deletes the logs of
 // deleted queues) and the janitor (message TTLs and x-expires, every 25
-// ms).
+// ms while some queue has one; asleep otherwise).
 //
 // # Durability
 //

@@ -472,7 +472,7 @@ func (s *Server) recover(ctx context.Context) error {
 		}
 		vh.queues[d.Name] = q
 		if qa.ttl >= 0 || qa.expires > 0 {
-			s.timed[q] = struct{}{}
+			s.addTimedLocked(q)
 		}
 	}
 	for _, d := range defs.Bindings {

@@ -153,7 +153,7 @@ func (s *Server) enqueue(ch *channel, q *queue, md *msgData, conf *pubConfirm, m
 	if msgTTL >= 0 || q.qa.ttl >= 0 {
 		qm.expireAt = q.expiry(time.Now(), msgTTL)
 		if msgTTL >= 0 {
-			s.timed[q] = struct{}{}
+			s.addTimedLocked(q)
 		}
 	}
 	if q.dur != nil {

@@ -104,7 +104,7 @@ func (ch *channel) queueDeclare(m *wire.QueueDeclare) *amqpError {
 	}
 	vh.queues[name] = q
 	if q.qa.ttl >= 0 || q.qa.expires > 0 {
-		s.timed[q] = struct{}{}
+		s.addTimedLocked(q)
 	}
 	ok := &wire.QueueDeclareOk{Queue: name}
 	s.mu.Unlock()

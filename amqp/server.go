@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,15 +30,17 @@ type Server struct {
 	wg     sync.WaitGroup // Serve calls
 	bg     sync.WaitGroup // the durable worker and the janitor
 
-	mu       sync.Mutex
-	closed   bool
-	vhosts   map[string]*vhost
-	conns    map[*conn]struct{}
-	timed    map[*queue]struct{} // queues with TTLs or x-expires, for the janitor
-	stats    Stats
-	durable  *durableWorker
-	defsVer  uint64 // bumped by every change of durable definitions
-	logLimit logLimiter
+	mu            sync.Mutex
+	closed        bool
+	vhosts        map[string]*vhost
+	conns         map[*conn]struct{}
+	timed         map[*queue]struct{} // queues with TTLs or x-expires, for the janitor
+	timedSet      chan struct{}       // the janitor's wake-up when timed gains a queue (capacity 1)
+	janitorRounds atomic.Uint64       // rounds the janitor ran (tests)
+	stats         Stats
+	durable       *durableWorker
+	defsVer       uint64 // bumped by every change of durable definitions
+	logLimit      logLimiter
 
 	defsMu    sync.Mutex // serializes SaveDefinitions
 	defsSaved uint64     // defsVer of the last saved definitions
@@ -90,7 +93,7 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	opts = opts.withDefaults()
 	s := &Server{opts: opts, log: opts.Logger, handshakeTimeout: handshakeTimeout, vhosts: map[string]*vhost{},
-		conns: map[*conn]struct{}{}, timed: map[*queue]struct{}{}}
+		conns: map[*conn]struct{}{}, timed: map[*queue]struct{}{}, timedSet: make(chan struct{}, 1)}
 	for _, v := range opts.VirtualHosts {
 		s.vhosts[v] = newVhost(v)
 		s.vhosts[v].open = true
@@ -239,16 +242,42 @@ func (s *Server) teardown(c *conn) {
 // janitorTick is the resolution of message TTLs and x-expires.
 const janitorTick = 25 * time.Millisecond
 
+// addTimedLocked hands q to the janitor (s.mu held).
+func (s *Server) addTimedLocked(q *queue) {
+	if _, ok := s.timed[q]; ok {
+		return
+	}
+	s.timed[q] = struct{}{}
+	select {
+	case s.timedSet <- struct{}{}:
+	default:
+	}
+}
+
 // janitor expires messages (x-message-ttl, expiration) and unused queues
-// (x-expires) until the server closes.
+// (x-expires) until the server closes. While no queue has a TTL or an
+// x-expires it sleeps: an idle server does not wake every janitorTick.
 func (s *Server) janitor() {
 	t := time.NewTicker(janitorTick)
 	defer t.Stop()
 	for {
+		s.mu.Lock()
+		idle := len(s.timed) == 0
+		s.mu.Unlock()
+		if idle {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-s.timedSet:
+			}
+			t.Reset(janitorTick)
+			continue
+		}
 		select {
 		case <-s.ctx.Done():
 			return
 		case now := <-t.C:
+			s.janitorRounds.Add(1)
 			s.mu.Lock()
 			for q := range s.timed {
 				s.expire(q, now)
