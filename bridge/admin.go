@@ -27,8 +27,10 @@ const retainedPayloadMax = 4 << 10
 type adminHandler struct{ b *Bridge }
 
 // page cuts a list sorted by key to q: the items whose key starts with
-// q.Prefix, after q.After, at most q.Limit. It returns them, the number of
-// matching items and the cursor of the next page.
+// q.Prefix, after q.After, at most q.Limit, except that items of one key
+// are never split across pages (keys of the MQTT listings are unique). It
+// returns them, the number of matching items and the cursor of the next
+// page.
 func page[T any](items []T, key func(T) string, q admin.MQTTQuery) (keep []T, total int, next string) {
 	for _, it := range items {
 		k := key(it)
@@ -39,7 +41,7 @@ func page[T any](items []T, key func(T) string, q admin.MQTTQuery) (keep []T, to
 		if q.After != "" && k <= q.After {
 			continue
 		}
-		if len(keep) == q.Limit {
+		if len(keep) >= q.Limit && (next != "" || k != key(keep[len(keep)-1])) {
 			next = key(keep[len(keep)-1])
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smartgo/smartgo/amqp"
 	"github.com/smartgo/smartgo/internal/ratelog"
 	"github.com/smartgo/smartgo/mqtt"
 )
@@ -20,7 +21,8 @@ type Bridge struct {
 	backend *Backend
 
 	started        time.Time
-	lastRegistered atomic.Int64 // Unix nanoseconds of the last heartbeat a registry accepted (admin.go)
+	lastRegistered atomic.Int64                // Unix nanoseconds of the last heartbeat a registry accepted (admin.go)
+	amqp           atomic.Pointer[amqp.Server] // the node's AMQP server for the admin calls (admin_amqp.go); nil: none
 	cancel         context.CancelFunc
 	wg             sync.WaitGroup
 	closeOnce      sync.Once

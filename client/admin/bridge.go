@@ -234,6 +234,8 @@ type BridgeHandler interface {
 	// subscription if it has none (an IoT hub node); false when the node
 	// is not a hub.
 	PrepareC2D(deviceID string) (bool, error)
+	// The node's AMQP 0-9-1 server.
+	AMQPHandler
 }
 
 // ServeBridge makes this Admin's connections answer the MQTT
@@ -266,7 +268,14 @@ func (a *Admin) ServeBridge(h BridgeHandler) {
 			}
 			out = protocol.MQTTPrepareC2DResult{Prepared: ok}
 		default:
-			return protocol.NewResponse(protocol.RequestCodeNotSupported, fmt.Sprintf("unknown MQTT admin op %q", r.Op)), nil
+			o, ok, err := amqpAnswer(h, r, q)
+			if err != nil {
+				return protocol.NewResponse(protocol.SystemError, err.Error()), nil
+			}
+			if !ok {
+				return protocol.NewResponse(protocol.RequestCodeNotSupported, fmt.Sprintf("unknown MQTT admin op %q", r.Op)), nil
+			}
+			out = o
 		}
 		body, err := protocol.EncodeJSON(out)
 		if err != nil {

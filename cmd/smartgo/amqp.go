@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -175,7 +176,38 @@ var amqpCounters = []struct {
 		func(s amqp.Stats) uint64 { return s.Dropped }},
 }
 
+// amqpQueueSeriesMax bounds the queues /metrics has per-queue series
+// for: the ones with the most messages (ready and unacked), so that a
+// client declaring thousands of queues cannot blow up the scrape.
+const amqpQueueSeriesMax = 500
+
+// Per-queue gauges, for the amqpQueueSeriesMax largest queues.
+var (
+	amqpQueueReady = prometheus.NewDesc("smartgo_amqp_queue_messages_ready",
+		"Messages ready for delivery in one AMQP queue (the 500 largest queues only).", []string{"vhost", "queue"}, nil)
+	amqpQueueUnacked = prometheus.NewDesc("smartgo_amqp_queue_messages_unacked",
+		"Messages delivered and not acknowledged yet of one AMQP queue (the 500 largest queues only).", []string{"vhost", "queue"}, nil)
+	amqpQueueConsumers = prometheus.NewDesc("smartgo_amqp_queue_consumers",
+		"Consumers of one AMQP queue (the 500 largest queues only).", []string{"vhost", "queue"}, nil)
+	amqpQueuesOmitted = prometheus.NewDesc("smartgo_amqp_queue_series_omitted",
+		"AMQP queues left out of the per-queue series (beyond the 500 largest).", nil, nil)
+)
+
+// largestQueues returns the max queues with the most messages (ready and
+// unacked; ties by virtual host and name) and how many it left out.
+func largestQueues(qs []amqp.QueueInfo, max int) ([]amqp.QueueInfo, int) {
+	if len(qs) <= max {
+		return qs, 0
+	}
+	slices.SortStableFunc(qs, func(a, b amqp.QueueInfo) int { return cmp.Compare(b.Ready+b.Unacked, a.Ready+a.Unacked) })
+	return qs[:max], len(qs) - max
+}
+
 func (c amqpCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- amqpQueueReady
+	ch <- amqpQueueUnacked
+	ch <- amqpQueueConsumers
+	ch <- amqpQueuesOmitted
 	for _, g := range amqpGauges {
 		ch <- g.desc
 	}
@@ -185,6 +217,14 @@ func (c amqpCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c amqpCollector) Collect(ch chan<- prometheus.Metric) {
+	qs, _ := c.s.Queues("") // "" (every virtual host) cannot fail
+	qs, omitted := largestQueues(qs, amqpQueueSeriesMax)
+	for _, q := range qs {
+		ch <- prometheus.MustNewConstMetric(amqpQueueReady, prometheus.GaugeValue, float64(q.Ready), q.VHost, q.Name)
+		ch <- prometheus.MustNewConstMetric(amqpQueueUnacked, prometheus.GaugeValue, float64(q.Unacked), q.VHost, q.Name)
+		ch <- prometheus.MustNewConstMetric(amqpQueueConsumers, prometheus.GaugeValue, float64(q.Consumers), q.VHost, q.Name)
+	}
+	ch <- prometheus.MustNewConstMetric(amqpQueuesOmitted, prometheus.GaugeValue, float64(omitted))
 	s := c.s.Stats()
 	for _, g := range amqpGauges {
 		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.get(s))

@@ -154,6 +154,9 @@ func startBridge(ctx context.Context, f conf.File, localBroker *brokerNode, log 
 		_ = b.Close()
 		return nil, err
 	}
+	if an != nil {
+		b.SetAMQP(an.srv) // `smartgo admin amqp ...` and the console reach it
+	}
 	addrs := make([]string, 0, 2)
 	for _, a := range b.Addrs() {
 		addrs = append(addrs, a.String())
@@ -178,6 +181,7 @@ func (n *bridgeNode) monitor(m *monitor) {
 // devices' disconnects reach the hub), the hub, the state store front,
 // then the bridge.
 func (n *bridgeNode) Close() error {
+	n.SetAMQP(nil)
 	aerr := n.amqp.Close()
 	if n.hub == nil {
 		return errors.Join(aerr, n.front.Close(), n.Bridge.Close())

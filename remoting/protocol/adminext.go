@@ -23,7 +23,8 @@ package protocol
 //	                                             body MQTTAdminRequest; answer body by Op:
 //	                                             clients MQTTClientPage, sessions MQTTSessionPage,
 //	                                             retained MQTTRetainedPage, disconnect MQTTDisconnectResult,
-//	                                             prepare-c2d MQTTPrepareC2DResult
+//	                                             prepare-c2d MQTTPrepareC2DResult,
+//	                                             amqp-* (a node's AMQP 0-9-1 server): see adminamqp.go
 //	9110 STATESTORE_SCAN    admin  -> broker     body StateStoreScanRequest; answer body StateStoreScanPage
 const (
 	RegisterBridge   RequestCode = 9200
@@ -82,6 +83,10 @@ type MQTTAdminRequest struct {
 	Prefix   string `json:"prefix,omitempty"`
 	After    string `json:"after,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
+	// AMQP ops (adminamqp.go).
+	VHost  string `json:"vhost,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // MQTTSubscription is one subscription of a session.
