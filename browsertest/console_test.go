@@ -28,6 +28,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/smartgo/smartgo/amqp/wire"
 	"github.com/smartgo/smartgo/client"
 	sscli "github.com/smartgo/smartgo/client/statestore"
 	"github.com/smartgo/smartgo/internal/testnet"
@@ -62,8 +63,8 @@ func artifacts(t *testing.T) string {
 }
 
 type cluster struct {
-	registry, mqtt, console string
-	cmd                     *exec.Cmd
+	registry, mqtt, console, amqp string
+	cmd                           *exec.Cmd
 }
 
 // startStandalone runs the smartgo binary's standalone mode with a console
@@ -83,9 +84,9 @@ func startStandalone(t *testing.T) *cluster {
 	if err := os.WriteFile(creds, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ports := testnet.FreePorts(t, 4)
+	ports := testnet.FreePorts(t, 5)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	c := &cluster{registry: addr(0), mqtt: addr(2), console: addr(3)}
+	c := &cluster{registry: addr(0), mqtt: addr(2), console: addr(3), amqp: addr(4)}
 	logf, err := os.Create(filepath.Join(dir, "standalone.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func startStandalone(t *testing.T) *cluster {
 		"-set", "registry.listen="+c.registry, "-set", "broker.listen="+addr(1), "-set", "bridge.listen="+c.mqtt,
 		"-set", "console.listen="+c.console, "-set", "console.credentials_file="+creds, "-set", "console.admin_users=alice",
 		"-set", "console.sample_interval=1s", "-set", "bridge.heartbeat_interval=1s",
-		"-set", "store.segment_size=8MiB", "-set", "store.max_message_size=1MiB", "-set", "amqp.listen=")
+		"-set", "store.segment_size=8MiB", "-set", "store.max_message_size=1MiB", "-set", "amqp.listen="+c.amqp)
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -356,6 +357,32 @@ func TestBrowserConsole(t *testing.T) {
 		waitJS(`!!document.querySelector('table[data-table=mqtt-sessions] tr[data-key="browser-dev"]')`), shot("mqtt-sessions"))
 	run("mqtt retained", chromedp.Navigate(base+"/#/mqtt/retained"),
 		waitJS(`!!document.querySelector('table[data-table=mqtt-retained] tr[data-key="devices/browser-dev/state"]')`), shot("mqtt-retained"))
+
+	// AMQP: a client's queue and connection are listed; the queue is
+	// purged and the connection closed from the page.
+	ac := dialAMQP(t, c.amqp)
+	ac.call(&wire.QueueDeclare{Queue: "browser-q"})
+	for i := range 3 {
+		ac.publish("browser-q", fmt.Sprint("job ", i))
+	}
+	ac.call(&wire.BasicQos{PrefetchCount: 1})
+	ac.call(&wire.BasicConsume{Queue: "browser-q", ConsumerTag: "browser-worker"})
+	row := `table[data-table=amqp-queues] tr[data-key$="/browser-q"]`
+	cells := `[...document.querySelectorAll('` + row + ` td')].map((td) => td.textContent)`
+	run("amqp queues", chromedp.Navigate(base+"/#/amqp/queues"),
+		// Queue, vhost, node, flags, ready, unacked: one delivery waits for its ack.
+		waitJS(`(`+cells+`).slice(3, 6).join("|") === "-|2|1"`), shot("amqp-queues"))
+	run("purge", chromedp.Click(`button[data-purge="browser-q"]`, chromedp.ByQuery), chromedp.WaitVisible(`#dialog button[data-action=confirm]`, chromedp.ByQuery),
+		chromedp.Click(`#dialog button[data-action=confirm]`, chromedp.ByQuery), waitJS(`(`+cells+`).slice(3, 6).join("|") === "-|0|1"`))
+	me := ac.nc.LocalAddr().String()
+	run("amqp connections", chromedp.Navigate(base+"/#/amqp/connections"),
+		waitJS(fmt.Sprintf(`!!document.querySelector('table[data-table=amqp-connections] tr[data-key$="/%s"]')`, me)), shot("amqp-connections"))
+	run("close", chromedp.Click(fmt.Sprintf(`button[data-close="%s"]`, me), chromedp.ByQuery), chromedp.WaitVisible(`#dialog button[data-action=confirm]`, chromedp.ByQuery),
+		chromedp.Click(`#dialog button[data-action=confirm]`, chromedp.ByQuery),
+		waitJS(fmt.Sprintf(`!document.querySelector('table[data-table=amqp-connections] tr[data-key$="/%s"]')`, me)))
+	if code, text := ac.closedWith(); code != wire.ConnectionForced || !strings.Contains(text, "console by alice") {
+		t.Fatalf("the AMQP client got connection.close %d %q, want 320 naming alice", code, text)
+	}
 
 	// State store.
 	ss, err := sscli.Dial(ctx, sscli.Options{Addr: c.mqtt, ClientID: "browser-ss"})

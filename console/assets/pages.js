@@ -336,6 +336,52 @@ async function mqttPage(args) {
   SG.every(5000, load);
 }
 
+// ---- AMQP ---------------------------------------------------------------------
+
+async function amqpPage(args) {
+  const tab = args[0] === "connections" ? "connections" : "queues";
+  const prefix = h("input", { type: "search", id: "amqp-prefix", placeholder: tab === "queues" ? "queue name prefix" : "client address prefix" });
+  const flags = (r) => ["durable", "autoDelete", "exclusive"].filter((k) => r[k]).map((k) => k === "autoDelete" ? "auto-delete" : k).join(", ") || "-";
+  let table, url;
+  if (tab === "queues") {
+    url = "/api/amqp/queues";
+    table = SG.table([
+      { key: "name", label: "Queue", cls: "mono" }, { key: "vhost", label: "Vhost", cls: "mono" }, { key: "node", label: "Node", cls: "mono" },
+      { key: "flags", label: "Flags", fmt: flags },
+      { key: "ready", label: "Ready", num: true }, { key: "unacked", label: "Unacked", num: true },
+      { key: "readyBytes", label: "Bytes", num: true, fmt: (r) => SG.bytes(r.readyBytes) }, { key: "consumers", label: "Consumers", num: true },
+      { key: "published", label: "Published", num: true }, { key: "delivered", label: "Delivered", num: true }, { key: "acked", label: "Acked", num: true },
+      { key: "act", label: "", fmt: (r) => adminOnly(h("button", { class: "danger", dataset: { purge: r.name }, onclick: async () => {
+        if (!(await SG.confirm("Purge queue?", "Drop the " + r.ready + " ready messages of " + r.name + " (vhost " + r.vhost + ") on node " + r.node + "? Unacknowledged ones stay.", "Purge"))) return;
+        try { await SG.api("POST", "/api/amqp/queues/purge", { node: r.node, vhost: r.vhost, queue: r.name }); SG.toast(r.name + " purged"); load(); } catch (e) { SG.fail(e); }
+      } }, "Purge")) },
+    ], [], { name: "amqp-queues", key: (r) => r.node + "/" + r.vhost + "/" + r.name, empty: "No AMQP queue." });
+  } else {
+    url = "/api/amqp/connections";
+    table = SG.table([
+      { key: "name", label: "Connection", cls: "mono" }, { key: "node", label: "Node", cls: "mono" }, { key: "user", label: "User" },
+      { key: "vhost", label: "Vhost", cls: "mono" }, { key: "client", label: "Client" }, { key: "channels", label: "Channels", num: true },
+      { key: "connectedAt", label: "Connected", fmt: (r) => SG.time(r.connectedAt) },
+      { key: "act", label: "", fmt: (r) => adminOnly(h("button", { class: "danger", dataset: { close: r.name }, onclick: async () => {
+        if (!(await SG.confirm("Close connection?", "Close " + r.name + " on node " + r.node + "? Its unacknowledged messages go back to their queues.", "Close"))) return;
+        try { await SG.api("POST", "/api/amqp/connections/close", { node: r.node, name: r.name }); SG.toast(r.name + " closed"); load(); } catch (e) { SG.fail(e); }
+      } }, "Close")) },
+    ], [], { name: "amqp-connections", key: (r) => r.node + "/" + r.name, empty: "No AMQP connection." });
+  }
+  const total = h("span", { class: "muted" });
+  const errors = h("div", { class: "bad", id: "amqp-partial" });
+  const load = async () => {
+    const p = await SG.get(url + "?" + SG.qs({ prefix: prefix.value, limit: 1000 }));
+    table.set(p.items); total.textContent = SG.num(p.total) + " in all" + (p.next ? " (first 1,000 per node shown; narrow with a prefix)" : "");
+    errors.textContent = p.partial || "";
+  };
+  prefix.addEventListener("change", () => load().catch(SG.fail));
+  const tabs = h("div", { class: "tabs" }, [["queues", "Queues"], ["connections", "Connections"]]
+    .map(([k, l]) => h("button", { class: k === tab ? "active" : "", dataset: { tab: k }, onclick: () => { location.hash = "#/amqp/" + k; } }, l)));
+  page("AMQP", panel(null, tabs, h("div", { class: "row" }, prefix, total), errors, h("p"), table.el));
+  SG.every(5000, load);
+}
+
 // ---- State store ----------------------------------------------------------------
 
 async function stateStorePage() {
@@ -400,7 +446,7 @@ function twinPanel() {
 
 const routes = {
   cluster: clusterPage, topics: topicsPage, topic: (a) => topicPage(a[0]), groups: groupsPage, group: (a) => groupPage(a[0]),
-  messages: messagesPage, mqtt: mqttPage, statestore: stateStorePage,
+  messages: messagesPage, mqtt: mqttPage, amqp: amqpPage, statestore: stateStorePage,
 };
 
 async function route() {
