@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartgo/smartgo/amqp"
@@ -50,6 +51,9 @@ type AMQPBackend struct {
 
 	defsMu sync.Mutex // serialises SaveDefinitions
 	defs   *amqpLog   // protected by defsMu; nil until the first save
+	// defsSeen is set once a snapshot was loaded or saved: until then
+	// the refresh loop asks the brokers nothing (AMQP unused).
+	defsSeen atomic.Bool
 
 	mu     sync.Mutex
 	closed bool                // protected by mu
@@ -125,6 +129,9 @@ func (b *AMQPBackend) refreshLoop() {
 }
 
 func (b *AMQPBackend) refresh(every time.Duration) error {
+	if !b.defsSeen.Load() {
+		return nil
+	}
 	b.defsMu.Lock()
 	defer b.defsMu.Unlock()
 	ctx, cancel := context.WithTimeout(b.ctx, 5*b.opts.RequestTimeout)
@@ -186,6 +193,7 @@ func (b *AMQPBackend) LoadDefinitions(ctx context.Context) (amqp.Definitions, er
 	if newest == nil {
 		return amqp.Definitions{}, nil
 	}
+	b.defsSeen.Store(true)
 	return newest.defs, nil
 }
 
@@ -259,6 +267,7 @@ func (b *AMQPBackend) SaveDefinitions(ctx context.Context, d amqp.Definitions) e
 	if err := b.appendSnapshotLocked(ctx, encodeAMQPDefinitions(d)); err != nil {
 		return fmt.Errorf("bridge: save AMQP definitions: %w", err)
 	}
+	b.defsSeen.Store(true)
 	return nil
 }
 

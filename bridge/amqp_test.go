@@ -562,3 +562,35 @@ func TestAMQPBackendPassesOverABadSnapshot(t *testing.T) {
 		t.Errorf("%d bad snapshots logged, want 2:\n%s", n, logs.String())
 	}
 }
+
+// A backend that never loaded or saved a snapshot (its AMQP server had no
+// definitions) leaves the definitions topic alone: it asks the brokers
+// nothing, so a node not using AMQP costs them no requests.
+func TestAMQPBackendWithoutDefinitionsRefreshesNothing(t *testing.T) {
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	idle, err := newAMQPBackendEvery(AMQPOptions{Registries: c.RegistryAddrs()}, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	saver := newAMQPBackend(t, c, 0) // refreshes every 6 h
+	if err := saver.SaveDefinitions(ctx, testDefinitions(1)); err != nil {
+		t.Fatal(err)
+	}
+	broker, err := saver.topicBroker(ctx, AMQPDefinitionsTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Over 20 of idle's intervals: a refresh would have copied the
+	// snapshot (older than 50 ms) many times.
+	time.Sleep(time.Second)
+	_, _, minOff, maxOff, err := idle.adm.BrowseMessages(ctx, AMQPDefinitionsTopic, broker, 0, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := maxOff - minOff; n != 1 {
+		t.Fatalf("%d snapshots: the idle backend refreshed", n)
+	}
+}

@@ -548,8 +548,10 @@
 //
 // The brokers' retention applies: messages older than a broker's
 // store.file_reserved_time (72 h by default) may be removed, acknowledged
-// or not. The definitions are kept from it: each backend looks at the
-// newest snapshot every minute and appends it again once it is 6 h old
+// or not. The definitions are kept from it: each backend that loaded or
+// saved a snapshot looks at the newest one every minute (a node whose
+// AMQP server never had definitions asks nothing) and appends it again
+// once it is 6 h old
 // (the snapshot the topic holds, never one of its own that may be
 // older). A message must also fit a broker message
 // (store.max_message_size, 4 MiB by default, minus the record's header).
