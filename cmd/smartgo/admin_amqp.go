@@ -45,7 +45,7 @@ func (l amqpListing[T]) register() {
 			if l.vhost {
 				vhost = fs.String("vhost", "", "only this virtual `host` (empty: every one)")
 			}
-			query := mqttQueryFlags(fs)
+			query := pageFlags(fs, l.key, l.key)
 			return func(ctx context.Context, e *adminEnv) error {
 				mq, err := query()
 				if err != nil {
@@ -117,7 +117,7 @@ func init() {
 				q.Ready, q.Unacked, q.ReadyBytes, q.Consumers, q.Published, q.Delivered, q.Acked, argsText(q.Arguments)}
 		},
 		list: (*admin.Admin).AMQPQueues}.register()
-	amqpListing[admin.AMQPExchange]{name: "exchanges", what: "exchanges", key: "exchange name (the default exchange is \"\")", vhost: true,
+	amqpListing[admin.AMQPExchange]{name: "exchanges", what: "exchanges", key: "exchange name", vhost: true,
 		header: []string{"VHOST", "EXCHANGE", "TYPE", "FLAGS", "BINDINGS", "ARGUMENTS"},
 		row: func(x admin.AMQPExchange) []any {
 			name := x.Name

@@ -31,8 +31,14 @@ func printBridges(out *output, bridges []admin.BridgeNode) {
 
 // mqttQueryFlags are the paging flags of the MQTT listings.
 func mqttQueryFlags(fs *cmdFlags) func() (admin.MQTTQuery, error) {
-	prefix := fs.String("prefix", "", "only entries whose client id (topic, for retained) starts with `P`")
-	after := fs.String("after", "", "start after this client id or topic (the previous page's next)")
+	return pageFlags(fs, "client id (topic, for retained)", "client id or topic")
+}
+
+// pageFlags are the paging flags of a listing by key (what the entries'
+// key is, in the help of -prefix and of -after).
+func pageFlags(fs *cmdFlags, prefixKey, afterKey string) func() (admin.MQTTQuery, error) {
+	prefix := fs.String("prefix", "", "only entries whose "+prefixKey+" starts with `P`")
+	after := fs.String("after", "", "start after this "+afterKey+" (the previous page's next)")
 	limit := fs.Int("limit", admin.DefaultMQTTLimit, "page `size` (1.."+strconv.Itoa(admin.MaxMQTTLimit)+")")
 	return func() (admin.MQTTQuery, error) {
 		if *limit < 1 || *limit > admin.MaxMQTTLimit {
