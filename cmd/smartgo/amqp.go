@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -38,21 +39,41 @@ func amqpOptions(c conf.AMQP, log *slog.Logger) amqp.Options {
 // amqpNode is the AMQP 0-9-1 server of a bridge node, on a
 // bridge.AMQPBackend.
 type amqpNode struct {
-	srv    *amqp.Server
 	be     *bridge.AMQPBackend
 	addr   net.Addr
+	log    *slog.Logger
+	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{} // closed when Serve returned
-	serr   error         // Serve's error, once done is closed
-	once   sync.Once
-	err    error // Close's
+	done   chan struct{} // closed when run returned
+
+	mu      sync.Mutex   // orders a server's start against Close
+	srv     *amqp.Server // nil until the definitions are loaded; guarded by mu
+	loadErr error        // the last failed start; guarded by mu
+	serr    error        // Serve's error, once done is closed
+
+	once sync.Once
+	err  error // Close's
 }
+
+// amqpRetryMin and amqpRetryMax bound the wait between two attempts to
+// start the AMQP server (load the definitions and the durable queues).
+const (
+	amqpRetryMin = time.Second
+	amqpRetryMax = 30 * time.Second
+)
 
 // startAMQP serves AMQP 0-9-1 on [amqp].listen with its durable state in
 // the brokers of [bridge].registries; nil (and no error) when
 // amqp.listen is "". local says the brokers are this process's one
 // (standalone), whose store.max_message_size f holds.
-func startAMQP(f conf.File, local bool, log *slog.Logger) (*amqpNode, error) {
+//
+// A bad option, credentials file or listen address fails the start. The
+// definitions and durable queues are loaded in the background, again
+// and again until it works: brokers that are down or a full disk delay
+// AMQP (the port takes connections and answers them once loaded;
+// /readyz says why it waits), never the rest of the node. serving is
+// called with the server once it serves.
+func startAMQP(f conf.File, local bool, log *slog.Logger, serving func(*amqp.Server)) (*amqpNode, error) {
 	c := f.AMQP
 	if c.Listen == "" {
 		return nil, nil
@@ -71,6 +92,9 @@ func startAMQP(f conf.File, local bool, log *slog.Logger) (*amqpNode, error) {
 		}
 		opts.Authenticate = func(user, password string) (bool, error) { return creds.Check(user, []byte(password)), nil }
 	}
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("amqp: %w", err)
+	}
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("amqp.listen %s: %w", c.Listen, err)
@@ -82,40 +106,90 @@ func startAMQP(f conf.File, local bool, log *slog.Logger) (*amqpNode, error) {
 		return nil, fmt.Errorf("amqp: %w", err)
 	}
 	opts.Backend = be
-	srv, err := amqp.NewServer(opts)
-	if err != nil {
-		ln.Close()
-		be.Close()
-		return nil, fmt.Errorf("amqp: %w", err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &amqpNode{srv: srv, be: be, addr: ln.Addr(), cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(n.done)
-		n.serr = srv.Serve(ctx, ln)
-		if n.serr != nil {
-			log.Error("AMQP listener failed", "listen", n.addr.String(), "err", n.serr)
-		}
-	}()
-	log.Info("AMQP 0-9-1 listening", "listen", n.addr.String(), "vhosts", c.VHosts, "auth", c.CredentialsFile != "")
+	n := &amqpNode{be: be, addr: ln.Addr(), log: log, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	go n.run(ln, opts, serving, c)
 	return n, nil
 }
 
+// run starts the server (retrying while the definitions cannot be
+// loaded), then serves ln until Close.
+func (n *amqpNode) run(ln net.Listener, opts amqp.Options, serving func(*amqp.Server), c conf.AMQP) {
+	defer close(n.done)
+	wait := amqpRetryMin
+	for {
+		srv, err := amqp.NewServer(opts)
+		n.mu.Lock()
+		if n.ctx.Err() != nil {
+			n.mu.Unlock()
+			if srv != nil {
+				_ = srv.Close()
+			}
+			_ = ln.Close()
+			return
+		}
+		if err == nil {
+			n.srv, n.loadErr = srv, nil
+			n.mu.Unlock()
+			break
+		}
+		n.loadErr = err
+		n.mu.Unlock()
+		n.log.Warn("AMQP 0-9-1 waits: cannot load its definitions and durable queues; retrying",
+			"listen", n.addr.String(), "retry", wait, "err", err)
+		select {
+		case <-n.ctx.Done():
+			_ = ln.Close()
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, amqpRetryMax)
+	}
+	n.mu.Lock()
+	srv := n.srv
+	n.mu.Unlock()
+	if serving != nil {
+		serving(srv)
+	}
+	n.log.Info("AMQP 0-9-1 listening", "listen", n.addr.String(), "vhosts", c.VHosts, "auth", c.CredentialsFile != "")
+	n.serr = srv.Serve(n.ctx, ln)
+	if n.serr != nil {
+		n.log.Error("AMQP listener failed", "listen", n.addr.String(), "err", n.serr)
+	}
+}
+
+// server is the AMQP server once it serves, else nil.
+func (n *amqpNode) server() *amqp.Server {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.srv
+}
+
 // Close stops accepting, closes the connections and the server, then the
-// backend (idempotent; nil does nothing).
+// backend (idempotent; nil does nothing). A start still loading is
+// abandoned: closing the backend first ends its requests.
 func (n *amqpNode) Close() error {
 	if n == nil {
 		return nil
 	}
 	n.once.Do(func() {
+		n.mu.Lock()
 		n.cancel()
+		srv := n.srv
+		n.mu.Unlock()
+		if srv == nil {
+			n.err = n.be.Close()
+			<-n.done
+			return
+		}
 		<-n.done
-		n.err = errors.Join(n.serr, n.srv.Close(), n.be.Close())
+		n.err = errors.Join(n.serr, srv.Close(), n.be.Close())
 	})
 	return n.err
 }
 
-// ready fails once the listener stopped serving.
+// ready fails while the server is not serving: still loading (with the
+// last error), or stopped.
 func (n *amqpNode) ready() error {
 	select {
 	case <-n.done:
@@ -124,8 +198,16 @@ func (n *amqpNode) ready() error {
 		}
 		return errors.New("amqp: not listening")
 	default:
-		return nil
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.srv == nil {
+		if n.loadErr != nil {
+			return fmt.Errorf("amqp: not serving yet: loading definitions: %w", n.loadErr)
+		}
+		return errors.New("amqp: not serving yet: loading definitions")
+	}
+	return nil
 }
 
 // monitor adds the AMQP server's metrics and readiness.
@@ -133,12 +215,12 @@ func (n *amqpNode) monitor(m *monitor) {
 	if n == nil {
 		return
 	}
-	m.add("amqp", []prometheus.Collector{amqpCollector{n.srv}}, n.ready)
+	m.add("amqp", []prometheus.Collector{amqpCollector{n}}, n.ready)
 }
 
 // amqpCollector exports every field of amqp.Stats;
 // TestCmdBinaryStandaloneStatsOnMetrics fails when a field has no metric.
-type amqpCollector struct{ s *amqp.Server }
+type amqpCollector struct{ n *amqpNode }
 
 var amqpGauges = []struct {
 	desc *prometheus.Desc
@@ -217,7 +299,13 @@ func (c amqpCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c amqpCollector) Collect(ch chan<- prometheus.Metric) {
-	qs, _ := c.s.Queues("") // "" (every virtual host) cannot fail
+	// Until the server serves (its definitions load), zeros and no queues.
+	var qs []amqp.QueueInfo
+	var s amqp.Stats
+	if srv := c.n.server(); srv != nil {
+		qs, _ = srv.Queues("") // "" (every virtual host) cannot fail
+		s = srv.Stats()
+	}
 	qs, omitted := largestQueues(qs, amqpQueueSeriesMax)
 	for _, q := range qs {
 		ch <- prometheus.MustNewConstMetric(amqpQueueReady, prometheus.GaugeValue, float64(q.Ready), q.VHost, q.Name)
@@ -225,7 +313,6 @@ func (c amqpCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(amqpQueueConsumers, prometheus.GaugeValue, float64(q.Consumers), q.VHost, q.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(amqpQueuesOmitted, prometheus.GaugeValue, float64(omitted))
-	s := c.s.Stats()
 	for _, g := range amqpGauges {
 		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.get(s))
 	}

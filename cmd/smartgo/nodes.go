@@ -146,16 +146,14 @@ func startBridge(ctx context.Context, f conf.File, localBroker *brokerNode, log 
 			return nil, fmt.Errorf("iothub: %w", err)
 		}
 	}
-	an, err := startAMQP(f, localBroker != nil, log)
+	// `smartgo admin amqp ...` and the console reach the server once it serves.
+	an, err := startAMQP(f, localBroker != nil, log, b.SetAMQP)
 	if err != nil {
 		_ = b.Server().Close()
 		closeHub(hub)
 		_ = front.Close()
 		_ = b.Close()
 		return nil, err
-	}
-	if an != nil {
-		b.SetAMQP(an.srv) // `smartgo admin amqp ...` and the console reach it
 	}
 	addrs := make([]string, 0, 2)
 	for _, a := range b.Addrs() {

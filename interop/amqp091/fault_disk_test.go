@@ -277,3 +277,56 @@ func TestFaultDiskFullKill9(t *testing.T) {
 	}
 	check("after a second restart")
 }
+
+// TestFaultRestartOnFullDiskAMQPWaits: a standalone whose disk is full
+// when it starts cannot load its AMQP definitions (the brokers refuse the
+// writes that reading them takes). It starts anyway, with AMQP waiting
+// and retrying, and serves AMQP once space frees: the message confirmed
+// before the kill is there. (The whole process used to exit: "bridge
+// failed to start".)
+func TestFaultRestartOnFullDiskAMQPWaits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("mounts a tmpfs, fills it and kills a process")
+	}
+	disk := testutil.MountTmpfs(t, "96m")
+	s := dataServer(t, disk, "store.segment_size=8MiB", "store.preallocate=1MiB")
+	q := uniq(t, "q")
+	conn := s.dial(t)
+	ch := channel(t, conn)
+	if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q, false, false,
+		amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte("before the full disk")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acked, err := dc.WaitContext(ctx); err != nil || !acked {
+		t.Fatalf("publish before the full disk: acked %v, err %v", acked, err)
+	}
+	_ = conn.Close()
+	filler := filepath.Join(disk, "filler")
+	testutil.FillDisk(t, filler)
+	s.proc.kill9()
+
+	if err := s.proc.start(); err != nil {
+		t.Fatalf("the standalone did not start on a full disk: %v", err)
+	}
+	testutil.WaitFor(t, 60*time.Second, "AMQP to say it waits", func() bool { return s.proc.logHas("AMQP 0-9-1 waits") })
+	if s.proc.logHas("AMQP 0-9-1 listening") {
+		t.Fatal("AMQP says it listens with its definitions not loaded")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 90*time.Second, "AMQP to serve once space freed", func() bool { return s.proc.logHas("AMQP 0-9-1 listening") })
+	got := consumeAll(t, s, q, true)
+	if len(got) != 1 || got[0] != "before the full disk" {
+		t.Fatalf("queue after the restart on a full disk holds %q, want the confirmed message", got)
+	}
+}
