@@ -181,7 +181,7 @@ func (ch *channel) basicConsume(m *wire.BasicConsume) *amqpError {
 	}
 	cons := &consumer{ch: ch, q: q, tag: tag, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.prefetch}
 	if v, ok := m.Arguments["x-priority"]; ok {
-		p, isInt := asInt(v)
+		p, isInt := wire.AsInt64(v)
 		if !isInt {
 			return chErr(wire.PreconditionFailed, m, "invalid arg 'x-priority' for consumer: %T is not an integer", v)
 		}

@@ -1,7 +1,6 @@
 package amqp
 
 import (
-	"math"
 	"strings"
 
 	"github.com/smartgo/smartgo/amqp/wire"
@@ -63,7 +62,7 @@ type routeCtx struct {
 func (r *routeCtx) headers() wire.Table {
 	if !r.hdrDone {
 		r.hdrDone = true
-		if propFlags(r.md.props)&flagHeaders != 0 {
+		if propFlags(r.md.props)&wire.FlagHeaders != 0 {
 			if p, err := wire.DecodeProperties(r.md.props); err == nil {
 				r.hdr = p.Headers
 			}
@@ -178,8 +177,8 @@ func headersMatch(args, headers wire.Table) bool {
 // valuesEqual compares two field values; integers compare by value
 // whatever their width, as clients pick widths differently.
 func valuesEqual(a, b any) bool {
-	if ia, ok := asInt(a); ok {
-		ib, ok := asInt(b)
+	if ia, ok := wire.AsInt64(a); ok {
+		ib, ok := wire.AsInt64(b)
 		return ok && ia == ib
 	}
 	switch av := a.(type) {
@@ -221,32 +220,6 @@ func valuesEqual(a, b any) bool {
 	}
 	defer func() { _ = recover() }() // uncomparable dynamic types are unequal
 	return a == b
-}
-
-func asInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int8:
-		return int64(n), true
-	case uint8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	case uint64:
-		if n <= math.MaxInt64 {
-			return int64(n), true
-		}
-	}
-	return 0, false
 }
 
 func tablesEqual(a, b wire.Table) bool {

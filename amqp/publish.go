@@ -8,17 +8,10 @@ import (
 	"github.com/smartgo/smartgo/amqp/wire"
 )
 
-// Property flag bits of the basic class's content header (§4.2.6.1).
-const (
-	flagHeaders    = 1 << 13
-	flagPriority   = 1 << 11
-	flagExpiration = 1 << 8
-)
-
 // priority is md's priority level in q: its priority property capped at
 // x-max-priority; 0 when the queue has no priorities.
 func (q *queue) priority(md *msgData) uint8 {
-	if q.qa.maxPrio == 0 || propFlags(md.props)&flagPriority == 0 {
+	if q.qa.maxPrio == 0 || propFlags(md.props)&wire.FlagPriority == 0 {
 		return 0
 	}
 	p, err := wire.DecodeProperties(md.props)
@@ -114,7 +107,7 @@ func (x *exchange) alternate() *exchange {
 // ttl is the message's expiration property in milliseconds, -1 when it
 // has none or it is not a non-negative integer.
 func (m *msgData) ttl() int64 {
-	if propFlags(m.props)&flagExpiration == 0 {
+	if propFlags(m.props)&wire.FlagExpiration == 0 {
 		return -1
 	}
 	p, err := wire.DecodeProperties(m.props)
@@ -254,7 +247,7 @@ func withDeath(m *msgData, q *queue, reason string) ([]byte, map[string]bool, er
 		mine = wire.Table{"count": int64(0), "reason": reason, "queue": q.name, "exchange": m.exchange,
 			"routing-keys": []any{m.key}}
 	} else {
-		n, _ := asInt(mine["count"])
+		n, _ := wire.AsInt64(mine["count"])
 		nt := wire.Table{}
 		for k, v := range mine {
 			nt[k] = v
@@ -262,7 +255,7 @@ func withDeath(m *msgData, q *queue, reason string) ([]byte, map[string]bool, er
 		nt["count"] = n
 		mine = nt
 	}
-	n, _ := asInt(mine["count"])
+	n, _ := wire.AsInt64(mine["count"])
 	mine["count"] = n + 1
 	mine["time"] = time.Now().Truncate(time.Second)
 	h["x-death"] = append([]any{mine}, rest...)
@@ -271,11 +264,11 @@ func withDeath(m *msgData, q *queue, reason string) ([]byte, map[string]bool, er
 	}
 	h["x-last-death-reason"], h["x-last-death-queue"], h["x-last-death-exchange"] = reason, q.name, m.exchange
 	p.Headers = h
-	p.Flags |= flagHeaders
+	p.Flags |= wire.FlagHeaders
 	// The expiration that made the message die must not kill it again.
 	if reason == "expired" {
 		p.Expiration = ""
-		p.Flags &^= flagExpiration
+		p.Flags &^= wire.FlagExpiration
 	}
 	raw, err := wire.AppendProperties(nil, p)
 	return raw, seen, err

@@ -62,7 +62,7 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 		if !ok {
 			return 0, false, nil
 		}
-		n, isInt := asInt(v)
+		n, isInt := wire.AsInt64(v)
 		if !isInt {
 			return 0, false, fmt.Errorf("invalid arg '%s' for queue: %T is not an integer", k, v)
 		}

@@ -223,9 +223,16 @@ func TestAsInt64(t *testing.T) {
 			t.Errorf("%s: %d, %v", entry, n, ok)
 		}
 	}
-	for _, v := range []any{"10", 10.0, nil, true} {
+	for _, v := range []any{"10", 10.0, nil, true, uint64(math.MaxInt64) + 1} {
 		if _, ok := AsInt64(v); ok {
 			t.Errorf("%#v read as an integer", v)
+		}
+	}
+	// The Go integers AppendTable takes (an argument table built in the
+	// process, not decoded).
+	for _, v := range []any{10, uint64(10)} {
+		if n, ok := AsInt64(v); !ok || n != 10 {
+			t.Errorf("%#v: %d, %v", v, n, ok)
 		}
 	}
 }

@@ -360,8 +360,9 @@ func (d *decoder) skipValue(depth int) {
 // AsInt64 returns a decoded table value of any integer type as an int64.
 // Clients pick the integer type freely (amqplib sends 10 as int8, pika as
 // int32, amqp091-go an int as int32), so an argument such as
-// x-max-length must be read with it. It reports false for any other
-// type.
+// x-max-length must be read with it. It also takes the Go integers
+// AppendTable encodes (int, and uint64 up to math.MaxInt64). It reports
+// false for any other type.
 func AsInt64(v any) (int64, bool) {
 	switch v := v.(type) {
 	case int8:
@@ -378,6 +379,12 @@ func AsInt64(v any) (int64, bool) {
 		return int64(v), true
 	case int64:
 		return v, true
+	case int:
+		return int64(v), true
+	case uint64:
+		if v <= math.MaxInt64 {
+			return int64(v), true
+		}
 	}
 	return 0, false
 }
