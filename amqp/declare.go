@@ -205,12 +205,30 @@ func (ch *channel) exchangeBind(dst, src, key string, args wire.Table, noWait, b
 		}
 		return chErr(wire.NotFound, m, "no exchange '%s' in vhost '%s'", missing, vh.name)
 	}
-	nb, err := newBinding(sx, key, args)
+	var ok wire.Method
+	switch {
+	case noWait:
+	case bind:
+		ok = &wire.ExchangeBindOk{}
+	default:
+		ok = &wire.ExchangeUnbindOk{}
+	}
+	return ch.bindLocked(sx, key, args, func(nb *binding) { nb.dstX = d }, bind, m, ok)
+}
+
+// bindLocked makes the binding of src with key and args, has dst set its
+// destination, and adds it (bind) or removes its equal; it saves the
+// definitions when a durable binding changed, then sends ok unless it is
+// nil. Called with Server.mu held (the lookups of source and
+// destination and the change are one step); it releases it.
+func (ch *channel) bindLocked(src *exchange, key string, args wire.Table, dst func(*binding), bind bool, m, ok wire.Method) *amqpError {
+	s := ch.c.srv
+	nb, err := newBinding(src, key, args)
 	if err != nil {
 		s.mu.Unlock()
 		return chErr(wire.PreconditionFailed, m, "arguments: %v", err)
 	}
-	nb.dstX = d
+	dst(nb)
 	save := s.applyBinding(nb, bind)
 	s.mu.Unlock()
 	if save {
@@ -218,12 +236,8 @@ func (ch *channel) exchangeBind(dst, src, key string, args wire.Table, noWait, b
 			return e
 		}
 	}
-	if !noWait {
-		if bind {
-			ch.send(&wire.ExchangeBindOk{})
-		} else {
-			ch.send(&wire.ExchangeUnbindOk{})
-		}
+	if ok != nil {
+		ch.send(ok)
 	}
 	return nil
 }
@@ -271,25 +285,14 @@ func (ch *channel) queueBind(qname, xname, key string, args wire.Table, noWait, 
 		s.mu.Unlock()
 		return chErr(wire.NotFound, m, "no exchange '%s' in vhost '%s'", xname, vh.name)
 	}
-	nb, err := newBinding(x, key, args)
-	if err != nil {
-		s.mu.Unlock()
-		return chErr(wire.PreconditionFailed, m, "arguments: %v", err)
+	var ok wire.Method
+	switch {
+	case !bind:
+		ok = &wire.QueueUnbindOk{} // queue.unbind has no no-wait
+	case !noWait:
+		ok = &wire.QueueBindOk{}
 	}
-	nb.dstQ = q
-	save := s.applyBinding(nb, bind)
-	s.mu.Unlock()
-	if save {
-		if e := s.saveDefs(m); e != nil {
-			return e
-		}
-	}
-	if bind && !noWait {
-		ch.send(&wire.QueueBindOk{})
-	} else if !bind {
-		ch.send(&wire.QueueUnbindOk{})
-	}
-	return nil
+	return ch.bindLocked(x, key, args, func(nb *binding) { nb.dstQ = q }, bind, m, ok)
 }
 
 // lookupQueue finds a queue the channel's connection may use: 404 when

@@ -241,6 +241,18 @@ func TestDurableQueueSurvivesKill(t *testing.T) {
 // must be flagged Redelivered.
 func consumeAll(t *testing.T, s *server, queue string, redelivered bool) []string {
 	t.Helper()
+	return receiveAll(t, s, queue, "recovered message", func(d amqp.Delivery) {
+		if redelivered && !d.Redelivered {
+			t.Errorf("%q was delivered before but has no Redelivered flag", d.Body)
+		}
+	})
+}
+
+// receiveAll consumes as many messages of queue as its passive declare
+// counts, in delivery order, calls each on every delivery (what names
+// them when one is missing), and returns their bodies.
+func receiveAll(t *testing.T, s *server, queue, what string, each func(amqp.Delivery)) []string {
+	t.Helper()
 	conn := s.dial(t)
 	defer conn.Close()
 	ch := channel(t, conn)
@@ -254,10 +266,8 @@ func consumeAll(t *testing.T, s *server, queue string, redelivered bool) []strin
 	}
 	var out []string
 	for range q.Messages {
-		d := next(t, ds, "recovered message")
-		if redelivered && !d.Redelivered {
-			t.Errorf("%q was delivered before but has no Redelivered flag", d.Body)
-		}
+		d := next(t, ds, what)
+		each(d)
 		out = append(out, string(d.Body))
 	}
 	if err := ch.Close(); err != nil {

@@ -105,29 +105,11 @@ func short(s []string, i int) string {
 // declare answers) with a consumer that acks them, in delivery order.
 func consumeAllOrdered(t *testing.T, s *server, queue string) []string {
 	t.Helper()
-	conn := s.dial(t)
-	defer conn.Close()
-	ch := channel(t, conn)
-	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds, err := ch.Consume(queue, "", false, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for range q.Messages {
-		d := next(t, ds, "message of "+queue)
+	return receiveAll(t, s, queue, "message of "+queue, func(d amqp.Delivery) {
 		if err := d.Ack(false); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, string(d.Body))
-	}
-	if err := ch.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	})
 }
 
 // TestFaultDamagedDefinitions: the newest snapshot of the durable
