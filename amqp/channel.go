@@ -110,6 +110,9 @@ func (ch *channel) method(m wire.Method) *amqpError {
 	case *wire.ChannelFlowOk:
 		return nil
 	case *wire.BasicPublish:
+		if !ch.c.waitAlarm() {
+			return errClientClosed // the connection ended while blocked
+		}
 		e = ch.startPublish(m)
 	default:
 		e = ch.dispatchMethod(m)

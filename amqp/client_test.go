@@ -57,6 +57,11 @@ type tclient struct {
 	r      *wire.Reader
 	max    uint32
 	cancel bool // announce consumer_cancel_notify
+	// noBlocked: do not announce connection.blocked.
+	noBlocked bool
+	// frameMax, when set, is the frame-max asked in tune-ok (and the
+	// largest frame read); else the server's.
+	frameMax uint32
 }
 
 const testTimeout = 10 * time.Second
@@ -107,7 +112,8 @@ func (c *tclient) handshake(user, pass, vhost string, heartbeat uint16) error {
 	if _, ok := m.m.(*wire.ConnectionStart); !ok {
 		return fmt.Errorf("got %s, want connection.start", wire.Name(m.m))
 	}
-	caps := wire.Table{"consumer_cancel_notify": c.cancel, "basic.nack": true, "publisher_confirms": true}
+	caps := wire.Table{"consumer_cancel_notify": c.cancel, "basic.nack": true, "publisher_confirms": true,
+		"connection.blocked": !c.noBlocked}
 	c.send(0, &wire.ConnectionStartOk{ClientProperties: wire.Table{"product": "test", "capabilities": caps},
 		Mechanism: "PLAIN", Response: "\x00" + user + "\x00" + pass, Locale: "en_US"})
 	if m, err = c.read(); err != nil {
@@ -117,7 +123,12 @@ func (c *tclient) handshake(user, pass, vhost string, heartbeat uint16) error {
 	if !ok {
 		return fmt.Errorf("got %s %+v, want connection.tune", wire.Name(m.m), m.m)
 	}
-	c.send(0, &wire.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax, Heartbeat: heartbeat})
+	fm := tune.FrameMax
+	if c.frameMax != 0 {
+		fm = c.frameMax
+		c.r.SetMax(fm)
+	}
+	c.send(0, &wire.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: fm, Heartbeat: heartbeat})
 	c.send(0, &wire.ConnectionOpen{VirtualHost: vhost})
 	if m, err = c.read(); err != nil {
 		return err

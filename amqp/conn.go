@@ -104,14 +104,17 @@ type conn struct {
 	vh           *vhost
 	user         string
 	cancelNotify bool      // the client handles basic.cancel from the server
+	blockedCap   bool      // the client handles connection.blocked
 	client       string    // the client's product and version (start-ok)
 	since        time.Time // accepted
 
 	// Reader goroutine only.
 	closing bool // connection.close sent: wait for close-ok
 
-	shutdown     atomic.Bool // the server closes it (320 CONNECTION_FORCED sent)
-	shutdownSeen bool        // the reader has applied closeTimeout for it
+	shutdown     atomic.Bool   // the server closes it (320 CONNECTION_FORCED sent)
+	quit         chan struct{} // closed once the shutdown's connection.close is queued
+	writerDone   chan struct{} // closed when writeLoop ends
+	shutdownSeen bool          // the reader has applied closeTimeout for it
 
 	// Guarded by Server.mu.
 	channels  map[uint16]*channel
@@ -122,6 +125,7 @@ type conn struct {
 
 func (s *Server) newConn(nc net.Conn) *conn {
 	return &conn{srv: s, nc: nc, out: newOutq(), hbSet: make(chan struct{}), since: time.Now(),
+		quit: make(chan struct{}), writerDone: make(chan struct{}),
 		channels: map[uint16]*channel{}, exclusive: map[*queue]struct{}{}}
 }
 
@@ -132,7 +136,7 @@ func (c *conn) send(channel uint16, m wire.Method) {
 
 // serve runs the connection to its end: handshake, frames, teardown.
 func (c *conn) serve() {
-	done := make(chan struct{})
+	done := c.writerDone
 	go func() {
 		defer close(done)
 		c.writeLoop()
@@ -181,6 +185,7 @@ func (c *conn) handshake(br *bufio.Reader) error {
 	so := m.(*wire.ConnectionStartOk)
 	if caps, ok := so.ClientProperties["capabilities"].(wire.Table); ok {
 		c.cancelNotify, _ = caps["consumer_cancel_notify"].(bool)
+		c.blockedCap, _ = caps["connection.blocked"].(bool)
 	}
 	c.client = clientName(so.ClientProperties)
 	user, pass, err := credentials(so.Mechanism, so.Response)
@@ -322,6 +327,7 @@ func serverProperties() wire.Table {
 			"authentication_failure_close": true,
 			"per_consumer_qos":             true,
 			"consumer_priorities":          true,
+			"connection.blocked":           true,
 		},
 	}
 }
@@ -402,6 +408,7 @@ func (c *conn) forceCloseReason(reason string) {
 	}
 	c.send(0, &wire.ConnectionClose{ReplyCode: wire.ConnectionForced, ReplyText: "CONNECTION_FORCED - " + reason})
 	c.nc.SetReadDeadline(time.Now().Add(closeTimeout))
+	close(c.quit) // after the send: a reader blocked at a publish ends on it (waitAlarm)
 }
 
 func (c *conn) startClosing() {

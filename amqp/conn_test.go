@@ -25,7 +25,7 @@ func TestHandshakeAndServerProperties(t *testing.T) {
 		t.Errorf("product %v", start.ServerProperties["product"])
 	}
 	caps, _ := start.ServerProperties["capabilities"].(wire.Table)
-	for _, k := range []string{"publisher_confirms", "exchange_exchange_bindings", "basic.nack", "consumer_cancel_notify", "authentication_failure_close", "per_consumer_qos"} {
+	for _, k := range []string{"publisher_confirms", "exchange_exchange_bindings", "basic.nack", "consumer_cancel_notify", "authentication_failure_close", "per_consumer_qos", "connection.blocked"} {
 		if caps[k] != true {
 			t.Errorf("capability %s = %v, want true", k, caps[k])
 		}

@@ -16,9 +16,11 @@
 // ack, reject, nack, recover, recover-async), confirm.select and tx.
 // connection.start announces the capabilities publisher_confirms,
 // exchange_exchange_bindings, basic.nack, consumer_cancel_notify,
-// authentication_failure_close, per_consumer_qos and consumer_priorities
+// authentication_failure_close, per_consumer_qos, consumer_priorities
 // (basic.consume argument x-priority: a queue delivers to the highest
-// priority consumer that can take a message, round robin among equals).
+// priority consumer that can take a message, round robin among equals)
+// and connection.blocked (sent while a Backend that is an AlarmSource
+// reports a resource alarm: see AlarmSource).
 //
 // Exchanges: the default exchange "" and amq.direct, amq.fanout,
 // amq.topic, amq.headers, amq.match exist in every virtual host; the
@@ -97,6 +99,6 @@
 // only roughly: a message that already died in a queue is not
 // dead-lettered into it again unless it was rejected. A TTL of 0 delivers
 // the message if a consumer can take it at once; otherwise it expires
-// within the janitor's 25 ms. connection.blocked is never sent (there is
-// no memory alarm).
+// within the janitor's 25 ms. There is no memory alarm: connection.blocked
+// is sent only for the Backend's resource alarm (AlarmSource).
 package amqp

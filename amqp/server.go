@@ -41,6 +41,8 @@ type Server struct {
 	durable       *durableWorker
 	defsVer       uint64 // bumped by every change of durable definitions
 	logLimit      logLimiter
+	alarm         alarmState // the backend's resource alarm (alarm.go)
+	stopAlarm     func()     // ends the AlarmSource's calls; nil without one
 
 	defsMu    sync.Mutex // serializes SaveDefinitions
 	defsSaved uint64     // defsVer of the last saved definitions
@@ -106,6 +108,9 @@ func NewServer(opts Options) (*Server, error) {
 			s.durable.closeLogs()
 			return nil, err
 		}
+	}
+	if as, ok := opts.Backend.(AlarmSource); ok {
+		s.stopAlarm = as.WatchAlarm(s.setAlarm)
 	}
 	s.bg.Add(2)
 	go func() {
@@ -189,6 +194,9 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	if s.stopAlarm != nil {
+		s.stopAlarm()
+	}
 	s.cancel()
 	s.wg.Wait()
 	close(s.durable.stop)

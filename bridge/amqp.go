@@ -58,6 +58,12 @@ type AMQPBackend struct {
 	mu     sync.Mutex
 	closed bool                // protected by mu
 	logs   map[*amqpLog]string // protected by mu; open queue logs
+
+	// The resource alarm (amqp_alarm.go).
+	alarmMu     sync.Mutex
+	alarmSet    func(reason string) // protected by alarmMu; the watcher
+	fullBrokers map[string]string   // protected by alarmMu; broker → a topic of it, while its disk is full
+	alarmKick   chan struct{}       // wakes alarmLoop (capacity 1)
 }
 
 var _ amqp.Backend = (*AMQPBackend)(nil)
@@ -99,9 +105,10 @@ func newAMQPBackendEvery(opts AMQPOptions, refreshEvery time.Duration) (*AMQPBac
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &AMQPBackend{opts: opts, log: opts.Logger, prod: prod, adm: adm, ctx: ctx, cancel: cancel,
-		logs: map[*amqpLog]string{}, refreshEvery: refreshEvery}
-	b.wg.Add(1)
+		logs: map[*amqpLog]string{}, refreshEvery: refreshEvery, alarmKick: make(chan struct{}, 1)}
+	b.wg.Add(2)
 	go b.refreshLoop()
+	go b.alarmLoop()
 	return b, nil
 }
 
@@ -164,7 +171,7 @@ func (b *AMQPBackend) Close() error {
 	for _, l := range logs {
 		l.Close()
 	}
-	b.cancel() // ends the refresh loop (and cuts its requests)
+	b.cancel() // ends the refresh and alarm loops (and cuts their requests)
 	b.wg.Wait()
 	b.defsMu.Lock()
 	if b.defs != nil {

@@ -199,6 +199,7 @@ func (l *amqpLog) sendBatch(recs [][]byte) (int64, error) {
 	mq := l.mq
 	res, err := l.b.prod.SendBatchOrderly(l.b.ctx, msgs, "", func([]client.MessageQueue, string) client.MessageQueue { return mq })
 	if err != nil {
+		l.b.storeFailed(mq.BrokerName, l.topic, err)
 		return 0, fmt.Errorf("store %d messages in %s: %w", len(recs), l.topic, err)
 	}
 	if res.Status != client.SendOK {

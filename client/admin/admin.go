@@ -237,6 +237,24 @@ func (a *Admin) TopicRoute(ctx context.Context, topic string) (*protocol.TopicRo
 	return &rd, nil
 }
 
+// DiskFull reports whether the registries route topic's queues on the
+// broker group brokerName as refused for a full disk: the broker
+// registered them without write permission and with
+// protocol.PermDiskFull. False when they are writable, or when the route
+// does not list the group.
+func (a *Admin) DiskFull(ctx context.Context, topic, brokerName string) (bool, error) {
+	rd, err := a.TopicRoute(ctx, topic)
+	if err != nil {
+		return false, err
+	}
+	for _, qd := range rd.QueueDatas {
+		if qd != nil && qd.BrokerName == brokerName && qd.Perm&protocol.PermDiskFull != 0 && qd.Perm&protocol.PermWrite == 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Broker is one master broker.
 type Broker struct {
 	Cluster string `json:"cluster"`

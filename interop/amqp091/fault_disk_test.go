@@ -51,7 +51,10 @@ func dataServer(t *testing.T, dir string, extra ...string) *server {
 // another process fills the tmpfs. From then on no publish may be
 // confirmed with basic.ack unless the broker stored it: the publishes
 // are nacked (or the channel closed), and a durable queue.declare gets a
-// channel error, not a hang. Once the filler is removed, publishing is
+// channel error, not a hang. A connection that publishes then is told
+// connection.blocked ("low on disk", as RabbitMQ's disk alarm) and its
+// publish waits; once the filler is removed it is told
+// connection.unblocked and the publish is confirmed, and publishing is
 // confirmed again; after a SIGKILL and a restart (so that what is read
 // back comes from the store, not the engine's memory) every message
 // confirmed before, during and after the full disk is in the queue.
@@ -112,9 +115,49 @@ func TestFaultDiskFull(t *testing.T) {
 	if errCode(err) != amqp.InternalError || took > 40*time.Second {
 		t.Fatalf("durable exchange.declare on the full disk: %v after %v, want a 541 channel error", err, took)
 	}
-	p1.stop()
+
+	// A connection that publishes now is blocked: told so with
+	// connection.blocked, its publish waits (neither acked nor nacked).
+	bconn := s.dial(t)
+	blocked := bconn.NotifyBlocked(make(chan amqp.Blocking, 4))
+	bch := channel(t, bconn)
+	if err := bch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	bconf, err := bch.PublishWithDeferredConfirm("", q, false, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte("blocked-publish")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-blocked:
+		if !b.Active || b.Reason != "low on disk" {
+			t.Fatalf("connection.blocked: %+v, want active with reason \"low on disk\"", b)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no connection.blocked for a publisher on the full disk")
+	}
+	select {
+	case <-bconf.Done():
+		t.Fatalf("a publish on a blocked connection was confirmed (ack %v) on the full disk", bconf.Acked())
+	default:
+	}
 
 	removeAndWait(t, s, filler)
+	select {
+	case b := <-blocked:
+		if b.Active {
+			t.Fatalf("after space freed: %+v, want connection.unblocked", b)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no connection.unblocked once space freed")
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	acked, err := bconf.WaitContext(cctx)
+	ccancel()
+	if err != nil || !acked {
+		t.Fatalf("the blocked publish once unblocked: acked %v, %v; want acked", acked, err)
+	}
+	p1.stop() // its blocked publishes are confirmed now
 	p2 := startFaultPublisher(t, s.url, "", q, "after")
 	testutil.WaitFor(t, 60*time.Second, "100 confirms after space freed", func() bool { a, _ := p2.counts(); return a >= 100 })
 	p2.stop()
@@ -135,6 +178,9 @@ func TestFaultDiskFull(t *testing.T) {
 	}
 	got := consumeAllAck(t, s, q)
 	var lost []string
+	if got["blocked-publish"] == 0 {
+		lost = append(lost, "blocked-publish")
+	}
 	confirmedN := 0
 	for _, p := range []*faultPublisher{p1, p2} {
 		p.mu.Lock()
@@ -269,6 +315,12 @@ func TestFaultDiskFullKill9(t *testing.T) {
 	}
 	t.Logf("the first publish acked %v after the broker took writes again (%d nacked before)", time.Since(start).Round(time.Millisecond), nacks)
 	_ = conn.Close()
+	if s.proc.logHas("holds messages the queue did not load") {
+		// The queue reads them in the background: the new message's
+		// confirm does not wait for that.
+		testutil.WaitFor(t, 30*time.Second, "the queue to read the messages it had not loaded",
+			func() bool { return s.proc.logHas("did not load are ready again") })
+	}
 	check("once space freed and a new message was stored")
 	t.Logf("the queue read messages it had not loaded: %v", s.proc.logHas("did not load are ready again"))
 	s.proc.kill9()
