@@ -229,6 +229,9 @@ func (b *AMQPBackend) newestSnapshot(ctx context.Context) (*amqpSnapshot, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := b.waitIndexed(ctx, AMQPDefinitionsTopic, broker); err != nil {
+		return nil, err
+	}
 	cctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
 	_, _, minOff, maxOff, err := b.adm.BrowseMessages(cctx, AMQPDefinitionsTopic, broker, 0, 0, 1)
 	cancel()
@@ -261,6 +264,23 @@ func (b *AMQPBackend) newestSnapshot(ctx context.Context) (*amqpSnapshot, error)
 	}
 	return nil, fmt.Errorf("none of the newest %d definitions snapshots of %s/%s (offsets %d..%d) can be read",
 		amqpSnapshotTries, AMQPDefinitionsTopic, broker, max(minOff, maxOff-amqpSnapshotTries), maxOff-1)
+}
+
+// waitIndexed waits (up to the request timeout) until the broker that
+// serves topic's log on broker has indexed every message it had stored,
+// so that a read finds them all. A broker restarted after a crash on a
+// full disk indexes its last records only once space frees: a queue
+// loaded before then would lack messages confirmed before the crash
+// (nobody would get them until a new message was stored past them), and
+// the definitions would be an older snapshot. The error then matches
+// admin.ErrNotIndexed: the AMQP server's start fails and is tried again.
+func (b *AMQPBackend) waitIndexed(ctx context.Context, topic, broker string) error {
+	cctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
+	defer cancel()
+	if err := b.adm.WaitIndexed(cctx, topic, broker); err != nil {
+		return fmt.Errorf("messages of %s stored but not indexed by broker %s: %w", topic, broker, err)
+	}
+	return nil
 }
 
 // SaveDefinitions appends a snapshot of d to AMQPDefinitionsTopic and

@@ -48,6 +48,10 @@ type amqpLog struct {
 
 	commitMu  sync.Mutex // serialises Commit and Committed
 	committed int64      // protected by commitMu; -1 until read from the broker
+
+	// indexed is set once a Read at the log's end saw the broker index
+	// every message it had stored (waitIndexed); protected by mu.
+	indexed bool
 }
 
 var _ amqp.QueueLog = (*amqpLog)(nil)
@@ -243,7 +247,7 @@ func (l *amqpLog) Read(ctx context.Context, from uint64, max int) ([]amqp.Stored
 			return out, nil
 		}
 		l.mu.Lock()
-		stored := l.stored
+		stored, indexed := l.stored, l.indexed
 		l.mu.Unlock()
 		switch {
 		case len(msgs) > 0:
@@ -252,8 +256,18 @@ func (l *amqpLog) Read(ctx context.Context, from uint64, max int) ([]amqp.Stored
 		case off < minOff:
 			off = minOff
 			continue
-		case off >= maxOff && off >= stored:
+		case off >= maxOff && off >= stored && indexed:
 			return nil, nil // at the end
+		case off >= maxOff && off >= stored:
+			// The end of what the broker indexed; the first time, make
+			// sure it indexed everything it stored, then read again.
+			if err := l.b.waitIndexed(ctx, l.topic, l.mq.BrokerName); err != nil {
+				return nil, fmt.Errorf("bridge: read AMQP %s at offset %d: %w", l.what, off, err)
+			}
+			l.mu.Lock()
+			l.indexed = true
+			l.mu.Unlock()
+			continue
 		}
 		// Stored but not yet in the consume queue (the broker indexes
 		// a message a moment after it answered the send).

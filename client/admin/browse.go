@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/smartgo/smartgo/client"
 	"github.com/smartgo/smartgo/remoting/protocol"
@@ -236,18 +238,9 @@ func (a *Admin) BrowseMessages(ctx context.Context, topic, brokerName string, qu
 	if offset < 0 || queueID < 0 {
 		return nil, 0, 0, 0, fmt.Errorf("%w: negative queue or offset", client.ErrBadOptions)
 	}
-	rd, err := a.TopicRoute(ctx, topic)
+	rd, addr, err := a.browseAddr(ctx, topic, brokerName)
 	if err != nil {
 		return nil, 0, 0, 0, err
-	}
-	addr := ""
-	for _, bd := range rd.BrokerDatas {
-		if bd.BrokerName == brokerName {
-			addr = readAddr(bd) // the master, or a slave while there is none
-		}
-	}
-	if addr == "" {
-		return nil, 0, 0, 0, fmt.Errorf("%w: topic %s has no broker %q", client.ErrNoRoute, topic, brokerName)
 	}
 	for _, qd := range rd.QueueDatas {
 		if qd != nil && qd.BrokerName == brokerName && queueID >= qd.ReadQueueNums {
@@ -287,6 +280,74 @@ func (a *Admin) BrowseMessages(ctx context.Context, topic, brokerName string, qu
 		}
 	}
 	return msgs, rh.NextBeginOffset, rh.MinOffset, rh.MaxOffset, nil
+}
+
+// browseAddr returns topic's route and the address BrowseMessages reads
+// brokerName's queues from: its master, or a slave while there is none.
+func (a *Admin) browseAddr(ctx context.Context, topic, brokerName string) (*protocol.TopicRouteData, string, error) {
+	rd, err := a.TopicRoute(ctx, topic)
+	if err != nil {
+		return nil, "", err
+	}
+	addr := ""
+	for _, bd := range rd.BrokerDatas {
+		if bd.BrokerName == brokerName {
+			addr = readAddr(bd)
+		}
+	}
+	if addr == "" {
+		return nil, "", fmt.Errorf("%w: topic %s has no broker %q", client.ErrNoRoute, topic, brokerName)
+	}
+	return rd, addr, nil
+}
+
+// ErrNotIndexed: the broker has stored messages it has not indexed yet
+// (its consume queues do not reach its commitlog's end), so a browse does
+// not find them. A broker restarted after a crash on a full disk indexes
+// its last records only once space frees.
+var ErrNotIndexed = errors.New("admin: the broker has not indexed every message it stored")
+
+// WaitIndexed waits until the broker BrowseMessages reads topic's queues
+// of brokerName from has indexed every message it had stored when
+// WaitIndexed was called: a browse after it returns nil finds them all.
+// It reads the broker's runtime statistics (commitLogMaxOffset, and
+// dispatchBehindBytes: how much of the log is not indexed) until the
+// indexed offset reaches the log's end of the first reading. When ctx
+// ends first it returns an error matching ErrNotIndexed and ctx's error.
+func (a *Admin) WaitIndexed(ctx context.Context, topic, brokerName string) error {
+	_, addr, err := a.browseAddr(ctx, topic, brokerName)
+	if err != nil {
+		return err
+	}
+	target, indexed := int64(-1), int64(-1)
+	notIndexed := func() error {
+		return fmt.Errorf("%w: %s indexed its log up to offset %d of %d: %w", ErrNotIndexed, addr, indexed, target, ctx.Err())
+	}
+	for {
+		kv, err := a.BrokerRuntimeInfo(ctx, addr)
+		if err != nil && target >= 0 && ctx.Err() != nil {
+			return notIndexed() // the time ran out during a reading
+		}
+		if err != nil {
+			return fmt.Errorf("admin: wait until %s indexed its log: %w", addr, err)
+		}
+		end, err1 := strconv.ParseInt(kv["commitLogMaxOffset"], 10, 64)
+		behind, err2 := strconv.ParseInt(kv["dispatchBehindBytes"], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return fmt.Errorf("admin: wait until %s indexed its log: runtime info: %w", addr, err)
+		}
+		if target < 0 {
+			target = end
+		}
+		if indexed = end - behind; indexed >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return notIndexed()
+		case <-time.After(10 * time.Millisecond): // the broker has no wake-up for this: ask again
+		}
+	}
 }
 
 // putGroup writes a consumer group's config on the broker at addr.
