@@ -63,6 +63,18 @@ func (s *Server) dispatchFresh(q *queue, fresh *qmsg) {
 		if cons == nil {
 			return
 		}
+		if e := headerTooLarge(cons.ch.c, m.m, &wire.BasicConsume{}); e != nil {
+			// The consumer's connection cannot take the message: its
+			// channel closes with the reason; the message stays for a
+			// consumer that can.
+			s.logLimited("amqp: a message's content header is larger than a consumer's frame_max; its channel is closed",
+				"queue", q.name, "consumer", cons.tag, "err", e)
+			s.asyncChannelError(cons.ch, e)
+			if q.deleted {
+				return
+			}
+			continue
+		}
 		q.pop()
 		s.deliver(cons, q, m)
 	}
@@ -123,6 +135,19 @@ func (s *Server) deliver(cons *consumer, q *queue, m *qmsg) {
 	ch.c.out.push(appendContent(b, ch.id, ch.c.frameMax, m.m))
 	s.stats.Delivered++
 	q.counts.delivered++
+}
+
+// headerTooLarge is the 406 PRECONDITION_FAILED channel error for a
+// message whose content header frame does not fit c's negotiated
+// frame_max (a header is never split; a client drops the connection on
+// a frame over its frame_max), nil when it fits. method names the method
+// the error is about.
+func headerTooLarge(c *conn, m *msgData, method wire.Method) *amqpError {
+	n := wire.ContentHeaderFrameSize(m.props)
+	if n <= int(c.frameMax) {
+		return nil
+	}
+	return chErr(wire.PreconditionFailed, method, "message content header of %d bytes exceeds the connection's frame_max %d", n, c.frameMax)
 }
 
 // deliverySize is the bytes of a delivery's frames: method (with its
@@ -256,6 +281,9 @@ func (ch *channel) basicGet(m *wire.BasicGet) *amqpError {
 	if q.readyLen() == 0 {
 		ch.send(&wire.BasicGetEmpty{})
 		return nil
+	}
+	if e := headerTooLarge(ch.c, q.peek().m, m); e != nil {
+		return e // the message stays ready
 	}
 	qm := q.pop()
 	ch.nextTag++

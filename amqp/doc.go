@@ -99,6 +99,10 @@
 // only roughly: a message that already died in a queue is not
 // dead-lettered into it again unless it was rejected. A TTL of 0 delivers
 // the message if a consumer can take it at once; otherwise it expires
-// within the janitor's 25 ms. There is no memory alarm: connection.blocked
+// within the janitor's 25 ms. A content header frame never exceeds the
+// receiving connection's frame_max: a consumer that cannot take a
+// message's header has its channel closed with 406 (the message stays),
+// basic.get likewise, and a dead-lettering whose x-death would take the
+// header past Options.FrameMax drops the message. There is no memory alarm: connection.blocked
 // is sent only for the Backend's resource alarm (AlarmSource).
 package amqp

@@ -200,6 +200,14 @@ func (s *Server) deadLetter(q *queue, m *qmsg, reason string) {
 		s.stats.Dropped++
 		return
 	}
+	if n := wire.ContentHeaderFrameSize(props); n > int(s.opts.FrameMax) {
+		// With its x-death header the message no longer fits a frame
+		// of any connection: dropped rather than made undeliverable.
+		s.stats.Dropped++
+		s.logLimited("amqp: a dead-lettered message is dropped: with its x-death header its content header exceeds frame_max",
+			"queue", q.name, "reason", reason, "dead_letter_exchange", x.name, "header_bytes", n, "frame_max", s.opts.FrameMax)
+		return
+	}
 	md := &msgData{exchange: x.name, key: key, props: props, body: m.m.body}
 	rc := routeCtx{key: key, md: md}
 	x.route(&rc)

@@ -245,6 +245,13 @@ func (p *Properties) presentFlags() uint16 {
 	return f
 }
 
+// ContentHeaderFrameSize is the size of the frame AppendContentHeaderFrame
+// writes for raw: the 7-byte frame header, class id, weight and body
+// size (12 bytes), the properties (at least the 2-byte flag word) and the
+// frame-end octet. A peer's frame-max bounds it: a content header is
+// never split across frames (AMQP 0-9-1 §4.2.6).
+func ContentHeaderFrameSize(raw []byte) int { return 7 + 12 + max(len(raw), 2) + 1 }
+
 // AppendContentHeaderFrame appends a content header frame carrying raw
 // properties (flags and list, as in ContentHeader.Raw); an empty raw is
 // written as a zero flag word, no properties.

@@ -147,6 +147,13 @@ func TestPinContentHeader(t *testing.T) {
 	if got := AppendContentHeaderFrame(nil, 1, 60, 5, raw); !bytes.Equal(got, frame) {
 		t.Fatalf("encodes to\n% x\nwant\n% x", got, frame)
 	}
+	if n := ContentHeaderFrameSize(raw); n != len(frame) {
+		t.Fatalf("ContentHeaderFrameSize %d, the frame has %d bytes", n, len(frame))
+	}
+	// No properties: a zero flag word, 22 bytes.
+	if n, f := ContentHeaderFrameSize(nil), AppendContentHeaderFrame(nil, 1, 60, 0, nil); n != len(f) || n != 22 {
+		t.Fatalf("ContentHeaderFrameSize(nil) %d, the frame has %d bytes, want 22", n, len(f))
+	}
 	f, err := NewReader(bytes.NewReader(frame), 0).ReadFrame()
 	if err != nil {
 		t.Fatal(err)

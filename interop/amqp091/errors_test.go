@@ -2,6 +2,7 @@ package amqp091
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +163,65 @@ func TestExclusiveQueueGoesWithItsConnection(t *testing.T) {
 	})
 	if errCode(err2) != amqp.NotFound {
 		t.Fatalf("passive declare of the closed connection's exclusive queue: %v, want 404", err2)
+	}
+}
+
+// TestHeaderLargerThanConsumerFrameMax: a message with 6000 bytes of
+// headers, published on a connection with the default frame_max, is
+// consumed on a connection that asked frame_max 4096. amqp091-go drops a
+// connection that receives a frame over its frame_max (RabbitMQ 3.10
+// writes the frame: "frame size exceeds negotiated frame_max", 501, and
+// so skips this test); SmartGo never writes it: the consumer's channel
+// closes with 406 PRECONDITION_FAILED, its connection stays up, and the
+// message is delivered to a consumer whose frame_max fits it.
+func TestHeaderLargerThanConsumerFrameMax(t *testing.T) {
+	if externalURL != "" {
+		t.Skip("RabbitMQ writes the oversized frame and the client closes its connection; SmartGo's answer is its own")
+	}
+	s := sharedServer(t)
+	pubc := s.dial(t)
+	pch := channel(t, pubc)
+	big := strings.Repeat("h", 6000)
+	plain := uniq(t, "bigheader")
+	if _, err := pch.QueueDeclare(plain, false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = channel(t, s.dial(t)).QueueDelete(plain, false, false, false) })
+	if err := pch.Publish("", plain, false, false, amqp.Publishing{Headers: amqp.Table{"big": big}, Body: []byte("big-header")}); err != nil {
+		t.Fatal(err)
+	}
+
+	small := s.dialConfig(t, amqp.Config{FrameSize: 4096})
+	connClosed := small.NotifyClose(make(chan *amqp.Error, 1))
+	sch := channel(t, small)
+	chClosed := sch.NotifyClose(make(chan *amqp.Error, 1))
+	if _, err := sch.Consume(plain, "", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-chClosed:
+		if e == nil || e.Code != amqp.PreconditionFailed || !strings.Contains(e.Reason, "frame_max 4096") {
+			t.Fatalf("consumer channel closed with %v, want 406 naming frame_max 4096", e)
+		}
+	case e := <-connClosed:
+		t.Fatalf("the small-frame connection closed: %v", e)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no channel.close for a message over the consumer's frame_max")
+	}
+	if small.IsClosed() {
+		t.Fatal("the small-frame connection closed with its channel")
+	}
+	ch2 := channel(t, small)
+	if n, err := ch2.QueueDeclarePassive(plain, false, false, false, false, nil); err != nil || n.Messages != 1 {
+		t.Fatalf("passive declare on the small-frame connection: %+v, %v; want the message still there", n, err)
+	}
+
+	ds, err := pch.Consume(plain, "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := next(t, ds, "the big-header message")
+	if string(d.Body) != "big-header" || d.Headers["big"] != big {
+		t.Fatalf("delivered %q, want the big-header message with its header", d.Body)
 	}
 }
