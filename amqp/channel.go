@@ -24,9 +24,11 @@ type channel struct {
 	globalPrefetch int // basic.qos global=true: shared by the channel's consumers
 	globalUnacked  int // unacked deliveries to consumers of this channel
 
-	nextTag uint64               // last delivery tag given
-	unacked map[uint64]*delivery // by delivery tag
-	lowTag  uint64               // no unacked tag is below it
+	nextTag uint64              // last delivery tag given
+	unacked map[uint64]delivery // by delivery tag (values: no allocation per delivery)
+	lowTag  uint64              // no unacked tag is below it
+	// deliverMethod is deliver's scratch basic.deliver. Server.mu held.
+	deliverMethod wire.BasicDeliver
 
 	confirm  bool
 	confirms *confirmState // nil after the channel closed
@@ -58,7 +60,7 @@ type delivery struct {
 // openChannel creates channel id. Server.mu held.
 func (c *conn) openChannel(id uint16) *channel {
 	ch := &channel{c: c, id: id, active: true, consumers: map[string]*consumer{},
-		unacked: map[uint64]*delivery{}, lowTag: 1}
+		unacked: map[uint64]delivery{}, lowTag: 1}
 	c.channels[id] = ch
 	c.srv.stats.Channels++
 	return ch

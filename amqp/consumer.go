@@ -63,7 +63,7 @@ func (s *Server) dispatchFresh(q *queue, fresh *qmsg) {
 		if cons == nil {
 			return
 		}
-		if e := headerTooLarge(cons.ch.c, m.m, &wire.BasicConsume{}); e != nil {
+		if e := headerTooLarge(cons.ch.c, m.m, nil); e != nil {
 			// The consumer's connection cannot take the message: its
 			// channel closes with the reason; the message stays for a
 			// consumer that can.
@@ -125,13 +125,16 @@ func (s *Server) deliver(cons *consumer, q *queue, m *qmsg) {
 	if cons.noAck {
 		s.messageGone(q, m)
 	} else {
-		ch.unacked[tag] = &delivery{tag: tag, q: q, m: m, cons: cons}
+		ch.unacked[tag] = delivery{tag: tag, q: q, m: m, cons: cons}
 		cons.unacked++
 		ch.globalUnacked++
 		q.unacked++
 	}
-	b := wire.AppendMethodFrame(make([]byte, 0, deliverySize(ch.c.frameMax, m.m, len(cons.tag))), ch.id, &wire.BasicDeliver{ConsumerTag: cons.tag, DeliveryTag: tag,
-		Redelivered: m.redelivered, Exchange: m.m.exchange, RoutingKey: m.m.key})
+	// The method is encoded from the channel's scratch copy: a
+	// BasicDeliver of its own would escape (one allocation a delivery).
+	d := &ch.deliverMethod
+	*d = wire.BasicDeliver{ConsumerTag: cons.tag, DeliveryTag: tag, Redelivered: m.redelivered, Exchange: m.m.exchange, RoutingKey: m.m.key}
+	b := wire.AppendMethodFrame(make([]byte, 0, deliverySize(ch.c.frameMax, m.m, len(cons.tag))), ch.id, d)
 	ch.c.out.push(appendContent(b, ch.id, ch.c.frameMax, m.m))
 	s.stats.Delivered++
 	q.counts.delivered++
@@ -291,7 +294,7 @@ func (ch *channel) basicGet(m *wire.BasicGet) *amqpError {
 	if m.NoAck {
 		s.messageGone(q, qm)
 	} else {
-		ch.unacked[tag] = &delivery{tag: tag, q: q, m: qm}
+		ch.unacked[tag] = delivery{tag: tag, q: q, m: qm}
 		q.unacked++
 	}
 	b := wire.AppendMethodFrame(make([]byte, 0, deliverySize(ch.c.frameMax, qm.m, 0)), ch.id, &wire.BasicGetOk{DeliveryTag: tag, Redelivered: qm.redelivered,
@@ -315,7 +318,7 @@ func (ch *channel) settle(m wire.Method, tag uint64, multiple bool, kind int, re
 	defer s.mu.Unlock()
 	if ch.tx {
 		// Held until tx.commit; the deliveries stay unacked meanwhile.
-		if (tag != 0 || !multiple) && ch.unacked[tag] == nil {
+		if _, ok := ch.unacked[tag]; (tag != 0 || !multiple) && !ok {
 			return chErr(wire.PreconditionFailed, m, "unknown delivery tag %d", tag)
 		}
 		ch.txAcks = append(ch.txAcks, txAck{m: m, tag: tag, multiple: multiple, kind: kind, requeue: requeue})
@@ -332,13 +335,13 @@ func (ch *channel) settle(m wire.Method, tag uint64, multiple bool, kind int, re
 // takeDeliveries removes from the channel's unacked the deliveries tag
 // (and, with multiple, all below it; tag 0 with multiple: all). An
 // unknown tag is 406 PRECONDITION_FAILED. Server.mu held.
-func (ch *channel) takeDeliveries(m wire.Method, tag uint64, multiple bool) ([]*delivery, *amqpError) {
+func (ch *channel) takeDeliveries(m wire.Method, tag uint64, multiple bool) ([]delivery, *amqpError) {
 	if tag != 0 || !multiple {
-		if ch.unacked[tag] == nil {
+		if _, ok := ch.unacked[tag]; !ok {
 			return nil, chErr(wire.PreconditionFailed, m, "unknown delivery tag %d", tag)
 		}
 	}
-	var ds []*delivery
+	var ds []delivery
 	if !multiple {
 		ds = append(ds, ch.unacked[tag])
 		delete(ch.unacked, tag)
@@ -347,13 +350,16 @@ func (ch *channel) takeDeliveries(m wire.Method, tag uint64, multiple bool) ([]*
 			tag = ch.nextTag
 		}
 		for t := ch.lowTag; t <= tag; t++ {
-			if d := ch.unacked[t]; d != nil {
+			if d, ok := ch.unacked[t]; ok {
 				ds = append(ds, d)
 				delete(ch.unacked, t)
 			}
 		}
 	}
-	for ch.lowTag <= ch.nextTag && ch.unacked[ch.lowTag] == nil {
+	for ch.lowTag <= ch.nextTag {
+		if _, ok := ch.unacked[ch.lowTag]; ok {
+			break
+		}
 		ch.lowTag++
 	}
 	return ds, nil
@@ -361,7 +367,7 @@ func (ch *channel) takeDeliveries(m wire.Method, tag uint64, multiple bool) ([]*
 
 // applySettle acks or rejects deliveries already taken from the channel.
 // Server.mu held.
-func (s *Server) applySettle(ch *channel, ds []*delivery, kind int, requeue bool) {
+func (s *Server) applySettle(ch *channel, ds []delivery, kind int, requeue bool) {
 	var touched []*queue
 	for _, d := range ds {
 		q := d.q
