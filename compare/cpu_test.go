@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -290,16 +293,22 @@ type cpuTotal struct {
 	slices  []float64 // µs per message
 }
 
-// sendFrames encodes one SEND_MESSAGE request per queue, as
+// sendFrames encodes cpuOrders SEND_MESSAGE requests per queue, as
 // rocketmq-client-go v2.1.2 encodes a single-message send: code 10, the
-// long header names, a JSON header, the properties that client sets.
+// long header names, a JSON header, the properties that client sets, and
+// the header's extFields members in Go's map order, a different order in
+// almost every request (that client ranges over its map to write them).
+// The frames are sent in turn, so no two requests in a row have the same
+// header text.
 func sendFrames(size, queues int) ([][]byte, error) {
 	body := make([]byte, size)
 	for i := range body {
 		body[i] = byte('a' + i%26)
 	}
+	shuffle := rand.New(rand.NewPCG(1, 2)) // the same orders in every run
 	var frames [][]byte
-	for q := range queues {
+	for i := range queues * cpuOrders {
+		q := i % queues
 		props := string(record.AppendProperties(nil, record.Properties{
 			{Key: record.PropertyUniqueClientMessageIDKeyIndex, Value: fmt.Sprintf("7F0000010001%020X", q)},
 			{Key: record.PropertyWaitStoreMsgOK, Value: "true"},
@@ -307,16 +316,51 @@ func sendFrames(size, queues int) ([][]byte, error) {
 		}))
 		h := &protocol.SendMessageRequestHeader{ProducerGroup: "cpu-producers", Topic: "CPU", DefaultTopic: broker.AutoCreateTopicKey,
 			DefaultTopicQueueNums: int32(queues), QueueID: int32(q), BornTimestamp: time.Now().UnixMilli(), Properties: props}
-		req := protocol.NewRequest(protocol.SendMessage, h, body)
-		req.Language = protocol.LanguageGo
-		req.Version = 317
-		f, err := protocol.EncodeFrame(req)
+		f, err := mapOrderSendFrame(h, body, shuffle)
 		if err != nil {
 			return nil, err
 		}
 		frames = append(frames, f)
 	}
 	return frames, nil
+}
+
+// cpuOrders is how many orders of its header's members sendFrames gives
+// each queue's request.
+const cpuOrders = 8
+
+// mapOrderSendFrame encodes a SEND_MESSAGE frame of h and body as
+// rocketmq-client-go v2.1.2 writes it: the header's top-level members in
+// its struct's order and the extFields members in an order drawn from
+// shuffle, each value a JSON string.
+func mapOrderSendFrame(h *protocol.SendMessageRequestHeader, body []byte, shuffle *rand.Rand) ([]byte, error) {
+	req := protocol.NewRequest(protocol.SendMessage, h, body)
+	fields := req.ExtFields
+	keys := slices.Sorted(maps.Keys(fields))
+	shuffle.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	hdr := []byte(`{"code":10,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{`)
+	for i, k := range keys {
+		if i > 0 {
+			hdr = append(hdr, ',')
+		}
+		kv, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(fields[k])
+		if err != nil {
+			return nil, err
+		}
+		hdr = append(append(append(hdr, kv...), ':'), v...)
+	}
+	hdr = append(hdr, "}}"...)
+	f := binary.BigEndian.AppendUint32(nil, uint32(4+len(hdr)+len(body)))
+	f = binary.BigEndian.AppendUint32(f, uint32(len(hdr))) // serialize type 0: JSON
+	f = append(append(f, hdr...), body...)
+	if _, err := protocol.DecodeFrame(f[4:]); err != nil {
+		return nil, fmt.Errorf("a send frame in map order: %w", err)
+	}
+	return f, nil
 }
 
 // sendResponseFrame is a typical broker answer to one of sendFrames'
