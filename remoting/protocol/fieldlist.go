@@ -175,6 +175,20 @@ func (h *fastHeader) apply(b, list []byte, c *Command, raw RawFields, lend bool)
 // appending the field list to list, and notes in rec (when not nil)
 // where each value it read lies in b, for HeaderShapes to learn from.
 func scanHeaderFast(b []byte, list []byte, rec *shapeRec) (fastHeader, []byte, bool) {
+	return scanHeaderWith(b, list, rec, nil, nil)
+}
+
+// scanHeaderWith is scanHeaderFast reading the extFields members through
+// the member table ms (not nil: r too; headershape_members.go).
+func scanHeaderWith(b []byte, list []byte, rec *shapeRec, ms *memberShape, r *memberRead) (fastHeader, []byte, bool) {
+	if ms != nil && len(ms.head.text) > 0 {
+		// The table's head: the header's text up to its extFields, the
+		// opaque read by value (headershape_members.go).
+		if h, list, ok, whole := ms.headMembers(b, list, r); whole {
+			return h, list, ok
+		}
+		*r = memberRead{} // read again, from the start
+	}
 	var h fastHeader
 	var codeSeen bool
 	i := skipWS(b, 0)
@@ -201,6 +215,9 @@ func scanHeaderFast(b []byte, list []byte, rec *shapeRec) (fastHeader, []byte, b
 			i = skipWS(b, i+1)
 			ok := true
 			v0, kind := i, slotNone
+			if r != nil && h.ext {
+				r.extLast = false
+			}
 			switch string(key) {
 			case "code":
 				if codeSeen {
@@ -215,6 +232,9 @@ func scanHeaderFast(b []byte, list []byte, rec *shapeRec) (fastHeader, []byte, b
 			case "opaque":
 				h.opaque, i, ok = fastInt32(b, i)
 				kind = slotOpaque
+				if r != nil {
+					r.op0, r.op1 = int32(v0), int32(i)
+				}
 			case "flag":
 				h.flag, i, ok = fastInt32(b, i)
 				kind = slotFlag
@@ -233,7 +253,12 @@ func scanHeaderFast(b []byte, list []byte, rec *shapeRec) (fastHeader, []byte, b
 				}
 				h.ext, h.codeFirst = true, codeSeen
 				list = append(list, fieldListMarker)
-				list, i, ok = fastMembers(b, i+1, list, rec)
+				if ms != nil {
+					r.ext, r.extLast = int32(i), true
+					list, i, ok = tableMembers(b, i+1, list, &h, ms, r)
+				} else {
+					list, i, ok = fastMembers(b, i+1, list, rec)
+				}
 			default:
 				return h, nil, false
 			}

@@ -2,12 +2,14 @@ package protocol
 
 import "math"
 
-// A client writes the JSON headers of its sends (and pulls) with the same
-// keys in the same order every time: rocketmq-client-go's sorted keys,
-// the Java client's SEND_MESSAGE_V2 members "a".."m". Only the values
-// change. HeaderShapes learns such a header's shape from one that the one
-// pass (scanHeaderFast) read: the text between its values (keys,
-// punctuation, whitespace) and what each value is. A later header of the
+// Most clients write the JSON headers of their sends (and pulls) with the
+// same keys in the same order every time (the Java client's
+// SEND_MESSAGE_V2 members "a".."m", SmartGo's own client): only the
+// values change. (rocketmq-client-go v2.1.2 does not: it writes its
+// extFields in Go's map order; see headershape_members.go.) HeaderShapes
+// learns such a header's shape from one that the one pass
+// (scanHeaderFast) read: the text between its values (keys, punctuation,
+// whitespace) and what each value is. A later header of the
 // same shape is then read by comparing that text and reading only the
 // values, with the one pass's own value readers: no key is scanned or
 // looked up, and the field list's keys are copied from the shape.
@@ -158,6 +160,22 @@ type HeaderShapes struct {
 	s    [shapeSlots]headerShape
 	last int // the shape that matched last, tried first
 	next int // the shape the next one learned replaces
+	// Learning pays only when a client repeats its headers' shape, and
+	// not every client does: rocketmq-client-go v2.1.2 writes a send's
+	// extFields in Go's map order, different in almost every request, so
+	// a shape learned from one is hardly ever matched again, and learning
+	// it costs more than the one pass that read the header. matched notes
+	// the shapes that matched since they were learned; wasted counts the
+	// shapes replaced in a row without one match. From shapeSlots of them
+	// on, learning pauses for a number of headers that doubles with each
+	// further waste (learnPause), and the shapes are not tried while it
+	// does (they have not matched); one match ends it all.
+	matched [shapeSlots]bool
+	wasted  int
+	pause   int // headers left to read without shapes or learning
+	// While learning pauses, sends are read through a member table
+	// (headershape_members.go).
+	members memberShape
 	// scratch is where a header's list is built before apply copies it
 	// (kept: a stack array would be zeroed for every header).
 	scratch []byte
@@ -177,6 +195,9 @@ func (s *HeaderShapes) decode(b []byte, c *Command, raw RawFields, lend bool) bo
 		s.scratch = make([]byte, 0, 512)
 	}
 	scratch := s.scratch[:0]
+	if s.pause > 0 {
+		return s.decodeMembers(b, c, raw, lend, scratch)
+	}
 	// Read into h in place: a header returned by value is copied with
 	// 16-byte loads over the narrower stores that just wrote it, which
 	// the CPU does not forward (a wait for its store buffer to drain).
@@ -198,6 +219,7 @@ func (s *HeaderShapes) decode(b []byte, c *Command, raw RawFields, lend bool) bo
 			s.scratch = list[:0] // grown: kept for the next (apply copies it)
 		}
 		s.last = n
+		s.matched[n], s.wasted = true, 0
 		if lazy && (!sendCode(h.code) || int(h.nvary) > maxShapedVary || !h.keepsList(raw) || (h.esc != 0 && !escapedCode(h.code))) {
 			// Not a send DecodeSendHeader reads from the template: the
 			// whole list, after the members read.
@@ -212,19 +234,46 @@ func (s *HeaderShapes) decode(b []byte, c *Command, raw RawFields, lend bool) bo
 		}
 		return true
 	}
+	return s.decodeOnePass(b, c, raw, lend, scratch)
+}
+
+// decodeOnePass reads b with the one pass (scanHeaderFast) and learns its
+// shape if that is worth it: a request that keeps its list (a send, a
+// pull), and not a header too big to keep a copy of per connection. A
+// shape replaced before it matched once may start a pause of learning
+// (learnPause).
+func (s *HeaderShapes) decodeOnePass(b []byte, c *Command, raw RawFields, lend bool, scratch []byte) bool {
 	var rec shapeRec
 	h, list, ok := scanHeaderFast(b, scratch, &rec)
 	if !ok {
 		return false
 	}
-	// Learn only what is worth it: a request that keeps its list (a send,
-	// a pull), and not a header too big to keep a copy of per connection.
 	if !rec.over && len(b) <= maxShapeHeader && h.keepsList(raw) {
-		s.s[s.next].learn(b, &rec, &h)
-		s.last, s.next = s.next, (s.next+1)%shapeSlots
+		n := s.next
+		if s.s[n].text != nil && !s.matched[n] {
+			s.wasted++
+		}
+		s.s[n].learn(b, &rec, &h)
+		s.matched[n] = false
+		s.last, s.next = n, (n+1)%shapeSlots
+		s.pause = learnPause(s.wasted)
 	}
 	h.apply(b, list, c, raw, lend)
 	return true
+}
+
+// maxLearnPause bounds how many headers a connection reads without
+// shapes before it learns one again.
+const maxLearnPause = 4096
+
+// learnPause is how many headers are read without shapes after wasted
+// shapes in a row were replaced unmatched: none below shapeSlots, then
+// 16, doubling with each further waste, up to maxLearnPause.
+func learnPause(wasted int) int {
+	if wasted < shapeSlots {
+		return 0
+	}
+	return min(16<<min(wasted-shapeSlots, 12), maxLearnPause)
 }
 
 // learn makes t the shape of b, whose values rec noted and which the one

@@ -28,9 +28,15 @@ func matchedShape(s *HeaderShapes, hdr []byte) bool {
 func checkShapes(t *testing.T, hdr []byte, learn ...[]byte) bool {
 	t.Helper()
 	matched := false
-	for _, raw := range []RawFields{allRaw, only10} {
-		for _, lend := range []bool{false, true} {
+	for k := range 8 {
+		raw, lend, paused := []RawFields{allRaw, only10}[k&1], k&2 != 0, k&4 != 0
+		{
 			var s HeaderShapes
+			if paused {
+				// Learning paused: sends go through the member table,
+				// learned from the first of learn.
+				s.pause = maxLearnPause
+			}
 			for _, l := range learn {
 				var c Command
 				s.decode(bytes.Clone(l), &c, raw, lend)
