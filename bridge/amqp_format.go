@@ -25,8 +25,10 @@ const (
 	// a queue's topic is the AMQP queue's committed offset (the topic is
 	// the queue's own, so one group serves them all).
 	AMQPOffsetGroup = "AMQP_QUEUES"
-	// amqpQueuePrefix starts the topic of every durable AMQP queue.
-	amqpQueuePrefix = "AMQP_Q_"
+	// AMQPQueuePrefix starts the topic of every durable AMQP queue.
+	// The brokers' retention keeps such a topic's messages from
+	// AMQPOffsetGroup's committed offset on (broker.Options.Retained).
+	AMQPQueuePrefix = "AMQP_Q_"
 	// amqpReadableMax bounds the readable part of a queue's topic name:
 	// prefix (7) + readable (100) + "_" + 16 hex digits = 124 <= 127.
 	amqpReadableMax = 100
@@ -45,7 +47,7 @@ func AMQPQueueTopic(vhost, name string) string {
 		readable = vhost + "_" + name
 	}
 	var b strings.Builder
-	b.WriteString(amqpQueuePrefix)
+	b.WriteString(AMQPQueuePrefix)
 	for i := 0; i < len(readable) && i < amqpReadableMax; i++ {
 		c := readable[i]
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {

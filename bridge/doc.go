@@ -546,14 +546,16 @@
 //   - DeleteQueue deletes the topic, which removes its committed offsets
 //     too: a queue declared again under the name starts empty.
 //
-// The brokers' retention applies: messages older than a broker's
-// store.file_reserved_time (72 h by default) may be removed, acknowledged
-// or not. The definitions are kept from it: each backend that loaded or
-// saved a snapshot looks at the newest one every minute (a node whose
-// AMQP server never had definitions asks nothing) and appends it again
-// once it is 6 h old
-// (the snapshot the topic holds, never one of its own that may be
-// older). A message must also fit a broker message
+// The brokers' retention keeps what the queues still need: a queue
+// topic's messages from AMQPOffsetGroup's committed offset on, and the
+// newest definitions snapshot, are never deleted, however old, nor to
+// free disk space (cmd/smartgo sets broker.Options.Retained; the brokers
+// refuse writes on a full disk instead). The newest snapshot is also
+// refreshed, so that it holds back no more than 6 h of the log: each
+// backend that loaded or saved a snapshot looks at the newest one every
+// minute (a node whose AMQP server never had definitions asks nothing)
+// and appends it again once it is 6 h old (the snapshot the topic
+// holds, never one of its own that may be older). A message must also fit a broker message
 // (store.max_message_size, 4 MiB by default, minus the record's header).
 //
 // Each node serving AMQP runs its own engine: a durable queue's log is

@@ -235,6 +235,9 @@ func NewContext(startCtx context.Context, opts Options) (*Broker, error) {
 	}
 	so.TagsCode = b.scheduleTagsCode
 	so.Consumed = b.consumed
+	if len(opts.Retained) > 0 {
+		so.Retain = b.retain
+	}
 	so.Listener = b.onStoreEvent(so.Listener)
 	so.PutTally = &sendTally{b: b} // b.rt is set before the first put
 	if b.store, err = store.Open(so); err != nil {

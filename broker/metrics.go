@@ -308,6 +308,7 @@ var (
 	descCQRebuilt      = prometheus.NewDesc("smartgo_store_cq_entries_rebuilt_total", "Damaged consume-queue entries a read rebuilt from the commitlog.", nil, nil)
 	descCQLost         = prometheus.NewDesc("smartgo_store_cq_entries_lost_total", "Damaged consume-queue entries whose record the commitlog no longer holds (made holes, never served).", nil, nil)
 	descForceDeleted   = prometheus.NewDesc("smartgo_store_force_deleted_unconsumed_total", "Messages retention deleted before every consumer group consumed them (store.disk_force_clean).", nil, nil)
+	descRetainHeld     = prometheus.NewDesc("smartgo_store_retain_held_bytes", "Commitlog bytes the last retention run kept only because a protected queue (an AMQP durable queue, the AMQP definitions) still needs them: expired, or the oldest above the force-clean mark.", nil, nil)
 	descOpenFiles      = prometheus.NewDesc("smartgo_store_open_files", "Descriptors the store holds of its segments, consume-queue and index files (at most store.max_open_files but for the calls using one; the others are read through their mappings).", nil, nil)
 	descFileReopens    = prometheus.NewDesc("smartgo_store_file_reopens_total", "Store files opened again to be written or synced after their descriptor was closed (store.max_open_files).", nil, nil)
 	descWritesRefused  = prometheus.NewDesc("smartgo_store_writes_refused", "1 while the store refuses writes (disk over the full mark, or a write failed), else 0.", []string{"reason"}, nil)
@@ -321,7 +322,7 @@ var (
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommitLogMax, descCommitLogMin, descDispatchLag, descIndexLag, descHeldPulls,
-		descFlushedOffset, descFlushLatency, descDiskUsed, descBadRecords, descIndexDamaged, descIndexRebuilt, descCQRebuilt, descCQLost, descForceDeleted, descOpenFiles, descFileReopens, descWritesRefused, descStoreEvents, descReplLagBytes,
+		descFlushedOffset, descFlushLatency, descDiskUsed, descBadRecords, descIndexDamaged, descIndexRebuilt, descCQRebuilt, descCQLost, descForceDeleted, descRetainHeld, descOpenFiles, descFileReopens, descWritesRefused, descStoreEvents, descReplLagBytes,
 		descReplLagSeconds, descSlaves, descReplRefused, descInfo} {
 		ch <- d
 	}
@@ -356,6 +357,7 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCQRebuilt, prometheus.CounterValue, float64(st.CQEntriesRebuilt))
 	ch <- prometheus.MustNewConstMetric(descCQLost, prometheus.CounterValue, float64(st.CQEntriesLost))
 	ch <- prometheus.MustNewConstMetric(descForceDeleted, prometheus.CounterValue, float64(st.ForceDeletedUnconsumed))
+	gauge(descRetainHeld, float64(st.RetainHeldBytes))
 	gauge(descOpenFiles, float64(st.OpenFiles))
 	ch <- prometheus.MustNewConstMetric(descFileReopens, prometheus.CounterValue, float64(st.FileReopens))
 	gauge(descWritesRefused, b2f(st.DiskFull), "disk-full")

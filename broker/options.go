@@ -185,6 +185,11 @@ type Options struct {
 	// (the MQTT bridge's session and retained topics): DELETE_TOPIC_IN_BROKER
 	// refuses them as it refuses the broker's own system topics.
 	ProtectedTopics []string
+	// Retained are the topics whose messages the store's retention keeps
+	// although they are older than store.file_reserved_time or the disk
+	// is short of space (the AMQP backend's durable queues and
+	// definitions; see RetainRule and docs/durability.md).
+	Retained []RetainRule
 	// MinInSyncReplicas (controller mode, sync): the fewest members of the
 	// sync state set, this master included, for a send to be acknowledged
 	// (default 1: the master alone when every slave is out of the set).

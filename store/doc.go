@@ -206,6 +206,8 @@
 // when every consumer group has consumed it (Options.Consumed), unless
 // DiskForceClean is set, which deletes the oldest anyway and logs, at
 // WARN, how many unconsumed messages that lost (Stats.ForceDeletedUnconsumed).
+// Neither deletes a segment holding a record Options.Retain protects, nor
+// any segment after it (retainfloor.go; Stats.RetainHeldBytes).
 //
 // # Open descriptors
 //

@@ -142,6 +142,14 @@ type Options struct {
 	// queue: the lowest next offset any group has committed, ok=false when
 	// no group has (an unconsumed queue). nil: nothing counts as consumed.
 	Consumed func(topic string, queueID int32) (offset int64, ok bool)
+	// Retain protects a queue's records from retention: ok=true says the
+	// records at or after logical offset from (maxOffset is the queue's
+	// next offset) must be kept, whatever
+	// FileReservedTime, the disk usage or DiskForceClean say. Retention
+	// asks it about every queue once per run and keeps every segment from
+	// the lowest protected record on (retainfloor.go). It must be quick
+	// and must not call into the store. nil: nothing is protected.
+	Retain func(topic string, queueID int32, maxOffset int64) (from int64, ok bool)
 	// Preallocate is how far ahead of the writer a commitlog segment's
 	// blocks are allocated (and, with WarmSegments and FlushSync, written
 	// with zeros and synced): a new segment takes this much disk, not its

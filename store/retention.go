@@ -38,7 +38,9 @@ func (s *Store) CleanExpired() int {
 // number of unconsumed messages lost, counted in
 // Stats.ForceDeletedUnconsumed). Consume-queue and index files that only
 // point below the new commitlog minimum follow. The active segment is
-// never deleted.
+// never deleted. Nor is a segment holding a record Options.Retain
+// protects, whatever its age or the disk usage (retainfloor.go): the
+// commitlog is deleted from its head, so the segments after it stay too.
 func (s *Store) clean(manual bool) int {
 	s.cleanMu.Lock()
 	defer s.cleanMu.Unlock()
@@ -50,6 +52,13 @@ func (s *Store) clean(manual bool) int {
 	}
 	deleted := 0
 	const maxPerRun = 10
+	floor := s.retentionFloor()
+	held := false
+	defer func() {
+		if !held {
+			s.stats.retainHeld.Store(0)
+		}
+	}()
 	for deleted < maxPerRun {
 		l := s.cl.list()
 		if len(l) < 2 {
@@ -65,6 +74,11 @@ func (s *Store) clean(manual bool) int {
 			break
 		}
 		expired := now.Sub(st.ModTime()) > s.opts.FileReservedTime
+		if floor.protects(m) && (expired || pressure && deleted == 0) {
+			held = true
+			s.heldBy(floor, l, pressure, usage)
+			break
+		}
 		unconsumed := int64(0)
 		if !expired {
 			if !pressure || deleted > 0 { // one unexpired segment per run

@@ -60,6 +60,7 @@ type statCounters struct {
 	flushNanos             atomic.Int64
 	badRecords             atomic.Int64
 	forceDeletedUnconsumed atomic.Int64
+	retainHeld             atomic.Int64
 	indexDamaged           atomic.Int64
 	indexRebuilt           atomic.Int64
 	cqRebuilt              atomic.Int64
@@ -154,6 +155,11 @@ type Stats struct {
 	// ForceDeletedUnconsumed counts messages retention deleted before every
 	// consumer group had consumed them (only with Options.DiskForceClean).
 	ForceDeletedUnconsumed int64
+	// RetainHeldBytes is the size of the commitlog segments the last
+	// retention run kept only because they hold records Options.Retain
+	// protects (expired ones, or the oldest above DiskForceCleanRatio);
+	// 0 when the floor held nothing back.
+	RetainHeldBytes int64
 	// IndexFilesDamaged counts key index files found damaged (at start,
 	// or by the check of older files that follows it); IndexFilesRebuilt
 	// those rebuilt from the commitlog since (index_repair.go).
@@ -201,6 +207,7 @@ func (s *Store) Stats() Stats {
 		FlushTime:              time.Duration(c.flushNanos.Load()),
 		BadRecords:             c.badRecords.Load(),
 		ForceDeletedUnconsumed: c.forceDeletedUnconsumed.Load(),
+		RetainHeldBytes:        c.retainHeld.Load(),
 		IndexFilesDamaged:      c.indexDamaged.Load(),
 		IndexFilesRebuilt:      c.indexRebuilt.Load(),
 		CQEntriesRebuilt:       c.cqRebuilt.Load(),

@@ -90,6 +90,15 @@ func brokerOptions(f conf.File, log *slog.Logger) (broker.Options, error) {
 		// at offset 0 below the bridge's positions, and what is published
 		// there is acknowledged and never delivered live.
 		ProtectedTopics: bridgeTopics(f.Bridge),
+		// An AMQP durable queue keeps a confirmed message until a consumer
+		// acks it, and the backend reads the newest definitions snapshot
+		// (re-appended every 6 h while a bridge runs, so it pins no more
+		// than that unless every bridge is down): retention must not
+		// delete them, however old.
+		Retained: []broker.RetainRule{
+			{Prefix: bridge.AMQPQueuePrefix, Group: bridge.AMQPOffsetGroup},
+			{Prefix: bridge.AMQPDefinitionsTopic, Newest: 1},
+		},
 	}
 	if len(c.Controllers) > 0 {
 		o.Controllers = c.Controllers
