@@ -154,6 +154,8 @@ func realClientRun(b *testing.B, bin string, n int) (publish, consume float64) {
 	defer func() { _ = pc.Shutdown() }()
 	testutil.WaitFor(b, 5*time.Minute, "every message consumed", func() bool { return got.Load() >= total })
 	c3, _ := testutil.ProcessCPU(pid)
-	us := func(d time.Duration, msgs int64) float64 { return float64(d) / float64(time.Microsecond) / float64(msgs) }
+	us := func(d time.Duration, msgs int64) float64 {
+		return float64(d) / float64(time.Microsecond) / float64(msgs)
+	}
 	return us(c1.Since(c0), int64(n)), us(c3.Since(c2), total)
 }
