@@ -36,16 +36,16 @@ const recoverBatch = 1024
 // durableQueue is the log state of a durable queue. Guarded by Server.mu.
 type durableQueue struct {
 	log       QueueLog
-	appending []*appendEntry      // in Append order
-	live      map[uint64]struct{} // offsets stored and not yet gone
-	low       uint64              // first offset that may still be live
-	knownEnd  uint64              // offsets below are all known (stored or gone)
-	committed uint64              // last commit handed to the worker
+	appending []*appendEntry // in Append order
+	live      offsetSet      // offsets stored and not yet gone
+	low       uint64         // first offset that may still be live
+	knownEnd  uint64         // offsets below are all known (stored or gone)
+	committed uint64         // last commit handed to the worker
 	dirty     bool
 }
 
 func newDurableQueue(log QueueLog, committed uint64) *durableQueue {
-	return &durableQueue{log: log, live: map[uint64]struct{}{}, low: committed, knownEnd: committed, committed: committed}
+	return &durableQueue{log: log, low: committed, knownEnd: committed, committed: committed}
 }
 
 // appendEntry is one message on its way into a log.
@@ -61,13 +61,13 @@ type appendEntry struct {
 
 // gone records that the message at offset left the queue for good.
 func (d *durableQueue) gone(offset uint64) {
-	delete(d.live, offset)
+	d.live.remove(offset)
 	d.advance()
 }
 
 func (d *durableQueue) advance() {
 	for d.low < d.knownEnd {
-		if _, ok := d.live[d.low]; ok {
+		if d.live.has(d.low) {
 			break
 		}
 		d.low++
@@ -244,7 +244,7 @@ func (s *Server) appended(q *queue, entries []*appendEntry, first uint64, err er
 		}
 		e.m.offset, e.m.stored = e.offset, true
 		if !e.m.gone {
-			d.live[e.offset] = struct{}{}
+			d.live.add(e.offset)
 		}
 		if e.offset > d.knownEnd {
 			s.gapFound(q, d.knownEnd, e.offset)
@@ -283,7 +283,7 @@ func (s *Server) gapFound(q *queue, from, to uint64) {
 	s.log.Warn("amqp: a durable queue's log holds messages the queue did not load; reading them", "queue", q.name,
 		"from", from, "to", to)
 	for o := from; o < to; o++ {
-		q.dur.live[o] = struct{}{}
+		q.dur.live.add(o)
 	}
 	s.durable.push(durableJob{q: q, gap: &[2]uint64{from, to}})
 }
@@ -328,7 +328,7 @@ func (w *durableWorker) loadGap(q *queue, from, to uint64) {
 	now := time.Now()
 	got := map[uint64]bool{}
 	for _, sm := range msgs {
-		if _, held := q.dur.live[sm.Offset]; !held || got[sm.Offset] {
+		if !q.dur.live.has(sm.Offset) || got[sm.Offset] {
 			continue
 		}
 		got[sm.Offset] = true
@@ -336,7 +336,7 @@ func (w *durableWorker) loadGap(q *queue, from, to uint64) {
 	}
 	for o := from; o < to; o++ {
 		if !got[o] {
-			delete(q.dur.live, o)
+			q.dur.live.remove(o)
 		}
 	}
 	q.dur.advance()
@@ -526,7 +526,7 @@ func (s *Server) loadQueue(ctx context.Context, q *queue) error {
 		}
 		for _, sm := range msgs {
 			q.pushStored(sm, now, true)
-			q.dur.live[sm.Offset] = struct{}{}
+			q.dur.live.add(sm.Offset)
 			from = sm.Offset + 1
 		}
 		q.dur.knownEnd = from
