@@ -358,11 +358,12 @@
 // and clean-start announcements of sessions without expiry end a stored
 // session: a node keeps no record for them; an announcement with
 // "expiryMs" stands for a session that outlives its connection and is
-// kept) was another node's connect, announcement or claim, waits for a
-// later record of another node
-// (bounded by Options.HandoffTimeout; past it, that node is taken as dead
-// and the session resumes from its last record) and resumes from it,
-// before its CONNACK. A node that sees a connect request stored more than
+// kept) was another node's connect, announcement or claim, waits for the
+// handoff that answers its request (its "gen" is the request's offset
+// plus one; bounded by Options.HandoffTimeout; past it, that node is taken
+// as dead and the session resumes from the latest record of another node
+// after the request, else from the record before it) and resumes from
+// it, before its CONNACK. A node that sees a connect request stored more than
 // three quarters of Options.HandoffTimeout ago (by the broker's store
 // time: it was hung or cut off) drops its copy of the session but writes
 // no handoff: the connecting node has resumed without it by then, and a

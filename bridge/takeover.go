@@ -151,17 +151,32 @@ func (b *Backend) connect(ctx context.Context, clientID string) (*sessionRecord,
 	}
 	hctx, cancel := context.WithTimeout(ctx, b.opts.HandoffTimeout)
 	defer cancel()
+	var later *sessionRecord // another node's latest record after req that is not its answer
 	for {
 		ch := b.applied.Wait()
 		b.mu.Lock()
 		cur := w.other
 		b.mu.Unlock()
 		if cur != nil && cur.q == req.q && cur.off > req.off {
-			b.log.Debug("bridge: session handed over", "client", clientID, "from", cur.Node, "gen", cur.Gen)
-			return cur, nil
+			if cur.Gen == req.off+1 {
+				b.log.Debug("bridge: session handed over", "client", clientID, "from", cur.Node, "gen", cur.Gen)
+				return cur, nil
+			}
+			// Not the answer to req (a save of an ended connection
+			// stored after req, say): the holder's handoff, ordered
+			// after that save, is still to come. Resumed from the save,
+			// this node's next records would be stored before the
+			// handoff, which would then be the client's latest record
+			// and take them back.
+			later = cur
 		}
 		select {
 		case <-hctx.Done():
+			if later != nil {
+				b.log.Warn("bridge: no session handoff from the node holding it; resuming from its latest record",
+					"client", clientID, "node", later.Node, "timeout", b.opts.HandoffTimeout)
+				return later, nil
+			}
 			b.log.Warn("bridge: no session handoff from the node holding it; resuming from its last record",
 				"client", clientID, "node", rec.Node, "timeout", b.opts.HandoffTimeout)
 			return rec, nil
