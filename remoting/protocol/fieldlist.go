@@ -355,30 +355,12 @@ func fastMembers(b []byte, i int, list []byte, rec *shapeRec) ([]byte, int, bool
 		return list, i + 1, true
 	}
 	for {
-		key, j, ok := fastPlainString(b, i)
-		if !ok {
-			return list, i, false
-		}
-		if i = skipWS(b, j); i >= len(b) || b[i] != ':' {
-			return list, i, false
-		}
-		if i = skipWS(b, i+1); i >= len(b) {
-			return list, i, false
-		}
-		list = appendListString(list, key)
-		v0, kind := i, slotExtString
-		if b[i] == '"' {
-			v0++
-			list, i, ok = fastValue(b, v0, list)
-		} else {
-			kind = slotExtScalar
-			list, i, ok = fastExtScalar(b, i, list)
-		}
-		if !ok {
+		key, k1, v0, kind, out, end, ok := fastMember(b, i, list)
+		if list, i = out, end; !ok {
 			return list, i, false
 		}
 		if rec != nil {
-			rec.add(kind, v0, i, j-1-len(key), j-1)
+			rec.add(kind, v0, i, k1-len(key), k1)
 		}
 		if i = skipWS(b, i); i >= len(b) {
 			return list, i, false
@@ -392,6 +374,33 @@ func fastMembers(b []byte, i int, list []byte, rec *shapeRec) ([]byte, int, bool
 			return list, i, false
 		}
 	}
+}
+
+// fastMember reads the extFields member whose key's opening quote is at
+// b[i], appending its key and value to list: its key (ending at b[k1]),
+// where its value starts (after a string's opening quote) and what it is,
+// and the offset after it.
+func fastMember(b []byte, i int, list []byte) (key []byte, k1, v0 int, kind slotKind, out []byte, end int, ok bool) {
+	key, j, ok := fastPlainString(b, i)
+	if !ok {
+		return nil, 0, 0, 0, list, i, false
+	}
+	if i = skipWS(b, j); i >= len(b) || b[i] != ':' {
+		return nil, 0, 0, 0, list, i, false
+	}
+	if i = skipWS(b, i+1); i >= len(b) {
+		return nil, 0, 0, 0, list, i, false
+	}
+	list = appendListString(list, key)
+	v0, kind = i, slotExtString
+	if b[i] == '"' {
+		v0++
+		list, i, ok = fastValue(b, v0, list)
+	} else {
+		kind = slotExtScalar
+		list, i, ok = fastExtScalar(b, i, list)
+	}
+	return key, j - 1, v0, kind, list, i, ok
 }
 
 // fastExtScalar appends the length and the text of the scalar member

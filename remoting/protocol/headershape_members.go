@@ -197,13 +197,7 @@ func (ms *memberShape) template() *sendTemplate {
 				return nil
 			}
 		}
-		member := fieldList(consts[e.l0:e.l1])
-		key, i := member.str(0)
-		v, _ := member.str(i)
-		s, ok := st.long.setListField(key, v)
-		st.longSeen, st.longOK = st.longSeen|s, st.longOK && ok
-		s, ok = st.v2.setListField(key, v)
-		st.v2Seen, st.v2OK = st.v2Seen|s, st.v2OK && ok
+		st.add(fieldList(consts[e.l0:e.l1]))
 	}
 	return st
 }
@@ -263,23 +257,8 @@ func tableMembers(b []byte, i int, list []byte, h *fastHeader, ms *memberShape, 
 		} else {
 			// Read as the one pass reads it; k is the table's entry of
 			// its key, if any.
-			key, j, ok := fastPlainString(b, i)
-			if !ok {
-				return list, i, false
-			}
-			if i = skipWS(b, j); i >= len(b) || b[i] != ':' {
-				return list, i, false
-			}
-			if i = skipWS(b, i+1); i >= len(b) {
-				return list, i, false
-			}
-			list = appendListString(list, key)
-			if b[i] == '"' {
-				list, i, ok = fastValue(b, i+1, list)
-			} else {
-				list, i, ok = fastExtScalar(b, i, list)
-			}
-			if !ok {
+			_, _, _, _, out, end, ok := fastMember(b, i, list)
+			if list, i = out, end; !ok {
 				return list, i, false
 			}
 			if k >= 0 {

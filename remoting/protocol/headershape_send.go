@@ -115,14 +115,20 @@ func newSendTemplate(t *headerShape) *sendTemplate {
 		}
 		member := fieldList(consts[sl.c1:sl.c2])
 		st.member[s] = string(member)
-		k, i := member.str(0)
-		v, _ := member.str(i)
-		s, ok := st.long.setListField(k, v)
-		st.longSeen, st.longOK = st.longSeen|s, st.longOK && ok
-		s, ok = st.v2.setListField(k, v)
-		st.v2Seen, st.v2OK = st.v2Seen|s, st.v2OK && ok
+		st.add(member)
 	}
 	return st
+}
+
+// add decodes one constant member (its list bytes) into both of t's
+// headers.
+func (t *sendTemplate) add(member fieldList) {
+	k, i := member.str(0)
+	v, _ := member.str(i)
+	s, ok := t.long.setListField(k, v)
+	t.longSeen, t.longOK = t.longSeen|s, t.longOK && ok
+	s, ok = t.v2.setListField(k, v)
+	t.v2Seen, t.v2OK = t.v2Seen|s, t.v2OK && ok
 }
 
 // noteVary notes that a member read by value starts at list offset at.
