@@ -141,7 +141,9 @@ func New(opts Options) (*Broker, error) {
 }
 
 // NewContext is New whose start-up waits end when startCtx does (the
-// process's stop signal): the wait of the transactions for the
+// process's stop signal). The store's recovery stops and NewContext
+// returns its error (errors.Is startCtx's error; the next start recovers
+// again). The later waits end: that of the transactions for the
 // dispatcher here, and those of OpenStateStore and OpenTwins for the
 // consume queues. The broker then starts without what they waited for,
 // to be closed at once; startCtx bounds only the start, not the broker's
@@ -240,7 +242,8 @@ func NewContext(startCtx context.Context, opts Options) (*Broker, error) {
 	}
 	so.Listener = b.onStoreEvent(so.Listener)
 	so.PutTally = &sendTally{b: b} // b.rt is set before the first put
-	if b.store, err = store.Open(so); err != nil {
+	// A signal (startCtx) stops the store's recovery.
+	if b.store, err = store.OpenContext(startCtx, so); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	b.maxBatchBody = b.store.Options().MaxMessageSize

@@ -170,6 +170,9 @@ func (s *Store) dispatchSkipped(seg *mappedFile, rel, to int64, err error) {
 // dispatchRecord makes the consume-queue entry of a record read back
 // (walk's visitor).
 func (s *Store) dispatchRecord(v *record.View, phy int64, size int32) bool {
+	if s.disp.recovery && s.rstop.stopped() {
+		return false // OpenContext's context ended
+	}
 	e := s.dispEntryOf(v)
 	// A sealed record's CRC vouches for its QUEUEOFFSET (checked when
 	// verifying only).

@@ -178,6 +178,15 @@
 // dispatcher and indexer skip bytes that are not a record the same way
 // (replicated zeros, see ReadRaw), logging at ERROR (rate-limited).
 //
+// Recovery can be stopped: OpenContext's context (the broker passes the
+// process's stop signal) is looked at every 1,024 records of the
+// commitlog check, the re-dispatch and the index walk, and between the
+// consume queues. Open then returns its error wrapped ("store: recovery
+// stopped during <step>; the next start recovers again"), having cut
+// nothing from the commitlog that the check had not reached the end of,
+// and leaves the abort file: the next start recovers as after a crash
+// (recover_stop.go).
+//
 // # Segment allocation
 //
 // A segment's blocks are allocated ahead of the writer, Preallocate bytes

@@ -292,7 +292,7 @@ func (s *Store) indexRange(end int64) bool {
 	ix.last = -1
 	ok := true
 	var e dispEntry // each noted record's (entryTo sets every field)
-	for ix.pos < end {
+	for ix.pos < end && !s.rstop.stopped() {
 		ix.q.dropBelow(ix.pos)
 		r := ix.q.first()
 		if r == nil || r.phy > ix.pos {
@@ -327,6 +327,9 @@ func (s *Store) indexRange(end int64) bool {
 
 // indexRead indexes a record read back (walk's visitor).
 func (s *Store) indexRead(v *record.View, phy int64, _ int32) bool {
+	if s.rstop.stopped() {
+		return false // recovery was stopped (OpenContext)
+	}
 	s.ix.read++
 	e := s.indexEntryOf(v)
 	s.indexEntry(&e, phy)
@@ -365,8 +368,10 @@ func (s *Store) indexFailed(err error) {
 // recovery) before the goroutines start. It walks from the last record the
 // index had walked; with no index file at all, from dispatchFrom, as
 // nothing before it had keys to index; when damaged files were removed
-// and no file before them is left, from the commitlog start.
-func (s *Store) recoverIndex(dispatchFrom, end int64, reindex bool) {
+// and no file before them is left, from the commitlog start. It returns
+// false when recovery was stopped (recoverStop): the index is then left
+// uncommitted, as after a crash.
+func (s *Store) recoverIndex(dispatchFrom, end int64, reindex bool) bool {
 	clMin := s.cl.minOffset()
 	from := dispatchFrom
 	switch {
@@ -392,11 +397,20 @@ func (s *Store) recoverIndex(dispatchFrom, end int64, reindex bool) {
 	}
 	s.idx.cutAt(end) // the log ends before what the index walked (its tail was cut)
 	s.ix.pos = from
-	if !s.indexRange(end) && from != dispatchFrom {
+	ok := s.indexRange(end)
+	if s.rstop.check() {
+		s.ix.releaseCur()
+		return false
+	}
+	if !ok && from != dispatchFrom {
 		// The resume point was not a record boundary of this commitlog.
 		from = max(min(dispatchFrom, end), clMin)
 		s.ix.pos = from
 		s.indexRange(end)
+		if s.rstop.check() {
+			s.ix.releaseCur()
+			return false
+		}
 	}
 	if err := s.idx.commit(); err != nil {
 		s.indexFailed(err)
@@ -405,6 +419,7 @@ func (s *Store) recoverIndex(dispatchFrom, end int64, reindex bool) {
 	s.ix.pos = end
 	s.indexed.Store(end)
 	s.ix.releaseCur()
+	return true
 }
 
 // indexCatchUpWait bounds how long a key query waits for the indexer.

@@ -4,6 +4,7 @@ package store
 // clean shutdown that flushes everything and releases the files.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -14,8 +15,17 @@ import (
 )
 
 // Open opens (creating if needed) the store under opts.Root, recovers it
-// and starts its goroutines.
+// and starts its goroutines. It is OpenContext with a context that never
+// ends.
 func Open(opts Options) (*Store, error) {
+	return OpenContext(context.Background(), opts)
+}
+
+// OpenContext is Open whose recovery ends early when ctx does (the
+// process's stop signal): it then returns ctx's error wrapped, having
+// released the files, and the next start recovers again (recover_stop.go).
+// ctx bounds only the opening, not the store's life (Close ends that).
+func OpenContext(ctx context.Context, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -63,7 +73,10 @@ func Open(opts Options) (*Store, error) {
 		_ = lf.Close()
 		return nil, err
 	}
-	if err := s.recover(abnormal); err != nil {
+	s.rstop = recoverStop{ctx: ctx}
+	err = s.recover(abnormal)
+	s.rstop = recoverStop{}
+	if err != nil {
 		s.releaseFiles()
 		_ = lf.Close()
 		return nil, err

@@ -68,6 +68,7 @@ func (s *Store) recover(abnormal bool) error {
 	start := time.Now()
 	rep := &s.report
 	rep.Abnormal = abnormal
+	s.log.Info("store: recovering", "abnormal", abnormal, "root", s.opts.Root)
 	cp, ok, err := readCheckpoint(s.opts.Root)
 	var ce *CorruptError
 	switch {
@@ -118,7 +119,10 @@ func (s *Store) recover(abnormal bool) error {
 		}
 		rep.ScanFrom = segs[from].base
 		scanStart := time.Now()
-		end = s.scanCommitLog(from)
+		var done bool
+		if end, done = s.scanCommitLog(from); !done {
+			return s.rstop.stopErr("the commitlog check")
+		}
 		rep.ScanBytes = end - rep.ScanFrom
 		rep.ScanDuration = time.Since(scanStart)
 	}
@@ -164,12 +168,18 @@ func (s *Store) recover(abnormal bool) error {
 	d.recovery = true // bytes from disk: check every record before it makes an entry
 	d.stalled = false
 	s.dispatchRangeLocked(end)
-	if d.gapSeen {
+	if d.gapSeen && !s.rstop.check() {
 		rep.FullReplay = true
 		s.log.Warn("store: consume queue gap during recovery, re-dispatching from the commitlog start")
 		d.pos = clMin
 		d.fillGaps = true // what is still missing now is gone for good: pad with holes
 		s.dispatchRangeLocked(end)
+	}
+	if s.rstop.check() {
+		d.recovery = false
+		d.releaseCur()
+		s.dispMu.Unlock()
+		return s.rstop.stopErr("the re-dispatch")
 	}
 	var undispatched map[cqKey]int64
 	switch {
@@ -200,7 +210,10 @@ func (s *Store) recover(abnormal bool) error {
 	if s.dispatchTs.Load() == 0 {
 		s.dispatchTs.Store(cp.Logics)
 	}
-	s.recoverIndex(dispatchFrom, d.pos, reindex)
+	if !s.recoverIndex(dispatchFrom, d.pos, reindex) {
+		s.dispMu.Unlock()
+		return s.rstop.stopErr("the index walk")
+	}
 	if s.indexTs.Load() == 0 {
 		s.indexTs.Store(cp.Index)
 	}
@@ -276,6 +289,9 @@ func (s *Store) recoverConsumeQueues(clEnd int64) (int64, error) {
 			return 0, fmt.Errorf("store: read %s: %w", t.Name(), err)
 		}
 		for _, q := range qdirs {
+			if s.rstop.check() {
+				return 0, s.rstop.stopErr("the consume-queue check")
+			}
 			id, err := strconv.ParseInt(q.Name(), 10, 32)
 			if err != nil || !q.IsDir() {
 				continue

@@ -24,8 +24,9 @@ import (
 // which hold no valid record, are removed.
 
 // scanCommitLog validates the records of segments idx.. and returns the
-// end of the log, recording skipped ranges in the report.
-func (s *Store) scanCommitLog(idx int) int64 {
+// end of the log, recording skipped ranges in the report. When recovery
+// is stopped (recoverStop) it returns false at once, having cut nothing.
+func (s *Store) scanCommitLog(idx int) (int64, bool) {
 	segs := s.cl.list()
 	end := segs[idx].base
 	var skips []SkippedRange
@@ -33,6 +34,9 @@ func (s *Store) scanCommitLog(idx int) int64 {
 	for i := idx; i < len(segs); i++ {
 		m := segs[i]
 		for rel := int64(0); rel < m.size; {
+			if s.rstop.stopped() {
+				return end, false
+			}
 			if n, ok := checkAt(m, rel, m.size, verify); ok {
 				rel += n
 				end = m.base + rel
@@ -47,7 +51,7 @@ func (s *Store) scanCommitLog(idx int) int64 {
 			if !anyValidFrom(segs[i+1:]) {
 				s.cutLog(end)
 				s.addSkipped(skips...)
-				return end
+				return end, true
 			}
 			// The rest of this segment holds nothing valid; the log goes on.
 			skips = append(skips, SkippedRange{File: m.path, From: m.base + rel, To: m.base + m.size, Err: why})
@@ -57,7 +61,7 @@ func (s *Store) scanCommitLog(idx int) int64 {
 	}
 	s.cutLog(end)
 	s.addSkipped(skips...)
-	return end
+	return end, true
 }
 
 // badBytesReason says why the bytes at rel are not a valid record.

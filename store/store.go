@@ -158,6 +158,7 @@ type Store struct {
 
 	stats  statCounters
 	report RecoveryReport // set by Open, read-only afterwards
+	rstop  recoverStop    // ends recovery early (OpenContext's context); zero afterwards
 
 	cleanMu sync.Mutex // serialises retention runs
 
