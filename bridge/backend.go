@@ -182,6 +182,9 @@ type Backend struct {
 	// tail is about to apply a session topic record (a test holds the
 	// tail back).
 	testBeforeApply func(rec *sessionRecord)
+	// testBeforeConfirm, when set (tests, before Start), is called as
+	// SessionCurrent begins.
+	testBeforeConfirm func(clientID string)
 
 	qos2      keyedRuns[func()]                            // QoS 2 records waited for, by client (RecordQoS2)
 	sysQueues map[client.MessageQueue]*client.MessageQueue // protected by mu; interned session topic queues

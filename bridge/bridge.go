@@ -56,10 +56,12 @@ func New(mo mqtt.Options, bo Options) (*Bridge, error) {
 		_, wills := sb.(mqtt.WillBackend)
 		_, owes := sb.(mqtt.WillOwer)
 		_, shares := sb.(mqtt.SharePreparer)
-		if !subs || !qos2 || !wills || !owes || !shares {
+		_, confirms := sb.(mqtt.SessionConfirmer)
+		if !subs || !qos2 || !wills || !owes || !shares || !confirms {
 			// The wrapper does not forward subscription saves, QoS 2
-			// records, stored or owed wills or share preparation: the
-			// server reaches the backend's directly.
+			// records, stored or owed wills, share preparation or
+			// session confirmation: the server reaches the backend's
+			// directly.
 			sb = &subscriptionForward{Backend: sb, be: be}
 		}
 	}
@@ -121,8 +123,9 @@ func (b *Bridge) Close() error {
 }
 
 // subscriptionForward adds Backend.SaveSubscriptions (and the QoS 2
-// records, stored wills and share preparation) to a wrapped backend that
-// lacks them; every other call goes through the wrapper.
+// records, stored wills, share preparation and session confirmation) to a
+// wrapped backend that lacks them; every other call goes through the
+// wrapper.
 type subscriptionForward struct {
 	mqtt.Backend
 	be *Backend
@@ -171,3 +174,8 @@ func (f *subscriptionForward) PublishAsync(ctx context.Context, m *mqtt.Message,
 // RetainedCount implements mqtt.RetainedCounter from the broker back end
 // ($SYS/broker/retained messages/count).
 func (f *subscriptionForward) RetainedCount() int { return f.be.RetainedCount() }
+
+// SessionCurrent implements mqtt.SessionConfirmer.
+func (f *subscriptionForward) SessionCurrent(ctx context.Context, clientID string) (bool, error) {
+	return f.be.SessionCurrent(ctx, clientID)
+}

@@ -372,6 +372,17 @@
 // published when the new connect is a clean start or the will has no
 // delay.
 //
+// A node whose server holds the session offline in memory asks the
+// cluster before it resumes it (Backend.SessionCurrent, the
+// mqtt.SessionConfirmer): its tail catches up with the session topic as
+// the brokers hold it at that moment (one round trip for the ends of the
+// topic's queues), and the copy in memory is resumed only when the
+// client's latest record is the node's own. Otherwise (another node's
+// clean start, resume or handoff came later) the server ends its copy as
+// a takeover does and the connect loads the session like any other
+// (TestBridgeInMemoryResumeConfirmed). A connect of a session the node does
+// not hold, or holds connected, costs nothing more.
+//
 // # Wills
 //
 // A will outlives the node its client is connected to (will.go). Every
@@ -498,12 +509,7 @@
 // expiry is connected to another node does not wait for that node's
 // handoff (the node still drops the client on seeing the request; such a
 // session carries no state); clients that connect to two nodes at the
-// same moment, or move faster than the nodes follow the session topic,
-// may see one extra takeover (a node resumes a session it holds offline
-// in memory without a connect request: a client that cleanly starts on
-// another node and at once resumes on this one, before this node's tail
-// applied the announcement, gets the old session here, which the
-// announcement then takes away with DISCONNECT 0x8E); a node that
+// same moment may see one extra takeover; a node that
 // crashes while holding a session is waited for HandoffTimeout at the next
 // connect of that client; SaveSubscriptions needs the engine to call it
 // (mqtt.Server.SaveSubscriptions), otherwise a crash loses the

@@ -452,3 +452,29 @@ func (b *Backend) judgeDeferredLocked(clientID string) {
 		}
 	}()
 }
+
+// SessionCurrent implements mqtt.SessionConfirmer for a session the server
+// holds offline in memory: the node's tail catches up with the session
+// topic as the brokers hold it now (one round trip for the ends of its
+// queues, catchUpSys), and the session is current when the client's latest
+// record is this node's. A record of another node (a clean start there,
+// a resume, a handoff), or none (deleted there), means the session went
+// on elsewhere: the server ends its copy and loads the session
+// (LoadSession), as a node that does not hold it does. Without this, a
+// client that started clean on another node and at once resumed here got
+// the old session until the tail applied the other node's record.
+func (b *Backend) SessionCurrent(ctx context.Context, clientID string) (bool, error) {
+	if b.isClosed() {
+		return false, ErrClosed
+	}
+	if b.testBeforeConfirm != nil {
+		b.testBeforeConfirm(clientID)
+	}
+	if err := b.catchUpSys(ctx, b.opts.SessionTopic); err != nil {
+		return false, fmt.Errorf("bridge: session topic not caught up to confirm the session of %q: %w", clientID, err)
+	}
+	b.mu.Lock()
+	rec := b.sessions[clientID]
+	b.mu.Unlock()
+	return rec != nil && rec.Node == b.opts.NodeID, nil
+}

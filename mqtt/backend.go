@@ -165,6 +165,22 @@ type OwnerTagger interface {
 	OwnerTag(clientID string) string
 }
 
+// SessionConfirmer is an optional extension of Backend for a back end that
+// several servers share (the bridge's cluster). A session this server
+// holds offline in memory may have been started anew or resumed on
+// another server since it went offline, which this server may learn of
+// only later. Before it resumes such a session, the server asks
+// SessionCurrent: true resumes the session from memory; false ends it
+// here as another node's takeover does (Server.Evict with
+// EvictSuperseded: no SaveSession or DeleteSession, its delayed will
+// dropped) and loads the session with LoadSession, as for one not held
+// here. An error refuses the connect with 0x88, as LoadSession's does;
+// Options.SessionLoadTimeout bounds the call. A connect of a session not
+// held here, or held by a connection, does not call it.
+type SessionConfirmer interface {
+	SessionCurrent(ctx context.Context, clientID string) (bool, error)
+}
+
 // RetainedCounter is an optional extension of Backend: the number of
 // retained messages it holds, published in $SYS and returned by
 // Server.RetainedCount.

@@ -473,3 +473,15 @@ func pickShared(g *shareGroup) target {
 func (x *subIndex) matchPlain(topic, publisher string) []target {
 	return x.matchWith(topic, publisher, false)
 }
+
+// sessionCurrent asks the backend (SessionConfirmer) whether the session
+// of clientID held offline here is still the latest; true without one.
+func (s *Server) sessionCurrent(clientID string) (bool, error) {
+	sc, ok := s.backend.(SessionConfirmer)
+	if !ok {
+		return true, nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.SessionLoadTimeout)
+	defer cancel()
+	return sc.SessionCurrent(ctx, clientID)
+}

@@ -457,6 +457,21 @@ func (c *conn) handleConnect(cp *packets.Connect) {
 			clean = true
 		}
 		s.mu.Unlock()
+		if inMem && !clean && !old.online.Load() {
+			// Held offline here: the back end may know of a newer
+			// session elsewhere (SessionConfirmer).
+			current, err := s.sessionCurrent(id)
+			if err != nil {
+				c.refuse(packets.ReasonServerUnavailable, "session store unavailable")
+				s.log.Warn("mqtt: confirm session", "client", id, "timeout", o.SessionLoadTimeout, "err", err)
+				return
+			}
+			if !current {
+				s.log.Info("mqtt: session held offline here was superseded on another node; resuming the newer one", "client", id)
+				s.Evict(id, old.seq, EvictSuperseded)
+				inMem = false
+			}
+		}
 		if !inMem {
 			lctx, cancel := context.WithTimeout(s.ctx, o.SessionLoadTimeout)
 			st, ok, err := s.backend.LoadSession(lctx, id)
