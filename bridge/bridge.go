@@ -57,11 +57,12 @@ func New(mo mqtt.Options, bo Options) (*Bridge, error) {
 		_, owes := sb.(mqtt.WillOwer)
 		_, shares := sb.(mqtt.SharePreparer)
 		_, confirms := sb.(mqtt.SessionConfirmer)
-		if !subs || !qos2 || !wills || !owes || !shares || !confirms {
+		_, tags := sb.(mqtt.OwnerTagger)
+		if !subs || !qos2 || !wills || !owes || !shares || !confirms || !tags {
 			// The wrapper does not forward subscription saves, QoS 2
-			// records, stored or owed wills, share preparation or
-			// session confirmation: the server reaches the backend's
-			// directly.
+			// records, stored or owed wills, share preparation,
+			// session confirmation or owner tags: the server reaches
+			// the backend's directly.
 			sb = &subscriptionForward{Backend: sb, be: be}
 		}
 	}
@@ -123,9 +124,9 @@ func (b *Bridge) Close() error {
 }
 
 // subscriptionForward adds Backend.SaveSubscriptions (and the QoS 2
-// records, stored wills, share preparation and session confirmation) to a
-// wrapped backend that lacks them; every other call goes through the
-// wrapper.
+// records, stored wills, share preparation, session confirmation and
+// owner tags) to a wrapped backend that lacks them; every other call goes
+// through the wrapper.
 type subscriptionForward struct {
 	mqtt.Backend
 	be *Backend
@@ -174,6 +175,11 @@ func (f *subscriptionForward) PublishAsync(ctx context.Context, m *mqtt.Message,
 // RetainedCount implements mqtt.RetainedCounter from the broker back end
 // ($SYS/broker/retained messages/count).
 func (f *subscriptionForward) RetainedCount() int { return f.be.RetainedCount() }
+
+// OwnerTag implements mqtt.OwnerTagger (the IoT hub's device identities:
+// without it, a node that holds a session in memory would resume it for
+// a new identity of the same device id).
+func (f *subscriptionForward) OwnerTag(clientID string) string { return f.be.OwnerTag(clientID) }
 
 // SessionCurrent implements mqtt.SessionConfirmer.
 func (f *subscriptionForward) SessionCurrent(ctx context.Context, clientID string) (bool, error) {
