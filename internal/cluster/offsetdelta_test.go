@@ -66,11 +66,18 @@ func TestClusterHASlaveAppliesOffsetDeltas(t *testing.T) {
 	for try := int32(0); ; try++ {
 		forged(0, next(), `{"offsetTable":{"Forged@g":{"0":99}}}`)
 		testutil.Eventually(t, 20*time.Second, has("g", "Forged", 0, 99))
+		// The forged notice's count covers the master's next change,
+		// which the slave then takes as applied: make one (Real/0
+		// changes in the first try only; a commit of the same offset is
+		// no change), then the one the slave must apply.
 		m.Offsets().Commit("g", "Real", 0, 6)
+		if try > 0 {
+			m.Offsets().Commit("g", "Covered", try, 1)
+		}
 		m.Offsets().Commit("g", "Real", 1+try, 1)
 		testutil.Eventually(t, 20*time.Second, has("g", "Real", 1+try, 1))
 		err := has("g", "Forged", 0, 99)()
-		if err == nil {
+		if err == nil && try > 0 {
 			break
 		}
 		if try == 4 {
