@@ -362,18 +362,27 @@ func fastMembers(b []byte, i int, list []byte, rec *shapeRec) ([]byte, int, bool
 		if rec != nil {
 			rec.add(kind, v0, i, k1-len(key), k1)
 		}
-		if i = skipWS(b, i); i >= len(b) {
-			return list, i, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-		case '}':
-			return list, i + 1, true
-		default:
-			return list, i, false
+		var more bool
+		if i, more, ok = memberEnd(b, i); !ok || !more {
+			return list, i, ok
 		}
 	}
+}
+
+// memberEnd reads what follows an extFields member that ends at b[i]:
+// another member (more; i is where it starts) or the object's end (i is
+// after its '}'); ok is false on anything else.
+func memberEnd(b []byte, i int) (next int, more, ok bool) {
+	if i = skipWS(b, i); i >= len(b) {
+		return i, false, false
+	}
+	switch b[i] {
+	case ',':
+		return skipWS(b, i+1), true, true
+	case '}':
+		return i + 1, false, true
+	}
+	return i, false, false
 }
 
 // fastMember reads the extFields member whose key's opening quote is at

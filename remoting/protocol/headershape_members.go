@@ -266,16 +266,9 @@ func tableMembers(b []byte, i int, list []byte, h *fastHeader, ms *memberShape, 
 			}
 			r.note(k, t0, i, l0, len(list))
 		}
-		if i = skipWS(b, i); i >= len(b) {
-			return list, i, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-		case '}':
-			return list, i + 1, true
-		default:
-			return list, i, false
+		next, more, ok := memberEnd(b, i)
+		if i = next; !ok || !more {
+			return list, i, ok
 		}
 	}
 }
