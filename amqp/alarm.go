@@ -1,7 +1,11 @@
 package amqp
 
 import (
+	"bufio"
+	"errors"
+	"os"
 	"sync"
+	"time"
 
 	"github.com/smartgo/smartgo/amqp/wire"
 )
@@ -83,6 +87,10 @@ func (c *conn) waitAlarm() bool {
 		return true
 	}
 	c.flushDirty() // confirms already due go out before the wait
+	c.blocked.Store(true)
+	defer c.blocked.Store(false)
+	gone, stopWatch := c.watchPeer()
+	defer stopWatch()
 	told := false
 	for clear != nil {
 		if c.blockedCap && !told {
@@ -95,6 +103,8 @@ func (c *conn) waitAlarm() bool {
 			return false
 		case <-c.writerDone:
 			return false
+		case <-gone:
+			return false
 		}
 		reason, clear = c.srv.alarm.get()
 	}
@@ -102,4 +112,62 @@ func (c *conn) waitAlarm() bool {
 		c.send(0, &wire.ConnectionUnblocked{})
 	}
 	return true
+}
+
+// watchPeer sees a blocked connection's client go away: its socket is
+// read on into the connection's read buffer (the frames stay there, in
+// order, for the reader once the alarm clears) until the peer closes or
+// misses its heartbeats (gone is closed), the buffer is full (TCP holds
+// the rest; a dead peer is then left to TCP keepalive and to the
+// writer's heartbeats failing) or stop is called. Without it a client
+// that closed its socket while blocked would linger until the alarm
+// clears when heartbeats are off: nothing is read or written. stop
+// returns once the socket is no longer read; the reader then owns it
+// again. Reader goroutine only.
+func (c *conn) watchPeer() (gone <-chan struct{}, stop func()) {
+	g := make(chan struct{})
+	done := make(chan struct{})
+	var mu sync.Mutex // orders stop's deadline after the reads'
+	stopping := false
+	go func() {
+		defer close(done)
+		for {
+			deadline := time.Time{}
+			if hb := time.Duration(c.heartbeat.Load()); hb > 0 {
+				deadline = time.Now().Add(2 * hb)
+			}
+			mu.Lock()
+			if stopping {
+				mu.Unlock()
+				return
+			}
+			c.nc.SetReadDeadline(deadline)
+			mu.Unlock()
+			_, err := c.br.Peek(c.br.Buffered() + 1)
+			mu.Lock()
+			stopped := stopping
+			mu.Unlock()
+			switch {
+			case err == nil:
+				continue
+			case errors.Is(err, bufio.ErrBufferFull) || stopped:
+			default:
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					c.srv.logConnErr(c, "missed heartbeats while blocked", err)
+				}
+				close(g) // EOF, reset, missed heartbeats: the client is gone
+			}
+			return
+		}
+	}()
+	return g, func() {
+		mu.Lock()
+		stopping = true
+		c.nc.SetReadDeadline(time.Now())
+		mu.Unlock()
+		<-done
+		// The reader sets its heartbeat or closing deadline before its
+		// next read.
+		c.nc.SetReadDeadline(time.Time{})
+	}
 }

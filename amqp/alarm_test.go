@@ -3,6 +3,7 @@ package amqp
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/smartgo/smartgo/amqp/wire"
 )
@@ -107,4 +108,61 @@ func TestAlarmBlockedConnectionClosedByServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub.expectConnClose(wire.ConnectionForced)
+}
+
+// TestAlarmBlockedClientGone: with heartbeats off (nothing to miss, nothing
+// written), a client blocked at a publish that then closes its socket is
+// seen gone while the alarm is still raised: the server's connection
+// count goes back down. A blocked client that stays, and sends more
+// publishes and a heartbeat while blocked, loses none of them: they are
+// routed in order once the alarm clears.
+func TestAlarmBlockedClientGone(t *testing.T) {
+	be := &alarmBackend{memBackend: newMemBackend()}
+	s, addr := startServer(t, Options{Backend: be})
+	cons := dial(t, addr)
+	cons.openChannel(1)
+	q := cons.declareQueue(1, "gone", nil)
+	cons.consume(1, q, "c", true)
+	stays := dial(t, addr)
+	stays.openChannel(1)
+	leaves := dial(t, addr)
+	leaves.openChannel(1)
+	waitFor(t, "three connections", func() bool { return len(s.Connections()) == 3 })
+
+	be.alarm("low on disk")
+	stays.publish(1, "", q, "one")
+	expect[*wire.ConnectionBlocked](stays)
+	leaves.publish(1, "", q, "lost")
+	expect[*wire.ConnectionBlocked](leaves)
+	stays.publish(1, "", q, "two")
+	stays.write(wire.AppendHeartbeat(nil))
+	stays.publish(1, "", q, "three")
+	leaves.nc.Close()
+	waitFor(t, "the closed client's connection to end", func() bool { return len(s.Connections()) == 2 })
+
+	be.alarm("")
+	expect[*wire.ConnectionUnblocked](stays)
+	for _, want := range []string{"one", "two", "three"} {
+		if _, body := cons.deliver(); body != want {
+			t.Fatalf("delivered %q, want %q", body, want)
+		}
+	}
+}
+
+// TestAlarmBlockedMissesHeartbeats: a blocked client that negotiated
+// heartbeats and then sends nothing (its host gone, its socket open) is
+// closed for missed heartbeats while the alarm is still raised, as an
+// unblocked one would be.
+func TestAlarmBlockedMissesHeartbeats(t *testing.T) {
+	be := &alarmBackend{memBackend: newMemBackend()}
+	s, addr := startServer(t, Options{Backend: be, Heartbeat: time.Second})
+	pub := dialRaw(t, addr)
+	if err := pub.handshake("guest", "guest", "/", 1); err != nil {
+		t.Fatal(err)
+	}
+	pub.openChannel(1)
+	be.alarm("low on disk")
+	pub.publish(1, "", "nowhere", "during")
+	expect[*wire.ConnectionBlocked](pub)
+	waitFor(t, "the silent client's connection to end", func() bool { return len(s.Connections()) == 0 })
 }

@@ -115,6 +115,7 @@ type conn struct {
 	quit         chan struct{} // closed once the shutdown's connection.close is queued
 	writerDone   chan struct{} // closed when writeLoop ends
 	shutdownSeen bool          // the reader has applied closeTimeout for it
+	blocked      atomic.Bool   // the reader waits at a publish for the resource alarm to clear
 
 	// Guarded by Server.mu.
 	channels  map[uint16]*channel
