@@ -153,8 +153,10 @@ type Backend struct {
 	testBeforeSave func(clientID string) func()
 	// testShareHook, when set (tests, before Start), sees the steps of
 	// shared subscriptions: "mark" (PrepareShares, before it looks at
-	// share), "start" (the share loop, before it starts share's consumer)
-	// "marked" (that start, once it took share's mark) and "walked" (the
+	// share), "start" (the share loop, before it starts share's consumer),
+	// "marked" (that start, once it took share's mark), "stop" (the share
+	// loop, before it stops the consumer of a share it found without
+	// members) and "walked" (the
 	// end of each pass of the share loop; share is "").
 	testShareHook func(step, share string)
 	// testWillHook, when set (tests, before Start), is asked before this

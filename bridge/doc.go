@@ -145,7 +145,11 @@
 // starts the group itself, at the ends only where it has no offset. The group
 // commits its offsets (every second and when a node leaves), so a queue
 // that moves continues where its previous owner stopped; messages near a
-// rebalance may come twice (at least once). A queue's offset is its first
+// rebalance may come twice (at least once), but never to a member of the
+// node as new while its first copy is in flight: the node remembers what
+// its members hold across its consumers of the group (shareacks.go), so a
+// queue it reads again from the committed offset (its consumer stopped
+// and started again, the queue came back) skips those. A queue's offset is its first
 // message a member is not done with (shareacks.go: acknowledged, or no
 // longer held by the member's session), not what was polled, so a crash
 // of the node loses none of what its members had not acknowledged. A

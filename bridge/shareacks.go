@@ -23,18 +23,98 @@ import (
 // session ended: mqtt.Releaser) is not done: the sweep offers it to the
 // group's members again (MQTT 5 4.8.2), and it is done once one takes and
 // finishes it, or no member is left.
+//
+// The node keeps these records per share across its consumers of the
+// share (attach): a consumer that stops and starts again (its share loop
+// found the group without members, from a walk just before a member
+// subscribed) reads the queues again from the committed offset, which is
+// at the first message a member still holds, and a queue that leaves the
+// node and comes back is read again from there too. A message read again
+// that a local member holds (or that waits to be offered again) is not
+// handed out again: the member would get it a second time as a new
+// message, with a new packet id and no DUP, while its first copy is in
+// flight (TestBridgeSharedConsumerRestartKeepsInFlight).
 
 // shareSweep is how often messages held by members are checked.
 const shareSweep = time.Second
 
 // shareAcks tracks one share consumer's messages held by members.
 type shareAcks struct {
-	c     *client.PullConsumer
 	srv   clusterServer
 	share string
 	wake  chan struct{} // capacity 1: a message was released
 	mu    sync.Mutex
+	c     *client.PullConsumer                // the share's consumer now (attach); protected by mu
 	q     map[client.MessageQueue]*shareQueue // protected by mu
+}
+
+func newShareAcks(srv clusterServer, share string) *shareAcks {
+	return &shareAcks{srv: srv, share: share, wake: make(chan struct{}, 1), q: map[client.MessageQueue]*shareQueue{}}
+}
+
+// attach makes c, a new consumer of the share, the one whose offsets a
+// progresses. What members hold stays held; the rest is c's to read
+// again: a message handed over whose handover never returned (the last
+// consumer stopped while every member's queue was full) is dropped, so
+// that c hands it over again.
+func (a *shareAcks) attach(c *client.PullConsumer) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.c = c
+	for mq, sq := range a.q {
+		sq.next = -1
+		for off, h := range sq.held {
+			if h.taker == "" {
+				delete(sq.held, off)
+			}
+		}
+		if len(sq.held) == 0 {
+			delete(a.q, mq)
+		}
+	}
+}
+
+// settle, while the share has no consumer on this node, forgets the
+// messages no member holds any more (acknowledged, released, or gone
+// with its session otherwise): the group's committed offsets leave the
+// unacknowledged ones to its next consumer. It reports whether nothing
+// is left.
+func (a *shareAcks) settle() bool {
+	var taken []*shareHeld
+	a.mu.Lock()
+	for mq, sq := range a.q {
+		for off, h := range sq.held {
+			if h.released || h.taker == "" {
+				delete(sq.held, off)
+			} else {
+				taken = append(taken, h)
+			}
+		}
+		if len(sq.held) == 0 {
+			delete(a.q, mq)
+		}
+	}
+	a.mu.Unlock()
+	for _, h := range taken {
+		if !a.srv.Holds(h.taker, h.msg) {
+			a.drop(h)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.q) == 0
+}
+
+// drop forgets h and, when its queue has nothing held, the queue.
+func (a *shareAcks) drop(h *shareHeld) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if sq := a.q[h.mq]; sq != nil && sq.held[h.off] == h {
+		delete(sq.held, h.off)
+		if len(sq.held) == 0 {
+			delete(a.q, h.mq)
+		}
+	}
 }
 
 // shareQueue is one queue's progress.
@@ -90,7 +170,7 @@ func (a *shareAcks) markLocked(mq client.MessageQueue, sq *shareQueue) {
 	for off := range sq.held {
 		point = min(point, off)
 	}
-	if point >= 0 {
+	if point >= 0 && a.c != nil {
 		a.c.MarkConsumed(mq, point)
 	}
 }
@@ -104,14 +184,19 @@ func (a *shareAcks) skip(mq client.MessageQueue, off int64) {
 	a.markLocked(mq, sq)
 }
 
-// hold records a message about to be handed to a member.
+// hold records a message about to be handed to a member; nil when it
+// was read again while a member holds it (or it waits to be offered
+// again): it is not handed out again.
 func (a *shareAcks) hold(mq client.MessageQueue, off int64, msg *mqtt.Message) *shareHeld {
-	h := &shareHeld{a: a, mq: mq, off: off, msg: msg}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	sq := a.queueLocked(mq)
-	sq.held[off] = h
 	sq.next = max(sq.next, off+1)
+	if sq.held[off] != nil {
+		return nil
+	}
+	h := &shareHeld{a: a, mq: mq, off: off, msg: msg}
+	sq.held[off] = h
 	return h
 }
 

@@ -73,6 +73,9 @@ type shareConsumer struct {
 func (b *Backend) shareLoop(srv clusterServer) {
 	defer b.wg.Done()
 	running := map[string]*shareConsumer{}
+	// kept: each share's messages held by members, across its consumers
+	// on this node (shareAcks.attach): kept while a member holds one.
+	kept := map[string]*shareAcks{}
 	defer func() {
 		for _, sc := range running {
 			sc.stop()
@@ -118,10 +121,18 @@ func (b *Backend) shareLoop(srv clusterServer) {
 		b.pruneHeld(began)
 		for s, sc := range running {
 			if !want[s] {
+				if b.testShareHook != nil {
+					b.testShareHook("stop", s)
+				}
 				sc.stop()
 				delete(running, s)
 				b.setShares(running)
 				b.log.Info("bridge: left shared subscription group", "share", s, "group", shareGroup(s))
+			}
+		}
+		for s, acks := range kept {
+			if running[s] == nil && acks.settle() {
+				delete(kept, s)
 			}
 		}
 		for s := range want {
@@ -131,12 +142,17 @@ func (b *Backend) shareLoop(srv clusterServer) {
 			if b.testShareHook != nil {
 				b.testShareHook("start", s)
 			}
-			sc, err := b.startShare(srv, s)
+			acks := kept[s]
+			if acks == nil {
+				acks = newShareAcks(srv, s)
+			}
+			sc, err := b.startShare(srv, s, acks)
 			if err != nil {
 				b.log.Warn("bridge: shared subscription consumer", "share", s, "err", err)
 				continue
 			}
 			running[s] = sc
+			kept[s] = acks
 			b.setShares(running)
 			b.log.Info("bridge: joined shared subscription group", "share", s, "group", shareGroup(s))
 		}
@@ -390,7 +406,10 @@ func (b *Backend) shareHeld(ctx context.Context, share, clientID string) (bool, 
 	return len(members) > 0, nil
 }
 
-func (b *Backend) startShare(srv clusterServer, share string) (_ *shareConsumer, err error) {
+// startShare starts a consumer of share's group; acks holds what local
+// members hold of the share's messages (from an earlier consumer of the
+// share on this node, or new).
+func (b *Backend) startShare(srv clusterServer, share string, acks *shareAcks) (_ *shareConsumer, err error) {
 	group := shareGroup(share)
 	sctx, scancel := context.WithTimeout(b.ctx, b.opts.StartTimeout)
 	defer scancel()
@@ -452,7 +471,7 @@ func (b *Backend) startShare(srv clusterServer, share string) (_ *shareConsumer,
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	sc := &shareConsumer{share: share, c: c, cancel: cancel, done: make(chan struct{})}
-	acks := &shareAcks{c: c, srv: srv, share: share, wake: make(chan struct{}, 1), q: map[client.MessageQueue]*shareQueue{}}
+	acks.attach(c)
 	swept := make(chan struct{})
 	b.wg.Add(2)
 	go func() {
@@ -502,6 +521,9 @@ func (b *Backend) deliverShared(ctx context.Context, srv clusterServer, share st
 		return true // the live consumer logs it
 	}
 	h := acks.hold(x.Queue, x.QueueOffset, m)
+	if h == nil {
+		return true // a member holds it already: read again
+	}
 	for {
 		taker, full := srv.TryDeliverSharedAcked(share, m, h)
 		if !full {
