@@ -44,7 +44,7 @@ func (b *alarmBackend) alarm(reason string) {
 // A client without the capability is not told, but waits all the same.
 func TestAlarmBlocksPublishers(t *testing.T) {
 	be := &alarmBackend{memBackend: newMemBackend()}
-	_, addr := startServer(t, Options{Backend: be})
+	s, addr := startServer(t, Options{Backend: be})
 	cons := dial(t, addr)
 	cons.openChannel(1)
 	q := cons.declareQueue(1, "alarmed", nil)
@@ -61,6 +61,17 @@ func TestAlarmBlocksPublishers(t *testing.T) {
 		t.Fatal(err)
 	}
 	silent.openChannel(1)
+	states := func() map[string]string {
+		out := map[string]string{}
+		for _, c := range s.Connections() {
+			out[c.Name] = c.State
+		}
+		return out
+	}
+	name := func(c *tclient) string { return c.nc.LocalAddr().String() }
+	if got := states(); got[name(cons)] != StateRunning || got[name(pub)] != StateRunning || got[name(silent)] != StateRunning {
+		t.Fatalf("states before the alarm: %v, want every one running", got)
+	}
 
 	be.alarm("low on disk")
 	pub.publish(1, "", q, "during")
@@ -68,6 +79,15 @@ func TestAlarmBlocksPublishers(t *testing.T) {
 		t.Fatalf("connection.blocked reason %q, want low on disk", b.Reason)
 	}
 	silent.publish(1, "", q, "silent")
+	// The listing says which connection is held (blocked) and which
+	// would be if it published (blocking), as rabbitmqctl does.
+	waitFor(t, "both publishers listed blocked", func() bool {
+		got := states()
+		return got[name(pub)] == StateBlocked && got[name(silent)] == StateBlocked
+	})
+	if got := states(); got[name(cons)] != StateBlocking {
+		t.Fatalf("states while blocked: %v, want the consumer's blocking", got)
+	}
 	// The consumer's connection is not blocked: it declares, and the
 	// queue holds neither blocked publish.
 	if ok := call[*wire.QueueDeclareOk](cons, 1, &wire.QueueDeclare{Queue: q, Passive: true}); ok.MessageCount != 0 || ok.ConsumerCount != 1 {
@@ -76,6 +96,10 @@ func TestAlarmBlocksPublishers(t *testing.T) {
 
 	be.alarm("")
 	expect[*wire.ConnectionUnblocked](pub)
+	waitFor(t, "every connection running again", func() bool {
+		got := states()
+		return got[name(cons)] == StateRunning && got[name(pub)] == StateRunning && got[name(silent)] == StateRunning
+	})
 	got := map[string]bool{}
 	for range 2 {
 		_, body := cons.deliver()

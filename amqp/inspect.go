@@ -78,7 +78,18 @@ type ConnectionInfo struct {
 	Client      string `json:"client,omitempty"` // product and version from the client's properties
 	Channels    int    `json:"channels"`
 	ConnectedAt int64  `json:"connectedAt"` // Unix milliseconds
+	// State is RabbitMQ's: "running"; while a resource alarm is raised
+	// (AlarmSource) "blocked" for a connection held at a publish and
+	// "blocking" for one that would be if it published.
+	State string `json:"state"`
 }
+
+// Connection states (ConnectionInfo.State).
+const (
+	StateRunning  = "running"
+	StateBlocking = "blocking"
+	StateBlocked  = "blocked"
+)
 
 // ConsumerInfo is one consumer (basic.consume).
 type ConsumerInfo struct {
@@ -197,11 +208,19 @@ func (s *Server) Bindings(vhost string) ([]BindingInfo, error) {
 
 // Connections returns the open connections, sorted by name.
 func (s *Server) Connections() []ConnectionInfo {
+	_, alarm := s.alarm.get()
 	s.mu.Lock()
 	out := make([]ConnectionInfo, 0, len(s.conns))
 	for c := range s.conns {
+		state := StateRunning
+		switch {
+		case c.blocked.Load():
+			state = StateBlocked
+		case alarm != nil:
+			state = StateBlocking
+		}
 		out = append(out, ConnectionInfo{Name: c.name(), Local: c.nc.LocalAddr().String(), User: c.user,
-			VHost: c.vh.name, Client: c.client, Channels: len(c.channels), ConnectedAt: c.since.UnixMilli()})
+			VHost: c.vh.name, Client: c.client, Channels: len(c.channels), ConnectedAt: c.since.UnixMilli(), State: state})
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b ConnectionInfo) int { return strings.Compare(a.Name, b.Name) })

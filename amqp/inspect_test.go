@@ -69,7 +69,7 @@ func TestInspectListsWhatClientsDeclared(t *testing.T) {
 	}
 	conns := s.Connections()
 	if len(conns) != 1 || conns[0].Name != c.nc.LocalAddr().String() || conns[0].User != "guest" || conns[0].VHost != "/" ||
-		conns[0].Channels != 1 || conns[0].Client != "test" || conns[0].ConnectedAt == 0 {
+		conns[0].Channels != 1 || conns[0].Client != "test" || conns[0].ConnectedAt == 0 || conns[0].State != StateRunning {
 		t.Fatalf("connections %+v (client at %s)", conns, c.nc.LocalAddr())
 	}
 	cs, err := s.Consumers("")

@@ -376,7 +376,9 @@ func TestBrowserConsole(t *testing.T) {
 		chromedp.Click(`#dialog button[data-action=confirm]`, chromedp.ByQuery), waitJS(`(`+cells+`).slice(3, 6).join("|") === "-|0|1"`))
 	me := ac.nc.LocalAddr().String()
 	run("amqp connections", chromedp.Navigate(base+"/#/amqp/connections"),
-		waitJS(fmt.Sprintf(`!!document.querySelector('table[data-table=amqp-connections] tr[data-key$="/%s"]')`, me)), shot("amqp-connections"))
+		// Connection, node, user, vhost, client, channels, state.
+		waitJS(fmt.Sprintf(`[...document.querySelectorAll('table[data-table=amqp-connections] tr[data-key$="/%s"] td')].map((td) => td.textContent)[6] === "running"`, me)),
+		shot("amqp-connections"))
 	run("close", chromedp.Click(fmt.Sprintf(`button[data-close="%s"]`, me), chromedp.ByQuery), chromedp.WaitVisible(`#dialog button[data-action=confirm]`, chromedp.ByQuery),
 		chromedp.Click(`#dialog button[data-action=confirm]`, chromedp.ByQuery),
 		waitJS(fmt.Sprintf(`!document.querySelector('table[data-table=amqp-connections] tr[data-key$="/%s"]')`, me)))

@@ -135,13 +135,17 @@ func init() {
 		},
 		list: (*admin.Admin).AMQPBindings}.register()
 	amqpListing[admin.AMQPConnection]{name: "connections", what: "client connections", key: "name (the client's address)",
-		header: []string{"CONNECTION", "USER", "VHOST", "CHANNELS", "CLIENT", "CONNECTED"},
+		header: []string{"CONNECTION", "USER", "VHOST", "CHANNELS", "CLIENT", "STATE", "CONNECTED"},
 		row: func(c admin.AMQPConnection) []any {
 			client := c.Client
 			if client == "" {
 				client = "-"
 			}
-			return []any{c.Name, c.User, c.VHost, c.Channels, client, fmtMillis(c.ConnectedAt)}
+			state := c.State
+			if state == "" {
+				state = "-" // a node from before the state was listed
+			}
+			return []any{c.Name, c.User, c.VHost, c.Channels, client, state, fmtMillis(c.ConnectedAt)}
 		},
 		list: func(a *admin.Admin, ctx context.Context, node string, q admin.AMQPQuery) (*admin.AMQPConnectionPage, error) {
 			return a.AMQPConnections(ctx, node, q)

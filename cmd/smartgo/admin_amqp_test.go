@@ -90,8 +90,12 @@ func TestCmdBinaryAdminAMQP(t *testing.T) {
 	var conns amqpJSON[amqp.ConnectionInfo]
 	if code, out, _ := adm("-o", "json", "amqp", "connections"); code != exitOK || json.Unmarshal([]byte(out), &conns) != nil ||
 		len(conns) != 1 || len(conns[0].Items) != 1 || conns[0].Items[0].Name != me || conns[0].Items[0].User != "guest" ||
-		conns[0].Items[0].Channels != 1 {
+		conns[0].Items[0].Channels != 1 || conns[0].Items[0].State != amqp.StateRunning {
 		t.Fatalf("connections (exit %d), want %s:\n%s", code, me, out)
+	}
+	if code, out, _ := adm("amqp", "connections"); code != exitOK ||
+		!regexp.MustCompile(`(?m)^\S+ +`+regexp.QuoteMeta(me)+` +guest +/ +1 +\S+ +running +`).MatchString(out) {
+		t.Fatalf("connections table (exit %d):\n%s", code, out)
 	}
 	if code, out, _ := adm("amqp", "consumers"); code != exitOK ||
 		!regexp.MustCompile(`(?m)^\S+ +/ +orders +picker +`+regexp.QuoteMeta(me)+` +1 +true +1 +1 *$`).MatchString(out) {

@@ -361,6 +361,7 @@ async function amqpPage(args) {
     table = SG.table([
       { key: "name", label: "Connection", cls: "mono" }, { key: "node", label: "Node", cls: "mono" }, { key: "user", label: "User" },
       { key: "vhost", label: "Vhost", cls: "mono" }, { key: "client", label: "Client" }, { key: "channels", label: "Channels", num: true },
+      { key: "state", label: "State", fmt: (r) => (r.state ? h("span", { class: r.state === "running" ? "ok" : r.state === "blocked" ? "bad" : "warn" }, r.state) : "-") },
       { key: "connectedAt", label: "Connected", fmt: (r) => SG.time(r.connectedAt) },
       { key: "act", label: "", fmt: (r) => adminOnly(h("button", { class: "danger", dataset: { close: r.name }, onclick: async () => {
         if (!(await SG.confirm("Close connection?", "Close " + r.name + " on node " + r.node + "? Its unacknowledged messages go back to their queues.", "Close"))) return;

@@ -75,6 +75,7 @@ type AMQPConnectionInfo struct {
 	Client      string `json:"client,omitempty"`
 	Channels    int    `json:"channels"`
 	ConnectedAt int64  `json:"connectedAt"` // Unix milliseconds
+	State       string `json:"state"`       // "running", "blocking" or "blocked" (a resource alarm)
 }
 
 // AMQPConsumerInfo is one consumer.
