@@ -214,11 +214,38 @@ type sysPos struct {
 // a client: a record of another node newer than it takes the session
 // away. inst is the server's session instance it was written for (0:
 // written by LoadSession, bound to the session the server installs next).
-// One per local session, kept by value with the queue interned (24 bytes).
+// One per local session, kept by value with the queue interned (40 bytes).
+//
+// live and quiet tell whether a connect request of another node waits for
+// this node's handoff although a record of this node came after it (see
+// answers): live is the offset of the latest record of the local session
+// that says it is connected or may be (a connect request, a kept
+// clean-start announcement, an online record), quiet that of the first
+// record after it that does not (an offline save); -1: none.
 type vouch struct {
-	inst uint64
-	q    *client.MessageQueue // interned: compare pointers
-	off  int64
+	inst        uint64
+	q           *client.MessageQueue // interned: compare pointers
+	off         int64
+	live, quiet int64
+}
+
+// liveRecord reports whether rec tells the other nodes that its node may
+// hold the session on a connection: a connect of another node after it
+// waits for that node's handoff (Backend.connect).
+func (r *sessionRecord) liveRecord() bool {
+	return r.Online || r.Connect && (!r.Deleted || r.keptAnnouncement())
+}
+
+// answers reports whether this node owes a handoff to the connect request
+// at offset off of the vouch's queue: the local session's latest record
+// before it said the session was connected here (so the connecting node
+// waits for this node's handoff), although a later record of the session,
+// an offline save stored after the request but before this node's tail
+// applied it, makes the request look older than the session. The
+// session is the same one the request takes over: it went offline, it did
+// not start again after the request.
+func (v *vouch) answers(off int64) bool {
+	return v.live >= 0 && v.live < off && (v.quiet < 0 || v.quiet > off)
 }
 
 // internQueueLocked returns the one shared copy of q.
@@ -235,7 +262,19 @@ func (b *Backend) internQueueLocked(q client.MessageQueue) *client.MessageQueue 
 // is set, else drops the vouch.
 func (b *Backend) setVouchLocked(rec *sessionRecord) {
 	if rec.vouch {
-		b.vouches[rec.ClientID] = vouch{inst: rec.inst, q: b.internQueueLocked(rec.q), off: rec.off}
+		v := vouch{inst: rec.inst, q: b.internQueueLocked(rec.q), off: rec.off, live: -1, quiet: -1}
+		if cur, ok := b.vouches[rec.ClientID]; ok && cur.q == v.q && !rec.Connect {
+			// The same local session's next record (a connect or
+			// announcement starts another).
+			v.live, v.quiet = cur.live, cur.quiet
+		}
+		switch {
+		case rec.liveRecord():
+			v.live, v.quiet = rec.off, -1
+		case v.quiet < 0:
+			v.quiet = rec.off
+		}
+		b.vouches[rec.ClientID] = v
 	} else {
 		delete(b.vouches, rec.ClientID)
 	}
@@ -287,7 +326,11 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 	case inst == 0:
 		older = own != nil && own.q == rec.q && own.off > rec.off
 	case v != nil && v.inst == inst:
-		older = *v.q == rec.q && v.off > rec.off
+		// A connect request that came after the session's last live
+		// record and before its offline save (stored before this node
+		// applied the request) is answered: its node waits for the
+		// handoff, and the session is the one it takes over.
+		older = *v.q == rec.q && v.off > rec.off && !(rec.Connect && !rec.Deleted && v.answers(rec.off))
 	case !late:
 		b.deferLocked(rec)
 		b.mu.Unlock()
