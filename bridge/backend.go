@@ -132,6 +132,7 @@ type Backend struct {
 	queues    map[client.MessageQueue]*queueState // protected by mu
 	sysNext   map[client.MessageQueue]int64       // protected by mu; system topic progress
 	retained  map[string]*retainedEntry           // protected by mu
+	copies    sessionCopies                       // protected by mu; compaction of the session topic (compact.go)
 	sessions  map[string]*sessionRecord           // protected by mu; latest live record per client (state.go)
 	own       map[string]*sessionRecord           // protected by mu; last record this node wrote, while it matters
 	writing   map[string]int                      // protected by mu; session writes in flight per client
@@ -252,6 +253,7 @@ func NewBackend(opts Options) (*Backend, error) {
 	b := &Backend{opts: opts, log: ratelog.Wrap(opts.Logger, 0), prod: prod, adm: adm,
 		queues: map[client.MessageQueue]*queueState{}, sysNext: map[client.MessageQueue]int64{},
 		retained: map[string]*retainedEntry{}, sessions: map[string]*sessionRecord{}, own: map[string]*sessionRecord{},
+		copies:  newSessionCopies(),
 		writing: map[string]int{}, deferred: map[string][]*sessionRecord{}, vouches: map[string]vouch{},
 		held:        map[string]heldShares{},
 		sysQueues:   map[client.MessageQueue]*client.MessageQueue{},
@@ -442,6 +444,8 @@ func (b *Backend) Start(ctx context.Context, d mqtt.Deliverer) error {
 	}
 	b.wg.Add(1)
 	go b.checkpointLoop()
+	b.wg.Add(1)
+	go b.refreshLoop()
 	b.ready.Store(true)
 	// The wills of this node's earlier process without delay go before
 	// its clients can connect again; the loop does the rest.
@@ -700,7 +704,7 @@ func (b *Backend) Publish(ctx context.Context, m *mqtt.Message) error {
 		if err != nil {
 			return storeFailed("retained "+m.Topic, err)
 		}
-		b.applyRetained(m, res.Queue, res.QueueOffset)
+		b.applyRetained(m, res.Queue, res.QueueOffset, res.QueueOffset, time.Now().UnixMilli())
 	}
 	return nil
 }

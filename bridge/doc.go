@@ -189,6 +189,27 @@
 // and then follows it; the latest record of a topic (by queue offset) wins
 // and one with MQTT_EMPTY_PAYLOAD deletes it.
 //
+// The retained topic is under the brokers' retention
+// (store.file_reserved_time, 72 h by default) like any topic, so a
+// retained message is written again (compact.go) before it ages out: a
+// node scans its copy of the retained topic every Options.RefreshAge/8
+// (at most every 5 minutes) and writes each retained message whose newest
+// copy is Options.RefreshAge (24 h) old again, unchanged, on the same
+// queue, with MQTT_REFRESH_OF, the queue offset of the record whose state
+// it carries (its origin). Readers order a topic's states by origin: a
+// copy of an older state than the one a node holds changes nothing, so a
+// copy that lost a race against a publish (or a clear) of the topic
+// never takes it back; the node that sees such a stale copy stored after
+// the newer state writes the newer state again (a clear too, the only
+// time a clear is copied), so that a replay that finds the newer original
+// deleted by retention still ends at it. One node copies a topic: the
+// one picked by the FNV-1a hash of the MQTT topic among the bridge nodes
+// the registries list; the others copy it once its newest copy is half
+// as old again (its node died; copies of one state are idempotent). A
+// node writes at most 1,000 copies a second. Expired retained messages
+// are not copied: they die with their records. Nodes of earlier versions
+// read a copy as a publish of its state.
+//
 // # Sessions
 //
 // A persistent session is stored as JSON records in Options.SessionTopic
@@ -211,7 +232,7 @@
 //	 "will":{"wid":"<16 hex>-<n>","topic":"will/dev1","payload":"<base64>","qos":1,
 //	         "retain":true?,"clientId":"dev1","username":"u"?,"delayMs":5000?,
 //	         "sessionMs":3600000?,"dueAtMs":1763800005000?,"retry":true?,...}?,
-//	 "prepared":"<tag>"?,"owner":"<tag>"?}
+//	 "prepared":"<tag>"?,"owner":"<tag>"?,"refreshOf":17?}
 //
 // ("prepared": an offline record Backend.PrepareSessionReplacing wrote
 // for a client that had not connected, with the tag of the owner it was
@@ -228,6 +249,9 @@
 // connecting client's SetOwnerTag: the connection starts a new session;
 // nor does the MQTT server resume a session it holds in memory that a
 // connect of another owner last attached, Backend.OwnerTag)
+//
+// ("refreshOf": a copy that compaction wrote of the client's record at
+// that offset of the queue, carrying its state; see Compaction below)
 //
 // and a will-done marker, which carries no session state:
 //
@@ -493,11 +517,38 @@
 // does not publish the delayed will at once, the detection does; wills
 // over 1 MiB of payload are not stored.
 //
-// The system topics are ordinary topics under the brokers' retention
-// (file_reserved_time, 72 h by default): a retained message or a session
-// record older than that is gone after the next restart of every node.
-// Compaction (re-appending live records before they age out) is not done
-// yet.
+// # Compaction
+//
+// The session topic is under the brokers' retention like the retained
+// topic, so the latest record of an offline session is copied the same
+// way (compact.go): an offline save, handoff or prepared record of a
+// session with expiry left whose newest copy is Options.RefreshAge old is
+// written again, unchanged but for "refreshOf" (the offset of the record
+// whose state it carries, its origin) and without its will, by the node
+// the FNV-1a hash of the client id picks among the listed nodes (the
+// others half as late again), at most 1,000 copies a second per node
+// together with the retained ones. A copy of the state a node holds
+// only moves its copy time on; one of an older state (stored after a
+// connect request, an online record or a delete that raced it) changes
+// nothing, and the node then writes the newer state's copy after it: a
+// delete too (a "deleted" record with "refreshOf", for ten minutes after
+// the tail applied the delete), so that a replay that finds the newer
+// original deleted by retention still ends at it. Only a node that never
+// read the original (it was deleted) applies a copy as a record. Expired
+// sessions are not copied: they die with their records.
+//
+// Known limits: the records of a connected session are not copied (a
+// session connected longer than retention without a record, then
+// crashed on every node at once, is lost; a clean shutdown writes its
+// offline save); a will still owed when its offline save is copied (a
+// will delay or publish retries of over Options.RefreshAge) is not
+// carried by the copy, and will-owed markers are not copied; a node of
+// an earlier version reads a copy as a record of its state, which may
+// bring back an older state it raced with.
+//
+// Memory: a node keeps the store time of the newest copy of every live
+// session record it read, and, for ten minutes, the end of each stored
+// session (a clean session's end is not kept: it had no stored session).
 //
 // Memory: a node keeps the latest live record of every stored session
 // (a clean start's announcement while it is the latest record of a

@@ -264,3 +264,33 @@ func TestBridgeOwnerRecordBytes(t *testing.T) {
 		t.Fatalf("an earlier version's record without a user name judged (Left asked %d)", lefts)
 	}
 }
+
+// TestBridgeCopyRecordBytes pins a compaction copy (compact.go): a
+// session record with "refreshOf", a retained record with
+// MQTT_REFRESH_OF.
+func TestBridgeCopyRecordBytes(t *testing.T) {
+	origin := int64(17)
+	rec := &sessionRecord{ClientID: "dev1", Node: "n1", ExpiryMs: 3600000, DisconnectedAt: 1763800000000, RefreshOf: &origin}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"clientId":"dev1","node":"n1","expiryMs":3600000,"disconnectedAtMs":1763800000000,"refreshOf":17}`; string(b) != want {
+		t.Fatalf("copy\n got %s\nwant %s", b, want)
+	}
+	zero := int64(0)
+	rec.RefreshOf = &zero
+	if b, _ := json.Marshal(rec); !strings.Contains(string(b), `"refreshOf":0}`) {
+		t.Fatalf("a copy of the record at offset 0 lost its origin: %s", b)
+	}
+	x := &client.MessageExt{QueueOffset: 40, Message: client.Message{Properties: map[string]string{PropRefreshOf: "17"}}}
+	if o := refreshOrigin(x); o != 17 {
+		t.Fatalf("retained copy's origin %d, want 17", o)
+	}
+	for _, bad := range []string{"40", "41", "-1", "x"} {
+		x.Properties[PropRefreshOf] = bad
+		if o := refreshOrigin(x); o != 40 {
+			t.Fatalf("MQTT_REFRESH_OF %q: origin %d, want the record's own offset", bad, o)
+		}
+	}
+}

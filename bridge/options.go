@@ -46,6 +46,11 @@ const (
 	// write, the owner's read and its revoke's write, each bounded by
 	// DefaultSendTimeout and usually done well within a second.
 	DefaultWillClaimGrace = 3 * time.Second
+	// DefaultRefreshAge is how old the newest copy of a live retained
+	// message or session record may grow before a node writes it again
+	// (compact.go): a third of the brokers' default retention
+	// (store.file_reserved_time, 72 h).
+	DefaultRefreshAge = 24 * time.Hour
 )
 
 // Route maps an MQTT topic filter to a broker topic.
@@ -116,6 +121,11 @@ type Options struct {
 	// the registries do not list it) before the will is published. It
 	// delays every will of a crashed node by as much. Default 3 s.
 	WillClaimGrace time.Duration
+	// RefreshAge is how old the newest copy of a live retained message or
+	// session record may grow before the nodes write it again, so that it
+	// outlives the brokers' retention (store.file_reserved_time): keep it
+	// well below that (half of it at most). Default 24 h.
+	RefreshAge time.Duration
 	// Version is the SmartGo version the node reports in its heartbeat.
 	Version string
 	// IngressProps, when set, is asked for extra broker message properties
@@ -182,6 +192,9 @@ func (o *Options) fill() {
 	if o.WillClaimGrace == 0 {
 		o.WillClaimGrace = DefaultWillClaimGrace
 	}
+	if o.RefreshAge == 0 {
+		o.RefreshAge = DefaultRefreshAge
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -211,7 +224,7 @@ func (o Options) Validate() error {
 		}
 	}
 	if o.MaxOfflineMessages < 0 || o.TopicQueues < 0 || o.StartTimeout < 0 || o.SendTimeout < 0 ||
-		o.HandoffTimeout < 0 || o.ShareRefresh < 0 || o.HeartbeatInterval < 0 || o.CheckpointInterval < 0 {
+		o.HandoffTimeout < 0 || o.ShareRefresh < 0 || o.HeartbeatInterval < 0 || o.CheckpointInterval < 0 || o.RefreshAge < 0 {
 		return bad("negative limit")
 	}
 	return nil

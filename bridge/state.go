@@ -14,21 +14,44 @@ import (
 
 // retainedEntry is the latest retained record of one MQTT topic; msg is
 // nil after a delete (kept so that an older record does not resurrect it).
+// origin is the offset of the record that set the state (a refresh copy,
+// compact.go, names it in PropRefreshOf); off and stored are where and
+// when (broker store time, unix ms) its newest copy went; due: a refresh
+// of an older state was stored after this one, so this state is written
+// again (also a delete) to come after it.
 type retainedEntry struct {
-	msg *mqtt.Message
-	q   client.MessageQueue
-	off int64
+	msg    *mqtt.Message
+	q      client.MessageQueue
+	off    int64
+	origin int64
+	stored int64
+	due    bool
 }
 
 // applyRetained records a retained message (latest per topic by queue
-// offset; an empty payload deletes).
-func (b *Backend) applyRetained(m *mqtt.Message, q client.MessageQueue, off int64) {
+// offset; an empty payload deletes). origin is the offset of the record
+// whose state it carries: off for a record of a publish, the original's
+// for a refresh copy (compact.go). A copy of an older state than the
+// entry's does not change it; one stored after the entry's state was set
+// marks that state due for a refresh of its own.
+func (b *Backend) applyRetained(m *mqtt.Message, q client.MessageQueue, off, origin, stored int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e := b.retained[m.Topic]; e != nil && e.q == q && e.off > off {
-		return
+	if e := b.retained[m.Topic]; e != nil && e.q == q {
+		switch {
+		case e.off >= off:
+			return
+		case e.origin > origin:
+			if e.origin < off {
+				e.due = true // a stale copy after this state: write it again
+			}
+			return
+		case e.origin == origin:
+			e.off, e.stored, e.due = off, stored, false
+			return
+		}
 	}
-	e := &retainedEntry{q: q, off: off}
+	e := &retainedEntry{q: q, off: off, origin: origin, stored: stored}
 	if len(m.Payload) > 0 {
 		rm := *m
 		rm.Retain = true
@@ -96,7 +119,7 @@ func (b *Backend) tailSys(c *client.PullConsumer) {
 func (b *Backend) applySys(x *client.MessageExt) {
 	switch x.Topic {
 	case b.opts.RetainedTopic:
-		b.applyRetained(fromBroker(x), x.Queue, x.QueueOffset)
+		b.applyRetained(fromBroker(x), x.Queue, x.QueueOffset, refreshOrigin(x), x.StoreTimestamp)
 	case b.opts.SessionTopic:
 		rec, err := decodeSessionRecord(x.Body)
 		if err == nil && b.testBeforeApply != nil {
@@ -119,6 +142,12 @@ func (b *Backend) applySys(x *client.MessageExt) {
 		default:
 			rec.q, rec.off, rec.stored = x.Queue, x.QueueOffset, x.StoreTimestamp
 			b.mu.Lock()
+			if rec.RefreshOf != nil && b.applySessionCopyLocked(rec) {
+				// A copy of the state the node holds, or of an older one.
+				b.sysNext[x.Queue] = max(b.sysNext[x.Queue], x.QueueOffset+1)
+				b.mu.Unlock()
+				break
+			}
 			if own := b.own[rec.ClientID]; own != nil && own.q == rec.q && own.off == rec.off {
 				rec = own // this node's record: one copy, not two
 			}
@@ -130,7 +159,9 @@ func (b *Backend) applySys(x *client.MessageExt) {
 				}
 				b.noteWaitsLocked(rec)
 			}
+			prev := b.sessions[rec.ClientID]
 			b.applySessionLocked(rec, true)
+			b.copies.noteLocked(prev, b.sessions[rec.ClientID], rec, x.StoreTimestamp)
 			b.applyWillsLocked(rec)
 			// Together with the apply: writeSession keeps no tombstone
 			// of a delete the tail has passed.
@@ -237,6 +268,9 @@ type sessionRecord struct {
 	// when unknown, on prepared records and on those of earlier
 	// versions (judged by when they ended then).
 	Owner string `json:"owner,omitempty"`
+	// RefreshOf: a copy written by compaction (compact.go) of the
+	// record at that offset of the same queue, whose state it carries.
+	RefreshOf *int64 `json:"refreshOf,omitempty"`
 
 	q    client.MessageQueue
 	off  int64

@@ -364,13 +364,9 @@ func (b *Backend) settleFired(ctx context.Context, clientID, id string) {
 // writeMarker appends a will-done marker or claim, rec, to the queue of
 // its client's records.
 func (b *Backend) writeMarker(ctx context.Context, rec *sessionRecord) error {
-	body, err := json.Marshal(rec)
+	m, err := b.sessionMessage(rec)
 	if err != nil {
 		return fmt.Errorf("bridge: encode will-done: %w", err)
-	}
-	m := &client.Message{Topic: b.opts.SessionTopic, Body: body}
-	if encodable(rec.ClientID) {
-		m.Properties = map[string]string{PropClientID: rec.ClientID}
 	}
 	send := func() error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.SendTimeout)
@@ -387,6 +383,20 @@ func (b *Backend) writeMarker(ctx context.Context, rec *sessionRecord) error {
 		return fmt.Errorf("bridge: store will-done of %q: %w", rec.ClientID, err)
 	}
 	return nil
+}
+
+// sessionMessage is the broker message of a session record written as
+// is (a marker, a compaction copy).
+func (b *Backend) sessionMessage(rec *sessionRecord) (*client.Message, error) {
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	m := &client.Message{Topic: b.opts.SessionTopic, Body: body}
+	if encodable(rec.ClientID) {
+		m.Properties = map[string]string{PropClientID: rec.ClientID}
+	}
+	return m, nil
 }
 
 // applyWillsLocked updates the owed wills with rec, a session record the

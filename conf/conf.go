@@ -244,6 +244,7 @@ type Bridge struct {
 	ShareRefresh       Duration `toml:"share_refresh"`
 	CheckpointInterval Duration `toml:"checkpoint_interval"`
 	WillClaimGrace     Duration `toml:"will_claim_grace"`
+	RefreshAge         Duration `toml:"refresh_age"`
 }
 
 // AMQP configures the AMQP 0-9-1 server of every bridge node (`smartgo
@@ -481,6 +482,7 @@ func Default() File {
 			ShareRefresh:       Duration{500 * time.Millisecond},
 			CheckpointInterval: Duration{30 * time.Second},
 			WillClaimGrace:     Duration{3 * time.Second},
+			RefreshAge:         Duration{24 * time.Hour},
 		},
 		AMQP: AMQP{
 			Listen:         "0.0.0.0:5672",

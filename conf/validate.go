@@ -388,6 +388,7 @@ func (b *Bridge) validate(v *validator) {
 	v.durRange("bridge.share_refresh", b.ShareRefresh, 10*time.Millisecond, time.Minute)
 	v.durRange("bridge.checkpoint_interval", b.CheckpointInterval, 100*time.Millisecond, time.Hour)
 	v.durRange("bridge.will_claim_grace", b.WillClaimGrace, 100*time.Millisecond, 10*time.Minute)
+	v.durRange("bridge.refresh_age", b.RefreshAge, time.Minute, 30*24*time.Hour)
 	for i, r := range b.Routes {
 		if err := validTopicFilter(r.Filter); err != nil {
 			v.bad(fmt.Sprintf("bridge.route[%d].filter", i), strconv.Quote(r.Filter), err.Error())

@@ -124,6 +124,7 @@ func bridgeOptions(c conf.Bridge, log *slog.Logger) (mqtt.Options, bridge.Option
 	bo.ShareRefresh = c.ShareRefresh.D()
 	bo.CheckpointInterval = c.CheckpointInterval.D()
 	bo.WillClaimGrace = c.WillClaimGrace.D()
+	bo.RefreshAge = c.RefreshAge.D()
 	bo.HeartbeatInterval = c.HeartbeatEvery.D()
 	bo.Version = version
 	mo.Version = currentBuild().short()

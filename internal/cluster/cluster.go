@@ -52,6 +52,9 @@ type Options struct {
 	// MaxMessageSize, if set, is every broker store's message (and
 	// batch) size limit, for tests that must not import broker.
 	MaxMessageSize int
+	// FileReservedTime, if set, is every broker store's retention
+	// (store.file_reserved_time), for tests that must not import broker.
+	FileReservedTime time.Duration
 	// Broker, if set, adjusts each broker's options (index i).
 	Broker func(i int, o *broker.Options)
 	// AdvertiseIP, if set, is the loopback address the brokers register
@@ -287,6 +290,9 @@ func (c *Cluster) defaultBrokerOptions(i int) broker.Options {
 	}
 	if c.opts.MaxMessageSize > 0 {
 		o.Store.MaxMessageSize = c.opts.MaxMessageSize
+	}
+	if c.opts.FileReservedTime > 0 {
+		o.Store.FileReservedTime = c.opts.FileReservedTime
 	}
 	if c.opts.Broker != nil {
 		c.opts.Broker(i, &o)
