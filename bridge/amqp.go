@@ -60,10 +60,11 @@ type AMQPBackend struct {
 	logs   map[*amqpLog]string // protected by mu; open queue logs
 
 	// The resource alarm (amqp_alarm.go).
-	alarmMu     sync.Mutex
-	alarmSet    func(reason string) // protected by alarmMu; the watcher
-	fullBrokers map[string]string   // protected by alarmMu; broker → a topic of it, while its disk is full
-	alarmKick   chan struct{}       // wakes alarmLoop (capacity 1)
+	alarmMu   sync.Mutex
+	alarmSet  func(reason string)    // protected by alarmMu; the watcher
+	disks     map[string]*brokerDisk // protected by alarmMu; what is known of the disks of the brokers the logs are on
+	alarmOn   bool                   // protected by alarmMu; the alarm is raised
+	alarmKick chan struct{}          // wakes alarmLoop (capacity 1)
 }
 
 var _ amqp.Backend = (*AMQPBackend)(nil)

@@ -137,9 +137,15 @@ func (b *Broker) poolRuntimeInfo(t map[string]string) {
 }
 
 // diskRuntimeInfo adds the used ratio of the file systems holding the
-// commitlog and the consume queues, and the store root's capacity.
+// commitlog and the consume queues, and the store root's capacity; and,
+// SmartGo's own, the ratio above which the store refuses writes
+// (diskFullRatio, store.disk_full_ratio) and whether it refuses them now
+// for a full disk (diskFull: "true" or "false"), which an AMQP node
+// reads for its disk alarm (client/admin BrokerDisk).
 func (b *Broker) diskRuntimeInfo(t map[string]string) {
 	o := b.store.Options()
+	t["diskFullRatio"] = javaDouble(o.DiskFullRatio)
+	t["diskFull"] = strconv.FormatBool(b.store.Stats().DiskFull)
 	ratio := func(dir string) string {
 		u, err := b.store.DiskUsage(dir)
 		if err != nil {

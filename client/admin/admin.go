@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -235,24 +236,6 @@ func (a *Admin) TopicRoute(ctx context.Context, topic string) (*protocol.TopicRo
 		return nil, fmt.Errorf("admin: route: %w", err)
 	}
 	return &rd, nil
-}
-
-// DiskFull reports whether the registries route topic's queues on the
-// broker group brokerName as refused for a full disk: the broker
-// registered them without write permission and with
-// protocol.PermDiskFull. False when they are writable, or when the route
-// does not list the group.
-func (a *Admin) DiskFull(ctx context.Context, topic, brokerName string) (bool, error) {
-	rd, err := a.TopicRoute(ctx, topic)
-	if err != nil {
-		return false, err
-	}
-	for _, qd := range rd.QueueDatas {
-		if qd != nil && qd.BrokerName == brokerName && qd.Perm&protocol.PermDiskFull != 0 && qd.Perm&protocol.PermWrite == 0 {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // Broker is one master broker.
@@ -579,4 +562,46 @@ func ParseRegistries(s string) []string {
 		}
 	}
 	return out
+}
+
+// DiskState is a broker's disk as the broker reports it (its runtime
+// statistics).
+type DiskState struct {
+	Used      float64 // used fraction (0..1) of the disk holding its commitlog
+	FullRatio float64 // store.disk_full_ratio: writes are refused above it
+	Full      bool    // it refuses writes for a full disk now
+}
+
+// ErrNoDiskState: the broker's runtime statistics do not say its disk
+// state (a broker from before they did, or one that cannot measure it).
+var ErrNoDiskState = errors.New("admin: the broker does not report its disk state")
+
+// BrokerDisk reads the disk state of the master of broker group
+// brokerName, found in topic's route: an error matching client.ErrNoRoute
+// when the registries do not list the group for topic.
+func (a *Admin) BrokerDisk(ctx context.Context, topic, brokerName string) (DiskState, error) {
+	rd, err := a.TopicRoute(ctx, topic)
+	if err != nil {
+		return DiskState{}, err
+	}
+	addr := ""
+	for _, bd := range rd.BrokerDatas {
+		if bd != nil && bd.BrokerName == brokerName {
+			addr = bd.MasterAddr()
+		}
+	}
+	if addr == "" {
+		return DiskState{}, fmt.Errorf("%w: topic %s has no master of broker %q", client.ErrNoRoute, topic, brokerName)
+	}
+	kv, err := a.BrokerRuntimeInfo(ctx, addr)
+	if err != nil {
+		return DiskState{}, err
+	}
+	used, uerr := strconv.ParseFloat(kv["commitLogDiskRatio"], 64)
+	mark, merr := strconv.ParseFloat(kv["diskFullRatio"], 64)
+	full, ferr := strconv.ParseBool(kv["diskFull"])
+	if uerr != nil || merr != nil || ferr != nil || used < 0 || mark <= 0 {
+		return DiskState{}, fmt.Errorf("%w: broker %s at %s", ErrNoDiskState, brokerName, addr)
+	}
+	return DiskState{Used: used, FullRatio: mark, Full: full}, nil
 }
