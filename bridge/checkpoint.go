@@ -95,7 +95,10 @@ func (b *Backend) checkpointLoop() {
 
 // checkpointAll writes a new online record for every local session that
 // outlives its connection and whose record would change (it received
-// messages since, or acknowledged some).
+// messages since, or acknowledged some), or whose record, the client's
+// current one, is Options.RefreshAge old: a connected session's record
+// stays inside the brokers' retention as an offline one's copies do
+// (compact.go).
 func (b *Backend) checkpointAll() {
 	b.mu.Lock()
 	ids := make([]string, 0, len(b.vouches))
@@ -117,9 +120,10 @@ func (b *Backend) checkpointAll() {
 		}
 		b.mu.Lock()
 		own := b.own[id]
+		aged := b.ownAgedLocked(id, own, time.Now())
 		b.mu.Unlock()
 		if own != nil && own.Online && len(own.Pending) == 0 && len(rec.Pending) == 0 && samePoints(own.Resume, rec.Resume) &&
-			slices.Equal(own.Released, rec.Released) && slices.Equal(own.Received, rec.Received) {
+			slices.Equal(own.Released, rec.Released) && slices.Equal(own.Received, rec.Received) && !aged {
 			continue
 		}
 		rec.vouch, rec.inst = true, inst
@@ -127,6 +131,14 @@ func (b *Backend) checkpointAll() {
 			b.log.Warn("bridge: session checkpoint", "client", id, "err", err)
 		}
 	}
+}
+
+// ownAgedLocked reports whether own, this node's last record of id, is
+// the client's current record and was stored RefreshAge ago or more.
+func (b *Backend) ownAgedLocked(id string, own *sessionRecord, now time.Time) bool {
+	cur := b.sessions[id]
+	at, ok := b.copies.at[id]
+	return ok && own != nil && cur != nil && cur.q == own.q && cur.off == own.off && now.Sub(time.UnixMilli(at)) >= b.opts.RefreshAge
 }
 
 func samePoints(a, c []resumePoint) bool {

@@ -312,3 +312,33 @@ func TestSessionCopyOrder(t *testing.T) {
 		t.Fatalf("a stale copy after a connect: current %+v, due %v", b.sessions["c"], b.copies.due["c"])
 	}
 }
+
+// TestBridgeConnectedSessionOutlivesRetention: a persistent session that
+// stays connected and idle longer than the brokers' retention keeps a
+// record inside it (its node checkpoints it again once its record is
+// Options.RefreshAge old), so when its node crashes after retention
+// deleted the session's first records, the client resumes it on another
+// node with its subscription.
+func TestBridgeConnectedSessionOutlivesRetention(t *testing.T) {
+	c := startRetentionCluster(t)
+	mod := func(mo *mqtt.Options, o *Options) {
+		shortHandoff(mo, o)
+		o.RefreshAge, o.CheckpointInterval = time.Second, 100*time.Millisecond
+	}
+	a := startBridge(t, c.Cluster, mod)
+	s, _ := persistent(t, addrOf(a), "idle", true)
+	s.subscribe(1, sub("cmd/#", 1))
+	c.expireSys(t, DefaultSessionTopic, 2)
+	crash(t, a)
+
+	b := startBridge(t, c.Cluster, mod)
+	pub := connected(t, addrOf(b), packets.Version5, "pub")
+	pub.publish1(1, &packets.Publish{Topic: "cmd/x", Payload: []byte("after the crash")})
+	again, ack := persistent(t, addrOf(b), "idle", false)
+	if !ack.SessionPresent {
+		t.Fatal("the connected session was lost with its node")
+	}
+	if got := again.expectPublish(); got.Topic != "cmd/x" || string(got.Payload) != "after the crash" {
+		t.Fatalf("resumed session got %s %q", got.Topic, got.Payload)
+	}
+}

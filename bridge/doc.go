@@ -537,10 +537,13 @@
 // read the original (it was deleted) applies a copy as a record. Expired
 // sessions are not copied: they die with their records.
 //
-// Known limits: the records of a connected session are not copied (a
-// session connected longer than retention without a record, then
-// crashed on every node at once, is lost; a clean shutdown writes its
-// offline save); a will still owed when its offline save is copied (a
+// A connected session's records are not copied: its node writes a new
+// online record (a checkpoint) once the client's current record is its
+// own and Options.RefreshAge old, so a session connected and idle longer
+// than retention still resumes elsewhere after its node crashed
+// (TestBridgeConnectedSessionOutlivesRetention).
+//
+// Known limits: a will still owed when its offline save is copied (a
 // will delay or publish retries of over Options.RefreshAge) is not
 // carried by the copy, and will-owed markers are not copied; a node of
 // an earlier version reads a copy as a record of its state, which may
