@@ -382,10 +382,12 @@
 // judged once it is stored, at most Options.SendTimeout later). Answering
 // a connect request, it writes a handoff record with the session's state
 // at that moment (subscriptions, unacknowledged messages, resume points).
-// A connect request stored after the local session's last connect or
-// online record and before its offline save (the connection ended just
-// as the client connected elsewhere) is answered too, though the save is
-// newer: the connecting node waits for the handoff.
+// A connect request stored while the local session's records said it
+// was connected here (after its connect or online record, before any
+// offline save) is answered too when a record of the session (a
+// checkpoint, the offline save of a connection that ended just then) was
+// stored after it before the node applied it: the connecting node waits
+// for the handoff.
 // The connecting node, when the live record before its request (deletes
 // and clean-start announcements of sessions without expiry end a stored
 // session: a node keeps no record for them; an announcement with

@@ -218,10 +218,12 @@ type sysPos struct {
 //
 // live and quiet tell whether a connect request of another node waits for
 // this node's handoff although a record of this node came after it (see
-// answers): live is the offset of the latest record of the local session
-// that says it is connected or may be (a connect request, a kept
-// clean-start announcement, an online record), quiet that of the first
-// record after it that does not (an offline save); -1: none.
+// answers). The local session's records come in runs: records that say
+// it is connected here or may be (a connect request, a kept clean-start
+// announcement, online records: claims, checkpoints) and records that do
+// not (offline saves). live is the offset of the first record of the
+// latest run of the first kind, quiet that of the first record after
+// that run; -1: none.
 type vouch struct {
 	inst        uint64
 	q           *client.MessageQueue // interned: compare pointers
@@ -237,13 +239,14 @@ func (r *sessionRecord) liveRecord() bool {
 }
 
 // answers reports whether this node owes a handoff to the connect request
-// at offset off of the vouch's queue: the local session's latest record
-// before it said the session was connected here (so the connecting node
-// waits for this node's handoff), although a later record of the session,
-// an offline save stored after the request but before this node's tail
-// applied it, makes the request look older than the session. The
-// session is the same one the request takes over: it went offline, it did
-// not start again after the request.
+// at offset off of the vouch's queue: it falls in the local session's
+// latest run of records saying the session is connected here, so the
+// connecting node waits for this node's handoff, although a later record
+// of the session (a checkpoint, or the offline save of a connection that
+// ended meanwhile), stored after the request but before this node's tail
+// applied it, makes the request look older than the session. The session
+// is the one the request takes over: it did not start (or come back
+// online) after the request.
 func (v *vouch) answers(off int64) bool {
 	return v.live >= 0 && v.live < off && (v.quiet < 0 || v.quiet > off)
 }
@@ -268,10 +271,10 @@ func (b *Backend) setVouchLocked(rec *sessionRecord) {
 			// announcement starts another).
 			v.live, v.quiet = cur.live, cur.quiet
 		}
-		switch {
-		case rec.liveRecord():
-			v.live, v.quiet = rec.off, -1
-		case v.quiet < 0:
+		switch live := rec.liveRecord(); {
+		case live && (v.live < 0 || v.quiet >= 0):
+			v.live, v.quiet = rec.off, -1 // a run of live records starts
+		case !live && v.live >= 0 && v.quiet < 0:
 			v.quiet = rec.off
 		}
 		b.vouches[rec.ClientID] = v
@@ -326,10 +329,11 @@ func (b *Backend) judge(rec *sessionRecord, late bool) {
 	case inst == 0:
 		older = own != nil && own.q == rec.q && own.off > rec.off
 	case v != nil && v.inst == inst:
-		// A connect request that came after the session's last live
-		// record and before its offline save (stored before this node
-		// applied the request) is answered: its node waits for the
-		// handoff, and the session is the one it takes over.
+		// A connect request that came while the session's records
+		// said it was connected here is answered although a record of
+		// the session stored after it (a checkpoint, an offline save)
+		// was stored before this node applied it: its node waits for
+		// the handoff, and the session is the one it takes over.
 		older = *v.q == rec.q && v.off > rec.off && !(rec.Connect && !rec.Deleted && v.answers(rec.off))
 	case !late:
 		b.deferLocked(rec)

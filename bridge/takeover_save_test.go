@@ -10,19 +10,32 @@ import (
 	"github.com/smartgo/smartgo/mqtt/packets"
 )
 
-// TestBridgeTakeoverAnsweredAfterSave: a client's connection on node A
-// ends (its offline save is written) just as the client connects to node
-// B, and the save is stored after B's connect request but before A's tail
-// applies that request (held here). B waits for A's handoff (A's record
+// TestBridgeTakeoverAnsweredAfterSave: a client connected to node A
+// connects to node B, and a record of node A of the session is stored
+// after B's connect request but before A's tail applies that request
+// (held here): the offline save of A's connection, which ended just then
+// ("save"), or a record of the connection still there, a new
+// subscription ("checkpoint"). B waits for A's handoff (A's records
 // before the request said the session was connected there); A answers
-// the request with a handoff of the saved session and drops its copy, so
-// B resumes at once, with the subscription. Before, A took the request
-// for older than its session (its save came later in the client's queue),
-// wrote no handoff and kept its copy, and B waited the whole
-// HandoffTimeout before it resumed from the save.
+// the request with a handoff of the session and drops its copy, so B
+// resumes at once, with every subscription. Before, A took the request
+// for older than its session (its record came later in the client's
+// queue), wrote no handoff and kept its copy, and B waited the whole
+// HandoffTimeout before it resumed from A's latest record (the
+// connection on A, if any, was dropped later, when A applied B's
+// records).
 func TestBridgeTakeoverAnsweredAfterSave(t *testing.T) {
+	t.Run("save", func(t *testing.T) { testTakeoverAnsweredAfter(t, false) })
+	t.Run("checkpoint", func(t *testing.T) { testTakeoverAnsweredAfter(t, true) })
+}
+
+// testTakeoverAnsweredAfter: node A writes a record of the session after
+// B's connect request, before A applies it: with connected, a new
+// subscription of the connection still there, else the offline save of
+// the connection, which ends.
+func testTakeoverAnsweredAfter(t *testing.T, connected bool) {
 	c := startCluster(t)
-	const id = "saved-then-moved"
+	const id = "answered-after"
 	var armed atomic.Bool
 	held := make(chan struct{}, 1)
 	release := make(chan struct{})
@@ -66,12 +79,19 @@ func TestBridgeTakeoverAnsweredAfterSave(t *testing.T) {
 		req = ownRecord(b, id)
 		return req != nil && req.Connect
 	})
-	// A's tail is held at B's request: the save of the ended connection
-	// is stored after it, before A applies it.
-	dev.nc.Close()
-	testutil.WaitFor(t, 20*time.Second, "node A's offline save after B's connect request", func() bool {
+	// A's tail is held at B's request: A's record is stored after it,
+	// before A applies it.
+	topics := []string{"cmd/" + id}
+	if connected {
+		dev.subscribe(2, sub("cmd/late/+", 1))
+		topics = append(topics, "cmd/late/x")
+	} else {
+		dev.nc.Close()
+	}
+	testutil.WaitFor(t, 20*time.Second, "node A's record after B's connect request", func() bool {
 		r := ownRecord(a, id)
-		return r != nil && !r.Online && !r.Connect && r.q == req.q && r.off > req.off
+		return r != nil && r.Online == connected && !r.Connect && len(r.Subscriptions) == len(topics) &&
+			r.q == req.q && r.off > req.off
 	})
 	start := time.Now()
 	close(release)
@@ -88,11 +108,17 @@ func TestBridgeTakeoverAnsweredAfterSave(t *testing.T) {
 	if r := ownRecord(a, id); r == nil || r.Gen != req.off+1 {
 		t.Fatalf("node A's last record of the client: %+v (want its handoff answering offset %d)", r, req.off)
 	}
+	if connected {
+		expectTakenOver(t, dev)
+	}
 	testutil.WaitFor(t, 10*time.Second, "node A to drop its copy of the session", func() bool {
 		return a.Server().SessionInstance(id) == 0
 	})
-	sendCmd(t, prod, "cmd/"+id, "after")
-	if pub := dev2.expectPublish(); string(pub.Payload) != "after" {
-		t.Fatalf("on node B: %s %q", pub.Topic, pub.Payload)
+	// The session goes on on B with every subscription A's record held.
+	for _, topic := range topics {
+		sendCmd(t, prod, topic, topic)
+		if pub := dev2.expectPublish(); string(pub.Payload) != topic {
+			t.Fatalf("on node B: %s %q, want %q", pub.Topic, pub.Payload, topic)
+		}
 	}
 }
