@@ -310,6 +310,7 @@ type IoTHub struct {
 	EventsTopic      string   `toml:"events_topic"`
 	RPCTopic         string   `toml:"rpc_topic"`
 	FeedbackTopic    string   `toml:"feedback_topic"`
+	FeedbackLock     Duration `toml:"feedback_lock_duration"`
 	MethodAckTimeout Duration `toml:"method_ack_timeout"`
 	MaxMethodTimeout Duration `toml:"max_method_timeout"`
 	C2DTTL           Duration `toml:"c2d_ttl"`
@@ -515,6 +516,7 @@ func Default() File {
 			EventsTopic:      "IOTHUB_EVENTS",
 			RPCTopic:         "IOTHUB_RPC",
 			FeedbackTopic:    "IOTHUB_FEEDBACK",
+			FeedbackLock:     Duration{time.Minute},
 			MethodAckTimeout: Duration{3 * time.Second},
 			MaxMethodTimeout: Duration{300 * time.Second},
 			C2DTTL:           Duration{time.Hour},

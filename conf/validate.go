@@ -505,6 +505,7 @@ func (h *IoTHub) validate(v *validator, b *Bridge) {
 		}
 	}
 	v.durRange("iothub.method_ack_timeout", h.MethodAckTimeout, 100*time.Millisecond, time.Minute)
+	v.durRange("iothub.feedback_lock_duration", h.FeedbackLock, 5*time.Second, 5*time.Minute) // IoT Hub's range
 	v.durRange("iothub.max_method_timeout", h.MaxMethodTimeout, time.Second, time.Hour)
 	v.durRange("iothub.c2d_ttl", h.C2DTTL, time.Second, 30*24*time.Hour)
 	v.durRange("iothub.c2d_max_ttl", h.C2DMaxTTL, time.Second, 30*24*time.Hour)

@@ -21,7 +21,10 @@ import (
 // once the client settles it accepted (or rejected: it refuses the
 // records for good); released or modified, it is sent again. A batch the
 // client has not settled when its link detaches is sent again on another
-// feedback link of the connection; when the connection's last feedback
+// feedback link of the connection; one it has not settled within
+// Options.FeedbackLockDuration (IoT Hub's lock duration, 1 min) is taken
+// back and sent again as a new delivery (a late settlement of the old one
+// is ignored); when the connection's last feedback
 // link detaches, or the connection ends, the pump stops and what it has
 // not committed goes to the next receiver.
 
@@ -280,15 +283,20 @@ func (c *amqpConn) sendFeedback(ctx context.Context, fb *feedbackPump, body []by
 			continue
 		}
 		var code uint64
+		lock := time.NewTimer(c.h.opts.FeedbackLockDuration)
 		select {
 		case code = <-w.outcome:
+		case <-lock.C:
+			code = c.lockExpired(fb, w)
 		case <-ctx.Done():
 			select {
 			case code = <-w.outcome: // settled before the pump was stopped
 			default:
+				lock.Stop()
 				return false
 			}
 		}
+		lock.Stop()
 		switch code {
 		case amqp1.CodeAccepted, amqp1.CodeRejected:
 			return true
@@ -297,6 +305,21 @@ func (c *amqpConn) sendFeedback(ctx context.Context, fb *feedbackPump, body []by
 			return false
 		}
 	}
+}
+
+// lockExpired takes back batch w, still unsettled after the lock
+// duration: a later settlement of it is ignored, and the caller sends the
+// batch again (0). When the client settled it meanwhile, that outcome.
+func (c *amqpConn) lockExpired(fb *feedbackPump, w *feedbackDelivery) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fb.waiting != w {
+		return <-w.outcome // settled, or its link went, just before
+	}
+	fb.waiting = nil
+	c.h.log.Debug("iothub: a feedback batch was not settled within the lock duration; sending it again",
+		"remote", c.nc.RemoteAddr().String(), "delivery", w.id, "lock", c.h.opts.FeedbackLockDuration)
+	return 0
 }
 
 // feedbackLink returns an attached feedback link with credit. Caller

@@ -253,3 +253,43 @@ func TestHubAMQPFeedbackSettlement(t *testing.T) {
 		t.Fatalf("the third receiver: %v", recs)
 	}
 }
+
+// TestHubAMQPFeedbackLockExpires: a batch the receiver neither accepts nor
+// rejects within the feedback lock duration (IoT Hub's lockDuration of
+// its feedback queue; 1 s here) is taken back and sent again, as a new
+// delivery, on the same link; a settlement of the expired delivery that
+// comes late is ignored (the batch stays outstanding), and accepting the
+// new delivery takes it: the next record comes alone.
+func TestHubAMQPFeedbackLockExpires(t *testing.T) {
+	c := startTestCluster(t, 1)
+	n := startNode(t, c, withAMQPS(t), func(_ *mqtt.Options, _ *bridge.Options, o *Options) {
+		o.FeedbackLockDuration = time.Second
+	})
+	_, d := onlineC2DDevice(t, n, "lamp")
+	sendWithFeedback(t, n, d, "f-1")
+	a := dialAMQP(t, n)
+	a.connect("PLAIN", ownerToken(t))
+	a.attachFeedback(0, 10)
+	start := time.Now()
+	id1, _, recs := a.feedbackBatchIn(0)
+	if !ids(recs)["f-1"] {
+		t.Fatalf("first batch: %v", recs)
+	}
+	id2, _, recs := a.feedbackBatchIn(0)
+	if !ids(recs)["f-1"] || id2 == id1 {
+		t.Fatalf("after the lock expired, delivery %d (first %d): %v", id2, id1, recs)
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Fatalf("sent again after %v, before the lock duration", took)
+	}
+	a.settle(id1, amqp1.CodeAccepted) // late: ignored
+	id3, _, recs := a.feedbackBatchIn(0)
+	if !ids(recs)["f-1"] || id3 == id2 {
+		t.Fatalf("after a late settlement of the expired delivery, delivery %d: %v", id3, recs)
+	}
+	a.settle(id3, amqp1.CodeAccepted)
+	sendWithFeedback(t, n, d, "f-2")
+	if _, _, recs := a.feedbackBatchIn(0); !ids(recs)["f-2"] || ids(recs)["f-1"] {
+		t.Fatalf("after the accept: %v", recs)
+	}
+}

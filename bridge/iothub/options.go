@@ -16,15 +16,18 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultEventsTopic      = "IOTHUB_EVENTS"
-	DefaultRPCTopic         = "IOTHUB_RPC"
-	DefaultFeedbackTopic    = "IOTHUB_FEEDBACK"
-	DefaultMethodAckTimeout = 3 * time.Second
-	DefaultMaxMethodTimeout = 300 * time.Second
-	DefaultMethodTimeout    = 30 * time.Second
-	DefaultC2DTTL           = time.Hour
-	DefaultC2DMaxTTL        = 48 * time.Hour
-	DefaultC2DMaxSize       = 64 << 10
+	DefaultEventsTopic   = "IOTHUB_EVENTS"
+	DefaultRPCTopic      = "IOTHUB_RPC"
+	DefaultFeedbackTopic = "IOTHUB_FEEDBACK"
+	// DefaultFeedbackLockDuration is IoT Hub's lock duration of its
+	// feedback queue.
+	DefaultFeedbackLockDuration = time.Minute
+	DefaultMethodAckTimeout     = 3 * time.Second
+	DefaultMaxMethodTimeout     = 300 * time.Second
+	DefaultMethodTimeout        = 30 * time.Second
+	DefaultC2DTTL               = time.Hour
+	DefaultC2DMaxTTL            = 48 * time.Hour
+	DefaultC2DMaxSize           = 64 << 10
 	// DefaultC2DMaxQueueDepth is IoT Hub's limit of cloud-to-device
 	// messages outstanding per device.
 	DefaultC2DMaxQueueDepth = 50
@@ -114,6 +117,11 @@ type Options struct {
 	// messages sent with an ack request, until a back end takes it from
 	// the AMQP endpoint's feedback link. Default IOTHUB_FEEDBACK.
 	FeedbackTopic string
+	// FeedbackLockDuration is how long a feedback batch sent to a
+	// receiver may stay unsettled (neither accepted nor rejected) before
+	// the hub takes it back and sends it again, as IoT Hub's feedback
+	// queue lock duration. Default 1 min.
+	FeedbackLockDuration time.Duration
 	// MethodAckTimeout is how long an invoking node waits for the node
 	// holding a device the registry records connected to take the call
 	// before answering 404 (device not online); a device recorded
@@ -194,7 +202,7 @@ func (o *Options) Validate() error {
 			return bad("broker topic %q", t)
 		}
 	}
-	if o.MethodAckTimeout < 0 || o.MaxMethodTimeout < 0 || o.C2DTTL < 0 || o.C2DMaxTTL < 0 || o.C2DMaxSize < 0 ||
+	if o.MethodAckTimeout < 0 || o.FeedbackLockDuration < 0 || o.MaxMethodTimeout < 0 || o.C2DTTL < 0 || o.C2DMaxTTL < 0 || o.C2DMaxSize < 0 ||
 		o.RequestTimeout < 0 || o.StartTimeout < 0 || o.MaxBody < 0 || o.C2DMaxQueueDepth < 0 {
 		return bad("negative limit")
 	}
@@ -228,6 +236,9 @@ func (o *Options) fill() {
 	}
 	if o.MethodAckTimeout == 0 {
 		o.MethodAckTimeout = DefaultMethodAckTimeout
+	}
+	if o.FeedbackLockDuration == 0 {
+		o.FeedbackLockDuration = DefaultFeedbackLockDuration
 	}
 	if o.MaxMethodTimeout == 0 {
 		o.MaxMethodTimeout = DefaultMaxMethodTimeout

@@ -39,7 +39,8 @@ func (l localTwin) WatchLocal(action twin.WatchAction, keys []string, sink twin.
 func iothubOptions(h conf.IoTHub, b conf.Bridge, log *slog.Logger) iothub.Options {
 	o := iothub.Options{HostName: h.HostName, DeviceAuth: h.DeviceAuth, X509CAFile: h.X509CAFile,
 		TLSCertFile: h.TLSCert, TLSKeyFile: h.TLSKey, EventsTopic: h.EventsTopic, RPCTopic: h.RPCTopic, FeedbackTopic: h.FeedbackTopic,
-		MethodAckTimeout: h.MethodAckTimeout.D(), MaxMethodTimeout: h.MaxMethodTimeout.D(), C2DTTL: h.C2DTTL.D(),
+		FeedbackLockDuration: h.FeedbackLock.D(),
+		MethodAckTimeout:     h.MethodAckTimeout.D(), MaxMethodTimeout: h.MaxMethodTimeout.D(), C2DTTL: h.C2DTTL.D(),
 		C2DMaxTTL: h.C2DMaxTTL.D(), C2DMaxSize: int(h.C2DMaxSize.Bytes()), C2DMaxQueueDepth: h.C2DMaxQueueDepth, TwinRate: h.TwinRate,
 		RequestTimeout: h.RequestTimeout.D(), StartTimeout: h.StartTimeout.D(), MaxBody: h.MaxBody.Bytes(),
 		Twins: twincli.Options{Registries: b.Registries, RouteRefresh: h.RouteRefresh.D(),
