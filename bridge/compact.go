@@ -183,9 +183,9 @@ func (b *Backend) refreshRetained(plan refreshPlan, pace *pacer) {
 		cancel()
 		if err != nil {
 			if b.ctx.Err() == nil {
-				b.log.Warn("bridge: retained message copy", "topic", c.topic, "err", err)
+				b.log.Warn("bridge: retained message copy; the next scan tries again", "topic", c.topic, "err", err)
 			}
-			continue
+			return // the brokers are away: not one timeout per key
 		}
 		b.applyRetained(m, res.Queue, res.QueueOffset, c.origin, time.Now().UnixMilli())
 	}
@@ -352,9 +352,9 @@ func (b *Backend) refreshSessions(plan refreshPlan, pace *pacer) {
 		cancel()
 		if err != nil {
 			if b.ctx.Err() == nil {
-				b.log.Warn("bridge: session record copy", "client", c.id, "err", err)
+				b.log.Warn("bridge: session record copy; the next scan tries again", "client", c.id, "err", err)
 			}
-			continue
+			return // the brokers are away: not one timeout per key
 		}
 		b.mu.Lock()
 		if cur := b.sessions[c.id]; cur != nil && cur.origin() == c.origin {
