@@ -128,6 +128,7 @@ type Broker struct {
 	DelayLevels                string   `toml:"delay_levels"`
 	ClientExpiry               Duration `toml:"client_expiry"`
 	IdleTimeout                Duration `toml:"idle_timeout"`
+	ReadCoalesce               Duration `toml:"read_coalesce"`
 	MaxFrameSize               Size     `toml:"max_frame_size"`
 	ConsumerOffsetPersistEvery Duration `toml:"consumer_offset_persist_interval"`
 	ShortPollingHold           Duration `toml:"short_polling_hold"`
@@ -375,6 +376,7 @@ func Default() File {
 			DelayLevels:                "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
 			ClientExpiry:               Duration{120 * time.Second},
 			IdleTimeout:                Duration{120 * time.Second},
+			ReadCoalesce:               Duration{time.Millisecond},
 			MaxFrameSize:               16 << 20,
 			ConsumerOffsetPersistEvery: Duration{5 * time.Second},
 			ShortPollingHold:           Duration{time.Second},

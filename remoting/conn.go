@@ -80,6 +80,7 @@ type Conn struct {
 	dlSet  time.Time // read deadline last set; owned by the reader
 	queued bool      // the reader queued answers not written yet; owned by the reader
 	ends   []*route  // routes whose BatchEnd runs at the end of the batch; owned by the reader
+	co     coalescer // read coalescing (server connections); owned by the reader
 	// batchAt is BatchTime's reading for the current batch (zero until
 	// its first call); owned by the reader.
 	batchAt time.Time

@@ -98,6 +98,17 @@
 //     connection given meanwhile, from any goroutine, are queued for it
 //     without waking the writer goroutine.
 //
+// A server connection whose peer pipelines requests one per write faster
+// than four per ConnOptions.ReadCoalesce (1 ms by default), but slower
+// than the reader serves them, is read every ReadCoalesce instead of at
+// every request: its reader waits that long before reading again, with
+// the socket's receive low-water mark raised so that the kernel does not
+// wake the poller at each segment meanwhile, and one read and one write
+// then serve all that came (coalesce.go). A peer that waits for each
+// answer, or a wait that finds fewer than two requests, turns it off
+// again (tried again after a doubling number of batches), and the reader
+// never blocks with the mark raised.
+//
 // Bodies above 16 KiB and BodyBuffers parts are not copied: they are
 // written as their own net.Buffers parts and Release runs after the
 // write.

@@ -103,6 +103,8 @@ const (
 	DefaultRequestTimeout = 3 * time.Second
 	DefaultDialTimeout    = 3 * time.Second
 	DefaultMaxWriteQueue  = 4 << 20
+	// DefaultReadCoalesce is a server connection's ReadCoalesce.
+	DefaultReadCoalesce = time.Millisecond
 )
 
 // ConnOptions are the per-connection settings shared by Options and
@@ -126,6 +128,14 @@ type ConnOptions struct {
 	// RequestTimeout is the timeout of requests sent on the connection
 	// when the context has no deadline. Default 3 s.
 	RequestTimeout time.Duration
+	// ReadCoalesce is how long a server connection's reader waits before
+	// reading again while its peer pipelines requests faster than four
+	// per ReadCoalesce but slower than the reader serves them, so that
+	// one read and one write serve several (see coalesce.go). It adds at
+	// most this much to such a request's latency, and nothing to a peer
+	// that waits for each answer. Default 1 ms (Linux only; client
+	// connections never wait); negative disables.
+	ReadCoalesce time.Duration
 }
 
 func (o *ConnOptions) fill(idle time.Duration) {
@@ -143,6 +153,9 @@ func (o *ConnOptions) fill(idle time.Duration) {
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.ReadCoalesce == 0 {
+		o.ReadCoalesce = DefaultReadCoalesce
 	}
 }
 

@@ -22,7 +22,8 @@ func (c *Conn) readLoop() error {
 		c.touchIdle(time.Now())
 	}
 	for {
-		if err := c.serveBuffered(max); err != nil {
+		served, err := c.serveBuffered(max)
+		if err != nil {
 			return err
 		}
 		if idle > 0 && !c.idleAt.Equal(c.dlSet) {
@@ -30,6 +31,19 @@ func (c *Conn) readLoop() error {
 				return err
 			}
 			c.dlSet = c.idleAt
+		}
+		if c.co.wait > 0 && c.coalesceBeforeRead(served, c.rb.full) {
+			if err := c.rb.makeRoom(max); err != nil {
+				return c.readErr(err, c.rb.partial())
+			}
+			n, err := c.sock.readNow(c.rb.buf[c.rb.w:])
+			if err != errWouldBlock {
+				if err := c.rb.took(n, err); err != nil {
+					return c.readErr(err, c.rb.partial())
+				}
+				continue
+			}
+			c.coalesceStop() // nothing came: block with a low-water mark of one byte
 		}
 		if err := c.rb.fill(c.sock, max); err != nil {
 			return c.readErr(err, c.rb.partial())
@@ -119,6 +133,8 @@ type readBuf struct {
 	k    *chunk // the reader holds one reference; nil before the first fill
 	buf  []byte // k.buf
 	r, w int
+	// full: the last read filled the room it had (more may wait).
+	full bool
 	// shapes are the header shapes the peer writes its requests in,
 	// learned by the reader (see protocol.HeaderShapes).
 	shapes protocol.HeaderShapes
@@ -166,10 +182,33 @@ func (b *readBuf) sole() bool {
 	return b.k != nil && len(b.buf) == readChunk && b.k.refs.Load() == 1
 }
 
-// fill reads at least one byte, first making room for the frame under way:
-// in place when no command references the chunk, else by moving the
-// unconsumed bytes to another chunk.
+// fill reads at least one byte, first making room for the frame under way
+// (makeRoom).
 func (b *readBuf) fill(r io.Reader, max int) error {
+	if err := b.makeRoom(max); err != nil {
+		return err
+	}
+	n, err := r.Read(b.buf[b.w:])
+	return b.took(n, err)
+}
+
+// took accounts for a read of n bytes into b.buf[b.w:].
+func (b *readBuf) took(n int, err error) error {
+	b.full = n == len(b.buf)-b.w
+	b.w += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// makeRoom makes room for the frame under way: in place when no command
+// references the chunk, else by moving the unconsumed bytes to another
+// chunk.
+func (b *readBuf) makeRoom(max int) error {
 	need := readMinRoom // room wanted after w
 	if avail := b.w - b.r; avail >= 4 {
 		// A partial frame whose length was checked by next: make room for
@@ -196,15 +235,7 @@ func (b *readBuf) fill(r io.Reader, max int) error {
 		}
 		b.k, b.buf = nk, nk.buf
 	}
-	n, err := r.Read(b.buf[b.w:])
-	b.w += n
-	if n > 0 {
-		return nil
-	}
-	if err == nil {
-		err = io.ErrNoProgress
-	}
-	return err
+	return nil
 }
 
 // release drops the reader's reference; the buffer is not used again.
@@ -232,14 +263,14 @@ func (c *Conn) readErr(err error, midFrame bool) error {
 // callers, requests to the dispatcher (which runs inline processors right
 // here). Then the BatchEnd of the processors that ran runs, and the
 // answers queued meanwhile are written (flushQueued).
-func (c *Conn) serveBuffered(max int) error {
+func (c *Conn) serveBuffered(max int) (int, error) {
 	c.batchAt = time.Time{} // a new batch: BatchTime reads the clock again
 	n, err := c.serveFrames(max)
 	if len(c.ends) > 0 {
 		c.runBatchEnds() // also after a bad frame: what the batch deferred is done
 	}
 	if err != nil {
-		return err
+		return n, err
 	}
 	if n > 0 && c.opts.IdleTimeout > 0 {
 		// The batch's clock when a processor read it (a broker's sends
@@ -250,12 +281,13 @@ func (c *Conn) serveBuffered(max int) error {
 			now = time.Now()
 		}
 		c.touchIdle(now)
+		c.batchAt = now
 	}
 	if c.queued {
 		c.queued = false
 		c.flushQueued()
 	}
-	return nil
+	return n, nil
 }
 
 // serveFrames serves the whole frames in c.rb and returns how many.

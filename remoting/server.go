@@ -188,6 +188,9 @@ func (s *Server) acceptLoop(ln net.Listener) {
 func (s *Server) startConn(nc net.Conn) {
 	c := newConn(nc, s.opts.ConnOptions, s.log, s.mux)
 	c.server = true
+	if d := s.opts.ReadCoalesce; d > 0 {
+		c.co.wait = d
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -86,6 +86,55 @@ func (s *sock) Read(p []byte) (int, error) {
 	return s.rn, nil
 }
 
+// readNow reads what the socket holds into p without waiting for more:
+// errWouldBlock when it holds nothing. Only the connection's reader calls
+// it.
+func (s *sock) readNow(p []byte) (int, error) {
+	if s.rc == nil {
+		return 0, errWouldBlock
+	}
+	s.rbuf, s.rn, s.rerr = p, 0, 0
+	err := s.rc.Read(s.readNowRaw)
+	s.rbuf = nil
+	if err != nil {
+		return 0, err
+	}
+	raceAcquireIO()
+	switch s.rerr {
+	case 0:
+	case unix.EAGAIN:
+		return 0, errWouldBlock
+	default:
+		return 0, s.opError("read", s.rerr)
+	}
+	if s.rn == 0 {
+		return 0, io.EOF
+	}
+	return s.rn, nil
+}
+
+func (s *sock) readNowRaw(fd uintptr) bool {
+	if !s.readRaw(fd) {
+		s.rerr = unix.EAGAIN
+	}
+	return true
+}
+
+// setLowat sets the socket's receive low-water mark (SO_RCVLOWAT): the
+// poller is told the socket is readable once that many bytes wait.
+func (s *sock) setLowat(n int) error {
+	if s.rc == nil {
+		return errWouldBlock
+	}
+	var serr error
+	if err := s.rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, n)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
 func (s *sock) readRaw(fd uintptr) bool {
 	for {
 		n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&s.rbuf[0])), uintptr(len(s.rbuf)))

@@ -41,3 +41,9 @@ func (s *sock) writev(bufs [][]byte) error {
 	_, err := nb.WriteTo(s.nc)
 	return err
 }
+
+// readNow is not supported here (read coalescing is off).
+func (s *sock) readNow([]byte) (int, error) { return 0, errWouldBlock }
+
+// setLowat is not supported here (read coalescing is off).
+func (s *sock) setLowat(int) error { return errWouldBlock }

@@ -104,7 +104,11 @@ func brokerOptions(f conf.File, log *slog.Logger) (broker.Options, error) {
 		o.Controllers = c.Controllers
 	}
 	o.Remoting.ConnOptions = remoting.ConnOptions{IdleTimeout: c.IdleTimeout.D(), MaxFrameSize: c.MaxFrameSize.Bytes(),
-		WriteTimeout: c.WriteTimeout.D(), MaxWriteQueue: c.MaxWriteQueue.Bytes(), RequestTimeout: c.RequestTimeout.D()}
+		WriteTimeout: c.WriteTimeout.D(), MaxWriteQueue: c.MaxWriteQueue.Bytes(), RequestTimeout: c.RequestTimeout.D(),
+		ReadCoalesce: c.ReadCoalesce.D()}
+	if o.Remoting.ReadCoalesce == 0 {
+		o.Remoting.ReadCoalesce = -1 // "0s" turns it off
+	}
 	o.Remoting.SendPool = remoting.PoolOptions{Workers: c.SendWorkers, QueueSize: c.SendQueue}
 	o.Remoting.PullPool = remoting.PoolOptions{Workers: c.PullWorkers, QueueSize: c.PullQueue}
 	o.Remoting.AdminPool = remoting.PoolOptions{Workers: c.AdminWorkers, QueueSize: c.AdminQueue}
