@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/smartgo/smartgo/bridge"
 	"github.com/smartgo/smartgo/bridge/iothub"
@@ -111,6 +112,9 @@ func startBridge(ctx context.Context, f conf.File, localBroker *brokerNode, log 
 		local, localTw = localBroker.localStateStores(), localBroker.localTwins()
 	}
 	mo, bo := bridgeOptions(c, log)
+	if localBroker != nil {
+		bo.RefreshAge = localRefreshAge(bo.RefreshAge, f.Store.FileReservedTime.D(), log)
+	}
 	hub, err := newHub(f, &mo, &bo, localTw, log)
 	if err != nil {
 		return nil, err
@@ -185,4 +189,17 @@ func (n *bridgeNode) Close() error {
 		return errors.Join(aerr, n.front.Close(), n.Bridge.Close())
 	}
 	return errors.Join(aerr, n.Server().Close(), n.hub.Close(), n.front.Close(), n.Bridge.Close())
+}
+
+// localRefreshAge is the bridge's refresh age next to a broker of the same
+// process: a copy made only once a record is older than the broker's own
+// retention would come too late, so an age above half of
+// store.file_reserved_time is lowered to that half (and said so).
+func localRefreshAge(age, retention time.Duration, log *slog.Logger) time.Duration {
+	if half := retention / 2; age > half {
+		log.Info("bridge.refresh_age lowered to half of store.file_reserved_time, so that live retained messages and sessions are copied before retention removes them",
+			"refresh_age", age, "file_reserved_time", retention, "used", half)
+		return half
+	}
+	return age
 }
