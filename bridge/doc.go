@@ -397,9 +397,12 @@
 // plus one; bounded by Options.HandoffTimeout; past it, that node is taken
 // as dead and the session resumes from the latest record of another node
 // after the request, else from the record before it) and resumes from
-// it, before its CONNACK. A node that sees a connect request stored more than
-// three quarters of Options.HandoffTimeout ago (by the broker's store
-// time: it was hung or cut off) drops its copy of the session but writes
+// it, before its CONNACK. A handoff is the session as of its request:
+// another node's record of the session's state stored after the request
+// (one that resumed without waiting, from the offline save before it)
+// stays the client's current record when the handoff comes later. A
+// node that sees a connect request stored more than three quarters of
+// Options.HandoffTimeout ago (by the broker's store time: it was hung or cut off) drops its copy of the session but writes
 // no handoff: the connecting node has resumed without it by then, and a
 // handoff stored after that node's newer records would take them back. A session therefore lives on one node at a time, and
 // A -> B -> A resumes from B's state. The will of a session taken over is

@@ -298,9 +298,20 @@ type sessionRecord struct {
 // through the log. A delete this node applied itself stays as a tombstone
 // until the tail reaches it, so that the older records the tail applies
 // meanwhile do not resurrect the session.
+//
+// A handoff (Gen > 0) carries the session as its node had it when it
+// answered the connect request at offset Gen-1. Another node's record of
+// the session's state stored after that request (not a connect request
+// or announcement: the state of a connection that resumed or started
+// there, say, one that did not wait for the handoff) is newer than the
+// handoff even when the handoff is stored after it, and stays the
+// client's current record.
 func (b *Backend) applySessionLocked(rec *sessionRecord, fromTail bool) {
 	cur := b.sessions[rec.ClientID]
 	if cur != nil && cur.q == rec.q && cur.off > rec.off {
+		return
+	}
+	if rec.Gen > 0 && cur != nil && cur.q == rec.q && cur.off >= rec.Gen && cur.Node != rec.Node && !cur.Connect {
 		return
 	}
 	switch {
