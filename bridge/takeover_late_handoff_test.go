@@ -2,12 +2,59 @@ package bridge
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/cluster"
 	"github.com/smartgo/smartgo/internal/testutil"
+	"github.com/smartgo/smartgo/mqtt"
 )
+
+// requestHold holds a node's system tail at another node's next connect
+// request of one client, once armed, until released (at the latest 30 s
+// later, so that a failed test does not hang).
+type requestHold struct {
+	armed   atomic.Bool
+	held    chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// startBridgeHeldAtRequest starts a bridge node (options changed by mod)
+// whose tail its hold stops at another node's connect request of id.
+func startBridgeHeldAtRequest(t *testing.T, c *cluster.Cluster, mod func(*mqtt.Options, *Options), id string) (*Bridge, *requestHold) {
+	h := &requestHold{held: make(chan struct{}, 1), release: make(chan struct{})}
+	t.Cleanup(h.Release) // before the node closes (cleanups run last first)
+	n := startBridgeWith(t, c, mod, func(br *Bridge) {
+		node := br.Backend().opts.NodeID
+		br.Backend().testBeforeApply = func(rec *sessionRecord) {
+			if rec.ClientID != id || rec.Node == node || !rec.Connect || rec.Deleted || !h.armed.CompareAndSwap(true, false) {
+				return
+			}
+			h.held <- struct{}{}
+			select {
+			case <-h.release:
+			case <-time.After(30 * time.Second):
+			}
+		}
+	})
+	return n, h
+}
+
+// wait waits until the tail stopped at the request.
+func (h *requestHold) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node's tail never reached the other node's connect request")
+	}
+}
+
+// Release lets the tail go on.
+func (h *requestHold) Release() { h.once.Do(func() { close(h.release) }) }
 
 // TestBridgeLateHandoffIsOlderState: a persistent session goes offline
 // on node A, which keeps it in memory. The client connects to node B; the
@@ -24,29 +71,7 @@ import (
 func TestBridgeLateHandoffIsOlderState(t *testing.T) {
 	c := startCluster(t)
 	const id = "late-handoff"
-	var armed atomic.Bool
-	held := make(chan struct{}, 1)
-	release := make(chan struct{})
-	a := startBridgeWith(t, c, nil, func(br *Bridge) {
-		node := br.Backend().opts.NodeID
-		br.Backend().testBeforeApply = func(rec *sessionRecord) {
-			if rec.ClientID != id || rec.Node == node || !rec.Connect || rec.Deleted || !armed.CompareAndSwap(true, false) {
-				return
-			}
-			held <- struct{}{}
-			select { // bounded, so a failed test does not hang
-			case <-release:
-			case <-time.After(30 * time.Second):
-			}
-		}
-	})
-	t.Cleanup(func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	})
+	a, hold := startBridgeHeldAtRequest(t, c, nil, id)
 	b := startBridge(t, c, nil)
 	prod := newProducer(t, c)
 
@@ -57,17 +82,13 @@ func TestBridgeLateHandoffIsOlderState(t *testing.T) {
 		r := ownRecord(a, id)
 		return !a.Server().Connected(id) && a.Server().SessionInstance(id) != 0 && r != nil && !r.Online && !r.Connect
 	})
-	armed.Store(true)
+	hold.armed.Store(true)
 
 	onB, ack := persistent(t, addrOf(b), id, false)
 	if !ack.SessionPresent {
 		t.Fatal("node B did not resume the session from node A's save")
 	}
-	select {
-	case <-held:
-	case <-time.After(20 * time.Second):
-		t.Fatal("node A's tail never reached node B's connect request")
-	}
+	hold.wait(t)
 	onB.subscribe(2, sub("cmd/"+id+"/two", 1))
 	onB.disconnect()
 	testutil.WaitFor(t, 20*time.Second, "node B's offline save with both subscriptions", func() bool {
@@ -76,7 +97,7 @@ func TestBridgeLateHandoffIsOlderState(t *testing.T) {
 	})
 	saved := ownRecord(b, id)
 
-	close(release)
+	hold.Release()
 	testutil.WaitFor(t, 20*time.Second, "node A's answer to B's request", func() bool {
 		return a.Server().SessionInstance(id) == 0
 	})

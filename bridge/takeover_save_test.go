@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,22 +35,7 @@ func TestBridgeTakeoverAnsweredAfterSave(t *testing.T) {
 func testTakeoverAnsweredAfter(t *testing.T, connected bool) {
 	c := startCluster(t)
 	const id = "answered-after"
-	var armed atomic.Bool
-	held := make(chan struct{}, 1)
-	release := make(chan struct{})
-	a := startBridgeWith(t, c, nil, func(br *Bridge) {
-		node := br.Backend().opts.NodeID
-		br.Backend().testBeforeApply = func(rec *sessionRecord) {
-			if rec.ClientID != id || rec.Node == node || !rec.Connect || rec.Deleted || !armed.CompareAndSwap(true, false) {
-				return
-			}
-			held <- struct{}{}
-			select { // bounded, so a failed test does not hang
-			case <-release:
-			case <-time.After(30 * time.Second):
-			}
-		}
-	})
+	a, hold := startBridgeHeldAtRequest(t, c, nil, id)
 	// B waits far longer for a handoff than the test allows for the
 	// CONNACK: a CONNACK in time came from A's answer.
 	const handoffTimeout = 40 * time.Second
@@ -60,18 +44,14 @@ func testTakeoverAnsweredAfter(t *testing.T, connected bool) {
 
 	dev, _ := persistent(t, addrOf(a), id, true)
 	dev.subscribe(1, sub("cmd/"+id, 1))
-	armed.Store(true)
+	hold.armed.Store(true)
 
 	dev2 := dialRaw(t, addrOf(b), packets.Version5)
 	cp := &packets.Connect{ClientID: id, KeepAlive: 60}
 	cp.Properties.Present.Add(packets.PropSessionExpiry)
 	cp.Properties.SessionExpiry = 3600
 	dev2.send(cp)
-	select {
-	case <-held:
-	case <-time.After(20 * time.Second):
-		t.Fatal("node A's tail never reached node B's connect request")
-	}
+	hold.wait(t)
 	// The hook sees the record before its position is set: B's own copy
 	// has it.
 	var req *sessionRecord
@@ -94,7 +74,7 @@ func testTakeoverAnsweredAfter(t *testing.T, connected bool) {
 			r.q == req.q && r.off > req.off
 	})
 	start := time.Now()
-	close(release)
+	hold.Release()
 
 	p, err := dev2.next(handoffTimeout / 2)
 	if err != nil {
