@@ -104,6 +104,9 @@ func TestConfBadInputNamesFileKeyAndRange(t *testing.T) {
 		{"amqp frame max", "[amqp]\nframe_max = \"1KiB\"\n", []string{"amqp.frame_max", "between 4KiB"}},
 		{"amqp heartbeat", "[amqp]\nheartbeat = \"1500ms\"\n", []string{"amqp.heartbeat", "whole seconds"}},
 		{"amqp message size", "[amqp]\nmax_message_size = \"1GiB\"\n", []string{"amqp.max_message_size", "512MiB"}},
+		{"read coalesce", "[broker]\nread_coalesce = \"1s\"\n", []string{"bad.toml", "broker.read_coalesce", "between 0s and 100ms"}},
+		{"negative read coalesce", "[broker]\nread_coalesce = \"-1ms\"\n", []string{"broker.read_coalesce", "between 0s and 100ms"}},
+		{"refresh age", "[bridge]\nrefresh_age = \"10s\"\n", []string{"bad.toml", "bridge.refresh_age", "between 1m0s"}},
 		{"syntax", "[store\n", []string{"bad.toml", "line 2"}},
 	}
 	for _, c := range cases {

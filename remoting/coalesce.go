@@ -48,14 +48,14 @@ type coalescer struct {
 	on      bool          // the low-water mark is raised and reads wait
 	skip    int           // batches to serve before the next try
 	backoff int           // skip after the next failed try
-	frames  int           // frames since since
+	frames  int           // frames served since since
 	since   time.Time     // start of the arrival-rate window
 }
 
 // errWouldBlock is sock.readNow's answer when nothing can be read.
 var errWouldBlock = errors.New("remoting: read would block")
 
-// beforeRead runs between a batch of served frames (served of them, read
+// coalesceBeforeRead runs between a batch of served frames (served of them, read
 // by a read that filled its buffer when full) and the next read. It
 // returns whether that read must not block (coalescing is on: the reader
 // waited, or goes on reading a full stream, with the low-water mark
