@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartgo/smartgo/internal/testutil"
 	"github.com/smartgo/smartgo/remoting/protocol"
 	"github.com/smartgo/smartgo/statestore"
 )
@@ -142,7 +143,14 @@ func TestStateStoreDeferredCallersClock(t *testing.T) {
 			if err != nil || p == nil {
 				t.Fatalf("SET: pending %v, err %v, reply %q", p, err, resp.Reply)
 			}
-			b.Store().Drain() // answers the put (PutDone) here
+			// Drain answers the put (PutDone) unless the store's own
+			// dispatcher holds the buffer at that moment; then that
+			// dispatcher answers it, so wait for the answer before
+			// reading its result.
+			testutil.WaitFor(t, 10*time.Second, "the put's answer", func() bool {
+				b.Store().Drain()
+				return p.sh.pend.answered.Load() > 0
+			})
 			stored := p.res.StoreTimestamp
 			if err := p.Complete(&resp); err != nil || string(resp.Reply) != "+OK\r\n" {
 				t.Fatalf("complete: %v %q", err, resp.Reply)
