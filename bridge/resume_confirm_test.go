@@ -52,6 +52,17 @@ func TestBridgeInMemoryResumeConfirmed(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "B holding the session offline", func() bool {
 		return !b.Server().Connected("hop") && b.Server().SessionInstance("hop") != 0
 	})
+	// B stores the session's offline record after the connection is
+	// gone: the clean start on A comes after it. (Stored after A's
+	// announcement, as a loaded machine made it once in ~10 runs, the
+	// save is the client's latest record in the session topic and B
+	// resumes its own copy: not the case this test is about.)
+	testutil.WaitFor(t, 10*time.Second, "B's offline record of the session stored", func() bool {
+		b.backend.mu.Lock()
+		defer b.backend.mu.Unlock()
+		r := b.backend.sessions["hop"]
+		return r != nil && r.Node == b.backend.opts.NodeID && !r.Online && !r.Connect && !r.Deleted
+	})
 
 	onA, _ := persistent(t, addrOf(a), "hop", true) // a new session on A
 	backOnB, ack := persistent(t, addrOf(b), "hop", false)
