@@ -164,7 +164,7 @@ func TestMQTTSessionExpiry(t *testing.T) {
 	r.subscribe(1, sub("x", 1))
 	r.send(&packets.Disconnect{})
 	r.closed()
-	testutil.WaitFor(t, 3*time.Second, "session expired", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "session expired", func() bool {
 		ts.mu.Lock()
 		defer ts.mu.Unlock()
 		return ts.sessions["e1"] == nil

@@ -295,13 +295,13 @@ func TestRegistryExpiryAndReRegister(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Silent: removed with its topic, and its connection closed.
-	testutil.WaitFor(t, 3*time.Second, "expiry", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "expiry", func() bool {
 		_, resp := route(t, c, reg, "T")
 		return resp.Code == protocol.TopicNotExist
 	})
 	select {
 	case <-conn.Done():
-	case <-time.After(3 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("expired broker's connection not closed")
 	}
 	if got := s.routes.liveAddrs(); len(got) != 0 {
@@ -324,7 +324,7 @@ func TestRegistryConnCloseAndAddressReuse(t *testing.T) {
 		t.Fatalf("two brokers expected: %+v", rd)
 	}
 	a.c.CloseConn(reg)
-	testutil.WaitFor(t, 3*time.Second, "removal on close", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "removal on close", func() bool {
 		rd, _ := route(t, c, reg, "T")
 		return rd != nil && len(rd.QueueDatas) == 1 && rd.QueueDatas[0].BrokerName == "broker-b"
 	})
@@ -333,7 +333,7 @@ func TestRegistryConnCloseAndAddressReuse(t *testing.T) {
 	sl := newTestBroker(t, "broker-b", "10.0.0.4:10911", 1, "T")
 	sl.register(reg)
 	b.c.CloseConn(reg) // master b gone; its slave stays, so does the name
-	testutil.WaitFor(t, 3*time.Second, "master removal", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "master removal", func() bool {
 		rd, _ := route(t, c, reg, "T")
 		return rd != nil && len(rd.BrokerDatas[0].BrokerAddrs) == 1
 	})
