@@ -35,11 +35,22 @@ const (
 	coalesceProbe   = 16   // frames over which the arrival rate is measured
 	coalesceMin     = 2    // frames a wait must find for coalescing to go on
 	coalesceMaxSkip = 4096 // most batches between two tries
-	// coalesceLowat is the receive low-water mark while the reader waits:
-	// below a quarter of a read chunk, and small enough that raising it
-	// never grows the socket's receive buffer or clamps its window.
-	coalesceLowat = 16 << 10
+	// The receive low-water mark while the reader waits is a quarter of
+	// the socket's receive buffer as the kernel has grown it, within
+	// these bounds. The reader does not wait on the socket while it
+	// sleeps, so the mark serves only to keep the kernel from waking the
+	// poller for nothing at each segment that comes meanwhile: the higher
+	// the better, up to where raising it would grow the receive buffer
+	// and clamp the window (about half of the buffer).
+	coalesceLowatMin = 16 << 10
+	coalesceLowatMax = 1 << 20
 )
+
+// coalesceLowat is the low-water mark for a wait on a socket whose
+// receive buffer is rcvbuf bytes.
+func coalesceLowat(rcvbuf int) int {
+	return min(max(rcvbuf/4, coalesceLowatMin), coalesceLowatMax)
+}
 
 // coalescer is a server reader's read-coalescing state, owned by the
 // reader goroutine.
@@ -100,7 +111,12 @@ func (c *Conn) coalesceBeforeRead(served int, full bool) bool {
 	if !fast || full {
 		return false
 	}
-	if err := c.sock.setLowat(coalesceLowat); err != nil {
+	rcvbuf, err := c.sock.rcvbuf()
+	if err != nil {
+		co.wait = 0 // not supported here: never again
+		return false
+	}
+	if err := c.sock.setLowat(coalesceLowat(rcvbuf)); err != nil {
 		co.wait = 0 // not supported here: never again
 		return false
 	}

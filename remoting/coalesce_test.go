@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/smartgo/smartgo/remoting/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // batchCounter is an inline processor that records the reader's batch of
@@ -132,5 +133,67 @@ func TestRemotingReadCoalesceQuietAfterBurst(t *testing.T) {
 		if err != nil || resp.Code != protocol.Success {
 			t.Fatalf("round %d: a lone request after a burst: %v %v", round, resp, err)
 		}
+	}
+}
+
+// While the reader waits, the socket's low-water mark is a quarter of its
+// receive buffer (within bounds): high enough that the segments coming
+// meanwhile do not wake the poller, low enough that setting it never
+// clamps the window to the mark (the kernel grows the buffer and clamps
+// the window when the mark needs more than the buffer holds).
+func TestRemotingReadCoalesceMarkFitsBuffer(t *testing.T) {
+	for _, tc := range []struct{ rcvbuf, want int }{
+		{0, coalesceLowatMin}, {32 << 10, coalesceLowatMin}, {128 << 10, 32 << 10},
+		{6 << 20, coalesceLowatMax},
+	} {
+		if got := coalesceLowat(tc.rcvbuf); got != tc.want {
+			t.Errorf("coalesceLowat(%d) = %d, want %d", tc.rcvbuf, got, tc.want)
+		}
+	}
+	const n, wait = 400, 20 * time.Millisecond
+	var mu sync.Mutex
+	var raised, clamped int
+	var last string
+	_, addr, _ := startServer(t, Options{ConnOptions: ConnOptions{ReadCoalesce: wait}}, func(s *Server) {
+		s.RegisterInline(protocol.SendMessage, PoolSend, ProcessorFunc(func(c *Conn, req *protocol.Command) (*protocol.Command, error) {
+			var lowat, clamp int
+			var err error
+			if cerr := c.sock.rc.Control(func(fd uintptr) {
+				if lowat, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT); err == nil {
+					clamp, err = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_WINDOW_CLAMP)
+				}
+			}); cerr != nil || err != nil {
+				return nil, fmt.Errorf("socket options: %v %v", cerr, err)
+			}
+			mu.Lock()
+			if lowat >= coalesceLowatMin {
+				raised++
+			}
+			if lowat > 1 && clamp <= lowat {
+				clamped++
+				last = fmt.Sprintf("mark %d, window clamp %d", lowat, clamp)
+			}
+			mu.Unlock()
+			return protocol.NewResponse(protocol.Success, ""), nil
+		}))
+	})
+	cl := newClient(t, ClientOptions{})
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		if err := cl.InvokeAsync(context.Background(), addr, protocol.NewRequest(protocol.SendMessage, nil, []byte("x")), time.Minute,
+			func(*protocol.Command, error) { wg.Done() }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if raised == 0 {
+		t.Fatalf("no request was served with the mark raised: the reader never coalesced")
+	}
+	if clamped > 0 {
+		t.Fatalf("%d requests served with the window clamped to the mark (last: %s)", clamped, last)
 	}
 }

@@ -135,6 +135,22 @@ func (s *sock) setLowat(n int) error {
 	return serr
 }
 
+// rcvbuf returns the socket's receive buffer size (SO_RCVBUF: what the
+// kernel's autotuning has grown it to).
+func (s *sock) rcvbuf() (int, error) {
+	if s.rc == nil {
+		return 0, errWouldBlock
+	}
+	var n int
+	var serr error
+	if err := s.rc.Control(func(fd uintptr) {
+		n, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+	}); err != nil {
+		return 0, err
+	}
+	return n, serr
+}
+
 func (s *sock) readRaw(fd uintptr) bool {
 	for {
 		n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&s.rbuf[0])), uintptr(len(s.rbuf)))

@@ -47,3 +47,6 @@ func (s *sock) readNow([]byte) (int, error) { return 0, errWouldBlock }
 
 // setLowat is not supported here (read coalescing is off).
 func (s *sock) setLowat(int) error { return errWouldBlock }
+
+// rcvbuf is not supported here (read coalescing is off).
+func (s *sock) rcvbuf() (int, error) { return 0, errWouldBlock }
