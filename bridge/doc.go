@@ -219,7 +219,7 @@
 // record per client wins. A record:
 //
 //	{"clientId":"dev1","node":"<node id>","online":true?,"deleted":true?,
-//	 "connect":true?,"gen":18?,
+//	 "connect":true?,"gen":18?,"since":12?,
 //	 "username":"u","subscriptions":[{"filter":"cmd/#","qos":1,"noLocal":false,
 //	   "rap":false,"rh":0,"id":0}],
 //	 "expiryMs":3600000,"disconnectedAtMs":1763800000000,
@@ -249,6 +249,15 @@
 // connecting client's SetOwnerTag: the connection starts a new session;
 // nor does the MQTT server resume a session it holds in memory that a
 // connect of another owner last attached, Backend.OwnerTag)
+//
+// ("since": on a node's offline save of its local session, 1 + the
+// offset where that session last went live on the node: its connect
+// request, clean-start announcement or first claim. A record of another
+// node stored after that offset and before the save, other than the
+// handoff answering that connect request (its "gen" is the same), stays
+// the client's latest record: the save was on its way while the client
+// went on elsewhere, say with a clean start. Absent when unknown and on
+// earlier versions' records, which nodes apply by offset alone.)
 //
 // ("refreshOf": a copy that compaction wrote of the client's record at
 // that offset of the queue, carrying its state; see Compaction below)

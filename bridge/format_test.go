@@ -134,6 +134,8 @@ func TestBridgeTakeoverRecordBytes(t *testing.T) {
 			`{"clientId":"d","node":"n","deleted":true,"connect":true,"expiryMs":0}`},
 		{&sessionRecord{ClientID: "d", Node: "n", Gen: 18, ExpiryMs: 1000, DisconnectedAt: 5},
 			`{"clientId":"d","node":"n","gen":18,"expiryMs":1000,"disconnectedAtMs":5}`},
+		{&sessionRecord{ClientID: "d", Node: "n", Since: 7, ExpiryMs: 1000, DisconnectedAt: 5},
+			`{"clientId":"d","node":"n","since":7,"expiryMs":1000,"disconnectedAtMs":5}`},
 	} {
 		b, err := json.Marshal(c.rec)
 		if err != nil {

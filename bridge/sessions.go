@@ -85,6 +85,16 @@ func (b *Backend) writeSession(ctx context.Context, rec *sessionRecord) error {
 		}
 	}
 	w.last = max(w.last, rec.taken)
+	if rec.vouch && !rec.liveRecord() && !rec.Deleted {
+		// An offline save of the local session: where that session went
+		// live, so that a record of another node stored before the save
+		// but after that stays the latest (applySessionLocked).
+		b.mu.Lock()
+		if v, ok := b.vouches[rec.ClientID]; ok && v.live >= 0 && (v.inst == 0 || rec.inst == 0 || v.inst == rec.inst) {
+			rec.Since = v.live + 1
+		}
+		b.mu.Unlock()
+	}
 	if b.testBeforeWrite != nil {
 		b.testBeforeWrite(rec)
 	}

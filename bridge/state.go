@@ -226,9 +226,15 @@ type sessionRecord struct {
 	// itself, its tail does (a connect request, see Backend.connect).
 	// Neither is part of the JSON; next to the other flags, they keep
 	// the struct small.
-	vouch          bool
-	tailOnly       bool
-	Gen            int64           `json:"gen,omitempty"`
+	vouch    bool
+	tailOnly bool
+	Gen      int64 `json:"gen,omitempty"`
+	// Since: on a node's offline save of its local session, 1 + the
+	// offset where that session last went live on the node (its connect
+	// request, clean-start announcement or first claim): a record of
+	// another node stored after that offset, and before the save, is
+	// newer than the save (applySessionLocked). 0: unknown.
+	Since          int64           `json:"since,omitempty"`
 	Username       string          `json:"username,omitempty"`
 	Subscriptions  []subRecord     `json:"subscriptions,omitempty"`
 	ExpiryMs       int64           `json:"expiryMs"`
@@ -308,10 +314,15 @@ type sessionRecord struct {
 // client's current record.
 func (b *Backend) applySessionLocked(rec *sessionRecord, fromTail bool) {
 	cur := b.sessions[rec.ClientID]
-	if cur != nil && cur.q == rec.q && cur.off > rec.off {
+	if cur != nil && cur.q == rec.q && cur.off > rec.off && !cur.lateSaveAfter(rec) {
+		// Older, unless cur is a late save of rec's session (applied by
+		// its own node ahead of the tail that brings rec).
 		return
 	}
 	if rec.Gen > 0 && cur != nil && cur.q == rec.q && cur.off >= rec.Gen && cur.Node != rec.Node && !cur.Connect {
+		return
+	}
+	if cur != nil && rec.lateSaveAfter(cur) {
 		return
 	}
 	switch {
@@ -325,6 +336,17 @@ func (b *Backend) applySessionLocked(rec *sessionRecord, fromTail bool) {
 	default:
 		b.sessions[rec.ClientID] = rec
 	}
+}
+
+// lateSaveAfter reports whether r is a late save with respect to other:
+// r carries the state of a session that went live on its node at
+// Since-1, and other, a record of another node stored after that but
+// before r (a clean start, a resume, a claim there), says the session
+// went on elsewhere while r was on its way, so r is the older state. The
+// handoff that answered the session's own connect request (its Gen is
+// Since) is where the session came from, not where it went.
+func (r *sessionRecord) lateSaveAfter(other *sessionRecord) bool {
+	return r.Since > 0 && other.q == r.q && other.Node != r.Node && other.off >= r.Since && other.off < r.off && other.Gen != r.Since
 }
 
 // keptAnnouncement reports whether rec is the clean-start announcement
