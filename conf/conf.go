@@ -129,6 +129,7 @@ type Broker struct {
 	ClientExpiry               Duration `toml:"client_expiry"`
 	IdleTimeout                Duration `toml:"idle_timeout"`
 	ReadCoalesce               Duration `toml:"read_coalesce"`
+	ReadBuffer                 Size     `toml:"read_buffer"`
 	MaxFrameSize               Size     `toml:"max_frame_size"`
 	ConsumerOffsetPersistEvery Duration `toml:"consumer_offset_persist_interval"`
 	ShortPollingHold           Duration `toml:"short_polling_hold"`
@@ -377,6 +378,7 @@ func Default() File {
 			ClientExpiry:               Duration{120 * time.Second},
 			IdleTimeout:                Duration{120 * time.Second},
 			ReadCoalesce:               Duration{time.Millisecond},
+			ReadBuffer:                 1 << 20,
 			MaxFrameSize:               16 << 20,
 			ConsumerOffsetPersistEvery: Duration{5 * time.Second},
 			ShortPollingHold:           Duration{time.Second},

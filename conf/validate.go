@@ -217,6 +217,9 @@ func (b *Broker) validate(v *validator) {
 	v.durRange("broker.client_expiry", b.ClientExpiry, time.Second, 24*time.Hour)
 	v.durRange("broker.idle_timeout", b.IdleTimeout, time.Second, 24*time.Hour)
 	v.durRange("broker.read_coalesce", b.ReadCoalesce, 0, 100*time.Millisecond)
+	if b.ReadBuffer != 0 {
+		v.sizeRange("broker.read_buffer", b.ReadBuffer, 4<<10, 1<<30)
+	}
 	v.sizeRange("broker.max_frame_size", b.MaxFrameSize, 64<<10, 1<<30)
 	v.durRange("broker.consumer_offset_persist_interval", b.ConsumerOffsetPersistEvery, 100*time.Millisecond, time.Hour)
 	v.durRange("broker.short_polling_hold", b.ShortPollingHold, 10*time.Millisecond, time.Minute)

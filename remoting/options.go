@@ -105,6 +105,8 @@ const (
 	DefaultMaxWriteQueue  = 4 << 20
 	// DefaultReadCoalesce is a server connection's ReadCoalesce.
 	DefaultReadCoalesce = time.Millisecond
+	// DefaultReadBuffer is a server connection's ReadBuffer.
+	DefaultReadBuffer = 1 << 20
 )
 
 // ConnOptions are the per-connection settings shared by Options and
@@ -136,6 +138,17 @@ type ConnOptions struct {
 	// that waits for each answer. Default 1 ms (Linux only; client
 	// connections never wait); negative disables.
 	ReadCoalesce time.Duration
+	// ReadBuffer is the receive buffer (SO_RCVBUF) a server connection's
+	// socket gets when it is accepted, in bytes: the kernel doubles it
+	// for its bookkeeping and no longer grows it by itself. A client
+	// that pipelines many requests then has at most about this many
+	// bytes on their way, where the kernel's own tuning lets the buffer
+	// grow to several MiB and costs the server more CPU per request (see
+	// docs/performance-broker.md, "Thirty-second session"). It bounds one
+	// connection's throughput to about ReadBuffer per round trip: 1 MiB
+	// is 100 MB/s at 10 ms. Default 1 MiB; negative leaves the buffer to
+	// the kernel. Client connections always leave it to the kernel.
+	ReadBuffer int
 }
 
 func (o *ConnOptions) fill(idle time.Duration) {
@@ -157,6 +170,9 @@ func (o *ConnOptions) fill(idle time.Duration) {
 	if o.ReadCoalesce == 0 {
 		o.ReadCoalesce = DefaultReadCoalesce
 	}
+	if o.ReadBuffer == 0 {
+		o.ReadBuffer = DefaultReadBuffer
+	}
 }
 
 func (o *ConnOptions) validate() error {
@@ -169,6 +185,8 @@ func (o *ConnOptions) validate() error {
 		return fmt.Errorf("%w: negative MaxWriteQueue", ErrBadOptions)
 	case o.RequestTimeout < 0:
 		return fmt.Errorf("%w: negative RequestTimeout", ErrBadOptions)
+	case o.ReadBuffer > 1<<30:
+		return fmt.Errorf("%w: ReadBuffer %d above 1 GiB", ErrBadOptions, o.ReadBuffer)
 	}
 	return nil
 }

@@ -126,6 +126,15 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.started = true
 	s.ln = ln
 	s.mu.Unlock()
+	if tl, ok := ln.(*net.TCPListener); ok && s.opts.ReadBuffer > 0 {
+		// Set on the listener, the buffer is every accepted socket's
+		// from its first segment: the window it advertises is sized
+		// by it. Set on a connection once accepted, it would stop the
+		// kernel's tuning with the window clamped where it began.
+		if err := setReadBuffer(tl, s.opts.ReadBuffer); err != nil {
+			s.log.Warn("remoting: set the receive buffer", "bytes", s.opts.ReadBuffer, "err", err)
+		}
+	}
 	s.mux.start()
 	s.wg.Add(1)
 	go s.acceptLoop(ln)

@@ -264,3 +264,19 @@ func (s *sock) opError(op string, e syscall.Errno) error {
 	return &net.OpError{Op: op, Net: s.nc.LocalAddr().Network(), Source: s.nc.LocalAddr(), Addr: s.nc.RemoteAddr(),
 		Err: os.NewSyscallError(op, e)}
 }
+
+// setReadBuffer sets the receive buffer (SO_RCVBUF) of ln's socket, which
+// the sockets it accepts inherit.
+func setReadBuffer(ln *net.TCPListener, n int) error {
+	rc, err := ln.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, n)
+	}); err != nil {
+		return err
+	}
+	return serr
+}

@@ -50,3 +50,7 @@ func (s *sock) setLowat(int) error { return errWouldBlock }
 
 // rcvbuf is not supported here (read coalescing is off).
 func (s *sock) rcvbuf() (int, error) { return 0, errWouldBlock }
+
+// setReadBuffer leaves the receive buffer to the system: ReadBuffer is
+// Linux-only.
+func setReadBuffer(*net.TCPListener, int) error { return nil }

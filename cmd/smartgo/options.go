@@ -105,9 +105,12 @@ func brokerOptions(f conf.File, log *slog.Logger) (broker.Options, error) {
 	}
 	o.Remoting.ConnOptions = remoting.ConnOptions{IdleTimeout: c.IdleTimeout.D(), MaxFrameSize: c.MaxFrameSize.Bytes(),
 		WriteTimeout: c.WriteTimeout.D(), MaxWriteQueue: c.MaxWriteQueue.Bytes(), RequestTimeout: c.RequestTimeout.D(),
-		ReadCoalesce: c.ReadCoalesce.D()}
+		ReadCoalesce: c.ReadCoalesce.D(), ReadBuffer: int(c.ReadBuffer.Bytes())}
 	if o.Remoting.ReadCoalesce == 0 {
 		o.Remoting.ReadCoalesce = -1 // "0s" turns it off
+	}
+	if o.Remoting.ReadBuffer == 0 {
+		o.Remoting.ReadBuffer = -1 // "0" leaves it to the kernel
 	}
 	o.Remoting.SendPool = remoting.PoolOptions{Workers: c.SendWorkers, QueueSize: c.SendQueue}
 	o.Remoting.PullPool = remoting.PoolOptions{Workers: c.PullWorkers, QueueSize: c.PullQueue}
