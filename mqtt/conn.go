@@ -662,6 +662,18 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 			c.send(d)
 		}
 	}
+	if connected && kind == closeClientNormal {
+		// The will of a normal DISCONNECT is dropped before the socket
+		// goes: a client that reconnects once it sees the close takes the
+		// session over, and a takeover publishes the will the session
+		// still holds (possibly before the rest of this close runs).
+		ss := c.session
+		ss.mu.Lock()
+		if ss.conn == c {
+			ss.will = nil
+		}
+		ss.mu.Unlock()
+	}
 	// After a reason the client must see (a DISCONNECT or a refused
 	// CONNACK) the close lingers: the client reads it before the socket
 	// goes, and what it sent meanwhile is read, so no reset destroys it.
@@ -699,9 +711,6 @@ func (c *conn) closeWith(code packets.ReasonCode, detail string, kind closeKind)
 		ss.conn = nil
 		ss.online.Store(false)
 		ss.disconnectedAt = time.Now().UnixNano()
-		if kind == closeClientNormal {
-			ss.will = nil
-		}
 		switch {
 		case ss.expiry == 0 && kind != closeShutdown:
 			ss.dead, dead = true, true
