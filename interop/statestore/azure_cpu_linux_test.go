@@ -53,6 +53,8 @@ const azureClients, azureOps, azureValue = 50, 20000, 100
 // redis-server and redis-benchmark the Redis metrics are skipped. Each
 // iteration is the whole load: run with -benchtime Nx (N ≥ 2 with a base,
 // the first load of a run costs more).
+// SMARTGO_SS_BENCH_PERF=<dir> counts each server's system calls by kind
+// per phase with perf stat (perfPhase).
 func BenchmarkStateStoreAzureCPU(b *testing.B) {
 	type server struct {
 		name string
@@ -82,7 +84,10 @@ func BenchmarkStateStoreAzureCPU(b *testing.B) {
 			// Rotated each iteration: the first load of a run meets a
 			// colder client process, which batches less.
 			s := servers[(i+k)%len(servers)]
-			set, get, err := azureCPULoad(s.sa, val, i)
+			perf := func(verb string, pid int) func() {
+				return perfPhase(b, fmt.Sprintf("%s-%d-%s", s.name, i, verb), pid)
+			}
+			set, get, err := azureCPULoad(s.sa, val, i, perf)
 			if err != nil {
 				b.Fatalf("%s (%s): %v", s.name, s.sa.bin, err)
 			}
@@ -92,6 +97,7 @@ func BenchmarkStateStoreAzureCPU(b *testing.B) {
 		if redisBench != "" {
 			var r [2]float64
 			for j, verb := range []string{"set", "get"} {
+				stopPerf := perfPhase(b, fmt.Sprintf("redis-%d-%s", i, strings.ToUpper(verb)), redisPID)
 				before, err := testutil.ProcessCPU(redisPID)
 				if err != nil {
 					b.Fatal(err)
@@ -105,6 +111,7 @@ func BenchmarkStateStoreAzureCPU(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				stopPerf()
 				r[j] = float64(after.Since(before).Nanoseconds()) / 1e3 / azureOps
 			}
 			c := cpu["redis"]
@@ -186,8 +193,10 @@ const azureConnectAttempts = 5
 // phase then the GET phase (every GET checks the value the SET wrote) and
 // returns the server's CPU µs per operation in each phase. Connecting and
 // one warm-up request per client are not counted. Every wait is bounded
-// (azureCPUWait); an error names what failed.
-func azureCPULoad(sa *standalone, val string, iter int) (setUs, getUs float64, err error) {
+// (azureCPUWait); an error names what failed. perf (SMARTGO_SS_BENCH_PERF,
+// perfPhase) is started on the server's pid for each phase, named by its
+// verb, and stopped when the phase ends.
+func azureCPULoad(sa *standalone, val string, iter int, perf func(verb string, pid int) (stop func())) (setUs, getUs float64, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clients, stop, err := azureCPUClients(ctx, sa.mqtt, fmt.Sprintf("azure-cpu-%d", iter))
@@ -199,6 +208,8 @@ func azureCPULoad(sa *standalone, val string, iter int) (setUs, getUs float64, e
 	run := func(verb string) (float64, error) {
 		ctx, cancel := context.WithTimeout(ctx, azureCPUWait)
 		defer cancel()
+		stopPerf := perf(verb, pid)
+		defer stopPerf()
 		before, err := testutil.ProcessCPU(pid)
 		if err != nil {
 			return 0, err
