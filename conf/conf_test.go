@@ -106,6 +106,8 @@ func TestConfBadInputNamesFileKeyAndRange(t *testing.T) {
 		{"amqp message size", "[amqp]\nmax_message_size = \"1GiB\"\n", []string{"amqp.max_message_size", "512MiB"}},
 		{"read coalesce", "[broker]\nread_coalesce = \"1s\"\n", []string{"bad.toml", "broker.read_coalesce", "between 0s and 100ms"}},
 		{"negative read coalesce", "[broker]\nread_coalesce = \"-1ms\"\n", []string{"broker.read_coalesce", "between 0s and 100ms"}},
+		{"read buffer too small", "[broker]\nread_buffer = \"1KiB\"\n", []string{"bad.toml", "broker.read_buffer", "between 4KiB and 1GiB"}},
+		{"read buffer too large", "[broker]\nread_buffer = \"2GiB\"\n", []string{"broker.read_buffer", "between 4KiB and 1GiB"}},
 		{"refresh age", "[bridge]\nrefresh_age = \"10s\"\n", []string{"bad.toml", "bridge.refresh_age", "between 1m0s"}},
 		{"syntax", "[store\n", []string{"bad.toml", "line 2"}},
 	}

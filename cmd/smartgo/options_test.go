@@ -19,6 +19,7 @@ import (
 	"github.com/smartgo/smartgo/controller"
 	"github.com/smartgo/smartgo/mqtt"
 	"github.com/smartgo/smartgo/registry"
+	"github.com/smartgo/smartgo/remoting"
 	"github.com/smartgo/smartgo/remoting/protocol"
 )
 
@@ -313,6 +314,28 @@ func TestOptionsEveryFieldFromTOML(t *testing.T) {
 // longer one must still start after an upgrade
 // (TestCmdBinaryBrokerLongClusterName); the limit for request-reply is
 // the protocol's suffix and the topic rule, and conf's message says it.
+// The broker's "off" values in the file reach remoting as its "off":
+// read_coalesce "0s" and read_buffer "0" are negative there, since zero
+// takes remoting's default.
+func TestOptionsRemotingOffValues(t *testing.T) {
+	f := conf.Default()
+	for k, v := range map[string]string{"broker.read_coalesce": "0s", "broker.read_buffer": "0"} {
+		if err := f.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	o := fromConf(t, f).Broker.Remoting
+	if o.ReadCoalesce >= 0 || o.ReadBuffer >= 0 {
+		t.Fatalf("read_coalesce 0s, read_buffer 0: ReadCoalesce %v, ReadBuffer %d, want both negative (off)", o.ReadCoalesce, o.ReadBuffer)
+	}
+	if d := fromConf(t, conf.Default()).Broker.Remoting; d.ReadBuffer != remoting.DefaultReadBuffer {
+		t.Fatalf("default read_buffer: ReadBuffer %d, want %d", d.ReadBuffer, remoting.DefaultReadBuffer)
+	}
+}
+
 func TestOptionsClusterNameOfOlderConfigs(t *testing.T) {
 	longestReply := 0
 	for n := 100; n <= 127; n++ {
