@@ -722,6 +722,12 @@ func (c *Conn) flushLocked() error {
 		buf, marks := c.wbuf, c.marks
 		c.wbuf, c.marks = c.spare[:0], c.spareMk[:0]
 		c.spare, c.spareMk = nil, nil
+		// What was taken still waits for the socket until the write has
+		// it (the socket's own count, which the write sets again and
+		// lowers as the socket takes it): counted from here on, not from
+		// the write's start, so that NotReading never sees a stuck
+		// writer's bytes vanish between the two.
+		c.sock.left.Store(int64(len(buf)) + c.wext)
 		c.wext = 0
 		c.wmu.Unlock()
 
@@ -734,6 +740,8 @@ func (c *Conn) flushLocked() error {
 		}
 		if err == nil {
 			err = c.writeParts(buf, marks)
+		} else {
+			c.sock.left.Store(0)
 		}
 		runReleases(marks)
 		for i := range marks {

@@ -45,7 +45,9 @@ type sock struct {
 	one     [1][]byte
 
 	// left is how many bytes of the write under way the socket has not
-	// taken yet (0 between writes), for Conn.NotReading on any goroutine.
+	// taken yet (0 between writes), for Conn.NotReading on any goroutine;
+	// the connection's writer sets it already when it takes the bytes
+	// from its queue (Conn.flushLocked).
 	left atomic.Int64
 }
 

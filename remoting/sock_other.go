@@ -12,7 +12,9 @@ import (
 type sock struct {
 	nc net.Conn
 	// left is how many bytes of the write under way the socket has not
-	// taken yet (here: all of them until it returns; 0 between writes).
+	// taken yet (here: all of them until it returns; 0 between writes);
+	// the connection's writer sets it already when it takes the bytes
+	// from its queue (Conn.flushLocked).
 	left atomic.Int64
 }
 
