@@ -138,17 +138,6 @@ type ConnOptions struct {
 	// that waits for each answer. Default 1 ms (Linux only; client
 	// connections never wait); negative disables.
 	ReadCoalesce time.Duration
-	// ReadBuffer is the receive buffer (SO_RCVBUF) a server connection's
-	// socket gets when it is accepted, in bytes: the kernel doubles it
-	// for its bookkeeping and no longer grows it by itself. A client
-	// that pipelines many requests then has at most about this many
-	// bytes on their way, where the kernel's own tuning lets the buffer
-	// grow to several MiB and costs the server more CPU per request (see
-	// docs/performance-broker.md, "Thirty-second session"). It bounds one
-	// connection's throughput to about ReadBuffer per round trip: 1 MiB
-	// is 100 MB/s at 10 ms. Default 1 MiB; negative leaves the buffer to
-	// the kernel. Client connections always leave it to the kernel.
-	ReadBuffer int
 }
 
 func (o *ConnOptions) fill(idle time.Duration) {
@@ -170,9 +159,6 @@ func (o *ConnOptions) fill(idle time.Duration) {
 	if o.ReadCoalesce == 0 {
 		o.ReadCoalesce = DefaultReadCoalesce
 	}
-	if o.ReadBuffer == 0 {
-		o.ReadBuffer = DefaultReadBuffer
-	}
 }
 
 func (o *ConnOptions) validate() error {
@@ -185,8 +171,6 @@ func (o *ConnOptions) validate() error {
 		return fmt.Errorf("%w: negative MaxWriteQueue", ErrBadOptions)
 	case o.RequestTimeout < 0:
 		return fmt.Errorf("%w: negative RequestTimeout", ErrBadOptions)
-	case o.ReadBuffer > 1<<30:
-		return fmt.Errorf("%w: ReadBuffer %d above 1 GiB", ErrBadOptions, o.ReadBuffer)
 	}
 	return nil
 }
@@ -196,6 +180,17 @@ type Options struct {
 	// Addr is the listen address. Default ":0".
 	Addr string
 	ConnOptions
+	// ReadBuffer is the receive buffer (SO_RCVBUF) every accepted
+	// connection's socket has, in bytes, set on the listener: the kernel
+	// doubles it for its bookkeeping and no longer grows it by itself. A
+	// client that pipelines many requests then has at most about this
+	// many bytes on their way, where the kernel's own tuning lets the
+	// buffer grow to several MiB and costs the server more CPU per
+	// request (see docs/performance-broker.md, "Thirty-second session").
+	// It bounds one connection's throughput to about ReadBuffer per round
+	// trip: 1 MiB is 100 MB/s at 10 ms. Default 1 MiB (Linux only);
+	// negative leaves the buffer to the kernel.
+	ReadBuffer int
 	// Worker pools per request-code group. Defaults: send 16/10000,
 	// pull 8/100000, admin 2/1000, heartbeat 2/50000, default 4/10000
 	// (workers/queue).
@@ -216,6 +211,9 @@ func (o *Options) fill() {
 		o.Addr = ":0"
 	}
 	o.ConnOptions.fill(DefaultIdleTimeout)
+	if o.ReadBuffer == 0 {
+		o.ReadBuffer = DefaultReadBuffer
+	}
 	fillPool(&o.SendPool, 16, 10000)
 	fillPool(&o.PullPool, 8, 100000)
 	fillPool(&o.AdminPool, 2, 1000)
@@ -251,6 +249,9 @@ func (o *Options) pool(p Pool) PoolOptions {
 func (o *Options) Validate() error {
 	if err := o.ConnOptions.validate(); err != nil {
 		return err
+	}
+	if o.ReadBuffer > 1<<30 {
+		return fmt.Errorf("%w: ReadBuffer %d above 1 GiB", ErrBadOptions, o.ReadBuffer)
 	}
 	for p := Pool(0); p < numPools; p++ {
 		if po := o.pool(p); po.Workers < 0 || po.QueueSize < 0 {

@@ -3,7 +3,6 @@
 package remoting
 
 import (
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -14,26 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// soRcvbuf returns the SO_RCVBUF of c's socket.
-func soRcvbuf(t *testing.T, c net.Conn) int {
+// soRcvbuf returns the SO_RCVBUF of s's socket (sock.rcvbuf).
+func soRcvbuf(t *testing.T, s *sock) int {
 	t.Helper()
-	return sockOpt(t, c, unix.SOL_SOCKET, unix.SO_RCVBUF)
-}
-
-// sockOpt returns the integer socket option level/opt of c's socket.
-func sockOpt(t *testing.T, c net.Conn, level, opt int) int {
-	t.Helper()
-	rc, err := c.(*net.TCPConn).SyscallConn()
+	n, err := s.rcvbuf()
 	if err != nil {
 		t.Fatal(err)
-	}
-	var n int
-	var serr error
-	if err := rc.Control(func(fd uintptr) { n, serr = unix.GetsockoptInt(int(fd), level, opt) }); err != nil {
-		t.Fatal(err)
-	}
-	if serr != nil {
-		t.Fatal(serr)
 	}
 	return n
 }
@@ -60,7 +45,7 @@ func rmemMax(t *testing.T) int {
 // with.
 func TestRemotingServerReadBuffer(t *testing.T) {
 	a, _ := tcpPair(t)
-	kernel := soRcvbuf(t, a) // what an accepted socket starts with
+	kernel := soRcvbuf(t, newSock(a)) // what an accepted socket starts with
 	max := rmemMax(t)
 	for _, tc := range []struct {
 		name string
@@ -75,19 +60,29 @@ func TestRemotingServerReadBuffer(t *testing.T) {
 			if tc.want == kernel && tc.opt >= 0 {
 				t.Skipf("the kernel's own buffer is %d bytes already", kernel)
 			}
-			s, addr, _ := startServer(t, Options{ConnOptions: ConnOptions{ReadBuffer: tc.opt}}, nil)
+			s, addr, _ := startServer(t, Options{ReadBuffer: tc.opt}, nil)
 			c := newClient(t, ClientOptions{})
 			if _, err := c.Invoke(t.Context(), addr, echoReq("x", nil)); err != nil {
 				t.Fatal(err)
 			}
 			testutil.WaitFor(t, 10*time.Second, "the server's connection", func() bool { return len(s.Conns()) == 1 })
-			nc := s.Conns()[0].nc
-			if got := soRcvbuf(t, nc); got != tc.want {
+			sc := s.Conns()[0].sock
+			if got := soRcvbuf(t, sc); got != tc.want {
 				t.Fatalf("server connection's SO_RCVBUF %d, want %d", got, tc.want)
+			}
+			if tc.opt < 0 {
+				return
 			}
 			// The window is sized by the buffer from the first segment, not
 			// clamped where a buffer of the kernel's began (64 KiB).
-			if clamp := sockOpt(t, nc, unix.IPPROTO_TCP, unix.TCP_WINDOW_CLAMP); tc.opt >= 0 && clamp < tc.want/4 {
+			var clamp int
+			var err error
+			if cerr := sc.rc.Control(func(fd uintptr) {
+				clamp, err = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_WINDOW_CLAMP)
+			}); cerr != nil || err != nil {
+				t.Fatalf("TCP_WINDOW_CLAMP: %v %v", cerr, err)
+			}
+			if clamp < tc.want/4 {
 				t.Fatalf("server connection's window clamp %d with a %d-byte buffer", clamp, tc.want)
 			}
 		})

@@ -105,7 +105,8 @@ func brokerOptions(f conf.File, log *slog.Logger) (broker.Options, error) {
 	}
 	o.Remoting.ConnOptions = remoting.ConnOptions{IdleTimeout: c.IdleTimeout.D(), MaxFrameSize: c.MaxFrameSize.Bytes(),
 		WriteTimeout: c.WriteTimeout.D(), MaxWriteQueue: c.MaxWriteQueue.Bytes(), RequestTimeout: c.RequestTimeout.D(),
-		ReadCoalesce: c.ReadCoalesce.D(), ReadBuffer: int(c.ReadBuffer.Bytes())}
+		ReadCoalesce: c.ReadCoalesce.D()}
+	o.Remoting.ReadBuffer = int(c.ReadBuffer.Bytes())
 	if o.Remoting.ReadCoalesce == 0 {
 		o.Remoting.ReadCoalesce = -1 // "0s" turns it off
 	}
